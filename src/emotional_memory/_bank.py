@@ -1,0 +1,146 @@
+"""Bridges from pydantic objects to kernel arrays (the boundary of the kernel).
+
+Ages are computed here, in float64, from aware datetimes; inside the kernel only
+ages exist.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.models import Memory
+from emotional_memory.mood import MoodField
+
+
+def embedding_dim(query_embedding: Sequence[float] | None, memories: Sequence[Memory]) -> int:
+    """Common embedding dimension of a query and memories (missing/empty ones ignored).
+
+    Raises:
+        ValueError: when two non-empty embeddings have different lengths.
+    """
+    dim = len(query_embedding) if query_embedding is not None else 0
+    for m in memories:
+        if m.embedding:
+            n = len(m.embedding)
+            if dim == 0:
+                dim = n
+            elif n != dim:
+                raise ValueError(
+                    f"embedding length mismatch: memory {m.id!r} has {n}, expected {dim}"
+                )
+    return max(dim, 1)
+
+
+def _vector(values: Sequence[float] | None, dim: int) -> np.ndarray:
+    if not values:
+        return np.zeros(dim, dtype=np.float64)
+    return np.asarray(values, dtype=np.float64)
+
+
+def columns_from_memories(
+    memories: Sequence[Memory],
+    now: datetime,
+    dim: int,
+    activation: dict[str, float] | None = None,
+) -> MemoryColumns:
+    """Float64 numpy columns for ``memories`` (unpadded).
+
+    Args:
+        memories: the bank, in order.
+        now: aware datetime for the ages.
+        dim: embedding dimension (missing embeddings become zero rows).
+        activation: optional id -> activation map (absent ids get 0).
+
+    Returns:
+        :class:`MemoryColumns` with float64 numpy leaves.
+    """
+    n = len(memories)
+    emb = np.zeros((n, dim), dtype=np.float64)
+    for i, m in enumerate(memories):
+        if m.embedding:
+            emb[i] = m.embedding
+    tags = [m.tag for m in memories]
+    act = activation or {}
+    return MemoryColumns(
+        embedding=emb,
+        affect=np.asarray([t.core_affect.as_tuple() for t in tags], np.float64).reshape(n, 3),
+        mood=np.asarray([t.mood_snapshot.as_tuple() for t in tags], np.float64).reshape(n, 3),
+        velocity=np.asarray([t.momentum.velocity() for t in tags], np.float64).reshape(n, 3),
+        age_seconds=np.asarray([(now - t.timestamp).total_seconds() for t in tags], np.float64),
+        consolidation=np.asarray([t.consolidation_strength for t in tags], np.float64),
+        retrieval_count=np.asarray([t.retrieval_count for t in tags], np.float64),
+        activation=np.asarray([act.get(m.id, 0.0) for m in memories], np.float64),
+        valid=np.ones((n,), dtype=bool),
+    )
+
+
+def query_features(
+    query_embedding: Sequence[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    dim: int,
+) -> QueryFeatures:
+    """Float64 numpy query features."""
+    return QueryFeatures(
+        embedding=_vector(query_embedding, dim),
+        affect=np.asarray(query_affect.as_tuple(), np.float64),
+        mood=np.asarray(current_mood.as_tuple(), np.float64),
+        velocity=np.asarray(current_momentum.velocity(), np.float64),
+    )
+
+
+def adjacency_from_memories(
+    memories: Sequence[Memory], width_multiple: int = 4
+) -> tuple[np.ndarray, np.ndarray]:
+    """Padded link adjacency restricted to the given memories.
+
+    Args:
+        memories: the candidate set.
+        width_multiple: the link axis is padded to a multiple of this (fewer shapes).
+
+    Returns:
+        ``(targets (N, L) int32, strengths (N, L) float64)``; -1 marks empty slots.
+    """
+    index = {m.id: i for i, m in enumerate(memories)}
+    rows: list[list[tuple[int, float]]] = []
+    for m in memories:
+        rows.append(
+            [(index[link.target_id], link.strength) for link in m.tag.resonance_links
+             if link.target_id in index]
+        )
+    width = max((len(r) for r in rows), default=0)
+    width = max(width_multiple, int(math.ceil(width / width_multiple)) * width_multiple)
+    targets = np.full((len(memories), width), -1, dtype=np.int32)
+    strengths = np.zeros((len(memories), width), dtype=np.float64)
+    for i, r in enumerate(rows):
+        for j, (t, s) in enumerate(r):
+            targets[i, j] = t
+            strengths[i, j] = s
+    return targets, strengths
+
+
+def as_float_list(field: str, values: Any) -> list[float] | None:
+    """Validate a user-supplied embedding: a flat sequence of finite numbers, or None.
+
+    Raises:
+        TypeError / ValueError naming ``field``.
+    """
+    if values is None:
+        return None
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise ValueError(f"{field} must be a 1-D sequence of numbers, got shape {arr.shape}")
+    if arr.size and not np.issubdtype(arr.dtype, np.number):
+        raise TypeError(f"{field} must contain numbers")
+    arr = arr.astype(np.float64)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"{field} contains NaN or infinite values")
+    return [float(v) for v in arr]

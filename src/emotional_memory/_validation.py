@@ -1,0 +1,85 @@
+"""Small validation helpers shared by the value objects and configs (SPEC 9).
+
+Every helper raises ``ValueError`` whose message names the offending field, so a
+user can tell at once which argument was wrong.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+
+def finite(field: str, value: float) -> float:
+    """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf."""
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be a number, got bool")
+    try:
+        out = float(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{field} must be a number, got {type(value).__name__}") from exc
+    if not math.isfinite(out):
+        raise ValueError(f"{field} must be finite, got {value!r}")
+    return out
+
+
+def clamp(value: float, low: float, high: float) -> float:
+    """Clamp ``value`` into ``[low, high]``."""
+    return max(low, min(high, value))
+
+
+def in_range(field: str, value: float, low: float, high: float) -> float:
+    """Check ``low <= value <= high`` (after a finiteness check)."""
+    value = finite(field, value)
+    if not low <= value <= high:
+        raise ValueError(f"{field} must lie in [{low}, {high}], got {value}")
+    return value
+
+
+def positive(field: str, value: float) -> float:
+    """Check ``value > 0`` (after a finiteness check)."""
+    value = finite(field, value)
+    if not value > 0:
+        raise ValueError(f"{field} must be > 0, got {value}")
+    return value
+
+
+def non_negative(field: str, value: float) -> float:
+    """Check ``value >= 0`` (after a finiteness check)."""
+    value = finite(field, value)
+    if value < 0:
+        raise ValueError(f"{field} must be >= 0, got {value}")
+    return value
+
+
+def weight_vector(
+    field: str, values: Sequence[Any], length: int = 6, *, nonneg: bool = True
+) -> list[float]:
+    """Validate a vector of exactly ``length`` finite numbers (non-negative if ``nonneg``)."""
+    if hasattr(values, "tolist") and not isinstance(values, list):
+        values = values.tolist()
+    if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
+        raise TypeError(f"{field} must be a sequence of {length} numbers")
+    if len(values) != length:
+        raise ValueError(f"{field} must have exactly {length} elements, got {len(values)}")
+    out = [finite(f"{field}[{i}]", v) for i, v in enumerate(values)]
+    for i, v in enumerate(out):
+        if nonneg and v < 0:
+            raise ValueError(f"{field}[{i}] must be >= 0, got {v}")
+    return out
+
+
+def aware(field: str, value: datetime) -> datetime:
+    """Require a timezone-aware datetime (naive ones are ambiguous across machines)."""
+    if not isinstance(value, datetime):
+        raise TypeError(f"{field} must be a datetime, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{field} must be timezone-aware")
+    return value
+
+
+def utc_now() -> datetime:
+    """The current time as an aware UTC datetime."""
+    return datetime.now(UTC)

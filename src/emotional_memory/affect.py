@@ -1,0 +1,109 @@
+"""Core affect: the instantaneous feeling, and its momentum.
+
+Core affect follows Russell's (1980) circumplex with Mehrabian's dominance axis (the
+PAD model): valence in [-1, 1], arousal and dominance in [0, 1]. Momentum carries the
+first and second differences of that trajectory, so a memory remembers not only how
+it felt but where the feeling was heading (SPEC 1).
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from emotional_memory._validation import clamp, finite
+
+MAX_PAD_DISTANCE: float = math.sqrt(6.0)
+"""Largest Euclidean distance between two points of the PAD box (2^2 + 1 + 1 = 6)."""
+
+
+class CoreAffect(BaseModel):
+    """A point in valence/arousal/dominance space; out-of-range inputs are clamped.
+
+    Attributes:
+        valence: Pleasantness, clamped to [-1, 1].
+        arousal: Activation, clamped to [0, 1].
+        dominance: Sense of control, clamped to [0, 1] (default 0.5).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    valence: float
+    arousal: float
+    dominance: float = 0.5
+
+    @field_validator("valence", mode="before")
+    @classmethod
+    def _clamp_valence(cls, v: float) -> float:
+        return clamp(finite("valence", v), -1.0, 1.0)
+
+    @field_validator("arousal", "dominance", mode="before")
+    @classmethod
+    def _clamp_unit(cls, v: float, info: object) -> float:
+        name = getattr(info, "field_name", "value")
+        return clamp(finite(str(name), v), 0.0, 1.0)
+
+    @classmethod
+    def neutral(cls) -> CoreAffect:
+        """The neutral point (0, 0, 0.5)."""
+        return cls(valence=0.0, arousal=0.0, dominance=0.5)
+
+    def as_tuple(self) -> tuple[float, float, float]:
+        """Return ``(valence, arousal, dominance)``."""
+        return (self.valence, self.arousal, self.dominance)
+
+    def distance(self, other: CoreAffect) -> float:
+        """Euclidean distance to ``other`` over (valence, arousal, dominance)."""
+        return math.sqrt(
+            (self.valence - other.valence) ** 2
+            + (self.arousal - other.arousal) ** 2
+            + (self.dominance - other.dominance) ** 2
+        )
+
+    def lerp(self, other: CoreAffect, alpha: float) -> CoreAffect:
+        """Move towards ``other`` by ``alpha`` (clamped to [0, 1]), componentwise."""
+        a = clamp(finite("alpha", alpha), 0.0, 1.0)
+        return CoreAffect(
+            valence=self.valence + a * (other.valence - self.valence),
+            arousal=self.arousal + a * (other.arousal - self.arousal),
+            dominance=self.dominance + a * (other.dominance - self.dominance),
+        )
+
+
+class AffectiveMomentum(BaseModel):
+    """Velocity (``d_*``) and acceleration (``dd_*``) of core affect.
+
+    Acceleration is the change of velocity between consecutive updates (it is not
+    divided by time; SPEC 1).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    d_valence: float = 0.0
+    d_arousal: float = 0.0
+    d_dominance: float = 0.0
+    dd_valence: float = 0.0
+    dd_arousal: float = 0.0
+    dd_dominance: float = 0.0
+
+    @field_validator(
+        "d_valence", "d_arousal", "d_dominance", "dd_valence", "dd_arousal", "dd_dominance",
+        mode="before",
+    )
+    @classmethod
+    def _finite(cls, v: float, info: object) -> float:
+        return finite(str(getattr(info, "field_name", "value")), v)
+
+    @classmethod
+    def zero(cls) -> AffectiveMomentum:
+        """Momentum with every component 0."""
+        return cls()
+
+    def velocity(self) -> tuple[float, float, float]:
+        """Return the 3-D velocity ``(d_valence, d_arousal, d_dominance)``."""
+        return (self.d_valence, self.d_arousal, self.d_dominance)
+
+    def magnitude(self) -> float:
+        """Euclidean norm of the velocity only."""
+        return math.sqrt(self.d_valence**2 + self.d_arousal**2 + self.d_dominance**2)

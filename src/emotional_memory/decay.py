@@ -1,0 +1,154 @@
+"""Forgetting: power-law decay of memory strength (SPEC 3), the recency signal s5.
+
+Strength falls as a power of elapsed time (Wixted & Ebbesen 1991), more slowly for
+arousing events (McGaugh 2004) and for often-rehearsed ones, and high-arousal
+memories keep a floor. The arithmetic is the kernel's :func:`effective_strength`,
+evaluated in float64 here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from emotional_memory._precision import float64
+from emotional_memory._validation import aware, finite, in_range, non_negative, positive
+from emotional_memory.kernel.params import DECAY_FIELDS, ScoringParams
+from emotional_memory.kernel.signals import effective_strength
+from emotional_memory.models import EmotionalTag
+
+
+class DecayConfig(BaseModel):
+    """Parameters of the recency signal.
+
+    Attributes:
+        base_decay: power-law exponent at zero arousal and no retrievals (>= 0).
+        arousal_modulation: how much arousal slows decay.
+        retrieval_boost: slowing per past retrieval (>= 0).
+        floor_arousal_threshold: arousal at or above which the floor applies.
+        floor_value: the floor (in [0, 1]), never above consolidation.
+        min_seconds: ages below this count as this (> 0).
+        power: extra exponent multiplier.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    base_decay: float = 0.5
+    arousal_modulation: float = 0.5
+    retrieval_boost: float = 0.1
+    floor_arousal_threshold: float = 0.7
+    floor_value: float = 0.1
+    min_seconds: float = 1.0
+    power: float = 1.0
+
+    @field_validator("base_decay", "retrieval_boost", "power", mode="before")
+    @classmethod
+    def _non_negative(cls, v: float, info: object) -> float:
+        return non_negative(str(getattr(info, "field_name", "value")), v)
+
+    @field_validator("arousal_modulation", "floor_arousal_threshold", mode="before")
+    @classmethod
+    def _finite(cls, v: float, info: object) -> float:
+        return finite(str(getattr(info, "field_name", "value")), v)
+
+    @field_validator("floor_value", mode="before")
+    @classmethod
+    def _floor(cls, v: float) -> float:
+        return in_range("floor_value", v, 0.0, 1.0)
+
+    @field_validator("min_seconds", mode="before")
+    @classmethod
+    def _min_seconds(cls, v: float) -> float:
+        return positive("min_seconds", v)
+
+
+def _decay_params(config: DecayConfig) -> ScoringParams:
+    """Parameters whose decay leaves come from ``config`` (other leaves unused)."""
+    zeros6 = np.zeros(6)
+    return ScoringParams(
+        base_weights=zeros6,
+        gates=np.zeros(10),
+        decay=np.asarray([getattr(config, f) for f in DECAY_FIELDS], dtype=np.float64),
+        distance_scale=np.asarray(np.sqrt(6.0)),
+        signal_scale=np.ones(6),
+        signal_shift=zeros6,
+    )
+
+
+@jax.jit
+def _strength_batch(
+    params: ScoringParams, ages: jax.Array, arousal: jax.Array, consolidation: jax.Array,
+    counts: jax.Array,
+) -> jax.Array:
+    return jax.vmap(effective_strength, in_axes=(None, 0, 0, 0, 0))(
+        params, ages, arousal, consolidation, counts
+    )
+
+
+def compute_effective_strength_batch(
+    tags: Sequence[EmotionalTag], now: datetime, config: DecayConfig | None = None
+) -> np.ndarray:
+    """Effective strength of many tags at ``now``.
+
+    Args:
+        tags: the tags.
+        now: aware datetime.
+        config: decay parameters (default: ``DecayConfig()``).
+
+    Returns:
+        float64 array of shape ``(len(tags),)``, identical to the per-tag function.
+    """
+    cfg = config if config is not None else DecayConfig()
+    now = aware("now", now)
+    if len(tags) == 0:
+        return np.zeros((0,), dtype=np.float64)
+    ages = np.asarray([(now - t.timestamp).total_seconds() for t in tags], dtype=np.float64)
+    arousal = np.asarray([t.core_affect.arousal for t in tags], dtype=np.float64)
+    consolidation = np.asarray([t.consolidation_strength for t in tags], dtype=np.float64)
+    counts = np.asarray([t.retrieval_count for t in tags], dtype=np.float64)
+    return strength_from_columns(ages, arousal, consolidation, counts, cfg)
+
+
+def strength_from_columns(
+    ages: np.ndarray, arousal: np.ndarray, consolidation: np.ndarray, counts: np.ndarray,
+    config: DecayConfig,
+) -> np.ndarray:
+    """Effective strength from column arrays (ages in seconds), in float64.
+
+    Args:
+        ages, arousal, consolidation, counts: (N,) arrays.
+        config: decay parameters.
+
+    Returns:
+        (N,) float64 numpy array.
+    """
+    with float64():
+        out = _strength_batch(
+            _decay_params(config),
+            jnp.asarray(ages, jnp.float64),
+            jnp.asarray(arousal, jnp.float64),
+            jnp.asarray(consolidation, jnp.float64),
+            jnp.asarray(counts, jnp.float64),
+        )
+        return np.asarray(out, dtype=np.float64)
+
+
+def compute_effective_strength(
+    tag: EmotionalTag, now: datetime, config: DecayConfig | None = None
+) -> float:
+    """Effective strength of one tag at ``now`` (SPEC 3).
+
+    Args:
+        tag: the memory's tag.
+        now: aware datetime.
+        config: decay parameters (default: ``DecayConfig()``).
+
+    Returns:
+        A float in [0, consolidation_strength].
+    """
+    return float(compute_effective_strength_batch([tag], now, config)[0])

@@ -1,0 +1,55 @@
+"""The differentiable scoring kernel: pure JAX, no pydantic, no I/O, no datetimes.
+
+Everything here is a pure function of pytrees (:class:`MemoryColumns`,
+:class:`QueryFeatures`, :class:`ScoringParams`) and can be ``jit``-ed, ``vmap``-ed
+and differentiated. Time only enters as ages in seconds, computed at the boundary.
+"""
+
+from emotional_memory.kernel.activation import spreading_activation_dense
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
+from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
+from emotional_memory.kernel.params import GATE_FIELDS, DECAY_FIELDS, ScoringParams
+from emotional_memory.kernel.score import (
+    ScoreOutput,
+    score_bank,
+    score_bank_jit,
+    score_with_weights,
+    score_with_weights_jit,
+    stable_rank,
+    weighted_total,
+)
+from emotional_memory.kernel.signals import (
+    SIGNAL_NAMES,
+    affect_proximity,
+    cosine_similarity,
+    effective_strength,
+    momentum_alignment,
+    signals,
+)
+
+__all__ = [
+    "DECAY_FIELDS",
+    "GATE_FIELDS",
+    "SIGNAL_NAMES",
+    "MemoryColumns",
+    "QueryFeatures",
+    "ScoreOutput",
+    "ScoringParams",
+    "adaptive_weights",
+    "affect_proximity",
+    "apply_signal_mask",
+    "bucket_size",
+    "cosine_similarity",
+    "effective_strength",
+    "momentum_alignment",
+    "pad_columns",
+    "score_bank",
+    "score_bank_jit",
+    "score_with_weights",
+    "score_with_weights_jit",
+    "signals",
+    "smooth_gate",
+    "spreading_activation_dense",
+    "stable_rank",
+    "weighted_total",
+]

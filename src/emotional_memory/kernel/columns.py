@@ -1,0 +1,124 @@
+"""Struct-of-arrays views of a memory bank and of a query.
+
+A bank of N memories is one :class:`MemoryColumns` pytree whose leaves share a
+leading axis N. Banks are padded to power-of-two size buckets with a ``valid`` mask
+so a growing store recompiles O(log N) times, not once per insert.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float
+
+MIN_BUCKET = 16
+
+
+class MemoryColumns(eqx.Module):
+    """Columns of a memory bank (or, unbatched, of one memory).
+
+    Attributes:
+        embedding: (N, D) embeddings; a missing embedding is a zero row (cosine 0).
+        affect: (N, 3) the tag's core affect (valence, arousal, dominance). Its
+            arousal also drives the recency decay and floor.
+        mood: (N, 3) the mood snapshot at encoding (valence, arousal, dominance).
+        velocity: (N, 3) the momentum velocity at encoding.
+        age_seconds: (N,) ``now - tag.timestamp`` in seconds (computed at the boundary
+            in float64; float32 cannot hold unix time).
+        consolidation: (N,) consolidation strength in [0, 1].
+        retrieval_count: (N,) times retrieved (float).
+        activation: (N,) spreading activation (0 in pass 1).
+        valid: (N,) False on padding rows.
+    """
+
+    embedding: Float[Array, "N D"]
+    affect: Float[Array, "N 3"]
+    mood: Float[Array, "N 3"]
+    velocity: Float[Array, "N 3"]
+    age_seconds: Float[Array, " N"]
+    consolidation: Float[Array, " N"]
+    retrieval_count: Float[Array, " N"]
+    activation: Float[Array, " N"]
+    valid: Bool[Array, " N"]
+
+    @property
+    def size(self) -> int:
+        """Number of rows N (padding included)."""
+        return int(self.age_seconds.shape[0])
+
+    def with_activation(self, activation: Any) -> MemoryColumns:
+        """Return a copy whose ``activation`` column is replaced."""
+        return eqx.tree_at(lambda c: c.activation, self, activation)
+
+    def astype(self, dtype: Any) -> MemoryColumns:
+        """Cast every float leaf to ``dtype`` (as JAX arrays); ``valid`` stays bool."""
+        return MemoryColumns(
+            embedding=jnp.asarray(self.embedding, dtype),
+            affect=jnp.asarray(self.affect, dtype),
+            mood=jnp.asarray(self.mood, dtype),
+            velocity=jnp.asarray(self.velocity, dtype),
+            age_seconds=jnp.asarray(self.age_seconds, dtype),
+            consolidation=jnp.asarray(self.consolidation, dtype),
+            retrieval_count=jnp.asarray(self.retrieval_count, dtype),
+            activation=jnp.asarray(self.activation, dtype),
+            valid=jnp.asarray(self.valid, bool),
+        )
+
+
+class QueryFeatures(eqx.Module):
+    """What the score needs to know about the query and the current state.
+
+    Attributes:
+        embedding: (D,) query embedding (zeros when missing).
+        affect: (3,) query affect (s3).
+        mood: (3,) current mood (s2 and the weight gates).
+        velocity: (3,) current momentum velocity (s4).
+    """
+
+    embedding: Float[Array, " D"]
+    affect: Float[Array, "3"]
+    mood: Float[Array, "3"]
+    velocity: Float[Array, "3"]
+
+
+def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:
+    """Smallest power of two >= max(n, minimum)."""
+    size = max(int(n), minimum, 1)
+    return 1 << (size - 1).bit_length()
+
+
+def pad_columns(columns: MemoryColumns, size: int | None = None) -> MemoryColumns:
+    """Pad every column to ``size`` rows (default: :func:`bucket_size`) with invalid rows.
+
+    Args:
+        columns: an unpadded (or smaller) bank; leaves may be numpy or JAX arrays.
+        size: target rows, >= ``columns.size``.
+
+    Returns:
+        Padded columns (numpy leaves for numpy inputs); padding rows have
+        ``valid=False`` and zeros elsewhere.
+    """
+    n = columns.size
+    target = bucket_size(n) if size is None else int(size)
+    if target < n:
+        raise ValueError(f"size must be >= the number of rows ({n}), got {target}")
+
+    def pad(x: Any) -> Any:
+        xp = np if isinstance(x, np.ndarray) else jnp
+        widths = [(0, target - n)] + [(0, 0)] * (x.ndim - 1)
+        return xp.pad(x, widths)
+
+    return MemoryColumns(
+        embedding=pad(columns.embedding),
+        affect=pad(columns.affect),
+        mood=pad(columns.mood),
+        velocity=pad(columns.velocity),
+        age_seconds=pad(columns.age_seconds),
+        consolidation=pad(columns.consolidation),
+        retrieval_count=pad(columns.retrieval_count),
+        activation=pad(columns.activation),
+        valid=pad(columns.valid),
+    )

@@ -1,0 +1,108 @@
+"""Smooth mood gates and mood-adaptive signal weights (SPEC 4).
+
+Mood modulates which signals dominate recall (Bower 1981): a negative mood favours
+mood congruence and affect proximity, high arousal favours momentum, and a calm
+mood favours semantics. Each condition is a smooth tanh/Gaussian gate, so the
+weights are differentiable in the mood and in every gate parameter.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from emotional_memory.kernel.params import ScoringParams
+
+Scalar = Float[Array, ""]
+
+
+def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:
+    """``0.5 * (1 + tanh(sharpness * (x - center)))``: a sigmoid step at ``center``.
+
+    Args:
+        x, center, sharpness: scalars (negative sharpness flips the step).
+
+    Returns:
+        A value in [0, 1].
+    """
+    return 0.5 * (1.0 + jnp.tanh(sharpness * (x - center)))
+
+
+def normalise_weights(weights: Float[Array, "6"]) -> Float[Array, "6"]:
+    """Clip at 0 and divide by the sum; uniform 1/6 when everything cancelled out.
+
+    The double-``where`` keeps the gradient finite on the uniform branch.
+    """
+    w = jnp.maximum(weights, 0.0)
+    total = jnp.sum(w)
+    ok = total > 0
+    safe_total = jnp.where(ok, total, 1.0)
+    return jnp.where(ok, w / safe_total, jnp.full_like(w, 1.0 / 6.0))
+
+
+def adaptive_weights(
+    params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
+) -> Float[Array, "6"]:
+    """Mood-modulated, normalised signal weights.
+
+    Args:
+        params: scoring parameters (``base_weights`` and ``gates`` are used).
+        mood_valence: current mood valence, scalar.
+        mood_arousal: current mood arousal, scalar.
+
+    Returns:
+        (6,) non-negative weights summing to 1, in the dtype of ``mood_valence``.
+    """
+    dtype = jnp.result_type(mood_valence)
+    g = jnp.asarray(params.gates, dtype=dtype)
+    (s_neg, c_neg, k_neg, s_aro, c_aro, k_aro, s_calm, width, c_calm, k_calm) = (
+        g[i] for i in range(10)
+    )
+    w = jnp.asarray(params.base_weights, dtype=dtype)
+    w0, w1, w2, w3, w4, w5 = (w[i] for i in range(6))
+
+    neg = smooth_gate(mood_valence, c_neg, -k_neg)
+    w1 = w1 + s_neg * neg * (2.0 / 3.0)
+    w2 = w2 + s_neg * neg * (1.0 / 3.0)
+    w0 = w0 - s_neg * neg
+
+    aro = smooth_gate(mood_arousal, c_aro, k_aro)
+    w3 = w3 + s_aro * aro
+    w0 = w0 - s_aro * aro
+
+    # width > 0 is validated at the config boundary; guard the division anyway so a
+    # training step that drives it to 0 yields a finite gradient.
+    safe_width = jnp.where(width != 0, width, 1.0)
+    valence_calm = jnp.where(width != 0, jnp.exp(-((mood_valence / safe_width) ** 2)), 0.0)
+    calm = valence_calm * smooth_gate(mood_arousal, c_calm, -k_calm)
+    w0 = w0 + s_calm * calm
+    w1 = w1 - s_calm * calm * (2.0 / 3.0)
+    w2 = w2 - s_calm * calm * (1.0 / 3.0)
+
+    return normalise_weights(jnp.stack([w0, w1, w2, w3, w4, w5]))
+
+
+def apply_signal_mask(weights: Float[Array, "6"], mask: Float[Array, "6"]) -> Float[Array, "6"]:
+    """Zero disabled signals and renormalise (the engine's ablation flags, SPEC 4).
+
+    With every signal enabled the weights pass through bit-for-bit. If all enabled
+    weights are 0, the result is uniform over the enabled signals.
+
+    Args:
+        weights: (6,) normalised weights.
+        mask: (6,) 1.0 for enabled signals, 0.0 for disabled ones.
+
+    Returns:
+        (6,) weights.
+    """
+    mask = jnp.asarray(mask, dtype=weights.dtype)
+    masked = weights * mask
+    total = jnp.sum(masked)
+    n_enabled = jnp.sum(mask)
+    ok = total > 0
+    renorm = jnp.where(
+        ok,
+        masked / jnp.where(ok, total, 1.0),
+        mask / jnp.where(n_enabled > 0, n_enabled, 1.0),
+    )
+    return jnp.where(jnp.all(mask == 1.0), weights, renorm)

@@ -1,0 +1,123 @@
+"""Scoring a memory bank: the six signals vmapped over rows, weights, totals, ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
+from emotional_memory.kernel.params import ScoringParams
+from emotional_memory.kernel.signals import signals
+
+
+class ScoreOutput(eqx.Module):
+    """Result of scoring one query against a bank.
+
+    Attributes:
+        raw: (N, 6) signals per memory.
+        weights: (6,) the weights used (adaptive, then ablation mask).
+        totals: (N,) ``sum_i weights[i] * raw[:, i]``; ``-inf`` on padding rows.
+    """
+
+    raw: Float[Array, "N 6"]
+    weights: Float[Array, "6"]
+    totals: Float[Array, " N"]
+
+
+def weighted_total(weights: Float[Array, "6"], raw: Float[Array, "... 6"]) -> Float[Array, "..."]:
+    """``w0*s0 + w1*s1 + ... + w5*s5`` summed left to right, as the reference does.
+
+    A fixed summation order keeps totals bit-compatible with a plain-Python sum, so
+    near-ties break the same way.
+    """
+    total = weights[0] * raw[..., 0]
+    for i in range(1, 6):
+        total = total + weights[i] * raw[..., i]
+    return total
+
+
+def score_bank(
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    signal_mask: Float[Array, "6"] | None = None,
+) -> ScoreOutput:
+    """Score every row of ``columns`` for one query.
+
+    Args:
+        params: scoring parameters.
+        query: unbatched query features.
+        columns: (N, ...) bank, possibly padded (``valid`` mask).
+        signal_mask: optional (6,) ablation mask (1 enabled, 0 disabled).
+
+    Returns:
+        :class:`ScoreOutput` with raw (N, 6), weights (6,), totals (N,).
+    """
+    dtype = jnp.result_type(query.affect)
+    weights = adaptive_weights(params, query.mood[0], query.mood[1])
+    if signal_mask is not None:
+        weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
+    return score_with_weights(weights, params, query, columns)
+
+
+def score_with_weights(
+    weights: Float[Array, "6"],
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+) -> ScoreOutput:
+    """Score every row of ``columns`` with given (already final) weights.
+
+    Args:
+        weights: (6,) weights, used as they are.
+        params: scoring parameters (signals only).
+        query: unbatched query features.
+        columns: (N, ...) bank.
+
+    Returns:
+        :class:`ScoreOutput`.
+    """
+    dtype = jnp.result_type(query.affect)
+    weights = jnp.asarray(weights, dtype)
+    raw = jax.vmap(signals, in_axes=(None, None, 0))(params, query, columns)
+    totals = weighted_total(weights, raw)
+    totals = jnp.where(columns.valid, totals, jnp.asarray(-jnp.inf, dtype))
+    return ScoreOutput(raw=raw, weights=weights, totals=totals)
+
+
+score_bank_jit = jax.jit(score_bank)
+""":func:`score_bank` compiled (one program per bucket size, dtype and mask presence)."""
+
+score_with_weights_jit = jax.jit(score_with_weights)
+""":func:`score_with_weights` compiled."""
+
+
+def stable_rank(totals: Float[Array, " N"], valid: Bool[Array, " N"] | None = None) -> Int[Array, " N"]:
+    """Indices sorting ``totals`` descending; ties keep their original order.
+
+    Args:
+        totals: (N,) scores.
+        valid: optional (N,) mask; invalid rows sort last.
+
+    Returns:
+        (N,) int indices.
+    """
+    keys = -totals if valid is None else jnp.where(valid, -totals, jnp.inf)
+    return jnp.argsort(keys, stable=True)
+
+
+def as_query(
+    embedding: Any, affect: Any, mood: Any, velocity: Any, dtype: Any
+) -> QueryFeatures:
+    """Build :class:`QueryFeatures` from array-likes in ``dtype``."""
+    return QueryFeatures(
+        embedding=jnp.asarray(embedding, dtype),
+        affect=jnp.asarray(affect, dtype),
+        mood=jnp.asarray(mood, dtype),
+        velocity=jnp.asarray(velocity, dtype),
+    )

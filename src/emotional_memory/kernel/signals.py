@@ -1,0 +1,138 @@
+"""The six retrieval signals for one memory (SPEC 4), gradient-safe at every branch.
+
+Each branch of the specification (missing or zero-norm embeddings, NaNs, zero
+velocity, ``max(0, .)``, ``sqrt`` at 0, the age floor, the arousal floor) uses the
+double-``where`` pattern: the value matches SPEC and the gradient stays finite.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+from jaxtyping import Array, Float
+
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.params import ScoringParams
+
+SIGNAL_NAMES: tuple[str, ...] = (
+    "semantic_similarity",
+    "mood_congruence",
+    "affect_proximity",
+    "momentum_alignment",
+    "recency",
+    "resonance",
+)
+
+MOMENTUM_EPS = 1e-12
+Scalar = Float[Array, ""]
+
+
+def _safe_norm(x: Float[Array, " K"]) -> tuple[Scalar, Scalar]:
+    """Return ``(norm, ok)`` where ``ok`` says the norm is > 0; grad finite at 0."""
+    sq = jnp.sum(x * x)
+    ok = sq > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0), ok
+
+
+def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
+    """Cosine of two vectors; 0 when either has a NaN or zero norm (SPEC s1).
+
+    Args:
+        a, b: (D,) vectors.
+
+    Returns:
+        Scalar cosine in the dtype of the inputs.
+    """
+    a_nan = jnp.any(jnp.isnan(a))
+    b_nan = jnp.any(jnp.isnan(b))
+    a_safe = jnp.where(a_nan, 0.0, a)
+    b_safe = jnp.where(b_nan, 0.0, b)
+    na, a_ok = _safe_norm(a_safe)
+    nb, b_ok = _safe_norm(b_safe)
+    ok = a_ok & b_ok & ~a_nan & ~b_nan
+    denom = jnp.where(ok, na * nb, 1.0)
+    return jnp.where(ok, jnp.dot(a_safe, b_safe) / denom, 0.0)
+
+
+def affect_proximity(
+    a: Float[Array, "3"], b: Float[Array, "3"], distance_scale: Scalar
+) -> Scalar:
+    """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (SPEC s2, s3)."""
+    dist, _ = _safe_norm(a - b)
+    return jnp.maximum(0.0, 1.0 - dist / distance_scale)
+
+
+def momentum_alignment(v_now: Float[Array, "3"], v_tag: Float[Array, "3"]) -> Scalar:
+    """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (SPEC s4)."""
+    n_now, _ = _safe_norm(v_now)
+    n_tag, _ = _safe_norm(v_tag)
+    ok = (n_now >= MOMENTUM_EPS) & (n_tag >= MOMENTUM_EPS)
+    denom = jnp.where(ok, n_now * n_tag, 1.0)
+    cos = jnp.dot(v_now, v_tag) / denom
+    return jnp.where(ok, (cos + 1.0) / 2.0, 0.5)
+
+
+def effective_strength(
+    params: ScoringParams,
+    age_seconds: Scalar,
+    arousal: Scalar,
+    consolidation: Scalar,
+    retrieval_count: Scalar,
+) -> Scalar:
+    """Power-law forgetting modulated by arousal and rehearsal (SPEC 3, s5).
+
+    Args:
+        params: uses ``decay`` (base_decay, arousal_modulation, retrieval_boost,
+            floor_arousal_threshold, floor_value, min_seconds, power).
+        age_seconds: seconds since encoding (may be < min_seconds or negative).
+        arousal: the tag's core-affect arousal.
+        consolidation: consolidation strength in [0, 1].
+        retrieval_count: times retrieved.
+
+    Returns:
+        Scalar strength in [0, consolidation].
+    """
+    dtype = jnp.result_type(age_seconds)
+    d = jnp.asarray(params.decay, dtype=dtype)
+    base_decay, modulation, boost, floor_threshold, floor_value, min_seconds, power = (
+        d[i] for i in range(7)
+    )
+    elapsed = jnp.maximum(age_seconds, min_seconds)
+    rate = jnp.maximum(
+        0.0, base_decay * (1.0 - modulation * arousal) / (1.0 + boost * retrieval_count)
+    )
+    positive = elapsed > 0
+    safe_elapsed = jnp.where(positive, elapsed, 1.0)
+    # elapsed <= 0 only happens with min_seconds <= 0; the power law then diverges
+    # and the clip below would return the consolidation strength anyway.
+    decayed = jnp.where(positive, consolidation * safe_elapsed ** (-rate * power), consolidation)
+    strength = jnp.clip(decayed, 0.0, consolidation)
+    floored = jnp.maximum(strength, jnp.minimum(floor_value, consolidation))
+    return jnp.where(arousal >= floor_threshold, floored, strength)
+
+
+def signals(
+    params: ScoringParams, query: QueryFeatures, memory: MemoryColumns
+) -> Float[Array, "6"]:
+    """The six (calibrated) signals of one memory, in :data:`SIGNAL_NAMES` order.
+
+    Args:
+        params: scoring parameters.
+        query: unbatched query features.
+        memory: unbatched columns of one memory (leaves without the N axis).
+
+    Returns:
+        (6,) signals; with default calibration exactly SPEC's raw signals.
+    """
+    dtype = jnp.result_type(query.affect)
+    scale = jnp.asarray(params.distance_scale, dtype=dtype)
+    s1 = cosine_similarity(query.embedding, memory.embedding)
+    s2 = affect_proximity(query.mood, memory.mood, scale)
+    s3 = affect_proximity(query.affect, memory.affect, scale)
+    s4 = momentum_alignment(query.velocity, memory.velocity)
+    s5 = effective_strength(
+        params, memory.age_seconds, memory.affect[1], memory.consolidation,
+        memory.retrieval_count,
+    )
+    s6 = memory.activation
+    raw = jnp.stack([s1, s2, s3, s4, s5, s6]).astype(dtype)
+    return raw * jnp.asarray(params.signal_scale, dtype) + jnp.asarray(params.signal_shift, dtype)

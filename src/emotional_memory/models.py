@@ -1,0 +1,163 @@
+"""Memories and their affective fingerprint (SPEC 2).
+
+An :class:`EmotionalTag` records how an event felt (core affect), where the feeling
+was heading (momentum), the mood at the time, its appraisal, resonance links to other
+memories, and the bookkeeping of retrieval, reconsolidation and prediction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from emotional_memory._validation import aware, clamp, finite, utc_now
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.categorize import EmotionLabel
+from emotional_memory.mood import MoodField
+
+LinkType = Literal["semantic", "emotional", "temporal", "causal", "contrastive"]
+LINK_TYPES: tuple[str, ...] = ("semantic", "emotional", "temporal", "causal", "contrastive")
+
+
+class ResonanceLink(BaseModel):
+    """A weighted, typed association from one memory to another.
+
+    ``strength`` must lie in [0, 1] (validated, not clamped).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    source_id: str
+    target_id: str
+    strength: float
+    link_type: LinkType
+
+    @field_validator("strength", mode="before")
+    @classmethod
+    def _strength(cls, v: float) -> float:
+        v = finite("strength", v)
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"strength must lie in [0, 1], got {v}")
+        return v
+
+
+class EmotionalTag(BaseModel):
+    """The affective fingerprint stored with every memory."""
+
+    model_config = ConfigDict(frozen=True)
+
+    core_affect: CoreAffect
+    momentum: AffectiveMomentum
+    mood_snapshot: MoodField
+    appraisal: AppraisalVector | None = None
+    resonance_links: list[ResonanceLink] = Field(default_factory=list)
+    timestamp: datetime
+    consolidation_strength: float
+    last_retrieved: datetime | None = None
+    retrieval_count: int = 0
+    reconsolidation_count: int = 0
+    pending_appraisal: bool = False
+    window_opened_at: datetime | None = None
+    expected_affect: CoreAffect | None = None
+    prediction_learning_rate: float = 0.2
+    emotion_label: EmotionLabel | None = None
+
+    @field_validator("consolidation_strength", mode="before")
+    @classmethod
+    def _consolidation(cls, v: float) -> float:
+        v = finite("consolidation_strength", v)
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"consolidation_strength must lie in [0, 1], got {v}")
+        return v
+
+    @field_validator("timestamp", mode="after")
+    @classmethod
+    def _ts(cls, v: datetime) -> datetime:
+        return aware("timestamp", v)
+
+    @field_validator("last_retrieved", "window_opened_at", mode="after")
+    @classmethod
+    def _opt_ts(cls, v: datetime | None, info: object) -> datetime | None:
+        return None if v is None else aware(str(getattr(info, "field_name", "time")), v)
+
+    @field_validator("retrieval_count", "reconsolidation_count", mode="after")
+    @classmethod
+    def _count(cls, v: int, info: object) -> int:
+        if v < 0:
+            raise ValueError(f"{getattr(info, 'field_name', 'count')} must be >= 0, got {v}")
+        return v
+
+    @field_validator("prediction_learning_rate", mode="before")
+    @classmethod
+    def _lr(cls, v: float) -> float:
+        return finite("prediction_learning_rate", v)
+
+
+class Memory(BaseModel):
+    """A stored memory: content, optional embedding, affective tag and metadata."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str = Field(default_factory=lambda: str(uuid.uuid4()))
+    content: str
+    embedding: list[float] | None = None
+    tag: EmotionalTag
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def create(
+        cls,
+        content: str,
+        tag: EmotionalTag,
+        embedding: list[float] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Memory:
+        """Build a memory with a fresh uuid4 id."""
+        return cls(
+            content=content,
+            tag=tag,
+            embedding=list(embedding) if embedding is not None else None,
+            metadata=dict(metadata) if metadata else {},
+        )
+
+
+def consolidation_strength(arousal: float, mood_arousal: float) -> float:
+    """Encoding strength as an inverted U of arousal (Yerkes-Dodson; McGaugh 2004).
+
+    Args:
+        arousal: the event's arousal (clamped to [0, 1]).
+        mood_arousal: the mood's arousal (clamped to [0, 1]).
+
+    Returns:
+        ``clamp(1 - 4*(e - 0.7)^2, 0.1, 1)`` with ``e = 0.7*arousal + 0.3*mood_arousal``.
+    """
+    a = clamp(finite("arousal", arousal), 0.0, 1.0)
+    m = clamp(finite("mood_arousal", mood_arousal), 0.0, 1.0)
+    e = 0.7 * a + 0.3 * m
+    raw = 1.0 - 4.0 * (e - 0.7) ** 2
+    return clamp(raw, 0.1, 1.0)
+
+
+def make_emotional_tag(
+    core_affect: CoreAffect,
+    momentum: AffectiveMomentum,
+    mood: MoodField,
+    consolidation_strength: float,
+    appraisal: AppraisalVector | None = None,
+    *,
+    now: datetime | None = None,
+) -> EmotionalTag:
+    """Build a tag stamped ``now`` (default: UTC now); consolidation clamped to [0, 1]."""
+    return EmotionalTag(
+        core_affect=core_affect,
+        momentum=momentum,
+        mood_snapshot=mood,
+        appraisal=appraisal,
+        timestamp=now if now is not None else utc_now(),
+        consolidation_strength=clamp(finite("consolidation_strength", consolidation_strength),
+                                     0.0, 1.0),
+    )

@@ -1,0 +1,242 @@
+"""Resonance: associative links between memories and spreading activation (SPEC 7).
+
+At encoding, a new memory links to the candidates it resembles semantically,
+emotionally or in time (an associative network in the spirit of Bower's 1981
+network theory of affect). At retrieval, activation spreads from the best matches
+along these links (Collins & Loftus 1975), and co-retrieved memories strengthen
+their mutual links (Hebb 1949).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import datetime
+
+import jax.numpy as jnp
+import numpy as np
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from emotional_memory._bank import adjacency_from_memories
+from emotional_memory._precision import float64
+from emotional_memory._validation import finite, in_range, positive
+from emotional_memory.affect import MAX_PAD_DISTANCE
+from emotional_memory.models import LinkType, Memory, ResonanceLink
+
+
+class ResonanceConfig(BaseModel):
+    """How links are built at encode time and how activation spreads.
+
+    Attributes:
+        threshold: minimum link score kept.
+        max_links: links per memory (forward and backward).
+        semantic_weight, emotional_weight, temporal_weight: score mixture.
+        temporal_half_life_seconds: half-life of temporal proximity (> 0).
+        candidate_multiplier: prefilter ``max_links * multiplier`` by embedding.
+        propagation_hops: hops of spreading activation (1..5).
+        hebbian_increment: strengthening per co-retrieval (0..0.5).
+        contrastive_temporal_threshold, contrastive_valence_threshold,
+        causal_temporal_threshold, causal_semantic_threshold: link typing rules.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    threshold: float = 0.3
+    max_links: int = 5
+    semantic_weight: float = 0.5
+    emotional_weight: float = 0.3
+    temporal_weight: float = 0.2
+    temporal_half_life_seconds: float = 3600.0
+    candidate_multiplier: int = 3
+    propagation_hops: int = 2
+    hebbian_increment: float = 0.05
+    contrastive_temporal_threshold: float = 0.5
+    contrastive_valence_threshold: float = 1.0
+    causal_temporal_threshold: float = 0.7
+    causal_semantic_threshold: float = 0.6
+
+    @field_validator(
+        "threshold", "semantic_weight", "emotional_weight", "temporal_weight",
+        "contrastive_temporal_threshold", "contrastive_valence_threshold",
+        "causal_temporal_threshold", "causal_semantic_threshold", mode="before",
+    )
+    @classmethod
+    def _finite(cls, v: float, info: object) -> float:
+        return finite(str(getattr(info, "field_name", "value")), v)
+
+    @field_validator("temporal_half_life_seconds", mode="before")
+    @classmethod
+    def _half_life(cls, v: float) -> float:
+        return positive("temporal_half_life_seconds", v)
+
+    @field_validator("hebbian_increment", mode="before")
+    @classmethod
+    def _hebbian(cls, v: float) -> float:
+        return in_range("hebbian_increment", v, 0.0, 0.5)
+
+    @field_validator("propagation_hops", mode="after")
+    @classmethod
+    def _hops(cls, v: int) -> int:
+        if not 1 <= v <= 5:
+            raise ValueError(f"propagation_hops must lie in [1, 5], got {v}")
+        return v
+
+    @field_validator("max_links", "candidate_multiplier", mode="after")
+    @classmethod
+    def _at_least_one(cls, v: int, info: object) -> int:
+        if v < 1:
+            raise ValueError(f"{getattr(info, 'field_name', 'value')} must be >= 1, got {v}")
+        return v
+
+
+def temporal_proximity(t1: datetime, t2: datetime, half_life_seconds: float = 3600.0) -> float:
+    """``exp(-|t1 - t2| * ln2 / half_life)``; 0 when the half-life is <= 0."""
+    if half_life_seconds <= 0:
+        return 0.0
+    dt = abs((t1 - t2).total_seconds())
+    return math.exp(-dt * math.log(2.0) / half_life_seconds)
+
+
+def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
+    """Cosine of two embeddings; 0 when either is missing, zero-norm or has NaN."""
+    if not a or not b:
+        return 0.0
+    if len(a) != len(b):
+        raise ValueError(f"embedding length mismatch: {len(a)} vs {len(b)}")
+    va = np.asarray(a, dtype=np.float64)
+    vb = np.asarray(b, dtype=np.float64)
+    na = float(np.linalg.norm(va))
+    nb = float(np.linalg.norm(vb))
+    if na == 0.0 or nb == 0.0 or not (math.isfinite(na) and math.isfinite(nb)):
+        return 0.0
+    return float(np.dot(va, vb) / (na * nb))
+
+
+def _link_type(
+    new: Memory, candidate: Memory, sem: float, emo: float, temp: float, cfg: ResonanceConfig
+) -> LinkType:
+    dv = abs(new.tag.core_affect.valence - candidate.tag.core_affect.valence)
+    if temp > cfg.contrastive_temporal_threshold and dv > cfg.contrastive_valence_threshold:
+        return "contrastive"
+    older = candidate.tag.timestamp < new.tag.timestamp
+    if older and temp > cfg.causal_temporal_threshold and sem > cfg.causal_semantic_threshold:
+        return "causal"
+    if sem >= emo and sem >= temp:
+        return "semantic"
+    if emo >= temp:
+        return "emotional"
+    return "temporal"
+
+
+def link_scores(
+    new_memory: Memory, candidate: Memory, config: ResonanceConfig
+) -> tuple[float, float, float, float]:
+    """``(score, semantic, emotional, temporal)`` of a prospective link.
+
+    Args:
+        new_memory: the memory being encoded.
+        candidate: an existing memory.
+        config: weights and half-life.
+
+    Returns:
+        The weighted score and its three components.
+    """
+    sem = _cosine(new_memory.embedding, candidate.embedding)
+    emo = max(0.0, 1.0 - new_memory.tag.core_affect.distance(candidate.tag.core_affect)
+              / MAX_PAD_DISTANCE)
+    temp = temporal_proximity(
+        new_memory.tag.timestamp, candidate.tag.timestamp, config.temporal_half_life_seconds
+    )
+    score = config.semantic_weight * sem + config.emotional_weight * emo
+    score = score + config.temporal_weight * temp
+    return score, sem, emo, temp
+
+
+def build_resonance_links(
+    new_memory: Memory, candidates: Iterable[Memory], config: ResonanceConfig | None = None
+) -> list[ResonanceLink]:
+    """Forward links from ``new_memory`` to its strongest associates.
+
+    Args:
+        new_memory: the memory being encoded.
+        candidates: existing memories (``new_memory`` itself is skipped).
+        config: link parameters (default ``ResonanceConfig()``).
+
+    Returns:
+        At most ``max_links`` links with score >= threshold, strongest first (ties
+        keep candidate order); strengths clamped to [0, 1].
+    """
+    cfg = config if config is not None else ResonanceConfig()
+    scored: list[tuple[float, ResonanceLink]] = []
+    for cand in candidates:
+        if cand.id == new_memory.id:
+            continue
+        score, sem, emo, temp = link_scores(new_memory, cand, cfg)
+        if score < cfg.threshold:
+            continue
+        link = ResonanceLink(
+            source_id=new_memory.id,
+            target_id=cand.id,
+            strength=min(1.0, max(0.0, score)),
+            link_type=_link_type(new_memory, cand, sem, emo, temp, cfg),
+        )
+        scored.append((score, link))
+    scored.sort(key=lambda pair: -pair[0])
+    return [link for _, link in scored[: cfg.max_links]]
+
+
+def spreading_activation(
+    seed_ids: Iterable[str], candidates: Sequence[Memory], hops: int = 2
+) -> dict[str, float]:
+    """Multi-hop activation from the seeds over the candidates' own links (SPEC 5).
+
+    Runs the kernel's dense implementation in float64.
+
+    Args:
+        seed_ids: ids that start with activation 1.0 (those among candidates).
+        candidates: the memory set; links leaving it are ignored.
+        hops: number of hops (>= 0).
+
+    Returns:
+        id -> activation in [0, 1] for every non-seed memory reached.
+    """
+    from emotional_memory.retrieval import _activation_jit
+
+    cands = list(candidates)
+    if hops < 1 or not cands:
+        return {}
+    seeds = set(seed_ids)
+    seed_mask = np.asarray([m.id in seeds for m in cands], dtype=bool)
+    if not seed_mask.any():
+        return {}
+    targets, strengths = adjacency_from_memories(cands)
+    with float64():
+        act, reached = _activation_jit(
+            jnp.asarray(seed_mask), jnp.asarray(targets), jnp.asarray(strengths, jnp.float64),
+            int(hops),
+        )
+        act_np = np.asarray(act, dtype=np.float64)
+        reached_np = np.asarray(reached)
+    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np)}
+
+
+def hebbian_strengthen(
+    memory: Memory, co_retrieved_ids: Iterable[str], increment: float
+) -> list[ResonanceLink]:
+    """Strengthen links to co-retrieved memories (Hebb 1949).
+
+    Args:
+        memory: the memory whose links change.
+        co_retrieved_ids: ids retrieved together with it.
+        increment: added strength, capped at 1.0.
+
+    Returns:
+        The memory's new link list (same order).
+    """
+    inc = finite("increment", increment)
+    co = set(co_retrieved_ids) - {memory.id}
+    return [
+        link.model_copy(update={"strength": min(1.0, link.strength + inc)})
+        if link.target_id in co else link
+        for link in memory.tag.resonance_links
+    ]

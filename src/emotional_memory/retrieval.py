@@ -1,0 +1,690 @@
+"""Multi-signal, mood-adaptive retrieval scoring: the public, seed-compatible API.
+
+Recall is ranked by six signals (SPEC 4) - semantic similarity, mood congruence
+(Bower 1981), affect proximity, momentum alignment, recency (power-law decay) and
+spreading-activation resonance (Collins & Loftus 1975) - whose weights shift with
+mood. Every number here comes from the JAX kernel (``emotional_memory.kernel``),
+evaluated in float64 inside a local x64 context, so explanations, training and the
+runtime path share one implementation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from emotional_memory._bank import (
+    adjacency_from_memories,
+    columns_from_memories,
+    embedding_dim,
+    query_features,
+)
+from emotional_memory._precision import float64
+from emotional_memory._validation import (
+    finite,
+    in_range,
+    non_negative,
+    positive,
+    weight_vector,
+)
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.decay import DecayConfig
+from emotional_memory.kernel import (
+    MemoryColumns,
+    QueryFeatures,
+    ScoringParams,
+    pad_columns,
+    score_with_weights_jit,
+    spreading_activation_dense,
+)
+from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
+from emotional_memory.kernel import signals as kernel_signals
+from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.mood import MoodField
+
+SIGNAL_FIELDS: tuple[str, ...] = (
+    "semantic_similarity",
+    "mood_congruence",
+    "affect_proximity",
+    "momentum_alignment",
+    "recency",
+    "resonance",
+)
+
+
+# --------------------------------------------------------------------------- configs
+
+
+class AdaptiveWeightsConfig(BaseModel):
+    """Parameters for smooth mood-modulated weight adjustment (SPEC 4).
+
+    Three conditions - negative mood, high arousal, calm - are smooth sigmoid or
+    Gaussian gates; ``*_sharpness`` sets how step-like each transition is.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    negative_mood_strength: float = 0.15
+    negative_mood_center: float = -0.5
+    negative_mood_sharpness: float = 5.0
+    high_arousal_strength: float = 0.10
+    high_arousal_center: float = 0.7
+    high_arousal_sharpness: float = 5.0
+    calm_strength: float = 0.15
+    calm_valence_width: float = 0.2
+    calm_arousal_center: float = 0.3
+    calm_sharpness: float = 5.0
+
+    @field_validator(
+        "negative_mood_strength", "high_arousal_strength", "calm_strength", mode="before"
+    )
+    @classmethod
+    def _strength(cls, v: float, info: Any) -> float:
+        return in_range(info.field_name, v, 0.0, 1.0)
+
+    @field_validator(
+        "negative_mood_sharpness", "high_arousal_sharpness", "calm_sharpness",
+        "calm_valence_width", mode="before",
+    )
+    @classmethod
+    def _positive(cls, v: float, info: Any) -> float:
+        return positive(info.field_name, v)
+
+    @field_validator("negative_mood_center", mode="before")
+    @classmethod
+    def _valence_center(cls, v: float) -> float:
+        return in_range("negative_mood_center", v, -1.0, 1.0)
+
+    @field_validator("high_arousal_center", "calm_arousal_center", mode="before")
+    @classmethod
+    def _arousal_center(cls, v: float, info: Any) -> float:
+        return in_range(info.field_name, v, 0.0, 1.0)
+
+
+class QueryClassifierConfig(BaseModel):
+    """Per-query-type routing of the base weights (SPEC 4, "Query routing").
+
+    ``mode``: ``"heuristic"`` uses the built-in classifier, ``"llm"`` a classifier passed
+    to the engine, ``"disabled"`` turns routing off. The routed vector replaces
+    ``base_weights`` and is still modulated by mood and the ablation mask.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    mode: Literal["disabled", "heuristic", "llm"] = "disabled"
+    routed_weights: dict[str, list[float]] = Field(default_factory=dict)
+    default_type: str = "default"
+
+    @field_validator("routed_weights", mode="before")
+    @classmethod
+    def _routes(cls, v: Any) -> dict[str, list[float]]:
+        if not isinstance(v, dict):
+            raise TypeError("routed_weights must be a dict of query type -> 6 weights")
+        return {str(k): weight_vector(f"routed_weights[{k!r}]", w) for k, w in v.items()}
+
+
+class RetrievalConfig(BaseModel):
+    """Parameters for multi-signal retrieval scoring.
+
+    Attributes:
+        base_weights: weights of [semantic, mood_congruence, affect_proximity,
+            momentum_alignment, recency, resonance]; exactly 6 finite numbers.
+        query_classifier: optional per-query-type routing.
+        ape_threshold: prediction error that opens reconsolidation.
+        reconsolidation_learning_rate: tag update rate (capped at 50% per retrieval).
+        reconsolidation_window_seconds: how long a reopened trace stays labile.
+        candidate_multiplier: prefilter ``top_k * multiplier`` candidates by embedding
+            when the store is larger than that.
+        adaptive_weights_config: the mood gates.
+        signal_scale, signal_shift: opt-in per-signal affine calibration (a fitted
+            model's output); ``None`` means identity (the SPEC score).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    base_weights: list[float] = Field(
+        default_factory=lambda: [0.35, 0.25, 0.15, 0.10, 0.10, 0.05]
+    )
+    query_classifier: QueryClassifierConfig | None = None
+    ape_threshold: float = 0.3
+    reconsolidation_learning_rate: float = 0.2
+    reconsolidation_window_seconds: float = 300.0
+    candidate_multiplier: int = 3
+    adaptive_weights_config: AdaptiveWeightsConfig = Field(default_factory=AdaptiveWeightsConfig)
+    signal_scale: list[float] | None = None
+    signal_shift: list[float] | None = None
+
+    @field_validator("base_weights", mode="before")
+    @classmethod
+    def _weights(cls, v: Any) -> list[float]:
+        return weight_vector("base_weights", v, nonneg=False)
+
+    @field_validator("signal_scale", "signal_shift", mode="before")
+    @classmethod
+    def _calibration(cls, v: Any, info: Any) -> list[float] | None:
+        return None if v is None else weight_vector(info.field_name, v, nonneg=False)
+
+    @field_validator("ape_threshold", "reconsolidation_window_seconds", mode="before")
+    @classmethod
+    def _non_negative(cls, v: float, info: Any) -> float:
+        return non_negative(info.field_name, v)
+
+    @field_validator("reconsolidation_learning_rate", mode="before")
+    @classmethod
+    def _lr(cls, v: float) -> float:
+        return finite("reconsolidation_learning_rate", v)
+
+    @field_validator("candidate_multiplier", mode="after")
+    @classmethod
+    def _multiplier(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError(f"candidate_multiplier must be >= 1, got {v}")
+        return v
+
+
+# --------------------------------------------------------------------------- results
+
+
+class RetrievalSignals(BaseModel):
+    """Named values of the six signals (raw, weights, or weighted)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    semantic_similarity: float
+    mood_congruence: float
+    affect_proximity: float
+    momentum_alignment: float
+    recency: float
+    resonance: float
+
+    def total(self) -> float:
+        """Return the sum of all six signals (left to right)."""
+        return (
+            self.semantic_similarity
+            + self.mood_congruence
+            + self.affect_proximity
+            + self.momentum_alignment
+            + self.recency
+            + self.resonance
+        )
+
+    def as_tuple(self) -> tuple[float, float, float, float, float, float]:
+        """The six values in signal order."""
+        return (
+            self.semantic_similarity, self.mood_congruence, self.affect_proximity,
+            self.momentum_alignment, self.recency, self.resonance,
+        )
+
+
+class RetrievalBreakdown(BaseModel):
+    """Structured decomposition of one retrieval score."""
+
+    model_config = ConfigDict(frozen=True)
+
+    weights: RetrievalSignals
+    raw_signals: RetrievalSignals
+    weighted_signals: RetrievalSignals
+    total_score: float
+
+
+class RetrievalExplanation(BaseModel):
+    """One retrieved memory plus the ranking-time decomposition that ranked it.
+
+    ``score`` and ``breakdown`` are ranking-time values; ``memory`` is the state after
+    retrieval side effects. Ranks are 1-based.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    memory: Memory
+    score: float
+    breakdown: RetrievalBreakdown
+    activation_level: float
+    pass1_rank: int
+    pass2_rank: int
+    selected_as_seed: bool
+    candidate_count: int
+
+
+@dataclass(frozen=True)
+class RankedMemory:
+    """A candidate with its score and breakdown in one pass of the plan."""
+
+    memory: Memory
+    score: float
+    breakdown: RetrievalBreakdown
+
+
+@dataclass(frozen=True)
+class RetrievalPlan:
+    """The pure two-pass ranking (SPEC 5), before any side effects.
+
+    Attributes:
+        weights: (6,) float64 weights used.
+        pass1: candidates ranked without activation.
+        pass2: candidates ranked with activation (``pass1`` when none spread).
+        activation_map: id -> activation from the pass-1 seeds.
+        seed_ids: ids of the pass-1 top_k.
+        candidate_count: number of candidates scored.
+    """
+
+    weights: NDArray[np.float64]
+    pass1: list[RankedMemory]
+    pass2: list[RankedMemory]
+    activation_map: dict[str, float] = field(default_factory=dict)
+    seed_ids: list[str] = field(default_factory=list)
+    candidate_count: int = 0
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _signals_from_values(values: Sequence[float]) -> RetrievalSignals:
+    return RetrievalSignals(**dict(zip(SIGNAL_FIELDS, (float(v) for v in values), strict=True)))
+
+
+def breakdown_from_values(weights: Sequence[float], raw: Sequence[float]) -> RetrievalBreakdown:
+    """Build a :class:`RetrievalBreakdown` from six weights and six raw signals.
+
+    Args:
+        weights: the six weights.
+        raw: the six signal values.
+
+    Returns:
+        The breakdown; ``total_score`` is the left-to-right sum of ``w_i * s_i``.
+    """
+    w = tuple(float(v) for v in weights)
+    s = tuple(float(v) for v in raw)
+    weighted = _signals_from_values(tuple(a * b for a, b in zip(w, s, strict=True)))
+    return RetrievalBreakdown(
+        weights=_signals_from_values(w),
+        raw_signals=_signals_from_values(s),
+        weighted_signals=weighted,
+        total_score=weighted.total(),
+    )
+
+
+def scoring_params(
+    retrieval_config: RetrievalConfig,
+    decay_config: DecayConfig,
+    base_weights: Sequence[float] | None = None,
+) -> ScoringParams:
+    """Float64 :class:`ScoringParams` for these configs (optional routed base weights)."""
+    return ScoringParams.from_config(retrieval_config, decay_config, base_weights=base_weights)
+
+
+_weights_jit = jax.jit(kernel_adaptive_weights)
+_signals_jit = jax.jit(kernel_signals)
+
+
+def _check_weights(precomputed_weights: Any) -> np.ndarray:
+    arr = np.asarray(precomputed_weights, dtype=np.float64).reshape(-1)
+    if arr.shape != (6,):
+        raise ValueError(f"precomputed_weights must have exactly 6 elements, got {arr.size}")
+    if not np.all(np.isfinite(arr)):
+        raise ValueError("precomputed_weights contains NaN or infinite values")
+    return arr
+
+
+def _check_query_embedding(query_embedding: Sequence[float] | None) -> None:
+    if query_embedding is not None and len(query_embedding):
+        arr = np.asarray(query_embedding, dtype=np.float64)
+        if arr.ndim != 1:
+            raise ValueError("query_embedding must be a 1-D sequence of numbers")
+
+
+# --------------------------------------------------------------------------- public API
+
+
+def adaptive_weights(
+    mood: MoodField,
+    base: Sequence[float],
+    config: AdaptiveWeightsConfig | None = None,
+) -> NDArray[np.float64]:
+    """Return retrieval weights modulated by the current mood (Bower 1981).
+
+    Negative mood raises mood congruence and affect proximity, high arousal raises
+    momentum alignment, a calm mood raises semantic similarity; all as smooth gates.
+
+    Args:
+        mood: current mood (valence and arousal are used).
+        base: six base weights.
+        config: gate parameters (default: ``AdaptiveWeightsConfig()``).
+
+    Returns:
+        (6,) float64 array: clipped at 0 and normalised (uniform when all cancel).
+    """
+    base_w = weight_vector("base", base, nonneg=False)
+    cfg = config if config is not None else AdaptiveWeightsConfig()
+    params = ScoringParams.from_config(
+        RetrievalConfig(adaptive_weights_config=cfg), DecayConfig(), base_weights=base_w
+    )
+    with float64():
+        out = _weights_jit(
+            params, jnp.asarray(mood.valence, jnp.float64), jnp.asarray(mood.arousal, jnp.float64)
+        )
+        return np.asarray(out, dtype=np.float64)
+
+
+def retrieval_breakdown(
+    query_embedding: list[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    memory: Memory,
+    activation_map: dict[str, float],
+    now: datetime,
+    decay_config: DecayConfig,
+    retrieval_config: RetrievalConfig,
+    precomputed_weights: NDArray[np.float64] | None = None,
+) -> RetrievalBreakdown:
+    """Return the full score decomposition for one memory.
+
+    The explainable counterpart of :func:`retrieval_score`, on the same kernel path.
+
+    Args:
+        query_embedding: (D,) or None/empty (semantic signal 0).
+        query_affect: affect for the proximity signal s3.
+        current_mood: mood for s2 and the weight gates.
+        current_momentum: momentum for s4.
+        memory: the memory to score.
+        activation_map: id -> spreading activation (empty in pass 1).
+        now: aware datetime for recency.
+        decay_config: recency parameters.
+        retrieval_config: weights and gates.
+        precomputed_weights: optional (6,) weights used as they are.
+
+    Returns:
+        :class:`RetrievalBreakdown` (weights, raw, weighted, total).
+
+    Raises:
+        ValueError: unequal embedding lengths, or malformed ``precomputed_weights``.
+    """
+    _check_query_embedding(query_embedding)
+    dim = embedding_dim(query_embedding, [memory])
+    cols = columns_from_memories([memory], now, dim, activation_map)
+    row = jax.tree_util.tree_map(lambda x: x[0], cols)
+    query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
+    params = scoring_params(retrieval_config, decay_config)
+    with float64():
+        if precomputed_weights is not None:
+            weights = _check_weights(precomputed_weights)
+        else:
+            weights = np.asarray(
+                _weights_jit(params, jnp.float64(current_mood.valence),
+                             jnp.float64(current_mood.arousal)),
+                dtype=np.float64,
+            )
+        raw = np.asarray(_signals_jit(params, query, row), dtype=np.float64)
+    return breakdown_from_values(weights.tolist(), raw.tolist())
+
+
+def retrieval_score(
+    query_embedding: list[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    memory: Memory,
+    activation_map: dict[str, float],
+    now: datetime,
+    decay_config: DecayConfig,
+    retrieval_config: RetrievalConfig,
+    precomputed_weights: NDArray[np.float64] | None = None,
+) -> float:
+    """Composite retrieval score for one memory: ``retrieval_breakdown(...).total_score``.
+
+    Args: as :func:`retrieval_breakdown`.
+
+    Returns:
+        The weighted sum of the six signals.
+    """
+    return retrieval_breakdown(
+        query_embedding=query_embedding,
+        query_affect=query_affect,
+        current_mood=current_mood,
+        current_momentum=current_momentum,
+        memory=memory,
+        activation_map=activation_map,
+        now=now,
+        decay_config=decay_config,
+        retrieval_config=retrieval_config,
+        precomputed_weights=precomputed_weights,
+    ).total_score
+
+
+@dataclass(frozen=True)
+class PlanArrays:
+    """Array form of a two-pass plan over ``n`` candidates (numpy, float64 or float32).
+
+    Attributes:
+        weights: (6,); raw1/raw2: (n, 6); totals1/totals2: (n,); order1/order2: (n,)
+        candidate indices by rank; activation: (n,); reached: (n,) bool;
+        seeds: indices of the pass-1 top_k.
+    """
+
+    weights: np.ndarray
+    raw1: np.ndarray
+    totals1: np.ndarray
+    order1: np.ndarray
+    raw2: np.ndarray
+    totals2: np.ndarray
+    order2: np.ndarray
+    activation: np.ndarray
+    reached: np.ndarray
+    seeds: np.ndarray
+
+
+def plan_arrays(
+    weights: Any,
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    n: int,
+    top_k: int,
+    adjacency: tuple[np.ndarray, np.ndarray] | None,
+    hops: int,
+) -> PlanArrays:
+    """Run the two-pass plan on (padded) columns: the shared array-level path.
+
+    Args:
+        weights: (6,) final weights.
+        params: scoring parameters.
+        query: query features.
+        columns: bank padded to a bucket; rows ``>= n`` are padding.
+        n: number of real candidates.
+        top_k: number of seeds.
+        adjacency: ``(targets, strengths)`` for the first ``n`` rows, or None to skip
+            spreading activation (resonance disabled).
+        hops: propagation hops.
+
+    Returns:
+        :class:`PlanArrays` sliced to the ``n`` real rows.
+    """
+    out1 = score_with_weights_jit(weights, params, query, columns)
+    raw1 = np.asarray(out1.raw)[:n]
+    totals1 = np.asarray(out1.totals)[:n]
+    order1 = np.argsort(-totals1, kind="stable")
+    seeds = order1[:top_k]
+    activation = np.zeros(n, dtype=raw1.dtype)
+    reached = np.zeros(n, dtype=bool)
+    if adjacency is not None and n > 0:
+        targets, strengths = adjacency
+        size = columns.size
+        seed_mask = np.zeros(size, dtype=bool)
+        seed_mask[seeds] = True
+        pad_t = np.full((size, targets.shape[1]), -1, dtype=np.int32)
+        pad_t[:n] = targets
+        pad_s = np.zeros((size, targets.shape[1]), dtype=raw1.dtype)
+        pad_s[:n] = strengths
+        act, hit = _activation_jit(
+            jnp.asarray(seed_mask), jnp.asarray(pad_t), jnp.asarray(pad_s), hops
+        )
+        activation = np.asarray(act)[:n]
+        reached = np.asarray(hit)[:n]
+    if reached.any():
+        padded_act = np.zeros(columns.size, dtype=raw1.dtype)
+        padded_act[:n] = activation
+        out2 = score_with_weights_jit(
+            weights, params, query, columns.with_activation(jnp.asarray(padded_act))
+        )
+        raw2 = np.asarray(out2.raw)[:n]
+        totals2 = np.asarray(out2.totals)[:n]
+        order2 = np.argsort(-totals2, kind="stable")
+    else:
+        raw2, totals2, order2 = raw1, totals1, order1
+    return PlanArrays(
+        weights=np.asarray(out1.weights), raw1=raw1, totals1=totals1, order1=order1,
+        raw2=raw2, totals2=totals2, order2=order2, activation=activation, reached=reached,
+        seeds=seeds,
+    )
+
+
+_activation_jit = jax.jit(spreading_activation_dense, static_argnums=3)
+
+
+def build_retrieval_plan(
+    query_embedding: list[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    candidates: Sequence[Memory],
+    now: datetime,
+    decay_config: DecayConfig,
+    retrieval_config: RetrievalConfig,
+    top_k: int,
+    propagation_hops: int = 2,
+    precomputed_weights: NDArray[np.float64] | None = None,
+    enable_resonance: bool = True,
+) -> RetrievalPlan:
+    """Pure two-pass ranking of ``candidates`` (SPEC 5); no store writes.
+
+    Pass 1 scores everything without activation and sorts (stable, descending); the
+    pass-1 top_k seed spreading activation; pass 2 rescores with it when any spread.
+
+    Args:
+        query_embedding, query_affect, current_mood, current_momentum: query features.
+        candidates: memories to rank, in candidate order (ties keep it).
+        now: aware datetime.
+        decay_config, retrieval_config: configs.
+        top_k: number of seeds (>= 1).
+        propagation_hops: hops of spreading activation (1..5).
+        precomputed_weights: optional (6,) final weights (e.g. after ablation).
+        enable_resonance: False skips spreading activation (pass 2 = pass 1).
+
+    Returns:
+        :class:`RetrievalPlan`.
+    """
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    if not 1 <= int(propagation_hops) <= 5:
+        raise ValueError(f"propagation_hops must lie in [1, 5], got {propagation_hops}")
+    _check_query_embedding(query_embedding)
+    cands = list(candidates)
+    params = scoring_params(retrieval_config, decay_config)
+    if precomputed_weights is not None:
+        weights: np.ndarray = _check_weights(precomputed_weights)
+    else:
+        weights = adaptive_weights(
+            current_mood, retrieval_config.base_weights, retrieval_config.adaptive_weights_config
+        )
+    if not cands:
+        return RetrievalPlan(weights=weights, pass1=[], pass2=[], candidate_count=0)
+    dim = embedding_dim(query_embedding, cands)
+    cols = pad_columns(columns_from_memories(cands, now, dim))
+    query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
+    adjacency = adjacency_from_memories(cands) if enable_resonance else None
+    with float64():
+        arrays = plan_arrays(
+            jnp.asarray(weights, jnp.float64), params, query, cols, len(cands), top_k,
+            adjacency, int(propagation_hops),
+        )
+    w = arrays.weights.tolist()
+
+    def ranked(order: np.ndarray, raw: np.ndarray) -> list[RankedMemory]:
+        out = []
+        for i in order.tolist():
+            bd = breakdown_from_values(w, raw[i].tolist())
+            out.append(RankedMemory(memory=cands[i], score=bd.total_score, breakdown=bd))
+        return out
+
+    pass1 = ranked(arrays.order1, arrays.raw1)
+    pass2 = ranked(arrays.order2, arrays.raw2) if arrays.reached.any() else pass1
+    activation_map = {
+        cands[i].id: float(arrays.activation[i]) for i in np.flatnonzero(arrays.reached)
+    }
+    return RetrievalPlan(
+        weights=np.asarray(w, dtype=np.float64),
+        pass1=pass1,
+        pass2=pass2,
+        activation_map=activation_map,
+        seed_ids=[cands[i].id for i in arrays.seeds.tolist()],
+        candidate_count=len(cands),
+    )
+
+
+def affective_prediction_error(expected: CoreAffect, observed: CoreAffect) -> float:
+    """Euclidean distance in PAD space between expected and observed affect."""
+    return expected.distance(observed)
+
+
+def compute_ape(tag: EmotionalTag, observed: CoreAffect) -> float:
+    """Affective prediction error of a tag (Pearce & Hall 1980).
+
+    Uses ``tag.expected_affect`` when set, else the encoding ``core_affect``.
+    """
+    reference = tag.expected_affect if tag.expected_affect is not None else tag.core_affect
+    return affective_prediction_error(reference, observed)
+
+
+def reconsolidate(
+    tag: EmotionalTag, current_affect: CoreAffect, ape: float, learning_rate: float
+) -> EmotionalTag:
+    """Pull the tag's core affect towards ``current_affect`` (Nader et al. 2000).
+
+    ``alpha = min(ape * learning_rate, 0.5)``; ``reconsolidation_count`` += 1; nothing
+    else changes.
+    """
+    alpha = min(finite("ape", ape) * finite("learning_rate", learning_rate), 0.5)
+    return tag.model_copy(
+        update={
+            "core_affect": tag.core_affect.lerp(current_affect, alpha),
+            "reconsolidation_count": tag.reconsolidation_count + 1,
+        }
+    )
+
+
+_LR_MIN = 0.05
+_LR_MAX = 0.80
+_LR_ADAPT_RATE = 0.2
+
+
+def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> EmotionalTag:
+    """Pearce-Hall update of the tag's expected affect and associability.
+
+    ``target = clamp(ape, 0.05, 0.8)``; ``lr += 0.2 * (target - lr)`` (clamped);
+    ``expected = (expected or core_affect).lerp(observed, lr)``.
+
+    Args:
+        tag: the tag to update.
+        observed: affect observed at retrieval.
+        ape: prediction error (from :func:`compute_ape`).
+
+    Returns:
+        The tag with new ``expected_affect`` and ``prediction_learning_rate``.
+    """
+    ape = finite("ape", ape)
+    target = max(_LR_MIN, min(_LR_MAX, ape))
+    lr = tag.prediction_learning_rate + _LR_ADAPT_RATE * (target - tag.prediction_learning_rate)
+    lr = max(_LR_MIN, min(_LR_MAX, lr))
+    base = tag.expected_affect if tag.expected_affect is not None else tag.core_affect
+    return tag.model_copy(
+        update={"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
+    )

@@ -1,0 +1,143 @@
+"""AffectiveState: core affect, its momentum and the mood, evolving over time.
+
+Momentum is estimated from the last three timestamped affect points by finite
+differences, so the state knows whether feelings are rising or falling (SPEC 1).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from emotional_memory._validation import aware, utc_now
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.mood import MoodDecayConfig, MoodField
+
+_HISTORY_LEN = 3
+_MIN_DT_SECONDS = 0.001
+
+HistoryPoint = tuple[datetime, float, float, float]
+
+
+def _velocity(p0: HistoryPoint, p1: HistoryPoint) -> tuple[float, float, float]:
+    dt = max((p1[0] - p0[0]).total_seconds(), _MIN_DT_SECONDS)
+    return ((p1[1] - p0[1]) / dt, (p1[2] - p0[2]) / dt, (p1[3] - p0[3]) / dt)
+
+
+def momentum_from_history(history: list[HistoryPoint]) -> AffectiveMomentum:
+    """Finite-difference momentum from up to three ``(t, v, a, d)`` points.
+
+    Args:
+        history: oldest first.
+
+    Returns:
+        Zero momentum for fewer than two points; velocity from the last two points
+        (dt floored at 1 ms); with three points, acceleration = velocity minus the
+        previous velocity (not divided by time).
+    """
+    if len(history) < 2:
+        return AffectiveMomentum.zero()
+    vel = _velocity(history[-2], history[-1])
+    acc = (0.0, 0.0, 0.0)
+    if len(history) >= 3:
+        prev = _velocity(history[-3], history[-2])
+        acc = (vel[0] - prev[0], vel[1] - prev[1], vel[2] - prev[2])
+    return AffectiveMomentum(
+        d_valence=vel[0], d_arousal=vel[1], d_dominance=vel[2],
+        dd_valence=acc[0], dd_arousal=acc[1], dd_dominance=acc[2],
+    )
+
+
+class AffectiveState(BaseModel):
+    """The agent's affective state: ``core_affect``, ``momentum`` and ``mood``.
+
+    Immutable: :meth:`update` returns a new state. A private history of the last
+    three points drives momentum and survives :meth:`snapshot`/:meth:`restore`.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    core_affect: CoreAffect
+    momentum: AffectiveMomentum
+    mood: MoodField
+    _history: list[HistoryPoint] = PrivateAttr(default_factory=list)
+
+    @classmethod
+    def initial(cls, now: datetime | None = None) -> AffectiveState:
+        """Neutral affect, zero momentum, neutral mood."""
+        return cls(
+            core_affect=CoreAffect.neutral(),
+            momentum=AffectiveMomentum.zero(),
+            mood=MoodField.neutral(now),
+        )
+
+    @property
+    def history(self) -> list[HistoryPoint]:
+        """A copy of the private ``(timestamp, v, a, d)`` history, oldest first."""
+        return list(self._history)
+
+    def update(
+        self,
+        new_affect: CoreAffect,
+        now: datetime | None = None,
+        mood_alpha: float = 0.1,
+        mood_decay: MoodDecayConfig | None = None,
+    ) -> AffectiveState:
+        """Feed one new affect observation.
+
+        Args:
+            new_affect: the observed core affect.
+            now: observation time (aware; default UTC now).
+            mood_alpha: mood blending rate.
+            mood_decay: optional mood regression applied before blending.
+
+        Returns:
+            The new state (this one is unchanged).
+        """
+        if not isinstance(new_affect, CoreAffect):
+            raise TypeError("new_affect must be a CoreAffect")
+        now = utc_now() if now is None else aware("now", now)
+        mood = self.mood.update(new_affect, alpha=mood_alpha, now=now, decay_config=mood_decay)
+        history = [*self._history, (now, *new_affect.as_tuple())][-_HISTORY_LEN:]
+        out = AffectiveState(
+            core_affect=new_affect, momentum=momentum_from_history(history), mood=mood
+        )
+        out._history = history
+        return out
+
+    def snapshot(self) -> dict[str, Any]:
+        """A JSON-able dict of the whole state, private history included."""
+        return {
+            "core_affect": self.core_affect.model_dump(mode="json"),
+            "momentum": self.momentum.model_dump(mode="json"),
+            "mood": self.mood.model_dump(mode="json"),
+            "history": [[t.isoformat(), v, a, d] for (t, v, a, d) in self._history],
+        }
+
+    @classmethod
+    def restore(cls, data: dict[str, Any]) -> AffectiveState:
+        """Rebuild a state from :meth:`snapshot` output; momentum continues correctly.
+
+        Raises:
+            ValueError: when ``data`` lacks a field or holds invalid values.
+        """
+        if not isinstance(data, dict):
+            raise TypeError("state snapshot must be a dict")
+        for key in ("core_affect", "momentum", "mood"):
+            if key not in data:
+                raise ValueError(f"state snapshot lacks field {key!r}")
+        out = cls(
+            core_affect=CoreAffect.model_validate(data["core_affect"]),
+            momentum=AffectiveMomentum.model_validate(data["momentum"]),
+            mood=MoodField.model_validate(data["mood"]),
+        )
+        history: list[HistoryPoint] = []
+        for i, point in enumerate(data.get("history", [])):
+            if len(point) != 4:
+                raise ValueError(f"history[{i}] must be [timestamp, v, a, d]")
+            t = point[0] if isinstance(point[0], datetime) else datetime.fromisoformat(point[0])
+            history.append((aware(f"history[{i}].timestamp", t), *map(float, point[1:])))
+        out._history = history[-_HISTORY_LEN:]
+        return out
