@@ -5,12 +5,31 @@ resonance links) and are recalled by six signals whose weights shift with mood.
 """
 
 from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
-from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.appraisal import (
+    AppraisalVector,
+    KeywordAppraisalEngine,
+    KeywordRule,
+    LLMAppraisalConfig,
+    LLMAppraisalEngine,
+    LLMCallable,
+    StaticAppraisalEngine,
+)
 from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
 from emotional_memory.decay import (
     DecayConfig,
     compute_effective_strength,
     compute_effective_strength_batch,
+)
+from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+from emotional_memory.interfaces import (
+    AffectiveStateStore,
+    AppraisalEngine,
+    AsyncAppraisalEngine,
+    AsyncEmbedder,
+    AsyncMemoryStore,
+    Embedder,
+    MemoryStore,
+    SequentialEmbedder,
 )
 from emotional_memory.models import (
     EmotionalTag,
@@ -39,6 +58,8 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
+from emotional_memory.stores import InMemoryStore, SQLiteStore
 
 __version__ = "0.1.0"
 
@@ -49,14 +70,30 @@ __all__ = [
     "AdaptiveWeightsConfig",
     "AffectiveMomentum",
     "AffectiveState",
+    "AffectiveStateStore",
+    "AppraisalEngine",
     "AppraisalVector",
+    "AsyncAppraisalEngine",
+    "AsyncEmbedder",
+    "AsyncMemoryStore",
     "CoreAffect",
     "DecayConfig",
+    "Embedder",
     "EmotionLabel",
+    "EmotionalMemory",
+    "EmotionalMemoryConfig",
     "EmotionalTag",
     "HeuristicQueryClassifier",
+    "InMemoryAffectiveStateStore",
+    "InMemoryStore",
+    "KeywordAppraisalEngine",
+    "KeywordRule",
+    "LLMAppraisalConfig",
+    "LLMAppraisalEngine",
+    "LLMCallable",
     "LLMQueryClassifier",
     "Memory",
+    "MemoryStore",
     "MoodDecayConfig",
     "MoodField",
     "QueryClassifier",
@@ -67,6 +104,10 @@ __all__ = [
     "RetrievalConfig",
     "RetrievalExplanation",
     "RetrievalSignals",
+    "SQLiteAffectiveStateStore",
+    "SQLiteStore",
+    "SequentialEmbedder",
+    "StaticAppraisalEngine",
     "__version__",
     "categorize_affect",
     "compute_ape",

@@ -117,7 +117,7 @@ def adjacency_from_memories(
              if link.target_id in index]
         )
     width = max((len(r) for r in rows), default=0)
-    width = max(width_multiple, int(math.ceil(width / width_multiple)) * width_multiple)
+    width = max(width_multiple, math.ceil(width / width_multiple) * width_multiple)
     targets = np.full((len(memories), width), -1, dtype=np.int32)
     strengths = np.zeros((len(memories), width), dtype=np.float64)
     for i, r in enumerate(rows):

@@ -3,14 +3,45 @@
 An :class:`AppraisalVector` scores an event on five stimulus-evaluation checks;
 :meth:`AppraisalVector.to_core_affect` projects it to valence/arousal/dominance with
 fixed linear coefficients (SPEC 8).
+
+Three engines produce vectors from text; all satisfy the ``AppraisalEngine`` protocol
+of :mod:`emotional_memory.interfaces` structurally (nothing here imports that module,
+which itself imports this one):
+
+* :class:`StaticAppraisalEngine` -- always the same vector (tests, fixed contexts).
+* :class:`KeywordAppraisalEngine` -- whole-word keyword/phrase rules, averaged.
+* :class:`LLMAppraisalEngine` -- asks a ``(prompt, json_schema) -> str`` callable,
+  parses its JSON answer robustly, caches results and falls back on error.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, field_validator
+import json
+import math
+import re
+import threading
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeAlias
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._validation import finite
 from emotional_memory.affect import CoreAffect
+
+__all__ = [
+    "APPRAISAL_DIMENSIONS",
+    "DEFAULT_KEYWORD_RULES",
+    "DEFAULT_LLM_SYSTEM_PROMPT",
+    "AppraisalVector",
+    "KeywordAppraisalEngine",
+    "KeywordRule",
+    "LLMAppraisalConfig",
+    "LLMAppraisalEngine",
+    "LLMCallable",
+    "StaticAppraisalEngine",
+]
 
 
 class AppraisalVector(BaseModel):
@@ -68,3 +99,746 @@ class AppraisalVector(BaseModel):
             + 0.1399
         )
         return CoreAffect(valence=valence, arousal=arousal, dominance=self.coping_potential)
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+#: The five appraisal dimensions with their (low, high) ranges, in canonical order.
+APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
+    "novelty": (-1.0, 1.0),
+    "goal_relevance": (-1.0, 1.0),
+    "coping_potential": (0.0, 1.0),
+    "norm_congruence": (-1.0, 1.0),
+    "self_relevance": (0.0, 1.0),
+}
+
+
+def _check_content(content: object) -> str:
+    """Return ``content`` if it is a ``str``, else raise ``TypeError`` naming it."""
+    if not isinstance(content, str):
+        raise TypeError(f"content must be a str, got {type(content).__name__}")
+    return content
+
+
+def _check_context(context: object) -> Mapping[str, Any] | None:
+    """Return ``context`` if it is ``None`` or a mapping, else raise ``TypeError``."""
+    if context is not None and not isinstance(context, Mapping):
+        raise TypeError(f"context must be a dict or None, got {type(context).__name__}")
+    return context
+
+
+def _clamp_to_range(values: Mapping[str, float]) -> AppraisalVector:
+    """Build an :class:`AppraisalVector`, clamping each given dimension into its range."""
+    clamped = {
+        name: min(APPRAISAL_DIMENSIONS[name][1], max(APPRAISAL_DIMENSIONS[name][0], value))
+        for name, value in values.items()
+    }
+    return AppraisalVector(**clamped)
+
+
+# --------------------------------------------------------------------------- static
+
+
+class StaticAppraisalEngine:
+    """Appraisal engine that returns the same vector for every event.
+
+    Useful in tests and when an application wants a fixed affective colouring.
+    """
+
+    def __init__(self, vector: AppraisalVector) -> None:
+        """Create the engine.
+
+        Args:
+            vector: The appraisal returned by every call to :meth:`appraise`.
+
+        Raises:
+            TypeError: If ``vector`` is not an :class:`AppraisalVector`.
+        """
+        if not isinstance(vector, AppraisalVector):
+            raise TypeError(f"vector must be an AppraisalVector, got {type(vector).__name__}")
+        self._vector = vector
+
+    @property
+    def vector(self) -> AppraisalVector:
+        """The fixed appraisal this engine returns."""
+        return self._vector
+
+    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
+        """Return the fixed vector (``content`` and ``context`` are only type-checked).
+
+        Args:
+            content: The event description.
+            context: Optional extra information (ignored).
+
+        Returns:
+            The vector given at construction.
+
+        Raises:
+            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+        """
+        _check_content(content)
+        _check_context(context)
+        return self._vector
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._vector!r})"
+
+
+# --------------------------------------------------------------------------- keywords
+
+
+class KeywordRule(BaseModel):
+    """One keyword rule: if any of its words/phrases occurs, it votes for an appraisal.
+
+    Attributes:
+        keywords: Non-empty list of words or short phrases, matched as whole words,
+            case-insensitively; inner whitespace in a phrase matches any whitespace.
+            Stored lower-cased with whitespace collapsed.
+        appraisal: Partial appraisal the rule votes for -- a mapping from dimension
+            name (see :data:`APPRAISAL_DIMENSIONS`) to a value inside that dimension's
+            range. An :class:`AppraisalVector` is accepted and expands to all five.
+            Dimensions a rule leaves out are not voted on by it.
+        weight: Positive, finite strength of the rule's vote (default 1.0).
+        name: Optional label, used in explanations and ``repr``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    keywords: list[str]
+    appraisal: dict[str, float]
+    weight: float = 1.0
+    name: str = ""
+
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _normalise_keywords(cls, v: object) -> list[str]:
+        if isinstance(v, str) or not isinstance(v, Sequence):
+            raise TypeError(f"keywords must be a list of str, got {type(v).__name__}")
+        out: list[str] = []
+        for i, kw in enumerate(v):
+            if not isinstance(kw, str):
+                raise TypeError(f"keywords[{i}] must be a str, got {type(kw).__name__}")
+            norm = " ".join(kw.lower().split())
+            if not norm:
+                raise ValueError(f"keywords[{i}] must not be empty")
+            if norm not in out:
+                out.append(norm)
+        if not out:
+            raise ValueError("keywords must not be empty")
+        return out
+
+    @field_validator("appraisal", mode="before")
+    @classmethod
+    def _check_appraisal(cls, v: object) -> dict[str, float]:
+        if isinstance(v, AppraisalVector):
+            return v.model_dump()
+        if not isinstance(v, Mapping):
+            raise TypeError(f"appraisal must be a dict or AppraisalVector, got {type(v).__name__}")
+        if not v:
+            raise ValueError("appraisal must name at least one dimension")
+        out: dict[str, float] = {}
+        for key, value in v.items():
+            if key not in APPRAISAL_DIMENSIONS:
+                raise ValueError(
+                    f"appraisal has unknown dimension {key!r}; "
+                    f"expected one of {list(APPRAISAL_DIMENSIONS)}"
+                )
+            low, high = APPRAISAL_DIMENSIONS[key]
+            num = finite(f"appraisal[{key!r}]", value)
+            if not low <= num <= high:
+                raise ValueError(f"appraisal[{key!r}] must lie in [{low}, {high}], got {num}")
+            out[key] = num
+        return out
+
+    @field_validator("weight", mode="before")
+    @classmethod
+    def _check_weight(cls, v: float) -> float:
+        w = finite("weight", v)
+        if w <= 0:
+            raise ValueError(f"weight must be > 0, got {w}")
+        return w
+
+    @field_validator("name", mode="before")
+    @classmethod
+    def _check_name(cls, v: object) -> str:
+        if not isinstance(v, str):
+            raise TypeError(f"name must be a str, got {type(v).__name__}")
+        return v
+
+
+def _rule(name: str, keywords: str, **appraisal: float) -> KeywordRule:
+    """Build a default rule from a comma-separated keyword string."""
+    return KeywordRule(name=name, keywords=keywords.split(","), appraisal=appraisal)
+
+
+#: Built-in rule set used by ``KeywordAppraisalEngine()`` (one rule per broad theme).
+DEFAULT_KEYWORD_RULES: tuple[KeywordRule, ...] = (
+    _rule(
+        "loss",
+        (
+            "died,dies,dying,death,dead,funeral,passed away,grief,grieve,grieving,mourn,"
+            "mourning,bereaved,bereavement,lost,loss,miss them,gone forever,heartbroken,widowed"
+        ),
+        novelty=0.2,
+        goal_relevance=-0.85,
+        coping_potential=0.15,
+        norm_congruence=0.0,
+        self_relevance=0.85,
+    ),
+    _rule(
+        "threat",
+        (
+            "danger,dangerous,threat,threatened,threatening,panic,panicked,panicking,terrified,"
+            "terrifying,scared,afraid,frightened,emergency,attacked,assault,accident,injured,"
+            "fire,help me,unsafe"
+        ),
+        novelty=0.65,
+        goal_relevance=-0.75,
+        coping_potential=0.15,
+        norm_congruence=-0.2,
+        self_relevance=0.85,
+    ),
+    _rule(
+        "success",
+        (
+            "success,succeeded,successful,won,win,winning,victory,achieved,achievement,"
+            "accomplished,promoted,promotion,graduated,passed the exam,nailed it,finished the,"
+            "made it,milestone"
+        ),
+        novelty=0.25,
+        goal_relevance=0.85,
+        coping_potential=0.85,
+        norm_congruence=0.3,
+        self_relevance=0.8,
+    ),
+    _rule(
+        "praise",
+        (
+            "praised,praise,complimented,compliment,thanked,grateful,appreciated,admired,"
+            "congratulated,congratulations,applause,applauded,well done,great job,proud of me,"
+            "recognised,recognized"
+        ),
+        novelty=0.15,
+        goal_relevance=0.65,
+        coping_potential=0.7,
+        norm_congruence=0.75,
+        self_relevance=0.75,
+    ),
+    _rule(
+        "conflict",
+        (
+            "argued,argument,fight,fought,quarrel,yelled,shouted,screamed at,angry,furious,"
+            "annoyed,irritated,rage,blamed,blame,insulted,accused,criticised,criticized"
+        ),
+        novelty=0.35,
+        goal_relevance=-0.6,
+        coping_potential=0.65,
+        norm_congruence=-0.5,
+        self_relevance=0.75,
+    ),
+    _rule(
+        "surprise",
+        (
+            "unexpected,unexpectedly,surprise,surprised,surprising,suddenly,out of nowhere,"
+            "shocked,shocking,astonished,stunned,didn't expect,did not expect,out of the blue,"
+            "plot twist"
+        ),
+        novelty=0.9,
+        coping_potential=0.45,
+        self_relevance=0.55,
+    ),
+    _rule(
+        "relief",
+        (
+            "relieved,relief,calm,calmer,peaceful,resolved,settled,safe now,finally over,"
+            "relaxed,sorted out,at ease,phew,all good,worked out"
+        ),
+        novelty=-0.3,
+        goal_relevance=0.55,
+        coping_potential=0.85,
+        norm_congruence=0.25,
+        self_relevance=0.5,
+    ),
+    _rule(
+        "injustice",
+        (
+            "unfair,unjust,injustice,cheated,cheating,lied,lied to,betrayed,betrayal,corrupt,"
+            "corruption,stole,stolen,discrimination,discriminated,abused,exploited,hypocrite"
+        ),
+        novelty=0.3,
+        goal_relevance=-0.45,
+        coping_potential=0.4,
+        norm_congruence=-0.9,
+        self_relevance=0.65,
+    ),
+    _rule(
+        "novelty",
+        (
+            "first time,for the first time,never before,brand new,new,discovered,discovery,"
+            "explored,exploring,novel,unfamiliar,strange,curious,tried out"
+        ),
+        novelty=0.7,
+        goal_relevance=0.2,
+        coping_potential=0.6,
+        self_relevance=0.5,
+    ),
+    _rule(
+        "failure",
+        (
+            "failed,failure,fail,rejected,rejection,mistake,screwed up,setback,fired,laid off,"
+            "flunked,missed the deadline,embarrassed,humiliated,disappointed"
+        ),
+        novelty=0.2,
+        goal_relevance=-0.7,
+        coping_potential=0.3,
+        norm_congruence=-0.15,
+        self_relevance=0.85,
+    ),
+    _rule(
+        "affection",
+        (
+            "love,loved,hug,hugged,kissed,together,friendship,reunited,cuddled,cared for,"
+            "welcomed,belong"
+        ),
+        novelty=0.05,
+        goal_relevance=0.7,
+        coping_potential=0.7,
+        norm_congruence=0.6,
+        self_relevance=0.75,
+    ),
+    _rule(
+        "routine",
+        (
+            "routine,as usual,as always,usual,ordinary,boring,bored,mundane,every day,same old,"
+            "nothing happened,uneventful"
+        ),
+        novelty=-0.7,
+        goal_relevance=0.0,
+        coping_potential=0.65,
+        norm_congruence=0.1,
+        self_relevance=0.3,
+    ),
+)
+
+
+def _compile_rule(rule: KeywordRule) -> re.Pattern[str]:
+    """Regex matching any of the rule's keywords as whole words (longest first)."""
+    parts = [
+        r"\s+".join(re.escape(word) for word in kw.split())
+        for kw in sorted(rule.keywords, key=len, reverse=True)
+    ]
+    return re.compile(r"(?<!\w)(?:" + "|".join(parts) + r")(?!\w)", re.IGNORECASE)
+
+
+class KeywordAppraisalEngine:
+    """Rule-based appraisal: keyword rules vote, votes are averaged.
+
+    Every rule whose keywords occur in the content (whole words / phrases,
+    case-insensitive) fires with ``hits`` = the number of non-overlapping matches.
+    For each dimension, the result is the average of the values of the fired rules
+    that mention that dimension, weighted by ``rule.weight * hits``; dimensions no
+    fired rule mentions take the value of ``default``. If no rule fires, ``default``
+    is returned unchanged. Results are clamped into range, so always valid.
+    """
+
+    def __init__(
+        self,
+        rules: Sequence[KeywordRule] | None = None,
+        default: AppraisalVector | None = None,
+    ) -> None:
+        """Create the engine.
+
+        Args:
+            rules: Rules to apply; ``None`` uses :data:`DEFAULT_KEYWORD_RULES`. An
+                empty list is allowed (every call then returns ``default``).
+            default: Appraisal returned when no rule fires (and the source of the
+                dimensions no fired rule mentions); ``None`` means the neutral
+                ``AppraisalVector()``.
+
+        Raises:
+            TypeError: If ``rules`` is not a sequence of :class:`KeywordRule` or
+                ``default`` is not an :class:`AppraisalVector`.
+        """
+        if rules is None:
+            rules = DEFAULT_KEYWORD_RULES
+        if isinstance(rules, str) or not isinstance(rules, Sequence):
+            raise TypeError(f"rules must be a list of KeywordRule, got {type(rules).__name__}")
+        for i, rule in enumerate(rules):
+            if not isinstance(rule, KeywordRule):
+                raise TypeError(f"rules[{i}] must be a KeywordRule, got {type(rule).__name__}")
+        if default is None:
+            default = AppraisalVector()
+        if not isinstance(default, AppraisalVector):
+            raise TypeError(
+                f"default must be an AppraisalVector or None, got {type(default).__name__}"
+            )
+        self._rules: tuple[KeywordRule, ...] = tuple(rules)
+        self._patterns: tuple[re.Pattern[str], ...] = tuple(_compile_rule(r) for r in self._rules)
+        self._default = default
+
+    @property
+    def rules(self) -> tuple[KeywordRule, ...]:
+        """The rules, in the order given."""
+        return self._rules
+
+    @property
+    def default(self) -> AppraisalVector:
+        """The appraisal used when no rule fires."""
+        return self._default
+
+    def matches(self, content: str) -> list[tuple[KeywordRule, int]]:
+        """List the rules that fire on ``content`` with their hit counts.
+
+        Args:
+            content: The event description.
+
+        Returns:
+            ``(rule, hits)`` pairs with ``hits >= 1``, in rule order.
+
+        Raises:
+            TypeError: If ``content`` is not a ``str``.
+        """
+        text = _check_content(content)
+        fired: list[tuple[KeywordRule, int]] = []
+        for rule, pattern in zip(self._rules, self._patterns, strict=True):
+            hits = sum(1 for _ in pattern.finditer(text))
+            if hits:
+                fired.append((rule, hits))
+        return fired
+
+    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
+        """Appraise ``content`` by averaging the votes of the rules that fire.
+
+        Args:
+            content: The event description.
+            context: Optional extra information (accepted for protocol
+                compatibility; the keyword engine does not use it).
+
+        Returns:
+            The averaged, range-clamped appraisal, or ``default`` if no rule fires.
+
+        Raises:
+            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+        """
+        _check_context(context)
+        fired = self.matches(content)
+        if not fired:
+            return self._default
+        values = self._default.model_dump()
+        for dim in APPRAISAL_DIMENSIONS:
+            total = 0.0
+            weight_sum = 0.0
+            for rule, hits in fired:
+                if dim in rule.appraisal:
+                    w = rule.weight * hits
+                    total += w * rule.appraisal[dim]
+                    weight_sum += w
+            if weight_sum > 0:
+                values[dim] = total / weight_sum
+        return _clamp_to_range(values)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(rules={len(self._rules)}, default={self._default!r})"
+
+
+# --------------------------------------------------------------------------- LLM
+
+LLMCallable: TypeAlias = Callable[[str, dict[str, Any]], str]
+"""``(prompt, json_schema) -> str``: sends the prompt to a language model, returns its text."""
+
+#: Default instructions placed at the top of every LLM appraisal prompt.
+DEFAULT_LLM_SYSTEM_PROMPT: str = (
+    "You rate events the way a person's emotional appraisal system would (Scherer's "
+    "stimulus evaluation checks). Judge the event from the point of view of the person "
+    "who experienced or wrote about it, and give one number per dimension."
+)
+
+_DIMENSION_HELP: dict[str, str] = {
+    "novelty": "-1 = completely expected or routine, 1 = utterly surprising or new",
+    "goal_relevance": "-1 = blocks what the person wants, 1 = strongly helps it",
+    "coping_potential": "0 = helpless, nothing can be done, 1 = fully in control",
+    "norm_congruence": "-1 = violates moral or social norms, 1 = fully fits them",
+    "self_relevance": "0 = does not concern the person at all, 1 = deeply personal",
+}
+
+_JSON_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        name: {"type": "number", "minimum": low, "maximum": high, "description": help_}
+        for (name, (low, high)), help_ in zip(
+            APPRAISAL_DIMENSIONS.items(), _DIMENSION_HELP.values(), strict=True
+        )
+    },
+    "required": list(APPRAISAL_DIMENSIONS),
+    "additionalProperties": False,
+}
+
+#: How far beyond its range an LLM value may lie and still be clamped (else an error).
+_CLAMP_TOLERANCE = 0.5
+
+_FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+class LLMAppraisalConfig(BaseModel):
+    """Settings of :class:`LLMAppraisalEngine`.
+
+    Attributes:
+        cache_size: Maximum number of successful appraisals kept in the LRU cache
+            (``0`` disables caching); must be ``>= 0``.
+        fallback: Vector returned when appraisal fails; ``None`` means the neutral
+            ``AppraisalVector()``.
+        fallback_on_error: If true (default), failures warn and return the fallback;
+            otherwise they raise ``ValueError``.
+        system_prompt: Instructions placed at the top of every prompt.
+        include_context: Whether the context dict is added to the prompt (as JSON)
+            and to the cache key.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    cache_size: int = Field(default=256, ge=0)
+    fallback: AppraisalVector | None = None
+    fallback_on_error: bool = True
+    system_prompt: str = DEFAULT_LLM_SYSTEM_PROMPT
+    include_context: bool = True
+
+    @field_validator("cache_size", mode="before")
+    @classmethod
+    def _int_cache_size(cls, v: object) -> object:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError(f"cache_size must be an int, got {type(v).__name__}")
+        if v < 0:
+            raise ValueError(f"cache_size must be >= 0, got {v}")
+        return v
+
+
+def _extract_json_object(answer: str) -> dict[str, Any]:
+    """Find the JSON object in an LLM answer.
+
+    Tries, in order: the whole answer, the contents of each Markdown code fence, and
+    the first balanced ``{...}`` object embedded in the text.
+
+    Args:
+        answer: Raw text returned by the LLM callable.
+
+    Returns:
+        The decoded JSON object.
+
+    Raises:
+        ValueError: If no JSON object can be found.
+    """
+    text = answer.strip()
+    if not text:
+        raise ValueError("empty LLM answer")
+    candidates = [text, *(m.group(1).strip() for m in _FENCE_RE.finditer(text))]
+    for candidate in candidates:
+        try:
+            obj = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    raise ValueError(f"no JSON object found in LLM answer {answer[:200]!r}")
+
+
+def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
+    """Validate a decoded answer into an :class:`AppraisalVector`.
+
+    Values slightly outside a dimension's range (by at most ``_CLAMP_TOLERANCE``) are
+    clamped; missing dimensions, non-numbers, non-finite or far-out values raise.
+    An answer wrapped in one extra object level (``{"appraisal": {...}}``) is unwrapped.
+
+    Args:
+        obj: The decoded JSON object.
+
+    Returns:
+        The validated vector.
+
+    Raises:
+        ValueError: On missing, non-numeric or far out-of-range values.
+    """
+    if not any(k in obj for k in APPRAISAL_DIMENSIONS):
+        nested = [v for v in obj.values() if isinstance(v, Mapping)]
+        if len(nested) == 1:
+            obj = nested[0]
+    missing = [k for k in APPRAISAL_DIMENSIONS if k not in obj]
+    if missing:
+        raise ValueError(f"LLM answer is missing field(s) {missing}")
+    values: dict[str, float] = {}
+    for name, (low, high) in APPRAISAL_DIMENSIONS.items():
+        raw = obj[name]
+        if isinstance(raw, bool) or not isinstance(raw, int | float | str):
+            raise ValueError(f"{name} must be a number, got {type(raw).__name__}")
+        try:
+            num = float(raw)
+        except ValueError as exc:
+            raise ValueError(f"{name} must be a number, got {raw!r}") from exc
+        if not math.isfinite(num):
+            raise ValueError(f"{name} must be finite, got {raw!r}")
+        if not low - _CLAMP_TOLERANCE <= num <= high + _CLAMP_TOLERANCE:
+            raise ValueError(f"{name} must lie in [{low}, {high}], got {num}")
+        values[name] = num
+    return _clamp_to_range(values)
+
+
+class LLMAppraisalEngine:
+    """Appraise events by asking a language model, with an LRU cache and a fallback.
+
+    The ``llm`` callable receives ``(prompt, json_schema)``: the prompt explains the
+    five dimensions and their ranges and contains the content (and the context as
+    JSON when given and ``include_context`` is set); the schema describes an object
+    with the five required number properties. The answer may be raw JSON, JSON in a
+    Markdown code fence, or JSON embedded in prose.
+    """
+
+    def __init__(self, llm: LLMCallable, config: LLMAppraisalConfig | None = None) -> None:
+        """Create the engine.
+
+        Args:
+            llm: Callable ``(prompt, json_schema) -> str``.
+            config: Settings; ``None`` uses ``LLMAppraisalConfig()``.
+
+        Raises:
+            TypeError: If ``llm`` is not callable or ``config`` has the wrong type.
+        """
+        if not callable(llm):
+            raise TypeError(f"llm must be callable, got {type(llm).__name__}")
+        if config is None:
+            config = LLMAppraisalConfig()
+        if not isinstance(config, LLMAppraisalConfig):
+            raise TypeError(
+                f"config must be an LLMAppraisalConfig or None, got {type(config).__name__}"
+            )
+        self._llm = llm
+        self._config = config
+        self._fallback = config.fallback if config.fallback is not None else AppraisalVector()
+        self._cache: OrderedDict[tuple[str, str | None], AppraisalVector] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def config(self) -> LLMAppraisalConfig:
+        """The engine's settings."""
+        return self._config
+
+    @property
+    def fallback(self) -> AppraisalVector:
+        """The vector returned on failure when ``fallback_on_error`` is set."""
+        return self._fallback
+
+    @property
+    def json_schema(self) -> dict[str, Any]:
+        """A fresh copy of the JSON schema passed to the LLM."""
+        result: dict[str, Any] = json.loads(json.dumps(_JSON_SCHEMA))
+        return result
+
+    def cache_len(self) -> int:
+        """Number of appraisals currently cached."""
+        with self._lock:
+            return len(self._cache)
+
+    def clear_cache(self) -> None:
+        """Drop every cached appraisal."""
+        with self._lock:
+            self._cache.clear()
+
+    def _context_json(self, context: Mapping[str, Any] | None) -> str | None:
+        if context is None or not self._config.include_context:
+            return None
+        return json.dumps(dict(context), sort_keys=True, default=str, ensure_ascii=False)
+
+    def build_prompt(self, content: str, context: dict[str, Any] | None = None) -> str:
+        """Return the prompt sent to the LLM.
+
+        Args:
+            content: The event description (included verbatim).
+            context: Optional extra information, included as JSON when
+                ``include_context`` is set.
+
+        Returns:
+            The prompt string.
+
+        Raises:
+            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+        """
+        text = _check_content(content)
+        ctx_json = self._context_json(_check_context(context))
+        return self._prompt(text, ctx_json)
+
+    def _prompt(self, content: str, ctx_json: str | None) -> str:
+        lines = [self._config.system_prompt.strip(), "", "Dimensions:"]
+        for name, (low, high) in APPRAISAL_DIMENSIONS.items():
+            lines.append(f"- {name} (number in [{low:g}, {high:g}]): {_DIMENSION_HELP[name]}")
+        lines += ["", "Event:", content]
+        if ctx_json is not None:
+            lines += ["", "Context (JSON):", ctx_json]
+        lines += [
+            "",
+            "Answer with a single JSON object containing exactly these five number "
+            "fields: " + ", ".join(APPRAISAL_DIMENSIONS) + ". No other text.",
+        ]
+        return "\n".join(lines)
+
+    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
+        """Appraise ``content`` via the LLM, using the cache when possible.
+
+        Args:
+            content: The event description.
+            context: Optional extra information (e.g. speaker, situation).
+
+        Returns:
+            The LLM's appraisal (slightly out-of-range values clamped); on failure,
+            the fallback vector (with a ``RuntimeWarning``) if ``fallback_on_error``.
+
+        Raises:
+            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            ValueError: If appraisal fails and ``fallback_on_error`` is false (the
+                original exception is chained as ``__cause__``).
+        """
+        text = _check_content(content)
+        ctx_json = self._context_json(_check_context(context))
+        key = (text, ctx_json)
+        use_cache = self._config.cache_size > 0
+        if use_cache:
+            with self._lock:
+                cached = self._cache.get(key)
+                if cached is not None:
+                    self._cache.move_to_end(key)
+                    return cached
+
+        try:
+            answer = self._llm(self._prompt(text, ctx_json), self.json_schema)
+            if not isinstance(answer, str):
+                raise TypeError(f"LLM must return a str, got {type(answer).__name__}")
+            result = _vector_from_json(_extract_json_object(answer))
+        except Exception as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+            if not self._config.fallback_on_error:
+                raise ValueError(f"LLM appraisal failed ({reason})") from exc
+            warnings.warn(
+                f"LLM appraisal failed ({reason}); using the fallback vector",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            return self._fallback
+
+        if use_cache:
+            with self._lock:
+                self._cache[key] = result
+                self._cache.move_to_end(key)
+                while len(self._cache) > self._config.cache_size:
+                    self._cache.popitem(last=False)
+        return result
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}(cache_size={self._config.cache_size}, "
+            f"fallback_on_error={self._config.fallback_on_error})"
+        )

@@ -41,6 +41,7 @@ from emotional_memory.kernel import (
     MemoryColumns,
     QueryFeatures,
     ScoringParams,
+    apply_signal_mask,
     pad_columns,
     score_with_weights_jit,
     spreading_activation_dense,
@@ -688,3 +689,24 @@ def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> Em
     return tag.model_copy(
         update={"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
     )
+
+
+_mask_jit = jax.jit(lambda w, m: apply_signal_mask(w, m))
+
+
+def masked_weights(weights: Sequence[float], mask: Sequence[float]) -> NDArray[np.float64]:
+    """Apply the engine's ablation mask to final weights (kernel path, float64).
+
+    Args:
+        weights: (6,) normalised weights.
+        mask: (6,) 1.0 for enabled signals, 0.0 for disabled ones.
+
+    Returns:
+        (6,) float64 weights: unchanged when all enabled, else renormalised (uniform
+        over enabled signals when all enabled weights are 0).
+    """
+    with float64():
+        out = _mask_jit(
+            jnp.asarray(np.asarray(weights, np.float64)), jnp.asarray(np.asarray(mask, np.float64))
+        )
+        return np.asarray(out, dtype=np.float64)

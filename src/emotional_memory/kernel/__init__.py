@@ -8,7 +8,7 @@ and differentiated. Time only enters as ages in seconds, computed at the boundar
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
-from emotional_memory.kernel.params import GATE_FIELDS, DECAY_FIELDS, ScoringParams
+from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringParams
 from emotional_memory.kernel.score import (
     ScoreOutput,
     score_bank,

@@ -10,7 +10,9 @@ spread of the hop, and the result keeps the max over hops (capped at 1).
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Bool, Float, Int
+
+from emotional_memory.kernel._types import Array
 
 
 def spreading_activation_dense(

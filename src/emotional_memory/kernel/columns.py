@@ -12,7 +12,9 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float
+from jaxtyping import Bool, Float
+
+from emotional_memory.kernel._types import Array
 
 MIN_BUCKET = 16
 
@@ -79,9 +81,9 @@ class QueryFeatures(eqx.Module):
     """
 
     embedding: Float[Array, " D"]
-    affect: Float[Array, "3"]
-    mood: Float[Array, "3"]
-    velocity: Float[Array, "3"]
+    affect: Float[Array, 3]
+    mood: Float[Array, 3]
+    velocity: Float[Array, 3]
 
 
 def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:

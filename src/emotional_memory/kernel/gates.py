@@ -9,8 +9,9 @@ weights are differentiable in the mood and in every gate parameter.
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Float
 
+from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.params import ScoringParams
 
 Scalar = Float[Array, ""]
@@ -28,7 +29,7 @@ def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:
     return 0.5 * (1.0 + jnp.tanh(sharpness * (x - center)))
 
 
-def normalise_weights(weights: Float[Array, "6"]) -> Float[Array, "6"]:
+def normalise_weights(weights: Float[Array, 6]) -> Float[Array, 6]:
     """Clip at 0 and divide by the sum; uniform 1/6 when everything cancelled out.
 
     The double-``where`` keeps the gradient finite on the uniform branch.
@@ -42,7 +43,7 @@ def normalise_weights(weights: Float[Array, "6"]) -> Float[Array, "6"]:
 
 def adaptive_weights(
     params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
-) -> Float[Array, "6"]:
+) -> Float[Array, 6]:
     """Mood-modulated, normalised signal weights.
 
     Args:
@@ -82,7 +83,7 @@ def adaptive_weights(
     return normalise_weights(jnp.stack([w0, w1, w2, w3, w4, w5]))
 
 
-def apply_signal_mask(weights: Float[Array, "6"], mask: Float[Array, "6"]) -> Float[Array, "6"]:
+def apply_signal_mask(weights: Float[Array, 6], mask: Float[Array, 6]) -> Float[Array, 6]:
     """Zero disabled signals and renormalise (the engine's ablation flags, SPEC 4).
 
     With every signal enabled the weights pass through bit-for-bit. If all enabled

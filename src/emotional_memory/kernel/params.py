@@ -15,7 +15,9 @@ from typing import Any
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Float
+from jaxtyping import Float
+
+from emotional_memory.kernel._types import Array
 
 GATE_FIELDS: tuple[str, ...] = (
     "negative_mood_strength",
@@ -42,7 +44,6 @@ DECAY_FIELDS: tuple[str, ...] = (
 )
 """The seven parameters of the recency signal (DecayConfig field names)."""
 
-ArrayLike = Float[Array, ""] | Float[np.ndarray, ""]
 
 
 class ScoringParams(eqx.Module):
@@ -57,12 +58,12 @@ class ScoringParams(eqx.Module):
         signal_shift: (6,) per-signal affine calibration shift (identity: 0).
     """
 
-    base_weights: Float[Array, "6"]
-    gates: Float[Array, "10"]
-    decay: Float[Array, "7"]
+    base_weights: Float[Array, 6]
+    gates: Float[Array, 10]
+    decay: Float[Array, 7]
     distance_scale: Float[Array, ""]
-    signal_scale: Float[Array, "6"]
-    signal_shift: Float[Array, "6"]
+    signal_scale: Float[Array, 6]
+    signal_shift: Float[Array, 6]
 
     @classmethod
     def from_config(

@@ -7,8 +7,9 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Bool, Float, Int
 
+from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
 from emotional_memory.kernel.params import ScoringParams
@@ -25,11 +26,11 @@ class ScoreOutput(eqx.Module):
     """
 
     raw: Float[Array, "N 6"]
-    weights: Float[Array, "6"]
+    weights: Float[Array, 6]
     totals: Float[Array, " N"]
 
 
-def weighted_total(weights: Float[Array, "6"], raw: Float[Array, "... 6"]) -> Float[Array, "..."]:
+def weighted_total(weights: Float[Array, 6], raw: Float[Array, "... 6"]) -> Float[Array, ...]:
     """``w0*s0 + w1*s1 + ... + w5*s5`` summed left to right, as the reference does.
 
     A fixed summation order keeps totals bit-compatible with a plain-Python sum, so
@@ -45,7 +46,7 @@ def score_bank(
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
-    signal_mask: Float[Array, "6"] | None = None,
+    signal_mask: Float[Array, 6] | None = None,
 ) -> ScoreOutput:
     """Score every row of ``columns`` for one query.
 
@@ -66,7 +67,7 @@ def score_bank(
 
 
 def score_with_weights(
-    weights: Float[Array, "6"],
+    weights: Float[Array, 6],
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
@@ -97,7 +98,9 @@ score_with_weights_jit = jax.jit(score_with_weights)
 """:func:`score_with_weights` compiled."""
 
 
-def stable_rank(totals: Float[Array, " N"], valid: Bool[Array, " N"] | None = None) -> Int[Array, " N"]:
+def stable_rank(
+    totals: Float[Array, " N"], valid: Bool[Array, " N"] | None = None
+) -> Int[Array, " N"]:
     """Indices sorting ``totals`` descending; ties keep their original order.
 
     Args:

@@ -8,8 +8,9 @@ double-``where`` pattern: the value matches SPEC and the gradient stays finite.
 from __future__ import annotations
 
 import jax.numpy as jnp
-from jaxtyping import Array, Float
+from jaxtyping import Float
 
+from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
 from emotional_memory.kernel.params import ScoringParams
 
@@ -54,14 +55,14 @@ def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
 
 
 def affect_proximity(
-    a: Float[Array, "3"], b: Float[Array, "3"], distance_scale: Scalar
+    a: Float[Array, 3], b: Float[Array, 3], distance_scale: Scalar
 ) -> Scalar:
     """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (SPEC s2, s3)."""
     dist, _ = _safe_norm(a - b)
     return jnp.maximum(0.0, 1.0 - dist / distance_scale)
 
 
-def momentum_alignment(v_now: Float[Array, "3"], v_tag: Float[Array, "3"]) -> Scalar:
+def momentum_alignment(v_now: Float[Array, 3], v_tag: Float[Array, 3]) -> Scalar:
     """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (SPEC s4)."""
     n_now, _ = _safe_norm(v_now)
     n_tag, _ = _safe_norm(v_tag)
@@ -112,7 +113,7 @@ def effective_strength(
 
 def signals(
     params: ScoringParams, query: QueryFeatures, memory: MemoryColumns
-) -> Float[Array, "6"]:
+) -> Float[Array, 6]:
     """The six (calibrated) signals of one memory, in :data:`SIGNAL_NAMES` order.
 
     Args:

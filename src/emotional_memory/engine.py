@@ -1,0 +1,810 @@
+"""EmotionalMemory: the imperative shell around the scoring kernel (SPEC 5-9).
+
+The engine owns the affective state, encodes events with their affective
+fingerprint, links them into a resonance network, and retrieves with the two-pass,
+mood-adaptive score. Retrieval then applies its side effects on the winners only:
+reconsolidation within a labile window (Nader et al. 2000), Pearce-Hall prediction
+updates (1980) and Hebbian strengthening of co-retrieved links.
+
+Every operation validates its input before touching anything and runs inside one
+store transaction, so a failed call leaves store and state exactly as they were.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from emotional_memory._bank import as_float_list
+from emotional_memory._validation import aware, in_range, utc_now
+from emotional_memory.affect import CoreAffect
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.categorize import categorize_affect
+from emotional_memory.decay import DecayConfig, compute_effective_strength_batch
+from emotional_memory.interfaces import (
+    AffectiveStateStore,
+    AppraisalEngine,
+    Embedder,
+    MemoryStore,
+    store_transaction,
+)
+from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
+from emotional_memory.models import make_emotional_tag as _make_tag
+from emotional_memory.mood import MoodDecayConfig, MoodField
+from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
+from emotional_memory.resonance import (
+    ResonanceConfig,
+    build_resonance_links,
+    hebbian_strengthen,
+)
+from emotional_memory.retrieval import (
+    RetrievalConfig,
+    RetrievalExplanation,
+    RetrievalPlan,
+    adaptive_weights,
+    build_retrieval_plan,
+    compute_ape,
+    masked_weights,
+    reconsolidate,
+    update_prediction,
+)
+from emotional_memory.state import AffectiveState
+
+Clock = Callable[[], datetime]
+
+
+class EmotionalMemoryConfig(BaseModel):
+    """Everything that configures an :class:`EmotionalMemory`.
+
+    Attributes:
+        decay: recency signal parameters.
+        retrieval: weights, gates, reconsolidation and routing.
+        resonance: link building and spreading activation.
+        mood_alpha: mood blending rate per affect update (in [0, 1]).
+        mood_decay: optional regression of mood towards a baseline between updates.
+        dual_path_encoding: encode fast, appraise later (``elaborate``).
+        elaboration_learning_rate: blend of the appraised affect at elaboration.
+        auto_categorize: store a Plutchik label with each tag.
+        enable_reconsolidation, enable_appraisal, enable_mood_signal, enable_momentum,
+        enable_resonance: ablation switches (all on by default).
+        max_content_length: optional limit on the content length (characters).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    decay: DecayConfig = Field(default_factory=DecayConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    resonance: ResonanceConfig = Field(default_factory=ResonanceConfig)
+    mood_alpha: float = 0.1
+    mood_decay: MoodDecayConfig | None = None
+    dual_path_encoding: bool = False
+    elaboration_learning_rate: float = 0.7
+    auto_categorize: bool = False
+    enable_reconsolidation: bool = True
+    enable_appraisal: bool = True
+    enable_mood_signal: bool = True
+    enable_momentum: bool = True
+    enable_resonance: bool = True
+    max_content_length: int | None = None
+
+    @field_validator("mood_alpha", "elaboration_learning_rate", mode="before")
+    @classmethod
+    def _unit(cls, v: float, info: Any) -> float:
+        return in_range(info.field_name, v, 0.0, 1.0)
+
+    @field_validator("max_content_length", mode="after")
+    @classmethod
+    def _max_len(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"max_content_length must be >= 1, got {v}")
+        return v
+
+    def signal_mask(self) -> list[float]:
+        """The (6,) ablation mask: mood congruence, momentum and resonance switches."""
+        return [
+            1.0,
+            1.0 if self.enable_mood_signal else 0.0,
+            1.0,
+            1.0 if self.enable_momentum else 0.0,
+            1.0,
+            1.0 if self.enable_resonance else 0.0,
+        ]
+
+
+def _default_clock() -> datetime:
+    return utc_now()
+
+
+class EmotionalMemory:
+    """Affective memory for an agent: encode events, retrieve by meaning and feeling.
+
+    Args:
+        store: where memories live (``InMemoryStore``, ``SQLiteStore`` or your own).
+        embedder: text -> vector.
+        appraisal_engine: optional appraiser used by ``encode`` when no appraisal or
+            affect is given.
+        config: engine configuration (defaults reproduce SPEC).
+        state_store: optional persistence for the affective state; a stored state is
+            restored at construction and every state change is persisted.
+        query_classifier: classifier for ``query_classifier.mode == "llm"`` routing.
+        clock: zero-argument callable returning an aware datetime (default UTC now);
+            inject one to replay timestamped logs deterministically.
+    """
+
+    def __init__(
+        self,
+        store: MemoryStore,
+        embedder: Embedder,
+        appraisal_engine: AppraisalEngine | None = None,
+        config: EmotionalMemoryConfig | None = None,
+        state_store: AffectiveStateStore | None = None,
+        query_classifier: QueryClassifier | None = None,
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        if config is not None and not isinstance(config, EmotionalMemoryConfig):
+            raise TypeError("config must be an EmotionalMemoryConfig")
+        if clock is not None and not callable(clock):
+            raise TypeError("clock must be a zero-argument callable returning a datetime")
+        self.store = store
+        self.embedder = embedder
+        self.appraisal_engine = appraisal_engine
+        self.config = config if config is not None else EmotionalMemoryConfig()
+        self.state_store = state_store
+        self.query_classifier = query_classifier
+        self._clock: Clock = clock if clock is not None else _default_clock
+        self._heuristic = HeuristicQueryClassifier()
+        self._state = AffectiveState.initial(self._now())
+        if state_store is not None:
+            self.restore_persisted_state()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _now(self) -> datetime:
+        return aware("clock()", self._clock())
+
+    def _check_content(self, content: object, field: str = "content") -> str:
+        if not isinstance(content, str):
+            raise TypeError(f"{field} must be a str, got {type(content).__name__}")
+        limit = self.config.max_content_length
+        if limit is not None and len(content) > limit:
+            raise ValueError(f"{field} is {len(content)} characters, over max_content_length "
+                             f"{limit}")
+        return content
+
+    @staticmethod
+    def _check_metadata(metadata: object, field: str = "metadata") -> dict[str, Any] | None:
+        if metadata is not None and not isinstance(metadata, dict):
+            raise TypeError(f"{field} must be a dict or None, got {type(metadata).__name__}")
+        return metadata
+
+    @staticmethod
+    def _clean_embedding(raw: object, what: str) -> list[float] | None:
+        """Validate an embedder's output; NaN is warned about, not fatal (SPEC 9)."""
+        if raw is None:
+            return None
+        arr = np.asarray(raw)
+        if arr.ndim != 1:
+            raise ValueError(f"embedder returned a non 1-D embedding for {what}: {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"embedder returned non-numeric values for {what}")
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            warnings.warn(
+                f"embedder returned NaN/inf values for {what}; its semantic similarity "
+                "will count as 0",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return arr.tolist()
+
+    def _persist(self) -> None:
+        if self.state_store is not None:
+            self.state_store.save(self._state.snapshot())
+
+    def _update_state(self, affect: CoreAffect, now: datetime) -> AffectiveState:
+        return self._state.update(
+            affect, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
+        )
+
+    # ------------------------------------------------------------------ encoding
+
+    def _event_affect(
+        self,
+        content: str,
+        appraisal: AppraisalVector | None,
+        affect: CoreAffect | None,
+    ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
+        """Decide the event's affect: ``(affect or None for current, appraisal, pending)``."""
+        if appraisal is not None and not isinstance(appraisal, AppraisalVector):
+            raise TypeError("appraisal must be an AppraisalVector or None")
+        if affect is not None and not isinstance(affect, CoreAffect):
+            raise TypeError("affect must be a CoreAffect or None")
+        pending = False
+        engine = self.appraisal_engine if self.config.enable_appraisal else None
+        if appraisal is None and affect is None and engine is not None:
+            if self.config.dual_path_encoding:
+                pending = True
+            else:
+                appraisal = engine.appraise(content, None)
+        if affect is not None:
+            return affect, appraisal, pending
+        if appraisal is not None:
+            return appraisal.to_core_affect(), appraisal, pending
+        return None, None, pending
+
+    def _prepare(
+        self,
+        state: AffectiveState,
+        content: str,
+        embedding: list[float] | None,
+        appraisal: AppraisalVector | None,
+        metadata: dict[str, Any] | None,
+        affect: CoreAffect | None,
+        now: datetime,
+    ) -> tuple[Memory, AffectiveState]:
+        """Pure part of encoding: the new state and the memory to store."""
+        event, appraisal, pending = self._event_affect(content, appraisal, affect)
+        event = event if event is not None else state.core_affect
+        new_state = state.update(
+            event, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
+        )
+        strength = consolidation_strength(event.arousal, new_state.mood.arousal)
+        tag = _make_tag(
+            new_state.core_affect, new_state.momentum, new_state.mood, strength, appraisal,
+            now=now,
+        )
+        updates: dict[str, Any] = {}
+        if pending:
+            updates["pending_appraisal"] = True
+        if self.config.auto_categorize:
+            updates["emotion_label"] = categorize_affect(tag.core_affect)
+        if updates:
+            tag = tag.model_copy(update=updates)
+        return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
+
+    def _store_and_link(self, memory: Memory) -> Memory:
+        """Save ``memory`` and build its forward and backward resonance links."""
+        self.store.save(memory)
+        if not self.config.enable_resonance:
+            return memory
+        cfg = self.config.resonance
+        limit = cfg.max_links * cfg.candidate_multiplier
+        if len(self.store) > limit:
+            candidates = self.store.search_by_embedding(memory.embedding or [], limit)
+        else:
+            candidates = self.store.list_all()
+        links = build_resonance_links(memory, candidates, cfg)
+        if not links:
+            return memory
+        memory = memory.model_copy(
+            update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
+        )
+        self.store.update(memory)
+        for link in links:
+            target = self.store.get(link.target_id)
+            if target is None:
+                continue
+            back = ResonanceLink(
+                source_id=target.id, target_id=memory.id, strength=link.strength,
+                link_type=link.link_type,
+            )
+            existing = list(target.tag.resonance_links)
+            if len(existing) < cfg.max_links:
+                existing.append(back)
+            else:
+                weakest = min(range(len(existing)), key=lambda i: existing[i].strength)
+                if back.strength > existing[weakest].strength:
+                    existing[weakest] = back
+                else:
+                    continue
+            self.store.update(
+                target.model_copy(
+                    update={"tag": target.tag.model_copy(update={"resonance_links": existing})}
+                )
+            )
+        return memory
+
+    def encode(
+        self,
+        content: str,
+        appraisal: AppraisalVector | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        affect: CoreAffect | None = None,
+    ) -> Memory:
+        """Store an event with its affective fingerprint.
+
+        Args:
+            content: the event text.
+            appraisal: optional appraisal; its projection becomes the event affect.
+            metadata: optional JSON-able dict stored with the memory.
+            affect: opt-in: the event's own affect. The state is updated once with it,
+                so the stored momentum is the real trajectory (the default path feeds
+                the current affect, as the original library does, which after
+                ``set_affect`` yields zero velocity).
+
+        Returns:
+            The stored memory (with its forward links).
+        """
+        content = self._check_content(content)
+        metadata = self._check_metadata(metadata)
+        now = self._now()
+        embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        memory, new_state = self._prepare(
+            self._state, content, embedding, appraisal, metadata, affect, now
+        )
+        with store_transaction(self.store):
+            memory = self._store_and_link(memory)
+        self._state = new_state
+        self._persist()
+        return self._stored(memory)
+
+    def _stored(self, memory: Memory) -> Memory:
+        """The store's copy (a durable store may round embeddings, e.g. to float32)."""
+        stored = self.store.get(memory.id)
+        return stored if stored is not None else memory
+
+    def encode_batch(
+        self,
+        contents: Sequence[str],
+        metadata: Sequence[dict[str, Any] | None] | None = None,
+    ) -> list[Memory]:
+        """Encode many events with one ``embed_batch`` call; same result as repeated encode.
+
+        The whole batch is one transaction: either every memory is stored or none.
+
+        Args:
+            contents: event texts.
+            metadata: optional per-event metadata (same length as ``contents``).
+
+        Returns:
+            The stored memories, in order.
+        """
+        if isinstance(contents, str):
+            raise TypeError("contents must be a sequence of str, not a str")
+        texts = [self._check_content(c, f"contents[{i}]") for i, c in enumerate(contents)]
+        if metadata is not None and len(metadata) != len(texts):
+            raise ValueError(
+                f"metadata must have one entry per content ({len(texts)}), got {len(metadata)}"
+            )
+        metas = [
+            self._check_metadata(m, f"metadata[{i}]")
+            for i, m in enumerate(metadata if metadata is not None else [None] * len(texts))
+        ]
+        if not texts:
+            return []
+        raw = self.embedder.embed_batch(texts)
+        if len(raw) != len(texts):
+            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
+        embeddings = [self._clean_embedding(e, f"contents[{i}]") for i, e in enumerate(raw)]
+        state = self._state
+        out: list[Memory] = []
+        with store_transaction(self.store):
+            for text, emb, meta in zip(texts, embeddings, metas, strict=True):
+                memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
+                out.append(self._store_and_link(memory))
+        self._state = state
+        self._persist()
+        return [self._stored(m) for m in out]
+
+    def observe(
+        self,
+        content: str | None = None,
+        appraisal: AppraisalVector | None = None,
+        *,
+        affect: CoreAffect | None = None,
+    ) -> AffectiveState:
+        """Update the affective state as ``encode`` would, without storing anything.
+
+        Returns:
+            The new state.
+        """
+        text = self._check_content(content if content is not None else "")
+        event, _, _ = self._event_affect(text, appraisal, affect)
+        now = self._now()
+        self._state = self._update_state(event if event is not None else self._state.core_affect,
+                                         now)
+        self._persist()
+        return self._state
+
+    # ------------------------------------------------------------------ elaboration
+
+    def elaborate(self, memory_id: str) -> Memory:
+        """Appraise a pending memory (dual-path encoding) and blend the result in.
+
+        ``core_affect`` moves towards the appraised affect by
+        ``elaboration_learning_rate``; consolidation is recomputed from the appraised
+        arousal and the snapshot mood arousal; the reconsolidation window opens.
+
+        Raises:
+            KeyError: unknown id. ValueError: no appraisal engine configured.
+        """
+        memory = self.store.get(memory_id)
+        if memory is None:
+            raise KeyError(memory_id)
+        if self.appraisal_engine is None:
+            raise ValueError("elaborate needs an appraisal_engine")
+        if not memory.tag.pending_appraisal:
+            return memory
+        now = self._now()
+        appraisal = self.appraisal_engine.appraise(memory.content, None)
+        appraised = appraisal.to_core_affect()
+        tag = memory.tag
+        new_tag = tag.model_copy(
+            update={
+                "core_affect": tag.core_affect.lerp(
+                    appraised, self.config.elaboration_learning_rate
+                ),
+                "appraisal": appraisal,
+                "consolidation_strength": consolidation_strength(
+                    appraised.arousal, tag.mood_snapshot.arousal
+                ),
+                "pending_appraisal": False,
+                "window_opened_at": now,
+            }
+        )
+        if self.config.auto_categorize:
+            new_tag = new_tag.model_copy(
+                update={"emotion_label": categorize_affect(new_tag.core_affect)}
+            )
+        updated = memory.model_copy(update={"tag": new_tag})
+        with store_transaction(self.store):
+            self.store.update(updated)
+        return updated
+
+    def elaborate_pending(self) -> list[Memory]:
+        """Elaborate every memory still marked ``pending_appraisal``."""
+        if self.appraisal_engine is None:
+            return []
+        pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
+        return [self.elaborate(mid) for mid in pending]
+
+    # ------------------------------------------------------------------ retrieval
+
+    def _route(self, query: str) -> list[float]:
+        cfg = self.config.retrieval
+        qc = cfg.query_classifier
+        if qc is None or qc.mode == "disabled":
+            return list(cfg.base_weights)
+        if qc.mode == "heuristic":
+            qtype = self._heuristic.classify(query)
+        elif self.query_classifier is not None:
+            qtype = self.query_classifier.classify(query)
+        else:
+            return list(cfg.base_weights)
+        if qtype in qc.routed_weights:
+            return list(qc.routed_weights[qtype])
+        if qc.default_type in qc.routed_weights:
+            return list(qc.routed_weights[qc.default_type])
+        return list(cfg.base_weights)
+
+    def current_weights(self, query: str = "", now: datetime | None = None) -> np.ndarray:
+        """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask)."""
+        mood = self.get_current_mood(now)
+        w = adaptive_weights(
+            mood, self._route(query), self.config.retrieval.adaptive_weights_config
+        )
+        return masked_weights(w.tolist(), self.config.signal_mask())
+
+    def _plan(
+        self, query: str, top_k: int, query_affect: CoreAffect | None
+    ) -> tuple[RetrievalPlan, datetime]:
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        self._check_content(query, "query")
+        if query_affect is not None and not isinstance(query_affect, CoreAffect):
+            raise TypeError("query_affect must be a CoreAffect or None")
+        now = self._now()
+        n = len(self.store)
+        if n == 0:
+            return RetrievalPlan(weights=np.zeros(6), pass1=[], pass2=[]), now
+        embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        limit = top_k * self.config.retrieval.candidate_multiplier
+        if n > limit:
+            candidates = self.store.search_by_embedding(embedding or [], limit)
+        else:
+            candidates = self.store.list_all()
+        mood = self.get_current_mood(now)
+        weights = self.current_weights(query, now)
+        plan = build_retrieval_plan(
+            embedding,
+            query_affect if query_affect is not None else self._state.core_affect,
+            mood,
+            self._state.momentum,
+            candidates,
+            now,
+            self.config.decay,
+            self.config.retrieval,
+            top_k,
+            propagation_hops=self.config.resonance.propagation_hops,
+            precomputed_weights=weights,
+            enable_resonance=self.config.enable_resonance,
+        )
+        return plan, now
+
+    def _after_retrieval(self, winners: list[Memory], now: datetime) -> list[Memory]:
+        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
+        cfg = self.config.retrieval
+        affect = self._state.core_affect
+        updated: list[Memory] = []
+        for memory in winners:
+            tag: EmotionalTag = memory.tag.model_copy(
+                update={"last_retrieved": now, "retrieval_count": memory.tag.retrieval_count + 1}
+            )
+            ape = compute_ape(tag, affect)
+            if self.config.enable_reconsolidation:
+                if ape > cfg.ape_threshold and tag.window_opened_at is None:
+                    tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
+                    tag = tag.model_copy(update={"window_opened_at": now})
+                elif tag.window_opened_at is not None:
+                    open_for = (now - tag.window_opened_at).total_seconds()
+                    if open_for <= cfg.reconsolidation_window_seconds:
+                        tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
+                    else:
+                        tag = tag.model_copy(update={"window_opened_at": None})
+            tag = update_prediction(tag, affect, ape)
+            updated.append(memory.model_copy(update={"tag": tag}))
+        increment = self.config.resonance.hebbian_increment
+        if self.config.enable_resonance and increment > 0 and len(updated) > 1:
+            ids = [m.id for m in updated]
+            updated = [
+                m.model_copy(
+                    update={"tag": m.tag.model_copy(
+                        update={"resonance_links": hebbian_strengthen(m, ids, increment)}
+                    )}
+                )
+                for m in updated
+            ]
+        with store_transaction(self.store):
+            for m in updated:
+                self.store.update(m)
+        return updated
+
+    def retrieve(
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+    ) -> list[Memory]:
+        """Recall the ``top_k`` memories that best match the query, meaning and mood.
+
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            query_affect: overrides the current affect for affect proximity (s3) only.
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+        """
+        plan, now = self._plan(query, top_k, query_affect)
+        winners = [r.memory for r in plan.pass2[:top_k]]
+        return self._after_retrieval(winners, now) if winners else []
+
+    def retrieve_with_explanations(
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+    ) -> list[RetrievalExplanation]:
+        """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
+
+        Returns:
+            One :class:`RetrievalExplanation` per result (memory after side effects).
+        """
+        plan, now = self._plan(query, top_k, query_affect)
+        top = plan.pass2[:top_k]
+        if not top:
+            return []
+        updated = self._after_retrieval([r.memory for r in top], now)
+        rank1 = {r.memory.id: i + 1 for i, r in enumerate(plan.pass1)}
+        seeds = set(plan.seed_ids)
+        return [
+            RetrievalExplanation(
+                memory=mem,
+                score=r.score,
+                breakdown=r.breakdown,
+                activation_level=plan.activation_map.get(mem.id, 0.0),
+                pass1_rank=rank1[mem.id],
+                pass2_rank=i + 1,
+                selected_as_seed=mem.id in seeds,
+                candidate_count=plan.candidate_count,
+            )
+            for i, (r, mem) in enumerate(zip(top, updated, strict=True))
+        ]
+
+    def retrieve_with_query_appraisal(
+        self, query: str, top_k: int = 5
+    ) -> list[Memory]:
+        """Retrieve with the query's own appraised affect as ``query_affect``.
+
+        Without an appraisal engine this is plain :meth:`retrieve`.
+        """
+        self._check_content(query, "query")
+        if self.appraisal_engine is None or not self.config.enable_appraisal:
+            return self.retrieve(query, top_k)
+        affect = self.appraisal_engine.appraise(query, None).to_core_affect()
+        return self.retrieve(query, top_k, query_affect=affect)
+
+    # ------------------------------------------------------------------ store access
+
+    def get(self, memory_id: str) -> Memory | None:
+        """The memory with this id, or None."""
+        return self.store.get(memory_id)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a memory; True when it existed."""
+        with store_transaction(self.store):
+            return self.store.delete(memory_id)
+
+    def update_memory(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        embedding: Sequence[float] | None = None,
+    ) -> Memory:
+        """Change a memory's content, metadata or embedding.
+
+        A new content is re-embedded unless ``embedding`` is given.
+
+        Raises:
+            KeyError: unknown id. TypeError/ValueError: bad content/metadata/embedding.
+        """
+        memory = self.store.get(memory_id)
+        if memory is None:
+            raise KeyError(memory_id)
+        updates: dict[str, Any] = {}
+        if content is not None:
+            updates["content"] = self._check_content(content)
+        if metadata is not None:
+            updates["metadata"] = dict(self._check_metadata(metadata) or {})
+        if embedding is not None:
+            updates["embedding"] = as_float_list("embedding", embedding)
+        elif content is not None:
+            updates["embedding"] = self._clean_embedding(self.embedder.embed(content), "content")
+        updated = memory.model_copy(update=updates)
+        with store_transaction(self.store):
+            self.store.update(updated)
+        return updated
+
+    def list_all(self) -> list[Memory]:
+        """All memories in insertion order."""
+        return self.store.list_all()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def prune(self, threshold: float = 0.05) -> int:
+        """Delete memories whose effective strength has fallen below ``threshold``.
+
+        Args:
+            threshold: in [0, 1].
+
+        Returns:
+            Number of memories removed.
+        """
+        threshold = in_range("threshold", threshold, 0.0, 1.0)
+        memories = self.store.list_all()
+        if not memories:
+            return 0
+        strengths = compute_effective_strength_batch(
+            [m.tag for m in memories], self._now(), self.config.decay
+        )
+        doomed = [m.id for m, s in zip(memories, strengths.tolist(), strict=True) if s < threshold]
+        with store_transaction(self.store):
+            for mid in doomed:
+                self.store.delete(mid)
+        return len(doomed)
+
+    def export_memories(self) -> list[dict[str, Any]]:
+        """All memories as JSON-able dicts (insertion order)."""
+        return [m.model_dump(mode="json") for m in self.store.list_all()]
+
+    def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
+        """Import memories exported by :meth:`export_memories`.
+
+        Everything is validated before anything is written.
+
+        Args:
+            data: list of memory dicts.
+            overwrite: replace memories whose id already exists (else skip them).
+
+        Returns:
+            Number of memories written.
+        """
+        if isinstance(data, dict | str) or not isinstance(data, Sequence):
+            raise TypeError("data must be a list of memory dicts")
+        memories = []
+        for i, item in enumerate(data):
+            mem = Memory.model_validate(item)
+            if mem.embedding is not None:
+                as_float_list(f"data[{i}].embedding", mem.embedding)
+            memories.append(mem)
+        written = 0
+        with store_transaction(self.store):
+            for mem in memories:
+                exists = self.store.get(mem.id) is not None
+                if exists and not overwrite:
+                    continue
+                if exists:
+                    self.store.update(mem)
+                else:
+                    self.store.save(mem)
+                written += 1
+        return written
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> AffectiveState:
+        """The current affective state."""
+        return self._state
+
+    def set_affect(self, affect: CoreAffect) -> AffectiveState:
+        """Feed an observed affect into the state (momentum and mood follow)."""
+        if not isinstance(affect, CoreAffect):
+            raise TypeError("affect must be a CoreAffect")
+        self._state = self._update_state(affect, self._now())
+        self._persist()
+        return self._state
+
+    def reset_state(self) -> None:
+        """Back to the initial neutral state."""
+        self._state = AffectiveState.initial(self._now())
+        self._persist()
+
+    def save_state(self) -> dict[str, Any]:
+        """A JSON-able snapshot of the state (see :meth:`load_state`)."""
+        return self._state.snapshot()
+
+    def load_state(self, snapshot: dict[str, Any]) -> None:
+        """Restore a snapshot from :meth:`save_state`."""
+        self._state = AffectiveState.restore(snapshot)
+        self._persist()
+
+    def persist_state(self) -> None:
+        """Write the state to the state store (ValueError without one)."""
+        if self.state_store is None:
+            raise ValueError("persist_state needs a state_store")
+        self.state_store.save(self._state.snapshot())
+
+    def restore_persisted_state(self) -> bool:
+        """Load the state from the state store; False when none was stored."""
+        if self.state_store is None:
+            return False
+        snapshot = self.state_store.load()
+        if snapshot is None:
+            return False
+        self._state = AffectiveState.restore(snapshot)
+        return True
+
+    def clear_persisted_state(self) -> None:
+        """Forget the persisted state (the in-memory state is kept)."""
+        if self.state_store is not None:
+            self.state_store.clear()
+
+    def get_current_mood(self, now: datetime | None = None) -> MoodField:
+        """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set."""
+        mood = self._state.mood
+        if self.config.mood_decay is None:
+            return mood
+        at = self._now() if now is None else aware("now", now)
+        return mood.regress(at, self.config.mood_decay)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the store and state store when they can be closed."""
+        for obj in (self.store, self.state_store):
+            close = getattr(obj, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> EmotionalMemory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+

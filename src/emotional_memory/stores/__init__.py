@@ -1,0 +1,11 @@
+"""Memory stores: :class:`InMemoryStore` (process memory) and :class:`SQLiteStore` (durable).
+
+Both implement :class:`~emotional_memory.interfaces.MemoryStore`, support
+``transaction()`` with rollback, and keep vectorised embedding columns for
+``search_by_embedding`` and batch scoring (``embedding_matrix()``).
+"""
+
+from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.sqlite import SQLiteStore
+
+__all__ = ["InMemoryStore", "SQLiteStore"]

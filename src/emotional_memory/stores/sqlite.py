@@ -1,0 +1,521 @@
+"""Durable memory store on the standard library's sqlite3 (SPEC 2, 5, 8).
+
+The table is the source of truth; an :class:`~emotional_memory.stores.in_memory.
+InMemoryStore` rebuilt from it on open serves every read, so lookups and
+:meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns.
+
+Embeddings are stored as little-endian float32 blobs (half the space of float64,
+and what embedders produce anyway). So that answers never change across a restart,
+the memory kept in the cache - and returned by :meth:`SQLiteStore.get` - carries the
+float32-rounded embedding and the JSON round-tripped metadata, exactly what a
+reopen would read back.
+
+The database runs in WAL mode with ``synchronous=NORMAL``: readers never block the
+writer, and other connections (another store, an
+:class:`~emotional_memory.state_stores.sqlite.SQLiteAffectiveStateStore`, another
+process) may open the same file. The cache reflects this connection's own writes;
+call :meth:`SQLiteStore.refresh` after another process wrote to the file.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores.in_memory import InMemoryStore
+
+SCHEMA_VERSION = 1
+_FLOAT32_LE = np.dtype("<f4")
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS memories (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        id        TEXT NOT NULL UNIQUE,
+        content   TEXT NOT NULL,
+        embedding BLOB,
+        dim       INTEGER,
+        tag       TEXT NOT NULL,
+        metadata  TEXT NOT NULL
+    )""",
+)
+
+_UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata)
+VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT(id) DO UPDATE SET
+    content = excluded.content,
+    embedding = excluded.embedding,
+    dim = excluded.dim,
+    tag = excluded.tag,
+    metadata = excluded.metadata"""
+
+
+def open_connection(
+    path: str | os.PathLike[str], *, timeout: float = 30.0, check_same_thread: bool = False
+) -> sqlite3.Connection:
+    """Open a sqlite3 connection set up the way the stores expect.
+
+    Autocommit mode (transactions are explicit ``BEGIN IMMEDIATE``), WAL journal,
+    ``synchronous=NORMAL``, and a busy timeout so concurrent connections wait for the
+    write lock instead of failing at once.
+
+    Args:
+        path: database file (``":memory:"`` for a private in-memory database).
+        timeout: seconds to wait for another connection's write lock.
+        check_same_thread: sqlite3's thread check (callers guard with a lock).
+
+    Returns:
+        The open connection.
+    """
+    conn = sqlite3.connect(
+        os.fspath(path),
+        timeout=timeout,
+        isolation_level=None,
+        check_same_thread=check_same_thread,
+    )
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _encode_embedding(embedding: list[float] | None) -> tuple[bytes | None, int | None]:
+    """Blob and dimension for an embedding (NULL blob when missing)."""
+    if embedding is None:
+        return None, None
+    with np.errstate(over="ignore", invalid="ignore"):
+        arr = np.asarray(embedding, dtype=np.float64).astype(_FLOAT32_LE)
+    if arr.ndim != 1:
+        raise ValueError(f"embedding must be a flat list of floats, got shape {arr.shape}")
+    return arr.tobytes(), int(arr.shape[0])
+
+
+def _decode_embedding(blob: bytes | None) -> list[float] | None:
+    """The float64 list a float32 blob stands for."""
+    if blob is None:
+        return None
+    return np.frombuffer(blob, dtype=_FLOAT32_LE).astype(np.float64).tolist()
+
+
+def _row_memory(
+    memory_id: str, content: str, embedding: list[float] | None, tag_json: str, metadata_json: str
+) -> Memory:
+    """A memory from one table row (the tag is validated; the rest was written by us)."""
+    return Memory.model_construct(
+        id=memory_id,
+        content=content,
+        embedding=embedding,
+        tag=EmotionalTag.model_validate_json(tag_json),
+        metadata=json.loads(metadata_json),
+    )
+
+
+def _encode_metadata(metadata: dict[str, Any]) -> str:
+    try:
+        return json.dumps(metadata, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"metadata must be JSON-serialisable: {exc}") from exc
+
+
+class SQLiteStore:
+    """A durable :class:`~emotional_memory.interfaces.MemoryStore` in one SQLite file.
+
+    Every write outside :meth:`transaction` commits on its own; inside, all writes
+    commit together or not at all. Reads come from an in-memory column cache, so
+    the column-cache API of :class:`InMemoryStore` is available too
+    (:meth:`embedding_matrix`, :attr:`dim`, :attr:`capacity`, :attr:`reallocations`).
+    Thread-safe: a re-entrant lock guards the connection and the cache.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        check_same_thread: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Open (creating if needed) the store at ``path``.
+
+        Args:
+            path: database file; ``":memory:"`` gives a private, non-durable database.
+            check_same_thread: passed to :func:`sqlite3.connect`.
+            timeout: seconds to wait for another connection's write lock.
+
+        Raises:
+            ValueError: when the file holds a newer schema version than this library.
+        """
+        self._path = os.fspath(path)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = open_connection(
+            path, timeout=timeout, check_same_thread=check_same_thread
+        )
+        self._depth = 0
+        self._cache = InMemoryStore()
+        try:
+            self._create_schema()
+            self._load()
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    # ---------------------------------------------------------------- lifecycle
+
+    @property
+    def path(self) -> str:
+        """The database path this store was opened with."""
+        return self._path
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._conn is None
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Later calls raise ``ValueError``."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> SQLiteStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def refresh(self) -> None:
+        """Rebuild the in-memory cache from the database (after another process wrote).
+
+        Raises:
+            RuntimeError: inside a transaction.
+        """
+        with self._lock:
+            self._connection()
+            if self._depth:
+                raise RuntimeError("cannot refresh inside a transaction")
+            self._load()
+
+    # ------------------------------------------------------------- transactions
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All-or-nothing block: ``BEGIN IMMEDIATE`` ... ``COMMIT``, ``ROLLBACK`` on error.
+
+        Re-entrant: nested blocks join the outer transaction through a SAVEPOINT,
+        so a failing inner block undoes only its own writes. On rollback the cache is
+        reverted too. The store's lock is held for the whole block.
+
+        Yields:
+            None.
+        """
+        with self._lock:
+            conn = self._connection()
+            depth = self._depth
+            savepoint = f"emotional_memory_sp{depth}"
+            conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+            mark = self._cache._tx_begin()
+            self._depth = depth + 1
+            try:
+                yield
+                if depth == 0:
+                    conn.execute("COMMIT")
+                else:
+                    conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+            except BaseException:
+                self._depth = depth
+                self._cache._tx_rollback(mark)
+                if depth == 0:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                else:
+                    conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
+                    conn.execute(f"RELEASE SAVEPOINT {savepoint}")
+                raise
+            self._depth = depth
+            self._cache._tx_commit()
+
+    # ------------------------------------------------------------------ protocol
+
+    def save(self, memory: Memory) -> None:
+        """Insert a memory, or replace the one with the same id (keeping its position).
+
+        The stored (and later returned) memory has its embedding rounded to float32.
+
+        Args:
+            memory: the memory to store.
+
+        Raises:
+            TypeError: when ``memory`` is not a :class:`Memory` or its metadata is not
+                JSON-serialisable.
+            ValueError: on an embedding dimension mismatch (store unchanged).
+        """
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        stored, params = self._prepare(memory)
+        self._write(lambda: self._cache.save(stored), _UPSERT, params)
+
+    def get(self, memory_id: str) -> Memory | None:
+        """Look a memory up by id.
+
+        Args:
+            memory_id: the id.
+
+        Returns:
+            The memory, or None when absent.
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.get(memory_id)
+
+    def update(self, memory: Memory) -> None:
+        """Replace an existing memory in place.
+
+        Args:
+            memory: the new version; its id must already be stored.
+
+        Raises:
+            KeyError: when no memory has this id.
+            ValueError: on an embedding dimension mismatch (store unchanged).
+        """
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        stored, params = self._prepare(memory)
+        with self._lock:
+            if memory.id not in self._cache:
+                raise KeyError(memory.id)
+            self._write(lambda: self._cache.update(stored), _UPSERT, params)
+
+    def delete(self, memory_id: str) -> bool:
+        """Remove a memory.
+
+        Args:
+            memory_id: the id.
+
+        Returns:
+            True when the memory existed.
+        """
+        with self._lock:
+            self._connection()
+            if memory_id not in self._cache:
+                return False
+            self._write(
+                lambda: self._cache.delete(memory_id),
+                "DELETE FROM memories WHERE id = ?",
+                (memory_id,),
+            )
+            return True
+
+    def list_all(self) -> list[Memory]:
+        """All memories, in insertion order."""
+        with self._lock:
+            self._connection()
+            return self._cache.list_all()
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """Nearest embedded memories by cosine similarity (SPEC 5).
+
+        Same contract as :meth:`InMemoryStore.search_by_embedding`, computed on the
+        cache's float64 copy of the stored float32 embeddings.
+
+        Args:
+            embedding: the (D,) query vector.
+            top_k: how many memories to return at most.
+
+        Returns:
+            Up to ``top_k`` memories, best first.
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.search_by_embedding(embedding, top_k)
+
+    def count(self) -> int:
+        """Number of memories stored (same as ``len(store)``)."""
+        return len(self)
+
+    def __len__(self) -> int:
+        """Number of memories stored."""
+        return len(self._cache)
+
+    def __contains__(self, memory_id: object) -> bool:
+        """Whether a memory with this id is stored."""
+        return memory_id in self._cache
+
+    # ------------------------------------------------------------- column cache
+
+    @property
+    def dim(self) -> int | None:
+        """The common embedding dimension, or None while no memory has an embedding."""
+        return self._cache.dim
+
+    @property
+    def capacity(self) -> int:
+        """Rows allocated in the cache's column arrays."""
+        return self._cache.capacity
+
+    @property
+    def reallocations(self) -> int:
+        """How many times the cache's column arrays were reallocated."""
+        return self._cache.reallocations
+
+    def embedding_matrix(self) -> tuple[list[str], np.ndarray, np.ndarray]:
+        """The embedding columns, as :meth:`InMemoryStore.embedding_matrix`.
+
+        Returns:
+            ``(ids, matrix, has_embedding)`` in insertion order (read-only arrays,
+            valid until the next write).
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.embedding_matrix()
+
+    @property
+    def schema_version(self) -> int:
+        """The schema version recorded in the database's ``meta`` table."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT value FROM meta WHERE key = 'schema_version'")
+                .fetchone()
+            )
+            return int(row[0])
+
+    # ---------------------------------------------------------------- internals
+
+    def _write(self, cache_op: Callable[[], object], sql: str, params: tuple[Any, ...]) -> None:
+        """Apply one cache change and its one SQL statement, both or neither.
+
+        Outside a transaction this opens (and commits) its own. Inside one, a single
+        statement is already atomic, so no savepoint is needed: a failure only has to
+        undo the cache change.
+        """
+        with self._lock:
+            if self._depth == 0:
+                with self.transaction():
+                    self._write(cache_op, sql, params)
+                return
+            conn = self._connection()
+            mark = self._cache._tx_begin()
+            try:
+                cache_op()
+                conn.execute(sql, params)
+            except BaseException:
+                self._cache._tx_rollback(mark)
+                raise
+            self._cache._tx_commit()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ValueError("the SQLiteStore is closed")
+        return self._conn
+
+    def _create_schema(self) -> None:
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+                (str(SCHEMA_VERSION),),
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+            version = int(row[0])
+            if version > SCHEMA_VERSION:
+                raise ValueError(
+                    f"{self._path!r} has schema version {version}; this library reads "
+                    f"up to {SCHEMA_VERSION}"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def _load(self) -> None:
+        """Rebuild the cache from the table, in insertion (``seq``) order."""
+        # Loading builds many small containers (embedding lists, models) that all
+        # survive; the cyclic GC would rescan them repeatedly, roughly doubling the
+        # load time of a large store. Pause it for the load.
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            self._load_rows()
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+
+    def _load_rows(self) -> None:
+        rows = (
+            self._connection()
+            .execute("SELECT id, content, embedding, dim, tag, metadata FROM memories ORDER BY seq")
+            .fetchall()
+        )
+        dims = {dim for _, _, blob, dim, _, _ in rows if blob}
+        cache = InMemoryStore()
+        if len(dims) > 1:
+            # Not written by this class; the per-row path reports the mismatch.
+            for memory_id, content, blob, _, tag_json, metadata_json in rows:
+                cache.save(
+                    _row_memory(
+                        memory_id, content, _decode_embedding(blob), tag_json, metadata_json
+                    )
+                )
+            self._cache = cache
+            return
+        dim = dims.pop() if dims else 0
+        matrix = np.zeros((len(rows), dim), dtype=np.float64)
+        embedded = [i for i, row in enumerate(rows) if row[2]]
+        if embedded:
+            # One decode for every embedding instead of one numpy call per row.
+            flat = np.frombuffer(b"".join(rows[i][2] for i in embedded), dtype=_FLOAT32_LE)
+            matrix[embedded] = flat.reshape(len(embedded), dim)
+        lists = matrix.tolist()
+        memories = [
+            _row_memory(
+                memory_id,
+                content,
+                None if blob is None else (lists[i] if blob else []),
+                tag_json,
+                metadata_json,
+            )
+            for i, (memory_id, content, blob, _, tag_json, metadata_json) in enumerate(rows)
+        ]
+        cache._load_bulk(memories, matrix if embedded else None)
+        self._cache = cache
+
+    @staticmethod
+    def _prepare(memory: Memory) -> tuple[Memory, tuple[Any, ...]]:
+        """The memory as a reopen would read it back, and the row's SQL parameters."""
+        blob, dim = _encode_embedding(memory.embedding)
+        metadata_json = _encode_metadata(memory.metadata)
+        stored = memory.model_copy(
+            update={
+                "embedding": _decode_embedding(blob),
+                "metadata": json.loads(metadata_json),
+            }
+        )
+        params = (memory.id, memory.content, blob, dim, memory.tag.model_dump_json(), metadata_json)
+        return stored, params
