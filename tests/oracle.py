@@ -506,7 +506,7 @@ def build_resonance_links(
         ):
             kind = "contrastive"
         elif (
-            cand.timestamp <= new.timestamp
+            cand.timestamp < new.timestamp
             and temp > cfg.causal_temporal_threshold
             and sem > cfg.causal_semantic_threshold
         ):
