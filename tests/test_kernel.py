@@ -89,6 +89,11 @@ def params_variant(name: str) -> ScoringParams:
     )
     if name == "default":
         return default_params()
+    if name == "min_seconds_zero":  # beyond config validation (a training step may go there)
+        params = default_params()
+        decay = np.array(params.decay)
+        decay[DECAY_FIELDS.index("min_seconds")] = 0.0
+        return eqx.tree_at(lambda t: t.decay, params, decay)
     if name == "all_zero_base":  # everything cancels -> uniform 1/6 fallback
         cfg = RetrievalConfig(base_weights=[0.0] * 6, adaptive_weights_config=zero_gates)
     elif name == "all_negative_base":  # everything clipped at 0 -> uniform fallback
@@ -115,7 +120,8 @@ def params_variant(name: str) -> ScoringParams:
 
 
 PARAM_VARIANTS = (
-    "default", "all_zero_base", "all_negative_base", "clipped", "masked_all_zero", "calibrated"
+    "default", "all_zero_base", "all_negative_base", "clipped", "masked_all_zero", "calibrated",
+    "min_seconds_zero",
 )
 
 
@@ -616,21 +622,16 @@ def test_check_grads_params_at_smooth_point() -> None:
         assert np.all(np.abs(s5 - 0.1) > 1e-2)  # unfloored strengths clear of the floor
         assert np.all(np.asarray(score_bank_jit(params, q, c).weights) > 1e-2)
         leaves = tuple(getattr(params, name) for name in SMOOTH_LEAVES)
+        no_mood = jnp.asarray(ABLATION_MASKS["no_mood"])
 
         @jax.jit
         def f(*xs: jax.Array) -> jax.Array:
             p = eqx.tree_at(lambda t: tuple(getattr(t, n) for n in SMOOTH_LEAVES), params, xs)
-            return _losses(p, q, c, None, coeffs)
+            # the default (mask=None) program and a masked one, checked together
+            return jnp.concatenate([_losses(p, q, c, None, coeffs),
+                                    _losses(p, q, c, no_mood, coeffs)])
 
         check_grads(f, leaves, order=1, modes=["rev"])
-
-        @jax.jit
-        def f_masked(base: jax.Array, gates: jax.Array, decay: jax.Array) -> jax.Array:
-            p = eqx.tree_at(lambda t: (t.base_weights, t.gates, t.decay), params,
-                            (base, gates, decay))
-            return _losses(p, q, c, jnp.asarray(ABLATION_MASKS["no_mood"]), coeffs)
-
-        check_grads(f_masked, leaves[:3], order=1, modes=["rev"])
 
 
 def test_check_grads_wrt_query_state_at_smooth_point() -> None:
@@ -657,20 +658,25 @@ def test_jit_equals_eager(x64: bool) -> None:
     query, cols = random_bank(rng, edge_fraction=0.5)
     banks = [(query, pad_columns(cols)), edge_bank("normal"), edge_bank("nan_embedding")]
     fresh_jit = jax.jit(score_bank)
+    cases = [
+        (variant, mask_name, bank)
+        for mask_name in (None, "none_of_three")
+        for bank in banks
+        for variant in ("default", "masked_all_zero")
+        if variant == "default" or mask_name is not None
+    ]
     with jax.enable_x64(x64):
-        for mask_name in (None, "no_mood", "none_of_three"):
+        for variant, mask_name, (q, c) in cases:
             mask = None if mask_name is None else jnp.asarray(ABLATION_MASKS[mask_name], dtype)
-            for variant in ("default", "masked_all_zero"):
-                for q, c in banks:
-                    p, q, c = to_dtype((params_variant(variant), q, c), dtype)
-                    eager = score_bank(p, q, c, mask)
-                    for fn in (fresh_jit, score_bank_jit):
-                        jitted = fn(p, q, c, mask)
-                        for name in ("raw", "weights", "totals"):
-                            a = np.asarray(getattr(eager, name))
-                            b = np.asarray(getattr(jitted, name))
-                            assert a.dtype == b.dtype == np.dtype(dtype)
-                            np.testing.assert_allclose(b, a, rtol=0, atol=atol, err_msg=name)
+            p, q, c = to_dtype((params_variant(variant), q, c), dtype)
+            eager = score_bank(p, q, c, mask)
+            for fn in (fresh_jit, score_bank_jit):
+                jitted = fn(p, q, c, mask)
+                for name in ("raw", "weights", "totals"):
+                    a = np.asarray(getattr(eager, name))
+                    b = np.asarray(getattr(jitted, name))
+                    assert a.dtype == b.dtype == np.dtype(dtype)
+                    np.testing.assert_allclose(b, a, rtol=0, atol=atol, err_msg=name)
 
 
 # --------------------------------------------------------------------------- vmap == loop
@@ -710,7 +716,7 @@ def test_vmap_over_10k_equals_per_memory_loop_x64() -> None:
 
 
 @FAST
-@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([2, 7, 21]))
+@given(seed=st.integers(0, 2**32 - 1), n=st.sampled_from([2, 21]))
 def test_padded_bank_scores_exactly_like_unpadded(seed: int, n: int) -> None:
     rng = np.random.default_rng(seed)
     query, cols = random_bank(rng, n=n, edge_fraction=0.4)
@@ -735,11 +741,6 @@ def test_padded_bank_scores_exactly_like_unpadded(seed: int, n: int) -> None:
                 np.testing.assert_array_equal(order_nomask[n:], np.arange(n, m))
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="single-row bank: XLA lowers the N=1 batched dot differently, the unpadded "
-    "cosine differs from the padded one by 1 ulp (runtime always pads, so ranks agree)",
-)
 def test_single_row_bank_pads_exactly() -> None:
     diffs = []
     for seed in range(3):
@@ -916,8 +917,16 @@ def configs(draw: Any) -> tuple[RetrievalConfig, DecayConfig]:
 def test_round_trip_random_valid_configs(cfg: tuple[RetrievalConfig, DecayConfig]) -> None:
     r, d = cfg
     params = ScoringParams.from_config(r, d)
-    r2, d2 = params.to_config(r, d)
-    assert r2 == r
+    # Templates carry only the non-scoring fields, so every scoring number must come
+    # from the parameters themselves.
+    template_r = RetrievalConfig(ape_threshold=r.ape_threshold,
+                                 candidate_multiplier=r.candidate_multiplier)
+    r2, d2 = params.to_config(template_r, DecayConfig())
+    expected_r = r
+    if r.signal_scale == [1.0] * 6 and r.signal_shift == [0.0] * 6:
+        # identity calibration is the SPEC score and is written as "no calibration"
+        expected_r = r.model_copy(update={"signal_scale": None, "signal_shift": None})
+    assert r2 == expected_r
     assert d2 == d
     # and the dicts are the exact numbers
     rd, dd = params.to_config_dicts()
@@ -925,7 +934,7 @@ def test_round_trip_random_valid_configs(cfg: tuple[RetrievalConfig, DecayConfig
     assert rd["adaptive_weights_config"] == r.adaptive_weights_config.model_dump()
     assert dd == d.model_dump()
     # a second trip is a fixed point
-    assert ScoringParams.from_config(r2, d2).to_config(r2, d2) == (r2, d2)
+    assert ScoringParams.from_config(r2, d2).to_config(template_r) == (r2, d2)
 
 
 def test_from_config_base_weights_override() -> None:

@@ -75,7 +75,8 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
     if primary == "fear" and dom >= 0.5:
         primary = "anger"
     tier = 0 if radius < 0.3 else (1 if radius < 0.7 else 2)
-    intensity: Intensity = ("low", "moderate", "high")[tier]  # type: ignore[assignment]
+    tiers: tuple[Intensity, Intensity, Intensity] = ("low", "moderate", "high")
+    intensity = tiers[tier]
     diff = (angle - 45.0 * sector + 180.0) % 360.0 - 180.0
     confidence = max(0.0, 1.0 - abs(diff) / 22.5)
     return EmotionLabel(

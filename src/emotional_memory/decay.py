@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -84,7 +85,7 @@ def _decay_params(config: DecayConfig) -> ScoringParams:
 def _strength_batch(
     params: ScoringParams, ages: jax.Array, arousal: jax.Array, consolidation: jax.Array,
     counts: jax.Array,
-) -> jax.Array:
+) -> Any:
     return jax.vmap(effective_strength, in_axes=(None, 0, 0, 0, 0))(
         params, ages, arousal, consolidation, counts
     )

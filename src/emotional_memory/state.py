@@ -138,6 +138,7 @@ class AffectiveState(BaseModel):
             if len(point) != 4:
                 raise ValueError(f"history[{i}] must be [timestamp, v, a, d]")
             t = point[0] if isinstance(point[0], datetime) else datetime.fromisoformat(point[0])
-            history.append((aware(f"history[{i}].timestamp", t), *map(float, point[1:])))
+            v, a, d = (float(x) for x in point[1:])
+            history.append((aware(f"history[{i}].timestamp", t), v, a, d))
         out._history = history[-_HISTORY_LEN:]
         return out

@@ -21,10 +21,12 @@ from emotional_memory.kernel.score import (
 from emotional_memory.kernel.signals import (
     SIGNAL_NAMES,
     affect_proximity,
+    bank_cosine,
     cosine_similarity,
     effective_strength,
     momentum_alignment,
     signals,
+    signals_given_semantic,
 )
 
 __all__ = [
@@ -38,6 +40,7 @@ __all__ = [
     "adaptive_weights",
     "affect_proximity",
     "apply_signal_mask",
+    "bank_cosine",
     "bucket_size",
     "cosine_similarity",
     "effective_strength",
@@ -48,6 +51,7 @@ __all__ = [
     "score_with_weights",
     "score_with_weights_jit",
     "signals",
+    "signals_given_semantic",
     "smooth_gate",
     "spreading_activation_dense",
     "stable_rank",

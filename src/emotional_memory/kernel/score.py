@@ -13,7 +13,7 @@ from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
 from emotional_memory.kernel.params import ScoringParams
-from emotional_memory.kernel.signals import signals
+from emotional_memory.kernel.signals import bank_cosine, signals_given_semantic
 
 
 class ScoreOutput(eqx.Module):
@@ -85,7 +85,10 @@ def score_with_weights(
     """
     dtype = jnp.result_type(query.affect)
     weights = jnp.asarray(weights, dtype)
-    raw = jax.vmap(signals, in_axes=(None, None, 0))(params, query, columns)
+    semantic = bank_cosine(query.embedding, columns.embedding)
+    raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(
+        params, query, columns, semantic
+    )
     totals = weighted_total(weights, raw)
     totals = jnp.where(columns.valid, totals, jnp.asarray(-jnp.inf, dtype))
     return ScoreOutput(raw=raw, weights=weights, totals=totals)

@@ -124,9 +124,29 @@ def signals(
     Returns:
         (6,) signals; with default calibration exactly SPEC's raw signals.
     """
+    semantic = cosine_similarity(query.embedding, memory.embedding)
+    return signals_given_semantic(params, query, memory, semantic)
+
+
+def signals_given_semantic(
+    params: ScoringParams, query: QueryFeatures, memory: MemoryColumns, semantic: Scalar
+) -> Float[Array, 6]:
+    """Like :func:`signals`, with the semantic similarity s1 supplied.
+
+    Bank scoring computes s1 for all rows as one matrix product and vmaps this
+    function for the five affective signals.
+
+    Args:
+        params: scoring parameters.
+        query: unbatched query features (its embedding is not used).
+        memory: unbatched columns of one memory.
+        semantic: s1 for this memory.
+
+    Returns:
+        (6,) calibrated signals.
+    """
     dtype = jnp.result_type(query.affect)
     scale = jnp.asarray(params.distance_scale, dtype=dtype)
-    s1 = cosine_similarity(query.embedding, memory.embedding)
     s2 = affect_proximity(query.mood, memory.mood, scale)
     s3 = affect_proximity(query.affect, memory.affect, scale)
     s4 = momentum_alignment(query.velocity, memory.velocity)
@@ -135,5 +155,34 @@ def signals(
         memory.retrieval_count,
     )
     s6 = memory.activation
-    raw = jnp.stack([s1, s2, s3, s4, s5, s6]).astype(dtype)
+    raw = jnp.stack([jnp.asarray(semantic, dtype), s2, s3, s4, s5, s6]).astype(dtype)
     return raw * jnp.asarray(params.signal_scale, dtype) + jnp.asarray(params.signal_shift, dtype)
+
+
+def bank_cosine(
+    query_embedding: Float[Array, " D"], embeddings: Float[Array, "N D"]
+) -> Float[Array, " N"]:
+    """Cosine of the query with every row as one matrix-vector product (SPEC s1).
+
+    Rows (or a query) with a NaN or zero norm give 0, with finite gradients.
+
+    Args:
+        query_embedding: (D,) query.
+        embeddings: (N, D) bank.
+
+    Returns:
+        (N,) cosines.
+    """
+    q_nan = jnp.any(jnp.isnan(query_embedding))
+    q = jnp.where(q_nan, 0.0, query_embedding)
+    row_nan = jnp.any(jnp.isnan(embeddings), axis=-1)
+    rows = jnp.where(row_nan[:, None], 0.0, embeddings)
+    q_norm, q_ok = _safe_norm(q)
+    row_sq = jnp.sum(rows * rows, axis=-1)
+    row_ok = row_sq > 0
+    row_norm = jnp.where(row_ok, jnp.sqrt(jnp.where(row_ok, row_sq, 1.0)), 0.0)
+    ok = row_ok & q_ok & ~q_nan & ~row_nan
+    denom = jnp.where(ok, q_norm * row_norm, 1.0)
+    # A row-wise multiply-reduce rather than a matmul: XLA lowers an (N, D) @ (D,)
+    # product differently for N == 1, and padded banks must score bit-identically.
+    return jnp.where(ok, jnp.sum(rows * q, axis=-1) / denom, 0.0)

@@ -1,0 +1,188 @@
+"""Adapters between sync and async components.
+
+``SyncToAsync*`` wrap blocking components so they satisfy the async protocols (each
+call runs in a worker thread). The private ``_AsyncToSync*`` bridges let the
+synchronous engine core, running in a worker thread, call async components by
+scheduling their coroutines back on the caller's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.interfaces import (
+    AppraisalEngine,
+    AsyncAppraisalEngine,
+    AsyncEmbedder,
+    AsyncMemoryStore,
+    Embedder,
+    MemoryStore,
+)
+from emotional_memory.models import Memory
+
+T = TypeVar("T")
+
+
+class SyncToAsyncEmbedder:
+    """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.sync = embedder
+
+    async def embed(self, text: str) -> list[float]:
+        """Embed one text."""
+        return await asyncio.to_thread(self.sync.embed, text)
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """Embed many texts."""
+        return await asyncio.to_thread(self.sync.embed_batch, texts)
+
+
+class SyncToAsyncStore:
+    """Async view of a blocking :class:`MemoryStore` (calls run in worker threads)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.sync = store
+
+    async def save(self, memory: Memory) -> None:
+        """Insert (or replace) a memory."""
+        await asyncio.to_thread(self.sync.save, memory)
+
+    async def get(self, memory_id: str) -> Memory | None:
+        """The memory with this id, or None."""
+        return await asyncio.to_thread(self.sync.get, memory_id)
+
+    async def update(self, memory: Memory) -> None:
+        """Replace an existing memory."""
+        await asyncio.to_thread(self.sync.update, memory)
+
+    async def delete(self, memory_id: str) -> bool:
+        """Remove a memory."""
+        return await asyncio.to_thread(self.sync.delete, memory_id)
+
+    async def list_all(self) -> list[Memory]:
+        """All memories in insertion order."""
+        return await asyncio.to_thread(self.sync.list_all)
+
+    async def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """Nearest memories by cosine."""
+        return await asyncio.to_thread(self.sync.search_by_embedding, embedding, top_k)
+
+    async def count(self) -> int:
+        """Number of memories stored."""
+        return await asyncio.to_thread(len, self.sync)
+
+    async def close(self) -> None:
+        """Close the wrapped store when it can be closed."""
+        close = getattr(self.sync, "close", None)
+        if callable(close):
+            await asyncio.to_thread(close)
+
+
+class SyncToAsyncAppraisalEngine:
+    """Async view of a blocking :class:`AppraisalEngine`."""
+
+    def __init__(self, engine: AppraisalEngine) -> None:
+        self.sync = engine
+
+    async def appraise(
+        self, content: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Appraise ``content``."""
+        return await asyncio.to_thread(self.sync.appraise, content, context)
+
+
+class _LoopBridge:
+    """Runs coroutines on the owning event loop from a worker thread."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.loop is None:
+            coro.close()
+            raise RuntimeError("async component used outside AsyncEmotionalMemory")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+class _AsyncToSyncStore:
+    """Sync facade over an :class:`AsyncMemoryStore` for the engine core."""
+
+    def __init__(self, store: AsyncMemoryStore, bridge: _LoopBridge) -> None:
+        self.inner = store
+        self.bridge = bridge
+
+    def save(self, memory: Memory) -> None:
+        self.bridge.run(self.inner.save(memory))
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.bridge.run(self.inner.get(memory_id))
+
+    def update(self, memory: Memory) -> None:
+        self.bridge.run(self.inner.update(memory))
+
+    def delete(self, memory_id: str) -> bool:
+        return self.bridge.run(self.inner.delete(memory_id))
+
+    def list_all(self) -> list[Memory]:
+        return self.bridge.run(self.inner.list_all())
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        return self.bridge.run(self.inner.search_by_embedding(embedding, top_k))
+
+    def __len__(self) -> int:
+        return self.bridge.run(self.inner.count())
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            result = close()
+            if asyncio.iscoroutine(result):
+                self.bridge.run(result)
+
+
+class _AsyncToSyncEmbedder:
+    def __init__(self, embedder: AsyncEmbedder, bridge: _LoopBridge) -> None:
+        self.inner = embedder
+        self.bridge = bridge
+
+    def embed(self, text: str) -> list[float]:
+        return self.bridge.run(self.inner.embed(text))
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return self.bridge.run(self.inner.embed_batch(texts))
+
+
+class _AsyncToSyncAppraisal:
+    def __init__(self, engine: AsyncAppraisalEngine, bridge: _LoopBridge) -> None:
+        self.inner = engine
+        self.bridge = bridge
+
+    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
+        return self.bridge.run(self.inner.appraise(content, context))
+
+
+def _is_async_method(obj: object, name: str) -> bool:
+    return asyncio.iscoroutinefunction(getattr(obj, name, None))
+
+
+def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
+    """A sync store for the engine core: sync stores pass through, async ones bridge."""
+    return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
+
+
+def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
+    """A sync embedder for the engine core."""
+    if _is_async_method(embedder, "embed"):
+        return _AsyncToSyncEmbedder(embedder, bridge)
+    return embedder
+
+
+def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
+    """A sync appraisal engine for the engine core (None passes through)."""
+    if engine is not None and _is_async_method(engine, "appraise"):
+        return _AsyncToSyncAppraisal(engine, bridge)
+    return engine
