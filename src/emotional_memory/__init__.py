@@ -14,6 +14,12 @@ from emotional_memory.appraisal import (
     LLMCallable,
     StaticAppraisalEngine,
 )
+from emotional_memory.async_adapters import (
+    SyncToAsyncAppraisalEngine,
+    SyncToAsyncEmbedder,
+    SyncToAsyncStore,
+)
+from emotional_memory.async_engine import AsyncEmotionalMemory, as_async
 from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
 from emotional_memory.decay import (
     DecayConfig,
@@ -75,6 +81,7 @@ __all__ = [
     "AppraisalVector",
     "AsyncAppraisalEngine",
     "AsyncEmbedder",
+    "AsyncEmotionalMemory",
     "AsyncMemoryStore",
     "CoreAffect",
     "DecayConfig",
@@ -108,7 +115,11 @@ __all__ = [
     "SQLiteStore",
     "SequentialEmbedder",
     "StaticAppraisalEngine",
+    "SyncToAsyncAppraisalEngine",
+    "SyncToAsyncEmbedder",
+    "SyncToAsyncStore",
     "__version__",
+    "as_async",
     "categorize_affect",
     "compute_ape",
     "compute_effective_strength",
