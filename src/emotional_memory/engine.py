@@ -492,6 +492,21 @@ class EmotionalMemory:
         )
         return masked_weights(w.tolist(), self.config.signal_mask())
 
+    def plan_retrieval(
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+    ) -> RetrievalPlan:
+        """The two-pass ranking :meth:`retrieve` would use now, without side effects.
+
+        Args:
+            query: query text.
+            top_k: number of seeds / results (>= 1).
+            query_affect: optional override for affect proximity.
+
+        Returns:
+            The :class:`RetrievalPlan` (with its candidates, time and query features).
+        """
+        return self._plan(query, top_k, query_affect)[0]
+
     def _plan(
         self, query: str, top_k: int, query_affect: CoreAffect | None
     ) -> tuple[RetrievalPlan, datetime]:
@@ -594,6 +609,12 @@ class EmotionalMemory:
             One :class:`RetrievalExplanation` per result (memory after side effects).
         """
         plan, now = self._plan(query, top_k, query_affect)
+        return self._commit(plan, top_k, now)
+
+    def _commit(
+        self, plan: RetrievalPlan, top_k: int, now: datetime
+    ) -> list[RetrievalExplanation]:
+        """Apply retrieval side effects for the plan's winners and explain them."""
         top = plan.pass2[:top_k]
         if not top:
             return []

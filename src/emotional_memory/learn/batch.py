@@ -1,0 +1,217 @@
+"""RecallBatch: what the ranker saw for every labelled query, as one padded pytree.
+
+Each scenario is replayed through the real engine (the replay protocol of
+:mod:`emotional_memory.replay`). At every query the engine's ranking plan is
+captured: the candidates in candidate order, their columns at query time, the
+query features, and the spreading activation the runtime computed from its pass-1
+seeds. Training differentiates the pass-2 score with that activation held fixed
+(the seed choice is a discrete top-k; DESIGN "Learning").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Bool, Float, Int
+
+from emotional_memory._bank import columns_from_memories
+from emotional_memory._precision import float64
+from emotional_memory._progress import progress_iter
+from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+from emotional_memory.interfaces import Embedder
+from emotional_memory.kernel import MemoryColumns, QueryFeatures, bank_cosine
+from emotional_memory.kernel._types import Array
+from emotional_memory.replay import (
+    TickClock,
+    default_engine_factory,
+    iter_scenarios,
+    replay_scenario,
+)
+from emotional_memory.retrieval import RetrievalPlan
+
+
+class RecallBatch(eqx.Module):
+    """Padded arrays for Q labelled queries with up to C candidates each.
+
+    Attributes:
+        semantic: (Q, C) cosine of query and candidate (fixed: embeddings are inputs).
+        columns: candidate columns with leaves (Q, C, ...); ``embedding`` is (Q, C, 0)
+            because s1 is precomputed; ``activation`` is the runtime's pass-2 input.
+        query: query features with leaves (Q, ...); ``embedding`` is (Q, 0).
+        labels: (Q, C) True for expected memories.
+        challenge: (Q,) challenge-type index into ``RecallInfo.challenge_names``.
+        scenario: (Q,) scenario index into ``RecallInfo.scenario_ids``.
+    """
+
+    semantic: Float[Array, "Q C"]
+    columns: MemoryColumns
+    query: QueryFeatures
+    labels: Bool[Array, "Q C"]
+    challenge: Int[Array, " Q"]
+    scenario: Int[Array, " Q"]
+
+    @property
+    def n_queries(self) -> int:
+        """Q."""
+        return int(self.labels.shape[0])
+
+    @property
+    def n_candidates(self) -> int:
+        """C (padded)."""
+        return int(self.labels.shape[1])
+
+
+@dataclass(frozen=True)
+class RecallInfo:
+    """Host-side metadata of a :class:`RecallBatch` (kept out of the pytree).
+
+    Attributes:
+        query_ids: per query.
+        scenario_ids: distinct scenario ids, in dataset order.
+        challenge_names: distinct challenge types, sorted.
+        candidate_ids: per query, the dataset ids of its candidates (candidate order).
+        top_k: results per query used by the replay.
+    """
+
+    query_ids: tuple[str, ...]
+    scenario_ids: tuple[str, ...]
+    challenge_names: tuple[str, ...]
+    candidate_ids: tuple[tuple[str, ...], ...]
+    top_k: int
+
+
+@dataclass
+class _Captured:
+    scenario: str
+    query_id: str
+    challenge: str
+    candidate_ids: list[str]
+    labels: np.ndarray
+    semantic: np.ndarray
+    columns: MemoryColumns
+    query: QueryFeatures
+
+
+def _capture(
+    plan: RetrievalPlan, scenario: str, query: dict[str, Any], id_map: dict[str, str]
+) -> _Captured:
+    if plan.query is None or plan.now is None:
+        raise ValueError(f"query {query.get('query_id')!r}: the plan has no candidates")
+    cands = plan.candidates
+    q = plan.query
+    dim = int(np.asarray(q.embedding).shape[0])
+    cols = columns_from_memories(cands, plan.now, dim, plan.activation_map)
+    with float64():
+        semantic = np.asarray(
+            bank_cosine(jnp.asarray(q.embedding), jnp.asarray(cols.embedding)), np.float64
+        )
+    expected = {str(x) for x in query["expected_memory_ids"]}
+    ids = [id_map.get(m.id, m.id) for m in cands]
+    return _Captured(
+        scenario=scenario,
+        query_id=str(query.get("query_id", "")),
+        challenge=str(query.get("challenge_type", "unknown")),
+        candidate_ids=ids,
+        labels=np.asarray([i in expected for i in ids], dtype=bool),
+        semantic=semantic,
+        columns=cols,
+        query=q,
+    )
+
+
+def _pad(x: np.ndarray, size: int) -> np.ndarray:
+    widths = [(0, size - x.shape[0])] + [(0, 0)] * (x.ndim - 1)
+    return np.pad(x, widths)
+
+
+def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBatch, RecallInfo]:
+    """Pad and stack captured queries into a :class:`RecallBatch` (float64 numpy leaves)."""
+    if not captured:
+        raise ValueError("no labelled queries to build a RecallBatch from")
+    size = max(len(c.candidate_ids) for c in captured)
+    scenario_ids = tuple(dict.fromkeys(c.scenario for c in captured))
+    challenge_names = tuple(sorted({c.challenge for c in captured}))
+
+    def col(name: str) -> np.ndarray:
+        return np.stack([_pad(np.asarray(getattr(c.columns, name)), size) for c in captured])
+
+    n = len(captured)
+    columns = MemoryColumns(
+        embedding=np.zeros((n, size, 0)),
+        affect=col("affect"),
+        mood=col("mood"),
+        velocity=col("velocity"),
+        age_seconds=col("age_seconds"),
+        consolidation=col("consolidation"),
+        retrieval_count=col("retrieval_count"),
+        activation=col("activation"),
+        valid=col("valid").astype(bool),
+    )
+    query = QueryFeatures(
+        embedding=np.zeros((n, 0)),
+        affect=np.stack([np.asarray(c.query.affect) for c in captured]),
+        mood=np.stack([np.asarray(c.query.mood) for c in captured]),
+        velocity=np.stack([np.asarray(c.query.velocity) for c in captured]),
+    )
+    batch = RecallBatch(
+        semantic=np.stack([_pad(c.semantic, size) for c in captured]),
+        columns=columns,
+        query=query,
+        labels=np.stack([_pad(c.labels, size) for c in captured]),
+        challenge=np.asarray([challenge_names.index(c.challenge) for c in captured], np.int32),
+        scenario=np.asarray([scenario_ids.index(c.scenario) for c in captured], np.int32),
+    )
+    info = RecallInfo(
+        query_ids=tuple(c.query_id for c in captured),
+        scenario_ids=scenario_ids,
+        challenge_names=challenge_names,
+        candidate_ids=tuple(tuple(c.candidate_ids) for c in captured),
+        top_k=top_k,
+    )
+    return batch, info
+
+
+def build_recall_batch(
+    data: dict[str, Any],
+    embedder: Embedder,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    top_k: int | None = None,
+    progress: bool = False,
+) -> tuple[RecallBatch, RecallInfo]:
+    """Replay every scenario through the engine and capture what the ranker saw.
+
+    Args:
+        data: a realistic-recall dataset (:func:`emotional_memory.replay.load_dataset`).
+        embedder: the text embedder.
+        config: engine configuration used for the replay (and the activation input).
+        top_k: results per query (default: the dataset's ``default_top_k`` or 2).
+        progress: draw a progress bar.
+
+    Returns:
+        ``(batch, info)``: float64 numpy leaves, and host metadata.
+    """
+    k = int(top_k if top_k is not None else data.get("default_top_k", 2))
+    factory = default_engine_factory(config)
+    captured: list[_Captured] = []
+    scenarios = list(iter_scenarios(data))
+    for scenario in progress_iter(scenarios, "capture", enabled=progress):
+        sid = str(scenario.get("scenario_id", ""))
+        engine: EmotionalMemory = factory(embedder, TickClock())
+
+        def hook(
+            eng: EmotionalMemory, query: dict[str, Any], id_map: dict[str, str],
+            plan: RetrievalPlan, sid: str = sid,
+        ) -> None:
+            captured.append(_capture(plan, sid, query, id_map))
+
+        try:
+            replay_scenario(scenario, engine, k, on_query=hook)
+        finally:
+            engine.close()
+    return stack_captured(captured, k)

@@ -1,0 +1,401 @@
+"""SPEC 9: bad input fails loudly and early, and a failed call leaves the store and the
+affective state exactly as they were (checked via ``export_memories`` and ``save_state``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from emotional_memory import (
+    AdaptiveWeightsConfig,
+    AppraisalVector,
+    CoreAffect,
+    DecayConfig,
+    EmotionalMemory,
+    EmotionalMemoryConfig,
+    InMemoryStore,
+    MoodDecayConfig,
+    ResonanceConfig,
+    RetrievalConfig,
+    SQLiteStore,
+)
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.replay import TickClock
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+NAN = float("nan")
+INF = float("inf")
+
+
+class SwitchEmbedder:
+    """HashingEmbedder whose output can be corrupted on demand.
+
+    ``mode``: ``"ok"``; ``"short"`` (wrong dimension); ``"nan"``; ``"raise"``;
+    ``"short_third"`` (``embed_batch`` returns a wrong-dimension third vector).
+    """
+
+    def __init__(self, dim: int = 32) -> None:
+        self.inner = HashingEmbedder(dim=dim)
+        self.mode = "ok"
+
+    def _one(self, text: str, i: int = 0) -> list[float]:
+        v = self.inner.embed(text)
+        if self.mode == "short" or (self.mode == "short_third" and i == 2):
+            return v[:-3]
+        if self.mode == "nan":
+            return [NAN, *v[1:]]
+        return v
+
+    def embed(self, text: str) -> list[float]:
+        if self.mode == "raise":
+            raise RuntimeError("embedder down")
+        return self._one(text)
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        if self.mode == "raise":
+            raise RuntimeError("embedder down")
+        return [self._one(t, i) for i, t in enumerate(texts)]
+
+
+def build(store: Any = None, **cfg: Any) -> tuple[EmotionalMemory, SwitchEmbedder]:
+    emb = SwitchEmbedder()
+    engine = EmotionalMemory(
+        store if store is not None else InMemoryStore(),
+        emb,
+        config=EmotionalMemoryConfig(**cfg),
+        clock=TickClock(START),
+    )
+    engine.encode("the server crashed", affect=CoreAffect(valence=-0.7, arousal=0.9))
+    engine.set_affect(CoreAffect(valence=0.4, arousal=0.6, dominance=0.3))
+    engine.encode("coffee with a friend", metadata={"who": "sam"})
+    engine.encode("the server is fine again")
+    engine.retrieve("server", top_k=2)
+    engine.set_affect(CoreAffect(valence=-0.2, arousal=0.4))
+    return engine, emb
+
+
+@contextmanager
+def unchanged(engine: EmotionalMemory) -> Iterator[None]:
+    memories = engine.export_memories()
+    state = engine.save_state()
+    yield
+    assert engine.export_memories() == memories
+    assert engine.save_state() == state
+
+
+def check(engine: EmotionalMemory, exc: type[BaseException], fn: Callable[[], Any]) -> None:
+    with unchanged(engine), pytest.raises(exc):
+        fn()
+
+
+@pytest.fixture
+def engine() -> EmotionalMemory:
+    return build()[0]
+
+
+# --------------------------------------------------------------------------- content
+
+
+@pytest.mark.parametrize("content", [123, None, b"bytes", ["a"], 1.5])
+def test_non_str_content(engine: EmotionalMemory, content: Any) -> None:
+    check(engine, TypeError, lambda: engine.encode(content))
+    check(engine, TypeError, lambda: engine.encode_batch(["ok", content]))
+    check(engine, TypeError, lambda: engine.retrieve(content))
+    check(engine, TypeError, lambda: engine.retrieve_with_explanations(content))
+
+
+def test_encode_batch_rejects_plain_str(engine: EmotionalMemory) -> None:
+    check(engine, TypeError, lambda: engine.encode_batch("abc"))
+
+
+def test_content_over_max_length() -> None:
+    engine, _ = build(max_content_length=30)
+    long = "x" * 31
+    check(engine, ValueError, lambda: engine.encode(long))
+    check(engine, ValueError, lambda: engine.encode_batch(["fine", long]))
+    check(engine, ValueError, lambda: engine.observe(long))
+    check(engine, ValueError, lambda: engine.retrieve(long))
+    m = engine.list_all()[0]
+    check(engine, ValueError, lambda: engine.update_memory(m.id, content=long))
+    engine.encode("x" * 30)  # at the limit is fine
+    with pytest.raises(ValueError):
+        EmotionalMemoryConfig(max_content_length=0)
+
+
+@pytest.mark.parametrize("meta", [["a"], "meta", 3, ("k", "v")])
+def test_bad_metadata_type(engine: EmotionalMemory, meta: Any) -> None:
+    check(engine, TypeError, lambda: engine.encode("text", metadata=meta))
+    check(engine, TypeError, lambda: engine.encode_batch(["a", "b"], [None, meta]))
+    m = engine.list_all()[0]
+    check(engine, TypeError, lambda: engine.update_memory(m.id, metadata=meta))
+
+
+def test_metadata_length_mismatch(engine: EmotionalMemory) -> None:
+    check(engine, ValueError, lambda: engine.encode_batch(["a", "b"], [None]))
+
+
+def test_bad_appraisal_and_affect_types(engine: EmotionalMemory) -> None:
+    check(engine, TypeError, lambda: engine.encode("t", appraisal={"novelty": 0.1}))
+    check(engine, TypeError, lambda: engine.encode("t", affect=(0.1, 0.2, 0.3)))
+    check(engine, TypeError, lambda: engine.observe("t", affect="happy"))
+    check(engine, TypeError, lambda: engine.set_affect({"valence": 0.1, "arousal": 0.2}))
+
+
+# --------------------------------------------------------------------------- retrieval
+
+
+@pytest.mark.parametrize(
+    ("top_k", "exc"),
+    [(0, ValueError), (-1, ValueError), (1.5, TypeError), ("3", TypeError), (True, TypeError),
+     (False, TypeError), (None, TypeError)],
+)
+def test_bad_top_k(engine: EmotionalMemory, top_k: Any, exc: type[Exception]) -> None:
+    check(engine, exc, lambda: engine.retrieve("server", top_k=top_k))
+    check(engine, exc, lambda: engine.retrieve_with_explanations("server", top_k=top_k))
+
+
+@pytest.mark.parametrize("qa", [(0.1, 0.2, 0.5), {"valence": 0.1, "arousal": 0.2}, "calm", 0.3])
+def test_non_core_affect_query_affect(engine: EmotionalMemory, qa: Any) -> None:
+    check(engine, TypeError, lambda: engine.retrieve("server", query_affect=qa))
+    check(engine, TypeError, lambda: engine.retrieve_with_explanations("server", query_affect=qa))
+
+
+# --------------------------------------------------------------------------- value objects
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF])
+@pytest.mark.parametrize("field", ["valence", "arousal", "dominance"])
+def test_nan_in_core_affect(field: str, bad: float) -> None:
+    kwargs: dict[str, float] = {"valence": 0.1, "arousal": 0.2, "dominance": 0.5}
+    kwargs[field] = bad
+    with pytest.raises(ValueError, match=field):
+        CoreAffect(**kwargs)
+
+
+def test_nan_in_appraisal() -> None:
+    with pytest.raises(ValueError):
+        AppraisalVector(novelty=NAN, goal_relevance=0, coping_potential=0.5, norm_congruence=0,
+                        self_relevance=0.5)
+
+
+@pytest.mark.parametrize("bad", [NAN, INF])
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda v: EmotionalMemoryConfig(mood_alpha=v),
+        lambda v: EmotionalMemoryConfig(elaboration_learning_rate=v),
+        lambda v: RetrievalConfig(base_weights=[v, 0.25, 0.15, 0.1, 0.1, 0.05]),
+        lambda v: RetrievalConfig(ape_threshold=v),
+        lambda v: RetrievalConfig(reconsolidation_learning_rate=v),
+        lambda v: RetrievalConfig(reconsolidation_window_seconds=v),
+        lambda v: ResonanceConfig(threshold=v),
+        lambda v: ResonanceConfig(semantic_weight=v),
+        lambda v: ResonanceConfig(temporal_half_life_seconds=v),
+        lambda v: ResonanceConfig(hebbian_increment=v),
+        lambda v: DecayConfig(base_decay=v),
+        lambda v: DecayConfig(arousal_modulation=v),
+        lambda v: DecayConfig(min_seconds=v),
+        lambda v: MoodDecayConfig(base_half_life_seconds=v),
+        lambda v: MoodDecayConfig(baseline_arousal=v),
+        lambda v: AdaptiveWeightsConfig(calm_strength=v),
+        lambda v: AdaptiveWeightsConfig(negative_mood_sharpness=v),
+        lambda v: AdaptiveWeightsConfig(high_arousal_center=v),
+    ],
+)
+def test_nan_inf_in_configs(factory: Callable[[float], Any], bad: float) -> None:
+    with pytest.raises(ValueError):
+        factory(bad)
+
+
+def test_wrong_weight_vector_length() -> None:
+    for n in (5, 7):
+        with pytest.raises(ValueError, match="base_weights"):
+            RetrievalConfig(base_weights=[1.0 / n] * n)
+
+
+def test_bad_config_type() -> None:
+    with pytest.raises(TypeError):
+        EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), config={"mood_alpha": 0.1})
+
+
+# --------------------------------------------------------------------------- embeddings
+
+
+def test_wrong_dimension_embedding_rejected(engine: EmotionalMemory) -> None:
+    emb = engine.embedder
+    assert isinstance(emb, SwitchEmbedder)
+    emb.mode = "short"
+    check(engine, ValueError, lambda: engine.encode("another event"))
+    check(engine, ValueError, lambda: engine.encode_batch(["one", "two"]))
+    check(engine, ValueError, lambda: engine.retrieve("server", top_k=1))
+    check(engine, ValueError, lambda: engine.retrieve_with_explanations("server", top_k=4))
+    m = engine.list_all()[0]
+    check(engine, ValueError, lambda: engine.update_memory(m.id, content="changed"))
+    check(engine, ValueError, lambda: engine.update_memory(m.id, embedding=[0.1] * 5))
+    emb.mode = "ok"
+    engine.encode("works again")
+    assert len(engine) == 4
+
+
+def test_wrong_dimension_mid_batch_stores_nothing(engine: EmotionalMemory) -> None:
+    engine.embedder.mode = "short_third"  # type: ignore[attr-defined]
+    check(engine, ValueError, lambda: engine.encode_batch(["one", "two", "three", "four"]))
+    assert len(engine) == 3
+
+
+def test_embedder_raising_stores_nothing(engine: EmotionalMemory) -> None:
+    engine.embedder.mode = "raise"  # type: ignore[attr-defined]
+    check(engine, RuntimeError, lambda: engine.encode("x"))
+    check(engine, RuntimeError, lambda: engine.encode_batch(["a", "b", "c"]))
+    check(engine, RuntimeError, lambda: engine.retrieve("server"))
+
+
+def test_embedder_wrong_batch_length(engine: EmotionalMemory) -> None:
+    class Short(SwitchEmbedder):
+        def embed_batch(self, texts: list[str]) -> list[list[float]]:
+            return super().embed_batch(texts)[:-1]
+
+    engine.embedder = Short()
+    check(engine, ValueError, lambda: engine.encode_batch(["a", "b", "c"]))
+
+
+def test_embedder_returning_nan_warns_and_stores() -> None:
+    engine, emb = build()
+    emb.mode = "nan"
+    with pytest.warns(RuntimeWarning):
+        m = engine.encode("nan embedding event")
+    assert len(engine) == 4
+    stored = engine.get(m.id)
+    assert stored is not None
+    assert math.isnan(stored.embedding[0])
+    emb.mode = "ok"
+    res = engine.retrieve_with_explanations("nan embedding event", top_k=4)
+    nan_hit = [r for r in res if r.memory.id == m.id]
+    assert nan_hit and nan_hit[0].breakdown.raw_signals.semantic_similarity == 0.0
+    emb.mode = "nan"
+    with pytest.warns(RuntimeWarning):
+        out = engine.encode_batch(["nan a", "nan b"])
+    assert len(out) == 2
+    assert len(engine) == 6
+
+
+# --------------------------------------------------------------------------- import / update
+
+
+def test_import_with_one_invalid_item_imports_nothing(engine: EmotionalMemory) -> None:
+    donor, _ = build()
+    data = donor.export_memories()
+    bad = dict(data[1])
+    bad["tag"] = {"core_affect": "nope"}
+    check(engine, ValueError, lambda: engine.import_memories([data[0], bad, data[2]]))
+    missing = {k: v for k, v in data[1].items() if k != "content"}
+    check(engine, ValueError, lambda: engine.import_memories([data[0], missing]))
+    check(engine, ValueError, lambda: engine.import_memories([data[0], "not a dict"]))
+    # valid items that only fail in the store (wrong dimension) are rolled back too
+    short = dict(data[2])
+    short["embedding"] = data[2]["embedding"][:5]
+    check(engine, ValueError, lambda: engine.import_memories([data[0], data[1], short]))
+    check(engine, TypeError, lambda: engine.import_memories(data[0]))
+    check(engine, TypeError, lambda: engine.import_memories("data"))
+    assert engine.import_memories(data) == 3
+    assert len(engine) == 6
+
+
+@pytest.mark.parametrize("bad", [NAN, INF])
+def test_import_with_nan_embedding(engine: EmotionalMemory, bad: float) -> None:
+    donor, _ = build()
+    data = donor.export_memories()
+    data[1]["embedding"] = [bad, *data[1]["embedding"][1:]]
+    check(engine, ValueError, lambda: engine.import_memories(data))
+    check(engine, ValueError, lambda: engine.import_memories(data, overwrite=True))
+
+
+def test_update_memory_unknown_id(engine: EmotionalMemory) -> None:
+    check(engine, KeyError, lambda: engine.update_memory("no-such-id", content="x"))
+
+
+@pytest.mark.parametrize("bad", [NAN, INF])
+def test_update_memory_nan_embedding(engine: EmotionalMemory, bad: float) -> None:
+    m = engine.list_all()[0]
+    emb = [bad] + [0.1] * 31
+    check(engine, ValueError, lambda: engine.update_memory(m.id, embedding=emb))
+
+
+def test_update_memory_bad_content(engine: EmotionalMemory) -> None:
+    m = engine.list_all()[0]
+    check(engine, TypeError, lambda: engine.update_memory(m.id, content=42))
+
+
+# --------------------------------------------------------------------------- other entries
+
+
+@pytest.mark.parametrize("threshold", [-0.01, 1.01, NAN, INF])
+def test_prune_bad_threshold(engine: EmotionalMemory, threshold: float) -> None:
+    check(engine, ValueError, lambda: engine.prune(threshold))
+
+
+@pytest.mark.parametrize("threshold", ["abc", [0.5], None, True])
+def test_prune_non_number_threshold(engine: EmotionalMemory, threshold: Any) -> None:
+    check(engine, TypeError, lambda: engine.prune(threshold))
+
+
+def test_load_state_garbage(engine: EmotionalMemory) -> None:
+    check(engine, (TypeError, ValueError), lambda: engine.load_state("state"))
+    check(engine, (TypeError, ValueError), lambda: engine.load_state({"core_affect": {}}))
+    snap = engine.save_state()
+    snap["core_affect"] = {"valence": NAN, "arousal": 0.1}
+    check(engine, ValueError, lambda: engine.load_state(snap))
+
+
+def test_elaborate_unknown_id(engine: EmotionalMemory) -> None:
+    check(engine, KeyError, lambda: engine.elaborate("no-such-id"))
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+def test_sqlite_wrong_dimension_atomic(tmp_path: Any) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    engine, emb = build(store=store)
+    emb.mode = "short"
+    check(engine, ValueError, lambda: engine.encode("another"))
+    check(engine, ValueError, lambda: engine.encode_batch(["one", "two"]))
+    emb.mode = "short_third"
+    check(engine, ValueError, lambda: engine.encode_batch(["one", "two", "three"]))
+    expected = engine.list_all()
+    store.close()
+    with SQLiteStore(path) as reopened:
+        assert reopened.list_all() == expected
+        assert len(reopened) == 3
+
+
+def test_sqlite_embedder_raising_atomic(tmp_path: Any) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    engine, emb = build(store=store)
+    emb.mode = "raise"
+    check(engine, RuntimeError, lambda: engine.encode("x"))
+    check(engine, RuntimeError, lambda: engine.encode_batch(["a", "b", "c"]))
+    expected = engine.list_all()
+    store.close()
+    with SQLiteStore(path) as reopened:
+        assert reopened.list_all() == expected
+
+
+def test_sqlite_import_invalid_item_atomic(tmp_path: Any) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    engine, _ = build(store=store)
+    donor, _ = build()
+    data = donor.export_memories()
+    short = dict(data[2])
+    short["embedding"] = data[2]["embedding"][:5]
+    check(engine, ValueError, lambda: engine.import_memories([data[0], data[1], short]))
+    assert len(engine) == 3
+    store.close()

