@@ -9,22 +9,27 @@ Typical use::
 """
 
 from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
-from emotional_memory.learn.fit import (
+from emotional_memory.learn.fitting import (
+    DEFAULT_GRID,
     CVResult,
     FitResult,
     batch_scores,
     config_with_params,
     cross_validate,
+    evaluate_batch,
     fit,
+    fit_auto,
     listwise_loss,
     ranking_metrics,
     scenario_folds,
+    select_hyperparameters,
     subset_dataset,
     summarize_metrics,
 )
 from emotional_memory.learn.params import GROUPS, Reparam
 
 __all__ = [
+    "DEFAULT_GRID",
     "GROUPS",
     "CVResult",
     "FitResult",
@@ -35,10 +40,13 @@ __all__ = [
     "build_recall_batch",
     "config_with_params",
     "cross_validate",
+    "evaluate_batch",
     "fit",
+    "fit_auto",
     "listwise_loss",
     "ranking_metrics",
     "scenario_folds",
+    "select_hyperparameters",
     "subset_dataset",
     "summarize_metrics",
 ]

@@ -93,10 +93,8 @@ class Reparam:
 
     def params(self, u: dict[str, Any]) -> ScoringParams:
         """Differentiable: ScoringParams with the trainable leaves from ``u``."""
-        values = {name: constrain(u[name], jnp.asarray(self.kinds[name])) for name in u}
-        fields = {f: getattr(self.base, f) for f in _FIELDS}
-        fields.update(values)
-        return ScoringParams(**fields)
+        return constrained_params(self.base, {k: jnp.asarray(v) for k, v in self.kinds.items()},
+                                  u)
 
     def export(self, u: dict[str, Any]) -> ScoringParams:
         """Host float64 ScoringParams; elements equal to their start keep exact values."""
@@ -111,7 +109,30 @@ class Reparam:
 
     def penalty(self, u: dict[str, Any]) -> Any:
         """Squared distance from the starting point (the L2 prior), summed."""
-        return sum(jnp.sum((u[k] - jnp.asarray(self.initial[k])) ** 2) for k in u)
+        return l2_penalty(u, self.initial)
+
+
+def constrained_params(
+    base: ScoringParams, kinds: dict[str, Any], u: dict[str, Any]
+) -> ScoringParams:
+    """Pure and differentiable: ``base`` with leaves ``constrain(u[k], kinds[k])``.
+
+    Args:
+        base: parameters providing the untrained leaves.
+        kinds: per trainable leaf, an int array of kinds.
+        u: per trainable leaf, unconstrained values.
+
+    Returns:
+        ScoringParams.
+    """
+    fields = {f: getattr(base, f) for f in _FIELDS}
+    fields.update({name: constrain(u[name], kinds[name]) for name in u})
+    return ScoringParams(**fields)
+
+
+def l2_penalty(u: dict[str, Any], initial: dict[str, Any]) -> Any:
+    """``sum((u - initial)^2)`` over every trainable leaf."""
+    return sum(jnp.sum((u[k] - jnp.asarray(initial[k])) ** 2) for k in u)
 
 
 _FIELDS = ("base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift")

@@ -32,7 +32,7 @@ from emotional_memory.kernel import (
     weighted_total,
 )
 from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
-from emotional_memory.learn.params import Reparam
+from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
 from emotional_memory.replay import QueryResult, replay_dataset, summarize
 
 _NEG = -1e30
@@ -65,9 +65,32 @@ def batch_scores(
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
-def listwise_loss(
-    totals: jax.Array, labels: jax.Array, valid: jax.Array, temperature: float
-) -> jax.Array:
+_batch_scores_jit = eqx.filter_jit(batch_scores)
+
+
+def evaluate_batch(
+    params: ScoringParams, batch: RecallBatch, config: EmotionalMemoryConfig | None = None
+) -> np.ndarray:
+    """Float64 pass-2 totals (Q, C) of ``batch`` under ``params`` (compiled).
+
+    Args:
+        params: scoring parameters.
+        batch: recall batch.
+        config: supplies the ablation mask (default: all signals on).
+
+    Returns:
+        (Q, C) numpy totals.
+    """
+    mask = (config or EmotionalMemoryConfig()).signal_mask()
+    with float64():
+        return np.asarray(_batch_scores_jit(
+            jax.tree_util.tree_map(jnp.asarray, params),
+            jax.tree_util.tree_map(jnp.asarray, batch),
+            jnp.asarray(mask, jnp.float64),
+        ))
+
+
+def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
     """Per-query ``-log(sum of softmax(totals / T) over the positives)``.
 
     Args:
@@ -150,6 +173,7 @@ class FitResult:
     train_metrics: dict[str, Any] = field(default_factory=dict)
     val_metrics: dict[str, Any] = field(default_factory=dict)
     initial_metrics: dict[str, Any] = field(default_factory=dict)
+    selection: dict[str, Any] = field(default_factory=dict)
 
 
 def scenario_folds(n_scenarios: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -170,6 +194,77 @@ def config_with_params(
     """``base`` with the scoring parameters replaced (retrieval + decay configs)."""
     retrieval, decay = params.to_config(base.retrieval, base.decay)
     return base.model_copy(update={"retrieval": retrieval, "decay": decay})
+
+
+class _Problem(eqx.Module):
+    """Everything a training step needs, as arrays (so one compiled step serves all fits)."""
+
+    base: ScoringParams
+    kinds: dict[str, Any]
+    initial: dict[str, Any]
+    data: RecallBatch
+    fit_weight: Any
+    val_weight: Any
+    signal_mask: Any
+    temperature: Any
+    l2: Any
+
+
+def _per_query(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
+    totals = batch_scores(constrained_params(p.base, p.kinds, u), p.data, p.signal_mask)
+    per_query = listwise_loss(totals, p.data.labels, p.data.columns.valid, p.temperature)
+    return per_query, totals
+
+
+def _weighted_mean(values: jax.Array, weight: jax.Array) -> jax.Array:
+    return jnp.sum(values * weight) / jnp.maximum(jnp.sum(weight), 1.0)
+
+
+def _objective(u: dict[str, Any], p: _Problem) -> jax.Array:
+    per_query, _ = _per_query(u, p)
+    return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial)
+
+
+_ADAM = optax.scale_by_adam()
+TRACE_COUNTS: dict[str, int] = {"train_step": 0}
+"""How often the training step was traced (compiled); a benchmark reads it."""
+
+
+@eqx.filter_jit
+def _train_step(
+    u: dict[str, Any], opt_state: Any, learning_rate: jax.Array, p: _Problem
+) -> tuple[dict[str, Any], Any, jax.Array, jax.Array]:
+    TRACE_COUNTS["train_step"] += 1  # runs at trace time only
+    value, grads = jax.value_and_grad(_objective)(u, p)
+    updates, opt_state = _ADAM.update(grads, opt_state, u)
+    per_query, _ = _per_query(u, p)
+    val_loss = _weighted_mean(per_query, p.val_weight)
+    new_u = jax.tree_util.tree_map(lambda x, g: x - learning_rate * g, u, updates)
+    return new_u, opt_state, value, val_loss
+
+
+@eqx.filter_jit
+def _scores(u: dict[str, Any], p: _Problem) -> jax.Array:
+    return _per_query(u, p)[1]
+
+
+def _cosine_lr(peak: float, step: int, total: int, floor: float = 0.05) -> float:
+    frac = min(step / max(total, 1), 1.0)
+    return peak * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * frac)))
+
+
+def _split(
+    batch: RecallBatch, available: np.ndarray, val_fraction: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    scen = np.asarray(batch.scenario)
+    train_scen = np.unique(scen[available])
+    n_val = round(val_fraction * len(train_scen))
+    if 0 < n_val >= len(train_scen):
+        n_val = len(train_scen) - 1
+    rng = np.random.default_rng(seed)
+    val_scen = rng.choice(train_scen, size=n_val, replace=False) if n_val else np.array([])
+    val_mask = available & np.isin(scen, val_scen)
+    return available & ~val_mask, val_mask
 
 
 def fit(
@@ -218,74 +313,47 @@ def fit(
         raise ValueError(f"steps must be >= 0, got {steps}")
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
-    q = batch.n_queries
-    available = np.ones(q, bool) if train_mask is None else np.asarray(train_mask, bool)
-    scen = np.asarray(batch.scenario)
-    train_scen = np.unique(scen[available])
-    n_val = round(val_fraction * len(train_scen))
-    rng = np.random.default_rng(seed)
-    val_scen = rng.choice(train_scen, size=n_val, replace=False) if n_val else np.array([])
-    val_mask = available & np.isin(scen, val_scen)
-    fit_mask = available & ~val_mask
-    mask = cfg.signal_mask()
-    signal_mask = None if all(m == 1.0 for m in mask) else np.asarray(mask)
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    fit_mask, val_mask = _split(batch, available, val_fraction, seed)
+    has_val = bool(val_mask.any())
 
-    base = ScoringParams.from_config(cfg.retrieval, cfg.decay)
-    reparam = Reparam(base, trainable)
+    reparam = Reparam(ScoringParams.from_config(cfg.retrieval, cfg.decay), trainable)
     with float64():
-        data = jax.tree_util.tree_map(jnp.asarray, batch)
-        fit_w = jnp.asarray(fit_mask, jnp.float64)
-        val_w = jnp.asarray(val_mask, jnp.float64)
-        labels, valid = data.labels, data.columns.valid
-
-        def losses(u: dict[str, Any]) -> tuple[jax.Array, jax.Array]:
-            totals = batch_scores(reparam.params(u), data, signal_mask)
-            per_query = listwise_loss(totals, labels, valid, temperature)
-            return per_query, totals
-
-        def objective(u: dict[str, Any]) -> jax.Array:
-            per_query, _ = losses(u)
-            data_loss = jnp.sum(per_query * fit_w) / jnp.maximum(jnp.sum(fit_w), 1.0)
-            return data_loss + l2 * reparam.penalty(u)
-
-        schedule = optax.cosine_decay_schedule(learning_rate, max(steps, 1), alpha=0.05)
-        optimizer = optax.adam(schedule)
-
-        @eqx.filter_jit
-        def step(u: dict[str, Any], opt_state: Any) -> tuple[Any, Any, jax.Array, jax.Array]:
-            value, grads = jax.value_and_grad(objective)(u)
-            updates, opt_state = optimizer.update(grads, opt_state, u)
-            per_query, _ = losses(u)
-            val_loss = jnp.sum(per_query * val_w) / jnp.maximum(jnp.sum(val_w), 1.0)
-            return optax.apply_updates(u, updates), opt_state, value, val_loss
-
-        @eqx.filter_jit
-        def scores(u: dict[str, Any]) -> jax.Array:
-            return losses(u)[1]
-
-        u = {k: jnp.asarray(v) for k, v in reparam.init().items()}
-        opt_state = optimizer.init(u)
-        best_u, best_val, best_step = u, math.inf, 0
+        problem = _Problem(
+            base=jax.tree_util.tree_map(jnp.asarray, reparam.base),
+            kinds={k: jnp.asarray(v) for k, v in reparam.kinds.items()},
+            initial={k: jnp.asarray(v) for k, v in reparam.initial.items()},
+            data=jax.tree_util.tree_map(jnp.asarray, batch),
+            fit_weight=jnp.asarray(fit_mask, jnp.float64),
+            val_weight=jnp.asarray(val_mask, jnp.float64),
+            signal_mask=jnp.asarray(cfg.signal_mask(), jnp.float64),
+            temperature=jnp.asarray(temperature, jnp.float64),
+            l2=jnp.asarray(l2, jnp.float64),
+        )
+        u0 = {k: jnp.asarray(v) for k, v in reparam.init().items()}
+        u, opt_state = u0, _ADAM.init(u0)
+        best_u, best_val, best_step, since_best = u0, math.inf, 0, 0
         history: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
-        since_best = 0
         for i in progress_iter(range(steps), "fit", enabled=progress):
-            new_u, opt_state, train_loss, val_loss = step(u, opt_state)
+            lr = jnp.asarray(_cosine_lr(learning_rate, i, steps), jnp.float64)
+            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, lr, problem)
             history["train_loss"].append(float(train_loss))
             history["val_loss"].append(float(val_loss))
-            # val_loss belongs to ``u`` (before this update).
-            current = float(val_loss) if val_mask.any() else -float(i)
-            if current < best_val - 1e-9:
-                best_u, best_val, best_step, since_best = u, current, i, 0
-            else:
-                since_best += 1
+            if has_val:  # val_loss belongs to ``u``, the parameters before this update
+                if float(val_loss) < best_val - 1e-9:
+                    best_u, best_val, best_step, since_best = u, float(val_loss), i, 0
+                else:
+                    since_best += 1
             u = new_u
-            if val_mask.any() and since_best > patience:
+            if has_val and since_best > patience:
                 break
-        if not val_mask.any():
+        if not has_val:
             best_u, best_step = u, len(history["train_loss"])
         exported = reparam.export({k: np.asarray(v) for k, v in best_u.items()})
-        initial_totals = np.asarray(scores({k: jnp.asarray(v) for k, v in reparam.init().items()}))
-        final_totals = np.asarray(scores(best_u))
+        initial_totals = np.asarray(_scores(u0, problem))
+        final_totals = np.asarray(_scores(best_u, problem))
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     per_final = ranking_metrics(final_totals, lab, val, info.top_k)
     per_init = ranking_metrics(initial_totals, lab, val, info.top_k)
@@ -298,6 +366,98 @@ def fit(
         val_metrics=summarize_metrics(per_final, val_mask, batch, info),
         initial_metrics=summarize_metrics(per_init, available, batch, info),
     )
+
+
+DEFAULT_GRID: dict[str, tuple[float, ...]] = {
+    "l2": (0.001, 0.01, 0.1),
+    "temperature": (0.05, 0.2),
+}
+"""Hyperparameter grid searched by :func:`fit_auto` (inner scenario-grouped CV)."""
+
+
+def select_hyperparameters(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: dict[str, Sequence[float]] | None = None,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Choose ``l2`` and ``temperature`` by inner cross-validation on the training queries.
+
+    Each grid point is fitted on ``folds - 1`` groups of the available scenarios and
+    scored on the held-out group with the batch forward (activation held fixed).
+    The best mean out-of-fold top-1 wins; ties go to higher MRR, then to the
+    stronger prior (larger ``l2``) and softer loss (larger temperature).
+
+    Args:
+        batch, info: the recall batch.
+        config: starting configuration.
+        grid: ``{"l2": [...], "temperature": [...]}`` (default :data:`DEFAULT_GRID`).
+        folds: inner folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold seed.
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ...).
+
+    Returns:
+        ``(best, table)``: the chosen values and one row per grid point.
+    """
+    g = {**DEFAULT_GRID, **(grid or {})}
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    scen = np.asarray(batch.scenario)
+    pool = np.unique(scen[available])
+    perm = np.random.default_rng(seed + 1).permutation(pool)
+    parts = [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    table: list[dict[str, Any]] = []
+    for l2 in g["l2"]:
+        for temperature in g["temperature"]:
+            top1: list[float] = []
+            rr: list[float] = []
+            for held in parts:
+                held_mask = available & np.isin(scen, held)
+                result = fit(batch, info, config, l2=l2, temperature=temperature,
+                             train_mask=available & ~held_mask, seed=seed, **fit_kwargs)
+                totals = evaluate_batch(result.params, batch, config)
+                per = ranking_metrics(totals, lab, val, info.top_k)
+                top1.extend(per["top1"][held_mask].tolist())
+                rr.extend(per["rr"][held_mask].tolist())
+            table.append({"l2": l2, "temperature": temperature,
+                          "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9), r["l2"],
+                                     r["temperature"]))
+    return {"l2": best["l2"], "temperature": best["temperature"]}, table
+
+
+def fit_auto(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: dict[str, Sequence[float]] | None = None,
+    inner_folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> FitResult:
+    """:func:`select_hyperparameters`, then :func:`fit` with the chosen values.
+
+    Returns:
+        The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
+    """
+    best, table = select_hyperparameters(
+        batch, info, config, grid=grid, folds=inner_folds, train_mask=train_mask, seed=seed,
+        **fit_kwargs,
+    )
+    result = fit(batch, info, config, train_mask=train_mask, seed=seed, l2=best["l2"],
+                 temperature=best["temperature"], **fit_kwargs)
+    result.selection = {"chosen": best, "table": table}
+    return result
 
 
 def subset_dataset(data: dict[str, Any], scenario_ids: Sequence[str]) -> dict[str, Any]:
@@ -332,6 +492,7 @@ def cross_validate(
     seed: int = 0,
     progress: bool = False,
     batch: tuple[RecallBatch, RecallInfo] | None = None,
+    select: bool = True,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -348,7 +509,9 @@ def cross_validate(
         seed: fold assignment seed.
         progress: progress bars.
         batch: a prebuilt ``(batch, info)`` for ``data`` (built when None).
-        **fit_kwargs: passed to :func:`fit`.
+        select: choose ``l2``/``temperature`` inside each fold by inner CV
+            (:func:`fit_auto`, nested CV); False uses ``fit_kwargs`` as given.
+        **fit_kwargs: passed to :func:`fit` / :func:`fit_auto`.
 
     Returns:
         :class:`CVResult`.
@@ -361,7 +524,8 @@ def cross_validate(
     per_fold: list[dict[str, Any]] = []
     for held in progress_iter(parts, "cv", enabled=progress):
         train_mask = ~np.isin(scen, held)
-        result = fit(rb, info, cfg, train_mask=train_mask, seed=seed, **fit_kwargs)
+        fitter = fit_auto if select else fit
+        result = fitter(rb, info, cfg, train_mask=train_mask, seed=seed, **fit_kwargs)
         held_ids = [info.scenario_ids[i] for i in held]
         fold_results = replay_dataset(
             subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k
