@@ -425,7 +425,7 @@ def _check_db(path: Path) -> int:
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs POSIX SIGKILL")
-@pytest.mark.parametrize(("after_batches", "delay"), [(1, 0.02), (1, 0.35), (2, 0.6)])
+@pytest.mark.parametrize(("after_batches", "delay"), [(1, 0.02), (1, 0.3), (2, 0.5)])
 def test_sigkill_mid_batch_leaves_only_whole_batches(
     tmp_path: Path, after_batches: int, delay: float
 ) -> None:

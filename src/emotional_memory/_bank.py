@@ -6,7 +6,6 @@ ages exist.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -98,13 +97,14 @@ def query_features(
 
 
 def adjacency_from_memories(
-    memories: Sequence[Memory], width_multiple: int = 4
+    memories: Sequence[Memory], min_width: int = 8
 ) -> tuple[np.ndarray, np.ndarray]:
     """Padded link adjacency restricted to the given memories.
 
     Args:
         memories: the candidate set.
-        width_multiple: the link axis is padded to a multiple of this (fewer shapes).
+        min_width: the link axis is padded to a power of two >= this (few shapes, so
+            few compilations).
 
     Returns:
         ``(targets (N, L) int32, strengths (N, L) float64)``; -1 marks empty slots.
@@ -117,7 +117,7 @@ def adjacency_from_memories(
              if link.target_id in index]
         )
     width = max((len(r) for r in rows), default=0)
-    width = max(width_multiple, math.ceil(width / width_multiple) * width_multiple)
+    width = max(min_width, 1 << max(width - 1, 0).bit_length())
     targets = np.full((len(memories), width), -1, dtype=np.int32)
     strengths = np.zeros((len(memories), width), dtype=np.float64)
     for i, r in enumerate(rows):

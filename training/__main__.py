@@ -1,0 +1,5 @@
+"""Entry point: ``python -m training``."""
+
+from training.cli import main
+
+raise SystemExit(main())

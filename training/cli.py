@@ -1,0 +1,219 @@
+"""Command line for fitting, cross-validating and evaluating the scoring model.
+
+    python -m training fit      --dataset D.json --embeddings E.npz --out CONFIG.json
+    python -m training cv       --dataset D.json --embeddings E.npz --folds 5 --json
+    python -m training evaluate --dataset D.json --embeddings E.npz [--config C.json] --json
+
+``--dataset builtin`` (the default) uses the project's own labelled scenarios; without
+``--embeddings`` the deterministic :class:`HashingEmbedder` embeds the texts. Progress
+bars go to stderr; ``--json`` prints exactly one JSON object on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from emotional_memory import EmotionalMemoryConfig
+from emotional_memory.interfaces import Embedder
+from emotional_memory.learn import GROUPS, build_recall_batch, cross_validate, fit, fit_auto
+from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
+
+
+def _load_data(name: str) -> dict[str, Any]:
+    if name == "builtin":
+        from emotional_memory.data import load_builtin_dataset
+
+        return load_builtin_dataset()
+    return load_dataset(name)
+
+
+def _embedder(path: str | None) -> Embedder:
+    if path is None:
+        from emotional_memory.embedders import HashingEmbedder
+
+        return HashingEmbedder(dim=384)
+    return LookupEmbedder.from_npz(path)
+
+
+def _config(path: str | None) -> EmotionalMemoryConfig:
+    if path is None:
+        return EmotionalMemoryConfig()
+    return EmotionalMemoryConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
+
+
+def _trainable(text: str) -> tuple[str, ...]:
+    groups = tuple(g.strip() for g in text.split(",") if g.strip())
+    bad = [g for g in groups if g not in GROUPS]
+    if bad or not groups:
+        raise argparse.ArgumentTypeError(f"--trainable takes a comma list of {GROUPS}")
+    return groups
+
+
+def _fit_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    kwargs: dict[str, Any] = {"trainable": args.trainable, "steps": args.steps}
+    if args.l2 is not None:
+        kwargs["l2"] = args.l2
+    if args.temperature is not None:
+        kwargs["temperature"] = args.temperature
+    return kwargs
+
+
+def _select(args: argparse.Namespace) -> bool:
+    """Nested hyperparameter selection unless both values were fixed by the user."""
+    return args.l2 is None or args.temperature is None
+
+
+def _print(obj: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(obj))
+        return
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            print(f"{key}:")
+            for k, v in value.items():
+                print(f"  {k:24} {v:.3f}" if isinstance(v, float) else f"  {k:24} {v}")
+        else:
+            print(f"{key:26} {value:.3f}" if isinstance(value, float) else f"{key:26} {value}")
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    """Fit on the whole dataset and write the config."""
+    data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
+        args.config
+    )
+    t0 = time.perf_counter()
+    batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet)
+    kwargs = _fit_kwargs(args)
+    if _select(args):
+        kwargs.pop("l2", None)
+        kwargs.pop("temperature", None)
+        result = fit_auto(batch, info, start, progress=False, **kwargs)
+    else:
+        result = fit(batch, info, start, progress=not args.quiet, **kwargs)
+    seconds = time.perf_counter() - t0
+    Path(args.out).write_text(result.config.model_dump_json(indent=2), encoding="utf-8")
+    default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet))
+    fitted = summarize(replay_dataset(data, embedder, result.config, progress=not args.quiet))
+    report = {
+        "out": str(args.out),
+        "seconds": seconds,
+        "best_step": result.best_step,
+        "selection": result.selection.get("chosen", {}),
+        "default_top1": default["top1"],
+        "fitted_top1": fitted["top1"],
+        "fitted_hit_at_k": fitted["hit_at_k"],
+        "fitted_mrr": fitted["mrr"],
+        "default_by_challenge": default["by_challenge"],
+        "fitted_by_challenge": fitted["by_challenge"],
+    }
+    if args.plot:
+        from training import plots
+
+        out = Path(args.plot)
+        out.mkdir(parents=True, exist_ok=True)
+        report["plots"] = [
+            str(plots.learning_curves(result.history, result.best_step, out / "learning.png")),
+            str(plots.weights_heatmap(result.config, start, out / "weights_vs_mood.png")),
+            str(plots.challenge_bars(default["by_challenge"], fitted["by_challenge"],
+                                     out / "by_challenge.png")),
+        ]
+    _print(report, args.json)
+    return 0
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    """k-fold scenario-grouped cross-validation (out-of-fold through the engine)."""
+    data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
+        args.config
+    )
+    kwargs = _fit_kwargs(args)
+    select = _select(args)
+    if select:
+        kwargs.pop("l2", None)
+        kwargs.pop("temperature", None)
+    result = cross_validate(
+        data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
+        select=select, **kwargs,
+    )
+    out = {
+        "top1": result.metrics["top1"],
+        "hit_at_k": result.metrics["hit_at_k"],
+        "mrr": result.metrics["mrr"],
+        "default_top1": result.default_metrics["top1"],
+        "default_hit_at_k": result.default_metrics["hit_at_k"],
+        "n_queries": result.metrics["n_queries"],
+        "folds": args.folds,
+        "by_challenge": result.metrics["by_challenge"],
+    }
+    _print(out, args.json)
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Replay the dataset through the engine with a config."""
+    data, embedder, cfg = _load_data(args.dataset), _embedder(args.embeddings), _config(
+        args.config
+    )
+    metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet))
+    _print({k: metrics[k] for k in ("top1", "hit_at_k", "mrr", "n_queries", "by_challenge")},
+           args.json)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (sub-commands fit, cv, evaluate)."""
+    parser = argparse.ArgumentParser(prog="python -m training", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--dataset", default="builtin",
+                       help="realistic-recall JSON, or 'builtin' (default)")
+        p.add_argument("--embeddings", default=None,
+                       help=".npz with 'texts' and 'embeddings' (default: hashing embedder)")
+        p.add_argument("--config", default=None, help="starting EmotionalMemoryConfig JSON")
+        p.add_argument("--json", action="store_true", help="print one JSON object")
+        p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+    def fitting(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--trainable", type=_trainable, default=("base_weights", "gates"),
+                       help=f"comma list of {', '.join(GROUPS)}")
+        p.add_argument("--l2", type=float, default=None,
+                       help="L2 pull to the defaults (default: chosen by inner CV)")
+        p.add_argument("--temperature", type=float, default=None,
+                       help="softmax temperature (default: chosen by inner CV)")
+        p.add_argument("--steps", type=int, default=400)
+
+    p_fit = sub.add_parser("fit", help="fit on the whole dataset, write a config")
+    common(p_fit)
+    fitting(p_fit)
+    p_fit.add_argument("--out", required=True, help="where to write the fitted config JSON")
+    p_fit.add_argument("--plot", default=None, help="directory for PNG plots")
+    p_fit.set_defaults(func=cmd_fit)
+
+    p_cv = sub.add_parser("cv", help="scenario-grouped k-fold cross-validation")
+    common(p_cv)
+    fitting(p_cv)
+    p_cv.add_argument("--folds", type=int, default=5)
+    p_cv.add_argument("--seed", type=int, default=0)
+    p_cv.set_defaults(func=cmd_cv)
+
+    p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
+    common(p_ev)
+    p_ev.set_defaults(func=cmd_evaluate)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
