@@ -1,0 +1,74 @@
+"""Fit time on realistic_recall_v2 and the number of compilations of the train step.
+
+Prints: time to build the RecallBatch (engine replay capture), time of a plain fit
+(first call, with compilation; second call, compiled), time of the default fit with
+nested hyperparameter selection, and the train-step trace count (1 means no
+recompilation per step or per fit). The baseline timed in the same process is one
+engine replay of the dataset (what an evaluation costs).
+
+Usage: python benchmarks/fit_time.py [--data DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import emotional_memory.learn.fitting as fitting
+from emotional_memory.learn import build_recall_batch, fit, fit_auto
+from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset
+
+DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    data = load_dataset(args.data / "realistic_recall_v2.json")
+    embedder = LookupEmbedder.from_npz(args.data / "realistic_recall_v2.minilm.npz")
+
+    replay_dataset(data, embedder)  # warm the engine's compiled kernels
+    t0 = time.perf_counter()
+    replay_dataset(data, embedder)
+    t_replay = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    batch, info = build_recall_batch(data, embedder)
+    t_batch = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    first = fit(batch, info)
+    t_first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fit(batch, info)
+    t_second = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    auto = fit_auto(batch, info)
+    t_auto = time.perf_counter() - t0
+    traces = fitting.TRACE_COUNTS["train_step"]
+    total = t_batch + t_auto
+
+    rows = [
+        ("engine replay (baseline)", t_replay),
+        ("build RecallBatch", t_batch),
+        ("fit, first call (compiles)", t_first),
+        ("fit, compiled", t_second),
+        ("fit_auto (nested selection)", t_auto),
+        ("total default fit (batch+auto)", total),
+    ]
+    print(f"{'step':34}{'seconds':>9}{'x replay':>10}")
+    for name, sec in rows:
+        print(f"{name:34}{sec:9.2f}{sec / t_replay:10.1f}")
+    print(f"train-step compilations: {traces}  (steps run in one fit: "
+          f"{len(first.history['train_loss'])})")
+    print(f"target <= 60 s: {'met' if total <= 60 else 'MISSED'}; selection "
+          f"{auto.selection['chosen']}")
+    if args.json:
+        args.json.write_text(json.dumps({k: v for k, v in rows} | {"traces": traces}))
+
+
+if __name__ == "__main__":
+    main()
