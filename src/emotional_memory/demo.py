@@ -1,8 +1,10 @@
 """End-to-end demo on built-in data: no network, no ``../shared`` needed.
 
-Run with ``python -m emotional_memory.demo`` (or ``make demo``). It encodes a small
-journal with affect through the real engine, then asks the same question under two
-different moods and prints each result's six raw signals, weights and total.
+Run with ``python -m emotional_memory.demo`` (or ``make demo``). Part 1 encodes a
+small journal with affect through the real engine, then asks the same question
+under two different moods and prints each result's six raw signals, weights and
+total. Part 2 fits the scoring model with optax on the project's own labelled
+scenarios and compares default and fitted rankings through the engine.
 """
 
 from __future__ import annotations
@@ -44,8 +46,8 @@ def _print_results(title: str, results: list[RetrievalExplanation]) -> None:
         print(f"   -> {e.memory.content}")
 
 
-def main() -> None:
-    """Encode the built-in journal and retrieve under a sad and a happy mood."""
+def journal_demo() -> None:
+    """Encode the built-in journal and retrieve under a low and a good mood."""
     clock = TickClock(step=timedelta(minutes=30))
     engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=256), clock=clock)
     for text, valence, arousal in JOURNAL:
@@ -53,17 +55,50 @@ def main() -> None:
         engine.encode(text, affect=CoreAffect(valence=valence, arousal=arousal))
     print(f"Encoded {len(engine)} journal entries. Signals: {', '.join(SIGNAL_FIELDS)}.")
     baseline = engine.save_state()
+    start = engine.get_state().core_affect
 
-    for label, affect in (
+    for label, target in (
         ("low mood (valence -0.8, arousal 0.7)", CoreAffect(valence=-0.8, arousal=0.7)),
         ("good mood (valence 0.8, arousal 0.3)", CoreAffect(valence=0.8, arousal=0.3)),
     ):
         engine.load_state(baseline)
-        for _ in range(8):  # let the mood settle towards the new feeling
-            engine.set_affect(affect)
+        for step in range(1, 9):  # drift towards the new feeling: mood and momentum follow
+            engine.set_affect(start.lerp(target, step / 8))
         mood = engine.get_current_mood()
         title = f"'{QUERY}' in a {label}; mood v={mood.valence:+.2f} a={mood.arousal:.2f}"
         _print_results(title, engine.retrieve_with_explanations(QUERY, top_k=4))
+
+
+def fitting_demo() -> None:
+    """Fit base weights and gates on the built-in scenarios; compare through the engine."""
+    from emotional_memory.data import load_builtin_dataset
+    from emotional_memory.learn import build_recall_batch, fit_auto
+    from emotional_memory.replay import replay_dataset, summarize
+
+    data = load_builtin_dataset()
+    embedder = HashingEmbedder(dim=384)
+    print(f"\n=== Fitting on the built-in labelled set ({len(data['scenarios'])} scenarios) ===")
+    batch, info = build_recall_batch(data, embedder, progress=True)
+    result = fit_auto(batch, info)
+    default = summarize(replay_dataset(data, embedder))
+    fitted = summarize(replay_dataset(data, embedder, result.config))
+    print(f"chosen l2={result.selection['chosen']['l2']} "
+          f"temperature={result.selection['chosen']['temperature']}, kept step "
+          f"{result.best_step}")
+    print(f"{'':24}{'default':>9}{'fitted':>9}")
+    for key in ("top1", "hit_at_k", "mrr"):
+        print(f"{key:24}{default[key]:9.3f}{fitted[key]:9.3f}")
+    for name, value in default["by_challenge"].items():
+        print(f"  {name:22}{value:9.3f}{fitted['by_challenge'][name]:9.3f}")
+    weights = ", ".join(f"{w:.3f}" for w in result.config.retrieval.base_weights)
+    print(f"fitted base weights: [{weights}] (in-sample; `python -m training cv` for "
+          "out-of-fold numbers)")
+
+
+def main() -> None:
+    """Run both parts of the demo."""
+    journal_demo()
+    fitting_demo()
 
 
 if __name__ == "__main__":
