@@ -13,6 +13,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,13 +49,27 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--json", type=Path, default=None, help="write results here")
+    parser.add_argument("--embedder", choices=("lookup", "minilm"), default="lookup",
+                        help="reference lookup table, or MiniLMEmbedder (needs make minilm)")
     args = parser.parse_args()
     data = load_dataset(args.data / "realistic_recall_v2.json")
-    embedder = LookupEmbedder.from_npz(args.data / "realistic_recall_v2.minilm.npz")
+    lookup = LookupEmbedder.from_npz(args.data / "realistic_recall_v2.minilm.npz")
+    embedder: Any = lookup
+    if args.embedder == "minilm":
+        from emotional_memory.embedders import MiniLMEmbedder
+
+        minilm = MiniLMEmbedder()
+        texts = sorted({e["content"] for s in data["scenarios"] for se in s["sessions"]
+                        for e in se["events"]} | {q["query"] for s in data["scenarios"]
+                                                    for se in s["sessions"]
+                                                    for q in se["queries"]})
+        t0 = time.perf_counter()
+        embedder = LookupEmbedder(texts, minilm.embed_array(texts))  # embed once, batched
+        print(f"MiniLM embedded {len(texts)} texts in {time.perf_counter() - t0:.1f}s")
     k = int(data.get("default_top_k", 2))
 
     t0 = time.perf_counter()
-    base = cosine_baseline(data, embedder, k)
+    base = cosine_baseline(data, lookup, k)
     t_base = time.perf_counter() - t0
     replay_dataset(data, embedder, progress=False)  # warm-up: compile once
     t0 = time.perf_counter()

@@ -46,9 +46,8 @@ CHALLENGE_TYPES = (
     "semantic_confound",
     "recency_confound",
 )
-OUTPUT = (
-    Path(__file__).resolve().parents[1] / "src" / "emotional_memory" / "data" / "builtin_recall.json"
-)
+ROOT = Path(__file__).resolve().parents[1]
+OUTPUT = ROOT / "src" / "emotional_memory" / "data" / "builtin_recall.json"
 
 AA, MA, STD, SC, RC = CHALLENGE_TYPES
 
@@ -395,7 +394,7 @@ SCENARIOS: list[dict[str, Any]] = [
             ("q_rescued", SC, ["kind_conductor"], (0.6, 0.5),
              "When did someone help me get back on track after the train fiasco?"),
             ("q_train_delay", STD, ["return_train_delay"], (0.1, 0.2),
-             "That train delay."),
+             "Remind me about that train delay."),
         ],
     },
     # ---------------------------------------------------------------- family
@@ -620,7 +619,7 @@ SCENARIOS: list[dict[str, Any]] = [
         ],
         "queries": [
             ("q_speaking_test", STD, ["speaking_test_blank"], (-0.65, 0.75),
-             "The Japanese speaking test."),
+             "What do I recall of the Japanese speaking test?"),
             ("q_native_delighted", SC, ["restaurant_order"], (0.75, 0.6),
              "When did a native speaker seem delighted by my Japanese?"),
         ],
@@ -808,7 +807,7 @@ SCENARIOS: list[dict[str, Any]] = [
         ],
         "queries": [
             ("q_viewing", STD, ["viewing_sunny_flat"], (0.8, 0.75),
-             "That flat viewing."),
+             "Tell me about that flat viewing."),
             ("q_missed_out", SC, ["outbid_flat"], (-0.7, 0.7),
              "When did I miss out on the place I really wanted?"),
             ("q_earlier_viewing", RC, ["viewing_mould"], (-0.45, 0.5),
@@ -961,7 +960,7 @@ SCENARIOS: list[dict[str, Any]] = [
         ],
         "queries": [
             ("q_quiz_night", STD, ["quiz_night_win"], (0.8, 0.85),
-             "That pub quiz night."),
+             "What happened at that pub quiz night?"),
             ("q_accepted", SC, ["invited_dinner"], (0.65, 0.55),
              "When did it sink in that the group had accepted me?"),
         ],
@@ -1187,7 +1186,7 @@ SCENARIOS: list[dict[str, Any]] = [
             ("q_earlier_slugs", RC, ["slugs_first_attack"], (-0.65, 0.75),
              "What happened with the slugs before I learned to shrug it off?"),
             ("q_tomatoes", STD, ["seeds_planted"], (0.55, 0.4),
-             "My tomatoes."),
+             "What do I remember about my tomatoes?"),
             ("q_most_delightful", AA, ["first_tomato"], (0.85, 0.65),
              "What was the most delightful moment in the garden this year?"),
         ],
