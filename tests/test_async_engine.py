@@ -156,8 +156,13 @@ def test_reference_script_is_non_trivial(reference: dict[str, Any]) -> None:
     assert len(reference["ex1"]) == 3 and len(reference["ex2"]) == 2
     assert reference["pruned"] > 0
     assert reference["count"] == 6 - reference["pruned"]
-    assert any(d["tag"]["resonance_links"] for d in reference["export"])
+    assert any(d["tag"]["resonance_links"] for d in reference["export_before_prune"])
     assert any(d["tag"]["retrieval_count"] for d in reference["export"])
+    # prune unlinks: no surviving memory keeps a link to a pruned one
+    survivors = {d["content"] for d in reference["export"]}
+    for d in reference["export"]:
+        for link in d["tag"]["resonance_links"]:
+            assert link["target_id"] in survivors
 
 
 @pytest.mark.parametrize("variant", sorted(FACTORIES))

@@ -1467,3 +1467,23 @@ def test_context_manager_closes_store(tmp_path: Any) -> None:
         engine.encode("x")
     assert spy.closed_count == 1
     assert ClosingStateStore.closed == 1
+
+
+def test_delete_removes_backward_links_to_the_deleted_memory() -> None:
+    engine, _ = make()
+    for text in ("the server crashed", "the server crashed again", "server crash postmortem"):
+        engine.encode(text, affect=CoreAffect(valence=-0.5, arousal=0.6))
+    mems = by_content(engine)
+    victim = mems["the server crashed again"]
+    assert victim.tag.resonance_links, "fixture must create links"
+    partners = {lk.target_id for lk in victim.tag.resonance_links}
+    assert any(
+        lk.target_id == victim.id
+        for pid in partners
+        for lk in engine.get(pid).tag.resonance_links  # type: ignore[union-attr]
+    )
+    assert engine.delete(victim.id) is True
+    assert engine.get(victim.id) is None
+    for m in engine.list_all():
+        assert all(lk.target_id != victim.id for lk in m.tag.resonance_links)
+    assert engine.delete(victim.id) is False

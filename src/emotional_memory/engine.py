@@ -655,9 +655,29 @@ class EmotionalMemory:
         return self.store.get(memory_id)
 
     def delete(self, memory_id: str) -> bool:
-        """Delete a memory; True when it existed."""
+        """Delete a memory and the backward links that point to it; True when it existed."""
         with store_transaction(self.store):
-            return self.store.delete(memory_id)
+            return self._delete(memory_id)
+
+    def _delete(self, memory_id: str) -> bool:
+        """Delete inside a transaction, unlinking the memory's link partners.
+
+        Links are built in pairs (forward + backward twin), so the deleted memory's own
+        links name every partner that may point back at it: O(links), not O(store).
+        """
+        memory = self.store.get(memory_id)
+        if memory is None:
+            return False
+        for link in memory.tag.resonance_links:
+            partner = self.store.get(link.target_id)
+            if partner is None:
+                continue
+            kept = [lk for lk in partner.tag.resonance_links if lk.target_id != memory_id]
+            if len(kept) != len(partner.tag.resonance_links):
+                self.store.update(partner.model_copy(
+                    update={"tag": partner.tag.model_copy(update={"resonance_links": kept})}
+                ))
+        return self.store.delete(memory_id)
 
     def update_memory(
         self,
@@ -717,7 +737,7 @@ class EmotionalMemory:
         doomed = [m.id for m, s in zip(memories, strengths.tolist(), strict=True) if s < threshold]
         with store_transaction(self.store):
             for mid in doomed:
-                self.store.delete(mid)
+                self._delete(mid)
         return len(doomed)
 
     def export_memories(self) -> list[dict[str, Any]]:
