@@ -563,7 +563,7 @@ def plutchik_angle(valence: float, arousal: float) -> tuple[float, float]:
 
 
 def categorize(
-    valence: float, arousal: float, dominance: float
+    valence: float, arousal: float, dominance: float | None
 ) -> tuple[str, str, str | None, float]:
     """``(primary, intensity, name, confidence)``; name None for neutral."""
     r, angle = plutchik_angle(valence, arousal)
@@ -571,7 +571,7 @@ def categorize(
         return "neutral", "low", None, 0.0
     sector = int((angle + 22.5) / 45.0) % 8
     primary = SECTORS[sector]
-    if primary == "fear" and dominance >= 0.5:
+    if primary == "fear" and dominance is not None and dominance >= 0.5:
         primary = "anger"
     tier = 0 if r < 0.3 else (1 if r < 0.7 else 2)
     intensity = ("low", "moderate", "high")[tier]

@@ -1008,7 +1008,7 @@ def _categorize_ambiguous(v: float, a: float) -> bool:
 def test_categorize_affect(v: float, a: float, d: float, dom: float | None) -> None:
     assume(not _categorize_ambiguous(v, a))
     label = em.categorize_affect(CoreAffect(valence=v, arousal=a, dominance=d), dom)
-    primary, intensity, name, conf = O.categorize(v, a, d if dom is None else dom)
+    primary, intensity, name, conf = O.categorize(v, a, dom)  # split only when dom given
     assert (label.primary, label.intensity) == (primary, intensity)
     if name is not None:
         assert label.name == name
@@ -1339,7 +1339,8 @@ def test_hand_prediction_appraisal_categorize() -> None:
     assert cat(0.0, 1.0) == ("surprise", "high", "amazement", 1.0)
     assert cat(0.2, 0.5) == ("joy", "low", "serenity", 1.0)
     conf = round(1 - (135 - (180 - math.degrees(math.atan(2.0)))) / 22.5, 12)
-    assert cat(-0.5, 1.0) == ("anger", "high", "rage", conf)  # dominance 0.5 -> anger
+    assert cat(-0.5, 1.0) == ("fear", "high", "terror", conf)  # no dominance: no split
+    assert cat(-0.5, 1.0, 0.5, 0.5) == ("anger", "high", "rage", conf)
     assert cat(-0.5, 1.0, 0.5, 0.2) == ("fear", "high", "terror", conf)
     assert cat(-0.5, 1.0, 0.1, 0.9)[0] == "anger"
     assert cat(-0.5, 0.5)[:3] == ("disgust", "moderate", "disgust")

@@ -54,18 +54,18 @@ def _trainable(text: str) -> tuple[str, ...]:
     return groups
 
 
-def _fit_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+def _fit_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
+    """Keyword arguments for fit / fit_auto, and whether to run selection.
+
+    Values given on the command line are fixed: with both given there is no
+    selection; with one given, the grid search only varies the other.
+    """
     kwargs: dict[str, Any] = {"trainable": args.trainable, "steps": args.steps}
-    if args.l2 is not None:
-        kwargs["l2"] = args.l2
-    if args.temperature is not None:
-        kwargs["temperature"] = args.temperature
-    return kwargs
-
-
-def _select(args: argparse.Namespace) -> bool:
-    """Nested hyperparameter selection unless both values were fixed by the user."""
-    return args.l2 is None or args.temperature is None
+    fixed = {k: v for k, v in (("l2", args.l2), ("temperature", args.temperature))
+             if v is not None}
+    if len(fixed) == 2:
+        return {**kwargs, **fixed}, False
+    return {**kwargs, "grid": {k: (v,) for k, v in fixed.items()}}, True
 
 
 def _print(obj: dict[str, Any], as_json: bool) -> None:
@@ -88,11 +88,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     )
     t0 = time.perf_counter()
     batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet)
-    kwargs = _fit_kwargs(args)
-    if _select(args):
-        kwargs.pop("l2", None)
-        kwargs.pop("temperature", None)
-        result = fit_auto(batch, info, start, progress=False, **kwargs)
+    kwargs, select = _fit_kwargs(args)
+    if select:
+        result = fit_auto(batch, info, start, **kwargs)
     else:
         result = fit(batch, info, start, progress=not args.quiet, **kwargs)
     seconds = time.perf_counter() - t0
@@ -131,11 +129,7 @@ def cmd_cv(args: argparse.Namespace) -> int:
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
-    kwargs = _fit_kwargs(args)
-    select = _select(args)
-    if select:
-        kwargs.pop("l2", None)
-        kwargs.pop("temperature", None)
+    kwargs, select = _fit_kwargs(args)
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
         select=select, **kwargs,

@@ -7,6 +7,7 @@ user can tell at once which argument was wrong.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -83,3 +84,20 @@ def aware(field: str, value: datetime) -> datetime:
 def utc_now() -> datetime:
     """The current time as an aware UTC datetime."""
     return datetime.now(UTC)
+
+
+def positive_int(field: str, value: Any) -> int:
+    """An integer >= 1 (numpy integers accepted; bools and floats rejected).
+
+    Raises:
+        TypeError: not an integer. ValueError: < 1.
+    """
+    if isinstance(value, bool):
+        raise TypeError(f"{field} must be an int, got bool")
+    try:
+        out = operator.index(value)
+    except TypeError as exc:
+        raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
+    if out < 1:
+        raise ValueError(f"{field} must be >= 1, got {out}")
+    return out

@@ -27,7 +27,7 @@ from emotional_memory.interfaces import AffectiveStateStore
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.query_classifier import QueryClassifier
-from emotional_memory.retrieval import RetrievalExplanation
+from emotional_memory.retrieval import RetrievalExplanation, RetrievalPlan
 from emotional_memory.state import AffectiveState
 
 T = TypeVar("T")
@@ -145,6 +145,18 @@ class AsyncEmotionalMemory:
             self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect
         )
 
+    async def plan_retrieval(
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+    ) -> RetrievalPlan:
+        """See :meth:`EmotionalMemory.plan_retrieval` (no side effects)."""
+        return await self._run(
+            self._engine.plan_retrieval, query, top_k, query_affect=query_affect
+        )
+
+    async def current_weights(self, query: str = "", now: datetime | None = None) -> Any:
+        """See :meth:`EmotionalMemory.current_weights`."""
+        return await self._run(self._engine.current_weights, query, now)
+
     async def retrieve_with_query_appraisal(self, query: str, top_k: int = 5) -> list[Memory]:
         """See :meth:`EmotionalMemory.retrieve_with_query_appraisal`."""
         return await self._run(self._engine.retrieve_with_query_appraisal, query, top_k)
@@ -158,9 +170,19 @@ class AsyncEmotionalMemory:
         """See :meth:`EmotionalMemory.delete`."""
         return await self._run(self._engine.delete, memory_id)
 
-    async def update_memory(self, memory_id: str, **changes: Any) -> Memory:
+    async def update_memory(
+        self,
+        memory_id: str,
+        *,
+        content: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        embedding: Sequence[float] | None = None,
+    ) -> Memory:
         """See :meth:`EmotionalMemory.update_memory`."""
-        return await self._run(self._engine.update_memory, memory_id, **changes)
+        return await self._run(
+            self._engine.update_memory, memory_id, content=content, metadata=metadata,
+            embedding=embedding,
+        )
 
     async def list_all(self) -> list[Memory]:
         """See :meth:`EmotionalMemory.list_all`."""

@@ -57,7 +57,7 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
 
     Args:
         affect: the affect to label.
-        dominance: overrides ``affect.dominance`` for the fear/anger split.
+        dominance: when given, splits the fear sector: anger at dominance >= 0.5.
 
     Returns:
         The label; ``neutral`` (low intensity, confidence 0) near the origin.
@@ -71,8 +71,9 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
     angle = math.degrees(math.atan2(a_prime, valence)) % 360.0
     sector = int((angle + 22.5) / 45.0) % 8
     primary = _SECTORS[sector]
-    dom = affect.dominance if dominance is None else dominance
-    if primary == "fear" and dom >= 0.5:
+    # The fear/anger split needs an explicit dominance: CoreAffect's default of 0.5
+    # would otherwise turn every fear-sector affect into anger.
+    if primary == "fear" and dominance is not None and dominance >= 0.5:
         primary = "anger"
     tier = 0 if radius < 0.3 else (1 if radius < 0.7 else 2)
     tiers: tuple[Intensity, Intensity, Intensity] = ("low", "moderate", "high")
@@ -85,5 +86,5 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
 
 
 def label_tag(tag: EmotionalTag) -> EmotionLabel:
-    """Label a tag by its core affect (dominance taken from the tag)."""
+    """Label a tag by its core affect (as :func:`categorize_affect` without dominance)."""
     return categorize_affect(tag.core_affect)

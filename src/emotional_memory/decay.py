@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from emotional_memory._precision import float64
 from emotional_memory._validation import aware, finite, in_range, non_negative, positive
-from emotional_memory.kernel.params import DECAY_FIELDS, ScoringParams
+from emotional_memory.kernel.columns import bucket_size
+from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.kernel.signals import effective_strength
 from emotional_memory.models import EmotionalTag
 
@@ -69,16 +70,10 @@ class DecayConfig(BaseModel):
 
 
 def _decay_params(config: DecayConfig) -> ScoringParams:
-    """Parameters whose decay leaves come from ``config`` (other leaves unused)."""
-    zeros6 = np.zeros(6)
-    return ScoringParams(
-        base_weights=zeros6,
-        gates=np.zeros(10),
-        decay=np.asarray([getattr(config, f) for f in DECAY_FIELDS], dtype=np.float64),
-        distance_scale=np.asarray(np.sqrt(6.0)),
-        signal_scale=np.ones(6),
-        signal_shift=zeros6,
-    )
+    """Parameters whose decay leaves come from ``config`` (the other leaves are unused)."""
+    from emotional_memory.retrieval import RetrievalConfig  # retrieval imports this module
+
+    return ScoringParams.from_config(RetrievalConfig(), config)
 
 
 @jax.jit
@@ -128,15 +123,18 @@ def strength_from_columns(
     Returns:
         (N,) float64 numpy array.
     """
+    n = len(ages)
+    size = bucket_size(n)  # pad: a growing store compiles O(log N) times, not per size
+
+    def padded(x: np.ndarray) -> jax.Array:
+        return jnp.asarray(np.pad(np.asarray(x, np.float64), (0, size - n)), jnp.float64)
+
     with float64():
         out = _strength_batch(
-            _decay_params(config),
-            jnp.asarray(ages, jnp.float64),
-            jnp.asarray(arousal, jnp.float64),
-            jnp.asarray(consolidation, jnp.float64),
-            jnp.asarray(counts, jnp.float64),
+            _decay_params(config), padded(ages), padded(arousal), padded(consolidation),
+            padded(counts),
         )
-        return np.asarray(out, dtype=np.float64)
+        return np.asarray(out, dtype=np.float64)[:n]
 
 
 def compute_effective_strength(

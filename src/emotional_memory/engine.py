@@ -21,7 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._bank import as_float_list
-from emotional_memory._validation import aware, in_range, utc_now
+from emotional_memory._validation import aware, in_range, positive_int, utc_now
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import categorize_affect
@@ -203,9 +203,16 @@ class EmotionalMemory:
             )
         return arr.tolist()
 
-    def _persist(self) -> None:
+    def _adopt(self, state: AffectiveState) -> AffectiveState:
+        """Persist ``state`` (when a state store is configured), then make it current.
+
+        Persisting first means a failing state store leaves the in-memory state as it
+        was (SPEC 9).
+        """
         if self.state_store is not None:
-            self.state_store.save(self._state.snapshot())
+            self.state_store.save(state.snapshot())
+        self._state = state
+        return state
 
     def _update_state(self, affect: CoreAffect, now: datetime) -> AffectiveState:
         return self._state.update(
@@ -341,8 +348,7 @@ class EmotionalMemory:
         )
         with store_transaction(self.store):
             memory = self._store_and_link(memory)
-        self._state = new_state
-        self._persist()
+        self._adopt(new_state)
         return self._stored(memory)
 
     def _stored(self, memory: Memory) -> Memory:
@@ -389,8 +395,7 @@ class EmotionalMemory:
             for text, emb, meta in zip(texts, embeddings, metas, strict=True):
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
                 out.append(self._store_and_link(memory))
-        self._state = state
-        self._persist()
+        self._adopt(state)
         return [self._stored(m) for m in out]
 
     def observe(
@@ -408,10 +413,9 @@ class EmotionalMemory:
         text = self._check_content(content if content is not None else "")
         event, _, _ = self._event_affect(text, appraisal, affect)
         now = self._now()
-        self._state = self._update_state(event if event is not None else self._state.core_affect,
-                                         now)
-        self._persist()
-        return self._state
+        return self._adopt(
+            self._update_state(event if event is not None else self._state.core_affect, now)
+        )
 
     # ------------------------------------------------------------------ elaboration
 
@@ -510,10 +514,7 @@ class EmotionalMemory:
     def _plan(
         self, query: str, top_k: int, query_affect: CoreAffect | None
     ) -> tuple[RetrievalPlan, datetime]:
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        top_k = positive_int("top_k", top_k)
         self._check_content(query, "query")
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
             raise TypeError("query_affect must be a CoreAffect or None")
@@ -568,7 +569,7 @@ class EmotionalMemory:
             tag = update_prediction(tag, affect, ape)
             updated.append(memory.model_copy(update={"tag": tag}))
         increment = self.config.resonance.hebbian_increment
-        if self.config.enable_resonance and increment > 0 and len(updated) > 1:
+        if increment > 0 and len(updated) > 1:
             ids = [m.id for m in updated]
             updated = [
                 m.model_copy(
@@ -655,29 +656,32 @@ class EmotionalMemory:
         return self.store.get(memory_id)
 
     def delete(self, memory_id: str) -> bool:
-        """Delete a memory and the backward links that point to it; True when it existed."""
+        """Delete a memory and every link pointing to it; True when it existed."""
         with store_transaction(self.store):
-            return self._delete(memory_id)
+            return self._delete_many([memory_id]) == 1
 
-    def _delete(self, memory_id: str) -> bool:
-        """Delete inside a transaction, unlinking the memory's link partners.
+    def _delete_many(self, memory_ids: Sequence[str]) -> int:
+        """Delete inside a transaction and drop links that target the deleted ids.
 
-        Links are built in pairs (forward + backward twin), so the deleted memory's own
-        links name every partner that may point back at it: O(links), not O(store).
+        Links are usually paired, but a backward twin may have been refused (target
+        full) or evicted, so one pass over the store finds every link to a deleted id.
+        Returns the number of memories deleted.
         """
-        memory = self.store.get(memory_id)
-        if memory is None:
-            return False
-        for link in memory.tag.resonance_links:
-            partner = self.store.get(link.target_id)
-            if partner is None:
+        doomed = {mid for mid in memory_ids if self.store.get(mid) is not None}
+        if not doomed:
+            return 0
+        for memory in self.store.list_all():
+            if memory.id in doomed:
                 continue
-            kept = [lk for lk in partner.tag.resonance_links if lk.target_id != memory_id]
-            if len(kept) != len(partner.tag.resonance_links):
-                self.store.update(partner.model_copy(
-                    update={"tag": partner.tag.model_copy(update={"resonance_links": kept})}
+            links = memory.tag.resonance_links
+            kept = [lk for lk in links if lk.target_id not in doomed]
+            if len(kept) != len(links):
+                self.store.update(memory.model_copy(
+                    update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
                 ))
-        return self.store.delete(memory_id)
+        for mid in doomed:
+            self.store.delete(mid)
+        return len(doomed)
 
     def update_memory(
         self,
@@ -736,9 +740,7 @@ class EmotionalMemory:
         )
         doomed = [m.id for m, s in zip(memories, strengths.tolist(), strict=True) if s < threshold]
         with store_transaction(self.store):
-            for mid in doomed:
-                self._delete(mid)
-        return len(doomed)
+            return self._delete_many(doomed)
 
     def export_memories(self) -> list[dict[str, Any]]:
         """All memories as JSON-able dicts (insertion order)."""
@@ -787,14 +789,11 @@ class EmotionalMemory:
         """Feed an observed affect into the state (momentum and mood follow)."""
         if not isinstance(affect, CoreAffect):
             raise TypeError("affect must be a CoreAffect")
-        self._state = self._update_state(affect, self._now())
-        self._persist()
-        return self._state
+        return self._adopt(self._update_state(affect, self._now()))
 
     def reset_state(self) -> None:
         """Back to the initial neutral state."""
-        self._state = AffectiveState.initial(self._now())
-        self._persist()
+        self._adopt(AffectiveState.initial(self._now()))
 
     def save_state(self) -> dict[str, Any]:
         """A JSON-able snapshot of the state (see :meth:`load_state`)."""
@@ -802,8 +801,7 @@ class EmotionalMemory:
 
     def load_state(self, snapshot: dict[str, Any]) -> None:
         """Restore a snapshot from :meth:`save_state`."""
-        self._state = AffectiveState.restore(snapshot)
-        self._persist()
+        self._adopt(AffectiveState.restore(snapshot))
 
     def persist_state(self) -> None:
         """Write the state to the state store (ValueError without one)."""

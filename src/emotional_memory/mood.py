@@ -12,7 +12,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from emotional_memory._validation import aware, clamp, finite, positive, utc_now
+from emotional_memory._validation import aware, clamp, finite, non_negative, positive, utc_now
 from emotional_memory.affect import CoreAffect
 
 
@@ -38,10 +38,13 @@ class MoodDecayConfig(BaseModel):
     def _positive(cls, v: float) -> float:
         return positive("base_half_life_seconds", v)
 
-    @field_validator(
-        "inertia_scale", "baseline_valence", "baseline_arousal", "baseline_dominance",
-        mode="before",
-    )
+    @field_validator("inertia_scale", mode="before")
+    @classmethod
+    def _non_negative(cls, v: float) -> float:
+        return non_negative("inertia_scale", v)
+
+    @field_validator("baseline_valence", "baseline_arousal", "baseline_dominance",
+                     mode="before")
     @classmethod
     def _finite(cls, v: float, info: object) -> float:
         return finite(str(getattr(info, "field_name", "value")), v)

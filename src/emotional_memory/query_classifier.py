@@ -84,7 +84,9 @@ _MULTI_HOP_PATTERN: re.Pattern[str] = re.compile(
     _FLAGS,
 )
 
-_SINGLE_HOP_WH: re.Pattern[str] = re.compile(r"^(?:who|what|where|which)\b")
+# SPEC: "starting with who/what/where/which" - plain prefixes (so "what's" counts), unlike
+# the auxiliary verbs, which carry a trailing space.
+_SINGLE_HOP_WH: tuple[str, ...] = ("who", "what", "where", "which")
 _SINGLE_HOP_PREFIXES: tuple[str, ...] = ("is ", "are ", "does ", "did ", "was ", "were ")
 _SINGLE_HOP_MAX_LEN = 100
 
@@ -123,7 +125,7 @@ class HeuristicQueryClassifier:
         stripped = text.strip()
         if len(stripped) <= _SINGLE_HOP_MAX_LEN:
             lowered = stripped.lower()
-            if _SINGLE_HOP_WH.match(lowered) or lowered.startswith(_SINGLE_HOP_PREFIXES):
+            if lowered.startswith(_SINGLE_HOP_WH) or lowered.startswith(_SINGLE_HOP_PREFIXES):
                 return "single_hop"
         return "open_domain"
 

@@ -21,6 +21,8 @@ from emotional_memory._bank import adjacency_from_memories
 from emotional_memory._precision import float64
 from emotional_memory._validation import finite, in_range, positive
 from emotional_memory.affect import MAX_PAD_DISTANCE
+from emotional_memory.kernel.activation import spreading_activation_jit
+from emotional_memory.kernel.columns import bucket_size
 from emotional_memory.models import LinkType, Memory, ResonanceLink
 
 
@@ -200,8 +202,6 @@ def spreading_activation(
     Returns:
         id -> activation in [0, 1] for every non-seed memory reached.
     """
-    from emotional_memory.retrieval import _activation_jit
-
     cands = list(candidates)
     if hops < 1 or not cands:
         return {}
@@ -210,14 +210,18 @@ def spreading_activation(
     if not seed_mask.any():
         return {}
     targets, strengths = adjacency_from_memories(cands)
+    n, size = len(cands), bucket_size(len(cands))  # padded: few compilations
+    pad = ((0, size - n), (0, 0))
     with float64():
-        act, reached = _activation_jit(
-            jnp.asarray(seed_mask), jnp.asarray(targets), jnp.asarray(strengths, jnp.float64),
+        act, reached = spreading_activation_jit(
+            jnp.asarray(np.pad(seed_mask, (0, size - n))),
+            jnp.asarray(np.pad(targets, pad, constant_values=-1)),
+            jnp.asarray(np.pad(strengths, pad), jnp.float64),
             int(hops),
         )
         act_np = np.asarray(act, dtype=np.float64)
         reached_np = np.asarray(reached)
-    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np)}
+    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np[:n])}
 
 
 def hebbian_strengthen(

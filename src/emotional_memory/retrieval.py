@@ -33,32 +33,28 @@ from emotional_memory._validation import (
     in_range,
     non_negative,
     positive,
+    positive_int,
     weight_vector,
 )
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import (
+    SIGNAL_NAMES,
     MemoryColumns,
     QueryFeatures,
     ScoringParams,
     apply_signal_mask,
     pad_columns,
     score_with_weights_jit,
-    spreading_activation_dense,
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
+from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
-SIGNAL_FIELDS: tuple[str, ...] = (
-    "semantic_similarity",
-    "mood_congruence",
-    "affect_proximity",
-    "momentum_alignment",
-    "recency",
-    "resonance",
-)
+SIGNAL_FIELDS: tuple[str, ...] = SIGNAL_NAMES
+"""Signal names in weight order (the kernel's :data:`SIGNAL_NAMES`)."""
 
 
 # --------------------------------------------------------------------------- configs
@@ -554,7 +550,7 @@ def plan_arrays(
     )
 
 
-_activation_jit = jax.jit(spreading_activation_dense, static_argnums=3)
+_activation_jit = spreading_activation_jit
 
 
 def build_retrieval_plan(
@@ -589,8 +585,10 @@ def build_retrieval_plan(
     Returns:
         :class:`RetrievalPlan`.
     """
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k must be a positive integer, got {top_k!r}")
+    try:
+        top_k = positive_int("top_k", top_k)
+    except TypeError as exc:  # the plan reports every bad top_k as a ValueError
+        raise ValueError(str(exc)) from exc
     if not 1 <= int(propagation_hops) <= 5:
         raise ValueError(f"propagation_hops must lie in [1, 5], got {propagation_hops}")
     _check_query_embedding(query_embedding)
@@ -700,7 +698,7 @@ def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> Em
     )
 
 
-_mask_jit = jax.jit(lambda w, m: apply_signal_mask(w, m))
+_mask_jit = jax.jit(apply_signal_mask)
 
 
 def masked_weights(weights: Sequence[float], mask: Sequence[float]) -> NDArray[np.float64]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
-from emotional_memory._validation import aware, utc_now
+from emotional_memory._validation import aware, finite, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.mood import MoodDecayConfig, MoodField
 
@@ -138,7 +138,7 @@ class AffectiveState(BaseModel):
             if len(point) != 4:
                 raise ValueError(f"history[{i}] must be [timestamp, v, a, d]")
             t = point[0] if isinstance(point[0], datetime) else datetime.fromisoformat(point[0])
-            v, a, d = (float(x) for x in point[1:])
+            v, a, d = (finite(f"history[{i}][{j}]", x) for j, x in enumerate(point[1:], 1))
             history.append((aware(f"history[{i}].timestamp", t), v, a, d))
         out._history = history[-_HISTORY_LEN:]
         return out

@@ -9,6 +9,7 @@ spread of the hop, and the result keeps the max over hops (capped at 1).
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jaxtyping import Bool, Float, Int
 
@@ -60,3 +61,7 @@ def spreading_activation_dense(
         reached = reached | new_reached
         wave_value, wave_reached = new_value, new_reached
     return result, reached
+
+
+spreading_activation_jit = jax.jit(spreading_activation_dense, static_argnums=3)
+""":func:`spreading_activation_dense` compiled (``hops`` static)."""

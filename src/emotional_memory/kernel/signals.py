@@ -35,7 +35,7 @@ def _safe_norm(x: Float[Array, " K"]) -> tuple[Scalar, Scalar]:
 
 
 def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
-    """Cosine of two vectors; 0 when either has a NaN or zero norm (SPEC s1).
+    """Cosine of two vectors; 0 when either has a NaN/inf or zero norm (SPEC s1).
 
     Args:
         a, b: (D,) vectors.
@@ -43,8 +43,9 @@ def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
     Returns:
         Scalar cosine in the dtype of the inputs.
     """
-    a_nan = jnp.any(jnp.isnan(a))
-    b_nan = jnp.any(jnp.isnan(b))
+    # NaN (SPEC) and, by extension, +-inf make a vector unusable: cosine 0.
+    a_nan = jnp.any(~jnp.isfinite(a))
+    b_nan = jnp.any(~jnp.isfinite(b))
     a_safe = jnp.where(a_nan, 0.0, a)
     b_safe = jnp.where(b_nan, 0.0, b)
     na, a_ok = _safe_norm(a_safe)
@@ -173,9 +174,9 @@ def bank_cosine(
     Returns:
         (N,) cosines.
     """
-    q_nan = jnp.any(jnp.isnan(query_embedding))
+    q_nan = jnp.any(~jnp.isfinite(query_embedding))
     q = jnp.where(q_nan, 0.0, query_embedding)
-    row_nan = jnp.any(jnp.isnan(embeddings), axis=-1)
+    row_nan = jnp.any(~jnp.isfinite(embeddings), axis=-1)
     rows = jnp.where(row_nan[:, None], 0.0, embeddings)
     q_norm, q_ok = _safe_norm(q)
     row_sq = jnp.sum(rows * rows, axis=-1)

@@ -220,9 +220,10 @@ def _weighted_mean(values: jax.Array, weight: jax.Array) -> jax.Array:
     return jnp.sum(values * weight) / jnp.maximum(jnp.sum(weight), 1.0)
 
 
-def _objective(u: dict[str, Any], p: _Problem) -> jax.Array:
+def _objective(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
+    """Training objective, with the per-query losses as auxiliary output."""
     per_query, _ = _per_query(u, p)
-    return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial)
+    return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial), per_query
 
 
 _ADAM = optax.scale_by_adam()
@@ -235,9 +236,8 @@ def _train_step(
     u: dict[str, Any], opt_state: Any, learning_rate: jax.Array, p: _Problem
 ) -> tuple[dict[str, Any], Any, jax.Array, jax.Array]:
     TRACE_COUNTS["train_step"] += 1  # runs at trace time only
-    value, grads = jax.value_and_grad(_objective)(u, p)
+    (value, per_query), grads = jax.value_and_grad(_objective, has_aux=True)(u, p)
     updates, opt_state = _ADAM.update(grads, opt_state, u)
-    per_query, _ = _per_query(u, p)
     val_loss = _weighted_mean(per_query, p.val_weight)
     new_u = jax.tree_util.tree_map(lambda x, g: x - learning_rate * g, u, updates)
     return new_u, opt_state, value, val_loss
