@@ -82,7 +82,15 @@ def _print(obj: dict[str, Any], as_json: bool) -> None:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    """Fit on the whole dataset and write the config."""
+    """Fit on the whole dataset and write the config.
+
+    Args:
+        args: Parsed ``fit`` arguments (dataset, embeddings, config, trainable, l2,
+            temperature, steps, out, plot, json, quiet).
+
+    Returns:
+        Exit status 0; the report (default vs fitted replay metrics) is printed.
+    """
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
@@ -125,7 +133,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_cv(args: argparse.Namespace) -> int:
-    """k-fold scenario-grouped cross-validation (out-of-fold through the engine)."""
+    """k-fold scenario-grouped cross-validation (out-of-fold through the engine).
+
+    Args:
+        args: Parsed ``cv`` arguments (dataset, embeddings, config, trainable, l2,
+            temperature, steps, folds, seed, json, quiet).
+
+    Returns:
+        Exit status 0; out-of-fold and default metrics are printed.
+    """
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
@@ -149,7 +165,14 @@ def cmd_cv(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """Replay the dataset through the engine with a config."""
+    """Replay the dataset through the engine with a config.
+
+    Args:
+        args: Parsed ``evaluate`` arguments (dataset, embeddings, config, json, quiet).
+
+    Returns:
+        Exit status 0; the replay metrics are printed.
+    """
     data, embedder, cfg = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
@@ -160,7 +183,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser (sub-commands fit, cv, evaluate)."""
+    """The argument parser (sub-commands fit, cv, evaluate).
+
+    Returns:
+        A parser whose parsed namespace carries the sub-command handler in ``func``.
+    """
     parser = argparse.ArgumentParser(prog="python -m training", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -204,7 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the CLI; returns the exit status."""
+    """Run the CLI.
+
+    Args:
+        argv: Command-line arguments without the program name (default: ``sys.argv``).
+
+    Returns:
+        The exit status: the handler's (0), or 2 after printing a ``ValueError``,
+        ``KeyError`` or ``FileNotFoundError`` to stderr.
+    """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))

@@ -25,6 +25,12 @@ def _pyplot() -> Any:
 def learning_curves(history: dict[str, list[float]], best_step: int, path: Path) -> Path:
     """Train and validation loss per step, with the kept step marked.
 
+    Args:
+        history: ``FitResult.history`` (``train_loss``, optional ``val_loss``; the
+            validation curve is drawn only when it is not all zeros).
+        best_step: The step whose parameters were kept.
+        path: Output PNG path.
+
     Returns:
         The written PNG path.
     """
@@ -48,6 +54,10 @@ def weight_grid(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Adaptive weights over a grid of mood valence x arousal.
 
+    Args:
+        config: Configuration whose base weights and gates are evaluated.
+        n: Grid points per axis (valence in [-1, 1], arousal in [0, 1]).
+
     Returns:
         ``(valence (n,), arousal (n,), weights (n_arousal, n_valence, 6))``.
     """
@@ -67,6 +77,12 @@ def weights_heatmap(
     fitted: EmotionalMemoryConfig, default: EmotionalMemoryConfig, path: Path, n: int = 41
 ) -> Path:
     """Six heatmaps (one per signal) of the fitted weight over mood, plus default contours.
+
+    Args:
+        fitted: The fitted configuration (colour).
+        default: The starting configuration (white contours).
+        path: Output PNG path.
+        n: Grid points per mood axis.
 
     Returns:
         The written PNG path.
@@ -95,6 +111,11 @@ def weights_heatmap(
 
 def challenge_bars(default: dict[str, float], fitted: dict[str, float], path: Path) -> Path:
     """Top-1 per challenge type, default versus fitted.
+
+    Args:
+        default: Challenge type -> top-1 with the default config.
+        fitted: Challenge type -> top-1 with the fitted config (missing types: 0).
+        path: Output PNG path.
 
     Returns:
         The written PNG path.

@@ -21,6 +21,13 @@ from emotional_memory.mood import MoodField
 def embedding_dim(query_embedding: Sequence[float] | None, memories: Sequence[Memory]) -> int:
     """Common embedding dimension of a query and memories (missing/empty ones ignored).
 
+    Args:
+        query_embedding: The query embedding, shape (D,), or ``None``.
+        memories: Memories whose non-empty embeddings must all have length D.
+
+    Returns:
+        D, or 1 when no embedding is present anywhere.
+
     Raises:
         ValueError: when two non-empty embeddings have different lengths.
     """
@@ -87,7 +94,19 @@ def query_features(
     current_momentum: AffectiveMomentum,
     dim: int,
 ) -> QueryFeatures:
-    """Float64 numpy query features."""
+    """Float64 numpy query features.
+
+    Args:
+        query_embedding: The query embedding, shape (D,); missing/empty -> zeros (D,).
+        query_affect: Affect compared with each memory's core affect (signal s3).
+        current_mood: The engine's mood (signal s2).
+        current_momentum: The engine's momentum; only its velocity is used (s4).
+        dim: Embedding dimension D for a missing query embedding.
+
+    Returns:
+        :class:`QueryFeatures` with ``embedding`` (D,) and ``affect``, ``mood``,
+        ``velocity`` each (3,).
+    """
     return QueryFeatures(
         embedding=_vector(query_embedding, dim),
         affect=np.asarray(query_affect.as_tuple(), np.float64),
@@ -130,8 +149,16 @@ def adjacency_from_memories(
 def as_float_list(field: str, values: Any) -> list[float] | None:
     """Validate a user-supplied embedding: a flat sequence of finite numbers, or None.
 
+    Args:
+        field: Name used in error messages.
+        values: The candidate embedding, shape (D,), or ``None``.
+
+    Returns:
+        The values as a list of Python floats, or ``None`` when ``values`` is ``None``.
+
     Raises:
-        TypeError / ValueError naming ``field``.
+        TypeError: If the values are not numbers (naming ``field``).
+        ValueError: If not 1-D or holding NaN/inf (naming ``field``).
     """
     if values is None:
         return None

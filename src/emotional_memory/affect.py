@@ -46,15 +46,30 @@ class CoreAffect(BaseModel):
 
     @classmethod
     def neutral(cls) -> CoreAffect:
-        """The neutral point (0, 0, 0.5)."""
+        """The neutral point (0, 0, 0.5) (SPEC 1).
+
+        Returns:
+            A ``CoreAffect`` with valence 0, arousal 0 and dominance 0.5.
+        """
         return cls(valence=0.0, arousal=0.0, dominance=0.5)
 
     def as_tuple(self) -> tuple[float, float, float]:
-        """Return ``(valence, arousal, dominance)``."""
+        """Return the affect as a plain tuple.
+
+        Returns:
+            ``(valence, arousal, dominance)``.
+        """
         return (self.valence, self.arousal, self.dominance)
 
     def distance(self, other: CoreAffect) -> float:
-        """Euclidean distance to ``other`` over (valence, arousal, dominance)."""
+        """Euclidean distance to ``other`` over (valence, arousal, dominance).
+
+        Args:
+            other: The affect to measure against.
+
+        Returns:
+            The distance, in [0, sqrt(6)] (``MAX_PAD_DISTANCE``).
+        """
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2
@@ -62,7 +77,18 @@ class CoreAffect(BaseModel):
         )
 
     def lerp(self, other: CoreAffect, alpha: float) -> CoreAffect:
-        """Move towards ``other`` by ``alpha`` (clamped to [0, 1]), componentwise."""
+        """Move towards ``other`` by ``alpha`` (clamped to [0, 1]), componentwise.
+
+        Args:
+            other: The target affect.
+            alpha: Interpolation fraction; clamped to [0, 1], must be finite.
+
+        Returns:
+            A new ``CoreAffect`` equal to ``self + alpha * (other - self)``.
+
+        Raises:
+            ValueError: If ``alpha`` is NaN or infinite.
+        """
         a = clamp(finite("alpha", alpha), 0.0, 1.0)
         return CoreAffect(
             valence=self.valence + a * (other.valence - self.valence),
@@ -97,13 +123,25 @@ class AffectiveMomentum(BaseModel):
 
     @classmethod
     def zero(cls) -> AffectiveMomentum:
-        """Momentum with every component 0."""
+        """Momentum with every component 0.
+
+        Returns:
+            A zero ``AffectiveMomentum``.
+        """
         return cls()
 
     def velocity(self) -> tuple[float, float, float]:
-        """Return the 3-D velocity ``(d_valence, d_arousal, d_dominance)``."""
+        """Return the 3-D velocity.
+
+        Returns:
+            ``(d_valence, d_arousal, d_dominance)``.
+        """
         return (self.d_valence, self.d_arousal, self.d_dominance)
 
     def magnitude(self) -> float:
-        """Euclidean norm of the velocity only."""
+        """Euclidean norm of the velocity only (acceleration is ignored; SPEC 1).
+
+        Returns:
+            The non-negative velocity norm.
+        """
         return math.sqrt(self.d_valence**2 + self.d_arousal**2 + self.d_dominance**2)

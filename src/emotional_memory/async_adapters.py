@@ -33,11 +33,25 @@ class SyncToAsyncEmbedder:
         self.sync = embedder
 
     async def embed(self, text: str) -> list[float]:
-        """Embed one text."""
+        """Embed one text in a worker thread.
+
+        Args:
+            text: The text to embed.
+
+        Returns:
+            The embedding, shape (D,).
+        """
         return await asyncio.to_thread(self.sync.embed, text)
 
     async def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embed many texts."""
+        """Embed many texts in a worker thread.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One embedding per text, in order, shape (len(texts), D).
+        """
         return await asyncio.to_thread(self.sync.embed_batch, texts)
 
 
@@ -48,31 +62,69 @@ class SyncToAsyncStore:
         self.sync = store
 
     async def save(self, memory: Memory) -> None:
-        """Insert (or replace) a memory."""
+        """Insert (or replace) a memory.
+
+        Args:
+            memory: The memory to store.
+        """
         await asyncio.to_thread(self.sync.save, memory)
 
     async def get(self, memory_id: str) -> Memory | None:
-        """The memory with this id, or None."""
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
         return await asyncio.to_thread(self.sync.get, memory_id)
 
     async def update(self, memory: Memory) -> None:
-        """Replace an existing memory."""
+        """Replace an existing memory.
+
+        Args:
+            memory: The new version (errors of the wrapped store propagate).
+        """
         await asyncio.to_thread(self.sync.update, memory)
 
     async def delete(self, memory_id: str) -> bool:
-        """Remove a memory."""
+        """Remove a memory.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
         return await asyncio.to_thread(self.sync.delete, memory_id)
 
     async def list_all(self) -> list[Memory]:
-        """All memories in insertion order."""
+        """All memories in insertion order.
+
+        Returns:
+            A list of every stored memory.
+        """
         return await asyncio.to_thread(self.sync.list_all)
 
     async def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest memories by cosine."""
+        """Nearest memories by cosine.
+
+        Args:
+            embedding: The query embedding, shape (D,).
+            top_k: Maximum number of results.
+
+        Returns:
+            Up to ``top_k`` embedded memories, most similar first.
+        """
         return await asyncio.to_thread(self.sync.search_by_embedding, embedding, top_k)
 
     async def count(self) -> int:
-        """Number of memories stored."""
+        """Number of memories stored.
+
+        Returns:
+            ``len(store)`` of the wrapped store.
+        """
         return await asyncio.to_thread(len, self.sync)
 
     async def close(self) -> None:
@@ -91,7 +143,15 @@ class SyncToAsyncAppraisalEngine:
     async def appraise(
         self, content: str, context: dict[str, Any] | None = None
     ) -> AppraisalVector:
-        """Appraise ``content``."""
+        """Appraise ``content`` in a worker thread.
+
+        Args:
+            content: The event description.
+            context: Optional extra information for the appraiser.
+
+        Returns:
+            The appraisal of ``content``.
+        """
         return await asyncio.to_thread(self.sync.appraise, content, context)
 
 
@@ -170,19 +230,43 @@ def _is_async_method(obj: object, name: str) -> bool:
 
 
 def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
-    """A sync store for the engine core: sync stores pass through, async ones bridge."""
+    """A sync store for the engine core: sync stores pass through, async ones bridge.
+
+    Args:
+        store: A sync ``MemoryStore`` or an ``AsyncMemoryStore`` (async ``save``).
+        bridge: Loop bridge used to run the async store's coroutines.
+
+    Returns:
+        ``store`` itself when sync, else a sync facade over it.
+    """
     return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
 
 
 def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
-    """A sync embedder for the engine core."""
+    """A sync embedder for the engine core: sync ones pass through, async ones bridge.
+
+    Args:
+        embedder: A sync ``Embedder`` or an ``AsyncEmbedder`` (async ``embed``).
+        bridge: Loop bridge used to run the async embedder's coroutines.
+
+    Returns:
+        ``embedder`` itself when sync, else a sync facade over it.
+    """
     if _is_async_method(embedder, "embed"):
         return _AsyncToSyncEmbedder(embedder, bridge)
     return embedder
 
 
 def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
-    """A sync appraisal engine for the engine core (None passes through)."""
+    """A sync appraisal engine for the engine core (None passes through).
+
+    Args:
+        engine: A sync or async appraisal engine (async ``appraise``), or None.
+        bridge: Loop bridge used to run the async engine's coroutines.
+
+    Returns:
+        ``engine`` itself when None or sync, else a sync facade over it.
+    """
     if engine is not None and _is_async_method(engine, "appraise"):
         return _AsyncToSyncAppraisal(engine, bridge)
     return engine

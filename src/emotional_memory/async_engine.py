@@ -68,7 +68,17 @@ class AsyncEmotionalMemory:
 
     @classmethod
     def from_engine(cls, engine: EmotionalMemory) -> AsyncEmotionalMemory:
-        """Wrap an existing sync engine (shares its store and state)."""
+        """Wrap an existing sync engine (shares its store and state).
+
+        Args:
+            engine: The sync engine; its components must be synchronous.
+
+        Returns:
+            An ``AsyncEmotionalMemory`` delegating to ``engine``.
+
+        Raises:
+            TypeError: If ``engine`` is not an ``EmotionalMemory``.
+        """
         if not isinstance(engine, EmotionalMemory):
             raise TypeError("engine must be an EmotionalMemory")
         out = cls.__new__(cls)
@@ -103,13 +113,31 @@ class AsyncEmotionalMemory:
         *,
         affect: CoreAffect | None = None,
     ) -> Memory:
-        """See :meth:`EmotionalMemory.encode`."""
+        """See :meth:`EmotionalMemory.encode`.
+
+        Args:
+            content: The event text.
+            appraisal: Optional appraisal; its projection becomes the event affect.
+            metadata: Optional JSON-able dict stored with the memory.
+            affect: Opt-in explicit event affect.
+
+        Returns:
+            The stored memory (with its forward links).
+        """
         return await self._run(self._engine.encode, content, appraisal, metadata, affect=affect)
 
     async def encode_batch(
         self, contents: Sequence[str], metadata: Sequence[dict[str, Any] | None] | None = None
     ) -> list[Memory]:
-        """See :meth:`EmotionalMemory.encode_batch`."""
+        """See :meth:`EmotionalMemory.encode_batch`.
+
+        Args:
+            contents: Event texts.
+            metadata: Optional per-event metadata (same length as ``contents``).
+
+        Returns:
+            The stored memories, in order.
+        """
         return await self._run(self._engine.encode_batch, contents, metadata)
 
     async def observe(
@@ -119,28 +147,66 @@ class AsyncEmotionalMemory:
         *,
         affect: CoreAffect | None = None,
     ) -> AffectiveState:
-        """See :meth:`EmotionalMemory.observe`."""
+        """See :meth:`EmotionalMemory.observe`.
+
+        Args:
+            content: Optional event text.
+            appraisal: Optional appraisal; its projection becomes the event affect.
+            affect: Optional explicit event affect.
+
+        Returns:
+            The new affective state.
+        """
         return await self._run(self._engine.observe, content, appraisal, affect=affect)
 
     async def elaborate(self, memory_id: str) -> Memory:
-        """See :meth:`EmotionalMemory.elaborate`."""
+        """See :meth:`EmotionalMemory.elaborate`.
+
+        Args:
+            memory_id: Id of the memory to elaborate.
+
+        Returns:
+            The updated memory (unchanged when it is not pending).
+        """
         return await self._run(self._engine.elaborate, memory_id)
 
     async def elaborate_pending(self) -> list[Memory]:
-        """See :meth:`EmotionalMemory.elaborate_pending`."""
+        """See :meth:`EmotionalMemory.elaborate_pending`.
+
+        Returns:
+            The elaborated memories ([] without an appraisal engine).
+        """
         return await self._run(self._engine.elaborate_pending)
 
     # retrieval
     async def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
-        """See :meth:`EmotionalMemory.retrieve`."""
+        """See :meth:`EmotionalMemory.retrieve`.
+
+        Args:
+            query: Query text.
+            top_k: Number of memories (>= 1).
+            query_affect: Overrides the current affect for affect proximity (s3) only.
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+        """
         return await self._run(self._engine.retrieve, query, top_k, query_affect=query_affect)
 
     async def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
-        """See :meth:`EmotionalMemory.retrieve_with_explanations`."""
+        """See :meth:`EmotionalMemory.retrieve_with_explanations`.
+
+        Args:
+            query: Query text.
+            top_k: Number of memories (>= 1).
+            query_affect: Overrides the current affect for affect proximity (s3) only.
+
+        Returns:
+            One :class:`RetrievalExplanation` per result, best first.
+        """
         return await self._run(
             self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect
         )
@@ -148,26 +214,65 @@ class AsyncEmotionalMemory:
     async def plan_retrieval(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> RetrievalPlan:
-        """See :meth:`EmotionalMemory.plan_retrieval` (no side effects)."""
+        """See :meth:`EmotionalMemory.plan_retrieval` (no side effects).
+
+        Args:
+            query: Query text.
+            top_k: Number of seeds / results (>= 1).
+            query_affect: Optional override for affect proximity.
+
+        Returns:
+            The two-pass :class:`RetrievalPlan`.
+        """
         return await self._run(
             self._engine.plan_retrieval, query, top_k, query_affect=query_affect
         )
 
     async def current_weights(self, query: str = "", now: datetime | None = None) -> Any:
-        """See :meth:`EmotionalMemory.current_weights`."""
+        """See :meth:`EmotionalMemory.current_weights`.
+
+        Args:
+            query: Query text used for routing.
+            now: Time at which the mood is read (default: the engine clock).
+
+        Returns:
+            The signal weights, shape (6,).
+        """
         return await self._run(self._engine.current_weights, query, now)
 
     async def retrieve_with_query_appraisal(self, query: str, top_k: int = 5) -> list[Memory]:
-        """See :meth:`EmotionalMemory.retrieve_with_query_appraisal`."""
+        """See :meth:`EmotionalMemory.retrieve_with_query_appraisal`.
+
+        Args:
+            query: Query text (also the text appraised).
+            top_k: Number of memories (>= 1).
+
+        Returns:
+            Up to ``top_k`` memories, best first.
+        """
         return await self._run(self._engine.retrieve_with_query_appraisal, query, top_k)
 
     # store access
     async def get(self, memory_id: str) -> Memory | None:
-        """See :meth:`EmotionalMemory.get`."""
+        """See :meth:`EmotionalMemory.get`.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
         return await self._run(self._engine.get, memory_id)
 
     async def delete(self, memory_id: str) -> bool:
-        """See :meth:`EmotionalMemory.delete`."""
+        """See :meth:`EmotionalMemory.delete`.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
         return await self._run(self._engine.delete, memory_id)
 
     async def update_memory(
@@ -178,41 +283,89 @@ class AsyncEmotionalMemory:
         metadata: dict[str, Any] | None = None,
         embedding: Sequence[float] | None = None,
     ) -> Memory:
-        """See :meth:`EmotionalMemory.update_memory`."""
+        """See :meth:`EmotionalMemory.update_memory`.
+
+        Args:
+            memory_id: The memory's id.
+            content: New text (``None`` keeps it).
+            metadata: New metadata (``None`` keeps it).
+            embedding: New embedding, shape (D,) (``None`` keeps it or re-embeds).
+
+        Returns:
+            The updated memory.
+        """
         return await self._run(
             self._engine.update_memory, memory_id, content=content, metadata=metadata,
             embedding=embedding,
         )
 
     async def list_all(self) -> list[Memory]:
-        """See :meth:`EmotionalMemory.list_all`."""
+        """See :meth:`EmotionalMemory.list_all`.
+
+        Returns:
+            Every stored memory, in insertion order.
+        """
         return await self._run(self._engine.list_all)
 
     async def count(self) -> int:
-        """Number of memories (the async form of ``len``)."""
+        """Number of memories (the async form of ``len``).
+
+        Returns:
+            The memory count.
+        """
         return await self._run(len, self._engine)
 
     async def prune(self, threshold: float = 0.05) -> int:
-        """See :meth:`EmotionalMemory.prune`."""
+        """See :meth:`EmotionalMemory.prune`.
+
+        Args:
+            threshold: Effective-strength cut-off, in [0, 1].
+
+        Returns:
+            Number of memories removed.
+        """
         return await self._run(self._engine.prune, threshold)
 
     async def export_memories(self) -> list[dict[str, Any]]:
-        """See :meth:`EmotionalMemory.export_memories`."""
+        """See :meth:`EmotionalMemory.export_memories`.
+
+        Returns:
+            All memories as JSON-able dicts, in insertion order.
+        """
         return await self._run(self._engine.export_memories)
 
     async def import_memories(
         self, data: Sequence[dict[str, Any]], overwrite: bool = False
     ) -> int:
-        """See :meth:`EmotionalMemory.import_memories`."""
+        """See :meth:`EmotionalMemory.import_memories`.
+
+        Args:
+            data: Memory dicts from :meth:`export_memories`.
+            overwrite: Replace memories whose id already exists (else skip them).
+
+        Returns:
+            Number of memories written.
+        """
         return await self._run(self._engine.import_memories, data, overwrite)
 
     # state
     async def get_state(self) -> AffectiveState:
-        """See :meth:`EmotionalMemory.get_state`."""
+        """See :meth:`EmotionalMemory.get_state`.
+
+        Returns:
+            The current affective state.
+        """
         return self._engine.get_state()
 
     async def set_affect(self, affect: CoreAffect) -> AffectiveState:
-        """See :meth:`EmotionalMemory.set_affect`."""
+        """See :meth:`EmotionalMemory.set_affect`.
+
+        Args:
+            affect: The observed core affect.
+
+        Returns:
+            The new affective state.
+        """
         return await self._run(self._engine.set_affect, affect)
 
     async def reset_state(self) -> None:
@@ -220,11 +373,19 @@ class AsyncEmotionalMemory:
         await self._run(self._engine.reset_state)
 
     async def save_state(self) -> dict[str, Any]:
-        """See :meth:`EmotionalMemory.save_state`."""
+        """See :meth:`EmotionalMemory.save_state`.
+
+        Returns:
+            A JSON-able snapshot of the affective state.
+        """
         return self._engine.save_state()
 
     async def load_state(self, snapshot: dict[str, Any]) -> None:
-        """See :meth:`EmotionalMemory.load_state`."""
+        """See :meth:`EmotionalMemory.load_state`.
+
+        Args:
+            snapshot: A dict from :meth:`save_state`.
+        """
         await self._run(self._engine.load_state, snapshot)
 
     async def persist_state(self) -> None:
@@ -232,7 +393,11 @@ class AsyncEmotionalMemory:
         await self._run(self._engine.persist_state)
 
     async def restore_persisted_state(self) -> bool:
-        """See :meth:`EmotionalMemory.restore_persisted_state`."""
+        """See :meth:`EmotionalMemory.restore_persisted_state`.
+
+        Returns:
+            True when a stored state was loaded.
+        """
         return await self._run(self._engine.restore_persisted_state)
 
     async def clear_persisted_state(self) -> None:
@@ -240,7 +405,14 @@ class AsyncEmotionalMemory:
         await self._run(self._engine.clear_persisted_state)
 
     async def get_current_mood(self, now: datetime | None = None) -> MoodField:
-        """See :meth:`EmotionalMemory.get_current_mood`."""
+        """See :meth:`EmotionalMemory.get_current_mood`.
+
+        Args:
+            now: Aware time to read the mood at (default: the engine clock).
+
+        Returns:
+            The mood, regressed to ``now`` when ``mood_decay`` is configured.
+        """
         return self._engine.get_current_mood(now)
 
     # lifecycle
@@ -256,5 +428,12 @@ class AsyncEmotionalMemory:
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
-    """Wrap a sync engine as an :class:`AsyncEmotionalMemory` (blocking calls in threads)."""
+    """Wrap a sync engine as an :class:`AsyncEmotionalMemory` (blocking calls in threads).
+
+    Args:
+        engine: The sync engine to wrap (shared, not copied).
+
+    Returns:
+        The async wrapper (see :meth:`AsyncEmotionalMemory.from_engine`).
+    """
     return AsyncEmotionalMemory.from_engine(engine)

@@ -86,5 +86,12 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
 
 
 def label_tag(tag: EmotionalTag) -> EmotionLabel:
-    """Label a tag by its core affect (as :func:`categorize_affect` without dominance)."""
+    """Label a tag by its core affect (as :func:`categorize_affect` without dominance).
+
+    Args:
+        tag: The tag whose ``core_affect`` is labelled.
+
+    Returns:
+        The Plutchik ``EmotionLabel`` (SPEC 8); fear is never turned into anger here.
+    """
     return categorize_affect(tag.core_affect)

@@ -105,7 +105,12 @@ class EmotionalMemoryConfig(BaseModel):
         return v
 
     def signal_mask(self) -> list[float]:
-        """The (6,) ablation mask: mood congruence, momentum and resonance switches."""
+        """The (6,) ablation mask: mood congruence, momentum and resonance switches.
+
+        Returns:
+            Six floats in SPEC 4 signal order; 1.0 for enabled signals, 0.0 for the
+            mood (s2), momentum (s4) or resonance (s6) signal when switched off.
+        """
         return [
             1.0,
             1.0 if self.enable_mood_signal else 0.0,
@@ -407,6 +412,12 @@ class EmotionalMemory:
     ) -> AffectiveState:
         """Update the affective state as ``encode`` would, without storing anything.
 
+        Args:
+            content: Optional event text (appraised when an appraisal engine is enabled
+                and neither ``appraisal`` nor ``affect`` is given; default "").
+            appraisal: Optional appraisal; its projection becomes the event affect.
+            affect: Optional explicit event affect (takes precedence over ``appraisal``).
+
         Returns:
             The new state.
         """
@@ -424,10 +435,17 @@ class EmotionalMemory:
 
         ``core_affect`` moves towards the appraised affect by
         ``elaboration_learning_rate``; consolidation is recomputed from the appraised
-        arousal and the snapshot mood arousal; the reconsolidation window opens.
+        arousal and the snapshot mood arousal; the reconsolidation window opens (SPEC 8).
+
+        Args:
+            memory_id: Id of the memory to elaborate.
+
+        Returns:
+            The updated memory, or the stored one unchanged when it is not pending.
 
         Raises:
-            KeyError: unknown id. ValueError: no appraisal engine configured.
+            KeyError: unknown id.
+            ValueError: no appraisal engine configured.
         """
         memory = self.store.get(memory_id)
         if memory is None:
@@ -463,7 +481,11 @@ class EmotionalMemory:
         return updated
 
     def elaborate_pending(self) -> list[Memory]:
-        """Elaborate every memory still marked ``pending_appraisal``."""
+        """Elaborate every memory still marked ``pending_appraisal``.
+
+        Returns:
+            The elaborated memories in insertion order ([] without an appraisal engine).
+        """
         if self.appraisal_engine is None:
             return []
         pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
@@ -489,7 +511,15 @@ class EmotionalMemory:
         return list(cfg.base_weights)
 
     def current_weights(self, query: str = "", now: datetime | None = None) -> np.ndarray:
-        """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask)."""
+        """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask).
+
+        Args:
+            query: Query text used for routing (SPEC 4, query routing).
+            now: Time at which the mood is read (default: the engine clock).
+
+        Returns:
+            Weights, shape (6,), in SPEC 4 signal order, summing to 1.
+        """
         mood = self.get_current_mood(now)
         w = adaptive_weights(
             mood, self._route(query), self.config.retrieval.adaptive_weights_config
@@ -606,6 +636,11 @@ class EmotionalMemory:
     ) -> list[RetrievalExplanation]:
         """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
 
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            query_affect: overrides the current affect for affect proximity (s3) only.
+
         Returns:
             One :class:`RetrievalExplanation` per result (memory after side effects).
         """
@@ -641,7 +676,15 @@ class EmotionalMemory:
     ) -> list[Memory]:
         """Retrieve with the query's own appraised affect as ``query_affect``.
 
-        Without an appraisal engine this is plain :meth:`retrieve`.
+        Without an appraisal engine (or with appraisal disabled) this is plain
+        :meth:`retrieve`.
+
+        Args:
+            query: query text (also the text appraised).
+            top_k: number of memories (>= 1).
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
         """
         self._check_content(query, "query")
         if self.appraisal_engine is None or not self.config.enable_appraisal:
@@ -652,11 +695,25 @@ class EmotionalMemory:
     # ------------------------------------------------------------------ store access
 
     def get(self, memory_id: str) -> Memory | None:
-        """The memory with this id, or None."""
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
         return self.store.get(memory_id)
 
     def delete(self, memory_id: str) -> bool:
-        """Delete a memory and every link pointing to it; True when it existed."""
+        """Delete a memory and every link pointing to it.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
         with store_transaction(self.store):
             return self._delete_many([memory_id]) == 1
 
@@ -693,10 +750,22 @@ class EmotionalMemory:
     ) -> Memory:
         """Change a memory's content, metadata or embedding.
 
-        A new content is re-embedded unless ``embedding`` is given.
+        A new content is re-embedded unless ``embedding`` is given. The tag is kept.
+
+        Args:
+            memory_id: The memory's id.
+            content: New text (``None`` keeps the old one).
+            metadata: New metadata, replacing the old dict (``None`` keeps it).
+            embedding: New embedding, shape (D,) (``None`` keeps it, or re-embeds a
+                new ``content``).
+
+        Returns:
+            The updated memory.
 
         Raises:
-            KeyError: unknown id. TypeError/ValueError: bad content/metadata/embedding.
+            KeyError: unknown id.
+            TypeError: bad content/metadata/embedding type.
+            ValueError: bad content length or embedding values.
         """
         memory = self.store.get(memory_id)
         if memory is None:
@@ -716,7 +785,11 @@ class EmotionalMemory:
         return updated
 
     def list_all(self) -> list[Memory]:
-        """All memories in insertion order."""
+        """All memories in insertion order.
+
+        Returns:
+            A list of every stored memory.
+        """
         return self.store.list_all()
 
     def __len__(self) -> int:
@@ -743,7 +816,12 @@ class EmotionalMemory:
             return self._delete_many(doomed)
 
     def export_memories(self) -> list[dict[str, Any]]:
-        """All memories as JSON-able dicts (insertion order)."""
+        """All memories as JSON-able dicts (insertion order).
+
+        Returns:
+            One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
+            :meth:`import_memories`.
+        """
         return [m.model_dump(mode="json") for m in self.store.list_all()]
 
     def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
@@ -782,11 +860,25 @@ class EmotionalMemory:
     # ------------------------------------------------------------------ state
 
     def get_state(self) -> AffectiveState:
-        """The current affective state."""
+        """The current affective state.
+
+        Returns:
+            The engine's (immutable) ``AffectiveState``.
+        """
         return self._state
 
     def set_affect(self, affect: CoreAffect) -> AffectiveState:
-        """Feed an observed affect into the state (momentum and mood follow)."""
+        """Feed an observed affect into the state (momentum and mood follow).
+
+        Args:
+            affect: The observed core affect.
+
+        Returns:
+            The new state (persisted first when a state store is configured).
+
+        Raises:
+            TypeError: If ``affect`` is not a ``CoreAffect``.
+        """
         if not isinstance(affect, CoreAffect):
             raise TypeError("affect must be a CoreAffect")
         return self._adopt(self._update_state(affect, self._now()))
@@ -796,11 +888,20 @@ class EmotionalMemory:
         self._adopt(AffectiveState.initial(self._now()))
 
     def save_state(self) -> dict[str, Any]:
-        """A JSON-able snapshot of the state (see :meth:`load_state`)."""
+        """A JSON-able snapshot of the state (see :meth:`load_state`).
+
+        Returns:
+            ``AffectiveState.snapshot()`` of the current state, history included.
+        """
         return self._state.snapshot()
 
     def load_state(self, snapshot: dict[str, Any]) -> None:
-        """Restore a snapshot from :meth:`save_state`."""
+        """Restore a snapshot from :meth:`save_state`.
+
+        Args:
+            snapshot: A dict from :meth:`save_state`; persisted when a state store is
+                configured.
+        """
         self._adopt(AffectiveState.restore(snapshot))
 
     def persist_state(self) -> None:
@@ -810,7 +911,12 @@ class EmotionalMemory:
         self.state_store.save(self._state.snapshot())
 
     def restore_persisted_state(self) -> bool:
-        """Load the state from the state store; False when none was stored."""
+        """Load the state from the state store.
+
+        Returns:
+            True when a stored state was loaded; False without a state store or when
+            none was stored.
+        """
         if self.state_store is None:
             return False
         snapshot = self.state_store.load()
@@ -825,7 +931,15 @@ class EmotionalMemory:
             self.state_store.clear()
 
     def get_current_mood(self, now: datetime | None = None) -> MoodField:
-        """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set."""
+        """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set.
+
+        Args:
+            now: Aware time to read the mood at (default: the engine clock); only used
+                with ``mood_decay``.
+
+        Returns:
+            The stored mood, or its regression to ``now`` (the state is not changed).
+        """
         mood = self._state.mood
         if self.config.mood_decay is None:
             return mood

@@ -19,11 +19,25 @@ class Embedder(Protocol):
     """Turns text into a vector."""
 
     def embed(self, text: str) -> list[float]:
-        """Embed one text. Returns a (D,) list of floats."""
+        """Embed one text.
+
+        Args:
+            text: The text to embed.
+
+        Returns:
+            The embedding, shape (D,).
+        """
         ...
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embed many texts. Returns one (D,) list per text, in order."""
+        """Embed many texts.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One embedding per text, in order, shape (len(texts), D).
+        """
         ...
 
 
@@ -34,11 +48,28 @@ class SequentialEmbedder:
     """
 
     def embed(self, text: str) -> list[float]:
-        """Embed one text (override this)."""
+        """Embed one text (override this).
+
+        Args:
+            text: The text to embed.
+
+        Returns:
+            The embedding, shape (D,).
+
+        Raises:
+            NotImplementedError: Always, unless a subclass overrides it.
+        """
         raise NotImplementedError
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embed ``texts`` one at a time, in order."""
+        """Embed ``texts`` one at a time, in order.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One embedding per text, shape (len(texts), D).
+        """
         return [self.embed(t) for t in texts]
 
 
@@ -47,27 +78,65 @@ class MemoryStore(Protocol):
     """Persistence for memories. Insertion order is preserved by ``list_all``."""
 
     def save(self, memory: Memory) -> None:
-        """Insert (or replace) a memory."""
+        """Insert (or replace) a memory.
+
+        Args:
+            memory: The memory to store, keyed by ``memory.id``.
+        """
         ...
 
     def get(self, memory_id: str) -> Memory | None:
-        """The memory with this id, or None."""
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
         ...
 
     def update(self, memory: Memory) -> None:
-        """Replace an existing memory (KeyError when absent)."""
+        """Replace an existing memory.
+
+        Args:
+            memory: The new version; its ``id`` must already be stored.
+
+        Raises:
+            KeyError: When no memory with that id exists.
+        """
         ...
 
     def delete(self, memory_id: str) -> bool:
-        """Remove a memory; True when it existed."""
+        """Remove a memory.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
         ...
 
     def list_all(self) -> list[Memory]:
-        """All memories, in insertion order."""
+        """All memories, in insertion order.
+
+        Returns:
+            A list of every stored memory.
+        """
         ...
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Up to ``top_k`` embedded memories by cosine similarity, highest first."""
+        """Up to ``top_k`` embedded memories by cosine similarity, highest first (SPEC 5).
+
+        Args:
+            embedding: The query embedding, shape (D,).
+            top_k: Maximum number of results; ``<= 0`` gives [].
+
+        Returns:
+            Memories with an embedding, most similar first (NaN similarity counts as
+            0; a zero-norm query gives the first ``top_k`` in insertion order).
+        """
         ...
 
     def __len__(self) -> int:
@@ -80,11 +149,19 @@ class AffectiveStateStore(Protocol):
     """Persistence for the engine's affective state snapshot."""
 
     def save(self, snapshot: dict[str, Any]) -> None:
-        """Store the snapshot (replacing any previous one)."""
+        """Store the snapshot (replacing any previous one).
+
+        Args:
+            snapshot: A JSON-able dict from ``AffectiveState.snapshot()``.
+        """
         ...
 
     def load(self) -> dict[str, Any] | None:
-        """The stored snapshot, or None."""
+        """Read the stored snapshot.
+
+        Returns:
+            The stored snapshot, or None when nothing is stored.
+        """
         ...
 
     def clear(self) -> None:
@@ -97,7 +174,15 @@ class AppraisalEngine(Protocol):
     """Appraises an event description (Scherer's stimulus evaluation checks)."""
 
     def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Return the appraisal of ``content``."""
+        """Appraise an event.
+
+        Args:
+            content: The event description.
+            context: Optional extra information for the appraiser.
+
+        Returns:
+            The appraisal of ``content``.
+        """
         ...
 
 
@@ -106,11 +191,25 @@ class AsyncEmbedder(Protocol):
     """Async counterpart of :class:`Embedder`."""
 
     async def embed(self, text: str) -> list[float]:
-        """Embed one text."""
+        """Embed one text.
+
+        Args:
+            text: The text to embed.
+
+        Returns:
+            The embedding, shape (D,).
+        """
         ...
 
     async def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embed many texts."""
+        """Embed many texts.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One embedding per text, in order, shape (len(texts), D).
+        """
         ...
 
 
@@ -119,31 +218,69 @@ class AsyncMemoryStore(Protocol):
     """Async counterpart of :class:`MemoryStore`."""
 
     async def save(self, memory: Memory) -> None:
-        """Insert (or replace) a memory."""
+        """Insert (or replace) a memory.
+
+        Args:
+            memory: The memory to store, keyed by ``memory.id``.
+        """
         ...
 
     async def get(self, memory_id: str) -> Memory | None:
-        """The memory with this id, or None."""
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
         ...
 
     async def update(self, memory: Memory) -> None:
-        """Replace an existing memory."""
+        """Replace an existing memory.
+
+        Args:
+            memory: The new version; its ``id`` must already be stored.
+        """
         ...
 
     async def delete(self, memory_id: str) -> bool:
-        """Remove a memory."""
+        """Remove a memory.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
         ...
 
     async def list_all(self) -> list[Memory]:
-        """All memories, in insertion order."""
+        """All memories, in insertion order.
+
+        Returns:
+            A list of every stored memory.
+        """
         ...
 
     async def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest memories by cosine."""
+        """Nearest memories by cosine, as :meth:`MemoryStore.search_by_embedding`.
+
+        Args:
+            embedding: The query embedding, shape (D,).
+            top_k: Maximum number of results.
+
+        Returns:
+            Up to ``top_k`` embedded memories, most similar first.
+        """
         ...
 
     async def count(self) -> int:
-        """Number of memories stored."""
+        """Number of memories stored.
+
+        Returns:
+            The memory count.
+        """
         ...
 
 
@@ -154,7 +291,15 @@ class AsyncAppraisalEngine(Protocol):
     async def appraise(
         self, content: str, context: dict[str, Any] | None = None
     ) -> AppraisalVector:
-        """Return the appraisal of ``content``."""
+        """Appraise an event.
+
+        Args:
+            content: The event description.
+            context: Optional extra information for the appraiser.
+
+        Returns:
+            The appraisal of ``content``.
+        """
         ...
 
 
@@ -167,6 +312,12 @@ def store_transaction(store: object) -> AbstractContextManager[Any]:
     """The store's ``transaction()`` context if it has one, else a no-op context.
 
     Engines wrap each operation in it so a durable store commits all or nothing.
+
+    Args:
+        store: Any store; its optional ``transaction()`` method is used when callable.
+
+    Returns:
+        A context manager to wrap the operation in.
     """
     tx = getattr(store, "transaction", None)
     return tx() if callable(tx) else _no_transaction()

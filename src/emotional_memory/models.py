@@ -116,7 +116,17 @@ class Memory(BaseModel):
         embedding: list[float] | None = None,
         metadata: dict[str, Any] | None = None,
     ) -> Memory:
-        """Build a memory with a fresh uuid4 id."""
+        """Build a memory with a fresh uuid4 id.
+
+        Args:
+            content: The memory's text.
+            tag: Its emotional tag.
+            embedding: Optional embedding vector, shape (D,); copied.
+            metadata: Optional user metadata; copied (``None`` -> ``{}``).
+
+        Returns:
+            The new ``Memory``.
+        """
         return cls(
             content=content,
             tag=tag,
@@ -151,7 +161,22 @@ def make_emotional_tag(
     *,
     now: datetime | None = None,
 ) -> EmotionalTag:
-    """Build a tag stamped ``now`` (default: UTC now); consolidation clamped to [0, 1]."""
+    """Build a tag stamped ``now`` (default: UTC now); consolidation clamped to [0, 1].
+
+    Args:
+        core_affect: The affect at encoding time.
+        momentum: The affective momentum at encoding time.
+        mood: The mood, stored as the tag's ``mood_snapshot``.
+        consolidation_strength: Encoding strength; must be finite, clamped to [0, 1].
+        appraisal: Optional appraisal that produced the affect.
+        now: Encoding time (default: UTC now).
+
+    Returns:
+        The new ``EmotionalTag`` (retrieval/reconsolidation counters at defaults).
+
+    Raises:
+        ValueError: If ``consolidation_strength`` is NaN or infinite.
+    """
     return EmotionalTag(
         core_affect=core_affect,
         momentum=momentum,

@@ -84,18 +84,36 @@ class MoodField(BaseModel):
 
     @classmethod
     def neutral(cls, now: datetime | None = None) -> MoodField:
-        """Neutral mood (0, 0, 0.5) with inertia 0.5, stamped ``now`` (default: UTC now)."""
+        """Neutral mood (0, 0, 0.5) with inertia 0.5 (SPEC 1).
+
+        Args:
+            now: Timezone-aware timestamp for the mood (default: UTC now).
+
+        Returns:
+            A neutral ``MoodField`` stamped ``now``.
+        """
         return cls(
             valence=0.0, arousal=0.0, dominance=0.5, inertia=0.5,
             timestamp=now if now is not None else utc_now(),
         )
 
     def as_tuple(self) -> tuple[float, float, float]:
-        """Return ``(valence, arousal, dominance)``."""
+        """Return the mood's PAD point as a plain tuple (inertia excluded).
+
+        Returns:
+            ``(valence, arousal, dominance)``.
+        """
         return (self.valence, self.arousal, self.dominance)
 
     def distance(self, other: MoodField) -> float:
-        """Euclidean distance to ``other`` over (valence, arousal, dominance)."""
+        """Euclidean distance to ``other`` over (valence, arousal, dominance).
+
+        Args:
+            other: The mood to measure against (inertia and timestamp are ignored).
+
+        Returns:
+            The distance, in [0, sqrt(6)].
+        """
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2

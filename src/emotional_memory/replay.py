@@ -51,7 +51,11 @@ class TickClock:
         return current
 
     def advance(self, delta: timedelta) -> None:
-        """Jump forward by ``delta``."""
+        """Jump forward by ``delta``.
+
+        Args:
+            delta: How far to move the next reading forward.
+        """
         self.now = self.now + delta
 
 
@@ -76,7 +80,17 @@ class LookupEmbedder:
 
     @classmethod
     def from_npz(cls, path: str | os.PathLike[str]) -> LookupEmbedder:
-        """Load a table with arrays ``texts`` and ``embeddings``."""
+        """Load a table with arrays ``texts`` and ``embeddings``.
+
+        Args:
+            path: An ``.npz`` file holding ``texts`` (N,) and ``embeddings`` (N, D).
+
+        Returns:
+            The ``LookupEmbedder`` over that table.
+
+        Raises:
+            ValueError: If ``embeddings`` does not have shape (len(texts), D).
+        """
         with np.load(path, allow_pickle=False) as data:
             return cls([str(t) for t in data["texts"]], data["embeddings"])
 
@@ -84,7 +98,17 @@ class LookupEmbedder:
         return text in self._index
 
     def embed(self, text: str) -> list[float]:
-        """The stored embedding of ``text`` (KeyError naming the text when unknown)."""
+        """The stored embedding of ``text``.
+
+        Args:
+            text: A text from the table (exact match).
+
+        Returns:
+            Its embedding as float64 values, shape (D,).
+
+        Raises:
+            KeyError: Naming the text when it is not in the table.
+        """
         try:
             row = self._index[text]
         except KeyError:
@@ -92,12 +116,28 @@ class LookupEmbedder:
         return self._emb[row].astype(np.float64).tolist()
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        """Embeddings of ``texts``, in order."""
+        """Embeddings of ``texts``, in order.
+
+        Args:
+            texts: Texts from the table.
+
+        Returns:
+            One embedding per text, shape (len(texts), D).
+
+        Raises:
+            KeyError: If any text is not in the table.
+        """
         return [self.embed(t) for t in texts]
 
 
 def load_dataset(path: str | os.PathLike[str]) -> dict[str, Any]:
     """Read and minimally validate a realistic-recall JSON file.
+
+    Args:
+        path: Path of the JSON dataset.
+
+    Returns:
+        The parsed dataset (an object with a ``scenarios`` list).
 
     Raises:
         ValueError: when the file lacks ``scenarios`` or a query lacks expected ids.
@@ -153,7 +193,15 @@ class QueryResult:
 
 
 def summarize(results: Sequence[QueryResult]) -> dict[str, Any]:
-    """Aggregate metrics: ``top1``, ``hit_at_k``, ``mrr``, ``n_queries``, ``by_challenge``."""
+    """Aggregate metrics over replayed queries.
+
+    Args:
+        results: Replayed queries (any order).
+
+    Returns:
+        ``{"top1", "hit_at_k", "mrr"}`` means (0.0 when empty), ``"n_queries"`` and
+        ``"by_challenge"`` (challenge type -> top-1 rate, sorted by type).
+    """
     n = len(results)
     by: dict[str, list[QueryResult]] = {}
     for r in results:
@@ -169,7 +217,14 @@ def summarize(results: Sequence[QueryResult]) -> dict[str, Any]:
 
 
 def iter_scenarios(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
-    """The scenarios of a dataset, in file order."""
+    """The scenarios of a dataset, in file order.
+
+    Args:
+        data: A dataset as returned by :func:`load_dataset`.
+
+    Yields:
+        Each scenario dict.
+    """
     yield from data["scenarios"]
 
 
@@ -180,7 +235,14 @@ QueryHook = Callable[[EmotionalMemory, dict[str, Any], dict[str, str], Retrieval
 def default_engine_factory(
     config: EmotionalMemoryConfig | None = None,
 ) -> EngineFactory:
-    """A factory building a fresh in-memory engine with ``config`` per scenario."""
+    """A factory building a fresh in-memory engine with ``config`` per scenario.
+
+    Args:
+        config: Engine configuration (``None`` -> defaults).
+
+    Returns:
+        A callable ``(embedder, clock) -> EmotionalMemory`` over a new ``InMemoryStore``.
+    """
     from emotional_memory.stores.in_memory import InMemoryStore
 
     def make(embedder: Embedder, clock: TickClock) -> EmotionalMemory:

@@ -92,7 +92,16 @@ class ResonanceConfig(BaseModel):
 
 
 def temporal_proximity(t1: datetime, t2: datetime, half_life_seconds: float = 3600.0) -> float:
-    """``exp(-|t1 - t2| * ln2 / half_life)``; 0 when the half-life is <= 0."""
+    """``exp(-|t1 - t2| * ln2 / half_life)``; 0 when the half-life is <= 0 (SPEC 7).
+
+    Args:
+        t1: First time.
+        t2: Second time (order does not matter; both aware or both naive).
+        half_life_seconds: Time gap at which proximity halves.
+
+    Returns:
+        The proximity, in [0, 1].
+    """
     if half_life_seconds <= 0:
         return 0.0
     dt = abs((t1 - t2).total_seconds())

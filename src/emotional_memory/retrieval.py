@@ -203,7 +203,11 @@ class RetrievalSignals(BaseModel):
     resonance: float
 
     def total(self) -> float:
-        """Return the sum of all six signals (left to right)."""
+        """Return the sum of all six signals (left to right).
+
+        Returns:
+            ``s1 + s2 + ... + s6`` in SPEC 4 signal order.
+        """
         return (
             self.semantic_similarity
             + self.mood_congruence
@@ -214,7 +218,12 @@ class RetrievalSignals(BaseModel):
         )
 
     def as_tuple(self) -> tuple[float, float, float, float, float, float]:
-        """The six values in signal order."""
+        """The six values in signal order.
+
+        Returns:
+            ``(semantic_similarity, mood_congruence, affect_proximity,
+            momentum_alignment, recency, resonance)``.
+        """
         return (
             self.semantic_similarity, self.mood_congruence, self.affect_proximity,
             self.momentum_alignment, self.recency, self.resonance,
@@ -320,7 +329,16 @@ def scoring_params(
     decay_config: DecayConfig,
     base_weights: Sequence[float] | None = None,
 ) -> ScoringParams:
-    """Float64 :class:`ScoringParams` for these configs (optional routed base weights)."""
+    """Float64 :class:`ScoringParams` for these configs (optional routed base weights).
+
+    Args:
+        retrieval_config: Source of the base weights and the gate parameters.
+        decay_config: Source of the recency parameters.
+        base_weights: Optional (6,) override of ``retrieval_config.base_weights``.
+
+    Returns:
+        The parameters with float64 numpy leaves.
+    """
     return ScoringParams.from_config(retrieval_config, decay_config, base_weights=base_weights)
 
 
@@ -639,14 +657,29 @@ def build_retrieval_plan(
 
 
 def affective_prediction_error(expected: CoreAffect, observed: CoreAffect) -> float:
-    """Euclidean distance in PAD space between expected and observed affect."""
+    """Euclidean distance in PAD space between expected and observed affect.
+
+    Args:
+        expected: The predicted affect.
+        observed: The affect actually observed.
+
+    Returns:
+        The distance, in [0, sqrt(6)].
+    """
     return expected.distance(observed)
 
 
 def compute_ape(tag: EmotionalTag, observed: CoreAffect) -> float:
-    """Affective prediction error of a tag (Pearce & Hall 1980).
+    """Affective prediction error of a tag (Pearce & Hall 1980; SPEC 6).
 
     Uses ``tag.expected_affect`` when set, else the encoding ``core_affect``.
+
+    Args:
+        tag: The retrieved memory's tag.
+        observed: The engine's current core affect.
+
+    Returns:
+        The PAD distance between the tag's reference affect and ``observed``.
     """
     reference = tag.expected_affect if tag.expected_affect is not None else tag.core_affect
     return affective_prediction_error(reference, observed)
@@ -658,7 +691,19 @@ def reconsolidate(
     """Pull the tag's core affect towards ``current_affect`` (Nader et al. 2000).
 
     ``alpha = min(ape * learning_rate, 0.5)``; ``reconsolidation_count`` += 1; nothing
-    else changes.
+    else changes (SPEC 6).
+
+    Args:
+        tag: The tag to update.
+        current_affect: The affect to move towards.
+        ape: Affective prediction error (from :func:`compute_ape`); must be finite.
+        learning_rate: Reconsolidation learning rate; must be finite.
+
+    Returns:
+        The updated tag (a copy).
+
+    Raises:
+        ValueError: If ``ape`` or ``learning_rate`` is NaN or infinite.
     """
     alpha = min(finite("ape", ape) * finite("learning_rate", learning_rate), 0.5)
     return tag.model_copy(

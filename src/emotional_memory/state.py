@@ -66,7 +66,14 @@ class AffectiveState(BaseModel):
 
     @classmethod
     def initial(cls, now: datetime | None = None) -> AffectiveState:
-        """Neutral affect, zero momentum, neutral mood."""
+        """Neutral affect, zero momentum, neutral mood, empty history (SPEC 1).
+
+        Args:
+            now: Timestamp for the neutral mood (aware; default UTC now).
+
+        Returns:
+            A fresh ``AffectiveState``.
+        """
         return cls(
             core_affect=CoreAffect.neutral(),
             momentum=AffectiveMomentum.zero(),
@@ -108,7 +115,12 @@ class AffectiveState(BaseModel):
         return out
 
     def snapshot(self) -> dict[str, Any]:
-        """A JSON-able dict of the whole state, private history included."""
+        """A JSON-able dict of the whole state, private history included.
+
+        Returns:
+            A dict with keys ``core_affect``, ``momentum``, ``mood`` (pydantic JSON
+            dumps) and ``history`` (list of ``[iso_timestamp, v, a, d]``, oldest first).
+        """
         return {
             "core_affect": self.core_affect.model_dump(mode="json"),
             "momentum": self.momentum.model_dump(mode="json"),
@@ -120,7 +132,15 @@ class AffectiveState(BaseModel):
     def restore(cls, data: dict[str, Any]) -> AffectiveState:
         """Rebuild a state from :meth:`snapshot` output; momentum continues correctly.
 
+        Args:
+            data: A dict as produced by :meth:`snapshot`; ``history`` is optional and
+                only its last three points are kept.
+
+        Returns:
+            The restored ``AffectiveState``, private history included.
+
         Raises:
+            TypeError: when ``data`` is not a dict.
             ValueError: when ``data`` lacks a field or holds invalid values.
         """
         if not isinstance(data, dict):

@@ -52,11 +52,25 @@ class MemoryColumns(eqx.Module):
         return int(self.age_seconds.shape[0])
 
     def with_activation(self, activation: Any) -> MemoryColumns:
-        """Return a copy whose ``activation`` column is replaced."""
+        """Return a copy whose ``activation`` column is replaced.
+
+        Args:
+            activation: (N,) new spreading-activation values.
+
+        Returns:
+            The columns with ``activation`` swapped in; other leaves are shared.
+        """
         return eqx.tree_at(lambda c: c.activation, self, activation)
 
     def astype(self, dtype: Any) -> MemoryColumns:
-        """Cast every float leaf to ``dtype`` (as JAX arrays); ``valid`` stays bool."""
+        """Cast every float leaf to ``dtype`` (as JAX arrays); ``valid`` stays bool.
+
+        Args:
+            dtype: Target float dtype (e.g. ``jnp.float32``).
+
+        Returns:
+            New columns with JAX-array leaves (shapes unchanged).
+        """
         return MemoryColumns(
             embedding=jnp.asarray(self.embedding, dtype),
             affect=jnp.asarray(self.affect, dtype),
@@ -87,7 +101,15 @@ class QueryFeatures(eqx.Module):
 
 
 def bucket_size(n: int, minimum: int = MIN_BUCKET) -> int:
-    """Smallest power of two >= max(n, minimum)."""
+    """Smallest power of two >= max(n, minimum).
+
+    Args:
+        n: Number of real rows.
+        minimum: Smallest bucket to use.
+
+    Returns:
+        The padded row count (a power of two, at least 1).
+    """
     size = max(int(n), minimum, 1)
     return 1 << (size - 1).bit_length()
 

@@ -33,6 +33,12 @@ def normalise_weights(weights: Float[Array, 6]) -> Float[Array, 6]:
     """Clip at 0 and divide by the sum; uniform 1/6 when everything cancelled out.
 
     The double-``where`` keeps the gradient finite on the uniform branch.
+
+    Args:
+        weights: (6,) raw weights (may be negative).
+
+    Returns:
+        (6,) non-negative weights summing to 1.
     """
     w = jnp.maximum(weights, 0.0)
     total = jnp.sum(w)

@@ -104,6 +104,10 @@ class ScoringParams(eqx.Module):
 
         ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
         and, only when they differ from the identity, ``signal_scale``/``signal_shift``.
+
+        Returns:
+            ``(retrieval_fields, decay_fields)``; ``decay_fields`` maps each of
+            :data:`DECAY_FIELDS` to its value.
         """
         as_list = lambda x: [float(v) for v in np.asarray(x, dtype=np.float64).tolist()]  # noqa: E731
         gates = as_list(self.gates)
@@ -146,17 +150,44 @@ class ScoringParams(eqx.Module):
         return r, d
 
     def astype(self, dtype: Any) -> ScoringParams:
-        """Cast every leaf to ``dtype`` (as JAX arrays)."""
+        """Cast every leaf to ``dtype`` (as JAX arrays).
+
+        Args:
+            dtype: Target dtype (e.g. ``jnp.float32``).
+
+        Returns:
+            New parameters with JAX-array leaves of ``dtype`` (shapes unchanged).
+        """
         return ScoringParams(
             *(jnp.asarray(getattr(self, f), dtype=dtype) for f in _FIELDS)
         )
 
     def gate(self, name: str) -> Any:
-        """The gate parameter ``name`` (one of :data:`GATE_FIELDS`)."""
+        """The gate parameter ``name`` (one of :data:`GATE_FIELDS`).
+
+        Args:
+            name: A gate field name.
+
+        Returns:
+            The scalar () leaf element for ``name``.
+
+        Raises:
+            ValueError: If ``name`` is not in :data:`GATE_FIELDS`.
+        """
         return self.gates[GATE_FIELDS.index(name)]
 
     def decay_param(self, name: str) -> Any:
-        """The decay parameter ``name`` (one of :data:`DECAY_FIELDS`)."""
+        """The decay parameter ``name`` (one of :data:`DECAY_FIELDS`).
+
+        Args:
+            name: A decay field name.
+
+        Returns:
+            The scalar () leaf element for ``name``.
+
+        Raises:
+            ValueError: If ``name`` is not in :data:`DECAY_FIELDS`.
+        """
         return self.decay[DECAY_FIELDS.index(name)]
 
 

@@ -35,6 +35,13 @@ def weighted_total(weights: Float[Array, 6], raw: Float[Array, "... 6"]) -> Floa
 
     A fixed summation order keeps totals bit-compatible with a plain-Python sum, so
     near-ties break the same way.
+
+    Args:
+        weights: (6,) signal weights.
+        raw: (..., 6) raw signals, e.g. (N, 6) for a bank.
+
+    Returns:
+        (...) weighted totals, e.g. (N,).
     """
     total = weights[0] * raw[..., 0]
     for i in range(1, 6):
@@ -120,7 +127,18 @@ def stable_rank(
 def as_query(
     embedding: Any, affect: Any, mood: Any, velocity: Any, dtype: Any
 ) -> QueryFeatures:
-    """Build :class:`QueryFeatures` from array-likes in ``dtype``."""
+    """Build :class:`QueryFeatures` from array-likes in ``dtype``.
+
+    Args:
+        embedding: (D,) query embedding.
+        affect: (3,) query affect.
+        mood: (3,) current mood.
+        velocity: (3,) current momentum velocity.
+        dtype: Dtype of the resulting JAX arrays.
+
+    Returns:
+        The query features.
+    """
     return QueryFeatures(
         embedding=jnp.asarray(embedding, dtype),
         affect=jnp.asarray(affect, dtype),

@@ -58,13 +58,30 @@ def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
 def affect_proximity(
     a: Float[Array, 3], b: Float[Array, 3], distance_scale: Scalar
 ) -> Scalar:
-    """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (SPEC s2, s3)."""
+    """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (SPEC s2, s3).
+
+    Args:
+        a: (3,) PAD point.
+        b: (3,) PAD point.
+        distance_scale: () normaliser (sqrt 6 by default).
+
+    Returns:
+        Scalar proximity in [0, 1] (gradient-safe at ``a == b``).
+    """
     dist, _ = _safe_norm(a - b)
     return jnp.maximum(0.0, 1.0 - dist / distance_scale)
 
 
 def momentum_alignment(v_now: Float[Array, 3], v_tag: Float[Array, 3]) -> Scalar:
-    """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (SPEC s4)."""
+    """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (SPEC s4).
+
+    Args:
+        v_now: (3,) current momentum velocity.
+        v_tag: (3,) velocity stored in the memory's tag.
+
+    Returns:
+        Scalar alignment in [0, 1].
+    """
     n_now, _ = _safe_norm(v_now)
     n_tag, _ = _safe_norm(v_tag)
     ok = (n_now >= MOMENTUM_EPS) & (n_tag >= MOMENTUM_EPS)

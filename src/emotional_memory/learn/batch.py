@@ -130,7 +130,19 @@ def _pad(x: np.ndarray, size: int) -> np.ndarray:
 
 
 def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBatch, RecallInfo]:
-    """Pad and stack captured queries into a :class:`RecallBatch` (float64 numpy leaves)."""
+    """Pad and stack captured queries into a :class:`RecallBatch` (float64 numpy leaves).
+
+    Args:
+        captured: Per-query captures, in order; C is their largest candidate count.
+        top_k: Results per query used by the replay (stored in the info).
+
+    Returns:
+        ``(batch, info)``: a batch with (Q, C, ...) candidate leaves (padding rows
+        invalid) and its host-side metadata.
+
+    Raises:
+        ValueError: If ``captured`` is empty.
+    """
     if not captured:
         raise ValueError("no labelled queries to build a RecallBatch from")
     size = max(len(c.candidate_ids) for c in captured)

@@ -136,7 +136,19 @@ def ranking_metrics(
 def summarize_metrics(
     per_query: dict[str, np.ndarray], mask: np.ndarray, batch: RecallBatch, info: RecallInfo
 ) -> dict[str, Any]:
-    """Mean metrics over the masked queries, with top-1 per challenge type."""
+    """Mean metrics over the masked queries, with top-1 per challenge type.
+
+    Args:
+        per_query: Output of :func:`ranking_metrics`: (Q,) arrays ``top1``,
+            ``hit_at_k`` and ``rr``.
+        mask: (Q,) bool, queries to include.
+        batch: The recall batch (for ``challenge`` indices).
+        info: Its metadata (for ``challenge_names``).
+
+    Returns:
+        Dict with ``top1``, ``hit_at_k``, ``mrr`` (NaN when the mask is empty),
+        ``n_queries`` and ``by_challenge`` (name -> top-1, present types only).
+    """
     m = np.asarray(mask, bool)
     mean = lambda x: float(np.mean(x[m])) if m.any() else math.nan  # noqa: E731
     challenge = np.asarray(batch.challenge)
@@ -179,8 +191,16 @@ class FitResult:
 def scenario_folds(n_scenarios: int, folds: int, seed: int = 0) -> list[np.ndarray]:
     """Split scenario indices into ``folds`` groups (deterministic shuffle).
 
+    Args:
+        n_scenarios: Number of scenarios S.
+        folds: Number of groups, in [2, S].
+        seed: Shuffle seed.
+
     Returns:
-        A list of int arrays of scenario indices, one per fold.
+        A list of sorted int arrays of scenario indices in [0, S), one per fold.
+
+    Raises:
+        ValueError: If ``folds`` lies outside [2, S].
     """
     if folds < 2 or folds > n_scenarios:
         raise ValueError(f"folds must lie in [2, {n_scenarios}], got {folds}")
@@ -191,7 +211,15 @@ def scenario_folds(n_scenarios: int, folds: int, seed: int = 0) -> list[np.ndarr
 def config_with_params(
     base: EmotionalMemoryConfig, params: ScoringParams
 ) -> EmotionalMemoryConfig:
-    """``base`` with the scoring parameters replaced (retrieval + decay configs)."""
+    """``base`` with the scoring parameters replaced (retrieval + decay configs).
+
+    Args:
+        base: Configuration providing every non-scoring field.
+        params: Fitted scoring parameters.
+
+    Returns:
+        A copy of ``base`` with validated ``retrieval`` and ``decay`` configs.
+    """
     retrieval, decay = params.to_config(base.retrieval, base.decay)
     return base.model_copy(update={"retrieval": retrieval, "decay": decay})
 
@@ -447,6 +475,16 @@ def fit_auto(
 ) -> FitResult:
     """:func:`select_hyperparameters`, then :func:`fit` with the chosen values.
 
+    Args:
+        batch: The labelled recall batch.
+        info: Its metadata.
+        config: Starting configuration (default: SPEC defaults).
+        grid: ``{"l2": [...], "temperature": [...]}`` (default :data:`DEFAULT_GRID`).
+        inner_folds: Inner cross-validation folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: Fold and split seed.
+        **fit_kwargs: Other :func:`fit` arguments (``trainable``, ``steps``, ...).
+
     Returns:
         The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
     """
@@ -461,7 +499,15 @@ def fit_auto(
 
 
 def subset_dataset(data: dict[str, Any], scenario_ids: Sequence[str]) -> dict[str, Any]:
-    """The dataset restricted to the given scenarios (file order kept)."""
+    """The dataset restricted to the given scenarios (file order kept).
+
+    Args:
+        data: A realistic-recall dataset.
+        scenario_ids: Ids of the scenarios to keep.
+
+    Returns:
+        A shallow copy of ``data`` whose ``scenarios`` list holds only those scenarios.
+    """
     keep = set(scenario_ids)
     return {**data, "scenarios": [s for s in data["scenarios"] if s.get("scenario_id") in keep]}
 

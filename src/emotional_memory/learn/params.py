@@ -47,7 +47,15 @@ def _leaves_for(groups: Iterable[str]) -> tuple[str, ...]:
 
 
 def constrain(u: Any, kinds: Any) -> Any:
-    """Map unconstrained values to constrained ones, elementwise by kind."""
+    """Map unconstrained values to constrained ones, elementwise by kind.
+
+    Args:
+        u: (K,) unconstrained values.
+        kinds: (K,) int kinds (``FREE``, ``POSITIVE``, ``UNIT`` or ``SIGNED``).
+
+    Returns:
+        (K,) values: identity, softplus, sigmoid or tanh per element.
+    """
     return jnp.select(
         [kinds == POSITIVE, kinds == UNIT, kinds == SIGNED],
         [jax.nn.softplus(u), jax.nn.sigmoid(u), jnp.tanh(u)],
@@ -56,7 +64,15 @@ def constrain(u: Any, kinds: Any) -> Any:
 
 
 def unconstrain(x: np.ndarray, kinds: np.ndarray) -> np.ndarray:
-    """Inverse of :func:`constrain` (boundary values nudged inside by 1e-6)."""
+    """Inverse of :func:`constrain` (boundary values nudged inside by 1e-6).
+
+    Args:
+        x: (K,) constrained values.
+        kinds: (K,) int kinds, as for :func:`constrain`.
+
+    Returns:
+        (K,) float64 unconstrained values.
+    """
     x = np.asarray(x, np.float64)
     pos = np.maximum(x, _EPS)
     softplus_inv = pos + np.log(-np.expm1(-pos))
@@ -88,16 +104,34 @@ class Reparam:
         }
 
     def init(self) -> dict[str, np.ndarray]:
-        """The unconstrained starting point (a copy)."""
+        """The unconstrained starting point (a copy).
+
+        Returns:
+            Trainable leaf name -> float64 unconstrained array (e.g. ``gates`` (10,)).
+        """
         return {k: v.copy() for k, v in self.initial.items()}
 
     def params(self, u: dict[str, Any]) -> ScoringParams:
-        """Differentiable: ScoringParams with the trainable leaves from ``u``."""
+        """Differentiable: ScoringParams with the trainable leaves from ``u``.
+
+        Args:
+            u: Trainable leaf name -> unconstrained values (shapes as :meth:`init`).
+
+        Returns:
+            ``base`` with those leaves replaced by their constrained values.
+        """
         return constrained_params(self.base, {k: jnp.asarray(v) for k, v in self.kinds.items()},
                                   u)
 
     def export(self, u: dict[str, Any]) -> ScoringParams:
-        """Host float64 ScoringParams; elements equal to their start keep exact values."""
+        """Host float64 ScoringParams; elements equal to their start keep exact values.
+
+        Args:
+            u: Trainable leaf name -> unconstrained values (shapes as :meth:`init`).
+
+        Returns:
+            Parameters with float64 numpy leaves.
+        """
         fields = {f: np.asarray(getattr(self.base, f), np.float64) for f in _FIELDS}
         for name in self.leaves:
             raw = np.asarray(u[name], np.float64)
@@ -108,7 +142,14 @@ class Reparam:
         return ScoringParams(**fields)
 
     def penalty(self, u: dict[str, Any]) -> Any:
-        """Squared distance from the starting point (the L2 prior), summed."""
+        """Squared distance from the starting point (the L2 prior), summed.
+
+        Args:
+            u: Trainable leaf name -> unconstrained values.
+
+        Returns:
+            Scalar penalty (differentiable).
+        """
         return l2_penalty(u, self.initial)
 
 
@@ -131,7 +172,15 @@ def constrained_params(
 
 
 def l2_penalty(u: dict[str, Any], initial: dict[str, Any]) -> Any:
-    """``sum((u - initial)^2)`` over every trainable leaf."""
+    """``sum((u - initial)^2)`` over every trainable leaf.
+
+    Args:
+        u: Leaf name -> unconstrained values.
+        initial: Leaf name -> starting values (same keys and shapes as ``u``).
+
+    Returns:
+        Scalar penalty (differentiable in ``u``).
+    """
     return sum(jnp.sum((u[k] - jnp.asarray(initial[k])) ** 2) for k in u)
 
 
