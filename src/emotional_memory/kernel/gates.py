@@ -79,8 +79,14 @@ def adaptive_weights(
 
     # width > 0 is validated at the config boundary; guard the division anyway so a
     # training step that drives it to 0 yields a finite gradient.
-    safe_width = jnp.where(width != 0, width, 1.0)
-    valence_calm = jnp.where(width != 0, jnp.exp(-((mood_valence / safe_width) ** 2)), 0.0)
+    # exp(-(v / width)^2) written so the gradient stays finite as a training step drives
+    # the width towards 0: beyond |v| >= 27 widths the value is < 1e-316, i.e. 0, and
+    # below width 1e-15 only the limit (1 at v == 0, else 0) is used - in both regions
+    # the ratio, whose gradient would overflow (0 * inf = NaN), is never formed.
+    near = (width > 1e-15) & (jnp.abs(mood_valence) < 27.0 * width)
+    safe_width = jnp.where(near, width, 1.0)
+    limit = jnp.where((mood_valence == 0) & (width > 0), 1.0, 0.0)
+    valence_calm = jnp.where(near, jnp.exp(-((mood_valence / safe_width) ** 2)), limit)
     calm = valence_calm * smooth_gate(mood_arousal, c_calm, -k_calm)
     w0 = w0 + s_calm * calm
     w1 = w1 - s_calm * calm * (2.0 / 3.0)

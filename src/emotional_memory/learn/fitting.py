@@ -363,10 +363,15 @@ def fit(
         u0 = {k: jnp.asarray(v) for k, v in reparam.init().items()}
         u, opt_state = u0, _ADAM.init(u0)
         best_u, best_val, best_step, since_best = u0, math.inf, 0, 0
+        last_good = u0
         history: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
         for i in progress_iter(range(steps), "fit", enabled=progress):
             lr = jnp.asarray(_cosine_lr(learning_rate, i, steps), jnp.float64)
             new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, lr, problem)
+            if not math.isfinite(float(train_loss)):
+                u = last_good  # diverged: fall back to the last finite-loss parameters
+                break
+            last_good = u
             history["train_loss"].append(float(train_loss))
             history["val_loss"].append(float(val_loss))
             if has_val:  # val_loss belongs to ``u``, the parameters before this update

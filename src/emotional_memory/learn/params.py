@@ -35,6 +35,7 @@ _KINDS: dict[str, tuple[int, ...]] = {
     "signal_shift": (FREE,) * 6,
 }
 _EPS = 1e-6
+_U_LIMIT = 700.0
 
 
 def _leaves_for(groups: Iterable[str]) -> tuple[str, ...]:
@@ -54,11 +55,14 @@ def constrain(u: Any, kinds: Any) -> Any:
         kinds: (K,) int kinds (``FREE``, ``POSITIVE``, ``UNIT`` or ``SIGNED``).
 
     Returns:
-        (K,) values: identity, softplus, sigmoid or tanh per element.
+        (K,) values: identity, softplus, sigmoid or tanh per element. Bounded kinds
+        see ``u`` clipped to [-700, 700], so softplus stays strictly positive in
+        float64 (a huge optimiser step cannot reach an invalid 0 sharpness).
     """
+    bounded = jnp.clip(u, -_U_LIMIT, _U_LIMIT)
     return jnp.select(
         [kinds == POSITIVE, kinds == UNIT, kinds == SIGNED],
-        [jax.nn.softplus(u), jax.nn.sigmoid(u), jnp.tanh(u)],
+        [jax.nn.softplus(bounded), jax.nn.sigmoid(bounded), jnp.tanh(bounded)],
         u,
     )
 
