@@ -1274,3 +1274,33 @@ def test_stable_rank_ties_keep_order() -> None:
 def test_stable_rank_matches_python_stable_sort(values: list[float]) -> None:
     expected = sorted(range(len(values)), key=lambda i: -values[i])
     assert np.asarray(stable_rank(jnp.asarray(values))).tolist() == expected
+
+
+def test_accurate_tanh_matches_libm_and_saturates_exactly() -> None:
+    import math
+
+    from emotional_memory.kernel.gates import accurate_tanh
+
+    zs = np.concatenate([np.linspace(-25, 25, 20001), [-19.6, -19.06, -18.7, 0.0, 1e-300]])
+    with jax.enable_x64(True):
+        got = np.asarray(accurate_tanh(jnp.asarray(zs)))
+    ref = np.asarray([math.tanh(z) for z in zs])
+    assert np.max(np.abs(got - ref)) <= 2.3e-16
+    # exact saturation: the uniform-weights fallback depends on an exact 0 gate
+    assert np.array_equal(got == 1.0, ref == 1.0)
+    assert np.array_equal(got == -1.0, ref == -1.0)
+
+
+def test_uniform_fallback_when_the_only_gate_is_deep_in_saturation() -> None:
+    # Found by hypothesis: all-zero base weights, calm gate at tanh(-19.6): the libm
+    # reference gives calm == 0 exactly, hence uniform weights.
+    from emotional_memory import MoodField
+    from emotional_memory.retrieval import AdaptiveWeightsConfig, adaptive_weights
+
+    cfg = AdaptiveWeightsConfig(
+        negative_mood_strength=0.0, high_arousal_strength=0.0, calm_strength=1.0,
+        calm_valence_width=1.0, calm_arousal_center=0.40625, calm_sharpness=33.0,
+    )
+    mood = MoodField(valence=0.0, arousal=1.0, dominance=0.0, inertia=0.0,
+                     timestamp=MoodField.neutral().timestamp)
+    np.testing.assert_array_equal(adaptive_weights(mood, [0.0] * 6, cfg), np.full(6, 1 / 6))

@@ -17,6 +17,26 @@ from emotional_memory.kernel.params import ScoringParams
 Scalar = Float[Array, ""]
 
 
+def accurate_tanh(z: Scalar) -> Scalar:
+    """``tanh`` within about 1 ulp of a correctly rounded one, exactly +-1 in saturation.
+
+    XLA's float64 tanh is off by up to ~8e-16 near saturation and never returns
+    exactly +-1, so ``1 + tanh(z)`` is not exactly 0 where the reference (libm) says
+    it is - and an exact 0 decides the uniform-weights fallback. Away from 0 this
+    uses ``1 - 2e / (1 + e)`` with ``e = exp(-2|z|)``, which rounds once at the end.
+
+    Args:
+        z: scalar or array.
+
+    Returns:
+        tanh(z), same shape and dtype.
+    """
+    a = jnp.abs(z)
+    e = jnp.exp(-2.0 * a)
+    far = 1.0 - 2.0 * e / (1.0 + e)
+    return jnp.sign(z) * jnp.where(a < 0.55, jnp.tanh(a), far)
+
+
 def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:
     """``0.5 * (1 + tanh(sharpness * (x - center)))``: a sigmoid step at ``center``.
 
@@ -26,7 +46,7 @@ def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:
     Returns:
         A value in [0, 1].
     """
-    return 0.5 * (1.0 + jnp.tanh(sharpness * (x - center)))
+    return 0.5 * (1.0 + accurate_tanh(sharpness * (x - center)))
 
 
 def normalise_weights(weights: Float[Array, 6]) -> Float[Array, 6]:
