@@ -1487,3 +1487,13 @@ def test_delete_removes_backward_links_to_the_deleted_memory() -> None:
     for m in engine.list_all():
         assert all(lk.target_id != victim.id for lk in m.tag.resonance_links)
     assert engine.delete(victim.id) is False
+
+
+def test_encode_batch_with_an_embed_only_embedder() -> None:
+    class EmbedOnly:
+        def embed(self, text: str) -> list[float]:
+            return [float(len(text)), 1.0, 0.0]
+
+    engine, _ = make(embedder=EmbedOnly())
+    out = engine.encode_batch(["a", "bb"])
+    assert [m.embedding for m in out] == [[1.0, 1.0, 0.0], [2.0, 1.0, 0.0]]

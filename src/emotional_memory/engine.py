@@ -390,7 +390,9 @@ class EmotionalMemory:
         ]
         if not texts:
             return []
-        raw = self.embedder.embed_batch(texts)
+        batch = getattr(self.embedder, "embed_batch", None)
+        # Embedders with only ``embed`` still work (one call per text).
+        raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         embeddings = [self._clean_embedding(e, f"contents[{i}]") for i, e in enumerate(raw)]
