@@ -57,3 +57,13 @@ __all__ = [
     "stable_rank",
     "weighted_total",
 ]
+
+# Scale (DESIGN "Scale"): chunked batch top-k and its sharded form.
+from emotional_memory.kernel.batch import score_batch
+from emotional_memory.kernel.sharding import (
+    memory_mesh,
+    score_batch_sharded,
+    shard_columns,
+)
+
+__all__ += ["memory_mesh", "score_batch", "score_batch_sharded", "shard_columns"]

@@ -1,0 +1,200 @@
+"""Batch scoring with the memory axis sharded across devices (``jax.sharding``).
+
+When one device cannot hold or score the bank fast enough, the N axis of every
+:class:`MemoryColumns` leaf is split over a 1-D :class:`~jax.sharding.Mesh` with a
+:class:`~jax.sharding.NamedSharding` ``PartitionSpec(axis_name)``; queries and
+parameters are replicated. Inside one compiled program (``jax.shard_map``) each
+device runs the very same chunked scan as
+:func:`~emotional_memory.kernel.batch.score_batch` on its shard, offsets its row
+indices to global ones, and the per-shard (Q, k) winners are merged by one more
+``lax.top_k`` over the (Q, devices * k) candidates.
+
+The result equals single-device :func:`score_batch`: the same indices (ties: lowest
+global row first, because shards are concatenated in row order and each shard's list
+is sorted by score then row) and the same scores up to float rounding.
+
+Multi-host: after ``jax.distributed.initialize()`` in every process,
+``jax.devices()`` lists the devices of all processes, so :func:`memory_mesh` is a
+global mesh; build the columns with :func:`shard_columns` ``(process_local=True)``
+from each process's own block of rows, and call :func:`score_batch_sharded` in every
+process with the same queries (SPMD). No extra cluster code is involved.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+from jaxtyping import Float, Int
+
+from emotional_memory.kernel._types import Array
+from emotional_memory.kernel.batch import (
+    DEFAULT_CHUNK_SIZE,
+    prepare_queries,
+    row_features,
+    top_k_over_rows,
+)
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, pad_columns
+from emotional_memory.kernel.params import ScoringParams
+
+MEMORY_AXIS = "memories"
+"""Default mesh axis name of the memory (N) axis."""
+
+
+def memory_mesh(devices: Sequence[Any] | None = None, axis_name: str = MEMORY_AXIS) -> Mesh:
+    """A 1-D mesh over ``devices`` (default: ``jax.devices()``, all processes' devices).
+
+    Args:
+        devices: devices to shard the memory axis over.
+        axis_name: name of the mesh axis.
+
+    Returns:
+        The :class:`~jax.sharding.Mesh`.
+    """
+    devs = list(jax.devices() if devices is None else devices)
+    return Mesh(np.asarray(devs, dtype=object), (axis_name,))
+
+
+def _axis_size(mesh: Mesh, axis_name: str) -> int:
+    return int(mesh.shape[axis_name])
+
+
+def shard_columns(
+    columns: MemoryColumns,
+    mesh: Mesh,
+    axis_name: str = MEMORY_AXIS,
+    *,
+    process_local: bool = False,
+) -> MemoryColumns:
+    """Place a bank on ``mesh``, rows split along ``axis_name``.
+
+    The rows are padded with invalid rows (never selected) to a multiple of the
+    number of devices on the axis.
+
+    Args:
+        columns: the bank (numpy or JAX leaves). With ``process_local`` it is this
+            process's own block of rows; blocks are concatenated in process order and
+            every process must pass the same number of rows.
+        mesh: from :func:`memory_mesh`.
+        axis_name: the mesh axis of the memory dimension.
+        process_local: multi-host input (``jax.make_array_from_process_local_data``).
+
+    Returns:
+        Columns whose leaves are sharded ``jax.Array`` s.
+    """
+    sharding = NamedSharding(mesh, P(axis_name))
+    if process_local:
+        local_devices = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
+        n = columns.size
+        padded = pad_columns(columns, math.ceil(n / local_devices) * local_devices)
+        return jax.tree_util.tree_map(
+            lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), padded
+        )
+    n_dev = _axis_size(mesh, axis_name)
+    n = columns.size
+    padded = pad_columns(columns, max(n_dev, math.ceil(n / n_dev) * n_dev))
+    return jax.device_put(padded, sharding)
+
+
+@functools.partial(jax.jit, static_argnames=("k", "chunk_size", "mesh", "axis_name"))
+def _score_sharded(
+    params: ScoringParams,
+    queries: QueryFeatures,
+    columns: MemoryColumns,
+    signal_mask: Any,
+    *,
+    k: int,
+    chunk_size: int,
+    mesh: Mesh,
+    axis_name: str,
+) -> tuple[Array, Array]:
+    dtype = jnp.result_type(queries.affect)
+    prepared = prepare_queries(params, queries, dtype, signal_mask)
+
+    def local(params: ScoringParams, prepared: Any, shard: MemoryColumns) -> tuple[Array, Array]:
+        shard_rows = shard.age_seconds.shape[0]
+        offset = jax.lax.axis_index(axis_name).astype(jnp.int32) * shard_rows
+        rows = row_features(params, shard, dtype)
+        index, scores = top_k_over_rows(
+            params, prepared, rows, k, chunk_size=chunk_size, row_offset=offset
+        )
+        return index[None], scores[None]
+
+    index, scores = jax.shard_map(
+        local,
+        mesh=mesh,
+        in_specs=(P(), P(), P(axis_name)),
+        out_specs=(P(axis_name), P(axis_name)),
+        # The scan's initial carry is replicated while its output varies per shard;
+        # the per-shard program is plain single-device code, so skip the VMA typing.
+        check_vma=False,
+    )(params, prepared, columns)
+    # (devices, Q, k) -> (Q, devices * k), shard-major: position order is row order.
+    n_queries = index.shape[1]
+    all_scores = jnp.moveaxis(scores, 0, 1).reshape(n_queries, -1)
+    all_index = jnp.moveaxis(index, 0, 1).reshape(n_queries, -1)
+    top, position = jax.lax.top_k(all_scores, k)
+    winners = jnp.where(jnp.isneginf(top), -1, jnp.take_along_axis(all_index, position, 1))
+    replicated = NamedSharding(mesh, P())
+    return (
+        jax.lax.with_sharding_constraint(winners, replicated),
+        jax.lax.with_sharding_constraint(top, replicated),
+    )
+
+
+def score_batch_sharded(
+    params: ScoringParams,
+    queries: QueryFeatures,
+    columns: MemoryColumns,
+    k: int,
+    *,
+    mesh: Mesh | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    signal_mask: Float[Array, 6] | None = None,
+    axis_name: str = MEMORY_AXIS,
+) -> tuple[Int[Array, "Q K"], Float[Array, "Q K"]]:
+    """:func:`~emotional_memory.kernel.batch.score_batch` with rows sharded over devices.
+
+    Args:
+        params: scoring parameters (replicated).
+        queries: batched query features (replicated).
+        columns: the bank: host arrays (padded and placed here) or the output of
+            :func:`shard_columns` (used as it is).
+        k: how many rows per query (static).
+        mesh: 1-D mesh (default :func:`memory_mesh` over ``jax.devices()``).
+        chunk_size: rows per scan step on each device.
+        signal_mask: optional (6,) ablation mask.
+        axis_name: the mesh axis of the memory dimension.
+
+    Returns:
+        ``(indices, scores)`` as :func:`score_batch`: (Q, k) global row indices (rows
+        of ``columns``; never a padding row) and scores, replicated on every device.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
+    n_dev = _axis_size(mesh, axis_name)
+    expected = NamedSharding(mesh, P(axis_name))
+    leaves = jax.tree_util.tree_leaves(columns)
+    placed = all(
+        isinstance(x, jax.Array) and x.sharding.is_equivalent_to(expected, x.ndim)
+        for x in leaves
+    )
+    if not (placed and columns.size % n_dev == 0):
+        columns = shard_columns(columns, mesh, axis_name)
+    replicated = NamedSharding(mesh, P())
+    params = jax.device_put(params, replicated)
+    queries = jax.device_put(queries, replicated)
+    if signal_mask is not None:
+        signal_mask = jax.device_put(jnp.asarray(signal_mask), replicated)
+    return _score_sharded(
+        params, queries, columns, signal_mask,
+        k=k, chunk_size=chunk_size, mesh=mesh, axis_name=axis_name,
+    )
