@@ -82,6 +82,8 @@ _NORM_MAX = 1e150
 _JAX_MIN_ROWS = 8192
 _HALF_JAX_MIN_ROWS = 8192
 _HALF_CHUNK = 4096
+# Approximate rows fetched per half-precision search (room for pool widening).
+_HALF_TOP = 256
 # Batched searches: queries per block and rows per scan step.
 _QUERY_BLOCK = 256
 _BLOCK_CHUNK = 16384
@@ -620,7 +622,9 @@ class InMemoryStore:
             return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
         query_unit = (query / query_norm).astype(np.float32)
         rows, values = self._approximate_top(query_unit, pool_size + 1, last)
-        return self._finish_pooled(query, query_norm, query_unit, k, rows, values, last)
+        return self._finish_pooled(
+            query, query_norm, query_unit, k, rows, values, last, pool_size
+        )
 
     def _check_query(self, embedding: Sequence[float]) -> np.ndarray:
         """The query as float64; ValueError on a bad shape or a dimension mismatch."""
@@ -736,14 +740,20 @@ class InMemoryStore:
     def _approximate_top(
         self, query_unit: np.ndarray, count: int, last: int
     ) -> tuple[np.ndarray, np.ndarray]:
-        """The ``count`` rows ``<= last`` with the highest approximate cosine (plus
-        bias), best first, and their values."""
+        """At least the ``count`` rows ``<= last`` with the highest approximate cosine
+        (plus bias), best first, and their values.
+
+        The jitted path returns a power-of-two bucket of rows (>= 256 for half
+        precision, whose wider rounding bound often needs rows past the pool: then
+        :meth:`_finish_pooled` finds them in this list instead of a second pass).
+        """
         if self._use_jax():
             _, top, _ = _jax_search(self._mode)
             matrix, bias, step = self._jax_operands()
-            bucket = _count_bucket(count, int(matrix.shape[0]))
+            wanted = count if self._mode == "float32" else max(count, _HALF_TOP)
+            bucket = _count_bucket(wanted, int(matrix.shape[0]))
             values, rows = top(matrix, bias, query_unit, np.int32(last), step=step, count=bucket)
-            return np.asarray(rows)[:count].astype(np.int64), np.asarray(values)[:count]
+            return np.asarray(rows).astype(np.int64), np.asarray(values)
         approx = self._approximate(query_unit, last)
         part = np.argpartition(-approx, count - 1)[:count]
         order = np.argsort(-approx[part], kind="stable")
@@ -758,14 +768,15 @@ class InMemoryStore:
         rows: np.ndarray,
         values: np.ndarray,
         last: int,
+        pool_size: int,
     ) -> np.ndarray:
-        """Exact top-k from the approximate top ``pool + 1`` rows (best first).
+        """Exact top-k from the approximate top rows (best first, at least
+        ``pool_size + 1`` of them).
 
         The pool's cosines are recomputed in float64; if the k-th exact score does not
         beat the best approximate score left outside the pool by more than the
         rounding bound, every row within the bound of it is rescored too.
         """
-        pool_size = len(rows) - 1
         pool = np.sort(rows[:pool_size])
         outside_best = float(values[pool_size])
         sims = self._exact_similarities(pool, query, query_norm)
@@ -777,7 +788,10 @@ class InMemoryStore:
         threshold = np.float32(kth - bound)
         if float(threshold) > kth - bound:  # rounded up to float32: step down once
             threshold = np.nextafter(threshold, np.float32(-np.inf))
-        extra = np.flatnonzero(self._approximate(query_unit, last) >= threshold)
+        if values[-1] < threshold:  # every row above the threshold is in the list
+            extra = rows[values >= threshold]
+        else:
+            extra = np.flatnonzero(self._approximate(query_unit, last) >= threshold)
         return self._rank_exact(np.union1d(pool, extra), query, query_norm, k)
 
     def search_by_embedding_batch(
@@ -865,7 +879,8 @@ class InMemoryStore:
         if use_block:
             _, _, top_many = _jax_search(self._mode)
             matrix, bias, step = self._jax_operands()
-            bucket = _count_bucket(need, int(matrix.shape[0]))
+            wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
+            bucket = _count_bucket(wanted, int(matrix.shape[0]))
             for start in range(0, len(batched), _QUERY_BLOCK):
                 block = batched[start : start + _QUERY_BLOCK]
                 query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
@@ -924,8 +939,7 @@ class InMemoryStore:
         query = np.asarray(embedding, dtype=np.float64)
         norm = _norm(query)
         answers[j] = self._finish_pooled(
-            query, norm, query_unit, k, rows[: pool_size + 1].astype(np.int64),
-            values[: pool_size + 1], last,
+            query, norm, query_unit, k, rows.astype(np.int64), values, last, pool_size
         )
 
     # ------------------------------------------------------------- transactions
