@@ -192,8 +192,9 @@ def test_dim_property_and_repr() -> None:
 
 
 def test_satisfies_embedder_protocol() -> None:
-    interfaces = pytest.importorskip("emotional_memory.interfaces")
-    assert isinstance(HashingEmbedder(), interfaces.Embedder)
+    from emotional_memory.interfaces import Embedder
+
+    assert isinstance(HashingEmbedder(), Embedder)
 
 
 # --------------------------------------------------------------------------- validation
