@@ -24,6 +24,7 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -330,6 +331,41 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
     return [mid for _, _, mid in scored[:top_k]]
 
 
+def reference_cosines(memories: list[Memory], query: Sequence[float]) -> dict[str, float]:
+    """Each embedded memory's float64 cosine with ``query`` (NaN and zero norms: 0)."""
+    q = np.asarray(query, dtype=np.float64)
+    out = {}
+    for m in memories:
+        if not m.embedding:
+            continue
+        v = np.asarray(m.embedding, dtype=np.float64)
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            v_norm, q_norm = float(np.linalg.norm(v)), float(np.linalg.norm(q))
+            sim = float(np.dot(v, q) / (v_norm * q_norm)) if v_norm > 0 else 0.0
+        out[m.id] = 0.0 if math.isnan(sim) else sim
+    return out
+
+
+def assert_search_matches(
+    mode: str, got: list[str], memories: list[Memory], query: Sequence[float], k: int
+) -> None:
+    """``got`` is the reference answer: exactly in the lossless modes; in half
+    precision, where rounding makes distinct embeddings exact scalar multiples (so
+    their cosines tie mathematically and differ only by float64 rounding, computed
+    differently here), the returned cosines equal the reference's top-k cosines."""
+    want = reference_search(memories, query, k)
+    if mode in ("float64", "float32") or got == want:
+        assert got == want, (mode, k)
+        return
+    q_norm = float(np.linalg.norm(np.asarray(query, dtype=np.float64))) if len(query) else 0.0
+    assert len(got) == len(want), (mode, k)
+    assert q_norm > 0.0, (mode, k)
+    cos = reference_cosines(memories, query)
+    np.testing.assert_allclose(
+        [cos[i] for i in got], [cos[i] for i in want], rtol=0, atol=1e-12, err_msg=mode
+    )
+
+
 def tricky_vectors(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray | None]:
     """Near-duplicates (cosines 1e-8 apart), exact duplicates, NaN, zero, tiny/huge
     norms, missing embeddings: the float32 pool must be widened and ties kept."""
@@ -397,7 +433,7 @@ def test_search_is_exact_for_every_embedding_dtype(
     for q in queries:
         for k in (1, 4, 15, 60):
             got = [m.id for m in store.search_by_embedding(q.tolist(), k)]
-            assert got == reference_search(everything, q.tolist(), k), (mode, k)
+            assert_search_matches(mode, got, everything, q.tolist(), k)
 
 
 @pytest.mark.parametrize("path", ["numpy", "jax"])
@@ -419,12 +455,14 @@ def test_batched_search_with_visibility_equals_single_searches(
     for k in (1, 15):
         batched = store.search_by_embedding_batch(queries, k, visible_until=visible)
         for j, i in enumerate(picks.tolist()):
-            want = reference_search(everything[: i + 1], queries[j] or [], k)
-            assert [m.id for m in batched[j]] == want
+            assert_search_matches(
+                mode, [m.id for m in batched[j]], everything[: i + 1], queries[j] or [], k
+            )
         unrestricted = store.search_by_embedding_batch(queries, k)
         for j in range(len(queries)):
-            want = reference_search(everything, queries[j] or [], k)
-            assert [m.id for m in unrestricted[j]] == want
+            assert_search_matches(
+                mode, [m.id for m in unrestricted[j]], everything, queries[j] or [], k
+            )
     with pytest.raises(KeyError):
         store.search_by_embedding_batch([queries[2]], 3, visible_until=["nope"])
     with pytest.raises(ValueError, match="one id per query"):
@@ -435,13 +473,57 @@ def test_batched_search_with_visibility_equals_single_searches(
 
 def test_half_precision_halves_embedding_bytes() -> None:
     rng = np.random.default_rng(2)
-    vectors: list[np.ndarray | None] = list(rng.normal(size=(300, 64)))
-    sizes = {mode: filled_store(mode, vectors).embedding_nbytes() for mode in MODES}
-    # capacity 512 rows x 64 columns (plus alignment slack of the reduced modes)
+    # float32 numbers, as embedders produce: the float32 mode stores them losslessly
+    vectors: list[np.ndarray | None] = list(
+        rng.normal(size=(300, 64)).astype(np.float32).astype(np.float64)
+    )
+    stores = {mode: filled_store(mode, vectors) for mode in MODES}
+    sizes = {mode: store.embedding_nbytes() for mode, store in stores.items()}
+    # capacity 512 rows x 64 columns
     assert sizes["float64"] == 512 * 64 * 8
     assert sizes["float32"] == 512 * 64 * 4
     assert sizes["float16"] == sizes["bfloat16"] == 512 * 64 * 2
     assert sizes["float16"] * 2 == sizes["float32"]
+    for mode in ("float64", "float32"):
+        for m, v in zip(stores[mode].list_all(), vectors, strict=True):
+            assert m.embedding == v.tolist()  # type: ignore[union-attr]
+
+
+def test_float32_mode_keeps_float64_embeddings_aside_losslessly() -> None:
+    rng = np.random.default_rng(3)
+    exact32 = rng.normal(size=8).astype(np.float32).astype(np.float64)
+    vectors: list[np.ndarray | None] = [
+        exact32, rng.normal(size=8), rng.normal(size=8) * 1e30, np.full(8, np.nan),
+    ]
+    store = filled_store("float32", vectors)
+    assert store.embedding_nbytes() == store.capacity * 8 * 4 + 3 * 8 * 8
+    for m, v in zip(store.list_all(), vectors, strict=True):
+        np.testing.assert_array_equal(m.embedding, v)
+    # a replaced or deleted row releases its side copy
+    store.delete(store.list_all()[1].id)
+    assert store.embedding_nbytes() == store.capacity * 8 * 4 + 2 * 8 * 8
+
+
+@pytest.mark.parametrize("mode", ["float16", "bfloat16"])
+def test_half_precision_stores_rounded_unit_rows_times_norm(mode: str) -> None:
+    rng = np.random.default_rng(5)
+    vectors: list[np.ndarray | None] = list(rng.normal(size=(40, 16)) * 3.0)
+    store = filled_store(mode, vectors)
+    rel = 2.0**-11 if mode == "float16" else 2.0**-8
+    for m, v in zip(store.list_all(), vectors, strict=True):
+        got = np.asarray(m.embedding)
+        assert v is not None
+        norm = np.linalg.norm(v)
+        np.testing.assert_allclose(got, v, rtol=0, atol=rel * norm)
+        # the stored vector is the half-precision unit row times the float64 norm
+        unit = got / norm
+        half_type = np.float16 if mode == "float16" else ml_dtypes.bfloat16
+        np.testing.assert_allclose(unit, unit.astype(half_type).astype(np.float64), rtol=1e-14)
+    # saving what was read back does not drift (same stored embedding)
+    before = [m.embedding for m in store.list_all()]
+    for m in store.list_all():
+        store.save(m.model_copy(update={"embedding": list(m.embedding or [])}))
+    assert [m.embedding for m in store.list_all()] == before
 
 
 def test_rejects_unknown_embedding_dtype() -> None:
@@ -493,10 +575,8 @@ def test_columns_match_memories_and_ages_are_exact() -> None:
                  "retrieval_count"):
         np.testing.assert_array_equal(getattr(cols, name), getattr(ref, name), err_msg=name)
     assert cols.retrieval_count[3] == 9
-    # unit rows: same cosines as the memories' embeddings
-    emb = np.asarray(cols.embedding, dtype=np.float64)
-    np.testing.assert_allclose(emb, ref.embedding / np.linalg.norm(
-        ref.embedding, axis=1, keepdims=True), atol=1e-6)
+    # float32 rows: the memories' embeddings rounded to float32 (same cosines)
+    np.testing.assert_array_equal(cols.embedding, ref.embedding.astype(np.float32))
     # padded view: every allocated row, invalid where no live memory
     padded_ids, padded = store.columns(now, padded=True)
     assert len(padded_ids) == store.capacity == padded.valid.shape[0]

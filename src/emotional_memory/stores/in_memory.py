@@ -1,16 +1,26 @@
 """In-process memory store with vectorised column caches (SPEC 2, 5).
 
-Memories live in a dict that preserves insertion order. Next to it the store keeps
-struct-of-arrays columns, so :meth:`InMemoryStore.search_by_embedding` is one
-matrix-vector product and :meth:`InMemoryStore.columns` hands a whole bank to the
-batch scorer, never a Python loop over memories:
+Every memory lives as one row of struct-of-arrays columns, not as a Python object
+tree, so :meth:`InMemoryStore.search_by_embedding` is one matrix-vector product,
+:meth:`InMemoryStore.columns` hands a whole bank to the batch scorer, and a stored
+memory costs about 1 KB besides its embedding row (a ``Memory`` with a 384-float
+embedding list is ~20 KB of Python objects). Per row:
 
-- the **search matrix** of embeddings, in ``embedding_dtype`` (below), plus float64
-  row norms and ``has_embedding`` / ``valid`` masks;
-- the **tag columns** of the scoring kernel: core affect, mood snapshot and momentum
-  velocity (``(N, 3)`` float64 each), the timestamp as int64 microseconds since the
-  epoch (ages are then bit-identical to ``(now - timestamp).total_seconds()``),
-  consolidation strength and retrieval count.
+- the **embedding row** of the search matrix, in ``embedding_dtype`` (below), with
+  float64 norms and ``has_embedding`` / ``valid`` masks;
+- the **tag blocks** (see :mod:`emotional_memory.stores._records`): every number of the
+  emotional tag in one float64 and one int64 row (timestamps as int64 microseconds
+  since the epoch, so ages are bit-identical to ``(now - timestamp).total_seconds()``),
+  which also serve as the kernel's columns (core affect, mood, momentum velocity,
+  timestamp, consolidation, retrieval count);
+- content, metadata (None when empty) and the resonance links packed in a small tuple.
+
+``get`` / ``list_all`` / searches rebuild :class:`~emotional_memory.models.Memory`
+objects from a row (~15 us, plus the embedding list); the last few hundred memories
+saved or read are kept as objects, so the engine's read-modify-write cycles hand the
+same objects back. Memories outside the common shape (a datetime not in
+``datetime.UTC``, a subclassed model, a link that does not leave the memory) are kept
+whole; everything is returned equal to what was saved.
 
 Column layout, and why:
 
@@ -20,29 +30,35 @@ Column layout, and why:
 - Capacity doubles when full (amortised O(1) appends; O(log N) reallocations).
 - Deleting a memory leaves a tombstone (``valid`` False). Tombstones are compacted
   away once they outnumber the live rows, so the work stays amortised O(1) per delete.
-- Re-saving an existing id rewrites its row in place, keeping its position. When the
-  new version shares the old one's embedding list (``model_copy`` of a tag update,
-  as the engine does for links and retrieval bookkeeping) only the tag columns are
-  rewritten. Embedding lists are treated as immutable.
+- Re-saving an existing id rewrites its row in place, keeping its position; an
+  unchanged embedding (the same list object as the stored one, or equal values) is
+  not rewritten.
 
-**Embedding precision.** ``embedding_dtype`` selects the search matrix:
+**Embedding precision.** ``embedding_dtype`` is how embeddings are *stored*:
 
-- ``"float64"``: the raw embeddings, searched exactly as SPEC states (a float64
-  matrix-vector product), 8 bytes per value;
-- ``"float32"`` (default), ``"float16"``, ``"bfloat16"``: unit-normalised rows in 4 or
-  2 bytes per value. A search computes approximate cosines with one product, keeps a
-  pool of the best ``k + max(8, k // 2)`` rows, recomputes their cosines exactly in
-  float64 from the memories' own (full-precision) embeddings, and widens the pool
-  whenever the float32 rounding bound could let an outside row reach the k-th exact
-  score. The answer is therefore the one of the float64 computation, ties included
-  (by insertion order); only the speed depends on the precision. Rows whose norm is
-  outside [1e-150, 1e150] (where float64's own arithmetic over/underflows) are always
-  rescored exactly, and so are such queries.
+- ``"float64"``: raw rows, 8 bytes per value, searched exactly as SPEC states (a
+  float64 matrix-vector product).
+- ``"float32"`` (default): raw rows rounded to float32, 4 bytes per value, **lossless**:
+  a row whose values are not all float32 numbers (or whose norm is outside
+  [1e-18, 1e18]) also keeps its float64 values on the side. Embedders produce float32
+  numbers, so in practice every row takes 4 bytes per value and ``get`` returns the
+  very list that was saved.
+- ``"float16"`` / ``"bfloat16"``: unit rows in 2 bytes per value plus the float64
+  norm, **lossy**: a memory's embedding is kept (and returned, and searched) as
+  ``unit_row * norm`` with the unit row rounded to half precision (about 3 and 2
+  significant decimal digits), the way :class:`~emotional_memory.stores.SQLiteStore`
+  keeps float32. This halves the resident embedding bytes of the float32 default.
 
-The :class:`~emotional_memory.models.Memory` objects always keep their full-precision
-embedding lists; the search matrix is a cache next to them.
+Search, in every mode, returns **exactly** the answer of the float64 SPEC computation
+over the stored embeddings (cosine, NaN and zero-norm rows count 0, ties by insertion
+order): one float32 product gives approximate cosines (numpy below 8,192 rows, above
+it one jitted XLA program on the matrix shared zero-copy), a pool of the best
+``k + max(8, k // 2)`` rows is rescored in float64, and the pool widens whenever the
+proven float32 rounding bound could let an outside row reach the k-th exact score.
+Rows (and queries) whose float64 norm is outside the range where that bound holds are
+always rescored exactly.
 
-Transactions keep an undo log of the operations done inside them and replay it
+Transactions keep an undo log of row snapshots taken inside them and replay it
 backwards on an exception, so a failed block costs only what it did, not a copy of
 the whole store.
 """
@@ -52,16 +68,21 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from emotional_memory.models import Memory
+from emotional_memory.stores import _records
+from emotional_memory.stores._records import to_microseconds
+
+__all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "to_microseconds"]
 
 EmbeddingDType = Literal["float64", "float32", "float16", "bfloat16"]
 EMBEDDING_DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
@@ -75,6 +96,10 @@ _PARTITION_MIN_ROWS = 2048
 # there float64's own products may over/underflow, so no rounding bound holds.
 _NORM_MIN = 1e-150
 _NORM_MAX = 1e150
+# Raw float32 rows (float32 mode) need a norm in this narrower range: their entries,
+# products and squared norms then stay normal float32 numbers.
+_F32_NORM_MIN = 1e-18
+_F32_NORM_MAX = 1e18
 # From this many rows on, the approximate search runs as one jitted XLA program
 # (product + top-k on the matrix shared zero-copy, as the bare ``E @ q`` +
 # ``lax.top_k`` baseline does); below it numpy is faster (no dispatch). Half precision
@@ -90,17 +115,31 @@ _BLOCK_CHUNK = 16384
 # Rows rescored in float64 beyond k (before any widening).
 _POOL_MARGIN = 8
 _ALIGN = 64
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MICROSECOND = timedelta(microseconds=1)
+# Memory objects kept after a save or a read (most recent first out last).
+_RECENT = 256
 
 # Storage of each reduced-precision mode: (numpy dtype, relative rounding of a stored
-# unit-vector entry, absolute rounding of a subnormal entry).
+# entry with respect to the stored embedding, absolute rounding of a subnormal entry).
+# Half-precision rows *are* the stored embedding (up to its float64 scale), so they
+# add no storage rounding; float32 rows may round a float64 embedding kept aside.
 _STORAGE: dict[str, tuple[Any, float, float]] = {
     "float32": (np.float32, 2.0**-24, 2.0**-150),
-    "float16": (np.float16, 2.0**-11, 2.0**-25),
-    "bfloat16": (np.uint16, 2.0**-8, 2.0**-134),  # bfloat16 bits held in uint16
+    "float16": (np.float16, 0.0, 2.0**-25),
+    "bfloat16": (np.uint16, 0.0, 2.0**-134),  # bfloat16 bits held in uint16
 }
+
+
+@dataclass(frozen=True)
+class _RowState:
+    """Everything one row holds, for the undo log."""
+
+    arrays: tuple[np.ndarray, ...]  # one copy per name in InMemoryStore._ROW_ARRAYS
+    matrix_row: np.ndarray
+    content: str | None
+    meta: dict[str, Any] | None
+    links: Any
+    exact: np.ndarray | None  # the float64 embedding kept aside, if any
+    whole: Memory | None
 
 
 @dataclass(frozen=True)
@@ -109,8 +148,8 @@ class _Undo:
 
     kind: Literal["insert", "replace", "delete"]
     memory_id: str
-    previous: Memory | None
     row: int
+    state: _RowState | None
 
 
 def _embedding_vector(memory: Memory) -> np.ndarray | None:
@@ -139,11 +178,6 @@ def _row_norm(row: np.ndarray) -> float:
     return float(np.sqrt(np.dot(row, row)))
 
 
-def to_microseconds(moment: datetime) -> int:
-    """An aware datetime as integer microseconds since the Unix epoch (exact)."""
-    return (moment - _EPOCH) // _MICROSECOND
-
-
 def _aligned_zeros(shape: tuple[int, int], dtype: Any) -> np.ndarray:
     """Zeros whose buffer starts on a 64-byte boundary (zero-copy hand-off to JAX)."""
     itemsize = np.dtype(dtype).itemsize
@@ -169,11 +203,12 @@ def _from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
 def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
     """Jitted ``(scores, top, top_many)`` over a search matrix of ``mode``.
 
-    ``scores(matrix, bias, query, last, step)`` is ``matrix @ query + bias`` in float32,
-    ``-inf`` on rows after ``last`` (half matrices are upcast a chunk at a time);
-    ``top(..., count)`` is its ``lax.top_k``; ``top_many(matrix, bias, queries, lasts,
-    step, count)`` is the top ``count`` per query of a (B, D) block, scanning the rows
-    in chunks with a running top-k, so memory stays O(B * chunk).
+    ``scores(matrix, scale, bias, query, last, step)`` is
+    ``(matrix @ query) * scale + bias`` in float32, ``-inf`` on rows after ``last``
+    (half matrices are upcast a chunk at a time); ``top(..., count)`` is its
+    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, step, count)`` is
+    the top ``count`` per query of a (B, D) block, scanning the rows in chunks with a
+    running top-k, so memory stays O(B * chunk).
     """
     import jax
     import jax.numpy as jnp
@@ -187,7 +222,9 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             block = jax.lax.bitcast_convert_type(block, jnp.bfloat16)
         return block.astype(jnp.float32)
 
-    def scores(matrix: Any, bias: Any, query: Any, last: Any, step: int) -> Any:
+    def scores(
+        matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int
+    ) -> Any:
         rows, dim = matrix.shape
         if mode == "float32":
             dots = jnp.matmul(matrix, query, precision=highest)
@@ -197,13 +234,15 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             dots = jax.lax.map(
                 lambda b: jnp.matmul(upcast(b), query, precision=highest), blocks
             ).reshape(rows)
-        return jnp.where(jnp.arange(rows) <= last, dots + bias, -jnp.inf)
+        return jnp.where(jnp.arange(rows) <= last, dots * scale + bias, -jnp.inf)
 
-    def top(matrix: Any, bias: Any, query: Any, last: Any, step: int, count: int) -> Any:
-        return jax.lax.top_k(scores(matrix, bias, query, last, step), count)
+    def top(
+        matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int, count: int
+    ) -> Any:
+        return jax.lax.top_k(scores(matrix, scale, bias, query, last, step), count)
 
     def top_many(
-        matrix: Any, bias: Any, queries: Any, lasts: Any, step: int, count: int
+        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, step: int, count: int
     ) -> Any:
         rows = matrix.shape[0]
         chunk = min(_BLOCK_CHUNK, step)
@@ -212,11 +251,14 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
         def body(carry: Any, chunk_id: Any) -> tuple[Any, None]:
             start = chunk_id * chunk
             block = jax.lax.dynamic_slice_in_dim(matrix, start, chunk, axis=0)
+            block_scale = jax.lax.dynamic_slice_in_dim(scale, start, chunk, axis=0)
             block_bias = jax.lax.dynamic_slice_in_dim(bias, start, chunk, axis=0)
             dots = jnp.matmul(queries, upcast(block).T, precision=highest)
             row = start + jnp.arange(chunk, dtype=jnp.int32)
             chunk_scores = jnp.where(
-                row[None, :] <= lasts[:, None], dots + block_bias[None, :], -jnp.inf
+                row[None, :] <= lasts[:, None],
+                dots * block_scale[None, :] + block_bias[None, :],
+                -jnp.inf,
             )
             best_scores, best_index = carry
             return merge_top_k(best_scores, best_index, chunk_scores, start, count), None
@@ -252,14 +294,14 @@ class InMemoryStore:
 
     Besides the protocol methods it exposes the column caches for batch scoring:
     :meth:`columns`, :meth:`search_matrix`, :meth:`embedding_matrix`, :attr:`dim`,
-    :attr:`capacity`, :attr:`embedding_dtype` and the :attr:`reallocations`
-    counter. It is thread-safe (one re-entrant lock, also offered as
-    :meth:`locked`) and supports :meth:`transaction` with rollback.
+    :attr:`capacity`, :attr:`embedding_dtype`, :meth:`nbytes` and the
+    :attr:`reallocations` counter. It is thread-safe (one re-entrant lock, also
+    offered as :meth:`locked`) and supports :meth:`transaction` with rollback.
 
     Args:
-        embedding_dtype: precision of the search matrix: ``"float32"`` (default),
-            ``"float16"`` or ``"bfloat16"`` (unit rows, exact answers through a
-            float64 rescoring of a candidate pool) or ``"float64"`` (raw rows).
+        embedding_dtype: how embeddings are stored: ``"float32"`` (default, lossless
+            for float32 inputs and exact for any input), ``"float64"``, or the lossy
+            half-precision ``"float16"`` / ``"bfloat16"`` (see the module docs).
     """
 
     def __init__(self, *, embedding_dtype: EmbeddingDType = "float32") -> None:
@@ -269,33 +311,66 @@ class InMemoryStore:
             )
         self._mode: str = embedding_dtype
         self._lock = threading.RLock()
-        self._memories: dict[str, Memory] = {}
         self._row_of: dict[str, int] = {}
+        # Per row (length ``_size``): id (None once deleted), content, metadata (None
+        # when empty), packed links.
         self._row_ids: list[str | None] = []
+        self._content: list[str | None] = []
+        self._meta: list[dict[str, Any] | None] = []
+        self._links: list[Any] = []
+        self._whole: dict[str, Memory] = {}  # memories kept as objects (odd shapes)
+        self._exact: dict[str, np.ndarray] = {}  # float64 embeddings kept aside
+        self._recent: OrderedDict[str, Memory] = OrderedDict()
+        self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
         self._dead = 0  # tombstoned rows among the first ``_size``
         self._capacity = 0
         self._n_embedded = 0
-        self._n_special = 0  # live embedded rows with a norm outside [_NORM_MIN, _NORM_MAX]
+        self._n_special = 0  # live embedded rows that are always rescored exactly
         self._dim: int | None = None
-        # float64 mode: raw rows. Other modes: unit rows in the storage dtype.
+        # float64 mode: raw rows. float32: raw rows rounded to float32. Half: unit rows.
         self._matrix = self._new_matrix(0, 0)
-        self._norms = np.zeros(0, dtype=np.float64)
+        self._norms = np.zeros(0, dtype=np.float64)  # of the stored embedding
         self._special = np.zeros(0, dtype=bool)
-        # Added to approximate cosines: 0 on searchable rows, -inf on rows without a
+        # Approximate cosine = (row @ unit query) * _scale + _bias. _scale is 1/norm
+        # of the row as stored; _bias is 0 on searchable rows, -inf on rows without a
         # live embedding (or unused), +inf on special rows (always rescored).
+        self._scale = np.zeros(0, dtype=np.float32)
         self._bias = np.zeros(0, dtype=np.float32)
+        self._decode = np.zeros(0, dtype=np.float64)  # half modes: embedding = row * this
         self._has = np.zeros(0, dtype=bool)
+        self._empty = np.zeros(0, dtype=bool)  # embedding is [] (not None)
+        self._aside = np.zeros(0, dtype=bool)  # float64 embedding kept in _exact
         self._valid = np.zeros(0, dtype=bool)
-        self._affect = np.zeros((0, 3), dtype=np.float64)
-        self._mood = np.zeros((0, 3), dtype=np.float64)
-        self._velocity = np.zeros((0, 3), dtype=np.float64)
-        self._timestamp_us = np.zeros(0, dtype=np.int64)
-        self._consolidation = np.zeros(0, dtype=np.float64)
-        self._retrieval_count = np.zeros(0, dtype=np.float64)
+        self._tagf, self._tagi = _records.row_arrays(0)
         self._reallocations = 0
         self._tx_depth = 0
         self._undo: list[_Undo] = []
+
+    # Views of the tag blocks used as the kernel's columns.
+    @property
+    def _affect(self) -> np.ndarray:
+        return self._tagf[:, _records.F_AFFECT]
+
+    @property
+    def _mood(self) -> np.ndarray:
+        return self._tagf[:, _records.F_MOOD]
+
+    @property
+    def _velocity(self) -> np.ndarray:
+        return self._tagf[:, _records.F_VELOCITY]
+
+    @property
+    def _timestamp_us(self) -> np.ndarray:
+        return self._tagi[:, _records.I_TIMESTAMP]
+
+    @property
+    def _consolidation(self) -> np.ndarray:
+        return self._tagf[:, _records.F_CONSOLIDATION]
+
+    @property
+    def _retrieval_count(self) -> np.ndarray:
+        return self._tagf[:, _records.F_RETRIEVAL]
 
     # ------------------------------------------------------------------ protocol
 
@@ -325,7 +400,10 @@ class InMemoryStore:
             The memory, or None when absent.
         """
         with self._lock:
-            return self._memories.get(memory_id)
+            row = self._row_of.get(memory_id)
+            if row is None:
+                return None
+            return self._memory_at(row, keep=True)
 
     def update(self, memory: Memory) -> None:
         """Replace an existing memory in place.
@@ -340,7 +418,7 @@ class InMemoryStore:
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
         with self._lock:
-            if memory.id not in self._memories:
+            if memory.id not in self._row_of:
                 raise KeyError(memory.id)
             self._put(memory)
 
@@ -354,7 +432,7 @@ class InMemoryStore:
             True when the memory existed.
         """
         with self._lock:
-            if memory_id not in self._memories:
+            if memory_id not in self._row_of:
                 return False
             self._remove(memory_id)
             self._maybe_compact()
@@ -364,10 +442,12 @@ class InMemoryStore:
         """All memories, in insertion order.
 
         Returns:
-            A new list (the memories themselves are immutable).
+            A new list (the memories themselves are immutable). Each is rebuilt from
+            its row unless it is among the recently used ones: O(N) object
+            construction, about 20 us per memory at D = 384.
         """
         with self._lock:
-            return list(self._memories.values())
+            return [self._memory_at(r) for r in self._live_row_list()]
 
     def count(self) -> int:
         """Number of memories stored (same as ``len(store)``)."""
@@ -375,11 +455,11 @@ class InMemoryStore:
 
     def __len__(self) -> int:
         """Number of memories stored."""
-        return len(self._memories)
+        return len(self._row_of)
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
-        return memory_id in self._memories
+        return memory_id in self._row_of
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5).
@@ -389,7 +469,7 @@ class InMemoryStore:
         order; otherwise memories are ranked by their float64 cosine similarity,
         highest first, with NaN similarities (and zero-norm rows) counting as 0 and
         ties resolved by insertion order. Every ``embedding_dtype`` returns this very
-        answer.
+        answer for the embeddings as stored.
 
         Args:
             embedding: the (D,) query vector.
@@ -403,7 +483,7 @@ class InMemoryStore:
         """
         with self._lock:
             rows = self._search_rows(embedding, top_k)
-            return [self._memories[self._row_ids[r]] for r in rows.tolist()]
+            return [self._memory_at(r) for r in rows.tolist()]
 
     # ------------------------------------------------------------- column cache
 
@@ -424,7 +504,7 @@ class InMemoryStore:
 
     @property
     def embedding_dtype(self) -> str:
-        """Precision of the search matrix (see the module documentation)."""
+        """How embeddings are stored (see the module documentation)."""
         return self._mode
 
     def locked(self) -> threading.RLock:
@@ -433,8 +513,10 @@ class InMemoryStore:
         return self._lock
 
     def embedding_nbytes(self) -> int:
-        """Bytes held by the search matrix (allocated capacity, all rows)."""
-        return int(self._matrix.nbytes)
+        """Bytes held by embeddings: the search matrix (allocated capacity, all rows)
+        plus any float64 rows kept aside (see the module documentation)."""
+        with self._lock:
+            return int(self._matrix.nbytes) + sum(int(v.nbytes) for v in self._exact.values())
 
     def column_nbytes(self) -> int:
         """Bytes held by all column arrays together (search matrix included)."""
@@ -443,12 +525,11 @@ class InMemoryStore:
         )
 
     def embedding_matrix(self) -> tuple[list[str], np.ndarray, np.ndarray]:
-        """The embeddings of all memories, in insertion order, in full precision.
+        """The stored embeddings of all memories, in insertion order, in float64.
 
-        With ``embedding_dtype="float64"`` the matrix is a view of the cache. With a
-        reduced-precision search matrix it is rebuilt from the memories' own float64
-        embeddings (O(N * D) work; prefer :meth:`columns` or :meth:`search_matrix`
-        for batch scoring).
+        With ``embedding_dtype="float64"`` the matrix is a view of the cache; other
+        modes decode it (O(N * D) work; prefer :meth:`columns` or
+        :meth:`search_matrix` for batch scoring).
 
         Returns:
             ``(ids, matrix, has_embedding)``: the N memory ids; a float64 ``(N, D)``
@@ -458,39 +539,32 @@ class InMemoryStore:
             are valid until the next write to the store (copy them to keep them).
         """
         with self._lock:
-            ids = list(self._memories)
-            cols = self._dim if self._dim is not None else 0
             if self._dead and self._tx_depth == 0:
                 self._compact()
-            live = self._live_rows()
-            has = self._has[live] if live is not None else self._has[: self._size]
-            if self._mode == "float64":
-                matrix = (
-                    self._matrix[live, :cols] if live is not None
-                    else self._matrix[: self._size, :cols]
-                )
+            rows = np.asarray(self._live_row_list(), dtype=np.int64)
+            ids: list[str] = [self._row_ids[r] for r in rows.tolist()]
+            cols = self._dim if self._dim is not None else 0
+            has = self._has[rows]
+            if self._mode == "float64" and not self._dead:
+                matrix = self._matrix[: self._size, :cols]
+            elif cols:
+                matrix = self._exact_rows(rows)
+                matrix[~has] = 0.0
             else:
-                matrix = np.zeros((len(ids), cols), dtype=np.float64)
-                if cols:
-                    for i, memory in enumerate(self._memories.values()):
-                        if memory.embedding:
-                            matrix[i] = memory.embedding
-            matrix = matrix.view()
-            has = has.view()
-            matrix.flags.writeable = False
-            has.flags.writeable = False
-            return ids, matrix, has
+                matrix = np.zeros((len(ids), 0), dtype=np.float64)
+            return ids, _readonly(matrix), _readonly(has)
 
     def search_matrix(self) -> tuple[list[str | None], np.ndarray, np.ndarray, np.ndarray]:
         """The search matrix over all allocated rows (no copy).
 
         Returns:
             ``(row_ids, matrix, norms, valid)``: per row its memory id (None for a
-            deleted or unused row); the ``(capacity, D)`` matrix (raw float64 rows in
-            ``"float64"`` mode, unit rows otherwise; bfloat16 as ``ml_dtypes``
-            bfloat16); float64 row norms of the raw embeddings; a bool mask of rows
-            that hold a live memory with an embedding. Read-only views, valid until
-            the next write (hold :meth:`locked` while using them).
+            deleted or unused row); the ``(capacity, D)`` matrix (raw rows in
+            ``"float64"`` and ``"float32"`` modes, unit rows in half precision, as
+            ``ml_dtypes`` bfloat16 for ``"bfloat16"``; zeros for rows whose norm is
+            outside the mode's range); float64 norms of the stored embeddings; a bool
+            mask of rows that hold a live memory with an embedding. Read-only views,
+            valid until the next write (hold :meth:`locked` while using them).
         """
         with self._lock:
             cap = self._capacity
@@ -498,6 +572,42 @@ class InMemoryStore:
             matrix = self._public_matrix()
             valid = self._valid & self._has
             return row_ids, _readonly(matrix), _readonly(self._norms), valid
+
+    def nbytes(self) -> dict[str, int]:
+        """Approximate resident bytes of the store, by part.
+
+        Returns:
+            ``{"embeddings": ..., "columns": ..., "objects": ...}``: the embedding
+            storage (:meth:`embedding_nbytes`), the other row arrays, and a deep
+            estimate of the Python objects (ids, contents, metadata, links, the id
+            index, memories kept whole or recently used).
+        """
+        import sys
+
+        with self._lock:
+            columns = self.column_nbytes() - int(self._matrix.nbytes)
+            size = sys.getsizeof
+            objects = size(self._row_of) + size(self._row_ids) + size(self._content)
+            objects += size(self._meta) + size(self._links)
+            for mid in self._row_ids:
+                if mid is not None:
+                    objects += size(mid)
+            for text in self._content:
+                if text is not None:
+                    objects += size(text)
+            for meta in self._meta:
+                if meta is not None:
+                    objects += _deep_size(meta)
+            for rec in self._links:
+                if rec is not None:
+                    objects += size(rec) + size(rec[0]) + size(rec[1])
+            objects += sum(_deep_size(m) for m in self._whole.values())
+            objects += sum(_deep_size(m) for m in self._recent.values())
+            return {
+                "embeddings": self.embedding_nbytes(),
+                "columns": columns,
+                "objects": objects,
+            }
 
     def columns(
         self, now: datetime | float, *, padded: bool = False, dtype: Any = np.float64
@@ -548,7 +658,10 @@ class InMemoryStore:
                     self._compact()
                 live = self._live_rows()
                 take = live if live is not None else slice(0, self._size)
-                row_ids = list(self._memories)
+                row_ids = (
+                    [self._row_ids[r] for r in live.tolist()] if live is not None
+                    else list(self._row_ids[: self._size])
+                )
                 valid = np.ones(len(row_ids), dtype=bool)
             dim = self._dim if self._dim is not None else 0
             matrix = self._public_matrix()[take, :dim] if dim else np.zeros(
@@ -579,6 +692,81 @@ class InMemoryStore:
         if not self._dead:
             return None
         return np.flatnonzero(self._valid[: self._size])
+
+    def _live_row_list(self) -> list[int]:
+        live = self._live_rows()
+        return list(range(self._size)) if live is None else live.tolist()
+
+    # ------------------------------------------------------------------ records
+
+    def _memory_at(self, row: int, keep: bool = False) -> Memory:
+        """The memory of live ``row``: a recent or whole object, else rebuilt.
+
+        Args:
+            row: a live row.
+            keep: remember a rebuilt memory among the recent ones.
+        """
+        mid = self._row_ids[row]
+        assert mid is not None
+        memory = self._recent.get(mid)
+        if memory is not None:
+            self._recent.move_to_end(mid)
+            return memory
+        memory = self._whole.get(mid)
+        if memory is not None:
+            return memory
+        if self._has[row]:
+            embedding: list[float] | None = self._exact_row(row).tolist()
+        else:
+            embedding = [] if self._empty[row] else None
+        memory = _records.decode_memory(
+            mid, self._content[row],  # type: ignore[arg-type]
+            embedding, self._tagf[row].tolist(), self._tagi[row].tolist(),
+            self._links[row], self._meta[row], self._labels,
+        )
+        if keep:
+            self._remember(memory)
+        return memory
+
+    def _remember(self, memory: Memory) -> None:
+        recent = self._recent
+        recent[memory.id] = memory
+        recent.move_to_end(memory.id)
+        if len(recent) > _RECENT:
+            recent.popitem(last=False)
+
+    def _exact_row(self, row: int) -> np.ndarray:
+        """The stored embedding of ``row`` (which has one) in float64."""
+        dim = self._dim or 0
+        if self._aside[row]:
+            return self._exact[self._row_ids[row]]  # type: ignore[index]
+        if self._mode == "float64":
+            return self._matrix[row, :dim].copy()
+        if self._mode == "float32":
+            return self._matrix[row, :dim].astype(np.float64)
+        return self._upcast(self._matrix[row, :dim]).astype(np.float64) * self._decode[row]
+
+    def _exact_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Stored embeddings of ``rows`` in float64, ``(len(rows), D)`` (a new array;
+        rows without an embedding hold arbitrary values)."""
+        dim = self._dim or 0
+        block = self._matrix[rows, :dim]
+        if self._mode == "float64":
+            vectors = block
+        elif self._mode == "float32":
+            vectors = block.astype(np.float64)
+        else:
+            vectors = self._upcast(block).astype(np.float64) * self._decode[rows, None]
+        if self._exact:
+            for i in np.flatnonzero(self._aside[rows]).tolist():
+                vectors[i] = self._exact[self._row_ids[int(rows[i])]]  # type: ignore[index]
+        return vectors
+
+    def _upcast(self, block: np.ndarray) -> np.ndarray:
+        """A block of the search matrix as float32 (exact)."""
+        if self._mode == "bfloat16":
+            return _from_bfloat16_bits(block)
+        return block.astype(np.float32)
 
     # ------------------------------------------------------------------ search
 
@@ -644,8 +832,7 @@ class InMemoryStore:
         return int(np.count_nonzero(self._valid[: last + 1] & self._has[: last + 1]))
 
     def _pool_size(self, k: int, searchable: int) -> int:
-        # Rescoring converts each pooled memory's embedding list (~8 us at D=384), so
-        # the pool is small; the bound check in _finish_pooled widens it when needed.
+        # The pool is small; the bound check in _finish_pooled widens it when needed.
         # Special rows carry +inf, so they always fall inside the pool.
         return min(searchable, k + max(_POOL_MARGIN, k // 2) + self._n_special)
 
@@ -669,13 +856,8 @@ class InMemoryStore:
     def _exact_similarities(
         self, rows: np.ndarray, query: np.ndarray, query_norm: float
     ) -> np.ndarray:
-        """Float64 cosines of ``rows`` from the memories' own embeddings (SPEC 5)."""
-        memories = self._memories
-        row_ids = self._row_ids
-        vectors = np.array(
-            [memories[row_ids[r]].embedding for r in rows.tolist()],
-            dtype=np.float64,
-        ).reshape(len(rows), -1)
+        """Float64 cosines of ``rows`` from the stored embeddings (SPEC 5)."""
+        vectors = self._exact_rows(rows)
         norms = self._norms[rows]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             # A row-wise multiply-reduce, not a matrix product: every row is summed in
@@ -694,19 +876,27 @@ class InMemoryStore:
         return rows[_stable_top(-sims, k)]
 
     def _error_bound(self) -> float:
-        """Bound on |approximate cosine - float64 cosine| for rows and queries whose
-        norms lie in [_NORM_MIN, _NORM_MAX] (storage rounding + float32 products)."""
+        """Bound on |approximate cosine - float64 cosine| for queries whose norm lies in
+        [_NORM_MIN, _NORM_MAX] and rows that are not special.
+
+        The approximate cosine is ``fl32(fl32(row . q32) * scale)``: the query's
+        rounding to float32 and the float32 accumulation cost at most
+        ``(D + 2) 2^-24`` relative to ``|row| |q|``, the float32 ``scale = 1 / |row|``
+        and its product ``2 * 2^-24``, the row's own rounding from a float64
+        embedding ``rel`` (float32 mode only: half-precision rows are the stored
+        embedding) and subnormal entries ``sub * sqrt(D)``; doubled for safety.
+        """
         _, rel, sub = _STORAGE[self._mode]
         dim = float(self._dim or 0)
-        return 2.0 * ((dim + 2.0) * 2.0**-24 + rel + sub * math.sqrt(dim)) + 1e-12
+        return 2.0 * ((dim + 4.0) * 2.0**-24 + rel + sub * math.sqrt(dim)) + 1e-12
 
     def _use_jax(self) -> bool:
         limit = _JAX_MIN_ROWS if self._mode == "float32" else _HALF_JAX_MIN_ROWS
         return self._size >= limit
 
-    def _jax_operands(self) -> tuple[Any, Any, int]:
-        """The first rows of matrix and bias as JAX arrays, shared without a copy, and
-        the row step.
+    def _jax_operands(self) -> tuple[Any, Any, Any, int]:
+        """The first rows of matrix, scale and bias as JAX arrays, shared without a
+        copy, and the row step.
 
         The row count is rounded up to a multiple of ``step = capacity / 8``, so a
         growing store compiles at most 8 shapes per capacity while multiplying at most
@@ -719,23 +909,22 @@ class InMemoryStore:
         # Zero-copy hand-off (the matrix is 64-byte aligned); results are fetched
         # before the lock is released, so no write can race the computation.
         matrix = jax.dlpack.from_dlpack(self._matrix[:rows])
+        scale = jax.dlpack.from_dlpack(self._scale[:rows])
         bias = jax.dlpack.from_dlpack(self._bias[:rows])
-        return matrix, bias, step
+        return matrix, scale, bias, step
 
     def _approximate(self, query_unit: np.ndarray, last: int) -> np.ndarray:
         """Approximate cosines (float32) plus the row bias of rows ``[:last + 1]``."""
         end = last + 1
         if self._use_jax():
             scores, _, _ = _jax_search(self._mode)
-            matrix, bias, step = self._jax_operands()
-            out = scores(matrix, bias, query_unit, np.int32(last), step=step)
+            matrix, scale, bias, step = self._jax_operands()
+            out = scores(matrix, scale, bias, query_unit, np.int32(last), step=step)
             return np.asarray(out)[:end]
         block = self._matrix[:end]
-        if self._mode == "bfloat16":
-            block = _from_bfloat16_bits(block)
-        elif self._mode == "float16":
-            block = block.astype(np.float32)
-        return np.asarray(block @ query_unit) + self._bias[:end]
+        if self._mode != "float32":
+            block = self._upcast(block)
+        return np.asarray(block @ query_unit) * self._scale[:end] + self._bias[:end]
 
     def _approximate_top(
         self, query_unit: np.ndarray, count: int, last: int
@@ -749,10 +938,12 @@ class InMemoryStore:
         """
         if self._use_jax():
             _, top, _ = _jax_search(self._mode)
-            matrix, bias, step = self._jax_operands()
+            matrix, scale, bias, step = self._jax_operands()
             wanted = count if self._mode == "float32" else max(count, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
-            values, rows = top(matrix, bias, query_unit, np.int32(last), step=step, count=bucket)
+            values, rows = top(
+                matrix, scale, bias, query_unit, np.int32(last), step=step, count=bucket
+            )
             return np.asarray(rows).astype(np.int64), np.asarray(values)
         approx = self._approximate(query_unit, last)
         part = np.argpartition(-approx, count - 1)[:count]
@@ -855,9 +1046,8 @@ class InMemoryStore:
                     units.append((query / norm).astype(np.float32))
             if batched:
                 self._finish_batch(embeddings, top_k, limits, batched, units, answers)
-            memories, row_ids = self._memories, self._row_ids
             return [
-                [memories[row_ids[r]] for r in rows.tolist()]
+                [self._memory_at(r) for r in rows.tolist()]
                 for rows in answers
                 if rows is not None
             ]
@@ -878,7 +1068,7 @@ class InMemoryStore:
         use_block = self._use_jax() and need <= self._size
         if use_block:
             _, _, top_many = _jax_search(self._mode)
-            matrix, bias, step = self._jax_operands()
+            matrix, scale, bias, step = self._jax_operands()
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
             for start in range(0, len(batched), _QUERY_BLOCK):
@@ -888,7 +1078,7 @@ class InMemoryStore:
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
                 last[: len(block)] = [limits[j] for j in block]
                 values, rows = top_many(
-                    matrix, bias, query_block, last, step=step, count=bucket,
+                    matrix, scale, bias, query_block, last, step=step, count=bucket,
                 )
                 values, rows = np.asarray(values), np.asarray(rows)
                 for i, j in enumerate(block):
@@ -898,15 +1088,13 @@ class InMemoryStore:
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
         matrix_np = self._matrix[:n]
-        if self._mode == "bfloat16":
-            matrix_np = _from_bfloat16_bits(matrix_np)
-        elif self._mode == "float16":
-            matrix_np = matrix_np.astype(np.float32)
+        if self._mode != "float32":
+            matrix_np = self._upcast(matrix_np)
         row_index = np.arange(n)
         for start in range(0, len(batched), _QUERY_BLOCK):
             block = batched[start : start + _QUERY_BLOCK]
             approx = np.stack(units[start : start + len(block)]) @ matrix_np.T
-            approx += self._bias[:n]
+            approx = approx * self._scale[:n] + self._bias[:n]
             last = np.asarray([limits[j] for j in block])
             approx[row_index[None, :] > last[:, None]] = -np.inf
             for i, j in enumerate(block):
@@ -941,6 +1129,8 @@ class InMemoryStore:
         answers[j] = self._finish_pooled(
             query, norm, query_unit, k, rows.astype(np.int64), values, last, pool_size
         )
+
+    # ------------------------------------------------------------- transactions
 
     # ------------------------------------------------------------- transactions
 
@@ -998,27 +1188,14 @@ class InMemoryStore:
         del self._undo[mark:]
         depth = self._tx_depth
         self._tx_depth = 0  # undo operations must not log themselves
-        reorder = False
         try:
             for entry in reversed(entries):
                 if entry.kind == "insert":
                     self._remove(entry.memory_id)
-                elif entry.kind == "replace":
-                    assert entry.previous is not None
-                    self._put(entry.previous)
                 else:
-                    assert entry.previous is not None
-                    self._revive(entry.row, entry.previous)
-                    reorder = True
-            if reorder:
-                # Revived memories were appended to the dict; restore row order.
-                live = np.flatnonzero(self._valid[: self._size]).tolist()
-                memories = self._memories
-                self._memories = {
-                    mid: memories[mid]
-                    for mid in (self._row_ids[r] for r in live)
-                    if mid is not None
-                }
+                    assert entry.state is not None
+                    self._restore(entry.row, entry.memory_id, entry.state,
+                                  revive=entry.kind == "delete")
         finally:
             self._tx_depth = depth - 1
         if self._tx_depth == 0:
@@ -1029,8 +1206,8 @@ class InMemoryStore:
 
     # Per-row arrays (leading axis = capacity), grown and compacted together.
     _ROW_ARRAYS: tuple[str, ...] = (
-        "_norms", "_special", "_bias", "_has", "_valid", "_affect", "_mood", "_velocity",
-        "_timestamp_us", "_consolidation", "_retrieval_count",
+        "_norms", "_special", "_scale", "_bias", "_decode", "_has", "_empty", "_aside",
+        "_valid", "_tagf", "_tagi",
     )
     # Fill value of unused rows (0 for every other row array).
     _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf}
@@ -1040,167 +1217,251 @@ class InMemoryStore:
             return np.zeros((rows, dim), dtype=np.float64)
         return _aligned_zeros((rows, dim), _STORAGE[self._mode][0])
 
+    def _snapshot(self, row: int) -> _RowState:
+        """Everything ``row`` holds (for the undo log)."""
+        mid = self._row_ids[row]
+        return _RowState(
+            arrays=tuple(np.array(getattr(self, name)[row]) for name in self._ROW_ARRAYS),
+            matrix_row=self._matrix[row].copy(),
+            content=self._content[row],
+            meta=self._meta[row],
+            links=self._links[row],
+            exact=self._exact.get(mid) if mid is not None else None,
+            whole=self._whole.get(mid) if mid is not None else None,
+        )
+
+    def _restore(self, row: int, memory_id: str, state: _RowState, *, revive: bool) -> None:
+        """Put ``state`` back into ``row``: a replaced row, or a deleted one (``revive``)."""
+        self._clear_embedding(row)
+        self._recent.pop(memory_id, None)
+        self._whole.pop(memory_id, None)
+        if revive:
+            self._row_ids[row] = memory_id
+            self._row_of[memory_id] = row
+            self._dead -= 1
+        if state.arrays[self._ROW_ARRAYS.index("_has")]:
+            width = state.matrix_row.shape[0]
+            if self._dim is None:
+                self._set_dim(width)
+            self._matrix[row] = state.matrix_row
+        elif self._matrix.shape[1]:
+            self._matrix[row] = 0
+        for name, value in zip(self._ROW_ARRAYS, state.arrays, strict=True):
+            getattr(self, name)[row] = value
+        self._content[row] = state.content
+        self._meta[row] = state.meta
+        self._links[row] = state.links
+        if state.exact is not None:
+            self._exact[memory_id] = state.exact
+        if state.whole is not None:
+            self._whole[memory_id] = state.whole
+        if self._has[row]:
+            self._n_embedded += 1
+            if self._special[row]:
+                self._n_special += 1
+
     def _put(self, memory: Memory) -> None:
         """Insert or replace ``memory``; validates before touching any state."""
         memory_id = memory.id
-        previous = self._memories.get(memory_id)
+        row = self._row_of.get(memory_id)
+        known = self._recent.get(memory_id) if row is not None else None
         # A tag-only update (model_copy) shares the embedding list: skip the vector.
-        same_vector = previous is not None and previous.embedding is memory.embedding
+        same_vector = known is not None and known.embedding is memory.embedding
         vec = None if same_vector else _embedding_vector(memory)
         if vec is not None and self._dim is not None and vec.shape[0] != self._dim:
             raise ValueError(
                 f"embedding dimension mismatch: memory {memory.id!r} has "
                 f"{vec.shape[0]}, the store holds dimension {self._dim}"
             )
-        if vec is not None and self._dim is None:
+        compact = _records.fits(memory)
+        if row is not None and not same_vector:
+            same_vector = self._stores_vector(row, memory, vec)
+        if vec is not None and self._dim is None and not same_vector:
             self._set_dim(vec.shape[0])
-        row = self._row_of.get(memory_id)
         if row is None:
             self._ensure_capacity(self._size + 1)
             row = self._size
             self._size += 1
             self._row_ids.append(memory_id)
+            self._content.append(None)
+            self._meta.append(None)
+            self._links.append(None)
             self._row_of[memory_id] = row
             self._valid[row] = True
             if self._tx_depth:
-                self._undo.append(_Undo("insert", memory_id, None, row))
+                self._undo.append(_Undo("insert", memory_id, row, None))
         else:
             if self._tx_depth:
-                self._undo.append(_Undo("replace", memory_id, self._memories[memory_id], row))
+                self._undo.append(_Undo("replace", memory_id, row, self._snapshot(row)))
             if not same_vector:
                 self._clear_embedding(row)
+        lossless = True
         if not same_vector:
-            self._write_row(row, vec)
-        self._write_tag(row, memory)
-        self._memories[memory_id] = memory
+            lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
+        self._write_record(row, memory, compact, lossless)
 
-    def _clear_embedding(self, row: int) -> None:
-        """Forget the embedding bookkeeping of ``row`` (counts included)."""
-        if self._has[row]:
-            self._n_embedded -= 1
-            if self._special[row]:
-                self._n_special -= 1
-        self._has[row] = False
-        self._special[row] = False
-        self._bias[row] = -np.inf
-        self._norms[row] = 0.0
-
-    def _write_row(self, row: int, vec: np.ndarray | None) -> None:
-        """Write an embedding (or its absence) into ``row``, whose counts are cleared."""
+    def _stores_vector(self, row: int, memory: Memory, vec: np.ndarray | None) -> bool:
+        """Whether ``row`` already stores exactly ``memory``'s embedding."""
         if vec is None:
-            if self._matrix.shape[1]:
-                self._matrix[row] = 0
-        else:
-            if self._mode == "float64":
-                self._matrix[row] = vec
-                with np.errstate(over="ignore", invalid="ignore"):
-                    norm = _row_norm(self._matrix[row])
-            else:
-                with np.errstate(over="ignore", invalid="ignore"):
-                    norm = _row_norm(vec)
-                self._write_unit(row, vec, norm)
-            self._norms[row] = norm
-            self._has[row] = True
-            self._n_embedded += 1
-            self._bias[row] = 0.0
-            if self._special[row]:
-                self._n_special += 1
-                self._bias[row] = np.inf
-        if self._n_embedded == 0:
-            self._dim = None
+            return not self._has[row] and bool(self._empty[row]) == (memory.embedding == [])
+        if not self._has[row] or vec.shape[0] != self._dim:
+            return False
+        return bool(np.array_equal(self._exact_row(row), vec))
 
-    def _write_unit(self, row: int, vec: np.ndarray, norm: float) -> None:
-        """Store ``vec / norm`` in the reduced-precision matrix (zeros when the float64
-        similarity of this row is always 0 or must be computed exactly)."""
-        in_range = _NORM_MIN <= norm <= _NORM_MAX  # False for 0, NaN and inf
-        self._special[row] = bool(math.isfinite(norm) and norm > 0.0 and not in_range)
-        if not in_range:
-            self._matrix[row] = 0
-            return
-        unit = (vec / norm).astype(np.float32)
-        if self._mode == "bfloat16":
-            self._matrix[row] = _to_bfloat16_bits(unit)
-        else:
-            self._matrix[row] = unit
-
-    def _write_tag(self, row: int, memory: Memory) -> None:
-        """Write the kernel's tag columns of ``memory`` into ``row``."""
+    def _write_record(self, row: int, memory: Memory, compact: bool, lossless: bool) -> None:
+        """Write everything but the embedding of ``memory`` into ``row``."""
+        memory_id = memory.id
+        self._whole.pop(memory_id, None)
+        self._recent.pop(memory_id, None)
         tag = memory.tag
+        if compact:
+            floats, ints = _records.encode_tag(tag, self._labels)
+            self._tagf[row] = floats
+            self._tagi[row] = ints
+            self._content[row] = memory.content
+            self._meta[row] = memory.metadata or None
+            self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
+            if lossless:
+                self._remember(memory)
+            return
+        # Kept whole; only the kernel's columns are written.
         a, m, v = tag.core_affect, tag.mood_snapshot, tag.momentum
+        self._tagf[row] = 0.0
+        self._tagi[row] = 0
         self._affect[row] = (a.valence, a.arousal, a.dominance)
         self._mood[row] = (m.valence, m.arousal, m.dominance)
         self._velocity[row] = (v.d_valence, v.d_arousal, v.d_dominance)
         self._timestamp_us[row] = to_microseconds(tag.timestamp)
         self._consolidation[row] = tag.consolidation_strength
-        self._retrieval_count[row] = tag.retrieval_count
+        self._retrieval_count[row] = float(tag.retrieval_count)
+        self._content[row] = None
+        self._meta[row] = None
+        self._links[row] = None
+        if not lossless:
+            stored = self._exact_row(row).tolist() if self._has[row] else memory.embedding
+            memory = memory.model_copy(update={"embedding": stored})
+        self._whole[memory_id] = memory
+
+    def _intern(self, memory_id: str) -> str:
+        """The store's own copy of a stored id (links then share it), else the id."""
+        row = self._row_of.get(memory_id)
+        if row is None:
+            return memory_id
+        own = self._row_ids[row]
+        return own if own is not None else memory_id
+
+    def _clear_embedding(self, row: int) -> None:
+        """Forget the embedding of ``row`` (counts included)."""
+        if self._has[row]:
+            self._n_embedded -= 1
+            if self._special[row]:
+                self._n_special -= 1
+        if self._aside[row]:
+            self._exact.pop(self._row_ids[row], None)  # type: ignore[arg-type]
+        self._has[row] = False
+        self._empty[row] = False
+        self._aside[row] = False
+        self._special[row] = False
+        self._scale[row] = 0.0
+        self._bias[row] = -np.inf
+        self._decode[row] = 0.0
+        self._norms[row] = 0.0
+
+    def _write_row(
+        self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool
+    ) -> bool:
+        """Write an embedding (or its absence) into ``row``, whose counts are cleared.
+
+        Returns:
+            False when the stored embedding differs from ``vec`` (half precision).
+        """
+        if vec is None:
+            if self._matrix.shape[1]:
+                self._matrix[row] = 0
+            self._empty[row] = empty
+            if self._n_embedded == 0:
+                self._dim = None
+            return True
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            norm = _row_norm(vec)
+        lossless = True
+        if self._mode == "float64":
+            self._matrix[row] = vec
+            in_range = _NORM_MIN <= norm <= _NORM_MAX
+        elif self._mode == "float32":
+            in_range = _F32_NORM_MIN <= norm <= _F32_NORM_MAX
+            if in_range:
+                rounded = vec.astype(np.float32)
+                self._matrix[row] = rounded
+                self._scale[row] = np.float32(1.0 / norm)
+                if not np.array_equal(rounded.astype(np.float64), vec):
+                    self._keep_aside(row, memory_id, vec)
+        else:
+            in_range = _NORM_MIN <= norm <= _NORM_MAX
+            if in_range:
+                unit = (vec / norm).astype(np.float32)
+                if self._mode == "bfloat16":
+                    bits = _to_bfloat16_bits(unit)
+                    self._matrix[row] = bits
+                    stored = _from_bfloat16_bits(bits).astype(np.float64)
+                else:
+                    half = unit.astype(np.float16)
+                    self._matrix[row] = half
+                    stored = half.astype(np.float64)
+                self._decode[row] = norm
+                self._scale[row] = np.float32(1.0 / _row_norm(stored))
+                decoded = stored * norm
+                with np.errstate(over="ignore", invalid="ignore"):
+                    norm = _row_norm(decoded)
+                lossless = bool(np.array_equal(decoded, vec))
+        if self._mode != "float64" and not in_range:
+            self._matrix[row] = 0
+            self._keep_aside(row, memory_id, vec)
+        self._special[row] = bool(math.isfinite(norm) and norm > 0.0 and not in_range)
+        self._norms[row] = norm
+        self._has[row] = True
+        self._n_embedded += 1
+        self._bias[row] = 0.0
+        if self._special[row]:
+            self._n_special += 1
+            self._bias[row] = np.inf
+        return lossless
+
+    def _keep_aside(self, row: int, memory_id: str, vec: np.ndarray) -> None:
+        self._exact[memory_id] = np.array(vec, dtype=np.float64)
+        self._aside[row] = True
 
     def _remove(self, memory_id: str) -> None:
         """Drop ``memory_id`` (present) and tombstone its row."""
-        row = self._row_of.pop(memory_id)
-        previous = self._memories.pop(memory_id)
+        row = self._row_of[memory_id]
         if self._tx_depth:
-            self._undo.append(_Undo("delete", memory_id, previous, row))
+            self._undo.append(_Undo("delete", memory_id, row, self._snapshot(row)))
         self._clear_embedding(row)
+        del self._row_of[memory_id]
+        self._recent.pop(memory_id, None)
+        self._whole.pop(memory_id, None)
         self._valid[row] = False
         self._row_ids[row] = None
+        self._content[row] = None
+        self._meta[row] = None
+        self._links[row] = None
         self._dead += 1
         if self._n_embedded == 0:
             self._dim = None
-
-    def _revive(self, row: int, memory: Memory) -> None:
-        """Undo a delete: put ``memory`` back into its old tombstoned ``row``."""
-        vec = _embedding_vector(memory)
-        if vec is not None and self._dim is None:
-            self._set_dim(vec.shape[0])
-        self._row_ids[row] = memory.id
-        self._row_of[memory.id] = row
-        self._valid[row] = True
-        self._dead -= 1
-        self._write_row(row, vec)
-        self._write_tag(row, memory)
-        self._memories[memory.id] = memory
 
     def _load_bulk(self, memories: list[Memory], matrix: np.ndarray | None) -> None:
         """Fill an empty store in one go (used when a durable store opens).
 
         Args:
             memories: the memories, in insertion order, with distinct ids.
-            matrix: float64 ``(N, D)`` embeddings, row ``i`` for ``memories[i]`` (any
-                values where a memory has no embedding), or None when none has one.
+            matrix: unused (each memory carries its embedding); kept for callers.
         """
-        if self._memories or self._size:
+        if self._row_of or self._size:
             raise RuntimeError("_load_bulk needs an empty store")
-        n = len(memories)
-        has = np.fromiter((bool(m.embedding) for m in memories), dtype=bool, count=n)
-        n_embedded = int(has.sum())
-        self._ensure_capacity(n)
-        if n_embedded:
-            assert matrix is not None and matrix.shape[0] == n
-            self._set_dim(matrix.shape[1])
-            raw = np.array(matrix, dtype=np.float64)
-            raw[~has] = 0.0
-            with np.errstate(over="ignore", invalid="ignore"):
-                # Row by row with the very operation ``_write_row`` uses, so norms (and
-                # hence rankings) are bit-identical to those of the live store.
-                for row in np.flatnonzero(has).tolist():
-                    self._norms[row] = _row_norm(raw[row])
-            if self._mode == "float64":
-                self._matrix[:n] = raw
-            else:
-                for row in np.flatnonzero(has).tolist():
-                    self._write_unit(row, raw[row], float(self._norms[row]))
-        self._has[:n] = has
-        self._valid[:n] = True
-        self._n_embedded = n_embedded
-        self._n_special = int(self._special[:n].sum())
-        self._bias[:n] = np.where(has, np.where(self._special[:n], np.inf, 0.0), -np.inf)
-        for row, memory in enumerate(memories):
-            self._write_tag(row, memory)
-        row_ids = [m.id for m in memories]
-        self._row_ids = list(row_ids)
-        self._row_of = {mid: i for i, mid in enumerate(row_ids)}
-        self._memories = {m.id: m for m in memories}
-        self._size = n
+        del matrix
+        self._ensure_capacity(len(memories))
+        for memory in memories:
+            self._put(memory)
 
     def _set_dim(self, dim: int) -> None:
         """Fix the embedding dimension (only while no row holds an embedding)."""
@@ -1245,11 +1506,32 @@ class InMemoryStore:
             arr = getattr(self, name)
             arr[:k] = arr[live]
             arr[k:n] = self._ROW_FILL.get(name, 0)
-        ids = [self._row_ids[r] for r in live.tolist()]
-        self._row_ids = ids
-        self._row_of = {mid: i for i, mid in enumerate(ids) if mid is not None}
+        rows = live.tolist()
+        self._row_ids = [self._row_ids[r] for r in rows]
+        self._content = [self._content[r] for r in rows]
+        self._meta = [self._meta[r] for r in rows]
+        self._links = [self._links[r] for r in rows]
+        self._row_of = {mid: i for i, mid in enumerate(self._row_ids) if mid is not None}
         self._size = k
         self._dead = 0
+
+
+def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
+    """``sys.getsizeof`` summed over an object graph (pydantic models, containers)."""
+    import sys
+
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(_deep_size(k, seen) + _deep_size(v, seen) for k, v in obj.items())
+    elif isinstance(obj, list | tuple | set | frozenset):
+        size += sum(_deep_size(x, seen) for x in obj)
+    elif hasattr(obj, "__dict__"):
+        size += _deep_size(vars(obj), seen)
+    return size
 
 
 def _readonly(array: np.ndarray) -> np.ndarray:
