@@ -1,0 +1,211 @@
+"""InMemoryStore keeps memories as compact rows: every memory comes back equal.
+
+Property tests over random memories (every optional tag field, links, metadata,
+odd timezones that force the keep-whole path), saved, replaced, deleted and rolled
+back, against a plain dict of the memories as the oracle.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.categorize import categorize_affect
+from emotional_memory.models import LINK_TYPES, EmotionalTag, Memory, ResonanceLink
+from emotional_memory.mood import MoodField
+from emotional_memory.stores import InMemoryStore, _records
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+IDS = [f"id-{i}" for i in range(6)]
+
+unit = st.floats(0.0, 1.0, allow_nan=False)
+signed = st.floats(-1.0, 1.0, allow_nan=False)
+small = st.floats(-5.0, 5.0, allow_nan=False)
+zones = st.sampled_from([UTC, UTC, UTC, timezone(timedelta(hours=2)), timezone(timedelta(0), "Z")])
+
+
+@st.composite
+def moments(draw: Any, tz: Any = zones) -> datetime:
+    return (T0 + timedelta(microseconds=draw(st.integers(-10**13, 10**13)))).astimezone(
+        draw(tz)
+    )
+
+
+@st.composite
+def memories(draw: Any, memory_id: str | None = None) -> Memory:
+    mid = memory_id or draw(st.sampled_from(IDS))
+    affect = CoreAffect(valence=draw(signed), arousal=draw(unit), dominance=draw(unit))
+    n_links = draw(st.integers(0, 6))
+    links = [
+        ResonanceLink(
+            source_id=mid if draw(st.integers(0, 9)) else "someone-else",
+            target_id=draw(st.sampled_from([*IDS, "gone"])),
+            strength=draw(unit),
+            link_type=draw(st.sampled_from(LINK_TYPES)),
+        )
+        for _ in range(n_links)
+    ]
+    tag = EmotionalTag(
+        core_affect=affect,
+        momentum=AffectiveMomentum(
+            d_valence=draw(small), d_arousal=draw(small), d_dominance=draw(small),
+            dd_valence=draw(small), dd_arousal=draw(small), dd_dominance=draw(small),
+        ),
+        mood_snapshot=MoodField(
+            valence=draw(signed), arousal=draw(unit), dominance=draw(unit),
+            inertia=draw(unit), timestamp=draw(moments()),
+        ),
+        appraisal=draw(st.none() | st.builds(
+            AppraisalVector, novelty=signed, goal_relevance=signed, coping_potential=unit,
+            norm_congruence=signed, self_relevance=unit,
+        )),
+        resonance_links=links,
+        timestamp=draw(moments()),
+        consolidation_strength=draw(unit),
+        last_retrieved=draw(st.none() | moments()),
+        retrieval_count=draw(st.integers(0, 10**6)),
+        reconsolidation_count=draw(st.integers(0, 50)),
+        pending_appraisal=draw(st.booleans()),
+        window_opened_at=draw(st.none() | moments()),
+        expected_affect=draw(st.none() | st.builds(
+            CoreAffect, valence=signed, arousal=unit, dominance=unit
+        )),
+        prediction_learning_rate=draw(st.floats(0.0, 1.0)),
+        emotion_label=categorize_affect(affect) if draw(st.booleans()) else None,
+    )
+    embedding = draw(st.none() | st.just([]) | st.lists(
+        st.floats(-1e3, 1e3, allow_nan=False, width=draw(st.sampled_from([32, 64]))),
+        min_size=4, max_size=4,
+    ))
+    metadata = draw(st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=3),
+                                    max_size=2))
+    return Memory(id=mid, content=draw(st.text(max_size=12)), embedding=embedding, tag=tag,
+                  metadata=metadata)
+
+
+def _same(got: Memory | None, want: Memory) -> None:
+    assert got is not None
+    assert got == want
+    assert got.model_dump_json() == want.model_dump_json()
+    assert type(got.tag.timestamp.tzinfo) is type(want.tag.timestamp.tzinfo)
+
+
+def _check(store: InMemoryStore, oracle: dict[str, Memory]) -> None:
+    assert len(store) == len(oracle)
+    listed = store.list_all()
+    assert [m.id for m in listed] == list(oracle)
+    for got, want in zip(listed, oracle.values(), strict=True):
+        _same(got, want)
+    for mid, want in oracle.items():
+        _same(store.get(mid), want)
+        store._recent.clear()  # the next read rebuilds from the row
+        _same(store.get(mid), want)
+
+
+@pytest.mark.parametrize("mode", ["float32", "float64"])
+@settings(max_examples=60, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["save", "delete", "fail"]), memories()),
+                    min_size=1, max_size=14))
+def test_rows_round_trip_every_memory(mode: str, ops: list[tuple[str, Memory]]) -> None:
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    oracle: dict[str, Memory] = {}
+    dim: int | None = None
+    for op, memory in ops:
+        if op == "delete":
+            assert store.delete(memory.id) == (memory.id in oracle)
+            oracle.pop(memory.id, None)
+            if not any(m.embedding for m in oracle.values()):
+                dim = None
+        elif memory.embedding and dim is not None and len(memory.embedding) != dim:
+            continue
+        elif op == "save":
+            store.save(memory)
+            if memory.id in oracle:
+                oracle[memory.id] = memory
+            else:
+                oracle[memory.id] = memory
+            dim = dim or (len(memory.embedding) if memory.embedding else None)
+        else:  # a failing transaction leaves everything as it was
+            with pytest.raises(RuntimeError), store.transaction():
+                store.save(memory)
+                for other in list(oracle)[:2]:
+                    store.delete(other)
+                raise RuntimeError("boom")
+        _check(store, oracle)
+
+
+@settings(max_examples=40, deadline=None)
+@given(memory=memories(memory_id="only"))
+def test_compact_shape_is_the_utc_exact_class_shape(memory: Memory) -> None:
+    tag = memory.tag
+    times = [tag.timestamp, tag.mood_snapshot.timestamp, tag.last_retrieved,
+             tag.window_opened_at]
+    expected = all(t is None or t.tzinfo is UTC for t in times) and all(
+        link.source_id == memory.id for link in tag.resonance_links
+    )
+    assert _records.fits(memory) == expected
+    store = InMemoryStore()
+    store.save(memory)
+    assert (memory.id in store._whole) == (not expected)
+    store._recent.clear()
+    _same(store.get(memory.id), memory)
+
+
+def test_tag_update_keeps_the_row_and_skips_the_vector() -> None:
+    store = InMemoryStore()
+    rng = np.random.default_rng(0)
+    base = [
+        Memory(id=f"m{i}", content=f"c{i}", embedding=rng.normal(size=8).tolist(),
+               tag=EmotionalTag(
+                   core_affect=CoreAffect(valence=0.1, arousal=0.2),
+                   momentum=AffectiveMomentum(),
+                   mood_snapshot=MoodField(valence=0, arousal=0.3, dominance=0.5,
+                                           inertia=0.5, timestamp=T0),
+                   timestamp=T0, consolidation_strength=0.5))
+        for i in range(3)
+    ]
+    for m in base:
+        store.save(m)
+    got = store.get("m1")
+    assert got is base[1]  # the saved object is handed back while recent
+    bumped = got.model_copy(update={"tag": got.tag.model_copy(update={"retrieval_count": 4})})
+    store.save(bumped)
+    assert [m.id for m in store.list_all()] == ["m0", "m1", "m2"]
+    store._recent.clear()
+    _same(store.get("m1"), bumped)
+
+
+def test_objects_beyond_the_embedding_rows_stay_small() -> None:
+    rng = np.random.default_rng(1)
+    store = InMemoryStore()
+    n = 3000
+    ids = [f"{i:08d}-aaaa-bbbb-cccc-{i:012d}" for i in range(n)]
+    vectors = rng.normal(size=(n, 32)).astype(np.float32)
+    for i, mid in enumerate(ids):
+        tag = EmotionalTag(
+            core_affect=CoreAffect(valence=0.1, arousal=0.2),
+            momentum=AffectiveMomentum(),
+            mood_snapshot=MoodField(valence=0, arousal=0.3, dominance=0.5, inertia=0.5,
+                                    timestamp=T0),
+            appraisal=AppraisalVector(),
+            resonance_links=[
+                ResonanceLink(source_id=mid, target_id=ids[j], strength=0.5,
+                              link_type="semantic")
+                for j in range(max(0, i - 5), i)
+            ],
+            timestamp=T0 + timedelta(seconds=i), consolidation_strength=0.5,
+        )
+        store.save(Memory(id=mid, content=f"memory {i}", embedding=vectors[i].tolist(),
+                          tag=tag))
+    parts = store.nbytes()
+    assert parts["embeddings"] == store.capacity * 32 * 4  # float32 rows, nothing aside
+    # ids + content + packed links + index + recent objects, and the tag blocks
+    assert parts["objects"] / n < 1500
+    assert parts["columns"] / store.capacity < 400
