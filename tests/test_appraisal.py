@@ -23,6 +23,7 @@ from emotional_memory.appraisal import (
     LLMCallable,
     StaticAppraisalEngine,
 )
+from fake_llm import FakeLLM
 
 DIMS = list(APPRAISAL_DIMENSIONS)
 
@@ -427,21 +428,6 @@ GOOD = {
     "self_relevance": 0.9,
 }
 GOOD_VEC = AppraisalVector(**GOOD)
-
-
-class FakeLLM:
-    """Callable returning canned answers (or raising) and recording every call."""
-
-    def __init__(self, *answers: Any) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def __call__(self, prompt: str, schema: dict[str, Any]) -> str:
-        self.calls.append((prompt, schema))
-        answer = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 def no_cache(**kw: Any) -> LLMAppraisalConfig:

@@ -29,10 +29,12 @@ from emotional_memory.kernel import (
     ScoringParams,
     adaptive_weights,
     apply_signal_mask,
+    bank_cosine,
     bucket_size,
     pad_columns,
     score_bank,
     score_bank_jit,
+    score_given_semantic,
     score_with_weights,
     signals,
     spreading_activation_dense,
@@ -572,6 +574,51 @@ def test_grad_of_score_with_weights_is_finite() -> None:
         np.testing.assert_allclose(
             np.asarray(g_w), raw[np.asarray(c.valid)].sum(axis=0), rtol=1e-12
         )
+
+
+@pytest.mark.parametrize("kind", QUERY_KINDS)
+@pytest.mark.parametrize("mask_name", [None, "no_mood", "none_of_three"])
+def test_score_given_semantic_with_bank_cosine_is_score_bank(
+    kind: str, mask_name: str | None
+) -> None:
+    """With s1 = bank_cosine, the given-semantic scorer is score_bank to the bit."""
+    with jax.enable_x64(True):
+        p, q, c = to_dtype((params_variant("calibrated"), *edge_bank(kind)), jnp.float64)
+        mask = None if mask_name is None else jnp.asarray(ABLATION_MASKS[mask_name])
+        ref = score_bank(p, q, c, mask)
+        out = score_given_semantic(p, q, c, bank_cosine(q.embedding, c.embedding), mask)
+        for name in ("raw", "weights", "totals"):
+            np.testing.assert_array_equal(
+                np.asarray(getattr(out, name)), np.asarray(getattr(ref, name)), err_msg=name
+            )
+
+
+def test_score_given_semantic_uses_supplied_semantic() -> None:
+    """s1 comes from the argument (calibrated); the other signals and the weights are
+    score_bank's (to round-off: this side is jit-compiled, the reference eager)."""
+    rng = np.random.default_rng(3)
+    query, cols = random_bank(rng, n=10)
+    with jax.enable_x64(True):
+        p, q, c = to_dtype((params_variant("calibrated"), query, pad_columns(cols)), jnp.float64)
+        semantic = jnp.asarray(rng.uniform(-1, 1, c.size))
+        out = jax.jit(score_given_semantic)(p, q, c, semantic)
+        ref = score_bank(p, q, c)
+        raw = np.asarray(out.raw)
+        np.testing.assert_allclose(raw[:, 1:], np.asarray(ref.raw)[:, 1:], rtol=1e-12)
+        np.testing.assert_allclose(
+            raw[:, 0], np.asarray(semantic) * p.signal_scale[0] + p.signal_shift[0], rtol=1e-15
+        )
+        np.testing.assert_allclose(np.asarray(out.weights), np.asarray(ref.weights), rtol=1e-12)
+        valid = np.asarray(c.valid)
+        totals = np.asarray(out.totals)
+        assert np.all(totals[~valid] == -np.inf)
+        w = np.asarray(out.weights)
+        np.testing.assert_allclose(totals[valid], raw[valid] @ w, rtol=1e-12)
+        # s1 enters each total linearly with the weight of s1 times its calibration scale
+        grad = jax.grad(lambda s: jnp.sum(jnp.where(
+            c.valid, score_given_semantic(p, q, c, s).totals, 0.0)))(semantic)
+        expected = np.where(valid, w[0] * float(p.signal_scale[0]), 0.0)
+        np.testing.assert_allclose(np.asarray(grad), expected, rtol=1e-12)
 
 
 # --- check_grads at smooth points (away from every kink) ------------------------------

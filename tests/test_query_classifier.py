@@ -15,26 +15,12 @@ from emotional_memory.query_classifier import (
     LLMQueryClassifier,
     QueryClassifier,
 )
+from fake_llm import FakeLLM
 
 
 @pytest.fixture
 def heur() -> HeuristicQueryClassifier:
     return HeuristicQueryClassifier()
-
-
-class FakeLLM:
-    """Callable returning canned answers and recording every call."""
-
-    def __init__(self, *answers: str | Exception) -> None:
-        self.answers = list(answers)
-        self.calls: list[tuple[str, dict[str, Any]]] = []
-
-    def __call__(self, prompt: str, schema: dict[str, Any]) -> str:
-        self.calls.append((prompt, schema))
-        answer = self.answers[0] if len(self.answers) == 1 else self.answers.pop(0)
-        if isinstance(answer, Exception):
-            raise answer
-        return answer
 
 
 # --------------------------------------------------------------------------- constants

@@ -14,7 +14,7 @@ import numpy as np
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
-from emotional_memory.models import Memory
+from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
 
@@ -50,6 +50,25 @@ def _vector(values: Sequence[float] | None, dim: int) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+def tag_recency_columns(
+    tags: Sequence[EmotionalTag], now: datetime
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Float64 per-tag inputs of the recency signal s5 other than arousal.
+
+    Args:
+        tags: the tags, in order.
+        now: aware datetime for the ages.
+
+    Returns:
+        ``(age_seconds, consolidation, retrieval_count)``, each a float64 (N,) array;
+        ages are ``(now - tag.timestamp).total_seconds()``.
+    """
+    age_seconds = np.asarray([(now - t.timestamp).total_seconds() for t in tags], np.float64)
+    consolidation = np.asarray([t.consolidation_strength for t in tags], np.float64)
+    retrieval_count = np.asarray([t.retrieval_count for t in tags], np.float64)
+    return age_seconds, consolidation, retrieval_count
+
+
 def columns_from_memories(
     memories: Sequence[Memory],
     now: datetime,
@@ -74,14 +93,15 @@ def columns_from_memories(
             emb[i] = m.embedding
     tags = [m.tag for m in memories]
     act = activation or {}
+    age_seconds, consolidation, retrieval_count = tag_recency_columns(tags, now)
     return MemoryColumns(
         embedding=emb,
         affect=np.asarray([t.core_affect.as_tuple() for t in tags], np.float64).reshape(n, 3),
         mood=np.asarray([t.mood_snapshot.as_tuple() for t in tags], np.float64).reshape(n, 3),
         velocity=np.asarray([t.momentum.velocity() for t in tags], np.float64).reshape(n, 3),
-        age_seconds=np.asarray([(now - t.timestamp).total_seconds() for t in tags], np.float64),
-        consolidation=np.asarray([t.consolidation_strength for t in tags], np.float64),
-        retrieval_count=np.asarray([t.retrieval_count for t in tags], np.float64),
+        age_seconds=age_seconds,
+        consolidation=consolidation,
+        retrieval_count=retrieval_count,
         activation=np.asarray([act.get(m.id, 0.0) for m in memories], np.float64),
         valid=np.ones((n,), dtype=bool),
     )

@@ -19,14 +19,21 @@ from __future__ import annotations
 import json
 import math
 import re
-import threading
 import warnings
-from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeAlias
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from emotional_memory._llm import (
+    LLMCallable,
+    LRUCache,
+    ask_llm,
+    check_cache_size,
+    check_llm,
+    copy_schema,
+    find_json,
+)
 from emotional_memory._validation import finite
 from emotional_memory.affect import CoreAffect
 
@@ -543,9 +550,6 @@ class KeywordAppraisalEngine:
 
 # --------------------------------------------------------------------------- LLM
 
-LLMCallable: TypeAlias = Callable[[str, dict[str, Any]], str]
-"""``(prompt, json_schema) -> str``: sends the prompt to a language model, returns its text."""
-
 #: Default instructions placed at the top of every LLM appraisal prompt.
 DEFAULT_LLM_SYSTEM_PROMPT: str = (
     "You rate events the way a person's emotional appraisal system would (Scherer's "
@@ -576,6 +580,8 @@ _JSON_SCHEMA: dict[str, Any] = {
 #: How far beyond its range an LLM value may lie and still be clamped (else an error).
 _CLAMP_TOLERANCE = 0.5
 
+# Only untagged or ``json`` fences: a narrower pattern than the shared default,
+# kept so that which fence body is tried first stays as it always was.
 _FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
@@ -605,11 +611,12 @@ class LLMAppraisalConfig(BaseModel):
     @field_validator("cache_size", mode="before")
     @classmethod
     def _int_cache_size(cls, v: object) -> object:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError(f"cache_size must be an int, got {type(v).__name__}")
-        if v < 0:
-            raise ValueError(f"cache_size must be >= 0, got {v}")
-        return v
+        return check_cache_size(v)
+
+
+def _as_object(obj: object) -> dict[str, Any] | None:
+    """``obj`` if it is a JSON object, else ``None``."""
+    return obj if isinstance(obj, dict) else None
 
 
 def _extract_json_object(answer: str) -> dict[str, Any]:
@@ -627,25 +634,9 @@ def _extract_json_object(answer: str) -> dict[str, Any]:
     Raises:
         ValueError: If no JSON object can be found.
     """
-    text = answer.strip()
-    if not text:
-        raise ValueError("empty LLM answer")
-    candidates = [text, *(m.group(1).strip() for m in _FENCE_RE.finditer(text))]
-    for candidate in candidates:
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
+    found = find_json(answer, _as_object, _FENCE_RE)
+    if found is not None:
+        return found
     raise ValueError(f"no JSON object found in LLM answer {answer[:200]!r}")
 
 
@@ -709,8 +700,7 @@ class LLMAppraisalEngine:
         Raises:
             TypeError: If ``llm`` is not callable or ``config`` has the wrong type.
         """
-        if not callable(llm):
-            raise TypeError(f"llm must be callable, got {type(llm).__name__}")
+        check_llm(llm)
         if config is None:
             config = LLMAppraisalConfig()
         if not isinstance(config, LLMAppraisalConfig):
@@ -720,8 +710,9 @@ class LLMAppraisalEngine:
         self._llm = llm
         self._config = config
         self._fallback = config.fallback if config.fallback is not None else AppraisalVector()
-        self._cache: OrderedDict[tuple[str, str | None], AppraisalVector] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(
+            config.cache_size
+        )
 
     @property
     def config(self) -> LLMAppraisalConfig:
@@ -736,18 +727,15 @@ class LLMAppraisalEngine:
     @property
     def json_schema(self) -> dict[str, Any]:
         """A fresh copy of the JSON schema passed to the LLM."""
-        result: dict[str, Any] = json.loads(json.dumps(_JSON_SCHEMA))
-        return result
+        return copy_schema(_JSON_SCHEMA)
 
     def cache_len(self) -> int:
         """Number of appraisals currently cached."""
-        with self._lock:
-            return len(self._cache)
+        return len(self._cache)
 
     def clear_cache(self) -> None:
         """Drop every cached appraisal."""
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def _context_json(self, context: Mapping[str, Any] | None) -> str | None:
         if context is None or not self._config.include_context:
@@ -805,18 +793,12 @@ class LLMAppraisalEngine:
         text = _check_content(content)
         ctx_json = self._context_json(_check_context(context))
         key = (text, ctx_json)
-        use_cache = self._config.cache_size > 0
-        if use_cache:
-            with self._lock:
-                cached = self._cache.get(key)
-                if cached is not None:
-                    self._cache.move_to_end(key)
-                    return cached
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
 
         try:
-            answer = self._llm(self._prompt(text, ctx_json), self.json_schema)
-            if not isinstance(answer, str):
-                raise TypeError(f"LLM must return a str, got {type(answer).__name__}")
+            answer = ask_llm(self._llm, self._prompt(text, ctx_json), self.json_schema)
             result = _vector_from_json(_extract_json_object(answer))
         except Exception as exc:
             reason = f"{type(exc).__name__}: {exc}"
@@ -829,12 +811,7 @@ class LLMAppraisalEngine:
             )
             return self._fallback
 
-        if use_cache:
-            with self._lock:
-                self._cache[key] = result
-                self._cache.move_to_end(key)
-                while len(self._cache) > self._config.cache_size:
-                    self._cache.popitem(last=False)
+        self._cache.put(key, result)
         return result
 
     def __repr__(self) -> str:

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
+from emotional_memory._bank import tag_recency_columns
 from emotional_memory._precision import float64
 from emotional_memory._validation import aware, finite, in_range, non_negative, positive
 from emotional_memory.kernel.columns import bucket_size
@@ -103,10 +104,8 @@ def compute_effective_strength_batch(
     now = aware("now", now)
     if len(tags) == 0:
         return np.zeros((0,), dtype=np.float64)
-    ages = np.asarray([(now - t.timestamp).total_seconds() for t in tags], dtype=np.float64)
+    ages, consolidation, counts = tag_recency_columns(tags, now)
     arousal = np.asarray([t.core_affect.arousal for t in tags], dtype=np.float64)
-    consolidation = np.asarray([t.consolidation_strength for t in tags], dtype=np.float64)
-    counts = np.asarray([t.retrieval_count for t in tags], dtype=np.float64)
     return strength_from_columns(ages, arousal, consolidation, counts, cfg)
 
 

@@ -16,12 +16,18 @@ Both satisfy the :class:`QueryClassifier` protocol.
 
 from __future__ import annotations
 
-import json
 import re
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
+
+from emotional_memory._llm import (
+    LLMCallable,
+    LRUCache,
+    ask_llm,
+    check_cache_size,
+    check_llm,
+    copy_schema,
+    find_json,
+)
 
 __all__ = [
     "LOCOMO_ROUTING",
@@ -154,7 +160,6 @@ _PROMPT_TEMPLATE = (
     "Query: {query}"
 )
 
-_FENCE_RE = re.compile(r"```[A-Za-z0-9_-]*\s*(.*?)```", re.DOTALL)
 _BARE_WORD_STRIP = " \t\r\n\"'`.,;:!"
 
 
@@ -194,31 +199,11 @@ def _parse_answer(answer: str) -> str:
     Raises:
         ValueError: If no valid query type can be extracted.
     """
-    text = answer.strip()
-    if not text:
-        raise ValueError("empty LLM answer")
+    found = find_json(answer, _type_from_json)
+    if found is not None:
+        return found
 
-    candidates = [text, *(m.group(1).strip() for m in _FENCE_RE.finditer(text))]
-    for candidate in candidates:
-        try:
-            obj = json.loads(candidate)
-        except ValueError:
-            continue
-        found = _type_from_json(obj)
-        if found is not None:
-            return found
-
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
-        try:
-            obj, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
-            continue
-        found = _type_from_json(obj)
-        if found is not None:
-            return found
-
-    bare = text.strip(_BARE_WORD_STRIP)
+    bare = answer.strip().strip(_BARE_WORD_STRIP)
     if bare and len(bare.split()) <= 2:
         return _normalise_type(bare)
     raise ValueError(f"could not parse a query type from LLM answer {answer[:200]!r}")
@@ -234,7 +219,7 @@ class LLMQueryClassifier:
 
     def __init__(
         self,
-        llm: Callable[[str, dict[str, Any]], str],
+        llm: LLMCallable,
         *,
         cache_size: int = 256,
         fallback_on_error: bool = True,
@@ -254,12 +239,8 @@ class LLMQueryClassifier:
             TypeError: If ``llm`` is not callable or ``cache_size`` is not an int.
             ValueError: If ``cache_size`` is negative or ``default_type`` is unknown.
         """
-        if not callable(llm):
-            raise TypeError(f"llm must be callable, got {type(llm).__name__}")
-        if isinstance(cache_size, bool) or not isinstance(cache_size, int):
-            raise TypeError(f"cache_size must be an int, got {type(cache_size).__name__}")
-        if cache_size < 0:
-            raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+        check_llm(llm)
+        check_cache_size(cache_size)
         if default_type not in QUERY_TYPES:
             raise ValueError(
                 f"default_type must be one of {sorted(QUERY_TYPES)}, got {default_type!r}"
@@ -268,8 +249,7 @@ class LLMQueryClassifier:
         self._cache_size = cache_size
         self._fallback_on_error = bool(fallback_on_error)
         self._default_type = default_type
-        self._cache: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache: LRUCache[str, str] = LRUCache(cache_size)
 
     @property
     def cache_size(self) -> int:
@@ -299,8 +279,7 @@ class LLMQueryClassifier:
 
     def clear_cache(self) -> None:
         """Drop every cached answer."""
-        with self._lock:
-            self._cache.clear()
+        self._cache.clear()
 
     def classify(self, query: str) -> str:
         """Classify ``query`` via the LLM, using the cache when possible.
@@ -318,29 +297,19 @@ class LLMQueryClassifier:
                 (the original exception is chained as ``__cause__``).
         """
         text = _check_query(query)
-        if self._cache_size > 0:
-            with self._lock:
-                cached = self._cache.get(text)
-                if cached is not None:
-                    self._cache.move_to_end(text)
-                    return cached
+        cached = self._cache.get(text)
+        if cached is not None:
+            return cached
 
         try:
-            answer = self._llm(self.build_prompt(text), _schema_copy())
-            if not isinstance(answer, str):
-                raise TypeError(f"LLM must return a str, got {type(answer).__name__}")
+            answer = ask_llm(self._llm, self.build_prompt(text), copy_schema(_JSON_SCHEMA))
             result = _parse_answer(answer)
         except Exception as exc:
             if self._fallback_on_error:
                 return self._default_type
             raise ValueError(f"LLM query classification failed: {exc}") from exc
 
-        if self._cache_size > 0:
-            with self._lock:
-                self._cache[text] = result
-                self._cache.move_to_end(text)
-                while len(self._cache) > self._cache_size:
-                    self._cache.popitem(last=False)
+        self._cache.put(text, result)
         return result
 
     def __repr__(self) -> str:
@@ -349,9 +318,3 @@ class LLMQueryClassifier:
             f"fallback_on_error={self._fallback_on_error}, "
             f"default_type={self._default_type!r})"
         )
-
-
-def _schema_copy() -> dict[str, Any]:
-    """Return a fresh copy of the JSON schema so callers cannot mutate the original."""
-    result: dict[str, Any] = json.loads(json.dumps(_JSON_SCHEMA))
-    return result

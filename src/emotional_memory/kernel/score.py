@@ -66,11 +66,39 @@ def score_bank(
     Returns:
         :class:`ScoreOutput` with raw (N, 6), weights (6,), totals (N,).
     """
+    semantic = bank_cosine(query.embedding, columns.embedding)
+    return score_given_semantic(params, query, columns, semantic, signal_mask)
+
+
+def score_given_semantic(
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    semantic: Float[Array, " N"],
+    signal_mask: Float[Array, 6] | None = None,
+) -> ScoreOutput:
+    """Like :func:`score_bank`, with the semantic similarity s1 of every row supplied.
+
+    The weights are the mood-adaptive ones (then the ablation mask), as in
+    :func:`score_bank`. Use it when s1 is already known, e.g. precomputed once for a
+    recall batch that is scored many times while fitting the other parameters.
+
+    Args:
+        params: scoring parameters.
+        query: unbatched query features (its embedding is not used).
+        columns: (N, ...) bank, possibly padded (``valid`` mask); its embeddings are
+            not used.
+        semantic: (N,) s1 of every row, e.g. :func:`bank_cosine` of the query.
+        signal_mask: optional (6,) ablation mask (1 enabled, 0 disabled).
+
+    Returns:
+        :class:`ScoreOutput` with raw (N, 6), weights (6,), totals (N,).
+    """
     dtype = jnp.result_type(query.affect)
     weights = adaptive_weights(params, query.mood[0], query.mood[1])
     if signal_mask is not None:
         weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
-    return score_with_weights(weights, params, query, columns)
+    return _score_rows(weights, params, query, columns, semantic)
 
 
 def score_with_weights(
@@ -90,9 +118,20 @@ def score_with_weights(
     Returns:
         :class:`ScoreOutput`.
     """
+    semantic = bank_cosine(query.embedding, columns.embedding)
+    return _score_rows(weights, params, query, columns, semantic)
+
+
+def _score_rows(
+    weights: Float[Array, 6],
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    semantic: Float[Array, " N"],
+) -> ScoreOutput:
+    """The one place signals, weighted totals and the padding mask are put together."""
     dtype = jnp.result_type(query.affect)
     weights = jnp.asarray(weights, dtype)
-    semantic = bank_cosine(query.embedding, columns.embedding)
     raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(
         params, query, columns, semantic
     )

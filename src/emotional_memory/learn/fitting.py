@@ -24,13 +24,7 @@ from emotional_memory._precision import float64
 from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
-from emotional_memory.kernel import (
-    ScoringParams,
-    adaptive_weights,
-    apply_signal_mask,
-    signals_given_semantic,
-    weighted_total,
-)
+from emotional_memory.kernel import ScoringParams, score_given_semantic
 from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
 from emotional_memory.replay import QueryResult, replay_dataset, summarize
@@ -53,13 +47,7 @@ def batch_scores(
     """
 
     def one(query: Any, columns: Any, semantic: Any) -> Any:
-        w = adaptive_weights(params, query.mood[0], query.mood[1])
-        if signal_mask is not None:
-            w = apply_signal_mask(w, jnp.asarray(signal_mask, w.dtype))
-        raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(
-            params, query, columns, semantic
-        )
-        return weighted_total(w, raw)
+        return score_given_semantic(params, query, columns, semantic, signal_mask).totals
 
     totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic)
     return jnp.where(batch.columns.valid, totals, _NEG)

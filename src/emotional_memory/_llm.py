@@ -1,0 +1,217 @@
+"""Plumbing shared by the components that ask a language model.
+
+:class:`~emotional_memory.appraisal.LLMAppraisalEngine` and
+:class:`~emotional_memory.query_classifier.LLMQueryClassifier` both send a prompt
+and a JSON schema to a user-supplied ``(prompt, json_schema) -> str`` callable,
+dig a JSON value out of a free-form answer (raw JSON, a Markdown code fence, or
+JSON embedded in prose) and keep successful answers in a small thread-safe LRU.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from typing import Any, Generic, TypeAlias, TypeVar
+
+__all__ = [
+    "FENCE_RE",
+    "LLMCallable",
+    "LRUCache",
+    "ask_llm",
+    "check_cache_size",
+    "check_llm",
+    "copy_schema",
+    "find_json",
+]
+
+LLMCallable: TypeAlias = Callable[[str, dict[str, Any]], str]
+"""``(prompt, json_schema) -> str``: sends the prompt to a language model, returns its text."""
+
+#: A Markdown code fence with any (or no) language tag; group 1 is its body.
+FENCE_RE: re.Pattern[str] = re.compile(r"```[A-Za-z0-9_-]*\s*(.*?)```", re.DOTALL)
+
+_T = TypeVar("_T")
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+
+
+def check_llm(llm: object) -> None:
+    """Reject a non-callable ``llm``.
+
+    Args:
+        llm: The candidate ``(prompt, json_schema) -> str`` callable.
+
+    Raises:
+        TypeError: If ``llm`` is not callable.
+    """
+    if not callable(llm):
+        raise TypeError(f"llm must be callable, got {type(llm).__name__}")
+
+
+def check_cache_size(cache_size: object) -> int:
+    """Validate an LRU capacity: a non-negative ``int`` (``bool`` is refused).
+
+    Args:
+        cache_size: The candidate capacity.
+
+    Returns:
+        ``cache_size`` unchanged.
+
+    Raises:
+        TypeError: If it is not an ``int`` (or is a ``bool``).
+        ValueError: If it is negative.
+    """
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int):
+        raise TypeError(f"cache_size must be an int, got {type(cache_size).__name__}")
+    if cache_size < 0:
+        raise ValueError(f"cache_size must be >= 0, got {cache_size}")
+    return cache_size
+
+
+def copy_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Deep copy of a JSON schema, so a callee that mutates it cannot harm the original.
+
+    Args:
+        schema: A JSON-serialisable dict.
+
+    Returns:
+        An independent copy.
+    """
+    result: dict[str, Any] = json.loads(json.dumps(schema))
+    return result
+
+
+def ask_llm(llm: LLMCallable, prompt: str, schema: dict[str, Any]) -> str:
+    """Call ``llm`` and check that it answered with text.
+
+    Args:
+        llm: The ``(prompt, json_schema) -> str`` callable.
+        prompt: The prompt.
+        schema: The JSON schema passed along with it.
+
+    Returns:
+        The model's answer.
+
+    Raises:
+        TypeError: If the answer is not a ``str``.
+        Exception: Whatever ``llm`` itself raises.
+    """
+    answer = llm(prompt, schema)
+    if not isinstance(answer, str):
+        raise TypeError(f"LLM must return a str, got {type(answer).__name__}")
+    return answer
+
+
+def find_json(
+    answer: str,
+    pick: Callable[[object], _T | None],
+    fence: re.Pattern[str] = FENCE_RE,
+) -> _T | None:
+    """Find the first JSON value in an LLM answer that ``pick`` accepts.
+
+    Candidates, in order: the whole (stripped) answer, the body of each code fence
+    matched by ``fence``, then every JSON value that starts at a ``{`` in the text.
+    Text that does not decode is skipped; ``pick`` decides what a decoded value
+    yields (``None`` to keep looking) and may raise to reject the answer outright.
+
+    Args:
+        answer: Raw text returned by the LLM callable.
+        pick: Maps a decoded JSON value to a result, or ``None`` to skip it.
+        fence: Pattern of a code fence whose group 1 is the body.
+
+    Returns:
+        The first non-``None`` result of ``pick``, or ``None`` if there is none.
+
+    Raises:
+        ValueError: If the answer is empty or blank.
+    """
+    text = answer.strip()
+    if not text:
+        raise ValueError("empty LLM answer")
+    candidates = [text, *(m.group(1).strip() for m in fence.finditer(text))]
+    for candidate in candidates:
+        try:
+            obj = json.loads(candidate)
+        except ValueError:
+            continue
+        found = pick(obj)
+        if found is not None:
+            return found
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"\{", text):
+        try:
+            obj, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        found = pick(obj)
+        if found is not None:
+            return found
+    return None
+
+
+class LRUCache(Generic[_K, _V]):
+    """A thread-safe least-recently-used cache of at most ``maxsize`` entries.
+
+    ``maxsize == 0`` turns it off: :meth:`get` always misses and :meth:`put` keeps
+    nothing.
+    """
+
+    def __init__(self, maxsize: int) -> None:
+        """Create an empty cache.
+
+        Args:
+            maxsize: Capacity (``>= 0``; validate it with :func:`check_cache_size`).
+        """
+        self._maxsize = maxsize
+        self._data: OrderedDict[_K, _V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    @property
+    def maxsize(self) -> int:
+        """The capacity (``0`` means caching is off)."""
+        return self._maxsize
+
+    def get(self, key: _K) -> _V | None:
+        """Look ``key`` up and mark it most recently used.
+
+        Args:
+            key: The cache key.
+
+        Returns:
+            The cached value, or ``None`` on a miss.
+        """
+        if self._maxsize <= 0:
+            return None
+        with self._lock:
+            value = self._data.get(key)
+            if value is not None:
+                self._data.move_to_end(key)
+            return value
+
+    def put(self, key: _K, value: _V) -> None:
+        """Store ``value`` under ``key``, evicting the least recently used beyond capacity.
+
+        Args:
+            key: The cache key.
+            value: The value (not ``None``: ``None`` reads as a miss).
+        """
+        if self._maxsize <= 0:
+            return
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self._maxsize:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        """Drop every entry."""
+        with self._lock:
+            self._data.clear()
+
+    def __len__(self) -> int:
+        """Number of entries held."""
+        with self._lock:
+            return len(self._data)
