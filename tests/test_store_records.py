@@ -103,6 +103,12 @@ def _check(store: InMemoryStore, oracle: dict[str, Memory]) -> None:
     assert [m.id for m in listed] == list(oracle)
     for got, want in zip(listed, oracle.values(), strict=True):
         _same(got, want)
+    for targets in ({"gone"}, set(IDS[:2]), set(IDS)):
+        assert store.linking_to(targets) == [
+            m.id for m in oracle.values()
+            if any(lk.target_id in targets for lk in m.tag.resonance_links)
+        ]
+    assert store.pending_ids() == [m.id for m in oracle.values() if m.tag.pending_appraisal]
     for mid, want in oracle.items():
         _same(store.get(mid), want)
         store._recent.clear()  # the next read rebuilds from the row

@@ -69,7 +69,7 @@ import functools
 import math
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -572,6 +572,51 @@ class InMemoryStore:
             matrix = self._public_matrix()
             valid = self._valid & self._has
             return row_ids, _readonly(matrix), _readonly(self._norms), valid
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """Ids of the memories holding a resonance link to any of ``memory_ids``.
+
+        One pass over the packed links (no memory is rebuilt), for an engine that
+        deletes memories and must drop every link to them.
+
+        Args:
+            memory_ids: the target ids.
+
+        Returns:
+            The linking memories' ids, in insertion order (a target linking to another
+            target is included).
+        """
+        targets = set(memory_ids)
+        with self._lock:
+            out = []
+            for row in self._live_row_list():
+                mid = self._row_ids[row]
+                whole = self._whole.get(mid) if self._whole else None  # type: ignore[arg-type]
+                if whole is not None:
+                    hit = any(lk.target_id in targets for lk in whole.tag.resonance_links)
+                else:
+                    record = self._links[row]
+                    hit = record is not None and not targets.isdisjoint(record[0])
+                if hit:
+                    out.append(mid)
+            return out  # type: ignore[return-value]
+
+    def pending_ids(self) -> list[str]:
+        """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion
+        order (read from the flag column; no memory is rebuilt)."""
+        with self._lock:
+            rows = np.flatnonzero(
+                self._valid[: self._size]
+                & (self._tagi[: self._size, _records.I_FLAGS] & _records.FLAG_PENDING != 0)
+            ).tolist()
+            out = [self._row_ids[r] for r in rows]
+            out += [
+                mid for mid, m in self._whole.items()
+                if m.tag.pending_appraisal and mid not in out
+            ]
+            if self._whole:
+                out.sort(key=self._row_of.__getitem__)  # type: ignore[arg-type]
+            return out  # type: ignore[return-value]
 
     def nbytes(self) -> dict[str, int]:
         """Approximate resident bytes of the store, by part.
