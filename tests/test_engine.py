@@ -1497,3 +1497,53 @@ def test_encode_batch_with_an_embed_only_embedder() -> None:
     engine, _ = make(embedder=EmbedOnly())
     out = engine.encode_batch(["a", "bb"])
     assert [m.embedding for m in out] == [[1.0, 1.0, 0.0], [2.0, 1.0, 0.0]]
+
+
+class _PlainStore:
+    """The MemoryStore protocol only (no columns, linking_to, pending_ids, batch search):
+    the engine must take its generic list_all paths and reach the same results."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+
+    def save(self, memory: Memory) -> None:
+        self.inner.save(memory)
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.inner.get(memory_id)
+
+    def update(self, memory: Memory) -> None:
+        self.inner.update(memory)
+
+    def delete(self, memory_id: str) -> bool:
+        return self.inner.delete(memory_id)
+
+    def list_all(self) -> list[Memory]:
+        return self.inner.list_all()
+
+    def search_by_embedding(self, embedding: Any, top_k: int) -> list[Memory]:
+        return self.inner.search_by_embedding(embedding, top_k)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+def test_columnar_fast_paths_equal_the_generic_paths() -> None:
+    """prune (from columns), delete (linking_to) and elaborate_pending (pending_ids)
+    give the same stores as the list_all paths of a protocol-only store."""
+    runs = []
+    for store in (InMemoryStore(), _PlainStore()):
+        engine, clock = make(store=store)
+        for i in range(40):
+            engine.encode(f"memory {i} about {['rain', 'coffee', 'launch'][i % 3]}",
+                          affect=CoreAffect(valence=0.1 * (i % 7) - 0.3,
+                                            arousal=(i % 10) / 10))
+        clock.advance(timedelta(hours=30))
+        removed = engine.prune(0.01)
+        doomed = [m.id for m in engine.list_all()[::4]]
+        deleted = [engine.delete(mid) for mid in doomed]
+        pending = engine.elaborate_pending()
+        runs.append((removed, deleted, pending, canon(engine.export_memories())))
+    assert runs[0][0] > 0 and all(runs[0][1])
+    assert any(m["tag"]["resonance_links"] for m in runs[0][3])
+    assert runs[0] == runs[1]

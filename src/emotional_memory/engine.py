@@ -25,7 +25,11 @@ from emotional_memory._validation import aware, in_range, positive_int, utc_now
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import categorize_affect
-from emotional_memory.decay import DecayConfig, compute_effective_strength_batch
+from emotional_memory.decay import (
+    DecayConfig,
+    compute_effective_strength_batch,
+    strength_from_columns,
+)
 from emotional_memory.interfaces import (
     AffectiveStateStore,
     AppraisalEngine,
@@ -490,7 +494,11 @@ class EmotionalMemory:
         """
         if self.appraisal_engine is None:
             return []
-        pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
+        pending_ids = getattr(self.store, "pending_ids", None)
+        if callable(pending_ids):
+            pending = list(pending_ids())
+        else:
+            pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
         return [self.elaborate(mid) for mid in pending]
 
     # ------------------------------------------------------------------ retrieval
@@ -729,9 +737,13 @@ class EmotionalMemory:
         doomed = {mid for mid in memory_ids if self.store.get(mid) is not None}
         if not doomed:
             return 0
-        for memory in self.store.list_all():
-            if memory.id in doomed:
-                continue
+        linking_to = getattr(self.store, "linking_to", None)
+        if callable(linking_to):  # columnar stores answer without rebuilding memories
+            linking = [self.store.get(mid) for mid in linking_to(doomed) if mid not in doomed]
+            holders: list[Memory] = [m for m in linking if m is not None]
+        else:
+            holders = [m for m in self.store.list_all() if m.id not in doomed]
+        for memory in holders:
             links = memory.tag.resonance_links
             kept = [lk for lk in links if lk.target_id not in doomed]
             if len(kept) != len(links):
@@ -807,13 +819,25 @@ class EmotionalMemory:
             Number of memories removed.
         """
         threshold = in_range("threshold", threshold, 0.0, 1.0)
-        memories = self.store.list_all()
-        if not memories:
-            return 0
-        strengths = compute_effective_strength_batch(
-            [m.tag for m in memories], self._now(), self.config.decay
-        )
-        doomed = [m.id for m, s in zip(memories, strengths.tolist(), strict=True) if s < threshold]
+        now = self._now()
+        columns = getattr(self.store, "columns", None)
+        if callable(columns):  # columnar stores: the same float64 inputs, no objects
+            ids, cols = columns(now)
+            if not ids:
+                return 0
+            strengths = strength_from_columns(
+                cols.age_seconds, cols.affect[:, 1], cols.consolidation,
+                cols.retrieval_count, self.config.decay,
+            )
+        else:
+            memories = self.store.list_all()
+            if not memories:
+                return 0
+            ids = [m.id for m in memories]
+            strengths = compute_effective_strength_batch(
+                [m.tag for m in memories], now, self.config.decay
+            )
+        doomed = [mid for mid, s in zip(ids, strengths.tolist(), strict=True) if s < threshold]
         with store_transaction(self.store):
             return self._delete_many(doomed)
 

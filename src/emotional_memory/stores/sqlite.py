@@ -24,7 +24,7 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
@@ -363,6 +363,16 @@ class SQLiteStore:
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
         return memory_id in self._cache
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """See :meth:`InMemoryStore.linking_to` (answered from the cache)."""
+        with self._lock:
+            return self._cache.linking_to(memory_ids)
+
+    def pending_ids(self) -> list[str]:
+        """See :meth:`InMemoryStore.pending_ids` (answered from the cache)."""
+        with self._lock:
+            return self._cache.pending_ids()
 
     # ------------------------------------------------------------- column cache
 
