@@ -12,8 +12,9 @@ store transaction, so a failed call leaves store and state exactly as they were.
 
 from __future__ import annotations
 
+import itertools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +57,12 @@ from emotional_memory.retrieval import (
 from emotional_memory.state import AffectiveState
 
 Clock = Callable[[], datetime]
+BatchSearch = Callable[..., list[list[Memory]]]
+"""A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+_LINK_SEARCH_BLOCK = 1024
+"""New memories saved and searched together by ``encode_batch`` (bounds the batch
+search's working memory; any size gives the same links)."""
 
 
 class EmotionalMemoryConfig(BaseModel):
@@ -291,6 +298,24 @@ class EmotionalMemory:
             candidates = self.store.search_by_embedding(memory.embedding or [], limit)
         else:
             candidates = self.store.list_all()
+        return self._link(memory, candidates)
+
+    def _link(self, memory: Memory, candidates: Sequence[Memory]) -> Memory:
+        """Build ``memory``'s forward links to ``candidates`` and their backward twins.
+
+        ``memory`` is already stored. Candidates are read for their id, embedding,
+        core affect and timestamp only, so a snapshot taken before other links were
+        written gives the same links; backward twins always read the target's
+        current links from the store.
+
+        Args:
+            memory: the stored new memory.
+            candidates: its resonance candidates (SPEC 7), itself possibly included.
+
+        Returns:
+            ``memory`` with its forward links (unchanged when it has none).
+        """
+        cfg = self.config.resonance
         links = build_resonance_links(memory, candidates, cfg)
         if not links:
             return memory
@@ -321,6 +346,54 @@ class EmotionalMemory:
                 )
             )
         return memory
+
+    def _store_and_link_batch(
+        self, memories: Iterable[Memory], search: BatchSearch
+    ) -> list[Memory]:
+        """:meth:`_store_and_link` for consecutive new memories, searches batched.
+
+        Memory ``j``'s candidates depend only on the embeddings and insertion order of
+        the memories stored up to it, which linking never changes. So each block of
+        memories is saved first, the candidates of all its memories come from one
+        ``search(embeddings, limit, visible_until=ids)`` (each memory sees the store
+        as it was right after its own save), and the memories are then linked one by
+        one, in order, exactly as :meth:`_store_and_link` would.
+
+        Args:
+            memories: new memories in encoding order (resonance enabled); consumed
+                one block at a time.
+            search: the store's ``search_by_embedding_batch``.
+
+        Returns:
+            The memories with their forward links, in order.
+        """
+        cfg = self.config.resonance
+        limit = cfg.max_links * cfg.candidate_multiplier
+        out: list[Memory] = []
+        source = iter(memories)
+        while block := list(itertools.islice(source, _LINK_SEARCH_BLOCK)):
+            before = len(self.store)
+            for memory in block:
+                self.store.save(memory)
+            # Memory i of the block is linked when the store holds before + i + 1
+            # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+            first = min(len(block), max(0, limit - before))
+            searched = block[first:]
+            found = (
+                search([m.embedding or [] for m in searched], limit,
+                       visible_until=[m.id for m in searched])
+                if searched else []
+            )
+            if len(found) != len(searched):
+                raise ValueError(
+                    f"search_by_embedding_batch returned {len(found)} results for "
+                    f"{len(searched)} queries"
+                )
+            everything = self.store.list_all()[: before + first] if first else []
+            for i, memory in enumerate(block):
+                candidates = everything[: before + i + 1] if i < first else found[i - first]
+                out.append(self._link(memory, candidates))
+        return out
 
     def encode(
         self,
@@ -369,6 +442,12 @@ class EmotionalMemory:
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
+        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
+        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
+        a block of new memories are found by one batched search after saving them,
+        each memory seeing only the memories stored up to itself; links, their order
+        and the final state are the same as with one search per memory, which is
+        what stores without that method get.
 
         Args:
             contents: event texts.
@@ -395,13 +474,28 @@ class EmotionalMemory:
         raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
-        embeddings = [self._clean_embedding(e, f"contents[{i}]") for i, e in enumerate(raw)]
+        # Each raw vector is dropped once cleaned: one copy of the batch at a time.
+        pending: list[Any] = list(raw)
+        del raw
+        embeddings: list[list[float] | None] = []
+        for i in range(len(pending)):
+            embeddings.append(self._clean_embedding(pending[i], f"contents[{i}]"))
+            pending[i] = None
         state = self._state
-        out: list[Memory] = []
-        with store_transaction(self.store):
+
+        def prepared() -> Iterator[Memory]:
+            """The batch's memories, prepared one at a time as they are consumed."""
+            nonlocal state
             for text, emb, meta in zip(texts, embeddings, metas, strict=True):
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
-                out.append(self._store_and_link(memory))
+                yield memory
+
+        with store_transaction(self.store):
+            search = getattr(self.store, "search_by_embedding_batch", None)
+            if self.config.enable_resonance and callable(search):
+                out = self._store_and_link_batch(prepared(), search)
+            else:
+                out = [self._store_and_link(m) for m in prepared()]
         self._adopt(state)
         return [self._stored(m) for m in out]
 
