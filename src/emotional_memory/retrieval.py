@@ -50,6 +50,7 @@ from emotional_memory.kernel import (
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
 from emotional_memory.kernel.activation import spreading_activation_jit
+from emotional_memory.kernel.columns import replace_activation
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
@@ -552,7 +553,9 @@ def plan_arrays(
     if reached.any():
         padded_act = np.zeros(columns.size, dtype=raw1.dtype)
         padded_act[:n] = activation
-        out2 = score_with_weights_jit(weights, params, query, columns.with_activation(padded_act))
+        out2 = score_with_weights_jit(
+            weights, params, query, replace_activation(columns, padded_act)
+        )
         raw2 = np.asarray(out2.raw)[:n]
         totals2 = np.asarray(out2.totals)[:n]
         order2 = np.argsort(-totals2, kind="stable")

@@ -62,12 +62,7 @@ class MemoryColumns(eqx.Module):
         Returns:
             The columns with ``activation`` swapped in; other leaves are shared.
         """
-        # Same as ``eqx.tree_at(lambda c: c.activation, self, activation)`` (which also
-        # rebuilds the module by unflattening), without its per-call tracing cost.
-        leaves, treedef = jax.tree_util.tree_flatten(self, is_leaf=_is_none)
-        leaves[_ACTIVATION_LEAF] = activation
-        out: MemoryColumns = jax.tree_util.tree_unflatten(treedef, leaves)
-        return out
+        return replace_activation(self, activation)
 
     def astype(self, dtype: Any) -> MemoryColumns:
         """Cast every float leaf to ``dtype`` (as JAX arrays); ``valid`` stays bool.
@@ -97,6 +92,26 @@ def _is_none(x: Any) -> bool:
 
 _ACTIVATION_LEAF = [f.name for f in dataclasses.fields(MemoryColumns)].index("activation")
 """Position of ``activation`` among a flattened :class:`MemoryColumns`' leaves."""
+
+
+def replace_activation(columns: MemoryColumns, activation: Any) -> MemoryColumns:
+    """:meth:`MemoryColumns.with_activation` as a function.
+
+    The same result as ``eqx.tree_at(lambda c: c.activation, columns, activation)``
+    (which also rebuilds the module by unflattening) without its per-call tracing, and
+    without the bound-method object an equinox method access builds.
+
+    Args:
+        columns: the bank.
+        activation: (N,) new spreading-activation values.
+
+    Returns:
+        The columns with ``activation`` swapped in; other leaves are shared.
+    """
+    leaves, treedef = jax.tree_util.tree_flatten(columns, is_leaf=_is_none)
+    leaves[_ACTIVATION_LEAF] = activation
+    out: MemoryColumns = jax.tree_util.tree_unflatten(treedef, leaves)
+    return out
 
 
 class QueryFeatures(eqx.Module):
