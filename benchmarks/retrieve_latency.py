@@ -16,8 +16,10 @@ and breaks the engine path down into its parts: ``embed`` (the embedder),
 ranking as ``retrieve`` runs it: weights, columns, the jitted passes and activation)
 and ``after`` (reconsolidation, prediction, Hebbian links, store writes).
 
-``--links L`` gives every memory L random resonance links (default 0: no links, so
-activation never spreads and pass 2 is skipped; with links, it runs).
+``--links L`` links every candidate of the benchmark queries to L random other
+candidates of the same query (default 0: no links, so activation never spreads and
+pass 2 is skipped; with links it spreads and pass 2 runs, as in an engine-built store
+where similar memories are linked).
 
 Usage:
     python benchmarks/retrieve_latency.py [--n 1000 10000 100000] [--million]
@@ -69,14 +71,8 @@ class RandomEmbedder:
         return [self.embed(t) for t in texts]
 
 
-def random_memories(
-    n: int, dim: int, seed: int = 0, links: int = 0
-) -> tuple[list[Memory], np.ndarray]:
-    """N memories with random unit embeddings and random tags; also the float32 matrix.
-
-    With ``links`` > 0 every memory links to that many random others (strengths in
-    [0.3, 1]), so spreading activation has edges to follow.
-    """
+def random_memories(n: int, dim: int, seed: int = 0) -> tuple[list[Memory], np.ndarray]:
+    """N memories with random unit embeddings and random tags; also the float32 matrix."""
     rng = np.random.default_rng(seed)
     emb = rng.standard_normal((n, dim))
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
@@ -97,20 +93,35 @@ def random_memories(
             now=T0 - timedelta(seconds=float(ages[i])),
         )
         memories.append(Memory.create(f"memory {i}", tag, embedding=emb[i].tolist()))
-    if links and n > 1:
-        ids = [m.id for m in memories]
-        targets = rng.integers(0, n - 1, (n, links))
-        strengths = rng.uniform(0.3, 1.0, (n, links))
-        for i, m in enumerate(memories):
-            out = [
-                ResonanceLink(source_id=m.id, target_id=ids[t + (t >= i)],
-                              strength=float(s), link_type="semantic")
-                for t, s in zip(targets[i].tolist(), strengths[i].tolist(), strict=True)
-            ]
-            memories[i] = m.model_copy(
-                update={"tag": m.tag.model_copy(update={"resonance_links": out})}
-            )
     return memories, emb.astype(np.float32)
+
+
+def link_neighbourhoods(
+    store: InMemoryStore, queries: list[list[float]], limit: int, links: int, seed: int = 0
+) -> None:
+    """Link each query's candidates to ``links`` random others of the same candidates.
+
+    Random links across N memories almost never join two candidates of one query, so
+    activation would never spread; engine-built links join similar memories, which
+    are candidates together. Strengths are uniform in [0.3, 1].
+    """
+    rng = np.random.default_rng(seed)
+    for query in queries:
+        candidates = store.search_by_embedding(query, limit)
+        ids = [m.id for m in candidates]
+        for m in candidates:
+            others = [i for i in ids if i != m.id]
+            chosen = rng.choice(len(others), size=min(links, len(others)), replace=False)
+            out = [
+                ResonanceLink(source_id=m.id, target_id=others[int(j)],
+                              strength=float(rng.uniform(0.3, 1.0)), link_type="semantic")
+                for j in chosen
+            ]
+            current = store.get(m.id)
+            assert current is not None
+            store.update(current.model_copy(
+                update={"tag": current.tag.model_copy(update={"resonance_links": out})}
+            ))
 
 
 def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
@@ -130,7 +141,7 @@ def bench_size(
     n: int, dim: int, top_k: int, repeats: int, dtype: str, links: int = 0
 ) -> dict[str, Any]:
     t_build = time.perf_counter()
-    memories, matrix = random_memories(n, dim, links=links)
+    memories, matrix = random_memories(n, dim)
     store = InMemoryStore(embedding_dtype=dtype)  # type: ignore[arg-type]
     with store_transaction(store):
         for m in memories:
@@ -156,6 +167,8 @@ def bench_size(
     q_np = [np.asarray(q) for q in q_vecs]
     limit = top_k * engine.config.retrieval.candidate_multiplier
     emb_cache = {q: engine.embedder.embed(q) for q in queries}
+    if links:
+        link_neighbourhoods(store, list(emb_cache.values()), limit, links)
 
     def run_retrieve() -> None:
         engine.retrieve(next_query(), top_k)
@@ -223,7 +236,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32",
                         choices=["float64", "float32", "float16", "bfloat16"])
     parser.add_argument("--links", type=int, default=0,
-                        help="random resonance links per memory (0: none)")
+                        help="links per candidate among each query's candidates (0: none)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sizes = list(args.n) + ([1_000_000] if args.million else [])
