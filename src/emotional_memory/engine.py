@@ -141,6 +141,14 @@ class _ConfigDerived:
 
     @staticmethod
     def _device(params: ScoringParams) -> ScoringParams:
+        """``params`` as float64 device arrays (passed to the compiled programs as is).
+
+        Args:
+            params: parameters with float64 numpy leaves.
+
+        Returns:
+            The same parameters on the default device.
+        """
         with float64():  # float64 leaves stay float64 on the device
             out: ScoringParams = jax.device_put(params)
         return out
@@ -738,7 +746,11 @@ class EmotionalMemory:
         return self._plan(query, top_k, query_affect)[0]
 
     def _derived(self) -> _ConfigDerived:
-        """Values derived from ``self.config`` alone, rebuilt when the config is replaced."""
+        """Values derived from ``self.config`` alone, rebuilt when the config is replaced.
+
+        Returns:
+            The :class:`_ConfigDerived` of the current config object.
+        """
         derived = getattr(self, "_config_derived", None)
         if derived is None or derived.config is not self.config:
             derived = _ConfigDerived(self.config)
@@ -746,7 +758,16 @@ class EmotionalMemory:
         return derived
 
     def _rank(self, query: str, top_k: int, query_affect: CoreAffect | None) -> _Ranking:
-        """The two-pass ranking of ``query`` now, as arrays (no breakdown objects)."""
+        """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
+
+        Args:
+            query: query text.
+            top_k: number of seeds / results (>= 1).
+            query_affect: optional override for affect proximity.
+
+        Returns:
+            The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
+        """
         top_k = positive_int("top_k", top_k)
         self._check_content(query, "query")
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
