@@ -3,19 +3,22 @@
 Encodes N texts (default 100,000) into an ``InMemoryStore`` with resonance links on,
 two ways, in the same process:
 
-- ``engine``: ``EmotionalMemory.encode_batch`` as it is. Each new memory's resonance
-  candidates come from one ``search_by_embedding`` over everything stored so far, so
-  the whole batch costs N matrix-vector products over a growing matrix (quadratic,
-  memory-bound);
-- ``batched links``: the same semantics with the candidate searches of the whole
-  batch done by ``InMemoryStore.search_by_embedding_batch(..., visible_until=ids)``
-  (matrix-matrix products, compute-bound) after saving the new memories, then the
-  usual link building memory by memory. This is the change proposed for the engine;
-  ``--check N`` verifies on N memories that both give identical stores.
+- ``engine``: ``EmotionalMemory.encode_batch`` as it is. The store has
+  ``search_by_embedding_batch``, so the engine saves each block of new memories, finds
+  all their resonance candidates with one batched search (``visible_until``: each
+  memory sees the store up to itself; matrix-matrix products, compute-bound) and then
+  links them memory by memory;
+- ``per-memory``: the same engine over :class:`PerMemoryStore`, a wrapper hiding
+  ``search_by_embedding_batch``, so every new memory's candidates come from one
+  ``search_by_embedding`` over everything stored so far (N matrix-vector products over
+  a growing matrix: quadratic, memory-bound). This is the path of stores without the
+  batch method, and the baseline. ``--check N`` verifies on N memories that both build
+  identical stores.
 
-Memory is measured with ``tracemalloc`` (numpy buffers included) around the
-batched-links run: total traced bytes per memory, minus the embedding (search)
-matrix, with a breakdown by a deep ``sys.getsizeof`` of a sample of memories.
+Memory is measured with ``tracemalloc`` (numpy buffers included) around an engine run:
+total traced bytes per memory, minus the embedding (search) matrix, with a breakdown by
+a deep ``sys.getsizeof`` of a sample of memories and the store's own byte counts
+(``store.embedding_nbytes()``, ``store.column_nbytes()`` when the store has it).
 
 Usage:
     python benchmarks/encode_scale.py [--n 100000] [--mem-n N] [--dim 384]
@@ -40,9 +43,6 @@ import numpy as np
 
 from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.interfaces import store_transaction
-from emotional_memory.models import Memory, ResonanceLink
-from emotional_memory.resonance import build_resonance_links
 from emotional_memory.stores import InMemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -69,93 +69,26 @@ class RandomEmbedder:
         return vecs.tolist()
 
 
-class BatchLinkingEngine(EmotionalMemory):
-    """``encode_batch`` with all resonance-candidate searches done in one batch.
+class PerMemoryStore:
+    """An ``InMemoryStore`` seen without ``search_by_embedding_batch``.
 
-    Same result as :meth:`EmotionalMemory.encode_batch` (checked by ``--check``):
-    candidates only depend on embeddings and insertion order, so saving the batch
-    first and searching each memory among the memories stored up to it
-    (``visible_until``) finds the very same candidates.
+    Everything else (save, search, transaction, byte counts, ...) is the wrapped
+    store's, so the engine takes its per-memory search path over the very same data.
     """
 
-    def encode_batch(
-        self,
-        contents: Sequence[str],
-        metadata: Sequence[dict[str, Any] | None] | None = None,
-    ) -> list[Memory]:
-        texts = [self._check_content(c, f"contents[{i}]") for i, c in enumerate(contents)]
-        if not texts:
-            return []
-        metas = list(metadata) if metadata is not None else [None] * len(texts)
-        raw = self.embedder.embed_batch(texts)
-        embeddings = [self._clean_embedding(e, f"contents[{i}]") for i, e in enumerate(raw)]
-        state = self._state
-        out: list[Memory] = []
-        with store_transaction(self.store):
-            prepared = []
-            for text, emb, meta in zip(texts, embeddings, metas, strict=True):
-                memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
-                prepared.append(memory)
-            base = len(self.store)
-            for memory in prepared:
-                self.store.save(memory)
-            cfg = self.config.resonance
-            limit = cfg.max_links * cfg.candidate_multiplier
-            searched = [j for j in range(len(prepared)) if base + j + 1 > limit]
-            found = self.store.search_by_embedding_batch(  # type: ignore[attr-defined]
-                [prepared[j].embedding or [] for j in searched], limit,
-                visible_until=[prepared[j].id for j in searched],
-            ) if self.config.enable_resonance and searched else []
-            candidates = dict(zip(searched, found, strict=True))
-            for j, memory in enumerate(prepared):
-                if not self.config.enable_resonance:
-                    out.append(memory)
-                    continue
-                cands = candidates.get(j)
-                if cands is None:
-                    cands = self.store.list_all()[: base + j + 1]
-                out.append(self._link(memory, cands))
-        adopt = getattr(self, "_adopt", None)  # the engine's "take this new state"
-        if callable(adopt):
-            adopt(state)
-        else:
-            self._state = state
-            getattr(self, "_persist", lambda: None)()
-        return [self._stored(m) for m in out]
+    def __init__(self, inner: InMemoryStore) -> None:
+        self.inner = inner
 
-    def _link(self, memory: Memory, candidates: list[Memory]) -> Memory:
-        """The linking half of ``EmotionalMemory._store_and_link`` (copied verbatim)."""
-        cfg = self.config.resonance
-        links = build_resonance_links(memory, candidates, cfg)
-        if not links:
-            return memory
-        memory = memory.model_copy(
-            update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
-        )
-        self.store.update(memory)
-        for link in links:
-            target = self.store.get(link.target_id)
-            if target is None:
-                continue
-            back = ResonanceLink(
-                source_id=target.id, target_id=memory.id, strength=link.strength,
-                link_type=link.link_type,
-            )
-            existing = list(target.tag.resonance_links)
-            if len(existing) < cfg.max_links:
-                existing.append(back)
-            else:
-                weakest = min(range(len(existing)), key=lambda i: existing[i].strength)
-                if back.strength > existing[weakest].strength:
-                    existing[weakest] = back
-                else:
-                    continue
-            self.store.update(
-                target.model_copy(
-                    update={"tag": target.tag.model_copy(update={"resonance_links": existing})}
-                )
-            )
-        return memory
+    def __getattr__(self, name: str) -> Any:
+        if name == "search_by_embedding_batch":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+
+PATHS = ("engine", "per_memory")
 
 
 def _clock_from(start: datetime) -> Any:
@@ -174,14 +107,21 @@ def texts_for(n: int, seed: int = 0) -> list[str]:
     return [" ".join(WORDS[w] for w in row) + f" #{i}" for i, row in enumerate(picks)]
 
 
-def make_engine(cls: type[EmotionalMemory], embedder: Any) -> EmotionalMemory:
-    tick = [T0]
+def make_engine(path: str, embedder: Any, store: InMemoryStore | None = None,
+                start: datetime = T0) -> EmotionalMemory:
+    """An engine on ``store`` (default a new one) taking the ``path`` encode path."""
+    store = store if store is not None else InMemoryStore()
+    return EmotionalMemory(
+        store if path == "engine" else PerMemoryStore(store),  # type: ignore[arg-type]
+        embedder, clock=_clock_from(start),
+    )
 
-    def clock() -> datetime:
-        tick[0] += timedelta(seconds=3)
-        return tick[0]
 
-    return cls(InMemoryStore(), embedder, clock=clock)
+def inner_store(engine: EmotionalMemory) -> InMemoryStore:
+    store = engine.store
+    store = store.inner if isinstance(store, PerMemoryStore) else store
+    assert isinstance(store, InMemoryStore)
+    return store
 
 
 def deep_size(obj: Any, seen: set[int] | None = None) -> int:
@@ -205,7 +145,7 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
 
 
 def breakdown(store: InMemoryStore, sample: int = 2000) -> dict[str, float]:
-    """Average bytes per memory of its parts (deep sizes of a sample)."""
+    """Average bytes per memory of its parts (deep sizes of a sample, store counts)."""
     memories = store.list_all()
     step = max(1, len(memories) // sample)
     chosen = memories[::step]
@@ -213,19 +153,22 @@ def breakdown(store: InMemoryStore, sample: int = 2000) -> dict[str, float]:
     whole = float(np.mean([deep_size(m) for m in chosen]))
     links = float(np.mean([deep_size(m.tag.resonance_links) for m in chosen]))
     n = len(memories)
-    return {
+    out = {
         "memory_object_total": whole,
         "embedding_list": emb,
         "memory_without_embedding_list": whole - emb,
         "resonance_links": links,
-        "store_columns_besides_matrix": (store.column_nbytes() - store.embedding_nbytes()) / n,
         "search_matrix_allocated": store.embedding_nbytes() / n,
     }
+    column_nbytes = getattr(store, "column_nbytes", None)
+    if callable(column_nbytes):
+        out["store_columns_besides_matrix"] = (column_nbytes() - store.embedding_nbytes()) / n
+    return out
 
 
-def run(cls: type[EmotionalMemory], texts: list[str], embedder: Any,
-        trace: bool = False) -> dict[str, Any]:
-    engine = make_engine(cls, embedder)
+def run(path: str, texts: list[str], embedder: Any, trace: bool = False) -> dict[str, Any]:
+    """Encode ``texts`` in one ``encode_batch`` on a new store along ``path``."""
+    engine = make_engine(path, embedder)
     gc.collect()
     if trace:
         tracemalloc.start()
@@ -234,8 +177,7 @@ def run(cls: type[EmotionalMemory], texts: list[str], embedder: Any,
     seconds = time.perf_counter() - start
     result: dict[str, Any] = {"n": len(texts), "seconds": seconds,
                               "ms_per_memory": seconds / len(texts) * 1e3}
-    store = engine.store
-    assert isinstance(store, InMemoryStore)
+    store = inner_store(engine)
     if trace:
         traced, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
@@ -252,25 +194,20 @@ def run(cls: type[EmotionalMemory], texts: list[str], embedder: Any,
 
 
 def check_identical(n: int, embedder_factory: Any) -> bool:
+    """Whether both paths build the same store (ids mapped by insertion order)."""
     texts = texts_for(n, seed=1)
-    a = make_engine(EmotionalMemory, embedder_factory())
-    b = make_engine(BatchLinkingEngine, embedder_factory())
-    a.encode_batch(texts[: n // 2])
-    b.encode_batch(texts[: n // 2])
-    a.encode_batch(texts[n // 2 :])
-    b.encode_batch(texts[n // 2 :])
-    strip = lambda rows: [{**r, "id": None} for r in rows]  # noqa: E731
-    ids_a = [m.id for m in a.list_all()]
-    ids_b = [m.id for m in b.list_all()]
-    rename = dict(zip(ids_b, ids_a, strict=True))
+    engines = [make_engine(path, embedder_factory()) for path in PATHS]
+    for engine in engines:
+        engine.encode_batch(texts[: n // 2])
+        engine.encode_batch(texts[n // 2 :])
 
-    def canon(engine: EmotionalMemory, mapping: dict[str, str] | None) -> str:
-        text = json.dumps(strip(engine.export_memories()), sort_keys=True)
-        for old, new in (mapping or {}).items():
-            text = text.replace(old, new)
+    def canon(engine: EmotionalMemory) -> str:
+        text = json.dumps({"memories": engine.export_memories(), "state": engine.save_state()})
+        for i, memory in enumerate(engine.list_all()):
+            text = text.replace(memory.id, f"#{i}")
         return text
 
-    return canon(a, None) == canon(b, rename)
+    return canon(engines[0]) == canon(engines[1])
 
 
 def main() -> None:
@@ -278,7 +215,7 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--engine-n", type=int, default=20_000,
-                        help="memories for the current engine path (quadratic; 0 skips)")
+                        help="memories encoded by both paths (per-memory is quadratic; 0 skips)")
     parser.add_argument("--mem-n", type=int, default=None,
                         help="memories for the tracemalloc run (default: --n; 0 skips)")
     parser.add_argument("--tail", type=int, default=2000,
@@ -298,44 +235,46 @@ def main() -> None:
 
     report: dict[str, Any] = {"dim": args.dim, "embedder": args.embedder}
     if args.check:
-        report["identical_to_engine"] = check_identical(args.check, embedder)
-        print(f"batched links == engine on {args.check} memories: "
-              f"{report['identical_to_engine']}")
+        report["identical_paths"] = check_identical(args.check, embedder)
+        print(f"engine == per-memory path on {args.check} memories: "
+              f"{report['identical_paths']}")
     if args.engine_n:
         texts = texts_for(args.engine_n)
-        cur = run(EmotionalMemory, texts, embedder())
-        cur.pop("engine")
-        report["engine"] = cur
-        fast = run(BatchLinkingEngine, texts, embedder())
-        fast.pop("engine")
-        report["batched_links_same_n"] = fast
-        print(f"N={args.engine_n}: engine {cur['seconds']:.1f}s "
-              f"({cur['ms_per_memory']:.3f} ms/memory) | batched links {fast['seconds']:.1f}s "
-              f"({fast['ms_per_memory']:.3f} ms/memory) | speed-up "
-              f"{cur['seconds'] / fast['seconds']:.1f}x")
+        same_n = {}
+        for path in PATHS:
+            timed = run(path, texts, embedder())
+            timed.pop("engine")
+            same_n[path] = timed
+        report["same_n"] = same_n
+        eng, per = same_n["engine"], same_n["per_memory"]
+        print(f"N={args.engine_n}: engine {eng['seconds']:.1f}s "
+              f"({eng['ms_per_memory']:.3f} ms/memory) | per-memory path {per['seconds']:.1f}s "
+              f"({per['ms_per_memory']:.3f} ms/memory) | speed-up "
+              f"{per['seconds'] / eng['seconds']:.1f}x", flush=True)
     texts = texts_for(args.n)
-    timed = run(BatchLinkingEngine, texts, embedder())
+    timed = run("engine", texts, embedder())
     engine = timed.pop("engine")
-    report["batched_links"] = timed
-    print(f"N={args.n}: batched links {timed['seconds']:.1f}s "
+    report["engine"] = timed
+    print(f"N={args.n}: engine {timed['seconds']:.1f}s "
           f"({timed['ms_per_memory']:.3f} ms/memory)", flush=True)
     if args.tail:
-        # Marginal cost per memory at this size: the current engine path (one search
-        # over all N per memory) vs batched links, each adding --tail memories.
+        # Marginal cost per memory at this size, both paths adding --tail memories to
+        # the same store (the per-memory path: one search over all N per memory).
         tail: dict[str, Any] = {}
-        for i, cls in enumerate((EmotionalMemory, BatchLinkingEngine)):
-            more = cls(engine.store, embedder(), clock=_clock_from(T0 + timedelta(days=30 + i)))
+        for i, path in enumerate(("per_memory", "engine")):
+            more = make_engine(path, embedder(), store=inner_store(engine),
+                               start=T0 + timedelta(days=30 + i))
             batch = texts_for(args.tail, seed=10 + i)
             start = time.perf_counter()
             more.encode_batch(batch)
-            tail[cls.__name__] = (time.perf_counter() - start) / args.tail * 1e3
+            tail[path] = (time.perf_counter() - start) / args.tail * 1e3
         report["marginal_ms_per_memory_at_n"] = tail
-        print(f"  adding {args.tail} more at N={args.n}: engine "
-              f"{tail['EmotionalMemory']:.2f} ms/memory, batched links "
-              f"{tail['BatchLinkingEngine']:.2f} ms/memory", flush=True)
+        print(f"  adding {args.tail} more at N={args.n}: per-memory path "
+              f"{tail['per_memory']:.2f} ms/memory, engine {tail['engine']:.2f} ms/memory",
+              flush=True)
     del engine
     if args.mem_n:
-        big = run(BatchLinkingEngine, texts_for(args.mem_n), embedder(), trace=True)
+        big = run("engine", texts_for(args.mem_n), embedder(), trace=True)
         big.pop("engine")
         report["memory"] = big
         print(f"N={args.mem_n} under tracemalloc ({big['seconds']:.1f}s): traced "

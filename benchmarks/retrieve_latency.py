@@ -13,12 +13,18 @@ process and interleaved:
 
 and breaks the engine path down into its parts: ``embed`` (the embedder),
 ``search`` (``store.search_by_embedding``), ``plan`` (the rest of the engine's
-ranking: weights, columns, two jitted passes and activation, breakdowns) and
-``after`` (reconsolidation, prediction, Hebbian links, store writes).
+ranking as ``retrieve`` runs it: weights, columns, the jitted passes and activation)
+and ``after`` (reconsolidation, prediction, Hebbian links, store writes).
+
+``--links L`` links every candidate of the benchmark queries to L random other
+candidates of the same query (default 0: no links, so activation never spreads and
+pass 2 is skipped; with links it spreads and pass 2 runs, as in an engine-built store
+where similar memories are linked).
 
 Usage:
     python benchmarks/retrieve_latency.py [--n 1000 10000 100000] [--million]
-        [--dim 384] [--top-k 5] [--repeats 30] [--dtype float32] [--json OUT]
+        [--dim 384] [--top-k 5] [--repeats 30] [--dtype float32] [--links 0]
+        [--json OUT]
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ import numpy as np
 from emotional_memory import EmotionalMemory
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.interfaces import store_transaction
-from emotional_memory.models import Memory, make_emotional_tag
+from emotional_memory.models import Memory, ResonanceLink, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.stores import InMemoryStore
 
@@ -90,6 +96,34 @@ def random_memories(n: int, dim: int, seed: int = 0) -> tuple[list[Memory], np.n
     return memories, emb.astype(np.float32)
 
 
+def link_neighbourhoods(
+    store: InMemoryStore, queries: list[list[float]], limit: int, links: int, seed: int = 0
+) -> None:
+    """Link each query's candidates to ``links`` random others of the same candidates.
+
+    Random links across N memories almost never join two candidates of one query, so
+    activation would never spread; engine-built links join similar memories, which
+    are candidates together. Strengths are uniform in [0.3, 1].
+    """
+    rng = np.random.default_rng(seed)
+    for query in queries:
+        candidates = store.search_by_embedding(query, limit)
+        ids = [m.id for m in candidates]
+        for m in candidates:
+            others = [i for i in ids if i != m.id]
+            chosen = rng.choice(len(others), size=min(links, len(others)), replace=False)
+            out = [
+                ResonanceLink(source_id=m.id, target_id=others[int(j)],
+                              strength=float(rng.uniform(0.3, 1.0)), link_type="semantic")
+                for j in chosen
+            ]
+            current = store.get(m.id)
+            assert current is not None
+            store.update(current.model_copy(
+                update={"tag": current.tag.model_copy(update={"resonance_links": out})}
+            ))
+
+
 def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
     """Median seconds of each function, timed round-robin (fair under noisy load)."""
     for fn in fns.values():
@@ -103,7 +137,9 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, fl
     return {name: statistics.median(ts) for name, ts in times.items()}
 
 
-def bench_size(n: int, dim: int, top_k: int, repeats: int, dtype: str) -> dict[str, Any]:
+def bench_size(
+    n: int, dim: int, top_k: int, repeats: int, dtype: str, links: int = 0
+) -> dict[str, Any]:
     t_build = time.perf_counter()
     memories, matrix = random_memories(n, dim)
     store = InMemoryStore(embedding_dtype=dtype)  # type: ignore[arg-type]
@@ -131,6 +167,8 @@ def bench_size(n: int, dim: int, top_k: int, repeats: int, dtype: str) -> dict[s
     q_np = [np.asarray(q) for q in q_vecs]
     limit = top_k * engine.config.retrieval.candidate_multiplier
     emb_cache = {q: engine.embedder.embed(q) for q in queries}
+    if links:
+        link_neighbourhoods(store, list(emb_cache.values()), limit, links)
 
     def run_retrieve() -> None:
         engine.retrieve(next_query(), top_k)
@@ -148,16 +186,25 @@ def bench_size(n: int, dim: int, top_k: int, repeats: int, dtype: str) -> dict[s
     def run_search() -> None:
         store.search_by_embedding(emb_cache[next_query()], limit)
 
-    def run_plan() -> None:
-        engine._plan(next_query(), top_k, None)
+    # What retrieve runs: the array-level ranking (``_rank``); engines without it
+    # (older versions, to compare against) build their full plan (``_plan``).
+    rank = getattr(engine, "_rank", None)
 
-    plan_holder: list[Any] = []
+    def ranking(query: str) -> tuple[list[Memory], datetime]:
+        if rank is not None:
+            r = rank(query, top_k, None)
+            return r.winners(top_k), r.now
+        plan, now = engine._plan(query, top_k, None)
+        return [r.memory for r in plan.pass2[:top_k]], now
+
+    def run_plan() -> None:
+        ranking(next_query())
+
+    first = ranking(queries[0])
 
     def run_after() -> None:
-        plan, now = plan_holder[0]
-        engine._after_retrieval([r.memory for r in plan.pass2[:top_k]], now)
+        engine._after_retrieval(first[0], first[1])
 
-    plan_holder.append(engine._plan(queries[0], top_k, None))
     medians = interleaved(
         {
             "retrieve": run_retrieve, "bare": run_bare, "embed": run_embed,
@@ -172,7 +219,8 @@ def bench_size(n: int, dim: int, top_k: int, repeats: int, dtype: str) -> dict[s
     # plan_total = embed + search + the rest of the plan.
     ms["plan_rest"] = max(ms["plan_total"] - ms["embed"] - ms["search"], 0.0)
     return {
-        "n": n, "dim": dim, "top_k": top_k, "dtype": dtype, "build_seconds": build_s,
+        "n": n, "dim": dim, "top_k": top_k, "dtype": dtype, "links": links,
+        "build_seconds": build_s,
         "ms": ms, "ratio_retrieve_vs_bare": ms["retrieve"] / ms["bare"],
         "ratio_search_vs_bare": ms["search"] / ms["bare"],
     }
@@ -187,16 +235,19 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--dtype", default="float32",
                         choices=["float64", "float32", "float16", "bfloat16"])
+    parser.add_argument("--links", type=int, default=0,
+                        help="links per candidate among each query's candidates (0: none)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     sizes = list(args.n) + ([1_000_000] if args.million else [])
     rows = []
     header = (f"{'N':>9} {'retrieve':>9} {'bare':>7} {'ratio':>6} | {'embed':>6} "
               f"{'search':>7} {'plan':>6} {'after':>6} {'np bare':>8}  (ms, median)")
-    print(f"dim {args.dim}  top_k {args.top_k}  store embedding_dtype {args.dtype}")
+    print(f"dim {args.dim}  top_k {args.top_k}  store embedding_dtype {args.dtype}  "
+          f"links/memory {args.links}")
     print(header)
     for n in sizes:
-        r = bench_size(n, args.dim, args.top_k, args.repeats, args.dtype)
+        r = bench_size(n, args.dim, args.top_k, args.repeats, args.dtype, args.links)
         ms = r["ms"]
         print(f"{n:>9} {ms['retrieve']:>9.2f} {ms['bare']:>7.2f} "
               f"{r['ratio_retrieve_vs_bare']:>6.2f} | {ms['embed']:>6.2f} {ms['search']:>7.2f} "

@@ -12,15 +12,19 @@ store transaction, so a failed call leaves store and state exactly as they were.
 
 from __future__ import annotations
 
+import itertools
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import jax
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._bank import as_float_list
+from emotional_memory._precision import float64
 from emotional_memory._validation import aware, in_range, positive_int, utc_now
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector
@@ -37,6 +41,7 @@ from emotional_memory.interfaces import (
     MemoryStore,
     store_transaction,
 )
+from emotional_memory.kernel import QueryFeatures, ScoringParams
 from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.mood import MoodDecayConfig, MoodField
@@ -47,19 +52,128 @@ from emotional_memory.resonance import (
     hebbian_strengthen,
 )
 from emotional_memory.retrieval import (
+    PlanArrays,
     RetrievalConfig,
     RetrievalExplanation,
     RetrievalPlan,
-    adaptive_weights,
-    build_retrieval_plan,
+    _check_weights,
     compute_ape,
+    explain_top,
     masked_weights,
+    mood_weights,
+    plan_from_arrays,
+    rank_candidates,
     reconsolidate,
+    scoring_params,
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
 
 Clock = Callable[[], datetime]
+BatchSearch = Callable[..., list[list[Memory]]]
+"""A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+_LINK_SEARCH_BLOCK = 1024
+"""New memories saved and searched together by ``encode_batch`` (bounds the batch
+search's working memory; any size gives the same links)."""
+
+
+@dataclass
+class _Ranking:
+    """One query's two-pass ranking as arrays (the engine's retrieval core).
+
+    Attributes:
+        now: the engine time of the ranking.
+        plan_now: the ``now`` an equivalent :class:`RetrievalPlan` carries (None for an
+            empty store).
+        weights: (6,) final weights.
+        candidates: the ranked memories, in candidate order.
+        arrays: the plan arrays (None without candidates).
+        query: the query features scored (None without candidates).
+    """
+
+    now: datetime
+    plan_now: datetime | None
+    weights: np.ndarray
+    candidates: list[Memory] = field(default_factory=list)
+    arrays: PlanArrays | None = None
+    query: QueryFeatures | None = None
+
+    def winners(self, top_k: int) -> list[Memory]:
+        """The pass-2 top ``top_k`` memories, best first.
+
+        Args:
+            top_k: how many.
+
+        Returns:
+            Up to ``top_k`` memories (the ranking-time objects).
+        """
+        if self.arrays is None:
+            return []
+        return [self.candidates[i] for i in self.arrays.order2[:top_k].tolist()]
+
+    def plan(self) -> RetrievalPlan:
+        """The full :class:`RetrievalPlan`, every breakdown built.
+
+        Returns:
+            The plan ``build_retrieval_plan`` gives for this ranking.
+        """
+        if self.arrays is None or self.query is None:
+            return RetrievalPlan(weights=self.weights, pass1=[], pass2=[], now=self.plan_now)
+        return plan_from_arrays(self.candidates, self.arrays, self.now, self.query)
+
+
+class _ConfigDerived:
+    """What the engine derives from one (frozen) config object, computed once.
+
+    Args:
+        config: the engine configuration.
+
+    Attributes:
+        config: the config these values belong to (compared by identity).
+        signal_mask: its (6,) ablation mask.
+        all_signals_on: whether the mask keeps every signal (weights pass through).
+        params: float64 scoring parameters of the plan, as device arrays.
+    """
+
+    def __init__(self, config: EmotionalMemoryConfig) -> None:
+        self.config = config
+        self.signal_mask = config.signal_mask()
+        self.all_signals_on = all(v == 1.0 for v in self.signal_mask)
+        self.params = self._device(scoring_params(config.retrieval, config.decay))
+        self._routes: dict[tuple[float, ...], ScoringParams] = {}
+
+    @staticmethod
+    def _device(params: ScoringParams) -> ScoringParams:
+        """``params`` as float64 device arrays (passed to the compiled programs as is).
+
+        Args:
+            params: parameters with float64 numpy leaves.
+
+        Returns:
+            The same parameters on the default device.
+        """
+        with float64():  # float64 leaves stay float64 on the device
+            out: ScoringParams = jax.device_put(params)
+        return out
+
+    def weight_params(self, base_weights: Sequence[float]) -> ScoringParams:
+        """Parameters for the adaptive weights of these (routed) base weights.
+
+        Args:
+            base_weights: the six base weights of the query's route.
+
+        Returns:
+            Device parameters with these base weights and the config's gates.
+        """
+        key = tuple(base_weights)
+        params = self._routes.get(key)
+        if params is None:
+            params = self._device(
+                scoring_params(self.config.retrieval, self.config.decay, base_weights=key)
+            )
+            self._routes[key] = params
+        return params
 
 
 class EmotionalMemoryConfig(BaseModel):
@@ -295,6 +409,24 @@ class EmotionalMemory:
             candidates = self.store.search_by_embedding(memory.embedding or [], limit)
         else:
             candidates = self.store.list_all()
+        return self._link(memory, candidates)
+
+    def _link(self, memory: Memory, candidates: Sequence[Memory]) -> Memory:
+        """Build ``memory``'s forward links to ``candidates`` and their backward twins.
+
+        ``memory`` is already stored. Candidates are read for their id, embedding,
+        core affect and timestamp only, so a snapshot taken before other links were
+        written gives the same links; backward twins always read the target's
+        current links from the store.
+
+        Args:
+            memory: the stored new memory.
+            candidates: its resonance candidates (SPEC 7), itself possibly included.
+
+        Returns:
+            ``memory`` with its forward links (unchanged when it has none).
+        """
+        cfg = self.config.resonance
         links = build_resonance_links(memory, candidates, cfg)
         if not links:
             return memory
@@ -325,6 +457,54 @@ class EmotionalMemory:
                 )
             )
         return memory
+
+    def _store_and_link_batch(
+        self, memories: Iterable[Memory], search: BatchSearch
+    ) -> list[Memory]:
+        """:meth:`_store_and_link` for consecutive new memories, searches batched.
+
+        Memory ``j``'s candidates depend only on the embeddings and insertion order of
+        the memories stored up to it, which linking never changes. So each block of
+        memories is saved first, the candidates of all its memories come from one
+        ``search(embeddings, limit, visible_until=ids)`` (each memory sees the store
+        as it was right after its own save), and the memories are then linked one by
+        one, in order, exactly as :meth:`_store_and_link` would.
+
+        Args:
+            memories: new memories in encoding order (resonance enabled); consumed
+                one block at a time.
+            search: the store's ``search_by_embedding_batch``.
+
+        Returns:
+            The memories with their forward links, in order.
+        """
+        cfg = self.config.resonance
+        limit = cfg.max_links * cfg.candidate_multiplier
+        out: list[Memory] = []
+        source = iter(memories)
+        while block := list(itertools.islice(source, _LINK_SEARCH_BLOCK)):
+            before = len(self.store)
+            for memory in block:
+                self.store.save(memory)
+            # Memory i of the block is linked when the store holds before + i + 1
+            # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+            first = min(len(block), max(0, limit - before))
+            searched = block[first:]
+            found = (
+                search([m.embedding or [] for m in searched], limit,
+                       visible_until=[m.id for m in searched])
+                if searched else []
+            )
+            if len(found) != len(searched):
+                raise ValueError(
+                    f"search_by_embedding_batch returned {len(found)} results for "
+                    f"{len(searched)} queries"
+                )
+            everything = self.store.list_all()[: before + first] if first else []
+            for i, memory in enumerate(block):
+                candidates = everything[: before + i + 1] if i < first else found[i - first]
+                out.append(self._link(memory, candidates))
+        return out
 
     def encode(
         self,
@@ -373,6 +553,12 @@ class EmotionalMemory:
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
+        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
+        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
+        a block of new memories are found by one batched search after saving them,
+        each memory seeing only the memories stored up to itself; links, their order
+        and the final state are the same as with one search per memory, which is
+        what stores without that method get.
 
         Args:
             contents: event texts.
@@ -399,13 +585,28 @@ class EmotionalMemory:
         raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
-        embeddings = [self._clean_embedding(e, f"contents[{i}]") for i, e in enumerate(raw)]
+        # Each raw vector is dropped once cleaned: one copy of the batch at a time.
+        pending: list[Any] = list(raw)
+        del raw
+        embeddings: list[list[float] | None] = []
+        for i in range(len(pending)):
+            embeddings.append(self._clean_embedding(pending[i], f"contents[{i}]"))
+            pending[i] = None
         state = self._state
-        out: list[Memory] = []
-        with store_transaction(self.store):
+
+        def prepared() -> Iterator[Memory]:
+            """The batch's memories, prepared one at a time as they are consumed."""
+            nonlocal state
             for text, emb, meta in zip(texts, embeddings, metas, strict=True):
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
-                out.append(self._store_and_link(memory))
+                yield memory
+
+        with store_transaction(self.store):
+            search = getattr(self.store, "search_by_embedding_batch", None)
+            if self.config.enable_resonance and callable(search):
+                out = self._store_and_link_batch(prepared(), search)
+            else:
+                out = [self._store_and_link(m) for m in prepared()]
         self._adopt(state)
         return [self._stored(m) for m in out]
 
@@ -531,10 +732,11 @@ class EmotionalMemory:
             Weights, shape (6,), in SPEC 4 signal order, summing to 1.
         """
         mood = self.get_current_mood(now)
-        w = adaptive_weights(
-            mood, self._route(query), self.config.retrieval.adaptive_weights_config
-        )
-        return masked_weights(w.tolist(), self.config.signal_mask())
+        derived = self._derived()
+        w = mood_weights(derived.weight_params(self._route(query)), mood)
+        if derived.all_signals_on:  # the mask passes the weights through bit for bit
+            return w
+        return masked_weights(w.tolist(), derived.signal_mask)
 
     def plan_retrieval(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
@@ -551,9 +753,29 @@ class EmotionalMemory:
         """
         return self._plan(query, top_k, query_affect)[0]
 
-    def _plan(
-        self, query: str, top_k: int, query_affect: CoreAffect | None
-    ) -> tuple[RetrievalPlan, datetime]:
+    def _derived(self) -> _ConfigDerived:
+        """Values derived from ``self.config`` alone, rebuilt when the config is replaced.
+
+        Returns:
+            The :class:`_ConfigDerived` of the current config object.
+        """
+        derived = getattr(self, "_config_derived", None)
+        if derived is None or derived.config is not self.config:
+            derived = _ConfigDerived(self.config)
+            self._config_derived = derived
+        return derived
+
+    def _rank(self, query: str, top_k: int, query_affect: CoreAffect | None) -> _Ranking:
+        """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
+
+        Args:
+            query: query text.
+            top_k: number of seeds / results (>= 1).
+            query_affect: optional override for affect proximity.
+
+        Returns:
+            The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
+        """
         top_k = positive_int("top_k", top_k)
         self._check_content(query, "query")
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
@@ -561,7 +783,7 @@ class EmotionalMemory:
         now = self._now()
         n = len(self.store)
         if n == 0:
-            return RetrievalPlan(weights=np.zeros(6), pass1=[], pass2=[]), now
+            return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         embedding = self._clean_embedding(self.embedder.embed(query), "query")
         limit = top_k * self.config.retrieval.candidate_multiplier
         if n > limit:
@@ -569,22 +791,32 @@ class EmotionalMemory:
         else:
             candidates = self.store.list_all()
         mood = self.get_current_mood(now)
-        weights = self.current_weights(query, now)
-        plan = build_retrieval_plan(
+        weights = _check_weights(self.current_weights(query, now))
+        if not candidates:
+            return _Ranking(now=now, plan_now=now, weights=weights)
+        arrays, features = rank_candidates(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
             mood,
             self._state.momentum,
             candidates,
             now,
-            self.config.decay,
-            self.config.retrieval,
+            self._derived().params,
+            weights,
             top_k,
-            propagation_hops=self.config.resonance.propagation_hops,
-            precomputed_weights=weights,
-            enable_resonance=self.config.enable_resonance,
+            self.config.resonance.propagation_hops,
+            self.config.enable_resonance,
         )
-        return plan, now
+        return _Ranking(
+            now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
+            query=features,
+        )
+
+    def _plan(
+        self, query: str, top_k: int, query_affect: CoreAffect | None
+    ) -> tuple[RetrievalPlan, datetime]:
+        ranking = self._rank(query, top_k, query_affect)
+        return ranking.plan(), ranking.now
 
     def _after_retrieval(self, winners: list[Memory], now: datetime) -> list[Memory]:
         """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
@@ -637,9 +869,9 @@ class EmotionalMemory:
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
         """
-        plan, now = self._plan(query, top_k, query_affect)
-        winners = [r.memory for r in plan.pass2[:top_k]]
-        return self._after_retrieval(winners, now) if winners else []
+        ranking = self._rank(query, top_k, query_affect)
+        winners = ranking.winners(top_k)
+        return self._after_retrieval(winners, ranking.now) if winners else []
 
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
@@ -654,8 +886,12 @@ class EmotionalMemory:
         Returns:
             One :class:`RetrievalExplanation` per result (memory after side effects).
         """
-        plan, now = self._plan(query, top_k, query_affect)
-        return self._commit(plan, top_k, now)
+        ranking = self._rank(query, top_k, query_affect)
+        winners = ranking.winners(top_k)
+        if not winners or ranking.arrays is None:
+            return []
+        updated = self._after_retrieval(winners, ranking.now)
+        return explain_top(ranking.candidates, ranking.arrays, updated)
 
     def _commit(
         self, plan: RetrievalPlan, top_k: int, now: datetime

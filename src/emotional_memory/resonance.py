@@ -115,10 +115,44 @@ def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
     if len(a) != len(b):
         raise ValueError(f"embedding length mismatch: {len(a)} vs {len(b)}")
     va = np.asarray(a, dtype=np.float64)
+    return _cosine_to(a, va, _norm(va), b)
+
+
+def _norm(vector: np.ndarray) -> float:
+    """``float(np.linalg.norm(vector))`` of a 1-D float64 vector, without its overhead.
+
+    ``np.linalg.norm`` computes ``sqrt(x.dot(x))``; ``math.sqrt`` rounds the same way.
+    """
+    return math.sqrt(vector.dot(vector))
+
+
+def _cosine_to(
+    a: Sequence[float], va: np.ndarray, na: float, b: Sequence[float] | None
+) -> float:
+    """:func:`_cosine` of ``a`` and ``b`` with ``a``'s float64 vector and norm given.
+
+    Args:
+        a: the first embedding (non-empty).
+        va: ``a`` as a float64 array.
+        na: ``_norm(va)``.
+        b: the second embedding.
+
+    Returns:
+        The cosine, bit-for-bit that of :func:`_cosine` (0 when ``b`` is missing or
+        either norm is zero or not finite).
+
+    Raises:
+        ValueError: unequal lengths.
+    """
+    if not b:
+        return 0.0
+    if len(a) != len(b):
+        raise ValueError(f"embedding length mismatch: {len(a)} vs {len(b)}")
+    if na == 0.0 or not math.isfinite(na):
+        return 0.0
     vb = np.asarray(b, dtype=np.float64)
-    na = float(np.linalg.norm(va))
-    nb = float(np.linalg.norm(vb))
-    if na == 0.0 or nb == 0.0 or not (math.isfinite(na) and math.isfinite(nb)):
+    nb = _norm(vb)
+    if nb == 0.0 or not math.isfinite(nb):
         return 0.0
     return float(np.dot(va, vb) / (na * nb))
 
@@ -178,22 +212,40 @@ def build_resonance_links(
         keep candidate order); strengths clamped to [0, 1].
     """
     cfg = config if config is not None else ResonanceConfig()
-    scored: list[tuple[float, ResonanceLink]] = []
+    # The new memory's vector and norm are computed once (not once per candidate),
+    # and link objects are built for the kept links only; the numbers are those of
+    # ``link_scores`` bit for bit.
+    new_emb = new_memory.embedding
+    new_vec = np.asarray(new_emb, dtype=np.float64) if new_emb else None
+    new_norm = _norm(new_vec) if new_vec is not None else 0.0
+    affect = new_memory.tag.core_affect
+    timestamp = new_memory.tag.timestamp
+    w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
+    scored: list[tuple[float, float, float, float, Memory]] = []
     for cand in candidates:
         if cand.id == new_memory.id:
             continue
-        score, sem, emo, temp = link_scores(new_memory, cand, cfg)
+        sem = (
+            _cosine_to(new_emb, new_vec, new_norm, cand.embedding)
+            if new_emb and new_vec is not None else 0.0
+        )
+        emo = max(0.0, 1.0 - affect.distance(cand.tag.core_affect) / MAX_PAD_DISTANCE)
+        temp = temporal_proximity(timestamp, cand.tag.timestamp, cfg.temporal_half_life_seconds)
+        score = w_sem * sem + w_emo * emo
+        score = score + w_temp * temp
         if score < cfg.threshold:
             continue
-        link = ResonanceLink(
+        scored.append((score, sem, emo, temp, cand))
+    scored.sort(key=lambda item: -item[0])
+    return [
+        ResonanceLink(
             source_id=new_memory.id,
             target_id=cand.id,
             strength=min(1.0, max(0.0, score)),
             link_type=_link_type(new_memory, cand, sem, emo, temp, cfg),
         )
-        scored.append((score, link))
-    scored.sort(key=lambda pair: -pair[0])
-    return [link for _, link in scored[: cfg.max_links]]
+        for score, sem, emo, temp, cand in scored[: cfg.max_links]
+    ]
 
 
 def spreading_activation(

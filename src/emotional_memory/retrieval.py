@@ -50,6 +50,7 @@ from emotional_memory.kernel import (
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
 from emotional_memory.kernel.activation import spreading_activation_jit
+from emotional_memory.kernel.columns import replace_activation
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
@@ -536,7 +537,7 @@ def plan_arrays(
     seeds = order1[:top_k]
     activation = np.zeros(n, dtype=raw1.dtype)
     reached = np.zeros(n, dtype=bool)
-    if adjacency is not None and n > 0:
+    if adjacency is not None and n > 0 and _spreads(adjacency[0], seeds, n):
         targets, strengths = adjacency
         size = columns.size
         seed_mask = np.zeros(size, dtype=bool)
@@ -545,16 +546,15 @@ def plan_arrays(
         pad_t[:n] = targets
         pad_s = np.zeros((size, targets.shape[1]), dtype=raw1.dtype)
         pad_s[:n] = strengths
-        act, hit = _activation_jit(
-            jnp.asarray(seed_mask), jnp.asarray(pad_t), jnp.asarray(pad_s), hops
-        )
+        # numpy operands go to the compiled program directly (no eager transfers)
+        act, hit = _activation_jit(seed_mask, pad_t, pad_s, hops)
         activation = np.asarray(act)[:n]
         reached = np.asarray(hit)[:n]
     if reached.any():
         padded_act = np.zeros(columns.size, dtype=raw1.dtype)
         padded_act[:n] = activation
         out2 = score_with_weights_jit(
-            weights, params, query, columns.with_activation(jnp.asarray(padded_act))
+            weights, params, query, replace_activation(columns, padded_act)
         )
         raw2 = np.asarray(out2.raw)[:n]
         totals2 = np.asarray(out2.totals)[:n]
@@ -569,6 +569,30 @@ def plan_arrays(
 
 
 _activation_jit = spreading_activation_jit
+
+
+def _spreads(targets: np.ndarray, seeds: np.ndarray, n: int) -> bool:
+    """Whether any seed links to a non-seed candidate (else activation reaches nobody).
+
+    Spreading activation starts from the seeds only and never targets a seed (SPEC 5),
+    so without such a link every hop reaches nothing: the kernel would return zero
+    activation and an empty ``reached`` mask, which is what skipping it gives.
+
+    Args:
+        targets: (n, L) candidate-row link targets, -1 for none.
+        seeds: indices of the seed rows.
+        n: number of candidates.
+
+    Returns:
+        True when the activation program has anything to spread.
+    """
+    out = targets[seeds]
+    out = out[out >= 0]
+    if out.size == 0:
+        return False
+    is_seed = np.zeros(n, dtype=bool)
+    is_seed[seeds] = True
+    return bool((~is_seed[out]).any())
 
 
 def build_retrieval_plan(
@@ -620,40 +644,150 @@ def build_retrieval_plan(
         )
     if not cands:
         return RetrievalPlan(weights=weights, pass1=[], pass2=[], candidate_count=0, now=now)
-    dim = embedding_dim(query_embedding, cands)
-    cols = pad_columns(columns_from_memories(cands, now, dim))
+    arrays, query = rank_candidates(
+        query_embedding, query_affect, current_mood, current_momentum, cands, now, params,
+        weights, top_k, int(propagation_hops), enable_resonance,
+    )
+    return plan_from_arrays(cands, arrays, now, query)
+
+
+def rank_candidates(
+    query_embedding: Sequence[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    candidates: list[Memory],
+    now: datetime,
+    params: ScoringParams,
+    weights: np.ndarray,
+    top_k: int,
+    propagation_hops: int,
+    enable_resonance: bool,
+) -> tuple[PlanArrays, QueryFeatures]:
+    """The array half of :func:`build_retrieval_plan` (inputs already validated).
+
+    Args:
+        query_embedding, query_affect, current_mood, current_momentum: query features.
+        candidates: the memories to rank (non-empty), in candidate order.
+        now: aware datetime.
+        params: scoring parameters (e.g. :func:`scoring_params`, cached by the engine).
+        weights: (6,) float64 final weights.
+        top_k: number of seeds (>= 1).
+        propagation_hops: hops of spreading activation (1..5).
+        enable_resonance: False skips spreading activation.
+
+    Returns:
+        ``(arrays, query)``: the plan's :class:`PlanArrays` over the candidates and the
+        float64 query features scored.
+    """
+    dim = embedding_dim(query_embedding, candidates)
+    cols = pad_columns(columns_from_memories(candidates, now, dim))
     query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
-    adjacency = adjacency_from_memories(cands) if enable_resonance else None
+    adjacency = adjacency_from_memories(candidates) if enable_resonance else None
     with float64():
         arrays = plan_arrays(
-            jnp.asarray(weights, jnp.float64), params, query, cols, len(cands), top_k,
-            adjacency, int(propagation_hops),
+            weights, params, query, cols, len(candidates), top_k, adjacency, propagation_hops
         )
+    return arrays, query
+
+
+def plan_from_arrays(
+    candidates: list[Memory], arrays: PlanArrays, now: datetime, query: QueryFeatures
+) -> RetrievalPlan:
+    """The :class:`RetrievalPlan` of :func:`rank_candidates`' arrays, every breakdown built.
+
+    Args:
+        candidates: the ranked memories, in candidate order.
+        arrays: their plan arrays.
+        now: the scoring time.
+        query: the query features scored.
+
+    Returns:
+        The plan, as :func:`build_retrieval_plan` returns it.
+    """
     w = arrays.weights.tolist()
 
     def ranked(order: np.ndarray, raw: np.ndarray) -> list[RankedMemory]:
         out = []
         for i in order.tolist():
             bd = breakdown_from_values(w, raw[i].tolist())
-            out.append(RankedMemory(memory=cands[i], score=bd.total_score, breakdown=bd))
+            out.append(RankedMemory(memory=candidates[i], score=bd.total_score, breakdown=bd))
         return out
 
     pass1 = ranked(arrays.order1, arrays.raw1)
     pass2 = ranked(arrays.order2, arrays.raw2) if arrays.reached.any() else pass1
     activation_map = {
-        cands[i].id: float(arrays.activation[i]) for i in np.flatnonzero(arrays.reached)
+        candidates[i].id: float(arrays.activation[i]) for i in np.flatnonzero(arrays.reached)
     }
     return RetrievalPlan(
         weights=np.asarray(w, dtype=np.float64),
         pass1=pass1,
         pass2=pass2,
         activation_map=activation_map,
-        seed_ids=[cands[i].id for i in arrays.seeds.tolist()],
-        candidate_count=len(cands),
-        candidates=cands,
+        seed_ids=[candidates[i].id for i in arrays.seeds.tolist()],
+        candidate_count=len(candidates),
+        candidates=candidates,
         now=now,
         query=query,
     )
+
+
+def explain_top(
+    candidates: list[Memory], arrays: PlanArrays, memories: Sequence[Memory]
+) -> list[RetrievalExplanation]:
+    """Explanations of the pass-2 winners, building breakdowns for them only.
+
+    The same explanations as a full :func:`plan_from_arrays` plan gives for its first
+    ``len(memories)`` pass-2 entries.
+
+    Args:
+        candidates: the ranked memories, in candidate order.
+        arrays: their plan arrays.
+        memories: the first ``len(memories)`` pass-2 winners after retrieval side
+            effects, in rank order.
+
+    Returns:
+        One :class:`RetrievalExplanation` per winner.
+    """
+    n = len(candidates)
+    w = arrays.weights.tolist()
+    pass1_rank = np.empty(n, dtype=np.int64)
+    pass1_rank[arrays.order1] = np.arange(1, n + 1)
+    seeds = set(arrays.seeds.tolist())
+    top = arrays.order2[: len(memories)].tolist()
+    out = []
+    for rank, (i, memory) in enumerate(zip(top, memories, strict=True), start=1):
+        bd = breakdown_from_values(w, arrays.raw2[i].tolist())
+        out.append(
+            RetrievalExplanation(
+                memory=memory,
+                score=bd.total_score,
+                breakdown=bd,
+                activation_level=float(arrays.activation[i]) if arrays.reached[i] else 0.0,
+                pass1_rank=int(pass1_rank[i]),
+                pass2_rank=rank,
+                selected_as_seed=i in seeds,
+                candidate_count=n,
+            )
+        )
+    return out
+
+
+def mood_weights(params: ScoringParams, mood: MoodField) -> NDArray[np.float64]:
+    """Mood-adaptive weights from ready-made parameters (the kernel, float64).
+
+    :func:`adaptive_weights` without building parameters from configs each call.
+
+    Args:
+        params: parameters whose ``base_weights`` and ``gates`` are used.
+        mood: the current mood.
+
+    Returns:
+        (6,) float64 weights.
+    """
+    with float64():
+        out = _weights_jit(params, np.float64(mood.valence), np.float64(mood.arousal))
+        return np.asarray(out, dtype=np.float64)
 
 
 def affective_prediction_error(expected: CoreAffect, observed: CoreAffect) -> float:

@@ -1,0 +1,278 @@
+"""The engine's retrieval core builds only what it returns, with unchanged results.
+
+``retrieve`` and ``retrieve_with_explanations`` rank from arrays (no breakdown objects
+for candidates that are not returned), reuse parameters derived once per config
+object, and skip the activation program when no seed has a link to spread along.
+Every test compares with the full-plan path (``_plan`` + ``_commit``, what
+``plan_retrieval`` and the replay harness use) or with the public per-call helpers,
+exactly (``==``), not approximately.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+import pytest
+
+from emotional_memory import (
+    CoreAffect,
+    EmotionalMemory,
+    EmotionalMemoryConfig,
+    InMemoryStore,
+    KeywordAppraisalEngine,
+    MoodDecayConfig,
+    QueryClassifierConfig,
+    ResonanceConfig,
+    RetrievalConfig,
+)
+from emotional_memory import retrieval as retrieval_module
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.kernel import MemoryColumns, pad_columns
+from emotional_memory.kernel.activation import spreading_activation_jit
+from emotional_memory.replay import TickClock
+from emotional_memory.retrieval import adaptive_weights, masked_weights
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+WORDS = [
+    "server", "crashed", "demo", "coffee", "friend", "rain", "launch", "budget", "party",
+    "furious", "happy", "calm", "sad", "review", "garden", "night", "storm", "email",
+]
+ROUTES = {
+    "semantic": [0.6, 0.1, 0.1, 0.1, 0.05, 0.05],
+    "emotional": [0.1, 0.4, 0.3, 0.1, 0.05, 0.05],
+}
+
+CONFIGS = {
+    "default": EmotionalMemoryConfig(),
+    "routed_masked": EmotionalMemoryConfig(
+        enable_momentum=False,
+        retrieval=RetrievalConfig(
+            query_classifier=QueryClassifierConfig(mode="heuristic", routed_weights=ROUTES)
+        ),
+        resonance=ResonanceConfig(threshold=0.1, propagation_hops=3),
+    ),
+    "mood_decay_calibrated": EmotionalMemoryConfig(
+        mood_decay=MoodDecayConfig(),
+        retrieval=RetrievalConfig(
+            signal_scale=[1.1, 0.9, 1.0, 1.2, 0.8, 1.0], signal_shift=[0, 0.1, 0, 0, 0, -0.05]
+        ),
+    ),
+    "no_resonance": EmotionalMemoryConfig(enable_resonance=False),
+}
+
+
+def texts(n: int, seed: int) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(WORDS[w] for w in rng.integers(0, len(WORDS), 4)) + f" {i}"
+            for i in range(n)]
+
+
+def twin(config: EmotionalMemoryConfig) -> EmotionalMemory:
+    engine = EmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=32), KeywordAppraisalEngine(), config=config,
+        clock=TickClock(START, timedelta(seconds=53)),
+    )
+    engine.encode_batch(texts(60, 1))
+    engine.set_affect(CoreAffect(valence=-0.5, arousal=0.8, dominance=0.3))
+    engine.encode_batch(texts(40, 2))
+    return engine
+
+
+def dump(engine: EmotionalMemory, value: Any) -> str:
+    text = json.dumps(value)
+    for i, memory in enumerate(engine.list_all()):
+        text = text.replace(memory.id, f"#{i}")
+    return text
+
+
+def store_and_state(engine: EmotionalMemory) -> str:
+    return dump(engine, {"memories": engine.export_memories(), "state": engine.save_state()})
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_explanations_equal_the_full_plan_path(name: str) -> None:
+    fast, full = twin(CONFIGS[name]), twin(CONFIGS[name])
+    spread = 0
+    for i, query in enumerate([*texts(12, 3), "why was I so furious", "what happened"]):
+        top_k = 1 + i % 6
+        got = fast.retrieve_with_explanations(query, top_k=top_k)
+        plan, now = full._plan(query, top_k, None)
+        want = full._commit(plan, top_k, now)
+        assert dump(fast, [e.model_dump(mode="json") for e in got]) == dump(
+            full, [e.model_dump(mode="json") for e in want]
+        )
+        spread += sum(e.activation_level > 0 for e in got)
+    assert store_and_state(fast) == store_and_state(full)
+    if CONFIGS[name].enable_resonance:
+        assert spread > 0  # activation reached some winners: pass 2 was exercised
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_retrieve_equals_the_full_plan_winners(name: str) -> None:
+    fast, full = twin(CONFIGS[name]), twin(CONFIGS[name])
+    for i, query in enumerate(texts(10, 4)):
+        top_k = 1 + i % 5
+        got = fast.retrieve(query, top_k=top_k, query_affect=CoreAffect(valence=0.2, arousal=0.4))
+        plan, now = full._plan(query, top_k, CoreAffect(valence=0.2, arousal=0.4))
+        want = full._after_retrieval([r.memory for r in plan.pass2[:top_k]], now)
+        assert dump(fast, [m.model_dump(mode="json") for m in got]) == dump(
+            full, [m.model_dump(mode="json") for m in want]
+        )
+    assert store_and_state(fast) == store_and_state(full)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_current_weights_equal_the_public_helpers(name: str) -> None:
+    engine = twin(CONFIGS[name])
+    cfg = engine.config
+    for query in ["", "why was I so furious", "the launch budget", "coffee"]:
+        for valence, arousal in [(-0.9, 0.9), (0.0, 0.3), (0.4, 0.1)]:
+            engine.set_affect(CoreAffect(valence=valence, arousal=arousal))
+            now = engine.get_state().mood.timestamp + timedelta(minutes=20)
+            mood = engine.get_current_mood(now)
+            expected = masked_weights(
+                adaptive_weights(
+                    mood, engine._route(query), cfg.retrieval.adaptive_weights_config
+                ).tolist(),
+                cfg.signal_mask(),
+            )
+            assert engine.current_weights(query, now).tolist() == expected.tolist()
+
+
+def test_replacing_the_config_replaces_the_derived_values() -> None:
+    engine = twin(CONFIGS["default"])
+    before = engine.current_weights("the launch budget")
+    engine.config = CONFIGS["routed_masked"]
+    after = engine.current_weights("the launch budget")
+    fresh = twin(CONFIGS["routed_masked"])
+    fresh.load_state(engine.save_state())
+    assert after.tolist() == fresh.current_weights("the launch budget").tolist()
+    assert after.tolist() != before.tolist()
+    assert after[3] == 0.0  # momentum masked by the new config
+
+
+def _plan_arrays_both_ways(
+    monkeypatch: pytest.MonkeyPatch, targets: np.ndarray, strengths: np.ndarray, top_k: int
+) -> tuple[Any, Any]:
+    rng = np.random.default_rng(int(targets.sum()) % 1000 + top_k)
+    n = targets.shape[0]
+    cols = MemoryColumns(
+        embedding=rng.standard_normal((n, 8)), affect=rng.uniform(0, 1, (n, 3)),
+        mood=rng.uniform(0, 1, (n, 3)), velocity=rng.normal(0, 0.1, (n, 3)),
+        age_seconds=rng.uniform(0, 1e6, n), consolidation=rng.uniform(0, 1, n),
+        retrieval_count=rng.integers(0, 4, n).astype(float), activation=np.zeros(n),
+        valid=np.ones(n, bool),
+    )
+    query = retrieval_module.query_features(
+        rng.standard_normal(8).tolist(), CoreAffect(valence=0.1, arousal=0.5),
+        twin_mood(), twin_momentum(), 8,
+    )
+    params = retrieval_module.scoring_params(RetrievalConfig(), EmotionalMemoryConfig().decay)
+    weights = np.asarray([0.3, 0.2, 0.15, 0.1, 0.1, 0.15])
+    out = []
+    for shortcut in (True, False):
+        if not shortcut:
+            monkeypatch.setattr(retrieval_module, "_spreads", lambda *a: True)
+        with retrieval_module.float64():
+            out.append(retrieval_module.plan_arrays(
+                weights, params, query, pad_columns(cols), n, top_k, (targets, strengths), 2
+            ))
+    return out[0], out[1]
+
+
+def twin_mood() -> Any:
+    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_current_mood()
+
+
+def twin_momentum() -> Any:
+    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_state().momentum
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_activation_shortcut_gives_the_kernel_result(
+    case: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Skipping the activation program when no seed links to a non-seed changes nothing."""
+    rng = np.random.default_rng(case)
+    n, width = 12, 8
+    targets = np.full((n, width), -1, dtype=np.int32)
+    strengths = np.zeros((n, width))
+    density = [0.0, 0.05, 0.3][case % 3]
+    for i in range(n):
+        for j in range(width):
+            if rng.random() < density:
+                targets[i, j] = rng.integers(0, n)
+                strengths[i, j] = rng.uniform(0.1, 1.0)
+    fast, slow = _plan_arrays_both_ways(monkeypatch, targets, strengths, top_k=1 + case % 4)
+    for field in ("raw1", "totals1", "order1", "raw2", "totals2", "order2", "activation",
+                  "reached", "seeds", "weights"):
+        np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field))
+
+
+def test_spreads_matches_the_kernel_reach() -> None:
+    rng = np.random.default_rng(7)
+    n = 10
+    seen = {True: 0, False: 0}
+    for _ in range(300):
+        targets = np.where(rng.random((n, 4)) < 0.08, rng.integers(0, n, (n, 4)), -1)
+        targets = targets.astype(np.int32)
+        seeds = rng.choice(n, size=int(rng.integers(1, 5)), replace=False)
+        seed_mask = np.zeros(n, bool)
+        seed_mask[seeds] = True
+        with retrieval_module.float64():
+            _, reached = spreading_activation_jit(seed_mask, targets, np.full((n, 4), 0.5), 3)
+        spreads = retrieval_module._spreads(targets, seeds, n)
+        assert spreads == bool(np.asarray(reached).any())
+        seen[spreads] += 1
+    assert seen[True] > 20 and seen[False] > 20
+
+
+def test_activation_program_not_run_without_links(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = []
+    real = retrieval_module._activation_jit
+
+    def spy(*args: Any) -> Any:
+        calls.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(retrieval_module, "_activation_jit", spy)
+    linked = twin(CONFIGS["default"])
+    linked.retrieve("coffee friend", top_k=3)
+    assert calls  # links among the candidates: the program runs
+    calls.clear()
+    unlinked = twin(EmotionalMemoryConfig(resonance=ResonanceConfig(threshold=5.0)))
+    assert not any(m.tag.resonance_links for m in unlinked.list_all())
+    unlinked.retrieve("coffee friend", top_k=3)
+    assert not calls
+
+
+def test_with_activation_and_pad_columns_match_the_reference_implementations() -> None:
+    rng = np.random.default_rng(11)
+    n = 13
+    cols = MemoryColumns(
+        embedding=rng.standard_normal((n, 5)), affect=rng.random((n, 3)),
+        mood=rng.random((n, 3)), velocity=rng.random((n, 3)), age_seconds=rng.random(n),
+        consolidation=rng.random(n), retrieval_count=rng.random(n), activation=rng.random(n),
+        valid=rng.random(n) < 0.8,
+    )
+    for size in (None, 13, 40):
+        padded = pad_columns(cols, size)
+        target = 16 if size is None else size
+        for name in ("embedding", "affect", "mood", "velocity", "age_seconds",
+                     "consolidation", "retrieval_count", "activation", "valid"):
+            got, ref = getattr(padded, name), getattr(cols, name)
+            want = np.pad(ref, [(0, target - n)] + [(0, 0)] * (ref.ndim - 1))
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got, want)
+    act = rng.random(n)
+    swapped = cols.with_activation(act)
+    reference = eqx.tree_at(lambda c: c.activation, cols, act)
+    assert jax.tree_util.tree_structure(swapped) == jax.tree_util.tree_structure(reference)
+    assert swapped.activation is act
+    assert swapped.embedding is cols.embedding and swapped.valid is cols.valid
+    assert cols.activation is not act  # the original is untouched
