@@ -16,9 +16,10 @@ two ways, in the same process:
   identical stores.
 
 Memory is measured with ``tracemalloc`` (numpy buffers included) around an engine run:
-total traced bytes per memory, minus the embedding (search) matrix, with a breakdown by
-a deep ``sys.getsizeof`` of a sample of memories and the store's own byte counts
-(``store.embedding_nbytes()``, ``store.column_nbytes()`` when the store has it).
+total traced bytes per memory, minus the embedding storage
+(``store.embedding_nbytes()``), with the store's own breakdown (``store.nbytes()``:
+row arrays, Python objects) and the deep size of a rebuilt ``Memory`` (what ``get``
+hands out; transient).
 
 Usage:
     python benchmarks/encode_scale.py [--n 100000] [--mem-n N] [--dim 384]
@@ -145,24 +146,22 @@ def deep_size(obj: Any, seen: set[int] | None = None) -> int:
 
 
 def breakdown(store: InMemoryStore, sample: int = 2000) -> dict[str, float]:
-    """Average bytes per memory of its parts (deep sizes of a sample, store counts)."""
-    memories = store.list_all()
-    step = max(1, len(memories) // sample)
-    chosen = memories[::step]
-    emb = float(np.mean([deep_size(m.embedding) for m in chosen]))
-    whole = float(np.mean([deep_size(m) for m in chosen]))
-    links = float(np.mean([deep_size(m.tag.resonance_links) for m in chosen]))
-    n = len(memories)
+    """Average bytes per memory of the store's resident parts, and of one rebuilt
+    ``Memory`` object (what ``get`` hands out; transient, not resident)."""
+    n = len(store)
+    row_ids = [mid for mid in store.search_matrix()[0] if mid is not None]
+    chosen = [store.get(mid) for mid in row_ids[:: max(1, n // sample)]]
+    memories = [m for m in chosen if m is not None]
     out = {
-        "memory_object_total": whole,
-        "embedding_list": emb,
-        "memory_without_embedding_list": whole - emb,
-        "resonance_links": links,
-        "search_matrix_allocated": store.embedding_nbytes() / n,
+        "rebuilt_memory_object": float(np.mean([deep_size(m) for m in memories])),
+        "rebuilt_embedding_list": float(np.mean([deep_size(m.embedding) for m in memories])),
+        "embedding_storage": store.embedding_nbytes() / n,
     }
-    column_nbytes = getattr(store, "column_nbytes", None)
-    if callable(column_nbytes):
-        out["store_columns_besides_matrix"] = (column_nbytes() - store.embedding_nbytes()) / n
+    nbytes = getattr(store, "nbytes", None)
+    if callable(nbytes):
+        parts = nbytes()
+        out["store_row_arrays_besides_embeddings"] = parts["columns"] / n
+        out["store_python_objects"] = parts["objects"] / n
     return out
 
 
@@ -185,8 +184,8 @@ def run(path: str, texts: list[str], embedder: Any, trace: bool = False) -> dict
         result.update({
             "traced_bytes_per_memory": traced / n,
             "traced_peak_bytes_per_memory": peak / n,
-            "search_matrix_bytes_per_memory": store.embedding_nbytes() / n,
-            "bytes_per_memory_beyond_matrix": (traced - store.embedding_nbytes()) / n,
+            "embedding_bytes_per_memory": store.embedding_nbytes() / n,
+            "bytes_per_memory_beyond_embeddings": (traced - store.embedding_nbytes()) / n,
         })
         result["breakdown"] = breakdown(store)
     result["engine"] = engine
@@ -257,6 +256,11 @@ def main() -> None:
     report["engine"] = timed
     print(f"N={args.n}: engine {timed['seconds']:.1f}s "
           f"({timed['ms_per_memory']:.3f} ms/memory)", flush=True)
+    store_parts = breakdown(inner_store(engine))
+    report["store_bytes_per_memory"] = store_parts
+    print(f"  resident store bytes per memory at N={args.n} (store.nbytes()):")
+    for key, value in store_parts.items():
+        print(f"    {key:36s} {value:10.0f}")
     if args.tail:
         # Marginal cost per memory at this size, both paths adding --tail memories to
         # the same store (the per-memory path: one search over all N per memory).
@@ -279,9 +283,9 @@ def main() -> None:
         report["memory"] = big
         print(f"N={args.mem_n} under tracemalloc ({big['seconds']:.1f}s): traced "
               f"{big['traced_bytes_per_memory']:.0f} B/memory (peak "
-              f"{big['traced_peak_bytes_per_memory']:.0f}); search matrix "
-              f"{big['search_matrix_bytes_per_memory']:.0f}; beyond the matrix "
-              f"{big['bytes_per_memory_beyond_matrix']:.0f}")
+              f"{big['traced_peak_bytes_per_memory']:.0f}); embeddings "
+              f"{big['embedding_bytes_per_memory']:.0f}; beyond the embeddings "
+              f"{big['bytes_per_memory_beyond_embeddings']:.0f}")
         for key, value in big["breakdown"].items():
             print(f"    {key:32s} {value:10.0f} B/memory")
     if args.json:
