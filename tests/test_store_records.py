@@ -116,7 +116,7 @@ def _check(store: InMemoryStore, oracle: dict[str, Memory]) -> None:
 
 
 @pytest.mark.parametrize("mode", ["float32", "float64"])
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["save", "delete", "fail"]), memories()),
                     min_size=1, max_size=14))
 def test_rows_round_trip_every_memory(mode: str, ops: list[tuple[str, Memory]]) -> None:
@@ -147,7 +147,7 @@ def test_rows_round_trip_every_memory(mode: str, ops: list[tuple[str, Memory]]) 
         _check(store, oracle)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(memory=memories(memory_id="only"))
 def test_compact_shape_is_the_utc_exact_class_shape(memory: Memory) -> None:
     tag = memory.tag
