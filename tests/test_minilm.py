@@ -44,8 +44,9 @@ SAMPLE_TEXTS = [
 @pytest.fixture(scope="module")
 def minilm_deps() -> Any:
     """The minilm module, skipping when tokenizers/safetensors are missing."""
-    pytest.importorskip("tokenizers")
-    pytest.importorskip("safetensors")
+    why = "MiniLM extras not installed (`make minilm`; CI installs them)"
+    pytest.importorskip("tokenizers", reason=why)
+    pytest.importorskip("safetensors", reason=why)
     from emotional_memory.embedders import minilm
 
     return minilm
