@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import sys
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -45,6 +44,7 @@ import numpy as np
 from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.stores import InMemoryStore
+from emotional_memory.stores.in_memory import deep_size
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [
@@ -123,26 +123,6 @@ def inner_store(engine: EmotionalMemory) -> InMemoryStore:
     store = store.inner if isinstance(store, PerMemoryStore) else store
     assert isinstance(store, InMemoryStore)
     return store
-
-
-def deep_size(obj: Any, seen: set[int] | None = None) -> int:
-    """Bytes reachable from ``obj`` (pydantic models, containers, scalars), once each."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen:
-        return 0
-    seen.add(id(obj))
-    size = sys.getsizeof(obj)
-    if isinstance(obj, dict):
-        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
-    elif isinstance(obj, list | tuple | set | frozenset):
-        size += sum(deep_size(x, seen) for x in obj)
-    elif hasattr(obj, "__dict__"):
-        size += deep_size(vars(obj), seen)
-        for extra in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
-            value = getattr(obj, extra, None)
-            if value is not None:
-                size += deep_size(value, seen)
-    return size
 
 
 def breakdown(store: InMemoryStore, sample: int = 2000) -> dict[str, float]:

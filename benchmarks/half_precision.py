@@ -32,10 +32,12 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from batch_throughput import agreement, random_bank, random_queries
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams, score_batch
+from emotional_memory.kernel import ScoringParams
+from emotional_memory.kernel.batch import DEFAULT_CHUNK_SIZE
 from emotional_memory.models import Memory, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalConfig
@@ -62,42 +64,17 @@ def share_identical(a: list[list[str]], b: list[list[str]]) -> float:
     return float(np.mean([set(x) == set(y) for x, y in zip(a, b, strict=True)]))
 
 
-def kernel_agreement(bank: np.ndarray, queries: np.ndarray, seed: int = 3) -> dict[str, float]:
-    """Identical top-5 shares of score_batch (six signals) and of the bare product."""
-    rng = np.random.default_rng(seed)
-    n, q = bank.shape[0], queries.shape[0]
-    f32 = np.float32
-    cols = MemoryColumns(
-        embedding=bank,
-        affect=np.column_stack([rng.uniform(-1, 1, n), rng.uniform(0, 1, (n, 2))]).astype(f32),
-        mood=np.column_stack([rng.uniform(-1, 1, n), rng.uniform(0, 1, (n, 2))]).astype(f32),
-        velocity=rng.normal(0, 0.1, (n, 3)).astype(f32),
-        age_seconds=rng.uniform(0, 30 * 86400, n).astype(f32),
-        consolidation=rng.uniform(0.1, 1, n).astype(f32),
-        retrieval_count=rng.integers(0, 5, n).astype(f32),
-        activation=np.zeros(n, f32), valid=np.ones(n, bool),
-    )
-    feats = QueryFeatures(
-        embedding=queries.astype(f32),
-        affect=rng.uniform(0, 1, (q, 3)).astype(f32),
-        mood=np.column_stack([rng.uniform(-1, 1, q), rng.uniform(0, 1, (q, 2))]).astype(f32),
-        velocity=rng.normal(0, 0.1, (q, 3)).astype(f32),
+def kernel_agreement(bank: np.ndarray, queries: np.ndarray) -> dict[str, float]:
+    """Identical top-5 shares of score_batch (six signals, random affect columns) and
+    of the bare product, with ``bank`` cast to float16 / bfloat16 (the measurement of
+    ``batch_throughput.py --agreement`` on this bank and these queries)."""
+    n, dim = bank.shape
+    cols = eqx.tree_at(lambda c: c.embedding, random_bank(n, dim), bank)
+    feats = eqx.tree_at(
+        lambda f: f.embedding, random_queries(queries.shape[0], dim), queries.astype(np.float32)
     )
     params = ScoringParams.from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
-    base = np.asarray(score_batch(params, feats, cols, 5)[0])
-    bare = jax.jit(lambda e, x: jax.lax.top_k(x @ e.astype(jnp.float32).T, 5)[1])
-    bare_base = np.asarray(bare(bank, feats.embedding))
-    out: dict[str, float] = {}
-    for name, dtype in (("float16", jnp.float16), ("bfloat16", jnp.bfloat16)):
-        half = jnp.asarray(bank, dtype)
-        swapped = eqx.tree_at(lambda c: c.embedding, cols, half)
-        got = np.asarray(score_batch(params, feats, swapped, 5)[0])
-        out[name] = float(np.mean([set(a) == set(b) for a, b in zip(base, got, strict=True)]))
-        got_bare = np.asarray(bare(half, feats.embedding))
-        out[name + "_semantic_only"] = float(
-            np.mean([set(a) == set(b) for a, b in zip(bare_base, got_bare, strict=True)])
-        )
-    return out
+    return agreement(params, feats, cols, DEFAULT_CHUNK_SIZE)
 
 
 def main() -> None:

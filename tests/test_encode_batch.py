@@ -33,6 +33,7 @@ from emotional_memory import (
 from emotional_memory import engine as engine_module
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
+from plain_store import PerMemoryStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [
@@ -40,42 +41,6 @@ WORDS = [
     "furious", "happy", "calm", "sad", "review", "garden", "night", "storm", "email",
     "doctor", "bakery", "music", "deadline", "train", "river",
 ]
-
-
-class PerMemoryStore:
-    """An ``InMemoryStore`` without ``search_by_embedding_batch``: the per-memory path.
-
-    Counts the single searches the engine makes.
-    """
-
-    def __init__(self, inner: InMemoryStore | None = None) -> None:
-        self.inner = inner if inner is not None else InMemoryStore()
-        self.searches = 0
-
-    def save(self, memory: Memory) -> None:
-        self.inner.save(memory)
-
-    def get(self, memory_id: str) -> Memory | None:
-        return self.inner.get(memory_id)
-
-    def update(self, memory: Memory) -> None:
-        self.inner.update(memory)
-
-    def delete(self, memory_id: str) -> bool:
-        return self.inner.delete(memory_id)
-
-    def list_all(self) -> list[Memory]:
-        return self.inner.list_all()
-
-    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        self.searches += 1
-        return self.inner.search_by_embedding(embedding, top_k)
-
-    def transaction(self) -> Any:
-        return self.inner.transaction()
-
-    def __len__(self) -> int:
-        return len(self.inner)
 
 
 class SpyBatchStore(InMemoryStore):

@@ -39,6 +39,7 @@ from emotional_memory import (
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import retrieval_breakdown
+from plain_store import PerMemoryStore
 
 SQRT6 = math.sqrt(6.0)
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -1499,40 +1500,11 @@ def test_encode_batch_with_an_embed_only_embedder() -> None:
     assert [m.embedding for m in out] == [[1.0, 1.0, 0.0], [2.0, 1.0, 0.0]]
 
 
-class _PlainStore:
-    """The MemoryStore protocol only (no columns, linking_to, pending_ids, batch search):
-    the engine must take its generic list_all paths and reach the same results."""
-
-    def __init__(self) -> None:
-        self.inner = InMemoryStore()
-
-    def save(self, memory: Memory) -> None:
-        self.inner.save(memory)
-
-    def get(self, memory_id: str) -> Memory | None:
-        return self.inner.get(memory_id)
-
-    def update(self, memory: Memory) -> None:
-        self.inner.update(memory)
-
-    def delete(self, memory_id: str) -> bool:
-        return self.inner.delete(memory_id)
-
-    def list_all(self) -> list[Memory]:
-        return self.inner.list_all()
-
-    def search_by_embedding(self, embedding: Any, top_k: int) -> list[Memory]:
-        return self.inner.search_by_embedding(embedding, top_k)
-
-    def __len__(self) -> int:
-        return len(self.inner)
-
-
 def test_columnar_fast_paths_equal_the_generic_paths() -> None:
     """prune (from columns), delete (linking_to) and elaborate_pending (pending_ids)
     give the same stores as the list_all paths of a protocol-only store."""
     runs = []
-    for store in (InMemoryStore(), _PlainStore()):
+    for store in (InMemoryStore(), PerMemoryStore()):
         engine, clock = make(store=store)
         for i in range(40):
             engine.encode(f"memory {i} about {['rain', 'coffee', 'launch'][i % 3]}",

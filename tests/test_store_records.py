@@ -133,10 +133,7 @@ def test_rows_round_trip_every_memory(mode: str, ops: list[tuple[str, Memory]]) 
             continue
         elif op == "save":
             store.save(memory)
-            if memory.id in oracle:
-                oracle[memory.id] = memory
-            else:
-                oracle[memory.id] = memory
+            oracle[memory.id] = memory  # a replaced id keeps its position, as in the store
             dim = dim or (len(memory.embedding) if memory.embedding else None)
         else:  # a failing transaction leaves everything as it was
             with pytest.raises(RuntimeError), store.transaction():

@@ -82,7 +82,7 @@ from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
 
-__all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "to_microseconds"]
+__all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
 
 EmbeddingDType = Literal["float64", "float32", "float16", "bfloat16"]
 EMBEDDING_DTYPES: tuple[str, ...] = ("float64", "float32", "float16", "bfloat16")
@@ -642,12 +642,12 @@ class InMemoryStore:
                     objects += size(text)
             for meta in self._meta:
                 if meta is not None:
-                    objects += _deep_size(meta)
+                    objects += deep_size(meta)
             for rec in self._links:
                 if rec is not None:
                     objects += size(rec) + size(rec[0]) + size(rec[1])
-            objects += sum(_deep_size(m) for m in self._whole.values())
-            objects += sum(_deep_size(m) for m in self._recent.values())
+            objects += sum(deep_size(m) for m in self._whole.values())
+            objects += sum(deep_size(m) for m in self._recent.values())
             return {
                 "embeddings": self.embedding_nbytes(),
                 "columns": columns,
@@ -1561,8 +1561,17 @@ class InMemoryStore:
         self._dead = 0
 
 
-def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
-    """``sys.getsizeof`` summed over an object graph (pydantic models, containers)."""
+def deep_size(obj: Any, seen: set[int] | None = None) -> int:
+    """Bytes reachable from ``obj`` (``sys.getsizeof`` over containers, objects'
+    ``__dict__`` and pydantic's per-instance slots), each object counted once.
+
+    Args:
+        obj: the root object.
+        seen: ids already counted (shared across calls to count a graph once).
+
+    Returns:
+        The total in bytes.
+    """
     import sys
 
     seen = set() if seen is None else seen
@@ -1571,11 +1580,15 @@ def _deep_size(obj: Any, seen: set[int] | None = None) -> int:
     seen.add(id(obj))
     size = sys.getsizeof(obj)
     if isinstance(obj, dict):
-        size += sum(_deep_size(k, seen) + _deep_size(v, seen) for k, v in obj.items())
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
     elif isinstance(obj, list | tuple | set | frozenset):
-        size += sum(_deep_size(x, seen) for x in obj)
+        size += sum(deep_size(x, seen) for x in obj)
     elif hasattr(obj, "__dict__"):
-        size += _deep_size(vars(obj), seen)
+        size += deep_size(vars(obj), seen)
+        for extra in ("__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+            value = getattr(obj, extra, None)
+            if value is not None:
+                size += deep_size(value, seen)
     return size
 
 
