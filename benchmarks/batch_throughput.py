@@ -32,9 +32,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams
+from emotional_memory.kernel import MemoryColumns, QueryFeatures
 from emotional_memory.kernel.batch import score_batch
 from emotional_memory.retrieval import RetrievalConfig
+from emotional_memory.scoring_config import params_from_config
 
 
 def random_bank(n: int, dim: int, seed: int = 0) -> MemoryColumns:
@@ -119,7 +120,7 @@ def main() -> None:
     cols = jax.device_put(random_bank(args.n, args.dim))
     queries = jax.device_put(random_queries(args.q, args.dim))
     params = jax.device_put(
-        ScoringParams.from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
+        params_from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
     )
     k = args.k
     bare = jax.jit(lambda e, q: jax.lax.top_k(q @ e.T, k))

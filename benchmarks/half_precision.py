@@ -36,11 +36,11 @@ from batch_throughput import agreement, random_bank, random_queries
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel import ScoringParams
 from emotional_memory.kernel.batch import DEFAULT_CHUNK_SIZE
 from emotional_memory.models import Memory, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalConfig
+from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -73,7 +73,7 @@ def kernel_agreement(bank: np.ndarray, queries: np.ndarray) -> dict[str, float]:
     feats = eqx.tree_at(
         lambda f: f.embedding, random_queries(queries.shape[0], dim), queries.astype(np.float32)
     )
-    params = ScoringParams.from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
+    params = params_from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
     return agreement(params, feats, cols, DEFAULT_CHUNK_SIZE)
 
 

@@ -44,6 +44,7 @@ from emotional_memory.retrieval import (
     RetrievalConfig,
     build_retrieval_plan,
 )
+from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 from emotional_memory.stores import in_memory as in_memory_module
 
@@ -125,7 +126,7 @@ def reference_top_k(
 
 
 def float32_params(retrieval: RetrievalConfig | None = None) -> ScoringParams:
-    return ScoringParams.from_config(retrieval or RetrievalConfig(), DecayConfig()).astype(
+    return params_from_config(retrieval or RetrievalConfig(), DecayConfig()).astype(
         jnp.float32
     )
 

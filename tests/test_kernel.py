@@ -41,6 +41,11 @@ from emotional_memory.kernel import (
     stable_rank,
 )
 from emotional_memory.retrieval import AdaptiveWeightsConfig, RetrievalConfig
+from emotional_memory.scoring_config import (
+    params_from_config,
+    params_to_config,
+    params_to_config_dicts,
+)
 
 SQRT6 = math.sqrt(6.0)
 N_ROWS, DIM = 24, 6
@@ -81,7 +86,7 @@ ABLATION_MASKS = {
 
 
 def default_params(**decay_overrides: float) -> ScoringParams:
-    return ScoringParams.from_config(RetrievalConfig(), DecayConfig(**decay_overrides))
+    return params_from_config(RetrievalConfig(), DecayConfig(**decay_overrides))
 
 
 def params_variant(name: str) -> ScoringParams:
@@ -118,7 +123,7 @@ def params_variant(name: str) -> ScoringParams:
         )
     else:  # pragma: no cover
         raise KeyError(name)
-    return ScoringParams.from_config(cfg, DecayConfig())
+    return params_from_config(cfg, DecayConfig())
 
 
 PARAM_VARIANTS = (
@@ -864,7 +869,7 @@ def test_float32_agrees_with_float64(seed: int, variant: str) -> None:
 
 
 def test_float32_params_from_config_dtype() -> None:
-    p = ScoringParams.from_config(RetrievalConfig(), DecayConfig(), dtype=np.float32)
+    p = params_from_config(RetrievalConfig(), DecayConfig(), dtype=np.float32)
     for name in SMOOTH_LEAVES:
         assert np.asarray(getattr(p, name)).dtype == np.float32
     query, cols = edge_bank()
@@ -877,7 +882,7 @@ def test_float32_params_from_config_dtype() -> None:
 
 
 def test_default_to_config_dicts_reproduce_spec() -> None:
-    retrieval, decay = default_params().to_config_dicts()
+    retrieval, decay = params_to_config_dicts(default_params())
     assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
@@ -895,26 +900,26 @@ def test_default_params_leaves() -> None:
     assert float(p.distance_scale) == math.sqrt(6.0)
     np.testing.assert_array_equal(p.signal_scale, [1.0] * 6)
     np.testing.assert_array_equal(p.signal_shift, [0.0] * 6)
-    for name in GATE_FIELDS:
-        assert float(p.gate(name)) == SPEC_GATES[name]
-    for name in DECAY_FIELDS:
-        assert float(p.decay_param(name)) == SPEC_DECAY[name]
+    for i, name in enumerate(GATE_FIELDS):
+        assert float(p.gates[i]) == SPEC_GATES[name]
+    for i, name in enumerate(DECAY_FIELDS):
+        assert float(p.decay[i]) == SPEC_DECAY[name]
 
 
 def test_default_round_trip_is_exact() -> None:
     r, d = RetrievalConfig(), DecayConfig()
-    assert ScoringParams.from_config(r, d).to_config() == (r, d)
-    assert ScoringParams.from_config(r, d).to_config(r, d) == (r, d)
+    assert params_to_config(params_from_config(r, d)) == (r, d)
+    assert params_to_config(params_from_config(r, d), r, d) == (r, d)
 
 
 def test_round_trip_keeps_template_fields() -> None:
     r = RetrievalConfig(ape_threshold=0.7, candidate_multiplier=5,
                         reconsolidation_window_seconds=12.0)
     d = DecayConfig(power=1.3)
-    r2, d2 = ScoringParams.from_config(r, d).to_config(r, d)
+    r2, d2 = params_to_config(params_from_config(r, d), r, d)
     assert (r2, d2) == (r, d)
     # Without templates the non-scoring fields fall back to defaults.
-    r3, d3 = ScoringParams.from_config(r, d).to_config()
+    r3, d3 = params_to_config(params_from_config(r, d))
     assert r3.ape_threshold == RetrievalConfig().ape_threshold
     assert r3.base_weights == r.base_weights and d3 == d
 
@@ -963,12 +968,12 @@ def configs(draw: Any) -> tuple[RetrievalConfig, DecayConfig]:
 @settings(max_examples=60, deadline=None)
 def test_round_trip_random_valid_configs(cfg: tuple[RetrievalConfig, DecayConfig]) -> None:
     r, d = cfg
-    params = ScoringParams.from_config(r, d)
+    params = params_from_config(r, d)
     # Templates carry only the non-scoring fields, so every scoring number must come
     # from the parameters themselves.
     template_r = RetrievalConfig(ape_threshold=r.ape_threshold,
                                  candidate_multiplier=r.candidate_multiplier)
-    r2, d2 = params.to_config(template_r, DecayConfig())
+    r2, d2 = params_to_config(params, template_r, DecayConfig())
     expected_r = r
     if r.signal_scale == [1.0] * 6 and r.signal_shift == [0.0] * 6:
         # identity calibration is the SPEC score and is written as "no calibration"
@@ -976,22 +981,22 @@ def test_round_trip_random_valid_configs(cfg: tuple[RetrievalConfig, DecayConfig
     assert r2 == expected_r
     assert d2 == d
     # and the dicts are the exact numbers
-    rd, dd = params.to_config_dicts()
+    rd, dd = params_to_config_dicts(params)
     assert rd["base_weights"] == r.base_weights
     assert rd["adaptive_weights_config"] == r.adaptive_weights_config.model_dump()
     assert dd == d.model_dump()
     # a second trip is a fixed point
-    assert ScoringParams.from_config(r2, d2).to_config(template_r) == (r2, d2)
+    assert params_to_config(params_from_config(r2, d2), template_r) == (r2, d2)
 
 
 def test_from_config_base_weights_override() -> None:
     route = [0.70, 0.10, 0.05, 0.05, 0.05, 0.05]
-    p = ScoringParams.from_config(RetrievalConfig(), DecayConfig(), base_weights=route)
+    p = params_from_config(RetrievalConfig(), DecayConfig(), base_weights=route)
     np.testing.assert_array_equal(p.base_weights, route)
     ref = default_params()
     np.testing.assert_array_equal(p.gates, ref.gates)
     np.testing.assert_array_equal(p.decay, ref.decay)
-    r, d = p.to_config()
+    r, d = params_to_config(p)
     assert r.base_weights == route
     assert r.adaptive_weights_config == AdaptiveWeightsConfig()
     assert d == DecayConfig()
@@ -1013,7 +1018,7 @@ def test_astype() -> None:
             leaf = getattr(p64, name)
             assert leaf.dtype == jnp.float64
             np.testing.assert_array_equal(np.asarray(leaf), np.asarray(getattr(p, name)))
-        assert p64.to_config() == (RetrievalConfig(), DecayConfig())
+        assert params_to_config(p64) == (RetrievalConfig(), DecayConfig())
     # params are a pytree of exactly six array leaves
     assert len(jax.tree.leaves(p)) == 6
 
@@ -1034,7 +1039,7 @@ def test_from_config_accepts_duck_typed_objects() -> None:
 
     for k, v in SPEC_DECAY.items():
         setattr(Decay, k, v)
-    p = ScoringParams.from_config(Retrieval(), Decay())
+    p = params_from_config(Retrieval(), Decay())
     np.testing.assert_array_equal(p.gates, list(SPEC_GATES.values()))
     np.testing.assert_array_equal(p.base_weights, [0.2] * 6)
 
@@ -1100,7 +1105,7 @@ def test_apply_signal_mask_examples() -> None:
 @given(valence=st.floats(-1.0, 1.0), arousal=st.floats(0.0, 1.0),
        base=st.lists(st.floats(-0.2, 1.0), min_size=6, max_size=6))
 def test_adaptive_weights_match_spec(valence: float, arousal: float, base: list[float]) -> None:
-    p = ScoringParams.from_config(RetrievalConfig(base_weights=base), DecayConfig())
+    p = params_from_config(RetrievalConfig(base_weights=base), DecayConfig())
     with jax.enable_x64(True):
         w = np.asarray(adaptive_weights(p, jnp.asarray(valence), jnp.asarray(arousal)))
     np.testing.assert_allclose(w, oracle_weights(valence, arousal, base), rtol=0, atol=1e-12)

@@ -47,6 +47,7 @@ from emotional_memory.learn import (
 from emotional_memory.learn.fitting import TRACE_COUNTS
 from emotional_memory.learn.params import constrained_params
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
+from emotional_memory.scoring_config import params_from_config
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 V2_JSON = DATA_DIR / "realistic_recall_v2.json"
@@ -60,7 +61,7 @@ SEMANTIC = 0
 
 def default_params() -> ScoringParams:
     cfg = EmotionalMemoryConfig()
-    return ScoringParams.from_config(cfg.retrieval, cfg.decay)
+    return params_from_config(cfg.retrieval, cfg.decay)
 
 
 def metrics_of(totals: np.ndarray, batch: RecallBatch, k: int = 2) -> dict[str, float]:
@@ -537,7 +538,7 @@ def test_fitted_config_round_trips_and_drives_the_engine(
     loaded = EmotionalMemoryConfig.model_validate_json(text)
     assert loaded == result.config
     assert loaded.model_dump_json() == text
-    params = ScoringParams.from_config(loaded.retrieval, loaded.decay)
+    params = params_from_config(loaded.retrieval, loaded.decay)
     for name in ("base_weights", "gates", "decay"):
         assert np.asarray(getattr(params, name)).tobytes() == np.asarray(
             getattr(result.params, name)).tobytes()

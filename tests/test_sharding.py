@@ -20,18 +20,20 @@ import numpy as np
 import pytest
 
 from emotional_memory.kernel.sharding import MEMORY_AXIS, memory_mesh
+from emotional_memory.scoring_config import params_from_config
 
 SCRIPT = textwrap.dedent(
     """
     import json
     import jax, jax.numpy as jnp, numpy as np
     from emotional_memory.decay import DecayConfig
-    from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams
+    from emotional_memory.kernel import MemoryColumns, QueryFeatures
     from emotional_memory.kernel.batch import score_batch
     from emotional_memory.kernel.sharding import (
         memory_mesh, score_batch_sharded, shard_columns,
     )
     from emotional_memory.retrieval import RetrievalConfig
+    from emotional_memory.scoring_config import params_from_config
 
     rng = np.random.default_rng(0)
     f32 = np.float32
@@ -73,7 +75,7 @@ SCRIPT = textwrap.dedent(
             velocity=rng.normal(0, 0.2, (q, 3)).astype(f32),
         )
 
-    params = ScoringParams.from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
+    params = params_from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
     mesh = memory_mesh()
     report = {"devices": len(jax.devices()), "cases": []}
     for n, k, chunk, mask in [
@@ -146,7 +148,7 @@ def test_sharded_scorer_runs_on_one_device() -> None:
     import jax.numpy as jnp
 
     from emotional_memory.decay import DecayConfig
-    from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams
+    from emotional_memory.kernel import MemoryColumns, QueryFeatures
     from emotional_memory.kernel.batch import score_batch
     from emotional_memory.kernel.sharding import score_batch_sharded
     from emotional_memory.retrieval import RetrievalConfig
@@ -164,7 +166,7 @@ def test_sharded_scorer_runs_on_one_device() -> None:
         embedding=rng.normal(size=(3, d)).astype(f32), affect=rng.uniform(0, 1, (3, 3)).astype(f32),
         mood=rng.uniform(0, 1, (3, 3)).astype(f32), velocity=np.zeros((3, 3), f32),
     )
-    params = ScoringParams.from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
+    params = params_from_config(RetrievalConfig(), DecayConfig()).astype(jnp.float32)
     single = score_batch(params, qs, cols, 4, chunk_size=8)
     sharded = score_batch_sharded(params, qs, cols, 4, chunk_size=8)
     np.testing.assert_array_equal(np.asarray(single[0]), np.asarray(sharded[0]))

@@ -2,70 +2,144 @@
 
 Memories carry an affective fingerprint (core affect, momentum, mood, appraisal,
 resonance links) and are recalled by six signals whose weights shift with mood.
+
+Names are imported lazily (PEP 562): ``import emotional_memory`` loads no JAX, no
+pydantic and nothing optional; the first attribute access imports the module that
+defines the name.
 """
 
-from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
-from emotional_memory.appraisal import (
-    AppraisalVector,
-    KeywordAppraisalEngine,
-    KeywordRule,
-    LLMAppraisalConfig,
-    LLMAppraisalEngine,
-    LLMCallable,
-    StaticAppraisalEngine,
-)
-from emotional_memory.async_adapters import (
-    SyncToAsyncAppraisalEngine,
-    SyncToAsyncEmbedder,
-    SyncToAsyncStore,
-)
-from emotional_memory.async_engine import AsyncEmotionalMemory, as_async
-from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
-from emotional_memory.decay import (
-    DecayConfig,
-    compute_effective_strength,
-    compute_effective_strength_batch,
-)
-from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
-from emotional_memory.interfaces import (
-    AffectiveStateStore,
-    AppraisalEngine,
-    AsyncAppraisalEngine,
-    AsyncEmbedder,
-    AsyncMemoryStore,
-    Embedder,
-    MemoryStore,
-    SequentialEmbedder,
-)
-from emotional_memory.models import (
-    EmotionalTag,
-    Memory,
-    ResonanceLink,
-    consolidation_strength,
-    make_emotional_tag,
-)
-from emotional_memory.mood import MoodDecayConfig, MoodField
-from emotional_memory.query_classifier import (
-    LOCOMO_ROUTING,
-    QUERY_TYPES,
-    HeuristicQueryClassifier,
-    LLMQueryClassifier,
-    QueryClassifier,
-)
-from emotional_memory.resonance import ResonanceConfig, hebbian_strengthen, spreading_activation
-from emotional_memory.retrieval import (
-    AdaptiveWeightsConfig,
-    QueryClassifierConfig,
-    RetrievalBreakdown,
-    RetrievalConfig,
-    RetrievalExplanation,
-    RetrievalSignals,
-    compute_ape,
-    update_prediction,
-)
-from emotional_memory.state import AffectiveState
-from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
-from emotional_memory.stores import InMemoryStore, SQLiteStore
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
+    from emotional_memory.appraisal import (
+        AppraisalVector,
+        KeywordAppraisalEngine,
+        KeywordRule,
+        LLMAppraisalConfig,
+        LLMAppraisalEngine,
+        LLMCallable,
+        StaticAppraisalEngine,
+    )
+    from emotional_memory.async_adapters import (
+        SyncToAsyncAppraisalEngine,
+        SyncToAsyncEmbedder,
+        SyncToAsyncStore,
+    )
+    from emotional_memory.async_engine import AsyncEmotionalMemory, as_async
+    from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
+    from emotional_memory.decay import (
+        DecayConfig,
+        compute_effective_strength,
+        compute_effective_strength_batch,
+    )
+    from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+    from emotional_memory.interfaces import (
+        AffectiveStateStore,
+        AppraisalEngine,
+        AsyncAppraisalEngine,
+        AsyncEmbedder,
+        AsyncMemoryStore,
+        Embedder,
+        MemoryStore,
+        SequentialEmbedder,
+    )
+    from emotional_memory.models import (
+        EmotionalTag,
+        Memory,
+        ResonanceLink,
+        consolidation_strength,
+        make_emotional_tag,
+    )
+    from emotional_memory.mood import MoodDecayConfig, MoodField
+    from emotional_memory.query_classifier import (
+        LOCOMO_ROUTING,
+        QUERY_TYPES,
+        HeuristicQueryClassifier,
+        LLMQueryClassifier,
+        QueryClassifier,
+    )
+    from emotional_memory.resonance import ResonanceConfig, hebbian_strengthen, spreading_activation
+    from emotional_memory.retrieval import (
+        AdaptiveWeightsConfig,
+        QueryClassifierConfig,
+        RetrievalBreakdown,
+        RetrievalConfig,
+        RetrievalExplanation,
+        RetrievalSignals,
+        compute_ape,
+        update_prediction,
+    )
+    from emotional_memory.state import AffectiveState
+    from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
+    from emotional_memory.stores import InMemoryStore, SQLiteStore
+
+_EXPORTS: dict[str, str] = {
+    "MAX_PAD_DISTANCE": "emotional_memory.affect",
+    "AffectiveMomentum": "emotional_memory.affect",
+    "CoreAffect": "emotional_memory.affect",
+    "AppraisalVector": "emotional_memory.appraisal",
+    "KeywordAppraisalEngine": "emotional_memory.appraisal",
+    "KeywordRule": "emotional_memory.appraisal",
+    "LLMAppraisalConfig": "emotional_memory.appraisal",
+    "LLMAppraisalEngine": "emotional_memory.appraisal",
+    "LLMCallable": "emotional_memory.appraisal",
+    "StaticAppraisalEngine": "emotional_memory.appraisal",
+    "SyncToAsyncAppraisalEngine": "emotional_memory.async_adapters",
+    "SyncToAsyncEmbedder": "emotional_memory.async_adapters",
+    "SyncToAsyncStore": "emotional_memory.async_adapters",
+    "AsyncEmotionalMemory": "emotional_memory.async_engine",
+    "as_async": "emotional_memory.async_engine",
+    "EmotionLabel": "emotional_memory.categorize",
+    "categorize_affect": "emotional_memory.categorize",
+    "label_tag": "emotional_memory.categorize",
+    "DecayConfig": "emotional_memory.decay",
+    "compute_effective_strength": "emotional_memory.decay",
+    "compute_effective_strength_batch": "emotional_memory.decay",
+    "EmotionalMemory": "emotional_memory.engine",
+    "EmotionalMemoryConfig": "emotional_memory.engine",
+    "AffectiveStateStore": "emotional_memory.interfaces",
+    "AppraisalEngine": "emotional_memory.interfaces",
+    "AsyncAppraisalEngine": "emotional_memory.interfaces",
+    "AsyncEmbedder": "emotional_memory.interfaces",
+    "AsyncMemoryStore": "emotional_memory.interfaces",
+    "Embedder": "emotional_memory.interfaces",
+    "MemoryStore": "emotional_memory.interfaces",
+    "SequentialEmbedder": "emotional_memory.interfaces",
+    "EmotionalTag": "emotional_memory.models",
+    "Memory": "emotional_memory.models",
+    "ResonanceLink": "emotional_memory.models",
+    "consolidation_strength": "emotional_memory.models",
+    "make_emotional_tag": "emotional_memory.models",
+    "MoodDecayConfig": "emotional_memory.mood",
+    "MoodField": "emotional_memory.mood",
+    "LOCOMO_ROUTING": "emotional_memory.query_classifier",
+    "QUERY_TYPES": "emotional_memory.query_classifier",
+    "HeuristicQueryClassifier": "emotional_memory.query_classifier",
+    "LLMQueryClassifier": "emotional_memory.query_classifier",
+    "QueryClassifier": "emotional_memory.query_classifier",
+    "ResonanceConfig": "emotional_memory.resonance",
+    "hebbian_strengthen": "emotional_memory.resonance",
+    "spreading_activation": "emotional_memory.resonance",
+    "AdaptiveWeightsConfig": "emotional_memory.retrieval",
+    "QueryClassifierConfig": "emotional_memory.retrieval",
+    "RetrievalBreakdown": "emotional_memory.retrieval",
+    "RetrievalConfig": "emotional_memory.retrieval",
+    "RetrievalExplanation": "emotional_memory.retrieval",
+    "RetrievalSignals": "emotional_memory.retrieval",
+    "compute_ape": "emotional_memory.retrieval",
+    "update_prediction": "emotional_memory.retrieval",
+    "AffectiveState": "emotional_memory.state",
+    "InMemoryAffectiveStateStore": "emotional_memory.state_stores",
+    "SQLiteAffectiveStateStore": "emotional_memory.state_stores",
+    "InMemoryStore": "emotional_memory.stores",
+    "SQLiteStore": "emotional_memory.stores",
+}
+"""Public name -> defining module, imported on first access."""
 
 __version__ = "0.1.0"
 
@@ -131,3 +205,30 @@ __all__ = [
     "spreading_activation",
     "update_prediction",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module defining ``name`` on first access (PEP 562).
+
+    Args:
+        name: a public name of :data:`__all__`.
+
+    Returns:
+        The object.
+
+    Raises:
+        AttributeError: if ``name`` is not exported.
+    """
+    module = _EXPORTS.get(name)
+    if module is None:
+        # a subpackage reached as an attribute (``emotional_memory.stores``)
+        if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}"):
+            return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module 'emotional_memory' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

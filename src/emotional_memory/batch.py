@@ -34,8 +34,8 @@ from emotional_memory._bank import columns_from_memories, embedding_dim
 from emotional_memory.affect import CoreAffect
 from emotional_memory.kernel.batch import DEFAULT_CHUNK_SIZE, score_batch
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
-from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.models import Memory
+from emotional_memory.scoring_config import params_from_config
 
 if TYPE_CHECKING:
     from emotional_memory.engine import EmotionalMemory
@@ -152,7 +152,7 @@ class BatchRetriever:
         index = np.full((n_queries, top_k), -1, dtype=np.int64)
         scores = np.full((n_queries, top_k), -np.inf, dtype=np.float64)
         for base, members in routes.items():
-            params = ScoringParams.from_config(
+            params = params_from_config(
                 cfg.retrieval, cfg.decay, base_weights=list(base), dtype=np.float32
             )
             idx, sc = score_batch(

@@ -24,6 +24,7 @@ from emotional_memory.kernel.columns import bucket_size
 from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.kernel.signals import effective_strength
 from emotional_memory.models import EmotionalTag
+from emotional_memory.scoring_config import params_from_config
 
 
 class DecayConfig(BaseModel):
@@ -74,7 +75,7 @@ def _decay_params(config: DecayConfig) -> ScoringParams:
     """Parameters whose decay leaves come from ``config`` (the other leaves are unused)."""
     from emotional_memory.retrieval import RetrievalConfig  # retrieval imports this module
 
-    return ScoringParams.from_config(RetrievalConfig(), config)
+    return params_from_config(RetrievalConfig(), config)
 
 
 @jax.jit

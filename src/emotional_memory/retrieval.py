@@ -53,6 +53,7 @@ from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import replace_activation
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
+from emotional_memory.scoring_config import params_from_config
 
 SIGNAL_FIELDS: tuple[str, ...] = SIGNAL_NAMES
 """Signal names in weight order (the kernel's :data:`SIGNAL_NAMES`)."""
@@ -340,7 +341,7 @@ def scoring_params(
     Returns:
         The parameters with float64 numpy leaves.
     """
-    return ScoringParams.from_config(retrieval_config, decay_config, base_weights=base_weights)
+    return params_from_config(retrieval_config, decay_config, base_weights=base_weights)
 
 
 _weights_jit = jax.jit(kernel_adaptive_weights)
@@ -386,7 +387,7 @@ def adaptive_weights(
     """
     base_w = weight_vector("base", base, nonneg=False)
     cfg = config if config is not None else AdaptiveWeightsConfig()
-    params = ScoringParams.from_config(
+    params = params_from_config(
         RetrievalConfig(adaptive_weights_config=cfg), DecayConfig(), base_weights=base_w
     )
     with float64():

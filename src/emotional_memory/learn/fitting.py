@@ -28,6 +28,7 @@ from emotional_memory.kernel import ScoringParams, score_given_semantic
 from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
 from emotional_memory.replay import QueryResult, replay_dataset, summarize
+from emotional_memory.scoring_config import params_from_config, params_to_config
 
 _NEG = -1e30
 
@@ -208,7 +209,7 @@ def config_with_params(
     Returns:
         A copy of ``base`` with validated ``retrieval`` and ``decay`` configs.
     """
-    retrieval, decay = params.to_config(base.retrieval, base.decay)
+    retrieval, decay = params_to_config(params, base.retrieval, base.decay)
     return base.model_copy(update={"retrieval": retrieval, "decay": decay})
 
 
@@ -335,7 +336,7 @@ def fit(
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
     has_val = bool(val_mask.any())
 
-    reparam = Reparam(ScoringParams.from_config(cfg.retrieval, cfg.decay), trainable)
+    reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
     with float64():
         problem = _Problem(
             base=jax.tree_util.tree_map(jnp.asarray, reparam.base),

@@ -1,0 +1,118 @@
+"""Conversion between the pydantic configs and the kernel's :class:`ScoringParams`.
+
+The kernel (``emotional_memory.kernel``) knows nothing of configs: it holds the
+parameters as arrays in the orders :data:`~emotional_memory.kernel.GATE_FIELDS` and
+:data:`~emotional_memory.kernel.DECAY_FIELDS`. This module is the one boundary where
+config fields become parameter leaves and back. Reading is duck-typed (any object with
+the config attributes works), so importing this module imports no config class; the
+classes are imported only when :func:`params_to_config` builds validated configs.
+
+Imports run one way: ``scoring_config`` -> ``kernel``, never back.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringParams
+
+__all__ = ["params_from_config", "params_to_config", "params_to_config_dicts"]
+
+
+def params_from_config(
+    retrieval_config: Any,
+    decay_config: Any,
+    *,
+    base_weights: Any = None,
+    dtype: Any = np.float64,
+) -> ScoringParams:
+    """Build parameters from a ``RetrievalConfig`` and a ``DecayConfig``.
+
+    Args:
+        retrieval_config: object with ``base_weights`` and ``adaptive_weights_config``
+            (and optionally ``signal_scale``/``signal_shift``).
+        decay_config: object with the :data:`DECAY_FIELDS` attributes.
+        base_weights: optional (6,) override (e.g. a query-type route).
+        dtype: numpy dtype of the leaves (float64 keeps config numbers exact).
+
+    Returns:
+        The parameters, as numpy leaves of ``dtype``.
+    """
+    gate_cfg = retrieval_config.adaptive_weights_config
+    weights = retrieval_config.base_weights if base_weights is None else base_weights
+    scale = getattr(retrieval_config, "signal_scale", None)
+    shift = getattr(retrieval_config, "signal_shift", None)
+    return ScoringParams(
+        base_weights=np.asarray(weights, dtype=dtype),
+        gates=np.asarray([getattr(gate_cfg, f) for f in GATE_FIELDS], dtype=dtype),
+        decay=np.asarray([getattr(decay_config, f) for f in DECAY_FIELDS], dtype=dtype),
+        distance_scale=np.asarray(math.sqrt(6.0), dtype=dtype),
+        signal_scale=np.asarray(scale if scale is not None else [1.0] * 6, dtype=dtype),
+        signal_shift=np.asarray(shift if shift is not None else [0.0] * 6, dtype=dtype),
+    )
+
+
+def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[str, float]]:
+    """Return plain ``(retrieval_fields, decay_fields)`` dicts of Python floats.
+
+    ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
+    and, only when they differ from the identity, ``signal_scale``/``signal_shift``.
+
+    Args:
+        params: the parameters to read.
+
+    Returns:
+        ``(retrieval_fields, decay_fields)``; ``decay_fields`` maps each of
+        :data:`DECAY_FIELDS` to its value.
+    """
+
+    def as_list(x: Any) -> list[float]:
+        return [float(v) for v in np.asarray(x, dtype=np.float64).tolist()]
+
+    retrieval: dict[str, Any] = {
+        "base_weights": as_list(params.base_weights),
+        "adaptive_weights_config": dict(zip(GATE_FIELDS, as_list(params.gates), strict=True)),
+    }
+    scale, shift = as_list(params.signal_scale), as_list(params.signal_shift)
+    if scale != [1.0] * 6 or shift != [0.0] * 6:
+        retrieval["signal_scale"] = scale
+        retrieval["signal_shift"] = shift
+    decay = dict(zip(DECAY_FIELDS, as_list(params.decay), strict=True))
+    return retrieval, decay
+
+
+def params_to_config(
+    params: ScoringParams, retrieval_config: Any = None, decay_config: Any = None
+) -> tuple[Any, Any]:
+    """Return ``(RetrievalConfig, DecayConfig)`` holding ``params``.
+
+    Fields that are not scoring parameters (thresholds, routing, ...) are copied from
+    the optional templates.
+
+    Args:
+        params: the parameters to write.
+        retrieval_config: template RetrievalConfig (default: defaults).
+        decay_config: template DecayConfig (default: defaults).
+
+    Returns:
+        Validated config objects.
+
+    Raises:
+        ValueError: if a parameter is outside its config field's valid range.
+    """
+    # Local: retrieval imports this module (and decay) at import time.
+    from emotional_memory.decay import DecayConfig
+    from emotional_memory.retrieval import AdaptiveWeightsConfig, RetrievalConfig
+
+    retrieval_fields, decay_fields = params_to_config_dicts(params)
+    retrieval_fields["adaptive_weights_config"] = AdaptiveWeightsConfig(
+        **retrieval_fields["adaptive_weights_config"]
+    )
+    base_r = retrieval_config if retrieval_config is not None else RetrievalConfig()
+    base_d = decay_config if decay_config is not None else DecayConfig()
+    r = RetrievalConfig.model_validate({**base_r.model_dump(), **retrieval_fields})
+    d = DecayConfig.model_validate({**base_d.model_dump(), **decay_fields})
+    return r, d
