@@ -33,7 +33,6 @@ from emotional_memory.kernel import (
     bucket_size,
     pad_columns,
     score_bank,
-    score_bank_jit,
     score_given_semantic,
     score_with_weights,
     signals,
@@ -46,6 +45,8 @@ from emotional_memory.scoring_config import (
     params_to_config,
     params_to_config_dicts,
 )
+
+_score_bank_jit = jax.jit(score_bank)
 
 SQRT6 = math.sqrt(6.0)
 N_ROWS, DIM = 24, 6
@@ -386,7 +387,7 @@ def test_oracle_agrees_on_edge_bank_x64() -> None:
     for kind in ("normal", "zero_embedding", "nan_embedding", "zero_velocity", "calm"):
         query, cols = edge_bank(kind)
         with jax.enable_x64(True):
-            out = score_bank_jit(*to_dtype((default_params(), query, cols), jnp.float64))
+            out = _score_bank_jit(*to_dtype((default_params(), query, cols), jnp.float64))
             raw = np.asarray(out.raw)
             weights = np.asarray(out.weights)
             totals = np.asarray(out.totals)
@@ -508,7 +509,7 @@ def test_edge_variants_really_hit_their_branches() -> None:
         def weights(variant: str, mask: list[float] | None = None) -> np.ndarray:
             p = to_dtype(params_variant(variant), jnp.float64)
             m = None if mask is None else jnp.asarray(mask)
-            return np.asarray(score_bank_jit(p, q, c, m).weights)
+            return np.asarray(_score_bank_jit(p, q, c, m).weights)
 
         np.testing.assert_array_equal(
             weights("masked_all_zero", ABLATION_MASKS["none_of_three"]),
@@ -519,7 +520,7 @@ def test_edge_variants_really_hit_their_branches() -> None:
         clipped = weights("clipped")
         assert clipped[0] == 0.0  # w0 pushed below 0 by the negative, aroused mood
         assert abs(clipped.sum() - 1.0) < 1e-15
-        raw = np.asarray(score_bank_jit(to_dtype(default_params(), jnp.float64), q, c).raw)
+        raw = np.asarray(_score_bank_jit(to_dtype(default_params(), jnp.float64), q, c).raw)
     # the bank contains the degenerate rows it claims to
     assert raw[1, 0] == 0.0 and raw[2, 0] == 0.0  # missing / NaN embedding
     assert raw[3, 0] == pytest.approx(1.0) and raw[4, 0] == pytest.approx(-1.0)
@@ -575,7 +576,7 @@ def test_grad_of_score_with_weights_is_finite() -> None:
         g_w, g_p = jax.jit(jax.grad(f, argnums=(0, 1)))(jnp.full(6, 1 / 6), p, q, c)
         _assert_all_finite((g_w, g_p), "score_with_weights")
         # d(sum of totals)/d(w_i) = sum of signal i over the valid rows
-        raw = np.asarray(score_bank_jit(p, q, c).raw)
+        raw = np.asarray(_score_bank_jit(p, q, c).raw)
         np.testing.assert_allclose(
             np.asarray(g_w), raw[np.asarray(c.valid)].sum(axis=0), rtol=1e-12
         )
@@ -670,9 +671,9 @@ def test_check_grads_params_at_smooth_point() -> None:
         # Guard: the point really is smooth.
         no_floor = to_dtype(default_params(min_seconds=5.0, floor_arousal_threshold=2.0),
                             jnp.float64)
-        s5 = np.asarray(score_bank_jit(no_floor, q, c).raw[:, 4])
+        s5 = np.asarray(_score_bank_jit(no_floor, q, c).raw[:, 4])
         assert np.all(np.abs(s5 - 0.1) > 1e-2)  # unfloored strengths clear of the floor
-        assert np.all(np.asarray(score_bank_jit(params, q, c).weights) > 1e-2)
+        assert np.all(np.asarray(_score_bank_jit(params, q, c).weights) > 1e-2)
         leaves = tuple(getattr(params, name) for name in SMOOTH_LEAVES)
         no_mood = jnp.asarray(ABLATION_MASKS["no_mood"])
 
@@ -722,7 +723,7 @@ def test_jit_equals_eager(x64: bool) -> None:
             mask = None if mask_name is None else jnp.asarray(ABLATION_MASKS[mask_name], dtype)
             p, q, c = to_dtype((params_variant(variant), q, c), dtype)
             eager = score_bank(p, q, c, mask)
-            for fn in (fresh_jit, score_bank_jit):
+            for fn in (fresh_jit, _score_bank_jit):
                 jitted = fn(p, q, c, mask)
                 for name in ("raw", "weights", "totals"):
                     a = np.asarray(getattr(eager, name))
@@ -745,7 +746,7 @@ def test_vmap_over_10k_equals_per_memory_loop_x64() -> None:
     with jax.enable_x64(True):
         p, q, c = to_dtype((default_params(), query, cols), jnp.float64)
         vmapped = np.asarray(_vmapped_signals_jit(p, q, c))
-        out = score_bank_jit(p, q, c)
+        out = _score_bank_jit(p, q, c)
         raw = np.asarray(out.raw)
         assert vmapped.shape == raw.shape == (n, 6)
         np.testing.assert_allclose(raw, vmapped, rtol=0, atol=1e-12)
@@ -774,14 +775,14 @@ def test_padded_bank_scores_exactly_like_unpadded(seed: int, n: int) -> None:
     query, cols = random_bank(rng, n=n, edge_fraction=0.4)
     with jax.enable_x64(True):
         p, q, c = to_dtype((default_params(), query, cols), jnp.float64)
-        ref = score_bank_jit(p, q, c)
+        ref = _score_bank_jit(p, q, c)
         for size in (None, 40):  # the bucket (16 or 32) and an explicit larger size
             for padded in (pad_columns(cols, size), pad_columns(c, size)):
                 m = padded.size
                 assert m == (bucket_size(n) if size is None else size)
                 assert np.asarray(padded.valid)[:n].all()
                 assert not np.asarray(padded.valid)[n:].any()
-                out = score_bank_jit(p, q, to_dtype(padded, jnp.float64))
+                out = _score_bank_jit(p, q, to_dtype(padded, jnp.float64))
                 np.testing.assert_array_equal(np.asarray(out.raw)[:n], np.asarray(ref.raw))
                 np.testing.assert_array_equal(np.asarray(out.weights), np.asarray(ref.weights))
                 np.testing.assert_array_equal(np.asarray(out.totals)[:n], np.asarray(ref.totals))
@@ -799,8 +800,8 @@ def test_single_row_bank_pads_exactly() -> None:
         query, cols = random_bank(np.random.default_rng(seed), n=1)
         with jax.enable_x64(True):
             p, q, c = to_dtype((default_params(), query, cols), jnp.float64)
-            ref = np.asarray(score_bank_jit(p, q, c).raw)
-            out = np.asarray(score_bank_jit(p, q, to_dtype(pad_columns(cols), jnp.float64)).raw)
+            ref = np.asarray(_score_bank_jit(p, q, c).raw)
+            out = np.asarray(_score_bank_jit(p, q, to_dtype(pad_columns(cols), jnp.float64)).raw)
         diffs.append(float(np.max(np.abs(out[:1] - ref))))
     assert max(diffs) <= 1e-15  # at most round-off either way
     assert diffs == [0.0] * 3
@@ -856,10 +857,10 @@ def test_float32_agrees_with_float64(seed: int, variant: str) -> None:
     cols = pad_columns(cols)
     params = params_variant(variant)
     with jax.enable_x64(True):
-        out64 = score_bank_jit(*to_dtype((params, query, cols), jnp.float64))
+        out64 = _score_bank_jit(*to_dtype((params, query, cols), jnp.float64))
         t64 = np.asarray(out64.totals)
         r64 = np.asarray(out64.raw)
-    out32 = score_bank_jit(*to_dtype((params, query, cols), jnp.float32))
+    out32 = _score_bank_jit(*to_dtype((params, query, cols), jnp.float32))
     t32 = np.asarray(out32.totals)
     assert t32.dtype == np.float32 and t64.dtype == np.float64
     np.testing.assert_array_equal(np.isinf(t32), np.isinf(t64))
@@ -873,7 +874,7 @@ def test_float32_params_from_config_dtype() -> None:
     for name in SMOOTH_LEAVES:
         assert np.asarray(getattr(p, name)).dtype == np.float32
     query, cols = edge_bank()
-    out = score_bank_jit(p, *to_dtype((query, cols), jnp.float32))
+    out = _score_bank_jit(p, *to_dtype((query, cols), jnp.float32))
     assert out.totals.dtype == jnp.float32
     assert out.weights.dtype == jnp.float32
 

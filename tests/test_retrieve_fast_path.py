@@ -32,11 +32,14 @@ from emotional_memory import (
 )
 from emotional_memory import retrieval as retrieval_module
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.kernel import MemoryColumns, pad_columns
+from emotional_memory.kernel import MemoryColumns, pad_columns, score_with_weights
 from emotional_memory.kernel.activation import spreading_activation_jit
+from emotional_memory.kernel.columns import replace_activation
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import adaptive_weights, masked_weights
 
+BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+"""JAX's monitoring event of one XLA compile (``jax._src.dispatch``)."""
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [
     "server", "crashed", "demo", "coffee", "friend", "rain", "launch", "budget", "party",
@@ -156,11 +159,56 @@ def test_replacing_the_config_replaces_the_derived_values() -> None:
     assert after[3] == 0.0  # momentum masked by the new config
 
 
-def _plan_arrays_both_ways(
-    monkeypatch: pytest.MonkeyPatch, targets: np.ndarray, strengths: np.ndarray, top_k: int
-) -> tuple[Any, Any]:
-    rng = np.random.default_rng(int(targets.sum()) % 1000 + top_k)
-    n = targets.shape[0]
+_score_jit = jax.jit(score_with_weights)
+
+
+def _reference_plan(
+    weights: np.ndarray, params: Any, query: Any, cols: MemoryColumns, top_k: int,
+    targets: np.ndarray, strengths: np.ndarray, hops: int,
+) -> dict[str, np.ndarray]:
+    """The plan composed step by step from separate programs and numpy sorts."""
+    n = cols.size
+    out1 = _score_jit(weights, params, query, cols)
+    raw1, totals1 = np.asarray(out1.raw), np.asarray(out1.totals)
+    order1 = np.argsort(-totals1, kind="stable")
+    seeds = order1[:top_k]
+    seed_mask = np.zeros(n, bool)
+    seed_mask[seeds] = True
+    act, hit = spreading_activation_jit(seed_mask, targets, strengths, hops)
+    activation, reached = np.asarray(act), np.asarray(hit)
+    out2 = _score_jit(weights, params, query, replace_activation(cols, activation))
+    raw2, totals2 = np.asarray(out2.raw), np.asarray(out2.totals)
+    if not reached.any():
+        raw2, totals2 = raw1, totals1
+    return {
+        "weights": np.asarray(out1.weights), "raw1": raw1, "totals1": totals1,
+        "order1": order1, "raw2": raw2, "totals2": totals2,
+        "order2": np.argsort(-totals2, kind="stable"), "activation": activation,
+        "reached": reached, "seeds": seeds,
+    }
+
+
+def twin_mood() -> Any:
+    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_current_mood()
+
+
+def twin_momentum() -> Any:
+    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_state().momentum
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_one_program_plan_equals_the_step_by_step_plan(case: int) -> None:
+    """The fused plan equals separate pass-1 / activation / pass-2 programs exactly."""
+    rng = np.random.default_rng(case)
+    n, width = 12, 8
+    targets = np.full((n, width), -1, dtype=np.int32)
+    strengths = np.zeros((n, width))
+    density = [0.0, 0.05, 0.3][case % 3]
+    for i in range(n):
+        for j in range(width):
+            if rng.random() < density:
+                targets[i, j] = rng.integers(0, n)
+                strengths[i, j] = rng.uniform(0.1, 1.0)
     cols = MemoryColumns(
         embedding=rng.standard_normal((n, 8)), affect=rng.uniform(0, 1, (n, 3)),
         mood=rng.uniform(0, 1, (n, 3)), velocity=rng.normal(0, 0.1, (n, 3)),
@@ -174,81 +222,58 @@ def _plan_arrays_both_ways(
     )
     params = retrieval_module.scoring_params(RetrievalConfig(), EmotionalMemoryConfig().decay)
     weights = np.asarray([0.3, 0.2, 0.15, 0.1, 0.1, 0.15])
-    out = []
-    for shortcut in (True, False):
-        if not shortcut:
-            monkeypatch.setattr(retrieval_module, "_spreads", lambda *a: True)
-        with retrieval_module.float64():
-            out.append(retrieval_module.plan_arrays(
-                weights, params, query, pad_columns(cols), n, top_k, (targets, strengths), 2
-            ))
-    return out[0], out[1]
+    top_k = 1 + case % 4
+    with retrieval_module.float64():
+        got = retrieval_module.plan_arrays(
+            params, query, pad_columns(cols), n, top_k, (targets, strengths), 2,
+            weights=weights,
+        )
+        want = _reference_plan(weights, params, query, cols, top_k, targets, strengths, 2)
+    for name, value in want.items():
+        np.testing.assert_array_equal(getattr(got, name), value, err_msg=name)
+    if case % 3 == 2:
+        assert got.reached.any()  # dense links: pass 2 differs from pass 1
 
 
-def twin_mood() -> Any:
-    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_current_mood()
+def test_one_compiled_program_dispatch_per_retrieve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A retrieve runs the plan program once and compiles (so runs) no other program.
 
+    After ``jax.clear_caches()`` every program a retrieve runs, jitted or eager, has to
+    be compiled again; the persistent cache is off so a compile cannot be skipped. One
+    compile event plus one call of the plan function means one dispatch.
+    """
+    engine = twin(CONFIGS["routed_masked"])  # routing + mask + resonance: every step
+    engine.retrieve("coffee friend", top_k=3)  # warm everything outside the plan
+    calls: list[int] = []
+    real = retrieval_module.retrieval_plan
 
-def twin_momentum() -> Any:
-    return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)).get_state().momentum
-
-
-@pytest.mark.parametrize("case", range(12))
-def test_activation_shortcut_gives_the_kernel_result(
-    case: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Skipping the activation program when no seed links to a non-seed changes nothing."""
-    rng = np.random.default_rng(case)
-    n, width = 12, 8
-    targets = np.full((n, width), -1, dtype=np.int32)
-    strengths = np.zeros((n, width))
-    density = [0.0, 0.05, 0.3][case % 3]
-    for i in range(n):
-        for j in range(width):
-            if rng.random() < density:
-                targets[i, j] = rng.integers(0, n)
-                strengths[i, j] = rng.uniform(0.1, 1.0)
-    fast, slow = _plan_arrays_both_ways(monkeypatch, targets, strengths, top_k=1 + case % 4)
-    for field in ("raw1", "totals1", "order1", "raw2", "totals2", "order2", "activation",
-                  "reached", "seeds", "weights"):
-        np.testing.assert_array_equal(getattr(fast, field), getattr(slow, field))
-
-
-def test_spreads_matches_the_kernel_reach() -> None:
-    rng = np.random.default_rng(7)
-    n = 10
-    seen = {True: 0, False: 0}
-    for _ in range(300):
-        targets = np.where(rng.random((n, 4)) < 0.08, rng.integers(0, n, (n, 4)), -1)
-        targets = targets.astype(np.int32)
-        seeds = rng.choice(n, size=int(rng.integers(1, 5)), replace=False)
-        seed_mask = np.zeros(n, bool)
-        seed_mask[seeds] = True
-        with retrieval_module.float64():
-            _, reached = spreading_activation_jit(seed_mask, targets, np.full((n, 4), 0.5), 3)
-        spreads = retrieval_module._spreads(targets, seeds, n)
-        assert spreads == bool(np.asarray(reached).any())
-        seen[spreads] += 1
-    assert seen[True] > 20 and seen[False] > 20
-
-
-def test_activation_program_not_run_without_links(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = []
-    real = retrieval_module._activation_jit
-
-    def spy(*args: Any) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
-        return real(*args)
+        return real(*args, **kwargs)
 
-    monkeypatch.setattr(retrieval_module, "_activation_jit", spy)
-    linked = twin(CONFIGS["default"])
-    linked.retrieve("coffee friend", top_k=3)
-    assert calls  # links among the candidates: the program runs
-    calls.clear()
-    unlinked = twin(EmotionalMemoryConfig(resonance=ResonanceConfig(threshold=5.0)))
-    assert not any(m.tag.resonance_links for m in unlinked.list_all())
-    unlinked.retrieve("coffee friend", top_k=3)
-    assert not calls
+    monkeypatch.setattr(retrieval_module, "retrieval_plan", counted)
+    compiles: list[str] = []
+
+    def listener(event: str, duration: float, **kw: Any) -> None:
+        if event == BACKEND_COMPILE_EVENT:
+            compiles.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    previous = jax.config.jax_enable_compilation_cache
+    jax.config.update("jax_enable_compilation_cache", False)
+    try:
+        jax.clear_caches()
+        results = engine.retrieve("why was I so furious", top_k=4)
+        first = len(compiles)
+        engine.retrieve("the launch budget", top_k=4)  # warm: no compile at all
+        warm = len(compiles) - first
+    finally:
+        jax.config.update("jax_enable_compilation_cache", previous)
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert len(results) == 4
+    assert calls == [1, 1]
+    assert first == 1
+    assert warm == 0
 
 
 def test_with_activation_and_pad_columns_match_the_reference_implementations() -> None:

@@ -133,6 +133,7 @@ class _ConfigDerived:
         config: the config these values belong to (compared by identity).
         signal_mask: its (6,) ablation mask.
         all_signals_on: whether the mask keeps every signal (weights pass through).
+        mask: the mask as a float64 array for the plan program (None: all on).
         params: float64 scoring parameters of the plan, as device arrays.
     """
 
@@ -140,6 +141,7 @@ class _ConfigDerived:
         self.config = config
         self.signal_mask = config.signal_mask()
         self.all_signals_on = all(v == 1.0 for v in self.signal_mask)
+        self.mask = None if self.all_signals_on else np.asarray(self.signal_mask, np.float64)
         self.params = self._device(scoring_params(config.retrieval, config.decay))
         self._routes: dict[tuple[float, ...], ScoringParams] = {}
 
@@ -790,23 +792,27 @@ class EmotionalMemory:
             candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
-        mood = self.get_current_mood(now)
-        weights = _check_weights(self.current_weights(query, now))
         if not candidates:
+            weights = _check_weights(self.current_weights(query, now))
             return _Ranking(now=now, plan_now=now, weights=weights)
+        derived = self._derived()
+        # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_candidates(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
-            mood,
+            self.get_current_mood(now),
             self._state.momentum,
             candidates,
             now,
-            self._derived().params,
-            weights,
+            derived.params,
+            None,
             top_k,
             self.config.resonance.propagation_hops,
             self.config.enable_resonance,
+            weight_params=derived.weight_params(self._route(query)),
+            signal_mask=derived.mask,
         )
+        weights = _check_weights(arrays.weights)
         return _Ranking(
             now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
             query=features,

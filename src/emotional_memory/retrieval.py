@@ -45,12 +45,10 @@ from emotional_memory.kernel import (
     ScoringParams,
     apply_signal_mask,
     pad_columns,
-    score_with_weights_jit,
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
-from emotional_memory.kernel.activation import spreading_activation_jit
-from emotional_memory.kernel.columns import replace_activation
+from emotional_memory.kernel.plan import RESONANCE, retrieval_plan
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.scoring_config import params_from_config
@@ -506,7 +504,6 @@ class PlanArrays:
 
 
 def plan_arrays(
-    weights: Any,
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
@@ -514,11 +511,17 @@ def plan_arrays(
     top_k: int,
     adjacency: tuple[np.ndarray, np.ndarray] | None,
     hops: int,
+    *,
+    weights: Any = None,
+    weight_params: ScoringParams | None = None,
+    signal_mask: Any = None,
 ) -> PlanArrays:
-    """Run the two-pass plan on (padded) columns: the shared array-level path.
+    """Run the two-pass plan on (padded) columns: ONE compiled program, one transfer.
+
+    The shared array-level path of :func:`build_retrieval_plan` and the engine's
+    ``retrieve`` (:func:`~emotional_memory.kernel.plan.retrieval_plan`).
 
     Args:
-        weights: (6,) final weights.
         params: scoring parameters.
         query: query features.
         columns: bank padded to a bucket; rows ``>= n`` are padding.
@@ -527,73 +530,47 @@ def plan_arrays(
         adjacency: ``(targets, strengths)`` for the first ``n`` rows, or None to skip
             spreading activation (resonance disabled).
         hops: propagation hops.
+        weights: optional (6,) final weights; else the mood-adaptive weights of
+            ``weight_params`` (then ``signal_mask``) are computed in the program.
+        weight_params: parameters of the adaptive weights (default: ``params``).
+        signal_mask: optional (6,) ablation mask of the adaptive weights.
 
     Returns:
         :class:`PlanArrays` sliced to the ``n`` real rows.
     """
-    out1 = score_with_weights_jit(weights, params, query, columns)
-    raw1 = np.asarray(out1.raw)[:n]
-    totals1 = np.asarray(out1.totals)[:n]
-    order1 = np.argsort(-totals1, kind="stable")
-    seeds = order1[:top_k]
-    activation = np.zeros(n, dtype=raw1.dtype)
-    reached = np.zeros(n, dtype=bool)
-    if adjacency is not None and n > 0 and _spreads(adjacency[0], seeds, n):
-        targets, strengths = adjacency
-        size = columns.size
-        seed_mask = np.zeros(size, dtype=bool)
-        seed_mask[seeds] = True
-        pad_t = np.full((size, targets.shape[1]), -1, dtype=np.int32)
-        pad_t[:n] = targets
-        pad_s = np.zeros((size, targets.shape[1]), dtype=raw1.dtype)
-        pad_s[:n] = strengths
-        # numpy operands go to the compiled program directly (no eager transfers)
-        act, hit = _activation_jit(seed_mask, pad_t, pad_s, hops)
-        activation = np.asarray(act)[:n]
-        reached = np.asarray(hit)[:n]
-    if reached.any():
-        padded_act = np.zeros(columns.size, dtype=raw1.dtype)
-        padded_act[:n] = activation
-        out2 = score_with_weights_jit(
-            weights, params, query, replace_activation(columns, padded_act)
-        )
-        raw2 = np.asarray(out2.raw)[:n]
-        totals2 = np.asarray(out2.totals)[:n]
-        order2 = np.argsort(-totals2, kind="stable")
+    size = columns.size
+    dtype = np.asarray(query.affect).dtype
+    if adjacency is None:
+        targets = np.full((size, 1), -1, dtype=np.int32)
+        strengths = np.zeros((size, 1), dtype=dtype)
     else:
+        width = adjacency[0].shape[1]
+        targets = np.full((size, width), -1, dtype=np.int32)
+        targets[:n] = adjacency[0]
+        strengths = np.zeros((size, width), dtype=dtype)
+        strengths[:n] = adjacency[1]
+    # numpy operands go to the compiled program directly (no eager transfers)
+    out = jax.device_get(retrieval_plan(
+        params, query, columns, targets, strengths, top_k=top_k, hops=hops,
+        spread=adjacency is not None, weights=weights, weight_params=weight_params,
+        signal_mask=signal_mask,
+    ))
+    raw1 = np.asarray(out.raw1)[:n]
+    totals1 = np.asarray(out.totals1)[:n]
+    order1 = np.asarray(out.order1)[:n]  # padding rows sort after every real row
+    reached = np.asarray(out.reached)[:n]
+    if reached.any():
+        raw2 = raw1.copy()
+        raw2[:, RESONANCE] = np.asarray(out.resonance2)[:n]
+        totals2 = np.asarray(out.totals2)[:n]
+        order2 = np.asarray(out.order2)[:n]
+    else:  # nothing reached: pass 2 is pass 1, bit for bit
         raw2, totals2, order2 = raw1, totals1, order1
     return PlanArrays(
-        weights=np.asarray(out1.weights), raw1=raw1, totals1=totals1, order1=order1,
-        raw2=raw2, totals2=totals2, order2=order2, activation=activation, reached=reached,
-        seeds=seeds,
+        weights=np.asarray(out.weights), raw1=raw1, totals1=totals1, order1=order1,
+        raw2=raw2, totals2=totals2, order2=order2,
+        activation=np.asarray(out.activation)[:n], reached=reached, seeds=order1[:top_k],
     )
-
-
-_activation_jit = spreading_activation_jit
-
-
-def _spreads(targets: np.ndarray, seeds: np.ndarray, n: int) -> bool:
-    """Whether any seed links to a non-seed candidate (else activation reaches nobody).
-
-    Spreading activation starts from the seeds only and never targets a seed (SPEC 5),
-    so without such a link every hop reaches nothing: the kernel would return zero
-    activation and an empty ``reached`` mask, which is what skipping it gives.
-
-    Args:
-        targets: (n, L) candidate-row link targets, -1 for none.
-        seeds: indices of the seed rows.
-        n: number of candidates.
-
-    Returns:
-        True when the activation program has anything to spread.
-    """
-    out = targets[seeds]
-    out = out[out >= 0]
-    if out.size == 0:
-        return False
-    is_seed = np.zeros(n, dtype=bool)
-    is_seed[seeds] = True
-    return bool((~is_seed[out]).any())
 
 
 def build_retrieval_plan(
@@ -660,10 +637,13 @@ def rank_candidates(
     candidates: list[Memory],
     now: datetime,
     params: ScoringParams,
-    weights: np.ndarray,
+    weights: np.ndarray | None,
     top_k: int,
     propagation_hops: int,
     enable_resonance: bool,
+    *,
+    weight_params: ScoringParams | None = None,
+    signal_mask: Any = None,
 ) -> tuple[PlanArrays, QueryFeatures]:
     """The array half of :func:`build_retrieval_plan` (inputs already validated).
 
@@ -672,10 +652,13 @@ def rank_candidates(
         candidates: the memories to rank (non-empty), in candidate order.
         now: aware datetime.
         params: scoring parameters (e.g. :func:`scoring_params`, cached by the engine).
-        weights: (6,) float64 final weights.
+        weights: (6,) float64 final weights, or None to compute the mood-adaptive
+            weights of ``weight_params`` and ``signal_mask`` inside the plan program.
         top_k: number of seeds (>= 1).
         propagation_hops: hops of spreading activation (1..5).
         enable_resonance: False skips spreading activation.
+        weight_params: parameters of the adaptive weights (default: ``params``).
+        signal_mask: optional (6,) ablation mask of the adaptive weights.
 
     Returns:
         ``(arrays, query)``: the plan's :class:`PlanArrays` over the candidates and the
@@ -687,7 +670,8 @@ def rank_candidates(
     adjacency = adjacency_from_memories(candidates) if enable_resonance else None
     with float64():
         arrays = plan_arrays(
-            weights, params, query, cols, len(candidates), top_k, adjacency, propagation_hops
+            params, query, cols, len(candidates), top_k, adjacency, propagation_hops,
+            weights=weights, weight_params=weight_params, signal_mask=signal_mask,
         )
     return arrays, query
 

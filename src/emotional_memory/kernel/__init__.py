@@ -12,7 +12,6 @@ from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringPar
 from emotional_memory.kernel.score import (
     ScoreOutput,
     score_bank,
-    score_bank_jit,
     score_given_semantic,
     score_with_weights,
     score_with_weights_jit,
@@ -48,7 +47,6 @@ __all__ = [
     "momentum_alignment",
     "pad_columns",
     "score_bank",
-    "score_bank_jit",
     "score_given_semantic",
     "score_with_weights",
     "score_with_weights_jit",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -30,21 +28,25 @@ class ScoreOutput(eqx.Module):
     totals: Float[Array, " N"]
 
 
-def weighted_total(weights: Float[Array, 6], raw: Float[Array, "... 6"]) -> Float[Array, ...]:
+def weighted_total(
+    weights: Float[Array, 6], raw: Float[Array, "... 6"], terms: int | None = None
+) -> Float[Array, ...]:
     """``w0*s0 + w1*s1 + ... + w5*s5`` summed left to right, as the reference does.
 
     A fixed summation order keeps totals bit-compatible with a plain-Python sum, so
     near-ties break the same way.
 
     Args:
-        weights: (6,) signal weights.
-        raw: (..., 6) raw signals, e.g. (N, 6) for a bank.
+        weights: (S,) signal weights.
+        raw: (..., S) raw signals, e.g. (N, 6) for a bank.
+        terms: sum only the first ``terms`` signals (default: all); the full total is
+            then ``partial + w[terms] * s[terms] + ...``, bit for bit.
 
     Returns:
         (...) weighted totals, e.g. (N,).
     """
     total = weights[0] * raw[..., 0]
-    for i in range(1, 6):
+    for i in range(1, raw.shape[-1] if terms is None else terms):
         total = total + weights[i] * raw[..., i]
     return total
 
@@ -140,9 +142,6 @@ def _score_rows(
     return ScoreOutput(raw=raw, weights=weights, totals=totals)
 
 
-score_bank_jit = jax.jit(score_bank)
-""":func:`score_bank` compiled (one program per bucket size, dtype and mask presence)."""
-
 score_with_weights_jit = jax.jit(score_with_weights)
 """:func:`score_with_weights` compiled."""
 
@@ -152,35 +151,24 @@ def stable_rank(
 ) -> Int[Array, " N"]:
     """Indices sorting ``totals`` descending; ties keep their original order.
 
+    The order of numpy's ``argsort(-totals, kind="stable")`` (NaN totals after every
+    number), with invalid rows after all valid ones.
+
     Args:
         totals: (N,) scores.
         valid: optional (N,) mask; invalid rows sort last.
 
     Returns:
-        (N,) int indices.
+        (N,) int32 indices.
     """
-    keys = -totals if valid is None else jnp.where(valid, -totals, jnp.inf)
-    return jnp.argsort(keys, stable=True)
-
-
-def as_query(
-    embedding: Any, affect: Any, mood: Any, velocity: Any, dtype: Any
-) -> QueryFeatures:
-    """Build :class:`QueryFeatures` from array-likes in ``dtype``.
-
-    Args:
-        embedding: (D,) query embedding.
-        affect: (3,) query affect.
-        mood: (3,) current mood.
-        velocity: (3,) current momentum velocity.
-        dtype: Dtype of the resulting JAX arrays.
-
-    Returns:
-        The query features.
-    """
-    return QueryFeatures(
-        embedding=jnp.asarray(embedding, dtype),
-        affect=jnp.asarray(affect, dtype),
-        mood=jnp.asarray(mood, dtype),
-        velocity=jnp.asarray(velocity, dtype),
-    )
+    n = totals.shape[0]
+    keys = -totals
+    keys = jnp.where(jnp.isnan(keys), jnp.asarray(jnp.nan, keys.dtype), keys)  # +NaN: last
+    if valid is None:
+        invalid = jnp.zeros((n,), jnp.int32)
+    else:  # invalid rows: after every valid one, in index order
+        invalid = (~valid).astype(jnp.int32)
+        keys = jnp.where(valid, keys, jnp.zeros((), keys.dtype))
+    iota = jnp.arange(n, dtype=jnp.int32)
+    *_, order = jax.lax.sort((invalid, keys, iota), num_keys=2, is_stable=True)
+    return order

@@ -145,17 +145,6 @@ class Reparam:
             fields[name] = np.where(raw == self.initial[name], fields[name], value)
         return ScoringParams(**fields)
 
-    def penalty(self, u: dict[str, Any]) -> Any:
-        """Squared distance from the starting point (the L2 prior), summed.
-
-        Args:
-            u: Trainable leaf name -> unconstrained values.
-
-        Returns:
-            Scalar penalty (differentiable).
-        """
-        return l2_penalty(u, self.initial)
-
 
 def constrained_params(
     base: ScoringParams, kinds: dict[str, Any], u: dict[str, Any]

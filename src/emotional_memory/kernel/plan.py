@@ -1,0 +1,159 @@
+"""The whole two-pass retrieval plan of SPEC 5 as one compiled program.
+
+:func:`retrieval_plan` runs, inside one ``jax.jit``:
+
+1. the final weights: mood-adaptive weights of the (routed) base weights, then the
+   ablation mask (:func:`~emotional_memory.kernel.gates.adaptive_weights`,
+   :func:`~emotional_memory.kernel.gates.apply_signal_mask`);
+2. pass 1: the six signals of every candidate row and their weighted totals
+   (:func:`~emotional_memory.kernel.score.score_with_weights`);
+3. the stable pass-1 order and its top-k seeds (:func:`stable_rank`);
+4. spreading activation from the seeds over the candidates' padded adjacency
+   (:func:`~emotional_memory.kernel.activation.spreading_activation_dense`);
+5. pass 2, which re-scores only the resonance term: the first five weighted signals
+   of pass 1 are summed once and reused, so pass-2 totals are the very numbers a full
+   re-score gives (the same left-to-right sum);
+6. the stable pass-2 order.
+
+Padding rows (``valid`` False) sort after every real row in both orders and are never
+seeds. With nothing reached, pass 2 equals pass 1 bit for bit.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Bool, Float, Int
+
+from emotional_memory.kernel._types import Array
+from emotional_memory.kernel.activation import spreading_activation_dense
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
+from emotional_memory.kernel.params import ScoringParams
+from emotional_memory.kernel.score import score_with_weights, stable_rank, weighted_total
+
+RESONANCE = 5
+"""Index of the resonance signal s6 (the only one pass 2 changes)."""
+
+
+class PlanOutput(eqx.Module):
+    """Every array of one two-pass plan over a padded candidate bank of N rows.
+
+    Attributes:
+        weights: (6,) final weights.
+        raw1: (N, 6) pass-1 signals; totals1: (N,) pass-1 totals (``-inf`` on padding).
+        order1: (N,) rows by pass-1 rank (padding last).
+        seeds: (N,) True on the pass-1 top-k real rows.
+        activation: (N,) spreading activation; reached: (N,) rows it reached.
+        resonance2: (N,) pass-2 resonance signal s6 (pass 2 differs from pass 1 only
+            in this column).
+        totals2: (N,) pass-2 totals; order2: (N,) rows by pass-2 rank.
+    """
+
+    weights: Float[Array, 6]
+    raw1: Float[Array, "N 6"]
+    totals1: Float[Array, " N"]
+    order1: Int[Array, " N"]
+    seeds: Bool[Array, " N"]
+    activation: Float[Array, " N"]
+    reached: Bool[Array, " N"]
+    resonance2: Float[Array, " N"]
+    totals2: Float[Array, " N"]
+    order2: Int[Array, " N"]
+
+
+def retrieval_plan_unjitted(
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    targets: Int[Array, "N L"],
+    strengths: Float[Array, "N L"],
+    *,
+    top_k: int,
+    hops: int,
+    spread: bool,
+    weights: Float[Array, 6] | None = None,
+    weight_params: ScoringParams | None = None,
+    signal_mask: Float[Array, 6] | None = None,
+) -> PlanOutput:
+    """:func:`retrieval_plan` before ``jax.jit`` (for use inside other transforms).
+
+    Args and Returns: as :func:`retrieval_plan`.
+    """
+    dtype = jnp.result_type(query.affect)
+    if weights is None:
+        source = params if weight_params is None else weight_params
+        weights = adaptive_weights(source, query.mood[0], query.mood[1])
+        if signal_mask is not None:
+            weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
+    out1 = score_with_weights(weights, params, query, columns)
+    order1 = stable_rank(out1.totals, columns.valid)
+    n = columns.valid.shape[0]
+    top = order1[: min(top_k, n)]
+    seeds = jnp.zeros((n,), bool).at[top].set(columns.valid[top])
+    if spread:
+        activation, reached = spreading_activation_dense(
+            seeds, targets, jnp.asarray(strengths, dtype), hops
+        )
+    else:
+        activation, reached = jnp.zeros((n,), dtype), jnp.zeros((n,), bool)
+    w = out1.weights
+    scale = jnp.asarray(params.signal_scale, dtype)[RESONANCE]
+    shift = jnp.asarray(params.signal_shift, dtype)[RESONANCE]
+    resonance2 = activation * scale + shift
+    # weighted_total sums left to right: the first five terms are shared by both passes
+    partial = weighted_total(w, out1.raw, terms=RESONANCE)
+    totals2 = jnp.where(
+        columns.valid, partial + w[RESONANCE] * resonance2, jnp.asarray(-jnp.inf, dtype)
+    )
+    order2 = stable_rank(totals2, columns.valid)
+    return PlanOutput(
+        weights=w, raw1=out1.raw, totals1=out1.totals, order1=order1, seeds=seeds,
+        activation=activation, reached=reached, resonance2=resonance2, totals2=totals2,
+        order2=order2,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("top_k", "hops", "spread"))
+def retrieval_plan(
+    params: ScoringParams,
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    targets: Int[Array, "N L"],
+    strengths: Float[Array, "N L"],
+    *,
+    top_k: int,
+    hops: int,
+    spread: bool,
+    weights: Float[Array, 6] | None = None,
+    weight_params: ScoringParams | None = None,
+    signal_mask: Float[Array, 6] | None = None,
+) -> PlanOutput:
+    """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
+
+    Args:
+        params: parameters of the signals (decay, distance scale, calibration) and,
+            unless ``weight_params`` is given, of the weights.
+        query: unbatched query features; its dtype (of ``affect``) is the compute dtype.
+        columns: (N, ...) candidates padded to a bucket (``valid`` False on padding);
+            their ``activation`` column is pass 1's (zeros).
+        targets: (N, L) int32 link target row per slot, -1 for none.
+        strengths: (N, L) link strengths.
+        top_k: number of seeds (static).
+        hops: spreading-activation hops (static).
+        spread: False skips spreading activation (static; resonance disabled).
+        weights: optional (6,) final weights, used as they are.
+        weight_params: parameters of the mood-adaptive weights (a query route's base
+            weights and the gates) when ``weights`` is None (default: ``params``).
+        signal_mask: optional (6,) ablation mask applied to the adaptive weights.
+
+    Returns:
+        :class:`PlanOutput` over the N padded rows.
+    """
+    return retrieval_plan_unjitted(
+        params, query, columns, targets, strengths, top_k=top_k, hops=hops, spread=spread,
+        weights=weights, weight_params=weight_params, signal_mask=signal_mask,
+    )
