@@ -5,16 +5,17 @@ Everything here is a pure function of pytrees (:class:`MemoryColumns`,
 and differentiated. Time only enters as ages in seconds, computed at the boundary.
 """
 
+from emotional_memory.kernel._compile_cache import enable_compile_cache
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
 from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringParams
+from emotional_memory.kernel.plan import PlanOutput, retrieval_plan
 from emotional_memory.kernel.score import (
     ScoreOutput,
     score_bank,
     score_given_semantic,
     score_with_weights,
-    score_with_weights_jit,
     stable_rank,
     weighted_total,
 )
@@ -34,6 +35,7 @@ __all__ = [
     "GATE_FIELDS",
     "SIGNAL_NAMES",
     "MemoryColumns",
+    "PlanOutput",
     "QueryFeatures",
     "ScoreOutput",
     "ScoringParams",
@@ -46,10 +48,10 @@ __all__ = [
     "effective_strength",
     "momentum_alignment",
     "pad_columns",
+    "retrieval_plan",
     "score_bank",
     "score_given_semantic",
     "score_with_weights",
-    "score_with_weights_jit",
     "signals",
     "signals_given_semantic",
     "smooth_gate",
@@ -67,3 +69,6 @@ from emotional_memory.kernel.sharding import (
 )
 
 __all__ += ["memory_mesh", "score_batch", "score_batch_sharded", "shard_columns"]
+
+# Importing compiles nothing; the cache is configured before any program is compiled.
+enable_compile_cache()

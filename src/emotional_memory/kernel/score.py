@@ -142,10 +142,6 @@ def _score_rows(
     return ScoreOutput(raw=raw, weights=weights, totals=totals)
 
 
-score_with_weights_jit = jax.jit(score_with_weights)
-""":func:`score_with_weights` compiled."""
-
-
 def stable_rank(
     totals: Float[Array, " N"], valid: Bool[Array, " N"] | None = None
 ) -> Int[Array, " N"]:
