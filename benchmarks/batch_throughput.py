@@ -33,7 +33,7 @@ import numpy as np
 
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import MemoryColumns, QueryFeatures
-from emotional_memory.kernel.batch import score_batch
+from emotional_memory.kernel.chunked_topk import score_batch
 from emotional_memory.retrieval import RetrievalConfig
 from emotional_memory.scoring_config import params_from_config
 

@@ -36,7 +36,7 @@ from batch_throughput import agreement, random_bank, random_queries
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel.batch import DEFAULT_CHUNK_SIZE
+from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE
 from emotional_memory.models import Memory, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalConfig

@@ -31,12 +31,12 @@ import pytest
 from emotional_memory import CoreAffect, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory._bank import columns_from_memories
 from emotional_memory.affect import AffectiveMomentum
-from emotional_memory.batch import BatchRetriever, score_queries
+from emotional_memory.batch_retrieval import BatchRetriever, score_queries
 from emotional_memory.decay import DecayConfig
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams, score_bank
-from emotional_memory.kernel.batch import score_batch
+from emotional_memory.kernel.chunked_topk import score_batch
 from emotional_memory.models import Memory, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import (

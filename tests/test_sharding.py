@@ -28,7 +28,7 @@ SCRIPT = textwrap.dedent(
     import jax, jax.numpy as jnp, numpy as np
     from emotional_memory.decay import DecayConfig
     from emotional_memory.kernel import MemoryColumns, QueryFeatures
-    from emotional_memory.kernel.batch import score_batch
+    from emotional_memory.kernel.chunked_topk import score_batch
     from emotional_memory.kernel.sharding import (
         memory_mesh, score_batch_sharded, shard_columns,
     )
@@ -149,7 +149,7 @@ def test_sharded_scorer_runs_on_one_device() -> None:
 
     from emotional_memory.decay import DecayConfig
     from emotional_memory.kernel import MemoryColumns, QueryFeatures
-    from emotional_memory.kernel.batch import score_batch
+    from emotional_memory.kernel.chunked_topk import score_batch
     from emotional_memory.kernel.sharding import score_batch_sharded
     from emotional_memory.retrieval import RetrievalConfig
 

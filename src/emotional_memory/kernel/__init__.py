@@ -61,7 +61,7 @@ __all__ = [
 ]
 
 # Scale (DESIGN "Scale"): chunked batch top-k and its sharded form.
-from emotional_memory.kernel.batch import score_batch
+from emotional_memory.kernel.chunked_topk import score_batch
 from emotional_memory.kernel.sharding import (
     memory_mesh,
     score_batch_sharded,

@@ -5,7 +5,7 @@ When one device cannot hold or score the bank fast enough, the N axis of every
 :class:`~jax.sharding.NamedSharding` ``PartitionSpec(axis_name)``; queries and
 parameters are replicated. Inside one compiled program (``jax.shard_map``) each
 device runs the very same chunked scan as
-:func:`~emotional_memory.kernel.batch.score_batch` on its shard, offsets its row
+:func:`~emotional_memory.kernel.chunked_topk.score_batch` on its shard, offsets its row
 indices to global ones, and the per-shard (Q, k) winners are merged by one more
 ``lax.top_k`` over the (Q, devices * k) candidates.
 
@@ -35,7 +35,7 @@ from jax.sharding import PartitionSpec as P
 from jaxtyping import Float, Int
 
 from emotional_memory.kernel._types import Array
-from emotional_memory.kernel.batch import (
+from emotional_memory.kernel.chunked_topk import (
     DEFAULT_CHUNK_SIZE,
     prepare_queries,
     row_features,
@@ -160,7 +160,7 @@ def score_batch_sharded(
     signal_mask: Float[Array, 6] | None = None,
     axis_name: str = MEMORY_AXIS,
 ) -> tuple[Int[Array, "Q K"], Float[Array, "Q K"]]:
-    """:func:`~emotional_memory.kernel.batch.score_batch` with rows sharded over devices.
+    """:func:`~emotional_memory.kernel.chunked_topk.score_batch` with rows sharded over devices.
 
     Args:
         params: scoring parameters (replicated).

@@ -8,7 +8,6 @@ Typical use::
     open("fitted.json", "w").write(result.config.model_dump_json(indent=2))
 """
 
-from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.learn.fitting import (
     DEFAULT_GRID,
     CVResult,
@@ -27,6 +26,7 @@ from emotional_memory.learn.fitting import (
     summarize_metrics,
 )
 from emotional_memory.learn.params import GROUPS, Reparam
+from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 
 __all__ = [
     "DEFAULT_GRID",

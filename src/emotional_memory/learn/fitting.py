@@ -25,8 +25,8 @@ from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.kernel import ScoringParams, score_given_semantic
-from emotional_memory.learn.batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
+from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.replay import QueryResult, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config, params_to_config
 

@@ -213,7 +213,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
     import jax
     import jax.numpy as jnp
 
-    from emotional_memory.kernel.batch import merge_top_k
+    from emotional_memory.kernel.chunked_topk import merge_top_k
 
     highest = jax.lax.Precision.HIGHEST
 

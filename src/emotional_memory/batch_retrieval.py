@@ -1,0 +1,272 @@
+"""Read-only batch retrieval: many queries against the whole store in one program.
+
+:class:`BatchRetriever` (and the shortcut :func:`score_queries`) answers a list of
+queries at once with the JAX batch scorer
+(:func:`~emotional_memory.kernel.chunked_topk.score_batch`): one ``embed_batch`` call for all
+queries, the store's columns as one bank, every query scored against every memory,
+the top-k per query returned as ``(memory, score)`` pairs.
+
+What it computes, and how it differs from :meth:`EmotionalMemory.retrieve`:
+
+- the **pass-1 score** of SPEC 4 (six signals, mood-adaptive weights, query routing
+  and the ablation mask as the engine configures them) in float32;
+- **no prefilter**: every memory is scored, not only the ``top_k *
+  candidate_multiplier`` nearest by cosine;
+- **no spreading activation**: the resonance signal is 0 (there is no pass 2);
+- **no side effects**: nothing is written to the store (no retrieval counts, no
+  reconsolidation, no Hebbian links) and the affective state is not touched, so it
+  is safe for evaluation, analytics and offline re-ranking.
+
+Ages come from the engine's clock, computed in float64 at the boundary. An
+:class:`~emotional_memory.stores.InMemoryStore` hands over its column cache without a
+Python loop over memories; any other store is read through ``list_all()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from emotional_memory._bank import columns_from_memories, embedding_dim
+from emotional_memory.affect import CoreAffect
+from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE, score_batch
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
+from emotional_memory.models import Memory
+from emotional_memory.scoring_config import params_from_config
+
+if TYPE_CHECKING:
+    from emotional_memory.engine import EmotionalMemory
+
+__all__ = ["BatchRetriever", "score_queries"]
+
+
+class BatchRetriever:
+    """Score batches of queries against an engine's whole store, without side effects.
+
+    Args:
+        engine: the :class:`~emotional_memory.engine.EmotionalMemory` to read from
+            (its store, embedder, clock, state and configuration).
+        chunk_size: memories scored per step of the compiled scan (bounds memory to
+            about ``queries * chunk_size`` floats).
+    """
+
+    def __init__(self, engine: EmotionalMemory, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
+        self.engine = engine
+        self.chunk_size = chunk_size
+
+    def __call__(
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        query_affects: Sequence[CoreAffect | None] | None = None,
+    ) -> list[list[tuple[Memory, float]]]:
+        """Alias of :meth:`score`."""
+        return self.score(queries, top_k, query_affects=query_affects)
+
+    def score(
+        self,
+        queries: Sequence[str],
+        top_k: int = 5,
+        *,
+        query_affects: Sequence[CoreAffect | None] | None = None,
+    ) -> list[list[tuple[Memory, float]]]:
+        """The ``top_k`` memories of every query by pass-1 score.
+
+        Args:
+            queries: query texts.
+            top_k: memories per query (>= 1).
+            query_affects: optional per-query affect for affect proximity (s3); None
+                (or a None entry) uses the engine's current core affect.
+
+        Returns:
+            One list per query of ``(memory, score)`` pairs, best first (ties: the
+            earlier-inserted memory first); shorter than ``top_k`` when the store
+            holds fewer memories.
+
+        Raises:
+            TypeError / ValueError: on a bad query, ``top_k`` or ``query_affects``, or a
+                query embedding whose dimension differs from the store's.
+        """
+        engine = self.engine
+        texts = _check_queries(engine, queries)
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        if top_k < 1:
+            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        affects = _check_affects(query_affects, len(texts))
+        if not texts:
+            return []
+        if len(engine.store) == 0:
+            return [[] for _ in texts]
+
+        now = engine._now()
+        state = engine.get_state()
+        mood = engine.get_current_mood(now)
+        raw = engine.embedder.embed_batch(list(texts))
+        if len(raw) != len(texts):
+            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")
+        embeddings = [
+            engine._clean_embedding(e, f"queries[{i}]") for i, e in enumerate(raw)
+        ]
+
+        row_ids, bank, store_dim = _bank(engine, now)
+        dim = int(bank.embedding.shape[1])
+        n_queries = len(texts)
+        # Pad the query axis to a power of two: fewer compiled shapes.
+        padded_q = bucket_size(n_queries, minimum=1)
+        q_emb = np.zeros((padded_q, dim), dtype=np.float32)
+        for i, emb in enumerate(embeddings):
+            if not emb or store_dim is None:  # semantic similarity 0 (SPEC s1)
+                continue
+            if len(emb) != store_dim:
+                raise ValueError(
+                    f"queries[{i}] embedding has length {len(emb)}, the store holds "
+                    f"dimension {store_dim}"
+                )
+            q_emb[i] = emb
+        q_affect = np.zeros((padded_q, 3), dtype=np.float32)
+        for i in range(padded_q):
+            source = affects[i] if i < n_queries and affects[i] is not None else state.core_affect
+            assert source is not None
+            q_affect[i] = source.as_tuple()
+        queries_features = QueryFeatures(
+            embedding=q_emb,
+            affect=q_affect,
+            mood=np.tile(np.asarray(mood.as_tuple(), np.float32), (padded_q, 1)),
+            velocity=np.tile(np.asarray(state.momentum.velocity(), np.float32), (padded_q, 1)),
+        )
+
+        mask = np.asarray(engine.config.signal_mask(), dtype=np.float32)
+        signal_mask = None if bool(np.all(mask == 1.0)) else mask
+        cfg = engine.config
+        # Query routing may give queries different base weights: one call per route.
+        routes: dict[tuple[float, ...], list[int]] = {}
+        for i, text in enumerate(texts):
+            routes.setdefault(tuple(engine._route(text)), []).append(i)
+        index = np.full((n_queries, top_k), -1, dtype=np.int64)
+        scores = np.full((n_queries, top_k), -np.inf, dtype=np.float64)
+        for base, members in routes.items():
+            params = params_from_config(
+                cfg.retrieval, cfg.decay, base_weights=list(base), dtype=np.float32
+            )
+            idx, sc = score_batch(
+                params, queries_features, bank, top_k,
+                chunk_size=self.chunk_size, signal_mask=signal_mask,
+            )
+            idx_np, sc_np = np.asarray(idx), np.asarray(sc)
+            index[members] = idx_np[members]
+            scores[members] = sc_np[members]
+
+        store = engine.store
+        results: list[list[tuple[Memory, float]]] = []
+        for i in range(n_queries):
+            found: list[tuple[Memory, float]] = []
+            for row, score in zip(index[i].tolist(), scores[i].tolist(), strict=True):
+                if row < 0:
+                    continue
+                memory_id = row_ids[row]
+                memory = store.get(memory_id) if memory_id is not None else None
+                if memory is not None:  # None only if deleted concurrently
+                    found.append((memory, float(score)))
+            results.append(found)
+        return results
+
+
+def score_queries(
+    engine: EmotionalMemory,
+    queries: Sequence[str],
+    top_k: int = 5,
+    *,
+    query_affects: Sequence[CoreAffect | None] | None = None,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> list[list[tuple[Memory, float]]]:
+    """Score ``queries`` against the engine's whole store (read-only; pass-1 score).
+
+    Shortcut for ``BatchRetriever(engine, chunk_size=chunk_size).score(...)``; see
+    :class:`BatchRetriever` for what is (and is not) computed.
+
+    Args:
+        engine: the engine to read from.
+        queries: query texts.
+        top_k: memories per query (>= 1).
+        query_affects: optional per-query affects for s3.
+        chunk_size: memories per scan step.
+
+    Returns:
+        One list of ``(memory, score)`` pairs per query, best first.
+    """
+    return BatchRetriever(engine, chunk_size=chunk_size).score(
+        queries, top_k, query_affects=query_affects
+    )
+
+
+def _check_queries(engine: EmotionalMemory, queries: Any) -> list[str]:
+    if isinstance(queries, str) or not isinstance(queries, Sequence):
+        raise TypeError("queries must be a sequence of str, not a str")
+    return [engine._check_content(q, f"queries[{i}]") for i, q in enumerate(queries)]
+
+
+def _check_affects(affects: Any, n: int) -> list[CoreAffect | None]:
+    if affects is None:
+        return [None] * n
+    if isinstance(affects, CoreAffect) or not isinstance(affects, Sequence):
+        raise TypeError("query_affects must be a sequence of CoreAffect (or None) or None")
+    if len(affects) != n:
+        raise ValueError(f"query_affects must have one entry per query ({n}), got {len(affects)}")
+    for i, a in enumerate(affects):
+        if a is not None and not isinstance(a, CoreAffect):
+            raise TypeError(f"query_affects[{i}] must be a CoreAffect or None")
+    return list(affects)
+
+
+def _bank(
+    engine: EmotionalMemory, now: Any
+) -> tuple[list[str | None], MemoryColumns, int | None]:
+    """The whole store as float32 JAX columns padded to a power of two.
+
+    Returns:
+        ``(row_ids, columns, dim)``: the memory id of each row (None on padding), the
+        columns, and the store's embedding dimension (None when no memory has one).
+    """
+    store = engine.store
+    columns = getattr(store, "columns", None)
+    locked = getattr(store, "locked", None)
+    if callable(columns) and callable(locked):
+        with locked():
+            row_ids, cols = columns(now, padded=True, dtype=np.float32)
+            dim = getattr(store, "dim", None)
+            if dim is None:  # no embeddings at all: a (N, 1) zero column
+                cols = _replace_embedding(cols, np.zeros((len(row_ids), 1), np.float32))
+            # Copy to device buffers while the store cannot change underneath.
+            return row_ids, jax.device_put(cols), dim
+    memories = store.list_all()
+    dim_or_one = embedding_dim(None, memories)
+    cols = columns_from_memories(memories, now, dim_or_one)
+    size = bucket_size(len(memories))
+    padded = pad_columns(cols, size)
+    ids: list[str | None] = [m.id for m in memories]
+    ids += [None] * (size - len(memories))
+    dim = dim_or_one if any(m.embedding for m in memories) else None
+    return ids, jax.device_put(_as_float32(padded)), dim
+
+
+def _replace_embedding(cols: MemoryColumns, embedding: np.ndarray) -> MemoryColumns:
+    return MemoryColumns(
+        embedding=embedding, affect=cols.affect, mood=cols.mood, velocity=cols.velocity,
+        age_seconds=cols.age_seconds, consolidation=cols.consolidation,
+        retrieval_count=cols.retrieval_count, activation=cols.activation, valid=cols.valid,
+    )
+
+
+def _as_float32(cols: MemoryColumns) -> MemoryColumns:
+    def cast(x: Any) -> Any:
+        arr = np.asarray(x)
+        return arr.astype(np.float32) if arr.dtype.kind == "f" else arr
+
+    return jax.tree_util.tree_map(cast, cols)
