@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import jax
 
@@ -30,6 +31,11 @@ ENV_SWITCH = "EMOTIONAL_MEMORY_JAX_CACHE"
 MIN_COMPILE_SECONDS = 0.1
 """Compile-time threshold set in place of JAX's default of 1 s."""
 _JAX_DEFAULT_MIN_COMPILE_SECONDS = 1.0
+
+
+def _read(name: str) -> Any:
+    """The current value of JAX config option ``name``."""
+    return getattr(jax.config, name)
 
 
 def default_cache_dir() -> Path:
@@ -54,13 +60,13 @@ def enable_compile_cache() -> str | None:
     """
     if os.environ.get(ENV_SWITCH, "1").strip().lower() in {"0", "false", "no", "off"}:
         return None
-    if not jax.config.jax_enable_compilation_cache:
+    if not _read("jax_enable_compilation_cache"):
         return None
-    current = jax.config.jax_compilation_cache_dir
+    current = _read("jax_compilation_cache_dir")
     if current:
         return str(current)
     path = default_cache_dir()
     jax.config.update("jax_compilation_cache_dir", str(path))
-    if jax.config.jax_persistent_cache_min_compile_time_secs == _JAX_DEFAULT_MIN_COMPILE_SECONDS:
+    if _read("jax_persistent_cache_min_compile_time_secs") == _JAX_DEFAULT_MIN_COMPILE_SECONDS:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
     return str(path)

@@ -160,10 +160,11 @@ def stable_rank(
     n = totals.shape[0]
     keys = -totals
     keys = jnp.where(jnp.isnan(keys), jnp.asarray(jnp.nan, keys.dtype), keys)  # +NaN: last
+    invalid: jax.Array
     if valid is None:
         invalid = jnp.zeros((n,), jnp.int32)
     else:  # invalid rows: after every valid one, in index order
-        invalid = (~valid).astype(jnp.int32)
+        invalid = jnp.asarray(~jnp.asarray(valid), jnp.int32)
         keys = jnp.where(valid, keys, jnp.zeros((), keys.dtype))
     iota = jnp.arange(n, dtype=jnp.int32)
     *_, order = jax.lax.sort((invalid, keys, iota), num_keys=2, is_stable=True)

@@ -1,0 +1,118 @@
+"""``retrieve`` of this library next to the original ``emotional_memory`` 0.18.1.
+
+Part 1 (target: >= 2x faster than the original): the same script body runs in two
+fresh interpreters, this library's (``src/``) and the original's (a separate venv,
+``--original-python``, default ``/work/venv-orig/bin/python``; install it there with
+``pip install emotional-memory==0.18.1``). Each encodes the same 100 texts with the
+same deterministic embedder (random unit vectors keyed by the text), so the stores
+hold the same embeddings, then times ``retrieve(query, top_k=5)`` over the same
+queries, interleaving nothing else; the median per call is reported for both and
+their ratio. Both runs include the retrieval side effects (reconsolidation, Hebbian
+links), as a user sees them.
+
+Part 2 (target: <= 1.3x): ``retrieve`` at N = 100,000 next to a bare jitted
+``lax.top_k(E @ q)`` on the same float32 matrix, timed interleaved in one process by
+:func:`retrieve_latency.bench_size` (``--large 0`` skips it).
+
+Usage:
+    python benchmarks/retrieve_vs_original.py [--memories 100] [--repeats 200]
+        [--large 100000] [--original-python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import hashlib, json, statistics, time
+import numpy as np
+from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory.affect import CoreAffect
+
+DIM = 384
+class RandomEmbedder:
+    def _vector(self, text):
+        seed = int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+        v = np.random.default_rng(seed).standard_normal(DIM)
+        return (v / np.linalg.norm(v)).tolist()
+    def embed(self, text):
+        return self._vector(text)
+    def embed_batch(self, texts):
+        return [self._vector(t) for t in texts]
+
+WORDS = ["server", "crashed", "demo", "coffee", "friend", "rain", "launch", "budget",
+         "party", "furious", "happy", "calm", "sad", "review", "garden", "night"]
+rng = np.random.default_rng(0)
+engine = EmotionalMemory(InMemoryStore(), RandomEmbedder())
+for i in range({n}):
+    if i % 10 == 0:
+        engine.set_affect(CoreAffect(valence=float(rng.uniform(-1, 1)),
+                                     arousal=float(rng.uniform(0, 1))))
+    engine.encode(" ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 5)) + f" {{i}}")
+queries = [" ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 3)) for _ in range(50)]
+for q in queries[:10]:
+    engine.retrieve(q, top_k=5)  # warm up (compiles)
+times = []
+for r in range({repeats}):
+    q = queries[r % len(queries)]
+    t = time.perf_counter()
+    engine.retrieve(q, top_k=5)
+    times.append(time.perf_counter() - t)
+print(json.dumps({{"median_ms": statistics.median(times) * 1e3, "n": len(engine.list_all())}}))
+"""
+
+
+def child(python: str, n: int, repeats: int, ours: bool) -> dict[str, float]:
+    env = dict(os.environ)
+    if ours:
+        env["PYTHONPATH"] = str(ROOT / "src")
+    else:
+        env.pop("PYTHONPATH", None)
+    out = subprocess.run(
+        [python, "-c", CHILD.format(n=n, repeats=repeats)], capture_output=True, text=True,
+        env=env, check=True, cwd="/" if not ours else str(ROOT),
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--large", type=int, default=100_000)
+    parser.add_argument("--original-python", default="/work/venv-orig/bin/python")
+    args = parser.parse_args()
+
+    # alternate the two libraries so background load hits both alike
+    ours, orig = [], []
+    for _ in range(2):
+        ours.append(child(sys.executable, args.memories, args.repeats, True)["median_ms"])
+        orig.append(child(args.original_python, args.memories, args.repeats, False)["median_ms"])
+    mine, theirs = min(ours), min(orig)
+    print(f"retrieve, {args.memories} memories, top_k 5 (median per call, best of 2 runs)")
+    print(f"  this library        {mine:8.3f} ms")
+    print(f"  original 0.18.1     {theirs:8.3f} ms")
+    print(f"  speed-up            {theirs / mine:8.2f}x   (target >= 2x)")
+
+    if args.large:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        from retrieve_latency import bench_size
+
+        res = bench_size(args.large, 384, 5, 30, "float32")
+        ms = res["ms"]
+        print(f"retrieve at N = {args.large:,} vs bare jitted lax.top_k(E @ q)")
+        print(f"  retrieve            {ms['retrieve']:8.3f} ms")
+        print(f"  bare top_k(E @ q)   {ms['bare']:8.3f} ms")
+        print(f"  ratio               {res['ratio_retrieve_vs_bare']:8.2f}x   (target <= 1.3x)")
+
+
+if __name__ == "__main__":
+    main()
