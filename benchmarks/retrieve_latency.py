@@ -18,8 +18,8 @@ and ``after`` (reconsolidation, prediction, Hebbian links, store writes).
 
 ``--links L`` links every candidate of the benchmark queries to L random other
 candidates of the same query (default 0: no links, so activation never spreads and
-pass 2 is skipped; with links it spreads and pass 2 runs, as in an engine-built store
-where similar memories are linked).
+pass 2 equals pass 1; with links it spreads, as in an engine-built store where similar
+memories are linked).
 
 Usage:
     python benchmarks/retrieve_latency.py [--n 1000 10000 100000] [--million]
