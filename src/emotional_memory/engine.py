@@ -12,12 +12,14 @@ store transaction, so a failed call leaves store and state exactly as they were.
 
 from __future__ import annotations
 
+import functools
 import itertools
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import jax
 import numpy as np
@@ -245,6 +247,26 @@ def _default_clock() -> datetime:
     return utc_now()
 
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run an engine method under the engine's re-entrant operation lock.
+
+    One operation at a time per engine: threads sharing an engine see each call run
+    whole (an encode's save, links and state; a retrieve's ranking and side effects)
+    with no other call of the same engine interleaved.
+    """
+
+    @functools.wraps(method)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with args[0]._op_lock:  # type: ignore[attr-defined]
+            return method(*args, **kwargs)
+
+    return locked
+
+
 class EmotionalMemory:
     """Affective memory for an agent: encode events, retrieve by meaning and feeling.
 
@@ -276,6 +298,7 @@ class EmotionalMemory:
             raise TypeError("config must be an EmotionalMemoryConfig")
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a zero-argument callable returning a datetime")
+        self._op_lock = threading.RLock()
         self.store = store
         self.embedder = embedder
         self.appraisal_engine = appraisal_engine
@@ -508,6 +531,7 @@ class EmotionalMemory:
                 out.append(self._link(memory, candidates))
         return out
 
+    @_synchronized
     def encode(
         self,
         content: str,
@@ -547,6 +571,7 @@ class EmotionalMemory:
         stored = self.store.get(memory.id)
         return stored if stored is not None else memory
 
+    @_synchronized
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -612,6 +637,7 @@ class EmotionalMemory:
         self._adopt(state)
         return [self._stored(m) for m in out]
 
+    @_synchronized
     def observe(
         self,
         content: str | None = None,
@@ -639,6 +665,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ elaboration
 
+    @_synchronized
     def elaborate(self, memory_id: str) -> Memory:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
@@ -689,6 +716,7 @@ class EmotionalMemory:
             self.store.update(updated)
         return updated
 
+    @_synchronized
     def elaborate_pending(self) -> list[Memory]:
         """Elaborate every memory still marked ``pending_appraisal``.
 
@@ -723,6 +751,7 @@ class EmotionalMemory:
             return list(qc.routed_weights[qc.default_type])
         return list(cfg.base_weights)
 
+    @_synchronized
     def current_weights(self, query: str = "", now: datetime | None = None) -> np.ndarray:
         """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask).
 
@@ -740,6 +769,7 @@ class EmotionalMemory:
             return w
         return masked_weights(w.tolist(), derived.signal_mask)
 
+    @_synchronized
     def plan_retrieval(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> RetrievalPlan:
@@ -862,6 +892,7 @@ class EmotionalMemory:
                 self.store.update(m)
         return updated
 
+    @_synchronized
     def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
@@ -879,6 +910,7 @@ class EmotionalMemory:
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
+    @_synchronized
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
@@ -923,6 +955,7 @@ class EmotionalMemory:
             for i, (r, mem) in enumerate(zip(top, updated, strict=True))
         ]
 
+    @_synchronized
     def retrieve_with_query_appraisal(
         self, query: str, top_k: int = 5
     ) -> list[Memory]:
@@ -946,6 +979,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ store access
 
+    @_synchronized
     def get(self, memory_id: str) -> Memory | None:
         """Look a memory up by id.
 
@@ -957,6 +991,7 @@ class EmotionalMemory:
         """
         return self.store.get(memory_id)
 
+    @_synchronized
     def delete(self, memory_id: str) -> bool:
         """Delete a memory and every link pointing to it.
 
@@ -996,6 +1031,7 @@ class EmotionalMemory:
             self.store.delete(mid)
         return len(doomed)
 
+    @_synchronized
     def update_memory(
         self,
         memory_id: str,
@@ -1040,6 +1076,7 @@ class EmotionalMemory:
             self.store.update(updated)
         return updated
 
+    @_synchronized
     def list_all(self) -> list[Memory]:
         """All memories in insertion order.
 
@@ -1048,9 +1085,11 @@ class EmotionalMemory:
         """
         return self.store.list_all()
 
+    @_synchronized
     def __len__(self) -> int:
         return len(self.store)
 
+    @_synchronized
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 
@@ -1083,6 +1122,7 @@ class EmotionalMemory:
         with store_transaction(self.store):
             return self._delete_many(doomed)
 
+    @_synchronized
     def export_memories(self) -> list[dict[str, Any]]:
         """All memories as JSON-able dicts (insertion order).
 
@@ -1092,6 +1132,7 @@ class EmotionalMemory:
         """
         return [m.model_dump(mode="json") for m in self.store.list_all()]
 
+    @_synchronized
     def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
         """Import memories exported by :meth:`export_memories`.
 
@@ -1135,6 +1176,7 @@ class EmotionalMemory:
         """
         return self._state
 
+    @_synchronized
     def set_affect(self, affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into the state (momentum and mood follow).
 
@@ -1151,10 +1193,12 @@ class EmotionalMemory:
             raise TypeError("affect must be a CoreAffect")
         return self._adopt(self._update_state(affect, self._now()))
 
+    @_synchronized
     def reset_state(self) -> None:
         """Back to the initial neutral state."""
         self._adopt(AffectiveState.initial(self._now()))
 
+    @_synchronized
     def save_state(self) -> dict[str, Any]:
         """A JSON-able snapshot of the state (see :meth:`load_state`).
 
@@ -1163,6 +1207,7 @@ class EmotionalMemory:
         """
         return self._state.snapshot()
 
+    @_synchronized
     def load_state(self, snapshot: dict[str, Any]) -> None:
         """Restore a snapshot from :meth:`save_state`.
 
@@ -1172,12 +1217,14 @@ class EmotionalMemory:
         """
         self._adopt(AffectiveState.restore(snapshot))
 
+    @_synchronized
     def persist_state(self) -> None:
         """Write the state to the state store (ValueError without one)."""
         if self.state_store is None:
             raise ValueError("persist_state needs a state_store")
         self.state_store.save(self._state.snapshot())
 
+    @_synchronized
     def restore_persisted_state(self) -> bool:
         """Load the state from the state store.
 
@@ -1193,11 +1240,13 @@ class EmotionalMemory:
         self._state = AffectiveState.restore(snapshot)
         return True
 
+    @_synchronized
     def clear_persisted_state(self) -> None:
         """Forget the persisted state (the in-memory state is kept)."""
         if self.state_store is not None:
             self.state_store.clear()
 
+    @_synchronized
     def get_current_mood(self, now: datetime | None = None) -> MoodField:
         """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set.
 
@@ -1216,6 +1265,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ lifecycle
 
+    @_synchronized
     def close(self) -> None:
         """Close the store and state store when they can be closed."""
         for obj in (self.store, self.state_store):
