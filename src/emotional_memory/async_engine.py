@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import weakref
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -55,7 +56,9 @@ class AsyncEmotionalMemory:
         clock: Clock | None = None,
     ) -> None:
         self._bridge = _LoopBridge()
-        self._lock: asyncio.Lock | None = None
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._engine = EmotionalMemory(
             bridge_store(store, self._bridge),
             bridge_embedder(embedder, self._bridge),
@@ -83,7 +86,7 @@ class AsyncEmotionalMemory:
             raise TypeError("engine must be an EmotionalMemory")
         out = cls.__new__(cls)
         out._bridge = _LoopBridge()
-        out._lock = None
+        out._locks = weakref.WeakKeyDictionary()
         out._engine = engine
         return out
 
@@ -98,11 +101,42 @@ class AsyncEmotionalMemory:
         return self._engine.config
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            self._bridge.loop = asyncio.get_running_loop()
-            return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+        """Run one engine operation in a worker thread, one operation at a time.
+
+        Cancelled while waiting for its turn, the operation never starts. Cancelled
+        while its worker runs (e.g. by ``asyncio.wait_for``), the caller gets the
+        ``CancelledError`` at once but the operation completes entirely in the
+        background, and the next operation starts only after it: the turn is handed
+        on when the worker finishes, not when the caller stops waiting. Each event
+        loop gets its own turn lock, so the engine works across ``asyncio.run`` calls
+        (the sync engine's own lock keeps operations from different loops apart).
+        """
+        loop = asyncio.get_running_loop()
+        lock = self._locks.get(loop)
+        if lock is None:
+            lock = self._locks.setdefault(loop, asyncio.Lock())
+        await lock.acquire()
+        try:
+            self._bridge.loop = loop
+            worker = asyncio.ensure_future(
+                asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+            )
+        except BaseException:
+            lock.release()
+            raise
+        try:
+            result = await asyncio.shield(worker)
+        except asyncio.CancelledError:
+            if worker.done():
+                lock.release()
+            else:
+                worker.add_done_callback(functools.partial(_finish_detached, lock))
+            raise
+        except BaseException:
+            lock.release()
+            raise
+        lock.release()
+        return result
 
     # encoding
     async def encode(
@@ -425,6 +459,13 @@ class AsyncEmotionalMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+def _finish_detached(lock: asyncio.Lock, worker: asyncio.Future[Any]) -> None:
+    """Hand the turn on once a worker whose caller was cancelled has finished."""
+    if not worker.cancelled():
+        worker.exception()  # retrieved: its caller is gone, nobody else will read it
+    lock.release()
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
