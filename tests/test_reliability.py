@@ -10,11 +10,22 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from emotional_memory import AsyncEmotionalMemory, EmotionalMemory, InMemoryStore, SQLiteStore
+from emotional_memory import (
+    AsyncEmotionalMemory,
+    CoreAffect,
+    EmotionalMemory,
+    InMemoryAffectiveStateStore,
+    InMemoryStore,
+    SQLiteAffectiveStateStore,
+    SQLiteStore,
+)
 from emotional_memory.embedders import HashingEmbedder
 
 WORDS = ("rain", "storm", "calm", "joy", "fear", "river", "bridge", "night", "sun", "loss")
@@ -176,3 +187,107 @@ def test_one_async_engine_across_two_event_loops() -> None:
     asyncio.run(burst("first loop"))
     asyncio.run(burst("second loop"))
     assert len(engine.engine) == 8
+
+
+# ---------------------------------------------------------------- 3. store + state
+
+
+class _FailingStateStore(InMemoryAffectiveStateStore):
+    """A real in-memory state store whose ``save`` raises while ``fail`` is set."""
+
+    fail = False
+
+    def save(self, snapshot: dict[str, Any]) -> None:
+        if self.fail:
+            raise OSError("state store unavailable")
+        super().save(snapshot)
+
+
+class _FailingSharedStateStore(SQLiteAffectiveStateStore):
+    """Writes its row, then raises (a failure after the SQL write) while ``fail``."""
+
+    fail = False
+
+    def save(self, snapshot: dict[str, Any]) -> None:
+        super().save(snapshot)
+        if self.fail:
+            raise OSError("state store failed after writing")
+
+
+class _CommitFailingStore(InMemoryStore):
+    """An in-memory store whose transaction fails at commit while ``fail_commit``."""
+
+    fail_commit = False
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with super().transaction():
+            yield
+            if self.fail_commit:
+                raise OSError("commit failed")
+
+
+def _picture(engine: EmotionalMemory) -> list[tuple[str, str, Any]]:
+    return [(m.id, m.content, m.tag) for m in engine.list_all()]
+
+
+def _seed(engine: EmotionalMemory) -> None:
+    for i, text in enumerate(["rain on the river", "storm at night", "calm sun"]):
+        engine.set_affect(CoreAffect(valence=0.3 * i - 0.3, arousal=0.2 + 0.2 * i))
+        engine.encode(text)
+
+
+def _fails_cleanly(engine: EmotionalMemory, states: Any, exc: type[BaseException]) -> None:
+    before = _picture(engine)
+    state_before = engine.get_state()
+    persisted_before = states.load()
+    with pytest.raises(exc):
+        engine.encode("rain storm river night")
+    with pytest.raises(exc):
+        engine.encode_batch(["rain again", "storm again"])
+    assert _picture(engine) == before
+    assert engine.get_state() == state_before
+    assert states.load() == persisted_before
+
+
+def test_failing_state_store_rolls_the_memory_back() -> None:
+    states = _FailingStateStore()
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=states)
+    _seed(engine)
+    states.fail = True
+    _fails_cleanly(engine, states, OSError)
+    states.fail = False
+    engine.encode("works again")
+    assert len(engine) == 4 and states.load() == engine.get_state().snapshot()
+
+
+def test_failing_commit_puts_the_persisted_state_back() -> None:
+    store = _CommitFailingStore()
+    states = InMemoryAffectiveStateStore()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), state_store=states)
+    _seed(engine)
+    store.fail_commit = True
+    _fails_cleanly(engine, states, OSError)
+
+
+@pytest.mark.parametrize("layout", ["from_store", "own_connection"])
+def test_sqlite_state_on_the_store_file_commits_with_the_memories(
+    layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    states = (
+        _FailingSharedStateStore.from_store(store)
+        if layout == "from_store" else _FailingSharedStateStore(path)
+    )
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), state_store=states)
+    _seed(engine)
+    persisted = states.load()
+    # Class-wide: the engine may save through a twin on the store's connection.
+    monkeypatch.setattr(_FailingSharedStateStore, "fail", True)
+    _fails_cleanly(engine, states, OSError)
+    engine.close()
+    # The file agrees: nothing of the failed calls was committed.
+    with SQLiteStore(path) as again, SQLiteAffectiveStateStore(path) as state_again:
+        assert len(again) == 3
+        assert state_again.load() == persisted

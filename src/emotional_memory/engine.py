@@ -358,9 +358,73 @@ class EmotionalMemory:
         was (SPEC 9).
         """
         if self.state_store is not None:
-            self.state_store.save(state.snapshot())
+            self._persist(state)
         self._state = state
         return state
+
+    def _persist(self, state: AffectiveState, state_store: Any = None) -> None:
+        """Write ``state`` to the configured state store (or to ``state_store``)."""
+        target = state_store if state_store is not None else self.state_store
+        assert target is not None
+        target.save(state.snapshot())
+
+    def _joined_state_store(self) -> Any:
+        """A state store whose saves join the store's transactions, or None.
+
+        ``SQLiteAffectiveStateStore`` offers ``joined_with(store)``: itself when it
+        was made by ``from_store(store)``, a twin on the store's connection when it
+        has its own connection to the store's file, else None.
+        """
+        cached = getattr(self, "_joined_cache", None)
+        if cached is not None and cached[0] is self.state_store and cached[1] is self.store:
+            return cached[2]
+        joined_with = getattr(self.state_store, "joined_with", None)
+        joined = joined_with(self.store) if callable(joined_with) else None
+        self._joined_cache = (self.state_store, self.store, joined)
+        return joined
+
+    def _store_with_state(
+        self, write: Callable[[], _R], final_state: Callable[[], AffectiveState]
+    ) -> _R:
+        """Run the store writes ``write`` and adopt the state after them: both or neither.
+
+        A state store that can join the store's transactions (an
+        ``SQLiteAffectiveStateStore`` on the store's file) saves inside it: one
+        commit. Any other state store saves at the end of the store's transaction, so
+        a failing save rolls the store back; when the commit itself fails, the
+        previously persisted snapshot is put back. After a failure the store, the
+        persisted state and the in-memory state are as they were.
+
+        Args:
+            write: the store writes (run inside one store transaction).
+            final_state: the state once ``write`` has run.
+
+        Returns:
+            What ``write`` returns.
+        """
+        state_store = self.state_store
+        joined = self._joined_state_store() if state_store is not None else None
+        saved = False
+        before: Any = None
+        try:
+            with store_transaction(self.store):
+                out = write()
+                new_state = final_state()
+                if joined is not None:
+                    self._persist(new_state, joined)
+                elif state_store is not None:
+                    before = state_store.load()
+                    self._persist(new_state)
+                    saved = True
+        except BaseException:
+            if saved and state_store is not None:  # the store's commit failed
+                if before is None:
+                    state_store.clear()
+                else:
+                    state_store.save(before)
+            raise
+        self._state = new_state
+        return out
 
     def _update_state(self, affect: CoreAffect, now: datetime) -> AffectiveState:
         return self._state.update(
@@ -561,9 +625,7 @@ class EmotionalMemory:
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
-        with store_transaction(self.store):
-            memory = self._store_and_link(memory)
-        self._adopt(new_state)
+        memory = self._store_with_state(lambda: self._store_and_link(memory), lambda: new_state)
         return self._stored(memory)
 
     def _stored(self, memory: Memory) -> Memory:
@@ -628,13 +690,13 @@ class EmotionalMemory:
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
                 yield memory
 
-        with store_transaction(self.store):
+        def write() -> list[Memory]:
             search = getattr(self.store, "search_by_embedding_batch", None)
             if self.config.enable_resonance and callable(search):
-                out = self._store_and_link_batch(prepared(), search)
-            else:
-                out = [self._store_and_link(m) for m in prepared()]
-        self._adopt(state)
+                return self._store_and_link_batch(prepared(), search)
+            return [self._store_and_link(m) for m in prepared()]
+
+        out = self._store_with_state(write, lambda: state)
         return [self._stored(m) for m in out]
 
     @_synchronized

@@ -62,6 +62,7 @@ class SQLiteAffectiveStateStore:
         """
         self._key = _check_key(key)
         self._shared: SQLiteStore | None = None
+        self._path: str | None = os.fspath(path)
         self._lock: AbstractContextManager[Any] = threading.RLock()
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread
@@ -90,11 +91,35 @@ class SQLiteAffectiveStateStore:
         self = cls.__new__(cls)
         self._key = _check_key(key)
         self._shared = store
+        self._path = store.path
         self._lock = store._lock
         self._conn = store._connection()
         with self._transaction():
             self._connection().execute(_CREATE)
         return self
+
+    def joined_with(self, store: object) -> SQLiteAffectiveStateStore | None:
+        """A state store writing this key inside ``store``'s transactions, or None.
+
+        The engine saves the state through it, so that memories and state commit
+        together: this store itself when made by ``from_store(store)``; a twin on
+        ``store``'s connection when this store has its own connection to the same
+        file (saving on that own connection inside the store's open write
+        transaction would wait for its lock); None for another file or store.
+
+        Args:
+            store: the engine's memory store.
+
+        Returns:
+            The state store to save through, or None.
+        """
+        if self._shared is not None:
+            return self if self._shared is store else None
+        if not isinstance(store, SQLiteStore) or store.closed or self._conn is None:
+            return None
+        if not _same_file(self._path, store.path):
+            return None
+        return type(self).from_store(store, key=self._key)
 
     @property
     def key(self) -> str:
@@ -200,6 +225,16 @@ class SQLiteAffectiveStateStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    """Whether two database paths name the same existing file (never ``:memory:``)."""
+    if not a or not b or ":memory:" in (a, b) or a.startswith("file:") or b.startswith("file:"):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def _check_key(key: str) -> str:
