@@ -8,7 +8,10 @@ is bounded in count; nothing asserts wall-clock time.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,8 +24,10 @@ from emotional_memory import (
     AsyncEmotionalMemory,
     CoreAffect,
     EmotionalMemory,
+    EmotionalMemoryConfig,
     InMemoryAffectiveStateStore,
     InMemoryStore,
+    ResonanceConfig,
     SQLiteAffectiveStateStore,
     SQLiteStore,
 )
@@ -291,3 +296,78 @@ def test_sqlite_state_on_the_store_file_commits_with_the_memories(
     with SQLiteStore(path) as again, SQLiteAffectiveStateStore(path) as state_again:
         assert len(again) == 3
         assert state_again.load() == persisted
+
+
+# ---------------------------------------------------------------- 4. several connections
+
+
+def _links_symmetric(memories: list[Any]) -> None:
+    by_id = {m.id: m for m in memories}
+    for m in memories:
+        for link in m.tag.resonance_links:
+            assert link.target_id in by_id, f"dangling link {m.id} -> {link.target_id}"
+            back = [lk for lk in by_id[link.target_id].tag.resonance_links
+                    if lk.target_id == m.id]
+            assert back, f"{link.target_id} lost its link back to {m.id}"
+
+
+def test_two_store_objects_on_one_file_lose_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    a = EmotionalMemory(SQLiteStore(path), HashingEmbedder(dim=16))
+    b = EmotionalMemory(SQLiteStore(path), HashingEmbedder(dim=16))
+    only = a.encode("the only memory")
+    assert a.retrieve("memory", top_k=1)[0].tag.retrieval_count == 1
+    assert b.retrieve("memory", top_k=1)[0].tag.retrieval_count == 2
+    assert a.get(only.id).tag.retrieval_count == 2  # type: ignore[union-attr]
+    # Links written through one connection are kept by writes through the other.
+    a.encode("rain on the river")
+    b.encode("rain on the bridge")
+    a.encode("rain at night")
+    for engine in (a, b):
+        assert len(engine) == 4
+        _links_symmetric(engine.list_all())
+    # B deletes what A wrote; A sees it gone, with every link to it.
+    assert b.delete(only.id) is True
+    assert a.get(only.id) is None and len(a) == 3
+    _links_symmetric(a.list_all())
+    a.close()
+    b.close()
+
+
+_CHILD = """
+import sys
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, ResonanceConfig, SQLiteStore
+from emotional_memory.embedders import HashingEmbedder
+config = EmotionalMemoryConfig(resonance=ResonanceConfig(max_links=64))
+engine = EmotionalMemory(SQLiteStore(sys.argv[1]), HashingEmbedder(dim=16), config=config)
+for i in range(int(sys.argv[2])):
+    engine.encode(f"child event {i} rain river")
+    engine.retrieve("rain river", top_k=2)
+engine.close()
+"""
+
+
+def test_two_processes_on_one_file(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    # Room for every link, so that links must be symmetric (no eviction).
+    config = EmotionalMemoryConfig(resonance=ResonanceConfig(max_links=64))
+    engine = EmotionalMemory(SQLiteStore(path), HashingEmbedder(dim=16), config=config)
+    engine.encode("seed one rain")
+    engine.encode("seed two river")
+    rounds = 12
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), str(rounds)], env=env)
+    try:
+        for i in range(rounds):
+            engine.encode(f"parent event {i} rain bridge")
+            engine.retrieve("rain bridge", top_k=2)
+    finally:
+        assert child.wait(timeout=300) == 0
+    memories = engine.list_all()
+    assert len(memories) == 2 + 2 * rounds
+    # Every retrieve incremented two memories: none of the increments was lost.
+    assert sum(m.tag.retrieval_count for m in memories) == 2 * 2 * rounds
+    _links_symmetric(memories)
+    engine.close()
+    with SQLiteStore(path) as again:
+        assert [m.tag for m in again.list_all()] == [m.tag for m in memories]

@@ -676,11 +676,13 @@ def test_sqlite_new_process_reads_same_data(db: Path) -> None:
     assert json.loads(result.stdout) == json.loads(json.dumps(expected))
 
 
-def test_sqlite_refresh_sees_other_connection(db: Path) -> None:
+def test_sqlite_sees_other_connection(db: Path) -> None:
+    # Every operation picks up other connections' commits (no refresh() needed).
     with SQLiteStore(db) as first, SQLiteStore(db) as second:
         a = mem("a", [1, 0])
         first.save(a)
-        assert a.id not in second
+        assert a.id in second
+        assert second.get(a.id) == first.get(a.id)
         second.refresh()
         assert second.get(a.id) == first.get(a.id)
 

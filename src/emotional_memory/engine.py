@@ -364,7 +364,9 @@ class EmotionalMemory:
 
     def _persist(self, state: AffectiveState, state_store: Any = None) -> None:
         """Write ``state`` to the configured state store (or to ``state_store``)."""
-        target = state_store if state_store is not None else self.state_store
+        target = state_store if state_store is not None else self._joined_state_store()
+        if target is None:
+            target = self.state_store
         assert target is not None
         target.save(state.snapshot())
 
@@ -775,7 +777,11 @@ class EmotionalMemory:
             )
         updated = memory.model_copy(update={"tag": new_tag})
         with store_transaction(self.store):
-            self.store.update(updated)
+            current = self.store.get(memory_id)
+            if current == memory:
+                self.store.update(updated)
+        if current != memory:  # another writer changed it since it was read: start over
+            return self.elaborate(memory_id)
         return updated
 
     @_synchronized
@@ -917,6 +923,20 @@ class EmotionalMemory:
         return ranking.plan(), ranking.now
 
     def _after_retrieval(self, winners: list[Memory], now: datetime) -> list[Memory]:
+        """Apply the retrieval side effects to the winners' current rows, in one transaction.
+
+        The winners are read again inside the store's write transaction, so another
+        engine or process writing the same memories between the ranking and now loses
+        no update (a winner deleted meanwhile is dropped).
+        """
+        with store_transaction(self.store):
+            current = [self.store.get(m.id) for m in winners]
+            updated = self._retrieval_effects([m for m in current if m is not None], now)
+            for m in updated:
+                self.store.update(m)
+        return updated
+
+    def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:
         """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
         cfg = self.config.retrieval
         affect = self._state.core_affect
@@ -949,9 +969,6 @@ class EmotionalMemory:
                 )
                 for m in updated
             ]
-        with store_transaction(self.store):
-            for m in updated:
-                self.store.update(m)
         return updated
 
     @_synchronized
@@ -1121,6 +1138,16 @@ class EmotionalMemory:
             TypeError: bad content/metadata/embedding type.
             ValueError: bad content length or embedding values.
         """
+        with store_transaction(self.store):  # the current row, changed in one transaction
+            return self._update_memory(memory_id, content, metadata, embedding)
+
+    def _update_memory(
+        self,
+        memory_id: str,
+        content: str | None,
+        metadata: dict[str, Any] | None,
+        embedding: Sequence[float] | None,
+    ) -> Memory:
         memory = self.store.get(memory_id)
         if memory is None:
             raise KeyError(memory_id)
@@ -1134,8 +1161,7 @@ class EmotionalMemory:
         elif content is not None:
             updates["embedding"] = self._clean_embedding(self.embedder.embed(content), "content")
         updated = memory.model_copy(update=updates)
-        with store_transaction(self.store):
-            self.store.update(updated)
+        self.store.update(updated)
         return updated
 
     @_synchronized

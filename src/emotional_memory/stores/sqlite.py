@@ -13,8 +13,15 @@ reopen would read back.
 The database runs in WAL mode with ``synchronous=NORMAL``: readers never block the
 writer, and other connections (another store, an
 :class:`~emotional_memory.state_stores.sqlite.SQLiteAffectiveStateStore`, another
-process) may open the same file. The cache reflects this connection's own writes;
-call :meth:`SQLiteStore.refresh` after another process wrote to the file.
+process) may open the same file. Every operation first picks up what other
+connections committed: ``PRAGMA data_version`` tells (at the cost of one pragma)
+whether anyone else committed since this connection last looked, and a change
+counter in the ``meta`` table, bumped by every transaction that writes memories,
+tells whether the memories changed (a state saved by another connection does not
+reload anything); only then is the cache rebuilt. Writes run inside ``BEGIN
+IMMEDIATE`` on a cache brought up to date after the write lock is taken, so a
+read-modify-write always starts from the file's current rows and no update of
+another connection is lost.
 """
 
 from __future__ import annotations
@@ -52,6 +59,9 @@ _SCHEMA = (
         metadata  TEXT NOT NULL
     )""",
 )
+
+_BUMP_CHANGES = """INSERT INTO meta (key, value) VALUES ('changes', '1')
+ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
 
 _UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -166,10 +176,14 @@ class SQLiteStore:
             path, timeout=timeout, check_same_thread=check_same_thread
         )
         self._depth = 0
+        self._dirty = False  # the open transaction wrote memories
+        self._data_version: int | None = None  # PRAGMA data_version last seen
+        self._changes = 0  # the file's memory change counter the cache reflects
         self._cache = InMemoryStore()
         try:
             self._create_schema()
             self._load()
+            self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         except BaseException:
             self._conn.close()
             self._conn = None
@@ -217,6 +231,7 @@ class SQLiteStore:
             self._connection()
             if self._depth:
                 raise RuntimeError("cannot refresh inside a transaction")
+            self._data_version = None
             self._load()
 
     # ------------------------------------------------------------- transactions
@@ -237,11 +252,22 @@ class SQLiteStore:
             depth = self._depth
             savepoint = f"emotional_memory_sp{depth}"
             conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+            if depth == 0:
+                self._dirty = False
+                try:  # the write lock is held: the cache now meets the current rows
+                    self._sync()
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            changes_before = self._changes
             mark = self._cache._tx_begin()
             self._depth = depth + 1
             try:
                 yield
                 if depth == 0:
+                    if self._dirty:
+                        conn.execute(_BUMP_CHANGES)
+                        self._changes = self._read_changes()
                     conn.execute("COMMIT")
                 else:
                     conn.execute(f"RELEASE SAVEPOINT {savepoint}")
@@ -251,6 +277,7 @@ class SQLiteStore:
                 if depth == 0:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
+                    self._changes = changes_before  # the file's counter was not bumped
                 else:
                     conn.execute(f"ROLLBACK TO SAVEPOINT {savepoint}")
                     conn.execute(f"RELEASE SAVEPOINT {savepoint}")
@@ -288,7 +315,7 @@ class SQLiteStore:
             The memory, or None when absent.
         """
         with self._lock:
-            self._connection()
+            self._sync()
             return self._cache.get(memory_id)
 
     def update(self, memory: Memory) -> None:
@@ -304,7 +331,7 @@ class SQLiteStore:
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
         stored, params = self._prepare(memory)
-        with self._lock:
+        with self.transaction():
             if memory.id not in self._cache:
                 raise KeyError(memory.id)
             self._write(lambda: self._cache.update(stored), _UPSERT, params)
@@ -319,8 +346,11 @@ class SQLiteStore:
             True when the memory existed.
         """
         with self._lock:
-            self._connection()
+            self._sync()
             if memory_id not in self._cache:
+                return False
+        with self.transaction():
+            if memory_id not in self._cache:  # deleted by another connection meanwhile
                 return False
             self._write(
                 lambda: self._cache.delete(memory_id),
@@ -332,7 +362,7 @@ class SQLiteStore:
     def list_all(self) -> list[Memory]:
         """All memories, in insertion order."""
         with self._lock:
-            self._connection()
+            self._sync()
             return self._cache.list_all()
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
@@ -349,7 +379,7 @@ class SQLiteStore:
             Up to ``top_k`` memories, best first.
         """
         with self._lock:
-            self._connection()
+            self._sync()
             return self._cache.search_by_embedding(embedding, top_k)
 
     def count(self) -> int:
@@ -358,20 +388,26 @@ class SQLiteStore:
 
     def __len__(self) -> int:
         """Number of memories stored."""
-        return len(self._cache)
+        with self._lock:
+            self._sync()
+            return len(self._cache)
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
-        return memory_id in self._cache
+        with self._lock:
+            self._sync()
+            return memory_id in self._cache
 
     def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
         """See :meth:`InMemoryStore.linking_to` (answered from the cache)."""
         with self._lock:
+            self._sync()
             return self._cache.linking_to(memory_ids)
 
     def pending_ids(self) -> list[str]:
         """See :meth:`InMemoryStore.pending_ids` (answered from the cache)."""
         with self._lock:
+            self._sync()
             return self._cache.pending_ids()
 
     # ------------------------------------------------------------- column cache
@@ -399,7 +435,7 @@ class SQLiteStore:
             valid until the next write).
         """
         with self._lock:
-            self._connection()
+            self._sync()
             return self._cache.embedding_matrix()
 
     @property
@@ -436,11 +472,36 @@ class SQLiteStore:
                 self._cache._tx_rollback(mark)
                 raise
             self._cache._tx_commit()
+            self._dirty = True
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             raise ValueError("the SQLiteStore is closed")
         return self._conn
+
+    def _sync(self) -> None:
+        """Bring the cache up to what other connections committed (lock held).
+
+        One ``PRAGMA data_version`` when nobody else committed; when someone did, the
+        ``meta`` change counter says whether memories changed, and only then is the
+        cache rebuilt. Inside a transaction nothing is done: its ``BEGIN IMMEDIATE``
+        synced, and no other connection can commit while it holds the write lock.
+        """
+        conn = self._connection()
+        if self._depth:
+            return
+        version = conn.execute("PRAGMA data_version").fetchone()[0]
+        if version == self._data_version:
+            return
+        self._data_version = version
+        if self._read_changes() != self._changes:
+            self._load()
+
+    def _read_changes(self) -> int:
+        row = self._connection().execute(
+            "SELECT value FROM meta WHERE key = 'changes'"
+        ).fetchone()
+        return 0 if row is None else int(row[0])
 
     def _create_schema(self) -> None:
         conn = self._connection()
@@ -466,6 +527,7 @@ class SQLiteStore:
 
     def _load(self) -> None:
         """Rebuild the cache from the table, in insertion (``seq``) order."""
+        self._changes = self._read_changes()
         # Loading builds many small containers (embedding lists, models) that all
         # survive; the cyclic GC would rescan them repeatedly, roughly doubling the
         # load time of a large store. Pause it for the load.
