@@ -371,3 +371,50 @@ def test_two_processes_on_one_file(tmp_path: Path) -> None:
     engine.close()
     with SQLiteStore(path) as again:
         assert [m.tag for m in again.list_all()] == [m.tag for m in memories]
+
+
+# ---------------------------------------------------------------- 5. aliasing
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_nothing_a_caller_holds_aliases_the_store(kind: str, tmp_path: Path) -> None:
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    meta = {"tags": ["a"], "nested": {"k": [1, 2]}}
+    memory = engine.encode("rain", metadata=meta)
+    engine.encode("rain again")  # links back to the first memory
+    expected = engine.get(memory.id)
+    assert expected is not None
+    # The caller's dict, the returned memory and a fetched one are all private.
+    meta["tags"].append("caller")
+    meta["nested"]["k"].append(3)
+    memory.metadata["tags"].append("returned")
+    assert memory.embedding is not None
+    memory.embedding[0] = 123.0
+    fetched = engine.get(memory.id)
+    assert fetched is not None and fetched.embedding is not None
+    fetched.metadata["nested"]["k"].clear()
+    fetched.embedding[1] = -5.0
+    fetched.tag.resonance_links.clear()
+    for listed in [*engine.list_all(), *store.search_by_embedding([1.0] * 8, 2)]:
+        listed.metadata.clear()
+        assert listed.embedding is not None
+        listed.embedding.clear()
+    again = engine.get(memory.id)
+    assert again == expected
+    assert again.metadata == {"tags": ["a"], "nested": {"k": [1, 2]}}
+
+
+def test_store_save_copies_the_callers_lists() -> None:
+    store = InMemoryStore()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    template = engine.encode("x", metadata={"a": [1]})
+    mine = template.model_copy(update={"id": "mine", "embedding": [1.0, 2.0, 3.0, 4.0] * 2,
+                                       "metadata": {"a": [1]}})
+    store.save(mine)
+    mine.metadata["a"].append(2)
+    assert mine.embedding is not None
+    mine.embedding[0] = 9.0
+    kept = store.get("mine")
+    assert kept is not None
+    assert kept.metadata == {"a": [1]} and kept.embedding == [1.0, 2.0, 3.0, 4.0] * 2

@@ -177,7 +177,9 @@ def test_tag_update_keeps_the_row_and_skips_the_vector() -> None:
     for m in base:
         store.save(m)
     got = store.get("m1")
-    assert got is base[1]  # the saved object is handed back while recent
+    # Copies out: equal to the saved memory, sharing none of its lists.
+    assert got == base[1] and got is not base[1]
+    assert got.embedding is not base[1].embedding
     bumped = got.model_copy(update={"tag": got.tag.model_copy(update={"retrieval_count": 4})})
     store.save(bumped)
     assert [m.id for m in store.list_all()] == ["m0", "m1", "m2"]

@@ -101,3 +101,70 @@ def positive_int(field: str, value: Any) -> int:
     if out < 1:
         raise ValueError(f"{field} must be >= 1, got {out}")
     return out
+
+
+MAX_METADATA_DEPTH = 32
+"""How deeply metadata may nest (a dict or list inside another counts one level)."""
+
+
+def json_metadata(field: str, value: Any) -> dict[str, Any]:
+    """Check that ``value`` is JSON data a store can hold, and return a private copy.
+
+    Metadata must be a dict with string keys whose values are strings, numbers,
+    booleans, None, lists (tuples become lists) or such dicts, nested at most
+    :data:`MAX_METADATA_DEPTH` levels, with strings that are valid Unicode (no lone
+    surrogates). The copy shares nothing mutable with ``value``.
+
+    Args:
+        field: the argument's name, used in error messages.
+        value: the metadata.
+
+    Returns:
+        A deep copy of ``value``.
+
+    Raises:
+        TypeError: ``value`` is not a dict, or holds a value JSON cannot represent
+            (the message names its path, e.g. ``metadata['a'][2]``).
+        ValueError: nesting deeper than the limit, or a string that is not valid
+            Unicode (the path is named).
+    """
+    if not isinstance(value, dict):
+        raise TypeError(f"{field} must be a dict or None, got {type(value).__name__}")
+    out: dict[str, Any] = _json_copy(field, value, 1)
+    return out
+
+
+def _check_text(path: str, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{path} is not valid Unicode text: {exc.reason}") from None
+
+
+def _json_copy(path: str, value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, str):
+        _check_text(path, value)
+        return value
+    if isinstance(value, dict | list | tuple):
+        if depth > MAX_METADATA_DEPTH:
+            raise ValueError(
+                f"{path} nests deeper than {MAX_METADATA_DEPTH} levels (MAX_METADATA_DEPTH)"
+            )
+        if isinstance(value, dict):
+            copied: dict[str, Any] = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    raise TypeError(
+                        f"{path} has a key {key!r} of type {type(key).__name__}; "
+                        "metadata keys must be str (JSON object keys)"
+                    )
+                _check_text(f"{path} key {key!r}", key)
+                copied[key] = _json_copy(f"{path}[{key!r}]", item, depth + 1)
+            return copied
+        return [_json_copy(f"{path}[{i}]", item, depth + 1) for i, item in enumerate(value)]
+    raise TypeError(
+        f"{path} is a {type(value).__name__}, which is not JSON-serialisable "
+        "(metadata holds str, int, float, bool, None, lists and dicts)"
+    )

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._bank import as_float_list
 from emotional_memory._precision import float64
-from emotional_memory._validation import aware, in_range, positive_int, utc_now
+from emotional_memory._validation import aware, in_range, json_metadata, positive_int, utc_now
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import categorize_affect
@@ -327,9 +327,8 @@ class EmotionalMemory:
 
     @staticmethod
     def _check_metadata(metadata: object, field: str = "metadata") -> dict[str, Any] | None:
-        if metadata is not None and not isinstance(metadata, dict):
-            raise TypeError(f"{field} must be a dict or None, got {type(metadata).__name__}")
-        return metadata
+        """Validated private copy of a caller's metadata (JSON data, bounded depth)."""
+        return None if metadata is None else json_metadata(field, metadata)
 
     @staticmethod
     def _clean_embedding(raw: object, what: str) -> list[float] | None:

@@ -167,6 +167,34 @@ def _embedding_vector(memory: Memory) -> np.ndarray | None:
     return vec
 
 
+def copy_metadata(value: Any) -> Any:
+    """A copy of JSON-like data: dicts and lists (at any depth) are new, leaves shared.
+
+    Leaves (str, numbers, None, and any other object) are immutable in JSON data, so
+    sharing them aliases nothing the caller could change through a dict or list.
+    """
+    if isinstance(value, dict):
+        return {k: copy_metadata(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_metadata(v) for v in value]
+    return value
+
+
+def _private(memory: Memory) -> Memory:
+    """``memory`` with its own embedding list, metadata and link list.
+
+    Copies in, copies out: the store never keeps a caller's lists or dicts, and
+    never hands its own out, so mutating one on either side changes nothing on the
+    other.
+    """
+    tag = memory.tag
+    return memory.model_copy(update={
+        "embedding": None if memory.embedding is None else list(memory.embedding),
+        "metadata": copy_metadata(memory.metadata),
+        "tag": tag.model_copy(update={"resonance_links": list(tag.resonance_links)}),
+    })
+
+
 def _norm(vector: np.ndarray) -> float:
     """``np.linalg.norm`` without an overflow warning (an infinite norm is handled)."""
     with np.errstate(over="ignore", invalid="ignore"):
@@ -756,10 +784,10 @@ class InMemoryStore:
         memory = self._recent.get(mid)
         if memory is not None:
             self._recent.move_to_end(mid)
-            return memory
+            return _private(memory)
         memory = self._whole.get(mid)
         if memory is not None:
-            return memory
+            return _private(memory)
         if self._has[row]:
             embedding: list[float] | None = self._exact_row(row).tolist()
         else:
@@ -767,10 +795,10 @@ class InMemoryStore:
         memory = _records.decode_memory(
             mid, self._content[row],  # type: ignore[arg-type]
             embedding, self._tagf[row].tolist(), self._tagi[row].tolist(),
-            self._links[row], self._meta[row], self._labels,
+            self._links[row], copy_metadata(self._meta[row]), self._labels,
         )
         if keep:
-            self._remember(memory)
+            self._remember(_private(memory))
         return memory
 
     def _remember(self, memory: Memory) -> None:
@@ -1364,10 +1392,10 @@ class InMemoryStore:
             self._tagf[row] = floats
             self._tagi[row] = ints
             self._content[row] = memory.content
-            self._meta[row] = memory.metadata or None
+            self._meta[row] = copy_metadata(memory.metadata) or None
             self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
             if lossless:
-                self._remember(memory)
+                self._remember(_private(memory))
             return
         # Kept whole; only the kernel's columns are written.
         a, m, v = tag.core_affect, tag.mood_snapshot, tag.momentum
@@ -1385,7 +1413,7 @@ class InMemoryStore:
         if not lossless:
             stored = self._exact_row(row).tolist() if self._has[row] else memory.embedding
             memory = memory.model_copy(update={"embedding": stored})
-        self._whole[memory_id] = memory
+        self._whole[memory_id] = _private(memory)
 
     def _intern(self, memory_id: str) -> str:
         """The store's own copy of a stored id (links then share it), else the id."""
