@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from emotional_memory import (
     AsyncEmotionalMemory,
@@ -30,8 +33,10 @@ from emotional_memory import (
     ResonanceConfig,
     SQLiteAffectiveStateStore,
     SQLiteStore,
+    query_classifier,
 )
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.query_classifier import HeuristicQueryClassifier
 
 WORDS = ("rain", "storm", "calm", "joy", "fear", "river", "bridge", "night", "sun", "loss")
 
@@ -418,3 +423,35 @@ def test_store_save_copies_the_callers_lists() -> None:
     kept = store.get("mine")
     assert kept is not None
     assert kept.metadata == {"a": [1]} and kept.embedding == [1.0, 2.0, 3.0, 4.0] * 2
+
+
+# ---------------------------------------------------------------- 6. linear-time regexes
+
+_OLD_DID = re.compile(r"\bdid\b.*?\b(?:before|after|first|last)\b", re.IGNORECASE | re.DOTALL)
+
+
+def test_classifier_regexes_have_no_unbounded_wildcards() -> None:
+    # Every pattern is literal words joined by \s+ (each scan is linear): no ".*",
+    # ".+" or other wildcard that could rescan the text from each of many starts.
+    patterns = [
+        v for v in vars(query_classifier).values() if isinstance(v, re.Pattern)
+    ] + [p for p in query_classifier._TEMPORAL_PATTERNS]
+    assert patterns
+    for p in patterns:
+        assert ".*" not in p.pattern and ".+" not in p.pattern, p.pattern
+
+
+@given(st.lists(st.sampled_from(["did", "Did", "first", "last", "before", "after", "x",
+                                 "didfirst", " ", "\n", "-", "_", "9", "didn't"]),
+                max_size=12))
+def test_did_rule_matches_the_old_pattern(parts: list[str]) -> None:
+    text = "".join(parts)
+    expected = _OLD_DID.search(text) is not None
+    assert query_classifier._did_then_order_word(text) == expected
+
+
+def test_hostile_64kb_query_classifies() -> None:
+    classifier = HeuristicQueryClassifier()
+    assert classifier.classify("did " * 16384) == "open_domain"
+    assert classifier.classify("did " * 16384 + "first") == "temporal"
+    assert classifier.classify("how " * 16384) == "open_domain"

@@ -81,8 +81,20 @@ _TEMPORAL_PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\bat\s+what\s+(?:time|point)\b", _FLAGS),
     re.compile(r"\bhow\s+(?:many|much)\s+(?:years|months|days|weeks|hours|times)\b", _FLAGS),
     re.compile(r"\bhow\s+(?:soon|late|early|often|frequently)\b", _FLAGS),
-    re.compile(r"\bdid\b.*?\b(?:before|after|first|last)\b", _FLAGS | re.DOTALL),
 )
+
+# "did ... before/after/first/last": one search for the first "did", one for an order
+# word after it. Linear time; the single pattern ``\bdid\b.*?\b(?:...)\b`` rescanned
+# the rest of the text from every "did" (quadratic on hostile input).
+_DID: re.Pattern[str] = re.compile(r"\bdid\b", _FLAGS)
+_ORDER_WORD: re.Pattern[str] = re.compile(r"\b(?:before|after|first|last)\b", _FLAGS)
+
+
+def _did_then_order_word(text: str) -> bool:
+    """Whether ``did`` is followed, anywhere later, by before/after/first/last."""
+    did = _DID.search(text)
+    return did is not None and _ORDER_WORD.search(text, did.end()) is not None
+
 
 _MULTI_HOP_PATTERN: re.Pattern[str] = re.compile(
     r"\b(?:and\s+then|both|also|in\s+addition|as\s+well\s+as|additionally|furthermore"
@@ -124,7 +136,7 @@ class HeuristicQueryClassifier:
             TypeError: If ``query`` is not a ``str``.
         """
         text = _check_query(query)
-        if any(p.search(text) for p in _TEMPORAL_PATTERNS):
+        if any(p.search(text) for p in _TEMPORAL_PATTERNS) or _did_then_order_word(text):
             return "temporal"
         if _MULTI_HOP_PATTERN.search(text):
             return "multi_hop"
