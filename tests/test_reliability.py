@@ -8,6 +8,7 @@ is bounded in count; nothing asserts wall-clock time.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -35,6 +36,7 @@ from emotional_memory import (
     SQLiteStore,
     query_classifier,
 )
+from emotional_memory._validation import MAX_METADATA_DEPTH
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.query_classifier import HeuristicQueryClassifier
 
@@ -455,3 +457,130 @@ def test_hostile_64kb_query_classifies() -> None:
     assert classifier.classify("did " * 16384) == "open_domain"
     assert classifier.classify("did " * 16384 + "first") == "temporal"
     assert classifier.classify("how " * 16384) == "open_domain"
+
+
+# ---------------------------------------------------------------- 7. hostile input
+
+
+class _Opaque:
+    pass
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for _ in range(depth - 1):
+        out = {"x": out}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("metadata", "exc", "names"),
+    [
+        ({"obj": _Opaque()}, TypeError, "['obj'] is a _Opaque"),
+        ({"a": [1, {"b": {1, 2}}]}, TypeError, "['a'][1]['b'] is a set"),
+        ({1: "int key"}, TypeError, "key 1 of type int"),
+        ({"deep": _nested(300)}, ValueError, "MAX_METADATA_DEPTH"),
+        ({"s": "lone \ud800 surrogate"}, ValueError, "['s'] is not valid Unicode"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_encode_rejects_metadata_a_store_cannot_hold(
+    metadata: dict[Any, Any], exc: type[Exception], names: str, kind: str, tmp_path: Path
+) -> None:
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    engine.encode("kept", metadata={"ok": [1, 2.5, None, True, "s", {"n": {}}]})
+    state = engine.get_state()
+    with pytest.raises(exc, match=re.escape(names)):
+        engine.encode("bad", metadata=metadata)
+    with pytest.raises(exc, match=re.escape(names)):
+        engine.encode_batch(["fine", "bad"], metadata=[None, metadata])
+    assert len(engine) == 1 and engine.get_state() == state
+    assert engine.export_memories()[0]["metadata"]["ok"][5] == {"n": {}}
+    # Exactly at the documented limit still works.
+    engine.encode("limit", metadata=_nested(MAX_METADATA_DEPTH))
+    assert len(engine.export_memories()) == 2
+
+
+def test_unknown_keys_are_rejected_naming_them() -> None:
+    with pytest.raises(ValueError, match="base_weigths"):
+        EmotionalMemoryConfig.model_validate(
+            {"retrieval": {"base_weigths": [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]}}
+        )
+    with pytest.raises(ValueError, match="dominanse"):
+        CoreAffect(valence=0.1, arousal=0.2, dominanse=0.9)  # type: ignore[call-arg]
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    snapshot = engine.save_state()
+    with pytest.raises(ValueError, match="moood"):
+        engine.load_state({**snapshot, "moood": snapshot["mood"]})
+    with pytest.raises(ValueError, match="valance"):
+        engine.load_state({**snapshot, "core_affect": {**snapshot["core_affect"], "valance": 0}})
+    engine.encode("one")
+    item = engine.export_memories()[0]
+    fresh = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    with pytest.raises(ValueError, match="contnet"):
+        fresh.import_memories([{**item, "id": "other", "contnet": "typo"}])
+    with pytest.raises(ValueError, match="retrival_count"):
+        fresh.import_memories([{**item, "tag": {**item["tag"], "retrival_count": 3}}])
+    assert len(fresh) == 0
+
+
+def test_the_originals_snapshot_config_and_export_still_load() -> None:
+    # Keys as emotional_memory 0.18.1 writes them: state snapshots keep the history
+    # under "_history"; memory exports and configs use the same field names as ours.
+    original_snapshot = {
+        "core_affect": {"valence": 0.2, "arousal": 0.4, "dominance": 0.5},
+        "momentum": {"d_valence": 0.0, "d_arousal": 0.0, "d_dominance": 0.0,
+                     "dd_valence": 0.0, "dd_arousal": 0.0, "dd_dominance": 0.0},
+        "mood": {"valence": 0.0, "arousal": 0.0, "dominance": 0.5, "inertia": 0.5,
+                 "timestamp": "2026-01-01T00:00:00Z"},
+        "_history": [],
+    }
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    engine.load_state(original_snapshot)
+    assert engine.get_state().core_affect.valence == 0.2
+    engine.load_state(engine.save_state())  # and our own
+    config = EmotionalMemoryConfig().model_dump(mode="json")
+    assert EmotionalMemoryConfig.model_validate(config) == EmotionalMemoryConfig()
+    engine.encode("exported")
+    again = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    assert again.import_memories(engine.export_memories()) == 1
+
+
+def test_training_cli_rejects_a_misspelt_config(tmp_path: Path) -> None:
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({"retrieval": {"base_weigths": [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]}}))
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
+    result = subprocess.run(
+        [sys.executable, "-m", "training", "evaluate", "--config", str(typo), "--quiet"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert result.returncode == 2
+    assert "base_weigths" in result.stderr and str(typo) in result.stderr
+
+
+# ---------------------------------------------------------------- 8. import checks
+
+
+def test_import_applies_encodes_checks() -> None:
+    config = EmotionalMemoryConfig(max_content_length=20)
+    donor = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    first = donor.encode("rain on the river")
+    donor.encode("rain on the bridge")  # links both ways
+    data = donor.export_memories()
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8), config=config)
+    bad_cases = {
+        "content": [{**data[0], "content": "x" * 21}],
+        "id": [{**data[0], "id": ""}],
+        "source_id": [{**data[0], "id": "renamed"}],  # its links leave another memory
+        "target_id": [data[1]],  # links to a memory neither imported nor stored
+        "more than once": [data[0], data[0]],
+        "metadata": [{**data[0], "metadata": {"deep": _nested(100)}}],
+    }
+    for field, payload in bad_cases.items():
+        with pytest.raises(ValueError, match=re.escape(field)):
+            engine.import_memories(payload)
+        assert len(engine) == 0
+    assert engine.import_memories(data) == 2
+    assert engine.get(first.id) == donor.get(first.id)

@@ -43,7 +43,11 @@ def _embedder(path: str | None) -> Embedder:
 def _config(path: str | None) -> EmotionalMemoryConfig:
     if path is None:
         return EmotionalMemoryConfig()
-    return EmotionalMemoryConfig.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return EmotionalMemoryConfig.model_validate_json(text)
+    except ValueError as exc:  # unknown or misspelt keys, bad values: name the file
+        raise ValueError(f"config {path}: {exc}") from exc
 
 
 def _trainable(text: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ class CoreAffect(BaseModel):
         dominance: Sense of control, clamped to [0, 1] (default 0.5).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     valence: float
     arousal: float
@@ -104,7 +104,7 @@ class AffectiveMomentum(BaseModel):
     divided by time; SPEC 1).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     d_valence: float = 0.0
     d_arousal: float = 0.0

@@ -64,7 +64,7 @@ class AppraisalVector(BaseModel):
     Values outside their range raise ``ValueError`` naming the field.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     novelty: float = 0.0
     goal_relevance: float = 0.0
@@ -209,7 +209,7 @@ class KeywordRule(BaseModel):
         name: Optional label, used in explanations and ``repr``.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     keywords: list[str]
     appraisal: dict[str, float]
@@ -600,7 +600,7 @@ class LLMAppraisalConfig(BaseModel):
             and to the cache key.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     cache_size: int = Field(default=256, ge=0)
     fallback: AppraisalVector | None = None

@@ -44,7 +44,7 @@ class EmotionLabel(BaseModel):
         confidence: 1 at the sector centre, 0 at its edge.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     primary: str
     intensity: Intensity

@@ -40,7 +40,7 @@ class DecayConfig(BaseModel):
         power: extra exponent multiplier.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_decay: float = 0.5
     arousal_modulation: float = 0.5

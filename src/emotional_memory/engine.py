@@ -197,7 +197,7 @@ class EmotionalMemoryConfig(BaseModel):
         max_content_length: optional limit on the content length (characters).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     decay: DecayConfig = Field(default_factory=DecayConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
@@ -1233,13 +1233,9 @@ class EmotionalMemory:
             Number of memories written.
         """
         if isinstance(data, dict | str) or not isinstance(data, Sequence):
-            raise TypeError("data must be a list of memory dicts")
-        memories = []
-        for i, item in enumerate(data):
-            mem = Memory.model_validate(item)
-            if mem.embedding is not None:
-                as_float_list(f"data[{i}].embedding", mem.embedding)
-            memories.append(mem)
+            raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
+        memories = [self._import_item(i, item) for i, item in enumerate(data)]
+        self._check_import_links(memories)
         written = 0
         with store_transaction(self.store):
             for mem in memories:
@@ -1252,6 +1248,44 @@ class EmotionalMemory:
                     self.store.save(mem)
                 written += 1
         return written
+
+    def _import_item(self, i: int, item: object) -> Memory:
+        """One import payload entry, validated as ``encode`` validates its input."""
+        if not isinstance(item, dict | Memory):
+            raise ValueError(f"data[{i}] must be a memory dict, got {type(item).__name__}")
+        try:
+            mem = Memory.model_validate(item)  # unknown keys rejected at every level
+        except ValueError as exc:
+            raise ValueError(f"data[{i}]: {exc}") from exc
+        if not mem.id:
+            raise ValueError(f"data[{i}].id must be a non-empty string")
+        self._check_content(mem.content, f"data[{i}].content")
+        updates: dict[str, Any] = {"metadata": json_metadata(f"data[{i}].metadata", mem.metadata)}
+        if mem.embedding is not None:
+            updates["embedding"] = as_float_list(f"data[{i}].embedding", mem.embedding)
+        for j, link in enumerate(mem.tag.resonance_links):
+            if link.source_id != mem.id:
+                raise ValueError(
+                    f"data[{i}].tag.resonance_links[{j}].source_id is {link.source_id!r}, "
+                    f"not the memory's id {mem.id!r}"
+                )
+        return mem.model_copy(update=updates)
+
+    def _check_import_links(self, memories: Sequence[Memory]) -> None:
+        """Every link of an import targets a memory of the import or of the store."""
+        ids = [m.id for m in memories]
+        if len(set(ids)) != len(ids):
+            dup = next(mid for mid in ids if ids.count(mid) > 1)
+            raise ValueError(f"data holds the id {dup!r} more than once")
+        known = set(ids)
+        for i, mem in enumerate(memories):
+            for j, link in enumerate(mem.tag.resonance_links):
+                target = link.target_id
+                if target not in known and self.store.get(target) is None:
+                    raise ValueError(
+                        f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
+                        "in data nor in the store"
+                    )
 
     # ------------------------------------------------------------------ state
 

@@ -29,7 +29,7 @@ class ResonanceLink(BaseModel):
     ``strength`` must lie in [0, 1] (validated, not clamped).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     source_id: str
     target_id: str
@@ -48,7 +48,7 @@ class ResonanceLink(BaseModel):
 class EmotionalTag(BaseModel):
     """The affective fingerprint stored with every memory."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     core_affect: CoreAffect
     momentum: AffectiveMomentum
@@ -100,7 +100,7 @@ class EmotionalTag(BaseModel):
 class Memory(BaseModel):
     """A stored memory: content, optional embedding, affective tag and metadata."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     id: str = Field(default_factory=lambda: str(uuid.uuid4()))
     content: str

@@ -25,7 +25,7 @@ class MoodDecayConfig(BaseModel):
         baseline_valence, baseline_arousal, baseline_dominance: The resting mood.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_half_life_seconds: float = 3600.0
     inertia_scale: float = 2.0
@@ -59,7 +59,7 @@ class MoodField(BaseModel):
         timestamp: timezone-aware time of the last update.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     valence: float
     arousal: float

@@ -41,7 +41,7 @@ class ResonanceConfig(BaseModel):
         causal_temporal_threshold, causal_semantic_threshold: link typing rules.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     threshold: float = 0.3
     max_links: int = 5

@@ -67,7 +67,7 @@ class AdaptiveWeightsConfig(BaseModel):
     Gaussian gates; ``*_sharpness`` sets how step-like each transition is.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     negative_mood_strength: float = 0.15
     negative_mood_center: float = -0.5
@@ -114,7 +114,7 @@ class QueryClassifierConfig(BaseModel):
     ``base_weights`` and is still modulated by mood and the ablation mask.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     mode: Literal["disabled", "heuristic", "llm"] = "disabled"
     routed_weights: dict[str, list[float]] = Field(default_factory=dict)
@@ -145,7 +145,7 @@ class RetrievalConfig(BaseModel):
             model's output); ``None`` means identity (the SPEC score).
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     base_weights: list[float] = Field(
         default_factory=lambda: [0.35, 0.25, 0.15, 0.10, 0.10, 0.05]
@@ -193,7 +193,7 @@ class RetrievalConfig(BaseModel):
 class RetrievalSignals(BaseModel):
     """Named values of the six signals (raw, weights, or weighted)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     semantic_similarity: float
     mood_congruence: float
@@ -233,7 +233,7 @@ class RetrievalSignals(BaseModel):
 class RetrievalBreakdown(BaseModel):
     """Structured decomposition of one retrieval score."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     weights: RetrievalSignals
     raw_signals: RetrievalSignals
@@ -248,7 +248,7 @@ class RetrievalExplanation(BaseModel):
     retrieval side effects. Ranks are 1-based.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     memory: Memory
     score: float

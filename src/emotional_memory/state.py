@@ -16,6 +16,8 @@ from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.mood import MoodDecayConfig, MoodField
 
 _HISTORY_LEN = 3
+_SNAPSHOT_KEYS = frozenset({"core_affect", "momentum", "mood", "history", "_history"})
+"""Keys of a state snapshot of this library or of the original (history as ``_history``)."""
 _MIN_DT_SECONDS = 0.001
 
 HistoryPoint = tuple[datetime, float, float, float]
@@ -57,7 +59,7 @@ class AffectiveState(BaseModel):
     three points drives momentum and survives :meth:`snapshot`/:meth:`restore`.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     core_affect: CoreAffect
     momentum: AffectiveMomentum
@@ -145,6 +147,12 @@ class AffectiveState(BaseModel):
         """
         if not isinstance(data, dict):
             raise TypeError("state snapshot must be a dict")
+        unknown = sorted(str(k) for k in data if k not in _SNAPSHOT_KEYS)
+        if unknown:
+            raise ValueError(
+                f"state snapshot has unknown field(s) {unknown}; expected "
+                f"{sorted(_SNAPSHOT_KEYS)}"
+            )
         for key in ("core_affect", "momentum", "mood"):
             if key not in data:
                 raise ValueError(f"state snapshot lacks field {key!r}")
