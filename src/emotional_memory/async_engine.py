@@ -9,6 +9,7 @@ through a bridge, so results are identical to the sync engine's.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import weakref
 from collections.abc import Callable, Sequence
@@ -118,8 +119,9 @@ class AsyncEmotionalMemory:
         await lock.acquire()
         try:
             self._bridge.loop = loop
-            worker = asyncio.ensure_future(
-                asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+            context = contextvars.copy_context()  # as asyncio.to_thread does
+            worker: asyncio.Future[T] = loop.run_in_executor(
+                None, functools.partial(context.run, fn, *args, **kwargs)
             )
         except BaseException:
             lock.release()
