@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -31,7 +32,9 @@ from emotional_memory import (
     EmotionalMemoryConfig,
     InMemoryAffectiveStateStore,
     InMemoryStore,
+    QueryClassifierConfig,
     ResonanceConfig,
+    RetrievalConfig,
     SQLiteAffectiveStateStore,
     SQLiteStore,
     query_classifier,
@@ -584,3 +587,71 @@ def test_import_applies_encodes_checks() -> None:
         assert len(engine) == 0
     assert engine.import_memories(data) == 2
     assert engine.get(first.id) == donor.get(first.id)
+
+
+def test_weights_whose_sum_overflows_are_rejected() -> None:
+    with pytest.raises(ValueError, match=r"base_weights.*MAX_WEIGHT_TOTAL"):
+        RetrievalConfig(base_weights=[1e308] * 6)
+    with pytest.raises(ValueError, match=r"routed_weights.*MAX_WEIGHT_TOTAL"):
+        QueryClassifierConfig(routed_weights={"temporal": [1e308] * 6})
+    # Large but summable weights still normalise to finite, non-zero weights.
+    config = EmotionalMemoryConfig(retrieval=RetrievalConfig(base_weights=[1e299] * 6))
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8), config=config)
+    weights = engine.current_weights("x")
+    assert weights.sum() == pytest.approx(1.0) and (weights > 0).all()
+
+
+# ---------------------------------------------------------------- 8. SQLite input
+
+
+def test_sqlite_rejects_embedding_values_beyond_float32(tmp_path: Path) -> None:
+    engine = EmotionalMemory(SQLiteStore(tmp_path / "m.db"), HashingEmbedder(dim=8))
+    engine.encode("kept")
+    with pytest.raises(ValueError, match=r"embedding\[3\].*float32"):
+        engine.import_memories([{**engine.export_memories()[0], "id": "big",
+                                 "embedding": [0.1, 0.2, 0.3, 1e39, 0, 0, 0, 0]}])
+    assert len(engine) == 1
+
+
+@pytest.mark.parametrize("path", ["", "file:x.db?mode=memory"])
+def test_sqlite_refuses_paths_that_keep_nothing(path: str, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="path"):
+        SQLiteStore(path)
+    assert list(tmp_path.iterdir()) == []  # no stray file either
+
+
+def test_sqlite_on_a_foreign_database_changes_nothing(tmp_path: Path) -> None:
+    foreign = tmp_path / "app.db"
+    conn = sqlite3.connect(foreign)
+    conn.execute("CREATE TABLE users (name TEXT)")
+    conn.execute("CREATE TABLE memories (when_ TEXT, what TEXT)")  # not ours
+    conn.execute("INSERT INTO users VALUES ('ada')")
+    conn.commit()
+    conn.close()
+    before = foreign.read_bytes()
+    with pytest.raises(ValueError, match=r"app\.db"):
+        SQLiteStore(foreign)
+    assert foreign.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.db"]  # no -wal / -shm
+
+
+def test_sqlite_corruption_errors_name_the_file(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(sqlite3.DatabaseError, match=r"junk\.db"):
+        SQLiteStore(junk)
+
+
+def test_sqlite_rows_are_validated_on_load(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    engine = EmotionalMemory(SQLiteStore(path), HashingEmbedder(dim=8))
+    memory = engine.encode("text")
+    engine.close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE memories SET content = ? WHERE id = ?", (b"\x00\x01", memory.id))
+    conn.commit()
+    conn.close()
+    with pytest.raises(ValueError, match=re.escape(memory.id)):
+        SQLiteStore(path)

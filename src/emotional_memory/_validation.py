@@ -55,10 +55,19 @@ def non_negative(field: str, value: float) -> float:
     return value
 
 
+MAX_WEIGHT_TOTAL = 1e300
+"""Largest total magnitude of a weight vector: the adaptive weights scale and then
+normalise by the sum, which must stay a finite float64 (SPEC 4)."""
+
+
 def weight_vector(
-    field: str, values: Sequence[Any], length: int = 6, *, nonneg: bool = True
+    field: str, values: Sequence[Any], length: int = 6, *, nonneg: bool = True,
+    weights: bool = False,
 ) -> list[float]:
-    """Validate a vector of exactly ``length`` finite numbers (non-negative if ``nonneg``)."""
+    """Validate a vector of exactly ``length`` finite numbers (non-negative if ``nonneg``).
+
+    With ``weights``, the magnitudes must also sum to at most :data:`MAX_WEIGHT_TOTAL`
+    (larger weights overflow the normalisation and zero every weight)."""
     if hasattr(values, "tolist") and not isinstance(values, list):
         values = values.tolist()
     if isinstance(values, str | bytes) or not hasattr(values, "__len__"):
@@ -69,6 +78,13 @@ def weight_vector(
     for i, v in enumerate(out):
         if nonneg and v < 0:
             raise ValueError(f"{field}[{i}] must be >= 0, got {v}")
+    if weights:
+        total = sum(abs(v) / MAX_WEIGHT_TOTAL for v in out)  # scaled: cannot overflow
+        if total > 1.0:
+            raise ValueError(
+                f"{field} magnitudes sum to more than MAX_WEIGHT_TOTAL = 1e300 "
+                f"({total:.3g} times it): the weight normalisation would overflow"
+            )
     return out
 
 

@@ -125,7 +125,10 @@ class QueryClassifierConfig(BaseModel):
     def _routes(cls, v: Any) -> dict[str, list[float]]:
         if not isinstance(v, dict):
             raise TypeError("routed_weights must be a dict of query type -> 6 weights")
-        return {str(k): weight_vector(f"routed_weights[{k!r}]", w) for k, w in v.items()}
+        return {
+            str(k): weight_vector(f"routed_weights[{k!r}]", w, weights=True)
+            for k, w in v.items()
+        }
 
 
 class RetrievalConfig(BaseModel):
@@ -162,7 +165,7 @@ class RetrievalConfig(BaseModel):
     @field_validator("base_weights", mode="before")
     @classmethod
     def _weights(cls, v: Any) -> list[float]:
-        return weight_vector("base_weights", v, nonneg=False)
+        return weight_vector("base_weights", v, nonneg=False, weights=True)
 
     @field_validator("signal_scale", "signal_shift", mode="before")
     @classmethod

@@ -74,7 +74,11 @@ ON CONFLICT(id) DO UPDATE SET
 
 
 def open_connection(
-    path: str | os.PathLike[str], *, timeout: float = 30.0, check_same_thread: bool = False
+    path: str | os.PathLike[str],
+    *,
+    timeout: float = 30.0,
+    check_same_thread: bool = False,
+    check: Callable[[sqlite3.Connection], None] | None = None,
 ) -> sqlite3.Connection:
     """Open a sqlite3 connection set up the way the stores expect.
 
@@ -86,33 +90,132 @@ def open_connection(
         path: database file (``":memory:"`` for a private in-memory database).
         timeout: seconds to wait for another connection's write lock.
         check_same_thread: sqlite3's thread check (callers guard with a lock).
+        check: called with the connection before anything is written (before the
+            switch to WAL); raising there leaves the file untouched.
 
     Returns:
         The open connection.
+
+    Raises:
+        ValueError: for ``""`` (a temporary database that keeps nothing) or a
+            ``file:`` URI (taken as a literal file name by sqlite3).
+        sqlite3.DatabaseError: the file is not a usable database (the path named).
     """
+    name = check_path(path)
     conn = sqlite3.connect(
-        os.fspath(path),
+        name,
         timeout=timeout,
         isolation_level=None,
         check_same_thread=check_same_thread,
     )
     try:
+        if check is not None:
+            check(conn)
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise type(exc)(f"{name!r}: {exc}") from exc
     except BaseException:
         conn.close()
         raise
     return conn
 
 
-def _encode_embedding(embedding: list[float] | None) -> tuple[bytes | None, int | None]:
-    """Blob and dimension for an embedding (NULL blob when missing)."""
+def check_path(path: str | os.PathLike[str]) -> str:
+    """The database path as a string, refusing paths that would silently keep nothing.
+
+    Args:
+        path: a file path or ``":memory:"``.
+
+    Returns:
+        ``os.fspath(path)``.
+
+    Raises:
+        TypeError: not a str or path-like.
+        ValueError: ``""`` or a ``file:`` URI.
+    """
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    if name == "":
+        raise ValueError(
+            "path is '': sqlite3 would open a temporary database that keeps nothing; "
+            "pass a file path, or ':memory:' for a private in-memory database"
+        )
+    if name.startswith("file:"):
+        raise ValueError(
+            f"path {name!r} is a URI; pass a file path (or ':memory:'): URIs are not "
+            "supported"
+        )
+    return name
+
+
+# Columns of a ``memories`` table this store reads, and of the original library's
+# (``id, content, data``), which open as well.
+_OUR_COLUMNS = frozenset({"seq", "id", "content", "embedding", "dim", "tag", "metadata"})
+_ORIGINAL_COLUMNS = frozenset({"id", "content", "data"})
+_KNOWN_TABLES = frozenset({"meta", "memories", "affective_state"})
+
+
+def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse, before anything is written, a database that belongs to something else.
+
+    A database with tables but none of this library's (``meta``, ``memories``,
+    ``affective_state``), or whose ``memories`` / ``meta`` tables have other columns,
+    is another application's: opening it would add tables and switch it to WAL.
+    """
+    tables = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    )]
+    if not tables:
+        return
+
+    def columns(table: str) -> set[str]:
+        return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+    ours = [t for t in tables if t in _KNOWN_TABLES]
+    if "memories" in ours:
+        cols = columns("memories")
+        if not (cols >= _OUR_COLUMNS or cols >= _ORIGINAL_COLUMNS):
+            ours.remove("memories")
+    if "meta" in ours and not {"key", "value"} <= columns("meta"):
+        ours.remove("meta")
+    if not ours or ("memories" in tables and "memories" not in ours) or (
+        "meta" in tables and "meta" not in ours
+    ):
+        raise ValueError(
+            f"{name!r} is not an emotional_memory database (tables: {sorted(tables)}); "
+            "refusing to change it"
+        )
+
+
+def _encode_embedding(
+    embedding: list[float] | None, memory_id: str = ""
+) -> tuple[bytes | None, int | None]:
+    """Blob and dimension for an embedding (NULL blob when missing).
+
+    Raises:
+        ValueError: a finite value beyond float32's range (it would be stored as
+            inf), naming the memory and the index.
+    """
     if embedding is None:
         return None, None
+    wide = np.asarray(embedding, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        arr = np.asarray(embedding, dtype=np.float64).astype(_FLOAT32_LE)
+        arr = wide.astype(_FLOAT32_LE)
     if arr.ndim != 1:
         raise ValueError(f"embedding must be a flat list of floats, got shape {arr.shape}")
+    overflow = np.flatnonzero(np.isfinite(wide) & ~np.isfinite(arr))
+    if overflow.size:
+        i = int(overflow[0])
+        raise ValueError(
+            f"memory {memory_id!r}: embedding[{i}] = {wide[i]!r} is beyond float32 "
+            "(|x| <= 3.4028235e38), the precision SQLiteStore stores embeddings in"
+        )
     return arr.tobytes(), int(arr.shape[0])
 
 
@@ -126,13 +229,22 @@ def _decode_embedding(blob: bytes | None) -> list[float] | None:
 def _row_memory(
     memory_id: str, content: str, embedding: list[float] | None, tag_json: str, metadata_json: str
 ) -> Memory:
-    """A memory from one table row (the tag is validated; the rest was written by us)."""
+    """A memory from one table row, validated (errors name the memory id)."""
+    try:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise ValueError(f"id is {memory_id!r}, not a non-empty string")
+        if not isinstance(content, str):
+            raise ValueError(f"content is a {type(content).__name__}, not text")
+        if not isinstance(tag_json, str | bytes) or not isinstance(metadata_json, str | bytes):
+            raise ValueError("tag and metadata must be JSON text")
+        metadata = json.loads(metadata_json)
+        if not isinstance(metadata, dict):
+            raise ValueError(f"metadata is a {type(metadata).__name__}, not a JSON object")
+        tag = EmotionalTag.model_validate_json(tag_json)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
     return Memory.model_construct(
-        id=memory_id,
-        content=content,
-        embedding=embedding,
-        tag=EmotionalTag.model_validate_json(tag_json),
-        metadata=json.loads(metadata_json),
+        id=memory_id, content=content, embedding=embedding, tag=tag, metadata=metadata
     )
 
 
@@ -141,6 +253,8 @@ def _encode_metadata(metadata: dict[str, Any]) -> str:
         return json.dumps(metadata, ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"metadata must be JSON-serialisable: {exc}") from exc
+    except RecursionError:
+        raise ValueError("metadata nests too deeply to be stored as JSON") from None
 
 
 class SQLiteStore:
@@ -170,10 +284,11 @@ class SQLiteStore:
         Raises:
             ValueError: when the file holds a newer schema version than this library.
         """
-        self._path = os.fspath(path)
+        self._path = check_path(path)
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = open_connection(
-            path, timeout=timeout, check_same_thread=check_same_thread
+            path, timeout=timeout, check_same_thread=check_same_thread,
+            check=lambda conn: _check_foreign(conn, self._path),
         )
         self._depth = 0
         self._dirty = False  # the open transaction wrote memories
@@ -184,6 +299,10 @@ class SQLiteStore:
             self._create_schema()
             self._load()
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            self._conn.close()
+            self._conn = None
+            raise type(exc)(f"{self._path!r}: {exc}") from exc
         except BaseException:
             self._conn.close()
             self._conn = None
@@ -581,7 +700,7 @@ class SQLiteStore:
     @staticmethod
     def _prepare(memory: Memory) -> tuple[Memory, tuple[Any, ...]]:
         """The memory as a reopen would read it back, and the row's SQL parameters."""
-        blob, dim = _encode_embedding(memory.embedding)
+        blob, dim = _encode_embedding(memory.embedding, memory.id)
         metadata_json = _encode_metadata(memory.metadata)
         stored = memory.model_copy(
             update={
