@@ -655,3 +655,49 @@ def test_sqlite_rows_are_validated_on_load(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(ValueError, match=re.escape(memory.id)):
         SQLiteStore(path)
+
+
+# ---------------------------------------------------------------- 11. smaller items
+
+
+def test_smaller_bad_inputs_name_the_field(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="store"):
+        EmotionalMemory(None, HashingEmbedder(dim=8))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="embedder"):
+        EmotionalMemory(InMemoryStore(), None)  # type: ignore[arg-type]
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    with pytest.raises(TypeError, match="contents"):
+        engine.encode_batch(None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="metadata"):
+        engine.encode_batch(["a"], metadata={"k": 1})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"data\[0\]"):
+        engine.import_memories([1])  # type: ignore[list-item]
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    with pytest.raises(sqlite3.Error, match=re.escape(str(missing))):
+        SQLiteStore(missing)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_lone_surrogate_content_is_rejected_by_every_store(kind: str, tmp_path: Path) -> None:
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    with pytest.raises(ValueError, match="content"):
+        engine.encode("broken \ud83d text")
+    with pytest.raises(ValueError, match=r"contents\[1\]"):
+        engine.encode_batch(["fine", "broken \udc00"])
+    assert len(engine) == 0
+    engine.encode("emoji 😀 fine")
+    assert len(engine) == 1
+
+
+def test_training_fit_checks_its_output_folder_first(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
+    out = tmp_path / "missing" / "x.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "training", "fit", "--dataset", str(tmp_path / "none.json"),
+         "--out", str(out), "--quiet"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert result.returncode == 2
+    assert "missing" in result.stderr and "none.json" not in result.stderr

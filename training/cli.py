@@ -95,6 +95,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; the report (default vs fitted replay metrics) is printed.
     """
+    out_dir = Path(args.out).expanduser().absolute().parent
+    if not out_dir.is_dir():  # fail now, not after the whole fit
+        raise FileNotFoundError(f"--out {args.out}: the folder {str(out_dir)!r} does not exist")
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )

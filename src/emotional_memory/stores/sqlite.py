@@ -102,12 +102,15 @@ def open_connection(
         sqlite3.DatabaseError: the file is not a usable database (the path named).
     """
     name = check_path(path)
-    conn = sqlite3.connect(
-        name,
-        timeout=timeout,
-        isolation_level=None,
-        check_same_thread=check_same_thread,
-    )
+    try:
+        conn = sqlite3.connect(
+            name,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+        )
+    except sqlite3.Error as exc:
+        raise type(exc)(f"cannot open {name!r}: {exc}") from exc
     try:
         if check is not None:
             check(conn)
