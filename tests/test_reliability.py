@@ -701,3 +701,65 @@ def test_training_fit_checks_its_output_folder_first(tmp_path: Path) -> None:
     )
     assert result.returncode == 2
     assert "missing" in result.stderr and "none.json" not in result.stderr
+
+
+def _same_as_reopened(store: SQLiteStore, path: Path) -> None:
+    with SQLiteStore(path) as fresh:
+        assert [(m.id, m.content, m.embedding, m.tag, m.metadata) for m in store.list_all()] == [
+            (m.id, m.content, m.embedding, m.tag, m.metadata) for m in fresh.list_all()
+        ]
+
+
+@pytest.mark.parametrize("log_size", [4096, 3])
+def test_two_connections_refresh_to_what_a_reopen_reads(
+    log_size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from emotional_memory.stores import sqlite as sqlite_module
+
+    monkeypatch.setattr(sqlite_module, "_CHANGE_LOG", log_size)  # 3: the pruned-log path
+    path = tmp_path / "m.db"
+    stores = [SQLiteStore(path), SQLiteStore(path)]
+    engines = [EmotionalMemory(s, HashingEmbedder(dim=8)) for s in stores]
+    rng = random.Random(7)
+    kept: list[Any] = []
+    for step in range(40):
+        who = rng.randrange(2)
+        engine, store = engines[who], stores[who]
+        op = rng.random()
+        ids = [m.id for m in engine.list_all()]
+        if op < 0.4 or not ids:
+            kept.append(engine.encode(_text(rng), metadata={"step": step}))
+        elif op < 0.6:
+            engine.retrieve(_text(rng), top_k=2)
+        elif op < 0.75:
+            engine.update_memory(rng.choice(ids), metadata={"updated": step})
+        elif op < 0.9:
+            engine.delete(rng.choice(ids))
+        else:  # delete and save again: the memory moves to the end
+            victim = store.get(rng.choice(ids))
+            assert victim is not None
+            store.delete(victim.id)
+            store.save(victim.model_copy(update={
+                "tag": victim.tag.model_copy(update={"resonance_links": []})}))
+        other = stores[1 - who]
+        _same_as_reopened(other, path)
+        _same_as_reopened(store, path)
+    for s in stores:
+        s.close()
+
+
+def test_refresh_reads_only_the_changed_memories(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    a, b = SQLiteStore(path), SQLiteStore(path)
+    engine_a = EmotionalMemory(a, HashingEmbedder(dim=8))
+    for i in range(5):
+        engine_a.encode(f"memory {i}")
+    assert len(b) == 5
+    cache = b._cache
+    engine_a.encode("one more")
+    engine_a.update_memory(engine_a.list_all()[0].id, metadata={"x": 1})
+    assert len(b) == 6
+    assert b._cache is cache  # refreshed in place, not rebuilt
+    _same_as_reopened(b, path)
+    a.close()
+    b.close()

@@ -58,10 +58,19 @@ _SCHEMA = (
         tag       TEXT NOT NULL,
         metadata  TEXT NOT NULL
     )""",
+    # One row per memory written (or deleted) by a committed transaction, so other
+    # connections refresh only those memories. Only the last _CHANGE_LOG rows are kept;
+    # a connection further behind rebuilds its whole cache.
+    """CREATE TABLE IF NOT EXISTS changes (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        id      TEXT NOT NULL,
+        deleted INTEGER NOT NULL
+    )""",
 )
 
-_BUMP_CHANGES = """INSERT INTO meta (key, value) VALUES ('changes', '1')
-ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"""
+_CHANGE_LOG = 4096
+_LOG_CHANGE = "INSERT INTO changes (id, deleted) VALUES (?, ?)"
+_PRUNE_CHANGES = "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?"
 
 _UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata)
 VALUES (?, ?, ?, ?, ?, ?)
@@ -295,6 +304,7 @@ class SQLiteStore:
         )
         self._depth = 0
         self._dirty = False  # the open transaction wrote memories
+        self._tx_changes: list[tuple[str, int]] = []  # (id, deleted) written by it
         self._data_version: int | None = None  # PRAGMA data_version last seen
         self._changes = 0  # the file's memory change counter the cache reflects
         self._cache = InMemoryStore()
@@ -376,6 +386,7 @@ class SQLiteStore:
             conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
             if depth == 0:
                 self._dirty = False
+                self._tx_changes = []
                 try:  # the write lock is held: the cache now meets the current rows
                     self._sync()
                 except BaseException:
@@ -388,8 +399,10 @@ class SQLiteStore:
                 yield
                 if depth == 0:
                     if self._dirty:
-                        conn.execute(_BUMP_CHANGES)
+                        conn.executemany(_LOG_CHANGE, self._tx_changes)
+                        conn.execute(_PRUNE_CHANGES, (_CHANGE_LOG,))
                         self._changes = self._read_changes()
+                        self._tx_changes = []
                     conn.execute("COMMIT")
                 else:
                     conn.execute(f"RELEASE SAVEPOINT {savepoint}")
@@ -595,6 +608,7 @@ class SQLiteStore:
                 raise
             self._cache._tx_commit()
             self._dirty = True
+            self._tx_changes.append((params[0], int(sql.startswith("DELETE"))))
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -605,9 +619,12 @@ class SQLiteStore:
         """Bring the cache up to what other connections committed (lock held).
 
         One ``PRAGMA data_version`` when nobody else committed; when someone did, the
-        ``meta`` change counter says whether memories changed, and only then is the
-        cache rebuilt. Inside a transaction nothing is done: its ``BEGIN IMMEDIATE``
-        synced, and no other connection can commit while it holds the write lock.
+        ``changes`` log says which memories changed, and only those rows are read
+        again (the whole cache is rebuilt when the log no longer reaches back far
+        enough, or when a memory was deleted and saved again, which moves it to the
+        end of the insertion order). Inside a transaction nothing is done: its ``BEGIN
+        IMMEDIATE`` synced, and no other connection can commit while it holds the
+        write lock.
         """
         conn = self._connection()
         if self._depth:
@@ -617,13 +634,47 @@ class SQLiteStore:
             return
         self._data_version = version
         if self._read_changes() != self._changes:
-            self._load()
+            self._refresh_changed()
 
     def _read_changes(self) -> int:
-        row = self._connection().execute(
-            "SELECT value FROM meta WHERE key = 'changes'"
-        ).fetchone()
-        return 0 if row is None else int(row[0])
+        """The newest change sequence number of the file (0 when none)."""
+        row = self._connection().execute("SELECT MAX(seq) FROM changes").fetchone()
+        return 0 if row is None or row[0] is None else int(row[0])
+
+    def _refresh_changed(self) -> None:
+        """Re-read the memories other connections changed since the cache's state."""
+        conn = self._connection()
+        log = conn.execute(
+            "SELECT seq, id, deleted FROM changes WHERE seq > ? ORDER BY seq", (self._changes,)
+        ).fetchall()
+        oldest = conn.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
+        if not log or oldest is None or oldest > self._changes + 1:
+            self._load()  # the log was pruned past this cache's state
+            return
+        changed = list(dict.fromkeys(memory_id for _, memory_id, _ in log))
+        deleted = {memory_id for _, memory_id, gone in log if gone}
+        rows: list[Any] = []
+        for start in range(0, len(changed), 500):
+            chunk = changed[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows += conn.execute(
+                "SELECT seq, id, content, embedding, dim, tag, metadata FROM memories "
+                f"WHERE id IN ({marks})", chunk,
+            ).fetchall()
+        rows.sort(key=lambda row: row[0])
+        present = {row[1] for row in rows}
+        if present & deleted & set(self._cache._row_of):
+            self._load()  # deleted and saved again: its insertion position moved
+            return
+        cache = self._cache
+        for memory_id in changed:
+            if memory_id not in present:
+                cache.delete(memory_id)
+        for _, memory_id, content, blob, _, tag_json, metadata_json in rows:
+            cache.save(_row_memory(
+                memory_id, content, _decode_embedding(blob), tag_json, metadata_json
+            ))
+        self._changes = max(seq for seq, _, _ in log)
 
     def _create_schema(self) -> None:
         conn = self._connection()
