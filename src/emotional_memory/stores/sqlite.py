@@ -15,10 +15,10 @@ writer, and other connections (another store, an
 :class:`~emotional_memory.state_stores.sqlite.SQLiteAffectiveStateStore`, another
 process) may open the same file. Every operation first picks up what other
 connections committed: ``PRAGMA data_version`` tells (at the cost of one pragma)
-whether anyone else committed since this connection last looked, and a change
-counter in the ``meta`` table, bumped by every transaction that writes memories,
-tells whether the memories changed (a state saved by another connection does not
-reload anything); only then is the cache rebuilt. Writes run inside ``BEGIN
+whether anyone else committed since this connection last looked, and the ``changes``
+table, to which every transaction that writes memories appends their ids, tells
+which memories changed (a state saved by another connection reloads nothing); only
+those rows are read again. Writes run inside ``BEGIN
 IMMEDIATE`` on a cache brought up to date after the write lock is taken, so a
 read-modify-write always starts from the file's current rows and no update of
 another connection is lost.
