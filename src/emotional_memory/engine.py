@@ -256,7 +256,9 @@ def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     One operation at a time per engine: threads sharing an engine see each call run
     whole (an encode's save, links and state; a retrieve's ranking and side effects)
-    with no other call of the same engine interleaved.
+    with no other call of the same engine interleaved. Reads of the (immutable)
+    current state - ``get_state``, ``save_state``, ``get_current_mood`` - take no
+    lock, so an event loop calling them never waits for a running operation.
     """
 
     @functools.wraps(method)
@@ -1343,7 +1345,6 @@ class EmotionalMemory:
         """Back to the initial neutral state."""
         self._adopt(AffectiveState.initial(self._now()))
 
-    @_synchronized
     def save_state(self) -> dict[str, Any]:
         """A JSON-able snapshot of the state (see :meth:`load_state`).
 
@@ -1391,7 +1392,6 @@ class EmotionalMemory:
         if self.state_store is not None:
             self.state_store.clear()
 
-    @_synchronized
     def get_current_mood(self, now: datetime | None = None) -> MoodField:
         """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set.
 
