@@ -18,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -763,3 +764,58 @@ def test_refresh_reads_only_the_changed_memories(tmp_path: Path) -> None:
     _same_as_reopened(b, path)
     a.close()
     b.close()
+
+
+_KILLED_CHILD = """
+import sys
+from emotional_memory import EmotionalMemory, SQLiteAffectiveStateStore, SQLiteStore
+from emotional_memory.embedders import HashingEmbedder
+path, layout = sys.argv[1], sys.argv[2]
+store = SQLiteStore(path)
+states = (SQLiteAffectiveStateStore.from_store(store) if layout == "from_store"
+          else SQLiteAffectiveStateStore(path))
+engine = EmotionalMemory(store, HashingEmbedder(dim=16), state_store=states)
+print("ready", flush=True)
+i = 0
+while True:
+    engine.encode_batch([f"event {i} a", f"event {i} b"])
+    engine.encode(f"event {i} c")
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("layout", ["from_store", "own_connection"])
+def test_kill_during_encoding_keeps_memories_and_state_together(
+    layout: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "m.db"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    rng = random.Random(layout)
+    before = 0
+    for _ in range(2):
+        child = subprocess.Popen(
+            [sys.executable, "-c", _KILLED_CHILD, str(path), layout],
+            env=env, stdout=subprocess.PIPE, text=True,
+        )
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        threading.Event().wait(rng.uniform(0.2, 0.8))  # let it encode for a while
+        child.kill()
+        child.wait(timeout=60)
+        with SQLiteStore(path) as store, SQLiteAffectiveStateStore(path) as states:
+            memories = store.list_all()
+            snapshot = states.load()
+            assert memories and snapshot is not None
+            # The persisted state is exactly the state after the last stored memory.
+            latest = max(m.tag.timestamp for m in memories)
+            assert datetime.fromisoformat(snapshot["mood"]["timestamp"]) == latest
+            assert (len(memories) - before) % 3 in (0, 2)  # whole encode_batch calls only
+            before = len(memories)
+            _links_symmetric_or_full(memories)
+
+
+def _links_symmetric_or_full(memories: list[Any]) -> None:
+    """No dangling link (a full target may refuse a backward twin: max_links)."""
+    known = {m.id for m in memories}
+    for m in memories:
+        for link in m.tag.resonance_links:
+            assert link.target_id in known
