@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
     common(p_ev)
     p_ev.set_defaults(func=cmd_evaluate)
+
+    from training.affect import add_parser as add_affect
+
+    add_affect(sub)
     return parser
 
 
