@@ -17,6 +17,14 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from training.affect import (
+    HeadConfig,
+    fit_head,
+    fit_member,
+    load_emobank,
+    pearson,
+    ridge_baseline,
+)
 
 from emotional_memory.appraisal_embedding import (
     AffectHead,
@@ -27,14 +35,6 @@ from emotional_memory.appraisal_embedding import (
     load_affect_head,
     pooled_feature_matrix,
     save_affect_head,
-)
-from training.affect import (
-    HeadConfig,
-    fit_head,
-    fit_member,
-    load_emobank,
-    pearson,
-    ridge_baseline,
 )
 
 EMOBANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "emobank_traindev.csv"

@@ -401,13 +401,15 @@ def run(args: argparse.Namespace) -> int:
     grid = default_grid()
     if args.quick:
         grid = [replace(grid[0], epochs=2)]
-    results = []
+    results: list[dict[str, Any]] = []
+    scores: list[float] = []
     for config in progress_iter(grid, "selection", enabled=progress):
         x = pooled_feature_matrix(pooled, config.layers, config.poolings)
         head = fit_head(x[train], y[train], config, seeds=(0,))
         r = pearson(np.asarray(head(jnp.asarray(x[dev]))), y[dev])
-        results.append({"config": asdict(config), "dev_r": r, "mean_r": float(np.mean(r))})
-    best = max(range(len(grid)), key=lambda i: results[i]["mean_r"])
+        scores.append(float(np.mean(r)))
+        results.append({"config": asdict(config), "dev_r": r, "mean_r": scores[-1]})
+    best = int(np.argmax(scores))
     chosen = grid[best]
     x = pooled_feature_matrix(pooled, chosen.layers, chosen.poolings)
     seeds = tuple(range(args.members))
