@@ -241,7 +241,7 @@ def test_predict_affect_batches_and_matches_head() -> None:
 
 def test_pooled_features_route_through_pooled_layers() -> None:
     emb = FakePooledEmbedder()
-    head = random_head(16, feature="minilm_pooled", layers=(2, 0), poolings=("mean",))
+    head = random_head(8, feature="minilm_pooled", layers=(2, 0), poolings=("mean",))
     texts = ["x", "y", "z"]
     x = head_features(emb, texts, head)
     np.testing.assert_array_equal(
