@@ -200,7 +200,7 @@ def fit_member(
     key = jax.random.PRNGKey(seed)
     init_key, drop_key = jax.random.split(key)
     member = Member.init(init_key, z.shape[1], config.hidden)
-    opt_state = optimizer.init(eqx.filter(member, eqx.is_array))
+    opt_state = optimizer.init(member)
     zj, yj = jnp.asarray(z, jnp.float32), jnp.asarray(y, jnp.float32)
     rate = float(config.dropout)
 
@@ -209,8 +209,8 @@ def fit_member(
         member: Member, opt_state: Any, idx: jax.Array, key: jax.Array
     ) -> tuple[Member, Any, jax.Array]:
         loss, grads = eqx.filter_value_and_grad(_loss)(member, zj[idx], yj[idx], key, rate)
-        updates, opt_state = optimizer.update(grads, opt_state, eqx.filter(member, eqx.is_array))
-        return eqx.apply_updates(member, updates), opt_state, loss
+        updates, opt_state = optimizer.update(grads, opt_state, member)
+        return optax.apply_updates(member, updates), opt_state, loss
 
     @eqx.filter_jit
     def evaluate(member: Member, zv: jax.Array, yv: jax.Array) -> jax.Array:
