@@ -805,7 +805,17 @@ def tiny_dataset() -> dict[str, Any]:
     }
 
 
-def test_fitting_batch_scores_equal_engine_pass2(monkeypatch: pytest.MonkeyPatch) -> None:
+FIT_CONFIGS = {
+    "lexical": {},
+    "lexical_ablated": {"enable_momentum": False, "enable_mood_signal": False},
+    "lexical_switched_off": {"enable_lexical": False},
+}
+
+
+@pytest.mark.parametrize("variant", list(FIT_CONFIGS))
+def test_fitting_batch_scores_equal_engine_pass2(
+    monkeypatch: pytest.MonkeyPatch, variant: str
+) -> None:
     from emotional_memory.learn import build_recall_batch, evaluate_batch
     from emotional_memory.learn import recall_batch as rb
     from emotional_memory.scoring_config import params_from_config
@@ -817,12 +827,14 @@ def test_fitting_batch_scores_equal_engine_pass2(monkeypatch: pytest.MonkeyPatch
         out = original(plan, *args, **kwargs)
         score = {r.memory.id: r.score for r in plan.pass2}
         captured.append([score[m.id] for m in plan.candidates])
-        assert len(plan.weights) == 7
+        lexical_on = variant != "lexical_switched_off"
+        assert len(plan.weights) == (7 if lexical_on else 6)
+        assert all((r.breakdown.lexical_signal is not None) == lexical_on for r in plan.pass2)
         return out
 
     monkeypatch.setattr(rb, "_capture", spy)
     config = EmotionalMemoryConfig(retrieval=RetrievalConfig(
-        lexical_weight=0.45, lexical_k1=0.9, lexical_b=0.4))
+        lexical_weight=0.45, lexical_k1=0.9, lexical_b=0.4), **FIT_CONFIGS[variant])
     batch, info = build_recall_batch(tiny_dataset(), HashingEmbedder(dim=32), config,
                                      lexical=True)
     assert batch.lexical is not None and len(captured) == 3
@@ -854,3 +866,35 @@ def test_lexical_config_accepts_edges() -> None:
     assert cfg.lexical_b == 0.0 and not cfg.lexical_on
     assert RetrievalConfig(lexical_b=1, lexical_stop_words="none").lexical_b == 1.0
 
+
+
+def test_engine_rankings_agree_across_stores(tmp_path: Path) -> None:
+    # The store's own index (InMemoryStore), one rebuilt per query from list_all() (a
+    # protocol-only store), and SQLite's: the same hybrid ranking with s7 on.
+    from plain_store import PerMemoryStore
+
+    cfg = RetrievalConfig(lexical_weight=0.6, candidate_multiplier=2)
+    engines = [make_engine(InMemoryStore(), retrieval=cfg),
+               make_engine(PerMemoryStore(), retrieval=cfg),
+               make_engine(SQLiteStore(tmp_path / "r.db"), retrieval=cfg)]
+    texts = bank()
+    results = []
+    for engine in engines:
+        fill(engine, texts)
+        ms = engine.list_all()
+        engine.update_memory(ms[3].id, content="quokka at the lake")
+        engine.delete(ms[5].id)
+        out = []
+        for query, k in [(QUERY, 1), ("quokka lake", 2), ("the a of", 2), ("dog", 3)]:
+            ex = engine.retrieve_with_explanations(query, top_k=k)
+            out.append([(e.memory.content, e.score, e.candidate_count,
+                         e.breakdown.lexical_signal, e.pass1_rank, e.pass2_rank)
+                        for e in ex])
+        results.append(out)
+    assert results[0] == results[1]
+    # SQLite stores float32 embeddings: same memories, ranks and s7; scores close
+    for a, b in zip(results[0], results[2], strict=True):
+        assert [(x[0], x[2], x[3], x[4], x[5]) for x in a] == \
+            [(x[0], x[2], x[3], x[4], x[5]) for x in b]
+        assert [x[1] for x in a] == pytest.approx([x[1] for x in b], rel=1e-6)
+    engines[2].store.close()
