@@ -42,7 +42,6 @@ from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
 
 FEW = settings(max_examples=40, deadline=None)
-FEWER = settings(max_examples=25, deadline=None)
 
 # ------------------------------------------------------------------ 1. tokenize
 
