@@ -78,6 +78,8 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
@@ -374,6 +376,8 @@ class InMemoryStore:
         self._reallocations = 0
         self._tx_depth = 0
         self._undo: list[_Undo] = []
+        # Built on first use (lexical_index) and kept in step with every write after.
+        self._lexical: LexicalIndex | None = None
 
     # Views of the tag blocks used as the kernel's columns.
     @property
@@ -629,6 +633,55 @@ class InMemoryStore:
                     out.append(mid)
             return out  # type: ignore[return-value]
 
+    def lexical_index(self) -> LexicalIndex:
+        """The store's inverted index of memory contents (lexical signal s7).
+
+        Built from the live rows on the first call, then kept in step with every
+        save, update and delete (a rollback drops it; the next call rebuilds it).
+        Callers must hold :meth:`locked` while they read it; :meth:`lexical_search`
+        and :meth:`lexical_inputs` do.
+
+        Returns:
+            The :class:`~emotional_memory.lexical.LexicalIndex`.
+        """
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalIndex.from_pairs(
+                    (self._row_ids[row], self._row_content(row))  # type: ignore[misc]
+                    for row in self._live_row_list()
+                )
+            return self._lexical
+
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+    ) -> list[str]:
+        """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Up to ``k`` memory ids, best BM25 first.
+        """
+        with self._lock:
+            return self.lexical_index().search(terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates, in candidate order.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
+        """
+        with self._lock:
+            return self.lexical_index().inputs(terms, memory_ids)
+
     def pending_ids(self) -> list[str]:
         """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion
         order (read from the flag column; no memory is rebuilt)."""
@@ -771,6 +824,15 @@ class InMemoryStore:
         return list(range(self._size)) if live is None else live.tolist()
 
     # ------------------------------------------------------------------ records
+
+    def _row_content(self, row: int) -> str:
+        """The content of live ``row`` (compact or kept whole)."""
+        content = self._content[row]
+        if content is not None:
+            return content
+        mid = self._row_ids[row]
+        assert mid is not None
+        return self._whole[mid].content
 
     def _memory_at(self, row: int, keep: bool = False) -> Memory:
         """The memory of live ``row``: a recent or whole object, else rebuilt.
@@ -1259,6 +1321,8 @@ class InMemoryStore:
         """Close a transaction level, undoing every write logged since ``mark``."""
         entries = self._undo[mark:]
         del self._undo[mark:]
+        if entries:  # rebuilt on next use, in the rows' own order (ties keep it)
+            self._lexical = None
         depth = self._tx_depth
         self._tx_depth = 0  # undo operations must not log themselves
         try:
@@ -1372,6 +1436,8 @@ class InMemoryStore:
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
         self._write_record(row, memory, compact, lossless)
+        if self._lexical is not None:
+            self._lexical.set(memory_id, memory.content)
 
     def _stores_vector(self, row: int, memory: Memory, vec: np.ndarray | None) -> bool:
         """Whether ``row`` already stores exactly ``memory``'s embedding."""
@@ -1513,6 +1579,8 @@ class InMemoryStore:
         del self._row_of[memory_id]
         self._recent.pop(memory_id, None)
         self._whole.pop(memory_id, None)
+        if self._lexical is not None:
+            self._lexical.discard(memory_id)
         self._valid[row] = False
         self._row_ids[row] = None
         self._content[row] = None
