@@ -243,6 +243,12 @@ class _CommitFailingStore(InMemoryStore):
                 raise OSError("commit failed")
 
 
+def _persisted(states: Any) -> dict[str, Any] | None:
+    """The persisted state as a snapshot dict (whether ``load`` gives a dict or a state)."""
+    raw = states.load()
+    return raw if raw is None or isinstance(raw, dict) else raw.snapshot()
+
+
 def _picture(engine: EmotionalMemory) -> list[tuple[str, str, Any]]:
     return [(m.id, m.content, m.tag) for m in engine.list_all()]
 
@@ -256,14 +262,14 @@ def _seed(engine: EmotionalMemory) -> None:
 def _fails_cleanly(engine: EmotionalMemory, states: Any, exc: type[BaseException]) -> None:
     before = _picture(engine)
     state_before = engine.get_state()
-    persisted_before = states.load()
+    persisted_before = _persisted(states)
     with pytest.raises(exc):
         engine.encode("rain storm river night")
     with pytest.raises(exc):
         engine.encode_batch(["rain again", "storm again"])
     assert _picture(engine) == before
     assert engine.get_state() == state_before
-    assert states.load() == persisted_before
+    assert _persisted(states) == persisted_before
 
 
 def test_failing_state_store_rolls_the_memory_back() -> None:
@@ -274,7 +280,7 @@ def test_failing_state_store_rolls_the_memory_back() -> None:
     _fails_cleanly(engine, states, OSError)
     states.fail = False
     engine.encode("works again")
-    assert len(engine) == 4 and states.load() == engine.get_state().snapshot()
+    assert len(engine) == 4 and _persisted(states) == engine.get_state().snapshot()
 
 
 def test_failing_commit_puts_the_persisted_state_back() -> None:
@@ -298,7 +304,7 @@ def test_sqlite_state_on_the_store_file_commits_with_the_memories(
     )
     engine = EmotionalMemory(store, HashingEmbedder(dim=16), state_store=states)
     _seed(engine)
-    persisted = states.load()
+    persisted = _persisted(states)
     # Class-wide: the engine may save through a twin on the store's connection.
     monkeypatch.setattr(_FailingSharedStateStore, "fail", True)
     _fails_cleanly(engine, states, OSError)
@@ -306,7 +312,7 @@ def test_sqlite_state_on_the_store_file_commits_with_the_memories(
     # The file agrees: nothing of the failed calls was committed.
     with SQLiteStore(path) as again, SQLiteAffectiveStateStore(path) as state_again:
         assert len(again) == 3
-        assert state_again.load() == persisted
+        assert _persisted(state_again) == persisted
 
 
 # ---------------------------------------------------------------- 4. several connections
@@ -803,7 +809,7 @@ def test_kill_during_encoding_keeps_memories_and_state_together(
         child.wait(timeout=60)
         with SQLiteStore(path) as store, SQLiteAffectiveStateStore(path) as states:
             memories = store.list_all()
-            snapshot = states.load()
+            snapshot = _persisted(states)
             assert memories and snapshot is not None
             # The persisted state is exactly the state after the last stored memory.
             latest = max(m.tag.timestamp for m in memories)
