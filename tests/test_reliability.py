@@ -825,3 +825,34 @@ def _links_symmetric_or_full(memories: list[Any]) -> None:
     for m in memories:
         for link in m.tag.resonance_links:
             assert link.target_id in known
+
+
+def test_state_methods_never_block_an_event_loop_but_wait_elsewhere() -> None:
+    embedder = _GatedEmbedder()
+    engine = EmotionalMemory(InMemoryStore(), embedder)
+    embedder.release.clear()
+    embedder.entered.clear()
+    worker = threading.Thread(target=engine.encode, args=("held inside embed",))
+    worker.start()
+    assert embedder.entered.wait(30)  # the encode holds the engine lock now
+
+    async def on_the_loop() -> None:
+        # Returns at once: blocking here could deadlock a worker waiting for the loop.
+        engine.set_affect(CoreAffect(valence=0.5, arousal=0.5))
+        engine.reset_state()
+
+    asyncio.run(on_the_loop())
+    done = threading.Event()
+
+    def off_the_loop() -> None:
+        engine.set_affect(CoreAffect(valence=-0.5, arousal=0.5))
+        done.set()
+
+    other = threading.Thread(target=off_the_loop)
+    other.start()
+    assert not done.wait(0.2)  # a plain thread waits for the running operation
+    embedder.release.set()
+    worker.join(30)
+    other.join(30)
+    assert done.is_set() and len(engine) == 1
+    assert engine.get_state().core_affect.valence == -0.5

@@ -12,6 +12,7 @@ store transaction, so a failed call leaves store and state exactly as they were.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import itertools
 import threading
@@ -294,6 +295,30 @@ def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with args[0]._op_lock:  # type: ignore[attr-defined]
             return method(*args, **kwargs)
+
+    return locked
+
+
+def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """:func:`_synchronized` for the methods that change only the in-memory state.
+
+    Called on a thread running an event loop while an operation holds the lock
+    (``AsyncEmotionalMemory``'s synchronous state methods, as in the original), the
+    method runs at once instead of blocking the loop: the running operation may be
+    waiting for that very loop (async stores and embedders are called back on it), so
+    waiting could deadlock. That is the original's semantics: a state change between
+    two steps of a running operation.
+    """
+
+    @functools.wraps(method)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock = args[0]._op_lock  # type: ignore[attr-defined]
+        if not lock.acquire(blocking=asyncio._get_running_loop() is None):
+            return method(*args, **kwargs)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            lock.release()
 
     return locked
 
@@ -1398,7 +1423,7 @@ class EmotionalMemory:
         """
         return self._state
 
-    @_synchronized
+    @_synchronized_state
     def set_affect(self, affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into the state (momentum and mood follow).
 
@@ -1415,7 +1440,7 @@ class EmotionalMemory:
             raise TypeError("affect must be a CoreAffect")
         return self._adopt(self._update_state(affect, self._now()))
 
-    @_synchronized
+    @_synchronized_state
     def reset_state(self) -> None:
         """Back to the initial neutral state."""
         self._adopt(AffectiveState.initial(self._now()))
@@ -1428,7 +1453,7 @@ class EmotionalMemory:
         """
         return self._state.snapshot()
 
-    @_synchronized
+    @_synchronized_state
     def load_state(self, snapshot: dict[str, Any]) -> None:
         """Restore a snapshot from :meth:`save_state`.
 
