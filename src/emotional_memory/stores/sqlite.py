@@ -32,7 +32,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from types import TracebackType
 from typing import Any
 
@@ -468,7 +468,7 @@ class SQLiteStore:
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
         stored, params = self._prepare(memory)
-        with self.transaction():
+        with self._lock, self._joined():
             if memory.id not in self._cache:
                 raise KeyError(memory.id)
             self._write(lambda: self._cache.update(stored), _UPSERT, params)
@@ -486,7 +486,7 @@ class SQLiteStore:
             self._sync()
             if memory_id not in self._cache:
                 return False
-        with self.transaction():
+        with self._lock, self._joined():
             if memory_id not in self._cache:  # deleted by another connection meanwhile
                 return False
             self._write(
@@ -657,6 +657,11 @@ class SQLiteStore:
             self._cache._tx_commit()
             self._dirty = True
             self._tx_changes.append((params[0], int(sql.startswith("DELETE"))))
+
+    def _joined(self) -> AbstractContextManager[None]:
+        """The open transaction (lock held), or a new one: a check and the write it
+        guards then see the same rows."""
+        return nullcontext() if self._depth else self.transaction()
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
