@@ -190,11 +190,30 @@ def _private(memory: Memory) -> Memory:
     other.
     """
     tag = memory.tag
-    return memory.model_copy(update={
+    return _clone(memory, {
         "embedding": None if memory.embedding is None else list(memory.embedding),
-        "metadata": copy_metadata(memory.metadata),
-        "tag": tag.model_copy(update={"resonance_links": list(tag.resonance_links)}),
+        "metadata": copy_metadata(memory.metadata) if memory.metadata else {},
+        "tag": _clone(tag, {"resonance_links": list(tag.resonance_links)}),
     })
+
+
+_set_attr = object.__setattr__
+
+
+def _clone(model: Any, updates: dict[str, Any]) -> Any:
+    """A shallow copy of a pydantic model with some fields replaced, unvalidated.
+
+    What ``model_copy(update=...)`` does, without its overhead (this runs for every
+    memory a store hands out).
+    """
+    out = object.__new__(type(model))
+    values = model.__dict__.copy()
+    values.update(updates)
+    _set_attr(out, "__dict__", values)
+    _set_attr(out, "__pydantic_fields_set__", model.__pydantic_fields_set__)
+    _set_attr(out, "__pydantic_extra__", model.__pydantic_extra__)
+    _set_attr(out, "__pydantic_private__", model.__pydantic_private__)
+    return out
 
 
 def _norm(vector: np.ndarray) -> float:
@@ -1402,8 +1421,12 @@ class InMemoryStore:
         memory_id = memory.id
         row = self._row_of.get(memory_id)
         known = self._recent.get(memory_id) if row is not None else None
-        # A tag-only update (model_copy) shares the embedding list: skip the vector.
-        same_vector = known is not None and known.embedding is memory.embedding
+        # A tag-only update carries an equal embedding list (handed-out copies are
+        # private, so compare values; equal lists are what ``_stores_vector`` accepts).
+        same_vector = known is not None and (
+            known.embedding is memory.embedding
+            or (known.embedding is not None and known.embedding == memory.embedding)
+        )
         vec = None if same_vector else _embedding_vector(memory)
         if vec is not None and self._dim is not None and vec.shape[0] != self._dim:
             raise ValueError(
