@@ -136,7 +136,7 @@ def ranking_metrics(
     return {
         "top1": ranked[:, 0].astype(float),
         "hit_at_k": ranked[:, :k].any(axis=-1).astype(float),
-        "rr": np.where(first >= 0, 1.0 / (first + 1.0), 0.0),
+        "rr": np.where(first >= 0, 1.0 / np.maximum(first + 1.0, 1.0), 0.0),
     }
 
 
