@@ -68,6 +68,7 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import traced, traced_span
 
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
@@ -508,6 +509,7 @@ class EmotionalMemory:
                 out.append(self._link(memory, candidates))
         return out
 
+    @traced("emotional_memory.encode")
     def encode(
         self,
         content: str,
@@ -533,7 +535,8 @@ class EmotionalMemory:
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
         now = self._now()
-        embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(content), "content")
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
@@ -547,6 +550,7 @@ class EmotionalMemory:
         stored = self.store.get(memory.id)
         return stored if stored is not None else memory
 
+    @traced("emotional_memory.encode_batch")
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -584,7 +588,8 @@ class EmotionalMemory:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
-        raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         # Each raw vector is dropped once cleaned: one copy of the batch at a time.
@@ -786,7 +791,8 @@ class EmotionalMemory:
         n = len(self.store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
-        embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(query), "query")
         limit = top_k * self.config.retrieval.candidate_multiplier
         if n > limit:
             candidates = self.store.search_by_embedding(embedding or [], limit)
@@ -862,6 +868,7 @@ class EmotionalMemory:
                 self.store.update(m)
         return updated
 
+    @traced("emotional_memory.retrieve")
     def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
@@ -879,6 +886,7 @@ class EmotionalMemory:
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
+    @traced("emotional_memory.retrieve_with_explanations")
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
@@ -1051,6 +1059,7 @@ class EmotionalMemory:
     def __len__(self) -> int:
         return len(self.store)
 
+    @traced("emotional_memory.prune")
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 

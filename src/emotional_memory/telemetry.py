@@ -1,0 +1,117 @@
+"""OpenTelemetry spans around the engine's work (extra ``otel``).
+
+With ``opentelemetry-api`` installed, :func:`traced_span` opens a span on the tracer
+named ``"emotional_memory"`` of the global tracer provider (configure your own
+``TracerProvider`` and exporter as usual). Without it, every helper is a no-op
+(:class:`contextlib.nullcontext`). A body that raises records the exception on the
+span and sets its status to ERROR, then the exception propagates.
+
+The engine emits ``emotional_memory.encode``, ``.encode_batch``, ``.retrieve``,
+``.retrieve_with_explanations``, ``.embed`` and ``.prune`` spans.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import importlib
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+__all__ = ["TRACER_NAME", "traced", "traced_span"]
+
+TRACER_NAME = "emotional_memory"
+"""Instrumentation scope name of every span this package emits."""
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+_tracer: Any | None = None
+_otel_missing = False
+_SCALARS = (str, bool, int, float)
+
+
+def _get_tracer() -> Any | None:
+    """The package's tracer, or None when ``opentelemetry`` is not installed."""
+    global _tracer, _otel_missing
+    if _tracer is not None:
+        return _tracer
+    if _otel_missing:
+        return None
+    try:
+        trace = importlib.import_module("opentelemetry.trace")
+    except ImportError:
+        _otel_missing = True
+        return None
+    # The global provider may be set later: the API's proxy tracer follows it.
+    _tracer = trace.get_tracer(TRACER_NAME)
+    return _tracer
+
+
+def _reset_tracer_cache() -> None:
+    """Forget the cached tracer (tests that install another provider call this)."""
+    global _tracer, _otel_missing
+    _tracer = None
+    _otel_missing = False
+
+
+def _otel_value(value: Any) -> Any:
+    """``value`` as an OpenTelemetry attribute value (scalars, homogeneous lists, str)."""
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, Sequence) and all(isinstance(v, _SCALARS) for v in value):
+        items = list(value)
+        if len({type(v) for v in items}) <= 1:
+            return items
+    return str(value)
+
+
+def traced_span(
+    name: str, attributes: Mapping[str, Any] | None = None
+) -> contextlib.AbstractContextManager[Any]:
+    """A context manager running its body in an OpenTelemetry span.
+
+    Args:
+        name: Span name, e.g. ``"emotional_memory.encode"``.
+        attributes: Span attributes; None values are dropped, values OpenTelemetry
+            cannot hold are converted to ``str``.
+
+    Returns:
+        A context manager yielding the span, or a no-op one yielding None when
+        OpenTelemetry is not installed.
+    """
+    tracer = _get_tracer()
+    if tracer is None:
+        return contextlib.nullcontext(None)
+    attrs = (
+        {k: _otel_value(v) for k, v in attributes.items() if v is not None} if attributes else None
+    )
+    span_cm: contextlib.AbstractContextManager[Any] = tracer.start_as_current_span(
+        name, attributes=attrs, record_exception=True, set_status_on_exception=True
+    )
+    return span_cm
+
+
+def traced(name: str) -> Callable[[_F], _F]:
+    """Decorator: run every call of the function inside ``traced_span(name)``.
+
+    The wrapped function keeps its name, docstring and signature; when OpenTelemetry
+    is not installed it is called directly.
+
+    Args:
+        name: Span name.
+
+    Returns:
+        The decorator.
+    """
+
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if _get_tracer() is None:
+                return fn(*args, **kwargs)
+            with traced_span(name):
+                return fn(*args, **kwargs)
+
+        return cast(_F, wrapper)
+
+    return decorate
