@@ -1020,8 +1020,8 @@ def test_astype() -> None:
             assert leaf.dtype == jnp.float64
             np.testing.assert_array_equal(np.asarray(leaf), np.asarray(getattr(p, name)))
         assert params_to_config(p64) == (RetrievalConfig(), DecayConfig())
-    # params are a pytree of exactly six array leaves
-    assert len(jax.tree.leaves(p)) == 6
+    # params are a pytree of exactly seven array leaves
+    assert len(jax.tree.leaves(p)) == 7  # six signal groups + the lexical signal's (weight, k1, b)
 
 
 def test_from_config_accepts_duck_typed_objects() -> None:

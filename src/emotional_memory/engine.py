@@ -41,7 +41,8 @@ from emotional_memory.interfaces import (
     MemoryStore,
     store_transaction,
 )
-from emotional_memory.kernel import QueryFeatures, ScoringParams
+from emotional_memory.kernel import LexicalInputs, QueryFeatures, ScoringParams
+from emotional_memory.lexical import LexicalIndex, query_terms, stop_word_set
 from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.mood import MoodDecayConfig, MoodField
@@ -134,8 +135,12 @@ class _ConfigDerived:
         config: the config these values belong to (compared by identity).
         signal_mask: its (6,) ablation mask.
         all_signals_on: whether the mask keeps every signal (weights pass through).
-        mask: the mask as a float64 array for the plan program (None: all on).
+        mask: the mask as a float64 array for the plan program (None: all on; 7
+            entries when the lexical signal is on, s7 always kept).
         params: float64 scoring parameters of the plan, as device arrays.
+        lexical_on: whether the lexical signal s7 takes part (weight > 0 and
+            ``enable_lexical``).
+        stop_words: the query words s7 ignores.
     """
 
     def __init__(self, config: EmotionalMemoryConfig) -> None:
@@ -145,6 +150,10 @@ class _ConfigDerived:
         self.mask = None if self.all_signals_on else np.asarray(self.signal_mask, np.float64)
         self.params = self._device(scoring_params(config.retrieval, config.decay))
         self._routes: dict[tuple[float, ...], ScoringParams] = {}
+        self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
+        self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
+        if self.lexical_on and self.mask is not None:
+            self.mask = np.append(self.mask, 1.0)
 
     @staticmethod
     def _device(params: ScoringParams) -> ScoringParams:
@@ -193,6 +202,8 @@ class EmotionalMemoryConfig(BaseModel):
         auto_categorize: store a Plutchik label with each tag.
         enable_reconsolidation, enable_appraisal, enable_mood_signal, enable_momentum,
         enable_resonance: ablation switches (all on by default).
+        enable_lexical: ablation switch of the opt-in lexical signal s7 (it takes part
+            only when also ``retrieval.lexical_weight > 0``).
         max_content_length: optional limit on the content length (characters).
     """
 
@@ -211,6 +222,7 @@ class EmotionalMemoryConfig(BaseModel):
     enable_mood_signal: bool = True
     enable_momentum: bool = True
     enable_resonance: bool = True
+    enable_lexical: bool = True
     max_content_length: int | None = None
 
     @field_validator("mood_alpha", "elaboration_learning_rate", mode="before")
@@ -793,15 +805,21 @@ class EmotionalMemory:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         with traced_span("emotional_memory.embed"):
             embedding = self._clean_embedding(self.embedder.embed(query), "query")
-        limit = top_k * self.config.retrieval.candidate_multiplier
-        if n > limit:
+        cfg = self.config.retrieval
+        limit = top_k * cfg.candidate_multiplier
+        derived = self._derived()
+        if n > limit and not cfg.full_bank_candidates:
             candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
+        lexical = None
+        if derived.lexical_on:
+            candidates, lexical = self._lexical_candidates(
+                query, candidates, limit, full=n <= limit or cfg.full_bank_candidates
+            )
         if not candidates:
             weights = _check_weights(self.current_weights(query, now))
             return _Ranking(now=now, plan_now=now, weights=weights)
-        derived = self._derived()
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_candidates(
             embedding,
@@ -817,12 +835,50 @@ class EmotionalMemory:
             self.config.enable_resonance,
             weight_params=derived.weight_params(self._route(query)),
             signal_mask=derived.mask,
+            lexical=lexical,
         )
-        weights = _check_weights(arrays.weights)
+        weights = _check_weights(arrays.weights, lexical=lexical is not None)
         return _Ranking(
             now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
             query=features,
         )
+
+    def _lexical_index(self) -> LexicalIndex:
+        """The store's lexical index, or one built from ``list_all()`` for a plain store."""
+        index_of = getattr(self.store, "lexical_index", None)
+        if callable(index_of):
+            index: LexicalIndex = index_of()
+            return index
+        return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
+
+    def _lexical_candidates(
+        self, query: str, candidates: list[Memory], limit: int, *, full: bool
+    ) -> tuple[list[Memory], LexicalInputs]:
+        """Hybrid candidates and their term statistics (lexical signal s7 on).
+
+        The semantic shortlist is followed by the memories of the lexical shortlist
+        (the ``limit`` best BM25 scores) it lacks, in lexical rank order. With ``full``
+        the candidates are already every memory.
+
+        Args:
+            query: query text.
+            candidates: the semantic candidates (or every memory with ``full``).
+            limit: shortlist size (``top_k * candidate_multiplier``).
+            full: whether ``candidates`` already holds the whole store.
+
+        Returns:
+            ``(candidates, lexical)``: the candidates and their unpadded statistics.
+        """
+        cfg = self.config.retrieval
+        terms = query_terms(query, self._derived().stop_words)
+        index = self._lexical_index()
+        if not full and terms:
+            have = {m.id for m in candidates}
+            extra = [i for i in index.search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
+                     if i not in have]
+            found = (self.store.get(i) for i in extra)
+            candidates = candidates + [m for m in found if m is not None]
+        return candidates, index.inputs(terms, [m.id for m in candidates])
 
     def _plan(
         self, query: str, top_k: int, query_affect: CoreAffect | None

@@ -27,7 +27,7 @@ from emotional_memory.interfaces import Embedder
 from emotional_memory.kernel import ScoringParams, score_given_semantic
 from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
-from emotional_memory.replay import QueryResult, replay_dataset, summarize
+from emotional_memory.replay import QueryResult, ReplayAffect, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config, params_to_config
 
 _NEG = -1e30
@@ -40,17 +40,19 @@ def batch_scores(
 
     Args:
         params: scoring parameters.
-        batch: the recall batch.
-        signal_mask: optional (6,) ablation mask.
+        batch: the recall batch (with ``lexical`` statistics, s7 is scored too).
+        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics).
 
     Returns:
         (Q, C) totals; padding candidates get a very negative score.
     """
 
-    def one(query: Any, columns: Any, semantic: Any) -> Any:
-        return score_given_semantic(params, query, columns, semantic, signal_mask).totals
+    def one(query: Any, columns: Any, semantic: Any, lexical: Any) -> Any:
+        return score_given_semantic(
+            params, query, columns, semantic, signal_mask, lexical
+        ).totals
 
-    totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic)
+    totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic, batch.lexical)
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
@@ -70,13 +72,29 @@ def evaluate_batch(
     Returns:
         (Q, C) numpy totals.
     """
-    mask = (config or EmotionalMemoryConfig()).signal_mask()
+    mask = batch_signal_mask(config or EmotionalMemoryConfig(), batch)
     with float64():
         return np.asarray(_batch_scores_jit(
             jax.tree_util.tree_map(jnp.asarray, params),
             jax.tree_util.tree_map(jnp.asarray, batch),
             jnp.asarray(mask, jnp.float64),
         ))
+
+
+def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list[float]:
+    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics.
+
+    Args:
+        config: supplies the six switches (and ``enable_lexical``).
+        batch: the recall batch.
+
+    Returns:
+        The mask as a list of floats.
+    """
+    mask = config.signal_mask()
+    if batch.lexical is not None:
+        mask.append(1.0 if config.enable_lexical else 0.0)
+    return mask
 
 
 def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
@@ -345,7 +363,7 @@ def fit(
             data=jax.tree_util.tree_map(jnp.asarray, batch),
             fit_weight=jnp.asarray(fit_mask, jnp.float64),
             val_weight=jnp.asarray(val_mask, jnp.float64),
-            signal_mask=jnp.asarray(cfg.signal_mask(), jnp.float64),
+            signal_mask=jnp.asarray(batch_signal_mask(cfg, batch), jnp.float64),
             temperature=jnp.asarray(temperature, jnp.float64),
             l2=jnp.asarray(l2, jnp.float64),
         )
@@ -515,12 +533,14 @@ class CVResult:
         default_metrics: engine-replay metrics of the starting configuration.
         fold_metrics: per fold, out-of-fold metrics.
         results: the out-of-fold per-query results.
+        chosen: per fold, what the selection chose (model name or hyper-parameters).
     """
 
     metrics: dict[str, Any]
     default_metrics: dict[str, Any]
     fold_metrics: list[dict[str, Any]]
     results: list[QueryResult]
+    chosen: list[Any] = field(default_factory=list)
 
 
 def cross_validate(
@@ -532,7 +552,9 @@ def cross_validate(
     seed: int = 0,
     progress: bool = False,
     batch: tuple[RecallBatch, RecallInfo] | None = None,
-    select: bool = True,
+    select: bool | str = True,
+    affect: ReplayAffect | None = None,
+    lexical: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -549,30 +571,179 @@ def cross_validate(
         seed: fold assignment seed.
         progress: progress bars.
         batch: a prebuilt ``(batch, info)`` for ``data`` (built when None).
-        select: choose ``l2``/``temperature`` inside each fold by inner CV
-            (:func:`fit_auto`, nested CV); False uses ``fit_kwargs`` as given.
-        **fit_kwargs: passed to :func:`fit` / :func:`fit_auto`.
+        select: ``True``: choose ``l2``/``temperature`` inside each fold by inner CV
+            (:func:`fit_auto`, nested CV); ``"model"``: choose the model inside each
+            fold by inner CV (:func:`select_model`: default, cosine, fitted variants);
+            False uses ``fit_kwargs`` as given.
+        affect: unlabelled events and queries (default: estimated when needed).
+        lexical: capture lexical statistics when building the batch (full-bank
+            candidates), so lexical models can be fitted.
+        **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
         :class:`CVResult`.
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    rb, info = batch if batch is not None else build_recall_batch(data, embedder, cfg)
+    settings = affect if affect is not None else ReplayAffect.prepare(data)
+    rb, info = batch if batch is not None else build_recall_batch(
+        data, embedder, cfg, lexical=lexical, affect=settings
+    )
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     scen = np.asarray(rb.scenario)
     oof: list[QueryResult] = []
     per_fold: list[dict[str, Any]] = []
+    chosen: list[Any] = []
     for held in progress_iter(parts, "cv", enabled=progress):
         train_mask = ~np.isin(scen, held)
-        fitter = fit_auto if select else fit
+        fitter = select_model if select == "model" else fit_auto if select else fit
         result = fitter(rb, info, cfg, train_mask=train_mask, seed=seed, **fit_kwargs)
         held_ids = [info.scenario_ids[i] for i in held]
         fold_results = replay_dataset(
-            subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k
+            subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k,
+            affect=settings,
         )
+        chosen.append(result.selection.get("chosen"))
         per_fold.append(summarize(fold_results))
         oof.extend(fold_results)
-    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k))
+    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings))
     return CVResult(
-        metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof
+        metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
+        chosen=chosen,
     )
+
+
+def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
+    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7.
+
+    Args:
+        config: the template (non-scoring fields are kept).
+
+    Returns:
+        A config whose pass-2 order is the plain cosine order of the candidates.
+    """
+    gates = config.retrieval.adaptive_weights_config.model_copy(update={
+        "negative_mood_strength": 0.0, "high_arousal_strength": 0.0, "calm_strength": 0.0,
+    })
+    retrieval = config.retrieval.model_copy(update={
+        "base_weights": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], "adaptive_weights_config": gates,
+        "lexical_weight": 0.0, "query_classifier": None,
+    })
+    return config.model_copy(update={"retrieval": retrieval})
+
+
+def candidate_models(
+    config: EmotionalMemoryConfig, lexical: bool
+) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
+    """The models :func:`select_model` chooses among: name -> (start config, trainable).
+
+    ``trainable`` None means the config is used as it is (no fit).
+
+    * ``default``: ``config`` unchanged;
+    * ``semantic``: cosine only (:func:`semantic_only_config`);
+    * ``fitted``: ``config`` with fitted base weights and mood gates;
+    * with lexical statistics, ``lexical``: cosine + BM25 (s7 weight 0.6, b 0.5) with
+      small affective weights, fitting the base weights and s7's weight, k1 and b;
+      and ``lexical_full``: ``config`` + s7 (weight 0.35) fitting base weights, gates,
+      s7 and the per-signal calibration.
+
+    Args:
+        config: the starting configuration.
+        lexical: whether the batch carries lexical statistics.
+
+    Returns:
+        Ordered dict of the candidates.
+    """
+    models: dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]] = {
+        "default": (config, None),
+        "semantic": (semantic_only_config(config), None),
+        "fitted": (config, ("base_weights", "gates")),
+    }
+    if lexical:
+        sem = semantic_only_config(config)
+        lex = sem.model_copy(update={"retrieval": sem.retrieval.model_copy(update={
+            "base_weights": [1.0, 0.01, 0.01, 0.01, 0.01, 0.01],
+            "lexical_weight": 0.6, "lexical_b": 0.5,
+        })})
+        full = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={
+            "lexical_weight": 0.35,
+        })})
+        models["lexical"] = (lex, ("base_weights", "lexical"))
+        models["lexical_full"] = (full, ("base_weights", "gates", "lexical", "calibration"))
+    return models
+
+
+def select_model(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    **fit_kwargs: Any,
+) -> FitResult:
+    """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
+
+    Every candidate is scored out-of-fold on the available scenarios (fitted ones are
+    fitted on the other inner folds), with the batch forward. The best mean top-1
+    wins (ties: MRR, then the earlier candidate, so the unfitted default and cosine
+    win ties). Because the default and plain cosine are candidates, the choice is
+    never worse than the better of them on the inner folds. The winner is then fitted
+    (or taken as is) on every available query.
+
+    Args:
+        batch: the recall batch (with lexical statistics, the lexical models compete).
+        info: its metadata.
+        config: the starting configuration (default: SPEC defaults).
+        folds: inner folds (>= 2; at most the number of available scenarios).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold and split seed.
+        progress: progress bars.
+        **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
+
+    Returns:
+        The :class:`FitResult` of the chosen model; ``result.selection`` holds
+        ``{"chosen": name, "table": [...]}``.
+    """
+    cfg = config if config is not None else EmotionalMemoryConfig()
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    scen = np.asarray(batch.scenario)
+    pool = np.unique(scen[available])
+    perm = np.random.default_rng(seed + 7).permutation(pool)
+    parts = [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    models = candidate_models(cfg, batch.lexical is not None)
+    table: list[dict[str, Any]] = []
+    for name, (start, trainable) in progress_iter(list(models.items()), "select",
+                                                 enabled=progress):
+        top1 = np.zeros(batch.n_queries)
+        rr = np.zeros(batch.n_queries)
+        for held in parts:
+            held_mask = available & np.isin(scen, held)
+            if trainable is None or len(parts) < 2:
+                params = params_from_config(start.retrieval, start.decay)
+            else:
+                params = fit(batch, info, start, trainable=trainable, seed=seed,
+                             train_mask=available & ~held_mask, **fit_kwargs).params
+            per = ranking_metrics(evaluate_batch(params, batch, start), lab, val, info.top_k)
+            top1[held_mask] = per["top1"][held_mask]
+            rr[held_mask] = per["rr"][held_mask]
+        table.append({"model": name, "top1": float(top1[available].mean()),
+                      "mrr": float(rr[available].mean())})
+    best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
+                                                 round(it[1]["mrr"], 9), -it[0]))[1]
+    start, trainable = models[best["model"]]
+    if trainable is None:
+        result = fit(batch, info, start, trainable=("base_weights",), steps=0,
+                     train_mask=train_mask, seed=seed)
+        result.config = start
+    else:
+        result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
+                     seed=seed, **fit_kwargs)
+    result.selection = {"chosen": best["model"], "table": table}
+    return result

@@ -78,6 +78,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
@@ -346,6 +347,8 @@ class InMemoryStore:
         self._reallocations = 0
         self._tx_depth = 0
         self._undo: list[_Undo] = []
+        # Built on first use (lexical_index) and kept in step with every write after.
+        self._lexical: LexicalIndex | None = None
 
     # Views of the tag blocks used as the kernel's columns.
     @property
@@ -601,6 +604,24 @@ class InMemoryStore:
                     out.append(mid)
             return out  # type: ignore[return-value]
 
+    def lexical_index(self) -> LexicalIndex:
+        """The store's inverted index of memory contents (lexical signal s7).
+
+        Built from the live rows on the first call, then kept in step with every
+        save, update, delete and rollback. Callers must hold :meth:`locked` while
+        they read it.
+
+        Returns:
+            The :class:`~emotional_memory.lexical.LexicalIndex`.
+        """
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalIndex.from_pairs(
+                    (self._row_ids[row], self._row_content(row))  # type: ignore[misc]
+                    for row in self._live_row_list()
+                )
+            return self._lexical
+
     def pending_ids(self) -> list[str]:
         """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion
         order (read from the flag column; no memory is rebuilt)."""
@@ -743,6 +764,15 @@ class InMemoryStore:
         return list(range(self._size)) if live is None else live.tolist()
 
     # ------------------------------------------------------------------ records
+
+    def _row_content(self, row: int) -> str:
+        """The content of live ``row`` (compact or kept whole)."""
+        content = self._content[row]
+        if content is not None:
+            return content
+        mid = self._row_ids[row]
+        assert mid is not None
+        return self._whole[mid].content
 
     def _memory_at(self, row: int, keep: bool = False) -> Memory:
         """The memory of live ``row``: a recent or whole object, else rebuilt.
@@ -1304,6 +1334,8 @@ class InMemoryStore:
             self._n_embedded += 1
             if self._special[row]:
                 self._n_special += 1
+        if self._lexical is not None:
+            self._lexical.set(memory_id, self._row_content(row))
 
     def _put(self, memory: Memory) -> None:
         """Insert or replace ``memory``; validates before touching any state."""
@@ -1344,6 +1376,8 @@ class InMemoryStore:
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
         self._write_record(row, memory, compact, lossless)
+        if self._lexical is not None:
+            self._lexical.set(memory_id, memory.content)
 
     def _stores_vector(self, row: int, memory: Memory, vec: np.ndarray | None) -> bool:
         """Whether ``row`` already stores exactly ``memory``'s embedding."""
@@ -1485,6 +1519,8 @@ class InMemoryStore:
         del self._row_of[memory_id]
         self._recent.pop(memory_id, None)
         self._whole.pop(memory_id, None)
+        if self._lexical is not None:
+            self._lexical.discard(memory_id)
         self._valid[row] = False
         self._row_ids[row] = None
         self._content[row] = None

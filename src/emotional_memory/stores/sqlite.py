@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.in_memory import InMemoryStore
 
@@ -334,6 +335,22 @@ class SQLiteStore:
         with self._lock:
             self._connection()
             return self._cache.list_all()
+
+    def lexical_index(self) -> LexicalIndex:
+        """The inverted index of memory contents (lexical signal s7).
+
+        Kept by the in-memory cache, built from the durable ``content`` column when
+        first needed after the file is opened (or refreshed) and updated with every
+        write, in step with the transaction (a rollback reverts it). Values are those
+        of :class:`~emotional_memory.stores.in_memory.InMemoryStore` for the same
+        memories.
+
+        Returns:
+            The :class:`~emotional_memory.lexical.LexicalIndex`.
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.lexical_index()
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5).
