@@ -68,7 +68,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,6 +75,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
+import cachetools
+import ml_dtypes
 import numpy as np
 
 from emotional_memory.lexical import LexicalIndex
@@ -190,14 +191,12 @@ def _aligned_zeros(shape: tuple[int, int], dtype: Any) -> np.ndarray:
 
 def _to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     """Round finite float32 values to bfloat16 (nearest, ties to even); uint16 bits."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
+    return np.ascontiguousarray(values, dtype=np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
 def _from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
     """bfloat16 bits (uint16) to float32, exactly."""
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(bits, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
 
 
 @functools.cache
@@ -321,7 +320,7 @@ class InMemoryStore:
         self._links: list[Any] = []
         self._whole: dict[str, Memory] = {}  # memories kept as objects (odd shapes)
         self._exact: dict[str, np.ndarray] = {}  # float64 embeddings kept aside
-        self._recent: OrderedDict[str, Memory] = OrderedDict()
+        self._recent: cachetools.LRUCache[str, Memory] = cachetools.LRUCache(maxsize=_RECENT)
         self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
         self._dead = 0  # tombstoned rows among the first ``_size``
@@ -783,9 +782,8 @@ class InMemoryStore:
         """
         mid = self._row_ids[row]
         assert mid is not None
-        memory = self._recent.get(mid)
+        memory = self._recent.get(mid)  # a hit becomes the most recently used
         if memory is not None:
-            self._recent.move_to_end(mid)
             return memory
         memory = self._whole.get(mid)
         if memory is not None:
@@ -804,11 +802,7 @@ class InMemoryStore:
         return memory
 
     def _remember(self, memory: Memory) -> None:
-        recent = self._recent
-        recent[memory.id] = memory
-        recent.move_to_end(memory.id)
-        if len(recent) > _RECENT:
-            recent.popitem(last=False)
+        self._recent[memory.id] = memory  # evicts the least recently used
 
     def _exact_row(self, row: int) -> np.ndarray:
         """The stored embedding of ``row`` (which has one) in float64."""
