@@ -196,3 +196,19 @@ def test_engine_persists_and_restores_through_redis(redis_url: str) -> None:
     finally:
         state_store.clear()
         state_store.close()
+
+
+def test_readme_redis_example_runs(redis_url: str) -> None:
+    from readme_blocks import integration_examples
+
+    code = integration_examples()["emotional_memory.state_stores.redis"]
+    assert "redis://127.0.0.1:6379/0" in code
+    namespace: dict[str, object] = {}
+    exec(code.replace("redis://127.0.0.1:6379/0", redis_url), namespace)
+    states = namespace["states"]
+    assert isinstance(states, RedisAffectiveStateStore)
+    loaded = states.load()
+    assert loaded is not None
+    assert loaded.snapshot() == namespace["engine"].get_state().snapshot()  # type: ignore[attr-defined]
+    states.clear()
+    states.close()
