@@ -96,6 +96,15 @@ def _wants_lexical(args: argparse.Namespace) -> bool:
     return "lexical" in args.trainable
 
 
+def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
+    kwargs: dict[str, Any] = {"steps": args.steps}
+    for key in ("l2", "temperature"):
+        if getattr(args, key) is not None:
+            kwargs[key] = getattr(args, key)
+    return kwargs
+
+
 def _fit_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     """Keyword arguments for fit / fit_auto, and whether to run selection.
 
@@ -145,7 +154,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet,
                                      lexical=_wants_lexical(args), affect=affect)
     if args.trainable is None:
-        result = select_model(batch, info, start, progress=not args.quiet, steps=args.steps)
+        result = select_model(batch, info, start, progress=not args.quiet,
+                              **_select_kwargs(args))
     else:
         kwargs, select = _fit_kwargs(args)
         if select:
@@ -203,7 +213,7 @@ def cmd_cv(args: argparse.Namespace) -> int:
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:
-        kwargs: dict[str, Any] = {"steps": args.steps}
+        kwargs: dict[str, Any] = _select_kwargs(args)
         select = "model"
     else:
         kwargs, select = _fit_kwargs(args)

@@ -813,10 +813,12 @@ class EmotionalMemory:
         else:
             candidates = self.store.list_all()
         lexical = None
-        if derived.lexical_on:
+        if derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical):
             candidates, lexical = self._lexical_candidates(
                 query, candidates, limit, full=n <= limit or cfg.full_bank_candidates
             )
+            if not derived.lexical_on:  # hybrid candidates, six-signal score
+                lexical = None
         if not candidates:
             weights = _check_weights(self.current_weights(query, now))
             return _Ranking(now=now, plan_now=now, weights=weights)

@@ -156,6 +156,10 @@ class RetrievalConfig(BaseModel):
             :data:`emotional_memory.lexical.ENGLISH_STOP_WORDS`), ``"none"``, or a list.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
+        hybrid_candidates: take the union of the semantic and the lexical shortlists
+            as candidates even while ``lexical_weight`` is 0 (the six-signal score
+            over hybrid candidates; fitting captures these). With s7 on they are
+            always hybrid.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -176,6 +180,7 @@ class RetrievalConfig(BaseModel):
     lexical_b: float = 0.75
     lexical_stop_words: Literal["english", "none"] | list[str] = "english"
     full_bank_candidates: bool = False
+    hybrid_candidates: bool = False
 
     @field_validator("lexical_weight", mode="before")
     @classmethod

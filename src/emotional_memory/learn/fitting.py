@@ -261,31 +261,39 @@ def _objective(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
     return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial), per_query
 
 
-_ADAM = optax.scale_by_adam()
-TRACE_COUNTS: dict[str, int] = {"train_step": 0}
-"""How often the training step was traced (compiled); a benchmark reads it."""
+_OPTIMIZER = optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
+"""Adam whose learning rate lives in the optimiser state, so one compiled training
+step serves every fit and every step of a schedule (set on the host per step)."""
+
+
+def lr_schedule(peak: float, steps: int, floor: float = 0.05) -> optax.Schedule:
+    """The learning-rate schedule of :func:`fit`: cosine decay from ``peak`` to
+    ``floor * peak`` over ``steps`` (:func:`optax.cosine_decay_schedule`).
+
+    Args:
+        peak: initial (peak) learning rate.
+        steps: decay steps (at least 1 is used).
+        floor: final fraction of the peak.
+
+    Returns:
+        An optax schedule ``step -> learning rate``.
+    """
+    return optax.cosine_decay_schedule(peak, decay_steps=max(steps, 1), alpha=floor)
 
 
 @eqx.filter_jit
 def _train_step(
-    u: dict[str, Any], opt_state: Any, learning_rate: jax.Array, p: _Problem
+    u: dict[str, Any], opt_state: Any, p: _Problem
 ) -> tuple[dict[str, Any], Any, jax.Array, jax.Array]:
-    TRACE_COUNTS["train_step"] += 1  # runs at trace time only
     (value, per_query), grads = jax.value_and_grad(_objective, has_aux=True)(u, p)
-    updates, opt_state = _ADAM.update(grads, opt_state, u)
+    updates, opt_state = _OPTIMIZER.update(grads, opt_state, u)
     val_loss = _weighted_mean(per_query, p.val_weight)
-    new_u = jax.tree_util.tree_map(lambda x, g: x - learning_rate * g, u, updates)
-    return new_u, opt_state, value, val_loss
+    return optax.apply_updates(u, updates), opt_state, value, val_loss
 
 
 @eqx.filter_jit
 def _scores(u: dict[str, Any], p: _Problem) -> jax.Array:
     return _per_query(u, p)[1]
-
-
-def _cosine_lr(peak: float, step: int, total: int, floor: float = 0.05) -> float:
-    frac = min(step / max(total, 1), 1.0)
-    return peak * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
 def _split(
@@ -327,7 +335,7 @@ def fit(
         trainable: groups from :data:`emotional_memory.learn.params.GROUPS`.
         temperature: softmax temperature of the listwise loss.
         l2: weight of the L2 pull towards the starting parameters.
-        learning_rate: Adam peak learning rate (cosine decay over ``steps``).
+        learning_rate: Adam peak learning rate (:func:`lr_schedule` over ``steps``).
         steps: maximum optimisation steps.
         patience: early-stopping patience (steps without validation improvement).
         val_fraction: share of the training scenarios held out for early stopping
@@ -368,13 +376,14 @@ def fit(
             l2=jnp.asarray(l2, jnp.float64),
         )
         u0 = {k: jnp.asarray(v) for k, v in reparam.init().items()}
-        u, opt_state = u0, _ADAM.init(u0)
+        u, opt_state = u0, _OPTIMIZER.init(u0)
+        schedule = lr_schedule(learning_rate, steps)
         best_u, best_val, best_step, since_best = u0, math.inf, 0, 0
         last_good = u0
         history: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
         for i in progress_iter(range(steps), "fit", enabled=progress):
-            lr = jnp.asarray(_cosine_lr(learning_rate, i, steps), jnp.float64)
-            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, lr, problem)
+            opt_state.hyperparams["learning_rate"] = jnp.asarray(schedule(i), jnp.float64)
+            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, problem)
             if not math.isfinite(float(train_loss)):
                 u = last_good  # diverged: fall back to the last finite-loss parameters
                 break
@@ -745,5 +754,10 @@ def select_model(
     else:
         result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
+        if batch.lexical is not None:  # ranked as it was fitted: over hybrid candidates
+            result.config = result.config.model_copy(update={
+                "retrieval": result.config.retrieval.model_copy(
+                    update={"hybrid_candidates": True})
+            })
     result.selection = {"chosen": best["model"], "table": table}
     return result

@@ -229,6 +229,7 @@ def build_recall_batch(
     top_k: int | None = None,
     progress: bool = False,
     lexical: bool = False,
+    full_bank: bool = False,
     affect: ReplayAffect | None = None,
 ) -> tuple[RecallBatch, RecallInfo]:
     """Replay every scenario through the engine and capture what the ranker saw.
@@ -240,8 +241,11 @@ def build_recall_batch(
         top_k: results per query (default: the dataset's ``default_top_k`` or 2).
         progress: draw a progress bar.
         lexical: also capture the term statistics of the lexical signal s7; the
-            replay then ranks every memory of the store (full-bank candidates), so
-            a fit sees the memories the semantic shortlist would miss.
+            replay then ranks hybrid candidates (the semantic and the lexical
+            shortlists, ``hybrid_candidates``), so a fit sees the memories the
+            semantic shortlist misses, as the engine with s7 on does.
+        full_bank: rank every memory of the store at each query
+            (``full_bank_candidates``).
         affect: unlabelled events and queries (default: estimated when needed,
             :meth:`ReplayAffect.prepare`).
 
@@ -250,10 +254,11 @@ def build_recall_batch(
     """
     k = int(top_k if top_k is not None else data.get("default_top_k", 2))
     cfg = config if config is not None else EmotionalMemoryConfig()
-    if lexical:
-        cfg = cfg.model_copy(update={
-            "retrieval": cfg.retrieval.model_copy(update={"full_bank_candidates": True})
-        })
+    if lexical or full_bank:
+        cfg = cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(update={
+            "hybrid_candidates": cfg.retrieval.hybrid_candidates or lexical,
+            "full_bank_candidates": cfg.retrieval.full_bank_candidates or full_bank,
+        })})
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     factory = default_engine_factory(cfg)
     captured: list[_Captured] = []
