@@ -180,7 +180,7 @@ def test_timeout_is_applied_and_retried(server: FakeOpenAI) -> None:
 def test_timeout_exhausts_retries(server: FakeOpenAI) -> None:
     server.replies += [Reply(body=completion("late"), delay=1.0) for _ in range(2)]
     llm = HttpxLLM(cfg(server, timeout_seconds=0.2, max_retries=1))
-    with pytest.raises(RuntimeError, match="Timeout"):
+    with pytest.raises(RuntimeError, match=r"transport failed.*Timeout"):
         llm("p", SCHEMA)
     llm.close()
 
@@ -207,7 +207,7 @@ def test_connection_refused_is_retried_then_raises() -> None:
         api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, backoff_seconds=0
     )
     llm = HttpxLLM(config)
-    with pytest.raises(RuntimeError, match="after 3 attempt"):
+    with pytest.raises(RuntimeError, match="LLM transport failed after 3 attempt"):
         llm("p", SCHEMA)
     assert llm.attempts == 3
     llm.close()

@@ -117,6 +117,9 @@ def test_snapshot_dict_is_accepted(store: RedisAffectiveStateStore) -> None:
     store.save(state.snapshot())
     loaded = store.load()
     assert loaded is not None and loaded.snapshot() == state.snapshot()
+    assert store.load_snapshot() == state.snapshot()
+    store.clear()
+    assert store.load_snapshot() is None
 
 
 def test_save_replaces_and_clear_deletes(store: RedisAffectiveStateStore) -> None:

@@ -7,6 +7,7 @@ import io
 import json
 import logging
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -84,30 +85,70 @@ def test_engine_emits_spans(exporter: InMemorySpanExporter) -> None:
 
     em = EmotionalMemory(InMemoryStore(), HashingEmbedder())
     em.encode("We won the championship after a long season")
-    em.encode_batch(["A quiet walk in the park", "The exam went badly"])
-    em.retrieve("championship", top_k=2)
-    em.retrieve_with_explanations("park", top_k=1)
+    em.encode_batch(["A quiet walk in the park", "The exam went badly", "Rain all day"])
+    em.observe("The assistant said something kind")
+    em.retrieve("championship", top_k=1)  # 4 memories > 1 * 3: store search
+    em.retrieve_with_explanations("park", top_k=2)
+    with contextlib.suppress(Exception):
+        em.elaborate("no-such-id")
     em.prune(threshold=0.0)
     spans = exporter.get_finished_spans()
-    names = [s.name for s in spans]
-    for name in ("encode", "encode_batch", "retrieve", "retrieve_with_explanations", "prune"):
-        assert f"emotional_memory.{name}" in names
-    assert names.count("emotional_memory.embed") >= 4  # encode, batch, two queries
+    by_name: dict[str, list[Any]] = {}
+    for s in spans:
+        by_name.setdefault(s.name, []).append(s)
+    for name in (
+        "encode",
+        "encode_batch",
+        "observe",
+        "retrieve",
+        "retrieve_with_explanations",
+        "elaborate",
+        "prune",
+        "store.search_by_embedding",
+    ):
+        assert f"emotional_memory.{name}" in by_name, name
+    assert len(by_name["emotional_memory.embed"]) >= 4  # encode, batch, two queries
+
+    def attrs(name: str) -> dict[str, Any]:
+        return dict(by_name[f"emotional_memory.{name}"][0].attributes or {})
+
+    assert attrs("encode") == {"content_length": 43}
+    assert attrs("encode_batch") == {"batch_size": 3}
+    assert attrs("observe") == {"content_length": 33}
+    assert attrs("retrieve") == {"query_length": 12, "top_k": 1, "store_size": 4}
+    assert attrs("retrieve_with_explanations")["top_k"] == 2
+    assert attrs("store.search_by_embedding") == {"limit": 3}
+    assert attrs("elaborate") == {"memory_id": "no-such-id"}
+    assert attrs("prune") == {"threshold": 0.0}
     by_id = {s.context.span_id: s for s in spans}
-    # embed spans are children of the operation that embedded
+    # embed and store-search spans are children of the operation that did them
     parents = {
-        by_id[s.parent.span_id].name
+        (s.name, by_id[s.parent.span_id].name)
         for s in spans
-        if s.name == "emotional_memory.embed" and s.parent is not None
+        if s.parent is not None and s.parent.span_id in by_id
     }
-    assert {"emotional_memory.encode", "emotional_memory.encode_batch"} <= parents
+    assert ("emotional_memory.embed", "emotional_memory.encode") in parents
+    assert ("emotional_memory.embed", "emotional_memory.encode_batch") in parents
+    assert ("emotional_memory.embed", "emotional_memory.retrieve") in parents
+    assert (
+        "emotional_memory.store.search_by_embedding",
+        "emotional_memory.retrieve",
+    ) in parents
     batch_embed = [
-        s
-        for s in spans
-        if s.name == "emotional_memory.embed" and s.attributes and "count" in s.attributes
+        s for s in by_name["emotional_memory.embed"] if s.attributes and "count" in s.attributes
     ]
     assert batch_embed and batch_embed[0].attributes is not None
-    assert batch_embed[0].attributes["count"] == 2
+    assert batch_embed[0].attributes["count"] == 3
+
+
+def test_traced_skips_attributes_of_bad_input(exporter: InMemorySpanExporter) -> None:
+    @telemetry.traced("emotional_memory.t", size=("items", len))
+    def f(items: Any) -> int:
+        return 1
+
+    assert f(None) == 1 and f([1, 2]) == 1
+    first, second = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == {} and dict(second.attributes or {}) == {"size": 2}
 
 
 def test_engine_error_marks_span(exporter: InMemorySpanExporter) -> None:

@@ -69,7 +69,7 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
-from emotional_memory.telemetry import traced, traced_span
+from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
@@ -521,7 +521,7 @@ class EmotionalMemory:
                 out.append(self._link(memory, candidates))
         return out
 
-    @traced("emotional_memory.encode")
+    @traced("emotional_memory.encode", content_length=("content", len))
     def encode(
         self,
         content: str,
@@ -562,7 +562,7 @@ class EmotionalMemory:
         stored = self.store.get(memory.id)
         return stored if stored is not None else memory
 
-    @traced("emotional_memory.encode_batch")
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -629,6 +629,7 @@ class EmotionalMemory:
         self._adopt(state)
         return [self._stored(m) for m in out]
 
+    @traced("emotional_memory.observe", content_length=("content", len))
     def observe(
         self,
         content: str | None = None,
@@ -656,6 +657,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ elaboration
 
+    @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
     def elaborate(self, memory_id: str) -> Memory:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
@@ -809,7 +811,8 @@ class EmotionalMemory:
         limit = top_k * cfg.candidate_multiplier
         derived = self._derived()
         if n > limit and not cfg.full_bank_candidates:
-            candidates = self.store.search_by_embedding(embedding or [], limit)
+            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
+                candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
         lexical = None
@@ -926,7 +929,7 @@ class EmotionalMemory:
                 self.store.update(m)
         return updated
 
-    @traced("emotional_memory.retrieve")
+    @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
     def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
@@ -944,7 +947,7 @@ class EmotionalMemory:
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
-    @traced("emotional_memory.retrieve_with_explanations")
+    @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
@@ -1117,7 +1120,7 @@ class EmotionalMemory:
     def __len__(self) -> int:
         return len(self.store)
 
-    @traced("emotional_memory.prune")
+    @traced("emotional_memory.prune", threshold=("threshold", float))
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 

@@ -330,6 +330,7 @@ class HttpxLLM:
         payload = build_openai_compatible_payload(prompt, json_schema, config)
         delay = config.backoff_seconds
         last_error = ""
+        transport_failed = False
         for attempt in range(config.max_retries + 1):
             with self._lock:
                 self.attempts += 1
@@ -338,7 +339,9 @@ class HttpxLLM:
                 response = self._client.post(url, json=payload)
             except httpx.TransportError as exc:  # connect/read timeouts, resets, ...
                 last_error = f"{type(exc).__name__}: {exc}"
+                transport_failed = True
             else:
+                transport_failed = False
                 if response.status_code < 400:
                     return self._content(response)
                 detail = response.text.strip().replace("\n", " ")[:300]
@@ -349,8 +352,9 @@ class HttpxLLM:
             if attempt < config.max_retries:
                 time.sleep(min(_MAX_BACKOFF_SECONDS, delay if wait is None else wait))
                 delay *= 2
+        what = "transport" if transport_failed else "request"
         raise RuntimeError(
-            f"LLM request failed after {config.max_retries + 1} attempt(s) "
+            f"LLM {what} failed after {config.max_retries + 1} attempt(s) "
             f"({self._context()}): {last_error}"
         )
 
@@ -365,12 +369,13 @@ class HttpxLLM:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise RuntimeError(
-                f"LLM response has no choices[0].message.content ({self._context()}): "
+                f"LLM response did not contain choices[0].message.content ({self._context()}): "
                 f"{str(data)[:300]}"
             ) from exc
         if not isinstance(content, str):
             raise RuntimeError(
-                f"LLM response content is {type(content).__name__}, not str ({self._context()})"
+                f"LLM response content was not a string ({self._context()}, "
+                f"type={type(content).__name__})"
             )
         return content
 
@@ -394,6 +399,9 @@ class HttpxLLM:
 
     def __repr__(self) -> str:
         return f"HttpxLLM(model={self._config.model!r}, base_url={self._config.base_url!r})"
+
+
+_HttpxLLM = HttpxLLM  # the original library's (private) name
 
 
 def make_httpx_llm(config: OpenAICompatibleLLMConfig) -> LLMCallable:

@@ -6,8 +6,11 @@ named ``"emotional_memory"`` of the global tracer provider (configure your own
 (:class:`contextlib.nullcontext`). A body that raises records the exception on the
 span and sets its status to ERROR, then the exception propagates.
 
-The engine emits ``emotional_memory.encode``, ``.encode_batch``, ``.retrieve``,
-``.retrieve_with_explanations``, ``.embed`` and ``.prune`` spans.
+The engine emits ``emotional_memory.encode`` / ``.encode_batch`` / ``.observe``
+(``content_length`` / ``batch_size``), ``.retrieve`` / ``.retrieve_with_explanations``
+(``query_length``, ``top_k``, ``store_size``), ``.embed``,
+``.store.search_by_embedding`` (``limit``), ``.elaborate`` (``memory_id``) and
+``.prune`` (``threshold``) spans, as the original library does.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
-__all__ = ["TRACER_NAME", "traced", "traced_span"]
+__all__ = ["RETRIEVE_ATTRIBUTES", "TRACER_NAME", "AttributeRule", "traced", "traced_span"]
 
 TRACER_NAME = "emotional_memory"
 """Instrumentation scope name of every span this package emits."""
@@ -91,25 +95,61 @@ def traced_span(
     return span_cm
 
 
-def traced(name: str) -> Callable[[_F], _F]:
+AttributeRule = tuple[str, Callable[[Any], Any]]
+"""``(parameter name, function of its value)``: how :func:`traced` derives an attribute."""
+
+
+RETRIEVE_ATTRIBUTES: dict[str, AttributeRule] = {
+    "query_length": ("query", len),
+    "top_k": ("top_k", int),
+    "store_size": ("self", lambda engine: len(engine.store)),
+}
+"""The attributes of the engine's retrieval spans."""
+
+
+def traced(name: str, **attributes: AttributeRule) -> Callable[[_F], _F]:
     """Decorator: run every call of the function inside ``traced_span(name)``.
 
     The wrapped function keeps its name, docstring and signature; when OpenTelemetry
-    is not installed it is called directly.
+    is not installed it is called directly. Attributes are computed only for spans
+    that record (a configured SDK), and one that cannot be computed (bad input the
+    function itself will reject) is left out.
 
     Args:
         name: Span name.
+        **attributes: ``attribute=(parameter, function)``, e.g.
+            ``content_length=("content", len)``.
 
     Returns:
         The decorator.
     """
 
     def decorate(fn: _F) -> _F:
+        signature = inspect.signature(fn)
+        rules = dict(attributes)
+
+        def span_attributes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError:
+                return {}
+            bound.apply_defaults()
+            out: dict[str, Any] = {}
+            for key, (param, derive) in rules.items():
+                try:
+                    value = derive(bound.arguments[param])
+                except Exception:
+                    continue
+                out[key] = _otel_value(value)
+            return out
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if _get_tracer() is None:
                 return fn(*args, **kwargs)
-            with traced_span(name):
+            with traced_span(name) as span:
+                if rules and span is not None and span.is_recording():
+                    span.set_attributes(span_attributes(args, kwargs))
                 return fn(*args, **kwargs)
 
         return cast(_F, wrapper)

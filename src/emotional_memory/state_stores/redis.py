@@ -128,6 +128,16 @@ class RedisAffectiveStateStore:
             A new :class:`AffectiveState`, or None when nothing is stored (or, when not
             strict, when Redis could not be reached).
         """
+        snapshot = self.load_snapshot()
+        return None if snapshot is None else AffectiveState.restore(snapshot)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict, as :meth:`AffectiveState.snapshot` wrote it.
+
+        Returns:
+            A new dict, or None when nothing is stored (or, when not strict, when Redis
+            could not be reached).
+        """
         try:
             raw = self._client.get(self._key)
         except Exception as exc:
@@ -137,7 +147,8 @@ class RedisAffectiveStateStore:
             return None
         if isinstance(raw, bytes):
             raw = raw.decode("utf-8")
-        return AffectiveState.restore(json.loads(raw))
+        data: dict[str, Any] = json.loads(raw)
+        return data
 
     def clear(self) -> None:
         """Delete the key (nothing happens when it is absent)."""
