@@ -1,10 +1,17 @@
-"""QdrantStore (embedded local mode) and ChromaStore (PersistentClient) against the real
-libraries: the MemoryStore contract as InMemoryStore answers it, persistence, and the
-engine ranking identically over them."""
+"""QdrantStore (embedded local mode) and ChromaStore (PersistentClient, and HttpClient
+against a real local Chroma server) against the real libraries: the MemoryStore
+contract as InMemoryStore answers it, persistence, and the engine ranking identically
+over them."""
 
 from __future__ import annotations
 
+import hashlib
 import math
+import shutil
+import socket
+import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,11 +43,74 @@ def _chroma(path: Path | None) -> Any:
     return ChromaStore(path=path) if path is not None else ChromaStore(collection_name="eph")
 
 
-FACTORIES: dict[str, Callable[[Path | None], Any]] = {"qdrant": _qdrant, "chroma": _chroma}
+_CHROMA_SERVER: dict[str, Any] = {}
+
+
+def _chroma_http(path: Path | None) -> Any:
+    """A ChromaStore over HttpClient, against the test's local `chroma run` server."""
+    from emotional_memory.stores.chroma import ChromaStore
+
+    name = "c" + hashlib.sha1(str(path).encode()).hexdigest()[:16]  # one per test path
+    return ChromaStore(host="127.0.0.1", port=_CHROMA_SERVER["port"], collection_name=name)
+
+
+FACTORIES: dict[str, Callable[[Path | None], Any]] = {
+    "qdrant": _qdrant,
+    "chroma": _chroma,
+    "chroma-http": _chroma_http,
+}
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A real Chroma server (`chroma run`, shipped with chromadb) on a free local port."""
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
+    import chromadb
+
+    cli = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    if not Path(cli).exists():
+        pytest.skip("the chroma CLI (chromadb's server) is not installed")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen(
+        [
+            cli,
+            "run",
+            "--path",
+            str(tmp_path_factory.mktemp("chroma-server")),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
+                break
+            except Exception:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("chroma server did not start") from None
+                time.sleep(0.2)
+        yield port
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 @pytest.fixture(params=sorted(FACTORIES))
 def kind(request: pytest.FixtureRequest) -> str:
+    if request.param == "chroma-http":
+        _CHROMA_SERVER["port"] = request.getfixturevalue("chroma_server")
     return str(request.param)
 
 
