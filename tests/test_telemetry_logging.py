@@ -51,12 +51,13 @@ def test_exception_recorded_and_reraised(exporter: InMemorySpanExporter) -> None
         raise KeyError("missing")
     (finished,) = exporter.get_finished_spans()
     assert finished.status.status_code is StatusCode.ERROR
+    assert finished.status.description == "'missing'"  # str(exc)
     assert [e.name for e in finished.events] == ["exception"]
 
 
 def test_noop_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(telemetry, "_tracer", None)
-    monkeypatch.setattr(telemetry, "_otel_missing", True)
+    monkeypatch.setattr(telemetry, "_otel_unavailable", True)
     cm = telemetry.traced_span("x", {"a": 1})
     assert isinstance(cm, contextlib.nullcontext)
     with cm as span:

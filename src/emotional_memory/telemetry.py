@@ -19,32 +19,33 @@ import contextlib
 import functools
 import importlib
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
 __all__ = ["RETRIEVE_ATTRIBUTES", "TRACER_NAME", "AttributeRule", "traced", "traced_span"]
 
 TRACER_NAME = "emotional_memory"
 """Instrumentation scope name of every span this package emits."""
+_TRACER_NAME = TRACER_NAME
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _tracer: Any | None = None
-_otel_missing = False
+_otel_unavailable = False
 _SCALARS = (str, bool, int, float)
 
 
 def _get_tracer() -> Any | None:
     """The package's tracer, or None when ``opentelemetry`` is not installed."""
-    global _tracer, _otel_missing
+    global _tracer, _otel_unavailable
     if _tracer is not None:
         return _tracer
-    if _otel_missing:
+    if _otel_unavailable:
         return None
     try:
         trace = importlib.import_module("opentelemetry.trace")
     except ImportError:
-        _otel_missing = True
+        _otel_unavailable = True
         return None
     # The global provider may be set later: the API's proxy tracer follows it.
     _tracer = trace.get_tracer(TRACER_NAME)
@@ -53,9 +54,9 @@ def _get_tracer() -> Any | None:
 
 def _reset_tracer_cache() -> None:
     """Forget the cached tracer (tests that install another provider call this)."""
-    global _tracer, _otel_missing
+    global _tracer, _otel_unavailable
     _tracer = None
-    _otel_missing = False
+    _otel_unavailable = False
 
 
 def _otel_value(value: Any) -> Any:
@@ -89,10 +90,22 @@ def traced_span(
     attrs = (
         {k: _otel_value(v) for k, v in attributes.items() if v is not None} if attributes else None
     )
-    span_cm: contextlib.AbstractContextManager[Any] = tracer.start_as_current_span(
-        name, attributes=attrs, record_exception=True, set_status_on_exception=True
-    )
-    return span_cm
+    return _recording_span(tracer, name, attrs)
+
+
+@contextlib.contextmanager
+def _recording_span(tracer: Any, name: str, attrs: dict[str, Any] | None) -> Iterator[Any]:
+    """A current span; an exception is recorded, sets status ERROR(str(exc)), propagates."""
+    with tracer.start_as_current_span(
+        name, attributes=attrs, record_exception=False, set_status_on_exception=False
+    ) as span:
+        try:
+            yield span
+        except Exception as exc:
+            span.record_exception(exc)
+            trace = importlib.import_module("opentelemetry.trace")
+            span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+            raise
 
 
 AttributeRule = tuple[str, Callable[[Any], Any]]

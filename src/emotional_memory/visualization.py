@@ -91,16 +91,23 @@ _DEFAULT_MOODS: dict[str, tuple[float, float]] = {
 }
 
 
-def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
-    """(figure, axes): ``ax`` and its figure, or a new pyplot-free figure."""
-    if ax is not None:
-        return ax.figure, ax
+def _require_matplotlib() -> None:
+    """Raise a helpful ImportError when matplotlib (extra ``viz``) is missing."""
     try:
-        from matplotlib.figure import Figure
+        import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ImportError(
             "visualization needs matplotlib: pip install 'emotional-memory-jax[viz]'"
         ) from exc
+
+
+def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
+    """(figure, axes): ``ax`` and its figure, or a new pyplot-free figure."""
+    _require_matplotlib()
+    if ax is not None:
+        return ax.figure, ax
+    from matplotlib.figure import Figure
+
     fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot(1, 1, 1, projection="polar" if polar else None)
 

@@ -73,6 +73,15 @@ def store_all_messages(message: BaseMessage) -> MessageHandlingMode:
     return "store"
 
 
+def _is_control_message(content: str) -> bool:
+    """Whether ``content`` is a ``recall`` / ``remember`` command rather than an event."""
+    first = content.strip().lower().split(maxsplit=1)
+    return bool(first) and first[0] in _COMMAND_WORDS
+
+
+_coerce_content = _text
+
+
 def recommended_conversation_policy(message: BaseMessage) -> MessageHandlingMode:
     """Policy for an agent that remembers what the user says.
 
@@ -89,8 +98,7 @@ def recommended_conversation_policy(message: BaseMessage) -> MessageHandlingMode
     if isinstance(message, AIMessage):
         return "state_only"
     if isinstance(message, HumanMessage):
-        first = _text(message).strip().lower().split(maxsplit=1)
-        return "ignore" if first and first[0] in _COMMAND_WORDS else "store"
+        return "ignore" if _is_control_message(_text(message)) else "store"
     return "ignore"
 
 
