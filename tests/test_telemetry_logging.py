@@ -215,3 +215,35 @@ def test_json_formatter_is_one_line() -> None:
     record = logging.makeLogRecord({"msg": "a\nb", "levelname": "INFO", "name": "n"})
     out = JsonFormatter().format(record)
     assert "\n" not in out and json.loads(out)["message"] == "a\nb"
+
+
+def test_global_tracer_provider_set_after_import() -> None:
+    """As the original documents: set the global provider, then engine calls emit spans."""
+    import subprocess
+    import sys
+
+    script = """
+import emotional_memory.engine  # imported (and telemetry cached) before the provider
+from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory.embedders import HashingEmbedder
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+em = EmotionalMemory(InMemoryStore(), HashingEmbedder())
+em.encode("before the provider")
+provider = TracerProvider()
+exporter = InMemorySpanExporter()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+em.encode("after the provider")
+em.retrieve("provider", top_k=1)
+print(sorted({s.name for s in exporter.get_finished_spans()}))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=300
+    ).stdout
+    assert out.strip() == str(
+        ["emotional_memory.embed", "emotional_memory.encode", "emotional_memory.retrieve"]
+    )
