@@ -83,6 +83,14 @@ def test_mem0_add_get_search_delete_shapes() -> None:
     assert m.search("anything", user_id="nobody")["results"] == []
     assert [r["memory"] for r in m.get_all(user_id="bob")["results"]] == EVENTS[1:]
     assert len(m.get_all(user_id="bob", limit=2)["results"]) == 2
+    assert m.update(added["id"], "user: a quiet wedding") == {
+        "message": "Memory updated successfully!"
+    }
+    updated = m.get(added["id"])
+    assert updated is not None and updated["memory"] == "user: a quiet wedding"
+    assert updated["metadata"]["user_id"] == "alice"
+    with pytest.raises(KeyError):
+        m.update("no-such-id", "x")
     assert m.delete(added["id"]) == {"message": "Memory deleted successfully!"}
     assert m.get(added["id"]) is None
     assert m.delete_all(user_id="bob") == {"message": "Memory deleted successfully!"}

@@ -1,7 +1,7 @@
 """A facade with mem0's ``Memory`` API over :class:`~emotional_memory.engine.EmotionalMemory`.
 
-Code written against mem0 (``add`` / ``search`` / ``get`` / ``get_all`` / ``delete`` /
-``delete_all`` / ``reset``) can use emotional memory by swapping the object: the
+Code written against mem0 (``add`` / ``search`` / ``get`` / ``get_all`` / ``update`` /
+``delete`` / ``delete_all`` / ``reset``) can use emotional memory by swapping the object: the
 results have mem0's dict shapes (``{"results": [...]}``). Memories are stored
 verbatim (mem0's LLM fact extraction is not reproduced); each carries ``user_id`` (and
 ``agent_id`` / ``run_id`` when given) in its metadata, which scopes every call.
@@ -17,10 +17,18 @@ from typing import Any
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.models import Memory
 
-__all__ = ["DELETED_MESSAGE", "EmotionalMemoryMem0Backend", "messages_to_content"]
+__all__ = [
+    "DELETED_MESSAGE",
+    "UPDATED_MESSAGE",
+    "EmotionalMemoryMem0Backend",
+    "messages_to_content",
+]
 
 DELETED_MESSAGE = "Memory deleted successfully!"
 """The ``message`` mem0 returns from ``delete`` and ``delete_all``."""
+
+UPDATED_MESSAGE = "Memory updated successfully!"
+"""The ``message`` mem0 returns from ``update``."""
 
 _SEARCH_OVERFETCH = 4
 _SEARCH_MIN_FETCH = 40
@@ -211,6 +219,22 @@ class EmotionalMemoryMem0Backend:
         conditions = self._scope(user_id, agent_id, run_id)
         chosen = [m for m in self._em.list_all() if self._matches(m, conditions)]
         return {"results": [_item(m) for m in chosen[: max(0, limit)]]}
+
+    def update(self, memory_id: str, data: str) -> dict[str, Any]:
+        """Replace a memory's text (re-embedded; its affective tag is kept).
+
+        Args:
+            memory_id: The memory's id.
+            data: The new text.
+
+        Returns:
+            ``{"message": "Memory updated successfully!"}``.
+
+        Raises:
+            KeyError: When no memory has this id.
+        """
+        self._em.update_memory(memory_id, content=data)
+        return {"message": UPDATED_MESSAGE}
 
     def delete(self, memory_id: str) -> dict[str, Any]:
         """Delete one memory (absent ids are ignored, as in mem0).
