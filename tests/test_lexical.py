@@ -308,16 +308,8 @@ def test_bm25_and_signal_match_oracle(case: Any) -> None:
     assert got_p[N_CAND:].tolist() == [0.0] * PAD_ROWS
 
 
-ON_CPU = jax.default_backend() == "cpu"
 
 
-@pytest.mark.xfail(
-    strict=ON_CPU,
-    reason="BUG: XLA's algebraic simplifier rewrites scores / max(scores) into "
-    "scores * (1 / max), which is not correctly rounded, so the best candidate gets "
-    "0.9999999999999999 instead of the documented 1 (about 15% of random maxima on "
-    "XLA:CPU, eager and jit); see the report",
-)
 def test_best_candidate_scores_exactly_one() -> None:
     # Smallest case hypothesis found: one doc "ant" in a store of 6, k1 = 1, b = 0.
     corpus: list[list[str]] = [["ant"], [], [], [], [], []]
@@ -600,11 +592,6 @@ def test_hybrid_lexical_signal_relative_to_best_candidate() -> None:
         assert e.breakdown.lexical_weight == ex[0].breakdown.lexical_weight
 
 
-@pytest.mark.xfail(
-    strict=ON_CPU,
-    reason="BUG: s7 of the best lexical match is 0.9999999999999999, not 1 (the plan's "
-    "division by the maximum is rewritten into a multiplication by its reciprocal)",
-)
 def test_engine_best_lexical_match_scores_exactly_one() -> None:
     engine = make_engine(retrieval=RetrievalConfig(lexical_weight=0.5,
                                                    full_bank_candidates=True))
@@ -721,13 +708,6 @@ def test_stores_agree_after_rollback(tmp_path: Path) -> None:
     reopened.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a rolled-back delete re-indexes the memory at the END of the index's "
-    "insertion order (LexicalIndex.discard + set in InMemoryStore._restore), while "
-    "list_all() and a reopened SQLite file keep its original position: tied BM25 "
-    "scores then shortlist in a different order (and a different memory at a tied cut)",
-)
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_rollback_keeps_tie_order(tmp_path: Path, kind: str) -> None:
     mems = [_mem(t, i) for i, t in enumerate(STORE_TEXTS)]
@@ -847,8 +827,8 @@ def test_fitting_batch_scores_equal_engine_pass2(
     batch, info = build_recall_batch(tiny_dataset(), HashingEmbedder(dim=32), config,
                                      lexical=True)
     assert batch.lexical is not None and len(captured) == 3
-    # full-bank capture: every memory of the scenario so far is a candidate
-    assert [len(c) for c in captured] == [4, 4, 4]
+    # hybrid capture: the semantic shortlist plus the lexical one's extras
+    assert all(1 <= len(c) <= 4 for c in captured)
     totals = evaluate_batch(params_from_config(config.retrieval, config.decay), batch, config)
     for q, want in enumerate(captured):
         got = totals[q, : len(want)].tolist()
@@ -924,12 +904,6 @@ def test_lexical_params_round_trip() -> None:
     assert (r.lexical_weight, r.lexical_k1, r.lexical_b) == (0.0, 1.2, 0.75)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor, shared with signal_scale/shift): params_to_config writes the "
-    "lexical fields only when they differ from the defaults, so a template's "
-    "non-default lexical_weight/k1/b wins over default-valued params",
-)
 def test_params_to_config_holds_default_lexical_params() -> None:
     from emotional_memory.decay import DecayConfig
     from emotional_memory.scoring_config import params_from_config, params_to_config

@@ -3,6 +3,7 @@
     python -m training fit      --dataset D.json --embeddings E.npz --out CONFIG.json
     python -m training cv       --dataset D.json --embeddings E.npz --folds 5 --json
     python -m training evaluate --dataset D.json --embeddings E.npz [--config C.json] --json
+    python -m training affect   --emobank EMOBANK.csv --out HEAD.npz   (training/affect.py)
 
 ``--dataset builtin`` (the default) uses the project's own labelled scenarios; without
 ``--embeddings`` the deterministic :class:`HashingEmbedder` embeds the texts. Progress
@@ -305,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
     common(p_ev)
     p_ev.set_defaults(func=cmd_evaluate)
+
+    from training.affect import add_parser as add_affect
+
+    add_affect(sub)
     return parser
 
 

@@ -18,12 +18,19 @@ if TYPE_CHECKING:
     from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
     from emotional_memory.appraisal import (
         AppraisalVector,
+        GenericAppraisalVector,
         KeywordAppraisalEngine,
         KeywordRule,
         LLMAppraisalConfig,
         LLMAppraisalEngine,
         LLMCallable,
         StaticAppraisalEngine,
+    )
+    from emotional_memory.appraisal_schema import (
+        DIRECT_VAD_SCHEMA,
+        SCHERER_CPM_SCHEMA,
+        AppraisalDimension,
+        AppraisalSchema,
     )
     from emotional_memory.async_adapters import (
         SyncToAsyncAppraisalEngine,
@@ -84,6 +91,11 @@ _EXPORTS: dict[str, str] = {
     "AffectiveMomentum": "emotional_memory.affect",
     "CoreAffect": "emotional_memory.affect",
     "AppraisalVector": "emotional_memory.appraisal",
+    "GenericAppraisalVector": "emotional_memory.appraisal",
+    "DIRECT_VAD_SCHEMA": "emotional_memory.appraisal_schema",
+    "SCHERER_CPM_SCHEMA": "emotional_memory.appraisal_schema",
+    "AppraisalDimension": "emotional_memory.appraisal_schema",
+    "AppraisalSchema": "emotional_memory.appraisal_schema",
     "KeywordAppraisalEngine": "emotional_memory.appraisal",
     "KeywordRule": "emotional_memory.appraisal",
     "LLMAppraisalConfig": "emotional_memory.appraisal",
@@ -146,14 +158,18 @@ _EXPORTS: dict[str, str] = {
 __version__ = "0.1.0"
 
 __all__ = [
+    "DIRECT_VAD_SCHEMA",
     "LOCOMO_ROUTING",
     "MAX_PAD_DISTANCE",
     "QUERY_TYPES",
+    "SCHERER_CPM_SCHEMA",
     "AdaptiveWeightsConfig",
     "AffectiveMomentum",
     "AffectiveState",
     "AffectiveStateStore",
+    "AppraisalDimension",
     "AppraisalEngine",
+    "AppraisalSchema",
     "AppraisalVector",
     "AsyncAppraisalEngine",
     "AsyncEmbedder",
@@ -166,6 +182,7 @@ __all__ = [
     "EmotionalMemory",
     "EmotionalMemoryConfig",
     "EmotionalTag",
+    "GenericAppraisalVector",
     "HeuristicQueryClassifier",
     "InMemoryAffectiveStateStore",
     "InMemoryStore",

@@ -21,7 +21,7 @@ import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -36,19 +36,69 @@ from emotional_memory._llm import (
 )
 from emotional_memory._validation import finite
 from emotional_memory.affect import CoreAffect
+from emotional_memory.appraisal_schema import (
+    DIRECT_VAD_SCHEMA,
+    SCHERER_CPM_SCHEMA,
+    AppraisalDimension,
+    AppraisalSchema,
+    GenericAppraisalVector,
+    coerce_appraisal_dimensions,
+    scherer_core_affect,
+)
+
+if TYPE_CHECKING:
+    from emotional_memory.interfaces import AppraisalEngine
+    from emotional_memory.models import consolidation_strength
 
 __all__ = [
     "APPRAISAL_DIMENSIONS",
     "DEFAULT_KEYWORD_RULES",
     "DEFAULT_LLM_SYSTEM_PROMPT",
+    "DIRECT_VAD_SCHEMA",
+    "SCHERER_CPM_SCHEMA",
+    "AppraisalDimension",
+    "AppraisalEngine",
+    "AppraisalSchema",
     "AppraisalVector",
+    "GenericAppraisalVector",
     "KeywordAppraisalEngine",
     "KeywordRule",
     "LLMAppraisalConfig",
     "LLMAppraisalEngine",
     "LLMCallable",
     "StaticAppraisalEngine",
+    "coerce_appraisal_dimensions",
+    "consolidation_strength",
 ]
+
+# Names the original defines in this module but that live elsewhere here; resolved
+# lazily because ``interfaces`` and ``models`` import this module.
+_LAZY: dict[str, str] = {
+    "AppraisalEngine": "emotional_memory.interfaces",
+    "consolidation_strength": "emotional_memory.models",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Resolve the original's names that are defined in other modules (PEP 562).
+
+    Args:
+        name: Attribute name.
+
+    Returns:
+        The object.
+
+    Raises:
+        AttributeError: For unknown names.
+    """
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 
 class AppraisalVector(BaseModel):
@@ -91,21 +141,13 @@ class AppraisalVector(BaseModel):
         return v
 
     def to_core_affect(self) -> CoreAffect:
-        """Project onto PAD space (coefficients of SPEC 8; CoreAffect clamps)."""
-        c = 2.0 * self.coping_potential - 1.0
-        valence = (
-            0.4805 * self.goal_relevance
-            + 0.1862 * self.norm_congruence
-            + 0.1643 * c
-            + 0.0179 * self.novelty
-        )
-        arousal = (
-            0.3694 * abs(self.novelty)
-            + 0.1357 * (1.0 - self.coping_potential)
-            + 0.2208 * self.self_relevance
-            + 0.1399
-        )
-        return CoreAffect(valence=valence, arousal=arousal, dominance=self.coping_potential)
+        """Project onto PAD space (coefficients of SPEC 8; CoreAffect clamps).
+
+        Returns:
+            The ``CoreAffect``; identical to projecting the same five values through
+            :data:`SCHERER_CPM_SCHEMA`.
+        """
+        return scherer_core_affect(self.model_dump())
 
 
 # --------------------------------------------------------------------------- shared helpers
@@ -710,9 +752,7 @@ class LLMAppraisalEngine:
         self._llm = llm
         self._config = config
         self._fallback = config.fallback if config.fallback is not None else AppraisalVector()
-        self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(
-            config.cache_size
-        )
+        self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(config.cache_size)
 
     @property
     def config(self) -> LLMAppraisalConfig:

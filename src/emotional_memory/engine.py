@@ -125,6 +125,23 @@ class _Ranking:
         return plan_from_arrays(self.candidates, self.arrays, self.now, self.query)
 
 
+class _StoreLexicon:
+    """A store's lexical queries under the store's own lock, as a LexicalIndex's names."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """The store's lexical shortlist."""
+        ids: list[str] = self._store.lexical_search(terms, k, k1, b)
+        return ids
+
+    def inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """The store's term statistics of the candidates."""
+        out: LexicalInputs = self._store.lexical_inputs(terms, memory_ids)
+        return out
+
+
 class _ConfigDerived:
     """What the engine derives from one (frozen) config object, computed once.
 
@@ -848,12 +865,12 @@ class EmotionalMemory:
             query=features,
         )
 
-    def _lexical_index(self) -> LexicalIndex:
-        """The store's lexical index, or one built from ``list_all()`` for a plain store."""
-        index_of = getattr(self.store, "lexical_index", None)
-        if callable(index_of):
-            index: LexicalIndex = index_of()
-            return index
+    def _lexical_index(self) -> Any:
+        """What answers lexical queries: the store itself when it keeps a lexical index
+        (``lexical_search`` / ``lexical_inputs`` under its lock), else an index built
+        from ``list_all()`` for a plain store (``search`` / ``inputs``)."""
+        if callable(getattr(self.store, "lexical_search", None)):
+            return _StoreLexicon(self.store)
         return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
 
     def _lexical_candidates(

@@ -71,7 +71,7 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
 
     ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
     and, only when they differ from the identity, ``signal_scale``/``signal_shift``,
-    and only when they differ from the defaults, the :data:`LEXICAL_FIELDS`.
+    and the :data:`LEXICAL_FIELDS`.
 
     Args:
         params: the parameters to read.
@@ -92,9 +92,7 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
     if scale != [1.0] * 6 or shift != [0.0] * 6:
         retrieval["signal_scale"] = scale
         retrieval["signal_shift"] = shift
-    lexical = as_list(params.lexical)
-    if lexical != list(DEFAULT_LEXICAL):
-        retrieval.update(zip(LEXICAL_FIELDS, lexical, strict=True))
+    retrieval.update(zip(LEXICAL_FIELDS, as_list(params.lexical), strict=True))
     decay = dict(zip(DECAY_FIELDS, as_list(params.decay), strict=True))
     return retrieval, decay
 

@@ -97,4 +97,8 @@ def lexical_signal(
     scores = jnp.where(valid, bm25(k1, b, lex), 0.0)
     top = jnp.max(scores)
     ok = top > 0
-    return jnp.where(ok, scores / jnp.where(ok, top, 1.0), 0.0)
+    ratio = scores / jnp.where(ok, top, 1.0)
+    # XLA may compute the division as a product with the reciprocal (not correctly
+    # rounded): the best rows are set to exactly 1, as documented.
+    ratio = jnp.where(scores == top, jnp.ones_like(ratio), ratio)
+    return jnp.where(ok, ratio, 0.0)

@@ -690,6 +690,7 @@ def select_model(
     train_mask: np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
+    tune: bool = True,
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
@@ -699,7 +700,9 @@ def select_model(
     wins (ties: MRR, then the earlier candidate, so the unfitted default and cosine
     win ties). Because the default and plain cosine are candidates, the choice is
     never worse than the better of them on the inner folds. The winner is then fitted
-    (or taken as is) on every available query.
+    (or taken as is) on every available query, with ``l2``/``temperature`` chosen by
+    another inner CV (:func:`fit_auto`) when ``tune`` (values given in ``fit_kwargs``
+    are kept fixed).
 
     Args:
         batch: the recall batch (with lexical statistics, the lexical models compete).
@@ -709,15 +712,17 @@ def select_model(
         train_mask: (Q,) queries available (default: all).
         seed: fold and split seed.
         progress: progress bars.
+        tune: choose the winner's ``l2``/``temperature`` by inner CV.
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
         The :class:`FitResult` of the chosen model; ``result.selection`` holds
-        ``{"chosen": name, "table": [...]}``.
+        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
+    chosen_hyper: dict[str, Any] | None = None
     available = (
         np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
     )
@@ -751,13 +756,21 @@ def select_model(
         result = fit(batch, info, start, trainable=("base_weights",), steps=0,
                      train_mask=train_mask, seed=seed)
         result.config = start
+    elif tune:
+        grid = {k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID}
+        rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
+        result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
+                          seed=seed, grid=grid, inner_folds=folds, **rest)
+        chosen_hyper = result.selection.get("chosen")
     else:
         result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
-        if batch.lexical is not None:  # ranked as it was fitted: over hybrid candidates
-            result.config = result.config.model_copy(update={
-                "retrieval": result.config.retrieval.model_copy(
-                    update={"hybrid_candidates": True})
-            })
+    if trainable is not None and batch.lexical is not None:
+        # ranked as it was fitted: over hybrid candidates
+        result.config = result.config.model_copy(update={
+            "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})
+        })
     result.selection = {"chosen": best["model"], "table": table}
+    if chosen_hyper is not None:
+        result.selection["hyperparameters"] = chosen_hyper
     return result

@@ -79,6 +79,7 @@ import cachetools
 import ml_dtypes
 import numpy as np
 
+from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
@@ -607,8 +608,9 @@ class InMemoryStore:
         """The store's inverted index of memory contents (lexical signal s7).
 
         Built from the live rows on the first call, then kept in step with every
-        save, update, delete and rollback. Callers must hold :meth:`locked` while
-        they read it.
+        save, update and delete (a rollback drops it; the next call rebuilds it).
+        Callers must hold :meth:`locked` while they read it; :meth:`lexical_search`
+        and :meth:`lexical_inputs` do.
 
         Returns:
             The :class:`~emotional_memory.lexical.LexicalIndex`.
@@ -620,6 +622,36 @@ class InMemoryStore:
                     for row in self._live_row_list()
                 )
             return self._lexical
+
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+    ) -> list[str]:
+        """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Up to ``k`` memory ids, best BM25 first.
+        """
+        with self._lock:
+            return self.lexical_index().search(terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates, in candidate order.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
+        """
+        with self._lock:
+            return self.lexical_index().inputs(terms, memory_ids)
 
     def pending_ids(self) -> list[str]:
         """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion
@@ -1255,6 +1287,8 @@ class InMemoryStore:
         """Close a transaction level, undoing every write logged since ``mark``."""
         entries = self._undo[mark:]
         del self._undo[mark:]
+        if entries:  # rebuilt on next use, in the rows' own order (ties keep it)
+            self._lexical = None
         depth = self._tx_depth
         self._tx_depth = 0  # undo operations must not log themselves
         try:
@@ -1328,8 +1362,6 @@ class InMemoryStore:
             self._n_embedded += 1
             if self._special[row]:
                 self._n_special += 1
-        if self._lexical is not None:
-            self._lexical.set(memory_id, self._row_content(row))
 
     def _put(self, memory: Memory) -> None:
         """Insert or replace ``memory``; validates before touching any state."""
