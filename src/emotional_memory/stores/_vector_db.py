@@ -84,8 +84,12 @@ class VectorDBStore(ABC):
         """Read the next sequence number from the database."""
         self._lock = threading.RLock()
         self._dim: int | None = self._stored_dim()
-        records = self._scan(main=True) + self._scan(main=False)
-        self._next_seq = 1 + max((r.seq for r in records), default=-1)
+        self._next_seq = 1 + max(self._max_seq(True), self._max_seq(False))
+
+    def _max_seq(self, main: bool) -> int:
+        """The largest sequence number in a collection (-1 when empty); override to
+        avoid reading whole records."""
+        return max((r.seq for r in self._scan(main)), default=-1)
 
     # ---------------------------------------------------------- backend primitives
 

@@ -170,6 +170,24 @@ class QdrantStore(VectorDBStore):
             if offset is None:
                 return out
 
+    def _max_seq(self, main: bool) -> int:
+        """The largest ``seq``, reading only that payload field."""
+        if not self._exists(main):
+            return -1
+        best = -1
+        offset: Any = None
+        while True:
+            points, offset = self._client.scroll(
+                self._name(main),
+                limit=4 * _PAGE,
+                offset=offset,
+                with_payload=["seq"],
+                with_vectors=False,
+            )
+            best = max([best, *(int(p.payload["seq"]) for p in points)])
+            if offset is None:
+                return best
+
     def _nearest(self, vector: list[float], k: int) -> list[str]:
         if k <= 0:
             return []
