@@ -19,6 +19,7 @@ import contextlib
 import functools
 import importlib
 import inspect
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -52,6 +53,27 @@ def _get_tracer() -> Any | None:
     return _tracer
 
 
+def _live_tracer() -> Any | None:
+    """The tracer when spans can go anywhere, else None (the no-op fast path).
+
+    With OpenTelemetry installed but no tracer provider configured (the API's default
+    proxy provider, or the no-op one), spans would be discarded: skip them entirely.
+    """
+    tracer = _get_tracer()
+    if tracer is None:
+        return None
+    trace = sys.modules.get("opentelemetry.trace")
+    if (
+        trace is not None
+        and isinstance(tracer, trace.ProxyTracer)
+        and isinstance(
+            trace.get_tracer_provider(), (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+        )
+    ):
+        return None
+    return tracer
+
+
 def _reset_tracer_cache() -> None:
     """Forget the cached tracer (tests that install another provider call this)."""
     global _tracer, _otel_unavailable
@@ -82,9 +104,9 @@ def traced_span(
 
     Returns:
         A context manager yielding the span, or a no-op one yielding None when
-        OpenTelemetry is not installed.
+        OpenTelemetry is not installed or no tracer provider is configured.
     """
-    tracer = _get_tracer()
+    tracer = _live_tracer()
     if tracer is None:
         return contextlib.nullcontext(None)
     attrs = (
@@ -158,7 +180,7 @@ def traced(name: str, **attributes: AttributeRule) -> Callable[[_F], _F]:
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if _get_tracer() is None:
+            if _live_tracer() is None:
                 return fn(*args, **kwargs)
             with traced_span(name) as span:
                 if rules and span is not None and span.is_recording():
