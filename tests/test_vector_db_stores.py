@@ -276,3 +276,87 @@ def test_engine_ranks_identically_over_backends(kind: str, tmp_path: Path) -> No
         store.close()
     for exp, res in zip(expected, got, strict=True):
         assert res == exp  # same memories, same order, same scores
+
+
+def _original_layout_memories() -> list[Memory]:
+    return [mem(i, [1.0, float(i), 0.5]) for i in range(3)]
+
+
+def test_qdrant_opens_a_collection_in_the_original_layout(tmp_path: Path) -> None:
+    """The original library's layout, built by hand: unnamed cosine vectors, point id
+    uuid5(NAMESPACE_OID, memory id), payload {"id", "data": Memory JSON}."""
+    pytest.importorskip("qdrant_client")
+    import uuid
+
+    from qdrant_client import QdrantClient, models
+
+    from emotional_memory.stores.qdrant import QdrantStore
+
+    path = tmp_path / "orig-qdrant"
+    client = QdrantClient(path=str(path))
+    client.create_collection(
+        "emotional_memory",
+        vectors_config=models.VectorParams(size=3, distance=models.Distance.COSINE),
+    )
+    old = _original_layout_memories()
+    client.upsert(
+        "emotional_memory",
+        points=[
+            models.PointStruct(
+                id=str(uuid.uuid5(uuid.NAMESPACE_OID, m.id)),
+                vector=m.embedding,
+                payload={"id": m.id, "data": m.model_dump_json()},
+            )
+            for m in old
+        ],
+    )
+    client.close()
+    store = QdrantStore(path=str(path))
+    try:
+        assert len(store) == 3 and store.dim == 3
+        assert {m.id for m in store.list_all()} == {m.id for m in old}
+        assert store.get(old[1].id) == old[1]
+        assert [m.id for m in store.search_by_embedding([1.0, 2.0, 0.5], 1)] == [old[2].id]
+        new = mem(9, [0.0, 1.0, 0.0])
+        store.save(new)
+        assert store.list_all()[-1].id == new.id  # new memories follow the old ones
+        store.update(old[0].model_copy(update={"content": "edited"}))
+        assert store.get(old[0].id).content == "edited"  # type: ignore[union-attr]
+        assert len(store) == 4  # replaced in place, not duplicated
+        assert store.delete(old[2].id) and len(store) == 3
+    finally:
+        store.close()
+
+
+def test_chroma_opens_a_collection_in_the_original_layout(tmp_path: Path) -> None:
+    """The original library's layout, built by hand: id = memory id, document = Memory
+    JSON, metadata {"id"}, collection metadata {"hnsw:space": "cosine", "dim"}."""
+    pytest.importorskip("chromadb")
+    import chromadb
+
+    from emotional_memory.stores.chroma import ChromaStore
+
+    path = tmp_path / "orig-chroma"
+    client = chromadb.PersistentClient(path=str(path))
+    col = client.create_collection(
+        "emotional_memory", metadata={"hnsw:space": "cosine", "dim": "3"}
+    )
+    old = _original_layout_memories()
+    col.upsert(
+        ids=[m.id for m in old],
+        embeddings=[m.embedding for m in old],  # type: ignore[misc]
+        documents=[m.model_dump_json() for m in old],
+        metadatas=[{"id": m.id} for m in old],
+    )
+    store = ChromaStore(path=path)
+    try:
+        assert len(store) == 3 and store.dim == 3
+        assert {m.id for m in store.list_all()} == {m.id for m in old}
+        assert store.get(old[1].id) == old[1]
+        assert [m.id for m in store.search_by_embedding([1.0, 2.0, 0.5], 1)] == [old[2].id]
+        new = mem(9, [0.0, 1.0, 0.0])
+        store.save(new)
+        assert store.list_all()[-1].id == new.id
+        assert store.delete(old[2].id) and len(store) == 3
+    finally:
+        store.close()

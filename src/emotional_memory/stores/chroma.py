@@ -5,9 +5,11 @@
 server (``chromadb.HttpClient``); ``ChromaStore()`` is an in-process ephemeral one.
 Chroma supplies the cosine candidates; the engine scores them in its kernel.
 
-Each memory is one record (id: the memory id) whose metadata holds the memory as
-JSON; no Chroma embedding function is used (the engine's embedder embeds). See
-:mod:`emotional_memory.stores._vector_db` for the contract.
+Each memory is one record (id: the memory id; document: the memory as JSON; metadata:
+``id``, ``seq``, ``novec``); no Chroma embedding function is used (the engine's
+embedder embeds). See :mod:`emotional_memory.stores._vector_db` for the contract.
+Collections written by the original library open as they are (their memories first
+in ``list_all``).
 """
 
 from __future__ import annotations
@@ -98,22 +100,34 @@ class ChromaStore(VectorDBStore):
 
     @staticmethod
     def _records(result: dict[str, Any]) -> list[Record]:
+        # Records written by the original library have the JSON document and only
+        # ``id`` in their metadata: they sort first (seq -1) and have a direction.
         return [
-            Record(str(i), int(meta["seq"]), str(meta["data"]), bool(meta["novec"]))
-            for i, meta in zip(result["ids"], result["metadatas"], strict=True)
+            Record(
+                str(i),
+                int((meta or {}).get("seq", -1)),
+                str(doc),
+                bool((meta or {}).get("novec", False)),
+            )
+            for i, meta, doc in zip(
+                result["ids"], result["metadatas"], result["documents"], strict=True
+            )
         ]
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         self._collections[main].upsert(
             ids=[r.id for r in records],
             embeddings=vectors,
-            metadatas=[{"seq": r.seq, "data": r.data, "novec": r.novec} for r in records],
+            documents=[r.data for r in records],
+            metadatas=[{"id": r.id, "seq": r.seq, "novec": r.novec} for r in records],
         )
 
     def _fetch(self, main: bool, ids: list[str]) -> list[Record]:
         if not ids:
             return []
-        return self._records(self._collections[main].get(ids=ids, include=["metadatas"]))
+        return self._records(
+            self._collections[main].get(ids=ids, include=["metadatas", "documents"])
+        )
 
     def _remove(self, main: bool, ids: list[str]) -> None:
         if ids:
@@ -125,7 +139,9 @@ class ChromaStore(VectorDBStore):
         out: list[Record] = []
         offset = 0
         while True:
-            page = collection.get(where=where, limit=_PAGE, offset=offset, include=["metadatas"])
+            page = collection.get(
+                where=where, limit=_PAGE, offset=offset, include=["metadatas", "documents"]
+            )
             records = self._records(page)
             out.extend(records)
             if len(records) < _PAGE:

@@ -5,9 +5,12 @@ embedded on disk, ``QdrantStore(url=...)`` against a Qdrant server or cluster: t
 way to hold a bank larger than one machine. Qdrant supplies the cosine candidates;
 the engine scores them in its kernel as with any store.
 
-Each memory is one point (id: a UUID derived from the memory id) whose payload holds
-the memory as JSON; see :mod:`emotional_memory.stores._vector_db` for the contract
-(insertion order, exact re-ranking, memories without embeddings).
+Each memory is one point (id: ``uuid5(NAMESPACE_OID, memory id)``) whose payload holds
+``id``, the memory as JSON (``data``), ``seq`` and ``novec``; see
+:mod:`emotional_memory.stores._vector_db` for the contract (insertion order, exact
+re-ranking, memories without embeddings). Collections written by the original library
+(points with only ``id`` and ``data``) open as they are: their memories come first in
+``list_all`` and new ones follow.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["QdrantStore"]
 
-_NAMESPACE = uuid.UUID("6f1c2d1e-6a0b-4d4e-9a55-3d2f0e8b7c11")
+_NAMESPACE = uuid.NAMESPACE_OID
 _PAGE = 512
 _PAYLOAD = ["id", "seq", "data", "novec"]
 
@@ -115,8 +118,13 @@ class QdrantStore(VectorDBStore):
 
     @staticmethod
     def _record(payload: dict[str, Any]) -> Record:
+        # Points written by the original library carry only ``id`` and ``data``: they
+        # sort first (seq -1, in scroll order) and count as having a direction.
         return Record(
-            str(payload["id"]), int(payload["seq"]), str(payload["data"]), bool(payload["novec"])
+            str(payload["id"]),
+            int(payload.get("seq", -1)),
+            str(payload["data"]),
+            bool(payload.get("novec", False)),
         )
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
@@ -184,7 +192,7 @@ class QdrantStore(VectorDBStore):
                 with_payload=["seq"],
                 with_vectors=False,
             )
-            best = max([best, *(int(p.payload["seq"]) for p in points)])
+            best = max([best, *(int(p.payload.get("seq", -1)) for p in points)])
             if offset is None:
                 return best
 
