@@ -255,3 +255,19 @@ print(sorted({s.name for s in exporter.get_finished_spans()}))
     assert lines[2] == str(
         ["emotional_memory.embed", "emotional_memory.encode", "emotional_memory.retrieve"]
     )
+
+
+def test_async_engine_emits_the_same_spans(exporter: InMemorySpanExporter) -> None:
+    import asyncio
+
+    from emotional_memory import AsyncEmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    async def main() -> None:
+        em = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder())
+        await em.encode("A long day at the harbour")
+        await em.retrieve("harbour", top_k=1)
+
+    asyncio.run(main())
+    names = {s.name for s in exporter.get_finished_spans()}
+    assert {"emotional_memory.encode", "emotional_memory.retrieve"} <= names
