@@ -221,3 +221,18 @@ def test_lazy_package_exports() -> None:
     assert "EmotionalMemoryRetriever" in dir(integ)
     with pytest.raises(AttributeError):
         integ.Nope  # noqa: B018
+
+
+def test_retriever_breakdown_carries_the_lexical_signal_when_on() -> None:
+    from emotional_memory.engine import EmotionalMemoryConfig
+
+    config = EmotionalMemoryConfig.model_validate({"retrieval": {"lexical_weight": 0.3}})
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), config=config, clock=Clock())
+    for text in EVENTS:
+        em.encode(text)
+    (doc,) = EmotionalMemoryRetriever(memory=em, top_k=1).invoke("marathon proud")
+    bd = doc.metadata["breakdown"]
+    assert bd["lexical_weight"] == pytest.approx(
+        em.retrieve_with_explanations("marathon proud", top_k=1)[0].breakdown.lexical_weight
+    )
+    assert 0.0 <= bd["lexical_signal"] <= 1.0

@@ -174,3 +174,18 @@ def test_draws_into_given_axes(tmp_path: Path) -> None:
     assert viz.plot_yerkes_dodson(ax=left) is fig
     assert viz.plot_retrieval_radar([0.2] * 6, ax=right) is fig
     _png(fig, tmp_path / "both.png")
+
+
+def test_signal_breakdown_shows_the_lexical_signal_when_on(tmp_path: Path) -> None:
+    config = EmotionalMemoryConfig.model_validate({"retrieval": {"lexical_weight": 0.3}})
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), config=config, clock=Clock())
+    em.encode("The harbour lights at night")
+    em.encode("Lunch with my brother")
+    (exp,) = em.retrieve_with_explanations("harbour lights", top_k=1)
+    assert exp.breakdown.lexical_weight is not None
+    fig = viz.plot_signal_breakdown(exp)
+    _png(fig, tmp_path / "lexical.png")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1] == "Lexical"
+    contributions = [p.get_width() for p in fig.axes[0].containers[2]]
+    assert len(contributions) == 7
+    assert sum(contributions) == pytest.approx(exp.breakdown.total_score)

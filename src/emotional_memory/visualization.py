@@ -707,24 +707,33 @@ def plot_signal_breakdown(
         title: Axes title (default: the memory's content and total score).
 
     Returns:
-        The figure: grouped horizontal bars per signal.
+        The figure: grouped horizontal bars per signal (a seventh, "Lexical", when
+        the opt-in lexical signal s7 took part).
     """
     breakdown = getattr(explanation, "breakdown", explanation)
     raw = [float(getattr(breakdown.raw_signals, f)) for f in _SIGNAL_FIELDS]
     weights = [float(getattr(breakdown.weights, f)) for f in _SIGNAL_FIELDS]
     weighted = [float(getattr(breakdown.weighted_signals, f)) for f in _SIGNAL_FIELDS]
+    labels = list(SIGNAL_LABELS)
+    lexical_weight = getattr(breakdown, "lexical_weight", None)
+    if lexical_weight is not None:  # the opt-in lexical signal s7 took part
+        lexical = float(breakdown.lexical_signal or 0.0)
+        raw.append(lexical)
+        weights.append(float(lexical_weight))
+        weighted.append(float(lexical_weight) * lexical)
+        labels.append("Lexical")
     memory = getattr(explanation, "memory", None)
     if title is None:
         head = f"{memory.content[:40]!r}: " if memory is not None else ""
         title = f"{head}score {float(breakdown.total_score):.3f}"
     fig, axes = _figure(ax, (8.0, 4.5))
-    y = np.arange(6)
+    y = np.arange(len(labels))
     h = 0.27
     axes.barh(y - h, raw, h, label="raw signal", color="#8DA0CB")
     axes.barh(y, weights, h, label="weight", color="#FC8D62")
     axes.barh(y + h, weighted, h, label="contribution", color="#66C2A5")
     axes.set_yticks(y)
-    axes.set_yticklabels(SIGNAL_LABELS)
+    axes.set_yticklabels(labels)
     axes.invert_yaxis()
     axes.axvline(0.0, color="0.6", linewidth=0.8)
     axes.legend(fontsize=8)
