@@ -69,6 +69,7 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
@@ -537,6 +538,7 @@ class EmotionalMemory:
                 out.append(self._link(memory, candidates))
         return out
 
+    @traced("emotional_memory.encode", content_length=("content", len))
     def encode(
         self,
         content: str,
@@ -562,7 +564,8 @@ class EmotionalMemory:
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
         now = self._now()
-        embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(content), "content")
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
@@ -576,6 +579,7 @@ class EmotionalMemory:
         stored = self.store.get(memory.id)
         return stored if stored is not None else memory
 
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -613,7 +617,8 @@ class EmotionalMemory:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
-        raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         # Each raw vector is dropped once cleaned: one copy of the batch at a time.
@@ -641,6 +646,7 @@ class EmotionalMemory:
         self._adopt(state)
         return [self._stored(m) for m in out]
 
+    @traced("emotional_memory.observe", content_length=("content", len))
     def observe(
         self,
         content: str | None = None,
@@ -668,6 +674,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ elaboration
 
+    @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
     def elaborate(self, memory_id: str) -> Memory:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
@@ -815,12 +822,14 @@ class EmotionalMemory:
         n = len(self.store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
-        embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(query), "query")
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
         derived = self._derived()
         if n > limit and not cfg.full_bank_candidates:
-            candidates = self.store.search_by_embedding(embedding or [], limit)
+            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
+                candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
         lexical = None
@@ -937,6 +946,7 @@ class EmotionalMemory:
                 self.store.update(m)
         return updated
 
+    @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
     def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
@@ -954,6 +964,7 @@ class EmotionalMemory:
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
+    @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
@@ -1126,6 +1137,7 @@ class EmotionalMemory:
     def __len__(self) -> int:
         return len(self.store)
 
+    @traced("emotional_memory.prune", threshold=("threshold", float))
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 
