@@ -757,7 +757,9 @@ def select_model(
                      train_mask=train_mask, seed=seed)
         result.config = start
     elif tune:
-        grid = {k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID}
+        grid: dict[str, Sequence[float]] = {
+            k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID
+        }
         rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
         result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
                           seed=seed, grid=grid, inner_folds=folds, **rest)
