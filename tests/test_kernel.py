@@ -884,7 +884,9 @@ def test_float32_params_from_config_dtype() -> None:
 
 def test_default_to_config_dicts_reproduce_spec() -> None:
     retrieval, decay = params_to_config_dicts(default_params())
-    assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES}
+    assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES,
+                         # the opt-in lexical signal: off (weight 0), BM25's usual k1 and b
+                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
                   *decay.values()]:

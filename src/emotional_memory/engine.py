@@ -72,6 +72,7 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
@@ -668,6 +669,7 @@ class EmotionalMemory:
         return out
 
     @_synchronized
+    @traced("emotional_memory.encode", content_length=("content", len))
     def encode(
         self,
         content: str,
@@ -693,7 +695,8 @@ class EmotionalMemory:
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
         now = self._now()
-        embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(content), "content")
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
@@ -706,6 +709,7 @@ class EmotionalMemory:
         return stored if stored is not None else memory
 
     @_synchronized
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -752,7 +756,8 @@ class EmotionalMemory:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
-        raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         # Each raw vector is dropped once cleaned: one copy of the batch at a time.
@@ -781,6 +786,7 @@ class EmotionalMemory:
         return [self._stored(m) for m in out]
 
     @_synchronized
+    @traced("emotional_memory.observe", content_length=("content", len))
     def observe(
         self,
         content: str | None = None,
@@ -809,6 +815,7 @@ class EmotionalMemory:
     # ------------------------------------------------------------------ elaboration
 
     @_synchronized
+    @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
     def elaborate(self, memory_id: str) -> Memory:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
@@ -963,12 +970,14 @@ class EmotionalMemory:
         n = len(self.store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
-        embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(query), "query")
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
         derived = self._derived()
         if n > limit and not cfg.full_bank_candidates:
-            candidates = self.store.search_by_embedding(embedding or [], limit)
+            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
+                candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
         lexical = None
@@ -1097,6 +1106,7 @@ class EmotionalMemory:
         return updated
 
     @_synchronized
+    @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
     def retrieve(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[Memory]:
@@ -1115,6 +1125,7 @@ class EmotionalMemory:
         return self._after_retrieval(winners, ranking.now) if winners else []
 
     @_synchronized
+    @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
     def retrieve_with_explanations(
         self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
     ) -> list[RetrievalExplanation]:
@@ -1303,6 +1314,7 @@ class EmotionalMemory:
         return len(self.store)
 
     @_synchronized
+    @traced("emotional_memory.prune", threshold=("threshold", float))
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 

@@ -216,10 +216,10 @@ class LexicalIndex:
                     if i is not None:
                         tf[i, j] = count
             else:
-                for mid, i in row_of.items():
-                    count = posting.get(mid)
-                    if count:
-                        tf[i, j] = count
+                for mid, row in row_of.items():
+                    hits = posting.get(mid)
+                    if hits:
+                        tf[row, j] = hits
         length = np.zeros((n,), dtype=dtype)
         length[: len(memory_ids)] = [self._lengths.get(mid, 0) for mid in memory_ids]
         n_docs = len(self._lengths)

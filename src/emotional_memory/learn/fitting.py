@@ -136,7 +136,7 @@ def ranking_metrics(
     return {
         "top1": ranked[:, 0].astype(float),
         "hit_at_k": ranked[:, :k].any(axis=-1).astype(float),
-        "rr": np.where(first >= 0, 1.0 / (first + 1.0), 0.0),
+        "rr": np.where(first >= 0, 1.0 / np.maximum(first + 1.0, 1.0), 0.0),
     }
 
 
@@ -757,7 +757,9 @@ def select_model(
                      train_mask=train_mask, seed=seed)
         result.config = start
     elif tune:
-        grid = {k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID}
+        grid: dict[str, Sequence[float]] = {
+            k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID
+        }
         rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
         result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
                           seed=seed, grid=grid, inner_folds=folds, **rest)

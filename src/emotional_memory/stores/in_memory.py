@@ -68,7 +68,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,6 +75,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
+import cachetools
+import ml_dtypes
 import numpy as np
 
 from emotional_memory.kernel.lexical import LexicalInputs
@@ -238,14 +239,12 @@ def _aligned_zeros(shape: tuple[int, int], dtype: Any) -> np.ndarray:
 
 def _to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     """Round finite float32 values to bfloat16 (nearest, ties to even); uint16 bits."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
+    return np.ascontiguousarray(values, dtype=np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
 def _from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
     """bfloat16 bits (uint16) to float32, exactly."""
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(bits, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
 
 
 @functools.cache
@@ -271,9 +270,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             block = jax.lax.bitcast_convert_type(block, jnp.bfloat16)
         return block.astype(jnp.float32)
 
-    def scores(
-        matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int
-    ) -> Any:
+    def scores(matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int) -> Any:
         rows, dim = matrix.shape
         if mode == "float32":
             dots = jnp.matmul(matrix, query, precision=highest)
@@ -316,9 +313,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             jnp.full((n_queries, count), -jnp.inf, jnp.float32),
             jnp.full((n_queries, count), -1, jnp.int32),
         )
-        (values, index), _ = jax.lax.scan(
-            body, init, jnp.arange(rows // chunk, dtype=jnp.int32)
-        )
+        (values, index), _ = jax.lax.scan(body, init, jnp.arange(rows // chunk, dtype=jnp.int32))
         return values, index
 
     return (
@@ -369,7 +364,7 @@ class InMemoryStore:
         self._links: list[Any] = []
         self._whole: dict[str, Memory] = {}  # memories kept as objects (odd shapes)
         self._exact: dict[str, np.ndarray] = {}  # float64 embeddings kept aside
-        self._recent: OrderedDict[str, Memory] = OrderedDict()
+        self._recent: cachetools.LRUCache[str, Memory] = cachetools.LRUCache(maxsize=_RECENT)
         self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
         self._dead = 0  # tombstoned rows among the first ``_size``
@@ -711,8 +706,7 @@ class InMemoryStore:
             ).tolist()
             out = [self._row_ids[r] for r in rows]
             out += [
-                mid for mid, m in self._whole.items()
-                if m.tag.pending_appraisal and mid not in out
+                mid for mid, m in self._whole.items() if m.tag.pending_appraisal and mid not in out
             ]
             if self._whole:
                 out.sort(key=self._row_of.__getitem__)  # type: ignore[arg-type]
@@ -791,6 +785,7 @@ class InMemoryStore:
 
                 def ages_of(ts: np.ndarray) -> np.ndarray:
                     return np.asarray(now_s - ts / 1e6)
+
             if padded:
                 cap = self._capacity
                 take: Any = slice(0, cap)
@@ -804,13 +799,16 @@ class InMemoryStore:
                 live = self._live_rows()
                 take = live if live is not None else slice(0, self._size)
                 row_ids = (
-                    [self._row_ids[r] for r in live.tolist()] if live is not None
+                    [self._row_ids[r] for r in live.tolist()]
+                    if live is not None
                     else list(self._row_ids[: self._size])
                 )
                 valid = np.ones(len(row_ids), dtype=bool)
             dim = self._dim if self._dim is not None else 0
-            matrix = self._public_matrix()[take, :dim] if dim else np.zeros(
-                (len(row_ids), 1), dtype=self._public_matrix().dtype
+            matrix = (
+                self._public_matrix()[take, :dim]
+                if dim
+                else np.zeros((len(row_ids), 1), dtype=self._public_matrix().dtype)
             )
             cols = MemoryColumns(
                 embedding=_readonly(matrix),
@@ -862,9 +860,8 @@ class InMemoryStore:
         """
         mid = self._row_ids[row]
         assert mid is not None
-        memory = self._recent.get(mid)
+        memory = self._recent.get(mid)  # a hit becomes the most recently used
         if memory is not None:
-            self._recent.move_to_end(mid)
             return _private(memory)
         memory = self._whole.get(mid)
         if memory is not None:
@@ -874,20 +871,21 @@ class InMemoryStore:
         else:
             embedding = [] if self._empty[row] else None
         memory = _records.decode_memory(
-            mid, self._content[row],  # type: ignore[arg-type]
-            embedding, self._tagf[row].tolist(), self._tagi[row].tolist(),
-            self._links[row], copy_metadata(self._meta[row]), self._labels,
+            mid,
+            self._content[row],  # type: ignore[arg-type]
+            embedding,
+            self._tagf[row].tolist(),
+            self._tagi[row].tolist(),
+            self._links[row],
+            copy_metadata(self._meta[row]),
+            self._labels,
         )
         if keep:
             self._remember(_private(memory))
         return memory
 
     def _remember(self, memory: Memory) -> None:
-        recent = self._recent
-        recent[memory.id] = memory
-        recent.move_to_end(memory.id)
-        if len(recent) > _RECENT:
-            recent.popitem(last=False)
+        self._recent[memory.id] = memory  # evicts the least recently used
 
     def _exact_row(self, row: int) -> np.ndarray:
         """The stored embedding of ``row`` (which has one) in float64."""
@@ -964,9 +962,7 @@ class InMemoryStore:
             return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
         query_unit = (query / query_norm).astype(np.float32)
         rows, values = self._approximate_top(query_unit, pool_size + 1, last)
-        return self._finish_pooled(
-            query, query_norm, query_unit, k, rows, values, last, pool_size
-        )
+        return self._finish_pooled(query, query_norm, query_unit, k, rows, values, last, pool_size)
 
     def _check_query(self, embedding: Sequence[float]) -> np.ndarray:
         """The query as float64; ValueError on a bad shape or a dimension mismatch."""
@@ -994,9 +990,7 @@ class InMemoryStore:
         end = self._size if last is None else last + 1
         return np.flatnonzero(self._valid[:end] & self._has[:end])
 
-    def _search_exact(
-        self, query: np.ndarray, query_norm: float, k: int, last: int
-    ) -> np.ndarray:
+    def _search_exact(self, query: np.ndarray, query_norm: float, k: int, last: int) -> np.ndarray:
         """The float64 search over the raw matrix (``"float64"`` mode)."""
         rows = self._searchable_rows(last)
         norms = self._norms[rows]
@@ -1178,7 +1172,8 @@ class InMemoryStore:
                 )
             last_row = self._size - 1
             limits = (
-                [last_row] * n_queries if visible_until is None
+                [last_row] * n_queries
+                if visible_until is None
                 else [self._row_of[memory_id] for memory_id in visible_until]
             )
             answers: list[np.ndarray | None] = [None] * n_queries
@@ -1186,8 +1181,12 @@ class InMemoryStore:
             units: list[np.ndarray] = []
             for j, emb in enumerate(embeddings):
                 plain = (
-                    top_k <= 0 or self._n_embedded == 0 or self._dim is None
-                    or self._mode == "float64" or emb is None or len(emb) == 0
+                    top_k <= 0
+                    or self._n_embedded == 0
+                    or self._dim is None
+                    or self._mode == "float64"
+                    or emb is None
+                    or len(emb) == 0
                 )
                 if not plain:
                     query = self._check_query(emb)  # type: ignore[arg-type]
@@ -1201,9 +1200,7 @@ class InMemoryStore:
             if batched:
                 self._finish_batch(embeddings, top_k, limits, batched, units, answers)
             return [
-                [self._memory_at(r) for r in rows.tolist()]
-                for rows in answers
-                if rows is not None
+                [self._memory_at(r) for r in rows.tolist()] for rows in answers if rows is not None
             ]
 
     def _finish_batch(
@@ -1232,12 +1229,28 @@ class InMemoryStore:
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
                 last[: len(block)] = [limits[j] for j in block]
                 values, rows = top_many(
-                    matrix, scale, bias, query_block, last, step=step, count=bucket,
+                    matrix,
+                    scale,
+                    bias,
+                    query_block,
+                    last,
+                    step=step,
+                    count=bucket,
                 )
                 values, rows = np.asarray(values), np.asarray(rows)
                 for i, j in enumerate(block):
-                    self._finish_one(embeddings[j], top_k, limits[j], counts[j], pools[j],
-                                     units[start + i], rows[i], values[i], answers, j)
+                    self._finish_one(
+                        embeddings[j],
+                        top_k,
+                        limits[j],
+                        counts[j],
+                        pools[j],
+                        units[start + i],
+                        rows[i],
+                        values[i],
+                        answers,
+                        j,
+                    )
             return
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
@@ -1255,8 +1268,18 @@ class InMemoryStore:
                 count = min(pools[j] + 1, n)
                 part = np.argpartition(-approx[i], count - 1)[:count]
                 order = part[np.argsort(-approx[i, part], kind="stable")]
-                self._finish_one(embeddings[j], top_k, limits[j], counts[j], pools[j],
-                                 units[start + i], order, approx[i, order], answers, j)
+                self._finish_one(
+                    embeddings[j],
+                    top_k,
+                    limits[j],
+                    counts[j],
+                    pools[j],
+                    units[start + i],
+                    order,
+                    approx[i, order],
+                    answers,
+                    j,
+                )
 
     def _finish_one(
         self,
@@ -1350,8 +1373,9 @@ class InMemoryStore:
                     self._remove(entry.memory_id)
                 else:
                     assert entry.state is not None
-                    self._restore(entry.row, entry.memory_id, entry.state,
-                                  revive=entry.kind == "delete")
+                    self._restore(
+                        entry.row, entry.memory_id, entry.state, revive=entry.kind == "delete"
+                    )
         finally:
             self._tx_depth = depth - 1
         if self._tx_depth == 0:
@@ -1362,8 +1386,17 @@ class InMemoryStore:
 
     # Per-row arrays (leading axis = capacity), grown and compacted together.
     _ROW_ARRAYS: tuple[str, ...] = (
-        "_norms", "_special", "_scale", "_bias", "_decode", "_has", "_empty", "_aside",
-        "_valid", "_tagf", "_tagi",
+        "_norms",
+        "_special",
+        "_scale",
+        "_bias",
+        "_decode",
+        "_has",
+        "_empty",
+        "_aside",
+        "_valid",
+        "_tagf",
+        "_tagi",
     )
     # Fill value of unused rows (0 for every other row array).
     _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf}
@@ -1529,9 +1562,7 @@ class InMemoryStore:
         self._decode[row] = 0.0
         self._norms[row] = 0.0
 
-    def _write_row(
-        self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool
-    ) -> bool:
+    def _write_row(self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool) -> bool:
         """Write an embedding (or its absence) into ``row``, whose counts are cleared.
 
         Returns:
