@@ -36,8 +36,9 @@ if TYPE_CHECKING:
         SyncToAsyncAppraisalEngine,
         SyncToAsyncEmbedder,
         SyncToAsyncStore,
+        as_async,
     )
-    from emotional_memory.async_engine import AsyncEmotionalMemory, as_async
+    from emotional_memory.async_engine import AsyncEmotionalMemory
     from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
     from emotional_memory.decay import (
         DecayConfig,
@@ -105,7 +106,7 @@ _EXPORTS: dict[str, str] = {
     "SyncToAsyncEmbedder": "emotional_memory.async_adapters",
     "SyncToAsyncStore": "emotional_memory.async_adapters",
     "AsyncEmotionalMemory": "emotional_memory.async_engine",
-    "as_async": "emotional_memory.async_engine",
+    "as_async": "emotional_memory.async_adapters",
     "EmotionLabel": "emotional_memory.categorize",
     "categorize_affect": "emotional_memory.categorize",
     "label_tag": "emotional_memory.categorize",

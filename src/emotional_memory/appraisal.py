@@ -102,7 +102,7 @@ def __getattr__(name: str) -> Any:
 
 
 class AppraisalVector(BaseModel):
-    """Five appraisal dimensions of an event.
+    """Five appraisal dimensions of an event (Scherer's stimulus evaluation checks).
 
     Attributes:
         novelty: [-1, 1] expected..surprising.
@@ -111,34 +111,50 @@ class AppraisalVector(BaseModel):
         norm_congruence: [-1, 1] violates..fits norms and values.
         self_relevance: [0, 1] how much it concerns oneself.
 
-    Values outside their range raise ``ValueError`` naming the field.
+    All five are required (as in the original library); finite values outside their
+    range are clamped into it; NaN, infinities and non-numbers raise ``ValueError``
+    naming the field. :meth:`neutral` is the "no information" appraisal.
     """
 
     model_config = ConfigDict(frozen=True)
 
-    novelty: float = 0.0
-    goal_relevance: float = 0.0
-    coping_potential: float = 0.5
-    norm_congruence: float = 0.0
-    self_relevance: float = 0.5
+    novelty: float
+    goal_relevance: float
+    coping_potential: float
+    norm_congruence: float
+    self_relevance: float
 
     @field_validator("novelty", "goal_relevance", "norm_congruence", mode="before")
     @classmethod
     def _signed(cls, v: float, info: object) -> float:
         name = str(getattr(info, "field_name", "value"))
-        v = finite(name, v)
-        if not -1.0 <= v <= 1.0:
-            raise ValueError(f"{name} must lie in [-1, 1], got {v}")
-        return v
+        return min(1.0, max(-1.0, finite(name, v)))
 
     @field_validator("coping_potential", "self_relevance", mode="before")
     @classmethod
     def _unit(cls, v: float, info: object) -> float:
         name = str(getattr(info, "field_name", "value"))
-        v = finite(name, v)
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {v}")
-        return v
+        return min(1.0, max(0.0, finite(name, v)))
+
+    @classmethod
+    def neutral(cls) -> AppraisalVector:
+        """The neutral appraisal: novelty 0, goal 0, coping 0.5, norm 0, self 0.
+
+        Returns:
+            The neutral vector.
+        """
+        return cls(
+            novelty=0.0,
+            goal_relevance=0.0,
+            coping_potential=0.5,
+            norm_congruence=0.0,
+            self_relevance=0.0,
+        )
+
+    @property
+    def schema_name(self) -> str:
+        """``"scherer_cpm"``: the schema these five dimensions belong to."""
+        return SCHERER_CPM_SCHEMA.name
 
     def to_core_affect(self) -> CoreAffect:
         """Project onto PAD space (coefficients of SPEC 8; CoreAffect clamps).
@@ -152,6 +168,16 @@ class AppraisalVector(BaseModel):
 
 # --------------------------------------------------------------------------- shared helpers
 
+#: What ``KeywordAppraisalEngine()`` answers when no rule fires (its historical
+#: default: neutral, but self-relevance 0.5).
+_KEYWORD_DEFAULT = AppraisalVector(
+    novelty=0.0,
+    goal_relevance=0.0,
+    coping_potential=0.5,
+    norm_congruence=0.0,
+    self_relevance=0.5,
+)
+
 #: The five appraisal dimensions with their (low, high) ranges, in canonical order.
 APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
     "novelty": (-1.0, 1.0),
@@ -162,10 +188,10 @@ APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
 }
 
 
-def _check_content(content: object) -> str:
-    """Return ``content`` if it is a ``str``, else raise ``TypeError`` naming it."""
+def _check_content(content: object, field: str = "event_text") -> str:
+    """Return ``content`` if it is a ``str``, else raise ``TypeError`` naming ``field``."""
     if not isinstance(content, str):
-        raise TypeError(f"content must be a str, got {type(content).__name__}")
+        raise TypeError(f"{field} must be a str, got {type(content).__name__}")
     return content
 
 
@@ -194,15 +220,18 @@ class StaticAppraisalEngine:
     Useful in tests and when an application wants a fixed affective colouring.
     """
 
-    def __init__(self, vector: AppraisalVector) -> None:
+    def __init__(self, vector: AppraisalVector | None = None) -> None:
         """Create the engine.
 
         Args:
-            vector: The appraisal returned by every call to :meth:`appraise`.
+            vector: The appraisal returned by every call to :meth:`appraise`;
+                ``None`` (the default) means :meth:`AppraisalVector.neutral`.
 
         Raises:
             TypeError: If ``vector`` is not an :class:`AppraisalVector`.
         """
+        if vector is None:
+            vector = AppraisalVector.neutral()
         if not isinstance(vector, AppraisalVector):
             raise TypeError(f"vector must be an AppraisalVector, got {type(vector).__name__}")
         self._vector = vector
@@ -212,20 +241,22 @@ class StaticAppraisalEngine:
         """The fixed appraisal this engine returns."""
         return self._vector
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Return the fixed vector (``content`` and ``context`` are only type-checked).
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Return the fixed vector (``event_text`` and ``context`` are only type-checked).
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (ignored).
 
         Returns:
             The vector given at construction.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
         """
-        _check_content(content)
+        _check_content(event_text)
         _check_context(context)
         return self._vector
 
@@ -502,7 +533,7 @@ class KeywordAppraisalEngine:
                 empty list is allowed (every call then returns ``default``).
             default: Appraisal returned when no rule fires (and the source of the
                 dimensions no fired rule mentions); ``None`` means the neutral
-                ``AppraisalVector()``.
+                vector of :data:`_KEYWORD_DEFAULT` (coping 0.5, self-relevance 0.5).
 
         Raises:
             TypeError: If ``rules`` is not a sequence of :class:`KeywordRule` or
@@ -516,7 +547,7 @@ class KeywordAppraisalEngine:
             if not isinstance(rule, KeywordRule):
                 raise TypeError(f"rules[{i}] must be a KeywordRule, got {type(rule).__name__}")
         if default is None:
-            default = AppraisalVector()
+            default = _KEYWORD_DEFAULT
         if not isinstance(default, AppraisalVector):
             raise TypeError(
                 f"default must be an AppraisalVector or None, got {type(default).__name__}"
@@ -547,7 +578,7 @@ class KeywordAppraisalEngine:
         Raises:
             TypeError: If ``content`` is not a ``str``.
         """
-        text = _check_content(content)
+        text = _check_content(content, "content")
         fired: list[tuple[KeywordRule, int]] = []
         for rule, pattern in zip(self._rules, self._patterns, strict=True):
             hits = sum(1 for _ in pattern.finditer(text))
@@ -555,11 +586,13 @@ class KeywordAppraisalEngine:
                 fired.append((rule, hits))
         return fired
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Appraise ``content`` by averaging the votes of the rules that fire.
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Appraise ``event_text`` by averaging the votes of the rules that fire.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (accepted for protocol
                 compatibility; the keyword engine does not use it).
 
@@ -567,10 +600,10 @@ class KeywordAppraisalEngine:
             The averaged, range-clamped appraisal, or ``default`` if no rule fires.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
         """
         _check_context(context)
-        fired = self.matches(content)
+        fired = self.matches(event_text)
         if not fired:
             return self._default
         values = self._default.model_dump()
@@ -634,7 +667,7 @@ class LLMAppraisalConfig(BaseModel):
         cache_size: Maximum number of successful appraisals kept in the LRU cache
             (``0`` disables caching); must be ``>= 0``.
         fallback: Vector returned when appraisal fails; ``None`` means the neutral
-            ``AppraisalVector()``.
+            ``AppraisalVector.neutral()``.
         fallback_on_error: If true (default), failures warn and return the fallback;
             otherwise they raise ``ValueError``.
         system_prompt: Instructions placed at the top of every prompt.
@@ -751,7 +784,9 @@ class LLMAppraisalEngine:
             )
         self._llm = llm
         self._config = config
-        self._fallback = config.fallback if config.fallback is not None else AppraisalVector()
+        self._fallback = (
+            config.fallback if config.fallback is not None else AppraisalVector.neutral()
+        )
         self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(config.cache_size)
 
     @property
@@ -796,7 +831,7 @@ class LLMAppraisalEngine:
         Raises:
             TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
         """
-        text = _check_content(content)
+        text = _check_content(content, "content")
         ctx_json = self._context_json(_check_context(context))
         return self._prompt(text, ctx_json)
 
@@ -814,11 +849,13 @@ class LLMAppraisalEngine:
         ]
         return "\n".join(lines)
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Appraise ``content`` via the LLM, using the cache when possible.
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Appraise ``event_text`` via the LLM, using the cache when possible.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (e.g. speaker, situation).
 
         Returns:
@@ -826,11 +863,11 @@ class LLMAppraisalEngine:
             the fallback vector (with a ``RuntimeWarning``) if ``fallback_on_error``.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
             ValueError: If appraisal fails and ``fallback_on_error`` is false (the
                 original exception is chained as ``__cause__``).
         """
-        text = _check_content(content)
+        text = _check_content(event_text)
         ctx_json = self._context_json(_check_context(context))
         key = (text, ctx_json)
         cached = self._cache.get(key)

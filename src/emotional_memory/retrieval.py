@@ -36,6 +36,7 @@ from emotional_memory._validation import (
     positive_int,
     weight_vector,
 )
+from emotional_memory.affect import MAX_PAD_DISTANCE as MAX_PAD_DISTANCE
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import (
