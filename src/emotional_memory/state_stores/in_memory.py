@@ -96,4 +96,6 @@ def snapshot_of(state: AffectiveState | dict[str, Any]) -> dict[str, Any]:
         return state.snapshot()
     if isinstance(state, dict):
         return state
-    raise TypeError(f"state must be an AffectiveState or a dict, got {type(state).__name__}")
+    raise TypeError(
+        f"state must be an AffectiveState or a snapshot dict, got {type(state).__name__}"
+    )
