@@ -27,6 +27,7 @@ from typing import Any
 
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores.in_memory import snapshot_of
+from emotional_memory.stores.original_layout import migrate_state
 from emotional_memory.stores.sqlite import SQLiteStore, open_connection
 
 _CREATE = """CREATE TABLE IF NOT EXISTS affective_state (
@@ -48,7 +49,7 @@ class SQLiteAffectiveStateStore:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] = ":memory:",
         *,
         key: str = "default",
         check_same_thread: bool = False,
@@ -56,8 +57,12 @@ class SQLiteAffectiveStateStore:
     ) -> None:
         """Open (creating if needed) the state table in the database at ``path``.
 
+        A state table written by the original library (0.18.1) is migrated once, in
+        one transaction (its slot ``'current'`` becomes key ``'default'``).
+
         Args:
-            path: database file; may be the file of a :class:`SQLiteStore`.
+            path: database file; may be the file of a :class:`SQLiteStore`;
+                ``":memory:"`` (the default, as in the original) is private.
             key: which state row this store reads and writes.
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
@@ -65,6 +70,7 @@ class SQLiteAffectiveStateStore:
         self._key = _check_key(key)
         self._shared: SQLiteStore | None = None
         self._lock: AbstractContextManager[Any] = threading.RLock()
+        migrate_state(path, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread
         )

@@ -33,6 +33,7 @@ import numpy as np
 
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.original_layout import migrate_memories
 
 SCHEMA_VERSION = 1
 _FLOAT32_LE = np.dtype("<f4")
@@ -145,15 +146,19 @@ class SQLiteStore:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] = ":memory:",
         *,
         check_same_thread: bool = False,
         timeout: float = 30.0,
     ) -> None:
         """Open (creating if needed) the store at ``path``.
 
+        A file written by the original library (0.18.1) is migrated once, in one
+        transaction, to this layout (see :mod:`emotional_memory.stores.original_layout`).
+
         Args:
-            path: database file; ``":memory:"`` gives a private, non-durable database.
+            path: database file; ``":memory:"`` (the default, as in the original)
+                gives a private, non-durable database.
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
 
@@ -162,6 +167,7 @@ class SQLiteStore:
         """
         self._path = os.fspath(path)
         self._lock = threading.RLock()
+        migrate_memories(path, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread
         )
