@@ -28,7 +28,6 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from emotional_memory._llm import (
     LLMCallable,
     LRUCache,
-    ask_llm,
     check_cache_size,
     check_llm,
     copy_schema,
@@ -673,15 +672,22 @@ class LLMAppraisalConfig(BaseModel):
         system_prompt: Instructions placed at the top of every prompt.
         include_context: Whether the context dict is added to the prompt (as JSON)
             and to the cache key.
+        appraisal_schema: The schema the LLM rates; ``None`` (default) or
+            :data:`SCHERER_CPM_SCHEMA` gives :class:`AppraisalVector` answers, any
+            other schema (e.g. :data:`DIRECT_VAD_SCHEMA`) gives
+            :class:`GenericAppraisalVector` answers, prompted with the schema's own
+            ``system_prompt`` and JSON schema.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    cache_size: int = Field(default=256, ge=0)
+
+    cache_size: int = Field(default=128, ge=0)
     fallback: AppraisalVector | None = None
     fallback_on_error: bool = True
     system_prompt: str = DEFAULT_LLM_SYSTEM_PROMPT
     include_context: bool = True
+    appraisal_schema: AppraisalSchema | None = None
 
     @field_validator("cache_size", mode="before")
     @classmethod
@@ -765,12 +771,19 @@ class LLMAppraisalEngine:
     Markdown code fence, or JSON embedded in prose.
     """
 
-    def __init__(self, llm: LLMCallable, config: LLMAppraisalConfig | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLMCallable,
+        config: LLMAppraisalConfig | None = None,
+        fallback: AppraisalVector | GenericAppraisalVector | None = None,
+    ) -> None:
         """Create the engine.
 
         Args:
             llm: Callable ``(prompt, json_schema) -> str``.
             config: Settings; ``None`` uses ``LLMAppraisalConfig()``.
+            fallback: Answer on failure (overrides ``config.fallback``); ``None``
+                means the schema's neutral values.
 
         Raises:
             TypeError: If ``llm`` is not callable or ``config`` has the wrong type.
@@ -782,12 +795,34 @@ class LLMAppraisalEngine:
             raise TypeError(
                 f"config must be an LLMAppraisalConfig or None, got {type(config).__name__}"
             )
+        schema = config.appraisal_schema
+        if schema is not None and not isinstance(schema, AppraisalSchema):
+            raise TypeError(
+                f"appraisal_schema must be an AppraisalSchema, got {type(schema).__name__}"
+            )
+        # A schema other than Scherer's answers with generic vectors.
+        self._schema: AppraisalSchema | None = (
+            None if schema is None or schema.name == SCHERER_CPM_SCHEMA.name else schema
+        )
+        if fallback is not None and not isinstance(
+            fallback, AppraisalVector | GenericAppraisalVector
+        ):
+            raise TypeError(f"fallback must be an appraisal vector, got {type(fallback).__name__}")
         self._llm = llm
         self._config = config
-        self._fallback = (
-            config.fallback if config.fallback is not None else AppraisalVector.neutral()
-        )
-        self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(config.cache_size)
+        if fallback is None:
+            fallback = config.fallback
+        if fallback is None:
+            fallback = (
+                AppraisalVector.neutral()
+                if self._schema is None
+                else GenericAppraisalVector(self._schema.neutral_values(), self._schema)
+            )
+        self._fallback: AppraisalVector | GenericAppraisalVector = fallback
+        self._fallback_count = 0
+        self._cache: LRUCache[
+            tuple[str, str | None], AppraisalVector | GenericAppraisalVector
+        ] = LRUCache(config.cache_size)
 
     @property
     def config(self) -> LLMAppraisalConfig:
@@ -795,13 +830,30 @@ class LLMAppraisalEngine:
         return self._config
 
     @property
-    def fallback(self) -> AppraisalVector:
+    def fallback(self) -> AppraisalVector | GenericAppraisalVector:
         """The vector returned on failure when ``fallback_on_error`` is set."""
         return self._fallback
 
     @property
+    def fallback_count(self) -> int:
+        """How many appraisals fell back since creation or :meth:`reset_fallback_count`."""
+        return self._fallback_count
+
+    def reset_fallback_count(self) -> None:
+        """Set :attr:`fallback_count` back to 0."""
+        self._fallback_count = 0
+
+    def close(self) -> None:
+        """Release the LLM callable's resources when it has a ``close()``."""
+        close = getattr(self._llm, "close", None)
+        if callable(close):
+            close()
+
+    @property
     def json_schema(self) -> dict[str, Any]:
         """A fresh copy of the JSON schema passed to the LLM."""
+        if self._schema is not None:
+            return self._schema.to_json_schema()
         return copy_schema(_JSON_SCHEMA)
 
     def cache_len(self) -> int:
@@ -836,6 +888,8 @@ class LLMAppraisalEngine:
         return self._prompt(text, ctx_json)
 
     def _prompt(self, content: str, ctx_json: str | None) -> str:
+        if self._schema is not None:
+            return self._schema_prompt(self._schema, content, ctx_json)
         lines = [self._config.system_prompt.strip(), "", "Dimensions:"]
         for name, (low, high) in APPRAISAL_DIMENSIONS.items():
             lines.append(f"- {name} (number in [{low:g}, {high:g}]): {_DIMENSION_HELP[name]}")
@@ -849,9 +903,39 @@ class LLMAppraisalEngine:
         ]
         return "\n".join(lines)
 
+    @staticmethod
+    def _schema_prompt(schema: AppraisalSchema, content: str, ctx_json: str | None) -> str:
+        lines = [schema.system_prompt.strip(), "", "Dimensions:"]
+        for dim in schema.dimensions:
+            low, high = dim.range
+            lines.append(f"- {dim.name} (number in [{low:g}, {high:g}]): {dim.description}")
+        lines += ["", "Event:", content]
+        if ctx_json is not None:
+            lines += ["", "Context (JSON):", ctx_json]
+        lines += [
+            "",
+            "Answer with a single JSON object with these number fields: "
+            + ", ".join(schema.dimension_names)
+            + ". No other text.",
+        ]
+        return "\n".join(lines)
+
+    def _parse(self, answer: str) -> AppraisalVector | GenericAppraisalVector:
+        obj = _extract_json_object(answer)
+        if self._schema is None:
+            return _vector_from_json(obj)
+        names = self._schema.dimension_names
+        if not any(k in obj for k in names):
+            nested = [v for v in obj.values() if isinstance(v, Mapping)]
+            if len(nested) == 1:
+                obj = dict(nested[0])
+        if not any(k in obj for k in names):
+            raise ValueError(f"LLM answer has none of the dimensions {list(names)}")
+        return GenericAppraisalVector(obj, self._schema)
+
     def appraise(
         self, event_text: str, context: dict[str, Any] | None = None
-    ) -> AppraisalVector:
+    ) -> AppraisalVector | GenericAppraisalVector:
         """Appraise ``event_text`` via the LLM, using the cache when possible.
 
         Args:
@@ -864,8 +948,10 @@ class LLMAppraisalEngine:
 
         Raises:
             TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
-            ValueError: If appraisal fails and ``fallback_on_error`` is false (the
-                original exception is chained as ``__cause__``).
+            Exception: With ``fallback_on_error`` false, whatever the ``llm``
+                callable raised, unchanged (as the original).
+            ValueError: With ``fallback_on_error`` false, when the answer is not a
+                usable appraisal (the parse error chained as ``__cause__``).
         """
         text = _check_content(event_text)
         ctx_json = self._context_json(_check_context(context))
@@ -875,24 +961,39 @@ class LLMAppraisalEngine:
             return cached
 
         try:
-            answer = ask_llm(self._llm, self._prompt(text, ctx_json), self.json_schema)
-            result = _vector_from_json(_extract_json_object(answer))
+            raw_answer = self._llm(self._prompt(text, ctx_json), self.json_schema)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
             if not self._config.fallback_on_error:
-                raise ValueError(f"LLM appraisal failed ({reason})") from exc
-            warnings.warn(
-                f"LLM appraisal failed ({reason}); using the fallback vector",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return self._fallback
+                raise
+            return self._fall_back(exc)
+        try:
+            if not isinstance(raw_answer, str):
+                raise TypeError(f"LLM must return a str, got {type(raw_answer).__name__}")
+            result = self._parse(raw_answer)
+        except Exception as exc:
+            if not self._config.fallback_on_error:
+                raise ValueError(
+                    f"LLM appraisal failed ({type(exc).__name__}: {exc})"
+                ) from exc
+            return self._fall_back(exc)
 
         self._cache.put(key, result)
         return result
 
+    def _fall_back(self, exc: Exception) -> AppraisalVector | GenericAppraisalVector:
+        """Warn about ``exc``, count it, and answer with the fallback vector."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self._fallback_count += 1
+        warnings.warn(
+            f"LLM appraisal failed ({reason}); using the fallback vector",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return self._fallback
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(cache_size={self._config.cache_size}, "
+            f"cached={len(self._cache)}, "
             f"fallback_on_error={self._config.fallback_on_error})"
         )

@@ -196,12 +196,12 @@ class RetrievalSignals(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    semantic_similarity: float
-    mood_congruence: float
-    affect_proximity: float
-    momentum_alignment: float
-    recency: float
-    resonance: float
+    semantic_similarity: float = 0.0
+    mood_congruence: float = 0.0
+    affect_proximity: float = 0.0
+    momentum_alignment: float = 0.0
+    recency: float = 0.0
+    resonance: float = 0.0
 
     def total(self) -> float:
         """Return the sum of all six signals (left to right).
@@ -254,11 +254,11 @@ class RetrievalExplanation(BaseModel):
     memory: Memory
     score: float
     breakdown: RetrievalBreakdown
-    activation_level: float
-    pass1_rank: int
-    pass2_rank: int
-    selected_as_seed: bool
-    candidate_count: int
+    activation_level: float = 0.0
+    pass1_rank: int | None = None
+    pass2_rank: int | None = None
+    selected_as_seed: bool = False
+    candidate_count: int = 0
 
 
 @dataclass(frozen=True)
