@@ -36,7 +36,7 @@ class LLMCallable(Protocol):
     the backend. ``isinstance(f, LLMCallable)`` is true for any callable.
     """
 
-    def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
+    def __call__(self, prompt: str, json_schema: dict[str, Any], /) -> str:
         """Answer ``prompt``.
 
         Args:
