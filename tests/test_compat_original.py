@@ -795,3 +795,35 @@ def test_sqlite_state_store_opens_the_originals_state_file(tmp_path: Path) -> No
     conn.close()
     eng = engine(state_store=SQLiteAffectiveStateStore(path))
     assert eng.save_state() == snap
+
+
+# --------------------------------------------------------------------------- embedders
+
+
+def test_sentence_transformer_embedder_original_surface(monkeypatch: Any) -> None:
+    import sys
+    import types
+
+    created: list[tuple[str, dict[str, Any]]] = []
+
+    class FakeModel:
+        def __init__(self, name: str, **kwargs: Any) -> None:
+            created.append((name, kwargs))
+
+        def encode(self, items: list[str], **kwargs: Any) -> np.ndarray:
+            return np.array([[3.0, 4.0]] * len(items))
+
+    fake = types.ModuleType("sentence_transformers")
+    fake.SentenceTransformer = FakeModel  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "sentence_transformers", fake)
+    cls = em.SentenceTransformerEmbedder
+    assert _params(cls)[0] == "model_name"
+    assert cls(model_name="m1").model_name == "m1"
+    assert cls.make_bge_small().model_name == "BAAI/bge-small-en-v1.5"
+    assert cls.make_mpnet(device="cpu").model_name == "all-mpnet-base-v2"
+    assert created == [
+        ("m1", {}),
+        ("BAAI/bge-small-en-v1.5", {}),
+        ("all-mpnet-base-v2", {"device": "cpu"}),
+    ]
+    assert cls(model_name_or_path="legacy").embed("x") == [3.0, 4.0]

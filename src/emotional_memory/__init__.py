@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         compute_effective_strength,
         compute_effective_strength_batch,
     )
+    from emotional_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
     from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
     from emotional_memory.interfaces import (
         AffectiveStateStore,
@@ -151,6 +152,7 @@ _EXPORTS: dict[str, str] = {
     "SQLiteAffectiveStateStore": "emotional_memory.state_stores",
     "InMemoryStore": "emotional_memory.stores",
     "SQLiteStore": "emotional_memory.stores",
+    "SentenceTransformerEmbedder": "emotional_memory.embedders.sentence_transformers",
 }
 """Public name -> defining module, imported on first access."""
 
@@ -205,6 +207,7 @@ __all__ = [
     "RetrievalSignals",
     "SQLiteAffectiveStateStore",
     "SQLiteStore",
+    "SentenceTransformerEmbedder",
     "SequentialEmbedder",
     "StaticAppraisalEngine",
     "SyncToAsyncAppraisalEngine",
