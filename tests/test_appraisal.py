@@ -53,10 +53,12 @@ def spec_core_affect(
     )
 
 
-#: KeywordAppraisalEngine's answer when no rule fires (self-relevance 0.5).
+#: Filler for the fields a test leaves out (self-relevance 0.5, the old default).
 LEGACY_DEFAULT = AppraisalVector(
     novelty=0.0, goal_relevance=0.0, coping_potential=0.5, norm_congruence=0.0, self_relevance=0.5
 )
+#: KeywordAppraisalEngine's answer when no rule fires: neutral, as the original.
+KEYWORD_DEFAULT = AppraisalVector.neutral()
 
 
 def make_vec(**fields: float) -> AppraisalVector:
@@ -297,8 +299,8 @@ class TestKeywordEngine:
 
     def test_no_match_returns_default(self) -> None:
         eng = KeywordAppraisalEngine()
-        assert eng.appraise("The sky has some clouds.") == LEGACY_DEFAULT
-        assert eng.appraise("") == LEGACY_DEFAULT
+        assert eng.appraise("The sky has some clouds.") == KEYWORD_DEFAULT
+        assert eng.appraise("") == KEYWORD_DEFAULT
         custom = make_vec(novelty=0.1, self_relevance=0.2)
         eng2 = KeywordAppraisalEngine(default=custom)
         assert eng2.appraise("The sky has some clouds.") is custom
@@ -308,7 +310,7 @@ class TestKeywordEngine:
         eng = KeywordAppraisalEngine([rule])
         for text in ["a window", "twine", "winter", "bonfires", "fireplace", "Firewall"]:
             assert eng.matches(text) == [], text
-            assert eng.appraise(text) == LEGACY_DEFAULT
+            assert eng.appraise(text) == KEYWORD_DEFAULT
         for text in ["We WIN!", "win", "fire.", "(fire)", "Fire, fire"]:
             assert eng.matches(text), text
             assert eng.appraise(text).goal_relevance == pytest.approx(0.9)
@@ -406,11 +408,11 @@ class TestKeywordEngine:
         assert v.self_relevance == pytest.approx(1.0)
         assert v.novelty == 0.0
         # Default rules are not used when custom rules are given.
-        assert eng.appraise("My dog died.") == LEGACY_DEFAULT
+        assert eng.appraise("My dog died.") == KEYWORD_DEFAULT
 
     def test_empty_rules(self) -> None:
         eng = KeywordAppraisalEngine([])
-        assert eng.appraise("My dog died.") == LEGACY_DEFAULT
+        assert eng.appraise("My dog died.") == KEYWORD_DEFAULT
 
     def test_context_accepted(self) -> None:
         eng = KeywordAppraisalEngine()

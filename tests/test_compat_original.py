@@ -827,3 +827,63 @@ def test_sentence_transformer_embedder_original_surface(monkeypatch: Any) -> Non
         ("all-mpnet-base-v2", {"device": "cpu"}),
     ]
     assert cls(model_name_or_path="legacy").embed("x") == [3.0, 4.0]
+
+
+# --------------------------------------------------------------------------- keyword rules
+
+DIMS = ("novelty", "goal_relevance", "coping_potential", "norm_congruence", "self_relevance")
+
+
+def _delta_oracle(deltas: list[dict[str, float]]) -> dict[str, float]:
+    """Original-form rules: mean of the non-zero deltas per dimension over the rules
+    that fired, added to the neutral appraisal (coping 0.5), clamped."""
+    base = {
+        "novelty": 0.0,
+        "goal_relevance": 0.0,
+        "coping_potential": 0.5,
+        "norm_congruence": 0.0,
+        "self_relevance": 0.0,
+    }
+    for dim in DIMS:
+        votes = [d[dim] for d in deltas if d[dim] != 0.0]
+        if votes:
+            base[dim] += sum(votes) / len(votes)
+    lo = {"coping_potential": 0.0, "self_relevance": 0.0}
+    return {k: min(1.0, max(lo.get(k, -1.0), v)) for k, v in base.items()}
+
+
+delta = st.sampled_from([0.0, 0.0, -0.7, -0.2, 0.3, 0.9, 1.5])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(*(delta for _ in DIMS)), min_size=1, max_size=4), st.data())
+def test_original_form_keyword_rules(rows: list[tuple[float, ...]], data: Any) -> None:
+    words = [f"word{i}" for i in range(len(rows))]
+    rules = [
+        em.KeywordRule(rf"\b{w}\b", **dict(zip(DIMS, row, strict=True)))
+        for w, row in zip(words, rows, strict=True)
+    ]
+    present = data.draw(st.lists(st.sampled_from(words), unique=True))
+    text = " and ".join(p.upper() for p in present)  # case-insensitive
+    got = em.KeywordAppraisalEngine(rules).appraise(text)
+    fired = [dict(zip(DIMS, rows[words.index(p)], strict=True)) for p in present]
+    expected = _delta_oracle(fired)
+    assert got.model_dump() == pytest.approx(expected, abs=1e-12)
+
+
+def test_keyword_rule_forms_and_multilingual() -> None:
+    rule = em.KeywordRule(r"\bwin\b", goal_relevance=0.6)
+    assert repr(rule) == "KeywordRule(pattern='\\\\bwin\\\\b')"
+    assert rule.matches("We WIN") and not rule.matches("winner")
+    phrase = em.KeywordRule(keywords=["won"], appraisal={"goal_relevance": 0.8})
+    assert phrase.matches("we won!") and not phrase.is_pattern_rule
+    with pytest.raises(ValueError, match="pattern"):
+        em.KeywordRule("(")
+    with pytest.raises(ValueError, match="novelty"):
+        em.KeywordRule("x", novelty=math.nan)
+    with pytest.raises(ValueError, match="mixes"):
+        em.KeywordAppraisalEngine([rule, phrase])
+    multi = em.KeywordAppraisalEngine.make_multilingual()
+    assert multi.appraise("Ho vinto la gara!").goal_relevance > 0.5
+    assert multi.appraise("Il mio cane è morto").goal_relevance < -0.5
+    assert multi.appraise("I won the race").goal_relevance > 0.5

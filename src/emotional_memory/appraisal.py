@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emotional_memory._llm import (
     LLMCallable,
@@ -167,15 +167,9 @@ class AppraisalVector(BaseModel):
 
 # --------------------------------------------------------------------------- shared helpers
 
-#: What ``KeywordAppraisalEngine()`` answers when no rule fires (its historical
-#: default: neutral, but self-relevance 0.5).
-_KEYWORD_DEFAULT = AppraisalVector(
-    novelty=0.0,
-    goal_relevance=0.0,
-    coping_potential=0.5,
-    norm_congruence=0.0,
-    self_relevance=0.5,
-)
+#: What ``KeywordAppraisalEngine()`` answers when no rule fires: the neutral
+#: appraisal, as in the original.
+_KEYWORD_DEFAULT = AppraisalVector.neutral()
 
 #: The five appraisal dimensions with their (low, high) ranges, in canonical order.
 APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
@@ -267,7 +261,17 @@ class StaticAppraisalEngine:
 
 
 class KeywordRule(BaseModel):
-    """One keyword rule: if any of its words/phrases occurs, it votes for an appraisal.
+    """One keyword rule, in either of two forms.
+
+    **The original's form** -- ``KeywordRule(pattern, novelty=0.0, goal_relevance=0.0,
+    coping_potential=0.0, norm_congruence=0.0, self_relevance=0.0)``: a regular
+    expression (searched case-insensitively) and score *deltas* from the neutral
+    appraisal. An engine of such rules averages, per dimension, the non-zero deltas
+    of the rules that match, adds the 0.5 coping baseline, and clamps.
+
+    **Phrase form** (this library's) -- ``KeywordRule(keywords=[...],
+    appraisal={...}, weight=1.0, name="")``: whole-word phrases voting for absolute
+    values, averaged by weight and hit count (see :class:`KeywordAppraisalEngine`).
 
     Attributes:
         keywords: Non-empty list of words or short phrases, matched as whole words,
@@ -279,14 +283,106 @@ class KeywordRule(BaseModel):
             Dimensions a rule leaves out are not voted on by it.
         weight: Positive, finite strength of the rule's vote (default 1.0).
         name: Optional label, used in explanations and ``repr``.
+        pattern: The regular expression of an original-form rule (else None).
+        scores: The five deltas of an original-form rule (else empty).
     """
 
     model_config = ConfigDict(frozen=True)
 
-    keywords: list[str]
-    appraisal: dict[str, float]
+    keywords: list[str] = Field(default_factory=list)
+    appraisal: dict[str, float] = Field(default_factory=dict)
     weight: float = 1.0
     name: str = ""
+    pattern: str | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+
+    def __init__(
+        self,
+        pattern: str | None = None,
+        novelty: float = 0.0,
+        goal_relevance: float = 0.0,
+        coping_potential: float = 0.0,
+        norm_congruence: float = 0.0,
+        self_relevance: float = 0.0,
+        **data: Any,
+    ) -> None:
+        """Create a rule in the original's form (``pattern`` + deltas) or phrase form.
+
+        Args:
+            pattern: Regular expression of an original-form rule.
+            novelty, goal_relevance, coping_potential, norm_congruence,
+                self_relevance: Finite score deltas of an original-form rule.
+            **data: The phrase-form fields (``keywords``, ``appraisal``, ``weight``,
+                ``name``), or ``pattern``/``scores`` as stored.
+
+        Raises:
+            ValueError: Both forms mixed, neither given, a bad regex or a
+                non-finite delta (naming the field).
+        """
+        if pattern is not None:
+            if data.get("keywords") or data.get("appraisal"):
+                raise ValueError("give either pattern (+ deltas) or keywords/appraisal, not both")
+            deltas = {
+                "novelty": novelty,
+                "goal_relevance": goal_relevance,
+                "coping_potential": coping_potential,
+                "norm_congruence": norm_congruence,
+                "self_relevance": self_relevance,
+            }
+            data = {**data, "pattern": pattern, "scores": deltas}
+        super().__init__(**data)
+
+    @field_validator("pattern", mode="before")
+    @classmethod
+    def _check_pattern(cls, v: object) -> str | None:
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise TypeError(f"pattern must be a str, got {type(v).__name__}")
+        try:
+            re.compile(v, re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regular expression: {exc}") from exc
+        return v
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _check_scores(cls, v: object) -> dict[str, float]:
+        if not isinstance(v, Mapping):
+            raise TypeError(f"scores must be a dict, got {type(v).__name__}")
+        unknown = [k for k in v if k not in APPRAISAL_DIMENSIONS]
+        if unknown:
+            raise ValueError(f"scores has unknown dimension(s) {unknown}")
+        return {k: finite(k, v.get(k, 0.0)) for k in APPRAISAL_DIMENSIONS}
+
+    @model_validator(mode="after")
+    def _one_form(self) -> KeywordRule:
+        if self.pattern is None and not (self.keywords and self.appraisal):
+            raise ValueError("a KeywordRule needs a pattern, or keywords and an appraisal")
+        if self.pattern is not None and (self.keywords or self.appraisal):
+            raise ValueError("give either pattern (+ deltas) or keywords/appraisal, not both")
+        return self
+
+    @property
+    def is_pattern_rule(self) -> bool:
+        """Whether this rule is in the original's (pattern + deltas) form."""
+        return self.pattern is not None
+
+    def matches(self, text: str) -> bool:
+        """Whether the rule fires on ``text``.
+
+        Args:
+            text: The event description.
+
+        Returns:
+            True when the pattern (original form) or any phrase (phrase form) occurs.
+        """
+        return _compile_rule(self).search(_check_content(text, "text")) is not None
+
+    def __repr__(self) -> str:
+        if self.pattern is not None:
+            return f"KeywordRule(pattern={self.pattern!r})"
+        return super().__repr__()
 
     @field_validator("keywords", mode="before")
     @classmethod
@@ -500,8 +596,42 @@ DEFAULT_KEYWORD_RULES: tuple[KeywordRule, ...] = (
 )
 
 
+#: Italian rules of :meth:`KeywordAppraisalEngine.make_multilingual` (same themes and
+#: appraisals as the English defaults of the same name).
+ITALIAN_KEYWORD_RULES: tuple[KeywordRule, ...] = tuple(
+    KeywordRule(
+        name=f"{theme}_it",
+        keywords=words.split(","),
+        appraisal=next(r for r in DEFAULT_KEYWORD_RULES if r.name == theme).appraisal,
+    )
+    for theme, words in (
+        ("loss", "morto,morta,morti,lutto,funerale,scomparso,scomparsa,ho perso,perdita"),
+        ("threat", "paura,pericolo,pericoloso,spaventato,spaventata,terrorizzato,aiuto,"
+                   "incidente,emergenza,minaccia"),
+        ("success", "ho vinto,vinto,vittoria,successo,promosso,promossa,promozione,"
+                    "laureato,laureata,traguardo,ce l'ho fatta"),
+        ("praise", "complimenti,grazie,elogiato,orgoglioso,orgogliosa,congratulazioni,"
+                   "ben fatto,bravo,brava"),
+        ("conflict", "litigato,litigio,arrabbiato,arrabbiata,furioso,furiosa,urlato,"
+                     "insultato,colpa,rabbia"),
+        ("surprise", "sorpresa,sorpreso,improvvisamente,inaspettato,inaspettata,"
+                     "scioccato,incredibile"),
+        ("relief", "sollievo,tranquillo,tranquilla,calmo,calma,rilassato,rilassata,"
+                   "finalmente finito,tutto bene"),
+        ("injustice", "ingiusto,ingiustizia,imbrogliato,tradito,tradimento,corrotto,"
+                      "rubato,discriminato"),
+        ("failure", "fallito,fallimento,bocciato,bocciata,licenziato,licenziata,errore,"
+                    "sbaglio,deluso,delusa,umiliato"),
+        ("affection", "amore,amo,abbraccio,abbracciato,amicizia,insieme,bacio"),
+        ("routine", "noioso,noiosa,noia,solito,solita,routine,come sempre,niente di nuovo"),
+    )
+)
+
+
 def _compile_rule(rule: KeywordRule) -> re.Pattern[str]:
-    """Regex matching any of the rule's keywords as whole words (longest first)."""
+    """Regex of the rule: its pattern, or its keywords as whole words (longest first)."""
+    if rule.pattern is not None:
+        return re.compile(rule.pattern, re.IGNORECASE)
     parts = [
         r"\s+".join(re.escape(word) for word in kw.split())
         for kw in sorted(rule.keywords, key=len, reverse=True)
@@ -532,7 +662,7 @@ class KeywordAppraisalEngine:
                 empty list is allowed (every call then returns ``default``).
             default: Appraisal returned when no rule fires (and the source of the
                 dimensions no fired rule mentions); ``None`` means the neutral
-                vector of :data:`_KEYWORD_DEFAULT` (coping 0.5, self-relevance 0.5).
+                :meth:`AppraisalVector.neutral` (as the original).
 
         Raises:
             TypeError: If ``rules`` is not a sequence of :class:`KeywordRule` or
@@ -551,9 +681,15 @@ class KeywordAppraisalEngine:
             raise TypeError(
                 f"default must be an AppraisalVector or None, got {type(default).__name__}"
             )
+        kinds = {rule.is_pattern_rule for rule in rules}
+        if len(kinds) > 1:
+            raise ValueError(
+                "rules mixes original-form (pattern) and phrase-form (keywords) rules"
+            )
         self._rules: tuple[KeywordRule, ...] = tuple(rules)
         self._patterns: tuple[re.Pattern[str], ...] = tuple(_compile_rule(r) for r in self._rules)
         self._default = default
+        self._delta_mode = kinds == {True}
 
     @property
     def rules(self) -> tuple[KeywordRule, ...]:
@@ -603,6 +739,8 @@ class KeywordAppraisalEngine:
         """
         _check_context(context)
         fired = self.matches(event_text)
+        if self._delta_mode:
+            return _from_deltas([rule for rule, _ in fired])
         if not fired:
             return self._default
         values = self._default.model_dump()
@@ -618,8 +756,33 @@ class KeywordAppraisalEngine:
                 values[dim] = total / weight_sum
         return _clamp_to_range(values)
 
+    @classmethod
+    def make_multilingual(
+        cls, rules: Sequence[KeywordRule] | None = None
+    ) -> KeywordAppraisalEngine:
+        """An engine with the default English rules plus Italian ones.
+
+        Args:
+            rules: Extra rules appended after the built-in English and Italian ones.
+
+        Returns:
+            The engine.
+        """
+        return cls([*DEFAULT_KEYWORD_RULES, *ITALIAN_KEYWORD_RULES, *(rules or ())])
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rules={len(self._rules)}, default={self._default!r})"
+
+
+def _from_deltas(fired: Sequence[KeywordRule]) -> AppraisalVector:
+    """Original-form rules: per dimension, the mean of the non-zero deltas that fired,
+    from the neutral appraisal (coping 0.5), clamped; neutral when nothing fired."""
+    values = AppraisalVector.neutral().model_dump()
+    for dim in APPRAISAL_DIMENSIONS:
+        votes = [rule.scores[dim] for rule in fired if rule.scores[dim] != 0.0]
+        if votes:
+            values[dim] += sum(votes) / len(votes)
+    return AppraisalVector(**values)
 
 
 # --------------------------------------------------------------------------- LLM
