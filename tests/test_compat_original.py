@@ -887,3 +887,50 @@ def test_keyword_rule_forms_and_multilingual() -> None:
     assert multi.appraise("Ho vinto la gara!").goal_relevance > 0.5
     assert multi.appraise("Il mio cane è morto").goal_relevance < -0.5
     assert multi.appraise("I won the race").goal_relevance > 0.5
+
+
+# --------------------------------------------------------------------------- retrieval plan
+
+
+def test_build_retrieval_plan_original_signature() -> None:
+    from emotional_memory.resonance import spreading_activation
+    from emotional_memory.retrieval import build_retrieval_plan
+
+    memories, _ = _seeded_memories()
+    now = START + timedelta(hours=2)
+    q = HashEmbedder().embed("surprise party")
+    common = (
+        q,
+        CoreAffect.neutral(),
+        em.MoodField.neutral(START),
+        em.AffectiveMomentum.zero(),
+        memories,
+    )
+    dc, rc = em.DecayConfig(), em.RetrievalConfig()
+    original = build_retrieval_plan(*common, 2, now, dc, rc, 2, spreading_activation)
+    legacy = build_retrieval_plan(*common, now, dc, rc, 2, propagation_hops=2)
+    assert [r.memory.id for r in original.pass2] == [r.memory.id for r in legacy.pass2]
+    assert [r.score for r in original.pass2] == [r.score for r in legacy.pass2]
+
+    calls: list[tuple[Any, ...]] = []
+    target = memories[-1].id
+
+    def custom(seed_ids: set[str], cands: list[Memory], hops: int) -> dict[str, float]:
+        calls.append((seed_ids, len(cands), hops))
+        return {target: 1.0}
+
+    plan = build_retrieval_plan(*common, 2, now, dc, rc, 3, custom)
+    assert calls == [(set(original.seed_ids), len(memories), 3)]
+    assert plan.activation_map == {target: 1.0}
+    # oracle: pass-1 breakdown with the resonance term replaced by the activation
+    w = plan.weights
+    expected = {
+        r.memory.id: r.score
+        - w[5] * r.breakdown.raw_signals.resonance
+        + w[5] * (1.0 if r.memory.id == target else 0.0)
+        for r in plan.pass1
+    }
+    for r in plan.pass2:
+        assert r.score == pytest.approx(expected[r.memory.id], abs=1e-12)
+    scores = [r.score for r in plan.pass2]
+    assert scores == sorted(scores, reverse=True)
