@@ -934,3 +934,12 @@ def test_build_retrieval_plan_original_signature() -> None:
         assert r.score == pytest.approx(expected[r.memory.id], abs=1e-12)
     scores = [r.score for r in plan.pass2]
     assert scores == sorted(scores, reverse=True)
+
+
+def test_sqlite_rebuild_vector_index(tmp_path: Path) -> None:
+    with SQLiteStore(tmp_path / "m.db") as store:
+        eng = engine(store=store)
+        eng.encode("one")
+        eng.encode("two")
+        assert store.rebuild_vector_index() == 2
+        assert [m.content for m in store.list_all()] == ["one", "two"]

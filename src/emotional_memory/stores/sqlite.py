@@ -225,6 +225,21 @@ class SQLiteStore:
                 raise RuntimeError("cannot refresh inside a transaction")
             self._load()
 
+    def rebuild_vector_index(self) -> int:
+        """Rebuild the search index from the table (the original's sqlite-vec method).
+
+        The index here is the in-memory column cache, so this is :meth:`refresh`.
+
+        Returns:
+            The number of memories with an embedding now indexed.
+
+        Raises:
+            RuntimeError: inside a transaction.
+        """
+        with self._lock:
+            self.refresh()
+            return sum(1 for m in self._cache.list_all() if m.embedding)
+
     # ------------------------------------------------------------- transactions
 
     @contextmanager
