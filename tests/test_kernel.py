@@ -884,7 +884,9 @@ def test_float32_params_from_config_dtype() -> None:
 
 def test_default_to_config_dicts_reproduce_spec() -> None:
     retrieval, decay = params_to_config_dicts(default_params())
-    assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES}
+    assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES,
+                         # the opt-in lexical signal: off (weight 0), BM25's usual k1 and b
+                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
                   *decay.values()]:
@@ -1020,8 +1022,8 @@ def test_astype() -> None:
             assert leaf.dtype == jnp.float64
             np.testing.assert_array_equal(np.asarray(leaf), np.asarray(getattr(p, name)))
         assert params_to_config(p64) == (RetrievalConfig(), DecayConfig())
-    # params are a pytree of exactly six array leaves
-    assert len(jax.tree.leaves(p)) == 6
+    # params are a pytree of exactly seven array leaves
+    assert len(jax.tree.leaves(p)) == 7  # six signal groups + the lexical signal's (weight, k1, b)
 
 
 def test_from_config_accepts_duck_typed_objects() -> None:

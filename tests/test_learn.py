@@ -44,7 +44,6 @@ from emotional_memory.learn import (
     ranking_metrics,
     scenario_folds,
 )
-from emotional_memory.learn.fitting import TRACE_COUNTS
 from emotional_memory.learn.params import constrained_params
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config
@@ -99,7 +98,8 @@ def objective_grad(
 def assert_finite_grads(value: Any, grads: dict[str, Any], groups: tuple[str, ...]) -> None:
     assert np.isfinite(float(value))
     if set(groups) == set(GROUPS):
-        assert set(grads) == {"base_weights", "gates", "decay", "signal_scale", "signal_shift"}
+        assert set(grads) == {"base_weights", "gates", "decay", "signal_scale", "signal_shift",
+                              "lexical"}
     for name, g in grads.items():
         g = np.asarray(g)
         bad = np.flatnonzero(~np.isfinite(g)).tolist()
@@ -444,12 +444,14 @@ def test_untrained_fit_is_the_spec_default(
 
 
 def test_reparam_export_is_bit_identical_where_untouched() -> None:
-    base = default_params()
+    # a lexical weight inside (0, inf): 0 sits on the softplus boundary (nudged to 1e-6)
+    base = eqx.tree_at(lambda p: p.lexical, default_params(), np.array([0.35, 1.2, 0.75]))
     reparam = Reparam(base, GROUPS)
-    assert reparam.leaves == ("base_weights", "gates", "decay", "signal_scale", "signal_shift")
+    assert reparam.leaves == ("base_weights", "gates", "decay", "signal_scale", "signal_shift",
+                              "lexical")
     exported = reparam.export(reparam.init())
     for name in ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
-                 "signal_shift"):
+                 "signal_shift", "lexical"):
         a, b = np.asarray(getattr(exported, name)), np.asarray(getattr(base, name))
         assert a.tobytes() == b.tobytes(), name
     # Move one element of each leaf: only that element changes.
@@ -561,12 +563,30 @@ def test_train_step_compiles_once_per_problem(
 ) -> None:
     batch, info = builtin_batch
     fit(batch, info, steps=3)
-    count = TRACE_COUNTS["train_step"]
-    mask = np.asarray(batch.scenario) % 2 == 0
-    fit(batch, info, steps=25, l2=0.5, temperature=0.3, learning_rate=0.01, seed=3)
-    fit(batch, info, steps=25, val_fraction=0, train_mask=mask, patience=2)
-    fit(batch, info, config=EmotionalMemoryConfig(enable_momentum=False), steps=10)
-    assert TRACE_COUNTS["train_step"] == count
+    traces: list[str] = []
+
+    def listener(event: str, duration: float, **kwargs: Any) -> None:
+        if event == "/jax/core/compile/jaxpr_trace_duration":
+            traces.append(str(kwargs.get("fun_name")))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        fit(batch, info, steps=3)  # the listener sees a trace if one happens
+        mask = np.asarray(batch.scenario) % 2 == 0
+        fit(batch, info, steps=25, l2=0.5, temperature=0.3, learning_rate=0.01, seed=3)
+        fit(batch, info, steps=25, val_fraction=0, train_mask=mask, patience=2)
+        fit(batch, info, config=EmotionalMemoryConfig(enable_momentum=False), steps=10)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert "_train_step" not in traces
+    # the probe works: a new problem shape does trace the step
+    traces.clear()
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        fit(batch, info, steps=2, trainable=("base_weights", "decay"))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert "_train_step" in traces
 
 
 # ------------------------------------------------------------------ CV, folds, validation

@@ -3,10 +3,19 @@
     python -m training fit      --dataset D.json --embeddings E.npz --out CONFIG.json
     python -m training cv       --dataset D.json --embeddings E.npz --folds 5 --json
     python -m training evaluate --dataset D.json --embeddings E.npz [--config C.json] --json
+    python -m training affect   --emobank EMOBANK.csv --out HEAD.npz   (training/affect.py)
 
 ``--dataset builtin`` (the default) uses the project's own labelled scenarios; without
 ``--embeddings`` the deterministic :class:`HashingEmbedder` embeds the texts. Progress
 bars go to stderr; ``--json`` prints exactly one JSON object on stdout.
+
+Without ``--trainable``, ``fit`` and ``cv`` choose the model by inner scenario-grouped
+CV among the default config, plain cosine and fitted variants (with the lexical
+signal unless ``--no-lexical``), so the choice never loses to the better of default
+and cosine on the inner folds. Events without affect labels get a text model's
+estimate (``--affect estimate``, the default) or the neutral point
+(``--affect neutral``); ``--query-affect estimate`` sets each query's estimated affect
+as the state (default ``keep``: the original protocol).
 """
 
 from __future__ import annotations
@@ -20,8 +29,23 @@ from typing import Any
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
-from emotional_memory.learn import GROUPS, build_recall_batch, cross_validate, fit, fit_auto
-from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
+from emotional_memory.learn import (
+    GROUPS,
+    build_recall_batch,
+    cross_validate,
+    fit,
+    fit_auto,
+    select_model,
+)
+from emotional_memory.replay import (
+    LookupEmbedder,
+    ReplayAffect,
+    load_dataset,
+    replay_dataset,
+    summarize,
+)
+
+METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
 
 def _load_data(name: str) -> dict[str, Any]:
@@ -52,6 +76,34 @@ def _trainable(text: str) -> tuple[str, ...]:
     if bad or not groups:
         raise argparse.ArgumentTypeError(f"--trainable takes a comma list of {GROUPS}")
     return groups
+
+
+def _affect(args: argparse.Namespace, data: dict[str, Any]) -> ReplayAffect:
+    return ReplayAffect.prepare(data, events=args.affect, queries=args.query_affect)
+
+
+def _lexical_start(args: argparse.Namespace, start: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
+    """A start config from which the lexical group can grow (weight 0 has no gradient)."""
+    if args.trainable and "lexical" in args.trainable and start.retrieval.lexical_weight == 0:
+        return start.model_copy(update={
+            "retrieval": start.retrieval.model_copy(update={"lexical_weight": 0.35})
+        })
+    return start
+
+
+def _wants_lexical(args: argparse.Namespace) -> bool:
+    if args.trainable is None:
+        return bool(args.lexical)
+    return "lexical" in args.trainable
+
+
+def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
+    kwargs: dict[str, Any] = {"steps": args.steps}
+    for key in ("l2", "temperature"):
+        if getattr(args, key) is not None:
+            kwargs[key] = getattr(args, key)
+    return kwargs
 
 
 def _fit_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -91,20 +143,32 @@ def cmd_fit(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; the report (default vs fitted replay metrics) is printed.
     """
+    out_path = Path(args.out)
+    if not out_path.parent.is_dir():  # fail before the fit, not after it
+        raise FileNotFoundError(f"--out: directory {str(out_path.parent)!r} does not exist")
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
+    start = _lexical_start(args, start)
+    affect = _affect(args, data)
     t0 = time.perf_counter()
-    batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet)
-    kwargs, select = _fit_kwargs(args)
-    if select:
-        result = fit_auto(batch, info, start, **kwargs)
+    batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet,
+                                     lexical=_wants_lexical(args), affect=affect)
+    if args.trainable is None:
+        result = select_model(batch, info, start, progress=not args.quiet,
+                              **_select_kwargs(args))
     else:
-        result = fit(batch, info, start, progress=not args.quiet, **kwargs)
+        kwargs, select = _fit_kwargs(args)
+        if select:
+            result = fit_auto(batch, info, start, **kwargs)
+        else:
+            result = fit(batch, info, start, progress=not args.quiet, **kwargs)
     seconds = time.perf_counter() - t0
-    Path(args.out).write_text(result.config.model_dump_json(indent=2), encoding="utf-8")
-    default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet))
-    fitted = summarize(replay_dataset(data, embedder, result.config, progress=not args.quiet))
+    out_path.write_text(result.config.model_dump_json(indent=2), encoding="utf-8")
+    default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,
+                                       affect=affect))
+    fitted = summarize(replay_dataset(data, embedder, result.config, progress=not args.quiet,
+                                      affect=affect))
     report = {
         "out": str(args.out),
         "seconds": seconds,
@@ -114,6 +178,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "fitted_top1": fitted["top1"],
         "fitted_hit_at_k": fitted["hit_at_k"],
         "fitted_mrr": fitted["mrr"],
+        "fitted_ndcg_at_k": fitted["ndcg_at_k"],
+        "fitted_recall_at_k": fitted["recall_at_k"],
         "default_by_challenge": default["by_challenge"],
         "fitted_by_challenge": fitted["by_challenge"],
     }
@@ -145,21 +211,25 @@ def cmd_cv(args: argparse.Namespace) -> int:
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
-    kwargs, select = _fit_kwargs(args)
+    start = _lexical_start(args, start)
+    select: bool | str
+    if args.trainable is None:
+        kwargs: dict[str, Any] = _select_kwargs(args)
+        select = "model"
+    else:
+        kwargs, select = _fit_kwargs(args)
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
-        select=select, **kwargs,
+        select=select, affect=_affect(args, data), lexical=_wants_lexical(args), **kwargs,
     )
-    out = {
-        "top1": result.metrics["top1"],
-        "hit_at_k": result.metrics["hit_at_k"],
-        "mrr": result.metrics["mrr"],
-        "default_top1": result.default_metrics["top1"],
-        "default_hit_at_k": result.default_metrics["hit_at_k"],
+    out: dict[str, Any] = {k: result.metrics[k] for k in METRICS}
+    out.update({f"default_{k}": result.default_metrics[k] for k in METRICS})
+    out.update({
         "n_queries": result.metrics["n_queries"],
         "folds": args.folds,
+        "chosen": [c if isinstance(c, str | None) else dict(c) for c in result.chosen],
         "by_challenge": result.metrics["by_challenge"],
-    }
+    })
     _print(out, args.json)
     return 0
 
@@ -176,9 +246,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     data, embedder, cfg = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
-    metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet))
-    _print({k: metrics[k] for k in ("top1", "hit_at_k", "mrr", "n_queries", "by_challenge")},
-           args.json)
+    metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet,
+                                       affect=_affect(args, data)))
+    _print({k: metrics[k] for k in (*METRICS, "n_queries", "by_challenge")}, args.json)
     return 0
 
 
@@ -200,10 +270,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--config", default=None, help="starting EmotionalMemoryConfig JSON")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
+        p.add_argument("--affect", choices=("estimate", "neutral"), default="estimate",
+                       help="affect of events without labels (default: a text model's "
+                            "estimate)")
+        p.add_argument("--query-affect", choices=("keep", "estimate"), default="keep",
+                       help="state of queries without one (default keep: the original "
+                            "protocol)")
 
     def fitting(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--trainable", type=_trainable, default=("base_weights", "gates"),
-                       help=f"comma list of {', '.join(GROUPS)}")
+        p.add_argument("--trainable", type=_trainable, default=None,
+                       help=f"comma list of {', '.join(GROUPS)} (default: choose the "
+                            "model by inner CV)")
+        p.add_argument("--no-lexical", dest="lexical", action="store_false",
+                       help="without --trainable: leave the lexical models out")
         p.add_argument("--l2", type=float, default=None,
                        help="L2 pull to the defaults (default: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,
@@ -227,6 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
     common(p_ev)
     p_ev.set_defaults(func=cmd_evaluate)
+
+    from training.affect import add_parser as add_affect
+
+    add_affect(sub)
     return parser
 
 

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         MemoryStore,
         SequentialEmbedder,
     )
+    from emotional_memory.logging_config import configure_logging
     from emotional_memory.models import (
         EmotionalTag,
         Memory,
@@ -124,6 +125,7 @@ _EXPORTS: dict[str, str] = {
     "Embedder": "emotional_memory.interfaces",
     "MemoryStore": "emotional_memory.interfaces",
     "SequentialEmbedder": "emotional_memory.interfaces",
+    "configure_logging": "emotional_memory.logging_config",
     "EmotionalTag": "emotional_memory.models",
     "Memory": "emotional_memory.models",
     "ResonanceLink": "emotional_memory.models",
@@ -219,6 +221,7 @@ __all__ = [
     "compute_ape",
     "compute_effective_strength",
     "compute_effective_strength_batch",
+    "configure_logging",
     "consolidation_strength",
     "hebbian_strengthen",
     "label_tag",

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+import cachetools
 
 __all__ = [
     "FENCE_RE",
@@ -173,6 +174,8 @@ def find_json(
 class LRUCache(Generic[_K, _V]):
     """A thread-safe least-recently-used cache of at most ``maxsize`` entries.
 
+    A lock around :class:`cachetools.LRUCache`, the project's one LRU implementation.
+
     ``maxsize == 0`` turns it off: :meth:`get` always misses and :meth:`put` keeps
     nothing.
     """
@@ -184,7 +187,8 @@ class LRUCache(Generic[_K, _V]):
             maxsize: Capacity (``>= 0``; validate it with :func:`check_cache_size`).
         """
         self._maxsize = maxsize
-        self._data: OrderedDict[_K, _V] = OrderedDict()
+        # cachetools refuses maxsize 0 items; a 0 cache never stores (see put).
+        self._data: cachetools.LRUCache[_K, _V] = cachetools.LRUCache(maxsize=max(maxsize, 1))
         self._lock = threading.Lock()
 
     @property
@@ -204,10 +208,7 @@ class LRUCache(Generic[_K, _V]):
         if self._maxsize <= 0:
             return None
         with self._lock:
-            value = self._data.get(key)
-            if value is not None:
-                self._data.move_to_end(key)
-            return value
+            return self._data.get(key)  # a hit becomes the most recently used
 
     def put(self, key: _K, value: _V) -> None:
         """Store ``value`` under ``key``, evicting the least recently used beyond capacity.
@@ -219,10 +220,7 @@ class LRUCache(Generic[_K, _V]):
         if self._maxsize <= 0:
             return
         with self._lock:
-            self._data[key] = value
-            self._data.move_to_end(key)
-            while len(self._data) > self._maxsize:
-                self._data.popitem(last=False)
+            self._data[key] = value  # evicts the least recently used beyond maxsize
 
     def clear(self) -> None:
         """Drop every entry."""

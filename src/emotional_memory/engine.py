@@ -41,7 +41,8 @@ from emotional_memory.interfaces import (
     MemoryStore,
     store_transaction,
 )
-from emotional_memory.kernel import QueryFeatures, ScoringParams
+from emotional_memory.kernel import LexicalInputs, QueryFeatures, ScoringParams
+from emotional_memory.lexical import LexicalIndex, query_terms, stop_word_set
 from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.mood import MoodDecayConfig, MoodField
@@ -68,6 +69,7 @@ from emotional_memory.retrieval import (
     update_prediction,
 )
 from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
@@ -126,6 +128,23 @@ class _Ranking:
         return plan_from_arrays(self.candidates, self.arrays, self.now, self.query)
 
 
+class _StoreLexicon:
+    """A store's lexical queries under the store's own lock, as a LexicalIndex's names."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """The store's lexical shortlist."""
+        ids: list[str] = self._store.lexical_search(terms, k, k1, b)
+        return ids
+
+    def inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """The store's term statistics of the candidates."""
+        out: LexicalInputs = self._store.lexical_inputs(terms, memory_ids)
+        return out
+
+
 class _ConfigDerived:
     """What the engine derives from one (frozen) config object, computed once.
 
@@ -136,8 +155,12 @@ class _ConfigDerived:
         config: the config these values belong to (compared by identity).
         signal_mask: its (6,) ablation mask.
         all_signals_on: whether the mask keeps every signal (weights pass through).
-        mask: the mask as a float64 array for the plan program (None: all on).
+        mask: the mask as a float64 array for the plan program (None: all on; 7
+            entries when the lexical signal is on, s7 always kept).
         params: float64 scoring parameters of the plan, as device arrays.
+        lexical_on: whether the lexical signal s7 takes part (weight > 0 and
+            ``enable_lexical``).
+        stop_words: the query words s7 ignores.
     """
 
     def __init__(self, config: EmotionalMemoryConfig) -> None:
@@ -147,6 +170,10 @@ class _ConfigDerived:
         self.mask = None if self.all_signals_on else np.asarray(self.signal_mask, np.float64)
         self.params = self._device(scoring_params(config.retrieval, config.decay))
         self._routes: dict[tuple[float, ...], ScoringParams] = {}
+        self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
+        self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
+        if self.lexical_on and self.mask is not None:
+            self.mask = np.append(self.mask, 1.0)
 
     @staticmethod
     def _device(params: ScoringParams) -> ScoringParams:
@@ -195,6 +222,8 @@ class EmotionalMemoryConfig(BaseModel):
         auto_categorize: store a Plutchik label with each tag.
         enable_reconsolidation, enable_appraisal, enable_mood_signal, enable_momentum,
         enable_resonance: ablation switches (all on by default).
+        enable_lexical: ablation switch of the opt-in lexical signal s7 (it takes part
+            only when also ``retrieval.lexical_weight > 0``).
         max_content_length: optional limit on the content length (characters).
         appraisal_max_concurrency: most appraisals an async engine runs at once
             (>= 1; the original's field, kept for compatibility).
@@ -217,6 +246,7 @@ class EmotionalMemoryConfig(BaseModel):
     enable_mood_signal: bool = True
     enable_momentum: bool = True
     enable_resonance: bool = True
+    enable_lexical: bool = True
     max_content_length: int | None = None
     appraisal_max_concurrency: int = Field(default=8, ge=1)
     query_affect_gate_tau: float = Field(default=0.2, ge=0.0, le=2.0)
@@ -525,6 +555,7 @@ class EmotionalMemory:
                 out.append(self._link(memory, candidates))
         return out
 
+    @traced("emotional_memory.encode", content_length=("content", len))
     def encode(
         self,
         content: str,
@@ -551,7 +582,8 @@ class EmotionalMemory:
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
         now = self._now()
-        embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(content), "content")
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
@@ -565,6 +597,7 @@ class EmotionalMemory:
         stored = self.store.get(memory.id)
         return stored if stored is not None else memory
 
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(
         self,
         contents: Sequence[str],
@@ -602,7 +635,8 @@ class EmotionalMemory:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
-        raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         # Each raw vector is dropped once cleaned: one copy of the batch at a time.
@@ -630,6 +664,7 @@ class EmotionalMemory:
         self._adopt(state)
         return [self._stored(m) for m in out]
 
+    @traced("emotional_memory.observe", content_length=("content", len))
     def observe(
         self,
         content: str | None = None,
@@ -661,6 +696,7 @@ class EmotionalMemory:
 
     # ------------------------------------------------------------------ elaboration
 
+    @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
     def elaborate(self, memory_id: str) -> Memory | None:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
@@ -813,16 +849,26 @@ class EmotionalMemory:
         n = len(self.store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
-        embedding = self._clean_embedding(self.embedder.embed(query), "query")
-        limit = top_k * self.config.retrieval.candidate_multiplier
-        if n > limit:
-            candidates = self.store.search_by_embedding(embedding or [], limit)
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        cfg = self.config.retrieval
+        limit = top_k * cfg.candidate_multiplier
+        derived = self._derived()
+        if n > limit and not cfg.full_bank_candidates:
+            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
+                candidates = self.store.search_by_embedding(embedding or [], limit)
         else:
             candidates = self.store.list_all()
+        lexical = None
+        if derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical):
+            candidates, lexical = self._lexical_candidates(
+                query, candidates, limit, full=n <= limit or cfg.full_bank_candidates
+            )
+            if not derived.lexical_on:  # hybrid candidates, six-signal score
+                lexical = None
         if not candidates:
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
-        derived = self._derived()
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_candidates(
             embedding,
@@ -839,12 +885,50 @@ class EmotionalMemory:
             self.config.enable_resonance,
             weight_params=derived.weight_params(self._route(query)),
             signal_mask=derived.mask,
+            lexical=lexical,
         )
-        weights = _check_weights(arrays.weights)
+        weights = _check_weights(arrays.weights, lexical=lexical is not None)
         return _Ranking(
             now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
             query=features,
         )
+
+    def _lexical_index(self) -> Any:
+        """What answers lexical queries: the store itself when it keeps a lexical index
+        (``lexical_search`` / ``lexical_inputs`` under its lock), else an index built
+        from ``list_all()`` for a plain store (``search`` / ``inputs``)."""
+        if callable(getattr(self.store, "lexical_search", None)):
+            return _StoreLexicon(self.store)
+        return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
+
+    def _lexical_candidates(
+        self, query: str, candidates: list[Memory], limit: int, *, full: bool
+    ) -> tuple[list[Memory], LexicalInputs]:
+        """Hybrid candidates and their term statistics (lexical signal s7 on).
+
+        The semantic shortlist is followed by the memories of the lexical shortlist
+        (the ``limit`` best BM25 scores) it lacks, in lexical rank order. With ``full``
+        the candidates are already every memory.
+
+        Args:
+            query: query text.
+            candidates: the semantic candidates (or every memory with ``full``).
+            limit: shortlist size (``top_k * candidate_multiplier``).
+            full: whether ``candidates`` already holds the whole store.
+
+        Returns:
+            ``(candidates, lexical)``: the candidates and their unpadded statistics.
+        """
+        cfg = self.config.retrieval
+        terms = query_terms(query, self._derived().stop_words)
+        index = self._lexical_index()
+        if not full and terms:
+            have = {m.id for m in candidates}
+            extra = [i for i in index.search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
+                     if i not in have]
+            found = (self.store.get(i) for i in extra)
+            candidates = candidates + [m for m in found if m is not None]
+        return candidates, index.inputs(terms, [m.id for m in candidates])
 
     def _plan(
         self, query: str, top_k: int, query_affect: CoreAffect | None
@@ -890,6 +974,7 @@ class EmotionalMemory:
                 self.store.update(m)
         return updated
 
+    @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
     def retrieve(
         self,
         query: str,
@@ -917,6 +1002,7 @@ class EmotionalMemory:
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
+    @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
     def retrieve_with_explanations(
         self,
         query: str,
@@ -1137,6 +1223,7 @@ class EmotionalMemory:
     def __len__(self) -> int:
         return len(self.store)
 
+    @traced("emotional_memory.prune", threshold=("threshold", float))
     def prune(self, threshold: float = 0.05) -> int:
         """Delete memories whose effective strength has fallen below ``threshold``.
 

@@ -6,8 +6,8 @@ methods; nothing has to inherit from these classes.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -307,11 +307,6 @@ class AsyncAppraisalEngine(Protocol):
         ...
 
 
-@contextmanager
-def _no_transaction() -> Iterator[None]:
-    yield
-
-
 def store_transaction(store: object) -> AbstractContextManager[Any]:
     """The store's ``transaction()`` context if it has one, else a no-op context.
 
@@ -324,4 +319,4 @@ def store_transaction(store: object) -> AbstractContextManager[Any]:
         A context manager to wrap the operation in.
     """
     tx = getattr(store, "transaction", None)
-    return tx() if callable(tx) else _no_transaction()
+    return tx() if callable(tx) else nullcontext()

@@ -10,7 +10,16 @@ optional query-time state). The protocol follows the published figures:
   ``retrieve_with_explanations(query, top_k)``, then restore the state.
 
 A deterministic clock (1 ms per reading) replaces the wall clock, so a replay gives
-the same numbers on any machine, however slow.
+the same numbers on any machine, however slow. Events with a ``timestamp`` (ISO 8601)
+are encoded at that time on the clock; queries are then asked at the last event's time.
+
+Real conversations come without affect labels. :class:`ReplayAffect` says what to do
+then: events without ``valence``/``arousal`` get the affect a text model estimates
+(``"estimate"``, the default:
+:class:`~emotional_memory.appraisal_embedding.EmbeddingAppraisalEngine`) or the neutral
+point (``"neutral"``); queries without a ``state`` keep the engine's
+state (``"keep"``, the original protocol) or take their own text's estimated affect
+(``"estimate"``).
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -172,6 +181,8 @@ class QueryResult:
     expected: list[str]
     retrieved: list[str]
     explanations: list[RetrievalExplanation] = field(default_factory=list, repr=False)
+    k: int | None = None
+    """The replay's ``top_k`` (None: the number retrieved)."""
 
     @property
     def top1(self) -> bool:
@@ -182,6 +193,29 @@ class QueryResult:
     def hit(self) -> bool:
         """Any result is expected."""
         return any(r in self.expected for r in self.retrieved)
+
+    @property
+    def recall(self) -> float:
+        """Share of the distinct expected ids among the results (recall@k)."""
+        expected = set(self.expected)
+        return len(expected & set(self.retrieved)) / len(expected) if expected else 0.0
+
+    @property
+    def ndcg(self) -> float:
+        """nDCG@k with binary relevance: sum of 1/log2(rank + 1) over expected results,
+        over its maximum for min(k, #expected) expected results ranked first."""
+        expected = set(self.expected)
+        k = self.k if self.k is not None else len(self.retrieved)
+        ideal = sum(1.0 / np.log2(i + 2) for i in range(min(k, len(expected))))
+        if ideal == 0:
+            return 0.0
+        seen: set[str] = set()
+        dcg = 0.0
+        for i, r in enumerate(self.retrieved[:k]):
+            if r in expected and r not in seen:
+                seen.add(r)
+                dcg += 1.0 / np.log2(i + 2)
+        return float(dcg / ideal)
 
     @property
     def reciprocal_rank(self) -> float:
@@ -199,8 +233,9 @@ def summarize(results: Sequence[QueryResult]) -> dict[str, Any]:
         results: Replayed queries (any order).
 
     Returns:
-        ``{"top1", "hit_at_k", "mrr"}`` means (0.0 when empty), ``"n_queries"`` and
-        ``"by_challenge"`` (challenge type -> top-1 rate, sorted by type).
+        ``{"top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k"}`` means (0.0 when
+        empty), ``"n_queries"`` and ``"by_challenge"`` (challenge type -> top-1 rate,
+        sorted by type).
     """
     n = len(results)
     by: dict[str, list[QueryResult]] = {}
@@ -211,9 +246,143 @@ def summarize(results: Sequence[QueryResult]) -> dict[str, Any]:
         "top1": mean([r.top1 for r in results]),
         "hit_at_k": mean([r.hit for r in results]),
         "mrr": mean([r.reciprocal_rank for r in results]),
+        "ndcg_at_k": mean([r.ndcg for r in results]),
+        "recall_at_k": mean([r.recall for r in results]),
         "n_queries": n,
         "by_challenge": {k: mean([r.top1 for r in v]) for k, v in sorted(by.items())},
     }
+
+
+AffectEstimator = Callable[[list[str]], np.ndarray]
+"""``texts -> (N, 3)`` valence [-1, 1], arousal [0, 1], dominance [0, 1]."""
+
+EventAffect = Literal["estimate", "neutral"]
+QueryAffect = Literal["keep", "estimate"]
+
+
+def _has_affect(event: dict[str, Any]) -> bool:
+    return event.get("valence") is not None and event.get("arousal") is not None
+
+
+@dataclass(frozen=True)
+class ReplayAffect:
+    """How a replay sets the affect of unlabelled events and queries.
+
+    Attributes:
+        events: ``"estimate"`` (the text model's affect) or ``"neutral"`` (0, 0, 0.5)
+            for events without valence/arousal; labelled events always use theirs.
+        queries: ``"keep"`` (the original protocol: the state is left as the events
+            made it) or ``"estimate"`` (the query text's estimated affect becomes the
+            state) for queries without a ``state``.
+        table: text -> (valence, arousal, dominance) estimates (see :meth:`prepare`).
+    """
+
+    events: EventAffect = "estimate"
+    queries: QueryAffect = "keep"
+    table: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.events not in ("estimate", "neutral"):
+            raise ValueError(f"events must be 'estimate' or 'neutral', got {self.events!r}")
+        if self.queries not in ("keep", "estimate"):
+            raise ValueError(f"queries must be 'keep' or 'estimate', got {self.queries!r}")
+
+    @classmethod
+    def prepare(
+        cls,
+        data: dict[str, Any],
+        events: EventAffect = "estimate",
+        queries: QueryAffect = "keep",
+        estimator: AffectEstimator | None = None,
+    ) -> ReplayAffect:
+        """Estimate, once, the affect of every text the replay will need.
+
+        Nothing is estimated (and no text model loaded) when every event is labelled
+        and queries keep the state.
+
+        Args:
+            data: the dataset.
+            events: mode for unlabelled events.
+            queries: mode for queries without a state.
+            estimator: ``texts -> (N, 3)``; default
+                ``EmbeddingAppraisalEngine().predict_affect`` (needs MiniLM).
+
+        Returns:
+            The replay settings with their estimates.
+        """
+        base = cls(events=events, queries=queries)
+        texts: list[str] = []
+        for scenario in iter_scenarios(data):
+            for session in scenario.get("sessions", []):
+                if events == "estimate":
+                    texts += [e["content"] for e in session.get("events", [])
+                              if not _has_affect(e)]
+                if queries == "estimate":
+                    texts += [q["query"] for q in session.get("queries", [])
+                              if not q.get("state")]
+        texts = list(dict.fromkeys(texts))
+        if not texts:
+            return base
+        if estimator is None:
+            from emotional_memory.appraisal_embedding import EmbeddingAppraisalEngine
+
+            estimator = EmbeddingAppraisalEngine().predict_affect
+        values = np.asarray(estimator(texts), dtype=np.float64)
+        if values.shape != (len(texts), 3):
+            raise ValueError(f"estimator must return ({len(texts)}, 3), got {values.shape}")
+        table = {t: (float(v[0]), float(v[1]), float(v[2])) for t, v in zip(texts, values,
+                                                                            strict=True)}
+        return cls(events=events, queries=queries, table=table)
+
+    def event_affect(self, event: dict[str, Any]) -> CoreAffect:
+        """The affect to set before encoding ``event``.
+
+        Args:
+            event: one event dict.
+
+        Returns:
+            Its labelled affect, else the estimate (or neutral).
+        """
+        if _has_affect(event):
+            return CoreAffect(valence=float(event["valence"]), arousal=float(event["arousal"]))
+        if self.events == "neutral":
+            return CoreAffect.neutral()
+        return self._estimated(event["content"])
+
+    def query_affect(self, query: dict[str, Any]) -> CoreAffect | None:
+        """The state to set before ``query`` (None: leave the state as it is).
+
+        Args:
+            query: one query dict.
+
+        Returns:
+            The query's ``state``, else its estimate when ``queries == "estimate"``.
+        """
+        state = query.get("state")
+        if state:
+            return CoreAffect(valence=float(state["valence"]), arousal=float(state["arousal"]))
+        if self.queries == "estimate":
+            return self._estimated(query["query"])
+        return None
+
+    def _estimated(self, text: str) -> CoreAffect:
+        try:
+            v, a, d = self.table[text]
+        except KeyError:
+            raise ValueError(
+                f"no affect estimate for {text[:60]!r}: build with ReplayAffect.prepare(data)"
+            ) from None
+        return CoreAffect(valence=v, arousal=a, dominance=d)
+
+
+def _timestamp(event: dict[str, Any]) -> datetime | None:
+    raw = event.get("timestamp")
+    if raw is None:
+        return None
+    ts = datetime.fromisoformat(str(raw))
+    if ts.tzinfo is None:
+        raise ValueError(f"event {event.get('memory_id')!r}: timestamp must carry a timezone")
+    return ts
 
 
 def iter_scenarios(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -256,6 +425,9 @@ def replay_scenario(
     engine: EmotionalMemory,
     top_k: int,
     on_query: QueryHook | None = None,
+    *,
+    affect: ReplayAffect | None = None,
+    clock: TickClock | None = None,
 ) -> list[QueryResult]:
     """Replay one scenario into ``engine`` (which should be empty).
 
@@ -267,27 +439,36 @@ def replay_scenario(
             the query state), the query dict, the engine-id -> dataset-id map and the
             ranking plan, before the retrieval side effects; the learning pipeline uses
             it to capture what the ranker saw.
+        affect: how to set the affect of unlabelled events and queries (default:
+            :class:`ReplayAffect` ``("estimate", "keep")`` with no estimates, enough
+            for labelled data).
+        clock: the engine's clock; events with a ``timestamp`` are encoded at it
+            (queries at the last event's time). Without one, timestamps are ignored.
 
     Returns:
         One :class:`QueryResult` per query.
     """
+    settings = affect if affect is not None else ReplayAffect()
+    last_event: datetime | None = None
     id_map: dict[str, str] = {}
     results: list[QueryResult] = []
     sid = str(scenario.get("scenario_id", ""))
     for session in scenario.get("sessions", []):
         for event in session.get("events", []):
-            engine.set_affect(
-                CoreAffect(valence=float(event["valence"]), arousal=float(event["arousal"]))
-            )
+            ts = _timestamp(event) if clock is not None else None
+            if clock is not None and ts is not None:
+                clock.now = ts
+                last_event = ts
+            engine.set_affect(settings.event_affect(event))
             memory = engine.encode(event["content"], metadata=dict(event.get("metadata") or {}))
             id_map[memory.id] = str(event["memory_id"])
         for query in session.get("queries", []):
+            if clock is not None and last_event is not None:
+                clock.now = last_event
             saved = engine.save_state()
-            state = query.get("state")
-            if state:
-                engine.set_affect(
-                    CoreAffect(valence=float(state["valence"]), arousal=float(state["arousal"]))
-                )
+            state = settings.query_affect(query)
+            if state is not None:
+                engine.set_affect(state)
             if on_query is None:
                 explanations = engine.retrieve_with_explanations(query["query"], top_k=top_k)
             else:
@@ -303,6 +484,7 @@ def replay_scenario(
                     expected=[str(x) for x in query["expected_memory_ids"]],
                     retrieved=[id_map.get(e.memory.id, e.memory.id) for e in explanations],
                     explanations=explanations,
+                    k=top_k,
                 )
             )
     return results
@@ -316,6 +498,7 @@ def replay_dataset(
     top_k: int | None = None,
     engine_factory: EngineFactory | None = None,
     progress: bool = False,
+    affect: ReplayAffect | None = None,
 ) -> list[QueryResult]:
     """Replay every scenario of ``data`` and return the per-query results.
 
@@ -326,10 +509,13 @@ def replay_dataset(
         top_k: results per query (default: the dataset's ``default_top_k`` or 2).
         engine_factory: builds a fresh engine per scenario (default: in-memory).
         progress: show a progress bar on stderr.
+        affect: unlabelled events and queries (default: estimated when the data needs
+            it, see :meth:`ReplayAffect.prepare`).
 
     Returns:
         All :class:`QueryResult` objects in dataset order.
     """
+    settings = affect if affect is not None else ReplayAffect.prepare(data)
     from emotional_memory._progress import progress_iter
 
     k = int(top_k if top_k is not None else data.get("default_top_k", 2))
@@ -337,9 +523,10 @@ def replay_dataset(
     results: list[QueryResult] = []
     scenarios = list(iter_scenarios(data))
     for scenario in progress_iter(scenarios, "replay", enabled=progress):
-        engine = factory(embedder, TickClock())
+        clock = TickClock()
+        engine = factory(embedder, clock)
         try:
-            results.extend(replay_scenario(scenario, engine, k))
+            results.extend(replay_scenario(scenario, engine, k, affect=settings, clock=clock))
         finally:
             engine.close()
     return results

@@ -43,10 +43,12 @@ from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import (
     SIGNAL_NAMES,
+    LexicalInputs,
     MemoryColumns,
     QueryFeatures,
     ScoringParams,
     apply_signal_mask,
+    bucket_size,
     pad_columns,
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
@@ -146,6 +148,21 @@ class RetrievalConfig(BaseModel):
         adaptive_weights_config: the mood gates.
         signal_scale, signal_shift: opt-in per-signal affine calibration (a fitted
             model's output); ``None`` means identity (the SPEC score).
+        lexical_weight: base weight of the opt-in lexical signal s7 (Okapi BM25 of the
+            query against the memory's words, relative to the best candidate; see
+            :mod:`emotional_memory.kernel.lexical`). 0 (default) keeps the six-signal
+            SPEC score bit for bit; > 0 joins the normalisation as a seventh weight
+            and makes the candidates hybrid (semantic + lexical shortlists).
+        lexical_k1, lexical_b: BM25's term-frequency saturation (> 0) and length
+            normalisation (in [0, 1]).
+        lexical_stop_words: query words ignored by s7: ``"english"`` (a built-in list,
+            :data:`emotional_memory.lexical.ENGLISH_STOP_WORDS`), ``"none"``, or a list.
+        full_bank_candidates: score every memory instead of a shortlist (for fitting
+            and small stores).
+        hybrid_candidates: take the union of the semantic and the lexical shortlists
+            as candidates even while ``lexical_weight`` is 0 (the six-signal score
+            over hybrid candidates; fitting captures these). With s7 on they are
+            always hybrid.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -161,6 +178,35 @@ class RetrievalConfig(BaseModel):
     adaptive_weights_config: AdaptiveWeightsConfig = Field(default_factory=AdaptiveWeightsConfig)
     signal_scale: list[float] | None = None
     signal_shift: list[float] | None = None
+    lexical_weight: float = 0.0
+    lexical_k1: float = 1.2
+    lexical_b: float = 0.75
+    lexical_stop_words: Literal["english", "none"] | list[str] = "english"
+    full_bank_candidates: bool = False
+    hybrid_candidates: bool = False
+
+    @field_validator("lexical_weight", mode="before")
+    @classmethod
+    def _lexical_weight(cls, v: Any) -> float:
+        return non_negative("lexical_weight", v)
+
+    @field_validator("lexical_k1", mode="before")
+    @classmethod
+    def _lexical_k1(cls, v: Any) -> float:
+        value = finite("lexical_k1", v)
+        if value <= 0:
+            raise ValueError(f"lexical_k1 must be > 0, got {value}")
+        return value
+
+    @field_validator("lexical_b", mode="before")
+    @classmethod
+    def _lexical_b(cls, v: Any) -> float:
+        return in_range("lexical_b", v, 0.0, 1.0)
+
+    @property
+    def lexical_on(self) -> bool:
+        """Whether the lexical signal s7 takes part (``lexical_weight > 0``)."""
+        return self.lexical_weight > 0
 
     @field_validator("base_weights", mode="before")
     @classmethod
@@ -242,6 +288,11 @@ class RetrievalBreakdown(BaseModel):
     raw_signals: RetrievalSignals
     weighted_signals: RetrievalSignals
     total_score: float
+    lexical_weight: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Weight of the opt-in lexical signal s7 (None when s7 is off)."""
+    lexical_signal: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Raw s7 of this memory (None when s7 is off); ``total_score`` includes
+    ``lexical_weight * lexical_signal`` after the six signals."""
 
 
 class RetrievalExplanation(BaseModel):
@@ -307,23 +358,35 @@ def _signals_from_values(values: Sequence[float]) -> RetrievalSignals:
 
 
 def breakdown_from_values(weights: Sequence[float], raw: Sequence[float]) -> RetrievalBreakdown:
-    """Build a :class:`RetrievalBreakdown` from six weights and six raw signals.
+    """Build a :class:`RetrievalBreakdown` from the weights and raw signals.
 
     Args:
-        weights: the six weights.
-        raw: the six signal values.
+        weights: the six weights, or seven with the lexical signal s7 last.
+        raw: the signal values (as many as ``weights``).
 
     Returns:
         The breakdown; ``total_score`` is the left-to-right sum of ``w_i * s_i``.
     """
     w = tuple(float(v) for v in weights)
     s = tuple(float(v) for v in raw)
-    weighted = _signals_from_values(tuple(a * b for a, b in zip(w, s, strict=True)))
+    if len(w) != len(s) or len(w) not in (6, 7):
+        raise ValueError(f"need 6 or 7 weights and as many signals, got {len(w)} and {len(s)}")
+    weighted = _signals_from_values(tuple(a * b for a, b in zip(w[:6], s[:6], strict=True)))
+    total = weighted.total()
+    if len(w) == 7:
+        return RetrievalBreakdown(
+            weights=_signals_from_values(w[:6]),
+            raw_signals=_signals_from_values(s[:6]),
+            weighted_signals=weighted,
+            total_score=total + w[6] * s[6],
+            lexical_weight=w[6],
+            lexical_signal=s[6],
+        )
     return RetrievalBreakdown(
         weights=_signals_from_values(w),
         raw_signals=_signals_from_values(s),
         weighted_signals=weighted,
-        total_score=weighted.total(),
+        total_score=total,
     )
 
 
@@ -349,9 +412,11 @@ _weights_jit = jax.jit(kernel_adaptive_weights)
 _signals_jit = jax.jit(kernel_signals)
 
 
-def _check_weights(precomputed_weights: Any) -> np.ndarray:
+def _check_weights(precomputed_weights: Any, *, lexical: bool = False) -> np.ndarray:
     arr = np.asarray(precomputed_weights, dtype=np.float64).reshape(-1)
-    if arr.shape != (6,):
+    if lexical and arr.shape == (7,):
+        pass
+    elif arr.shape != (6,):
         raise ValueError(f"precomputed_weights must have exactly 6 elements, got {arr.size}")
     if not np.all(np.isfinite(arr)):
         raise ValueError("precomputed_weights contains NaN or infinite values")
@@ -518,6 +583,7 @@ def plan_arrays(
     weights: Any = None,
     weight_params: ScoringParams | None = None,
     signal_mask: Any = None,
+    lexical: LexicalInputs | None = None,
 ) -> PlanArrays:
     """Run the two-pass plan on (padded) columns: ONE compiled program, one transfer.
 
@@ -537,6 +603,8 @@ def plan_arrays(
             ``weight_params`` (then ``signal_mask``) are computed in the program.
         weight_params: parameters of the adaptive weights (default: ``params``).
         signal_mask: optional (6,) ablation mask of the adaptive weights.
+        lexical: optional term statistics padded to the columns' rows: adds the
+            lexical signal s7 (7 weights, 7 signal columns).
 
     Returns:
         :class:`PlanArrays` sliced to the ``n`` real rows.
@@ -556,7 +624,7 @@ def plan_arrays(
     out = jax.device_get(retrieval_plan(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=adjacency is not None, weights=weights, weight_params=weight_params,
-        signal_mask=signal_mask,
+        signal_mask=signal_mask, lexical=lexical,
     ))
     raw1 = np.asarray(out.raw1)[:n]
     totals1 = np.asarray(out.totals1)[:n]
@@ -680,6 +748,7 @@ def rank_candidates(
     *,
     weight_params: ScoringParams | None = None,
     signal_mask: Any = None,
+    lexical: LexicalInputs | None = None,
 ) -> tuple[PlanArrays, QueryFeatures]:
     """The array half of :func:`build_retrieval_plan` (inputs already validated).
 
@@ -694,7 +763,10 @@ def rank_candidates(
         propagation_hops: hops of spreading activation (1..5).
         enable_resonance: False skips spreading activation.
         weight_params: parameters of the adaptive weights (default: ``params``).
-        signal_mask: optional (6,) ablation mask of the adaptive weights.
+        signal_mask: optional (6,) ablation mask of the adaptive weights (7 entries
+            with ``lexical``).
+        lexical: optional unpadded term statistics of the candidates (rows in
+            candidate order): adds the lexical signal s7.
 
     Returns:
         ``(arrays, query)``: the plan's :class:`PlanArrays` over the candidates and the
@@ -704,12 +776,43 @@ def rank_candidates(
     cols = pad_columns(columns_from_memories(candidates, now, dim))
     query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
     adjacency = adjacency_from_memories(candidates) if enable_resonance else None
+    padded = None if lexical is None else pad_lexical(lexical, cols.size)
     with float64():
         arrays = plan_arrays(
             params, query, cols, len(candidates), top_k, adjacency, propagation_hops,
             weights=weights, weight_params=weight_params, signal_mask=signal_mask,
+            lexical=padded,
         )
     return arrays, query
+
+
+def pad_lexical(lexical: LexicalInputs, rows: int, min_terms: int = 4) -> LexicalInputs:
+    """Pad term statistics to ``rows`` rows and a power-of-two number of terms.
+
+    Few shapes mean few compiled programs: the term axis grows in buckets like the
+    row axis. Padding terms and rows hold zeros (they never contribute).
+
+    Args:
+        lexical: statistics with numpy leaves, (n, T) term frequencies.
+        rows: target rows (the padded bank's size).
+        min_terms: smallest term bucket.
+
+    Returns:
+        Padded statistics (float64 numpy leaves).
+    """
+    tf = np.asarray(lexical.tf, np.float64)
+    n, t = tf.shape
+    width = bucket_size(t, min_terms)
+    out = np.zeros((rows, width), np.float64)
+    out[:n, :t] = tf
+    length = np.zeros((rows,), np.float64)
+    length[:n] = np.asarray(lexical.length, np.float64)[:n]
+    df = np.zeros((width,), np.float64)
+    df[:t] = np.asarray(lexical.df, np.float64)
+    return LexicalInputs(
+        tf=out, length=length, df=df, n_docs=np.asarray(lexical.n_docs, np.float64),
+        avg_length=np.asarray(lexical.avg_length, np.float64),
+    )
 
 
 def plan_from_arrays(

@@ -17,7 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringParams
+from emotional_memory.kernel.params import (
+    DECAY_FIELDS,
+    DEFAULT_LEXICAL,
+    GATE_FIELDS,
+    LEXICAL_FIELDS,
+    ScoringParams,
+)
 
 __all__ = ["params_from_config", "params_to_config", "params_to_config_dicts"]
 
@@ -52,6 +58,11 @@ def params_from_config(
         distance_scale=np.asarray(math.sqrt(6.0), dtype=dtype),
         signal_scale=np.asarray(scale if scale is not None else [1.0] * 6, dtype=dtype),
         signal_shift=np.asarray(shift if shift is not None else [0.0] * 6, dtype=dtype),
+        lexical=np.asarray(
+            [getattr(retrieval_config, f, d) for f, d in zip(LEXICAL_FIELDS, DEFAULT_LEXICAL,
+                                                           strict=True)],
+            dtype=dtype,
+        ),
     )
 
 
@@ -59,7 +70,8 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
     """Return plain ``(retrieval_fields, decay_fields)`` dicts of Python floats.
 
     ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
-    and, only when they differ from the identity, ``signal_scale``/``signal_shift``.
+    and, only when they differ from the identity, ``signal_scale``/``signal_shift``,
+    and the :data:`LEXICAL_FIELDS`.
 
     Args:
         params: the parameters to read.
@@ -80,6 +92,7 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
     if scale != [1.0] * 6 or shift != [0.0] * 6:
         retrieval["signal_scale"] = scale
         retrieval["signal_shift"] = shift
+    retrieval.update(zip(LEXICAL_FIELDS, as_list(params.lexical), strict=True))
     decay = dict(zip(DECAY_FIELDS, as_list(params.decay), strict=True))
     return retrieval, decay
 

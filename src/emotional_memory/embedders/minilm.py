@@ -381,16 +381,19 @@ class MiniLMModel(eqx.Module):
             eps=float(config["layer_norm_eps"]),
         )
 
-    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
-        """Embed a padded batch.
+    def _encode(
+        self, input_ids: jax.Array, attention_mask: jax.Array, keep_layers: bool
+    ) -> tuple[jax.Array, jax.Array | None]:
+        """Run the encoder; the final hidden states and, optionally, every layer's.
 
         Args:
-            input_ids: ``(B, L)`` integer token ids (single-segment input).
+            input_ids: ``(B, L)`` integer token ids.
             attention_mask: ``(B, L)`` with 1 for real tokens and 0 for padding.
+            keep_layers: whether to also return the stacked per-layer outputs.
 
         Returns:
-            ``(B, H)`` float32 embeddings of unit L2 norm (all-zero for a row without
-            any real token).
+            ``(x, layers)``: ``x`` the ``(B, L, H)`` last hidden states; ``layers`` the
+            ``(n_layers, B, L, H)`` outputs of every encoder layer, or ``None``.
         """
         batch, length = input_ids.shape
         hidden = self.hidden_size
@@ -416,7 +419,7 @@ class MiniLMModel(eqx.Module):
         def split(t: jax.Array) -> jax.Array:
             return t.reshape(batch, length, heads, head_dim)
 
-        def layer(h: jax.Array, w: _Encoder) -> tuple[jax.Array, None]:
+        def layer(h: jax.Array, w: _Encoder) -> tuple[jax.Array, jax.Array | None]:
             q = split(_dense(h, w.q_w, w.q_b))
             k = split(_dense(h, w.k_w, w.k_b))
             v = split(_dense(h, w.v_w, w.v_b))
@@ -432,16 +435,55 @@ class MiniLMModel(eqx.Module):
             h = _layer_norm(
                 _dense(ff, w.ffn_out_w, w.ffn_out_b) + h, w.ffn_ln_w, w.ffn_ln_b, self.eps
             )
-            return h, None
+            return h, (h if keep_layers else None)
 
-        x, _ = jax.lax.scan(layer, x, self.encoder)
+        x, layers = jax.lax.scan(layer, x, self.encoder)
+        return x, layers
 
+    def __call__(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
+        """Embed a padded batch.
+
+        Args:
+            input_ids: ``(B, L)`` integer token ids (single-segment input).
+            attention_mask: ``(B, L)`` with 1 for real tokens and 0 for padding.
+
+        Returns:
+            ``(B, H)`` float32 embeddings of unit L2 norm (all-zero for a row without
+            any real token).
+        """
+        x, _ = self._encode(input_ids, attention_mask, keep_layers=False)
+        keep = attention_mask.astype(bool)
         weights = keep.astype(jnp.float32)[:, :, None]
         summed = jnp.sum(x.astype(jnp.float32) * weights, axis=1)
         counts = jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
         pooled = summed / counts
         norm = jnp.sqrt(jnp.sum(pooled * pooled, axis=-1, keepdims=True))
         return pooled / jnp.maximum(norm, 1e-12)
+
+    def pooled_layers(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
+        """Mean- and max-pooled hidden states of every encoder layer (not normalised).
+
+        Args:
+            input_ids: ``(B, L)`` integer token ids (single-segment input).
+            attention_mask: ``(B, L)`` with 1 for real tokens and 0 for padding.
+
+        Returns:
+            ``(B, n_layers, 2, H)`` float32: ``[:, i, 0]`` the mean over the real tokens
+            of layer ``i``'s output, ``[:, i, 1]`` their element-wise maximum (zeros for
+            a row without any real token).  ``[:, -1, 0]`` L2-normalised is
+            :meth:`__call__`.
+        """
+        _, layers = self._encode(input_ids, attention_mask, keep_layers=True)
+        assert layers is not None
+        states = jnp.moveaxis(layers, 0, 1).astype(jnp.float32)  # (B, N, L, H)
+        keep = attention_mask.astype(bool)[:, None, :, None]
+        weights = keep.astype(jnp.float32)
+        counts = jnp.maximum(jnp.sum(weights, axis=2), 1e-9)
+        mean = jnp.sum(states * weights, axis=2) / counts
+        any_real = jnp.any(keep, axis=2)
+        top = jnp.max(jnp.where(keep, states, -jnp.inf), axis=2)
+        top = jnp.where(any_real, top, 0.0)
+        return jnp.stack([mean, top], axis=2)
 
 
 def _forward_impl(model: MiniLMModel, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
@@ -452,6 +494,14 @@ def _forward_impl(model: MiniLMModel, input_ids: jax.Array, attention_mask: jax.
 
 
 _forward = jax.jit(_forward_impl)
+
+
+@jax.jit
+def _pooled_layers(
+    model: MiniLMModel, input_ids: jax.Array, attention_mask: jax.Array
+) -> jax.Array:
+    """Jitted :meth:`MiniLMModel.pooled_layers`."""
+    return model.pooled_layers(input_ids, attention_mask)
 
 
 # --------------------------------------------------------------------------- embedder
@@ -626,18 +676,21 @@ class MiniLMEmbedder:
         encodings = self._tokenizer.encode_batch([t.strip() for t in _check_texts(texts)])
         return [list(e.ids) for e in encodings]
 
-    def _run_chunk(self, ids: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
-        """Embed at most ``batch_size`` tokenised texts with one bucketed forward pass."""
-        n = len(ids)
-        rows = _bucket(n, self._batch_buckets)
+    def _pad_chunk(self, ids: Sequence[Sequence[int]]) -> tuple[jax.Array, jax.Array]:
+        """Pad at most ``batch_size`` tokenised texts to a bucketed ``(rows, length)``."""
+        rows = _bucket(len(ids), self._batch_buckets)
         length = _bucket(max(len(x) for x in ids), self._seq_buckets)
         input_ids = np.full((rows, length), self._pad_id, dtype=np.int32)
         mask = np.zeros((rows, length), dtype=np.int32)
         for i, seq in enumerate(ids):
             input_ids[i, : len(seq)] = seq
             mask[i, : len(seq)] = 1
-        out = _forward(self._model, jnp.asarray(input_ids), jnp.asarray(mask))
-        return np.asarray(out, dtype=np.float32)[:n]
+        return jnp.asarray(input_ids), jnp.asarray(mask)
+
+    def _run_chunk(self, ids: Sequence[Sequence[int]]) -> npt.NDArray[np.float32]:
+        """Embed at most ``batch_size`` tokenised texts with one bucketed forward pass."""
+        out = _forward(self._model, *self._pad_chunk(ids))
+        return np.asarray(out, dtype=np.float32)[: len(ids)]
 
     # ------------------------------------------------------------------ public API
 
@@ -663,6 +716,37 @@ class MiniLMEmbedder:
         for start in range(0, len(order), self._batch_size):
             chunk = order[start : start + self._batch_size]
             out[chunk] = self._run_chunk([token_ids[i] for i in chunk])
+        return out
+
+    def pooled_layers(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Mean- and max-pooled hidden states of every encoder layer, per text.
+
+        Richer frozen features than :meth:`embed_array` (for example for a small
+        regression head): the same bucketed, length-sorted batching, but the output
+        keeps every layer and both poolings, without normalisation.
+
+        Args:
+            texts: the texts.
+
+        Returns:
+            A ``(len(texts), n_layers, 2, dim)`` float32 array: ``[:, i, 0]`` the mean
+            over the real tokens of layer ``i``'s output, ``[:, i, 1]`` their maximum.
+            ``[:, -1, 0]`` L2-normalised equals :meth:`embed_array` to float rounding.
+
+        Raises:
+            TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+        """
+        token_ids = self.tokenize(texts)
+        n_layers = int(self._model.encoder.q_w.shape[0])
+        out = np.zeros((len(token_ids), n_layers, 2, self.dim), dtype=np.float32)
+        if not token_ids:
+            return out
+        order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
+        for start in range(0, len(order), self._batch_size):
+            chunk = order[start : start + self._batch_size]
+            ids = [token_ids[i] for i in chunk]
+            res = _pooled_layers(self._model, *self._pad_chunk(ids))
+            out[chunk] = np.asarray(res, dtype=np.float32)[: len(chunk)]
         return out
 
     def embed(self, text: str) -> list[float]:

@@ -9,7 +9,13 @@ from emotional_memory.kernel._compile_cache import enable_compile_cache
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
-from emotional_memory.kernel.params import DECAY_FIELDS, GATE_FIELDS, ScoringParams
+from emotional_memory.kernel.lexical import LexicalInputs, bm25, lexical_signal
+from emotional_memory.kernel.params import (
+    DECAY_FIELDS,
+    GATE_FIELDS,
+    LEXICAL_FIELDS,
+    ScoringParams,
+)
 from emotional_memory.kernel.plan import PlanOutput, retrieval_plan
 from emotional_memory.kernel.score import (
     ScoreOutput,
@@ -33,7 +39,9 @@ from emotional_memory.kernel.signals import (
 __all__ = [
     "DECAY_FIELDS",
     "GATE_FIELDS",
+    "LEXICAL_FIELDS",
     "SIGNAL_NAMES",
+    "LexicalInputs",
     "MemoryColumns",
     "PlanOutput",
     "QueryFeatures",
@@ -43,9 +51,11 @@ __all__ = [
     "affect_proximity",
     "apply_signal_mask",
     "bank_cosine",
+    "bm25",
     "bucket_size",
     "cosine_similarity",
     "effective_strength",
+    "lexical_signal",
     "momentum_alignment",
     "pad_columns",
     "retrieval_plan",

@@ -49,22 +49,22 @@ def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:
     return 0.5 * (1.0 + accurate_tanh(sharpness * (x - center)))
 
 
-def normalise_weights(weights: Float[Array, 6]) -> Float[Array, 6]:
-    """Clip at 0 and divide by the sum; uniform 1/6 when everything cancelled out.
+def normalise_weights(weights: Float[Array, " S"]) -> Float[Array, " S"]:
+    """Clip at 0 and divide by the sum; uniform 1/S when everything cancelled out.
 
     The double-``where`` keeps the gradient finite on the uniform branch.
 
     Args:
-        weights: (6,) raw weights (may be negative).
+        weights: (S,) raw weights (may be negative): 6, or 7 with the lexical signal.
 
     Returns:
-        (6,) non-negative weights summing to 1.
+        (S,) non-negative weights summing to 1.
     """
     w = jnp.maximum(weights, 0.0)
     total = jnp.sum(w)
     ok = total > 0
     safe_total = jnp.where(ok, total, 1.0)
-    return jnp.where(ok, w / safe_total, jnp.full_like(w, 1.0 / 6.0))
+    return jnp.where(ok, w / safe_total, jnp.full_like(w, 1.0 / w.shape[0]))
 
 
 def adaptive_weights(
@@ -79,6 +79,44 @@ def adaptive_weights(
 
     Returns:
         (6,) non-negative weights summing to 1, in the dtype of ``mood_valence``.
+    """
+    return normalise_weights(gated_weights(params, mood_valence, mood_arousal))
+
+
+def adaptive_weights_lexical(
+    params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
+) -> Float[Array, 7]:
+    """The seven weights with the lexical signal s7: its weight joins the normalisation.
+
+    The six mood-gated weights of :func:`gated_weights` and ``params.lexical[0]`` are
+    clipped at 0 and divided by their sum (uniform 1/7 if all are 0).
+
+    Args:
+        params: scoring parameters (``base_weights``, ``gates``, ``lexical``).
+        mood_valence: current mood valence, scalar.
+        mood_arousal: current mood arousal, scalar.
+
+    Returns:
+        (7,) non-negative weights summing to 1.
+    """
+    dtype = jnp.result_type(mood_valence)
+    gated = gated_weights(params, mood_valence, mood_arousal)
+    lexical = jnp.asarray(params.lexical, dtype)[0]
+    return normalise_weights(jnp.concatenate([gated, lexical[None]]))
+
+
+def gated_weights(
+    params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
+) -> Float[Array, 6]:
+    """The base weights moved by the three mood gates, before clipping and normalising.
+
+    Args:
+        params: scoring parameters (``base_weights`` and ``gates`` are used).
+        mood_valence: current mood valence, scalar.
+        mood_arousal: current mood arousal, scalar.
+
+    Returns:
+        (6,) raw weights (may be negative).
     """
     dtype = jnp.result_type(mood_valence)
     g = jnp.asarray(params.gates, dtype=dtype)
@@ -112,21 +150,21 @@ def adaptive_weights(
     w1 = w1 - s_calm * calm * (2.0 / 3.0)
     w2 = w2 - s_calm * calm * (1.0 / 3.0)
 
-    return normalise_weights(jnp.stack([w0, w1, w2, w3, w4, w5]))
+    return jnp.stack([w0, w1, w2, w3, w4, w5])
 
 
-def apply_signal_mask(weights: Float[Array, 6], mask: Float[Array, 6]) -> Float[Array, 6]:
+def apply_signal_mask(weights: Float[Array, " S"], mask: Float[Array, " S"]) -> Float[Array, " S"]:
     """Zero disabled signals and renormalise (the engine's ablation flags, SPEC 4).
 
     With every signal enabled the weights pass through bit-for-bit. If all enabled
     weights are 0, the result is uniform over the enabled signals.
 
     Args:
-        weights: (6,) normalised weights.
-        mask: (6,) 1.0 for enabled signals, 0.0 for disabled ones.
+        weights: (S,) normalised weights (6, or 7 with the lexical signal).
+        mask: (S,) 1.0 for enabled signals, 0.0 for disabled ones.
 
     Returns:
-        (6,) weights.
+        (S,) weights.
     """
     mask = jnp.asarray(mask, dtype=weights.dtype)
     masked = weights * mask

@@ -12,6 +12,7 @@ from typing import Any
 
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Float
 
 from emotional_memory.kernel._types import Array
@@ -41,6 +42,17 @@ DECAY_FIELDS: tuple[str, ...] = (
 )
 """The seven parameters of the recency signal (DecayConfig field names)."""
 
+LEXICAL_FIELDS: tuple[str, ...] = ("lexical_weight", "lexical_k1", "lexical_b")
+"""The three parameters of the opt-in lexical signal s7 (RetrievalConfig field names):
+its base weight, and Okapi BM25's term-frequency saturation ``k1`` and length
+normalisation ``b``."""
+
+DEFAULT_LEXICAL: tuple[float, float, float] = (0.0, 1.2, 0.75)
+"""Default :data:`LEXICAL_FIELDS` values: weight 0 (off), k1 = 1.2, b = 0.75."""
+
+
+def _default_lexical() -> Any:
+    return np.asarray(DEFAULT_LEXICAL, dtype=np.float64)
 
 
 class ScoringParams(eqx.Module):
@@ -53,6 +65,8 @@ class ScoringParams(eqx.Module):
         distance_scale: () normaliser of PAD distances (sqrt 6).
         signal_scale: (6,) per-signal affine calibration scale (identity: 1).
         signal_shift: (6,) per-signal affine calibration shift (identity: 0).
+        lexical: (3,) the lexical signal's parameters in :data:`LEXICAL_FIELDS` order
+            (weight, BM25 k1, BM25 b); used only when lexical inputs are scored.
     """
 
     base_weights: Float[Array, 6]
@@ -61,6 +75,7 @@ class ScoringParams(eqx.Module):
     distance_scale: Float[Array, ""]
     signal_scale: Float[Array, 6]
     signal_shift: Float[Array, 6]
+    lexical: Float[Array, 3] = eqx.field(default_factory=_default_lexical)
 
     def astype(self, dtype: Any) -> ScoringParams:
         """Cast every leaf to ``dtype`` (as JAX arrays).
@@ -76,4 +91,7 @@ class ScoringParams(eqx.Module):
         )
 
 
-_FIELDS = ("base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift")
+_FIELDS = (
+    "base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift",
+    "lexical",
+)

@@ -31,7 +31,12 @@ from jaxtyping import Bool, Float, Int
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
-from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
+from emotional_memory.kernel.gates import (
+    adaptive_weights,
+    adaptive_weights_lexical,
+    apply_signal_mask,
+)
+from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.kernel.score import score_with_weights, stable_rank, weighted_total
 
@@ -43,8 +48,8 @@ class PlanOutput(eqx.Module):
     """Every array of one two-pass plan over a padded candidate bank of N rows.
 
     Attributes:
-        weights: (6,) final weights.
-        raw1: (N, 6) pass-1 signals; totals1: (N,) pass-1 totals (``-inf`` on padding).
+        weights: (S,) final weights (S = 7 with the lexical signal, else 6).
+        raw1: (N, S) pass-1 signals; totals1: (N,) pass-1 totals (``-inf`` on padding).
         order1: (N,) rows by pass-1 rank (padding last).
         seeds: (N,) True on the pass-1 top-k real rows.
         activation: (N,) spreading activation; reached: (N,) rows it reached.
@@ -53,8 +58,8 @@ class PlanOutput(eqx.Module):
         totals2: (N,) pass-2 totals; order2: (N,) rows by pass-2 rank.
     """
 
-    weights: Float[Array, 6]
-    raw1: Float[Array, "N 6"]
+    weights: Float[Array, " S"]
+    raw1: Float[Array, "N S"]
     totals1: Float[Array, " N"]
     order1: Int[Array, " N"]
     seeds: Bool[Array, " N"]
@@ -75,9 +80,10 @@ def retrieval_plan_unjitted(
     top_k: int,
     hops: int,
     spread: bool,
-    weights: Float[Array, 6] | None = None,
+    weights: Float[Array, " S"] | None = None,
     weight_params: ScoringParams | None = None,
-    signal_mask: Float[Array, 6] | None = None,
+    signal_mask: Float[Array, " S"] | None = None,
+    lexical: LexicalInputs | None = None,
 ) -> PlanOutput:
     """:func:`retrieval_plan` before ``jax.jit`` (for use inside other transforms).
 
@@ -86,10 +92,16 @@ def retrieval_plan_unjitted(
     dtype = jnp.result_type(query.affect)
     if weights is None:
         source = params if weight_params is None else weight_params
-        weights = adaptive_weights(source, query.mood[0], query.mood[1])
+        if lexical is None:
+            weights = adaptive_weights(source, query.mood[0], query.mood[1])
+        else:  # the lexical weight is the signal parameters' (one per config)
+            weights = adaptive_weights_lexical(
+                eqx.tree_at(lambda p: p.lexical, source, params.lexical),
+                query.mood[0], query.mood[1],
+            )
         if signal_mask is not None:
             weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
-    out1 = score_with_weights(weights, params, query, columns)
+    out1 = score_with_weights(weights, params, query, columns, lexical)
     order1 = stable_rank(out1.totals, columns.valid)
     n = columns.valid.shape[0]
     top = order1[: min(top_k, n)]
@@ -106,9 +118,10 @@ def retrieval_plan_unjitted(
     resonance2 = activation * scale + shift
     # weighted_total sums left to right: the first five terms are shared by both passes
     partial = weighted_total(w, out1.raw, terms=RESONANCE)
-    totals2 = jnp.where(
-        columns.valid, partial + w[RESONANCE] * resonance2, jnp.asarray(-jnp.inf, dtype)
-    )
+    total2 = partial + w[RESONANCE] * resonance2
+    if lexical is not None:  # s7 comes last: the same left-to-right sum as pass 1
+        total2 = total2 + w[RESONANCE + 1] * out1.raw[:, RESONANCE + 1]
+    totals2 = jnp.where(columns.valid, total2, jnp.asarray(-jnp.inf, dtype))
     order2 = stable_rank(totals2, columns.valid)
     return PlanOutput(
         weights=w, raw1=out1.raw, totals1=out1.totals, order1=order1, seeds=seeds,
@@ -128,9 +141,10 @@ def retrieval_plan(
     top_k: int,
     hops: int,
     spread: bool,
-    weights: Float[Array, 6] | None = None,
+    weights: Float[Array, " S"] | None = None,
     weight_params: ScoringParams | None = None,
-    signal_mask: Float[Array, 6] | None = None,
+    signal_mask: Float[Array, " S"] | None = None,
+    lexical: LexicalInputs | None = None,
 ) -> PlanOutput:
     """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
 
@@ -148,7 +162,9 @@ def retrieval_plan(
         weights: optional (6,) final weights, used as they are.
         weight_params: parameters of the mood-adaptive weights (a query route's base
             weights and the gates) when ``weights`` is None (default: ``params``).
-        signal_mask: optional (6,) ablation mask applied to the adaptive weights.
+        signal_mask: optional (S,) ablation mask applied to the adaptive weights.
+        lexical: optional term statistics of the N rows: adds the lexical signal s7
+            (its weight from ``params.lexical``) as a seventh signal.
 
     Returns:
         :class:`PlanOutput` over the N padded rows.
@@ -156,4 +172,5 @@ def retrieval_plan(
     return retrieval_plan_unjitted(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops, spread=spread,
         weights=weights, weight_params=weight_params, signal_mask=signal_mask,
+        lexical=lexical,
     )

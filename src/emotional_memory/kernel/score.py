@@ -9,7 +9,12 @@ from jaxtyping import Bool, Float, Int
 
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
-from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
+from emotional_memory.kernel.gates import (
+    adaptive_weights,
+    adaptive_weights_lexical,
+    apply_signal_mask,
+)
+from emotional_memory.kernel.lexical import LexicalInputs, lexical_signal
 from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.kernel.signals import bank_cosine, signals_given_semantic
 
@@ -18,13 +23,13 @@ class ScoreOutput(eqx.Module):
     """Result of scoring one query against a bank.
 
     Attributes:
-        raw: (N, 6) signals per memory.
-        weights: (6,) the weights used (adaptive, then ablation mask).
+        raw: (N, S) signals per memory: S = 6, or 7 with the lexical signal s7 last.
+        weights: (S,) the weights used (adaptive, then ablation mask).
         totals: (N,) ``sum_i weights[i] * raw[:, i]``; ``-inf`` on padding rows.
     """
 
-    raw: Float[Array, "N 6"]
-    weights: Float[Array, 6]
+    raw: Float[Array, "N S"]
+    weights: Float[Array, " S"]
     totals: Float[Array, " N"]
 
 
@@ -55,7 +60,8 @@ def score_bank(
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
-    signal_mask: Float[Array, 6] | None = None,
+    signal_mask: Float[Array, " S"] | None = None,
+    lexical: LexicalInputs | None = None,
 ) -> ScoreOutput:
     """Score every row of ``columns`` for one query.
 
@@ -63,13 +69,15 @@ def score_bank(
         params: scoring parameters.
         query: unbatched query features.
         columns: (N, ...) bank, possibly padded (``valid`` mask).
-        signal_mask: optional (6,) ablation mask (1 enabled, 0 disabled).
+        signal_mask: optional (S,) ablation mask (1 enabled, 0 disabled).
+        lexical: optional term statistics of the rows: adds the lexical signal s7.
 
     Returns:
-        :class:`ScoreOutput` with raw (N, 6), weights (6,), totals (N,).
+        :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,); S = 6, or 7
+        with ``lexical``.
     """
     semantic = bank_cosine(query.embedding, columns.embedding)
-    return score_given_semantic(params, query, columns, semantic, signal_mask)
+    return score_given_semantic(params, query, columns, semantic, signal_mask, lexical)
 
 
 def score_given_semantic(
@@ -77,7 +85,8 @@ def score_given_semantic(
     query: QueryFeatures,
     columns: MemoryColumns,
     semantic: Float[Array, " N"],
-    signal_mask: Float[Array, 6] | None = None,
+    signal_mask: Float[Array, " S"] | None = None,
+    lexical: LexicalInputs | None = None,
 ) -> ScoreOutput:
     """Like :func:`score_bank`, with the semantic similarity s1 of every row supplied.
 
@@ -91,45 +100,50 @@ def score_given_semantic(
         columns: (N, ...) bank, possibly padded (``valid`` mask); its embeddings are
             not used.
         semantic: (N,) s1 of every row, e.g. :func:`bank_cosine` of the query.
-        signal_mask: optional (6,) ablation mask (1 enabled, 0 disabled).
+        signal_mask: optional (S,) ablation mask (1 enabled, 0 disabled).
+        lexical: optional term statistics of the rows: adds the lexical signal s7.
 
     Returns:
-        :class:`ScoreOutput` with raw (N, 6), weights (6,), totals (N,).
+        :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,).
     """
     dtype = jnp.result_type(query.affect)
-    weights = adaptive_weights(params, query.mood[0], query.mood[1])
+    weigh = adaptive_weights if lexical is None else adaptive_weights_lexical
+    weights = weigh(params, query.mood[0], query.mood[1])
     if signal_mask is not None:
         weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
-    return _score_rows(weights, params, query, columns, semantic)
+    return _score_rows(weights, params, query, columns, semantic, lexical)
 
 
 def score_with_weights(
-    weights: Float[Array, 6],
+    weights: Float[Array, " S"],
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
+    lexical: LexicalInputs | None = None,
 ) -> ScoreOutput:
     """Score every row of ``columns`` with given (already final) weights.
 
     Args:
-        weights: (6,) weights, used as they are.
+        weights: (S,) weights, used as they are (7 with ``lexical``, else 6).
         params: scoring parameters (signals only).
         query: unbatched query features.
         columns: (N, ...) bank.
+        lexical: optional term statistics of the rows: adds the lexical signal s7.
 
     Returns:
         :class:`ScoreOutput`.
     """
     semantic = bank_cosine(query.embedding, columns.embedding)
-    return _score_rows(weights, params, query, columns, semantic)
+    return _score_rows(weights, params, query, columns, semantic, lexical)
 
 
 def _score_rows(
-    weights: Float[Array, 6],
+    weights: Float[Array, " S"],
     params: ScoringParams,
     query: QueryFeatures,
     columns: MemoryColumns,
     semantic: Float[Array, " N"],
+    lexical: LexicalInputs | None = None,
 ) -> ScoreOutput:
     """The one place signals, weighted totals and the padding mask are put together."""
     dtype = jnp.result_type(query.affect)
@@ -137,6 +151,10 @@ def _score_rows(
     raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(
         params, query, columns, semantic
     )
+    if lexical is not None:
+        lex = jnp.asarray(params.lexical, dtype)
+        s7 = lexical_signal(lex[1], lex[2], lexical, columns.valid).astype(dtype)
+        raw = jnp.concatenate([raw, s7[:, None]], axis=-1)
     totals = weighted_total(weights, raw)
     totals = jnp.where(columns.valid, totals, jnp.asarray(-jnp.inf, dtype))
     return ScoreOutput(raw=raw, weights=weights, totals=totals)

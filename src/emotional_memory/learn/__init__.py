@@ -13,6 +13,7 @@ from emotional_memory.learn.fitting import (
     CVResult,
     FitResult,
     batch_scores,
+    candidate_models,
     config_with_params,
     cross_validate,
     evaluate_batch,
@@ -22,6 +23,8 @@ from emotional_memory.learn.fitting import (
     ranking_metrics,
     scenario_folds,
     select_hyperparameters,
+    select_model,
+    semantic_only_config,
     subset_dataset,
     summarize_metrics,
 )
@@ -38,6 +41,7 @@ __all__ = [
     "Reparam",
     "batch_scores",
     "build_recall_batch",
+    "candidate_models",
     "config_with_params",
     "cross_validate",
     "evaluate_batch",
@@ -47,6 +51,8 @@ __all__ = [
     "ranking_metrics",
     "scenario_folds",
     "select_hyperparameters",
+    "select_model",
+    "semantic_only_config",
     "subset_dataset",
     "summarize_metrics",
 ]

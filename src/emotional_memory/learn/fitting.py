@@ -27,7 +27,7 @@ from emotional_memory.interfaces import Embedder
 from emotional_memory.kernel import ScoringParams, score_given_semantic
 from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
-from emotional_memory.replay import QueryResult, replay_dataset, summarize
+from emotional_memory.replay import QueryResult, ReplayAffect, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config, params_to_config
 
 _NEG = -1e30
@@ -40,17 +40,19 @@ def batch_scores(
 
     Args:
         params: scoring parameters.
-        batch: the recall batch.
-        signal_mask: optional (6,) ablation mask.
+        batch: the recall batch (with ``lexical`` statistics, s7 is scored too).
+        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics).
 
     Returns:
         (Q, C) totals; padding candidates get a very negative score.
     """
 
-    def one(query: Any, columns: Any, semantic: Any) -> Any:
-        return score_given_semantic(params, query, columns, semantic, signal_mask).totals
+    def one(query: Any, columns: Any, semantic: Any, lexical: Any) -> Any:
+        return score_given_semantic(
+            params, query, columns, semantic, signal_mask, lexical
+        ).totals
 
-    totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic)
+    totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic, batch.lexical)
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
@@ -70,13 +72,29 @@ def evaluate_batch(
     Returns:
         (Q, C) numpy totals.
     """
-    mask = (config or EmotionalMemoryConfig()).signal_mask()
+    mask = batch_signal_mask(config or EmotionalMemoryConfig(), batch)
     with float64():
         return np.asarray(_batch_scores_jit(
             jax.tree_util.tree_map(jnp.asarray, params),
             jax.tree_util.tree_map(jnp.asarray, batch),
             jnp.asarray(mask, jnp.float64),
         ))
+
+
+def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list[float]:
+    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics.
+
+    Args:
+        config: supplies the six switches (and ``enable_lexical``).
+        batch: the recall batch.
+
+    Returns:
+        The mask as a list of floats.
+    """
+    mask = config.signal_mask()
+    if batch.lexical is not None:
+        mask.append(1.0 if config.enable_lexical else 0.0)
+    return mask
 
 
 def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
@@ -118,7 +136,7 @@ def ranking_metrics(
     return {
         "top1": ranked[:, 0].astype(float),
         "hit_at_k": ranked[:, :k].any(axis=-1).astype(float),
-        "rr": np.where(first >= 0, 1.0 / (first + 1.0), 0.0),
+        "rr": np.where(first >= 0, 1.0 / np.maximum(first + 1.0, 1.0), 0.0),
     }
 
 
@@ -243,31 +261,39 @@ def _objective(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
     return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial), per_query
 
 
-_ADAM = optax.scale_by_adam()
-TRACE_COUNTS: dict[str, int] = {"train_step": 0}
-"""How often the training step was traced (compiled); a benchmark reads it."""
+_OPTIMIZER = optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
+"""Adam whose learning rate lives in the optimiser state, so one compiled training
+step serves every fit and every step of a schedule (set on the host per step)."""
+
+
+def lr_schedule(peak: float, steps: int, floor: float = 0.05) -> optax.Schedule:
+    """The learning-rate schedule of :func:`fit`: cosine decay from ``peak`` to
+    ``floor * peak`` over ``steps`` (:func:`optax.cosine_decay_schedule`).
+
+    Args:
+        peak: initial (peak) learning rate.
+        steps: decay steps (at least 1 is used).
+        floor: final fraction of the peak.
+
+    Returns:
+        An optax schedule ``step -> learning rate``.
+    """
+    return optax.cosine_decay_schedule(peak, decay_steps=max(steps, 1), alpha=floor)
 
 
 @eqx.filter_jit
 def _train_step(
-    u: dict[str, Any], opt_state: Any, learning_rate: jax.Array, p: _Problem
+    u: dict[str, Any], opt_state: Any, p: _Problem
 ) -> tuple[dict[str, Any], Any, jax.Array, jax.Array]:
-    TRACE_COUNTS["train_step"] += 1  # runs at trace time only
     (value, per_query), grads = jax.value_and_grad(_objective, has_aux=True)(u, p)
-    updates, opt_state = _ADAM.update(grads, opt_state, u)
+    updates, opt_state = _OPTIMIZER.update(grads, opt_state, u)
     val_loss = _weighted_mean(per_query, p.val_weight)
-    new_u = jax.tree_util.tree_map(lambda x, g: x - learning_rate * g, u, updates)
-    return new_u, opt_state, value, val_loss
+    return optax.apply_updates(u, updates), opt_state, value, val_loss
 
 
 @eqx.filter_jit
 def _scores(u: dict[str, Any], p: _Problem) -> jax.Array:
     return _per_query(u, p)[1]
-
-
-def _cosine_lr(peak: float, step: int, total: int, floor: float = 0.05) -> float:
-    frac = min(step / max(total, 1), 1.0)
-    return peak * (floor + (1.0 - floor) * 0.5 * (1.0 + math.cos(math.pi * frac)))
 
 
 def _split(
@@ -309,7 +335,7 @@ def fit(
         trainable: groups from :data:`emotional_memory.learn.params.GROUPS`.
         temperature: softmax temperature of the listwise loss.
         l2: weight of the L2 pull towards the starting parameters.
-        learning_rate: Adam peak learning rate (cosine decay over ``steps``).
+        learning_rate: Adam peak learning rate (:func:`lr_schedule` over ``steps``).
         steps: maximum optimisation steps.
         patience: early-stopping patience (steps without validation improvement).
         val_fraction: share of the training scenarios held out for early stopping
@@ -345,18 +371,19 @@ def fit(
             data=jax.tree_util.tree_map(jnp.asarray, batch),
             fit_weight=jnp.asarray(fit_mask, jnp.float64),
             val_weight=jnp.asarray(val_mask, jnp.float64),
-            signal_mask=jnp.asarray(cfg.signal_mask(), jnp.float64),
+            signal_mask=jnp.asarray(batch_signal_mask(cfg, batch), jnp.float64),
             temperature=jnp.asarray(temperature, jnp.float64),
             l2=jnp.asarray(l2, jnp.float64),
         )
         u0 = {k: jnp.asarray(v) for k, v in reparam.init().items()}
-        u, opt_state = u0, _ADAM.init(u0)
+        u, opt_state = u0, _OPTIMIZER.init(u0)
+        schedule = lr_schedule(learning_rate, steps)
         best_u, best_val, best_step, since_best = u0, math.inf, 0, 0
         last_good = u0
         history: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
         for i in progress_iter(range(steps), "fit", enabled=progress):
-            lr = jnp.asarray(_cosine_lr(learning_rate, i, steps), jnp.float64)
-            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, lr, problem)
+            opt_state.hyperparams["learning_rate"] = jnp.asarray(schedule(i), jnp.float64)
+            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, problem)
             if not math.isfinite(float(train_loss)):
                 u = last_good  # diverged: fall back to the last finite-loss parameters
                 break
@@ -515,12 +542,14 @@ class CVResult:
         default_metrics: engine-replay metrics of the starting configuration.
         fold_metrics: per fold, out-of-fold metrics.
         results: the out-of-fold per-query results.
+        chosen: per fold, what the selection chose (model name or hyper-parameters).
     """
 
     metrics: dict[str, Any]
     default_metrics: dict[str, Any]
     fold_metrics: list[dict[str, Any]]
     results: list[QueryResult]
+    chosen: list[Any] = field(default_factory=list)
 
 
 def cross_validate(
@@ -532,7 +561,9 @@ def cross_validate(
     seed: int = 0,
     progress: bool = False,
     batch: tuple[RecallBatch, RecallInfo] | None = None,
-    select: bool = True,
+    select: bool | str = True,
+    affect: ReplayAffect | None = None,
+    lexical: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -549,30 +580,199 @@ def cross_validate(
         seed: fold assignment seed.
         progress: progress bars.
         batch: a prebuilt ``(batch, info)`` for ``data`` (built when None).
-        select: choose ``l2``/``temperature`` inside each fold by inner CV
-            (:func:`fit_auto`, nested CV); False uses ``fit_kwargs`` as given.
-        **fit_kwargs: passed to :func:`fit` / :func:`fit_auto`.
+        select: ``True``: choose ``l2``/``temperature`` inside each fold by inner CV
+            (:func:`fit_auto`, nested CV); ``"model"``: choose the model inside each
+            fold by inner CV (:func:`select_model`: default, cosine, fitted variants);
+            False uses ``fit_kwargs`` as given.
+        affect: unlabelled events and queries (default: estimated when needed).
+        lexical: capture lexical statistics when building the batch (full-bank
+            candidates), so lexical models can be fitted.
+        **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
         :class:`CVResult`.
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    rb, info = batch if batch is not None else build_recall_batch(data, embedder, cfg)
+    settings = affect if affect is not None else ReplayAffect.prepare(data)
+    rb, info = batch if batch is not None else build_recall_batch(
+        data, embedder, cfg, lexical=lexical, affect=settings
+    )
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     scen = np.asarray(rb.scenario)
     oof: list[QueryResult] = []
     per_fold: list[dict[str, Any]] = []
+    chosen: list[Any] = []
     for held in progress_iter(parts, "cv", enabled=progress):
         train_mask = ~np.isin(scen, held)
-        fitter = fit_auto if select else fit
+        fitter = select_model if select == "model" else fit_auto if select else fit
         result = fitter(rb, info, cfg, train_mask=train_mask, seed=seed, **fit_kwargs)
         held_ids = [info.scenario_ids[i] for i in held]
         fold_results = replay_dataset(
-            subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k
+            subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k,
+            affect=settings,
         )
+        chosen.append(result.selection.get("chosen"))
         per_fold.append(summarize(fold_results))
         oof.extend(fold_results)
-    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k))
+    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings))
     return CVResult(
-        metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof
+        metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
+        chosen=chosen,
     )
+
+
+def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
+    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7.
+
+    Args:
+        config: the template (non-scoring fields are kept).
+
+    Returns:
+        A config whose pass-2 order is the plain cosine order of the candidates.
+    """
+    gates = config.retrieval.adaptive_weights_config.model_copy(update={
+        "negative_mood_strength": 0.0, "high_arousal_strength": 0.0, "calm_strength": 0.0,
+    })
+    retrieval = config.retrieval.model_copy(update={
+        "base_weights": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], "adaptive_weights_config": gates,
+        "lexical_weight": 0.0, "query_classifier": None,
+    })
+    return config.model_copy(update={"retrieval": retrieval})
+
+
+def candidate_models(
+    config: EmotionalMemoryConfig, lexical: bool
+) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
+    """The models :func:`select_model` chooses among: name -> (start config, trainable).
+
+    ``trainable`` None means the config is used as it is (no fit).
+
+    * ``default``: ``config`` unchanged;
+    * ``semantic``: cosine only (:func:`semantic_only_config`);
+    * ``fitted``: ``config`` with fitted base weights and mood gates;
+    * with lexical statistics, ``lexical``: cosine + BM25 (s7 weight 0.6, b 0.5) with
+      small affective weights, fitting the base weights and s7's weight, k1 and b;
+      and ``lexical_full``: ``config`` + s7 (weight 0.35) fitting base weights, gates,
+      s7 and the per-signal calibration.
+
+    Args:
+        config: the starting configuration.
+        lexical: whether the batch carries lexical statistics.
+
+    Returns:
+        Ordered dict of the candidates.
+    """
+    models: dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]] = {
+        "default": (config, None),
+        "semantic": (semantic_only_config(config), None),
+        "fitted": (config, ("base_weights", "gates")),
+    }
+    if lexical:
+        sem = semantic_only_config(config)
+        lex = sem.model_copy(update={"retrieval": sem.retrieval.model_copy(update={
+            "base_weights": [1.0, 0.01, 0.01, 0.01, 0.01, 0.01],
+            "lexical_weight": 0.6, "lexical_b": 0.5,
+        })})
+        full = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={
+            "lexical_weight": 0.35,
+        })})
+        models["lexical"] = (lex, ("base_weights", "lexical"))
+        models["lexical_full"] = (full, ("base_weights", "gates", "lexical", "calibration"))
+    return models
+
+
+def select_model(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    progress: bool = False,
+    tune: bool = True,
+    **fit_kwargs: Any,
+) -> FitResult:
+    """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
+
+    Every candidate is scored out-of-fold on the available scenarios (fitted ones are
+    fitted on the other inner folds), with the batch forward. The best mean top-1
+    wins (ties: MRR, then the earlier candidate, so the unfitted default and cosine
+    win ties). Because the default and plain cosine are candidates, the choice is
+    never worse than the better of them on the inner folds. The winner is then fitted
+    (or taken as is) on every available query, with ``l2``/``temperature`` chosen by
+    another inner CV (:func:`fit_auto`) when ``tune`` (values given in ``fit_kwargs``
+    are kept fixed).
+
+    Args:
+        batch: the recall batch (with lexical statistics, the lexical models compete).
+        info: its metadata.
+        config: the starting configuration (default: SPEC defaults).
+        folds: inner folds (>= 2; at most the number of available scenarios).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold and split seed.
+        progress: progress bars.
+        tune: choose the winner's ``l2``/``temperature`` by inner CV.
+        **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
+
+    Returns:
+        The :class:`FitResult` of the chosen model; ``result.selection`` holds
+        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned).
+    """
+    cfg = config if config is not None else EmotionalMemoryConfig()
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    chosen_hyper: dict[str, Any] | None = None
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    scen = np.asarray(batch.scenario)
+    pool = np.unique(scen[available])
+    perm = np.random.default_rng(seed + 7).permutation(pool)
+    parts = [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    models = candidate_models(cfg, batch.lexical is not None)
+    table: list[dict[str, Any]] = []
+    for name, (start, trainable) in progress_iter(list(models.items()), "select",
+                                                 enabled=progress):
+        top1 = np.zeros(batch.n_queries)
+        rr = np.zeros(batch.n_queries)
+        for held in parts:
+            held_mask = available & np.isin(scen, held)
+            if trainable is None or len(parts) < 2:
+                params = params_from_config(start.retrieval, start.decay)
+            else:
+                params = fit(batch, info, start, trainable=trainable, seed=seed,
+                             train_mask=available & ~held_mask, **fit_kwargs).params
+            per = ranking_metrics(evaluate_batch(params, batch, start), lab, val, info.top_k)
+            top1[held_mask] = per["top1"][held_mask]
+            rr[held_mask] = per["rr"][held_mask]
+        table.append({"model": name, "top1": float(top1[available].mean()),
+                      "mrr": float(rr[available].mean())})
+    best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
+                                                 round(it[1]["mrr"], 9), -it[0]))[1]
+    start, trainable = models[best["model"]]
+    if trainable is None:
+        result = fit(batch, info, start, trainable=("base_weights",), steps=0,
+                     train_mask=train_mask, seed=seed)
+        result.config = start
+    elif tune:
+        grid: dict[str, Sequence[float]] = {
+            k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID
+        }
+        rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
+        result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
+                          seed=seed, grid=grid, inner_folds=folds, **rest)
+        chosen_hyper = result.selection.get("chosen")
+    else:
+        result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
+                     seed=seed, **fit_kwargs)
+    if trainable is not None and batch.lexical is not None:
+        # ranked as it was fitted: over hybrid candidates
+        result.config = result.config.model_copy(update={
+            "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})
+        })
+    result.selection = {"chosen": best["model"], "table": table}
+    if chosen_hyper is not None:
+        result.selection["hyperparameters"] = chosen_hyper
+    return result

@@ -20,8 +20,9 @@ from emotional_memory.kernel import ScoringParams
 
 FREE, POSITIVE, UNIT, SIGNED = 0, 1, 2, 3
 
-GROUPS: tuple[str, ...] = ("base_weights", "gates", "decay", "calibration")
-"""Selectable trainable groups. ``calibration`` is the per-signal affine map."""
+GROUPS: tuple[str, ...] = ("base_weights", "gates", "decay", "calibration", "lexical")
+"""Selectable trainable groups. ``calibration`` is the per-signal affine map;
+``lexical`` the lexical signal's weight, BM25 k1 and b (start it from a weight > 0)."""
 
 _KINDS: dict[str, tuple[int, ...]] = {
     "base_weights": (POSITIVE,) * 6,
@@ -33,6 +34,8 @@ _KINDS: dict[str, tuple[int, ...]] = {
     "decay": (POSITIVE, UNIT, POSITIVE, UNIT, UNIT, POSITIVE, POSITIVE),
     "signal_scale": (FREE,) * 6,
     "signal_shift": (FREE,) * 6,
+    # lexical_weight, lexical_k1, lexical_b
+    "lexical": (POSITIVE, POSITIVE, UNIT),
 }
 _EPS = 1e-6
 _U_LIMIT = 700.0
@@ -177,4 +180,7 @@ def l2_penalty(u: dict[str, Any], initial: dict[str, Any]) -> Any:
     return sum(jnp.sum((u[k] - jnp.asarray(initial[k])) ** 2) for k in u)
 
 
-_FIELDS = ("base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift")
+_FIELDS = (
+    "base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift",
+    "lexical",
+)

@@ -24,9 +24,11 @@ from emotional_memory._precision import float64
 from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
-from emotional_memory.kernel import MemoryColumns, QueryFeatures, bank_cosine
+from emotional_memory.kernel import LexicalInputs, MemoryColumns, QueryFeatures, bank_cosine
 from emotional_memory.kernel._types import Array
+from emotional_memory.lexical import query_terms, stop_word_set
 from emotional_memory.replay import (
+    ReplayAffect,
     TickClock,
     default_engine_factory,
     iter_scenarios,
@@ -46,6 +48,8 @@ class RecallBatch(eqx.Module):
         labels: (Q, C) True for expected memories.
         challenge: (Q,) challenge-type index into ``RecallInfo.challenge_names``.
         scenario: (Q,) scenario index into ``RecallInfo.scenario_ids``.
+        lexical: optional term statistics for the lexical signal s7, leaves
+            tf (Q, C, T), length (Q, C), df (Q, T), n_docs (Q,), avg_length (Q,).
     """
 
     semantic: Float[Array, "Q C"]
@@ -54,6 +58,7 @@ class RecallBatch(eqx.Module):
     labels: Bool[Array, "Q C"]
     challenge: Int[Array, " Q"]
     scenario: Int[Array, " Q"]
+    lexical: LexicalInputs | None = None
 
     @property
     def n_queries(self) -> int:
@@ -95,10 +100,12 @@ class _Captured:
     semantic: np.ndarray
     columns: MemoryColumns
     query: QueryFeatures
+    lexical: LexicalInputs | None = None
 
 
 def _capture(
-    plan: RetrievalPlan, scenario: str, query: dict[str, Any], id_map: dict[str, str]
+    plan: RetrievalPlan, scenario: str, query: dict[str, Any], id_map: dict[str, str],
+    engine: EmotionalMemory | None = None,
 ) -> _Captured:
     if plan.query is None or plan.now is None:
         raise ValueError(f"query {query.get('query_id')!r}: the plan has no candidates")
@@ -112,6 +119,11 @@ def _capture(
         )
     expected = {str(x) for x in query["expected_memory_ids"]}
     ids = [id_map.get(m.id, m.id) for m in cands]
+    lexical = None
+    if engine is not None:  # term statistics from the engine's store, at query time
+        stop = stop_word_set(engine.config.retrieval.lexical_stop_words)
+        terms = query_terms(str(query["query"]), stop)
+        lexical = engine._lexical_index().inputs(terms, [m.id for m in cands])
     return _Captured(
         scenario=scenario,
         query_id=str(query.get("query_id", "")),
@@ -121,6 +133,7 @@ def _capture(
         semantic=semantic,
         columns=cols,
         query=q,
+        lexical=lexical,
     )
 
 
@@ -170,6 +183,25 @@ def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBat
         mood=np.stack([np.asarray(c.query.mood) for c in captured]),
         velocity=np.stack([np.asarray(c.query.velocity) for c in captured]),
     )
+    lexical = None
+    if all(c.lexical is not None for c in captured):
+        lex = [c.lexical for c in captured]
+        width = max(np.asarray(x.tf).shape[1] for x in lex if x is not None)
+        tf = np.zeros((n, size, width))
+        length = np.zeros((n, size))
+        df = np.zeros((n, width))
+        for i, x in enumerate(lex):
+            assert x is not None
+            xtf = np.asarray(x.tf)
+            tf[i, : xtf.shape[0], : xtf.shape[1]] = xtf
+            length[i, : xtf.shape[0]] = np.asarray(x.length)
+            df[i, : xtf.shape[1]] = np.asarray(x.df)
+        lexical = LexicalInputs(
+            tf=tf, length=length, df=df,
+            n_docs=np.asarray([float(np.asarray(x.n_docs)) for x in lex if x is not None]),
+            avg_length=np.asarray([float(np.asarray(x.avg_length)) for x in lex
+                                   if x is not None]),
+        )
     batch = RecallBatch(
         semantic=np.stack([_pad(c.semantic, size) for c in captured]),
         columns=columns,
@@ -177,6 +209,7 @@ def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBat
         labels=np.stack([_pad(c.labels, size) for c in captured]),
         challenge=np.asarray([challenge_names.index(c.challenge) for c in captured], np.int32),
         scenario=np.asarray([scenario_ids.index(c.scenario) for c in captured], np.int32),
+        lexical=lexical,
     )
     info = RecallInfo(
         query_ids=tuple(c.query_id for c in captured),
@@ -195,6 +228,9 @@ def build_recall_batch(
     *,
     top_k: int | None = None,
     progress: bool = False,
+    lexical: bool = False,
+    full_bank: bool = False,
+    affect: ReplayAffect | None = None,
 ) -> tuple[RecallBatch, RecallInfo]:
     """Replay every scenario through the engine and capture what the ranker saw.
 
@@ -204,26 +240,42 @@ def build_recall_batch(
         config: engine configuration used for the replay (and the activation input).
         top_k: results per query (default: the dataset's ``default_top_k`` or 2).
         progress: draw a progress bar.
+        lexical: also capture the term statistics of the lexical signal s7; the
+            replay then ranks hybrid candidates (the semantic and the lexical
+            shortlists, ``hybrid_candidates``), so a fit sees the memories the
+            semantic shortlist misses, as the engine with s7 on does.
+        full_bank: rank every memory of the store at each query
+            (``full_bank_candidates``).
+        affect: unlabelled events and queries (default: estimated when needed,
+            :meth:`ReplayAffect.prepare`).
 
     Returns:
         ``(batch, info)``: float64 numpy leaves, and host metadata.
     """
     k = int(top_k if top_k is not None else data.get("default_top_k", 2))
-    factory = default_engine_factory(config)
+    cfg = config if config is not None else EmotionalMemoryConfig()
+    if lexical or full_bank:
+        cfg = cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(update={
+            "hybrid_candidates": cfg.retrieval.hybrid_candidates or lexical,
+            "full_bank_candidates": cfg.retrieval.full_bank_candidates or full_bank,
+        })})
+    settings = affect if affect is not None else ReplayAffect.prepare(data)
+    factory = default_engine_factory(cfg)
     captured: list[_Captured] = []
     scenarios = list(iter_scenarios(data))
     for scenario in progress_iter(scenarios, "capture", enabled=progress):
         sid = str(scenario.get("scenario_id", ""))
-        engine: EmotionalMemory = factory(embedder, TickClock())
+        clock = TickClock()
+        engine: EmotionalMemory = factory(embedder, clock)
 
         def hook(
             eng: EmotionalMemory, query: dict[str, Any], id_map: dict[str, str],
             plan: RetrievalPlan, sid: str = sid,
         ) -> None:
-            captured.append(_capture(plan, sid, query, id_map))
+            captured.append(_capture(plan, sid, query, id_map, eng if lexical else None))
 
         try:
-            replay_scenario(scenario, engine, k, on_query=hook)
+            replay_scenario(scenario, engine, k, on_query=hook, affect=settings, clock=clock)
         finally:
             engine.close()
     return stack_captured(captured, k)

@@ -6,6 +6,8 @@ file a :class:`~emotional_memory.stores.SQLiteStore` uses.
 """
 
 from emotional_memory.state_stores.in_memory import InMemoryAffectiveStateStore
+from emotional_memory.state_stores.redis import RedisAffectiveStateStore
 from emotional_memory.state_stores.sqlite import SQLiteAffectiveStateStore
 
-__all__ = ["InMemoryAffectiveStateStore", "SQLiteAffectiveStateStore"]
+# RedisAffectiveStateStore imports redis only when it builds a client (extra ``redis``).
+__all__ = ["InMemoryAffectiveStateStore", "RedisAffectiveStateStore", "SQLiteAffectiveStateStore"]

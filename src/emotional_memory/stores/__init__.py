@@ -5,7 +5,11 @@ Both implement :class:`~emotional_memory.interfaces.MemoryStore`, support
 ``search_by_embedding`` and batch scoring (``embedding_matrix()``).
 """
 
+from emotional_memory.stores.chroma import ChromaStore
 from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.qdrant import QdrantStore
 from emotional_memory.stores.sqlite import SQLiteStore
 
-__all__ = ["InMemoryStore", "SQLiteStore"]
+# QdrantStore / ChromaStore import their client libraries only when constructed
+# (extras ``qdrant`` / ``chroma``).
+__all__ = ["ChromaStore", "InMemoryStore", "QdrantStore", "SQLiteStore"]

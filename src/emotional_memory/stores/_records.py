@@ -79,8 +79,14 @@ _MAX_EXACT_INT = 2**53
 _FIELDS: dict[type[Any], set[str]] = {
     cls: set(cls.model_fields)
     for cls in (
-        CoreAffect, AffectiveMomentum, MoodField, AppraisalVector, EmotionLabel,
-        ResonanceLink, EmotionalTag, Memory,
+        CoreAffect,
+        AffectiveMomentum,
+        MoodField,
+        AppraisalVector,
+        EmotionLabel,
+        ResonanceLink,
+        EmotionalTag,
+        Memory,
     )
 }
 
@@ -201,14 +207,31 @@ def encode_tag(tag: EmotionalTag, labels: LabelTable) -> tuple[list[float], list
         | (FLAG_LABEL if lab is not None else 0)
     )
     floats = [
-        a.valence, a.arousal, a.dominance,
-        m.valence, m.arousal, m.dominance,
-        v.d_valence, v.d_arousal, v.d_dominance,
-        v.dd_valence, v.dd_arousal, v.dd_dominance,
-        m.inertia, tag.consolidation_strength, float(tag.retrieval_count),
+        a.valence,
+        a.arousal,
+        a.dominance,
+        m.valence,
+        m.arousal,
+        m.dominance,
+        v.d_valence,
+        v.d_arousal,
+        v.d_dominance,
+        v.dd_valence,
+        v.dd_arousal,
+        v.dd_dominance,
+        m.inertia,
+        tag.consolidation_strength,
+        float(tag.retrieval_count),
         *(
-            (ap.novelty, ap.goal_relevance, ap.coping_potential, ap.norm_congruence,
-             ap.self_relevance) if ap is not None else (0.0,) * 5
+            (
+                ap.novelty,
+                ap.goal_relevance,
+                ap.coping_potential,
+                ap.norm_congruence,
+                ap.self_relevance,
+            )
+            if ap is not None
+            else (0.0,) * 5
         ),
         *((ex.valence, ex.arousal, ex.dominance) if ex is not None else (0.0,) * 3),
         tag.prediction_learning_rate,
@@ -259,10 +282,15 @@ def unpack_links(
     n = len(targets)
     values = struct.unpack(f"<{n}d{n}B", packed)
     return [
-        _model(ResonanceLink, {
-            "source_id": source_id, "target_id": targets[j],
-            "strength": values[j], "link_type": LINK_TYPES[values[n + j]],
-        })
+        _model(
+            ResonanceLink,
+            {
+                "source_id": source_id,
+                "target_id": targets[j],
+                "strength": values[j],
+                "link_type": LINK_TYPES[values[n + j]],
+            },
+        )
         for j in range(n)
     ]
 
@@ -296,56 +324,86 @@ def decode_memory(
     f, i = floats, ints
     flags = i[I_FLAGS]
     affect = _model(CoreAffect, {"valence": f[0], "arousal": f[1], "dominance": f[2]})
-    mood = _model(MoodField, {
-        "valence": f[3], "arousal": f[4], "dominance": f[5], "inertia": f[F_INERTIA],
-        "timestamp": _time(i[I_MOOD_TIME]),
-    })
-    momentum = _model(AffectiveMomentum, {
-        "d_valence": f[6], "d_arousal": f[7], "d_dominance": f[8],
-        "dd_valence": f[9], "dd_arousal": f[10], "dd_dominance": f[11],
-    })
+    mood = _model(
+        MoodField,
+        {
+            "valence": f[3],
+            "arousal": f[4],
+            "dominance": f[5],
+            "inertia": f[F_INERTIA],
+            "timestamp": _time(i[I_MOOD_TIME]),
+        },
+    )
+    momentum = _model(
+        AffectiveMomentum,
+        {
+            "d_valence": f[6],
+            "d_arousal": f[7],
+            "d_dominance": f[8],
+            "dd_valence": f[9],
+            "dd_arousal": f[10],
+            "dd_dominance": f[11],
+        },
+    )
     appraisal = None
     if flags & FLAG_APPRAISAL:
-        appraisal = _model(AppraisalVector, {
-            "novelty": f[15], "goal_relevance": f[16], "coping_potential": f[17],
-            "norm_congruence": f[18], "self_relevance": f[19],
-        })
+        appraisal = _model(
+            AppraisalVector,
+            {
+                "novelty": f[15],
+                "goal_relevance": f[16],
+                "coping_potential": f[17],
+                "norm_congruence": f[18],
+                "self_relevance": f[19],
+            },
+        )
     expected = None
     if flags & FLAG_EXPECTED:
         expected = _model(CoreAffect, {"valence": f[20], "arousal": f[21], "dominance": f[22]})
     label = None
     if flags & FLAG_LABEL:
         primary, intensity, name = labels.triple(i[I_LABEL])
-        label = _model(EmotionLabel, {
-            "primary": primary, "intensity": intensity, "name": name,
-            "confidence": f[F_LABEL_CONFIDENCE],
-        })
+        label = _model(
+            EmotionLabel,
+            {
+                "primary": primary,
+                "intensity": intensity,
+                "name": name,
+                "confidence": f[F_LABEL_CONFIDENCE],
+            },
+        )
     last = i[I_LAST_RETRIEVED]
     window = i[I_WINDOW]
-    tag = _model(EmotionalTag, {
-        "core_affect": affect,
-        "momentum": momentum,
-        "mood_snapshot": mood,
-        "appraisal": appraisal,
-        "resonance_links": unpack_links(memory_id, links),
-        "timestamp": _time(i[I_TIMESTAMP]),
-        "consolidation_strength": f[F_CONSOLIDATION],
-        "last_retrieved": None if last == NO_TIME else _time(last),
-        "retrieval_count": i[I_RETRIEVAL],
-        "reconsolidation_count": i[I_RECONSOLIDATION],
-        "pending_appraisal": bool(flags & FLAG_PENDING),
-        "window_opened_at": None if window == NO_TIME else _time(window),
-        "expected_affect": expected,
-        "prediction_learning_rate": f[F_LEARNING_RATE],
-        "emotion_label": label,
-    })
-    return _model(Memory, {
-        "id": memory_id,
-        "content": content,
-        "embedding": embedding,
-        "tag": tag,
-        "metadata": metadata if metadata is not None else {},
-    })
+    tag = _model(
+        EmotionalTag,
+        {
+            "core_affect": affect,
+            "momentum": momentum,
+            "mood_snapshot": mood,
+            "appraisal": appraisal,
+            "resonance_links": unpack_links(memory_id, links),
+            "timestamp": _time(i[I_TIMESTAMP]),
+            "consolidation_strength": f[F_CONSOLIDATION],
+            "last_retrieved": None if last == NO_TIME else _time(last),
+            "retrieval_count": i[I_RETRIEVAL],
+            "reconsolidation_count": i[I_RECONSOLIDATION],
+            "pending_appraisal": bool(flags & FLAG_PENDING),
+            "window_opened_at": None if window == NO_TIME else _time(window),
+            "expected_affect": expected,
+            "prediction_learning_rate": f[F_LEARNING_RATE],
+            "emotion_label": label,
+        },
+    )
+    return _model(
+        Memory,
+        {
+            "id": memory_id,
+            "content": content,
+            "embedding": embedding,
+            "tag": tag,
+            "metadata": metadata if metadata is not None else {},
+        },
+    )
 
 
 def row_arrays(capacity: int) -> tuple[np.ndarray, np.ndarray]:

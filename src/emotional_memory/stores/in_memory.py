@@ -68,7 +68,6 @@ from __future__ import annotations
 import functools
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -76,8 +75,12 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, ClassVar, Literal
 
+import cachetools
+import ml_dtypes
 import numpy as np
 
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
@@ -189,14 +192,12 @@ def _aligned_zeros(shape: tuple[int, int], dtype: Any) -> np.ndarray:
 
 def _to_bfloat16_bits(values: np.ndarray) -> np.ndarray:
     """Round finite float32 values to bfloat16 (nearest, ties to even); uint16 bits."""
-    bits = np.ascontiguousarray(values, dtype=np.float32).view(np.uint32)
-    rounded = bits + (np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1)))
-    return (rounded >> np.uint32(16)).astype(np.uint16)
+    return np.ascontiguousarray(values, dtype=np.float32).astype(ml_dtypes.bfloat16).view(np.uint16)
 
 
 def _from_bfloat16_bits(bits: np.ndarray) -> np.ndarray:
     """bfloat16 bits (uint16) to float32, exactly."""
-    return (bits.astype(np.uint32) << np.uint32(16)).view(np.float32)
+    return np.asarray(bits, dtype=np.uint16).view(ml_dtypes.bfloat16).astype(np.float32)
 
 
 @functools.cache
@@ -222,9 +223,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             block = jax.lax.bitcast_convert_type(block, jnp.bfloat16)
         return block.astype(jnp.float32)
 
-    def scores(
-        matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int
-    ) -> Any:
+    def scores(matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int) -> Any:
         rows, dim = matrix.shape
         if mode == "float32":
             dots = jnp.matmul(matrix, query, precision=highest)
@@ -267,9 +266,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
             jnp.full((n_queries, count), -jnp.inf, jnp.float32),
             jnp.full((n_queries, count), -1, jnp.int32),
         )
-        (values, index), _ = jax.lax.scan(
-            body, init, jnp.arange(rows // chunk, dtype=jnp.int32)
-        )
+        (values, index), _ = jax.lax.scan(body, init, jnp.arange(rows // chunk, dtype=jnp.int32))
         return values, index
 
     return (
@@ -320,7 +317,7 @@ class InMemoryStore:
         self._links: list[Any] = []
         self._whole: dict[str, Memory] = {}  # memories kept as objects (odd shapes)
         self._exact: dict[str, np.ndarray] = {}  # float64 embeddings kept aside
-        self._recent: OrderedDict[str, Memory] = OrderedDict()
+        self._recent: cachetools.LRUCache[str, Memory] = cachetools.LRUCache(maxsize=_RECENT)
         self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
         self._dead = 0  # tombstoned rows among the first ``_size``
@@ -346,6 +343,8 @@ class InMemoryStore:
         self._reallocations = 0
         self._tx_depth = 0
         self._undo: list[_Undo] = []
+        # Built on first use (lexical_index) and kept in step with every write after.
+        self._lexical: LexicalIndex | None = None
 
     # Views of the tag blocks used as the kernel's columns.
     @property
@@ -601,6 +600,55 @@ class InMemoryStore:
                     out.append(mid)
             return out  # type: ignore[return-value]
 
+    def lexical_index(self) -> LexicalIndex:
+        """The store's inverted index of memory contents (lexical signal s7).
+
+        Built from the live rows on the first call, then kept in step with every
+        save, update and delete (a rollback drops it; the next call rebuilds it).
+        Callers must hold :meth:`locked` while they read it; :meth:`lexical_search`
+        and :meth:`lexical_inputs` do.
+
+        Returns:
+            The :class:`~emotional_memory.lexical.LexicalIndex`.
+        """
+        with self._lock:
+            if self._lexical is None:
+                self._lexical = LexicalIndex.from_pairs(
+                    (self._row_ids[row], self._row_content(row))  # type: ignore[misc]
+                    for row in self._live_row_list()
+                )
+            return self._lexical
+
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+    ) -> list[str]:
+        """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Up to ``k`` memory ids, best BM25 first.
+        """
+        with self._lock:
+            return self.lexical_index().search(terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates, in candidate order.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
+        """
+        with self._lock:
+            return self.lexical_index().inputs(terms, memory_ids)
+
     def pending_ids(self) -> list[str]:
         """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion
         order (read from the flag column; no memory is rebuilt)."""
@@ -611,8 +659,7 @@ class InMemoryStore:
             ).tolist()
             out = [self._row_ids[r] for r in rows]
             out += [
-                mid for mid, m in self._whole.items()
-                if m.tag.pending_appraisal and mid not in out
+                mid for mid, m in self._whole.items() if m.tag.pending_appraisal and mid not in out
             ]
             if self._whole:
                 out.sort(key=self._row_of.__getitem__)  # type: ignore[arg-type]
@@ -691,6 +738,7 @@ class InMemoryStore:
 
                 def ages_of(ts: np.ndarray) -> np.ndarray:
                     return np.asarray(now_s - ts / 1e6)
+
             if padded:
                 cap = self._capacity
                 take: Any = slice(0, cap)
@@ -704,13 +752,16 @@ class InMemoryStore:
                 live = self._live_rows()
                 take = live if live is not None else slice(0, self._size)
                 row_ids = (
-                    [self._row_ids[r] for r in live.tolist()] if live is not None
+                    [self._row_ids[r] for r in live.tolist()]
+                    if live is not None
                     else list(self._row_ids[: self._size])
                 )
                 valid = np.ones(len(row_ids), dtype=bool)
             dim = self._dim if self._dim is not None else 0
-            matrix = self._public_matrix()[take, :dim] if dim else np.zeros(
-                (len(row_ids), 1), dtype=self._public_matrix().dtype
+            matrix = (
+                self._public_matrix()[take, :dim]
+                if dim
+                else np.zeros((len(row_ids), 1), dtype=self._public_matrix().dtype)
             )
             cols = MemoryColumns(
                 embedding=_readonly(matrix),
@@ -744,6 +795,15 @@ class InMemoryStore:
 
     # ------------------------------------------------------------------ records
 
+    def _row_content(self, row: int) -> str:
+        """The content of live ``row`` (compact or kept whole)."""
+        content = self._content[row]
+        if content is not None:
+            return content
+        mid = self._row_ids[row]
+        assert mid is not None
+        return self._whole[mid].content
+
     def _memory_at(self, row: int, keep: bool = False) -> Memory:
         """The memory of live ``row``: a recent or whole object, else rebuilt.
 
@@ -753,9 +813,8 @@ class InMemoryStore:
         """
         mid = self._row_ids[row]
         assert mid is not None
-        memory = self._recent.get(mid)
+        memory = self._recent.get(mid)  # a hit becomes the most recently used
         if memory is not None:
-            self._recent.move_to_end(mid)
             return memory
         memory = self._whole.get(mid)
         if memory is not None:
@@ -765,20 +824,21 @@ class InMemoryStore:
         else:
             embedding = [] if self._empty[row] else None
         memory = _records.decode_memory(
-            mid, self._content[row],  # type: ignore[arg-type]
-            embedding, self._tagf[row].tolist(), self._tagi[row].tolist(),
-            self._links[row], self._meta[row], self._labels,
+            mid,
+            self._content[row],  # type: ignore[arg-type]
+            embedding,
+            self._tagf[row].tolist(),
+            self._tagi[row].tolist(),
+            self._links[row],
+            self._meta[row],
+            self._labels,
         )
         if keep:
             self._remember(memory)
         return memory
 
     def _remember(self, memory: Memory) -> None:
-        recent = self._recent
-        recent[memory.id] = memory
-        recent.move_to_end(memory.id)
-        if len(recent) > _RECENT:
-            recent.popitem(last=False)
+        self._recent[memory.id] = memory  # evicts the least recently used
 
     def _exact_row(self, row: int) -> np.ndarray:
         """The stored embedding of ``row`` (which has one) in float64."""
@@ -855,9 +915,7 @@ class InMemoryStore:
             return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
         query_unit = (query / query_norm).astype(np.float32)
         rows, values = self._approximate_top(query_unit, pool_size + 1, last)
-        return self._finish_pooled(
-            query, query_norm, query_unit, k, rows, values, last, pool_size
-        )
+        return self._finish_pooled(query, query_norm, query_unit, k, rows, values, last, pool_size)
 
     def _check_query(self, embedding: Sequence[float]) -> np.ndarray:
         """The query as float64; ValueError on a bad shape or a dimension mismatch."""
@@ -885,9 +943,7 @@ class InMemoryStore:
         end = self._size if last is None else last + 1
         return np.flatnonzero(self._valid[:end] & self._has[:end])
 
-    def _search_exact(
-        self, query: np.ndarray, query_norm: float, k: int, last: int
-    ) -> np.ndarray:
+    def _search_exact(self, query: np.ndarray, query_norm: float, k: int, last: int) -> np.ndarray:
         """The float64 search over the raw matrix (``"float64"`` mode)."""
         rows = self._searchable_rows(last)
         norms = self._norms[rows]
@@ -1069,7 +1125,8 @@ class InMemoryStore:
                 )
             last_row = self._size - 1
             limits = (
-                [last_row] * n_queries if visible_until is None
+                [last_row] * n_queries
+                if visible_until is None
                 else [self._row_of[memory_id] for memory_id in visible_until]
             )
             answers: list[np.ndarray | None] = [None] * n_queries
@@ -1077,8 +1134,12 @@ class InMemoryStore:
             units: list[np.ndarray] = []
             for j, emb in enumerate(embeddings):
                 plain = (
-                    top_k <= 0 or self._n_embedded == 0 or self._dim is None
-                    or self._mode == "float64" or emb is None or len(emb) == 0
+                    top_k <= 0
+                    or self._n_embedded == 0
+                    or self._dim is None
+                    or self._mode == "float64"
+                    or emb is None
+                    or len(emb) == 0
                 )
                 if not plain:
                     query = self._check_query(emb)  # type: ignore[arg-type]
@@ -1092,9 +1153,7 @@ class InMemoryStore:
             if batched:
                 self._finish_batch(embeddings, top_k, limits, batched, units, answers)
             return [
-                [self._memory_at(r) for r in rows.tolist()]
-                for rows in answers
-                if rows is not None
+                [self._memory_at(r) for r in rows.tolist()] for rows in answers if rows is not None
             ]
 
     def _finish_batch(
@@ -1123,12 +1182,28 @@ class InMemoryStore:
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
                 last[: len(block)] = [limits[j] for j in block]
                 values, rows = top_many(
-                    matrix, scale, bias, query_block, last, step=step, count=bucket,
+                    matrix,
+                    scale,
+                    bias,
+                    query_block,
+                    last,
+                    step=step,
+                    count=bucket,
                 )
                 values, rows = np.asarray(values), np.asarray(rows)
                 for i, j in enumerate(block):
-                    self._finish_one(embeddings[j], top_k, limits[j], counts[j], pools[j],
-                                     units[start + i], rows[i], values[i], answers, j)
+                    self._finish_one(
+                        embeddings[j],
+                        top_k,
+                        limits[j],
+                        counts[j],
+                        pools[j],
+                        units[start + i],
+                        rows[i],
+                        values[i],
+                        answers,
+                        j,
+                    )
             return
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
@@ -1146,8 +1221,18 @@ class InMemoryStore:
                 count = min(pools[j] + 1, n)
                 part = np.argpartition(-approx[i], count - 1)[:count]
                 order = part[np.argsort(-approx[i, part], kind="stable")]
-                self._finish_one(embeddings[j], top_k, limits[j], counts[j], pools[j],
-                                 units[start + i], order, approx[i, order], answers, j)
+                self._finish_one(
+                    embeddings[j],
+                    top_k,
+                    limits[j],
+                    counts[j],
+                    pools[j],
+                    units[start + i],
+                    order,
+                    approx[i, order],
+                    answers,
+                    j,
+                )
 
     def _finish_one(
         self,
@@ -1231,6 +1316,8 @@ class InMemoryStore:
         """Close a transaction level, undoing every write logged since ``mark``."""
         entries = self._undo[mark:]
         del self._undo[mark:]
+        if entries:  # rebuilt on next use, in the rows' own order (ties keep it)
+            self._lexical = None
         depth = self._tx_depth
         self._tx_depth = 0  # undo operations must not log themselves
         try:
@@ -1239,8 +1326,9 @@ class InMemoryStore:
                     self._remove(entry.memory_id)
                 else:
                     assert entry.state is not None
-                    self._restore(entry.row, entry.memory_id, entry.state,
-                                  revive=entry.kind == "delete")
+                    self._restore(
+                        entry.row, entry.memory_id, entry.state, revive=entry.kind == "delete"
+                    )
         finally:
             self._tx_depth = depth - 1
         if self._tx_depth == 0:
@@ -1251,8 +1339,17 @@ class InMemoryStore:
 
     # Per-row arrays (leading axis = capacity), grown and compacted together.
     _ROW_ARRAYS: tuple[str, ...] = (
-        "_norms", "_special", "_scale", "_bias", "_decode", "_has", "_empty", "_aside",
-        "_valid", "_tagf", "_tagi",
+        "_norms",
+        "_special",
+        "_scale",
+        "_bias",
+        "_decode",
+        "_has",
+        "_empty",
+        "_aside",
+        "_valid",
+        "_tagf",
+        "_tagi",
     )
     # Fill value of unused rows (0 for every other row array).
     _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf}
@@ -1344,6 +1441,8 @@ class InMemoryStore:
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
         self._write_record(row, memory, compact, lossless)
+        if self._lexical is not None:
+            self._lexical.set(memory_id, memory.content)
 
     def _stores_vector(self, row: int, memory: Memory, vec: np.ndarray | None) -> bool:
         """Whether ``row`` already stores exactly ``memory``'s embedding."""
@@ -1412,9 +1511,7 @@ class InMemoryStore:
         self._decode[row] = 0.0
         self._norms[row] = 0.0
 
-    def _write_row(
-        self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool
-    ) -> bool:
+    def _write_row(self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool) -> bool:
         """Write an embedding (or its absence) into ``row``, whose counts are cleared.
 
         Returns:
@@ -1485,6 +1582,8 @@ class InMemoryStore:
         del self._row_of[memory_id]
         self._recent.pop(memory_id, None)
         self._whole.pop(memory_id, None)
+        if self._lexical is not None:
+            self._lexical.discard(memory_id)
         self._valid[row] = False
         self._row_ids[row] = None
         self._content[row] = None

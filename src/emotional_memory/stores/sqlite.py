@@ -31,6 +31,8 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.in_memory import InMemoryStore
 from emotional_memory.stores.original_layout import migrate_memories
@@ -355,6 +357,52 @@ class SQLiteStore:
         with self._lock:
             self._connection()
             return self._cache.list_all()
+
+    def lexical_index(self) -> LexicalIndex:
+        """The inverted index of memory contents (lexical signal s7).
+
+        Kept by the in-memory cache, built from the durable ``content`` column when
+        first needed after the file is opened (or refreshed) and updated with every
+        write, in step with the transaction (a rollback reverts it). Values are those
+        of :class:`~emotional_memory.stores.in_memory.InMemoryStore` for the same
+        memories.
+
+        Returns:
+            The :class:`~emotional_memory.lexical.LexicalIndex`.
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.lexical_index()
+
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+    ) -> list[str]:
+        """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Up to ``k`` memory ids, best BM25 first.
+        """
+        with self._lock:
+            return self.lexical_index().search(terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates, in candidate order.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
+        """
+        with self._lock:
+            return self.lexical_index().inputs(terms, memory_ids)
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5).

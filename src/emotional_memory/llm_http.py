@@ -1,0 +1,446 @@
+"""An OpenAI-compatible chat-completions client on httpx (extra ``llm``).
+
+:func:`make_httpx_llm` returns a callable ``(prompt, json_schema) -> str``, the
+``LLMCallable`` that :class:`~emotional_memory.appraisal.LLMAppraisalEngine` and
+:class:`~emotional_memory.query_classifier.LLMQueryClassifier` take. It speaks to any
+server with a ``POST {base_url}/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp,
+Ollama, LiteLLM, ...), reuses one connection pool, applies a timeout to every request
+and retries transport errors, 408, 429 and 5xx answers a bounded number of times.
+
+Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environment
+(:meth:`OpenAICompatibleLLMConfig.from_env`):
+
+========================================  ==========================================
+``EMOTIONAL_MEMORY_LLM_API_KEY``          bearer token (required by ``from_env``)
+``EMOTIONAL_MEMORY_LLM_BASE_URL``         default ``https://api.openai.com/v1``
+``EMOTIONAL_MEMORY_LLM_MODEL``            default ``gpt-5-mini``
+``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30
+``EMOTIONAL_MEMORY_LLM_OUTPUT_MODE``      ``plain`` | ``json_object`` | ``json_schema``
+``EMOTIONAL_MEMORY_LLM_MAX_RETRIES``      retries after the first try, default 2
+========================================  ==========================================
+
+``httpx`` is imported when a client is built, so importing this module never needs the
+extra.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any, Literal, TypeAlias
+
+from emotional_memory._llm import LLMCallable
+
+__all__ = [
+    "DEFAULT_OPENAI_COMPAT_BASE_URL",
+    "DEFAULT_OPENAI_COMPAT_MAX_RETRIES",
+    "DEFAULT_OPENAI_COMPAT_MODEL",
+    "DEFAULT_OPENAI_COMPAT_OUTPUT_MODE",
+    "DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS",
+    "KNOWN_INVALID_PROJECT_MODELS",
+    "HttpxLLM",
+    "LLMOutputMode",
+    "OpenAICompatibleLLMConfig",
+    "build_openai_compatible_payload",
+    "make_httpx_llm",
+    "make_httpx_llm_from_env",
+    "probe_openai_compatible_llm",
+    "project_config_issues",
+]
+
+DEFAULT_OPENAI_COMPAT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_OPENAI_COMPAT_MODEL = "gpt-5-mini"
+DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS = 30.0
+DEFAULT_OPENAI_COMPAT_MAX_RETRIES = 2
+KNOWN_INVALID_PROJECT_MODELS: frozenset[str] = frozenset({"gpt-5.2-mini"})
+"""Model names known not to exist; :func:`project_config_issues` reports them."""
+
+LLMOutputMode: TypeAlias = Literal["plain", "json_object", "json_schema"]
+"""How JSON output is requested: not at all, ``json_object`` mode, or strict schema."""
+DEFAULT_OPENAI_COMPAT_OUTPUT_MODE: LLMOutputMode = "plain"
+
+_OUTPUT_MODES: tuple[LLMOutputMode, ...] = ("plain", "json_object", "json_schema")
+_RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+_MAX_BACKOFF_SECONDS = 30.0
+
+
+def _output_mode(raw: str) -> LLMOutputMode:
+    value = raw.strip().lower()
+    for mode in _OUTPUT_MODES:
+        if value == mode:
+            return mode
+    raise ValueError("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE must be one of: " + ", ".join(_OUTPUT_MODES))
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAICompatibleLLMConfig:
+    """Where and how to call an OpenAI-compatible chat-completions endpoint.
+
+    Attributes:
+        api_key: Bearer token sent in ``Authorization`` (empty: no header).
+        base_url: API root; requests go to ``{base_url}/chat/completions``.
+        model: Model name sent in the payload.
+        output_mode: ``"plain"`` (prompt only), ``"json_object"`` (``response_format``
+            JSON mode) or ``"json_schema"`` (strict schema from the caller).
+        timeout_seconds: Timeout of each HTTP request (connect, read, write, pool).
+        max_retries: Retries after the first attempt for transport errors and
+            408/409/425/429/5xx answers (0: no retry).
+        backoff_seconds: First retry delay; doubled each retry, capped at 30 s. A
+            ``Retry-After`` header, when present, is used instead (same cap).
+        temperature: Sampling temperature sent in the payload, or None to omit it.
+    """
+
+    api_key: str
+    base_url: str = DEFAULT_OPENAI_COMPAT_BASE_URL
+    model: str = DEFAULT_OPENAI_COMPAT_MODEL
+    output_mode: LLMOutputMode = DEFAULT_OPENAI_COMPAT_OUTPUT_MODE
+    timeout_seconds: float = DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS
+    max_retries: int = DEFAULT_OPENAI_COMPAT_MAX_RETRIES
+    backoff_seconds: float = 0.5
+    temperature: float | None = None
+
+    def __post_init__(self) -> None:
+        """Validate the fields.
+
+        Raises:
+            ValueError: On a non-positive timeout, negative retries or backoff, an
+                unknown output mode or an empty base URL or model.
+        """
+        if not (self.timeout_seconds > 0):
+            raise ValueError("timeout_seconds must be > 0")
+        if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
+            raise ValueError("max_retries must be an int")
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if not (self.backoff_seconds >= 0):
+            raise ValueError("backoff_seconds must be >= 0")
+        if self.output_mode not in _OUTPUT_MODES:
+            raise ValueError(f"output_mode must be one of {_OUTPUT_MODES}")
+        if not self.base_url:
+            raise ValueError("base_url must not be empty")
+        if not self.model:
+            raise ValueError("model must not be empty")
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatibleLLMConfig | None:
+        """Read the configuration from ``EMOTIONAL_MEMORY_LLM_*`` variables.
+
+        Args:
+            env: Variables to read (default ``os.environ``).
+
+        Returns:
+            The configuration, or None when ``EMOTIONAL_MEMORY_LLM_API_KEY`` is unset
+            or blank.
+
+        Raises:
+            ValueError: On an invalid timeout, retry count or output mode.
+        """
+        data = os.environ if env is None else env
+        api_key = data.get("EMOTIONAL_MEMORY_LLM_API_KEY", "").strip()
+        if not api_key:
+            return None
+        base_url = (
+            data.get("EMOTIONAL_MEMORY_LLM_BASE_URL", "").strip().rstrip("/")
+            or DEFAULT_OPENAI_COMPAT_BASE_URL
+        )
+        model = data.get("EMOTIONAL_MEMORY_LLM_MODEL", "").strip() or DEFAULT_OPENAI_COMPAT_MODEL
+        mode = _output_mode(
+            data.get("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE", "") or DEFAULT_OPENAI_COMPAT_OUTPUT_MODE
+        )
+        timeout_raw = data.get("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "").strip()
+        try:
+            timeout = float(timeout_raw) if timeout_raw else DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS
+        except ValueError as exc:
+            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be a number") from exc
+        if not (timeout > 0):
+            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be > 0")
+        retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()
+        try:
+            retries = int(retries_raw) if retries_raw else DEFAULT_OPENAI_COMPAT_MAX_RETRIES
+        except ValueError as exc:
+            raise ValueError("EMOTIONAL_MEMORY_LLM_MAX_RETRIES must be an integer") from exc
+        if retries < 0:
+            raise ValueError("EMOTIONAL_MEMORY_LLM_MAX_RETRIES must be >= 0")
+        return cls(
+            api_key=api_key,
+            base_url=base_url,
+            model=model,
+            output_mode=mode,
+            timeout_seconds=timeout,
+            max_retries=retries,
+        )
+
+    def public_summary(self) -> dict[str, object]:
+        """The configuration without the secret, for logs and diagnostics.
+
+        Returns:
+            A dict with ``api_key_set`` (bool) instead of the key, and the other fields.
+        """
+        return {
+            "api_key_set": bool(self.api_key),
+            "base_url": self.base_url,
+            "model": self.model,
+            "output_mode": self.output_mode,
+            "timeout_seconds": self.timeout_seconds,
+            "max_retries": self.max_retries,
+        }
+
+
+def project_config_issues(config: OpenAICompatibleLLMConfig) -> list[str]:
+    """Problems with a configuration that the server would only report at call time.
+
+    Args:
+        config: The configuration to check.
+
+    Returns:
+        Human-readable issues; empty when none is known.
+    """
+    issues: list[str] = []
+    if config.model in KNOWN_INVALID_PROJECT_MODELS:
+        issues.append(
+            f"model {config.model!r} does not exist; use {DEFAULT_OPENAI_COMPAT_MODEL!r} "
+            "or another model your provider serves"
+        )
+    return issues
+
+
+def build_openai_compatible_payload(
+    prompt: str,
+    json_schema: dict[str, Any],
+    config: OpenAICompatibleLLMConfig,
+) -> dict[str, Any]:
+    """The JSON body of one chat-completions request.
+
+    Args:
+        prompt: The user message.
+        json_schema: Schema the answer should follow; sent only in ``json_schema`` mode
+            (the prompts of this library already describe the expected JSON).
+        config: Model, output mode and temperature.
+
+    Returns:
+        A dict with ``model``, ``messages`` and, depending on the mode,
+        ``response_format`` and ``temperature``.
+    """
+    payload: dict[str, Any] = {
+        "model": config.model,
+        "messages": [{"role": "user", "content": prompt}],
+    }
+    if config.output_mode == "json_object":
+        payload["response_format"] = {"type": "json_object"}
+    elif config.output_mode == "json_schema":
+        payload["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "answer", "schema": json_schema, "strict": True},
+        }
+    if config.temperature is not None:
+        payload["temperature"] = config.temperature
+    return payload
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a ``Retry-After`` header (delta-seconds or HTTP date), or None."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
+
+
+class HttpxLLM:
+    """The ``LLMCallable`` over one ``httpx.Client`` (thread-safe, keep-alive pool).
+
+    Call it as ``llm(prompt, json_schema)``; it returns ``choices[0].message.content``.
+    ``close()`` releases the pool (``LLMAppraisalEngine.close()`` calls it).
+    """
+
+    __slots__ = ("_client", "_closed", "_config", "_lock", "attempts")
+
+    def __init__(self, config: OpenAICompatibleLLMConfig, *, transport: Any | None = None) -> None:
+        """Create the client.
+
+        Args:
+            config: Endpoint, model, timeout and retry settings.
+            transport: Optional ``httpx.BaseTransport`` (proxies, unix sockets, ...).
+
+        Raises:
+            ImportError: When httpx is not installed.
+        """
+        try:
+            import httpx
+        except ImportError as exc:
+            raise ImportError(
+                "the OpenAI-compatible client needs httpx: pip install 'emotional-memory-jax[llm]'"
+            ) from exc
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self._config = config
+        self._client = httpx.Client(
+            headers=headers, timeout=httpx.Timeout(config.timeout_seconds), transport=transport
+        )
+        self._lock = threading.Lock()
+        self._closed = False
+        self.attempts = 0
+        """HTTP requests sent so far (retries included)."""
+
+    @property
+    def config(self) -> OpenAICompatibleLLMConfig:
+        """The configuration this client uses."""
+        return self._config
+
+    def _context(self) -> str:
+        return f"model={self._config.model!r}, base_url={self._config.base_url!r}"
+
+    def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
+        """Send ``prompt`` and return the model's text.
+
+        Args:
+            prompt: The user message.
+            json_schema: The JSON schema of the expected answer.
+
+        Returns:
+            ``choices[0].message.content`` of the response.
+
+        Raises:
+            RuntimeError: When every attempt failed (transport error or retryable
+                status), on a non-retryable HTTP error status, or when the response is
+                not a chat completion with string content. The secret is never in the
+                message.
+        """
+        import httpx
+
+        if self._closed:
+            raise RuntimeError("the LLM client is closed")
+        config = self._config
+        url = f"{config.base_url.rstrip('/')}/chat/completions"
+        payload = build_openai_compatible_payload(prompt, json_schema, config)
+        delay = config.backoff_seconds
+        last_error = ""
+        transport_failed = False
+        for attempt in range(config.max_retries + 1):
+            with self._lock:
+                self.attempts += 1
+            wait: float | None = None
+            try:
+                response = self._client.post(url, json=payload)
+            except httpx.TransportError as exc:  # connect/read timeouts, resets, ...
+                last_error = f"{type(exc).__name__}: {exc}"
+                transport_failed = True
+            else:
+                transport_failed = False
+                if response.status_code < 400:
+                    return self._content(response)
+                detail = response.text.strip().replace("\n", " ")[:300]
+                last_error = f"status={response.status_code}: {detail}"
+                if response.status_code not in _RETRY_STATUS:
+                    raise RuntimeError(f"LLM request failed ({self._context()}, {last_error})")
+                wait = _retry_after(response.headers.get("Retry-After"))
+            if attempt < config.max_retries:
+                time.sleep(min(_MAX_BACKOFF_SECONDS, delay if wait is None else wait))
+                delay *= 2
+        what = "transport" if transport_failed else "request"
+        raise RuntimeError(
+            f"LLM {what} failed after {config.max_retries + 1} attempt(s) "
+            f"({self._context()}): {last_error}"
+        )
+
+    def _content(self, response: Any) -> str:
+        try:
+            data = response.json()
+        except ValueError as exc:
+            raise RuntimeError(
+                f"LLM response was not JSON ({self._context()}): {response.text[:300]!r}"
+            ) from exc
+        try:
+            content = data["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise RuntimeError(
+                f"LLM response did not contain choices[0].message.content ({self._context()}): "
+                f"{str(data)[:300]}"
+            ) from exc
+        if not isinstance(content, str):
+            raise RuntimeError(
+                f"LLM response content was not a string ({self._context()}, "
+                f"type={type(content).__name__})"
+            )
+        return content
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        self._closed = True
+        self._client.close()
+
+    def __enter__(self) -> HttpxLLM:
+        """Context-manager entry: the client itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"HttpxLLM(model={self._config.model!r}, base_url={self._config.base_url!r})"
+
+
+_HttpxLLM = HttpxLLM  # the original library's (private) name
+
+
+def make_httpx_llm(config: OpenAICompatibleLLMConfig) -> LLMCallable:
+    """An ``LLMCallable`` for ``config`` with a shared connection pool.
+
+    Args:
+        config: Endpoint, model, timeout and retry settings.
+
+    Returns:
+        An :class:`HttpxLLM` (callable, with ``close()``).
+
+    Raises:
+        ImportError: When httpx is not installed.
+    """
+    return HttpxLLM(config)
+
+
+def make_httpx_llm_from_env(env: Mapping[str, str] | None = None) -> LLMCallable | None:
+    """An ``LLMCallable`` configured from ``EMOTIONAL_MEMORY_LLM_*`` variables.
+
+    Args:
+        env: Variables to read (default ``os.environ``).
+
+    Returns:
+        The client, or None when no API key is configured.
+    """
+    config = OpenAICompatibleLLMConfig.from_env(env)
+    return None if config is None else make_httpx_llm(config)
+
+
+def probe_openai_compatible_llm(config: OpenAICompatibleLLMConfig) -> None:
+    """Send one tiny request to check key, model and endpoint before a long run.
+
+    Args:
+        config: The configuration to check.
+
+    Raises:
+        RuntimeError: When the request fails (the message names model and URL, never
+            the key).
+    """
+    with HttpxLLM(config) as llm:
+        llm("Return only a JSON object: {}", {"type": "object", "properties": {}})

@@ -1,0 +1,167 @@
+"""A memory store in Chroma (extra ``chroma``: ``pip install 'emotional-memory-jax[chroma]'``).
+
+``ChromaStore(path=...)`` keeps the memories in an embedded persistent Chroma
+(``chromadb.PersistentClient``); ``ChromaStore(host=..., port=...)`` talks to a Chroma
+server (``chromadb.HttpClient``); ``ChromaStore()`` is an in-process ephemeral one.
+Chroma supplies the cosine candidates; the engine scores them in its kernel.
+
+Each memory is one record (id: the memory id; document: the memory as JSON; metadata:
+``id``, ``seq``, ``novec``); no Chroma embedding function is used (the engine's
+embedder embeds). See :mod:`emotional_memory.stores._vector_db` for the contract.
+Collections written by the original library open as they are (their memories first
+in ``list_all``).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from emotional_memory.stores._vector_db import Record, VectorDBStore
+
+__all__ = ["ChromaStore"]
+
+_PAGE = 512
+
+
+class ChromaStore(VectorDBStore):
+    """A :class:`~emotional_memory.interfaces.MemoryStore` in a Chroma collection."""
+
+    def __init__(
+        self,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        host: str | None = None,
+        port: int = 8000,
+        collection_name: str = "emotional_memory",
+        client: Any | None = None,
+    ) -> None:
+        """Open (creating if needed) the collections.
+
+        Args:
+            path: Directory of an embedded persistent Chroma; exclusive with ``host``.
+            host: Chroma server host for ``chromadb.HttpClient``.
+            port: Chroma server port.
+            collection_name: The collection of memories; a second collection
+                ``{collection_name}__unembedded`` holds memories without embeddings.
+            client: A ready Chroma client to use instead (path/host ignored).
+
+        Raises:
+            ImportError: When chromadb is not installed.
+            ValueError: When both ``path`` and ``host`` are given.
+        """
+        if path is not None and host is not None:
+            raise ValueError("pass at most one of path and host")
+        try:
+            import chromadb
+        except ImportError as exc:
+            raise ImportError(
+                "ChromaStore needs chromadb: pip install 'emotional-memory-jax[chroma]'"
+            ) from exc
+        if client is not None:
+            self._client = client
+        elif host is not None:
+            self._client = chromadb.HttpClient(host=host, port=port)
+        elif path is not None:
+            self._client = chromadb.PersistentClient(path=os.fspath(path))
+        else:
+            self._client = chromadb.EphemeralClient()
+        self._where = f"{host}:{port}" if host is not None else (os.fspath(path) if path else None)
+        self._names = (collection_name, f"{collection_name}__unembedded")
+        self._collections: dict[bool, Any] = {
+            main: self._client.get_or_create_collection(
+                name,
+                metadata={"hnsw:space": "cosine"},
+                embedding_function=None,
+            )
+            for main, name in zip((True, False), self._names, strict=True)
+        }
+        super().__init__()
+
+    @property
+    def client(self) -> Any:
+        """The underlying Chroma client."""
+        return self._client
+
+    @property
+    def collection_name(self) -> str:
+        """The collection of embedded memories."""
+        return self._names[0]
+
+    def _stored_dim(self) -> int | None:
+        peek = self._collections[True].get(limit=1, include=["embeddings"])
+        embeddings = peek.get("embeddings")
+        if embeddings is None or len(embeddings) == 0:
+            return None
+        return len(embeddings[0])
+
+    def _create_main(self, dim: int) -> None:
+        del dim  # Chroma fixes the dimension with the first record
+
+    @staticmethod
+    def _records(result: dict[str, Any]) -> list[Record]:
+        # Records written by the original library have the JSON document and only
+        # ``id`` in their metadata: they sort first (seq -1) and have a direction.
+        return [
+            Record(
+                str(i),
+                int((meta or {}).get("seq", -1)),
+                str(doc),
+                bool((meta or {}).get("novec", False)),
+            )
+            for i, meta, doc in zip(
+                result["ids"], result["metadatas"], result["documents"], strict=True
+            )
+        ]
+
+    def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
+        self._collections[main].upsert(
+            ids=[r.id for r in records],
+            embeddings=vectors,
+            documents=[r.data for r in records],
+            metadatas=[{"id": r.id, "seq": r.seq, "novec": r.novec} for r in records],
+        )
+
+    def _fetch(self, main: bool, ids: list[str]) -> list[Record]:
+        if not ids:
+            return []
+        return self._records(
+            self._collections[main].get(ids=ids, include=["metadatas", "documents"])
+        )
+
+    def _remove(self, main: bool, ids: list[str]) -> None:
+        if ids:
+            self._collections[main].delete(ids=ids)
+
+    def _scan(self, main: bool, novec_only: bool = False) -> list[Record]:
+        collection = self._collections[main]
+        where = {"novec": True} if novec_only else None
+        out: list[Record] = []
+        offset = 0
+        while True:
+            page = collection.get(
+                where=where, limit=_PAGE, offset=offset, include=["metadatas", "documents"]
+            )
+            records = self._records(page)
+            out.extend(records)
+            if len(records) < _PAGE:
+                return out
+            offset += _PAGE
+
+    def _nearest(self, vector: list[float], k: int) -> list[str]:
+        if k <= 0:
+            return []
+        result = self._collections[True].query(
+            query_embeddings=[vector], n_results=k, include=["distances"]
+        )
+        return [str(i) for i in result["ids"][0]]
+
+    def _count(self, main: bool) -> int:
+        return int(self._collections[main].count())
+
+    def close(self) -> None:
+        """Drop the references to the collections (Chroma clients need no closing)."""
+        self._collections = {}
+
+    def __repr__(self) -> str:
+        return f"ChromaStore({self._where!r}, collection_name={self._names[0]!r})"

@@ -1,0 +1,220 @@
+"""A memory store in Qdrant (extra ``qdrant``: ``pip install 'emotional-memory-jax[qdrant]'``).
+
+``QdrantStore()`` runs Qdrant embedded in process memory, ``QdrantStore(path=...)``
+embedded on disk, ``QdrantStore(url=...)`` against a Qdrant server or cluster: the
+way to hold a bank larger than one machine. Qdrant supplies the cosine candidates;
+the engine scores them in its kernel as with any store.
+
+Each memory is one point (id: ``uuid5(NAMESPACE_OID, memory id)``) whose payload holds
+``id``, the memory as JSON (``data``), ``seq`` and ``novec``; see
+:mod:`emotional_memory.stores._vector_db` for the contract (insertion order, exact
+re-ranking, memories without embeddings). Collections written by the original library
+(points with only ``id`` and ``data``) open as they are: their memories come first in
+``list_all`` and new ones follow.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from emotional_memory.stores._vector_db import Record, VectorDBStore
+
+__all__ = ["QdrantStore"]
+
+_NAMESPACE = uuid.NAMESPACE_OID
+_PAGE = 512
+_PAYLOAD = ["id", "seq", "data", "novec"]
+
+
+def _point_id(memory_id: str) -> str:
+    """The Qdrant point id of a memory (Qdrant ids must be UUIDs or integers)."""
+    return str(uuid.uuid5(_NAMESPACE, memory_id))
+
+
+class QdrantStore(VectorDBStore):
+    """A :class:`~emotional_memory.interfaces.MemoryStore` in a Qdrant collection."""
+
+    def __init__(
+        self,
+        *,
+        url: str | None = None,
+        path: str | None = None,
+        collection_name: str = "emotional_memory",
+        api_key: str | None = None,
+        client: Any | None = None,
+    ) -> None:
+        """Open (or prepare to create) the collection.
+
+        Args:
+            url: Qdrant server URL (``http://host:6333``); exclusive with ``path``.
+            path: Directory of an embedded on-disk Qdrant; exclusive with ``url``.
+                With neither, an embedded in-memory Qdrant (lost on close).
+            collection_name: The collection of memories; a second collection
+                ``{collection_name}__unembedded`` holds memories without embeddings.
+                Both are created on first use.
+            api_key: API key for Qdrant Cloud / a secured server.
+            client: A ready ``QdrantClient`` to use instead (url/path/api_key ignored).
+
+        Raises:
+            ImportError: When qdrant-client is not installed.
+            ValueError: When both ``url`` and ``path`` are given.
+        """
+        if url is not None and path is not None:
+            raise ValueError("pass at most one of url and path")
+        try:
+            from qdrant_client import QdrantClient, models
+        except ImportError as exc:
+            raise ImportError(
+                "QdrantStore needs qdrant-client: pip install 'emotional-memory-jax[qdrant]'"
+            ) from exc
+        self._models = models
+        if client is not None:
+            self._client = client
+        elif url is not None:
+            self._client = QdrantClient(url=url, api_key=api_key)
+        elif path is not None:
+            self._client = QdrantClient(path=str(path))
+        else:
+            self._client = QdrantClient(":memory:")
+        self._url = url
+        self._path = path
+        self._main = collection_name
+        self._side = f"{collection_name}__unembedded"
+        self._closed = False
+        super().__init__()
+
+    @property
+    def client(self) -> Any:
+        """The underlying ``QdrantClient``."""
+        return self._client
+
+    @property
+    def collection_name(self) -> str:
+        """The collection of embedded memories."""
+        return self._main
+
+    def _name(self, main: bool) -> str:
+        return self._main if main else self._side
+
+    def _exists(self, main: bool) -> bool:
+        return bool(self._client.collection_exists(self._name(main)))
+
+    def _stored_dim(self) -> int | None:
+        if not self._exists(True):
+            return None
+        vectors = self._client.get_collection(self._main).config.params.vectors
+        return int(vectors.size)
+
+    def _create_main(self, dim: int) -> None:
+        self._create(True, dim)
+
+    def _create(self, main: bool, dim: int) -> None:
+        m = self._models
+        self._client.create_collection(
+            self._name(main),
+            vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
+        )
+
+    @staticmethod
+    def _record(payload: dict[str, Any]) -> Record:
+        # Points written by the original library carry only ``id`` and ``data``: they
+        # sort first (seq -1, in scroll order) and count as having a direction.
+        return Record(
+            str(payload["id"]),
+            int(payload.get("seq", -1)),
+            str(payload["data"]),
+            bool(payload.get("novec", False)),
+        )
+
+    def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
+        if not main and not self._exists(False):
+            self._create(False, 1)
+        points = [
+            self._models.PointStruct(
+                id=_point_id(r.id),
+                vector=v,
+                payload={"id": r.id, "seq": r.seq, "data": r.data, "novec": r.novec},
+            )
+            for r, v in zip(records, vectors, strict=True)
+        ]
+        self._client.upsert(self._name(main), points=points, wait=True)
+
+    def _fetch(self, main: bool, ids: list[str]) -> list[Record]:
+        if not ids or not self._exists(main):
+            return []
+        points = self._client.retrieve(
+            self._name(main), ids=[_point_id(i) for i in ids], with_payload=_PAYLOAD
+        )
+        return [self._record(p.payload) for p in points]
+
+    def _remove(self, main: bool, ids: list[str]) -> None:
+        if not ids or not self._exists(main):
+            return
+        selector = self._models.PointIdsList(points=[_point_id(i) for i in ids])
+        self._client.delete(self._name(main), points_selector=selector, wait=True)
+
+    def _scan(self, main: bool, novec_only: bool = False) -> list[Record]:
+        if not self._exists(main):
+            return []
+        m = self._models
+        flt = (
+            m.Filter(must=[m.FieldCondition(key="novec", match=m.MatchValue(value=True))])
+            if novec_only
+            else None
+        )
+        out: list[Record] = []
+        offset: Any = None
+        while True:
+            points, offset = self._client.scroll(
+                self._name(main),
+                scroll_filter=flt,
+                limit=_PAGE,
+                offset=offset,
+                with_payload=_PAYLOAD,
+                with_vectors=False,
+            )
+            out.extend(self._record(p.payload) for p in points)
+            if offset is None:
+                return out
+
+    def _max_seq(self, main: bool) -> int:
+        """The largest ``seq``, reading only that payload field."""
+        if not self._exists(main):
+            return -1
+        best = -1
+        offset: Any = None
+        while True:
+            points, offset = self._client.scroll(
+                self._name(main),
+                limit=4 * _PAGE,
+                offset=offset,
+                with_payload=["seq"],
+                with_vectors=False,
+            )
+            best = max([best, *(int(p.payload.get("seq", -1)) for p in points)])
+            if offset is None:
+                return best
+
+    def _nearest(self, vector: list[float], k: int) -> list[str]:
+        if k <= 0:
+            return []
+        response = self._client.query_points(
+            self._main, query=vector, limit=k, with_payload=["id"], with_vectors=False
+        )
+        return [str(p.payload["id"]) for p in response.points]
+
+    def _count(self, main: bool) -> int:
+        if not self._exists(main):
+            return 0
+        return int(self._client.count(self._name(main), exact=True).count)
+
+    def close(self) -> None:
+        """Close the client (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._client.close()
+
+    def __repr__(self) -> str:
+        where = self._url or self._path or ":memory:"
+        return f"QdrantStore({where!r}, collection_name={self._main!r})"

@@ -1,0 +1,191 @@
+"""visualization: every figure renders to a non-trivial PNG and draws the model's values."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("matplotlib", reason="the viz extra is not installed")
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from matplotlib.figure import Figure
+from matplotlib.image import imread
+
+from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import visualization as viz
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.engine import EmotionalMemoryConfig
+from emotional_memory.models import ResonanceLink, consolidation_strength
+
+
+def _png(fig: Figure, path: Path) -> np.ndarray:
+    fig.savefig(path, dpi=60)
+    assert path.stat().st_size > 5_000
+    img = imread(path)
+    assert img.ndim == 3 and img.shape[0] > 150 and img.shape[1] > 150
+    flat = img[..., :3].reshape(-1, 3)
+    # non-trivial: many distinct colours, and a good share of non-background pixels
+    assert len(np.unique((flat * 255).astype(np.uint8), axis=0)) > 20
+    assert (np.abs(flat - flat[0]).sum(axis=1) > 0.05).mean() > 0.01
+    return img
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = datetime(2026, 2, 1, tzinfo=UTC)
+
+    def __call__(self) -> datetime:
+        self.t += timedelta(minutes=7)
+        return self.t
+
+
+@pytest.fixture(scope="module")
+def engine() -> EmotionalMemory:
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=Clock())
+    for text in [
+        "We got engaged on the beach at sunset",
+        "The beach party was loud and fun",
+        "I was furious when the flight got cancelled",
+        "A calm evening reading by the fire",
+        "Our beach house flooded in the storm",
+    ]:
+        em.encode(text)
+    em.retrieve("beach", top_k=3)
+    em.retrieve("beach", top_k=3)  # strengthens resonance links
+    return em
+
+
+def test_circumplex(engine: EmotionalMemory, tmp_path: Path) -> None:
+    _png(viz.plot_circumplex(engine.list_all()), tmp_path / "a.png")
+    _png(viz.plot_circumplex([(0.5, 0.8, 0.9), (-0.7, 0.2, 0.3)]), tmp_path / "b.png")
+
+
+def test_decay_curves_draw_the_decay_model(tmp_path: Path) -> None:
+    fig = viz.plot_decay_curves(arousal_values=(0.0, 1.0), retrieval_counts=(0, 10))
+    _png(fig, tmp_path / "decay.png")
+    lines = fig.axes[0].get_lines()
+    assert len(lines) == 4
+    final = [line.get_ydata()[-1] for line in lines]  # strength after 30 days
+    # high arousal and many retrievals decay less
+    assert final[3] > final[0] and final[1] > final[0] and final[2] > final[0]
+    assert all(np.all(np.diff(line.get_ydata()) <= 1e-12) for line in lines)
+
+
+def test_yerkes_dodson_is_consolidation_strength(tmp_path: Path) -> None:
+    fig = viz.plot_yerkes_dodson(mood_arousal=0.6)
+    _png(fig, tmp_path / "yd.png")
+    line = fig.axes[0].get_lines()[0]
+    xs, ys = line.get_xdata(), line.get_ydata()
+    assert ys[50] == consolidation_strength(float(xs[50]), 0.6)
+    assert 0 < int(np.argmax(ys)) < len(ys) - 1  # an inverted U
+
+
+def test_retrieval_radar_and_breakdown(engine: EmotionalMemory, tmp_path: Path) -> None:
+    (exp,) = engine.retrieve_with_explanations("beach sunset", top_k=1)
+    _png(viz.plot_retrieval_radar(exp), tmp_path / "radar.png")
+    _png(viz.plot_retrieval_radar([0.9, 0.1, 0.4, 0.2, 0.7, 0.3]), tmp_path / "radar2.png")
+    with pytest.raises(ValueError):
+        viz.plot_retrieval_radar([0.1, 0.2])
+    fig = viz.plot_signal_breakdown(exp)
+    _png(fig, tmp_path / "breakdown.png")
+    contributions = [p.get_width() for p in fig.axes[0].containers[2]]
+    assert contributions == pytest.approx(
+        list(exp.breakdown.weighted_signals.model_dump().values())
+    )
+    assert sum(contributions) == pytest.approx(exp.breakdown.total_score)
+
+
+def test_mood_evolution(engine: EmotionalMemory, tmp_path: Path) -> None:
+    history = engine.get_state().history
+    assert len(history) >= 2
+    _png(viz.plot_mood_evolution(history), tmp_path / "mood.png")
+    series = [(60.0 * i, 0.1 * i, 0.5, 0.4) for i in range(8)]
+    fig = viz.plot_mood_evolution(series)
+    _png(fig, tmp_path / "mood2.png")
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == [s[1] for s in series]
+
+
+def test_adaptive_weights_heatmap(tmp_path: Path) -> None:
+    fig = viz.plot_adaptive_weights_heatmap(resolution=6)
+    _png(fig, tmp_path / "heat.png")
+    images = [ax.get_images()[0].get_array() for ax in fig.axes if ax.get_images()]
+    assert len(images) == 6
+    total = np.sum([np.asarray(im) for im in images], axis=0)
+    np.testing.assert_allclose(total, 1.0, atol=1e-9)  # weights sum to 1 in every mood
+    assert max(float(np.ptp(im)) for im in images) > 0.01  # and they move with mood
+    with pytest.raises(ValueError):
+        viz.plot_adaptive_weights_heatmap(ax=fig.axes[0])
+
+
+def test_resonance_network(engine: EmotionalMemory, tmp_path: Path) -> None:
+    memories = engine.list_all()
+    assert any(m.tag.resonance_links for m in memories)
+    _png(viz.plot_resonance_network(memories), tmp_path / "net.png")
+    links = [
+        ResonanceLink(source_id="a", target_id="b", strength=0.9, link_type="semantic"),
+        ResonanceLink(source_id="b", target_id="c", strength=0.3, link_type="emotional"),
+    ]
+    fig = viz.plot_resonance_network(links, {"a": "first"})
+    _png(fig, tmp_path / "net2.png")
+    assert "first" in [t.get_text() for t in fig.axes[0].texts]
+
+
+def test_appraisal_radar(tmp_path: Path) -> None:
+    vec = AppraisalVector(
+        novelty=0.8,
+        goal_relevance=-0.5,
+        coping_potential=0.3,
+        norm_congruence=0.1,
+        self_relevance=0.9,
+    )
+    fig = viz.plot_appraisal_radar(vec)
+    _png(fig, tmp_path / "appr.png")
+    ys = list(fig.axes[0].get_lines()[0].get_ydata())
+    assert ys[:5] == pytest.approx([0.9, 0.25, 0.3, 0.55, 0.95])
+
+
+def test_fitted_weights_and_learning_curves(tmp_path: Path) -> None:
+    fitted = EmotionalMemoryConfig.model_validate(
+        {"retrieval": {"base_weights": [0.6, 0.1, 0.1, 0.1, 0.05, 0.05]}}
+    )
+    _png(viz.plot_fitted_weights(fitted), tmp_path / "fit.png")
+    history: dict[str, Any] = {
+        "train_loss": list(np.linspace(1.0, 0.3, 40)),
+        "val_loss": list(np.linspace(1.1, 0.45, 40)),
+        "val_top1": list(np.linspace(0.2, 0.7, 40)),
+    }
+    fig = viz.plot_learning_curves(history)
+    _png(fig, tmp_path / "curves.png")
+    assert len(fig.axes) == 2  # accuracy on its own axis
+
+
+def test_draws_into_given_axes(tmp_path: Path) -> None:
+    fig = Figure(figsize=(10, 4))
+    left = fig.add_subplot(1, 2, 1)
+    right = fig.add_subplot(1, 2, 2, projection="polar")
+    assert viz.plot_yerkes_dodson(ax=left) is fig
+    assert viz.plot_retrieval_radar([0.2] * 6, ax=right) is fig
+    _png(fig, tmp_path / "both.png")
+
+
+def test_signal_breakdown_shows_the_lexical_signal_when_on(tmp_path: Path) -> None:
+    config = EmotionalMemoryConfig.model_validate({"retrieval": {"lexical_weight": 0.3}})
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), config=config, clock=Clock())
+    em.encode("The harbour lights at night")
+    em.encode("Lunch with my brother")
+    (exp,) = em.retrieve_with_explanations("harbour lights", top_k=1)
+    assert exp.breakdown.lexical_weight is not None
+    fig = viz.plot_signal_breakdown(exp)
+    _png(fig, tmp_path / "lexical.png")
+    assert [t.get_text() for t in fig.axes[0].get_yticklabels()][-1] == "Lexical"
+    contributions = [p.get_width() for p in fig.axes[0].containers[2]]
+    assert len(contributions) == 7
+    assert sum(contributions) == pytest.approx(exp.breakdown.total_score)
