@@ -943,3 +943,20 @@ def test_sqlite_rebuild_vector_index(tmp_path: Path) -> None:
         eng.encode("two")
         assert store.rebuild_vector_index() == 2
         assert [m.content for m in store.list_all()] == ["one", "two"]
+
+
+def test_ranked_memory_is_a_frozen_pydantic_model() -> None:
+    from pydantic import BaseModel
+
+    from emotional_memory.retrieval import RankedMemory
+
+    assert issubclass(RankedMemory, BaseModel)
+    assert list(RankedMemory.model_fields) == ["memory", "score", "breakdown"]
+    plan = engine().plan_retrieval("x")  # empty store: no candidates
+    assert plan.pass1 == []
+    eng = engine()
+    eng.encode("hello")
+    ranked = eng.plan_retrieval("hello").pass1[0]
+    assert isinstance(ranked, RankedMemory)
+    with pytest.raises(ValueError):
+        ranked.score = 1.0  # type: ignore[misc]

@@ -314,9 +314,14 @@ class RetrievalExplanation(BaseModel):
     candidate_count: int = 0
 
 
-@dataclass(frozen=True)
-class RankedMemory:
-    """A candidate with its score and breakdown in one pass of the plan."""
+class RankedMemory(BaseModel):
+    """A candidate with its score and breakdown in one pass of the plan.
+
+    A frozen pydantic model, as in the original (the plan builds it without
+    re-validating the memory).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     memory: Memory
     score: float
@@ -728,7 +733,9 @@ def build_retrieval_plan(
         raw = arrays.raw1[i].tolist()
         raw[5] = float(activation.get(memory.id, 0.0))
         bd = breakdown_from_values(w, raw)
-        rescored.append(RankedMemory(memory=memory, score=bd.total_score, breakdown=bd))
+        rescored.append(
+            RankedMemory.model_construct(memory=memory, score=bd.total_score, breakdown=bd)
+        )
     pass2 = sorted(rescored, key=lambda r: -r.score if r.score == r.score else math.inf)
     return dataclasses.replace(plan, pass2=pass2, activation_map=activation)
 
@@ -835,7 +842,11 @@ def plan_from_arrays(
         out = []
         for i in order.tolist():
             bd = breakdown_from_values(w, raw[i].tolist())
-            out.append(RankedMemory(memory=candidates[i], score=bd.total_score, breakdown=bd))
+            out.append(
+                RankedMemory.model_construct(
+                    memory=candidates[i], score=bd.total_score, breakdown=bd
+                )
+            )
         return out
 
     pass1 = ranked(arrays.order1, arrays.raw1)
