@@ -668,9 +668,18 @@ def _original_layout_db(path: Path, memories: list[Memory]) -> None:
             "INSERT INTO memories (id, content, data) VALUES (?, ?, ?)",
             (m.id, m.content, m.model_dump_json()),
         )
-    # Stand-in for the original's sqlite-vec table: must survive untouched.
-    conn.execute("CREATE TABLE memory_vec (id TEXT, embedding BLOB)")
-    conn.execute("INSERT INTO memory_vec VALUES ('x', x'00')")
+    # The original's sqlite-vec table (a vec0 virtual table this library cannot load)
+    # and one of its shadow tables: both must survive untouched.
+    conn.execute("CREATE TABLE memory_vec_rowids (id TEXT, x INTEGER)")
+    conn.execute("INSERT INTO memory_vec_rowids VALUES ('x', 1)")
+    conn.commit()
+    conn.execute("PRAGMA writable_schema=ON")
+    conn.execute(
+        "INSERT INTO sqlite_master (type, name, tbl_name, rootpage, sql) VALUES "
+        "('table', 'memory_vec', 'memory_vec', 0, "
+        "'CREATE VIRTUAL TABLE memory_vec USING vec0(id TEXT PRIMARY KEY, embedding float[8])')"
+    )
+    conn.execute("PRAGMA writable_schema=OFF")
     conn.commit()
     conn.close()
 
@@ -705,9 +714,11 @@ def test_sqlite_opens_the_originals_memory_file(tmp_path: Path) -> None:
             np.testing.assert_allclose(ma.embedding or [], mb.embedding or [], rtol=1e-6)
     conn = sqlite3.connect(path)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    assert {"memories_v0_18", "memory_vec", "memories"} <= tables  # nothing dropped
+    assert {"memories_v0_18", "memory_vec", "memory_vec_rowids", "memories"} <= tables
     assert conn.execute("SELECT COUNT(*) FROM memories_v0_18").fetchone()[0] == len(memories)
-    assert conn.execute("SELECT id FROM memory_vec").fetchall() == [("x",)]
+    assert conn.execute("SELECT id FROM memory_vec_rowids").fetchall() == [("x",)]
+    vec_sql = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'memory_vec'").fetchone()
+    assert vec_sql[0].startswith("CREATE VIRTUAL TABLE memory_vec USING vec0")
     conn.close()
     # Reopening does not migrate again; rankings equal an in-memory twin's.
     clock_a, clock_b = TickClock(START + timedelta(hours=1)), TickClock(START + timedelta(hours=1))
@@ -960,3 +971,20 @@ def test_ranked_memory_is_a_frozen_pydantic_model() -> None:
     assert isinstance(ranked, RankedMemory)
     with pytest.raises(ValueError):
         ranked.score = 1.0  # type: ignore[misc]
+
+
+def test_sqlite_opens_an_original_file_in_wal_mode(tmp_path: Path) -> None:
+    memories, _ = _seeded_memories()
+    path = tmp_path / "wal.db"
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA journal_mode=WAL")  # the original's stores run in WAL mode
+    conn.commit()
+    conn.close()
+    _original_layout_db(path, memories)
+    held = sqlite3.connect(path)  # another connection keeps the -wal/-shm files alive
+    held.execute("SELECT COUNT(*) FROM memories").fetchone()
+    try:
+        with SQLiteStore(path) as store:
+            assert [m.id for m in store.list_all()] == [m.id for m in memories]
+    finally:
+        held.close()

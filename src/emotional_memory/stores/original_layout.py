@@ -62,16 +62,22 @@ def _probe(path: str | os.PathLike[str], check: str) -> bool:
     if target == ":memory:" or target.startswith("file:") or not os.path.isfile(target):
         return False
     uri = "file:" + quote(str(Path(target).resolve())) + "?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True)
-    except sqlite3.Error:
-        return False
-    try:
-        return _is_original_memories(conn) if check == "memories" else _is_original_state(conn)
-    except sqlite3.DatabaseError:
-        return False  # not a database: the store's own open reports it
-    finally:
-        conn.close()
+    is_original = _is_original_memories if check == "memories" else _is_original_state
+    # Read-only first; a WAL file may need a writable connection for its index.
+    for connect in (lambda: sqlite3.connect(uri, uri=True), lambda: sqlite3.connect(target)):
+        try:
+            conn = connect()
+        except sqlite3.Error:
+            continue
+        try:
+            return is_original(conn)
+        except sqlite3.OperationalError:
+            continue
+        except sqlite3.DatabaseError:
+            return False  # not a database: the store's own open reports it
+        finally:
+            conn.close()
+    return False
 
 
 def _migrate(path: str | os.PathLike[str], check: str, body: str, timeout: float) -> bool:
