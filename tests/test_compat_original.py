@@ -988,3 +988,55 @@ def test_sqlite_opens_an_original_file_in_wal_mode(tmp_path: Path) -> None:
             assert [m.id for m in store.list_all()] == [m.id for m in memories]
     finally:
         held.close()
+
+
+def test_async_encode_batch_appraises_concurrently_up_to_the_limit() -> None:
+    class SlowAsyncAppraiser:
+        def __init__(self) -> None:
+            self.running = 0
+            self.peak = 0
+            self.contexts: list[Any] = []
+
+        async def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+            self.contexts.append(context)
+            await asyncio.sleep(0.02)
+            self.running -= 1
+            n = len(event_text) % 7
+            return vad(n / 7 - 0.5, n / 7, 0.5)
+
+    texts = [f"event {'x' * i}" for i in range(9)]
+    metas = [{"i": i} for i in range(9)]
+    slow = SlowAsyncAppraiser()
+    aeng = AsyncEmotionalMemory(
+        InMemoryStore(),
+        HashEmbedder(),
+        slow,
+        EmotionalMemoryConfig(appraisal_max_concurrency=3),
+        clock=TickClock(START),
+    )
+    got = asyncio.run(aeng.encode_batch(texts, metas))
+    assert slow.peak == 3
+    assert sorted(c["i"] for c in slow.contexts) == list(range(9))
+
+    class SyncTwin:
+        def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+            n = len(event_text) % 7
+            return vad(n / 7 - 0.5, n / 7, 0.5)
+
+    twin = EmotionalMemory(InMemoryStore(), HashEmbedder(), SyncTwin(), clock=TickClock(START))
+    want = twin.encode_batch(texts, metas)
+    strip = [
+        m.model_copy(update={"id": "", "tag": m.tag.model_copy(update={"resonance_links": []})})
+        for m in got
+    ]
+    strip_want = [
+        m.model_copy(update={"id": "", "tag": m.tag.model_copy(update={"resonance_links": []})})
+        for m in want
+    ]
+    assert strip == strip_want
+    assert aeng.save_state() == twin.save_state()
+    assert aeng.engine.appraisal_engine is not None and not hasattr(
+        aeng.engine.appraisal_engine, "_pending"
+    )

@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.async_adapters import (
+    _AsyncToSyncAppraisal,
     _LoopBridge,
     bridge_appraisal,
     bridge_embedder,
@@ -66,6 +67,18 @@ def _engine_executor() -> ThreadPoolExecutor:
                 thread_name_prefix="emotional_memory-engine",
             )
         return _EXECUTOR
+
+
+class _ReplayAppraisal:
+    """Answers a batch's appraisals, computed beforehand, in their order."""
+
+    def __init__(self, texts: list[str], results: list[Any]) -> None:
+        self._pending = list(zip(texts, results, strict=True))
+
+    def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+        text, result = self._pending.pop(0)
+        assert text == event_text, "appraisals replayed out of order"
+        return result
 
 
 class AsyncEmotionalMemory:
@@ -173,10 +186,45 @@ class AsyncEmotionalMemory:
             contents: Event texts.
             metadata: Optional per-event metadata (same length as ``contents``).
 
+        With an async appraisal engine, the batch's appraisals run concurrently first,
+        at most ``config.appraisal_max_concurrency`` at a time (as in the original);
+        the memories, links and state are then exactly those of sequential encoding.
+
         Returns:
             The stored memories, in order.
         """
-        return await self._run(self._engine.encode_batch, contents, metadata)
+        engine = self._engine
+        appraiser = engine.appraisal_engine
+        cfg = engine.config
+        if (
+            not isinstance(appraiser, _AsyncToSyncAppraisal)
+            or not cfg.enable_appraisal
+            or cfg.dual_path_encoding
+            or isinstance(contents, str)
+            or not all(isinstance(c, str) for c in contents)
+            or (metadata is not None and len(metadata) != len(contents))
+        ):
+            # Nothing to overlap, or bad input the engine itself reports.
+            return await self._run(engine.encode_batch, contents, metadata)
+        texts = list(contents)
+        metas = list(metadata) if metadata is not None else [None] * len(texts)
+        gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
+
+        async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
+            async with gate:
+                return await appraiser.inner.appraise(text, meta)
+
+        results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
+        replay = _ReplayAppraisal(texts, results)
+
+        def encode_with_results() -> list[Memory]:
+            engine.appraisal_engine = replay
+            try:
+                return engine.encode_batch(texts, metadata)
+            finally:
+                engine.appraisal_engine = appraiser
+
+        return await self._run(encode_with_results)
 
     async def observe(
         self,
