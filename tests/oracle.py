@@ -565,14 +565,18 @@ def plutchik_angle(valence: float, arousal: float) -> tuple[float, float]:
 def categorize(
     valence: float, arousal: float, dominance: float | None
 ) -> tuple[str, str, str | None, float]:
-    """``(primary, intensity, name, confidence)``; name None for neutral."""
+    """``(primary, intensity, name, confidence)`` (SPEC 8 as corrected by SPEC 11).
+
+    There is no "neutral": a point near the origin (r < 0.05, or |v| < 0.05 with
+    arousal < 0.05) keeps its sector's emotion, low tier, confidence 0.
+    """
     r, angle = plutchik_angle(valence, arousal)
-    if r < 0.05 or (abs(valence) < 0.05 and arousal < 0.05):
-        return "neutral", "low", None, 0.0
     sector = int((angle + 22.5) / 45.0) % 8
     primary = SECTORS[sector]
     if primary == "fear" and dominance is not None and dominance >= 0.5:
         primary = "anger"
+    if r < 0.05 or (abs(valence) < 0.05 and arousal < 0.05):
+        return primary, "low", TIER_NAMES[primary][0], 0.0
     tier = 0 if r < 0.3 else (1 if r < 0.7 else 2)
     intensity = ("low", "moderate", "high")[tier]
     diff = (angle - sector * 45.0 + 180.0) % 360.0 - 180.0

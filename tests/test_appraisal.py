@@ -53,6 +53,19 @@ def spec_core_affect(
     )
 
 
+#: Filler for the fields a test leaves out (self-relevance 0.5, the old default).
+LEGACY_DEFAULT = AppraisalVector(
+    novelty=0.0, goal_relevance=0.0, coping_potential=0.5, norm_congruence=0.0, self_relevance=0.5
+)
+#: KeywordAppraisalEngine's answer when no rule fires: neutral, as the original.
+KEYWORD_DEFAULT = AppraisalVector.neutral()
+
+
+def make_vec(**fields: float) -> AppraisalVector:
+    """An AppraisalVector with the given fields, the rest from LEGACY_DEFAULT."""
+    return AppraisalVector(**{**LEGACY_DEFAULT.model_dump(), **fields})
+
+
 def has_protocol_shape(engine: object) -> bool:
     """Structural check matching the AppraisalEngine protocol (appraise method)."""
     return callable(getattr(engine, "appraise", None))
@@ -62,18 +75,21 @@ def has_protocol_shape(engine: object) -> bool:
 
 
 class TestAppraisalVector:
-    def test_defaults(self) -> None:
-        v = AppraisalVector()
-        assert v.model_dump() == {
+    def test_fields_required_and_neutral(self) -> None:
+        # SPEC 11: the five fields are required; neutral() is the no-information vector.
+        with pytest.raises(ValueError, match="self_relevance"):
+            AppraisalVector(novelty=0, goal_relevance=0, coping_potential=0.5, norm_congruence=0)
+        assert AppraisalVector.neutral().model_dump() == {
             "novelty": 0.0,
             "goal_relevance": 0.0,
             "coping_potential": 0.5,
             "norm_congruence": 0.0,
-            "self_relevance": 0.5,
+            "self_relevance": 0.0,
         }
+        assert AppraisalVector.neutral().schema_name == "scherer_cpm"
 
     def test_neutral_core_affect_hand_computed(self) -> None:
-        ca = AppraisalVector().to_core_affect()
+        ca = LEGACY_DEFAULT.to_core_affect()
         assert isinstance(ca, CoreAffect)
         assert ca.valence == pytest.approx(0.0)
         # 0.1357 * 0.5 + 0.2208 * 0.5 + 0.1399
@@ -131,9 +147,10 @@ class TestAppraisalVector:
             ("self_relevance", -0.01),
         ],
     )
-    def test_out_of_range_raises_naming_field(self, field: str, value: float) -> None:
-        with pytest.raises(ValueError, match=field):
-            AppraisalVector(**{field: value})
+    def test_out_of_range_is_clamped(self, field: str, value: float) -> None:
+        # SPEC 11: finite out-of-range values are clamped, as in the original.
+        low, high = (0.0, 1.0) if field in ("coping_potential", "self_relevance") else (-1.0, 1.0)
+        assert getattr(make_vec(**{field: value}), field) == min(high, max(low, value))
 
     @pytest.mark.parametrize("field", DIMS)
     @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
@@ -142,7 +159,7 @@ class TestAppraisalVector:
             AppraisalVector(**{field: value})
 
     def test_frozen(self) -> None:
-        v = AppraisalVector()
+        v = AppraisalVector.neutral()
         with pytest.raises(ValueError):
             v.novelty = 0.3  # type: ignore[misc]
 
@@ -152,7 +169,7 @@ class TestAppraisalVector:
 
 class TestStaticEngine:
     def test_returns_vector(self) -> None:
-        vec = AppraisalVector(novelty=0.3, goal_relevance=-0.2)
+        vec = make_vec(novelty=0.3, goal_relevance=-0.2)
         eng = StaticAppraisalEngine(vec)
         assert eng.appraise("anything") is vec
         assert eng.appraise("other", {"k": 1}) is vec
@@ -165,8 +182,8 @@ class TestStaticEngine:
             StaticAppraisalEngine({"novelty": 0.1})  # type: ignore[arg-type]
 
     def test_bad_content_and_context(self) -> None:
-        eng = StaticAppraisalEngine(AppraisalVector())
-        with pytest.raises(TypeError, match="content"):
+        eng = StaticAppraisalEngine(AppraisalVector.neutral())
+        with pytest.raises(TypeError, match="event_text"):
             eng.appraise(42)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="context"):
             eng.appraise("x", ["not", "a", "dict"])  # type: ignore[arg-type]
@@ -197,7 +214,7 @@ class TestKeywordRule:
         assert r.weight == 1.0
 
     def test_accepts_appraisal_vector(self) -> None:
-        vec = AppraisalVector(novelty=0.4)
+        vec = make_vec(novelty=0.4)
         r = KeywordRule(keywords=["x"], appraisal=vec)
         assert r.appraisal == vec.model_dump()
 
@@ -282,9 +299,9 @@ class TestKeywordEngine:
 
     def test_no_match_returns_default(self) -> None:
         eng = KeywordAppraisalEngine()
-        assert eng.appraise("The sky has some clouds.") == AppraisalVector()
-        assert eng.appraise("") == AppraisalVector()
-        custom = AppraisalVector(novelty=0.1, self_relevance=0.2)
+        assert eng.appraise("The sky has some clouds.") == KEYWORD_DEFAULT
+        assert eng.appraise("") == KEYWORD_DEFAULT
+        custom = make_vec(novelty=0.1, self_relevance=0.2)
         eng2 = KeywordAppraisalEngine(default=custom)
         assert eng2.appraise("The sky has some clouds.") is custom
 
@@ -293,7 +310,7 @@ class TestKeywordEngine:
         eng = KeywordAppraisalEngine([rule])
         for text in ["a window", "twine", "winter", "bonfires", "fireplace", "Firewall"]:
             assert eng.matches(text) == [], text
-            assert eng.appraise(text) == AppraisalVector()
+            assert eng.appraise(text) == KEYWORD_DEFAULT
         for text in ["We WIN!", "win", "fire.", "(fire)", "Fire, fire"]:
             assert eng.matches(text), text
             assert eng.appraise(text).goal_relevance == pytest.approx(0.9)
@@ -323,7 +340,7 @@ class TestKeywordEngine:
         b = KeywordRule(
             keywords=["beta"], appraisal={"novelty": -0.4, "coping_potential": 0.1}, weight=2.0
         )
-        default = AppraisalVector(norm_congruence=0.3, self_relevance=0.7)
+        default = make_vec(norm_congruence=0.3, self_relevance=0.7)
         eng = KeywordAppraisalEngine([a, b], default=default)
         v = eng.appraise("alpha beta")
         assert v.novelty == pytest.approx((0.8 * 1 + -0.4 * 2) / 3)
@@ -391,11 +408,11 @@ class TestKeywordEngine:
         assert v.self_relevance == pytest.approx(1.0)
         assert v.novelty == 0.0
         # Default rules are not used when custom rules are given.
-        assert eng.appraise("My dog died.") == AppraisalVector()
+        assert eng.appraise("My dog died.") == KEYWORD_DEFAULT
 
     def test_empty_rules(self) -> None:
         eng = KeywordAppraisalEngine([])
-        assert eng.appraise("My dog died.") == AppraisalVector()
+        assert eng.appraise("My dog died.") == KEYWORD_DEFAULT
 
     def test_context_accepted(self) -> None:
         eng = KeywordAppraisalEngine()
@@ -437,7 +454,7 @@ def no_cache(**kw: Any) -> LLMAppraisalConfig:
 class TestLLMConfig:
     def test_defaults(self) -> None:
         cfg = LLMAppraisalConfig()
-        assert cfg.cache_size == 256
+        assert cfg.cache_size == 128  # the original's default
         assert cfg.fallback is None
         assert cfg.fallback_on_error is True
         assert cfg.include_context is True
@@ -527,12 +544,14 @@ class TestLLMEngine:
         with pytest.raises(ValueError, match="norm_congruence"):
             eng.appraise("x")
 
-    def test_llm_exception_chained(self) -> None:
+    def test_llm_exception_propagates_unchanged(self) -> None:
+        # SPEC 11 / the original: the callable's own exception, not a wrapper
         boom = RuntimeError("network down")
         eng = LLMAppraisalEngine(FakeLLM(boom), no_cache(fallback_on_error=False))
-        with pytest.raises(ValueError, match="network down") as info:
+        with pytest.raises(RuntimeError, match="network down") as info:
             eng.appraise("x")
-        assert info.value.__cause__ is boom
+        assert info.value is boom
+        assert eng.fallback_count == 0
 
     def test_non_str_answer(self) -> None:
         eng = LLMAppraisalEngine(FakeLLM(GOOD), no_cache(fallback_on_error=False))
@@ -544,11 +563,11 @@ class TestLLMEngine:
         eng = LLMAppraisalEngine(FakeLLM("garbage"))
         with pytest.warns(RuntimeWarning, match="LLM appraisal failed"):
             v = eng.appraise("x")
-        assert v == AppraisalVector()
-        assert eng.fallback == AppraisalVector()
+        assert v == AppraisalVector.neutral()
+        assert eng.fallback == AppraisalVector.neutral()
 
     def test_fallback_custom_vector(self) -> None:
-        fb = AppraisalVector(novelty=-0.2, self_relevance=0.1)
+        fb = make_vec(novelty=-0.2, self_relevance=0.1)
         eng = LLMAppraisalEngine(FakeLLM(RuntimeError("boom")), LLMAppraisalConfig(fallback=fb))
         with pytest.warns(RuntimeWarning, match="boom"):
             assert eng.appraise("x") == fb
@@ -613,8 +632,8 @@ class TestLLMEngine:
         eng = LLMAppraisalEngine(llm)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            assert eng.appraise("same") == AppraisalVector()
-            assert eng.appraise("same") == AppraisalVector()
+            assert eng.appraise("same") == AppraisalVector.neutral()
+            assert eng.appraise("same") == AppraisalVector.neutral()
         assert eng.cache_len() == 0
         assert eng.appraise("same") == GOOD_VEC
         assert eng.appraise("same") == GOOD_VEC
@@ -687,9 +706,9 @@ class TestLLMEngine:
             LLMAppraisalEngine(FakeLLM("{}"), {"cache_size": 0})  # type: ignore[arg-type]
         llm = FakeLLM(json.dumps(GOOD))
         eng = LLMAppraisalEngine(llm, LLMAppraisalConfig(fallback_on_error=True))
-        with pytest.raises(TypeError, match="content"):
+        with pytest.raises(TypeError, match="event_text"):
             eng.appraise(123)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="content"):
+        with pytest.raises(TypeError, match="event_text"):
             eng.appraise(None)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="context"):
             eng.appraise("x", [("a", 1)])  # type: ignore[arg-type]
@@ -713,7 +732,7 @@ def test_engines_satisfy_protocol_structurally() -> None:
     from emotional_memory.interfaces import AppraisalEngine
 
     engines: list[AppraisalEngine] = [
-        StaticAppraisalEngine(AppraisalVector()),
+        StaticAppraisalEngine(AppraisalVector.neutral()),
         KeywordAppraisalEngine(),
         LLMAppraisalEngine(FakeLLM(json.dumps(GOOD))),
     ]

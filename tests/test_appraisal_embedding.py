@@ -445,12 +445,9 @@ def test_feature_cache_round_trip(
         _features([*texts, "more"], str(cache), progress=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="EmotionalTag.appraisal accepts only AppraisalVector; storing a "
-    "GenericAppraisalVector from encode() is the engine's part of SPEC 11 (not built yet)",
-)
 def test_engine_encodes_with_the_estimator() -> None:
+    # The engine takes a GenericAppraisalVector's projection as the event affect
+    # (the tag's ``appraisal`` field keeps Scherer vectors only).
     from emotional_memory import EmotionalMemory
     from emotional_memory.stores import InMemoryStore
 

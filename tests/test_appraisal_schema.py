@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 import pytest
 from hypothesis import given
@@ -116,7 +117,7 @@ def test_generic_vector_fills_neutral_ignores_unknown_and_is_immutable() -> None
     with pytest.raises(TypeError):
         g.dimensions["valence"] = 1.0  # type: ignore[index]
     with pytest.raises(AttributeError):
-        g.foo = 1  # type: ignore[attr-defined]
+        g.foo = 1
     same = GenericAppraisalVector({"valence": 0.25}, DIRECT_VAD_SCHEMA)
     assert g == same and hash(g) == hash(same)
     assert g != GenericAppraisalVector({"valence": 0.3}, DIRECT_VAD_SCHEMA)
@@ -148,7 +149,7 @@ def test_custom_schema() -> None:
         AppraisalDimension(name="energy", range=(0, 10), neutral=0),
     )
 
-    def project(v: dict[str, float]) -> CoreAffect:  # type: ignore[type-arg]
+    def project(v: Mapping[str, float]) -> CoreAffect:
         return CoreAffect(valence=(v["pleasure"] - 5) / 5, arousal=v["energy"] / 10)
 
     schema = AppraisalSchema("ten_point", dims, "rate it", project)

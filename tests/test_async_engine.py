@@ -107,9 +107,19 @@ def sync_call(engine: EmotionalMemory) -> Call:
 
 def async_call(engine: AsyncEmotionalMemory) -> Call:
     async def call(name: str, *args: Any, **kwargs: Any) -> Any:
-        return await getattr(engine, name)(*args, **kwargs)
+        out = getattr(engine, name)(*args, **kwargs)
+        # SPEC 11: the in-memory state methods are synchronous, as in the original
+        if name in SYNC_STATE_METHODS:
+            assert not asyncio.iscoroutine(out), name
+            return out
+        return await out
 
     return call
+
+
+SYNC_STATE_METHODS = {
+    "get_state", "set_affect", "reset_state", "save_state", "load_state", "get_current_mood",
+}
 
 
 def sync_engine(clock: TickClock, store: Any = None) -> EmotionalMemory:
@@ -175,17 +185,22 @@ def test_async_matches_sync(reference: dict[str, Any], variant: str) -> None:
         assert got[key] == reference[key], key
 
 
-def test_as_async_shares_the_sync_engine() -> None:
+def test_as_async_shares_the_store_and_copies_the_state() -> None:
     clock = TickClock(START)
     engine = sync_engine(clock)
+    engine.set_affect(CoreAffect(valence=-0.4, arousal=0.8))
+    engine.set_affect(CoreAffect(valence=-0.2, arousal=0.7))
     aengine = as_async(engine)
-    assert aengine.engine is engine
     assert aengine.config is engine.config
+    # SPEC 11: a copy of the state, history included (momentum continues alike)
+    assert aengine.save_state() == engine.save_state()
+    assert aengine.get_state() is not engine.get_state()
 
     async def run() -> None:
         m = await aengine.encode("shared", affect=CoreAffect(valence=0.5, arousal=0.5))
-        assert engine.get(m.id) == m
-        assert (await aengine.get_state()) == engine.get_state()
+        assert engine.get(m.id) == m  # same store
+        assert aengine.get_state().core_affect == CoreAffect(valence=0.5, arousal=0.5)
+        assert engine.get_state().core_affect == CoreAffect(valence=-0.2, arousal=0.7)
         assert await aengine.get(m.id) == m
         assert [x.id for x in await aengine.list_all()] == [m.id]
         assert await aengine.delete(m.id) is True
@@ -225,14 +240,14 @@ def test_async_errors_propagate_and_leave_state() -> None:
 
     async def run() -> None:
         await aengine.encode("one")
-        before = (await aengine.export_memories(), await aengine.save_state())
+        before = (await aengine.export_memories(), aengine.save_state())
         with pytest.raises(ValueError):
             await aengine.retrieve("one", top_k=0)
         with pytest.raises(TypeError):
             await aengine.encode(5)  # type: ignore[arg-type]
         with pytest.raises(KeyError):
             await aengine.update_memory("missing", content="x")
-        assert (await aengine.export_memories(), await aengine.save_state()) == before
+        assert (await aengine.export_memories(), aengine.save_state()) == before
 
     asyncio.run(run())
 

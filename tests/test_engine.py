@@ -420,7 +420,8 @@ def test_encode_persists_state_when_state_store_configured() -> None:
     ss = InMemoryAffectiveStateStore()
     engine, _ = make(state_store=ss)
     engine.encode("event", affect=CoreAffect(valence=0.3, arousal=0.6))
-    assert ss.load() == engine.save_state()
+    assert ss.load_snapshot() == engine.save_state()
+    assert ss.load() == engine.get_state()  # the original's protocol: a state
 
 
 # --------------------------------------------------------------------------- encode_batch
@@ -484,10 +485,12 @@ def test_encode_batch_empty() -> None:
 def test_observe_updates_state_and_stores_nothing() -> None:
     engine, _ = make()
     a = CoreAffect(valence=0.4, arousal=0.5, dominance=0.7)
-    state = engine.observe("something happened", affect=a)
+    tag = engine.observe("something happened", affect=a)
     assert len(engine) == 0
-    assert state.core_affect == a
-    assert engine.get_state() == state
+    # SPEC 11: observe returns the tag encode would have stored
+    assert tag.core_affect == a
+    assert tag.mood_snapshot == engine.get_state().mood
+    assert engine.get_state().core_affect == a
     engine.observe(appraisal=NEG)
     assert engine.get_state().core_affect == NEG.to_core_affect()
     assert len(engine) == 0
@@ -1184,8 +1187,9 @@ def test_dual_path_encode_marks_pending_and_elaborate_blends() -> None:
     assert out.tag.window_opened_at == t
     assert engine.get(m.id) == out
     assert engine.save_state() == state_before  # elaboration leaves the state alone
-    # elaborating again is a no-op
-    assert engine.elaborate(m.id) == out
+    # elaborating again is a no-op returning None (SPEC 11)
+    assert engine.elaborate(m.id) is None
+    assert engine.get(m.id) == out
     assert spy.calls == ["the meeting got cancelled"]
 
 
@@ -1200,8 +1204,7 @@ def test_dual_path_without_engine_or_disabled_not_pending() -> None:
     engine, _ = make(dual_path_encoding=True)
     assert engine.encode("x").tag.pending_appraisal is False
     assert engine.elaborate_pending() == []
-    with pytest.raises(ValueError):
-        engine.elaborate(engine.list_all()[0].id)
+    assert engine.elaborate(engine.list_all()[0].id) is None  # no engine: None
     off, _ = make(appraisal_engine=SpyAppraisal(NEG), dual_path_encoding=True,
                   enable_appraisal=False)
     assert off.encode("x").tag.pending_appraisal is False
@@ -1221,10 +1224,12 @@ def test_elaborate_pending_handles_all() -> None:
         tag = engine.get(mid).tag
         assert tag.appraisal == POS
         assert tag.window_opened_at is not None
-        assert tag.emotion_label == categorize_affect(tag.core_affect)
+        # auto_categorize labels through label_tag: the mood snapshot's dominance
+        assert tag.emotion_label == categorize_affect(
+            tag.core_affect, tag.mood_snapshot.dominance
+        )
     assert engine.elaborate_pending() == []
-    with pytest.raises(KeyError):
-        engine.elaborate("no-such-id")
+    assert engine.elaborate("no-such-id") is None
 
 
 # --------------------------------------------------------------------------- prune
@@ -1383,13 +1388,13 @@ def test_persist_restore_clear_state_store() -> None:
     assert ss.load() is None  # nothing stored yet
     assert engine.restore_persisted_state() is False
     engine.set_affect(CoreAffect(valence=0.6, arousal=0.7))
-    assert ss.load() == engine.save_state()
+    assert ss.load_snapshot() == engine.save_state()
     engine.clear_persisted_state()
     assert ss.load() is None
     kept = engine.save_state()
     assert kept["core_affect"]["valence"] == 0.6
-    engine.persist_state()
-    assert ss.load() == kept
+    assert engine.persist_state() == kept  # SPEC 11: returns the snapshot
+    assert ss.load_snapshot() == kept
     # a fresh engine with the same state store restores at construction
     fresh, _ = make(state_store=ss, clock=TickClock(START + timedelta(days=1)))
     assert fresh.save_state() == kept
@@ -1400,15 +1405,14 @@ def test_persist_restore_clear_state_store() -> None:
     assert engine.save_state() == kept
     # reset_state and load_state persist too
     engine.reset_state()
-    assert ss.load() == engine.save_state()
+    assert ss.load_snapshot() == engine.save_state()
     engine.load_state(kept)
-    assert ss.load() == kept
+    assert ss.load_snapshot() == kept
 
 
-def test_persist_state_without_store_raises() -> None:
+def test_persist_state_without_store_returns_snapshot() -> None:
     engine, _ = make()
-    with pytest.raises(ValueError):
-        engine.persist_state()
+    assert engine.persist_state() == engine.save_state()  # as the original: no error
     assert engine.restore_persisted_state() is False
     engine.clear_persisted_state()  # no-op
 

@@ -354,7 +354,10 @@ def test_load_state_garbage(engine: EmotionalMemory) -> None:
 
 
 def test_elaborate_unknown_id(engine: EmotionalMemory) -> None:
-    check(engine, KeyError, lambda: engine.elaborate("no-such-id"))
+    # SPEC 11: None for an unknown id (as the original), nothing changed
+    before = (engine.export_memories(), engine.save_state())
+    assert engine.elaborate("no-such-id") is None
+    assert (engine.export_memories(), engine.save_state()) == before
 
 
 # --------------------------------------------------------------------------- SQLite

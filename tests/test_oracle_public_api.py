@@ -1345,15 +1345,19 @@ def test_hand_prediction_appraisal_categorize() -> None:
     assert cat(-0.5, 1.0, 0.1, 0.9)[0] == "anger"
     assert cat(-0.5, 0.5)[:3] == ("disgust", "moderate", "disgust")
     assert cat(-0.5, 0.0)[:3] == ("sadness", "high", "grief")
-    assert cat(0.0, 0.0)[0] == "neutral"
+    assert cat(0.0, 0.0) == ("disgust", "low", "boredom", 0.0)  # never "neutral"
     assert cat(0.0, 0.1)[:3] == ("disgust", "high", "loathing")
     assert cat(0.4, 0.3)[:3] == ("trust", "moderate", "trust")
     assert cat(0.4, 0.7)[:3] == ("anticipation", "moderate", "anticipation")
     lab = em.categorize_affect(CoreAffect(valence=0.01, arousal=0.5))
-    assert (lab.primary, lab.intensity, lab.confidence) == ("neutral", "low", 0.0)
+    assert (lab.primary, lab.intensity, lab.name, lab.confidence) == ("joy", "low", "serenity", 0.0)
     lab = em.categorize_affect(CoreAffect(valence=0.02, arousal=0.02))
-    assert (lab.primary, lab.intensity, lab.confidence) == ("neutral", "low", 0.0)
-    assert O.categorize(0.02, 0.02, 0.5) == ("neutral", "low", None, 0.0)
+    assert (lab.primary, lab.intensity, lab.name, lab.confidence) == (
+        "disgust", "low", "boredom", 0.0
+    )
+    assert O.categorize(0.02, 0.02, 0.5) == ("disgust", "low", "boredom", 0.0)
+    assert O.categorize(-0.01, 0.5, None) == ("disgust", "low", "boredom", 0.0)
+    assert O.categorize(0.01, 0.49, None) == ("trust", "low", "acceptance", 0.0)
     assert O.categorize(-0.5, 1.0, 0.2)[:3] == ("fear", "high", "terror")
     assert O.categorize(-0.5, 1.0, 0.5)[:3] == ("anger", "high", "rage")
     assert O.categorize(-0.5, 0.0, 0.5)[:3] == ("sadness", "high", "grief")

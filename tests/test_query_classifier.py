@@ -350,7 +350,7 @@ def test_llm_clear_cache() -> None:
 def test_llm_failures_not_cached() -> None:
     llm = FakeLLM(RuntimeError("boom"), '{"query_type": "multi_hop"}')
     clf = LLMQueryClassifier(llm)
-    assert clf.classify("q") == "default"
+    assert clf.classify("q") == "open_domain"  # the original's default_type
     assert clf.classify("q") == "multi_hop"
     assert clf.classify("q") == "multi_hop"
     assert len(llm.calls) == 2
@@ -359,7 +359,7 @@ def test_llm_failures_not_cached() -> None:
 def test_llm_garbage_not_cached() -> None:
     llm = FakeLLM("no idea, sorry about that", "temporal")
     clf = LLMQueryClassifier(llm)
-    assert clf.classify("q") == "default"
+    assert clf.classify("q") == "open_domain"
     assert clf.classify("q") == "temporal"
     assert len(llm.calls) == 2
 
@@ -380,27 +380,39 @@ def test_llm_garbage_not_cached() -> None:
     ],
 )
 def test_llm_fallback_to_default(answer: str | Exception) -> None:
-    assert LLMQueryClassifier(FakeLLM(answer)).classify("q") == "default"
-    clf = LLMQueryClassifier(FakeLLM(answer), default_type="open_domain")
-    assert clf.classify("q") == "open_domain"
+    assert LLMQueryClassifier(FakeLLM(answer)).classify("q") == "open_domain"
+    clf = LLMQueryClassifier(FakeLLM(answer), default_type="default")
+    assert clf.classify("q") == "default"
 
 
 def test_llm_fallback_on_non_str_answer() -> None:
     clf = LLMQueryClassifier(lambda p, s: 123)  # type: ignore[arg-type, return-value]
-    assert clf.classify("q") == "default"
+    assert clf.classify("q") == "open_domain"
 
 
 @pytest.mark.parametrize(
     "answer",
     [RuntimeError("llm down"), "garbage garbage garbage", '{"query_type": "chitchat"}'],
 )
-def test_llm_no_fallback_raises_value_error(answer: str | Exception) -> None:
+def test_llm_no_fallback_raises(answer: str | Exception) -> None:
     clf = LLMQueryClassifier(FakeLLM(answer), fallback_on_error=False)
+    if isinstance(answer, Exception):
+        # SPEC 11: the callable's own exception propagates unchanged
+        with pytest.raises(RuntimeError) as exc_info:
+            clf.classify("q")
+        assert exc_info.value is answer
+        return
     with pytest.raises(ValueError) as info:
         clf.classify("q")
     assert info.value.__cause__ is not None
-    if isinstance(answer, Exception):
-        assert info.value.__cause__ is answer
+
+
+def test_llm_repr_shows_cached_count() -> None:
+    clf = LLMQueryClassifier(FakeLLM("temporal", "multi_hop"))
+    assert "cached=0" in repr(clf)
+    clf.classify("q1")
+    clf.classify("q2")
+    assert "cached=2" in repr(clf)
 
 
 def test_llm_rejects_non_callable() -> None:

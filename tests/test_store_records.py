@@ -199,7 +199,7 @@ def test_objects_beyond_the_embedding_rows_stay_small() -> None:
             momentum=AffectiveMomentum(),
             mood_snapshot=MoodField(valence=0, arousal=0.3, dominance=0.5, inertia=0.5,
                                     timestamp=T0),
-            appraisal=AppraisalVector(),
+            appraisal=AppraisalVector.neutral(),
             resonance_links=[
                 ResonanceLink(source_id=mid, target_id=ids[j], strength=0.5,
                               link_type="semantic")

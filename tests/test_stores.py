@@ -803,15 +803,21 @@ def test_state_store_round_trip(
     state = _state()
     snap = state.snapshot()
     state_store.save(snap)
-    loaded = state_store.load()
+    loaded = state_store.load_snapshot()
     assert loaded == snap
+    # SPEC 11: load() is the original's protocol, an AffectiveState (history included)
+    as_state = state_store.load()
+    assert isinstance(as_state, AffectiveState)
+    assert as_state.snapshot() == snap
+    state_store.save(state)  # save(AffectiveState) stores its snapshot
+    assert state_store.load_snapshot() == snap
     restored = AffectiveState.restore(loaded)
     assert restored.momentum == state.momentum and restored.mood == state.mood
     nxt = CoreAffect(valence=0.1, arousal=0.2)
     t = T0 + timedelta(seconds=40)
     assert restored.update(nxt, now=t).snapshot() == state.update(nxt, now=t).snapshot()
     state_store.clear()
-    assert state_store.load() is None
+    assert state_store.load_snapshot() is None
     state_store.clear()
 
 
@@ -822,11 +828,11 @@ def test_state_store_isolated_from_mutation(
     state_store.save(snap)
     expected = json.loads(json.dumps(snap))
     snap["core_affect"]["valence"] = -1.0
-    loaded = state_store.load()
+    loaded = state_store.load_snapshot()
     assert loaded == expected
     assert loaded is not None
     loaded["mood"]["valence"] = 99
-    assert state_store.load() == expected
+    assert state_store.load_snapshot() == expected
 
 
 def test_state_store_replaces_and_rejects_bad_input(
@@ -834,10 +840,10 @@ def test_state_store_replaces_and_rejects_bad_input(
 ) -> None:
     state_store.save({"a": 1})
     state_store.save({"b": 2})
-    assert state_store.load() == {"b": 2}
+    assert state_store.load_snapshot() == {"b": 2}
     with pytest.raises(TypeError, match="snapshot"):
         state_store.save([1, 2])  # type: ignore[arg-type]
-    assert state_store.load() == {"b": 2}
+    assert state_store.load_snapshot() == {"b": 2}
 
 
 def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:
@@ -847,7 +853,7 @@ def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:
             s.save({"x": object()})
         with pytest.raises(ValueError, match="snapshot"):
             s.save({"x": float("nan")})
-        assert s.load() == {"ok": True}
+        assert s.load_snapshot() == {"ok": True}
 
 
 def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
@@ -859,11 +865,11 @@ def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
         stamp = s.updated_at()
         assert stamp is not None and stamp.tzinfo is not None
     with SQLiteAffectiveStateStore(path) as s:
-        loaded = s.load()
+        loaded = s.load_snapshot()
         assert loaded == snap
         assert AffectiveState.restore(loaded).momentum == _state().momentum
     with SQLiteAffectiveStateStore(path, key="b") as other:
-        assert other.load() == {"other": 1}
+        assert other.load_snapshot() == {"other": 1}
     with pytest.raises(ValueError, match="key"):
         SQLiteAffectiveStateStore(path, key="")
 
@@ -881,7 +887,7 @@ def test_state_and_memories_share_one_file(db: Path) -> None:
     states.close()
     with SQLiteStore(db) as store2, SQLiteAffectiveStateStore(db) as states2:
         assert len(store2) == 2 and store2.list_all()[0].id == a.id
-        assert states2.load() == {**snap, "extra": 1}
+        assert states2.load_snapshot() == {**snap, "extra": 1}
 
 
 def test_state_store_from_store_joins_transactions(db: Path) -> None:
@@ -892,7 +898,7 @@ def test_state_store_from_store_joins_transactions(db: Path) -> None:
         store.save(mem("a", [1, 0]))
         states.save({"v": 1})
         raise RuntimeError
-    assert len(store) == 0 and states.load() == {"v": 0}
+    assert len(store) == 0 and states.load_snapshot() == {"v": 0}
     with store.transaction():
         store.save(mem("a", [1, 0]))
         states.save({"v": 2})
@@ -900,11 +906,11 @@ def test_state_store_from_store_joins_transactions(db: Path) -> None:
     assert len(store) == 1
     store.close()
     with SQLiteStore(db) as s2, SQLiteAffectiveStateStore(db) as st2:
-        assert len(s2) == 1 and st2.load() == {"v": 2}
+        assert len(s2) == 1 and st2.load_snapshot() == {"v": 2}
 
 
 def test_in_memory_store_context_manager() -> None:
     with InMemoryStore() as store, InMemoryAffectiveStateStore() as states:
         store.save(mem("a"))
         states.save({"x": 1})
-        assert len(store) == 1 and states.load() == {"x": 1}
+        assert len(store) == 1 and states.load_snapshot() == {"x": 1}

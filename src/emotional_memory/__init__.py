@@ -36,14 +36,16 @@ if TYPE_CHECKING:
         SyncToAsyncAppraisalEngine,
         SyncToAsyncEmbedder,
         SyncToAsyncStore,
+        as_async,
     )
-    from emotional_memory.async_engine import AsyncEmotionalMemory, as_async
+    from emotional_memory.async_engine import AsyncEmotionalMemory
     from emotional_memory.categorize import EmotionLabel, categorize_affect, label_tag
     from emotional_memory.decay import (
         DecayConfig,
         compute_effective_strength,
         compute_effective_strength_batch,
     )
+    from emotional_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
     from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
     from emotional_memory.interfaces import (
         AffectiveStateStore,
@@ -106,7 +108,7 @@ _EXPORTS: dict[str, str] = {
     "SyncToAsyncEmbedder": "emotional_memory.async_adapters",
     "SyncToAsyncStore": "emotional_memory.async_adapters",
     "AsyncEmotionalMemory": "emotional_memory.async_engine",
-    "as_async": "emotional_memory.async_engine",
+    "as_async": "emotional_memory.async_adapters",
     "EmotionLabel": "emotional_memory.categorize",
     "categorize_affect": "emotional_memory.categorize",
     "label_tag": "emotional_memory.categorize",
@@ -152,6 +154,7 @@ _EXPORTS: dict[str, str] = {
     "SQLiteAffectiveStateStore": "emotional_memory.state_stores",
     "InMemoryStore": "emotional_memory.stores",
     "SQLiteStore": "emotional_memory.stores",
+    "SentenceTransformerEmbedder": "emotional_memory.embedders.sentence_transformers",
 }
 """Public name -> defining module, imported on first access."""
 
@@ -206,6 +209,7 @@ __all__ = [
     "RetrievalSignals",
     "SQLiteAffectiveStateStore",
     "SQLiteStore",
+    "SentenceTransformerEmbedder",
     "SequentialEmbedder",
     "StaticAppraisalEngine",
     "SyncToAsyncAppraisalEngine",

@@ -13,7 +13,7 @@ import json
 import re
 import threading
 from collections.abc import Callable, Hashable
-from typing import Any, Generic, TypeAlias, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import cachetools
 
@@ -28,8 +28,26 @@ __all__ = [
     "find_json",
 ]
 
-LLMCallable: TypeAlias = Callable[[str, dict[str, Any]], str]
-"""``(prompt, json_schema) -> str``: sends the prompt to a language model, returns its text."""
+@runtime_checkable
+class LLMCallable(Protocol):
+    """``(prompt, json_schema) -> str``: sends the prompt to a language model.
+
+    A runtime-checkable protocol (as in the original): wrap any SDK in a callable of
+    this shape. ``json_schema`` describes the expected answer; enforcing it is up to
+    the backend. ``isinstance(f, LLMCallable)`` is true for any callable.
+    """
+
+    def __call__(self, prompt: str, json_schema: dict[str, Any], /) -> str:
+        """Answer ``prompt``.
+
+        Args:
+            prompt: The full prompt text.
+            json_schema: JSON schema of the expected answer.
+
+        Returns:
+            The model's text answer.
+        """
+        ...
 
 #: A Markdown code fence with any (or no) language tag; group 1 is its body.
 FENCE_RE: re.Pattern[str] = re.compile(r"```[A-Za-z0-9_-]*\s*(.*?)```", re.DOTALL)

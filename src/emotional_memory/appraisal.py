@@ -23,12 +23,11 @@ import warnings
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emotional_memory._llm import (
     LLMCallable,
     LRUCache,
-    ask_llm,
     check_cache_size,
     check_llm,
     copy_schema,
@@ -102,7 +101,7 @@ def __getattr__(name: str) -> Any:
 
 
 class AppraisalVector(BaseModel):
-    """Five appraisal dimensions of an event.
+    """Five appraisal dimensions of an event (Scherer's stimulus evaluation checks).
 
     Attributes:
         novelty: [-1, 1] expected..surprising.
@@ -111,34 +110,50 @@ class AppraisalVector(BaseModel):
         norm_congruence: [-1, 1] violates..fits norms and values.
         self_relevance: [0, 1] how much it concerns oneself.
 
-    Values outside their range raise ``ValueError`` naming the field.
+    All five are required (as in the original library); finite values outside their
+    range are clamped into it; NaN, infinities and non-numbers raise ``ValueError``
+    naming the field. :meth:`neutral` is the "no information" appraisal.
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    novelty: float = 0.0
-    goal_relevance: float = 0.0
-    coping_potential: float = 0.5
-    norm_congruence: float = 0.0
-    self_relevance: float = 0.5
+    novelty: float
+    goal_relevance: float
+    coping_potential: float
+    norm_congruence: float
+    self_relevance: float
 
     @field_validator("novelty", "goal_relevance", "norm_congruence", mode="before")
     @classmethod
     def _signed(cls, v: float, info: object) -> float:
         name = str(getattr(info, "field_name", "value"))
-        v = finite(name, v)
-        if not -1.0 <= v <= 1.0:
-            raise ValueError(f"{name} must lie in [-1, 1], got {v}")
-        return v
+        return min(1.0, max(-1.0, finite(name, v)))
 
     @field_validator("coping_potential", "self_relevance", mode="before")
     @classmethod
     def _unit(cls, v: float, info: object) -> float:
         name = str(getattr(info, "field_name", "value"))
-        v = finite(name, v)
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"{name} must lie in [0, 1], got {v}")
-        return v
+        return min(1.0, max(0.0, finite(name, v)))
+
+    @classmethod
+    def neutral(cls) -> AppraisalVector:
+        """The neutral appraisal: novelty 0, goal 0, coping 0.5, norm 0, self 0.
+
+        Returns:
+            The neutral vector.
+        """
+        return cls(
+            novelty=0.0,
+            goal_relevance=0.0,
+            coping_potential=0.5,
+            norm_congruence=0.0,
+            self_relevance=0.0,
+        )
+
+    @property
+    def schema_name(self) -> str:
+        """``"scherer_cpm"``: the schema these five dimensions belong to."""
+        return SCHERER_CPM_SCHEMA.name
 
     def to_core_affect(self) -> CoreAffect:
         """Project onto PAD space (coefficients of SPEC 8; CoreAffect clamps).
@@ -152,6 +167,10 @@ class AppraisalVector(BaseModel):
 
 # --------------------------------------------------------------------------- shared helpers
 
+#: What ``KeywordAppraisalEngine()`` answers when no rule fires: the neutral
+#: appraisal, as in the original.
+_KEYWORD_DEFAULT = AppraisalVector.neutral()
+
 #: The five appraisal dimensions with their (low, high) ranges, in canonical order.
 APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
     "novelty": (-1.0, 1.0),
@@ -162,10 +181,10 @@ APPRAISAL_DIMENSIONS: dict[str, tuple[float, float]] = {
 }
 
 
-def _check_content(content: object) -> str:
-    """Return ``content`` if it is a ``str``, else raise ``TypeError`` naming it."""
+def _check_content(content: object, field: str = "event_text") -> str:
+    """Return ``content`` if it is a ``str``, else raise ``TypeError`` naming ``field``."""
     if not isinstance(content, str):
-        raise TypeError(f"content must be a str, got {type(content).__name__}")
+        raise TypeError(f"{field} must be a str, got {type(content).__name__}")
     return content
 
 
@@ -194,15 +213,18 @@ class StaticAppraisalEngine:
     Useful in tests and when an application wants a fixed affective colouring.
     """
 
-    def __init__(self, vector: AppraisalVector) -> None:
+    def __init__(self, vector: AppraisalVector | None = None) -> None:
         """Create the engine.
 
         Args:
-            vector: The appraisal returned by every call to :meth:`appraise`.
+            vector: The appraisal returned by every call to :meth:`appraise`;
+                ``None`` (the default) means :meth:`AppraisalVector.neutral`.
 
         Raises:
             TypeError: If ``vector`` is not an :class:`AppraisalVector`.
         """
+        if vector is None:
+            vector = AppraisalVector.neutral()
         if not isinstance(vector, AppraisalVector):
             raise TypeError(f"vector must be an AppraisalVector, got {type(vector).__name__}")
         self._vector = vector
@@ -212,20 +234,22 @@ class StaticAppraisalEngine:
         """The fixed appraisal this engine returns."""
         return self._vector
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Return the fixed vector (``content`` and ``context`` are only type-checked).
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Return the fixed vector (``event_text`` and ``context`` are only type-checked).
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (ignored).
 
         Returns:
             The vector given at construction.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
         """
-        _check_content(content)
+        _check_content(event_text)
         _check_context(context)
         return self._vector
 
@@ -237,7 +261,17 @@ class StaticAppraisalEngine:
 
 
 class KeywordRule(BaseModel):
-    """One keyword rule: if any of its words/phrases occurs, it votes for an appraisal.
+    """One keyword rule, in either of two forms.
+
+    **The original's form** -- ``KeywordRule(pattern, novelty=0.0, goal_relevance=0.0,
+    coping_potential=0.0, norm_congruence=0.0, self_relevance=0.0)``: a regular
+    expression (searched case-insensitively) and score *deltas* from the neutral
+    appraisal. An engine of such rules averages, per dimension, the non-zero deltas
+    of the rules that match, adds the 0.5 coping baseline, and clamps.
+
+    **Phrase form** (this library's) -- ``KeywordRule(keywords=[...],
+    appraisal={...}, weight=1.0, name="")``: whole-word phrases voting for absolute
+    values, averaged by weight and hit count (see :class:`KeywordAppraisalEngine`).
 
     Attributes:
         keywords: Non-empty list of words or short phrases, matched as whole words,
@@ -249,14 +283,106 @@ class KeywordRule(BaseModel):
             Dimensions a rule leaves out are not voted on by it.
         weight: Positive, finite strength of the rule's vote (default 1.0).
         name: Optional label, used in explanations and ``repr``.
+        pattern: The regular expression of an original-form rule (else None).
+        scores: The five deltas of an original-form rule (else empty).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    keywords: list[str]
-    appraisal: dict[str, float]
+    keywords: list[str] = Field(default_factory=list)
+    appraisal: dict[str, float] = Field(default_factory=dict)
     weight: float = 1.0
     name: str = ""
+    pattern: str | None = None
+    scores: dict[str, float] = Field(default_factory=dict)
+
+    def __init__(
+        self,
+        pattern: str | None = None,
+        novelty: float = 0.0,
+        goal_relevance: float = 0.0,
+        coping_potential: float = 0.0,
+        norm_congruence: float = 0.0,
+        self_relevance: float = 0.0,
+        **data: Any,
+    ) -> None:
+        """Create a rule in the original's form (``pattern`` + deltas) or phrase form.
+
+        Args:
+            pattern: Regular expression of an original-form rule.
+            novelty, goal_relevance, coping_potential, norm_congruence,
+                self_relevance: Finite score deltas of an original-form rule.
+            **data: The phrase-form fields (``keywords``, ``appraisal``, ``weight``,
+                ``name``), or ``pattern``/``scores`` as stored.
+
+        Raises:
+            ValueError: Both forms mixed, neither given, a bad regex or a
+                non-finite delta (naming the field).
+        """
+        if pattern is not None:
+            if data.get("keywords") or data.get("appraisal"):
+                raise ValueError("give either pattern (+ deltas) or keywords/appraisal, not both")
+            deltas = {
+                "novelty": novelty,
+                "goal_relevance": goal_relevance,
+                "coping_potential": coping_potential,
+                "norm_congruence": norm_congruence,
+                "self_relevance": self_relevance,
+            }
+            data = {**data, "pattern": pattern, "scores": deltas}
+        super().__init__(**data)
+
+    @field_validator("pattern", mode="before")
+    @classmethod
+    def _check_pattern(cls, v: object) -> str | None:
+        if v is None:
+            return None
+        if not isinstance(v, str):
+            raise TypeError(f"pattern must be a str, got {type(v).__name__}")
+        try:
+            re.compile(v, re.IGNORECASE)
+        except re.error as exc:
+            raise ValueError(f"pattern is not a valid regular expression: {exc}") from exc
+        return v
+
+    @field_validator("scores", mode="before")
+    @classmethod
+    def _check_scores(cls, v: object) -> dict[str, float]:
+        if not isinstance(v, Mapping):
+            raise TypeError(f"scores must be a dict, got {type(v).__name__}")
+        unknown = [k for k in v if k not in APPRAISAL_DIMENSIONS]
+        if unknown:
+            raise ValueError(f"scores has unknown dimension(s) {unknown}")
+        return {k: finite(k, v.get(k, 0.0)) for k in APPRAISAL_DIMENSIONS}
+
+    @model_validator(mode="after")
+    def _one_form(self) -> KeywordRule:
+        if self.pattern is None and not (self.keywords and self.appraisal):
+            raise ValueError("a KeywordRule needs a pattern, or keywords and an appraisal")
+        if self.pattern is not None and (self.keywords or self.appraisal):
+            raise ValueError("give either pattern (+ deltas) or keywords/appraisal, not both")
+        return self
+
+    @property
+    def is_pattern_rule(self) -> bool:
+        """Whether this rule is in the original's (pattern + deltas) form."""
+        return self.pattern is not None
+
+    def matches(self, text: str) -> bool:
+        """Whether the rule fires on ``text``.
+
+        Args:
+            text: The event description.
+
+        Returns:
+            True when the pattern (original form) or any phrase (phrase form) occurs.
+        """
+        return _compile_rule(self).search(_check_content(text, "text")) is not None
+
+    def __repr__(self) -> str:
+        if self.pattern is not None:
+            return f"KeywordRule(pattern={self.pattern!r})"
+        return super().__repr__()
 
     @field_validator("keywords", mode="before")
     @classmethod
@@ -470,8 +596,42 @@ DEFAULT_KEYWORD_RULES: tuple[KeywordRule, ...] = (
 )
 
 
+#: Italian rules of :meth:`KeywordAppraisalEngine.make_multilingual` (same themes and
+#: appraisals as the English defaults of the same name).
+ITALIAN_KEYWORD_RULES: tuple[KeywordRule, ...] = tuple(
+    KeywordRule(
+        name=f"{theme}_it",
+        keywords=words.split(","),
+        appraisal=next(r for r in DEFAULT_KEYWORD_RULES if r.name == theme).appraisal,
+    )
+    for theme, words in (
+        ("loss", "morto,morta,morti,lutto,funerale,scomparso,scomparsa,ho perso,perdita"),
+        ("threat", "paura,pericolo,pericoloso,spaventato,spaventata,terrorizzato,aiuto,"
+                   "incidente,emergenza,minaccia"),
+        ("success", "ho vinto,vinto,vittoria,successo,promosso,promossa,promozione,"
+                    "laureato,laureata,traguardo,ce l'ho fatta"),
+        ("praise", "complimenti,grazie,elogiato,orgoglioso,orgogliosa,congratulazioni,"
+                   "ben fatto,bravo,brava"),
+        ("conflict", "litigato,litigio,arrabbiato,arrabbiata,furioso,furiosa,urlato,"
+                     "insultato,colpa,rabbia"),
+        ("surprise", "sorpresa,sorpreso,improvvisamente,inaspettato,inaspettata,"
+                     "scioccato,incredibile"),
+        ("relief", "sollievo,tranquillo,tranquilla,calmo,calma,rilassato,rilassata,"
+                   "finalmente finito,tutto bene"),
+        ("injustice", "ingiusto,ingiustizia,imbrogliato,tradito,tradimento,corrotto,"
+                      "rubato,discriminato"),
+        ("failure", "fallito,fallimento,bocciato,bocciata,licenziato,licenziata,errore,"
+                    "sbaglio,deluso,delusa,umiliato"),
+        ("affection", "amore,amo,abbraccio,abbracciato,amicizia,insieme,bacio"),
+        ("routine", "noioso,noiosa,noia,solito,solita,routine,come sempre,niente di nuovo"),
+    )
+)
+
+
 def _compile_rule(rule: KeywordRule) -> re.Pattern[str]:
-    """Regex matching any of the rule's keywords as whole words (longest first)."""
+    """Regex of the rule: its pattern, or its keywords as whole words (longest first)."""
+    if rule.pattern is not None:
+        return re.compile(rule.pattern, re.IGNORECASE)
     parts = [
         r"\s+".join(re.escape(word) for word in kw.split())
         for kw in sorted(rule.keywords, key=len, reverse=True)
@@ -502,7 +662,7 @@ class KeywordAppraisalEngine:
                 empty list is allowed (every call then returns ``default``).
             default: Appraisal returned when no rule fires (and the source of the
                 dimensions no fired rule mentions); ``None`` means the neutral
-                ``AppraisalVector()``.
+                :meth:`AppraisalVector.neutral` (as the original).
 
         Raises:
             TypeError: If ``rules`` is not a sequence of :class:`KeywordRule` or
@@ -516,14 +676,20 @@ class KeywordAppraisalEngine:
             if not isinstance(rule, KeywordRule):
                 raise TypeError(f"rules[{i}] must be a KeywordRule, got {type(rule).__name__}")
         if default is None:
-            default = AppraisalVector()
+            default = _KEYWORD_DEFAULT
         if not isinstance(default, AppraisalVector):
             raise TypeError(
                 f"default must be an AppraisalVector or None, got {type(default).__name__}"
             )
+        kinds = {rule.is_pattern_rule for rule in rules}
+        if len(kinds) > 1:
+            raise ValueError(
+                "rules mixes original-form (pattern) and phrase-form (keywords) rules"
+            )
         self._rules: tuple[KeywordRule, ...] = tuple(rules)
         self._patterns: tuple[re.Pattern[str], ...] = tuple(_compile_rule(r) for r in self._rules)
         self._default = default
+        self._delta_mode = kinds == {True}
 
     @property
     def rules(self) -> tuple[KeywordRule, ...]:
@@ -547,7 +713,7 @@ class KeywordAppraisalEngine:
         Raises:
             TypeError: If ``content`` is not a ``str``.
         """
-        text = _check_content(content)
+        text = _check_content(content, "content")
         fired: list[tuple[KeywordRule, int]] = []
         for rule, pattern in zip(self._rules, self._patterns, strict=True):
             hits = sum(1 for _ in pattern.finditer(text))
@@ -555,11 +721,13 @@ class KeywordAppraisalEngine:
                 fired.append((rule, hits))
         return fired
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Appraise ``content`` by averaging the votes of the rules that fire.
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector:
+        """Appraise ``event_text`` by averaging the votes of the rules that fire.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (accepted for protocol
                 compatibility; the keyword engine does not use it).
 
@@ -567,10 +735,12 @@ class KeywordAppraisalEngine:
             The averaged, range-clamped appraisal, or ``default`` if no rule fires.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
         """
         _check_context(context)
-        fired = self.matches(content)
+        fired = self.matches(event_text)
+        if self._delta_mode:
+            return _from_deltas([rule for rule, _ in fired])
         if not fired:
             return self._default
         values = self._default.model_dump()
@@ -586,8 +756,33 @@ class KeywordAppraisalEngine:
                 values[dim] = total / weight_sum
         return _clamp_to_range(values)
 
+    @classmethod
+    def make_multilingual(
+        cls, rules: Sequence[KeywordRule] | None = None
+    ) -> KeywordAppraisalEngine:
+        """An engine with the default English rules plus Italian ones.
+
+        Args:
+            rules: Extra rules appended after the built-in English and Italian ones.
+
+        Returns:
+            The engine.
+        """
+        return cls([*DEFAULT_KEYWORD_RULES, *ITALIAN_KEYWORD_RULES, *(rules or ())])
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rules={len(self._rules)}, default={self._default!r})"
+
+
+def _from_deltas(fired: Sequence[KeywordRule]) -> AppraisalVector:
+    """Original-form rules: per dimension, the mean of the non-zero deltas that fired,
+    from the neutral appraisal (coping 0.5), clamped; neutral when nothing fired."""
+    values = AppraisalVector.neutral().model_dump()
+    for dim in APPRAISAL_DIMENSIONS:
+        votes = [rule.scores[dim] for rule in fired if rule.scores[dim] != 0.0]
+        if votes:
+            values[dim] += sum(votes) / len(votes)
+    return AppraisalVector(**values)
 
 
 # --------------------------------------------------------------------------- LLM
@@ -634,21 +829,28 @@ class LLMAppraisalConfig(BaseModel):
         cache_size: Maximum number of successful appraisals kept in the LRU cache
             (``0`` disables caching); must be ``>= 0``.
         fallback: Vector returned when appraisal fails; ``None`` means the neutral
-            ``AppraisalVector()``.
+            ``AppraisalVector.neutral()``.
         fallback_on_error: If true (default), failures warn and return the fallback;
             otherwise they raise ``ValueError``.
         system_prompt: Instructions placed at the top of every prompt.
         include_context: Whether the context dict is added to the prompt (as JSON)
             and to the cache key.
+        appraisal_schema: The schema the LLM rates; ``None`` (default) or
+            :data:`SCHERER_CPM_SCHEMA` gives :class:`AppraisalVector` answers, any
+            other schema (e.g. :data:`DIRECT_VAD_SCHEMA`) gives
+            :class:`GenericAppraisalVector` answers, prompted with the schema's own
+            ``system_prompt`` and JSON schema.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True, extra="forbid")
 
-    cache_size: int = Field(default=256, ge=0)
+
+    cache_size: int = Field(default=128, ge=0)
     fallback: AppraisalVector | None = None
     fallback_on_error: bool = True
     system_prompt: str = DEFAULT_LLM_SYSTEM_PROMPT
     include_context: bool = True
+    appraisal_schema: AppraisalSchema | None = None
 
     @field_validator("cache_size", mode="before")
     @classmethod
@@ -732,12 +934,19 @@ class LLMAppraisalEngine:
     Markdown code fence, or JSON embedded in prose.
     """
 
-    def __init__(self, llm: LLMCallable, config: LLMAppraisalConfig | None = None) -> None:
+    def __init__(
+        self,
+        llm: LLMCallable,
+        config: LLMAppraisalConfig | None = None,
+        fallback: AppraisalVector | GenericAppraisalVector | None = None,
+    ) -> None:
         """Create the engine.
 
         Args:
             llm: Callable ``(prompt, json_schema) -> str``.
             config: Settings; ``None`` uses ``LLMAppraisalConfig()``.
+            fallback: Answer on failure (overrides ``config.fallback``); ``None``
+                means the schema's neutral values.
 
         Raises:
             TypeError: If ``llm`` is not callable or ``config`` has the wrong type.
@@ -749,10 +958,34 @@ class LLMAppraisalEngine:
             raise TypeError(
                 f"config must be an LLMAppraisalConfig or None, got {type(config).__name__}"
             )
+        schema = config.appraisal_schema
+        if schema is not None and not isinstance(schema, AppraisalSchema):
+            raise TypeError(
+                f"appraisal_schema must be an AppraisalSchema, got {type(schema).__name__}"
+            )
+        # A schema other than Scherer's answers with generic vectors.
+        self._schema: AppraisalSchema | None = (
+            None if schema is None or schema.name == SCHERER_CPM_SCHEMA.name else schema
+        )
+        if fallback is not None and not isinstance(
+            fallback, AppraisalVector | GenericAppraisalVector
+        ):
+            raise TypeError(f"fallback must be an appraisal vector, got {type(fallback).__name__}")
         self._llm = llm
         self._config = config
-        self._fallback = config.fallback if config.fallback is not None else AppraisalVector()
-        self._cache: LRUCache[tuple[str, str | None], AppraisalVector] = LRUCache(config.cache_size)
+        if fallback is None:
+            fallback = config.fallback
+        if fallback is None:
+            fallback = (
+                AppraisalVector.neutral()
+                if self._schema is None
+                else GenericAppraisalVector(self._schema.neutral_values(), self._schema)
+            )
+        self._fallback: AppraisalVector | GenericAppraisalVector = fallback
+        self._fallback_count = 0
+        self._cache: LRUCache[
+            tuple[str, str | None], AppraisalVector | GenericAppraisalVector
+        ] = LRUCache(config.cache_size)
 
     @property
     def config(self) -> LLMAppraisalConfig:
@@ -760,13 +993,30 @@ class LLMAppraisalEngine:
         return self._config
 
     @property
-    def fallback(self) -> AppraisalVector:
+    def fallback(self) -> AppraisalVector | GenericAppraisalVector:
         """The vector returned on failure when ``fallback_on_error`` is set."""
         return self._fallback
 
     @property
+    def fallback_count(self) -> int:
+        """How many appraisals fell back since creation or :meth:`reset_fallback_count`."""
+        return self._fallback_count
+
+    def reset_fallback_count(self) -> None:
+        """Set :attr:`fallback_count` back to 0."""
+        self._fallback_count = 0
+
+    def close(self) -> None:
+        """Release the LLM callable's resources when it has a ``close()``."""
+        close = getattr(self._llm, "close", None)
+        if callable(close):
+            close()
+
+    @property
     def json_schema(self) -> dict[str, Any]:
         """A fresh copy of the JSON schema passed to the LLM."""
+        if self._schema is not None:
+            return self._schema.to_json_schema()
         return copy_schema(_JSON_SCHEMA)
 
     def cache_len(self) -> int:
@@ -796,11 +1046,13 @@ class LLMAppraisalEngine:
         Raises:
             TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
         """
-        text = _check_content(content)
+        text = _check_content(content, "content")
         ctx_json = self._context_json(_check_context(context))
         return self._prompt(text, ctx_json)
 
     def _prompt(self, content: str, ctx_json: str | None) -> str:
+        if self._schema is not None:
+            return self._schema_prompt(self._schema, content, ctx_json)
         lines = [self._config.system_prompt.strip(), "", "Dimensions:"]
         for name, (low, high) in APPRAISAL_DIMENSIONS.items():
             lines.append(f"- {name} (number in [{low:g}, {high:g}]): {_DIMENSION_HELP[name]}")
@@ -814,11 +1066,43 @@ class LLMAppraisalEngine:
         ]
         return "\n".join(lines)
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        """Appraise ``content`` via the LLM, using the cache when possible.
+    @staticmethod
+    def _schema_prompt(schema: AppraisalSchema, content: str, ctx_json: str | None) -> str:
+        lines = [schema.system_prompt.strip(), "", "Dimensions:"]
+        for dim in schema.dimensions:
+            low, high = dim.range
+            lines.append(f"- {dim.name} (number in [{low:g}, {high:g}]): {dim.description}")
+        lines += ["", "Event:", content]
+        if ctx_json is not None:
+            lines += ["", "Context (JSON):", ctx_json]
+        lines += [
+            "",
+            "Answer with a single JSON object with these number fields: "
+            + ", ".join(schema.dimension_names)
+            + ". No other text.",
+        ]
+        return "\n".join(lines)
+
+    def _parse(self, answer: str) -> AppraisalVector | GenericAppraisalVector:
+        obj = _extract_json_object(answer)
+        if self._schema is None:
+            return _vector_from_json(obj)
+        names = self._schema.dimension_names
+        if not any(k in obj for k in names):
+            nested = [v for v in obj.values() if isinstance(v, Mapping)]
+            if len(nested) == 1:
+                obj = dict(nested[0])
+        if not any(k in obj for k in names):
+            raise ValueError(f"LLM answer has none of the dimensions {list(names)}")
+        return GenericAppraisalVector(obj, self._schema)
+
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
+        """Appraise ``event_text`` via the LLM, using the cache when possible.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information (e.g. speaker, situation).
 
         Returns:
@@ -826,11 +1110,13 @@ class LLMAppraisalEngine:
             the fallback vector (with a ``RuntimeWarning``) if ``fallback_on_error``.
 
         Raises:
-            TypeError: If ``content`` is not a ``str`` or ``context`` is not a dict.
-            ValueError: If appraisal fails and ``fallback_on_error`` is false (the
-                original exception is chained as ``__cause__``).
+            TypeError: If ``event_text`` is not a ``str`` or ``context`` is not a dict.
+            Exception: With ``fallback_on_error`` false, whatever the ``llm``
+                callable raised, unchanged (as the original).
+            ValueError: With ``fallback_on_error`` false, when the answer is not a
+                usable appraisal (the parse error chained as ``__cause__``).
         """
-        text = _check_content(content)
+        text = _check_content(event_text)
         ctx_json = self._context_json(_check_context(context))
         key = (text, ctx_json)
         cached = self._cache.get(key)
@@ -838,24 +1124,39 @@ class LLMAppraisalEngine:
             return cached
 
         try:
-            answer = ask_llm(self._llm, self._prompt(text, ctx_json), self.json_schema)
-            result = _vector_from_json(_extract_json_object(answer))
+            raw_answer = self._llm(self._prompt(text, ctx_json), self.json_schema)
         except Exception as exc:
-            reason = f"{type(exc).__name__}: {exc}"
             if not self._config.fallback_on_error:
-                raise ValueError(f"LLM appraisal failed ({reason})") from exc
-            warnings.warn(
-                f"LLM appraisal failed ({reason}); using the fallback vector",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-            return self._fallback
+                raise
+            return self._fall_back(exc)
+        try:
+            if not isinstance(raw_answer, str):
+                raise TypeError(f"LLM must return a str, got {type(raw_answer).__name__}")
+            result = self._parse(raw_answer)
+        except Exception as exc:
+            if not self._config.fallback_on_error:
+                raise ValueError(
+                    f"LLM appraisal failed ({type(exc).__name__}: {exc})"
+                ) from exc
+            return self._fall_back(exc)
 
         self._cache.put(key, result)
         return result
 
+    def _fall_back(self, exc: Exception) -> AppraisalVector | GenericAppraisalVector:
+        """Warn about ``exc``, count it, and answer with the fallback vector."""
+        reason = f"{type(exc).__name__}: {exc}"
+        self._fallback_count += 1
+        warnings.warn(
+            f"LLM appraisal failed ({reason}); using the fallback vector",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return self._fallback
+
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(cache_size={self._config.cache_size}, "
+            f"cached={len(self._cache)}, "
             f"fallback_on_error={self._config.fallback_on_error})"
         )

@@ -111,7 +111,7 @@ class AppraisalSchema:
     """
 
     name: str
-    dimensions: tuple[AppraisalDimension, ...]
+    dimensions: Sequence[AppraisalDimension]  # stored as a tuple
     system_prompt: str
     project_to_core_affect: Projection
 

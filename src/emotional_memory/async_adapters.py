@@ -4,6 +4,12 @@
 call runs in a worker thread). The private ``_AsyncToSync*`` bridges let the
 synchronous engine core, running in a worker thread, call async components by
 scheduling their coroutines back on the caller's event loop.
+
+No deadlock: a ``SyncToAsync*`` adapter handed to :class:`AsyncEmotionalMemory` is
+unwrapped (the engine core, already off the loop, calls the blocking component
+directly), and the engine core itself runs on its own threads, never on the loop's
+default executor, so a bridged coroutine that needs a default-executor thread always
+finds one free, whatever the number of engines and cores.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import asyncio
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
-from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.interfaces import (
     AppraisalEngine,
     AsyncAppraisalEngine,
@@ -22,6 +28,7 @@ from emotional_memory.interfaces import (
     MemoryStore,
 )
 from emotional_memory.models import Memory
+from emotional_memory.state import AffectiveState
 
 T = TypeVar("T")
 
@@ -29,8 +36,16 @@ T = TypeVar("T")
 class SyncToAsyncEmbedder:
     """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
 
-    def __init__(self, embedder: Embedder) -> None:
-        self.sync = embedder
+    def __init__(self, sync_embedder: Embedder) -> None:
+        """Wrap ``sync_embedder``.
+
+        Args:
+            sync_embedder: The blocking embedder (``embed`` and ``embed_batch``).
+        """
+        self.sync = sync_embedder
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncEmbedder({self.sync!r})"
 
     async def embed(self, text: str) -> list[float]:
         """Embed one text in a worker thread.
@@ -58,8 +73,16 @@ class SyncToAsyncEmbedder:
 class SyncToAsyncStore:
     """Async view of a blocking :class:`MemoryStore` (calls run in worker threads)."""
 
-    def __init__(self, store: MemoryStore) -> None:
-        self.sync = store
+    def __init__(self, sync_store: MemoryStore) -> None:
+        """Wrap ``sync_store``.
+
+        Args:
+            sync_store: The blocking memory store.
+        """
+        self.sync = sync_store
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncStore({self.sync!r})"
 
     async def save(self, memory: Memory) -> None:
         """Insert (or replace) a memory.
@@ -137,22 +160,36 @@ class SyncToAsyncStore:
 class SyncToAsyncAppraisalEngine:
     """Async view of a blocking :class:`AppraisalEngine`."""
 
-    def __init__(self, engine: AppraisalEngine) -> None:
-        self.sync = engine
-
-    async def appraise(
-        self, content: str, context: dict[str, Any] | None = None
-    ) -> AppraisalVector:
-        """Appraise ``content`` in a worker thread.
+    def __init__(self, sync_engine: AppraisalEngine) -> None:
+        """Wrap ``sync_engine``.
 
         Args:
-            content: The event description.
+            sync_engine: The blocking appraisal engine.
+        """
+        self.sync = sync_engine
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncAppraisalEngine({self.sync!r})"
+
+    async def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
+        """Appraise ``event_text`` in a worker thread.
+
+        Args:
+            event_text: The event description.
             context: Optional extra information for the appraiser.
 
         Returns:
-            The appraisal of ``content``.
+            The appraisal of ``event_text``.
         """
-        return await asyncio.to_thread(self.sync.appraise, content, context)
+        return await asyncio.to_thread(self.sync.appraise, event_text, context)
+
+    async def close(self) -> None:
+        """Close the wrapped engine when it can be closed."""
+        close = getattr(self.sync, "close", None)
+        if callable(close):
+            await asyncio.to_thread(close)
 
 
 class _LoopBridge:
@@ -221,8 +258,17 @@ class _AsyncToSyncAppraisal:
         self.inner = engine
         self.bridge = bridge
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
-        return self.bridge.run(self.inner.appraise(content, context))
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
+        return self.bridge.run(self.inner.appraise(event_text, context))
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            result = close()
+            if asyncio.iscoroutine(result):
+                self.bridge.run(result)
 
 
 def _is_async_method(obj: object, name: str) -> bool:
@@ -237,8 +283,11 @@ def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
         bridge: Loop bridge used to run the async store's coroutines.
 
     Returns:
-        ``store`` itself when sync, else a sync facade over it.
+        ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
+        (called directly from the engine's thread), else a sync facade over it.
     """
+    if isinstance(store, SyncToAsyncStore):
+        return store.sync
     return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
 
 
@@ -250,8 +299,11 @@ def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
         bridge: Loop bridge used to run the async embedder's coroutines.
 
     Returns:
-        ``embedder`` itself when sync, else a sync facade over it.
+        ``embedder`` itself when sync, the wrapped embedder of a
+        :class:`SyncToAsyncEmbedder`, else a sync facade over it.
     """
+    if isinstance(embedder, SyncToAsyncEmbedder):
+        return embedder.sync
     if _is_async_method(embedder, "embed"):
         return _AsyncToSyncEmbedder(embedder, bridge)
     return embedder
@@ -265,8 +317,53 @@ def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
         bridge: Loop bridge used to run the async engine's coroutines.
 
     Returns:
-        ``engine`` itself when None or sync, else a sync facade over it.
+        ``engine`` itself when None or sync, the wrapped engine of a
+        :class:`SyncToAsyncAppraisalEngine`, else a sync facade over it.
     """
+    if isinstance(engine, SyncToAsyncAppraisalEngine):
+        return engine.sync
     if engine is not None and _is_async_method(engine, "appraise"):
         return _AsyncToSyncAppraisal(engine, bridge)
     return engine
+
+
+def as_async(engine: Any) -> Any:
+    """An :class:`~emotional_memory.async_engine.AsyncEmotionalMemory` over ``engine``'s parts.
+
+    The new async engine uses the same store, embedder, appraisal engine, config,
+    state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
+    starts from a copy of ``engine``'s affective state (history included): later
+    state changes of either engine do not affect the other.
+
+    Args:
+        engine: A sync :class:`~emotional_memory.engine.EmotionalMemory`.
+
+    Returns:
+        The new ``AsyncEmotionalMemory``.
+
+    Raises:
+        TypeError: If ``engine`` is not an ``EmotionalMemory``.
+    """
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+    from emotional_memory.engine import EmotionalMemory
+
+    if not isinstance(engine, EmotionalMemory):
+        raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
+    appraiser = engine.appraisal_engine
+    state = AffectiveState.restore(engine.get_state().snapshot())
+    out = AsyncEmotionalMemory(
+        SyncToAsyncStore(engine.store),
+        SyncToAsyncEmbedder(engine.embedder),
+        SyncToAsyncAppraisalEngine(appraiser) if appraiser is not None else None,
+        engine.config,
+        None,  # set below: constructing with it would reload the persisted state
+        engine.query_classifier,
+        # The construction-time initial state is replaced by the copy: reading the
+        # engine's clock for it would advance a deterministic (replay) clock.
+        clock=lambda: state.mood.timestamp,
+    )
+    core = out.engine
+    core._clock = engine._clock
+    core.state_store = engine.state_store
+    core._state = state
+    return out

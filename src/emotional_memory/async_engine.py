@@ -4,6 +4,15 @@ One implementation serves both worlds: the synchronous engine core runs in a wor
 thread (so the event loop never blocks on JAX or SQLite), one operation at a time.
 Async stores, embedders and appraisal engines are called back on the caller's loop
 through a bridge, so results are identical to the sync engine's.
+
+The core's worker threads come from this module's own pool, never from the loop's
+default executor: a bridged coroutine that itself needs a default-executor thread
+(``asyncio.to_thread``) then always finds one, so any number of engines sharing a
+loop cannot deadlock, whatever the core count.
+
+As in the original, the in-memory state methods (``get_state``, ``set_affect``,
+``reset_state``, ``save_state``, ``load_state``, ``get_current_mood``) are plain
+synchronous methods.
 """
 
 from __future__ import annotations
@@ -11,14 +20,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
+import os
+import threading
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
 from emotional_memory.affect import CoreAffect
-from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.async_adapters import (
+    _AsyncToSyncAppraisal,
     _LoopBridge,
     bridge_appraisal,
     bridge_embedder,
@@ -26,13 +39,48 @@ from emotional_memory.async_adapters import (
 )
 from emotional_memory.engine import Clock, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import AffectiveStateStore
-from emotional_memory.models import Memory
+from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.query_classifier import QueryClassifier
 from emotional_memory.retrieval import RetrievalExplanation, RetrievalPlan
 from emotional_memory.state import AffectiveState
 
 T = TypeVar("T")
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def _engine_executor() -> ThreadPoolExecutor:
+    """The pool the engine cores run on (created on first use, shared).
+
+    Separate from every event loop's default executor, which the bridged coroutines
+    (e.g. the ``SyncToAsync*`` adapters' ``asyncio.to_thread``) use: an engine core
+    waiting on such a coroutine never holds a thread that coroutine needs.
+
+    Returns:
+        The shared executor.
+    """
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(
+                max_workers=max(32, 4 * (os.cpu_count() or 1)),
+                thread_name_prefix="emotional_memory-engine",
+            )
+        return _EXECUTOR
+
+
+class _ReplayAppraisal:
+    """Answers a batch's appraisals, computed beforehand, in their order."""
+
+    def __init__(self, texts: list[str], results: list[Any]) -> None:
+        self._pending = list(zip(texts, results, strict=True))
+
+    def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+        text, result = self._pending.pop(0)
+        assert text == event_text, "appraisals replayed out of order"
+        return result
 
 
 class AsyncEmotionalMemory:
@@ -120,8 +168,11 @@ class AsyncEmotionalMemory:
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
+            # the library's own pool, never the loop's default executor: an engine
+            # call that waits on a coroutine needing a default-executor thread
+            # (SyncToAsync adapters) cannot starve it (no deadlock under gather)
             worker: asyncio.Future[T] = loop.run_in_executor(
-                None, functools.partial(context.run, fn, *args, **kwargs)
+                _engine_executor(), functools.partial(context.run, fn, *args, **kwargs)
             )
         except BaseException:
             lock.release()
@@ -144,7 +195,7 @@ class AsyncEmotionalMemory:
     async def encode(
         self,
         content: str,
-        appraisal: AppraisalVector | None = None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
         metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
@@ -171,38 +222,75 @@ class AsyncEmotionalMemory:
             contents: Event texts.
             metadata: Optional per-event metadata (same length as ``contents``).
 
+        With an async appraisal engine, the batch's appraisals run concurrently first,
+        at most ``config.appraisal_max_concurrency`` at a time (as in the original);
+        the memories, links and state are then exactly those of sequential encoding.
+
         Returns:
             The stored memories, in order.
         """
-        return await self._run(self._engine.encode_batch, contents, metadata)
+        engine = self._engine
+        appraiser = engine.appraisal_engine
+        cfg = engine.config
+        if (
+            not isinstance(appraiser, _AsyncToSyncAppraisal)
+            or not cfg.enable_appraisal
+            or cfg.dual_path_encoding
+            or isinstance(contents, str)
+            or not all(isinstance(c, str) for c in contents)
+            or (metadata is not None and len(metadata) != len(contents))
+        ):
+            # Nothing to overlap, or bad input the engine itself reports.
+            return await self._run(engine.encode_batch, contents, metadata)
+        texts = list(contents)
+        metas = list(metadata) if metadata is not None else [None] * len(texts)
+        gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
+
+        async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
+            async with gate:
+                return await appraiser.inner.appraise(text, meta)
+
+        results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
+        replay = _ReplayAppraisal(texts, results)
+
+        def encode_with_results() -> list[Memory]:
+            engine.appraisal_engine = replay
+            try:
+                return engine.encode_batch(texts, metadata)
+            finally:
+                engine.appraisal_engine = appraiser
+
+        return await self._run(encode_with_results)
 
     async def observe(
         self,
         content: str | None = None,
-        appraisal: AppraisalVector | None = None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
+        metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
-    ) -> AffectiveState:
+    ) -> EmotionalTag:
         """See :meth:`EmotionalMemory.observe`.
 
         Args:
-            content: Optional event text.
+            content: Event text.
             appraisal: Optional appraisal; its projection becomes the event affect.
+            metadata: Optional dict passed to the appraisal engine as ``context``.
             affect: Optional explicit event affect.
 
         Returns:
-            The new affective state.
+            The tag ``encode`` would have stored.
         """
-        return await self._run(self._engine.observe, content, appraisal, affect=affect)
+        return await self._run(self._engine.observe, content, appraisal, metadata, affect=affect)
 
-    async def elaborate(self, memory_id: str) -> Memory:
+    async def elaborate(self, memory_id: str) -> Memory | None:
         """See :meth:`EmotionalMemory.elaborate`.
 
         Args:
             memory_id: Id of the memory to elaborate.
 
         Returns:
-            The updated memory (unchanged when it is not pending).
+            The updated memory, or None (unknown id, not pending, no appraisal engine).
         """
         return await self._run(self._engine.elaborate, memory_id)
 
@@ -216,7 +304,12 @@ class AsyncEmotionalMemory:
 
     # retrieval
     async def retrieve(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
     ) -> list[Memory]:
         """See :meth:`EmotionalMemory.retrieve`.
 
@@ -224,14 +317,38 @@ class AsyncEmotionalMemory:
             query: Query text.
             top_k: Number of memories (>= 1).
             query_affect: Overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: Optional (6,) weights used as they are.
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
         """
-        return await self._run(self._engine.retrieve, query, top_k, query_affect=query_affect)
+        return await self._run(
+            self._engine.retrieve, query, top_k, query_affect=query_affect,
+            precomputed_weights=precomputed_weights,
+        )
+
+    async def retrieve_query_gated(
+        self, query: str, top_k: int = 5, *, tau: float | None = None
+    ) -> list[Memory]:
+        """See :meth:`EmotionalMemory.retrieve_query_gated`.
+
+        Args:
+            query: Query text (also appraised).
+            top_k: Number of memories (>= 1).
+            tau: Valence gate (default ``config.query_affect_gate_tau``).
+
+        Returns:
+            Up to ``top_k`` memories, best first.
+        """
+        return await self._run(self._engine.retrieve_query_gated, query, top_k, tau=tau)
 
     async def retrieve_with_explanations(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
     ) -> list[RetrievalExplanation]:
         """See :meth:`EmotionalMemory.retrieve_with_explanations`.
 
@@ -239,12 +356,14 @@ class AsyncEmotionalMemory:
             query: Query text.
             top_k: Number of memories (>= 1).
             query_affect: Overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: Optional (6,) weights used as they are.
 
         Returns:
             One :class:`RetrievalExplanation` per result, best first.
         """
         return await self._run(
-            self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect
+            self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect,
+            precomputed_weights=precomputed_weights,
         )
 
     async def plan_retrieval(
@@ -316,6 +435,7 @@ class AsyncEmotionalMemory:
         memory_id: str,
         *,
         content: str | None = None,
+        tag: EmotionalTag | None = None,
         metadata: dict[str, Any] | None = None,
         embedding: Sequence[float] | None = None,
     ) -> Memory:
@@ -324,6 +444,7 @@ class AsyncEmotionalMemory:
         Args:
             memory_id: The memory's id.
             content: New text (``None`` keeps it).
+            tag: New tag (``None`` keeps it).
             metadata: New metadata (``None`` keeps it).
             embedding: New embedding, shape (D,) (``None`` keeps it or re-embeds).
 
@@ -331,7 +452,7 @@ class AsyncEmotionalMemory:
             The updated memory.
         """
         return await self._run(
-            self._engine.update_memory, memory_id, content=content, metadata=metadata,
+            self._engine.update_memory, memory_id, content=content, tag=tag, metadata=metadata,
             embedding=embedding,
         )
 
@@ -384,8 +505,8 @@ class AsyncEmotionalMemory:
         """
         return await self._run(self._engine.import_memories, data, overwrite)
 
-    # state
-    async def get_state(self) -> AffectiveState:
+    # state: plain synchronous methods, as in the original
+    def get_state(self) -> AffectiveState:
         """See :meth:`EmotionalMemory.get_state`.
 
         Returns:
@@ -393,22 +514,22 @@ class AsyncEmotionalMemory:
         """
         return self._engine.get_state()
 
-    async def set_affect(self, affect: CoreAffect) -> AffectiveState:
-        """See :meth:`EmotionalMemory.set_affect`.
+    def set_affect(self, core_affect: CoreAffect) -> AffectiveState:
+        """See :meth:`EmotionalMemory.set_affect` (synchronous).
 
         Args:
-            affect: The observed core affect.
+            core_affect: The observed core affect.
 
         Returns:
             The new affective state.
         """
-        return await self._run(self._engine.set_affect, affect)
+        return self._engine.set_affect(core_affect)
 
-    async def reset_state(self) -> None:
-        """See :meth:`EmotionalMemory.reset_state`."""
-        await self._run(self._engine.reset_state)
+    def reset_state(self) -> None:
+        """See :meth:`EmotionalMemory.reset_state` (synchronous)."""
+        self._engine.reset_state()
 
-    async def save_state(self) -> dict[str, Any]:
+    def save_state(self) -> dict[str, Any]:
         """See :meth:`EmotionalMemory.save_state`.
 
         Returns:
@@ -416,17 +537,21 @@ class AsyncEmotionalMemory:
         """
         return self._engine.save_state()
 
-    async def load_state(self, snapshot: dict[str, Any]) -> None:
-        """See :meth:`EmotionalMemory.load_state`.
+    def load_state(self, data: dict[str, Any]) -> None:
+        """See :meth:`EmotionalMemory.load_state` (synchronous).
 
         Args:
-            snapshot: A dict from :meth:`save_state`.
+            data: A snapshot dict (of this library or the original).
         """
-        await self._run(self._engine.load_state, snapshot)
+        self._engine.load_state(data)
 
-    async def persist_state(self) -> None:
-        """See :meth:`EmotionalMemory.persist_state`."""
-        await self._run(self._engine.persist_state)
+    async def persist_state(self) -> dict[str, Any]:
+        """See :meth:`EmotionalMemory.persist_state`.
+
+        Returns:
+            The state's snapshot.
+        """
+        return await self._run(self._engine.persist_state)
 
     async def restore_persisted_state(self) -> bool:
         """See :meth:`EmotionalMemory.restore_persisted_state`.
@@ -440,7 +565,7 @@ class AsyncEmotionalMemory:
         """See :meth:`EmotionalMemory.clear_persisted_state`."""
         await self._run(self._engine.clear_persisted_state)
 
-    async def get_current_mood(self, now: datetime | None = None) -> MoodField:
+    def get_current_mood(self, now: datetime | None = None) -> MoodField:
         """See :meth:`EmotionalMemory.get_current_mood`.
 
         Args:
@@ -453,7 +578,7 @@ class AsyncEmotionalMemory:
 
     # lifecycle
     async def close(self) -> None:
-        """Close the underlying stores."""
+        """Close the underlying stores and the appraisal engine."""
         await self._run(self._engine.close)
 
     async def __aenter__(self) -> AsyncEmotionalMemory:
@@ -471,12 +596,15 @@ def _finish_detached(lock: asyncio.Lock, worker: asyncio.Future[Any]) -> None:
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
-    """Wrap a sync engine as an :class:`AsyncEmotionalMemory` (blocking calls in threads).
+    """See :func:`emotional_memory.async_adapters.as_async` (a copy of the state).
 
     Args:
-        engine: The sync engine to wrap (shared, not copied).
+        engine: The sync engine whose parts the async engine uses.
 
     Returns:
-        The async wrapper (see :meth:`AsyncEmotionalMemory.from_engine`).
+        The new async engine.
     """
-    return AsyncEmotionalMemory.from_engine(engine)
+    from emotional_memory.async_adapters import as_async as _as_async
+
+    out: AsyncEmotionalMemory = _as_async(engine)
+    return out

@@ -107,7 +107,7 @@ class BatchRetriever:
 
         now = engine._now()
         state = engine.get_state()
-        mood = engine.get_current_mood(now)
+        mood = state.mood  # as retrieve: the mood as last updated (SPEC 11)
         raw = engine.embedder.embed_batch(list(texts))
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")

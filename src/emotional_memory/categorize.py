@@ -18,11 +18,16 @@ if TYPE_CHECKING:
 
 Intensity = Literal["low", "moderate", "high"]
 
+#: Plutchik's eight primary emotions (the original's ``PrimaryEmotion``).
+PrimaryEmotion = Literal[
+    "joy", "trust", "fear", "surprise", "sadness", "disgust", "anger", "anticipation"
+]
+
 # Sector k is centred at angle 45*k degrees of (valence, a').
-_SECTORS: tuple[str, ...] = (
+_SECTORS: tuple[PrimaryEmotion, ...] = (
     "joy", "anticipation", "surprise", "fear", "disgust", "sadness", "disgust", "trust",
 )
-_TIERS: dict[str, tuple[str, str, str]] = {
+_TIERS: dict[PrimaryEmotion, tuple[str, str, str]] = {
     "joy": ("serenity", "joy", "ecstasy"),
     "trust": ("acceptance", "trust", "admiration"),
     "fear": ("apprehension", "fear", "terror"),
@@ -38,7 +43,7 @@ class EmotionLabel(BaseModel):
     """A categorical reading of core affect.
 
     Attributes:
-        primary: Plutchik primary emotion, or ``"neutral"``.
+        primary: Plutchik primary emotion (:data:`PrimaryEmotion`).
         intensity: ``low``, ``moderate`` or ``high``.
         name: tiered name (e.g. ``serenity``/``joy``/``ecstasy``).
         confidence: 1 at the sector centre, 0 at its edge.
@@ -46,28 +51,34 @@ class EmotionLabel(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    primary: str
+    primary: PrimaryEmotion
     intensity: Intensity
     name: str
     confidence: float
 
 
-def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> EmotionLabel:
+def categorize_affect(core_affect: CoreAffect, dominance: float | None = None) -> EmotionLabel:
     """Label a core affect with a Plutchik emotion.
 
     Args:
-        affect: the affect to label.
+        core_affect: the affect to label.
         dominance: when given, splits the fear sector: anger at dominance >= 0.5.
 
     Returns:
-        The label; ``neutral`` (low intensity, confidence 0) near the origin.
+        The label. There is no "neutral" label: a point near the origin of the plane
+        (radius < 0.05, or |valence| < 0.05 with arousal < 0.05) keeps its sector's
+        emotion at low intensity with confidence 0.
+
+    Raises:
+        TypeError: If ``core_affect`` is not a ``CoreAffect``.
     """
-    valence = affect.valence
-    arousal = affect.arousal
+    if not isinstance(core_affect, CoreAffect):
+        raise TypeError(f"core_affect must be a CoreAffect, got {type(core_affect).__name__}")
+    valence = core_affect.valence
+    arousal = core_affect.arousal
     a_prime = 2.0 * (arousal - 0.5)
     radius = math.hypot(valence, a_prime)
-    if radius < 0.05 or (abs(valence) < 0.05 and arousal < 0.05):
-        return EmotionLabel(primary="neutral", intensity="low", name="neutral", confidence=0.0)
+    near_origin = radius < 0.05 or (abs(valence) < 0.05 and arousal < 0.05)
     angle = math.degrees(math.atan2(a_prime, valence)) % 360.0
     sector = int((angle + 22.5) / 45.0) % 8
     primary = _SECTORS[sector]
@@ -75,23 +86,31 @@ def categorize_affect(affect: CoreAffect, dominance: float | None = None) -> Emo
     # would otherwise turn every fear-sector affect into anger.
     if primary == "fear" and dominance is not None and dominance >= 0.5:
         primary = "anger"
-    tier = 0 if radius < 0.3 else (1 if radius < 0.7 else 2)
     tiers: tuple[Intensity, Intensity, Intensity] = ("low", "moderate", "high")
-    intensity = tiers[tier]
+    if near_origin:
+        return EmotionLabel(
+            primary=primary, intensity="low", name=_TIERS[primary][0], confidence=0.0
+        )
+    tier = 0 if radius < 0.3 else (1 if radius < 0.7 else 2)
     diff = (angle - 45.0 * sector + 180.0) % 360.0 - 180.0
     confidence = max(0.0, 1.0 - abs(diff) / 22.5)
     return EmotionLabel(
-        primary=primary, intensity=intensity, name=_TIERS[primary][tier], confidence=confidence
+        primary=primary, intensity=tiers[tier], name=_TIERS[primary][tier], confidence=confidence
     )
 
 
-def label_tag(tag: EmotionalTag) -> EmotionLabel:
-    """Label a tag by its core affect (as :func:`categorize_affect` without dominance).
+def label_tag(tag: EmotionalTag, dominance: float | None = None) -> EmotionalTag:
+    """A copy of ``tag`` with ``emotion_label`` set from its core affect.
 
     Args:
         tag: The tag whose ``core_affect`` is labelled.
+        dominance: Dominance used for the fear/anger split; ``None`` takes the tag's
+            mood-snapshot dominance (so an angry mood can label anger).
 
     Returns:
-        The Plutchik ``EmotionLabel`` (SPEC 8); fear is never turned into anger here.
+        The labelled copy (``tag`` itself is unchanged).
     """
-    return categorize_affect(tag.core_affect)
+    if dominance is None and tag.mood_snapshot is not None:
+        dominance = tag.mood_snapshot.dominance
+    label = categorize_affect(tag.core_affect, dominance=dominance)
+    return tag.model_copy(update={"emotion_label": label})

@@ -30,8 +30,8 @@ from emotional_memory._bank import as_float_list
 from emotional_memory._precision import float64
 from emotional_memory._validation import aware, in_range, json_metadata, positive_int, utc_now
 from emotional_memory.affect import CoreAffect
-from emotional_memory.appraisal import AppraisalVector
-from emotional_memory.categorize import categorize_affect
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
+from emotional_memory.categorize import label_tag
 from emotional_memory.decay import (
     DecayConfig,
     compute_effective_strength_batch,
@@ -77,6 +77,9 @@ from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 Clock = Callable[[], datetime]
 BatchSearch = Callable[..., list[list[Memory]]]
 """A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+_SEMANTIC_ONLY = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+"""Weights of a ranking by semantic similarity alone (``retrieve_query_gated``)."""
 
 _LINK_SEARCH_BLOCK = 1024
 """New memories saved and searched together by ``encode_batch`` (bounds the batch
@@ -225,6 +228,10 @@ class EmotionalMemoryConfig(BaseModel):
         enable_lexical: ablation switch of the opt-in lexical signal s7 (it takes part
             only when also ``retrieval.lexical_weight > 0``).
         max_content_length: optional limit on the content length (characters).
+        appraisal_max_concurrency: most appraisals an async engine runs at once
+            (>= 1; the original's field, kept for compatibility).
+        query_affect_gate_tau: |valence| below which :meth:`EmotionalMemory.
+            retrieve_query_gated` treats the query as affect-neutral ([0, 2]).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -244,6 +251,8 @@ class EmotionalMemoryConfig(BaseModel):
     enable_resonance: bool = True
     enable_lexical: bool = True
     max_content_length: int | None = None
+    appraisal_max_concurrency: int = Field(default=8, ge=1)
+    query_affect_gate_tau: float = Field(default=0.2, ge=0.0, le=2.0)
 
     @field_validator("mood_alpha", "elaboration_learning_rate", mode="before")
     @classmethod
@@ -439,7 +448,7 @@ class EmotionalMemory:
         if target is None:
             target = self.state_store
         assert target is not None
-        target.save(state.snapshot())
+        target.save(state)  # the original's protocol: save(AffectiveState)
 
     def _joined_state_store(self) -> Any:
         """A state store whose saves join the store's transactions, or None.
@@ -509,12 +518,22 @@ class EmotionalMemory:
     def _event_affect(
         self,
         content: str,
-        appraisal: AppraisalVector | None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None,
         affect: CoreAffect | None,
+        context: dict[str, Any] | None = None,
     ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
-        """Decide the event's affect: ``(affect or None for current, appraisal, pending)``."""
-        if appraisal is not None and not isinstance(appraisal, AppraisalVector):
-            raise TypeError("appraisal must be an AppraisalVector or None")
+        """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
+
+        The appraisal engine gets ``context`` (the memory's metadata) as in the
+        original. A :class:`GenericAppraisalVector` sets the affect but is not kept
+        on the tag (whose ``appraisal`` field holds Scherer vectors only).
+        """
+        if appraisal is not None and not isinstance(
+            appraisal, AppraisalVector | GenericAppraisalVector
+        ):
+            raise TypeError(
+                "appraisal must be an AppraisalVector, a GenericAppraisalVector or None"
+            )
         if affect is not None and not isinstance(affect, CoreAffect):
             raise TypeError("affect must be a CoreAffect or None")
         pending = False
@@ -523,11 +542,12 @@ class EmotionalMemory:
             if self.config.dual_path_encoding:
                 pending = True
             else:
-                appraisal = engine.appraise(content, None)
+                appraisal = engine.appraise(content, context)
+        kept = appraisal if isinstance(appraisal, AppraisalVector) else None
         if affect is not None:
-            return affect, appraisal, pending
+            return affect, kept, pending
         if appraisal is not None:
-            return appraisal.to_core_affect(), appraisal, pending
+            return appraisal.to_core_affect(), kept, pending
         return None, None, pending
 
     def _prepare(
@@ -535,29 +555,26 @@ class EmotionalMemory:
         state: AffectiveState,
         content: str,
         embedding: list[float] | None,
-        appraisal: AppraisalVector | None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None,
         metadata: dict[str, Any] | None,
         affect: CoreAffect | None,
         now: datetime,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store."""
-        event, appraisal, pending = self._event_affect(content, appraisal, affect)
+        event, kept, pending = self._event_affect(content, appraisal, affect, metadata)
         event = event if event is not None else state.core_affect
         new_state = state.update(
             event, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
         )
         strength = consolidation_strength(event.arousal, new_state.mood.arousal)
         tag = _make_tag(
-            new_state.core_affect, new_state.momentum, new_state.mood, strength, appraisal,
+            new_state.core_affect, new_state.momentum, new_state.mood, strength, kept,
             now=now,
         )
-        updates: dict[str, Any] = {}
         if pending:
-            updates["pending_appraisal"] = True
+            tag = tag.model_copy(update={"pending_appraisal": True})
         if self.config.auto_categorize:
-            updates["emotion_label"] = categorize_affect(tag.core_affect)
-        if updates:
-            tag = tag.model_copy(update=updates)
+            tag = label_tag(tag)
         return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
 
     def _store_and_link(self, memory: Memory) -> Memory:
@@ -673,7 +690,7 @@ class EmotionalMemory:
     def encode(
         self,
         content: str,
-        appraisal: AppraisalVector | None = None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
         metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
@@ -683,7 +700,8 @@ class EmotionalMemory:
         Args:
             content: the event text.
             appraisal: optional appraisal; its projection becomes the event affect.
-            metadata: optional JSON-able dict stored with the memory.
+            metadata: optional JSON-able dict stored with the memory; also passed to
+                the appraisal engine as ``context``.
             affect: opt-in: the event's own affect. The state is updated once with it,
                 so the stored momentum is the real trajectory (the default path feeds
                 the current affect, as the original library does, which after
@@ -790,33 +808,37 @@ class EmotionalMemory:
     def observe(
         self,
         content: str | None = None,
-        appraisal: AppraisalVector | None = None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
+        metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
-    ) -> AffectiveState:
+    ) -> EmotionalTag:
         """Update the affective state as ``encode`` would, without storing anything.
 
         Args:
-            content: Optional event text (appraised when an appraisal engine is enabled
-                and neither ``appraisal`` nor ``affect`` is given; default "").
+            content: Event text (appraised when an appraisal engine is enabled and
+                neither ``appraisal`` nor ``affect`` is given; default "").
             appraisal: Optional appraisal; its projection becomes the event affect.
+            metadata: Optional dict passed to the appraisal engine as ``context``.
             affect: Optional explicit event affect (takes precedence over ``appraisal``).
 
         Returns:
-            The new state.
+            The tag ``encode`` would have stored for this event (as in the original).
         """
         text = self._check_content(content if content is not None else "")
-        event, _, _ = self._event_affect(text, appraisal, affect)
+        metadata = self._check_metadata(metadata)
         now = self._now()
-        return self._adopt(
-            self._update_state(event if event is not None else self._state.core_affect, now)
+        memory, new_state = self._prepare(
+            self._state, text, None, appraisal, metadata, affect, now
         )
+        self._adopt(new_state)
+        return memory.tag
 
     # ------------------------------------------------------------------ elaboration
 
     @_synchronized
     @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
-    def elaborate(self, memory_id: str) -> Memory:
+    def elaborate(self, memory_id: str) -> Memory | None:
         """Appraise a pending memory (dual-path encoding) and blend the result in.
 
         ``core_affect`` moves towards the appraised affect by
@@ -827,21 +849,16 @@ class EmotionalMemory:
             memory_id: Id of the memory to elaborate.
 
         Returns:
-            The updated memory, or the stored one unchanged when it is not pending.
-
-        Raises:
-            KeyError: unknown id.
-            ValueError: no appraisal engine configured.
+            The updated memory, or None (as in the original) for an unknown id, a
+            memory not pending appraisal, or no appraisal engine.
         """
-        memory = self.store.get(memory_id)
-        if memory is None:
-            raise KeyError(memory_id)
         if self.appraisal_engine is None:
-            raise ValueError("elaborate needs an appraisal_engine")
-        if not memory.tag.pending_appraisal:
-            return memory
+            return None
+        memory = self.store.get(memory_id)
+        if memory is None or not memory.tag.pending_appraisal:
+            return None
         now = self._now()
-        appraisal = self.appraisal_engine.appraise(memory.content, None)
+        appraisal = self.appraisal_engine.appraise(memory.content, memory.metadata or None)
         appraised = appraisal.to_core_affect()
         tag = memory.tag
         new_tag = tag.model_copy(
@@ -849,7 +866,7 @@ class EmotionalMemory:
                 "core_affect": tag.core_affect.lerp(
                     appraised, self.config.elaboration_learning_rate
                 ),
-                "appraisal": appraisal,
+                "appraisal": appraisal if isinstance(appraisal, AppraisalVector) else None,
                 "consolidation_strength": consolidation_strength(
                     appraised.arousal, tag.mood_snapshot.arousal
                 ),
@@ -858,9 +875,7 @@ class EmotionalMemory:
             }
         )
         if self.config.auto_categorize:
-            new_tag = new_tag.model_copy(
-                update={"emotion_label": categorize_affect(new_tag.core_affect)}
-            )
+            new_tag = label_tag(new_tag)
         updated = memory.model_copy(update={"tag": new_tag})
         with store_transaction(self.store):
             current = self.store.get(memory_id)
@@ -884,7 +899,8 @@ class EmotionalMemory:
             pending = list(pending_ids())
         else:
             pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
-        return [self.elaborate(mid) for mid in pending]
+        done = (self.elaborate(mid) for mid in pending)
+        return [m for m in done if m is not None]
 
     # ------------------------------------------------------------------ retrieval
 
@@ -911,12 +927,14 @@ class EmotionalMemory:
 
         Args:
             query: Query text used for routing (SPEC 4, query routing).
-            now: Time at which the mood is read (default: the engine clock).
+            now: Accepted for compatibility; retrieval reads the mood as last
+                updated, not regressed to a time (SPEC 11).
 
         Returns:
             Weights, shape (6,), in SPEC 4 signal order, summing to 1.
         """
-        mood = self.get_current_mood(now)
+        del now  # the weights read the mood as last updated (SPEC 11), whatever the time
+        mood = self._state.mood
         derived = self._derived()
         w = mood_weights(derived.weight_params(self._route(query)), mood)
         if derived.all_signals_on:  # the mask passes the weights through bit for bit
@@ -951,18 +969,27 @@ class EmotionalMemory:
             self._config_derived = derived
         return derived
 
-    def _rank(self, query: str, top_k: int, query_affect: CoreAffect | None) -> _Ranking:
+    def _rank(
+        self,
+        query: str,
+        top_k: int,
+        query_affect: CoreAffect | None,
+        precomputed_weights: Any = None,
+    ) -> _Ranking:
         """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
 
         Args:
             query: query text.
             top_k: number of seeds / results (>= 1).
             query_affect: optional override for affect proximity.
+            precomputed_weights: optional (6,) final weights used instead of the
+                routed, mood-adaptive, masked ones.
 
         Returns:
             The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
         """
         top_k = positive_int("top_k", top_k)
+        fixed = None if precomputed_weights is None else _check_weights(precomputed_weights)
         self._check_content(query, "query")
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
             raise TypeError("query_affect must be a CoreAffect or None")
@@ -988,18 +1015,19 @@ class EmotionalMemory:
             if not derived.lexical_on:  # hybrid candidates, six-signal score
                 lexical = None
         if not candidates:
-            weights = _check_weights(self.current_weights(query, now))
+            weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_candidates(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
-            self.get_current_mood(now),
+            # SPEC 11: the weights and s2 read the mood as last updated, un-regressed.
+            self._state.mood,
             self._state.momentum,
             candidates,
             now,
             derived.params,
-            None,
+            fixed,
             top_k,
             self.config.resonance.propagation_hops,
             self.config.enable_resonance,
@@ -1108,7 +1136,12 @@ class EmotionalMemory:
     @_synchronized
     @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
     def retrieve(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
     ) -> list[Memory]:
         """Recall the ``top_k`` memories that best match the query, meaning and mood.
 
@@ -1116,18 +1149,28 @@ class EmotionalMemory:
             query: query text.
             top_k: number of memories (>= 1).
             query_affect: overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: optional (6,) finite weights used as they are,
+                instead of the routed, mood-adaptive ones.
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            ValueError: ``top_k < 1`` or ``precomputed_weights`` not 6 finite numbers.
         """
-        ranking = self._rank(query, top_k, query_affect)
+        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
     @_synchronized
     @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
     def retrieve_with_explanations(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
     ) -> list[RetrievalExplanation]:
         """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
 
@@ -1135,11 +1178,12 @@ class EmotionalMemory:
             query: query text.
             top_k: number of memories (>= 1).
             query_affect: overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: optional (6,) finite weights used as they are.
 
         Returns:
             One :class:`RetrievalExplanation` per result (memory after side effects).
         """
-        ranking = self._rank(query, top_k, query_affect)
+        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
         winners = ranking.winners(top_k)
         if not winners or ranking.arrays is None:
             return []
@@ -1170,14 +1214,22 @@ class EmotionalMemory:
             for i, (r, mem) in enumerate(zip(top, updated, strict=True))
         ]
 
+    def _appraise_query(self, query: str) -> CoreAffect:
+        """The appraised affect of the query text (RuntimeError without an engine)."""
+        self._check_content(query, "query")
+        if self.appraisal_engine is None:
+            raise RuntimeError(
+                "retrieving with query appraisal needs an appraisal_engine; pass one to "
+                "EmotionalMemory, or call retrieve(query, query_affect=...)"
+            )
+        return self.appraisal_engine.appraise(query, None).to_core_affect()
+
     @_synchronized
-    def retrieve_with_query_appraisal(
-        self, query: str, top_k: int = 5
-    ) -> list[Memory]:
+    def retrieve_with_query_appraisal(self, query: str, top_k: int = 5) -> list[Memory]:
         """Retrieve with the query's own appraised affect as ``query_affect``.
 
-        Without an appraisal engine (or with appraisal disabled) this is plain
-        :meth:`retrieve`.
+        The query is always appraised (also with ``enable_appraisal=False``); the
+        engine's affective state is not changed by the appraisal.
 
         Args:
             query: query text (also the text appraised).
@@ -1185,11 +1237,39 @@ class EmotionalMemory:
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            RuntimeError: without an appraisal engine.
         """
-        self._check_content(query, "query")
-        if self.appraisal_engine is None or not self.config.enable_appraisal:
-            return self.retrieve(query, top_k)
-        affect = self.appraisal_engine.appraise(query, None).to_core_affect()
+        affect = self._appraise_query(query)
+        return self.retrieve(query, top_k, query_affect=affect)
+
+    def retrieve_query_gated(
+        self, query: str, top_k: int = 5, *, tau: float | None = None
+    ) -> list[Memory]:
+        """Retrieve by meaning alone when the query carries no affect, else by its affect.
+
+        The query is appraised; when ``|valence| < tau`` the ranking uses
+        semantic-only weights ``[1, 0, 0, 0, 0, 0]``, otherwise it is
+        :meth:`retrieve_with_query_appraisal`'s ranking with that affect.
+
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            tau: valence gate; ``None`` uses ``config.query_affect_gate_tau``.
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            RuntimeError: without an appraisal engine.
+            ValueError: ``tau`` not a finite number >= 0.
+        """
+        gate = self.config.query_affect_gate_tau if tau is None else tau
+        gate = in_range("tau", gate, 0.0, float("inf"))
+        affect = self._appraise_query(query)
+        if abs(affect.valence) < gate:
+            return self.retrieve(query, top_k, precomputed_weights=_SEMANTIC_ONLY)
         return self.retrieve(query, top_k, query_affect=affect)
 
     # ------------------------------------------------------------------ store access
@@ -1252,16 +1332,18 @@ class EmotionalMemory:
         memory_id: str,
         *,
         content: str | None = None,
+        tag: EmotionalTag | None = None,
         metadata: dict[str, Any] | None = None,
         embedding: Sequence[float] | None = None,
     ) -> Memory:
-        """Change a memory's content, metadata or embedding.
+        """Change a memory's content, tag, metadata or embedding.
 
-        A new content is re-embedded unless ``embedding`` is given. The tag is kept.
+        A new content is re-embedded unless ``embedding`` is given.
 
         Args:
             memory_id: The memory's id.
             content: New text (``None`` keeps the old one).
+            tag: New :class:`EmotionalTag` (``None`` keeps the old one).
             metadata: New metadata, replacing the old dict (``None`` keeps it).
             embedding: New embedding, shape (D,) (``None`` keeps it, or re-embeds a
                 new ``content``).
@@ -1275,12 +1357,13 @@ class EmotionalMemory:
             ValueError: bad content length or embedding values.
         """
         with store_transaction(self.store):  # the current row, changed in one transaction
-            return self._update_memory(memory_id, content, metadata, embedding)
+            return self._update_memory(memory_id, content, tag, metadata, embedding)
 
     def _update_memory(
         self,
         memory_id: str,
         content: str | None,
+        tag: EmotionalTag | None,
         metadata: dict[str, Any] | None,
         embedding: Sequence[float] | None,
     ) -> Memory:
@@ -1290,6 +1373,10 @@ class EmotionalMemory:
         updates: dict[str, Any] = {}
         if content is not None:
             updates["content"] = self._check_content(content)
+        if tag is not None:
+            if not isinstance(tag, EmotionalTag):
+                raise TypeError(f"tag must be an EmotionalTag or None, got {type(tag).__name__}")
+            updates["tag"] = tag
         if metadata is not None:
             updates["metadata"] = dict(self._check_metadata(metadata) or {})
         if embedding is not None:
@@ -1436,21 +1523,21 @@ class EmotionalMemory:
         return self._state
 
     @_synchronized_state
-    def set_affect(self, affect: CoreAffect) -> AffectiveState:
+    def set_affect(self, core_affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into the state (momentum and mood follow).
 
         Args:
-            affect: The observed core affect.
+            core_affect: The observed core affect.
 
         Returns:
             The new state (persisted first when a state store is configured).
 
         Raises:
-            TypeError: If ``affect`` is not a ``CoreAffect``.
+            TypeError: If ``core_affect`` is not a ``CoreAffect``.
         """
-        if not isinstance(affect, CoreAffect):
-            raise TypeError("affect must be a CoreAffect")
-        return self._adopt(self._update_state(affect, self._now()))
+        if not isinstance(core_affect, CoreAffect):
+            raise TypeError("core_affect must be a CoreAffect")
+        return self._adopt(self._update_state(core_affect, self._now()))
 
     @_synchronized_state
     def reset_state(self) -> None:
@@ -1466,21 +1553,24 @@ class EmotionalMemory:
         return self._state.snapshot()
 
     @_synchronized_state
-    def load_state(self, snapshot: dict[str, Any]) -> None:
-        """Restore a snapshot from :meth:`save_state`.
+    def load_state(self, data: dict[str, Any]) -> None:
+        """Restore a snapshot from :meth:`save_state` (of this library or the original).
 
         Args:
-            snapshot: A dict from :meth:`save_state`; persisted when a state store is
-                configured.
+            data: A snapshot dict; persisted when a state store is configured.
         """
-        self._adopt(AffectiveState.restore(snapshot))
+        self._adopt(AffectiveState.restore(data))
 
     @_synchronized
-    def persist_state(self) -> None:
-        """Write the state to the state store (ValueError without one)."""
-        if self.state_store is None:
-            raise ValueError("persist_state needs a state_store")
-        self.state_store.save(self._state.snapshot())
+    def persist_state(self) -> dict[str, Any]:
+        """Write the state to the state store, when one is configured.
+
+        Returns:
+            The state's snapshot (as :meth:`save_state`), also without a state store.
+        """
+        if self.state_store is not None:
+            self._persist(self._state)
+        return self._state.snapshot()
 
     @_synchronized
     def restore_persisted_state(self) -> bool:
@@ -1492,10 +1582,13 @@ class EmotionalMemory:
         """
         if self.state_store is None:
             return False
-        snapshot = self.state_store.load()
-        if snapshot is None:
+        loaded: Any = self.state_store.load()
+        if loaded is None:
             return False
-        self._state = AffectiveState.restore(snapshot)
+        # Stores of the original protocol return a state; older ones a snapshot dict.
+        self._state = loaded if isinstance(loaded, AffectiveState) else AffectiveState.restore(
+            loaded
+        )
         return True
 
     @_synchronized
@@ -1524,8 +1617,11 @@ class EmotionalMemory:
 
     @_synchronized
     def close(self) -> None:
-        """Close the store and state store when they can be closed."""
-        for obj in (self.store, self.state_store):
+        """Close the store, the state store and the appraisal engine when they can be.
+
+        The embedder is not closed: the caller owns it (as in the original).
+        """
+        for obj in (self.store, self.state_store, self.appraisal_engine):
             close = getattr(obj, "close", None)
             if callable(close):
                 close()

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Protocol, runtime_checkable
 
-from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.models import Memory
+from emotional_memory.state import AffectiveState
 
 
 @runtime_checkable
@@ -148,19 +149,20 @@ class MemoryStore(Protocol):
 class AffectiveStateStore(Protocol):
     """Persistence for the engine's affective state snapshot."""
 
-    def save(self, snapshot: dict[str, Any]) -> None:
-        """Store the snapshot (replacing any previous one).
+    def save(self, state: AffectiveState) -> None:
+        """Store the state (replacing any previous one).
 
         Args:
-            snapshot: A JSON-able dict from ``AffectiveState.snapshot()``.
+            state: The engine's current ``AffectiveState``.
         """
         ...
 
-    def load(self) -> dict[str, Any] | None:
-        """Read the stored snapshot.
+    def load(self) -> AffectiveState | None:
+        """Read the stored state.
 
         Returns:
-            The stored snapshot, or None when nothing is stored.
+            The stored state, or None when nothing is stored. (The engine also
+            accepts a snapshot dict here, from stores written for older versions.)
         """
         ...
 
@@ -173,15 +175,17 @@ class AffectiveStateStore(Protocol):
 class AppraisalEngine(Protocol):
     """Appraises an event description (Scherer's stimulus evaluation checks)."""
 
-    def appraise(self, content: str, context: dict[str, Any] | None = None) -> AppraisalVector:
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
         """Appraise an event.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information for the appraiser.
 
         Returns:
-            The appraisal of ``content``.
+            The appraisal of ``event_text``.
         """
         ...
 
@@ -289,16 +293,16 @@ class AsyncAppraisalEngine(Protocol):
     """Async counterpart of :class:`AppraisalEngine`."""
 
     async def appraise(
-        self, content: str, context: dict[str, Any] | None = None
-    ) -> AppraisalVector:
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
         """Appraise an event.
 
         Args:
-            content: The event description.
+            event_text: The event description.
             context: Optional extra information for the appraiser.
 
         Returns:
-            The appraisal of ``content``.
+            The appraisal of ``event_text``.
         """
         ...
 

@@ -120,16 +120,17 @@ class MoodField(BaseModel):
             + (self.dominance - other.dominance) ** 2
         )
 
-    def regress(self, now: datetime, cfg: MoodDecayConfig) -> MoodField:
+    def regress(self, now: datetime, config: MoodDecayConfig) -> MoodField:
         """Relax towards the baseline for the time elapsed since ``timestamp``.
 
         Args:
             now: aware datetime; times before ``timestamp`` count as no elapsed time.
-            cfg: decay parameters.
+            config: decay parameters (the original's keyword name).
 
         Returns:
             A new MoodField stamped ``now`` (inertia unchanged).
         """
+        cfg = config
         elapsed = max(0.0, (aware("now", now) - self.timestamp).total_seconds())
         half_life = cfg.base_half_life_seconds * (1.0 + self.inertia * cfg.inertia_scale)
         f = math.exp(-elapsed * math.log(2.0) / half_life)

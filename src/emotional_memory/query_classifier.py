@@ -22,7 +22,6 @@ from typing import Any, Protocol, runtime_checkable
 from emotional_memory._llm import (
     LLMCallable,
     LRUCache,
-    ask_llm,
     check_cache_size,
     check_llm,
     copy_schema,
@@ -235,7 +234,7 @@ class LLMQueryClassifier:
         *,
         cache_size: int = 256,
         fallback_on_error: bool = True,
-        default_type: str = "default",
+        default_type: str = "open_domain",
     ) -> None:
         """Create the classifier.
 
@@ -305,8 +304,9 @@ class LLMQueryClassifier:
 
         Raises:
             TypeError: If ``query`` is not a ``str``.
-            ValueError: If classification fails and ``fallback_on_error`` is false
-                (the original exception is chained as ``__cause__``).
+            Exception: With ``fallback_on_error`` false, whatever the ``llm``
+                callable raised, unchanged; a ValueError when its answer cannot be
+                parsed (the parse error chained as ``__cause__``).
         """
         text = _check_query(query)
         cached = self._cache.get(text)
@@ -314,7 +314,14 @@ class LLMQueryClassifier:
             return cached
 
         try:
-            answer = ask_llm(self._llm, self.build_prompt(text), copy_schema(_JSON_SCHEMA))
+            answer = self._llm(self.build_prompt(text), copy_schema(_JSON_SCHEMA))
+        except Exception:
+            if self._fallback_on_error:
+                return self._default_type
+            raise  # the callable's own exception, unchanged (as the original)
+        try:
+            if not isinstance(answer, str):
+                raise TypeError(f"LLM must return a str, got {type(answer).__name__}")
             result = _parse_answer(answer)
         except Exception as exc:
             if self._fallback_on_error:
@@ -327,6 +334,7 @@ class LLMQueryClassifier:
     def __repr__(self) -> str:
         return (
             f"{type(self).__name__}(cache_size={self._cache_size}, "
+            f"cached={len(self._cache)}, "
             f"fallback_on_error={self._fallback_on_error}, "
             f"default_type={self._default_type!r})"
         )

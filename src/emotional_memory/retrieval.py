@@ -10,7 +10,9 @@ runtime path share one implementation.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -36,6 +38,7 @@ from emotional_memory._validation import (
     positive_int,
     weight_vector,
 )
+from emotional_memory.affect import MAX_PAD_DISTANCE as MAX_PAD_DISTANCE
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import (
@@ -244,12 +247,12 @@ class RetrievalSignals(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    semantic_similarity: float
-    mood_congruence: float
-    affect_proximity: float
-    momentum_alignment: float
-    recency: float
-    resonance: float
+    semantic_similarity: float = 0.0
+    mood_congruence: float = 0.0
+    affect_proximity: float = 0.0
+    momentum_alignment: float = 0.0
+    recency: float = 0.0
+    resonance: float = 0.0
 
     def total(self) -> float:
         """Return the sum of all six signals (left to right).
@@ -307,16 +310,21 @@ class RetrievalExplanation(BaseModel):
     memory: Memory
     score: float
     breakdown: RetrievalBreakdown
-    activation_level: float
-    pass1_rank: int
-    pass2_rank: int
-    selected_as_seed: bool
-    candidate_count: int
+    activation_level: float = 0.0
+    pass1_rank: int | None = None
+    pass2_rank: int | None = None
+    selected_as_seed: bool = False
+    candidate_count: int = 0
 
 
-@dataclass(frozen=True)
-class RankedMemory:
-    """A candidate with its score and breakdown in one pass of the plan."""
+class RankedMemory(BaseModel):
+    """A candidate with its score and breakdown in one pass of the plan.
+
+    A frozen pydantic model, as in the original (the plan builds it without
+    re-validating the memory).
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     memory: Memory
     score: float
@@ -650,11 +658,12 @@ def build_retrieval_plan(
     current_mood: MoodField,
     current_momentum: AffectiveMomentum,
     candidates: Sequence[Memory],
-    now: datetime,
-    decay_config: DecayConfig,
-    retrieval_config: RetrievalConfig,
-    top_k: int,
+    top_k: Any,
+    now: Any,
+    decay_config: Any,
+    retrieval_config: Any,
     propagation_hops: int = 2,
+    spreading_activation_fn: Callable[..., dict[str, float]] | None = None,
     precomputed_weights: NDArray[np.float64] | None = None,
     enable_resonance: bool = True,
 ) -> RetrievalPlan:
@@ -663,25 +672,37 @@ def build_retrieval_plan(
     Pass 1 scores everything without activation and sorts (stable, descending); the
     pass-1 top_k seed spreading activation; pass 2 rescores with it when any spread.
 
+    The signature is the original's. The earlier order of this library,
+    ``(..., candidates, now, decay_config, retrieval_config, top_k, ...)``, is
+    recognised (a datetime in the ``top_k`` position) and still works.
+
     Args:
         query_embedding, query_affect, current_mood, current_momentum: query features.
         candidates: memories to rank, in candidate order (ties keep it).
+        top_k: number of seeds (>= 1).
         now: aware datetime.
         decay_config, retrieval_config: configs.
-        top_k: number of seeds (>= 1).
         propagation_hops: hops of spreading activation (1..5).
+        spreading_activation_fn: ``(seed_ids: set[str], candidates: list[Memory],
+            hops: int) -> dict[str, float]``; ``None`` or
+            :func:`~emotional_memory.resonance.spreading_activation` use the compiled
+            plan, any other function is called for the activation of pass 2.
         precomputed_weights: optional (6,) final weights (e.g. after ablation).
         enable_resonance: False skips spreading activation (pass 2 = pass 1).
 
     Returns:
         :class:`RetrievalPlan`.
     """
+    if isinstance(top_k, datetime):  # this library's earlier positional order
+        top_k, now, decay_config, retrieval_config = retrieval_config, top_k, now, decay_config
     try:
         top_k = positive_int("top_k", top_k)
     except TypeError as exc:  # the plan reports every bad top_k as a ValueError
         raise ValueError(str(exc)) from exc
     if not 1 <= int(propagation_hops) <= 5:
         raise ValueError(f"propagation_hops must lie in [1, 5], got {propagation_hops}")
+    if spreading_activation_fn is not None and not callable(spreading_activation_fn):
+        raise TypeError("spreading_activation_fn must be callable or None")
     _check_query_embedding(query_embedding)
     cands = list(candidates)
     params = scoring_params(retrieval_config, decay_config)
@@ -693,11 +714,33 @@ def build_retrieval_plan(
         )
     if not cands:
         return RetrievalPlan(weights=weights, pass1=[], pass2=[], candidate_count=0, now=now)
+    from emotional_memory.resonance import spreading_activation
+
+    custom = spreading_activation_fn not in (None, spreading_activation)
     arrays, query = rank_candidates(
         query_embedding, query_affect, current_mood, current_momentum, cands, now, params,
-        weights, top_k, int(propagation_hops), enable_resonance,
+        weights, top_k, int(propagation_hops), enable_resonance and not custom,
     )
-    return plan_from_arrays(cands, arrays, now, query)
+    plan = plan_from_arrays(cands, arrays, now, query)
+    if not (custom and enable_resonance):
+        return plan
+    assert spreading_activation_fn is not None
+    activation = dict(
+        spreading_activation_fn(set(plan.seed_ids), list(cands), int(propagation_hops))
+    )
+    if not activation:
+        return plan
+    w = arrays.weights.tolist()
+    rescored = []
+    for i, memory in enumerate(cands):
+        raw = arrays.raw1[i].tolist()
+        raw[5] = float(activation.get(memory.id, 0.0))
+        bd = breakdown_from_values(w, raw)
+        rescored.append(
+            RankedMemory.model_construct(memory=memory, score=bd.total_score, breakdown=bd)
+        )
+    pass2 = sorted(rescored, key=lambda r: -r.score if r.score == r.score else math.inf)
+    return dataclasses.replace(plan, pass2=pass2, activation_map=activation)
 
 
 def rank_candidates(
@@ -802,7 +845,11 @@ def plan_from_arrays(
         out = []
         for i in order.tolist():
             bd = breakdown_from_values(w, raw[i].tolist())
-            out.append(RankedMemory(memory=candidates[i], score=bd.total_score, breakdown=bd))
+            out.append(
+                RankedMemory.model_construct(
+                    memory=candidates[i], score=bd.total_score, breakdown=bd
+                )
+            )
         return out
 
     pass1 = ranked(arrays.order1, arrays.raw1)

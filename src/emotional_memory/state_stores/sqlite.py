@@ -25,6 +25,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores.in_memory import snapshot_of
+from emotional_memory.stores.original_layout import migrate_state
 from emotional_memory.stores.sqlite import SQLiteStore, open_connection
 
 _CREATE = """CREATE TABLE IF NOT EXISTS affective_state (
@@ -46,7 +49,7 @@ class SQLiteAffectiveStateStore:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] = ":memory:",
         *,
         key: str = "default",
         check_same_thread: bool = False,
@@ -54,8 +57,12 @@ class SQLiteAffectiveStateStore:
     ) -> None:
         """Open (creating if needed) the state table in the database at ``path``.
 
+        A state table written by the original library (0.18.1) is migrated once, in
+        one transaction (its slot ``'current'`` becomes key ``'default'``).
+
         Args:
-            path: database file; may be the file of a :class:`SQLiteStore`.
+            path: database file; may be the file of a :class:`SQLiteStore`;
+                ``":memory:"`` (the default, as in the original) is private.
             key: which state row this store reads and writes.
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
@@ -64,6 +71,7 @@ class SQLiteAffectiveStateStore:
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
         self._lock: AbstractContextManager[Any] = threading.RLock()
+        migrate_state(path, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread
         )
@@ -126,18 +134,18 @@ class SQLiteAffectiveStateStore:
         """The state row this store reads and writes."""
         return self._key
 
-    def save(self, snapshot: dict[str, Any]) -> None:
-        """Store ``snapshot`` (upsert, in its own transaction or the shared store's).
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state`` (upsert, in its own transaction or the shared store's).
 
         Args:
-            snapshot: a JSON-able dict such as :meth:`AffectiveState.snapshot` returns.
+            state: an :class:`AffectiveState`, or a JSON-able snapshot dict such as
+                :meth:`AffectiveState.snapshot` returns.
 
         Raises:
-            TypeError: when ``snapshot`` is not a dict or not JSON-serialisable.
+            TypeError: when ``state`` is neither, or not JSON-serialisable.
             ValueError: when it holds NaN or infinite numbers.
         """
-        if not isinstance(snapshot, dict):
-            raise TypeError(f"snapshot must be a dict, got {type(snapshot).__name__}")
+        snapshot = snapshot_of(state)
         try:
             text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
         except TypeError as exc:
@@ -148,8 +156,18 @@ class SQLiteAffectiveStateStore:
         with self._transaction():
             self._connection().execute(_UPSERT, (self._key, text, now))
 
-    def load(self) -> dict[str, Any] | None:
-        """The stored snapshot.
+    def load(self) -> AffectiveState | None:
+        """The stored state (the original library's protocol).
+
+        Returns:
+            The restored :class:`AffectiveState`, or None when nothing is stored
+            under this key.
+        """
+        stored = self.load_snapshot()
+        return None if stored is None else AffectiveState.restore(stored)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict.
 
         Returns:
             A new dict, or None when nothing is stored under this key.

@@ -42,6 +42,7 @@ from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.original_layout import migrate_memories
 
 SCHEMA_VERSION = 1
 _FLOAT32_LE = np.dtype("<f4")
@@ -283,15 +284,19 @@ class SQLiteStore:
 
     def __init__(
         self,
-        path: str | os.PathLike[str],
+        path: str | os.PathLike[str] = ":memory:",
         *,
         check_same_thread: bool = False,
         timeout: float = 30.0,
     ) -> None:
         """Open (creating if needed) the store at ``path``.
 
+        A file written by the original library (0.18.1) is migrated once, in one
+        transaction, to this layout (see :mod:`emotional_memory.stores.original_layout`).
+
         Args:
-            path: database file; ``":memory:"`` gives a private, non-durable database.
+            path: database file; ``":memory:"`` (the default, as in the original)
+                gives a private, non-durable database.
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
 
@@ -300,6 +305,7 @@ class SQLiteStore:
         """
         self._path = check_path(path)
         self._lock = threading.RLock()
+        migrate_memories(path, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=lambda conn: _check_foreign(conn, self._path),
@@ -367,6 +373,21 @@ class SQLiteStore:
                 raise RuntimeError("cannot refresh inside a transaction")
             self._data_version = None
             self._load()
+
+    def rebuild_vector_index(self) -> int:
+        """Rebuild the search index from the table (the original's sqlite-vec method).
+
+        The index here is the in-memory column cache, so this is :meth:`refresh`.
+
+        Returns:
+            The number of memories with an embedding now indexed.
+
+        Raises:
+            RuntimeError: inside a transaction.
+        """
+        with self._lock:
+            self.refresh()
+            return sum(1 for m in self._cache.list_all() if m.embedding)
 
     # ------------------------------------------------------------- transactions
 
