@@ -46,7 +46,7 @@ from emotional_memory.retrieval import (
 )
 from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
-from emotional_memory.stores import in_memory as in_memory_module
+from emotional_memory.stores import _search as search_module
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 MODES = ("float64", "float32", "float16", "bfloat16")
@@ -398,8 +398,8 @@ def tricky_vectors(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray 
 @pytest.fixture
 def force_jax(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Route every search of the store through its jitted XLA programs."""
-    monkeypatch.setattr(in_memory_module, "_JAX_MIN_ROWS", 0)
-    monkeypatch.setattr(in_memory_module, "_HALF_JAX_MIN_ROWS", 0)
+    monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 0)
+    monkeypatch.setattr(search_module, "_HALF_JAX_MIN_ROWS", 0)
     yield
 
 

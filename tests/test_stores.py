@@ -347,7 +347,7 @@ def test_search_partition_path_matches_full_sort(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Force the argpartition branch on a small bank with many ties."""
-    import emotional_memory.stores.in_memory as in_memory
+    import emotional_memory.stores._search as search_module
 
     rng = np.random.default_rng(11)
     vectors = rng.integers(-2, 3, size=(400, 3)).astype(float)  # lots of exact ties
@@ -359,7 +359,7 @@ def test_search_partition_path_matches_full_sort(
         for qi, q in enumerate(queries)
         for k in (1, 3, 17, 60)
     }
-    monkeypatch.setattr(in_memory, "_PARTITION_MIN_ROWS", 0)
+    monkeypatch.setattr(search_module, "_PARTITION_MIN_ROWS", 0)
     for (qi, k), want in expected.items():
         assert ids(store.search_by_embedding(queries[qi], k)) == want
 

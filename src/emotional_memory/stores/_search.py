@@ -1,0 +1,494 @@
+"""Exact cosine search over the search matrix: single, batched, numpy or jitted JAX.
+
+Every mode returns exactly the float64 SPEC answer (cosine; NaN and zero-norm rows
+count 0; ties by insertion order). A float32 product ranks approximately (numpy for
+small stores, one jitted XLA program on the matrix shared zero-copy above
+``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
+whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
+row reach the k-th exact score. Batched searches rank a block of queries with one
+matrix-matrix product, then finish each query as a single search does.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.stores._precision import (
+    _NORM_MAX,
+    _NORM_MIN,
+    EmbeddingPrecision,
+    _norm,
+)
+
+# Below this many embedded rows a full stable argsort beats argpartition.
+_PARTITION_MIN_ROWS = 2048
+# From this many rows on, the approximate search runs as one jitted XLA program
+# (product + top-k on the matrix shared zero-copy, as the bare ``E @ q`` +
+# ``lax.top_k`` baseline does); below it numpy is faster (no dispatch). Half precision
+# switches earlier: numpy has no fast float16/bfloat16 product.
+_JAX_MIN_ROWS = 8192
+_HALF_JAX_MIN_ROWS = 8192
+_HALF_CHUNK = 4096
+# Approximate rows fetched per half-precision search (room for pool widening).
+_HALF_TOP = 256
+# Batched searches: queries per block and rows per scan step.
+_QUERY_BLOCK = 256
+_BLOCK_CHUNK = 16384
+# Rows rescored in float64 beyond k (before any widening).
+_POOL_MARGIN = 8
+
+
+@functools.cache
+def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]:
+    """Jitted ``(scores, top, top_many)`` over a search matrix of ``mode``.
+
+    ``scores(matrix, scale, bias, query, last, step)`` is
+    ``(matrix @ query) * scale + bias`` in float32, ``-inf`` on rows after ``last``
+    (half matrices are upcast a chunk at a time); ``top(..., count)`` is its
+    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, step, count)`` is
+    the top ``count`` per query of a (B, D) block, scanning the rows in chunks with a
+    running top-k, so memory stays O(B * chunk).
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from emotional_memory.kernel.chunked_topk import merge_top_k
+
+    highest = jax.lax.Precision.HIGHEST
+
+    def upcast(block: Any) -> Any:
+        if mode == "bfloat16":
+            block = jax.lax.bitcast_convert_type(block, jnp.bfloat16)
+        return block.astype(jnp.float32)
+
+    def scores(matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int) -> Any:
+        rows, dim = matrix.shape
+        if mode == "float32":
+            dots = jnp.matmul(matrix, query, precision=highest)
+        else:
+            chunk = min(_HALF_CHUNK, step)
+            blocks = matrix.reshape(rows // chunk, chunk, dim)
+            dots = jax.lax.map(
+                lambda b: jnp.matmul(upcast(b), query, precision=highest), blocks
+            ).reshape(rows)
+        return jnp.where(jnp.arange(rows) <= last, dots * scale + bias, -jnp.inf)
+
+    def top(
+        matrix: Any, scale: Any, bias: Any, query: Any, last: Any, step: int, count: int
+    ) -> Any:
+        return jax.lax.top_k(scores(matrix, scale, bias, query, last, step), count)
+
+    def top_many(
+        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, step: int, count: int
+    ) -> Any:
+        rows = matrix.shape[0]
+        chunk = min(_BLOCK_CHUNK, step)
+        n_queries = queries.shape[0]
+
+        def body(carry: Any, chunk_id: Any) -> tuple[Any, None]:
+            start = chunk_id * chunk
+            block = jax.lax.dynamic_slice_in_dim(matrix, start, chunk, axis=0)
+            block_scale = jax.lax.dynamic_slice_in_dim(scale, start, chunk, axis=0)
+            block_bias = jax.lax.dynamic_slice_in_dim(bias, start, chunk, axis=0)
+            dots = jnp.matmul(queries, upcast(block).T, precision=highest)
+            row = start + jnp.arange(chunk, dtype=jnp.int32)
+            chunk_scores = jnp.where(
+                row[None, :] <= lasts[:, None],
+                dots * block_scale[None, :] + block_bias[None, :],
+                -jnp.inf,
+            )
+            best_scores, best_index = carry
+            return merge_top_k(best_scores, best_index, chunk_scores, start, count), None
+
+        init = (
+            jnp.full((n_queries, count), -jnp.inf, jnp.float32),
+            jnp.full((n_queries, count), -1, jnp.int32),
+        )
+        (values, index), _ = jax.lax.scan(body, init, jnp.arange(rows // chunk, dtype=jnp.int32))
+        return values, index
+
+    return (
+        jax.jit(scores, static_argnames=("step",)),
+        jax.jit(top, static_argnames=("step", "count")),
+        jax.jit(top_many, static_argnames=("step", "count")),
+    )
+
+
+def _count_bucket(count: int, rows: int) -> int:
+    """``count`` rounded up to a power of two (>= 32, <= rows): fewer compiled shapes."""
+    return min(rows, max(32, 1 << (count - 1).bit_length()))
+
+
+def _check_top_k(top_k: object) -> None:
+    if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
+        raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+
+
+def _stable_top(keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest ``keys``, ascending, ties by position."""
+    n = keys.shape[0]
+    k = min(k, n)
+    if n <= _PARTITION_MIN_ROWS or k * 4 >= n:
+        return np.argsort(keys, kind="stable")[:k]
+    # Partition out the k best, then widen to every row tied with the k-th value so
+    # ties at the cut still resolve by position.
+    cut = np.partition(keys, k - 1)[k - 1]
+    pool = np.flatnonzero(keys <= cut)
+    return pool[np.argsort(keys[pool], kind="stable")[:k]]
+
+
+class EmbeddingSearch(EmbeddingPrecision):
+    """The search of :class:`~emotional_memory.stores.InMemoryStore` as row indices.
+
+    A mixin (see :class:`~emotional_memory.stores._rows.RowColumns`); callers hold the
+    store's lock.
+    """
+
+    def _search_rows(
+        self, embedding: Sequence[float], top_k: int, limit: int | None = None
+    ) -> np.ndarray:
+        """Cache row indices of :meth:`search_by_embedding`'s answer.
+
+        Args:
+            embedding: the (D,) query vector.
+            top_k: how many rows at most.
+            limit: only rows ``<= limit`` are eligible (default: all).
+
+        Returns:
+            An int64 array of row indices into the cache, best first.
+        """
+        _check_top_k(top_k)
+        empty = np.zeros(0, dtype=np.int64)
+        if top_k <= 0 or self._n_embedded == 0 or self._dim is None:
+            return empty
+        last = self._size - 1 if limit is None else min(int(limit), self._size - 1)
+        query = self._check_query(embedding)
+        searchable = self._count_searchable(last)
+        k = min(int(top_k), searchable)
+        if k == 0:
+            return empty
+        if query.shape[0] == 0:
+            return self._searchable_rows(last)[:k]
+        query_norm = _norm(query)
+        if query_norm == 0.0:
+            return self._searchable_rows(last)[:k]
+        if self._mode == "float64":
+            return self._search_exact(query, query_norm, k, last)
+        if not math.isfinite(query_norm):
+            # Every float64 similarity is NaN (or 0) then, so all count as 0.
+            return self._searchable_rows(last)[:k]
+        if not _NORM_MIN <= query_norm <= _NORM_MAX:
+            return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
+        pool_size = self._pool_size(k, searchable)
+        if pool_size >= searchable:
+            return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
+        query_unit = (query / query_norm).astype(np.float32)
+        rows, values = self._approximate_top(query_unit, pool_size + 1, last)
+        return self._finish_pooled(query, query_norm, query_unit, k, rows, values, last, pool_size)
+
+    def _check_query(self, embedding: Sequence[float]) -> np.ndarray:
+        """The query as float64; ValueError on a bad shape or a dimension mismatch."""
+        query = np.asarray(embedding, dtype=np.float64)
+        if query.ndim != 1:
+            raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
+        if query.shape[0] and query.shape[0] != self._dim:
+            raise ValueError(
+                f"embedding length mismatch: query has {query.shape[0]}, "
+                f"the store holds dimension {self._dim}"
+            )
+        return query
+
+    def _count_searchable(self, last: int) -> int:
+        if last >= self._size - 1:
+            return self._n_embedded
+        return int(np.count_nonzero(self._valid[: last + 1] & self._has[: last + 1]))
+
+    def _pool_size(self, k: int, searchable: int) -> int:
+        # The pool is small; the bound check in _finish_pooled widens it when needed.
+        # Special rows carry +inf, so they always fall inside the pool.
+        return min(searchable, k + max(_POOL_MARGIN, k // 2) + self._n_special)
+
+    def _searchable_rows(self, last: int | None = None) -> np.ndarray:
+        end = self._size if last is None else last + 1
+        return np.flatnonzero(self._valid[:end] & self._has[:end])
+
+    def _search_exact(self, query: np.ndarray, query_norm: float, k: int, last: int) -> np.ndarray:
+        """The float64 search over the raw matrix (``"float64"`` mode)."""
+        rows = self._searchable_rows(last)
+        norms = self._norms[rows]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            dots = self._matrix[: last + 1, : self._dim] @ query
+            sims = dots[rows] / (norms * query_norm)
+        # A zero-norm row (its squares may have underflowed) counts as 0, as does NaN.
+        sims = np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
+        return rows[_stable_top(-sims, k)]
+
+    def _exact_similarities(
+        self, rows: np.ndarray, query: np.ndarray, query_norm: float
+    ) -> np.ndarray:
+        """Float64 cosines of ``rows`` from the stored embeddings (SPEC 5)."""
+        vectors = self._exact_rows(rows)
+        norms = self._norms[rows]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            # A row-wise multiply-reduce, not a matrix product: every row is summed in
+            # the same order wherever it sits, so equal embeddings tie exactly (and
+            # ties resolve by insertion order); BLAS kernels may round rows differently.
+            dots = np.multiply(vectors, query).sum(axis=1)
+            sims = dots / (norms * query_norm)
+        return np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
+
+    def _rank_exact(
+        self, rows: np.ndarray, query: np.ndarray, query_norm: float, k: int
+    ) -> np.ndarray:
+        """``rows`` (ascending) ranked by exact cosine, ties by row; the best ``k``."""
+        rows = np.sort(rows)
+        sims = self._exact_similarities(rows, query, query_norm)
+        return rows[_stable_top(-sims, k)]
+
+    def _use_jax(self) -> bool:
+        limit = _JAX_MIN_ROWS if self._mode == "float32" else _HALF_JAX_MIN_ROWS
+        return self._size >= limit
+
+    def _jax_operands(self) -> tuple[Any, Any, Any, int]:
+        """The first rows of matrix, scale and bias as JAX arrays, shared without a
+        copy, and the row step.
+
+        The row count is rounded up to a multiple of ``step = capacity / 8``, so a
+        growing store compiles at most 8 shapes per capacity while multiplying at most
+        1/8 of the capacity in unused rows (their bias is -inf).
+        """
+        import jax
+
+        step = max(1, self._capacity // 8)
+        rows = min(self._capacity, -(-self._size // step) * step)
+        # Zero-copy hand-off (the matrix is 64-byte aligned); results are fetched
+        # before the lock is released, so no write can race the computation.
+        matrix = jax.dlpack.from_dlpack(self._matrix[:rows])
+        scale = jax.dlpack.from_dlpack(self._scale[:rows])
+        bias = jax.dlpack.from_dlpack(self._bias[:rows])
+        return matrix, scale, bias, step
+
+    def _approximate(self, query_unit: np.ndarray, last: int) -> np.ndarray:
+        """Approximate cosines (float32) plus the row bias of rows ``[:last + 1]``."""
+        end = last + 1
+        if self._use_jax():
+            scores, _, _ = _jax_search(self._mode)
+            matrix, scale, bias, step = self._jax_operands()
+            out = scores(matrix, scale, bias, query_unit, np.int32(last), step=step)
+            return np.asarray(out)[:end]
+        block = self._matrix[:end]
+        if self._mode != "float32":
+            block = self._upcast(block)
+        return np.asarray(block @ query_unit) * self._scale[:end] + self._bias[:end]
+
+    def _approximate_top(
+        self, query_unit: np.ndarray, count: int, last: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """At least the ``count`` rows ``<= last`` with the highest approximate cosine
+        (plus bias), best first, and their values.
+
+        The jitted path returns a power-of-two bucket of rows (>= 256 for half
+        precision, whose wider rounding bound often needs rows past the pool: then
+        :meth:`_finish_pooled` finds them in this list instead of a second pass).
+        """
+        if self._use_jax():
+            _, top, _ = _jax_search(self._mode)
+            matrix, scale, bias, step = self._jax_operands()
+            wanted = count if self._mode == "float32" else max(count, _HALF_TOP)
+            bucket = _count_bucket(wanted, int(matrix.shape[0]))
+            values, rows = top(
+                matrix, scale, bias, query_unit, np.int32(last), step=step, count=bucket
+            )
+            return np.asarray(rows).astype(np.int64), np.asarray(values)
+        approx = self._approximate(query_unit, last)
+        part = np.argpartition(-approx, count - 1)[:count]
+        order = np.argsort(-approx[part], kind="stable")
+        return part[order].astype(np.int64), approx[part[order]]
+
+    def _finish_pooled(
+        self,
+        query: np.ndarray,
+        query_norm: float,
+        query_unit: np.ndarray,
+        k: int,
+        rows: np.ndarray,
+        values: np.ndarray,
+        last: int,
+        pool_size: int,
+    ) -> np.ndarray:
+        """Exact top-k from the approximate top rows (best first, at least
+        ``pool_size + 1`` of them).
+
+        The pool's cosines are recomputed in float64; if the k-th exact score does not
+        beat the best approximate score left outside the pool by more than the
+        rounding bound, every row within the bound of it is rescored too.
+        """
+        pool = np.sort(rows[:pool_size])
+        outside_best = float(values[pool_size])
+        sims = self._exact_similarities(pool, query, query_norm)
+        order = _stable_top(-sims, k)
+        kth = float(sims[order[-1]])
+        bound = self._error_bound()
+        if kth > outside_best + bound:
+            return pool[order]
+        threshold = np.float32(kth - bound)
+        if float(threshold) > kth - bound:  # rounded up to float32: step down once
+            threshold = np.nextafter(threshold, np.float32(-np.inf))
+        if values[-1] < threshold:  # every row above the threshold is in the list
+            extra = rows[values >= threshold]
+        else:
+            extra = np.flatnonzero(self._approximate(query_unit, last) >= threshold)
+        return self._rank_exact(np.union1d(pool, extra), query, query_norm, k)
+
+    def _search_rows_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        visible_until: Sequence[str] | None,
+    ) -> list[np.ndarray | None]:
+        """Cache row indices of :meth:`search_by_embedding_batch`'s answers, per query."""
+        n_queries = len(embeddings)
+        if visible_until is not None and len(visible_until) != n_queries:
+            raise ValueError(
+                f"visible_until must have one id per query ({n_queries}), "
+                f"got {len(visible_until)}"
+            )
+        last_row = self._size - 1
+        limits = (
+            [last_row] * n_queries
+            if visible_until is None
+            else [self._row_of[memory_id] for memory_id in visible_until]
+        )
+        answers: list[np.ndarray | None] = [None] * n_queries
+        batched: list[int] = []
+        units: list[np.ndarray] = []
+        for j, emb in enumerate(embeddings):
+            plain = (
+                top_k <= 0
+                or self._n_embedded == 0
+                or self._dim is None
+                or self._mode == "float64"
+                or emb is None
+                or len(emb) == 0
+            )
+            if not plain:
+                query = self._check_query(emb)  # type: ignore[arg-type]
+                norm = _norm(query)
+                plain = not _NORM_MIN <= norm <= _NORM_MAX  # also 0, NaN, inf
+            if plain:
+                answers[j] = self._search_rows(emb or [], top_k, limits[j])
+            else:
+                batched.append(j)
+                units.append((query / norm).astype(np.float32))
+        if batched:
+            self._finish_batch(embeddings, top_k, limits, batched, units, answers)
+        return answers
+
+    def _finish_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        limits: list[int],
+        batched: list[int],
+        units: list[np.ndarray],
+        answers: list[np.ndarray | None],
+    ) -> None:
+        """Approximate top pools of many queries at once, then exact finishing."""
+        counts = {j: self._count_searchable(limits[j]) for j in batched}
+        pools = {j: self._pool_size(min(top_k, counts[j]), counts[j]) for j in batched}
+        need = max(pools.values()) + 1
+        use_block = self._use_jax() and need <= self._size
+        if use_block:
+            _, _, top_many = _jax_search(self._mode)
+            matrix, scale, bias, step = self._jax_operands()
+            wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
+            bucket = _count_bucket(wanted, int(matrix.shape[0]))
+            for start in range(0, len(batched), _QUERY_BLOCK):
+                block = batched[start : start + _QUERY_BLOCK]
+                query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
+                query_block[: len(block)] = units[start : start + len(block)]
+                last = np.full(_QUERY_BLOCK, -1, np.int32)
+                last[: len(block)] = [limits[j] for j in block]
+                values, rows = top_many(
+                    matrix,
+                    scale,
+                    bias,
+                    query_block,
+                    last,
+                    step=step,
+                    count=bucket,
+                )
+                values, rows = np.asarray(values), np.asarray(rows)
+                for i, j in enumerate(block):
+                    self._finish_one(
+                        embeddings[j],
+                        top_k,
+                        limits[j],
+                        counts[j],
+                        pools[j],
+                        units[start + i],
+                        rows[i],
+                        values[i],
+                        answers,
+                        j,
+                    )
+            return
+        # Small store: numpy, one matrix-matrix product per block of queries.
+        n = self._size
+        matrix_np = self._matrix[:n]
+        if self._mode != "float32":
+            matrix_np = self._upcast(matrix_np)
+        row_index = np.arange(n)
+        for start in range(0, len(batched), _QUERY_BLOCK):
+            block = batched[start : start + _QUERY_BLOCK]
+            approx = np.stack(units[start : start + len(block)]) @ matrix_np.T
+            approx = approx * self._scale[:n] + self._bias[:n]
+            last = np.asarray([limits[j] for j in block])
+            approx[row_index[None, :] > last[:, None]] = -np.inf
+            for i, j in enumerate(block):
+                count = min(pools[j] + 1, n)
+                part = np.argpartition(-approx[i], count - 1)[:count]
+                order = part[np.argsort(-approx[i, part], kind="stable")]
+                self._finish_one(
+                    embeddings[j],
+                    top_k,
+                    limits[j],
+                    counts[j],
+                    pools[j],
+                    units[start + i],
+                    order,
+                    approx[i, order],
+                    answers,
+                    j,
+                )
+
+    def _finish_one(
+        self,
+        embedding: Sequence[float] | None,
+        top_k: int,
+        last: int,
+        searchable: int,
+        pool_size: int,
+        query_unit: np.ndarray,
+        rows: np.ndarray,
+        values: np.ndarray,
+        answers: list[np.ndarray | None],
+        j: int,
+    ) -> None:
+        k = min(top_k, searchable)
+        if k == 0:
+            answers[j] = np.zeros(0, dtype=np.int64)
+            return
+        if pool_size >= searchable:
+            answers[j] = self._search_rows(embedding or [], top_k, last)
+            return
+        query = np.asarray(embedding, dtype=np.float64)
+        norm = _norm(query)
+        answers[j] = self._finish_pooled(
+            query, norm, query_unit, k, rows.astype(np.int64), values, last, pool_size
+        )

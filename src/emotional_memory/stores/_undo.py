@@ -1,0 +1,133 @@
+"""The transaction undo log of :class:`~emotional_memory.stores.InMemoryStore`.
+
+Inside a transaction every write first logs what it is about to change (an insert,
+or a snapshot of the row it replaces or deletes); a failed block replays its entries
+backwards, so it costs only what it did, not a copy of the whole store. Rolling back
+drops the lexical index, which is rebuilt on next use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import cachetools
+import numpy as np
+
+from emotional_memory.lexical import LexicalIndex
+from emotional_memory.models import Memory
+from emotional_memory.stores._precision import EmbeddingPrecision
+
+
+@dataclass(frozen=True)
+class _RowState:
+    """Everything one row holds, for the undo log."""
+
+    arrays: tuple[np.ndarray, ...]  # one copy per name in InMemoryStore._ROW_ARRAYS
+    matrix_row: np.ndarray
+    content: str | None
+    meta: dict[str, Any] | None
+    links: Any
+    exact: np.ndarray | None  # the float64 embedding kept aside, if any
+    whole: Memory | None
+
+
+@dataclass(frozen=True)
+class _Undo:
+    """One entry of the transaction undo log."""
+
+    kind: Literal["insert", "replace", "delete"]
+    memory_id: str
+    row: int
+    state: _RowState | None
+
+
+class UndoLog(EmbeddingPrecision):
+    """Transaction levels, the undo log and rollback (a mixin, see :class:`RowColumns`)."""
+
+    _undo: list[_Undo]
+    _recent: cachetools.LRUCache[str, Memory]
+    _whole: dict[str, Memory]
+    _lexical: LexicalIndex | None
+
+    def _tx_begin(self) -> int:
+        """Open a (possibly nested) transaction level; returns its undo-log mark."""
+        self._tx_depth += 1
+        return len(self._undo)
+
+    def _tx_commit(self) -> None:
+        """Close a transaction level, keeping its writes."""
+        self._tx_depth -= 1
+        if self._tx_depth == 0:
+            self._undo.clear()
+            self._maybe_compact()
+
+    def _tx_rollback(self, mark: int) -> None:
+        """Close a transaction level, undoing every write logged since ``mark``."""
+        entries = self._undo[mark:]
+        del self._undo[mark:]
+        if entries:  # rebuilt on next use, in the rows' own order (ties keep it)
+            self._lexical = None
+        depth = self._tx_depth
+        self._tx_depth = 0  # undo operations must not log themselves
+        try:
+            for entry in reversed(entries):
+                if entry.kind == "insert":
+                    self._remove(entry.memory_id)
+                else:
+                    assert entry.state is not None
+                    self._restore(
+                        entry.row, entry.memory_id, entry.state, revive=entry.kind == "delete"
+                    )
+        finally:
+            self._tx_depth = depth - 1
+        if self._tx_depth == 0:
+            self._undo.clear()
+            self._maybe_compact()
+
+    def _snapshot(self, row: int) -> _RowState:
+        """Everything ``row`` holds (for the undo log)."""
+        mid = self._row_ids[row]
+        return _RowState(
+            arrays=tuple(np.array(getattr(self, name)[row]) for name in self._ROW_ARRAYS),
+            matrix_row=self._matrix[row].copy(),
+            content=self._content[row],
+            meta=self._meta[row],
+            links=self._links[row],
+            exact=self._exact.get(mid) if mid is not None else None,
+            whole=self._whole.get(mid) if mid is not None else None,
+        )
+
+    def _restore(self, row: int, memory_id: str, state: _RowState, *, revive: bool) -> None:
+        """Put ``state`` back into ``row``: a replaced row, or a deleted one (``revive``)."""
+        self._clear_embedding(row)
+        self._recent.pop(memory_id, None)
+        self._whole.pop(memory_id, None)
+        if revive:
+            self._row_ids[row] = memory_id
+            self._row_of[memory_id] = row
+            self._dead -= 1
+        if state.arrays[self._ROW_ARRAYS.index("_has")]:
+            width = state.matrix_row.shape[0]
+            if self._dim is None:
+                self._set_dim(width)
+            self._matrix[row] = state.matrix_row
+        elif self._matrix.shape[1]:
+            self._matrix[row] = 0
+        for name, value in zip(self._ROW_ARRAYS, state.arrays, strict=True):
+            getattr(self, name)[row] = value
+        self._content[row] = state.content
+        self._meta[row] = state.meta
+        self._links[row] = state.links
+        if state.exact is not None:
+            self._exact[memory_id] = state.exact
+        if state.whole is not None:
+            self._whole[memory_id] = state.whole
+        if self._has[row]:
+            self._n_embedded += 1
+            if self._special[row]:
+                self._n_special += 1
+
+    def _remove(self, memory_id: str) -> None:
+        """Drop ``memory_id`` (present) and tombstone its row (the store's own)."""
+        raise NotImplementedError
