@@ -30,7 +30,7 @@ from emotional_memory import (
     Memory,
     ResonanceConfig,
 )
-from emotional_memory import engine as engine_module
+from emotional_memory._engine import encoding as engine_module
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
 from plain_store import PerMemoryStore

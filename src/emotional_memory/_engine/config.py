@@ -1,0 +1,154 @@
+"""The engine's configuration and the values derived from one config object."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import jax
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from emotional_memory._precision import float64
+from emotional_memory._validation import in_range
+from emotional_memory.decay import DecayConfig
+from emotional_memory.kernel import ScoringParams
+from emotional_memory.lexical import stop_word_set
+from emotional_memory.mood import MoodDecayConfig
+from emotional_memory.resonance import ResonanceConfig
+from emotional_memory.retrieval import RetrievalConfig, scoring_params
+
+
+class _ConfigDerived:
+    """What the engine derives from one (frozen) config object, computed once.
+
+    Args:
+        config: the engine configuration.
+
+    Attributes:
+        config: the config these values belong to (compared by identity).
+        signal_mask: its (6,) ablation mask.
+        all_signals_on: whether the mask keeps every signal (weights pass through).
+        mask: the mask as a float64 array for the plan program (None: all on; 7
+            entries when the lexical signal is on, s7 always kept).
+        params: float64 scoring parameters of the plan, as device arrays.
+        lexical_on: whether the lexical signal s7 takes part (weight > 0 and
+            ``enable_lexical``).
+        stop_words: the query words s7 ignores.
+    """
+
+    def __init__(self, config: EmotionalMemoryConfig) -> None:
+        self.config = config
+        self.signal_mask = config.signal_mask()
+        self.all_signals_on = all(v == 1.0 for v in self.signal_mask)
+        self.mask = None if self.all_signals_on else np.asarray(self.signal_mask, np.float64)
+        self.params = self._device(scoring_params(config.retrieval, config.decay))
+        self._routes: dict[tuple[float, ...], ScoringParams] = {}
+        self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
+        self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
+        if self.lexical_on and self.mask is not None:
+            self.mask = np.append(self.mask, 1.0)
+
+    @staticmethod
+    def _device(params: ScoringParams) -> ScoringParams:
+        """``params`` as float64 device arrays (passed to the compiled programs as is).
+
+        Args:
+            params: parameters with float64 numpy leaves.
+
+        Returns:
+            The same parameters on the default device.
+        """
+        with float64():  # float64 leaves stay float64 on the device
+            out: ScoringParams = jax.device_put(params)
+        return out
+
+    def weight_params(self, base_weights: Sequence[float]) -> ScoringParams:
+        """Parameters for the adaptive weights of these (routed) base weights.
+
+        Args:
+            base_weights: the six base weights of the query's route.
+
+        Returns:
+            Device parameters with these base weights and the config's gates.
+        """
+        key = tuple(base_weights)
+        params = self._routes.get(key)
+        if params is None:
+            params = self._device(
+                scoring_params(self.config.retrieval, self.config.decay, base_weights=key)
+            )
+            self._routes[key] = params
+        return params
+
+
+class EmotionalMemoryConfig(BaseModel):
+    """Everything that configures an :class:`EmotionalMemory`.
+
+    Attributes:
+        decay: recency signal parameters.
+        retrieval: weights, gates, reconsolidation and routing.
+        resonance: link building and spreading activation.
+        mood_alpha: mood blending rate per affect update (in [0, 1]).
+        mood_decay: optional regression of mood towards a baseline between updates.
+        dual_path_encoding: encode fast, appraise later (``elaborate``).
+        elaboration_learning_rate: blend of the appraised affect at elaboration.
+        auto_categorize: store a Plutchik label with each tag.
+        enable_reconsolidation, enable_appraisal, enable_mood_signal, enable_momentum,
+        enable_resonance: ablation switches (all on by default).
+        enable_lexical: ablation switch of the opt-in lexical signal s7 (it takes part
+            only when also ``retrieval.lexical_weight > 0``).
+        max_content_length: optional limit on the content length (characters).
+        appraisal_max_concurrency: most appraisals an async engine runs at once
+            (>= 1; the original's field, kept for compatibility).
+        query_affect_gate_tau: |valence| below which :meth:`EmotionalMemory.
+            retrieve_query_gated` treats the query as affect-neutral ([0, 2]).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    decay: DecayConfig = Field(default_factory=DecayConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    resonance: ResonanceConfig = Field(default_factory=ResonanceConfig)
+    mood_alpha: float = 0.1
+    mood_decay: MoodDecayConfig | None = None
+    dual_path_encoding: bool = False
+    elaboration_learning_rate: float = 0.7
+    auto_categorize: bool = False
+    enable_reconsolidation: bool = True
+    enable_appraisal: bool = True
+    enable_mood_signal: bool = True
+    enable_momentum: bool = True
+    enable_resonance: bool = True
+    enable_lexical: bool = True
+    max_content_length: int | None = None
+    appraisal_max_concurrency: int = Field(default=8, ge=1)
+    query_affect_gate_tau: float = Field(default=0.2, ge=0.0, le=2.0)
+
+    @field_validator("mood_alpha", "elaboration_learning_rate", mode="before")
+    @classmethod
+    def _unit(cls, v: float, info: Any) -> float:
+        return in_range(info.field_name, v, 0.0, 1.0)
+
+    @field_validator("max_content_length", mode="after")
+    @classmethod
+    def _max_len(cls, v: int | None) -> int | None:
+        if v is not None and v < 1:
+            raise ValueError(f"max_content_length must be >= 1, got {v}")
+        return v
+
+    def signal_mask(self) -> list[float]:
+        """The (6,) ablation mask: mood congruence, momentum and resonance switches.
+
+        Returns:
+            Six floats in SPEC 4 signal order; 1.0 for enabled signals, 0.0 for the
+            mood (s2), momentum (s4) or resonance (s6) signal when switched off.
+        """
+        return [
+            1.0,
+            1.0 if self.enable_mood_signal else 0.0,
+            1.0,
+            1.0 if self.enable_momentum else 0.0,
+            1.0,
+            1.0 if self.enable_resonance else 0.0,
+        ]

@@ -1,0 +1,91 @@
+"""The base every part of the engine builds on: attributes and input checks."""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from emotional_memory._engine.config import EmotionalMemoryConfig
+from emotional_memory._validation import aware, json_metadata
+from emotional_memory.interfaces import (
+    AffectiveStateStore,
+    AppraisalEngine,
+    Embedder,
+    MemoryStore,
+)
+from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
+from emotional_memory.state import AffectiveState
+
+Clock = Callable[[], datetime]
+
+
+class EngineCore:
+    """What every part of the engine shares: its attributes and its input checks.
+
+    The attributes are set by the constructor of
+    :class:`~emotional_memory.engine.EmotionalMemory`; the other parts (state,
+    encoding, ranking, effects, records) are mixins on this class.
+    """
+
+    store: MemoryStore
+    embedder: Embedder
+    appraisal_engine: AppraisalEngine | None
+    config: EmotionalMemoryConfig
+    state_store: AffectiveStateStore | None
+    query_classifier: QueryClassifier | None
+    _op_lock: threading.RLock
+    _clock: Clock
+    _heuristic: HeuristicQueryClassifier
+    _state: AffectiveState
+
+    # ------------------------------------------------------------------ helpers
+
+    def _now(self) -> datetime:
+        return aware("clock()", self._clock())
+
+    def _check_content(self, content: object, field: str = "content") -> str:
+        if not isinstance(content, str):
+            raise TypeError(f"{field} must be a str, got {type(content).__name__}")
+        limit = self.config.max_content_length
+        if limit is not None and len(content) > limit:
+            raise ValueError(f"{field} is {len(content)} characters, over max_content_length "
+                             f"{limit}")
+        if not content.isascii():
+            try:  # a lone surrogate cannot be stored as UTF-8 (SQLite, JSON export)
+                content.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(
+                    f"{field} is not valid Unicode text at index {exc.start}: {exc.reason}"
+                ) from None
+        return content
+
+    @staticmethod
+    def _check_metadata(metadata: object, field: str = "metadata") -> dict[str, Any] | None:
+        """Validated private copy of a caller's metadata (JSON data, bounded depth)."""
+        return None if metadata is None else json_metadata(field, metadata)
+
+    @staticmethod
+    def _clean_embedding(raw: object, what: str) -> list[float] | None:
+        """Validate an embedder's output; NaN is warned about, not fatal (SPEC 9)."""
+        if raw is None:
+            return None
+        arr = np.asarray(raw)
+        if arr.ndim != 1:
+            raise ValueError(f"embedder returned a non 1-D embedding for {what}: {arr.shape}")
+        if arr.size and not np.issubdtype(arr.dtype, np.number):
+            raise TypeError(f"embedder returned non-numeric values for {what}")
+        arr = arr.astype(np.float64)
+        if not np.all(np.isfinite(arr)):
+            warnings.warn(
+                f"embedder returned NaN/inf values for {what}; its semantic similarity "
+                "will count as 0",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return arr.tolist()
+

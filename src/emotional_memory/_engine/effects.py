@@ -1,0 +1,68 @@
+"""What a retrieval does to its winners: reconsolidation, prediction, Hebbian links."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from emotional_memory._engine.core import EngineCore
+from emotional_memory.interfaces import store_transaction
+from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.resonance import hebbian_strengthen
+from emotional_memory.retrieval import (
+    compute_ape,
+    reconsolidate,
+    update_prediction,
+)
+
+
+class EffectsMixin(EngineCore):
+    """The retrieval side effects (SPEC 6), applied to the winners' current rows."""
+
+    def _after_retrieval(self, winners: list[Memory], now: datetime) -> list[Memory]:
+        """Apply the retrieval side effects to the winners' current rows, in one transaction.
+
+        The winners are read again inside the store's write transaction, so another
+        engine or process writing the same memories between the ranking and now loses
+        no update (a winner deleted meanwhile is dropped).
+        """
+        with store_transaction(self.store):
+            current = [self.store.get(m.id) for m in winners]
+            updated = self._retrieval_effects([m for m in current if m is not None], now)
+            for m in updated:
+                self.store.update(m)
+        return updated
+
+    def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:
+        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
+        cfg = self.config.retrieval
+        affect = self._state.core_affect
+        updated: list[Memory] = []
+        for memory in winners:
+            tag: EmotionalTag = memory.tag.model_copy(
+                update={"last_retrieved": now, "retrieval_count": memory.tag.retrieval_count + 1}
+            )
+            ape = compute_ape(tag, affect)
+            if self.config.enable_reconsolidation:
+                if ape > cfg.ape_threshold and tag.window_opened_at is None:
+                    tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
+                    tag = tag.model_copy(update={"window_opened_at": now})
+                elif tag.window_opened_at is not None:
+                    open_for = (now - tag.window_opened_at).total_seconds()
+                    if open_for <= cfg.reconsolidation_window_seconds:
+                        tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
+                    else:
+                        tag = tag.model_copy(update={"window_opened_at": None})
+            tag = update_prediction(tag, affect, ape)
+            updated.append(memory.model_copy(update={"tag": tag}))
+        increment = self.config.resonance.hebbian_increment
+        if increment > 0 and len(updated) > 1:
+            ids = [m.id for m in updated]
+            updated = [
+                m.model_copy(
+                    update={"tag": m.tag.model_copy(
+                        update={"resonance_links": hebbian_strengthen(m, ids, increment)}
+                    )}
+                )
+                for m in updated
+            ]
+        return updated

@@ -1,0 +1,420 @@
+"""Encoding: events -> memories with their affective tag, linked into the network."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+from emotional_memory._engine.locks import _synchronized
+from emotional_memory._engine.state import StateMixin
+from emotional_memory.affect import CoreAffect
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
+from emotional_memory.categorize import label_tag
+from emotional_memory.interfaces import store_transaction
+from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
+from emotional_memory.models import make_emotional_tag as _make_tag
+from emotional_memory.resonance import build_resonance_links
+from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import traced, traced_span
+
+BatchSearch = Callable[..., list[list[Memory]]]
+"""A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+_LINK_SEARCH_BLOCK = 1024
+"""New memories saved and searched together by ``encode_batch`` (bounds the batch
+search's working memory; any size gives the same links)."""
+
+
+class EncodingMixin(StateMixin):
+    """encode, encode_batch, observe and elaborate, with resonance linking (SPEC 7)."""
+
+    # ------------------------------------------------------------------ encoding
+
+    def _event_affect(
+        self,
+        content: str,
+        appraisal: AppraisalVector | GenericAppraisalVector | None,
+        affect: CoreAffect | None,
+        context: dict[str, Any] | None = None,
+    ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
+        """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
+
+        The appraisal engine gets ``context`` (the memory's metadata) as in the
+        original. A :class:`GenericAppraisalVector` sets the affect but is not kept
+        on the tag (whose ``appraisal`` field holds Scherer vectors only).
+        """
+        if appraisal is not None and not isinstance(
+            appraisal, AppraisalVector | GenericAppraisalVector
+        ):
+            raise TypeError(
+                "appraisal must be an AppraisalVector, a GenericAppraisalVector or None"
+            )
+        if affect is not None and not isinstance(affect, CoreAffect):
+            raise TypeError("affect must be a CoreAffect or None")
+        pending = False
+        engine = self.appraisal_engine if self.config.enable_appraisal else None
+        if appraisal is None and affect is None and engine is not None:
+            if self.config.dual_path_encoding:
+                pending = True
+            else:
+                appraisal = engine.appraise(content, context)
+        kept = appraisal if isinstance(appraisal, AppraisalVector) else None
+        if affect is not None:
+            return affect, kept, pending
+        if appraisal is not None:
+            return appraisal.to_core_affect(), kept, pending
+        return None, None, pending
+
+    def _prepare(
+        self,
+        state: AffectiveState,
+        content: str,
+        embedding: list[float] | None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None,
+        metadata: dict[str, Any] | None,
+        affect: CoreAffect | None,
+        now: datetime,
+    ) -> tuple[Memory, AffectiveState]:
+        """Pure part of encoding: the new state and the memory to store."""
+        event, kept, pending = self._event_affect(content, appraisal, affect, metadata)
+        event = event if event is not None else state.core_affect
+        new_state = state.update(
+            event, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
+        )
+        strength = consolidation_strength(event.arousal, new_state.mood.arousal)
+        tag = _make_tag(
+            new_state.core_affect, new_state.momentum, new_state.mood, strength, kept,
+            now=now,
+        )
+        if pending:
+            tag = tag.model_copy(update={"pending_appraisal": True})
+        if self.config.auto_categorize:
+            tag = label_tag(tag)
+        return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
+
+    def _store_and_link(self, memory: Memory) -> Memory:
+        """Save ``memory`` and build its forward and backward resonance links."""
+        self.store.save(memory)
+        if not self.config.enable_resonance:
+            return memory
+        cfg = self.config.resonance
+        limit = cfg.max_links * cfg.candidate_multiplier
+        if len(self.store) > limit:
+            candidates = self.store.search_by_embedding(memory.embedding or [], limit)
+        else:
+            candidates = self.store.list_all()
+        return self._link(memory, candidates)
+
+    def _link(self, memory: Memory, candidates: Sequence[Memory]) -> Memory:
+        """Build ``memory``'s forward links to ``candidates`` and their backward twins.
+
+        ``memory`` is already stored. Candidates are read for their id, embedding,
+        core affect and timestamp only, so a snapshot taken before other links were
+        written gives the same links; backward twins always read the target's
+        current links from the store.
+
+        Args:
+            memory: the stored new memory.
+            candidates: its resonance candidates (SPEC 7), itself possibly included.
+
+        Returns:
+            ``memory`` with its forward links (unchanged when it has none).
+        """
+        cfg = self.config.resonance
+        links = build_resonance_links(memory, candidates, cfg)
+        if not links:
+            return memory
+        memory = memory.model_copy(
+            update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
+        )
+        self.store.update(memory)
+        for link in links:
+            target = self.store.get(link.target_id)
+            if target is None:
+                continue
+            back = ResonanceLink(
+                source_id=target.id, target_id=memory.id, strength=link.strength,
+                link_type=link.link_type,
+            )
+            existing = list(target.tag.resonance_links)
+            if len(existing) < cfg.max_links:
+                existing.append(back)
+            else:
+                weakest = min(range(len(existing)), key=lambda i: existing[i].strength)
+                if back.strength > existing[weakest].strength:
+                    existing[weakest] = back
+                else:
+                    continue
+            self.store.update(
+                target.model_copy(
+                    update={"tag": target.tag.model_copy(update={"resonance_links": existing})}
+                )
+            )
+        return memory
+
+    def _store_and_link_batch(
+        self, memories: Iterable[Memory], search: BatchSearch
+    ) -> list[Memory]:
+        """:meth:`_store_and_link` for consecutive new memories, searches batched.
+
+        Memory ``j``'s candidates depend only on the embeddings and insertion order of
+        the memories stored up to it, which linking never changes. So each block of
+        memories is saved first, the candidates of all its memories come from one
+        ``search(embeddings, limit, visible_until=ids)`` (each memory sees the store
+        as it was right after its own save), and the memories are then linked one by
+        one, in order, exactly as :meth:`_store_and_link` would.
+
+        Args:
+            memories: new memories in encoding order (resonance enabled); consumed
+                one block at a time.
+            search: the store's ``search_by_embedding_batch``.
+
+        Returns:
+            The memories with their forward links, in order.
+        """
+        cfg = self.config.resonance
+        limit = cfg.max_links * cfg.candidate_multiplier
+        out: list[Memory] = []
+        source = iter(memories)
+        while block := list(itertools.islice(source, _LINK_SEARCH_BLOCK)):
+            before = len(self.store)
+            for memory in block:
+                self.store.save(memory)
+            # Memory i of the block is linked when the store holds before + i + 1
+            # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+            first = min(len(block), max(0, limit - before))
+            searched = block[first:]
+            found = (
+                search([m.embedding or [] for m in searched], limit,
+                       visible_until=[m.id for m in searched])
+                if searched else []
+            )
+            if len(found) != len(searched):
+                raise ValueError(
+                    f"search_by_embedding_batch returned {len(found)} results for "
+                    f"{len(searched)} queries"
+                )
+            everything = self.store.list_all()[: before + first] if first else []
+            for i, memory in enumerate(block):
+                candidates = everything[: before + i + 1] if i < first else found[i - first]
+                out.append(self._link(memory, candidates))
+        return out
+
+    @_synchronized
+    @traced("emotional_memory.encode", content_length=("content", len))
+    def encode(
+        self,
+        content: str,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        affect: CoreAffect | None = None,
+    ) -> Memory:
+        """Store an event with its affective fingerprint.
+
+        Args:
+            content: the event text.
+            appraisal: optional appraisal; its projection becomes the event affect.
+            metadata: optional JSON-able dict stored with the memory; also passed to
+                the appraisal engine as ``context``.
+            affect: opt-in: the event's own affect. The state is updated once with it,
+                so the stored momentum is the real trajectory (the default path feeds
+                the current affect, as the original library does, which after
+                ``set_affect`` yields zero velocity).
+
+        Returns:
+            The stored memory (with its forward links).
+        """
+        content = self._check_content(content)
+        metadata = self._check_metadata(metadata)
+        now = self._now()
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(content), "content")
+        memory, new_state = self._prepare(
+            self._state, content, embedding, appraisal, metadata, affect, now
+        )
+        memory = self._store_with_state(lambda: self._store_and_link(memory), lambda: new_state)
+        return self._stored(memory)
+
+    def _stored(self, memory: Memory) -> Memory:
+        """The store's copy (a durable store may round embeddings, e.g. to float32)."""
+        stored = self.store.get(memory.id)
+        return stored if stored is not None else memory
+
+    @_synchronized
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
+    def encode_batch(
+        self,
+        contents: Sequence[str],
+        metadata: Sequence[dict[str, Any] | None] | None = None,
+    ) -> list[Memory]:
+        """Encode many events with one ``embed_batch`` call; same result as repeated encode.
+
+        The whole batch is one transaction: either every memory is stored or none.
+        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
+        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
+        a block of new memories are found by one batched search after saving them,
+        each memory seeing only the memories stored up to itself; links, their order
+        and the final state are the same as with one search per memory, which is
+        what stores without that method get.
+
+        Args:
+            contents: event texts.
+            metadata: optional per-event metadata (same length as ``contents``).
+
+        Returns:
+            The stored memories, in order.
+        """
+        if isinstance(contents, str):
+            raise TypeError("contents must be a sequence of str, not a str")
+        if not isinstance(contents, Sequence):
+            raise TypeError(f"contents must be a sequence of str, got {type(contents).__name__}")
+        if metadata is not None and (
+            isinstance(metadata, dict | str) or not isinstance(metadata, Sequence)
+        ):
+            raise TypeError(
+                f"metadata must be a sequence of dicts (one per content) or None, got "
+                f"{type(metadata).__name__}"
+            )
+        texts = [self._check_content(c, f"contents[{i}]") for i, c in enumerate(contents)]
+        if metadata is not None and len(metadata) != len(texts):
+            raise ValueError(
+                f"metadata must have one entry per content ({len(texts)}), got {len(metadata)}"
+            )
+        metas = [
+            self._check_metadata(m, f"metadata[{i}]")
+            for i, m in enumerate(metadata if metadata is not None else [None] * len(texts))
+        ]
+        if not texts:
+            return []
+        batch = getattr(self.embedder, "embed_batch", None)
+        # Embedders with only ``embed`` still work (one call per text).
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        if len(raw) != len(texts):
+            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
+        # Each raw vector is dropped once cleaned: one copy of the batch at a time.
+        pending: list[Any] = list(raw)
+        del raw
+        embeddings: list[list[float] | None] = []
+        for i in range(len(pending)):
+            embeddings.append(self._clean_embedding(pending[i], f"contents[{i}]"))
+            pending[i] = None
+        state = self._state
+
+        def prepared() -> Iterator[Memory]:
+            """The batch's memories, prepared one at a time as they are consumed."""
+            nonlocal state
+            for text, emb, meta in zip(texts, embeddings, metas, strict=True):
+                memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
+                yield memory
+
+        def write() -> list[Memory]:
+            search = getattr(self.store, "search_by_embedding_batch", None)
+            if self.config.enable_resonance and callable(search):
+                return self._store_and_link_batch(prepared(), search)
+            return [self._store_and_link(m) for m in prepared()]
+
+        out = self._store_with_state(write, lambda: state)
+        return [self._stored(m) for m in out]
+
+    @_synchronized
+    @traced("emotional_memory.observe", content_length=("content", len))
+    def observe(
+        self,
+        content: str | None = None,
+        appraisal: AppraisalVector | GenericAppraisalVector | None = None,
+        metadata: dict[str, Any] | None = None,
+        *,
+        affect: CoreAffect | None = None,
+    ) -> EmotionalTag:
+        """Update the affective state as ``encode`` would, without storing anything.
+
+        Args:
+            content: Event text (appraised when an appraisal engine is enabled and
+                neither ``appraisal`` nor ``affect`` is given; default "").
+            appraisal: Optional appraisal; its projection becomes the event affect.
+            metadata: Optional dict passed to the appraisal engine as ``context``.
+            affect: Optional explicit event affect (takes precedence over ``appraisal``).
+
+        Returns:
+            The tag ``encode`` would have stored for this event (as in the original).
+        """
+        text = self._check_content(content if content is not None else "")
+        metadata = self._check_metadata(metadata)
+        now = self._now()
+        memory, new_state = self._prepare(
+            self._state, text, None, appraisal, metadata, affect, now
+        )
+        self._adopt(new_state)
+        return memory.tag
+
+    # ------------------------------------------------------------------ elaboration
+
+    @_synchronized
+    @traced("emotional_memory.elaborate", memory_id=("memory_id", str))
+    def elaborate(self, memory_id: str) -> Memory | None:
+        """Appraise a pending memory (dual-path encoding) and blend the result in.
+
+        ``core_affect`` moves towards the appraised affect by
+        ``elaboration_learning_rate``; consolidation is recomputed from the appraised
+        arousal and the snapshot mood arousal; the reconsolidation window opens (SPEC 8).
+
+        Args:
+            memory_id: Id of the memory to elaborate.
+
+        Returns:
+            The updated memory, or None (as in the original) for an unknown id, a
+            memory not pending appraisal, or no appraisal engine.
+        """
+        if self.appraisal_engine is None:
+            return None
+        memory = self.store.get(memory_id)
+        if memory is None or not memory.tag.pending_appraisal:
+            return None
+        now = self._now()
+        appraisal = self.appraisal_engine.appraise(memory.content, memory.metadata or None)
+        appraised = appraisal.to_core_affect()
+        tag = memory.tag
+        new_tag = tag.model_copy(
+            update={
+                "core_affect": tag.core_affect.lerp(
+                    appraised, self.config.elaboration_learning_rate
+                ),
+                "appraisal": appraisal if isinstance(appraisal, AppraisalVector) else None,
+                "consolidation_strength": consolidation_strength(
+                    appraised.arousal, tag.mood_snapshot.arousal
+                ),
+                "pending_appraisal": False,
+                "window_opened_at": now,
+            }
+        )
+        if self.config.auto_categorize:
+            new_tag = label_tag(new_tag)
+        updated = memory.model_copy(update={"tag": new_tag})
+        with store_transaction(self.store):
+            current = self.store.get(memory_id)
+            if current == memory:
+                self.store.update(updated)
+        if current != memory:  # another writer changed it since it was read: start over
+            return self.elaborate(memory_id)
+        return updated
+
+    @_synchronized
+    def elaborate_pending(self) -> list[Memory]:
+        """Elaborate every memory still marked ``pending_appraisal``.
+
+        Returns:
+            The elaborated memories in insertion order ([] without an appraisal engine).
+        """
+        if self.appraisal_engine is None:
+            return []
+        pending_ids = getattr(self.store, "pending_ids", None)
+        if callable(pending_ids):
+            pending = list(pending_ids())
+        else:
+            pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
+        done = (self.elaborate(mid) for mid in pending)
+        return [m for m in done if m is not None]

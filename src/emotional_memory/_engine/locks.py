@@ -1,0 +1,53 @@
+"""The per-engine lock decorators of :class:`~emotional_memory.engine.EmotionalMemory`."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run an engine method under the engine's re-entrant operation lock.
+
+    One operation at a time per engine: threads sharing an engine see each call run
+    whole (an encode's save, links and state; a retrieve's ranking and side effects)
+    with no other call of the same engine interleaved. Reads of the (immutable)
+    current state - ``get_state``, ``save_state``, ``get_current_mood`` - take no
+    lock, so an event loop calling them never waits for a running operation.
+    """
+
+    @functools.wraps(method)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with args[0]._op_lock:  # type: ignore[attr-defined]
+            return method(*args, **kwargs)
+
+    return locked
+
+
+def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """:func:`_synchronized` for the methods that change only the in-memory state.
+
+    Called on a thread running an event loop while an operation holds the lock
+    (``AsyncEmotionalMemory``'s synchronous state methods, as in the original), the
+    method runs at once instead of blocking the loop: the running operation may be
+    waiting for that very loop (async stores and embedders are called back on it), so
+    waiting could deadlock. That is the original's semantics: a state change between
+    two steps of a running operation.
+    """
+
+    @functools.wraps(method)
+    def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        lock = args[0]._op_lock  # type: ignore[attr-defined]
+        if not lock.acquire(blocking=asyncio._get_running_loop() is None):
+            return method(*args, **kwargs)
+        try:
+            return method(*args, **kwargs)
+        finally:
+            lock.release()
+
+    return locked

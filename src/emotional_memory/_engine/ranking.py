@@ -1,0 +1,421 @@
+"""Ranking: candidates (semantic, lexical, hybrid), the two-pass plan, retrieve*."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from emotional_memory._engine.config import _ConfigDerived
+from emotional_memory._engine.effects import EffectsMixin
+from emotional_memory._engine.locks import _synchronized
+from emotional_memory._validation import in_range, positive_int
+from emotional_memory.affect import CoreAffect
+from emotional_memory.kernel import LexicalInputs, QueryFeatures
+from emotional_memory.lexical import LexicalIndex, query_terms
+from emotional_memory.models import Memory
+from emotional_memory.retrieval import (
+    PlanArrays,
+    RetrievalExplanation,
+    RetrievalPlan,
+    _check_weights,
+    explain_top,
+    masked_weights,
+    mood_weights,
+    plan_from_arrays,
+    rank_candidates,
+)
+from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
+
+_SEMANTIC_ONLY = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+"""Weights of a ranking by semantic similarity alone (``retrieve_query_gated``)."""
+
+
+@dataclass
+class _Ranking:
+    """One query's two-pass ranking as arrays (the engine's retrieval core).
+
+    Attributes:
+        now: the engine time of the ranking.
+        plan_now: the ``now`` an equivalent :class:`RetrievalPlan` carries (None for an
+            empty store).
+        weights: (6,) final weights.
+        candidates: the ranked memories, in candidate order.
+        arrays: the plan arrays (None without candidates).
+        query: the query features scored (None without candidates).
+    """
+
+    now: datetime
+    plan_now: datetime | None
+    weights: np.ndarray
+    candidates: list[Memory] = field(default_factory=list)
+    arrays: PlanArrays | None = None
+    query: QueryFeatures | None = None
+
+    def winners(self, top_k: int) -> list[Memory]:
+        """The pass-2 top ``top_k`` memories, best first.
+
+        Args:
+            top_k: how many.
+
+        Returns:
+            Up to ``top_k`` memories (the ranking-time objects).
+        """
+        if self.arrays is None:
+            return []
+        return [self.candidates[i] for i in self.arrays.order2[:top_k].tolist()]
+
+    def plan(self) -> RetrievalPlan:
+        """The full :class:`RetrievalPlan`, every breakdown built.
+
+        Returns:
+            The plan ``build_retrieval_plan`` gives for this ranking.
+        """
+        if self.arrays is None or self.query is None:
+            return RetrievalPlan(weights=self.weights, pass1=[], pass2=[], now=self.plan_now)
+        return plan_from_arrays(self.candidates, self.arrays, self.now, self.query)
+
+
+class _StoreLexicon:
+    """A store's lexical queries under the store's own lock, as a LexicalIndex's names."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """The store's lexical shortlist."""
+        ids: list[str] = self._store.lexical_search(terms, k, k1, b)
+        return ids
+
+    def inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """The store's term statistics of the candidates."""
+        out: LexicalInputs = self._store.lexical_inputs(terms, memory_ids)
+        return out
+
+
+class RankingMixin(EffectsMixin):
+    """Retrieval: the routed, mood-adaptive two-pass ranking and the retrieve calls."""
+
+    # ------------------------------------------------------------------ retrieval
+
+    def _route(self, query: str) -> list[float]:
+        cfg = self.config.retrieval
+        qc = cfg.query_classifier
+        if qc is None or qc.mode == "disabled":
+            return list(cfg.base_weights)
+        if qc.mode == "heuristic":
+            qtype = self._heuristic.classify(query)
+        elif self.query_classifier is not None:
+            qtype = self.query_classifier.classify(query)
+        else:
+            return list(cfg.base_weights)
+        if qtype in qc.routed_weights:
+            return list(qc.routed_weights[qtype])
+        if qc.default_type in qc.routed_weights:
+            return list(qc.routed_weights[qc.default_type])
+        return list(cfg.base_weights)
+
+    @_synchronized
+    def current_weights(self, query: str = "", now: datetime | None = None) -> np.ndarray:
+        """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask).
+
+        Args:
+            query: Query text used for routing (SPEC 4, query routing).
+            now: Accepted for compatibility; retrieval reads the mood as last
+                updated, not regressed to a time (SPEC 11).
+
+        Returns:
+            Weights, shape (6,), in SPEC 4 signal order, summing to 1.
+        """
+        del now  # the weights read the mood as last updated (SPEC 11), whatever the time
+        mood = self._state.mood
+        derived = self._derived()
+        w = mood_weights(derived.weight_params(self._route(query)), mood)
+        if derived.all_signals_on:  # the mask passes the weights through bit for bit
+            return w
+        return masked_weights(w.tolist(), derived.signal_mask)
+
+    @_synchronized
+    def plan_retrieval(
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+    ) -> RetrievalPlan:
+        """The two-pass ranking :meth:`retrieve` would use now, without side effects.
+
+        Args:
+            query: query text.
+            top_k: number of seeds / results (>= 1).
+            query_affect: optional override for affect proximity.
+
+        Returns:
+            The :class:`RetrievalPlan` (with its candidates, time and query features).
+        """
+        return self._plan(query, top_k, query_affect)[0]
+
+    def _derived(self) -> _ConfigDerived:
+        """Values derived from ``self.config`` alone, rebuilt when the config is replaced.
+
+        Returns:
+            The :class:`_ConfigDerived` of the current config object.
+        """
+        derived = getattr(self, "_config_derived", None)
+        if derived is None or derived.config is not self.config:
+            derived = _ConfigDerived(self.config)
+            self._config_derived = derived
+        return derived
+
+    def _rank(
+        self,
+        query: str,
+        top_k: int,
+        query_affect: CoreAffect | None,
+        precomputed_weights: Any = None,
+    ) -> _Ranking:
+        """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
+
+        Args:
+            query: query text.
+            top_k: number of seeds / results (>= 1).
+            query_affect: optional override for affect proximity.
+            precomputed_weights: optional (6,) final weights used instead of the
+                routed, mood-adaptive, masked ones.
+
+        Returns:
+            The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
+        """
+        top_k = positive_int("top_k", top_k)
+        fixed = None if precomputed_weights is None else _check_weights(precomputed_weights)
+        self._check_content(query, "query")
+        if query_affect is not None and not isinstance(query_affect, CoreAffect):
+            raise TypeError("query_affect must be a CoreAffect or None")
+        now = self._now()
+        n = len(self.store)
+        if n == 0:
+            return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
+        with traced_span("emotional_memory.embed"):
+            embedding = self._clean_embedding(self.embedder.embed(query), "query")
+        cfg = self.config.retrieval
+        limit = top_k * cfg.candidate_multiplier
+        derived = self._derived()
+        if n > limit and not cfg.full_bank_candidates:
+            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
+                candidates = self.store.search_by_embedding(embedding or [], limit)
+        else:
+            candidates = self.store.list_all()
+        lexical = None
+        if derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical):
+            candidates, lexical = self._lexical_candidates(
+                query, candidates, limit, full=n <= limit or cfg.full_bank_candidates
+            )
+            if not derived.lexical_on:  # hybrid candidates, six-signal score
+                lexical = None
+        if not candidates:
+            weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
+            return _Ranking(now=now, plan_now=now, weights=weights)
+        # One compiled program: weights (route, mood, mask), both passes, activation.
+        arrays, features = rank_candidates(
+            embedding,
+            query_affect if query_affect is not None else self._state.core_affect,
+            # SPEC 11: the weights and s2 read the mood as last updated, un-regressed.
+            self._state.mood,
+            self._state.momentum,
+            candidates,
+            now,
+            derived.params,
+            fixed,
+            top_k,
+            self.config.resonance.propagation_hops,
+            self.config.enable_resonance,
+            weight_params=derived.weight_params(self._route(query)),
+            signal_mask=derived.mask,
+            lexical=lexical,
+        )
+        weights = _check_weights(arrays.weights, lexical=lexical is not None)
+        return _Ranking(
+            now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
+            query=features,
+        )
+
+    def _lexical_index(self) -> Any:
+        """What answers lexical queries: the store itself when it keeps a lexical index
+        (``lexical_search`` / ``lexical_inputs`` under its lock), else an index built
+        from ``list_all()`` for a plain store (``search`` / ``inputs``)."""
+        if callable(getattr(self.store, "lexical_search", None)):
+            return _StoreLexicon(self.store)
+        return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
+
+    def _lexical_candidates(
+        self, query: str, candidates: list[Memory], limit: int, *, full: bool
+    ) -> tuple[list[Memory], LexicalInputs]:
+        """Hybrid candidates and their term statistics (lexical signal s7 on).
+
+        The semantic shortlist is followed by the memories of the lexical shortlist
+        (the ``limit`` best BM25 scores) it lacks, in lexical rank order. With ``full``
+        the candidates are already every memory.
+
+        Args:
+            query: query text.
+            candidates: the semantic candidates (or every memory with ``full``).
+            limit: shortlist size (``top_k * candidate_multiplier``).
+            full: whether ``candidates`` already holds the whole store.
+
+        Returns:
+            ``(candidates, lexical)``: the candidates and their unpadded statistics.
+        """
+        cfg = self.config.retrieval
+        terms = query_terms(query, self._derived().stop_words)
+        index = self._lexical_index()
+        if not full and terms:
+            have = {m.id for m in candidates}
+            extra = [i for i in index.search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
+                     if i not in have]
+            found = (self.store.get(i) for i in extra)
+            candidates = candidates + [m for m in found if m is not None]
+        return candidates, index.inputs(terms, [m.id for m in candidates])
+
+    def _plan(
+        self, query: str, top_k: int, query_affect: CoreAffect | None
+    ) -> tuple[RetrievalPlan, datetime]:
+        ranking = self._rank(query, top_k, query_affect)
+        return ranking.plan(), ranking.now
+
+    @_synchronized
+    @traced("emotional_memory.retrieve", **RETRIEVE_ATTRIBUTES)
+    def retrieve(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
+    ) -> list[Memory]:
+        """Recall the ``top_k`` memories that best match the query, meaning and mood.
+
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            query_affect: overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: optional (6,) finite weights used as they are,
+                instead of the routed, mood-adaptive ones.
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            ValueError: ``top_k < 1`` or ``precomputed_weights`` not 6 finite numbers.
+        """
+        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
+        winners = ranking.winners(top_k)
+        return self._after_retrieval(winners, ranking.now) if winners else []
+
+    @_synchronized
+    @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
+    def retrieve_with_explanations(
+        self,
+        query: str,
+        top_k: int = 5,
+        *,
+        query_affect: CoreAffect | None = None,
+        precomputed_weights: Any = None,
+    ) -> list[RetrievalExplanation]:
+        """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
+
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            query_affect: overrides the current affect for affect proximity (s3) only.
+            precomputed_weights: optional (6,) finite weights used as they are.
+
+        Returns:
+            One :class:`RetrievalExplanation` per result (memory after side effects).
+        """
+        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
+        winners = ranking.winners(top_k)
+        if not winners or ranking.arrays is None:
+            return []
+        updated = self._after_retrieval(winners, ranking.now)
+        return explain_top(ranking.candidates, ranking.arrays, updated)
+
+    def _commit(
+        self, plan: RetrievalPlan, top_k: int, now: datetime
+    ) -> list[RetrievalExplanation]:
+        """Apply retrieval side effects for the plan's winners and explain them."""
+        top = plan.pass2[:top_k]
+        if not top:
+            return []
+        updated = self._after_retrieval([r.memory for r in top], now)
+        rank1 = {r.memory.id: i + 1 for i, r in enumerate(plan.pass1)}
+        seeds = set(plan.seed_ids)
+        return [
+            RetrievalExplanation(
+                memory=mem,
+                score=r.score,
+                breakdown=r.breakdown,
+                activation_level=plan.activation_map.get(mem.id, 0.0),
+                pass1_rank=rank1[mem.id],
+                pass2_rank=i + 1,
+                selected_as_seed=mem.id in seeds,
+                candidate_count=plan.candidate_count,
+            )
+            for i, (r, mem) in enumerate(zip(top, updated, strict=True))
+        ]
+
+    def _appraise_query(self, query: str) -> CoreAffect:
+        """The appraised affect of the query text (RuntimeError without an engine)."""
+        self._check_content(query, "query")
+        if self.appraisal_engine is None:
+            raise RuntimeError(
+                "retrieving with query appraisal needs an appraisal_engine; pass one to "
+                "EmotionalMemory, or call retrieve(query, query_affect=...)"
+            )
+        return self.appraisal_engine.appraise(query, None).to_core_affect()
+
+    @_synchronized
+    def retrieve_with_query_appraisal(self, query: str, top_k: int = 5) -> list[Memory]:
+        """Retrieve with the query's own appraised affect as ``query_affect``.
+
+        The query is always appraised (also with ``enable_appraisal=False``); the
+        engine's affective state is not changed by the appraisal.
+
+        Args:
+            query: query text (also the text appraised).
+            top_k: number of memories (>= 1).
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            RuntimeError: without an appraisal engine.
+        """
+        affect = self._appraise_query(query)
+        return self.retrieve(query, top_k, query_affect=affect)
+
+    def retrieve_query_gated(
+        self, query: str, top_k: int = 5, *, tau: float | None = None
+    ) -> list[Memory]:
+        """Retrieve by meaning alone when the query carries no affect, else by its affect.
+
+        The query is appraised; when ``|valence| < tau`` the ranking uses
+        semantic-only weights ``[1, 0, 0, 0, 0, 0]``, otherwise it is
+        :meth:`retrieve_with_query_appraisal`'s ranking with that affect.
+
+        Args:
+            query: query text.
+            top_k: number of memories (>= 1).
+            tau: valence gate; ``None`` uses ``config.query_affect_gate_tau``.
+
+        Returns:
+            Up to ``top_k`` memories, best first, after retrieval side effects.
+
+        Raises:
+            RuntimeError: without an appraisal engine.
+            ValueError: ``tau`` not a finite number >= 0.
+        """
+        gate = self.config.query_affect_gate_tau if tau is None else tau
+        gate = in_range("tau", gate, 0.0, float("inf"))
+        affect = self._appraise_query(query)
+        if abs(affect.valence) < gate:
+            return self.retrieve(query, top_k, precomputed_weights=_SEMANTIC_ONLY)
+        return self.retrieve(query, top_k, query_affect=affect)

@@ -1,0 +1,202 @@
+"""The engine's affective state: set, reset, save, load, persist, and the mood."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from emotional_memory._engine.core import EngineCore
+from emotional_memory._engine.locks import _R, _synchronized, _synchronized_state
+from emotional_memory._validation import aware
+from emotional_memory.affect import CoreAffect
+from emotional_memory.interfaces import store_transaction
+from emotional_memory.mood import MoodField
+from emotional_memory.state import AffectiveState
+
+
+class StateMixin(EngineCore):
+    """The affective state of the engine and its (transactional) persistence."""
+
+    def _adopt(self, state: AffectiveState) -> AffectiveState:
+        """Persist ``state`` (when a state store is configured), then make it current.
+
+        Persisting first means a failing state store leaves the in-memory state as it
+        was (SPEC 9).
+        """
+        if self.state_store is not None:
+            self._persist(state)
+        self._state = state
+        return state
+
+    def _persist(self, state: AffectiveState, state_store: Any = None) -> None:
+        """Write ``state`` to the configured state store (or to ``state_store``)."""
+        target = state_store if state_store is not None else self._joined_state_store()
+        if target is None:
+            target = self.state_store
+        assert target is not None
+        target.save(state)  # the original's protocol: save(AffectiveState)
+
+    def _joined_state_store(self) -> Any:
+        """A state store whose saves join the store's transactions, or None.
+
+        ``SQLiteAffectiveStateStore`` offers ``joined_with(store)``: itself when it
+        was made by ``from_store(store)``, a twin on the store's connection when it
+        has its own connection to the store's file, else None.
+        """
+        cached = getattr(self, "_joined_cache", None)
+        if cached is not None and cached[0] is self.state_store and cached[1] is self.store:
+            return cached[2]
+        joined_with = getattr(self.state_store, "joined_with", None)
+        joined = joined_with(self.store) if callable(joined_with) else None
+        self._joined_cache = (self.state_store, self.store, joined)
+        return joined
+
+    def _store_with_state(
+        self, write: Callable[[], _R], final_state: Callable[[], AffectiveState]
+    ) -> _R:
+        """Run the store writes ``write`` and adopt the state after them: both or neither.
+
+        A state store that can join the store's transactions (an
+        ``SQLiteAffectiveStateStore`` on the store's file) saves inside it: one
+        commit. Any other state store saves at the end of the store's transaction, so
+        a failing save rolls the store back; when the commit itself fails, the
+        previously persisted snapshot is put back. After a failure the store, the
+        persisted state and the in-memory state are as they were.
+
+        Args:
+            write: the store writes (run inside one store transaction).
+            final_state: the state once ``write`` has run.
+
+        Returns:
+            What ``write`` returns.
+        """
+        state_store = self.state_store
+        joined = self._joined_state_store() if state_store is not None else None
+        saved = False
+        before: Any = None
+        try:
+            with store_transaction(self.store):
+                out = write()
+                new_state = final_state()
+                if joined is not None:
+                    self._persist(new_state, joined)
+                elif state_store is not None:
+                    before = state_store.load()
+                    self._persist(new_state)
+                    saved = True
+        except BaseException:
+            if saved and state_store is not None:  # the store's commit failed
+                if before is None:
+                    state_store.clear()
+                else:
+                    state_store.save(before)
+            raise
+        self._state = new_state
+        return out
+
+    def _update_state(self, affect: CoreAffect, now: datetime) -> AffectiveState:
+        return self._state.update(
+            affect, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
+        )
+
+    # ------------------------------------------------------------------ state
+
+    def get_state(self) -> AffectiveState:
+        """The current affective state.
+
+        Returns:
+            The engine's (immutable) ``AffectiveState``.
+        """
+        return self._state
+
+    @_synchronized_state
+    def set_affect(self, core_affect: CoreAffect) -> AffectiveState:
+        """Feed an observed affect into the state (momentum and mood follow).
+
+        Args:
+            core_affect: The observed core affect.
+
+        Returns:
+            The new state (persisted first when a state store is configured).
+
+        Raises:
+            TypeError: If ``core_affect`` is not a ``CoreAffect``.
+        """
+        if not isinstance(core_affect, CoreAffect):
+            raise TypeError("core_affect must be a CoreAffect")
+        return self._adopt(self._update_state(core_affect, self._now()))
+
+    @_synchronized_state
+    def reset_state(self) -> None:
+        """Back to the initial neutral state."""
+        self._adopt(AffectiveState.initial(self._now()))
+
+    def save_state(self) -> dict[str, Any]:
+        """A JSON-able snapshot of the state (see :meth:`load_state`).
+
+        Returns:
+            ``AffectiveState.snapshot()`` of the current state, history included.
+        """
+        return self._state.snapshot()
+
+    @_synchronized_state
+    def load_state(self, data: dict[str, Any]) -> None:
+        """Restore a snapshot from :meth:`save_state` (of this library or the original).
+
+        Args:
+            data: A snapshot dict; persisted when a state store is configured.
+        """
+        self._adopt(AffectiveState.restore(data))
+
+    @_synchronized
+    def persist_state(self) -> dict[str, Any]:
+        """Write the state to the state store, when one is configured.
+
+        Returns:
+            The state's snapshot (as :meth:`save_state`), also without a state store.
+        """
+        if self.state_store is not None:
+            self._persist(self._state)
+        return self._state.snapshot()
+
+    @_synchronized
+    def restore_persisted_state(self) -> bool:
+        """Load the state from the state store.
+
+        Returns:
+            True when a stored state was loaded; False without a state store or when
+            none was stored.
+        """
+        if self.state_store is None:
+            return False
+        loaded: Any = self.state_store.load()
+        if loaded is None:
+            return False
+        # Stores of the original protocol return a state; older ones a snapshot dict.
+        self._state = loaded if isinstance(loaded, AffectiveState) else AffectiveState.restore(
+            loaded
+        )
+        return True
+
+    @_synchronized
+    def clear_persisted_state(self) -> None:
+        """Forget the persisted state (the in-memory state is kept)."""
+        if self.state_store is not None:
+            self.state_store.clear()
+
+    def get_current_mood(self, now: datetime | None = None) -> MoodField:
+        """The mood at ``now``, regressed towards baseline when ``mood_decay`` is set.
+
+        Args:
+            now: Aware time to read the mood at (default: the engine clock); only used
+                with ``mood_decay``.
+
+        Returns:
+            The stored mood, or its regression to ``now`` (the state is not changed).
+        """
+        mood = self._state.mood
+        if self.config.mood_decay is None:
+            return mood
+        at = self._now() if now is None else aware("now", now)
+        return mood.regress(at, self.config.mood_decay)
