@@ -1040,3 +1040,35 @@ def test_async_encode_batch_appraises_concurrently_up_to_the_limit() -> None:
     assert aeng.engine.appraisal_engine is not None and not hasattr(
         aeng.engine.appraisal_engine, "_pending"
     )
+
+
+def test_retrieval_plan_is_a_pydantic_model_with_named_weights() -> None:
+    """The original's RetrievalPlan: a frozen model, ``weights`` a RetrievalSignals;
+    ours is also indexable (and carries the lexical weight last when s7 took part)."""
+    from pydantic import BaseModel, ValidationError
+
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.retrieval import PlanWeights, RetrievalPlan, RetrievalSignals
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32))
+    for text in ("a walk in the rain", "rain on the tin roof", "sunny picnic"):
+        engine.encode(text)
+    plan = engine.plan_retrieval("rain", top_k=2)
+    assert isinstance(plan, BaseModel) and isinstance(plan.weights, RetrievalSignals)
+    w = plan.weights
+    assert [w[i] for i in range(6)] == [
+        w.semantic_similarity, w.mood_congruence, w.affect_proximity,
+        w.momentum_alignment, w.recency, w.resonance,
+    ]
+    assert len(w) == 6 and w.lexical is None
+    assert sum(w) == pytest.approx(1.0)
+    dumped = plan.model_dump()
+    assert set(dumped) == {"weights", "pass1", "pass2", "activation_map", "seed_ids",
+                           "candidate_count"}
+    assert set(dumped["weights"]) == set(RetrievalSignals.model_fields)
+    with pytest.raises(ValidationError):
+        plan.candidate_count = 3  # type: ignore[misc]  # frozen
+    seven = PlanWeights.from_values([0.1] * 6 + [0.4])
+    assert len(seven) == 7 and seven[-1] == 0.4 and seven.lexical == 0.4
+    with pytest.raises(ValueError, match="6 or 7"):
+        RetrievalPlan(weights=[1.0, 2.0], pass1=[], pass2=[])

@@ -10,10 +10,9 @@ runtime path share one implementation.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -331,31 +330,87 @@ class RankedMemory(BaseModel):
     breakdown: RetrievalBreakdown
 
 
-@dataclass(frozen=True)
-class RetrievalPlan:
-    """The pure two-pass ranking (SPEC 5), before any side effects.
+class PlanWeights(RetrievalSignals):
+    """The weights of a :class:`RetrievalPlan`: named like :class:`RetrievalSignals`
+    (the original's type: ``plan.weights.semantic_similarity``) and also a sequence of
+    floats in signal order (``plan.weights[0]``, ``len``, ``np.asarray``), with the
+    lexical signal's weight last when s7 took part.
+    """
+
+    lexical: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Weight of the opt-in lexical signal s7 (None when it took no part)."""
+
+    @classmethod
+    def from_values(cls, values: Any) -> PlanWeights:
+        """Build from 6 (or 7, lexical last) numbers.
+
+        Args:
+            values: array-like of 6 or 7 floats.
+
+        Returns:
+            The weights.
+        """
+        if isinstance(values, PlanWeights):
+            return values
+        if isinstance(values, RetrievalSignals):
+            return cls(**values.model_dump())
+        flat = [float(v) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
+        if len(flat) not in (6, 7):
+            raise ValueError(f"weights must have 6 or 7 elements, got {len(flat)}")
+        named = dict(zip(SIGNAL_FIELDS, flat[:6], strict=True))
+        return cls(**named, lexical=flat[6] if len(flat) == 7 else None)
+
+    def values(self) -> tuple[float, ...]:
+        """The weights in signal order (7 with the lexical weight last)."""
+        six = self.as_tuple()
+        return six if self.lexical is None else (*six, self.lexical)
+
+    def __len__(self) -> int:
+        return 6 if self.lexical is None else 7
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.values()[index]
+
+    def __iter__(self) -> Any:  # a sequence of floats
+        return iter(self.values())
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return np.asarray(self.values(), dtype=np.float64 if dtype is None else dtype)
+
+
+class RetrievalPlan(BaseModel):
+    """The pure two-pass ranking (SPEC 5), before any side effects (a frozen model).
 
     Attributes:
-        weights: (6,) float64 weights used.
+        weights: the weights used (:class:`PlanWeights`: named and indexable).
         pass1: candidates ranked without activation.
         pass2: candidates ranked with activation (``pass1`` when none spread).
         activation_map: id -> activation from the pass-1 seeds.
         seed_ids: ids of the pass-1 top_k.
         candidate_count: number of candidates scored.
-        candidates: the candidates in candidate order (ties keep this order).
-        now: the scoring time.
-        query: the float64 query features that were scored (None for an empty plan).
+        candidates: the candidates in candidate order (ties keep this order; not
+            serialised).
+        now: the scoring time (not serialised).
+        query: the float64 query features that were scored (None for an empty plan;
+            not serialised).
     """
 
-    weights: NDArray[np.float64]
+    model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
+
+    weights: PlanWeights
     pass1: list[RankedMemory]
     pass2: list[RankedMemory]
-    activation_map: dict[str, float] = field(default_factory=dict)
-    seed_ids: list[str] = field(default_factory=list)
+    activation_map: dict[str, float] = Field(default_factory=dict)
+    seed_ids: list[str] = Field(default_factory=list)
     candidate_count: int = 0
-    candidates: list[Memory] = field(default_factory=list)
-    now: datetime | None = None
-    query: QueryFeatures | None = None
+    candidates: list[Memory] = Field(default_factory=list, exclude=True, repr=False)
+    now: datetime | None = Field(default=None, exclude=True)
+    query: Any = Field(default=None, exclude=True, repr=False)  # QueryFeatures | None
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _weights(cls, v: Any) -> PlanWeights:
+        return PlanWeights.from_values(v)
 
 
 # --------------------------------------------------------------------------- helpers
@@ -740,7 +795,7 @@ def build_retrieval_plan(
             RankedMemory.model_construct(memory=memory, score=bd.total_score, breakdown=bd)
         )
     pass2 = sorted(rescored, key=lambda r: -r.score if r.score == r.score else math.inf)
-    return dataclasses.replace(plan, pass2=pass2, activation_map=activation)
+    return plan.model_copy(update={"pass2": pass2, "activation_map": activation})
 
 
 def rank_candidates(
