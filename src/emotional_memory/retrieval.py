@@ -629,11 +629,13 @@ def plan_arrays(
         strengths = np.zeros((size, width), dtype=dtype)
         strengths[:n] = adjacency[1]
     # numpy operands go to the compiled program directly (no eager transfers)
-    out = jax.device_get(retrieval_plan(
+    out = retrieval_plan(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=adjacency is not None, weights=weights, weight_params=weight_params,
         signal_mask=signal_mask, lexical=lexical,
-    ))
+    )
+    # Only the outputs used are fetched, each by ``np.asarray`` (the host value
+    # ``jax.device_get`` gives too, without its per-leaf asynchronous-copy overhead).
     raw1 = np.asarray(out.raw1)[:n]
     totals1 = np.asarray(out.totals1)[:n]
     order1 = np.asarray(out.order1)[:n]  # padding rows sort after every real row
