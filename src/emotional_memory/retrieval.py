@@ -27,6 +27,7 @@ from emotional_memory._bank import (
     adjacency_from_memories,
     columns_from_memories,
     embedding_dim,
+    padded_columns_from_memories,
     query_features,
 )
 from emotional_memory._precision import float64
@@ -49,7 +50,6 @@ from emotional_memory.kernel import (
     ScoringParams,
     apply_signal_mask,
     bucket_size,
-    pad_columns,
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
@@ -785,7 +785,7 @@ def rank_candidates(
         float64 query features scored.
     """
     dim = embedding_dim(query_embedding, candidates)
-    cols = pad_columns(columns_from_memories(candidates, now, dim))
+    cols = padded_columns_from_memories(candidates, now, dim)
     query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
     adjacency = adjacency_from_memories(candidates) if enable_resonance else None
     padded = None if lexical is None else pad_lexical(lexical, cols.size)
