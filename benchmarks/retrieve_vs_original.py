@@ -69,10 +69,12 @@ print(json.dumps({{"median_ms": statistics.median(times) * 1e3, "n": len(engine.
 """
 
 
-def child(python: str, n: int, repeats: int, ours: bool) -> dict[str, float]:
+def child(
+    python: str, n: int, repeats: int, ours: bool, src: Path | None = None
+) -> dict[str, float]:
     env = dict(os.environ)
     if ours:
-        env["PYTHONPATH"] = str(ROOT / "src")
+        env["PYTHONPATH"] = str(src if src is not None else ROOT / "src")
     else:
         env.pop("PYTHONPATH", None)
     out = subprocess.run(
@@ -89,16 +91,33 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--original-python", default="/work/venv-orig/bin/python")
+    parser.add_argument(
+        "--before-src", type=Path, default=None,
+        help="also time this library from another src/ folder (e.g. an earlier commit "
+        "exported with `git archive REV src | tar -x -C DIR`), alternated with the others",
+    )
+    parser.add_argument("--runs", type=int, default=2, help="alternated runs of each")
     args = parser.parse_args()
 
-    # alternate the two libraries so background load hits both alike
-    ours, orig = [], []
-    for _ in range(2):
+    # alternate the libraries so background load hits them alike
+    ours: list[float] = []
+    orig: list[float] = []
+    before: list[float] = []
+    for _ in range(args.runs):
         ours.append(child(sys.executable, args.memories, args.repeats, True)["median_ms"])
         orig.append(child(args.original_python, args.memories, args.repeats, False)["median_ms"])
+        if args.before_src is not None:
+            before.append(child(
+                sys.executable, args.memories, args.repeats, True, args.before_src
+            )["median_ms"])
     mine, theirs = min(ours), min(orig)
-    print(f"retrieve, {args.memories} memories, top_k 5 (median per call, best of 2 runs)")
+    print(f"retrieve, {args.memories} memories, top_k 5 "
+          f"(median per call, best of {args.runs} runs)")
     print(f"  this library        {mine:8.3f} ms")
+    if before:
+        print(f"  before ({args.before_src})  {min(before):8.3f} ms   "
+              f"(speed-up over it {min(before) / mine:.2f}x; original / before "
+              f"{theirs / min(before):.2f}x)")
     print(f"  original 0.18.1     {theirs:8.3f} ms")
     print(f"  speed-up            {theirs / mine:8.2f}x   (target >= 2x)")
 

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import jax
 import numpy as np
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
-from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
@@ -107,6 +108,62 @@ def columns_from_memories(
     )
 
 
+def _treedef(cls: Any, leaves: int) -> Any:
+    """The pytree structure of an equinox module ``cls`` with ``leaves`` array fields."""
+    return jax.tree_util.tree_structure(cls(*[np.zeros(1)] * leaves))
+
+
+_COLUMNS_TREEDEF = _treedef(MemoryColumns, 9)
+_QUERY_TREEDEF = _treedef(QueryFeatures, 4)
+
+
+def padded_columns_from_memories(
+    memories: Sequence[Memory], now: datetime, dim: int
+) -> MemoryColumns:
+    """``pad_columns(columns_from_memories(memories, now, dim))``, built in one step.
+
+    The same arrays (float64 columns padded to :func:`bucket_size` rows with zeros,
+    ``valid`` False on padding, zero activation), written into padded arrays directly
+    and assembled by unflattening (as ``pad_columns`` does), without the unpadded
+    intermediate.
+
+    Args:
+        memories: the bank, in order.
+        now: aware datetime for the ages.
+        dim: embedding dimension (missing embeddings become zero rows).
+
+    Returns:
+        Padded :class:`MemoryColumns` with numpy leaves.
+    """
+    n = len(memories)
+    size = bucket_size(n)
+    emb = np.zeros((size, dim), dtype=np.float64)
+    rows = []
+    for i, m in enumerate(memories):
+        if m.embedding:
+            emb[i] = m.embedding
+        t = m.tag
+        rows.append((
+            *t.core_affect.as_tuple(), *t.mood_snapshot.as_tuple(), *t.momentum.velocity(),
+            (now - t.timestamp).total_seconds(), t.consolidation_strength, t.retrieval_count,
+        ))
+    table = np.asarray(rows, np.float64).reshape(n, 12)
+    leaves: list[np.ndarray] = [emb]
+    for lo in (0, 3, 6):  # affect, mood, velocity
+        col = np.zeros((size, 3), dtype=np.float64)
+        col[:n] = table[:, lo:lo + 3]
+        leaves.append(col)
+    for j in (9, 10, 11):  # age_seconds, consolidation, retrieval_count
+        col = np.zeros((size,), dtype=np.float64)
+        col[:n] = table[:, j]
+        leaves.append(col)
+    valid = np.zeros((size,), dtype=bool)
+    valid[:n] = True
+    leaves += [np.zeros((size,), dtype=np.float64), valid]  # activation, valid
+    out: MemoryColumns = jax.tree_util.tree_unflatten(_COLUMNS_TREEDEF, leaves)
+    return out
+
+
 def query_features(
     query_embedding: Sequence[float] | None,
     query_affect: CoreAffect,
@@ -127,12 +184,15 @@ def query_features(
         :class:`QueryFeatures` with ``embedding`` (D,) and ``affect``, ``mood``,
         ``velocity`` each (3,).
     """
-    return QueryFeatures(
-        embedding=_vector(query_embedding, dim),
-        affect=np.asarray(query_affect.as_tuple(), np.float64),
-        mood=np.asarray(current_mood.as_tuple(), np.float64),
-        velocity=np.asarray(current_momentum.velocity(), np.float64),
-    )
+    # assembled by unflattening: the module QueryFeatures(...) builds, without its
+    # per-call __init__ machinery
+    out: QueryFeatures = jax.tree_util.tree_unflatten(_QUERY_TREEDEF, [
+        _vector(query_embedding, dim),
+        np.asarray(query_affect.as_tuple(), np.float64),
+        np.asarray(current_mood.as_tuple(), np.float64),
+        np.asarray(current_momentum.velocity(), np.float64),
+    ])
+    return out
 
 
 def adjacency_from_memories(

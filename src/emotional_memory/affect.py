@@ -90,11 +90,20 @@ class CoreAffect(BaseModel):
             ValueError: If ``alpha`` is NaN or infinite.
         """
         a = clamp(finite("alpha", alpha), 0.0, 1.0)
-        return CoreAffect(
-            valence=self.valence + a * (other.valence - self.valence),
-            arousal=self.arousal + a * (other.arousal - self.arousal),
-            dominance=self.dominance + a * (other.dominance - self.dominance),
-        )
+        valence = self.valence + a * (other.valence - self.valence)
+        arousal = self.arousal + a * (other.arousal - self.arousal)
+        dominance = self.dominance + a * (other.dominance - self.dominance)
+        if (
+            type(valence) is float and type(arousal) is float and type(dominance) is float
+            and math.isfinite(valence) and math.isfinite(arousal) and math.isfinite(dominance)
+        ):
+            # what validation gives finite floats (the validators clamp), without its cost
+            return CoreAffect.model_construct(
+                valence=clamp(valence, -1.0, 1.0),
+                arousal=clamp(arousal, 0.0, 1.0),
+                dominance=clamp(dominance, 0.0, 1.0),
+            )
+        return CoreAffect(valence=valence, arousal=arousal, dominance=dominance)
 
 
 class AffectiveMomentum(BaseModel):

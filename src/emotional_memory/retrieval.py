@@ -26,6 +26,7 @@ from emotional_memory._bank import (
     adjacency_from_memories,
     columns_from_memories,
     embedding_dim,
+    padded_columns_from_memories,
     query_features,
 )
 from emotional_memory._precision import float64
@@ -48,7 +49,6 @@ from emotional_memory.kernel import (
     ScoringParams,
     apply_signal_mask,
     bucket_size,
-    pad_columns,
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
@@ -684,11 +684,13 @@ def plan_arrays(
         strengths = np.zeros((size, width), dtype=dtype)
         strengths[:n] = adjacency[1]
     # numpy operands go to the compiled program directly (no eager transfers)
-    out = jax.device_get(retrieval_plan(
+    out = retrieval_plan(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=adjacency is not None, weights=weights, weight_params=weight_params,
         signal_mask=signal_mask, lexical=lexical,
-    ))
+    )
+    # Only the outputs used are fetched, each by ``np.asarray`` (the host value
+    # ``jax.device_get`` gives too, without its per-leaf asynchronous-copy overhead).
     raw1 = np.asarray(out.raw1)[:n]
     totals1 = np.asarray(out.totals1)[:n]
     order1 = np.asarray(out.order1)[:n]  # padding rows sort after every real row
@@ -838,7 +840,7 @@ def rank_candidates(
         float64 query features scored.
     """
     dim = embedding_dim(query_embedding, candidates)
-    cols = pad_columns(columns_from_memories(candidates, now, dim))
+    cols = padded_columns_from_memories(candidates, now, dim)
     query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
     adjacency = adjacency_from_memories(candidates) if enable_resonance else None
     padded = None if lexical is None else pad_lexical(lexical, cols.size)

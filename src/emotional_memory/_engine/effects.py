@@ -36,7 +36,7 @@ class EffectsMixin(EngineCore):
         """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
         cfg = self.config.retrieval
         affect = self._state.core_affect
-        updated: list[Memory] = []
+        tags: list[EmotionalTag] = []
         for memory in winners:
             tag: EmotionalTag = memory.tag.model_copy(
                 update={"last_retrieved": now, "retrieval_count": memory.tag.retrieval_count + 1}
@@ -52,17 +52,16 @@ class EffectsMixin(EngineCore):
                         tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
                     else:
                         tag = tag.model_copy(update={"window_opened_at": None})
-            tag = update_prediction(tag, affect, ape)
-            updated.append(memory.model_copy(update={"tag": tag}))
+            tags.append(update_prediction(tag, affect, ape))
         increment = self.config.resonance.hebbian_increment
-        if increment > 0 and len(updated) > 1:
-            ids = [m.id for m in updated]
-            updated = [
-                m.model_copy(
-                    update={"tag": m.tag.model_copy(
-                        update={"resonance_links": hebbian_strengthen(m, ids, increment)}
-                    )}
+        if increment > 0 and len(winners) > 1:
+            # The updates above leave the links as they were, so each winner's new links
+            # come from its own row; one copy of each memory carries both updates.
+            ids = [m.id for m in winners]
+            tags = [
+                tag.model_copy(
+                    update={"resonance_links": hebbian_strengthen(m, ids, increment)}
                 )
-                for m in updated
+                for m, tag in zip(winners, tags, strict=True)
             ]
-        return updated
+        return [m.model_copy(update={"tag": tag}) for m, tag in zip(winners, tags, strict=True)]
