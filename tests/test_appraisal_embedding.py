@@ -286,8 +286,8 @@ def test_clear_error_without_minilm(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_clear_error_without_minilm_weights(monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("tokenizers")
-    pytest.importorskip("safetensors")
+    pytest.importorskip("tokenizers", reason="MiniLM extras not installed (`make minilm`)")
+    pytest.importorskip("safetensors", reason="MiniLM extras not installed (`make minilm`)")
     from emotional_memory.embedders import minilm
 
     monkeypatch.setattr(minilm, "default_model_dir", lambda: None)

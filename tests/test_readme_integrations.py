@@ -32,7 +32,7 @@ def test_every_integration_has_an_example() -> None:
 
 
 def test_llm_example(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("httpx")
+    pytest.importorskip("httpx", reason="the llm extra is not installed")
     from test_llm_http import FakeOpenAI
 
     server = FakeOpenAI()
@@ -71,7 +71,7 @@ def test_telemetry_logging_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_langchain_example(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("langchain_core")
+    pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
     ns = _run("emotional_memory.integrations.langchain")
     assert "I finally passed my driving test!" in capsys.readouterr().out
     assert len(ns["engine"].list_all()) == 1 and len(ns["history"].messages) == 2
@@ -83,8 +83,8 @@ def test_mem0_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_vector_store_example(capsys: pytest.CaptureFixture[str]) -> None:
-    pytest.importorskip("qdrant_client")
-    pytest.importorskip("chromadb")
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
     _run("emotional_memory.stores.qdrant")
     out = capsys.readouterr().out
     assert "QdrantStore ['The concert was unforgettable']" in out
@@ -92,7 +92,7 @@ def test_vector_store_example(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_visualization_example(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    pytest.importorskip("matplotlib")
+    pytest.importorskip("matplotlib", reason="the viz extra is not installed")
     monkeypatch.chdir(tmp_path)
     _run("emotional_memory.visualization")
     assert (tmp_path / "circumplex.png").stat().st_size > 5_000

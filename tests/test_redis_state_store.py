@@ -190,8 +190,7 @@ def test_engine_persists_and_restores_through_redis(redis_url: str) -> None:
         em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
         em.encode("A wonderful surprise party with old friends")
         em.encode("Lost my keys and missed the train")
-        if em.persist_state() is None:
-            pytest.skip("engine predates the SPEC 11 state-store protocol (load -> AffectiveState)")
+        assert em.persist_state() == em.get_state().snapshot()  # SPEC 11: returns it
         assert state_store.client.exists("engine") == 1
         # A second engine (another worker) starts from the persisted mood.
         em2 = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)

@@ -285,7 +285,7 @@ def _original_layout_memories() -> list[Memory]:
 def test_qdrant_opens_a_collection_in_the_original_layout(tmp_path: Path) -> None:
     """The original library's layout, built by hand: unnamed cosine vectors, point id
     uuid5(NAMESPACE_OID, memory id), payload {"id", "data": Memory JSON}."""
-    pytest.importorskip("qdrant_client")
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
     import uuid
 
     from qdrant_client import QdrantClient, models
@@ -331,7 +331,7 @@ def test_qdrant_opens_a_collection_in_the_original_layout(tmp_path: Path) -> Non
 def test_chroma_opens_a_collection_in_the_original_layout(tmp_path: Path) -> None:
     """The original library's layout, built by hand: id = memory id, document = Memory
     JSON, metadata {"id"}, collection metadata {"hnsw:space": "cosine", "dim"}."""
-    pytest.importorskip("chromadb")
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
     import chromadb
 
     from emotional_memory.stores.chroma import ChromaStore
