@@ -911,3 +911,23 @@ def test_params_to_config_holds_default_lexical_params() -> None:
     default = params_from_config(RetrievalConfig(), DecayConfig())
     r, _ = params_to_config(default, RetrievalConfig(lexical_weight=0.5, lexical_k1=2.0))
     assert (r.lexical_weight, r.lexical_k1, r.lexical_b) == (0.0, 1.2, 0.75)
+
+
+def test_sqlite_lexical_queries_see_other_connections_commits(tmp_path: Path) -> None:
+    """Two store objects on one file: B's lexical shortlist and statistics include
+    what A committed after B built its index (no refresh() call)."""
+    path = tmp_path / "shared.db"
+    a, b = SQLiteStore(path), SQLiteStore(path)
+    try:
+        ea = EmotionalMemory(a, HashingEmbedder(dim=32))
+        first = ea.encode("a quiet walk along the harbour")
+        assert b.lexical_search(["harbour"], 5) == [first.id]
+        second = ea.encode("the harbour lights at night")
+        assert set(b.lexical_search(["harbour"], 5)) == {first.id, second.id}
+        stats = b.lexical_inputs(["harbour"], [second.id])
+        assert float(stats.n_docs) == 2 and stats.tf.tolist() == [[1.0]]
+        ea.delete(first.id)
+        assert b.lexical_search(["harbour"], 5) == [second.id]
+    finally:
+        a.close()
+        b.close()

@@ -536,38 +536,24 @@ class SQLiteStore:
             The :class:`~emotional_memory.lexical.LexicalIndex`.
         """
         with self._lock:
-            self._connection()
+            self._sync()  # other connections' commits first, like every read
             return self._cache.lexical_index()
 
     def lexical_search(
         self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
     ) -> list[str]:
-        """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
-
-        Args:
-            terms: distinct query terms.
-            k: shortlist size.
-            k1: BM25 k1.
-            b: BM25 b.
-
-        Returns:
-            Up to ``k`` memory ids, best BM25 first.
-        """
+        """:meth:`InMemoryStore.lexical_search` over the current rows (other
+        connections' commits included), under the store's lock."""
         with self._lock:
-            return self.lexical_index().search(terms, k, k1, b)
+            self._sync()
+            return self._cache.lexical_search(terms, k, k1, b)
 
     def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
-        """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
-
-        Args:
-            terms: distinct query terms.
-            memory_ids: the candidates, in candidate order.
-
-        Returns:
-            Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
-        """
+        """:meth:`InMemoryStore.lexical_inputs` over the current rows (other
+        connections' commits included), under the store's lock."""
         with self._lock:
-            return self.lexical_index().inputs(terms, memory_ids)
+            self._sync()
+            return self._cache.lexical_inputs(terms, memory_ids)
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5).
