@@ -424,6 +424,24 @@ DEFAULT_GRID: dict[str, tuple[float, ...]] = {
 """Hyperparameter grid searched by :func:`fit_auto` (inner scenario-grouped CV)."""
 
 
+def _inner_folds(
+    batch: RecallBatch, train_mask: np.ndarray | None, folds: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Inner CV groups: the available queries' scenarios split into ``folds`` parts.
+
+    Returns:
+        ``(available, scenario, parts)``: (Q,) available mask, (Q,) scenario index,
+        and the sorted scenario indices of each part.
+    """
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    scen = np.asarray(batch.scenario)
+    pool = np.unique(scen[available])
+    perm = np.random.default_rng(seed).permutation(pool)
+    return available, scen, [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+
+
 def select_hyperparameters(
     batch: RecallBatch,
     info: RecallInfo,
@@ -455,13 +473,7 @@ def select_hyperparameters(
         ``(best, table)``: the chosen values and one row per grid point.
     """
     g = {**DEFAULT_GRID, **(grid or {})}
-    available = (
-        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
-    )
-    scen = np.asarray(batch.scenario)
-    pool = np.unique(scen[available])
-    perm = np.random.default_rng(seed + 1).permutation(pool)
-    parts = [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+    available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 1)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     table: list[dict[str, Any]] = []
     for l2 in g["l2"]:
@@ -723,13 +735,7 @@ def select_model(
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
     chosen_hyper: dict[str, Any] | None = None
-    available = (
-        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
-    )
-    scen = np.asarray(batch.scenario)
-    pool = np.unique(scen[available])
-    perm = np.random.default_rng(seed + 7).permutation(pool)
-    parts = [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+    available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 7)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     models = candidate_models(cfg, batch.lexical is not None)
     table: list[dict[str, Any]] = []
