@@ -122,7 +122,7 @@ def test_retrieve_equals_the_full_plan_winners(name: str) -> None:
         top_k = 1 + i % 5
         got = fast.retrieve(query, top_k=top_k, query_affect=CoreAffect(valence=0.2, arousal=0.4))
         plan, now = full._plan(query, top_k, CoreAffect(valence=0.2, arousal=0.4))
-        want = full._after_retrieval([r.memory for r in plan.pass2[:top_k]], now)
+        want = full._after_retrieval([r.memory.id for r in plan.pass2[:top_k]], now)
         assert dump(fast, [m.model_dump(mode="json") for m in got]) == dump(
             full, [m.model_dump(mode="json") for m in want]
         )

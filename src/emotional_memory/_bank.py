@@ -7,6 +7,7 @@ ages exist.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -215,8 +216,7 @@ def adjacency_from_memories(
             [(index[link.target_id], link.strength) for link in m.tag.resonance_links
              if link.target_id in index]
         )
-    width = max((len(r) for r in rows), default=0)
-    width = max(min_width, 1 << max(width - 1, 0).bit_length())
+    width = link_width(max((len(r) for r in rows), default=0), min_width)
     targets = np.full((len(memories), width), -1, dtype=np.int32)
     strengths = np.zeros((len(memories), width), dtype=np.float64)
     for i, r in enumerate(rows):
@@ -251,3 +251,69 @@ def as_float_list(field: str, values: Any) -> list[float] | None:
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"{field} contains NaN or infinite values")
     return [float(v) for v in arr]
+
+
+@dataclass(frozen=True)
+class CandidateBank:
+    """The candidates of one retrieval as columns: what a store hands the ranking.
+
+    Attributes:
+        ids: the candidates' memory ids, in candidate order (ties keep it).
+        columns: their float64 :class:`MemoryColumns` padded to :func:`bucket_size`
+            rows (``valid`` False and zeros on padding, zero activation).
+        adjacency: ``(targets (n, L) int32, strengths (n, L) float64)``: each
+            candidate's links to other candidates (as :func:`adjacency_from_memories`).
+        dim: the embedding dimension of the columns (and of the query features).
+        memories: the candidates as :class:`Memory` objects when the store produced
+            them anyway (a plain store's answers), else None (built on demand).
+    """
+
+    ids: list[str]
+    columns: MemoryColumns
+    adjacency: tuple[np.ndarray, np.ndarray]
+    dim: int
+    memories: list[Memory] | None = None
+
+    def __len__(self) -> int:
+        """Number of candidates."""
+        return len(self.ids)
+
+
+def bank_from_memories(
+    memories: Sequence[Memory], now: datetime, query_embedding: Sequence[float] | None
+) -> CandidateBank:
+    """The :class:`CandidateBank` of candidate memories (any store's answers).
+
+    Args:
+        memories: the candidates, in candidate order.
+        now: aware datetime for the ages.
+        query_embedding: the query embedding (fixes the dimension), or None.
+
+    Returns:
+        The bank, its ``memories`` the given objects.
+
+    Raises:
+        ValueError: embeddings of different lengths (see :func:`embedding_dim`).
+    """
+    cands = list(memories)
+    dim = embedding_dim(query_embedding, cands)
+    return CandidateBank(
+        ids=[m.id for m in cands],
+        columns=padded_columns_from_memories(cands, now, dim),
+        adjacency=adjacency_from_memories(cands),
+        dim=dim,
+        memories=cands,
+    )
+
+
+def link_width(longest: int, min_width: int = 8) -> int:
+    """Width of the padded link axis for rows of at most ``longest`` links.
+
+    Args:
+        longest: the most links any row keeps.
+        min_width: the smallest width.
+
+    Returns:
+        A power of two >= ``max(longest, min_width)`` (few shapes, few compilations).
+    """
+    return max(min_width, 1 << max(longest - 1, 0).bit_length())

@@ -36,7 +36,6 @@ from emotional_memory._engine.ranking import (  # noqa: F401
     _SEMANTIC_ONLY,
     RankingMixin,
     _Ranking,
-    _StoreLexicon,
 )
 from emotional_memory._engine.records import RecordsMixin
 from emotional_memory._validation import utc_now

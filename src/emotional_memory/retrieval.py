@@ -23,10 +23,10 @@ from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._bank import (
-    adjacency_from_memories,
+    CandidateBank,
+    bank_from_memories,
     columns_from_memories,
     embedding_dim,
-    padded_columns_from_memories,
     query_features,
 )
 from emotional_memory._precision import float64
@@ -839,14 +839,50 @@ def rank_candidates(
         ``(arrays, query)``: the plan's :class:`PlanArrays` over the candidates and the
         float64 query features scored.
     """
-    dim = embedding_dim(query_embedding, candidates)
-    cols = padded_columns_from_memories(candidates, now, dim)
-    query = query_features(query_embedding, query_affect, current_mood, current_momentum, dim)
-    adjacency = adjacency_from_memories(candidates) if enable_resonance else None
-    padded = None if lexical is None else pad_lexical(lexical, cols.size)
+    return rank_bank(
+        query_embedding, query_affect, current_mood, current_momentum,
+        bank_from_memories(candidates, now, query_embedding), params, weights, top_k,
+        propagation_hops, enable_resonance, weight_params=weight_params,
+        signal_mask=signal_mask, lexical=lexical,
+    )
+
+
+def rank_bank(
+    query_embedding: Sequence[float] | None,
+    query_affect: CoreAffect,
+    current_mood: MoodField,
+    current_momentum: AffectiveMomentum,
+    bank: CandidateBank,
+    params: ScoringParams,
+    weights: np.ndarray | None,
+    top_k: int,
+    propagation_hops: int,
+    enable_resonance: bool,
+    *,
+    weight_params: ScoringParams | None = None,
+    signal_mask: Any = None,
+    lexical: LexicalInputs | None = None,
+) -> tuple[PlanArrays, QueryFeatures]:
+    """:func:`rank_candidates` of candidates already in columns (a store's bank).
+
+    Args:
+        query_embedding, query_affect, current_mood, current_momentum: query features.
+        bank: the candidates (non-empty) as columns and adjacency.
+        params, weights, top_k, propagation_hops, enable_resonance, weight_params,
+            signal_mask, lexical: as :func:`rank_candidates`.
+
+    Returns:
+        ``(arrays, query)``: the plan arrays over the bank's candidates and the float64
+        query features scored.
+    """
+    query = query_features(
+        query_embedding, query_affect, current_mood, current_momentum, bank.dim
+    )
+    padded = None if lexical is None else pad_lexical(lexical, bank.columns.size)
     with float64():
         arrays = plan_arrays(
-            params, query, cols, len(candidates), top_k, adjacency, propagation_hops,
+            params, query, bank.columns, len(bank), top_k,
+            bank.adjacency if enable_resonance else None, propagation_hops,
             weights=weights, weight_params=weight_params, signal_mask=signal_mask,
             lexical=padded,
         )
@@ -928,7 +964,7 @@ def plan_from_arrays(
 
 
 def explain_top(
-    candidates: list[Memory], arrays: PlanArrays, memories: Sequence[Memory]
+    candidate_count: int, arrays: PlanArrays, memories: Sequence[Memory]
 ) -> list[RetrievalExplanation]:
     """Explanations of the pass-2 winners, building breakdowns for them only.
 
@@ -936,7 +972,7 @@ def explain_top(
     ``len(memories)`` pass-2 entries.
 
     Args:
-        candidates: the ranked memories, in candidate order.
+        candidate_count: the number of ranked candidates.
         arrays: their plan arrays.
         memories: the first ``len(memories)`` pass-2 winners after retrieval side
             effects, in rank order.
@@ -944,7 +980,7 @@ def explain_top(
     Returns:
         One :class:`RetrievalExplanation` per winner.
     """
-    n = len(candidates)
+    n = candidate_count
     w = arrays.weights.tolist()
     pass1_rank = np.empty(n, dtype=np.int64)
     pass1_rank[arrays.order1] = np.arange(1, n + 1)

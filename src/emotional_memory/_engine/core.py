@@ -20,6 +20,7 @@ from emotional_memory.interfaces import (
 )
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
+from emotional_memory.stores.columnar import ColumnarStore, columnar
 
 Clock = Callable[[], datetime]
 
@@ -42,6 +43,16 @@ class EngineCore:
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState
+
+    @property
+    def _columnar(self) -> ColumnarStore:
+        """The store as the engine reads and writes it (:mod:`~emotional_memory.stores.
+        columnar`): the store itself, or its adapter, chosen once per store object."""
+        cached: tuple[MemoryStore, ColumnarStore] | None = self.__dict__.get("_columnar_of")
+        if cached is None or cached[0] is not self.store:
+            cached = (self.store, columnar(self.store))
+            self.__dict__["_columnar_of"] = cached
+        return cached[1]
 
     # ------------------------------------------------------------------ helpers
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import datetime
 
 from emotional_memory._engine.core import EngineCore
-from emotional_memory.interfaces import store_transaction
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.resonance import hebbian_strengthen
 from emotional_memory.retrieval import (
@@ -18,18 +17,19 @@ from emotional_memory.retrieval import (
 class EffectsMixin(EngineCore):
     """The retrieval side effects (SPEC 6), applied to the winners' current rows."""
 
-    def _after_retrieval(self, winners: list[Memory], now: datetime) -> list[Memory]:
+    def _after_retrieval(self, winners: list[str], now: datetime) -> list[Memory]:
         """Apply the retrieval side effects to the winners' current rows, in one transaction.
 
-        The winners are read again inside the store's write transaction, so another
-        engine or process writing the same memories between the ranking and now loses
-        no update (a winner deleted meanwhile is dropped).
+        The winners (ids, best first) are read inside the store's write transaction,
+        so another engine or process writing the same memories between the ranking
+        and now loses no update (a winner deleted meanwhile is dropped). These are the
+        only memories a retrieval builds as objects.
         """
-        with store_transaction(self.store):
-            current = [self.store.get(m.id) for m in winners]
-            updated = self._retrieval_effects([m for m in current if m is not None], now)
+        store = self._columnar
+        with store.transaction():
+            updated = self._retrieval_effects(store.memories(winners), now)
             for m in updated:
-                self.store.update(m)
+                store.update(m)
         return updated
 
     def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:

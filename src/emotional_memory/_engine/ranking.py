@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from emotional_memory._bank import CandidateBank
 from emotional_memory._engine.config import _ConfigDerived
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
 from emotional_memory.affect import CoreAffect
-from emotional_memory.kernel import LexicalInputs, QueryFeatures
-from emotional_memory.lexical import LexicalIndex, query_terms
+from emotional_memory.kernel import QueryFeatures
+from emotional_memory.lexical import query_terms
 from emotional_memory.models import Memory
 from emotional_memory.retrieval import (
     PlanArrays,
@@ -26,7 +26,7 @@ from emotional_memory.retrieval import (
     masked_weights,
     mood_weights,
     plan_from_arrays,
-    rank_candidates,
+    rank_bank,
 )
 from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
@@ -42,8 +42,8 @@ class _Ranking:
         now: the engine time of the ranking.
         plan_now: the ``now`` an equivalent :class:`RetrievalPlan` carries (None for an
             empty store).
-        weights: (6,) final weights.
-        candidates: the ranked memories, in candidate order.
+        weights: (6,) final weights (7 with the lexical signal).
+        bank: the ranked candidates as columns (None without candidates).
         arrays: the plan arrays (None without candidates).
         query: the query features scored (None without candidates).
     """
@@ -51,49 +51,35 @@ class _Ranking:
     now: datetime
     plan_now: datetime | None
     weights: np.ndarray
-    candidates: list[Memory] = field(default_factory=list)
+    bank: CandidateBank | None = None
     arrays: PlanArrays | None = None
     query: QueryFeatures | None = None
 
-    def winners(self, top_k: int) -> list[Memory]:
-        """The pass-2 top ``top_k`` memories, best first.
+    def winners(self, top_k: int) -> list[str]:
+        """The ids of the pass-2 top ``top_k`` candidates, best first.
 
         Args:
             top_k: how many.
 
         Returns:
-            Up to ``top_k`` memories (the ranking-time objects).
+            Up to ``top_k`` memory ids.
         """
-        if self.arrays is None:
+        if self.arrays is None or self.bank is None:
             return []
-        return [self.candidates[i] for i in self.arrays.order2[:top_k].tolist()]
+        ids = self.bank.ids
+        return [ids[i] for i in self.arrays.order2[:top_k].tolist()]
 
     def plan(self) -> RetrievalPlan:
         """The full :class:`RetrievalPlan`, every breakdown built.
 
         Returns:
-            The plan ``build_retrieval_plan`` gives for this ranking.
+            The plan ``build_retrieval_plan`` gives for this ranking (the bank must
+            carry its memories: rank with ``with_memories=True``).
         """
-        if self.arrays is None or self.query is None:
+        if self.arrays is None or self.query is None or self.bank is None:
             return RetrievalPlan(weights=self.weights, pass1=[], pass2=[], now=self.plan_now)
-        return plan_from_arrays(self.candidates, self.arrays, self.now, self.query)
-
-
-class _StoreLexicon:
-    """A store's lexical queries under the store's own lock, as a LexicalIndex's names."""
-
-    def __init__(self, store: Any) -> None:
-        self._store = store
-
-    def search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
-        """The store's lexical shortlist."""
-        ids: list[str] = self._store.lexical_search(terms, k, k1, b)
-        return ids
-
-    def inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
-        """The store's term statistics of the candidates."""
-        out: LexicalInputs = self._store.lexical_inputs(terms, memory_ids)
-        return out
+        assert self.bank.memories is not None, "rank with with_memories=True for a plan"
+        return plan_from_arrays(self.bank.memories, self.arrays, self.now, self.query)
 
 
 class RankingMixin(EffectsMixin):
@@ -172,8 +158,13 @@ class RankingMixin(EffectsMixin):
         top_k: int,
         query_affect: CoreAffect | None,
         precomputed_weights: Any = None,
+        *,
+        with_memories: bool = False,
     ) -> _Ranking:
         """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
+
+        Candidates come from the store as columns (:meth:`ColumnarStore.candidate_bank`):
+        no memory object is built for them unless ``with_memories``.
 
         Args:
             query: query text.
@@ -181,6 +172,7 @@ class RankingMixin(EffectsMixin):
             query_affect: optional override for affect proximity.
             precomputed_weights: optional (6,) final weights used instead of the
                 routed, mood-adaptive, masked ones.
+            with_memories: also read the candidates' memories (for a full plan).
 
         Returns:
             The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
@@ -199,30 +191,33 @@ class RankingMixin(EffectsMixin):
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
         derived = self._derived()
-        if n > limit and not cfg.full_bank_candidates:
-            with traced_span("emotional_memory.store.search_by_embedding", {"limit": limit}):
-                candidates = self.store.search_by_embedding(embedding or [], limit)
-        else:
-            candidates = self.store.list_all()
-        lexical = None
-        if derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical):
-            candidates, lexical = self._lexical_candidates(
-                query, candidates, limit, full=n <= limit or cfg.full_bank_candidates
+        everything = n <= limit or cfg.full_bank_candidates
+        lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
+        store = self._columnar
+        terms = query_terms(query, derived.stop_words) if lexical_on else []
+        # The lexical shortlist joins the semantic one (hybrid candidates).
+        also = (
+            store.lexical_search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
+            if terms and not everything else []
+        )
+        with traced_span("emotional_memory.store.candidates", {"limit": limit}):
+            bank = store.candidate_bank(
+                embedding, None if everything else limit, now, also=also,
+                with_memories=with_memories,
             )
-            if not derived.lexical_on:  # hybrid candidates, six-signal score
-                lexical = None
-        if not candidates:
+        if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
+        # hybrid candidates score six signals unless s7 itself is on
+        lexical = store.lexical_inputs(terms, bank.ids) if derived.lexical_on else None
         # One compiled program: weights (route, mood, mask), both passes, activation.
-        arrays, features = rank_candidates(
+        arrays, features = rank_bank(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
             # SPEC 11: the weights and s2 read the mood as last updated, un-regressed.
             self._state.mood,
             self._state.momentum,
-            candidates,
-            now,
+            bank,
             derived.params,
             fixed,
             top_k,
@@ -234,51 +229,13 @@ class RankingMixin(EffectsMixin):
         )
         weights = _check_weights(arrays.weights, lexical=lexical is not None)
         return _Ranking(
-            now=now, plan_now=now, weights=weights, candidates=candidates, arrays=arrays,
-            query=features,
+            now=now, plan_now=now, weights=weights, bank=bank, arrays=arrays, query=features,
         )
-
-    def _lexical_index(self) -> Any:
-        """What answers lexical queries: the store itself when it keeps a lexical index
-        (``lexical_search`` / ``lexical_inputs`` under its lock), else an index built
-        from ``list_all()`` for a plain store (``search`` / ``inputs``)."""
-        if callable(getattr(self.store, "lexical_search", None)):
-            return _StoreLexicon(self.store)
-        return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
-
-    def _lexical_candidates(
-        self, query: str, candidates: list[Memory], limit: int, *, full: bool
-    ) -> tuple[list[Memory], LexicalInputs]:
-        """Hybrid candidates and their term statistics (lexical signal s7 on).
-
-        The semantic shortlist is followed by the memories of the lexical shortlist
-        (the ``limit`` best BM25 scores) it lacks, in lexical rank order. With ``full``
-        the candidates are already every memory.
-
-        Args:
-            query: query text.
-            candidates: the semantic candidates (or every memory with ``full``).
-            limit: shortlist size (``top_k * candidate_multiplier``).
-            full: whether ``candidates`` already holds the whole store.
-
-        Returns:
-            ``(candidates, lexical)``: the candidates and their unpadded statistics.
-        """
-        cfg = self.config.retrieval
-        terms = query_terms(query, self._derived().stop_words)
-        index = self._lexical_index()
-        if not full and terms:
-            have = {m.id for m in candidates}
-            extra = [i for i in index.search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
-                     if i not in have]
-            found = (self.store.get(i) for i in extra)
-            candidates = candidates + [m for m in found if m is not None]
-        return candidates, index.inputs(terms, [m.id for m in candidates])
 
     def _plan(
         self, query: str, top_k: int, query_affect: CoreAffect | None
     ) -> tuple[RetrievalPlan, datetime]:
-        ranking = self._rank(query, top_k, query_affect)
+        ranking = self._rank(query, top_k, query_affect, with_memories=True)
         return ranking.plan(), ranking.now
 
     @_synchronized
@@ -333,10 +290,10 @@ class RankingMixin(EffectsMixin):
         """
         ranking = self._rank(query, top_k, query_affect, precomputed_weights)
         winners = ranking.winners(top_k)
-        if not winners or ranking.arrays is None:
+        if not winners or ranking.arrays is None or ranking.bank is None:
             return []
         updated = self._after_retrieval(winners, ranking.now)
-        return explain_top(ranking.candidates, ranking.arrays, updated)
+        return explain_top(len(ranking.bank), ranking.arrays, updated)
 
     def _commit(
         self, plan: RetrievalPlan, top_k: int, now: datetime
@@ -345,7 +302,7 @@ class RankingMixin(EffectsMixin):
         top = plan.pass2[:top_k]
         if not top:
             return []
-        updated = self._after_retrieval([r.memory for r in top], now)
+        updated = self._after_retrieval([r.memory.id for r in top], now)
         rank1 = {r.memory.id: i + 1 for i, r in enumerate(plan.pass1)}
         seeds = set(plan.seed_ids)
         return [

@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, json_metadata
-from emotional_memory.decay import compute_effective_strength_batch, strength_from_columns
-from emotional_memory.interfaces import store_transaction
+from emotional_memory.decay import strength_from_columns
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.telemetry import traced
 
@@ -42,7 +43,7 @@ class RecordsMixin(EngineCore):
         Returns:
             True when it existed.
         """
-        with store_transaction(self.store):
+        with self._columnar.transaction():
             return self._delete_many([memory_id]) == 1
 
     def _delete_many(self, memory_ids: Sequence[str]) -> int:
@@ -55,12 +56,8 @@ class RecordsMixin(EngineCore):
         doomed = {mid for mid in memory_ids if self.store.get(mid) is not None}
         if not doomed:
             return 0
-        linking_to = getattr(self.store, "linking_to", None)
-        if callable(linking_to):  # columnar stores answer without rebuilding memories
-            linking = [self.store.get(mid) for mid in linking_to(doomed) if mid not in doomed]
-            holders: list[Memory] = [m for m in linking if m is not None]
-        else:
-            holders = [m for m in self.store.list_all() if m.id not in doomed]
+        store = self._columnar
+        holders = store.memories([mid for mid in store.linking_to(doomed) if mid not in doomed])
         for memory in holders:
             links = memory.tag.resonance_links
             kept = [lk for lk in links if lk.target_id not in doomed]
@@ -102,7 +99,7 @@ class RecordsMixin(EngineCore):
             TypeError: bad content/metadata/embedding type.
             ValueError: bad content length or embedding values.
         """
-        with store_transaction(self.store):  # the current row, changed in one transaction
+        with self._columnar.transaction():  # the current row, changed in one transaction
             return self._update_memory(memory_id, content, tag, metadata, embedding)
 
     def _update_memory(
@@ -159,25 +156,15 @@ class RecordsMixin(EngineCore):
         """
         threshold = in_range("threshold", threshold, 0.0, 1.0)
         now = self._now()
-        columns = getattr(self.store, "columns", None)
-        if callable(columns):  # columnar stores: the same float64 inputs, no objects
-            ids, cols = columns(now)
-            if not ids:
-                return 0
-            strengths = strength_from_columns(
-                cols.age_seconds, cols.affect[:, 1], cols.consolidation,
-                cols.retrieval_count, self.config.decay,
-            )
-        else:
-            memories = self.store.list_all()
-            if not memories:
-                return 0
-            ids = [m.id for m in memories]
-            strengths = compute_effective_strength_batch(
-                [m.tag for m in memories], now, self.config.decay
-            )
+        ids, cols = self._columnar.columns(now)  # the same float64 inputs, no objects
+        if not ids:
+            return 0
+        strengths = strength_from_columns(
+            np.asarray(cols.age_seconds), np.asarray(cols.affect)[:, 1],
+            np.asarray(cols.consolidation), np.asarray(cols.retrieval_count), self.config.decay,
+        )
         doomed = [mid for mid, s in zip(ids, strengths.tolist(), strict=True) if s < threshold]
-        with store_transaction(self.store):
+        with self._columnar.transaction():
             return self._delete_many(doomed)
 
     @_synchronized
@@ -208,7 +195,7 @@ class RecordsMixin(EngineCore):
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
         self._check_import_links(memories)
         written = 0
-        with store_transaction(self.store):
+        with self._columnar.transaction():
             for mem in memories:
                 exists = self.store.get(mem.id) is not None
                 if exists and not overwrite:

@@ -123,7 +123,7 @@ def _capture(
     if engine is not None:  # term statistics from the engine's store, at query time
         stop = stop_word_set(engine.config.retrieval.lexical_stop_words)
         terms = query_terms(str(query["query"]), stop)
-        lexical = engine._lexical_index().inputs(terms, [m.id for m in cands])
+        lexical = engine._columnar.lexical_inputs(terms, [m.id for m in cands])
     return _Captured(
         scenario=scenario,
         query_id=str(query.get("query_id", "")),

@@ -89,6 +89,7 @@ from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
+from emotional_memory.stores._candidates import CandidateRows
 from emotional_memory.stores._precision import (
     EMBEDDING_DTYPES,
     EmbeddingDType,
@@ -96,7 +97,7 @@ from emotional_memory.stores._precision import (
     _to_bfloat16_bits,  # noqa: F401  (same)
 )
 from emotional_memory.stores._records import to_microseconds
-from emotional_memory.stores._search import EmbeddingSearch, _check_top_k
+from emotional_memory.stores._search import _check_top_k
 from emotional_memory.stores._undo import UndoLog, _Undo
 
 __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
@@ -167,7 +168,7 @@ def _clone(model: Any, updates: dict[str, Any]) -> Any:
     return out
 
 
-class InMemoryStore(EmbeddingSearch, UndoLog):
+class InMemoryStore(CandidateRows, UndoLog):
     """A :class:`~emotional_memory.interfaces.MemoryStore` held in process memory.
 
     Besides the protocol methods it exposes the column caches for batch scoring:
@@ -259,6 +260,19 @@ class InMemoryStore(EmbeddingSearch, UndoLog):
             if row is None:
                 return None
             return self._memory_at(row, keep=True)
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The stored memories of ``memory_ids``, in that order (missing ones skipped).
+
+        Args:
+            memory_ids: the ids.
+
+        Returns:
+            The memories (as :meth:`get` gives them).
+        """
+        with self._lock:
+            rows = (self._row_of.get(mid) for mid in memory_ids)
+            return [self._memory_at(r, keep=True) for r in rows if r is not None]
 
     def update(self, memory: Memory) -> None:
         """Replace an existing memory in place.

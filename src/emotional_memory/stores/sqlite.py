@@ -33,11 +33,14 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
 import numpy as np
 
+from emotional_memory._bank import CandidateBank
+from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
@@ -571,6 +574,38 @@ class SQLiteStore:
         with self._lock:
             self._sync()
             return self._cache.search_by_embedding(embedding, top_k)
+
+    def candidate_bank(
+        self,
+        embedding: Sequence[float] | None,
+        limit: int | None,
+        now: datetime,
+        *,
+        also: Sequence[str] = (),
+        with_memories: bool = False,
+    ) -> CandidateBank:
+        """The retrieval candidates of a query as columns, from the cache's rows
+        (other connections' commits included); see
+        :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`."""
+        with self._lock:
+            self._sync()
+            return self._cache.candidate_bank(
+                embedding, limit, now, also=also, with_memories=with_memories
+            )
+
+    def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
+        """Every memory as float64 columns, in insertion order (see
+        :meth:`InMemoryStore.columns`), from the cache's rows."""
+        with self._lock:
+            self._sync()
+            ids, cols = self._cache.columns(now)
+            return ids, cols  # type: ignore[return-value]  # every row is live
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The stored memories of ``memory_ids``, in order (missing ones skipped)."""
+        with self._lock:
+            self._sync()
+            return self._cache.memories(memory_ids)
 
     def count(self) -> int:
         """Number of memories stored (same as ``len(store)``)."""

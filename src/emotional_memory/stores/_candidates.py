@@ -1,0 +1,160 @@
+"""Retrieval candidates of :class:`~emotional_memory.stores.InMemoryStore` as columns.
+
+The rows found by the exact search are gathered straight from the row arrays into a
+:class:`~emotional_memory._bank.CandidateBank`: no :class:`Memory` is rebuilt for a
+candidate. The values are bit-identical to
+:func:`~emotional_memory._bank.bank_from_memories` over the same memories (a test
+compares them byte for byte): float64 embeddings as stored, tag numbers as written,
+ages ``(now_us - timestamp_us) / 1e6`` (the correctly rounded quotient of the same
+integer microseconds ``timedelta.total_seconds`` divides), link strengths as packed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import struct
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime
+
+import jax
+import numpy as np
+
+from emotional_memory._bank import CandidateBank, link_width
+from emotional_memory.kernel.columns import MemoryColumns, bucket_size
+from emotional_memory.models import Memory
+from emotional_memory.stores import _records
+from emotional_memory.stores._records import to_microseconds
+from emotional_memory.stores._search import EmbeddingSearch
+
+_COLUMNS_TREEDEF = jax.tree_util.tree_structure(MemoryColumns(*[np.zeros(1)] * 9))
+
+
+class CandidateRows(EmbeddingSearch):
+    """The candidate reads of the store's
+    :class:`~emotional_memory.stores.columnar.ColumnarStore` protocol.
+
+    A mixin of :class:`~emotional_memory.stores.InMemoryStore` (its lock, rows and
+    search), whose ``__init__`` creates the attributes declared here.
+    """
+
+    _lock: threading.RLock
+    _whole: dict[str, Memory]  # memories kept as objects (odd shapes)
+    _memory_at: Callable[..., Memory]  # rebuilds the memory of a live row
+
+    def candidate_bank(
+        self,
+        embedding: Sequence[float] | None,
+        limit: int | None,
+        now: datetime,
+        *,
+        also: Sequence[str] = (),
+        with_memories: bool = False,
+    ) -> CandidateBank:
+        """The retrieval candidates of a query as columns (see
+        :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`).
+
+        Args:
+            embedding: the query embedding, shape (D,), or None.
+            limit: shortlist size (the rows :meth:`search_by_embedding` would return),
+                or None for every memory in insertion order.
+            now: aware datetime for the ages.
+            also: ids appended when not already candidates (unknown ids skipped).
+            with_memories: also rebuild the candidates' memories (``memories``).
+
+        Returns:
+            The :class:`CandidateBank` (``memories`` None unless asked for).
+
+        Raises:
+            ValueError: a query whose length differs from the stored embeddings.
+        """
+        with self._lock:
+            if limit is None:
+                rows: list[int] = self._live_row_list()
+            else:
+                found = self._search_rows(embedding or [], limit)
+                rows = found.tolist()
+            if also:
+                have = set(rows)
+                for mid in also:
+                    row = self._row_of.get(mid)
+                    if row is not None and row not in have:
+                        rows.append(row)
+                        have.add(row)
+            bank = self._bank_of_rows(rows, embedding, now)
+            if with_memories:
+                bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
+            return bank
+
+    def _bank_of_rows(
+        self, rows: list[int], embedding: Sequence[float] | None, now: datetime
+    ) -> CandidateBank:
+        """The bank of live ``rows`` (candidate order); callers hold the lock."""
+        n = len(rows)
+        idx = np.asarray(rows, dtype=np.int64)
+        ids: list[str] = [self._row_ids[r] for r in rows]  # type: ignore[misc]
+        has = self._has[idx]
+        store_dim: int = self._dim or 0
+        query_dim = len(embedding) if embedding is not None else 0
+        if query_dim and has.any() and store_dim != query_dim:
+            first = int(np.flatnonzero(has)[0])
+            raise ValueError(
+                f"embedding length mismatch: memory {ids[first]!r} has {store_dim}, "
+                f"expected {query_dim}"
+            )
+        dim = max(query_dim or (store_dim if has.any() else 0), 1)
+        size = bucket_size(n)
+        emb = np.zeros((size, dim), dtype=np.float64)
+        if has.any():
+            emb[np.flatnonzero(has)] = self._exact_rows(idx[has])
+        tagf = self._tagf[idx]
+        leaves: list[np.ndarray] = [emb]
+        for cols in (_records.F_AFFECT, _records.F_MOOD, _records.F_VELOCITY):
+            col = np.zeros((size, 3), dtype=np.float64)
+            col[:n] = tagf[:, cols]
+            leaves.append(col)
+        stamps = self._tagi[idx, _records.I_TIMESTAMP]
+        for values in (
+            (to_microseconds(now) - stamps) / 1e6,
+            tagf[:, _records.F_CONSOLIDATION],
+            tagf[:, _records.F_RETRIEVAL],
+        ):
+            col = np.zeros((size,), dtype=np.float64)
+            col[:n] = values
+            leaves.append(col)
+        valid = np.zeros((size,), dtype=bool)
+        valid[:n] = True
+        leaves += [np.zeros((size,), dtype=np.float64), valid]  # activation, valid
+        columns: MemoryColumns = jax.tree_util.tree_unflatten(_COLUMNS_TREEDEF, leaves)
+        return CandidateBank(
+            ids=ids, columns=columns, adjacency=self._adjacency(rows, ids), dim=dim
+        )
+
+    def _adjacency(self, rows: list[int], ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Links among the candidate ``rows`` (as ``adjacency_from_memories``)."""
+        index = {mid: i for i, mid in enumerate(ids)}
+        kept: list[tuple[list[int], list[float]]] = []
+        longest = 0
+        for row, mid in zip(rows, ids, strict=True):
+            whole = self._whole.get(mid) if self._whole else None
+            if whole is not None:
+                links = [(lk.target_id, lk.strength) for lk in whole.tag.resonance_links]
+            else:
+                record = self._links[row]
+                if record is None:
+                    kept.append(([], []))
+                    continue
+                targets, packed = record
+                strengths = struct.unpack_from(f"<{len(targets)}d", packed)
+                links = list(zip(targets, strengths, strict=True))
+            at = [(index[t], s) for t, s in links if t in index]
+            kept.append(([t for t, _ in at], [s for _, s in at]))
+            longest = max(longest, len(at))
+        width = link_width(longest)
+        out_t = np.full((len(rows), width), -1, dtype=np.int32)
+        out_s = np.zeros((len(rows), width), dtype=np.float64)
+        for i, (t, s) in enumerate(kept):
+            if t:
+                out_t[i, : len(t)] = t
+                out_s[i, : len(s)] = s
+        return out_t, out_s

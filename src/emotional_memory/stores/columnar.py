@@ -1,0 +1,279 @@
+"""The store protocol the engine works through: columns in, objects out.
+
+The engine ranks, links and prunes through :class:`ColumnarStore`: retrieval
+candidates come as ids plus :class:`~emotional_memory._bank.CandidateBank` columns
+(no :class:`~emotional_memory.models.Memory` is built for a candidate), and memories
+are built only for what is returned or changed. ``InMemoryStore`` and ``SQLiteStore``
+implement it on their row arrays; :class:`StoreAdapter` serves any plain
+:class:`~emotional_memory.interfaces.MemoryStore` (the six protocol methods) through it
+with the very same answers, so the engine has one code path per operation:
+
+================================  ===========================================
+engine operation                  ColumnarStore method
+================================  ===========================================
+retrieve: candidates              :meth:`ColumnarStore.candidate_bank`
+retrieve: lexical shortlist, s7   ``lexical_search`` / ``lexical_inputs``
+plan / explanations               :meth:`ColumnarStore.memories`
+prune: strengths                  :meth:`ColumnarStore.columns`
+delete: links to drop             ``linking_to``
+elaborate_pending                 ``pending_ids``
+every write                       ``transaction``
+================================  ===========================================
+
+:func:`columnar` picks the store itself or wraps it, once per store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from emotional_memory._bank import (
+    CandidateBank,
+    bank_from_memories,
+    columns_from_memories,
+    embedding_dim,
+)
+from emotional_memory.interfaces import MemoryStore, store_transaction
+from emotional_memory.kernel.columns import MemoryColumns
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import LexicalIndex
+from emotional_memory.models import Memory
+
+__all__ = ["ColumnarStore", "StoreAdapter", "columnar"]
+
+
+@runtime_checkable
+class ColumnarStore(MemoryStore, Protocol):
+    """A :class:`MemoryStore` that also answers the engine in columns (see module docs)."""
+
+    def candidate_bank(
+        self,
+        embedding: Sequence[float] | None,
+        limit: int | None,
+        now: datetime,
+        *,
+        also: Sequence[str] = (),
+        with_memories: bool = False,
+    ) -> CandidateBank:
+        """The retrieval candidates of a query as columns, under one read of the store.
+
+        Args:
+            embedding: the query embedding, shape (D,), or None.
+            limit: the semantic shortlist: the ``limit`` memories
+                :meth:`search_by_embedding` returns; None: every memory, in insertion
+                order.
+            now: aware datetime for the ages.
+            also: ids appended after the shortlist when not in it, in this order
+                (the lexical shortlist); ids no longer stored are skipped.
+            with_memories: also build the candidates' :class:`Memory` objects (the
+                bank's ``memories``, read with the columns), for a full plan.
+
+        Returns:
+            The :class:`CandidateBank` (dimension: the query's, else the memories').
+
+        Raises:
+            ValueError: a query whose length differs from the memories' embeddings.
+        """
+        ...
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The stored memories of ``memory_ids``, in that order (missing ones skipped).
+
+        Args:
+            memory_ids: the ids.
+
+        Returns:
+            The memories.
+        """
+        ...
+
+    def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
+        """Every memory as float64 columns, in insertion order (unpadded).
+
+        Args:
+            now: aware datetime for the ages.
+
+        Returns:
+            ``(ids, columns)``; the columns' embedding may be a read-only view of the
+            store (use it before the next write).
+        """
+        ...
+
+    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """Up to ``k`` memory ids by BM25 of ``terms``, best first (lexical signal s7).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Memory ids.
+        """
+        ...
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates, in candidate order (lexical signal s7).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs`.
+        """
+        ...
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """Ids of the memories holding a link to any of ``memory_ids``, in insertion order.
+
+        Args:
+            memory_ids: the link targets.
+
+        Returns:
+            The linking memories' ids.
+        """
+        ...
+
+    def pending_ids(self) -> list[str]:
+        """Ids of the memories pending appraisal (dual-path encoding), in insertion order.
+
+        Returns:
+            The ids.
+        """
+        ...
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """All-or-nothing block of writes (re-entrant).
+
+        Returns:
+            The context manager.
+        """
+        ...
+
+
+class StoreAdapter:
+    """Any plain :class:`MemoryStore` as a :class:`ColumnarStore`, same answers.
+
+    Candidates come from ``search_by_embedding`` / ``list_all`` and are turned into
+    columns here; lexical queries use an index built from ``list_all()`` per call;
+    ``transaction`` is the store's own when it has one, else a no-op.
+
+    Args:
+        store: the plain store (any object with the six protocol methods).
+    """
+
+    def __init__(self, store: MemoryStore) -> None:
+        self.store = store
+
+    # The MemoryStore protocol, passed through.
+    def save(self, memory: Memory) -> None:
+        """See :meth:`MemoryStore.save`."""
+        self.store.save(memory)
+
+    def get(self, memory_id: str) -> Memory | None:
+        """See :meth:`MemoryStore.get`."""
+        return self.store.get(memory_id)
+
+    def update(self, memory: Memory) -> None:
+        """See :meth:`MemoryStore.update`."""
+        self.store.update(memory)
+
+    def delete(self, memory_id: str) -> bool:
+        """See :meth:`MemoryStore.delete`."""
+        return self.store.delete(memory_id)
+
+    def list_all(self) -> list[Memory]:
+        """See :meth:`MemoryStore.list_all`."""
+        return self.store.list_all()
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """See :meth:`MemoryStore.search_by_embedding`."""
+        return self.store.search_by_embedding(embedding, top_k)
+
+    def __len__(self) -> int:
+        """Number of memories stored."""
+        return len(self.store)
+
+    # The columnar part.
+    def candidate_bank(
+        self,
+        embedding: Sequence[float] | None,
+        limit: int | None,
+        now: datetime,
+        *,
+        also: Sequence[str] = (),
+        with_memories: bool = False,
+    ) -> CandidateBank:
+        """See :meth:`ColumnarStore.candidate_bank` (built from the store's memories,
+        which the bank always carries)."""
+        del with_memories  # the memories are at hand anyway
+        found = (
+            self.store.list_all() if limit is None
+            else self.store.search_by_embedding(embedding or [], limit)
+        )
+        if also:
+            have = {m.id for m in found}
+            found = list(found)
+            for mid in also:
+                if mid not in have and (memory := self.store.get(mid)) is not None:
+                    found.append(memory)
+                    have.add(mid)
+        return bank_from_memories(found, now, embedding)
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """See :meth:`ColumnarStore.memories`."""
+        found = (self.store.get(i) for i in memory_ids)
+        return [m for m in found if m is not None]
+
+    def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
+        """See :meth:`ColumnarStore.columns` (built from ``list_all``)."""
+        memories = self.store.list_all()
+        dim = embedding_dim(None, memories)
+        return [m.id for m in memories], columns_from_memories(memories, now, dim)
+
+    def _lexicon(self) -> LexicalIndex:
+        return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
+
+    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """See :meth:`ColumnarStore.lexical_search` (an index built from ``list_all``)."""
+        return self._lexicon().search(terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """See :meth:`ColumnarStore.lexical_inputs` (an index built from ``list_all``)."""
+        return self._lexicon().inputs(terms, memory_ids)
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """See :meth:`ColumnarStore.linking_to` (a scan of ``list_all``)."""
+        targets = set(memory_ids)
+        return [
+            m.id for m in self.store.list_all()
+            if any(lk.target_id in targets for lk in m.tag.resonance_links)
+        ]
+
+    def pending_ids(self) -> list[str]:
+        """See :meth:`ColumnarStore.pending_ids` (a scan of ``list_all``)."""
+        return [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
+
+    def transaction(self) -> AbstractContextManager[Any]:
+        """The store's ``transaction()`` when it has one, else a no-op context."""
+        return store_transaction(self.store)
+
+
+def columnar(store: MemoryStore) -> ColumnarStore:
+    """``store`` itself when it is a :class:`ColumnarStore`, else a :class:`StoreAdapter`.
+
+    Args:
+        store: any memory store.
+
+    Returns:
+        The columnar view the engine uses.
+    """
+    if isinstance(store, ColumnarStore):
+        return store
+    out: ColumnarStore = StoreAdapter(store)
+    return out

@@ -1,0 +1,247 @@
+"""The columnar store protocol: native candidate banks equal the adapter's, byte for byte.
+
+``InMemoryStore`` and ``SQLiteStore`` gather retrieval candidates straight from their
+row arrays; :class:`StoreAdapter` builds the same bank from ``Memory`` objects
+(``search_by_embedding`` / ``list_all`` / ``get`` and ``bank_from_memories``), which
+is the path of any plain store and what the engine did before. Every leaf of the
+columns, the adjacency, the ids and the dimension must be identical, for stores of
+every embedding precision, memories kept whole (odd shapes), missing and empty
+embeddings, links leaving the candidate set, deletes and rolled-back writes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory._bank import CandidateBank
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.models import EmotionalTag, Memory, ResonanceLink
+from emotional_memory.mood import MoodField
+from emotional_memory.replay import TickClock
+from emotional_memory.stores import SQLiteStore
+from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar
+from plain_store import PerMemoryStore
+
+T0 = datetime(2025, 3, 1, tzinfo=UTC)
+DIM = 6
+LINK_TYPES = ["semantic", "emotional", "temporal", "causal", "contrastive"]
+
+
+def _embedding(kind: int, rng: np.random.Generator, base: list[list[float]]) -> Any:
+    if kind == 0:
+        return None
+    if kind == 1:
+        return []
+    if kind == 2:  # float32 numbers (the float32 store keeps them exactly)
+        return rng.standard_normal(DIM).astype(np.float32).astype(np.float64).tolist()
+    if kind == 3 and base:  # a duplicate of an earlier embedding (ties)
+        return list(base[int(rng.integers(0, len(base)))])
+    if kind == 4:
+        return [0.0] * DIM  # zero norm
+    return rng.standard_normal(DIM).tolist()  # float64 numbers (kept aside in float32)
+
+
+def _memories(seed: int, n: int, odd_every: int) -> list[Memory]:
+    rng = np.random.default_rng(seed)
+    ids = [f"m{i}" for i in range(n)]
+    seen: list[list[float]] = []
+    out = []
+    for i in range(n):
+        emb = _embedding(int(rng.integers(0, 6)), rng, seen)
+        if emb:
+            seen.append(emb)
+        zone = timezone(timedelta(hours=2)) if odd_every and i % odd_every == 1 else UTC
+        links = [
+            ResonanceLink(
+                source_id=ids[i],
+                target_id=str(rng.choice(ids + ["gone"])),
+                strength=float(rng.uniform(0, 1)),
+                link_type=LINK_TYPES[int(rng.integers(0, 5))],  # type: ignore[arg-type]
+            )
+            for _ in range(int(rng.integers(0, 12)))
+        ]
+        tag = EmotionalTag(
+            core_affect=CoreAffect(valence=float(rng.uniform(-1, 1)),
+                                   arousal=float(rng.uniform(0, 1)),
+                                   dominance=float(rng.uniform(0, 1))),
+            momentum=AffectiveMomentum(d_valence=float(rng.normal()),
+                                       d_arousal=float(rng.normal()), d_dominance=0.125),
+            mood_snapshot=MoodField(valence=float(rng.uniform(-1, 1)), arousal=0.3,
+                                    dominance=0.6, inertia=0.5, timestamp=T0),
+            consolidation_strength=float(rng.uniform(0, 1)),
+            retrieval_count=int(rng.integers(0, 9)),
+            timestamp=(T0 + timedelta(seconds=float(rng.uniform(0, 1e7)))).astimezone(zone),
+            resonance_links=links,
+        )
+        out.append(Memory(id=ids[i], content=f"text {i}", tag=tag, embedding=emb))
+    return out
+
+
+def assert_same_bank(got: CandidateBank, want: CandidateBank) -> None:
+    """Every field of two banks identical (arrays byte for byte)."""
+    assert got.ids == want.ids
+    assert got.dim == want.dim
+    got_leaves, got_def = jax.tree_util.tree_flatten(got.columns)
+    want_leaves, want_def = jax.tree_util.tree_flatten(want.columns)
+    assert got_def == want_def
+    for a, b in zip(got_leaves, want_leaves, strict=True):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape
+        assert a.tobytes() == b.tobytes()
+    for a, b in zip(got.adjacency, want.adjacency, strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def _query(kind: int, rng: np.random.Generator) -> Any:
+    return [None, [], [0.0] * DIM][kind] if kind < 3 else rng.standard_normal(DIM).tolist()
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 40),
+    mode=st.sampled_from(["float32", "float64", "float16", "bfloat16"]),
+    odd_every=st.sampled_from([0, 3]),
+    limit=st.one_of(st.none(), st.integers(1, 45)),
+    query_kind=st.integers(0, 5),
+    deletes=st.integers(0, 4),
+    extra=st.integers(0, 6),
+)
+def test_native_bank_equals_the_adapters(
+    seed: int, n: int, mode: str, odd_every: int, limit: int | None, query_kind: int,
+    deletes: int, extra: int,
+) -> None:
+    rng = np.random.default_rng(seed + 1)
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    memories = _memories(seed, n, odd_every)
+    for m in memories:
+        store.save(m)
+    for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1), replace=False):
+        store.delete(str(mid))
+    now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
+    query = _query(query_kind, rng)
+    also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
+    adapter = StoreAdapter(store)
+    got = store.candidate_bank(query, limit, now, also=also, with_memories=True)
+    want = adapter.candidate_bank(query, limit, now, also=also)
+    assert_same_bank(got, want)
+    assert got.memories == want.memories
+    assert store.memories(got.ids) == adapter.memories(got.ids)
+
+
+def test_dimension_mismatch_raises_in_both() -> None:
+    store = InMemoryStore()
+    for m in _memories(3, 8, 0):
+        store.save(m)
+    now = T0 + timedelta(days=1)
+    for limit in (None, 3):
+        with pytest.raises(ValueError, match="length|dimension"):
+            store.candidate_bank([1.0, 2.0], limit, now)
+        with pytest.raises(ValueError, match="length|dimension"):
+            StoreAdapter(store).candidate_bank([1.0, 2.0], limit, now)
+
+
+def test_rolled_back_writes_leave_the_same_bank() -> None:
+    store = InMemoryStore()
+    memories = _memories(11, 20, 4)
+    for m in memories:
+        store.save(m)
+    now = T0 + timedelta(days=3)
+    query = np.random.default_rng(0).standard_normal(DIM).tolist()
+    before = store.candidate_bank(query, 7, now, also=["m3", "m19"])
+    with pytest.raises(RuntimeError), store.transaction():
+        store.delete("m4")
+        store.update(memories[5].model_copy(update={"embedding": [1.0] * DIM}))
+        store.save(memories[0].model_copy(update={"id": "new", "embedding": query}))
+        raise RuntimeError("roll back")
+    assert_same_bank(store.candidate_bank(query, 7, now, also=["m3", "m19"]), before)
+    assert_same_bank(before, StoreAdapter(store).candidate_bank(query, 7, now,
+                                                                 also=["m3", "m19"]))
+
+
+def test_sqlite_bank_equals_the_adapters_after_reopen(tmp_path: Path) -> None:
+    path = tmp_path / "bank.db"
+    memories = _memories(5, 25, 0)
+    with SQLiteStore(path) as store:
+        for m in memories:
+            store.save(m)
+    now = T0 + timedelta(days=9)
+    query = np.random.default_rng(1).standard_normal(DIM).tolist()
+    with SQLiteStore(path) as store:
+        for limit in (None, 6):
+            got = store.candidate_bank(query, limit, now, also=["m1", "m24"])
+            assert_same_bank(got, StoreAdapter(store).candidate_bank(
+                query, limit, now, also=["m1", "m24"]))
+        ids, cols = store.columns(now)
+        a_ids, a_cols = StoreAdapter(store).columns(now)
+        assert ids == a_ids
+        assert np.asarray(cols.age_seconds).tobytes() == np.asarray(a_cols.age_seconds).tobytes()
+
+
+def test_columnar_picks_native_stores_and_adapts_plain_ones(tmp_path: Path) -> None:
+    mem = InMemoryStore()
+    assert columnar(mem) is mem
+    with SQLiteStore(tmp_path / "x.db") as lite:
+        assert columnar(lite) is lite
+    plain = PerMemoryStore(InMemoryStore())
+    view = columnar(plain)
+    assert isinstance(view, StoreAdapter) and view.store is plain
+    assert isinstance(view, ColumnarStore)
+
+
+def _engine(store: Any) -> EmotionalMemory:
+    return EmotionalMemory(store, HashingEmbedder(dim=32), clock=TickClock(T0, timedelta(seconds=30)))
+
+
+def plan_view(e: EmotionalMemory, query: str) -> Any:
+    """A plan with memories named by content (ids differ between engines)."""
+    plan = e.plan_retrieval(query, 3)
+    content = {m.id: m.content for m in e.list_all()}
+    return (
+        [(r.memory.content, r.score, r.breakdown) for r in plan.pass1],
+        [(r.memory.content, r.score, r.breakdown) for r in plan.pass2],
+        {content[k]: v for k, v in plan.activation_map.items()},
+        [content[i] for i in plan.seed_ids], plan.candidate_count, list(plan.weights),
+    )
+
+
+def test_engine_over_a_plain_store_ranks_and_changes_the_same() -> None:
+    """One engine path: a plain store (adapter) and the native store agree on every
+    retrieval's explanations and on the stored memories after its side effects."""
+    texts = [f"{w} {v} day {i}" for i, (w, v) in enumerate(
+        (w, v) for w in ("rain", "launch", "coffee", "exam", "party") for v in ("calm", "mad"))]
+    native = _engine(InMemoryStore())
+    plain = _engine(PerMemoryStore(InMemoryStore()))
+    assert isinstance(plain._columnar, StoreAdapter)
+    for e in (native, plain):
+        for i, t in enumerate(texts):
+            if i % 3 == 0:
+                e.set_affect(CoreAffect(valence=(i % 5) / 2 - 1, arousal=(i % 4) / 4))
+            e.encode(t)
+    for q in ("rain calm", "party", "exam mad day", "coffee launch", "rain calm"):
+        a = native.retrieve_with_explanations(q, top_k=3)
+        b = plain.retrieve_with_explanations(q, top_k=3)
+        assert [(x.memory.content, x.score, x.pass1_rank, x.activation_level) for x in a] == [
+            (x.memory.content, x.score, x.pass1_rank, x.activation_level) for x in b]
+        assert plan_view(native, q) == plan_view(plain, q)
+
+    def dump(e: EmotionalMemory) -> list[Any]:
+        content = {m.id: m.content for m in e.list_all()}
+        return [
+            (m.content, m.tag.model_dump(mode="json", exclude={"resonance_links"}),
+             [(content[lk.target_id], lk.strength, lk.link_type)
+              for lk in m.tag.resonance_links])
+            for m in e.list_all()
+        ]
+
+    assert dump(native) == dump(plain)
