@@ -183,19 +183,19 @@ def bench_size(
     def run_embed() -> None:
         engine.embedder.embed(next_query())
 
-    def run_search() -> None:
-        store.search_by_embedding(emb_cache[next_query()], limit)
+    def run_search() -> None:  # what retrieve asks the store: the candidates as columns
+        store.candidate_bank(emb_cache[next_query()], limit, clock_state[0])
 
     # What retrieve runs: the array-level ranking (``_rank``); engines without it
     # (older versions, to compare against) build their full plan (``_plan``).
     rank = getattr(engine, "_rank", None)
 
-    def ranking(query: str) -> tuple[list[Memory], datetime]:
+    def ranking(query: str) -> tuple[list[str], datetime]:
         if rank is not None:
             r = rank(query, top_k, None)
             return r.winners(top_k), r.now
         plan, now = engine._plan(query, top_k, None)
-        return [r.memory for r in plan.pass2[:top_k]], now
+        return [r.memory.id for r in plan.pass2[:top_k]], now
 
     def run_plan() -> None:
         ranking(next_query())

@@ -245,3 +245,32 @@ def test_engine_over_a_plain_store_ranks_and_changes_the_same() -> None:
         ]
 
     assert dump(native) == dump(plain)
+
+
+def test_with_fields_is_model_copy() -> None:
+    """The side effects' fast copy builds what ``model_copy(update=...)`` builds."""
+    from pydantic import PrivateAttr
+
+    from emotional_memory.models import with_fields
+
+    memory = _memories(2, 3, 0)[1]
+    link = ResonanceLink(source_id="a", target_id="b", strength=0.5, link_type="causal")
+    cases: list[tuple[Any, dict[str, Any]]] = [
+        (memory, {"tag": memory.tag}),
+        (memory.tag, {"retrieval_count": 7, "last_retrieved": T0}),
+        (memory.tag, {}),
+        (link, {"strength": 0.75}),
+    ]
+
+    class Private(EmotionalTag):
+        _note: str = PrivateAttr(default="kept")
+
+    private = Private(**memory.tag.__dict__)
+    cases.append((private, {"retrieval_count": 1}))
+    for model, updates in cases:
+        got, want = with_fields(model, updates), model.model_copy(update=updates)
+        assert type(got) is type(want) and got == want and got is not model
+        assert got.__pydantic_fields_set__ == want.__pydantic_fields_set__
+        assert got.__pydantic_extra__ == want.__pydantic_extra__
+        assert got.__pydantic_private__ == want.__pydantic_private__
+        assert got.model_dump(exclude_unset=True) == want.model_dump(exclude_unset=True)

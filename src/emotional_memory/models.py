@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -21,6 +21,38 @@ from emotional_memory.mood import MoodField
 
 LinkType = Literal["semantic", "emotional", "temporal", "causal", "contrastive"]
 LINK_TYPES: tuple[str, ...] = ("semantic", "emotional", "temporal", "causal", "contrastive")
+
+
+_M = TypeVar("_M", bound=BaseModel)
+_set_attr = object.__setattr__
+
+
+def with_fields(model: _M, updates: dict[str, Any]) -> _M:
+    """``model.model_copy(update=updates)``, without its generic overhead.
+
+    For the models of this library (no extra fields, no private attributes): a
+    shallow copy with ``updates`` applied, unvalidated, the updated names added to
+    the fields set, exactly what ``model_copy`` builds for them. The retrieval side
+    effects copy a few tags and links per winner through it.
+
+    Args:
+        model: a model (one with extra fields or private attributes, e.g. a user's
+            subclass, is copied by ``model_copy`` itself).
+        updates: field name -> new value (already valid).
+
+    Returns:
+        The copy.
+    """
+    if model.__pydantic_extra__ is not None or model.__pydantic_private__ is not None:
+        return model.model_copy(update=updates)
+    out = object.__new__(type(model))
+    values = model.__dict__.copy()
+    values.update(updates)
+    _set_attr(out, "__dict__", values)
+    _set_attr(out, "__pydantic_extra__", None)
+    _set_attr(out, "__pydantic_fields_set__", model.__pydantic_fields_set__ | updates.keys())
+    _set_attr(out, "__pydantic_private__", None)
+    return out
 
 
 class ResonanceLink(BaseModel):

@@ -23,7 +23,7 @@ from emotional_memory._validation import finite, in_range, positive
 from emotional_memory.affect import MAX_PAD_DISTANCE
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import bucket_size
-from emotional_memory.models import LinkType, Memory, ResonanceLink
+from emotional_memory.models import LinkType, Memory, ResonanceLink, with_fields
 
 
 class ResonanceConfig(BaseModel):
@@ -301,7 +301,7 @@ def hebbian_strengthen(
     inc = finite("increment", increment)
     co = set(co_retrieved_ids) - {memory.id}
     return [
-        link.model_copy(update={"strength": min(1.0, link.strength + inc)})
+        with_fields(link, {"strength": min(1.0, link.strength + inc)})
         if link.target_id in co else link
         for link in memory.tag.resonance_links
     ]

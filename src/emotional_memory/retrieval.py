@@ -53,7 +53,7 @@ from emotional_memory.kernel import (
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
 from emotional_memory.kernel.plan import RESONANCE, retrieval_plan
-from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.models import EmotionalTag, Memory, with_fields
 from emotional_memory.mood import MoodField
 from emotional_memory.scoring_config import params_from_config
 
@@ -1071,12 +1071,10 @@ def reconsolidate(
         ValueError: If ``ape`` or ``learning_rate`` is NaN or infinite.
     """
     alpha = min(finite("ape", ape) * finite("learning_rate", learning_rate), 0.5)
-    return tag.model_copy(
-        update={
-            "core_affect": tag.core_affect.lerp(current_affect, alpha),
-            "reconsolidation_count": tag.reconsolidation_count + 1,
-        }
-    )
+    return with_fields(tag, {
+        "core_affect": tag.core_affect.lerp(current_affect, alpha),
+        "reconsolidation_count": tag.reconsolidation_count + 1,
+    })
 
 
 _LR_MIN = 0.05
@@ -1103,8 +1101,8 @@ def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> Em
     lr = tag.prediction_learning_rate + _LR_ADAPT_RATE * (target - tag.prediction_learning_rate)
     lr = max(_LR_MIN, min(_LR_MAX, lr))
     base = tag.expected_affect if tag.expected_affect is not None else tag.core_affect
-    return tag.model_copy(
-        update={"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
+    return with_fields(
+        tag, {"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from emotional_memory._engine.core import EngineCore
-from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.models import EmotionalTag, Memory, with_fields
 from emotional_memory.resonance import hebbian_strengthen
 from emotional_memory.retrieval import (
     compute_ape,
@@ -38,20 +38,21 @@ class EffectsMixin(EngineCore):
         affect = self._state.core_affect
         tags: list[EmotionalTag] = []
         for memory in winners:
-            tag: EmotionalTag = memory.tag.model_copy(
-                update={"last_retrieved": now, "retrieval_count": memory.tag.retrieval_count + 1}
+            count = memory.tag.retrieval_count + 1
+            tag: EmotionalTag = with_fields(
+                memory.tag, {"last_retrieved": now, "retrieval_count": count}
             )
             ape = compute_ape(tag, affect)
             if self.config.enable_reconsolidation:
                 if ape > cfg.ape_threshold and tag.window_opened_at is None:
                     tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
-                    tag = tag.model_copy(update={"window_opened_at": now})
+                    tag = with_fields(tag, {"window_opened_at": now})
                 elif tag.window_opened_at is not None:
                     open_for = (now - tag.window_opened_at).total_seconds()
                     if open_for <= cfg.reconsolidation_window_seconds:
                         tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
                     else:
-                        tag = tag.model_copy(update={"window_opened_at": None})
+                        tag = with_fields(tag, {"window_opened_at": None})
             tags.append(update_prediction(tag, affect, ape))
         increment = self.config.resonance.hebbian_increment
         if increment > 0 and len(winners) > 1:
@@ -59,9 +60,7 @@ class EffectsMixin(EngineCore):
             # come from its own row; one copy of each memory carries both updates.
             ids = [m.id for m in winners]
             tags = [
-                tag.model_copy(
-                    update={"resonance_links": hebbian_strengthen(m, ids, increment)}
-                )
+                with_fields(tag, {"resonance_links": hebbian_strengthen(m, ids, increment)})
                 for m, tag in zip(winners, tags, strict=True)
             ]
-        return [m.model_copy(update={"tag": tag}) for m, tag in zip(winners, tags, strict=True)]
+        return [with_fields(m, {"tag": tag}) for m, tag in zip(winners, tags, strict=True)]

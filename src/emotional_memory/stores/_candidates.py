@@ -133,28 +133,32 @@ class CandidateRows(EmbeddingSearch):
     def _adjacency(self, rows: list[int], ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """Links among the candidate ``rows`` (as ``adjacency_from_memories``)."""
         index = {mid: i for i, mid in enumerate(ids)}
-        kept: list[tuple[list[int], list[float]]] = []
+        kept: list[tuple[int, list[int], list[float]]] = []
         longest = 0
-        for row, mid in zip(rows, ids, strict=True):
-            whole = self._whole.get(mid) if self._whole else None
-            if whole is not None:
-                links = [(lk.target_id, lk.strength) for lk in whole.tag.resonance_links]
+        whole = self._whole
+        for i, row in enumerate(rows):
+            kept_whole = whole.get(ids[i]) if whole else None
+            if kept_whole is not None:
+                links = kept_whole.tag.resonance_links
+                targets = [lk.target_id for lk in links]
+                strengths: Sequence[float] = [lk.strength for lk in links]
             else:
                 record = self._links[row]
                 if record is None:
-                    kept.append(([], []))
                     continue
                 targets, packed = record
                 strengths = struct.unpack_from(f"<{len(targets)}d", packed)
-                links = list(zip(targets, strengths, strict=True))
-            at = [(index[t], s) for t, s in links if t in index]
-            kept.append(([t for t, _ in at], [s for _, s in at]))
-            longest = max(longest, len(at))
+            at = [index.get(t, -1) for t in targets]
+            if -1 in at:  # links leaving the candidates are dropped, order kept
+                pairs = [(t, s) for t, s in zip(at, strengths, strict=True) if t >= 0]
+                at, strengths = [t for t, _ in pairs], [s for _, s in pairs]
+            if at:
+                kept.append((i, at, list(strengths)))
+                longest = max(longest, len(at))
         width = link_width(longest)
         out_t = np.full((len(rows), width), -1, dtype=np.int32)
         out_s = np.zeros((len(rows), width), dtype=np.float64)
-        for i, (t, s) in enumerate(kept):
-            if t:
-                out_t[i, : len(t)] = t
-                out_s[i, : len(s)] = s
+        for i, at, values in kept:
+            out_t[i, : len(at)] = at
+            out_s[i, : len(values)] = values
         return out_t, out_s
