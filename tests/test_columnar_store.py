@@ -64,7 +64,7 @@ def _memories(seed: int, n: int, odd_every: int) -> list[Memory]:
         links = [
             ResonanceLink(
                 source_id=ids[i],
-                target_id=str(rng.choice(ids + ["gone"])),
+                target_id=str(rng.choice([*ids, "gone"])),
                 strength=float(rng.uniform(0, 1)),
                 link_type=LINK_TYPES[int(rng.integers(0, 5))],  # type: ignore[arg-type]
             )
@@ -145,9 +145,9 @@ def test_dimension_mismatch_raises_in_both() -> None:
         store.save(m)
     now = T0 + timedelta(days=1)
     for limit in (None, 3):
-        with pytest.raises(ValueError, match="length|dimension"):
+        with pytest.raises(ValueError, match=r"length|dimension"):
             store.candidate_bank([1.0, 2.0], limit, now)
-        with pytest.raises(ValueError, match="length|dimension"):
+        with pytest.raises(ValueError, match=r"length|dimension"):
             StoreAdapter(store).candidate_bank([1.0, 2.0], limit, now)
 
 
@@ -200,7 +200,8 @@ def test_columnar_picks_native_stores_and_adapts_plain_ones(tmp_path: Path) -> N
 
 
 def _engine(store: Any) -> EmotionalMemory:
-    return EmotionalMemory(store, HashingEmbedder(dim=32), clock=TickClock(T0, timedelta(seconds=30)))
+    clock = TickClock(T0, timedelta(seconds=30))
+    return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock)
 
 
 def plan_view(e: EmotionalMemory, query: str) -> Any:

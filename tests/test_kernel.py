@@ -1173,6 +1173,35 @@ def as_dict(act: np.ndarray, reached: np.ndarray) -> dict[int, float]:
     return {int(i): float(act[i]) for i in np.flatnonzero(reached)}
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    n=st.integers(1, 40), width=st.integers(1, 6), hops=st.integers(1, 4),
+    seed=st.integers(0, 2**31 - 1),
+)
+def test_activation_one_hot_and_scatter_paths_agree(
+    n: int, width: int, hops: int, seed: int
+) -> None:
+    """Small banks spread through a one-hot target table, large ones by scatter-max:
+    both give identical bits (duplicate targets, self links, empty slots, seeds)."""
+    from emotional_memory.kernel import activation
+
+    rng = np.random.default_rng(seed)
+    targets = rng.integers(-1, n, size=(n, width)).astype(np.int32)
+    strengths = np.where(targets >= 0, rng.choice([0.0, 0.25, 0.5, 1.0, 0.3], (n, width)), 0.0)
+    seeds = rng.random(n) < 0.3
+    with jax.enable_x64(True):
+        args = (jnp.asarray(seeds), jnp.asarray(targets), jnp.asarray(strengths))
+        one_hot = spreading_activation_dense(*args, hops)
+        limit = activation._ONE_HOT_MAX
+        activation._ONE_HOT_MAX = 0  # the scatter path
+        try:
+            scatter = spreading_activation_dense(*args, hops)
+        finally:
+            activation._ONE_HOT_MAX = limit
+        for a, b in zip(one_hot, scatter, strict=True):
+            assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
 def test_activation_chain_multi_hop() -> None:
     links = {0: [(1, 0.8)], 1: [(2, 0.5)], 2: [(3, 0.5)]}
     assert as_dict(*run_activation(5, {0}, links, 1)) == {1: 0.8}

@@ -15,6 +15,9 @@ from jaxtyping import Bool, Float, Int
 
 from emotional_memory.kernel._types import Array
 
+_ONE_HOT_MAX = 1 << 16
+"""Largest ``N * L * N`` spread through a one-hot target table (else scatter-max)."""
+
 
 def spreading_activation_dense(
     seeds: Bool[Array, " N"],
@@ -39,6 +42,13 @@ def spreading_activation_dense(
     safe_targets = jnp.where(has_link, targets, 0)
     target_is_seed = seeds[safe_targets]
     live = has_link & ~target_is_seed
+    # Small banks (a retrieve's candidates): each hop's scatter-max as a masked max
+    # over a one-hot (N, L, N) target table, a few fused loops instead of scatters
+    # (the same contributions, and max is exact: identical values).
+    one_hot = (
+        safe_targets[:, :, None] == jnp.arange(n, dtype=safe_targets.dtype)
+        if n * n * targets.shape[1] <= _ONE_HOT_MAX else None
+    )
 
     wave_value = jnp.where(seeds, 1.0, 0.0).astype(strengths.dtype)
     wave_reached = seeds
@@ -47,10 +57,15 @@ def spreading_activation_dense(
     for _ in range(hops):
         spread = wave_value[:, None] * strengths
         active = live & wave_reached[:, None]
-        contrib = jnp.where(active, spread, -jnp.inf).ravel()
-        idx = safe_targets.ravel()
-        new_value = jnp.full((n,), -jnp.inf, strengths.dtype).at[idx].max(contrib)
-        new_reached = jnp.zeros((n,), bool).at[idx].max(active.ravel())
+        if one_hot is not None:
+            hit = one_hot & active[:, :, None]
+            new_value = jnp.max(jnp.where(hit, spread[:, :, None], -jnp.inf), axis=(0, 1))
+            new_reached = jnp.any(hit, axis=(0, 1))
+        else:
+            contrib = jnp.where(active, spread, -jnp.inf).ravel()
+            idx = safe_targets.ravel()
+            new_value = jnp.full((n,), -jnp.inf, strengths.dtype).at[idx].max(contrib)
+            new_reached = jnp.zeros((n,), bool).at[idx].max(active.ravel())
         new_value = jnp.where(new_reached, new_value, 0.0)
         result = jnp.where(
             new_reached,
