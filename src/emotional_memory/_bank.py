@@ -20,7 +20,9 @@ from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
 
-def embedding_dim(query_embedding: Sequence[float] | None, memories: Sequence[Memory]) -> int:
+def embedding_dim(
+    query_embedding: Sequence[float] | np.ndarray | None, memories: Sequence[Memory]
+) -> int:
     """Common embedding dimension of a query and memories (missing/empty ones ignored).
 
     Args:
@@ -46,8 +48,8 @@ def embedding_dim(query_embedding: Sequence[float] | None, memories: Sequence[Me
     return max(dim, 1)
 
 
-def _vector(values: Sequence[float] | None, dim: int) -> np.ndarray:
-    if not values:
+def _vector(values: Sequence[float] | np.ndarray | None, dim: int) -> np.ndarray:
+    if values is None or len(values) == 0:
         return np.zeros(dim, dtype=np.float64)
     return np.asarray(values, dtype=np.float64)
 
@@ -166,7 +168,7 @@ def padded_columns_from_memories(
 
 
 def query_features(
-    query_embedding: Sequence[float] | None,
+    query_embedding: Sequence[float] | np.ndarray | None,
     query_affect: CoreAffect,
     current_mood: MoodField,
     current_momentum: AffectiveMomentum,
@@ -280,7 +282,9 @@ class CandidateBank:
 
 
 def bank_from_memories(
-    memories: Sequence[Memory], now: datetime, query_embedding: Sequence[float] | None
+    memories: Sequence[Memory],
+    now: datetime,
+    query_embedding: Sequence[float] | np.ndarray | None,
 ) -> CandidateBank:
     """The :class:`CandidateBank` of candidate memories (any store's answers).
 

@@ -848,7 +848,7 @@ def rank_candidates(
 
 
 def rank_bank(
-    query_embedding: Sequence[float] | None,
+    query_embedding: Sequence[float] | np.ndarray | None,
     query_affect: CoreAffect,
     current_mood: MoodField,
     current_momentum: AffectiveMomentum,

@@ -83,6 +83,12 @@ class EngineCore:
     @staticmethod
     def _clean_embedding(raw: object, what: str) -> list[float] | None:
         """Validate an embedder's output; NaN is warned about, not fatal (SPEC 9)."""
+        arr = EngineCore._embedding_array(raw, what, stacklevel=4)
+        return None if arr is None else arr.tolist()
+
+    @staticmethod
+    def _embedding_array(raw: object, what: str, stacklevel: int = 3) -> np.ndarray | None:
+        """:meth:`_clean_embedding` as a float64 (D,) array (a query's, used as is)."""
         if raw is None:
             return None
         arr = np.asarray(raw)
@@ -96,7 +102,6 @@ class EngineCore:
                 f"embedder returned NaN/inf values for {what}; its semantic similarity "
                 "will count as 0",
                 RuntimeWarning,
-                stacklevel=3,
+                stacklevel=stacklevel,
             )
-        return arr.tolist()
-
+        return arr

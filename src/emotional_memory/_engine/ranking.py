@@ -187,7 +187,7 @@ class RankingMixin(EffectsMixin):
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         with traced_span("emotional_memory.embed"):
-            embedding = self._clean_embedding(self.embedder.embed(query), "query")
+            embedding = self._embedding_array(self.embedder.embed(query), "query")
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
         derived = self._derived()

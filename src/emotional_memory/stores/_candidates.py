@@ -44,7 +44,7 @@ class CandidateRows(EmbeddingSearch):
 
     def candidate_bank(
         self,
-        embedding: Sequence[float] | None,
+        embedding: Sequence[float] | np.ndarray | None,
         limit: int | None,
         now: datetime,
         *,
@@ -72,7 +72,7 @@ class CandidateRows(EmbeddingSearch):
             if limit is None:
                 rows: list[int] = self._live_row_list()
             else:
-                found = self._search_rows(embedding or [], limit)
+                found = self._search_rows(embedding if embedding is not None else [], limit)
                 rows = found.tolist()
             if also:
                 have = set(rows)
@@ -87,7 +87,7 @@ class CandidateRows(EmbeddingSearch):
             return bank
 
     def _bank_of_rows(
-        self, rows: list[int], embedding: Sequence[float] | None, now: datetime
+        self, rows: list[int], embedding: Sequence[float] | np.ndarray | None, now: datetime
     ) -> CandidateBank:
         """The bank of live ``rows`` (candidate order); callers hold the lock."""
         n = len(rows)

@@ -150,7 +150,7 @@ class EmbeddingSearch(EmbeddingPrecision):
     """
 
     def _search_rows(
-        self, embedding: Sequence[float], top_k: int, limit: int | None = None
+        self, embedding: Sequence[float] | np.ndarray, top_k: int, limit: int | None = None
     ) -> np.ndarray:
         """Cache row indices of :meth:`search_by_embedding`'s answer.
 
@@ -191,7 +191,7 @@ class EmbeddingSearch(EmbeddingPrecision):
         rows, values = self._approximate_top(query_unit, pool_size + 1, last)
         return self._finish_pooled(query, query_norm, query_unit, k, rows, values, last, pool_size)
 
-    def _check_query(self, embedding: Sequence[float]) -> np.ndarray:
+    def _check_query(self, embedding: Sequence[float] | np.ndarray) -> np.ndarray:
         """The query as float64; ValueError on a bad shape or a dimension mismatch."""
         query = np.asarray(embedding, dtype=np.float64)
         if query.ndim != 1:

@@ -30,6 +30,8 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 from emotional_memory._bank import (
     CandidateBank,
     bank_from_memories,
@@ -51,7 +53,7 @@ class ColumnarStore(MemoryStore, Protocol):
 
     def candidate_bank(
         self,
-        embedding: Sequence[float] | None,
+        embedding: Sequence[float] | np.ndarray | None,
         limit: int | None,
         now: datetime,
         *,
@@ -202,7 +204,7 @@ class StoreAdapter:
     # The columnar part.
     def candidate_bank(
         self,
-        embedding: Sequence[float] | None,
+        embedding: Sequence[float] | np.ndarray | None,
         limit: int | None,
         now: datetime,
         *,
@@ -212,10 +214,11 @@ class StoreAdapter:
         """See :meth:`ColumnarStore.candidate_bank` (built from the store's memories,
         which the bank always carries)."""
         del with_memories  # the memories are at hand anyway
-        found = (
-            self.store.list_all() if limit is None
-            else self.store.search_by_embedding(embedding or [], limit)
-        )
+        if limit is None:
+            found = self.store.list_all()
+        else:  # plain stores get the query as a list of floats
+            query = embedding.tolist() if isinstance(embedding, np.ndarray) else embedding
+            found = self.store.search_by_embedding(query if query is not None else [], limit)
         if also:
             have = {m.id for m in found}
             found = list(found)

@@ -577,7 +577,7 @@ class SQLiteStore:
 
     def candidate_bank(
         self,
-        embedding: Sequence[float] | None,
+        embedding: Sequence[float] | np.ndarray | None,
         limit: int | None,
         now: datetime,
         *,
