@@ -275,3 +275,35 @@ def test_with_fields_is_model_copy() -> None:
         assert got.__pydantic_extra__ == want.__pydantic_extra__
         assert got.__pydantic_private__ == want.__pydantic_private__
         assert got.model_dump(exclude_unset=True) == want.model_dump(exclude_unset=True)
+
+
+@pytest.mark.parametrize("mode", ["float32", "float16"])
+def test_rolled_back_tag_only_updates_restore_every_row(mode: str) -> None:
+    """Updates keeping the embedding log only the tag row ("tags" undo entries): a
+    rollback restores rows, objects kept whole, links and the bank exactly."""
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    memories = _memories(21, 12, 3)  # every third memory kept whole (non-UTC time)
+    for m in memories:
+        store.save(m)
+    now = T0 + timedelta(days=40)
+    query = np.random.default_rng(4).standard_normal(DIM).tolist()
+    before_bank = store.candidate_bank(query, None, now, with_memories=True)
+    before = [store.get(m.id) for m in memories]
+    with pytest.raises(RuntimeError), store.transaction():
+        for round_ in range(2):  # the same rows twice: two entries per row
+            for m in store.memories([m.id for m in memories]):
+                tag = m.tag.model_copy(update={
+                    "retrieval_count": m.tag.retrieval_count + 1 + round_,
+                    "last_retrieved": now,
+                    "resonance_links": m.tag.resonance_links[:1],
+                    "consolidation_strength": 0.5,
+                })
+                store.update(m.model_copy(update={"tag": tag, "content": f"x{round_}"}))
+        assert store.get(memories[0].id).content == "x1"  # type: ignore[union-attr]
+        raise RuntimeError("roll back")
+    assert [store.get(m.id) for m in memories] == before
+    store._recent.clear()  # rebuilt from the rows
+    assert [store.get(m.id) for m in memories] == before
+    after_bank = store.candidate_bank(query, None, now, with_memories=True)
+    assert_same_bank(after_bank, before_bank)
+    assert after_bank.memories == before_bank.memories

@@ -33,13 +33,26 @@ class _RowState:
 
 
 @dataclass(frozen=True)
-class _Undo:
-    """One entry of the transaction undo log."""
+class _TagState:
+    """What a write keeping the embedding changes in a row (``"tags"`` undo entries)."""
 
-    kind: Literal["insert", "replace", "delete"]
+    tagf: np.ndarray
+    tagi: np.ndarray
+    content: str | None
+    meta: dict[str, Any] | None
+    links: Any
+    whole: Memory | None
+
+
+@dataclass(frozen=True)
+class _Undo:
+    """One entry of the transaction undo log (``"tags"``: a replace that kept the
+    stored embedding, so only the tag row and the row's references are logged)."""
+
+    kind: Literal["insert", "replace", "delete", "tags"]
     memory_id: str
     row: int
-    state: _RowState | None
+    state: _RowState | _TagState | None
 
 
 class UndoLog(EmbeddingPrecision):
@@ -74,6 +87,8 @@ class UndoLog(EmbeddingPrecision):
             for entry in reversed(entries):
                 if entry.kind == "insert":
                     self._remove(entry.memory_id)
+                elif isinstance(entry.state, _TagState):
+                    self._restore_tags(entry.row, entry.memory_id, entry.state)
                 else:
                     assert entry.state is not None
                     self._restore(
@@ -84,6 +99,30 @@ class UndoLog(EmbeddingPrecision):
         if self._tx_depth == 0:
             self._undo.clear()
             self._maybe_compact()
+
+    def _tag_snapshot(self, row: int) -> _TagState:
+        """What a write keeping ``row``'s embedding changes (for the undo log)."""
+        mid = self._row_ids[row]
+        return _TagState(
+            tagf=self._tagf[row].copy(),
+            tagi=self._tagi[row].copy(),
+            content=self._content[row],
+            meta=self._meta[row],
+            links=self._links[row],
+            whole=self._whole.get(mid) if mid is not None else None,
+        )
+
+    def _restore_tags(self, row: int, memory_id: str, state: _TagState) -> None:
+        """Put a :meth:`_tag_snapshot` back into ``row``."""
+        self._recent.pop(memory_id, None)
+        self._whole.pop(memory_id, None)
+        self._tagf[row] = state.tagf
+        self._tagi[row] = state.tagi
+        self._content[row] = state.content
+        self._meta[row] = state.meta
+        self._links[row] = state.links
+        if state.whole is not None:
+            self._whole[memory_id] = state.whole
 
     def _snapshot(self, row: int) -> _RowState:
         """Everything ``row`` holds (for the undo log)."""

@@ -803,11 +803,13 @@ class InMemoryStore(CandidateRows, UndoLog):
             self._valid[row] = True
             if self._tx_depth:
                 self._undo.append(_Undo("insert", memory_id, row, None))
+        elif same_vector:  # the embedding's arrays stay as they are
+            if self._tx_depth:
+                self._undo.append(_Undo("tags", memory_id, row, self._tag_snapshot(row)))
         else:
             if self._tx_depth:
                 self._undo.append(_Undo("replace", memory_id, row, self._snapshot(row)))
-            if not same_vector:
-                self._clear_embedding(row)
+            self._clear_embedding(row)
         lossless = True
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
