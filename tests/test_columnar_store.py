@@ -307,3 +307,29 @@ def test_rolled_back_tag_only_updates_restore_every_row(mode: str) -> None:
     after_bank = store.candidate_bank(query, None, now, with_memories=True)
     assert_same_bank(after_bank, before_bank)
     assert after_bank.memories == before_bank.memories
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    a=st.tuples(st.floats(-1, 1), st.floats(0, 1), st.floats(0, 1)),
+    b=st.tuples(st.floats(-1, 1), st.floats(0, 1), st.floats(0, 1)),
+    alpha=st.floats(-1, 2),
+)
+def test_lerp_builds_what_model_construct_builds(
+    a: tuple[float, float, float], b: tuple[float, float, float], alpha: float
+) -> None:
+    """``CoreAffect.lerp``'s direct construction equals ``model_construct``'s object."""
+    x, y = CoreAffect(valence=a[0], arousal=a[1], dominance=a[2]), CoreAffect(
+        valence=b[0], arousal=b[1], dominance=b[2])
+    got = x.lerp(y, alpha)
+    t = min(max(alpha, 0.0), 1.0)
+    want = CoreAffect.model_construct(
+        valence=min(max(a[0] + t * (b[0] - a[0]), -1.0), 1.0),
+        arousal=min(max(a[1] + t * (b[1] - a[1]), 0.0), 1.0),
+        dominance=min(max(a[2] + t * (b[2] - a[2]), 0.0), 1.0),
+    )
+    assert type(got) is CoreAffect and got == want
+    assert got.__pydantic_fields_set__ == want.__pydantic_fields_set__
+    assert got.__pydantic_extra__ == want.__pydantic_extra__
+    assert got.__pydantic_private__ == want.__pydantic_private__
+    assert got.model_copy(update={"valence": 0.5}) == want.model_copy(update={"valence": 0.5})

@@ -97,13 +97,22 @@ class CoreAffect(BaseModel):
             type(valence) is float and type(arousal) is float and type(dominance) is float
             and math.isfinite(valence) and math.isfinite(arousal) and math.isfinite(dominance)
         ):
-            # what validation gives finite floats (the validators clamp), without its cost
-            return CoreAffect.model_construct(
-                valence=clamp(valence, -1.0, 1.0),
-                arousal=clamp(arousal, 0.0, 1.0),
-                dominance=clamp(dominance, 0.0, 1.0),
-            )
+            # what validation gives finite floats (the validators clamp), without its
+            # cost: the object ``CoreAffect.model_construct`` builds, built directly
+            out = object.__new__(CoreAffect)
+            _set_attr(out, "__dict__", {
+                "valence": clamp(valence, -1.0, 1.0),
+                "arousal": clamp(arousal, 0.0, 1.0),
+                "dominance": clamp(dominance, 0.0, 1.0),
+            })
+            _set_attr(out, "__pydantic_fields_set__", {"valence", "arousal", "dominance"})
+            _set_attr(out, "__pydantic_extra__", None)
+            _set_attr(out, "__pydantic_private__", None)
+            return out
         return CoreAffect(valence=valence, arousal=arousal, dominance=dominance)
+
+
+_set_attr = object.__setattr__
 
 
 class AffectiveMomentum(BaseModel):
