@@ -690,22 +690,24 @@ def plan_arrays(
         signal_mask=signal_mask, lexical=lexical,
     )
     # Only the outputs used are fetched, each by ``np.asarray`` (the host value
-    # ``jax.device_get`` gives too, without its per-leaf asynchronous-copy overhead).
-    raw1 = np.asarray(out.raw1)[:n]
-    totals1 = np.asarray(out.totals1)[:n]
-    order1 = np.asarray(out.order1)[:n]  # padding rows sort after every real row
-    reached = np.asarray(out.reached)[:n]
+    # ``jax.device_get`` gives too, without its per-leaf asynchronous-copy overhead);
+    # read from the module's fields at once (not one equinox attribute lookup each).
+    got = vars(out)
+    raw1 = np.asarray(got["raw1"])[:n]
+    totals1 = np.asarray(got["totals1"])[:n]
+    order1 = np.asarray(got["order1"])[:n]  # padding rows sort after every real row
+    reached = np.asarray(got["reached"])[:n]
     if reached.any():
         raw2 = raw1.copy()
-        raw2[:, RESONANCE] = np.asarray(out.resonance2)[:n]
-        totals2 = np.asarray(out.totals2)[:n]
-        order2 = np.asarray(out.order2)[:n]
+        raw2[:, RESONANCE] = np.asarray(got["resonance2"])[:n]
+        totals2 = np.asarray(got["totals2"])[:n]
+        order2 = np.asarray(got["order2"])[:n]
     else:  # nothing reached: pass 2 is pass 1, bit for bit
         raw2, totals2, order2 = raw1, totals1, order1
     return PlanArrays(
-        weights=np.asarray(out.weights), raw1=raw1, totals1=totals1, order1=order1,
+        weights=np.asarray(got["weights"]), raw1=raw1, totals1=totals1, order1=order1,
         raw2=raw2, totals2=totals2, order2=order2,
-        activation=np.asarray(out.activation)[:n], reached=reached, seeds=order1[:top_k],
+        activation=np.asarray(got["activation"])[:n], reached=reached, seeds=order1[:top_k],
     )
 
 

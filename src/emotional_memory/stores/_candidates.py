@@ -12,6 +12,7 @@ integer microseconds ``timedelta.total_seconds`` divides), link strengths as pac
 from __future__ import annotations
 
 import dataclasses
+import functools
 import struct
 import threading
 from collections.abc import Callable, Sequence
@@ -28,6 +29,12 @@ from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._search import EmbeddingSearch
 
 _COLUMNS_TREEDEF = jax.tree_util.tree_structure(MemoryColumns(*[np.zeros(1)] * 9))
+
+
+@functools.lru_cache(maxsize=64)
+def _strengths(count: int) -> struct.Struct:
+    """The leading ``count`` float64 strengths of a packed link record."""
+    return struct.Struct(f"<{count}d")
 
 
 class CandidateRows(EmbeddingSearch):
@@ -147,7 +154,7 @@ class CandidateRows(EmbeddingSearch):
                 if record is None:
                     continue
                 targets, packed = record
-                strengths = struct.unpack_from(f"<{len(targets)}d", packed)
+                strengths = _strengths(len(targets)).unpack_from(packed)
             at = [index.get(t, -1) for t in targets]
             if -1 in at:  # links leaving the candidates are dropped, order kept
                 pairs = [(t, s) for t, s in zip(at, strengths, strict=True) if t >= 0]
