@@ -34,6 +34,20 @@ def _safe_norm(x: Float[Array, " K"]) -> tuple[Scalar, Scalar]:
     return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0), ok
 
 
+def _sum3(x: Float[Array, 3]) -> Scalar:
+    """``x[0] + x[1] + x[2]``, left to right: what a 3-element reduction sums, written
+    as element-wise adds so XLA fuses it with its neighbours (one loop, not one
+    reduction thunk per signal)."""
+    return (x[0] + x[1]) + x[2]
+
+
+def _safe_norm3(x: Float[Array, 3]) -> tuple[Scalar, Scalar]:
+    """:func:`_safe_norm` of a PAD vector (:func:`_sum3` of the squares)."""
+    sq = _sum3(x * x)
+    ok = sq > 0
+    return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0), ok
+
+
 def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
     """Cosine of two vectors; 0 when either has a NaN/inf or zero norm (SPEC s1).
 
@@ -68,7 +82,7 @@ def affect_proximity(
     Returns:
         Scalar proximity in [0, 1] (gradient-safe at ``a == b``).
     """
-    dist, _ = _safe_norm(a - b)
+    dist, _ = _safe_norm3(a - b)
     return jnp.maximum(0.0, 1.0 - dist / distance_scale)
 
 
@@ -82,11 +96,11 @@ def momentum_alignment(v_now: Float[Array, 3], v_tag: Float[Array, 3]) -> Scalar
     Returns:
         Scalar alignment in [0, 1].
     """
-    n_now, _ = _safe_norm(v_now)
-    n_tag, _ = _safe_norm(v_tag)
+    n_now, _ = _safe_norm3(v_now)
+    n_tag, _ = _safe_norm3(v_tag)
     ok = (n_now >= MOMENTUM_EPS) & (n_tag >= MOMENTUM_EPS)
     denom = jnp.where(ok, n_now * n_tag, 1.0)
-    cos = jnp.dot(v_now, v_tag) / denom
+    cos = _sum3(v_now * v_tag) / denom
     return jnp.where(ok, (cos + 1.0) / 2.0, 0.5)
 
 
