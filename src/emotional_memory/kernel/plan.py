@@ -105,7 +105,8 @@ def retrieval_plan_unjitted(
     order1 = stable_rank(out1.totals, columns.valid)
     n = columns.valid.shape[0]
     top = order1[: min(top_k, n)]
-    seeds = jnp.zeros((n,), bool).at[top].set(columns.valid[top])
+    # the valid rows among the top: a compare-and-reduce that fuses (not a scatter)
+    seeds = jnp.any(jnp.arange(n)[:, None] == top[None, :], axis=1) & columns.valid
     if spread:
         activation, reached = spreading_activation_dense(
             seeds, targets, jnp.asarray(strengths, dtype), hops
