@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import jax.numpy as jnp
 import numpy as np
@@ -148,22 +148,70 @@ def _cosine_to(
         return 0.0
     if len(a) != len(b):
         raise ValueError(f"embedding length mismatch: {len(a)} vs {len(b)}")
+    return _cosine_vectors(va, na, np.asarray(b, dtype=np.float64))
+
+
+def _cosine_vectors(va: np.ndarray, na: float, vb: np.ndarray) -> float:
+    """The cosine of two float64 vectors of equal length, ``va``'s norm ``na`` given.
+
+    Args:
+        va: the first vector.
+        na: ``_norm(va)``.
+        vb: the second vector.
+
+    Returns:
+        ``dot(va, vb) / (na * nb)``, or 0 when either norm is zero or not finite.
+    """
     if na == 0.0 or not math.isfinite(na):
         return 0.0
-    vb = np.asarray(b, dtype=np.float64)
     nb = _norm(vb)
     if nb == 0.0 or not math.isfinite(nb):
         return 0.0
     return float(np.dot(va, vb) / (na * nb))
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _microseconds(moment: datetime) -> int:
+    """An aware datetime as integer microseconds since the Unix epoch (exact)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
+def _proximity_us(t1_us: int, t2_us: int, half_life_seconds: float) -> float:
+    """:func:`temporal_proximity` of two times given in epoch microseconds, bit for bit.
+
+    ``timedelta.total_seconds()`` divides the exact microsecond difference by 10**6
+    (one correctly rounded division), as here.
+    """
+    if half_life_seconds <= 0:
+        return 0.0
+    dt = abs(t1_us - t2_us) / 1_000_000
+    return math.exp(-dt * math.log(2.0) / half_life_seconds)
+
+
+def _pad_distance(a: Sequence[float], b: Sequence[float]) -> float:
+    """:meth:`CoreAffect.distance` of two ``(valence, arousal, dominance)`` triples."""
+    return math.sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2)
+
+
 def _link_type(
-    new: Memory, candidate: Memory, sem: float, emo: float, temp: float, cfg: ResonanceConfig
+    dv: float, older: bool, sem: float, emo: float, temp: float, cfg: ResonanceConfig
 ) -> LinkType:
-    dv = abs(new.tag.core_affect.valence - candidate.tag.core_affect.valence)
+    """The type of a link (SPEC 7).
+
+    Args:
+        dv: absolute valence difference of the two memories.
+        older: whether the candidate is strictly older than the new memory.
+        sem, emo, temp: the link's score components.
+        cfg: the typing thresholds.
+
+    Returns:
+        "contrastive", "causal", "semantic", "emotional" or "temporal".
+    """
     if temp > cfg.contrastive_temporal_threshold and dv > cfg.contrastive_valence_threshold:
         return "contrastive"
-    older = candidate.tag.timestamp < new.tag.timestamp
     if older and temp > cfg.causal_temporal_threshold and sem > cfg.causal_semantic_threshold:
         return "causal"
     if sem >= emo and sem >= temp:
@@ -212,39 +260,102 @@ def build_resonance_links(
         keep candidate order); strengths clamped to [0, 1].
     """
     cfg = config if config is not None else ResonanceConfig()
-    # The new memory's vector and norm are computed once (not once per candidate),
-    # and link objects are built for the kept links only; the numbers are those of
-    # ``link_scores`` bit for bit.
-    new_emb = new_memory.embedding
-    new_vec = np.asarray(new_emb, dtype=np.float64) if new_emb else None
-    new_norm = _norm(new_vec) if new_vec is not None else 0.0
-    affect = new_memory.tag.core_affect
-    timestamp = new_memory.tag.timestamp
-    w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
-    scored: list[tuple[float, float, float, float, Memory]] = []
-    for cand in candidates:
-        if cand.id == new_memory.id:
-            continue
-        sem = (
-            _cosine_to(new_emb, new_vec, new_norm, cand.embedding)
-            if new_emb and new_vec is not None else 0.0
+    cands = list(candidates)
+    tag = new_memory.tag
+    kept = score_links(
+        new_memory.id,
+        new_memory.embedding,
+        (tag.core_affect.valence, tag.core_affect.arousal, tag.core_affect.dominance),
+        _microseconds(tag.timestamp),
+        [c.id for c in cands],
+        [np.asarray(c.embedding, dtype=np.float64) if c.embedding else None for c in cands],
+        [
+            (c.tag.core_affect.valence, c.tag.core_affect.arousal, c.tag.core_affect.dominance)
+            for c in cands
+        ],
+        [_microseconds(c.tag.timestamp) for c in cands],
+        cfg,
+    )
+    return [
+        ResonanceLink(
+            source_id=new_memory.id, target_id=cands[i].id, strength=strength,
+            link_type=link_type,
         )
-        emo = max(0.0, 1.0 - affect.distance(cand.tag.core_affect) / MAX_PAD_DISTANCE)
-        temp = temporal_proximity(timestamp, cand.tag.timestamp, cfg.temporal_half_life_seconds)
+        for i, strength, link_type in kept
+    ]
+
+
+def score_links(
+    new_id: str,
+    new_embedding: Sequence[float] | None,
+    new_affect: Sequence[float],
+    new_time_us: int,
+    ids: Sequence[str],
+    vectors: Sequence[np.ndarray | None],
+    affects: Sequence[Sequence[float]],
+    times_us: Sequence[int],
+    cfg: ResonanceConfig,
+) -> list[tuple[int, float, LinkType]]:
+    """The forward links of a new memory, from its candidates' columns (SPEC 7).
+
+    The numbers are those of :func:`link_scores` bit for bit, computed pair by pair
+    with the same scalar operations (a matrix product could sum in another order):
+    the cosine of the new embedding with each stored one, ``1 - distance /
+    MAX_PAD_DISTANCE`` of the core affects, the temporal proximity of the timestamps.
+
+    Args:
+        new_id: the new memory's id (a candidate with this id is skipped).
+        new_embedding: its embedding (None or empty: no semantic component).
+        new_affect: its core affect as ``(valence, arousal, dominance)``.
+        new_time_us: its timestamp in epoch microseconds.
+        ids: the candidates' ids, in candidate order.
+        vectors: their embeddings as float64 vectors (None when missing or empty).
+        affects: their core affects as triples.
+        times_us: their timestamps in epoch microseconds.
+        cfg: the link parameters.
+
+    Returns:
+        ``(candidate index, strength, link type)`` of at most ``max_links`` links with
+        score >= threshold, strongest first (ties keep candidate order), strengths
+        clamped to [0, 1].
+
+    Raises:
+        ValueError: a candidate embedding of another length than the new one.
+    """
+    # The new memory's vector and norm are computed once (not once per candidate).
+    new_vec = np.asarray(new_embedding, dtype=np.float64) if new_embedding else None
+    new_norm = _norm(new_vec) if new_vec is not None else 0.0
+    dim = len(new_embedding) if new_embedding else 0
+    w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
+    half_life = cfg.temporal_half_life_seconds
+    scored: list[tuple[float, float, float, float, int]] = []
+    for i, cand_id in enumerate(ids):
+        if cand_id == new_id:
+            continue
+        sem = 0.0
+        vec = vectors[i]
+        if new_vec is not None and vec is not None:
+            if vec.shape[0] != dim:
+                raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
+            sem = _cosine_vectors(new_vec, new_norm, vec)
+        emo = max(0.0, 1.0 - _pad_distance(new_affect, affects[i]) / MAX_PAD_DISTANCE)
+        temp = _proximity_us(new_time_us, times_us[i], half_life)
         score = w_sem * sem + w_emo * emo
         score = score + w_temp * temp
         if score < cfg.threshold:
             continue
-        scored.append((score, sem, emo, temp, cand))
+        scored.append((score, sem, emo, temp, i))
     scored.sort(key=lambda item: -item[0])
     return [
-        ResonanceLink(
-            source_id=new_memory.id,
-            target_id=cand.id,
-            strength=min(1.0, max(0.0, score)),
-            link_type=_link_type(new_memory, cand, sem, emo, temp, cfg),
+        (
+            i,
+            min(1.0, max(0.0, score)),
+            _link_type(
+                abs(new_affect[0] - affects[i][0]), times_us[i] < new_time_us, sem, emo, temp,
+                cfg,
+            ),
         )
-        for score, sem, emo, temp, cand in scored[: cfg.max_links]
+        for score, sem, emo, temp, i in scored[: cfg.max_links]
     ]
 
 

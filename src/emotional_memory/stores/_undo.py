@@ -1,7 +1,8 @@
 """The transaction undo log of :class:`~emotional_memory.stores.InMemoryStore`.
 
 Inside a transaction every write first logs what it is about to change (an insert,
-or a snapshot of the row it replaces or deletes); a failed block replays its entries
+a snapshot of the row it replaces or deletes, or only the old links of a row whose
+links alone change); a failed block replays its entries
 backwards, so it costs only what it did, not a copy of the whole store. Rolling back
 drops the lexical index, which is rebuilt on next use.
 """
@@ -36,10 +37,11 @@ class _RowState:
 class _Undo:
     """One entry of the transaction undo log."""
 
-    kind: Literal["insert", "replace", "delete"]
+    kind: Literal["insert", "replace", "delete", "links"]
     memory_id: str
     row: int
     state: _RowState | None
+    links: Any = None  # "links": the row's packed links before the write
 
 
 class UndoLog(EmbeddingPrecision):
@@ -74,6 +76,9 @@ class UndoLog(EmbeddingPrecision):
             for entry in reversed(entries):
                 if entry.kind == "insert":
                     self._remove(entry.memory_id)
+                elif entry.kind == "links":
+                    self._links[entry.row] = entry.links
+                    self._recent.pop(entry.memory_id, None)
                 else:
                     assert entry.state is not None
                     self._restore(
