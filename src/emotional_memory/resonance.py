@@ -148,22 +148,9 @@ def _cosine_to(
         return 0.0
     if len(a) != len(b):
         raise ValueError(f"embedding length mismatch: {len(a)} vs {len(b)}")
-    return _cosine_vectors(va, na, np.asarray(b, dtype=np.float64))
-
-
-def _cosine_vectors(va: np.ndarray, na: float, vb: np.ndarray) -> float:
-    """The cosine of two float64 vectors of equal length, ``va``'s norm ``na`` given.
-
-    Args:
-        va: the first vector.
-        na: ``_norm(va)``.
-        vb: the second vector.
-
-    Returns:
-        ``dot(va, vb) / (na * nb)``, or 0 when either norm is zero or not finite.
-    """
     if na == 0.0 or not math.isfinite(na):
         return 0.0
+    vb = np.asarray(b, dtype=np.float64)
     nb = _norm(vb)
     if nb == 0.0 or not math.isfinite(nb):
         return 0.0
@@ -177,23 +164,6 @@ _MICROSECOND = timedelta(microseconds=1)
 def _microseconds(moment: datetime) -> int:
     """An aware datetime as integer microseconds since the Unix epoch (exact)."""
     return (moment - _EPOCH) // _MICROSECOND
-
-
-def _proximity_us(t1_us: int, t2_us: int, half_life_seconds: float) -> float:
-    """:func:`temporal_proximity` of two times given in epoch microseconds, bit for bit.
-
-    ``timedelta.total_seconds()`` divides the exact microsecond difference by 10**6
-    (one correctly rounded division), as here.
-    """
-    if half_life_seconds <= 0:
-        return 0.0
-    dt = abs(t1_us - t2_us) / 1_000_000
-    return math.exp(-dt * math.log(2.0) / half_life_seconds)
-
-
-def _pad_distance(a: Sequence[float], b: Sequence[float]) -> float:
-    """:meth:`CoreAffect.distance` of two ``(valence, arousal, dominance)`` triples."""
-    return math.sqrt((a[0] - b[0]) ** 2 + (a[1] - b[1]) ** 2 + (a[2] - b[2]) ** 2)
 
 
 def _link_type(
@@ -322,12 +292,19 @@ def score_links(
     Raises:
         ValueError: a candidate embedding of another length than the new one.
     """
-    # The new memory's vector and norm are computed once (not once per candidate).
+    # The new memory's vector and norm are computed once (not once per candidate);
+    # the cosine is _cosine_to's, the distance CoreAffect.distance's and the
+    # proximity temporal_proximity's, operation for operation (timedelta's
+    # total_seconds() divides the exact microsecond difference by 10**6 once).
     new_vec = np.asarray(new_embedding, dtype=np.float64) if new_embedding else None
     new_norm = _norm(new_vec) if new_vec is not None else 0.0
     dim = len(new_embedding) if new_embedding else 0
+    semantic = new_vec is not None and new_norm != 0.0 and math.isfinite(new_norm)
+    nv, na, nd = new_affect
     w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
-    half_life = cfg.temporal_half_life_seconds
+    half_life, threshold = cfg.temporal_half_life_seconds, cfg.threshold
+    ln2 = math.log(2.0)
+    sqrt, exp, isfinite, dot = math.sqrt, math.exp, math.isfinite, np.dot
     scored: list[tuple[float, float, float, float, int]] = []
     for i, cand_id in enumerate(ids):
         if cand_id == new_id:
@@ -337,12 +314,22 @@ def score_links(
         if new_vec is not None and vec is not None:
             if vec.shape[0] != dim:
                 raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
-            sem = _cosine_vectors(new_vec, new_norm, vec)
-        emo = max(0.0, 1.0 - _pad_distance(new_affect, affects[i]) / MAX_PAD_DISTANCE)
-        temp = _proximity_us(new_time_us, times_us[i], half_life)
+            if semantic:
+                nb = sqrt(vec.dot(vec))
+                if nb != 0.0 and isfinite(nb):
+                    sem = float(dot(new_vec, vec) / (new_norm * nb))
+        av, aa, ad = affects[i]
+        emo = max(
+            0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
+        )
+        if half_life <= 0:
+            temp = 0.0
+        else:
+            dt = abs(new_time_us - times_us[i]) / 1_000_000
+            temp = exp(-dt * ln2 / half_life)
         score = w_sem * sem + w_emo * emo
         score = score + w_temp * temp
-        if score < cfg.threshold:
+        if score < threshold:
             continue
         scored.append((score, sem, emo, temp, i))
     scored.sort(key=lambda item: -item[0])

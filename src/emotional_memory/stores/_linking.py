@@ -45,6 +45,7 @@ from emotional_memory.stores._records import (
     pack_link_columns,
     to_microseconds,
     unpack_link_columns,
+    unpack_links,
 )
 from emotional_memory.stores._search import EmbeddingSearch
 from emotional_memory.stores._undo import UndoLog, _Undo
@@ -471,6 +472,23 @@ class RowLinking(EmbeddingSearch, UndoLog):
                 tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
             ))
 
+    def _link_stored(self, memory: Memory) -> Memory:
+        """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
+        since.
+
+        A compact row of a lossless precision holds exactly the memory saved, but
+        for its links: the copy is that memory with the row's links (``get`` would
+        rebuild it field by field from the row). Other rows are rebuilt.
+        """
+        from emotional_memory.stores.in_memory import _clone, _private
+
+        with self._lock:
+            row = self._row_of[memory.id]
+            if self._content[row] is None or self._mode not in ("float32", "float64"):
+                return self._memory_at(row)
+            links = unpack_links(memory.id, self._links[row])
+            return _private(_clone(memory, {"tag": _clone(memory.tag, {"resonance_links": links})}))
+
     def _set_links(self, row: int, memory_id: str, record: Any) -> None:
         """Replace the packed links of compact ``row`` in place (undo logged)."""
         if self._tx_depth:
@@ -517,6 +535,4 @@ class RowLinker(Linker):
 
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored`."""
-        store = self._store
-        with store._lock:
-            return store._memory_at(store._row_of[memory.id], keep=True)
+        return self._store._link_stored(memory)
