@@ -59,6 +59,7 @@ ForwardLink = tuple[int, float, LinkType]
 # The protocol methods whose effect the row path reproduces without calling them: a
 # subclass overriding one of them is linked through MemoryLinker instead.
 _STOOD_IN_FOR = (
+    "__len__",
     "save",
     "get",
     "update",
@@ -407,11 +408,15 @@ class RowLinking(EmbeddingSearch, UndoLog):
         index = np.asarray(rows, dtype=np.int64)
         with self._lock:
             has = self._has[index]
-            vectors: list[np.ndarray | None] = [None] * len(index)
-            if has.any():
-                matrix = self._exact_rows(index)
-                for i in np.flatnonzero(has).tolist():
-                    vectors[i] = matrix[i]
+            vectors: list[np.ndarray | None]
+            if has.all():
+                vectors = list(self._exact_rows(index))
+            else:
+                vectors = [None] * len(index)
+                if has.any():
+                    matrix = self._exact_rows(index)
+                    for i in np.flatnonzero(has).tolist():
+                        vectors[i] = matrix[i]
             keys = index.tolist()
             return LinkCandidates(
                 ids=[self._row_ids[r] for r in keys],
