@@ -1,15 +1,24 @@
 """Encoding at scale: ``encode_batch`` throughput and bytes per memory.
 
-Encodes N texts (default 100,000) into an ``InMemoryStore`` with resonance links on,
-two ways, in the same process:
+**Yardstick** (issue 10, item 5): ``encode_batch`` of ``--yardstick-n`` random unit
+embeddings (default 20,000, D 384) in calls of ``--block`` texts (default 1,000) on one
+engine over ``InMemoryStore()``, resonance on, default config, against the *bare
+batched search* of the same embeddings in the same process: per block one jitted
+``(block, D) @ (D, N)`` float32 product + ``lax.top_k(15)`` with N = every row stored
+so far, the block included (compiled for every N before timing). The engine is timed
+twice on fresh stores: the first run includes its XLA compilations, the second finds
+them compiled. Target: engine <= 5x bare.
 
-- ``engine``: ``EmotionalMemory.encode_batch`` as it is. The store has
-  ``search_by_embedding_batch``, so the engine saves each block of new memories, finds
-  all their resonance candidates with one batched search (``visible_until``: each
-  memory sees the store up to itself; matrix-matrix products, compute-bound) and then
-  links them memory by memory;
+Then encodes N texts (default 100,000) into an ``InMemoryStore`` with resonance links
+on, two ways, in the same process:
+
+- ``engine``: ``EmotionalMemory.encode_batch`` as it is. The store saves each block
+  of new memories as rows, finds all their resonance candidates with one batched
+  search (each memory sees the store up to itself; matrix-matrix products,
+  compute-bound) and then links them memory by memory in place;
 - ``per-memory``: the same engine over :class:`PerMemoryStore`, a wrapper hiding
-  ``search_by_embedding_batch``, so every new memory's candidates come from one
+  ``search_by_embedding_batch`` and the store's row linker, so every new memory is
+  saved, searched and linked through the store protocol, its candidates from one
   ``search_by_embedding`` over everything stored so far (N matrix-vector products over
   a growing matrix: quadratic, memory-bound). This is the path of stores without the
   batch method, and the baseline. ``--check N`` verifies on N memories that both build
@@ -22,9 +31,9 @@ row arrays, Python objects) and the deep size of a rebuilt ``Memory`` (what ``ge
 hands out; transient).
 
 Usage:
-    python benchmarks/encode_scale.py [--n 100000] [--mem-n N] [--dim 384]
-        [--engine-n 20000] [--tail 2000] [--embedder hashing|random] [--check 3000]
-        [--json OUT]
+    python benchmarks/encode_scale.py [--yardstick-n 20000] [--block 1000]
+        [--n 100000] [--mem-n N] [--dim 384] [--engine-n 20000] [--tail 2000]
+        [--embedder hashing|random] [--check 3000] [--json OUT]
 """
 
 from __future__ import annotations
@@ -70,18 +79,40 @@ class RandomEmbedder:
         return vecs.tolist()
 
 
+class TableEmbedder:
+    """Row ``i`` of a fixed matrix for the text ending in ``#i`` (the yardstick's
+    embeddings, shared with the bare search)."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+
+    def embed(self, text: str) -> list[float]:
+        return self.embed_batch([text])[0]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        rows = [int(t.rsplit("#", 1)[1]) for t in texts]
+        return self.vectors[rows].tolist()
+
+
+def random_unit(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """``n`` random unit vectors (float64, as :class:`RandomEmbedder` makes them)."""
+    vecs = np.random.default_rng(seed).standard_normal((n, dim))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    return vecs
+
+
 class PerMemoryStore:
-    """An ``InMemoryStore`` seen without ``search_by_embedding_batch``.
+    """An ``InMemoryStore`` seen without ``search_by_embedding_batch`` and its row linker.
 
     Everything else (save, search, transaction, byte counts, ...) is the wrapped
-    store's, so the engine takes its per-memory search path over the very same data.
+    store's, so the engine takes its per-memory path over the very same data.
     """
 
     def __init__(self, inner: InMemoryStore) -> None:
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name == "search_by_embedding_batch":
+        if name in ("search_by_embedding_batch", "row_linker"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 
@@ -172,6 +203,73 @@ def run(path: str, texts: list[str], embedder: Any, trace: bool = False) -> dict
     return result
 
 
+def bare_batched_search(
+    embeddings: np.ndarray, block: int, k: int = 15, *, host: bool = False
+) -> float:
+    """Seconds of the yardstick's bare batched search (see the module docs).
+
+    Default: the bank is put on the device once and the row count ``N`` is a static
+    argument, so every block is one compiled program (``q @ bank[:N].T`` +
+    ``lax.top_k``) with no copy of the bank. ``host``: the block and ``bank[:N]`` are
+    passed as host (numpy) arrays, so each call also copies the bank to the device
+    (how the issue's figures were taken). Every ``N`` is compiled (and run once)
+    before timing.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    def search(queries: Any, bank: Any, n: int) -> Any:
+        return jax.lax.top_k(queries @ bank[:n].T, k)
+
+    jitted = jax.jit(search, static_argnums=2)
+    host_bank = np.asarray(embeddings, dtype=np.float32)
+    bank = host_bank if host else jnp.asarray(host_bank)
+    spans = [(s, min(s + block, len(embeddings))) for s in range(0, len(embeddings), block)]
+
+    def one(s: int, e: int) -> Any:
+        if host:
+            return jitted(host_bank[s:e], host_bank[:e], e)
+        return jitted(bank[s:e], bank, e)
+
+    for s, e in spans:
+        jax.block_until_ready(one(s, e))
+    start = time.perf_counter()
+    for s, e in spans:
+        jax.block_until_ready(one(s, e))
+    return time.perf_counter() - start
+
+
+def yardstick(n: int, dim: int, block: int) -> dict[str, float]:
+    """The issue's yardstick: engine vs bare batched search, ms per memory."""
+    vectors = random_unit(n, dim)
+    texts = texts_for(n)
+
+    def engine_seconds() -> float:
+        engine = EmotionalMemory(InMemoryStore(), TableEmbedder(vectors),
+                                 clock=_clock_from(T0))
+        gc.collect()
+        start = time.perf_counter()
+        for s in range(0, n, block):
+            engine.encode_batch(texts[s : s + block])
+        return time.perf_counter() - start
+
+    first = engine_seconds()
+    second = engine_seconds()
+    bare = bare_batched_search(vectors, block)
+    bare_host = bare_batched_search(vectors, block, host=True)
+    return {
+        "n": n,
+        "block": block,
+        "engine_ms_per_memory_first_run": first / n * 1e3,
+        "engine_ms_per_memory_second_run": second / n * 1e3,
+        "bare_ms_per_memory": bare / n * 1e3,
+        "bare_host_operands_ms_per_memory": bare_host / n * 1e3,
+        "ratio_first_run": first / bare,
+        "ratio_second_run": second / bare,
+        "ratio_second_run_host_operands": second / bare_host,
+    }
+
+
 def check_identical(n: int, embedder_factory: Any) -> bool:
     """Whether both paths build the same store (ids mapped by insertion order)."""
     texts = texts_for(n, seed=1)
@@ -191,7 +289,13 @@ def check_identical(n: int, embedder_factory: Any) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--yardstick-n", type=int, default=20_000,
+                        help="memories of the engine vs bare batched search yardstick (0 skips)")
+    parser.add_argument("--block", type=int, default=1000,
+                        help="texts per encode_batch call in the yardstick")
+    parser.add_argument("--n", type=int, default=100_000,
+                        help="memories of one encode_batch call (0 skips it, --tail and "
+                             "--mem-n's default)")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--engine-n", type=int, default=20_000,
                         help="memories encoded by both paths (per-memory is quadratic; 0 skips)")
@@ -217,6 +321,21 @@ def main() -> None:
         report["identical_paths"] = check_identical(args.check, embedder)
         print(f"engine == per-memory path on {args.check} memories: "
               f"{report['identical_paths']}")
+    if args.yardstick_n:
+        yard = yardstick(args.yardstick_n, args.dim, args.block)
+        report["yardstick"] = yard
+        print(f"yardstick N={args.yardstick_n}, encode_batch calls of {args.block} "
+              f"(random unit {args.dim}-d embeddings, resonance on, default config):\n"
+              f"  engine ms/memory {yard['engine_ms_per_memory_first_run']:.3f} (first run, "
+              f"XLA compilations included), {yard['engine_ms_per_memory_second_run']:.3f} "
+              f"(second run)\n"
+              f"  bare ms/memory   {yard['bare_ms_per_memory']:.3f} (jitted (B,D)@(D,N) "
+              f"float32 + lax.top_k(15) per block, compiled before timing); "
+              f"{yard['bare_host_operands_ms_per_memory']:.3f} with host operands\n"
+              f"  ratio            {yard['ratio_first_run']:.1f}x (first run), "
+              f"{yard['ratio_second_run']:.1f}x (second run); target <= 5x "
+              f"({yard['ratio_second_run_host_operands']:.1f}x against host operands)",
+              flush=True)
     if args.engine_n:
         texts = texts_for(args.engine_n)
         same_n = {}
@@ -230,6 +349,10 @@ def main() -> None:
               f"({eng['ms_per_memory']:.3f} ms/memory) | per-memory path {per['seconds']:.1f}s "
               f"({per['ms_per_memory']:.3f} ms/memory) | speed-up "
               f"{per['seconds'] / eng['seconds']:.1f}x", flush=True)
+    if not args.n:
+        if args.json:
+            args.json.write_text(json.dumps(report, indent=2))
+        return
     texts = texts_for(args.n)
     timed = run("engine", texts, embedder())
     engine = timed.pop("engine")

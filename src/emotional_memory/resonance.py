@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 import jax.numpy as jnp
 import numpy as np
@@ -157,13 +157,31 @@ def _cosine_to(
     return float(np.dot(va, vb) / (na * nb))
 
 
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MICROSECOND = timedelta(microseconds=1)
+
+
+def _microseconds(moment: datetime) -> int:
+    """An aware datetime as integer microseconds since the Unix epoch (exact)."""
+    return (moment - _EPOCH) // _MICROSECOND
+
+
 def _link_type(
-    new: Memory, candidate: Memory, sem: float, emo: float, temp: float, cfg: ResonanceConfig
+    dv: float, older: bool, sem: float, emo: float, temp: float, cfg: ResonanceConfig
 ) -> LinkType:
-    dv = abs(new.tag.core_affect.valence - candidate.tag.core_affect.valence)
+    """The type of a link (SPEC 7).
+
+    Args:
+        dv: absolute valence difference of the two memories.
+        older: whether the candidate is strictly older than the new memory.
+        sem, emo, temp: the link's score components.
+        cfg: the typing thresholds.
+
+    Returns:
+        "contrastive", "causal", "semantic", "emotional" or "temporal".
+    """
     if temp > cfg.contrastive_temporal_threshold and dv > cfg.contrastive_valence_threshold:
         return "contrastive"
-    older = candidate.tag.timestamp < new.tag.timestamp
     if older and temp > cfg.causal_temporal_threshold and sem > cfg.causal_semantic_threshold:
         return "causal"
     if sem >= emo and sem >= temp:
@@ -212,39 +230,119 @@ def build_resonance_links(
         keep candidate order); strengths clamped to [0, 1].
     """
     cfg = config if config is not None else ResonanceConfig()
-    # The new memory's vector and norm are computed once (not once per candidate),
-    # and link objects are built for the kept links only; the numbers are those of
-    # ``link_scores`` bit for bit.
-    new_emb = new_memory.embedding
-    new_vec = np.asarray(new_emb, dtype=np.float64) if new_emb else None
-    new_norm = _norm(new_vec) if new_vec is not None else 0.0
-    affect = new_memory.tag.core_affect
-    timestamp = new_memory.tag.timestamp
-    w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
-    scored: list[tuple[float, float, float, float, Memory]] = []
-    for cand in candidates:
-        if cand.id == new_memory.id:
-            continue
-        sem = (
-            _cosine_to(new_emb, new_vec, new_norm, cand.embedding)
-            if new_emb and new_vec is not None else 0.0
-        )
-        emo = max(0.0, 1.0 - affect.distance(cand.tag.core_affect) / MAX_PAD_DISTANCE)
-        temp = temporal_proximity(timestamp, cand.tag.timestamp, cfg.temporal_half_life_seconds)
-        score = w_sem * sem + w_emo * emo
-        score = score + w_temp * temp
-        if score < cfg.threshold:
-            continue
-        scored.append((score, sem, emo, temp, cand))
-    scored.sort(key=lambda item: -item[0])
+    cands = list(candidates)
+    tag = new_memory.tag
+    kept = score_links(
+        new_memory.id,
+        new_memory.embedding,
+        (tag.core_affect.valence, tag.core_affect.arousal, tag.core_affect.dominance),
+        _microseconds(tag.timestamp),
+        [c.id for c in cands],
+        [np.asarray(c.embedding, dtype=np.float64) if c.embedding else None for c in cands],
+        [
+            (c.tag.core_affect.valence, c.tag.core_affect.arousal, c.tag.core_affect.dominance)
+            for c in cands
+        ],
+        [_microseconds(c.tag.timestamp) for c in cands],
+        cfg,
+    )
     return [
         ResonanceLink(
-            source_id=new_memory.id,
-            target_id=cand.id,
-            strength=min(1.0, max(0.0, score)),
-            link_type=_link_type(new_memory, cand, sem, emo, temp, cfg),
+            source_id=new_memory.id, target_id=cands[i].id, strength=strength,
+            link_type=link_type,
         )
-        for score, sem, emo, temp, cand in scored[: cfg.max_links]
+        for i, strength, link_type in kept
+    ]
+
+
+def score_links(
+    new_id: str,
+    new_embedding: Sequence[float] | None,
+    new_affect: Sequence[float],
+    new_time_us: int,
+    ids: Sequence[str],
+    vectors: Sequence[np.ndarray | None],
+    affects: Sequence[Sequence[float]],
+    times_us: Sequence[int],
+    cfg: ResonanceConfig,
+) -> list[tuple[int, float, LinkType]]:
+    """The forward links of a new memory, from its candidates' columns (SPEC 7).
+
+    The numbers are those of :func:`link_scores` bit for bit, computed pair by pair
+    with the same scalar operations (a matrix product could sum in another order):
+    the cosine of the new embedding with each stored one, ``1 - distance /
+    MAX_PAD_DISTANCE`` of the core affects, the temporal proximity of the timestamps.
+
+    Args:
+        new_id: the new memory's id (a candidate with this id is skipped).
+        new_embedding: its embedding (None or empty: no semantic component).
+        new_affect: its core affect as ``(valence, arousal, dominance)``.
+        new_time_us: its timestamp in epoch microseconds.
+        ids: the candidates' ids, in candidate order.
+        vectors: their embeddings as float64 vectors (None when missing or empty).
+        affects: their core affects as triples.
+        times_us: their timestamps in epoch microseconds.
+        cfg: the link parameters.
+
+    Returns:
+        ``(candidate index, strength, link type)`` of at most ``max_links`` links with
+        score >= threshold, strongest first (ties keep candidate order), strengths
+        clamped to [0, 1].
+
+    Raises:
+        ValueError: a candidate embedding of another length than the new one.
+    """
+    # The new memory's vector and norm are computed once (not once per candidate);
+    # the cosine is _cosine_to's, the distance CoreAffect.distance's and the
+    # proximity temporal_proximity's, operation for operation (timedelta's
+    # total_seconds() divides the exact microsecond difference by 10**6 once).
+    new_vec = np.asarray(new_embedding, dtype=np.float64) if new_embedding else None
+    new_norm = _norm(new_vec) if new_vec is not None else 0.0
+    dim = len(new_embedding) if new_embedding else 0
+    semantic = new_vec is not None and new_norm != 0.0 and math.isfinite(new_norm)
+    nv, na, nd = new_affect
+    w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
+    half_life, threshold = cfg.temporal_half_life_seconds, cfg.threshold
+    ln2 = math.log(2.0)
+    sqrt, exp, isfinite, dot = math.sqrt, math.exp, math.isfinite, np.dot
+    scored: list[tuple[float, float, float, float, int]] = []
+    for i, cand_id in enumerate(ids):
+        if cand_id == new_id:
+            continue
+        sem = 0.0
+        vec = vectors[i]
+        if new_vec is not None and vec is not None:
+            if vec.shape[0] != dim:
+                raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
+            if semantic:
+                nb = sqrt(vec.dot(vec))
+                if nb != 0.0 and isfinite(nb):
+                    sem = float(dot(new_vec, vec) / (new_norm * nb))
+        av, aa, ad = affects[i]
+        emo = max(
+            0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
+        )
+        if half_life <= 0:
+            temp = 0.0
+        else:
+            dt = abs(new_time_us - times_us[i]) / 1_000_000
+            temp = exp(-dt * ln2 / half_life)
+        score = w_sem * sem + w_emo * emo
+        score = score + w_temp * temp
+        if score < threshold:
+            continue
+        scored.append((score, sem, emo, temp, i))
+    scored.sort(key=lambda item: -item[0])
+    return [
+        (
+            i,
+            min(1.0, max(0.0, score)),
+            _link_type(
+                abs(new_affect[0] - affects[i][0]), times_us[i] < new_time_us, sem, emo, temp,
+                cfg,
+            ),
+        )
+        for score, sem, emo, temp, i in scored[: cfg.max_links]
     ]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,14 +13,17 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
 from emotional_memory.interfaces import store_transaction
-from emotional_memory.models import EmotionalTag, Memory, ResonanceLink, consolidation_strength
+from emotional_memory.models import EmotionalTag, Memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
-from emotional_memory.resonance import build_resonance_links
+from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
+from emotional_memory.stores._linking import (  # noqa: F401  (BatchSearch: was defined here)
+    BatchSearch,
+    LinkCandidates,
+    Linker,
+    linker_for,
+)
 from emotional_memory.telemetry import traced, traced_span
-
-BatchSearch = Callable[..., list[list[Memory]]]
-"""A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
 
 _LINK_SEARCH_BLOCK = 1024
 """New memories saved and searched together by ``encode_batch`` (bounds the batch
@@ -94,113 +97,72 @@ class EncodingMixin(StateMixin):
             tag = label_tag(tag)
         return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
 
-    def _store_and_link(self, memory: Memory) -> Memory:
-        """Save ``memory`` and build its forward and backward resonance links."""
-        self.store.save(memory)
-        if not self.config.enable_resonance:
-            return memory
-        cfg = self.config.resonance
-        limit = cfg.max_links * cfg.candidate_multiplier
-        if len(self.store) > limit:
-            candidates = self.store.search_by_embedding(memory.embedding or [], limit)
-        else:
-            candidates = self.store.list_all()
-        return self._link(memory, candidates)
-
-    def _link(self, memory: Memory, candidates: Sequence[Memory]) -> Memory:
-        """Build ``memory``'s forward links to ``candidates`` and their backward twins.
-
-        ``memory`` is already stored. Candidates are read for their id, embedding,
-        core affect and timestamp only, so a snapshot taken before other links were
-        written gives the same links; backward twins always read the target's
-        current links from the store.
+    def _linker(self, batched: bool) -> Linker:
+        """The store's :class:`~emotional_memory.stores._linking.Linker`.
 
         Args:
-            memory: the stored new memory.
-            candidates: its resonance candidates (SPEC 7), itself possibly included.
+            batched: save and search new memories in blocks of ``_LINK_SEARCH_BLOCK``
+                (``encode_batch``) rather than one at a time (``encode``).
 
         Returns:
-            ``memory`` with its forward links (unchanged when it has none).
+            The linker.
         """
-        cfg = self.config.resonance
-        links = build_resonance_links(memory, candidates, cfg)
-        if not links:
-            return memory
-        memory = memory.model_copy(
-            update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
-        )
-        self.store.update(memory)
-        for link in links:
-            target = self.store.get(link.target_id)
-            if target is None:
-                continue
-            back = ResonanceLink(
-                source_id=target.id, target_id=memory.id, strength=link.strength,
-                link_type=link.link_type,
-            )
-            existing = list(target.tag.resonance_links)
-            if len(existing) < cfg.max_links:
-                existing.append(back)
-            else:
-                weakest = min(range(len(existing)), key=lambda i: existing[i].strength)
-                if back.strength > existing[weakest].strength:
-                    existing[weakest] = back
-                else:
-                    continue
-            self.store.update(
-                target.model_copy(
-                    update={"tag": target.tag.model_copy(update={"resonance_links": existing})}
-                )
-            )
-        return memory
+        return linker_for(self.store, _LINK_SEARCH_BLOCK if batched else 1)
 
-    def _store_and_link_batch(
-        self, memories: Iterable[Memory], search: BatchSearch
-    ) -> list[Memory]:
-        """:meth:`_store_and_link` for consecutive new memories, searches batched.
+    def _store_and_link(self, linker: Linker, memories: Iterable[Memory]) -> list[Memory]:
+        """Save new memories and build their forward and backward resonance links.
 
         Memory ``j``'s candidates depend only on the embeddings and insertion order of
         the memories stored up to it, which linking never changes. So each block of
-        memories is saved first, the candidates of all its memories come from one
-        ``search(embeddings, limit, visible_until=ids)`` (each memory sees the store
-        as it was right after its own save), and the memories are then linked one by
-        one, in order, exactly as :meth:`_store_and_link` would.
+        memories is saved first, the candidates of all its memories are found
+        together (each memory seeing the store as it was right after its own save),
+        and the memories are then linked one by one, in order, exactly as one
+        ``save`` + search + link per memory would (SPEC 7).
 
         Args:
-            memories: new memories in encoding order (resonance enabled); consumed
-                one block at a time.
-            search: the store's ``search_by_embedding_batch``.
+            linker: the store's linker.
+            memories: new memories in encoding order; consumed one block at a time.
 
         Returns:
-            The memories with their forward links, in order.
+            The memories as given (without links), in order.
         """
         cfg = self.config.resonance
         limit = cfg.max_links * cfg.candidate_multiplier
         out: list[Memory] = []
         source = iter(memories)
-        while block := list(itertools.islice(source, _LINK_SEARCH_BLOCK)):
-            before = len(self.store)
-            for memory in block:
-                self.store.save(memory)
-            # Memory i of the block is linked when the store holds before + i + 1
-            # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
-            first = min(len(block), max(0, limit - before))
-            searched = block[first:]
-            found = (
-                search([m.embedding or [] for m in searched], limit,
-                       visible_until=[m.id for m in searched])
-                if searched else []
-            )
-            if len(found) != len(searched):
-                raise ValueError(
-                    f"search_by_embedding_batch returned {len(found)} results for "
-                    f"{len(searched)} queries"
-                )
-            everything = self.store.list_all()[: before + first] if first else []
-            for i, memory in enumerate(block):
-                candidates = everything[: before + i + 1] if i < first else found[i - first]
-                out.append(self._link(memory, candidates))
+        while block := list(itertools.islice(source, linker.block_size)):
+            if not self.config.enable_resonance:
+                linker.save(block)
+            else:
+                found = linker.save_and_find(block, limit)
+                for memory, candidates in zip(block, found, strict=True):
+                    self._link(linker, memory, candidates)
+            out.extend(block)
         return out
+
+    def _link(self, linker: Linker, memory: Memory, candidates: LinkCandidates) -> None:
+        """Score ``memory``'s links to ``candidates`` and write them with their twins.
+
+        Args:
+            linker: the store's linker.
+            memory: the stored new memory.
+            candidates: its resonance candidates (SPEC 7), itself possibly included.
+        """
+        cfg = self.config.resonance
+        affect = memory.tag.core_affect
+        links = score_links(
+            memory.id,
+            memory.embedding,
+            (affect.valence, affect.arousal, affect.dominance),
+            _microseconds(memory.tag.timestamp),
+            candidates.ids,
+            candidates.vectors,
+            candidates.affects,
+            candidates.times_us,
+            cfg,
+        )
+        if links:
+            linker.link(memory, candidates, links, cfg.max_links)
 
     @_synchronized
     @traced("emotional_memory.encode", content_length=("content", len))
@@ -235,13 +197,10 @@ class EncodingMixin(StateMixin):
         memory, new_state = self._prepare(
             self._state, content, embedding, appraisal, metadata, affect, now
         )
-        memory = self._store_with_state(lambda: self._store_and_link(memory), lambda: new_state)
-        return self._stored(memory)
-
-    def _stored(self, memory: Memory) -> Memory:
-        """The store's copy (a durable store may round embeddings, e.g. to float32)."""
-        stored = self.store.get(memory.id)
-        return stored if stored is not None else memory
+        linker = self._linker(batched=False)
+        self._store_with_state(lambda: self._store_and_link(linker, [memory]), lambda: new_state)
+        # The store's copy (a durable store may round embeddings, e.g. to float32).
+        return linker.stored(memory)
 
     @_synchronized
     @traced("emotional_memory.encode_batch", batch_size=("contents", len))
@@ -258,7 +217,10 @@ class EncodingMixin(StateMixin):
         a block of new memories are found by one batched search after saving them,
         each memory seeing only the memories stored up to itself; links, their order
         and the final state are the same as with one search per memory, which is
-        what stores without that method get.
+        what stores without that method get. ``InMemoryStore`` saves the block as
+        rows and links them in place, reading candidates as columns (see
+        :mod:`emotional_memory.stores._linking`); the memories returned are built
+        once, at the end.
 
         Args:
             contents: event texts.
@@ -311,14 +273,11 @@ class EncodingMixin(StateMixin):
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
                 yield memory
 
-        def write() -> list[Memory]:
-            search = getattr(self.store, "search_by_embedding_batch", None)
-            if self.config.enable_resonance and callable(search):
-                return self._store_and_link_batch(prepared(), search)
-            return [self._store_and_link(m) for m in prepared()]
-
-        out = self._store_with_state(write, lambda: state)
-        return [self._stored(m) for m in out]
+        linker = self._linker(batched=True)
+        out = self._store_with_state(
+            lambda: self._store_and_link(linker, prepared()), lambda: state
+        )
+        return [linker.stored(m) for m in out]
 
     @_synchronized
     @traced("emotional_memory.observe", content_length=("content", len))

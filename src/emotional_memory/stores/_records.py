@@ -272,6 +272,35 @@ def pack_links(links: list[ResonanceLink], intern: Any) -> tuple[tuple[str, ...]
     return tuple(intern(link.target_id) for link in links), packed
 
 
+def pack_link_columns(
+    targets: tuple[str, ...], strengths: list[float], codes: list[int]
+) -> tuple[tuple[str, ...], bytes]:
+    """Links given as columns, packed as :func:`pack_links` packs them.
+
+    Args:
+        targets: the target ids (the store's own copies).
+        strengths: the strengths, one per target.
+        codes: the link type codes (indices in ``LINK_TYPES``), one per target.
+
+    Returns:
+        ``(targets, packed)``.
+    """
+    n = len(targets)
+    return targets, struct.pack(f"<{n}d{n}B", *strengths, *codes)
+
+
+def unpack_link_columns(
+    record: tuple[tuple[str, ...], bytes] | None,
+) -> tuple[list[str], list[float], list[int]]:
+    """The target ids, strengths and type codes of a packed link record (empty for None)."""
+    if record is None:
+        return [], [], []
+    targets, packed = record
+    n = len(targets)
+    values = struct.unpack(f"<{n}d{n}B", packed)
+    return list(targets), list(values[:n]), list(values[n:])
+
+
 def unpack_links(
     source_id: str, record: tuple[tuple[str, ...], bytes] | None
 ) -> list[ResonanceLink]:

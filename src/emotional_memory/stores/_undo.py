@@ -1,7 +1,8 @@
 """The transaction undo log of :class:`~emotional_memory.stores.InMemoryStore`.
 
 Inside a transaction every write first logs what it is about to change (an insert,
-or a snapshot of the row it replaces or deletes); a failed block replays its entries
+a snapshot of the row it replaces or deletes, or only the old links of a row whose
+links alone change); a failed block replays its entries
 backwards, so it costs only what it did, not a copy of the whole store. Rolling back
 drops the lexical index, which is rebuilt on next use.
 """
@@ -46,13 +47,15 @@ class _TagState:
 
 @dataclass(frozen=True)
 class _Undo:
-    """One entry of the transaction undo log (``"tags"``: a replace that kept the
-    stored embedding, so only the tag row and the row's references are logged)."""
+    """One entry of the transaction undo log. ``"tags"``: a replace that kept the
+    stored embedding (only the tag row and the row's references are logged);
+    ``"links"``: a write of the row's packed links alone (the old links are logged)."""
 
-    kind: Literal["insert", "replace", "delete", "tags"]
+    kind: Literal["insert", "replace", "delete", "tags", "links"]
     memory_id: str
     row: int
     state: _RowState | _TagState | None
+    links: Any = None  # "links": the row's packed links before the write
 
 
 class UndoLog(EmbeddingPrecision):
@@ -87,6 +90,9 @@ class UndoLog(EmbeddingPrecision):
             for entry in reversed(entries):
                 if entry.kind == "insert":
                     self._remove(entry.memory_id)
+                elif entry.kind == "links":
+                    self._links[entry.row] = entry.links
+                    self._recent.pop(entry.memory_id, None)
                 elif isinstance(entry.state, _TagState):
                     self._restore_tags(entry.row, entry.memory_id, entry.state)
                 else:

@@ -70,6 +70,8 @@ The parts, one module each, composed here as mixins of :class:`InMemoryStore`:
 - :mod:`~emotional_memory.stores._search`: exact single and batched search (numpy and
   the jitted JAX programs);
 - :mod:`~emotional_memory.stores._undo`: transaction levels, the undo log, rollback;
+- :mod:`~emotional_memory.stores._linking`: saving new memories and writing their
+  resonance links in blocks of rows (``encode_batch``);
 - this module: the public API, saving and rebuilding memories, the lexical index.
 """
 
@@ -90,6 +92,7 @@ from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._candidates import CandidateRows
+from emotional_memory.stores._linking import RowLinking
 from emotional_memory.stores._precision import (
     EMBEDDING_DTYPES,
     EmbeddingDType,
@@ -168,7 +171,7 @@ def _clone(model: Any, updates: dict[str, Any]) -> Any:
     return out
 
 
-class InMemoryStore(CandidateRows, UndoLog):
+class InMemoryStore(RowLinking, CandidateRows, UndoLog):
     """A :class:`~emotional_memory.interfaces.MemoryStore` held in process memory.
 
     Besides the protocol methods it exposes the column caches for batch scoring:

@@ -1,0 +1,543 @@
+"""Saving new memories and linking them by resonance, block by block (SPEC 7): store side.
+
+``EmotionalMemory.encode`` and ``encode_batch`` save new memories and link each one to
+its resonance candidates. The engine scores the links
+(:func:`emotional_memory.resonance.score_links`); what it needs from the store goes
+through a :class:`Linker`:
+
+- save a block of new memories;
+- the candidates of each memory of the block, as columns (:class:`LinkCandidates`):
+  memory ``j`` sees only the memories stored up to itself; up to ``limit`` stored
+  memories they are all of them, in insertion order, beyond that the ``limit``
+  nearest by embedding;
+- write a memory's forward links and the backward twins on their targets (appended,
+  or replacing the target's weakest link when it is full and the twin is stronger);
+- the stored copy of a memory, once the block is done.
+
+Two implementations, which build the very same store:
+
+- :class:`RowLinking` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`):
+  blocks of rows, candidates as row indices from one batched search per block, link
+  columns read from the rows (float64 embeddings as stored, core affects,
+  timestamps), links packed and rewritten in place with only the old links logged
+  for undo. No :class:`~emotional_memory.models.Memory` is built on the way;
+- :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
+  through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
+  ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
+  when the store has it). It is also what a subclass of ``InMemoryStore`` that
+  overrides one of those methods gets, so its overrides are honoured.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from emotional_memory.interfaces import MemoryStore
+from emotional_memory.models import LinkType, Memory, ResonanceLink
+from emotional_memory.stores._records import (
+    _LINK_CODE,
+    pack_link_columns,
+    to_microseconds,
+    unpack_link_columns,
+    unpack_links,
+)
+from emotional_memory.stores._search import EmbeddingSearch
+from emotional_memory.stores._undo import UndoLog, _Undo
+
+BatchSearch = Callable[..., list[list[Memory]]]
+"""A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+ForwardLink = tuple[int, float, LinkType]
+"""A link to write: ``(index among the candidates, strength, link type)``."""
+
+# The protocol methods whose effect the row path reproduces without calling them: a
+# subclass overriding one of them is linked through MemoryLinker instead.
+_STOOD_IN_FOR = (
+    "__len__",
+    "save",
+    "get",
+    "update",
+    "list_all",
+    "search_by_embedding",
+    "search_by_embedding_batch",
+)
+
+
+@dataclass(frozen=True)
+class LinkCandidates:
+    """The resonance candidates of one new memory, as columns, in candidate order.
+
+    Attributes:
+        ids: the memory ids.
+        vectors: the embeddings as stored, as float64 vectors (None when missing or
+            empty).
+        affects: the core affects as ``(valence, arousal, dominance)``.
+        times_us: the timestamps in microseconds since the Unix epoch.
+        keys: what :meth:`Linker.link` needs to find each candidate again (its row,
+            or its id).
+    """
+
+    ids: Sequence[str]
+    vectors: Sequence[np.ndarray | None]
+    affects: Sequence[Sequence[float]]
+    times_us: Sequence[int]
+    keys: Sequence[Any]
+
+
+class Linker(ABC):
+    """Saves new memories and writes their resonance links (see the module docs).
+
+    Attributes:
+        block_size: how many new memories are saved and searched together.
+    """
+
+    block_size: int
+
+    @abstractmethod
+    def save(self, memories: Sequence[Memory]) -> None:
+        """Save a block of new memories, in order (no linking).
+
+        Args:
+            memories: the new memories.
+        """
+
+    @abstractmethod
+    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+        """Save a block of new memories, then find the candidates of each.
+
+        Args:
+            memories: at most :attr:`block_size` new memories, in encoding order.
+            limit: ``max_links * candidate_multiplier``.
+
+        Returns:
+            The candidates of each memory, in order, each read when it is reached
+            (links written in between do not change them).
+        """
+
+    @abstractmethod
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """Write ``memory``'s forward links and their backward twins, in order.
+
+        Args:
+            memory: the new memory (already saved, without links).
+            candidates: its candidates.
+            links: its forward links, strongest first (not empty).
+            max_links: the most links a memory keeps.
+        """
+
+    @abstractmethod
+    def stored(self, memory: Memory) -> Memory:
+        """The store's copy of a new memory once linking is done.
+
+        Args:
+            memory: the new memory as it was saved.
+
+        Returns:
+            What the store holds for it (links included).
+        """
+
+
+@runtime_checkable
+class RowLinkingStore(Protocol):
+    """A store with its own :class:`Linker` (as :class:`RowLinking` provides)."""
+
+    def row_linker(self, block_size: int) -> Linker | None:
+        """The store's linker, or None when it must be linked through its protocol."""
+        ...
+
+
+@runtime_checkable
+class BatchSearchStore(Protocol):
+    """A store with ``search_by_embedding_batch(embeddings, top_k, *, visible_until)``."""
+
+    def search_by_embedding_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        *,
+        visible_until: Sequence[str] | None = None,
+    ) -> list[list[Memory]]:
+        """One ``search_by_embedding`` per query, each seeing memories up to its id."""
+        ...
+
+
+def linker_for(store: MemoryStore, block_size: int) -> Linker:
+    """The linker of ``store``.
+
+    Args:
+        store: the engine's store.
+        block_size: memories saved and searched together; 1 links each memory as
+            ``encode`` does (one ``search_by_embedding`` per memory on a plain store).
+
+    Returns:
+        The store's own row linker when it has one, else a :class:`MemoryLinker`
+        (batched when ``block_size > 1`` and the store has a batched search).
+    """
+    if isinstance(store, RowLinkingStore):
+        own = store.row_linker(block_size)
+        if own is not None:
+            return own
+    if block_size > 1 and isinstance(store, BatchSearchStore):
+        return MemoryLinker(store, store.search_by_embedding_batch, block_size)
+    return MemoryLinker(store, None, 1)
+
+
+def memory_candidates(memories: Sequence[Memory]) -> LinkCandidates:
+    """The link columns of candidate memories (their ids serve as keys).
+
+    Args:
+        memories: the candidates, in order.
+
+    Returns:
+        Their :class:`LinkCandidates`.
+    """
+    ids = [m.id for m in memories]
+    return LinkCandidates(
+        ids=ids,
+        vectors=[
+            np.asarray(m.embedding, dtype=np.float64) if m.embedding else None for m in memories
+        ],
+        affects=[
+            (m.tag.core_affect.valence, m.tag.core_affect.arousal, m.tag.core_affect.dominance)
+            for m in memories
+        ],
+        times_us=[to_microseconds(m.tag.timestamp) for m in memories],
+        keys=ids,
+    )
+
+
+def _with_links(memory: Memory, links: list[ResonanceLink]) -> Memory:
+    return memory.model_copy(
+        update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
+    )
+
+
+def _backward(
+    existing: list[Any], strengths: list[float], back: Any, strength: float, max_links: int
+) -> bool:
+    """Add a backward twin to a target's links (both lists change in place).
+
+    Appended while the target has fewer than ``max_links`` links; else it replaces
+    the weakest one (the first of equal minima) when strictly stronger.
+
+    Args:
+        existing: the target's links (any representation).
+        strengths: their strengths.
+        back: the twin, in the representation of ``existing``.
+        strength: its strength.
+        max_links: the most links a memory keeps.
+
+    Returns:
+        Whether the links changed.
+    """
+    if len(existing) < max_links:
+        existing.append(back)
+        strengths.append(strength)
+        return True
+    weakest = min(range(len(existing)), key=strengths.__getitem__)
+    if strength > strengths[weakest]:
+        existing[weakest] = back
+        strengths[weakest] = strength
+        return True
+    return False
+
+
+class MemoryLinker(Linker):
+    """A :class:`Linker` over the :class:`~emotional_memory.interfaces.MemoryStore`
+    protocol: every write is a ``store.update`` of a whole memory.
+
+    Args:
+        store: the store.
+        search: its ``search_by_embedding_batch``, or None (then ``block_size`` must
+            be 1 and each memory gets one ``search_by_embedding``).
+        block_size: memories saved and searched together.
+    """
+
+    def __init__(self, store: MemoryStore, search: BatchSearch | None, block_size: int) -> None:
+        if search is None and block_size != 1:
+            raise ValueError("without a batched search, memories are linked one at a time")
+        self._store = store
+        self._search = search
+        self.block_size = block_size
+        self._forward: dict[str, Memory] = {}  # new memories with their forward links
+
+    def save(self, memories: Sequence[Memory]) -> None:
+        """See :meth:`Linker.save`."""
+        for memory in memories:
+            self._store.save(memory)
+
+    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find`."""
+        store = self._store
+        before = len(store)
+        self.save(memories)
+        # Memory i of the block is linked when the store holds before + i + 1
+        # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+        first = min(len(memories), max(0, limit - before))
+        searched = memories[first:]
+        found: list[list[Memory]] = []
+        if searched and self._search is None:
+            found = [store.search_by_embedding(m.embedding or [], limit) for m in searched]
+        elif searched and self._search is not None:
+            found = self._search(
+                [m.embedding or [] for m in searched], limit,
+                visible_until=[m.id for m in searched],
+            )
+            if len(found) != len(searched):
+                raise ValueError(
+                    f"search_by_embedding_batch returned {len(found)} results for "
+                    f"{len(searched)} queries"
+                )
+        everything = store.list_all()[: before + first] if first else []
+        return (
+            memory_candidates(everything[: before + i + 1] if i < first else found[i - first])
+            for i in range(len(memories))
+        )
+
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """See :meth:`Linker.link`; backward twins read each target's current links."""
+        forward = [
+            ResonanceLink(
+                source_id=memory.id, target_id=candidates.ids[i], strength=strength,
+                link_type=link_type,
+            )
+            for i, strength, link_type in links
+        ]
+        memory = _with_links(memory, forward)
+        self._store.update(memory)
+        self._forward[memory.id] = memory
+        for link in forward:
+            target = self._store.get(link.target_id)
+            if target is None:
+                continue
+            back = ResonanceLink(
+                source_id=target.id, target_id=memory.id, strength=link.strength,
+                link_type=link.link_type,
+            )
+            existing = list(target.tag.resonance_links)
+            strengths = [lk.strength for lk in existing]
+            if _backward(existing, strengths, back, back.strength, max_links):
+                self._store.update(_with_links(target, existing))
+
+    def stored(self, memory: Memory) -> Memory:
+        """See :meth:`Linker.stored` (the memory with its forward links when the store
+        has no copy)."""
+        got = self._store.get(memory.id)
+        return got if got is not None else self._forward.get(memory.id, memory)
+
+
+class RowLinking(EmbeddingSearch, UndoLog):
+    """The row path of :class:`Linker` for :class:`~emotional_memory.stores.InMemoryStore`
+    (a mixin; see the module docs)."""
+
+    _lock: threading.RLock
+
+    def row_linker(self, block_size: int) -> Linker | None:
+        """The store's own :class:`Linker`.
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            A :class:`RowLinker`, or None for a subclass overriding a protocol method
+            the row path would bypass (it is then linked through those methods).
+        """
+        from emotional_memory.stores.in_memory import InMemoryStore
+
+        cls = type(self)
+        if any(getattr(cls, name) is not getattr(InMemoryStore, name) for name in _STOOD_IN_FOR):
+            return None
+        return RowLinker(self, block_size)
+
+    def _put(self, memory: Memory) -> None:
+        """Insert or replace ``memory`` (the store's own)."""
+        raise NotImplementedError
+
+    def _memory_at(self, row: int, keep: bool = False) -> Memory:
+        """The memory of live ``row`` (the store's own)."""
+        raise NotImplementedError
+
+    def _link_save(self, memories: Sequence[Memory]) -> None:
+        """Save new memories as rows, in order."""
+        with self._lock:
+            for memory in memories:
+                self._put(memory)
+
+    def _link_save_and_find(
+        self, memories: Sequence[Memory], limit: int
+    ) -> Iterator[LinkCandidates]:
+        """:meth:`Linker.save_and_find` on rows: one batched search for the block."""
+        with self._lock:
+            before = len(self._row_of)
+            self._link_save(memories)
+            first = min(len(memories), max(0, limit - before))
+            searched = memories[first:]
+            found = (
+                self._search_rows_batch(
+                    [m.embedding or [] for m in searched], limit, [m.id for m in searched]
+                )
+                if searched
+                else []
+            )
+            everything = self._live_row_list()[: before + first] if first else []
+        rows: list[Any] = [everything[: before + i + 1] for i in range(first)]
+        rows.extend(found)
+        return (self._link_columns(r) for r in rows)
+
+    def _link_columns(self, rows: Sequence[int] | np.ndarray | None) -> LinkCandidates:
+        """The link columns of live ``rows`` (keys: the rows)."""
+        assert rows is not None
+        index = np.asarray(rows, dtype=np.int64)
+        with self._lock:
+            has = self._has[index]
+            vectors: list[np.ndarray | None]
+            if has.all():
+                vectors = list(self._exact_rows(index))
+            else:
+                vectors = [None] * len(index)
+                if has.any():
+                    matrix = self._exact_rows(index)
+                    for i in np.flatnonzero(has).tolist():
+                        vectors[i] = matrix[i]
+            keys = index.tolist()
+            return LinkCandidates(
+                ids=[self._row_ids[r] for r in keys],
+                vectors=vectors,
+                affects=self._affect[index].tolist(),
+                times_us=self._timestamp_us[index].tolist(),
+                keys=keys,
+            )
+
+    def _link_rows(
+        self, memory_id: str, targets: list[int], links: list[tuple[float, LinkType]],
+        max_links: int,
+    ) -> None:
+        """Write the forward links of ``memory_id`` (to rows ``targets``) and their
+        backward twins, in order."""
+        with self._lock:
+            row = self._row_of[memory_id]
+            own = self._row_ids[row]
+            assert own is not None
+            if self._content[row] is None:  # kept whole
+                whole = self._whole[own]
+                self._put(_with_links(whole, [
+                    ResonanceLink(
+                        source_id=own, target_id=self._row_ids[t],
+                        strength=strength, link_type=link_type,
+                    )
+                    for t, (strength, link_type) in zip(targets, links, strict=True)
+                ]))
+            else:
+                self._set_links(row, own, pack_link_columns(
+                    tuple(self._row_ids[t] for t in targets),  # type: ignore[misc]
+                    [strength for strength, _ in links],
+                    [_LINK_CODE[link_type] for _, link_type in links],
+                ))
+            for t, (strength, link_type) in zip(targets, links, strict=True):
+                self._add_backward(t, own, strength, link_type, max_links)
+
+    def _add_backward(
+        self, row: int, source: str, strength: float, link_type: LinkType, max_links: int
+    ) -> None:
+        """Add the twin ``row -> source`` of a forward link to ``row``'s links."""
+        target = self._row_ids[row]
+        assert target is not None
+        if self._content[row] is None:  # kept whole
+            whole = self._whole[target]
+            existing: list[Any] = list(whole.tag.resonance_links)
+            back = ResonanceLink(
+                source_id=target, target_id=source, strength=strength, link_type=link_type
+            )
+            strengths = [lk.strength for lk in existing]
+            if _backward(existing, strengths, back, back.strength, max_links):
+                self._put(_with_links(whole, existing))
+            return
+        ids, strengths, codes = unpack_link_columns(self._links[row])
+        entries = list(zip(ids, codes, strict=True))
+        if _backward(entries, strengths, (source, _LINK_CODE[link_type]), strength, max_links):
+            self._set_links(row, target, pack_link_columns(
+                tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
+            ))
+
+    def _link_stored(self, memory: Memory) -> Memory:
+        """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
+        since.
+
+        A compact row of a lossless precision holds exactly the memory saved, but
+        for its links: the copy is that memory with the row's links (``get`` would
+        rebuild it field by field from the row). Other rows are rebuilt.
+        """
+        from emotional_memory.stores.in_memory import _clone, _private
+
+        with self._lock:
+            row = self._row_of[memory.id]
+            if self._content[row] is None or self._mode not in ("float32", "float64"):
+                return self._memory_at(row)
+            links = unpack_links(memory.id, self._links[row])
+            return _private(_clone(memory, {"tag": _clone(memory.tag, {"resonance_links": links})}))
+
+    def _set_links(self, row: int, memory_id: str, record: Any) -> None:
+        """Replace the packed links of compact ``row`` in place (undo logged)."""
+        if self._tx_depth:
+            self._undo.append(_Undo("links", memory_id, row, None, self._links[row]))
+        self._links[row] = record
+        self._recent.pop(memory_id, None)
+
+
+class RowLinker(Linker):
+    """The :class:`Linker` of a :class:`RowLinking` store (keys are rows).
+
+    Args:
+        store: the store.
+        block_size: memories saved and searched together.
+    """
+
+    def __init__(self, store: RowLinking, block_size: int) -> None:
+        self._store = store
+        self.block_size = block_size
+
+    def save(self, memories: Sequence[Memory]) -> None:
+        """See :meth:`Linker.save`."""
+        self._store._link_save(memories)
+
+    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find`."""
+        return self._store._link_save_and_find(memories, limit)
+
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """See :meth:`Linker.link`."""
+        keys = candidates.keys
+        self._store._link_rows(
+            memory.id,
+            [keys[i] for i, _, _ in links],
+            [(strength, link_type) for _, strength, link_type in links],
+            max_links,
+        )
+
+    def stored(self, memory: Memory) -> Memory:
+        """See :meth:`Linker.stored`."""
+        return self._store._link_stored(memory)

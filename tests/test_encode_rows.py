@@ -1,0 +1,403 @@
+"""``encode_batch``'s row path (``stores/_linking.py``) against the protocol path.
+
+``InMemoryStore`` saves a block of new memories as rows, reads the candidates' link
+columns from its rows and rewrites packed links in place; every other store goes
+through ``MemoryLinker`` (``save`` / ``get`` / ``update`` / searches, as one
+``encode`` per memory does). Both must build the very same store: links, their order,
+strengths, types, every float, the returned memories and the final state. Also:
+``score_links`` against the per-pair functions it inlines, rollback of a failing
+batch (undo of in-place link writes, no stale recent objects), odd-shaped memories
+kept whole, half precision and SQLite.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emotional_memory import (
+    CoreAffect,
+    EmotionalMemory,
+    EmotionalMemoryConfig,
+    InMemoryStore,
+    KeywordAppraisalEngine,
+    Memory,
+    ResonanceConfig,
+    SQLiteStore,
+)
+from emotional_memory._engine import encoding as engine_module
+from emotional_memory.affect import AffectiveMomentum
+from emotional_memory.models import EmotionalTag, make_emotional_tag
+from emotional_memory.mood import MoodField
+from emotional_memory.replay import TickClock
+from emotional_memory.resonance import _link_type, build_resonance_links, link_scores
+from emotional_memory.stores import _search as search_module
+from emotional_memory.stores._linking import MemoryLinker, RowLinker, linker_for
+from plain_store import PerMemoryStore
+
+START = datetime(2026, 1, 1, tzinfo=UTC)
+DIM = 4
+
+
+class TableEmbedder:
+    """Text ``"t<i> ..."`` -> ``vectors[i]`` (None and [] included)."""
+
+    def __init__(self, vectors: Sequence[list[float] | None]) -> None:
+        self.vectors = list(vectors)
+
+    def embed(self, text: str) -> list[float] | None:
+        vec = self.vectors[int(text.split()[0][1:])]
+        return None if vec is None else list(vec)
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float] | None]:
+        return [self.embed(t) for t in texts]
+
+
+class ZoneClock:
+    """TickClock readings, every ``every``-th one in UTC+02:00 (kept whole by the store)."""
+
+    def __init__(self, step: timedelta, every: int) -> None:
+        self.inner = TickClock(START, step)
+        self.every = every
+        self.calls = 0
+
+    def __call__(self) -> datetime:
+        self.calls += 1
+        now = self.inner()
+        if self.every and self.calls % self.every == 0:
+            return now.astimezone(timezone(timedelta(hours=2)))
+        return now
+
+
+class FailingAppraisal(KeywordAppraisalEngine):
+    """Keyword appraisal that raises on texts containing "boom"."""
+
+    def appraise(self, content: str, context: dict[str, Any] | None = None) -> Any:
+        if "boom" in content:
+            raise RuntimeError("appraisal failed")
+        return super().appraise(content, context)
+
+
+WORDS = ["happy", "furious", "calm", "sad", "party", "crashed", "garden", "storm"]
+
+
+def text(i: int, extra: str = "") -> str:
+    return f"t{i} {WORDS[i % len(WORDS)]} {WORDS[(i * 7 + 3) % len(WORDS)]}{extra}"
+
+
+def canon(engine: EmotionalMemory) -> str:
+    """Export and state as JSON with ids replaced by insertion index."""
+    out = json.dumps({"memories": engine.export_memories(), "state": engine.save_state()})
+    for i, memory in enumerate(engine.list_all()):
+        out = out.replace(memory.id, f"#{i}")
+    return out
+
+
+def returned(memories: list[Memory], engine: EmotionalMemory) -> str:
+    """The returned memories as JSON with ids replaced by insertion index."""
+    out = json.dumps([m.model_dump(mode="json") for m in memories])
+    for i, memory in enumerate(engine.list_all()):
+        out = out.replace(memory.id, f"#{i}")
+    return out
+
+
+def make(store: Any, vectors: Sequence[list[float] | None], config: EmotionalMemoryConfig,
+         clock: Any, appraisal: Any = None) -> EmotionalMemory:
+    return EmotionalMemory(
+        store, TableEmbedder(vectors), appraisal or KeywordAppraisalEngine(), config=config,
+        clock=clock,
+    )
+
+
+def run(engine: EmotionalMemory, n: int, cuts: Sequence[int]) -> list[list[Memory]]:
+    """Encode texts 0..n-1: batches split at ``cuts``, one plain encode, an affect change."""
+    bounds = [0, *sorted({c for c in cuts if 0 < c < n}), n]
+    out = []
+    for k, (a, b) in enumerate(itertools.pairwise(bounds)):
+        if k == 1:
+            engine.set_affect(CoreAffect(valence=-0.8, arousal=0.9, dominance=-0.3))
+        if b - a == 1:
+            out.append([engine.encode(text(a))])
+        else:
+            out.append(engine.encode_batch([text(i) for i in range(a, b)]))
+    return out
+
+
+values = st.sampled_from([0.0, 1.0, -1.0, 0.5, 2.0, 1e-3, -0.25])
+vector = st.lists(values, min_size=DIM, max_size=DIM)
+# A small pool of vectors drawn again and again: equal embeddings, hence tied scores.
+embeddings = st.lists(
+    st.one_of(vector, st.just([0.0] * DIM), st.none(), st.just([])), min_size=1, max_size=6
+).flatmap(
+    lambda pool: st.lists(st.sampled_from(pool), min_size=1, max_size=36)
+)
+configs = st.builds(
+    lambda threshold, max_links, multiplier: EmotionalMemoryConfig(
+        resonance=ResonanceConfig(
+            threshold=threshold, max_links=max_links, candidate_multiplier=multiplier
+        )
+    ),
+    st.sampled_from([-1.0, 0.05, 0.3, 0.6]),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    vectors=embeddings,
+    config=configs,
+    dtype=st.sampled_from(["float32", "float64", "float16", "bfloat16"]),
+    block=st.integers(1, 9),
+    cuts=st.lists(st.integers(1, 35), max_size=3),
+    step=st.sampled_from([timedelta(0), timedelta(seconds=1), timedelta(minutes=47)]),
+    whole_every=st.sampled_from([0, 3]),
+)
+def test_row_path_builds_the_same_store_as_the_protocol_path(
+    vectors: list[list[float] | None], config: EmotionalMemoryConfig, dtype: Any, block: int,
+    cuts: list[int], step: timedelta, whole_every: int,
+) -> None:
+    original = engine_module._LINK_SEARCH_BLOCK
+    engine_module._LINK_SEARCH_BLOCK = block
+    try:
+        rows = InMemoryStore(embedding_dtype=dtype)
+        plain = PerMemoryStore(InMemoryStore(embedding_dtype=dtype))
+        assert isinstance(linker_for(rows, 2), RowLinker)
+        assert isinstance(linker_for(plain, 2), MemoryLinker)  # type: ignore[arg-type]
+        by_rows = make(rows, vectors, config, ZoneClock(step, whole_every))
+        by_protocol = make(plain, vectors, config, ZoneClock(step, whole_every))
+        out_rows = run(by_rows, len(vectors), cuts)
+        out_protocol = run(by_protocol, len(vectors), cuts)
+    finally:
+        engine_module._LINK_SEARCH_BLOCK = original
+    assert canon(by_rows) == canon(by_protocol)
+    for a, b in zip(out_rows, out_protocol, strict=True):
+        assert returned(a, by_rows) == returned(b, by_protocol)
+    _assert_no_stale_recent(rows)
+
+
+def _assert_no_stale_recent(store: InMemoryStore) -> None:
+    """Every memory the store keeps as a recent object equals its row."""
+    recent = {mid: store._recent[mid] for mid in list(store._recent.keys())}
+    store._recent.clear()
+    for mid, memory in recent.items():
+        assert store.get(mid) == memory
+
+
+def test_encode_batch_with_the_jitted_search_matches_the_protocol_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Random unit vectors (not float32 numbers: kept aside), blocks of 128, several
+    batches, the jitted (XLA) batched search switched on from 256 rows."""
+    monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 256)
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
+    rng = np.random.default_rng(7)
+    vecs = rng.standard_normal((1200, 16))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    vectors = vecs.tolist()
+    vectors[700] = vectors[699]  # a tie
+    cfg = EmotionalMemoryConfig()
+    rows = make(InMemoryStore(), vectors, cfg, TickClock(START, timedelta(seconds=2)))
+    plain = make(PerMemoryStore(), vectors, cfg, TickClock(START, timedelta(seconds=2)))
+    for engine in (rows, plain):
+        for start in range(0, 1200, 400):
+            engine.encode_batch([text(i) for i in range(start, start + 400)])
+    assert canon(rows) == canon(plain)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_failing_appraisal_mid_batch_rolls_back_links_written_in_place(
+    dtype: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 8)
+    rng = np.random.default_rng(3)
+    vectors = rng.standard_normal((200, DIM)).tolist()
+    cfg = EmotionalMemoryConfig(
+        resonance=ResonanceConfig(threshold=0.05, max_links=3, candidate_multiplier=2)
+    )
+    store = InMemoryStore(embedding_dtype=dtype)
+    engine = make(store, vectors, cfg, TickClock(START, timedelta(seconds=5)), FailingAppraisal())
+    engine.encode_batch([text(i) for i in range(40)])
+    before, state, count = canon(engine), engine.save_state(), len(engine)
+    ids = [m.id for m in engine.list_all()]
+    for mid in ids[-10:]:
+        store.get(mid)  # recent objects, which in-place link writes must drop
+    texts = [text(i, " boom" if i == 97 else "") for i in range(40, 120)]
+    with pytest.raises(RuntimeError, match="appraisal failed"):
+        engine.encode_batch(texts)  # blocks 40..95 were saved and linked first
+    assert len(engine) == count
+    assert canon(engine) == before
+    assert engine.save_state() == state
+    _assert_no_stale_recent(store)
+    # the same steps on the protocol path, then the batch without the failure
+    plain = make(PerMemoryStore(InMemoryStore(embedding_dtype=dtype)), vectors, cfg,
+                 TickClock(START, timedelta(seconds=5)), FailingAppraisal())
+    plain.encode_batch([text(i) for i in range(40)])
+    with pytest.raises(RuntimeError, match="appraisal failed"):
+        plain.encode_batch(texts)
+    texts[57] = text(97)
+    for twin in (engine, plain):
+        twin.encode_batch(texts)
+    assert canon(engine) == canon(plain)
+
+
+def test_failing_embedder_writes_nothing() -> None:
+    class Broken(TableEmbedder):
+        def embed_batch(self, texts: Sequence[str]) -> list[list[float] | None]:
+            raise RuntimeError("embedder down")
+
+    store = InMemoryStore()
+    engine = make(store, [[1.0, 0.0, 0.0, 0.0]] * 30, EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=1)))
+    engine.encode_batch([text(i) for i in range(20)])
+    before = canon(engine)
+    engine.embedder = Broken([])
+    with pytest.raises(RuntimeError, match="embedder down"):
+        engine.encode_batch([text(i) for i in range(20, 30)])
+    assert canon(engine) == before
+
+
+def test_subclass_overriding_a_protocol_method_is_linked_through_it() -> None:
+    class Counting(InMemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.updates = 0
+
+        def update(self, memory: Memory) -> None:
+            self.updates += 1
+            super().update(memory)
+
+    store = Counting()
+    assert isinstance(linker_for(store, 4), MemoryLinker)
+    engine = make(store, [[1.0, 0.5, 0.0, 0.0]] * 10, EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=1)))
+    engine.encode_batch([text(i) for i in range(10)])
+    assert store.updates > 0
+    assert isinstance(linker_for(InMemoryStore(), 4), RowLinker)
+
+
+def test_sqlite_batch_equals_repeated_encode_and_survives_reopening(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((60, DIM)).tolist()
+    cfg = EmotionalMemoryConfig(
+        resonance=ResonanceConfig(threshold=0.05, max_links=3, candidate_multiplier=2)
+    )
+    batch_path, single_path = tmp_path / "batch.db", tmp_path / "single.db"
+    with SQLiteStore(batch_path) as store:
+        engine = make(store, vectors, cfg, TickClock(START, timedelta(seconds=9)))
+        engine.encode_batch([text(i) for i in range(25)])
+        engine.encode_batch([text(i) for i in range(25, 60)])
+        written = canon(engine)
+    with SQLiteStore(single_path) as store:
+        single = make(store, vectors, cfg, TickClock(START, timedelta(seconds=9)))
+        for i in range(60):
+            single.encode(text(i))
+        assert canon(single) == written
+    with SQLiteStore(batch_path) as store:
+        reopened = make(store, vectors, cfg, TickClock(START, timedelta(seconds=9)))
+        reopened.load_state(json.loads(written)["state"])
+        assert json.loads(canon(reopened))["memories"] == json.loads(written)["memories"]
+
+
+# --------------------------------------------------------------- score_links
+
+
+def _reference_links(new: Memory, candidates: list[Memory], cfg: ResonanceConfig) -> list[Any]:
+    """The links as the per-pair functions give them (the code score_links inlines)."""
+    scored = []
+    for cand in candidates:
+        if cand.id == new.id:
+            continue
+        score, sem, emo, temp = link_scores(new, cand, cfg)
+        if score < cfg.threshold:
+            continue
+        scored.append((score, sem, emo, temp, cand))
+    scored.sort(key=lambda item: -item[0])
+    return [
+        (
+            cand.id,
+            min(1.0, max(0.0, score)),
+            _link_type(
+                abs(new.tag.core_affect.valence - cand.tag.core_affect.valence),
+                cand.tag.timestamp < new.tag.timestamp, sem, emo, temp, cfg,
+            ),
+        )
+        for score, sem, emo, temp, cand in scored[: cfg.max_links]
+    ]
+
+
+finite = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+components = st.one_of(
+    finite, st.sampled_from([0.0, 1e-300, -1e-300, 1e200, float("nan"), float("inf")])
+)
+unit = st.floats(-1.0, 1.0, allow_nan=False)
+
+
+@st.composite
+def memories(draw: Any, dim: int) -> Memory:
+    emb = draw(st.one_of(
+        st.lists(components, min_size=dim, max_size=dim), st.none(), st.just([]),
+        st.just([0.0] * dim),
+    ))
+    affect = CoreAffect(valence=draw(unit), arousal=draw(st.floats(0.0, 1.0)),
+                        dominance=draw(unit))
+    when = START + timedelta(microseconds=draw(st.integers(-10**13, 10**13)))
+    if draw(st.booleans()):
+        when = when.astimezone(timezone(timedelta(hours=-5)))
+    tag: EmotionalTag = make_emotional_tag(
+        affect, AffectiveMomentum.zero(), MoodField.neutral(when), 0.5, now=when
+    )
+    return Memory.create("x", tag, embedding=emb)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.data(),
+    dim=st.integers(1, 9),
+    threshold=st.sampled_from([-1.0, 0.0, 0.3, 0.5]),
+    max_links=st.integers(1, 6),
+    half_life=st.sampled_from([1e-6, 1.0, 3600.0, 1e9]),
+)
+def test_score_links_is_bit_for_bit_the_per_pair_functions(
+    data: Any, dim: int, threshold: float, max_links: int, half_life: float
+) -> None:
+    new = data.draw(memories(dim))
+    candidates = data.draw(st.lists(memories(dim), max_size=12))
+    if candidates and data.draw(st.booleans()):
+        candidates.append(candidates[0])  # equal scores: ties keep candidate order
+    if data.draw(st.booleans()):
+        candidates.insert(0, new)  # skipped
+    cfg = ResonanceConfig(
+        threshold=threshold, max_links=max_links, temporal_half_life_seconds=half_life
+    )
+    got = [(lk.target_id, lk.strength, lk.link_type)
+           for lk in build_resonance_links(new, candidates, cfg)]
+    expected = _reference_links(new, candidates, cfg)
+    assert len(got) == len(expected)
+    for (gid, gs, gt), (eid, es, et) in zip(got, expected, strict=True):
+        assert gid == eid and gt == et
+        assert gs == es or (math.isnan(gs) and math.isnan(es))
+
+
+def test_score_links_rejects_a_candidate_of_another_length() -> None:
+    tag = make_emotional_tag(
+        CoreAffect(valence=0.1, arousal=0.5, dominance=0.0), AffectiveMomentum.zero(),
+        MoodField.neutral(START), 0.5, now=START,
+    )
+    new = Memory.create("a", tag, embedding=[0.0, 0.0])  # zero norm: still checked
+    other = Memory.create("b", tag, embedding=[1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="length mismatch"):
+        build_resonance_links(new, [other])
+    # without an embedding there is no semantic component, hence no check
+    assert len(build_resonance_links(Memory.create("c", tag), [other])) == 1
