@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -200,7 +201,11 @@ class RankingMixin(EffectsMixin):
             store.lexical_search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
             if terms and not everything else []
         )
-        with traced_span("emotional_memory.store.candidates", {"limit": limit}):
+        # the original's span around the shortlist search (none without a search)
+        span = nullcontext() if everything else traced_span(
+            "emotional_memory.store.search_by_embedding", {"limit": limit}
+        )
+        with span:
             bank = store.candidate_bank(
                 embedding, None if everything else limit, now, also=also,
                 with_memories=with_memories,
