@@ -333,3 +333,33 @@ def test_lerp_builds_what_model_construct_builds(
     assert got.__pydantic_extra__ == want.__pydantic_extra__
     assert got.__pydantic_private__ == want.__pydantic_private__
     assert got.model_copy(update={"valence": 0.5}) == want.model_copy(update={"valence": 0.5})
+
+
+def test_subclass_overriding_a_search_is_served_through_the_adapter() -> None:
+    """A subclass overriding ``search_by_embedding`` (say, to filter) keeps being
+    called by retrieval: the engine reads it through the adapter."""
+
+    class Filtering(InMemoryStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+
+        def search_by_embedding(self, embedding: Any, top_k: int) -> list[Memory]:
+            self.calls += 1
+            return [m for m in super().search_by_embedding(embedding, top_k)
+                    if "skip" not in m.content]
+
+    class OwnBank(Filtering):
+        def candidate_bank(self, *args: Any, **kwargs: Any) -> CandidateBank:
+            return super().candidate_bank(*args, **kwargs)
+
+    store = Filtering()
+    assert isinstance(columnar(store), StoreAdapter)
+    assert columnar(OwnBank()) is not None and not isinstance(columnar(OwnBank()), StoreAdapter)
+    engine = _engine(store)
+    for i in range(12):
+        engine.encode(f"note {i}" + (" skip" if i % 2 else ""))
+    calls = store.calls
+    got = engine.retrieve("note", top_k=2)  # 12 memories > limit 6: a search
+    assert store.calls == calls + 1
+    assert got and all("skip" not in m.content for m in got)

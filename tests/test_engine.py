@@ -84,8 +84,7 @@ class CountingEmbedder:
 
 
 class SpyStore(InMemoryStore):
-    """InMemoryStore recording shortlist searches (encoding's ``search_by_embedding``,
-    retrieval's ``candidate_bank`` with a limit) and close()."""
+    """InMemoryStore recording search_by_embedding calls and close()."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -95,12 +94,6 @@ class SpyStore(InMemoryStore):
     def search_by_embedding(self, embedding: Any, top_k: int) -> list[Memory]:
         self.searches.append((list(embedding), top_k))
         return super().search_by_embedding(embedding, top_k)
-
-    def candidate_bank(self, embedding: Any, limit: int | None, now: Any, **kw: Any) -> Any:
-        """Retrieval's candidates: a shortlist search is recorded like a search."""
-        if limit is not None:
-            self.searches.append((list(embedding), limit))
-        return super().candidate_bank(embedding, limit, now, **kw)
 
     def close(self) -> None:
         self.closed_count += 1

@@ -267,8 +267,23 @@ class StoreAdapter:
         return store_transaction(self.store)
 
 
+_STOOD_IN_FOR = ("get", "list_all", "search_by_embedding")
+"""The protocol methods whose answers ``candidate_bank`` and ``memories`` give without
+calling them: a subclass overriding one of them (and not ``candidate_bank``) is served
+through :class:`StoreAdapter`, so its override is honoured."""
+
+
+def _library_class(cls: type) -> type:
+    """The most derived class of ``cls``'s bases that this library defines."""
+    return next(c for c in cls.__mro__ if c.__module__.startswith("emotional_memory."))
+
+
 def columnar(store: MemoryStore) -> ColumnarStore:
     """``store`` itself when it is a :class:`ColumnarStore`, else a :class:`StoreAdapter`.
+
+    A subclass of a library store that overrides ``get``, ``list_all`` or
+    ``search_by_embedding`` but not ``candidate_bank`` gets the adapter, which calls
+    its overrides (as the engine always did).
 
     Args:
         store: any memory store.
@@ -277,6 +292,11 @@ def columnar(store: MemoryStore) -> ColumnarStore:
         The columnar view the engine uses.
     """
     if isinstance(store, ColumnarStore):
-        return store
+        cls = type(store)
+        base = _library_class(cls)
+        if cls.candidate_bank is not base.candidate_bank or all(  # type: ignore[attr-defined]
+            getattr(cls, name) is getattr(base, name) for name in _STOOD_IN_FOR
+        ):
+            return store
     out: ColumnarStore = StoreAdapter(store)
     return out
