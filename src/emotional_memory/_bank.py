@@ -263,8 +263,9 @@ class CandidateBank:
         ids: the candidates' memory ids, in candidate order (ties keep it).
         columns: their float64 :class:`MemoryColumns` padded to :func:`bucket_size`
             rows (``valid`` False and zeros on padding, zero activation).
-        adjacency: ``(targets (n, L) int32, strengths (n, L) float64)``: each
-            candidate's links to other candidates (as :func:`adjacency_from_memories`).
+        adjacency: ``(targets (S, L) int32, strengths (S, L) float64)``: each
+            candidate's links to other candidates (as :func:`adjacency_from_memories`),
+            padded to the columns' S rows (-1 / 0 on padding rows).
         dim: the embedding dimension of the columns (and of the query features).
         memories: the candidates as :class:`Memory` objects when the store produced
             them anyway (a plain store's answers), else None (built on demand).
@@ -301,10 +302,13 @@ def bank_from_memories(
     """
     cands = list(memories)
     dim = embedding_dim(query_embedding, cands)
+    columns = padded_columns_from_memories(cands, now, dim)
+    targets, strengths = adjacency_from_memories(cands)
+    pad = ((0, columns.size - len(cands)), (0, 0))
     return CandidateBank(
         ids=[m.id for m in cands],
-        columns=padded_columns_from_memories(cands, now, dim),
-        adjacency=adjacency_from_memories(cands),
+        columns=columns,
+        adjacency=(np.pad(targets, pad, constant_values=-1), np.pad(strengths, pad)),
         dim=dim,
         memories=cands,
     )

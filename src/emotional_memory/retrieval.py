@@ -659,8 +659,9 @@ def plan_arrays(
         columns: bank padded to a bucket; rows ``>= n`` are padding.
         n: number of real candidates.
         top_k: number of seeds.
-        adjacency: ``(targets, strengths)`` for the first ``n`` rows, or None to skip
-            spreading activation (resonance disabled).
+        adjacency: ``(targets, strengths)`` for the first ``n`` rows (or already
+            padded to the columns' rows), or None to skip spreading activation
+            (resonance disabled).
         hops: propagation hops.
         weights: optional (6,) final weights; else the mood-adaptive weights of
             ``weight_params`` (then ``signal_mask``) are computed in the program.
@@ -677,12 +678,14 @@ def plan_arrays(
     if adjacency is None:
         targets = np.full((size, 1), -1, dtype=np.int32)
         strengths = np.zeros((size, 1), dtype=dtype)
+    elif adjacency[0].shape[0] == size and adjacency[1].dtype == dtype:
+        targets, strengths = adjacency  # already padded (a CandidateBank's)
     else:
         width = adjacency[0].shape[1]
         targets = np.full((size, width), -1, dtype=np.int32)
-        targets[:n] = adjacency[0]
+        targets[:n] = adjacency[0][:n]
         strengths = np.zeros((size, width), dtype=dtype)
-        strengths[:n] = adjacency[1]
+        strengths[:n] = adjacency[1][:n]
     # numpy operands go to the compiled program directly (no eager transfers)
     out = retrieval_plan(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops,

@@ -134,11 +134,14 @@ class CandidateRows(EmbeddingSearch):
         leaves += [np.zeros((size,), dtype=np.float64), valid]  # activation, valid
         columns: MemoryColumns = jax.tree_util.tree_unflatten(_COLUMNS_TREEDEF, leaves)
         return CandidateBank(
-            ids=ids, columns=columns, adjacency=self._adjacency(rows, ids), dim=dim
+            ids=ids, columns=columns, adjacency=self._adjacency(rows, ids, size), dim=dim
         )
 
-    def _adjacency(self, rows: list[int], ids: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Links among the candidate ``rows`` (as ``adjacency_from_memories``)."""
+    def _adjacency(
+        self, rows: list[int], ids: list[str], size: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Links among the candidate ``rows`` (as ``adjacency_from_memories``), padded
+        to ``size`` rows."""
         index = {mid: i for i, mid in enumerate(ids)}
         kept: list[tuple[int, list[int], list[float]]] = []
         longest = 0
@@ -163,8 +166,8 @@ class CandidateRows(EmbeddingSearch):
                 kept.append((i, at, list(strengths)))
                 longest = max(longest, len(at))
         width = link_width(longest)
-        out_t = np.full((len(rows), width), -1, dtype=np.int32)
-        out_s = np.zeros((len(rows), width), dtype=np.float64)
+        out_t = np.full((size, width), -1, dtype=np.int32)
+        out_s = np.zeros((size, width), dtype=np.float64)
         for i, at, values in kept:
             out_t[i, : len(at)] = at
             out_s[i, : len(values)] = values
