@@ -143,32 +143,34 @@ class CandidateRows(EmbeddingSearch):
         """Links among the candidate ``rows`` (as ``adjacency_from_memories``), padded
         to ``size`` rows."""
         index = {mid: i for i, mid in enumerate(ids)}
-        kept: list[tuple[int, list[int], list[float]]] = []
-        longest = 0
+        at_rows: list[list[int]] = []
+        strength_rows: list[list[float]] = []
         whole = self._whole
         for i, row in enumerate(rows):
             kept_whole = whole.get(ids[i]) if whole else None
             if kept_whole is not None:
                 links = kept_whole.tag.resonance_links
-                targets = [lk.target_id for lk in links]
+                targets: Sequence[str] = [lk.target_id for lk in links]
                 strengths: Sequence[float] = [lk.strength for lk in links]
+            elif (record := self._links[row]) is not None:
+                targets = record[0]
+                strengths = _strengths(len(targets)).unpack_from(record[1])
             else:
-                record = self._links[row]
-                if record is None:
-                    continue
-                targets, packed = record
-                strengths = _strengths(len(targets)).unpack_from(packed)
-            at = [index.get(t, -1) for t in targets]
-            if -1 in at:  # links leaving the candidates are dropped, order kept
-                pairs = [(t, s) for t, s in zip(at, strengths, strict=True) if t >= 0]
-                at, strengths = [t for t, _ in pairs], [s for _, s in pairs]
-            if at:
-                kept.append((i, at, list(strengths)))
-                longest = max(longest, len(at))
-        width = link_width(longest)
+                targets = strengths = ()
+            at: list[int] = []
+            values: list[float] = []
+            for target, strength in zip(targets, strengths, strict=True):
+                j = index.get(target)
+                if j is not None:  # links leaving the candidates are dropped, order kept
+                    at.append(j)
+                    values.append(strength)
+            at_rows.append(at)
+            strength_rows.append(values)
+        width = link_width(max(map(len, at_rows), default=0))
         out_t = np.full((size, width), -1, dtype=np.int32)
         out_s = np.zeros((size, width), dtype=np.float64)
-        for i, at, values in kept:
-            out_t[i, : len(at)] = at
-            out_s[i, : len(values)] = values
+        for i, (at, values) in enumerate(zip(at_rows, strength_rows, strict=True)):
+            if at:
+                out_t[i, : len(at)] = at
+                out_s[i, : len(values)] = values
         return out_t, out_s
