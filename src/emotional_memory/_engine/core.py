@@ -96,7 +96,9 @@ class EngineCore:
             raise ValueError(f"embedder returned a non 1-D embedding for {what}: {arr.shape}")
         if arr.size and not np.issubdtype(arr.dtype, np.number):
             raise TypeError(f"embedder returned non-numeric values for {what}")
-        arr = arr.astype(np.float64)
+        # a list of floats already became a new float64 array: no second copy
+        if not (isinstance(raw, list) and arr.dtype == np.float64):
+            arr = arr.astype(np.float64)
         if not np.all(np.isfinite(arr)):
             warnings.warn(
                 f"embedder returned NaN/inf values for {what}; its semantic similarity "
