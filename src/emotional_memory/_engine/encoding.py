@@ -12,7 +12,6 @@ from emotional_memory._engine.state import StateMixin
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
-from emotional_memory.interfaces import store_transaction
 from emotional_memory.models import EmotionalTag, Memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
@@ -353,7 +352,7 @@ class EncodingMixin(StateMixin):
         if self.config.auto_categorize:
             new_tag = label_tag(new_tag)
         updated = memory.model_copy(update={"tag": new_tag})
-        with store_transaction(self.store):
+        with self._columnar.transaction():
             current = self.store.get(memory_id)
             if current == memory:
                 self.store.update(updated)
@@ -370,10 +369,5 @@ class EncodingMixin(StateMixin):
         """
         if self.appraisal_engine is None:
             return []
-        pending_ids = getattr(self.store, "pending_ids", None)
-        if callable(pending_ids):
-            pending = list(pending_ids())
-        else:
-            pending = [m.id for m in self.store.list_all() if m.tag.pending_appraisal]
-        done = (self.elaborate(mid) for mid in pending)
+        done = (self.elaborate(mid) for mid in self._columnar.pending_ids())
         return [m for m in done if m is not None]

@@ -10,7 +10,6 @@ from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _R, _synchronized, _synchronized_state
 from emotional_memory._validation import aware
 from emotional_memory.affect import CoreAffect
-from emotional_memory.interfaces import store_transaction
 from emotional_memory.mood import MoodField
 from emotional_memory.state import AffectiveState
 
@@ -76,7 +75,7 @@ class StateMixin(EngineCore):
         saved = False
         before: Any = None
         try:
-            with store_transaction(self.store):
+            with self._columnar.transaction():
                 out = write()
                 new_state = final_state()
                 if joined is not None:
