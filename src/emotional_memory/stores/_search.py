@@ -329,8 +329,38 @@ class EmbeddingSearch(EmbeddingPrecision):
         rounding bound, every row within the bound of it is rescored too.
         """
         pool = np.sort(rows[:pool_size])
-        outside_best = float(values[pool_size])
         sims = self._exact_similarities(pool, query, query_norm)
+        return self._certify(query, query_norm, query_unit, k, rows, values, last, pool, sims)
+
+    def _certify(
+        self,
+        query: np.ndarray,
+        query_norm: float,
+        query_unit: np.ndarray,
+        k: int,
+        rows: np.ndarray,
+        values: np.ndarray,
+        last: int,
+        pool: np.ndarray,
+        sims: np.ndarray,
+    ) -> np.ndarray:
+        """The exact top-k of :meth:`_finish_pooled` from the pool's exact cosines.
+
+        Args:
+            query: the (D,) float64 query.
+            query_norm: its norm.
+            query_unit: the float32 unit query of the approximate pass.
+            k: how many rows.
+            rows: the approximate top rows, best first (more than the pool).
+            values: their approximate scores.
+            last: only rows ``<= last`` are eligible.
+            pool: the first ``len(pool)`` of ``rows``, ascending.
+            sims: their exact cosines (:meth:`_exact_similarities`).
+
+        Returns:
+            The exact top-k rows, best first.
+        """
+        outside_best = float(values[len(pool)])
         order = _stable_top(-sims, k)
         kth = float(sims[order[-1]])
         bound = self._error_bound()
@@ -366,6 +396,8 @@ class EmbeddingSearch(EmbeddingPrecision):
         )
         answers: list[np.ndarray | None] = [None] * n_queries
         batched: list[int] = []
+        queries: list[np.ndarray] = []
+        norms: list[float] = []
         units: list[np.ndarray] = []
         for j, emb in enumerate(embeddings):
             plain = (
@@ -384,9 +416,11 @@ class EmbeddingSearch(EmbeddingPrecision):
                 answers[j] = self._search_rows(emb or [], top_k, limits[j])
             else:
                 batched.append(j)
+                queries.append(query)
+                norms.append(norm)
                 units.append((query / norm).astype(np.float32))
         if batched:
-            self._finish_batch(embeddings, top_k, limits, batched, units, answers)
+            self._finish_batch(embeddings, top_k, limits, batched, queries, norms, units, answers)
         return answers
 
     def _finish_batch(
@@ -395,13 +429,30 @@ class EmbeddingSearch(EmbeddingPrecision):
         top_k: int,
         limits: list[int],
         batched: list[int],
+        queries: list[np.ndarray],
+        norms: list[float],
         units: list[np.ndarray],
         answers: list[np.ndarray | None],
     ) -> None:
-        """Approximate top pools of many queries at once, then exact finishing."""
-        counts = {j: self._count_searchable(limits[j]) for j in batched}
-        pools = {j: self._pool_size(min(top_k, counts[j]), counts[j]) for j in batched}
-        need = max(pools.values()) + 1
+        """Approximate top pools of many queries at once, then exact finishing.
+
+        Args:
+            embeddings: every query as given.
+            top_k: how many rows per query.
+            limits: the last eligible row of every query.
+            batched: the queries searched here (positions in ``embeddings``).
+            queries: their (D,) float64 vectors, in the order of ``batched``.
+            norms: their norms (within ``[_NORM_MIN, _NORM_MAX]``).
+            units: their float32 unit vectors.
+            answers: where each query's row indices go (filled in place).
+        """
+        counts = [self._count_searchable(limits[j]) for j in batched]
+        pools = [self._pool_size(min(top_k, c), c) for c in counts]
+        need = max(pools) + 1
+        finish = functools.partial(
+            self._finish_block, embeddings, top_k, limits, batched, queries, norms, units,
+            counts, pools, answers,
+        )
         use_block = self._use_jax() and need <= self._size
         if use_block:
             _, _, top_many = _jax_search(self._mode)
@@ -409,34 +460,16 @@ class EmbeddingSearch(EmbeddingPrecision):
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
             for start in range(0, len(batched), _QUERY_BLOCK):
-                block = batched[start : start + _QUERY_BLOCK]
+                end = min(start + _QUERY_BLOCK, len(batched))
                 query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
-                query_block[: len(block)] = units[start : start + len(block)]
+                query_block[: end - start] = units[start:end]
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
-                last[: len(block)] = [limits[j] for j in block]
+                last[: end - start] = [limits[j] for j in batched[start:end]]
                 values, rows = top_many(
-                    matrix,
-                    scale,
-                    bias,
-                    query_block,
-                    last,
-                    step=step,
-                    count=bucket,
+                    matrix, scale, bias, query_block, last, step=step, count=bucket
                 )
-                values, rows = np.asarray(values), np.asarray(rows)
-                for i, j in enumerate(block):
-                    self._finish_one(
-                        embeddings[j],
-                        top_k,
-                        limits[j],
-                        counts[j],
-                        pools[j],
-                        units[start + i],
-                        rows[i],
-                        values[i],
-                        answers,
-                        j,
-                    )
+                values, rows = np.asarray(values), np.asarray(rows).astype(np.int64)
+                finish(start, end, list(rows), list(values))
             return
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
@@ -445,50 +478,77 @@ class EmbeddingSearch(EmbeddingPrecision):
             matrix_np = self._upcast(matrix_np)
         row_index = np.arange(n)
         for start in range(0, len(batched), _QUERY_BLOCK):
-            block = batched[start : start + _QUERY_BLOCK]
-            approx = np.stack(units[start : start + len(block)]) @ matrix_np.T
+            end = min(start + _QUERY_BLOCK, len(batched))
+            approx = np.stack(units[start:end]) @ matrix_np.T
             approx = approx * self._scale[:n] + self._bias[:n]
-            last = np.asarray([limits[j] for j in block])
-            approx[row_index[None, :] > last[:, None]] = -np.inf
-            for i, j in enumerate(block):
-                count = min(pools[j] + 1, n)
+            last_np = np.asarray([limits[j] for j in batched[start:end]])
+            approx[row_index[None, :] > last_np[:, None]] = -np.inf
+            block_rows: list[np.ndarray] = []
+            block_values: list[np.ndarray] = []
+            for i in range(end - start):
+                count = min(pools[start + i] + 1, n)
                 part = np.argpartition(-approx[i], count - 1)[:count]
                 order = part[np.argsort(-approx[i, part], kind="stable")]
-                self._finish_one(
-                    embeddings[j],
-                    top_k,
-                    limits[j],
-                    counts[j],
-                    pools[j],
-                    units[start + i],
-                    order,
-                    approx[i, order],
-                    answers,
-                    j,
-                )
+                block_rows.append(order.astype(np.int64))
+                block_values.append(approx[i, order])
+            finish(start, end, block_rows, block_values)
 
-    def _finish_one(
+    def _finish_block(
         self,
-        embedding: Sequence[float] | None,
+        embeddings: Sequence[Sequence[float] | None],
         top_k: int,
-        last: int,
-        searchable: int,
-        pool_size: int,
-        query_unit: np.ndarray,
-        rows: np.ndarray,
-        values: np.ndarray,
+        limits: list[int],
+        batched: list[int],
+        queries: list[np.ndarray],
+        norms: list[float],
+        units: list[np.ndarray],
+        counts: list[int],
+        pools: list[int],
         answers: list[np.ndarray | None],
-        j: int,
+        start: int,
+        end: int,
+        rows: list[np.ndarray],
+        values: list[np.ndarray],
     ) -> None:
-        k = min(top_k, searchable)
-        if k == 0:
-            answers[j] = np.zeros(0, dtype=np.int64)
-            return
-        if pool_size >= searchable:
-            answers[j] = self._search_rows(embedding or [], top_k, last)
-            return
-        query = np.asarray(embedding, dtype=np.float64)
-        norm = _norm(query)
-        answers[j] = self._finish_pooled(
-            query, norm, query_unit, k, rows.astype(np.int64), values, last, pool_size
-        )
+        """Exact answers of the queries ``batched[start:end]`` from their approximate
+        top rows, as :meth:`_search_rows` finds them.
+
+        The pools of equal size are rescored together: one (G, P, D) gather of the
+        float64 rows and one multiply-reduce over its last axis, which sums every row
+        exactly as :meth:`_exact_similarities` does; each query is then certified
+        (and widened when needed) on its own by :meth:`_certify`.
+
+        Args:
+            embeddings, top_k, limits, batched, queries, norms, units, answers: as in
+                :meth:`_finish_batch`.
+            counts: the searchable rows of each batched query.
+            pools: the pool size of each batched query.
+            start: the first batched query of the block.
+            end: one past its last.
+            rows: each query's approximate top rows, best first (more than its pool).
+            values: their approximate scores.
+        """
+        groups: dict[int, list[int]] = {}
+        for b in range(start, end):
+            j = batched[b]
+            if min(top_k, counts[b]) == 0:
+                answers[j] = np.zeros(0, dtype=np.int64)
+            elif pools[b] >= counts[b]:
+                answers[j] = self._search_rows(embeddings[j] or [], top_k, limits[j])
+            else:
+                groups.setdefault(pools[b], []).append(b)
+        for size, members in groups.items():
+            pool = np.sort(np.stack([rows[b - start][:size] for b in members]), axis=1)
+            vectors = self._exact_rows(pool.ravel()).reshape(len(members), size, -1)
+            query = np.stack([queries[b] for b in members])
+            query_norm = np.asarray([norms[b] for b in members])
+            row_norms = self._norms[pool]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                dots = np.multiply(vectors, query[:, None, :]).sum(axis=2)
+                sims = dots / (row_norms * query_norm[:, None])
+            sims = np.where(np.isnan(sims) | (row_norms == 0.0), 0.0, sims)
+            for g, b in enumerate(members):
+                answers[batched[b]] = self._certify(
+                    queries[b], norms[b], units[b], min(top_k, counts[b]),
+                    rows[b - start], values[b - start], limits[batched[b]], pool[g], sims[g],
+                )
