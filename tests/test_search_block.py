@@ -85,3 +85,18 @@ def test_batched_rows_equal_single_search_rows(mode: str, dim: int, path: str) -
         for got, want in zip(batched, singles, strict=True):
             assert got is not None
             assert got.tolist() == want.tolist()
+
+
+def test_scan_chunk_divides_the_rows_within_the_cap() -> None:
+    """Every row count a growing store hands the batched search (a multiple of
+    ``capacity / 8``, up to the capacity) is scanned in whole chunks of at most
+    ``_BLOCK_CHUNK`` rows, in one step up to that many rows."""
+    cap = search_module._BLOCK_CHUNK
+    for capacity in (16 << i for i in range(21)):
+        step = capacity // 8
+        for rows in range(step, capacity + 1, step):
+            chunk = search_module._scan_chunk(rows, step)
+            assert rows % chunk == 0
+            assert min(step, cap) <= chunk <= cap
+            if rows <= cap:
+                assert chunk == rows

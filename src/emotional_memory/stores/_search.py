@@ -36,9 +36,10 @@ _HALF_JAX_MIN_ROWS = 8192
 _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
-# Batched searches: queries per block and rows per scan step.
+# Batched searches: queries per block and rows per scan step at most (a (256, 32768)
+# float32 block of scores is 32 MiB).
 _QUERY_BLOCK = 256
-_BLOCK_CHUNK = 16384
+_BLOCK_CHUNK = 32768
 # Rows rescored in float64 beyond k (before any widening).
 _POOL_MARGIN = 8
 
@@ -50,7 +51,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
     ``scores(matrix, scale, bias, query, last, step)`` is
     ``(matrix @ query) * scale + bias`` in float32, ``-inf`` on rows after ``last``
     (half matrices are upcast a chunk at a time); ``top(..., count)`` is its
-    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, step, count)`` is
+    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, chunk, count)`` is
     the top ``count`` per query of a (B, D) block, scanning the rows in chunks with a
     running top-k, so memory stays O(B * chunk).
     """
@@ -84,10 +85,9 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
         return jax.lax.top_k(scores(matrix, scale, bias, query, last, step), count)
 
     def top_many(
-        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, step: int, count: int
+        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, chunk: int, count: int
     ) -> Any:
         rows = matrix.shape[0]
-        chunk = min(_BLOCK_CHUNK, step)
         n_queries = queries.shape[0]
 
         def body(carry: Any, chunk_id: Any) -> tuple[Any, None]:
@@ -115,13 +115,27 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
     return (
         jax.jit(scores, static_argnames=("step",)),
         jax.jit(top, static_argnames=("step", "count")),
-        jax.jit(top_many, static_argnames=("step", "count")),
+        jax.jit(top_many, static_argnames=("chunk", "count")),
     )
 
 
 def _count_bucket(count: int, rows: int) -> int:
     """``count`` rounded up to a power of two (>= 32, <= rows): fewer compiled shapes."""
     return min(rows, max(32, 1 << (count - 1).bit_length()))
+
+
+def _scan_chunk(rows: int, step: int) -> int:
+    """Rows per scan step of a batched search over ``rows``, a multiple of ``step``
+    (a power of two: see :meth:`EmbeddingSearch._jax_operands`).
+
+    The largest multiple of ``min(step, _BLOCK_CHUNK)`` that divides ``rows`` and is at
+    most ``_BLOCK_CHUNK``: a store of up to ``_BLOCK_CHUNK`` rows is scanned in one step,
+    with a single ``lax.top_k`` and no merging of running top-k lists.
+    """
+    unit = min(step, _BLOCK_CHUNK)
+    units = rows // unit
+    best = max(m for m in range(1, units + 1) if units % m == 0 and m * unit <= _BLOCK_CHUNK)
+    return best * unit
 
 
 def _check_top_k(top_k: object) -> None:
@@ -459,6 +473,7 @@ class EmbeddingSearch(EmbeddingPrecision):
             matrix, scale, bias, step = self._jax_operands()
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
+            chunk = _scan_chunk(int(matrix.shape[0]), step)
             for start in range(0, len(batched), _QUERY_BLOCK):
                 end = min(start + _QUERY_BLOCK, len(batched))
                 query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
@@ -466,7 +481,7 @@ class EmbeddingSearch(EmbeddingPrecision):
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
                 last[: end - start] = [limits[j] for j in batched[start:end]]
                 values, rows = top_many(
-                    matrix, scale, bias, query_block, last, step=step, count=bucket
+                    matrix, scale, bias, query_block, last, chunk=chunk, count=bucket
                 )
                 values, rows = np.asarray(values), np.asarray(rows).astype(np.int64)
                 finish(start, end, list(rows), list(values))
