@@ -530,8 +530,9 @@ class EmbeddingSearch(EmbeddingPrecision):
 
         The pools of equal size are rescored together: one (G, P, D) gather of the
         float64 rows and one multiply-reduce over its last axis, which sums every row
-        exactly as :meth:`_exact_similarities` does; each query is then certified
-        (and widened when needed) on its own by :meth:`_certify`.
+        exactly as :meth:`_exact_similarities` does. The queries whose k-th exact
+        score clears the bound (most) are answered at once; the others go through
+        :meth:`_certify` one by one (widening the pool).
 
         Args:
             embeddings, top_k, limits, batched, queries, norms, units, answers: as in
@@ -543,16 +544,18 @@ class EmbeddingSearch(EmbeddingPrecision):
             rows: each query's approximate top rows, best first (more than its pool).
             values: their approximate scores.
         """
-        groups: dict[int, list[int]] = {}
+        groups: dict[tuple[int, int], list[int]] = {}
         for b in range(start, end):
             j = batched[b]
-            if min(top_k, counts[b]) == 0:
+            k = min(top_k, counts[b])
+            if k == 0:
                 answers[j] = np.zeros(0, dtype=np.int64)
             elif pools[b] >= counts[b]:
                 answers[j] = self._search_rows(embeddings[j] or [], top_k, limits[j])
             else:
-                groups.setdefault(pools[b], []).append(b)
-        for size, members in groups.items():
+                groups.setdefault((pools[b], k), []).append(b)
+        bound = self._error_bound()
+        for (size, k), members in groups.items():
             pool = np.sort(np.stack([rows[b - start][:size] for b in members]), axis=1)
             vectors = self._exact_rows(pool.ravel()).reshape(len(members), size, -1)
             query = np.stack([queries[b] for b in members])
@@ -562,8 +565,18 @@ class EmbeddingSearch(EmbeddingPrecision):
                 dots = np.multiply(vectors, query[:, None, :]).sum(axis=2)
                 sims = dots / (row_norms * query_norm[:, None])
             sims = np.where(np.isnan(sims) | (row_norms == 0.0), 0.0, sims)
+            certified = np.zeros(len(members), dtype=bool)
+            best = pool
+            if size <= _PARTITION_MIN_ROWS or k * 4 >= size:
+                # _certify's first test for every query at once: a stable sort of
+                # each row is _stable_top's sort of that query's pool.
+                order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+                kth = np.take_along_axis(sims, order[:, -1:], axis=1)[:, 0]
+                outside = np.asarray([values[b - start][size] for b in members], np.float64)
+                certified = kth > outside + bound
+                best = np.take_along_axis(pool, order, axis=1)
             for g, b in enumerate(members):
-                answers[batched[b]] = self._certify(
-                    queries[b], norms[b], units[b], min(top_k, counts[b]),
+                answers[batched[b]] = best[g] if certified[g] else self._certify(
+                    queries[b], norms[b], units[b], k,
                     rows[b - start], values[b - start], limits[batched[b]], pool[g], sims[g],
                 )
