@@ -40,6 +40,9 @@ _HALF_TOP = 256
 # float32 block of scores is 32 MiB).
 _QUERY_BLOCK = 256
 _BLOCK_CHUNK = 32768
+# Batched searches rescore the pools of this many queries per gather (~2 MiB of
+# float64 rows for pools of 24 rows of 384).
+_RESCORE_QUERIES = 32
 # Rows rescored in float64 beyond k (before any widening).
 _POOL_MARGIN = 8
 
@@ -557,12 +560,20 @@ class EmbeddingSearch(EmbeddingPrecision):
         bound = self._error_bound()
         for (size, k), members in groups.items():
             pool = np.sort(np.stack([rows[b - start][:size] for b in members]), axis=1)
-            vectors = self._exact_rows(pool.ravel()).reshape(len(members), size, -1)
             query = np.stack([queries[b] for b in members])
+            dots = np.empty(pool.shape)
+            for first in range(0, len(members), _RESCORE_QUERIES):
+                # A few queries at a time: their rows stay in cache between the
+                # gather, the product (in place: _exact_rows returns a new array)
+                # and the sum.
+                part = slice(first, first + _RESCORE_QUERIES)
+                vectors = self._exact_rows(pool[part].ravel()).reshape(-1, size, query.shape[1])
+                with np.errstate(invalid="ignore", over="ignore"):
+                    np.multiply(vectors, query[part, None, :], out=vectors)
+                    dots[part] = vectors.sum(axis=2)
             query_norm = np.asarray([norms[b] for b in members])
             row_norms = self._norms[pool]
             with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                dots = np.multiply(vectors, query[:, None, :]).sum(axis=2)
                 sims = dots / (row_norms * query_norm[:, None])
             sims = np.where(np.isnan(sims) | (row_norms == 0.0), 0.0, sims)
             certified = np.zeros(len(members), dtype=bool)
