@@ -100,3 +100,22 @@ def test_scan_chunk_divides_the_rows_within_the_cap() -> None:
             assert min(step, cap) <= chunk <= cap
             if rows <= cap:
                 assert chunk == rows
+
+
+def test_batched_rows_take_float64_arrays_as_queries(path: str) -> None:
+    """The row linker hands the batched search the float64 arrays of rows kept aside:
+    arrays answer as their lists do, the plain cases (empty, zero) included."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(300, 20))
+    store = InMemoryStore()
+    with store_transaction(store):
+        for i, v in enumerate(vectors):
+            store.save(mem(f"m{i}", v.tolist()))
+    lists: list[list[float]] = [v.tolist() for v in vectors[::7]] + [[], [0.0] * 20]
+    arrays = [np.asarray(q, dtype=np.float64) for q in lists]
+    everything = store.list_all()
+    ids = [m.id for m in everything[::7]] + [everything[0].id, everything[-1].id]
+    with store._lock:
+        want = store._search_rows_batch(lists, 15, ids)
+        got = store._search_rows_batch(arrays, 15, ids)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]  # type: ignore[union-attr]

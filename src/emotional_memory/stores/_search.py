@@ -394,7 +394,7 @@ class EmbeddingSearch(EmbeddingPrecision):
 
     def _search_rows_batch(
         self,
-        embeddings: Sequence[Sequence[float] | None],
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         visible_until: Sequence[str] | None,
     ) -> list[np.ndarray | None]:
@@ -430,7 +430,7 @@ class EmbeddingSearch(EmbeddingPrecision):
                 norm = _norm(query)
                 plain = not _NORM_MIN <= norm <= _NORM_MAX  # also 0, NaN, inf
             if plain:
-                answers[j] = self._search_rows(emb or [], top_k, limits[j])
+                answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
             else:
                 batched.append(j)
                 queries.append(query)
@@ -442,7 +442,7 @@ class EmbeddingSearch(EmbeddingPrecision):
 
     def _finish_batch(
         self,
-        embeddings: Sequence[Sequence[float] | None],
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         limits: list[int],
         batched: list[int],
@@ -513,7 +513,7 @@ class EmbeddingSearch(EmbeddingPrecision):
 
     def _finish_block(
         self,
-        embeddings: Sequence[Sequence[float] | None],
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         limits: list[int],
         batched: list[int],
@@ -554,7 +554,8 @@ class EmbeddingSearch(EmbeddingPrecision):
             if k == 0:
                 answers[j] = np.zeros(0, dtype=np.int64)
             elif pools[b] >= counts[b]:
-                answers[j] = self._search_rows(embeddings[j] or [], top_k, limits[j])
+                emb = embeddings[j]
+                answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
             else:
                 groups.setdefault((pools[b], k), []).append(b)
         bound = self._error_bound()
