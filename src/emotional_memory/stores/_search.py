@@ -495,21 +495,21 @@ class EmbeddingSearch(EmbeddingPrecision):
         if self._mode != "float32":
             matrix_np = self._upcast(matrix_np)
         row_index = np.arange(n)
+        count = min(need, n)
         for start in range(0, len(batched), _QUERY_BLOCK):
             end = min(start + _QUERY_BLOCK, len(batched))
             approx = np.stack(units[start:end]) @ matrix_np.T
             approx = approx * self._scale[:n] + self._bias[:n]
             last_np = np.asarray([limits[j] for j in batched[start:end]])
             approx[row_index[None, :] > last_np[:, None]] = -np.inf
-            block_rows: list[np.ndarray] = []
-            block_values: list[np.ndarray] = []
-            for i in range(end - start):
-                count = min(pools[start + i] + 1, n)
-                part = np.argpartition(-approx[i], count - 1)[:count]
-                order = part[np.argsort(-approx[i, part], kind="stable")]
-                block_rows.append(order.astype(np.int64))
-                block_values.append(approx[i, order])
-            finish(start, end, block_rows, block_values)
+            # Every query gets the top ``need`` rows (at least its pool + 1, as the
+            # jitted pass's bucket), best first.
+            part = np.argpartition(-approx, count - 1, axis=1)[:, :count]
+            part_values = np.take_along_axis(approx, part, axis=1)
+            order = np.argsort(-part_values, axis=1, kind="stable")
+            block_rows = np.take_along_axis(part, order, axis=1).astype(np.int64)
+            block_values = np.take_along_axis(part_values, order, axis=1)
+            finish(start, end, list(block_rows), list(block_values))
 
     def _finish_block(
         self,
