@@ -6,7 +6,9 @@ small stores, one jitted XLA program on the matrix shared zero-copy above
 ``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
 whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
 row reach the k-th exact score. Batched searches rank a block of queries with one
-matrix-matrix product, then finish each query as a single search does.
+matrix-matrix product, rescore the pools of many queries with one float64 gather and
+multiply-reduce (the same sums, row for row, as a single search's), and finish each
+query as a single search does.
 """
 
 from __future__ import annotations
