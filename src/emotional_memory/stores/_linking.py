@@ -392,7 +392,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
             searched = memories[first:]
             found = (
                 self._search_rows_batch(
-                    [m.embedding or [] for m in searched], limit, [m.id for m in searched]
+                    [self._link_query(m) for m in searched],
+                    limit,
+                    [m.id for m in searched],
                 )
                 if searched
                 else []
@@ -401,6 +403,15 @@ class RowLinking(EmbeddingSearch, UndoLog):
         rows: list[Any] = [everything[: before + i + 1] for i in range(first)]
         rows.extend(found)
         return (self._link_columns(r) for r in rows)
+
+    def _link_query(self, memory: Memory) -> Sequence[float] | np.ndarray:
+        """The candidate search query of ``memory``, saved by :meth:`_link_save`: its
+        embedding, or the float64 array of it a row kept aside holds (what the search
+        would convert the list to: no second conversion)."""
+        exact = self._exact.get(memory.id)
+        if exact is not None:
+            return exact
+        return memory.embedding or []
 
     def _link_columns(self, rows: Sequence[int] | np.ndarray | None) -> LinkCandidates:
         """The link columns of live ``rows`` (keys: the rows)."""

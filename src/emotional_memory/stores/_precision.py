@@ -179,6 +179,11 @@ class EmbeddingPrecision(RowColumns):
         """Stored embeddings of ``rows`` in float64, ``(len(rows), D)`` (a new array;
         rows without an embedding hold arbitrary values)."""
         dim = self._dim or 0
+        if self._exact and len(rows) and self._aside[rows].all():
+            # Every row kept aside (float32 mode, embeddings float32 cannot hold):
+            # one stack of the float64 copies, no gather of the matrix.
+            ids = self._row_ids
+            return np.array([self._exact[ids[r]] for r in rows.tolist()])
         block = self._matrix[rows, :dim]
         if self._mode == "float64":
             vectors = block

@@ -6,7 +6,9 @@ small stores, one jitted XLA program on the matrix shared zero-copy above
 ``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
 whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
 row reach the k-th exact score. Batched searches rank a block of queries with one
-matrix-matrix product, then finish each query as a single search does.
+matrix-matrix product, rescore the pools of many queries with one float64 gather and
+multiply-reduce (the same sums, row for row, as a single search's), and finish each
+query as a single search does.
 """
 
 from __future__ import annotations
@@ -36,9 +38,13 @@ _HALF_JAX_MIN_ROWS = 8192
 _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
-# Batched searches: queries per block and rows per scan step.
+# Batched searches: queries per block and rows per scan step at most (a (256, 32768)
+# float32 block of scores is 32 MiB).
 _QUERY_BLOCK = 256
-_BLOCK_CHUNK = 16384
+_BLOCK_CHUNK = 32768
+# Batched searches rescore the pools of this many queries per gather (~2 MiB of
+# float64 rows for pools of 24 rows of 384).
+_RESCORE_QUERIES = 32
 # Rows rescored in float64 beyond k (before any widening).
 _POOL_MARGIN = 8
 
@@ -50,7 +56,7 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
     ``scores(matrix, scale, bias, query, last, step)`` is
     ``(matrix @ query) * scale + bias`` in float32, ``-inf`` on rows after ``last``
     (half matrices are upcast a chunk at a time); ``top(..., count)`` is its
-    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, step, count)`` is
+    ``lax.top_k``; ``top_many(matrix, scale, bias, queries, lasts, chunk, count)`` is
     the top ``count`` per query of a (B, D) block, scanning the rows in chunks with a
     running top-k, so memory stays O(B * chunk).
     """
@@ -84,10 +90,9 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
         return jax.lax.top_k(scores(matrix, scale, bias, query, last, step), count)
 
     def top_many(
-        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, step: int, count: int
+        matrix: Any, scale: Any, bias: Any, queries: Any, lasts: Any, chunk: int, count: int
     ) -> Any:
         rows = matrix.shape[0]
-        chunk = min(_BLOCK_CHUNK, step)
         n_queries = queries.shape[0]
 
         def body(carry: Any, chunk_id: Any) -> tuple[Any, None]:
@@ -115,13 +120,27 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
     return (
         jax.jit(scores, static_argnames=("step",)),
         jax.jit(top, static_argnames=("step", "count")),
-        jax.jit(top_many, static_argnames=("step", "count")),
+        jax.jit(top_many, static_argnames=("chunk", "count")),
     )
 
 
 def _count_bucket(count: int, rows: int) -> int:
     """``count`` rounded up to a power of two (>= 32, <= rows): fewer compiled shapes."""
     return min(rows, max(32, 1 << (count - 1).bit_length()))
+
+
+def _scan_chunk(rows: int, step: int) -> int:
+    """Rows per scan step of a batched search over ``rows``, a multiple of ``step``
+    (a power of two: see :meth:`EmbeddingSearch._jax_operands`).
+
+    The largest multiple of ``min(step, _BLOCK_CHUNK)`` that divides ``rows`` and is at
+    most ``_BLOCK_CHUNK``: a store of up to ``_BLOCK_CHUNK`` rows is scanned in one step,
+    with a single ``lax.top_k`` and no merging of running top-k lists.
+    """
+    unit = min(step, _BLOCK_CHUNK)
+    units = rows // unit
+    best = max(m for m in range(1, units + 1) if units % m == 0 and m * unit <= _BLOCK_CHUNK)
+    return best * unit
 
 
 def _check_top_k(top_k: object) -> None:
@@ -329,8 +348,38 @@ class EmbeddingSearch(EmbeddingPrecision):
         rounding bound, every row within the bound of it is rescored too.
         """
         pool = np.sort(rows[:pool_size])
-        outside_best = float(values[pool_size])
         sims = self._exact_similarities(pool, query, query_norm)
+        return self._certify(query, query_norm, query_unit, k, rows, values, last, pool, sims)
+
+    def _certify(
+        self,
+        query: np.ndarray,
+        query_norm: float,
+        query_unit: np.ndarray,
+        k: int,
+        rows: np.ndarray,
+        values: np.ndarray,
+        last: int,
+        pool: np.ndarray,
+        sims: np.ndarray,
+    ) -> np.ndarray:
+        """The exact top-k of :meth:`_finish_pooled` from the pool's exact cosines.
+
+        Args:
+            query: the (D,) float64 query.
+            query_norm: its norm.
+            query_unit: the float32 unit query of the approximate pass.
+            k: how many rows.
+            rows: the approximate top rows, best first (more than the pool).
+            values: their approximate scores.
+            last: only rows ``<= last`` are eligible.
+            pool: the first ``len(pool)`` of ``rows``, ascending.
+            sims: their exact cosines (:meth:`_exact_similarities`).
+
+        Returns:
+            The exact top-k rows, best first.
+        """
+        outside_best = float(values[len(pool)])
         order = _stable_top(-sims, k)
         kth = float(sims[order[-1]])
         bound = self._error_bound()
@@ -347,7 +396,7 @@ class EmbeddingSearch(EmbeddingPrecision):
 
     def _search_rows_batch(
         self,
-        embeddings: Sequence[Sequence[float] | None],
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         visible_until: Sequence[str] | None,
     ) -> list[np.ndarray | None]:
@@ -366,6 +415,8 @@ class EmbeddingSearch(EmbeddingPrecision):
         )
         answers: list[np.ndarray | None] = [None] * n_queries
         batched: list[int] = []
+        queries: list[np.ndarray] = []
+        norms: list[float] = []
         units: list[np.ndarray] = []
         for j, emb in enumerate(embeddings):
             plain = (
@@ -381,62 +432,64 @@ class EmbeddingSearch(EmbeddingPrecision):
                 norm = _norm(query)
                 plain = not _NORM_MIN <= norm <= _NORM_MAX  # also 0, NaN, inf
             if plain:
-                answers[j] = self._search_rows(emb or [], top_k, limits[j])
+                answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
             else:
                 batched.append(j)
+                queries.append(query)
+                norms.append(norm)
                 units.append((query / norm).astype(np.float32))
         if batched:
-            self._finish_batch(embeddings, top_k, limits, batched, units, answers)
+            self._finish_batch(embeddings, top_k, limits, batched, queries, norms, units, answers)
         return answers
 
     def _finish_batch(
         self,
-        embeddings: Sequence[Sequence[float] | None],
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         limits: list[int],
         batched: list[int],
+        queries: list[np.ndarray],
+        norms: list[float],
         units: list[np.ndarray],
         answers: list[np.ndarray | None],
     ) -> None:
-        """Approximate top pools of many queries at once, then exact finishing."""
-        counts = {j: self._count_searchable(limits[j]) for j in batched}
-        pools = {j: self._pool_size(min(top_k, counts[j]), counts[j]) for j in batched}
-        need = max(pools.values()) + 1
+        """Approximate top pools of many queries at once, then exact finishing.
+
+        Args:
+            embeddings: every query as given.
+            top_k: how many rows per query.
+            limits: the last eligible row of every query.
+            batched: the queries searched here (positions in ``embeddings``).
+            queries: their (D,) float64 vectors, in the order of ``batched``.
+            norms: their norms (within ``[_NORM_MIN, _NORM_MAX]``).
+            units: their float32 unit vectors.
+            answers: where each query's row indices go (filled in place).
+        """
+        counts = [self._count_searchable(limits[j]) for j in batched]
+        pools = [self._pool_size(min(top_k, c), c) for c in counts]
+        need = max(pools) + 1
+        finish = functools.partial(
+            self._finish_block, embeddings, top_k, limits, batched, queries, norms, units,
+            counts, pools, answers,
+        )
         use_block = self._use_jax() and need <= self._size
         if use_block:
             _, _, top_many = _jax_search(self._mode)
             matrix, scale, bias, step = self._jax_operands()
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
+            chunk = _scan_chunk(int(matrix.shape[0]), step)
             for start in range(0, len(batched), _QUERY_BLOCK):
-                block = batched[start : start + _QUERY_BLOCK]
+                end = min(start + _QUERY_BLOCK, len(batched))
                 query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
-                query_block[: len(block)] = units[start : start + len(block)]
+                query_block[: end - start] = units[start:end]
                 last = np.full(_QUERY_BLOCK, -1, np.int32)
-                last[: len(block)] = [limits[j] for j in block]
+                last[: end - start] = [limits[j] for j in batched[start:end]]
                 values, rows = top_many(
-                    matrix,
-                    scale,
-                    bias,
-                    query_block,
-                    last,
-                    step=step,
-                    count=bucket,
+                    matrix, scale, bias, query_block, last, chunk=chunk, count=bucket
                 )
-                values, rows = np.asarray(values), np.asarray(rows)
-                for i, j in enumerate(block):
-                    self._finish_one(
-                        embeddings[j],
-                        top_k,
-                        limits[j],
-                        counts[j],
-                        pools[j],
-                        units[start + i],
-                        rows[i],
-                        values[i],
-                        answers,
-                        j,
-                    )
+                values, rows = np.asarray(values), np.asarray(rows).astype(np.int64)
+                finish(start, end, list(rows), list(values))
             return
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
@@ -444,51 +497,100 @@ class EmbeddingSearch(EmbeddingPrecision):
         if self._mode != "float32":
             matrix_np = self._upcast(matrix_np)
         row_index = np.arange(n)
+        count = min(need, n)
         for start in range(0, len(batched), _QUERY_BLOCK):
-            block = batched[start : start + _QUERY_BLOCK]
-            approx = np.stack(units[start : start + len(block)]) @ matrix_np.T
+            end = min(start + _QUERY_BLOCK, len(batched))
+            approx = np.stack(units[start:end]) @ matrix_np.T
             approx = approx * self._scale[:n] + self._bias[:n]
-            last = np.asarray([limits[j] for j in block])
-            approx[row_index[None, :] > last[:, None]] = -np.inf
-            for i, j in enumerate(block):
-                count = min(pools[j] + 1, n)
-                part = np.argpartition(-approx[i], count - 1)[:count]
-                order = part[np.argsort(-approx[i, part], kind="stable")]
-                self._finish_one(
-                    embeddings[j],
-                    top_k,
-                    limits[j],
-                    counts[j],
-                    pools[j],
-                    units[start + i],
-                    order,
-                    approx[i, order],
-                    answers,
-                    j,
-                )
+            last_np = np.asarray([limits[j] for j in batched[start:end]])
+            approx[row_index[None, :] > last_np[:, None]] = -np.inf
+            # Every query gets the top ``need`` rows (at least its pool + 1, as the
+            # jitted pass's bucket), best first.
+            part = np.argpartition(-approx, count - 1, axis=1)[:, :count]
+            part_values = np.take_along_axis(approx, part, axis=1)
+            order = np.argsort(-part_values, axis=1, kind="stable")
+            block_rows = np.take_along_axis(part, order, axis=1).astype(np.int64)
+            block_values = np.take_along_axis(part_values, order, axis=1)
+            finish(start, end, list(block_rows), list(block_values))
 
-    def _finish_one(
+    def _finish_block(
         self,
-        embedding: Sequence[float] | None,
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
-        last: int,
-        searchable: int,
-        pool_size: int,
-        query_unit: np.ndarray,
-        rows: np.ndarray,
-        values: np.ndarray,
+        limits: list[int],
+        batched: list[int],
+        queries: list[np.ndarray],
+        norms: list[float],
+        units: list[np.ndarray],
+        counts: list[int],
+        pools: list[int],
         answers: list[np.ndarray | None],
-        j: int,
+        start: int,
+        end: int,
+        rows: list[np.ndarray],
+        values: list[np.ndarray],
     ) -> None:
-        k = min(top_k, searchable)
-        if k == 0:
-            answers[j] = np.zeros(0, dtype=np.int64)
-            return
-        if pool_size >= searchable:
-            answers[j] = self._search_rows(embedding or [], top_k, last)
-            return
-        query = np.asarray(embedding, dtype=np.float64)
-        norm = _norm(query)
-        answers[j] = self._finish_pooled(
-            query, norm, query_unit, k, rows.astype(np.int64), values, last, pool_size
-        )
+        """Exact answers of the queries ``batched[start:end]`` from their approximate
+        top rows, as :meth:`_search_rows` finds them.
+
+        The pools of equal size are rescored together: one (G, P, D) gather of the
+        float64 rows and one multiply-reduce over its last axis, which sums every row
+        exactly as :meth:`_exact_similarities` does. The queries whose k-th exact
+        score clears the bound (most) are answered at once; the others go through
+        :meth:`_certify` one by one (widening the pool).
+
+        Args:
+            embeddings, top_k, limits, batched, queries, norms, units, answers: as in
+                :meth:`_finish_batch`.
+            counts: the searchable rows of each batched query.
+            pools: the pool size of each batched query.
+            start: the first batched query of the block.
+            end: one past its last.
+            rows: each query's approximate top rows, best first (more than its pool).
+            values: their approximate scores.
+        """
+        groups: dict[tuple[int, int], list[int]] = {}
+        for b in range(start, end):
+            j = batched[b]
+            k = min(top_k, counts[b])
+            if k == 0:
+                answers[j] = np.zeros(0, dtype=np.int64)
+            elif pools[b] >= counts[b]:
+                emb = embeddings[j]
+                answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
+            else:
+                groups.setdefault((pools[b], k), []).append(b)
+        bound = self._error_bound()
+        for (size, k), members in groups.items():
+            pool = np.sort(np.stack([rows[b - start][:size] for b in members]), axis=1)
+            query = np.stack([queries[b] for b in members])
+            dots = np.empty(pool.shape)
+            for first in range(0, len(members), _RESCORE_QUERIES):
+                # A few queries at a time: their rows stay in cache between the
+                # gather, the product (in place: _exact_rows returns a new array)
+                # and the sum.
+                part = slice(first, first + _RESCORE_QUERIES)
+                vectors = self._exact_rows(pool[part].ravel()).reshape(-1, size, query.shape[1])
+                with np.errstate(invalid="ignore", over="ignore"):
+                    np.multiply(vectors, query[part, None, :], out=vectors)
+                    dots[part] = vectors.sum(axis=2)
+            query_norm = np.asarray([norms[b] for b in members])
+            row_norms = self._norms[pool]
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+                sims = dots / (row_norms * query_norm[:, None])
+            sims = np.where(np.isnan(sims) | (row_norms == 0.0), 0.0, sims)
+            certified = np.zeros(len(members), dtype=bool)
+            best = pool
+            if size <= _PARTITION_MIN_ROWS or k * 4 >= size:
+                # _certify's first test for every query at once: a stable sort of
+                # each row is _stable_top's sort of that query's pool.
+                order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+                kth = np.take_along_axis(sims, order[:, -1:], axis=1)[:, 0]
+                outside = np.asarray([values[b - start][size] for b in members], np.float64)
+                certified = kth > outside + bound
+                best = np.take_along_axis(pool, order, axis=1)
+            for g, b in enumerate(members):
+                answers[batched[b]] = best[g] if certified[g] else self._certify(
+                    queries[b], norms[b], units[b], k,
+                    rows[b - start], values[b - start], limits[batched[b]], pool[g], sims[g],
+                )

@@ -1,0 +1,121 @@
+"""The batched store search rescores a block of pools at once (stores/_search.py).
+
+``_finish_block`` gathers the float64 rows of many queries' pools into one (G, P, D)
+array and multiply-reduces its last axis; the single search multiply-reduces each
+(P, D) pool on its own. Both must give the same bits, so a batched search returns
+exactly the single searches' answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from emotional_memory.interfaces import store_transaction
+from emotional_memory.stores import InMemoryStore
+from emotional_memory.stores import _search as search_module
+from test_batch_scoring import mem, tricky_vectors
+
+DIMS = (1, 2, 7, 8, 9, 16, 127, 128, 129, 131, 384, 385, 1000, 1031)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    groups=st.integers(1, 5),
+    pool=st.integers(1, 30),
+    dim=st.sampled_from(DIMS),
+    seed=st.integers(0, 2**32 - 1),
+    spread=st.integers(0, 60),
+)
+def test_block_multiply_reduce_sums_each_row_as_a_single_pool(
+    groups: int, pool: int, dim: int, seed: int, spread: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    # Entries over many magnitudes, so the summation order shows in the last bits.
+    vectors = rng.normal(size=(groups, pool, dim)) * 2.0 ** rng.integers(
+        -spread, spread + 1, size=(groups, pool, dim)
+    )
+    queries = rng.normal(size=(groups, dim))
+    block = np.multiply(vectors, queries[:, None, :]).sum(axis=2)
+    for g in range(groups):
+        single = np.multiply(np.ascontiguousarray(vectors[g]), queries[g].copy()).sum(axis=1)
+        assert block[g].tobytes() == single.tobytes()
+
+
+@pytest.fixture(params=["numpy", "jax"])
+def path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """Both approximate passes of the batched search (jitted XLA from row 0)."""
+    if request.param == "jax":
+        monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 0)
+        monkeypatch.setattr(search_module, "_HALF_JAX_MIN_ROWS", 0)
+    yield request.param
+
+
+@pytest.mark.parametrize("mode", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("dim", [131, 385])
+def test_batched_rows_equal_single_search_rows(mode: str, dim: int, path: str) -> None:
+    """Row for row, ``_search_rows_batch`` is ``_search_rows`` per query: pools of
+    several sizes (special rows, short prefixes), aside and matrix rows mixed, ties."""
+    rng = np.random.default_rng(dim + len(mode))
+    vectors = tricky_vectors(rng, 500, dim)
+    for i in range(0, 500, 3):  # float32 numbers: stored in the matrix, not aside
+        v = vectors[i]
+        if v is not None:
+            vectors[i] = v.astype(np.float32).astype(np.float64)
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    with store_transaction(store):
+        for i, v in enumerate(vectors):
+            store.save(mem(f"m{i}", None if v is None else v.tolist()))
+    everything = store.list_all()
+    picks = rng.choice(len(everything), size=80, replace=False)
+    queries = [everything[i].embedding for i in picks]
+    queries[:10] = [rng.normal(size=dim).tolist() for _ in range(10)]
+    visible = [everything[i].id for i in picks]
+    for k in (1, 15, 40):
+        with store._lock:
+            batched = store._search_rows_batch(queries, k, visible)
+            singles = [
+                store._search_rows(q or [], k, store._row_of[v])
+                for q, v in zip(queries, visible, strict=True)
+            ]
+        for got, want in zip(batched, singles, strict=True):
+            assert got is not None
+            assert got.tolist() == want.tolist()
+
+
+def test_scan_chunk_divides_the_rows_within_the_cap() -> None:
+    """Every row count a growing store hands the batched search (a multiple of
+    ``capacity / 8``, up to the capacity) is scanned in whole chunks of at most
+    ``_BLOCK_CHUNK`` rows, in one step up to that many rows."""
+    cap = search_module._BLOCK_CHUNK
+    for capacity in (16 << i for i in range(21)):
+        step = capacity // 8
+        for rows in range(step, capacity + 1, step):
+            chunk = search_module._scan_chunk(rows, step)
+            assert rows % chunk == 0
+            assert min(step, cap) <= chunk <= cap
+            if rows <= cap:
+                assert chunk == rows
+
+
+def test_batched_rows_take_float64_arrays_as_queries(path: str) -> None:
+    """The row linker hands the batched search the float64 arrays of rows kept aside:
+    arrays answer as their lists do, the plain cases (empty, zero) included."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(300, 20))
+    store = InMemoryStore()
+    with store_transaction(store):
+        for i, v in enumerate(vectors):
+            store.save(mem(f"m{i}", v.tolist()))
+    lists: list[list[float]] = [v.tolist() for v in vectors[::7]] + [[], [0.0] * 20]
+    arrays = [np.asarray(q, dtype=np.float64) for q in lists]
+    everything = store.list_all()
+    ids = [m.id for m in everything[::7]] + [everything[0].id, everything[-1].id]
+    with store._lock:
+        want = store._search_rows_batch(lists, 15, ids)
+        got = store._search_rows_batch(arrays, 15, ids)
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]  # type: ignore[union-attr]
