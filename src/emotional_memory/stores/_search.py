@@ -273,17 +273,33 @@ class EmbeddingSearch(EmbeddingPrecision):
         limit = _JAX_MIN_ROWS if self._mode == "float32" else _HALF_JAX_MIN_ROWS
         return self._size >= limit
 
-    def _jax_operands(self) -> tuple[Any, Any, Any, int]:
+    def _single_steps(self) -> int:
+        """Row-count steps per capacity of a single search's jitted programs: 32 for
+        float32 matrices (at most 1/32 of the capacity multiplied in vain), 8 for half
+        precision (whose upcast works in chunks of the step)."""
+        return 32 if self._mode == "float32" else 8
+
+    def _jax_operands(self, steps: int = 8) -> tuple[Any, Any, Any, int]:
         """The first rows of matrix, scale and bias as JAX arrays, shared without a
         copy, and the row step.
 
-        The row count is rounded up to a multiple of ``step = capacity / 8``, so a
-        growing store compiles at most 8 shapes per capacity while multiplying at most
-        1/8 of the capacity in unused rows (their bias is -inf).
+        The row count is rounded up to a multiple of ``step = capacity / steps``, so a
+        growing store compiles at most ``steps`` shapes per capacity while multiplying
+        at most ``1 / steps`` of the capacity in unused rows (their bias is -inf).
+        Single searches of a float32 matrix (a retrieve's shortlist: one
+        matrix-vector product, bound by reading the matrix) use 32 steps
+        (:meth:`_single_steps`); batched searches, which compile a larger program per
+        shape and grow the store a block at a time, 8.
+
+        Args:
+            steps: shapes per capacity (a power of two).
+
+        Returns:
+            ``(matrix, scale, bias, step)``.
         """
         import jax
 
-        step = max(1, self._capacity // 8)
+        step = max(1, self._capacity // steps)
         rows = min(self._capacity, -(-self._size // step) * step)
         # Zero-copy hand-off (the matrix is 64-byte aligned); results are fetched
         # before the lock is released, so no write can race the computation.
@@ -297,7 +313,7 @@ class EmbeddingSearch(EmbeddingPrecision):
         end = last + 1
         if self._use_jax():
             scores, _, _ = _jax_search(self._mode)
-            matrix, scale, bias, step = self._jax_operands()
+            matrix, scale, bias, step = self._jax_operands(self._single_steps())
             out = scores(matrix, scale, bias, query_unit, np.int32(last), step=step)
             return np.asarray(out)[:end]
         block = self._matrix[:end]
@@ -317,7 +333,7 @@ class EmbeddingSearch(EmbeddingPrecision):
         """
         if self._use_jax():
             _, top, _ = _jax_search(self._mode)
-            matrix, scale, bias, step = self._jax_operands()
+            matrix, scale, bias, step = self._jax_operands(self._single_steps())
             wanted = count if self._mode == "float32" else max(count, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
             values, rows = top(
