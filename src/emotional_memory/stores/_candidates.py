@@ -21,14 +21,12 @@ from datetime import datetime
 import jax
 import numpy as np
 
-from emotional_memory._bank import CandidateBank, link_width
+from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, link_width
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._search import EmbeddingSearch
-
-_COLUMNS_TREEDEF = jax.tree_util.tree_structure(MemoryColumns(*[np.zeros(1)] * 9))
 
 
 @functools.lru_cache(maxsize=64)
