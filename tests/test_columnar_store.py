@@ -363,3 +363,25 @@ def test_subclass_overriding_a_search_is_served_through_the_adapter() -> None:
     got = engine.retrieve("note", top_k=2)  # 12 memories > limit 6: a search
     assert store.calls == calls + 1
     assert got and all("skip" not in m.content for m in got)
+
+
+def test_a_delegating_wrapper_without_a_library_base_is_used_as_it_is() -> None:
+    """A user's class answering every protocol method through ``__getattr__`` (no
+    library class in its bases) is a ColumnarStore; retrieval runs through it."""
+
+    class Delegating:
+        def __init__(self, inner: InMemoryStore) -> None:
+            self.inner = inner
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.inner, name)
+
+        def __len__(self) -> int:
+            return len(self.inner)
+
+    store = Delegating(InMemoryStore())
+    assert columnar(store) is store  # type: ignore[arg-type]
+    engine = _engine(store)
+    for i in range(10):
+        engine.encode(f"walk in the park {i}")
+    assert len(engine.retrieve("park", top_k=2)) == 2

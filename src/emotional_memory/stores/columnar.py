@@ -273,9 +273,9 @@ calling them: a subclass overriding one of them (and not ``candidate_bank``) is 
 through :class:`StoreAdapter`, so its override is honoured."""
 
 
-def _library_class(cls: type) -> type:
-    """The most derived class of ``cls``'s bases that this library defines."""
-    return next(c for c in cls.__mro__ if c.__module__.startswith("emotional_memory."))
+def _library_class(cls: type) -> type | None:
+    """The most derived class of ``cls``'s bases that this library defines, if any."""
+    return next((c for c in cls.__mro__ if c.__module__.startswith("emotional_memory.")), None)
 
 
 def columnar(store: MemoryStore) -> ColumnarStore:
@@ -283,7 +283,8 @@ def columnar(store: MemoryStore) -> ColumnarStore:
 
     A subclass of a library store that overrides ``get``, ``list_all`` or
     ``search_by_embedding`` but not ``candidate_bank`` gets the adapter, which calls
-    its overrides (as the engine always did).
+    its overrides (as the engine always did). A class of the user's own that has every
+    protocol method (defined, or answered by ``__getattr__``) is used as it is.
 
     Args:
         store: any memory store.
@@ -294,8 +295,10 @@ def columnar(store: MemoryStore) -> ColumnarStore:
     if isinstance(store, ColumnarStore):
         cls = type(store)
         base = _library_class(cls)
-        if cls.candidate_bank is not base.candidate_bank or all(  # type: ignore[attr-defined]
-            getattr(cls, name) is getattr(base, name) for name in _STOOD_IN_FOR
+        if (
+            base is None
+            or cls.candidate_bank is not base.candidate_bank  # type: ignore[attr-defined]
+            or all(getattr(cls, name) is getattr(base, name) for name in _STOOD_IN_FOR)
         ):
             return store
     out: ColumnarStore = StoreAdapter(store)
