@@ -151,7 +151,7 @@ class EncodingMixin(StateMixin):
         affect = memory.tag.core_affect
         links = score_links(
             memory.id,
-            memory.embedding,
+            candidates.new_vector if candidates.new_vector is not None else memory.embedding,
             (affect.valence, affect.arousal, affect.dominance),
             _microseconds(memory.tag.timestamp),
             candidates.ids,

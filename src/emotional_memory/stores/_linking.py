@@ -50,6 +50,10 @@ from emotional_memory.stores._records import (
 from emotional_memory.stores._search import EmbeddingSearch
 from emotional_memory.stores._undo import UndoLog, _Undo
 
+_COLUMN_CHUNK = 64
+"""Memories whose candidates' columns are gathered together (bounds the float64
+copy of their embeddings)."""
+
 BatchSearch = Callable[..., list[list[Memory]]]
 """A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
 
@@ -81,6 +85,8 @@ class LinkCandidates:
         times_us: the timestamps in microseconds since the Unix epoch.
         keys: what :meth:`Linker.link` needs to find each candidate again (its row,
             or its id).
+        new_vector: the new memory's own embedding as a float64 vector, when the
+            linker has it at hand (None: convert the memory's embedding).
     """
 
     ids: Sequence[str]
@@ -88,6 +94,7 @@ class LinkCandidates:
     affects: Sequence[Sequence[float]]
     times_us: Sequence[int]
     keys: Sequence[Any]
+    new_vector: np.ndarray | None = None
 
 
 class Linker(ABC):
@@ -367,19 +374,34 @@ class RowLinking(EmbeddingSearch, UndoLog):
             return None
         return RowLinker(self, block_size)
 
-    def _put(self, memory: Memory) -> None:
-        """Insert or replace ``memory`` (the store's own)."""
+    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
+        """Insert or replace ``memory`` (the store's own; ``vector``: its embedding
+        as a float64 vector, when already converted)."""
         raise NotImplementedError
 
     def _memory_at(self, row: int, keep: bool = False) -> Memory:
         """The memory of live ``row`` (the store's own)."""
         raise NotImplementedError
 
-    def _link_save(self, memories: Sequence[Memory]) -> None:
-        """Save new memories as rows, in order."""
+    def _link_save(self, memories: Sequence[Memory]) -> list[np.ndarray | None]:
+        """Save new memories as rows, in order.
+
+        Args:
+            memories: the new memories.
+
+        Returns:
+            Their embeddings as the float64 vectors the rows were written from (None
+            when missing or empty).
+        """
+        from emotional_memory.stores.in_memory import _embedding_vector
+
+        vectors: list[np.ndarray | None] = []
         with self._lock:
             for memory in memories:
-                self._put(memory)
+                vec = _embedding_vector(memory)
+                self._put(memory, vec)
+                vectors.append(vec)
+        return vectors
 
     def _link_save_and_find(
         self, memories: Sequence[Memory], limit: int
@@ -387,12 +409,14 @@ class RowLinking(EmbeddingSearch, UndoLog):
         """:meth:`Linker.save_and_find` on rows: one batched search for the block."""
         with self._lock:
             before = len(self._row_of)
-            self._link_save(memories)
+            vectors = self._link_save(memories)
             first = min(len(memories), max(0, limit - before))
             searched = memories[first:]
+            # The float64 vectors the rows were written from are the queries (what
+            # the search would convert the lists to: no second conversion).
             found = (
                 self._search_rows_batch(
-                    [self._link_query(m) for m in searched],
+                    [vec if vec is not None else [] for vec in vectors[first:]],
                     limit,
                     [m.id for m in searched],
                 )
@@ -402,40 +426,57 @@ class RowLinking(EmbeddingSearch, UndoLog):
             everything = self._live_row_list()[: before + first] if first else []
         rows: list[Any] = [everything[: before + i + 1] for i in range(first)]
         rows.extend(found)
-        return (self._link_columns(r) for r in rows)
+        return self._link_columns(rows, vectors)
 
-    def _link_query(self, memory: Memory) -> Sequence[float] | np.ndarray:
-        """The candidate search query of ``memory``, saved by :meth:`_link_save`: its
-        embedding, or the float64 array of it a row kept aside holds (what the search
-        would convert the list to: no second conversion)."""
-        exact = self._exact.get(memory.id)
-        if exact is not None:
-            return exact
-        return memory.embedding or []
+    def _link_columns(
+        self, rows: Sequence[Sequence[int] | np.ndarray], new: Sequence[np.ndarray | None]
+    ) -> Iterator[LinkCandidates]:
+        """The link columns of each memory of a block, read :data:`_COLUMN_CHUNK`
+        memories at a time (one gather of their candidates' rows each).
 
-    def _link_columns(self, rows: Sequence[int] | np.ndarray | None) -> LinkCandidates:
-        """The link columns of live ``rows`` (keys: the rows)."""
-        assert rows is not None
-        index = np.asarray(rows, dtype=np.int64)
-        with self._lock:
-            has = self._has[index]
-            vectors: list[np.ndarray | None]
-            if has.all():
-                vectors = list(self._exact_rows(index))
-            else:
-                vectors = [None] * len(index)
-                if has.any():
-                    matrix = self._exact_rows(index)
-                    for i in np.flatnonzero(has).tolist():
-                        vectors[i] = matrix[i]
-            keys = index.tolist()
-            return LinkCandidates(
-                ids=[self._row_ids[r] for r in keys],
-                vectors=vectors,
-                affects=self._affect[index].tolist(),
-                times_us=self._timestamp_us[index].tolist(),
-                keys=keys,
-            )
+        Args:
+            rows: per memory, its candidates' live rows (the keys).
+            new: per memory, its own embedding as a float64 vector (or None).
+
+        Returns:
+            The candidates of each memory, in order.
+        """
+        for start in range(0, len(rows), _COLUMN_CHUNK):
+            chunk = rows[start : start + _COLUMN_CHUNK]
+            counts = [len(r) for r in chunk]
+            index = np.concatenate([np.asarray(r, dtype=np.int64) for r in chunk])
+            with self._lock:
+                keys = index.tolist()
+                row_ids = self._row_ids
+                ids = [row_ids[r] for r in keys]
+                has = self._has[index]
+                vectors: list[np.ndarray | None]
+                if self._exact and self._aside[index].all():
+                    # Every embedding kept aside as a float64 array (float32 mode,
+                    # embeddings float32 cannot hold): those arrays, uncopied.
+                    exact = self._exact
+                    vectors = [exact[mid] for mid in ids]
+                elif has.all():
+                    vectors = list(self._exact_rows(index))
+                else:
+                    vectors = [None] * len(index)
+                    if has.any():
+                        matrix = self._exact_rows(index)
+                        for i in np.flatnonzero(has).tolist():
+                            vectors[i] = matrix[i]
+                affects = self._affect[index].tolist()
+                times_us = self._timestamp_us[index].tolist()
+            end = 0
+            for j, count in enumerate(counts):
+                begin, end = end, end + count
+                yield LinkCandidates(
+                    ids=ids[begin:end],
+                    vectors=vectors[begin:end],
+                    affects=affects[begin:end],
+                    times_us=times_us[begin:end],
+                    keys=keys[begin:end],
+                    new_vector=new[start + j],
+                )
 
     def _link_rows(
         self, memory_id: str, targets: list[int], links: list[tuple[float, LinkType]],
