@@ -289,6 +289,53 @@ def test_failing_appraisal_mid_batch_rolls_back_links_written_in_place(
     assert canon(engine) == canon(plain)
 
 
+@pytest.mark.parametrize("fail_at", [3, 13, 30])
+def test_failure_while_a_block_is_linked_rolls_back_the_links_held_back(
+    fail_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links of compact rows are held back while a block is linked and written once
+    at its end: a failure in the middle of a block (links held, some blocks already
+    written) leaves the store, the state and the recent objects as they were."""
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 8)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((120, DIM)).tolist()
+    cfg = EmotionalMemoryConfig(resonance=ResonanceConfig(threshold=0.05, max_links=3))
+    store = InMemoryStore()
+    engine = make(store, vectors, cfg, TickClock(START, timedelta(0)))
+    engine.encode_batch([text(i) for i in range(40)])
+    before, state = canon(engine), engine.save_state()
+    for memory in engine.list_all()[-20:]:
+        store.get(memory.id)  # recent objects, which the held-back links must not stale
+    calls = [0]
+    real = engine_module.score_links
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise RuntimeError("scoring failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "score_links", failing)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        engine.encode_batch([text(i) for i in range(40, 80)])
+    assert canon(engine) == before
+    assert engine.save_state() == state
+    _assert_no_stale_recent(store)
+    # the same steps on the protocol path, then the batch (a constant clock: the
+    # paths read it a different number of times before failing)
+    plain = make(PerMemoryStore(), vectors, cfg, TickClock(START, timedelta(0)))
+    monkeypatch.setattr(engine_module, "score_links", real)
+    plain.encode_batch([text(i) for i in range(40)])
+    calls[0] = 0
+    monkeypatch.setattr(engine_module, "score_links", failing)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        plain.encode_batch([text(i) for i in range(40, 80)])
+    monkeypatch.setattr(engine_module, "score_links", real)
+    for twin in (engine, plain):
+        twin.encode_batch([text(i) for i in range(40, 80)])
+    assert canon(engine) == canon(plain)
+
+
 def test_failing_embedder_writes_nothing() -> None:
     class Broken(TableEmbedder):
         def embed_batch(self, texts: Sequence[str]) -> list[list[float] | None]:

@@ -136,6 +136,7 @@ class EncodingMixin(StateMixin):
                 found = linker.save_and_find(block, limit)
                 for memory, candidates in zip(block, found, strict=True):
                     self._link(linker, memory, candidates)
+                linker.flush()
             out.extend(block)
         return out
 

@@ -57,6 +57,11 @@ copy of their embeddings)."""
 BatchSearch = Callable[..., list[list[Memory]]]
 """A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
 
+PendingLinks = dict[int, tuple[str, list[tuple[str, int]], list[float]]]
+"""Compact rows whose new links are held back while a block is linked: row ->
+``(memory id, [(target id, link type code)], strengths)``, written back packed by
+``RowLinking._link_flush``."""
+
 ForwardLink = tuple[int, float, LinkType]
 """A link to write: ``(index among the candidates, strength, link type)``."""
 
@@ -143,6 +148,11 @@ class Linker(ABC):
             links: its forward links, strongest first (not empty).
             max_links: the most links a memory keeps.
         """
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Write what :meth:`link` held back for the block just linked (call it once
+        the block's memories are linked, before anything else reads the store)."""
 
     @abstractmethod
     def stored(self, memory: Memory) -> Memory:
@@ -344,6 +354,9 @@ class MemoryLinker(Linker):
             if _backward(existing, strengths, back, back.strength, max_links):
                 self._store.update(_with_links(target, existing))
 
+    def flush(self) -> None:
+        """See :meth:`Linker.flush` (every write went through ``update``: nothing to do)."""
+
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored` (the memory with its forward links when the store
         has no copy)."""
@@ -480,34 +493,38 @@ class RowLinking(EmbeddingSearch, UndoLog):
 
     def _link_rows(
         self, memory_id: str, targets: list[int], links: list[tuple[float, LinkType]],
-        max_links: int,
+        max_links: int, pending: PendingLinks,
     ) -> None:
         """Write the forward links of ``memory_id`` (to rows ``targets``) and their
-        backward twins, in order."""
+        backward twins, in order; the links of compact rows are held in ``pending``
+        (unpacked once per block, packed once by :meth:`_link_flush`)."""
         with self._lock:
             row = self._row_of[memory_id]
             own = self._row_ids[row]
             assert own is not None
+            row_ids = self._row_ids
             if self._content[row] is None:  # kept whole
                 whole = self._whole[own]
                 self._put(_with_links(whole, [
                     ResonanceLink(
-                        source_id=own, target_id=self._row_ids[t],
+                        source_id=own, target_id=row_ids[t],
                         strength=strength, link_type=link_type,
                     )
                     for t, (strength, link_type) in zip(targets, links, strict=True)
                 ]))
-            else:
-                self._set_links(row, own, pack_link_columns(
-                    tuple(self._row_ids[t] for t in targets),  # type: ignore[misc]
+            else:  # replaces the (empty) links it was saved with
+                pending[row] = (
+                    own,
+                    [(row_ids[t], _LINK_CODE[link_type])  # type: ignore[misc]
+                     for t, (_, link_type) in zip(targets, links, strict=True)],
                     [strength for strength, _ in links],
-                    [_LINK_CODE[link_type] for _, link_type in links],
-                ))
+                )
             for t, (strength, link_type) in zip(targets, links, strict=True):
-                self._add_backward(t, own, strength, link_type, max_links)
+                self._add_backward(t, own, strength, link_type, max_links, pending)
 
     def _add_backward(
-        self, row: int, source: str, strength: float, link_type: LinkType, max_links: int
+        self, row: int, source: str, strength: float, link_type: LinkType, max_links: int,
+        pending: PendingLinks,
     ) -> None:
         """Add the twin ``row -> source`` of a forward link to ``row``'s links."""
         target = self._row_ids[row]
@@ -522,12 +539,23 @@ class RowLinking(EmbeddingSearch, UndoLog):
             if _backward(existing, strengths, back, back.strength, max_links):
                 self._put(_with_links(whole, existing))
             return
+        held = pending.get(row)
+        if held is not None:
+            _backward(held[1], held[2], (source, _LINK_CODE[link_type]), strength, max_links)
+            return
         ids, strengths, codes = unpack_link_columns(self._links[row])
         entries = list(zip(ids, codes, strict=True))
         if _backward(entries, strengths, (source, _LINK_CODE[link_type]), strength, max_links):
-            self._set_links(row, target, pack_link_columns(
-                tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
-            ))
+            pending[row] = (target, entries, strengths)
+
+    def _link_flush(self, pending: PendingLinks) -> None:
+        """Write the links held in ``pending`` into their rows (then empty it)."""
+        with self._lock:
+            for row, (memory_id, entries, strengths) in pending.items():
+                self._set_links(row, memory_id, pack_link_columns(
+                    tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
+                ))
+            pending.clear()
 
     def _link_stored(self, memory: Memory) -> Memory:
         """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
@@ -565,6 +593,7 @@ class RowLinker(Linker):
     def __init__(self, store: RowLinking, block_size: int) -> None:
         self._store = store
         self.block_size = block_size
+        self._pending: PendingLinks = {}
 
     def save(self, memories: Sequence[Memory]) -> None:
         """See :meth:`Linker.save`."""
@@ -588,7 +617,12 @@ class RowLinker(Linker):
             [keys[i] for i, _, _ in links],
             [(strength, link_type) for _, strength, link_type in links],
             max_links,
+            self._pending,
         )
+
+    def flush(self) -> None:
+        """See :meth:`Linker.flush`: the links of compact rows, packed once per block."""
+        self._store._link_flush(self._pending)
 
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored`."""
