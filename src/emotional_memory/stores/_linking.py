@@ -565,14 +565,21 @@ class RowLinking(EmbeddingSearch, UndoLog):
         for its links: the copy is that memory with the row's links (``get`` would
         rebuild it field by field from the row). Other rows are rebuilt.
         """
-        from emotional_memory.stores.in_memory import _clone, _private
+        from emotional_memory.stores.in_memory import _clone, copy_metadata
 
         with self._lock:
             row = self._row_of[memory.id]
             if self._content[row] is None or self._mode not in ("float32", "float64"):
                 return self._memory_at(row)
             links = unpack_links(memory.id, self._links[row])
-            return _private(_clone(memory, {"tag": _clone(memory.tag, {"resonance_links": links})}))
+            # What _private(memory with these links) gives, in one copy: a list,
+            # metadata and links of its own.
+            embedding = memory.embedding
+            return _clone(memory, {
+                "embedding": None if embedding is None else list(embedding),
+                "metadata": copy_metadata(memory.metadata) if memory.metadata else {},
+                "tag": _clone(memory.tag, {"resonance_links": links}),
+            })
 
     def _set_links(self, row: int, memory_id: str, record: Any) -> None:
         """Replace the packed links of compact ``row`` in place (undo logged)."""
