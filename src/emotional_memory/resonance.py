@@ -309,7 +309,9 @@ def score_links(
     w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
     half_life, threshold = cfg.temporal_half_life_seconds, cfg.threshold
     ln2 = math.log(2.0)
-    sqrt, exp, isfinite, dot = math.sqrt, math.exp, math.isfinite, np.dot
+    sqrt, exp, isfinite = math.sqrt, math.exp, math.isfinite
+    # The bound method: the same product as np.dot(new_vec, vec), without its dispatch.
+    dot = (new_vec if new_vec is not None else np.zeros(0)).dot
     scored: list[tuple[float, float, float, float, int]] = []
     for i, cand_id in enumerate(ids):
         if cand_id == new_id:
@@ -322,7 +324,7 @@ def score_links(
             if semantic:
                 nb = sqrt(vec.dot(vec))
                 if nb != 0.0 and isfinite(nb):
-                    sem = float(dot(new_vec, vec) / (new_norm * nb))
+                    sem = float(dot(vec) / (new_norm * nb))
         av, aa, ad = affects[i]
         emo = max(
             0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
