@@ -11,16 +11,19 @@ through a :class:`Linker`:
   memories they are all of them, in insertion order, beyond that the ``limit``
   nearest by embedding;
 - write a memory's forward links and the backward twins on their targets (appended,
-  or replacing the target's weakest link when it is full and the twin is stronger);
+  or replacing the target's weakest link when it is full and the twin is stronger),
+  and whatever it held back once the block is linked;
 - the stored copy of a memory, once the block is done.
 
 Two implementations, which build the very same store:
 
 - :class:`RowLinking` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`):
   blocks of rows, candidates as row indices from one batched search per block, link
-  columns read from the rows (float64 embeddings as stored, core affects,
-  timestamps), links packed and rewritten in place with only the old links logged
-  for undo. No :class:`~emotional_memory.models.Memory` is built on the way;
+  columns read from the rows for several memories at once (float64 embeddings as
+  stored, core affects, timestamps), the links of compact rows held unpacked while
+  a block is linked and packed back once per row at its end (:meth:`Linker.flush`),
+  only the old links logged for undo. No :class:`~emotional_memory.models.Memory` is
+  built on the way;
 - :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
   through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
   ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
