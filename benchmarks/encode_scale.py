@@ -102,7 +102,9 @@ def random_unit(n: int, dim: int, seed: int = 0) -> np.ndarray:
 
 
 class PerMemoryStore:
-    """An ``InMemoryStore`` seen without ``search_by_embedding_batch`` and its row linker.
+    """An ``InMemoryStore`` seen without ``search_by_embedding_batch``, its row linker
+    and ``candidate_bank`` (so the engine reads it through the store protocol, as a
+    store of another library's).
 
     Everything else (save, search, transaction, byte counts, ...) is the wrapped
     store's, so the engine takes its per-memory path over the very same data.
@@ -112,7 +114,7 @@ class PerMemoryStore:
         self.inner = inner
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("search_by_embedding_batch", "row_linker"):
+        if name in ("search_by_embedding_batch", "row_linker", "candidate_bank"):
             raise AttributeError(name)
         return getattr(self.inner, name)
 

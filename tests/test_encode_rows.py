@@ -40,7 +40,8 @@ from emotional_memory.affect import AffectiveMomentum
 from emotional_memory.models import EmotionalTag, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
-from emotional_memory.resonance import _link_type, build_resonance_links, link_scores
+from emotional_memory.resonance import _link_type, build_resonance_links, link_scores, score_links
+from emotional_memory.stores import _linking as linking_module
 from emotional_memory.stores import _search as search_module
 from emotional_memory.stores._linking import MemoryLinker, RowLinker, linker_for
 from plain_store import PerMemoryStore
@@ -215,6 +216,43 @@ def test_encode_batch_with_the_jitted_search_matches_the_protocol_path(
     assert canon(rows) == canon(plain)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64])
+@pytest.mark.parametrize("kind", ["aside", "float32", "mixed"])
+def test_candidate_columns_read_in_chunks_match_the_protocol_path(
+    chunk: int, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The row path gathers the candidates' columns of several memories at once (the
+    float64 arrays kept aside uncopied when every candidate's is): every kind of row
+    (kept aside, float32-exact, without an embedding) and chunk boundaries anywhere."""
+    monkeypatch.setattr(linking_module, "_COLUMN_CHUNK", chunk)
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 50)
+    rng = np.random.default_rng(11)
+    vecs = rng.standard_normal((160, 8))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    if kind != "aside":
+        vecs = vecs.astype(np.float32).astype(np.float64)  # float32 numbers: not aside
+    vectors: list[list[float] | None] = vecs.tolist()
+    if kind == "mixed":
+        for i in range(0, 160, 3):
+            vectors[i] = (vecs[i] + 1e-9).tolist()  # not float32 numbers: kept aside
+        for i in range(5, 160, 11):
+            vectors[i] = None if i % 2 else []
+    cfg = EmotionalMemoryConfig()
+    rows = make(InMemoryStore(), vectors, cfg, TickClock(START, timedelta(seconds=2)))
+    plain = make(PerMemoryStore(), vectors, cfg, TickClock(START, timedelta(seconds=2)))
+    outs = [
+        [engine.encode_batch([text(i) for i in range(a, a + 80)]) for a in (0, 80)]
+        for engine in (rows, plain)
+    ]
+    assert canon(rows) == canon(plain)
+    for a, b in zip(*outs, strict=True):
+        assert returned(a, rows) == returned(b, plain)
+    for memory in outs[0][-1]:  # the store's copy, links included
+        stored = rows.store.get(memory.id)
+        assert stored is not None
+        assert memory == stored and memory.model_dump() == stored.model_dump()
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_failing_appraisal_mid_batch_rolls_back_links_written_in_place(
     dtype: Any, monkeypatch: pytest.MonkeyPatch
@@ -248,6 +286,53 @@ def test_failing_appraisal_mid_batch_rolls_back_links_written_in_place(
     texts[57] = text(97)
     for twin in (engine, plain):
         twin.encode_batch(texts)
+    assert canon(engine) == canon(plain)
+
+
+@pytest.mark.parametrize("fail_at", [3, 13, 30])
+def test_failure_while_a_block_is_linked_rolls_back_the_links_held_back(
+    fail_at: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Links of compact rows are held back while a block is linked and written once
+    at its end: a failure in the middle of a block (links held, some blocks already
+    written) leaves the store, the state and the recent objects as they were."""
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 8)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((120, DIM)).tolist()
+    cfg = EmotionalMemoryConfig(resonance=ResonanceConfig(threshold=0.05, max_links=3))
+    store = InMemoryStore()
+    engine = make(store, vectors, cfg, TickClock(START, timedelta(0)))
+    engine.encode_batch([text(i) for i in range(40)])
+    before, state = canon(engine), engine.save_state()
+    for memory in engine.list_all()[-20:]:
+        store.get(memory.id)  # recent objects, which the held-back links must not stale
+    calls = [0]
+    real = engine_module.score_links
+
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if calls[0] == fail_at:
+            raise RuntimeError("scoring failed")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "score_links", failing)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        engine.encode_batch([text(i) for i in range(40, 80)])
+    assert canon(engine) == before
+    assert engine.save_state() == state
+    _assert_no_stale_recent(store)
+    # the same steps on the protocol path, then the batch (a constant clock: the
+    # paths read it a different number of times before failing)
+    plain = make(PerMemoryStore(), vectors, cfg, TickClock(START, timedelta(0)))
+    monkeypatch.setattr(engine_module, "score_links", real)
+    plain.encode_batch([text(i) for i in range(40)])
+    calls[0] = 0
+    monkeypatch.setattr(engine_module, "score_links", failing)
+    with pytest.raises(RuntimeError, match="scoring failed"):
+        plain.encode_batch([text(i) for i in range(40, 80)])
+    monkeypatch.setattr(engine_module, "score_links", real)
+    for twin in (engine, plain):
+        twin.encode_batch([text(i) for i in range(40, 80)])
     assert canon(engine) == canon(plain)
 
 
@@ -401,3 +486,20 @@ def test_score_links_rejects_a_candidate_of_another_length() -> None:
         build_resonance_links(new, [other])
     # without an embedding there is no semantic component, hence no check
     assert len(build_resonance_links(Memory.create("c", tag), [other])) == 1
+
+
+def test_score_links_takes_the_new_embedding_as_a_list_or_a_float64_vector() -> None:
+    rng = np.random.default_rng(3)
+    new = rng.standard_normal(6)
+    vectors = [rng.standard_normal(6) for _ in range(8)]
+    vectors[2] = None  # type: ignore[call-overload]
+    affects = rng.uniform(-1, 1, (8, 3)).tolist()
+    times = [1_000_000 * i for i in range(8)]
+    ids = [f"m{i}" for i in range(8)]
+    cfg = ResonanceConfig(threshold=-1.0, max_links=6)
+    args = (ids, vectors, affects, times, cfg)
+    by_list = score_links("new", new.tolist(), (0.1, 0.2, 0.3), 5_500_000, *args)
+    assert by_list == score_links("new", new, (0.1, 0.2, 0.3), 5_500_000, *args)
+    assert score_links("new", [], (0.1, 0.2, 0.3), 0, *args) == score_links(
+        "new", np.zeros(0), (0.1, 0.2, 0.3), 0, *args
+    )

@@ -257,7 +257,7 @@ def build_resonance_links(
 
 def score_links(
     new_id: str,
-    new_embedding: Sequence[float] | None,
+    new_embedding: Sequence[float] | np.ndarray | None,
     new_affect: Sequence[float],
     new_time_us: int,
     ids: Sequence[str],
@@ -275,7 +275,8 @@ def score_links(
 
     Args:
         new_id: the new memory's id (a candidate with this id is skipped).
-        new_embedding: its embedding (None or empty: no semantic component).
+        new_embedding: its embedding, as a list or a float64 vector (None or empty:
+            no semantic component).
         new_affect: its core affect as ``(valence, arousal, dominance)``.
         new_time_us: its timestamp in epoch microseconds.
         ids: the candidates' ids, in candidate order.
@@ -296,15 +297,21 @@ def score_links(
     # the cosine is _cosine_to's, the distance CoreAffect.distance's and the
     # proximity temporal_proximity's, operation for operation (timedelta's
     # total_seconds() divides the exact microsecond difference by 10**6 once).
-    new_vec = np.asarray(new_embedding, dtype=np.float64) if new_embedding else None
+    new_vec = (
+        np.asarray(new_embedding, dtype=np.float64)
+        if new_embedding is not None and len(new_embedding)
+        else None
+    )
     new_norm = _norm(new_vec) if new_vec is not None else 0.0
-    dim = len(new_embedding) if new_embedding else 0
+    dim = new_vec.shape[0] if new_vec is not None else 0
     semantic = new_vec is not None and new_norm != 0.0 and math.isfinite(new_norm)
     nv, na, nd = new_affect
     w_sem, w_emo, w_temp = cfg.semantic_weight, cfg.emotional_weight, cfg.temporal_weight
     half_life, threshold = cfg.temporal_half_life_seconds, cfg.threshold
     ln2 = math.log(2.0)
-    sqrt, exp, isfinite, dot = math.sqrt, math.exp, math.isfinite, np.dot
+    sqrt, exp, isfinite = math.sqrt, math.exp, math.isfinite
+    # The bound method: the same product as np.dot(new_vec, vec), without its dispatch.
+    dot = (new_vec if new_vec is not None else np.zeros(0)).dot
     scored: list[tuple[float, float, float, float, int]] = []
     for i, cand_id in enumerate(ids):
         if cand_id == new_id:
@@ -317,7 +324,7 @@ def score_links(
             if semantic:
                 nb = sqrt(vec.dot(vec))
                 if nb != 0.0 and isfinite(nb):
-                    sem = float(dot(new_vec, vec) / (new_norm * nb))
+                    sem = float(dot(vec) / (new_norm * nb))
         av, aa, ad = affects[i]
         emo = max(
             0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE

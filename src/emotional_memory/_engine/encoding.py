@@ -136,6 +136,7 @@ class EncodingMixin(StateMixin):
                 found = linker.save_and_find(block, limit)
                 for memory, candidates in zip(block, found, strict=True):
                     self._link(linker, memory, candidates)
+                linker.flush()
             out.extend(block)
         return out
 
@@ -151,7 +152,7 @@ class EncodingMixin(StateMixin):
         affect = memory.tag.core_affect
         links = score_links(
             memory.id,
-            memory.embedding,
+            candidates.new_vector if candidates.new_vector is not None else memory.embedding,
             (affect.valence, affect.arousal, affect.dominance),
             _microseconds(memory.tag.timestamp),
             candidates.ids,

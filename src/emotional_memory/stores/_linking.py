@@ -11,16 +11,19 @@ through a :class:`Linker`:
   memories they are all of them, in insertion order, beyond that the ``limit``
   nearest by embedding;
 - write a memory's forward links and the backward twins on their targets (appended,
-  or replacing the target's weakest link when it is full and the twin is stronger);
+  or replacing the target's weakest link when it is full and the twin is stronger),
+  and whatever it held back once the block is linked;
 - the stored copy of a memory, once the block is done.
 
 Two implementations, which build the very same store:
 
 - :class:`RowLinking` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`):
   blocks of rows, candidates as row indices from one batched search per block, link
-  columns read from the rows (float64 embeddings as stored, core affects,
-  timestamps), links packed and rewritten in place with only the old links logged
-  for undo. No :class:`~emotional_memory.models.Memory` is built on the way;
+  columns read from the rows for several memories at once (float64 embeddings as
+  stored, core affects, timestamps), the links of compact rows held unpacked while
+  a block is linked and packed back once per row at its end (:meth:`Linker.flush`),
+  only the old links logged for undo. No :class:`~emotional_memory.models.Memory` is
+  built on the way;
 - :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
   through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
   ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
@@ -50,8 +53,17 @@ from emotional_memory.stores._records import (
 from emotional_memory.stores._search import EmbeddingSearch
 from emotional_memory.stores._undo import UndoLog, _Undo
 
+_COLUMN_CHUNK = 64
+"""Memories whose candidates' columns are gathered together (bounds the float64
+copy of their embeddings)."""
+
 BatchSearch = Callable[..., list[list[Memory]]]
 """A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
+
+PendingLinks = dict[int, tuple[str, list[tuple[str, int]], list[float]]]
+"""Compact rows whose new links are held back while a block is linked: row ->
+``(memory id, [(target id, link type code)], strengths)``, written back packed by
+``RowLinking._link_flush``."""
 
 ForwardLink = tuple[int, float, LinkType]
 """A link to write: ``(index among the candidates, strength, link type)``."""
@@ -81,6 +93,8 @@ class LinkCandidates:
         times_us: the timestamps in microseconds since the Unix epoch.
         keys: what :meth:`Linker.link` needs to find each candidate again (its row,
             or its id).
+        new_vector: the new memory's own embedding as a float64 vector, when the
+            linker has it at hand (None: convert the memory's embedding).
     """
 
     ids: Sequence[str]
@@ -88,6 +102,7 @@ class LinkCandidates:
     affects: Sequence[Sequence[float]]
     times_us: Sequence[int]
     keys: Sequence[Any]
+    new_vector: np.ndarray | None = None
 
 
 class Linker(ABC):
@@ -136,6 +151,11 @@ class Linker(ABC):
             links: its forward links, strongest first (not empty).
             max_links: the most links a memory keeps.
         """
+
+    @abstractmethod
+    def flush(self) -> None:
+        """Write what :meth:`link` held back for the block just linked (call it once
+        the block's memories are linked, before anything else reads the store)."""
 
     @abstractmethod
     def stored(self, memory: Memory) -> Memory:
@@ -337,6 +357,9 @@ class MemoryLinker(Linker):
             if _backward(existing, strengths, back, back.strength, max_links):
                 self._store.update(_with_links(target, existing))
 
+    def flush(self) -> None:
+        """See :meth:`Linker.flush` (every write went through ``update``: nothing to do)."""
+
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored` (the memory with its forward links when the store
         has no copy)."""
@@ -367,19 +390,34 @@ class RowLinking(EmbeddingSearch, UndoLog):
             return None
         return RowLinker(self, block_size)
 
-    def _put(self, memory: Memory) -> None:
-        """Insert or replace ``memory`` (the store's own)."""
+    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
+        """Insert or replace ``memory`` (the store's own; ``vector``: its embedding
+        as a float64 vector, when already converted)."""
         raise NotImplementedError
 
     def _memory_at(self, row: int, keep: bool = False) -> Memory:
         """The memory of live ``row`` (the store's own)."""
         raise NotImplementedError
 
-    def _link_save(self, memories: Sequence[Memory]) -> None:
-        """Save new memories as rows, in order."""
+    def _link_save(self, memories: Sequence[Memory]) -> list[np.ndarray | None]:
+        """Save new memories as rows, in order.
+
+        Args:
+            memories: the new memories.
+
+        Returns:
+            Their embeddings as the float64 vectors the rows were written from (None
+            when missing or empty).
+        """
+        from emotional_memory.stores.in_memory import _embedding_vector
+
+        vectors: list[np.ndarray | None] = []
         with self._lock:
             for memory in memories:
-                self._put(memory)
+                vec = _embedding_vector(memory)
+                self._put(memory, vec)
+                vectors.append(vec)
+        return vectors
 
     def _link_save_and_find(
         self, memories: Sequence[Memory], limit: int
@@ -387,12 +425,14 @@ class RowLinking(EmbeddingSearch, UndoLog):
         """:meth:`Linker.save_and_find` on rows: one batched search for the block."""
         with self._lock:
             before = len(self._row_of)
-            self._link_save(memories)
+            vectors = self._link_save(memories)
             first = min(len(memories), max(0, limit - before))
             searched = memories[first:]
+            # The float64 vectors the rows were written from are the queries (what
+            # the search would convert the lists to: no second conversion).
             found = (
                 self._search_rows_batch(
-                    [self._link_query(m) for m in searched],
+                    [vec if vec is not None else [] for vec in vectors[first:]],
                     limit,
                     [m.id for m in searched],
                 )
@@ -402,71 +442,92 @@ class RowLinking(EmbeddingSearch, UndoLog):
             everything = self._live_row_list()[: before + first] if first else []
         rows: list[Any] = [everything[: before + i + 1] for i in range(first)]
         rows.extend(found)
-        return (self._link_columns(r) for r in rows)
+        return self._link_columns(rows, vectors)
 
-    def _link_query(self, memory: Memory) -> Sequence[float] | np.ndarray:
-        """The candidate search query of ``memory``, saved by :meth:`_link_save`: its
-        embedding, or the float64 array of it a row kept aside holds (what the search
-        would convert the list to: no second conversion)."""
-        exact = self._exact.get(memory.id)
-        if exact is not None:
-            return exact
-        return memory.embedding or []
+    def _link_columns(
+        self, rows: Sequence[Sequence[int] | np.ndarray], new: Sequence[np.ndarray | None]
+    ) -> Iterator[LinkCandidates]:
+        """The link columns of each memory of a block, read :data:`_COLUMN_CHUNK`
+        memories at a time (one gather of their candidates' rows each).
 
-    def _link_columns(self, rows: Sequence[int] | np.ndarray | None) -> LinkCandidates:
-        """The link columns of live ``rows`` (keys: the rows)."""
-        assert rows is not None
-        index = np.asarray(rows, dtype=np.int64)
-        with self._lock:
-            has = self._has[index]
-            vectors: list[np.ndarray | None]
-            if has.all():
-                vectors = list(self._exact_rows(index))
-            else:
-                vectors = [None] * len(index)
-                if has.any():
-                    matrix = self._exact_rows(index)
-                    for i in np.flatnonzero(has).tolist():
-                        vectors[i] = matrix[i]
-            keys = index.tolist()
-            return LinkCandidates(
-                ids=[self._row_ids[r] for r in keys],
-                vectors=vectors,
-                affects=self._affect[index].tolist(),
-                times_us=self._timestamp_us[index].tolist(),
-                keys=keys,
-            )
+        Args:
+            rows: per memory, its candidates' live rows (the keys).
+            new: per memory, its own embedding as a float64 vector (or None).
+
+        Returns:
+            The candidates of each memory, in order.
+        """
+        for start in range(0, len(rows), _COLUMN_CHUNK):
+            chunk = rows[start : start + _COLUMN_CHUNK]
+            counts = [len(r) for r in chunk]
+            index = np.concatenate([np.asarray(r, dtype=np.int64) for r in chunk])
+            with self._lock:
+                keys = index.tolist()
+                row_ids = self._row_ids
+                ids = [row_ids[r] for r in keys]
+                has = self._has[index]
+                vectors: list[np.ndarray | None]
+                if self._exact and self._aside[index].all():
+                    # Every embedding kept aside as a float64 array (float32 mode,
+                    # embeddings float32 cannot hold): those arrays, uncopied.
+                    exact = self._exact
+                    vectors = [exact[mid] for mid in ids]
+                elif has.all():
+                    vectors = list(self._exact_rows(index))
+                else:
+                    vectors = [None] * len(index)
+                    if has.any():
+                        matrix = self._exact_rows(index)
+                        for i in np.flatnonzero(has).tolist():
+                            vectors[i] = matrix[i]
+                affects = self._affect[index].tolist()
+                times_us = self._timestamp_us[index].tolist()
+            end = 0
+            for j, count in enumerate(counts):
+                begin, end = end, end + count
+                yield LinkCandidates(
+                    ids=ids[begin:end],
+                    vectors=vectors[begin:end],
+                    affects=affects[begin:end],
+                    times_us=times_us[begin:end],
+                    keys=keys[begin:end],
+                    new_vector=new[start + j],
+                )
 
     def _link_rows(
         self, memory_id: str, targets: list[int], links: list[tuple[float, LinkType]],
-        max_links: int,
+        max_links: int, pending: PendingLinks,
     ) -> None:
         """Write the forward links of ``memory_id`` (to rows ``targets``) and their
-        backward twins, in order."""
+        backward twins, in order; the links of compact rows are held in ``pending``
+        (unpacked once per block, packed once by :meth:`_link_flush`)."""
         with self._lock:
             row = self._row_of[memory_id]
             own = self._row_ids[row]
             assert own is not None
+            row_ids = self._row_ids
             if self._content[row] is None:  # kept whole
                 whole = self._whole[own]
                 self._put(_with_links(whole, [
                     ResonanceLink(
-                        source_id=own, target_id=self._row_ids[t],
+                        source_id=own, target_id=row_ids[t],
                         strength=strength, link_type=link_type,
                     )
                     for t, (strength, link_type) in zip(targets, links, strict=True)
                 ]))
-            else:
-                self._set_links(row, own, pack_link_columns(
-                    tuple(self._row_ids[t] for t in targets),  # type: ignore[misc]
+            else:  # replaces the (empty) links it was saved with
+                pending[row] = (
+                    own,
+                    [(row_ids[t], _LINK_CODE[link_type])  # type: ignore[misc]
+                     for t, (_, link_type) in zip(targets, links, strict=True)],
                     [strength for strength, _ in links],
-                    [_LINK_CODE[link_type] for _, link_type in links],
-                ))
+                )
             for t, (strength, link_type) in zip(targets, links, strict=True):
-                self._add_backward(t, own, strength, link_type, max_links)
+                self._add_backward(t, own, strength, link_type, max_links, pending)
 
     def _add_backward(
-        self, row: int, source: str, strength: float, link_type: LinkType, max_links: int
+        self, row: int, source: str, strength: float, link_type: LinkType, max_links: int,
+        pending: PendingLinks,
     ) -> None:
         """Add the twin ``row -> source`` of a forward link to ``row``'s links."""
         target = self._row_ids[row]
@@ -481,12 +542,23 @@ class RowLinking(EmbeddingSearch, UndoLog):
             if _backward(existing, strengths, back, back.strength, max_links):
                 self._put(_with_links(whole, existing))
             return
+        held = pending.get(row)
+        if held is not None:
+            _backward(held[1], held[2], (source, _LINK_CODE[link_type]), strength, max_links)
+            return
         ids, strengths, codes = unpack_link_columns(self._links[row])
         entries = list(zip(ids, codes, strict=True))
         if _backward(entries, strengths, (source, _LINK_CODE[link_type]), strength, max_links):
-            self._set_links(row, target, pack_link_columns(
-                tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
-            ))
+            pending[row] = (target, entries, strengths)
+
+    def _link_flush(self, pending: PendingLinks) -> None:
+        """Write the links held in ``pending`` into their rows (then empty it)."""
+        with self._lock:
+            for row, (memory_id, entries, strengths) in pending.items():
+                self._set_links(row, memory_id, pack_link_columns(
+                    tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
+                ))
+            pending.clear()
 
     def _link_stored(self, memory: Memory) -> Memory:
         """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
@@ -496,14 +568,21 @@ class RowLinking(EmbeddingSearch, UndoLog):
         for its links: the copy is that memory with the row's links (``get`` would
         rebuild it field by field from the row). Other rows are rebuilt.
         """
-        from emotional_memory.stores.in_memory import _clone, _private
+        from emotional_memory.stores.in_memory import _clone, copy_metadata
 
         with self._lock:
             row = self._row_of[memory.id]
             if self._content[row] is None or self._mode not in ("float32", "float64"):
                 return self._memory_at(row)
             links = unpack_links(memory.id, self._links[row])
-            return _private(_clone(memory, {"tag": _clone(memory.tag, {"resonance_links": links})}))
+            # What _private(memory with these links) gives, in one copy: a list,
+            # metadata and links of its own.
+            embedding = memory.embedding
+            return _clone(memory, {
+                "embedding": None if embedding is None else list(embedding),
+                "metadata": copy_metadata(memory.metadata) if memory.metadata else {},
+                "tag": _clone(memory.tag, {"resonance_links": links}),
+            })
 
     def _set_links(self, row: int, memory_id: str, record: Any) -> None:
         """Replace the packed links of compact ``row`` in place (undo logged)."""
@@ -524,6 +603,7 @@ class RowLinker(Linker):
     def __init__(self, store: RowLinking, block_size: int) -> None:
         self._store = store
         self.block_size = block_size
+        self._pending: PendingLinks = {}
 
     def save(self, memories: Sequence[Memory]) -> None:
         """See :meth:`Linker.save`."""
@@ -547,7 +627,12 @@ class RowLinker(Linker):
             [keys[i] for i, _, _ in links],
             [(strength, link_type) for _, strength, link_type in links],
             max_links,
+            self._pending,
         )
+
+    def flush(self) -> None:
+        """See :meth:`Linker.flush`: the links of compact rows, packed once per block."""
+        self._store._link_flush(self._pending)
 
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored`."""

@@ -772,8 +772,14 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
     # ------------------------------------------------------------------- writes
 
-    def _put(self, memory: Memory) -> None:
-        """Insert or replace ``memory``; validates before touching any state."""
+    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
+        """Insert or replace ``memory``; validates before touching any state.
+
+        Args:
+            memory: the memory.
+            vector: its embedding as a float64 vector, when the caller has already
+                converted it (:func:`_embedding_vector`'s result; None: convert it).
+        """
         memory_id = memory.id
         row = self._row_of.get(memory_id)
         known = self._recent.get(memory_id) if row is not None else None
@@ -783,7 +789,9 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             known.embedding is memory.embedding
             or (known.embedding is not None and known.embedding == memory.embedding)
         )
-        vec = None if same_vector else _embedding_vector(memory)
+        vec = None
+        if not same_vector:
+            vec = vector if vector is not None else _embedding_vector(memory)
         if vec is not None and self._dim is not None and vec.shape[0] != self._dim:
             raise ValueError(
                 f"embedding dimension mismatch: memory {memory.id!r} has "
