@@ -52,6 +52,7 @@ from emotional_memory.stores._records import (
 )
 from emotional_memory.stores._search import EmbeddingSearch
 from emotional_memory.stores._undo import UndoLog, _Undo
+from emotional_memory.stores.columnar import overrides_any
 
 _COLUMN_CHUNK = 64
 """Memories whose candidates' columns are gathered together (bounds the float64
@@ -369,9 +370,11 @@ class MemoryLinker(Linker):
 
 class RowLinking(EmbeddingSearch, UndoLog):
     """The row path of :class:`Linker` for :class:`~emotional_memory.stores.InMemoryStore`
-    (a mixin; see the module docs)."""
+    (a mixin; see the module docs), whose class defines the attributes declared here."""
 
     _lock: threading.RLock
+    _put: Callable[..., None]  # insert or replace a memory (``vector``: its float64 row)
+    _memory_at: Callable[..., Memory]  # rebuild the memory of a live row
 
     def row_linker(self, block_size: int) -> Linker | None:
         """The store's own :class:`Linker`.
@@ -383,21 +386,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
             A :class:`RowLinker`, or None for a subclass overriding a protocol method
             the row path would bypass (it is then linked through those methods).
         """
-        from emotional_memory.stores.in_memory import InMemoryStore
-
-        cls = type(self)
-        if any(getattr(cls, name) is not getattr(InMemoryStore, name) for name in _STOOD_IN_FOR):
+        if overrides_any(self, _STOOD_IN_FOR):
             return None
         return RowLinker(self, block_size)
-
-    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
-        """Insert or replace ``memory`` (the store's own; ``vector``: its embedding
-        as a float64 vector, when already converted)."""
-        raise NotImplementedError
-
-    def _memory_at(self, row: int, keep: bool = False) -> Memory:
-        """The memory of live ``row`` (the store's own)."""
-        raise NotImplementedError
 
     def _link_save(self, memories: Sequence[Memory]) -> list[np.ndarray | None]:
         """Save new memories as rows, in order.

@@ -278,6 +278,27 @@ def _library_class(cls: type) -> type | None:
     return next((c for c in cls.__mro__ if c.__module__.startswith("emotional_memory.")), None)
 
 
+def overrides_any(store: object, names: Sequence[str]) -> bool:
+    """Whether ``store``'s class, a subclass of one of this library's stores, replaces
+    any of the methods ``names`` of that store.
+
+    A store's column paths (retrieval's ``candidate_bank``, encoding's row linker)
+    answer without calling its protocol methods; a user's subclass overriding one of
+    those methods is served through them instead, so the override is honoured.
+
+    Args:
+        store: a store object.
+        names: method names.
+
+    Returns:
+        True when some method differs from the library class's (False for a class
+        with no library base).
+    """
+    cls = type(store)
+    base = _library_class(cls)
+    return base is not None and any(getattr(cls, n) is not getattr(base, n) for n in names)
+
+
 def columnar(store: MemoryStore) -> ColumnarStore:
     """``store`` itself when it is a :class:`ColumnarStore`, else a :class:`StoreAdapter`.
 
@@ -292,14 +313,9 @@ def columnar(store: MemoryStore) -> ColumnarStore:
     Returns:
         The columnar view the engine uses.
     """
-    if isinstance(store, ColumnarStore):
-        cls = type(store)
-        base = _library_class(cls)
-        if (
-            base is None
-            or cls.candidate_bank is not base.candidate_bank  # type: ignore[attr-defined]
-            or all(getattr(cls, name) is getattr(base, name) for name in _STOOD_IN_FOR)
-        ):
-            return store
+    if isinstance(store, ColumnarStore) and (
+        overrides_any(store, ("candidate_bank",)) or not overrides_any(store, _STOOD_IN_FOR)
+    ):
+        return store
     out: ColumnarStore = StoreAdapter(store)
     return out
