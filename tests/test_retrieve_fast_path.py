@@ -18,6 +18,8 @@ import equinox as eqx
 import jax
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emotional_memory import (
     CoreAffect,
@@ -35,6 +37,14 @@ from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.kernel import MemoryColumns, pad_columns, score_with_weights
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import replace_activation
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.kernel.plan import (
+    TABLE,
+    pack_columns,
+    pack_query,
+    retrieval_plan,
+    retrieval_plan_packed,
+)
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import adaptive_weights, masked_weights
 
@@ -246,13 +256,13 @@ def test_one_compiled_program_dispatch_per_retrieve(monkeypatch: pytest.MonkeyPa
     engine = twin(CONFIGS["routed_masked"])  # routing + mask + resonance: every step
     engine.retrieve("coffee friend", top_k=3)  # warm everything outside the plan
     calls: list[int] = []
-    real = retrieval_module.retrieval_plan
+    real = retrieval_module.retrieval_plan_packed
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(retrieval_module, "retrieval_plan", counted)
+    monkeypatch.setattr(retrieval_module, "retrieval_plan_packed", counted)
     compiles: list[str] = []
 
     def listener(event: str, duration: float, **kw: Any) -> None:
@@ -302,3 +312,78 @@ def test_with_activation_and_pad_columns_match_the_reference_implementations() -
     assert swapped.activation is act
     assert swapped.embedding is cols.embedding and swapped.valid is cols.valid
     assert cols.activation is not act  # the original is untouched
+
+
+_PACK_CASE = st.tuples(
+    st.integers(1, 20),  # real rows
+    st.integers(1, 6),  # top_k
+    st.integers(0, 3),  # hops
+    st.sampled_from([np.float32, np.float64]),
+    st.booleans(),  # fixed weights
+    st.booleans(),  # lexical signal
+    st.booleans(),  # signal mask
+    st.integers(0, 2**31 - 1),
+)
+
+
+@settings(max_examples=25, deadline=None)
+@given(_PACK_CASE)
+def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
+    """``retrieval_plan_packed`` (the engine's boundary) returns ``retrieval_plan``'s bits.
+
+    Random padded banks with links, both compute dtypes, fixed or adaptive weights,
+    with and without the lexical signal and the ablation mask: every field of the
+    plan equals the packed table's column, orders and flags included.
+    """
+    n, top_k, hops, dtype, fixed, lexical_on, masked, seed = case
+    rng = np.random.default_rng(seed)
+    dim, width = 5, 4
+    cols = pad_columns(MemoryColumns(
+        embedding=rng.standard_normal((n, dim)), affect=rng.uniform(-1, 1, (n, 3)),
+        mood=rng.uniform(-1, 1, (n, 3)), velocity=rng.normal(0, 0.2, (n, 3)),
+        age_seconds=rng.uniform(0, 1e6, n), consolidation=rng.uniform(0, 1, n),
+        retrieval_count=rng.integers(0, 4, n).astype(float), activation=np.zeros(n),
+        valid=np.ones(n, bool),
+    ))
+    size = cols.size
+    cols = jax.tree_util.tree_map(
+        lambda x: x.astype(dtype) if x.dtype != bool else x, cols
+    )
+    targets = np.where(rng.random((size, width)) < 0.3, rng.integers(0, n, (size, width)), -1)
+    targets = targets.astype(np.int32)
+    strengths = np.where(targets >= 0, rng.uniform(0.1, 1, (size, width)), 0.0).astype(dtype)
+    query = retrieval_module.query_features(
+        rng.standard_normal(dim).tolist(), CoreAffect(valence=0.2, arousal=0.4),
+        twin_mood(), twin_momentum(), dim,
+    )
+    query = jax.tree_util.tree_map(lambda x: np.asarray(x, dtype), query)
+    params = retrieval_module.scoring_params(RetrievalConfig(), EmotionalMemoryConfig().decay)
+    signals = 7 if lexical_on else 6
+    kwargs: dict[str, Any] = {}
+    if fixed:
+        kwargs["weights"] = np.full(signals, 1.0 / signals)
+    if masked:
+        kwargs["signal_mask"] = np.asarray([1.0, 0.0, 1.0, 1.0, 0.0, 1.0] + [1.0] * (signals - 6))
+    if lexical_on:
+        terms = 3
+        kwargs["lexical"] = LexicalInputs(
+            tf=rng.integers(0, 3, (size, terms)).astype(np.float64),
+            length=rng.integers(1, 9, size).astype(np.float64),
+            df=rng.integers(1, 5, terms).astype(np.float64),
+            n_docs=np.asarray(9.0), avg_length=np.asarray(4.5),
+        )
+    static = {"top_k": top_k, "hops": hops, "spread": hops > 0}
+    with retrieval_module.float64():
+        want = retrieval_plan(params, query, cols, targets, strengths, **static, **kwargs)
+        q_emb, q_state = pack_query(query)
+        got_w, table = retrieval_plan_packed(
+            params, q_emb, q_state, *pack_columns(cols), targets, strengths, **static, **kwargs
+        )
+    got_w, table = np.asarray(got_w), np.asarray(table)
+    np.testing.assert_array_equal(got_w, np.asarray(want.weights))
+    assert table.dtype == np.asarray(want.raw1).dtype
+    np.testing.assert_array_equal(table[:, :signals], np.asarray(want.raw1))
+    for i, name in enumerate(TABLE):
+        expected = np.asarray(getattr(want, name))
+        np.testing.assert_array_equal(table[:, signals + i].astype(expected.dtype), expected,
+                                      err_msg=name)

@@ -52,7 +52,13 @@ from emotional_memory.kernel import (
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
-from emotional_memory.kernel.plan import RESONANCE, retrieval_plan
+from emotional_memory.kernel.plan import (
+    RESONANCE,
+    TABLE,
+    pack_columns,
+    pack_query,
+    retrieval_plan_packed,
+)
 from emotional_memory.models import EmotionalTag, Memory, with_fields
 from emotional_memory.mood import MoodField
 from emotional_memory.scoring_config import params_from_config
@@ -651,7 +657,7 @@ def plan_arrays(
     """Run the two-pass plan on (padded) columns: ONE compiled program, one transfer.
 
     The shared array-level path of :func:`build_retrieval_plan` and the engine's
-    ``retrieve`` (:func:`~emotional_memory.kernel.plan.retrieval_plan`).
+    ``retrieve`` (:func:`~emotional_memory.kernel.plan.retrieval_plan_packed`).
 
     Args:
         params: scoring parameters.
@@ -686,31 +692,34 @@ def plan_arrays(
         targets[:n] = adjacency[0][:n]
         strengths = np.zeros((size, width), dtype=dtype)
         strengths[:n] = adjacency[1][:n]
-    # numpy operands go to the compiled program directly (no eager transfers)
-    out = retrieval_plan(
-        params, query, columns, targets, strengths, top_k=top_k, hops=hops,
-        spread=adjacency is not None, weights=weights, weight_params=weight_params,
-        signal_mask=signal_mask, lexical=lexical,
+    # numpy operands go to the compiled program directly (no eager transfers), the
+    # small columns packed (fewer host arrays to convert per call; same bits)
+    query_embedding, query_state = pack_query(query)
+    embedding, features, valid = pack_columns(columns)
+    out_weights, out_table = retrieval_plan_packed(
+        params, query_embedding, query_state, embedding, features, valid, targets,
+        strengths, top_k=top_k, hops=hops, spread=adjacency is not None, weights=weights,
+        weight_params=weight_params, signal_mask=signal_mask, lexical=lexical,
     )
-    # Only the outputs used are fetched, each by ``np.asarray`` (the host value
-    # ``jax.device_get`` gives too, without its per-leaf asynchronous-copy overhead);
-    # read from the module's fields at once (not one equinox attribute lookup each).
-    got = vars(out)
-    raw1 = np.asarray(got["raw1"])[:n]
-    totals1 = np.asarray(got["totals1"])[:n]
-    order1 = np.asarray(got["order1"])[:n]  # padding rows sort after every real row
-    reached = np.asarray(got["reached"])[:n]
+    plan_weights = np.asarray(out_weights)
+    s = plan_weights.shape[0]
+    table = np.asarray(out_table)[:n]  # padding rows sort after every real row
+    col = {name: s + i for i, name in enumerate(TABLE)}
+    raw1 = table[:, :s]
+    totals1 = table[:, col["totals1"]]
+    order1 = table[:, col["order1"]].astype(np.int32)
+    reached = table[:, col["reached"]] != 0
     if reached.any():
         raw2 = raw1.copy()
-        raw2[:, RESONANCE] = np.asarray(got["resonance2"])[:n]
-        totals2 = np.asarray(got["totals2"])[:n]
-        order2 = np.asarray(got["order2"])[:n]
+        raw2[:, RESONANCE] = table[:, col["resonance2"]]
+        totals2 = table[:, col["totals2"]]
+        order2 = table[:, col["order2"]].astype(np.int32)
     else:  # nothing reached: pass 2 is pass 1, bit for bit
         raw2, totals2, order2 = raw1, totals1, order1
     return PlanArrays(
-        weights=np.asarray(got["weights"]), raw1=raw1, totals1=totals1, order1=order1,
+        weights=plan_weights, raw1=raw1, totals1=totals1, order1=order1,
         raw2=raw2, totals2=totals2, order2=order2,
-        activation=np.asarray(got["activation"])[:n], reached=reached, seeds=order1[:top_k],
+        activation=table[:, col["activation"]], reached=reached, seeds=order1[:top_k],
     )
 
 
