@@ -422,6 +422,32 @@ def test_nothing_a_caller_holds_aliases_the_store(kind: str, tmp_path: Path) -> 
     assert again.metadata == {"tags": ["a"], "nested": {"k": [1, 2]}}
 
 
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_tag_only_updates_keep_the_store_private(kind: str, tmp_path: Path) -> None:
+    """A retrieve's tag-only writes and an update with an equal embedding list share no
+    list with the caller: mutating what was returned or passed changes nothing stored."""
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    first = engine.encode("rain on the bridge")
+    engine.encode("rain again")
+    before = engine.get(first.id)
+    assert before is not None and before.embedding is not None
+    for returned in engine.retrieve("rain", top_k=2):  # tag-only updates inside
+        assert returned.embedding is not None
+        returned.embedding[0] = 77.0
+    fetched = engine.get(first.id)
+    assert fetched is not None and fetched.embedding == before.embedding
+    assert fetched.tag.retrieval_count == before.tag.retrieval_count + 1
+    # an explicit update whose embedding list equals the stored one, then mutated
+    changed = fetched.model_copy(update={"content": "rain on the old bridge"})
+    store.update(changed)
+    assert changed.embedding is not None
+    changed.embedding[1] = -9.0
+    again = engine.get(first.id)
+    assert again is not None
+    assert again.embedding == before.embedding and again.content == "rain on the old bridge"
+
+
 def test_store_save_copies_the_callers_lists() -> None:
     store = InMemoryStore()
     engine = EmotionalMemory(store, HashingEmbedder(dim=8))

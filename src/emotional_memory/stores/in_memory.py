@@ -137,16 +137,26 @@ def copy_metadata(value: Any) -> Any:
     return value
 
 
-def _private(memory: Memory) -> Memory:
+def _private(memory: Memory, own_embedding: list[float] | None = None) -> Memory:
     """``memory`` with its own embedding list, metadata and link list.
 
     Copies in, copies out: the store never keeps a caller's lists or dicts, and
     never hands its own out, so mutating one on either side changes nothing on the
     other.
+
+    Args:
+        memory: the memory.
+        own_embedding: a list the store already owns equal to ``memory.embedding``
+            (a tag-only update's stored list), shared instead of copied: copying 384
+            floats touches every float object's reference count.
     """
     tag = memory.tag
+    if own_embedding is not None:
+        embedding: list[float] | None = own_embedding
+    else:
+        embedding = None if memory.embedding is None else list(memory.embedding)
     return _clone(memory, {
-        "embedding": None if memory.embedding is None else list(memory.embedding),
+        "embedding": embedding,
         "metadata": copy_metadata(memory.metadata) if memory.metadata else {},
         "tag": _clone(tag, {"resonance_links": list(tag.resonance_links)}),
     })
@@ -789,6 +799,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             known.embedding is memory.embedding
             or (known.embedding is not None and known.embedding == memory.embedding)
         )
+        # the store's own equal list, kept instead of a copy of the caller's
+        own_embedding = known.embedding if same_vector and known is not None else None
         vec = None
         if not same_vector:
             vec = vector if vector is not None else _embedding_vector(memory)
@@ -824,7 +836,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         lossless = True
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
-        self._write_record(row, memory, compact, lossless)
+        self._write_record(row, memory, compact, lossless, own_embedding)
         if self._lexical is not None:
             self._lexical.set(memory_id, memory.content)
 
@@ -836,8 +848,15 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             return False
         return bool(np.array_equal(self._exact_row(row), vec))
 
-    def _write_record(self, row: int, memory: Memory, compact: bool, lossless: bool) -> None:
-        """Write everything but the embedding of ``memory`` into ``row``."""
+    def _write_record(
+        self, row: int, memory: Memory, compact: bool, lossless: bool,
+        own_embedding: list[float] | None = None,
+    ) -> None:
+        """Write everything but the embedding of ``memory`` into ``row``.
+
+        ``own_embedding``: the store's own list equal to ``memory.embedding`` (a
+        tag-only update), remembered instead of a copy.
+        """
         memory_id = memory.id
         self._whole.pop(memory_id, None)
         self._recent.pop(memory_id, None)
@@ -850,7 +869,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._meta[row] = copy_metadata(memory.metadata) or None
             self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
             if lossless:
-                self._remember(_private(memory))
+                self._remember(_private(memory, own_embedding))
             return
         # Kept whole; only the kernel's columns are written.
         a, m, v = tag.core_affect, tag.mood_snapshot, tag.momentum
