@@ -47,6 +47,8 @@ from emotional_memory.retrieval import (
 from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 from emotional_memory.stores import _search as search_module
+from emotional_memory.stores.columnar import StoreAdapter
+from plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 MODES = ("float64", "float32", "float16", "bfloat16")
@@ -660,16 +662,18 @@ def float64_pass1(engine: EmotionalMemory, query: str, now: datetime, top_k: int
     return [(r.memory.id, r.score) for r in plan.pass1[:top_k]]
 
 
-@pytest.fixture(params=["memory", "memory-bfloat16", "sqlite"])
+@pytest.fixture(params=["memory", "memory-bfloat16", "sqlite", "plain"])
 def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     if request.param == "sqlite":
         store: Any = SQLiteStore(tmp_path / "batch.db")
+    elif request.param == "plain":  # served through the StoreAdapter (list_all)
+        store = PerMemoryStore(InMemoryStore())
     elif request.param == "memory-bfloat16":
         store = InMemoryStore(embedding_dtype="bfloat16")
     else:
         store = InMemoryStore()
     yield store
-    store.close()
+    getattr(store, "close", lambda: None)()
 
 
 def test_score_queries_matches_float64_pass1_and_has_no_side_effects(any_store: Any) -> None:
@@ -686,6 +690,27 @@ def test_score_queries_matches_float64_pass1_and_has_no_side_effects(any_store: 
         assert [m.id for m, _ in got] == [mid for mid, _ in want]
         np.testing.assert_allclose([s for _, s in got], [s for _, s in want], atol=tol)
         assert all(isinstance(m, Memory) for m, _ in got)
+
+
+def test_scoring_bank_of_a_plain_store_scores_like_the_native_one() -> None:
+    """``BatchRetriever`` reads a plain store through the adapter's ``scoring_bank``
+    (rows from ``list_all``) and the native store through its row arrays: the same
+    ids, scores and order, with deleted rows left out of both."""
+    native = build_engine(InMemoryStore())
+    plain = build_engine(PerMemoryStore(InMemoryStore()))
+    assert isinstance(plain._columnar, StoreAdapter)
+    for engine in (native, plain):
+        victim = engine.list_all()[4].id
+        assert engine.delete(victim)
+    queries = ["coffee in the rain", "budget", "party music", "flight to Lisbon"]
+    got_native = score_queries(native, queries, top_k=5)
+    got_plain = score_queries(plain, queries, top_k=5)
+    for a, b in zip(got_native, got_plain, strict=True):
+        assert [m.content for m, _ in a] == [m.content for m, _ in b]
+        np.testing.assert_allclose([s for _, s in a], [s for _, s in b], rtol=0, atol=1e-6)
+    row_ids, cols, dim = plain._columnar.scoring_bank(plain._clock())
+    assert dim == 48 and len(row_ids) == cols.valid.shape[0] == 64
+    assert sum(r is not None for r in row_ids) == int(np.asarray(cols.valid).sum()) == 35
 
 
 def test_score_queries_routing_and_ablation() -> None:

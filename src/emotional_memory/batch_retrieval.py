@@ -27,13 +27,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import jax
 import numpy as np
 
-from emotional_memory._bank import columns_from_memories, embedding_dim
 from emotional_memory.affect import CoreAffect
 from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE, score_batch
-from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
 from emotional_memory.models import Memory
 from emotional_memory.scoring_config import params_from_config
 
@@ -228,45 +226,13 @@ def _check_affects(affects: Any, n: int) -> list[CoreAffect | None]:
 def _bank(
     engine: EmotionalMemory, now: Any
 ) -> tuple[list[str | None], MemoryColumns, int | None]:
-    """The whole store as float32 JAX columns padded to a power of two.
+    """The whole store as float32 JAX columns padded to a power of two
+    (:meth:`~emotional_memory.stores.columnar.ColumnarStore.scoring_bank`).
 
     Returns:
         ``(row_ids, columns, dim)``: the memory id of each row (None on padding), the
         columns, and the store's embedding dimension (None when no memory has one).
     """
-    store = engine.store
-    columns = getattr(store, "columns", None)
-    locked = getattr(store, "locked", None)
-    if callable(columns) and callable(locked):
-        with locked():
-            row_ids, cols = columns(now, padded=True, dtype=np.float32)
-            dim = getattr(store, "dim", None)
-            if dim is None:  # no embeddings at all: a (N, 1) zero column
-                cols = _replace_embedding(cols, np.zeros((len(row_ids), 1), np.float32))
-            # Copy to device buffers while the store cannot change underneath.
-            return row_ids, jax.device_put(cols), dim
-    memories = store.list_all()
-    dim_or_one = embedding_dim(None, memories)
-    cols = columns_from_memories(memories, now, dim_or_one)
-    size = bucket_size(len(memories))
-    padded = pad_columns(cols, size)
-    ids: list[str | None] = [m.id for m in memories]
-    ids += [None] * (size - len(memories))
-    dim = dim_or_one if any(m.embedding for m in memories) else None
-    return ids, jax.device_put(_as_float32(padded)), dim
+    return engine._columnar.scoring_bank(now, np.float32)
 
 
-def _replace_embedding(cols: MemoryColumns, embedding: np.ndarray) -> MemoryColumns:
-    return MemoryColumns(
-        embedding=embedding, affect=cols.affect, mood=cols.mood, velocity=cols.velocity,
-        age_seconds=cols.age_seconds, consolidation=cols.consolidation,
-        retrieval_count=cols.retrieval_count, activation=cols.activation, valid=cols.valid,
-    )
-
-
-def _as_float32(cols: MemoryColumns) -> MemoryColumns:
-    def cast(x: Any) -> Any:
-        arr = np.asarray(x)
-        return arr.astype(np.float32) if arr.dtype.kind == "f" else arr
-
-    return jax.tree_util.tree_map(cast, cols)

@@ -17,6 +17,7 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import Any
 
 import jax
 import numpy as np
@@ -46,6 +47,8 @@ class CandidateRows(EmbeddingSearch):
     _lock: threading.RLock
     _whole: dict[str, Memory]  # memories kept as objects (odd shapes)
     _memory_at: Callable[..., Memory]  # rebuilds the memory of a live row
+    _dim: int | None  # the embedding dimension (None while no memory has one)
+    columns: Callable[..., tuple[list[str | None], MemoryColumns]]  # every row as columns
 
     def candidate_bank(
         self,
@@ -90,6 +93,18 @@ class CandidateRows(EmbeddingSearch):
             if with_memories:
                 bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
             return bank
+
+    def scoring_bank(
+        self, now: datetime, dtype: Any = np.float32
+    ) -> tuple[list[str | None], MemoryColumns, int | None]:
+        """Every row as padded JAX columns for batch scoring (see
+        :meth:`~emotional_memory.stores.columnar.ColumnarStore.scoring_bank`): the
+        capacity's rows, the search matrix as the embedding, copied under the lock.
+        """
+        with self._lock:
+            row_ids, cols = self.columns(now, padded=True, dtype=dtype)
+            # copied to device buffers while no write can change the views
+            return row_ids, jax.device_put(cols), self._dim
 
     def _bank_of_rows(
         self, rows: list[int], embedding: Sequence[float] | np.ndarray | None, now: datetime

@@ -8,17 +8,18 @@ implement it on their row arrays; :class:`StoreAdapter` serves any plain
 :class:`~emotional_memory.interfaces.MemoryStore` (the six protocol methods) through it
 with the very same answers, so the engine has one code path per operation:
 
-================================  ===========================================
-engine operation                  ColumnarStore method
-================================  ===========================================
-retrieve: candidates              :meth:`ColumnarStore.candidate_bank`
-retrieve: lexical shortlist, s7   ``lexical_search`` / ``lexical_inputs``
-plan / explanations               :meth:`ColumnarStore.memories`
-prune: strengths                  :meth:`ColumnarStore.columns`
-delete: links to drop             ``linking_to``
-elaborate_pending                 ``pending_ids``
-every write                       ``transaction``
-================================  ===========================================
+==================================  =======================================
+engine operation                    ColumnarStore method
+==================================  =======================================
+retrieve: candidates                :meth:`ColumnarStore.candidate_bank`
+retrieve: lexical shortlist, s7     ``lexical_search`` / ``lexical_inputs``
+plan / explanations                 :meth:`ColumnarStore.memories`
+prune: strengths                    :meth:`ColumnarStore.columns`
+batch scoring (``BatchRetriever``)  :meth:`ColumnarStore.scoring_bank`
+delete: links to drop               ``linking_to``
+elaborate_pending                   ``pending_ids``
+every write                         ``transaction``
+==================================  =======================================
 
 :func:`columnar` picks the store itself or wraps it, once per store.
 """
@@ -39,12 +40,32 @@ from emotional_memory._bank import (
     embedding_dim,
 )
 from emotional_memory.interfaces import MemoryStore, store_transaction
-from emotional_memory.kernel.columns import MemoryColumns
+from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 
 __all__ = ["ColumnarStore", "StoreAdapter", "columnar"]
+
+
+def _device_columns(cols: MemoryColumns, dtype: Any) -> MemoryColumns:
+    """Numpy columns as JAX device arrays, every float leaf as ``dtype``.
+
+    Args:
+        cols: numpy columns.
+        dtype: the float dtype.
+
+    Returns:
+        The columns as JAX arrays.
+    """
+    import jax
+
+    def cast(x: Any) -> Any:
+        arr = np.asarray(x)
+        return arr.astype(dtype) if arr.dtype.kind == "f" else arr
+
+    out: MemoryColumns = jax.device_put(jax.tree_util.tree_map(cast, cols))
+    return out
 
 
 @runtime_checkable
@@ -101,6 +122,24 @@ class ColumnarStore(MemoryStore, Protocol):
         Returns:
             ``(ids, columns)``; the columns' embedding may be a read-only view of the
             store (use it before the next write).
+        """
+        ...
+
+    def scoring_bank(
+        self, now: datetime, dtype: Any = np.float32
+    ) -> tuple[list[str | None], MemoryColumns, int | None]:
+        """Every memory as padded JAX columns for batch scoring, one consistent copy.
+
+        Args:
+            now: aware datetime for the ages.
+            dtype: numpy dtype of the float columns other than the embedding.
+
+        Returns:
+            ``(row_ids, columns, dim)``: the memory id of each of the N rows (a power
+            of two; None on padding and free rows, whose ``valid`` is False), the
+            columns as JAX arrays copied from one read of the store (embeddings as
+            stored: use their rows' cosines), and the embedding dimension (None when
+            no memory has one: the embedding column is then (N, 1) zeros).
         """
         ...
 
@@ -238,6 +277,19 @@ class StoreAdapter:
         memories = self.store.list_all()
         dim = embedding_dim(None, memories)
         return [m.id for m in memories], columns_from_memories(memories, now, dim)
+
+    def scoring_bank(
+        self, now: datetime, dtype: Any = np.float32
+    ) -> tuple[list[str | None], MemoryColumns, int | None]:
+        """See :meth:`ColumnarStore.scoring_bank` (built from ``list_all``)."""
+        memories = self.store.list_all()
+        dim = embedding_dim(None, memories)
+        size = bucket_size(len(memories))
+        cols = pad_columns(columns_from_memories(memories, now, dim), size)
+        ids: list[str | None] = [m.id for m in memories]
+        ids += [None] * (size - len(memories))
+        has_embedding = any(m.embedding for m in memories)
+        return ids, _device_columns(cols, dtype), dim if has_embedding else None
 
     def _lexicon(self) -> LexicalIndex:
         return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())

@@ -601,6 +601,15 @@ class SQLiteStore:
             ids, cols = self._cache.columns(now)
             return ids, cols  # type: ignore[return-value]  # every row is live
 
+    def scoring_bank(
+        self, now: datetime, dtype: Any = np.float32
+    ) -> tuple[list[str | None], MemoryColumns, int | None]:
+        """Every memory as padded JAX columns for batch scoring, from the cache's rows
+        (see :meth:`~emotional_memory.stores.columnar.ColumnarStore.scoring_bank`)."""
+        with self._lock:
+            self._sync()
+            return self._cache.scoring_bank(now, dtype)
+
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
         """The stored memories of ``memory_ids``, in order (missing ones skipped)."""
         with self._lock:
