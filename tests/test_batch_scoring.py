@@ -439,6 +439,54 @@ def test_search_is_exact_for_every_embedding_dtype(
             assert_search_matches(mode, got, everything, q.tolist(), k)
 
 
+@pytest.mark.parametrize("mode", ["float32", "bfloat16"])
+def test_jitted_searches_see_every_write_through_their_cached_views(
+    mode: str, force_jax: None
+) -> None:
+    """The jitted search keeps its zero-copy JAX views of the matrix between searches:
+    in-place rewrites, deletes, rolled-back writes, growth past the capacity and new
+    rows must all show in the next search, exactly as a fresh search finds them."""
+    rng = np.random.default_rng(7)
+    d = 9
+    store = filled_store(mode, [rng.normal(size=d) for _ in range(120)])
+    query = rng.normal(size=d)
+
+    def check() -> None:
+        everything = store.list_all()
+        for k in (1, 5):
+            got = [m.id for m in store.search_by_embedding(query.tolist(), k)]
+            assert_search_matches(mode, got, everything, query.tolist(), k)
+
+    check()
+    assert store._jax_views is not None
+    views = store._jax_views
+    # rewrite a row in place to the query's direction: it must win the next search
+    target = store.list_all()[50]
+    store.update(target.model_copy(update={"embedding": (query * 3).tolist()}))
+    check()
+    assert store.search_by_embedding(query.tolist(), 1)[0].id == target.id
+    assert store._jax_views is views  # same arrays, same rows: the views were reused
+    store.delete(target.id)
+    check()
+    near = (query + 0.05 * rng.normal(size=d)) * 4
+    store.save(mem("near", near.tolist()))  # a new row within the capacity
+    check()
+    assert store.search_by_embedding(query.tolist(), 1)[0].content == "near"
+    with pytest.raises(RuntimeError), store_transaction(store):
+        store.save(mem("late", (query * 2).tolist()))
+        raise RuntimeError("roll back")
+    check()
+    capacity = store.capacity
+    with store_transaction(store):
+        for i in range(capacity):  # past the capacity: the arrays are reallocated
+            store.save(mem(f"grown{i}", rng.normal(size=d).tolist()))
+        store.save(mem("best", (query * 5).tolist()))
+    assert store.capacity > capacity
+    check()
+    assert store.search_by_embedding(query.tolist(), 1)[0].content == "best"
+    assert store._jax_views is not views and store._jax_views[0] is store._matrix
+
+
 @pytest.mark.parametrize("path", ["numpy", "jax"])
 @pytest.mark.parametrize("mode", ["float32", "bfloat16", "float64"])
 def test_batched_search_with_visibility_equals_single_searches(

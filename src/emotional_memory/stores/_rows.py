@@ -23,10 +23,10 @@ _COMPACT_MIN_DEAD = 16
 _ALIGN = 64
 
 
-def _aligned_zeros(shape: tuple[int, int], dtype: Any) -> np.ndarray:
+def _aligned_zeros(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
     """Zeros whose buffer starts on a 64-byte boundary (zero-copy hand-off to JAX)."""
     itemsize = np.dtype(dtype).itemsize
-    nbytes = shape[0] * shape[1] * itemsize
+    nbytes = int(np.prod(shape, dtype=np.int64)) * itemsize
     raw = np.zeros(nbytes + _ALIGN, dtype=np.uint8)
     offset = (-raw.ctypes.data) % _ALIGN
     return raw[offset : offset + nbytes].view(dtype).reshape(shape)
@@ -51,6 +51,7 @@ class RowColumns:
     _capacity: int
     _dim: int | None
     _matrix: np.ndarray  # the search matrix, (capacity, dim)
+    _jax_views: tuple[Any, ...] | None  # the search's cached JAX views of the matrix
     _norms: np.ndarray
     _special: np.ndarray
     _scale: np.ndarray
@@ -126,6 +127,7 @@ class RowColumns:
         """Fix the embedding dimension (only while no row holds an embedding)."""
         if self._matrix.shape[1] != dim:
             self._matrix = self._new_matrix(self._capacity, dim)
+            self._jax_views = None  # views of the old matrix: let it go
             self._reallocations += 1
         self._dim = dim
 
@@ -141,12 +143,15 @@ class RowColumns:
         self._matrix = matrix
         for name in self._ROW_ARRAYS:
             old = getattr(self, name)
-            grown = np.full(
-                (capacity, *old.shape[1:]), self._ROW_FILL.get(name, 0), dtype=old.dtype
-            )
+            # aligned like the matrix: the jitted search shares scale and bias too
+            grown = _aligned_zeros((capacity, *old.shape[1:]), old.dtype)
+            fill = self._ROW_FILL.get(name, 0)
+            if fill != 0:
+                grown.fill(fill)
             grown[:n] = old[:n]
             setattr(self, name, grown)
         self._capacity = capacity
+        self._jax_views = None  # views of the old arrays: let them go
         self._reallocations += 1
 
     def _maybe_compact(self) -> None:
