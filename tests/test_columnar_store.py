@@ -11,6 +11,7 @@ embeddings, links leaving the candidate set, deletes and rolled-back writes.
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from emotional_memory import EmotionalMemory, InMemoryStore
-from emotional_memory._bank import CandidateBank
+from emotional_memory._bank import CandidateBank, LexicalQuery
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.models import EmotionalTag, Memory, ResonanceLink
@@ -35,6 +36,7 @@ from plain_store import PerMemoryStore
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 DIM = 6
 LINK_TYPES = ["semantic", "emotional", "temporal", "causal", "contrastive"]
+WORDS = ["rain", "bridge", "coffee", "harbour", "storm"]
 
 
 def _embedding(kind: int, rng: np.random.Generator, base: list[list[float]]) -> Any:
@@ -83,7 +85,8 @@ def _memories(seed: int, n: int, odd_every: int) -> list[Memory]:
             timestamp=(T0 + timedelta(seconds=float(rng.uniform(0, 1e7)))).astimezone(zone),
             resonance_links=links,
         )
-        out.append(Memory(id=ids[i], content=f"text {i}", tag=tag, embedding=emb))
+        words = " ".join(str(w) for w in rng.choice(WORDS, size=int(rng.integers(0, 4))))
+        out.append(Memory(id=ids[i], content=f"text {i} {words}", tag=tag, embedding=emb))
     return out
 
 
@@ -100,6 +103,12 @@ def assert_same_bank(got: CandidateBank, want: CandidateBank) -> None:
         assert a.tobytes() == b.tobytes()
     for a, b in zip(got.adjacency, want.adjacency, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    assert (got.lexical is None) == (want.lexical is None)
+    if got.lexical is not None and want.lexical is not None:
+        for a, b in zip(jax.tree_util.tree_leaves(got.lexical),
+                        jax.tree_util.tree_leaves(want.lexical), strict=True):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 
 def _query(kind: int, rng: np.random.Generator) -> Any:
@@ -116,10 +125,16 @@ def _query(kind: int, rng: np.random.Generator) -> Any:
     query_kind=st.integers(0, 5),
     deletes=st.integers(0, 4),
     extra=st.integers(0, 6),
+    lexical=st.one_of(st.none(), st.builds(
+        LexicalQuery, terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz"]),
+                                     unique=True, max_size=3),
+        shortlist=st.integers(0, 6), k1=st.just(1.2), b=st.just(0.75),
+        statistics=st.booleans(),
+    )),
 )
 def test_native_bank_equals_the_adapters(
     seed: int, n: int, mode: str, odd_every: int, limit: int | None, query_kind: int,
-    deletes: int, extra: int,
+    deletes: int, extra: int, lexical: LexicalQuery | None,
 ) -> None:
     rng = np.random.default_rng(seed + 1)
     store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
@@ -132,11 +147,24 @@ def test_native_bank_equals_the_adapters(
     query = _query(query_kind, rng)
     also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
     adapter = StoreAdapter(store)
-    got = store.candidate_bank(query, limit, now, also=also, with_memories=True)
-    want = adapter.candidate_bank(query, limit, now, also=also)
+    got = store.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                               with_memories=True)
+    want = adapter.candidate_bank(query, limit, now, also=also, lexical=lexical)
     assert_same_bank(got, want)
     assert got.memories == want.memories
     assert store.memories(got.ids) == adapter.memories(got.ids)
+    if lexical is not None:  # one read equals the separate lexical calls
+        shortlist = (
+            store.lexical_search(lexical.terms, lexical.shortlist, lexical.k1, lexical.b)
+            if lexical.shortlist and lexical.terms else []
+        )
+        apart = store.candidate_bank(query, limit, now, also=[*also, *shortlist])
+        assert apart.ids == got.ids
+        if lexical.statistics:
+            stats = store.lexical_inputs(lexical.terms, got.ids)
+            assert_same_bank(got, dataclasses.replace(apart, lexical=stats))
+        else:
+            assert got.lexical is None
 
 
 def test_dimension_mismatch_raises_in_both() -> None:
@@ -385,3 +413,45 @@ def test_a_delegating_wrapper_without_a_library_base_is_used_as_it_is() -> None:
     for i in range(10):
         engine.encode(f"walk in the park {i}")
     assert len(engine.retrieve("park", top_k=2)) == 2
+
+
+class _CountingStore(PerMemoryStore):
+    """A plain store counting the full scans the engine makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scans = 0
+
+    def list_all(self) -> list[Memory]:
+        self.scans += 1
+        return super().list_all()
+
+
+def test_a_plain_store_answers_a_lexical_retrieve_from_one_index() -> None:
+    """With s7 on and hybrid candidates, a retrieve over a plain store builds the BM25
+    index once (one ``list_all``) for both the shortlist and the term statistics, and
+    ranks exactly as the native store does."""
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.retrieval import RetrievalConfig
+
+    config = EmotionalMemoryConfig(
+        retrieval=RetrievalConfig(lexical_weight=0.4, hybrid_candidates=True)
+    )
+    plain_store = _CountingStore()
+    engines = [
+        EmotionalMemory(store, HashingEmbedder(dim=16), clock=TickClock(T0), config=config)
+        for store in (InMemoryStore(), plain_store)
+    ]
+    texts = [f"{w} by the {v} number {i}" for i, (w, v) in enumerate(
+        zip(WORDS * 6, ["sea", "town", "hill"] * 10, strict=False))]
+    for engine in engines:
+        for text in texts:
+            engine.encode(text)
+    assert isinstance(engines[1]._columnar, StoreAdapter)
+    plain_store.scans = 0
+    for query in ("rain bridge", "harbour storm sea", "coffee"):
+        native, plain = (e.retrieve_with_explanations(query, top_k=3) for e in engines)
+        assert [(r.memory.content, r.score) for r in native] == [
+            (r.memory.content, r.score) for r in plain
+        ]
+    assert plain_store.scans == 3

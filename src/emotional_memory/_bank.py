@@ -16,6 +16,7 @@ import numpy as np
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
+from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 
@@ -256,6 +257,27 @@ def as_float_list(field: str, values: Any) -> list[float] | None:
 
 
 @dataclass(frozen=True)
+class LexicalQuery:
+    """The lexical part of a retrieve, answered in the same store read as its candidates.
+
+    Attributes:
+        terms: the query's distinct terms.
+        shortlist: how many memories the BM25 shortlist adds after the semantic
+            candidates (those not already among them); 0: none.
+        k1: BM25 k1.
+        b: BM25 b.
+        statistics: also return the candidates' term statistics (the lexical signal
+            s7 is on).
+    """
+
+    terms: Sequence[str]
+    shortlist: int
+    k1: float
+    b: float
+    statistics: bool
+
+
+@dataclass(frozen=True)
 class CandidateBank:
     """The candidates of one retrieval as columns: what a store hands the ranking.
 
@@ -269,6 +291,8 @@ class CandidateBank:
         dim: the embedding dimension of the columns (and of the query features).
         memories: the candidates as :class:`Memory` objects when the store produced
             them anyway (a plain store's answers), else None (built on demand).
+        lexical: the candidates' unpadded term statistics, in candidate order, when a
+            :class:`LexicalQuery` asked for them (else None).
     """
 
     ids: list[str]
@@ -276,6 +300,7 @@ class CandidateBank:
     adjacency: tuple[np.ndarray, np.ndarray]
     dim: int
     memories: list[Memory] | None = None
+    lexical: LexicalInputs | None = None
 
     def __len__(self) -> int:
         """Number of candidates."""

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory._bank import CandidateBank
+from emotional_memory._bank import CandidateBank, LexicalQuery
 from emotional_memory._engine.config import _ConfigDerived
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
@@ -196,10 +196,14 @@ class RankingMixin(EffectsMixin):
         lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
         store = self._columnar
         terms = query_terms(query, derived.stop_words) if lexical_on else []
-        # The lexical shortlist joins the semantic one (hybrid candidates).
-        also = (
-            store.lexical_search(terms, limit, cfg.lexical_k1, cfg.lexical_b)
-            if terms and not everything else []
+        # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
+        # statistics come with the candidates, from the same read of the store.
+        lexical_query = (
+            LexicalQuery(
+                terms, 0 if everything else limit, cfg.lexical_k1, cfg.lexical_b,
+                statistics=derived.lexical_on,
+            )
+            if terms or derived.lexical_on else None
         )
         # the original's span around the shortlist search (none without a search)
         span = nullcontext() if everything else traced_span(
@@ -207,14 +211,14 @@ class RankingMixin(EffectsMixin):
         )
         with span:
             bank = store.candidate_bank(
-                embedding, None if everything else limit, now, also=also,
+                embedding, None if everything else limit, now, lexical=lexical_query,
                 with_memories=with_memories,
             )
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
         # hybrid candidates score six signals unless s7 itself is on
-        lexical = store.lexical_inputs(terms, bank.ids) if derived.lexical_on else None
+        lexical = bank.lexical if derived.lexical_on else None
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_bank(
             embedding,

@@ -22,8 +22,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, link_width
+from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, LexicalQuery, link_width
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size
+from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
@@ -49,6 +50,7 @@ class CandidateRows(EmbeddingSearch):
     _memory_at: Callable[..., Memory]  # rebuilds the memory of a live row
     _dim: int | None  # the embedding dimension (None while no memory has one)
     columns: Callable[..., tuple[list[str | None], MemoryColumns]]  # every row as columns
+    lexical_index: Callable[[], LexicalIndex]  # the store's inverted index (s7)
 
     def candidate_bank(
         self,
@@ -57,6 +59,7 @@ class CandidateRows(EmbeddingSearch):
         now: datetime,
         *,
         also: Sequence[str] = (),
+        lexical: LexicalQuery | None = None,
         with_memories: bool = False,
     ) -> CandidateBank:
         """The retrieval candidates of a query as columns (see
@@ -68,6 +71,8 @@ class CandidateRows(EmbeddingSearch):
                 or None for every memory in insertion order.
             now: aware datetime for the ages.
             also: ids appended when not already candidates (unknown ids skipped).
+            lexical: the lexical shortlist (appended after ``also``) and statistics,
+                from the store's index under the same lock.
             with_memories: also rebuild the candidates' memories (``memories``).
 
         Returns:
@@ -82,6 +87,10 @@ class CandidateRows(EmbeddingSearch):
             else:
                 found = self._search_rows(embedding if embedding is not None else [], limit)
                 rows = found.tolist()
+            if lexical is not None and lexical.shortlist and lexical.terms:
+                also = [*also, *self.lexical_index().search(
+                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b
+                )]
             if also:
                 have = set(rows)
                 for mid in also:
@@ -92,6 +101,9 @@ class CandidateRows(EmbeddingSearch):
             bank = self._bank_of_rows(rows, embedding, now)
             if with_memories:
                 bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
+            if lexical is not None and lexical.statistics:
+                stats = self.lexical_index().inputs(lexical.terms, bank.ids)
+                bank = dataclasses.replace(bank, lexical=stats)
             return bank
 
     def scoring_bank(

@@ -12,7 +12,7 @@ with the very same answers, so the engine has one code path per operation:
 engine operation                    ColumnarStore method
 ==================================  =======================================
 retrieve: candidates                :meth:`ColumnarStore.candidate_bank`
-retrieve: lexical shortlist, s7     ``lexical_search`` / ``lexical_inputs``
+retrieve: lexical shortlist, s7     ``candidate_bank(lexical=...)``
 plan / explanations                 :meth:`ColumnarStore.memories`
 prune: strengths                    :meth:`ColumnarStore.columns`
 batch scoring (``BatchRetriever``)  :meth:`ColumnarStore.scoring_bank`
@@ -26,6 +26,7 @@ every write                         ``transaction``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -35,6 +36,7 @@ import numpy as np
 
 from emotional_memory._bank import (
     CandidateBank,
+    LexicalQuery,
     bank_from_memories,
     columns_from_memories,
     embedding_dim,
@@ -79,6 +81,7 @@ class ColumnarStore(MemoryStore, Protocol):
         now: datetime,
         *,
         also: Sequence[str] = (),
+        lexical: LexicalQuery | None = None,
         with_memories: bool = False,
     ) -> CandidateBank:
         """The retrieval candidates of a query as columns, under one read of the store.
@@ -89,8 +92,11 @@ class ColumnarStore(MemoryStore, Protocol):
                 :meth:`search_by_embedding` returns; None: every memory, in insertion
                 order.
             now: aware datetime for the ages.
-            also: ids appended after the shortlist when not in it, in this order
-                (the lexical shortlist); ids no longer stored are skipped.
+            also: ids appended after the shortlist when not in it, in this order;
+                ids no longer stored are skipped.
+            lexical: the retrieve's lexical part, read with the candidates: its BM25
+                shortlist is appended after ``also`` (the same rule), and with
+                ``statistics`` the bank carries the candidates' term statistics.
             with_memories: also build the candidates' :class:`Memory` objects (the
                 bank's ``memories``, read with the columns), for a full plan.
 
@@ -248,16 +254,21 @@ class StoreAdapter:
         now: datetime,
         *,
         also: Sequence[str] = (),
+        lexical: LexicalQuery | None = None,
         with_memories: bool = False,
     ) -> CandidateBank:
         """See :meth:`ColumnarStore.candidate_bank` (built from the store's memories,
-        which the bank always carries)."""
+        which the bank always carries; a lexical query builds one index from
+        ``list_all`` for both its shortlist and its statistics)."""
         del with_memories  # the memories are at hand anyway
+        index = self._lexicon() if lexical is not None else None
         if limit is None:
             found = self.store.list_all()
         else:  # plain stores get the query as a list of floats
             query = embedding.tolist() if isinstance(embedding, np.ndarray) else embedding
             found = self.store.search_by_embedding(query if query is not None else [], limit)
+        if index is not None and lexical is not None and lexical.shortlist and lexical.terms:
+            also = [*also, *index.search(lexical.terms, lexical.shortlist, lexical.k1, lexical.b)]
         if also:
             have = {m.id for m in found}
             found = list(found)
@@ -265,7 +276,10 @@ class StoreAdapter:
                 if mid not in have and (memory := self.store.get(mid)) is not None:
                     found.append(memory)
                     have.add(mid)
-        return bank_from_memories(found, now, embedding)
+        bank = bank_from_memories(found, now, embedding)
+        if index is not None and lexical is not None and lexical.statistics:
+            bank = dataclasses.replace(bank, lexical=index.inputs(lexical.terms, bank.ids))
+        return bank
 
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
         """See :meth:`ColumnarStore.memories`."""

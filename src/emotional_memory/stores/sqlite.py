@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory._bank import CandidateBank
+from emotional_memory._bank import CandidateBank, LexicalQuery
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
@@ -582,6 +582,7 @@ class SQLiteStore:
         now: datetime,
         *,
         also: Sequence[str] = (),
+        lexical: LexicalQuery | None = None,
         with_memories: bool = False,
     ) -> CandidateBank:
         """The retrieval candidates of a query as columns, from the cache's rows
@@ -590,7 +591,8 @@ class SQLiteStore:
         with self._lock:
             self._sync()
             return self._cache.candidate_bank(
-                embedding, limit, now, also=also, with_memories=with_memories
+                embedding, limit, now, also=also, lexical=lexical,
+                with_memories=with_memories,
             )
 
     def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
