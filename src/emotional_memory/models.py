@@ -7,7 +7,9 @@ memories, and the bookkeeping of retrieval, reconsolidation and prediction.
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
@@ -51,6 +53,56 @@ def with_fields(model: _M, updates: dict[str, Any]) -> _M:
     _set_attr(out, "__dict__", values)
     _set_attr(out, "__pydantic_extra__", None)
     _set_attr(out, "__pydantic_fields_set__", model.__pydantic_fields_set__ | updates.keys())
+    _set_attr(out, "__pydantic_private__", None)
+    return out
+
+
+@functools.cache
+def _field_defaults(
+    cls: type[BaseModel],
+) -> tuple[dict[str, Any], tuple[tuple[str, Callable[..., Any]], ...]]:
+    """Every field of ``cls`` in order with its default (None for a required one or
+    one with a factory), and the ``(name, factory)`` of the fields with a factory
+    (factories without arguments: those of this module)."""
+    template = {
+        name: None if field.is_required() or field.default_factory else field.default
+        for name, field in cls.model_fields.items()
+    }
+    factories = tuple(
+        (name, field.default_factory)
+        for name, field in cls.model_fields.items()
+        if field.default_factory is not None
+    )
+    return template, factories
+
+
+def _unvalidated(cls: type[_M], fields: dict[str, Any]) -> _M:
+    """``cls(**fields)`` when validation would keep every value of ``fields`` as it
+    is (values already valid, sub-models exactly of their declared class), built
+    without running it.
+
+    The instance holds ``fields``, the other fields' defaults (factories called) in
+    the model's field order, and ``fields``' names as its fields set: what validation
+    builds. Only for the models of this module (no extra fields, no private
+    attributes).
+
+    Args:
+        cls: the model class.
+        fields: field name -> valid value, for some of its fields (every required
+            one included).
+
+    Returns:
+        The instance.
+    """
+    template, factories = _field_defaults(cls)
+    values = {**template, **fields}
+    for name, factory in factories:
+        if name not in fields:
+            values[name] = factory()
+    out = object.__new__(cls)
+    _set_attr(out, "__dict__", values)
+    _set_attr(out, "__pydantic_fields_set__", set(fields))
+    _set_attr(out, "__pydantic_extra__", None)
     _set_attr(out, "__pydantic_private__", None)
     return out
 
@@ -167,6 +219,37 @@ class Memory(BaseModel):
         )
 
 
+def checked_memory(
+    content: str,
+    tag: EmotionalTag,
+    embedding: list[float] | None,
+    metadata: dict[str, Any] | None,
+) -> Memory:
+    """``Memory.create(content, tag, embedding, metadata)`` for values already checked,
+    built without pydantic's validation (the same memory: fields and fields set).
+
+    The engine's encode path checks every value first (a ``str`` content, an
+    embedding cleaned into a list of Python floats, metadata validated as JSON data
+    with ``str`` keys); validating them again, float by float, would cost more than
+    building the memory.
+
+    Args:
+        content: the memory's text (a ``str``).
+        tag: its emotional tag (an :class:`EmotionalTag`).
+        embedding: None, or a list of Python floats; copied.
+        metadata: None, or a dict with ``str`` keys; copied (``None`` -> ``{}``).
+
+    Returns:
+        The new ``Memory``, with a fresh uuid4 id.
+    """
+    return _unvalidated(Memory, {
+        "content": content,
+        "embedding": list(embedding) if embedding is not None else None,
+        "tag": tag,
+        "metadata": dict(metadata) if metadata else {},
+    })
+
+
 def consolidation_strength(arousal: float, mood_arousal: float) -> float:
     """Encoding strength as an inverted U of arousal (Yerkes-Dodson; McGaugh 2004).
 
@@ -209,12 +292,30 @@ def make_emotional_tag(
     Raises:
         ValueError: If ``consolidation_strength`` is NaN or infinite.
     """
+    strength = clamp(finite("consolidation_strength", consolidation_strength), 0.0, 1.0)
+    if (
+        type(core_affect) is CoreAffect
+        and type(momentum) is AffectiveMomentum
+        and type(mood) is MoodField
+        and (appraisal is None or type(appraisal) is AppraisalVector)
+        and type(now) is datetime
+        and now.tzinfo is not None
+        and now.utcoffset() is not None
+    ):
+        # Validation would keep every value as it is: the same tag, built directly.
+        return _unvalidated(EmotionalTag, {
+            "core_affect": core_affect,
+            "momentum": momentum,
+            "mood_snapshot": mood,
+            "appraisal": appraisal,
+            "timestamp": now,
+            "consolidation_strength": strength,
+        })
     return EmotionalTag(
         core_affect=core_affect,
         momentum=momentum,
         mood_snapshot=mood,
         appraisal=appraisal,
         timestamp=now if now is not None else utc_now(),
-        consolidation_strength=clamp(finite("consolidation_strength", consolidation_strength),
-                                     0.0, 1.0),
+        consolidation_strength=strength,
     )

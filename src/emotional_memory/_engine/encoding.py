@@ -12,7 +12,7 @@ from emotional_memory._engine.state import StateMixin
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
-from emotional_memory.models import EmotionalTag, Memory, consolidation_strength
+from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
@@ -79,7 +79,12 @@ class EncodingMixin(StateMixin):
         affect: CoreAffect | None,
         now: datetime,
     ) -> tuple[Memory, AffectiveState]:
-        """Pure part of encoding: the new state and the memory to store."""
+        """Pure part of encoding: the new state and the memory to store.
+
+        ``content``, ``embedding`` and ``metadata`` are the checked values of
+        :meth:`_check_content`, :meth:`_clean_embedding` and :meth:`_check_metadata`
+        (the memory is built from them without validating them again).
+        """
         event, kept, pending = self._event_affect(content, appraisal, affect, metadata)
         event = event if event is not None else state.core_affect
         new_state = state.update(
@@ -94,7 +99,7 @@ class EncodingMixin(StateMixin):
             tag = tag.model_copy(update={"pending_appraisal": True})
         if self.config.auto_categorize:
             tag = label_tag(tag)
-        return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
+        return checked_memory(content, tag, embedding, metadata), new_state
 
     def _linker(self, batched: bool) -> Linker:
         """The store's :class:`~emotional_memory.stores._linking.Linker`.
