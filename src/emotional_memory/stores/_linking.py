@@ -406,7 +406,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
         with self._lock:
             for memory in memories:
                 vec = _embedding_vector(memory)
-                self._put(memory, vec)
+                # Not kept as a recent object: the memory handed back is built by
+                # _link_stored, and writing its links would drop that copy anyway.
+                self._put(memory, vec, remember=False)
                 vectors.append(vec)
         return vectors
 

@@ -772,13 +772,17 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
     # ------------------------------------------------------------------- writes
 
-    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
+    def _put(
+        self, memory: Memory, vector: np.ndarray | None = None, *, remember: bool = True
+    ) -> None:
         """Insert or replace ``memory``; validates before touching any state.
 
         Args:
             memory: the memory.
             vector: its embedding as a float64 vector, when the caller has already
                 converted it (:func:`_embedding_vector`'s result; None: convert it).
+            remember: keep a copy among the recent objects (False: the row is about
+                to change, as a new memory's links do while a block is linked).
         """
         memory_id = memory.id
         row = self._row_of.get(memory_id)
@@ -824,7 +828,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         lossless = True
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
-        self._write_record(row, memory, compact, lossless)
+        self._write_record(row, memory, compact, lossless, remember)
         if self._lexical is not None:
             self._lexical.set(memory_id, memory.content)
 
@@ -836,8 +840,11 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             return False
         return bool(np.array_equal(self._exact_row(row), vec))
 
-    def _write_record(self, row: int, memory: Memory, compact: bool, lossless: bool) -> None:
-        """Write everything but the embedding of ``memory`` into ``row``."""
+    def _write_record(
+        self, row: int, memory: Memory, compact: bool, lossless: bool, remember: bool = True
+    ) -> None:
+        """Write everything but the embedding of ``memory`` into ``row`` (a compact row's
+        memory is kept among the recent objects when lossless and ``remember``)."""
         memory_id = memory.id
         self._whole.pop(memory_id, None)
         self._recent.pop(memory_id, None)
@@ -849,7 +856,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._content[row] = memory.content
             self._meta[row] = copy_metadata(memory.metadata) or None
             self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
-            if lossless:
+            if lossless and remember:
                 self._remember(_private(memory))
             return
         # Kept whole; only the kernel's columns are written.
