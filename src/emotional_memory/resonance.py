@@ -265,6 +265,7 @@ def score_links(
     affects: Sequence[Sequence[float]],
     times_us: Sequence[int],
     cfg: ResonanceConfig,
+    norms: Sequence[float] | None = None,
 ) -> list[tuple[int, float, LinkType]]:
     """The forward links of a new memory, from its candidates' columns (SPEC 7).
 
@@ -284,6 +285,9 @@ def score_links(
         affects: their core affects as triples.
         times_us: their timestamps in epoch microseconds.
         cfg: the link parameters.
+        norms: the candidates' embedding norms, each ``sqrt(v . v)`` of its float64
+            vector as ``np.dot`` sums it (what a store keeps per row), or None to
+            compute them here; only read where ``vectors`` has a vector.
 
     Returns:
         ``(candidate index, strength, link type)`` of at most ``max_links`` links with
@@ -322,7 +326,7 @@ def score_links(
             if vec.shape[0] != dim:
                 raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
             if semantic:
-                nb = sqrt(vec.dot(vec))
+                nb = sqrt(vec.dot(vec)) if norms is None else norms[i]
                 if nb != 0.0 and isfinite(nb):
                     sem = float(dot(vec) / (new_norm * nb))
         av, aa, ad = affects[i]

@@ -165,6 +165,7 @@ class EncodingMixin(StateMixin):
             candidates.affects,
             candidates.times_us,
             cfg,
+            candidates.norms,
         )
         if links:
             linker.link(memory, candidates, links, cfg.max_links)

@@ -96,6 +96,9 @@ class LinkCandidates:
             or its id).
         new_vector: the new memory's own embedding as a float64 vector, when the
             linker has it at hand (None: convert the memory's embedding).
+        norms: the norms of ``vectors`` (``sqrt(v . v)``, as the store computed them
+            when it saved each row; arbitrary where a vector is None), or None when
+            the linker does not have them (:func:`score_links` computes them).
     """
 
     ids: Sequence[str]
@@ -104,6 +107,7 @@ class LinkCandidates:
     times_us: Sequence[int]
     keys: Sequence[Any]
     new_vector: np.ndarray | None = None
+    norms: Sequence[float] | None = None
 
 
 class Linker(ABC):
@@ -475,6 +479,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
                             vectors[i] = matrix[i]
                 affects = self._affect[index].tolist()
                 times_us = self._timestamp_us[index].tolist()
+                # sqrt(v . v) of each row's float64 embedding, computed when it was
+                # written (_write_row): the norm score_links would compute.
+                norms = self._norms[index].tolist()
             end = 0
             for j, count in enumerate(counts):
                 begin, end = end, end + count
@@ -485,6 +492,7 @@ class RowLinking(EmbeddingSearch, UndoLog):
                     times_us=times_us[begin:end],
                     keys=keys[begin:end],
                     new_vector=new[start + j],
+                    norms=norms[begin:end],
                 )
 
     def _link_rows(
