@@ -583,3 +583,24 @@ def test_row_path_keeps_no_recent_copy_of_new_memories() -> None:
     plain = InMemoryStore()
     plain.save(first[0])  # a plain save does keep one
     assert first[0].id in plain._recent
+
+
+def test_row_linker_writes_rows_from_the_vectors_given() -> None:
+    """encode_batch hands the row linker its cleaned float64 vectors: the rows are
+    those the lists would give; a count mismatch is refused before any write."""
+    tag = make_emotional_tag(CoreAffect.neutral(), AffectiveMomentum.zero(),
+                             MoodField.neutral(START), 0.5, now=START)
+    vecs = [np.array([0.1, 0.2, 0.3]), None, None]
+    memories = [Memory.create(f"m{i}", tag, embedding=None if v is None else v.tolist())
+                for i, v in enumerate(vecs)]
+    memories[2] = Memory.create("m2", tag, embedding=[])
+    given, plain = InMemoryStore(), InMemoryStore()
+    with pytest.raises(ValueError, match="2 vectors for 3 memories"):
+        given._link_save(memories, vecs[:2])
+    assert len(given) == 0
+    assert given._link_save(memories, vecs) == vecs
+    plain._link_save(memories)
+    for memory in memories:
+        assert given.get(memory.id) == plain.get(memory.id) == memory
+    assert np.array_equal(given.embedding_matrix()[1], plain.embedding_matrix()[1])
+    assert np.array_equal(given._norms, plain._norms)

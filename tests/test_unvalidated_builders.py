@@ -120,9 +120,24 @@ def test_checked_memory_equals_memory_create(
     assert got.id == str(fresh)
     _same_model(got, want)
     assert "id" not in got.__pydantic_fields_set__
-    # copies, as Memory.create makes
-    assert embedding is None or got.embedding is not embedding
-    assert metadata is None or got.metadata is not metadata
+    # the list and a non-empty dict are taken over, not copied
+    assert got.embedding is embedding
+    assert got.metadata is metadata if metadata else got.metadata == {}
+
+
+def test_unvalidated_models_share_their_fields_set_safely() -> None:
+    tag = make_emotional_tag(CoreAffect.neutral(), AffectiveMomentum.zero(),
+                             MoodField.neutral(T0), 0.5, now=T0)
+    other = make_emotional_tag(CoreAffect.neutral(), AffectiveMomentum.zero(),
+                               MoodField.neutral(T0), 0.7, now=T0)
+    assert tag.__pydantic_fields_set__ is other.__pydantic_fields_set__
+    before = set(tag.__pydantic_fields_set__)
+    copied = tag.model_copy(update={"retrieval_count": 3})
+    assert "retrieval_count" in copied.__pydantic_fields_set__
+    assert tag.__pydantic_fields_set__ == before == other.__pydantic_fields_set__
+    with pytest.raises(ValueError, match="frozen"):
+        tag.retrieval_count = 2  # type: ignore[misc]
+    assert tag.__pydantic_fields_set__ == before
 
 
 def test_checked_memory_ids_are_fresh() -> None:

@@ -63,7 +63,10 @@ def _field_defaults(
 ) -> tuple[dict[str, Any], tuple[tuple[str, Callable[..., Any]], ...]]:
     """Every field of ``cls`` in order with its default (None for a required one or
     one with a factory), and the ``(name, factory)`` of the fields with a factory
-    (factories without arguments: those of this module)."""
+    (factories without arguments: those of this module).
+
+    A default is shared by every instance :func:`_unvalidated` builds: the models
+    of this module have immutable defaults (lists and dicts come from factories)."""
     template = {
         name: None if field.is_required() or field.default_factory else field.default
         for name, field in cls.model_fields.items()
@@ -76,6 +79,15 @@ def _field_defaults(
     return template, factories
 
 
+@functools.cache
+def _fields_set(cls: type[BaseModel], names: tuple[str, ...]) -> set[str]:
+    """One fields set per model and set of names, shared by the instances built by
+    :func:`_unvalidated` (as the store's rebuilt models share theirs: pydantic copies
+    a fields set before changing it, e.g. in ``model_copy``, and these models are
+    frozen)."""
+    return set(names)
+
+
 def _unvalidated(cls: type[_M], fields: dict[str, Any]) -> _M:
     """``cls(**fields)`` when validation would keep every value of ``fields`` as it
     is (values already valid, sub-models exactly of their declared class), built
@@ -83,8 +95,9 @@ def _unvalidated(cls: type[_M], fields: dict[str, Any]) -> _M:
 
     The instance holds ``fields``, the other fields' defaults (factories called) in
     the model's field order, and ``fields``' names as its fields set: what validation
-    builds. Only for the models of this module (no extra fields, no private
-    attributes).
+    builds (the set is shared: one object fewer for the garbage collector to track
+    per instance). Only for the models of this module (no extra fields, no private
+    attributes, frozen).
 
     Args:
         cls: the model class.
@@ -101,7 +114,7 @@ def _unvalidated(cls: type[_M], fields: dict[str, Any]) -> _M:
             values[name] = factory()
     out = object.__new__(cls)
     _set_attr(out, "__dict__", values)
-    _set_attr(out, "__pydantic_fields_set__", set(fields))
+    _set_attr(out, "__pydantic_fields_set__", _fields_set(cls, tuple(fields)))
     _set_attr(out, "__pydantic_extra__", None)
     _set_attr(out, "__pydantic_private__", None)
     return out
@@ -226,27 +239,31 @@ def checked_memory(
     metadata: dict[str, Any] | None,
 ) -> Memory:
     """``Memory.create(content, tag, embedding, metadata)`` for values already checked,
-    built without pydantic's validation (the same memory: fields and fields set).
+    built without pydantic's validation (an equal memory, with the same fields set),
+    which takes ``embedding`` and ``metadata`` over instead of copying them.
 
     The engine's encode path checks every value first (a ``str`` content, an
-    embedding cleaned into a list of Python floats, metadata validated as JSON data
-    with ``str`` keys); validating them again, float by float, would cost more than
-    building the memory.
+    embedding cleaned into a new list of Python floats, metadata validated into a
+    new dict of JSON data with ``str`` keys); validating them again, float by
+    float, would cost more than building the memory, and copying the lists it
+    owns only adds work (and objects for the garbage collector).
 
     Args:
         content: the memory's text (a ``str``).
         tag: its emotional tag (an :class:`EmotionalTag`).
-        embedding: None, or a list of Python floats; copied.
-        metadata: None, or a dict with ``str`` keys; copied (``None`` -> ``{}``).
+        embedding: None, or a list of Python floats the caller hands over (not
+            copied: the caller must not keep changing it).
+        metadata: None, or a dict with ``str`` keys the caller hands over (not
+            copied; empty or None -> a new ``{}``).
 
     Returns:
         The new ``Memory``, with a fresh uuid4 id.
     """
     return _unvalidated(Memory, {
         "content": content,
-        "embedding": list(embedding) if embedding is not None else None,
+        "embedding": embedding,
         "tag": tag,
-        "metadata": dict(metadata) if metadata else {},
+        "metadata": metadata if metadata else {},
     })
 
 

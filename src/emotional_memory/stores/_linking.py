@@ -120,20 +120,31 @@ class Linker(ABC):
     block_size: int
 
     @abstractmethod
-    def save(self, memories: Sequence[Memory]) -> None:
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
         """Save a block of new memories, in order (no linking).
 
         Args:
             memories: the new memories.
+            vectors: optionally, their embeddings as the float64 vectors of their
+                lists (None where missing or empty), which a linker may write rows
+                from instead of converting the lists.
         """
 
     @abstractmethod
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
         """Save a block of new memories, then find the candidates of each.
 
         Args:
             memories: at most :attr:`block_size` new memories, in encoding order.
             limit: ``max_links * candidate_multiplier``.
+            vectors: optionally, their embeddings as float64 vectors (see :meth:`save`).
 
         Returns:
             The candidates of each memory, in order, each read when it is reached
@@ -298,13 +309,20 @@ class MemoryLinker(Linker):
         self.block_size = block_size
         self._forward: dict[str, Memory] = {}  # new memories with their forward links
 
-    def save(self, memories: Sequence[Memory]) -> None:
-        """See :meth:`Linker.save`."""
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
+        """See :meth:`Linker.save` (``vectors`` unused: the store converts the lists)."""
         for memory in memories:
             self._store.save(memory)
 
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
-        """See :meth:`Linker.save_and_find`."""
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find` (``vectors`` unused)."""
         store = self._store
         before = len(store)
         self.save(memories)
@@ -394,11 +412,16 @@ class RowLinking(EmbeddingSearch, UndoLog):
             return None
         return RowLinker(self, block_size)
 
-    def _link_save(self, memories: Sequence[Memory]) -> list[np.ndarray | None]:
+    def _link_save(
+        self, memories: Sequence[Memory], given: Sequence[np.ndarray | None] | None = None
+    ) -> list[np.ndarray | None]:
         """Save new memories as rows, in order.
 
         Args:
             memories: the new memories.
+            given: optionally, their embeddings as float64 vectors, each equal to
+                what :func:`~emotional_memory.stores.in_memory._embedding_vector`
+                makes of the memory's list (else the lists are converted here).
 
         Returns:
             Their embeddings as the float64 vectors the rows were written from (None
@@ -406,10 +429,12 @@ class RowLinking(EmbeddingSearch, UndoLog):
         """
         from emotional_memory.stores.in_memory import _embedding_vector
 
+        if given is not None and len(given) != len(memories):
+            raise ValueError(f"{len(given)} vectors for {len(memories)} memories")
         vectors: list[np.ndarray | None] = []
         with self._lock:
-            for memory in memories:
-                vec = _embedding_vector(memory)
+            for i, memory in enumerate(memories):
+                vec = given[i] if given is not None else _embedding_vector(memory)
                 # Not kept as a recent object: the memory handed back is built by
                 # _link_stored, and writing its links would drop that copy anyway.
                 self._put(memory, vec, remember=False)
@@ -417,12 +442,16 @@ class RowLinking(EmbeddingSearch, UndoLog):
         return vectors
 
     def _link_save_and_find(
-        self, memories: Sequence[Memory], limit: int
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        given: Sequence[np.ndarray | None] | None = None,
     ) -> Iterator[LinkCandidates]:
-        """:meth:`Linker.save_and_find` on rows: one batched search for the block."""
+        """:meth:`Linker.save_and_find` on rows: one batched search for the block
+        (``given``: as in :meth:`_link_save`)."""
         with self._lock:
             before = len(self._row_of)
-            vectors = self._link_save(memories)
+            vectors = self._link_save(memories, given)
             first = min(len(memories), max(0, limit - before))
             searched = memories[first:]
             # The float64 vectors the rows were written from are the queries (what
@@ -606,13 +635,20 @@ class RowLinker(Linker):
         self.block_size = block_size
         self._pending: PendingLinks = {}
 
-    def save(self, memories: Sequence[Memory]) -> None:
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
         """See :meth:`Linker.save`."""
-        self._store._link_save(memories)
+        self._store._link_save(memories, vectors)
 
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
         """See :meth:`Linker.save_and_find`."""
-        return self._store._link_save_and_find(memories, limit)
+        return self._store._link_save_and_find(memories, limit, vectors)
 
     def link(
         self,
