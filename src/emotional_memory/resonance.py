@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
 import jax.numpy as jnp
 import numpy as np
@@ -328,7 +329,8 @@ def score_links(
             if semantic:
                 nb = sqrt(vec.dot(vec)) if norms is None else norms[i]
                 if nb != 0.0 and isfinite(nb):
-                    sem = float(dot(vec) / (new_norm * nb))
+                    # float64 division either way: the same quotient as dot / (...)
+                    sem = float(dot(vec)) / (new_norm * nb)
         av, aa, ad = affects[i]
         emo = max(
             0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
@@ -343,7 +345,9 @@ def score_links(
         if score < threshold:
             continue
         scored.append((score, sem, emo, temp, i))
-    scored.sort(key=lambda item: -item[0])
+    # Strongest first; a stable sort keeps equal scores in candidate order (reverse
+    # included), as sorting by -score does.
+    scored.sort(key=itemgetter(0), reverse=True)
     return [
         (
             i,
