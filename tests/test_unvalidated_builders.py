@@ -1,8 +1,9 @@
-"""The unvalidated builders of models.py build what validation builds.
+"""The unvalidated builders (``_unvalidated.py``) build what validation builds.
 
-``make_emotional_tag`` (with exactly typed arguments) and ``checked_memory`` skip
-pydantic's validation; the objects must equal the validated ones field for field,
-with the same fields set, the same field order and the same serialisation.
+``make_emotional_tag`` (with exactly typed arguments), ``checked_memory``,
+``MoodField.update`` and ``momentum_from_history`` (finite floats) skip pydantic's
+validation; the objects must equal the validated ones field for field, with the same
+fields set, the same field order and the same serialisation.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from emotional_memory.models import (
     make_emotional_tag,
 )
 from emotional_memory.mood import MoodField
+from emotional_memory.state import momentum_from_history
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 unit = st.floats(0.0, 1.0, allow_nan=False)
@@ -163,3 +165,63 @@ def test_make_emotional_tag_still_validates_other_arguments() -> None:
     # a dict for a sub-model is validated into the model, as before
     tag = make_emotional_tag(**{**args, "core_affect": {"valence": 0.5, "arousal": 0.2}}, now=T0)  # type: ignore[arg-type]
     assert tag.core_affect == CoreAffect(valence=0.5, arousal=0.2)
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    mood=st.builds(MoodField, valence=signed, arousal=unit, dominance=unit, inertia=unit,
+                   timestamp=moments()),
+    affect=st.builds(CoreAffect, valence=signed, arousal=unit, dominance=unit),
+    alpha=st.floats(-3.0, 3.0, allow_nan=False),
+    now=moments(),
+)
+def test_mood_update_equals_the_validated_mood(
+    mood: MoodField, affect: CoreAffect, alpha: float, now: datetime
+) -> None:
+    """The blend, clamped (alpha outside [0, 1] leaves the ranges), as validated."""
+    e = alpha * (1.0 - mood.inertia)
+    want = MoodField(
+        valence=(1.0 - e) * mood.valence + e * affect.valence,
+        arousal=(1.0 - e) * mood.arousal + e * affect.arousal,
+        dominance=(1.0 - e) * mood.dominance + e * affect.dominance,
+        inertia=mood.inertia,
+        timestamp=now,
+    )
+    _same_model(mood.update(affect, alpha=alpha, now=now), want)
+
+
+@settings(deadline=None, max_examples=80)
+@given(
+    points=st.lists(
+        st.tuples(st.integers(0, 10**9), signed, unit, unit), min_size=2, max_size=3
+    ),
+)
+def test_momentum_from_history_equals_the_validated_momentum(
+    points: list[tuple[int, float, float, float]],
+) -> None:
+    history = [(T0 + timedelta(microseconds=us), v, a, d) for us, v, a, d in points]
+    got = momentum_from_history(history)
+
+    def velocity(p: Any, q: Any) -> tuple[float, float, float]:
+        dt = max((q[0] - p[0]).total_seconds(), 0.001)
+        return ((q[1] - p[1]) / dt, (q[2] - p[2]) / dt, (q[3] - p[3]) / dt)
+
+    vel = velocity(history[-2], history[-1])
+    acc = (0.0, 0.0, 0.0)
+    if len(history) == 3:
+        prev = velocity(history[0], history[1])
+        acc = (vel[0] - prev[0], vel[1] - prev[1], vel[2] - prev[2])
+    want = AffectiveMomentum(d_valence=vel[0], d_arousal=vel[1], d_dominance=vel[2],
+                             dd_valence=acc[0], dd_arousal=acc[1], dd_dominance=acc[2])
+    _same_model(got, want)
+
+
+def test_unvalidated_fast_paths_fall_back_to_validation() -> None:
+    """Values the fast paths do not take (non-finite, not floats) are validated as
+    before: a clear error naming the field."""
+    mood = MoodField.neutral(T0)
+    with pytest.raises(ValueError, match="alpha"):
+        mood.update(CoreAffect.neutral(), alpha=float("inf"), now=T0)
+    huge = [(T0, -1.0, 0.0, 0.0), (T0 + timedelta(microseconds=1), 1e308, 0.0, 0.0)]
+    with pytest.raises(ValueError, match="d_valence"):
+        momentum_from_history(huge)  # type: ignore[arg-type]

@@ -7,14 +7,13 @@ memories, and the bookkeeping of retrieval, reconsolidation and prediction.
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from emotional_memory._unvalidated import unvalidated as _unvalidated
 from emotional_memory._validation import aware, clamp, finite, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
@@ -53,69 +52,6 @@ def with_fields(model: _M, updates: dict[str, Any]) -> _M:
     _set_attr(out, "__dict__", values)
     _set_attr(out, "__pydantic_extra__", None)
     _set_attr(out, "__pydantic_fields_set__", model.__pydantic_fields_set__ | updates.keys())
-    _set_attr(out, "__pydantic_private__", None)
-    return out
-
-
-@functools.cache
-def _field_defaults(
-    cls: type[BaseModel],
-) -> tuple[dict[str, Any], tuple[tuple[str, Callable[..., Any]], ...]]:
-    """Every field of ``cls`` in order with its default (None for a required one or
-    one with a factory), and the ``(name, factory)`` of the fields with a factory
-    (factories without arguments: those of this module).
-
-    A default is shared by every instance :func:`_unvalidated` builds: the models
-    of this module have immutable defaults (lists and dicts come from factories)."""
-    template = {
-        name: None if field.is_required() or field.default_factory else field.default
-        for name, field in cls.model_fields.items()
-    }
-    factories = tuple(
-        (name, field.default_factory)
-        for name, field in cls.model_fields.items()
-        if field.default_factory is not None
-    )
-    return template, factories
-
-
-@functools.cache
-def _fields_set(cls: type[BaseModel], names: tuple[str, ...]) -> set[str]:
-    """One fields set per model and set of names, shared by the instances built by
-    :func:`_unvalidated` (as the store's rebuilt models share theirs: pydantic copies
-    a fields set before changing it, e.g. in ``model_copy``, and these models are
-    frozen)."""
-    return set(names)
-
-
-def _unvalidated(cls: type[_M], fields: dict[str, Any]) -> _M:
-    """``cls(**fields)`` when validation would keep every value of ``fields`` as it
-    is (values already valid, sub-models exactly of their declared class), built
-    without running it.
-
-    The instance holds ``fields``, the other fields' defaults (factories called) in
-    the model's field order, and ``fields``' names as its fields set: what validation
-    builds (the set is shared: one object fewer for the garbage collector to track
-    per instance). Only for the models of this module (no extra fields, no private
-    attributes, frozen).
-
-    Args:
-        cls: the model class.
-        fields: field name -> valid value, for some of its fields (every required
-            one included).
-
-    Returns:
-        The instance.
-    """
-    template, factories = _field_defaults(cls)
-    values = {**template, **fields}
-    for name, factory in factories:
-        if name not in fields:
-            values[name] = factory()
-    out = object.__new__(cls)
-    _set_attr(out, "__dict__", values)
-    _set_attr(out, "__pydantic_fields_set__", _fields_set(cls, tuple(fields)))
-    _set_attr(out, "__pydantic_extra__", None)
     _set_attr(out, "__pydantic_private__", None)
     return out
 
