@@ -506,7 +506,10 @@ class RowLinking(EmbeddingSearch, UndoLog):
                         matrix = self._exact_rows(index)
                         for i in np.flatnonzero(has).tolist():
                             vectors[i] = matrix[i]
-                affects = self._affect[index].tolist()
+                # Triples as tuples of floats, which the garbage collector stops
+                # tracking the first time it meets them (lists it would keep
+                # traversing while the chunk is linked).
+                affects = list(zip(*self._affect[index].T.tolist(), strict=True))
                 times_us = self._timestamp_us[index].tolist()
                 # sqrt(v . v) of each row's float64 embedding, computed when it was
                 # written (_write_row): the norm score_links would compute.
