@@ -503,3 +503,104 @@ def test_score_links_takes_the_new_embedding_as_a_list_or_a_float64_vector() -> 
     assert score_links("new", [], (0.1, 0.2, 0.3), 0, *args) == score_links(
         "new", np.zeros(0), (0.1, 0.2, 0.3), 0, *args
     )
+
+
+def _odd_vectors(rng: np.random.Generator, dim: int) -> list[np.ndarray]:
+    """Unit, float32-exact, huge, tiny, subnormal, zero, NaN and infinite vectors."""
+    unit = rng.standard_normal(dim)
+    with_nan = rng.standard_normal(dim)
+    with_nan[1] = np.nan
+    with_inf = rng.standard_normal(dim)
+    with_inf[0] = np.inf
+    return [
+        unit / np.linalg.norm(unit),
+        rng.standard_normal(dim).astype(np.float32).astype(np.float64),
+        rng.standard_normal(dim) * 1e200,
+        rng.standard_normal(dim) * 1e-200,
+        rng.standard_normal(dim) * 1e-310,
+        rng.standard_normal(dim) * 1e20,
+        np.zeros(dim),
+        with_nan,
+        with_inf,
+    ]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
+def test_row_norms_are_the_norms_score_links_computes(dtype: Any) -> None:
+    """The row path hands score_links the store's row norms: each must be
+    ``sqrt(v . v)`` of the float64 vector the row path reads for that row."""
+    rng = np.random.default_rng(5)
+    store = InMemoryStore(embedding_dtype=dtype)
+    tag = make_emotional_tag(CoreAffect.neutral(), AffectiveMomentum.zero(),
+                             MoodField.neutral(START), 0.5, now=START)
+    vectors = _odd_vectors(rng, 12)
+    for vec in vectors:
+        store.save(Memory.create("x", tag, embedding=vec.tolist()))
+    rows = np.arange(len(vectors))
+    exact = store._exact_rows(rows)
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = [math.sqrt(v.dot(v)) for v in exact]
+    got = store._norms[rows].tolist()
+    assert [str(g) for g in got] == [str(w) for w in want]  # NaN == NaN
+
+
+def test_score_links_with_the_norms_given_equals_without() -> None:
+    rng = np.random.default_rng(9)
+    vectors: list[np.ndarray | None] = [*_odd_vectors(rng, 8), None]
+    vectors += [rng.standard_normal(8) for _ in range(6)]
+    n = len(vectors)
+    with np.errstate(over="ignore", invalid="ignore"):
+        norms = [0.0 if v is None else math.sqrt(v.dot(v)) for v in vectors]
+    affects = rng.uniform(-1, 1, (n, 3)).tolist()
+    times = [1_000_000 * i for i in range(n)]
+    ids = [f"m{i}" for i in range(n)]
+    cfg = ResonanceConfig(threshold=-1.0, max_links=n)
+    for new in (rng.standard_normal(8), vectors[2], vectors[7], None):
+        args = ("new", new, (0.1, 0.2, 0.3), 5_500_000, ids, vectors, affects, times, cfg)
+        with np.errstate(over="ignore", invalid="ignore"):
+            want = score_links(*args)  # type: ignore[arg-type]
+            got = score_links(*args, norms)  # type: ignore[arg-type]
+        assert str(got) == str(want)
+        assert len(got) == n  # threshold -1: every candidate linked
+
+
+def test_row_path_keeps_no_recent_copy_of_new_memories() -> None:
+    """The row linker saves new memories with remember=False: no recent object (the
+    memory handed back is built once linked), reads rebuild them from the rows."""
+    vectors = [[1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0]]
+    store = InMemoryStore()
+    engine = make(store, vectors, EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=2)))
+    first = engine.encode_batch([text(0)])  # no candidates: not linked
+    assert not set(store._recent.keys())
+    assert store.get(first[0].id) == first[0]
+    store._recent.clear()
+    rest = engine.encode_batch([text(1), text(2)])
+    assert not set(store._recent.keys())
+    for memory in rest:  # (the first has gained links since it was returned)
+        got = store.get(memory.id)
+        assert got is not None and got.model_dump() == memory.model_dump()
+    plain = InMemoryStore()
+    plain.save(first[0])  # a plain save does keep one
+    assert first[0].id in plain._recent
+
+
+def test_row_linker_writes_rows_from_the_vectors_given() -> None:
+    """encode_batch hands the row linker its cleaned float64 vectors: the rows are
+    those the lists would give; a count mismatch is refused before any write."""
+    tag = make_emotional_tag(CoreAffect.neutral(), AffectiveMomentum.zero(),
+                             MoodField.neutral(START), 0.5, now=START)
+    vecs = [np.array([0.1, 0.2, 0.3]), None, None]
+    memories = [Memory.create(f"m{i}", tag, embedding=None if v is None else v.tolist())
+                for i, v in enumerate(vecs)]
+    memories[2] = Memory.create("m2", tag, embedding=[])
+    given, plain = InMemoryStore(), InMemoryStore()
+    with pytest.raises(ValueError, match="2 vectors for 3 memories"):
+        given._link_save(memories, vecs[:2])
+    assert len(given) == 0
+    assert given._link_save(memories, vecs) == vecs
+    plain._link_save(memories)
+    for memory in memories:
+        assert given.get(memory.id) == plain.get(memory.id) == memory
+    assert np.array_equal(given.embedding_matrix()[1], plain.embedding_matrix()[1])
+    assert np.array_equal(given._norms, plain._norms)

@@ -119,3 +119,27 @@ def test_batched_rows_take_float64_arrays_as_queries(path: str) -> None:
         want = store._search_rows_batch(lists, 15, ids)
         got = store._search_rows_batch(arrays, 15, ids)
     assert [a.tolist() for a in got] == [a.tolist() for a in want]  # type: ignore[union-attr]
+
+
+@settings(deadline=None, max_examples=40)
+@given(
+    kinds=st.lists(st.sampled_from(["vec", "none", "empty", "dead"]), min_size=1, max_size=30),
+    picks=st.lists(st.integers(-1, 40), max_size=12),
+)
+def test_searchable_counts_of_many_limits_equal_one_at_a_time(
+    kinds: list[str], picks: list[int]
+) -> None:
+    """The batched search counts the searchable rows up to every query's last row with
+    one running count: the same numbers as one count per query (tombstones, rows
+    without an embedding, limits before the first and past the last row)."""
+    store = InMemoryStore()
+    for i, kind in enumerate(kinds):
+        embedding = {"vec": [1.0, float(i)], "none": None, "empty": []}.get(kind, [0.5, 1.0])
+        memory = mem(f"m{i}", embedding)
+        store.save(memory)
+        if kind == "dead":
+            store.delete(memory.id)
+    lasts = [min(p, store._size + 3) for p in picks]
+    assert store._count_searchable_many(lasts) == [store._count_searchable(x) for x in lasts]
+    everything = [store._size - 1] * 3
+    assert store._count_searchable_many(everything) == [store._n_embedded] * 3

@@ -13,6 +13,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from emotional_memory._unvalidated import unvalidated as _unvalidated
 from emotional_memory._validation import aware, clamp, finite, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
@@ -167,6 +168,41 @@ class Memory(BaseModel):
         )
 
 
+def checked_memory(
+    content: str,
+    tag: EmotionalTag,
+    embedding: list[float] | None,
+    metadata: dict[str, Any] | None,
+) -> Memory:
+    """``Memory.create(content, tag, embedding, metadata)`` for values already checked,
+    built without pydantic's validation (an equal memory, with the same fields set),
+    which takes ``embedding`` and ``metadata`` over instead of copying them.
+
+    The engine's encode path checks every value first (a ``str`` content, an
+    embedding cleaned into a new list of Python floats, metadata validated into a
+    new dict of JSON data with ``str`` keys); validating them again, float by
+    float, would cost more than building the memory, and copying the lists it
+    owns only adds work (and objects for the garbage collector).
+
+    Args:
+        content: the memory's text (a ``str``).
+        tag: its emotional tag (an :class:`EmotionalTag`).
+        embedding: None, or a list of Python floats the caller hands over (not
+            copied: the caller must not keep changing it).
+        metadata: None, or a dict with ``str`` keys the caller hands over (not
+            copied; empty or None -> a new ``{}``).
+
+    Returns:
+        The new ``Memory``, with a fresh uuid4 id.
+    """
+    return _unvalidated(Memory, {
+        "content": content,
+        "embedding": embedding,
+        "tag": tag,
+        "metadata": metadata if metadata else {},
+    })
+
+
 def consolidation_strength(arousal: float, mood_arousal: float) -> float:
     """Encoding strength as an inverted U of arousal (Yerkes-Dodson; McGaugh 2004).
 
@@ -209,12 +245,30 @@ def make_emotional_tag(
     Raises:
         ValueError: If ``consolidation_strength`` is NaN or infinite.
     """
+    strength = clamp(finite("consolidation_strength", consolidation_strength), 0.0, 1.0)
+    if (
+        type(core_affect) is CoreAffect
+        and type(momentum) is AffectiveMomentum
+        and type(mood) is MoodField
+        and (appraisal is None or type(appraisal) is AppraisalVector)
+        and type(now) is datetime
+        and now.tzinfo is not None
+        and now.utcoffset() is not None
+    ):
+        # Validation would keep every value as it is: the same tag, built directly.
+        return _unvalidated(EmotionalTag, {
+            "core_affect": core_affect,
+            "momentum": momentum,
+            "mood_snapshot": mood,
+            "appraisal": appraisal,
+            "timestamp": now,
+            "consolidation_strength": strength,
+        })
     return EmotionalTag(
         core_affect=core_affect,
         momentum=momentum,
         mood_snapshot=mood,
         appraisal=appraisal,
         timestamp=now if now is not None else utc_now(),
-        consolidation_strength=clamp(finite("consolidation_strength", consolidation_strength),
-                                     0.0, 1.0),
+        consolidation_strength=strength,
     )

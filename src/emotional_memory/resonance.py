@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from operator import itemgetter
 
 import jax.numpy as jnp
 import numpy as np
@@ -265,6 +266,7 @@ def score_links(
     affects: Sequence[Sequence[float]],
     times_us: Sequence[int],
     cfg: ResonanceConfig,
+    norms: Sequence[float] | None = None,
 ) -> list[tuple[int, float, LinkType]]:
     """The forward links of a new memory, from its candidates' columns (SPEC 7).
 
@@ -284,6 +286,9 @@ def score_links(
         affects: their core affects as triples.
         times_us: their timestamps in epoch microseconds.
         cfg: the link parameters.
+        norms: the candidates' embedding norms, each ``sqrt(v . v)`` of its float64
+            vector as ``np.dot`` sums it (what a store keeps per row), or None to
+            compute them here; only read where ``vectors`` has a vector.
 
     Returns:
         ``(candidate index, strength, link type)`` of at most ``max_links`` links with
@@ -322,9 +327,10 @@ def score_links(
             if vec.shape[0] != dim:
                 raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
             if semantic:
-                nb = sqrt(vec.dot(vec))
+                nb = sqrt(vec.dot(vec)) if norms is None else norms[i]
                 if nb != 0.0 and isfinite(nb):
-                    sem = float(dot(vec) / (new_norm * nb))
+                    # float64 division either way: the same quotient as dot / (...)
+                    sem = float(dot(vec)) / (new_norm * nb)
         av, aa, ad = affects[i]
         emo = max(
             0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
@@ -339,7 +345,9 @@ def score_links(
         if score < threshold:
             continue
         scored.append((score, sem, emo, temp, i))
-    scored.sort(key=lambda item: -item[0])
+    # Strongest first; a stable sort keeps equal scores in candidate order (reverse
+    # included), as sorting by -score does.
+    scored.sort(key=itemgetter(0), reverse=True)
     return [
         (
             i,

@@ -6,11 +6,13 @@ differences, so the state knows whether feelings are rising or falling (SPEC 1).
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
+from emotional_memory._unvalidated import unvalidated
 from emotional_memory._validation import aware, finite, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.mood import MoodDecayConfig, MoodField
@@ -46,10 +48,18 @@ def momentum_from_history(history: list[HistoryPoint]) -> AffectiveMomentum:
     if len(history) >= 3:
         prev = _velocity(history[-3], history[-2])
         acc = (vel[0] - prev[0], vel[1] - prev[1], vel[2] - prev[2])
-    return AffectiveMomentum(
-        d_valence=vel[0], d_arousal=vel[1], d_dominance=vel[2],
-        dd_valence=acc[0], dd_arousal=acc[1], dd_dominance=acc[2],
-    )
+    (dv, da, dd), (ddv, dda, ddd) = vel, acc
+    values = {
+        "d_valence": dv, "d_arousal": da, "d_dominance": dd,
+        "dd_valence": ddv, "dd_arousal": dda, "dd_dominance": ddd,
+    }
+    # A finite sum: every term finite (any other case is validated, and rejected).
+    if type(dv) is type(da) is type(dd) is type(ddv) is type(dda) is type(ddd) is float and (
+        math.isfinite(dv + da + dd + ddv + dda + ddd)
+    ):
+        # What validation gives finite floats (it only checks them), without its cost.
+        return unvalidated(AffectiveMomentum, values)
+    return AffectiveMomentum(**values)
 
 
 class AffectiveState(BaseModel):

@@ -7,12 +7,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
-from emotional_memory.models import EmotionalTag, Memory, consolidation_strength
+from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
@@ -79,7 +81,13 @@ class EncodingMixin(StateMixin):
         affect: CoreAffect | None,
         now: datetime,
     ) -> tuple[Memory, AffectiveState]:
-        """Pure part of encoding: the new state and the memory to store."""
+        """Pure part of encoding: the new state and the memory to store.
+
+        ``content``, ``embedding`` and ``metadata`` are the checked values of
+        :meth:`_check_content`, :meth:`_clean_embedding` and :meth:`_check_metadata`
+        (new objects of the caller's: the memory is built from them without
+        validating them again, and takes the list and the dict over).
+        """
         event, kept, pending = self._event_affect(content, appraisal, affect, metadata)
         event = event if event is not None else state.core_affect
         new_state = state.update(
@@ -94,7 +102,7 @@ class EncodingMixin(StateMixin):
             tag = tag.model_copy(update={"pending_appraisal": True})
         if self.config.auto_categorize:
             tag = label_tag(tag)
-        return Memory.create(content, tag, embedding=embedding, metadata=metadata), new_state
+        return checked_memory(content, tag, embedding, metadata), new_state
 
     def _linker(self, batched: bool) -> Linker:
         """The store's :class:`~emotional_memory.stores._linking.Linker`.
@@ -108,7 +116,12 @@ class EncodingMixin(StateMixin):
         """
         return linker_for(self.store, _LINK_SEARCH_BLOCK if batched else 1)
 
-    def _store_and_link(self, linker: Linker, memories: Iterable[Memory]) -> list[Memory]:
+    def _store_and_link(
+        self,
+        linker: Linker,
+        memories: Iterable[Memory],
+        vectors: Iterable[np.ndarray | None] | None = None,
+    ) -> list[Memory]:
         """Save new memories and build their forward and backward resonance links.
 
         Memory ``j``'s candidates depend only on the embeddings and insertion order of
@@ -121,6 +134,9 @@ class EncodingMixin(StateMixin):
         Args:
             linker: the store's linker.
             memories: new memories in encoding order; consumed one block at a time.
+            vectors: optionally, their embeddings as the float64 vectors of their
+                lists (None where missing or empty), in the same order: the store
+                may write its rows from them (see :meth:`Linker.save`).
 
         Returns:
             The memories as given (without links), in order.
@@ -129,11 +145,17 @@ class EncodingMixin(StateMixin):
         limit = cfg.max_links * cfg.candidate_multiplier
         out: list[Memory] = []
         source = iter(memories)
+        vector_source = iter(vectors) if vectors is not None else None
         while block := list(itertools.islice(source, linker.block_size)):
+            block_vectors = (
+                list(itertools.islice(vector_source, len(block)))
+                if vector_source is not None
+                else None
+            )
             if not self.config.enable_resonance:
-                linker.save(block)
+                linker.save(block, block_vectors)
             else:
-                found = linker.save_and_find(block, limit)
+                found = linker.save_and_find(block, limit, block_vectors)
                 for memory, candidates in zip(block, found, strict=True):
                     self._link(linker, memory, candidates)
                 linker.flush()
@@ -160,6 +182,7 @@ class EncodingMixin(StateMixin):
             candidates.affects,
             candidates.times_us,
             cfg,
+            candidates.norms,
         )
         if links:
             linker.link(memory, candidates, links, cfg.max_links)
@@ -258,24 +281,29 @@ class EncodingMixin(StateMixin):
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
         # Each raw vector is dropped once cleaned: one copy of the batch at a time.
+        # Cleaned as float64 vectors (what _clean_embedding checks, before anything is
+        # stored); a memory's list is made from its vector when it is prepared, and
+        # the store writes the row from the vector itself (no second conversion).
         pending: list[Any] = list(raw)
         del raw
-        embeddings: list[list[float] | None] = []
+        vectors: list[np.ndarray | None] = []
         for i in range(len(pending)):
-            embeddings.append(self._clean_embedding(pending[i], f"contents[{i}]"))
+            vectors.append(self._embedding_array(pending[i], f"contents[{i}]", stacklevel=3))
             pending[i] = None
         state = self._state
 
         def prepared() -> Iterator[Memory]:
             """The batch's memories, prepared one at a time as they are consumed."""
             nonlocal state
-            for text, emb, meta in zip(texts, embeddings, metas, strict=True):
+            for text, vec, meta in zip(texts, vectors, metas, strict=True):
+                emb = None if vec is None else vec.tolist()  # what _clean_embedding gives
                 memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
                 yield memory
 
+        row_vectors = (None if vec is None or vec.size == 0 else vec for vec in vectors)
         linker = self._linker(batched=True)
         out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared()), lambda: state
+            lambda: self._store_and_link(linker, prepared(), row_vectors), lambda: state
         )
         return [linker.stored(m) for m in out]
 

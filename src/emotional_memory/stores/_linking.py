@@ -96,6 +96,9 @@ class LinkCandidates:
             or its id).
         new_vector: the new memory's own embedding as a float64 vector, when the
             linker has it at hand (None: convert the memory's embedding).
+        norms: the norms of ``vectors`` (``sqrt(v . v)``, as the store computed them
+            when it saved each row; arbitrary where a vector is None), or None when
+            the linker does not have them (:func:`score_links` computes them).
     """
 
     ids: Sequence[str]
@@ -104,6 +107,7 @@ class LinkCandidates:
     times_us: Sequence[int]
     keys: Sequence[Any]
     new_vector: np.ndarray | None = None
+    norms: Sequence[float] | None = None
 
 
 class Linker(ABC):
@@ -116,20 +120,31 @@ class Linker(ABC):
     block_size: int
 
     @abstractmethod
-    def save(self, memories: Sequence[Memory]) -> None:
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
         """Save a block of new memories, in order (no linking).
 
         Args:
             memories: the new memories.
+            vectors: optionally, their embeddings as the float64 vectors of their
+                lists (None where missing or empty), which a linker may write rows
+                from instead of converting the lists.
         """
 
     @abstractmethod
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
         """Save a block of new memories, then find the candidates of each.
 
         Args:
             memories: at most :attr:`block_size` new memories, in encoding order.
             limit: ``max_links * candidate_multiplier``.
+            vectors: optionally, their embeddings as float64 vectors (see :meth:`save`).
 
         Returns:
             The candidates of each memory, in order, each read when it is reached
@@ -294,13 +309,20 @@ class MemoryLinker(Linker):
         self.block_size = block_size
         self._forward: dict[str, Memory] = {}  # new memories with their forward links
 
-    def save(self, memories: Sequence[Memory]) -> None:
-        """See :meth:`Linker.save`."""
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
+        """See :meth:`Linker.save` (``vectors`` unused: the store converts the lists)."""
         for memory in memories:
             self._store.save(memory)
 
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
-        """See :meth:`Linker.save_and_find`."""
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find` (``vectors`` unused)."""
         store = self._store
         before = len(store)
         self.save(memories)
@@ -390,11 +412,16 @@ class RowLinking(EmbeddingSearch, UndoLog):
             return None
         return RowLinker(self, block_size)
 
-    def _link_save(self, memories: Sequence[Memory]) -> list[np.ndarray | None]:
+    def _link_save(
+        self, memories: Sequence[Memory], given: Sequence[np.ndarray | None] | None = None
+    ) -> list[np.ndarray | None]:
         """Save new memories as rows, in order.
 
         Args:
             memories: the new memories.
+            given: optionally, their embeddings as float64 vectors, each equal to
+                what :func:`~emotional_memory.stores.in_memory._embedding_vector`
+                makes of the memory's list (else the lists are converted here).
 
         Returns:
             Their embeddings as the float64 vectors the rows were written from (None
@@ -402,21 +429,29 @@ class RowLinking(EmbeddingSearch, UndoLog):
         """
         from emotional_memory.stores.in_memory import _embedding_vector
 
+        if given is not None and len(given) != len(memories):
+            raise ValueError(f"{len(given)} vectors for {len(memories)} memories")
         vectors: list[np.ndarray | None] = []
         with self._lock:
-            for memory in memories:
-                vec = _embedding_vector(memory)
-                self._put(memory, vec)
+            for i, memory in enumerate(memories):
+                vec = given[i] if given is not None else _embedding_vector(memory)
+                # Not kept as a recent object: the memory handed back is built by
+                # _link_stored, and writing its links would drop that copy anyway.
+                self._put(memory, vec, remember=False)
                 vectors.append(vec)
         return vectors
 
     def _link_save_and_find(
-        self, memories: Sequence[Memory], limit: int
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        given: Sequence[np.ndarray | None] | None = None,
     ) -> Iterator[LinkCandidates]:
-        """:meth:`Linker.save_and_find` on rows: one batched search for the block."""
+        """:meth:`Linker.save_and_find` on rows: one batched search for the block
+        (``given``: as in :meth:`_link_save`)."""
         with self._lock:
             before = len(self._row_of)
-            vectors = self._link_save(memories)
+            vectors = self._link_save(memories, given)
             first = min(len(memories), max(0, limit - before))
             searched = memories[first:]
             # The float64 vectors the rows were written from are the queries (what
@@ -471,8 +506,14 @@ class RowLinking(EmbeddingSearch, UndoLog):
                         matrix = self._exact_rows(index)
                         for i in np.flatnonzero(has).tolist():
                             vectors[i] = matrix[i]
-                affects = self._affect[index].tolist()
+                # Triples as tuples of floats, which the garbage collector stops
+                # tracking the first time it meets them (lists it would keep
+                # traversing while the chunk is linked).
+                affects = list(zip(*self._affect[index].T.tolist(), strict=True))
                 times_us = self._timestamp_us[index].tolist()
+                # sqrt(v . v) of each row's float64 embedding, computed when it was
+                # written (_write_row): the norm score_links would compute.
+                norms = self._norms[index].tolist()
             end = 0
             for j, count in enumerate(counts):
                 begin, end = end, end + count
@@ -483,6 +524,7 @@ class RowLinking(EmbeddingSearch, UndoLog):
                     times_us=times_us[begin:end],
                     keys=keys[begin:end],
                     new_vector=new[start + j],
+                    norms=norms[begin:end],
                 )
 
     def _link_rows(
@@ -596,13 +638,20 @@ class RowLinker(Linker):
         self.block_size = block_size
         self._pending: PendingLinks = {}
 
-    def save(self, memories: Sequence[Memory]) -> None:
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
         """See :meth:`Linker.save`."""
-        self._store._link_save(memories)
+        self._store._link_save(memories, vectors)
 
-    def save_and_find(self, memories: Sequence[Memory], limit: int) -> Iterator[LinkCandidates]:
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
         """See :meth:`Linker.save_and_find`."""
-        return self._store._link_save_and_find(memories, limit)
+        return self._store._link_save_and_find(memories, limit, vectors)
 
     def link(
         self,

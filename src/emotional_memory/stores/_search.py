@@ -232,6 +232,24 @@ class EmbeddingSearch(EmbeddingPrecision):
             return self._n_embedded
         return int(np.count_nonzero(self._valid[: last + 1] & self._has[: last + 1]))
 
+    def _count_searchable_many(self, lasts: Sequence[int]) -> list[int]:
+        """:meth:`_count_searchable` of each of ``lasts``, with one running count.
+
+        Args:
+            lasts: last eligible rows.
+
+        Returns:
+            The searchable rows up to each, in order.
+        """
+        size = self._size
+        if all(last >= size - 1 for last in lasts):
+            return [self._n_embedded] * len(lasts)
+        running = np.cumsum(self._valid[:size] & self._has[:size]).tolist()
+        return [
+            self._n_embedded if last >= size - 1 else running[last] if last >= 0 else 0
+            for last in lasts
+        ]
+
     def _pool_size(self, k: int, searchable: int) -> int:
         # The pool is small; the bound check in _finish_pooled widens it when needed.
         # Special rows carry +inf, so they always fall inside the pool.
@@ -456,7 +474,6 @@ class EmbeddingSearch(EmbeddingPrecision):
         batched: list[int] = []
         queries: list[np.ndarray] = []
         norms: list[float] = []
-        units: list[np.ndarray] = []
         for j, emb in enumerate(embeddings):
             plain = (
                 top_k <= 0
@@ -468,7 +485,9 @@ class EmbeddingSearch(EmbeddingPrecision):
             )
             if not plain:
                 query = self._check_query(emb)  # type: ignore[arg-type]
-                norm = _norm(query)
+                # _norm(query): np.linalg.norm of a 1-D float64 vector is
+                # sqrt(x.dot(x)), rounded alike by math.sqrt (without its overhead)
+                norm = math.sqrt(query.dot(query))
                 plain = not _NORM_MIN <= norm <= _NORM_MAX  # also 0, NaN, inf
             if plain:
                 answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
@@ -476,8 +495,12 @@ class EmbeddingSearch(EmbeddingPrecision):
                 batched.append(j)
                 queries.append(query)
                 norms.append(norm)
-                units.append((query / norm).astype(np.float32))
         if batched:
+            # Each query / its norm, rounded to float32: elementwise, so a block at a
+            # time gives every row what one query at a time does.
+            units: list[np.ndarray] = list(
+                (np.stack(queries) / np.asarray(norms)[:, None]).astype(np.float32)
+            )
             self._finish_batch(embeddings, top_k, limits, batched, queries, norms, units, answers)
         return answers
 
@@ -504,7 +527,7 @@ class EmbeddingSearch(EmbeddingPrecision):
             units: their float32 unit vectors.
             answers: where each query's row indices go (filled in place).
         """
-        counts = [self._count_searchable(limits[j]) for j in batched]
+        counts = self._count_searchable_many([limits[j] for j in batched])
         pools = [self._pool_size(min(top_k, c), c) for c in counts]
         need = max(pools) + 1
         finish = functools.partial(

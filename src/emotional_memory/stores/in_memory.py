@@ -782,13 +782,17 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
     # ------------------------------------------------------------------- writes
 
-    def _put(self, memory: Memory, vector: np.ndarray | None = None) -> None:
+    def _put(
+        self, memory: Memory, vector: np.ndarray | None = None, *, remember: bool = True
+    ) -> None:
         """Insert or replace ``memory``; validates before touching any state.
 
         Args:
             memory: the memory.
             vector: its embedding as a float64 vector, when the caller has already
                 converted it (:func:`_embedding_vector`'s result; None: convert it).
+            remember: keep a copy among the recent objects (False: the row is about
+                to change, as a new memory's links do while a block is linked).
         """
         memory_id = memory.id
         row = self._row_of.get(memory_id)
@@ -836,7 +840,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         lossless = True
         if not same_vector:
             lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
-        self._write_record(row, memory, compact, lossless, own_embedding)
+        self._write_record(row, memory, compact, lossless, remember, own_embedding)
         if self._lexical is not None:
             self._lexical.set(memory_id, memory.content)
 
@@ -849,10 +853,11 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         return bool(np.array_equal(self._exact_row(row), vec))
 
     def _write_record(
-        self, row: int, memory: Memory, compact: bool, lossless: bool,
+        self, row: int, memory: Memory, compact: bool, lossless: bool, remember: bool = True,
         own_embedding: list[float] | None = None,
     ) -> None:
-        """Write everything but the embedding of ``memory`` into ``row``.
+        """Write everything but the embedding of ``memory`` into ``row`` (a compact row's
+        memory is kept among the recent objects when lossless and ``remember``).
 
         ``own_embedding``: the store's own list equal to ``memory.embedding`` (a
         tag-only update), remembered instead of a copy.
@@ -868,7 +873,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._content[row] = memory.content
             self._meta[row] = copy_metadata(memory.metadata) or None
             self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
-            if lossless:
+            if lossless and remember:
                 self._remember(_private(memory, own_embedding))
             return
         # Kept whole; only the kernel's columns are written.
