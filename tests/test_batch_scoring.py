@@ -465,7 +465,7 @@ def test_jitted_searches_see_every_write_through_their_cached_views(
     store.update(target.model_copy(update={"embedding": (query * 3).tolist()}))
     check()
     assert store.search_by_embedding(query.tolist(), 1)[0].id == target.id
-    assert store._jax_views is views  # same arrays, same rows: the views were reused
+    assert store._jax_views is views  # same arrays: the views were reused
     store.delete(target.id)
     check()
     near = (query + 0.05 * rng.normal(size=d)) * 4
@@ -759,6 +759,24 @@ def test_scoring_bank_of_a_plain_store_scores_like_the_native_one() -> None:
     row_ids, cols, dim = plain._columnar.scoring_bank(plain._clock())
     assert dim == 48 and len(row_ids) == cols.valid.shape[0] == 64
     assert sum(r is not None for r in row_ids) == int(np.asarray(cols.valid).sum()) == 35
+
+
+@pytest.mark.parametrize("mode", ["float32", "bfloat16", "float64"])
+def test_scoring_bank_is_a_copy_later_writes_do_not_reach(mode: str) -> None:
+    """``scoring_bank`` returns a snapshot: updates, deletes and the compaction they
+    trigger after the call leave the returned embeddings as they were (the live search
+    matrix would otherwise be shared with JAX without a copy on CPU)."""
+    rng = np.random.default_rng(3)
+    store = filled_store(mode, [rng.normal(size=8) for _ in range(40)])
+    row_ids, cols, dim = store.scoring_bank(T0)
+    before = np.array(cols.embedding)
+    for memory in store.list_all()[:30]:
+        store.delete(memory.id)  # enough tombstones to compact the rows
+    for memory in store.list_all():
+        store.update(memory.model_copy(update={"embedding": [9.0] * 8}))
+    store.list_all()
+    np.testing.assert_array_equal(np.asarray(cols.embedding), before)
+    assert dim == 8 and sum(r is not None for r in row_ids) == 40
 
 
 def test_score_queries_routing_and_ablation() -> None:

@@ -455,3 +455,43 @@ def test_a_plain_store_answers_a_lexical_retrieve_from_one_index() -> None:
             (r.memory.content, r.score) for r in plain
         ]
     assert plain_store.scans == 3
+
+
+def test_hybrid_candidates_over_every_memory_build_no_index() -> None:
+    """Hybrid candidates with s7 off and every memory a candidate need no BM25 index:
+    a plain store is scanned once per retrieve (its memories), as before."""
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.retrieval import RetrievalConfig
+
+    plain_store = _CountingStore()
+    engine = EmotionalMemory(
+        plain_store, HashingEmbedder(dim=16), clock=TickClock(T0),
+        config=EmotionalMemoryConfig(retrieval=RetrievalConfig(hybrid_candidates=True)),
+    )
+    for i in range(6):  # fewer than top_k * candidate_multiplier: all are candidates
+        engine.encode(f"rain by the sea {i}")
+    plain_store.scans = 0
+    engine.retrieve("rain", top_k=3)
+    assert plain_store.scans == 1
+
+
+def test_a_store_with_the_earlier_candidate_bank_signature_still_retrieves() -> None:
+    """A user's ColumnarStore written before ``candidate_bank`` took ``lexical=`` keeps
+    working while the retrieve has no lexical part (the default: s7 and hybrid
+    candidates off); the keyword is passed only when there is one."""
+
+    class EarlierSignature(InMemoryStore):
+        def candidate_bank(  # type: ignore[override]
+            self, embedding: Any, limit: int | None, now: datetime, *,
+            also: Any = (), with_memories: bool = False,
+        ) -> CandidateBank:
+            return super().candidate_bank(
+                embedding, limit, now, also=also, with_memories=with_memories
+            )
+
+    store = EarlierSignature()
+    assert columnar(store) is store
+    engine = _engine(store)
+    for i in range(12):
+        engine.encode(f"note {i}")
+    assert len(engine.retrieve("note", top_k=2)) == 2

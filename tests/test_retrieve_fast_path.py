@@ -323,6 +323,7 @@ _PACK_CASE = st.tuples(
     st.booleans(),  # lexical signal
     st.booleans(),  # signal mask
     st.integers(0, 2**31 - 1),
+    st.booleans(),  # fixed weights: six even with s7 (the engine's precomputed_weights)
 )
 
 
@@ -335,7 +336,7 @@ def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
     with and without the lexical signal and the ablation mask: every field of the
     plan equals the packed table's column, orders and flags included.
     """
-    n, top_k, hops, dtype, fixed, lexical_on, masked, seed = case
+    n, top_k, hops, dtype, fixed, lexical_on, masked, seed, six = case
     rng = np.random.default_rng(seed)
     dim, width = 5, 4
     cols = pad_columns(MemoryColumns(
@@ -361,7 +362,8 @@ def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
     signals = 7 if lexical_on else 6
     kwargs: dict[str, Any] = {}
     if fixed:
-        kwargs["weights"] = np.full(signals, 1.0 / signals)
+        count = 6 if six else signals
+        kwargs["weights"] = np.full(count, 1.0 / count)
     if masked:
         kwargs["signal_mask"] = np.asarray([1.0, 0.0, 1.0, 1.0, 0.0, 1.0] + [1.0] * (signals - 6))
     if lexical_on:
@@ -387,3 +389,19 @@ def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
         expected = np.asarray(getattr(want, name))
         np.testing.assert_array_equal(table[:, signals + i].astype(expected.dtype), expected,
                                       err_msg=name)
+    # the host side reads the same table back (plan_arrays, sliced to the real rows)
+    with retrieval_module.float64():
+        arrays = retrieval_module.plan_arrays(
+            params, query, cols, n, top_k, (targets, strengths) if hops else None, hops,
+            weights=kwargs.get("weights"), signal_mask=kwargs.get("signal_mask"),
+            lexical=kwargs.get("lexical"),
+        )
+    np.testing.assert_array_equal(arrays.weights, np.asarray(want.weights))
+    np.testing.assert_array_equal(arrays.raw1, np.asarray(want.raw1)[:n])
+    for name in ("totals1", "order1", "activation", "reached"):
+        np.testing.assert_array_equal(getattr(arrays, name), np.asarray(getattr(want, name))[:n],
+                                      err_msg=name)
+    if arrays.reached.any():
+        np.testing.assert_array_equal(arrays.totals2, np.asarray(want.totals2)[:n])
+        np.testing.assert_array_equal(arrays.order2, np.asarray(want.order2)[:n])
+        np.testing.assert_array_equal(arrays.raw2[:, 5], np.asarray(want.resonance2)[:n])

@@ -702,7 +702,8 @@ def plan_arrays(
         weight_params=weight_params, signal_mask=signal_mask, lexical=lexical,
     )
     plan_weights = np.asarray(out_weights)
-    s = plan_weights.shape[0]
+    # the signal columns: 7 with s7 even when 6 precomputed weights are given
+    s = out_table.shape[1] - len(TABLE)
     table = np.asarray(out_table)[:n]  # padding rows sort after every real row
     col = {name: s + i for i, name in enumerate(TABLE)}
     raw1 = table[:, :s]

@@ -198,12 +198,14 @@ class RankingMixin(EffectsMixin):
         terms = query_terms(query, derived.stop_words) if lexical_on else []
         # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
         # statistics come with the candidates, from the same read of the store.
-        lexical_query = (
-            LexicalQuery(
-                terms, 0 if everything else limit, cfg.lexical_k1, cfg.lexical_b,
-                statistics=derived.lexical_on,
-            )
-            if terms or derived.lexical_on else None
+        shortlist = limit if terms and not everything else 0
+        # passed only when there is a lexical part (a store written against the
+        # protocol before ``lexical=`` existed keeps working with s7 off)
+        lexical_query: dict[str, Any] = (
+            {"lexical": LexicalQuery(
+                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on
+            )}
+            if shortlist or derived.lexical_on else {}
         )
         # the original's span around the shortlist search (none without a search)
         span = nullcontext() if everything else traced_span(
@@ -211,8 +213,8 @@ class RankingMixin(EffectsMixin):
         )
         with span:
             bank = store.candidate_bank(
-                embedding, None if everything else limit, now, lexical=lexical_query,
-                with_memories=with_memories,
+                embedding, None if everything else limit, now, with_memories=with_memories,
+                **lexical_query,
             )
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))

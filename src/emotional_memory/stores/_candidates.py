@@ -115,7 +115,10 @@ class CandidateRows(EmbeddingSearch):
         """
         with self._lock:
             row_ids, cols = self.columns(now, padded=True, dtype=dtype)
-            # copied to device buffers while no write can change the views
+            # The embedding is a view of the live search matrix, which JAX would share
+            # without a copy on CPU: copy it while no write can change it (scoring
+            # runs after the lock is released; a compaction would move its rows).
+            cols = dataclasses.replace(cols, embedding=np.array(cols.embedding))
             return row_ids, jax.device_put(cols), self._dim
 
     def _bank_of_rows(

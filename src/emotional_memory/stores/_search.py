@@ -168,9 +168,10 @@ class EmbeddingSearch(EmbeddingPrecision):
     store's lock.
     """
 
-    # The JAX views of the search matrix, scale and bias that the last jitted search
-    # used, with the arrays and row count they view (None: none yet, or dropped when
-    # the arrays were reallocated). Creating them costs ~0.1 ms per search.
+    # The JAX views of the search matrix, scale and bias that jitted searches used:
+    # ``(matrix, scale, bias, {rows: views})`` for the arrays they view (None: none
+    # yet, or dropped when the arrays were reallocated). Creating them costs ~0.1 ms
+    # per search.
     _jax_views: tuple[Any, ...] | None = None
 
     def _search_rows(
@@ -325,28 +326,28 @@ class EmbeddingSearch(EmbeddingPrecision):
         step = max(1, self._capacity // steps)
         rows = min(self._capacity, -(-self._size // step) * step)
         views = self._jax_views
-        if (
-            views is not None
-            and views[0] is self._matrix
-            and views[1] is self._scale
-            and views[2] is self._bias
-            and views[3] == rows
+        if views is not None and not (
+            views[0] is self._matrix and views[1] is self._scale and views[2] is self._bias
         ):
-            return views[4], views[5], views[6], step
+            views = self._jax_views = None
+        cached = views[3].get(rows) if views is not None else None
+        if cached is not None:
+            return cached[0], cached[1], cached[2], step
         # Zero-copy hand-off (the matrix is 64-byte aligned); results are fetched
         # before the lock is released, so no write can race the computation.
         sources = (self._matrix[:rows], self._scale[:rows], self._bias[:rows])
         matrix, scale, bias = (jax.dlpack.from_dlpack(a) for a in sources)
         # Kept for the next search while they are views of these very arrays (the
-        # store's in-place writes show through them; a reallocation drops them).
+        # store's in-place writes show through them; a reallocation drops them),
+        # one set per row count (single and batched searches round differently).
         shared = all(
             v.unsafe_buffer_pointer() == a.ctypes.data
             for v, a in zip((matrix, scale, bias), sources, strict=True)
         )
-        self._jax_views = (
-            (self._matrix, self._scale, self._bias, rows, matrix, scale, bias)
-            if shared else None
-        )
+        if shared:
+            if views is None or len(views[3]) >= 4:  # row counts of a grown store: drop
+                views = self._jax_views = (self._matrix, self._scale, self._bias, {})
+            views[3][rows] = (matrix, scale, bias)
         return matrix, scale, bias, step
 
     def _approximate(self, query_unit: np.ndarray, last: int) -> np.ndarray:

@@ -96,7 +96,8 @@ class ColumnarStore(MemoryStore, Protocol):
                 ids no longer stored are skipped.
             lexical: the retrieve's lexical part, read with the candidates: its BM25
                 shortlist is appended after ``also`` (the same rule), and with
-                ``statistics`` the bank carries the candidates' term statistics.
+                ``statistics`` the bank carries the candidates' term statistics. The
+                engine passes it only when the retrieve has a lexical part.
             with_memories: also build the candidates' :class:`Memory` objects (the
                 bank's ``memories``, read with the columns), for a full plan.
 
@@ -261,7 +262,10 @@ class StoreAdapter:
         which the bank always carries; a lexical query builds one index from
         ``list_all`` for both its shortlist and its statistics)."""
         del with_memories  # the memories are at hand anyway
-        index = self._lexicon() if lexical is not None else None
+        wanted = lexical is not None and (
+            bool(lexical.shortlist and lexical.terms) or lexical.statistics
+        )
+        index = self._lexicon() if wanted else None
         if limit is None:
             found = self.store.list_all()
         else:  # plain stores get the query as a list of floats
