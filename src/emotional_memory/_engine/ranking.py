@@ -199,23 +199,27 @@ class RankingMixin(EffectsMixin):
         # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
         # statistics come with the candidates, from the same read of the store.
         shortlist = limit if terms and not everything else 0
-        # passed only when there is a lexical part (a store written against the
-        # protocol before ``lexical=`` existed keeps working with s7 off)
-        lexical_query: dict[str, Any] = (
-            {"lexical": LexicalQuery(
+        lexical_query = (
+            LexicalQuery(
                 terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on
-            )}
-            if shortlist or derived.lexical_on else {}
+            )
+            if shortlist or derived.lexical_on else None
         )
         # the original's span around the shortlist search (none without a search)
         span = nullcontext() if everything else traced_span(
             "emotional_memory.store.search_by_embedding", {"limit": limit}
         )
         with span:
-            bank = store.candidate_bank(
-                embedding, None if everything else limit, now, with_memories=with_memories,
-                **lexical_query,
-            )
+            if lexical_query is None:  # no lexical part: the keyword-free call, which a
+                # store written before ``lexical=`` existed also answers
+                bank = store.candidate_bank(
+                    embedding, None if everything else limit, now, with_memories=with_memories
+                )
+            else:
+                bank = store.candidate_bank(
+                    embedding, None if everything else limit, now, lexical=lexical_query,
+                    with_memories=with_memories,
+                )
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)

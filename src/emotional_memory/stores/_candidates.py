@@ -28,6 +28,7 @@ from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._records import to_microseconds
+from emotional_memory.stores._rows import _aligned_zeros
 from emotional_memory.stores._search import EmbeddingSearch
 
 
@@ -118,7 +119,11 @@ class CandidateRows(EmbeddingSearch):
             # The embedding is a view of the live search matrix, which JAX would share
             # without a copy on CPU: copy it while no write can change it (scoring
             # runs after the lock is released; a compaction would move its rows).
-            cols = dataclasses.replace(cols, embedding=np.array(cols.embedding))
+            # One copy, into an aligned buffer JAX then shares (an unaligned copy
+            # would be copied a second time).
+            private = _aligned_zeros(cols.embedding.shape, cols.embedding.dtype)
+            private[...] = cols.embedding
+            cols = dataclasses.replace(cols, embedding=private)
             return row_ids, jax.device_put(cols), self._dim
 
     def _bank_of_rows(
