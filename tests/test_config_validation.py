@@ -12,13 +12,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import equinox as eqx
 import numpy as np
 import pytest
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel import ScoringParams
 from emotional_memory.mood import MoodDecayConfig, MoodField
 from emotional_memory.resonance import ResonanceConfig
 from emotional_memory.retrieval import (
@@ -295,20 +295,21 @@ def test_failed_construction_leaves_no_partial_object() -> None:
 
 
 @pytest.mark.parametrize(("leaf", "index", "name"), [
-    *(("gates", i, f) for i, f in enumerate(ADAPTIVE_FIELDS)),
-    *(("decay", i, f) for i, f in enumerate(DECAY_FIELDS)),
+    *(("gates", None, f) for f in ADAPTIVE_FIELDS),
+    *(("decay", None, f) for f in DECAY_FIELDS),
     *(("base_weights", i, "base_weights") for i in (0, 5)),
 ])
-def test_params_with_nan_do_not_round_trip_into_a_config(leaf: str, index: int, name: str) -> None:
+def test_params_with_nan_do_not_round_trip_into_a_config(
+    leaf: str, index: int | None, name: str
+) -> None:
     """A diverged fit (NaN parameter) cannot be saved as a config silently."""
     params = params_from_config(RetrievalConfig(), DecayConfig())
-    values = np.array(getattr(params, leaf), dtype=np.float64)
-    values[index] = np.nan
-    broken = ScoringParams(**{
-        f: (values if f == leaf else getattr(params, f))
-        for f in ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
-                  "signal_shift")
-    })
+    if index is None:  # a named scalar of a parameter group
+        broken = eqx.tree_at(lambda p: getattr(getattr(p, leaf), name), params, np.float64(np.nan))
+    else:
+        values = np.array(params.base_weights, dtype=np.float64)
+        values[index] = np.nan
+        broken = eqx.tree_at(lambda p: p.base_weights, params, values)
     assert_rejected(lambda: params_to_config(broken), name)
 
 

@@ -31,6 +31,7 @@ from emotional_memory.kernel import (
     apply_signal_mask,
     bank_cosine,
     bucket_size,
+    pack_params,
     pad_columns,
     score_bank,
     score_given_semantic,
@@ -38,7 +39,9 @@ from emotional_memory.kernel import (
     signals,
     spreading_activation_dense,
     stable_rank,
+    unpack_params,
 )
+from emotional_memory.kernel.params import PACKED_SIZE
 from emotional_memory.retrieval import AdaptiveWeightsConfig, RetrievalConfig
 from emotional_memory.scoring_config import (
     params_from_config,
@@ -99,9 +102,7 @@ def params_variant(name: str) -> ScoringParams:
         return default_params()
     if name == "min_seconds_zero":  # beyond config validation (a training step may go there)
         params = default_params()
-        decay = np.array(params.decay)
-        decay[DECAY_FIELDS.index("min_seconds")] = 0.0
-        return eqx.tree_at(lambda t: t.decay, params, decay)
+        return eqx.tree_at(lambda t: t.decay.min_seconds, params, np.float64(0.0))
     if name == "all_zero_base":  # everything cancels -> uniform 1/6 fallback
         cfg = RetrievalConfig(base_weights=[0.0] * 6, adaptive_weights_config=zero_gates)
     elif name == "all_negative_base":  # everything clipped at 0 -> uniform fallback
@@ -463,7 +464,8 @@ def check_finite_grads(
     leaves = {f: getattr(g_params, f) for f in SMOOTH_LEAVES}
     assert all(leaf is not None for leaf in leaves.values())
     for name, leaf in leaves.items():
-        assert np.asarray(leaf).dtype == np.dtype(dtype), (what, name)
+        for part in jax.tree_util.tree_leaves(leaf):  # a group's named scalars too
+            assert np.asarray(part).dtype == np.dtype(dtype), (what, name)
     _assert_all_finite(g_params, f"{what} [params]")
     _assert_all_finite((g_query, g_cols), f"{what} [inputs]")
 
@@ -872,7 +874,8 @@ def test_float32_agrees_with_float64(seed: int, variant: str) -> None:
 def test_float32_params_from_config_dtype() -> None:
     p = params_from_config(RetrievalConfig(), DecayConfig(), dtype=np.float32)
     for name in SMOOTH_LEAVES:
-        assert np.asarray(getattr(p, name)).dtype == np.float32
+        for leaf in jax.tree_util.tree_leaves(getattr(p, name)):
+            assert np.asarray(leaf).dtype == np.float32, name
     query, cols = edge_bank()
     out = _score_bank_jit(p, *to_dtype((query, cols), jnp.float32))
     assert out.totals.dtype == jnp.float32
@@ -898,15 +901,16 @@ def test_default_to_config_dicts_reproduce_spec() -> None:
 def test_default_params_leaves() -> None:
     p = default_params()
     np.testing.assert_array_equal(p.base_weights, SPEC_BASE_WEIGHTS)
-    np.testing.assert_array_equal(p.gates, list(SPEC_GATES.values()))
-    np.testing.assert_array_equal(p.decay, list(SPEC_DECAY.values()))
+    np.testing.assert_array_equal(p.gates.vector(), list(SPEC_GATES.values()))
+    np.testing.assert_array_equal(p.decay.vector(), list(SPEC_DECAY.values()))
     assert float(p.distance_scale) == math.sqrt(6.0)
     np.testing.assert_array_equal(p.signal_scale, [1.0] * 6)
     np.testing.assert_array_equal(p.signal_shift, [0.0] * 6)
-    for i, name in enumerate(GATE_FIELDS):
-        assert float(p.gates[i]) == SPEC_GATES[name]
-    for i, name in enumerate(DECAY_FIELDS):
-        assert float(p.decay[i]) == SPEC_DECAY[name]
+    for name in GATE_FIELDS:
+        assert float(getattr(p.gates, name)) == SPEC_GATES[name]
+    for name in DECAY_FIELDS:
+        assert float(getattr(p.decay, name)) == SPEC_DECAY[name]
+    assert p.gates.vector().dtype == np.float64 and p.decay.vector().dtype == np.float64
 
 
 def test_default_round_trip_is_exact() -> None:
@@ -997,8 +1001,8 @@ def test_from_config_base_weights_override() -> None:
     p = params_from_config(RetrievalConfig(), DecayConfig(), base_weights=route)
     np.testing.assert_array_equal(p.base_weights, route)
     ref = default_params()
-    np.testing.assert_array_equal(p.gates, ref.gates)
-    np.testing.assert_array_equal(p.decay, ref.decay)
+    np.testing.assert_array_equal(p.gates.vector(), ref.gates.vector())
+    np.testing.assert_array_equal(p.decay.vector(), ref.decay.vector())
     r, d = params_to_config(p)
     assert r.base_weights == route
     assert r.adaptive_weights_config == AdaptiveWeightsConfig()
@@ -1008,22 +1012,25 @@ def test_from_config_base_weights_override() -> None:
 def test_astype() -> None:
     p = default_params()
     p32 = p.astype(jnp.float32)
-    for name in SMOOTH_LEAVES:
-        leaf = getattr(p32, name)
+    leaves = jax.tree_util.tree_leaves(p)
+    # three (6,) vectors, the distance scale, and 20 named scalars in three groups
+    assert len(leaves) == 3 + 1 + 10 + 7 + 3
+    for leaf, ref in zip(jax.tree_util.tree_leaves(p32), leaves, strict=True):
         assert isinstance(leaf, jax.Array)
         assert leaf.dtype == jnp.float32
-        np.testing.assert_array_equal(
-            np.asarray(leaf), np.asarray(getattr(p, name), dtype=np.float32)
-        )
+        np.testing.assert_array_equal(np.asarray(leaf), np.asarray(ref, dtype=np.float32))
     with jax.enable_x64(True):
         p64 = p.astype(jnp.float64)
-        for name in SMOOTH_LEAVES:
-            leaf = getattr(p64, name)
+        for leaf, ref in zip(jax.tree_util.tree_leaves(p64), leaves, strict=True):
             assert leaf.dtype == jnp.float64
-            np.testing.assert_array_equal(np.asarray(leaf), np.asarray(getattr(p, name)))
+            np.testing.assert_array_equal(np.asarray(leaf), np.asarray(ref))
         assert params_to_config(p64) == (RetrievalConfig(), DecayConfig())
-    # params are a pytree of exactly seven array leaves
-    assert len(jax.tree.leaves(p)) == 7  # six signal groups + the lexical signal's (weight, k1, b)
+    # the named groups, packed into one vector and back, are the same leaves
+    again = unpack_params(pack_params(p))
+    for leaf, ref in zip(jax.tree_util.tree_leaves(again), leaves, strict=True):
+        assert np.asarray(leaf).shape == np.shape(ref)
+        assert np.asarray(leaf).tobytes() == np.asarray(ref, np.float64).tobytes()
+    assert pack_params(p).shape == (PACKED_SIZE,) == (39,)
 
 
 def test_from_config_accepts_duck_typed_objects() -> None:
@@ -1043,7 +1050,7 @@ def test_from_config_accepts_duck_typed_objects() -> None:
     for k, v in SPEC_DECAY.items():
         setattr(Decay, k, v)
     p = params_from_config(Retrieval(), Decay())
-    np.testing.assert_array_equal(p.gates, list(SPEC_GATES.values()))
+    np.testing.assert_array_equal(p.gates.vector(), list(SPEC_GATES.values()))
     np.testing.assert_array_equal(p.base_weights, [0.2] * 6)
 
 

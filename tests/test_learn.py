@@ -28,7 +28,7 @@ from jax.test_util import check_grads
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.data import load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams
+from emotional_memory.kernel import GateParams, MemoryColumns, QueryFeatures, ScoringParams
 from emotional_memory.learn import (
     GROUPS,
     RecallBatch,
@@ -44,7 +44,7 @@ from emotional_memory.learn import (
     ranking_metrics,
     scenario_folds,
 )
-from emotional_memory.learn.params import constrained_params
+from emotional_memory.learn.params import constrained_params, leaf_vector
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config
 
@@ -353,7 +353,8 @@ def test_grads_finite_at_a_vanishing_calm_width(edge: tuple[RecallBatch, Any, An
     # i.e. width = softplus(-356.5) ~ 1e-155 (still > 0): the gradient must stay finite.
     _, u0, value_and_grad = edge
     with jax.enable_x64(True):
-        u = {**u0, "gates": u0["gates"].at[7].set(-356.5)}
+        width = GateParams.names().index("calm_valence_width")
+        u = {**u0, "gates": u0["gates"].at[width].set(-356.5)}
         (value, _), grads = value_and_grad(u)
     assert_finite_grads(value, grads, GROUPS)
 
@@ -439,20 +440,21 @@ def test_untrained_fit_is_the_spec_default(
     default = default_params()
     for name in ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
                  "signal_shift"):
-        np.testing.assert_array_equal(getattr(result.params, name), getattr(default, name))
+        np.testing.assert_array_equal(leaf_vector(result.params, name),
+                                      leaf_vector(default, name))
     assert result.history == {"train_loss": [], "val_loss": []}
 
 
 def test_reparam_export_is_bit_identical_where_untouched() -> None:
     # a lexical weight inside (0, inf): 0 sits on the softplus boundary (nudged to 1e-6)
-    base = eqx.tree_at(lambda p: p.lexical, default_params(), np.array([0.35, 1.2, 0.75]))
+    base = eqx.tree_at(lambda p: p.lexical.weight, default_params(), np.float64(0.35))
     reparam = Reparam(base, GROUPS)
     assert reparam.leaves == ("base_weights", "gates", "decay", "signal_scale", "signal_shift",
                               "lexical")
     exported = reparam.export(reparam.init())
     for name in ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
                  "signal_shift", "lexical"):
-        a, b = np.asarray(getattr(exported, name)), np.asarray(getattr(base, name))
+        a, b = np.asarray(leaf_vector(exported, name)), np.asarray(leaf_vector(base, name))
         assert a.tobytes() == b.tobytes(), name
     # Move one element of each leaf: only that element changes.
     u = reparam.init()
@@ -460,15 +462,15 @@ def test_reparam_export_is_bit_identical_where_untouched() -> None:
         u[name][1] += 0.25
     exported = reparam.export(u)
     for name in reparam.leaves:
-        a, b = np.asarray(getattr(exported, name)), np.asarray(getattr(base, name))
+        a, b = np.asarray(leaf_vector(exported, name)), np.asarray(leaf_vector(base, name))
         assert a[1] != b[1], name
         np.testing.assert_array_equal(np.delete(a, 1), np.delete(b, 1))
     # Round trip of the constrained values (up to float rounding).
     with jax.enable_x64(True):
         again = reparam.params(reparam.init())
     for name in reparam.leaves:
-        np.testing.assert_allclose(np.asarray(getattr(again, name)),
-                                   np.asarray(getattr(base, name)), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(np.asarray(leaf_vector(again, name)),
+                                   np.asarray(leaf_vector(base, name)), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError):
         Reparam(base, ())
     with pytest.raises(ValueError):
@@ -491,20 +493,21 @@ def test_constraints_hold_with_a_huge_learning_rate(
                  learning_rate=learning_rate, steps=40)
     p = result.params
     for name in ("base_weights", "gates", "decay", "signal_scale", "signal_shift"):
-        assert np.isfinite(np.asarray(getattr(p, name))).all(), name
+        assert np.isfinite(np.asarray(leaf_vector(p, name))).all(), name
     assert np.all(np.asarray(p.base_weights) >= 0.0)
-    gates = dict(zip(
-        ("neg_s", "neg_c", "neg_k", "aro_s", "aro_c", "aro_k", "calm_s", "calm_w", "calm_c",
-         "calm_k"), np.asarray(p.gates), strict=True))
-    for key in ("neg_s", "aro_s", "calm_s", "aro_c", "calm_c"):
-        assert 0.0 <= gates[key] <= 1.0, key
-    assert -1.0 <= gates["neg_c"] <= 1.0
-    for key in ("neg_k", "aro_k", "calm_k", "calm_w"):
-        assert gates[key] > 0.0, key
-    base_decay, modulation, boost, threshold, floor, min_seconds, power = np.asarray(p.decay)
-    assert base_decay >= 0 and boost >= 0 and power >= 0
-    assert 0.0 <= modulation <= 1.0 and 0.0 <= threshold <= 1.0 and 0.0 <= floor <= 1.0
-    assert min_seconds > 0.0
+    g = p.gates
+    for value in (g.negative_mood_strength, g.high_arousal_strength, g.calm_strength,
+                  g.high_arousal_center, g.calm_arousal_center):
+        assert 0.0 <= value <= 1.0
+    assert -1.0 <= g.negative_mood_center <= 1.0
+    for value in (g.negative_mood_sharpness, g.high_arousal_sharpness, g.calm_sharpness,
+                  g.calm_valence_width):
+        assert value > 0.0
+    d = p.decay
+    assert d.base_decay >= 0 and d.retrieval_boost >= 0 and d.power >= 0
+    assert 0.0 <= d.arousal_modulation <= 1.0 and 0.0 <= d.floor_arousal_threshold <= 1.0
+    assert 0.0 <= d.floor_value <= 1.0
+    assert d.min_seconds > 0.0
     # and the engine accepts it
     EmotionalMemoryConfig.model_validate_json(result.config.model_dump_json())
 
@@ -542,8 +545,8 @@ def test_fitted_config_round_trips_and_drives_the_engine(
     assert loaded.model_dump_json() == text
     params = params_from_config(loaded.retrieval, loaded.decay)
     for name in ("base_weights", "gates", "decay"):
-        assert np.asarray(getattr(params, name)).tobytes() == np.asarray(
-            getattr(result.params, name)).tobytes()
+        assert np.asarray(leaf_vector(params, name)).tobytes() == np.asarray(
+            leaf_vector(result.params, name)).tobytes()
     assert config_with_params(EmotionalMemoryConfig(), params) == loaded
     # Replayed through a real engine with the fitted config, the ranking is the batch
     # forward's at the activation that config computes.

@@ -33,7 +33,7 @@ from emotional_memory import (
 )
 from emotional_memory.affect import AffectiveMomentum
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.kernel import ScoringParams
+from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
 from emotional_memory.kernel.gates import adaptive_weights, adaptive_weights_lexical
 from emotional_memory.kernel.lexical import LexicalInputs, bm25, lexical_signal
 from emotional_memory.lexical import LexicalIndex, tokenize
@@ -431,10 +431,11 @@ def oracle_normalise(w: Sequence[float]) -> list[float]:
 
 def make_params(base: Sequence[float], gates: Sequence[float], lex_w: float) -> ScoringParams:
     return ScoringParams(
-        base_weights=np.asarray(base, np.float64), gates=np.asarray(gates, np.float64),
-        decay=np.zeros(7), distance_scale=np.asarray(math.sqrt(6.0)),
+        base_weights=np.asarray(base, np.float64),
+        gates=GateParams.from_vector(np.asarray(gates, np.float64)),
+        decay=DecayParams.from_vector(np.zeros(7)), distance_scale=np.asarray(math.sqrt(6.0)),
         signal_scale=np.ones(6), signal_shift=np.zeros(6),
-        lexical=np.asarray([lex_w, 1.2, 0.75]),
+        lexical=LexicalParams.from_vector(np.asarray([lex_w, 1.2, 0.75])),
     )
 
 
@@ -895,11 +896,12 @@ def test_lexical_params_round_trip() -> None:
 
     cfg = RetrievalConfig(lexical_weight=0.3, lexical_k1=0.9, lexical_b=0.1)
     params = params_from_config(cfg, DecayConfig())
-    assert np.asarray(params.lexical).tolist() == [0.3, 0.9, 0.1]
+    assert params.lexical.vector().tolist() == [0.3, 0.9, 0.1]
+    assert (params.lexical.weight, params.lexical.k1, params.lexical.b) == (0.3, 0.9, 0.1)
     r, _ = params_to_config(params)
     assert (r.lexical_weight, r.lexical_k1, r.lexical_b) == (0.3, 0.9, 0.1)
     default = params_from_config(RetrievalConfig(), DecayConfig())
-    assert np.asarray(default.lexical).tolist() == [0.0, 1.2, 0.75]
+    assert default.lexical.vector().tolist() == [0.0, 1.2, 0.75]
     r, _ = params_to_config(default)
     assert (r.lexical_weight, r.lexical_k1, r.lexical_b) == (0.0, 1.2, 0.75)
 

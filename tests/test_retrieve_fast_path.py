@@ -34,7 +34,7 @@ from emotional_memory import (
 )
 from emotional_memory import retrieval as retrieval_module
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.kernel import MemoryColumns, pad_columns, score_with_weights
+from emotional_memory.kernel import MemoryColumns, pack_params, pad_columns, score_with_weights
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import replace_activation
 from emotional_memory.kernel.lexical import LexicalInputs
@@ -332,9 +332,10 @@ _PACK_CASE = st.tuples(
 def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
     """``retrieval_plan_packed`` (the engine's boundary) returns ``retrieval_plan``'s bits.
 
-    Random padded banks with links, both compute dtypes, fixed or adaptive weights,
-    with and without the lexical signal and the ablation mask: every field of the
-    plan equals the packed table's column, orders and flags included.
+    Random padded banks with links, both compute dtypes, fixed or adaptive weights
+    (from the signal parameters or a route's), with and without the lexical signal and
+    the ablation mask, parameters packed or not: every field of the plan equals the
+    packed table's column, orders and flags included.
     """
     n, top_k, hops, dtype, fixed, lexical_on, masked, seed, six = case
     rng = np.random.default_rng(seed)
@@ -374,12 +375,20 @@ def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
             df=rng.integers(1, 5, terms).astype(np.float64),
             n_docs=np.asarray(9.0), avg_length=np.asarray(4.5),
         )
+    packed_kwargs = dict(kwargs)
+    if not fixed and top_k % 2:  # a routed query's weight parameters (other base weights)
+        kwargs["weight_params"] = retrieval_module.scoring_params(
+            RetrievalConfig(), EmotionalMemoryConfig().decay,
+            base_weights=[0.5, 0.1, 0.1, 0.1, 0.1, 0.1],
+        )
+        packed_kwargs["weight_params"] = pack_params(kwargs["weight_params"])
     static = {"top_k": top_k, "hops": hops, "spread": hops > 0}
     with retrieval_module.float64():
         want = retrieval_plan(params, query, cols, targets, strengths, **static, **kwargs)
         q_emb, q_state = pack_query(query)
         got_w, table = retrieval_plan_packed(
-            params, q_emb, q_state, *pack_columns(cols), targets, strengths, **static, **kwargs
+            pack_params(params), q_emb, q_state, *pack_columns(cols), targets, strengths,
+            **static, **packed_kwargs,
         )
     got_w, table = np.asarray(got_w), np.asarray(table)
     np.testing.assert_array_equal(got_w, np.asarray(want.weights))
@@ -391,10 +400,11 @@ def test_packed_plan_equals_the_plan_field_for_field(case: Any) -> None:
                                       err_msg=name)
     # the host side reads the same table back (plan_arrays, sliced to the real rows)
     with retrieval_module.float64():
-        arrays = retrieval_module.plan_arrays(
-            params, query, cols, n, top_k, (targets, strengths) if hops else None, hops,
+        arrays = retrieval_module.plan_arrays(  # packed (as the engine caches them) or not
+            pack_params(params) if hops % 2 else params, query, cols, n, top_k,
+            (targets, strengths) if hops else None, hops,
             weights=kwargs.get("weights"), signal_mask=kwargs.get("signal_mask"),
-            lexical=kwargs.get("lexical"),
+            lexical=kwargs.get("lexical"), weight_params=kwargs.get("weight_params"),
         )
     np.testing.assert_array_equal(arrays.weights, np.asarray(want.weights))
     np.testing.assert_array_equal(arrays.raw1, np.asarray(want.raw1)[:n])

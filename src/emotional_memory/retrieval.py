@@ -52,6 +52,7 @@ from emotional_memory.kernel import (
 )
 from emotional_memory.kernel import adaptive_weights as kernel_adaptive_weights
 from emotional_memory.kernel import signals as kernel_signals
+from emotional_memory.kernel.params import pack_params, unpack_params
 from emotional_memory.kernel.plan import (
     RESONANCE,
     TABLE,
@@ -62,6 +63,10 @@ from emotional_memory.kernel.plan import (
 from emotional_memory.models import EmotionalTag, Memory, with_fields
 from emotional_memory.mood import MoodField
 from emotional_memory.scoring_config import params_from_config
+
+ParamsLike = ScoringParams | np.ndarray | jax.Array
+"""Scoring parameters, or their :func:`~emotional_memory.kernel.params.pack_params`
+vector (the engine caches the packed form per config: one operand per program)."""
 
 SIGNAL_FIELDS: tuple[str, ...] = SIGNAL_NAMES
 """Signal names in weight order (the kernel's :data:`SIGNAL_NAMES`)."""
@@ -478,6 +483,11 @@ def scoring_params(
 
 
 _weights_jit = jax.jit(kernel_adaptive_weights)
+_packed_weights_jit = jax.jit(
+    lambda packed, valence, arousal: kernel_adaptive_weights(
+        unpack_params(packed), valence, arousal
+    )
+)
 _signals_jit = jax.jit(kernel_signals)
 
 
@@ -641,7 +651,7 @@ class PlanArrays:
 
 
 def plan_arrays(
-    params: ScoringParams,
+    params: ParamsLike,
     query: QueryFeatures,
     columns: MemoryColumns,
     n: int,
@@ -650,7 +660,7 @@ def plan_arrays(
     hops: int,
     *,
     weights: Any = None,
-    weight_params: ScoringParams | None = None,
+    weight_params: ParamsLike | None = None,
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
 ) -> PlanArrays:
@@ -660,7 +670,9 @@ def plan_arrays(
     ``retrieve`` (:func:`~emotional_memory.kernel.plan.retrieval_plan_packed`).
 
     Args:
-        params: scoring parameters.
+        params: scoring parameters, or their
+            :func:`~emotional_memory.kernel.params.pack_params` vector (what the engine
+            caches per config: one operand for the program).
         query: query features.
         columns: bank padded to a bucket; rows ``>= n`` are padding.
         n: number of real candidates.
@@ -671,7 +683,8 @@ def plan_arrays(
         hops: propagation hops.
         weights: optional (6,) final weights; else the mood-adaptive weights of
             ``weight_params`` (then ``signal_mask``) are computed in the program.
-        weight_params: parameters of the adaptive weights (default: ``params``).
+        weight_params: parameters of the adaptive weights (default: ``params``),
+            as parameters or packed like ``params``.
         signal_mask: optional (6,) ablation mask of the adaptive weights.
         lexical: optional term statistics padded to the columns' rows: adds the
             lexical signal s7 (7 weights, 7 signal columns).
@@ -696,6 +709,10 @@ def plan_arrays(
     # small columns packed (fewer host arrays to convert per call; same bits)
     query_embedding, query_state = pack_query(query)
     embedding, features, valid = pack_columns(columns)
+    if isinstance(params, ScoringParams):
+        params = pack_params(params)
+    if isinstance(weight_params, ScoringParams):
+        weight_params = pack_params(weight_params)
     out_weights, out_table = retrieval_plan_packed(
         params, query_embedding, query_state, embedding, features, valid, targets,
         strengths, top_k=top_k, hops=hops, spread=adjacency is not None, weights=weights,
@@ -868,13 +885,13 @@ def rank_bank(
     current_mood: MoodField,
     current_momentum: AffectiveMomentum,
     bank: CandidateBank,
-    params: ScoringParams,
+    params: ParamsLike,
     weights: np.ndarray | None,
     top_k: int,
     propagation_hops: int,
     enable_resonance: bool,
     *,
-    weight_params: ScoringParams | None = None,
+    weight_params: ParamsLike | None = None,
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
 ) -> tuple[PlanArrays, QueryFeatures]:
@@ -1019,20 +1036,22 @@ def explain_top(
     return out
 
 
-def mood_weights(params: ScoringParams, mood: MoodField) -> NDArray[np.float64]:
+def mood_weights(params: ParamsLike, mood: MoodField) -> NDArray[np.float64]:
     """Mood-adaptive weights from ready-made parameters (the kernel, float64).
 
     :func:`adaptive_weights` without building parameters from configs each call.
 
     Args:
-        params: parameters whose ``base_weights`` and ``gates`` are used.
+        params: parameters (or their packed vector) whose ``base_weights`` and
+            ``gates`` are used.
         mood: the current mood.
 
     Returns:
         (6,) float64 weights.
     """
+    weights = _weights_jit if isinstance(params, ScoringParams) else _packed_weights_jit
     with float64():
-        out = _weights_jit(params, np.float64(mood.valence), np.float64(mood.arousal))
+        out = weights(params, np.float64(mood.valence), np.float64(mood.arousal))
         return np.asarray(out, dtype=np.float64)
 
 

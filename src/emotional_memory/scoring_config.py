@@ -1,8 +1,10 @@
 """Conversion between the pydantic configs and the kernel's :class:`ScoringParams`.
 
-The kernel (``emotional_memory.kernel``) knows nothing of configs: it holds the
-parameters as arrays in the orders :data:`~emotional_memory.kernel.GATE_FIELDS` and
-:data:`~emotional_memory.kernel.DECAY_FIELDS`. This module is the one boundary where
+The kernel (``emotional_memory.kernel``) knows nothing of configs: it holds the gate,
+recency and lexical parameters as named scalar leaves whose names are the config
+fields (:data:`~emotional_memory.kernel.GATE_FIELDS`,
+:data:`~emotional_memory.kernel.DECAY_FIELDS`; the lexical ones map to
+:data:`~emotional_memory.kernel.LEXICAL_FIELDS`). This module is the one boundary where
 config fields become parameter leaves and back. Reading is duck-typed (any object with
 the config attributes works), so importing this module imports no config class; the
 classes are imported only when :func:`params_to_config` builds validated configs.
@@ -22,6 +24,9 @@ from emotional_memory.kernel.params import (
     DEFAULT_LEXICAL,
     GATE_FIELDS,
     LEXICAL_FIELDS,
+    DecayParams,
+    GateParams,
+    LexicalParams,
     ScoringParams,
 )
 
@@ -53,16 +58,17 @@ def params_from_config(
     shift = getattr(retrieval_config, "signal_shift", None)
     return ScoringParams(
         base_weights=np.asarray(weights, dtype=dtype),
-        gates=np.asarray([getattr(gate_cfg, f) for f in GATE_FIELDS], dtype=dtype),
-        decay=np.asarray([getattr(decay_config, f) for f in DECAY_FIELDS], dtype=dtype),
+        gates=GateParams(**{f: np.asarray(getattr(gate_cfg, f), dtype) for f in GATE_FIELDS}),
+        decay=DecayParams(
+            **{f: np.asarray(getattr(decay_config, f), dtype) for f in DECAY_FIELDS}
+        ),
         distance_scale=np.asarray(math.sqrt(6.0), dtype=dtype),
         signal_scale=np.asarray(scale if scale is not None else [1.0] * 6, dtype=dtype),
         signal_shift=np.asarray(shift if shift is not None else [0.0] * 6, dtype=dtype),
-        lexical=np.asarray(
-            [getattr(retrieval_config, f, d) for f, d in zip(LEXICAL_FIELDS, DEFAULT_LEXICAL,
-                                                           strict=True)],
-            dtype=dtype,
-        ),
+        lexical=LexicalParams(*(
+            np.asarray(getattr(retrieval_config, f, d), dtype)
+            for f, d in zip(LEXICAL_FIELDS, DEFAULT_LEXICAL, strict=True)
+        )),
     )
 
 
@@ -84,16 +90,19 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
     def as_list(x: Any) -> list[float]:
         return [float(v) for v in np.asarray(x, dtype=np.float64).tolist()]
 
+    def as_dict(group: Any, names: tuple[str, ...]) -> dict[str, float]:
+        return dict(zip(names, as_list(group.vector()), strict=True))
+
     retrieval: dict[str, Any] = {
         "base_weights": as_list(params.base_weights),
-        "adaptive_weights_config": dict(zip(GATE_FIELDS, as_list(params.gates), strict=True)),
+        "adaptive_weights_config": as_dict(params.gates, GATE_FIELDS),
     }
     scale, shift = as_list(params.signal_scale), as_list(params.signal_shift)
     if scale != [1.0] * 6 or shift != [0.0] * 6:
         retrieval["signal_scale"] = scale
         retrieval["signal_shift"] = shift
-    retrieval.update(zip(LEXICAL_FIELDS, as_list(params.lexical), strict=True))
-    decay = dict(zip(DECAY_FIELDS, as_list(params.decay), strict=True))
+    retrieval.update(as_dict(params.lexical, LEXICAL_FIELDS))
+    decay = as_dict(params.decay, DECAY_FIELDS)
     return retrieval, decay
 
 

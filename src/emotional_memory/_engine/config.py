@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from emotional_memory._precision import float64
 from emotional_memory._validation import in_range
 from emotional_memory.decay import DecayConfig
-from emotional_memory.kernel import ScoringParams
+from emotional_memory.kernel import ScoringParams, pack_params
 from emotional_memory.lexical import stop_word_set
 from emotional_memory.mood import MoodDecayConfig
 from emotional_memory.resonance import ResonanceConfig
@@ -31,7 +31,8 @@ class _ConfigDerived:
         all_signals_on: whether the mask keeps every signal (weights pass through).
         mask: the mask as a float64 array for the plan program (None: all on; 7
             entries when the lexical signal is on, s7 always kept).
-        params: float64 scoring parameters of the plan, as device arrays.
+        params: float64 scoring parameters of the plan, packed into one device
+            vector (:func:`~emotional_memory.kernel.params.pack_params`).
         lexical_on: whether the lexical signal s7 takes part (weight > 0 and
             ``enable_lexical``).
         stop_words: the query words s7 ignores.
@@ -43,34 +44,35 @@ class _ConfigDerived:
         self.all_signals_on = all(v == 1.0 for v in self.signal_mask)
         self.mask = None if self.all_signals_on else np.asarray(self.signal_mask, np.float64)
         self.params = self._device(scoring_params(config.retrieval, config.decay))
-        self._routes: dict[tuple[float, ...], ScoringParams] = {}
+        self._routes: dict[tuple[float, ...], jax.Array] = {}
         self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
         self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
         if self.lexical_on and self.mask is not None:
             self.mask = np.append(self.mask, 1.0)
 
     @staticmethod
-    def _device(params: ScoringParams) -> ScoringParams:
-        """``params`` as float64 device arrays (passed to the compiled programs as is).
+    def _device(params: ScoringParams) -> jax.Array:
+        """``params`` packed into one float64 device vector (the plan's one operand).
 
         Args:
             params: parameters with float64 numpy leaves.
 
         Returns:
-            The same parameters on the default device.
+            (39,) :func:`~emotional_memory.kernel.params.pack_params` vector on the
+            default device.
         """
-        with float64():  # float64 leaves stay float64 on the device
-            out: ScoringParams = jax.device_put(params)
+        with float64():  # float64 stays float64 on the device
+            out: jax.Array = jax.device_put(pack_params(params))
         return out
 
-    def weight_params(self, base_weights: Sequence[float]) -> ScoringParams:
+    def weight_params(self, base_weights: Sequence[float]) -> jax.Array:
         """Parameters for the adaptive weights of these (routed) base weights.
 
         Args:
             base_weights: the six base weights of the query's route.
 
         Returns:
-            Device parameters with these base weights and the config's gates.
+            Packed device parameters with these base weights and the config's gates.
         """
         key = tuple(base_weights)
         params = self._routes.get(key)

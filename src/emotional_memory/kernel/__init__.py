@@ -14,7 +14,12 @@ from emotional_memory.kernel.params import (
     DECAY_FIELDS,
     GATE_FIELDS,
     LEXICAL_FIELDS,
+    DecayParams,
+    GateParams,
+    LexicalParams,
     ScoringParams,
+    pack_params,
+    unpack_params,
 )
 from emotional_memory.kernel.plan import PlanOutput, retrieval_plan
 from emotional_memory.kernel.score import (
@@ -41,7 +46,10 @@ __all__ = [
     "GATE_FIELDS",
     "LEXICAL_FIELDS",
     "SIGNAL_NAMES",
+    "DecayParams",
+    "GateParams",
     "LexicalInputs",
+    "LexicalParams",
     "MemoryColumns",
     "PlanOutput",
     "QueryFeatures",
@@ -57,6 +65,7 @@ __all__ = [
     "effective_strength",
     "lexical_signal",
     "momentum_alignment",
+    "pack_params",
     "pad_columns",
     "retrieval_plan",
     "score_bank",
@@ -67,6 +76,7 @@ __all__ = [
     "smooth_gate",
     "spreading_activation_dense",
     "stable_rank",
+    "unpack_params",
     "weighted_total",
 ]
 

@@ -88,7 +88,7 @@ def adaptive_weights_lexical(
 ) -> Float[Array, 7]:
     """The seven weights with the lexical signal s7: its weight joins the normalisation.
 
-    The six mood-gated weights of :func:`gated_weights` and ``params.lexical[0]`` are
+    The six mood-gated weights of :func:`gated_weights` and ``params.lexical.weight`` are
     clipped at 0 and divided by their sum (uniform 1/7 if all are 0).
 
     Args:
@@ -101,7 +101,7 @@ def adaptive_weights_lexical(
     """
     dtype = jnp.result_type(mood_valence)
     gated = gated_weights(params, mood_valence, mood_arousal)
-    lexical = jnp.asarray(params.lexical, dtype)[0]
+    lexical = jnp.asarray(params.lexical.weight, dtype)
     return normalise_weights(jnp.concatenate([gated, lexical[None]]))
 
 
@@ -119,9 +119,19 @@ def gated_weights(
         (6,) raw weights (may be negative).
     """
     dtype = jnp.result_type(mood_valence)
-    g = jnp.asarray(params.gates, dtype=dtype)
-    (s_neg, c_neg, k_neg, s_aro, c_aro, k_aro, s_calm, width, c_calm, k_calm) = (
-        g[i] for i in range(10)
+    g = params.gates
+    s_neg, c_neg, k_neg = (
+        jnp.asarray(x, dtype)
+        for x in (g.negative_mood_strength, g.negative_mood_center, g.negative_mood_sharpness)
+    )
+    s_aro, c_aro, k_aro = (
+        jnp.asarray(x, dtype)
+        for x in (g.high_arousal_strength, g.high_arousal_center, g.high_arousal_sharpness)
+    )
+    s_calm, width, c_calm, k_calm = (
+        jnp.asarray(x, dtype)
+        for x in (g.calm_strength, g.calm_valence_width, g.calm_arousal_center,
+                  g.calm_sharpness)
     )
     w = jnp.asarray(params.base_weights, dtype=dtype)
     w0, w1, w2, w3, w4, w5 = (w[i] for i in range(6))

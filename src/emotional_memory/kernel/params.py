@@ -1,58 +1,165 @@
-"""ScoringParams: every tunable number of the retrieval score, as one pytree.
+"""ScoringParams: every tunable number of the retrieval score, as one nested pytree.
 
 Leaves hold the *constrained* values (weights >= 0, strengths in [0, 1], ...), so the
-default parameters reproduce SPEC numbers exactly. Training code reparametrises them
-(softplus / sigmoid) outside the kernel. The conversion from and to the pydantic
-configs lives outside the kernel, in :mod:`emotional_memory.scoring_config`.
+default parameters reproduce SPEC numbers exactly. The mood gates, the recency law and
+the lexical signal each have their own module with one named scalar leaf per
+parameter (:class:`GateParams`, :class:`DecayParams`, :class:`LexicalParams`); the
+per-signal parameters are (6,) vectors in :data:`~emotional_memory.kernel.SIGNAL_NAMES`
+order. Training code reparametrises the leaves (softplus / sigmoid) outside the
+kernel. The conversion from and to the pydantic configs lives outside the kernel, in
+:mod:`emotional_memory.scoring_config`.
+
+:func:`pack_params` / :func:`unpack_params` turn the whole tree into one (39,) vector
+and back (exact), so a compiled program can take every parameter as one operand.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, ClassVar, TypeVar
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Float
 
 from emotional_memory.kernel._types import Array
 
-GATE_FIELDS: tuple[str, ...] = (
-    "negative_mood_strength",
-    "negative_mood_center",
-    "negative_mood_sharpness",
-    "high_arousal_strength",
-    "high_arousal_center",
-    "high_arousal_sharpness",
-    "calm_strength",
-    "calm_valence_width",
-    "calm_arousal_center",
-    "calm_sharpness",
-)
-"""The ten parameters of the smooth mood gates (AdaptiveWeightsConfig field names)."""
+_G = TypeVar("_G", bound="ParamGroup")
 
-DECAY_FIELDS: tuple[str, ...] = (
-    "base_decay",
-    "arousal_modulation",
-    "retrieval_boost",
-    "floor_arousal_threshold",
-    "floor_value",
-    "min_seconds",
-    "power",
-)
-"""The seven parameters of the recency signal (DecayConfig field names)."""
+
+class ParamGroup(eqx.Module):
+    """A group of named scalar parameters (one 0-d leaf per field).
+
+    Subclasses declare their fields in a fixed order; :meth:`vector` and
+    :meth:`from_vector` convert to and from a vector in that order (for optimisers
+    that update a group as one array).
+    """
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The field names, in declaration order.
+
+        Returns:
+            The names.
+        """
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def from_vector(cls: type[_G], values: Any) -> _G:
+        """The group from a vector of its values in :meth:`names` order.
+
+        Args:
+            values: (K,) values (numpy, JAX or traced; indexed, not converted).
+
+        Returns:
+            The group, each leaf the 0-d ``values[i, ...]`` (an array, also for numpy).
+        """
+        return cls(*(values[i, ...] for i in range(len(cls.names()))))
+
+    def vector(self) -> Any:
+        """The values as one vector in :meth:`names` order.
+
+        Returns:
+            (K,) array: numpy when every leaf is a host value (dtype kept, so float64
+            stays exact without JAX's x64 mode), else a JAX array.
+        """
+        leaves = [getattr(self, name) for name in self.names()]
+        if any(isinstance(leaf, jax.Array) for leaf in leaves):
+            return jnp.stack([jnp.asarray(leaf) for leaf in leaves])
+        return np.stack([np.asarray(leaf) for leaf in leaves])
+
+
+class GateParams(ParamGroup):
+    """The ten parameters of the three smooth mood gates (SPEC 4).
+
+    Each name is the ``AdaptiveWeightsConfig`` field it comes from; every leaf is a
+    0-d array.
+
+    Attributes:
+        negative_mood_strength: weight moved by a negative mood (to s2, s3).
+        negative_mood_center: mood valence at the gate's midpoint.
+        negative_mood_sharpness: slope of the negative-mood gate (> 0).
+        high_arousal_strength: weight moved by high arousal (to s4).
+        high_arousal_center: mood arousal at the gate's midpoint.
+        high_arousal_sharpness: slope of the arousal gate (> 0).
+        calm_strength: weight moved by a calm mood (to s1).
+        calm_valence_width: width of the calm gate's valence bump (> 0).
+        calm_arousal_center: mood arousal below which the mood counts as calm.
+        calm_sharpness: slope of the calm gate's arousal edge (> 0).
+    """
+
+    negative_mood_strength: Float[Array, ""]
+    negative_mood_center: Float[Array, ""]
+    negative_mood_sharpness: Float[Array, ""]
+    high_arousal_strength: Float[Array, ""]
+    high_arousal_center: Float[Array, ""]
+    high_arousal_sharpness: Float[Array, ""]
+    calm_strength: Float[Array, ""]
+    calm_valence_width: Float[Array, ""]
+    calm_arousal_center: Float[Array, ""]
+    calm_sharpness: Float[Array, ""]
+
+
+class DecayParams(ParamGroup):
+    """The seven parameters of the recency signal s5 (SPEC 3), ``DecayConfig``'s names.
+
+    Attributes:
+        base_decay: power-law decay rate before modulation.
+        arousal_modulation: how much arousal slows forgetting, in [0, 1].
+        retrieval_boost: how much each retrieval slows forgetting.
+        floor_arousal_threshold: arousal from which the strength floor applies.
+        floor_value: the floor of a high-arousal memory's strength.
+        min_seconds: ages below this count as this (> 0).
+        power: exponent multiplier of the power law.
+    """
+
+    base_decay: Float[Array, ""]
+    arousal_modulation: Float[Array, ""]
+    retrieval_boost: Float[Array, ""]
+    floor_arousal_threshold: Float[Array, ""]
+    floor_value: Float[Array, ""]
+    min_seconds: Float[Array, ""]
+    power: Float[Array, ""]
+
+
+class LexicalParams(ParamGroup):
+    """The opt-in lexical signal s7: its weight and Okapi BM25's two constants.
+
+    Attributes:
+        weight: base weight of s7 (0: off); config field ``lexical_weight``.
+        k1: BM25's term-frequency saturation; ``lexical_k1``.
+        b: BM25's length normalisation, in [0, 1]; ``lexical_b``.
+    """
+
+    weight: Float[Array, ""]
+    k1: Float[Array, ""]
+    b: Float[Array, ""]
+
+    DEFAULT: ClassVar[tuple[float, float, float]] = (0.0, 1.2, 0.75)
+
+    @classmethod
+    def default(cls) -> LexicalParams:
+        """Weight 0 (off), k1 = 1.2, b = 0.75, as float64 host scalars.
+
+        Returns:
+            The default group.
+        """
+        return cls.from_vector(np.asarray(cls.DEFAULT, dtype=np.float64))
+
+
+GATE_FIELDS: tuple[str, ...] = GateParams.names()
+"""The ten gate parameters' names (:class:`GateParams`; AdaptiveWeightsConfig fields)."""
+
+DECAY_FIELDS: tuple[str, ...] = DecayParams.names()
+"""The seven recency parameters' names (:class:`DecayParams`; DecayConfig fields)."""
 
 LEXICAL_FIELDS: tuple[str, ...] = ("lexical_weight", "lexical_k1", "lexical_b")
-"""The three parameters of the opt-in lexical signal s7 (RetrievalConfig field names):
-its base weight, and Okapi BM25's term-frequency saturation ``k1`` and length
-normalisation ``b``."""
+"""The RetrievalConfig fields of :class:`LexicalParams`' leaves, in the same order."""
 
-DEFAULT_LEXICAL: tuple[float, float, float] = (0.0, 1.2, 0.75)
+DEFAULT_LEXICAL: tuple[float, float, float] = LexicalParams.DEFAULT
 """Default :data:`LEXICAL_FIELDS` values: weight 0 (off), k1 = 1.2, b = 0.75."""
-
-
-def _default_lexical() -> Any:
-    return np.asarray(DEFAULT_LEXICAL, dtype=np.float64)
 
 
 class ScoringParams(eqx.Module):
@@ -60,22 +167,22 @@ class ScoringParams(eqx.Module):
 
     Attributes:
         base_weights: (6,) base weights of the six signals.
-        gates: (10,) gate parameters in :data:`GATE_FIELDS` order.
-        decay: (7,) recency parameters in :data:`DECAY_FIELDS` order.
+        gates: the mood gates' parameters.
+        decay: the recency signal's parameters.
         distance_scale: () normaliser of PAD distances (sqrt 6).
         signal_scale: (6,) per-signal affine calibration scale (identity: 1).
         signal_shift: (6,) per-signal affine calibration shift (identity: 0).
-        lexical: (3,) the lexical signal's parameters in :data:`LEXICAL_FIELDS` order
-            (weight, BM25 k1, BM25 b); used only when lexical inputs are scored.
+        lexical: the lexical signal's parameters; used only when lexical inputs are
+            scored.
     """
 
     base_weights: Float[Array, 6]
-    gates: Float[Array, 10]
-    decay: Float[Array, 7]
+    gates: GateParams
+    decay: DecayParams
     distance_scale: Float[Array, ""]
     signal_scale: Float[Array, 6]
     signal_shift: Float[Array, 6]
-    lexical: Float[Array, 3] = eqx.field(default_factory=_default_lexical)
+    lexical: LexicalParams = eqx.field(default_factory=LexicalParams.default)
 
     def astype(self, dtype: Any) -> ScoringParams:
         """Cast every leaf to ``dtype`` (as JAX arrays).
@@ -86,12 +193,56 @@ class ScoringParams(eqx.Module):
         Returns:
             New parameters with JAX-array leaves of ``dtype`` (shapes unchanged).
         """
-        return ScoringParams(
-            *(jnp.asarray(getattr(self, f), dtype=dtype) for f in _FIELDS)
+        out: ScoringParams = jax.tree_util.tree_map(
+            lambda leaf: jnp.asarray(leaf, dtype=dtype), self
         )
+        return out
 
 
-_FIELDS = (
-    "base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift",
-    "lexical",
-)
+def _template() -> ScoringParams:
+    zero = np.zeros((), np.float64)
+    return ScoringParams(
+        base_weights=np.zeros(6), gates=GateParams(*[zero] * len(GATE_FIELDS)),
+        decay=DecayParams(*[zero] * len(DECAY_FIELDS)), distance_scale=zero,
+        signal_scale=np.zeros(6), signal_shift=np.zeros(6),
+        lexical=LexicalParams(zero, zero, zero),
+    )
+
+
+_LEAVES, _TREEDEF = jax.tree_util.tree_flatten(_template())
+_SHAPES: tuple[tuple[int, ...], ...] = tuple(np.shape(leaf) for leaf in _LEAVES)
+_SIZES: tuple[int, ...] = tuple(int(np.prod(shape)) for shape in _SHAPES)
+PACKED_SIZE: int = sum(_SIZES)
+"""Length of :func:`pack_params`' vector (39)."""
+
+
+def pack_params(params: ScoringParams) -> np.ndarray:
+    """Every leaf of ``params``, flattened in pytree order into one host vector.
+
+    Args:
+        params: unbatched parameters with host or device leaves.
+
+    Returns:
+        (:data:`PACKED_SIZE`,) float64 numpy vector (exact for float64 or float32
+        leaves).
+    """
+    leaves = jax.tree_util.tree_leaves(params)
+    return np.concatenate([np.asarray(leaf, np.float64).reshape(-1) for leaf in leaves])
+
+
+def unpack_params(packed: Float[Array, " P"]) -> ScoringParams:
+    """:func:`pack_params`' inverse: slices of ``packed``, no arithmetic.
+
+    Args:
+        packed: (:data:`PACKED_SIZE`,) vector (numpy, JAX or traced).
+
+    Returns:
+        The parameters; every leaf has ``packed``'s dtype.
+    """
+    leaves = []
+    start = 0
+    for shape, size in zip(_SHAPES, _SIZES, strict=True):
+        leaves.append(packed[start:start + size].reshape(shape))
+        start += size
+    out: ScoringParams = jax.tree_util.tree_unflatten(_TREEDEF, leaves)
+    return out

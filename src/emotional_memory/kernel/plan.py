@@ -47,7 +47,7 @@ from emotional_memory.kernel.gates import (
     apply_signal_mask,
 )
 from emotional_memory.kernel.lexical import LexicalInputs
-from emotional_memory.kernel.params import ScoringParams
+from emotional_memory.kernel.params import ScoringParams, unpack_params
 from emotional_memory.kernel.score import score_with_weights, stable_rank, weighted_total
 
 RESONANCE = 5
@@ -281,7 +281,7 @@ def pack_output(out: PlanOutput) -> tuple[Float[Array, " S"], Float[Array, "N T"
 
 @functools.partial(jax.jit, static_argnames=("top_k", "hops", "spread"))
 def retrieval_plan_packed(
-    params: ScoringParams,
+    params: Float[Array, " P"],
     query_embedding: Float[Array, " D"],
     query_state: Float[Array, " 9"],
     embedding: Float[Array, "N D"],
@@ -294,19 +294,22 @@ def retrieval_plan_packed(
     hops: int,
     spread: bool,
     weights: Float[Array, " S"] | None = None,
-    weight_params: ScoringParams | None = None,
+    weight_params: Float[Array, " P"] | None = None,
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
 ) -> tuple[Float[Array, " S"], Float[Array, "N T"]]:
     """:func:`retrieval_plan` with packed inputs and outputs, one compiled program.
 
     Args:
-        params: as :func:`retrieval_plan`.
+        params: :func:`~emotional_memory.kernel.params.pack_params` of
+            :func:`retrieval_plan`'s ``params`` (one operand instead of 23 leaves).
         query_embedding, query_state: the query (:func:`pack_query`); the state's dtype
             is the compute dtype.
         embedding, features, valid: the padded candidates (:func:`pack_columns`).
-        targets, strengths, top_k, hops, spread, weights, weight_params, signal_mask,
-            lexical: as :func:`retrieval_plan`.
+        targets, strengths, top_k, hops, spread, weights, signal_mask, lexical: as
+            :func:`retrieval_plan`.
+        weight_params: optional packed parameters of the adaptive weights, as
+            :func:`retrieval_plan`'s (packed like ``params``).
 
     Returns:
         ``(weights, table)`` of :func:`pack_output`: the same values as
@@ -314,8 +317,9 @@ def retrieval_plan_packed(
     """
     query, columns = unpack_inputs(query_embedding, query_state, embedding, features, valid)
     out = retrieval_plan_unjitted(
-        params, query, columns, targets, strengths, top_k=top_k, hops=hops, spread=spread,
-        weights=weights, weight_params=weight_params, signal_mask=signal_mask,
-        lexical=lexical,
+        unpack_params(params), query, columns, targets, strengths, top_k=top_k, hops=hops,
+        spread=spread, weights=weights,
+        weight_params=None if weight_params is None else unpack_params(weight_params),
+        signal_mask=signal_mask, lexical=lexical,
     )
     return pack_output(out)

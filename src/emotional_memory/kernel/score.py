@@ -152,8 +152,9 @@ def _score_rows(
         params, query, columns, semantic
     )
     if lexical is not None:
-        lex = jnp.asarray(params.lexical, dtype)
-        s7 = lexical_signal(lex[1], lex[2], lexical, columns.valid).astype(dtype)
+        k1 = jnp.asarray(params.lexical.k1, dtype)
+        b = jnp.asarray(params.lexical.b, dtype)
+        s7 = lexical_signal(k1, b, lexical, columns.valid).astype(dtype)
         raw = jnp.concatenate([raw, s7[:, None]], axis=-1)
     totals = weighted_total(weights, raw)
     totals = jnp.where(columns.valid, totals, jnp.asarray(-jnp.inf, dtype))

@@ -125,9 +125,11 @@ def effective_strength(
         Scalar strength in [0, consolidation].
     """
     dtype = jnp.result_type(age_seconds)
-    d = jnp.asarray(params.decay, dtype=dtype)
+    d = params.decay
     base_decay, modulation, boost, floor_threshold, floor_value, min_seconds, power = (
-        d[i] for i in range(7)
+        jnp.asarray(x, dtype)
+        for x in (d.base_decay, d.arousal_modulation, d.retrieval_boost,
+                  d.floor_arousal_threshold, d.floor_value, d.min_seconds, d.power)
     )
     elapsed = jnp.maximum(age_seconds, min_seconds)
     rate = jnp.maximum(

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from emotional_memory.kernel import ScoringParams
+from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
+from emotional_memory.kernel.params import ParamGroup
 
 FREE, POSITIVE, UNIT, SIGNED = 0, 1, 2, 3
 
@@ -24,19 +25,35 @@ GROUPS: tuple[str, ...] = ("base_weights", "gates", "decay", "calibration", "lex
 """Selectable trainable groups. ``calibration`` is the per-signal affine map;
 ``lexical`` the lexical signal's weight, BM25 k1 and b (start it from a weight > 0)."""
 
+_NAMED_KINDS: dict[str, dict[str, int]] = {
+    "gates": {
+        "negative_mood_strength": UNIT, "negative_mood_center": SIGNED,
+        "negative_mood_sharpness": POSITIVE,
+        "high_arousal_strength": UNIT, "high_arousal_center": UNIT,
+        "high_arousal_sharpness": POSITIVE,
+        "calm_strength": UNIT, "calm_valence_width": POSITIVE, "calm_arousal_center": UNIT,
+        "calm_sharpness": POSITIVE,
+    },
+    "decay": {
+        "base_decay": POSITIVE, "arousal_modulation": UNIT, "retrieval_boost": POSITIVE,
+        "floor_arousal_threshold": UNIT, "floor_value": UNIT, "min_seconds": POSITIVE,
+        "power": POSITIVE,
+    },
+    "lexical": {"weight": POSITIVE, "k1": POSITIVE, "b": UNIT},
+}
+_GROUP_TYPES: dict[str, type[ParamGroup]] = {
+    "gates": GateParams, "decay": DecayParams, "lexical": LexicalParams,
+}
 _KINDS: dict[str, tuple[int, ...]] = {
     "base_weights": (POSITIVE,) * 6,
-    # negative_mood_{strength, center, sharpness}, high_arousal_{strength, center,
-    # sharpness}, calm_{strength, valence_width, arousal_center, sharpness}
-    "gates": (UNIT, SIGNED, POSITIVE, UNIT, UNIT, POSITIVE, UNIT, POSITIVE, UNIT, POSITIVE),
-    # base_decay, arousal_modulation, retrieval_boost, floor_arousal_threshold,
-    # floor_value, min_seconds, power
-    "decay": (POSITIVE, UNIT, POSITIVE, UNIT, UNIT, POSITIVE, POSITIVE),
     "signal_scale": (FREE,) * 6,
     "signal_shift": (FREE,) * 6,
-    # lexical_weight, lexical_k1, lexical_b
-    "lexical": (POSITIVE, POSITIVE, UNIT),
+    **{
+        group: tuple(_NAMED_KINDS[group][name] for name in cls.names())
+        for group, cls in _GROUP_TYPES.items()
+    },
 }
+"""Per trainable leaf, the kind of each element (a group's in its field order)."""
 _EPS = 1e-6
 _U_LIMIT = 700.0
 
@@ -106,7 +123,7 @@ class Reparam:
             raise ValueError("select at least one trainable group")
         self.kinds = {name: np.asarray(_KINDS[name]) for name in self.leaves}
         self.initial = {
-            name: unconstrain(np.asarray(getattr(base, name), np.float64), self.kinds[name])
+            name: unconstrain(leaf_vector(base, name), self.kinds[name])
             for name in self.leaves
         }
 
@@ -139,13 +156,15 @@ class Reparam:
         Returns:
             Parameters with float64 numpy leaves.
         """
-        fields = {f: np.asarray(getattr(self.base, f), np.float64) for f in _FIELDS}
+        host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), self.base)
+        fields = {f: getattr(host, f) for f in _FIELDS}
         for name in self.leaves:
             raw = np.asarray(u[name], np.float64)
             value = np.asarray(
                 constrain(jnp.asarray(raw), jnp.asarray(self.kinds[name])), np.float64
             )
-            fields[name] = np.where(raw == self.initial[name], fields[name], value)
+            kept = np.where(raw == self.initial[name], leaf_vector(host, name), value)
+            fields[name] = leaf_from_vector(name, kept)
         return ScoringParams(**fields)
 
 
@@ -163,8 +182,39 @@ def constrained_params(
         ScoringParams.
     """
     fields = {f: getattr(base, f) for f in _FIELDS}
-    fields.update({name: constrain(u[name], kinds[name]) for name in u})
+    fields.update({name: leaf_from_vector(name, constrain(u[name], kinds[name])) for name in u})
     return ScoringParams(**fields)
+
+
+def leaf_vector(params: ScoringParams, name: str) -> Any:
+    """One trainable leaf of ``params`` as a vector (a group's in its field order).
+
+    Args:
+        params: the parameters.
+        name: a trainable leaf name (a key of the kinds, e.g. ``"gates"``).
+
+    Returns:
+        (K,) array: float64 numpy for host leaves, else a JAX array.
+    """
+    leaf = getattr(params, name)
+    if isinstance(leaf, ParamGroup):
+        return leaf.vector()
+    return np.asarray(leaf, np.float64) if isinstance(leaf, np.ndarray) else leaf
+
+
+def leaf_from_vector(name: str, values: Any) -> Any:
+    """:func:`leaf_vector`'s inverse: the leaf ``name`` holding ``values``.
+
+    Args:
+        name: a trainable leaf name.
+        values: (K,) values.
+
+    Returns:
+        A :class:`~emotional_memory.kernel.params.ParamGroup` for a group, else
+        ``values``.
+    """
+    group = _GROUP_TYPES.get(name)
+    return values if group is None else group.from_vector(values)
 
 
 def l2_penalty(u: dict[str, Any], initial: dict[str, Any]) -> Any:
