@@ -1395,3 +1395,31 @@ def test_uniform_fallback_when_the_only_gate_is_deep_in_saturation() -> None:
     mood = MoodField(valence=0.0, arousal=1.0, dominance=0.0, inertia=0.0,
                      timestamp=MoodField.neutral().timestamp)
     np.testing.assert_array_equal(adaptive_weights(mood, [0.0] * 6, cfg), np.full(6, 1 / 6))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=39, max_size=39),
+       st.floats(-1, 1), st.floats(0, 1))
+def test_packed_params_round_trip_and_score_the_same(
+    values: list[float], valence: float, arousal: float
+) -> None:
+    """Any parameters survive pack_params/unpack_params bit for bit, named leaves included,
+    and the kernel reads the same numbers from either form."""
+    packed = np.asarray(values, np.float64)
+    params = unpack_params(packed)
+    assert isinstance(params.gates.calm_sharpness, np.ndarray)
+    np.testing.assert_array_equal(pack_params(params), packed)
+    # the named leaves sit where pack_params' order says (base weights first, then gates)
+    assert float(params.gates.negative_mood_strength) == values[6]
+    assert float(params.decay.base_decay) == values[6 + len(GATE_FIELDS)]
+    assert float(params.lexical.b) == values[-1]
+    again = unpack_params(pack_params(params))
+    for a, b in zip(jax.tree_util.tree_leaves(again), jax.tree_util.tree_leaves(params),
+                    strict=True):
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    with jax.enable_x64(True):
+        direct = np.asarray(jax.jit(adaptive_weights)(params, valence, arousal))
+        through = np.asarray(jax.jit(
+            lambda p, v, a: adaptive_weights(unpack_params(p), v, a)
+        )(jnp.asarray(packed), valence, arousal))
+    np.testing.assert_array_equal(direct, through)
