@@ -40,6 +40,7 @@ from emotional_memory.learn import (
     cross_validate,
     evaluate_batch,
     fit,
+    fit_many,
     listwise_loss,
     ranking_metrics,
     scenario_folds,
@@ -668,3 +669,74 @@ def test_v2_cross_validated_top1_meets_target(
     assert cv.default_metrics["top1"] == 0.56
     assert cv.metrics["n_queries"] == 200
     assert cv.metrics["top1"] >= 0.72
+
+
+# ------------------------------------------------------------------ runs trained together
+
+
+def _assert_params_close(a: ScoringParams, b: ScoringParams, what: str) -> None:
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-9, atol=1e-12,
+                                   err_msg=what)
+
+
+def test_fit_many_equals_one_fit_per_run(affect_task: tuple[RecallBatch, RecallInfo]) -> None:
+    """Runs trained together (vmapped) stop and end where each would alone: their own
+    splits, temperatures, L2 weights and early stopping, one run diverging."""
+    batch, info = affect_task
+    half = np.asarray(batch.scenario) % 2 == 0
+    runs: list[dict[str, Any]] = [
+        {"l2": 0.001, "temperature": 0.05},
+        {"l2": 0.5, "temperature": 0.3, "train_mask": half},
+        {"l2": 0.0, "temperature": 0.2, "train_mask": ~half},
+    ]
+    kwargs: dict[str, Any] = {"trainable": ("base_weights", "gates", "decay"), "steps": 60,
+                              "patience": 3, "learning_rate": 0.08, "seed": 2}
+    together = fit_many(batch, None, runs, **kwargs)
+    alone = [fit(batch, info, **run, **kwargs) for run in runs]
+    steps = {len(r.history["train_loss"]) for r in alone}
+    assert len(steps) > 1, "the runs should stop early at different steps"
+    for i, (got, want) in enumerate(zip(together, alone, strict=True)):
+        _assert_params_close(got, want.params, f"run {i}")
+    # without validation queries every run keeps its last step
+    no_val = fit_many(batch, None, runs[:2], val_fraction=0.0, steps=15)
+    for i, run in enumerate(runs[:2]):
+        want = fit(batch, info, **run, val_fraction=0.0, steps=15)
+        _assert_params_close(no_val[i], want.params, f"no-val run {i}")
+
+
+def test_fit_many_lets_a_diverging_run_fall_back_alone(
+    affect_task: tuple[RecallBatch, RecallInfo],
+) -> None:
+    batch, info = affect_task
+    runs = [{"l2": 0.01, "temperature": 0.05}, {"l2": 0.01, "temperature": 1e-300}]
+    kwargs: dict[str, Any] = {"steps": 20, "val_fraction": 0.0, "learning_rate": 0.1}
+    together = fit_many(batch, None, runs, **kwargs)
+    for i, run in enumerate(runs):
+        want = fit(batch, info, **run, **kwargs)
+        _assert_params_close(together[i], want.params, f"run {i}")
+        assert np.isfinite(np.concatenate(
+            [np.ravel(x) for x in jax.tree_util.tree_leaves(together[i])])).all()
+
+
+def test_fit_many_rejects_bad_runs(affect_task: tuple[RecallBatch, RecallInfo]) -> None:
+    batch, _ = affect_task
+    with pytest.raises(ValueError, match="runs"):
+        fit_many(batch, None, [])
+    with pytest.raises(ValueError, match="temperature"):
+        fit_many(batch, None, [{"l2": 0.1, "temperature": 0.05}, {"l2": 0.1, "temperature": 0}])
+    with pytest.raises(ValueError, match="l2"):
+        fit_many(batch, None, [{"l2": -1.0, "temperature": 0.05}])
+
+
+def test_reparam_export_is_float64_outside_x64_mode() -> None:
+    """Exported parameters are computed in float64 even when JAX's x64 mode is off."""
+    base = default_params()
+    reparam = Reparam(base, ("base_weights",))
+    u = reparam.init()
+    u["base_weights"] = u["base_weights"] + 0.123456789
+    assert not jax.config.read("jax_enable_x64")
+    got = np.asarray(reparam.export(u).base_weights)
+    with jax.enable_x64(True):
+        want = np.asarray(jax.nn.softplus(jnp.asarray(u["base_weights"], jnp.float64)))
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)

@@ -281,14 +281,211 @@ def lr_schedule(peak: float, steps: int, floor: float = 0.05) -> optax.Schedule:
     return optax.cosine_decay_schedule(peak, decay_steps=max(steps, 1), alpha=floor)
 
 
-@eqx.filter_jit
-def _train_step(
+_RUN_AXES_OF: dict[str, Any] = {  # None: shared by every run; 0: the run axis
+    "base": None, "kinds": None, "initial": None, "data": None, "fit_weight": 0,
+    "val_weight": 0, "signal_mask": None, "temperature": 0, "l2": 0,
+}
+_RUN_AXES = _Problem(**_RUN_AXES_OF)
+"""``vmap`` axes of a batch of runs: per run its query split, temperature and L2; the
+data, starting point and constraints shared."""
+
+
+class _Runs(eqx.Module):
+    """The state of G training runs stepped together (leading axis G everywhere).
+
+    Attributes:
+        u: the current unconstrained parameters.
+        opt_state: the optimiser state.
+        last_good: the parameters of the last step whose training loss was finite.
+        best_u: the parameters with the best validation loss so far.
+        best_val: (G,) that loss (inf before the first step).
+        since_best: (G,) steps since it last improved.
+        best_step: (G,) the step it was reached at.
+        active: (G,) runs still stepping (not stopped early, not diverged).
+    """
+
+    u: dict[str, Any]
+    opt_state: Any
+    last_good: dict[str, Any]
+    best_u: dict[str, Any]
+    best_val: jax.Array
+    since_best: jax.Array
+    best_step: jax.Array
+    active: jax.Array
+
+
+def _where(mask: jax.Array, a: Any, b: Any) -> Any:
+    """Per run: the tree ``a`` where ``mask`` (G,) is true, else ``b``."""
+    return jax.tree_util.tree_map(
+        lambda x, y: jnp.where(mask.reshape(mask.shape + (1,) * (x.ndim - 1)), x, y), a, b
+    )
+
+
+def _one_step(
     u: dict[str, Any], opt_state: Any, p: _Problem
 ) -> tuple[dict[str, Any], Any, jax.Array, jax.Array]:
+    """One Adam step of one run: the new parameters and state, the training loss and
+    the validation loss, both of ``u`` (the parameters before the update)."""
     (value, per_query), grads = jax.value_and_grad(_objective, has_aux=True)(u, p)
     updates, opt_state = _OPTIMIZER.update(grads, opt_state, u)
     val_loss = _weighted_mean(per_query, p.val_weight)
     return optax.apply_updates(u, updates), opt_state, value, val_loss
+
+
+@eqx.filter_jit
+def _train_step(
+    runs: _Runs, p: _Problem, has_val: jax.Array, learning_rate: jax.Array,
+    step: jax.Array, patience: jax.Array,
+) -> tuple[_Runs, jax.Array, jax.Array]:
+    """One step of every active run, with its early-stopping bookkeeping, compiled once
+    per problem shape and number of runs (the rates, step and patience are operands).
+
+    A run whose training loss is not finite falls back to its last finite-loss
+    parameters and stops; a run with validation queries keeps its best parameters and
+    stops after ``patience`` steps without improving by more than 1e-9. Stopped runs
+    are carried unchanged.
+
+    Args:
+        runs: the state of the G runs.
+        p: the problem, per-run leaves batched along :data:`_RUN_AXES`.
+        has_val: (G,) runs with validation queries.
+        learning_rate: () this step's rate (one schedule for every run).
+        step: () the step index.
+        patience: () early-stopping patience.
+
+    Returns:
+        ``(runs, train_loss, val_loss)``: the new state and the (G,) losses of the
+        parameters before the update.
+    """
+    opt_state = runs.opt_state
+    opt_state.hyperparams["learning_rate"] = jnp.broadcast_to(
+        learning_rate, runs.active.shape
+    )
+    new_u, new_opt, train_loss, val_loss = jax.vmap(_one_step, in_axes=(0, 0, _RUN_AXES))(
+        runs.u, opt_state, p
+    )
+    finite = jnp.isfinite(train_loss)
+    stepping = runs.active & finite
+    diverged = runs.active & ~finite  # back to the last finite-loss parameters
+    u = _where(diverged, runs.last_good, runs.u)
+    improved = stepping & has_val & (val_loss < runs.best_val - 1e-9)
+    since_best = jnp.where(improved, 0, runs.since_best + (stepping & has_val))
+    out = _Runs(
+        u=_where(stepping, new_u, u),
+        opt_state=_where(stepping, new_opt, opt_state),
+        last_good=_where(stepping, u, runs.last_good),
+        best_u=_where(improved, u, runs.best_u),
+        best_val=jnp.where(improved, val_loss, runs.best_val),
+        since_best=since_best,
+        best_step=jnp.where(improved, step, runs.best_step),
+        active=stepping & ~(has_val & (since_best > patience)),
+    )
+    return out, train_loss, val_loss
+
+
+@dataclass
+class _Trained:
+    """One run's outcome: its kept parameters, the step they come from, its history."""
+
+    u: dict[str, np.ndarray]
+    best_step: int
+    history: dict[str, list[float]]
+
+
+def _train(
+    reparam: Reparam,
+    problem: _Problem,
+    has_val: np.ndarray,
+    learning_rate: float,
+    steps: int,
+    patience: int,
+    progress: bool = False,
+) -> list[_Trained]:
+    """Run G fits of one problem together (vmapped), each with its own early stopping.
+
+    Call inside :func:`~emotional_memory._precision.float64`.
+
+    Args:
+        reparam: the parametrisation (every run starts at its initial point).
+        problem: the problem with per-run leaves batched along :data:`_RUN_AXES`.
+        has_val: (G,) runs with validation queries (others keep their last step).
+        learning_rate: peak learning rate of :func:`lr_schedule`.
+        steps: maximum steps.
+        patience: early-stopping patience.
+        progress: draw a progress bar.
+
+    Returns:
+        Per run, its kept parameters (unconstrained, host), best step and history.
+    """
+    g = len(has_val)
+    u0 = {k: jnp.broadcast_to(jnp.asarray(v), (g, *v.shape)) for k, v in reparam.init().items()}
+    opt_state = jax.vmap(_OPTIMIZER.init)(u0)
+    # the rate as the step returns it (strongly typed), so the first step's state and
+    # every later one have one signature: one compilation
+    opt_state.hyperparams["learning_rate"] = jnp.zeros(g, jnp.float64)
+    runs = _Runs(
+        u=u0, opt_state=opt_state, last_good=u0, best_u=u0,
+        best_val=jnp.full(g, jnp.inf, jnp.float64), since_best=jnp.zeros(g, jnp.int32),
+        best_step=jnp.zeros(g, jnp.int32), active=jnp.ones(g, bool),
+    )
+    with_val = jnp.asarray(has_val)
+    schedule = lr_schedule(learning_rate, steps)
+    histories: list[dict[str, list[float]]] = [
+        {"train_loss": [], "val_loss": []} for _ in range(g)
+    ]
+    for i in progress_iter(range(steps), "fit", enabled=progress):
+        was_active = np.asarray(runs.active)
+        if not was_active.any():
+            break
+        runs, train_loss, val_loss = _train_step(
+            runs, problem, with_val, jnp.asarray(schedule(i), jnp.float64),
+            jnp.asarray(i, jnp.int32), jnp.asarray(patience, jnp.int32),
+        )
+        losses = np.asarray(train_loss), np.asarray(val_loss)
+        for r in np.flatnonzero(was_active & np.isfinite(losses[0])).tolist():
+            histories[r]["train_loss"].append(float(losses[0][r]))
+            histories[r]["val_loss"].append(float(losses[1][r]))
+    best_step = np.asarray(runs.best_step)
+    out = []
+    for r in range(g):
+        kept = runs.best_u if has_val[r] else runs.u  # no validation: the last step
+        out.append(_Trained(
+            u={k: np.asarray(v[r]) for k, v in kept.items()},
+            best_step=int(best_step[r]) if has_val[r] else len(histories[r]["train_loss"]),
+            history=histories[r],
+        ))
+    return out
+
+
+def _problem(
+    reparam: Reparam, batch: RecallBatch, cfg: EmotionalMemoryConfig,
+    splits: Sequence[tuple[np.ndarray, np.ndarray]], temperature: Sequence[float],
+    l2: Sequence[float],
+) -> _Problem:
+    """The problem of G runs: per run a (fit, validation) query split, a temperature and
+    an L2 weight (leading axis G). Call inside ``float64()``."""
+    return _Problem(
+        base=jax.tree_util.tree_map(jnp.asarray, reparam.base),
+        kinds={k: jnp.asarray(v) for k, v in reparam.kinds.items()},
+        initial={k: jnp.asarray(v) for k, v in reparam.initial.items()},
+        data=jax.tree_util.tree_map(jnp.asarray, batch),
+        fit_weight=jnp.asarray(np.stack([f for f, _ in splits]), jnp.float64),
+        val_weight=jnp.asarray(np.stack([v for _, v in splits]), jnp.float64),
+        signal_mask=jnp.asarray(batch_signal_mask(cfg, batch), jnp.float64),
+        temperature=jnp.asarray(temperature, jnp.float64),
+        l2=jnp.asarray(l2, jnp.float64),
+    )
+
+
+def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: float) -> None:
+    if temperature <= 0 or not math.isfinite(temperature):
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    if l2 < 0 or not math.isfinite(l2):
+        raise ValueError(f"l2 must be >= 0, got {l2}")
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0, got {steps}")
+    if not 0 <= val_fraction < 1:
+        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
 
 
 @eqx.filter_jit
@@ -348,59 +545,24 @@ def fit(
         :class:`FitResult`.
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    if temperature <= 0 or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be > 0, got {temperature}")
-    if l2 < 0 or not math.isfinite(l2):
-        raise ValueError(f"l2 must be >= 0, got {l2}")
-    if steps < 0:
-        raise ValueError(f"steps must be >= 0, got {steps}")
-    if not 0 <= val_fraction < 1:
-        raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+    _check_fit_args(temperature, l2, steps, val_fraction)
     available = (
         np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
     )
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
-    has_val = bool(val_mask.any())
-
     reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
     with float64():
-        problem = _Problem(
-            base=jax.tree_util.tree_map(jnp.asarray, reparam.base),
-            kinds={k: jnp.asarray(v) for k, v in reparam.kinds.items()},
-            initial={k: jnp.asarray(v) for k, v in reparam.initial.items()},
-            data=jax.tree_util.tree_map(jnp.asarray, batch),
-            fit_weight=jnp.asarray(fit_mask, jnp.float64),
-            val_weight=jnp.asarray(val_mask, jnp.float64),
-            signal_mask=jnp.asarray(batch_signal_mask(cfg, batch), jnp.float64),
-            temperature=jnp.asarray(temperature, jnp.float64),
-            l2=jnp.asarray(l2, jnp.float64),
+        batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2])
+        (trained,) = _train(reparam, batched, np.asarray([val_mask.any()]), learning_rate,
+                            steps, patience, progress)
+        exported = reparam.export(trained.u)
+        problem = eqx.tree_at(  # the one run, without the run axis
+            lambda q: (q.fit_weight, q.val_weight, q.temperature, q.l2), batched,
+            (batched.fit_weight[0], batched.val_weight[0], batched.temperature[0],
+             batched.l2[0]),
         )
         u0 = {k: jnp.asarray(v) for k, v in reparam.init().items()}
-        u, opt_state = u0, _OPTIMIZER.init(u0)
-        schedule = lr_schedule(learning_rate, steps)
-        best_u, best_val, best_step, since_best = u0, math.inf, 0, 0
-        last_good = u0
-        history: dict[str, list[float]] = {"train_loss": [], "val_loss": []}
-        for i in progress_iter(range(steps), "fit", enabled=progress):
-            opt_state.hyperparams["learning_rate"] = jnp.asarray(schedule(i), jnp.float64)
-            new_u, opt_state, train_loss, val_loss = _train_step(u, opt_state, problem)
-            if not math.isfinite(float(train_loss)):
-                u = last_good  # diverged: fall back to the last finite-loss parameters
-                break
-            last_good = u
-            history["train_loss"].append(float(train_loss))
-            history["val_loss"].append(float(val_loss))
-            if has_val:  # val_loss belongs to ``u``, the parameters before this update
-                if float(val_loss) < best_val - 1e-9:
-                    best_u, best_val, best_step, since_best = u, float(val_loss), i, 0
-                else:
-                    since_best += 1
-            u = new_u
-            if has_val and since_best > patience:
-                break
-        if not has_val:
-            best_u, best_step = u, len(history["train_loss"])
-        exported = reparam.export({k: np.asarray(v) for k, v in best_u.items()})
+        best_u = {k: jnp.asarray(v) for k, v in trained.u.items()}
         initial_totals = np.asarray(_scores(u0, problem))
         final_totals = np.asarray(_scores(best_u, problem))
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
@@ -409,12 +571,67 @@ def fit(
     return FitResult(
         config=config_with_params(cfg, exported),
         params=exported,
-        history=history,
-        best_step=best_step,
+        history=trained.history,
+        best_step=trained.best_step,
         train_metrics=summarize_metrics(per_final, fit_mask, batch, info),
         val_metrics=summarize_metrics(per_final, val_mask, batch, info),
         initial_metrics=summarize_metrics(per_init, available, batch, info),
     )
+
+
+def fit_many(
+    batch: RecallBatch,
+    config: EmotionalMemoryConfig | None,
+    runs: Sequence[dict[str, Any]],
+    *,
+    trainable: Iterable[str] = ("base_weights", "gates"),
+    learning_rate: float = 0.05,
+    steps: int = 400,
+    patience: int = 60,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    progress: bool = False,
+) -> list[ScoringParams]:
+    """Several :func:`fit` runs of one batch trained together, vmapped into one program.
+
+    Each run has its own ``l2``, ``temperature`` and ``train_mask`` (so its own
+    validation split and early stopping); they share the data, the starting point, the
+    trainable groups and the schedule. One compiled step serves them all, which is
+    what a hyperparameter grid over cross-validation folds needs.
+
+    Args:
+        batch: labelled recall batch.
+        config: starting configuration (default: SPEC defaults); also the prior.
+        runs: per run a dict with ``l2``, ``temperature`` and optionally
+            ``train_mask`` (as :func:`fit`'s arguments; defaults as there).
+        trainable, learning_rate, steps, patience, val_fraction, seed, progress: as
+            :func:`fit`, for every run.
+
+    Returns:
+        Per run, the fitted float64 parameters (what :func:`fit` returns as
+        ``params`` for the same arguments, up to floating-point rounding).
+
+    Raises:
+        ValueError: on an invalid argument of any run (nothing is trained then).
+    """
+    cfg = config if config is not None else EmotionalMemoryConfig()
+    if not runs:
+        raise ValueError("runs must hold at least one run")
+    splits = []
+    for run in runs:
+        _check_fit_args(run.get("temperature", 0.05), run.get("l2", 0.01), steps, val_fraction)
+        mask = run.get("train_mask")
+        available = np.ones(batch.n_queries, bool) if mask is None else np.asarray(mask, bool)
+        splits.append(_split(batch, available, val_fraction, seed))
+    reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
+    with float64():
+        problem = _problem(
+            reparam, batch, cfg, splits, [run.get("temperature", 0.05) for run in runs],
+            [run.get("l2", 0.01) for run in runs],
+        )
+        has_val = np.asarray([val.any() for _, val in splits])
+        trained = _train(reparam, problem, has_val, learning_rate, steps, patience, progress)
+        return [reparam.export(t.u) for t in trained]
 
 
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -475,21 +692,25 @@ def select_hyperparameters(
     g = {**DEFAULT_GRID, **(grid or {})}
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 1)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
+    held_masks = [available & np.isin(scen, held) for held in parts]
+    params = fit_many(
+        batch, config,
+        [{"l2": l2, "temperature": temperature, "train_mask": available & ~held_mask}
+         for l2, temperature in points for held_mask in held_masks],
+        seed=seed, **fit_kwargs,
+    )
     table: list[dict[str, Any]] = []
-    for l2 in g["l2"]:
-        for temperature in g["temperature"]:
-            top1: list[float] = []
-            rr: list[float] = []
-            for held in parts:
-                held_mask = available & np.isin(scen, held)
-                result = fit(batch, info, config, l2=l2, temperature=temperature,
-                             train_mask=available & ~held_mask, seed=seed, **fit_kwargs)
-                totals = evaluate_batch(result.params, batch, config)
-                per = ranking_metrics(totals, lab, val, info.top_k)
-                top1.extend(per["top1"][held_mask].tolist())
-                rr.extend(per["rr"][held_mask].tolist())
-            table.append({"l2": l2, "temperature": temperature,
-                          "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    for i, (l2, temperature) in enumerate(points):
+        top1: list[float] = []
+        rr: list[float] = []
+        for j, held_mask in enumerate(held_masks):
+            totals = evaluate_batch(params[i * len(held_masks) + j], batch, config)
+            per = ranking_metrics(totals, lab, val, info.top_k)
+            top1.extend(per["top1"][held_mask].tolist())
+            rr.extend(per["rr"][held_mask].tolist())
+        table.append({"l2": l2, "temperature": temperature,
+                      "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
     best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9), r["l2"],
                                      r["temperature"]))
     return {"l2": best["l2"], "temperature": best["temperature"]}, table

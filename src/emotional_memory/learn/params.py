@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from emotional_memory._precision import float64
 from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
 from emotional_memory.kernel.params import ParamGroup
 
@@ -160,9 +161,10 @@ class Reparam:
         fields = {f: getattr(host, f) for f in _FIELDS}
         for name in self.leaves:
             raw = np.asarray(u[name], np.float64)
-            value = np.asarray(
-                constrain(jnp.asarray(raw), jnp.asarray(self.kinds[name])), np.float64
-            )
+            with float64():  # the constraint in float64 whatever JAX's global x64 mode
+                value = np.asarray(
+                    constrain(jnp.asarray(raw), jnp.asarray(self.kinds[name])), np.float64
+                )
             kept = np.where(raw == self.initial[name], leaf_vector(host, name), value)
             fields[name] = leaf_from_vector(name, kept)
         return ScoringParams(**fields)
