@@ -1423,3 +1423,28 @@ def test_packed_params_round_trip_and_score_the_same(
             lambda p, v, a: adaptive_weights(unpack_params(p), v, a)
         )(jnp.asarray(packed), valence, arousal))
     np.testing.assert_array_equal(direct, through)
+
+
+def test_params_reject_misshapen_leaves_and_old_style_groups() -> None:
+    p = default_params()
+    with pytest.raises(ValueError, match="base_weights"):
+        pack_params(eqx.tree_at(lambda t: t.base_weights, p, np.zeros(5)))
+    with pytest.raises(ValueError, match="39"):
+        unpack_params(np.zeros(38))
+    with pytest.raises(TypeError, match="GateParams"):  # a (10,) vector is no longer a group
+        ScoringParams(base_weights=p.base_weights, gates=np.zeros(10), decay=p.decay,
+                      distance_scale=p.distance_scale, signal_scale=p.signal_scale,
+                      signal_shift=p.signal_shift)
+
+
+def test_group_vector_keeps_float64_when_a_leaf_is_a_device_array() -> None:
+    """Outside x64 mode, a group mixing host float64 and device leaves reads exactly."""
+    p = default_params()
+    with jax.enable_x64(True):
+        power = jnp.asarray(1.0, jnp.float64)
+    mixed = eqx.tree_at(lambda t: t.decay.power, p, power)
+    assert not jax.config.read("jax_enable_x64")
+    got = mixed.decay.vector()
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, p.decay.vector())
+    assert params_to_config_dicts(mixed)[1] == SPEC_DECAY

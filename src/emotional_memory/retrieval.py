@@ -839,13 +839,13 @@ def rank_candidates(
     current_momentum: AffectiveMomentum,
     candidates: list[Memory],
     now: datetime,
-    params: ScoringParams,
+    params: ParamsLike,
     weights: np.ndarray | None,
     top_k: int,
     propagation_hops: int,
     enable_resonance: bool,
     *,
-    weight_params: ScoringParams | None = None,
+    weight_params: ParamsLike | None = None,
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
 ) -> tuple[PlanArrays, QueryFeatures]:
@@ -855,7 +855,8 @@ def rank_candidates(
         query_embedding, query_affect, current_mood, current_momentum: query features.
         candidates: the memories to rank (non-empty), in candidate order.
         now: aware datetime.
-        params: scoring parameters (e.g. :func:`scoring_params`, cached by the engine).
+        params: scoring parameters (e.g. :func:`scoring_params`) or their packed
+            vector (:data:`ParamsLike`; the engine caches the packed form).
         weights: (6,) float64 final weights, or None to compute the mood-adaptive
             weights of ``weight_params`` and ``signal_mask`` inside the plan program.
         top_k: number of seeds (>= 1).

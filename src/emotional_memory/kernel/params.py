@@ -16,7 +16,7 @@ and back (exact), so a compiled program can take every parameter as one operand.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import equinox as eqx
 import jax
@@ -62,11 +62,12 @@ class ParamGroup(eqx.Module):
         """The values as one vector in :meth:`names` order.
 
         Returns:
-            (K,) array: numpy when every leaf is a host value (dtype kept, so float64
-            stays exact without JAX's x64 mode), else a JAX array.
+            (K,) array: a JAX array inside a transformation (traced leaves), else a
+            numpy array of the leaves' values (host or device; dtype kept, so float64
+            stays exact whatever JAX's x64 mode).
         """
         leaves = [getattr(self, name) for name in self.names()]
-        if any(isinstance(leaf, jax.Array) for leaf in leaves):
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
             return jnp.stack([jnp.asarray(leaf) for leaf in leaves])
         return np.stack([np.asarray(leaf) for leaf in leaves])
 
@@ -184,6 +185,17 @@ class ScoringParams(eqx.Module):
     signal_shift: Float[Array, 6]
     lexical: LexicalParams = eqx.field(default_factory=LexicalParams.default)
 
+    def __check_init__(self) -> None:
+        for name, group in (("gates", GateParams), ("decay", DecayParams),
+                            ("lexical", LexicalParams)):
+            if not isinstance(getattr(self, name), group):
+                raise TypeError(
+                    f"ScoringParams.{name} must be a {group.__name__} (named scalars), got "
+                    f"{type(getattr(self, name)).__name__}; build it with "
+                    f"{group.__name__}.from_vector(values) for values in "
+                    f"{group.__name__}.names() order"
+                )
+
     def astype(self, dtype: Any) -> ScoringParams:
         """Cast every leaf to ``dtype`` (as JAX arrays).
 
@@ -225,9 +237,23 @@ def pack_params(params: ScoringParams) -> np.ndarray:
     Returns:
         (:data:`PACKED_SIZE`,) float64 numpy vector (exact for float64 or float32
         leaves).
+
+    Raises:
+        ValueError: when a leaf's shape is not the one :class:`ScoringParams` declares
+            (e.g. ``base_weights`` of 5 values), naming the leaf.
     """
-    leaves = jax.tree_util.tree_leaves(params)
-    return np.concatenate([np.asarray(leaf, np.float64).reshape(-1) for leaf in leaves])
+    paths_leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
+    if cast(Any, treedef) != _TREEDEF:
+        raise ValueError("params must be an unbatched ScoringParams")
+    for (path, leaf), shape in zip(paths_leaves, _SHAPES, strict=True):
+        if np.shape(leaf) != shape:
+            raise ValueError(
+                f"params{jax.tree_util.keystr(path)} must have shape {shape}, "
+                f"got {np.shape(leaf)}"
+            )
+    return np.concatenate(
+        [np.asarray(leaf, np.float64).reshape(-1) for _, leaf in paths_leaves]
+    )
 
 
 def unpack_params(packed: Float[Array, " P"]) -> ScoringParams:
@@ -238,7 +264,14 @@ def unpack_params(packed: Float[Array, " P"]) -> ScoringParams:
 
     Returns:
         The parameters; every leaf has ``packed``'s dtype.
+
+    Raises:
+        ValueError: when ``packed`` is not a (:data:`PACKED_SIZE`,) vector.
     """
+    if np.shape(packed) != (PACKED_SIZE,):
+        raise ValueError(
+            f"packed params must have shape ({PACKED_SIZE},), got {np.shape(packed)}"
+        )
     leaves = []
     start = 0
     for shape, size in zip(_SHAPES, _SIZES, strict=True):

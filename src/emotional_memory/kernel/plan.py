@@ -302,7 +302,7 @@ def retrieval_plan_packed(
 
     Args:
         params: :func:`~emotional_memory.kernel.params.pack_params` of
-            :func:`retrieval_plan`'s ``params`` (one operand instead of 23 leaves).
+            :func:`retrieval_plan`'s ``params`` (one operand instead of 24 leaves).
         query_embedding, query_state: the query (:func:`pack_query`); the state's dtype
             is the compute dtype.
         embedding, features, valid: the padded candidates (:func:`pack_columns`).

@@ -10,7 +10,7 @@ split; :func:`cross_validate` evaluates out-of-fold through the real engine.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -180,7 +180,7 @@ class FitResult:
     Attributes:
         config: the fitted engine configuration (load it with ``model_validate_json``).
         params: fitted float64 ScoringParams.
-        history: per-step ``train_loss``, ``val_loss`` and ``val_top1`` lists.
+        history: per-step ``train_loss`` and ``val_loss`` lists.
         best_step: step whose parameters were kept.
         train_metrics, val_metrics, initial_metrics: batch metrics (fixed activation).
     """
@@ -439,7 +439,7 @@ def _train(
             break
         runs, train_loss, val_loss = _train_step(
             runs, problem, with_val, jnp.asarray(schedule(i), jnp.float64),
-            jnp.asarray(i, jnp.int32), jnp.asarray(patience, jnp.int32),
+            jnp.asarray(i, jnp.int32), jnp.asarray(_patience_steps(patience), jnp.int32),
         )
         losses = np.asarray(train_loss), np.asarray(val_loss)
         for r in np.flatnonzero(was_active & np.isfinite(losses[0])).tolist():
@@ -477,6 +477,18 @@ def _problem(
     )
 
 
+def _patience_steps(patience: float) -> int:
+    """``patience`` as the int32 the compiled step compares with: a run stops once it
+    has gone more than ``floor(patience)`` steps without improving (any number: an
+    infinite or huge patience never stops a run early)."""
+    limit = np.iinfo(np.int32)
+    if patience >= limit.max:
+        return int(limit.max)
+    if patience <= limit.min:
+        return int(limit.min)
+    return math.floor(patience)
+
+
 def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: float) -> None:
     if temperature <= 0 or not math.isfinite(temperature):
         raise ValueError(f"temperature must be > 0, got {temperature}")
@@ -486,6 +498,27 @@ def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: flo
         raise ValueError(f"steps must be >= 0, got {steps}")
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+
+
+_RUN_KEYS = frozenset({"l2", "temperature", "train_mask"})
+
+
+def _run_settings(batch: RecallBatch, run: Any) -> tuple[float, float, np.ndarray]:
+    """``(l2, temperature, available)`` of one :func:`fit_many` run, checked."""
+    if not isinstance(run, Mapping):
+        raise TypeError(f"each run must be a dict, got {type(run).__name__}")
+    unknown = set(run) - _RUN_KEYS
+    if unknown:
+        raise ValueError(
+            f"unknown run setting(s) {sorted(unknown)}; a run sets {sorted(_RUN_KEYS)}"
+        )
+    mask = run.get("train_mask")
+    available = np.ones(batch.n_queries, bool) if mask is None else np.asarray(mask, bool)
+    if available.shape != (batch.n_queries,):
+        raise ValueError(
+            f"train_mask must have shape ({batch.n_queries},), got {available.shape}"
+        )
+    return float(run.get("l2", 0.01)), float(run.get("temperature", 0.05)), available
 
 
 @eqx.filter_jit
@@ -602,8 +635,8 @@ def fit_many(
     Args:
         batch: labelled recall batch.
         config: starting configuration (default: SPEC defaults); also the prior.
-        runs: per run a dict with ``l2``, ``temperature`` and optionally
-            ``train_mask`` (as :func:`fit`'s arguments; defaults as there).
+        runs: per run a dict with any of ``l2``, ``temperature`` and ``train_mask``
+            (as :func:`fit`'s arguments; defaults as there).
         trainable, learning_rate, steps, patience, val_fraction, seed, progress: as
             :func:`fit`, for every run.
 
@@ -612,22 +645,21 @@ def fit_many(
         ``params`` for the same arguments, up to floating-point rounding).
 
     Raises:
-        ValueError: on an invalid argument of any run (nothing is trained then).
+        ValueError: on an invalid or unknown setting of any run, or no run (nothing
+            is trained then).
+        TypeError: when a run is not a dict.
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    if not runs:
+    if not len(runs):
         raise ValueError("runs must hold at least one run")
-    splits = []
-    for run in runs:
-        _check_fit_args(run.get("temperature", 0.05), run.get("l2", 0.01), steps, val_fraction)
-        mask = run.get("train_mask")
-        available = np.ones(batch.n_queries, bool) if mask is None else np.asarray(mask, bool)
-        splits.append(_split(batch, available, val_fraction, seed))
+    settings = [_run_settings(batch, run) for run in runs]
+    for l2, temperature, _ in settings:
+        _check_fit_args(temperature, l2, steps, val_fraction)
+    splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
     reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
     with float64():
         problem = _problem(
-            reparam, batch, cfg, splits, [run.get("temperature", 0.05) for run in runs],
-            [run.get("l2", 0.01) for run in runs],
+            reparam, batch, cfg, splits, [t for _, t, _ in settings], [l2 for l2, _, _ in settings],
         )
         has_val = np.asarray([val.any() for _, val in splits])
         trained = _train(reparam, problem, has_val, learning_rate, steps, patience, progress)
