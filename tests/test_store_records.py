@@ -214,3 +214,29 @@ def test_objects_beyond_the_embedding_rows_stay_small() -> None:
     # ids + content + packed links + index + recent objects, and the tag blocks
     assert parts["objects"] / n < 1500
     assert parts["columns"] / store.capacity < 400
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    links=st.lists(
+        st.tuples(st.sampled_from(IDS), unit, st.sampled_from(LINK_TYPES)), max_size=7
+    )
+)
+def test_link_columns_pack_as_pack_links(links: list[tuple[str, float, str]]) -> None:
+    """The columns the row linker holds links in (tuples and bytes) unpack from and
+    pack back to the very record pack_links writes, and unpack_links reads it back."""
+    models = [
+        ResonanceLink(source_id="me", target_id=t, strength=s, link_type=k)  # type: ignore[arg-type]
+        for t, s, k in links
+    ]
+    record = _records.pack_links(models, str)
+    targets, strengths, codes = _records.unpack_link_columns(record)
+    assert type(targets) is tuple and type(strengths) is tuple and type(codes) is bytes
+    assert list(targets) == [t for t, _, _ in links]
+    assert [s.hex() for s in strengths] == [float(s).hex() for _, s, _ in links]
+    assert [LINK_TYPES[c] for c in codes] == [k for _, _, k in links]
+    if record is None:
+        assert not links
+        return
+    assert _records.pack_link_columns(targets, strengths, codes) == record
+    assert _records.unpack_links("me", record) == models

@@ -101,7 +101,7 @@ from emotional_memory.stores._precision import (
 )
 from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._search import _check_top_k
-from emotional_memory.stores._undo import UndoLog, _Undo
+from emotional_memory.stores._undo import UndoLog, _undo
 
 __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
 
@@ -829,13 +829,13 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._row_of[memory_id] = row
             self._valid[row] = True
             if self._tx_depth:
-                self._undo.append(_Undo("insert", memory_id, row, None))
+                self._undo.append(_undo("insert", memory_id, row, None))
         elif same_vector:  # the embedding's arrays stay as they are
             if self._tx_depth:
-                self._undo.append(_Undo("tags", memory_id, row, self._tag_snapshot(row)))
+                self._undo.append(_undo("tags", memory_id, row, self._tag_snapshot(row)))
         else:
             if self._tx_depth:
-                self._undo.append(_Undo("replace", memory_id, row, self._snapshot(row)))
+                self._undo.append(_undo("replace", memory_id, row, self._snapshot(row)))
             self._clear_embedding(row)
         lossless = True
         if not same_vector:
@@ -906,7 +906,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         """Drop ``memory_id`` (present) and tombstone its row."""
         row = self._row_of[memory_id]
         if self._tx_depth:
-            self._undo.append(_Undo("delete", memory_id, row, self._snapshot(row)))
+            self._undo.append(_undo("delete", memory_id, row, self._snapshot(row)))
         self._clear_embedding(row)
         del self._row_of[memory_id]
         self._recent.pop(memory_id, None)
