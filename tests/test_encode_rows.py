@@ -195,12 +195,19 @@ def _assert_no_stale_recent(store: InMemoryStore) -> None:
         assert store.get(mid) == memory
 
 
+@pytest.mark.parametrize("switch", ["every search", "batches only"])
 def test_encode_batch_with_the_jitted_search_matches_the_protocol_path(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, switch: str
 ) -> None:
     """Random unit vectors (not float32 numbers: kept aside), blocks of 128, several
-    batches, the jitted (XLA) batched search switched on from 256 rows."""
-    monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 256)
+    batches, the jitted (XLA) batched search switched on from 256 rows (for every
+    search, or for batches of at least 100 queries: the last, short block of each
+    batch then takes the numpy pass)."""
+    if switch == "every search":
+        monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 256)
+    else:
+        monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
+        monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 100)
     monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
     rng = np.random.default_rng(7)
     vecs = rng.standard_normal((1200, 16))
