@@ -240,3 +240,69 @@ def test_link_columns_pack_as_pack_links(links: list[tuple[str, float, str]]) ->
         return
     assert _records.pack_link_columns(targets, strengths, codes) == record
     assert _records.unpack_links("me", record) == models
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["save", "save", "delete", "fail", "compact"]),
+            st.sampled_from(IDS),
+            st.booleans(),  # a float32 number (in the matrix) or not (kept aside)
+            st.integers(0, 2**32 - 1),
+        ),
+        min_size=1, max_size=30,
+    )
+)
+def test_side_matrix_slots_follow_the_rows(ops: list[tuple[str, str, bool, int]]) -> None:
+    """float64 embeddings kept aside live in slots of the side matrix: every live row
+    kept aside owns a distinct slot holding its exact embedding (through saves,
+    replacements, deletes, failed transactions and compaction), freed slots are
+    reused, and the bytes counted are those of the slots in use."""
+    store = InMemoryStore()
+    oracle: dict[str, list[float]] = {}
+    base = _tag_only_memory()
+    for op, mid, exact32, seed in ops:
+        vec = np.random.default_rng(seed).normal(size=3)
+        if exact32:
+            vec = vec.astype(np.float32).astype(np.float64)
+        memory = base.model_copy(update={"id": mid, "embedding": vec.tolist()})
+        if op == "save":
+            store.save(memory)
+            oracle[mid] = vec.tolist()
+        elif op == "delete":
+            assert store.delete(mid) == (mid in oracle)
+            oracle.pop(mid, None)
+        elif op == "compact":
+            if store._dead:
+                store._compact()
+        else:
+            with pytest.raises(RuntimeError), store.transaction():
+                store.save(memory)
+                for other in list(oracle)[:2]:
+                    store.delete(other)
+                raise RuntimeError("boom")
+        rows = [store._row_of[m] for m in oracle]
+        aside = [r for r in rows if store._aside[r]]
+        slots = [int(store._side_slot[r]) for r in aside]
+        assert len(set(slots)) == len(slots) and all(s >= 0 for s in slots)
+        assert all(store._side_slot[r] == -1 for r in rows if not store._aside[r])
+        assert sorted(slots + store._side_free) == list(range(store._side_top))
+        assert store.embedding_nbytes() == store._matrix.nbytes + len(slots) * 3 * 8
+        for mid, want in oracle.items():
+            row = store._row_of[mid]
+            assert store._exact_row(row).tolist() == want
+        if rows:
+            got = store._exact_rows(np.asarray(rows, dtype=np.int64))
+            assert got.tolist() == list(oracle.values())
+
+
+def _tag_only_memory() -> Memory:
+    tag = EmotionalTag(
+        core_affect=CoreAffect(valence=0.1, arousal=0.2, dominance=0.3),
+        momentum=AffectiveMomentum.zero(),
+        mood_snapshot=MoodField.neutral(T0),
+        timestamp=T0,
+        consolidation_strength=0.5,
+    )
+    return Memory(id="x", content="c", tag=tag)

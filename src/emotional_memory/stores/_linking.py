@@ -522,12 +522,7 @@ class RowLinking(EmbeddingSearch, UndoLog):
                 ids = [row_ids[r] for r in keys]
                 has = self._has[index]
                 vectors: list[np.ndarray | None]
-                if self._exact and self._aside[index].all():
-                    # Every embedding kept aside as a float64 array (float32 mode,
-                    # embeddings float32 cannot hold): those arrays, uncopied.
-                    exact = self._exact
-                    vectors = [exact[mid] for mid in ids]
-                elif has.all():
+                if has.all():
                     vectors = list(self._exact_rows(index))
                 else:
                     vectors = [None] * len(index)

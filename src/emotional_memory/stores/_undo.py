@@ -163,7 +163,7 @@ class UndoLog(EmbeddingPrecision):
             content=self._content[row],
             meta=self._meta[row],
             links=self._links[row],
-            exact=self._exact.get(mid) if mid is not None else None,
+            exact=self._exact_row(row).copy() if self._aside[row] else None,
             whole=self._whole.get(mid) if mid is not None else None,
         )
 
@@ -185,11 +185,12 @@ class UndoLog(EmbeddingPrecision):
             self._matrix[row] = 0
         for name, value in zip(self._ROW_ARRAYS, state.arrays, strict=True):
             getattr(self, name)[row] = value
+        self._side_slot[row] = -1  # (the snapshot's slot was freed: a new one below)
         self._content[row] = state.content
         self._meta[row] = state.meta
         self._links[row] = state.links
         if state.exact is not None:
-            self._exact[memory_id] = state.exact
+            self._side_slot[row] = self._side_put(state.exact)
         if state.whole is not None:
             self._whole[memory_id] = state.whole
         if self._has[row]:

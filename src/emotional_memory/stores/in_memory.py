@@ -211,7 +211,10 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         self._meta = []
         self._links = []
         self._whole = {}  # memories kept as objects (odd shapes)
-        self._exact = {}  # float64 embeddings kept aside
+        # float64 embeddings kept aside: slots of a side matrix (see _precision)
+        self._side = np.zeros((0, 0), dtype=np.float64)
+        self._side_free = []
+        self._side_top = 0
         self._recent = cachetools.LRUCache(maxsize=_RECENT)
         self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
@@ -232,7 +235,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         self._decode = np.zeros(0, dtype=np.float64)  # half modes: embedding = row * this
         self._has = np.zeros(0, dtype=bool)
         self._empty = np.zeros(0, dtype=bool)  # embedding is [] (not None)
-        self._aside = np.zeros(0, dtype=bool)  # float64 embedding kept in _exact
+        self._aside = np.zeros(0, dtype=bool)  # float64 embedding kept in _side
+        self._side_slot = np.zeros(0, dtype=np.int64)  # its slot there (-1: none)
         self._valid = np.zeros(0, dtype=bool)
         self._tagf, self._tagi = _records.row_arrays(0)
         self._reallocations = 0
@@ -432,9 +436,10 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
     def embedding_nbytes(self) -> int:
         """Bytes held by embeddings: the search matrix (allocated capacity, all rows)
-        plus any float64 rows kept aside (see the module documentation)."""
+        plus any float64 rows kept aside (see the module documentation; the slots of
+        the side matrix in use, not its spare ones)."""
         with self._lock:
-            return int(self._matrix.nbytes) + sum(int(v.nbytes) for v in self._exact.values())
+            return int(self._matrix.nbytes) + self._side_nbytes()
 
     def column_nbytes(self) -> int:
         """Bytes held by all column arrays together (search matrix included)."""
