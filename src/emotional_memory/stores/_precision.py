@@ -115,7 +115,8 @@ class EmbeddingPrecision(RowColumns):
                 rounded = vec.astype(np.float32)
                 self._matrix[row] = rounded
                 self._scale[row] = np.float32(1.0 / norm)
-                if not np.array_equal(rounded.astype(np.float64), vec):
+                # np.array_equal's test (same shape here), without its overhead
+                if not (rounded.astype(np.float64) == vec).all():
                     self._keep_aside(row, memory_id, vec)
         else:
             in_range = _NORM_MIN <= norm <= _NORM_MAX
