@@ -195,12 +195,19 @@ def _assert_no_stale_recent(store: InMemoryStore) -> None:
         assert store.get(mid) == memory
 
 
+@pytest.mark.parametrize("switch", ["every search", "batches only"])
 def test_encode_batch_with_the_jitted_search_matches_the_protocol_path(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, switch: str
 ) -> None:
     """Random unit vectors (not float32 numbers: kept aside), blocks of 128, several
-    batches, the jitted (XLA) batched search switched on from 256 rows."""
-    monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 256)
+    batches, the jitted (XLA) batched search switched on from 256 rows (for every
+    search, or for batches of at least 100 queries: the last, short block of each
+    batch then takes the numpy pass)."""
+    if switch == "every search":
+        monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 256)
+    else:
+        monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
+        monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 100)
     monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
     rng = np.random.default_rng(7)
     vecs = rng.standard_normal((1200, 16))
@@ -604,3 +611,105 @@ def test_row_linker_writes_rows_from_the_vectors_given() -> None:
         assert given.get(memory.id) == plain.get(memory.id) == memory
     assert np.array_equal(given.embedding_matrix()[1], plain.embedding_matrix()[1])
     assert np.array_equal(given._norms, plain._norms)
+
+
+def _backward_reference(
+    existing: list[Any], strengths: list[float], back: Any, strength: float, max_links: int
+) -> bool:
+    """The backward-twin rule as first written (append below max_links, else replace
+    the first weakest when strictly stronger)."""
+    if len(existing) < max_links:
+        existing.append(back)
+        strengths.append(strength)
+        return True
+    weakest = min(range(len(existing)), key=strengths.__getitem__)
+    if strength > strengths[weakest]:
+        existing[weakest] = back
+        strengths[weakest] = strength
+        return True
+    return False
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    strengths=st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]), max_size=7),
+    strength=st.sampled_from([0.0, 0.25, 0.5, 0.75, 1.0]),
+    max_links=st.integers(1, 6),
+)
+def test_backward_slot_places_twins_as_the_list_rule(
+    strengths: list[float], strength: float, max_links: int
+) -> None:
+    """_backward_slot (the pending rows' tuples) and _backward (lists) place a twin
+    where the original list rule does (ties among the weakest included)."""
+    entries = [f"t{i}" for i in range(len(strengths))]
+    want_entries, want_strengths = list(entries), list(strengths)
+    changed = _backward_reference(want_entries, want_strengths, "new", strength, max_links)
+    got_entries, got_strengths = list(entries), list(strengths)
+    assert linking_module._backward(
+        got_entries, got_strengths, "new", strength, max_links
+    ) is changed
+    assert (got_entries, got_strengths) == (want_entries, want_strengths)
+    slot = linking_module._backward_slot(tuple(strengths), strength, max_links)
+    assert (slot >= 0) is changed
+    if changed:
+        assert want_entries[slot] == "new"
+
+
+def test_row_path_bookkeeping_is_left_untracked_by_the_collector() -> None:
+    """While a block is linked, the links held back and the undo entries of inserts
+    and link writes are tuples of atoms (and bytes): after a collection or two (one
+    for the inner tuples, one for the outer) the garbage collector no longer tracks
+    them (it would traverse lists and objects in every
+    collection until the transaction ends)."""
+    import gc
+
+    vectors = [[1.0, float(i), 0.5, 0.0] for i in range(40)]
+    store = InMemoryStore()
+    engine = make(store, vectors, EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=2)))
+    engine.encode_batch([text(i) for i in range(20)])
+    seen: dict[str, Any] = {}
+    flush = RowLinker.flush
+
+    def spy(self: RowLinker) -> None:
+        gc.collect()  # a tuple of tracked tuples is untracked once they are
+        gc.collect()
+        seen["pending"] = list(self._pending.values())
+        seen["undo"] = list(store._undo)
+        flush(self)
+
+    RowLinker.flush = spy  # type: ignore[method-assign]
+    try:
+        engine.encode_batch([text(i) for i in range(20, 40)])
+    finally:
+        RowLinker.flush = flush  # type: ignore[method-assign]
+    assert seen["pending"] and seen["undo"]
+    assert not any(gc.is_tracked(entry) for entry in seen["pending"])
+    assert not any(gc.is_tracked(entry) for entry in seen["undo"])
+
+
+def test_memories_handed_back_share_nothing_with_the_store() -> None:
+    """encode / encode_batch hand back the memories they built, links filled in: their
+    embedding lists, metadata and link lists are theirs alone (changing them changes
+    neither the store nor another memory), and equal what ``get`` rebuilds."""
+    vectors = [[1.0, float(i), 0.5, 0.0] for i in range(12)]
+    store = InMemoryStore()
+    engine = make(store, vectors, EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=2)))
+    meta = {"k": [1, {"x": 2}]}
+    batch = engine.encode_batch([text(i) for i in range(10)], [meta] * 10)
+    assert [store.get(m.id) for m in batch] == batch
+    single = engine.encode(text(10), metadata=meta)
+    assert store.get(single.id) == single
+    returned = [*batch, single]
+    ids = {id(m.embedding) for m in returned} | {id(m.metadata) for m in returned}
+    ids |= {id(m.tag.resonance_links) for m in returned}
+    assert len(ids) == 3 * len(returned)
+    for memory in returned:
+        before = store.get(memory.id)
+        assert memory.embedding is not None and memory.tag.resonance_links
+        memory.embedding.append(9.0)
+        memory.metadata["k"][1]["x"] = 3
+        memory.tag.resonance_links.clear()
+        assert store.get(memory.id) == before
+    assert meta == {"k": [1, {"x": 2}]}

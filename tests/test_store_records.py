@@ -214,3 +214,95 @@ def test_objects_beyond_the_embedding_rows_stay_small() -> None:
     # ids + content + packed links + index + recent objects, and the tag blocks
     assert parts["objects"] / n < 1500
     assert parts["columns"] / store.capacity < 400
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    links=st.lists(
+        st.tuples(st.sampled_from(IDS), unit, st.sampled_from(LINK_TYPES)), max_size=7
+    )
+)
+def test_link_columns_pack_as_pack_links(links: list[tuple[str, float, str]]) -> None:
+    """The columns the row linker holds links in (tuples and bytes) unpack from and
+    pack back to the very record pack_links writes, and unpack_links reads it back."""
+    models = [
+        ResonanceLink(source_id="me", target_id=t, strength=s, link_type=k)  # type: ignore[arg-type]
+        for t, s, k in links
+    ]
+    record = _records.pack_links(models, str)
+    targets, strengths, codes = _records.unpack_link_columns(record)
+    assert type(targets) is tuple and type(strengths) is tuple and type(codes) is bytes
+    assert list(targets) == [t for t, _, _ in links]
+    assert [s.hex() for s in strengths] == [float(s).hex() for _, s, _ in links]
+    assert [LINK_TYPES[c] for c in codes] == [k for _, _, k in links]
+    if record is None:
+        assert not links
+        return
+    assert _records.pack_link_columns(targets, strengths, codes) == record
+    assert _records.unpack_links("me", record) == models
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    ops=st.lists(
+        st.tuples(
+            st.sampled_from(["save", "save", "delete", "fail", "compact"]),
+            st.sampled_from(IDS),
+            st.booleans(),  # a float32 number (in the matrix) or not (kept aside)
+            st.integers(0, 2**32 - 1),
+        ),
+        min_size=1, max_size=30,
+    )
+)
+def test_side_matrix_slots_follow_the_rows(ops: list[tuple[str, str, bool, int]]) -> None:
+    """float64 embeddings kept aside live in slots of the side matrix: every live row
+    kept aside owns a distinct slot holding its exact embedding (through saves,
+    replacements, deletes, failed transactions and compaction), freed slots are
+    reused, and the bytes counted are those of the slots in use."""
+    store = InMemoryStore()
+    oracle: dict[str, list[float]] = {}
+    base = _tag_only_memory()
+    for op, mid, exact32, seed in ops:
+        vec = np.random.default_rng(seed).normal(size=3)
+        if exact32:
+            vec = vec.astype(np.float32).astype(np.float64)
+        memory = base.model_copy(update={"id": mid, "embedding": vec.tolist()})
+        if op == "save":
+            store.save(memory)
+            oracle[mid] = vec.tolist()
+        elif op == "delete":
+            assert store.delete(mid) == (mid in oracle)
+            oracle.pop(mid, None)
+        elif op == "compact":
+            if store._dead:
+                store._compact()
+        else:
+            with pytest.raises(RuntimeError), store.transaction():
+                store.save(memory)
+                for other in list(oracle)[:2]:
+                    store.delete(other)
+                raise RuntimeError("boom")
+        rows = [store._row_of[m] for m in oracle]
+        aside = [r for r in rows if store._aside[r]]
+        slots = [int(store._side_slot[r]) for r in aside]
+        assert len(set(slots)) == len(slots) and all(s >= 0 for s in slots)
+        assert all(store._side_slot[r] == -1 for r in rows if not store._aside[r])
+        assert sorted(slots + store._side_free) == list(range(store._side_top))
+        assert store.embedding_nbytes() == store._matrix.nbytes + len(slots) * 3 * 8
+        for mid, want in oracle.items():
+            row = store._row_of[mid]
+            assert store._exact_row(row).tolist() == want
+        if rows:
+            got = store._exact_rows(np.asarray(rows, dtype=np.int64))
+            assert got.tolist() == list(oracle.values())
+
+
+def _tag_only_memory() -> Memory:
+    tag = EmotionalTag(
+        core_affect=CoreAffect(valence=0.1, arousal=0.2, dominance=0.3),
+        momentum=AffectiveMomentum.zero(),
+        mood_snapshot=MoodField.neutral(T0),
+        timestamp=T0,
+        consolidation_strength=0.5,
+    )
+    return Memory(id="x", content="c", tag=tag)

@@ -317,34 +317,40 @@ def score_links(
     sqrt, exp, isfinite = math.sqrt, math.exp, math.isfinite
     # The bound method: the same product as np.dot(new_vec, vec), without its dispatch.
     dot = (new_vec if new_vec is not None else np.zeros(0)).dot
+    has_new = new_vec is not None
+    temporal = not half_life <= 0  # (as written per candidate before: NaN included)
     scored: list[tuple[float, float, float, float, int]] = []
-    for i, cand_id in enumerate(ids):
+    append = scored.append
+    # One pass over the columns side by side (no indexing by candidate); the per
+    # candidate operations and their order are unchanged.
+    given_norms: Sequence[float | None] = norms if norms is not None else [None] * len(ids)
+    for i, (cand_id, vec, (av, aa, ad), time_us, given) in enumerate(
+        zip(ids, vectors, affects, times_us, given_norms, strict=True)
+    ):
         if cand_id == new_id:
             continue
         sem = 0.0
-        vec = vectors[i]
-        if new_vec is not None and vec is not None:
+        if has_new and vec is not None:
             if vec.shape[0] != dim:
                 raise ValueError(f"embedding length mismatch: {dim} vs {vec.shape[0]}")
             if semantic:
-                nb = sqrt(vec.dot(vec)) if norms is None else norms[i]
+                nb = sqrt(vec.dot(vec)) if given is None else given
                 if nb != 0.0 and isfinite(nb):
                     # float64 division either way: the same quotient as dot / (...)
                     sem = float(dot(vec)) / (new_norm * nb)
-        av, aa, ad = affects[i]
         emo = max(
             0.0, 1.0 - sqrt((nv - av) ** 2 + (na - aa) ** 2 + (nd - ad) ** 2) / MAX_PAD_DISTANCE
         )
-        if half_life <= 0:
-            temp = 0.0
-        else:
-            dt = abs(new_time_us - times_us[i]) / 1_000_000
+        if temporal:
+            dt = abs(new_time_us - time_us) / 1_000_000
             temp = exp(-dt * ln2 / half_life)
+        else:
+            temp = 0.0
         score = w_sem * sem + w_emo * emo
         score = score + w_temp * temp
         if score < threshold:
             continue
-        scored.append((score, sem, emo, temp, i))
+        append((score, sem, emo, temp, i))
     # Strongest first; a stable sort keeps equal scores in candidate order (reverse
     # included), as sorting by -score does.
     scored.sort(key=itemgetter(0), reverse=True)

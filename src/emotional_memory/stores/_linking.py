@@ -51,8 +51,11 @@ from emotional_memory.stores._records import (
     unpack_links,
 )
 from emotional_memory.stores._search import EmbeddingSearch
-from emotional_memory.stores._undo import UndoLog, _Undo
+from emotional_memory.stores._undo import UndoLog, _undo
 from emotional_memory.stores.columnar import overrides_any
+
+_LINK_CODES = {name: bytes([code]) for name, code in _LINK_CODE.items()}
+"""Link type -> its one-byte code in a packed link record."""
 
 _COLUMN_CHUNK = 64
 """Memories whose candidates' columns are gathered together (bounds the float64
@@ -61,10 +64,13 @@ copy of their embeddings)."""
 BatchSearch = Callable[..., list[list[Memory]]]
 """A store's ``search_by_embedding_batch(embeddings, top_k, *, visible_until=ids)``."""
 
-PendingLinks = dict[int, tuple[str, list[tuple[str, int]], list[float]]]
+PendingLinks = dict[int, tuple[str, tuple[str, ...], tuple[float, ...], bytes]]
 """Compact rows whose new links are held back while a block is linked: row ->
-``(memory id, [(target id, link type code)], strengths)``, written back packed by
-``RowLinking._link_flush``."""
+``(memory id, target ids, strengths, link type codes)`` (the columns of
+:func:`~emotional_memory.stores._records.unpack_link_columns`), written back packed
+by ``RowLinking._link_flush``. Tuples of atoms and ``bytes``, replaced rather than
+changed: once the garbage collector has met an entry it no longer tracks it,
+however long the block (lists it would traverse in every collection until then)."""
 
 ForwardLink = tuple[int, float, LinkType]
 """A link to write: ``(index among the candidates, strength, link type)``."""
@@ -178,7 +184,10 @@ class Linker(ABC):
         """The store's copy of a new memory once linking is done.
 
         Args:
-            memory: the new memory as it was saved.
+            memory: the new memory as it was saved, handed over: the engine built it
+                for this encode and drops it after this call, so the copy may be
+                ``memory`` itself, its link list filled in place (it was handed to
+                nobody else: the store kept none of its objects).
 
         Returns:
             What the store holds for it (links included).
@@ -260,13 +269,33 @@ def _with_links(memory: Memory, links: list[ResonanceLink]) -> Memory:
     )
 
 
-def _backward(
-    existing: list[Any], strengths: list[float], back: Any, strength: float, max_links: int
-) -> bool:
-    """Add a backward twin to a target's links (both lists change in place).
+def _backward_slot(strengths: Sequence[float], strength: float, max_links: int) -> int:
+    """Where a backward twin of ``strength`` goes among a target's links.
 
     Appended while the target has fewer than ``max_links`` links; else it replaces
     the weakest one (the first of equal minima) when strictly stronger.
+
+    Args:
+        strengths: the strengths of the target's links, in order.
+        strength: the twin's strength.
+        max_links: the most links a memory keeps.
+
+    Returns:
+        ``len(strengths)`` to append it, the index of the link it replaces, or -1
+        when it is not kept.
+    """
+    n = len(strengths)
+    if n < max_links:
+        return n
+    weakest = min(range(n), key=strengths.__getitem__)
+    return weakest if strength > strengths[weakest] else -1
+
+
+def _backward(
+    existing: list[Any], strengths: list[float], back: Any, strength: float, max_links: int
+) -> bool:
+    """Add a backward twin to a target's links (both lists change in place), where
+    :func:`_backward_slot` puts it.
 
     Args:
         existing: the target's links (any representation).
@@ -278,16 +307,16 @@ def _backward(
     Returns:
         Whether the links changed.
     """
-    if len(existing) < max_links:
+    slot = _backward_slot(strengths, strength, max_links)
+    if slot < 0:
+        return False
+    if slot == len(existing):
         existing.append(back)
         strengths.append(strength)
-        return True
-    weakest = min(range(len(existing)), key=strengths.__getitem__)
-    if strength > strengths[weakest]:
-        existing[weakest] = back
-        strengths[weakest] = strength
-        return True
-    return False
+    else:
+        existing[slot] = back
+        strengths[slot] = strength
+    return True
 
 
 class MemoryLinker(Linker):
@@ -493,12 +522,7 @@ class RowLinking(EmbeddingSearch, UndoLog):
                 ids = [row_ids[r] for r in keys]
                 has = self._has[index]
                 vectors: list[np.ndarray | None]
-                if self._exact and self._aside[index].all():
-                    # Every embedding kept aside as a float64 array (float32 mode,
-                    # embeddings float32 cannot hold): those arrays, uncopied.
-                    exact = self._exact
-                    vectors = [exact[mid] for mid in ids]
-                elif has.all():
+                if has.all():
                     vectors = list(self._exact_rows(index))
                 else:
                     vectors = [None] * len(index)
@@ -551,9 +575,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
             else:  # replaces the (empty) links it was saved with
                 pending[row] = (
                     own,
-                    [(row_ids[t], _LINK_CODE[link_type])  # type: ignore[misc]
-                     for t, (_, link_type) in zip(targets, links, strict=True)],
-                    [strength for strength, _ in links],
+                    tuple([row_ids[t] for t in targets]),  # type: ignore[misc]
+                    tuple([strength for strength, _ in links]),
+                    bytes([_LINK_CODE[link_type] for _, link_type in links]),
                 )
             for t, (strength, link_type) in zip(targets, links, strict=True):
                 self._add_backward(t, own, strength, link_type, max_links, pending)
@@ -571,56 +595,62 @@ class RowLinking(EmbeddingSearch, UndoLog):
             back = ResonanceLink(
                 source_id=target, target_id=source, strength=strength, link_type=link_type
             )
-            strengths = [lk.strength for lk in existing]
-            if _backward(existing, strengths, back, back.strength, max_links):
+            if _backward(
+                existing, [lk.strength for lk in existing], back, back.strength, max_links
+            ):
                 self._put(_with_links(whole, existing))
             return
         held = pending.get(row)
-        if held is not None:
-            _backward(held[1], held[2], (source, _LINK_CODE[link_type]), strength, max_links)
+        if held is None:
+            targets, strengths, codes = unpack_link_columns(self._links[row])
+        else:
+            _, targets, strengths, codes = held
+        slot = _backward_slot(strengths, strength, max_links)
+        if slot < 0:
             return
-        ids, strengths, codes = unpack_link_columns(self._links[row])
-        entries = list(zip(ids, codes, strict=True))
-        if _backward(entries, strengths, (source, _LINK_CODE[link_type]), strength, max_links):
-            pending[row] = (target, entries, strengths)
+        code = _LINK_CODES[link_type]
+        if slot == len(targets):
+            targets += (source,)
+            strengths += (strength,)
+            codes += code
+        else:
+            targets = (*targets[:slot], source, *targets[slot + 1 :])
+            strengths = (*strengths[:slot], strength, *strengths[slot + 1 :])
+            codes = codes[:slot] + code + codes[slot + 1 :]
+        pending[row] = (target, targets, strengths, codes)
 
     def _link_flush(self, pending: PendingLinks) -> None:
         """Write the links held in ``pending`` into their rows (then empty it)."""
         with self._lock:
-            for row, (memory_id, entries, strengths) in pending.items():
-                self._set_links(row, memory_id, pack_link_columns(
-                    tuple(mid for mid, _ in entries), strengths, [code for _, code in entries]
-                ))
+            for row, (memory_id, targets, strengths, codes) in pending.items():
+                self._set_links(row, memory_id, pack_link_columns(targets, strengths, codes))
             pending.clear()
 
     def _link_stored(self, memory: Memory) -> Memory:
         """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
-        since.
+        since (see :meth:`Linker.stored`: ``memory`` is handed over).
 
         A compact row of a lossless precision holds exactly the memory saved, but
-        for its links: the copy is that memory with the row's links (``get`` would
-        rebuild it field by field from the row). Other rows are rebuilt.
+        for its links: the copy is ``memory`` itself, the row's links written into
+        its (empty, as saved) link list. Its embedding list, metadata dict and link
+        list are its own, shared with nobody: the store wrote the row from them and
+        kept none of them (``_link_save`` does not remember the memory, and a
+        compact row copies the metadata). ``get`` would rebuild an equal memory field
+        by field from the row; a copy (:func:`_private`) would cost a memory, a tag,
+        an embedding list and a link list more, all tracked by the garbage collector.
+        Other rows are rebuilt.
         """
-        from emotional_memory.stores.in_memory import _clone, copy_metadata
-
         with self._lock:
             row = self._row_of[memory.id]
             if self._content[row] is None or self._mode not in ("float32", "float64"):
                 return self._memory_at(row)
-            links = unpack_links(memory.id, self._links[row])
-            # What _private(memory with these links) gives, in one copy: a list,
-            # metadata and links of its own.
-            embedding = memory.embedding
-            return _clone(memory, {
-                "embedding": None if embedding is None else list(embedding),
-                "metadata": copy_metadata(memory.metadata) if memory.metadata else {},
-                "tag": _clone(memory.tag, {"resonance_links": links}),
-            })
+            memory.tag.resonance_links[:] = unpack_links(memory.id, self._links[row])
+            return memory
 
     def _set_links(self, row: int, memory_id: str, record: Any) -> None:
         """Replace the packed links of compact ``row`` in place (undo logged)."""
         if self._tx_depth:
-            self._undo.append(_Undo("links", memory_id, row, None, self._links[row]))
+            self._undo.append(_undo("links", memory_id, row, None, self._links[row]))
         self._links[row] = record
         self._recent.pop(memory_id, None)
 

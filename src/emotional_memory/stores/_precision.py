@@ -69,7 +69,12 @@ class EmbeddingPrecision(RowColumns):
     A mixin of :class:`~emotional_memory.stores.InMemoryStore` (see :class:`RowColumns`).
     """
 
-    _exact: dict[str, np.ndarray]  # float64 embeddings kept aside
+    # Float64 embeddings kept aside: one slot (a row of ``_side``) per such row,
+    # ``_side_slot[row]`` (-1: none); freed slots are reused before ``_side`` grows.
+    _side: np.ndarray  # (slots, dim) float64
+    _side_slot: np.ndarray  # per row (a row array), int64
+    _side_free: list[int]
+    _side_top: int  # slots handed out so far (free ones included)
     _n_embedded: int
     _n_special: int  # live embedded rows that are always rescored exactly
 
@@ -110,7 +115,8 @@ class EmbeddingPrecision(RowColumns):
                 rounded = vec.astype(np.float32)
                 self._matrix[row] = rounded
                 self._scale[row] = np.float32(1.0 / norm)
-                if not np.array_equal(rounded.astype(np.float64), vec):
+                # np.array_equal's test (same shape here), without its overhead
+                if not (rounded.astype(np.float64) == vec).all():
                     self._keep_aside(row, memory_id, vec)
         else:
             in_range = _NORM_MIN <= norm <= _NORM_MAX
@@ -144,8 +150,37 @@ class EmbeddingPrecision(RowColumns):
         return lossless
 
     def _keep_aside(self, row: int, memory_id: str, vec: np.ndarray) -> None:
-        self._exact[memory_id] = np.array(vec, dtype=np.float64)
+        """Keep ``vec`` (row ``row``'s float64 embedding) in a slot of the side matrix."""
+        del memory_id  # (slots are per row)
+        self._side_slot[row] = self._side_put(vec)
         self._aside[row] = True
+
+    def _side_put(self, vec: np.ndarray) -> int:
+        """Write a float64 embedding into a free slot of ``_side`` (grown, doubling,
+        when none is free; made anew at ``vec``'s width when no slot is in use).
+
+        Returns:
+            The slot.
+        """
+        dim = vec.shape[0]
+        if self._side.shape[1] != dim and len(self._side_free) == self._side_top:
+            self._side = np.zeros((0, dim), dtype=np.float64)
+            self._side_free, self._side_top = [], 0
+        if self._side_free:
+            slot = self._side_free.pop()
+        else:
+            slot = self._side_top
+            self._side_top += 1
+            if slot == self._side.shape[0]:
+                grown = np.zeros((max(16, 2 * slot), dim), dtype=np.float64)
+                grown[:slot] = self._side
+                self._side = grown
+        self._side[slot] = vec
+        return slot
+
+    def _side_nbytes(self) -> int:
+        """Bytes of the float64 embeddings kept aside (slots in use)."""
+        return (self._side_top - len(self._side_free)) * self._side.shape[1] * 8
 
     def _clear_embedding(self, row: int) -> None:
         """Forget the embedding of ``row`` (counts included)."""
@@ -154,7 +189,8 @@ class EmbeddingPrecision(RowColumns):
             if self._special[row]:
                 self._n_special -= 1
         if self._aside[row]:
-            self._exact.pop(self._row_ids[row], None)  # type: ignore[arg-type]
+            self._side_free.append(int(self._side_slot[row]))
+            self._side_slot[row] = -1
         self._has[row] = False
         self._empty[row] = False
         self._aside[row] = False
@@ -165,10 +201,13 @@ class EmbeddingPrecision(RowColumns):
         self._norms[row] = 0.0
 
     def _exact_row(self, row: int) -> np.ndarray:
-        """The stored embedding of ``row`` (which has one) in float64."""
+        """The stored embedding of ``row`` (which has one) in float64 (a row of the
+        side matrix, read-only, for a row kept aside: use it before the next write)."""
         dim = self._dim or 0
         if self._aside[row]:
-            return self._exact[self._row_ids[row]]  # type: ignore[index]
+            view = self._side[self._side_slot[row]]
+            view.flags.writeable = False
+            return view
         if self._mode == "float64":
             return self._matrix[row, :dim].copy()
         if self._mode == "float32":
@@ -179,11 +218,11 @@ class EmbeddingPrecision(RowColumns):
         """Stored embeddings of ``rows`` in float64, ``(len(rows), D)`` (a new array;
         rows without an embedding hold arbitrary values)."""
         dim = self._dim or 0
-        if self._exact and len(rows) and self._aside[rows].all():
+        aside = self._side_top > len(self._side_free)  # some row kept aside
+        if aside and len(rows) and self._aside[rows].all():
             # Every row kept aside (float32 mode, embeddings float32 cannot hold):
-            # one stack of the float64 copies, no gather of the matrix.
-            ids = self._row_ids
-            return np.array([self._exact[ids[r]] for r in rows.tolist()])
+            # one gather of the side matrix, none of the search matrix.
+            return self._side[self._side_slot[rows]]
         block = self._matrix[rows, :dim]
         if self._mode == "float64":
             vectors = block
@@ -191,9 +230,10 @@ class EmbeddingPrecision(RowColumns):
             vectors = block.astype(np.float64)
         else:
             vectors = self._upcast(block).astype(np.float64) * self._decode[rows, None]
-        if self._exact:
-            for i in np.flatnonzero(self._aside[rows]).tolist():
-                vectors[i] = self._exact[self._row_ids[int(rows[i])]]  # type: ignore[index]
+        if aside:
+            kept = np.flatnonzero(self._aside[rows])
+            if len(kept):
+                vectors[kept] = self._side[self._side_slot[rows[kept]]]
         return vectors
 
     def _upcast(self, block: np.ndarray) -> np.ndarray:

@@ -273,32 +273,34 @@ def pack_links(links: list[ResonanceLink], intern: Any) -> tuple[tuple[str, ...]
 
 
 def pack_link_columns(
-    targets: tuple[str, ...], strengths: list[float], codes: list[int]
+    targets: tuple[str, ...], strengths: tuple[float, ...], codes: bytes
 ) -> tuple[tuple[str, ...], bytes]:
-    """Links given as columns, packed as :func:`pack_links` packs them.
+    """Links given as columns, packed as :func:`pack_links` packs them (the same bytes).
 
     Args:
         targets: the target ids (the store's own copies).
         strengths: the strengths, one per target.
-        codes: the link type codes (indices in ``LINK_TYPES``), one per target.
+        codes: the link type codes (indices in ``LINK_TYPES``), one byte per target.
 
     Returns:
         ``(targets, packed)``.
     """
-    n = len(targets)
-    return targets, struct.pack(f"<{n}d{n}B", *strengths, *codes)
+    return targets, struct.pack(f"<{len(strengths)}d", *strengths) + codes
 
 
 def unpack_link_columns(
     record: tuple[tuple[str, ...], bytes] | None,
-) -> tuple[list[str], list[float], list[int]]:
-    """The target ids, strengths and type codes of a packed link record (empty for None)."""
+) -> tuple[tuple[str, ...], tuple[float, ...], bytes]:
+    """The target ids, strengths and type codes of a packed link record (empty for None).
+
+    Immutable columns of atoms (two tuples and ``bytes``), which the garbage
+    collector stops tracking the first time it meets them.
+    """
     if record is None:
-        return [], [], []
+        return (), (), b""
     targets, packed = record
     n = len(targets)
-    values = struct.unpack(f"<{n}d{n}B", packed)
-    return list(targets), list(values[:n]), list(values[n:])
+    return targets, struct.unpack_from(f"<{n}d", packed), packed[8 * n :]
 
 
 def unpack_links(

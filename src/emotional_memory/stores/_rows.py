@@ -60,6 +60,7 @@ class RowColumns:
     _has: np.ndarray
     _empty: np.ndarray
     _aside: np.ndarray
+    _side_slot: np.ndarray
     _valid: np.ndarray
     _tagf: np.ndarray
     _tagi: np.ndarray
@@ -76,12 +77,13 @@ class RowColumns:
         "_has",
         "_empty",
         "_aside",
+        "_side_slot",
         "_valid",
         "_tagf",
         "_tagi",
     )
     # Fill value of unused rows (0 for every other row array).
-    _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf}
+    _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf, "_side_slot": -1}
 
     # Views of the tag blocks used as the kernel's columns.
     @property

@@ -45,17 +45,43 @@ class _TagState:
     whole: Memory | None
 
 
-@dataclass(frozen=True)
-class _Undo:
-    """One entry of the transaction undo log. ``"tags"``: a replace that kept the
-    stored embedding (only the tag row and the row's references are logged);
-    ``"links"``: a write of the row's packed links alone (the old links are logged)."""
+UndoKind = Literal["insert", "replace", "delete", "tags", "links"]
 
-    kind: Literal["insert", "replace", "delete", "tags", "links"]
-    memory_id: str
-    row: int
-    state: _RowState | _TagState | None
-    links: Any = None  # "links": the row's packed links before the write
+_Undo = tuple[UndoKind, str, int, "_RowState | _TagState | None", Any]
+"""One entry of the transaction undo log: ``(kind, memory id, row, state, links)``.
+
+``"insert"``: a new row (no state); ``"replace"`` / ``"delete"``: a snapshot of the
+row (:class:`_RowState`); ``"tags"``: a replace that kept the stored embedding (only
+the tag row and the row's references, :class:`_TagState`); ``"links"``: a write of
+the row's packed links alone (``links``: the packed links before it).
+
+A plain tuple (built by :func:`_undo`), not an object nor a named tuple: the entries
+of inserts and link writes (the many of an ``encode_batch``) then hold only strings,
+ints, None and packed link tuples, and the garbage collector stops tracking them the
+first time it meets them instead of traversing each until the transaction ends (it
+only untracks exact tuples)."""
+
+
+def _undo(
+    kind: UndoKind,
+    memory_id: str,
+    row: int,
+    state: _RowState | _TagState | None = None,
+    links: Any = None,
+) -> _Undo:
+    """An undo log entry (see :data:`_Undo`).
+
+    Args:
+        kind: what the write did.
+        memory_id: the memory written.
+        row: its row.
+        state: the row's snapshot (``"replace"``, ``"delete"``, ``"tags"``).
+        links: the row's packed links before the write (``"links"``).
+
+    Returns:
+        The entry.
+    """
+    return (kind, memory_id, row, state, links)
 
 
 class UndoLog(EmbeddingPrecision):
@@ -87,19 +113,17 @@ class UndoLog(EmbeddingPrecision):
         depth = self._tx_depth
         self._tx_depth = 0  # undo operations must not log themselves
         try:
-            for entry in reversed(entries):
-                if entry.kind == "insert":
-                    self._remove(entry.memory_id)
-                elif entry.kind == "links":
-                    self._links[entry.row] = entry.links
-                    self._recent.pop(entry.memory_id, None)
-                elif isinstance(entry.state, _TagState):
-                    self._restore_tags(entry.row, entry.memory_id, entry.state)
+            for kind, memory_id, row, state, links in reversed(entries):
+                if kind == "insert":
+                    self._remove(memory_id)
+                elif kind == "links":
+                    self._links[row] = links
+                    self._recent.pop(memory_id, None)
+                elif isinstance(state, _TagState):
+                    self._restore_tags(row, memory_id, state)
                 else:
-                    assert entry.state is not None
-                    self._restore(
-                        entry.row, entry.memory_id, entry.state, revive=entry.kind == "delete"
-                    )
+                    assert state is not None
+                    self._restore(row, memory_id, state, revive=kind == "delete")
         finally:
             self._tx_depth = depth - 1
         if self._tx_depth == 0:
@@ -139,7 +163,7 @@ class UndoLog(EmbeddingPrecision):
             content=self._content[row],
             meta=self._meta[row],
             links=self._links[row],
-            exact=self._exact.get(mid) if mid is not None else None,
+            exact=self._exact_row(row).copy() if self._aside[row] else None,
             whole=self._whole.get(mid) if mid is not None else None,
         )
 
@@ -161,11 +185,12 @@ class UndoLog(EmbeddingPrecision):
             self._matrix[row] = 0
         for name, value in zip(self._ROW_ARRAYS, state.arrays, strict=True):
             getattr(self, name)[row] = value
+        self._side_slot[row] = -1  # (the snapshot's slot was freed: a new one below)
         self._content[row] = state.content
         self._meta[row] = state.meta
         self._links[row] = state.links
         if state.exact is not None:
-            self._exact[memory_id] = state.exact
+            self._side_slot[row] = self._side_put(state.exact)
         if state.whole is not None:
             self._whole[memory_id] = state.whole
         if self._has[row]:

@@ -101,7 +101,7 @@ from emotional_memory.stores._precision import (
 )
 from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._search import _check_top_k
-from emotional_memory.stores._undo import UndoLog, _Undo
+from emotional_memory.stores._undo import UndoLog, _undo
 
 __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
 
@@ -211,7 +211,10 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         self._meta = []
         self._links = []
         self._whole = {}  # memories kept as objects (odd shapes)
-        self._exact = {}  # float64 embeddings kept aside
+        # float64 embeddings kept aside: slots of a side matrix (see _precision)
+        self._side = np.zeros((0, 0), dtype=np.float64)
+        self._side_free = []
+        self._side_top = 0
         self._recent = cachetools.LRUCache(maxsize=_RECENT)
         self._labels = _records.LabelTable()
         self._size = 0  # rows in use, live or tombstoned
@@ -232,7 +235,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         self._decode = np.zeros(0, dtype=np.float64)  # half modes: embedding = row * this
         self._has = np.zeros(0, dtype=bool)
         self._empty = np.zeros(0, dtype=bool)  # embedding is [] (not None)
-        self._aside = np.zeros(0, dtype=bool)  # float64 embedding kept in _exact
+        self._aside = np.zeros(0, dtype=bool)  # float64 embedding kept in _side
+        self._side_slot = np.zeros(0, dtype=np.int64)  # its slot there (-1: none)
         self._valid = np.zeros(0, dtype=bool)
         self._tagf, self._tagi = _records.row_arrays(0)
         self._reallocations = 0
@@ -432,9 +436,10 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
     def embedding_nbytes(self) -> int:
         """Bytes held by embeddings: the search matrix (allocated capacity, all rows)
-        plus any float64 rows kept aside (see the module documentation)."""
+        plus any float64 rows kept aside (see the module documentation; the slots of
+        the side matrix in use, not its spare ones)."""
         with self._lock:
-            return int(self._matrix.nbytes) + sum(int(v.nbytes) for v in self._exact.values())
+            return int(self._matrix.nbytes) + self._side_nbytes()
 
     def column_nbytes(self) -> int:
         """Bytes held by all column arrays together (search matrix included)."""
@@ -829,13 +834,13 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._row_of[memory_id] = row
             self._valid[row] = True
             if self._tx_depth:
-                self._undo.append(_Undo("insert", memory_id, row, None))
+                self._undo.append(_undo("insert", memory_id, row, None))
         elif same_vector:  # the embedding's arrays stay as they are
             if self._tx_depth:
-                self._undo.append(_Undo("tags", memory_id, row, self._tag_snapshot(row)))
+                self._undo.append(_undo("tags", memory_id, row, self._tag_snapshot(row)))
         else:
             if self._tx_depth:
-                self._undo.append(_Undo("replace", memory_id, row, self._snapshot(row)))
+                self._undo.append(_undo("replace", memory_id, row, self._snapshot(row)))
             self._clear_embedding(row)
         lossless = True
         if not same_vector:
@@ -906,7 +911,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         """Drop ``memory_id`` (present) and tombstone its row."""
         row = self._row_of[memory_id]
         if self._tx_depth:
-            self._undo.append(_Undo("delete", memory_id, row, self._snapshot(row)))
+            self._undo.append(_undo("delete", memory_id, row, self._snapshot(row)))
         self._clear_embedding(row)
         del self._row_of[memory_id]
         self._recent.pop(memory_id, None)
