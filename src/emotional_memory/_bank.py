@@ -251,7 +251,7 @@ def as_float_list(field: str, values: Any) -> list[float] | None:
     if arr.size and not np.issubdtype(arr.dtype, np.number):
         raise TypeError(f"{field} must contain numbers")
     arr = arr.astype(np.float64)
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise ValueError(f"{field} contains NaN or infinite values")
     return [float(v) for v in arr]
 

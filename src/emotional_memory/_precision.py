@@ -7,14 +7,17 @@ functions inside JAX's *local* x64 context; the global flag is never touched.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import jax
 
 
-@contextmanager
-def float64() -> Iterator[None]:
-    """Context in which JAX creates and computes float64 arrays (thread-local)."""
-    with jax.enable_x64(True):
-        yield
+def float64() -> AbstractContextManager[Any]:
+    """Context in which JAX creates and computes float64 arrays (thread-local).
+
+    Returns:
+        JAX's own ``enable_x64(True)`` context (entered on every retrieve: no
+        generator wrapper around it).
+    """
+    return jax.enable_x64(True)

@@ -497,7 +497,7 @@ def _check_weights(precomputed_weights: Any, *, lexical: bool = False) -> np.nda
         pass
     elif arr.shape != (6,):
         raise ValueError(f"precomputed_weights must have exactly 6 elements, got {arr.size}")
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise ValueError("precomputed_weights contains NaN or infinite values")
     return arr
 

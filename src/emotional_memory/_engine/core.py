@@ -99,7 +99,7 @@ class EngineCore:
         # a list of floats already became a new float64 array: no second copy
         if not (isinstance(raw, list) and arr.dtype == np.float64):
             arr = arr.astype(np.float64)
-        if not np.all(np.isfinite(arr)):
+        if not np.isfinite(arr).all():
             warnings.warn(
                 f"embedder returned NaN/inf values for {what}; its semantic similarity "
                 "will count as 0",
