@@ -90,7 +90,7 @@ class EmbeddingPrecision(RowColumns):
             return self._matrix.view(ml_dtypes.bfloat16)
         return self._matrix
 
-    def _write_row(self, row: int, memory_id: str, vec: np.ndarray | None, *, empty: bool) -> bool:
+    def _write_row(self, row: int, vec: np.ndarray | None, *, empty: bool) -> bool:
         """Write an embedding (or its absence) into ``row``, whose counts are cleared.
 
         Returns:
@@ -117,7 +117,7 @@ class EmbeddingPrecision(RowColumns):
                 self._scale[row] = np.float32(1.0 / norm)
                 # np.array_equal's test (same shape here), without its overhead
                 if not (rounded.astype(np.float64) == vec).all():
-                    self._keep_aside(row, memory_id, vec)
+                    self._keep_aside(row, vec)
         else:
             in_range = _NORM_MIN <= norm <= _NORM_MAX
             if in_range:
@@ -138,7 +138,7 @@ class EmbeddingPrecision(RowColumns):
                 lossless = bool(np.array_equal(decoded, vec))
         if self._mode != "float64" and not in_range:
             self._matrix[row] = 0
-            self._keep_aside(row, memory_id, vec)
+            self._keep_aside(row, vec)
         self._special[row] = bool(math.isfinite(norm) and norm > 0.0 and not in_range)
         self._norms[row] = norm
         self._has[row] = True
@@ -149,9 +149,8 @@ class EmbeddingPrecision(RowColumns):
             self._bias[row] = np.inf
         return lossless
 
-    def _keep_aside(self, row: int, memory_id: str, vec: np.ndarray) -> None:
+    def _keep_aside(self, row: int, vec: np.ndarray) -> None:
         """Keep ``vec`` (row ``row``'s float64 embedding) in a slot of the side matrix."""
-        del memory_id  # (slots are per row)
         self._side_slot[row] = self._side_put(vec)
         self._aside[row] = True
 

@@ -844,7 +844,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._clear_embedding(row)
         lossless = True
         if not same_vector:
-            lossless = self._write_row(row, memory_id, vec, empty=memory.embedding == [])
+            lossless = self._write_row(row, vec, empty=memory.embedding == [])
         self._write_record(row, memory, compact, lossless, remember, own_embedding)
         if self._lexical is not None:
             self._lexical.set(memory_id, memory.content)
