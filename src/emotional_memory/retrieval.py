@@ -1085,6 +1085,27 @@ def compute_ape(tag: EmotionalTag, observed: CoreAffect) -> float:
     return affective_prediction_error(reference, observed)
 
 
+def reconsolidation_fields(
+    tag: EmotionalTag, current_affect: CoreAffect, ape: float, learning_rate: float
+) -> dict[str, Any]:
+    """The fields :func:`reconsolidate` changes, with their new values.
+
+    Args:
+        tag, current_affect, ape, learning_rate: as :func:`reconsolidate`.
+
+    Returns:
+        ``{"core_affect": ..., "reconsolidation_count": ...}``.
+
+    Raises:
+        ValueError: If ``ape`` or ``learning_rate`` is NaN or infinite.
+    """
+    alpha = min(finite("ape", ape) * finite("learning_rate", learning_rate), 0.5)
+    return {
+        "core_affect": tag.core_affect.lerp(current_affect, alpha),
+        "reconsolidation_count": tag.reconsolidation_count + 1,
+    }
+
+
 def reconsolidate(
     tag: EmotionalTag, current_affect: CoreAffect, ape: float, learning_rate: float
 ) -> EmotionalTag:
@@ -1105,16 +1126,35 @@ def reconsolidate(
     Raises:
         ValueError: If ``ape`` or ``learning_rate`` is NaN or infinite.
     """
-    alpha = min(finite("ape", ape) * finite("learning_rate", learning_rate), 0.5)
-    return with_fields(tag, {
-        "core_affect": tag.core_affect.lerp(current_affect, alpha),
-        "reconsolidation_count": tag.reconsolidation_count + 1,
-    })
+    return with_fields(tag, reconsolidation_fields(tag, current_affect, ape, learning_rate))
 
 
 _LR_MIN = 0.05
 _LR_MAX = 0.80
 _LR_ADAPT_RATE = 0.2
+
+
+def prediction_fields(
+    tag: EmotionalTag, observed: CoreAffect, ape: float, core_affect: CoreAffect | None = None
+) -> dict[str, Any]:
+    """The fields :func:`update_prediction` changes, with their new values.
+
+    Args:
+        tag, observed, ape: as :func:`update_prediction`.
+        core_affect: the tag's core affect as it is now, when it has just changed
+            (reconsolidated) and ``tag`` still holds the old one; None: the tag's.
+
+    Returns:
+        ``{"expected_affect": ..., "prediction_learning_rate": ...}``.
+    """
+    ape = finite("ape", ape)
+    target = max(_LR_MIN, min(_LR_MAX, ape))
+    lr = tag.prediction_learning_rate + _LR_ADAPT_RATE * (target - tag.prediction_learning_rate)
+    lr = max(_LR_MIN, min(_LR_MAX, lr))
+    base = tag.expected_affect
+    if base is None:
+        base = core_affect if core_affect is not None else tag.core_affect
+    return {"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
 
 
 def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> EmotionalTag:
@@ -1131,14 +1171,7 @@ def update_prediction(tag: EmotionalTag, observed: CoreAffect, ape: float) -> Em
     Returns:
         The tag with new ``expected_affect`` and ``prediction_learning_rate``.
     """
-    ape = finite("ape", ape)
-    target = max(_LR_MIN, min(_LR_MAX, ape))
-    lr = tag.prediction_learning_rate + _LR_ADAPT_RATE * (target - tag.prediction_learning_rate)
-    lr = max(_LR_MIN, min(_LR_MAX, lr))
-    base = tag.expected_affect if tag.expected_affect is not None else tag.core_affect
-    return with_fields(
-        tag, {"expected_affect": base.lerp(observed, lr), "prediction_learning_rate": lr}
-    )
+    return with_fields(tag, prediction_fields(tag, observed, ape))
 
 
 _mask_jit = jax.jit(apply_signal_mask)

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from emotional_memory._engine.core import EngineCore
-from emotional_memory.models import EmotionalTag, Memory, with_fields
+from emotional_memory.models import Memory, with_fields
 from emotional_memory.resonance import hebbian_strengthen
 from emotional_memory.retrieval import (
     compute_ape,
-    reconsolidate,
-    update_prediction,
+    prediction_fields,
+    reconsolidation_fields,
 )
 
 
@@ -33,34 +34,43 @@ class EffectsMixin(EngineCore):
         return updated
 
     def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:
-        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6)."""
+        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6).
+
+        Each winner's changed tag fields are gathered in one dict and its tag copied
+        once (what :func:`reconsolidate`, :func:`update_prediction` and the Hebbian
+        update give one after another, without their intermediate copies).
+        """
         cfg = self.config.retrieval
         affect = self._state.core_affect
-        tags: list[EmotionalTag] = []
-        for memory in winners:
-            count = memory.tag.retrieval_count + 1
-            tag: EmotionalTag = with_fields(
-                memory.tag, {"last_retrieved": now, "retrieval_count": count}
-            )
-            ape = compute_ape(tag, affect)
-            if self.config.enable_reconsolidation:
-                if ape > cfg.ape_threshold and tag.window_opened_at is None:
-                    tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
-                    tag = with_fields(tag, {"window_opened_at": now})
-                elif tag.window_opened_at is not None:
-                    open_for = (now - tag.window_opened_at).total_seconds()
-                    if open_for <= cfg.reconsolidation_window_seconds:
-                        tag = reconsolidate(tag, affect, ape, cfg.reconsolidation_learning_rate)
-                    else:
-                        tag = with_fields(tag, {"window_opened_at": None})
-            tags.append(update_prediction(tag, affect, ape))
+        reconsolidation = self.config.enable_reconsolidation
         increment = self.config.resonance.hebbian_increment
-        if increment > 0 and len(winners) > 1:
-            # The updates above leave the links as they were, so each winner's new links
-            # come from its own row; one copy of each memory carries both updates.
-            ids = [m.id for m in winners]
-            tags = [
-                with_fields(tag, {"resonance_links": hebbian_strengthen(m, ids, increment)})
-                for m, tag in zip(winners, tags, strict=True)
-            ]
-        return [with_fields(m, {"tag": tag}) for m, tag in zip(winners, tags, strict=True)]
+        hebbian = increment > 0 and len(winners) > 1
+        ids = [m.id for m in winners]
+        out: list[Memory] = []
+        for memory in winners:
+            tag = memory.tag
+            changes: dict[str, Any] = {
+                "last_retrieved": now, "retrieval_count": tag.retrieval_count + 1,
+            }
+            # last_retrieved and the count do not enter the prediction error
+            ape = compute_ape(tag, affect)
+            if reconsolidation:
+                window = tag.window_opened_at
+                if ape > cfg.ape_threshold and window is None:
+                    changes.update(reconsolidation_fields(
+                        tag, affect, ape, cfg.reconsolidation_learning_rate
+                    ))
+                    changes["window_opened_at"] = now
+                elif window is not None:
+                    if (now - window).total_seconds() <= cfg.reconsolidation_window_seconds:
+                        changes.update(reconsolidation_fields(
+                            tag, affect, ape, cfg.reconsolidation_learning_rate
+                        ))
+                    else:
+                        changes["window_opened_at"] = None
+            changes.update(prediction_fields(tag, affect, ape, changes.get("core_affect")))
+            if hebbian:
+                # the links as stored: the updates above leave them alone
+                changes["resonance_links"] = hebbian_strengthen(memory, ids, increment)
+            out.append(with_fields(memory, {"tag": with_fields(tag, changes)}))
+        return out

@@ -869,7 +869,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         """
         memory_id = memory.id
         self._whole.pop(memory_id, None)
-        self._recent.pop(memory_id, None)
+        if not (compact and lossless and remember):
+            self._recent.pop(memory_id, None)  # else replaced below
         tag = memory.tag
         if compact:
             floats, ints = _records.encode_tag(tag, self._labels)
