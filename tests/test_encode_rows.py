@@ -223,6 +223,62 @@ def test_encode_batch_with_the_jitted_search_matches_the_protocol_path(
     assert canon(rows) == canon(plain)
 
 
+def test_a_block_is_linked_while_the_next_blocks_search_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The row linker starts a block's jitted search and hands the engine a lazy
+    iterator: the previous block is linked while that search may still run, and no
+    row is written before the running search has been fetched (it reads the search
+    matrix in place)."""
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 100)
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
+    events: list[tuple[str, int]] = []
+    running: set[int] = set()
+    saves_while_running: list[set[int]] = []
+    links_while_running: list[int] = []
+
+    start = search_module.EmbeddingSearch._start_search_batch
+    fetch = search_module.PendingSearch.fetch
+    save = linking_module.RowLinking._link_save
+    link = linking_module.RowLinker.link
+
+    def started(self: Any, *args: Any) -> Any:
+        pending = start(self, *args)
+        if any(not isinstance(b[2], np.ndarray) for b in pending.blocks):  # jitted
+            running.add(id(pending))
+        events.append(("start", id(pending)))
+        return pending
+
+    def fetched(self: Any) -> None:
+        fetch(self)
+        running.discard(id(self))
+
+    def saved(self: Any, *args: Any) -> Any:
+        saves_while_running.append(set(running))
+        return save(self, *args)
+
+    def linked(self: Any, *args: Any) -> None:
+        links_while_running.append(len(running))
+        link(self, *args)
+
+    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
+    monkeypatch.setattr(search_module.PendingSearch, "fetch", fetched)
+    monkeypatch.setattr(linking_module.RowLinking, "_link_save", saved)
+    monkeypatch.setattr(linking_module.RowLinker, "link", linked)
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((900, 16))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    engine = make(InMemoryStore(), vecs.tolist(), EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=2)))
+    engine.encode_batch([text(i) for i in range(900)])
+    assert len(saves_while_running) == 8  # blocks of 128
+    assert all(not r for r in saves_while_running)
+    assert sum(1 for r in links_while_running if r) >= 128  # a whole block overlapped
+    assert not running  # every search fetched by the end
+    assert sum(1 for kind, _ in events if kind == "start") >= 2
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 @pytest.mark.parametrize("kind", ["aside", "float32", "mixed"])
 def test_candidate_columns_read_in_chunks_match_the_protocol_path(

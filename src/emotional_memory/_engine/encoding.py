@@ -146,6 +146,10 @@ class EncodingMixin(StateMixin):
         out: list[Memory] = []
         source = iter(memories)
         vector_source = iter(vectors) if vectors is not None else None
+        # A block is linked once the next one is saved and its search started: a
+        # store's search may run meanwhile (the search sees embeddings only, and a
+        # block's candidates are all saved before it, so the links are the same).
+        waiting: tuple[list[Memory], Iterator[LinkCandidates]] | None = None
         while block := list(itertools.islice(source, linker.block_size)):
             block_vectors = (
                 list(itertools.islice(vector_source, len(block)))
@@ -156,11 +160,21 @@ class EncodingMixin(StateMixin):
                 linker.save(block, block_vectors)
             else:
                 found = linker.save_and_find(block, limit, block_vectors)
-                for memory, candidates in zip(block, found, strict=True):
-                    self._link(linker, memory, candidates)
-                linker.flush()
+                if waiting is not None:
+                    self._link_block(linker, *waiting)
+                waiting = (block, found)
             out.extend(block)
+        if waiting is not None:
+            self._link_block(linker, *waiting)
         return out
+
+    def _link_block(
+        self, linker: Linker, block: list[Memory], found: Iterator[LinkCandidates]
+    ) -> None:
+        """Link a saved block's memories in order, from their candidates ``found``."""
+        for memory, candidates in zip(block, found, strict=True):
+            self._link(linker, memory, candidates)
+        linker.flush()
 
     def _link(self, linker: Linker, memory: Memory, candidates: LinkCandidates) -> None:
         """Score ``memory``'s links to ``candidates`` and write them with their twins.

@@ -50,7 +50,7 @@ from emotional_memory.stores._records import (
     unpack_link_columns,
     unpack_links,
 )
-from emotional_memory.stores._search import EmbeddingSearch
+from emotional_memory.stores._search import EmbeddingSearch, PendingSearch
 from emotional_memory.stores._undo import UndoLog, _undo
 from emotional_memory.stores.columnar import overrides_any
 
@@ -470,14 +470,19 @@ class RowLinking(EmbeddingSearch, UndoLog):
                 vectors.append(vec)
         return vectors
 
-    def _link_save_and_find(
+    def _link_save_and_search(
         self,
         memories: Sequence[Memory],
         limit: int,
         given: Sequence[np.ndarray | None] | None = None,
-    ) -> Iterator[LinkCandidates]:
-        """:meth:`Linker.save_and_find` on rows: one batched search for the block
-        (``given``: as in :meth:`_link_save`)."""
+    ) -> tuple[PendingSearch | None, Iterator[LinkCandidates]]:
+        """:meth:`Linker.save_and_find` on rows: one batched search for the block,
+        started and left running (``given``: as in :meth:`_link_save`).
+
+        Returns:
+            The started search (None when the block needs none), and the candidates
+            of each memory: the first one read finishes the search (under the lock).
+        """
         with self._lock:
             before = len(self._row_of)
             vectors = self._link_save(memories, given)
@@ -485,19 +490,31 @@ class RowLinking(EmbeddingSearch, UndoLog):
             searched = memories[first:]
             # The float64 vectors the rows were written from are the queries (what
             # the search would convert the lists to: no second conversion).
-            found = (
-                self._search_rows_batch(
+            search = (
+                self._start_search_batch(
                     [vec if vec is not None else [] for vec in vectors[first:]],
                     limit,
                     [m.id for m in searched],
                 )
                 if searched
-                else []
+                else None
             )
             everything = self._live_row_list()[: before + first] if first else []
         rows: list[Any] = [everything[: before + i + 1] for i in range(first)]
-        rows.extend(found)
-        return self._link_columns(rows, vectors)
+        return search, self._link_found(search, rows, vectors)
+
+    def _link_found(
+        self,
+        search: PendingSearch | None,
+        rows: list[Any],
+        vectors: list[np.ndarray | None],
+    ) -> Iterator[LinkCandidates]:
+        """The candidates of a block: ``rows`` (the memories searched for none), then
+        the answers of ``search``, finished when the first candidates are read."""
+        if search is not None:
+            with self._lock:
+                rows.extend(search.finish())
+        yield from self._link_columns(rows, vectors)
 
     def _link_columns(
         self, rows: Sequence[Sequence[int] | np.ndarray], new: Sequence[np.ndarray | None]
@@ -667,11 +684,20 @@ class RowLinker(Linker):
         self._store = store
         self.block_size = block_size
         self._pending: PendingLinks = {}
+        # The last block's search, possibly still running on the search matrix.
+        self._searching: PendingSearch | None = None
+
+    def _settle(self) -> None:
+        """Wait for the last block's search (before rows are written)."""
+        if self._searching is not None:
+            self._searching.fetch()
+            self._searching = None
 
     def save(
         self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
     ) -> None:
         """See :meth:`Linker.save`."""
+        self._settle()
         self._store._link_save(memories, vectors)
 
     def save_and_find(
@@ -680,8 +706,11 @@ class RowLinker(Linker):
         limit: int,
         vectors: Sequence[np.ndarray | None] | None = None,
     ) -> Iterator[LinkCandidates]:
-        """See :meth:`Linker.save_and_find`."""
-        return self._store._link_save_and_find(memories, limit, vectors)
+        """See :meth:`Linker.save_and_find`: the block's search runs while the caller
+        links the previous block (its candidates are finished when first read)."""
+        self._settle()
+        self._searching, found = self._store._link_save_and_search(memories, limit, vectors)
+        return found
 
     def link(
         self,

@@ -149,6 +149,48 @@ def _scan_chunk(rows: int, step: int) -> int:
     return best * unit
 
 
+class PendingSearch:
+    """A batched search started by :meth:`EmbeddingSearch._start_search_batch`.
+
+    Its approximate pass is a list of query blocks, each with the top rows and values
+    of its queries: JAX arrays while the jitted program may still be running, numpy
+    arrays once fetched (the numpy pass gives them at once). The exact finish (the
+    float64 pools, the rounding bound, widening) runs in :meth:`finish`.
+
+    Attributes:
+        answers: each query's row indices, filled by :meth:`finish` (queries answered
+            without the approximate pass already hold theirs).
+        blocks: ``(start, end, values, rows)`` per block of batched queries.
+        finish_block: finishes one block exactly (set when there are blocks).
+    """
+
+    def __init__(self, answers: list[np.ndarray | None]) -> None:
+        self.answers = answers
+        self.blocks: list[tuple[int, int, Any, Any]] = []
+        self.finish_block: Callable[..., None] | None = None
+
+    def fetch(self) -> None:
+        """Wait for the approximate pass and bring its results to the host (after
+        this, the search matrix may change)."""
+        self.blocks = [
+            (start, end, np.asarray(values), np.asarray(rows).astype(np.int64))
+            for start, end, values, rows in self.blocks
+        ]
+
+    def finish(self) -> list[np.ndarray | None]:
+        """The exact answers (see :meth:`EmbeddingSearch._finish_block`).
+
+        Returns:
+            Each query's row indices, best first.
+        """
+        self.fetch()
+        for start, end, values, rows in self.blocks:
+            assert self.finish_block is not None
+            self.finish_block(start, end, list(rows), list(values))
+        self.blocks = []
+        return self.answers
+
+
 def _check_top_k(top_k: object) -> None:
     if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
         raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
@@ -465,6 +507,29 @@ class EmbeddingSearch(EmbeddingPrecision):
         visible_until: Sequence[str] | None,
     ) -> list[np.ndarray | None]:
         """Cache row indices of :meth:`search_by_embedding_batch`'s answers, per query."""
+        return self._start_search_batch(embeddings, top_k, visible_until).finish()
+
+    def _start_search_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
+        top_k: int,
+        visible_until: Sequence[str] | None,
+    ) -> PendingSearch:
+        """:meth:`_search_rows_batch` started: the approximate pass dispatched (the
+        jitted program runs while the caller goes on) or done (numpy), the exact
+        finish left to :meth:`PendingSearch.finish`.
+
+        Callers hold the lock; until :meth:`PendingSearch.fetch` (or ``finish``) has
+        returned, no embedding row may be written (the jitted program reads the
+        search matrix in place). ``finish`` reads the float64 rows: call it under
+        the lock too.
+
+        Args:
+            embeddings, top_k, visible_until: as :meth:`_search_rows_batch`.
+
+        Returns:
+            The started search.
+        """
         n_queries = len(embeddings)
         if visible_until is not None and len(visible_until) != n_queries:
             raise ValueError(
@@ -502,17 +567,21 @@ class EmbeddingSearch(EmbeddingPrecision):
                 batched.append(j)
                 queries.append(query)
                 norms.append(norm)
+        pending = PendingSearch(answers)
         if batched:
             # Each query / its norm, rounded to float32: elementwise, so a block at a
             # time gives every row what one query at a time does.
             units: list[np.ndarray] = list(
                 (np.stack(queries) / np.asarray(norms)[:, None]).astype(np.float32)
             )
-            self._finish_batch(embeddings, top_k, limits, batched, queries, norms, units, answers)
-        return answers
+            self._approximate_batch(
+                pending, embeddings, top_k, limits, batched, queries, norms, units, answers
+            )
+        return pending
 
-    def _finish_batch(
+    def _approximate_batch(
         self,
+        pending: PendingSearch,
         embeddings: Sequence[Sequence[float] | np.ndarray | None],
         top_k: int,
         limits: list[int],
@@ -522,9 +591,11 @@ class EmbeddingSearch(EmbeddingPrecision):
         units: list[np.ndarray],
         answers: list[np.ndarray | None],
     ) -> None:
-        """Approximate top pools of many queries at once, then exact finishing.
+        """Approximate top pools of many queries at once, for ``pending`` to finish
+        exactly (:meth:`_finish_block` per block of queries).
 
         Args:
+            pending: the search being started (its blocks are added here).
             embeddings: every query as given.
             top_k: how many rows per query.
             limits: the last eligible row of every query.
@@ -537,7 +608,7 @@ class EmbeddingSearch(EmbeddingPrecision):
         counts = self._count_searchable_many([limits[j] for j in batched])
         pools = [self._pool_size(min(top_k, c), c) for c in counts]
         need = max(pools) + 1
-        finish = functools.partial(
+        pending.finish_block = functools.partial(
             self._finish_block, embeddings, top_k, limits, batched, queries, norms, units,
             counts, pools, answers,
         )
@@ -564,8 +635,7 @@ class EmbeddingSearch(EmbeddingPrecision):
                 values, rows = top_many(
                     matrix, scale, bias, query_block, last, chunk=chunk, count=bucket
                 )
-                values, rows = np.asarray(values), np.asarray(rows).astype(np.int64)
-                finish(start, end, list(rows), list(values))
+                pending.blocks.append((start, end, values, rows))  # still running
             return
         # Small store: numpy, one matrix-matrix product per block of queries.
         n = self._size
@@ -587,7 +657,7 @@ class EmbeddingSearch(EmbeddingPrecision):
             order = np.argsort(-part_values, axis=1, kind="stable")
             block_rows = np.take_along_axis(part, order, axis=1).astype(np.int64)
             block_values = np.take_along_axis(part_values, order, axis=1)
-            finish(start, end, list(block_rows), list(block_values))
+            pending.blocks.append((start, end, block_values, block_rows))
 
     def _finish_block(
         self,
@@ -617,7 +687,7 @@ class EmbeddingSearch(EmbeddingPrecision):
 
         Args:
             embeddings, top_k, limits, batched, queries, norms, units, answers: as in
-                :meth:`_finish_batch`.
+                :meth:`_approximate_batch`.
             counts: the searchable rows of each batched query.
             pools: the pool size of each batched query.
             start: the first batched query of the block.
