@@ -279,6 +279,50 @@ def test_a_block_is_linked_while_the_next_blocks_search_runs(
     assert sum(1 for kind, _ in events if kind == "start") >= 2
 
 
+def test_a_blocks_first_queries_are_linked_before_its_last_are_searched(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Within one block, the jitted search runs in blocks of queries and each is
+    finished when its memories' candidates are first read: the first memories are
+    linked while later query blocks are still pending, and the store equals the
+    protocol path's."""
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 16)
+    monkeypatch.setattr(search_module, "_QUERY_BLOCK", 32)
+    pendings: list[Any] = []
+    unfinished_at_link: list[int] = []
+    start = search_module.EmbeddingSearch._start_search_batch
+    link = linking_module.RowLinker.link
+
+    def started(self: Any, *args: Any) -> Any:
+        pending = start(self, *args)
+        pendings.append(pending)
+        return pending
+
+    def linked(self: Any, *args: Any) -> None:
+        pending = pendings[-1]
+        unfinished_at_link.append(len(pending.blocks) - pending._done)
+        link(self, *args)
+
+    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
+    monkeypatch.setattr(linking_module.RowLinker, "link", linked)
+    rng = np.random.default_rng(5)
+    vecs = rng.standard_normal((600, 16))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    cfg = EmotionalMemoryConfig()
+    rows = make(InMemoryStore(), vecs.tolist(), cfg, TickClock(START, timedelta(seconds=2)))
+    plain = make(PerMemoryStore(), vecs.tolist(), cfg, TickClock(START, timedelta(seconds=2)))
+    for engine in (rows, plain):
+        engine.encode_batch([text(i) for i in range(300)])
+        engine.encode_batch([text(i) for i in range(300, 600)])  # one block, 10 query blocks
+    assert canon(rows) == canon(plain)
+    assert len(pendings[-1].blocks) == 10
+    # the first memory is linked once its chunk of candidate columns is read: the
+    # query blocks of that chunk are finished, the later ones not yet
+    assert unfinished_at_link[-300] == 10 - linking_module._COLUMN_CHUNK // 32
+    assert unfinished_at_link[-1] == 0
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 @pytest.mark.parametrize("kind", ["aside", "float32", "mixed"])
 def test_candidate_columns_read_in_chunks_match_the_protocol_path(

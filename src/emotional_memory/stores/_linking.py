@@ -33,9 +33,10 @@ Two implementations, which build the very same store:
 
 from __future__ import annotations
 
+import itertools
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -510,27 +511,28 @@ class RowLinking(EmbeddingSearch, UndoLog):
         vectors: list[np.ndarray | None],
     ) -> Iterator[LinkCandidates]:
         """The candidates of a block: ``rows`` (the memories searched for none), then
-        the answers of ``search``, finished when the first candidates are read."""
-        if search is not None:
-            with self._lock:
-                rows.extend(search.finish())
-        yield from self._link_columns(rows, vectors)
+        the answers of ``search``, each block of queries finished when its first
+        candidates are read (the later blocks may still be searched meanwhile)."""
+        found: Iterable[Any] = search.results() if search is not None else ()
+        return self._link_columns(itertools.chain(rows, found), vectors)
 
     def _link_columns(
-        self, rows: Sequence[Sequence[int] | np.ndarray], new: Sequence[np.ndarray | None]
+        self, rows: Iterable[Sequence[int] | np.ndarray], new: Sequence[np.ndarray | None]
     ) -> Iterator[LinkCandidates]:
         """The link columns of each memory of a block, read :data:`_COLUMN_CHUNK`
         memories at a time (one gather of their candidates' rows each).
 
         Args:
-            rows: per memory, its candidates' live rows (the keys).
+            rows: per memory, its candidates' live rows (the keys), taken from the
+                iterable a chunk at a time.
             new: per memory, its own embedding as a float64 vector (or None).
 
         Returns:
             The candidates of each memory, in order.
         """
-        for start in range(0, len(rows), _COLUMN_CHUNK):
-            chunk = rows[start : start + _COLUMN_CHUNK]
+        source = iter(rows)
+        start = 0
+        while chunk := list(itertools.islice(source, _COLUMN_CHUNK)):
             counts = [len(r) for r in chunk]
             index = np.concatenate([np.asarray(r, dtype=np.int64) for r in chunk])
             with self._lock:
@@ -567,6 +569,7 @@ class RowLinking(EmbeddingSearch, UndoLog):
                     new_vector=new[start + j],
                     norms=norms[begin:end],
                 )
+            start += len(chunk)
 
     def _link_rows(
         self, memory_id: str, targets: list[int], links: list[tuple[float, LinkType]],

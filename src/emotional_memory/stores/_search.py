@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -153,41 +154,68 @@ class PendingSearch:
     """A batched search started by :meth:`EmbeddingSearch._start_search_batch`.
 
     Its approximate pass is a list of query blocks, each with the top rows and values
-    of its queries: JAX arrays while the jitted program may still be running, numpy
-    arrays once fetched (the numpy pass gives them at once). The exact finish (the
-    float64 pools, the rounding bound, widening) runs in :meth:`finish`.
+    of its queries: JAX arrays while the jitted program may still be running (XLA
+    runs the blocks in order), numpy arrays once fetched (the numpy pass gives them
+    at once). The exact finish (the float64 pools, the rounding bound, widening) runs
+    a block at a time as :meth:`results` reaches it, under the store's lock, so the
+    caller can use the first answers while the later blocks are still searched.
 
     Attributes:
-        answers: each query's row indices, filled by :meth:`finish` (queries answered
+        answers: each query's row indices, filled block by block (queries answered
             without the approximate pass already hold theirs).
         blocks: ``(start, end, values, rows)`` per block of batched queries.
+        batched: the positions (in ``answers``) of the batched queries, in order.
         finish_block: finishes one block exactly (set when there are blocks).
     """
 
-    def __init__(self, answers: list[np.ndarray | None]) -> None:
+    def __init__(self, answers: list[np.ndarray | None], lock: Any) -> None:
         self.answers = answers
         self.blocks: list[tuple[int, int, Any, Any]] = []
+        self.batched: list[int] = []
         self.finish_block: Callable[..., None] | None = None
+        self._lock = lock
+        self._done = 0  # blocks finished
 
     def fetch(self) -> None:
         """Wait for the approximate pass and bring its results to the host (after
         this, the search matrix may change)."""
-        self.blocks = [
+        self.blocks[self._done :] = [
             (start, end, np.asarray(values), np.asarray(rows).astype(np.int64))
-            for start, end, values, rows in self.blocks
+            for start, end, values, rows in self.blocks[self._done :]
         ]
 
+    def results(self) -> Iterator[np.ndarray | None]:
+        """Each query's exact answer, in order, finishing the blocks as reached.
+
+        Yields:
+            The row indices of each query, best first.
+        """
+        given = 0
+        while self._done < len(self.blocks):
+            start, end, values, rows = self.blocks[self._done]
+            assert self.finish_block is not None
+            with self._lock:
+                self.finish_block(
+                    start, end, list(np.asarray(rows).astype(np.int64)),
+                    list(np.asarray(values)),
+                )
+            self._done += 1
+            ready = self.batched[end - 1] + 1
+            while given < ready:
+                yield self.answers[given]
+                given += 1
+        while given < len(self.answers):
+            yield self.answers[given]
+            given += 1
+
     def finish(self) -> list[np.ndarray | None]:
-        """The exact answers (see :meth:`EmbeddingSearch._finish_block`).
+        """Every exact answer (see :meth:`EmbeddingSearch._finish_block`).
 
         Returns:
             Each query's row indices, best first.
         """
-        self.fetch()
-        for start, end, values, rows in self.blocks:
-            assert self.finish_block is not None
-            self.finish_block(start, end, list(rows), list(values))
-        self.blocks = []
+        for _ in self.results():
+            pass
         return self.answers
 
 
@@ -221,6 +249,7 @@ class EmbeddingSearch(EmbeddingPrecision):
     # yet, or dropped when the arrays were reallocated). Creating them costs ~0.1 ms
     # per search.
     _jax_views: tuple[Any, ...] | None = None
+    _lock: threading.RLock  # the store's (a started batched search finishes under it)
 
     def _search_rows(
         self, embedding: Sequence[float] | np.ndarray, top_k: int, limit: int | None = None
@@ -567,7 +596,7 @@ class EmbeddingSearch(EmbeddingPrecision):
                 batched.append(j)
                 queries.append(query)
                 norms.append(norm)
-        pending = PendingSearch(answers)
+        pending = PendingSearch(answers, self._lock)
         if batched:
             # Each query / its norm, rounded to float32: elementwise, so a block at a
             # time gives every row what one query at a time does.
@@ -605,6 +634,7 @@ class EmbeddingSearch(EmbeddingPrecision):
             units: their float32 unit vectors.
             answers: where each query's row indices go (filled in place).
         """
+        pending.batched = batched
         counts = self._count_searchable_many([limits[j] for j in batched])
         pools = [self._pool_size(min(top_k, c), c) for c in counts]
         need = max(pools) + 1
