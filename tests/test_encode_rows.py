@@ -323,6 +323,107 @@ def test_a_blocks_first_queries_are_linked_before_its_last_are_searched(
     assert unfinished_at_link[-1] == 0
 
 
+@pytest.mark.parametrize("fail", ["linking", "appraisal"])
+def test_a_failure_fetches_the_running_search_before_the_rollback_writes(
+    monkeypatch: pytest.MonkeyPatch, fail: str
+) -> None:
+    """A failure while block k is linked (block k+1's search started) or while block
+    k+1 is prepared (block k's search running): the rollback's row writes come only
+    after every started search was fetched, and the store is as before the batch."""
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
+    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 16)
+    monkeypatch.setattr(search_module, "_QUERY_BLOCK", 32)
+    monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
+    pendings: list[Any] = []
+    writes_while_running: list[str] = []
+    start = search_module.EmbeddingSearch._start_search_batch
+
+    def started(self: Any, *args: Any) -> Any:
+        pending = start(self, *args)
+        pendings.append(pending)
+        return pending
+
+    def running() -> bool:
+        return any(
+            not isinstance(block[2], np.ndarray)
+            for pending in pendings for block in pending.blocks[pending._done:]
+        )
+
+    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
+    for name in ("_write_row", "_clear_embedding", "_ensure_capacity", "_compact"):
+        original = getattr(InMemoryStore, name)
+
+        def spy(self: Any, *args: Any, _original: Any = original, _name: str = name,
+                **kwargs: Any) -> Any:
+            if running():
+                writes_while_running.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(InMemoryStore, name, spy)
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((700, 16))
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    engine = make(InMemoryStore(), vecs.tolist(), EmotionalMemoryConfig(),
+                  TickClock(START, timedelta(seconds=2)), FailingAppraisal())
+    engine.encode_batch([text(i) for i in range(300)])
+    before = canon(engine)
+    batch = [text(i) for i in range(300, 600)]
+    if fail == "linking":
+        calls = [0]
+        real = engine_module.score_links
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            calls[0] += 1
+            if calls[0] == 128 + 10:  # the 10th memory of the second block
+                raise RuntimeError("scoring failed")
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(engine_module, "score_links", failing)
+    else:
+        batch.append(text(600, " boom"))  # its appraisal fails: a block still searching
+    with pytest.raises(RuntimeError):
+        engine.encode_batch(batch)
+    assert len(pendings) >= 2
+    assert not running()
+    assert writes_while_running == []
+    assert canon(engine) == before
+
+
+def test_a_store_without_transactions_links_each_block_before_saving_the_next() -> None:
+    """Protocol stores (no all-or-nothing writes) keep the sequential order: a
+    failure while preparing a memory leaves every memory saved before it linked,
+    as encoding them one ``encode`` at a time would."""
+
+    class NoTransactions(PerMemoryStore):
+        def __getattribute__(self, name: str) -> Any:
+            if name == "transaction":
+                raise AttributeError(name)
+            return super().__getattribute__(name)
+
+    vectors = [[1.0, 0.1 * i, 0.0, 0.0] for i in range(6)]
+    cfg = EmotionalMemoryConfig()
+    batch = NoTransactions()
+    one_by_one = PerMemoryStore()
+    engine = make(batch, vectors, cfg, TickClock(START, timedelta(seconds=2)),
+                  FailingAppraisal())
+    reference = make(one_by_one, vectors, cfg, TickClock(START, timedelta(seconds=2)),
+                     FailingAppraisal())
+    engine.encode_batch([text(0), text(1)])
+    with pytest.raises(RuntimeError):
+        engine.encode_batch([text(2), text(3), text(4, " boom")])
+    for i in range(4):
+        reference.encode(text(i))
+
+    def memories(e: EmotionalMemory) -> str:  # the state differs: the batch failed
+        out = json.dumps(e.export_memories())
+        for i, memory in enumerate(e.list_all()):
+            out = out.replace(memory.id, f"#{i}")
+        return out
+
+    assert len(batch) == 4
+    assert memories(engine) == memories(reference)
+
+
 @pytest.mark.parametrize("chunk", [1, 7, 64])
 @pytest.mark.parametrize("kind", ["aside", "float32", "mixed"])
 def test_candidate_columns_read_in_chunks_match_the_protocol_path(

@@ -146,26 +146,36 @@ class EncodingMixin(StateMixin):
         out: list[Memory] = []
         source = iter(memories)
         vector_source = iter(vectors) if vectors is not None else None
-        # A block is linked once the next one is saved and its search started: a
-        # store's search may run meanwhile (the search sees embeddings only, and a
-        # block's candidates are all saved before it, so the links are the same).
+        # With a linker that overlaps, a block is linked once the next one is saved
+        # and its search started, so the store's search runs meanwhile (the search
+        # sees embeddings only, and a block's candidates are all saved before it, so
+        # the links are the same); otherwise each block is linked at once.
         waiting: tuple[list[Memory], Iterator[LinkCandidates]] | None = None
-        while block := list(itertools.islice(source, linker.block_size)):
-            block_vectors = (
-                list(itertools.islice(vector_source, len(block)))
-                if vector_source is not None
-                else None
-            )
-            if not self.config.enable_resonance:
-                linker.save(block, block_vectors)
-            else:
-                found = linker.save_and_find(block, limit, block_vectors)
-                if waiting is not None:
-                    self._link_block(linker, *waiting)
-                waiting = (block, found)
-            out.extend(block)
-        if waiting is not None:
-            self._link_block(linker, *waiting)
+        try:
+            while block := list(itertools.islice(source, linker.block_size)):
+                block_vectors = (
+                    list(itertools.islice(vector_source, len(block)))
+                    if vector_source is not None
+                    else None
+                )
+                if not self.config.enable_resonance:
+                    linker.save(block, block_vectors)
+                else:
+                    found = linker.save_and_find(block, limit, block_vectors)
+                    if waiting is not None:
+                        self._link_block(linker, *waiting)
+                        waiting = None
+                    if linker.overlaps:
+                        waiting = (block, found)
+                    else:
+                        self._link_block(linker, block, found)
+                out.extend(block)
+            if waiting is not None:
+                self._link_block(linker, *waiting)
+        finally:
+            # a failure may leave a search running: fetch it before the rollback
+            # writes rows
+            linker.settle()
         return out
 
     def _link_block(

@@ -122,9 +122,21 @@ class Linker(ABC):
 
     Attributes:
         block_size: how many new memories are saved and searched together.
+        overlaps: whether the engine may save and start searching the next block
+            before linking this one (:meth:`save_and_find` then returns candidates
+            whose search may still run; only for a store whose writes the engine's
+            transaction makes all-or-nothing, since a failure then finds the next
+            block saved and this one not linked yet). False: each block is linked
+            right after its :meth:`save_and_find`.
     """
 
     block_size: int
+    overlaps: bool = False
+
+    @abstractmethod
+    def settle(self) -> None:
+        """Wait for any search still running (the engine calls it when linking ends,
+        normally or not, before the store's rows may change again)."""
 
     @abstractmethod
     def save(
@@ -155,7 +167,8 @@ class Linker(ABC):
 
         Returns:
             The candidates of each memory, in order, each read when it is reached
-            (links written in between do not change them).
+            (links written in between do not change them, nor, with
+            :attr:`overlaps`, the next block saved in between).
         """
 
     @abstractmethod
@@ -413,6 +426,9 @@ class MemoryLinker(Linker):
     def flush(self) -> None:
         """See :meth:`Linker.flush` (every write went through ``update``: nothing to do)."""
 
+    def settle(self) -> None:
+        """See :meth:`Linker.settle` (its searches return finished: nothing runs)."""
+
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored` (the memory with its forward links when the store
         has no copy)."""
@@ -482,7 +498,9 @@ class RowLinking(EmbeddingSearch, UndoLog):
 
         Returns:
             The started search (None when the block needs none), and the candidates
-            of each memory: the first one read finishes the search (under the lock).
+            of each memory: reading the first candidates of a block of queries
+            finishes that block (under the lock). The search reads the search matrix
+            in place until fetched: the caller fetches it before writing any row.
         """
         with self._lock:
             before = len(self._row_of)
@@ -683,6 +701,8 @@ class RowLinker(Linker):
         block_size: memories saved and searched together.
     """
 
+    overlaps = True  # the in-memory store's writes are transactional
+
     def __init__(self, store: RowLinking, block_size: int) -> None:
         self._store = store
         self.block_size = block_size
@@ -690,8 +710,9 @@ class RowLinker(Linker):
         # The last block's search, possibly still running on the search matrix.
         self._searching: PendingSearch | None = None
 
-    def _settle(self) -> None:
-        """Wait for the last block's search (before rows are written)."""
+    def settle(self) -> None:
+        """See :meth:`Linker.settle`: fetch the last block's search (its program reads
+        the search matrix in place)."""
         if self._searching is not None:
             self._searching.fetch()
             self._searching = None
@@ -700,7 +721,7 @@ class RowLinker(Linker):
         self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
     ) -> None:
         """See :meth:`Linker.save`."""
-        self._settle()
+        self.settle()
         self._store._link_save(memories, vectors)
 
     def save_and_find(
@@ -710,8 +731,9 @@ class RowLinker(Linker):
         vectors: Sequence[np.ndarray | None] | None = None,
     ) -> Iterator[LinkCandidates]:
         """See :meth:`Linker.save_and_find`: the block's search runs while the caller
-        links the previous block (its candidates are finished when first read)."""
-        self._settle()
+        links the previous block (a block of queries is finished when its first
+        candidates are read)."""
+        self.settle()
         self._searching, found = self._store._link_save_and_search(memories, limit, vectors)
         return found
 

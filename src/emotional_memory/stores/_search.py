@@ -410,8 +410,10 @@ class EmbeddingSearch(EmbeddingPrecision):
         cached = views[3].get(rows) if views is not None else None
         if cached is not None:
             return cached[0], cached[1], cached[2], step
-        # Zero-copy hand-off (the matrix is 64-byte aligned); results are fetched
-        # before the lock is released, so no write can race the computation.
+        # Zero-copy hand-off (the matrix is 64-byte aligned). No embedding row may be
+        # written while a program runs on these views: single searches fetch their
+        # results before the lock is released; a started batched search
+        # (PendingSearch) is fetched by its owner before any row write (RowLinker).
         sources = (self._matrix[:rows], self._scale[:rows], self._bias[:rows])
         matrix, scale, bias = (jax.dlpack.from_dlpack(a) for a in sources)
         # Kept for the next search while they are views of these very arrays (the
