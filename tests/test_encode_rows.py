@@ -279,32 +279,41 @@ def test_a_block_is_linked_while_the_next_blocks_search_runs(
     assert sum(1 for kind, _ in events if kind == "start") >= 2
 
 
-def test_a_blocks_first_queries_are_linked_before_its_last_are_searched(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Within one block, the jitted search runs in blocks of queries and each is
-    finished when its memories' candidates are first read: the first memories are
-    linked while later query blocks are still pending, and the store equals the
-    protocol path's."""
+@pytest.fixture
+def started_searches(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The jitted batched search from 256 rows and 16 queries, 32 queries per XLA
+    block; every batched search started is recorded (its ``PendingSearch``)."""
     monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
     monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 16)
     monkeypatch.setattr(search_module, "_QUERY_BLOCK", 32)
     pendings: list[Any] = []
-    unfinished_at_link: list[int] = []
     start = search_module.EmbeddingSearch._start_search_batch
-    link = linking_module.RowLinker.link
 
     def started(self: Any, *args: Any) -> Any:
         pending = start(self, *args)
         pendings.append(pending)
         return pending
 
+    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
+    return pendings
+
+
+def test_a_blocks_first_queries_are_linked_before_its_last_are_searched(
+    monkeypatch: pytest.MonkeyPatch, started_searches: list[Any]
+) -> None:
+    """Within one block, the jitted search runs in blocks of queries and each is
+    finished when its memories' candidates are first read: the first memories are
+    linked while later query blocks are still pending, and the store equals the
+    protocol path's."""
+    pendings = started_searches
+    unfinished_at_link: list[int] = []
+    link = linking_module.RowLinker.link
+
     def linked(self: Any, *args: Any) -> None:
         pending = pendings[-1]
         unfinished_at_link.append(len(pending.blocks) - pending._done)
         link(self, *args)
 
-    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
     monkeypatch.setattr(linking_module.RowLinker, "link", linked)
     rng = np.random.default_rng(5)
     vecs = rng.standard_normal((600, 16))
@@ -325,23 +334,14 @@ def test_a_blocks_first_queries_are_linked_before_its_last_are_searched(
 
 @pytest.mark.parametrize("fail", ["linking", "appraisal"])
 def test_a_failure_fetches_the_running_search_before_the_rollback_writes(
-    monkeypatch: pytest.MonkeyPatch, fail: str
+    monkeypatch: pytest.MonkeyPatch, started_searches: list[Any], fail: str
 ) -> None:
     """A failure while block k is linked (block k+1's search started) or while block
     k+1 is prepared (block k's search running): the rollback's row writes come only
     after every started search was fetched, and the store is as before the batch."""
-    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_ROWS", 256)
-    monkeypatch.setattr(search_module, "_JAX_BATCH_MIN_QUERIES", 16)
-    monkeypatch.setattr(search_module, "_QUERY_BLOCK", 32)
     monkeypatch.setattr(engine_module, "_LINK_SEARCH_BLOCK", 128)
-    pendings: list[Any] = []
+    pendings = started_searches
     writes_while_running: list[str] = []
-    start = search_module.EmbeddingSearch._start_search_batch
-
-    def started(self: Any, *args: Any) -> Any:
-        pending = start(self, *args)
-        pendings.append(pending)
-        return pending
 
     def running() -> bool:
         return any(
@@ -349,7 +349,6 @@ def test_a_failure_fetches_the_running_search_before_the_rollback_writes(
             for pending in pendings for block in pending.blocks[pending._done:]
         )
 
-    monkeypatch.setattr(search_module.EmbeddingSearch, "_start_search_batch", started)
     for name in ("_write_row", "_clear_embedding", "_ensure_capacity", "_compact"):
         original = getattr(InMemoryStore, name)
 
