@@ -23,7 +23,11 @@ Two implementations, which build the very same store:
   stored, core affects, timestamps), the links of compact rows held unpacked while
   a block is linked and packed back once per row at its end (:meth:`Linker.flush`),
   only the old links logged for undo. No :class:`~emotional_memory.models.Memory` is
-  built on the way;
+  built on the way. Its searches overlap the engine's linking (:attr:`Linker.overlaps`):
+  a block's search is started when the block is saved and finished a block of
+  queries at a time as the candidates are read, while the engine links the block
+  before; a running search is fetched before any row is written
+  (:meth:`Linker.settle`);
 - :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
   through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
   ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
