@@ -176,13 +176,16 @@ class PendingSearch:
         self._lock = lock
         self._done = 0  # blocks finished
 
+    @staticmethod
+    def _on_host(block: tuple[int, int, Any, Any]) -> tuple[int, int, np.ndarray, np.ndarray]:
+        """A block's results as numpy (waits for the jitted program if still running)."""
+        start, end, values, rows = block
+        return start, end, np.asarray(values), np.asarray(rows).astype(np.int64, copy=False)
+
     def fetch(self) -> None:
         """Wait for the approximate pass and bring its results to the host (after
         this, the search matrix may change)."""
-        self.blocks[self._done :] = [
-            (start, end, np.asarray(values), np.asarray(rows).astype(np.int64))
-            for start, end, values, rows in self.blocks[self._done :]
-        ]
+        self.blocks[self._done :] = [self._on_host(b) for b in self.blocks[self._done :]]
 
     def results(self) -> Iterator[np.ndarray | None]:
         """Each query's exact answer, in order, finishing the blocks as reached.
@@ -192,13 +195,10 @@ class PendingSearch:
         """
         given = 0
         while self._done < len(self.blocks):
-            start, end, values, rows = self.blocks[self._done]
+            start, end, values, rows = self._on_host(self.blocks[self._done])
             assert self.finish_block is not None
             with self._lock:
-                self.finish_block(
-                    start, end, list(np.asarray(rows).astype(np.int64)),
-                    list(np.asarray(values)),
-                )
+                self.finish_block(start, end, list(rows), list(values))
             self._done += 1
             ready = self.batched[end - 1] + 1
             while given < ready:
