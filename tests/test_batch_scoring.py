@@ -151,6 +151,7 @@ def assert_same_top_k(got: tuple[Any, Any], want: tuple[np.ndarray, np.ndarray])
         (512, 128, 7),  # exact multiple of the chunk size, no tail
         (300, 4096, 5),  # a single (tail-only) chunk smaller than chunk_size
         (40, 16, 64),  # k larger than the bank: -1 / -inf slots
+        (2500, 512, 6),  # chunks wide enough for grouped_top_k (32 groups of 16 >= 4k)
     ],
 )
 def test_score_batch_equals_score_bank_per_query(n: int, chunk: int, k: int) -> None:
