@@ -102,6 +102,61 @@ def test_scan_chunk_divides_the_rows_within_the_cap() -> None:
                 assert chunk == rows
 
 
+def test_query_buckets_pad_few_queries_little() -> None:
+    """One query alone; otherwise the smallest of 16, 64, 256, ... (at most the
+    block) holding them: at most 4x the queries, few compiled shapes."""
+    block = search_module._QUERY_BLOCK
+    for count in range(1, block + 1):
+        width = search_module._query_bucket(count)
+        assert count <= width <= block
+        assert width == 1 if count == 1 else width <= max(16, 4 * count)
+    assert {search_module._query_bucket(c) for c in range(2, block + 1)} == {16, 64, 256, 512}
+
+
+@pytest.mark.parametrize(
+    ("count", "widths"),
+    [(1, [1]), (3, [1, 1, 1]), (5, [16]), (20, [64]), (600, [512, 256])],
+)
+def test_a_few_queries_are_not_searched_as_a_whole_block(
+    monkeypatch: pytest.MonkeyPatch, count: int, widths: list[int]
+) -> None:
+    """The jitted batched search pads a block to its query bucket (fewer than 4
+    queries go one by one, as matrix-vector products): a single encode at scale
+    multiplies one query, not 512. Answers are the single searches'."""
+    monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 0)
+    seen: list[int] = []
+    real = search_module._jax_search
+
+    def spied(mode: str) -> tuple:
+        scores, top, top_many = real(mode)
+
+        def many(matrix, scale, bias, queries, lasts, **kw):  # type: ignore[no-untyped-def]
+            seen.append(queries.shape[0])
+            return top_many(matrix, scale, bias, queries, lasts, **kw)
+
+        return scores, top, many
+
+    monkeypatch.setattr(search_module, "_jax_search", spied)
+    rng = np.random.default_rng(count)
+    vectors = rng.normal(size=(700, 12))
+    store = InMemoryStore()
+    with store_transaction(store):
+        for i, v in enumerate(vectors):
+            store.save(mem(f"m{i}", v.tolist()))
+    everything = store.list_all()
+    picks = rng.choice(700, size=count, replace=count > 700)
+    queries = [vectors[i].tolist() for i in picks]
+    visible = [everything[i].id for i in picks]
+    with store._lock:
+        got = store._search_rows_batch(queries, 15, visible)
+        want = [
+            store._search_rows(q, 15, store._row_of[v])
+            for q, v in zip(queries, visible, strict=True)
+        ]
+    assert seen == widths
+    assert [a.tolist() for a in got] == [a.tolist() for a in want]  # type: ignore[union-attr]
+
+
 def test_batched_rows_take_float64_arrays_as_queries(path: str) -> None:
     """The row linker hands the batched search the float64 arrays of rows kept aside:
     arrays answer as their lists do, the plain cases (empty, zero) included."""

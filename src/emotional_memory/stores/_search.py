@@ -45,10 +45,15 @@ _JAX_BATCH_MIN_QUERIES = 64
 _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
-# Batched searches: queries per block and rows per scan step at most (a (256, 32768)
-# float32 block of scores is 32 MiB).
-_QUERY_BLOCK = 256
-_BLOCK_CHUNK = 32768
+# Batched searches: queries per block and rows per scan step at most (a (512, 16384)
+# float32 block of scores is 32 MiB; 15% faster than (256, 32768) at 65,536 rows).
+# A block of fewer queries is padded to the smallest of 16, 64, 256, ... that holds
+# it; fewer than _QUERY_SPLIT queries are searched one by one, as matrix-vector
+# products (at 65,536 rows: one query 3.2 ms, a (2, D) block 8.5-9, a (16, D) 13-16).
+_QUERY_BLOCK = 512
+_BLOCK_CHUNK = 16384
+_QUERY_BUCKET_MIN = 16
+_QUERY_SPLIT = 4
 # Batched searches rescore the pools of this many queries per gather (~2 MiB of
 # float64 rows for pools of 24 rows of 384).
 _RESCORE_QUERIES = 32
@@ -134,6 +139,18 @@ def _jax_search(mode: str) -> tuple[Callable[..., Any], Callable[..., Any], Call
 def _count_bucket(count: int, rows: int) -> int:
     """``count`` rounded up to a power of two (>= 32, <= rows): fewer compiled shapes."""
     return min(rows, max(32, 1 << (count - 1).bit_length()))
+
+
+def _query_bucket(count: int) -> int:
+    """Queries a jitted block of ``count`` (<= ``_QUERY_BLOCK``) is padded to: 1 for
+    one query, else the smallest of 16, 64, 256, ... holding them, at most
+    ``_QUERY_BLOCK`` (few compiled shapes, at most 4x the queries' own product)."""
+    if count == 1:
+        return 1
+    size = _QUERY_BUCKET_MIN
+    while size < count:
+        size *= 4
+    return min(size, _QUERY_BLOCK)
 
 
 def _scan_chunk(rows: int, step: int) -> int:
@@ -658,11 +675,13 @@ class EmbeddingSearch(EmbeddingPrecision):
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
             chunk = _scan_chunk(int(matrix.shape[0]), step)
-            for start in range(0, len(batched), _QUERY_BLOCK):
-                end = min(start + _QUERY_BLOCK, len(batched))
-                query_block = np.zeros((_QUERY_BLOCK, units[0].shape[0]), np.float32)
+            per_block = _QUERY_BLOCK if len(batched) >= _QUERY_SPLIT else 1
+            for start in range(0, len(batched), per_block):
+                end = min(start + per_block, len(batched))
+                width = _query_bucket(end - start)
+                query_block = np.zeros((width, units[0].shape[0]), np.float32)
                 query_block[: end - start] = units[start:end]
-                last = np.full(_QUERY_BLOCK, -1, np.int32)
+                last = np.full(width, -1, np.int32)
                 last[: end - start] = [limits[j] for j in batched[start:end]]
                 values, rows = top_many(
                     matrix, scale, bias, query_block, last, chunk=chunk, count=bucket
