@@ -24,6 +24,10 @@ on, two ways, in the same process:
   batch method, and the baseline. ``--check N`` verifies on N memories that both build
   identical stores.
 
+At size N it also times single ``encode()`` calls (``--single``, median; each memory
+embedded, searched, linked and saved) next to the bare single search
+``lax.top_k(E @ q, 15)`` over the same rows, interleaved.
+
 Memory is measured with ``tracemalloc`` (numpy buffers included) around an engine run:
 total traced bytes per memory, minus the embedding storage
 (``store.embedding_nbytes()``), with the store's own breakdown (``store.nbytes()``:
@@ -32,7 +36,7 @@ hands out; transient).
 
 Usage:
     python benchmarks/encode_scale.py [--yardstick-n 20000] [--block 1000]
-        [--n 100000] [--mem-n N] [--dim 384] [--engine-n 20000] [--tail 2000]
+        [--n 100000] [--mem-n N] [--dim 384] [--engine-n 20000] [--tail 2000] [--single 20]
         [--embedder hashing|random] [--check 3000] [--json OUT]
 """
 
@@ -272,6 +276,34 @@ def yardstick(n: int, dim: int, block: int) -> dict[str, float]:
     }
 
 
+def single_encode(store: InMemoryStore, embedder: Any, count: int) -> dict[str, float]:
+    """Median ms of one ``encode()`` into ``store`` (its memory searched, linked and
+    saved) next to the bare single search ``lax.top_k(E @ q, 15)`` over the store's
+    float32 rows, the two timed interleaved (compiled before timing)."""
+    import jax
+    import jax.numpy as jnp
+
+    engine = make_engine("engine", embedder, store=store, start=T0 + timedelta(days=60))
+    _, matrix, _, valid = store.search_matrix()
+    bank = jnp.asarray(np.asarray(matrix[: int(valid.sum())], dtype=np.float32))
+    bare = jax.jit(lambda q: jax.lax.top_k(bank @ q, 15))
+    texts = texts_for(count + 3, seed=20)
+    queries = [jnp.asarray(np.asarray(embedder.embed(t), np.float32)) for t in texts]
+    for text, query in zip(texts[:3], queries[:3], strict=True):  # compile both
+        engine.encode(text)
+        jax.block_until_ready(bare(query))
+    encode_ms, bare_ms = [], []
+    for text, query in zip(texts[3:], queries[3:], strict=True):
+        start = time.perf_counter()
+        engine.encode(text)
+        encode_ms.append((time.perf_counter() - start) * 1e3)
+        start = time.perf_counter()
+        jax.block_until_ready(bare(query))
+        bare_ms.append((time.perf_counter() - start) * 1e3)
+    encode, base = float(np.median(encode_ms)), float(np.median(bare_ms))
+    return {"encode_ms": encode, "bare_ms": base, "ratio": encode / base}
+
+
 def check_identical(n: int, embedder_factory: Any) -> bool:
     """Whether both paths build the same store (ids mapped by insertion order)."""
     texts = texts_for(n, seed=1)
@@ -305,6 +337,8 @@ def main() -> None:
                         help="memories for the tracemalloc run (default: --n; 0 skips)")
     parser.add_argument("--tail", type=int, default=2000,
                         help="memories added at size N by both paths (marginal cost; 0 skips)")
+    parser.add_argument("--single", type=int, default=20,
+                        help="single encode() calls timed at size N (0 skips)")
     parser.add_argument("--embedder", choices=["hashing", "random"], default="hashing")
     parser.add_argument("--check", type=int, default=3000,
                         help="verify identical stores on this many memories (0 skips)")
@@ -380,6 +414,13 @@ def main() -> None:
         report["marginal_ms_per_memory_at_n"] = tail
         print(f"  adding {args.tail} more at N={args.n}: per-memory path "
               f"{tail['per_memory']:.2f} ms/memory, engine {tail['engine']:.2f} ms/memory",
+              flush=True)
+    if args.single:
+        single = single_encode(inner_store(engine), embedder(), args.single)
+        report["single_encode_at_n"] = single
+        print(f"  one encode() at N={args.n} (median of {args.single}): "
+              f"{single['encode_ms']:.2f} ms; bare jitted lax.top_k(E @ q, 15) on the "
+              f"store's rows {single['bare_ms']:.2f} ms; ratio {single['ratio']:.2f}x",
               flush=True)
     del engine
     if args.mem_n:
