@@ -284,8 +284,10 @@ def single_encode(store: InMemoryStore, embedder: Any, count: int) -> dict[str, 
     import jax.numpy as jnp
 
     engine = make_engine("engine", embedder, store=store, start=T0 + timedelta(days=60))
-    _, matrix, _, valid = store.search_matrix()
-    bank = jnp.asarray(np.asarray(matrix[: int(valid.sum())], dtype=np.float32))
+    with store.locked():
+        _, matrix, _, valid = store.search_matrix()
+        # nothing was deleted: the live rows are the first ones
+        bank = jnp.asarray(np.asarray(matrix[: int(valid.sum())], dtype=np.float32))
     bare = jax.jit(lambda q: jax.lax.top_k(bank @ q, 15))
     texts = texts_for(count + 3, seed=20)
     queries = [jnp.asarray(np.asarray(embedder.embed(t), np.float32)) for t in texts]

@@ -113,16 +113,29 @@ def test_query_buckets_pad_few_queries_little() -> None:
     assert {search_module._query_bucket(c) for c in range(2, block + 1)} == {16, 64, 256, 512}
 
 
+def test_query_blocks_cover_every_query_once_in_order() -> None:
+    """Blocks of ``_QUERY_BLOCK``; a last block of fewer than 4 queries goes one query
+    at a time (its width 1, never a padded 16)."""
+    block = search_module._QUERY_BLOCK
+    for count in [*range(1, 40), block - 1, block, block + 1, block + 3, block + 4, 3 * block]:
+        spans = search_module._query_blocks(count)
+        assert [i for s, e in spans for i in range(s, e)] == list(range(count))
+        assert all(e - s == 1 or search_module._QUERY_SPLIT <= e - s <= block for s, e in spans)
+        assert all(e - s == block for s, e in spans[: count // block])
+
+
 @pytest.mark.parametrize(
     ("count", "widths"),
-    [(1, [1]), (3, [1, 1, 1]), (5, [16]), (20, [64]), (600, [512, 256])],
+    [(1, [1]), (3, [1, 1, 1]), (5, [16]), (20, [64]), (514, [512, 1, 1]), (600, [512, 256])],
 )
 def test_a_few_queries_are_not_searched_as_a_whole_block(
     monkeypatch: pytest.MonkeyPatch, count: int, widths: list[int]
 ) -> None:
-    """The jitted batched search pads a block to its query bucket (fewer than 4
-    queries go one by one, as matrix-vector products): a single encode at scale
-    multiplies one query, not 512. Answers are the single searches'."""
+    """The jitted batched search pads a block to its query bucket (a block of fewer
+    than 4 queries goes one by one, as matrix-vector products): a single encode at
+    scale multiplies one query, not 512. 3,000 rows: one 3,072-row scan step, so its
+    top-k goes through grouped_top_k (192 groups of 16 for 32 rows). Answers are the
+    single searches' (the jitted single search: lax.top_k over every row)."""
     monkeypatch.setattr(search_module, "_JAX_MIN_ROWS", 0)
     seen: list[int] = []
     real = search_module._jax_search
@@ -138,13 +151,13 @@ def test_a_few_queries_are_not_searched_as_a_whole_block(
 
     monkeypatch.setattr(search_module, "_jax_search", spied)
     rng = np.random.default_rng(count)
-    vectors = rng.normal(size=(700, 12))
+    vectors = rng.normal(size=(3000, 12))
     store = InMemoryStore()
     with store_transaction(store):
         for i, v in enumerate(vectors):
             store.save(mem(f"m{i}", v.tolist()))
     everything = store.list_all()
-    picks = rng.choice(700, size=count, replace=count > 700)
+    picks = rng.choice(3000, size=count, replace=False)
     queries = [vectors[i].tolist() for i in picks]
     visible = [everything[i].id for i in picks]
     with store._lock:

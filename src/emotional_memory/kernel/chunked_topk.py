@@ -23,7 +23,8 @@ Per chunk:
 
 **Ties** resolve by the lowest row index, deterministically: ``lax.top_k`` puts the
 lower position first among equal values, the running top-k precedes the chunk in the
-concatenation and holds only lower rows, so position order is row order.
+concatenation and holds only lower rows, so position order is row order. A total of
+-0.0 ties with +0.0 (and is returned as +0.0: :func:`grouped_top_k`).
 
 **Invalid rows** (``valid`` False: padding, deleted rows) are never selected. When a
 query has fewer than ``k`` valid rows, the missing slots hold index ``-1`` and score
@@ -51,7 +52,8 @@ from emotional_memory.kernel.signals import MOMENTUM_EPS, effective_strength
 
 DEFAULT_CHUNK_SIZE = 16384
 """Rows per scan step. 16,384 reached 93% of a bare matmul + top-k at N = 100,000,
-D = 384, Q = 256 on CPU (65,536: 69%; ``benchmarks/batch_throughput.py``)."""
+D = 384, Q = 256 on CPU (65,536: 69%; ``benchmarks/batch_throughput.py``); with
+:func:`grouped_top_k` for each chunk, 115% (the bare top-k scans every product)."""
 
 
 def _safe_sqrt(sq: Array) -> tuple[Array, Array]:
@@ -279,8 +281,8 @@ def chunk_totals(
 
 
 GROUP_SIZE = 16
-"""Values per group of :func:`grouped_top_k`. 16 and 32 were equally fast for
-(256, 32,768) float32 chunks (``benchmarks/encode_scale.py``); 16 gathers less."""
+"""Values per group of :func:`grouped_top_k`. 16 and 32 were equally fast for the
+store search's (256, 32,768) float32 chunks of the time; 16 gathers less."""
 
 
 def grouped_top_k(
@@ -297,13 +299,14 @@ def grouped_top_k(
     ``lax.top_k``'s answer, ties included, for a fraction of its comparisons.
 
     ``lax.top_k`` orders floats totally (-0.0 below +0.0, NaN above +inf, a
-    negative NaN below -inf) while a maximum does not, so both steps see ``x`` with
-    every zero made +0.0 and every NaN the positive quiet NaN; arrays with neither
-    -0.0 nor NaN are unchanged. Falls back to ``lax.top_k`` when the groups would
-    not save work (``N`` not a multiple of ``group``, or fewer than ``4 k`` groups).
+    negative NaN below -inf) while a maximum does not, so ``x`` is first made
+    canonical: every zero +0.0, every NaN the positive quiet NaN (arrays with neither
+    -0.0 nor NaN are unchanged; integer arrays always). Falls back to ``lax.top_k``
+    of the canonical ``x`` when the groups would not save work (``N`` not a multiple
+    of ``group``, or fewer than ``4 k`` groups), so the answer is the same either way.
 
     Args:
-        x: (..., N) floating-point values.
+        x: (..., N) floating-point (or integer) values.
         k: how many (static, ``k <= N``).
         group: values per group (static).
 
@@ -311,12 +314,13 @@ def grouped_top_k(
         ``(values, index)``: (..., k) values, highest first, and their int32 positions
         along the last axis; equal to ``lax.top_k(canonical(x), k)``.
     """
+    if jnp.issubdtype(x.dtype, jnp.floating):
+        x = jnp.where(jnp.isnan(x), jnp.asarray(jnp.nan, x.dtype), jnp.where(x == 0, 0, x))
     n = x.shape[-1]
     groups = n // group
     if n % group or groups < 4 * k:
         return jax.lax.top_k(x, k)
     lead = x.shape[:-1]
-    x = jnp.where(jnp.isnan(x), jnp.asarray(jnp.nan, x.dtype), jnp.where(x == 0, 0, x))
     maxima = jnp.max(x.reshape(*lead, groups, group), axis=-1)
     _, chosen = jax.lax.top_k(maxima, k)
     chosen = jnp.sort(chosen, axis=-1)  # index order: ties keep the lower position

@@ -6,7 +6,8 @@ small stores, one jitted XLA program on the matrix shared zero-copy above
 ``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
 whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
 row reach the k-th exact score. Batched searches rank a block of queries with one
-matrix-matrix product, rescore the pools of many queries with one float64 gather and
+matrix-matrix product (a block of fewer than 4 queries: one matrix-vector product per
+query), rescore the pools of many queries with one float64 gather and
 multiply-reduce (the same sums, row for row, as a single search's), and finish each
 query as a single search does.
 """
@@ -45,15 +46,19 @@ _JAX_BATCH_MIN_QUERIES = 64
 _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
-# Batched searches: queries per block and rows per scan step at most (a (512, 16384)
-# float32 block of scores is 32 MiB; 15% faster than (256, 32768) at 65,536 rows).
-# A block of fewer queries is padded to the smallest of 16, 64, 256, ... that holds
-# it; fewer than _QUERY_SPLIT queries are searched one by one, as matrix-vector
-# products (at 65,536 rows: one query 3.2 ms, a (2, D) block 8.5-9, a (16, D) 13-16).
+# Jitted batched searches: queries per block and rows per scan step at most (a
+# (512, 16384) float32 block of scores is 32 MiB; 15% faster than (256, 32768) at
+# 65,536 rows). A block of fewer queries is padded to the smallest of 16, 64, 256, ...
+# that holds it; a block of fewer than _QUERY_SPLIT queries is searched one query at a
+# time, as matrix-vector products (at 65,536 rows: one query 3.2 ms, a (2, D) block
+# 8.5-9, a (16, D) 13-16). Each width compiles its own program (~0.1-0.2 s, kept in
+# the persistent compilation cache): 1, 16, 64, 256 and 512 at most.
 _QUERY_BLOCK = 512
 _BLOCK_CHUNK = 16384
 _QUERY_BUCKET_MIN = 16
 _QUERY_SPLIT = 4
+# The numpy pass of small stores: queries per matrix-matrix product.
+_NUMPY_QUERY_BLOCK = 256
 # Batched searches rescore the pools of this many queries per gather (~2 MiB of
 # float64 rows for pools of 24 rows of 384).
 _RESCORE_QUERIES = 32
@@ -144,13 +149,26 @@ def _count_bucket(count: int, rows: int) -> int:
 def _query_bucket(count: int) -> int:
     """Queries a jitted block of ``count`` (<= ``_QUERY_BLOCK``) is padded to: 1 for
     one query, else the smallest of 16, 64, 256, ... holding them, at most
-    ``_QUERY_BLOCK`` (few compiled shapes, at most 4x the queries' own product)."""
+    ``_QUERY_BLOCK`` (few compiled shapes; for the blocks searched, of one query or
+    at least ``_QUERY_SPLIT``, at most 4x the queries' own product)."""
     if count == 1:
         return 1
     size = _QUERY_BUCKET_MIN
     while size < count:
         size *= 4
     return min(size, _QUERY_BLOCK)
+
+
+def _query_blocks(count: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of the jitted blocks of ``count`` queries: ``_QUERY_BLOCK`` at
+    a time, a last block of fewer than ``_QUERY_SPLIT`` split into single queries."""
+    spans = [
+        (start, min(start + _QUERY_BLOCK, count)) for start in range(0, count, _QUERY_BLOCK)
+    ]
+    if spans and spans[-1][1] - spans[-1][0] < _QUERY_SPLIT:
+        start, end = spans.pop()
+        spans += [(i, i + 1) for i in range(start, end)]
+    return spans
 
 
 def _scan_chunk(rows: int, step: int) -> int:
@@ -675,9 +693,7 @@ class EmbeddingSearch(EmbeddingPrecision):
             wanted = need if self._mode == "float32" else max(need, _HALF_TOP)
             bucket = _count_bucket(wanted, int(matrix.shape[0]))
             chunk = _scan_chunk(int(matrix.shape[0]), step)
-            per_block = _QUERY_BLOCK if len(batched) >= _QUERY_SPLIT else 1
-            for start in range(0, len(batched), per_block):
-                end = min(start + per_block, len(batched))
+            for start, end in _query_blocks(len(batched)):
                 width = _query_bucket(end - start)
                 query_block = np.zeros((width, units[0].shape[0]), np.float32)
                 query_block[: end - start] = units[start:end]
@@ -695,8 +711,8 @@ class EmbeddingSearch(EmbeddingPrecision):
             matrix_np = self._upcast(matrix_np)
         row_index = np.arange(n)
         count = min(need, n)
-        for start in range(0, len(batched), _QUERY_BLOCK):
-            end = min(start + _QUERY_BLOCK, len(batched))
+        for start in range(0, len(batched), _NUMPY_QUERY_BLOCK):
+            end = min(start + _NUMPY_QUERY_BLOCK, len(batched))
             approx = np.stack(units[start:end]) @ matrix_np.T
             approx = approx * self._scale[:n] + self._bias[:n]
             last_np = np.asarray([limits[j] for j in batched[start:end]])

@@ -382,7 +382,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
 
         The approximate cosines of a block of queries come from one matrix-matrix
         product (compute-bound, instead of one memory-bound matrix-vector product
-        per query), then each query is finished exactly as a single search.
+        per query; a block of fewer than 4 queries takes one matrix-vector product
+        each), then each query is finished exactly as a single search.
 
         Args:
             embeddings: the (D,) query vectors (None or empty: no semantic, the first
