@@ -56,18 +56,18 @@ class EffectsMixin(EngineCore):
             ape = compute_ape(tag, affect)
             if reconsolidation:
                 window = tag.window_opened_at
-                if ape > cfg.ape_threshold and window is None:
+                opens = window is None and ape > cfg.ape_threshold
+                labile = window is not None and (
+                    (now - window).total_seconds() <= cfg.reconsolidation_window_seconds
+                )
+                if opens or labile:
                     changes.update(reconsolidation_fields(
                         tag, affect, ape, cfg.reconsolidation_learning_rate
                     ))
+                if opens:
                     changes["window_opened_at"] = now
-                elif window is not None:
-                    if (now - window).total_seconds() <= cfg.reconsolidation_window_seconds:
-                        changes.update(reconsolidation_fields(
-                            tag, affect, ape, cfg.reconsolidation_learning_rate
-                        ))
-                    else:
-                        changes["window_opened_at"] = None
+                elif window is not None and not labile:  # the window has closed
+                    changes["window_opened_at"] = None
             changes.update(prediction_fields(tag, affect, ape, changes.get("core_affect")))
             if hebbian:
                 # the links as stored: the updates above leave them alone

@@ -641,7 +641,7 @@ class EmbeddingSearch(EmbeddingPrecision):
                 (np.stack(queries) / np.asarray(norms)[:, None]).astype(np.float32)
             )
             self._approximate_batch(
-                pending, embeddings, top_k, limits, batched, queries, norms, units, answers
+                pending, embeddings, top_k, limits, batched, queries, norms, units
             )
         return pending
 
@@ -655,10 +655,9 @@ class EmbeddingSearch(EmbeddingPrecision):
         queries: list[np.ndarray],
         norms: list[float],
         units: list[np.ndarray],
-        answers: list[np.ndarray | None],
     ) -> None:
         """Approximate top pools of many queries at once, for ``pending`` to finish
-        exactly (:meth:`_finish_block` per block of queries).
+        exactly (:meth:`_finish_block` per block of queries, into ``pending.answers``).
 
         Args:
             pending: the search being started (its blocks are added here).
@@ -669,7 +668,6 @@ class EmbeddingSearch(EmbeddingPrecision):
             queries: their (D,) float64 vectors, in the order of ``batched``.
             norms: their norms (within ``[_NORM_MIN, _NORM_MAX]``).
             units: their float32 unit vectors.
-            answers: where each query's row indices go (filled in place).
         """
         pending.batched = batched
         counts = self._count_searchable_many([limits[j] for j in batched])
@@ -677,7 +675,7 @@ class EmbeddingSearch(EmbeddingPrecision):
         need = max(pools) + 1
         pending.finish_block = functools.partial(
             self._finish_block, embeddings, top_k, limits, batched, queries, norms, units,
-            counts, pools, answers,
+            counts, pools, pending.answers,
         )
         use_block = need <= self._size and (
             self._use_jax()
