@@ -10,7 +10,8 @@ import numpy as np
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
-from emotional_memory._validation import in_range, json_metadata
+from emotional_memory._validation import in_range, json_metadata, strict_finite
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.telemetry import traced
@@ -31,7 +32,7 @@ class RecordsMixin(EngineCore):
         Returns:
             The memory with this id, or None.
         """
-        return self.store.get(memory_id)
+        return self.store.get(check_id(memory_id))
 
     @_synchronized
     def delete(self, memory_id: str) -> bool:
@@ -43,6 +44,7 @@ class RecordsMixin(EngineCore):
         Returns:
             True when it existed.
         """
+        check_id(memory_id)
         with self._columnar.transaction():
             return self._delete_many([memory_id]) == 1
 
@@ -154,7 +156,7 @@ class RecordsMixin(EngineCore):
         Returns:
             Number of memories removed.
         """
-        threshold = in_range("threshold", threshold, 0.0, 1.0)
+        threshold = in_range("threshold", strict_finite("threshold", threshold), 0.0, 1.0)
         now = self._now()
         ids, cols = self._columnar.columns(now)  # the same float64 inputs, no objects
         if not ids:

@@ -87,6 +87,7 @@ from typing import Any
 import cachetools
 import numpy as np
 
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
@@ -272,6 +273,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         Returns:
             The memory, or None when absent.
         """
+        check_id(memory_id)
         with self._lock:
             row = self._row_of.get(memory_id)
             if row is None:
@@ -317,6 +319,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         Returns:
             True when the memory existed.
         """
+        check_id(memory_id)
         with self._lock:
             if memory_id not in self._row_of:
                 return False

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
@@ -151,7 +152,8 @@ def check_path(path: str | os.PathLike[str]) -> str:
 
     Raises:
         TypeError: not a str or path-like.
-        ValueError: ``""`` or a ``file:`` URI.
+        ValueError: ``""``, a ``file:`` URI, or a directory.
+        FileNotFoundError: the directory the file would live in does not exist.
     """
     try:
         name = os.fspath(path)
@@ -169,6 +171,14 @@ def check_path(path: str | os.PathLike[str]) -> str:
             f"path {name!r} is a URI; pass a file path (or ':memory:'): URIs are not "
             "supported"
         )
+    if name != ":memory:":
+        if os.path.isdir(name):
+            raise ValueError(f"path {name!r} is a directory; pass the path of a database file")
+        parent = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(
+                f"path {name!r}: the directory {parent!r} does not exist (create it first)"
+            )
     return name
 
 
@@ -475,6 +485,7 @@ class SQLiteStore:
         Returns:
             The memory, or None when absent.
         """
+        check_id(memory_id)
         with self._lock:
             self._sync()
             return self._cache.get(memory_id)
@@ -506,6 +517,7 @@ class SQLiteStore:
         Returns:
             True when the memory existed.
         """
+        check_id(memory_id)
         with self._lock:
             self._sync()
             if memory_id not in self._cache:
