@@ -21,7 +21,7 @@ import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -45,10 +45,6 @@ from emotional_memory.appraisal_schema import (
     scherer_core_affect,
 )
 
-if TYPE_CHECKING:
-    from emotional_memory.interfaces import AppraisalEngine
-    from emotional_memory.models import consolidation_strength
-
 __all__ = [
     "APPRAISAL_DIMENSIONS",
     "DEFAULT_KEYWORD_RULES",
@@ -56,7 +52,6 @@ __all__ = [
     "DIRECT_VAD_SCHEMA",
     "SCHERER_CPM_SCHEMA",
     "AppraisalDimension",
-    "AppraisalEngine",
     "AppraisalSchema",
     "AppraisalVector",
     "GenericAppraisalVector",
@@ -67,7 +62,6 @@ __all__ = [
     "LLMCallable",
     "StaticAppraisalEngine",
     "coerce_appraisal_dimensions",
-    "consolidation_strength",
 ]
 
 # Names the original defines in this module but that live elsewhere here; resolved
@@ -76,6 +70,7 @@ _LAZY: dict[str, str] = {
     "AppraisalEngine": "emotional_memory.interfaces",
     "consolidation_strength": "emotional_memory.models",
 }
+__all__ += sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -94,6 +94,7 @@ from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._candidates import CandidateRows
 from emotional_memory.stores._linking import RowLinking
+from emotional_memory.stores._linking import embedding_vector as _embedding_vector
 from emotional_memory.stores._precision import (
     EMBEDDING_DTYPES,
     EmbeddingDType,
@@ -108,21 +109,6 @@ __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "
 
 # Memory objects kept after a save or a read (most recent first out last).
 _RECENT = 256
-
-
-def _embedding_vector(memory: Memory) -> np.ndarray | None:
-    """The memory's embedding as a float64 (D,) array, or None when missing or empty.
-
-    Raises:
-        ValueError: when the embedding is not one-dimensional.
-    """
-    emb = memory.embedding
-    if emb is None or len(emb) == 0:
-        return None
-    vec = np.asarray(emb, dtype=np.float64)
-    if vec.ndim != 1:
-        raise ValueError(f"embedding must be a flat list of floats, got shape {vec.shape}")
-    return vec
 
 
 def copy_metadata(value: Any) -> Any:
