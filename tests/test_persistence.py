@@ -551,6 +551,6 @@ def test_failed_encode_batch_persists_nothing(tmp_path: Path, failure: str, layo
     conn = sqlite3.connect(store_path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("SELECT COUNT(*) FROM memories").fetchone() == (2 * len(TOPICS),)
+        assert conn.execute("SELECT COUNT(*) FROM em_memories").fetchone() == (2 * len(TOPICS),)
     finally:
         conn.close()
