@@ -47,6 +47,7 @@ from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores._linking import ForwardLink, LinkCandidates, Linker
 from emotional_memory.stores.in_memory import InMemoryStore
 from emotional_memory.stores.original_layout import MEMORY_TABLE, prepare_memory_file
 
@@ -717,6 +718,43 @@ class SQLiteStore:
             self._sync()
             return self._cache.pending_ids()
 
+    def row_linker(self, block_size: int) -> Linker | None:
+        """The cache's batched row linker, each block's rows then written in one go.
+
+        ``encode_batch`` saves and links a block of new memories on the in-memory
+        cache (one batched search, no ``Memory`` per candidate) inside the engine's
+        transaction; the rows it changed (the new memories, and the old ones given
+        backward links) are then upserted with one ``executemany``. The transaction
+        makes both all-or-nothing, as for one write at a time.
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            The linker, or None for a subclass overriding a protocol method (it is
+            then linked through those methods).
+        """
+        from emotional_memory.stores.columnar import overrides_any
+
+        if overrides_any(self, ("get", "list_all", "search_by_embedding", "save", "update")):
+            return None
+        inner = self._cache.row_linker(block_size)
+        return None if inner is None else _SQLiteLinker(self, inner)
+
+    def _write_rows_since(self, mark: int) -> int:
+        """Upsert every row the cache changed since undo-log ``mark`` (in a transaction,
+        lock held); returns the new mark."""
+        undo = self._cache._undo
+        ids = list(dict.fromkeys(entry[1] for entry in undo[mark:]))
+        if ids:
+            memories = self._cache.memories(ids)
+            self._connection().executemany(
+                _UPSERT, [self._prepare(m)[1] for m in memories]
+            )
+            self._dirty = True
+            self._tx_changes.extend((m.id, 0) for m in memories)
+        return len(undo)
+
     # ------------------------------------------------------------- column cache
 
     @property
@@ -939,3 +977,63 @@ class SQLiteStore:
         )
         params = (memory.id, memory.content, blob, dim, memory.tag.model_dump_json(), metadata_json)
         return stored, params
+
+
+class _SQLiteLinker(Linker):
+    """:meth:`SQLiteStore.row_linker`: the cache's row linker, then the block's rows."""
+
+    overlaps = False  # each block's rows are written when it is linked
+
+    def __init__(self, store: SQLiteStore, inner: Linker) -> None:
+        self._store = store
+        self._inner = inner
+        self.block_size = inner.block_size
+        self._mark = 0
+
+    def _begin(self) -> None:
+        if self._store._depth == 0:
+            raise RuntimeError("SQLiteStore.row_linker runs inside store.transaction()")
+        self._mark = len(self._store._cache._undo)
+
+    def settle(self) -> None:
+        """See :meth:`Linker.settle`."""
+        self._inner.settle()
+
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
+        """See :meth:`Linker.save`: the block's rows are written at once."""
+        self._begin()
+        self._inner.save(memories, vectors)
+        self._inner.settle()
+        self._mark = self._store._write_rows_since(self._mark)
+
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find` (rows written by :meth:`flush`)."""
+        self._begin()
+        return self._inner.save_and_find(memories, limit, vectors)
+
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """See :meth:`Linker.link`."""
+        self._inner.link(memory, candidates, links, max_links)
+
+    def flush(self) -> None:
+        """See :meth:`Linker.flush`, then upsert the rows the block changed."""
+        self._inner.flush()
+        self._inner.settle()
+        self._mark = self._store._write_rows_since(self._mark)
+
+    def stored(self, memory: Memory) -> Memory:
+        """See :meth:`Linker.stored`."""
+        return self._inner.stored(memory)
