@@ -137,6 +137,6 @@ def test_row_linker_needs_a_transaction(tmp_path: Path) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     linker = store.row_linker(4)
     assert linker is not None
-    with pytest.raises(RuntimeError, match="inside store.transaction"):
+    with pytest.raises(RuntimeError, match=r"inside store\.transaction"):
         linker.save([])
     store.close()
