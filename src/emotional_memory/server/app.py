@@ -7,9 +7,9 @@ on its own), ``GET /healthz`` and ``/openapi.json``, behind :class:`Gate`, an AS
 middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
-key, 404, 413 for a body over the limit, 422 naming the invalid field, 500 with a
-generic message (the traceback goes to the server's log only). Keys never appear in
-responses or logs.
+key, 404, 413 for a body over the limit, 415 for a body that is not JSON, 422
+naming the invalid field, 500 with a generic message (the traceback goes to the
+server's log only). Keys never appear in responses or logs.
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest request body accepted (bytes); larger ones get 413."""
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 """Paths served without a key."""
+
+
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 class _BodyTooLarge(Exception):
@@ -86,6 +89,11 @@ class Gate:
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await _reply(scope, receive, send, 413, "request body too large")
             return
+        if scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/"):
+            media = headers.get("content-type", "application/json").split(";")[0].strip().lower()
+            if media != "application/json" and not media.endswith("+json"):
+                await _reply(scope, receive, send, 415, "Content-Type must be application/json")
+                return
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
         await self._bounded(scope, receive, send)

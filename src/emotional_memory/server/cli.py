@@ -23,6 +23,7 @@ from typing import Any
 __all__ = ["build_service", "is_loopback", "main"]
 
 EMBEDDERS = ("hashing", "minilm")
+_SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
 
 
 class UsageError(Exception):
@@ -221,9 +222,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"emotional-memory: error: {exc}", file=sys.stderr)
         return 2
-    except ImportError as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name not in _SERVER_MODULES:
+            raise
         print(
-            f"emotional-memory: error: {exc.name or exc} is not installed; install the "
+            f"emotional-memory: error: {exc.name} is not installed; install the "
             "service's extra: pip install 'emotional-memory-jax[server]'",
             file=sys.stderr,
         )
