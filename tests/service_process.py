@@ -73,13 +73,16 @@ class Server:
         return self.log.read_text(encoding="utf-8", errors="replace")
 
 
-def start(args: Sequence[str], log: Path, *, port: int | None = None) -> Server:
+def start(
+    args: Sequence[str], log: Path, *, port: int | None = None, cwd: Path | None = None
+) -> Server:
     """Start ``emotional-memory serve ARGS --host 127.0.0.1 --port PORT`` and wait for it.
 
     Args:
         args: the arguments after ``serve`` (store, keys, ...).
         log: file for the process's output.
         port: the port (default: a free one).
+        cwd: its working directory (default: this process's).
 
     Returns:
         The server, answering ``GET /healthz``.
@@ -95,6 +98,7 @@ def start(args: Sequence[str], log: Path, *, port: int | None = None) -> Server:
         stdout=out,
         stderr=subprocess.STDOUT,
         env=child_env(),
+        cwd=cwd,
     )
     out.close()
     server = Server(f"http://127.0.0.1:{port}", proc, log)

@@ -720,3 +720,52 @@ def test_console_script_is_installed() -> None:
     out = subprocess.run(["emotional-memory", "serve"], capture_output=True, text=True,
                          env=child_env(), timeout=120)
     assert out.returncode == 2 and "refusing to start without API keys" in out.stderr
+
+
+# ---------------------------------------------------------------------- README
+
+
+def _service_section() -> str:
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    return text.split("\n## Service\n", 1)[1].split("\n## ", 1)[0]
+
+
+@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("bash") is None,
+                    reason="the README's example uses curl and bash (.ci/run installs curl)")
+def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
+    import re
+    import shlex
+    import subprocess
+
+    from emotional_memory.server.cli import _parser
+
+    section = _service_section()
+    setup, calls = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    lines = setup.strip().splitlines()
+    serve = next(line for line in lines if line.startswith("emotional-memory serve"))
+    heredoc = "\n".join(line for line in lines if line != serve)
+    subprocess.run(["bash", "-euc", heredoc], cwd=tmp_path, check=True)
+    keys = json.loads((tmp_path / "keys.json").read_text())
+    argv = shlex.split(serve.split("#", 1)[0])[2:]  # after `emotional-memory serve`
+    srv = start(argv, tmp_path / "readme.log", cwd=tmp_path)
+    try:
+        port = srv.url.rsplit(":", 1)[1]
+        script = calls.replace("localhost:8765", f"127.0.0.1:{port}")
+        out = subprocess.run(["bash", "-euc", script], capture_output=True, text=True,
+                             check=True, timeout=300).stdout
+        made, found = (json.loads(part) for part in out.replace("}{", "}\n{").splitlines())
+        assert made["metadata"] == {"topic": "work"} and made["affect"]["valence"] == -0.8
+        assert [r["id"] for r in found["results"]] == [made["id"]]
+        assert found["results"][0]["breakdown"] is not None
+    finally:
+        srv.stop()
+    assert (tmp_path / "memories.db").exists()
+
+    config = json.loads(re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)[0])
+    local, remote = config["mcpServers"].values()
+    assert local["command"] == "emotional-memory"
+    parsed = _parser().parse_args(local["args"])
+    assert parsed.command == "mcp" and parsed.scope == ["alice"]
+    assert remote["url"].endswith(":8765/mcp")
+    key = remote["headers"]["Authorization"].removeprefix("Bearer ")
+    assert keys[key] == {"scope": ["alice"]}
