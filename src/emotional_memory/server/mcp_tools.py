@@ -24,7 +24,7 @@ from emotional_memory.server.schemas import (
     MemoryOut,
     ResultOut,
     StateOut,
-    _finite_json,
+    finite_json,
     memory_out,
     result_out,
     state_out,
@@ -146,7 +146,7 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         principal = principal_of(ctx)
         if metadata is not None:
             try:
-                _finite_json("metadata", metadata)
+                finite_json("metadata", metadata)
             except ValueError as exc:
                 raise ToolError(f"invalid input: {exc}") from None
         memory = await _guarded(service.remember(principal.scope, BatchItem(content, metadata)))

@@ -49,16 +49,24 @@ Scope = Annotated[
 Finite = Annotated[float, Field(allow_inf_nan=False)]
 
 
-def _finite_json(path: str, value: Any) -> None:
-    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them)."""
+def finite_json(path: str, value: Any) -> None:
+    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them).
+
+    Args:
+        path: the field's name, for the message (``metadata``, ``where``).
+        value: parsed JSON data.
+
+    Raises:
+        ValueError: a non-finite float, named by its path (``metadata.a[2]``).
+    """
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{path} must be a finite number, got {value}")
     if isinstance(value, dict):
         for k, v in value.items():
-            _finite_json(f"{path}.{k}", v)
+            finite_json(f"{path}.{k}", v)
     elif isinstance(value, list):
         for i, v in enumerate(value):
-            _finite_json(f"{path}[{i}]", v)
+            finite_json(f"{path}[{i}]", v)
 
 
 class _Strict(BaseModel):
@@ -98,7 +106,7 @@ class ItemIn(_Strict):
     @classmethod
     def _finite_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
-            _finite_json("metadata", v)
+            finite_json("metadata", v)
         return v
 
 
@@ -133,7 +141,7 @@ class SearchIn(_Strict):
     @classmethod
     def _finite_where(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
-            _finite_json("where", v)
+            finite_json("where", v)
         return v
 
 
