@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import sys
@@ -15,6 +16,7 @@ from hypothesis import strategies as st
 
 from emotional_memory.server import keys as keys_module
 from emotional_memory.server.keys import KeyRing, Principal, narrowed
+from emotional_memory.server.service import BatchItem, MemoryService
 from emotional_memory.server.stores import StoreURLError, open_store, redact_url
 
 ALICE = "alice-key-0a1b2c3d4e5f6a7b"
@@ -214,3 +216,56 @@ def test_is_loopback(host: str, loopback: bool) -> None:
     from emotional_memory.server.cli import is_loopback
 
     assert is_loopback(host) is loopback
+
+
+# ---------------------------------------------------------------------- the service's views
+
+
+def _service(max_views: int) -> MemoryService:
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.state_stores import InMemoryAffectiveStateStore
+    from emotional_memory.stores import InMemoryStore
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(),
+                             state_store=InMemoryAffectiveStateStore())
+    return MemoryService(engine, max_views=max_views)
+
+
+def test_one_view_per_scope_and_evicted_views_come_back_as_they_were() -> None:
+    from emotional_memory.affect import CoreAffect
+
+    service = _service(max_views=2)
+
+    async def run() -> None:
+        a = service.view(("a",))
+        assert service.view(("a",)) is a and service.view(()) is service.root
+        state = await service.set_affect(("a",), CoreAffect(valence=-0.7, arousal=0.6))
+        made = await service.remember(("a",), BatchItem("kept across eviction"))
+        service.view(("b",))
+        service.view(("c",))  # three views, room for two: "a" (least recent) goes
+        again = service.view(("a",))
+        assert again is not a
+        assert again.get_state().core_affect == made.tag.core_affect
+        assert again.get_state().mood == a.get_state().mood
+        assert state.core_affect == made.tag.core_affect
+        assert [m.id for m in await service.list(("a",), None, 10, 0)] == [made.id]
+
+    asyncio.run(run())
+
+
+def test_a_view_in_use_is_never_evicted() -> None:
+    service = _service(max_views=1)
+
+    async def run() -> None:
+        async with service._using(("busy",)) as busy:
+            for i in range(5):
+                service.view((f"other{i}",))
+                async with service._using((f"more{i}",)):
+                    pass
+            assert service.view(("busy",)) is busy
+        service.view(("x",))
+        service.view(("y",))
+        assert service.view(("busy",)) is not busy  # idle again: evictable
+
+    asyncio.run(run())

@@ -14,12 +14,12 @@ one is served; requests queue in arrival order. See the README's "Service" secti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
-
-from cachetools import LRUCache
 
 from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
@@ -31,8 +31,9 @@ from emotional_memory.state import AffectiveState
 __all__ = ["MAX_VIEWS", "BatchItem", "MemoryService"]
 
 MAX_VIEWS = 4096
-"""Scope views kept open at once; the least recently used is dropped beyond that
-(its state is persisted, so it comes back as it was)."""
+"""Idle scope views kept open; beyond that the least recently used idle one is dropped
+(its state is persisted, so it comes back as it was). A view serving a request is
+never dropped."""
 
 
 @dataclass(frozen=True)
@@ -64,12 +65,20 @@ class MemoryService:
     def __init__(self, engine: EmotionalMemory, *, max_views: int = MAX_VIEWS) -> None:
         if not isinstance(engine, EmotionalMemory):
             raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
+        if max_views < 1:
+            raise ValueError(f"max_views must be >= 1, got {max_views}")
         self.engine = engine
         self.root = AsyncEmotionalMemory.from_engine(engine)
-        self._views: LRUCache[tuple[str, ...], AsyncEmotionalMemory] = LRUCache(max_views)
+        self.max_views = max_views
+        # path -> [view, requests using it]; least recently used first. Touched only
+        # on the event loop's thread, so no lock is needed.
+        self._views: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
 
     def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
         """The engine as scope ``path`` sees it (created on first use, then kept).
+
+        Call it on the event loop's thread (as the routes and tools do): one view per
+        path exists at a time, so a scope's affective state has one owner.
 
         Args:
             path: the scope path (``()``: the root engine itself).
@@ -79,11 +88,43 @@ class MemoryService:
         """
         if not path:
             return self.root
-        found = self._views.get(path)
-        if found is None:
-            found = self.root.scoped(*path)
-            self._views[path] = found
-        return found
+        view: AsyncEmotionalMemory = self._entry(path)[0]
+        self._evict(keep=path)
+        return view
+
+    def _entry(self, path: tuple[str, ...]) -> list[Any]:
+        """``[view, users]`` of ``path``, created when missing, marked most recent."""
+        entry = self._views.get(path)
+        if entry is None:
+            entry = [self.root.scoped(*path), 0]
+            self._views[path] = entry
+        else:
+            self._views.move_to_end(path)
+        return entry
+
+    def _evict(self, keep: tuple[str, ...] = ()) -> None:
+        """Drop least recently used idle views (not ``keep``) beyond ``max_views``."""
+        excess = len(self._views) - self.max_views
+        if excess <= 0:
+            return
+        idle = [p for p, (_, users) in self._views.items() if users == 0 and p != keep]
+        for p in idle[:excess]:
+            del self._views[p]
+
+    @contextlib.asynccontextmanager
+    async def _using(self, path: tuple[str, ...]) -> AsyncIterator[AsyncEmotionalMemory]:
+        """The view of ``path``, kept (never evicted) while the block runs."""
+        if not path:
+            yield self.root
+            return
+        entry = self._entry(path)
+        entry[1] += 1
+        self._evict()
+        try:
+            yield entry[0]
+        finally:
+            entry[1] -= 1
+            self._evict()
 
     # ------------------------------------------------------------------ memories
 
@@ -97,7 +138,8 @@ class MemoryService:
         Returns:
             The stored memory.
         """
-        return await self.view(path).encode(item.content, metadata=item.metadata, **_extras(item))
+        async with self._using(path) as view:
+            return await view.encode(item.content, metadata=item.metadata, **_extras(item))
 
     async def remember_batch(
         self, path: tuple[str, ...], items: Sequence[BatchItem]
@@ -116,9 +158,10 @@ class MemoryService:
             kwargs["affect"] = [it.affect for it in items]
         if any(it.expires_at is not None for it in items):
             kwargs["expires_at"] = [it.expires_at for it in items]
-        return await self.view(path).encode_batch(
-            [it.content for it in items], [it.metadata for it in items], **kwargs
-        )
+        async with self._using(path) as view:
+            return await view.encode_batch(
+                [it.content for it in items], [it.metadata for it in items], **kwargs
+            )
 
     async def search(
         self,
@@ -139,15 +182,18 @@ class MemoryService:
             The ranked explanations (score and breakdown of each winner).
         """
         kwargs = {} if where is None else {"where": where}
-        return await self.view(path).retrieve_with_explanations(query, top_k=top_k, **kwargs)
+        async with self._using(path) as view:
+            return await view.retrieve_with_explanations(query, top_k=top_k, **kwargs)
 
     async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
         """The memory with this id when scope ``path`` sees it, else None."""
-        return await self.view(path).get(memory_id)
+        async with self._using(path) as view:
+            return await view.get(memory_id)
 
     async def delete(self, path: tuple[str, ...], memory_id: str) -> bool:
         """Delete a memory scope ``path`` sees; False when it sees none with this id."""
-        return await self.view(path).delete(memory_id)
+        async with self._using(path) as view:
+            return await view.delete(memory_id)
 
     async def list(
         self,
@@ -168,7 +214,8 @@ class MemoryService:
             At most ``limit`` memories.
         """
         kwargs = {} if where is None else {"where": where}
-        found = await self.view(path).list_all(**kwargs)
+        async with self._using(path) as view:
+            found = await view.list_all(**kwargs)
         return found[offset:offset + limit]
 
     # ------------------------------------------------------------------ state
@@ -187,8 +234,8 @@ class MemoryService:
         Returns:
             The new state (persisted).
         """
-        view = self.view(path)
-        return await asyncio.to_thread(view.engine.set_affect, affect)
+        async with self._using(path) as view:
+            return await asyncio.to_thread(view.engine.set_affect, affect)
 
     async def close(self) -> None:
         """Close the engine (its store and state store)."""
