@@ -27,6 +27,7 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+import test_vector_db_stores
 from emotional_memory.affect import CoreAffect
 from emotional_memory.categorize import categorize_affect
 from service_process import Server, child_env, command, start
@@ -36,6 +37,7 @@ ALICE = "alice-key-0a1b2c3d4e5f6a7b"
 BOB = "bob-key-99887766554433221"
 KEYS = {ADMIN: {"scope": []}, ALICE: {"scope": ["alice"]}, BOB: {"scope": ["bob"]}}
 BODY_LIMIT = 1 << 20
+chroma_server = test_vector_db_stores.chroma_server  # a real `chroma run` server (fixture)
 
 
 def auth(key: str) -> dict[str, str]:
@@ -629,6 +631,39 @@ def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path)
             # and it keeps working
             _post(http, ALICE, {"content": "after the restart"})
             assert len(_all(http, ADMIN)) == 51
+    finally:
+        second.stop()
+
+
+def test_restart_over_a_chroma_server_with_sqlite_states(
+    keys_file: Path, tmp_path: Path, chroma_server: int
+) -> None:
+    args = ["--keys", str(keys_file), "--store", f"chroma://127.0.0.1:{chroma_server}/service",
+            "--state", f"sqlite:///{tmp_path / 'states.db'}"]
+    first = start(args, tmp_path / "first.log")
+    try:
+        with httpx.Client(base_url=first.url, timeout=120.0) as http:
+            mine = [_post(http, ALICE, {"content": f"chroma note {i}", "metadata": {"i": i}})
+                    for i in range(6)]
+            theirs = _post(http, BOB, {"content": "chroma note from bob"})
+            assert http.get(f"/v1/memories/{theirs['id']}", headers=auth(ALICE)).status_code \
+                == 404
+            found = http.post("/v1/search", json={"query": "chroma note", "top_k": 20},
+                              headers=auth(ALICE)).json()["results"]
+            assert {x["id"] for x in found} == {m["id"] for m in mine}
+            http.put("/v1/state/affect", json={"valence": -0.6, "arousal": 0.3},
+                     headers=auth(ALICE))
+            before = _all(http, ALICE)
+            state = http.get("/v1/state", headers=auth(ALICE)).json()
+    finally:
+        assert first.stop() == 0, first.log_text()
+    second = start(args, tmp_path / "second.log")
+    try:
+        with httpx.Client(base_url=second.url, timeout=120.0) as http:
+            after = _all(http, ALICE)
+            assert [m["id"] for m in after] == [m["id"] for m in before]
+            assert [m["content"] for m in after] == [m["content"] for m in before]
+            assert http.get("/v1/state", headers=auth(ALICE)).json() == state
     finally:
         second.stop()
 

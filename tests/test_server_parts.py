@@ -269,3 +269,57 @@ def test_a_view_in_use_is_never_evicted() -> None:
         assert service.view(("busy",)) is not busy  # idle again: evictable
 
     asyncio.run(run())
+
+
+# ---------------------------------------------------------------------- vector DBs, states
+
+
+@pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
+def test_unreachable_vector_db_servers_are_clear_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from service_process import free_port
+
+    monkeypatch.setenv("EMOTIONAL_MEMORY_QDRANT_API_KEY", "qdrant-secret-xyz")
+    port = free_port()  # nothing listens there
+    for url, extra in ((f"qdrant://127.0.0.1:{port}/mem", "qdrant_client"),
+                       (f"chroma://127.0.0.1:{port}/mem", "chromadb")):
+        pytest.importorskip(extra, reason="the vector database extras are not installed")
+        with pytest.raises(StoreURLError) as info:
+            open_store(url)
+        text = str(info.value)
+        assert f"could not open the store at {url}" in text
+        assert "qdrant-secret-xyz" not in text
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("qdrant://user:pw@host/mem", "no user"),
+    ("chroma://host:1/a/b", "no '/'"),
+    ("chroma://:8000/mem", "chroma://HOST"),
+    ("qdrant://host:99999/mem", "malformed"),
+])
+def test_bad_vector_db_urls(url: str, message: str) -> None:
+    with pytest.raises(StoreURLError) as info:
+        open_store(url)
+    assert message in str(info.value) and "pw@" not in str(info.value)
+
+
+def test_state_urls(tmp_path: Path) -> None:
+    from emotional_memory.state_stores import (
+        InMemoryAffectiveStateStore,
+        RedisAffectiveStateStore,
+        SQLiteAffectiveStateStore,
+    )
+
+    opened = open_store("memory://", f"sqlite:///{tmp_path / 'states.db'}")
+    assert isinstance(opened.state_store, SQLiteAffectiveStateStore)
+    assert opened.durable_state and not opened.durable
+    opened.close()
+    opened = open_store(f"sqlite:///{tmp_path / 'm.db'}", "memory://")
+    assert isinstance(opened.state_store, InMemoryAffectiveStateStore)
+    assert opened.durable and not opened.durable_state
+    opened.close()
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    opened = open_store("memory://", "redis://127.0.0.1:1/0")  # connects on first use
+    assert isinstance(opened.state_store, RedisAffectiveStateStore)
+    for bad in ("postgresql://x/y", "memory://x", "sqlite://"):
+        with pytest.raises(StoreURLError):
+            open_store("memory://", bad)

@@ -56,7 +56,12 @@ def _parser() -> argparse.ArgumentParser:
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument("--store", default="memory://",
-                       help="memory:// (default), sqlite:///PATH or postgresql://USER@HOST/DB")
+                       help="memory:// (default), sqlite:///PATH, postgresql://USER@HOST/DB, "
+                       "qdrant://HOST:PORT/COLLECTION or chroma://HOST:PORT/COLLECTION")
+        p.add_argument("--state", metavar="URL",
+                       help="where the affective states live (memory://, sqlite:///PATH, "
+                       "redis://HOST:PORT/DB); default: beside the memories (SQLite, "
+                       "PostgreSQL), else in memory")
         p.add_argument("--embedder", choices=EMBEDDERS, default="hashing",
                        help="text embedder (minilm needs `make minilm`)")
         p.add_argument("--config", metavar="CONFIG.json",
@@ -82,13 +87,16 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_service(store_url: str, embedder: str, config_path: str | None) -> Any:
+def build_service(
+    store_url: str, embedder: str, config_path: str | None, state_url: str | None = None
+) -> Any:
     """The :class:`~emotional_memory.server.service.MemoryService` a command line names.
 
     Args:
         store_url: the ``--store`` URL.
         embedder: ``"hashing"`` or ``"minilm"``.
         config_path: an ``EmotionalMemoryConfig`` JSON file, or None for the defaults.
+        state_url: the ``--state`` URL, or None for the store's default.
 
     Returns:
         The service (its engine labels every memory with its Plutchik emotion, so
@@ -126,9 +134,12 @@ def build_service(store_url: str, embedder: str, config_path: str | None) -> Any
     else:
         raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
     try:
-        opened = open_store(store_url)
+        opened = open_store(store_url, state_url)
     except StoreURLError as exc:
-        raise UsageError(f"--store: {exc}") from None
+        raise UsageError(f"--store/--state: {exc}") from None
+    if opened.durable and not opened.durable_state:
+        print("emotional-memory: note: the affective states are kept in process memory "
+              "(give --state sqlite:///PATH or redis://... to keep them)", file=sys.stderr)
     try:
         engine = EmotionalMemory(
             opened.store, text_embedder, config=config, state_store=opened.state_store
@@ -167,7 +178,7 @@ def _serve(args: argparse.Namespace) -> None:
     from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, build_app
     from emotional_memory.server.stores import redact_url
 
-    service = build_service(args.store, args.embedder, args.config)
+    service = build_service(args.store, args.embedder, args.config, args.state)
     limit = args.max_body_bytes if args.max_body_bytes is not None else DEFAULT_MAX_BODY_BYTES
     if limit < 1:
         raise UsageError(f"--max-body-bytes must be >= 1, got {limit}")
@@ -193,7 +204,7 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    service = build_service(args.store, args.embedder, args.config)
+    service = build_service(args.store, args.embedder, args.config, args.state)
 
     async def run() -> None:
         try:
