@@ -133,7 +133,7 @@ async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
     return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
 
 
-@router.post("/search", response_model=SearchOut, response_model_exclude_none=False)
+@router.post("/search", response_model=SearchOut)
 async def search(body: SearchIn, request: Request) -> SearchOut:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
