@@ -320,6 +320,15 @@ def test_wrong_content_type_and_oversized_body(http: httpx.Client) -> None:
     big = {"content": "x" * (BODY_LIMIT + 10)}
     r = http.post("/v1/memories", json=big, headers=auth(ALICE))
     assert r.status_code == 413
+    body = json.dumps(big).encode()
+
+    def chunks() -> Iterator[bytes]:  # no Content-Length: chunked transfer encoding
+        for i in range(0, len(body), 65536):
+            yield body[i:i + 65536]
+
+    r = http.post("/v1/memories", content=chunks(),
+                  headers={**auth(ALICE), "Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json() == {"detail": "request body too large"}
     assert _all(http, ADMIN) == before
 
 

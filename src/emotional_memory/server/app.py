@@ -44,8 +44,14 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
-class _BodyTooLarge(Exception):
-    pass
+class _BodyTooLarge(StarletteHTTPException):
+    """A body that grew past the limit while read (chunked, no Content-Length): 413.
+
+    An HTTP exception, so FastAPI's body reading re-raises it as it is.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(413, "request body too large")
 
 
 class Gate:
@@ -109,7 +115,7 @@ class Gate:
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.max_body_bytes:
-                    raise _BodyTooLarge
+                    raise _BodyTooLarge()
             return message
 
         async def tracking_send(message: Message) -> None:
