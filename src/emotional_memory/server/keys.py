@@ -24,36 +24,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from emotional_memory.models import scope_path
+
 __all__ = ["MIN_KEY_LENGTH", "PRINCIPAL_KEY", "KeyRing", "Principal", "narrowed", "scope_path"]
 
 MIN_KEY_LENGTH = 16
 """Shortest key a key file may hold (characters)."""
 PRINCIPAL_KEY = "emotional_memory.principal"
 """Where the auth middleware leaves the caller's :class:`Principal` in the ASGI scope."""
-
-
-def scope_path(field_name: str, value: object) -> tuple[str, ...]:
-    """A scope path checked: a list or tuple of non-empty strings without NUL.
-
-    Args:
-        field_name: the name errors give.
-        value: the candidate path.
-
-    Returns:
-        The path as a tuple (``()`` for the root).
-
-    Raises:
-        TypeError: not a list/tuple of strings.
-        ValueError: an empty string, or one with a NUL character, in it.
-    """
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        raise TypeError(f"{field_name} must be a list of strings, got {type(value).__name__}")
-    for i, part in enumerate(value):
-        if not isinstance(part, str):
-            raise TypeError(f"{field_name}[{i}] must be a string, got {type(part).__name__}")
-        if not part or "\x00" in part:
-            raise ValueError(f"{field_name}[{i}] must be a non-empty string without NUL")
-    return tuple(value)
 
 
 @dataclass(frozen=True)

@@ -181,9 +181,8 @@ class MemoryService:
         Returns:
             The ranked explanations (score and breakdown of each winner).
         """
-        kwargs = {} if where is None else {"where": where}
         async with self._using(path) as view:
-            return await view.retrieve_with_explanations(query, top_k=top_k, **kwargs)
+            return await view.retrieve_with_explanations(query, top_k=top_k, where=where)
 
     async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
         """The memory with this id when scope ``path`` sees it, else None."""
@@ -213,9 +212,8 @@ class MemoryService:
         Returns:
             At most ``limit`` memories.
         """
-        kwargs = {} if where is None else {"where": where}
         async with self._using(path) as view:
-            found = await view.list_all(**kwargs)
+            found = await view.list_all(where=where)
         return found[offset:offset + limit]
 
     # ------------------------------------------------------------------ state
