@@ -607,9 +607,8 @@ def test_keys_never_reach_the_log(server: Server, http: httpx.Client) -> None:
 # ---------------------------------------------------------------------- restart, SQLite
 
 
-def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path) -> None:
-    db = tmp_path / "memories.db"
-    args = ["--keys", str(keys_file), "--store", f"sqlite:///{db}"]
+def _restart_keeps_everything(args: list[str], tmp_path: Path) -> None:
+    """Write through one server process, stop it, start another: all there, all working."""
     first = start(args, tmp_path / "first.log")
     try:
         with httpx.Client(base_url=first.url, timeout=120.0) as http:
@@ -642,6 +641,21 @@ def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path)
             assert len(_all(http, ADMIN)) == 51
     finally:
         second.stop()
+
+
+def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path) -> None:
+    db = tmp_path / "memories.db"
+    _restart_keeps_everything(["--keys", str(keys_file), "--store", f"sqlite:///{db}"], tmp_path)
+
+
+def test_restart_over_postgresql_keeps_every_memory(
+    keys_file: Path, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    try:  # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
+        dsn = request.getfixturevalue("pg_dsn")
+    except pytest.FixtureLookupError:
+        pytest.skip("this checkout has no PostgreSQL store yet (the pg_dsn fixture)")
+    _restart_keeps_everything(["--keys", str(keys_file), "--store", dsn], tmp_path)
 
 
 def test_restart_over_a_chroma_server_with_sqlite_states(
