@@ -615,7 +615,7 @@ def _restart_keeps_everything(args: list[str], tmp_path: Path) -> None:
             batch = http.post("/v1/memories/batch", json={"items": [
                 {"content": f"durable {i}", "metadata": {"i": i}} for i in range(40)]},
                 headers=auth(ALICE))
-            assert batch.status_code == 201
+            assert batch.status_code == 201, batch.text
             singles = [_post(http, key, {"content": f"single {key[:3]} {i}",
                                          "affect": {"valence": 0.1 * i, "arousal": 0.5}})
                        for key in (ALICE, BOB) for i in range(5)]

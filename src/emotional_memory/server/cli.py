@@ -137,6 +137,12 @@ def build_service(
         opened = open_store(store_url, state_url)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
+    if not callable(getattr(opened.state_store, "scoped", None)):
+        opened.close()
+        raise UsageError(
+            f"the state store {type(opened.state_store).__name__} cannot keep one state per "
+            "scope; give --state memory://, sqlite:///PATH or redis://..."
+        )
     if opened.durable and not opened.durable_state:
         print("emotional-memory: note: the affective states are kept in process memory "
               "(give --state sqlite:///PATH or redis://... to keep them)", file=sys.stderr)

@@ -328,13 +328,15 @@ def _open_postgres(url: str, description: str) -> OpenedStore:
 
 
 def _postgres_state_store(store: Any) -> Any:
-    """The state store of a PostgreSQL store: its own when it offers one, else in memory."""
+    """The state store of a PostgreSQL store: its own when it offers one that keeps a
+    state per scope (``scoped``), else in memory."""
     try:
         module = importlib.import_module("emotional_memory.state_stores.postgres")
     except ModuleNotFoundError:
         module = None
     factory = getattr(module, "PostgresAffectiveStateStore", None)
     from_store = getattr(factory, "from_store", None)
-    if callable(from_store):
+    # the service keeps one state per scope: only a state store that can (scoped)
+    if callable(from_store) and callable(getattr(factory, "scoped", None)):
         return from_store(store)
     return _in_memory_state_type()()
