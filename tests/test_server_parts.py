@@ -324,3 +324,23 @@ def test_state_urls(tmp_path: Path) -> None:
     for bad in ("postgresql://x/y", "memory://x", "sqlite://"):
         with pytest.raises(StoreURLError):
             open_store("memory://", bad)
+
+
+def test_cli_refuses_a_state_store_without_scopes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emotional_memory.server import cli
+    from emotional_memory.server import stores as stores_module
+    from emotional_memory.stores import InMemoryStore
+
+    class OneStateOnly:  # the original protocol: no scoped(path)
+        def save(self, state: object) -> None: ...
+        def load(self) -> None: ...
+        def clear(self) -> None: ...
+
+    opened = stores_module.OpenedStore(InMemoryStore(), OneStateOnly(), "memory://", False, False)
+    monkeypatch.setattr(stores_module, "open_store", lambda url, state=None: opened)
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
+    assert cli.main(["serve", "--keys", str(keys)]) == 2
+    assert "OneStateOnly cannot keep one state per scope" in capsys.readouterr().err
