@@ -344,3 +344,22 @@ def test_cli_refuses_a_state_store_without_scopes(
     keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
     assert cli.main(["serve", "--keys", str(keys)]) == 2
     assert "OneStateOnly cannot keep one state per scope" in capsys.readouterr().err
+
+
+def test_config_file(tmp_path: Path) -> None:
+    from emotional_memory.engine import EmotionalMemoryConfig
+    from emotional_memory.retrieval import RetrievalConfig
+    from emotional_memory.server.cli import UsageError, build_service
+
+    fitted = EmotionalMemoryConfig(retrieval=RetrievalConfig(lexical_weight=0.4, lexical_b=0.4))
+    path = tmp_path / "fitted.json"
+    path.write_text(fitted.model_dump_json())
+    service = build_service("memory://", "hashing", str(path))
+    # the file's model, with every memory labelled (emotion filters)
+    assert service.engine.config.retrieval == fitted.retrieval
+    assert service.engine.config.auto_categorize is True
+    path.write_text('{"retrieval": {"lexical_weight": -3}}')
+    with pytest.raises(UsageError, match="is not a valid config"):
+        build_service("memory://", "hashing", str(path))
+    with pytest.raises(UsageError, match="cannot read --config"):
+        build_service("memory://", "hashing", str(tmp_path / "missing.json"))
