@@ -139,7 +139,10 @@ class MemoryService:
             The stored memory.
         """
         async with self._using(path) as view:
-            return await view.encode(item.content, metadata=item.metadata, **_extras(item))
+            return await view.encode(
+                item.content, metadata=item.metadata, affect=item.affect,
+                expires_at=item.expires_at,
+            )
 
     async def remember_batch(
         self, path: tuple[str, ...], items: Sequence[BatchItem]
@@ -153,14 +156,13 @@ class MemoryService:
         Returns:
             The stored memories, in order.
         """
-        kwargs: dict[str, Any] = {}
-        if any(it.affect is not None for it in items):
-            kwargs["affect"] = [it.affect for it in items]
-        if any(it.expires_at is not None for it in items):
-            kwargs["expires_at"] = [it.expires_at for it in items]
+        affects = [it.affect for it in items]
         async with self._using(path) as view:
             return await view.encode_batch(
-                [it.content for it in items], [it.metadata for it in items], **kwargs
+                [it.content for it in items],
+                [it.metadata for it in items],
+                expires_at=[it.expires_at for it in items],
+                affect=affects if any(a is not None for a in affects) else None,
             )
 
     async def search(
@@ -239,12 +241,3 @@ class MemoryService:
         """Close the engine (its store and state store)."""
         await asyncio.to_thread(self.engine.close)
 
-
-def _extras(item: BatchItem) -> dict[str, Any]:
-    """The keyword arguments of ``encode`` an item sets (affect, expires_at)."""
-    out: dict[str, Any] = {}
-    if item.affect is not None:
-        out["affect"] = item.affect
-    if item.expires_at is not None:
-        out["expires_at"] = item.expires_at
-    return out
