@@ -253,6 +253,8 @@ BAD_BODIES: list[tuple[str, str, Any, int, str]] = [
     ("POST", "/v1/memories", {"content": "x", "metadata": {"deep": [[[[[[[[[[[[[[[[[[[[
         [[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}}, 422, "metadata"),
     ("POST", "/v1/memories/batch", {"items": []}, 422, "items"),
+    ("POST", "/v1/memories/batch", {"items": [{"content": "ok"}, {"content": "x", "metadata": {
+        "deep": json.loads("[" * 40 + "1" + "]" * 40)}}]}, 422, "metadata[1]"),
     ("POST", "/v1/memories/batch", {"items": [{"content": "ok"}, {"content": None}]}, 422,
      "content"),
     ("POST", "/v1/memories/batch", {"items": [{"content": "ok"},
