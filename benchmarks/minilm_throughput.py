@@ -12,7 +12,16 @@ call (so compilation is excluded) and, in the same process, two baselines:
 Texts are the event and query strings of ``../shared/data/realistic_recall_v2.minilm.npz``
 when present, otherwise synthetic sentences.  Needs ``make minilm``.
 
+``--st-python PATH`` (issue 27, item 4) also runs sentence-transformers on torch with the
+same weights folder in that interpreter (a separate venv: ``python3 -m venv /tmp/st &&
+/tmp/st/bin/pip install torch sentence-transformers``), right before this library's
+timings, and prints two ratios: one text embedded alone (median over ``--single``
+texts, each ``embed`` / ``encode([text])`` call timed; target this library <= 0.25x
+sentence-transformers' time) and batch-256 throughput (best of ``--repeats``; target
+>= 1.5x), with the parity of the two (min cosine over every text; target >= 0.9999).
+
 Usage: python benchmarks/minilm_throughput.py [--repeats N] [--json OUT]
+    [--st-python PATH] [--single 64]
 """
 
 from __future__ import annotations
@@ -134,6 +143,100 @@ def bench(batch_sizes: Sequence[int], repeats: int, data_dir: Path) -> dict[str,
     return results
 
 
+ST_CHILD = r"""
+import json, statistics, sys, time
+import numpy as np
+import torch
+from sentence_transformers import SentenceTransformer
+
+folder, texts_path, repeats = sys.argv[1], sys.argv[2], int(sys.argv[3])
+texts = json.loads(open(texts_path).read())
+single, batch = texts["single"], texts["batch"]
+model = SentenceTransformer(folder, device="cpu")
+model.encode(single[:2]); model.encode(batch)  # warm-up
+times = []
+for text in single:
+    t0 = time.perf_counter(); model.encode([text]); times.append(time.perf_counter() - t0)
+best = float("inf")
+for _ in range(repeats):
+    t0 = time.perf_counter(); model.encode(batch, batch_size=len(batch))
+    best = min(best, time.perf_counter() - t0)
+emb = model.encode(single + batch, batch_size=256, normalize_embeddings=True)
+print(json.dumps({"single_s": statistics.median(times), "batch_s": best,
+                  "threads": torch.get_num_threads(), "embeddings": emb.tolist()}))
+"""
+
+
+def compare_sentence_transformers(
+    st_python: str, data_dir: Path, repeats: int, n_single: int
+) -> dict[str, Any]:
+    """Time sentence-transformers in ``st_python`` and this library on the same texts.
+
+    Returns:
+        ``single_ratio`` (this library's one-text time / sentence-transformers'),
+        ``batch_ratio`` (this library's batch-256 throughput / theirs), ``min_cosine``.
+    """
+    import statistics
+    import subprocess
+    import tempfile
+
+    from emotional_memory.embedders.minilm import default_model_dir
+
+    texts = load_texts(data_dir, 256 + n_single)
+    single, batch = texts[256:], texts[:256]
+    folder = default_model_dir()
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
+        json.dump({"single": single, "batch": batch}, fh)
+    out = subprocess.run(
+        [st_python, "-c", ST_CHILD, str(folder), fh.name, str(repeats)],
+        capture_output=True, text=True, check=True, timeout=1800,
+    ).stdout
+    theirs = json.loads(out.strip().splitlines()[-1])
+    one = MiniLMEmbedder(batch_size=1)
+    many = MiniLMEmbedder(batch_size=256)
+    for text in single[:4]:
+        one.embed(text)  # warm-up: the single-text buckets
+    many.embed_array(batch)
+    times = []
+    for text in single:
+        t0 = time.perf_counter()
+        one.embed(text)
+        times.append(time.perf_counter() - t0)
+    ours_single = statistics.median(times)
+    ours_batch = min(
+        _timed(lambda: many.embed_array(batch)) for _ in range(max(1, repeats))
+    )
+    mine = many.embed_array(single + batch).astype(np.float64)
+    ref = np.asarray(theirs["embeddings"], dtype=np.float64)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    cos = np.sum(mine * ref, axis=1) / np.linalg.norm(mine, axis=1)
+    result = {
+        "st_threads": theirs["threads"],
+        "single_ms": {"ours": 1e3 * ours_single, "sentence_transformers": 1e3 * theirs["single_s"]},
+        "batch256_s": {"ours": ours_batch, "sentence_transformers": theirs["batch_s"]},
+        "single_ratio": ours_single / theirs["single_s"],
+        "batch_ratio": theirs["batch_s"] / ours_batch,
+        "min_cosine": float(cos.min()),
+    }
+    print(
+        f"one text alone: {result['single_ms']['ours']:.2f} ms vs sentence-transformers "
+        f"{result['single_ms']['sentence_transformers']:.2f} ms -> "
+        f"{result['single_ratio']:.2f}x its time (target <= 0.25x)"
+    )
+    print(
+        f"batch 256: {256 / ours_batch:.1f} vs {256 / theirs['batch_s']:.1f} sent/s -> "
+        f"{result['batch_ratio']:.2f}x its throughput (target >= 1.5x); "
+        f"min cosine {result['min_cosine']:.6f} (target >= 0.9999)"
+    )
+    return result
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
@@ -142,9 +245,15 @@ def main() -> None:
         "--batch-sizes", type=int, nargs="+", default=list(BATCH_SIZES), help="default 1 32 256"
     )
     parser.add_argument("--json", type=Path, default=None, help="write results here")
+    parser.add_argument("--st-python", default=None, help="interpreter with sentence-transformers")
+    parser.add_argument("--single", type=int, default=64, help="texts timed one at a time")
     args = parser.parse_args()
     print(f"JAX backend: {jax.default_backend()} ({', '.join(str(d) for d in jax.devices())})")
     results = bench(args.batch_sizes, args.repeats, args.data)
+    if args.st_python:
+        results["sentence_transformers"] = compare_sentence_transformers(
+            args.st_python, args.data, args.repeats, args.single
+        )
     if args.json is not None:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -515,6 +515,18 @@ class TestLLMEngine:
             1.0,
         )
 
+    @pytest.mark.parametrize("value", [5.0, -3, 1e9, -1e300, 1.0000001, 7])
+    def test_far_out_of_range_values_are_clamped_as_the_original(self, value: float) -> None:
+        # issue 27: the original clamps any finite value (novelty 5.0 -> 1.0; coping
+        # 9 -> 1.0), it does not fall back to the neutral vector
+        answer = json.dumps({**GOOD, "novelty": value, "coping_potential": value})
+        eng = LLMAppraisalEngine(FakeLLM(answer), no_cache(fallback_on_error=False))
+        got = eng.appraise("event")
+        assert got.novelty == min(1.0, max(-1.0, float(value)))
+        assert got.coping_potential == min(1.0, max(0.0, float(value)))
+        assert got.goal_relevance == GOOD["goal_relevance"]
+        assert eng.fallback_count == 0
+
     @pytest.mark.parametrize(
         "answer",
         [
@@ -522,7 +534,6 @@ class TestLLMEngine:
             "no json here",
             "[1, 2, 3]",
             json.dumps({k: v for k, v in GOOD.items() if k != "self_relevance"}),
-            json.dumps({**GOOD, "novelty": 7}),
             json.dumps({**GOOD, "novelty": "high"}),
             json.dumps({**GOOD, "novelty": None}),
             json.dumps({**GOOD, "novelty": True}),

@@ -78,15 +78,16 @@ class SpyBatchStore(InMemoryStore):
 
 
 class GappyEmbedder:
-    """HashingEmbedder that gives texts containing "blank" an empty embedding."""
+    """HashingEmbedder that gives texts containing "blank" no embedding (None; an
+    empty list is refused as bad embedder output, issue 27)."""
 
     def __init__(self, dim: int = 24) -> None:
         self.inner = HashingEmbedder(dim=dim)
 
-    def embed(self, text: str) -> list[float]:
-        return [] if "blank" in text else self.inner.embed(text)
+    def embed(self, text: str) -> list[float] | None:
+        return None if "blank" in text else self.inner.embed(text)
 
-    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+    def embed_batch(self, texts: list[str]) -> list[list[float] | None]:
         return [self.embed(t) for t in texts]
 
 

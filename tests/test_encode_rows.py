@@ -51,14 +51,15 @@ DIM = 4
 
 
 class TableEmbedder:
-    """Text ``"t<i> ..."`` -> ``vectors[i]`` (None and [] included)."""
+    """Text ``"t<i> ..."`` -> ``vectors[i]``; None and [] give no embedding (None: an
+    embedder's empty list is refused as bad output)."""
 
     def __init__(self, vectors: Sequence[list[float] | None]) -> None:
         self.vectors = list(vectors)
 
     def embed(self, text: str) -> list[float] | None:
         vec = self.vectors[int(text.split()[0][1:])]
-        return None if vec is None else list(vec)
+        return None if not vec else list(vec)
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float] | None]:
         return [self.embed(t) for t in texts]

@@ -402,3 +402,113 @@ def test_sqlite_import_invalid_item_atomic(tmp_path: Any) -> None:
     check(engine, ValueError, lambda: engine.import_memories([data[0], data[1], short]))
     assert len(engine) == 3
     store.close()
+
+
+# --------------------------------------------------------------------------- issue 27 sweep
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def any_store_engine(request: pytest.FixtureRequest, tmp_path: Any) -> EmotionalMemory:
+    store = InMemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "m.db")
+    return build(store=store)[0]
+
+
+def test_sqlite_missing_directory_named(tmp_path: Any) -> None:
+    missing = tmp_path / "no" / "such" / "dir" / "x.db"
+    with pytest.raises(FileNotFoundError, match="no/such/dir"):
+        SQLiteStore(missing)
+    assert not (tmp_path / "no").exists()
+
+
+def test_sqlite_directory_path_named(tmp_path: Any) -> None:
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(ValueError, match="is a directory") as info:
+        SQLiteStore(tmp_path)
+    assert str(tmp_path) in str(info.value)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("bad", [NAN, INF, -INF])
+def test_non_finite_metadata_named(any_store_engine: EmotionalMemory, bad: float) -> None:
+    engine = any_store_engine
+    with unchanged(engine), pytest.raises(ValueError, match=r"metadata\['x'\]\['y'\]"):
+        engine.encode("x", metadata={"x": {"y": bad}})
+    with unchanged(engine), pytest.raises(ValueError, match=r"metadata\[1\]\['x'\]\[0\]"):
+        engine.encode_batch(["a", "b"], metadata=[{}, {"x": [bad]}])
+
+
+class FixedEmbedder:
+    """Returns the same (possibly bad) value for every text."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def embed(self, text: str) -> Any:
+        return self.value
+
+    def embed_batch(self, texts: list[str]) -> list[Any]:
+        return [self.value for _ in texts]
+
+
+def test_embedder_returning_empty_rejected(any_store_engine: EmotionalMemory) -> None:
+    engine = any_store_engine
+    engine.embedder = FixedEmbedder([])
+    check(engine, ValueError, lambda: engine.encode("x"))
+    check(engine, ValueError, lambda: engine.encode_batch(["x", "y"]))
+    with unchanged(engine), pytest.raises(ValueError, match="empty embedding for query"):
+        engine.retrieve("server")
+
+
+@pytest.mark.parametrize("value", [["a"] * 32, [0.5] * 31 + ["x"], [None] * 32, [1j] * 32])
+def test_embedder_returning_non_numbers_named(
+    any_store_engine: EmotionalMemory, value: list[Any]
+) -> None:
+    engine = any_store_engine
+    engine.embedder = FixedEmbedder(value)
+    first_bad = next(i for i, v in enumerate(value) if not isinstance(v, float))
+    pattern = rf"embedder .*content: element {first_bad} is {value[first_bad]!r}"
+    with unchanged(engine), pytest.raises(TypeError, match=pattern.replace("(", r"\(")):
+        engine.encode("x")
+    with unchanged(engine), pytest.raises(TypeError, match=r"embedder .*contents\[0\]"):
+        engine.encode_batch(["x", "y"])
+    with unchanged(engine), pytest.raises(TypeError, match=r"embedder .*query"):
+        engine.retrieve("server")
+
+
+@pytest.mark.parametrize("bad_id", [["a list"], {"a": 1}, 7, None])
+def test_non_str_ids_named(any_store_engine: EmotionalMemory, bad_id: Any) -> None:
+    engine = any_store_engine
+    for fn in (engine.get, engine.delete, engine.store.get, engine.store.delete,
+               lambda i: engine.update_memory(i, content="x")):
+        with unchanged(engine), pytest.raises(TypeError, match="memory_id must be a str"):
+            fn(bad_id)
+
+
+@pytest.mark.parametrize("threshold", ["0.5", b"0.5", "nan"])
+def test_prune_string_threshold(any_store_engine: EmotionalMemory, threshold: Any) -> None:
+    engine = any_store_engine
+    with unchanged(engine), pytest.raises(TypeError, match="threshold"):
+        engine.prune(threshold)
+
+
+@pytest.mark.parametrize("field", ["retrieval_count", "reconsolidation_count"])
+@pytest.mark.parametrize("count", [10**30, 2**63, 2**53 + 1, -1])
+def test_import_count_out_of_range(
+    any_store_engine: EmotionalMemory, field: str, count: int
+) -> None:
+    engine = any_store_engine
+    item = dict(engine.export_memories()[0])
+    item["id"] = "imported"
+    item["tag"] = {**item["tag"], field: count}
+    with unchanged(engine), pytest.raises(ValueError, match=field):
+        engine.import_memories([item])
+
+
+def test_import_count_at_the_bound_roundtrips(any_store_engine: EmotionalMemory) -> None:
+    engine = any_store_engine
+    item = dict(engine.export_memories()[0])
+    item["id"] = "imported"
+    item["tag"] = {**item["tag"], "retrieval_count": 2**53, "resonance_links": []}
+    engine.import_memories([item])
+    got = engine.get("imported")
+    assert got is not None and got.tag.retrieval_count == 2**53

@@ -318,20 +318,22 @@ N_BATCHES = 8
 
 CHILD = textwrap.dedent(
     '''
-    import sys, time
+    import os, sys, time
     from contextlib import contextmanager
     from datetime import datetime, timedelta, timezone
     from emotional_memory import EmotionalMemory, SQLiteStore
     from emotional_memory.embedders import HashingEmbedder
 
     path, batch, n_batches = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    # With a 4th argument k: in batch k (1-based), once the batch's uncommitted pages
+    # reached the WAL, print "spilled" and stall there (the parent kills it then).
+    stall_in = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    watch = {"batch": 0, "wal_at_begin": None, "told": False}
     T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
     ticks = [0]
 
     def slow_clock():
-        # One reading per memory inside the batch's transaction: makes it slow
-        # (at least batch * 2.5 ms between "begin" and "end").
-        time.sleep(0.0025)
+        # One reading per memory inside the batch's transaction.
         ticks[0] += 1
         return T0 + timedelta(milliseconds=ticks[0])
 
@@ -344,6 +346,9 @@ CHILD = textwrap.dedent(
         def transaction(self):
             self.loud_depth += 1
             if self.loud_depth == 1:
+                watch["batch"] += 1
+                wal = path + "-wal"
+                watch["wal_at_begin"] = os.path.getsize(wal) if os.path.exists(wal) else 0
                 print("begin", flush=True)
             try:
                 with super().transaction():
@@ -359,6 +364,18 @@ CHILD = textwrap.dedent(
         # A tiny page cache spills uncommitted pages into the WAL mid-transaction,
         # so recovery has uncommitted frames to ignore.
         conn.execute("PRAGMA cache_size=8")
+        def stall_once_spilled():
+            # Called by SQLite every 1,000 VM instructions, so also in the middle of
+            # the batch's writes (one burst per block of memories).
+            if watch["batch"] == stall_in and store.loud_depth and not watch["told"]:
+                wal = path + "-wal"
+                if os.path.exists(wal) and os.path.getsize(wal) > watch["wal_at_begin"]:
+                    watch["told"] = True
+                    print("spilled", flush=True)
+                    time.sleep(60)
+            return 0
+
+        conn.set_progress_handler(stall_once_spilled, 1000)
         print("spill", flush=True)
     engine = EmotionalMemory(store, HashingEmbedder(dim=64), clock=slow_clock)
     texts = __TEXTS__
@@ -432,14 +449,16 @@ def test_sigkill_mid_batch_leaves_only_whole_batches(
     db = tmp_path / "kill.db"
     script = CHILD.replace("__TEXTS__", TEXTS_SRC)
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(db), str(BATCH), str(N_BATCHES)],
+        [sys.executable, "-c", script, str(db), str(BATCH), str(N_BATCHES)]
+        + ([str(after_batches + 1)] if delay >= 0.3 else []),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     seen: list[str] = []
     try:
         deadline = time.monotonic() + SUBPROCESS_TIMEOUT
         # Wait for `after_batches` committed batches, then for the next batch's
-        # transaction to begin; it lasts >= 1 s (the slow clock), kill inside it.
+        # transaction to begin; kill inside it (early, or stalled after its first
+        # uncommitted pages reached the WAL).
         while seen.count("begin") <= after_batches:
             line = _read_line(proc, deadline)
             if not line:
@@ -448,6 +467,10 @@ def test_sigkill_mid_batch_leaves_only_whole_batches(
             seen.append(line.strip())
         wal = Path(f"{db}-wal")
         wal_at_begin = wal.stat().st_size if wal.exists() else 0
+        if delay >= 0.3:  # kill once the batch's uncommitted pages reached the WAL
+            while (line := _read_line(proc, deadline)) and line.strip() != "spilled":
+                seen.append(line.strip())
+            assert line, f"the child never spilled: {seen}"
         time.sleep(delay)
         wal_at_kill = wal.stat().st_size if wal.exists() else 0
         os.kill(proc.pid, signal.SIGKILL)
@@ -551,6 +574,6 @@ def test_failed_encode_batch_persists_nothing(tmp_path: Path, failure: str, layo
     conn = sqlite3.connect(store_path)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
-        assert conn.execute("SELECT COUNT(*) FROM memories").fetchone() == (2 * len(TOPICS),)
+        assert conn.execute("SELECT COUNT(*) FROM em_memories").fetchone() == (2 * len(TOPICS),)
     finally:
         conn.close()

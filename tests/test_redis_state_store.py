@@ -200,6 +200,31 @@ def test_engine_persists_and_restores_through_redis(redis_url: str) -> None:
         state_store.close()
 
 
+def test_scoped_views_keep_one_state_each_in_redis(redis_url: str) -> None:
+    from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.state_stores._scoped import scoped_key
+
+    state_store = RedisAffectiveStateStore(redis_url, key="team", strict=True)
+    keys = ["team", scoped_key("team", ("alice",)), scoped_key("team", ("alice", "s1"))]
+    state_store.client.delete(*keys)
+    try:
+        em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
+        alice = em.scoped("alice")
+        alice.set_affect(CoreAffect(valence=-0.8, arousal=0.9))
+        alice.scoped("s1").set_affect(CoreAffect(valence=0.6, arousal=0.1))
+        assert state_store.client.exists(*keys[1:]) == 2
+        assert state_store.client.exists("team") == 0  # the root's state untouched
+        # another worker's engine restores each scope's own state
+        em2 = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
+        assert em2.scoped("alice").get_state().snapshot() == alice.get_state().snapshot()
+        assert em2.scoped("alice", "s1").get_state().core_affect.valence == 0.6
+        assert em2.get_state().core_affect.valence == 0.0
+    finally:
+        state_store.client.delete(*keys)
+        state_store.close()
+
+
 def test_readme_redis_example_runs(redis_url: str) -> None:
     from readme_blocks import integration_examples
 

@@ -568,3 +568,110 @@ def test_async_views_under_gather_answer_as_sync_separate_engines() -> None:
         want = [[m.content for m in oracle.retrieve(q, 3)] for q in ("rain bridge", "dog music")]
         assert [[m.content for m in r] for r in got[s]] == want
     assert views[0].scope == ("alice",)
+
+
+def test_the_readme_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    import re
+
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    section = readme.read_text(encoding="utf-8").split("## Many users in one store", 1)[1]
+    code = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)[0]
+    exec(compile(code, "README.md", "exec"), {})
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "['The exam went fine.']"
+    assert out[2] == "Lunch with Sam was lovely."
+
+
+def test_mem0_users_are_hard_partitions() -> None:
+    from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32), clock=Clock())
+    m = EmotionalMemoryMem0Backend(engine)
+    for i in range(200):
+        m.add(f"wedding day plans {i} with the family", user_id="alice")
+    m.add("a quiet walk in the garden", user_id="bob", agent_id="coach")
+    m.add("wedding music for the garden party", user_id="bob", agent_id="planner")
+    before = _tags(engine.scoped("alice").list_all())
+    # bob's memories rank below alice's for this query: bob still gets his own
+    found = m.search("wedding day plans with the family", user_id="bob", limit=5)["results"]
+    assert [r["memory"] for r in found] == [
+        "wedding music for the garden party", "a quiet walk in the garden"
+    ]
+    assert _tags(engine.scoped("alice").list_all()) == before  # no side effect on alice
+    only = m.search("garden", user_id="bob", agent_id="coach")["results"]
+    assert [r["memory"] for r in only] == ["a quiet walk in the garden"]
+    filtered = m.search("garden", user_id="bob", filters={"agent_id": {"$ne": "coach"}})
+    assert [r["memory"] for r in filtered["results"]] == ["wedding music for the garden party"]
+    assert [r["memory"] for r in m.get_all(user_id="bob", agent_id="planner")["results"]] == [
+        "wedding music for the garden party"
+    ]
+    with pytest.raises(ValueError, match="unknown operator"):
+        m.search("garden", user_id="bob", filters={"agent_id": {"$like": "c%"}})
+    m.delete_all(user_id="bob", agent_id="coach")
+    assert len(engine.scoped("bob")) == 1 and len(engine.scoped("alice")) == 200
+
+
+def test_langchain_retriever_and_history_take_a_scope_and_where() -> None:
+    from emotional_memory.integrations.langchain import (
+        EmotionalMemoryChatHistory,
+        EmotionalMemoryRetriever,
+    )
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32), clock=Clock())
+    alice = EmotionalMemoryChatHistory(engine, scope=("alice",))
+    bob = EmotionalMemoryChatHistory(engine, scope="bob")
+    alice.add_user_message("my dog loves the harbour")
+    bob.add_user_message("my dog hates the rain")
+    alice.add_ai_message("the harbour is lovely in spring")
+    assert [m.content for m in alice.messages] == [
+        "my dog loves the harbour", "the harbour is lovely in spring"
+    ]
+    assert [m.content for m in EmotionalMemoryChatHistory(engine, scope="bob").messages] == [
+        "my dog hates the rain"
+    ]
+    retriever = EmotionalMemoryRetriever(memory=engine, scope=("alice",), top_k=5,
+                                         where={"role": "user"})
+    docs = retriever.invoke("dog")
+    assert [d.page_content for d in docs] == ["my dog loves the harbour"]
+    with pytest.raises(ValueError, match="unknown operator"):
+        EmotionalMemoryRetriever(memory=engine, where={"role": {"$regex": "u"}})
+    bob.clear()
+    assert len(engine.scoped("alice")) == 2 and len(engine.scoped("bob")) == 0
+
+
+def test_a_schema_1_file_gains_scope_and_expiry_columns_in_one_open(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    from emotional_memory.models import make_emotional_tag
+    from emotional_memory.mood import MoodField
+
+    path = tmp_path / "v1.db"
+    tag = make_emotional_tag(CoreAffect.neutral(), __import__(
+        "emotional_memory.affect", fromlist=["AffectiveMomentum"]).AffectiveMomentum.zero(),
+        MoodField.neutral(T0), 0.5, now=T0)
+    raw = sqlite3.connect(path)
+    with raw:  # the layout main's schema 1 wrote
+        raw.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        raw.execute("INSERT INTO meta VALUES ('schema_version', '1')")
+        raw.execute("""CREATE TABLE memories (seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE, content TEXT NOT NULL, embedding BLOB, dim INTEGER,
+            tag TEXT NOT NULL, metadata TEXT NOT NULL)""")
+        raw.execute("CREATE TABLE changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
+                    "id TEXT NOT NULL, deleted INTEGER NOT NULL)")
+        raw.execute("INSERT INTO memories (id, content, embedding, dim, tag, metadata) "
+                    "VALUES ('old', 'an old memory', NULL, NULL, ?, ?)",
+                    (tag.model_dump_json(), json.dumps({"k": 1})))
+    raw.close()
+    store = SQLiteStore(path)
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+    assert [(m.id, m.scope, m.expires_at) for m in engine.list_all()] == [("old", (), None)]
+    engine.scoped("alice").encode("new", expires_at=T0 + timedelta(days=1))
+    engine.close()
+    raw = sqlite3.connect(path)
+    cols = {row[1] for row in raw.execute("PRAGMA table_info(em_memories)")}
+    assert {"scope", "expires_at"} <= cols
+    rows = raw.execute("SELECT id, scope, expires_at FROM em_memories ORDER BY seq").fetchall()
+    raw.close()
+    assert rows[0] == ("old", "[]", None) and rows[1][1] == '["alice"]'
+    assert rows[1][2] == int((T0 + timedelta(days=1)).timestamp() * 1_000_000)

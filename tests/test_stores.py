@@ -564,20 +564,22 @@ def test_outer_failure_rolls_back_committed_inner(store: Store) -> None:
 
 def test_sqlite_pragmas_schema_and_blob_format(db: Path) -> None:
     with SQLiteStore(db) as store:
-        a = mem("a", [0.1, 0.2, 0.3])
+        a = mem("a", [0.5, 0.25, -3.0])  # float32 numbers: a 4-byte blob
         store.save(a)
         store.save(mem("b"))
+        store.save(mem("c", [0.1, 0.2, 0.3]))  # not float32 numbers: an 8-byte blob
         assert store.schema_version == 2
     raw = sqlite3.connect(db)
     try:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = raw.execute(
-            "SELECT seq, id, embedding, dim, tag FROM memories ORDER BY seq"
+            "SELECT seq, id, embedding, dim, tag FROM em_memories ORDER BY seq"
         ).fetchall()
         assert rows[0][1] == a.id and rows[0][3] == 3
-        expected = np.asarray([0.1, 0.2, 0.3], dtype=np.float32).tolist()
-        assert np.frombuffer(rows[0][2], dtype="<f4").tolist() == expected
+        assert np.frombuffer(rows[0][2], dtype="<f4").tolist() == [0.5, 0.25, -3.0]
         assert rows[1][2] is None and rows[1][3] is None
+        assert rows[2][3] == 3
+        assert np.frombuffer(rows[2][2], dtype="<f8").tolist() == [0.1, 0.2, 0.3]
         assert json.loads(rows[0][4])["consolidation_strength"] == 0.5
         version = raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         assert version == ("2",)
@@ -595,15 +597,14 @@ def test_sqlite_rejects_newer_schema(db: Path) -> None:
         SQLiteStore(db)
 
 
-def test_sqlite_embeddings_round_to_float32_consistently(db: Path) -> None:
+def test_sqlite_embeddings_kept_exactly(db: Path) -> None:
     vec = [0.1, 1 / 3, 2.0**-30 + 1.0]
     a = mem("a", vec)
     with SQLiteStore(db) as store:
         store.save(a)
         got = store.get(a.id)
         assert got is not None
-        assert got.embedding == np.asarray(vec, dtype=np.float32).astype(np.float64).tolist()
-        assert got.embedding != vec
+        assert got.embedding == vec  # float64 values that are not float32 numbers
         live = got
     with SQLiteStore(db) as reopened:
         assert reopened.get(a.id) == live
@@ -707,7 +708,7 @@ class _FailingConnection:
         return self.conn.in_transaction
 
     def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
-        if sql.lstrip().startswith("INSERT INTO memories"):
+        if sql.lstrip().startswith("INSERT INTO em_memories"):
             raise sqlite3.OperationalError("disk I/O error")
         return self.conn.execute(sql, *args)
 

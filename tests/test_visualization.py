@@ -149,7 +149,47 @@ def test_appraisal_radar(tmp_path: Path) -> None:
     fig = viz.plot_appraisal_radar(vec)
     _png(fig, tmp_path / "appr.png")
     ys = list(fig.axes[0].get_lines()[0].get_ydata())
-    assert ys[:5] == pytest.approx([0.9, 0.25, 0.3, 0.55, 0.95])
+    # each range to [0, 1]: self_relevance (like coping_potential) lies in [0, 1]
+    assert ys[:5] == pytest.approx([0.9, 0.25, 0.3, 0.55, 0.9])
+
+
+def test_appraisal_radar_generic_dict_and_bad_types(tmp_path: Path) -> None:
+    from emotional_memory.appraisal_schema import DIRECT_VAD_SCHEMA, GenericAppraisalVector
+
+    dims = DIRECT_VAD_SCHEMA.dimensions
+    ratings = {d.name: d.range[0] + 0.25 * (d.range[1] - d.range[0]) for d in dims}
+    fig = viz.plot_appraisal_radar(GenericAppraisalVector(ratings, DIRECT_VAD_SCHEMA))
+    assert list(fig.axes[0].get_lines()[0].get_ydata())[: len(dims)] == pytest.approx(
+        [0.25] * len(dims)
+    )
+    fig = viz.plot_appraisal_radar({"novelty": 0.4, "self_relevance": -0.2})  # as given
+    assert list(fig.axes[0].get_lines()[0].get_ydata()) == pytest.approx([0.4, -0.2, 0.4])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["Novelty", "Self Relevance"]
+    for bad in (None, 3.0, "novelty"):
+        with pytest.raises(TypeError, match="AppraisalVector, GenericAppraisalVector, or dict"):
+            viz.plot_appraisal_radar(bad)
+
+
+@pytest.mark.parametrize(
+    ("scores", "labels", "match"),
+    [
+        ([0.1, 0.2, 0.3], viz.SIGNAL_LABELS, "same length, got 3 and 6"),
+        ([], [], "at least one value"),
+        ([0.1, 0.2, 1.5, 0.1, 0.1, 0.1], viz.SIGNAL_LABELS, r"in \[0, 1\], got 1.5"),
+        ([float("nan")] * 6, viz.SIGNAL_LABELS, r"in \[0, 1\], got nan"),
+        ([-0.01] * 6, viz.SIGNAL_LABELS, r"in \[0, 1\]"),
+    ],
+)
+def test_retrieval_radar_argument_checks(
+    scores: list[float], labels: list[str], match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        viz.plot_retrieval_radar(scores, labels)
+
+
+def test_heatmap_needs_six_base_weights() -> None:
+    with pytest.raises(ValueError, match="base_weights must contain 6 values, got 5"):
+        viz.plot_adaptive_weights_heatmap(base_weights=[0.2] * 5)
 
 
 def test_fitted_weights_and_learning_curves(tmp_path: Path) -> None:

@@ -14,6 +14,8 @@ import importlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
+from emotional_memory._extras import install_hint, installed
+
 if TYPE_CHECKING:
     from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
     from emotional_memory.appraisal import (
@@ -47,6 +49,19 @@ if TYPE_CHECKING:
     )
     from emotional_memory.embedders.sentence_transformers import SentenceTransformerEmbedder
     from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+
+    # The original's optional names (``X as X``: explicit re-exports; see _OPTIONAL).
+    from emotional_memory.integrations.langchain import (
+        EmotionalMemoryChatHistory as EmotionalMemoryChatHistory,
+    )
+    from emotional_memory.integrations.langchain import (
+        recommended_conversation_policy as recommended_conversation_policy,
+    )
+    from emotional_memory.integrations.langchain import store_all_messages as store_all_messages
+    from emotional_memory.integrations.mem0 import (
+        EmotionalMemoryMem0Backend as EmotionalMemoryMem0Backend,
+    )
+    from emotional_memory.integrations.mem0 import messages_to_content as messages_to_content
     from emotional_memory.interfaces import (
         AffectiveStateStore,
         AppraisalEngine,
@@ -86,7 +101,12 @@ if TYPE_CHECKING:
     )
     from emotional_memory.state import AffectiveState
     from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
+    from emotional_memory.state_stores.redis import (
+        RedisAffectiveStateStore as RedisAffectiveStateStore,
+    )
     from emotional_memory.stores import InMemoryStore, SQLiteStore
+    from emotional_memory.stores.chroma import ChromaStore as ChromaStore
+    from emotional_memory.stores.qdrant import QdrantStore as QdrantStore
 
 _EXPORTS: dict[str, str] = {
     "MAX_PAD_DISTANCE": "emotional_memory.affect",
@@ -157,6 +177,28 @@ _EXPORTS: dict[str, str] = {
     "SentenceTransformerEmbedder": "emotional_memory.embedders.sentence_transformers",
 }
 """Public name -> defining module, imported on first access."""
+
+_OPTIONAL: dict[str, tuple[str, str, str | None]] = {
+    "QdrantStore": ("qdrant", "emotional_memory.stores.qdrant", "qdrant_client"),
+    "ChromaStore": ("chroma", "emotional_memory.stores.chroma", "chromadb"),
+    "RedisAffectiveStateStore": ("redis", "emotional_memory.state_stores.redis", "redis"),
+    "EmotionalMemoryMem0Backend": ("mem0", "emotional_memory.integrations.mem0", None),
+    "messages_to_content": ("mem0", "emotional_memory.integrations.mem0", None),
+    "EmotionalMemoryChatHistory": (
+        "langchain", "emotional_memory.integrations.langchain", "langchain_core"
+    ),
+    "recommended_conversation_policy": (
+        "langchain", "emotional_memory.integrations.langchain", "langchain_core"
+    ),
+    "store_all_messages": (
+        "langchain", "emotional_memory.integrations.langchain", "langchain_core"
+    ),
+}
+"""The original's optional names: name -> (extra, defining module, package the extra
+installs). As in the original, ``__all__`` lists those whose package is installed
+(found without importing it: importing this package stays cheap) and ``dir()`` all of
+them; accessing one whose package is missing raises ``ImportError`` with the install
+command."""
 
 __version__ = "0.1.0"
 
@@ -231,6 +273,11 @@ __all__ = [
 ]
 
 
+__all__ += sorted(
+    name for name, (_, _, package) in _OPTIONAL.items() if package is None or installed(package)
+)
+
+
 def __getattr__(name: str) -> Any:
     """Import the module defining ``name`` on first access (PEP 562).
 
@@ -242,7 +289,16 @@ def __getattr__(name: str) -> Any:
 
     Raises:
         AttributeError: if ``name`` is not exported.
+        ImportError: an optional name whose extra is not installed (the message has
+            the install command).
     """
+    if name in _OPTIONAL:
+        extra, defined_in, package = _OPTIONAL[name]
+        if package is not None and not installed(package):
+            raise ImportError(f"{name!r} needs the {extra!r} extra: {install_hint(extra)}")
+        value = getattr(importlib.import_module(defined_in), name)
+        globals()[name] = value
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         # a subpackage reached as an attribute (``emotional_memory.stores``)
@@ -255,4 +311,4 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    return sorted(set(globals()) | set(__all__) | set(_OPTIONAL))

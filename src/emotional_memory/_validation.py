@@ -26,6 +26,16 @@ def finite(field: str, value: float) -> float:
     return out
 
 
+def strict_finite(field: str, value: float) -> float:
+    """:func:`finite` that also refuses text (``float("0.5")`` would accept a string).
+
+    For plain arguments; pydantic fields keep their lax parsing of numeric strings.
+    """
+    if isinstance(value, str | bytes | bytearray):
+        raise TypeError(f"{field} must be a number, got {type(value).__name__}")
+    return finite(field, value)
+
+
 def clamp(value: float, low: float, high: float) -> float:
     """Clamp ``value`` into ``[low, high]``."""
     return max(low, min(high, value))
@@ -123,6 +133,24 @@ MAX_METADATA_DEPTH = 32
 """How deeply metadata may nest (a dict or list inside another counts one level)."""
 
 
+def memory_id(value: object, field: str = "memory_id") -> str:
+    """Check that a memory id is a ``str`` (a list would fail later as "unhashable").
+
+    Args:
+        value: the id given.
+        field: the argument's name, used in the message.
+
+    Returns:
+        ``value``.
+
+    Raises:
+        TypeError: ``value`` is not a str.
+    """
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be a str, got {type(value).__name__}: {value!r:.80}")
+    return value
+
+
 def json_metadata(field: str, value: Any) -> dict[str, Any]:
     """Check that ``value`` is JSON data a store can hold, and return a private copy.
 
@@ -141,8 +169,8 @@ def json_metadata(field: str, value: Any) -> dict[str, Any]:
     Raises:
         TypeError: ``value`` is not a dict, or holds a value JSON cannot represent
             (the message names its path, e.g. ``metadata['a'][2]``).
-        ValueError: nesting deeper than the limit, or a string that is not valid
-            Unicode (the path is named).
+        ValueError: nesting deeper than the limit, a string that is not valid
+            Unicode, or a NaN/infinite float (the path is named).
     """
     if not isinstance(value, dict):
         raise TypeError(f"{field} must be a dict or None, got {type(value).__name__}")
@@ -158,6 +186,8 @@ def _check_text(path: str, text: str) -> None:
 
 
 def _json_copy(path: str, value: Any, depth: int) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path} is {value!r}, which JSON cannot represent (finite numbers only)")
     if value is None or isinstance(value, bool | int | float):
         return value
     if isinstance(value, str):

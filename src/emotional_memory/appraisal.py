@@ -21,7 +21,7 @@ import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -45,10 +45,6 @@ from emotional_memory.appraisal_schema import (
     scherer_core_affect,
 )
 
-if TYPE_CHECKING:
-    from emotional_memory.interfaces import AppraisalEngine
-    from emotional_memory.models import consolidation_strength
-
 __all__ = [
     "APPRAISAL_DIMENSIONS",
     "DEFAULT_KEYWORD_RULES",
@@ -56,7 +52,6 @@ __all__ = [
     "DIRECT_VAD_SCHEMA",
     "SCHERER_CPM_SCHEMA",
     "AppraisalDimension",
-    "AppraisalEngine",
     "AppraisalSchema",
     "AppraisalVector",
     "GenericAppraisalVector",
@@ -67,7 +62,6 @@ __all__ = [
     "LLMCallable",
     "StaticAppraisalEngine",
     "coerce_appraisal_dimensions",
-    "consolidation_strength",
 ]
 
 # Names the original defines in this module but that live elsewhere here; resolved
@@ -76,6 +70,7 @@ _LAZY: dict[str, str] = {
     "AppraisalEngine": "emotional_memory.interfaces",
     "consolidation_strength": "emotional_memory.models",
 }
+__all__ += sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
@@ -814,9 +809,6 @@ _JSON_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
-#: How far beyond its range an LLM value may lie and still be clamped (else an error).
-_CLAMP_TOLERANCE = 0.5
-
 # Only untagged or ``json`` fences: a narrower pattern than the shared default,
 # kept so that which fence body is tried first stays as it always was.
 _FENCE_RE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
@@ -887,8 +879,9 @@ def _extract_json_object(answer: str) -> dict[str, Any]:
 def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
     """Validate a decoded answer into an :class:`AppraisalVector`.
 
-    Values slightly outside a dimension's range (by at most ``_CLAMP_TOLERANCE``) are
-    clamped; missing dimensions, non-numbers, non-finite or far-out values raise.
+    Finite values outside a dimension's range are clamped into it, as the original
+    does (novelty 5.0 is 1.0); missing dimensions, non-numbers and non-finite values
+    raise.
     An answer wrapped in one extra object level (``{"appraisal": {...}}``) is unwrapped.
 
     Args:
@@ -898,7 +891,7 @@ def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
         The validated vector.
 
     Raises:
-        ValueError: On missing, non-numeric or far out-of-range values.
+        ValueError: On missing, non-numeric or non-finite values.
     """
     if not any(k in obj for k in APPRAISAL_DIMENSIONS):
         nested = [v for v in obj.values() if isinstance(v, Mapping)]
@@ -908,7 +901,7 @@ def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
     if missing:
         raise ValueError(f"LLM answer is missing field(s) {missing}")
     values: dict[str, float] = {}
-    for name, (low, high) in APPRAISAL_DIMENSIONS.items():
+    for name in APPRAISAL_DIMENSIONS:
         raw = obj[name]
         if isinstance(raw, bool) or not isinstance(raw, int | float | str):
             raise ValueError(f"{name} must be a number, got {type(raw).__name__}")
@@ -918,8 +911,6 @@ def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
             raise ValueError(f"{name} must be a number, got {raw!r}") from exc
         if not math.isfinite(num):
             raise ValueError(f"{name} must be finite, got {raw!r}")
-        if not low - _CLAMP_TOLERANCE <= num <= high + _CLAMP_TOLERANCE:
-            raise ValueError(f"{name} must lie in [{low}, {high}], got {num}")
         values[name] = num
     return _clamp_to_range(values)
 
@@ -1106,7 +1097,7 @@ class LLMAppraisalEngine:
             context: Optional extra information (e.g. speaker, situation).
 
         Returns:
-            The LLM's appraisal (slightly out-of-range values clamped); on failure,
+            The LLM's appraisal (out-of-range values clamped); on failure,
             the fallback vector (with a ``RuntimeWarning``) if ``fallback_on_error``.
 
         Raises:

@@ -28,15 +28,18 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
-from emotional_memory.affect import CoreAffect
-from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
-from emotional_memory.async_adapters import (
+from emotional_memory._async_bridge import (
+    SyncToAsyncAppraisalEngine,
+    SyncToAsyncEmbedder,
+    SyncToAsyncStore,
     _AsyncToSyncAppraisal,
     _LoopBridge,
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
 )
+from emotional_memory.affect import CoreAffect
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.engine import Clock, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import AffectiveStateStore
 from emotional_memory.models import EmotionalTag, Memory
@@ -649,15 +652,39 @@ def _finish_detached(lock: asyncio.Lock, worker: asyncio.Future[Any]) -> None:
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
-    """See :func:`emotional_memory.async_adapters.as_async` (a copy of the state).
+    """An :class:`AsyncEmotionalMemory` over ``engine``'s parts.
+
+    The new async engine uses the same store, embedder, appraisal engine, config,
+    state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
+    starts from a copy of ``engine``'s affective state (history included): later
+    state changes of either engine do not affect the other.
 
     Args:
-        engine: The sync engine whose parts the async engine uses.
+        engine: A sync :class:`~emotional_memory.engine.EmotionalMemory`.
 
     Returns:
-        The new async engine.
-    """
-    from emotional_memory.async_adapters import as_async as _as_async
+        The new ``AsyncEmotionalMemory``.
 
-    out: AsyncEmotionalMemory = _as_async(engine)
+    Raises:
+        TypeError: If ``engine`` is not an ``EmotionalMemory``.
+    """
+    if not isinstance(engine, EmotionalMemory):
+        raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
+    appraiser = engine.appraisal_engine
+    state = AffectiveState.restore(engine.get_state().snapshot())
+    out = AsyncEmotionalMemory(
+        SyncToAsyncStore(engine.store),
+        SyncToAsyncEmbedder(engine.embedder),
+        SyncToAsyncAppraisalEngine(appraiser) if appraiser is not None else None,
+        engine.config,
+        None,  # set below: constructing with it would reload the persisted state
+        engine.query_classifier,
+        # The construction-time initial state is replaced by the copy: reading the
+        # engine's clock for it would advance a deterministic (replay) clock.
+        clock=lambda: state.mood.timestamp,
+    )
+    core = out.engine
+    core._clock = engine._clock
+    core.state_store = engine.state_store
+    core._state = state
     return out

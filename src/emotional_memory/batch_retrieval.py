@@ -25,6 +25,7 @@ Python loop over memories; any other store is read through ``list_all()``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -226,13 +227,18 @@ def _check_affects(affects: Any, n: int) -> list[CoreAffect | None]:
 def _bank(
     engine: EmotionalMemory, now: Any
 ) -> tuple[list[str | None], MemoryColumns, int | None]:
-    """The whole store as float32 JAX columns padded to a power of two
-    (:meth:`~emotional_memory.stores.columnar.ColumnarStore.scoring_bank`).
+    """The memories the engine (view) sees as float32 JAX columns padded to a power
+    of two (:meth:`~emotional_memory.stores.columnar.ColumnarStore.scoring_bank`; a
+    scoped view's other rows are invalid).
 
     Returns:
-        ``(row_ids, columns, dim)``: the memory id of each row (None on padding), the
-        columns, and the store's embedding dimension (None when no memory has one).
+        ``(row_ids, columns, dim)``: the memory id of each row (None on padding and
+        unseen rows), the columns, and the store's embedding dimension (None when no
+        memory has one).
     """
-    return engine._columnar.scoring_bank(now, np.float32)
+    out: tuple[list[str | None], MemoryColumns, int | None] = engine._view(
+        now if isinstance(now, datetime) else None
+    ).scoring_bank(now, np.float32)
+    return out
 
 

@@ -7,14 +7,11 @@ on Plutchik's (1980) primary emotions; the radius sets the intensity tier.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from emotional_memory.affect import CoreAffect
-
-if TYPE_CHECKING:
-    from emotional_memory.models import EmotionalTag
 
 Intensity = Literal["low", "moderate", "high"]
 
@@ -99,7 +96,23 @@ def categorize_affect(core_affect: CoreAffect, dominance: float | None = None) -
     )
 
 
-def label_tag(tag: EmotionalTag, dominance: float | None = None) -> EmotionalTag:
+class _Labelable(Protocol):
+    """What :func:`label_tag` reads of an :class:`~emotional_memory.models.EmotionalTag`
+    (structural, so this module need not import ``models``, which imports it)."""
+
+    @property
+    def core_affect(self) -> CoreAffect: ...
+
+    @property
+    def mood_snapshot(self) -> Any: ...
+
+    def model_copy(self, *, update: dict[str, Any] | None = None, deep: bool = False) -> Any: ...
+
+
+_Tag = TypeVar("_Tag", bound=_Labelable)
+
+
+def label_tag(tag: _Tag, dominance: float | None = None) -> _Tag:
     """A copy of ``tag`` with ``emotion_label`` set from its core affect.
 
     Args:
@@ -113,4 +126,5 @@ def label_tag(tag: EmotionalTag, dominance: float | None = None) -> EmotionalTag
     if dominance is None and tag.mood_snapshot is not None:
         dominance = tag.mood_snapshot.dominance
     label = categorize_affect(tag.core_affect, dominance=dominance)
-    return tag.model_copy(update={"emotion_label": label})
+    labelled: _Tag = tag.model_copy(update={"emotion_label": label})
+    return labelled

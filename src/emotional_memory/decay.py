@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from types import SimpleNamespace
 from typing import Any
 
 import jax
@@ -18,13 +19,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from emotional_memory._bank import tag_recency_columns
+from emotional_memory._params import params_from_config
 from emotional_memory._precision import float64
 from emotional_memory._validation import aware, finite, in_range, non_negative, positive
 from emotional_memory.kernel.columns import bucket_size
-from emotional_memory.kernel.params import ScoringParams
+from emotional_memory.kernel.params import GATE_FIELDS, ScoringParams
 from emotional_memory.kernel.signals import effective_strength
 from emotional_memory.models import EmotionalTag
-from emotional_memory.scoring_config import params_from_config
 
 
 class DecayConfig(BaseModel):
@@ -71,11 +72,17 @@ class DecayConfig(BaseModel):
         return positive("min_seconds", v)
 
 
+# Retrieval leaves for :func:`_decay_params`: effective strength reads only the decay
+# leaves, so these zeros are never used (and decay need not import retrieval).
+_NO_RETRIEVAL = SimpleNamespace(
+    base_weights=[0.0] * 6,
+    adaptive_weights_config=SimpleNamespace(**dict.fromkeys(GATE_FIELDS, 0.0)),
+)
+
+
 def _decay_params(config: DecayConfig) -> ScoringParams:
     """Parameters whose decay leaves come from ``config`` (the other leaves are unused)."""
-    from emotional_memory.retrieval import RetrievalConfig  # retrieval imports this module
-
-    return params_from_config(RetrievalConfig(), config)
+    return params_from_config(_NO_RETRIEVAL, config)
 
 
 @jax.jit

@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
+from emotional_memory._extras import install_hint
 from emotional_memory._llm import LLMCallable
 
 __all__ = [
@@ -283,15 +284,16 @@ class HttpxLLM:
             import httpx
         except ImportError as exc:
             raise ImportError(
-                "the OpenAI-compatible client needs httpx: pip install 'emotional-memory-jax[llm]'"
+                f"the OpenAI-compatible client needs httpx: {install_hint('llm')}"
             ) from exc
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._config = config
-        self._client = httpx.Client(
-            headers=headers, timeout=httpx.Timeout(config.timeout_seconds), transport=transport
-        )
+        # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike); only
+        # the arguments the original passes are given unless a transport is asked for.
+        options: dict[str, Any] = {} if transport is None else {"transport": transport}
+        self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds, **options)
         self._lock = threading.Lock()
         self._closed = False
         self.attempts = 0

@@ -78,6 +78,11 @@ class ResonanceLink(BaseModel):
         return v
 
 
+MAX_COUNT = 2**53
+"""Largest retrieval / reconsolidation count: counts are float64 columns in the
+kernel, exact up to 2**53 (SQLite's INTEGER would overflow at 2**63)."""
+
+
 class EmotionalTag(BaseModel):
     """The affective fingerprint stored with every memory."""
 
@@ -120,8 +125,10 @@ class EmotionalTag(BaseModel):
     @field_validator("retrieval_count", "reconsolidation_count", mode="after")
     @classmethod
     def _count(cls, v: int, info: object) -> int:
-        if v < 0:
-            raise ValueError(f"{getattr(info, 'field_name', 'count')} must be >= 0, got {v}")
+        if not 0 <= v <= MAX_COUNT:
+            raise ValueError(
+                f"{getattr(info, 'field_name', 'count')} must lie in [0, 2**53], got {v}"
+            )
         return v
 
     @field_validator("prediction_learning_rate", mode="before")

@@ -29,6 +29,7 @@ from emotional_memory._bank import (
     embedding_dim,
     query_features,
 )
+from emotional_memory._params import params_from_config
 from emotional_memory._precision import float64
 from emotional_memory._validation import (
     finite,
@@ -62,7 +63,6 @@ from emotional_memory.kernel.plan import (
 )
 from emotional_memory.models import EmotionalTag, Memory, with_fields
 from emotional_memory.mood import MoodField
-from emotional_memory.scoring_config import params_from_config
 
 ParamsLike = ScoringParams | np.ndarray | jax.Array
 """Scoring parameters, or their :func:`~emotional_memory.kernel.params.pack_params`

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from emotional_memory._extras import install_hint
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -97,7 +99,7 @@ def _require_matplotlib() -> None:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ImportError(
-            "visualization needs matplotlib: pip install 'emotional-memory-jax[viz]'"
+            f"visualization needs matplotlib: {install_hint('viz')}"
         ) from exc
 
 
@@ -328,11 +330,19 @@ def plot_retrieval_radar(
         The figure.
 
     Raises:
-        ValueError: When the number of values and labels differ.
+        ValueError: When the number of values and labels differ, there is no value,
+            or a value is outside [0, 1] (NaN included), as in the original.
     """
     values = _six(scores) if not isinstance(scores, Sequence) else [float(s) for s in scores]
     if len(values) != len(labels):
-        raise ValueError(f"{len(values)} values for {len(labels)} labels")
+        raise ValueError(
+            f"scores and labels must have the same length, got {len(values)} and {len(labels)}"
+        )
+    if not values:
+        raise ValueError("scores must contain at least one value")
+    for value in values:
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(f"scores must be in [0, 1], got {value}")
     fig, axes = _figure(ax, (5.5, 5.5), polar=True)
     _radar(axes, values, labels, color, title)
     return fig
@@ -434,12 +444,15 @@ def plot_adaptive_weights_heatmap(
         The figure.
 
     Raises:
-        ValueError: When ``ax`` is given or ``resolution < 2``.
+        ValueError: When ``ax`` is given, ``resolution < 2`` or ``base_weights`` does
+            not hold 6 values.
     """
     if ax is not None:
         raise ValueError("plot_adaptive_weights_heatmap draws its own 2x3 grid; pass ax=None")
     if resolution < 2:
         raise ValueError("resolution must be >= 2")
+    if len(base_weights) != 6:
+        raise ValueError(f"base_weights must contain 6 values, got {len(base_weights)}")
     valences, arousals, grid = _weights_grid(base_weights, resolution)
     fig, _ = _figure(None, (12.0, 7.0))
     fig.clear()
@@ -541,28 +554,60 @@ def plot_appraisal_radar(
     title: str = "Appraisal Vector (Scherer CPM)",
     color: str = "#DD5555",
 ) -> Figure:
-    """The five appraisal dimensions on a radar chart (ranges mapped to [0, 1]).
+    """An appraisal on a radar chart, each dimension's range mapped to [0, 1].
 
     Args:
         appraisal: An :class:`~emotional_memory.appraisal.AppraisalVector` (or any
-            object with its five fields), or five values in its order and ranges.
+            object with its five fields), a
+            :class:`~emotional_memory.appraisal_schema.GenericAppraisalVector` (its
+            schema's dimensions and ranges), a ``{dimension: value}`` dict (values
+            drawn as given), or five values in ``AppraisalVector`` order and ranges.
         ax: A polar Axes to draw into (default: a new figure).
         title: Axes title.
         color: Line and fill colour.
 
     Returns:
         The figure.
+
+    Raises:
+        TypeError: For any other ``appraisal`` (as in the original).
+        ValueError: For a sequence that does not hold five values.
     """
-    if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
-        raw = [float(getattr(appraisal, f)) for f in _APPRAISAL_FIELDS]
+    from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
+    from emotional_memory.appraisal_schema import GenericAppraisalVector
+
+    ranges: list[tuple[float, float] | None]
+    if isinstance(appraisal, GenericAppraisalVector):
+        dims = appraisal.schema.dimensions
+        labels = [d.name.replace("_", " ").title() for d in dims]
+        raw = [float(appraisal.dimensions[d.name]) for d in dims]
+        ranges = [tuple(d.range) for d in dims]  # type: ignore[misc]
+    elif isinstance(appraisal, dict):
+        labels = [str(k).replace("_", " ").title() for k in appraisal]
+        raw = [float(v) for v in appraisal.values()]
+        ranges = [None] * len(raw)
+    elif all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS) or (
+        isinstance(appraisal, Sequence) and not isinstance(appraisal, str)
+    ):
+        if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
+            raw = [float(getattr(appraisal, f)) for f in _APPRAISAL_FIELDS]
+        else:
+            raw = [float(v) for v in appraisal]
+            if len(raw) != 5:
+                raise ValueError(f"expected 5 appraisal values, got {len(raw)}")
+        labels = list(APPRAISAL_LABELS)
+        ranges = [APPRAISAL_DIMENSIONS[f] for f in _APPRAISAL_FIELDS]
     else:
-        raw = [float(v) for v in appraisal]
-        if len(raw) != 5:
-            raise ValueError(f"expected 5 appraisal values, got {len(raw)}")
-    # coping potential is in [0, 1]; the others in [-1, 1]
-    values = [r if i == 2 else (r + 1) / 2 for i, r in enumerate(raw)]
+        raise TypeError(
+            "appraisal must be AppraisalVector, GenericAppraisalVector, or dict, got "
+            f"{type(appraisal).__name__}"
+        )
+    values = [
+        r if rng is None else (r - rng[0]) / (rng[1] - rng[0])
+        for r, rng in zip(raw, ranges, strict=True)
+    ]
     fig, axes = _figure(ax, (5.5, 5.5), polar=True)
-    _radar(axes, values, APPRAISAL_LABELS, color, title)
+    _radar(axes, values, labels, color, title)
     axes.set_ylim(0, 1)
     return fig
 

@@ -129,8 +129,10 @@ class EngineCore:
         arr = np.asarray(raw)
         if arr.ndim != 1:
             raise ValueError(f"embedder returned a non 1-D embedding for {what}: {arr.shape}")
-        if arr.size and not np.issubdtype(arr.dtype, np.number):
-            raise TypeError(f"embedder returned non-numeric values for {what}")
+        if arr.size == 0:
+            raise ValueError(f"embedder returned an empty embedding for {what}")
+        if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+            raise TypeError(_non_numeric(raw, what))
         # a list of floats already became a new float64 array: no second copy
         if not (isinstance(raw, list) and arr.dtype == np.float64):
             arr = arr.astype(np.float64)
@@ -142,3 +144,14 @@ class EngineCore:
                 stacklevel=stacklevel,
             )
         return arr
+
+
+def _non_numeric(raw: object, what: str) -> str:
+    """The message for an embedder output that is not numbers: names the first bad value."""
+    items = raw.tolist() if isinstance(raw, np.ndarray) else raw
+    if isinstance(items, list | tuple):
+        for i, item in enumerate(items):
+            if isinstance(item, bool) or not isinstance(item, int | float | np.number):
+                return (f"embedder returned non-numeric values for {what}: element {i} is "
+                        f"{item!r} ({type(item).__name__})")
+    return f"embedder returned non-numeric values for {what}: {type(raw).__name__}"

@@ -10,7 +10,8 @@ import numpy as np
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
-from emotional_memory._validation import in_range, json_metadata
+from emotional_memory._validation import in_range, json_metadata, strict_finite
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
 from emotional_memory.models import EmotionalTag, Memory
@@ -33,7 +34,7 @@ class RecordsMixin(EngineCore):
             The memory with this id, or None (also for a memory of another scope,
             or one that has expired).
         """
-        return self._view().get(memory_id)
+        return self._view().get(check_id(memory_id))
 
     @_synchronized
     def delete(self, memory_id: str) -> bool:
@@ -45,6 +46,7 @@ class RecordsMixin(EngineCore):
         Returns:
             True when it existed.
         """
+        check_id(memory_id)
         view = self._view()
         with view.transaction():
             return self._delete_many([memory_id], view) == 1
@@ -178,7 +180,7 @@ class RecordsMixin(EngineCore):
         Raises:
             ValueError: ``threshold`` out of range, or a malformed ``where``.
         """
-        threshold = in_range("threshold", threshold, 0.0, 1.0)
+        threshold = in_range("threshold", strict_finite("threshold", threshold), 0.0, 1.0)
         parsed = parse_where(where)
         now = self._now()
         view = self._view(now, parsed)

@@ -18,6 +18,7 @@ import logging
 from types import TracebackType
 from typing import Any
 
+from emotional_memory._extras import install_hint
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores._scoped import scoped_key
 
@@ -86,8 +87,7 @@ class RedisAffectiveStateStore:
             redis_module = importlib.import_module("redis")
         except ImportError as exc:
             raise ImportError(
-                "RedisAffectiveStateStore needs the redis package: "
-                "pip install 'emotional-memory-jax[redis]'"
+                f"RedisAffectiveStateStore needs the redis package: {install_hint('redis')}"
             ) from exc
         return redis_module.Redis.from_url(url, decode_responses=True)
 

@@ -1,6 +1,9 @@
 """Durable affective-state store on sqlite3 (SPEC 8).
 
-One row per ``key`` in the ``affective_state`` table, so several engines can keep
+One row per ``key`` in the ``em_affective_state`` table (``key TEXT PRIMARY KEY,
+snapshot TEXT, updated_at TEXT``; named apart from the original library's
+``affective_state``, which a file written by it keeps untouched - see
+:mod:`emotional_memory.stores.original_layout`), so several engines can keep
 their states in one file. The file may also hold a
 :class:`~emotional_memory.stores.SQLiteStore`'s tables:
 
@@ -29,17 +32,27 @@ from typing import Any
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores._scoped import scoped_key
 from emotional_memory.state_stores.in_memory import snapshot_of
-from emotional_memory.stores.original_layout import migrate_state
+from emotional_memory.stores.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite import SQLiteStore, open_connection
 
-_CREATE = """CREATE TABLE IF NOT EXISTS affective_state (
+_CREATE = """CREATE TABLE IF NOT EXISTS em_affective_state (
     key        TEXT PRIMARY KEY,
     snapshot   TEXT NOT NULL,
     updated_at TEXT NOT NULL
 )"""
 
-_UPSERT = """INSERT INTO affective_state (key, snapshot, updated_at) VALUES (?, ?, ?)
+_UPSERT = """INSERT INTO em_affective_state (key, snapshot, updated_at) VALUES (?, ?, ?)
 ON CONFLICT(key) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at"""
+
+
+def _create_table(conn: sqlite3.Connection) -> None:
+    conn.execute(_CREATE)
+
+
+def _fill_states(conn: sqlite3.Connection, states: list[tuple[str, str]]) -> None:
+    """Write ``(key, snapshot JSON)`` pairs (a migration's copy of the original's)."""
+    now = datetime.now(UTC).isoformat()
+    conn.executemany(_UPSERT, [(key, snapshot, now) for key, snapshot in states])
 
 
 class SQLiteAffectiveStateStore:
@@ -59,8 +72,9 @@ class SQLiteAffectiveStateStore:
     ) -> None:
         """Open (creating if needed) the state table in the database at ``path``.
 
-        A state table written by the original library (0.18.1) is migrated once, in
-        one transaction (its slot ``'current'`` becomes key ``'default'``).
+        A state table written by the original library (0.18.1) is copied once, in one
+        transaction, to this library's table (its slot ``'current'`` becomes key
+        ``'default'``); the original's table stays as it was.
 
         Args:
             path: database file; may be the file of a :class:`SQLiteStore`;
@@ -73,7 +87,7 @@ class SQLiteAffectiveStateStore:
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
         self._lock: AbstractContextManager[Any] = threading.RLock()
-        migrate_state(path, timeout=timeout)
+        prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread
         )
@@ -105,7 +119,7 @@ class SQLiteAffectiveStateStore:
         self._lock = store._lock
         self._conn = store._connection()
         with self._transaction():
-            self._connection().execute(_CREATE)
+            prepare_state_tables(self._connection(), _create_table, _fill_states)
         return self
 
     def joined_with(self, store: object) -> SQLiteAffectiveStateStore | None:
@@ -192,7 +206,7 @@ class SQLiteAffectiveStateStore:
         with self._lock:
             row = (
                 self._connection()
-                .execute("SELECT snapshot FROM affective_state WHERE key = ?", (self._key,))
+                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
                 .fetchone()
             )
         if row is None:
@@ -205,7 +219,7 @@ class SQLiteAffectiveStateStore:
         with self._lock:
             row = (
                 self._connection()
-                .execute("SELECT updated_at FROM affective_state WHERE key = ?", (self._key,))
+                .execute("SELECT updated_at FROM em_affective_state WHERE key = ?", (self._key,))
                 .fetchone()
             )
         return None if row is None else datetime.fromisoformat(row[0])
@@ -213,7 +227,7 @@ class SQLiteAffectiveStateStore:
     def clear(self) -> None:
         """Forget the stored snapshot."""
         with self._transaction():
-            self._connection().execute("DELETE FROM affective_state WHERE key = ?", (self._key,))
+            self._connection().execute("DELETE FROM em_affective_state WHERE key = ?", (self._key,))
 
     def close(self) -> None:
         """Close the connection (idempotent); a shared store's connection stays open."""

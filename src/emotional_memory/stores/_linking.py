@@ -93,6 +93,21 @@ _STOOD_IN_FOR = (
 )
 
 
+def embedding_vector(memory: Memory) -> np.ndarray | None:
+    """The memory's embedding as a float64 (D,) array, or None when missing or empty.
+
+    Raises:
+        ValueError: when the embedding is not one-dimensional.
+    """
+    emb = memory.embedding
+    if emb is None or len(emb) == 0:
+        return None
+    vec = np.asarray(emb, dtype=np.float64)
+    if vec.ndim != 1:
+        raise ValueError(f"embedding must be a flat list of floats, got shape {vec.shape}")
+    return vec
+
+
 @dataclass(frozen=True)
 class LinkCandidates:
     """The resonance candidates of one new memory, as columns, in candidate order.
@@ -470,21 +485,19 @@ class RowLinking(EmbeddingSearch, UndoLog):
         Args:
             memories: the new memories.
             given: optionally, their embeddings as float64 vectors, each equal to
-                what :func:`~emotional_memory.stores.in_memory._embedding_vector`
-                makes of the memory's list (else the lists are converted here).
+                what :func:`embedding_vector` makes of the memory's list (else the
+                lists are converted here).
 
         Returns:
             Their embeddings as the float64 vectors the rows were written from (None
             when missing or empty).
         """
-        from emotional_memory.stores.in_memory import _embedding_vector
-
         if given is not None and len(given) != len(memories):
             raise ValueError(f"{len(given)} vectors for {len(memories)} memories")
         vectors: list[np.ndarray | None] = []
         with self._lock:
             for i, memory in enumerate(memories):
-                vec = given[i] if given is not None else _embedding_vector(memory)
+                vec = given[i] if given is not None else embedding_vector(memory)
                 # Not kept as a recent object: the memory handed back is built by
                 # _link_stored, and writing its links would drop that copy anyway.
                 self._put(memory, vec, remember=False)

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +40,8 @@ from emotional_memory.stores._rows import NEVER_US
 from emotional_memory.stores._search import _POOL_MARGIN, _check_top_k, _stable_top
 from emotional_memory.stores.selection import Selection
 
-if TYPE_CHECKING:
-    from emotional_memory.stores.in_memory import InMemoryStore
+# The in-memory store (its rows answer a view); not imported: it imports this module.
+InMemoryStore = Any
 
 __all__ = ["RowSelecting", "SelectedRows"]
 
@@ -95,7 +95,7 @@ class RowSelecting:
         """
         if selection.unconfined and not self._any_expiry:
             return self
-        return SelectedRows(lambda: self, self, selection)  # type: ignore[arg-type,return-value]
+        return SelectedRows(lambda: self, self, selection)
 
     def _scope_ids_under(self, scope: tuple[str, ...]) -> list[int]:
         """Ids of the stored scope paths lying under ``scope``."""
@@ -394,7 +394,7 @@ class SelectedRows:
         with self._lock:
             store = self._store()
             ids, cols = store.columns(now, rows=self._rows(store))
-            return ids, cols  # type: ignore[return-value]
+            return ids, cols
 
     def scoring_bank(
         self, now: datetime, dtype: Any = np.float32

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from emotional_memory._extras import install_hint
 from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["ChromaStore"]
@@ -56,7 +57,7 @@ class ChromaStore(VectorDBStore):
             import chromadb
         except ImportError as exc:
             raise ImportError(
-                "ChromaStore needs chromadb: pip install 'emotional-memory-jax[chroma]'"
+                f"ChromaStore needs chromadb: {install_hint('chroma')}"
             ) from exc
         if client is not None:
             self._client = client

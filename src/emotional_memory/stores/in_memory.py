@@ -87,12 +87,14 @@ from typing import Any
 import cachetools
 import numpy as np
 
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._candidates import CandidateRows
 from emotional_memory.stores._linking import RowLinking
+from emotional_memory.stores._linking import embedding_vector as _embedding_vector
 from emotional_memory.stores._precision import (
     EMBEDDING_DTYPES,
     EmbeddingDType,
@@ -109,21 +111,6 @@ __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "
 
 # Memory objects kept after a save or a read (most recent first out last).
 _RECENT = 256
-
-
-def _embedding_vector(memory: Memory) -> np.ndarray | None:
-    """The memory's embedding as a float64 (D,) array, or None when missing or empty.
-
-    Raises:
-        ValueError: when the embedding is not one-dimensional.
-    """
-    emb = memory.embedding
-    if emb is None or len(emb) == 0:
-        return None
-    vec = np.asarray(emb, dtype=np.float64)
-    if vec.ndim != 1:
-        raise ValueError(f"embedding must be a flat list of floats, got shape {vec.shape}")
-    return vec
 
 
 def copy_metadata(value: Any) -> Any:
@@ -281,6 +268,7 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
         Returns:
             The memory, or None when absent.
         """
+        check_id(memory_id)
         with self._lock:
             row = self._row_of.get(memory_id)
             if row is None:
@@ -326,6 +314,7 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
         Returns:
             True when the memory existed.
         """
+        check_id(memory_id)
         with self._lock:
             if memory_id not in self._row_of:
                 return False

@@ -18,6 +18,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from emotional_memory._extras import install_hint
 from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["QdrantStore"]
@@ -28,8 +29,23 @@ _PAYLOAD = ["id", "seq", "data", "novec"]
 
 
 def _point_id(memory_id: str) -> str:
-    """The Qdrant point id of a memory (Qdrant ids must be UUIDs or integers)."""
+    """The Qdrant point id of a memory (Qdrant ids must be UUIDs or integers).
+
+    The original's mapping (``uuid5(NAMESPACE_OID, id)``, also under its name
+    :func:`_uuid_for`), so a collection written by the original keeps every memory
+    at the point this store looks for.
+
+    Args:
+        memory_id: the memory's id.
+
+    Returns:
+        The point id, a 36-character UUID string.
+    """
     return str(uuid.uuid5(_NAMESPACE, memory_id))
+
+
+#: The original's name for :func:`_point_id`.
+_uuid_for = _point_id
 
 
 class QdrantStore(VectorDBStore):
@@ -66,7 +82,7 @@ class QdrantStore(VectorDBStore):
             from qdrant_client import QdrantClient, models
         except ImportError as exc:
             raise ImportError(
-                "QdrantStore needs qdrant-client: pip install 'emotional-memory-jax[qdrant]'"
+                f"QdrantStore needs qdrant-client: {install_hint('qdrant')}"
             ) from exc
         self._models = models
         if client is not None:
@@ -93,6 +109,16 @@ class QdrantStore(VectorDBStore):
     def collection_name(self) -> str:
         """The collection of embedded memories."""
         return self._main
+
+    @property
+    def _collection_name(self) -> str:
+        """The original's attribute: :attr:`collection_name`."""
+        return self._main
+
+    @property
+    def _collection_ready(self) -> bool:
+        """The original's attribute: whether the collection of embedded memories exists."""
+        return self._dim is not None
 
     def _name(self, main: bool) -> str:
         return self._main if main else self._side
@@ -217,4 +243,5 @@ class QdrantStore(VectorDBStore):
 
     def __repr__(self) -> str:
         where = self._url or self._path or ":memory:"
-        return f"QdrantStore({where!r}, collection_name={self._main!r})"
+        count = "closed" if self._closed else len(self)
+        return f"QdrantStore({where!r}, collection={self._main!r}, count={count})"

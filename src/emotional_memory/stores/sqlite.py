@@ -4,11 +4,13 @@ The table is the source of truth; an :class:`~emotional_memory.stores.in_memory.
 InMemoryStore` rebuilt from it on open serves every read, so lookups and
 :meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns.
 
-Embeddings are stored as little-endian float32 blobs (half the space of float64,
-and what embedders produce anyway). So that answers never change across a restart,
-the memory kept in the cache - and returned by :meth:`SQLiteStore.get` - carries the
-float32-rounded embedding and the JSON round-tripped metadata, exactly what a
-reopen would read back.
+Embeddings are stored exactly: as little-endian float32 blobs when every value is a
+float32 number (what embedders produce; half the space of float64), else as float64
+blobs. The memory kept in the cache - and returned by :meth:`SQLiteStore.get` - carries
+the JSON round-tripped metadata, exactly what a reopen would read back. The tables have
+names of their own (``em_memories``, ...), so a file written by the original library
+keeps the original's tables untouched (see
+:mod:`emotional_memory.stores.original_layout`).
 
 The database runs in WAL mode with ``synchronous=NORMAL``: readers never block the
 writer, and other connections (another store, an
@@ -40,26 +42,43 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores._linking import ForwardLink, LinkCandidates, Linker
 from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._selected import SelectedRows
 from emotional_memory.stores.in_memory import InMemoryStore
-from emotional_memory.stores.original_layout import migrate_memories
+from emotional_memory.stores.original_layout import MEMORY_TABLE, prepare_memory_file
 from emotional_memory.stores.selection import Selection
 
+# ------------------------------------------------------------------ schema
+# The whole table layout and its migrations are here and in original_layout.py.
+#
+# Version 2 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
+# embedding, dim, tag, metadata, scope, expires_at)``; ``changes(seq, id, deleted)``.
+# ``embedding`` is the little-endian float32 blob of the embedding when every value is
+# a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
+# stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
+# (``'[]'``: the root) and ``expires_at`` its expiry in integer microseconds since the
+# epoch (NULL: never), both indexed (issue 23).
+# Version 1 named the memory table ``memories`` (and renamed a file's original
+# ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
+# back on the first open, so the original library's ``memories`` table is never ours;
+# _create_tables then adds the scope and expiry columns (existing rows: root, never).
 SCHEMA_VERSION = 2
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FLOAT32_LE = np.dtype("<f4")
+_FLOAT64_LE = np.dtype("<f8")
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (
         key   TEXT PRIMARY KEY,
         value TEXT NOT NULL
     )""",
-    """CREATE TABLE IF NOT EXISTS memories (
+    """CREATE TABLE IF NOT EXISTS em_memories (
         seq       INTEGER PRIMARY KEY AUTOINCREMENT,
         id        TEXT NOT NULL UNIQUE,
         content   TEXT NOT NULL,
@@ -70,8 +89,6 @@ _SCHEMA = (
         scope     TEXT NOT NULL DEFAULT '[]',
         expires_at INTEGER
     )""",
-    "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope)",
-    "CREATE INDEX IF NOT EXISTS memories_expires_at ON memories (expires_at)",
     # One row per memory written (or deleted) by a committed transaction, so other
     # connections refresh only those memories. Only the last _CHANGE_LOG rows are kept;
     # a connection further behind rebuilds its whole cache.
@@ -86,7 +103,7 @@ _CHANGE_LOG = 4096
 _LOG_CHANGE = "INSERT INTO changes (id, deleted) VALUES (?, ?)"
 _PRUNE_CHANGES = "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?"
 
-_UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata, scope, expires_at)
+_UPSERT = """INSERT INTO em_memories (id, content, embedding, dim, tag, metadata, scope, expires_at)
 VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(id) DO UPDATE SET
     content = excluded.content,
@@ -97,13 +114,15 @@ ON CONFLICT(id) DO UPDATE SET
     scope = excluded.scope,
     expires_at = excluded.expires_at"""
 
-# Schema 1 -> 2 (issue 23): the scope path (a JSON array of strings) and the expiry
-# (integer microseconds since the epoch, NULL for none) of each memory, indexed.
-_MIGRATE_1_TO_2 = (
-    "ALTER TABLE memories ADD COLUMN scope TEXT NOT NULL DEFAULT '[]'",
-    "ALTER TABLE memories ADD COLUMN expires_at INTEGER",
-    "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope)",
-    "CREATE INDEX IF NOT EXISTS memories_expires_at ON memories (expires_at)",
+# The scope and expiry columns (issue 23), added to a table of version 1 (renamed to
+# em_memories) in the opening transaction, and their indexes.
+_PLACE_COLUMNS = (
+    ("scope", "ALTER TABLE em_memories ADD COLUMN scope TEXT NOT NULL DEFAULT '[]'"),
+    ("expires_at", "ALTER TABLE em_memories ADD COLUMN expires_at INTEGER"),
+)
+_PLACE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS em_memories_scope ON em_memories (scope)",
+    "CREATE INDEX IF NOT EXISTS em_memories_expires_at ON em_memories (expires_at)",
 )
 _ROW_COLUMNS = "id, content, embedding, dim, tag, metadata, scope, expires_at"
 
@@ -126,6 +145,41 @@ def _decode_place(
         raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
     expires = None if expires_us is None else _EPOCH + timedelta(microseconds=expires_us)
     return scope, expires
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    """This version's tables (if missing) and its schema version, on an open
+    transaction; refuses a file of a newer version."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+        (str(SCHEMA_VERSION),),
+    )
+    version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"schema version {version}; this library reads up to {SCHEMA_VERSION}")
+    have = {row[1] for row in conn.execute(f'PRAGMA table_info("{MEMORY_TABLE}")')}
+    for column, statement in _PLACE_COLUMNS:
+        if column not in have:
+            conn.execute(statement)
+    for statement in _PLACE_INDEXES:
+        conn.execute(statement)
+    if version < SCHEMA_VERSION:  # prepare_memory_file already renamed the tables
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
+
+
+def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    """Write memories, in order, to an empty ``em_memories`` (a migration's copy)."""
+    dims = {len(m.embedding) for m in memories if m.embedding}
+    if len(dims) > 1:
+        raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
+    conn.executemany(_UPSERT, [SQLiteStore._prepare(m)[1] for m in memories])
+
+
+# ------------------------------------------------------------- end of schema
 
 
 def open_connection(
@@ -191,7 +245,8 @@ def check_path(path: str | os.PathLike[str]) -> str:
 
     Raises:
         TypeError: not a str or path-like.
-        ValueError: ``""`` or a ``file:`` URI.
+        ValueError: ``""``, a ``file:`` URI, or a directory.
+        FileNotFoundError: the directory the file would live in does not exist.
     """
     try:
         name = os.fspath(path)
@@ -209,6 +264,14 @@ def check_path(path: str | os.PathLike[str]) -> str:
             f"path {name!r} is a URI; pass a file path (or ':memory:'): URIs are not "
             "supported"
         )
+    if name != ":memory:":
+        if os.path.isdir(name):
+            raise ValueError(f"path {name!r} is a directory; pass the path of a database file")
+        parent = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(
+                f"path {name!r}: the directory {parent!r} does not exist (create it first)"
+            )
     return name
 
 
@@ -216,7 +279,9 @@ def check_path(path: str | os.PathLike[str]) -> str:
 # (``id, content, data``), which open as well.
 _OUR_COLUMNS = frozenset({"seq", "id", "content", "embedding", "dim", "tag", "metadata"})
 _ORIGINAL_COLUMNS = frozenset({"id", "content", "data"})
-_KNOWN_TABLES = frozenset({"meta", "memories", "affective_state"})
+_KNOWN_TABLES = frozenset(
+    {"meta", "memories", "affective_state", "em_memories", "em_affective_state"}
+)
 
 
 def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
@@ -236,15 +301,13 @@ def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
         return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
 
     ours = [t for t in tables if t in _KNOWN_TABLES]
-    if "memories" in ours:
-        cols = columns("memories")
-        if not (cols >= _OUR_COLUMNS or cols >= _ORIGINAL_COLUMNS):
-            ours.remove("memories")
+    if "memories" in ours and not columns("memories") >= _ORIGINAL_COLUMNS:
+        ours.remove("memories")
+    if MEMORY_TABLE in ours and not columns(MEMORY_TABLE) >= _OUR_COLUMNS:
+        ours.remove(MEMORY_TABLE)
     if "meta" in ours and not {"key", "value"} <= columns("meta"):
         ours.remove("meta")
-    if not ours or ("memories" in tables and "memories" not in ours) or (
-        "meta" in tables and "meta" not in ours
-    ):
+    if not ours or any(t in tables and t not in ours for t in ("memories", "meta", MEMORY_TABLE)):
         raise ValueError(
             f"{name!r} is not an emotional_memory database (tables: {sorted(tables)}); "
             "refusing to change it"
@@ -254,34 +317,50 @@ def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
 def _encode_embedding(
     embedding: list[float] | None, memory_id: str = ""
 ) -> tuple[bytes | None, int | None]:
-    """Blob and dimension for an embedding (NULL blob when missing).
+    """Blob and dimension for an embedding (NULL blob when missing), exact.
+
+    A float32 blob when every value is a float32 number (what embedders give: half
+    the space), else a float64 blob; NaN and infinities are kept.
 
     Raises:
-        ValueError: a finite value beyond float32's range (it would be stored as
-            inf), naming the memory and the index.
+        ValueError: the embedding is not one-dimensional (the memory named).
     """
     if embedding is None:
         return None, None
-    wide = np.asarray(embedding, dtype=np.float64)
-    with np.errstate(over="ignore", invalid="ignore"):
-        arr = wide.astype(_FLOAT32_LE)
-    if arr.ndim != 1:
-        raise ValueError(f"embedding must be a flat list of floats, got shape {arr.shape}")
-    overflow = np.flatnonzero(np.isfinite(wide) & ~np.isfinite(arr))
-    if overflow.size:
-        i = int(overflow[0])
+    wide = np.asarray(embedding, dtype=_FLOAT64_LE)
+    if wide.ndim != 1:
         raise ValueError(
-            f"memory {memory_id!r}: embedding[{i}] = {wide[i]!r} is beyond float32 "
-            "(|x| <= 3.4028235e38), the precision SQLiteStore stores embeddings in"
+            f"memory {memory_id!r}: embedding must be a flat list of floats, got shape "
+            f"{wide.shape}"
         )
-    return arr.tobytes(), int(arr.shape[0])
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = wide.astype(_FLOAT32_LE)
+    if np.array_equal(narrow, wide, equal_nan=True):
+        return narrow.tobytes(), int(wide.shape[0])
+    return wide.tobytes(), int(wide.shape[0])
 
 
-def _decode_embedding(blob: bytes | None) -> list[float] | None:
-    """The float64 list a float32 blob stands for."""
+def _blob_dtype(blob: bytes, dim: int | None, memory_id: object = "") -> np.dtype:
+    """The dtype of a stored embedding blob, from its length and dimension."""
+    if dim is not None and len(blob) == 4 * dim:
+        return _FLOAT32_LE
+    if dim is not None and len(blob) == 8 * dim:
+        return _FLOAT64_LE
+    if dim is None and len(blob) % 4 == 0:  # written without a dimension: float32
+        return _FLOAT32_LE
+    raise ValueError(
+        f"memory {memory_id!r} has an invalid row: an embedding blob of {len(blob)} bytes "
+        f"for dimension {dim}"
+    )
+
+
+def _decode_embedding(
+    blob: bytes | None, dim: int | None = None, memory_id: object = ""
+) -> list[float] | None:
+    """The float64 list a stored blob (float32 or float64, see the schema) stands for."""
     if blob is None:
         return None
-    return np.frombuffer(blob, dtype=_FLOAT32_LE).astype(np.float64).tolist()
+    return np.frombuffer(blob, dtype=_blob_dtype(blob, dim, memory_id)).astype(np.float64).tolist()
 
 
 def _row_memory(
@@ -342,8 +421,9 @@ class SQLiteStore:
     ) -> None:
         """Open (creating if needed) the store at ``path``.
 
-        A file written by the original library (0.18.1) is migrated once, in one
-        transaction, to this layout (see :mod:`emotional_memory.stores.original_layout`).
+        A file written by the original library (0.18.1) gets this library's tables,
+        filled from the original's, which stay as they were (the original still opens
+        the file); see :mod:`emotional_memory.stores.original_layout`.
 
         Args:
             path: database file; ``":memory:"`` (the default, as in the original)
@@ -356,7 +436,7 @@ class SQLiteStore:
         """
         self._path = check_path(path)
         self._lock = threading.RLock()
-        migrate_memories(path, timeout=timeout)
+        prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=lambda conn: _check_foreign(conn, self._path),
@@ -499,7 +579,7 @@ class SQLiteStore:
     def save(self, memory: Memory) -> None:
         """Insert a memory, or replace the one with the same id (keeping its position).
 
-        The stored (and later returned) memory has its embedding rounded to float32.
+        The embedding is stored exactly (float32 or float64 blob, see the module).
 
         Args:
             memory: the memory to store.
@@ -523,6 +603,7 @@ class SQLiteStore:
         Returns:
             The memory, or None when absent.
         """
+        check_id(memory_id)
         with self._lock:
             self._sync()
             return self._cache.get(memory_id)
@@ -554,6 +635,7 @@ class SQLiteStore:
         Returns:
             True when the memory existed.
         """
+        check_id(memory_id)
         with self._lock:
             self._sync()
             if memory_id not in self._cache:
@@ -563,7 +645,7 @@ class SQLiteStore:
                 return False
             self._write(
                 lambda: self._cache.delete(memory_id),
-                "DELETE FROM memories WHERE id = ?",
+                "DELETE FROM em_memories WHERE id = ?",
                 (memory_id,),
             )
             return True
@@ -610,7 +692,7 @@ class SQLiteStore:
         """Nearest embedded memories by cosine similarity (SPEC 5).
 
         Same contract as :meth:`InMemoryStore.search_by_embedding`, computed on the
-        cache's float64 copy of the stored float32 embeddings.
+        cache's float64 copy of the stored embeddings.
 
         Args:
             embedding: the (D,) query vector.
@@ -715,6 +797,43 @@ class SQLiteStore:
         with self._lock:
             self._sync()
             return self._cache.pending_ids()
+
+    def row_linker(self, block_size: int) -> Linker | None:
+        """The cache's batched row linker, each block's rows then written in one go.
+
+        ``encode_batch`` saves and links a block of new memories on the in-memory
+        cache (one batched search, no ``Memory`` per candidate) inside the engine's
+        transaction; the rows it changed (the new memories, and the old ones given
+        backward links) are then upserted with one ``executemany``. The transaction
+        makes both all-or-nothing, as for one write at a time.
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            The linker, or None for a subclass overriding a protocol method (it is
+            then linked through those methods).
+        """
+        from emotional_memory.stores.columnar import overrides_any
+
+        if overrides_any(self, ("get", "list_all", "search_by_embedding", "save", "update")):
+            return None
+        inner = self._cache.row_linker(block_size)
+        return None if inner is None else _SQLiteLinker(self, inner)
+
+    def _write_rows_since(self, mark: int) -> int:
+        """Upsert every row the cache changed since undo-log ``mark`` (in a transaction,
+        lock held); returns the new mark."""
+        undo = self._cache._undo
+        ids = list(dict.fromkeys(entry[1] for entry in undo[mark:]))
+        if ids:
+            memories = self._cache.memories(ids)
+            self._connection().executemany(
+                _UPSERT, [self._prepare(m)[1] for m in memories]
+            )
+            self._dirty = True
+            self._tx_changes.extend((m.id, 0) for m in memories)
+        return len(undo)
 
     # ------------------------------------------------------------- column cache
 
@@ -834,7 +953,7 @@ class SQLiteStore:
             chunk = changed[start:start + 500]
             marks = ",".join("?" * len(chunk))
             rows += conn.execute(
-                f"SELECT seq, {_ROW_COLUMNS} FROM memories "
+                f"SELECT seq, {_ROW_COLUMNS} FROM em_memories "
                 f"WHERE id IN ({marks})", chunk,
             ).fetchall()
         rows.sort(key=lambda row: row[0])
@@ -846,10 +965,10 @@ class SQLiteStore:
         for memory_id in changed:
             if memory_id not in present:
                 cache.delete(memory_id)
-        for _, memory_id, content, blob, _, tag_json, metadata_json, scope, expires in rows:
+        for _, memory_id, content, blob, dim, tag_json, metadata_json, scope, expires in rows:
             cache.save(_row_memory(
-                memory_id, content, _decode_embedding(blob), tag_json, metadata_json,
-                scope, expires,
+                memory_id, content, _decode_embedding(blob, dim, memory_id), tag_json,
+                metadata_json, scope, expires,
             ))
         self._changes = max(seq for seq, _, _ in log)
 
@@ -857,26 +976,10 @@ class SQLiteStore:
         conn = self._connection()
         conn.execute("BEGIN IMMEDIATE")
         try:
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            conn.execute(
-                "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
-                (str(SCHEMA_VERSION),),
-            )
-            row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            version = int(row[0])
-            if version > SCHEMA_VERSION:
-                raise ValueError(
-                    f"{self._path!r} has schema version {version}; this library reads "
-                    f"up to {SCHEMA_VERSION}"
-                )
-            if version == 1:  # in this same transaction: all of it or nothing
-                for statement in _MIGRATE_1_TO_2:
-                    conn.execute(statement)
-                conn.execute(
-                    "UPDATE meta SET value = ? WHERE key = 'schema_version'",
-                    (str(SCHEMA_VERSION),),
-                )
+            try:
+                _create_tables(conn)
+            except ValueError as exc:
+                raise ValueError(f"{self._path!r} has {exc}") from None
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -899,18 +1002,18 @@ class SQLiteStore:
     def _load_rows(self) -> None:
         rows = (
             self._connection()
-            .execute(f"SELECT {_ROW_COLUMNS} FROM memories ORDER BY seq")
+            .execute(f"SELECT {_ROW_COLUMNS} FROM em_memories ORDER BY seq")
             .fetchall()
         )
         dims = {row[3] for row in rows if row[2]}
         cache = InMemoryStore()
         if len(dims) > 1:
             # Not written by this class; the per-row path reports the mismatch.
-            for memory_id, content, blob, _, tag_json, metadata_json, scope, expires in rows:
+            for memory_id, content, blob, dim, tag_json, metadata_json, scope, expires in rows:
                 cache.save(
                     _row_memory(
-                        memory_id, content, _decode_embedding(blob), tag_json, metadata_json,
-                        scope, expires,
+                        memory_id, content, _decode_embedding(blob, dim, memory_id), tag_json,
+                        metadata_json, scope, expires,
                     )
                 )
             self._cache = cache
@@ -918,10 +1021,13 @@ class SQLiteStore:
         dim = dims.pop() if dims else 0
         matrix = np.zeros((len(rows), dim), dtype=np.float64)
         embedded = [i for i, row in enumerate(rows) if row[2]]
-        if embedded:
-            # One decode for every embedding instead of one numpy call per row.
-            flat = np.frombuffer(b"".join(rows[i][2] for i in embedded), dtype=_FLOAT32_LE)
-            matrix[embedded] = flat.reshape(len(embedded), dim)
+        for dtype in (_FLOAT32_LE, _FLOAT64_LE):
+            group = [i for i in embedded if len(rows[i][2]) == dim * dtype.itemsize]
+            if group:  # one decode for every embedding instead of one numpy call per row
+                flat = np.frombuffer(b"".join(rows[i][2] for i in group), dtype=dtype)
+                matrix[group] = flat.reshape(len(group), dim)
+        for i in embedded:
+            _blob_dtype(rows[i][2], dim, rows[i][0])  # any other length is reported
         lists = matrix.tolist()
         memories = [
             _row_memory(
@@ -946,7 +1052,7 @@ class SQLiteStore:
         metadata_json = _encode_metadata(memory.metadata)
         stored = memory.model_copy(
             update={
-                "embedding": _decode_embedding(blob),
+                "embedding": _decode_embedding(blob, dim, memory.id),
                 "metadata": json.loads(metadata_json),
             }
         )
@@ -956,3 +1062,63 @@ class SQLiteStore:
             _encode_scope(memory.scope), None if expires is None else to_microseconds(expires),
         )
         return stored, params
+
+
+class _SQLiteLinker(Linker):
+    """:meth:`SQLiteStore.row_linker`: the cache's row linker, then the block's rows."""
+
+    overlaps = False  # each block's rows are written when it is linked
+
+    def __init__(self, store: SQLiteStore, inner: Linker) -> None:
+        self._store = store
+        self._inner = inner
+        self.block_size = inner.block_size
+        self._mark = 0
+
+    def _begin(self) -> None:
+        if self._store._depth == 0:
+            raise RuntimeError("SQLiteStore.row_linker runs inside store.transaction()")
+        self._mark = len(self._store._cache._undo)
+
+    def settle(self) -> None:
+        """See :meth:`Linker.settle`."""
+        self._inner.settle()
+
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
+        """See :meth:`Linker.save`: the block's rows are written at once."""
+        self._begin()
+        self._inner.save(memories, vectors)
+        self._inner.settle()
+        self._mark = self._store._write_rows_since(self._mark)
+
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find` (rows written by :meth:`flush`)."""
+        self._begin()
+        return self._inner.save_and_find(memories, limit, vectors)
+
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """See :meth:`Linker.link`."""
+        self._inner.link(memory, candidates, links, max_links)
+
+    def flush(self) -> None:
+        """See :meth:`Linker.flush`, then upsert the rows the block changed."""
+        self._inner.flush()
+        self._inner.settle()
+        self._mark = self._store._write_rows_since(self._mark)
+
+    def stored(self, memory: Memory) -> Memory:
+        """See :meth:`Linker.stored`."""
+        return self._inner.stored(memory)

@@ -1,0 +1,113 @@
+"""SQLiteStore speed against its baselines (issue 27, item 6), in one process.
+
+1. ``encode_batch`` of ``--n`` memories (default 20,000; ``--dim`` 384 random unit
+   float32 embeddings) in calls of ``--block`` texts (default 1,000), resonance on,
+   default config: on a file ``SQLiteStore`` against ``InMemoryStore``. Both engines
+   first encode a warm-up block on a throw-away store (XLA compilations), then the
+   timed runs alternate store kinds ``--repeats`` times; the medians are compared.
+   Target: SQLite <= 1.5x in-memory.
+2. Reopening that file: ``SQLiteStore(path)`` plus the first ``retrieve`` of an engine
+   over it, against the bare read of every row of the file with sqlite3
+   (``SELECT * FROM em_memories`` fetched). Median of ``--repeats``. Target <= 3x.
+
+Durability is the store's own (one transaction per ``encode_batch``, WAL, the change
+log for other connections): nothing is switched off for the measurement.
+
+Usage:
+    python benchmarks/sqlite_speed.py [--n 20000] [--block 1000] [--dim 384] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from emotional_memory import EmotionalMemory, InMemoryStore, SQLiteStore
+from emotional_memory.replay import TickClock
+
+
+class TableEmbedder:
+    """Looks each text's embedding up in a prepared table (text ``"t{i}"`` -> row i)."""
+
+    def __init__(self, vectors: np.ndarray) -> None:
+        self.vectors = vectors
+
+    def embed(self, text: str) -> list[float]:
+        i = int(text[1:]) if text[1:].isdigit() else abs(hash(text)) % len(self.vectors)
+        out: list[float] = self.vectors[i].tolist()
+        return out
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def encode_all(store: object, vectors: np.ndarray, n: int, block: int) -> float:
+    from datetime import UTC, datetime, timedelta
+
+    engine = EmotionalMemory(
+        store,  # type: ignore[arg-type]
+        TableEmbedder(vectors),
+        clock=TickClock(datetime(2026, 1, 1, tzinfo=UTC), timedelta(seconds=1)),
+    )
+    start = time.perf_counter()
+    for lo in range(0, n, block):
+        engine.encode_batch([f"t{i}" for i in range(lo, min(n, lo + block))])
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=20_000)
+    parser.add_argument("--block", type=int, default=1_000)
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((args.n, args.dim)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        # warm-up: compilations for both kinds of store
+        encode_all(InMemoryStore(), vectors, 2 * args.block, args.block)
+        with SQLiteStore(Path(tmp) / "warm.db") as warm:
+            encode_all(warm, vectors, 2 * args.block, args.block)
+        mem_times, sql_times = [], []
+        path = Path(tmp) / "m.db"
+        for r in range(args.repeats):
+            mem_times.append(encode_all(InMemoryStore(), vectors, args.n, args.block))
+            path = Path(tmp) / f"m{r}.db"
+            with SQLiteStore(path) as store:
+                sql_times.append(encode_all(store, vectors, args.n, args.block))
+        mem, sql = statistics.median(mem_times), statistics.median(sql_times)
+        print(f"encode_batch {args.n} x {args.dim}, blocks of {args.block}:")
+        print(f"  InMemoryStore {mem:8.2f} s  ({1e3 * mem / args.n:.3f} ms/memory)")
+        print(f"  SQLiteStore   {sql:8.2f} s  ({1e3 * sql / args.n:.3f} ms/memory)")
+        print(f"  ratio SQLite / in-memory: {sql / mem:.2f}x (target <= 1.5x)")
+
+        bare_times, open_times = [], []
+        embedder = TableEmbedder(vectors)
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            conn = sqlite3.connect(path)
+            rows = conn.execute("SELECT * FROM em_memories").fetchall()
+            conn.close()
+            bare_times.append(time.perf_counter() - start)
+            assert len(rows) == args.n
+            start = time.perf_counter()
+            store = SQLiteStore(path)
+            EmotionalMemory(store, embedder).retrieve("t7", top_k=5)
+            open_times.append(time.perf_counter() - start)
+            store.close()
+        bare, opened = statistics.median(bare_times), statistics.median(open_times)
+        print(f"reopen {args.n} memories + first retrieve: {opened:.3f} s; bare sqlite3 read "
+              f"of its rows: {bare:.3f} s")
+        print(f"  ratio reopen / bare read: {opened / bare:.2f}x (target <= 3x)")
+
+
+if __name__ == "__main__":
+    main()

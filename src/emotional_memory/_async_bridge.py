@@ -1,0 +1,326 @@
+"""Adapters between sync and async components (public in :mod:`emotional_memory.async_adapters`).
+
+``SyncToAsync*`` wrap blocking components so they satisfy the async protocols (each
+call runs in a worker thread). The private ``_AsyncToSync*`` bridges let the
+synchronous engine core, running in a worker thread, call async components by
+scheduling their coroutines back on the caller's event loop.
+
+No deadlock: a ``SyncToAsync*`` adapter handed to :class:`AsyncEmotionalMemory` is
+unwrapped (the engine core, already off the loop, calls the blocking component
+directly), and the engine core itself runs on its own threads, never on the loop's
+default executor, so a bridged coroutine that needs a default-executor thread always
+finds one free, whatever the number of engines and cores.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
+from emotional_memory.interfaces import (
+    AppraisalEngine,
+    AsyncAppraisalEngine,
+    AsyncEmbedder,
+    AsyncMemoryStore,
+    Embedder,
+    MemoryStore,
+)
+from emotional_memory.models import Memory
+
+T = TypeVar("T")
+
+
+class SyncToAsyncEmbedder:
+    """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
+
+    def __init__(self, sync_embedder: Embedder) -> None:
+        """Wrap ``sync_embedder``.
+
+        Args:
+            sync_embedder: The blocking embedder (``embed`` and ``embed_batch``).
+        """
+        self.sync = sync_embedder
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncEmbedder({self.sync!r})"
+
+    async def embed(self, text: str) -> list[float]:
+        """Embed one text in a worker thread.
+
+        Args:
+            text: The text to embed.
+
+        Returns:
+            The embedding, shape (D,).
+        """
+        return await asyncio.to_thread(self.sync.embed, text)
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        """Embed many texts in a worker thread.
+
+        Args:
+            texts: The texts to embed.
+
+        Returns:
+            One embedding per text, in order, shape (len(texts), D).
+        """
+        return await asyncio.to_thread(self.sync.embed_batch, texts)
+
+
+class SyncToAsyncStore:
+    """Async view of a blocking :class:`MemoryStore` (calls run in worker threads)."""
+
+    def __init__(self, sync_store: MemoryStore) -> None:
+        """Wrap ``sync_store``.
+
+        Args:
+            sync_store: The blocking memory store.
+        """
+        self.sync = sync_store
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncStore({self.sync!r})"
+
+    async def save(self, memory: Memory) -> None:
+        """Insert (or replace) a memory.
+
+        Args:
+            memory: The memory to store.
+        """
+        await asyncio.to_thread(self.sync.save, memory)
+
+    async def get(self, memory_id: str) -> Memory | None:
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            The memory with this id, or None.
+        """
+        return await asyncio.to_thread(self.sync.get, memory_id)
+
+    async def update(self, memory: Memory) -> None:
+        """Replace an existing memory.
+
+        Args:
+            memory: The new version (errors of the wrapped store propagate).
+        """
+        await asyncio.to_thread(self.sync.update, memory)
+
+    async def delete(self, memory_id: str) -> bool:
+        """Remove a memory.
+
+        Args:
+            memory_id: The memory's id.
+
+        Returns:
+            True when it existed.
+        """
+        return await asyncio.to_thread(self.sync.delete, memory_id)
+
+    async def list_all(self) -> list[Memory]:
+        """All memories in insertion order.
+
+        Returns:
+            A list of every stored memory.
+        """
+        return await asyncio.to_thread(self.sync.list_all)
+
+    async def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """Nearest memories by cosine.
+
+        Args:
+            embedding: The query embedding, shape (D,).
+            top_k: Maximum number of results.
+
+        Returns:
+            Up to ``top_k`` embedded memories, most similar first.
+        """
+        return await asyncio.to_thread(self.sync.search_by_embedding, embedding, top_k)
+
+    async def count(self) -> int:
+        """Number of memories stored.
+
+        Returns:
+            ``len(store)`` of the wrapped store.
+        """
+        return await asyncio.to_thread(len, self.sync)
+
+    async def close(self) -> None:
+        """Close the wrapped store when it can be closed."""
+        close = getattr(self.sync, "close", None)
+        if callable(close):
+            await asyncio.to_thread(close)
+
+
+class SyncToAsyncAppraisalEngine:
+    """Async view of a blocking :class:`AppraisalEngine`."""
+
+    def __init__(self, sync_engine: AppraisalEngine) -> None:
+        """Wrap ``sync_engine``.
+
+        Args:
+            sync_engine: The blocking appraisal engine.
+        """
+        self.sync = sync_engine
+
+    def __repr__(self) -> str:
+        return f"SyncToAsyncAppraisalEngine({self.sync!r})"
+
+    async def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
+        """Appraise ``event_text`` in a worker thread.
+
+        Args:
+            event_text: The event description.
+            context: Optional extra information for the appraiser.
+
+        Returns:
+            The appraisal of ``event_text``.
+        """
+        return await asyncio.to_thread(self.sync.appraise, event_text, context)
+
+    async def close(self) -> None:
+        """Close the wrapped engine when it can be closed."""
+        close = getattr(self.sync, "close", None)
+        if callable(close):
+            await asyncio.to_thread(close)
+
+
+class _LoopBridge:
+    """Runs coroutines on the owning event loop from a worker thread."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        if self.loop is None:
+            coro.close()
+            raise RuntimeError("async component used outside AsyncEmotionalMemory")
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+
+class _AsyncToSyncStore:
+    """Sync facade over an :class:`AsyncMemoryStore` for the engine core."""
+
+    def __init__(self, store: AsyncMemoryStore, bridge: _LoopBridge) -> None:
+        self.inner = store
+        self.bridge = bridge
+
+    def save(self, memory: Memory) -> None:
+        self.bridge.run(self.inner.save(memory))
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.bridge.run(self.inner.get(memory_id))
+
+    def update(self, memory: Memory) -> None:
+        self.bridge.run(self.inner.update(memory))
+
+    def delete(self, memory_id: str) -> bool:
+        return self.bridge.run(self.inner.delete(memory_id))
+
+    def list_all(self) -> list[Memory]:
+        return self.bridge.run(self.inner.list_all())
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        return self.bridge.run(self.inner.search_by_embedding(embedding, top_k))
+
+    def __len__(self) -> int:
+        return self.bridge.run(self.inner.count())
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            result = close()
+            if asyncio.iscoroutine(result):
+                self.bridge.run(result)
+
+
+class _AsyncToSyncEmbedder:
+    def __init__(self, embedder: AsyncEmbedder, bridge: _LoopBridge) -> None:
+        self.inner = embedder
+        self.bridge = bridge
+
+    def embed(self, text: str) -> list[float]:
+        return self.bridge.run(self.inner.embed(text))
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return self.bridge.run(self.inner.embed_batch(texts))
+
+
+class _AsyncToSyncAppraisal:
+    def __init__(self, engine: AsyncAppraisalEngine, bridge: _LoopBridge) -> None:
+        self.inner = engine
+        self.bridge = bridge
+
+    def appraise(
+        self, event_text: str, context: dict[str, Any] | None = None
+    ) -> AppraisalVector | GenericAppraisalVector:
+        return self.bridge.run(self.inner.appraise(event_text, context))
+
+    def close(self) -> None:
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            result = close()
+            if asyncio.iscoroutine(result):
+                self.bridge.run(result)
+
+
+def _is_async_method(obj: object, name: str) -> bool:
+    return asyncio.iscoroutinefunction(getattr(obj, name, None))
+
+
+def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
+    """A sync store for the engine core: sync stores pass through, async ones bridge.
+
+    Args:
+        store: A sync ``MemoryStore`` or an ``AsyncMemoryStore`` (async ``save``).
+        bridge: Loop bridge used to run the async store's coroutines.
+
+    Returns:
+        ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
+        (called directly from the engine's thread), else a sync facade over it.
+    """
+    if isinstance(store, SyncToAsyncStore):
+        return store.sync
+    return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
+
+
+def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
+    """A sync embedder for the engine core: sync ones pass through, async ones bridge.
+
+    Args:
+        embedder: A sync ``Embedder`` or an ``AsyncEmbedder`` (async ``embed``).
+        bridge: Loop bridge used to run the async embedder's coroutines.
+
+    Returns:
+        ``embedder`` itself when sync, the wrapped embedder of a
+        :class:`SyncToAsyncEmbedder`, else a sync facade over it.
+    """
+    if isinstance(embedder, SyncToAsyncEmbedder):
+        return embedder.sync
+    if _is_async_method(embedder, "embed"):
+        return _AsyncToSyncEmbedder(embedder, bridge)
+    return embedder
+
+
+def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
+    """A sync appraisal engine for the engine core (None passes through).
+
+    Args:
+        engine: A sync or async appraisal engine (async ``appraise``), or None.
+        bridge: Loop bridge used to run the async engine's coroutines.
+
+    Returns:
+        ``engine`` itself when None or sync, the wrapped engine of a
+        :class:`SyncToAsyncAppraisalEngine`, else a sync facade over it.
+    """
+    if isinstance(engine, SyncToAsyncAppraisalEngine):
+        return engine.sync
+    if engine is not None and _is_async_method(engine, "appraise"):
+        return _AsyncToSyncAppraisal(engine, bridge)
+    return engine
