@@ -312,3 +312,60 @@ def test_link_cosine_is_bit_for_bit_the_numpy_formula() -> None:
         _cosine(a, a[:-1])
     with pytest.raises(ValueError, match="length mismatch"):
         _cosine([0.0] * 8, a[:-1])  # checked before the zero norm, as before
+
+
+@pytest.mark.parametrize("config", list(CONFIGS), ids=list(CONFIGS))
+def test_per_item_affects_equal_repeated_encode_with_affect(config: str) -> None:
+    """``encode_batch(..., affect=[...])`` = one ``encode(t, affect=a)`` per item (None:
+    ``encode(t)``), in order, with the same clock: same memories, links and state."""
+    batch_texts = texts(40, 9)
+    rng = np.random.default_rng(9)
+    affects: list[CoreAffect | None] = [
+        None if i % 3 == 0 else CoreAffect(valence=float(rng.uniform(-1, 1)),
+                                           arousal=float(rng.uniform(0, 1)),
+                                           dominance=float(rng.uniform(0, 1)))
+        for i in range(len(batch_texts))
+    ]
+    batched = make(InMemoryStore(), CONFIGS[config])
+    got = batched.encode_batch(batch_texts, affect=affects)
+    one_by_one = make(InMemoryStore(), CONFIGS[config])
+    for text, affect in zip(batch_texts, affects, strict=True):
+        if affect is None:
+            one_by_one.encode(text)
+        else:
+            one_by_one.encode(text, affect=affect)
+    assert canon(batched) == canon(one_by_one)
+    assert [m.tag.core_affect for m in got] == [m.tag.core_affect for m in one_by_one.list_all()]
+    # one affect for every item = that affect repeated
+    same = make(InMemoryStore(), CONFIGS[config])
+    same.encode_batch(batch_texts[:5], affect=affects[1])
+    repeated = make(InMemoryStore(), CONFIGS[config])
+    repeated.encode_batch(batch_texts[:5], affect=[affects[1]] * 5)
+    assert canon(same) == canon(repeated)
+
+
+@pytest.mark.parametrize(("affect", "error", "message"), [
+    ("calm", TypeError, "affect must be a CoreAffect"),
+    ({"valence": 0.1}, TypeError, "affect must be a CoreAffect"),
+    ([CoreAffect(valence=0.1, arousal=0.2)], ValueError, "one entry per content (2)"),
+    ([None, {"valence": 0.1}], TypeError, "affect[1]"),
+])
+def test_bad_per_item_affects_store_nothing(affect: Any, error: type, message: str) -> None:
+    engine = make(InMemoryStore(), CONFIGS["default"])
+    state = engine.save_state()
+    with pytest.raises(error) as info:
+        engine.encode_batch(["a", "b"], affect=affect)
+    assert message in str(info.value)
+    assert len(engine) == 0 and engine.save_state() == state
+
+
+def test_async_encode_batch_takes_per_item_affects() -> None:
+    batch_texts = texts(6, 10)
+    affects = [None, CoreAffect(valence=0.4, arousal=0.3), None,
+               CoreAffect(valence=-0.9, arousal=0.8), None, None]
+    sync = make(InMemoryStore(), CONFIGS["default"])
+    sync.encode_batch(batch_texts, affect=affects)
+    engine = make(InMemoryStore(), CONFIGS["default"])
+    asyncio.run(AsyncEmotionalMemory.from_engine(engine).encode_batch(batch_texts,
+                                                                      affect=affects))
+    assert canon(engine) == canon(sync)

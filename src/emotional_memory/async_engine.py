@@ -253,6 +253,7 @@ class AsyncEmotionalMemory:
         metadata: Sequence[dict[str, Any] | None] | None = None,
         *,
         expires_at: datetime | Sequence[datetime | None] | None = None,
+        affect: CoreAffect | Sequence[CoreAffect | None] | None = None,
     ) -> list[Memory]:
         """See :meth:`EmotionalMemory.encode_batch`.
 
@@ -260,6 +261,7 @@ class AsyncEmotionalMemory:
             contents: Event texts.
             metadata: Optional per-event metadata (same length as ``contents``).
             expires_at: Optional expiry, one for all or one per content.
+            affect: Optional event affects, one for all or one (or None) per content.
 
         With an async appraisal engine, the batch's appraisals run concurrently first,
         at most ``config.appraisal_max_concurrency`` at a time (as in the original);
@@ -278,9 +280,13 @@ class AsyncEmotionalMemory:
             or isinstance(contents, str)
             or not all(isinstance(c, str) for c in contents)
             or (metadata is not None and len(metadata) != len(contents))
+            or affect is not None
         ):
-            # Nothing to overlap, or bad input the engine itself reports.
-            return await self._run(engine.encode_batch, contents, metadata, expires_at=expires_at)
+            # Nothing to overlap, bad input the engine itself reports, or given affects
+            # (the events without one are appraised in order, through the bridge).
+            return await self._run(
+                engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
+            )
         texts = list(contents)
         metas = list(metadata) if metadata is not None else [None] * len(texts)
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)

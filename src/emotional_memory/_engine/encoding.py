@@ -43,6 +43,36 @@ def _check_expiry(value: object, field: str) -> datetime | None:
     return value.astimezone(UTC)
 
 
+def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
+    """``encode_batch``'s ``affect`` argument as one affect (or None) per content.
+
+    Args:
+        affect: None, one :class:`CoreAffect` for every content, or a sequence of
+            ``count`` affects or Nones.
+        count: the number of contents.
+
+    Returns:
+        ``count`` entries.
+
+    Raises:
+        TypeError: a value that is none of these (the entry is named).
+        ValueError: a sequence of another length.
+    """
+    if affect is None or isinstance(affect, CoreAffect):
+        return [affect] * count
+    if isinstance(affect, str | dict) or not isinstance(affect, Sequence):
+        raise TypeError(
+            "affect must be a CoreAffect, one (or None) per content, or None; got "
+            f"{type(affect).__name__}"
+        )
+    if len(affect) != count:
+        raise ValueError(f"affect must have one entry per content ({count}), got {len(affect)}")
+    for i, a in enumerate(affect):
+        if a is not None and not isinstance(a, CoreAffect):
+            raise TypeError(f"affect[{i}] must be a CoreAffect or None, got {type(a).__name__}")
+    return list(affect)
+
+
 class EncodingMixin(StateMixin):
     """encode, encode_batch, observe and elaborate, with resonance linking (SPEC 7)."""
 
@@ -285,6 +315,7 @@ class EncodingMixin(StateMixin):
         metadata: Sequence[dict[str, Any] | None] | None = None,
         *,
         expires_at: datetime | Sequence[datetime | None] | None = None,
+        affect: CoreAffect | Sequence[CoreAffect | None] | None = None,
     ) -> list[Memory]:
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
@@ -304,6 +335,10 @@ class EncodingMixin(StateMixin):
             metadata: optional per-event metadata (same length as ``contents``).
             expires_at: optional expiry: one aware datetime for every memory, or one
                 (or None) per content.
+
+            affect: opt-in event affects, as ``encode(..., affect=)`` takes one: a
+                :class:`CoreAffect` for every memory, or one (or None: the current
+                state's, as without ``affect``) per content.
 
         Returns:
             The stored memories, in order.
@@ -342,6 +377,7 @@ class EncodingMixin(StateMixin):
             )
         else:
             expiries = [_check_expiry(e, f"expires_at[{i}]") for i, e in enumerate(expires_at)]
+        affects = _per_item_affects(affect, len(texts))
         if not texts:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
@@ -365,10 +401,12 @@ class EncodingMixin(StateMixin):
         def prepared() -> Iterator[Memory]:
             """The batch's memories, prepared one at a time as they are consumed."""
             nonlocal state
-            for text, vec, meta, expires in zip(texts, vectors, metas, expiries, strict=True):
+            for text, vec, meta, expires, event in zip(
+                texts, vectors, metas, expiries, affects, strict=True
+            ):
                 emb = None if vec is None else vec.tolist()  # what _clean_embedding gives
                 memory, state = self._prepare(
-                    state, text, emb, None, meta, None, self._now(), expires
+                    state, text, emb, None, meta, event, self._now(), expires
                 )
                 yield memory
 

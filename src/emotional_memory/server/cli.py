@@ -1,0 +1,255 @@
+"""The ``emotional-memory`` command: ``serve`` (REST + MCP over HTTP) and ``mcp`` (stdio).
+
+::
+
+    emotional-memory serve --store sqlite:///memories.db --keys KEYS.json
+    emotional-memory serve --no-auth                      # loopback only
+    emotional-memory mcp --store sqlite:///memories.db --scope alice
+
+``serve`` refuses to start without ``--keys`` unless told ``--no-auth`` on a loopback
+address. Nothing secret is printed: store URLs are shown with their password
+replaced, keys never.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["build_service", "is_loopback", "main"]
+
+EMBEDDERS = ("hashing", "minilm")
+_SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
+
+
+class UsageError(Exception):
+    """A command line the service refuses (the message says why)."""
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost`` or a loopback address).
+
+    Args:
+        host: the ``--host`` value.
+
+    Returns:
+        True for ``localhost``, ``127.0.0.0/8`` and ``::1``.
+    """
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="emotional-memory",
+        description="Emotional memory as a service: REST and MCP over HTTP, or MCP over stdio.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", default="memory://",
+                       help="memory:// (default), sqlite:///PATH, postgresql://USER@HOST/DB, "
+                       "qdrant://HOST:PORT/COLLECTION or chroma://HOST:PORT/COLLECTION")
+        p.add_argument("--state", metavar="URL",
+                       help="where the affective states live (memory://, sqlite:///PATH, "
+                       "redis://HOST:PORT/DB); default: beside the memories (SQLite, "
+                       "PostgreSQL), else in memory")
+        p.add_argument("--embedder", choices=EMBEDDERS, default="hashing",
+                       help="text embedder (minilm needs `make minilm`)")
+        p.add_argument("--config", metavar="CONFIG.json",
+                       help="an EmotionalMemoryConfig JSON (e.g. from `python -m training fit`)")
+        p.add_argument("--log-level", default="info",
+                       choices=("critical", "error", "warning", "info", "debug"))
+
+    serve = sub.add_parser("serve", help="serve REST under /v1 and MCP at /mcp over HTTP")
+    common(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument("--keys", metavar="KEYS.json",
+                       help='API keys: {"<key>": {"scope": ["alice"]}, ...}')
+    serve.add_argument("--no-auth", action="store_true",
+                       help="serve without keys, every request as the root (loopback only)")
+    serve.add_argument("--max-body-bytes", type=int, default=None,
+                       help="largest request body (default 32 MiB)")
+
+    mcp = sub.add_parser("mcp", help="serve MCP over stdio (for desktop agents)")
+    common(mcp)
+    mcp.add_argument("--scope", action="append", default=[], metavar="PART",
+                     help="scope path part; repeat to nest (default: the root)")
+    return parser
+
+
+def build_service(
+    store_url: str, embedder: str, config_path: str | None, state_url: str | None = None
+) -> Any:
+    """The :class:`~emotional_memory.server.service.MemoryService` a command line names.
+
+    Args:
+        store_url: the ``--store`` URL.
+        embedder: ``"hashing"`` or ``"minilm"``.
+        config_path: an ``EmotionalMemoryConfig`` JSON file, or None for the defaults.
+        state_url: the ``--state`` URL, or None for the store's default.
+
+    Returns:
+        The service (its engine labels every memory with its Plutchik emotion, so
+        ``emotion`` filters work).
+
+    Raises:
+        UsageError: a config file that cannot be read or is invalid, an unknown
+            embedder, or a store URL that cannot be opened.
+    """
+    from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+    from emotional_memory.server.service import MemoryService
+    from emotional_memory.server.stores import StoreURLError, open_store
+
+    config = EmotionalMemoryConfig()
+    if config_path is not None:
+        try:
+            with open(config_path, encoding="utf-8") as fh:
+                config = EmotionalMemoryConfig.model_validate_json(fh.read())
+        except OSError as exc:
+            raise UsageError(f"cannot read --config {config_path!r}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise UsageError(f"--config {config_path!r} is not a valid config: {exc}") from None
+    config = config.model_copy(update={"auto_categorize": True})
+    if embedder == "hashing":
+        from emotional_memory.embedders import HashingEmbedder
+
+        text_embedder: Any = HashingEmbedder()
+    elif embedder == "minilm":
+        try:
+            from emotional_memory.embedders import MiniLMEmbedder
+
+            text_embedder = MiniLMEmbedder()
+        except ImportError as exc:
+            raise UsageError(f"--embedder minilm: {exc}") from None
+    else:
+        raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
+    try:
+        opened = open_store(store_url, state_url)
+    except StoreURLError as exc:
+        raise UsageError(f"--store/--state: {exc}") from None
+    if not callable(getattr(opened.state_store, "scoped", None)):
+        opened.close()
+        raise UsageError(
+            f"the state store {type(opened.state_store).__name__} cannot keep one state per "
+            "scope; give --state memory://, sqlite:///PATH or redis://..."
+        )
+    if opened.durable and not opened.durable_state:
+        print("emotional-memory: note: the affective states are kept in process memory "
+              "(give --state sqlite:///PATH or redis://... to keep them)", file=sys.stderr)
+    try:
+        engine = EmotionalMemory(
+            opened.store, text_embedder, config=config, state_store=opened.state_store
+        )
+    except BaseException:
+        opened.close()
+        raise
+    return MemoryService(engine)
+
+
+def _serve(args: argparse.Namespace) -> None:
+    from emotional_memory.server.keys import KeyRing
+
+    if args.keys and args.no_auth:
+        raise UsageError("give either --keys or --no-auth, not both")
+    if not args.keys and not args.no_auth:
+        raise UsageError(
+            "refusing to start without API keys: give --keys KEYS.json "
+            '({"<key>": {"scope": ["alice"]}}), or --no-auth on a loopback address'
+        )
+    if args.no_auth and not is_loopback(args.host):
+        raise UsageError(f"--no-auth is allowed on a loopback address only, not {args.host!r}")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    keys = None
+    if args.keys:
+        try:
+            keys = KeyRing.load(args.keys)
+        except OSError as exc:
+            raise UsageError(f"cannot read --keys {args.keys!r}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+
+    import uvicorn
+
+    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, build_app
+    from emotional_memory.server.stores import redact_url
+
+    service = build_service(args.store, args.embedder, args.config, args.state)
+    limit = args.max_body_bytes if args.max_body_bytes is not None else DEFAULT_MAX_BODY_BYTES
+    if limit < 1:
+        raise UsageError(f"--max-body-bytes must be >= 1, got {limit}")
+    app = build_app(service, keys, host=args.host, max_body_bytes=limit)
+    auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
+    print(
+        f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
+        f"store {redact_url(args.store)}; embedder {args.embedder}; {auth})",
+        file=sys.stderr, flush=True,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                server_header=False, lifespan="on")
+
+
+def _mcp_stdio(args: argparse.Namespace) -> None:
+    import anyio
+
+    from emotional_memory.server.keys import scope_path
+    from emotional_memory.server.mcp_tools import build_mcp, fixed_principal
+
+    try:
+        path = scope_path("--scope", list(args.scope))
+    except (TypeError, ValueError) as exc:
+        raise UsageError(str(exc)) from None
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
+    service = build_service(args.store, args.embedder, args.config, args.state)
+
+    async def run() -> None:
+        try:
+            await build_mcp(service, fixed_principal(path)).run_stdio_async()
+        finally:
+            await service.close()
+
+    anyio.run(run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``emotional-memory`` command.
+
+    Args:
+        argv: the arguments (default ``sys.argv[1:]``).
+
+    Returns:
+        The exit status: 0 after a clean shutdown, 2 for a refused command line.
+    """
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            _serve(args)
+        else:
+            _mcp_stdio(args)
+    except UsageError as exc:
+        print(f"emotional-memory: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if exc.name not in _SERVER_MODULES:
+            raise
+        print(
+            f"emotional-memory: error: {exc.name} is not installed; install the "
+            "service's extra: pip install 'emotional-memory-jax[server]'",
+            file=sys.stderr,
+        )
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

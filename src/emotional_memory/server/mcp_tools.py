@@ -1,0 +1,248 @@
+"""The MCP server: tools ``remember``, ``recall``, ``forget``, ``mood``, ``set_mood``.
+
+Built with the official ``mcp`` SDK (``mcp.server.mcpserver.MCPServer``). Each tool
+is one service call in the caller's scope and answers with text an LLM reads plus
+structured content (with a published output schema). Over HTTP (mounted at ``/mcp``
+by :mod:`emotional_memory.server.app`) the scope is the API key's, found on the HTTP
+request the auth middleware authenticated; over stdio (``emotional-memory mcp
+--scope alice``) it is fixed at start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
+from emotional_memory.server.schemas import (
+    MAX_TOP_K,
+    MemoryOut,
+    ResultOut,
+    StateOut,
+    finite_json,
+    memory_out,
+    result_out,
+    state_out,
+)
+from emotional_memory.server.service import BatchItem, MemoryService
+
+__all__ = ["ForgetOut", "RecallOut", "build_mcp", "fixed_principal", "http_principal"]
+
+PrincipalOf = Callable[[Context], Principal]
+_WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
+
+
+class RecallOut(BaseModel):
+    """What ``recall`` found, best first."""
+
+    results: list[ResultOut]
+
+
+class ForgetOut(BaseModel):
+    """What ``forget`` deleted."""
+
+    id: str
+    deleted: bool
+
+
+def http_principal(ctx: Context) -> Principal:
+    """The principal the auth middleware attached to the HTTP request of this call.
+
+    Args:
+        ctx: the tool call's context.
+
+    Returns:
+        The principal.
+
+    Raises:
+        ToolError: the call did not come through the authenticated HTTP app.
+    """
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    principal = scope.get(PRINCIPAL_KEY) if isinstance(scope, dict) else None
+    if not isinstance(principal, Principal):
+        raise ToolError("this call is not authenticated")
+    return principal
+
+
+def fixed_principal(path: tuple[str, ...]) -> PrincipalOf:
+    """A resolver that puts every call in scope ``path`` (the stdio server).
+
+    Args:
+        path: the scope path.
+
+    Returns:
+        The resolver.
+    """
+    principal = Principal(path, "stdio")
+    return lambda ctx: principal
+
+
+def _text(content: str, structured: BaseModel) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=content)],
+        structured_content=structured.model_dump(mode="json"),
+    )
+
+
+async def _guarded(call: Awaitable[Any]) -> Any:
+    """Await a service call; bad input -> a ToolError the model can read."""
+    try:
+        return await call
+    except (TypeError, ValueError) as exc:
+        raise ToolError(f"invalid input: {exc}") from None
+
+
+def _affect(m: MemoryOut) -> str:
+    a = m.affect
+    label = f", {m.emotion.name}" if m.emotion is not None else ""
+    return f"valence {a.valence:+.2f}, arousal {a.arousal:.2f}{label}"
+
+
+def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
+    """The MCP server with the memory tools.
+
+    Args:
+        service: the service the tools call.
+        principal_of: finds the caller's principal from a tool call's context.
+
+    Returns:
+        The configured ``MCPServer`` (serve it over stdio, or mount its streamable
+        HTTP app).
+    """
+    mcp = MCPServer(
+        "emotional-memory",
+        instructions=(
+            "Long-term memory with feelings. Call `remember` to store something worth "
+            "keeping (with how it felt, via set_mood or the current mood), `recall` to find "
+            "memories relevant to a question (ranked by meaning and by the current mood), "
+            "`forget` to delete one by id, `mood` to read the current affective state and "
+            "`set_mood` when the user's feelings change."
+        ),
+        log_level="WARNING",
+    )
+
+    @mcp.tool(
+        description=(
+            "Store a memory: a short, self-contained statement worth recalling later "
+            "(a fact, an event, a preference). The current mood is stored with it. "
+            "Returns the new memory with its id."
+        ),
+        annotations=_WRITES,
+    )
+    async def remember(
+        ctx: Context,
+        content: Annotated[str, Field(description="The text to remember.", min_length=1)],
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description="Optional JSON object stored with it (e.g. {\"topic\": \"work\"})."),
+        ] = None,
+    ) -> Annotated[CallToolResult, MemoryOut]:
+        principal = principal_of(ctx)
+        if metadata is not None:
+            try:
+                finite_json("metadata", metadata)
+            except ValueError as exc:
+                raise ToolError(f"invalid input: {exc}") from None
+        memory = await _guarded(service.remember(principal.scope, BatchItem(content, metadata)))
+        out = memory_out(memory, principal.scope)
+        return _text(f"Remembered (id {out.id}; {_affect(out)}): {out.content}", out)
+
+    @mcp.tool(
+        description=(
+            "Find the memories most relevant to a query, ranked by meaning and by the "
+            "current mood. Optional `where` filters on metadata or built-ins, e.g. "
+            "{\"topic\": \"work\"} or {\"valence\": {\"$lt\": 0}}. Returns each memory's id, "
+            "text and score."
+        ),
+        annotations=_WRITES,
+    )
+    async def recall(
+        ctx: Context,
+        query: Annotated[str, Field(description="What to look for, in natural language.")],
+        top_k: Annotated[
+            int, Field(description="How many memories at most.", ge=1, le=MAX_TOP_K)
+        ] = 5,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(description="Optional filter: {field: value} or {field: {$op: value}}; "
+                  "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or."),
+        ] = None,
+    ) -> Annotated[CallToolResult, RecallOut]:
+        principal = principal_of(ctx)
+        found = await _guarded(service.search(principal.scope, query, top_k, where))
+        out = RecallOut(results=[result_out(f, principal.scope, False) for f in found])
+        if not out.results:
+            return _text("No memories found.", out)
+        lines = [
+            f"{i}. [{r.score:.3f}] {r.content} (id {r.id}; {_affect(r)})"
+            for i, r in enumerate(out.results, start=1)
+        ]
+        return _text("\n".join(lines), out)
+
+    @mcp.tool(
+        description="Delete a memory by its id (as returned by remember or recall).",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
+    )
+    async def forget(
+        ctx: Context,
+        id: Annotated[str, Field(description="The memory's id.")],
+    ) -> Annotated[CallToolResult, ForgetOut]:
+        principal = principal_of(ctx)
+        if not await _guarded(service.delete(principal.scope, id)):
+            raise ToolError(f"no memory with id {id!r} in this scope")
+        return _text(f"Forgot memory {id}.", ForgetOut(id=id, deleted=True))
+
+    @mcp.tool(
+        description=(
+            "The current affective state: core affect (valence -1..1, arousal 0..1, "
+            "dominance 0..1), its momentum, and the slower-moving mood."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True),
+    )
+    async def mood(ctx: Context) -> Annotated[CallToolResult, StateOut]:
+        principal = principal_of(ctx)
+        out = state_out(service.state(principal.scope))
+        m = out.mood
+        return _text(
+            f"Mood: valence {m.valence:+.2f}, arousal {m.arousal:.2f}, dominance "
+            f"{m.dominance:.2f} (current affect valence {out.core_affect.valence:+.2f}, "
+            f"arousal {out.core_affect.arousal:.2f}).",
+            out,
+        )
+
+    @mcp.tool(
+        description=(
+            "Record how the user feels now; the mood follows gradually and colours what "
+            "is remembered and recalled next. valence: -1 (very unpleasant) to 1 (very "
+            "pleasant); arousal: 0 (calm) to 1 (excited)."
+        ),
+        annotations=_WRITES,
+    )
+    async def set_mood(
+        ctx: Context,
+        valence: Annotated[float, Field(description="Pleasantness, -1..1.", ge=-1.0, le=1.0,
+                                        allow_inf_nan=False)],
+        arousal: Annotated[float, Field(description="Activation, 0..1.", ge=0.0, le=1.0,
+                                        allow_inf_nan=False)],
+        dominance: Annotated[float, Field(description="Sense of control, 0..1.", ge=0.0, le=1.0,
+                                          allow_inf_nan=False)] = 0.5,
+    ) -> Annotated[CallToolResult, StateOut]:
+        from emotional_memory.affect import CoreAffect
+
+        principal = principal_of(ctx)
+        affect = CoreAffect(valence=valence, arousal=arousal, dominance=dominance)
+        out = state_out(await _guarded(service.set_affect(principal.scope, affect)))
+        m = out.mood
+        return _text(
+            f"Affect set to valence {valence:+.2f}, arousal {arousal:.2f}; mood now valence "
+            f"{m.valence:+.2f}, arousal {m.arousal:.2f}.",
+            out,
+        )
+
+    return mcp

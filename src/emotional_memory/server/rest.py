@@ -1,0 +1,194 @@
+"""The REST API under ``/v1``: each route checks its input and makes one service call.
+
+Routes get the caller's :class:`~emotional_memory.server.keys.Principal` from the
+auth middleware (:mod:`emotional_memory.server.app`) and work in its scope, narrowed
+by the request's ``scope``. A memory outside that scope answers as an unknown id
+(404).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+
+from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
+from emotional_memory.server.schemas import (
+    MAX_LIST,
+    BatchIn,
+    ErrorOut,
+    MemoriesOut,
+    MemoryIn,
+    MemoryOut,
+    SearchIn,
+    SearchOut,
+    StateAffectIn,
+    StateOut,
+    memory_out,
+    result_out,
+    state_out,
+)
+from emotional_memory.server.service import BatchItem, MemoryService
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorOut, "description": "Malformed JSON."},
+    401: {"model": ErrorOut, "description": "No API key, or an unknown one."},
+    422: {"model": ErrorOut, "description": "An invalid value; detail names the field."},
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
+}
+
+ScopeQuery = Annotated[
+    list[str] | None,
+    Query(description="Sub-scope (repeat for each part), appended to the key's scope."),
+]
+
+
+def principal_of(request: Request) -> Principal:
+    """The caller the auth middleware authenticated.
+
+    Args:
+        request: the request.
+
+    Returns:
+        Its principal.
+    """
+    principal: Principal = request.scope[PRINCIPAL_KEY]
+    return principal
+
+
+def _service(request: Request) -> MemoryService:
+    service: MemoryService = request.app.state.service
+    return service
+
+
+def _scope(
+    request: Request, requested: list[str] | None, loc: str
+) -> tuple[Principal, tuple[str, ...]]:
+    principal = principal_of(request)
+    try:
+        return principal, narrowed(principal, requested)
+    except (TypeError, ValueError) as exc:
+        raise HTTPException(
+            422,
+            [{"loc": [loc, "scope"], "msg": str(exc), "type": "value_error"}],
+        ) from None
+
+
+def _where_query(where: str | None) -> dict[str, Any] | None:
+    if where is None:
+        return None
+    try:
+        parsed = json.loads(where)
+    except json.JSONDecodeError:
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, "query parameter where is not valid JSON"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise HTTPException(
+            422,
+            [{"loc": ["query", "where"], "msg": "where must be a JSON object",
+              "type": "value_error"}],
+        )
+    return parsed
+
+
+def _not_found(memory_id: str) -> HTTPException:
+    return HTTPException(status.HTTP_404_NOT_FOUND, f"no memory {memory_id!r} in this scope")
+
+
+router = APIRouter(prefix="/v1", responses=_ERRORS)
+
+
+@router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=MemoryOut)
+async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
+    """Store one memory with its affective fingerprint."""
+    principal, path = _scope(request, body.scope, "body")
+    item = BatchItem(
+        body.content,
+        body.metadata,
+        body.affect.core_affect() if body.affect is not None else None,
+        body.expires_at,
+    )
+    memory = await _service(request).remember(path, item)
+    return memory_out(memory, principal.scope)
+
+
+@router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut)
+async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
+    """Store many memories in one transaction: all of them or, on any error, none."""
+    principal, path = _scope(request, body.scope, "body")
+    items = [
+        BatchItem(
+            it.content,
+            it.metadata,
+            it.affect.core_affect() if it.affect is not None else None,
+            it.expires_at,
+        )
+        for it in body.items
+    ]
+    memories = await _service(request).remember_batch(path, items)
+    return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
+
+
+@router.post("/search", response_model=SearchOut)
+async def search(body: SearchIn, request: Request) -> SearchOut:
+    """Retrieve the memories that best match a query under the scope's current mood."""
+    principal, path = _scope(request, body.scope, "body")
+    found = await _service(request).search(path, body.query, body.top_k, body.where)
+    return SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
+
+
+@router.get("/memories/{memory_id}", response_model=MemoryOut, responses=_NOT_FOUND)
+async def get_memory(memory_id: str, request: Request, scope: ScopeQuery = None) -> MemoryOut:
+    """One memory by id (404 when absent or outside the key's scope)."""
+    principal, path = _scope(request, scope, "query")
+    memory = await _service(request).get(path, memory_id)
+    if memory is None:
+        raise _not_found(memory_id)
+    return memory_out(memory, principal.scope)
+
+
+@router.delete(
+    "/memories/{memory_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_NOT_FOUND,
+)
+async def delete_memory(memory_id: str, request: Request, scope: ScopeQuery = None) -> Response:
+    """Delete one memory and every link to it (404 when absent or outside the scope)."""
+    _, path = _scope(request, scope, "query")
+    if not await _service(request).delete(path, memory_id):
+        raise _not_found(memory_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.get("/memories", response_model=MemoriesOut)
+async def list_memories(
+    request: Request,
+    where: Annotated[str | None, Query(description="A JSON filter (see POST /v1/search).")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    scope: ScopeQuery = None,
+) -> MemoriesOut:
+    """The scope's memories in insertion order, optionally filtered, one page."""
+    principal, path = _scope(request, scope, "query")
+    memories = await _service(request).list(path, _where_query(where), limit, offset)
+    return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
+
+
+@router.get("/state", response_model=StateOut)
+async def get_state(request: Request, scope: ScopeQuery = None) -> StateOut:
+    """The scope's affective state: core affect, momentum and mood."""
+    _, path = _scope(request, scope, "query")
+    return state_out(_service(request).state(path))
+
+
+@router.put("/state/affect", response_model=StateOut)
+async def put_affect(body: StateAffectIn, request: Request) -> StateOut:
+    """Feed an observed affect into the scope's state; momentum and mood follow."""
+    _, path = _scope(request, body.scope, "body")
+    state = await _service(request).set_affect(path, body.core_affect())
+    return state_out(state)

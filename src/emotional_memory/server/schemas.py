@@ -1,0 +1,254 @@
+"""The JSON shapes of the REST API (request bodies and responses), as pydantic models.
+
+Requests reject unknown fields and values out of range (422 naming the field);
+responses are built from the library's objects by :func:`memory_out`,
+:func:`result_out` and :func:`state_out`. FastAPI publishes all of them in
+``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictStr,
+    field_validator,
+)
+
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.categorize import EmotionLabel
+from emotional_memory.models import Memory
+from emotional_memory.mood import MoodField
+from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
+from emotional_memory.state import AffectiveState
+
+MAX_BATCH = 10_000
+"""Most items one ``POST /v1/memories/batch`` takes."""
+MAX_LIST = 10_000
+"""Largest ``limit`` of ``GET /v1/memories``."""
+MAX_TOP_K = 1_000
+"""Largest ``top_k`` of ``POST /v1/search``."""
+
+ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
+Scope = Annotated[
+    list[ScopePart] | None,
+    Field(
+        default=None,
+        max_length=32,
+        description="Sub-scope to work in, appended to the API key's scope path "
+        "(never leaves it). Omitted or [] = the key's own scope.",
+    ),
+]
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+
+
+def finite_json(path: str, value: Any) -> None:
+    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them).
+
+    Args:
+        path: the field's name, for the message (``metadata``, ``where``).
+        value: parsed JSON data.
+
+    Raises:
+        ValueError: a non-finite float, named by its path (``metadata.a[2]``).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{path} must be a finite number, got {value}")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            finite_json(f"{path}.{k}", v)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            finite_json(f"{path}[{i}]", v)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AffectIn(_Strict):
+    """A point in valence/arousal/dominance space."""
+
+    valence: Annotated[Finite, Field(ge=-1.0, le=1.0, description="Pleasantness, -1..1.")]
+    arousal: Annotated[Finite, Field(ge=0.0, le=1.0, description="Activation, 0..1.")]
+    dominance: Annotated[
+        Finite, Field(ge=0.0, le=1.0, description="Sense of control, 0..1.")
+    ] = 0.5
+
+    def core_affect(self) -> CoreAffect:
+        """The library's value object."""
+        return CoreAffect(valence=self.valence, arousal=self.arousal, dominance=self.dominance)
+
+
+class ItemIn(_Strict):
+    """One memory to store."""
+
+    content: Annotated[StrictStr, Field(description="The event text.")]
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="JSON object stored with the memory (filterable with where)."
+    )
+    affect: AffectIn | None = Field(
+        default=None,
+        description="The event's own affect; omitted: the scope's current affective state.",
+    )
+    expires_at: AwareDatetime | None = Field(
+        default=None, description="ISO-8601 time with offset after which the memory is invisible."
+    )
+
+    @field_validator("metadata")
+    @classmethod
+    def _finite_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            finite_json("metadata", v)
+        return v
+
+
+class MemoryIn(ItemIn):
+    """``POST /v1/memories``."""
+
+    scope: Scope = None
+
+
+class BatchIn(_Strict):
+    """``POST /v1/memories/batch``: stored in one transaction, all or none."""
+
+    items: list[ItemIn] = Field(min_length=1, max_length=MAX_BATCH)
+    scope: Scope = None
+
+
+class SearchIn(_Strict):
+    """``POST /v1/search``."""
+
+    query: StrictStr
+    top_k: Annotated[int, Field(strict=True, ge=1, le=MAX_TOP_K)] = 5
+    where: dict[str, Any] | None = Field(
+        default=None,
+        description='Filter: {"field": value}, $eq $ne $gt $gte $lt $lte $in $nin $exists, '
+        "$and, $or; fields are metadata keys (dotted paths) and timestamp, valence, arousal, "
+        "dominance, emotion, retrieval_count.",
+    )
+    explain: StrictBool = Field(default=False, description="Add each result's score breakdown.")
+    scope: Scope = None
+
+    @field_validator("where")
+    @classmethod
+    def _finite_where(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            finite_json("where", v)
+        return v
+
+
+class StateAffectIn(AffectIn):
+    """``PUT /v1/state/affect``."""
+
+    scope: Scope = None
+
+
+class MemoryOut(BaseModel):
+    """A stored memory."""
+
+    id: str
+    content: str
+    metadata: dict[str, Any]
+    scope: list[str] = Field(description="Its scope path, relative to the API key's scope.")
+    timestamp: datetime
+    affect: CoreAffect
+    emotion: EmotionLabel | None = Field(description="Plutchik label of its affect.")
+    expires_at: datetime | None = None
+    retrieval_count: int
+
+
+class MemoriesOut(BaseModel):
+    """A list of memories."""
+
+    memories: list[MemoryOut]
+
+
+class ResultOut(MemoryOut):
+    """A search result: the memory (after retrieval), its score and, on request, why."""
+
+    score: float
+    breakdown: RetrievalBreakdown | None = None
+
+
+class SearchOut(BaseModel):
+    """``POST /v1/search`` response, best first."""
+
+    results: list[ResultOut]
+
+
+class StateOut(BaseModel):
+    """A scope's affective state."""
+
+    core_affect: CoreAffect
+    momentum: AffectiveMomentum
+    mood: MoodField
+
+
+class ErrorOut(BaseModel):
+    """Any error: ``detail`` is a message, or a list of ``{loc, msg, type}`` per field."""
+
+    detail: str | list[dict[str, Any]]
+
+
+def _relative(scope: tuple[str, ...], base: tuple[str, ...]) -> list[str]:
+    return list(scope[len(base):]) if scope[: len(base)] == base else list(scope)
+
+
+def memory_fields(memory: Memory, base: tuple[str, ...]) -> dict[str, Any]:
+    """The :class:`MemoryOut` fields of a memory.
+
+    Args:
+        memory: the library's memory.
+        base: the API key's scope path (the memory's scope is shown relative to it).
+
+    Returns:
+        A dict for :class:`MemoryOut` / :class:`ResultOut`.
+    """
+    tag = memory.tag
+    return {
+        "id": memory.id,
+        "content": memory.content,
+        "metadata": memory.metadata,
+        "scope": _relative(tuple(getattr(memory, "scope", ())), base),
+        "timestamp": tag.timestamp,
+        "affect": tag.core_affect,
+        "emotion": tag.emotion_label,
+        "expires_at": getattr(memory, "expires_at", None),
+        "retrieval_count": tag.retrieval_count,
+    }
+
+
+def memory_out(memory: Memory, base: tuple[str, ...]) -> MemoryOut:
+    """The response shape of a memory (see :func:`memory_fields`)."""
+    return MemoryOut(**memory_fields(memory, base))
+
+
+def result_out(found: RetrievalExplanation, base: tuple[str, ...], explain: bool) -> ResultOut:
+    """The response shape of one retrieval result.
+
+    Args:
+        found: the library's explanation.
+        base: the API key's scope path.
+        explain: include the breakdown.
+
+    Returns:
+        The result.
+    """
+    return ResultOut(
+        **memory_fields(found.memory, base),
+        score=found.score,
+        breakdown=found.breakdown if explain else None,
+    )
+
+
+def state_out(state: AffectiveState) -> StateOut:
+    """The response shape of an affective state."""
+    return StateOut(core_affect=state.core_affect, momentum=state.momentum, mood=state.mood)

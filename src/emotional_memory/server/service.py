@@ -1,0 +1,243 @@
+"""The service's one engine and its scoped views, and what REST and MCP ask of them.
+
+The service runs one :class:`~emotional_memory.async_engine.AsyncEmotionalMemory`
+over the opened store; each scope path gets a view of it
+(``AsyncEmotionalMemory.scoped(*path)``: same store, embedder, config and lock, its
+own affective state persisted under its path). Every method below is one call on
+such a view; the REST routes and the MCP tools are thin wrappers around them.
+
+Concurrency model: the engine runs one operation at a time (its lock spans every
+view), each in a worker thread, so the event loop keeps accepting requests while
+one is served; requests queue in arrival order. See the README's "Service" section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from emotional_memory.affect import CoreAffect
+from emotional_memory.async_engine import AsyncEmotionalMemory
+from emotional_memory.engine import EmotionalMemory
+from emotional_memory.models import Memory
+from emotional_memory.retrieval import RetrievalExplanation
+from emotional_memory.state import AffectiveState
+
+__all__ = ["MAX_VIEWS", "BatchItem", "MemoryService"]
+
+MAX_VIEWS = 4096
+"""Idle scope views kept open; beyond that the least recently used idle one is dropped
+(its state is persisted, so it comes back as it was). A view serving a request is
+never dropped."""
+
+
+@dataclass(frozen=True)
+class BatchItem:
+    """One memory of a batch, as the library's ``encode`` takes it.
+
+    Attributes:
+        content: the text.
+        metadata: JSON metadata or None.
+        affect: the event's own affect or None (the current state's).
+        expires_at: aware expiry time or None.
+    """
+
+    content: str
+    metadata: dict[str, Any] | None = None
+    affect: CoreAffect | None = None
+    expires_at: datetime | None = None
+
+
+class MemoryService:
+    """One engine, a view per scope path, and the operations the service offers.
+
+    Args:
+        engine: the root engine (its store, embedder, config and state store serve
+            every scope).
+        max_views: scope views kept open (LRU).
+    """
+
+    def __init__(self, engine: EmotionalMemory, *, max_views: int = MAX_VIEWS) -> None:
+        if not isinstance(engine, EmotionalMemory):
+            raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
+        if max_views < 1:
+            raise ValueError(f"max_views must be >= 1, got {max_views}")
+        self.engine = engine
+        self.root = AsyncEmotionalMemory.from_engine(engine)
+        self.max_views = max_views
+        # path -> [view, requests using it]; least recently used first. Touched only
+        # on the event loop's thread, so no lock is needed.
+        self._views: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
+
+    def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
+        """The engine as scope ``path`` sees it (created on first use, then kept).
+
+        Call it on the event loop's thread (as the routes and tools do): one view per
+        path exists at a time, so a scope's affective state has one owner.
+
+        Args:
+            path: the scope path (``()``: the root engine itself).
+
+        Returns:
+            The async view.
+        """
+        if not path:
+            return self.root
+        view: AsyncEmotionalMemory = self._entry(path)[0]
+        self._evict(keep=path)
+        return view
+
+    def _entry(self, path: tuple[str, ...]) -> list[Any]:
+        """``[view, users]`` of ``path``, created when missing, marked most recent."""
+        entry = self._views.get(path)
+        if entry is None:
+            entry = [self.root.scoped(*path), 0]
+            self._views[path] = entry
+        else:
+            self._views.move_to_end(path)
+        return entry
+
+    def _evict(self, keep: tuple[str, ...] = ()) -> None:
+        """Drop least recently used idle views (not ``keep``) beyond ``max_views``."""
+        excess = len(self._views) - self.max_views
+        if excess <= 0:
+            return
+        idle = [p for p, (_, users) in self._views.items() if users == 0 and p != keep]
+        for p in idle[:excess]:
+            del self._views[p]
+
+    @contextlib.asynccontextmanager
+    async def _using(self, path: tuple[str, ...]) -> AsyncIterator[AsyncEmotionalMemory]:
+        """The view of ``path``, kept (never evicted) while the block runs."""
+        if not path:
+            yield self.root
+            return
+        entry = self._entry(path)
+        entry[1] += 1
+        self._evict()
+        try:
+            yield entry[0]
+        finally:
+            entry[1] -= 1
+            self._evict()
+
+    # ------------------------------------------------------------------ memories
+
+    async def remember(self, path: tuple[str, ...], item: BatchItem) -> Memory:
+        """Encode one memory in scope ``path``.
+
+        Args:
+            path: the scope.
+            item: what to store.
+
+        Returns:
+            The stored memory.
+        """
+        async with self._using(path) as view:
+            return await view.encode(
+                item.content, metadata=item.metadata, affect=item.affect,
+                expires_at=item.expires_at,
+            )
+
+    async def remember_batch(
+        self, path: tuple[str, ...], items: Sequence[BatchItem]
+    ) -> list[Memory]:
+        """Encode many memories in scope ``path`` in one transaction (all or none).
+
+        Args:
+            path: the scope.
+            items: what to store, in order.
+
+        Returns:
+            The stored memories, in order.
+        """
+        affects = [it.affect for it in items]
+        async with self._using(path) as view:
+            return await view.encode_batch(
+                [it.content for it in items],
+                [it.metadata for it in items],
+                expires_at=[it.expires_at for it in items],
+                affect=affects if any(a is not None for a in affects) else None,
+            )
+
+    async def search(
+        self,
+        path: tuple[str, ...],
+        query: str,
+        top_k: int,
+        where: dict[str, Any] | None = None,
+    ) -> list[RetrievalExplanation]:
+        """Retrieve with explanations in scope ``path``.
+
+        Args:
+            path: the scope.
+            query: the query text.
+            top_k: how many results at most.
+            where: optional metadata/built-in filter (the library's dialect).
+
+        Returns:
+            The ranked explanations (score and breakdown of each winner).
+        """
+        async with self._using(path) as view:
+            return await view.retrieve_with_explanations(query, top_k=top_k, where=where)
+
+    async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
+        """The memory with this id when scope ``path`` sees it, else None."""
+        async with self._using(path) as view:
+            return await view.get(memory_id)
+
+    async def delete(self, path: tuple[str, ...], memory_id: str) -> bool:
+        """Delete a memory scope ``path`` sees; False when it sees none with this id."""
+        async with self._using(path) as view:
+            return await view.delete(memory_id)
+
+    async def list(
+        self,
+        path: tuple[str, ...],
+        where: dict[str, Any] | None,
+        limit: int,
+        offset: int,
+    ) -> list[Memory]:
+        """Memories of scope ``path`` in insertion order, filtered, one page.
+
+        Args:
+            path: the scope.
+            where: optional filter.
+            limit: page size.
+            offset: memories skipped first.
+
+        Returns:
+            At most ``limit`` memories.
+        """
+        async with self._using(path) as view:
+            found = await view.list_all(where=where)
+        return found[offset:offset + limit]
+
+    # ------------------------------------------------------------------ state
+
+    def state(self, path: tuple[str, ...]) -> AffectiveState:
+        """The affective state of scope ``path`` (immutable; no lock needed)."""
+        return self.view(path).get_state()
+
+    async def set_affect(self, path: tuple[str, ...], affect: CoreAffect) -> AffectiveState:
+        """Feed an observed affect into scope ``path``'s state (mood follows).
+
+        Runs in a worker thread under the engine's lock, so it never interleaves
+        with a running operation (the async engine's own ``set_affect`` is
+        synchronous and, on the event loop, does not wait for the lock).
+
+        Returns:
+            The new state (persisted).
+        """
+        async with self._using(path) as view:
+            return await asyncio.to_thread(view.engine.set_affect, affect)
+
+    async def close(self) -> None:
+        """Close the engine (its store and state store)."""
+        await asyncio.to_thread(self.engine.close)
+
