@@ -1,0 +1,1243 @@
+"""A memory store in PostgreSQL with pgvector (extra ``postgres``).
+
+``PostgresStore(dsn)`` keeps memories in one table of a PostgreSQL database with the
+``vector`` extension, so several application servers (processes, hosts) share one
+bank: every engine operation is one transaction, and writers never lose each other's
+updates. It answers the engine's columnar protocol
+(:class:`~emotional_memory.stores.columnar.ColumnarStore`) straight from the rows: no
+:class:`~emotional_memory.models.Memory` is built for a retrieval candidate.
+
+The table (``{table}_memories``) holds each memory in typed columns:
+
+- ``seq`` (insertion order, kept when a memory is replaced), ``id``, ``content``;
+- ``embedding``: pgvector ``vector(D)`` under an HNSW cosine index (NULL for memories
+  without an embedding, and for embeddings without a direction: zero, NaN, inf),
+  ``exact``: the embedding's float64 values (little-endian bytes), ``norm``;
+- ``tagf`` (``float8[]``) and ``tagi`` (``int8[]``): the emotional tag's numbers as
+  :mod:`emotional_memory.stores._records` lays them out (affect, mood, momentum,
+  consolidation, timestamps as microseconds, counters, flags), with ``valence``,
+  ``arousal``, ``dominance``, ``created_us``, ``retrieval_count`` and ``pending`` as
+  generated, indexable columns; ``label`` (the emotion label's name parts);
+- links as three arrays (``link_targets`` under a GIN index, ``link_strengths``,
+  ``link_types``); ``metadata`` as JSONB (GIN-indexed) plus its exact JSON text;
+- ``scope`` (``text[]``) and ``expires_at``, indexed;
+- ``terms`` / ``tfs`` / ``doc_len``: the lexical statistics of the opt-in signal s7
+  (GIN-indexed terms);
+- ``whole``: the memory as JSON for the rare memory whose shape the columns cannot
+  rebuild exactly (a non-UTC datetime, a subclass; see ``_records.fits``).
+
+**Answers.** Search ranks by the exact float64 cosine of the stored float64 rows
+(NaN and zero-norm rows as 0, ties by insertion order), as
+:class:`~emotional_memory.stores.InMemoryStore` does: up to ``exact_rows`` embedded
+memories every row is ranked exactly (the same answer as the in-memory store); above
+it, the HNSW index supplies ``top_k + margin`` candidates (``hnsw.ef_search`` raised
+to cover them), which are re-ranked exactly; the candidates are then approximate
+(``benchmarks/postgres_scale.py`` measures their recall against exact search).
+
+**Transactions.** Every engine operation runs in one transaction
+(:meth:`PostgresStore.transaction`, re-entrant through savepoints). A write
+transaction first takes one transaction-scoped advisory lock per table, so writers
+from every process take turns (no deadlock between multi-row updates) while readers
+never wait; every read inside it locks the rows it returns (``SELECT ... FOR
+UPDATE``), so a read-modify-write always starts from the current rows. Reads outside
+a transaction run in one ``REPEATABLE READ READ ONLY`` snapshot each.
+
+**Schema.** Created on first use, versioned in ``{table}_meta``; a database whose
+tables of that name belong to something else, or whose schema version is newer than
+this package's, is refused before anything is written.
+
+**Errors** (unreachable server, bad DSN, foreign schema, dropped connection) raise
+:class:`PostgresStoreError` naming the DSN with its password replaced by ``***``; a
+failed transaction is rolled back whole.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from types import TracebackType
+from typing import Any
+
+import jax
+import numpy as np
+
+from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, LexicalQuery, link_width
+from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
+from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import tokenize
+from emotional_memory.models import LINK_TYPES, Memory
+from emotional_memory.stores import _records
+from emotional_memory.stores._precision import _norm, _row_norm
+from emotional_memory.stores._vector_db import dump_memory, load_memory
+
+__all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
+
+SCHEMA_VERSION = 1
+"""The version of the table layout this package writes (``{table}_meta``)."""
+
+_SCHEMA_NAME = "emotional_memory.postgres"
+_LINK_CODE = {name: i for i, name in enumerate(LINK_TYPES)}
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+_LE_F64 = np.dtype("<f8")
+
+# Migrations: version -> statements taking the schema from that version to the next.
+# Version 1 is the first; later versions add entries here, and _ensure_schema applies
+# them in one transaction.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {}
+
+
+class PostgresStoreError(RuntimeError):
+    """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
+
+
+def redact_dsn(dsn: str) -> str:
+    """``dsn`` with any password replaced by ``***`` (URL and key=value forms).
+
+    Args:
+        dsn: a libpq connection string or URL.
+
+    Returns:
+        The redacted string (safe for logs, errors and reprs).
+    """
+    out = re.sub(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    out = re.sub(r"(?i)([?&]password=)[^&#\s]*", r"\1***", out)
+    return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:\s]*):[^@/\s]*@", r"\1:***@", out)
+
+
+def _float_bytes(values: np.ndarray) -> bytes:
+    return np.ascontiguousarray(values, dtype=_LE_F64).tobytes()
+
+
+@dataclass
+class _Tx:
+    """The current thread's open transaction."""
+
+    conn: Any
+    depth: int
+    write: bool
+
+
+class _Labels(_records.LabelTable):
+    """The emotion-label table of decoded rows (triples interned from the columns)."""
+
+    def intern(self, triple: Sequence[str]) -> int:
+        """The code of a ``(primary, intensity, name)`` triple (added when new)."""
+        key = (str(triple[0]), str(triple[1]), str(triple[2]))
+        code = self._codes.get(key)
+        if code is None:
+            code = len(self._labels)
+            self._codes[key] = code
+            self._labels.append(key)
+        return code
+
+
+# Columns read to rebuild a memory, and to build candidate columns.
+_MEMORY_COLUMNS = (
+    "seq, id, content, exact, tagf, tagi, label, link_targets, link_strengths, "
+    "link_types, metadata_json, whole"
+)
+_BANK_COLUMNS = "seq, id, exact, tagf, tagi[1], link_targets, link_strengths"
+
+
+class PostgresStore:
+    """A :class:`~emotional_memory.stores.columnar.ColumnarStore` in PostgreSQL (module docs).
+
+    Thread-safe: each thread's transaction has its own pooled connection.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table: str = "emotional_memory",
+        min_connections: int = 1,
+        max_connections: int = 4,
+        connect_timeout: float = 10.0,
+        exact_rows: int = 2048,
+        ef_search: int = 100,
+        margin: int = 16,
+        hnsw_m: int = 16,
+        hnsw_ef_construction: int = 64,
+    ) -> None:
+        """Connect, and create (or check) the schema.
+
+        Args:
+            dsn: libpq connection string or URL (``postgresql://user:pw@host/db``).
+            table: prefix of the store's tables (``{table}_memories``, ``{table}_meta``);
+                lowercase letters, digits and ``_``.
+            min_connections: connections the pool keeps open.
+            max_connections: connections the pool opens at most (one per thread in
+                a transaction).
+            connect_timeout: seconds to wait for the server.
+            exact_rows: up to this many embedded memories, search ranks every row
+                exactly; above it the HNSW index supplies the candidates.
+            ef_search: pgvector's ``hnsw.ef_search`` (raised to ``top_k + margin``).
+            margin: extra HNSW candidates fetched beyond ``top_k`` for the re-rank.
+            hnsw_m: the HNSW index's ``m``.
+            hnsw_ef_construction: the HNSW index's ``ef_construction``.
+
+        Raises:
+            ImportError: psycopg / psycopg-pool / pgvector are not installed.
+            ValueError: a bad option.
+            PostgresStoreError: the server cannot be reached, the DSN is invalid, or
+                the database holds a foreign or newer schema (nothing written).
+        """
+        try:
+            import psycopg
+            from pgvector.psycopg import register_vector
+            from psycopg_pool import ConnectionPool
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresStore needs psycopg, psycopg-pool and pgvector: "
+                "pip install 'emotional-memory-jax[postgres]'"
+            ) from exc
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+        if not isinstance(table, str) or not _IDENT.match(table):
+            raise ValueError(
+                "table must be 1-41 characters of lowercase letters, digits and '_' "
+                f"(starting with a letter or '_'), got {table!r}"
+            )
+        for name, value, low in (
+            ("min_connections", min_connections, 0), ("max_connections", max_connections, 1),
+            ("exact_rows", exact_rows, 0), ("ef_search", ef_search, 1), ("margin", margin, 0),
+            ("hnsw_m", hnsw_m, 2), ("hnsw_ef_construction", hnsw_ef_construction, 4),
+        ):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if max_connections < min_connections:
+            raise ValueError("max_connections must be >= min_connections")
+        if not (isinstance(connect_timeout, int | float) and connect_timeout > 0):
+            raise ValueError(f"connect_timeout must be > 0, got {connect_timeout!r}")
+        self._psycopg = psycopg
+        self._redacted = redact_dsn(dsn)
+        self._password = self._find_password(dsn)
+        self._table = table
+        self._t = f"{table}_memories"
+        self._meta = f"{table}_meta"
+        self._lock_key = int.from_bytes(
+            hashlib.sha256(f"{_SCHEMA_NAME}:{table}".encode()).digest()[:8],
+            "big", signed=True,
+        )
+        self._exact_rows = exact_rows
+        self._ef_search = ef_search
+        self._margin = margin
+        self._hnsw = (hnsw_m, hnsw_ef_construction)
+        self._local = threading.local()
+        self._labels = _Labels()
+        self._labels_lock = threading.Lock()
+        self._dim: int | None = None
+        self._closed = False
+        try:
+            psycopg.conninfo.conninfo_to_dict(dsn)
+        except psycopg.Error as exc:
+            raise PostgresStoreError(
+                f"invalid PostgreSQL DSN {self._redacted!r}: {self._clean(exc)}"
+            ) from None
+        try:
+            conn = psycopg.connect(
+                dsn, autocommit=True, connect_timeout=max(1, math.ceil(connect_timeout))
+            )
+        except psycopg.Error as exc:
+            raise PostgresStoreError(
+                f"cannot connect to PostgreSQL at {self._redacted!r}: {self._clean(exc)}"
+            ) from None
+        try:
+            self._ensure_schema(conn)
+        finally:
+            conn.close()
+        self._pool = ConnectionPool(
+            dsn,
+            min_size=min_connections,
+            max_size=max_connections,
+            kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
+            configure=register_vector,
+            check=ConnectionPool.check_connection,
+            open=False,
+            name=f"emotional_memory.{table}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=connect_timeout)
+        except Exception as exc:
+            self._pool.close(timeout=0)
+            raise PostgresStoreError(
+                f"cannot connect to PostgreSQL at {self._redacted!r}: {self._clean(exc)}"
+            ) from None
+
+    # ------------------------------------------------------------------ plumbing
+
+    @staticmethod
+    def _find_password(dsn: str) -> str | None:
+        try:
+            import psycopg
+
+            password = psycopg.conninfo.conninfo_to_dict(dsn).get("password")
+        except Exception:
+            return None
+        return str(password) if password else None
+
+    def _clean(self, exc: BaseException) -> str:
+        """An exception's message with the password (if any) removed."""
+        text = str(exc).strip() or type(exc).__name__
+        if self._password:
+            text = text.replace(self._password, "***")
+        return redact_dsn(text)
+
+    def _error(self, what: str, exc: BaseException) -> PostgresStoreError:
+        return PostgresStoreError(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
+
+    @property
+    def dsn(self) -> str:
+        """The DSN with its password redacted."""
+        return self._redacted
+
+    @property
+    def table(self) -> str:
+        """The tables' prefix."""
+        return self._table
+
+    @property
+    def dim(self) -> int | None:
+        """The embedding dimension (None while no memory has had an embedding)."""
+        with self._read() as cur:
+            return self._stored_dim(cur)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def _current(self) -> _Tx | None:
+        tx: _Tx | None = getattr(self._local, "tx", None)
+        return tx
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """All-or-nothing block of writes: one PostgreSQL transaction (re-entrant).
+
+        The outermost block takes the store's advisory write lock (writers from every
+        process take turns; readers never wait) and commits at its end or rolls back
+        on an exception; a nested block is a savepoint, so a failing inner block
+        undoes only its own writes. Reads inside lock the rows they return.
+
+        Yields:
+            None.
+
+        Raises:
+            PostgresStoreError: the connection failed (the transaction is rolled back
+                by the server).
+        """
+        tx = self._current()
+        if tx is not None and tx.write:
+            name = f"em_sp{tx.depth}"
+            tx.conn.execute(f"SAVEPOINT {name}")
+            tx.depth += 1
+            try:
+                yield
+            except BaseException:
+                tx.depth -= 1
+                if not tx.conn.closed:
+                    tx.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
+                raise
+            tx.depth -= 1
+            tx.conn.execute(f"RELEASE SAVEPOINT {name}")
+            return
+        if tx is not None:
+            raise RuntimeError("a write transaction cannot start inside a read")
+        with self._transaction(write=True):
+            yield
+
+    @contextmanager
+    def _transaction(self, *, write: bool) -> Iterator[Any]:
+        """A top-level transaction on a pooled connection; yields the connection."""
+        if self._closed:
+            raise ValueError("the PostgresStore is closed")
+        psycopg = self._psycopg
+        try:
+            conn_cm = self._pool.connection()
+            conn = conn_cm.__enter__()
+        except Exception as exc:
+            raise self._error("connecting", exc) from None
+        tx = _Tx(conn, 1, write)
+        self._local.tx = tx
+        failed: BaseException | None = None
+        try:
+            try:
+                if write:
+                    conn.execute("BEGIN")
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                else:
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield conn
+                conn.execute("COMMIT")
+            except psycopg.OperationalError as exc:
+                failed = exc
+                raise self._error("a transaction", exc) from None
+            except BaseException as exc:
+                failed = exc
+                if not conn.closed and not conn.broken:
+                    try:
+                        conn.execute("ROLLBACK")
+                    except psycopg.Error:
+                        pass
+                raise
+        finally:
+            self._local.tx = None
+            if failed is None:
+                conn_cm.__exit__(None, None, None)
+            else:
+                conn_cm.__exit__(type(failed), failed, failed.__traceback__)
+
+    @contextmanager
+    def _read(self) -> Iterator[Any]:
+        """A cursor for reads: the open transaction's, else a read-only snapshot's."""
+        tx = self._current()
+        if tx is not None:
+            with tx.conn.cursor() as cur:
+                yield cur
+            return
+        with self._transaction(write=False) as conn, conn.cursor() as cur:
+            yield cur
+
+    @contextmanager
+    def _write(self) -> Iterator[Any]:
+        """A cursor for writes: inside the open write transaction, else a new one."""
+        tx = self._current()
+        if tx is not None and not tx.write:
+            raise RuntimeError("cannot write inside a read")
+        if tx is not None:
+            with tx.conn.cursor() as cur:
+                yield cur
+            return
+        with self.transaction():
+            tx = self._current()
+            assert tx is not None
+            with tx.conn.cursor() as cur:
+                yield cur
+
+    def _lock_rows(self) -> str:
+        """``FOR UPDATE`` inside a write transaction (reads lock what they return)."""
+        tx = self._current()
+        return " FOR UPDATE" if tx is not None and tx.write else ""
+
+    # ------------------------------------------------------------------ schema
+
+    def _schema_statements(self) -> list[str]:
+        t, meta = self._t, self._meta
+        return [
+            "CREATE EXTENSION IF NOT EXISTS vector",
+            f"""CREATE TABLE {meta} (key text PRIMARY KEY, value text NOT NULL)""",
+            f"""CREATE TABLE {t} (
+                seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                id text NOT NULL UNIQUE,
+                content text NOT NULL,
+                embedding vector,
+                exact bytea,
+                norm float8,
+                embedded boolean GENERATED ALWAYS AS
+                    (exact IS NOT NULL AND octet_length(exact) > 0) STORED,
+                tagf float8[] NOT NULL,
+                tagi int8[] NOT NULL,
+                valence float8 GENERATED ALWAYS AS (tagf[1]) STORED,
+                arousal float8 GENERATED ALWAYS AS (tagf[2]) STORED,
+                dominance float8 GENERATED ALWAYS AS (tagf[3]) STORED,
+                created_us bigint GENERATED ALWAYS AS (tagi[1]) STORED,
+                retrieval_count bigint GENERATED ALWAYS AS (tagi[5]) STORED,
+                pending boolean GENERATED ALWAYS AS ((tagi[7] & 4) <> 0) STORED,
+                label text[],
+                emotion text GENERATED ALWAYS AS (label[3]) STORED,
+                link_targets text[] NOT NULL,
+                link_strengths float8[] NOT NULL,
+                link_types int2[] NOT NULL,
+                metadata jsonb NOT NULL,
+                metadata_json text NOT NULL,
+                scope text[] NOT NULL DEFAULT '{{}}',
+                expires_at timestamptz,
+                terms text[] NOT NULL,
+                tfs int4[] NOT NULL,
+                doc_len int4 NOT NULL,
+                whole text
+            )""",
+            f"CREATE INDEX {t}_scope ON {t} USING gin (scope)",
+            f"CREATE INDEX {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
+            f"CREATE INDEX {t}_links ON {t} USING gin (link_targets)",
+            f"CREATE INDEX {t}_metadata ON {t} USING gin (metadata jsonb_path_ops)",
+            f"CREATE INDEX {t}_terms ON {t} USING gin (terms)",
+            f"CREATE INDEX {t}_pending ON {t} (seq) WHERE pending",
+            f"CREATE INDEX {t}_embedded ON {t} (seq) WHERE embedded",
+            f"CREATE INDEX {t}_novec ON {t} (seq) WHERE embedded AND embedding IS NULL",
+            f"CREATE INDEX {t}_created ON {t} (created_us)",
+            f"INSERT INTO {meta} VALUES ('schema', '{_SCHEMA_NAME}'), "
+            f"('version', '{SCHEMA_VERSION}')",
+        ]
+
+    def _ensure_schema(self, conn: Any) -> None:
+        """Create the tables on first use; check (and migrate) an existing schema, all
+        in one transaction under the store's advisory lock."""
+        psycopg = self._psycopg
+        try:
+            conn.execute("BEGIN")
+            try:
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                rows = conn.execute(
+                    "SELECT table_name FROM information_schema.tables "
+                    "WHERE table_schema = current_schema() AND table_name = ANY(%s)",
+                    ([self._t, self._meta],),
+                ).fetchall()
+                found = {r[0] for r in rows}
+                if not found:
+                    for statement in self._schema_statements():
+                        conn.execute(statement)
+                else:
+                    self._check_schema(conn, found)
+                conn.execute("COMMIT")
+            except BaseException:
+                if not conn.closed and not conn.broken:
+                    conn.execute("ROLLBACK")
+                raise
+        except psycopg.Error as exc:
+            raise self._error("creating the schema", exc) from None
+
+    def _check_schema(self, conn: Any, found: set[str]) -> None:
+        meta: dict[str, str] = {}
+        if self._meta in found:
+            cols = {
+                r[0] for r in conn.execute(
+                    "SELECT column_name FROM information_schema.columns "
+                    "WHERE table_schema = current_schema() AND table_name = %s",
+                    (self._meta,),
+                )
+            }
+            if cols == {"key", "value"}:
+                meta = dict(conn.execute(f"SELECT key, value FROM {self._meta}").fetchall())
+        if meta.get("schema") != _SCHEMA_NAME or self._t not in found:
+            raise PostgresStoreError(
+                f"{self._redacted!r}: the tables {self._t!r}/{self._meta!r} exist but were "
+                "not written by emotional_memory's PostgresStore; choose another table= "
+                "prefix (nothing was written)"
+            )
+        try:
+            version = int(meta.get("version", ""))
+        except ValueError:
+            version = -1
+        if version > SCHEMA_VERSION or version < 1:
+            raise PostgresStoreError(
+                f"{self._redacted!r}: schema version {meta.get('version')!r} of "
+                f"{self._t!r} is not one this package (version {SCHEMA_VERSION}) can use; "
+                "upgrade emotional-memory-jax (nothing was written)"
+            )
+        while version < SCHEMA_VERSION:  # one transaction: the caller's
+            for statement in _MIGRATIONS[version]:
+                conn.execute(statement)
+            version += 1
+            conn.execute(
+                f"UPDATE {self._meta} SET value = %s WHERE key = 'version'", (str(version),)
+            )
+
+    def _stored_dim(self, cur: Any) -> int | None:
+        if self._dim is None:
+            row = cur.execute(f"SELECT value FROM {self._meta} WHERE key = 'dim'").fetchone()
+            if row is not None:
+                self._dim = int(row[0])
+        return self._dim
+
+    def _fix_dim(self, cur: Any, dim: int) -> None:
+        """Record the embedding dimension on the first embedding: type the vector
+        column and build the HNSW index (inside the writing transaction)."""
+        row = cur.execute(
+            f"SELECT value FROM {self._meta} WHERE key = 'dim' FOR UPDATE"
+        ).fetchone()
+        if row is not None:
+            self._dim = int(row[0])
+            return
+        t = self._t
+        m, ef = self._hnsw
+        cur.execute(f"ALTER TABLE {t} ALTER COLUMN embedding TYPE vector({dim})")
+        cur.execute(
+            f"CREATE INDEX {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+            f"WITH (m = {m}, ef_construction = {ef})"
+        )
+        cur.execute(f"INSERT INTO {self._meta} VALUES ('dim', %s)", (str(dim),))
+        self._dim = dim
+
+    # ------------------------------------------------------------------ writing
+
+    def _row_values(self, memory: Memory) -> dict[str, Any]:
+        tag = memory.tag
+        with self._labels_lock:
+            floats, ints = _records.encode_tag(tag, self._labels)
+        lab = tag.emotion_label
+        embedding = memory.embedding
+        exact = vector = norm = None
+        if embedding is not None:
+            vec = np.asarray(embedding, dtype=np.float64)
+            exact = _float_bytes(vec)
+            if vec.size:
+                with np.errstate(over="ignore", invalid="ignore"):
+                    norm = _row_norm(vec)
+                if math.isfinite(norm) and norm > 0.0:
+                    unit = vec / norm
+                    f32 = unit.astype(np.float32)
+                    if np.isfinite(f32).all() and f32.any():
+                        vector = f32
+        try:
+            metadata_json = json.dumps(memory.metadata, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
+        links = tag.resonance_links
+        counts: dict[str, int] = {}
+        tokens = tokenize(memory.content)
+        for token in tokens:
+            counts[token] = counts.get(token, 0) + 1
+        scope = getattr(memory, "scope", ())
+        return {
+            "id": memory.id,
+            "content": memory.content,
+            "embedding": vector,
+            "exact": exact,
+            "norm": norm,
+            "tagf": floats,
+            "tagi": ints,
+            "label": None if lab is None else [lab.primary, lab.intensity, lab.name],
+            "link_targets": [lk.target_id for lk in links],
+            "link_strengths": [float(lk.strength) for lk in links],
+            "link_types": [_LINK_CODE[lk.link_type] for lk in links],
+            "metadata": metadata_json,
+            "metadata_json": metadata_json,
+            "scope": list(scope),
+            "expires_at": getattr(memory, "expires_at", None),
+            "terms": list(counts),
+            "tfs": list(counts.values()),
+            "doc_len": len(tokens),
+            "whole": None if _records.fits(memory) else dump_memory(memory),
+        }
+
+    _FIELDS = (
+        "id", "content", "embedding", "exact", "norm", "tagf", "tagi", "label",
+        "link_targets", "link_strengths", "link_types", "metadata", "metadata_json",
+        "scope", "expires_at", "terms", "tfs", "doc_len", "whole",
+    )
+
+    def _put(self, memory: Memory, *, must_exist: bool) -> None:
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        values = self._row_values(memory)
+        embedding = memory.embedding
+        psycopg = self._psycopg
+        try:
+            with self._write() as cur:
+                if embedding:
+                    dim = self._stored_dim(cur)
+                    if dim is None:
+                        self._fix_dim(cur, len(embedding))
+                    elif len(embedding) != dim:
+                        raise ValueError(
+                            f"embedding length mismatch: memory has {len(embedding)}, "
+                            f"the store holds dimension {dim}"
+                        )
+                fields = self._FIELDS
+                placeholders = ", ".join(
+                    "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
+                )
+                if must_exist:
+                    sets = ", ".join(f"{f} = {p}" for f, p in zip(
+                        fields[1:], placeholders.split(", ")[1:], strict=True
+                    ))
+                    cur.execute(
+                        f"UPDATE {self._t} SET {sets} WHERE id = %(id)s RETURNING seq", values
+                    )
+                    if cur.fetchone() is None:
+                        raise KeyError(memory.id)
+                else:
+                    sets = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+                    cur.execute(
+                        f"INSERT INTO {self._t} ({', '.join(fields)}) VALUES ({placeholders}) "
+                        f"ON CONFLICT (id) DO UPDATE SET {sets}",
+                        values,
+                    )
+        except psycopg.OperationalError as exc:
+            raise self._error("saving a memory", exc) from None
+
+    def save(self, memory: Memory) -> None:
+        """Insert a memory, or replace the one with the same id (keeping its position).
+
+        Args:
+            memory: the memory.
+
+        Raises:
+            TypeError: not a :class:`Memory`.
+            ValueError: an embedding of another dimension than the store's, or
+                metadata that is not JSON.
+        """
+        self._put(memory, must_exist=False)
+
+    def update(self, memory: Memory) -> None:
+        """Replace an existing memory in place.
+
+        Args:
+            memory: the new version; its id must be stored.
+
+        Raises:
+            KeyError: no memory has this id.
+            ValueError: as :meth:`save`.
+        """
+        self._put(memory, must_exist=True)
+
+    def delete(self, memory_id: str) -> bool:
+        """Remove a memory.
+
+        Args:
+            memory_id: the id.
+
+        Returns:
+            True when it existed.
+        """
+        with self._write() as cur:
+            cur.execute(f"DELETE FROM {self._t} WHERE id = %s RETURNING seq", (memory_id,))
+            return cur.fetchone() is not None
+
+    # ------------------------------------------------------------------ reading
+
+    def _memory(self, row: Sequence[Any]) -> Memory:
+        (_, mid, content, exact, tagf, tagi, label, targets, strengths, types,
+         metadata_json, whole) = row
+        if whole is not None:
+            return load_memory(whole)
+        ints = list(tagi)
+        if label is not None:
+            with self._labels_lock:
+                ints[_records.I_LABEL] = self._labels.intern(label)
+        embedding = None
+        if exact is not None:
+            embedding = np.frombuffer(exact, dtype=_LE_F64).tolist()
+        links = None
+        if targets:
+            links = _records.pack_link_columns(
+                tuple(targets), tuple(strengths), bytes(int(c) for c in types)
+            )
+        metadata = json.loads(metadata_json)
+        return _records.decode_memory(
+            mid, content, embedding, list(tagf), ints, links, metadata or None, self._labels
+        )
+
+    def get(self, memory_id: str) -> Memory | None:
+        """A memory by id (None when absent).
+
+        Args:
+            memory_id: the id.
+
+        Returns:
+            The memory.
+        """
+        with self._read() as cur:
+            row = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{self._lock_rows()}",
+                (memory_id,),
+            ).fetchone()
+        return None if row is None else self._memory(row)
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The stored memories of ``memory_ids``, in that order (missing ones skipped).
+
+        Inside a write transaction the rows are locked (in insertion order, so two
+        writers never deadlock) until it ends.
+
+        Args:
+            memory_ids: the ids.
+
+        Returns:
+            The memories.
+        """
+        ids = list(memory_ids)
+        if not ids:
+            return []
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s) "
+                f"ORDER BY seq{self._lock_rows()}",
+                (ids,),
+            ).fetchall()
+        by_id = {r[1]: r for r in rows}
+        return [self._memory(by_id[i]) for i in ids if i in by_id]
+
+    def list_all(self) -> list[Memory]:
+        """Every memory, in insertion order.
+
+        Returns:
+            A new list.
+        """
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} ORDER BY seq{self._lock_rows()}"
+            ).fetchall()
+        return [self._memory(r) for r in rows]
+
+    def __len__(self) -> int:
+        """Number of memories stored."""
+        with self._read() as cur:
+            row = cur.execute(f"SELECT count(*) FROM {self._t}").fetchone()
+        return int(row[0])
+
+    def count(self) -> int:
+        """Number of memories stored (same as ``len(store)``)."""
+        return len(self)
+
+    def __contains__(self, memory_id: object) -> bool:
+        """Whether a memory with this id is stored."""
+        if not isinstance(memory_id, str):
+            return False
+        with self._read() as cur:
+            row = cur.execute(f"SELECT 1 FROM {self._t} WHERE id = %s", (memory_id,)).fetchone()
+        return row is not None
+
+    # ------------------------------------------------------------------ search
+
+    def _check_query(self, cur: Any, embedding: Any) -> np.ndarray:
+        query = np.asarray(embedding if embedding is not None else [], dtype=np.float64)
+        if query.ndim != 1:
+            raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
+        dim = self._stored_dim(cur)
+        if query.shape[0] and dim is not None and query.shape[0] != dim:
+            raise ValueError(
+                f"embedding length mismatch: query has {query.shape[0]}, "
+                f"the store holds dimension {dim}"
+            )
+        return query
+
+    def _search_seqs(self, cur: Any, query: np.ndarray, k: int) -> list[int]:
+        """The ``seq`` of the ``k`` best embedded memories (exact float64 order)."""
+        t = self._t
+        if k <= 0:
+            return []
+        query_norm = _norm(query) if query.shape[0] else 0.0
+        if query_norm == 0.0 or not math.isfinite(query_norm):
+            # every similarity is 0 (or NaN, counting 0): insertion order
+            cur.execute(f"SELECT seq FROM {t} WHERE embedded ORDER BY seq LIMIT %s", (k,))
+            return [r[0] for r in cur.fetchall()]
+        total = int(cur.execute(f"SELECT count(*) FROM {t} WHERE embedded").fetchone()[0])
+        if total == 0:
+            return []
+        if total <= self._exact_rows or k + self._margin >= total:
+            rows = cur.execute(
+                f"SELECT seq, exact, norm FROM {t} WHERE embedded ORDER BY seq"
+            ).fetchall()
+        else:
+            want = k + self._margin
+            cur.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, want)}")
+            unit = (query / query_norm).astype(np.float32)
+            rows = cur.execute(
+                f"(SELECT seq, exact, norm FROM {t} WHERE embedding IS NOT NULL "
+                f"ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
+                f"(SELECT seq, exact, norm FROM {t} WHERE embedded AND embedding IS NULL)",
+                (unit, want),
+            ).fetchall()
+            rows.sort(key=lambda r: r[0])
+        return self._rank(query, query_norm, rows, k)
+
+    @staticmethod
+    def _rank(query: np.ndarray, query_norm: float, rows: list[Any], k: int) -> list[int]:
+        """Rows ``(seq, exact, norm)`` in seq order ranked by exact cosine, the best k."""
+        if not rows:
+            return []
+        seqs = np.fromiter((r[0] for r in rows), np.int64, len(rows))
+        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=_LE_F64).reshape(
+            len(rows), query.shape[0]
+        )
+        norms = np.fromiter((r[2] for r in rows), np.float64, len(rows))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            dots = np.multiply(vectors, query).sum(axis=1)
+            sims = dots / (norms * query_norm)
+        sims = np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
+        order = np.argsort(-sims, kind="stable")[:k]
+        return seqs[order].tolist()
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """Nearest embedded memories by cosine similarity (SPEC 5), best first.
+
+        Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
+        zero-norm query gives the first ``top_k`` embedded memories in insertion order;
+        otherwise exact float64 cosine ranks them (NaN as 0, ties by insertion order)
+        over every row up to ``exact_rows`` embedded memories, over the HNSW
+        candidates above.
+
+        Args:
+            embedding: the (D,) query.
+            top_k: how many at most.
+
+        Returns:
+            The memories.
+
+        Raises:
+            TypeError: ``top_k`` is not an int.
+            ValueError: the query's length differs from the store's dimension.
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
+            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        with self._read() as cur:
+            query = self._check_query(cur, embedding)
+            seqs = self._search_seqs(cur, query, int(top_k))
+            if not seqs:
+                return []
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq = ANY(%s)"
+                f"{self._lock_rows()}",
+                (seqs,),
+            ).fetchall()
+        by_seq = {r[0]: r for r in rows}
+        return [self._memory(by_seq[s]) for s in seqs]
+
+    # ------------------------------------------------------------------ columns
+
+    def candidate_bank(
+        self,
+        embedding: Sequence[float] | np.ndarray | None,
+        limit: int | None,
+        now: datetime,
+        *,
+        also: Sequence[str] = (),
+        lexical: LexicalQuery | None = None,
+        with_memories: bool = False,
+    ) -> CandidateBank:
+        """The retrieval candidates of a query as columns, in one snapshot (see
+        :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`).
+
+        Args:
+            embedding: the query embedding, shape (D,), or None.
+            limit: the semantic shortlist size, or None for every memory.
+            now: aware datetime for the ages.
+            also: ids appended when not already candidates (unknown ids skipped).
+            lexical: the BM25 shortlist and statistics, read in the same snapshot.
+            with_memories: also rebuild the candidates' memories.
+
+        Returns:
+            The :class:`CandidateBank`.
+
+        Raises:
+            ValueError: a query whose length differs from the stored embeddings.
+        """
+        with self._read() as cur:
+            t = self._t
+            if limit is None:
+                seqs: list[int] = [
+                    r[0] for r in cur.execute(f"SELECT seq FROM {t} ORDER BY seq").fetchall()
+                ]
+            else:
+                query = self._check_query(cur, embedding)
+                seqs = self._search_seqs(cur, query, int(limit))
+            extra = list(also)
+            if lexical is not None and lexical.shortlist and lexical.terms:
+                extra += self._lexical_search(
+                    cur, lexical.terms, lexical.shortlist, lexical.k1, lexical.b
+                )
+            if extra:
+                have = set(seqs)
+                found = dict(cur.execute(
+                    f"SELECT id, seq FROM {t} WHERE id = ANY(%s)", (list(dict.fromkeys(extra)),)
+                ).fetchall())
+                for mid in extra:
+                    s = found.get(mid)
+                    if s is not None and s not in have:
+                        seqs.append(s)
+                        have.add(s)
+            rows = cur.execute(
+                f"SELECT {_BANK_COLUMNS} FROM {t} WHERE seq = ANY(%s)", (seqs,)
+            ).fetchall() if seqs else []
+            by_seq = {r[0]: r for r in rows}
+            ordered = [by_seq[s] for s in seqs]
+            bank = self._bank(ordered, embedding, now, self._stored_dim(cur))
+            if with_memories:
+                mem_rows = cur.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM {t} WHERE seq = ANY(%s)", (seqs,)
+                ).fetchall()
+                by = {r[0]: r for r in mem_rows}
+                bank = replace(bank, memories=[self._memory(by[s]) for s in seqs])
+            if lexical is not None and lexical.statistics:
+                bank = replace(bank, lexical=self._lexical_inputs(cur, lexical.terms, bank.ids))
+        return bank
+
+    def _bank(
+        self,
+        rows: list[Any],
+        embedding: Sequence[float] | np.ndarray | None,
+        now: datetime,
+        store_dim: int | None,
+    ) -> CandidateBank:
+        """The bank of ``rows`` (``_BANK_COLUMNS``, candidate order)."""
+        n = len(rows)
+        ids: list[str] = [r[1] for r in rows]
+        has = [r[2] is not None and len(r[2]) > 0 for r in rows]
+        query_dim = len(embedding) if embedding is not None else 0
+        if query_dim and any(has) and store_dim is not None and store_dim != query_dim:
+            raise ValueError(
+                f"embedding length mismatch: memory {ids[has.index(True)]!r} has "
+                f"{store_dim}, expected {query_dim}"
+            )
+        dim = max(query_dim or ((store_dim or 0) if any(has) else 0), 1)
+        size = bucket_size(n)
+        emb = np.zeros((size, dim), dtype=np.float64)
+        for i, r in enumerate(rows):
+            if has[i]:
+                emb[i] = np.frombuffer(r[2], dtype=_LE_F64)
+        tagf = np.asarray([r[3] for r in rows], dtype=np.float64).reshape(n, _records.TAG_F)
+        stamps = np.asarray([r[4] for r in rows], dtype=np.int64)
+        leaves: list[np.ndarray] = [emb]
+        for cols in (_records.F_AFFECT, _records.F_MOOD, _records.F_VELOCITY):
+            col = np.zeros((size, 3), dtype=np.float64)
+            col[:n] = tagf[:, cols]
+            leaves.append(col)
+        for values in (
+            (_records.to_microseconds(now) - stamps) / 1e6,
+            tagf[:, _records.F_CONSOLIDATION],
+            tagf[:, _records.F_RETRIEVAL],
+        ):
+            col = np.zeros((size,), dtype=np.float64)
+            col[:n] = values
+            leaves.append(col)
+        valid = np.zeros((size,), dtype=bool)
+        valid[:n] = True
+        leaves += [np.zeros((size,), dtype=np.float64), valid]
+        columns: MemoryColumns = jax.tree_util.tree_unflatten(
+            _COLUMNS_TREEDEF, leaves
+        )
+        index = {mid: i for i, mid in enumerate(ids)}
+        at_rows: list[list[int]] = []
+        strength_rows: list[list[float]] = []
+        for r in rows:
+            at: list[int] = []
+            values_: list[float] = []
+            for target, strength in zip(r[5], r[6], strict=True):
+                j = index.get(target)
+                if j is not None:
+                    at.append(j)
+                    values_.append(strength)
+            at_rows.append(at)
+            strength_rows.append(values_)
+        width = link_width(max(map(len, at_rows), default=0))
+        out_t = np.full((size, width), -1, dtype=np.int32)
+        out_s = np.zeros((size, width), dtype=np.float64)
+        for i, (at, values_) in enumerate(zip(at_rows, strength_rows, strict=True)):
+            if at:
+                out_t[i, : len(at)] = at
+                out_s[i, : len(values_)] = values_
+        return CandidateBank(ids=ids, columns=columns, adjacency=(out_t, out_s), dim=dim)
+
+    def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
+        """Every memory as float64 columns, in insertion order (unpadded).
+
+        Args:
+            now: aware datetime for the ages.
+
+        Returns:
+            ``(ids, columns)``.
+        """
+        with self._read() as cur:
+            rows = cur.execute(f"SELECT {_BANK_COLUMNS} FROM {self._t} ORDER BY seq").fetchall()
+            dim = self._stored_dim(cur)
+        bank = self._bank(rows, None, now, dim)
+        n = len(rows)
+        cols = jax.tree_util.tree_map(lambda x: x[:n], bank.columns)
+        return bank.ids, cols
+
+    def scoring_bank(
+        self, now: datetime, dtype: Any = np.float32
+    ) -> tuple[list[str | None], MemoryColumns, int | None]:
+        """Every memory as padded JAX columns for batch scoring, from one snapshot.
+
+        Args:
+            now: aware datetime for the ages.
+            dtype: dtype of the float columns other than the embedding.
+
+        Returns:
+            ``(row_ids, columns, dim)`` (see ``ColumnarStore.scoring_bank``).
+        """
+        from emotional_memory.stores.columnar import _device_columns
+
+        ids, cols = self.columns(now)
+        size = bucket_size(len(ids))
+        padded = pad_columns(cols, size)
+        row_ids: list[str | None] = [*ids, *([None] * (size - len(ids)))]
+        with self._read() as cur:
+            any_embedded = cur.execute(
+                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded)"
+            ).fetchone()[0]
+        dim = padded.embedding.shape[1]
+        return row_ids, _device_columns(padded, dtype), dim if any_embedded else None
+
+    # ------------------------------------------------------------------ lexical
+
+    def _lexical_search(
+        self, cur: Any, terms: Sequence[str], k: int, k1: float, b: float
+    ) -> list[str]:
+        if k <= 0 or not terms:
+            return []
+        terms = list(terms)
+        n_docs, total = cur.execute(
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t}"
+        ).fetchone()
+        rows = cur.execute(
+            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s",
+            (terms,),
+        ).fetchall()
+        if not rows:
+            return []
+        avg = int(total) / int(n_docs) if n_docs else 0.0
+        postings: dict[str, list[tuple[str, int, int]]] = {}
+        seq_of: dict[str, int] = {}
+        wanted = set(terms)
+        for seq, mid, doc_len, row_terms, tfs in rows:
+            seq_of[mid] = seq
+            for term, tf in zip(row_terms, tfs, strict=True):
+                if term in wanted:
+                    postings.setdefault(term, []).append((mid, tf, doc_len))
+        out: dict[str, float] = {}
+        for term in terms:  # LexicalIndex.scores' sums, in the same order
+            posting = postings.get(term)
+            if not posting:
+                continue
+            df = len(posting)
+            idf = math.log1p((n_docs - df + 0.5) / (df + 0.5))
+            for mid, tf, doc_len in posting:
+                rel = doc_len / avg if avg > 0 else 1.0
+                part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * rel))
+                out[mid] = out.get(mid, 0.0) + part
+        ids = list(out)
+        values = np.fromiter((out[i] for i in ids), np.float64, len(ids))
+        seq = np.fromiter((seq_of[i] for i in ids), np.int64, len(ids))
+        order = np.lexsort((seq, -values))[:k]
+        return [ids[i] for i in order.tolist()]
+
+    def _lexical_inputs(
+        self, cur: Any, terms: Sequence[str], memory_ids: Sequence[str]
+    ) -> LexicalInputs:
+        terms = list(terms)
+        n = len(memory_ids)
+        width = max(len(terms), 1)
+        tf = np.zeros((n, width), dtype=np.float64)
+        df = np.zeros((width,), dtype=np.float64)
+        length = np.zeros((n,), dtype=np.float64)
+        n_docs, total = cur.execute(
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t}"
+        ).fetchone()
+        if terms:
+            counts = dict(cur.execute(
+                f"SELECT term, count(*) FROM {self._t}, unnest(terms) AS term "
+                f"WHERE terms && %s AND term = ANY(%s) GROUP BY term",
+                (terms, terms),
+            ).fetchall())
+            for j, term in enumerate(terms):
+                df[j] = counts.get(term, 0)
+        row_of = {mid: i for i, mid in enumerate(memory_ids)}
+        if memory_ids:
+            column = {term: j for j, term in enumerate(terms)}
+            for mid, doc_len, row_terms, tfs in cur.execute(
+                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s)",
+                (list(memory_ids),),
+            ).fetchall():
+                i = row_of[mid]
+                length[i] = doc_len
+                for term, count in zip(row_terms, tfs, strict=True):
+                    j = column.get(term)
+                    if j is not None:
+                        tf[i, j] = count
+        n_docs = int(n_docs)
+        avg = int(total) / n_docs if n_docs else 0.0
+        return LexicalInputs(
+            tf=tf, length=length, df=df, n_docs=np.asarray(n_docs, np.float64),
+            avg_length=np.asarray(avg, np.float64),
+        )
+
+    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+        """Up to ``k`` memory ids by BM25 of ``terms``, best first (lexical signal s7).
+
+        Args:
+            terms: distinct query terms.
+            k: shortlist size.
+            k1: BM25 k1.
+            b: BM25 b.
+
+        Returns:
+            Memory ids (ties in insertion order).
+        """
+        with self._read() as cur:
+            return self._lexical_search(cur, terms, k, k1, b)
+
+    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+        """Term statistics of candidates, in candidate order (lexical signal s7).
+
+        Args:
+            terms: distinct query terms.
+            memory_ids: the candidates.
+
+        Returns:
+            Unpadded :class:`~emotional_memory.kernel.LexicalInputs`.
+        """
+        with self._read() as cur:
+            return self._lexical_inputs(cur, terms, memory_ids)
+
+    # ------------------------------------------------------------------ the rest
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """Ids of the memories holding a link to any of ``memory_ids``, in insertion order.
+
+        Args:
+            memory_ids: the link targets.
+
+        Returns:
+            The linking memories' ids.
+        """
+        targets = list(memory_ids)
+        if not targets:
+            return []
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT id FROM {self._t} WHERE link_targets && %s ORDER BY seq"
+                f"{self._lock_rows()}",
+                (targets,),
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def pending_ids(self) -> list[str]:
+        """Ids of the memories pending appraisal, in insertion order.
+
+        Returns:
+            The ids.
+        """
+        with self._read() as cur:
+            rows = cur.execute(
+                f"SELECT id FROM {self._t} WHERE pending ORDER BY seq"
+            ).fetchall()
+        return [r[0] for r in rows]
+
+    def clear(self) -> None:
+        """Delete every memory (one transaction; the schema stays)."""
+        with self._write() as cur:
+            cur.execute(f"DELETE FROM {self._t}")
+
+    def close(self) -> None:
+        """Close the connection pool (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._pool.close()
+
+    def __enter__(self) -> PostgresStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self._redacted!r}, table={self._table!r})"
