@@ -59,7 +59,7 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import TracebackType
@@ -106,7 +106,7 @@ def redact_dsn(dsn: str) -> str:
     Returns:
         The redacted string (safe for logs, errors and reprs).
     """
-    out = re.sub(r"(?i)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    out = re.sub(r"(?i)(^|\s)(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1\2***", dsn)
     out = re.sub(r"(?i)([?&]password=)[^&#\s]*", r"\1***", out)
     return re.sub(r"^([a-z][a-z0-9+.-]*://[^/@:\s]*):[^@/\s]*@", r"\1:***@", out)
 
@@ -383,10 +383,8 @@ class PostgresStore:
             except BaseException as exc:
                 failed = exc
                 if not conn.closed and not conn.broken:
-                    try:
+                    with suppress(psycopg.Error):
                         conn.execute("ROLLBACK")
-                    except psycopg.Error:
-                        pass
                 raise
         finally:
             self._local.tx = None
@@ -1143,13 +1141,13 @@ class PostgresStore:
                 i = row_of[mid]
                 length[i] = doc_len
                 for term, count in zip(row_terms, tfs, strict=True):
-                    j = column.get(term)
-                    if j is not None:
-                        tf[i, j] = count
-        n_docs = int(n_docs)
-        avg = int(total) / n_docs if n_docs else 0.0
+                    at = column.get(term)
+                    if at is not None:
+                        tf[i, at] = count
+        docs = int(n_docs)
+        avg = int(total) / docs if docs else 0.0
         return LexicalInputs(
-            tf=tf, length=length, df=df, n_docs=np.asarray(n_docs, np.float64),
+            tf=tf, length=length, df=df, n_docs=np.asarray(docs, np.float64),
             avg_length=np.asarray(avg, np.float64),
         )
 

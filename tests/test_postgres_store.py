@@ -1,0 +1,464 @@
+"""PostgresStore and PostgresAffectiveStateStore against a real PostgreSQL + pgvector.
+
+The server is started by the ``pg_server`` fixture (tests/conftest.py,
+tests/pg_server.py) on a free 127.0.0.1 port; this module gets its own database.
+The in-memory store is the oracle: the PostgreSQL store must give its answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory._bank import LexicalQuery  # noqa: E402
+from emotional_memory.affect import CoreAffect  # noqa: E402
+from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.replay import TickClock  # noqa: E402
+from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore  # noqa: E402
+from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar  # noqa: E402
+from emotional_memory.stores.postgres import (  # noqa: E402
+    PostgresStore,
+    PostgresStoreError,
+    redact_dsn,
+)
+from test_columnar_store import (  # noqa: E402
+    T0,
+    WORDS,
+    _memories,
+    _query,
+    assert_same_bank,
+)
+
+TESTS = Path(__file__).parent
+SRC = TESTS.parent / "src"
+
+_tables = iter(range(10**9))
+
+
+def _new_table() -> str:
+    return f"t{next(_tables)}"
+
+
+@pytest.fixture
+def store(pg_dsn: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(pg_dsn, table=_new_table())
+    yield s
+    s.close()
+
+
+# ----------------------------------------------------------------- store answers
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 30),
+    odd_every=st.sampled_from([0, 3]),
+    limit=st.one_of(st.none(), st.integers(1, 35)),
+    query_kind=st.integers(0, 5),
+    deletes=st.integers(0, 4),
+    extra=st.integers(0, 5),
+    lexical=st.one_of(st.none(), st.builds(
+        LexicalQuery, terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz"]),
+                                     unique=True, max_size=3),
+        shortlist=st.integers(0, 6), k1=st.just(1.2), b=st.just(0.75),
+        statistics=st.booleans(),
+    )),
+)
+def test_every_read_equals_the_in_memory_stores(
+    pg_dsn: str, seed: int, n: int, odd_every: int, limit: int | None, query_kind: int,
+    deletes: int, extra: int, lexical: LexicalQuery | None,
+) -> None:
+    """Same memories saved and deleted in both stores: every read is identical (the
+    candidate bank byte for byte, memories ``==`` and as JSON, search, lexical)."""
+    rng = np.random.default_rng(seed + 1)
+    memories = _memories(seed, n, odd_every)
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for m in memories:
+            oracle.save(m)
+            pg.save(m)
+        for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1),
+                              replace=False):
+            assert oracle.delete(str(mid)) is pg.delete(str(mid)) is True
+        assert pg.delete("nope") is False
+        assert len(pg) == len(oracle)
+        assert pg.list_all() == oracle.list_all()
+        assert [m.model_dump_json() for m in pg.list_all()] == [
+            m.model_dump_json() for m in oracle.list_all()]
+        now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
+        query = _query(query_kind, rng)
+        also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
+        got = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                with_memories=True)
+        want = oracle.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                     with_memories=True)
+        assert_same_bank(got, want)
+        assert got.memories == want.memories
+        if query:
+            for k in (0, 1, 3, 50):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+        assert pg.memories([*got.ids[::-1], "nope"]) == oracle.memories([*got.ids[::-1], "nope"])
+        ids_a, cols_a = pg.columns(now)
+        ids_b, cols_b = StoreAdapter(oracle).columns(now)  # the protocol's reference
+        assert ids_a == ids_b
+        for a, b in zip(jax.tree_util.tree_leaves(cols_a), jax.tree_util.tree_leaves(cols_b),
+                        strict=True):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        assert pg.pending_ids() == oracle.pending_ids()
+        targets = [m.id for m in memories[:3]] + ["gone"]
+        assert pg.linking_to(targets) == oracle.linking_to(targets)
+        if lexical is not None and lexical.terms:
+            assert pg.lexical_search(lexical.terms, 5, 1.2, 0.75) == oracle.lexical_search(
+                lexical.terms, 5, 1.2, 0.75)
+
+
+def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:
+    assert isinstance(store, ColumnarStore)
+    assert columnar(store) is store
+
+
+def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
+    store: PostgresStore,
+) -> None:
+    first, second = _memories(3, 2, 0)
+    first = first.model_copy(update={"embedding": [0.5] * 6})
+    store.save(first)
+    bad = second.model_copy(update={"embedding": [0.5] * 5})
+    with pytest.raises(ValueError, match="dimension 6"):
+        store.save(bad)
+    with pytest.raises(ValueError, match="length mismatch"):
+        store.search_by_embedding([1.0] * 5, 3)
+    assert store.list_all() == [first]
+    with pytest.raises(KeyError):
+        store.update(second)
+
+
+def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
+    a, b, c = _memories(5, 3, 0)
+    store.save(a)
+    with pytest.raises(RuntimeError, match="boom"), store.transaction():
+        store.save(b)
+        with store.transaction():  # nested: a savepoint
+            store.save(c)
+        raise RuntimeError("boom")
+    assert store.list_all() == [a]
+    with store.transaction():
+        store.save(b)
+        with pytest.raises(RuntimeError), store.transaction():
+            store.save(c)
+            raise RuntimeError("inner only")
+    assert store.list_all() == [a, b]
+
+
+# ----------------------------------------------------------------- the engine
+
+
+def _engine(store: Any, state_store: Any = None) -> EmotionalMemory:
+    clock = TickClock(T0, timedelta(seconds=30))
+    return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                           state_store=state_store)
+
+
+_TEXTS = [f"{w} {v} day" for w in ("rain", "launch", "coffee", "exam", "party", "storm")
+          for v in ("calm", "mad", "glad")]
+
+_op = st.one_of(
+    st.tuples(st.just("encode"), st.integers(0, len(_TEXTS) - 1), st.integers(-2, 2)),
+    st.tuples(st.just("batch"), st.integers(0, len(_TEXTS) - 1), st.integers(1, 4)),
+    st.tuples(st.just("retrieve"), st.integers(0, len(_TEXTS) - 1), st.integers(1, 4)),
+    st.tuples(st.just("delete"), st.integers(0, 50), st.just(0)),
+)
+
+
+def _dump(e: EmotionalMemory) -> list[Any]:
+    content = {m.id: m.content for m in e.list_all()}
+    return [
+        (m.content, m.metadata, m.embedding,
+         m.tag.model_dump(mode="json", exclude={"resonance_links"}),
+         [(content.get(lk.target_id), lk.strength, lk.link_type)
+          for lk in m.tag.resonance_links])
+        for m in e.list_all()
+    ]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=14))
+def test_an_engine_answers_and_stores_exactly_as_over_the_in_memory_store(
+    pg_dsn: str, ops: list[tuple[str, int, int]],
+) -> None:
+    """Replay one random sequence of operations on two engines (in-memory, PostgreSQL):
+    every retrieve's explanations and the stored memories stay identical."""
+    oracle = _engine(InMemoryStore())
+    with PostgresStore(pg_dsn, table=_new_table()) as pg_store:
+        pg = _engine(pg_store)
+        for kind, i, j in ops:
+            for e in (oracle, pg):
+                if kind == "encode":
+                    e.set_affect(CoreAffect(valence=j / 2, arousal=abs(j) / 2))
+                    e.encode(_TEXTS[i], metadata={"i": i, "tags": ["x", j]})
+                elif kind == "batch":
+                    e.encode_batch([_TEXTS[(i + k) % len(_TEXTS)] for k in range(j)])
+            if kind == "retrieve":
+                a = oracle.retrieve_with_explanations(_TEXTS[i], top_k=j)
+                b = pg.retrieve_with_explanations(_TEXTS[i], top_k=j)
+                assert [(x.memory.content, x.score, x.pass1_rank, x.activation_level)
+                        for x in a] == [
+                    (x.memory.content, x.score, x.pass1_rank, x.activation_level) for x in b]
+            elif kind == "delete":
+                mine = oracle.list_all()
+                if mine:
+                    victim = mine[i % len(mine)]
+                    theirs = pg.list_all()[i % len(mine)]
+                    assert theirs.content == victim.content
+                    assert oracle.delete(victim.id) and pg.delete(theirs.id)
+            assert _dump(oracle) == _dump(pg)
+        assert oracle.get_state().snapshot() == pg.get_state().snapshot()
+
+
+def test_reopen_keeps_memories_and_state(pg_dsn: str) -> None:
+    """Memories and the affective state (saved in the operations' transactions)
+    survive closing; the reopened engine answers as an in-memory engine that kept
+    running through the same operations."""
+    table = _new_table()
+    store = PostgresStore(pg_dsn, table=table)
+    clock = TickClock(T0, timedelta(0))  # one instant: engines may read it unequally often
+    live = EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                           state_store=PostgresAffectiveStateStore.from_store(store, key="a"))
+    oracle = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32), clock=clock)
+    for e in (live, oracle):
+        for i, t in enumerate(_TEXTS[:10]):
+            e.set_affect(CoreAffect(valence=(i % 5) / 2 - 1, arousal=(i % 4) / 4))
+            e.encode(t)
+        e.retrieve("rain calm", top_k=3)
+    before = live.get_state().snapshot()
+    memories = live.list_all()
+    store.close()
+
+    again = PostgresStore(pg_dsn, table=table)
+    states = PostgresAffectiveStateStore(pg_dsn, key="a", table=table)
+    reopened = EmotionalMemory(again, HashingEmbedder(dim=32), clock=clock, state_store=states)
+    assert reopened.restore_persisted_state()
+    assert reopened.get_state().snapshot() == before == oracle.get_state().snapshot()
+    assert reopened.list_all() == memories
+    for q in ("exam mad", "rain calm", "party"):
+        a = reopened.retrieve_with_explanations(q, top_k=3)
+        b = oracle.retrieve_with_explanations(q, top_k=3)
+        assert [(x.memory.content, x.score) for x in a] == [
+            (x.memory.content, x.score) for x in b]
+    assert _dump(reopened) == _dump(oracle)
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in repr(states) + repr(again) and "***" in repr(states)
+    states.close()
+    again.close()
+
+
+def test_the_state_rolls_back_with_a_failed_operation(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table=_new_table())
+    states = PostgresAffectiveStateStore.from_store(store)
+    assert states.joined_with(store) is states
+    states.save({"v": 1})
+    with pytest.raises(RuntimeError), store.transaction():
+        states.save({"v": 2})
+        store.save(_memories(1, 1, 0)[0])
+        raise RuntimeError("rollback")
+    assert states.load_snapshot() == {"v": 1}
+    assert len(store) == 0
+    with pytest.raises(ValueError, match="finite"):
+        states.save({"v": float("nan")})
+    store.close()
+
+
+# ----------------------------------------------------------------- processes
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
+           "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen(
+        [sys.executable, str(TESTS / "pg_workers.py"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+def test_two_processes_lose_no_update_and_leave_no_dangling_link(pg_dsn: str) -> None:
+    """Two engines in two processes encode and retrieve on one table at once: every
+    retrieval's increment is kept, and every link points at a stored memory."""
+    table = _new_table()
+    PostgresStore(pg_dsn, table=table).close()  # the schema, before the race
+    procs = [_worker("retrieve", pg_dsn, table, name, "12", "10") for name in ("a", "b")]
+    returned: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        lines = out.splitlines()
+        assert len(lines) == 10
+        for line in lines:
+            returned += json.loads(line)
+    with PostgresStore(pg_dsn, table=table) as store:
+        memories = store.list_all()
+        assert len(memories) == 24
+        ids = {m.id for m in memories}
+        # the final retrieves' winners are counted; the encode-time retrieves too
+        total = sum(m.tag.retrieval_count for m in memories)
+        assert total >= len(returned)
+        counted = {mid: returned.count(mid) for mid in set(returned)}
+        for m in memories:
+            assert m.tag.retrieval_count >= counted.get(m.id, 0)
+        for m in memories:
+            for link in m.tag.resonance_links:
+                assert link.target_id in ids
+
+
+def test_two_processes_retrieval_counts_add_up_exactly(pg_dsn: str) -> None:
+    """Retrieves only (the memories written first): the stored counts equal the number
+    of times each memory was returned, across both processes."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        seed = _engine(store)
+        for i in range(6):
+            seed.encode(f"harbour storm memory seed {i}")
+        for m in store.list_all():
+            assert m.tag.retrieval_count == 0
+    procs = [_worker("retrieve", pg_dsn, table, name, "0", "15") for name in ("a", "b")]
+    returned: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        for line in out.splitlines():
+            returned += json.loads(line)
+    assert len(returned) == 2 * 15 * 3
+    with PostgresStore(pg_dsn, table=table) as store:
+        counts = {m.id: m.tag.retrieval_count for m in store.list_all()}
+    assert counts == {mid: returned.count(mid) for mid in counts}
+
+
+def test_kill_9_during_encode_batch_keeps_whole_batches(pg_dsn: str) -> None:
+    """SIGKILL a process in the middle of encode_batch calls: what is stored is whole
+    batches (every block complete, nothing half-written), links all resolve."""
+    table = _new_table()
+    PostgresStore(pg_dsn, table=table).close()
+    size = 7
+    proc = _worker("batches", pg_dsn, table, str(size))
+    assert proc.stdout is not None
+    seen = 0
+    deadline = time.monotonic() + 240
+    while seen < 3 and time.monotonic() < deadline:  # a few committed, then mid-batch
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += 1
+    time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert seen == 3, proc.stderr.read() if proc.stderr else ""
+    with PostgresStore(pg_dsn, table=table) as store:
+        memories = store.list_all()
+        blocks: dict[int, int] = {}
+        for m in memories:
+            blocks[m.metadata["block"]] = blocks.get(m.metadata["block"], 0) + 1
+        assert len(blocks) >= 3
+        assert set(blocks.values()) == {size}
+        assert sorted(blocks) == list(range(len(blocks)))
+        ids = {m.id for m in memories}
+        assert all(lk.target_id in ids for m in memories for lk in m.tag.resonance_links)
+
+
+# ----------------------------------------------------------------- errors
+
+
+def _with_password(dsn: str, password: str) -> str:
+    scheme, rest = dsn.split("://", 1)
+    user = rest.split(":", 1)[0]
+    return f"{scheme}://{user}:{password}@{rest.split('@', 1)[1]}"
+
+
+def test_redact_dsn() -> None:
+    assert redact_dsn("postgresql://u:s3cr3t@h:5432/d") == "postgresql://u:***@h:5432/d"
+    assert redact_dsn("host=h password=s3cr3t dbname=d") == "host=h password=*** dbname=d"
+    assert redact_dsn("host=h password='a b' user=u") == "host=h password=*** user=u"
+    assert redact_dsn("postgresql://h/d?password=s3cr3t&x=1") == "postgresql://h/d?password=***&x=1"
+    assert redact_dsn("postgresql://u@h/d") == "postgresql://u@h/d"
+
+
+def test_an_unreachable_server_names_the_redacted_dsn() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dsn = f"postgresql://someone:hunter2hunter2@127.0.0.1:{port}/nodb"
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(dsn, connect_timeout=2)
+    text = str(info.value)
+    assert "hunter2" not in text and "someone:***@127.0.0.1" in text
+    assert "hunter2" not in repr(info.value.__cause__) if info.value.__cause__ else True
+
+
+def test_a_bad_dsn_and_a_wrong_password_name_the_redacted_dsn(pg_dsn: str) -> None:
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore("host=127.0.0.1 password=hunter2hunter2 nonsense_option=1")
+    assert "hunter2" not in str(info.value) and "password=***" in str(info.value)
+    wrong = _with_password(pg_dsn, "hunter2hunter2")
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(wrong, connect_timeout=5)
+    assert "hunter2" not in str(info.value) and ":***@" in str(info.value)
+    with pytest.raises(PostgresStoreError):
+        PostgresAffectiveStateStore(wrong)
+
+
+def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn: str) -> None:
+    table = _new_table()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table}_memories (id int, other text)")
+    with pytest.raises(PostgresStoreError, match="not written by"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s",
+            (f"{table}%",))}
+        assert tables == {f"{table}_memories"}  # no meta table was added
+        newer = _new_table()
+        PostgresStore(pg_dsn, table=newer).close()
+        conn.execute(f"UPDATE {newer}_meta SET value = '99' WHERE key = 'version'")
+    with pytest.raises(PostgresStoreError, match="version '99'"):
+        PostgresStore(pg_dsn, table=newer)
+
+
+def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table=_new_table(), min_connections=1, max_connections=1)
+    a, b, c = _memories(9, 3, 0)
+    store.save(a)
+    with pytest.raises(PostgresStoreError) as info, store.transaction():
+        store.save(b)
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND state LIKE 'idle in transaction%'"
+            )
+        store.save(c)
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in str(info.value) and ":***@" in str(info.value)
+    assert store.list_all() == [a]  # the pool replaced the dropped connection
+    store.close()
