@@ -96,11 +96,25 @@ def test_every_read_equals_the_in_memory_stores(
         for m in memories:
             oracle.save(m)
             pg.save(m)
+        for i in rng.choice(n, size=min(3, n), replace=False):  # replaced in place
+            other = memories[(int(i) + 1) % n].embedding
+            again = memories[int(i)].model_copy(update={"embedding": other, "content": "new"})
+            oracle.save(again)
+            pg.update(again)
         for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1),
                               replace=False):
             assert oracle.delete(str(mid)) is pg.delete(str(mid)) is True
         assert pg.delete("nope") is False
         assert len(pg) == len(oracle)
+        with psycopg.connect(pg_dsn) as conn:  # the kept counts equal the rows
+            t = pg.table
+            assert conn.execute(
+                f"SELECT (SELECT value::bigint FROM {t}_meta WHERE key = 'count'), "
+                f"(SELECT value::bigint FROM {t}_meta WHERE key = 'embedded'), "
+                f"(SELECT count(*) FROM {t}_memories), "
+                f"(SELECT count(*) FROM {t}_memories WHERE embedded)"
+            ).fetchone() == (len(oracle), sum(bool(m.embedding) for m in oracle.list_all()),
+                             len(oracle), sum(bool(m.embedding) for m in oracle.list_all()))
         assert pg.list_all() == oracle.list_all()
         assert [m.model_dump_json() for m in pg.list_all()] == [
             m.model_dump_json() for m in oracle.list_all()]
@@ -130,6 +144,26 @@ def test_every_read_equals_the_in_memory_stores(
         if lexical is not None and lexical.terms:
             assert pg.lexical_search(lexical.terms, 5, 1.2, 0.75) == oracle.lexical_search(
                 lexical.terms, 5, 1.2, 0.75)
+
+
+def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
+    """Above ``exact_rows`` the HNSW index supplies top_k + margin candidates (with the
+    zero-norm rows); on a small table its candidates hold the true best, so the exact
+    re-rank gives the in-memory store's answer (zero and duplicate rows included)."""
+    memories = _memories(11, 90, 3)
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=8) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        rng = np.random.default_rng(5)
+        now = T0 + timedelta(days=100)
+        for _ in range(8):
+            query = _query(5, rng)
+            for k in (1, 3, 6):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+            assert_same_bank(pg.candidate_bank(query, 6, now), oracle.candidate_bank(query, 6, now))
 
 
 def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:

@@ -58,9 +58,11 @@ import json
 import math
 import re
 import threading
+import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
 from typing import Any
@@ -74,7 +76,7 @@ from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import tokenize
 from emotional_memory.models import LINK_TYPES, Memory
 from emotional_memory.stores import _records
-from emotional_memory.stores._precision import _norm, _row_norm
+from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
@@ -115,13 +117,32 @@ def _float_bytes(values: np.ndarray) -> bytes:
     return np.ascontiguousarray(values, dtype=_LE_F64).tobytes()
 
 
+def _embedding_of(exact: bytes | None, vector: Any) -> np.ndarray | None:
+    """A stored embedding as float64: the float64 bytes when kept, else the values of
+    the vector column (float32 numbers, so exact), else None."""
+    if exact is not None:
+        return np.frombuffer(exact, dtype=_LE_F64)
+    if vector is not None:  # pgvector's Vector (binary results) or an array
+        values = vector.to_numpy() if hasattr(vector, "to_numpy") else vector
+        return np.asarray(values, dtype=np.float64)
+    return None
+
+
 @dataclass
 class _Tx:
-    """The current thread's open transaction."""
+    """The current thread's open transaction.
+
+    ``queued`` holds writes not sent yet (statement, parameters): they go out together
+    (pipelined) before the transaction's next read, savepoint or commit. ``known``:
+    ids whose rows this transaction locked or wrote (they exist until it deletes them),
+    so an update of one can be queued without a round trip to check it exists.
+    """
 
     conn: Any
     depth: int
     write: bool
+    queued: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    known: set[str] = field(default_factory=set)
 
 
 class _Labels(_records.LabelTable):
@@ -141,9 +162,12 @@ class _Labels(_records.LabelTable):
 # Columns read to rebuild a memory, and to build candidate columns.
 _MEMORY_COLUMNS = (
     "seq, id, content, exact, tagf, tagi, label, link_targets, link_strengths, "
-    "link_types, metadata_json, whole"
+    "link_types, metadata_json, whole, embedding"
 )
-_BANK_COLUMNS = "seq, id, exact, tagf, tagi[1], link_targets, link_strengths"
+_BANK_COLUMNS = (
+    "seq, id, exact, tagf, tagi[1], link_targets, link_strengths, norm, embedding, embedded"
+)
+_SEARCH_COLUMNS = _BANK_COLUMNS
 
 
 class PostgresStore:
@@ -230,7 +254,9 @@ class PostgresStore:
         self._ef_search = ef_search
         self._margin = margin
         self._hnsw = (hnsw_m, hnsw_ef_construction)
+        self._upsert_sql, self._update_sql = self._statements()
         self._local = threading.local()
+        self._last_use: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self._labels = _Labels()
         self._labels_lock = threading.Lock()
         self._dim: int | None = None
@@ -259,7 +285,7 @@ class PostgresStore:
             max_size=max_connections,
             kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
             configure=register_vector,
-            check=ConnectionPool.check_connection,
+            check=self._check_connection,
             open=False,
             name=f"emotional_memory.{table}",
         )
@@ -272,6 +298,19 @@ class PostgresStore:
             ) from None
 
     # ------------------------------------------------------------------ plumbing
+
+    _IDLE_CHECK_S = 5.0
+    """A pooled connection idle this long is checked (one round trip) before use."""
+
+    def _check_connection(self, conn: Any) -> None:
+        """The pool's check: a connection idle for a while must answer a ping (the
+        pool replaces it otherwise); one in steady use skips the round trip (a broken
+        one then fails its transaction, with nothing written, and is replaced)."""
+        now = time.monotonic()
+        last = self._last_use.get(conn)
+        if last is None or now - last > self._IDLE_CHECK_S or conn.broken:
+            conn.execute("")
+        self._last_use[conn] = now
 
     @staticmethod
     def _find_password(dsn: str) -> str | None:
@@ -337,13 +376,17 @@ class PostgresStore:
         tx = self._current()
         if tx is not None and tx.write:
             name = f"em_sp{tx.depth}"
+            self._flush(tx)
             tx.conn.execute(f"SAVEPOINT {name}")
             tx.depth += 1
             try:
                 yield
+                self._flush(tx)
             except BaseException:
                 tx.depth -= 1
-                if not tx.conn.closed:
+                tx.queued.clear()
+                tx.known.clear()  # rows written after the savepoint are gone
+                if not tx.conn.closed and not tx.conn.broken:
                     tx.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 raise
             tx.depth -= 1
@@ -355,53 +398,87 @@ class PostgresStore:
             yield
 
     @contextmanager
-    def _transaction(self, *, write: bool) -> Iterator[Any]:
-        """A top-level transaction on a pooled connection; yields the connection."""
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection (errors name the redacted DSN)."""
         if self._closed:
             raise ValueError("the PostgresStore is closed")
-        psycopg = self._psycopg
         try:
             conn_cm = self._pool.connection()
             conn = conn_cm.__enter__()
         except Exception as exc:
             raise self._error("connecting", exc) from None
-        tx = _Tx(conn, 1, write)
-        self._local.tx = tx
         failed: BaseException | None = None
         try:
-            try:
-                if write:
-                    conn.execute("BEGIN")
-                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
-                else:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield conn
-                conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
-                failed = exc
-                raise self._error("a transaction", exc) from None
-            except BaseException as exc:
-                failed = exc
-                if not conn.closed and not conn.broken:
-                    with suppress(psycopg.Error):
-                        conn.execute("ROLLBACK")
-                raise
+            yield conn
+        except BaseException as exc:
+            failed = exc
+            raise
         finally:
-            self._local.tx = None
             if failed is None:
                 conn_cm.__exit__(None, None, None)
             else:
                 conn_cm.__exit__(type(failed), failed, failed.__traceback__)
 
     @contextmanager
-    def _read(self) -> Iterator[Any]:
-        """A cursor for reads: the open transaction's, else a read-only snapshot's."""
+    def _transaction(self, *, write: bool) -> Iterator[Any]:
+        """A top-level transaction on a pooled connection; yields the connection."""
+        psycopg = self._psycopg
+        with self._connection() as conn:
+            tx = _Tx(conn, 1, write)
+            self._local.tx = tx
+            try:
+                if write:  # one round trip (simple protocol: no parameters)
+                    conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})")
+                else:
+                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield conn
+                self._flush(tx)
+                conn.execute("COMMIT")
+            except psycopg.OperationalError as exc:
+                raise self._error("a transaction", exc) from None
+            except BaseException:
+                if not conn.closed and not conn.broken:
+                    with suppress(psycopg.Error):
+                        conn.execute("ROLLBACK")
+                raise
+            finally:
+                self._local.tx = None
+
+    def _flush(self, tx: _Tx) -> None:
+        """Send the transaction's queued writes (each run of one statement pipelined)."""
+        if not tx.queued:
+            return
+        queued, tx.queued = tx.queued, []
+        with tx.conn.cursor(binary=True) as cur:
+            start = 0
+            while start < len(queued):
+                sql = queued[start][0]
+                end = start
+                while end < len(queued) and queued[end][0] is sql:
+                    end += 1
+                cur.executemany(sql, [params for _, params in queued[start:end]])
+                start = end
+
+    @contextmanager
+    def _read(self, *, single: bool = False) -> Iterator[Any]:
+        """A cursor for reads: the open transaction's (its queued writes sent first),
+        else a read-only snapshot's; ``single``: one statement, which is its own
+        snapshot (no BEGIN / COMMIT round trips)."""
         tx = self._current()
         if tx is not None:
-            with tx.conn.cursor() as cur:
+            self._flush(tx)
+            with tx.conn.cursor(binary=True) as cur:
                 yield cur
             return
-        with self._transaction(write=False) as conn, conn.cursor() as cur:
+        if single:
+            psycopg = self._psycopg
+            with self._connection() as conn, conn.cursor(binary=True) as cur:
+                try:
+                    yield cur
+                except psycopg.OperationalError as exc:
+                    raise self._error("a read", exc) from None
+            return
+        with self._transaction(write=False) as conn, conn.cursor(binary=True) as cur:
             yield cur
 
     @contextmanager
@@ -411,14 +488,22 @@ class PostgresStore:
         if tx is not None and not tx.write:
             raise RuntimeError("cannot write inside a read")
         if tx is not None:
-            with tx.conn.cursor() as cur:
+            self._flush(tx)
+            with tx.conn.cursor(binary=True) as cur:
                 yield cur
             return
         with self.transaction():
             tx = self._current()
             assert tx is not None
-            with tx.conn.cursor() as cur:
+            with tx.conn.cursor(binary=True) as cur:
                 yield cur
+
+    def _locked(self, ids: Iterable[str], lock: str) -> None:
+        """Note rows a write transaction locked (they exist until it deletes them)."""
+        if lock:
+            tx = self._current()
+            if tx is not None:
+                tx.known.update(ids)
 
     def _lock_rows(self) -> str:
         """``FOR UPDATE`` inside a write transaction (reads lock what they return)."""
@@ -439,8 +524,7 @@ class PostgresStore:
                 embedding vector,
                 exact bytea,
                 norm float8,
-                embedded boolean GENERATED ALWAYS AS
-                    (exact IS NOT NULL AND octet_length(exact) > 0) STORED,
+                embedded boolean NOT NULL,
                 tagf float8[] NOT NULL,
                 tagi int8[] NOT NULL,
                 valence float8 GENERATED ALWAYS AS (tagf[1]) STORED,
@@ -462,7 +546,7 @@ class PostgresStore:
                 tfs int4[] NOT NULL,
                 doc_len int4 NOT NULL,
                 whole text
-            )""",
+            ) WITH (fillfactor = 70, toast_tuple_target = 8160)""",
             f"CREATE INDEX {t}_scope ON {t} USING gin (scope)",
             f"CREATE INDEX {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
             f"CREATE INDEX {t}_links ON {t} USING gin (link_targets)",
@@ -473,7 +557,7 @@ class PostgresStore:
             f"CREATE INDEX {t}_novec ON {t} (seq) WHERE embedded AND embedding IS NULL",
             f"CREATE INDEX {t}_created ON {t} (created_us)",
             f"INSERT INTO {meta} VALUES ('schema', '{_SCHEMA_NAME}'), "
-            f"('version', '{SCHEMA_VERSION}')",
+            f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0')",
         ]
 
     def _ensure_schema(self, conn: Any) -> None:
@@ -573,18 +657,25 @@ class PostgresStore:
             floats, ints = _records.encode_tag(tag, self._labels)
         lab = tag.emotion_label
         embedding = memory.embedding
-        exact = vector = norm = None
+        exact: bytes | None = None
+        vector: np.ndarray | None = None
+        norm: float | None = None
         if embedding is not None:
             vec = np.asarray(embedding, dtype=np.float64)
-            exact = _float_bytes(vec)
-            if vec.size:
+            if not vec.size:
+                exact = b""
+            else:
                 with np.errstate(over="ignore", invalid="ignore"):
                     norm = _row_norm(vec)
-                if math.isfinite(norm) and norm > 0.0:
-                    unit = vec / norm
-                    f32 = unit.astype(np.float32)
-                    if np.isfinite(f32).all() and f32.any():
-                        vector = f32
+                f32 = vec.astype(np.float32)
+                if _F32_NORM_MIN <= norm <= _F32_NORM_MAX and (f32 == vec).all():
+                    vector = f32  # the values themselves: the vector column holds them
+                else:
+                    exact = _float_bytes(vec)  # float64 values kept beside the index
+                    if math.isfinite(norm) and norm > 0.0:
+                        unit = (vec / norm).astype(np.float32)
+                        if np.isfinite(unit).all() and unit.any():
+                            vector = unit
         try:
             metadata_json = json.dumps(memory.metadata, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
@@ -601,6 +692,7 @@ class PostgresStore:
             "embedding": vector,
             "exact": exact,
             "norm": norm,
+            "embedded": bool(embedding),
             "tagf": floats,
             "tagi": ints,
             "label": None if lab is None else [lab.primary, lab.intensity, lab.name],
@@ -618,48 +710,78 @@ class PostgresStore:
         }
 
     _FIELDS = (
-        "id", "content", "embedding", "exact", "norm", "tagf", "tagi", "label",
+        "id", "content", "embedding", "exact", "norm", "embedded", "tagf", "tagi", "label",
         "link_targets", "link_strengths", "link_types", "metadata", "metadata_json",
         "scope", "expires_at", "terms", "tfs", "doc_len", "whole",
     )
 
+    def _statements(self) -> tuple[str, str]:
+        """The upsert and update statements; both keep the meta table's counts of
+        memories and of embedded memories current in the same statement."""
+        fields = self._FIELDS
+        values = [
+            "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
+        ]
+        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+        t, meta = self._t, self._meta
+        # ``old`` reads the row as it was before the statement (one snapshot)
+        counts = (
+            f"UPDATE {meta} SET value = (value::bigint + CASE key "
+            "WHEN 'count' THEN (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
+            "ELSE (SELECT count(*) FROM up WHERE embedded) "
+            "- (SELECT count(*) FROM old WHERE embedded) END)::text "
+            "WHERE key IN ('count', 'embedded')"
+        )
+        upsert = (
+            f"WITH old AS (SELECT embedded FROM {t} WHERE id = %(id)s), "
+            f"up AS (INSERT INTO {t} ({', '.join(fields)}) "
+            f"VALUES ({', '.join(values)}) ON CONFLICT (id) DO UPDATE SET {excluded} "
+            f"RETURNING embedded) {counts}"
+        )
+        sets = ", ".join(f"{f} = {v}" for f, v in zip(fields[1:], values[1:], strict=True))
+        update = (
+            f"WITH old AS (SELECT embedded FROM {t} WHERE id = %(id)s), "
+            f"up AS (UPDATE {t} SET {sets} WHERE id = %(id)s RETURNING embedded) {counts}"
+        )
+        return upsert, update
+
     def _put(self, memory: Memory, *, must_exist: bool) -> None:
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        tx = self._current()
+        if tx is None:
+            with self.transaction():
+                self._put(memory, must_exist=must_exist)
+            return
+        if not tx.write:
+            raise RuntimeError("cannot write inside a read")
         values = self._row_values(memory)
         embedding = memory.embedding
         psycopg = self._psycopg
         try:
-            with self._write() as cur:
-                if embedding:
-                    dim = self._stored_dim(cur)
-                    if dim is None:
-                        self._fix_dim(cur, len(embedding))
-                    elif len(embedding) != dim:
-                        raise ValueError(
-                            f"embedding length mismatch: memory has {len(embedding)}, "
-                            f"the store holds dimension {dim}"
-                        )
-                fields = self._FIELDS
-                placeholders = ", ".join(
-                    "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
-                )
-                if must_exist:
-                    sets = ", ".join(f"{f} = {p}" for f, p in zip(
-                        fields[1:], placeholders.split(", ")[1:], strict=True
-                    ))
+            if embedding:
+                dim = self._dim
+                if dim is None:
+                    with self._write() as cur:
+                        dim = self._stored_dim(cur)
+                        if dim is None:
+                            self._fix_dim(cur, len(embedding))
+                            dim = len(embedding)
+                if len(embedding) != dim:
+                    raise ValueError(
+                        f"embedding length mismatch: memory has {len(embedding)}, "
+                        f"the store holds dimension {dim}"
+                    )
+            if must_exist and memory.id not in tx.known:
+                with self._write() as cur:
                     cur.execute(
-                        f"UPDATE {self._t} SET {sets} WHERE id = %(id)s RETURNING seq", values
+                        f"SELECT 1 FROM {self._t} WHERE id = %s FOR UPDATE", (memory.id,)
                     )
                     if cur.fetchone() is None:
                         raise KeyError(memory.id)
-                else:
-                    sets = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
-                    cur.execute(
-                        f"INSERT INTO {self._t} ({', '.join(fields)}) VALUES ({placeholders}) "
-                        f"ON CONFLICT (id) DO UPDATE SET {sets}",
-                        values,
-                    )
+            # queued: sent with the transaction's next read or at its commit
+            tx.queued.append((self._update_sql if must_exist else self._upsert_sql, values))
+            tx.known.add(memory.id)
         except psycopg.OperationalError as exc:
             raise self._error("saving a memory", exc) from None
 
@@ -698,23 +820,32 @@ class PostgresStore:
             True when it existed.
         """
         with self._write() as cur:
-            cur.execute(f"DELETE FROM {self._t} WHERE id = %s RETURNING seq", (memory_id,))
-            return cur.fetchone() is not None
+            row = cur.execute(
+                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s RETURNING embedded) "
+                f"UPDATE {self._meta} SET value = (value::bigint - CASE key "
+                "WHEN 'count' THEN (SELECT count(*) FROM d) "
+                "ELSE (SELECT count(*) FROM d WHERE embedded) END)::text "
+                "WHERE key IN ('count', 'embedded') RETURNING (SELECT count(*) FROM d)",
+                (memory_id,),
+            ).fetchone()
+        tx = self._current()
+        if tx is not None:
+            tx.known.discard(memory_id)
+        return bool(row[0])
 
     # ------------------------------------------------------------------ reading
 
     def _memory(self, row: Sequence[Any]) -> Memory:
         (_, mid, content, exact, tagf, tagi, label, targets, strengths, types,
-         metadata_json, whole) = row
+         metadata_json, whole, vector) = row
         if whole is not None:
             return load_memory(whole)
         ints = list(tagi)
         if label is not None:
             with self._labels_lock:
                 ints[_records.I_LABEL] = self._labels.intern(label)
-        embedding = None
-        if exact is not None:
-            embedding = np.frombuffer(exact, dtype=_LE_F64).tolist()
+        values = _embedding_of(exact, vector)
+        embedding = None if values is None else values.tolist()
         links = None
         if targets:
             links = _records.pack_link_columns(
@@ -734,12 +865,15 @@ class PostgresStore:
         Returns:
             The memory.
         """
-        with self._read() as cur:
+        lock = self._lock_rows()
+        with self._read(single=True) as cur:
             row = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{self._lock_rows()}",
-                (memory_id,),
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{lock}", (memory_id,)
             ).fetchone()
-        return None if row is None else self._memory(row)
+        if row is None:
+            return None
+        self._locked([memory_id], lock)
+        return self._memory(row)
 
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
         """The stored memories of ``memory_ids``, in that order (missing ones skipped).
@@ -756,13 +890,15 @@ class PostgresStore:
         ids = list(memory_ids)
         if not ids:
             return []
-        with self._read() as cur:
+        lock = self._lock_rows()
+        with self._read(single=True) as cur:
             rows = cur.execute(
                 f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s) "
-                f"ORDER BY seq{self._lock_rows()}",
+                f"ORDER BY seq{lock}",
                 (ids,),
             ).fetchall()
         by_id = {r[1]: r for r in rows}
+        self._locked(by_id, lock)
         return [self._memory(by_id[i]) for i in ids if i in by_id]
 
     def list_all(self) -> list[Memory]:
@@ -771,16 +907,20 @@ class PostgresStore:
         Returns:
             A new list.
         """
-        with self._read() as cur:
+        lock = self._lock_rows()
+        with self._read(single=True) as cur:
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} ORDER BY seq{self._lock_rows()}"
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} ORDER BY seq{lock}"
             ).fetchall()
+        self._locked([r[1] for r in rows], lock)
         return [self._memory(r) for r in rows]
 
     def __len__(self) -> int:
         """Number of memories stored."""
-        with self._read() as cur:
-            row = cur.execute(f"SELECT count(*) FROM {self._t}").fetchone()
+        with self._read(single=True) as cur:
+            row = cur.execute(
+                f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"
+            ).fetchone()
         return int(row[0])
 
     def count(self) -> int:
@@ -791,7 +931,7 @@ class PostgresStore:
         """Whether a memory with this id is stored."""
         if not isinstance(memory_id, str):
             return False
-        with self._read() as cur:
+        with self._read(single=True) as cur:
             row = cur.execute(f"SELECT 1 FROM {self._t} WHERE id = %s", (memory_id,)).fetchone()
         return row is not None
 
@@ -809,52 +949,59 @@ class PostgresStore:
             )
         return query
 
-    def _search_seqs(self, cur: Any, query: np.ndarray, k: int) -> list[int]:
-        """The ``seq`` of the ``k`` best embedded memories (exact float64 order)."""
+    def _search_rows(self, cur: Any, query: np.ndarray, k: int) -> list[Any]:
+        """The ``k`` best embedded rows (``_SEARCH_COLUMNS``), exact float64 order."""
         t = self._t
         if k <= 0:
             return []
         query_norm = _norm(query) if query.shape[0] else 0.0
         if query_norm == 0.0 or not math.isfinite(query_norm):
             # every similarity is 0 (or NaN, counting 0): insertion order
-            cur.execute(f"SELECT seq FROM {t} WHERE embedded ORDER BY seq LIMIT %s", (k,))
-            return [r[0] for r in cur.fetchall()]
-        total = int(cur.execute(f"SELECT count(*) FROM {t} WHERE embedded").fetchone()[0])
+            cur.execute(
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded ORDER BY seq LIMIT %s", (k,)
+            )
+            return list(cur.fetchall())
+        # how many embedded rows (kept by every write; and the index's search breadth
+        # for this transaction, in the same round trip)
+        want = k + self._margin
+        bound = max(self._exact_rows, want) + 1
+        total = int(cur.execute(
+            f"SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
+            f"FROM {self._meta} WHERE key = 'embedded'",
+            (str(max(self._ef_search, want)),),
+        ).fetchone()[0])
         if total == 0:
             return []
-        if total <= self._exact_rows or k + self._margin >= total:
+        if total < bound:
             rows = cur.execute(
-                f"SELECT seq, exact, norm FROM {t} WHERE embedded ORDER BY seq"
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded ORDER BY seq"
             ).fetchall()
         else:
-            want = k + self._margin
-            cur.execute(f"SET LOCAL hnsw.ef_search = {max(self._ef_search, want)}")
             unit = (query / query_norm).astype(np.float32)
             rows = cur.execute(
-                f"(SELECT seq, exact, norm FROM {t} WHERE embedding IS NOT NULL "
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL "
                 f"ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
-                f"(SELECT seq, exact, norm FROM {t} WHERE embedded AND embedding IS NULL)",
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND embedding IS NULL)",
                 (unit, want),
             ).fetchall()
             rows.sort(key=lambda r: r[0])
         return self._rank(query, query_norm, rows, k)
 
     @staticmethod
-    def _rank(query: np.ndarray, query_norm: float, rows: list[Any], k: int) -> list[int]:
-        """Rows ``(seq, exact, norm)`` in seq order ranked by exact cosine, the best k."""
+    def _rank(query: np.ndarray, query_norm: float, rows: list[Any], k: int) -> list[Any]:
+        """Rows (``_SEARCH_COLUMNS``, in seq order) ranked by exact cosine, the best k."""
         if not rows:
             return []
-        seqs = np.fromiter((r[0] for r in rows), np.int64, len(rows))
-        vectors = np.frombuffer(b"".join(r[1] for r in rows), dtype=_LE_F64).reshape(
-            len(rows), query.shape[0]
-        )
-        norms = np.fromiter((r[2] for r in rows), np.float64, len(rows))
+        vectors = np.empty((len(rows), query.shape[0]), dtype=np.float64)
+        for i, r in enumerate(rows):
+            vectors[i] = _embedding_of(r[2], r[8])
+        norms = np.fromiter((r[7] for r in rows), np.float64, len(rows))
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             dots = np.multiply(vectors, query).sum(axis=1)
             sims = dots / (norms * query_norm)
         sims = np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
         order = np.argsort(-sims, kind="stable")[:k]
-        return seqs[order].tolist()
+        return [rows[i] for i in order.tolist()]
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5), best first.
@@ -878,17 +1025,17 @@ class PostgresStore:
         """
         if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
             raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        lock = self._lock_rows()
         with self._read() as cur:
             query = self._check_query(cur, embedding)
-            seqs = self._search_seqs(cur, query, int(top_k))
+            seqs = [r[0] for r in self._search_rows(cur, query, int(top_k))]
             if not seqs:
                 return []
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq = ANY(%s)"
-                f"{self._lock_rows()}",
-                (seqs,),
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq = ANY(%s){lock}", (seqs,)
             ).fetchall()
         by_seq = {r[0]: r for r in rows}
+        self._locked([r[1] for r in rows], lock)
         return [self._memory(by_seq[s]) for s in seqs]
 
     # ------------------------------------------------------------------ columns
@@ -923,32 +1070,25 @@ class PostgresStore:
         with self._read() as cur:
             t = self._t
             if limit is None:
-                seqs: list[int] = [
-                    r[0] for r in cur.execute(f"SELECT seq FROM {t} ORDER BY seq").fetchall()
-                ]
+                ordered: list[Any] = list(cur.execute(
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} ORDER BY seq"
+                ).fetchall())
             else:
                 query = self._check_query(cur, embedding)
-                seqs = self._search_seqs(cur, query, int(limit))
+                ordered = self._search_rows(cur, query, int(limit))
             extra = list(also)
             if lexical is not None and lexical.shortlist and lexical.terms:
                 extra += self._lexical_search(
                     cur, lexical.terms, lexical.shortlist, lexical.k1, lexical.b
                 )
-            if extra:
-                have = set(seqs)
-                found = dict(cur.execute(
-                    f"SELECT id, seq FROM {t} WHERE id = ANY(%s)", (list(dict.fromkeys(extra)),)
-                ).fetchall())
-                for mid in extra:
-                    s = found.get(mid)
-                    if s is not None and s not in have:
-                        seqs.append(s)
-                        have.add(s)
-            rows = cur.execute(
-                f"SELECT {_BANK_COLUMNS} FROM {t} WHERE seq = ANY(%s)", (seqs,)
-            ).fetchall() if seqs else []
-            by_seq = {r[0]: r for r in rows}
-            ordered = [by_seq[s] for s in seqs]
+            have = {r[1] for r in ordered}
+            wanted = [mid for mid in dict.fromkeys(extra) if mid not in have]
+            if wanted:
+                found = {r[1]: r for r in cur.execute(
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s)", (wanted,)
+                ).fetchall()}
+                ordered += [found[mid] for mid in wanted if mid in found]
+            seqs = [r[0] for r in ordered]
             bank = self._bank(ordered, embedding, now, self._stored_dim(cur))
             if with_memories:
                 mem_rows = cur.execute(
@@ -970,7 +1110,7 @@ class PostgresStore:
         """The bank of ``rows`` (``_BANK_COLUMNS``, candidate order)."""
         n = len(rows)
         ids: list[str] = [r[1] for r in rows]
-        has = [r[2] is not None and len(r[2]) > 0 for r in rows]
+        has = [bool(r[9]) for r in rows]
         query_dim = len(embedding) if embedding is not None else 0
         if query_dim and any(has) and store_dim is not None and store_dim != query_dim:
             raise ValueError(
@@ -982,7 +1122,7 @@ class PostgresStore:
         emb = np.zeros((size, dim), dtype=np.float64)
         for i, r in enumerate(rows):
             if has[i]:
-                emb[i] = np.frombuffer(r[2], dtype=_LE_F64)
+                emb[i] = _embedding_of(r[2], r[8])
         tagf = np.asarray([r[3] for r in rows], dtype=np.float64).reshape(n, _records.TAG_F)
         stamps = np.asarray([r[4] for r in rows], dtype=np.int64)
         leaves: list[np.ndarray] = [emb]
@@ -1193,12 +1333,13 @@ class PostgresStore:
         targets = list(memory_ids)
         if not targets:
             return []
-        with self._read() as cur:
+        lock = self._lock_rows()
+        with self._read(single=True) as cur:
             rows = cur.execute(
-                f"SELECT id FROM {self._t} WHERE link_targets && %s ORDER BY seq"
-                f"{self._lock_rows()}",
+                f"SELECT id FROM {self._t} WHERE link_targets && %s ORDER BY seq{lock}",
                 (targets,),
             ).fetchall()
+        self._locked([r[0] for r in rows], lock)
         return [r[0] for r in rows]
 
     def pending_ids(self) -> list[str]:
@@ -1207,7 +1348,7 @@ class PostgresStore:
         Returns:
             The ids.
         """
-        with self._read() as cur:
+        with self._read(single=True) as cur:
             rows = cur.execute(
                 f"SELECT id FROM {self._t} WHERE pending ORDER BY seq"
             ).fetchall()
@@ -1217,6 +1358,12 @@ class PostgresStore:
         """Delete every memory (one transaction; the schema stays)."""
         with self._write() as cur:
             cur.execute(f"DELETE FROM {self._t}")
+            cur.execute(
+                f"UPDATE {self._meta} SET value = '0' WHERE key IN ('count', 'embedded')"
+            )
+        tx = self._current()
+        if tx is not None:
+            tx.known.clear()
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
