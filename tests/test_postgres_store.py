@@ -485,11 +485,12 @@ def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str)
     store.save(a)
     with pytest.raises(PostgresStoreError) as info, store.transaction():
         store.save(b)
+        assert store.get(b.id) == b  # the transaction is open on the server
         with psycopg.connect(pg_dsn, autocommit=True) as admin:
             admin.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                 "WHERE datname = current_database() AND pid <> pg_backend_pid() "
-                "AND state LIKE 'idle in transaction%'"
+                "AND backend_type = 'client backend'"  # the store's only connection
             )
         store.save(c)
     password = pg_dsn.split(":")[2].split("@")[0]

@@ -421,19 +421,26 @@ class PostgresStore:
 
     @contextmanager
     def _transaction(self, *, write: bool) -> Iterator[Any]:
-        """A top-level transaction on a pooled connection; yields the connection."""
+        """A top-level transaction on a pooled connection; yields the connection.
+
+        It runs in libpq's pipeline mode: statements whose results nobody waits for
+        (BEGIN, the advisory lock, queued writes, COMMIT) travel with the next one
+        that is read, so a transaction costs a round trip per read plus one.
+        """
         psycopg = self._psycopg
         with self._connection() as conn:
             tx = _Tx(conn, 1, write)
             self._local.tx = tx
             try:
-                if write:  # one round trip (simple protocol: no parameters)
-                    conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({self._lock_key})")
-                else:
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                yield conn
-                self._flush(tx)
-                conn.execute("COMMIT")
+                with conn.pipeline():
+                    if write:
+                        conn.execute("BEGIN")
+                        conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
+                    else:
+                        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                    yield conn
+                    self._flush(tx)
+                    conn.execute("COMMIT")
             except psycopg.OperationalError as exc:
                 raise self._error("a transaction", exc) from None
             except BaseException:
@@ -965,11 +972,23 @@ class PostgresStore:
         # for this transaction, in the same round trip)
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
-        total = int(cur.execute(
+        cur.execute(
             f"SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
             f"FROM {self._meta} WHERE key = 'embedded'",
             (str(max(self._ef_search, want)),),
-        ).fetchone()[0])
+        )
+        # sent in the same round trip (pipeline mode): the index search, used unless
+        # the table is small enough to rank every row
+        unit = (query / query_norm).astype(np.float32)
+        with cur.connection.cursor(binary=True) as near:
+            near.execute(
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL "
+                f"ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND embedding IS NULL)",
+                (unit, want),
+            )
+            total = int(cur.fetchone()[0])
+            rows = near.fetchall()
         if total == 0:
             return []
         if total < bound:
@@ -977,13 +996,6 @@ class PostgresStore:
                 f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded ORDER BY seq"
             ).fetchall()
         else:
-            unit = (query / query_norm).astype(np.float32)
-            rows = cur.execute(
-                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL "
-                f"ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
-                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND embedding IS NULL)",
-                (unit, want),
-            ).fetchall()
             rows.sort(key=lambda r: r[0])
         return self._rank(query, query_norm, rows, k)
 
