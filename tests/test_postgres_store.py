@@ -497,3 +497,22 @@ def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str)
     assert password not in str(info.value) and ":***@" in str(info.value)
     assert store.list_all() == [a]  # the pool replaced the dropped connection
     store.close()
+
+
+def test_the_readme_example_runs(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README "Production: PostgreSQL": the example runs as written (twice: the second
+    run reopens the table and the persisted state)."""
+    import re
+
+    text = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Production: PostgreSQL", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    monkeypatch.setenv("EMOTIONAL_MEMORY_DSN", pg_dsn)
+    for _ in range(2):
+        exec(code, {})
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["['The launch slipped again and the team is exhausted']"] * 2
+    with PostgresStore(pg_dsn, table="agent_memory") as store:
+        assert len(store) == 2

@@ -283,7 +283,13 @@ class PostgresStore:
             dsn,
             min_size=min_connections,
             max_size=max_connections,
-            kwargs={"autocommit": True, "connect_timeout": max(1, math.ceil(connect_timeout))},
+            # no server-side prepared statements: they do not mix reliably with
+            # pipeline mode (and a pooler in transaction mode forbids them)
+            kwargs={
+                "autocommit": True,
+                "connect_timeout": max(1, math.ceil(connect_timeout)),
+                "prepare_threshold": None,
+            },
             configure=register_vector,
             check=self._check_connection,
             open=False,
@@ -733,11 +739,11 @@ class PostgresStore:
         t, meta = self._t, self._meta
         # ``old`` reads the row as it was before the statement (one snapshot)
         counts = (
-            f"UPDATE {meta} SET value = (value::bigint + CASE key "
-            "WHEN 'count' THEN (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
-            "ELSE (SELECT count(*) FROM up WHERE embedded) "
-            "- (SELECT count(*) FROM old WHERE embedded) END)::text "
-            "WHERE key IN ('count', 'embedded')"
+            f"UPDATE {meta} SET value = (value::bigint + d.delta)::text FROM ("
+            "SELECT 'count' AS key, (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
+            "AS delta UNION ALL SELECT 'embedded', (SELECT count(*) FROM up WHERE embedded) "
+            "- (SELECT count(*) FROM old WHERE embedded)) AS d "
+            f"WHERE {meta}.key = d.key AND d.delta <> 0"  # most writes change no count
         )
         upsert = (
             f"WITH old AS (SELECT embedded FROM {t} WHERE id = %(id)s), "
