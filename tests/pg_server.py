@@ -108,6 +108,15 @@ def start(workdir: Path, timeout: float = 60.0) -> Server:
         workdir.chmod(0o755)
         for path in (workdir, data, sockets, pwfile):
             shutil.chown(path, "nobody")
+        probe = subprocess.run([*prefix, "test", "-x", str(bindir / "postgres")], check=False)
+        if probe.returncode != 0:  # the install is not reachable for nobody: a copy
+            copy = workdir / "pginstall"
+            shutil.copytree(bindir.parent, copy, symlinks=True)
+            for root, dirs, _ in os.walk(copy):
+                for d in dirs:
+                    os.chmod(os.path.join(root, d), 0o755)
+            os.chmod(copy, 0o755)
+            bindir = copy / "bin"
     subprocess.run(
         [*prefix, str(bindir / "initdb"), "-D", str(data), "-U", SUPERUSER,
          "--auth=scram-sha-256", f"--pwfile={pwfile}", "-E", "UTF8", "--no-locale",

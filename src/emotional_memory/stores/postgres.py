@@ -74,9 +74,16 @@ from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, LexicalQuery
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import tokenize
-from emotional_memory.models import LINK_TYPES, Memory
+from emotional_memory.models import LINK_TYPES, Memory, ResonanceLink
 from emotional_memory.stores import _records
 from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
+from emotional_memory.stores._linking import (
+    ForwardLink,
+    LinkCandidates,
+    MemoryLinker,
+    _backward,
+    _with_links,
+)
 from emotional_memory.stores._vector_db import dump_memory, load_memory
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
@@ -1056,6 +1063,134 @@ class PostgresStore:
         self._locked([r[1] for r in rows], lock)
         return [self._memory(by_seq[s]) for s in seqs]
 
+    def search_by_embedding_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        *,
+        visible_until: Sequence[str] | None = None,
+    ) -> list[list[Memory]]:
+        """One :meth:`search_by_embedding` per query, all in one transaction whose
+        index searches travel together (pipeline mode).
+
+        Args:
+            embeddings: the (D,) queries (None or empty: insertion order).
+            top_k: how many memories per query at most.
+            visible_until: per query, the id of the last memory (in insertion order)
+                it may see (``encode_batch``: each new memory sees the memories stored
+                up to itself); None: every memory.
+
+        Returns:
+            The memories of each query, best first.
+        """
+        if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
+            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
+        n = len(embeddings)
+        if visible_until is not None and len(visible_until) != n:
+            raise ValueError("visible_until must have one id per query")
+        lock = self._lock_rows()
+        with self._read() as cur:
+            limits: list[int | None] = [None] * n
+            if visible_until is not None:
+                seq_of = dict(cur.execute(
+                    f"SELECT id, seq FROM {self._t} WHERE id = ANY(%s)",
+                    (list(dict.fromkeys(visible_until)),),
+                ).fetchall())
+                limits = [seq_of.get(mid, -1) for mid in visible_until]
+            queries = [self._check_query(cur, e) for e in embeddings]
+            found = self._search_many(cur, queries, int(top_k), limits)
+            seqs = sorted({r[0] for rows in found for r in rows})
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq = ANY(%s){lock}", (seqs,)
+            ).fetchall() if seqs else []
+        memories = {r[0]: self._memory(r) for r in rows}
+        self._locked([m.id for m in memories.values()], lock)
+        return [[memories[r[0]] for r in rows_] for rows_ in found]
+
+    def _search_many(
+        self, cur: Any, queries: list[np.ndarray], k: int, limits: list[int | None]
+    ) -> list[list[Any]]:
+        """:meth:`_search_rows` of many queries, each over the rows ``seq <= limit``;
+        the index searches are sent together and read back in one round trip."""
+        t = self._t
+        out: list[list[Any]] = [[] for _ in queries]
+        if k <= 0 or not queries:
+            return out
+        want = k + self._margin
+        bound = max(self._exact_rows, want) + 1
+        total = int(cur.execute(
+            f"SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
+            f"FROM {self._meta} WHERE key = 'embedded'",
+            (str(max(self._ef_search, want)),),
+        ).fetchone()[0])
+        if total == 0:
+            return out
+        top = max((x for x in limits if x is not None), default=None)
+        if total < bound:  # every row, once, ranked per query
+            everything = cur.execute(
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded "
+                + ("AND seq <= %s " if top is not None else "")
+                + "ORDER BY seq",
+                (top,) if top is not None else (),
+            ).fetchall()
+        cursors: list[Any] = []
+        norms: list[float] = []
+        for i, query in enumerate(queries):
+            norm = _norm(query) if query.shape[0] else 0.0
+            norms.append(norm)
+            limit = limits[i]
+            if limit is not None and limit < 0:
+                cursors.append(None)
+                continue
+            visible = "" if limit is None else f" AND seq <= {int(limit)}"
+            if norm == 0.0 or not math.isfinite(norm):
+                c = cur.connection.cursor(binary=True)
+                c.execute(
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{visible} "
+                    "ORDER BY seq LIMIT %s", (k,),
+                )
+                cursors.append(c)
+            elif total < bound:
+                cursors.append(None)
+            else:
+                c = cur.connection.cursor(binary=True)
+                c.execute(
+                    f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL"
+                    f"{visible} ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
+                    f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND "
+                    f"embedding IS NULL{visible})",
+                    ((query / norm).astype(np.float32), want),
+                )
+                cursors.append(c)
+        for i, query in enumerate(queries):
+            c = cursors[i]
+            limit = limits[i]
+            if limit is not None and limit < 0:
+                continue
+            norm = norms[i]
+            if norm == 0.0 or not math.isfinite(norm):
+                out[i] = list(c.fetchall())
+            elif c is None:  # small table: rank the visible rows exactly
+                rows = everything if limit is None else [r for r in everything if r[0] <= limit]
+                out[i] = self._rank(query, norm, rows, k)
+            else:
+                rows = sorted(c.fetchall(), key=lambda r: r[0])
+                out[i] = self._rank(query, norm, rows, k)
+            if c is not None:
+                c.close()
+        return out
+
+    def row_linker(self, block_size: int) -> _PostgresLinker:
+        """The linker ``encode_batch`` uses (see :class:`_PostgresLinker`).
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            The linker.
+        """
+        return _PostgresLinker(self, block_size)
+
     # ------------------------------------------------------------------ columns
 
     def candidate_bank(
@@ -1404,3 +1539,52 @@ class PostgresStore:
 
     def __repr__(self) -> str:
         return f"PostgresStore({self._redacted!r}, table={self._table!r})"
+
+
+class _PostgresLinker(MemoryLinker):
+    """:class:`~emotional_memory.stores._linking.MemoryLinker` with the round trips cut:
+    a block's new rows go out together, its candidate searches travel together
+    (:meth:`PostgresStore.search_by_embedding_batch`, each memory seeing the memories
+    stored up to itself), and a memory's link targets are read (and locked) in one
+    query; their updates are queued like every write. The links are those of one
+    search and one ``get`` per link (SPEC 7)."""
+
+    def __init__(self, store: PostgresStore, block_size: int) -> None:
+        super().__init__(
+            store, store.search_by_embedding_batch if block_size > 1 else None, block_size
+        )
+        self._pg = store
+
+    def link(
+        self,
+        memory: Memory,
+        candidates: LinkCandidates,
+        links: list[ForwardLink],
+        max_links: int,
+    ) -> None:
+        """See :meth:`Linker.link` (the targets read in one query)."""
+        forward = [
+            ResonanceLink(
+                source_id=memory.id, target_id=candidates.ids[i], strength=strength,
+                link_type=link_type,
+            )
+            for i, strength, link_type in links
+        ]
+        memory = _with_links(memory, forward)
+        self._pg.update(memory)
+        self._forward[memory.id] = memory
+        targets = {m.id: m for m in self._pg.memories([lk.target_id for lk in forward])}
+        for link in forward:
+            target = targets.get(link.target_id)
+            if target is None:
+                continue
+            back = ResonanceLink(
+                source_id=target.id, target_id=memory.id, strength=link.strength,
+                link_type=link.link_type,
+            )
+            existing = list(target.tag.resonance_links)
+            strengths = [lk.strength for lk in existing]
+            if _backward(existing, strengths, back, back.strength, max_links):
+                updated = _with_links(target, existing)
+                targets[target.id] = updated
+                self._pg.update(updated)
