@@ -76,7 +76,6 @@ from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import tokenize
 from emotional_memory.models import LINK_TYPES, Memory, ResonanceLink
 from emotional_memory.stores import _records
-from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._linking import (
     ForwardLink,
     LinkCandidates,
@@ -84,6 +83,7 @@ from emotional_memory.stores._linking import (
     _backward,
     _with_links,
 )
+from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
@@ -569,7 +569,6 @@ class PostgresStore:
             ) WITH (fillfactor = 70, toast_tuple_target = 8160)""",
             f"CREATE INDEX {t}_scope ON {t} USING gin (scope)",
             f"CREATE INDEX {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
-            f"CREATE INDEX {t}_links ON {t} USING gin (link_targets)",
             f"CREATE INDEX {t}_metadata ON {t} USING gin (metadata jsonb_path_ops)",
             f"CREATE INDEX {t}_terms ON {t} USING gin (terms)",
             f"CREATE INDEX {t}_pending ON {t} (seq) WHERE pending",
