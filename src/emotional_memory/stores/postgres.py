@@ -10,24 +10,31 @@ updates. It answers the engine's columnar protocol
 The table (``{table}_memories``) holds each memory in typed columns:
 
 - ``seq`` (insertion order, kept when a memory is replaced), ``id``, ``content``;
-- ``embedding``: pgvector ``vector(D)`` under an HNSW cosine index (NULL for memories
-  without an embedding, and for embeddings without a direction: zero, NaN, inf),
-  ``exact``: the embedding's float64 values (little-endian bytes), ``norm``;
+- ``embedding``: pgvector ``vector(D)`` under an HNSW cosine index. An embedding whose
+  values are all float32 numbers (what embedders produce) is stored there as it is,
+  once; any other is stored as its float64 values in ``exact`` (little-endian bytes)
+  with its float32 unit direction in ``embedding`` for the index (NULL when it has no
+  direction: zero, NaN, inf). ``norm`` (float64) and ``embedded`` complete it;
 - ``tagf`` (``float8[]``) and ``tagi`` (``int8[]``): the emotional tag's numbers as
   :mod:`emotional_memory.stores._records` lays them out (affect, mood, momentum,
   consolidation, timestamps as microseconds, counters, flags), with ``valence``,
-  ``arousal``, ``dominance``, ``created_us``, ``retrieval_count`` and ``pending`` as
-  generated, indexable columns; ``label`` (the emotion label's name parts);
-- links as three arrays (``link_targets`` under a GIN index, ``link_strengths``,
-  ``link_types``); ``metadata`` as JSONB (GIN-indexed) plus its exact JSON text;
-- ``scope`` (``text[]``) and ``expires_at``, indexed;
+  ``arousal``, ``dominance``, ``created_us``, ``retrieval_count``, ``pending`` and
+  ``emotion`` as generated columns; ``label`` (the emotion label's name parts);
+- links as three arrays (``link_targets``, ``link_strengths``, ``link_types``; not
+  indexed, so that writing links is a HOT update that never touches the vector
+  index: :meth:`PostgresStore.linking_to`, used by deletes, scans the column);
+  ``metadata`` as JSONB (GIN-indexed) plus its exact JSON text;
+- ``scope`` (``text[]``, GIN) and ``expires_at`` (indexed);
 - ``terms`` / ``tfs`` / ``doc_len``: the lexical statistics of the opt-in signal s7
   (GIN-indexed terms);
 - ``whole``: the memory as JSON for the rare memory whose shape the columns cannot
   rebuild exactly (a non-UTC datetime, a subclass; see ``_records.fits``).
 
-**Answers.** Search ranks by the exact float64 cosine of the stored float64 rows
-(NaN and zero-norm rows as 0, ties by insertion order), as
+``{table}_meta`` holds the schema name and version, the embedding dimension, and the
+counts of memories and of embedded memories, kept by the statements that write rows.
+
+**Answers.** Search ranks by the exact float64 cosine of the stored embeddings (NaN
+and zero-norm rows as 0, ties by insertion order), as
 :class:`~emotional_memory.stores.InMemoryStore` does: up to ``exact_rows`` embedded
 memories every row is ranked exactly (the same answer as the in-memory store); above
 it, the HNSW index supplies ``top_k + margin`` candidates (``hnsw.ef_search`` raised
@@ -35,12 +42,14 @@ to cover them), which are re-ranked exactly; the candidates are then approximate
 (``benchmarks/postgres_scale.py`` measures their recall against exact search).
 
 **Transactions.** Every engine operation runs in one transaction
-(:meth:`PostgresStore.transaction`, re-entrant through savepoints). A write
-transaction first takes one transaction-scoped advisory lock per table, so writers
-from every process take turns (no deadlock between multi-row updates) while readers
-never wait; every read inside it locks the rows it returns (``SELECT ... FOR
-UPDATE``), so a read-modify-write always starts from the current rows. Reads outside
-a transaction run in one ``REPEATABLE READ READ ONLY`` snapshot each.
+(:meth:`PostgresStore.transaction`, re-entrant through savepoints), in libpq's
+pipeline mode. A write transaction first takes one transaction-scoped advisory lock
+per table, so writers from every process take turns (no deadlock between multi-row
+updates) while readers never wait; every read inside it locks the rows it returns
+(``SELECT ... FOR UPDATE``), so a read-modify-write always starts from the current
+rows. Writes are checked at once and sent together before the transaction's next
+read or its commit. Reads outside a transaction run in one ``REPEATABLE READ READ
+ONLY`` snapshot each (a single statement on its own).
 
 **Schema.** Created on first use, versioned in ``{table}_meta``; a database whose
 tables of that name belong to something else, or whose schema version is newer than
