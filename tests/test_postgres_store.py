@@ -187,6 +187,18 @@ def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
         store.update(second)
 
 
+def test_nul_characters_are_refused_before_anything_is_written(store: PostgresStore) -> None:
+    (m,) = _memories(4, 1, 0)
+    for update, field in (({"content": "a\x00b"}, "content"),
+                          ({"metadata": {"k": "a\x00b"}}, "metadata"),
+                          ({"id": "x\x00"}, "id")):
+        with pytest.raises(ValueError, match=field):
+            store.save(m.model_copy(update=update))
+    assert len(store) == 0
+    store.save(m)
+    assert store.list_all() == [m]
+
+
 def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
     a, b, c = _memories(5, 3, 0)
     store.save(a)

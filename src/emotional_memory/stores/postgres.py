@@ -133,6 +133,17 @@ def _float_bytes(values: np.ndarray) -> bytes:
     return np.ascontiguousarray(values, dtype=_LE_F64).tobytes()
 
 
+def _has_nul(value: Any) -> bool:
+    """Whether a string, or any key or string inside JSON data, holds a NUL character."""
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def _embedding_of(exact: bytes | None, vector: Any) -> np.ndarray | None:
     """A stored embedding as float64: the float64 bytes when kept, else the values of
     the vector column (float32 numbers, so exact), else None."""
@@ -708,6 +719,13 @@ class PostgresStore:
             metadata_json = json.dumps(memory.metadata, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
+        # PostgreSQL text (and JSONB) cannot hold NUL characters: refuse them up front
+        for name, value in (("id", memory.id), ("content", memory.content),
+                            ("metadata", memory.metadata)):
+            if _has_nul(value):
+                raise ValueError(
+                    f"{name} contains a NUL character, which PostgreSQL text cannot store"
+                )
         links = tag.resonance_links
         counts: dict[str, int] = {}
         tokens = tokenize(memory.content)
