@@ -212,7 +212,7 @@ class PostgresStore:
         max_connections: int = 4,
         connect_timeout: float = 10.0,
         exact_rows: int = 2048,
-        ef_search: int = 100,
+        ef_search: int = 40,
         margin: int = 16,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
@@ -229,7 +229,8 @@ class PostgresStore:
             connect_timeout: seconds to wait for the server.
             exact_rows: up to this many embedded memories, search ranks every row
                 exactly; above it the HNSW index supplies the candidates.
-            ef_search: pgvector's ``hnsw.ef_search`` (raised to ``top_k + margin``).
+            ef_search: pgvector's ``hnsw.ef_search`` (its default; raised to
+                ``top_k + margin`` when that is larger).
             margin: extra HNSW candidates fetched beyond ``top_k`` for the re-rank.
             hnsw_m: the HNSW index's ``m``.
             hnsw_ef_construction: the HNSW index's ``ef_construction``.
@@ -502,19 +503,20 @@ class PostgresStore:
     @contextmanager
     def _read(self, *, single: bool = False) -> Iterator[Any]:
         """A cursor for reads: the open transaction's (its queued writes sent first),
-        else a read-only snapshot's; ``single``: one statement, which is its own
-        snapshot (no BEGIN / COMMIT round trips)."""
+        else a read-only snapshot's; ``single``: statements that need no common
+        snapshot (each is its own; no BEGIN / COMMIT round trips)."""
         tx = self._current()
         if tx is not None:
             self._flush(tx)
             with tx.conn.cursor(binary=True) as cur:
                 yield cur
             return
-        if single:
+        if single:  # autocommit statements, pipelined: each is its own snapshot
             psycopg = self._psycopg
-            with self._connection() as conn, conn.cursor(binary=True) as cur:
+            with self._connection() as conn:
                 try:
-                    yield cur
+                    with conn.pipeline(), conn.cursor(binary=True) as cur:
+                        yield cur
                 except psycopg.OperationalError as exc:
                     raise self._error("a read", exc) from None
             return
@@ -1246,7 +1248,10 @@ class PostgresStore:
         Raises:
             ValueError: a query whose length differs from the stored embeddings.
         """
-        with self._read() as cur:
+        # A plain semantic shortlist is one search (its row count only picks exact or
+        # index search): no snapshot needed. Anything read besides needs one.
+        plain = limit is not None and not also and lexical is None and not with_memories
+        with self._read(single=plain) as cur:
             t = self._t
             if limit is None:
                 ordered: list[Any] = list(cur.execute(
