@@ -493,6 +493,41 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
         PostgresStore(pg_dsn, table=newer)
 
 
+def test_an_older_schema_is_migrated_in_one_transaction(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package whose schema moved on (here: pretend version 2 adds a column) migrates
+    a version-1 table on open, all in one transaction: a failing migration leaves the
+    table at version 1, untouched."""
+    import emotional_memory.stores.postgres as pg_module
+
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as old:
+        (m,) = _memories(2, 1, 0)
+        old.save(m)
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+        "SELECT 1/0",  # fails: nothing of this migration may stay
+    )})
+    with pytest.raises(PostgresStoreError, match="division by zero"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("1",)
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
+            "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+    )})
+    with PostgresStore(pg_dsn, table=table) as migrated:
+        assert migrated.list_all() == [m]
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+
+
 def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:
     store = PostgresStore(pg_dsn, table=_new_table(), min_connections=1, max_connections=1)
     a, b, c = _memories(9, 3, 0)
