@@ -567,7 +567,7 @@ def test_sqlite_pragmas_schema_and_blob_format(db: Path) -> None:
         a = mem("a", [0.1, 0.2, 0.3])
         store.save(a)
         store.save(mem("b"))
-        assert store.schema_version == 1
+        assert store.schema_version == 2
     raw = sqlite3.connect(db)
     try:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -580,7 +580,7 @@ def test_sqlite_pragmas_schema_and_blob_format(db: Path) -> None:
         assert rows[1][2] is None and rows[1][3] is None
         assert json.loads(rows[0][4])["consolidation_strength"] == 0.5
         version = raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        assert version == ("1",)
+        assert version == ("2",)
     finally:
         raw.close()
 

@@ -139,6 +139,32 @@ class AsyncEmotionalMemory:
         out._engine = engine
         return out
 
+    def scoped(self, *path: str) -> AsyncEmotionalMemory:
+        """A view confined to a scope path (see :meth:`EmotionalMemory.scoped`).
+
+        The view shares this engine's store, embedder, appraisal engine, config,
+        clock, locks and event-loop bridge, and has its own affective state.
+
+        Args:
+            *path: one or more non-empty strings, appended to this view's path.
+
+        Returns:
+            The async view.
+
+        Raises:
+            ValueError: an empty path or a part that is not a non-empty string.
+        """
+        out = type(self).__new__(type(self))
+        out._bridge = self._bridge
+        out._locks = self._locks
+        out._engine = self._engine.scoped(*path)
+        return out
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        """This view's scope path (``()`` for the root engine)."""
+        return self._engine.scope
+
     @property
     def engine(self) -> EmotionalMemory:
         """The synchronous engine doing the work."""
@@ -199,6 +225,7 @@ class AsyncEmotionalMemory:
         metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
+        expires_at: datetime | None = None,
     ) -> Memory:
         """See :meth:`EmotionalMemory.encode`.
 
@@ -207,20 +234,29 @@ class AsyncEmotionalMemory:
             appraisal: Optional appraisal; its projection becomes the event affect.
             metadata: Optional JSON-able dict stored with the memory.
             affect: Opt-in explicit event affect.
+            expires_at: Optional aware expiry.
 
         Returns:
             The stored memory (with its forward links).
         """
-        return await self._run(self._engine.encode, content, appraisal, metadata, affect=affect)
+        return await self._run(
+            self._engine.encode, content, appraisal, metadata, affect=affect,
+            expires_at=expires_at,
+        )
 
     async def encode_batch(
-        self, contents: Sequence[str], metadata: Sequence[dict[str, Any] | None] | None = None
+        self,
+        contents: Sequence[str],
+        metadata: Sequence[dict[str, Any] | None] | None = None,
+        *,
+        expires_at: datetime | Sequence[datetime | None] | None = None,
     ) -> list[Memory]:
         """See :meth:`EmotionalMemory.encode_batch`.
 
         Args:
             contents: Event texts.
             metadata: Optional per-event metadata (same length as ``contents``).
+            expires_at: Optional expiry, one for all or one per content.
 
         With an async appraisal engine, the batch's appraisals run concurrently first,
         at most ``config.appraisal_max_concurrency`` at a time (as in the original);
@@ -241,7 +277,7 @@ class AsyncEmotionalMemory:
             or (metadata is not None and len(metadata) != len(contents))
         ):
             # Nothing to overlap, or bad input the engine itself reports.
-            return await self._run(engine.encode_batch, contents, metadata)
+            return await self._run(engine.encode_batch, contents, metadata, expires_at=expires_at)
         texts = list(contents)
         metas = list(metadata) if metadata is not None else [None] * len(texts)
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
@@ -256,7 +292,7 @@ class AsyncEmotionalMemory:
         def encode_with_results() -> list[Memory]:
             engine.appraisal_engine = replay
             try:
-                return engine.encode_batch(texts, metadata)
+                return engine.encode_batch(texts, metadata, expires_at=expires_at)
             finally:
                 engine.appraisal_engine = appraiser
 
@@ -310,6 +346,7 @@ class AsyncEmotionalMemory:
         *,
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
+        where: Any = None,
     ) -> list[Memory]:
         """See :meth:`EmotionalMemory.retrieve`.
 
@@ -318,13 +355,14 @@ class AsyncEmotionalMemory:
             top_k: Number of memories (>= 1).
             query_affect: Overrides the current affect for affect proximity (s3) only.
             precomputed_weights: Optional (6,) weights used as they are.
+            where: Optional filter deciding the candidates.
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
         """
         return await self._run(
             self._engine.retrieve, query, top_k, query_affect=query_affect,
-            precomputed_weights=precomputed_weights,
+            precomputed_weights=precomputed_weights, where=where,
         )
 
     async def retrieve_query_gated(
@@ -349,6 +387,7 @@ class AsyncEmotionalMemory:
         *,
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
+        where: Any = None,
     ) -> list[RetrievalExplanation]:
         """See :meth:`EmotionalMemory.retrieve_with_explanations`.
 
@@ -357,13 +396,14 @@ class AsyncEmotionalMemory:
             top_k: Number of memories (>= 1).
             query_affect: Overrides the current affect for affect proximity (s3) only.
             precomputed_weights: Optional (6,) weights used as they are.
+            where: Optional filter deciding the candidates.
 
         Returns:
             One :class:`RetrievalExplanation` per result, best first.
         """
         return await self._run(
             self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect,
-            precomputed_weights=precomputed_weights,
+            precomputed_weights=precomputed_weights, where=where,
         )
 
     async def plan_retrieval(
@@ -456,13 +496,16 @@ class AsyncEmotionalMemory:
             embedding=embedding,
         )
 
-    async def list_all(self) -> list[Memory]:
+    async def list_all(self, *, where: Any = None) -> list[Memory]:
         """See :meth:`EmotionalMemory.list_all`.
 
+        Args:
+            where: Optional filter.
+
         Returns:
-            Every stored memory, in insertion order.
+            Every memory this view sees, in insertion order.
         """
-        return await self._run(self._engine.list_all)
+        return await self._run(self._engine.list_all, where=where)
 
     async def count(self) -> int:
         """Number of memories (the async form of ``len``).
@@ -472,24 +515,28 @@ class AsyncEmotionalMemory:
         """
         return await self._run(len, self._engine)
 
-    async def prune(self, threshold: float = 0.05) -> int:
+    async def prune(self, threshold: float = 0.05, *, where: Any = None) -> int:
         """See :meth:`EmotionalMemory.prune`.
 
         Args:
             threshold: Effective-strength cut-off, in [0, 1].
+            where: Optional filter.
 
         Returns:
             Number of memories removed.
         """
-        return await self._run(self._engine.prune, threshold)
+        return await self._run(self._engine.prune, threshold, where=where)
 
-    async def export_memories(self) -> list[dict[str, Any]]:
+    async def export_memories(self, *, where: Any = None) -> list[dict[str, Any]]:
         """See :meth:`EmotionalMemory.export_memories`.
 
+        Args:
+            where: Optional filter.
+
         Returns:
-            All memories as JSON-able dicts, in insertion order.
+            All memories this view sees as JSON-able dicts, in insertion order.
         """
-        return await self._run(self._engine.export_memories)
+        return await self._run(self._engine.export_memories, where=where)
 
     async def import_memories(
         self, data: Sequence[dict[str, Any]], overwrite: bool = False

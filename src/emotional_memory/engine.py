@@ -19,6 +19,7 @@ the configuration is in ``config``, the lock decorators in ``locks``.
 
 from __future__ import annotations
 
+import copy
 import threading
 from datetime import datetime
 
@@ -42,6 +43,7 @@ from emotional_memory._validation import utc_now
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores._scoped import scoped_state_store
 
 
 def _default_clock() -> datetime:
@@ -100,14 +102,64 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         if state_store is not None:
             self.restore_persisted_state()
 
+    # ------------------------------------------------------------------ scopes
+
+    def scoped(self, *path: str) -> EmotionalMemory:
+        """A view of this engine confined to a scope path (many users in one store).
+
+        The view shares the store, embedder, appraisal engine, config, clock and lock
+        of this engine and has its own affective state, restored from and persisted
+        to the state store under a key derived from the full path (see
+        :func:`~emotional_memory.state_stores.scoped_state_store`). Memories it
+        encodes carry the path (``Memory.scope``); it sees the memories whose path
+        starts with its own, and everything it does (candidate search, lexical
+        statistics, resonance linking, activation, retrieval side effects, get,
+        delete, update, list, prune, export, import, elaboration) sees and touches
+        only those. Another scope's memory behaves exactly like an unknown id. The
+        root engine (path ``()``) sees every scope. ``view.scoped("s1")`` nests.
+
+        Args:
+            *path: one or more non-empty strings, appended to this view's path.
+
+        Returns:
+            The view (an :class:`EmotionalMemory`).
+
+        Raises:
+            ValueError: no part, or a part that is not a non-empty string (named).
+            TypeError: a state store that cannot keep one state per scope.
+        """
+        if not path:
+            raise ValueError("scoped() needs at least one path part, e.g. scoped('alice')")
+        for i, part in enumerate(path):
+            if not isinstance(part, str) or not part:
+                raise ValueError(
+                    f"scope path part {i} must be a non-empty string, got {part!r}"
+                )
+            if "\x00" in part:
+                raise ValueError(f"scope path part {i} must not contain NUL characters")
+        full = (*self._scope, *path)
+        root_states = self.__dict__.get("_root_state_store", self.state_store)
+        view = copy.copy(self)
+        view.__dict__.pop("_joined_cache", None)
+        view._scope = full
+        view._root_state_store = root_states
+        view.state_store = scoped_state_store(root_states, full)
+        view._state = AffectiveState.initial(view._now())
+        if view.state_store is not None:
+            view.restore_persisted_state()
+        return view
+
     # ------------------------------------------------------------------ lifecycle
 
     @_synchronized
     def close(self) -> None:
         """Close the store, the state store and the appraisal engine when they can be.
 
-        The embedder is not closed: the caller owns it (as in the original).
+        The embedder is not closed: the caller owns it (as in the original). A
+        scoped view closes nothing: the root engine owns the shared parts.
         """
+        if self._scope:
+            return
         for obj in (self.store, self.state_store, self.appraisal_engine):
             close = getattr(obj, "close", None)
             if callable(close):

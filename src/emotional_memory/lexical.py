@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -180,9 +180,29 @@ class LexicalIndex:
         """Number of indexed memories containing ``term``."""
         return len(self._postings.get(term, ()))
 
+    def _within_stats(self, within: Collection[str]) -> tuple[int, float]:
+        """``(n_docs, avg_length)`` of the indexed memories among ``within``."""
+        lengths = self._lengths
+        n_docs = 0
+        total = 0
+        for mid in within:
+            length = lengths.get(mid)
+            if length is not None:
+                n_docs += 1
+                total += length
+        return n_docs, (total / n_docs if n_docs else 0.0)
+
+    def _df(self, posting: dict[str, int], within: Collection[str] | None) -> int:
+        if within is None:
+            return len(posting)
+        if len(posting) <= len(within):
+            return sum(1 for mid in posting if mid in within)
+        return sum(1 for mid in within if mid in posting)
+
     def inputs(
         self, terms: Sequence[str], memory_ids: Sequence[str], *, rows: int | None = None,
         width: int | None = None, dtype: Any = np.float64,
+        within: Collection[str] | None = None,
     ) -> LexicalInputs:
         """Term statistics of ``terms`` over the given memories, for the kernel.
 
@@ -193,6 +213,9 @@ class LexicalIndex:
             width: pad the term axis to this many terms (default: ``len(terms)``, at
                 least 1).
             dtype: numpy float dtype of the arrays.
+            within: the ids of the memories the statistics are of (a scope or filter:
+                N, df and the mean length are those of these memories alone, as in an
+                index holding only them); None: every indexed memory.
 
         Returns:
             :class:`LexicalInputs` with numpy leaves: tf (rows, width), length (rows,),
@@ -209,7 +232,7 @@ class LexicalIndex:
             posting = self._postings.get(term)
             if not posting:
                 continue
-            df[j] = len(posting)
+            df[j] = self._df(posting, within)
             if len(posting) < len(row_of):
                 for mid, count in posting.items():
                     i = row_of.get(mid)
@@ -222,41 +245,57 @@ class LexicalIndex:
                         tf[row, j] = hits
         length = np.zeros((n,), dtype=dtype)
         length[: len(memory_ids)] = [self._lengths.get(mid, 0) for mid in memory_ids]
-        n_docs = len(self._lengths)
-        avg = self._total / n_docs if n_docs else 0.0
+        if within is None:
+            n_docs = len(self._lengths)
+            avg = self._total / n_docs if n_docs else 0.0
+        else:
+            n_docs, avg = self._within_stats(within)
         return LexicalInputs(
             tf=tf, length=length, df=df, n_docs=np.asarray(n_docs, dtype),
             avg_length=np.asarray(avg, dtype),
         )
 
-    def scores(self, terms: Sequence[str], k1: float = 1.2, b: float = 0.75) -> dict[str, float]:
+    def scores(
+        self, terms: Sequence[str], k1: float = 1.2, b: float = 0.75, *,
+        within: Collection[str] | None = None,
+    ) -> dict[str, float]:
         """BM25 of every memory sharing at least one term (plain Python, float64).
 
         Args:
             terms: distinct query terms.
             k1: BM25 k1.
             b: BM25 b.
+            within: score only these memories, with their own statistics (see
+                :meth:`inputs`); None: every indexed memory.
 
         Returns:
             id -> BM25 score (> 0 only; memories without a query term are absent).
         """
-        n_docs = len(self._lengths)
-        avg = self._total / n_docs if n_docs else 0.0
+        if within is None:
+            n_docs = len(self._lengths)
+            avg = self._total / n_docs if n_docs else 0.0
+        else:
+            n_docs, avg = self._within_stats(within)
         out: dict[str, float] = {}
         for term in terms:
             posting = self._postings.get(term)
             if not posting:
                 continue
-            df = len(posting)
+            df = self._df(posting, within)
+            if df == 0:
+                continue
             idf = math.log1p((n_docs - df + 0.5) / (df + 0.5))
             for mid, tf in posting.items():
+                if within is not None and mid not in within:
+                    continue
                 rel = self._lengths[mid] / avg if avg > 0 else 1.0
                 part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * rel))
                 out[mid] = out.get(mid, 0.0) + part
         return out
 
     def search(
-        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75, *,
+        within: Collection[str] | None = None,
     ) -> list[str]:
         """The lexical shortlist: ids of the ``k`` best BM25 scores.
 
@@ -267,13 +306,14 @@ class LexicalIndex:
             k: shortlist size (<= 0 gives []).
             k1: BM25 k1.
             b: BM25 b.
+            within: search only these memories, with their own statistics.
 
         Returns:
             Up to ``k`` ids, best first.
         """
         if k <= 0:
             return []
-        scored = self.scores(terms, k1, b)
+        scored = self.scores(terms, k1, b, within=within)
         if not scored:
             return []
         ids = list(scored)

@@ -140,6 +140,21 @@ class Memory(BaseModel):
     embedding: list[float] | None = None
     tag: EmotionalTag
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # Where the memory lives (issue 23): the scope path of the engine view that wrote
+    # it, () for the root. A view sees the memories whose path starts with its own.
+    scope: tuple[str, ...] = ()
+    # Once the clock passes it the memory is invisible to every read (None: never).
+    expires_at: datetime | None = None
+
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope(cls, v: Any) -> tuple[str, ...]:
+        return scope_path("scope", v)
+
+    @field_validator("expires_at")
+    @classmethod
+    def _expires(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else aware("expires_at", v)
 
     @classmethod
     def create(
@@ -148,6 +163,9 @@ class Memory(BaseModel):
         tag: EmotionalTag,
         embedding: list[float] | None = None,
         metadata: dict[str, Any] | None = None,
+        *,
+        scope: tuple[str, ...] = (),
+        expires_at: datetime | None = None,
     ) -> Memory:
         """Build a memory with a fresh uuid4 id.
 
@@ -156,16 +174,49 @@ class Memory(BaseModel):
             tag: Its emotional tag.
             embedding: Optional embedding vector, shape (D,); copied.
             metadata: Optional user metadata; copied (``None`` -> ``{}``).
+            scope: its scope path (``()``: the root).
+            expires_at: aware datetime after which it is invisible (None: never).
 
         Returns:
             The new ``Memory``.
         """
+        place: dict[str, Any] = {}  # only what is set (the fields set stays the original's)
+        if scope:
+            place["scope"] = scope
+        if expires_at is not None:
+            place["expires_at"] = expires_at
         return cls(
             content=content,
             tag=tag,
             embedding=list(embedding) if embedding is not None else None,
             metadata=dict(metadata) if metadata else {},
+            **place,
         )
+
+
+def scope_path(field: str, value: Any) -> tuple[str, ...]:
+    """A scope path checked: a tuple (or list) of non-empty strings.
+
+    Args:
+        field: the name errors give.
+        value: the candidate path (``()`` or ``[]``: the root).
+
+    Returns:
+        The path as a tuple.
+
+    Raises:
+        TypeError: not a tuple/list of strings. ValueError: an empty string in it.
+    """
+    if isinstance(value, str) or not isinstance(value, tuple | list):
+        raise TypeError(f"{field} must be a tuple of strings, got {type(value).__name__}")
+    for i, part in enumerate(value):
+        if not isinstance(part, str):
+            raise TypeError(f"{field}[{i}] must be a str, got {type(part).__name__}")
+        if not part:
+            raise ValueError(f"{field}[{i}] must be a non-empty string")
+        if "\x00" in part:
+            raise ValueError(f"{field}[{i}] must not contain NUL characters")
+    return tuple(value)
 
 
 def checked_memory(
@@ -173,6 +224,8 @@ def checked_memory(
     tag: EmotionalTag,
     embedding: list[float] | None,
     metadata: dict[str, Any] | None,
+    scope: tuple[str, ...] = (),
+    expires_at: datetime | None = None,
 ) -> Memory:
     """``Memory.create(content, tag, embedding, metadata)`` for values already checked,
     built without pydantic's validation (an equal memory, with the same fields set),
@@ -191,16 +244,23 @@ def checked_memory(
             copied: the caller must not keep changing it).
         metadata: None, or a dict with ``str`` keys the caller hands over (not
             copied; empty or None -> a new ``{}``).
+        scope: a checked scope path (``()``: the root).
+        expires_at: a checked aware datetime, or None.
 
     Returns:
         The new ``Memory``, with a fresh uuid4 id.
     """
-    return _unvalidated(Memory, {
+    fields: dict[str, Any] = {
         "content": content,
         "embedding": embedding,
         "tag": tag,
         "metadata": metadata if metadata else {},
-    })
+    }
+    if scope:
+        fields["scope"] = scope
+    if expires_at is not None:
+        fields["expires_at"] = expires_at
+    return _unvalidated(Memory, fields)
 
 
 def consolidation_strength(arousal: float, mood_arousal: float) -> float:

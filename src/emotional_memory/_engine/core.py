@@ -12,6 +12,7 @@ import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
 from emotional_memory._validation import aware, json_metadata
+from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
     AffectiveStateStore,
     AppraisalEngine,
@@ -21,6 +22,7 @@ from emotional_memory.interfaces import (
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores.columnar import ColumnarStore, columnar
+from emotional_memory.stores.selection import Now, Selection, select
 
 Clock = Callable[[], datetime]
 
@@ -43,6 +45,9 @@ class EngineCore:
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState
+    # The scope path of this engine view (issue 23); () for the root engine.
+    _scope: tuple[str, ...] = ()
+    _root_state_store: AffectiveStateStore | None
 
     @property
     def _columnar(self) -> ColumnarStore:
@@ -53,6 +58,36 @@ class EngineCore:
             cached = (self.store, columnar(self.store))
             self.__dict__["_columnar_of"] = cached
         return cached[1]
+
+    @property
+    def scope(self) -> tuple[str, ...]:
+        """This view's scope path (``()`` for the root engine, which sees everything)."""
+        return self._scope
+
+    def _view(
+        self,
+        now: datetime | None = None,
+        where: Where | None = None,
+        *,
+        expired: bool = False,
+    ) -> ColumnarStore:
+        """The store as this view sees it in one operation: its scope, ``where`` and
+        expiry at ``now`` (see :mod:`emotional_memory.stores.selection`).
+
+        Args:
+            now: the operation's time; None reads the clock only if expiry must be
+                checked (a store holding no expiring memory never needs it).
+            where: a parsed filter (:func:`~emotional_memory.filters.parse_where`).
+            expired: see the expired memories instead (``prune``).
+
+        Returns:
+            The confined columnar store (the store itself when nothing is confined).
+        """
+        selection = Selection(
+            self._scope, where, Now(now if now is not None else self._now), expired
+        )
+        out: ColumnarStore = select(self._columnar, self.store, selection)
+        return out
 
     # ------------------------------------------------------------------ helpers
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -24,11 +24,23 @@ from emotional_memory.stores._linking import (  # noqa: F401  (BatchSearch: was 
     Linker,
     linker_for,
 )
+from emotional_memory.stores.selection import SelectedStore
 from emotional_memory.telemetry import traced, traced_span
 
 _LINK_SEARCH_BLOCK = 1024
 """New memories saved and searched together by ``encode_batch`` (bounds the batch
 search's working memory; any size gives the same links)."""
+
+
+def _check_expiry(value: object, field: str) -> datetime | None:
+    """An ``expires_at`` argument: None, or an aware datetime (as UTC)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"{field} must be an aware datetime or None, got {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError(f"{field} must be timezone-aware")
+    return value.astimezone(UTC)
 
 
 class EncodingMixin(StateMixin):
@@ -80,6 +92,7 @@ class EncodingMixin(StateMixin):
         metadata: dict[str, Any] | None,
         affect: CoreAffect | None,
         now: datetime,
+        expires_at: datetime | None = None,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store.
 
@@ -102,19 +115,30 @@ class EncodingMixin(StateMixin):
             tag = tag.model_copy(update={"pending_appraisal": True})
         if self.config.auto_categorize:
             tag = label_tag(tag)
-        return checked_memory(content, tag, embedding, metadata), new_state
+        return checked_memory(
+            content, tag, embedding, metadata, self._scope, expires_at
+        ), new_state
 
-    def _linker(self, batched: bool) -> Linker:
-        """The store's :class:`~emotional_memory.stores._linking.Linker`.
+    def _linker(self, batched: bool, now: datetime | None = None) -> Linker:
+        """The store's :class:`~emotional_memory.stores._linking.Linker`, confined to
+        this view (resonance candidates and backward twins only among what it sees).
 
         Args:
             batched: save and search new memories in blocks of ``_LINK_SEARCH_BLOCK``
                 (``encode_batch``) rather than one at a time (``encode``).
+            now: the operation's time (expired memories are never link targets).
 
         Returns:
             The linker.
         """
-        return linker_for(self.store, _LINK_SEARCH_BLOCK if batched else 1)
+        view = self._view(now)
+        # The root of a store without its own selections links through the store's
+        # own searches (expired memories of such a store may be link targets).
+        unconfined = view is self._columnar or (
+            isinstance(view, SelectedStore) and view.selection.unconfined
+        )
+        target = self.store if unconfined else view
+        return linker_for(target, _LINK_SEARCH_BLOCK if batched else 1)
 
     def _store_and_link(
         self,
@@ -220,6 +244,7 @@ class EncodingMixin(StateMixin):
         metadata: dict[str, Any] | None = None,
         *,
         affect: CoreAffect | None = None,
+        expires_at: datetime | None = None,
     ) -> Memory:
         """Store an event with its affective fingerprint.
 
@@ -232,19 +257,22 @@ class EncodingMixin(StateMixin):
                 so the stored momentum is the real trajectory (the default path feeds
                 the current affect, as the original library does, which after
                 ``set_affect`` yields zero velocity).
+            expires_at: optional aware datetime: once the clock passes it the memory
+                is invisible to every read and ``prune`` removes it.
 
         Returns:
             The stored memory (with its forward links).
         """
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
+        expires = _check_expiry(expires_at, "expires_at")
         now = self._now()
         with traced_span("emotional_memory.embed"):
             embedding = self._clean_embedding(self.embedder.embed(content), "content")
         memory, new_state = self._prepare(
-            self._state, content, embedding, appraisal, metadata, affect, now
+            self._state, content, embedding, appraisal, metadata, affect, now, expires
         )
-        linker = self._linker(batched=False)
+        linker = self._linker(batched=False, now=now)
         self._store_with_state(lambda: self._store_and_link(linker, [memory]), lambda: new_state)
         # The store's copy (a durable store may round embeddings, e.g. to float32).
         return linker.stored(memory)
@@ -255,6 +283,8 @@ class EncodingMixin(StateMixin):
         self,
         contents: Sequence[str],
         metadata: Sequence[dict[str, Any] | None] | None = None,
+        *,
+        expires_at: datetime | Sequence[datetime | None] | None = None,
     ) -> list[Memory]:
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
@@ -272,6 +302,8 @@ class EncodingMixin(StateMixin):
         Args:
             contents: event texts.
             metadata: optional per-event metadata (same length as ``contents``).
+            expires_at: optional expiry: one aware datetime for every memory, or one
+                (or None) per content.
 
         Returns:
             The stored memories, in order.
@@ -296,6 +328,20 @@ class EncodingMixin(StateMixin):
             self._check_metadata(m, f"metadata[{i}]")
             for i, m in enumerate(metadata if metadata is not None else [None] * len(texts))
         ]
+        if expires_at is None or isinstance(expires_at, datetime):
+            expiries = [_check_expiry(expires_at, "expires_at")] * len(texts)
+        elif isinstance(expires_at, str) or not isinstance(expires_at, Sequence):
+            raise TypeError(
+                "expires_at must be an aware datetime, one per content, or None; got "
+                f"{type(expires_at).__name__}"
+            )
+        elif len(expires_at) != len(texts):
+            raise ValueError(
+                f"expires_at must have one entry per content ({len(texts)}), got "
+                f"{len(expires_at)}"
+            )
+        else:
+            expiries = [_check_expiry(e, f"expires_at[{i}]") for i, e in enumerate(expires_at)]
         if not texts:
             return []
         batch = getattr(self.embedder, "embed_batch", None)
@@ -319,9 +365,11 @@ class EncodingMixin(StateMixin):
         def prepared() -> Iterator[Memory]:
             """The batch's memories, prepared one at a time as they are consumed."""
             nonlocal state
-            for text, vec, meta in zip(texts, vectors, metas, strict=True):
+            for text, vec, meta, expires in zip(texts, vectors, metas, expiries, strict=True):
                 emb = None if vec is None else vec.tolist()  # what _clean_embedding gives
-                memory, state = self._prepare(state, text, emb, None, meta, None, self._now())
+                memory, state = self._prepare(
+                    state, text, emb, None, meta, None, self._now(), expires
+                )
                 yield memory
 
         row_vectors = (None if vec is None or vec.size == 0 else vec for vec in vectors)
@@ -382,7 +430,8 @@ class EncodingMixin(StateMixin):
         """
         if self.appraisal_engine is None:
             return None
-        memory = self.store.get(memory_id)
+        view = self._view()
+        memory = view.get(memory_id)
         if memory is None or not memory.tag.pending_appraisal:
             return None
         now = self._now()
@@ -405,10 +454,10 @@ class EncodingMixin(StateMixin):
         if self.config.auto_categorize:
             new_tag = label_tag(new_tag)
         updated = memory.model_copy(update={"tag": new_tag})
-        with self._columnar.transaction():
-            current = self.store.get(memory_id)
+        with view.transaction():
+            current = view.get(memory_id)
             if current == memory:
-                self.store.update(updated)
+                view.update(updated)
         if current != memory:  # another writer changed it since it was read: start over
             return self.elaborate(memory_id)
         return updated
@@ -422,5 +471,5 @@ class EncodingMixin(StateMixin):
         """
         if self.appraisal_engine is None:
             return []
-        done = (self.elaborate(mid) for mid in self._columnar.pending_ids())
+        done = (self.elaborate(mid) for mid in self._view().pending_ids())
         return [m for m in done if m is not None]

@@ -15,6 +15,7 @@ from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
 from emotional_memory.affect import CoreAffect
+from emotional_memory.filters import Where, parse_where
 from emotional_memory.kernel import QueryFeatures
 from emotional_memory.lexical import query_terms
 from emotional_memory.models import Memory
@@ -127,7 +128,8 @@ class RankingMixin(EffectsMixin):
 
     @_synchronized
     def plan_retrieval(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None,
+        where: Any = None,
     ) -> RetrievalPlan:
         """The two-pass ranking :meth:`retrieve` would use now, without side effects.
 
@@ -135,11 +137,12 @@ class RankingMixin(EffectsMixin):
             query: query text.
             top_k: number of seeds / results (>= 1).
             query_affect: optional override for affect proximity.
+            where: optional filter deciding the candidates (see :meth:`retrieve`).
 
         Returns:
             The :class:`RetrievalPlan` (with its candidates, time and query features).
         """
-        return self._plan(query, top_k, query_affect)[0]
+        return self._plan(query, top_k, query_affect, parse_where(where))[0]
 
     def _derived(self) -> _ConfigDerived:
         """Values derived from ``self.config`` alone, rebuilt when the config is replaced.
@@ -161,6 +164,7 @@ class RankingMixin(EffectsMixin):
         precomputed_weights: Any = None,
         *,
         with_memories: bool = False,
+        where: Where | None = None,
     ) -> _Ranking:
         """The two-pass ranking of ``query`` now, as arrays (no breakdown objects).
 
@@ -174,6 +178,8 @@ class RankingMixin(EffectsMixin):
             precomputed_weights: optional (6,) final weights used instead of the
                 routed, mood-adaptive, masked ones.
             with_memories: also read the candidates' memories (for a full plan).
+            where: a parsed filter: the candidates are the memories matching it (as
+                if every other memory were deleted).
 
         Returns:
             The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
@@ -184,7 +190,8 @@ class RankingMixin(EffectsMixin):
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
             raise TypeError("query_affect must be a CoreAffect or None")
         now = self._now()
-        n = len(self.store)
+        store = self._view(now, where)
+        n = len(store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         with traced_span("emotional_memory.embed"):
@@ -194,7 +201,6 @@ class RankingMixin(EffectsMixin):
         derived = self._derived()
         everything = n <= limit or cfg.full_bank_candidates
         lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
-        store = self._columnar
         terms = query_terms(query, derived.stop_words) if lexical_on else []
         # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
         # statistics come with the candidates, from the same read of the store.
@@ -248,9 +254,10 @@ class RankingMixin(EffectsMixin):
         )
 
     def _plan(
-        self, query: str, top_k: int, query_affect: CoreAffect | None
+        self, query: str, top_k: int, query_affect: CoreAffect | None,
+        where: Where | None = None,
     ) -> tuple[RetrievalPlan, datetime]:
-        ranking = self._rank(query, top_k, query_affect, with_memories=True)
+        ranking = self._rank(query, top_k, query_affect, with_memories=True, where=where)
         return ranking.plan(), ranking.now
 
     @_synchronized
@@ -262,6 +269,7 @@ class RankingMixin(EffectsMixin):
         *,
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
+        where: Any = None,
     ) -> list[Memory]:
         """Recall the ``top_k`` memories that best match the query, meaning and mood.
 
@@ -271,14 +279,20 @@ class RankingMixin(EffectsMixin):
             query_affect: overrides the current affect for affect proximity (s3) only.
             precomputed_weights: optional (6,) finite weights used as they are,
                 instead of the routed, mood-adaptive ones.
+            where: optional filter (:mod:`emotional_memory.filters`) deciding the
+                candidates: the answer and its side effects are those of this engine
+                with every non-matching memory deleted.
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
 
         Raises:
-            ValueError: ``top_k < 1`` or ``precomputed_weights`` not 6 finite numbers.
+            ValueError: ``top_k < 1``, ``precomputed_weights`` not 6 finite numbers, or
+                a malformed ``where``.
         """
-        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
+        ranking = self._rank(
+            query, top_k, query_affect, precomputed_weights, where=parse_where(where)
+        )
         winners = ranking.winners(top_k)
         return self._after_retrieval(winners, ranking.now) if winners else []
 
@@ -291,6 +305,7 @@ class RankingMixin(EffectsMixin):
         *,
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
+        where: Any = None,
     ) -> list[RetrievalExplanation]:
         """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
 
@@ -299,11 +314,14 @@ class RankingMixin(EffectsMixin):
             top_k: number of memories (>= 1).
             query_affect: overrides the current affect for affect proximity (s3) only.
             precomputed_weights: optional (6,) finite weights used as they are.
+            where: optional filter deciding the candidates (see :meth:`retrieve`).
 
         Returns:
             One :class:`RetrievalExplanation` per result (memory after side effects).
         """
-        ranking = self._rank(query, top_k, query_affect, precomputed_weights)
+        ranking = self._rank(
+            query, top_k, query_affect, precomputed_weights, where=parse_where(where)
+        )
         winners = ranking.winners(top_k)
         if not winners or ranking.arrays is None or ranking.bank is None:
             return []

@@ -12,6 +12,7 @@ from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, json_metadata
 from emotional_memory.decay import strength_from_columns
+from emotional_memory.filters import parse_where
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.telemetry import traced
 
@@ -29,9 +30,10 @@ class RecordsMixin(EngineCore):
             memory_id: The memory's id.
 
         Returns:
-            The memory with this id, or None.
+            The memory with this id, or None (also for a memory of another scope,
+            or one that has expired).
         """
-        return self.store.get(memory_id)
+        return self._view().get(memory_id)
 
     @_synchronized
     def delete(self, memory_id: str) -> bool:
@@ -43,30 +45,39 @@ class RecordsMixin(EngineCore):
         Returns:
             True when it existed.
         """
-        with self._columnar.transaction():
-            return self._delete_many([memory_id]) == 1
+        view = self._view()
+        with view.transaction():
+            return self._delete_many([memory_id], view) == 1
 
-    def _delete_many(self, memory_ids: Sequence[str]) -> int:
+    def _delete_many(self, memory_ids: Sequence[str], view: Any) -> int:
         """Delete inside a transaction and drop links that target the deleted ids.
 
         Links are usually paired, but a backward twin may have been refused (target
         full) or evicted, so one pass over the store finds every link to a deleted id.
-        Returns the number of memories deleted.
+        Only memories ``view`` sees are deleted; the links to them are dropped
+        wherever they are held (no link may dangle).
+
+        Args:
+            memory_ids: the ids to delete.
+            view: the store as this engine view sees it (:meth:`_view`).
+
+        Returns:
+            The number of memories deleted.
         """
-        doomed = {mid for mid in memory_ids if self.store.get(mid) is not None}
+        doomed = {mid for mid in memory_ids if view.get(mid) is not None}
         if not doomed:
             return 0
         store = self._columnar
-        holders = store.memories([mid for mid in store.linking_to(doomed) if mid not in doomed])
+        holders = store.memories([mid for mid in view.linking_to(doomed) if mid not in doomed])
         for memory in holders:
             links = memory.tag.resonance_links
             kept = [lk for lk in links if lk.target_id not in doomed]
             if len(kept) != len(links):
-                self.store.update(memory.model_copy(
+                store.update(memory.model_copy(
                     update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
                 ))
         for mid in doomed:
-            self.store.delete(mid)
+            view.delete(mid)
         return len(doomed)
 
     @_synchronized
@@ -99,18 +110,20 @@ class RecordsMixin(EngineCore):
             TypeError: bad content/metadata/embedding type.
             ValueError: bad content length or embedding values.
         """
-        with self._columnar.transaction():  # the current row, changed in one transaction
-            return self._update_memory(memory_id, content, tag, metadata, embedding)
+        view = self._view()
+        with view.transaction():  # the current row, changed in one transaction
+            return self._update_memory(view, memory_id, content, tag, metadata, embedding)
 
     def _update_memory(
         self,
+        view: Any,
         memory_id: str,
         content: str | None,
         tag: EmotionalTag | None,
         metadata: dict[str, Any] | None,
         embedding: Sequence[float] | None,
     ) -> Memory:
-        memory = self.store.get(memory_id)
+        memory = view.get(memory_id)
         if memory is None:
             raise KeyError(memory_id)
         updates: dict[str, Any] = {}
@@ -127,61 +140,87 @@ class RecordsMixin(EngineCore):
         elif content is not None:
             updates["embedding"] = self._clean_embedding(self.embedder.embed(content), "content")
         updated = memory.model_copy(update=updates)
-        self.store.update(updated)
+        view.update(updated)
         return updated
 
     @_synchronized
-    def list_all(self) -> list[Memory]:
-        """All memories in insertion order.
+    def list_all(self, *, where: Any = None) -> list[Memory]:
+        """All memories in insertion order (this view's, not expired).
+
+        Args:
+            where: optional filter (:mod:`emotional_memory.filters`).
 
         Returns:
-            A list of every stored memory.
+            A list of every memory this view sees (that matches ``where``).
+
+        Raises:
+            ValueError: a malformed ``where``.
         """
-        return self.store.list_all()
+        return self._view(None, parse_where(where)).list_all()
 
     @_synchronized
     def __len__(self) -> int:
-        return len(self.store)
+        return len(self._view())
 
     @_synchronized
     @traced("emotional_memory.prune", threshold=("threshold", float))
-    def prune(self, threshold: float = 0.05) -> int:
-        """Delete memories whose effective strength has fallen below ``threshold``.
+    def prune(self, threshold: float = 0.05, *, where: Any = None) -> int:
+        """Delete memories whose effective strength has fallen below ``threshold``,
+        and every memory that has expired.
 
         Args:
             threshold: in [0, 1].
+            where: optional filter: only memories matching it are considered.
 
         Returns:
             Number of memories removed.
+
+        Raises:
+            ValueError: ``threshold`` out of range, or a malformed ``where``.
         """
         threshold = in_range("threshold", threshold, 0.0, 1.0)
+        parsed = parse_where(where)
         now = self._now()
-        ids, cols = self._columnar.columns(now)  # the same float64 inputs, no objects
-        if not ids:
+        view = self._view(now, parsed)
+        ids, cols = view.columns(now)  # the same float64 inputs, no objects
+        doomed: list[str] = []
+        if ids:
+            strengths = strength_from_columns(
+                np.asarray(cols.age_seconds), np.asarray(cols.affect)[:, 1],
+                np.asarray(cols.consolidation), np.asarray(cols.retrieval_count),
+                self.config.decay,
+            )
+            doomed = [
+                mid for mid, s in zip(ids, strengths.tolist(), strict=True) if s < threshold
+            ]
+        expired = self._view(now, parsed, expired=True)
+        gone = [m.id for m in expired.list_all()]
+        if not doomed and not gone:
             return 0
-        strengths = strength_from_columns(
-            np.asarray(cols.age_seconds), np.asarray(cols.affect)[:, 1],
-            np.asarray(cols.consolidation), np.asarray(cols.retrieval_count), self.config.decay,
-        )
-        doomed = [mid for mid, s in zip(ids, strengths.tolist(), strict=True) if s < threshold]
-        with self._columnar.transaction():
-            return self._delete_many(doomed)
+        with view.transaction():
+            return self._delete_many(doomed, view) + self._delete_many(gone, expired)
 
     @_synchronized
-    def export_memories(self) -> list[dict[str, Any]]:
-        """All memories as JSON-able dicts (insertion order).
+    def export_memories(self, *, where: Any = None) -> list[dict[str, Any]]:
+        """All memories as JSON-able dicts (insertion order; this view's, not expired).
+
+        Args:
+            where: optional filter (:mod:`emotional_memory.filters`).
 
         Returns:
             One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
             :meth:`import_memories`.
         """
-        return [m.model_dump(mode="json") for m in self.store.list_all()]
+        return [m.model_dump(mode="json") for m in self._view(None, parse_where(where)).list_all()]
 
     @_synchronized
     def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
         """Import memories exported by :meth:`export_memories`.
 
-        Everything is validated before anything is written.
+        Everything is validated before anything is written. Through a scoped view,
+        records land in the view's scope: a record without a scope (or exported at
+        the root) takes the view's path, one under the view's path keeps it, and one
+        naming another scope is refused, as is an id held outside the view.
 
         Args:
             data: list of memory dicts.
@@ -193,17 +232,24 @@ class RecordsMixin(EngineCore):
         if isinstance(data, dict | str) or not isinstance(data, Sequence):
             raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
-        self._check_import_links(memories)
+        view = self._view()
+        base = self._columnar
+        for i, mem in enumerate(memories):
+            if base.get(mem.id) is not None and view.get(mem.id) is None:
+                raise ValueError(
+                    f"data[{i}].id {mem.id!r} belongs to a memory this view cannot write"
+                )
+        self._check_import_links(memories, view)
         written = 0
-        with self._columnar.transaction():
+        with view.transaction():
             for mem in memories:
-                exists = self.store.get(mem.id) is not None
+                exists = view.get(mem.id) is not None
                 if exists and not overwrite:
                     continue
                 if exists:
-                    self.store.update(mem)
+                    view.update(mem)
                 else:
-                    self.store.save(mem)
+                    view.save(mem)
                 written += 1
         return written
 
@@ -227,9 +273,18 @@ class RecordsMixin(EngineCore):
                     f"data[{i}].tag.resonance_links[{j}].source_id is {link.source_id!r}, "
                     f"not the memory's id {mem.id!r}"
                 )
+        scope = self._scope
+        if scope:
+            if not mem.scope:
+                updates["scope"] = scope
+            elif mem.scope[: len(scope)] != scope:
+                raise ValueError(
+                    f"data[{i}].scope {list(mem.scope)!r} is outside this view's scope "
+                    f"{list(scope)!r}"
+                )
         return mem.model_copy(update=updates)
 
-    def _check_import_links(self, memories: Sequence[Memory]) -> None:
+    def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
         """Every link of an import targets a memory of the import or of the store."""
         ids = [m.id for m in memories]
         if len(set(ids)) != len(ids):
@@ -239,7 +294,7 @@ class RecordsMixin(EngineCore):
         for i, mem in enumerate(memories):
             for j, link in enumerate(mem.tag.resonance_links):
                 target = link.target_id
-                if target not in known and self.store.get(target) is None:
+                if target not in known and view.get(target) is None:
                     raise ValueError(
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"

@@ -21,7 +21,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, PrivateAttr
 
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.retrieval import RetrievalExplanation
@@ -123,6 +123,7 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
         em: EmotionalMemory,
         *,
         message_policy: MessagePolicy | None = None,
+        scope: Sequence[str] | None = None,
     ) -> None:
         """Wrap an engine.
 
@@ -130,12 +131,20 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
             em: The engine (store, embedder, appraisal already configured).
             message_policy: Chooses what happens to each message; default
                 :func:`store_all_messages`.
+            scope: Optional scope path: the history is then the engine view
+                ``em.scoped(*scope)`` (one conversation or user per scope; its
+                transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
             TypeError: When ``message_policy`` is not callable.
+            ValueError: A malformed ``scope``.
         """
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
+        if scope is not None:
+            if isinstance(scope, str):
+                scope = (scope,)
+            em = em.scoped(*scope)
         self._em = em
         self._message_policy: MessagePolicy = message_policy or store_all_messages
         params = inspect.signature(em.observe).parameters
@@ -264,17 +273,36 @@ class EmotionalMemoryRetriever(BaseRetriever):
     Attributes:
         memory: The engine to retrieve from.
         top_k: Number of documents per query.
+        scope: Optional scope path: retrieve through ``memory.scoped(*scope)``.
+        where: Optional filter (:mod:`emotional_memory.filters`) deciding the
+            candidates of every query.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     memory: EmotionalMemory
     top_k: int = Field(default=4, ge=1)
+    scope: tuple[str, ...] | None = None
+    where: dict[str, Any] | None = None
+    _view_engine: EmotionalMemory | None = PrivateAttr(default=None)
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Check ``where`` and build the scoped view once (it keeps its own mood)."""
+        from emotional_memory.filters import parse_where
+
+        parse_where(self.where)
+        self._view_engine = self.memory.scoped(*self.scope) if self.scope else self.memory
+
+    def _view(self) -> EmotionalMemory:
+        view = self._view_engine
+        return view if view is not None else self.memory
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
     ) -> list[Document]:
         """The ``top_k`` memories for ``query`` as Documents, best first."""
         del run_manager
-        results = self.memory.retrieve_with_explanations(query, top_k=self.top_k)
+        results = self._view().retrieve_with_explanations(
+            query, top_k=self.top_k, where=self.where
+        )
         return [explanation_to_document(e) for e in results]

@@ -3,8 +3,10 @@
 Code written against mem0 (``add`` / ``search`` / ``get`` / ``get_all`` / ``update`` /
 ``delete`` / ``delete_all`` / ``reset``) can use emotional memory by swapping the object: the
 results have mem0's dict shapes (``{"results": [...]}``). Memories are stored
-verbatim (mem0's LLM fact extraction is not reproduced); each carries ``user_id`` (and
-``agent_id`` / ``run_id`` when given) in its metadata, which scopes every call.
+verbatim (mem0's LLM fact extraction is not reproduced). Each user is a scope of the
+engine (``em.scoped(user_id)``): a hard partition, searched, linked and changed alone;
+``agent_id`` / ``run_id`` (kept in the metadata) and ``filters`` narrow the candidates
+inside the search.
 
 No dependency: the ``mem0`` extra is empty.
 """
@@ -29,9 +31,6 @@ DELETED_MESSAGE = "Memory deleted successfully!"
 
 UPDATED_MESSAGE = "Memory updated successfully!"
 """The ``message`` mem0 returns from ``update``."""
-
-_SEARCH_OVERFETCH = 4
-_SEARCH_MIN_FETCH = 40
 
 
 def messages_to_content(messages: str | Iterable[Mapping[str, Any]]) -> str:
@@ -69,10 +68,16 @@ def _item(memory: Memory) -> dict[str, Any]:
 class EmotionalMemoryMem0Backend:
     """mem0's ``Memory`` interface backed by an :class:`EmotionalMemory`.
 
-    Calls without ``user_id`` use ``default_user_id``.
+    Each user is a scope: ``user_id`` names the engine view ``em.scoped(user_id)``
+    (calls without one use ``default_user_id``), so a user's search ranks, links and
+    changes only that user's memories, with that user's own mood. ``agent_id`` and
+    ``run_id`` are kept in the metadata and, with ``filters`` (this library's
+    ``where`` dialect, :mod:`emotional_memory.filters`), narrow the candidates inside
+    the search: no over-fetch, no post-filter. As in mem0, any of the three ids may
+    be given alone (``agent_id`` alone: that agent's memories of the default user).
     """
 
-    __slots__ = ("_default_user_id", "_em")
+    __slots__ = ("_default_user_id", "_em", "_views")
 
     def __init__(self, em: EmotionalMemory, *, default_user_id: str = "default") -> None:
         """Wrap an engine.
@@ -81,28 +86,43 @@ class EmotionalMemoryMem0Backend:
             em: The engine (store, embedder, appraisal already configured).
             default_user_id: The user of calls that give none.
         """
+        if not isinstance(default_user_id, str) or not default_user_id:
+            raise ValueError("default_user_id must be a non-empty string")
         self._em = em
         self._default_user_id = default_user_id
+        self._views: dict[str, EmotionalMemory] = {}
 
     @property
     def em(self) -> EmotionalMemory:
         """The wrapped engine."""
         return self._em
 
-    def _scope(
-        self, user_id: str | None, agent_id: str | None, run_id: str | None
-    ) -> dict[str, Any]:
-        scope: dict[str, Any] = {"user_id": self._default_user_id if user_id is None else user_id}
-        if agent_id is not None:
-            scope["agent_id"] = agent_id
-        if run_id is not None:
-            scope["run_id"] = run_id
-        return scope
+    def _user(self, user_id: str | None) -> EmotionalMemory:
+        """The engine view of a user (one per user, kept: it holds the user's mood)."""
+        user = self._default_user_id if user_id is None else user_id
+        if not isinstance(user, str) or not user:
+            raise ValueError(f"user_id must be a non-empty string, got {user!r}")
+        view = self._views.get(user)
+        if view is None:
+            view = self._views[user] = self._em.scoped(user)
+        return view
 
     @staticmethod
-    def _matches(memory: Memory, conditions: Mapping[str, Any]) -> bool:
-        meta = memory.metadata
-        return all(k in meta and meta[k] == v for k, v in conditions.items())
+    def _where(
+        agent_id: str | None, run_id: str | None, filters: Mapping[str, Any] | None = None
+    ) -> dict[str, Any] | None:
+        clauses: list[dict[str, Any]] = []
+        if filters:
+            if not isinstance(filters, Mapping):
+                raise ValueError(f"filters must be a dict, got {type(filters).__name__}")
+            clauses.append(dict(filters))
+        if agent_id is not None:
+            clauses.append({"agent_id": agent_id})
+        if run_id is not None:
+            clauses.append({"run_id": run_id})
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
     def add(
         self,
@@ -138,8 +158,13 @@ class EmotionalMemoryMem0Backend:
             roles = [m.get("role") for m in messages if m.get("content") and m.get("role")]
             if roles:
                 meta.setdefault("role", str(roles[0]))
-        meta.update(self._scope(user_id, agent_id, run_id))
-        memory = self._em.encode(content, metadata=meta)
+        view = self._user(user_id)
+        meta["user_id"] = view.scope[-1]
+        if agent_id is not None:
+            meta["agent_id"] = agent_id
+        if run_id is not None:
+            meta["run_id"] = run_id
+        memory = view.encode(content, metadata=meta)
         return {"results": [{"id": memory.id, "memory": memory.content, "event": "ADD"}]}
 
     def search(
@@ -154,36 +179,32 @@ class EmotionalMemoryMem0Backend:
     ) -> dict[str, Any]:
         """Memories for ``query`` in this scope, best first.
 
-        Retrieval runs over the whole store (``max(4 * limit, 40)`` candidates, with the
-        engine's usual side effects), then keeps this scope's memories.
+        Retrieval runs in the user's scope, among the memories matching ``agent_id``,
+        ``run_id`` and ``filters`` (the filter decides the candidates), with the
+        engine's usual side effects on the winners only.
 
         Args:
             query: The query text.
-            user_id: Scope (default: ``default_user_id``).
-            agent_id: Optional agent scope.
-            run_id: Optional run scope.
+            user_id: The user (default: ``default_user_id``).
+            agent_id: Optional agent: only its memories.
+            run_id: Optional run: only its memories.
             limit: Maximum number of results (>= 1).
-            filters: Extra metadata equality conditions (``{"key": value}``).
+            filters: Extra conditions in the ``where`` dialect (``{"key": value}``,
+                ``{"key": {"$gte": 3}}``, ``$and`` / ``$or``).
 
         Returns:
             ``{"results": [{"id", "memory", "score", "metadata"}]}``.
 
         Raises:
-            ValueError: When ``limit < 1``.
+            ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
-        if limit < 1:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ValueError("limit must be >= 1")
-        conditions = {**(filters or {}), **self._scope(user_id, agent_id, run_id)}
-        fetch = max(limit * _SEARCH_OVERFETCH, _SEARCH_MIN_FETCH)
-        results: list[dict[str, Any]] = []
-        for explanation in self._em.retrieve_with_explanations(query, top_k=fetch):
-            memory = explanation.memory
-            if not self._matches(memory, conditions):
-                continue
-            results.append({**_item(memory), "score": float(explanation.score)})
-            if len(results) == limit:
-                break
-        return {"results": results}
+        view = self._user(user_id)
+        found = view.retrieve_with_explanations(
+            query, top_k=limit, where=self._where(agent_id, run_id, filters)
+        )
+        return {"results": [{**_item(e.memory), "score": float(e.score)} for e in found]}
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One memory by id.
@@ -205,19 +226,18 @@ class EmotionalMemoryMem0Backend:
         run_id: str | None = None,
         limit: int = 100,
     ) -> dict[str, Any]:
-        """This scope's memories, oldest first.
+        """This user's memories (of ``agent_id`` / ``run_id`` when given), oldest first.
 
         Args:
-            user_id: Scope (default: ``default_user_id``).
-            agent_id: Optional agent scope.
-            run_id: Optional run scope.
+            user_id: The user (default: ``default_user_id``).
+            agent_id: Optional agent.
+            run_id: Optional run.
             limit: Maximum number of results.
 
         Returns:
             ``{"results": [{"id", "memory", "metadata"}]}``.
         """
-        conditions = self._scope(user_id, agent_id, run_id)
-        chosen = [m for m in self._em.list_all() if self._matches(m, conditions)]
+        chosen = self._user(user_id).list_all(where=self._where(agent_id, run_id))
         return {"results": [_item(m) for m in chosen[: max(0, limit)]]}
 
     def update(self, memory_id: str, data: str) -> dict[str, Any]:
@@ -255,26 +275,28 @@ class EmotionalMemoryMem0Backend:
         agent_id: str | None = None,
         run_id: str | None = None,
     ) -> dict[str, Any]:
-        """Delete this scope's memories.
+        """Delete this user's memories (of ``agent_id`` / ``run_id`` when given).
 
         Args:
-            user_id: Scope (default: ``default_user_id``).
-            agent_id: Optional agent scope.
-            run_id: Optional run scope.
+            user_id: The user (default: ``default_user_id``).
+            agent_id: Optional agent.
+            run_id: Optional run.
 
         Returns:
             ``{"message": "Memory deleted successfully!"}``.
         """
-        conditions = self._scope(user_id, agent_id, run_id)
-        for memory in [m for m in self._em.list_all() if self._matches(m, conditions)]:
-            self._em.delete(memory.id)
+        view = self._user(user_id)
+        for memory in view.list_all(where=self._where(agent_id, run_id)):
+            view.delete(memory.id)
         return {"message": DELETED_MESSAGE}
 
     def reset(self) -> None:
-        """Delete every memory of every user and reset the affective state."""
+        """Delete every memory of every user and reset every affective state."""
         for memory in self._em.list_all():
             self._em.delete(memory.id)
         self._em.reset_state()
+        for view in self._views.values():
+            view.reset_state()
 
     def close(self) -> None:
         """Close the engine (and its stores)."""

@@ -23,6 +23,26 @@ class InMemoryAffectiveStateStore:
         """Create an empty store."""
         self._lock = threading.Lock()
         self._snapshot: dict[str, Any] | None = None
+        self._children: dict[tuple[str, ...], InMemoryAffectiveStateStore] = {}
+
+    def scoped(self, path: tuple[str, ...]) -> InMemoryAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): one child store per
+        path, the same object every time, so a view made again restores its state.
+
+        Args:
+            path: the view's full scope path (``()``: this store).
+
+        Returns:
+            The child store.
+        """
+        path = tuple(path)
+        if not path:
+            return self
+        with self._lock:
+            child = self._children.get(path)
+            if child is None:
+                child = self._children[path] = InMemoryAffectiveStateStore()
+            return child
 
     def save(self, state: AffectiveState | dict[str, Any]) -> None:
         """Store ``state``, replacing any previous one.

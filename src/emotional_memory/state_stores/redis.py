@@ -11,6 +11,7 @@ the extra.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 import logging
@@ -18,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores._scoped import scoped_key
 
 __all__ = ["DEFAULT_REDIS_KEY", "DEFAULT_REDIS_URL", "RedisAffectiveStateStore"]
 
@@ -88,6 +90,20 @@ class RedisAffectiveStateStore:
                 "pip install 'emotional-memory-jax[redis]'"
             ) from exc
         return redis_module.Redis.from_url(url, decode_responses=True)
+
+    def scoped(self, path: tuple[str, ...]) -> RedisAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): the same client,
+        key :func:`~emotional_memory.state_stores._scoped.scoped_key` of this key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin.
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
 
     @property
     def key(self) -> str:

@@ -15,6 +15,7 @@ their states in one file. The file may also hold a
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import sqlite3
@@ -26,6 +27,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores._scoped import scoped_key
 from emotional_memory.state_stores.in_memory import snapshot_of
 from emotional_memory.stores.original_layout import migrate_state
 from emotional_memory.stores.sqlite import SQLiteStore, open_connection
@@ -128,6 +130,21 @@ class SQLiteAffectiveStateStore:
         if not _same_file(self._path, store.path):
             return None
         return type(self).from_store(store, key=self._key)
+
+    def scoped(self, path: tuple[str, ...]) -> SQLiteAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): the same connection,
+        lock and transactions, key :func:`~emotional_memory.state_stores._scoped.
+        scoped_key` of this store's key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin (closing the root closes their shared connection).
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
 
     @property
     def key(self) -> str:

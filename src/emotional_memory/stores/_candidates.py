@@ -62,6 +62,7 @@ class CandidateRows(EmbeddingSearch):
         also: Sequence[str] = (),
         lexical: LexicalQuery | None = None,
         with_memories: bool = False,
+        within: np.ndarray | None = None,
     ) -> CandidateBank:
         """The retrieval candidates of a query as columns (see
         :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`).
@@ -75,6 +76,9 @@ class CandidateRows(EmbeddingSearch):
             lexical: the lexical shortlist (appended after ``also``) and statistics,
                 from the store's index under the same lock.
             with_memories: also rebuild the candidates' memories (``memories``).
+            within: only these live rows (ascending) are candidates, as in a store
+                holding only them (a scope, a filter: see ``stores/_selected.py``);
+                None: every row.
 
         Returns:
             The :class:`CandidateBank` (``memories`` None unless asked for).
@@ -83,27 +87,38 @@ class CandidateRows(EmbeddingSearch):
             ValueError: a query whose length differs from the stored embeddings.
         """
         with self._lock:
+            allowed: set[str] | None = None
+            if within is not None and (lexical is not None or also):
+                allowed = {self._row_ids[r] for r in within.tolist()}
             if limit is None:
-                rows: list[int] = self._live_row_list()
-            else:
+                rows: list[int] = (
+                    self._live_row_list() if within is None else within.tolist()
+                )
+            elif within is None:
                 found = self._search_rows(embedding if embedding is not None else [], limit)
                 rows = found.tolist()
+            else:
+                rows = self._search_rows_in(  # type: ignore[attr-defined]
+                    embedding if embedding is not None else [], limit, within
+                ).tolist()
             if lexical is not None and lexical.shortlist and lexical.terms:
                 also = [*also, *self.lexical_index().search(
-                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b
+                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b, within=allowed
                 )]
             if also:
                 have = set(rows)
                 for mid in also:
                     row = self._row_of.get(mid)
-                    if row is not None and row not in have:
+                    if row is not None and row not in have and (
+                        allowed is None or mid in allowed
+                    ):
                         rows.append(row)
                         have.add(row)
             bank = self._bank_of_rows(rows, embedding, now)
             if with_memories:
                 bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
             if lexical is not None and lexical.statistics:
-                stats = self.lexical_index().inputs(lexical.terms, bank.ids)
+                stats = self.lexical_index().inputs(lexical.terms, bank.ids, within=allowed)
                 bank = dataclasses.replace(bank, lexical=stats)
             return bank
 

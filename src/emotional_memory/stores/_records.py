@@ -165,6 +165,8 @@ def fits(memory: Memory) -> bool:
         and type(tag.pending_appraisal) is bool
     ):
         return False
+    if memory.expires_at is not None and not _utc(memory.expires_at):
+        return False
     if not (
         _utc(tag.timestamp)
         and _utc(tag.mood_snapshot.timestamp)
@@ -335,6 +337,8 @@ def decode_memory(
     links: tuple[tuple[str, ...], bytes] | None,
     metadata: dict[str, Any] | None,
     labels: LabelTable,
+    scope: tuple[str, ...] = (),
+    expires_us: int | None = None,
 ) -> Memory:
     """Rebuild a memory from its record (the inverse of :func:`encode_tag` and
     :func:`pack_links`).
@@ -348,6 +352,8 @@ def decode_memory(
         links: the packed links.
         metadata: the metadata dict (None for an empty one).
         labels: the store's label table.
+        scope: the memory's scope path.
+        expires_us: its expiry as integer microseconds (None: none).
 
     Returns:
         A :class:`Memory` equal to the one encoded.
@@ -433,6 +439,8 @@ def decode_memory(
             "embedding": embedding,
             "tag": tag,
             "metadata": metadata if metadata is not None else {},
+            "scope": scope,
+            "expires_at": None if expires_us is None else _time(expires_us),
         },
     )
 

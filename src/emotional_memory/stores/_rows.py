@@ -16,6 +16,9 @@ import numpy as np
 
 from emotional_memory.stores import _records
 
+NEVER_US = int(np.iinfo(np.int64).max)
+"""``_expires_us`` of a row that never expires."""
+
 _INITIAL_CAPACITY = 16
 # Compact once tombstones exceed both this count and the number of live rows.
 _COMPACT_MIN_DEAD = 16
@@ -64,6 +67,9 @@ class RowColumns:
     _valid: np.ndarray
     _tagf: np.ndarray
     _tagi: np.ndarray
+    _scope_id: np.ndarray  # int32: the row's scope path, an index into _scopes
+    _expires_us: np.ndarray  # int64: expiry in microseconds, NEVER_US for none
+    _version: int  # bumped by every write (selected views cache their rows by it)
     _reallocations: int
     _tx_depth: int  # open transaction levels (no compaction inside one)
 
@@ -81,9 +87,13 @@ class RowColumns:
         "_valid",
         "_tagf",
         "_tagi",
+        "_scope_id",
+        "_expires_us",
     )
     # Fill value of unused rows (0 for every other row array).
-    _ROW_FILL: ClassVar[dict[str, float]] = {"_bias": -np.inf, "_side_slot": -1}
+    _ROW_FILL: ClassVar[dict[str, float]] = {
+        "_bias": -np.inf, "_side_slot": -1, "_expires_us": NEVER_US,
+    }
 
     # Views of the tag blocks used as the kernel's columns.
     @property
@@ -180,3 +190,4 @@ class RowColumns:
         self._row_of = {mid: i for i, mid in enumerate(self._row_ids) if mid is not None}
         self._size = k
         self._dead = 0
+        self._version += 1

@@ -39,6 +39,8 @@ class _TagState:
 
     tagf: np.ndarray
     tagi: np.ndarray
+    scope_id: int
+    expires_us: int
     content: str | None
     meta: dict[str, Any] | None
     links: Any
@@ -136,6 +138,8 @@ class UndoLog(EmbeddingPrecision):
         return _TagState(
             tagf=self._tagf[row].copy(),
             tagi=self._tagi[row].copy(),
+            scope_id=int(self._scope_id[row]),
+            expires_us=int(self._expires_us[row]),
             content=self._content[row],
             meta=self._meta[row],
             links=self._links[row],
@@ -148,6 +152,9 @@ class UndoLog(EmbeddingPrecision):
         self._whole.pop(memory_id, None)
         self._tagf[row] = state.tagf
         self._tagi[row] = state.tagi
+        self._scope_id[row] = state.scope_id
+        self._expires_us[row] = state.expires_us
+        self._version += 1
         self._content[row] = state.content
         self._meta[row] = state.meta
         self._links[row] = state.links
@@ -169,6 +176,7 @@ class UndoLog(EmbeddingPrecision):
 
     def _restore(self, row: int, memory_id: str, state: _RowState, *, revive: bool) -> None:
         """Put ``state`` back into ``row``: a replaced row, or a deleted one (``revive``)."""
+        self._version += 1
         self._clear_embedding(row)
         self._recent.pop(memory_id, None)
         self._whole.pop(memory_id, None)

@@ -100,7 +100,9 @@ from emotional_memory.stores._precision import (
     _to_bfloat16_bits,  # noqa: F401  (same)
 )
 from emotional_memory.stores._records import to_microseconds
+from emotional_memory.stores._rows import NEVER_US
 from emotional_memory.stores._search import _check_top_k
+from emotional_memory.stores._selected import RowSelecting
 from emotional_memory.stores._undo import UndoLog, _undo
 
 __all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
@@ -181,7 +183,7 @@ def _clone(model: Any, updates: dict[str, Any]) -> Any:
     return out
 
 
-class InMemoryStore(RowLinking, CandidateRows, UndoLog):
+class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
     """A :class:`~emotional_memory.interfaces.MemoryStore` held in process memory.
 
     Besides the protocol methods it exposes the column caches for batch scoring:
@@ -239,6 +241,13 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         self._side_slot = np.zeros(0, dtype=np.int64)  # its slot there (-1: none)
         self._valid = np.zeros(0, dtype=bool)
         self._tagf, self._tagi = _records.row_arrays(0)
+        # Scopes (issue 23): each row's path as an index into _scopes; expiry per row.
+        self._scope_id = np.zeros(0, dtype=np.int32)
+        self._expires_us = np.zeros(0, dtype=np.int64)
+        self._scopes: list[tuple[str, ...]] = [()]
+        self._scope_index: dict[tuple[str, ...], int] = {(): 0}
+        self._any_expiry = False  # some memory ever stored with an expiry
+        self._version = 0
         self._reallocations = 0
         self._tx_depth = 0
         self._undo = []
@@ -627,7 +636,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             }
 
     def columns(
-        self, now: datetime | float, *, padded: bool = False, dtype: Any = np.float64
+        self, now: datetime | float, *, padded: bool = False, dtype: Any = np.float64,
+        rows: np.ndarray | None = None,
     ) -> tuple[list[str | None], Any]:
         """The bank as :class:`~emotional_memory.kernel.MemoryColumns`, for batch scoring.
 
@@ -641,6 +651,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
                 ``valid`` False on deleted and unused rows; no compaction, no copy of
                 the embedding matrix.
             dtype: numpy dtype of the float columns other than the embedding.
+            rows: with ``padded`` False, only these live rows (ascending; a
+                selection's, see ``stores/_selected.py``).
 
         Returns:
             ``(row_ids, columns)``: the memory id of each row (None on invalid rows)
@@ -671,6 +683,10 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
                     cap - len(self._row_ids)
                 )
                 valid = self._valid.copy()
+            elif rows is not None:
+                take = rows
+                row_ids = [self._row_ids[r] for r in rows.tolist()]
+                valid = np.ones(len(row_ids), dtype=bool)
             else:
                 if self._dead and self._tx_depth == 0:
                     self._compact()
@@ -740,6 +756,8 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             self._links[row],
             copy_metadata(self._meta[row]),
             self._labels,
+            self._scopes[self._scope_id[row]],
+            None if (expires := int(self._expires_us[row])) == NEVER_US else expires,
         )
         if keep:
             self._remember(_private(memory))
@@ -847,6 +865,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         if not same_vector:
             lossless = self._write_row(row, vec, empty=memory.embedding == [])
         self._write_record(row, memory, compact, lossless, remember, own_embedding)
+        self._write_place(row, memory)
         if self._lexical is not None:
             self._lexical.set(memory_id, memory.content)
 
@@ -901,6 +920,23 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
             memory = memory.model_copy(update={"embedding": stored})
         self._whole[memory_id] = _private(memory)
 
+    def _write_place(self, row: int, memory: Memory) -> None:
+        """Write ``memory``'s scope and expiry into ``row`` (and bump the version)."""
+        scope = memory.scope
+        sid = self._scope_index.get(scope) if scope else 0
+        if sid is None:
+            sid = len(self._scopes)
+            self._scopes.append(scope)
+            self._scope_index[scope] = sid
+        self._scope_id[row] = sid
+        expires = memory.expires_at
+        if expires is None:
+            self._expires_us[row] = NEVER_US
+        else:
+            self._expires_us[row] = to_microseconds(expires)
+            self._any_expiry = True
+        self._version += 1
+
     def _intern(self, memory_id: str) -> str:
         """The store's own copy of a stored id (links then share it), else the id."""
         row = self._row_of.get(memory_id)
@@ -921,6 +957,7 @@ class InMemoryStore(RowLinking, CandidateRows, UndoLog):
         if self._lexical is not None:
             self._lexical.discard(memory_id)
         self._valid[row] = False
+        self._version += 1
         self._row_ids[row] = None
         self._content[row] = None
         self._meta[row] = None

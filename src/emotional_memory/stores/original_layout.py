@@ -168,7 +168,7 @@ def _copy_memories(conn: sqlite3.Connection) -> None:
         conn.execute(
             "INSERT INTO memories (id, content, embedding, dim, tag, metadata) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            params,
+            params[:6],  # the original's memories live at the root and never expire
         )
     if len(dims) > 1:
         raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")

@@ -33,7 +33,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -44,10 +44,14 @@ from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores._records import to_microseconds
+from emotional_memory.stores._selected import SelectedRows
 from emotional_memory.stores.in_memory import InMemoryStore
 from emotional_memory.stores.original_layout import migrate_memories
+from emotional_memory.stores.selection import Selection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _FLOAT32_LE = np.dtype("<f4")
 
 _SCHEMA = (
@@ -62,8 +66,12 @@ _SCHEMA = (
         embedding BLOB,
         dim       INTEGER,
         tag       TEXT NOT NULL,
-        metadata  TEXT NOT NULL
+        metadata  TEXT NOT NULL,
+        scope     TEXT NOT NULL DEFAULT '[]',
+        expires_at INTEGER
     )""",
+    "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope)",
+    "CREATE INDEX IF NOT EXISTS memories_expires_at ON memories (expires_at)",
     # One row per memory written (or deleted) by a committed transaction, so other
     # connections refresh only those memories. Only the last _CHANGE_LOG rows are kept;
     # a connection further behind rebuilds its whole cache.
@@ -78,14 +86,46 @@ _CHANGE_LOG = 4096
 _LOG_CHANGE = "INSERT INTO changes (id, deleted) VALUES (?, ?)"
 _PRUNE_CHANGES = "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?"
 
-_UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata)
-VALUES (?, ?, ?, ?, ?, ?)
+_UPSERT = """INSERT INTO memories (id, content, embedding, dim, tag, metadata, scope, expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(id) DO UPDATE SET
     content = excluded.content,
     embedding = excluded.embedding,
     dim = excluded.dim,
     tag = excluded.tag,
-    metadata = excluded.metadata"""
+    metadata = excluded.metadata,
+    scope = excluded.scope,
+    expires_at = excluded.expires_at"""
+
+# Schema 1 -> 2 (issue 23): the scope path (a JSON array of strings) and the expiry
+# (integer microseconds since the epoch, NULL for none) of each memory, indexed.
+_MIGRATE_1_TO_2 = (
+    "ALTER TABLE memories ADD COLUMN scope TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE memories ADD COLUMN expires_at INTEGER",
+    "CREATE INDEX IF NOT EXISTS memories_scope ON memories (scope)",
+    "CREATE INDEX IF NOT EXISTS memories_expires_at ON memories (expires_at)",
+)
+_ROW_COLUMNS = "id, content, embedding, dim, tag, metadata, scope, expires_at"
+
+
+def _encode_scope(scope: tuple[str, ...]) -> str:
+    return json.dumps(list(scope), ensure_ascii=False)
+
+
+def _decode_place(
+    memory_id: str, scope_json: str | None, expires_us: int | None
+) -> tuple[tuple[str, ...], datetime | None]:
+    """A row's scope path and expiry (errors name the memory id)."""
+    try:
+        scope = tuple(json.loads(scope_json)) if scope_json else ()
+        if any(not isinstance(p, str) or not p for p in scope):
+            raise ValueError(f"scope {scope_json!r} is not a list of non-empty strings")
+        if expires_us is not None and not isinstance(expires_us, int):
+            raise ValueError(f"expires_at {expires_us!r} is not an integer")
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
+    expires = None if expires_us is None else _EPOCH + timedelta(microseconds=expires_us)
+    return scope, expires
 
 
 def open_connection(
@@ -245,7 +285,13 @@ def _decode_embedding(blob: bytes | None) -> list[float] | None:
 
 
 def _row_memory(
-    memory_id: str, content: str, embedding: list[float] | None, tag_json: str, metadata_json: str
+    memory_id: str,
+    content: str,
+    embedding: list[float] | None,
+    tag_json: str,
+    metadata_json: str,
+    scope_json: str | None = None,
+    expires_us: int | None = None,
 ) -> Memory:
     """A memory from one table row, validated (errors name the memory id)."""
     try:
@@ -261,8 +307,10 @@ def _row_memory(
         tag = EmotionalTag.model_validate_json(tag_json)
     except (ValueError, RecursionError) as exc:
         raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
+    scope, expires = _decode_place(memory_id, scope_json, expires_us)
     return Memory.model_construct(
-        id=memory_id, content=content, embedding=embedding, tag=tag, metadata=metadata
+        id=memory_id, content=content, embedding=embedding, tag=tag, metadata=metadata,
+        scope=scope, expires_at=expires,
     )
 
 
@@ -612,6 +660,28 @@ class SQLiteStore:
             self._sync()
             return self._cache.scoring_bank(now, dtype)
 
+    def selected(self, selection: Selection) -> Any:
+        """This store confined to ``selection`` (see :meth:`InMemoryStore.selected`):
+        reads answer from the cache's selected rows (other connections' commits
+        first), writes go through this store.
+
+        Args:
+            selection: what an operation sees.
+
+        Returns:
+            A :class:`~emotional_memory.stores._selected.SelectedRows` view, or the
+            store itself when nothing is confined.
+        """
+        with self._lock:
+            self._sync()
+            if selection.unconfined and not self._cache._any_expiry:
+                return self
+        return SelectedRows(lambda: self._cache, self, selection, sync=self._sync_if_open)
+
+    def _sync_if_open(self) -> None:
+        with self._lock:
+            self._sync()
+
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
         """The stored memories of ``memory_ids``, in order (missing ones skipped)."""
         with self._lock:
@@ -764,7 +834,7 @@ class SQLiteStore:
             chunk = changed[start:start + 500]
             marks = ",".join("?" * len(chunk))
             rows += conn.execute(
-                "SELECT seq, id, content, embedding, dim, tag, metadata FROM memories "
+                f"SELECT seq, {_ROW_COLUMNS} FROM memories "
                 f"WHERE id IN ({marks})", chunk,
             ).fetchall()
         rows.sort(key=lambda row: row[0])
@@ -776,9 +846,10 @@ class SQLiteStore:
         for memory_id in changed:
             if memory_id not in present:
                 cache.delete(memory_id)
-        for _, memory_id, content, blob, _, tag_json, metadata_json in rows:
+        for _, memory_id, content, blob, _, tag_json, metadata_json, scope, expires in rows:
             cache.save(_row_memory(
-                memory_id, content, _decode_embedding(blob), tag_json, metadata_json
+                memory_id, content, _decode_embedding(blob), tag_json, metadata_json,
+                scope, expires,
             ))
         self._changes = max(seq for seq, _, _ in log)
 
@@ -798,6 +869,13 @@ class SQLiteStore:
                 raise ValueError(
                     f"{self._path!r} has schema version {version}; this library reads "
                     f"up to {SCHEMA_VERSION}"
+                )
+            if version == 1:  # in this same transaction: all of it or nothing
+                for statement in _MIGRATE_1_TO_2:
+                    conn.execute(statement)
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'",
+                    (str(SCHEMA_VERSION),),
                 )
             conn.execute("COMMIT")
         except BaseException:
@@ -821,17 +899,18 @@ class SQLiteStore:
     def _load_rows(self) -> None:
         rows = (
             self._connection()
-            .execute("SELECT id, content, embedding, dim, tag, metadata FROM memories ORDER BY seq")
+            .execute(f"SELECT {_ROW_COLUMNS} FROM memories ORDER BY seq")
             .fetchall()
         )
-        dims = {dim for _, _, blob, dim, _, _ in rows if blob}
+        dims = {row[3] for row in rows if row[2]}
         cache = InMemoryStore()
         if len(dims) > 1:
             # Not written by this class; the per-row path reports the mismatch.
-            for memory_id, content, blob, _, tag_json, metadata_json in rows:
+            for memory_id, content, blob, _, tag_json, metadata_json, scope, expires in rows:
                 cache.save(
                     _row_memory(
-                        memory_id, content, _decode_embedding(blob), tag_json, metadata_json
+                        memory_id, content, _decode_embedding(blob), tag_json, metadata_json,
+                        scope, expires,
                     )
                 )
             self._cache = cache
@@ -851,8 +930,11 @@ class SQLiteStore:
                 None if blob is None else (lists[i] if blob else []),
                 tag_json,
                 metadata_json,
+                scope,
+                expires,
             )
-            for i, (memory_id, content, blob, _, tag_json, metadata_json) in enumerate(rows)
+            for i, (memory_id, content, blob, _, tag_json, metadata_json, scope, expires)
+            in enumerate(rows)
         ]
         cache._load_bulk(memories, matrix if embedded else None)
         self._cache = cache
@@ -868,5 +950,9 @@ class SQLiteStore:
                 "metadata": json.loads(metadata_json),
             }
         )
-        params = (memory.id, memory.content, blob, dim, memory.tag.model_dump_json(), metadata_json)
+        expires = memory.expires_at
+        params = (
+            memory.id, memory.content, blob, dim, memory.tag.model_dump_json(), metadata_json,
+            _encode_scope(memory.scope), None if expires is None else to_microseconds(expires),
+        )
         return stored, params
