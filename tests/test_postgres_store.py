@@ -90,7 +90,11 @@ def test_every_read_equals_the_in_memory_stores(
     """Same memories saved and deleted in both stores: every read is identical (the
     candidate bank byte for byte, memories ``==`` and as JSON, search, lexical)."""
     rng = np.random.default_rng(seed + 1)
-    memories = _memories(seed, n, odd_every)
+    memories = [  # some in scopes, some expiring (kept and rebuilt exactly)
+        m.model_copy(update={"scope": ("alice", "work")[: i % 3],
+                             "expires_at": T0 + timedelta(days=i) if i % 4 == 1 else None})
+        for i, m in enumerate(_memories(seed, n, odd_every))
+    ]
     oracle = InMemoryStore()
     with PostgresStore(pg_dsn, table=_new_table()) as pg:
         for m in memories:
@@ -565,3 +569,53 @@ def test_the_readme_example_runs(
     assert out == ["['The launch slipped again and the team is exhausted']"] * 2
     with PostgresStore(pg_dsn, table="agent_memory") as store:
         assert len(store) == 2
+
+
+# ----------------------------------------------------------------- scopes (issue 23)
+
+
+@pytest.fixture
+def scope_tests(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """tests/test_scopes.py with its store factory also making PostgreSQL stores
+    (kind ``"postgres"``, a fresh table each); they are closed afterwards."""
+    import test_scopes
+
+    made: list[PostgresStore] = []
+    plain_factory = test_scopes._make_store
+
+    def make(kind: str, tmp: Path, name: str) -> Any:
+        if kind != "postgres":
+            return plain_factory(kind, tmp, name)
+        store = PostgresStore(pg_dsn, table=_new_table(), min_connections=0,
+                              max_connections=2)
+        made.append(store)
+        return store
+
+    monkeypatch.setattr(test_scopes, "_make_store", make)
+    yield test_scopes
+    for store in made:
+        store.close()
+
+
+@pytest.mark.parametrize("lexical", [False, True])
+def test_a_scoped_view_answers_as_a_separate_engine(
+    scope_tests: Any, lexical: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The separate-engine contract of issue 23 over PostgresStore (views of one
+    table answer as separate engines holding only their scope)."""
+    scope_tests.test_a_view_answers_as_a_separate_engine_of_its_scope(
+        kind="postgres", lexical=lexical, tmp_path_factory=tmp_path_factory)
+
+
+def test_retrieve_where_answers_as_without_the_other_memories(
+    scope_tests: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The filter contract of issue 23 over PostgresStore."""
+    scope_tests.test_retrieve_where_answers_as_the_engine_without_the_other_memories(
+        kind="postgres", tmp_path_factory=tmp_path_factory)
+
+
+def test_expired_memories_are_invisible_and_pruned(scope_tests: Any, tmp_path: Path) -> None:
+    """The expiry contract of issue 23 over PostgresStore."""
+    scope_tests.test_expired_memories_are_invisible_and_pruned(kind="postgres",
+                                                               tmp_path=tmp_path)

@@ -62,6 +62,7 @@ failed transaction is rolled back whole.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
@@ -94,6 +95,7 @@ from emotional_memory.stores._linking import (
 )
 from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
+from emotional_memory.stores.selection import Selection
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
 
@@ -189,7 +191,7 @@ class _Labels(_records.LabelTable):
 # Columns read to rebuild a memory, and to build candidate columns.
 _MEMORY_COLUMNS = (
     "seq, id, content, exact, tagf, tagi, label, link_targets, link_strengths, "
-    "link_types, metadata_json, whole, embedding"
+    "link_types, metadata_json, whole, embedding, scope, expires_us"
 )
 _BANK_COLUMNS = (
     "seq, id, exact, tagf, tagi[1], link_targets, link_strengths, norm, embedding, embedded"
@@ -284,6 +286,8 @@ class PostgresStore:
         self._hnsw = (hnsw_m, hnsw_ef_construction)
         self._upsert_sql, self._update_sql = self._statements()
         self._local = threading.local()
+        self._selection: Selection | None = None  # a view's (see selected)
+        self._f = ""  # a view's row predicate, appended to every WHERE clause
         self._last_use: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self._labels = _Labels()
         self._labels_lock = threading.Lock()
@@ -552,6 +556,74 @@ class PostgresStore:
         tx = self._current()
         return " FOR UPDATE" if tx is not None and tx.write else ""
 
+    # ------------------------------------------------------------------ views
+
+    def selected(self, selection: Selection) -> Any:
+        """This store confined to ``selection`` (issue 23's scopes and expiry in SQL).
+
+        A selection without a ``where`` filter is answered natively: a view sharing
+        this store's connections and transactions whose every read adds the
+        selection to its SQL (``scope[1:n] = path``, under the GIN index on
+        ``scope``; ``expires_us > now``, or ``<= now`` for what ``prune`` removes),
+        so searches, lexical statistics and link candidates see only those rows;
+        writes are refused for memories it does not see (as unknown ids). A
+        ``where`` filter is served by the generic
+        :class:`~emotional_memory.stores.selection.SelectedStore` (its memories
+        filtered in Python, O(N) per operation).
+
+        Args:
+            selection: what an operation sees.
+
+        Returns:
+            The view (this store itself for the root while no memory has an expiry).
+        """
+        from emotional_memory.stores.selection import SelectedStore
+
+        if selection.where is not None:
+            return SelectedStore(self, self, selection)
+        parts: list[str] = []
+        if selection.scope:
+            from psycopg import sql
+
+            path = ", ".join(sql.Literal(p).as_string(None) for p in selection.scope)
+            parts.append(
+                f" AND scope @> ARRAY[{path}]::text[]"
+                f" AND scope[1:{len(selection.scope)}] = ARRAY[{path}]::text[]"
+            )
+        if selection.expired:
+            now = _records.to_microseconds(selection.now())
+            parts.append(f" AND expires_us IS NOT NULL AND expires_us <= {now}")
+        else:
+            with self._read(single=True) as cur:
+                expiring = cur.execute(
+                    f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE expires_us IS NOT NULL)"
+                ).fetchone()[0]
+            if expiring:  # the clock is read only when some memory can expire
+                now = _records.to_microseconds(selection.now())
+                parts.append(f" AND (expires_us IS NULL OR expires_us > {now})")
+        if not parts:
+            return self
+        view = copy.copy(self)  # shares the pool, the transactions, the label table
+        view._selection = selection
+        view._f = "".join(parts)
+        return view
+
+    def _count_sql(self, bound: int) -> str:
+        """The statement counting the embedded rows a search sees (exactly in the
+        meta table for the whole table; up to ``bound`` for a view) and setting the
+        index's search breadth (parameter: ``hnsw.ef_search``) for the transaction;
+        a view also lets the index scan on past rows its filter drops."""
+        if not self._f:
+            return (
+                "SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
+                f"FROM {self._meta} WHERE key = 'embedded'"
+            )
+        return (
+            "SELECT count(*), set_config('hnsw.ef_search', %s, true), "
+            "set_config('hnsw.iterative_scan', 'strict_order', true) "
+            f"FROM (SELECT 1 FROM {self._t} WHERE embedded{self._f} LIMIT {int(bound)}) AS e"
+        )
+
     # ------------------------------------------------------------------ schema
 
     def _schema_statements(self) -> list[str]:
@@ -584,6 +656,7 @@ class PostgresStore:
                 metadata_json text NOT NULL,
                 scope text[] NOT NULL DEFAULT '{{}}',
                 expires_at timestamptz,
+                expires_us bigint,
                 terms text[] NOT NULL,
                 tfs int4[] NOT NULL,
                 doc_len int4 NOT NULL,
@@ -733,7 +806,7 @@ class PostgresStore:
         tokens = tokenize(memory.content)
         for token in tokens:
             counts[token] = counts.get(token, 0) + 1
-        scope = getattr(memory, "scope", ())
+        scope = memory.scope
         return {
             "id": memory.id,
             "content": memory.content,
@@ -750,7 +823,9 @@ class PostgresStore:
             "metadata": metadata_json,
             "metadata_json": metadata_json,
             "scope": list(scope),
-            "expires_at": getattr(memory, "expires_at", None),
+            "expires_at": memory.expires_at,
+            "expires_us": None if memory.expires_at is None
+            else _records.to_microseconds(memory.expires_at),
             "terms": list(counts),
             "tfs": list(counts.values()),
             "doc_len": len(tokens),
@@ -760,7 +835,7 @@ class PostgresStore:
     _FIELDS = (
         "id", "content", "embedding", "exact", "norm", "embedded", "tagf", "tagi", "label",
         "link_targets", "link_strengths", "link_types", "metadata", "metadata_json",
-        "scope", "expires_at", "terms", "tfs", "doc_len", "whole",
+        "scope", "expires_at", "expires_us", "terms", "tfs", "doc_len", "whole",
     )
 
     def _statements(self) -> tuple[str, str]:
@@ -820,7 +895,17 @@ class PostgresStore:
                         f"embedding length mismatch: memory has {len(embedding)}, "
                         f"the store holds dimension {dim}"
                     )
-            if must_exist and memory.id not in tx.known:
+            if self._selection is not None:  # a view writes only what it sees
+                with self._write() as cur:
+                    row = cur.execute(
+                        f"SELECT (true{self._f}) FROM {self._t} WHERE id = %s FOR UPDATE",
+                        (memory.id,),
+                    ).fetchone()
+                if row is None and must_exist or row is not None and not row[0]:
+                    if must_exist:
+                        raise KeyError(memory.id)
+                    raise ValueError(f"memory id {memory.id!r} cannot be written from this view")
+            elif must_exist and memory.id not in tx.known:
                 with self._write() as cur:
                     cur.execute(
                         f"SELECT 1 FROM {self._t} WHERE id = %s FOR UPDATE", (memory.id,)
@@ -869,7 +954,7 @@ class PostgresStore:
         """
         with self._write() as cur:
             row = cur.execute(
-                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s RETURNING embedded) "
+                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{self._f} RETURNING embedded) "
                 f"UPDATE {self._meta} SET value = (value::bigint - CASE key "
                 "WHEN 'count' THEN (SELECT count(*) FROM d) "
                 "ELSE (SELECT count(*) FROM d WHERE embedded) END)::text "
@@ -885,7 +970,7 @@ class PostgresStore:
 
     def _memory(self, row: Sequence[Any]) -> Memory:
         (_, mid, content, exact, tagf, tagi, label, targets, strengths, types,
-         metadata_json, whole, vector) = row
+         metadata_json, whole, vector, scope, expires_us) = row
         if whole is not None:
             return load_memory(whole)
         ints = list(tagi)
@@ -901,7 +986,8 @@ class PostgresStore:
             )
         metadata = json.loads(metadata_json)
         return _records.decode_memory(
-            mid, content, embedding, list(tagf), ints, links, metadata or None, self._labels
+            mid, content, embedding, list(tagf), ints, links, metadata or None, self._labels,
+            tuple(scope), expires_us,
         )
 
     def get(self, memory_id: str) -> Memory | None:
@@ -916,7 +1002,8 @@ class PostgresStore:
         lock = self._lock_rows()
         with self._read(single=True) as cur:
             row = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{lock}", (memory_id,)
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{self._f}{lock}",
+                (memory_id,),
             ).fetchone()
         if row is None:
             return None
@@ -941,7 +1028,7 @@ class PostgresStore:
         lock = self._lock_rows()
         with self._read(single=True) as cur:
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s) "
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
                 f"ORDER BY seq{lock}",
                 (ids,),
             ).fetchall()
@@ -958,7 +1045,8 @@ class PostgresStore:
         lock = self._lock_rows()
         with self._read(single=True) as cur:
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} ORDER BY seq{lock}"
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{self._f} "
+                f"ORDER BY seq{lock}"
             ).fetchall()
         self._locked([r[1] for r in rows], lock)
         return [self._memory(r) for r in rows]
@@ -966,9 +1054,12 @@ class PostgresStore:
     def __len__(self) -> int:
         """Number of memories stored."""
         with self._read(single=True) as cur:
-            row = cur.execute(
-                f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"
-            ).fetchone()
+            if self._f:
+                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{self._f}").fetchone()
+            else:
+                row = cur.execute(
+                    f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"
+                ).fetchone()
         return int(row[0])
 
     def count(self) -> int:
@@ -980,7 +1071,9 @@ class PostgresStore:
         if not isinstance(memory_id, str):
             return False
         with self._read(single=True) as cur:
-            row = cur.execute(f"SELECT 1 FROM {self._t} WHERE id = %s", (memory_id,)).fetchone()
+            row = cur.execute(
+                f"SELECT 1 FROM {self._t} WHERE id = %s{self._f}", (memory_id,)
+            ).fetchone()
         return row is not None
 
     # ------------------------------------------------------------------ search
@@ -1006,26 +1099,24 @@ class PostgresStore:
         if query_norm == 0.0 or not math.isfinite(query_norm):
             # every similarity is 0 (or NaN, counting 0): insertion order
             cur.execute(
-                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded ORDER BY seq LIMIT %s", (k,)
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{self._f} ORDER BY seq "
+                "LIMIT %s", (k,)
             )
             return list(cur.fetchall())
         # how many embedded rows (kept by every write; and the index's search breadth
         # for this transaction, in the same round trip)
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
-        cur.execute(
-            f"SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
-            f"FROM {self._meta} WHERE key = 'embedded'",
-            (str(max(self._ef_search, want)),),
-        )
+        cur.execute(self._count_sql(bound), (str(max(self._ef_search, want)),))
         # sent in the same round trip (pipeline mode): the index search, used unless
         # the table is small enough to rank every row
         unit = (query / query_norm).astype(np.float32)
         with cur.connection.cursor(binary=True) as near:
             near.execute(
-                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL "
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL{self._f} "
                 f"ORDER BY embedding <=> %s LIMIT %s) UNION ALL "
-                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND embedding IS NULL)",
+                f"(SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded AND embedding IS NULL"
+                f"{self._f})",
                 (unit, want),
             )
             total = int(cur.fetchone()[0])
@@ -1034,7 +1125,7 @@ class PostgresStore:
             return []
         if total < bound:
             rows = cur.execute(
-                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded ORDER BY seq"
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{self._f} ORDER BY seq"
             ).fetchall()
         else:
             rows.sort(key=lambda r: r[0])
@@ -1147,16 +1238,14 @@ class PostgresStore:
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
         total = int(cur.execute(
-            f"SELECT value::bigint, set_config('hnsw.ef_search', %s, true) "
-            f"FROM {self._meta} WHERE key = 'embedded'",
-            (str(max(self._ef_search, want)),),
+            self._count_sql(bound), (str(max(self._ef_search, want)),)
         ).fetchone()[0])
         if total == 0:
             return out
         top = max((x for x in limits if x is not None), default=None)
         if total < bound:  # every row, once, ranked per query
             everything = cur.execute(
-                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded "
+                f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{self._f} "
                 + ("AND seq <= %s " if top is not None else "")
                 + "ORDER BY seq",
                 (top,) if top is not None else (),
@@ -1170,7 +1259,7 @@ class PostgresStore:
             if limit is not None and limit < 0:
                 cursors.append(None)
                 continue
-            visible = "" if limit is None else f" AND seq <= {int(limit)}"
+            visible = self._f + ("" if limit is None else f" AND seq <= {int(limit)}")
             if norm == 0.0 or not math.isfinite(norm):
                 c = cur.connection.cursor(binary=True)
                 c.execute(
@@ -1255,7 +1344,7 @@ class PostgresStore:
             t = self._t
             if limit is None:
                 ordered: list[Any] = list(cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {t} ORDER BY seq"
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE true{self._f} ORDER BY seq"
                 ).fetchall())
             else:
                 query = self._check_query(cur, embedding)
@@ -1269,7 +1358,7 @@ class PostgresStore:
             wanted = [mid for mid in dict.fromkeys(extra) if mid not in have]
             if wanted:
                 found = {r[1]: r for r in cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s)", (wanted,)
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s){self._f}", (wanted,)
                 ).fetchall()}
                 ordered += [found[mid] for mid in wanted if mid in found]
             seqs = [r[0] for r in ordered]
@@ -1360,7 +1449,9 @@ class PostgresStore:
             ``(ids, columns)``.
         """
         with self._read() as cur:
-            rows = cur.execute(f"SELECT {_BANK_COLUMNS} FROM {self._t} ORDER BY seq").fetchall()
+            rows = cur.execute(
+                f"SELECT {_BANK_COLUMNS} FROM {self._t} WHERE true{self._f} ORDER BY seq"
+            ).fetchall()
             dim = self._stored_dim(cur)
         bank = self._bank(rows, None, now, dim)
         n = len(rows)
@@ -1387,7 +1478,7 @@ class PostgresStore:
         row_ids: list[str | None] = [*ids, *([None] * (size - len(ids)))]
         with self._read() as cur:
             any_embedded = cur.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded)"
+                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded{self._f})"
             ).fetchone()[0]
         dim = padded.embedding.shape[1]
         return row_ids, _device_columns(padded, dtype), dim if any_embedded else None
@@ -1401,10 +1492,10 @@ class PostgresStore:
             return []
         terms = list(terms)
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
         ).fetchone()
         rows = cur.execute(
-            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s",
+            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s{self._f}",
             (terms,),
         ).fetchall()
         if not rows:
@@ -1445,12 +1536,12 @@ class PostgresStore:
         df = np.zeros((width,), dtype=np.float64)
         length = np.zeros((n,), dtype=np.float64)
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
         ).fetchone()
         if terms:
             counts = dict(cur.execute(
                 f"SELECT term, count(*) FROM {self._t}, unnest(terms) AS term "
-                f"WHERE terms && %s AND term = ANY(%s) GROUP BY term",
+                f"WHERE terms && %s AND term = ANY(%s){self._f} GROUP BY term",
                 (terms, terms),
             ).fetchall())
             for j, term in enumerate(terms):
@@ -1459,7 +1550,7 @@ class PostgresStore:
         if memory_ids:
             column = {term: j for j, term in enumerate(terms)}
             for mid, doc_len, row_terms, tfs in cur.execute(
-                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s)",
+                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){self._f}",
                 (list(memory_ids),),
             ).fetchall():
                 i = row_of[mid]
@@ -1534,12 +1625,18 @@ class PostgresStore:
         """
         with self._read(single=True) as cur:
             rows = cur.execute(
-                f"SELECT id FROM {self._t} WHERE pending ORDER BY seq"
+                f"SELECT id FROM {self._t} WHERE pending{self._f} ORDER BY seq"
             ).fetchall()
         return [r[0] for r in rows]
 
     def clear(self) -> None:
-        """Delete every memory (one transaction; the schema stays)."""
+        """Delete every memory (one transaction; the schema stays).
+
+        Raises:
+            RuntimeError: called on a view (see :meth:`selected`).
+        """
+        if self._selection is not None:
+            raise RuntimeError("clear() empties the whole table: call it on the store")
         with self._write() as cur:
             cur.execute(f"DELETE FROM {self._t}")
             cur.execute(
