@@ -619,3 +619,37 @@ def test_expired_memories_are_invisible_and_pruned(scope_tests: Any, tmp_path: P
     """The expiry contract of issue 23 over PostgresStore."""
     scope_tests.test_expired_memories_are_invisible_and_pruned(kind="postgres",
                                                                tmp_path=tmp_path)
+
+
+def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str) -> None:
+    """Above ``exact_rows`` a view's search runs on the index with the scope in its
+    WHERE clause (iterative scan): the answers equal the in-memory store's view, and
+    a view neither reads nor writes another scope's memories."""
+    from emotional_memory.stores.selection import Now, Selection
+
+    memories = [m.model_copy(update={"scope": (("alice",), ("bob",), ("alice", "w"))[i % 3]})
+                for i, m in enumerate(_memories(21, 120, 0))]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        now = T0 + timedelta(days=50)
+        selection = Selection(scope=("alice",), now=Now(now))
+        mine, theirs = pg.selected(selection), oracle.selected(selection)
+        assert len(mine) == len(theirs) == 80
+        assert mine.list_all() == theirs.list_all()
+        rng = np.random.default_rng(2)
+        for _ in range(6):
+            query = _query(5, rng)
+            assert mine.search_by_embedding(query, 4) == theirs.search_by_embedding(query, 4)
+            assert_same_bank(mine.candidate_bank(query, 5, now),
+                             theirs.candidate_bank(query, 5, now))
+        bob = memories[1]
+        assert mine.get(bob.id) is None and bob.id not in mine
+        with pytest.raises(KeyError):
+            mine.update(bob)
+        with pytest.raises(ValueError, match="cannot be written"):
+            mine.save(bob)
+        assert mine.delete(bob.id) is False and pg.get(bob.id) == bob

@@ -901,7 +901,7 @@ class PostgresStore:
                         f"SELECT (true{self._f}) FROM {self._t} WHERE id = %s FOR UPDATE",
                         (memory.id,),
                     ).fetchone()
-                if row is None and must_exist or row is not None and not row[0]:
+                if (row is None and must_exist) or (row is not None and not row[0]):
                     if must_exist:
                         raise KeyError(memory.id)
                     raise ValueError(f"memory id {memory.id!r} cannot be written from this view")
