@@ -31,7 +31,8 @@ The table (``{table}_memories``) holds each memory in typed columns:
   rebuild exactly (a non-UTC datetime, a subclass; see ``_records.fits``).
 
 ``{table}_meta`` holds the schema name and version, the embedding dimension, and the
-counts of memories and of embedded memories, kept by the statements that write rows.
+counts of memories, of embedded memories and of expiring memories, kept by the
+statements that write rows.
 
 **Answers.** Search ranks by the exact float64 cosine of the stored embeddings (NaN
 and zero-norm rows as 0, ties by insertion order), as
@@ -595,8 +596,8 @@ class PostgresStore:
             parts.append(f" AND expires_us IS NOT NULL AND expires_us <= {now}")
         else:
             with self._read(single=True) as cur:
-                expiring = cur.execute(
-                    f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE expires_us IS NOT NULL)"
+                expiring = cur.execute(  # kept by every write, like the counts
+                    f"SELECT value::bigint > 0 FROM {self._meta} WHERE key = 'expiring'"
                 ).fetchone()[0]
             if expiring:  # the clock is read only when some memory can expire
                 now = _records.to_microseconds(selection.now())
@@ -663,7 +664,7 @@ class PostgresStore:
                 whole text
             ) WITH (fillfactor = 70, toast_tuple_target = 8160)""",
             f"CREATE INDEX {t}_scope ON {t} USING gin (scope)",
-            f"CREATE INDEX {t}_expires ON {t} (expires_at) WHERE expires_at IS NOT NULL",
+            f"CREATE INDEX {t}_expires ON {t} (expires_us) WHERE expires_us IS NOT NULL",
             f"CREATE INDEX {t}_metadata ON {t} USING gin (metadata jsonb_path_ops)",
             f"CREATE INDEX {t}_terms ON {t} USING gin (terms)",
             f"CREATE INDEX {t}_pending ON {t} (seq) WHERE pending",
@@ -671,7 +672,7 @@ class PostgresStore:
             f"CREATE INDEX {t}_novec ON {t} (seq) WHERE embedded AND embedding IS NULL",
             f"CREATE INDEX {t}_created ON {t} (created_us)",
             f"INSERT INTO {meta} VALUES ('schema', '{_SCHEMA_NAME}'), "
-            f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0')",
+            f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0'), ('expiring', '0')",
         ]
 
     def _ensure_schema(self, conn: Any) -> None:
@@ -852,19 +853,22 @@ class PostgresStore:
             f"UPDATE {meta} SET value = (value::bigint + d.delta)::text FROM ("
             "SELECT 'count' AS key, (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
             "AS delta UNION ALL SELECT 'embedded', (SELECT count(*) FROM up WHERE embedded) "
-            "- (SELECT count(*) FROM old WHERE embedded)) AS d "
+            "- (SELECT count(*) FROM old WHERE embedded) UNION ALL SELECT 'expiring', "
+            "(SELECT count(*) FROM up WHERE expires_us IS NOT NULL) "
+            "- (SELECT count(*) FROM old WHERE expires_us IS NOT NULL)) AS d "
             f"WHERE {meta}.key = d.key AND d.delta <> 0"  # most writes change no count
         )
         upsert = (
-            f"WITH old AS (SELECT embedded FROM {t} WHERE id = %(id)s), "
+            f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = %(id)s), "
             f"up AS (INSERT INTO {t} ({', '.join(fields)}) "
             f"VALUES ({', '.join(values)}) ON CONFLICT (id) DO UPDATE SET {excluded} "
-            f"RETURNING embedded) {counts}"
+            f"RETURNING embedded, expires_us) {counts}"
         )
         sets = ", ".join(f"{f} = {v}" for f, v in zip(fields[1:], values[1:], strict=True))
         update = (
-            f"WITH old AS (SELECT embedded FROM {t} WHERE id = %(id)s), "
-            f"up AS (UPDATE {t} SET {sets} WHERE id = %(id)s RETURNING embedded) {counts}"
+            f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = %(id)s), "
+            f"up AS (UPDATE {t} SET {sets} WHERE id = %(id)s RETURNING embedded, expires_us) "
+            f"{counts}"
         )
         return upsert, update
 
@@ -954,11 +958,14 @@ class PostgresStore:
         """
         with self._write() as cur:
             row = cur.execute(
-                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{self._f} RETURNING embedded) "
+                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{self._f} "
+                "RETURNING embedded, expires_us) "
                 f"UPDATE {self._meta} SET value = (value::bigint - CASE key "
                 "WHEN 'count' THEN (SELECT count(*) FROM d) "
-                "ELSE (SELECT count(*) FROM d WHERE embedded) END)::text "
-                "WHERE key IN ('count', 'embedded') RETURNING (SELECT count(*) FROM d)",
+                "WHEN 'embedded' THEN (SELECT count(*) FROM d WHERE embedded) "
+                "ELSE (SELECT count(*) FROM d WHERE expires_us IS NOT NULL) END)::text "
+                "WHERE key IN ('count', 'embedded', 'expiring') "
+                "RETURNING (SELECT count(*) FROM d)",
                 (memory_id,),
             ).fetchone()
         tx = self._current()
@@ -1640,7 +1647,8 @@ class PostgresStore:
         with self._write() as cur:
             cur.execute(f"DELETE FROM {self._t}")
             cur.execute(
-                f"UPDATE {self._meta} SET value = '0' WHERE key IN ('count', 'embedded')"
+                f"UPDATE {self._meta} SET value = '0' "
+                "WHERE key IN ('count', 'embedded', 'expiring')"
             )
         tx = self._current()
         if tx is not None:
