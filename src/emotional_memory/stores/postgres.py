@@ -672,7 +672,8 @@ class PostgresStore:
             f"CREATE INDEX {t}_novec ON {t} (seq) WHERE embedded AND embedding IS NULL",
             f"CREATE INDEX {t}_created ON {t} (created_us)",
             f"INSERT INTO {meta} VALUES ('schema', '{_SCHEMA_NAME}'), "
-            f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0'), ('expiring', '0')",
+            f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0'), "
+            "('expiring', '0')",
         ]
 
     def _ensure_schema(self, conn: Any) -> None:
