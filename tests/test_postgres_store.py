@@ -654,3 +654,33 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
         with pytest.raises(ValueError, match="cannot be written"):
             mine.save(bob)
         assert mine.delete(bob.id) is False and pg.get(bob.id) == bob
+
+
+def test_per_scope_state_survives_a_reopen(pg_dsn: str) -> None:
+    """Each scope's affective state is its own row (issue 23), saved with the view's
+    memory operations and back after a reopen."""
+    table = _new_table()
+    clock = TickClock(T0, timedelta(0))
+
+    def open_engine() -> EmotionalMemory:
+        store = PostgresStore(pg_dsn, table=table)
+        return EmotionalMemory(store, HashingEmbedder(dim=16), clock=clock,
+                               state_store=PostgresAffectiveStateStore.from_store(store))
+
+    engine = open_engine()
+    alice, bob = engine.scoped("alice"), engine.scoped("bob")
+    alice.set_affect(CoreAffect(valence=-0.8, arousal=0.9))
+    alice.encode("a storm over the harbour", affect=CoreAffect(valence=-0.6, arousal=0.7))
+    bob.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.5))
+    states = {s: v.get_state().snapshot() for s, v in (("alice", alice), ("bob", bob))}
+    root_state = engine.get_state().snapshot()
+    assert states["alice"] != states["bob"] != root_state
+    engine.close()
+    engine.store.close()
+    again = open_engine()
+    assert again.get_state().snapshot() == root_state
+    for name, snapshot in states.items():
+        assert again.scoped(name).get_state().snapshot() == snapshot
+    assert [m.scope for m in again.list_all()] == [("alice",)]
+    again.store.close()

@@ -12,6 +12,7 @@ One row per ``key`` in ``{table}_state``, next to a
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores._scoped import scoped_key
 from emotional_memory.state_stores.in_memory import snapshot_of
 from emotional_memory.stores.postgres import PostgresStore, PostgresStoreError, redact_dsn
 
@@ -125,6 +127,21 @@ class PostgresAffectiveStateStore:
             Itself (made by ``from_store(store)``), or None.
         """
         return self if self._shared is not None and self._shared is store else None
+
+    def scoped(self, path: tuple[str, ...]) -> PostgresAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's, issue 23): the same
+        connection or memory store and transactions, key
+        :func:`~emotional_memory.state_stores._scoped.scoped_key` of this key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin (closing the root closes their shared connection).
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
 
     @property
     def key(self) -> str:
