@@ -13,6 +13,9 @@ OPTIONAL = (
     "httpx",
     "opentelemetry",
     "matplotlib",
+    "psycopg",
+    "psycopg_pool",
+    "pgvector",
 )
 
 
@@ -21,8 +24,8 @@ def test_integration_modules_import_no_optional_library() -> None:
 import sys
 import emotional_memory
 from emotional_memory import EmotionalMemory, configure_logging
-from emotional_memory.stores import ChromaStore, QdrantStore
-from emotional_memory.state_stores import RedisAffectiveStateStore
+from emotional_memory.stores import ChromaStore, PostgresStore, QdrantStore
+from emotional_memory.state_stores import PostgresAffectiveStateStore, RedisAffectiveStateStore
 import emotional_memory.integrations, emotional_memory.integrations.mem0
 import emotional_memory.llm_http, emotional_memory.telemetry, emotional_memory.visualization
 print(sorted(m for m in {OPTIONAL!r} if m in sys.modules))

