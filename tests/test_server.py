@@ -772,12 +772,14 @@ def test_cli_refuses_unknown_store(keys_file: Path, capsys: pytest.CaptureFixtur
     assert "unknown store URL scheme 'mongodb'" in err and "pw" not in err
 
 
-@pytest.mark.skipif(shutil.which("emotional-memory") is None,
-                    reason="the console script is installed by `pip install -e .` (make install)")
 def test_console_script_is_installed() -> None:
     import subprocess
+    import sys
 
-    out = subprocess.run(["emotional-memory", "serve"], capture_output=True, text=True,
+    # the script pip installed next to this interpreter (make install: .venv/bin)
+    script = Path(sys.executable).parent / "emotional-memory"
+    assert script.exists(), f"{script} missing: run `make install` (pip install -e .)"
+    out = subprocess.run([str(script), "serve"], capture_output=True, text=True,
                          env=child_env(), timeout=120)
     assert out.returncode == 2 and "refusing to start without API keys" in out.stderr
 
