@@ -163,7 +163,7 @@ more_leaves = st.one_of(
 )
 
 
-@settings(max_examples=12, deadline=None,
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=more_leaves, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
        top_k=st.integers(1, 5))
@@ -179,7 +179,7 @@ def test_retrieve_where_answers_as_the_in_memory_engine_without_the_others(
     pruned = EmotionalMemory(_oracle_store(), embedder, clock=clock)
     try:
         for engine in (filtered, pruned):
-            _fill(engine, clock)
+            _fill(engine, clock, n=15)
         matching = [m for m in pruned.list_all() if _oracle_matches(m, where)]
         spy.armed = True
         assert [m.content for m in filtered.list_all(where=where)] == [
@@ -201,7 +201,7 @@ def test_retrieve_where_answers_as_the_in_memory_engine_without_the_others(
         store.close()
 
 
-@settings(max_examples=20, deadline=None,
+@settings(max_examples=15, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(where=where_dicts)
 def test_an_exact_translation_is_the_databases_own_answer(
@@ -215,7 +215,7 @@ def test_an_exact_translation_is_the_databases_own_answer(
     store = _new_store(kind, request)
     engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=clock)
     try:
-        _fill(engine, clock, n=15)
+        _fill(engine, clock, n=12)
         selection = Selection((), parse_where(where), Now(T0 + timedelta(days=1)))
         cond, exact = translate(selection)
         assert exact

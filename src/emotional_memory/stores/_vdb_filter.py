@@ -100,7 +100,10 @@ def _number(value: float) -> float | None:
     return x
 
 
-def _leaves(node: Mapping[str, Any], prefix: tuple[str, ...]) -> Iterator[tuple[tuple[str, ...], Any]]:
+def _leaves(
+    node: Mapping[str, Any], prefix: tuple[str, ...]
+) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every (path, value) reachable through nested dicts (see the module docs)."""
     for key, value in node.items():
         if not isinstance(key, str) or not key or "." in key:
             continue  # no where field can name it
