@@ -119,7 +119,7 @@ def test_a_view_answers_as_a_separate_in_memory_engine(
             clock.now = T0 + timedelta(minutes=7 * step)
             what, s = op[0], op[1]
             view, oracle = views[s], alone[s]
-            spy.armed = what != "delete"  # a delete drops links store-wide
+            spy.armed = True  # a delete finds the links to drop in the filter too
             if what == "encode":
                 text = _text(op[2], step)
                 affect = CoreAffect(valence=op[3], arousal=op[4])
@@ -296,6 +296,18 @@ def test_another_scopes_id_is_unknown_and_expiry_is_in_the_filter(
         assert all(f is not None for f in spy.filters)
         spy.armed = False
         assert engine.prune(0.0) == 1 and len(store) == 3
+        # the root may link across scopes; a view's delete drops those links
+        root = engine.encode("a storm on the harbour, from the root")
+        assert kept.id in {lk.target_id for lk in root.tag.resonance_links}
+        assert store.linking_to([kept.id]) == [m.id for m in engine.list_all()
+                                               if any(lk.target_id == kept.id
+                                                      for lk in m.tag.resonance_links)]
+        spy.armed = True
+        assert alice.scoped("s1").delete(kept.id)
+        spy.armed = False
+        assert all(lk.target_id != kept.id for m in engine.list_all()
+                   for lk in m.tag.resonance_links)
+        assert all(f is not None for f in spy.filters)
     finally:
         store.close()
 

@@ -10,6 +10,8 @@ keys), built by :func:`filter_fields`:
   strings; absent at the root), so a view's path is one "contains" condition;
 - ``x_exp``: the expiry as float microseconds since the epoch (:data:`NEVER` when
   the memory never expires);
+- ``lk``: the ids its resonance links point to (absent when none), so the memories
+  linking to a deleted one are found without listing the store;
 - built-ins: ``b_val``, ``b_aro``, ``b_dom``, ``b_rc`` (retrieval count), ``b_ts``
   (timestamp, float microseconds), all floats; ``b_emo`` (the label's primary) and
   ``b_lab`` (True) when the memory has a label;
@@ -134,6 +136,9 @@ def filter_fields(memory: Memory) -> dict[str, Any]:
         "b_rc": float(tag.retrieval_count),
         "b_ts": float(to_microseconds(tag.timestamp)),
     }
+    targets = sorted({link.target_id for link in tag.resonance_links})
+    if targets:
+        out["lk"] = targets
     if memory.scope:
         out["sp"] = [scope_key(memory.scope[: i + 1]) for i in range(len(memory.scope))]
     label = tag.emotion_label

@@ -28,7 +28,7 @@ import json
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -356,6 +356,28 @@ class VectorDBStore(ABC):
         records.sort(key=lambda r: r.seq)
         return [load_memory(r.data) for r in records]
 
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """Ids of the memories holding a resonance link to any of ``memory_ids``, in
+        insertion order (one filtered scan on the ``lk`` field, not a listing).
+
+        Args:
+            memory_ids: the link targets.
+
+        Returns:
+            The linking memories' ids.
+        """
+        targets = sorted({i for i in memory_ids if isinstance(i, str)})
+        if not targets:
+            return []
+        out: list[Record] = []
+        with self._lock:
+            for start in range(0, len(targets), 256):
+                cond = _any_link(targets[start : start + 256])
+                flt = self._render(cond)
+                out += self._scan(True, flt=flt) + self._scan(False, flt=flt)
+        seen: dict[str, Record] = {r.id: r for r in out}
+        return [r.id for r in sorted(seen.values(), key=lambda r: r.seq)]
+
     def selected(self, selection: Selection) -> VectorDBSelected:
         """This store confined to ``selection`` in the database's own filter (what an
         engine view works through; see :class:`VectorDBSelected`).
@@ -397,6 +419,11 @@ class VectorDBStore(ABC):
     ) -> None:
         """Context-manager exit: :meth:`close`."""
         self.close()
+
+
+def _any_link(targets: list[str]) -> Cond:
+    links = [Cond("has", "lk", t) for t in targets]
+    return links[0] if len(links) == 1 else Cond("or", items=tuple(links))
 
 
 class VectorDBSelected:

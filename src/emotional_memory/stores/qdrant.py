@@ -33,7 +33,7 @@ _PAYLOAD = ["id", "seq", "data", "novec"]
 _INDEXED = {
     "sp": "keyword", "x_exp": "float", "b_val": "float", "b_aro": "float",
     "b_dom": "float", "b_rc": "float", "b_ts": "float", "b_emo": "keyword",
-    "b_lab": "bool", "me": "keyword", "mnn": "keyword", "novec": "bool",
+    "b_lab": "bool", "me": "keyword", "mnn": "keyword", "lk": "keyword", "novec": "bool",
 }
 """Payload indexes made with each collection (kinds as Qdrant names them)."""
 
