@@ -432,7 +432,10 @@ class VectorDBSelected:
 
     The selection is translated once (:func:`~emotional_memory.stores._vdb_filter.
     translate`) into the database's filter, which every scan, count and nearest-
-    neighbour query of ``list_all``, ``__len__`` and ``search_by_embedding`` carries;
+    neighbour query of ``list_all``, ``__len__`` and ``search_by_embedding`` carries
+    (the root view, confined by expiry only, searches and lists the whole store as
+    before and drops expired memories, asking again with the filter when a search
+    met one);
     ``get`` / ``update`` / ``delete`` read the one record and check it. When the
     translation is exact, the database's answer is the answer (ranked by the same
     exact float64 re-ranking as the whole store). When it is not (see the module
@@ -500,6 +503,8 @@ class VectorDBSelected:
 
     def list_all(self) -> list[Memory]:
         """The seen memories, in insertion order (the database's filtered scan)."""
+        if self.selection.unconfined:  # the root: nothing to confine but expiry
+            return [m for m in self.store._list(None) if self.selection.alive(m)]
         flt, exact, nothing = self._filter()
         if nothing:
             return []
@@ -509,6 +514,12 @@ class VectorDBSelected:
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """The store's search among the seen memories (the database's filtered
         nearest neighbours, re-ranked exactly)."""
+        if self.selection.unconfined:
+            # the root: the whole store's search, as exact unless it met an expired
+            # memory (then the best live ones may lie beyond it: ask with the filter)
+            found = self.store._search(embedding, top_k, None)
+            if all(self.selection.alive(m) for m in found):
+                return found
         flt, exact, nothing = self._filter()
         if nothing:
             if isinstance(top_k, bool) or not isinstance(top_k, int):
