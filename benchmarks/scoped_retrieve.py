@@ -24,8 +24,10 @@ With ``--qdrant`` (embedded local mode) or ``--chroma`` (in-process client) it t
 the vector-database stores, whose views confine in the database's filter, and adds
 ``generic``: the same scoped retrieve through the generic filtered path (the store
 behind a plain wrapper without ``selected``: ``list_all`` and a filter per operation),
-the cost the native path replaces. Timings on a shared 2-core machine
-are noisy: compare ratios of one run, never absolute times.
+the cost the native path replaces, and ``root-before``: the unscoped retrieve on
+``flat`` through that generic path (how an unscoped store was served before).
+
+Timings on a shared 2-core machine are noisy: compare ratios of one run, never absolute times.
 
 Usage:
     python benchmarks/scoped_retrieve.py [--scopes 500] [--per-scope 100] [--dim 384]
@@ -145,6 +147,9 @@ def main() -> None:
                 m.id for m in view.retrieve(q, args.top_k)
             ]
         fns["generic"] = lambda: generic.retrieve(query(), args.top_k)
+        # the root over the generic path: how an unscoped store was served before
+        before = EmotionalMemory(_Plain(flat_store), embedder, clock=clock)
+        fns["root-before"] = lambda: before.retrieve(query(), args.top_k)
     times = interleaved(fns, args.repeats)
     kind = type(shared_store).__name__
     print(f"{kind}: {n:,} memories in {args.scopes} scopes of {args.per_scope}, "
@@ -157,6 +162,8 @@ def main() -> None:
     if vdb:
         print(f"  generic (list_all + filter) / scoped = "
               f"{times['generic'] / times['scoped']:.2f}x")
+        print(f"  root / root-before (generic path) = "
+              f"{times['root'] / times['root-before']:.2f}x")
 
 
 class _Plain:

@@ -101,6 +101,9 @@ class VectorDBStore(ABC):
             if legacy:
                 self._add_fields(main, legacy)
         self._next_seq = 1 + max(seqs)
+        # Whether a memory with an expiry may be stored (None: unknown, ask the
+        # database); only a backend that is this process's alone keeps it.
+        self._may_expire: bool | None = None
 
     def _add_fields(self, main: bool, ids: list[str]) -> None:
         """Give records written before the filter fields existed their fields (their
@@ -231,6 +234,8 @@ class VectorDBStore(ABC):
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
         if old is None:
             self._next_seq += 1
+        if memory.expires_at is not None and self._may_expire is False:
+            self._may_expire = True
 
     def get(self, memory_id: str) -> Memory | None:
         """Look a memory up by id.
@@ -530,6 +535,8 @@ class VectorDBSelected:
         return exact_search(self.list_all(), embedding, top_k)
 
     def __len__(self) -> int:
+        if self.selection.unconfined and self.store._may_expire is False:
+            return len(self.store)  # nothing can have expired
         flt, exact, nothing = self._filter()
         if nothing:
             return 0

@@ -22,7 +22,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from emotional_memory.stores._vdb_filter import Cond
+from emotional_memory.stores._vdb_filter import NEVER, Cond
 from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["QdrantStore"]
@@ -99,6 +99,14 @@ class QdrantStore(VectorDBStore):
             else set()
         )
         super().__init__()
+        if self._indexes is None:
+            # Embedded Qdrant (one process holds its directory; its filters are a
+            # loop over every point): remember whether any memory may expire, so the
+            # root view's count needs no filtered pass while none does.
+            m = self._models
+            expiring = m.Filter(must=[m.FieldCondition(key="x_exp",
+                                                       range=m.Range(lt=NEVER))])
+            self._may_expire = any(self._count(main, expiring) for main in (True, False))
 
     @property
     def client(self) -> Any:
