@@ -319,7 +319,7 @@ def test_records_without_filter_fields_load_as_root_and_unexpired(tmp_path: Path
     pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
     from qdrant_client import QdrantClient, models
 
-    from emotional_memory.stores.qdrant import QdrantStore, _point_id
+    from emotional_memory.stores.qdrant import QdrantStore
 
     path = tmp_path / "old"
     client = QdrantClient(path=str(path))
@@ -331,12 +331,50 @@ def test_records_without_filter_fields_load_as_root_and_unexpired(tmp_path: Path
     olds = [oracle.encode(f"old rain {i}", metadata={"i": i}) for i in range(4)]
     client.upsert(
         "emotional_memory",
-        points=[models.PointStruct(id=_point_id(m.id), vector=m.embedding,
+        points=[models.PointStruct(id=str(uuid.uuid5(uuid.NAMESPACE_OID, m.id)),
+                                   vector=m.embedding,
                                    payload={"id": m.id, "data": m.model_dump_json()})
                 for m in olds],
     )
     client.close()
     store = QdrantStore(path=str(path))
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+    try:
+        assert [m.scope for m in engine.list_all()] == [()] * 4
+        assert engine.scoped("alice").list_all() == [] and len(engine.scoped("x")) == 0
+        assert [m.id for m in engine.list_all(where={"i": {"$gte": 2}})] == [
+            m.id for m in olds[2:]
+        ]
+        assert [m.id for m in engine.retrieve("old rain", 4)] == [
+            m.id for m in oracle.retrieve("old rain", 4)
+        ]
+    finally:
+        store.close()
+
+
+def test_chroma_records_without_filter_fields_load_as_root_and_unexpired(
+    tmp_path: Path,
+) -> None:
+    """The same for a Chroma collection in the original layout (metadata ``id`` only):
+    Chroma's update merges the filter fields into its metadata."""
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
+    import chromadb
+
+    from emotional_memory.stores.chroma import ChromaStore
+
+    path = tmp_path / "old-chroma"
+    collection = chromadb.PersistentClient(path=str(path)).create_collection(
+        "emotional_memory", metadata={"hnsw:space": "cosine"}
+    )
+    oracle = EmotionalMemory(_oracle_store(), HashingEmbedder(dim=16), clock=Clock())
+    olds = [oracle.encode(f"old rain {i}", metadata={"i": i}) for i in range(4)]
+    collection.upsert(
+        ids=[m.id for m in olds],
+        embeddings=[m.embedding for m in olds],  # type: ignore[misc]
+        documents=[m.model_dump_json() for m in olds],
+        metadatas=[{"id": m.id} for m in olds],
+    )
+    store = ChromaStore(path=path)
     engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
     try:
         assert [m.scope for m in engine.list_all()] == [()] * 4
