@@ -77,12 +77,15 @@ class Spy:
 
     def __init__(self, store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
         self.filters: list[Any] = []
+        self.calls: list[str] = []
         self.armed = False
         for name in ("_scan", "_count", "_nearest"):
             original = getattr(store, name)
 
-            def wrapper(*args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            def wrapper(*args: Any, _original: Any = original, _name: str = name,
+                        **kwargs: Any) -> Any:
                 if self.armed:
+                    self.calls.append(_name)
                     self.filters.append(kwargs.get("flt", args[-1] if len(args) > 1 else None))
                 return _original(*args, **kwargs)
 
@@ -307,7 +310,7 @@ def test_another_scopes_id_is_unknown_and_expiry_is_in_the_filter(
         spy.armed = False
         assert all(lk.target_id != kept.id for m in engine.list_all()
                    for lk in m.tag.resonance_links)
-        assert all(f is not None for f in spy.filters)
+        assert spy.filters and all(f is not None for f in spy.filters)
     finally:
         store.close()
 
@@ -385,5 +388,69 @@ def test_chroma_records_without_filter_fields_load_as_root_and_unexpired(
         assert [m.id for m in engine.retrieve("old rain", 4)] == [
             m.id for m in oracle.retrieve("old rain", 4)
         ]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("small", [0, 256])
+def test_selected_search_equals_in_memory_native_selection(
+    kind: str, small: int, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Store level: ``selected(selection).search_by_embedding`` / ``list_all`` /
+    ``len`` equal ``InMemoryStore``'s native selection, through the database's
+    filtered nearest-neighbour query (``small=0``) and through the exact ranking of a
+    small selection (the default)."""
+    import math
+
+    import numpy as np
+    from tests.test_vector_db_stores import mem
+
+    from emotional_memory.filters import parse_where
+    from emotional_memory.stores import _vector_db
+
+    monkeypatch.setattr(_vector_db, "_SMALL_SELECTION", small)
+    rng = np.random.default_rng(3)
+    store = _new_store(kind, request)
+    oracle = _oracle_store()
+    try:
+        for i in range(70):
+            embedding = rng.normal(size=8).round(3).tolist()
+            if i == 20:
+                embedding = [0.0] * 8
+            if i == 21:
+                embedding = [math.nan] + [1.0] * 7
+            m = mem(i, None if i == 22 else embedding)
+            m = m.model_copy(update={
+                "scope": (SCOPES[i % 3],) if i % 5 else (SCOPES[i % 3], "s1"),
+                "metadata": {"i": i, "odd": bool(i % 2)},
+                "expires_at": T0 + timedelta(minutes=30) if i % 7 == 0 else None,
+            })
+            store.save(m)
+            oracle.save(m)
+        spy = Spy(store, monkeypatch)
+        cases = [((), None), (("alice",), None), (("bob",), {"odd": True}),
+                 (("carol", "s1"), None), (("alice",), {"i": {"$gte": 30}}),
+                 ((), {"$or": [{"i": {"$lt": 5}}, {"odd": False}]})]
+        for scope, where in cases:
+            spy.armed = bool(scope or where)  # the root searches the whole store
+            for minutes in (0, 45):  # before and after some expire
+                selection = Selection(scope, parse_where(where),
+                                      Now(T0 + timedelta(minutes=minutes)))
+                got, want = store.selected(selection), oracle.selected(selection)
+                assert [m.id for m in got.list_all()] == [m.id for m in want.list_all()]
+                assert len(got) == len(want)
+                for _ in range(3):
+                    query = rng.normal(size=8).tolist()
+                    for k in (1, 4, 25):
+                        assert [m.id for m in got.search_by_embedding(query, k)] == [
+                            m.id for m in want.search_by_embedding(query, k)
+                        ], (scope, where, minutes, k)
+        assert spy.filters and all(f is not None for f in spy.filters)
+        # the database's filtered nearest-neighbour query answered (or, for small
+        # selections by default, one filtered scan ranked exactly)
+        assert ("_nearest" in spy.calls) is (small == 0)
+        # the database's filtered nearest-neighbour query answered (or, for small
+        # selections by default, one filtered scan ranked exactly)
+        assert ("_nearest" in spy.calls) is (small == 0)
     finally:
         store.close()

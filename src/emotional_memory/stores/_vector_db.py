@@ -43,6 +43,9 @@ __all__ = ["Record", "VectorDBSelected", "VectorDBStore"]
 
 _MARGIN = 16
 """Extra candidates asked from the database beyond ``top_k`` before exact re-ranking."""
+_SMALL_SELECTION = 256
+"""A view selecting at most this many embedded memories is searched by ranking them
+all exactly (one filtered scan) instead of a filtered nearest-neighbour query."""
 
 
 @dataclass(frozen=True)
@@ -338,7 +341,11 @@ class VectorDBStore(ABC):
                 return [load_memory(r.data) for r in records]
             total = self._count(True, flt)
             want = top_k + _MARGIN
-            ids = self._nearest(direction, want, flt) if want < total else []
+            # A filtered nearest-neighbour query on an approximate index (HNSW) may
+            # miss neighbours inside a small allowed set: a small selection is
+            # ranked whole, exactly.
+            small = flt is not None and total <= _SMALL_SELECTION
+            ids = self._nearest(direction, want, flt) if want < total and not small else []
             if len(ids) < min(want, total):
                 # Small collection, or an approximate index (HNSW) answered short:
                 # rank every embedded memory exactly.
