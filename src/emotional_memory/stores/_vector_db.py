@@ -28,7 +28,7 @@ import json
 import math
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -107,6 +107,7 @@ class VectorDBStore(ABC):
         # Whether a memory with an expiry may be stored (None: unknown, ask the
         # database); only a backend that is this process's alone keeps it.
         self._may_expire: bool | None = None
+        self._writes = 0  # this object's writes (a view's cached count is of one)
 
     def _add_fields(self, main: bool, ids: list[str]) -> None:
         """Give records written before the filter fields existed their fields (their
@@ -208,6 +209,7 @@ class VectorDBStore(ABC):
         return None
 
     def _put(self, memory: Memory, *, must_exist: bool) -> None:
+        self._writes += 1
         embedding = memory.embedding
         if embedding is not None:
             if self._dim is not None and len(embedding) != self._dim:
@@ -265,6 +267,7 @@ class VectorDBStore(ABC):
         with self._lock:
             if self._existing(memory_id) is None:
                 return False
+            self._writes += 1
             self._remove(True, [memory_id])
             self._remove(False, [memory_id])
             return True
@@ -319,9 +322,13 @@ class VectorDBStore(ABC):
         """
         return self._search(embedding, top_k, None)
 
-    def _search(self, embedding: Sequence[float], top_k: int, flt: Any) -> list[Memory]:
+    def _search(
+        self, embedding: Sequence[float], top_k: int, flt: Any,
+        count: Callable[[], int] | None = None,
+    ) -> list[Memory]:
         """:meth:`search_by_embedding` among the records the rendered filter ``flt``
-        selects (None: all)."""
+        selects (None: all); ``count`` gives their number in the main collection
+        (None: ask the database)."""
         if isinstance(top_k, bool) or not isinstance(top_k, int):
             raise TypeError("top_k must be an int")
         query = np.asarray(embedding, dtype=np.float64)
@@ -339,7 +346,7 @@ class VectorDBStore(ABC):
             if direction is None:  # zero-norm (or NaN) query: insertion order
                 records = sorted(self._scan(True, flt=flt), key=lambda r: r.seq)[:top_k]
                 return [load_memory(r.data) for r in records]
-            total = self._count(True, flt)
+            total = self._count(True, flt) if count is None else count()
             want = top_k + _MARGIN
             # A filtered nearest-neighbour query on an approximate index (HNSW) may
             # miss neighbours inside a small allowed set: a small selection is
@@ -466,6 +473,17 @@ class VectorDBSelected:
         self.store = store
         self.selection = selection
         self._translated: tuple[Any, bool, bool] | None = None
+        self._main_count: tuple[int, int] | None = None  # (store writes, count)
+
+    def _count_main(self, flt: Any) -> int:
+        """The selected records of the main collection, counted once per write of
+        the store (``__len__`` and the search of one operation share the count)."""
+        cached = self._main_count
+        if cached is not None and cached[0] == self.store._writes:
+            return cached[1]
+        count = self.store._count(True, flt)
+        self._main_count = (self.store._writes, count)
+        return count
 
     def _filter(self) -> tuple[Any, bool, bool]:
         """``(rendered filter or None, exact, nothing)``: the database filter, whether
@@ -538,7 +556,9 @@ class VectorDBSelected:
                 raise TypeError("top_k must be an int")
             return []
         if exact:
-            return self.store._search(embedding, top_k, flt)
+            with self.store._lock:
+                return self.store._search(embedding, top_k, flt,
+                                          lambda: self._count_main(flt))
         return exact_search(self.list_all(), embedding, top_k)
 
     def __len__(self) -> int:
@@ -549,7 +569,7 @@ class VectorDBSelected:
             return 0
         if exact:
             with self.store._lock:
-                return self.store._count(True, flt) + self.store._count(False, flt)
+                return self._count_main(flt) + self.store._count(False, flt)
         return len(self.list_all())
 
     def __contains__(self, memory_id: object) -> bool:
