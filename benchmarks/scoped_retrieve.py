@@ -18,12 +18,20 @@ then times, interleaved round-robin (median of ``--repeats``):
 - ``root``: the unscoped ``retrieve`` on ``flat`` (every memory a candidate of the search).
 
 It prints the ratio ``scoped / alone`` (goal <= 2) and checks that the scoped view
-answers exactly as the store of the scope alone. Timings on a shared 2-core machine
-are noisy: compare ratios of one run, never absolute times.
+answers exactly as the store of the scope alone.
+
+With ``--qdrant`` (embedded local mode) or ``--chroma`` (in-process client) it times
+the vector-database stores, whose views confine in the database's filter, and adds
+``generic``: the same scoped retrieve through the generic filtered path (the store
+behind a plain wrapper without ``selected``: ``list_all`` and a filter per operation),
+the cost the native path replaces, and ``root-before``: the unscoped retrieve on
+``flat`` through that generic path (how an unscoped store was served before).
+
+Timings on a shared 2-core machine are noisy: compare ratios of one run, never absolute times.
 
 Usage:
     python benchmarks/scoped_retrieve.py [--scopes 500] [--per-scope 100] [--dim 384]
-        [--top-k 5] [--repeats 40] [--sqlite]
+        [--top-k 5] [--repeats 40] [--sqlite | --qdrant | --chroma]
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import argparse
 import statistics
 import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,6 +85,8 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--sqlite", action="store_true", help="SQLiteStore instead")
+    parser.add_argument("--qdrant", action="store_true", help="QdrantStore (local mode)")
+    parser.add_argument("--chroma", action="store_true", help="ChromaStore (in process)")
     args = parser.parse_args()
     n = args.scopes * args.per_scope
     memories, _ = random_memories(n, args.dim)
@@ -92,6 +103,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
 
     def new_store(name: str) -> Any:
+        if args.qdrant:
+            from emotional_memory.stores.qdrant import QdrantStore
+
+            return QdrantStore()
+        if args.chroma:
+            from emotional_memory.stores.chroma import ChromaStore
+
+            return ChromaStore(collection_name=f"{name}{uuid.uuid4().hex}")
         return SQLiteStore(tmp / f"{name}.db") if args.sqlite else InMemoryStore()
 
     shared_store, alone_store, flat_store = new_store("s"), new_store("a"), new_store("f")
@@ -114,16 +133,25 @@ def main() -> None:
     def query() -> str:
         return queries[next(counter) % len(queries)]
 
-    times = interleaved(
-        {
-            "scoped": lambda: view.retrieve(query(), args.top_k),
-            "alone": lambda: alone.retrieve(query(), args.top_k),
-            "scoped+where": lambda: view.retrieve(query(), args.top_k, where={"half": 1}),
-            "root": lambda: flat.retrieve(query(), args.top_k),
-        },
-        args.repeats,
-    )
-    kind = "SQLiteStore" if args.sqlite else "InMemoryStore"
+    fns = {
+        "scoped": lambda: view.retrieve(query(), args.top_k),
+        "alone": lambda: alone.retrieve(query(), args.top_k),
+        "scoped+where": lambda: view.retrieve(query(), args.top_k, where={"half": 1}),
+        "root": lambda: flat.retrieve(query(), args.top_k),
+    }
+    vdb = args.qdrant or args.chroma
+    if vdb:  # the generic path over the same store, for comparison
+        generic = EmotionalMemory(_Plain(shared_store), embedder, clock=clock).scoped(*target)
+        for q in queries[:2]:
+            assert [m.id for m in generic.retrieve(q, args.top_k)] == [
+                m.id for m in view.retrieve(q, args.top_k)
+            ]
+        fns["generic"] = lambda: generic.retrieve(query(), args.top_k)
+        # the root over the generic path: how an unscoped store was served before
+        before = EmotionalMemory(_Plain(flat_store), embedder, clock=clock)
+        fns["root-before"] = lambda: before.retrieve(query(), args.top_k)
+    times = interleaved(fns, args.repeats)
+    kind = type(shared_store).__name__
     print(f"{kind}: {n:,} memories in {args.scopes} scopes of {args.per_scope}, "
           f"D={args.dim}, top_k={args.top_k}, median of {args.repeats}")
     for name, seconds in times.items():
@@ -131,6 +159,39 @@ def main() -> None:
     print(f"  scoped / alone       = {times['scoped'] / times['alone']:.2f}x  (goal <= 2)")
     print(f"  scoped+where / alone = {times['scoped+where'] / times['alone']:.2f}x")
     print(f"  root ({n:,} unscoped) / alone = {times['root'] / times['alone']:.2f}x")
+    if vdb:
+        print(f"  generic (list_all + filter) / scoped = "
+              f"{times['generic'] / times['scoped']:.2f}x")
+        print(f"  root / root-before (generic path) = "
+              f"{times['root'] / times['root-before']:.2f}x")
+
+
+class _Plain:
+    """A store behind the bare protocol (no ``selected``): the generic path."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def save(self, memory: Memory) -> None:
+        self.store.save(memory)
+
+    def get(self, memory_id: str) -> Memory | None:
+        return self.store.get(memory_id)  # type: ignore[no-any-return]
+
+    def update(self, memory: Memory) -> None:
+        self.store.update(memory)
+
+    def delete(self, memory_id: str) -> bool:
+        return self.store.delete(memory_id)  # type: ignore[no-any-return]
+
+    def list_all(self) -> list[Memory]:
+        return self.store.list_all()  # type: ignore[no-any-return]
+
+    def search_by_embedding(self, embedding: Any, top_k: int) -> list[Memory]:
+        return self.store.search_by_embedding(embedding, top_k)  # type: ignore[no-any-return]
+
+    def __len__(self) -> int:
+        return len(self.store)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,13 @@ server (``chromadb.HttpClient``); ``ChromaStore()`` is an in-process ephemeral o
 Chroma supplies the cosine candidates; the engine scores them in its kernel.
 
 Each memory is one record (id: the memory id; document: the memory as JSON; metadata:
-``id``, ``seq``, ``novec``); no Chroma embedding function is used (the engine's
-embedder embeds). See :mod:`emotional_memory.stores._vector_db` for the contract.
+``id``, ``seq``, ``novec`` and the filter fields of
+:mod:`emotional_memory.stores._vdb_filter`, which are all flat strings, floats,
+booleans and string lists, as Chroma metadata must be); no Chroma embedding function
+is used (the engine's embedder embeds). An engine view's scope, ``where`` and expiry
+become a Chroma ``where`` on those keys (``$contains`` on the scope prefixes,
+``$ne``/``$nin``, which Chroma lets match a missing key, for the dialect's negations).
+See :mod:`emotional_memory.stores._vector_db` for the contract.
 Collections written by the original library open as they are (their memories first
 in ``list_all``).
 """
@@ -18,6 +23,7 @@ import os
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.stores._vdb_filter import Cond
 from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["ChromaStore"]
@@ -120,7 +126,10 @@ class ChromaStore(VectorDBStore):
             ids=[r.id for r in records],
             embeddings=vectors,
             documents=[r.data for r in records],
-            metadatas=[{"id": r.id, "seq": r.seq, "novec": r.novec} for r in records],
+            metadatas=[
+                {**(r.fields or {}), "id": r.id, "seq": r.seq, "novec": r.novec}
+                for r in records
+            ],
         )
 
     def _fetch(self, main: bool, ids: list[str]) -> list[Record]:
@@ -134,9 +143,11 @@ class ChromaStore(VectorDBStore):
         if ids:
             self._collections[main].delete(ids=ids)
 
-    def _scan(self, main: bool, novec_only: bool = False) -> list[Record]:
+    def _scan(self, main: bool, novec_only: bool = False, flt: Any = None) -> list[Record]:
         collection = self._collections[main]
-        where = {"novec": True} if novec_only else None
+        where = flt
+        if novec_only:
+            where = {"novec": True} if flt is None else {"$and": [{"novec": True}, flt]}
         out: list[Record] = []
         offset = 0
         while True:
@@ -149,16 +160,63 @@ class ChromaStore(VectorDBStore):
                 return out
             offset += _PAGE
 
-    def _nearest(self, vector: list[float], k: int) -> list[str]:
+    def _seq_and_legacy(self, main: bool) -> tuple[int, list[str]]:
+        """The largest ``seq`` and the records without filter fields, reading only
+        the metadata."""
+        collection = self._collections[main]
+        best = -1
+        legacy: list[str] = []
+        offset = 0
+        while True:
+            page = collection.get(limit=4 * _PAGE, offset=offset, include=["metadatas"])
+            for i, meta in zip(page["ids"], page["metadatas"], strict=True):
+                meta = meta or {}
+                best = max(best, int(meta.get("seq", -1)))
+                if "fv" not in meta:
+                    legacy.append(str(i))
+            if len(page["ids"]) < 4 * _PAGE:
+                return best, legacy
+            offset += 4 * _PAGE
+
+    def _set_fields(self, main: bool, fields: list[tuple[str, dict[str, Any]]]) -> None:
+        if fields:  # Chroma's update merges metadata keys
+            self._collections[main].update(
+                ids=[i for i, _ in fields], metadatas=[f for _, f in fields]
+            )
+
+    def _render(self, cond: Cond) -> Any:
+        """A condition tree as a Chroma ``where``."""
+        ops = {"eq": "$eq", "ne": "$ne", "has": "$contains", "hasnot": "$not_contains"}
+
+        def walk(c: Cond) -> dict[str, Any]:
+            if c.kind in ("and", "or"):
+                return {f"${c.kind}": [walk(x) for x in c.items]}
+            if c.kind == "range":
+                return {c.key: {f"${c.op}": c.value}}
+            return {c.key: {ops[c.kind]: c.value}}
+
+        return walk(cond)
+
+    def _nearest(self, vector: list[float], k: int, flt: Any = None) -> list[str]:
         if k <= 0:
             return []
         result = self._collections[True].query(
-            query_embeddings=[vector], n_results=k, include=["distances"]
+            query_embeddings=[vector], n_results=k, where=flt, include=["distances"]
         )
         return [str(i) for i in result["ids"][0]]
 
-    def _count(self, main: bool) -> int:
-        return int(self._collections[main].count())
+    def _count(self, main: bool, flt: Any = None) -> int:
+        collection = self._collections[main]
+        if flt is None:
+            return int(collection.count())
+        total = 0
+        offset = 0
+        while True:  # Chroma counts a where by listing the matching ids
+            page = collection.get(where=flt, limit=4 * _PAGE, offset=offset, include=[])
+            total += len(page["ids"])
+            if len(page["ids"]) < 4 * _PAGE:
+                return total
+            offset += 4 * _PAGE
 
     def close(self) -> None:
         """Drop the references to the collections (Chroma clients need no closing)."""

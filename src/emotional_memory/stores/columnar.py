@@ -321,7 +321,12 @@ class StoreAdapter:
         return self._lexicon().inputs(terms, memory_ids)
 
     def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
-        """See :meth:`ColumnarStore.linking_to` (a scan of ``list_all``)."""
+        """See :meth:`ColumnarStore.linking_to` (the store's own ``linking_to`` when it
+        has one and no subclass overrides its reads, else a scan of ``list_all``)."""
+        own = getattr(self.store, "linking_to", None)
+        if callable(own) and not overrides_any(self.store, _STOOD_IN_FOR):
+            found: list[str] = own(memory_ids)
+            return found
         targets = set(memory_ids)
         return [
             m.id for m in self.store.list_all()

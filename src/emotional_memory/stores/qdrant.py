@@ -6,9 +6,13 @@ way to hold a bank larger than one machine. Qdrant supplies the cosine candidate
 the engine scores them in its kernel as with any store.
 
 Each memory is one point (id: ``uuid5(NAMESPACE_OID, memory id)``) whose payload holds
-``id``, the memory as JSON (``data``), ``seq`` and ``novec``; see
-:mod:`emotional_memory.stores._vector_db` for the contract (insertion order, exact
-re-ranking, memories without embeddings). Collections written by the original library
+``id``, the memory as JSON (``data``), ``seq``, ``novec`` and the filter fields of
+:mod:`emotional_memory.stores._vdb_filter` (scope prefixes as a keyword array,
+expiry, built-ins, metadata by kind), with payload indexes on the scope, expiry and
+built-in keys (made with the collections; a metadata key's index when a filter first
+names it, on a server); see :mod:`emotional_memory.stores._vector_db` for the
+contract (insertion order, exact re-ranking, memories without embeddings, views
+confined in Qdrant's filter). Collections written by the original library
 (points with only ``id`` and ``data``) open as they are: their memories come first in
 ``list_all`` and new ones follow.
 """
@@ -19,6 +23,7 @@ import uuid
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.stores._vdb_filter import NEVER, Cond
 from emotional_memory.stores._vector_db import Record, VectorDBStore
 
 __all__ = ["QdrantStore"]
@@ -26,6 +31,12 @@ __all__ = ["QdrantStore"]
 _NAMESPACE = uuid.NAMESPACE_OID
 _PAGE = 512
 _PAYLOAD = ["id", "seq", "data", "novec"]
+_INDEXED = {
+    "sp": "keyword", "x_exp": "float", "b_val": "float", "b_aro": "float",
+    "b_dom": "float", "b_rc": "float", "b_ts": "float", "b_emo": "keyword",
+    "b_lab": "bool", "me": "keyword", "mnn": "keyword", "lk": "keyword", "novec": "bool",
+}
+"""Payload indexes made with each collection (kinds as Qdrant names them)."""
 
 
 def _point_id(memory_id: str) -> str:
@@ -98,7 +109,20 @@ class QdrantStore(VectorDBStore):
         self._main = collection_name
         self._side = f"{collection_name}__unembedded"
         self._closed = False
+        # payload indexes only matter (and only exist) on a server
+        self._indexes: set[str] | None = (
+            None if type(getattr(self._client, "_client", None)).__name__ == "QdrantLocal"
+            else set()
+        )
         super().__init__()
+        if self._indexes is None:
+            # Embedded Qdrant (one process holds its directory; its filters are a
+            # loop over every point): remember whether any memory may expire, so the
+            # root view's count needs no filtered pass while none does.
+            m = self._models
+            expiring = m.Filter(must=[m.FieldCondition(key="x_exp",
+                                                       range=m.Range(lt=NEVER))])
+            self._may_expire = any(self._count(main, expiring) for main in (True, False))
 
     @property
     def client(self) -> Any:
@@ -141,6 +165,20 @@ class QdrantStore(VectorDBStore):
             self._name(main),
             vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
         )
+        self._index(main, _INDEXED)
+
+    def _index(self, main: bool, kinds: dict[str, str]) -> None:
+        """Make the payload indexes ``kinds`` (field -> kind) that are not yet made."""
+        if self._indexes is None:
+            return
+        for name, kind in kinds.items():
+            key = f"{int(main)}:{name}"
+            if key in self._indexes:
+                continue
+            self._client.create_payload_index(
+                self._name(main), field_name=name, field_schema=kind, wait=True
+            )
+            self._indexes.add(key)
 
     @staticmethod
     def _record(payload: dict[str, Any]) -> Record:
@@ -160,7 +198,10 @@ class QdrantStore(VectorDBStore):
             self._models.PointStruct(
                 id=_point_id(r.id),
                 vector=v,
-                payload={"id": r.id, "seq": r.seq, "data": r.data, "novec": r.novec},
+                payload={
+                    **(r.fields or {}),
+                    "id": r.id, "seq": r.seq, "data": r.data, "novec": r.novec,
+                },
             )
             for r, v in zip(records, vectors, strict=True)
         ]
@@ -180,15 +221,13 @@ class QdrantStore(VectorDBStore):
         selector = self._models.PointIdsList(points=[_point_id(i) for i in ids])
         self._client.delete(self._name(main), points_selector=selector, wait=True)
 
-    def _scan(self, main: bool, novec_only: bool = False) -> list[Record]:
+    def _scan(self, main: bool, novec_only: bool = False, flt: Any = None) -> list[Record]:
         if not self._exists(main):
             return []
         m = self._models
-        flt = (
-            m.Filter(must=[m.FieldCondition(key="novec", match=m.MatchValue(value=True))])
-            if novec_only
-            else None
-        )
+        if novec_only:
+            novec = m.FieldCondition(key="novec", match=m.MatchValue(value=True))
+            flt = m.Filter(must=[novec] if flt is None else [novec, flt])
         out: list[Record] = []
         offset: Any = None
         while True:
@@ -204,36 +243,84 @@ class QdrantStore(VectorDBStore):
             if offset is None:
                 return out
 
-    def _max_seq(self, main: bool) -> int:
-        """The largest ``seq``, reading only that payload field."""
+    def _seq_and_legacy(self, main: bool) -> tuple[int, list[str]]:
+        """The largest ``seq`` and the points without filter fields, reading only
+        ``seq``, ``fv`` and ``id``."""
         if not self._exists(main):
-            return -1
+            return -1, []
         best = -1
+        legacy: list[str] = []
         offset: Any = None
         while True:
             points, offset = self._client.scroll(
                 self._name(main),
                 limit=4 * _PAGE,
                 offset=offset,
-                with_payload=["seq"],
+                with_payload=["seq", "fv", "id"],
                 with_vectors=False,
             )
-            best = max([best, *(int(p.payload.get("seq", -1)) for p in points)])
+            for p in points:
+                best = max(best, int(p.payload.get("seq", -1)))
+                if "fv" not in p.payload:
+                    legacy.append(str(p.payload["id"]))
             if offset is None:
-                return best
+                return best, legacy
 
-    def _nearest(self, vector: list[float], k: int) -> list[str]:
+    def _set_fields(self, main: bool, fields: list[tuple[str, dict[str, Any]]]) -> None:
+        m = self._models
+        if not fields:
+            return
+        operations = [
+            m.SetPayloadOperation(set_payload=m.SetPayload(payload=f, points=[_point_id(i)]))
+            for i, f in fields
+        ]
+        self._client.batch_update_points(self._name(main), update_operations=operations,
+                                         wait=True)
+        self._index(main, _INDEXED)
+
+    def _render(self, cond: Cond) -> Any:
+        """A condition tree as a Qdrant ``Filter`` (making the payload indexes of
+        metadata keys it names, on a server)."""
+        m = self._models
+        kinds = {"ms_": "keyword", "mn_": "float", "mb_": "bool"}
+        named: dict[str, str] = {}
+
+        def walk(c: Cond) -> Any:
+            if c.kind == "and":
+                return m.Filter(must=[walk(x) for x in c.items])
+            if c.kind == "or":
+                return m.Filter(should=[walk(x) for x in c.items])
+            if c.key[:3] in kinds:
+                named[c.key] = kinds[c.key[:3]]
+            if c.kind == "range":
+                return m.FieldCondition(key=c.key, range=m.Range(**{c.op: c.value}))
+            if isinstance(c.value, float):  # numbers: compared as float64 ranges
+                match = m.FieldCondition(key=c.key, range=m.Range(gte=c.value, lte=c.value))
+            else:
+                match = m.FieldCondition(key=c.key, match=m.MatchValue(value=c.value))
+            if c.kind in ("eq", "has"):
+                return match
+            return m.Filter(must_not=[match])  # ne / hasnot: a missing key matches
+
+        out = walk(cond)
+        for main in (True, False):
+            if self._exists(main):
+                self._index(main, named)
+        return out if isinstance(out, m.Filter) else m.Filter(must=[out])
+
+    def _nearest(self, vector: list[float], k: int, flt: Any = None) -> list[str]:
         if k <= 0:
             return []
         response = self._client.query_points(
-            self._main, query=vector, limit=k, with_payload=["id"], with_vectors=False
+            self._main, query=vector, query_filter=flt, limit=k, with_payload=["id"],
+            with_vectors=False,
         )
         return [str(p.payload["id"]) for p in response.points]
 
-    def _count(self, main: bool) -> int:
+    def _count(self, main: bool, flt: Any = None) -> int:
         if not self._exists(main):
             return 0
-        return int(self._client.count(self._name(main), exact=True).count)
+        return int(self._client.count(self._name(main), count_filter=flt, exact=True).count)
 
     def close(self) -> None:
         """Close the client (idempotent)."""

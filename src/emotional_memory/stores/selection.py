@@ -8,6 +8,9 @@ selection:
 
 - a store that confines in its own index offers ``selected(selection)`` (the
   in-memory and SQLite stores: scope ids and filter masks over their row columns);
+- a plain store may offer ``selected(selection)`` returning a plain store confined
+  in its own index (the Qdrant and Chroma stores: their databases' filters); it is
+  served by :class:`SelectedStore` over that view instead of the filtered memories;
 - any other store is served by :class:`SelectedStore`, which filters the store's
   :class:`~emotional_memory.models.Memory` objects. Its cost: every read of a scoped
   or filtered view lists the whole store (``list_all``) and ranks the selected
@@ -234,14 +237,18 @@ class SelectedStore:
         base: the engine's columnar view of the store.
         store: the store itself (its protocol methods are read).
         selection: what is seen.
+        plain: the store's own confined view (a plain store's ``selected``), used
+            instead of filtering its memories; None for none.
     """
 
-    def __init__(self, base: Any, store: MemoryStore, selection: Selection) -> None:
+    def __init__(
+        self, base: Any, store: MemoryStore, selection: Selection, plain: Any = None
+    ) -> None:
         from emotional_memory.stores.columnar import StoreAdapter
 
         self.base = base
         self.selection = selection
-        self._plain = _FilteredMemories(store, selection)
+        self._plain: Any = plain if plain is not None else _FilteredMemories(store, selection)
         self._adapter = StoreAdapter(self._plain)
 
     def __getattr__(self, name: str) -> Any:
@@ -306,12 +313,20 @@ def select(base: Any, store: MemoryStore, selection: Selection) -> Any:
         selection: what the operation sees.
 
     Returns:
-        The store's own selected view (``base.selected(selection)``) when it has one,
-        else a :class:`SelectedStore`.
+        The store's own selected view (``base.selected(selection)``) when it has one;
+        else a :class:`SelectedStore` over the plain store's own confined view (its
+        ``selected(selection)``, unless a subclass overrides ``get``, ``list_all`` or
+        ``search_by_embedding``, which the view would bypass) or over its filtered
+        memories.
     """
     own = getattr(base, "selected", None)
     if callable(own):
         return own(selection)
+    from emotional_memory.stores.columnar import _STOOD_IN_FOR, overrides_any
+
+    plain = getattr(store, "selected", None)
+    if callable(plain) and not overrides_any(store, _STOOD_IN_FOR):
+        return SelectedStore(base, store, selection, plain(selection))
     return SelectedStore(base, store, selection)
 
 
