@@ -84,14 +84,10 @@ def test_importing_the_kernel_loads_nothing_else() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
     )
     loaded = json.loads(out.stdout.strip().splitlines()[-1])
-    # The package's __init__ (run before any subpackage) reads which optional extras
-    # are installed for its __all__: _extras, standard library only, is the one module
-    # of ours it loads.
     ours = [
         m for m in loaded
         if m.startswith("emotional_memory.")
         and not m.startswith("emotional_memory.kernel")
-        and m != "emotional_memory._extras"
     ]
     assert ours == []
     assert not [m for m in loaded if m.split(".")[0] in {"pydantic", "pydantic_core"}]

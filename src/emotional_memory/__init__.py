@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import sys
 from typing import TYPE_CHECKING, Any
-
-from emotional_memory._extras import install_hint, installed
 
 if TYPE_CHECKING:
     from emotional_memory.affect import MAX_PAD_DISTANCE, AffectiveMomentum, CoreAffect
@@ -273,8 +272,19 @@ __all__ = [
 ]
 
 
+def _installed(package: str) -> bool:
+    """``emotional_memory._extras.installed``, here so that importing the package (or
+    only its kernel) loads no other module of it."""
+    if package in sys.modules:
+        return sys.modules[package] is not None
+    try:
+        return importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 __all__ += sorted(
-    name for name, (_, _, package) in _OPTIONAL.items() if package is None or installed(package)
+    name for name, (_, _, package) in _OPTIONAL.items() if package is None or _installed(package)
 )
 
 
@@ -294,7 +304,9 @@ def __getattr__(name: str) -> Any:
     """
     if name in _OPTIONAL:
         extra, defined_in, package = _OPTIONAL[name]
-        if package is not None and not installed(package):
+        if package is not None and not _installed(package):
+            from emotional_memory._extras import install_hint
+
             raise ImportError(f"{name!r} needs the {extra!r} extra: {install_hint(extra)}")
         value = getattr(importlib.import_module(defined_in), name)
         globals()[name] = value
