@@ -268,6 +268,8 @@ class LexicalQuery:
         b: BM25 b.
         statistics: also return the candidates' term statistics (the lexical signal
             s7 is on).
+        analysis: the lexical analysis that produced ``terms``
+            (:data:`emotional_memory.lexical.ANALYSES`); the store's index answers in it.
     """
 
     terms: Sequence[str]
@@ -275,6 +277,7 @@ class LexicalQuery:
     k1: float
     b: float
     statistics: bool
+    analysis: str = "none"
 
 
 @dataclass(frozen=True)

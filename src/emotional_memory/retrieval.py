@@ -170,6 +170,11 @@ class RetrievalConfig(BaseModel):
             normalisation (in [0, 1]).
         lexical_stop_words: query words ignored by s7: ``"english"`` (a built-in list,
             :data:`emotional_memory.lexical.ENGLISH_STOP_WORDS`), ``"none"``, or a list.
+        lexical_stemmer: the lexical analysis, applied to memories and queries alike:
+            ``"none"`` (default: the tokens as they are) or ``"english"`` (the Snowball
+            English stemmer; needs PyStemmer, extra ``stem``).
+        lexical_query_counts: weigh each query term by its count in the query (BM25
+            sums over every occurrence); False (default): each distinct term once.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
         hybrid_candidates: take the union of the semantic and the lexical shortlists
@@ -195,6 +200,8 @@ class RetrievalConfig(BaseModel):
     lexical_k1: float = 1.2
     lexical_b: float = 0.75
     lexical_stop_words: Literal["english", "none"] | list[str] = "english"
+    lexical_stemmer: Literal["none", "english"] = "none"
+    lexical_query_counts: bool = False
     full_bank_candidates: bool = False
     hybrid_candidates: bool = False
 
@@ -202,6 +209,13 @@ class RetrievalConfig(BaseModel):
     @classmethod
     def _lexical_weight(cls, v: Any) -> float:
         return non_negative("lexical_weight", v)
+
+    @field_validator("lexical_stemmer", mode="after")
+    @classmethod
+    def _lexical_stemmer(cls, v: str) -> str:
+        from emotional_memory.lexical import check_analysis
+
+        return check_analysis(v)  # the stemmer's package is there, or a clear error
 
     @field_validator("lexical_k1", mode="before")
     @classmethod

@@ -36,6 +36,8 @@ class _ConfigDerived:
         lexical_on: whether the lexical signal s7 takes part (weight > 0 and
             ``enable_lexical``).
         stop_words: the query words s7 ignores.
+        analysis: the lexical analysis (``lexical_stemmer``).
+        query_counts: whether query terms count once per occurrence.
     """
 
     def __init__(self, config: EmotionalMemoryConfig) -> None:
@@ -47,6 +49,8 @@ class _ConfigDerived:
         self._routes: dict[tuple[float, ...], jax.Array] = {}
         self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
         self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
+        self.analysis = config.retrieval.lexical_stemmer
+        self.query_counts = config.retrieval.lexical_query_counts
         if self.lexical_on and self.mask is not None:
             self.mask = np.append(self.mask, 1.0)
 

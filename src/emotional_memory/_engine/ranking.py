@@ -195,13 +195,16 @@ class RankingMixin(EffectsMixin):
         everything = n <= limit or cfg.full_bank_candidates
         lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
         store = self._columnar
-        terms = query_terms(query, derived.stop_words) if lexical_on else []
+        terms = query_terms(
+            query, derived.stop_words, derived.analysis, derived.query_counts
+        ) if lexical_on else []
         # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
         # statistics come with the candidates, from the same read of the store.
         shortlist = limit if terms and not everything else 0
         lexical_query = (
             LexicalQuery(
-                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on
+                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on,
+                analysis=derived.analysis,
             )
             if shortlist or derived.lexical_on else None
         )

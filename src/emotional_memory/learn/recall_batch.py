@@ -121,9 +121,13 @@ def _capture(
     ids = [id_map.get(m.id, m.id) for m in cands]
     lexical = None
     if engine is not None:  # term statistics from the engine's store, at query time
-        stop = stop_word_set(engine.config.retrieval.lexical_stop_words)
-        terms = query_terms(str(query["query"]), stop)
-        lexical = engine._columnar.lexical_inputs(terms, [m.id for m in cands])
+        retrieval = engine.config.retrieval
+        stop = stop_word_set(retrieval.lexical_stop_words)
+        terms = query_terms(str(query["query"]), stop, retrieval.lexical_stemmer,
+                            retrieval.lexical_query_counts)
+        lexical = engine._columnar.lexical_inputs(
+            terms, [m.id for m in cands], retrieval.lexical_stemmer
+        )
     return _Captured(
         scenario=scenario,
         query_id=str(query.get("query_id", "")),

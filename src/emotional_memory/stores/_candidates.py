@@ -90,7 +90,7 @@ class CandidateRows(EmbeddingSearch):
                 rows = found.tolist()
             if lexical is not None and lexical.shortlist and lexical.terms:
                 also = [*also, *self.lexical_index().search(
-                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b
+                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b, lexical.analysis
                 )]
             if also:
                 have = set(rows)
@@ -103,7 +103,9 @@ class CandidateRows(EmbeddingSearch):
             if with_memories:
                 bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
             if lexical is not None and lexical.statistics:
-                stats = self.lexical_index().inputs(lexical.terms, bank.ids)
+                stats = self.lexical_index().inputs(
+                    lexical.terms, bank.ids, analysis=lexical.analysis
+                )
                 bank = dataclasses.replace(bank, lexical=stats)
             return bank
 
