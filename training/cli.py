@@ -30,7 +30,7 @@ from typing import Any
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
-    GROUPS,
+    TRAINABLE_GROUPS,
     build_recall_batch,
     cross_validate,
     fit,
@@ -76,9 +76,11 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
 
 def _trainable(text: str) -> tuple[str, ...]:
     groups = tuple(g.strip() for g in text.split(",") if g.strip())
-    bad = [g for g in groups if g not in GROUPS]
+    bad = [g for g in groups if g not in TRAINABLE_GROUPS]
     if bad or not groups:
-        raise argparse.ArgumentTypeError(f"--trainable takes a comma list of {GROUPS}")
+        raise argparse.ArgumentTypeError(
+            f"--trainable takes a comma list of {TRAINABLE_GROUPS}"
+        )
     return groups
 
 
@@ -283,7 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def fitting(p: argparse.ArgumentParser) -> None:
         p.add_argument("--trainable", type=_trainable, default=None,
-                       help=f"comma list of {', '.join(GROUPS)} (default: choose the "
+                       help=f"comma list of {', '.join(TRAINABLE_GROUPS)} (default: choose the "
                             "model by inner CV)")
         p.add_argument("--no-lexical", dest="lexical", action="store_false",
                        help="without --trainable: leave the lexical models out")

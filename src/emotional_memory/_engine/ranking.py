@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
-from emotional_memory._engine.config import _ConfigDerived
+from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
@@ -189,9 +189,12 @@ class RankingMixin(EffectsMixin):
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         with traced_span("emotional_memory.embed"):
             embedding = self._embedding_array(self.embedder.embed(query), "query")
+        derived = self._derived()
+        if embedding is not None and derived.adapter is not None:
+            # the adapted query is what the store searches and what s1 scores
+            embedding = adapt_embedding(derived.adapter, embedding)
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
-        derived = self._derived()
         everything = n <= limit or cfg.full_bank_candidates
         lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
         store = self._columnar

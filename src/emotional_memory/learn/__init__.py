@@ -29,12 +29,13 @@ from emotional_memory.learn.fitting import (
     subset_dataset,
     summarize_metrics,
 )
-from emotional_memory.learn.params import GROUPS, Reparam
+from emotional_memory.learn.params import GROUPS, TRAINABLE_GROUPS, Reparam
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 
 __all__ = [
     "DEFAULT_GRID",
     "GROUPS",
+    "TRAINABLE_GROUPS",
     "CVResult",
     "FitResult",
     "RecallBatch",
