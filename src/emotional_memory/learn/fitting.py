@@ -972,6 +972,8 @@ def cross_validate(
     select: bool | str = True,
     affect: ReplayAffect | None = None,
     lexical: bool = False,
+    analyses: Sequence[str] = (),
+    adapter: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -995,6 +997,11 @@ def cross_validate(
         affect: unlabelled events and queries (default: estimated when needed).
         lexical: capture lexical statistics when building the batch (full-bank
             candidates), so lexical models can be fitted.
+        analyses: with ``select="model"``, extra lexical analyses
+            (:data:`LEXICAL_ANALYSES`) whose models compete (one batch built per
+            analysis).
+        adapter: with ``select="model"``, let the query-adapter variant compete (the
+            batches keep their embeddings).
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -1003,8 +1010,16 @@ def cross_validate(
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
-        data, embedder, cfg, lexical=lexical, affect=settings
+        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter
     )
+    if select == "model":
+        fit_kwargs["adapter"] = adapter
+        fit_kwargs["analysis_batches"] = {
+            name: build_recall_batch(data, embedder, analysis_config(cfg, name),
+                                     lexical=lexical, affect=settings,
+                                     embeddings=adapter)[0]
+            for name in analyses
+        }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     scen = np.asarray(rb.scenario)
     oof: list[QueryResult] = []
@@ -1048,8 +1063,39 @@ def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig
     return config.model_copy(update={"retrieval": retrieval})
 
 
+LEXICAL_ANALYSES: dict[str, dict[str, Any]] = {
+    "stem": {"lexical_stemmer": "english", "lexical_query_counts": True},
+}
+"""Lexical analyses :func:`select_model` can try besides the batch's own: name -> the
+``RetrievalConfig`` fields it sets (``stem``: Snowball English stems, query terms
+weighted by their count). Each needs its own batch (:func:`analysis_config`)."""
+
+
+def analysis_config(config: EmotionalMemoryConfig, analysis: str) -> EmotionalMemoryConfig:
+    """``config`` with the retrieval fields of one of :data:`LEXICAL_ANALYSES`.
+
+    Args:
+        config: the template.
+        analysis: a key of :data:`LEXICAL_ANALYSES`.
+
+    Returns:
+        The config (build the analysis' batch with it).
+
+    Raises:
+        ValueError: an unknown analysis.
+    """
+    if analysis not in LEXICAL_ANALYSES:
+        raise ValueError(
+            f"analysis must be one of {tuple(LEXICAL_ANALYSES)}, got {analysis!r}"
+        )
+    return config.model_copy(update={"retrieval": config.retrieval.model_copy(
+        update=LEXICAL_ANALYSES[analysis]
+    )})
+
+
 def candidate_models(
-    config: EmotionalMemoryConfig, lexical: bool
+    config: EmotionalMemoryConfig, lexical: bool, *, analyses: Sequence[str] = (),
+    adapter: bool = False,
 ) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
     """The models :func:`select_model` chooses among: name -> (start config, trainable).
 
@@ -1061,11 +1107,17 @@ def candidate_models(
     * with lexical statistics, ``lexical``: cosine + BM25 (s7 weight 0.6, b 0.5) with
       small affective weights, fitting the base weights and s7's weight, k1 and b;
       and ``lexical_full``: ``config`` + s7 (weight 0.35) fitting base weights, gates,
-      s7 and the per-signal calibration.
+      s7 and the per-signal calibration;
+    * with ``adapter`` (a batch with embeddings), ``lexical_adapter``: ``lexical``
+      fitting the query adapter too;
+    * per analysis ``a`` of ``analyses`` (:data:`LEXICAL_ANALYSES`), each lexical model
+      again as ``NAME@a`` under that analysis (scored on its own batch).
 
     Args:
         config: the starting configuration.
         lexical: whether the batch carries lexical statistics.
+        analyses: extra lexical analyses to try.
+        adapter: add the adapter variant.
 
     Returns:
         Ordered dict of the candidates.
@@ -1084,9 +1136,21 @@ def candidate_models(
         full = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={
             "lexical_weight": 0.35,
         })})
-        models["lexical"] = (lex, ("base_weights", "lexical"))
-        models["lexical_full"] = (full, ("base_weights", "gates", "lexical", "calibration"))
+        lexical_models: dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...]]] = {
+            "lexical": (lex, ("base_weights", "lexical")),
+            "lexical_full": (full, ("base_weights", "gates", "lexical", "calibration")),
+        }
+        if adapter:
+            lexical_models["lexical_adapter"] = (lex, ("base_weights", "lexical", "adapter"))
+        models.update(lexical_models)
+        for analysis in analyses:
+            for name, (start, trainable) in lexical_models.items():
+                models[f"{name}@{analysis}"] = (analysis_config(start, analysis), trainable)
     return models
+
+
+def _analysis_of(name: str) -> str | None:
+    return name.split("@", 1)[1] if "@" in name else None
 
 
 def select_model(
@@ -1099,6 +1163,8 @@ def select_model(
     seed: int = 0,
     progress: bool = False,
     tune: bool = True,
+    analysis_batches: Mapping[str, RecallBatch] | None = None,
+    adapter: bool = False,
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
@@ -1121,6 +1187,11 @@ def select_model(
         seed: fold and split seed.
         progress: progress bars.
         tune: choose the winner's ``l2``/``temperature`` by inner CV.
+        analysis_batches: per extra lexical analysis (:data:`LEXICAL_ANALYSES`), the
+            batch built under it (same data, same queries in the same order): its
+            lexical models compete too.
+        adapter: let the query-adapter variant compete (the batches need their
+            embeddings).
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
@@ -1130,32 +1201,51 @@ def select_model(
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
+    extra = dict(analysis_batches or {})
+    for name, other in extra.items():
+        if other.n_queries != batch.n_queries or not np.array_equal(
+            np.asarray(other.scenario), np.asarray(batch.scenario)
+        ):
+            raise ValueError(
+                f"analysis_batches[{name!r}] must hold the batch's queries in its order"
+            )
     chosen_hyper: dict[str, Any] | None = None
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 7)
-    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
-    models = candidate_models(cfg, batch.lexical is not None)
+    models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
+                              adapter=adapter)
+
+    def batch_of(name: str) -> RecallBatch:
+        analysis = _analysis_of(name)
+        return batch if analysis is None else extra[analysis]
+
     table: list[dict[str, Any]] = []
     for name, (start, trainable) in progress_iter(list(models.items()), "select",
                                                  enabled=progress):
+        data = batch_of(name)
+        lab, val = np.asarray(data.labels), np.asarray(data.columns.valid)
         top1 = np.zeros(batch.n_queries)
         rr = np.zeros(batch.n_queries)
+        hit = np.zeros(batch.n_queries)
         for held in parts:
             held_mask = available & np.isin(scen, held)
             scored = start
             if trainable is not None and len(parts) >= 2:
-                scored = fit(batch, info, start, trainable=trainable, seed=seed,
+                scored = fit(data, info, start, trainable=trainable, seed=seed,
                              train_mask=available & ~held_mask, **fit_kwargs).config
             params = params_from_config(scored.retrieval, scored.decay)
-            per = ranking_metrics(evaluate_batch(params, batch, scored), lab, val, info.top_k)
+            per = ranking_metrics(evaluate_batch(params, data, scored), lab, val, info.top_k)
             top1[held_mask] = per["top1"][held_mask]
             rr[held_mask] = per["rr"][held_mask]
+            hit[held_mask] = per["hit_at_k"][held_mask]
         table.append({"model": name, "top1": float(top1[available].mean()),
-                      "mrr": float(rr[available].mean())})
+                      "mrr": float(rr[available].mean()),
+                      "hit_at_k": float(hit[available].mean())})
     best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
                                                  round(it[1]["mrr"], 9), -it[0]))[1]
     start, trainable = models[best["model"]]
+    data = batch_of(best["model"])
     if trainable is None:
-        result = fit(batch, info, start, trainable=("base_weights",), steps=0,
+        result = fit(data, info, start, trainable=("base_weights",), steps=0,
                      train_mask=train_mask, seed=seed)
         result.config = start
     elif tune:
@@ -1163,13 +1253,13 @@ def select_model(
             k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID
         }
         rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
-        result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
+        result = fit_auto(data, info, start, trainable=trainable, train_mask=train_mask,
                           seed=seed, grid=grid, inner_folds=folds, **rest)
         chosen_hyper = result.selection.get("chosen")
     else:
-        result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
+        result = fit(data, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
-    if trainable is not None and batch.lexical is not None:
+    if trainable is not None and data.lexical is not None:
         # ranked as it was fitted: over hybrid candidates
         result.config = result.config.model_copy(update={
             "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})
