@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_recall import _unlabelled_dataset
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.embedders import HashingEmbedder
@@ -22,6 +21,7 @@ from emotional_memory.learn import (
     select_model,
 )
 from emotional_memory.replay import ReplayAffect, replay_dataset, summarize
+from test_real_recall import _unlabelled_dataset
 
 
 @pytest.fixture(scope="module")
