@@ -21,8 +21,9 @@ models' ratio to cosine, the seconds of each, and writes a bar chart (``--plot``
 PNG) and a JSON report (``--json``).
 
 Usage: python benchmarks/real_recall.py [--data DIR] [--folds 5] [--affect estimate]
-       [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--plot out.png]
-       [--json out.json]
+       [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--rankings R,...]
+       [--plot out.png] [--json out.json]
+       python benchmarks/real_recall.py --plot-from a.json b.json --plot out.png
 """
 
 from __future__ import annotations
@@ -161,7 +162,20 @@ def main() -> None:
                         help="also fitted_v2 without the adapter / without stemming")
     parser.add_argument("--rankings", default=None,
                         help="comma list of rankings to run (default: all, see --ablation)")
+    parser.add_argument("--plot-from", type=Path, nargs="+", default=None,
+                        help="draw --plot from saved --json reports (merged, in order) "
+                             "instead of running")
     args = parser.parse_args()
+    if args.plot_from:
+        merged: dict[str, Any] = {}
+        for path in args.plot_from:
+            for name, part in json.loads(path.read_text(encoding="utf-8")).items():
+                entry = merged.setdefault(name, {"rankings": {}, "folds": part["folds"]})
+                entry["rankings"].update(part["rankings"])
+        if args.plot is None:
+            parser.error("--plot-from needs --plot")
+        print(f"plot: {plot(merged, args.plot)}")
+        return
     affect = _affect_mode(args.affect)
     rankings = RANKINGS + (ABLATION if args.ablation else ())
     if args.rankings:
