@@ -261,7 +261,7 @@ class LexicalQuery:
     """The lexical part of a retrieve, answered in the same store read as its candidates.
 
     Attributes:
-        terms: the query's distinct terms.
+        terms: the query's terms (distinct unless ``lexical_query_counts``).
         shortlist: how many memories the BM25 shortlist adds after the semantic
             candidates (those not already among them); 0: none.
         k1: BM25 k1.

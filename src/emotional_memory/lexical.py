@@ -309,7 +309,7 @@ class LexicalIndex:
         """Term statistics of ``terms`` over the given memories, for the kernel.
 
         Args:
-            terms: distinct query terms (:func:`query_terms`).
+            terms: query terms (:func:`query_terms`; a repeated term is a column of its own).
             memory_ids: the candidates, in candidate order (unknown ids: no words).
             rows: pad the row axis to this many rows (default: ``len(memory_ids)``).
             width: pad the term axis to this many terms (default: ``len(terms)``, at
@@ -392,7 +392,7 @@ class LexicalIndex:
         Ties keep insertion order; memories sharing no term are never returned.
 
         Args:
-            terms: distinct query terms.
+            terms: query terms (a repeated term counts each time).
             k: shortlist size (<= 0 gives []).
             k1: BM25 k1.
             b: BM25 b.
