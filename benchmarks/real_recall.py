@@ -10,13 +10,20 @@ real engine and the replay protocol of ``../shared/data/README.md``:
   text by the shipped EmoBank head when MiniLM is installed, else neutral);
 * ``fitted``: scenario-grouped k-fold CV; in each fold the model is chosen by inner CV
   among default, cosine and fitted variants with the lexical signal
-  (:func:`emotional_memory.learn.select_model`) and replayed on the held-out scenarios.
+  (:func:`emotional_memory.learn.select_model`) and replayed on the held-out scenarios;
+* ``fitted_v2``: the same with the recall-v2 candidates too (issue 26): the lexical
+  models under the stemmed analysis (Snowball stems, query-term counts) and with a
+  fitted query adapter.
 
-Prints top-1 / hit@k / nDCG@k / recall@k per ranking, the fitted model's ratio to
-cosine, and writes a bar chart (``--plot``, PNG) and a JSON report (``--json``).
+``--ablation`` adds ``v2_no_adapter`` and ``v2_no_stem`` (``fitted_v2`` without one
+of the two). Prints top-1 / hit@k / nDCG@k / recall@k per ranking, the fitted
+models' ratio to cosine, the seconds of each, and writes a bar chart (``--plot``,
+PNG) and a JSON report (``--json``).
 
 Usage: python benchmarks/real_recall.py [--data DIR] [--folds 5] [--affect estimate]
-       [--datasets locomo10_dev,realistic_recall_v2] [--plot out.png] [--json out.json]
+       [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--rankings R,...]
+       [--plot out.png] [--json out.json]
+       python benchmarks/real_recall.py --plot-from a.json b.json --plot out.png
 """
 
 from __future__ import annotations
@@ -40,7 +47,14 @@ from emotional_memory.replay import (
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 METRICS = ("top1", "hit_at_k", "ndcg_at_k", "recall_at_k")
-RANKINGS = ("cosine", "bm25", "default", "fitted")
+RANKINGS = ("cosine", "bm25", "default", "fitted", "fitted_v2")
+ABLATION = ("v2_no_adapter", "v2_no_stem")
+FITTED: dict[str, dict[str, Any]] = {  # cross_validate options of each fitted ranking
+    "fitted": {"analyses": (), "adapter": False},
+    "fitted_v2": {"analyses": ("stem",), "adapter": True},
+    "v2_no_adapter": {"analyses": ("stem",), "adapter": False},
+    "v2_no_stem": {"analyses": (), "adapter": True},
+}
 
 
 def bm25_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
@@ -66,40 +80,42 @@ def _affect_mode(requested: str) -> str:
 
 
 def run_dataset(
-    name: str, data_dir: Path, folds: int, affect: str, progress: bool
+    name: str, data_dir: Path, folds: int, affect: str, progress: bool,
+    rankings: tuple[str, ...] = RANKINGS,
 ) -> dict[str, Any]:
-    """All four rankings on one dataset.
+    """The rankings on one dataset.
 
     Args:
         name: dataset stem in ``data_dir``.
         data_dir: folder with ``NAME.json`` and ``NAME.minilm.npz``.
-        folds: outer CV folds of the fitted model (at most the scenario count).
+        folds: outer CV folds of the fitted models (at most the scenario count).
         affect: ``estimate`` or ``neutral`` for unlabelled events.
         progress: progress bars on stderr.
+        rankings: which rankings (:data:`RANKINGS` and :data:`ABLATION` names).
 
     Returns:
-        ``{"rankings": {ranking: metrics}, "chosen": [...], "seconds": {...}}``.
+        ``{"rankings": {ranking: metrics}, "chosen": {ranking: [...]}, "seconds": {...}}``.
     """
     data = load_dataset(data_dir / f"{name}.json")
     embedder = LookupEmbedder.from_npz(data_dir / f"{name}.minilm.npz")
     settings = ReplayAffect.prepare(data, events=affect)  # type: ignore[arg-type]
     base = EmotionalMemoryConfig()
-    out: dict[str, Any] = {"rankings": {}, "seconds": {}}
+    out: dict[str, Any] = {"rankings": {}, "seconds": {}, "chosen": {}}
     fixed = {"cosine": semantic_only_config(base), "bm25": bm25_only_config(base),
              "default": base}
-    for ranking, config in fixed.items():
-        t0 = time.perf_counter()
-        out["rankings"][ranking] = summarize(
-            replay_dataset(data, embedder, config, affect=settings, progress=progress)
-        )
-        out["seconds"][ranking] = time.perf_counter() - t0
-    t0 = time.perf_counter()
     k = min(folds, len(data["scenarios"]))
-    cv = cross_validate(data, embedder, base, folds=k, select="model", lexical=True,
-                        affect=settings, progress=progress)
-    out["rankings"]["fitted"] = cv.metrics
-    out["seconds"]["fitted"] = time.perf_counter() - t0
-    out["chosen"] = cv.chosen
+    for ranking in rankings:
+        t0 = time.perf_counter()
+        if ranking in fixed:
+            out["rankings"][ranking] = summarize(replay_dataset(
+                data, embedder, fixed[ranking], affect=settings, progress=progress
+            ))
+        else:
+            cv = cross_validate(data, embedder, base, folds=k, select="model", lexical=True,
+                                affect=settings, progress=progress, **FITTED[ranking])
+            out["rankings"][ranking] = cv.metrics
+            out["chosen"][ranking] = cv.chosen
+        out["seconds"][ranking] = time.perf_counter() - t0
     out["folds"] = k
     return out
 
@@ -112,17 +128,18 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     names = list(report)
-    fig, axes = plt.subplots(1, len(names), figsize=(6.5 * len(names), 4.2), squeeze=False)
-    width = 0.8 / len(RANKINGS)
+    fig, axes = plt.subplots(1, len(names), figsize=(7.5 * len(names), 4.4), squeeze=False)
     for ax, name in zip(axes[0], names, strict=True):
-        for j, ranking in enumerate(RANKINGS):
+        shown = list(report[name]["rankings"])
+        width = 0.84 / len(shown)
+        for j, ranking in enumerate(shown):
             values = [report[name]["rankings"][ranking][m] for m in METRICS]
-            xs = [i + (j - (len(RANKINGS) - 1) / 2) * width for i in range(len(METRICS))]
+            xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(METRICS))]
             bars = ax.bar(xs, values, width, label=ranking)
-            ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=1)
+            ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1, rotation=90)
         ax.set_xticks(range(len(METRICS)), [m.replace("_at_k", "@k") for m in METRICS])
-        ax.set_ylim(0, 1.05)
-        ax.set_title(f"{name} ({report[name]['folds']}-fold CV for 'fitted')")
+        ax.set_ylim(0, 1.12)
+        ax.set_title(f"{name} ({report[name]['folds']}-fold CV for the fitted rows)")
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -141,22 +158,49 @@ def main() -> None:
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--ablation", action="store_true",
+                        help="also fitted_v2 without the adapter / without stemming")
+    parser.add_argument("--rankings", default=None,
+                        help="comma list of rankings to run (default: all, see --ablation)")
+    parser.add_argument("--plot-from", type=Path, nargs="+", default=None,
+                        help="draw --plot from saved --json reports (merged, in order) "
+                             "instead of running")
     args = parser.parse_args()
+    if args.plot_from:
+        merged: dict[str, Any] = {}
+        for path in args.plot_from:
+            for name, part in json.loads(path.read_text(encoding="utf-8")).items():
+                entry = merged.setdefault(name, {"rankings": {}, "folds": part["folds"]})
+                entry["rankings"].update(part["rankings"])
+        if args.plot is None:
+            parser.error("--plot-from needs --plot")
+        print(f"plot: {plot(merged, args.plot)}")
+        return
     affect = _affect_mode(args.affect)
+    rankings = RANKINGS + (ABLATION if args.ablation else ())
+    if args.rankings:
+        rankings = tuple(r.strip() for r in args.rankings.split(",") if r.strip())
+        unknown = [r for r in rankings if r not in RANKINGS + ABLATION]
+        if unknown:
+            parser.error(f"--rankings: unknown {unknown}; choose from {RANKINGS + ABLATION}")
     report: dict[str, Any] = {}
     for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
-        report[name] = run_dataset(name, args.data, args.folds, affect, not args.quiet)
+        report[name] = run_dataset(name, args.data, args.folds, affect, not args.quiet,
+                                   rankings)
         rows = report[name]["rankings"]
+        first = next(iter(rows.values()))
         print(f"\n{name} (affect of unlabelled events: {affect}; "
-              f"{rows['cosine']['n_queries']} queries)")
-        print(f"{'ranking':10}" + "".join(f"{m:>13}" for m in METRICS) + f"{'seconds':>10}")
-        for ranking in RANKINGS:
-            print(f"{ranking:10}" + "".join(f"{rows[ranking][m]:13.3f}" for m in METRICS)
+              f"{first['n_queries']} queries)")
+        print(f"{'ranking':14}" + "".join(f"{m:>13}" for m in METRICS) + f"{'seconds':>10}")
+        for ranking in rows:
+            print(f"{ranking:14}" + "".join(f"{rows[ranking][m]:13.3f}" for m in METRICS)
                   + f"{report[name]['seconds'][ranking]:10.1f}")
-        cos = rows["cosine"]
-        print("fitted / cosine: " + ", ".join(
-            f"{m} {rows['fitted'][m] / cos[m]:.2f}x" for m in METRICS if cos[m] > 0))
-        print(f"models chosen per fold: {report[name]['chosen']}")
+        cos = rows.get("cosine")
+        for fitted in (r for r in rows if r in FITTED):
+            if cos is not None:
+                print(f"{fitted} / cosine: " + ", ".join(
+                    f"{m} {rows[fitted][m] / cos[m]:.2f}x" for m in METRICS if cos[m] > 0))
+            print(f"{fitted}: models chosen per fold: {report[name]['chosen'][fitted]}")
     if args.plot:
         print(f"plot: {plot(report, args.plot)}")
     if args.json:

@@ -100,7 +100,15 @@ def test_fit_writes_a_loadable_config_and_plots(
     out, plots, report = fitted
     config = EmotionalMemoryConfig.model_validate_json(out.read_text(encoding="utf-8"))
     # without --trainable the model is chosen by inner CV (never below default/cosine)
-    assert report["selection"] in {"default", "semantic", "fitted", "lexical", "lexical_full"}
+    # (the CLI's default: the lexical models also under the stemmed analysis and
+    # with a query adapter)
+    from emotional_memory.learn import candidate_models
+
+    names = set(candidate_models(EmotionalMemoryConfig(), True, analyses=("stem",),
+                                 adapter=True))
+    assert report["selection"] in names
+    assert (config.retrieval.lexical_stemmer == "english") == report["selection"].endswith(
+        "@stem")
     assert (config == EmotionalMemoryConfig()) == (report["selection"] == "default")
     assert report["out"] == str(out)
     assert report["default_top1"] == default_eval["top1"]

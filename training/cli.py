@@ -30,7 +30,9 @@ from typing import Any
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
-    GROUPS,
+    LEXICAL_ANALYSES,
+    TRAINABLE_GROUPS,
+    analysis_config,
     build_recall_batch,
     cross_validate,
     fit,
@@ -76,9 +78,11 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
 
 def _trainable(text: str) -> tuple[str, ...]:
     groups = tuple(g.strip() for g in text.split(",") if g.strip())
-    bad = [g for g in groups if g not in GROUPS]
+    bad = [g for g in groups if g not in TRAINABLE_GROUPS]
     if bad or not groups:
-        raise argparse.ArgumentTypeError(f"--trainable takes a comma list of {GROUPS}")
+        raise argparse.ArgumentTypeError(
+            f"--trainable takes a comma list of {TRAINABLE_GROUPS}"
+        )
     return groups
 
 
@@ -101,13 +105,42 @@ def _wants_lexical(args: argparse.Namespace) -> bool:
     return "lexical" in args.trainable
 
 
+def _wants_adapter(args: argparse.Namespace) -> bool:
+    """Whether the batch keeps its embeddings: the adapter is trained or competes."""
+    if args.trainable is None:
+        return bool(args.lexical and args.adapter)
+    return "adapter" in args.trainable
+
+
+def _analyses(args: argparse.Namespace) -> tuple[str, ...]:
+    """The extra lexical analyses whose models compete (none without the lexical ones)."""
+    if args.trainable is not None or not args.lexical:
+        return ()
+    return args.analyses
+
+
+def _analysis_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
+    bad = [n for n in names if n not in LEXICAL_ANALYSES]
+    if bad:
+        raise argparse.ArgumentTypeError(
+            f"--analyses takes a comma list of {tuple(LEXICAL_ANALYSES)} or 'none'"
+        )
+    return names
+
+
 def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
-    kwargs: dict[str, Any] = {"steps": args.steps}
+    kwargs: dict[str, Any] = {"steps": args.steps, **_adapter_kwargs(args)}
     for key in ("l2", "temperature"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
     return kwargs
+
+
+def _adapter_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    return {key: getattr(args, key) for key in ("adapter_rank", "adapter_l2")
+            if getattr(args, key) is not None}
 
 
 def _fit_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
@@ -116,7 +149,8 @@ def _fit_kwargs(args: argparse.Namespace) -> tuple[dict[str, Any], bool]:
     Values given on the command line are fixed: with both given there is no
     selection; with one given, the grid search only varies the other.
     """
-    kwargs: dict[str, Any] = {"trainable": args.trainable, "steps": args.steps}
+    kwargs: dict[str, Any] = {"trainable": args.trainable, "steps": args.steps,
+                              **_adapter_kwargs(args)}
     fixed = {k: v for k, v in (("l2", args.l2), ("temperature", args.temperature))
              if v is not None}
     if len(fixed) == 2:
@@ -156,10 +190,19 @@ def cmd_fit(args: argparse.Namespace) -> int:
     start = _lexical_start(args, start)
     affect = _affect(args, data)
     t0 = time.perf_counter()
+    selecting = args.trainable is None
+    adapter = _wants_adapter(args)
     batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet,
-                                     lexical=_wants_lexical(args), affect=affect)
-    if args.trainable is None:
+                                     lexical=_wants_lexical(args), affect=affect,
+                                     embeddings=adapter)
+    if selecting:
+        extra = {
+            name: build_recall_batch(data, embedder, analysis_config(start, name),
+                                     lexical=True, affect=affect, embeddings=adapter)[0]
+            for name in _analyses(args)
+        }
         result = select_model(batch, info, start, progress=not args.quiet,
+                              analysis_batches=extra, adapter=adapter,
                               **_select_kwargs(args))
     else:
         kwargs, select = _fit_kwargs(args)
@@ -222,15 +265,20 @@ def cmd_cv(args: argparse.Namespace) -> int:
         select = "model"
     else:
         kwargs, select = _fit_kwargs(args)
+    if select == "model":
+        kwargs.update(analyses=_analyses(args), adapter=_wants_adapter(args))
+    t0 = time.perf_counter()
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
         select=select, affect=_affect(args, data), lexical=_wants_lexical(args), **kwargs,
     )
+    seconds = time.perf_counter() - t0
     out: dict[str, Any] = {k: result.metrics[k] for k in METRICS}
     out.update({f"default_{k}": result.default_metrics[k] for k in METRICS})
     out.update({
         "n_queries": result.metrics["n_queries"],
         "folds": args.folds,
+        "seconds": seconds,
         "chosen": [c if isinstance(c, str | None) else dict(c) for c in result.chosen],
         "by_challenge": result.metrics["by_challenge"],
     })
@@ -283,10 +331,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     def fitting(p: argparse.ArgumentParser) -> None:
         p.add_argument("--trainable", type=_trainable, default=None,
-                       help=f"comma list of {', '.join(GROUPS)} (default: choose the "
+                       help=f"comma list of {', '.join(TRAINABLE_GROUPS)} (default: choose the "
                             "model by inner CV)")
         p.add_argument("--no-lexical", dest="lexical", action="store_false",
                        help="without --trainable: leave the lexical models out")
+        p.add_argument("--analyses", type=_analysis_list, default=("stem",),
+                       help="without --trainable: extra lexical analyses whose models "
+                            f"compete, a comma list of {', '.join(LEXICAL_ANALYSES)} or "
+                            "'none' (default: stem)")
+        p.add_argument("--no-adapter", dest="adapter", action="store_false",
+                       help="without --trainable: leave the query-adapter model out")
+        p.add_argument("--adapter-rank", type=int, default=None,
+                       help="rank of a fitted query adapter (default 16)")
+        p.add_argument("--adapter-l2", type=float, default=None,
+                       help="L2 pull of the adapter to the identity (default 0.1)")
         p.add_argument("--l2", type=float, default=None,
                        help="L2 pull to the defaults (default: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,

@@ -261,13 +261,15 @@ class LexicalQuery:
     """The lexical part of a retrieve, answered in the same store read as its candidates.
 
     Attributes:
-        terms: the query's distinct terms.
+        terms: the query's terms (distinct unless ``lexical_query_counts``).
         shortlist: how many memories the BM25 shortlist adds after the semantic
             candidates (those not already among them); 0: none.
         k1: BM25 k1.
         b: BM25 b.
         statistics: also return the candidates' term statistics (the lexical signal
             s7 is on).
+        analysis: the lexical analysis that produced ``terms``
+            (:data:`emotional_memory.lexical.ANALYSES`); the store's index answers in it.
     """
 
     terms: Sequence[str]
@@ -275,6 +277,7 @@ class LexicalQuery:
     k1: float
     b: float
     statistics: bool
+    analysis: str = "none"
 
 
 @dataclass(frozen=True)

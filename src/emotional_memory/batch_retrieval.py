@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from emotional_memory._engine.config import adapt_embedding
 from emotional_memory.affect import CoreAffect
 from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE, score_batch
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
@@ -120,6 +121,7 @@ class BatchRetriever:
         # Pad the query axis to a power of two: fewer compiled shapes.
         padded_q = bucket_size(n_queries, minimum=1)
         q_emb = np.zeros((padded_q, dim), dtype=np.float32)
+        adapter = engine._derived().adapter
         for i, emb in enumerate(embeddings):
             if not emb or store_dim is None:  # semantic similarity 0 (SPEC s1)
                 continue
@@ -128,7 +130,8 @@ class BatchRetriever:
                     f"queries[{i}] embedding has length {len(emb)}, the store holds "
                     f"dimension {store_dim}"
                 )
-            q_emb[i] = emb
+            # the adapted query (retrieval.query_adapter) is what the bank is scored by
+            q_emb[i] = adapt_embedding(adapter, np.asarray(emb, np.float64))
         q_affect = np.zeros((padded_q, 3), dtype=np.float32)
         for i in range(padded_q):
             source = affects[i] if i < n_queries and affects[i] is not None else state.core_affect

@@ -7,6 +7,13 @@ underscore or any punctuation separates words). Every token of a memory is index
 and counts towards its length; stop words are dropped from the *query* only, so a
 stop-word list can change per configuration without re-indexing.
 
+An *analysis* turns tokens into index terms: ``"none"`` (the default: the tokens as
+they are) or a Snowball stemmer (``"english"``, via the optional ``PyStemmer``
+package, extra ``stem``), applied to memories and queries alike. One
+:class:`LexicalIndex` serves every analysis in use: the plain one always, each other
+one built from the indexed contents on its first use and kept in step with every
+write after, so a store holding one index holds one per analysis.
+
 :class:`LexicalIndex` is incremental (add, replace and remove one memory in
 O(its tokens)) and answers both questions of a retrieval: the lexical shortlist
 (:meth:`LexicalIndex.search`) and the statistics of given candidates
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
@@ -29,12 +37,19 @@ import numpy as np
 from emotional_memory.kernel.lexical import LexicalInputs
 
 __all__ = [
+    "ANALYSES",
     "ENGLISH_STOP_WORDS",
     "LexicalIndex",
+    "analyze",
+    "check_analysis",
     "query_terms",
     "stop_word_set",
     "tokenize",
 ]
+
+ANALYSES: tuple[str, ...] = ("none", "english")
+"""The analyses (``RetrievalConfig.lexical_stemmer``): ``"none"`` keeps the tokens,
+``"english"`` stems them with the Snowball English stemmer."""
 
 _TOKEN = re.compile(r"[^\W_]+")
 
@@ -68,6 +83,67 @@ def tokenize(text: str) -> list[str]:
     return _TOKEN.findall(text.lower())
 
 
+_STEMMERS = threading.local()  # PyStemmer objects are not thread-safe: one per thread
+
+
+def check_analysis(analysis: str) -> str:
+    """Validate an analysis name and that its stemmer can be loaded.
+
+    Args:
+        analysis: one of :data:`ANALYSES`.
+
+    Returns:
+        ``analysis``.
+
+    Raises:
+        ValueError: an unknown name.
+        ImportError: a stemmer whose package (PyStemmer) is not installed.
+    """
+    if analysis not in ANALYSES:
+        raise ValueError(f"lexical_stemmer must be one of {ANALYSES}, got {analysis!r}")
+    if analysis != "none":
+        _stemmer(analysis)
+    return analysis
+
+
+def _stemmer(analysis: str) -> Any:
+    cache: dict[str, Any] | None = getattr(_STEMMERS, "cache", None)
+    if cache is None:
+        cache = _STEMMERS.cache = {}
+    stemmer = cache.get(analysis)
+    if stemmer is None:
+        try:
+            import Stemmer
+        except ImportError as exc:  # pragma: no cover - the stem extra is installed in CI
+            raise ImportError(
+                f"lexical_stemmer={analysis!r} needs PyStemmer: "
+                "pip install 'emotional-memory-jax[stem]'"
+            ) from exc
+        stemmer = cache[analysis] = Stemmer.Stemmer(analysis)
+    return stemmer
+
+
+def analyze(tokens: list[str], analysis: str = "none") -> list[str]:
+    """Index terms of ``tokens`` under an analysis (see the module docstring).
+
+    Args:
+        tokens: tokens (:func:`tokenize`).
+        analysis: one of :data:`ANALYSES`.
+
+    Returns:
+        ``tokens`` itself for ``"none"``, else their stems, in order.
+
+    Raises:
+        ValueError: an unknown analysis.
+    """
+    if analysis == "none":
+        return tokens
+    if analysis not in ANALYSES:
+        raise ValueError(f"lexical_stemmer must be one of {ANALYSES}, got {analysis!r}")
+    out: list[str] = _stemmer(analysis).stemWords(tokens)
+    return out
+
+
 def stop_word_set(stop_words: str | Iterable[str] | None) -> frozenset[str]:
     """Resolve a ``lexical_stop_words`` setting.
 
@@ -89,51 +165,105 @@ def stop_word_set(stop_words: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(str(w).lower() for w in stop_words)
 
 
-def query_terms(query: str, stop_words: frozenset[str] = ENGLISH_STOP_WORDS) -> list[str]:
-    """The distinct non-stop-word tokens of a query, in first-occurrence order.
+def query_terms(
+    query: str, stop_words: frozenset[str] = ENGLISH_STOP_WORDS, analysis: str = "none",
+    counts: bool = False,
+) -> list[str]:
+    """The query's terms: its non-stop-word tokens under an analysis.
+
+    Stop words are matched against the tokens before the analysis.
 
     Args:
         query: query text.
         stop_words: words to drop.
+        analysis: one of :data:`ANALYSES` (the index's analysis).
+        counts: keep every occurrence, so BM25 (a sum over the terms) weighs each
+            term by its count in the query; False: distinct terms only.
 
     Returns:
-        Distinct terms (BM25 counts each query term once).
+        The terms in first-occurrence order (distinct unless ``counts``).
     """
-    return list(dict.fromkeys(t for t in tokenize(query) if t not in stop_words))
+    terms = analyze([t for t in tokenize(query) if t not in stop_words], analysis)
+    return terms if counts else list(dict.fromkeys(terms))
+
+
+class _View:
+    """The postings of one analysis: term -> id -> count, token counts, their sum."""
+
+    __slots__ = ("analysis", "lengths", "postings", "total")
+
+    def __init__(self, analysis: str) -> None:
+        self.analysis = analysis
+        self.postings: dict[str, dict[str, int]] = {}
+        self.lengths: dict[str, int] = {}
+        self.total = 0
+
+    def add(self, memory_id: str, tokens: list[str]) -> None:
+        terms = analyze(tokens, self.analysis)
+        for term, count in Counter(terms).items():
+            self.postings.setdefault(term, {})[memory_id] = count
+        self.lengths[memory_id] = len(terms)
+        self.total += len(terms)
+
+    def drop(self, memory_id: str, tokens: list[str]) -> None:
+        for term in set(analyze(tokens, self.analysis)):
+            posting = self.postings.get(term)
+            if posting is not None:
+                posting.pop(memory_id, None)
+                if not posting:
+                    del self.postings[term]
+        self.total -= self.lengths.pop(memory_id, 0)
 
 
 class LexicalIndex:
     """An incremental inverted index of memory contents (term -> id -> count).
 
+    Holds the plain analysis always and every other analysis asked for since (see the
+    module docstring); the methods that read statistics take the ``analysis`` whose
+    terms they are given.
+
     Not thread-safe on its own: the owning store serialises access.
     """
 
     def __init__(self) -> None:
-        self._postings: dict[str, dict[str, int]] = {}
-        self._lengths: dict[str, int] = {}
         self._content: dict[str, str] = {}
         self._order: dict[str, int] = {}  # insertion sequence: ties keep it
         self._next = 0
-        self._total = 0
+        self._views: dict[str, _View] = {"none": _View("none")}
 
     def __len__(self) -> int:
         """Number of indexed memories."""
-        return len(self._lengths)
+        return len(self._content)
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether ``memory_id`` is indexed."""
-        return memory_id in self._lengths
+        return memory_id in self._content
 
     @property
     def total_length(self) -> int:
         """Sum of the token counts of every indexed memory."""
-        return self._total
+        return self._views["none"].total
+
+    @property
+    def analyses(self) -> tuple[str, ...]:
+        """The analyses this index keeps (``"none"`` first, then in order of first use)."""
+        return tuple(self._views)
+
+    def _view(self, analysis: str) -> _View:
+        view = self._views.get(analysis)
+        if view is None:  # first use: built from the contents, in insertion order
+            check_analysis(analysis)
+            view = _View(analysis)
+            for memory_id, content in self._content.items():
+                view.add(memory_id, tokenize(content))
+            self._views[analysis] = view
+        return view
 
     def set(self, memory_id: str, content: str) -> None:
         """Index ``content`` under ``memory_id`` (replacing what the id held).
 
         A replacement keeps the memory's insertion position. Unchanged content is a
-        no-op.
+        no-op. Every analysis the index keeps is updated.
 
         Args:
             memory_id: the memory's id.
@@ -143,16 +273,16 @@ class LexicalIndex:
         if old == content:
             return
         if old is not None:
-            self._drop_terms(memory_id, old)
+            old_tokens = tokenize(old)
+            for view in self._views.values():
+                view.drop(memory_id, old_tokens)
         else:
             self._order[memory_id] = self._next
             self._next += 1
         tokens = tokenize(content)
-        for term, count in Counter(tokens).items():
-            self._postings.setdefault(term, {})[memory_id] = count
-        self._lengths[memory_id] = len(tokens)
+        for view in self._views.values():
+            view.add(memory_id, tokens)
         self._content[memory_id] = content
-        self._total += len(tokens)
 
     def discard(self, memory_id: str) -> None:
         """Remove ``memory_id`` (no-op when absent).
@@ -163,26 +293,15 @@ class LexicalIndex:
         old = self._content.pop(memory_id, None)
         if old is None:
             return
-        self._drop_terms(memory_id, old)
-        del self._lengths[memory_id]
+        tokens = tokenize(old)
+        for view in self._views.values():
+            view.drop(memory_id, tokens)
         del self._order[memory_id]
 
-    def _drop_terms(self, memory_id: str, content: str) -> None:
-        for term in set(tokenize(content)):
-            posting = self._postings.get(term)
-            if posting is not None:
-                posting.pop(memory_id, None)
-                if not posting:
-                    del self._postings[term]
-        self._total -= self._lengths.get(memory_id, 0)
-
-    def df(self, term: str) -> int:
-        """Number of indexed memories containing ``term``."""
-        return len(self._postings.get(term, ()))
-
-    def _within_stats(self, within: Collection[str]) -> tuple[int, float]:
+    @staticmethod
+    def _within_stats(view: _View, within: Collection[str]) -> tuple[int, float]:
         """``(n_docs, avg_length)`` of the indexed memories among ``within``."""
-        lengths = self._lengths
+        lengths = view.lengths
         n_docs = 0
         total = 0
         for mid in within:
@@ -192,27 +311,33 @@ class LexicalIndex:
                 total += length
         return n_docs, (total / n_docs if n_docs else 0.0)
 
-    def _df(self, posting: dict[str, int], within: Collection[str] | None) -> int:
+    @staticmethod
+    def _df(posting: dict[str, int], within: Collection[str] | None) -> int:
         if within is None:
             return len(posting)
         if len(posting) <= len(within):
             return sum(1 for mid in posting if mid in within)
         return sum(1 for mid in within if mid in posting)
 
+    def df(self, term: str, analysis: str = "none") -> int:
+        """Number of indexed memories containing ``term`` (a term of ``analysis``)."""
+        return len(self._view(analysis).postings.get(term, ()))
+
     def inputs(
         self, terms: Sequence[str], memory_ids: Sequence[str], *, rows: int | None = None,
-        width: int | None = None, dtype: Any = np.float64,
+        width: int | None = None, dtype: Any = np.float64, analysis: str = "none",
         within: Collection[str] | None = None,
     ) -> LexicalInputs:
         """Term statistics of ``terms`` over the given memories, for the kernel.
 
         Args:
-            terms: distinct query terms (:func:`query_terms`).
+            terms: query terms (:func:`query_terms`; a repeated term is a column of its own).
             memory_ids: the candidates, in candidate order (unknown ids: no words).
             rows: pad the row axis to this many rows (default: ``len(memory_ids)``).
             width: pad the term axis to this many terms (default: ``len(terms)``, at
                 least 1).
             dtype: numpy float dtype of the arrays.
+            analysis: the analysis that produced ``terms`` (:data:`ANALYSES`).
             within: the ids of the memories the statistics are of (a scope or filter:
                 N, df and the mean length are those of these memories alone, as in an
                 index holding only them); None: every indexed memory.
@@ -225,11 +350,12 @@ class LexicalIndex:
         t = max(len(terms), 1) if width is None else int(width)
         if n < len(memory_ids) or t < len(terms):
             raise ValueError("rows/width must not be smaller than the inputs")
+        view = self._view(analysis)
         tf = np.zeros((n, t), dtype=dtype)
         df = np.zeros((t,), dtype=dtype)
         row_of = {mid: i for i, mid in enumerate(memory_ids)}
         for j, term in enumerate(terms):
-            posting = self._postings.get(term)
+            posting = view.postings.get(term)
             if not posting:
                 continue
             df[j] = self._df(posting, within)
@@ -244,41 +370,43 @@ class LexicalIndex:
                     if hits:
                         tf[row, j] = hits
         length = np.zeros((n,), dtype=dtype)
-        length[: len(memory_ids)] = [self._lengths.get(mid, 0) for mid in memory_ids]
+        length[: len(memory_ids)] = [view.lengths.get(mid, 0) for mid in memory_ids]
         if within is None:
-            n_docs = len(self._lengths)
-            avg = self._total / n_docs if n_docs else 0.0
+            n_docs = len(view.lengths)
+            avg = view.total / n_docs if n_docs else 0.0
         else:
-            n_docs, avg = self._within_stats(within)
+            n_docs, avg = self._within_stats(view, within)
         return LexicalInputs(
             tf=tf, length=length, df=df, n_docs=np.asarray(n_docs, dtype),
             avg_length=np.asarray(avg, dtype),
         )
 
     def scores(
-        self, terms: Sequence[str], k1: float = 1.2, b: float = 0.75, *,
-        within: Collection[str] | None = None,
+        self, terms: Sequence[str], k1: float = 1.2, b: float = 0.75, analysis: str = "none",
+        *, within: Collection[str] | None = None,
     ) -> dict[str, float]:
         """BM25 of every memory sharing at least one term (plain Python, float64).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms (a repeated term counts each time).
             k1: BM25 k1.
             b: BM25 b.
+            analysis: the analysis that produced ``terms``.
             within: score only these memories, with their own statistics (see
                 :meth:`inputs`); None: every indexed memory.
 
         Returns:
             id -> BM25 score (> 0 only; memories without a query term are absent).
         """
+        view = self._view(analysis)
         if within is None:
-            n_docs = len(self._lengths)
-            avg = self._total / n_docs if n_docs else 0.0
+            n_docs = len(view.lengths)
+            avg = view.total / n_docs if n_docs else 0.0
         else:
-            n_docs, avg = self._within_stats(within)
+            n_docs, avg = self._within_stats(view, within)
         out: dict[str, float] = {}
         for term in terms:
-            posting = self._postings.get(term)
+            posting = view.postings.get(term)
             if not posting:
                 continue
             df = self._df(posting, within)
@@ -288,24 +416,25 @@ class LexicalIndex:
             for mid, tf in posting.items():
                 if within is not None and mid not in within:
                     continue
-                rel = self._lengths[mid] / avg if avg > 0 else 1.0
+                rel = view.lengths[mid] / avg if avg > 0 else 1.0
                 part = idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * rel))
                 out[mid] = out.get(mid, 0.0) + part
         return out
 
     def search(
-        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75, *,
-        within: Collection[str] | None = None,
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75,
+        analysis: str = "none", *, within: Collection[str] | None = None,
     ) -> list[str]:
         """The lexical shortlist: ids of the ``k`` best BM25 scores.
 
         Ties keep insertion order; memories sharing no term are never returned.
 
         Args:
-            terms: distinct query terms.
+            terms: query terms (a repeated term counts each time).
             k: shortlist size (<= 0 gives []).
             k1: BM25 k1.
             b: BM25 b.
+            analysis: the analysis that produced ``terms``.
             within: search only these memories, with their own statistics.
 
         Returns:
@@ -313,7 +442,7 @@ class LexicalIndex:
         """
         if k <= 0:
             return []
-        scored = self.scores(terms, k1, b, within=within)
+        scored = self.scores(terms, k1, b, analysis, within=within)
         if not scored:
             return []
         ids = list(scored)

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from numpy.typing import NDArray
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from emotional_memory._bank import (
     CandidateBank,
@@ -146,6 +146,120 @@ class QueryClassifierConfig(BaseModel):
         }
 
 
+class QueryAdapterConfig(BaseModel):
+    """A fitted query adapter, inline: ``q -> q + left @ (right.T @ q)`` (see
+    :mod:`emotional_memory.kernel.adapter`).
+
+    Attributes:
+        dim: D, the embedding dimension it maps (an embedder of another dimension is
+            refused at the first query).
+        rank: R, the rank of the learned product (1 <= R <= D).
+        left: the (D, R) factor, row-major, D * R finite numbers.
+        right: the (D, R) factor, row-major.
+        sha256: hex SHA-256 of the factors (``left`` then ``right`` as little-endian
+            float64 bytes): a hand-edited or truncated config is refused on load.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dim: int
+    rank: int
+    left: list[float]
+    right: list[float]
+    sha256: str
+
+    @field_validator("dim", "rank", mode="before")
+    @classmethod
+    def _sizes(cls, v: Any, info: Any) -> int:
+        return positive_int(f"query_adapter.{info.field_name}", v)
+
+    @field_validator("left", "right", mode="before")
+    @classmethod
+    def _factor(cls, v: Any, info: Any) -> list[float]:
+        field = f"query_adapter.{info.field_name}"
+        if isinstance(v, str | bytes) or not hasattr(v, "__len__"):
+            raise TypeError(f"{field} must be a list of numbers")
+        try:
+            arr = np.asarray(v, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{field} must be a flat list of numbers") from exc
+        if arr.ndim != 1:
+            raise ValueError(f"{field} must be a flat list of numbers, got shape {arr.shape}")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{field} contains NaN or infinite values")
+        return arr.tolist()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QueryAdapterConfig:
+        """Check the factors' sizes and checksum (clear errors naming the field)."""
+        size = self.dim * self.rank
+        if self.rank > self.dim:
+            raise ValueError(
+                f"query_adapter.rank must be <= dim ({self.dim}), got {self.rank}"
+            )
+        for name in ("left", "right"):
+            got = len(getattr(self, name))
+            if got != size:
+                raise ValueError(
+                    f"query_adapter.{name} must hold dim * rank = {size} numbers, got {got}"
+                )
+        want = adapter_checksum(self.factors())
+        if self.sha256 != want:
+            raise ValueError(
+                "query_adapter.sha256 does not match its factors (the config was edited "
+                "or truncated): refit or restore the file"
+            )
+        return self
+
+    def factors(self) -> tuple[np.ndarray, np.ndarray]:
+        """The factors as float64 (D, R) arrays.
+
+        Returns:
+            ``(left, right)``.
+        """
+        shape = (self.dim, self.rank)
+        return (np.asarray(self.left, np.float64).reshape(shape),
+                np.asarray(self.right, np.float64).reshape(shape))
+
+    @classmethod
+    def from_factors(cls, left: Any, right: Any) -> QueryAdapterConfig:
+        """The config of given factors, with their checksum.
+
+        Args:
+            left: (D, R) factor.
+            right: (D, R) factor.
+
+        Returns:
+            The validated config.
+        """
+        lf = np.asarray(left, np.float64)
+        rf = np.asarray(right, np.float64)
+        if lf.ndim != 2 or lf.shape != rf.shape:
+            raise ValueError(
+                f"query_adapter factors must be two (D, R) arrays, got {lf.shape} and "
+                f"{rf.shape}"
+            )
+        return cls(dim=lf.shape[0], rank=lf.shape[1], left=lf.reshape(-1).tolist(),
+                   right=rf.reshape(-1).tolist(), sha256=adapter_checksum((lf, rf)))
+
+
+def adapter_checksum(factors: tuple[np.ndarray, np.ndarray]) -> str:
+    """Hex SHA-256 of adapter factors (little-endian float64, ``left`` then ``right``).
+
+    Args:
+        factors: ``(left, right)`` arrays.
+
+    Returns:
+        The hex digest.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in factors:
+        digest.update(np.ascontiguousarray(part, dtype="<f8").tobytes())
+    return digest.hexdigest()
+
+
 class RetrievalConfig(BaseModel):
     """Parameters for multi-signal retrieval scoring.
 
@@ -170,6 +284,14 @@ class RetrievalConfig(BaseModel):
             normalisation (in [0, 1]).
         lexical_stop_words: query words ignored by s7: ``"english"`` (a built-in list,
             :data:`emotional_memory.lexical.ENGLISH_STOP_WORDS`), ``"none"``, or a list.
+        lexical_stemmer: the lexical analysis, applied to memories and queries alike:
+            ``"none"`` (default: the tokens as they are) or ``"english"`` (the Snowball
+            English stemmer; needs PyStemmer, extra ``stem``).
+        lexical_query_counts: weigh each query term by its count in the query (BM25
+            sums over every occurrence); False (default): each distinct term once.
+        query_adapter: an opt-in fitted linear map of the query embedding
+            (:class:`QueryAdapterConfig`), applied before the candidate search and
+            scoring; None (default): the query as embedded.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
         hybrid_candidates: take the union of the semantic and the lexical shortlists
@@ -195,6 +317,9 @@ class RetrievalConfig(BaseModel):
     lexical_k1: float = 1.2
     lexical_b: float = 0.75
     lexical_stop_words: Literal["english", "none"] | list[str] = "english"
+    lexical_stemmer: Literal["none", "english"] = "none"
+    lexical_query_counts: bool = False
+    query_adapter: QueryAdapterConfig | None = None
     full_bank_candidates: bool = False
     hybrid_candidates: bool = False
 
@@ -202,6 +327,13 @@ class RetrievalConfig(BaseModel):
     @classmethod
     def _lexical_weight(cls, v: Any) -> float:
         return non_negative("lexical_weight", v)
+
+    @field_validator("lexical_stemmer", mode="after")
+    @classmethod
+    def _lexical_stemmer(cls, v: str) -> str:
+        from emotional_memory.lexical import check_analysis
+
+        return check_analysis(v)  # the stemmer's package is there, or a clear error
 
     @field_validator("lexical_k1", mode="before")
     @classmethod

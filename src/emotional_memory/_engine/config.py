@@ -13,10 +13,38 @@ from emotional_memory._precision import float64
 from emotional_memory._validation import in_range
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import ScoringParams, pack_params
+from emotional_memory.kernel.adapter import QueryAdapter, adapt_query
 from emotional_memory.lexical import stop_word_set
 from emotional_memory.mood import MoodDecayConfig
 from emotional_memory.resonance import ResonanceConfig
 from emotional_memory.retrieval import RetrievalConfig, scoring_params
+
+
+def adapt_embedding(adapter: QueryAdapter | None, embedding: np.ndarray) -> np.ndarray:
+    """The query embedding the store searches and s1 scores (the adapter's map of it).
+
+    Args:
+        adapter: the config's adapter, or None (the embedding is returned as it is).
+        embedding: (D,) float64 query embedding (or an empty one: no semantic signal).
+
+    Returns:
+        (D,) float64 adapted embedding.
+
+    Raises:
+        ValueError: the embedding's dimension is not the adapter's.
+    """
+    if adapter is None or embedding.size == 0:
+        return embedding
+    if embedding.shape != (adapter.dim,):
+        raise ValueError(
+            f"retrieval.query_adapter.dim is {adapter.dim} but the embedder returned a "
+            f"query embedding of length {embedding.shape[0]}"
+        )
+    with float64():
+        return np.asarray(_adapt_jit(adapter, embedding), np.float64)
+
+
+_adapt_jit = jax.jit(adapt_query)
 
 
 class _ConfigDerived:
@@ -36,6 +64,9 @@ class _ConfigDerived:
         lexical_on: whether the lexical signal s7 takes part (weight > 0 and
             ``enable_lexical``).
         stop_words: the query words s7 ignores.
+        analysis: the lexical analysis (``lexical_stemmer``).
+        query_counts: whether query terms count once per occurrence.
+        adapter: the query adapter's float64 factors (None: the query as embedded).
     """
 
     def __init__(self, config: EmotionalMemoryConfig) -> None:
@@ -47,6 +78,10 @@ class _ConfigDerived:
         self._routes: dict[tuple[float, ...], jax.Array] = {}
         self.lexical_on = config.enable_lexical and config.retrieval.lexical_on
         self.stop_words = stop_word_set(config.retrieval.lexical_stop_words)
+        self.analysis = config.retrieval.lexical_stemmer
+        adapter = config.retrieval.query_adapter
+        self.adapter = None if adapter is None else QueryAdapter(*adapter.factors())
+        self.query_counts = config.retrieval.lexical_query_counts
         if self.lexical_on and self.mask is not None:
             self.mask = np.append(self.mask, 1.0)
 

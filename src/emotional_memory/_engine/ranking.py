@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
-from emotional_memory._engine.config import _ConfigDerived
+from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
@@ -196,18 +196,24 @@ class RankingMixin(EffectsMixin):
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
         with traced_span("emotional_memory.embed"):
             embedding = self._embedding_array(self.embedder.embed(query), "query")
+        derived = self._derived()
+        if embedding is not None and derived.adapter is not None:
+            # the adapted query is what the store searches and what s1 scores
+            embedding = adapt_embedding(derived.adapter, embedding)
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
-        derived = self._derived()
         everything = n <= limit or cfg.full_bank_candidates
         lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
-        terms = query_terms(query, derived.stop_words) if lexical_on else []
+        terms = query_terms(
+            query, derived.stop_words, derived.analysis, derived.query_counts
+        ) if lexical_on else []
         # The lexical shortlist joins the semantic one (hybrid candidates); s7's term
         # statistics come with the candidates, from the same read of the store.
         shortlist = limit if terms and not everything else 0
         lexical_query = (
             LexicalQuery(
-                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on
+                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on,
+                analysis=derived.analysis,
             )
             if shortlist or derived.lexical_on else None
         )

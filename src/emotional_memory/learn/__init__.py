@@ -10,8 +10,10 @@ Typical use::
 
 from emotional_memory.learn.fitting import (
     DEFAULT_GRID,
+    LEXICAL_ANALYSES,
     CVResult,
     FitResult,
+    analysis_config,
     batch_scores,
     candidate_models,
     config_with_params,
@@ -20,6 +22,7 @@ from emotional_memory.learn.fitting import (
     fit,
     fit_auto,
     fit_many,
+    fit_many_configs,
     listwise_loss,
     ranking_metrics,
     scenario_folds,
@@ -29,17 +32,20 @@ from emotional_memory.learn.fitting import (
     subset_dataset,
     summarize_metrics,
 )
-from emotional_memory.learn.params import GROUPS, Reparam
+from emotional_memory.learn.params import GROUPS, TRAINABLE_GROUPS, Reparam
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 
 __all__ = [
     "DEFAULT_GRID",
     "GROUPS",
+    "LEXICAL_ANALYSES",
+    "TRAINABLE_GROUPS",
     "CVResult",
     "FitResult",
     "RecallBatch",
     "RecallInfo",
     "Reparam",
+    "analysis_config",
     "batch_scores",
     "build_recall_batch",
     "candidate_models",
@@ -49,6 +55,7 @@ __all__ = [
     "fit",
     "fit_auto",
     "fit_many",
+    "fit_many_configs",
     "listwise_loss",
     "ranking_metrics",
     "scenario_folds",

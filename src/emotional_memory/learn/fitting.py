@@ -25,16 +25,26 @@ from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.kernel import ScoringParams, score_given_semantic
-from emotional_memory.learn.params import Reparam, constrained_params, l2_penalty
+from emotional_memory.kernel.adapter import QueryAdapter, adapt_query
+from emotional_memory.kernel.signals import bank_cosine
+from emotional_memory.learn.params import (
+    Reparam,
+    adapter_of,
+    constrained_params,
+    initial_adapter,
+    l2_penalty,
+)
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.replay import QueryResult, ReplayAffect, replay_dataset, summarize
+from emotional_memory.retrieval import QueryAdapterConfig
 from emotional_memory.scoring_config import params_from_config, params_to_config
 
 _NEG = -1e30
 
 
 def batch_scores(
-    params: ScoringParams, batch: RecallBatch, signal_mask: Any = None
+    params: ScoringParams, batch: RecallBatch, signal_mask: Any = None,
+    adapter: QueryAdapter | None = None,
 ) -> jax.Array:
     """Pass-2 totals of every candidate of every query.
 
@@ -42,17 +52,29 @@ def batch_scores(
         params: scoring parameters.
         batch: the recall batch (with ``lexical`` statistics, s7 is scored too).
         signal_mask: optional (6,) ablation mask (7 entries with lexical statistics).
+        adapter: optional query adapter: s1 is then the cosine of the adapted query
+            embeddings with the candidates' (the batch must hold its embeddings,
+            ``build_recall_batch(..., embeddings=True)``); None: ``batch.semantic``.
 
     Returns:
         (Q, C) totals; padding candidates get a very negative score.
     """
+    semantic = batch.semantic
+    if adapter is not None:
+        if batch.query.embedding.shape[-1] == 0:
+            raise ValueError(
+                "the adapter needs the batch's embeddings: build_recall_batch(..., "
+                "embeddings=True)"
+            )
+        adapted = adapt_query(adapter, batch.query.embedding)
+        semantic = jax.vmap(bank_cosine)(adapted, batch.columns.embedding)
 
     def one(query: Any, columns: Any, semantic: Any, lexical: Any) -> Any:
         return score_given_semantic(
             params, query, columns, semantic, signal_mask, lexical
         ).totals
 
-    totals = jax.vmap(one)(batch.query, batch.columns, batch.semantic, batch.lexical)
+    totals = jax.vmap(one)(batch.query, batch.columns, semantic, batch.lexical)
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
@@ -67,17 +89,23 @@ def evaluate_batch(
     Args:
         params: scoring parameters.
         batch: recall batch.
-        config: supplies the ablation mask (default: all signals on).
+        config: supplies the ablation mask (default: all signals on) and the query
+            adapter (``retrieval.query_adapter``; the batch then needs its embeddings).
 
     Returns:
         (Q, C) numpy totals.
     """
-    mask = batch_signal_mask(config or EmotionalMemoryConfig(), batch)
+    cfg = config or EmotionalMemoryConfig()
+    mask = batch_signal_mask(cfg, batch)
+    spec = cfg.retrieval.query_adapter
     with float64():
+        adapter = None if spec is None else QueryAdapter(
+            *(jnp.asarray(f) for f in spec.factors())
+        )
         return np.asarray(_batch_scores_jit(
             jax.tree_util.tree_map(jnp.asarray, params),
             jax.tree_util.tree_map(jnp.asarray, batch),
-            jnp.asarray(mask, jnp.float64),
+            jnp.asarray(mask, jnp.float64), adapter,
         ))
 
 
@@ -243,10 +271,12 @@ class _Problem(eqx.Module):
     signal_mask: Any
     temperature: Any
     l2: Any
+    adapter_l2: Any
 
 
 def _per_query(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
-    totals = batch_scores(constrained_params(p.base, p.kinds, u), p.data, p.signal_mask)
+    totals = batch_scores(constrained_params(p.base, p.kinds, u), p.data, p.signal_mask,
+                          adapter_of(u))
     per_query = listwise_loss(totals, p.data.labels, p.data.columns.valid, p.temperature)
     return per_query, totals
 
@@ -258,7 +288,9 @@ def _weighted_mean(values: jax.Array, weight: jax.Array) -> jax.Array:
 def _objective(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
     """Training objective, with the per-query losses as auxiliary output."""
     per_query, _ = _per_query(u, p)
-    return _weighted_mean(per_query, p.fit_weight) + p.l2 * l2_penalty(u, p.initial), per_query
+    prior = (p.l2 * l2_penalty(u, p.initial, adapter=False)
+             + p.adapter_l2 * l2_penalty(u, p.initial, adapter=True))
+    return _weighted_mean(per_query, p.fit_weight) + prior, per_query
 
 
 _OPTIMIZER = optax.inject_hyperparams(optax.adam)(learning_rate=0.0)
@@ -283,7 +315,7 @@ def lr_schedule(peak: float, steps: int, floor: float = 0.05) -> optax.Schedule:
 
 _RUN_AXES_OF: dict[str, Any] = {  # None: shared by every run; 0: the run axis
     "base": None, "kinds": None, "initial": None, "data": None, "fit_weight": 0,
-    "val_weight": 0, "signal_mask": None, "temperature": 0, "l2": 0,
+    "val_weight": 0, "signal_mask": None, "temperature": 0, "l2": 0, "adapter_l2": None,
 }
 _RUN_AXES = _Problem(**_RUN_AXES_OF)
 """``vmap`` axes of a batch of runs: per run its query split, temperature and L2; the
@@ -460,7 +492,7 @@ def _train(
 def _problem(
     reparam: Reparam, batch: RecallBatch, cfg: EmotionalMemoryConfig,
     splits: Sequence[tuple[np.ndarray, np.ndarray]], temperature: Sequence[float],
-    l2: Sequence[float],
+    l2: Sequence[float], adapter_l2: float = 0.0,
 ) -> _Problem:
     """The problem of G runs: per run a (fit, validation) query split, a temperature and
     an L2 weight (leading axis G). Call inside ``float64()``."""
@@ -474,6 +506,7 @@ def _problem(
         signal_mask=jnp.asarray(batch_signal_mask(cfg, batch), jnp.float64),
         temperature=jnp.asarray(temperature, jnp.float64),
         l2=jnp.asarray(l2, jnp.float64),
+        adapter_l2=jnp.asarray(adapter_l2, jnp.float64),
     )
 
 
@@ -555,6 +588,8 @@ def fit(
     train_mask: np.ndarray | None = None,
     seed: int = 0,
     progress: bool = False,
+    adapter_rank: int = 16,
+    adapter_l2: float = 0.1,
 ) -> FitResult:
     """Fit the selected parameter groups to the batch.
 
@@ -571,21 +606,28 @@ def fit(
         val_fraction: share of the training scenarios held out for early stopping
             (0 disables early stopping: the last step is kept).
         train_mask: (Q,) queries available for fitting (default: all).
-        seed: split seed.
+        seed: split seed (and of the adapter's random starting factor).
         progress: draw a progress bar.
+        adapter_rank: rank of a new query adapter (``adapter`` group; capped at D;
+            a config that has an adapter starts from it).
+        adapter_l2: weight of the adapter factors' L2 pull to their start (the
+            identity map).
 
     Returns:
-        :class:`FitResult`.
+        :class:`FitResult` (with the ``adapter`` group, ``config.retrieval.
+        query_adapter`` holds the fitted factors).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
     _check_fit_args(temperature, l2, steps, val_fraction)
+    _check_adapter_args(adapter_rank, adapter_l2)
     available = (
         np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
     )
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
-    reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
+    reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
-        batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2])
+        batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2],
+                           adapter_l2)
         (trained,) = _train(reparam, batched, np.asarray([val_mask.any()]), learning_rate,
                             steps, patience, progress)
         exported = reparam.export(trained.u)
@@ -602,7 +644,7 @@ def fit(
     per_final = ranking_metrics(final_totals, lab, val, info.top_k)
     per_init = ranking_metrics(initial_totals, lab, val, info.top_k)
     return FitResult(
-        config=config_with_params(cfg, exported),
+        config=_export_config(cfg, exported, trained.u),
         params=exported,
         history=trained.history,
         best_step=trained.best_step,
@@ -624,6 +666,8 @@ def fit_many(
     val_fraction: float = 0.2,
     seed: int = 0,
     progress: bool = False,
+    adapter_rank: int = 16,
+    adapter_l2: float = 0.1,
 ) -> list[ScoringParams]:
     """Several :func:`fit` runs of one batch trained together, vmapped into one program.
 
@@ -637,33 +681,129 @@ def fit_many(
         config: starting configuration (default: SPEC defaults); also the prior.
         runs: per run a dict with any of ``l2``, ``temperature`` and ``train_mask``
             (as :func:`fit`'s arguments; defaults as there).
-        trainable, learning_rate, steps, patience, val_fraction, seed, progress: as
-            :func:`fit`, for every run.
+        trainable, learning_rate, steps, patience, val_fraction, seed, progress,
+            adapter_rank, adapter_l2: as :func:`fit`, for every run.
 
     Returns:
         Per run, the fitted float64 parameters (what :func:`fit` returns as
-        ``params`` for the same arguments, up to floating-point rounding).
+        ``params`` for the same arguments, up to floating-point rounding); the
+        adapter, when trained, is in :func:`fit_many_configs`' configs.
 
     Raises:
         ValueError: on an invalid or unknown setting of any run, or no run (nothing
             is trained then).
         TypeError: when a run is not a dict.
     """
+    return [params for params, _ in _fit_many(
+        batch, config, runs, trainable=trainable, learning_rate=learning_rate, steps=steps,
+        patience=patience, val_fraction=val_fraction, seed=seed, progress=progress,
+        adapter_rank=adapter_rank, adapter_l2=adapter_l2,
+    )]
+
+
+def fit_many_configs(
+    batch: RecallBatch,
+    config: EmotionalMemoryConfig | None,
+    runs: Sequence[dict[str, Any]],
+    **kwargs: Any,
+) -> list[EmotionalMemoryConfig]:
+    """:func:`fit_many`, returning each run's fitted configuration (with its adapter).
+
+    Args:
+        batch, config, runs: as :func:`fit_many`.
+        **kwargs: :func:`fit_many`'s keyword arguments.
+
+    Returns:
+        Per run, the fitted :class:`EmotionalMemoryConfig`.
+    """
+    return [cfg for _, cfg in _fit_many(batch, config, runs, **kwargs)]
+
+
+def _fit_many(
+    batch: RecallBatch,
+    config: EmotionalMemoryConfig | None,
+    runs: Sequence[dict[str, Any]],
+    *,
+    trainable: Iterable[str] = ("base_weights", "gates"),
+    learning_rate: float = 0.05,
+    steps: int = 400,
+    patience: int = 60,
+    val_fraction: float = 0.2,
+    seed: int = 0,
+    progress: bool = False,
+    adapter_rank: int = 16,
+    adapter_l2: float = 0.1,
+) -> list[tuple[ScoringParams, EmotionalMemoryConfig]]:
     cfg = config if config is not None else EmotionalMemoryConfig()
     if not len(runs):
         raise ValueError("runs must hold at least one run")
     settings = [_run_settings(batch, run) for run in runs]
     for l2, temperature, _ in settings:
         _check_fit_args(temperature, l2, steps, val_fraction)
+    _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
-    reparam = Reparam(params_from_config(cfg.retrieval, cfg.decay), trainable)
+    reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         problem = _problem(
             reparam, batch, cfg, splits, [t for _, t, _ in settings], [l2 for l2, _, _ in settings],
+            adapter_l2,
         )
         has_val = np.asarray([val.any() for _, val in splits])
         trained = _train(reparam, problem, has_val, learning_rate, steps, patience, progress)
-        return [reparam.export(t.u) for t in trained]
+        out = []
+        for t in trained:
+            params = reparam.export(t.u)
+            out.append((params, _export_config(cfg, params, t.u)))
+        return out
+
+
+def _check_adapter_args(rank: int, l2: float) -> None:
+    if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 1:
+        raise ValueError(f"adapter_rank must be an int >= 1, got {rank!r}")
+    if l2 < 0 or not math.isfinite(l2):
+        raise ValueError(f"adapter_l2 must be >= 0, got {l2}")
+
+
+def _reparam(
+    cfg: EmotionalMemoryConfig, trainable: Iterable[str], batch: RecallBatch, rank: int,
+    seed: int,
+) -> Reparam:
+    """The parametrisation of a fit: the config's parameters and, with the ``adapter``
+    group, the config's adapter or a new identity one of ``rank`` (capped at D)."""
+    groups = tuple(trainable)
+    start = None
+    if "adapter" in groups:
+        dim = int(np.shape(batch.query.embedding)[-1])
+        if dim == 0:
+            raise ValueError(
+                "the adapter group needs the batch's embeddings: build_recall_batch(..., "
+                "embeddings=True)"
+            )
+        spec = cfg.retrieval.query_adapter
+        if spec is not None:
+            if spec.dim != dim:
+                raise ValueError(
+                    f"retrieval.query_adapter.dim is {spec.dim}, the batch's embeddings "
+                    f"have {dim}"
+                )
+            start = spec.factors()
+        else:
+            start = initial_adapter(dim, min(rank, dim), seed)
+    return Reparam(params_from_config(cfg.retrieval, cfg.decay), groups, adapter=start)
+
+
+def _export_config(
+    cfg: EmotionalMemoryConfig, params: ScoringParams, u: Mapping[str, Any]
+) -> EmotionalMemoryConfig:
+    """The fitted config: ``cfg`` with ``params`` and, when trained, the adapter."""
+    out = config_with_params(cfg, params)
+    adapter = adapter_of(dict(u))
+    if adapter is None:
+        return out
+    spec = QueryAdapterConfig.from_factors(np.asarray(adapter.left), np.asarray(adapter.right))
+    return out.model_copy(update={
+        "retrieval": out.retrieval.model_copy(update={"query_adapter": spec})
+    })
 
 
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -726,7 +866,7 @@ def select_hyperparameters(
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
     held_masks = [available & np.isin(scen, held) for held in parts]
-    params = fit_many(
+    configs = fit_many_configs(
         batch, config,
         [{"l2": l2, "temperature": temperature, "train_mask": available & ~held_mask}
          for l2, temperature in points for held_mask in held_masks],
@@ -737,7 +877,10 @@ def select_hyperparameters(
         top1: list[float] = []
         rr: list[float] = []
         for j, held_mask in enumerate(held_masks):
-            totals = evaluate_batch(params[i * len(held_masks) + j], batch, config)
+            fitted = configs[i * len(held_masks) + j]
+            totals = evaluate_batch(
+                params_from_config(fitted.retrieval, fitted.decay), batch, fitted
+            )
             per = ranking_metrics(totals, lab, val, info.top_k)
             top1.extend(per["top1"][held_mask].tolist())
             rr.extend(per["rr"][held_mask].tolist())
@@ -829,6 +972,8 @@ def cross_validate(
     select: bool | str = True,
     affect: ReplayAffect | None = None,
     lexical: bool = False,
+    analyses: Sequence[str] = (),
+    adapter: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -852,6 +997,11 @@ def cross_validate(
         affect: unlabelled events and queries (default: estimated when needed).
         lexical: capture lexical statistics when building the batch (full-bank
             candidates), so lexical models can be fitted.
+        analyses: with ``select="model"``, extra lexical analyses
+            (:data:`LEXICAL_ANALYSES`) whose models compete (one batch built per
+            analysis).
+        adapter: with ``select="model"``, let the query-adapter variant compete (the
+            batches keep their embeddings).
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -860,8 +1010,16 @@ def cross_validate(
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
-        data, embedder, cfg, lexical=lexical, affect=settings
+        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter
     )
+    if select == "model":
+        fit_kwargs["adapter"] = adapter
+        fit_kwargs["analysis_batches"] = {
+            name: build_recall_batch(data, embedder, analysis_config(cfg, name),
+                                     lexical=lexical, affect=settings,
+                                     embeddings=adapter)[0]
+            for name in analyses
+        }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     scen = np.asarray(rb.scenario)
     oof: list[QueryResult] = []
@@ -905,8 +1063,39 @@ def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig
     return config.model_copy(update={"retrieval": retrieval})
 
 
+LEXICAL_ANALYSES: dict[str, dict[str, Any]] = {
+    "stem": {"lexical_stemmer": "english", "lexical_query_counts": True},
+}
+"""Lexical analyses :func:`select_model` can try besides the batch's own: name -> the
+``RetrievalConfig`` fields it sets (``stem``: Snowball English stems, query terms
+weighted by their count). Each needs its own batch (:func:`analysis_config`)."""
+
+
+def analysis_config(config: EmotionalMemoryConfig, analysis: str) -> EmotionalMemoryConfig:
+    """``config`` with the retrieval fields of one of :data:`LEXICAL_ANALYSES`.
+
+    Args:
+        config: the template.
+        analysis: a key of :data:`LEXICAL_ANALYSES`.
+
+    Returns:
+        The config (build the analysis' batch with it).
+
+    Raises:
+        ValueError: an unknown analysis.
+    """
+    if analysis not in LEXICAL_ANALYSES:
+        raise ValueError(
+            f"analysis must be one of {tuple(LEXICAL_ANALYSES)}, got {analysis!r}"
+        )
+    return config.model_copy(update={"retrieval": config.retrieval.model_copy(
+        update=LEXICAL_ANALYSES[analysis]
+    )})
+
+
 def candidate_models(
-    config: EmotionalMemoryConfig, lexical: bool
+    config: EmotionalMemoryConfig, lexical: bool, *, analyses: Sequence[str] = (),
+    adapter: bool = False,
 ) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
     """The models :func:`select_model` chooses among: name -> (start config, trainable).
 
@@ -918,11 +1107,17 @@ def candidate_models(
     * with lexical statistics, ``lexical``: cosine + BM25 (s7 weight 0.6, b 0.5) with
       small affective weights, fitting the base weights and s7's weight, k1 and b;
       and ``lexical_full``: ``config`` + s7 (weight 0.35) fitting base weights, gates,
-      s7 and the per-signal calibration.
+      s7 and the per-signal calibration;
+    * with ``adapter`` (a batch with embeddings), ``lexical_adapter``: ``lexical``
+      fitting the query adapter too;
+    * per analysis ``a`` of ``analyses`` (:data:`LEXICAL_ANALYSES`), each lexical model
+      again as ``NAME@a`` under that analysis (scored on its own batch).
 
     Args:
         config: the starting configuration.
         lexical: whether the batch carries lexical statistics.
+        analyses: extra lexical analyses to try.
+        adapter: add the adapter variant.
 
     Returns:
         Ordered dict of the candidates.
@@ -941,9 +1136,21 @@ def candidate_models(
         full = config.model_copy(update={"retrieval": config.retrieval.model_copy(update={
             "lexical_weight": 0.35,
         })})
-        models["lexical"] = (lex, ("base_weights", "lexical"))
-        models["lexical_full"] = (full, ("base_weights", "gates", "lexical", "calibration"))
+        lexical_models: dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...]]] = {
+            "lexical": (lex, ("base_weights", "lexical")),
+            "lexical_full": (full, ("base_weights", "gates", "lexical", "calibration")),
+        }
+        if adapter:
+            lexical_models["lexical_adapter"] = (lex, ("base_weights", "lexical", "adapter"))
+        models.update(lexical_models)
+        for analysis in analyses:
+            for name, (start, trainable) in lexical_models.items():
+                models[f"{name}@{analysis}"] = (analysis_config(start, analysis), trainable)
     return models
+
+
+def _analysis_of(name: str) -> str | None:
+    return name.split("@", 1)[1] if "@" in name else None
 
 
 def select_model(
@@ -956,6 +1163,8 @@ def select_model(
     seed: int = 0,
     progress: bool = False,
     tune: bool = True,
+    analysis_batches: Mapping[str, RecallBatch] | None = None,
+    adapter: bool = False,
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
@@ -978,6 +1187,11 @@ def select_model(
         seed: fold and split seed.
         progress: progress bars.
         tune: choose the winner's ``l2``/``temperature`` by inner CV.
+        analysis_batches: per extra lexical analysis (:data:`LEXICAL_ANALYSES`), the
+            batch built under it (same data, same queries in the same order): its
+            lexical models compete too.
+        adapter: let the query-adapter variant compete (the batches need their
+            embeddings).
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
@@ -987,32 +1201,51 @@ def select_model(
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
+    extra = dict(analysis_batches or {})
+    for name, other in extra.items():
+        if other.n_queries != batch.n_queries or not np.array_equal(
+            np.asarray(other.scenario), np.asarray(batch.scenario)
+        ):
+            raise ValueError(
+                f"analysis_batches[{name!r}] must hold the batch's queries in its order"
+            )
     chosen_hyper: dict[str, Any] | None = None
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 7)
-    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
-    models = candidate_models(cfg, batch.lexical is not None)
+    models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
+                              adapter=adapter)
+
+    def batch_of(name: str) -> RecallBatch:
+        analysis = _analysis_of(name)
+        return batch if analysis is None else extra[analysis]
+
     table: list[dict[str, Any]] = []
     for name, (start, trainable) in progress_iter(list(models.items()), "select",
                                                  enabled=progress):
+        data = batch_of(name)
+        lab, val = np.asarray(data.labels), np.asarray(data.columns.valid)
         top1 = np.zeros(batch.n_queries)
         rr = np.zeros(batch.n_queries)
+        hit = np.zeros(batch.n_queries)
         for held in parts:
             held_mask = available & np.isin(scen, held)
-            if trainable is None or len(parts) < 2:
-                params = params_from_config(start.retrieval, start.decay)
-            else:
-                params = fit(batch, info, start, trainable=trainable, seed=seed,
-                             train_mask=available & ~held_mask, **fit_kwargs).params
-            per = ranking_metrics(evaluate_batch(params, batch, start), lab, val, info.top_k)
+            scored = start
+            if trainable is not None and len(parts) >= 2:
+                scored = fit(data, info, start, trainable=trainable, seed=seed,
+                             train_mask=available & ~held_mask, **fit_kwargs).config
+            params = params_from_config(scored.retrieval, scored.decay)
+            per = ranking_metrics(evaluate_batch(params, data, scored), lab, val, info.top_k)
             top1[held_mask] = per["top1"][held_mask]
             rr[held_mask] = per["rr"][held_mask]
+            hit[held_mask] = per["hit_at_k"][held_mask]
         table.append({"model": name, "top1": float(top1[available].mean()),
-                      "mrr": float(rr[available].mean())})
+                      "mrr": float(rr[available].mean()),
+                      "hit_at_k": float(hit[available].mean())})
     best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
                                                  round(it[1]["mrr"], 9), -it[0]))[1]
     start, trainable = models[best["model"]]
+    data = batch_of(best["model"])
     if trainable is None:
-        result = fit(batch, info, start, trainable=("base_weights",), steps=0,
+        result = fit(data, info, start, trainable=("base_weights",), steps=0,
                      train_mask=train_mask, seed=seed)
         result.config = start
     elif tune:
@@ -1020,13 +1253,13 @@ def select_model(
             k: (v,) for k, v in fit_kwargs.items() if k in DEFAULT_GRID
         }
         rest = {k: v for k, v in fit_kwargs.items() if k not in DEFAULT_GRID}
-        result = fit_auto(batch, info, start, trainable=trainable, train_mask=train_mask,
+        result = fit_auto(data, info, start, trainable=trainable, train_mask=train_mask,
                           seed=seed, grid=grid, inner_folds=folds, **rest)
         chosen_hyper = result.selection.get("chosen")
     else:
-        result = fit(batch, info, start, trainable=trainable, train_mask=train_mask,
+        result = fit(data, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
-    if trainable is not None and batch.lexical is not None:
+    if trainable is not None and data.lexical is not None:
         # ranked as it was fitted: over hybrid candidates
         result.config = result.config.model_copy(update={
             "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})

@@ -9,6 +9,7 @@ value map back to the original config numbers bit-for-bit.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -18,13 +19,23 @@ import numpy as np
 
 from emotional_memory._precision import float64
 from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
+from emotional_memory.kernel.adapter import QueryAdapter
 from emotional_memory.kernel.params import ParamGroup
 
 FREE, POSITIVE, UNIT, SIGNED = 0, 1, 2, 3
 
 GROUPS: tuple[str, ...] = ("base_weights", "gates", "decay", "calibration", "lexical")
-"""Selectable trainable groups. ``calibration`` is the per-signal affine map;
-``lexical`` the lexical signal's weight, BM25 k1 and b (start it from a weight > 0)."""
+"""The trainable groups of :class:`ScoringParams`. ``calibration`` is the per-signal
+affine map; ``lexical`` the lexical signal's weight, BM25 k1 and b (start it from a
+weight > 0)."""
+
+TRAINABLE_GROUPS: tuple[str, ...] = (*GROUPS, "adapter")
+"""Every selectable trainable group: :data:`GROUPS` and ``adapter``, the query
+adapter's factors (:mod:`emotional_memory.kernel.adapter`; free reals outside
+:class:`ScoringParams`, see :func:`adapter_of`; the batch needs its embeddings)."""
+
+ADAPTER_LEAVES: tuple[str, str] = ("adapter_left", "adapter_right")
+"""The trainable leaves of the ``adapter`` group: its (D, R) factors."""
 
 _NAMED_KINDS: dict[str, dict[str, int]] = {
     "gates": {
@@ -62,9 +73,14 @@ _U_LIMIT = 700.0
 def _leaves_for(groups: Iterable[str]) -> tuple[str, ...]:
     out: list[str] = []
     for g in groups:
-        if g not in GROUPS:
-            raise ValueError(f"trainable group must be one of {GROUPS}, got {g!r}")
-        out.extend(["signal_scale", "signal_shift"] if g == "calibration" else [g])
+        if g not in TRAINABLE_GROUPS:
+            raise ValueError(f"trainable group must be one of {TRAINABLE_GROUPS}, got {g!r}")
+        if g == "calibration":
+            out.extend(["signal_scale", "signal_shift"])
+        elif g == "adapter":
+            out.extend(ADAPTER_LEAVES)
+        else:
+            out.append(g)
     return tuple(dict.fromkeys(out))
 
 
@@ -114,19 +130,30 @@ class Reparam:
 
     Args:
         base: the starting parameters (untrained leaves stay exactly these).
-        groups: trainable groups, a subset of :data:`GROUPS`.
+        groups: trainable groups, a subset of :data:`TRAINABLE_GROUPS`.
+        adapter: the adapter's starting ``(left, right)`` (D, R) factors; required with
+            the ``adapter`` group (e.g. :func:`initial_adapter`).
     """
 
-    def __init__(self, base: ScoringParams, groups: Iterable[str]) -> None:
+    def __init__(
+        self, base: ScoringParams, groups: Iterable[str],
+        adapter: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         self.base = base
         self.leaves = _leaves_for(groups)
         if not self.leaves:
             raise ValueError("select at least one trainable group")
-        self.kinds = {name: np.asarray(_KINDS[name]) for name in self.leaves}
+        scalar = [name for name in self.leaves if name not in ADAPTER_LEAVES]
+        self.kinds = {name: np.asarray(_KINDS[name]) for name in scalar}
         self.initial = {
-            name: unconstrain(leaf_vector(base, name), self.kinds[name])
-            for name in self.leaves
+            name: unconstrain(leaf_vector(base, name), self.kinds[name]) for name in scalar
         }
+        if ADAPTER_LEAVES[0] in self.leaves:
+            if adapter is None:
+                raise ValueError("the adapter group needs starting factors (adapter=...)")
+            for name, factor in zip(ADAPTER_LEAVES, adapter, strict=True):
+                self.kinds[name] = np.zeros(np.shape(factor), np.int64)  # FREE
+                self.initial[name] = np.asarray(factor, np.float64).copy()
 
     def init(self) -> dict[str, np.ndarray]:
         """The unconstrained starting point (a copy).
@@ -160,6 +187,8 @@ class Reparam:
         host = jax.tree_util.tree_map(lambda leaf: np.asarray(leaf, np.float64), self.base)
         fields = {f: getattr(host, f) for f in _FIELDS}
         for name in self.leaves:
+            if name in ADAPTER_LEAVES:
+                continue
             raw = np.asarray(u[name], np.float64)
             with float64():  # the constraint in float64 whatever JAX's global x64 mode
                 value = np.asarray(
@@ -184,8 +213,47 @@ def constrained_params(
         ScoringParams.
     """
     fields = {f: getattr(base, f) for f in _FIELDS}
-    fields.update({name: leaf_from_vector(name, constrain(u[name], kinds[name])) for name in u})
+    fields.update({name: leaf_from_vector(name, constrain(u[name], kinds[name])) for name in u
+                   if name not in ADAPTER_LEAVES})
     return ScoringParams(**fields)
+
+
+def adapter_of(u: dict[str, Any]) -> QueryAdapter | None:
+    """The query adapter held by trainable leaves (None without the ``adapter`` group).
+
+    Args:
+        u: trainable leaf name -> values (the adapter's factors are free reals).
+
+    Returns:
+        The :class:`~emotional_memory.kernel.adapter.QueryAdapter`, or None.
+    """
+    if ADAPTER_LEAVES[0] not in u:
+        return None
+    return QueryAdapter(u[ADAPTER_LEAVES[0]], u[ADAPTER_LEAVES[1]])
+
+
+def initial_adapter(dim: int, rank: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Starting factors of a rank-``rank`` adapter: the identity map exactly.
+
+    ``left`` is zero (so ``q + left @ (right.T @ q)`` is ``q``) and ``right`` random
+    with unit-norm-scale columns (so the first steps move ``left`` in R independent
+    directions).
+
+    Args:
+        dim: D, the embedding dimension.
+        rank: R, 1 <= R <= D.
+        seed: random seed of ``right``.
+
+    Returns:
+        ``(left, right)``: float64 (D, R) arrays.
+
+    Raises:
+        ValueError: a rank outside [1, D].
+    """
+    if not 1 <= rank <= dim:
+        raise ValueError(f"adapter rank must lie in [1, {dim}], got {rank}")
+    right = np.random.default_rng(seed).standard_normal((dim, rank)) / math.sqrt(dim)
+    return np.zeros((dim, rank)), right
 
 
 def leaf_vector(params: ScoringParams, name: str) -> Any:
@@ -219,17 +287,22 @@ def leaf_from_vector(name: str, values: Any) -> Any:
     return values if group is None else group.from_vector(values)
 
 
-def l2_penalty(u: dict[str, Any], initial: dict[str, Any]) -> Any:
-    """``sum((u - initial)^2)`` over every trainable leaf.
+def l2_penalty(
+    u: dict[str, Any], initial: dict[str, Any], adapter: bool | None = None
+) -> Any:
+    """``sum((u - initial)^2)`` over trainable leaves.
 
     Args:
         u: Leaf name -> unconstrained values.
         initial: Leaf name -> starting values (same keys and shapes as ``u``).
+        adapter: None: every leaf; False: the leaves outside the ``adapter`` group;
+            True: the adapter's factors only.
 
     Returns:
-        Scalar penalty (differentiable in ``u``).
+        Scalar penalty (differentiable in ``u``; 0.0 when no leaf is selected).
     """
-    return sum(jnp.sum((u[k] - jnp.asarray(initial[k])) ** 2) for k in u)
+    keys = [k for k in u if adapter is None or (k in ADAPTER_LEAVES) == adapter]
+    return sum((jnp.sum((u[k] - jnp.asarray(initial[k])) ** 2) for k in keys), 0.0)
 
 
 _FIELDS = (

@@ -43,8 +43,11 @@ class RecallBatch(eqx.Module):
     Attributes:
         semantic: (Q, C) cosine of query and candidate (fixed: embeddings are inputs).
         columns: candidate columns with leaves (Q, C, ...); ``embedding`` is (Q, C, 0)
-            because s1 is precomputed; ``activation`` is the runtime's pass-2 input.
-        query: query features with leaves (Q, ...); ``embedding`` is (Q, 0).
+            because s1 is precomputed, or (Q, C, D) when the batch was built with
+            ``embeddings=True`` (to fit a query adapter); ``activation`` is the
+            runtime's pass-2 input.
+        query: query features with leaves (Q, ...); ``embedding`` is (Q, 0), or the
+            (Q, D) query embeddings as embedded (before any adapter).
         labels: (Q, C) True for expected memories.
         challenge: (Q,) challenge-type index into ``RecallInfo.challenge_names``.
         scenario: (Q,) scenario index into ``RecallInfo.scenario_ids``.
@@ -101,11 +104,12 @@ class _Captured:
     columns: MemoryColumns
     query: QueryFeatures
     lexical: LexicalInputs | None = None
+    embedding: np.ndarray | None = None
 
 
 def _capture(
     plan: RetrievalPlan, scenario: str, query: dict[str, Any], id_map: dict[str, str],
-    engine: EmotionalMemory | None = None,
+    engine: EmotionalMemory | None = None, embeddings: EmotionalMemory | None = None,
 ) -> _Captured:
     if plan.query is None or plan.now is None:
         raise ValueError(f"query {query.get('query_id')!r}: the plan has no candidates")
@@ -121,10 +125,18 @@ def _capture(
     ids = [id_map.get(m.id, m.id) for m in cands]
     lexical = None
     if engine is not None:  # term statistics from the engine's store, at query time
-        stop = stop_word_set(engine.config.retrieval.lexical_stop_words)
-        terms = query_terms(str(query["query"]), stop)
-        lexical = engine._columnar.lexical_inputs(terms, [m.id for m in cands])
+        retrieval = engine.config.retrieval
+        stop = stop_word_set(retrieval.lexical_stop_words)
+        terms = query_terms(str(query["query"]), stop, retrieval.lexical_stemmer,
+                            retrieval.lexical_query_counts)
+        lexical = engine._columnar.lexical_inputs(
+            terms, [m.id for m in cands], retrieval.lexical_stemmer
+        )
+    raw = None
+    if embeddings is not None:  # the query as embedded (an adapter's input) and the rows
+        raw = np.asarray(embeddings.embedder.embed(str(query["query"])), np.float64)
     return _Captured(
+        embedding=raw,
         scenario=scenario,
         query_id=str(query.get("query_id", "")),
         challenge=str(query.get("challenge_type", "unknown")),
@@ -166,8 +178,9 @@ def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBat
         return np.stack([_pad(np.asarray(getattr(c.columns, name)), size) for c in captured])
 
     n = len(captured)
+    with_embeddings = all(c.embedding is not None for c in captured)
     columns = MemoryColumns(
-        embedding=np.zeros((n, size, 0)),
+        embedding=col("embedding") if with_embeddings else np.zeros((n, size, 0)),
         affect=col("affect"),
         mood=col("mood"),
         velocity=col("velocity"),
@@ -178,7 +191,8 @@ def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBat
         valid=col("valid").astype(bool),
     )
     query = QueryFeatures(
-        embedding=np.zeros((n, 0)),
+        embedding=(np.stack([np.asarray(c.embedding) for c in captured]) if with_embeddings
+                   else np.zeros((n, 0))),
         affect=np.stack([np.asarray(c.query.affect) for c in captured]),
         mood=np.stack([np.asarray(c.query.mood) for c in captured]),
         velocity=np.stack([np.asarray(c.query.velocity) for c in captured]),
@@ -231,6 +245,7 @@ def build_recall_batch(
     lexical: bool = False,
     full_bank: bool = False,
     affect: ReplayAffect | None = None,
+    embeddings: bool = False,
 ) -> tuple[RecallBatch, RecallInfo]:
     """Replay every scenario through the engine and capture what the ranker saw.
 
@@ -248,6 +263,8 @@ def build_recall_batch(
             (``full_bank_candidates``).
         affect: unlabelled events and queries (default: estimated when needed,
             :meth:`ReplayAffect.prepare`).
+        embeddings: keep the query and candidate embeddings in the batch (to fit the
+            query adapter; (Q, C, D) floats).
 
     Returns:
         ``(batch, info)``: float64 numpy leaves, and host metadata.
@@ -272,7 +289,8 @@ def build_recall_batch(
             eng: EmotionalMemory, query: dict[str, Any], id_map: dict[str, str],
             plan: RetrievalPlan, sid: str = sid,
         ) -> None:
-            captured.append(_capture(plan, sid, query, id_map, eng if lexical else None))
+            captured.append(_capture(plan, sid, query, id_map, eng if lexical else None,
+                                     eng if embeddings else None))
 
         try:
             replay_scenario(scenario, engine, k, on_query=hook, affect=settings, clock=clock)

@@ -103,7 +103,8 @@ class CandidateRows(EmbeddingSearch):
                 ).tolist()
             if lexical is not None and lexical.shortlist and lexical.terms:
                 also = [*also, *self.lexical_index().search(
-                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b, within=allowed
+                    lexical.terms, lexical.shortlist, lexical.k1, lexical.b, lexical.analysis,
+                    within=allowed,
                 )]
             if also:
                 have = set(rows)
@@ -118,7 +119,9 @@ class CandidateRows(EmbeddingSearch):
             if with_memories:
                 bank = dataclasses.replace(bank, memories=[self._memory_at(r) for r in rows])
             if lexical is not None and lexical.statistics:
-                stats = self.lexical_index().inputs(lexical.terms, bank.ids, within=allowed)
+                stats = self.lexical_index().inputs(
+                    lexical.terms, bank.ids, analysis=lexical.analysis, within=allowed
+                )
                 bank = dataclasses.replace(bank, lexical=stats)
             return bank
 

@@ -417,17 +417,23 @@ class SelectedRows:
         return {ids[r] for r in self._rows(store).tolist()}
 
     def lexical_search(self, terms: Sequence[str], k: int, k1: float = 1.2,
-                       b: float = 0.75) -> list[str]:
+                       b: float = 0.75, *, analysis: str = "none") -> list[str]:
         """BM25 shortlist among the seen memories (their own statistics)."""
         with self._lock:
             store = self._store()
-            return store.lexical_index().search(terms, k, k1, b, within=self._allowed(store))
+            return store.lexical_index().search(
+                terms, k, k1, b, analysis, within=self._allowed(store)
+            )
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], *, analysis: str = "none"
+    ) -> LexicalInputs:
         """Term statistics over the seen memories."""
         with self._lock:
             store = self._store()
-            return store.lexical_index().inputs(terms, memory_ids, within=self._allowed(store))
+            return store.lexical_index().inputs(
+                terms, memory_ids, analysis=analysis, within=self._allowed(store)
+            )
 
     def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
         """Every memory linking to ``memory_ids``, seen or not: a delete drops every

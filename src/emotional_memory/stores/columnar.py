@@ -150,26 +150,32 @@ class ColumnarStore(MemoryStore, Protocol):
         """
         ...
 
-    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float, b: float, analysis: str = "none"
+    ) -> list[str]:
         """Up to ``k`` memory ids by BM25 of ``terms``, best first (lexical signal s7).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms.
             k: shortlist size.
             k1: BM25 k1.
             b: BM25 b.
+            analysis: the lexical analysis of ``terms`` (``lexical_stemmer``).
 
         Returns:
             Memory ids.
         """
         ...
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], analysis: str = "none"
+    ) -> LexicalInputs:
         """Term statistics of candidates, in candidate order (lexical signal s7).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms.
             memory_ids: the candidates.
+            analysis: the lexical analysis of ``terms`` (``lexical_stemmer``).
 
         Returns:
             Unpadded :class:`~emotional_memory.kernel.LexicalInputs`.
@@ -272,7 +278,9 @@ class StoreAdapter:
             query = embedding.tolist() if isinstance(embedding, np.ndarray) else embedding
             found = self.store.search_by_embedding(query if query is not None else [], limit)
         if index is not None and lexical is not None and lexical.shortlist and lexical.terms:
-            also = [*also, *index.search(lexical.terms, lexical.shortlist, lexical.k1, lexical.b)]
+            also = [*also, *index.search(
+                lexical.terms, lexical.shortlist, lexical.k1, lexical.b, lexical.analysis
+            )]
         if also:
             have = {m.id for m in found}
             found = list(found)
@@ -282,7 +290,9 @@ class StoreAdapter:
                     have.add(mid)
         bank = bank_from_memories(found, now, embedding)
         if index is not None and lexical is not None and lexical.statistics:
-            bank = dataclasses.replace(bank, lexical=index.inputs(lexical.terms, bank.ids))
+            bank = dataclasses.replace(bank, lexical=index.inputs(
+                lexical.terms, bank.ids, analysis=lexical.analysis
+            ))
         return bank
 
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
@@ -312,13 +322,17 @@ class StoreAdapter:
     def _lexicon(self) -> LexicalIndex:
         return LexicalIndex.from_pairs((m.id, m.content) for m in self.store.list_all())
 
-    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float, b: float, analysis: str = "none"
+    ) -> list[str]:
         """See :meth:`ColumnarStore.lexical_search` (an index built from ``list_all``)."""
-        return self._lexicon().search(terms, k, k1, b)
+        return self._lexicon().search(terms, k, k1, b, analysis)
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], analysis: str = "none"
+    ) -> LexicalInputs:
         """See :meth:`ColumnarStore.lexical_inputs` (an index built from ``list_all``)."""
-        return self._lexicon().inputs(terms, memory_ids)
+        return self._lexicon().inputs(terms, memory_ids, analysis=analysis)
 
     def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
         """See :meth:`ColumnarStore.linking_to` (the store's own ``linking_to`` when it

@@ -543,34 +543,39 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
             return self._lexical
 
     def lexical_search(
-        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75,
+        analysis: str = "none",
     ) -> list[str]:
         """The lexical shortlist under the store's lock (:meth:`LexicalIndex.search`).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms.
             k: shortlist size.
             k1: BM25 k1.
             b: BM25 b.
+            analysis: the lexical analysis of ``terms`` (``lexical_stemmer``).
 
         Returns:
             Up to ``k`` memory ids, best BM25 first.
         """
         with self._lock:
-            return self.lexical_index().search(terms, k, k1, b)
+            return self.lexical_index().search(terms, k, k1, b, analysis)
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], analysis: str = "none"
+    ) -> LexicalInputs:
         """Term statistics of candidates under the store's lock (:meth:`LexicalIndex.inputs`).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms.
             memory_ids: the candidates, in candidate order.
+            analysis: the lexical analysis of ``terms`` (``lexical_stemmer``).
 
         Returns:
             Unpadded :class:`~emotional_memory.kernel.LexicalInputs` (numpy leaves).
         """
         with self._lock:
-            return self.lexical_index().inputs(terms, memory_ids)
+            return self.lexical_index().inputs(terms, memory_ids, analysis=analysis)
 
     def pending_ids(self) -> list[str]:
         """Ids of the memories whose tag has ``pending_appraisal`` set, in insertion

@@ -1343,8 +1343,15 @@ class PostgresStore:
             The :class:`CandidateBank`.
 
         Raises:
-            ValueError: a query whose length differs from the stored embeddings.
+            ValueError: a query whose length differs from the stored embeddings, or a
+                lexical analysis other than the plain one (this store keeps the plain
+                terms only: ``lexical_stemmer`` is not supported here yet).
         """
+        if lexical is not None and getattr(lexical, "analysis", "none") != "none":
+            raise ValueError(
+                f"PostgresStore keeps the plain lexical analysis only; got analysis "
+                f"{lexical.analysis!r} (set RetrievalConfig.lexical_stemmer='none')"
+            )
         # A plain semantic shortlist is one search (its row count only picks exact or
         # index search): no snapshot needed. Anything read besides needs one.
         plain = limit is not None and not also and lexical is None and not with_memories

@@ -673,20 +673,23 @@ class SQLiteStore:
             return self._cache.lexical_index()
 
     def lexical_search(
-        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75
+        self, terms: Sequence[str], k: int, k1: float = 1.2, b: float = 0.75,
+        analysis: str = "none",
     ) -> list[str]:
         """:meth:`InMemoryStore.lexical_search` over the current rows (other
         connections' commits included), under the store's lock."""
         with self._lock:
             self._sync()
-            return self._cache.lexical_search(terms, k, k1, b)
+            return self._cache.lexical_search(terms, k, k1, b, analysis)
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], analysis: str = "none"
+    ) -> LexicalInputs:
         """:meth:`InMemoryStore.lexical_inputs` over the current rows (other
         connections' commits included), under the store's lock."""
         with self._lock:
             self._sync()
-            return self._cache.lexical_inputs(terms, memory_ids)
+            return self._cache.lexical_inputs(terms, memory_ids, analysis)
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest embedded memories by cosine similarity (SPEC 5).
