@@ -675,3 +675,21 @@ def test_a_schema_1_file_gains_scope_and_expiry_columns_in_one_open(tmp_path: Pa
     raw.close()
     assert rows[0] == ("old", "[]", None) and rows[1][1] == '["alice"]'
     assert rows[1][2] == int((T0 + timedelta(days=1)).timestamp() * 1_000_000)
+
+
+def test_a_rolled_back_transaction_restores_scope_and_expiry_of_updated_rows() -> None:
+    store = InMemoryStore()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+    plain = engine.encode("plain memory")  # the store holds no scope or expiry yet
+    before = store.get(plain.id)
+    with pytest.raises(RuntimeError), store.transaction():
+        store.update(plain.model_copy(update={"scope": ("alice",)}))  # a tag-only write
+        store.update(plain.model_copy(update={
+            "scope": ("bob",), "expires_at": T0 + timedelta(days=1),
+        }))
+        assert engine.scoped("bob").get(plain.id) is not None
+        raise RuntimeError("roll back")
+    assert store.get(plain.id) == before
+    assert engine.scoped("alice").get(plain.id) is None
+    assert engine.scoped("bob").get(plain.id) is None
+    assert [m.id for m in engine.list_all()] == [plain.id]

@@ -18,6 +18,7 @@ import numpy as np
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores._precision import EmbeddingPrecision
+from emotional_memory.stores._rows import NEVER_US
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,7 @@ class _TagState:
 
     tagf: np.ndarray
     tagi: np.ndarray
-    scope_id: int
-    expires_us: int
+    place: tuple[int, int] | None  # scope id and expiry (None: the store holds none)
     content: str | None
     meta: dict[str, Any] | None
     links: Any
@@ -93,6 +93,7 @@ class UndoLog(EmbeddingPrecision):
     _recent: cachetools.LRUCache[str, Memory]
     _whole: dict[str, Memory]
     _lexical: LexicalIndex | None
+    _placed: bool  # some memory was stored with a scope or an expiry
 
     def _tx_begin(self) -> int:
         """Open a (possibly nested) transaction level; returns its undo-log mark."""
@@ -138,8 +139,10 @@ class UndoLog(EmbeddingPrecision):
         return _TagState(
             tagf=self._tagf[row].copy(),
             tagi=self._tagi[row].copy(),
-            scope_id=int(self._scope_id[row]),
-            expires_us=int(self._expires_us[row]),
+            place=(
+                (int(self._scope_id[row]), int(self._expires_us[row]))
+                if self._placed else None
+            ),
             content=self._content[row],
             meta=self._meta[row],
             links=self._links[row],
@@ -152,8 +155,10 @@ class UndoLog(EmbeddingPrecision):
         self._whole.pop(memory_id, None)
         self._tagf[row] = state.tagf
         self._tagi[row] = state.tagi
-        self._scope_id[row] = state.scope_id
-        self._expires_us[row] = state.expires_us
+        # None: no memory had a scope or an expiry then, so the row held the fill values
+        scope_id, expires_us = state.place if state.place is not None else (0, NEVER_US)
+        self._scope_id[row] = scope_id
+        self._expires_us[row] = expires_us
         self._version += 1
         self._content[row] = state.content
         self._meta[row] = state.meta

@@ -234,6 +234,9 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
         self._scopes: list[tuple[str, ...]] = [()]
         self._scope_index: dict[tuple[str, ...], int] = {(): 0}
         self._any_expiry = False  # some memory ever stored with an expiry
+        # some memory ever stored with a scope or an expiry: until then every row holds
+        # the fill values (scope id 0, never expires) and _write_place writes nothing
+        self._placed = False
         self._version = 0
         self._reallocations = 0
         self._tx_depth = 0
@@ -750,8 +753,7 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
             self._links[row],
             copy_metadata(self._meta[row]),
             self._labels,
-            self._scopes[self._scope_id[row]],
-            None if (expires := int(self._expires_us[row])) == NEVER_US else expires,
+            *(self._place_of(row) if self._placed else ()),
         )
         if keep:
             self._remember(_private(memory))
@@ -914,22 +916,31 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
             memory = memory.model_copy(update={"embedding": stored})
         self._whole[memory_id] = _private(memory)
 
+    def _place_of(self, row: int) -> tuple[tuple[str, ...], int | None]:
+        """The scope path and expiry (microseconds, None: never) of ``row``."""
+        expires = int(self._expires_us[row])
+        return self._scopes[self._scope_id[row]], None if expires == NEVER_US else expires
+
     def _write_place(self, row: int, memory: Memory) -> None:
         """Write ``memory``'s scope and expiry into ``row`` (and bump the version)."""
+        self._version += 1
         scope = memory.scope
+        expires = memory.expires_at
+        if not self._placed:
+            if not scope and expires is None:
+                return  # the row holds the fill values already
+            self._placed = True
         sid = self._scope_index.get(scope) if scope else 0
         if sid is None:
             sid = len(self._scopes)
             self._scopes.append(scope)
             self._scope_index[scope] = sid
         self._scope_id[row] = sid
-        expires = memory.expires_at
         if expires is None:
             self._expires_us[row] = NEVER_US
         else:
             self._expires_us[row] = to_microseconds(expires)
             self._any_expiry = True
-        self._version += 1
 
     def _intern(self, memory_id: str) -> str:
         """The store's own copy of a stored id (links then share it), else the id."""
