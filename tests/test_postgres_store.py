@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -684,3 +684,68 @@ def test_per_scope_state_survives_a_reopen(pg_dsn: str) -> None:
         assert again.scoped(name).get_state().snapshot() == snapshot
     assert [m.scope for m in again.list_all()] == [("alice",)]
     again.store.close()
+
+
+_TRICKY_WHERES: list[dict[str, Any]] = [
+    {"n": 1.0}, {"b": 1}, {"b": True}, {"n": {"$gt": "0"}}, {"n": {"$ne": 1}},
+    {"n": {"$nin": [1, 2.5]}}, {"z": None}, {"z": {"$exists": True}},
+    {"z": {"$ne": None}}, {"metadata.n": 2.5}, {"arr.0": 5}, {"deep.k": {"$gte": 2}},
+    {"deep": {"$exists": True}}, {"s": {"$in": ["x", 3]}}, {"n": {"$lte": 2.5}},
+    {"$or": [{"n": 1}, {"s": "y"}], "s": {"$ne": "x"}}, {"emotion": None},
+    {"emotion": {"$ne": "joy"}}, {"valence": {"$gt": 0.0}}, {"retrieval_count": 0},
+    {"timestamp": {"$gte": "2025-03-01T09:00:00+00:00"}}, {"s": {"$gte": "x"}},
+    {"big": 2**60 + 1}, {"big": {"$gt": 2**60}}, {"quote": "it's \\ fine"},
+]
+
+
+@pytest.mark.parametrize("where", _TRICKY_WHERES, ids=[str(w) for w in _TRICKY_WHERES])
+def test_where_in_sql_equals_the_reference_semantics(
+    pg_dsn: str, where: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``where=`` rendered into SQL (stores/_where_sql.py) selects exactly what
+    ``Where.matches`` selects, on values that trip SQL up (null vs missing, booleans
+    vs numbers, arrays on the path, quotes, integers beyond float precision), without
+    listing the table."""
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.filters import parse_where
+    from emotional_memory.stores._where_sql import where_sql
+
+    metas: list[dict[str, Any]] = [
+        {"n": 1, "s": "x", "b": True, "z": None, "arr": [5], "deep": {"k": 3},
+         "big": 2**60 + 1, "quote": "it's \\ fine"},
+        {"n": 2.5, "s": "y", "deep": {"k": "3"}, "big": 2**60},
+        {"b": 1, "deep": [1], "s": 3},
+        {},
+    ]
+    config = EmotionalMemoryConfig(auto_categorize=True)
+    clock_at = [datetime(2025, 3, 1, 9, 0, tzinfo=UTC)]
+    engines = [
+        EmotionalMemory(store, HashingEmbedder(dim=16), config=config,
+                        clock=lambda: clock_at[0])
+        for store in (InMemoryStore(), PostgresStore(pg_dsn, table=_new_table()))
+    ]
+    try:
+        for i, meta in enumerate(metas):
+            clock_at[0] = datetime(2025, 3, 1, 8 + i, 30, tzinfo=UTC)
+            for engine in engines:
+                engine.encode(f"memory {i}", metadata=meta,
+                              affect=CoreAffect(valence=0.5 - 0.4 * i, arousal=0.6))
+        oracle, pg = engines
+        want = [m.content for m in oracle.list_all() if parse_where(where).matches(m)]
+        assert [m.content for m in oracle.list_all(where=where)] == want
+        rendered = where_sql(parse_where(where).clause)
+        if rendered is not None:  # the SQL path: never lists the whole table
+            whole_list = PostgresStore.list_all
+
+            def confined_list_all(self: Any) -> Any:
+                assert self._f, "list_all of the whole table: the filter was not in SQL"
+                return whole_list(self)
+
+            monkeypatch.setattr(PostgresStore, "list_all", confined_list_all)
+        assert [m.content for m in pg.list_all(where=where)] == want
+        got = [m.content for m in pg.retrieve("memory", 4, where=where)]
+        assert got == [m.content for m in oracle.retrieve("memory", 4, where=where)]
+    finally:
+        for engine in engines:
+            engine.close()
+

@@ -96,6 +96,7 @@ from emotional_memory.stores._linking import (
 )
 from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
+from emotional_memory.stores._where_sql import where_sql
 from emotional_memory.stores.selection import Selection
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
@@ -562,13 +563,15 @@ class PostgresStore:
     def selected(self, selection: Selection) -> Any:
         """This store confined to ``selection`` (issue 23's scopes and expiry in SQL).
 
-        A selection without a ``where`` filter is answered natively: a view sharing
-        this store's connections and transactions whose every read adds the
-        selection to its SQL (``scope[1:n] = path``, under the GIN index on
-        ``scope``; ``expires_us > now``, or ``<= now`` for what ``prune`` removes),
-        so searches, lexical statistics and link candidates see only those rows;
-        writes are refused for memories it does not see (as unknown ids). A
-        ``where`` filter is served by the generic
+        The selection is answered natively: a view sharing this store's connections
+        and transactions whose every read adds the selection to its SQL
+        (``scope[1:n] = path``, under the GIN index on ``scope``; ``expires_us >
+        now``, or ``<= now`` for what ``prune`` removes; the ``where`` filter as one
+        exact SQL expression over the typed columns and ``metadata jsonb``, see
+        ``stores/_where_sql.py``), so searches, lexical statistics and link
+        candidates see only those rows; writes are refused for memories it does not
+        see (as unknown ids). A ``where`` filter without an exact SQL form (a range
+        with a string operand) is served by the generic
         :class:`~emotional_memory.stores.selection.SelectedStore` (its memories
         filtered in Python, O(N) per operation).
 
@@ -580,9 +583,12 @@ class PostgresStore:
         """
         from emotional_memory.stores.selection import SelectedStore
 
-        if selection.where is not None:
-            return SelectedStore(self, self, selection)
         parts: list[str] = []
+        if selection.where is not None:
+            condition = where_sql(selection.where.clause)
+            if condition is None:
+                return SelectedStore(self, self, selection)
+            parts.append(f" AND {condition}")
         if selection.scope:
             from psycopg import sql
 
