@@ -651,13 +651,10 @@ def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path)
 
 
 def test_restart_over_postgresql_keeps_every_memory(
-    keys_file: Path, tmp_path: Path, request: pytest.FixtureRequest
+    keys_file: Path, tmp_path: Path, pg_dsn: str
 ) -> None:
-    try:  # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
-        dsn = request.getfixturevalue("pg_dsn")
-    except pytest.FixtureLookupError:
-        pytest.skip("this checkout has no PostgreSQL store yet (the pg_dsn fixture)")
-    _restart_keeps_everything(["--keys", str(keys_file), "--store", dsn], tmp_path)
+    # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
+    _restart_keeps_everything(["--keys", str(keys_file), "--store", pg_dsn], tmp_path)
 
 
 def test_restart_over_a_chroma_server_with_sqlite_states(

@@ -6,7 +6,7 @@ ages exist.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -227,6 +227,43 @@ def adjacency_from_memories(
             targets[i, j] = t
             strengths[i, j] = s
     return targets, strengths
+
+
+def padded_adjacency(
+    links: Iterable[tuple[Sequence[str], Sequence[float]]], ids: Sequence[str], size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The links among candidates as a padded adjacency (``adjacency_from_memories``'s
+    answer from link columns: stores that keep links as target/strength arrays).
+
+    Args:
+        links: per candidate, in candidate order, its link targets and strengths.
+        ids: the candidates' ids (links to other ids are dropped, order kept).
+        size: rows of the result (>= the number of candidates).
+
+    Returns:
+        ``(targets (size, L) int32, strengths (size, L) float64)``; -1 marks empty slots.
+    """
+    index = {mid: i for i, mid in enumerate(ids)}
+    at_rows: list[list[int]] = []
+    strength_rows: list[list[float]] = []
+    for targets, strengths in links:
+        at: list[int] = []
+        values: list[float] = []
+        for target, strength in zip(targets, strengths, strict=True):
+            j = index.get(target)
+            if j is not None:  # links leaving the candidates are dropped, order kept
+                at.append(j)
+                values.append(strength)
+        at_rows.append(at)
+        strength_rows.append(values)
+    width = link_width(max(map(len, at_rows), default=0))
+    out_t = np.full((size, width), -1, dtype=np.int32)
+    out_s = np.zeros((size, width), dtype=np.float64)
+    for i, (at, values) in enumerate(zip(at_rows, strength_rows, strict=True)):
+        if at:
+            out_t[i, : len(at)] = at
+            out_s[i, : len(values)] = values
+    return out_t, out_s
 
 
 def as_float_list(field: str, values: Any) -> list[float] | None:

@@ -15,14 +15,19 @@ import dataclasses
 import functools
 import struct
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 import jax
 import numpy as np
 
-from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, LexicalQuery, link_width
+from emotional_memory._bank import (
+    _COLUMNS_TREEDEF,
+    CandidateBank,
+    LexicalQuery,
+    padded_adjacency,
+)
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
@@ -193,35 +198,17 @@ class CandidateRows(EmbeddingSearch):
     ) -> tuple[np.ndarray, np.ndarray]:
         """Links among the candidate ``rows`` (as ``adjacency_from_memories``), padded
         to ``size`` rows."""
-        index = {mid: i for i, mid in enumerate(ids)}
-        at_rows: list[list[int]] = []
-        strength_rows: list[list[float]] = []
         whole = self._whole
-        for i, row in enumerate(rows):
-            kept_whole = whole.get(ids[i]) if whole else None
-            if kept_whole is not None:
-                links = kept_whole.tag.resonance_links
-                targets: Sequence[str] = [lk.target_id for lk in links]
-                strengths: Sequence[float] = [lk.strength for lk in links]
-            elif (record := self._links[row]) is not None:
-                targets = record[0]
-                strengths = _strengths(len(targets)).unpack_from(record[1])
-            else:
-                targets = strengths = ()
-            at: list[int] = []
-            values: list[float] = []
-            for target, strength in zip(targets, strengths, strict=True):
-                j = index.get(target)
-                if j is not None:  # links leaving the candidates are dropped, order kept
-                    at.append(j)
-                    values.append(strength)
-            at_rows.append(at)
-            strength_rows.append(values)
-        width = link_width(max(map(len, at_rows), default=0))
-        out_t = np.full((size, width), -1, dtype=np.int32)
-        out_s = np.zeros((size, width), dtype=np.float64)
-        for i, (at, values) in enumerate(zip(at_rows, strength_rows, strict=True)):
-            if at:
-                out_t[i, : len(at)] = at
-                out_s[i, : len(values)] = values
-        return out_t, out_s
+
+        def links() -> Iterator[tuple[Sequence[str], Sequence[float]]]:
+            for i, row in enumerate(rows):
+                kept_whole = whole.get(ids[i]) if whole else None
+                if kept_whole is not None:
+                    kept = kept_whole.tag.resonance_links
+                    yield [lk.target_id for lk in kept], [lk.strength for lk in kept]
+                elif (record := self._links[row]) is not None:
+                    yield record[0], _strengths(len(record[0])).unpack_from(record[1])
+                else:
+                    yield (), ()
+
+        return padded_adjacency(links(), ids, size)

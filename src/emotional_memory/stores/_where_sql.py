@@ -23,6 +23,7 @@ NULL never leaks into ``NOT``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from emotional_memory.filters import And, Clause, Compare, Or
@@ -59,40 +60,42 @@ def _number(value: Any) -> str:
     return repr(value) if isinstance(value, float) else str(value)
 
 
+def _equality(
+    op: str, operand: Any, eq: Callable[[Any], str], exists: str
+) -> str | None:
+    """``$exists`` / ``$eq`` / ``$ne`` / ``$in`` / ``$nin`` from a field's equality
+    test ``eq`` and presence test ``exists``; None for a range operator."""
+    if op == "$exists":
+        return exists if operand else f"NOT {exists}"
+    if op == "$eq":
+        return eq(operand)
+    if op == "$ne":
+        return f"NOT ({eq(operand)})"
+    if op in ("$in", "$nin"):
+        any_of = " OR ".join(eq(v) for v in operand) or "false"
+        return f"({any_of})" if op == "$in" else f"NOT ({any_of})"
+    return None
+
+
 def _builtin(c: Compare) -> str:
-    op, value = c.op, c.value
+    # a built-in is never missing: $exists is always true
     if c.field == "emotion":
-        col = "label[1]"
 
         def eq(v: Any) -> str:
-            return "label IS NULL" if v is None else f"COALESCE({col} = {_text(v)}, false)"
+            return "label IS NULL" if v is None else f"COALESCE(label[1] = {_text(v)}, false)"
 
-        if op == "$exists":
-            return "true" if value else "false"
-        if op == "$eq":
-            return eq(value)
-        if op == "$ne":
-            return f"NOT ({eq(value)})"
-        if op in ("$in", "$nin"):
-            any_of = " OR ".join(eq(v) for v in value) or "false"
-            return f"({any_of})" if op == "$in" else f"NOT ({any_of})"
-        raise _Unrenderable  # a range over text
+        rendered = _equality(c.op, c.value, eq, "true")
+        if rendered is None:
+            raise _Unrenderable  # a range over text
+        return rendered
     col = _NUMERIC_COLUMNS[c.field]
 
     def eq_num(v: Any) -> str:
-        # a built-in number is never missing nor null: only a number can equal it
+        # a built-in number is never null: only a number can equal it
         return "false" if v is None else f"{col} = {_number(v)}"
 
-    if op == "$exists":
-        return "true" if value else "false"
-    if op == "$eq":
-        return eq_num(value)
-    if op == "$ne":
-        return f"NOT ({eq_num(value)})"
-    if op in ("$in", "$nin"):
-        any_of = " OR ".join(eq_num(v) for v in value) or "false"
-        return f"({any_of})" if op == "$in" else f"NOT ({any_of})"
-    return f"{col} {_RANGE_SQL[op]} {_number(value)}"
+    rendered = _equality(c.op, c.value, eq_num, "true")
+    return rendered if rendered is not None else f"{col} {_RANGE_SQL[c.op]} {_number(c.value)}"
 
 
 def _metadata(c: Compare) -> str:
@@ -107,6 +110,12 @@ def _metadata(c: Compare) -> str:
     ]
     present = " AND ".join([*guards, f"{value} IS NOT NULL"])
 
+    def number_test(sql_op: str, operand: Any) -> str:
+        return (
+            f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
+            f"THEN ({value})::numeric {sql_op} {_number(operand)} ELSE false END, false)"
+        )
+
     def eq(v: Any) -> str:
         if v is None:
             return f"(NOT COALESCE({present}, false) OR {value} = 'null'::jsonb)"
@@ -114,28 +123,14 @@ def _metadata(c: Compare) -> str:
             return f"COALESCE({present} AND {value} = '{str(v).lower()}'::jsonb, false)"
         if isinstance(v, str):
             return f"COALESCE({present} AND {value} = to_jsonb({_text(v)}::text), false)"
-        return (
-            f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
-            f"THEN ({value})::numeric = {_number(v)} ELSE false END, false)"
-        )
+        return number_test("=", v)
 
-    op, operand = c.op, c.value
-    if op == "$exists":
-        exists = f"COALESCE({present}, false)"
-        return exists if operand else f"NOT {exists}"
-    if op == "$eq":
-        return eq(operand)
-    if op == "$ne":
-        return f"NOT ({eq(operand)})"
-    if op in ("$in", "$nin"):
-        any_of = " OR ".join(eq(v) for v in operand) or "false"
-        return f"({any_of})" if op == "$in" else f"NOT ({any_of})"
-    if isinstance(operand, str):
+    rendered = _equality(c.op, c.value, eq, f"COALESCE({present}, false)")
+    if rendered is not None:
+        return rendered
+    if isinstance(c.value, str):
         raise _Unrenderable  # string ranges: collation order is not code-point order
-    return (
-        f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
-        f"THEN ({value})::numeric {_RANGE_SQL[op]} {_number(operand)} ELSE false END, false)"
-    )
+    return number_test(_RANGE_SQL[c.op], c.value)
 
 
 def _render(node: Clause) -> str:

@@ -81,7 +81,12 @@ from typing import Any
 import jax
 import numpy as np
 
-from emotional_memory._bank import _COLUMNS_TREEDEF, CandidateBank, LexicalQuery, link_width
+from emotional_memory._bank import (
+    _COLUMNS_TREEDEF,
+    CandidateBank,
+    LexicalQuery,
+    padded_adjacency,
+)
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import tokenize
@@ -1438,27 +1443,8 @@ class PostgresStore:
         columns: MemoryColumns = jax.tree_util.tree_unflatten(
             _COLUMNS_TREEDEF, leaves
         )
-        index = {mid: i for i, mid in enumerate(ids)}
-        at_rows: list[list[int]] = []
-        strength_rows: list[list[float]] = []
-        for r in rows:
-            at: list[int] = []
-            values_: list[float] = []
-            for target, strength in zip(r[5], r[6], strict=True):
-                j = index.get(target)
-                if j is not None:
-                    at.append(j)
-                    values_.append(strength)
-            at_rows.append(at)
-            strength_rows.append(values_)
-        width = link_width(max(map(len, at_rows), default=0))
-        out_t = np.full((size, width), -1, dtype=np.int32)
-        out_s = np.zeros((size, width), dtype=np.float64)
-        for i, (at, values_) in enumerate(zip(at_rows, strength_rows, strict=True)):
-            if at:
-                out_t[i, : len(at)] = at
-                out_s[i, : len(values_)] = values_
-        return CandidateBank(ids=ids, columns=columns, adjacency=(out_t, out_s), dim=dim)
+        adjacency = padded_adjacency(((r[5], r[6]) for r in rows), ids, size)
+        return CandidateBank(ids=ids, columns=columns, adjacency=adjacency, dim=dim)
 
     def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
         """Every memory as float64 columns, in insertion order (unpadded).
