@@ -132,6 +132,9 @@ def _parse_junit(report: Path, work: Path) -> dict[str, tuple[str, str]]:
     for case in ET.parse(report).getroot().iter("testcase"):
         classname = case.get("classname", "")
         name = case.get("name", "")
+        if not classname:  # a collection error: name is "tests.test_file"
+            results[name.split(".")[-1] + ".py"] = ("error", _cause(_text_of(case)))
+            continue
         parts = classname.split(".")
         # classname is "tests.test_file.Class" (or "tests.test_file"); keep file::Class
         module_idx = next((i for i, p in enumerate(parts) if p.startswith("test_")), 0)
@@ -145,10 +148,18 @@ def _parse_junit(report: Path, work: Path) -> dict[str, tuple[str, str]]:
                 outcome = {"failure": "failed"}.get(tag, tag)
                 cause = _cause(node.get("message") or node.text or "")
                 break
-        if not name:  # a collection error has no test name
-            outcome = "error"
         results[test_id] = (outcome, cause)
     return results
+
+
+def _text_of(case: ET.Element) -> str:
+    """The last line of a collection error's report (the exception raised)."""
+    node = case.find("error")
+    if node is None:
+        return ""
+    lines = [ln for ln in (node.text or node.get("message") or "").splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("E ")]
+    return (errors[-1][1:].strip() if errors else lines[-1]) if lines else ""
 
 
 def _cause(message: str) -> str:

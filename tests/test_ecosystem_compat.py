@@ -181,3 +181,54 @@ def test_make_httpx_llm_needs_only_the_client_surface_the_original_uses() -> Non
     assert seen["timeout"] == 4.5 and seen["closed"] is True
     assert seen["url"] == "https://example.invalid/v1/chat/completions"
     assert seen["headers"]["Authorization"] == "Bearer k"
+
+
+# --------------------------------------------------------------------------- SQLite
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(width=32, allow_nan=False), max_size=40))
+def test_pack_embedding_is_little_endian_float32(values: list[float]) -> None:
+    import struct
+
+    from emotional_memory.stores.sqlite import _pack_embedding, _unpack_embedding
+
+    blob = _pack_embedding(values)
+    # oracle: the standard library's own little-endian float32 packing
+    assert blob == struct.pack(f"<{len(values)}f", *values)
+    assert _unpack_embedding(blob) == values
+
+
+def test_unpack_embedding_rejects_a_torn_blob() -> None:
+    from emotional_memory.stores.sqlite import _unpack_embedding
+
+    with pytest.raises(ValueError, match="multiple of 4"):
+        _unpack_embedding(b"\x00" * 6)
+
+
+def test_sqlite_errors_are_value_errors_and_the_originals_sqlite3_errors() -> None:
+    import sqlite3
+
+    from tests.test_stores import mem
+
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(":memory:")
+    first = mem("a", [1.0, 0.0])
+    store.save(first)
+    before = store.list_all()
+    wider = [1.0, 0.0, 0.5]
+    for op, memory in (
+        (store.save, mem("b", wider)),
+        (store.update, first.model_copy(update={"embedding": wider})),
+    ):
+        for catch in (ValueError, sqlite3.OperationalError):
+            with pytest.raises(catch, match="dimension mismatch"):
+                op(memory)
+    assert store.list_all() == before  # nothing changed
+    assert repr(store) == "SQLiteStore(':memory:', count=1)"
+    store.close()
+    assert repr(store) == "SQLiteStore(':memory:', count=closed)"
+    for catch in (ValueError, sqlite3.ProgrammingError):
+        with pytest.raises(catch, match="closed"):
+            store.get(first.id)

@@ -448,7 +448,10 @@ def plot_adaptive_weights_heatmap(
             not hold 6 values.
     """
     if ax is not None:
-        raise ValueError("plot_adaptive_weights_heatmap draws its own 2x3 grid; pass ax=None")
+        raise ValueError(
+            "ax is not supported: plot_adaptive_weights_heatmap draws its own 2x3 grid; "
+            "pass ax=None"
+        )
     if resolution < 2:
         raise ValueError("resolution must be >= 2")
     if len(base_weights) != 6:

@@ -357,7 +357,8 @@ class EncodingMixin(StateMixin):
         texts = [self._check_content(c, f"contents[{i}]") for i, c in enumerate(contents)]
         if metadata is not None and len(metadata) != len(texts):
             raise ValueError(
-                f"metadata must have one entry per content ({len(texts)}), got {len(metadata)}"
+                f"metadata length {len(metadata)} does not match contents length {len(texts)}: "
+                "metadata must have one entry per content"
             )
         metas = [
             self._check_metadata(m, f"metadata[{i}]")

@@ -107,7 +107,22 @@ from emotional_memory.stores._search import _check_top_k
 from emotional_memory.stores._selected import RowSelecting
 from emotional_memory.stores._undo import UndoLog, _undo
 
-__all__ = ["EMBEDDING_DTYPES", "EmbeddingDType", "InMemoryStore", "deep_size", "to_microseconds"]
+__all__ = [
+    "EMBEDDING_DTYPES",
+    "EmbeddingDType",
+    "EmbeddingDimensionError",
+    "InMemoryStore",
+    "deep_size",
+    "to_microseconds",
+]
+
+
+class EmbeddingDimensionError(ValueError):
+    """A memory's embedding length differs from the dimension the store holds.
+
+    A :class:`ValueError`; the message names the memory and both dimensions, and the
+    store is left unchanged.
+    """
 
 # Memory objects kept after a save or a read (most recent first out last).
 _RECENT = 256
@@ -829,7 +844,7 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
         if not same_vector:
             vec = vector if vector is not None else _embedding_vector(memory)
         if vec is not None and self._dim is not None and vec.shape[0] != self._dim:
-            raise ValueError(
+            raise EmbeddingDimensionError(
                 f"embedding dimension mismatch: memory {memory.id!r} has "
                 f"{vec.shape[0]}, the store holds dimension {self._dim}"
             )

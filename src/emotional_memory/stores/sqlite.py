@@ -50,7 +50,7 @@ from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores._linking import ForwardLink, LinkCandidates, Linker
 from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._selected import SelectedRows
-from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.in_memory import EmbeddingDimensionError, InMemoryStore
 from emotional_memory.stores.original_layout import MEMORY_TABLE, prepare_memory_file
 from emotional_memory.stores.selection import Selection
 
@@ -125,6 +125,23 @@ _PLACE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS em_memories_expires_at ON em_memories (expires_at)",
 )
 _ROW_COLUMNS = "id, content, embedding, dim, tag, metadata, scope, expires_at"
+
+
+class SQLiteDimensionError(EmbeddingDimensionError, sqlite3.OperationalError):
+    """An embedding dimension mismatch on a :class:`SQLiteStore` (store unchanged).
+
+    A :class:`ValueError` like on every store, and also the
+    :class:`sqlite3.OperationalError` the original's SQLite store raised here, so code
+    written for the original that catches that keeps working.
+    """
+
+
+class SQLiteClosedError(ValueError, sqlite3.ProgrammingError):
+    """An operation on a closed :class:`SQLiteStore`.
+
+    A :class:`ValueError`, and also the :class:`sqlite3.ProgrammingError` the original
+    raised for a closed store's connection.
+    """
 
 
 def _encode_scope(scope: tuple[str, ...]) -> str:
@@ -363,6 +380,39 @@ def _decode_embedding(
     return np.frombuffer(blob, dtype=_blob_dtype(blob, dim, memory_id)).astype(np.float64).tolist()
 
 
+def _pack_embedding(embedding: Sequence[float]) -> bytes:
+    """Pack a vector as little-endian float32 bytes (the original's vector-index blob).
+
+    Kept under the original's name so code written for the original 0.18.1 that packs
+    vectors for its ``memory_vec`` index keeps working; this store's own rows use
+    :func:`_encode_embedding`, which keeps float64 values exactly.
+
+    Args:
+        embedding: the vector, shape ``(dim,)``.
+
+    Returns:
+        ``4 * dim`` bytes.
+    """
+    return np.asarray(embedding, dtype=_FLOAT32_LE).reshape(-1).tobytes()
+
+
+def _unpack_embedding(blob: bytes) -> list[float]:
+    """Inverse of :func:`_pack_embedding`: little-endian float32 bytes to a float list.
+
+    Args:
+        blob: ``4 * dim`` bytes.
+
+    Returns:
+        The ``dim`` values as Python floats.
+
+    Raises:
+        ValueError: the blob's length is not a multiple of 4.
+    """
+    if len(blob) % 4:
+        raise ValueError(f"a float32 vector blob has a multiple of 4 bytes, got {len(blob)}")
+    return np.frombuffer(blob, dtype=_FLOAT32_LE).astype(np.float64).tolist()
+
+
 def _row_memory(
     memory_id: str,
     content: str,
@@ -479,6 +529,12 @@ class SQLiteStore:
                 self._conn.close()
                 self._conn = None
 
+    def __repr__(self) -> str:
+        """``SQLiteStore('<path>', count=<n>)`` (``count=closed`` once closed)."""
+        if self._conn is None:
+            return f"SQLiteStore({self._path!r}, count=closed)"
+        return f"SQLiteStore({self._path!r}, count={len(self)})"
+
     def __enter__(self) -> SQLiteStore:
         """Context-manager entry: the store itself."""
         return self
@@ -592,7 +648,10 @@ class SQLiteStore:
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
         stored, params = self._prepare(memory)
-        self._write(lambda: self._cache.save(stored), _UPSERT, params)
+        try:
+            self._write(lambda: self._cache.save(stored), _UPSERT, params)
+        except EmbeddingDimensionError as exc:
+            raise SQLiteDimensionError(str(exc)) from None
 
     def get(self, memory_id: str) -> Memory | None:
         """Look a memory up by id.
@@ -624,7 +683,10 @@ class SQLiteStore:
         with self._lock, self._joined():
             if memory.id not in self._cache:
                 raise KeyError(memory.id)
-            self._write(lambda: self._cache.update(stored), _UPSERT, params)
+            try:
+                self._write(lambda: self._cache.update(stored), _UPSERT, params)
+            except EmbeddingDimensionError as exc:
+                raise SQLiteDimensionError(str(exc)) from None
 
     def delete(self, memory_id: str) -> bool:
         """Remove a memory.
@@ -910,7 +972,7 @@ class SQLiteStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
-            raise ValueError("the SQLiteStore is closed")
+            raise SQLiteClosedError("the SQLiteStore is closed")
         return self._conn
 
     def _sync(self) -> None:
