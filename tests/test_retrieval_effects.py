@@ -109,3 +109,94 @@ def test_fused_effects_equal_chained_public_functions(
         assert g.model_dump_json() == w.model_dump_json()
         assert g.tag.model_fields_set == w.tag.model_fields_set
         assert g.model_fields_set == w.model_fields_set
+
+
+# ------------------------------------------------------------- InMemoryStore.update_tags
+
+
+def _seeded(stored: list[Memory], store: InMemoryStore | None = None) -> InMemoryStore:
+    store = store if store is not None else InMemoryStore()
+    for memory in stored:
+        store.save(memory)
+    return store
+
+
+def _state(store: InMemoryStore) -> Any:
+    """Everything a reader sees: the memories, and the columns the ranking scores."""
+    listed = sorted(store.list_all(), key=lambda m: m.id)
+    ids, cols = store.columns(NOW)
+    return [m.model_dump_json() for m in listed], ids, jax_leaves(cols)
+
+
+def jax_leaves(cols: Any) -> list[Any]:
+    import jax
+    import numpy as np
+
+    return [np.asarray(leaf).tolist() for leaf in jax.tree_util.tree_leaves(cols)]
+
+
+@st.composite
+def tag_updates(draw: Any) -> tuple[list[Memory], list[tuple[str, EmotionalTag]]]:
+    ids = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=6, unique=True))
+    stored = [draw(memories(memory_id=mid)) for mid in ids]
+    changed = draw(st.lists(st.sampled_from(ids), min_size=1, max_size=len(ids), unique=True))
+    return stored, [(mid, draw(memories(memory_id=mid)).tag) for mid in changed]
+
+
+@settings(max_examples=120, deadline=None)
+@given(case=tag_updates(), read_first=st.booleans(), fail=st.booleans())
+def test_update_tags_writes_what_update_writes(
+    case: tuple[list[Memory], list[tuple[str, EmotionalTag]]], read_first: bool, fail: bool
+) -> None:
+    stored, tags = case
+    by_update, by_tags = _seeded(stored), _seeded(stored)
+    before = _state(by_tags)
+    if read_first:  # the engine reads the winners first (they become recent objects)
+        by_update.memories([mid for mid, _ in tags])
+        by_tags.memories([mid for mid, _ in tags])
+    # the oracle: update() with each stored memory's tag replaced
+    for mid, tag in tags:
+        current = by_update.get(mid)
+        assert current is not None
+        by_update.update(with_fields(current, {"tag": tag}))
+    try:
+        with by_tags.transaction():
+            by_tags.update_tags(tags)
+            if fail:
+                raise RuntimeError("roll back")
+    except RuntimeError:
+        assert _state(by_tags) == before  # every tag write undone
+        return
+    assert _state(by_tags) == _state(by_update)
+    for mid, tag in tags:  # the stored tag is the store's own copy
+        got = by_tags.get(mid)
+        assert got is not None and got.tag == tag
+        assert got.tag.resonance_links is not tag.resonance_links
+
+
+def test_update_tags_rejects_unknown_ids_and_non_tags() -> None:
+    import pytest
+
+    store = InMemoryStore()
+    with pytest.raises(KeyError, match="nope"):
+        store.update_tags([("nope", EmotionalTag.model_construct())])
+    with pytest.raises(TypeError, match="EmotionalTag"):
+        store.update_tags([("nope", "not a tag")])  # type: ignore[list-item]
+
+
+def test_update_tags_goes_through_an_overridden_update() -> None:
+    calls: list[str] = []
+
+    class Logged(InMemoryStore):
+        def update(self, memory: Memory) -> None:
+            calls.append(memory.id)
+            super().update(memory)
+
+    store = Logged()
+    engine = EmotionalMemory(store, _NoEmbedder())
+    first = engine.encode("one")
+    engine.encode("two")
+    calls.clear()
+    winners = engine.retrieve("one", top_k=2)
+    assert sorted(calls) == sorted(m.id for m in winners) and first.id in calls
+    assert all(store.get(m.id) == m for m in winners)

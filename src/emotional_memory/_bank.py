@@ -244,25 +244,32 @@ def padded_adjacency(
         ``(targets (size, L) int32, strengths (size, L) float64)``; -1 marks empty slots.
     """
     index = {mid: i for i, mid in enumerate(ids)}
-    at_rows: list[list[int]] = []
-    strength_rows: list[list[float]] = []
-    for targets, strengths in links:
-        at: list[int] = []
-        values: list[float] = []
+    # every kept link as (row, slot, target, strength), written with one fancy
+    # assignment per output (not two slice assignments per candidate)
+    at_row: list[int] = []
+    at_slot: list[int] = []
+    at_target: list[int] = []
+    at_strength: list[float] = []
+    widest = 0
+    get = index.get
+    for i, (targets, strengths) in enumerate(links):
+        slot = 0
         for target, strength in zip(targets, strengths, strict=True):
-            j = index.get(target)
+            j = get(target)
             if j is not None:  # links leaving the candidates are dropped, order kept
-                at.append(j)
-                values.append(strength)
-        at_rows.append(at)
-        strength_rows.append(values)
-    width = link_width(max(map(len, at_rows), default=0))
+                at_row.append(i)
+                at_slot.append(slot)
+                at_target.append(j)
+                at_strength.append(strength)
+                slot += 1
+        if slot > widest:
+            widest = slot
+    width = link_width(widest)
     out_t = np.full((size, width), -1, dtype=np.int32)
     out_s = np.zeros((size, width), dtype=np.float64)
-    for i, (at, values) in enumerate(zip(at_rows, strength_rows, strict=True)):
-        if at:
-            out_t[i, : len(at)] = at
-            out_s[i, : len(values)] = values
+    if at_row:
+        out_t[at_row, at_slot] = at_target
+        out_s[at_row, at_slot] = at_strength
     return out_t, out_s
 
 
@@ -333,6 +340,10 @@ class CandidateBank:
             them anyway (a plain store's answers), else None (built on demand).
         lexical: the candidates' unpadded term statistics, in candidate order, when a
             :class:`LexicalQuery` asked for them (else None).
+        features: the columns' (S, 13) features matrix as
+            :func:`~emotional_memory.kernel.plan.pack_columns` builds it, when the store
+            built the columns as views of it (the ranking then skips packing them);
+            None: packed from ``columns`` when needed.
     """
 
     ids: list[str]
@@ -341,6 +352,7 @@ class CandidateBank:
     dim: int
     memories: list[Memory] | None = None
     lexical: LexicalInputs | None = None
+    features: np.ndarray | None = None
 
     def __len__(self) -> int:
         """Number of candidates."""

@@ -795,6 +795,7 @@ def plan_arrays(
     weight_params: ParamsLike | None = None,
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
+    features: np.ndarray | None = None,
 ) -> PlanArrays:
     """Run the two-pass plan on (padded) columns: ONE compiled program, one transfer.
 
@@ -820,6 +821,9 @@ def plan_arrays(
         signal_mask: optional (6,) ablation mask of the adaptive weights.
         lexical: optional term statistics padded to the columns' rows: adds the
             lexical signal s7 (7 weights, 7 signal columns).
+        features: the columns' features matrix when already packed
+            (:attr:`~emotional_memory._bank.CandidateBank.features`, the very values
+            :func:`~emotional_memory.kernel.plan.pack_columns` gives); None: packed here.
 
     Returns:
         :class:`PlanArrays` sliced to the ``n`` real rows.
@@ -840,7 +844,10 @@ def plan_arrays(
     # numpy operands go to the compiled program directly (no eager transfers), the
     # small columns packed (fewer host arrays to convert per call; same bits)
     query_embedding, query_state = pack_query(query)
-    embedding, features, valid = pack_columns(columns)
+    if features is None:
+        embedding, features, valid = pack_columns(columns)
+    else:
+        embedding, valid = columns.embedding, columns.valid
     if isinstance(params, ScoringParams):
         params = pack_params(params)
     if isinstance(weight_params, ScoringParams):
@@ -1049,7 +1056,7 @@ def rank_bank(
             params, query, bank.columns, len(bank), top_k,
             bank.adjacency if enable_resonance else None, propagation_hops,
             weights=weights, weight_params=weight_params, signal_mask=signal_mask,
-            lexical=padded,
+            lexical=padded, features=bank.features,
         )
     return arrays, query
 

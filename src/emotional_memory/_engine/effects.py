@@ -29,8 +29,14 @@ class EffectsMixin(EngineCore):
         store = self._columnar
         with store.transaction():
             updated = self._retrieval_effects(store.memories(winners), now)
-            for m in updated:
-                store.update(m)
+            # only the tags change: a store that can write just them (InMemoryStore)
+            # skips comparing and copying the rest of each memory
+            write_tags = getattr(store, "update_tags", None)
+            if write_tags is not None:
+                write_tags([(m.id, m.tag) for m in updated])
+            else:
+                for m in updated:
+                    store.update(m)
         return updated
 
     def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:

@@ -193,6 +193,9 @@ FEATURES: tuple[tuple[str, int], ...] = (
 )
 """The columns of :func:`retrieval_plan_packed`'s ``features`` matrix: name and width."""
 
+FEATURE_WIDTH: int = sum(width for _, width in FEATURES)
+"""Width of :func:`retrieval_plan_packed`'s ``features`` matrix (13)."""
+
 TABLE: tuple[str, ...] = (
     "totals1", "order1", "activation", "reached", "resonance2", "totals2", "order2",
 )

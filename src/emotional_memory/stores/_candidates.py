@@ -29,6 +29,7 @@ from emotional_memory._bank import (
     padded_adjacency,
 )
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size
+from emotional_memory.kernel.plan import FEATURE_WIDTH
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
 from emotional_memory.stores import _records
@@ -170,27 +171,24 @@ class CandidateRows(EmbeddingSearch):
         emb = np.zeros((size, dim), dtype=np.float64)
         if has.any():
             emb[np.flatnonzero(has)] = self._exact_rows(idx[has])
+        # The kernel's (size, 13) features matrix, written once; the columns' small
+        # leaves are views of it (the ranking hands the matrix over as it is).
+        features = np.zeros((size, FEATURE_WIDTH), dtype=np.float64)
         tagf = self._tagf[idx]
-        leaves: list[np.ndarray] = [emb]
-        for cols in (_records.F_AFFECT, _records.F_MOOD, _records.F_VELOCITY):
-            col = np.zeros((size, 3), dtype=np.float64)
-            col[:n] = tagf[:, cols]
-            leaves.append(col)
-        stamps = self._tagi[idx, _records.I_TIMESTAMP]
-        for values in (
-            (to_microseconds(now) - stamps) / 1e6,
-            tagf[:, _records.F_CONSOLIDATION],
-            tagf[:, _records.F_RETRIEVAL],
-        ):
-            col = np.zeros((size,), dtype=np.float64)
-            col[:n] = values
-            leaves.append(col)
+        features[:n, :9] = tagf[:, _records.F_AFFECT.start : _records.F_VELOCITY.stop]
+        features[:n, 9] = (to_microseconds(now) - self._tagi[idx, _records.I_TIMESTAMP]) / 1e6
+        features[:n, 10] = tagf[:, _records.F_CONSOLIDATION]
+        features[:n, 11] = tagf[:, _records.F_RETRIEVAL]
         valid = np.zeros((size,), dtype=bool)
         valid[:n] = True
-        leaves += [np.zeros((size,), dtype=np.float64), valid]  # activation, valid
+        leaves = [
+            emb, features[:, 0:3], features[:, 3:6], features[:, 6:9], features[:, 9],
+            features[:, 10], features[:, 11], features[:, 12], valid,
+        ]  # embedding, affect, mood, velocity, age, consolidation, retrievals, activation
         columns: MemoryColumns = jax.tree_util.tree_unflatten(_COLUMNS_TREEDEF, leaves)
         return CandidateBank(
-            ids=ids, columns=columns, adjacency=self._adjacency(rows, ids, size), dim=dim
+            ids=ids, columns=columns, adjacency=self._adjacency(rows, ids, size), dim=dim,
+            features=features,
         )
 
     def _adjacency(

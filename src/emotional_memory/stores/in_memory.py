@@ -90,7 +90,7 @@ import numpy as np
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
-from emotional_memory.models import Memory
+from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores import _records
 from emotional_memory.stores._candidates import CandidateRows
 from emotional_memory.stores._linking import RowLinking
@@ -322,6 +322,51 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
             if memory.id not in self._row_of:
                 raise KeyError(memory.id)
             self._put(memory)
+
+    def update_tags(self, tags: Sequence[tuple[str, EmotionalTag]]) -> None:
+        """Replace the tags of stored memories, every other field kept as stored.
+
+        What the retrieval side effects write (SPEC 6): the same rows and undo entries
+        as :meth:`update` with each memory's new tag, without comparing or copying its
+        embedding, content, metadata, scope or expiry, which it takes from the store.
+        A subclass overriding :meth:`update` gets one :meth:`update` call per pair.
+
+        Args:
+            tags: ``(memory_id, tag)`` pairs (ids as :meth:`memories` returned them).
+
+        Raises:
+            KeyError: an unknown id (the pairs before it are written; in a
+                :meth:`transaction` that lets the failure propagate, none is).
+            TypeError: a tag that is not an :class:`EmotionalTag`.
+        """
+        with self._lock:
+            overridden = type(self).update is not InMemoryStore.update
+            for memory_id, tag in tags:
+                if not isinstance(tag, EmotionalTag):
+                    raise TypeError(f"tag must be an EmotionalTag, got {type(tag).__name__}")
+                row = self._row_of.get(memory_id)
+                if row is None:
+                    raise KeyError(memory_id)
+                known = None if overridden else self._recent.get(memory_id)
+                if known is None:  # kept whole, not recent, or a subclass's update
+                    memory = _clone(self._memory_at(row), {"tag": tag})
+                    self.update(memory) if overridden else self._put(memory)
+                    continue
+                memory = _clone(known, {"tag": tag})
+                if not _records.fits(memory):
+                    self._put(memory)  # the general path (kept whole from now on)
+                    continue
+                if self._tx_depth:
+                    self._undo.append(_undo("tags", memory_id, row, self._tag_snapshot(row)))
+                floats, ints = _records.encode_tag(tag, self._labels)
+                self._tagf[row] = floats
+                self._tagi[row] = ints
+                self._links[row] = _records.pack_links(tag.resonance_links, self._intern)
+                # the store's own embedding and metadata stay shared with the recent copy
+                self._remember(_clone(known, {
+                    "tag": _clone(tag, {"resonance_links": list(tag.resonance_links)}),
+                }))
+                self._version += 1
 
     def delete(self, memory_id: str) -> bool:
         """Remove a memory.
