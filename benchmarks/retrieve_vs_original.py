@@ -1,14 +1,21 @@
 """``retrieve`` of this library next to the original ``emotional_memory`` 0.18.1.
 
-Part 1 (target: >= 2x faster than the original): the same script body runs in two
-fresh interpreters, this library's (``src/``) and the original's (a separate venv,
+Part 1 (target: >= 2.2x faster than the original): the same script body runs in two
+interpreters, this library's (``src/``) and the original's (a separate venv,
 ``--original-python``, default ``/work/venv-orig/bin/python``; install it there with
 ``pip install emotional-memory==0.18.1``). Each encodes the same 100 texts with the
 same deterministic embedder (random unit vectors keyed by the text), so the stores
 hold the same embeddings, then times ``retrieve(query, top_k=5)`` over the same
-queries, interleaving nothing else; the median per call is reported for both and
-their ratio. Both runs include the retrieval side effects (reconsolidation, Hebbian
+queries. Both runs include the retrieval side effects (reconsolidation, Hebbian
 links), as a user sees them.
+
+The two interpreters stay up and take turns: a round runs ``--burst`` retrieves in
+one, then in the other (then in the others asked for, ``--before-src`` and
+``--sync-dispatch``), so load on a shared machine falls on both alike instead of on
+whichever ran in a busy minute. Each side's time is the median per call over all its
+rounds; the ratio is also given per round (median and quartiles over rounds).
+``--runs`` repeats the whole comparison with fresh interpreters (the best run of each
+side is printed too).
 
 Part 2 (target: <= 1.3x): ``retrieve`` at N = 100,000 next to a bare jitted
 ``lax.top_k(E @ q)`` on the same float32 matrix, timed interleaved in one process by
@@ -19,8 +26,9 @@ process-wide JAX setting: the compiled plan then runs on the calling thread, wit
 hand-off to JAX's dispatch thread and back).
 
 Usage:
-    python benchmarks/retrieve_vs_original.py [--memories 100] [--repeats 200]
-        [--large 100000] [--original-python PATH] [--runs 2] [--sync-dispatch]
+    python benchmarks/retrieve_vs_original.py [--memories 100] [--rounds 40]
+        [--burst 25] [--large 100000] [--original-python PATH] [--runs 1]
+        [--sync-dispatch] [--before-src DIR]
 """
 
 from __future__ import annotations
@@ -28,14 +36,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
-import hashlib, json, os, statistics, time
+import hashlib, json, os, statistics, sys, time
 if os.environ.get("EM_BENCH_SYNC_DISPATCH"):  # JAX's own switch, before any computation
     import jax
     jax.config.update("jax_cpu_enable_async_dispatch", False)
@@ -66,48 +76,109 @@ for i in range({n}):
 queries = [" ".join(WORDS[j] for j in rng.integers(0, len(WORDS), 3)) for _ in range(50)]
 for q in queries[:10]:
     engine.retrieve(q, top_k=5)  # warm up (compiles)
-times = []
-for r in range({repeats}):
-    q = queries[r % len(queries)]
-    t = time.perf_counter()
-    engine.retrieve(q, top_k=5)
-    times.append(time.perf_counter() - t)
-print(json.dumps({{"median_ms": statistics.median(times) * 1e3, "n": len(engine.list_all())}}))
+print(json.dumps({{"ready": len(engine.list_all())}}), flush=True)
+done = 0
+for line in sys.stdin:  # "K": run K retrieves and report their times
+    k = int(line)
+    if k <= 0:
+        break
+    times = []
+    for _ in range(k):
+        q = queries[done % len(queries)]
+        done += 1
+        t = time.perf_counter()
+        engine.retrieve(q, top_k=5)
+        times.append(time.perf_counter() - t)
+    print(json.dumps(times), flush=True)
 """
 
 
-def child(
-    python: str, n: int, repeats: int, ours: bool, src: Path | None = None,
-    sync_dispatch: bool = False,
-) -> dict[str, float]:
-    env = dict(os.environ)
-    env.pop("EM_BENCH_SYNC_DISPATCH", None)
-    if ours:
-        env["PYTHONPATH"] = str(src if src is not None else ROOT / "src")
-        if sync_dispatch:
-            env["EM_BENCH_SYNC_DISPATCH"] = "1"
-    else:
-        env.pop("PYTHONPATH", None)
-    out = subprocess.run(
-        [python, "-c", CHILD.format(n=n, repeats=repeats)], capture_output=True, text=True,
-        env=env, check=True, cwd="/" if not ours else str(ROOT),
-    )
-    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
-    return result
+class Child:
+    """One interpreter holding an engine of ``n`` memories, timing retrieves on demand."""
+
+    def __init__(
+        self, python: str, n: int, ours: bool, src: Path | None = None,
+        sync_dispatch: bool = False,
+    ) -> None:
+        env = dict(os.environ)
+        env.pop("EM_BENCH_SYNC_DISPATCH", None)
+        if ours:
+            env["PYTHONPATH"] = str(src if src is not None else ROOT / "src")
+            if sync_dispatch:
+                env["EM_BENCH_SYNC_DISPATCH"] = "1"
+        else:
+            env.pop("PYTHONPATH", None)
+        self.proc = subprocess.Popen(
+            [python, "-c", CHILD.format(n=n)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, env=env, cwd="/" if not ours else str(ROOT),
+        )
+        ready = json.loads(self._line())
+        self.memories = int(ready["ready"])
+        self.times: list[float] = []
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"benchmark child exited (code {self.proc.wait()})")
+        return line
+
+    def burst(self, k: int) -> float:
+        """Run ``k`` retrieves; keep their times and return their median (ms)."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{k}\n")
+        self.proc.stdin.flush()
+        times = [t * 1e3 for t in json.loads(self._line())]
+        self.times += times
+        return statistics.median(times)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("0\n")
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def compare(args: argparse.Namespace) -> dict[str, Any]:
+    """One comparison: the interpreters take turns for ``args.rounds`` rounds.
+
+    Returns:
+        ``{"median": {side: ms}, "round_ratios": [original / ours per round]}``.
+    """
+    sides = {"ours": Child(sys.executable, args.memories, True)}
+    sides["original"] = Child(args.original_python, args.memories, False)
+    if args.before_src is not None:
+        sides["before"] = Child(sys.executable, args.memories, True, args.before_src)
+    if args.sync_dispatch:
+        sides["sync"] = Child(sys.executable, args.memories, True, sync_dispatch=True)
+    ratios = []
+    try:
+        for _ in range(args.rounds):
+            medians = {name: child.burst(args.burst) for name, child in sides.items()}
+            ratios.append(medians["original"] / medians["ours"])
+    finally:
+        for child in sides.values():
+            child.close()
+    return {
+        "median": {name: statistics.median(c.times) for name, c in sides.items()},
+        "p10": {name: statistics.quantiles(c.times, n=10)[0] for name, c in sides.items()},
+        "round_ratios": ratios,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=200)
+    parser.add_argument("--rounds", type=int, default=40, help="turns of each side")
+    parser.add_argument("--burst", type=int, default=25, help="retrieves per turn")
     parser.add_argument("--large", type=int, default=100_000)
     parser.add_argument("--original-python", default="/work/venv-orig/bin/python")
     parser.add_argument(
         "--before-src", type=Path, default=None,
         help="also time this library from another src/ folder (e.g. an earlier commit "
-        "exported with `git archive REV src | tar -x -C DIR`), alternated with the others",
+        "exported with `git archive REV src | tar -x -C DIR`), in the same turns",
     )
-    parser.add_argument("--runs", type=int, default=2, help="alternated runs of each")
+    parser.add_argument("--runs", type=int, default=1, help="comparisons, fresh interpreters")
     parser.add_argument(
         "--sync-dispatch", action="store_true",
         help="also time this library with JAX's CPU async dispatch off "
@@ -116,35 +187,28 @@ def main() -> None:
     )
     args = parser.parse_args()
 
-    # alternate the libraries so background load hits them alike
-    ours: list[float] = []
-    orig: list[float] = []
-    before: list[float] = []
-    synced: list[float] = []
-    for _ in range(args.runs):
-        ours.append(child(sys.executable, args.memories, args.repeats, True)["median_ms"])
-        if args.sync_dispatch:
-            synced.append(child(
-                sys.executable, args.memories, args.repeats, True, sync_dispatch=True
-            )["median_ms"])
-        orig.append(child(args.original_python, args.memories, args.repeats, False)["median_ms"])
-        if args.before_src is not None:
-            before.append(child(
-                sys.executable, args.memories, args.repeats, True, args.before_src
-            )["median_ms"])
-    mine, theirs = min(ours), min(orig)
-    print(f"retrieve, {args.memories} memories, top_k 5 "
-          f"(median per call, best of {args.runs} runs)")
-    print(f"  this library        {mine:8.3f} ms")
-    if before:
-        print(f"  before ({args.before_src})  {min(before):8.3f} ms   "
-              f"(speed-up over it {min(before) / mine:.2f}x; original / before "
-              f"{theirs / min(before):.2f}x)")
-    print(f"  original 0.18.1     {theirs:8.3f} ms")
-    print(f"  speed-up            {theirs / mine:8.2f}x   (target >= 2x)")
-    if synced:
-        print(f"  this library, JAX CPU async dispatch off  {min(synced):8.3f} ms   "
-              f"(speed-up {theirs / min(synced):.2f}x)")
+    results = [compare(args) for _ in range(args.runs)]
+    print(f"retrieve, {args.memories} memories, top_k 5: median per call over "
+          f"{args.rounds} alternating turns of {args.burst} calls")
+    for i, res in enumerate(results):
+        med = res["median"]
+        q = statistics.quantiles(res["round_ratios"], n=4)
+        line = (f"  run {i + 1}: this library {med['ours']:.3f} ms, original "
+                f"{med['original']:.3f} ms, speed-up {med['original'] / med['ours']:.2f}x "
+                f"(per turn: median {q[1]:.2f}x, quartiles {q[0]:.2f}-{q[2]:.2f}x)")
+        p10 = res["p10"]
+        line += (f"; fastest tenth: {p10['ours']:.3f} vs {p10['original']:.3f} ms "
+                 f"({p10['original'] / p10['ours']:.2f}x)")
+        if "before" in med:
+            line += (f"; before {med['before']:.3f} ms ({med['before'] / med['ours']:.2f}x, "
+                     f"fastest tenth {p10['before'] / p10['ours']:.2f}x)")
+        if "sync" in med:
+            line += f"; async dispatch off {med['sync']:.3f} ms"
+        print(line)
+    mine = min(r["median"]["ours"] for r in results)
+    theirs = min(r["median"]["original"] for r in results)
+    print(f"  best run of each: this library {mine:.3f} ms, original {theirs:.3f} ms, "
+          f"speed-up {theirs / mine:.2f}x   (target >= 2.2x)")
 
     if args.large:
         sys.path.insert(0, str(ROOT / "benchmarks"))
