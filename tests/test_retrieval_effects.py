@@ -174,14 +174,23 @@ def test_update_tags_writes_what_update_writes(
         assert got.tag.resonance_links is not tag.resonance_links
 
 
-def test_update_tags_rejects_unknown_ids_and_non_tags() -> None:
+def test_update_tags_rejects_unknown_ids_and_non_tags_writing_nothing() -> None:
     import pytest
 
     store = InMemoryStore()
+    engine = EmotionalMemory(store, _NoEmbedder())
+    kept = engine.encode("kept")
+    other = engine.encode("other", metadata={"k": 1})
+    before = _state(store)
+    new_tag = with_fields(kept.tag, {"retrieval_count": 7})
     with pytest.raises(KeyError, match="nope"):
-        store.update_tags([("nope", EmotionalTag.model_construct())])
+        store.update_tags([(kept.id, new_tag), ("nope", new_tag)])
     with pytest.raises(TypeError, match="EmotionalTag"):
-        store.update_tags([("nope", "not a tag")])  # type: ignore[list-item]
+        store.update_tags([(kept.id, new_tag), (other.id, "not a tag")])  # type: ignore[list-item]
+    assert _state(store) == before
+    store.update_tags([(kept.id, new_tag), (kept.id, other.tag)])  # repeated: the last wins
+    got = store.get(kept.id)
+    assert got is not None and got.tag == other.tag and got.content == "kept"
 
 
 def test_update_tags_goes_through_an_overridden_update() -> None:

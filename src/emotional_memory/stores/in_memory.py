@@ -335,26 +335,28 @@ class InMemoryStore(RowSelecting, RowLinking, CandidateRows, UndoLog):
             tags: ``(memory_id, tag)`` pairs (ids as :meth:`memories` returned them).
 
         Raises:
-            KeyError: an unknown id (the pairs before it are written; in a
-                :meth:`transaction` that lets the failure propagate, none is).
-            TypeError: a tag that is not an :class:`EmotionalTag`.
+            KeyError: an unknown id (nothing is written).
+            TypeError: a tag that is not an :class:`EmotionalTag` (nothing is written).
         """
         with self._lock:
-            overridden = type(self).update is not InMemoryStore.update
-            for memory_id, tag in tags:
+            pairs = list(tags)
+            rows: list[int] = []
+            for memory_id, tag in pairs:
                 if not isinstance(tag, EmotionalTag):
                     raise TypeError(f"tag must be an EmotionalTag, got {type(tag).__name__}")
                 row = self._row_of.get(memory_id)
                 if row is None:
                     raise KeyError(memory_id)
-                known = None if overridden else self._recent.get(memory_id)
-                if known is None:  # kept whole, not recent, or a subclass's update
-                    memory = _clone(self._memory_at(row), {"tag": tag})
-                    self.update(memory) if overridden else self._put(memory)
-                    continue
-                memory = _clone(known, {"tag": tag})
-                if not _records.fits(memory):
-                    self._put(memory)  # the general path (kept whole from now on)
+                rows.append(row)
+            if type(self).update is not InMemoryStore.update or len(set(rows)) < len(rows):
+                for (_, tag), row in zip(pairs, rows, strict=True):
+                    self.update(_clone(self._memory_at(row), {"tag": tag}))
+                return
+            for (memory_id, tag), row in zip(pairs, rows, strict=True):
+                known = self._recent.get(memory_id)
+                memory = _clone(known if known is not None else self._memory_at(row), {"tag": tag})
+                if known is None or not _records.fits(memory):
+                    self._put(memory)  # kept whole, or not recent: the general path
                     continue
                 if self._tx_depth:
                     self._undo.append(_undo("tags", memory_id, row, self._tag_snapshot(row)))
