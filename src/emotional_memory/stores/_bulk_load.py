@@ -91,17 +91,19 @@ def fill_rows(store: InMemoryStore, block: RowBlock) -> None:
         store._set_dim(block.dim)
         norms = np.where(has, block.norms, 0.0)
         in_range = has & (norms >= _F32_NORM_MIN) & (norms <= _F32_NORM_MAX)
-        narrow = np.array(block.narrow, dtype=np.float32)
+        matrix = store._matrix
+        matrix[:n] = block.narrow
         aside = has & ~in_range
         if len(block.wide_rows):
             wide = block.wide
             with np.errstate(over="ignore", invalid="ignore"):
                 rounded = wide.astype(np.float32)
                 inexact = ~(rounded.astype(np.float64) == wide).all(axis=1)
-            narrow[block.wide_rows] = rounded
+            matrix[block.wide_rows] = rounded
             aside[block.wide_rows[inexact]] = True
-        narrow[~in_range] = 0.0
-        store._matrix[:n] = narrow
+        outside = np.flatnonzero(has & ~in_range)
+        if len(outside):
+            matrix[outside] = 0.0
         with np.errstate(divide="ignore"):
             scale = np.where(in_range, (1.0 / np.where(in_range, norms, 1.0)).astype(np.float32), 0)
         store._scale[:n] = scale

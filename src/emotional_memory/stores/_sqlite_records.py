@@ -31,7 +31,9 @@ the same parameters for the same memory; :func:`row_memory` reads one row back,
 
 from __future__ import annotations
 
+import itertools
 import json
+import operator
 import struct
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
@@ -295,13 +297,11 @@ def _check_row(memory_id: Any, content: Any, metadata_json: Any) -> dict[str, An
     return metadata
 
 
-def _links_of(
-    link_ids: Any, link_data: Any, intern: Any = None
-) -> tuple[tuple[str, ...], bytes] | None:
+def _links_of(link_ids: Any, link_data: Any) -> tuple[tuple[str, ...], bytes] | None:
     """The packed links of a record's ``link_ids`` / ``link_data`` (validated)."""
     if link_ids is None and link_data is None:
         return None
-    targets = json.loads(link_ids) if isinstance(link_ids, str) else link_ids
+    targets = json.loads(link_ids) if isinstance(link_ids, str) else None
     if (
         not isinstance(targets, list) or not targets
         or any(type(t) is not str for t in targets)
@@ -309,8 +309,6 @@ def _links_of(
         or max(link_data[8 * len(targets):]) >= len(LINK_TYPES)
     ):
         raise ValueError("link_ids and link_data do not hold links")
-    if intern is not None:
-        return tuple(map(intern, targets, targets)), link_data
     return tuple(targets), link_data
 
 
@@ -411,15 +409,8 @@ def decode_rows(rows: Sequence[Row]) -> RowBlock | None:
                 has_label[i] = True
         if not np.array_equal((tagi[:, _records.I_FLAGS] & _records.FLAG_LABEL) != 0, has_label):
             return None
-        # links: the target lists of every row in one JSON parse
-        linked = [i for i, ids_json in enumerate(link_col) if ids_json is not None]
-        links: list[Any] = [None] * n
-        if linked:
-            own = dict(zip(ids, ids, strict=True))
-            targets = json.loads("[" + ",".join([link_col[i] for i in linked]) + "]")
-            for i, t in zip(linked, targets, strict=True):
-                links[i] = _links_of(t, data_col[i], own.get)
-        if any(data_col[i] is not None for i in range(n) if links[i] is None):
+        links = _link_records(ids, link_col, data_col)
+        if links is None:
             return None
         metadata = [None if m == "{}" else _metadata(m) for m in metas]
         scope_index: dict[str, int] = {"[]": 0}  # JSON text -> scope id
@@ -454,6 +445,53 @@ def decode_rows(rows: Sequence[Row]) -> RowBlock | None:
     )
 
 
+def _link_records(
+    ids: Sequence[str], link_col: Sequence[Any], data_col: Sequence[Any]
+) -> list[Any] | None:
+    """The packed link records of every row (None: no links), validated in bulk, or
+    None when some row's ``link_ids`` / ``link_data`` do not hold links.
+
+    The target lists of every row are parsed in one JSON parse; the targets are the
+    store's own id strings where stored (as the cache interns them).
+    """
+    n = len(ids)
+    linked = np.flatnonzero(
+        np.fromiter(map(operator.is_not, link_col, itertools.repeat(None)), bool, n)
+    )
+    records: list[Any] = [None] * n
+    if not len(linked):
+        return records if all(d is None for d in data_col) else None
+    rows = linked.tolist()
+    texts = [link_col[i] for i in rows]
+    datas = [data_col[i] for i in rows]
+    if set(map(type, texts)) != {str} or set(map(type, datas)) != {bytes}:
+        return None
+    if any(data_col[i] is not None for i in np.flatnonzero(
+        np.fromiter(map(operator.is_, link_col, itertools.repeat(None)), bool, n)
+    ).tolist()):
+        return None
+    targets = json.loads("[" + ",".join(texts) + "]")
+    if set(map(type, targets)) != {list}:
+        return None
+    counts = np.fromiter(map(len, targets), np.int64, len(rows))
+    sizes = np.fromiter(map(len, datas), np.int64, len(rows))
+    if (counts == 0).any() or not np.array_equal(sizes, 9 * counts):
+        return None
+    if set(map(type, itertools.chain.from_iterable(targets))) != {str}:
+        return None
+    # every type code (the last ``count`` bytes of each row's data) names a link type
+    data = np.frombuffer(b"".join(datas), dtype=np.uint8)
+    starts = np.cumsum(sizes) - counts  # offset of each row's first code
+    first = np.repeat(starts - (np.cumsum(counts) - counts), counts)
+    if data[first + np.arange(int(counts.sum()))].max() >= len(LINK_TYPES):
+        return None
+    own = dict(zip(ids, ids, strict=True))
+    get = own.get
+    for i, t, packed in zip(rows, targets, datas, strict=True):
+        records[i] = (tuple(map(get, t, t)), packed)
+    return records
+
+
 def _metadata(metadata_json: str) -> dict[str, Any] | None:
     metadata = json.loads(metadata_json)
     if not isinstance(metadata, dict):
@@ -466,30 +504,35 @@ def _embedding_columns(
 ) -> tuple[int | None, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """``(dim, narrow, wide_rows, wide, has, empty)`` of the rows' blobs (see
     :class:`RowBlock`), or None for blobs of several dimensions or odd lengths."""
-    has = np.fromiter((bool(b) for b in blobs), dtype=bool, count=n)
-    empty = np.fromiter((b is not None and not b for b in blobs), dtype=bool, count=n)
-    embedded = np.flatnonzero(has).tolist()
-    if not embedded:
-        if any(b is not None and type(b) is not bytes for b in blobs):
-            return None
+    if not set(map(type, blobs)) <= {bytes, type(None)}:
+        return None
+    none = np.fromiter(map(operator.is_, blobs, itertools.repeat(None)), bool, n)
+    sizes = np.fromiter(map(len, [b or b"" for b in blobs]), np.int64, n)
+    has = sizes > 0
+    empty = ~has & ~none
+    if not has.any():
         zeros = np.zeros((n, 0), dtype=np.float32)
         return None, zeros, np.zeros(0, dtype=np.int64), np.zeros((0, 0)), has, empty
-    kinds = {dims[i] for i in embedded}
+    kinds = set(itertools.compress(dims, has.tolist()))
     if len(kinds) != 1:
         return None
     dim = kinds.pop()
     if type(dim) is not int or dim <= 0:
         return None
-    narrow_rows = [i for i in embedded if len(blobs[i]) == 4 * dim]
-    wide_rows = [i for i in embedded if len(blobs[i]) == 8 * dim]
-    if len(narrow_rows) + len(wide_rows) != len(embedded):
+    is_narrow = sizes == 4 * dim
+    is_wide = sizes == 8 * dim
+    if not np.array_equal(is_narrow | is_wide, has):
         return None
+    narrow_rows = np.flatnonzero(is_narrow)
+    wide_rows = np.flatnonzero(is_wide)
     narrow = np.zeros((n, dim), dtype=np.float32)
-    if narrow_rows:
+    if len(narrow_rows) == n:  # the usual file: every row a float32 embedding
+        narrow[:] = np.frombuffer(b"".join(blobs), dtype=_FLOAT32_LE).reshape(n, dim)
+    elif len(narrow_rows):
         narrow[narrow_rows] = np.frombuffer(
-            b"".join([blobs[i] for i in narrow_rows]), dtype=_FLOAT32_LE
+            b"".join(itertools.compress(blobs, is_narrow.tolist())), dtype=_FLOAT32_LE
         ).reshape(len(narrow_rows), dim)
     wide = np.frombuffer(
-        b"".join([blobs[i] for i in wide_rows]), dtype=_FLOAT64_LE
+        b"".join(itertools.compress(blobs, is_wide.tolist())), dtype=_FLOAT64_LE
     ).reshape(len(wide_rows), dim).astype(np.float64)
-    return dim, narrow, np.asarray(wide_rows, dtype=np.int64), wide, has, empty
+    return dim, narrow, wide_rows.astype(np.int64), wide, has, empty
