@@ -455,26 +455,26 @@ def _link_records(
     store's own id strings where stored (as the cache interns them).
     """
     n = len(ids)
-    linked = np.flatnonzero(
-        np.fromiter(map(operator.is_not, link_col, itertools.repeat(None)), bool, n)
-    )
-    records: list[Any] = [None] * n
-    if not len(linked):
-        return records if all(d is None for d in data_col) else None
-    rows = linked.tolist()
-    texts = [link_col[i] for i in rows]
-    datas = [data_col[i] for i in rows]
+    present = np.fromiter(map(operator.is_not, link_col, itertools.repeat(None)), bool, n)
+    if not np.array_equal(
+        present, np.fromiter(map(operator.is_not, data_col, itertools.repeat(None)), bool, n)
+    ):
+        return None  # link ids without link data, or the other way round
+    if present.all():  # the usual table: every memory linked
+        texts, datas = link_col, data_col
+    elif present.any():
+        rows = np.flatnonzero(present).tolist()
+        texts = [link_col[i] for i in rows]
+        datas = [data_col[i] for i in rows]
+    else:
+        return [None] * n
     if set(map(type, texts)) != {str} or set(map(type, datas)) != {bytes}:
-        return None
-    if any(data_col[i] is not None for i in np.flatnonzero(
-        np.fromiter(map(operator.is_, link_col, itertools.repeat(None)), bool, n)
-    ).tolist()):
         return None
     targets = json.loads("[" + ",".join(texts) + "]")
     if set(map(type, targets)) != {list}:
         return None
-    counts = np.fromiter(map(len, targets), np.int64, len(rows))
-    sizes = np.fromiter(map(len, datas), np.int64, len(rows))
+    counts = np.fromiter(map(len, targets), np.int64, len(targets))
+    sizes = np.fromiter(map(len, datas), np.int64, len(targets))
     if (counts == 0).any() or not np.array_equal(sizes, 9 * counts):
         return None
     if set(map(type, itertools.chain.from_iterable(targets))) != {str}:
@@ -485,10 +485,13 @@ def _link_records(
     first = np.repeat(starts - (np.cumsum(counts) - counts), counts)
     if data[first + np.arange(int(counts.sum()))].max() >= len(LINK_TYPES):
         return None
-    own = dict(zip(ids, ids, strict=True))
-    get = own.get
-    for i, t, packed in zip(rows, targets, datas, strict=True):
-        records[i] = (tuple(map(get, t, t)), packed)
+    get = dict(zip(ids, ids, strict=True)).get  # the store's own id strings
+    packed = [(tuple(map(get, t, t)), d) for t, d in zip(targets, datas, strict=True)]
+    if len(packed) == n:
+        return packed
+    records: list[Any] = [None] * n
+    for i, record in zip(rows, packed, strict=True):
+        records[i] = record
     return records
 
 
@@ -525,10 +528,11 @@ def _embedding_columns(
         return None
     narrow_rows = np.flatnonzero(is_narrow)
     wide_rows = np.flatnonzero(is_wide)
-    narrow = np.zeros((n, dim), dtype=np.float32)
-    if len(narrow_rows) == n:  # the usual file: every row a float32 embedding
-        narrow[:] = np.frombuffer(b"".join(blobs), dtype=_FLOAT32_LE).reshape(n, dim)
-    elif len(narrow_rows):
+    if len(narrow_rows) == n:  # the usual file: every row a float32 embedding (read-only)
+        narrow = np.frombuffer(b"".join(blobs), dtype=_FLOAT32_LE).reshape(n, dim)
+    else:
+        narrow = np.zeros((n, dim), dtype=np.float32)
+    if 0 < len(narrow_rows) < n:
         narrow[narrow_rows] = np.frombuffer(
             b"".join(itertools.compress(blobs, is_narrow.tolist())), dtype=_FLOAT32_LE
         ).reshape(len(narrow_rows), dim)
