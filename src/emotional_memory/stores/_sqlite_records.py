@@ -71,12 +71,21 @@ RECORD_COLUMNS = (
     ("rec", "BLOB"), ("label", "TEXT"), ("link_ids", "TEXT"), ("link_data", "BLOB"),
 )
 
+# json.dumps(..., ensure_ascii=False) builds an encoder per call; one is kept instead
+_JSON = json.JSONEncoder(ensure_ascii=False)
+
 Row = tuple[Any, ...]
 """One row's values in :data:`ROW_COLUMNS` order."""
 
 
 def encode_scope(scope: tuple[str, ...]) -> str:
-    return json.dumps(list(scope), ensure_ascii=False)
+    """A scope path as its JSON array text (``'[]'``: the root)."""
+    return _JSON.encode(list(scope)) if scope else "[]"
+
+
+def encode_link_ids(targets: Sequence[str]) -> str:
+    """Link target ids as their JSON array text (the ``link_ids`` column)."""
+    return _JSON.encode(list(targets))
 
 
 def decode_place(
@@ -97,7 +106,7 @@ def decode_place(
 
 
 def encode_embedding(
-    embedding: list[float] | None, memory_id: str = ""
+    embedding: Sequence[float] | np.ndarray | None, memory_id: str = ""
 ) -> tuple[bytes | None, int | None]:
     """Blob and dimension for an embedding (NULL blob when missing), exact.
 
@@ -146,8 +155,15 @@ def decode_embedding(
 
 
 def encode_metadata(metadata: dict[str, Any]) -> str:
+    """Metadata as JSON text (what ``json.dumps(metadata, ensure_ascii=False)`` gives).
+
+    Raises:
+        TypeError: not JSON-serialisable. ValueError: nested too deeply.
+    """
+    if type(metadata) is dict and not metadata:
+        return "{}"
     try:
-        return json.dumps(metadata, ensure_ascii=False)
+        return _JSON.encode(metadata)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"metadata must be JSON-serialisable: {exc}") from exc
     except RecursionError:
@@ -172,7 +188,7 @@ def utc_memory(memory: Memory) -> Memory:
     """
     tag = memory.tag
     mood = tag.mood_snapshot
-    stamps = {
+    stamps: dict[str, Any] = {
         "timestamp": _as_utc(tag.timestamp),
         "last_retrieved": _as_utc(tag.last_retrieved),
         "window_opened_at": _as_utc(tag.window_opened_at),
@@ -199,11 +215,11 @@ def _record_columns(
     ints = list(ints)
     ints[_records.I_LABEL] = -1
     rec = _REC.pack(*floats, norm, *ints)
-    label_json = None if label is None else json.dumps(list(label), ensure_ascii=False)
+    label_json = None if label is None else _JSON.encode(list(label))
     if links is None:
         return rec, label_json, None, None
     targets, packed = links
-    return rec, label_json, json.dumps(list(targets), ensure_ascii=False), packed
+    return rec, label_json, encode_link_ids(targets), packed
 
 
 def memory_params(memory: Memory) -> tuple[Memory, Row]:

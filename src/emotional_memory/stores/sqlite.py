@@ -2,7 +2,10 @@
 
 The table is the source of truth; an :class:`~emotional_memory.stores.in_memory.
 InMemoryStore` rebuilt from it on open serves every read, so lookups and
-:meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns.
+:meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns. A memory's
+tag is stored as the numbers the cache keeps (see
+:mod:`~emotional_memory.stores._sqlite_records`), so the rebuild decodes the table
+column by column, without a ``Memory`` per row.
 
 Embeddings are stored exactly: as little-endian float32 blobs when every value is a
 float32 number (what embedders produce; half the space of float64), else as float64
@@ -29,7 +32,6 @@ another connection is lost.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sqlite3
 import threading
@@ -54,6 +56,7 @@ from emotional_memory.stores._sqlite_records import (
     RECORD_COLUMNS,
     ROW_COLUMNS,
     decode_rows,
+    encode_link_ids,
     memory_params,
     row_memory,
     row_params,
@@ -135,7 +138,9 @@ ON CONFLICT(id) DO UPDATE SET
     link_ids = excluded.link_ids,
     link_data = excluded.link_data"""
 # A compact row whose links alone changed (the backward links of encode_batch).
-_UPDATE_LINKS = "UPDATE em_memories SET link_ids = ?, link_data = ? WHERE id = ?"
+_UPDATE_LINKS = (
+    "UPDATE em_memories SET link_ids = ?, link_data = ? WHERE id = ? AND rec IS NOT NULL"
+)
 
 # The scope and expiry columns (issue 23), added to a table of version 1 (renamed to
 # em_memories) in the opening transaction, and their indexes.
@@ -772,7 +777,8 @@ class SQLiteStore:
         kinds: dict[str, set[str]] = {}
         for entry in undo[mark:]:
             kinds.setdefault(entry[1], set()).add(entry[0])
-        rows, links = [], []
+        rows: list[tuple[Any, ...]] = []
+        links: list[tuple[str | None, bytes | None, str]] = []
         for memory_id, kind in kinds.items():
             row = cache._row_of.get(memory_id)
             if row is None:
@@ -782,8 +788,7 @@ class SQLiteStore:
                 if record is None:
                     links.append((None, None, memory_id))
                 else:
-                    links.append((json.dumps(list(record[0]), ensure_ascii=False), record[1],
-                                  memory_id))
+                    links.append((encode_link_ids(record[0]), record[1], memory_id))
                 continue
             rows.append(self._full_row(memory_id))
         conn = self._connection()
