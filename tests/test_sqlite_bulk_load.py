@@ -253,7 +253,7 @@ def test_row_from_the_cache_equals_row_from_the_memory(memories: list[Memory]) -
         if fits(memory):
             assert params == want
         else:
-            assert params is None and want[8] is None  # kept whole: a JSON tag
+            assert params is None and want[_sqlite_records.REC_AT] is None  # kept whole: a JSON tag
 
 
 def _row(memory: Memory) -> tuple[Any, ...]:

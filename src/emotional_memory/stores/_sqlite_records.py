@@ -66,6 +66,8 @@ ROW_COLUMNS = (
     "id, content, embedding, dim, tag, metadata, scope, expires_at, rec, label, link_ids, "
     "link_data"
 )
+#: Where ``rec`` sits in a row (None there: the tag is kept as JSON).
+REC_AT = ROW_COLUMNS.split(", ").index("rec")
 #: Columns a version 2 table lacks (added by the upgrade, NULL in old rows).
 RECORD_COLUMNS = (
     ("rec", "BLOB"), ("label", "TEXT"), ("link_ids", "TEXT"), ("link_data", "BLOB"),
@@ -428,7 +430,9 @@ def decode_rows(rows: Sequence[Row]) -> RowBlock | None:
         links = _link_records(ids, link_col, data_col)
         if links is None:
             return None
-        metadata = [None if m == "{}" else _metadata(m) for m in metas]
+        metadata = _metadata_column(metas)
+        if metadata is None:
+            return None
         scope_index: dict[str, int] = {"[]": 0}  # JSON text -> scope id
         path_index: dict[tuple[str, ...], int] = {(): 0}
         scope_paths: list[tuple[str, ...]] = [()]
@@ -511,11 +515,19 @@ def _link_records(
     return records
 
 
-def _metadata(metadata_json: str) -> dict[str, Any] | None:
-    metadata = json.loads(metadata_json)
-    if not isinstance(metadata, dict):
-        raise ValueError("metadata is not a JSON object")
-    return metadata or None
+def _metadata_column(metas: Sequence[str]) -> list[dict[str, Any] | None] | None:
+    """Every row's metadata (None for ``{}``) from one JSON parse of the non-empty
+    ones; None when one is not a JSON object."""
+    out: list[dict[str, Any] | None] = [None] * len(metas)
+    rows = [i for i, text in enumerate(metas) if text != "{}"]
+    if not rows:
+        return out
+    values = json.loads("[" + ",".join([metas[i] for i in rows]) + "]")
+    if len(values) != len(rows) or set(map(type, values)) != {dict}:
+        return None
+    for i, value in zip(rows, values, strict=True):
+        out[i] = value or None
+    return out
 
 
 def _embedding_columns(

@@ -53,6 +53,7 @@ from emotional_memory.stores._bulk_load import fill_rows
 from emotional_memory.stores._linking import ForwardLink, LinkCandidates, Linker
 from emotional_memory.stores._selected import SelectedRows
 from emotional_memory.stores._sqlite_records import (
+    REC_AT,
     RECORD_COLUMNS,
     ROW_COLUMNS,
     decode_rows,
@@ -155,7 +156,6 @@ _PLACE_INDEXES = (
 _ROW_COLUMNS = ROW_COLUMNS
 
 
-
 def _create_tables(conn: sqlite3.Connection) -> None:
     """This version's tables (if missing) and its schema version, on an open
     transaction; refuses a file of a newer version."""
@@ -193,7 +193,7 @@ def _upgrade_records(conn: sqlite3.Connection) -> None:
     updates = []
     for row in rows:
         params = memory_params(row_memory(row))[1]
-        if params[8] is not None:
+        if params[REC_AT] is not None:
             updates.append((*params[1:], params[0]))
     conn.executemany(
         "UPDATE em_memories SET content = ?, embedding = ?, dim = ?, tag = ?, metadata = ?, "
