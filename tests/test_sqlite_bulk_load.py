@@ -280,6 +280,9 @@ def _compact_memory(mid: str, **tag: Any) -> Memory:
         ("link_data", b"\x00" * 4, "link_ids and link_data do not hold links"),
         ("link_ids", '["m0", 3]', "link_ids and link_data do not hold links"),
         ("label", '["joy"]', "label .* is not \\[primary, intensity, name\\]"),
+        ("link_ids", '["m0"], ["m0"]', "Extra data"),  # one parse of every row must not mix rows
+        ("metadata", '{"a": 1}, {"b": 2}', "Extra data"),
+        ("metadata", "[1]", "metadata is a list, not a JSON object"),
         # no link type 9
         ("link_data", b"\x00" * 8 + b"\x09", "link_ids and link_data do not hold links"),
     ],
