@@ -15,7 +15,9 @@ then times, interleaved round-robin (median of ``--repeats``):
 - ``scoped``: ``engine.scoped(scope).retrieve(q, top_k)`` on the shared store;
 - ``alone``: ``engine.retrieve(q, top_k)`` on the store of the scope alone;
 - ``scoped+where``: the scoped retrieve with a metadata filter (half the scope);
-- ``root``: the unscoped ``retrieve`` on ``flat`` (every memory a candidate of the search).
+- ``root``: the unscoped ``retrieve`` on ``flat`` (every memory a candidate of the search);
+- ``root+where``: the same with a filter on built-in fields (valence, retrieval count),
+  which the in-memory rows evaluate column by column.
 
 It prints the ratio ``scoped / alone`` (goal <= 2) and checks that the scoped view
 answers exactly as the store of the scope alone.
@@ -55,6 +57,8 @@ from emotional_memory.models import Memory
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 
 NOW = datetime(2026, 1, 2, tzinfo=UTC)
+# A filter on built-in fields, evaluated over every row of the flat store.
+BUILTIN_WHERE = {"$or": [{"valence": {"$gt": 0.2}}, {"retrieval_count": {"$gte": 1}}]}
 
 
 def interleaved(fns: dict[str, Callable[[], Any]], repeats: int) -> dict[str, float]:
@@ -138,6 +142,7 @@ def main() -> None:
         "alone": lambda: alone.retrieve(query(), args.top_k),
         "scoped+where": lambda: view.retrieve(query(), args.top_k, where={"half": 1}),
         "root": lambda: flat.retrieve(query(), args.top_k),
+        "root+where": lambda: flat.retrieve(query(), args.top_k, where=BUILTIN_WHERE),
     }
     vdb = args.qdrant or args.chroma
     if vdb:  # the generic path over the same store, for comparison
@@ -158,6 +163,8 @@ def main() -> None:
         print(f"  {name:>13}: {seconds * 1e3:8.3f} ms")
     print(f"  scoped / alone       = {times['scoped'] / times['alone']:.2f}x  (goal <= 2)")
     print(f"  scoped+where / alone = {times['scoped+where'] / times['alone']:.2f}x")
+    print(f"  root+where / root    = {times['root+where'] / times['root']:.2f}x"
+          "  (built-in fields, every row)")
     print(f"  root ({n:,} unscoped) / alone = {times['root'] / times['alone']:.2f}x")
     if vdb:
         print(f"  generic (list_all + filter) / scoped = "

@@ -1053,7 +1053,7 @@ def test_a_file_migrated_by_version_1_gets_the_originals_tables_back(tmp_path: P
     conn.commit()
     conn.close()
     with SQLiteStore(path) as store:
-        assert store.schema_version == 2
+        assert store.schema_version == 3
         assert [m.id for m in store.list_all()] == [m.id for m in reversed(memories)]
         for got, want in zip(store.list_all(), reversed(memories), strict=True):
             assert got.embedding == np.asarray(want.embedding, "<f4").astype(float).tolist()

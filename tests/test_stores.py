@@ -23,6 +23,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
 from emotional_memory.stores import InMemoryStore, SQLiteStore
+from emotional_memory.stores._records import F_CONSOLIDATION, TAG_F
 
 Store = InMemoryStore | SQLiteStore
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -568,21 +569,25 @@ def test_sqlite_pragmas_schema_and_blob_format(db: Path) -> None:
         store.save(a)
         store.save(mem("b"))
         store.save(mem("c", [0.1, 0.2, 0.3]))  # not float32 numbers: an 8-byte blob
-        assert store.schema_version == 2
+        assert store.schema_version == 3
     raw = sqlite3.connect(db)
     try:
         assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         rows = raw.execute(
-            "SELECT seq, id, embedding, dim, tag FROM em_memories ORDER BY seq"
+            "SELECT seq, id, embedding, dim, tag, rec FROM em_memories ORDER BY seq"
         ).fetchall()
         assert rows[0][1] == a.id and rows[0][3] == 3
         assert np.frombuffer(rows[0][2], dtype="<f4").tolist() == [0.5, 0.25, -3.0]
         assert rows[1][2] is None and rows[1][3] is None
         assert rows[2][3] == 3
         assert np.frombuffer(rows[2][2], dtype="<f8").tolist() == [0.1, 0.2, 0.3]
-        assert json.loads(rows[0][4])["consolidation_strength"] == 0.5
+        # a compact memory: the tag's numbers in the record, no JSON tag
+        assert rows[0][4] == ""
+        floats = np.frombuffer(rows[0][5][: 8 * (TAG_F + 1)], dtype="<f8")
+        assert floats[F_CONSOLIDATION] == 0.5
+        assert floats[TAG_F] == np.linalg.norm([0.5, 0.25, -3.0])  # the embedding norm
         version = raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        assert version == ("2",)
+        assert version == ("3",)
     finally:
         raw.close()
 

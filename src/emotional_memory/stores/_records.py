@@ -120,7 +120,10 @@ class LabelTable:
 
     def code(self, label: EmotionLabel) -> int:
         """The code of ``label``'s triple (a new one is added)."""
-        key = (label.primary, label.intensity, label.name)
+        return self.code_of((label.primary, label.intensity, label.name))
+
+    def code_of(self, key: tuple[str, str, str]) -> int:
+        """The code of a ``(primary, intensity, name)`` triple (a new one is added)."""
         code = self._codes.get(key)
         if code is None:
             code = len(self._labels)

@@ -29,7 +29,15 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
-from emotional_memory.filters import Compare, Where, builtin_value, metadata_value
+from emotional_memory.filters import (
+    And,
+    Clause,
+    Compare,
+    Where,
+    builtin_value,
+    compare,
+    metadata_value,
+)
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.models import Memory
@@ -44,6 +52,69 @@ from emotional_memory.stores.selection import Selection
 InMemoryStore = Any
 
 __all__ = ["RowSelecting", "SelectedRows"]
+
+# Tag columns of the numeric built-in fields (floats in ``_tagf``, ints in ``_tagi``).
+_FLOAT_FIELDS = frozenset({"valence", "arousal", "dominance"})
+_BUILTIN_COLUMN = {
+    "valence": _records.F_AFFECT.start,
+    "arousal": _records.F_AFFECT.start + 1,
+    "dominance": _records.F_AFFECT.start + 2,
+    "retrieval_count": _records.I_RETRIEVAL,
+    "timestamp": _records.I_TIMESTAMP,
+}
+# Integers of at most this size convert to float64 exactly.
+_EXACT_INT = 2**53
+
+
+def _numeric_mask(values: np.ndarray, op: str, operand: Any) -> np.ndarray:
+    """:func:`~emotional_memory.filters.compare` of a column of present numbers.
+
+    A built-in numeric field is never missing nor null, and its operands are numbers
+    (or None for ``$eq``/``$ne``/``$in``/``$nin``): see ``filters._operand``.
+
+    Args:
+        values: (N,) float64 or int64 values.
+        op: the operator.
+        operand: the parsed operand.
+
+    Returns:
+        (N,) bool mask, equal to ``compare`` element by element.
+    """
+    n = values.shape[0]
+    if op == "$exists":
+        return np.full(n, bool(operand))
+    if op in ("$eq", "$ne", "$in", "$nin"):
+        operands = operand if op in ("$in", "$nin") else (operand,)
+        hit = np.zeros(n, dtype=bool)
+        for o in operands:
+            if o is not None:
+                hit |= _numeric_compare(values, "$eq", o)
+        return hit if op in ("$eq", "$in") else ~hit
+    return _numeric_compare(values, op, operand)
+
+
+def _numeric_compare(values: np.ndarray, op: str, operand: int | float) -> np.ndarray:
+    """``values op operand`` with Python's exact mixed int/float semantics."""
+    if values.dtype.kind == "i" and values.shape[0]:
+        if isinstance(operand, int):
+            exact = -(2**63) <= operand < 2**63
+        else:  # a float operand: the values are converted to float64
+            exact = int(values.min()) > -_EXACT_INT and int(values.max()) < _EXACT_INT
+        if not exact:
+            # float64 could round a value: compare element by element, exactly.
+            return np.fromiter(
+                (compare(v, op, operand) for v in values.tolist()), bool, values.shape[0]
+            )
+    if op == "$eq":
+        return np.asarray(values == operand)
+    if op == "$gt":
+        return np.asarray(values > operand)
+    if op == "$gte":
+        return np.asarray(values >= operand)
+    if op == "$lt":
+        return np.asarray(values < operand)
+    return np.asarray(values <= operand)
+
 
 # Selections of at most this many searchable rows are ranked exactly, row by row;
 # larger ones take the approximate pass over the whole matrix and rescore a pool.
@@ -139,11 +210,68 @@ class RowSelecting:
         rows = np.flatnonzero(mask)
         where = selection.where
         if where is not None and rows.shape[0]:
-            keep = np.fromiter(
-                (self._row_matches(r, where) for r in rows.tolist()), bool, rows.shape[0]
-            )
-            rows = rows[keep]
+            rows = rows[self._where_mask(rows, where)]
         return rows.astype(np.int64, copy=False)
+
+    def _where_mask(self, rows: np.ndarray, where: Where) -> np.ndarray:
+        """Which of the live ``rows`` match ``where``, column by column.
+
+        Built-in numeric fields compare whole tag columns at once, ``emotion`` once per
+        distinct label, metadata once per row and comparison; memories kept whole are
+        matched as objects. Equal to ``[self._row_matches(r, where) for r in rows]``.
+
+        Args:
+            rows: (N,) live row indices.
+            where: the filter.
+
+        Returns:
+            (N,) bool mask.
+        """
+
+        def walk(node: Clause) -> np.ndarray:
+            if isinstance(node, Compare):
+                return self._compare_mask(rows, node)
+            masks = [walk(c) for c in node.clauses]
+            reduce = np.logical_and if isinstance(node, And) else np.logical_or
+            return reduce.reduce(masks) if len(masks) > 1 else masks[0]
+
+        mask = walk(where.clause)
+        if self._whole:
+            ids = self._row_ids
+            for i, row in enumerate(rows.tolist()):
+                whole = self._whole.get(ids[row])
+                if whole is not None:
+                    mask[i] = where.matches(whole)
+        return mask
+
+    def _compare_mask(self, rows: np.ndarray, c: Compare) -> np.ndarray:
+        """One comparison over compact ``rows`` (see :meth:`_where_mask`)."""
+        if c.path:
+            meta = self._meta
+            return np.fromiter(
+                (compare(metadata_value(meta[r], c), c.op, c.value) for r in rows.tolist()),
+                bool,
+                rows.shape[0],
+            )
+        if c.field == "emotion":
+            ints = self._tagi[rows]
+            codes = np.where(
+                ints[:, _records.I_FLAGS] & _records.FLAG_LABEL, ints[:, _records.I_LABEL], -1
+            )
+            distinct, inverse = np.unique(codes, return_inverse=True)
+            answers = np.array(
+                [
+                    compare(
+                        None if code < 0 else self._labels.triple(int(code))[0], c.op, c.value
+                    )
+                    for code in distinct.tolist()
+                ],
+                dtype=bool,
+            )
+            return answers[inverse.reshape(-1)]
+        column = _BUILTIN_COLUMN[c.field]
+        values = self._tagf[rows, column] if c.field in _FLOAT_FIELDS else self._tagi[rows, column]
+        return _numeric_mask(values, c.op, c.value)
 
     def _row_sees(self, row: int, selection: Selection) -> bool:
         """Whether live ``row`` is seen by ``selection``."""

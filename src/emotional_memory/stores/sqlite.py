@@ -2,7 +2,10 @@
 
 The table is the source of truth; an :class:`~emotional_memory.stores.in_memory.
 InMemoryStore` rebuilt from it on open serves every read, so lookups and
-:meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns.
+:meth:`SQLiteStore.search_by_embedding` run on in-memory numpy columns. A memory's
+tag is stored as the numbers the cache keeps (see
+:mod:`~emotional_memory.stores._sqlite_records`), so the rebuild decodes the table
+column by column, without a ``Memory`` per row.
 
 Embeddings are stored exactly: as little-endian float32 blobs when every value is a
 float32 number (what embedders produce; half the space of float64), else as float64
@@ -29,13 +32,12 @@ another connection is lost.
 from __future__ import annotations
 
 import gc
-import json
 import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from types import TracebackType
 from typing import Any
 
@@ -46,19 +48,37 @@ from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
-from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.models import Memory
+from emotional_memory.stores._bulk_load import fill_rows
 from emotional_memory.stores._linking import ForwardLink, LinkCandidates, Linker
-from emotional_memory.stores._records import to_microseconds
 from emotional_memory.stores._selected import SelectedRows
+from emotional_memory.stores._sqlite_records import (
+    REC_AT,
+    RECORD_COLUMNS,
+    ROW_COLUMNS,
+    decode_rows,
+    encode_link_ids,
+    memory_params,
+    row_memory,
+    row_params,
+)
 from emotional_memory.stores.in_memory import EmbeddingDimensionError, InMemoryStore
 from emotional_memory.stores.original_layout import MEMORY_TABLE, prepare_memory_file
 from emotional_memory.stores.selection import Selection
 
 # ------------------------------------------------------------------ schema
-# The whole table layout and its migrations are here and in original_layout.py.
+# The whole table layout and its migrations are here, in _sqlite_records.py (a row's
+# columns) and in original_layout.py.
 #
-# Version 2 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
-# embedding, dim, tag, metadata, scope, expires_at)``; ``changes(seq, id, deleted)``.
+# Version 3 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
+# embedding, dim, tag, metadata, scope, expires_at, rec, label, link_ids, link_data)``;
+# ``changes(seq, id, deleted)``. A memory of the compact shape keeps its tag in ``rec``
+# (the tag's numbers and the embedding norm), ``label`` and ``link_ids`` /
+# ``link_data`` (its links) with ``tag = ''``; any other keeps the tag's JSON in
+# ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
+# table in bulk.
+# Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
+# rewrites every row whose memory fits the compact shape (issue 27).
 # ``embedding`` is the little-endian float32 blob of the embedding when every value is
 # a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
 # stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
@@ -68,10 +88,7 @@ from emotional_memory.stores.selection import Selection
 # ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
 # back on the first open, so the original library's ``memories`` table is never ours;
 # _create_tables then adds the scope and expiry columns (existing rows: root, never).
-SCHEMA_VERSION = 2
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_FLOAT32_LE = np.dtype("<f4")
-_FLOAT64_LE = np.dtype("<f8")
+SCHEMA_VERSION = 3
 
 _SCHEMA = (
     """CREATE TABLE IF NOT EXISTS meta (
@@ -87,7 +104,11 @@ _SCHEMA = (
         tag       TEXT NOT NULL,
         metadata  TEXT NOT NULL,
         scope     TEXT NOT NULL DEFAULT '[]',
-        expires_at INTEGER
+        expires_at INTEGER,
+        rec       BLOB,
+        label     TEXT,
+        link_ids  TEXT,
+        link_data BLOB
     )""",
     # One row per memory written (or deleted) by a committed transaction, so other
     # connections refresh only those memories. Only the last _CHANGE_LOG rows are kept;
@@ -103,8 +124,8 @@ _CHANGE_LOG = 4096
 _LOG_CHANGE = "INSERT INTO changes (id, deleted) VALUES (?, ?)"
 _PRUNE_CHANGES = "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?"
 
-_UPSERT = """INSERT INTO em_memories (id, content, embedding, dim, tag, metadata, scope, expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+_UPSERT = f"""INSERT INTO em_memories ({ROW_COLUMNS})
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT(id) DO UPDATE SET
     content = excluded.content,
     embedding = excluded.embedding,
@@ -112,7 +133,15 @@ ON CONFLICT(id) DO UPDATE SET
     tag = excluded.tag,
     metadata = excluded.metadata,
     scope = excluded.scope,
-    expires_at = excluded.expires_at"""
+    expires_at = excluded.expires_at,
+    rec = excluded.rec,
+    label = excluded.label,
+    link_ids = excluded.link_ids,
+    link_data = excluded.link_data"""
+# A compact row whose links alone changed (the backward links of encode_batch).
+_UPDATE_LINKS = (
+    "UPDATE em_memories SET link_ids = ?, link_data = ? WHERE id = ? AND rec IS NOT NULL"
+)
 
 # The scope and expiry columns (issue 23), added to a table of version 1 (renamed to
 # em_memories) in the opening transaction, and their indexes.
@@ -124,7 +153,7 @@ _PLACE_INDEXES = (
     "CREATE INDEX IF NOT EXISTS em_memories_scope ON em_memories (scope)",
     "CREATE INDEX IF NOT EXISTS em_memories_expires_at ON em_memories (expires_at)",
 )
-_ROW_COLUMNS = "id, content, embedding, dim, tag, metadata, scope, expires_at"
+_ROW_COLUMNS = ROW_COLUMNS
 
 
 class SQLiteDimensionError(EmbeddingDimensionError, sqlite3.OperationalError):
@@ -144,26 +173,6 @@ class SQLiteClosedError(ValueError, sqlite3.ProgrammingError):
     """
 
 
-def _encode_scope(scope: tuple[str, ...]) -> str:
-    return json.dumps(list(scope), ensure_ascii=False)
-
-
-def _decode_place(
-    memory_id: str, scope_json: str | None, expires_us: int | None
-) -> tuple[tuple[str, ...], datetime | None]:
-    """A row's scope path and expiry (errors name the memory id)."""
-    try:
-        scope = tuple(json.loads(scope_json)) if scope_json else ()
-        if any(not isinstance(p, str) or not p for p in scope):
-            raise ValueError(f"scope {scope_json!r} is not a list of non-empty strings")
-        if expires_us is not None and not isinstance(expires_us, int):
-            raise ValueError(f"expires_at {expires_us!r} is not an integer")
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
-    expires = None if expires_us is None else _EPOCH + timedelta(microseconds=expires_us)
-    return scope, expires
-
-
 def _create_tables(conn: sqlite3.Connection) -> None:
     """This version's tables (if missing) and its schema version, on an open
     transaction; refuses a file of a newer version."""
@@ -180,12 +189,35 @@ def _create_tables(conn: sqlite3.Connection) -> None:
     for column, statement in _PLACE_COLUMNS:
         if column not in have:
             conn.execute(statement)
+    for column, kind in RECORD_COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE em_memories ADD COLUMN {column} {kind}")
     for statement in _PLACE_INDEXES:
         conn.execute(statement)
+    if version < 3:
+        _upgrade_records(conn)
     if version < SCHEMA_VERSION:  # prepare_memory_file already renamed the tables
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )
+
+
+def _upgrade_records(conn: sqlite3.Connection) -> None:
+    """Rewrite the rows of an older version whose memory fits the compact shape as
+    records (in the opening transaction; the memories themselves do not change, so
+    other connections' caches stay valid and nothing is logged)."""
+    rows = conn.execute(f"SELECT {_ROW_COLUMNS} FROM em_memories WHERE rec IS NULL").fetchall()
+    updates = []
+    for row in rows:
+        params = memory_params(row_memory(row))[1]
+        if params[REC_AT] is not None:
+            updates.append((*params[1:], params[0]))
+    conn.executemany(
+        "UPDATE em_memories SET content = ?, embedding = ?, dim = ?, tag = ?, metadata = ?, "
+        "scope = ?, expires_at = ?, rec = ?, label = ?, link_ids = ?, link_data = ? "
+        "WHERE id = ?",
+        updates,
+    )
 
 
 def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
@@ -193,7 +225,7 @@ def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
     dims = {len(m.embedding) for m in memories if m.embedding}
     if len(dims) > 1:
         raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
-    conn.executemany(_UPSERT, [SQLiteStore._prepare(m)[1] for m in memories])
+    conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
 
 # ------------------------------------------------------------- end of schema
@@ -331,55 +363,6 @@ def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
         )
 
 
-def _encode_embedding(
-    embedding: list[float] | None, memory_id: str = ""
-) -> tuple[bytes | None, int | None]:
-    """Blob and dimension for an embedding (NULL blob when missing), exact.
-
-    A float32 blob when every value is a float32 number (what embedders give: half
-    the space), else a float64 blob; NaN and infinities are kept.
-
-    Raises:
-        ValueError: the embedding is not one-dimensional (the memory named).
-    """
-    if embedding is None:
-        return None, None
-    wide = np.asarray(embedding, dtype=_FLOAT64_LE)
-    if wide.ndim != 1:
-        raise ValueError(
-            f"memory {memory_id!r}: embedding must be a flat list of floats, got shape "
-            f"{wide.shape}"
-        )
-    with np.errstate(over="ignore", invalid="ignore"):
-        narrow = wide.astype(_FLOAT32_LE)
-    if np.array_equal(narrow, wide, equal_nan=True):
-        return narrow.tobytes(), int(wide.shape[0])
-    return wide.tobytes(), int(wide.shape[0])
-
-
-def _blob_dtype(blob: bytes, dim: int | None, memory_id: object = "") -> np.dtype:
-    """The dtype of a stored embedding blob, from its length and dimension."""
-    if dim is not None and len(blob) == 4 * dim:
-        return _FLOAT32_LE
-    if dim is not None and len(blob) == 8 * dim:
-        return _FLOAT64_LE
-    if dim is None and len(blob) % 4 == 0:  # written without a dimension: float32
-        return _FLOAT32_LE
-    raise ValueError(
-        f"memory {memory_id!r} has an invalid row: an embedding blob of {len(blob)} bytes "
-        f"for dimension {dim}"
-    )
-
-
-def _decode_embedding(
-    blob: bytes | None, dim: int | None = None, memory_id: object = ""
-) -> list[float] | None:
-    """The float64 list a stored blob (float32 or float64, see the schema) stands for."""
-    if blob is None:
-        return None
-    return np.frombuffer(blob, dtype=_blob_dtype(blob, dim, memory_id)).astype(np.float64).tolist()
-
-
 def _pack_embedding(embedding: Sequence[float]) -> bytes:
     """Pack a vector as little-endian float32 bytes (the original's vector-index blob).
 
@@ -393,7 +376,7 @@ def _pack_embedding(embedding: Sequence[float]) -> bytes:
     Returns:
         ``4 * dim`` bytes.
     """
-    return np.asarray(embedding, dtype=_FLOAT32_LE).reshape(-1).tobytes()
+    return np.asarray(embedding, dtype="<f4").reshape(-1).tobytes()
 
 
 def _unpack_embedding(blob: bytes) -> list[float]:
@@ -410,46 +393,7 @@ def _unpack_embedding(blob: bytes) -> list[float]:
     """
     if len(blob) % 4:
         raise ValueError(f"a float32 vector blob has a multiple of 4 bytes, got {len(blob)}")
-    return np.frombuffer(blob, dtype=_FLOAT32_LE).astype(np.float64).tolist()
-
-
-def _row_memory(
-    memory_id: str,
-    content: str,
-    embedding: list[float] | None,
-    tag_json: str,
-    metadata_json: str,
-    scope_json: str | None = None,
-    expires_us: int | None = None,
-) -> Memory:
-    """A memory from one table row, validated (errors name the memory id)."""
-    try:
-        if not isinstance(memory_id, str) or not memory_id:
-            raise ValueError(f"id is {memory_id!r}, not a non-empty string")
-        if not isinstance(content, str):
-            raise ValueError(f"content is a {type(content).__name__}, not text")
-        if not isinstance(tag_json, str | bytes) or not isinstance(metadata_json, str | bytes):
-            raise ValueError("tag and metadata must be JSON text")
-        metadata = json.loads(metadata_json)
-        if not isinstance(metadata, dict):
-            raise ValueError(f"metadata is a {type(metadata).__name__}, not a JSON object")
-        tag = EmotionalTag.model_validate_json(tag_json)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
-    scope, expires = _decode_place(memory_id, scope_json, expires_us)
-    return Memory.model_construct(
-        id=memory_id, content=content, embedding=embedding, tag=tag, metadata=metadata,
-        scope=scope, expires_at=expires,
-    )
-
-
-def _encode_metadata(metadata: dict[str, Any]) -> str:
-    try:
-        return json.dumps(metadata, ensure_ascii=False)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"metadata must be JSON-serialisable: {exc}") from exc
-    except RecursionError:
-        raise ValueError("metadata nests too deeply to be stored as JSON") from None
+    return np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist()
 
 
 class SQLiteStore:
@@ -889,16 +833,44 @@ class SQLiteStore:
     def _write_rows_since(self, mark: int) -> int:
         """Upsert every row the cache changed since undo-log ``mark`` (in a transaction,
         lock held); returns the new mark."""
-        undo = self._cache._undo
-        ids = list(dict.fromkeys(entry[1] for entry in undo[mark:]))
-        if ids:
-            memories = self._cache.memories(ids)
-            self._connection().executemany(
-                _UPSERT, [self._prepare(m)[1] for m in memories]
-            )
+        cache = self._cache
+        undo = cache._undo
+        kinds: dict[str, set[str]] = {}
+        for entry in undo[mark:]:
+            kinds.setdefault(entry[1], set()).add(entry[0])
+        rows: list[tuple[Any, ...]] = []
+        links: list[tuple[str | None, bytes | None, str]] = []
+        for memory_id, kind in kinds.items():
+            row = cache._row_of.get(memory_id)
+            if row is None:
+                continue
+            if kind == {"links"}:  # a compact row's links alone changed
+                record = cache._links[row]
+                if record is None:
+                    links.append((None, None, memory_id))
+                else:
+                    links.append((encode_link_ids(record[0]), record[1], memory_id))
+                continue
+            rows.append(self._full_row(memory_id))
+        conn = self._connection()
+        if links and conn.executemany(_UPDATE_LINKS, links).rowcount != len(links):
+            # some row is not a record in the file: write those rows whole
+            rows += [self._full_row(memory_id) for _, _, memory_id in links]
+        if rows:
+            conn.executemany(_UPSERT, rows)
+        if rows or links:
             self._dirty = True
-            self._tx_changes.extend((m.id, 0) for m in memories)
+            self._tx_changes.extend((memory_id, 0) for memory_id in kinds if memory_id in cache)
         return len(undo)
+
+    def _full_row(self, memory_id: str) -> tuple[Any, ...]:
+        """The SQL parameters of the cached memory ``memory_id`` (from its columns)."""
+        cache = self._cache
+        row = cache._row_of[memory_id]
+        params = row_params(cache, row)
+        if params is None:  # kept whole
+            params = memory_params(cache._memory_at(row))[1]
+        return params
 
     # ------------------------------------------------------------- column cache
 
@@ -1030,11 +1002,8 @@ class SQLiteStore:
         for memory_id in changed:
             if memory_id not in present:
                 cache.delete(memory_id)
-        for _, memory_id, content, blob, dim, tag_json, metadata_json, scope, expires in rows:
-            cache.save(_row_memory(
-                memory_id, content, _decode_embedding(blob, dim, memory_id), tag_json,
-                metadata_json, scope, expires,
-            ))
+        for row in rows:
+            cache.save(row_memory(row[1:]))
         self._changes = max(seq for seq, _, _ in log)
 
     def _create_schema(self) -> None:
@@ -1070,63 +1039,19 @@ class SQLiteStore:
             .execute(f"SELECT {_ROW_COLUMNS} FROM em_memories ORDER BY seq")
             .fetchall()
         )
-        dims = {row[3] for row in rows if row[2]}
         cache = InMemoryStore()
-        if len(dims) > 1:
-            # Not written by this class; the per-row path reports the mismatch.
-            for memory_id, content, blob, dim, tag_json, metadata_json, scope, expires in rows:
-                cache.save(
-                    _row_memory(
-                        memory_id, content, _decode_embedding(blob, dim, memory_id), tag_json,
-                        metadata_json, scope, expires,
-                    )
-                )
-            self._cache = cache
-            return
-        dim = dims.pop() if dims else 0
-        matrix = np.zeros((len(rows), dim), dtype=np.float64)
-        embedded = [i for i, row in enumerate(rows) if row[2]]
-        for dtype in (_FLOAT32_LE, _FLOAT64_LE):
-            group = [i for i in embedded if len(rows[i][2]) == dim * dtype.itemsize]
-            if group:  # one decode for every embedding instead of one numpy call per row
-                flat = np.frombuffer(b"".join(rows[i][2] for i in group), dtype=dtype)
-                matrix[group] = flat.reshape(len(group), dim)
-        for i in embedded:
-            _blob_dtype(rows[i][2], dim, rows[i][0])  # any other length is reported
-        lists = matrix.tolist()
-        memories = [
-            _row_memory(
-                memory_id,
-                content,
-                None if blob is None else (lists[i] if blob else []),
-                tag_json,
-                metadata_json,
-                scope,
-                expires,
-            )
-            for i, (memory_id, content, blob, _, tag_json, metadata_json, scope, expires)
-            in enumerate(rows)
-        ]
-        cache._load_bulk(memories, matrix if embedded else None)
+        block = decode_rows(rows)
+        if block is not None:  # every row a record: decoded column by column
+            fill_rows(cache, block)
+        else:  # a tag kept as JSON, or a malformed row: one memory per row (errors named)
+            cache._load_bulk([row_memory(row) for row in rows], None)
         self._cache = cache
 
     @staticmethod
     def _prepare(memory: Memory) -> tuple[Memory, tuple[Any, ...]]:
-        """The memory as a reopen would read it back, and the row's SQL parameters."""
-        blob, dim = _encode_embedding(memory.embedding, memory.id)
-        metadata_json = _encode_metadata(memory.metadata)
-        stored = memory.model_copy(
-            update={
-                "embedding": _decode_embedding(blob, dim, memory.id),
-                "metadata": json.loads(metadata_json),
-            }
-        )
-        expires = memory.expires_at
-        params = (
-            memory.id, memory.content, blob, dim, memory.tag.model_dump_json(), metadata_json,
-            _encode_scope(memory.scope), None if expires is None else to_microseconds(expires),
-        )
-        return stored, params
+        """The memory as a reopen would read it back, and the row's SQL parameters
+        (:func:`~emotional_memory.stores._sqlite_records.memory_params`)."""
+        return memory_params(memory)
 
 
 class _SQLiteLinker(Linker):
