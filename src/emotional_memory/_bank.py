@@ -333,6 +333,9 @@ class CandidateBank:
             them anyway (a plain store's answers), else None (built on demand).
         lexical: the candidates' unpadded term statistics, in candidate order, when a
             :class:`LexicalQuery` asked for them (else None).
+        total: the number of memories the store (view) held when it was read, from a
+            store that counts them with its candidates (``everything_upto``), else
+            None.
     """
 
     ids: list[str]
@@ -341,6 +344,7 @@ class CandidateBank:
     dim: int
     memories: list[Memory] | None = None
     lexical: LexicalInputs | None = None
+    total: int | None = None
 
     def __len__(self) -> int:
         """Number of candidates."""
