@@ -98,6 +98,7 @@ from emotional_memory.stores._linking import (
     MemoryLinker,
     _backward,
     _with_links,
+    memory_candidates,
 )
 from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
@@ -187,6 +188,10 @@ class _Tx:
     (pipelined) before the transaction's next read, savepoint or commit. ``known``:
     ids whose rows this transaction locked or wrote (they exist until it deletes them),
     so an update of one can be queued without a round trip to check it exists.
+    ``nothing_expires``: whether no stored memory has an expiry (read once when a
+    view needs it). ``rows``: the current row (``_MEMORY_COLUMNS``) of every memory
+    this transaction locked or wrote, so reading one again costs no round trip (it
+    holds the store's write lock and the row locks: only it changes them).
     """
 
     conn: Any
@@ -195,6 +200,7 @@ class _Tx:
     queued: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     known: set[str] = field(default_factory=set)
     nothing_expires: bool | None = None
+    rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 class _Labels(_records.LabelTable):
@@ -322,6 +328,11 @@ class PostgresStore:
         self._margin = margin
         self._hnsw = (hnsw_m, hnsw_ef_construction)
         self._upsert_sql, self._update_sql = self._statements()
+        self._tag_sql = (
+            f"UPDATE {self._t} SET "
+            + ", ".join(f"{c} = %({c})s" for c in self._TAG_COLUMNS)
+            + " WHERE id = %(id)s"
+        )
         self._local = threading.local()
         self._selection: Selection | None = None  # a view's (see selected)
         self._f = ""  # a view's row predicate, appended to every WHERE clause
@@ -464,6 +475,7 @@ class PostgresStore:
                 tx.depth -= 1
                 tx.queued.clear()
                 tx.known.clear()  # rows written after the savepoint are gone
+                tx.rows.clear()
                 if not tx.conn.closed and not tx.conn.broken:
                     tx.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 raise
@@ -994,6 +1006,17 @@ class PostgresStore:
             return
         if not tx.write:
             raise RuntimeError("cannot write inside a read")
+        cached = self._cached_row(tx, memory.id)
+        if must_exist and cached is not None and self._only_tag_differs(cached, memory):
+            # links, counters, affect: only the tag's columns are written (the row
+            # is known to exist and to be visible here)
+            tag = self._tag_values(memory.tag)
+            tx.queued.append((self._tag_sql, {"id": memory.id, **tag}))
+            tx.rows[memory.id] = (
+                *cached[:4], tag["tagf"], tag["tagi"], tag["label"], tag["link_targets"],
+                tag["link_strengths"], tag["link_types"], *cached[10:],
+            )
+            return
         values = self._row_values(memory)
         embedding = memory.embedding
         psycopg = self._psycopg
@@ -1011,7 +1034,9 @@ class PostgresStore:
                         f"embedding length mismatch: memory has {len(embedding)}, "
                         f"the store holds dimension {dim}"
                     )
-            if (
+            if cached is not None:
+                pass  # locked or written by this transaction, and visible here
+            elif (
                 self._expiry_us is not None and not must_exist
                 and self._nothing_expires(tx)
             ):
@@ -1038,8 +1063,53 @@ class PostgresStore:
             # queued: sent with the transaction's next read or at its commit
             tx.queued.append((self._update_sql if must_exist else self._upsert_sql, values))
             tx.known.add(memory.id)
+            old = tx.rows.get(memory.id)
+            tx.rows[memory.id] = (
+                None if old is None else old[0], memory.id, values["content"],
+                values["exact"], values["tagf"], values["tagi"], values["label"],
+                values["link_targets"], values["link_strengths"], values["link_types"],
+                values["metadata_json"], values["whole"], values["embedding"],
+                values["scope"], values["expires_us"],
+            )
         except psycopg.OperationalError as exc:
             raise self._error("saving a memory", exc) from None
+
+    def _cached_row(self, tx: _Tx, memory_id: str) -> tuple[Any, ...] | None:
+        """The transaction's current row of a memory (``_MEMORY_COLUMNS``) when it has
+        it and this store (view) sees it (the whole table or an expiry-only view;
+        other views always ask the server)."""
+        row = tx.rows.get(memory_id)
+        if row is None:
+            return None
+        if self._expiry_us is not None:
+            expires = row[14]
+            return row if expires is None or expires > self._expiry_us else None
+        return None if self._f else row
+
+    @staticmethod
+    def _only_tag_differs(row: tuple[Any, ...], memory: Memory) -> bool:
+        """Whether ``memory`` equals the stored ``row`` (``_MEMORY_COLUMNS``) in every
+        field but its tag (then only the tag's columns need writing)."""
+        if row[11] is not None or not _records.fits(memory) or memory.content != row[2]:
+            return False
+        if tuple(row[13]) != memory.scope:
+            return False
+        expires = memory.expires_at
+        if (None if expires is None else _records.to_microseconds(expires)) != row[14]:
+            return False
+        stored = _embedding_of(row[3], row[12])
+        if memory.embedding is None or stored is None:
+            if (memory.embedding is None) != (stored is None):
+                return False
+        elif len(memory.embedding) != stored.shape[0] or not np.array_equal(
+            np.asarray(memory.embedding, dtype=np.float64), stored
+        ):
+            return False
+        try:
+            metadata = json.dumps(memory.metadata, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError):
+            return False
+        return bool(metadata == row[10])
 
     def _nothing_expires(self, tx: _Tx) -> bool:
         """Whether no stored memory has an expiry (read once per write transaction,
@@ -1100,6 +1170,7 @@ class PostgresStore:
         tx = self._current()
         if tx is not None:
             tx.known.discard(memory_id)
+            tx.rows.pop(memory_id, None)
         return bool(row[0])
 
     # ------------------------------------------------------------------ reading
@@ -1229,16 +1300,8 @@ class PostgresStore:
         Returns:
             The memory.
         """
-        lock = self._lock_rows()
-        with self._read(single=True) as cur:
-            row = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = %s{self._f}{lock}",
-                (memory_id,),
-            ).fetchone()
-        if row is None:
-            return None
-        self._locked([memory_id], lock)
-        return self._memory(row)
+        found = self.memories([memory_id])
+        return found[0] if found else None
 
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
         """The stored memories of ``memory_ids``, in that order (missing ones skipped).
@@ -1256,15 +1319,33 @@ class PostgresStore:
         if not ids:
             return []
         lock = self._lock_rows()
-        with self._read(single=True) as cur:
-            rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
-                f"ORDER BY seq{lock}",
-                (ids,),
-            ).fetchall()
-        by_id = {r[1]: r for r in rows}
-        self._locked(by_id, lock)
+        tx = self._current()
+        by_id: dict[str, Any] = {}
+        if lock and tx is not None:  # rows this transaction holds already
+            for mid in ids:
+                row = self._cached_row(tx, mid)
+                if row is not None:
+                    by_id[mid] = row
+        missing = [mid for mid in dict.fromkeys(ids) if mid not in by_id]
+        if missing:
+            with self._read(single=True) as cur:
+                rows = cur.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
+                    f"ORDER BY seq{lock}",
+                    (missing,),
+                ).fetchall()
+            self._locked_rows(rows, lock)
+            by_id.update((r[1], r) for r in rows)
         return [self._memory(by_id[i]) for i in ids if i in by_id]
+
+    def _locked_rows(self, rows: Sequence[Any], lock: str) -> None:
+        """Note rows (``_MEMORY_COLUMNS``) a write transaction read and locked."""
+        if lock:
+            tx = self._current()
+            if tx is not None:
+                for r in rows:
+                    tx.known.add(r[1])
+                    tx.rows[r[1]] = tuple(r)
 
     def list_all(self) -> list[Memory]:
         """Every memory, in insertion order.
@@ -1278,7 +1359,7 @@ class PostgresStore:
                 f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{self._f} "
                 f"ORDER BY seq{lock}"
             ).fetchall()
-        self._locked([r[1] for r in rows], lock)
+        self._locked_rows(rows, lock)
         return [self._memory(r) for r in rows]
 
     def __len__(self) -> int:
@@ -1459,6 +1540,8 @@ class PostgresStore:
             {"seqs": sorted({r[0] for r in rows})},
         ))
         tx.known.update(r[1] for r in rows)
+        for r in rows:
+            tx.rows[r[1]] = _search_row_memory_columns(r)
 
     def search_by_embedding_batch(
         self,
@@ -1480,6 +1563,21 @@ class PostgresStore:
         Returns:
             The memories of each query, best first.
         """
+        found = self._search_batch_rows(embeddings, top_k, visible_until=visible_until)
+        memories = {
+            r[0]: self._memory(_search_row_memory_columns(r)) for rows in found for r in rows
+        }
+        return [[memories[r[0]] for r in rows] for rows in found]
+
+    def _search_batch_rows(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        *,
+        visible_until: Sequence[str] | None = None,
+    ) -> list[list[Any]]:
+        """:meth:`search_by_embedding_batch` as rows (``_SEARCH_COLUMNS``), locked
+        inside a write transaction (no memory built)."""
         if isinstance(top_k, bool) or not isinstance(top_k, int | np.integer):
             raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
         n = len(embeddings)
@@ -1497,10 +1595,7 @@ class PostgresStore:
             found = self._search_many(cur, queries, int(top_k), limits)
         unique = {r[0]: r for rows in found for r in rows}
         self._lock_found(list(unique.values()))
-        memories = {
-            seq: self._memory(_search_row_memory_columns(r)) for seq, r in unique.items()
-        }
-        return [[memories[r[0]] for r in rows_] for rows_ in found]
+        return found
 
     def _search_many(
         self, cur: Any, queries: list[np.ndarray], k: int, limits: list[int | None]
@@ -1584,6 +1679,24 @@ class PostgresStore:
             if c is not None:
                 c.close()
         return out
+
+    def _row_candidates(self, rows: Sequence[Any]) -> LinkCandidates:
+        """The :class:`LinkCandidates` of search rows (``_SEARCH_COLUMNS``), as
+        :func:`memory_candidates` makes them of the rows' memories."""
+        if any(r[14] is not None for r in rows):  # a shape only the memory holds
+            return memory_candidates([self._memory(_search_row_memory_columns(r)) for r in rows])
+        ids = [r[1] for r in rows]
+        vectors: list[np.ndarray | None] = []
+        for r in rows:
+            vec = _embedding_of(r[2], r[8])
+            vectors.append(None if vec is None or not vec.size else vec)
+        return LinkCandidates(
+            ids=ids,
+            vectors=vectors,
+            affects=[tuple(r[3][_records.F_AFFECT]) for r in rows],
+            times_us=[int(r[4][_records.I_TIMESTAMP]) for r in rows],
+            keys=ids,
+        )
 
     def row_linker(self, block_size: int) -> _PostgresLinker:
         """The linker ``encode_batch`` uses (see :class:`_PostgresLinker`).
@@ -1935,6 +2048,7 @@ class PostgresStore:
         tx = self._current()
         if tx is not None:
             tx.known.clear()
+            tx.rows.clear()
 
     def close(self) -> None:
         """Close the connection pool (idempotent)."""
@@ -1972,6 +2086,32 @@ class _PostgresLinker(MemoryLinker):
             store, store.search_by_embedding_batch if block_size > 1 else None, block_size
         )
         self._pg = store
+
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find`: the block's searches travel together and
+        the candidates are built from the rows (no memory built for them)."""
+        pg = self._pg
+        before = len(pg)
+        self.save(memories)
+        # memory i of the block sees before + i + 1 memories; up to ``limit`` of them
+        # its candidates are all of them (SPEC 7)
+        first = min(len(memories), max(0, limit - before))
+        searched = memories[first:]
+        found = pg._search_batch_rows(
+            [m.embedding or [] for m in searched], limit,
+            visible_until=[m.id for m in searched],
+        ) if searched else []
+        everything = pg.list_all()[: before + first] if first else []
+        return (
+            memory_candidates(everything[: before + i + 1]) if i < first
+            else pg._row_candidates(found[i - first])
+            for i in range(len(memories))
+        )
 
     def link(
         self,
