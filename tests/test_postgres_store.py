@@ -121,6 +121,12 @@ def test_every_read_equals_the_in_memory_stores(
             live = oracle.list_all()
             assert kept == (len(live), sum(bool(m.embedding) for m in live),
                             sum(m.expires_at is not None for m in live))
+            # the links table the triggers keep equals the link arrays
+            assert set(conn.execute(f"SELECT target, source FROM {t}_links").fetchall()) == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {t}_memories").fetchall()
+                for target in targets
+            }
         assert pg.list_all() == oracle.list_all()
         assert [m.model_dump_json() for m in pg.list_all()] == [
             m.model_dump_json() for m in oracle.list_all()]
@@ -201,6 +207,47 @@ def _seeded(pg_dsn: str, n: int = 8) -> tuple[PostgresStore, EmotionalMemory]:
 def _bump(memory: Memory, by: int = 1) -> Memory:
     tag = memory.tag.model_copy(update={"retrieval_count": memory.tag.retrieval_count + by})
     return memory.model_copy(update={"tag": tag})
+
+
+def test_a_write_transaction_reads_its_own_rows_without_asking_again(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a write transaction, rows it locked or wrote are read back from what it
+    holds (no statement), tag-only updates and whole updates alike; an in-place change
+    of a memory's embedding list is still written whole; a rolled-back savepoint
+    forgets what it held; the commit stores it all."""
+    a, b = _memories(4, 2, 0)
+    store.save(a)
+    store.save(b)
+    with store.transaction():
+        got_a, got_b = store.memories([a.id, b.id])  # read and locked
+        reads: list[Any] = []
+        read = store._read
+
+        def counted(**kwargs: Any) -> Any:
+            reads.append(kwargs)
+            return read(**kwargs)
+
+        monkeypatch.setattr(store, "_read", counted)
+        a2 = _bump(got_a)
+        store.update(a2)
+        assert store.get(a.id) == a2
+        b2 = got_b.model_copy(update={"content": "changed", "metadata": {"k": [1, 2]}})
+        store.update(b2)
+        assert store.memories([b.id, a.id]) == [b2, a2]
+        assert reads == []
+        b3 = store.get(b.id)
+        assert b3 is not None and b3.embedding is not None
+        b3.embedding[0] += 1.0  # changed in place: not a tag-only update
+        store.update(b3)
+        assert store.get(b.id) == b3 and reads == []
+        with pytest.raises(RuntimeError, match="undo"), store.transaction():
+            store.update(_bump(a2))
+            raise RuntimeError("undo")
+        assert store.get(a.id) == a2
+        assert reads  # asked the server again after the rollback
+    monkeypatch.undo()
+    assert store.memories([a.id, b.id]) == [a2, b3]
 
 
 def test_modify_memories_writes_tags_in_one_statement_from_the_rows_read(
@@ -650,8 +697,9 @@ def test_an_older_schema_is_migrated_in_one_transaction(
 
 def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
     """Version 1 (the first release of this store) had no ``{t}_unchanged`` check
-    function; opening such a table adds it (version 2) in the opening transaction, and
-    a retrieve's side effects then take the one-statement path."""
+    function and no links table; opening such a table adds both (version 2, the links
+    filled from the link arrays) in the opening transaction, and a retrieve's side
+    effects then take the one-statement path."""
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as store:
         engine = _engine(store)
@@ -659,6 +707,8 @@ def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
             engine.encode(f"harbour storm memory {i}")
     with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 1's layout
         conn.execute(f"DROP FUNCTION {table}_memories_unchanged(bigint, bigint)")
+        conn.execute(f"DROP TABLE {table}_links")
+        conn.execute(f"DROP FUNCTION {table}_memories_track_links() CASCADE")  # triggers
         conn.execute(f"UPDATE {table}_meta SET value = '1' WHERE key = 'version'")
     with PostgresStore(pg_dsn, table=table) as store:
         with psycopg.connect(pg_dsn) as conn:
@@ -667,6 +717,14 @@ def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
             assert conn.execute(
                 "SELECT count(*) FROM pg_proc WHERE proname = %s",
                 (f"{table}_memories_unchanged",)).fetchone() == (1,)
+            # the links table, filled from the link arrays
+            pairs = set(conn.execute(f"SELECT target, source FROM {table}_links").fetchall())
+            assert pairs == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {table}_memories").fetchall()
+                for target in targets
+            }
+            assert pairs
         engine = _engine(store)
         before = {m.id: m.tag.retrieval_count for m in store.list_all()}
         got = engine.retrieve("harbour storm", top_k=2)

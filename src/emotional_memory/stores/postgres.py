@@ -22,7 +22,9 @@ The table (``{table}_memories``) holds each memory in typed columns:
   ``emotion`` as generated columns; ``label`` (the emotion label's name parts);
 - links as three arrays (``link_targets``, ``link_strengths``, ``link_types``; not
   indexed, so that writing links is a HOT update that never touches the vector
-  index: :meth:`PostgresStore.linking_to`, used by deletes, scans the column);
+  index); who links to whom is kept by triggers in ``{table}_links`` (target id,
+  source ``seq``; primary key on both), through which :meth:`PostgresStore.linking_to`
+  (used by deletes) finds the linking memories without a scan;
   ``metadata`` as JSONB (GIN-indexed) plus its exact JSON text;
 - ``scope`` (``text[]``, GIN) and ``expires_at`` (indexed);
 - ``terms`` / ``tfs`` / ``doc_len``: the lexical statistics of the opt-in signal s7
@@ -32,7 +34,9 @@ The table (``{table}_memories``) holds each memory in typed columns:
 
 ``{table}_meta`` holds the schema name and version, the embedding dimension, and the
 counts of memories, of embedded memories and of expiring memories, kept by the
-statements that write rows.
+statements that write rows. ``{table}_memories_unchanged(got, want)`` fails a
+transaction (SQLSTATE 40001) when a conditional write found fewer rows than expected
+at the version it read (see :meth:`PostgresStore.modify_memories`).
 
 **Answers.** Search ranks by the exact float64 cosine of the stored embeddings (NaN
 and zero-norm rows as 0, ties by insertion order), as
@@ -128,11 +132,49 @@ BEGIN
 END
 $body$"""
 
+# Who links to whom, kept by the server: ``{links}`` holds one row per (target id,
+# source seq) of the memories' link arrays, maintained by triggers on every write
+# that changes them, so a delete finds the memories linking to it through an index
+# while the link arrays stay unindexed (writing links stays a HOT update that never
+# touches the vector index).
+_LINKS_STATEMENTS = (
+    "CREATE TABLE {links} (target text NOT NULL, source bigint NOT NULL, "
+    "PRIMARY KEY (target, source))",
+    """CREATE FUNCTION {t}_track_links() RETURNS trigger LANGUAGE plpgsql AS $body$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM {links} WHERE source = OLD.seq;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM {links} WHERE source = OLD.seq AND NOT (target = ANY (NEW.link_targets));
+    END IF;
+    INSERT INTO {links} (target, source)
+        SELECT DISTINCT x, NEW.seq FROM unnest(NEW.link_targets) AS x
+        ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$body$""",
+    "CREATE TRIGGER {t}_links_insert AFTER INSERT ON {t} FOR EACH ROW "
+    "WHEN (cardinality(NEW.link_targets) > 0) EXECUTE FUNCTION {t}_track_links()",
+    "CREATE TRIGGER {t}_links_update AFTER UPDATE OF link_targets ON {t} FOR EACH ROW "
+    "WHEN (OLD.link_targets IS DISTINCT FROM NEW.link_targets) "
+    "EXECUTE FUNCTION {t}_track_links()",
+    "CREATE TRIGGER {t}_links_delete AFTER DELETE ON {t} FOR EACH ROW "
+    "WHEN (cardinality(OLD.link_targets) > 0) EXECUTE FUNCTION {t}_track_links()",
+)
+
 # Migrations: version -> statements taking the schema from that version to the next
-# (``{t}``: the memories table, ``{meta}``: the meta table). _ensure_schema applies
-# them in one transaction.
+# (``{t}``: the memories table, ``{meta}``: the meta table, ``{links}``: the links
+# table). _ensure_schema applies them in one transaction.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
-    1: (_UNCHANGED_FUNCTION,),  # 2: retrieval side effects written conditionally
+    # 2: retrieval side effects written conditionally; the links table
+    1: (
+        _UNCHANGED_FUNCTION,
+        *_LINKS_STATEMENTS,
+        "INSERT INTO {links} (target, source) SELECT DISTINCT x, m.seq "
+        "FROM {t} AS m, unnest(m.link_targets) AS x",
+    ),
 }
 
 
@@ -319,6 +361,7 @@ class PostgresStore:
         self._table = table
         self._t = f"{table}_memories"
         self._meta = f"{table}_meta"
+        self._links = f"{table}_links"
         self._lock_key = int.from_bytes(
             hashlib.sha256(f"{_SCHEMA_NAME}:{table}".encode()).digest()[:8],
             "big", signed=True,
@@ -741,7 +784,10 @@ class PostgresStore:
 
     def _sql(self, template: str) -> str:
         """A schema statement template with this store's table names filled in."""
-        return template.replace("{t}", self._t).replace("{meta}", self._meta)
+        return (
+            template.replace("{t}", self._t).replace("{meta}", self._meta)
+            .replace("{links}", self._links)
+        )
 
     def _schema_statements(self) -> list[str]:
         t, meta = self._t, self._meta
@@ -788,6 +834,7 @@ class PostgresStore:
             f"CREATE INDEX {t}_novec ON {t} (seq) WHERE embedded AND embedding IS NULL",
             f"CREATE INDEX {t}_created ON {t} (created_us)",
             self._sql(_UNCHANGED_FUNCTION),
+            *(self._sql(statement) for statement in _LINKS_STATEMENTS),
             f"INSERT INTO {meta} VALUES ('schema', '{_SCHEMA_NAME}'), "
             f"('version', '{SCHEMA_VERSION}'), ('count', '0'), ('embedded', '0'), "
             "('expiring', '0')",
@@ -2012,8 +2059,9 @@ class PostgresStore:
             return []
         lock = self._lock_rows()
         with self._read(single=True) as cur:
-            rows = cur.execute(
-                f"SELECT id FROM {self._t} WHERE link_targets && %s ORDER BY seq{lock}",
+            rows = cur.execute(  # through the links table's index
+                f"SELECT id FROM {self._t} WHERE seq IN (SELECT source FROM {self._links} "
+                f"WHERE target = ANY(%s)) ORDER BY seq{lock}",
                 (targets,),
             ).fetchall()
         self._locked([r[0] for r in rows], lock)
