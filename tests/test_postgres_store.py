@@ -209,6 +209,25 @@ def _bump(memory: Memory, by: int = 1) -> Memory:
     return memory.model_copy(update={"tag": tag})
 
 
+def test_retrieves_before_and_after_the_first_embedding(pg_dsn: str) -> None:
+    """The vector column gets its dimension with the first embedding (a schema change
+    under the statements already run): retrieves before and after it, from this and
+    from another process's store, answer as over the in-memory store."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table, exact_rows=0) as pg, \
+            PostgresStore(pg_dsn, table=table, exact_rows=0) as other:
+        engines = [_engine(pg), _engine(other), _engine(InMemoryStore())]
+        for e in engines:
+            assert e.retrieve("anything at all", top_k=2) == []
+        engines[0].encode("the first memory, from this process")
+        engines[2].encode("the first memory, from this process")
+        for _ in range(2):
+            a = engines[0].retrieve("first memory", top_k=2)
+            b = engines[1].retrieve("first memory", top_k=2)
+            assert [m.id for m in a] == [m.id for m in b]
+            assert len(a) == 1
+
+
 def test_a_write_transaction_reads_its_own_rows_without_asking_again(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

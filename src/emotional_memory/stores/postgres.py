@@ -1485,7 +1485,10 @@ class PostgresStore:
                 f"SELECT {_SEARCH_COLUMNS}, {embedded_expr}, {count_expr} FROM {t} "
                 f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> %(q)s "
                 f"LIMIT {int(want)}",
-                {**params, "q": unit}, prepare=fixed and self._current() is None,
+                # prepared once the vector column is typed (its first embedding
+                # changes the result type, which a prepared statement may not see)
+                {**params, "q": unit},
+                prepare=fixed and self._current() is None and self._dim is not None,
             ).fetchall()
             if found:
                 total, count = found[0][-2], found[0][-1]
