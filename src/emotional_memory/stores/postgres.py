@@ -1658,7 +1658,10 @@ class PostgresStore:
             return out
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
-        view, params, _ = self._view_filter()
+        view, params, fixed = self._view_filter()
+        # the same statement text for every query (the visible limit a parameter):
+        # prepared once the vector column is typed
+        prepare = fixed and self._dim is not None
         self._search_settings(cur, max(self._ef_search, want))
         embedded_expr, _ = self._count_exprs(bound, None)
         total = int(cur.execute(f"SELECT {embedded_expr}", params).fetchone()[0])
@@ -1681,12 +1684,13 @@ class PostgresStore:
             if limit is not None and limit < 0:
                 cursors.append(None)
                 continue
-            visible = view + ("" if limit is None else f" AND seq <= {int(limit)}")
+            visible = view + ("" if limit is None else " AND seq <= %(limit)s")
+            bound_params = {**params, "limit": limit}
             if norm == 0.0 or not math.isfinite(norm):
                 c = cur.connection.cursor(binary=True)
                 c.execute(
                     f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{visible} "
-                    f"ORDER BY seq LIMIT {int(k)}", params,
+                    f"ORDER BY seq LIMIT {int(k)}", bound_params,
                 )
                 cursors.append(c)
             elif total < bound:
@@ -1696,7 +1700,8 @@ class PostgresStore:
                 c.execute(
                     f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL"
                     f"{visible} ORDER BY embedding <=> %(q)s LIMIT {int(want)}",
-                    {**params, "q": (query / norm).astype(np.float32)},
+                    {**bound_params, "q": (query / norm).astype(np.float32)},
+                    prepare=prepare,
                 )
                 cursors.append(c)
         directionless: list[Any] | None = None  # embedded rows not in the index
