@@ -52,13 +52,24 @@ pipeline mode. A write transaction first takes one transaction-scoped advisory l
 per table, so writers from every process take turns (no deadlock between multi-row
 updates) while readers never wait; every read inside it locks the rows it returns
 (``SELECT ... FOR UPDATE``), so a read-modify-write always starts from the current
-rows. Writes are checked at once and sent together before the transaction's next
-read or its commit. Reads outside a transaction run in one ``REPEATABLE READ READ
-ONLY`` snapshot each (a single statement on its own).
+rows; the transaction keeps the rows it locked or wrote, so reading them again
+asks the server nothing. Writes are checked at once and sent together before the
+transaction's next read or its commit (an update that changes only the tag writes
+only its columns). Reads outside a transaction run in one ``REPEATABLE READ READ
+ONLY`` snapshot each (a single statement on its own, outside pipeline mode).
 
-**Schema.** Created on first use, versioned in ``{table}_meta``; a database whose
-tables of that name belong to something else, or whose schema version is newer than
-this package's, is refused before anything is written.
+**A retrieve** is two statements: the candidate read (one prepared statement, the
+memory counts riding along as columns: :meth:`PostgresStore.candidate_bank` with
+``everything_upto``), and its side effects written by one statement that updates the
+winners' tags only where the rows are still the version read, else the locked
+read-modify-write (:meth:`PostgresStore.modify_memories`). The store keeps session
+state on its pooled connections (prepared statements, ``hnsw.ef_search``,
+``hnsw.iterative_scan``): connect directly or through a pooler in session mode.
+
+**Schema.** Created on first use, versioned in ``{table}_meta`` and migrated in the
+opening transaction (version 1 to 2: the links table and the check function); a
+database whose tables of that name belong to something else, or whose schema
+version is newer than this package's, is refused before anything is written.
 
 **Errors** (unreachable server, bad DSN, foreign schema, dropped connection) raise
 :class:`PostgresStoreError` naming the DSN with its password replaced by ``***``; a
