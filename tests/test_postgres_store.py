@@ -30,6 +30,7 @@ from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory._bank import LexicalQuery  # noqa: E402
 from emotional_memory.affect import CoreAffect  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.models import Memory  # noqa: E402
 from emotional_memory.replay import TickClock  # noqa: E402
 from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar  # noqa: E402
@@ -120,6 +121,12 @@ def test_every_read_equals_the_in_memory_stores(
             live = oracle.list_all()
             assert kept == (len(live), sum(bool(m.embedding) for m in live),
                             sum(m.expires_at is not None for m in live))
+            # the links table the triggers keep equals the link arrays
+            assert set(conn.execute(f"SELECT target, source FROM {t}_links").fetchall()) == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {t}_memories").fetchall()
+                for target in targets
+            }
         assert pg.list_all() == oracle.list_all()
         assert [m.model_dump_json() for m in pg.list_all()] == [
             m.model_dump_json() for m in oracle.list_all()]
@@ -132,6 +139,14 @@ def test_every_read_equals_the_in_memory_stores(
                                      with_memories=True)
         assert_same_bank(got, want)
         assert got.memories == want.memories
+        # a count read with the candidates: a store holding at most ``upto`` memories
+        # answers as with limit=None
+        upto = int(rng.integers(0, 35))
+        counted = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                    everything_upto=upto)
+        assert counted.total == len(oracle)
+        assert_same_bank(counted, oracle.candidate_bank(
+            query, None if len(oracle) <= upto else limit, now, also=also, lexical=lexical))
         if query:
             for k in (0, 1, 3, 50):
                 assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
@@ -169,6 +184,172 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
             for k in (1, 3, 6):
                 assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
             assert_same_bank(pg.candidate_bank(query, 6, now), oracle.candidate_bank(query, 6, now))
+            counted = pg.candidate_bank(query, 6, now, everything_upto=6)
+            assert counted.total == 90
+            assert_same_bank(counted, oracle.candidate_bank(query, 6, now))
+            # far from every stored direction: the rows without one (similarity 0,
+            # not in the index) rank among the candidates
+            far = [-x for x in query] if query else query
+            assert pg.search_by_embedding(far, 40) == oracle.search_by_embedding(far, 40)
+        with pg.transaction():  # the batched search of encode_batch, inside a write
+            queries = [_query(5, rng) for _ in range(4)]
+            assert pg.search_by_embedding_batch(queries, 7) == [
+                oracle.search_by_embedding(q, 7) for q in queries]
+
+
+def _seeded(pg_dsn: str, n: int = 8) -> tuple[PostgresStore, EmotionalMemory]:
+    store = PostgresStore(pg_dsn, table=_new_table(), exact_rows=0)
+    engine = _engine(store)
+    engine.encode_batch([f"harbour storm memory {i}" for i in range(n)])
+    return store, engine
+
+
+def _bump(memory: Memory, by: int = 1) -> Memory:
+    tag = memory.tag.model_copy(update={"retrieval_count": memory.tag.retrieval_count + by})
+    return memory.model_copy(update={"tag": tag})
+
+
+def test_retrieves_before_and_after_the_first_embedding(pg_dsn: str) -> None:
+    """The vector column gets its dimension with the first embedding (a schema change
+    under the statements already run): retrieves before and after it, from this and
+    from another process's store, answer as over the in-memory store."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table, exact_rows=0) as pg, \
+            PostgresStore(pg_dsn, table=table, exact_rows=0) as other:
+        engines = [_engine(pg), _engine(other), _engine(InMemoryStore())]
+        for e in engines:
+            assert e.retrieve("anything at all", top_k=2) == []
+        engines[0].encode("the first memory, from this process")
+        engines[2].encode("the first memory, from this process")
+        for _ in range(2):
+            a = engines[0].retrieve("first memory", top_k=2)
+            b = engines[1].retrieve("first memory", top_k=2)
+            assert [m.id for m in a] == [m.id for m in b]
+            assert len(a) == 1
+
+
+def test_a_write_transaction_reads_its_own_rows_without_asking_again(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inside a write transaction, rows it locked or wrote are read back from what it
+    holds (no statement), tag-only updates and whole updates alike; an in-place change
+    of a memory's embedding list is still written whole; a rolled-back savepoint
+    forgets what it held; the commit stores it all."""
+    a, b = _memories(4, 2, 0)
+    store.save(a)
+    store.save(b)
+    with store.transaction():
+        got_a, got_b = store.memories([a.id, b.id])  # read and locked
+        reads: list[Any] = []
+        read = store._read
+
+        def counted(**kwargs: Any) -> Any:
+            reads.append(kwargs)
+            return read(**kwargs)
+
+        monkeypatch.setattr(store, "_read", counted)
+        a2 = _bump(got_a)
+        store.update(a2)
+        assert store.get(a.id) == a2
+        b2 = got_b.model_copy(update={"content": "changed", "metadata": {"k": [1, 2]}})
+        store.update(b2)
+        assert store.memories([b.id, a.id]) == [b2, a2]
+        assert reads == []
+        b3 = store.get(b.id)
+        assert b3 is not None and b3.embedding is not None
+        b3.embedding[0] += 1.0  # changed in place: not a tag-only update
+        store.update(b3)
+        assert store.get(b.id) == b3 and reads == []
+        with pytest.raises(RuntimeError, match="undo"), store.transaction():
+            store.update(_bump(a2))
+            raise RuntimeError("undo")
+        assert store.get(a.id) == a2
+        assert reads  # asked the server again after the rollback
+    monkeypatch.undo()
+    assert store.memories([a.id, b.id]) == [a2, b3]
+
+
+def test_modify_memories_writes_tags_in_one_statement_from_the_rows_read(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a candidate read, a tag-only change of some candidates is written without
+    reading them again (no locked read: ``memories`` is never called)."""
+    store, _ = _seeded(pg_dsn)
+    with store:
+        query = HashingEmbedder(dim=32).embed("harbour storm")
+        bank = store.candidate_bank(query, 4, T0, everything_upto=4)
+        assert bank.total == 8 and len(bank) == 4
+        before = {m.id: m for m in store.list_all()}
+
+        def no_locked_read(ids: Any) -> Any:
+            raise AssertionError("the rows were read again")
+
+        monkeypatch.setattr(store, "memories", no_locked_read)
+        calls: list[list[str]] = []
+
+        def change(current: list[Memory]) -> list[Memory]:
+            calls.append([m.id for m in current])
+            return [_bump(m) for m in current]
+
+        out = store.modify_memories(bank.ids[:3], change)
+        assert calls == [bank.ids[:3]]
+        assert [m.id for m in out] == bank.ids[:3]
+        assert out == [_bump(before[mid]) for mid in bank.ids[:3]]
+        monkeypatch.undo()
+        after = {m.id: m for m in store.list_all()}
+        assert after == {mid: (_bump(m) if mid in bank.ids[:3] else m)
+                         for mid, m in before.items()}
+
+
+def test_modify_memories_starts_again_from_rows_changed_since_they_were_read(
+    pg_dsn: str,
+) -> None:
+    """A row another process changed between the candidate read and the write: the
+    one-statement write fails whole (nothing written), and the change runs again on
+    the current rows, read under lock: no update is lost."""
+    store, _ = _seeded(pg_dsn)
+    with store, PostgresStore(pg_dsn, table=store.table) as other:
+        query = HashingEmbedder(dim=32).embed("harbour storm")
+        bank = store.candidate_bank(query, 4, T0)
+        first, second = bank.ids[:2]
+        untouched = store.get(second)
+        assert untouched is not None
+        changed = other.get(first)
+        assert changed is not None
+        other.update(_bump(changed, 10))  # meanwhile, elsewhere
+        seen: list[list[int]] = []
+
+        def change(current: list[Memory]) -> list[Memory]:
+            seen.append([m.tag.retrieval_count for m in current])
+            return [_bump(m) for m in current]
+
+        out = store.modify_memories([first, second], change)
+        base = changed.tag.retrieval_count
+        assert seen == [[base, untouched.tag.retrieval_count],  # the rows read
+                        [base + 10, untouched.tag.retrieval_count]]  # the current rows
+        assert [m.tag.retrieval_count for m in out] == [
+            base + 11, untouched.tag.retrieval_count + 1]
+        assert store.get(first) == out[0] and store.get(second) == out[1]
+
+
+def test_modify_memories_of_more_than_tags_or_unread_ids_reads_under_lock(
+    pg_dsn: str,
+) -> None:
+    """A change to more than the tags, or ids the last candidate read did not return,
+    take the locked read-modify-write (the answer is the same)."""
+    store, _ = _seeded(pg_dsn)
+    with store:
+        query = HashingEmbedder(dim=32).embed("harbour storm")
+        bank = store.candidate_bank(query, 3, T0)
+        mid = bank.ids[0]
+        out = store.modify_memories(
+            [mid], lambda ms: [m.model_copy(update={"content": "rewritten"}) for m in ms]
+        )
+        assert out[0].content == "rewritten" and store.get(mid) == out[0]
+        ids = [m.id for m in store.list_all()]
+        unread = next(i for i in ids if i not in bank.ids)
+        out = store.modify_memories([unread, "gone"], lambda ms: [_bump(m) for m in ms])
+        assert [m.id for m in out] == [unread] and store.get(unread) == out[0]
 
 
 def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:
@@ -501,17 +682,17 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A package whose schema moved on (here: pretend version 2 adds a column) migrates
-    a version-1 table on open, all in one transaction: a failing migration leaves the
-    table at version 1, untouched."""
+    """A package whose schema moved on (here: pretend version 3 adds a column) migrates
+    a version-2 table on open, all in one transaction: a failing migration leaves the
+    table at version 2, untouched."""
     import emotional_memory.stores.postgres as pg_module
 
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
         (m,) = _memories(2, 1, 0)
         old.save(m)
-    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 2)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {2: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
         "SELECT 1/0",  # fails: nothing of this migration may stay
     )})
@@ -519,18 +700,55 @@ def test_an_older_schema_is_migrated_in_one_transaction(
         PostgresStore(pg_dsn, table=table)
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("1",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
         assert conn.execute(
             "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
             "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {1: (
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {2: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
     )})
     with PostgresStore(pg_dsn, table=table) as migrated:
         assert migrated.list_all() == [m]
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+
+
+def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
+    """Version 1 (the first release of this store) had no ``{t}_unchanged`` check
+    function and no links table; opening such a table adds both (version 2, the links
+    filled from the link arrays) in the opening transaction, and a retrieve's side
+    effects then take the one-statement path."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        engine = _engine(store)
+        for i in range(4):
+            engine.encode(f"harbour storm memory {i}")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 1's layout
+        conn.execute(f"DROP FUNCTION {table}_memories_unchanged(bigint, bigint)")
+        conn.execute(f"DROP TABLE {table}_links")
+        conn.execute(f"DROP FUNCTION {table}_memories_track_links() CASCADE")  # triggers
+        conn.execute(f"UPDATE {table}_meta SET value = '1' WHERE key = 'version'")
+    with PostgresStore(pg_dsn, table=table) as store:
+        with psycopg.connect(pg_dsn) as conn:
+            assert conn.execute(
+                f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+            assert conn.execute(
+                "SELECT count(*) FROM pg_proc WHERE proname = %s",
+                (f"{table}_memories_unchanged",)).fetchone() == (1,)
+            # the links table, filled from the link arrays
+            pairs = set(conn.execute(f"SELECT target, source FROM {table}_links").fetchall())
+            assert pairs == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {table}_memories").fetchall()
+                for target in targets
+            }
+            assert pairs
+        engine = _engine(store)
+        before = {m.id: m.tag.retrieval_count for m in store.list_all()}
+        got = engine.retrieve("harbour storm", top_k=2)
+        after = {m.id: m.tag.retrieval_count for m in store.list_all()}
+        assert after == {mid: n + (mid in {m.id for m in got}) for mid, n in before.items()}
 
 
 def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:

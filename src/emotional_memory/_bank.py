@@ -344,6 +344,9 @@ class CandidateBank:
             :func:`~emotional_memory.kernel.plan.pack_columns` builds it, when the store
             built the columns as views of it (the ranking then skips packing them);
             None: packed from ``columns`` when needed.
+        total: the number of memories the store (view) held when it was read, from a
+            store that counts them with its candidates (``everything_upto``), else
+            None.
     """
 
     ids: list[str]
@@ -353,6 +356,7 @@ class CandidateBank:
     memories: list[Memory] | None = None
     lexical: LexicalInputs | None = None
     features: np.ndarray | None = None
+    total: int | None = None
 
     def __len__(self) -> int:
         """Number of candidates."""

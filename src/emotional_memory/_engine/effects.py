@@ -24,9 +24,17 @@ class EffectsMixin(EngineCore):
         The winners (ids, best first) are read inside the store's write transaction,
         so another engine or process writing the same memories between the ranking
         and now loses no update (a winner deleted meanwhile is dropped). These are the
-        only memories a retrieval builds as objects.
+        only memories a retrieval builds as objects. A store with
+        ``modify_memories(ids, change)`` does the read-modify-write itself (with the
+        same guarantees; ``change`` may run more than once).
         """
         store = self._columnar
+        modify = getattr(store, "modify_memories", None)
+        if callable(modify):  # the store's own read-modify-write (PostgresStore's)
+            updated: list[Memory] = modify(
+                winners, lambda current: self._retrieval_effects(current, now)
+            )
+            return updated
         with store.transaction():
             updated = self._retrieval_effects(store.memories(winners), now)
             # only the tags change: a store that can write just them (InMemoryStore)

@@ -191,19 +191,24 @@ class RankingMixin(EffectsMixin):
             raise TypeError("query_affect must be a CoreAffect or None")
         now = self._now()
         store = self._view(now, where)
+        derived = self._derived()
+        cfg = self.config.retrieval
+        limit = top_k * cfg.candidate_multiplier
+        lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
+        if not lexical_on and getattr(store, "counts_candidates", False) is True:
+            # The store counts its memories in the candidate read itself (one round
+            # trip fewer); the query is then embedded before an empty store is seen.
+            bank, embedding = self._counted_bank(store, query, limit, now, with_memories)
+            if bank.total == 0:
+                return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
+            return self._rank_bank(
+                query, top_k, query_affect, fixed, now, bank, embedding, derived, None
+            )
         n = len(store)
         if n == 0:
             return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
-        with traced_span("emotional_memory.embed"):
-            embedding = self._embedding_array(self.embedder.embed(query), "query")
-        derived = self._derived()
-        if embedding is not None and derived.adapter is not None:
-            # the adapted query is what the store searches and what s1 scores
-            embedding = adapt_embedding(derived.adapter, embedding)
-        cfg = self.config.retrieval
-        limit = top_k * cfg.candidate_multiplier
+        embedding = self._query_embedding(query, derived)
         everything = n <= limit or cfg.full_bank_candidates
-        lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
         terms = query_terms(
             query, derived.stop_words, derived.analysis, derived.query_counts
         ) if lexical_on else []
@@ -232,11 +237,55 @@ class RankingMixin(EffectsMixin):
                     embedding, None if everything else limit, now, lexical=lexical_query,
                     with_memories=with_memories,
                 )
+        return self._rank_bank(
+            query, top_k, query_affect, fixed, now, bank, embedding, derived,
+            bank.lexical if derived.lexical_on else None,
+        )
+
+    def _query_embedding(self, query: str, derived: _ConfigDerived) -> np.ndarray | None:
+        """The query's embedding as the store searches it and s1 scores it."""
+        with traced_span("emotional_memory.embed"):
+            embedding = self._embedding_array(self.embedder.embed(query), "query")
+        if embedding is not None and derived.adapter is not None:
+            # the adapted query is what the store searches and what s1 scores
+            embedding = adapt_embedding(derived.adapter, embedding)
+        return embedding
+
+    def _counted_bank(
+        self, store: Any, query: str, limit: int, now: datetime, with_memories: bool
+    ) -> tuple[CandidateBank, np.ndarray | None]:
+        """The candidates from a store that counts its memories in the same read
+        (``candidate_bank(..., everything_upto=limit)``): every memory when it holds
+        at most ``limit`` (or with ``full_bank_candidates``), else the shortlist; and
+        the query embedding."""
+        embedding = self._query_embedding(query, self._derived())
+        full = self.config.retrieval.full_bank_candidates
+        span = nullcontext() if full else traced_span(
+            "emotional_memory.store.search_by_embedding", {"limit": limit}
+        )
+        with span:
+            bank: CandidateBank = store.candidate_bank(
+                embedding, None if full else limit, now, with_memories=with_memories,
+                everything_upto=limit,
+            )
+        return bank, embedding
+
+    def _rank_bank(
+        self,
+        query: str,
+        top_k: int,
+        query_affect: CoreAffect | None,
+        fixed: np.ndarray | None,
+        now: datetime,
+        bank: CandidateBank,
+        embedding: np.ndarray | None,
+        derived: _ConfigDerived,
+        lexical: Any,
+    ) -> _Ranking:
+        """The two-pass ranking of a read bank (see :meth:`_rank`)."""
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
-        # hybrid candidates score six signals unless s7 itself is on
-        lexical = bank.lexical if derived.lexical_on else None
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_bank(
             embedding,

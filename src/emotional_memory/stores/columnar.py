@@ -21,6 +21,17 @@ elaborate_pending                   ``pending_ids``
 every write                         ``transaction``
 ==================================  =======================================
 
+Two optional extensions cut round trips for a store behind a network
+(``PostgresStore`` has both; the engine uses them when present):
+
+- ``counts_candidates = True`` with ``candidate_bank(..., everything_upto=n)``: the
+  store counts its memories in the candidate read itself (the bank's ``total``) and
+  answers as with ``limit=None`` when it holds at most ``n``; the engine's retrieve
+  then asks no ``len`` first (it embeds the query before an empty store is seen);
+- ``modify_memories(ids, change)``: the retrieval side effects' read-modify-write
+  (``change`` maps the current memories to their new versions and may run more than
+  once), with the guarantees of ``transaction`` + ``memories`` + ``update``.
+
 :func:`columnar` picks the store itself or wraps it, once per store.
 """
 

@@ -62,6 +62,11 @@ class Now:
             self._value = self._source()
         return self._value
 
+    @property
+    def known(self) -> bool:
+        """Whether the time is at hand (given, or read already): calling is free."""
+        return self._value is not None
+
 
 @dataclass(frozen=True)
 class Selection:
