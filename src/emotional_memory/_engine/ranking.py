@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._context import missing_neighbours, neighbour_rows, view_neighbours
 from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
@@ -203,7 +205,10 @@ class RankingMixin(EffectsMixin):
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
         everything = n <= limit or cfg.full_bank_candidates
-        lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
+        # s8 blends the neighbours' s1 and s7: with context, s7 is scored too
+        context_on = derived.context_on and fixed is None
+        statistics = derived.lexical_on or context_on
+        lexical_on = statistics or (cfg.hybrid_candidates and self.config.enable_lexical)
         terms = query_terms(
             query, derived.stop_words, derived.analysis, derived.query_counts
         ) if lexical_on else []
@@ -212,11 +217,22 @@ class RankingMixin(EffectsMixin):
         shortlist = limit if terms and not everything else 0
         lexical_query = (
             LexicalQuery(
-                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on,
+                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=statistics,
                 analysis=derived.analysis,
             )
-            if shortlist or derived.lexical_on else None
+            if shortlist or statistics else None
         )
+        links = view_neighbours(store, now, derived.context_window) if context_on else None
+        also: list[str] = []
+        if links is not None and not everything:
+            # the neighbours of the shortlisted candidates join them (they lend s8 and
+            # may be lifted by it): the shortlist first, then one read with them added
+            assert lexical_query is not None
+            first = store.candidate_bank(
+                embedding, limit, now,
+                lexical=dataclasses.replace(lexical_query, statistics=False),
+            )
+            also = missing_neighbours(first.ids, links)
         # the original's span around the shortlist search (none without a search)
         span = nullcontext() if everything else traced_span(
             "emotional_memory.store.search_by_embedding", {"limit": limit}
@@ -227,6 +243,11 @@ class RankingMixin(EffectsMixin):
                 bank = store.candidate_bank(
                     embedding, None if everything else limit, now, with_memories=with_memories
                 )
+            elif also:
+                bank = store.candidate_bank(
+                    embedding, limit, now, also=also, lexical=lexical_query,
+                    with_memories=with_memories,
+                )
             else:
                 bank = store.candidate_bank(
                     embedding, None if everything else limit, now, lexical=lexical_query,
@@ -235,8 +256,8 @@ class RankingMixin(EffectsMixin):
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
-        # hybrid candidates score six signals unless s7 itself is on
-        lexical = bank.lexical if derived.lexical_on else None
+        # hybrid candidates score six signals unless s7 itself (or s8) is on
+        lexical = bank.lexical if statistics else None
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_bank(
             embedding,
@@ -253,8 +274,10 @@ class RankingMixin(EffectsMixin):
             weight_params=derived.weight_params(self._route(query)),
             signal_mask=derived.mask,
             lexical=lexical,
+            neighbours=None if links is None else neighbour_rows(bank.ids, links),
         )
-        weights = _check_weights(arrays.weights, lexical=lexical is not None)
+        weights = _check_weights(arrays.weights, lexical=lexical is not None,
+                                 context=links is not None)
         return _Ranking(
             now=now, plan_now=now, weights=weights, bank=bank, arrays=arrays, query=features,
         )
