@@ -303,6 +303,9 @@ class RetrievalConfig(BaseModel):
             s7), in [0, 1].
         context_window_seconds: optional time window: neighbours encoded further
             apart than this (by their tags' timestamps) do not lend; None: no window.
+        context_candidates: add the encode-order neighbours of the shortlisted
+            candidates to the candidates even while ``context_weight`` is 0 (what a
+            fit over context batches ranked); with s8 on they are always added.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
         hybrid_candidates: take the union of the semantic and the lexical shortlists
@@ -334,6 +337,7 @@ class RetrievalConfig(BaseModel):
     context_weight: float = 0.0
     context_mix: float = 0.5
     context_window_seconds: float | None = None
+    context_candidates: bool = False
     full_bank_candidates: bool = False
     hybrid_candidates: bool = False
 

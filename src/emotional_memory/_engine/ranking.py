@@ -222,15 +222,16 @@ class RankingMixin(EffectsMixin):
             )
             if shortlist or statistics else None
         )
-        links = view_neighbours(store, now, derived.context_window) if context_on else None
+        expand = context_on or cfg.context_candidates
+        links = view_neighbours(store, now, derived.context_window) if expand else None
         also: list[str] = []
         if links is not None and not everything:
             # the neighbours of the shortlisted candidates join them (they lend s8 and
             # may be lifted by it): the shortlist first, then one read with them added
-            assert lexical_query is not None
             first = store.candidate_bank(
                 embedding, limit, now,
-                lexical=dataclasses.replace(lexical_query, statistics=False),
+                lexical=None if lexical_query is None
+                else dataclasses.replace(lexical_query, statistics=False),
             )
             also = missing_neighbours(first.ids, links)
         # the original's span around the shortlist search (none without a search)
@@ -238,10 +239,14 @@ class RankingMixin(EffectsMixin):
             "emotional_memory.store.search_by_embedding", {"limit": limit}
         )
         with span:
-            if lexical_query is None:  # no lexical part: the keyword-free call, which a
-                # store written before ``lexical=`` existed also answers
+            if lexical_query is None and not also:  # no lexical part: the keyword-free
+                # call, which a store written before ``lexical=`` existed also answers
                 bank = store.candidate_bank(
                     embedding, None if everything else limit, now, with_memories=with_memories
+                )
+            elif lexical_query is None:
+                bank = store.candidate_bank(
+                    embedding, limit, now, also=also, with_memories=with_memories
                 )
             elif also:
                 bank = store.candidate_bank(
@@ -274,10 +279,10 @@ class RankingMixin(EffectsMixin):
             weight_params=derived.weight_params(self._route(query)),
             signal_mask=derived.mask,
             lexical=lexical,
-            neighbours=None if links is None else neighbour_rows(bank.ids, links),
+            neighbours=neighbour_rows(bank.ids, links) if context_on and links else None,
         )
         weights = _check_weights(arrays.weights, lexical=lexical is not None,
-                                 context=links is not None)
+                                 context=context_on)
         return _Ranking(
             now=now, plan_now=now, weights=weights, bank=bank, arrays=arrays, query=features,
         )

@@ -9,6 +9,7 @@ split; :func:`cross_validate` evaluates out-of-fold through the real engine.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,10 @@ def batch_scores(
 
     Args:
         params: scoring parameters.
-        batch: the recall batch (with ``lexical`` statistics, s7 is scored too).
-        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics).
+        batch: the recall batch (with ``lexical`` statistics, s7 is scored too; with
+            ``context`` neighbours as well, s8).
+        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics,
+            8 with neighbours too).
         adapter: optional query adapter: s1 is then the cosine of the adapted query
             embeddings with the candidates' (the batch must hold its embeddings,
             ``build_recall_batch(..., embeddings=True)``); None: ``batch.semantic``.
@@ -69,12 +72,13 @@ def batch_scores(
         adapted = adapt_query(adapter, batch.query.embedding)
         semantic = jax.vmap(bank_cosine)(adapted, batch.columns.embedding)
 
-    def one(query: Any, columns: Any, semantic: Any, lexical: Any) -> Any:
+    def one(query: Any, columns: Any, semantic: Any, lexical: Any, context: Any) -> Any:
         return score_given_semantic(
-            params, query, columns, semantic, signal_mask, lexical
+            params, query, columns, semantic, signal_mask, lexical, context
         ).totals
 
-    totals = jax.vmap(one)(batch.query, batch.columns, semantic, batch.lexical)
+    totals = jax.vmap(one)(batch.query, batch.columns, semantic, batch.lexical,
+                           batch.context)
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
@@ -96,6 +100,7 @@ def evaluate_batch(
         (Q, C) numpy totals.
     """
     cfg = config or EmotionalMemoryConfig()
+    batch = batch_for(batch, cfg)
     mask = batch_signal_mask(cfg, batch)
     spec = cfg.retrieval.query_adapter
     with float64():
@@ -110,7 +115,8 @@ def evaluate_batch(
 
 
 def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list[float]:
-    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics.
+    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics,
+    8 when it has neighbours too (s8 always on).
 
     Args:
         config: supplies the six switches (and ``enable_lexical``).
@@ -122,7 +128,31 @@ def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list
     mask = config.signal_mask()
     if batch.lexical is not None:
         mask.append(1.0 if config.enable_lexical else 0.0)
+        if batch.context is not None:
+            mask.append(1.0)
     return mask
+
+
+def batch_for(
+    batch: RecallBatch, config: EmotionalMemoryConfig, trainable: Iterable[str] = ()
+) -> RecallBatch:
+    """``batch`` as a model scores it: its neighbours only when the model uses s8.
+
+    A model without the context signal (``context_weight`` 0 and the ``context`` group
+    not trained) scores six (or seven) signals, as the engine does, even on a batch
+    captured with neighbours.
+
+    Args:
+        batch: the recall batch.
+        config: the model's configuration.
+        trainable: the groups a fit trains.
+
+    Returns:
+        ``batch``, or a copy without ``context``.
+    """
+    if batch.context is None or config.retrieval.context_on or "context" in tuple(trainable):
+        return batch
+    return dataclasses.replace(batch, context=None)
 
 
 def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
@@ -624,6 +654,8 @@ def fit(
         np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
     )
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
+    trainable = tuple(trainable)
+    batch = batch_for(batch, cfg, trainable)
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2],
@@ -742,6 +774,8 @@ def _fit_many(
         _check_fit_args(temperature, l2, steps, val_fraction)
     _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
+    trainable = tuple(trainable)
+    batch = batch_for(batch, cfg, trainable)
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         problem = _problem(
@@ -974,6 +1008,7 @@ def cross_validate(
     lexical: bool = False,
     analyses: Sequence[str] = (),
     adapter: bool = False,
+    context: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -1002,6 +1037,8 @@ def cross_validate(
             analysis).
         adapter: with ``select="model"``, let the query-adapter variant compete (the
             batches keep their embeddings).
+        context: capture the candidates' encode-order neighbours when building the
+            batches (with ``lexical``: the context models compete).
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -1010,14 +1047,15 @@ def cross_validate(
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
-        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter
+        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter,
+        context=context,
     )
     if select == "model":
         fit_kwargs["adapter"] = adapter
         fit_kwargs["analysis_batches"] = {
             name: build_recall_batch(data, embedder, analysis_config(cfg, name),
                                      lexical=lexical, affect=settings,
-                                     embeddings=adapter)[0]
+                                     embeddings=adapter, context=context)[0]
             for name in analyses
         }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
@@ -1095,7 +1133,7 @@ def analysis_config(config: EmotionalMemoryConfig, analysis: str) -> EmotionalMe
 
 def candidate_models(
     config: EmotionalMemoryConfig, lexical: bool, *, analyses: Sequence[str] = (),
-    adapter: bool = False,
+    adapter: bool = False, context: bool = False,
 ) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
     """The models :func:`select_model` chooses among: name -> (start config, trainable).
 
@@ -1110,6 +1148,9 @@ def candidate_models(
       s7 and the per-signal calibration;
     * with ``adapter`` (a batch with embeddings), ``lexical_adapter``: ``lexical``
       fitting the query adapter too;
+    * with ``context`` (a batch with neighbours), ``lexical_context``: ``lexical`` with
+      the context signal s8 (weight 0.3, mix 0.5) fitting its weight and mix too; and
+      with ``adapter`` also ``lexical_context_adapter``;
     * per analysis ``a`` of ``analyses`` (:data:`LEXICAL_ANALYSES`), each lexical model
       again as ``NAME@a`` under that analysis (scored on its own batch).
 
@@ -1118,6 +1159,7 @@ def candidate_models(
         lexical: whether the batch carries lexical statistics.
         analyses: extra lexical analyses to try.
         adapter: add the adapter variant.
+        context: add the context variants.
 
     Returns:
         Ordered dict of the candidates.
@@ -1142,6 +1184,15 @@ def candidate_models(
         }
         if adapter:
             lexical_models["lexical_adapter"] = (lex, ("base_weights", "lexical", "adapter"))
+        if context:
+            ctx = lex.model_copy(update={"retrieval": lex.retrieval.model_copy(update={
+                "context_weight": 0.3, "context_mix": 0.5,
+            })})
+            lexical_models["lexical_context"] = (ctx, ("base_weights", "lexical", "context"))
+            if adapter:
+                lexical_models["lexical_context_adapter"] = (
+                    ctx, ("base_weights", "lexical", "context", "adapter")
+                )
         models.update(lexical_models)
         for analysis in analyses:
             for name, (start, trainable) in lexical_models.items():
@@ -1212,7 +1263,7 @@ def select_model(
     chosen_hyper: dict[str, Any] | None = None
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 7)
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
-                              adapter=adapter)
+                              adapter=adapter, context=batch.context is not None)
 
     def batch_of(name: str) -> RecallBatch:
         analysis = _analysis_of(name)
@@ -1260,9 +1311,14 @@ def select_model(
         result = fit(data, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
     if trainable is not None and data.lexical is not None:
-        # ranked as it was fitted: over hybrid candidates
+        # ranked as it was fitted: over hybrid candidates (with the shortlist's
+        # neighbours when the batch had them)
         result.config = result.config.model_copy(update={
-            "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})
+            "retrieval": result.config.retrieval.model_copy(update={
+                "hybrid_candidates": True,
+                "context_candidates": result.config.retrieval.context_candidates
+                or data.context is not None,
+            })
         })
     result.selection = {"chosen": best["model"], "table": table}
     if chosen_hyper is not None:
