@@ -7,8 +7,8 @@ and differentiated. Time only enters as ages in seconds, computed at the boundar
 
 from emotional_memory.kernel._compile_cache import enable_compile_cache
 from emotional_memory.kernel.activation import spreading_activation_dense
-from emotional_memory.kernel.context import ContextInputs, context_signal, neighbour_blend
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
+from emotional_memory.kernel.context import ContextInputs, context_signal, neighbour_blend
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
 from emotional_memory.kernel.lexical import LexicalInputs, bm25, lexical_signal
 from emotional_memory.kernel.params import (
