@@ -889,7 +889,9 @@ def test_default_to_config_dicts_reproduce_spec() -> None:
     retrieval, decay = params_to_config_dicts(default_params())
     assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES,
                          # the opt-in lexical signal: off (weight 0), BM25's usual k1 and b
-                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75}
+                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75,
+                         # the opt-in context signal: off (weight 0), mix 0.5
+                         "context_weight": 0.0, "context_mix": 0.5}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
                   *decay.values()]:
@@ -1013,8 +1015,8 @@ def test_astype() -> None:
     p = default_params()
     p32 = p.astype(jnp.float32)
     leaves = jax.tree_util.tree_leaves(p)
-    # three (6,) vectors, the distance scale, and 20 named scalars in three groups
-    assert len(leaves) == 3 + 1 + 10 + 7 + 3
+    # three (6,) vectors, the distance scale, and 22 named scalars in four groups
+    assert len(leaves) == 3 + 1 + 10 + 7 + 3 + 2
     for leaf, ref in zip(jax.tree_util.tree_leaves(p32), leaves, strict=True):
         assert isinstance(leaf, jax.Array)
         assert leaf.dtype == jnp.float32
