@@ -358,9 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-context", dest="context", action="store_false",
                        help="without --trainable: leave the context-signal models out")
         p.add_argument("--adapter-rank", type=int, default=None,
-                       help="rank of a fitted query adapter (default 16)")
+                       help="rank of a fitted query adapter (default: chosen by inner CV "
+                            "among 4 and 16 when a model is selected, else 16)")
         p.add_argument("--adapter-l2", type=float, default=None,
-                       help="L2 pull of the adapter to the identity (default 0.1)")
+                       help="L2 pull of the adapter to the identity (default: chosen by "
+                            "inner CV among 0.01, 0.1, 1 when a model is selected, else 0.1)")
         p.add_argument("--l2", type=float, default=None,
                        help="L2 pull to the defaults (default: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,

@@ -925,6 +925,79 @@ def select_hyperparameters(
     return {"l2": best["l2"], "temperature": best["temperature"]}, table
 
 
+ADAPTER_GRID: dict[str, tuple[float, ...]] = {
+    "adapter_rank": (4, 16),
+    "adapter_l2": (0.01, 0.1, 1.0),
+}
+"""The query adapter's rank and L2 pull searched by :func:`select_adapter`."""
+
+
+def select_adapter(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: Mapping[str, Sequence[float]] | None = None,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Choose the query adapter's rank and L2 pull by inner cross-validation.
+
+    Each grid point's model (``fit_kwargs["trainable"]`` must hold ``adapter``) is
+    fitted on ``folds - 1`` groups of the available scenarios, the inner folds trained
+    together (:func:`fit_many_configs`), and scored on the held-out group with the batch
+    forward. The best mean out-of-fold top-1 wins; ties go to higher MRR, then to the
+    stronger pull and the smaller rank (the simpler map).
+
+    Args:
+        batch, info: the recall batch (with its embeddings).
+        config: starting configuration.
+        grid: ``{"adapter_rank": [...], "adapter_l2": [...]}`` (default
+            :data:`ADAPTER_GRID`; a key given replaces its default).
+        folds: inner folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold seed.
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ``l2``,
+            ``temperature``, ...).
+
+    Returns:
+        ``(best, table)``: ``{"adapter_rank": int, "adapter_l2": float}`` and one row
+        per grid point.
+    """
+    if "adapter" not in tuple(fit_kwargs.get("trainable", ())):
+        raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
+    g = {**ADAPTER_GRID, **(grid or {})}
+    available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 3)
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    held_masks = [available & np.isin(scen, held) for held in parts]
+    per_run = {k: fit_kwargs.pop(k) for k in ("l2", "temperature") if k in fit_kwargs}
+    dim = int(np.shape(batch.query.embedding)[-1])
+    table: list[dict[str, Any]] = []
+    for rank in g["adapter_rank"]:
+        for pull in g["adapter_l2"]:
+            configs = fit_many_configs(
+                batch, config, [{**per_run, "train_mask": available & ~h} for h in held_masks],
+                seed=seed, adapter_rank=min(int(rank), max(dim, 1)), adapter_l2=float(pull),
+                **fit_kwargs,
+            )
+            top1: list[float] = []
+            rr: list[float] = []
+            for fitted, held_mask in zip(configs, held_masks, strict=True):
+                totals = evaluate_batch(
+                    params_from_config(fitted.retrieval, fitted.decay), batch, fitted
+                )
+                per = ranking_metrics(totals, lab, val, info.top_k)
+                top1.extend(per["top1"][held_mask].tolist())
+                rr.extend(per["rr"][held_mask].tolist())
+            table.append({"adapter_rank": int(rank), "adapter_l2": float(pull),
+                          "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9),
+                                     r["adapter_l2"], -r["adapter_rank"]))
+    return {"adapter_rank": best["adapter_rank"], "adapter_l2": best["adapter_l2"]}, table
+
+
 def fit_auto(
     batch: RecallBatch,
     info: RecallInfo,
@@ -1216,6 +1289,7 @@ def select_model(
     tune: bool = True,
     analysis_batches: Mapping[str, RecallBatch] | None = None,
     adapter: bool = False,
+    tune_adapter: bool = True,
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
@@ -1243,11 +1317,15 @@ def select_model(
             lexical models compete too.
         adapter: let the query-adapter variant compete (the batches need their
             embeddings).
+        tune_adapter: when a model with the query adapter wins, choose its rank and
+            L2 pull by another inner CV (:func:`select_adapter`; ``adapter_rank`` /
+            ``adapter_l2`` given in ``fit_kwargs`` stay fixed).
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
         The :class:`FitResult` of the chosen model; ``result.selection`` holds
-        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned).
+        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned,
+        ``"adapter"`` when the adapter's rank and pull were chosen).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
@@ -1295,6 +1373,16 @@ def select_model(
                                                  round(it[1]["mrr"], 9), -it[0]))[1]
     start, trainable = models[best["model"]]
     data = batch_of(best["model"])
+    adapter_choice: dict[str, Any] | None = None
+    fixed = {k for k in ("adapter_rank", "adapter_l2") if k in fit_kwargs}
+    if trainable is not None and "adapter" in trainable and tune_adapter and len(fixed) < 2:
+        # the adapter's rank and pull by another inner CV (values given stay fixed)
+        adapter_choice, _ = select_adapter(
+            data, info, start, grid={k: (fit_kwargs[k],) for k in fixed}, folds=folds,
+            train_mask=train_mask, seed=seed, trainable=trainable,
+            **{k: v for k, v in fit_kwargs.items() if k not in fixed},
+        )
+        fit_kwargs = {**fit_kwargs, **adapter_choice}
     if trainable is None:
         result = fit(data, info, start, trainable=("base_weights",), steps=0,
                      train_mask=train_mask, seed=seed)
@@ -1321,6 +1409,8 @@ def select_model(
             })
         })
     result.selection = {"chosen": best["model"], "table": table}
+    if adapter_choice is not None:
+        result.selection["adapter"] = adapter_choice
     if chosen_hyper is not None:
         result.selection["hyperparameters"] = chosen_hyper
     return result
