@@ -557,7 +557,7 @@ class PlanWeights(RetrievalSignals):
     def values(self) -> tuple[float, ...]:
         """The weights in signal order (7 with the lexical weight last, 8 with the
         context weight after it)."""
-        out = self.as_tuple()
+        out: tuple[float, ...] = self.as_tuple()
         if self.lexical is not None:
             out = (*out, self.lexical)
         if self.context is not None:

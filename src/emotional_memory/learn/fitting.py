@@ -972,7 +972,9 @@ def select_adapter(
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 3)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     held_masks = [available & np.isin(scen, held) for held in parts]
-    per_run = {k: fit_kwargs.pop(k) for k in ("l2", "temperature") if k in fit_kwargs}
+    per_run: dict[str, Any] = {
+        k: fit_kwargs.pop(k) for k in ("l2", "temperature") if k in fit_kwargs
+    }
     dim = int(np.shape(batch.query.embedding)[-1])
     table: list[dict[str, Any]] = []
     for rank in g["adapter_rank"]:
