@@ -17,9 +17,11 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -431,3 +433,22 @@ def test_fit_trains_the_context_group_and_selection_offers_it() -> None:
     assert {"lexical_context", "lexical_context_adapter", "lexical_context@stem"} <= set(names)
     assert "context" in names["lexical_context"][1]
     assert "lexical_context" not in candidate_models(cfg, True)
+
+
+def test_cli_fits_the_context_signal(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                     ) -> None:
+    from test_real_recall import _unlabelled_dataset
+    from training.cli import main
+
+    path = tmp_path / "unlabelled.json"
+    path.write_text(json.dumps(_unlabelled_dataset(2)), encoding="utf-8")
+    out = tmp_path / "fitted.json"
+    assert main(["fit", "--dataset", str(path), "--affect", "neutral", "--quiet", "--json",
+                 "--trainable", "base_weights,lexical,context", "--l2", "0.01",
+                 "--temperature", "0.05", "--steps", "20", "--out", str(out)]) == 0
+    capsys.readouterr()
+    config = EmotionalMemoryConfig.model_validate_json(out.read_text(encoding="utf-8"))
+    assert config.retrieval.context_weight > 0  # started at 0.3, fitted
+    assert main(["evaluate", "--dataset", str(path), "--affect", "neutral", "--json",
+                 "--quiet", "--config", str(out)]) == 0
+    assert json.loads(capsys.readouterr().out)["n_queries"] == 12

@@ -142,7 +142,8 @@ def _analysis_list(text: str) -> tuple[str, ...]:
 
 def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
-    kwargs: dict[str, Any] = {"steps": args.steps, **_adapter_kwargs(args)}
+    kwargs: dict[str, Any] = {"steps": args.steps, "select_by": args.select_by,
+                              "tune": args.tune, **_adapter_kwargs(args)}
     for key in ("l2", "temperature"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
@@ -355,6 +356,12 @@ def build_parser() -> argparse.ArgumentParser:
                             "'none' (default: stem)")
         p.add_argument("--no-adapter", dest="adapter", action="store_false",
                        help="without --trainable: leave the query-adapter model out")
+        p.add_argument("--select-by", choices=("mrr", "top1"), default="mrr",
+                       help="without --trainable: the inner-CV criterion of the model "
+                            "choice (default mrr, ties by top-1)")
+        p.add_argument("--no-tune", dest="tune", action="store_false",
+                       help="without --trainable: fit the chosen model at the given (or "
+                            "default) l2/temperature instead of choosing them by inner CV")
         p.add_argument("--no-context", dest="context", action="store_false",
                        help="without --trainable: leave the context-signal models out")
         p.add_argument("--adapter-rank", type=int, default=None,

@@ -1292,15 +1292,18 @@ def select_model(
     analysis_batches: Mapping[str, RecallBatch] | None = None,
     adapter: bool = False,
     tune_adapter: bool = True,
+    select_by: str = "mrr",
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
 
     Every candidate is scored out-of-fold on the available scenarios (fitted ones are
-    fitted on the other inner folds), with the batch forward. The best mean top-1
-    wins (ties: MRR, then the earlier candidate, so the unfitted default and cosine
-    win ties). Because the default and plain cosine are candidates, the choice is
-    never worse than the better of them on the inner folds. The winner is then fitted
+    fitted on the other inner folds), with the batch forward. The best mean
+    reciprocal rank wins (``select_by``; ties: top-1, then the earlier candidate, so
+    the unfitted default and cosine win ties): MRR rewards a model that puts the answer
+    first and one that keeps it near the top. Because the default and plain cosine are
+    candidates, the choice is never worse than the better of them on the inner folds
+    by that criterion. The winner is then fitted
     (or taken as is) on every available query, with ``l2``/``temperature`` chosen by
     another inner CV (:func:`fit_auto`) when ``tune`` (values given in ``fit_kwargs``
     are kept fixed).
@@ -1322,6 +1325,9 @@ def select_model(
         tune_adapter: when a model with the query adapter wins, choose its rank and
             L2 pull by another inner CV (:func:`select_adapter`; ``adapter_rank`` /
             ``adapter_l2`` given in ``fit_kwargs`` stay fixed).
+        select_by: the inner-CV criterion: ``"mrr"`` (default: mean reciprocal rank,
+            ties by top-1) or ``"top1"`` (ties by MRR); further ties go to the
+            earlier candidate.
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
@@ -1332,6 +1338,8 @@ def select_model(
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
+    if select_by not in ("mrr", "top1"):
+        raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
     extra = dict(analysis_batches or {})
     for name, other in extra.items():
         if other.n_queries != batch.n_queries or not np.array_equal(
@@ -1371,8 +1379,9 @@ def select_model(
         table.append({"model": name, "top1": float(top1[available].mean()),
                       "mrr": float(rr[available].mean()),
                       "hit_at_k": float(hit[available].mean())})
-    best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
-                                                 round(it[1]["mrr"], 9), -it[0]))[1]
+    first, second = ("top1", "mrr") if select_by == "top1" else ("mrr", "top1")
+    best = max(enumerate(table), key=lambda it: (round(it[1][first], 9),
+                                                 round(it[1][second], 9), -it[0]))[1]
     start, trainable = models[best["model"]]
     data = batch_of(best["model"])
     adapter_choice: dict[str, Any] | None = None
