@@ -437,8 +437,9 @@ def test_fit_trains_the_context_group_and_selection_offers_it() -> None:
 
 def test_cli_fits_the_context_signal(tmp_path: Path, capsys: pytest.CaptureFixture[str]
                                      ) -> None:
-    from test_real_recall import _unlabelled_dataset
     from training.cli import main
+
+    from test_real_recall import _unlabelled_dataset
 
     path = tmp_path / "unlabelled.json"
     path.write_text(json.dumps(_unlabelled_dataset(2)), encoding="utf-8")
