@@ -13,15 +13,23 @@ real engine and the replay protocol of ``../shared/data/README.md``:
   (:func:`emotional_memory.learn.select_model`) and replayed on the held-out scenarios;
 * ``fitted_v2``: the same with the recall-v2 candidates too (issue 26): the lexical
   models under the stemmed analysis (Snowball stems, query-term counts) and with a
-  fitted query adapter.
+  fitted query adapter;
+* ``fitted_context``: the lexical models with and without the conversational context
+  signal s8 (``lexical_context``), plain and stemmed, the winner fitted at l2 0.01,
+  temperature 0.05 (no hyperparameter grid: the selection's fits dominate the time).
 
 ``--ablation`` adds ``v2_no_adapter`` and ``v2_no_stem`` (``fitted_v2`` without one
-of the two). Prints top-1 / hit@k / nDCG@k / recall@k per ranking, the fitted
-models' ratio to cosine, the seconds of each, and writes a bar chart (``--plot``,
-PNG) and a JSON report (``--json``).
+of the two) and ``context_no_context`` (``fitted_context`` without the context
+models). ``--batch-ablation`` scores the ``lexical`` model with each of the query
+adapter, stemming and the context signal on and off (8 variants, out of fold over the
+same scenario folds, with the batch forward: candidates and activation as captured)
+and adds them as a second panel per dataset. Prints top-1 / hit@k / nDCG@k / recall@k
+per ranking, the fitted models' ratio to cosine, the seconds of each, and writes a bar
+chart (``--plot``, PNG) and a JSON report (``--json``).
 
 Usage: python benchmarks/real_recall.py [--data DIR] [--folds 5] [--affect estimate]
-       [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--rankings R,...]
+       [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--batch-ablation]
+       [--rankings R,...]
        [--plot out.png] [--json out.json]
        python benchmarks/real_recall.py --plot-from a.json b.json --plot out.png
 """
@@ -35,8 +43,19 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from emotional_memory import EmotionalMemoryConfig
-from emotional_memory.learn import cross_validate, semantic_only_config
+from emotional_memory.learn import (
+    build_recall_batch,
+    cross_validate,
+    evaluate_batch,
+    fit,
+    ranking_metrics,
+    scenario_folds,
+    semantic_only_config,
+)
+from emotional_memory.learn.fitting import analysis_config, candidate_models
 from emotional_memory.replay import (
     LookupEmbedder,
     ReplayAffect,
@@ -44,16 +63,21 @@ from emotional_memory.replay import (
     replay_dataset,
     summarize,
 )
+from emotional_memory.scoring_config import params_from_config
 
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 METRICS = ("top1", "hit_at_k", "ndcg_at_k", "recall_at_k")
-RANKINGS = ("cosine", "bm25", "default", "fitted", "fitted_v2")
-ABLATION = ("v2_no_adapter", "v2_no_stem")
+RANKINGS = ("cosine", "bm25", "default", "fitted", "fitted_v2", "fitted_context")
+ABLATION = ("v2_no_adapter", "v2_no_stem", "context_no_context")
 FITTED: dict[str, dict[str, Any]] = {  # cross_validate options of each fitted ranking
     "fitted": {"analyses": (), "adapter": False},
     "fitted_v2": {"analyses": ("stem",), "adapter": True},
     "v2_no_adapter": {"analyses": ("stem",), "adapter": False},
     "v2_no_stem": {"analyses": (), "adapter": True},
+    "fitted_context": {"analyses": ("stem",), "adapter": False, "context": True,
+                       "tune": False},
+    "context_no_context": {"analyses": ("stem",), "adapter": False, "context": False,
+                           "tune": False},
 }
 
 
@@ -120,6 +144,72 @@ def run_dataset(
     return out
 
 
+def batch_ablation(
+    name: str, data_dir: Path, folds: int, affect: str, progress: bool
+) -> dict[str, Any]:
+    """The ``lexical`` model with the adapter, stemming and context each on and off.
+
+    Out of fold over ``folds`` scenario folds (the seed-0 folds of the CV), scored with
+    the batch forward; every variant at l2 0.01, temperature 0.05.
+
+    Args:
+        name, data_dir, folds, affect, progress: as :func:`run_dataset`.
+
+    Returns:
+        ``{"rankings": {variant: {"top1", "hit_at_k", ...}}, "seconds": {...},
+        "folds": k}``; variants are named ``lexical`` plus ``+adapter``, ``+stem``,
+        ``+context``.
+    """
+    data = load_dataset(data_dir / f"{name}.json")
+    embedder = LookupEmbedder.from_npz(data_dir / f"{name}.minilm.npz")
+    settings = ReplayAffect.prepare(data, events=affect)  # type: ignore[arg-type]
+    base = EmotionalMemoryConfig()
+    batches = {
+        analysis: build_recall_batch(
+            data, embedder, base if analysis == "none" else analysis_config(base, analysis),
+            lexical=True, context=True, embeddings=True, affect=settings, progress=progress,
+        )
+        for analysis in ("none", "stem")
+    }
+    info = batches["none"][1]
+    models = candidate_models(base, True, analyses=("stem",), adapter=True, context=True)
+    k = min(folds, len(info.scenario_ids))
+    parts = scenario_folds(len(info.scenario_ids), k, 0)
+    out: dict[str, Any] = {"rankings": {}, "seconds": {}, "folds": k}
+    for stem in (False, True):
+        for adapter in (False, True):
+            for context in (False, True):
+                model = "lexical" + ("_context" if context else "") + (
+                    "_adapter" if adapter else "") + ("@stem" if stem else "")
+                label = "lexical" + "".join(
+                    f" +{part}" for part, on in (("adapter", adapter), ("stem", stem),
+                                                 ("context", context)) if on
+                )
+                start, trainable = models[model]
+                batch = batches["stem" if stem else "none"][0]
+                scen = np.asarray(batch.scenario)
+                lab, valid = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+                per_query = {m: np.zeros(batch.n_queries) for m in ("top1", "hit_at_k", "rr")}
+                t0 = time.perf_counter()
+                for held in parts:
+                    held_mask = np.isin(scen, held)
+                    result = fit(batch, info, start, trainable=trainable or (),
+                                 train_mask=~held_mask, l2=0.01, temperature=0.05)
+                    params = params_from_config(result.config.retrieval, result.config.decay)
+                    per = ranking_metrics(evaluate_batch(params, batch, result.config), lab,
+                                          valid, info.top_k)
+                    for m in per_query:
+                        per_query[m][held_mask] = per[m][held_mask]
+                out["rankings"][label] = {
+                    "top1": float(per_query["top1"].mean()),
+                    "hit_at_k": float(per_query["hit_at_k"].mean()),
+                    "mrr": float(per_query["rr"].mean()),
+                    "n_queries": batch.n_queries,
+                }
+                out["seconds"][label] = time.perf_counter() - t0
+    return out
+
+
 def plot(report: dict[str, Any], path: Path) -> Path:
     """Grouped bars: each dataset x metric, one bar per ranking."""
     import matplotlib
@@ -132,14 +222,16 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     for ax, name in zip(axes[0], names, strict=True):
         shown = list(report[name]["rankings"])
         width = 0.84 / len(shown)
+        metrics = [m for m in METRICS if m in report[name]["rankings"][shown[0]]]
         for j, ranking in enumerate(shown):
-            values = [report[name]["rankings"][ranking][m] for m in METRICS]
-            xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(METRICS))]
+            values = [report[name]["rankings"][ranking][m] for m in metrics]
+            xs = [i + (j - (len(shown) - 1) / 2) * width for i in range(len(metrics))]
             bars = ax.bar(xs, values, width, label=ranking)
             ax.bar_label(bars, fmt="%.2f", fontsize=6, padding=1, rotation=90)
-        ax.set_xticks(range(len(METRICS)), [m.replace("_at_k", "@k") for m in METRICS])
+        ax.set_xticks(range(len(metrics)), [m.replace("_at_k", "@k") for m in metrics])
         ax.set_ylim(0, 1.12)
-        ax.set_title(f"{name} ({report[name]['folds']}-fold CV for the fitted rows)")
+        ax.set_title(f"{name} ({report[name]['folds']}-fold CV for the fitted rows)",
+                     fontsize=9)
         ax.legend(fontsize=8, loc="upper left")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -160,6 +252,9 @@ def main() -> None:
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--ablation", action="store_true",
                         help="also fitted_v2 without the adapter / without stemming")
+    parser.add_argument("--batch-ablation", action="store_true",
+                        help="also the lexical model with the adapter, stemming and "
+                             "context each on and off (batch forward, out of fold)")
     parser.add_argument("--rankings", default=None,
                         help="comma list of rankings to run (default: all, see --ablation)")
     parser.add_argument("--plot-from", type=Path, nargs="+", default=None,
@@ -178,15 +273,26 @@ def main() -> None:
         return
     affect = _affect_mode(args.affect)
     rankings = RANKINGS + (ABLATION if args.ablation else ())
-    if args.rankings:
+    if args.rankings is not None:
         rankings = tuple(r.strip() for r in args.rankings.split(",") if r.strip())
         unknown = [r for r in rankings if r not in RANKINGS + ABLATION]
         if unknown:
             parser.error(f"--rankings: unknown {unknown}; choose from {RANKINGS + ABLATION}")
     report: dict[str, Any] = {}
     for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
-        report[name] = run_dataset(name, args.data, args.folds, affect, not args.quiet,
-                                   rankings)
+        if rankings:
+            report[name] = run_dataset(name, args.data, args.folds, affect,
+                                       not args.quiet, rankings)
+        if args.batch_ablation:
+            key = f"{name} ablation (batch forward)"
+            report[key] = batch_ablation(name, args.data, args.folds, affect,
+                                         not args.quiet)
+            print(f"\n{key}")
+            for label, row in report[key]["rankings"].items():
+                print(f"{label:34} top1 {row['top1']:.3f}  hit@k {row['hit_at_k']:.3f}  "
+                      f"({report[key]['seconds'][label]:.0f} s)")
+        if name not in report:
+            continue
         rows = report[name]["rankings"]
         first = next(iter(rows.values()))
         print(f"\n{name} (affect of unlabelled events: {affect}; "

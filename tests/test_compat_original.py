@@ -1185,5 +1185,7 @@ def test_retrieval_plan_is_a_pydantic_model_with_named_weights() -> None:
         plan.candidate_count = 3  # type: ignore[misc]  # frozen
     seven = PlanWeights.from_values([0.1] * 6 + [0.4])
     assert len(seven) == 7 and seven[-1] == 0.4 and seven.lexical == 0.4
-    with pytest.raises(ValueError, match="6 or 7"):
+    eight = PlanWeights.from_values([0.1] * 6 + [0.2, 0.2])
+    assert len(eight) == 8 and (eight.lexical, eight.context) == (0.2, 0.2)
+    with pytest.raises(ValueError, match="6, 7 or 8"):
         RetrievalPlan(weights=[1.0, 2.0], pass1=[], pass2=[])

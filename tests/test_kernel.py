@@ -889,7 +889,9 @@ def test_default_to_config_dicts_reproduce_spec() -> None:
     retrieval, decay = params_to_config_dicts(default_params())
     assert retrieval == {"base_weights": SPEC_BASE_WEIGHTS, "adaptive_weights_config": SPEC_GATES,
                          # the opt-in lexical signal: off (weight 0), BM25's usual k1 and b
-                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75}
+                         "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75,
+                         # the opt-in context signal: off (weight 0), mix 0.5
+                         "context_weight": 0.0, "context_mix": 0.5}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
                   *decay.values()]:
@@ -1013,8 +1015,8 @@ def test_astype() -> None:
     p = default_params()
     p32 = p.astype(jnp.float32)
     leaves = jax.tree_util.tree_leaves(p)
-    # three (6,) vectors, the distance scale, and 20 named scalars in three groups
-    assert len(leaves) == 3 + 1 + 10 + 7 + 3
+    # three (6,) vectors, the distance scale, and 22 named scalars in four groups
+    assert len(leaves) == 3 + 1 + 10 + 7 + 3 + 2
     for leaf, ref in zip(jax.tree_util.tree_leaves(p32), leaves, strict=True):
         assert isinstance(leaf, jax.Array)
         assert leaf.dtype == jnp.float32
@@ -1030,7 +1032,7 @@ def test_astype() -> None:
     for leaf, ref in zip(jax.tree_util.tree_leaves(again), leaves, strict=True):
         assert np.asarray(leaf).shape == np.shape(ref)
         assert np.asarray(leaf).tobytes() == np.asarray(ref, np.float64).tobytes()
-    assert pack_params(p).shape == (PACKED_SIZE,) == (39,)
+    assert pack_params(p).shape == (PACKED_SIZE,) == (41,)
 
 
 def test_from_config_accepts_duck_typed_objects() -> None:
@@ -1398,7 +1400,7 @@ def test_uniform_fallback_when_the_only_gate_is_deep_in_saturation() -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=39, max_size=39),
+@given(st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=41, max_size=41),
        st.floats(-1, 1), st.floats(0, 1))
 def test_packed_params_round_trip_and_score_the_same(
     values: list[float], valence: float, arousal: float
@@ -1412,7 +1414,8 @@ def test_packed_params_round_trip_and_score_the_same(
     # the named leaves sit where pack_params' order says (base weights first, then gates)
     assert float(params.gates.negative_mood_strength) == values[6]
     assert float(params.decay.base_decay) == values[6 + len(GATE_FIELDS)]
-    assert float(params.lexical.b) == values[-1]
+    assert float(params.lexical.b) == values[-3]
+    assert float(params.context.mix) == values[-1]
     again = unpack_params(pack_params(params))
     for a, b in zip(jax.tree_util.tree_leaves(again), jax.tree_util.tree_leaves(params),
                     strict=True):
@@ -1429,8 +1432,8 @@ def test_params_reject_misshapen_leaves_and_old_style_groups() -> None:
     p = default_params()
     with pytest.raises(ValueError, match="base_weights"):
         pack_params(eqx.tree_at(lambda t: t.base_weights, p, np.zeros(5)))
-    with pytest.raises(ValueError, match="39"):
-        unpack_params(np.zeros(38))
+    with pytest.raises(ValueError, match="41"):
+        unpack_params(np.zeros(40))
     with pytest.raises(TypeError, match="GateParams"):  # a (10,) vector is no longer a group
         ScoringParams(base_weights=p.base_weights, gates=np.zeros(10), decay=p.decay,
                       distance_scale=p.distance_scale, signal_scale=p.signal_scale,

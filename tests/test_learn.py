@@ -100,7 +100,7 @@ def assert_finite_grads(value: Any, grads: dict[str, Any], groups: tuple[str, ..
     assert np.isfinite(float(value))
     if set(groups) == set(GROUPS):
         assert set(grads) == {"base_weights", "gates", "decay", "signal_scale", "signal_shift",
-                              "lexical"}
+                              "lexical", "context"}
     for name, g in grads.items():
         g = np.asarray(g)
         bad = np.flatnonzero(~np.isfinite(g)).tolist()
@@ -448,13 +448,15 @@ def test_untrained_fit_is_the_spec_default(
 
 def test_reparam_export_is_bit_identical_where_untouched() -> None:
     # a lexical weight inside (0, inf): 0 sits on the softplus boundary (nudged to 1e-6)
-    base = eqx.tree_at(lambda p: p.lexical.weight, default_params(), np.float64(0.35))
+    # (and so is the context weight's)
+    base = eqx.tree_at(lambda p: (p.lexical.weight, p.context.weight), default_params(),
+                       (np.float64(0.35), np.float64(0.3)))
     reparam = Reparam(base, GROUPS)
     assert reparam.leaves == ("base_weights", "gates", "decay", "signal_scale", "signal_shift",
-                              "lexical")
+                              "lexical", "context")
     exported = reparam.export(reparam.init())
     for name in ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
-                 "signal_shift", "lexical"):
+                 "signal_shift", "lexical", "context"):
         a, b = np.asarray(leaf_vector(exported, name)), np.asarray(leaf_vector(base, name))
         assert a.tobytes() == b.tobytes(), name
     # Move one element of each leaf: only that element changes.

@@ -211,3 +211,42 @@ def test_fit_trains_the_adapter_from_the_identity() -> None:
             cfg, trainable=("adapter",), steps=1)
     with pytest.raises(ValueError, match="adapter_rank"):
         fit(batch, info, cfg, trainable=("adapter",), adapter_rank=0)
+
+
+def test_select_adapter_chooses_rank_and_pull_by_inner_cv() -> None:
+    from emotional_memory.learn import build_recall_batch, select_adapter
+    from emotional_memory.learn.fitting import evaluate_batch, fit, ranking_metrics
+    from emotional_memory.scoring_config import params_from_config
+
+    cfg = EmotionalMemoryConfig(retrieval=RetrievalConfig(lexical_weight=0.3))
+    data = tiny_dataset()
+    data["scenarios"].append({**data["scenarios"][0], "scenario_id": "s3"})
+    batch, info = build_recall_batch(data, HashingEmbedder(dim=8), cfg, lexical=True,
+                                     embeddings=True)
+    trainable = ("base_weights", "adapter")
+    grid = {"adapter_rank": (1, 2), "adapter_l2": (0.01, 1.0)}
+    best, table = select_adapter(batch, info, cfg, grid=grid, folds=2, trainable=trainable,
+                                 steps=5, val_fraction=0.0)
+    assert {(r["adapter_rank"], r["adapter_l2"]) for r in table} == {
+        (1, 0.01), (1, 1.0), (2, 0.01), (2, 1.0)}
+    top = max(r["top1"] for r in table)
+    row = next(r for r in table if (r["adapter_rank"], r["adapter_l2"]) ==
+               (best["adapter_rank"], best["adapter_l2"]))
+    assert row["top1"] == top
+    # the table's number is the out-of-fold top-1 of plain fits with those settings
+    scen = np.asarray(batch.scenario)
+    perm = np.random.default_rng(3).permutation(np.unique(scen))
+    parts = [np.sort(p) for p in np.array_split(perm, 2)]
+    hits: list[float] = []
+    for held in parts:
+        held_mask = np.isin(scen, held)
+        fitted = fit(batch, info, cfg, trainable=trainable, steps=5, val_fraction=0.0,
+                     train_mask=~held_mask, adapter_rank=best["adapter_rank"],
+                     adapter_l2=best["adapter_l2"]).config
+        per = ranking_metrics(
+            evaluate_batch(params_from_config(fitted.retrieval, fitted.decay), batch, fitted),
+            np.asarray(batch.labels), np.asarray(batch.columns.valid), info.top_k)
+        hits.extend(per["top1"][held_mask].tolist())
+    assert row["top1"] == pytest.approx(float(np.mean(hits)), abs=1e-9)
+    with pytest.raises(ValueError, match="adapter"):
+        select_adapter(batch, info, cfg, trainable=("base_weights",))

@@ -230,12 +230,18 @@ def test_select_model_never_loses_to_default_or_cosine(
     tiny_batch: tuple[Any, Any, dict[str, Any], Any],
 ) -> None:
     batch, info, data, settings = tiny_batch
-    result = select_model(batch, info, steps=40, folds=2)
+    for criterion in ("top1", "mrr"):  # never loses by the criterion it chooses by
+        by_criterion = select_model(batch, info, steps=40, folds=2, select_by=criterion)
+        table = {row["model"]: row for row in by_criterion.selection["table"]}
+        chosen = table[by_criterion.selection["chosen"]]
+        assert chosen[criterion] >= max(table["default"][criterion],
+                                        table["semantic"][criterion])
+        assert chosen[criterion] == max(row[criterion] for row in table.values())
+    with pytest.raises(ValueError, match="select_by"):
+        select_model(batch, info, steps=1, folds=2, select_by="hit")
+    result = by_criterion  # the default criterion: MRR
     table = {row["model"]: row for row in result.selection["table"]}
     assert {"default", "semantic", "fitted", "lexical", "lexical_full"} <= set(table)
-    chosen = table[result.selection["chosen"]]
-    assert chosen["top1"] >= max(table["default"]["top1"], table["semantic"]["top1"])
-    assert chosen["top1"] == max(row["top1"] for row in table.values())
     # the chosen config is an ordinary config the engine loads and replays with
     config = EmotionalMemoryConfig.model_validate_json(result.config.model_dump_json())
     replayed = summarize(replay_dataset(data, HashingEmbedder(dim=64), config, affect=settings))

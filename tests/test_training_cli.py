@@ -100,12 +100,12 @@ def test_fit_writes_a_loadable_config_and_plots(
     out, plots, report = fitted
     config = EmotionalMemoryConfig.model_validate_json(out.read_text(encoding="utf-8"))
     # without --trainable the model is chosen by inner CV (never below default/cosine)
-    # (the CLI's default: the lexical models also under the stemmed analysis and
-    # with a query adapter)
+    # (the CLI's default: the lexical models also under the stemmed analysis, with a
+    # query adapter and with the context signal)
     from emotional_memory.learn import candidate_models
 
     names = set(candidate_models(EmotionalMemoryConfig(), True, analyses=("stem",),
-                                 adapter=True))
+                                 adapter=True, context=True))
     assert report["selection"] in names
     assert (config.retrieval.lexical_stemmer == "english") == report["selection"].endswith(
         "@stem")

@@ -91,18 +91,29 @@ def _affect(args: argparse.Namespace, data: dict[str, Any]) -> ReplayAffect:
 
 
 def _lexical_start(args: argparse.Namespace, start: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
-    """A start config from which the lexical group can grow (weight 0 has no gradient)."""
+    """A start config from which the lexical and context groups can grow (weight 0 has
+    no gradient)."""
+    update: dict[str, Any] = {}
     if args.trainable and "lexical" in args.trainable and start.retrieval.lexical_weight == 0:
-        return start.model_copy(update={
-            "retrieval": start.retrieval.model_copy(update={"lexical_weight": 0.35})
-        })
+        update["lexical_weight"] = 0.35
+    if args.trainable and "context" in args.trainable and start.retrieval.context_weight == 0:
+        update["context_weight"] = 0.3
+    if update:
+        return start.model_copy(update={"retrieval": start.retrieval.model_copy(update=update)})
     return start
 
 
 def _wants_lexical(args: argparse.Namespace) -> bool:
     if args.trainable is None:
         return bool(args.lexical)
-    return "lexical" in args.trainable
+    return "lexical" in args.trainable or "context" in args.trainable
+
+
+def _wants_context(args: argparse.Namespace) -> bool:
+    """Whether the batch keeps the candidates' neighbours: s8 is trained or competes."""
+    if args.trainable is None:
+        return bool(args.lexical and args.context)
+    return "context" in args.trainable
 
 
 def _wants_adapter(args: argparse.Namespace) -> bool:
@@ -131,7 +142,8 @@ def _analysis_list(text: str) -> tuple[str, ...]:
 
 def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
-    kwargs: dict[str, Any] = {"steps": args.steps, **_adapter_kwargs(args)}
+    kwargs: dict[str, Any] = {"steps": args.steps, "select_by": args.select_by,
+                              "tune": args.tune, **_adapter_kwargs(args)}
     for key in ("l2", "temperature"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
@@ -192,13 +204,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     selecting = args.trainable is None
     adapter = _wants_adapter(args)
+    context = _wants_context(args)
     batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet,
                                      lexical=_wants_lexical(args), affect=affect,
-                                     embeddings=adapter)
+                                     embeddings=adapter, context=context)
     if selecting:
         extra = {
             name: build_recall_batch(data, embedder, analysis_config(start, name),
-                                     lexical=True, affect=affect, embeddings=adapter)[0]
+                                     lexical=True, affect=affect, embeddings=adapter,
+                                     context=context)[0]
             for name in _analyses(args)
         }
         result = select_model(batch, info, start, progress=not args.quiet,
@@ -270,7 +284,8 @@ def cmd_cv(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
-        select=select, affect=_affect(args, data), lexical=_wants_lexical(args), **kwargs,
+        select=select, affect=_affect(args, data), lexical=_wants_lexical(args),
+        context=_wants_context(args), **kwargs,
     )
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = {k: result.metrics[k] for k in METRICS}
@@ -341,10 +356,20 @@ def build_parser() -> argparse.ArgumentParser:
                             "'none' (default: stem)")
         p.add_argument("--no-adapter", dest="adapter", action="store_false",
                        help="without --trainable: leave the query-adapter model out")
+        p.add_argument("--select-by", choices=("mrr", "top1"), default="mrr",
+                       help="without --trainable: the inner-CV criterion of the model "
+                            "choice (default mrr, ties by top-1)")
+        p.add_argument("--no-tune", dest="tune", action="store_false",
+                       help="without --trainable: fit the chosen model at the given (or "
+                            "default) l2/temperature instead of choosing them by inner CV")
+        p.add_argument("--no-context", dest="context", action="store_false",
+                       help="without --trainable: leave the context-signal models out")
         p.add_argument("--adapter-rank", type=int, default=None,
-                       help="rank of a fitted query adapter (default 16)")
+                       help="rank of a fitted query adapter (default: chosen by inner CV "
+                            "among 4 and 16 when a model is selected, else 16)")
         p.add_argument("--adapter-l2", type=float, default=None,
-                       help="L2 pull of the adapter to the identity (default 0.1)")
+                       help="L2 pull of the adapter to the identity (default: chosen by "
+                            "inner CV among 0.01, 0.1, 1 when a model is selected, else 0.1)")
         p.add_argument("--l2", type=float, default=None,
                        help="L2 pull to the defaults (default: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,

@@ -13,10 +13,13 @@ from typing import Any
 import numpy as np
 
 from emotional_memory.kernel.params import (
+    CONTEXT_FIELDS,
     DECAY_FIELDS,
+    DEFAULT_CONTEXT,
     DEFAULT_LEXICAL,
     GATE_FIELDS,
     LEXICAL_FIELDS,
+    ContextParams,
     DecayParams,
     GateParams,
     LexicalParams,
@@ -62,6 +65,10 @@ def params_from_config(
             np.asarray(getattr(retrieval_config, f, d), dtype)
             for f, d in zip(LEXICAL_FIELDS, DEFAULT_LEXICAL, strict=True)
         )),
+        context=ContextParams(*(
+            np.asarray(getattr(retrieval_config, f, d), dtype)
+            for f, d in zip(CONTEXT_FIELDS, DEFAULT_CONTEXT, strict=True)
+        )),
     )
 
 
@@ -70,7 +77,7 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
 
     ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
     and, only when they differ from the identity, ``signal_scale``/``signal_shift``,
-    and the :data:`LEXICAL_FIELDS`.
+    and the :data:`LEXICAL_FIELDS` and :data:`CONTEXT_FIELDS`.
 
     Args:
         params: the parameters to read.
@@ -95,5 +102,6 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
         retrieval["signal_scale"] = scale
         retrieval["signal_shift"] = shift
     retrieval.update(as_dict(params.lexical, LEXICAL_FIELDS))
+    retrieval.update(as_dict(params.context, CONTEXT_FIELDS))
     decay = as_dict(params.decay, DECAY_FIELDS)
     return retrieval, decay

@@ -17,6 +17,11 @@ What it computes, and how it differs from :meth:`EmotionalMemory.retrieve`:
   reconsolidation, no Hebbian links) and the affective state is not touched, so it
   is safe for evaluation, analytics and offline re-ranking.
 
+With the opt-in context signal s8 on (``retrieval.context_weight > 0``) every query is
+scored over the whole bank with s7 and s8 as well (:func:`_score_with_context`): the
+pass-1 score of the engine's eight signals in float64, each memory's neighbours found
+as the engine finds them, one store read per query (no chunked scan).
+
 Ages come from the engine's clock, computed in float64 at the boundary. An
 :class:`~emotional_memory.stores.InMemoryStore` hands over its column cache without a
 Python loop over memories; any other store is read through ``list_all()``.
@@ -28,13 +33,21 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+import jax
 import numpy as np
 
+from emotional_memory._bank import LexicalQuery, query_features
+from emotional_memory._context import neighbour_rows, view_neighbours
 from emotional_memory._engine.config import adapt_embedding
+from emotional_memory._precision import float64
 from emotional_memory.affect import CoreAffect
 from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE, score_batch
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
+from emotional_memory.kernel.context import ContextInputs
+from emotional_memory.kernel.score import score_bank
+from emotional_memory.lexical import query_terms
 from emotional_memory.models import Memory
+from emotional_memory.retrieval import pad_lexical
 from emotional_memory.scoring_config import params_from_config
 
 if TYPE_CHECKING:
@@ -144,6 +157,14 @@ class BatchRetriever:
             velocity=np.tile(np.asarray(state.momentum.velocity(), np.float32), (padded_q, 1)),
         )
 
+        if engine._derived().context_on:
+            adapted = [
+                adapt_embedding(adapter, np.asarray(e, np.float64)) if e else None
+                for e in embeddings
+            ]
+            chosen = [a if a is not None else state.core_affect for a in affects]
+            index, scores, ids = _score_with_context(engine, texts, adapted, chosen, top_k, now)
+            return _results(engine, index, scores, ids)
         mask = np.asarray(engine.config.signal_mask(), dtype=np.float32)
         signal_mask = None if bool(np.all(mask == 1.0)) else mask
         cfg = engine.config
@@ -165,19 +186,96 @@ class BatchRetriever:
             index[members] = idx_np[members]
             scores[members] = sc_np[members]
 
-        store = engine.store
-        results: list[list[tuple[Memory, float]]] = []
-        for i in range(n_queries):
-            found: list[tuple[Memory, float]] = []
-            for row, score in zip(index[i].tolist(), scores[i].tolist(), strict=True):
-                if row < 0:
-                    continue
-                memory_id = row_ids[row]
-                memory = store.get(memory_id) if memory_id is not None else None
-                if memory is not None:  # None only if deleted concurrently
-                    found.append((memory, float(score)))
-            results.append(found)
-        return results
+        return _results(engine, index, scores, row_ids)
+
+
+def _results(
+    engine: EmotionalMemory, index: np.ndarray, scores: np.ndarray,
+    row_ids: Sequence[str | None],
+) -> list[list[tuple[Memory, float]]]:
+    """Per query, the ``(memory, score)`` pairs of its top rows (-1: none)."""
+    store = engine.store
+    results: list[list[tuple[Memory, float]]] = []
+    for i in range(index.shape[0]):
+        found: list[tuple[Memory, float]] = []
+        for row, score in zip(index[i].tolist(), scores[i].tolist(), strict=True):
+            if row < 0:
+                continue
+            memory_id = row_ids[row]
+            memory = store.get(memory_id) if memory_id is not None else None
+            if memory is not None:  # None only if deleted concurrently
+                found.append((memory, float(score)))
+        results.append(found)
+    return results
+
+
+def _score_with_context(
+    engine: EmotionalMemory, texts: Sequence[str], embeddings: Sequence[np.ndarray | None],
+    affects: Sequence[CoreAffect], top_k: int, now: datetime,
+) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
+    """Pass-1 scores of every memory with s7 and s8 (the context signal), per query.
+
+    Each query reads the whole view as one candidate bank with its term statistics
+    (the store's own answer to a full-bank lexical read) and scores it with the
+    kernel's eight-signal score: the very weights, s7 and s8 a retrieve over every
+    memory computes in pass 1.
+
+    Args:
+        engine: the engine.
+        texts: the queries.
+        embeddings: per query its float64 (adapted) embedding, None for none.
+        affects: per query its affect (s3).
+        top_k: results per query.
+        now: the scoring time.
+
+    Returns:
+        ``(index (Q, top_k) int64, scores (Q, top_k) float64, ids)``: rows index
+        ``ids``, the view's memories in insertion order; -1 / -inf where the store
+        holds fewer.
+    """
+    derived = engine._derived()
+    cfg = engine.config.retrieval
+    store = engine._view(now)
+    links = view_neighbours(store, now, derived.context_window)
+    state = engine.get_state()
+    index = np.full((len(texts), top_k), -1, dtype=np.int64)
+    scores = np.full((len(texts), top_k), -np.inf, dtype=np.float64)
+    ids: list[str | None] = []
+    for i, text in enumerate(texts):
+        terms = query_terms(text, derived.stop_words, derived.analysis, derived.query_counts)
+        bank = store.candidate_bank(
+            embeddings[i], None, now, lexical=LexicalQuery(
+                terms, 0, cfg.lexical_k1, cfg.lexical_b, statistics=True,
+                analysis=derived.analysis,
+            ),
+        )
+        if not len(bank) or bank.lexical is None:
+            continue
+        ids = list(bank.ids)
+        size = bank.columns.size
+        rows = np.full((size, 2), -1, np.int32)
+        rows[: len(bank)] = neighbour_rows(bank.ids, links)
+        embedding = embeddings[i]
+        query = query_features(embedding, affects[i], state.mood, state.momentum, bank.dim)
+        params = params_from_config(cfg, engine.config.decay,
+                                    base_weights=list(engine._route(text)))
+        with float64():
+            totals = np.asarray(_context_scores(
+                params, query, bank.columns, pad_lexical(bank.lexical, size),
+                ContextInputs(neighbours=rows),
+                None if derived.mask is None else np.asarray(derived.mask),
+            ))
+        order = np.argsort(-totals[: len(bank)], kind="stable")[:top_k]
+        index[i, : len(order)] = order
+        scores[i, : len(order)] = totals[order]
+    return index, scores, ids
+
+
+def _context_scores_unjitted(
+    params: Any, query: QueryFeatures, columns: MemoryColumns, lexical: Any, context: Any,
+    mask: Any,
+) -> Any:
+    return score_bank(params, query, columns, mask, lexical, context).totals
 
 
 def score_queries(
@@ -245,3 +343,5 @@ def _bank(
     return out
 
 
+_context_scores = jax.jit(_context_scores_unjitted)
+"""The eight-signal pass-1 totals of one query over a bank, compiled per bank shape."""

@@ -44,6 +44,7 @@ from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import (
     SIGNAL_NAMES,
+    ContextInputs,
     LexicalInputs,
     MemoryColumns,
     QueryFeatures,
@@ -292,6 +293,19 @@ class RetrievalConfig(BaseModel):
         query_adapter: an opt-in fitted linear map of the query embedding
             (:class:`QueryAdapterConfig`), applied before the candidate search and
             scoring; None (default): the query as embedded.
+        context_weight: base weight of the opt-in conversational context signal s8
+            (:mod:`emotional_memory.kernel.context`): a memory borrows the best blend of
+            s1 and s7 of the memories encoded just before and after it in the
+            retrieving scope. 0 (default) keeps the score bit for bit; > 0 joins the
+            normalisation as an eighth weight (s7 is then scored too, with its own
+            weight, possibly 0), and the neighbours of the candidates join them.
+        context_mix: share of the neighbours' s1 in what they lend (the rest is their
+            s7), in [0, 1].
+        context_window_seconds: optional time window: neighbours encoded further
+            apart than this (by their tags' timestamps) do not lend; None: no window.
+        context_candidates: add the encode-order neighbours of the shortlisted
+            candidates to the candidates even while ``context_weight`` is 0 (what a
+            fit over context batches ranked); with s8 on they are always added.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
         hybrid_candidates: take the union of the semantic and the lexical shortlists
@@ -320,6 +334,10 @@ class RetrievalConfig(BaseModel):
     lexical_stemmer: Literal["none", "english"] = "none"
     lexical_query_counts: bool = False
     query_adapter: QueryAdapterConfig | None = None
+    context_weight: float = 0.0
+    context_mix: float = 0.5
+    context_window_seconds: float | None = None
+    context_candidates: bool = False
     full_bank_candidates: bool = False
     hybrid_candidates: bool = False
 
@@ -327,6 +345,31 @@ class RetrievalConfig(BaseModel):
     @classmethod
     def _lexical_weight(cls, v: Any) -> float:
         return non_negative("lexical_weight", v)
+
+    @field_validator("context_weight", mode="before")
+    @classmethod
+    def _context_weight(cls, v: Any) -> float:
+        return non_negative("context_weight", v)
+
+    @field_validator("context_mix", mode="before")
+    @classmethod
+    def _context_mix(cls, v: Any) -> float:
+        return in_range("context_mix", v, 0.0, 1.0)
+
+    @field_validator("context_window_seconds", mode="before")
+    @classmethod
+    def _context_window(cls, v: Any) -> float | None:
+        if v is None:
+            return None
+        value = finite("context_window_seconds", v)
+        if value <= 0:
+            raise ValueError(f"context_window_seconds must be > 0 or None, got {value}")
+        return value
+
+    @property
+    def context_on(self) -> bool:
+        """Whether the context signal s8 takes part (``context_weight > 0``)."""
+        return self.context_weight > 0
 
     @field_validator("lexical_stemmer", mode="after")
     @classmethod
@@ -438,6 +481,11 @@ class RetrievalBreakdown(BaseModel):
     lexical_signal: float | None = Field(default=None, exclude_if=lambda v: v is None)
     """Raw s7 of this memory (None when s7 is off); ``total_score`` includes
     ``lexical_weight * lexical_signal`` after the six signals."""
+    context_weight: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Weight of the opt-in context signal s8 (None when s8 is off)."""
+    context_signal: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Raw s8 of this memory (None when s8 is off); ``total_score`` includes
+    ``context_weight * context_signal`` after s7."""
 
 
 class RetrievalExplanation(BaseModel):
@@ -482,13 +530,15 @@ class PlanWeights(RetrievalSignals):
 
     lexical: float | None = Field(default=None, exclude_if=lambda v: v is None)
     """Weight of the opt-in lexical signal s7 (None when it took no part)."""
+    context: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Weight of the opt-in context signal s8 (None when it took no part)."""
 
     @classmethod
     def from_values(cls, values: Any) -> PlanWeights:
-        """Build from 6 (or 7, lexical last) numbers.
+        """Build from 6 (or 7, lexical last; or 8, lexical then context) numbers.
 
         Args:
-            values: array-like of 6 or 7 floats.
+            values: array-like of 6, 7 or 8 floats.
 
         Returns:
             The weights.
@@ -498,18 +548,24 @@ class PlanWeights(RetrievalSignals):
         if isinstance(values, RetrievalSignals):
             return cls(**values.model_dump())
         flat = [float(v) for v in np.asarray(values, dtype=np.float64).reshape(-1)]
-        if len(flat) not in (6, 7):
-            raise ValueError(f"weights must have 6 or 7 elements, got {len(flat)}")
+        if len(flat) not in (6, 7, 8):
+            raise ValueError(f"weights must have 6, 7 or 8 elements, got {len(flat)}")
         named = dict(zip(SIGNAL_FIELDS, flat[:6], strict=True))
-        return cls(**named, lexical=flat[6] if len(flat) == 7 else None)
+        return cls(**named, lexical=flat[6] if len(flat) >= 7 else None,
+                   context=flat[7] if len(flat) == 8 else None)
 
     def values(self) -> tuple[float, ...]:
-        """The weights in signal order (7 with the lexical weight last)."""
-        six = self.as_tuple()
-        return six if self.lexical is None else (*six, self.lexical)
+        """The weights in signal order (7 with the lexical weight last, 8 with the
+        context weight after it)."""
+        out: tuple[float, ...] = self.as_tuple()
+        if self.lexical is not None:
+            out = (*out, self.lexical)
+        if self.context is not None:
+            out = (*out, self.context)
+        return out
 
     def __len__(self) -> int:
-        return 6 if self.lexical is None else 7
+        return len(self.values())
 
     def __getitem__(self, index: Any) -> Any:
         return self.values()[index]
@@ -567,7 +623,8 @@ def breakdown_from_values(weights: Sequence[float], raw: Sequence[float]) -> Ret
     """Build a :class:`RetrievalBreakdown` from the weights and raw signals.
 
     Args:
-        weights: the six weights, or seven with the lexical signal s7 last.
+        weights: the six weights, or seven with the lexical signal s7 last, or eight
+            with the context signal s8 after s7.
         raw: the signal values (as many as ``weights``).
 
     Returns:
@@ -575,10 +632,23 @@ def breakdown_from_values(weights: Sequence[float], raw: Sequence[float]) -> Ret
     """
     w = tuple(float(v) for v in weights)
     s = tuple(float(v) for v in raw)
-    if len(w) != len(s) or len(w) not in (6, 7):
-        raise ValueError(f"need 6 or 7 weights and as many signals, got {len(w)} and {len(s)}")
+    if len(w) != len(s) or len(w) not in (6, 7, 8):
+        raise ValueError(
+            f"need 6, 7 or 8 weights and as many signals, got {len(w)} and {len(s)}"
+        )
     weighted = _signals_from_values(tuple(a * b for a, b in zip(w[:6], s[:6], strict=True)))
     total = weighted.total()
+    if len(w) == 8:
+        return RetrievalBreakdown(
+            weights=_signals_from_values(w[:6]),
+            raw_signals=_signals_from_values(s[:6]),
+            weighted_signals=weighted,
+            total_score=total + w[6] * s[6] + w[7] * s[7],
+            lexical_weight=w[6],
+            lexical_signal=s[6],
+            context_weight=w[7],
+            context_signal=s[7],
+        )
     if len(w) == 7:
         return RetrievalBreakdown(
             weights=_signals_from_values(w[:6]),
@@ -623,9 +693,11 @@ _packed_weights_jit = jax.jit(
 _signals_jit = jax.jit(kernel_signals)
 
 
-def _check_weights(precomputed_weights: Any, *, lexical: bool = False) -> np.ndarray:
+def _check_weights(
+    precomputed_weights: Any, *, lexical: bool = False, context: bool = False
+) -> np.ndarray:
     arr = np.asarray(precomputed_weights, dtype=np.float64).reshape(-1)
-    if lexical and arr.shape == (7,):
+    if lexical and arr.shape == ((8,) if context else (7,)):
         pass
     elif arr.shape != (6,):
         raise ValueError(f"precomputed_weights must have exactly 6 elements, got {arr.size}")
@@ -796,6 +868,7 @@ def plan_arrays(
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
     features: np.ndarray | None = None,
+    context: ContextInputs | None = None,
 ) -> PlanArrays:
     """Run the two-pass plan on (padded) columns: ONE compiled program, one transfer.
 
@@ -824,6 +897,8 @@ def plan_arrays(
         features: the columns' features matrix when already packed
             (:attr:`~emotional_memory._bank.CandidateBank.features`, the very values
             :func:`~emotional_memory.kernel.plan.pack_columns` gives); None: packed here.
+        context: optional neighbours padded to the columns' rows (with ``lexical``):
+            adds the context signal s8 (8 weights, 8 signal columns).
 
     Returns:
         :class:`PlanArrays` sliced to the ``n`` real rows.
@@ -856,6 +931,7 @@ def plan_arrays(
         params, query_embedding, query_state, embedding, features, valid, targets,
         strengths, top_k=top_k, hops=hops, spread=adjacency is not None, weights=weights,
         weight_params=weight_params, signal_mask=signal_mask, lexical=lexical,
+        context=context,
     )
     plan_weights = np.asarray(out_weights)
     # the signal columns: 7 with s7 even when 6 precomputed weights are given
@@ -1034,6 +1110,7 @@ def rank_bank(
     weight_params: ParamsLike | None = None,
     signal_mask: Any = None,
     lexical: LexicalInputs | None = None,
+    neighbours: np.ndarray | None = None,
 ) -> tuple[PlanArrays, QueryFeatures]:
     """:func:`rank_candidates` of candidates already in columns (a store's bank).
 
@@ -1042,6 +1119,8 @@ def rank_bank(
         bank: the candidates (non-empty) as columns and adjacency.
         params, weights, top_k, propagation_hops, enable_resonance, weight_params,
             signal_mask, lexical: as :func:`rank_candidates`.
+        neighbours: optional (n, 2) int32 neighbour rows of the n candidates (-1:
+            none), with ``lexical``: adds the context signal s8.
 
     Returns:
         ``(arrays, query)``: the plan arrays over the bank's candidates and the float64
@@ -1051,12 +1130,17 @@ def rank_bank(
         query_embedding, query_affect, current_mood, current_momentum, bank.dim
     )
     padded = None if lexical is None else pad_lexical(lexical, bank.columns.size)
+    context = None
+    if neighbours is not None:
+        rows = np.full((bank.columns.size, 2), -1, np.int32)
+        rows[: len(neighbours)] = neighbours
+        context = ContextInputs(neighbours=rows)
     with float64():
         arrays = plan_arrays(
             params, query, bank.columns, len(bank), top_k,
             bank.adjacency if enable_resonance else None, propagation_hops,
             weights=weights, weight_params=weight_params, signal_mask=signal_mask,
-            lexical=padded, features=bank.features,
+            lexical=padded, features=bank.features, context=context,
         )
     return arrays, query
 

@@ -67,6 +67,9 @@ class _ConfigDerived:
         analysis: the lexical analysis (``lexical_stemmer``).
         query_counts: whether query terms count once per occurrence.
         adapter: the query adapter's float64 factors (None: the query as embedded).
+        context_on: whether the context signal s8 takes part (``context_weight > 0``;
+            s7 is then scored too and the mask, when any, has 8 entries).
+        context_window: the context signal's time window in seconds (None: none).
     """
 
     def __init__(self, config: EmotionalMemoryConfig) -> None:
@@ -82,7 +85,13 @@ class _ConfigDerived:
         adapter = config.retrieval.query_adapter
         self.adapter = None if adapter is None else QueryAdapter(*adapter.factors())
         self.query_counts = config.retrieval.lexical_query_counts
-        if self.lexical_on and self.mask is not None:
+        self.context_on = config.retrieval.context_on
+        self.context_window = config.retrieval.context_window_seconds
+        if self.context_on:  # s7 (masked by enable_lexical) and s8 both scored
+            lexical_mask = 1.0 if config.enable_lexical else 0.0
+            if self.mask is not None or lexical_mask == 0.0:
+                self.mask = np.asarray([*self.signal_mask, lexical_mask, 1.0], np.float64)
+        elif self.lexical_on and self.mask is not None:
             self.mask = np.append(self.mask, 1.0)
 
     @staticmethod
@@ -93,7 +102,7 @@ class _ConfigDerived:
             params: parameters with float64 numpy leaves.
 
         Returns:
-            (39,) :func:`~emotional_memory.kernel.params.pack_params` vector on the
+            (41,) :func:`~emotional_memory.kernel.params.pack_params` vector on the
             default device.
         """
         with float64():  # float64 stays float64 on the device

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import datetime
@@ -10,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._context import missing_neighbours, neighbour_rows, view_neighbours
 from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
 from emotional_memory._engine.locks import _synchronized
@@ -194,15 +196,24 @@ class RankingMixin(EffectsMixin):
         derived = self._derived()
         cfg = self.config.retrieval
         limit = top_k * cfg.candidate_multiplier
-        lexical_on = derived.lexical_on or (cfg.hybrid_candidates and self.config.enable_lexical)
-        if not lexical_on and getattr(store, "counts_candidates", False) is True:
+        # s8 blends the neighbours' s1 and s7: with context, s7 is scored too
+        context_on = derived.context_on and fixed is None
+        statistics = derived.lexical_on or context_on
+        lexical_on = statistics or (cfg.hybrid_candidates and self.config.enable_lexical)
+        expand = context_on or cfg.context_candidates
+        if (
+            not lexical_on
+            and not expand
+            and getattr(store, "counts_candidates", False) is True
+        ):
             # The store counts its memories in the candidate read itself (one round
             # trip fewer); the query is then embedded before an empty store is seen.
             bank, embedding = self._counted_bank(store, query, limit, now, with_memories)
             if bank.total == 0:
                 return _Ranking(now=now, plan_now=None, weights=np.zeros(6))
             return self._rank_bank(
-                query, top_k, query_affect, fixed, now, bank, embedding, derived, None
+                query, top_k, query_affect, fixed, now, bank, embedding, derived, None,
+                False, None,
             )
         n = len(store)
         if n == 0:
@@ -217,29 +228,50 @@ class RankingMixin(EffectsMixin):
         shortlist = limit if terms and not everything else 0
         lexical_query = (
             LexicalQuery(
-                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=derived.lexical_on,
+                terms, shortlist, cfg.lexical_k1, cfg.lexical_b, statistics=statistics,
                 analysis=derived.analysis,
             )
-            if shortlist or derived.lexical_on else None
+            if shortlist or statistics else None
         )
+        links = view_neighbours(store, now, derived.context_window) if expand else None
+        also: list[str] = []
+        if links is not None and not everything:
+            # the neighbours of the shortlisted candidates join them (they lend s8 and
+            # may be lifted by it): the shortlist first, then one read with them added
+            first = store.candidate_bank(
+                embedding, limit, now,
+                lexical=None if lexical_query is None
+                else dataclasses.replace(lexical_query, statistics=False),
+            )
+            also = missing_neighbours(first.ids, links)
         # the original's span around the shortlist search (none without a search)
         span = nullcontext() if everything else traced_span(
             "emotional_memory.store.search_by_embedding", {"limit": limit}
         )
         with span:
-            if lexical_query is None:  # no lexical part: the keyword-free call, which a
-                # store written before ``lexical=`` existed also answers
+            if lexical_query is None and not also:  # no lexical part: the keyword-free
+                # call, which a store written before ``lexical=`` existed also answers
                 bank = store.candidate_bank(
                     embedding, None if everything else limit, now, with_memories=with_memories
+                )
+            elif lexical_query is None:
+                bank = store.candidate_bank(
+                    embedding, limit, now, also=also, with_memories=with_memories
+                )
+            elif also:
+                bank = store.candidate_bank(
+                    embedding, limit, now, also=also, lexical=lexical_query,
+                    with_memories=with_memories,
                 )
             else:
                 bank = store.candidate_bank(
                     embedding, None if everything else limit, now, lexical=lexical_query,
                     with_memories=with_memories,
                 )
+        # hybrid candidates score six signals unless s7 itself (or s8) is on
         return self._rank_bank(
             query, top_k, query_affect, fixed, now, bank, embedding, derived,
-            bank.lexical if derived.lexical_on else None,
+            bank.lexical if statistics else None, context_on, links,
         )
 
     def _query_embedding(self, query: str, derived: _ConfigDerived) -> np.ndarray | None:
@@ -281,8 +313,12 @@ class RankingMixin(EffectsMixin):
         embedding: np.ndarray | None,
         derived: _ConfigDerived,
         lexical: Any,
+        context_on: bool,
+        links: Any,
     ) -> _Ranking:
-        """The two-pass ranking of a read bank (see :meth:`_rank`)."""
+        """The two-pass ranking of a read bank (see :meth:`_rank`): ``lexical`` the
+        candidates' term statistics when s7 (or s8) is scored, ``links`` the view's
+        encode-order neighbours when s8 is on."""
         if not len(bank):
             weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
@@ -302,8 +338,10 @@ class RankingMixin(EffectsMixin):
             weight_params=derived.weight_params(self._route(query)),
             signal_mask=derived.mask,
             lexical=lexical,
+            neighbours=neighbour_rows(bank.ids, links) if context_on and links else None,
         )
-        weights = _check_weights(arrays.weights, lexical=lexical is not None)
+        weights = _check_weights(arrays.weights, lexical=lexical is not None,
+                                 context=context_on)
         return _Ranking(
             now=now, plan_now=now, weights=weights, bank=bank, arrays=arrays, query=features,
         )

@@ -8,12 +8,15 @@ and differentiated. Time only enters as ages in seconds, computed at the boundar
 from emotional_memory.kernel._compile_cache import enable_compile_cache
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size, pad_columns
+from emotional_memory.kernel.context import ContextInputs, context_signal, neighbour_blend
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask, smooth_gate
 from emotional_memory.kernel.lexical import LexicalInputs, bm25, lexical_signal
 from emotional_memory.kernel.params import (
+    CONTEXT_FIELDS,
     DECAY_FIELDS,
     GATE_FIELDS,
     LEXICAL_FIELDS,
+    ContextParams,
     DecayParams,
     GateParams,
     LexicalParams,
@@ -42,10 +45,13 @@ from emotional_memory.kernel.signals import (
 )
 
 __all__ = [
+    "CONTEXT_FIELDS",
     "DECAY_FIELDS",
     "GATE_FIELDS",
     "LEXICAL_FIELDS",
     "SIGNAL_NAMES",
+    "ContextInputs",
+    "ContextParams",
     "DecayParams",
     "GateParams",
     "LexicalInputs",
@@ -61,10 +67,12 @@ __all__ = [
     "bank_cosine",
     "bm25",
     "bucket_size",
+    "context_signal",
     "cosine_similarity",
     "effective_strength",
     "lexical_signal",
     "momentum_alignment",
+    "neighbour_blend",
     "pack_params",
     "pad_columns",
     "retrieval_plan",

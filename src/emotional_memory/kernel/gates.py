@@ -105,6 +105,31 @@ def adaptive_weights_lexical(
     return normalise_weights(jnp.concatenate([gated, lexical[None]]))
 
 
+def adaptive_weights_context(
+    params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
+) -> Float[Array, 8]:
+    """The eight weights with the lexical signal s7 and the context signal s8.
+
+    The six mood-gated weights of :func:`gated_weights`, ``params.lexical.weight`` and
+    ``params.context.weight`` are clipped at 0 and divided by their sum (uniform 1/8
+    if all are 0).
+
+    Args:
+        params: scoring parameters (``base_weights``, ``gates``, ``lexical``,
+            ``context``).
+        mood_valence: current mood valence, scalar.
+        mood_arousal: current mood arousal, scalar.
+
+    Returns:
+        (8,) non-negative weights summing to 1.
+    """
+    dtype = jnp.result_type(mood_valence)
+    gated = gated_weights(params, mood_valence, mood_arousal)
+    lexical = jnp.asarray(params.lexical.weight, dtype)
+    context = jnp.asarray(params.context.weight, dtype)
+    return normalise_weights(jnp.concatenate([gated, lexical[None], context[None]]))
+
+
 def gated_weights(
     params: ScoringParams, mood_valence: Scalar, mood_arousal: Scalar
 ) -> Float[Array, 6]:

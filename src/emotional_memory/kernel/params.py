@@ -9,7 +9,7 @@ order. Training code reparametrises the leaves (softplus / sigmoid) outside the
 kernel. The conversion from and to the pydantic configs lives outside the kernel, in
 :mod:`emotional_memory.scoring_config`.
 
-:func:`pack_params` / :func:`unpack_params` turn the whole tree into one (39,) vector
+:func:`pack_params` / :func:`unpack_params` turn the whole tree into one (41,) vector
 and back (exact), so a compiled program can take every parameter as one operand.
 """
 
@@ -150,6 +150,30 @@ class LexicalParams(ParamGroup):
         return cls.from_vector(np.asarray(cls.DEFAULT, dtype=np.float64))
 
 
+class ContextParams(ParamGroup):
+    """The opt-in conversational context signal s8 (:mod:`emotional_memory.kernel.context`).
+
+    Attributes:
+        weight: base weight of s8 (0: off); config field ``context_weight``.
+        mix: share of the neighbours' semantic signal s1 in what they lend (the rest
+            is their lexical signal s7), in [0, 1]; ``context_mix``.
+    """
+
+    weight: Float[Array, ""]
+    mix: Float[Array, ""]
+
+    DEFAULT: ClassVar[tuple[float, float]] = (0.0, 0.5)
+
+    @classmethod
+    def default(cls) -> ContextParams:
+        """Weight 0 (off), mix 0.5, as float64 host scalars.
+
+        Returns:
+            The default group.
+        """
+        return cls.from_vector(np.asarray(cls.DEFAULT, dtype=np.float64))
+
+
 GATE_FIELDS: tuple[str, ...] = GateParams.names()
 """The ten gate parameters' names (:class:`GateParams`; AdaptiveWeightsConfig fields)."""
 
@@ -161,6 +185,12 @@ LEXICAL_FIELDS: tuple[str, ...] = ("lexical_weight", "lexical_k1", "lexical_b")
 
 DEFAULT_LEXICAL: tuple[float, float, float] = LexicalParams.DEFAULT
 """Default :data:`LEXICAL_FIELDS` values: weight 0 (off), k1 = 1.2, b = 0.75."""
+
+CONTEXT_FIELDS: tuple[str, ...] = ("context_weight", "context_mix")
+"""The RetrievalConfig fields of :class:`ContextParams`' leaves, in the same order."""
+
+DEFAULT_CONTEXT: tuple[float, float] = ContextParams.DEFAULT
+"""Default :data:`CONTEXT_FIELDS` values: weight 0 (off), mix 0.5."""
 
 
 class ScoringParams(eqx.Module):
@@ -175,6 +205,8 @@ class ScoringParams(eqx.Module):
         signal_shift: (6,) per-signal affine calibration shift (identity: 0).
         lexical: the lexical signal's parameters; used only when lexical inputs are
             scored.
+        context: the context signal's parameters; used only when context inputs are
+            scored.
     """
 
     base_weights: Float[Array, 6]
@@ -184,10 +216,11 @@ class ScoringParams(eqx.Module):
     signal_scale: Float[Array, 6]
     signal_shift: Float[Array, 6]
     lexical: LexicalParams = eqx.field(default_factory=LexicalParams.default)
+    context: ContextParams = eqx.field(default_factory=ContextParams.default)
 
     def __check_init__(self) -> None:
         for name, group in (("gates", GateParams), ("decay", DecayParams),
-                            ("lexical", LexicalParams)):
+                            ("lexical", LexicalParams), ("context", ContextParams)):
             if not isinstance(getattr(self, name), group):
                 raise TypeError(
                     f"ScoringParams.{name} must be a {group.__name__} (named scalars), got "
@@ -217,7 +250,7 @@ def _template() -> ScoringParams:
         base_weights=np.zeros(6), gates=GateParams(*[zero] * len(GATE_FIELDS)),
         decay=DecayParams(*[zero] * len(DECAY_FIELDS)), distance_scale=zero,
         signal_scale=np.zeros(6), signal_shift=np.zeros(6),
-        lexical=LexicalParams(zero, zero, zero),
+        lexical=LexicalParams(zero, zero, zero), context=ContextParams(zero, zero),
     )
 
 
@@ -225,7 +258,7 @@ _LEAVES, _TREEDEF = jax.tree_util.tree_flatten(_template())
 _SHAPES: tuple[tuple[int, ...], ...] = tuple(np.shape(leaf) for leaf in _LEAVES)
 _SIZES: tuple[int, ...] = tuple(int(np.prod(shape)) for shape in _SHAPES)
 PACKED_SIZE: int = sum(_SIZES)
-"""Length of :func:`pack_params`' vector (39)."""
+"""Length of :func:`pack_params`' vector (41)."""
 
 
 def pack_params(params: ScoringParams) -> np.ndarray:

@@ -41,8 +41,10 @@ from jaxtyping import Bool, Float, Int
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.activation import spreading_activation_dense
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.context import ContextInputs
 from emotional_memory.kernel.gates import (
     adaptive_weights,
+    adaptive_weights_context,
     adaptive_weights_lexical,
     apply_signal_mask,
 )
@@ -58,7 +60,8 @@ class PlanOutput(eqx.Module):
     """Every array of one two-pass plan over a padded candidate bank of N rows.
 
     Attributes:
-        weights: (S,) final weights (S = 7 with the lexical signal, else 6).
+        weights: (S,) final weights (S = 7 with the lexical signal, 8 with the context
+            signal too, else 6).
         raw1: (N, S) pass-1 signals; totals1: (N,) pass-1 totals (``-inf`` on padding).
         order1: (N,) rows by pass-1 rank (padding last).
         seeds: (N,) True on the pass-1 top-k real rows.
@@ -94,6 +97,7 @@ def retrieval_plan_unjitted(
     weight_params: ScoringParams | None = None,
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> PlanOutput:
     """:func:`retrieval_plan` before ``jax.jit`` (for use inside other transforms).
 
@@ -104,14 +108,20 @@ def retrieval_plan_unjitted(
         source = params if weight_params is None else weight_params
         if lexical is None:
             weights = adaptive_weights(source, query.mood[0], query.mood[1])
-        else:  # the lexical weight is the signal parameters' (one per config)
+        elif context is None:  # the lexical weight is the signal parameters' (one per config)
             weights = adaptive_weights_lexical(
                 eqx.tree_at(lambda p: p.lexical, source, params.lexical),
                 query.mood[0], query.mood[1],
             )
+        else:  # so are the lexical and the context weights
+            weights = adaptive_weights_context(
+                eqx.tree_at(lambda p: (p.lexical, p.context), source,
+                            (params.lexical, params.context)),
+                query.mood[0], query.mood[1],
+            )
         if signal_mask is not None:
             weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
-    out1 = score_with_weights(weights, params, query, columns, lexical)
+    out1 = score_with_weights(weights, params, query, columns, lexical, context)
     order1 = stable_rank(out1.totals, columns.valid)
     n = columns.valid.shape[0]
     top = order1[: min(top_k, n)]
@@ -132,6 +142,8 @@ def retrieval_plan_unjitted(
     total2 = partial + w[RESONANCE] * resonance2
     if lexical is not None:  # s7 comes last: the same left-to-right sum as pass 1
         total2 = total2 + w[RESONANCE + 1] * out1.raw[:, RESONANCE + 1]
+    if context is not None:  # then s8: neighbours lend s1 and s7, which pass 2 keeps
+        total2 = total2 + w[RESONANCE + 2] * out1.raw[:, RESONANCE + 2]
     totals2 = jnp.where(columns.valid, total2, jnp.asarray(-jnp.inf, dtype))
     order2 = stable_rank(totals2, columns.valid)
     return PlanOutput(
@@ -156,6 +168,7 @@ def retrieval_plan(
     weight_params: ScoringParams | None = None,
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> PlanOutput:
     """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
 
@@ -176,6 +189,9 @@ def retrieval_plan(
         signal_mask: optional (S,) ablation mask applied to the adaptive weights.
         lexical: optional term statistics of the N rows: adds the lexical signal s7
             (its weight from ``params.lexical``) as a seventh signal.
+        context: optional neighbours of the N rows (with ``lexical``): adds the
+            context signal s8 (its weight and mix from ``params.context``) as an
+            eighth signal.
 
     Returns:
         :class:`PlanOutput` over the N padded rows.
@@ -183,7 +199,7 @@ def retrieval_plan(
     return retrieval_plan_unjitted(
         params, query, columns, targets, strengths, top_k=top_k, hops=hops, spread=spread,
         weights=weights, weight_params=weight_params, signal_mask=signal_mask,
-        lexical=lexical,
+        lexical=lexical, context=context,
     )
 
 
@@ -300,6 +316,7 @@ def retrieval_plan_packed(
     weight_params: Float[Array, " P"] | None = None,
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> tuple[Float[Array, " S"], Float[Array, "N T"]]:
     """:func:`retrieval_plan` with packed inputs and outputs, one compiled program.
 
@@ -309,8 +326,8 @@ def retrieval_plan_packed(
         query_embedding, query_state: the query (:func:`pack_query`); the state's dtype
             is the compute dtype.
         embedding, features, valid: the padded candidates (:func:`pack_columns`).
-        targets, strengths, top_k, hops, spread, weights, signal_mask, lexical: as
-            :func:`retrieval_plan`.
+        targets, strengths, top_k, hops, spread, weights, signal_mask, lexical,
+            context: as :func:`retrieval_plan`.
         weight_params: optional packed parameters of the adaptive weights, as
             :func:`retrieval_plan`'s (packed like ``params``).
 
@@ -323,6 +340,6 @@ def retrieval_plan_packed(
         unpack_params(params), query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=spread, weights=weights,
         weight_params=None if weight_params is None else unpack_params(weight_params),
-        signal_mask=signal_mask, lexical=lexical,
+        signal_mask=signal_mask, lexical=lexical, context=context,
     )
     return pack_output(out)

@@ -9,8 +9,10 @@ from jaxtyping import Bool, Float, Int
 
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.context import ContextInputs, context_signal, neighbour_blend
 from emotional_memory.kernel.gates import (
     adaptive_weights,
+    adaptive_weights_context,
     adaptive_weights_lexical,
     apply_signal_mask,
 )
@@ -23,7 +25,8 @@ class ScoreOutput(eqx.Module):
     """Result of scoring one query against a bank.
 
     Attributes:
-        raw: (N, S) signals per memory: S = 6, or 7 with the lexical signal s7 last.
+        raw: (N, S) signals per memory: S = 6, or 7 with the lexical signal s7 last,
+            or 8 with the context signal s8 after s7.
         weights: (S,) the weights used (adaptive, then ablation mask).
         totals: (N,) ``sum_i weights[i] * raw[:, i]``; ``-inf`` on padding rows.
     """
@@ -62,6 +65,7 @@ def score_bank(
     columns: MemoryColumns,
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> ScoreOutput:
     """Score every row of ``columns`` for one query.
 
@@ -71,13 +75,16 @@ def score_bank(
         columns: (N, ...) bank, possibly padded (``valid`` mask).
         signal_mask: optional (S,) ablation mask (1 enabled, 0 disabled).
         lexical: optional term statistics of the rows: adds the lexical signal s7.
+        context: optional neighbours of the rows: adds the context signal s8 (needs
+            ``lexical``).
 
     Returns:
-        :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,); S = 6, or 7
-        with ``lexical``.
+        :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,); S = 6, 7
+        with ``lexical``, 8 with ``context`` too.
     """
     semantic = bank_cosine(query.embedding, columns.embedding)
-    return score_given_semantic(params, query, columns, semantic, signal_mask, lexical)
+    return score_given_semantic(params, query, columns, semantic, signal_mask, lexical,
+                                context)
 
 
 def score_given_semantic(
@@ -87,6 +94,7 @@ def score_given_semantic(
     semantic: Float[Array, " N"],
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> ScoreOutput:
     """Like :func:`score_bank`, with the semantic similarity s1 of every row supplied.
 
@@ -102,16 +110,19 @@ def score_given_semantic(
         semantic: (N,) s1 of every row, e.g. :func:`bank_cosine` of the query.
         signal_mask: optional (S,) ablation mask (1 enabled, 0 disabled).
         lexical: optional term statistics of the rows: adds the lexical signal s7.
+        context: optional neighbours of the rows: adds the context signal s8 (needs
+            ``lexical``).
 
     Returns:
         :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,).
     """
     dtype = jnp.result_type(query.affect)
-    weigh = adaptive_weights if lexical is None else adaptive_weights_lexical
+    weigh = (adaptive_weights if lexical is None
+             else adaptive_weights_lexical if context is None else adaptive_weights_context)
     weights = weigh(params, query.mood[0], query.mood[1])
     if signal_mask is not None:
         weights = apply_signal_mask(weights, jnp.asarray(signal_mask, dtype))
-    return _score_rows(weights, params, query, columns, semantic, lexical)
+    return _score_rows(weights, params, query, columns, semantic, lexical, context)
 
 
 def score_with_weights(
@@ -120,21 +131,24 @@ def score_with_weights(
     query: QueryFeatures,
     columns: MemoryColumns,
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> ScoreOutput:
     """Score every row of ``columns`` with given (already final) weights.
 
     Args:
-        weights: (S,) weights, used as they are (7 with ``lexical``, else 6).
+        weights: (S,) weights, used as they are (7 with ``lexical``, 8 with
+            ``context`` too, else 6).
         params: scoring parameters (signals only).
         query: unbatched query features.
         columns: (N, ...) bank.
         lexical: optional term statistics of the rows: adds the lexical signal s7.
+        context: optional neighbours of the rows: adds the context signal s8.
 
     Returns:
         :class:`ScoreOutput`.
     """
     semantic = bank_cosine(query.embedding, columns.embedding)
-    return _score_rows(weights, params, query, columns, semantic, lexical)
+    return _score_rows(weights, params, query, columns, semantic, lexical, context)
 
 
 def _score_rows(
@@ -144,8 +158,11 @@ def _score_rows(
     columns: MemoryColumns,
     semantic: Float[Array, " N"],
     lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
 ) -> ScoreOutput:
     """The one place signals, weighted totals and the padding mask are put together."""
+    if context is not None and lexical is None:
+        raise ValueError("the context signal s8 needs lexical inputs (it blends s1 and s7)")
     dtype = jnp.result_type(query.affect)
     weights = jnp.asarray(weights, dtype)
     raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(
@@ -156,9 +173,31 @@ def _score_rows(
         b = jnp.asarray(params.lexical.b, dtype)
         s7 = lexical_signal(k1, b, lexical, columns.valid).astype(dtype)
         raw = jnp.concatenate([raw, s7[:, None]], axis=-1)
+    if context is not None:
+        raw = jnp.concatenate([raw, context_column(params, raw, context, columns.valid)[:, None]],
+                              axis=-1)
     totals = weighted_total(weights, raw)
     totals = jnp.where(columns.valid, totals, jnp.asarray(-jnp.inf, dtype))
     return ScoreOutput(raw=raw, weights=weights, totals=totals)
+
+
+def context_column(
+    params: ScoringParams, raw: Float[Array, "N S"], context: ContextInputs,
+    valid: Bool[Array, " N"],
+) -> Float[Array, " N"]:
+    """s8 of every row from the rows' own signals (s1 in column 0, s7 in column 6).
+
+    Args:
+        params: scoring parameters (``context.mix``).
+        raw: (N, >= 7) signals, calibrated s1 first and s7 seventh.
+        context: the rows' neighbours.
+        valid: (N,) False on padding rows.
+
+    Returns:
+        (N,) s8 (:func:`~emotional_memory.kernel.context.context_signal`).
+    """
+    mix = jnp.asarray(params.context.mix, raw.dtype)
+    return context_signal(neighbour_blend(raw[:, 0], raw[:, 6], mix), context, valid)
 
 
 def stable_rank(

@@ -9,6 +9,7 @@ Typical use::
 """
 
 from emotional_memory.learn.fitting import (
+    ADAPTER_GRID,
     DEFAULT_GRID,
     LEXICAL_ANALYSES,
     CVResult,
@@ -26,6 +27,7 @@ from emotional_memory.learn.fitting import (
     listwise_loss,
     ranking_metrics,
     scenario_folds,
+    select_adapter,
     select_hyperparameters,
     select_model,
     semantic_only_config,
@@ -36,6 +38,7 @@ from emotional_memory.learn.params import GROUPS, TRAINABLE_GROUPS, Reparam
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 
 __all__ = [
+    "ADAPTER_GRID",
     "DEFAULT_GRID",
     "GROUPS",
     "LEXICAL_ANALYSES",
@@ -59,6 +62,7 @@ __all__ = [
     "listwise_loss",
     "ranking_metrics",
     "scenario_folds",
+    "select_adapter",
     "select_hyperparameters",
     "select_model",
     "semantic_only_config",

@@ -9,6 +9,7 @@ split; :func:`cross_validate` evaluates out-of-fold through the real engine.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -50,8 +51,10 @@ def batch_scores(
 
     Args:
         params: scoring parameters.
-        batch: the recall batch (with ``lexical`` statistics, s7 is scored too).
-        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics).
+        batch: the recall batch (with ``lexical`` statistics, s7 is scored too; with
+            ``context`` neighbours as well, s8).
+        signal_mask: optional (6,) ablation mask (7 entries with lexical statistics,
+            8 with neighbours too).
         adapter: optional query adapter: s1 is then the cosine of the adapted query
             embeddings with the candidates' (the batch must hold its embeddings,
             ``build_recall_batch(..., embeddings=True)``); None: ``batch.semantic``.
@@ -69,12 +72,13 @@ def batch_scores(
         adapted = adapt_query(adapter, batch.query.embedding)
         semantic = jax.vmap(bank_cosine)(adapted, batch.columns.embedding)
 
-    def one(query: Any, columns: Any, semantic: Any, lexical: Any) -> Any:
+    def one(query: Any, columns: Any, semantic: Any, lexical: Any, context: Any) -> Any:
         return score_given_semantic(
-            params, query, columns, semantic, signal_mask, lexical
+            params, query, columns, semantic, signal_mask, lexical, context
         ).totals
 
-    totals = jax.vmap(one)(batch.query, batch.columns, semantic, batch.lexical)
+    totals = jax.vmap(one)(batch.query, batch.columns, semantic, batch.lexical,
+                           batch.context)
     return jnp.where(batch.columns.valid, totals, _NEG)
 
 
@@ -96,6 +100,7 @@ def evaluate_batch(
         (Q, C) numpy totals.
     """
     cfg = config or EmotionalMemoryConfig()
+    batch = batch_for(batch, cfg)
     mask = batch_signal_mask(cfg, batch)
     spec = cfg.retrieval.query_adapter
     with float64():
@@ -110,7 +115,8 @@ def evaluate_batch(
 
 
 def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list[float]:
-    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics.
+    """The ablation mask for scoring ``batch``: 7 entries when it has lexical statistics,
+    8 when it has neighbours too (s8 always on).
 
     Args:
         config: supplies the six switches (and ``enable_lexical``).
@@ -122,7 +128,31 @@ def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list
     mask = config.signal_mask()
     if batch.lexical is not None:
         mask.append(1.0 if config.enable_lexical else 0.0)
+        if batch.context is not None:
+            mask.append(1.0)
     return mask
+
+
+def batch_for(
+    batch: RecallBatch, config: EmotionalMemoryConfig, trainable: Iterable[str] = ()
+) -> RecallBatch:
+    """``batch`` as a model scores it: its neighbours only when the model uses s8.
+
+    A model without the context signal (``context_weight`` 0 and the ``context`` group
+    not trained) scores six (or seven) signals, as the engine does, even on a batch
+    captured with neighbours.
+
+    Args:
+        batch: the recall batch.
+        config: the model's configuration.
+        trainable: the groups a fit trains.
+
+    Returns:
+        ``batch``, or a copy without ``context``.
+    """
+    if batch.context is None or config.retrieval.context_on or "context" in tuple(trainable):
+        return batch
+    return dataclasses.replace(batch, context=None)
 
 
 def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
@@ -624,6 +654,8 @@ def fit(
         np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
     )
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
+    trainable = tuple(trainable)
+    batch = batch_for(batch, cfg, trainable)
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2],
@@ -742,6 +774,8 @@ def _fit_many(
         _check_fit_args(temperature, l2, steps, val_fraction)
     _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
+    trainable = tuple(trainable)
+    batch = batch_for(batch, cfg, trainable)
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         problem = _problem(
@@ -891,6 +925,81 @@ def select_hyperparameters(
     return {"l2": best["l2"], "temperature": best["temperature"]}, table
 
 
+ADAPTER_GRID: dict[str, tuple[float, ...]] = {
+    "adapter_rank": (4, 16),
+    "adapter_l2": (0.01, 0.1, 1.0),
+}
+"""The query adapter's rank and L2 pull searched by :func:`select_adapter`."""
+
+
+def select_adapter(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: Mapping[str, Sequence[float]] | None = None,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Choose the query adapter's rank and L2 pull by inner cross-validation.
+
+    Each grid point's model (``fit_kwargs["trainable"]`` must hold ``adapter``) is
+    fitted on ``folds - 1`` groups of the available scenarios, the inner folds trained
+    together (:func:`fit_many_configs`), and scored on the held-out group with the batch
+    forward. The best mean out-of-fold top-1 wins; ties go to higher MRR, then to the
+    stronger pull and the smaller rank (the simpler map).
+
+    Args:
+        batch, info: the recall batch (with its embeddings).
+        config: starting configuration.
+        grid: ``{"adapter_rank": [...], "adapter_l2": [...]}`` (default
+            :data:`ADAPTER_GRID`; a key given replaces its default).
+        folds: inner folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold seed.
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ``l2``,
+            ``temperature``, ...).
+
+    Returns:
+        ``(best, table)``: ``{"adapter_rank": int, "adapter_l2": float}`` and one row
+        per grid point.
+    """
+    if "adapter" not in tuple(fit_kwargs.get("trainable", ())):
+        raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
+    g = {**ADAPTER_GRID, **(grid or {})}
+    available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 3)
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    held_masks = [available & np.isin(scen, held) for held in parts]
+    per_run: dict[str, Any] = {
+        k: fit_kwargs.pop(k) for k in ("l2", "temperature") if k in fit_kwargs
+    }
+    dim = int(np.shape(batch.query.embedding)[-1])
+    table: list[dict[str, Any]] = []
+    for rank in g["adapter_rank"]:
+        for pull in g["adapter_l2"]:
+            configs = fit_many_configs(
+                batch, config, [{**per_run, "train_mask": available & ~h} for h in held_masks],
+                seed=seed, adapter_rank=min(int(rank), max(dim, 1)), adapter_l2=float(pull),
+                **fit_kwargs,
+            )
+            top1: list[float] = []
+            rr: list[float] = []
+            for fitted, held_mask in zip(configs, held_masks, strict=True):
+                totals = evaluate_batch(
+                    params_from_config(fitted.retrieval, fitted.decay), batch, fitted
+                )
+                per = ranking_metrics(totals, lab, val, info.top_k)
+                top1.extend(per["top1"][held_mask].tolist())
+                rr.extend(per["rr"][held_mask].tolist())
+            table.append({"adapter_rank": int(rank), "adapter_l2": float(pull),
+                          "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9),
+                                     r["adapter_l2"], -r["adapter_rank"]))
+    return {"adapter_rank": best["adapter_rank"], "adapter_l2": best["adapter_l2"]}, table
+
+
 def fit_auto(
     batch: RecallBatch,
     info: RecallInfo,
@@ -974,6 +1083,7 @@ def cross_validate(
     lexical: bool = False,
     analyses: Sequence[str] = (),
     adapter: bool = False,
+    context: bool = False,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -1002,6 +1112,8 @@ def cross_validate(
             analysis).
         adapter: with ``select="model"``, let the query-adapter variant compete (the
             batches keep their embeddings).
+        context: capture the candidates' encode-order neighbours when building the
+            batches (with ``lexical``: the context models compete).
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -1010,14 +1122,15 @@ def cross_validate(
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
-        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter
+        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter,
+        context=context,
     )
     if select == "model":
         fit_kwargs["adapter"] = adapter
         fit_kwargs["analysis_batches"] = {
             name: build_recall_batch(data, embedder, analysis_config(cfg, name),
                                      lexical=lexical, affect=settings,
-                                     embeddings=adapter)[0]
+                                     embeddings=adapter, context=context)[0]
             for name in analyses
         }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
@@ -1095,7 +1208,7 @@ def analysis_config(config: EmotionalMemoryConfig, analysis: str) -> EmotionalMe
 
 def candidate_models(
     config: EmotionalMemoryConfig, lexical: bool, *, analyses: Sequence[str] = (),
-    adapter: bool = False,
+    adapter: bool = False, context: bool = False,
 ) -> dict[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]]:
     """The models :func:`select_model` chooses among: name -> (start config, trainable).
 
@@ -1110,6 +1223,9 @@ def candidate_models(
       s7 and the per-signal calibration;
     * with ``adapter`` (a batch with embeddings), ``lexical_adapter``: ``lexical``
       fitting the query adapter too;
+    * with ``context`` (a batch with neighbours), ``lexical_context``: ``lexical`` with
+      the context signal s8 (weight 0.3, mix 0.5) fitting its weight and mix too; and
+      with ``adapter`` also ``lexical_context_adapter``;
     * per analysis ``a`` of ``analyses`` (:data:`LEXICAL_ANALYSES`), each lexical model
       again as ``NAME@a`` under that analysis (scored on its own batch).
 
@@ -1118,6 +1234,7 @@ def candidate_models(
         lexical: whether the batch carries lexical statistics.
         analyses: extra lexical analyses to try.
         adapter: add the adapter variant.
+        context: add the context variants.
 
     Returns:
         Ordered dict of the candidates.
@@ -1142,6 +1259,15 @@ def candidate_models(
         }
         if adapter:
             lexical_models["lexical_adapter"] = (lex, ("base_weights", "lexical", "adapter"))
+        if context:
+            ctx = lex.model_copy(update={"retrieval": lex.retrieval.model_copy(update={
+                "context_weight": 0.3, "context_mix": 0.5,
+            })})
+            lexical_models["lexical_context"] = (ctx, ("base_weights", "lexical", "context"))
+            if adapter:
+                lexical_models["lexical_context_adapter"] = (
+                    ctx, ("base_weights", "lexical", "context", "adapter")
+                )
         models.update(lexical_models)
         for analysis in analyses:
             for name, (start, trainable) in lexical_models.items():
@@ -1165,15 +1291,19 @@ def select_model(
     tune: bool = True,
     analysis_batches: Mapping[str, RecallBatch] | None = None,
     adapter: bool = False,
+    tune_adapter: bool = True,
+    select_by: str = "mrr",
     **fit_kwargs: Any,
 ) -> FitResult:
     """Choose among :func:`candidate_models` by inner grouped CV, then fit the winner.
 
     Every candidate is scored out-of-fold on the available scenarios (fitted ones are
-    fitted on the other inner folds), with the batch forward. The best mean top-1
-    wins (ties: MRR, then the earlier candidate, so the unfitted default and cosine
-    win ties). Because the default and plain cosine are candidates, the choice is
-    never worse than the better of them on the inner folds. The winner is then fitted
+    fitted on the other inner folds), with the batch forward. The best mean
+    reciprocal rank wins (``select_by``; ties: top-1, then the earlier candidate, so
+    the unfitted default and cosine win ties): MRR rewards a model that puts the answer
+    first and one that keeps it near the top. Because the default and plain cosine are
+    candidates, the choice is never worse than the better of them on the inner folds
+    by that criterion. The winner is then fitted
     (or taken as is) on every available query, with ``l2``/``temperature`` chosen by
     another inner CV (:func:`fit_auto`) when ``tune`` (values given in ``fit_kwargs``
     are kept fixed).
@@ -1192,15 +1322,24 @@ def select_model(
             lexical models compete too.
         adapter: let the query-adapter variant compete (the batches need their
             embeddings).
+        tune_adapter: when a model with the query adapter wins, choose its rank and
+            L2 pull by another inner CV (:func:`select_adapter`; ``adapter_rank`` /
+            ``adapter_l2`` given in ``fit_kwargs`` stay fixed).
+        select_by: the inner-CV criterion: ``"mrr"`` (default: mean reciprocal rank,
+            ties by top-1) or ``"top1"`` (ties by MRR); further ties go to the
+            earlier candidate.
         **fit_kwargs: other :func:`fit` arguments (``steps``, ``l2``, ...).
 
     Returns:
         The :class:`FitResult` of the chosen model; ``result.selection`` holds
-        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned).
+        ``{"chosen": name, "table": [...]}`` (and ``"hyperparameters"`` when tuned,
+        ``"adapter"`` when the adapter's rank and pull were chosen).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
     if folds < 2:
         raise ValueError(f"folds must be >= 2, got {folds}")
+    if select_by not in ("mrr", "top1"):
+        raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
     extra = dict(analysis_batches or {})
     for name, other in extra.items():
         if other.n_queries != batch.n_queries or not np.array_equal(
@@ -1212,7 +1351,7 @@ def select_model(
     chosen_hyper: dict[str, Any] | None = None
     available, scen, parts = _inner_folds(batch, train_mask, folds, seed + 7)
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
-                              adapter=adapter)
+                              adapter=adapter, context=batch.context is not None)
 
     def batch_of(name: str) -> RecallBatch:
         analysis = _analysis_of(name)
@@ -1240,10 +1379,21 @@ def select_model(
         table.append({"model": name, "top1": float(top1[available].mean()),
                       "mrr": float(rr[available].mean()),
                       "hit_at_k": float(hit[available].mean())})
-    best = max(enumerate(table), key=lambda it: (round(it[1]["top1"], 9),
-                                                 round(it[1]["mrr"], 9), -it[0]))[1]
+    first, second = ("top1", "mrr") if select_by == "top1" else ("mrr", "top1")
+    best = max(enumerate(table), key=lambda it: (round(it[1][first], 9),
+                                                 round(it[1][second], 9), -it[0]))[1]
     start, trainable = models[best["model"]]
     data = batch_of(best["model"])
+    adapter_choice: dict[str, Any] | None = None
+    fixed = {k for k in ("adapter_rank", "adapter_l2") if k in fit_kwargs}
+    if trainable is not None and "adapter" in trainable and tune_adapter and len(fixed) < 2:
+        # the adapter's rank and pull by another inner CV (values given stay fixed)
+        adapter_choice, _ = select_adapter(
+            data, info, start, grid={k: (fit_kwargs[k],) for k in fixed}, folds=folds,
+            train_mask=train_mask, seed=seed, trainable=trainable,
+            **{k: v for k, v in fit_kwargs.items() if k not in fixed},
+        )
+        fit_kwargs = {**fit_kwargs, **adapter_choice}
     if trainable is None:
         result = fit(data, info, start, trainable=("base_weights",), steps=0,
                      train_mask=train_mask, seed=seed)
@@ -1260,11 +1410,18 @@ def select_model(
         result = fit(data, info, start, trainable=trainable, train_mask=train_mask,
                      seed=seed, **fit_kwargs)
     if trainable is not None and data.lexical is not None:
-        # ranked as it was fitted: over hybrid candidates
+        # ranked as it was fitted: over hybrid candidates (with the shortlist's
+        # neighbours when the batch had them)
         result.config = result.config.model_copy(update={
-            "retrieval": result.config.retrieval.model_copy(update={"hybrid_candidates": True})
+            "retrieval": result.config.retrieval.model_copy(update={
+                "hybrid_candidates": True,
+                "context_candidates": result.config.retrieval.context_candidates
+                or data.context is not None,
+            })
         })
     result.selection = {"chosen": best["model"], "table": table}
+    if adapter_choice is not None:
+        result.selection["adapter"] = adapter_choice
     if chosen_hyper is not None:
         result.selection["hyperparameters"] = chosen_hyper
     return result

@@ -18,16 +18,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from emotional_memory._precision import float64
-from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
+from emotional_memory.kernel import (
+    ContextParams,
+    DecayParams,
+    GateParams,
+    LexicalParams,
+    ScoringParams,
+)
 from emotional_memory.kernel.adapter import QueryAdapter
 from emotional_memory.kernel.params import ParamGroup
 
 FREE, POSITIVE, UNIT, SIGNED = 0, 1, 2, 3
 
-GROUPS: tuple[str, ...] = ("base_weights", "gates", "decay", "calibration", "lexical")
+GROUPS: tuple[str, ...] = (
+    "base_weights", "gates", "decay", "calibration", "lexical", "context",
+)
 """The trainable groups of :class:`ScoringParams`. ``calibration`` is the per-signal
 affine map; ``lexical`` the lexical signal's weight, BM25 k1 and b (start it from a
-weight > 0)."""
+weight > 0); ``context`` the context signal's weight and mix (start it from a weight
+> 0; the batch needs its neighbours and lexical statistics)."""
 
 TRAINABLE_GROUPS: tuple[str, ...] = (*GROUPS, "adapter")
 """Every selectable trainable group: :data:`GROUPS` and ``adapter``, the query
@@ -52,9 +61,11 @@ _NAMED_KINDS: dict[str, dict[str, int]] = {
         "power": POSITIVE,
     },
     "lexical": {"weight": POSITIVE, "k1": POSITIVE, "b": UNIT},
+    "context": {"weight": POSITIVE, "mix": UNIT},
 }
 _GROUP_TYPES: dict[str, type[ParamGroup]] = {
     "gates": GateParams, "decay": DecayParams, "lexical": LexicalParams,
+    "context": ContextParams,
 }
 _KINDS: dict[str, tuple[int, ...]] = {
     "base_weights": (POSITIVE,) * 6,
@@ -307,5 +318,5 @@ def l2_penalty(
 
 _FIELDS = (
     "base_weights", "gates", "decay", "distance_scale", "signal_scale", "signal_shift",
-    "lexical",
+    "lexical", "context",
 )

@@ -20,11 +20,18 @@ import numpy as np
 from jaxtyping import Bool, Float, Int
 
 from emotional_memory._bank import columns_from_memories
+from emotional_memory._context import neighbour_rows, view_neighbours
 from emotional_memory._precision import float64
 from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
-from emotional_memory.kernel import LexicalInputs, MemoryColumns, QueryFeatures, bank_cosine
+from emotional_memory.kernel import (
+    ContextInputs,
+    LexicalInputs,
+    MemoryColumns,
+    QueryFeatures,
+    bank_cosine,
+)
 from emotional_memory.kernel._types import Array
 from emotional_memory.lexical import query_terms, stop_word_set
 from emotional_memory.replay import (
@@ -53,6 +60,9 @@ class RecallBatch(eqx.Module):
         scenario: (Q,) scenario index into ``RecallInfo.scenario_ids``.
         lexical: optional term statistics for the lexical signal s7, leaves
             tf (Q, C, T), length (Q, C), df (Q, T), n_docs (Q,), avg_length (Q,).
+        context: optional neighbours for the context signal s8: ``neighbours``
+            (Q, C, 2), each candidate's encode-order neighbours among the query's
+            candidates (-1: none), found as the engine finds them.
     """
 
     semantic: Float[Array, "Q C"]
@@ -62,6 +72,7 @@ class RecallBatch(eqx.Module):
     challenge: Int[Array, " Q"]
     scenario: Int[Array, " Q"]
     lexical: LexicalInputs | None = None
+    context: ContextInputs | None = None
 
     @property
     def n_queries(self) -> int:
@@ -105,11 +116,13 @@ class _Captured:
     query: QueryFeatures
     lexical: LexicalInputs | None = None
     embedding: np.ndarray | None = None
+    neighbours: np.ndarray | None = None
 
 
 def _capture(
     plan: RetrievalPlan, scenario: str, query: dict[str, Any], id_map: dict[str, str],
     engine: EmotionalMemory | None = None, embeddings: EmotionalMemory | None = None,
+    context: EmotionalMemory | None = None,
 ) -> _Captured:
     if plan.query is None or plan.now is None:
         raise ValueError(f"query {query.get('query_id')!r}: the plan has no candidates")
@@ -135,7 +148,13 @@ def _capture(
     raw = None
     if embeddings is not None:  # the query as embedded (an adapter's input) and the rows
         raw = np.asarray(embeddings.embedder.embed(str(query["query"])), np.float64)
+    neighbours = None
+    if context is not None:  # the encode-order neighbours the engine would find now
+        links = view_neighbours(context._view(plan.now), plan.now,
+                                context.config.retrieval.context_window_seconds)
+        neighbours = neighbour_rows([m.id for m in cands], links)
     return _Captured(
+        neighbours=neighbours,
         embedding=raw,
         scenario=scenario,
         query_id=str(query.get("query_id", "")),
@@ -216,7 +235,15 @@ def stack_captured(captured: Sequence[_Captured], top_k: int) -> tuple[RecallBat
             avg_length=np.asarray([float(np.asarray(x.avg_length)) for x in lex
                                    if x is not None]),
         )
+    context = None
+    if all(c.neighbours is not None for c in captured):
+        rows = np.full((n, size, 2), -1, np.int32)
+        for i, c in enumerate(captured):
+            assert c.neighbours is not None
+            rows[i, : len(c.neighbours)] = c.neighbours
+        context = ContextInputs(neighbours=rows)
     batch = RecallBatch(
+        context=context,
         semantic=np.stack([_pad(c.semantic, size) for c in captured]),
         columns=columns,
         query=query,
@@ -246,6 +273,7 @@ def build_recall_batch(
     full_bank: bool = False,
     affect: ReplayAffect | None = None,
     embeddings: bool = False,
+    context: bool = False,
 ) -> tuple[RecallBatch, RecallInfo]:
     """Replay every scenario through the engine and capture what the ranker saw.
 
@@ -265,16 +293,20 @@ def build_recall_batch(
             :meth:`ReplayAffect.prepare`).
         embeddings: keep the query and candidate embeddings in the batch (to fit the
             query adapter; (Q, C, D) floats).
+        context: capture each candidate's encode-order neighbours (the context signal
+            s8); the replay then adds the shortlist's neighbours to the candidates
+            (``context_candidates``), as the engine with s8 on does.
 
     Returns:
         ``(batch, info)``: float64 numpy leaves, and host metadata.
     """
     k = int(top_k if top_k is not None else data.get("default_top_k", 2))
     cfg = config if config is not None else EmotionalMemoryConfig()
-    if lexical or full_bank:
+    if lexical or full_bank or context:
         cfg = cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(update={
             "hybrid_candidates": cfg.retrieval.hybrid_candidates or lexical,
             "full_bank_candidates": cfg.retrieval.full_bank_candidates or full_bank,
+            "context_candidates": cfg.retrieval.context_candidates or context,
         })})
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     factory = default_engine_factory(cfg)
@@ -290,7 +322,7 @@ def build_recall_batch(
             plan: RetrievalPlan, sid: str = sid,
         ) -> None:
             captured.append(_capture(plan, sid, query, id_map, eng if lexical else None,
-                                     eng if embeddings else None))
+                                     eng if embeddings else None, eng if context else None))
 
         try:
             replay_scenario(scenario, engine, k, on_query=hook, affect=settings, clock=clock)
