@@ -9,12 +9,25 @@ model's own ``tokenizer.json`` (uncased WordPiece), so token ids are exactly the
 reference ones.
 
 The forward pass is compiled with :func:`jax.jit`.  To keep the number of compiled
-programs small, each chunk of texts is padded to a *bucketed* shape: the sequence
-length to the next of 16, 32, 64, 128, ... (capped at ``max_length``) and the number of
-rows to the next power of two (capped at ``batch_size``).  Padding tokens are masked out
-of attention and pooling, so padding never changes a text's embedding beyond
-floating-point rounding.  Texts are sorted by token count before chunking, so a batch
-mixing short and long texts wastes little compute on padding.
+programs small, each pass is padded to a *bucketed* shape: the sequence length to the
+next of 8, 16, 24, ..., 64, 80, 96, 112, 128, 160, ... (steps of 8 up to 64, then four
+per doubling; capped at ``max_length``) and the number of rows to the next power of
+two (capped at ``batch_size``).  Padding tokens are masked out of attention and
+pooling, so padding never changes a text's embedding beyond floating-point rounding.
+Texts are sorted by token count and cut into passes of similar lengths and at most
+:data:`_TOKENS_PER_PASS` padded positions (:func:`_plan_passes`), so a batch mixing
+short and long texts wastes little compute on padding and each pass's activations
+stay in cache.
+
+Where the time of one short text goes (measured on 2 AMD EPYC cores): the six layers'
+dense weights (42 MB in float32) are read from memory once per pass, which costs about
+as much as the products of a dozen tokens; the products themselves (about 21 MFLOP per
+token); and ~0.3 ms of launching the ~175 kernels of the program.  Tokenising and
+padding take ~60 us.  So the layers are unrolled over separate per-layer weights (a
+``lax.scan`` over stacked weights copied every layer's weights on every call), the
+query/key/value products are fused into one, short texts get short buckets, and the
+opt-in ``matmul_dtype=jnp.bfloat16`` halves the weight traffic and doubles the product
+rate on CPUs with bfloat16 dot instructions.
 
 Nothing here is device specific: the same code runs on CPU or GPU, wherever JAX puts
 its arrays.  Matrix products request full float32 precision (no TF32 shortcut on GPUs)
@@ -651,7 +664,8 @@ class MiniLMEmbedder:
             package.
         max_length: maximum number of tokens per text (256, the sentence-transformers
             ``max_seq_length`` of the model; at most 512).
-        batch_size: number of texts per forward pass.
+        batch_size: most texts in one forward pass (passes of long texts hold fewer:
+            at most 512 padded positions unless a pass holds a single text).
         dtype: floating dtype of weights and activations (``jnp.float32``;
             ``jnp.bfloat16`` is faster on accelerators but no longer matches the
             reference to 1e-4).  Outputs are always float32.
