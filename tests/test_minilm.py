@@ -335,11 +335,18 @@ def test_plan_passes_examples() -> None:
     rows, seq = minilm._buckets(64, 1), minilm._seq_buckets(256)
     # 40 texts of 5 tokens: one (64, 8) pass of 512 positions.
     assert [len(c) for c in minilm._plan_passes([5] * 40, rows, seq, 512)] == [40]
+    # With 256 positions: 32 rows, then the 8 left (an (8, 8) pass).
+    assert [len(c) for c in minilm._plan_passes([5] * 40, rows, seq, 256)] == [32, 8]
     # 40 texts of 20 tokens (bucket 24): 64 and 32 rows are too many, 16 fit.
     assert [len(c) for c in minilm._plan_passes([20] * 40, rows, seq, 512)] == [16, 16, 8]
     # A text longer than the budget travels alone; the short ones first, together.
     plan = minilm._plan_passes([200, 3, 4], rows, seq, 512)
     assert plan == [[1, 2], [0]]
+    # Mixed lengths: passes follow the sorted order, narrower as texts get longer.
+    lengths = [30] * 10 + [6] * 50
+    plan = minilm._plan_passes(lengths, rows, seq, 256)
+    assert [len(c) for c in plan] == [32, 16, 8, 4]  # the 3rd: 2 short and 6 long texts
+    assert [lengths[c[-1]] for c in plan] == [6, 6, 30, 30]
 
 
 def test_truncation_to_max_length(emb: Any) -> None:
@@ -368,11 +375,12 @@ def test_bucketing_does_not_recompile(minilm_deps: Any, model_dir: Path, emb: An
     small.embed_array([f"text number {i}" for i in range(9)])
     assert trace_count() == before + 1
 
-    # Default embedder: 33..64 texts of <= 8 tokens share one (64, 8) pass.
-    emb.embed_array([f"short text {i}" for i in range(40)])
+    # Default embedder: 17..32 texts of <= 8 tokens share one (32, 8) pass.
+    assert emb._tokens_per_pass == 32 * 8
+    emb.embed_array([f"short text {i}" for i in range(20)])
     mid = trace_count()
-    emb.embed_array([f"another short text, number {i}" for i in range(57)])
-    emb.embed_array([f"hello {i}" for i in range(33)])
+    emb.embed_array([f"another short text, number {i}" for i in range(29)])
+    emb.embed_array([f"hello {i}" for i in range(17)])
     assert trace_count() == mid
     # 17..24 tokens share the 24 bucket.
     base = "one two three four five six seven eight nine ten eleven twelve"
