@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from emotional_memory.interfaces import Embedder
 
@@ -130,6 +132,223 @@ def test_semantics(emb: Any) -> None:
     assert float(a @ b) > float(a @ c) + 0.2
 
 
+def _reference_data() -> tuple[list[str], np.ndarray]:
+    """The reference texts and their sentence-transformers embeddings (skip if absent)."""
+    if not REFERENCE.is_file():
+        pytest.skip(f"reference embeddings not found at {REFERENCE}")
+    data = np.load(REFERENCE)
+    return [str(t) for t in data["texts"]], np.asarray(data["embeddings"], dtype=np.float64)
+
+
+def _cosines(got: np.ndarray, ref: np.ndarray) -> np.ndarray:
+    got = np.asarray(got, dtype=np.float64)
+    return np.sum(got * ref, axis=-1) / (
+        np.linalg.norm(got, axis=-1) * np.linalg.norm(ref, axis=-1)
+    )
+
+
+def test_single_text_path_matches_reference(emb: Any) -> None:
+    """Every reference text embedded alone (its own bucketed 1-row pass) keeps parity.
+
+    The reference texts have 12..29 tokens, so this covers the 16, 24 and 32 buckets
+    and both sides of the 16/17 and 24/25 bucket edges.
+    """
+    texts, ref = _reference_data()
+    lengths = {len(ids) for ids in emb.tokenize(texts)}
+    assert {16, 17, 24, 25} <= lengths
+    alone = np.asarray([emb.embed(t) for t in texts])
+    cos = _cosines(alone, ref)
+    worst = int(np.argmin(cos))
+    assert cos.min() >= 0.9999, f"min cosine {cos.min():.7f} for {texts[worst]!r}"
+    np.testing.assert_allclose(alone, emb.embed_array(texts), rtol=0, atol=1e-5)
+
+
+def test_bfloat16_matmuls_keep_parity(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    """The opt-in bfloat16 products stay within the parity bound, batch and alone."""
+    import jax.numpy as jnp
+
+    texts, ref = _reference_data()
+    fast = minilm_deps.MiniLMEmbedder(model_dir, matmul_dtype=jnp.bfloat16)
+    layer = fast.model.layers[0]
+    assert layer.qkv_w.dtype == layer.ffn_out_w.dtype == jnp.bfloat16
+    assert layer.qkv_b.dtype == layer.attn_ln_w.dtype == fast.model.word_embeddings.dtype
+    assert fast.model.word_embeddings.dtype == jnp.float32
+    assert "matmul_dtype=bfloat16" in repr(fast)
+    batch = fast.embed_array(texts)
+    cos = _cosines(batch, ref)
+    assert cos.min() >= 0.9999, f"min cosine {cos.min():.7f} for {texts[int(np.argmin(cos))]!r}"
+    # Really rounded: farther from the reference than float32 is, yet within the bound.
+    assert cos.min() < _cosines(emb.embed_array(texts), ref).min()
+    some = texts[::10]
+    alone = np.asarray([fast.embed(t) for t in some])
+    assert _cosines(alone, ref[::10]).min() >= 0.9999
+    assert _cosines(alone, batch[::10].astype(np.float64)).min() >= 0.99999
+
+
+# Words that the tokenizer keeps whole (one id each), to build texts of exact lengths.
+_WORDS = [
+    "the",
+    "server",
+    "crashed",
+    "right",
+    "before",
+    "demo",
+    "and",
+    "i",
+    "felt",
+    "proud",
+    "relieved",
+    "when",
+    "launch",
+    "finally",
+    "went",
+    "well",
+    "after",
+    "months",
+    "of",
+    "work",
+    "we",
+    "baked",
+    "bread",
+    "with",
+    "kids",
+    "on",
+    "sunday",
+]
+
+
+def _oracle_embedding(tensors: Any, ids: list[int]) -> np.ndarray:
+    """all-MiniLM-L6-v2 on one unpadded text, in float64 plain numpy.
+
+    Written from the BERT definition over the Hugging Face tensors (dense weights
+    stored ``(out, in)``; separate query/key/value; attention head by head; exact
+    erf GELU), with mean pooling and L2 normalisation: no padding, no masks, no fused
+    weights, no buckets, nothing shared with the implementation under test.
+    """
+    from scipy.special import erf
+
+    def w(name: str) -> np.ndarray:
+        return np.asarray(tensors[name], dtype=np.float64)
+
+    def layer_norm(x: np.ndarray, prefix: str) -> np.ndarray:
+        mu = x.mean(axis=-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mu) / np.sqrt(var + 1e-12) * w(prefix + ".weight") + w(prefix + ".bias")
+
+    def linear(x: np.ndarray, prefix: str) -> np.ndarray:
+        return x @ w(prefix + ".weight").T + w(prefix + ".bias")
+
+    n = len(ids)
+    x = (
+        w("embeddings.word_embeddings.weight")[ids]
+        + w("embeddings.position_embeddings.weight")[:n]
+        + w("embeddings.token_type_embeddings.weight")[0]
+    )
+    x = layer_norm(x, "embeddings.LayerNorm")
+    for i in range(6):
+        p = f"encoder.layer.{i}."
+        q = linear(x, p + "attention.self.query")
+        k = linear(x, p + "attention.self.key")
+        v = linear(x, p + "attention.self.value")
+        ctx = np.empty_like(x)
+        for h in range(12):
+            cols = slice(32 * h, 32 * h + 32)
+            scores = q[:, cols] @ k[:, cols].T / np.sqrt(32.0)
+            probs = np.exp(scores - scores.max(axis=1, keepdims=True))
+            probs /= probs.sum(axis=1, keepdims=True)
+            ctx[:, cols] = probs @ v[:, cols]
+        x = layer_norm(
+            linear(ctx, p + "attention.output.dense") + x, p + "attention.output.LayerNorm"
+        )
+        inner = linear(x, p + "intermediate.dense")
+        inner = 0.5 * inner * (1.0 + erf(inner / np.sqrt(2.0)))
+        x = layer_norm(linear(inner, p + "output.dense") + x, p + "output.LayerNorm")
+    pooled = x.mean(axis=0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def test_bucket_edges_and_truncation_match_float64_oracle(
+    minilm_deps: Any, model_dir: Path, emb: Any
+) -> None:
+    """Texts of exactly 2, 8, 9, 16, 17, 64, 65 and 256 tokens, and one truncated from
+    400 words, alone and in one batch, against an independent float64 forward."""
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(model_dir / "model.safetensors"))
+    word_ids = emb.tokenize(list(_WORDS))
+    vocab = [(word, ids[1]) for word, ids in zip(_WORDS, word_ids, strict=True) if len(ids) == 3]
+    assert len(vocab) >= 20
+
+    def text_of(n_words: int) -> tuple[str, list[int]]:
+        picked = [vocab[i % len(vocab)] for i in range(n_words)]
+        return " ".join(word for word, _ in picked), [i for _, i in picked]
+
+    texts, expected = [], []
+    for n in (2, 8, 9, 16, 17, 64, 65, 256):
+        text, ids = text_of(n - 2)
+        texts.append(text)
+        expected.append([101, *ids, 102])
+    text, ids = text_of(400)
+    texts.append(text)
+    expected.append([101, *ids[:254], 102])  # sentence-transformers keeps the first 256
+    assert emb.tokenize(texts) == expected
+    for n in (8, 16, 64, 256):
+        assert n in emb.seq_buckets  # each n is a bucket's last length, n + 1 the next's first
+
+    batch = emb.embed_array(texts)
+    for i, text in enumerate(texts):
+        want = _oracle_embedding(tensors, expected[i])
+        alone = np.asarray(emb.embed(text))
+        for got in (alone, batch[i]):
+            assert _cosines(got, want) >= 0.9999
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+        np.testing.assert_allclose(alone, batch[i], rtol=0, atol=1e-5)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(2, 256), max_size=300),
+    batch_size=st.integers(1, 300),
+    budget=st.sampled_from([8, 64, 512, 4096]),
+)
+def test_plan_passes_covers_every_text_in_length_order(
+    lengths: list[int], batch_size: int, budget: int
+) -> None:
+    from emotional_memory.embedders import minilm
+
+    rows, seq = minilm._buckets(batch_size, 1), minilm._seq_buckets(256)
+    chunks = minilm._plan_passes(lengths, rows, seq, budget)
+    flat = [i for chunk in chunks for i in chunk]
+    assert sorted(flat) == list(range(len(lengths)))
+    assert [lengths[i] for i in flat] == sorted(lengths)
+    for chunk in chunks:
+        assert 1 <= len(chunk) <= batch_size
+        padded = minilm._bucket(len(chunk), rows) * minilm._bucket(
+            max(lengths[i] for i in chunk), seq
+        )
+        assert len(chunk) == 1 or padded <= budget
+
+
+def test_plan_passes_examples() -> None:
+    from emotional_memory.embedders import minilm
+
+    rows, seq = minilm._buckets(64, 1), minilm._seq_buckets(256)
+    # 40 texts of 5 tokens: one (64, 8) pass of 512 positions.
+    assert [len(c) for c in minilm._plan_passes([5] * 40, rows, seq, 512)] == [40]
+    # With 256 positions: 32 rows, then the 8 left (an (8, 8) pass).
+    assert [len(c) for c in minilm._plan_passes([5] * 40, rows, seq, 256)] == [32, 8]
+    # 40 texts of 20 tokens (bucket 24): 64 and 32 rows are too many, 16 fit.
+    assert [len(c) for c in minilm._plan_passes([20] * 40, rows, seq, 512)] == [16, 16, 8]
+    # A text longer than the budget travels alone; the short ones first, together.
+    plan = minilm._plan_passes([200, 3, 4], rows, seq, 512)
+    assert plan == [[1, 2], [0]]
+    # Mixed lengths: passes follow the sorted order, narrower as texts get longer.
+    lengths = [30] * 10 + [6] * 50
+    plan = minilm._plan_passes(lengths, rows, seq, 256)
+    assert [len(c) for c in plan] == [32, 16, 8, 4]  # the 3rd: 2 short and 6 long texts
+    assert [lengths[c[-1]] for c in plan] == [6, 6, 30, 30]
+
+
 def test_truncation_to_max_length(emb: Any) -> None:
     long_text = "memory " * 600
     (ids,) = emb.tokenize([long_text])
@@ -141,29 +360,34 @@ def test_truncation_to_max_length(emb: Any) -> None:
 
 def test_bucketing_does_not_recompile(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
     trace_count = minilm_deps.trace_count
-    # batch_size 3 gives row buckets (1, 2, 3); shape (3, 16) is used by no other test.
+    # batch_size 3 gives row buckets (1, 2, 3); shape (3, 8) is used by no other test.
     small = minilm_deps.MiniLMEmbedder(model_dir, batch_size=3)
     assert small.batch_buckets == (1, 2, 3)
-    assert small.seq_buckets == (16, 32, 64, 128, 256)
+    # Steps of 8 up to 64, then four per doubling.
+    assert small.seq_buckets == (
+        8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256,
+    )  # fmt: skip
     before = trace_count()
     small.embed_array(["a b", "c", "d e f"])
     assert trace_count() == before + 1  # the counter sees a new shape
-    # Same (3, 16) bucket: other lengths (<= 16 tokens), other texts, several chunks.
-    small.embed_array(["a somewhat longer text of about a dozen tokens", "x", "y z"])
+    # Same (3, 8) bucket: other lengths (<= 8 tokens), other texts, several chunks.
+    small.embed_array(["a text of six tokens", "x", "y z"])
     small.embed_array([f"text number {i}" for i in range(9)])
     assert trace_count() == before + 1
 
-    # Default embedder: 33..64 texts share the 64-row bucket, 17..32 tokens share 32.
-    emb.embed_array([f"short text {i}" for i in range(40)])
+    # Default embedder: 17..32 texts of <= 8 tokens share one (32, 8) pass.
+    assert emb._tokens_per_pass == 32 * 8
+    emb.embed_array([f"short text {i}" for i in range(20)])
     mid = trace_count()
-    emb.embed_array([f"another short text, number {i}" for i in range(57)])
-    emb.embed_array([f"hello {i}" for i in range(33)])
+    emb.embed_array([f"another short text, number {i}" for i in range(29)])
+    emb.embed_array([f"hello {i}" for i in range(17)])
     assert trace_count() == mid
+    # 17..24 tokens share the 24 bucket.
     base = "one two three four five six seven eight nine ten eleven twelve"
     first = base + " thirteen fourteen fifteen"
     second = base + " thirteen fourteen fifteen sixteen seventeen eighteen"
     n1, n2 = (len(ids) for ids in emb.tokenize([first, second]))
-    assert 16 < n1 < n2 <= 32
+    assert 16 < n1 < n2 <= 24
     emb.embed_array([first] * 2)
     mid = trace_count()
     emb.embed_array([second] * 2)
@@ -190,6 +414,8 @@ def test_argument_validation(minilm_deps: Any, model_dir: Path, emb: Any) -> Non
             cls(model_dir, batch_size=bad)
     with pytest.raises(ValueError, match="dtype"):
         cls(model_dir, dtype=np.int32)
+    with pytest.raises(ValueError, match="matmul_dtype"):
+        cls(model_dir, matmul_dtype=np.int32)
     with pytest.raises(TypeError):
         emb.embed(123)
     with pytest.raises(TypeError):
