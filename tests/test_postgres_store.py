@@ -352,6 +352,47 @@ def test_modify_memories_of_more_than_tags_or_unread_ids_reads_under_lock(
         assert [m.id for m in out] == [unread] and store.get(unread) == out[0]
 
 
+def test_a_retrieve_is_two_prepared_statements(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once warm, a retrieve over the index asks the server two things: the candidate
+    read (with the counts) and the side-effect write, each a server-side prepared
+    statement (no planning per call); nothing else (the embedding dimension is known
+    to every view of the store after the first read)."""
+    table = _new_table()
+    store = PostgresStore(pg_dsn, table=table, exact_rows=0, min_connections=1,
+                          max_connections=1)
+    engine = _engine(store)
+    engine.encode_batch([f"harbour storm memory {i}" for i in range(30)])
+    engine.retrieve("harbour storm", top_k=2)
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def counting(self: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
+        sent.append(query if isinstance(query, str) else repr(query))
+        return execute(self, query, *args, **kwargs)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    before = {m.id: m.tag.retrieval_count for m in store.list_all()}
+    sent.clear()
+    for query in ("harbour storm", "storm memory"):
+        got = engine.retrieve(query, top_k=2)
+        assert len(got) == 2
+    monkeypatch.undo()
+    assert len(sent) == 4, [q[:60] for q in sent]
+    assert [q.split()[0] for q in sent] == ["SELECT", "WITH", "SELECT", "WITH"]
+    with store._connection() as conn:  # the pool's only connection
+        prepared = {r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements")}
+    assert len(prepared) == 2  # these two, with $n placeholders; nothing else
+    read = next(q for q in prepared if q.startswith("SELECT"))
+    write = next(q for q in prepared if q.startswith("WITH"))
+    assert read.split(" WHERE ")[0] == sent[0].split(" WHERE ")[0] and "<=> $" in read
+    assert write.split(" v (")[1].split(")")[0] == sent[1].split(" v (")[1].split(")")[0]
+    after = {m.id: m.tag.retrieval_count for m in store.list_all()}
+    assert sum(after.values()) == sum(before.values()) + 4
+    store.close()
+
+
 def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:
     assert isinstance(store, ColumnarStore)
     assert columnar(store) is store

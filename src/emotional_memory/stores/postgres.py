@@ -193,6 +193,34 @@ class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
 
 
+# psycopg's prepare_threshold inside _prepared: a statement is prepared automatically
+# after this many runs (never), or when executed with prepare=True.
+_PREPARE_ONLY_WHEN_ASKED = 2**62
+
+
+@contextmanager
+def _prepared(conn: Any, prepare: bool) -> Iterator[None]:
+    """Statements executed with ``prepare=True`` inside are prepared on the server once
+    per connection and reused (their planning otherwise costs about as much as a
+    retrieve's index search). Only for single statements outside pipeline mode: the
+    pool's connections otherwise keep ``prepare_threshold=None`` (psycopg's prepared
+    statements do not mix reliably with pipeline mode, where ``executemany`` always
+    prepares), so psycopg prepares nothing else and tracks nothing else.
+
+    Args:
+        conn: a pooled connection, not in pipeline mode.
+        prepare: False: nothing changes.
+    """
+    if not prepare:
+        yield
+        return
+    conn.prepare_threshold = _PREPARE_ONLY_WHEN_ASKED
+    try:
+        yield
+    finally:
+        conn.prepare_threshold = None
+
+
 def redact_dsn(dsn: str) -> str:
     """``dsn`` with any password replaced by ``***`` (URL and key=value forms).
 
@@ -254,6 +282,15 @@ class _Tx:
     known: set[str] = field(default_factory=set)
     nothing_expires: bool | None = None
     rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+
+
+@dataclass
+class _Shared:
+    """What a store and all its views (:meth:`PostgresStore.selected`) share: the
+    embedding dimension once known (fixed for good by the first embedding: ``clear``
+    keeps it), so a retrieve through a view asks for it no more than once."""
+
+    dim: int | None = None
 
 
 class _Labels(_records.LabelTable):
@@ -398,7 +435,7 @@ class PostgresStore:
         self._session_ef: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
         self._labels = _Labels()
         self._labels_lock = threading.Lock()
-        self._dim: int | None = None
+        self._shared = _Shared()
         self._closed = False
         try:
             psycopg.conninfo.conninfo_to_dict(dsn)
@@ -422,8 +459,9 @@ class PostgresStore:
             dsn,
             min_size=min_connections,
             max_size=max_connections,
-            # no server-side prepared statements: they do not mix reliably with
-            # pipeline mode (and a pooler in transaction mode forbids them)
+            # no prepared statements but a retrieve's read and write (see _prepared):
+            # psycopg's do not mix reliably with pipeline mode (and a pooler in
+            # transaction mode forbids them)
             kwargs={
                 "autocommit": True,
                 "connect_timeout": max(1, math.ceil(connect_timeout)),
@@ -542,6 +580,14 @@ class PostgresStore:
             raise RuntimeError("a write transaction cannot start inside a read")
         with self._transaction(write=True):
             yield
+
+    @property
+    def _dim(self) -> int | None:
+        return self._shared.dim
+
+    @_dim.setter
+    def _dim(self, value: int | None) -> None:
+        self._shared.dim = value
 
     @contextmanager
     def _connection(self) -> Iterator[Any]:
@@ -1343,7 +1389,7 @@ class PostgresStore:
         psycopg = self._psycopg
         with self._connection() as conn:
             try:
-                with conn.cursor(binary=True) as cur:
+                with _prepared(conn, True), conn.cursor(binary=True) as cur:
                     cur.execute(sql, params, prepare=True).fetchone()
             except psycopg.errors.SerializationFailure:
                 return False  # rolled back whole by the server
@@ -1494,15 +1540,17 @@ class PostgresStore:
         if k > 0 and not zero:
             self._search_settings(cur, max(self._ef_search, want))
             unit = (query / query_norm).astype(np.float32)
-            found = cur.execute(
-                f"SELECT {_SEARCH_COLUMNS}, {embedded_expr}, {count_expr} FROM {t} "
-                f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> %(q)s "
-                f"LIMIT {int(want)}",
-                # prepared once the vector column is typed (its first embedding
-                # changes the result type, which a prepared statement may not see)
-                {**params, "q": unit},
-                prepare=fixed and self._current() is None and self._dim is not None,
-            ).fetchall()
+            # prepared once the vector column is typed (its first embedding changes
+            # the result type, which a prepared statement may not see)
+            prepare = fixed and self._current() is None and self._dim is not None
+            with _prepared(cur.connection, prepare):
+                found = cur.execute(
+                    f"SELECT {_SEARCH_COLUMNS}, {embedded_expr}, {count_expr} FROM {t} "
+                    f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> %(q)s "
+                    f"LIMIT {int(want)}",
+                    {**params, "q": unit},
+                    prepare=prepare,
+                ).fetchall()
             if found:
                 total, count = found[0][-2], found[0][-1]
                 rows = [r[:-2] for r in found]
@@ -1671,10 +1719,7 @@ class PostgresStore:
             return out
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
-        view, params, fixed = self._view_filter()
-        # the same statement text for every query (the visible limit a parameter):
-        # prepared once the vector column is typed
-        prepare = fixed and self._dim is not None
+        view, params, _ = self._view_filter()
         self._search_settings(cur, max(self._ef_search, want))
         embedded_expr, _ = self._count_exprs(bound, None)
         total = int(cur.execute(f"SELECT {embedded_expr}", params).fetchone()[0])
@@ -1714,7 +1759,6 @@ class PostgresStore:
                     f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedding IS NOT NULL"
                     f"{visible} ORDER BY embedding <=> %(q)s LIMIT {int(want)}",
                     {**bound_params, "q": (query / norm).astype(np.float32)},
-                    prepare=prepare,
                 )
                 cursors.append(c)
         directionless: list[Any] | None = None  # embedded rows not in the index
