@@ -414,6 +414,30 @@ def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
         store.update(second)
 
 
+def test_a_first_embedding_rolled_back_fixes_no_dimension(pg_dsn: str) -> None:
+    """The first embedding fixes the dimension (and types the vector column) only when
+    its transaction commits: after a rollback, whole or of a savepoint, the store and
+    its views take another dimension, and search it over the index."""
+    store = PostgresStore(pg_dsn, table=_new_table(), exact_rows=0)
+    engine = _engine(store)
+    memories = _memories(5, 4, 0)
+    with pytest.raises(RuntimeError), store.transaction():
+        store.save(memories[0].model_copy(update={"embedding": [0.5] * 6}))
+        raise RuntimeError("undo")
+    with store.transaction():
+        with pytest.raises(RuntimeError), store.transaction():
+            store.save(memories[1].model_copy(update={"embedding": [0.25] * 7}))
+            raise RuntimeError("undo the savepoint")
+        store.save(memories[2].model_copy(update={"embedding": None}))
+    assert [m.id for m in store.list_all()] == [memories[2].id]
+    engine.encode_batch(["harbour storm", "storm at sea", "quiet harbour"])  # 32-d
+    got = engine.retrieve("harbour storm", top_k=2)
+    assert got[0].content == "harbour storm"
+    with pytest.raises(ValueError, match="dimension 32"):
+        store.save(memories[3].model_copy(update={"embedding": [0.5] * 6}))
+    store.close()
+
+
 def test_nul_characters_are_refused_before_anything_is_written(store: PostgresStore) -> None:
     (m,) = _memories(4, 1, 0)
     for update, field in (({"content": "a\x00b"}, "content"),

@@ -282,6 +282,7 @@ class _Tx:
     known: set[str] = field(default_factory=set)
     nothing_expires: bool | None = None
     rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    fixed_dim: tuple[int, int] | None = None  # (dimension, depth): fixed here, uncommitted
 
 
 @dataclass
@@ -567,6 +568,8 @@ class PostgresStore:
                 self._flush(tx)
             except BaseException:
                 tx.depth -= 1
+                if tx.fixed_dim is not None and tx.fixed_dim[1] > tx.depth:
+                    tx.fixed_dim = None  # the dimension was fixed inside: undone
                 tx.queued.clear()
                 tx.known.clear()  # rows written after the savepoint are gone
                 tx.rows.clear()
@@ -633,6 +636,8 @@ class PostgresStore:
                     yield conn
                     self._flush(tx)
                     conn.execute("COMMIT")
+                if tx.fixed_dim is not None:  # committed: every view may rely on it
+                    self._dim = tx.fixed_dim[0]
             except psycopg.OperationalError as exc:
                 raise self._error("a transaction", exc) from None
             except BaseException:
@@ -963,10 +968,17 @@ class PostgresStore:
             )
 
     def _stored_dim(self, cur: Any) -> int | None:
-        if self._dim is None:
-            row = cur.execute(f"SELECT value FROM {self._meta} WHERE key = 'dim'").fetchone()
-            if row is not None:
-                self._dim = int(row[0])
+        """The embedding dimension (None before the first embedding), cached for the
+        store and its views once committed (it never changes after)."""
+        if self._dim is not None:
+            return self._dim
+        tx = self._current()
+        if tx is not None and tx.fixed_dim is not None:
+            return tx.fixed_dim[0]  # fixed by this transaction, not committed yet
+        row = cur.execute(f"SELECT value FROM {self._meta} WHERE key = 'dim'").fetchone()
+        if row is None:
+            return None
+        self._dim = int(row[0])  # committed before this transaction (if any) began
         return self._dim
 
     def _fix_dim(self, cur: Any, dim: int) -> None:
@@ -986,7 +998,9 @@ class PostgresStore:
             f"WITH (m = {m}, ef_construction = {ef})"
         )
         cur.execute(f"INSERT INTO {self._meta} VALUES ('dim', %s)", (str(dim),))
-        self._dim = dim
+        tx = self._current()
+        assert tx is not None and tx.write
+        tx.fixed_dim = (dim, tx.depth)  # cached for every view once committed
 
     # ------------------------------------------------------------------ writing
 
