@@ -124,13 +124,7 @@ def bench(batch_sizes: Sequence[int], repeats: int, data_dir: Path) -> dict[str,
         emb = MiniLMEmbedder(batch_size=batch)
         tokens = emb.tokenize(texts)
         # The padded (rows, length) of each forward pass embed_array makes.
-        shapes = [
-            (
-                min(b for b in emb.batch_buckets if b >= len(chunk)),
-                min(b for b in emb.seq_buckets if b >= max(len(tokens[i]) for i in chunk)),
-            )
-            for chunk in emb._chunks(tokens)
-        ]
+        shapes = [emb._pass_shape([len(tokens[i]) for i in chunk]) for chunk in emb._chunks(tokens)]
         emb.embed_array(texts)  # warm-up: compile these buckets
         t_minilm = best_time(partial(emb.embed_array, texts), repeats)
         hashing.embed_array(texts)
