@@ -371,6 +371,17 @@ def test_single_text_path_equals_batched_path(
     assert _cosines(alone, batch.astype(np.float64)).min() >= 0.99999
 
 
+def test_embed_from_several_threads(emb: Any) -> None:
+    """Concurrent embed() calls (exact-length and bucketed passes) give the serial results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [*SAMPLE_TEXTS, _text_of_length(emb, 11), _text_of_length(emb, 19)] * 3
+    serial = [emb.embed(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(emb.embed, texts))
+    np.testing.assert_allclose(np.asarray(concurrent), np.asarray(serial), rtol=0, atol=1e-6)
+
+
 @settings(max_examples=6, deadline=None)
 @given(n_words=st.integers(0, 70), seed=st.integers(0, 2**16))
 def test_single_text_equals_batch_row_over_lengths(emb: Any, n_words: int, seed: int) -> None:
