@@ -23,7 +23,11 @@ of each ``embed(text)`` / ``encode([text])`` call, tokenisation included; target
 library <= 0.25x sentence-transformers' time) and batch-256 throughput
 (``embed_batch`` / ``encode(..., batch_size=256)`` of 256 texts; target >= 1.5x), with
 the parity of the two (min cosine over every text, batch and alone; target >= 0.9999).
-``--no-table`` skips the batch-size table above.
+``--no-table`` skips the batch-size table above.  The warm-up embeds every timed text
+once, which also compiles the exact-length program of each single text of 9..64 tokens.
+On an oversubscribed machine sentence-transformers' OpenMP threads stall now and then,
+so the per-round ratios swing with the load; the fastest-of-the-rounds figure is the
+steadier one.
 
 Usage: python benchmarks/minilm_throughput.py [--repeats N] [--json OUT]
     [--st-python PATH [--rounds 5] [--single 64] [--variants ...] [--no-table]]
@@ -124,13 +128,7 @@ def bench(batch_sizes: Sequence[int], repeats: int, data_dir: Path) -> dict[str,
         emb = MiniLMEmbedder(batch_size=batch)
         tokens = emb.tokenize(texts)
         # The padded (rows, length) of each forward pass embed_array makes.
-        shapes = [
-            (
-                min(b for b in emb.batch_buckets if b >= len(chunk)),
-                min(b for b in emb.seq_buckets if b >= max(len(tokens[i]) for i in chunk)),
-            )
-            for chunk in emb._chunks(tokens)
-        ]
+        shapes = [emb._pass_shape([len(tokens[i]) for i in chunk]) for chunk in emb._chunks(tokens)]
         emb.embed_array(texts)  # warm-up: compile these buckets
         t_minilm = best_time(partial(emb.embed_array, texts), repeats)
         hashing.embed_array(texts)

@@ -305,6 +305,95 @@ def test_bucket_edges_and_truncation_match_float64_oracle(
         np.testing.assert_allclose(alone, batch[i], rtol=0, atol=1e-5)
 
 
+def _text_of_length(emb: Any, n: int) -> str:
+    """A text of exactly ``n`` tokens (``[CLS]`` and ``[SEP]`` included), ``2 <= n``."""
+    words = [w for w in _WORDS if len(emb.tokenize([w])[0]) == 3]
+    text = " ".join(words[i % len(words)] for i in range(n - 2))
+    assert len(emb.tokenize([text])[0]) == n
+    return text
+
+
+def test_pass_shape_single_text_exact_length(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    """One text of 9..64 tokens runs at its exact length; everything else is bucketed."""
+    assert emb._pass_shape([2]) == (1, 8)
+    assert emb._pass_shape([8]) == (1, 8)
+    for n in (9, 13, 17, 40, 63, 64):
+        assert emb._pass_shape([n]) == (1, n)
+    assert emb._pass_shape([65]) == (1, 80)
+    assert emb._pass_shape([256]) == (1, 256)
+    # Two or more texts keep the buckets, whatever their lengths.
+    assert emb._pass_shape([17, 9]) == (2, 24)
+    assert emb._pass_shape([13, 13, 13]) == (4, 16)
+    # A max_length below 64 bounds the exact lengths (and the buckets) too.
+    short = minilm_deps.MiniLMEmbedder(model_dir, max_length=20)
+    assert short._pass_shape([20]) == (1, 20) and short._pass_shape([3, 20]) == (2, 20)
+
+
+def test_exact_length_pass_traces_once_per_length(minilm_deps: Any, emb: Any) -> None:
+    trace_count = minilm_deps.trace_count
+    text = _text_of_length(emb, 43)  # a length no other test embeds alone
+    before = trace_count()
+    first = emb.embed(text)
+    assert trace_count() == before + 1
+    again = emb.embed(text.upper())  # same 43 tokens (uncased), same program
+    assert trace_count() == before + 1
+    np.testing.assert_allclose(first, again, atol=1e-6)
+
+
+@pytest.mark.parametrize("matmul_dtype", [None, "bfloat16"])
+def test_single_text_path_equals_batched_path(
+    minilm_deps: Any, model_dir: Path, emb: Any, matmul_dtype: str | None
+) -> None:
+    """Each text alone (exact length when 9..64 tokens) equals its row of a padded batch.
+
+    Lengths 2 (empty and whitespace-only text), 8 and 9 (either side of the smallest
+    bucket), odd lengths between buckets, 64 and 65 (either side of the exact-length
+    limit) and max_length (a truncated text), embedded alone and in one batch in which
+    each is padded to a bucket and masked.
+    """
+    model = (
+        emb
+        if matmul_dtype is None
+        else minilm_deps.MiniLMEmbedder(model_dir, matmul_dtype=matmul_dtype)
+    )
+    texts = ["", " \n\t ", "memory " * 600]
+    texts += [_text_of_length(emb, n) for n in (8, 9, 10, 13, 17, 23, 31, 64, 65)]
+    lengths = [len(ids) for ids in model.tokenize(texts)]
+    assert lengths == [2, 2, 256, 8, 9, 10, 13, 17, 23, 31, 64, 65]
+    batch = model.embed_array(texts)
+    alone = np.asarray([model.embed(t) for t in texts])
+    assert alone.dtype == np.float64 and alone.shape == (len(texts), 384)
+    np.testing.assert_allclose(np.linalg.norm(alone, axis=1), 1.0, atol=1e-5)
+    # float32 rounding of a different padded shape only (bfloat16 products: the
+    # inputs' rounding to bfloat16 is the same in both, the sums' order is not).
+    atol = 1e-6 if matmul_dtype is None else 1.5e-3
+    np.testing.assert_allclose(alone, batch, rtol=0, atol=atol)
+    assert _cosines(alone, batch.astype(np.float64)).min() >= 0.99999
+
+
+def test_embed_from_several_threads(emb: Any) -> None:
+    """Concurrent embed() calls (exact-length and bucketed passes) give the serial results."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    texts = [*SAMPLE_TEXTS, _text_of_length(emb, 11), _text_of_length(emb, 19)] * 3
+    serial = [emb.embed(t) for t in texts]
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(emb.embed, texts))
+    np.testing.assert_allclose(np.asarray(concurrent), np.asarray(serial), rtol=0, atol=1e-6)
+
+
+@settings(max_examples=6, deadline=None)
+@given(n_words=st.integers(0, 70), seed=st.integers(0, 2**16))
+def test_single_text_equals_batch_row_over_lengths(emb: Any, n_words: int, seed: int) -> None:
+    """Random word sequences of 0..70 words (2..~72 tokens): alone == in a batch."""
+    rng = np.random.default_rng(seed)
+    text = " ".join(rng.choice(_WORDS, size=n_words))
+    other = "a much longer neighbour text " * 20  # pads the batch pass to a larger bucket
+    alone = np.asarray(emb.embed(text))
+    batch = emb.embed_array([other, text])
+    np.testing.assert_allclose(alone, batch[1], rtol=0, atol=1e-6)
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     lengths=st.lists(st.integers(2, 256), max_size=300),

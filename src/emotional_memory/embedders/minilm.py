@@ -14,20 +14,28 @@ next of 8, 16, 24, ..., 64, 80, 96, 112, 128, 160, ... (steps of 8 up to 64, the
 per doubling; capped at ``max_length``) and the number of rows to the next power of
 two (capped at ``batch_size``).  Padding tokens are masked out of attention and
 pooling, so padding never changes a text's embedding beyond floating-point rounding.
-Texts are sorted by token count and cut into passes of similar lengths and at most
-:data:`_TOKENS_PER_PASS` padded positions (:func:`_plan_passes`), so a batch mixing
-short and long texts wastes little compute on padding and each pass's activations
-stay in cache.
+The exception is a pass holding one text of 9 to 64 tokens (a query embedded alone):
+it runs at the text's exact length, one compiled program per length (see
+:meth:`MiniLMEmbedder._pass_shape`).  Texts are sorted by token count and cut into
+passes of similar lengths and at most :data:`_TOKENS_PER_PASS` padded positions
+(:func:`_plan_passes`), so a batch mixing short and long texts wastes little compute
+on padding and each pass's activations stay in cache.
 
-Where the time of one short text goes (measured on 2 AMD EPYC cores): the six layers'
-dense weights (42 MB in float32) are read from memory once per pass, which costs about
-as much as the products of a dozen tokens; the products themselves (about 21 MFLOP per
-token); and ~0.3 ms of launching the ~175 kernels of the program.  Tokenising and
-padding take ~60 us.  So the layers are unrolled over separate per-layer weights (a
-``lax.scan`` over stacked weights copied every layer's weights on every call), the
-query/key/value products are fused into one, short texts get short buckets, and the
-opt-in ``matmul_dtype=jnp.bfloat16`` halves the weight traffic and doubles the product
-rate on CPUs with bfloat16 dot instructions.
+Where the time of one short text goes (measured on 2 shared AMD EPYC Zen 4 cores, a
+17-token text, float32): the 24 matrix products, ~85 % of it.  They are 21 MFLOP per
+token (357 MFLOP for 17 tokens), run by XLA's YNNPACK kernels at ~50 GFLOP/s on one
+core for 9..24 rows (~90 GFLOP/s for hundreds of rows; numpy's OpenBLAS does no better
+on one core); reading the six layers' dense weights (42 MB in float32, more than the
+32 MB L3 cache) from memory adds ~1.5 ms per pass whatever the length: one core takes
+~2.7 ms for one token, ~4.4 ms for 8 and ~0.2 ms more per further token.  A second core
+speeds the small products up only ~1.3x.  Layer norms, softmax and GELU together cost
+~0.3 ms, launching the ~175 kernels of the program about as much, tokenising ~40 us.  So
+the layers are unrolled over separate per-layer weights (a ``lax.scan`` over stacked
+weights copied every layer's weights on every call), the query/key/value products are
+fused into one, a text alone runs at its exact length (bucket padding of a 17-token
+text to 24 cost ~10 %), short texts in batches get short buckets, and the opt-in
+``matmul_dtype=jnp.bfloat16`` halves the weight traffic (21 MB, which fits in L3) and
+uses the bfloat16 dot instructions of CPUs that have them (~1.4x faster products).
 
 Nothing here is device specific: the same code runs on CPU or GPU, wherever JAX puts
 its arrays.  Matrix products request full float32 precision (no TF32 shortcut on GPUs)
@@ -96,6 +104,10 @@ _MIN_SEQ_BUCKET = 8
 #: passes of <= 256 positions (the (256, 1536) float32 activations fit the 2 MB L2
 #: cache) than in one (256, 32) pass; 128..1024 were within noise of each other.
 _TOKENS_PER_PASS = 256
+#: A forward pass holding a single text of more than :data:`_MIN_SEQ_BUCKET` and at
+#: most this many tokens runs at the text's exact length instead of its length bucket
+#: (see :meth:`MiniLMEmbedder._pass_shape`).
+_EXACT_LENGTH_MAX = 64
 
 _TRACES = 0
 
@@ -676,7 +688,11 @@ class MiniLMEmbedder:
             embeddings, layer norms, attention, softmax and pooling stay in ``dtype``.
             Half the weight memory and faster products on CPUs with bfloat16 dot
             instructions (AVX512-BF16, AMX); on the reference texts its embeddings keep
-            a cosine >= 0.9999 to sentence-transformers' (float32 keeps ~1e-7).
+            a cosine >= 0.9999 to sentence-transformers' (float32 keeps ~1e-7).  A
+            text embedded alone runs the same program at its exact length, so the
+            setting applies to it alike; in bfloat16 its embedding and its row of a
+            batch differ by up to ~5e-4 per component (float32: ~1e-7), as a
+            different padded shape sums in another order before the bfloat16 rounding.
 
     Raises:
         ImportError: when ``tokenizers`` or ``safetensors`` is not installed.
@@ -722,6 +738,7 @@ class MiniLMEmbedder:
         self._seq_buckets = _seq_buckets(max_length)
         self._batch_buckets = _buckets(batch_size, 1)
         self._tokens_per_pass = _TOKENS_PER_PASS
+        self._exact_length_max = min(_EXACT_LENGTH_MAX, max_length)
 
         tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
         # tokenizer.json ships with fixed padding to 128 and truncation at 128; padding
@@ -795,10 +812,33 @@ class MiniLMEmbedder:
         encodings = self._tokenizer.encode_batch([t.strip() for t in _check_texts(texts)])
         return [list(e.ids) for e in encodings]
 
+    def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
+        """Padded ``(rows, length)`` of the forward pass of texts of these token counts.
+
+        Rows and length are bucketed (:attr:`batch_buckets`, :attr:`seq_buckets`),
+        except for a pass holding a single text of more than 8 and at most 64 tokens
+        (or ``max_length``, if smaller): it runs at the text's exact length.  A short
+        text alone costs about a fixed part (reading the layer weights) plus a part per
+        position, so padding a 17-token text to 24 positions costs it ~12 % and a
+        9-token one padded to 16 ~25 %; every exact length compiles its own program
+        (once, on first use), which is why this is limited to single texts of moderate
+        length, where both the saving and the number of such programs stay bounded.
+
+        Args:
+            lengths: token counts of the texts of the pass (at least one; at most
+                ``batch_size``).
+
+        Returns:
+            ``(rows, length)`` of the padded token-id array.
+        """
+        longest = max(lengths)
+        if len(lengths) == 1 and _MIN_SEQ_BUCKET < longest <= self._exact_length_max:
+            return 1, longest
+        return _bucket(len(lengths), self._batch_buckets), _bucket(longest, self._seq_buckets)
+
     def _pad_chunk(self, ids: Sequence[Sequence[int]]) -> tuple[jax.Array, jax.Array]:
-        """Pad at most ``batch_size`` tokenised texts to a bucketed ``(rows, length)``."""
-        rows = _bucket(len(ids), self._batch_buckets)
-        length = _bucket(max(len(x) for x in ids), self._seq_buckets)
+        """Pad at most ``batch_size`` tokenised texts to :meth:`_pass_shape`."""
+        rows, length = self._pass_shape([len(x) for x in ids])
         input_ids = np.full((rows, length), self._pad_id, dtype=np.int32)
         mask = np.zeros((rows, length), dtype=np.int32)
         for i, seq in enumerate(ids):
@@ -876,6 +916,11 @@ class MiniLMEmbedder:
     def embed(self, text: str) -> list[float]:
         """Embed one text.
 
+        A text of 9 to 64 tokens runs at its exact length (no bucket padding): the
+        first text of each such length compiles a program (~1 s), later ones of that
+        length reuse it.  The result equals its row of :meth:`embed_array` to float32
+        rounding (~1e-7).
+
         Args:
             text: the text to embed.
 
@@ -887,7 +932,8 @@ class MiniLMEmbedder:
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        return [float(x) for x in self.embed_array([text])[0]]
+        ids = self._tokenizer.encode(text.strip()).ids
+        return self._run_chunk([ids])[0].tolist()
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed several texts (in chunks of ``batch_size``).
@@ -901,4 +947,4 @@ class MiniLMEmbedder:
         Raises:
             TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
         """
-        return [[float(x) for x in row] for row in self.embed_array(texts)]
+        return self.embed_array(texts).tolist()
