@@ -24,7 +24,8 @@ library <= 0.25x sentence-transformers' time) and batch-256 throughput
 (``embed_batch`` / ``encode(..., batch_size=256)`` of 256 texts; target >= 1.5x), with
 the parity of the two (min cosine over every text, batch and alone; target >= 0.9999).
 ``--no-table`` skips the batch-size table above.  The warm-up embeds every timed text
-once, which also compiles the exact-length program of each single text of 9..64 tokens.
+once, which also compiles the program of each single text's padded length (9..64
+tokens: multiples of 4).
 On an oversubscribed machine sentence-transformers' OpenMP threads stall now and then,
 so the per-round ratios swing with the load; the fastest-of-the-rounds figure is the
 steadier one.

@@ -313,30 +313,34 @@ def _text_of_length(emb: Any, n: int) -> str:
     return text
 
 
-def test_pass_shape_single_text_exact_length(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
-    """One text of 9..64 tokens runs at its exact length; everything else is bucketed."""
+def test_pass_shape_single_text_steps_of_4(minilm_deps: Any, model_dir: Path, emb: Any) -> None:
+    """One text of 9..64 tokens is padded to a multiple of 4; everything else is bucketed."""
     assert emb._pass_shape([2]) == (1, 8)
     assert emb._pass_shape([8]) == (1, 8)
-    for n in (9, 13, 17, 40, 63, 64):
-        assert emb._pass_shape([n]) == (1, n)
+    for n, padded in ((9, 12), (12, 12), (13, 16), (17, 20), (40, 40), (61, 64), (64, 64)):
+        assert emb._pass_shape([n]) == (1, padded)
+    assert {emb._pass_shape([n])[1] for n in range(9, 65)} == set(range(12, 65, 4))
     assert emb._pass_shape([65]) == (1, 80)
     assert emb._pass_shape([256]) == (1, 256)
     # Two or more texts keep the buckets, whatever their lengths.
     assert emb._pass_shape([17, 9]) == (2, 24)
     assert emb._pass_shape([13, 13, 13]) == (4, 16)
-    # A max_length below 64 bounds the exact lengths (and the buckets) too.
-    short = minilm_deps.MiniLMEmbedder(model_dir, max_length=20)
-    assert short._pass_shape([20]) == (1, 20) and short._pass_shape([3, 20]) == (2, 20)
+    # A max_length below 64 caps the fine steps (and the buckets) too.
+    short = minilm_deps.MiniLMEmbedder(model_dir, max_length=22)
+    assert short._pass_shape([20]) == (1, 20) and short._pass_shape([21]) == (1, 22)
+    assert short._pass_shape([3, 22]) == (2, 22)
 
 
-def test_exact_length_pass_traces_once_per_length(minilm_deps: Any, emb: Any) -> None:
+def test_single_text_lengths_share_a_program_per_step(minilm_deps: Any, emb: Any) -> None:
+    """Texts alone of 41..44 tokens run one program (traced at most once, whatever
+    other tests compiled before); the same text again gives the same embedding."""
     trace_count = minilm_deps.trace_count
-    text = _text_of_length(emb, 43)  # a length no other test embeds alone
-    before = trace_count()
-    first = emb.embed(text)
-    assert trace_count() == before + 1
-    again = emb.embed(text.upper())  # same 43 tokens (uncased), same program
-    assert trace_count() == before + 1
+    first = emb.embed(_text_of_length(emb, 41))
+    after_first = trace_count()
+    for n in (42, 43, 44):
+        emb.embed(_text_of_length(emb, n))
+    assert trace_count() == after_first
+    again = emb.embed(_text_of_length(emb, 41).upper())  # same tokens (uncased)
     np.testing.assert_allclose(first, again, atol=1e-6)
 
 
@@ -344,10 +348,11 @@ def test_exact_length_pass_traces_once_per_length(minilm_deps: Any, emb: Any) ->
 def test_single_text_path_equals_batched_path(
     minilm_deps: Any, model_dir: Path, emb: Any, matmul_dtype: str | None
 ) -> None:
-    """Each text alone (exact length when 9..64 tokens) equals its row of a padded batch.
+    """Each text alone (padded to a multiple of 4 when 9..64 tokens) equals its row of a
+    padded batch.
 
     Lengths 2 (empty and whitespace-only text), 8 and 9 (either side of the smallest
-    bucket), odd lengths between buckets, 64 and 65 (either side of the exact-length
+    bucket), odd lengths between buckets, 64 and 65 (either side of the fine-step
     limit) and max_length (a truncated text), embedded alone and in one batch in which
     each is padded to a bucket and masked.
     """
@@ -372,7 +377,7 @@ def test_single_text_path_equals_batched_path(
 
 
 def test_embed_from_several_threads(emb: Any) -> None:
-    """Concurrent embed() calls (exact-length and bucketed passes) give the serial results."""
+    """Concurrent embed() calls (fine-step and bucketed passes) give the serial results."""
     from concurrent.futures import ThreadPoolExecutor
 
     texts = [*SAMPLE_TEXTS, _text_of_length(emb, 11), _text_of_length(emb, 19)] * 3

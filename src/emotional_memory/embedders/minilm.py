@@ -15,8 +15,8 @@ per doubling; capped at ``max_length``) and the number of rows to the next power
 two (capped at ``batch_size``).  Padding tokens are masked out of attention and
 pooling, so padding never changes a text's embedding beyond floating-point rounding.
 The exception is a pass holding one text of 9 to 64 tokens (a query embedded alone):
-it runs at the text's exact length, one compiled program per length (see
-:meth:`MiniLMEmbedder._pass_shape`).  Texts are sorted by token count and cut into
+its length is rounded up to a multiple of 4 only, one compiled program per such length
+(see :meth:`MiniLMEmbedder._pass_shape`).  Texts are sorted by token count and cut into
 passes of similar lengths and at most :data:`_TOKENS_PER_PASS` padded positions
 (:func:`_plan_passes`), so a batch mixing short and long texts wastes little compute
 on padding and each pass's activations stay in cache.
@@ -32,8 +32,8 @@ speeds the small products up only ~1.3x.  Layer norms, softmax and GELU together
 ~0.3 ms, launching the ~175 kernels of the program about as much, tokenising ~40 us.  So
 the layers are unrolled over separate per-layer weights (a ``lax.scan`` over stacked
 weights copied every layer's weights on every call), the query/key/value products are
-fused into one, a text alone runs at its exact length (bucket padding of a 17-token
-text to 24 cost ~10 %), short texts in batches get short buckets, and the opt-in
+fused into one, a text alone is padded to a multiple of 4 only (bucket padding of a
+17-token text to 24 cost ~10 %), short texts in batches get short buckets, and the opt-in
 ``matmul_dtype=jnp.bfloat16`` halves the weight traffic (21 MB, which fits in L3) and
 uses the bfloat16 dot instructions of CPUs that have them (~1.4x faster products).
 
@@ -105,9 +105,11 @@ _MIN_SEQ_BUCKET = 8
 #: cache) than in one (256, 32) pass; 128..1024 were within noise of each other.
 _TOKENS_PER_PASS = 256
 #: A forward pass holding a single text of more than :data:`_MIN_SEQ_BUCKET` and at
-#: most this many tokens runs at the text's exact length instead of its length bucket
-#: (see :meth:`MiniLMEmbedder._pass_shape`).
-_EXACT_LENGTH_MAX = 64
+#: most this many tokens is padded to the next multiple of :data:`_SINGLE_STEP` instead
+#: of its length bucket (see :meth:`MiniLMEmbedder._pass_shape`).
+_SINGLE_FINE_MAX = 64
+#: The length step of a single text's pass up to :data:`_SINGLE_FINE_MAX` tokens.
+_SINGLE_STEP = 4
 
 _TRACES = 0
 
@@ -689,8 +691,8 @@ class MiniLMEmbedder:
             Half the weight memory and faster products on CPUs with bfloat16 dot
             instructions (AVX512-BF16, AMX); on the reference texts its embeddings keep
             a cosine >= 0.9999 to sentence-transformers' (float32 keeps ~1e-7).  A
-            text embedded alone runs the same program at its exact length, so the
-            setting applies to it alike; in bfloat16 its embedding and its row of a
+            text embedded alone runs the same program at a finer padded length, so
+            the setting applies to it alike; in bfloat16 its embedding and its row of a
             batch differ by up to ~5e-4 per component (float32: ~1e-7), as a
             different padded shape sums in another order before the bfloat16 rounding.
 
@@ -738,7 +740,7 @@ class MiniLMEmbedder:
         self._seq_buckets = _seq_buckets(max_length)
         self._batch_buckets = _buckets(batch_size, 1)
         self._tokens_per_pass = _TOKENS_PER_PASS
-        self._exact_length_max = min(_EXACT_LENGTH_MAX, max_length)
+        self._single_fine_max = min(_SINGLE_FINE_MAX, max_length)
 
         tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
         # tokenizer.json ships with fixed padding to 128 and truncation at 128; padding
@@ -817,12 +819,12 @@ class MiniLMEmbedder:
 
         Rows and length are bucketed (:attr:`batch_buckets`, :attr:`seq_buckets`),
         except for a pass holding a single text of more than 8 and at most 64 tokens
-        (or ``max_length``, if smaller): it runs at the text's exact length.  A short
-        text alone costs about a fixed part (reading the layer weights) plus a part per
-        position, so padding a 17-token text to 24 positions costs it ~12 % and a
-        9-token one padded to 16 ~25 %; every exact length compiles its own program
-        (once, on first use), which is why this is limited to single texts of moderate
-        length, where both the saving and the number of such programs stay bounded.
+        (or ``max_length``, if smaller): its length is rounded up to a multiple of 4
+        (capped at ``max_length``).  A short text alone costs about a fixed part
+        (reading the layer weights) plus a part per position, so padding a 17-token
+        text to 24 positions cost it ~10 % more than its exact length, to 20 about 4 %;
+        each such length compiles its own program (~1 s, once, on first use), so the
+        step of 4 bounds them to 14 rather than one per length.
 
         Args:
             lengths: token counts of the texts of the pass (at least one; at most
@@ -832,8 +834,9 @@ class MiniLMEmbedder:
             ``(rows, length)`` of the padded token-id array.
         """
         longest = max(lengths)
-        if len(lengths) == 1 and _MIN_SEQ_BUCKET < longest <= self._exact_length_max:
-            return 1, longest
+        if len(lengths) == 1 and _MIN_SEQ_BUCKET < longest <= self._single_fine_max:
+            step = _SINGLE_STEP
+            return 1, min(-(-longest // step) * step, self._max_length)
         return _bucket(len(lengths), self._batch_buckets), _bucket(longest, self._seq_buckets)
 
     def _pad_chunk(self, ids: Sequence[Sequence[int]]) -> tuple[jax.Array, jax.Array]:
@@ -916,9 +919,9 @@ class MiniLMEmbedder:
     def embed(self, text: str) -> list[float]:
         """Embed one text.
 
-        A text of 9 to 64 tokens runs at its exact length (no bucket padding): the
-        first text of each such length compiles a program (~1 s), later ones of that
-        length reuse it.  The result equals its row of :meth:`embed_array` to float32
+        A text of 9 to 64 tokens is padded to a multiple of 4 only (not to its length
+        bucket): the first text of each such length compiles a program (~1 s), later
+        ones reuse it.  The result equals its row of :meth:`embed_array` to float32
         rounding (~1e-7).
 
         Args:
