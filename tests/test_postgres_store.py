@@ -373,6 +373,8 @@ def test_a_retrieve_is_two_prepared_statements(
         return execute(self, query, *args, **kwargs)
 
     monkeypatch.setattr(psycopg.Cursor, "execute", counting)
+    # no idle-connection check (one more statement) however slow the machine
+    monkeypatch.setattr(PostgresStore, "_IDLE_CHECK_S", 3600.0)
     before = {m.id: m.tag.retrieval_count for m in store.list_all()}
     sent.clear()
     for query in ("harbour storm", "storm memory"):
