@@ -935,8 +935,7 @@ class MiniLMEmbedder:
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        ids = self._tokenizer.encode(text.strip()).ids
-        return self._run_chunk([ids])[0].tolist()
+        return self._run_chunk(self.tokenize([text]))[0].tolist()
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed several texts (in chunks of ``batch_size``).
