@@ -26,6 +26,12 @@ the parity of the two (min cosine over every text, batch and alone; target >= 0.
 ``--no-table`` skips the batch-size table above.  The warm-up embeds every timed text
 once, which also compiles the program of each single text's padded length (9..64
 tokens: multiples of 4).
+Each round also times, per variant, the floor of a text alone under XLA: the
+model's own 24 dense matrix products (its weights, dtypes and ``_dense``; the padded
+shape of the median single text) in one jitted program, nothing else (no attention,
+norms, tokeniser or pooling); ``products alone`` is printed as a fraction of
+sentence-transformers' time too: a one-text ratio below it needs faster products than
+XLA's CPU kernels give, whatever the rest of the forward costs.
 On an oversubscribed machine sentence-transformers' OpenMP threads stall now and then,
 so the per-round ratios swing with the load; the fastest-of-the-rounds figure is the
 steadier one.
@@ -231,6 +237,41 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
+def products_alone(emb: MiniLMEmbedder, length: int) -> Callable[[], Any]:
+    """A call running only ``emb``'s 24 dense matrix products on a ``(1, length)`` pass.
+
+    The products of :class:`~emotional_memory.embedders.minilm.MiniLMModel`'s layers,
+    each through the model's own ``_dense`` (same weights, dtypes, precision), chained
+    as in the forward (query/key/value, attention output, feed-forward in and out),
+    with nothing between them: the matrix-product floor of that pass.
+
+    Args:
+        emb: the embedder whose weights are used.
+        length: padded token positions of the pass.
+
+    Returns:
+        A no-argument callable that runs the compiled program and waits for it.
+    """
+    from emotional_memory.embedders.minilm import _dense
+
+    layers = emb.model.layers
+    hidden = emb.dim
+
+    @jax.jit
+    def run(x: jax.Array, layers: Any) -> jax.Array:
+        for layer in layers:
+            qkv = _dense(x, layer.qkv_w, layer.qkv_b)
+            attn = _dense(qkv[..., :hidden], layer.attn_out_w, layer.attn_out_b)
+            inner = _dense(attn, layer.ffn_in_w, layer.ffn_in_b)
+            x = _dense(inner, layer.ffn_out_w, layer.ffn_out_b)
+        return x
+
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((1, length, hidden)) * 0.1,
+                    dtype=jnp.float32)
+    run(x, layers).block_until_ready()
+    return lambda: run(x, layers).block_until_ready()
+
+
 def compare_sentence_transformers(
     st_python: str, data_dir: Path, rounds: int, n_single: int, variants: Sequence[str]
 ) -> dict[str, Any]:
@@ -264,6 +305,11 @@ def compare_sentence_transformers(
         raise SystemExit("the MiniLM weights are not installed: run `make minilm`")
     child = _SentenceTransformersChild(st_python, folder)
     ours = {name: MiniLMEmbedder(**VARIANTS[name]) for name in variants}
+    first = next(iter(ours.values()))
+    median_tokens = int(np.median([len(ids) for ids in first.tokenize(single)]))
+    padded = first._pass_shape([median_tokens])[1]
+    floors = {name: products_alone(emb, padded) for name, emb in ours.items()}
+    floor_times: dict[str, list[float]] = {name: [] for name in ours}
     st_times: list[list[float]] = []
     our_times: dict[str, list[list[float]]] = {name: [] for name in ours}
     rows: list[dict[str, Any]] = []
@@ -285,6 +331,12 @@ def compare_sentence_transformers(
                     emb.embed(text)
                     mine.append(time.perf_counter() - t0)
                 our_times[name].append(mine)
+                products = []
+                for _ in range(len(single)):
+                    t0 = time.perf_counter()
+                    floors[name]()
+                    products.append(time.perf_counter() - t0)
+                floor_times[name].append(statistics.median(products))
             st_batch = child.ask("batch", batch)["time"]
             row["sentence_transformers"] = {
                 "single_ms": 1e3 * st_single,
@@ -302,10 +354,14 @@ def compare_sentence_transformers(
                     "batch256_sent_per_s": 256 / our_batch,
                     "single_ratio": our_single / st_single,
                     "batch_ratio": st_batch / our_batch,
+                    "products_alone_ms": 1e3 * floor_times[name][-1],
+                    "products_alone_ratio": floor_times[name][-1] / st_single,
                 }
                 line += (
                     f" | {name} {1e3 * our_single:.2f} ms ({our_single / st_single:.3f}x), "
-                    f"{256 / our_batch:.0f} sent/s ({st_batch / our_batch:.2f}x)"
+                    f"{256 / our_batch:.0f} sent/s ({st_batch / our_batch:.2f}x), products "
+                    f"alone {1e3 * floor_times[name][-1]:.2f} ms "
+                    f"({floor_times[name][-1] / st_single:.3f}x)"
                 )
             rows.append(row)
             print(line, flush=True)
@@ -317,7 +373,8 @@ def compare_sentence_transformers(
     result: dict[str, Any] = {
         "st_threads": child.info["threads"],
         "torch": child.info["torch"],
-        "single_token_counts": [len(ids) for ids in next(iter(ours.values())).tokenize(single)],
+        "single_token_counts": [len(ids) for ids in first.tokenize(single)],
+        "products_alone_positions": padded,
         "rounds": rows,
     }
     for name, emb in ours.items():
@@ -337,6 +394,9 @@ def compare_sentence_transformers(
                 "sentence_transformers": 1e3 * float(np.median(st_best)),
             },
             "min_cosine": float(cos.min()),
+            "products_alone_ratio": statistics.median(
+                r[name]["products_alone_ratio"] for r in rows
+            ),
         }
         result[name] = summary
         print(
@@ -346,7 +406,9 @@ def compare_sentence_transformers(
             f"{summary['single_ms_best']['sentence_transformers']:.2f} ms, "
             f"{summary['single_ratio_best']:.3f}x); batch 256 {summary['batch_ratio']:.2f}x "
             f"its throughput (target >= 1.5x); min cosine {summary['min_cosine']:.6f} "
-            f"(target >= 0.9999, batch and alone)"
+            f"(target >= 0.9999, batch and alone); its 24 matrix products alone "
+            f"({padded} positions, the median text's pass) take "
+            f"{summary['products_alone_ratio']:.3f}x sentence-transformers' one-text time"
         )
     return result
 

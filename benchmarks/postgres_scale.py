@@ -18,9 +18,24 @@ process and interleaved:
 - ``in-memory retrieve``: the same engine retrieve over an ``InMemoryStore`` of the
   same memories (the engine's own share of the time);
 
-and prints their ratio. ``recall`` compares the candidates the store hands the
-ranking (``search_by_embedding(q, top_k * candidate_multiplier)``) with the exact
-float64 cosine top of all N vectors. ``encode_batch`` prints memories per second when
+and prints their ratio. Then the floor of any retrieve that reads its candidates from
+the database and writes its side effects back in a transaction of its own, each part
+timed in loops of their own:
+
+- ``read statement``: the store's candidate SELECT (every column the ranking and the
+  side effects need, ``top_k + margin`` rows, the store's ``hnsw.ef_search``), prepared,
+  on a plain psycopg connection: the read's round trip with no store code around it;
+- ``write round trip``: one prepared UPDATE of ``top_k`` rows in its own transaction
+  (autocommit), what a side-effect write costs at the least;
+- ``engine, 100 memories``: the same engine retrieve over an ``InMemoryStore`` of 100
+  of the memories (the ranking and the engine's own work with no database at all);
+
+``floor`` is their sum, printed as a ratio to the bare query too: the retrieve / bare
+target is out of reach whenever the floor alone exceeds it.
+
+``recall`` compares the candidates the store hands the ranking
+(``search_by_embedding(q, top_k * candidate_multiplier)``) with the exact float64
+cosine top of all N vectors. ``encode_batch`` prints memories per second when
 adding a further batch to the full table, next to the same batch into an
 ``InMemoryStore`` of the same N memories (timed in the same process).
 
@@ -195,6 +210,51 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             t = time.perf_counter()
             oracle.retrieve(f"q{i}", top_k=k)
             times["in_memory_retrieve"].append(time.perf_counter() - t)
+    # the floor: the two round trips at their barest, and the engine without a database
+    from emotional_memory.stores.postgres import _SEARCH_COLUMNS
+
+    floor_conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0)
+    register_vector(floor_conn)
+    want = pool + 4  # PostgresStore's default margin
+    floor_conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(max(64, want)),))
+    read_sql = (
+        f"SELECT {_SEARCH_COLUMNS} FROM {table}_memories WHERE embedding IS NOT NULL "
+        f"ORDER BY embedding <=> %s LIMIT {want}"
+    )
+    write_sql = f"UPDATE {table}_memories SET tagf = tagf WHERE id = ANY(%s)"
+    small_store = InMemoryStore()
+    for m in rows[:100]:
+        small_store.save(m)
+    small = EmotionalMemory(small_store, LookupEmbedder(lookup), config=config,
+                            clock=lambda: clock_now)
+    with floor_conn.cursor(binary=True) as cur:
+        def read_statement(q: np.ndarray) -> None:
+            cur.execute(read_sql, (q.astype(np.float32),), prepare=True).fetchall()
+
+        def write_round_trip(i: int) -> None:
+            floor_conn.execute(write_sql, ([f"e{(i * k + j) % n}" for j in range(k)],),
+                               prepare=True)
+
+        for i in range(min(20, len(queries))):
+            read_statement(queries[i])
+            write_round_trip(i)
+            small.retrieve(f"q{i}", top_k=k)
+        for key in ("read_statement", "write_round_trip", "engine_100"):
+            times[key] = []
+        for _ in range(args.repeats):
+            for q in queries:
+                t = time.perf_counter()
+                read_statement(q)
+                times["read_statement"].append(time.perf_counter() - t)
+            for i in range(len(queries)):
+                t = time.perf_counter()
+                write_round_trip(i)
+                times["write_round_trip"].append(time.perf_counter() - t)
+            for i in range(len(queries)):
+                t = time.perf_counter()
+                small.retrieve(f"q{i}", top_k=k)
+                times["engine_100"].append(time.perf_counter() - t)
+    floor_conn.close()
     bare_conn.close()
 
     # encode_batch throughput: a further batch into the full table vs an InMemoryStore
@@ -217,6 +277,9 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "ratio": median_ms(times["retrieve"]) / median_ms(times["bare"]),
         "store_read_ms": median_ms(times["store_read"]),
         "in_memory_retrieve_ms": median_ms(times["in_memory_retrieve"]),
+        "read_statement_ms": median_ms(times["read_statement"]),
+        "write_round_trip_ms": median_ms(times["write_round_trip"]),
+        "engine_100_ms": median_ms(times["engine_100"]),
         "recall_mean": float(np.mean(recalls)),
         "recall_min": float(np.min(recalls)),
         "candidates": pool,
@@ -224,6 +287,10 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "encode_batch_in_memory_per_s": batch / mem_batch_s,
         "load_saves_per_s": n / load_s,
     }
+    result["floor_ms"] = (
+        result["read_statement_ms"] + result["write_round_trip_ms"] + result["engine_100_ms"]
+    )
+    result["floor_ratio"] = result["floor_ms"] / result["bare_ms"]
     print(
         f"N={n} ({args.vectors} vectors): retrieve {result['retrieve_ms']:.2f} ms, "
         f"bare indexed SELECT {result['bare_ms']:.2f} ms, ratio {result['ratio']:.2f}x "
@@ -232,6 +299,13 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         f"candidate recall@{pool} {result['recall_mean']:.4f} (min {result['recall_min']:.2f}); "
         f"encode_batch {result['encode_batch_per_s']:.0f}/s "
         f"(InMemoryStore {result['encode_batch_in_memory_per_s']:.0f}/s)",
+        flush=True,
+    )
+    print(
+        f"N={n} floor: read statement {result['read_statement_ms']:.2f} ms + write round "
+        f"trip {result['write_round_trip_ms']:.2f} ms + engine over 100 in-memory memories "
+        f"{result['engine_100_ms']:.2f} ms = {result['floor_ms']:.2f} ms, "
+        f"{result['floor_ratio']:.2f}x the bare query",
         flush=True,
     )
     return result
@@ -269,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"  N={r['n']:>7,}: retrieve / bare indexed SELECT = {r['ratio']:.2f}x "
             f"({r['retrieve_ms']:.2f} ms / {r['bare_ms']:.2f} ms); candidate recall "
             f"{r['recall_mean']:.4f} (min {r['recall_min']:.2f}); encode_batch "
-            f"{r['encode_batch_per_s']:.0f} memories/s",
+            f"{r['encode_batch_per_s']:.0f} memories/s; floor (read statement + write "
+            f"round trip + engine on 100 memories) {r['floor_ratio']:.2f}x",
             flush=True,
         )
     if args.json:

@@ -197,6 +197,44 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
                 oracle.search_by_embedding(q, 7) for q in queries]
 
 
+def _index_options(dsn: str, table: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT c.reloptions FROM pg_class c WHERE c.relname = %s",
+            (f"{table}_memories_hnsw",),
+        ).fetchone()
+    assert row is not None, "no HNSW index"
+    return dict(opt.split("=", 1) for opt in row[0] or [])
+
+
+def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
+    """The index appears with the first embedding, with ``m`` / ``ef_construction``
+    as given (default 16 / 128); the docstring's rebuild of an existing index with
+    another ``ef_construction`` works and keeps every answer."""
+    memories = _memories(3, 40, 3)
+    default, custom = _new_table(), _new_table()
+    with PostgresStore(pg_dsn, table=default, exact_rows=0) as pg:
+        pg.save(memories[0])
+        assert _index_options(pg_dsn, default) == {"m": "16", "ef_construction": "128"}
+    with PostgresStore(pg_dsn, table=custom, exact_rows=0, hnsw_m=8,
+                       hnsw_ef_construction=40) as pg:
+        with pg.transaction():
+            for m in memories:
+                pg.save(m)
+        assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "40"}
+        query = _query(5, np.random.default_rng(1))
+        before = pg.search_by_embedding(query, 6)
+        import psycopg
+
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"ALTER INDEX {custom}_memories_hnsw SET (ef_construction = 128)")
+            conn.execute(f"REINDEX INDEX {custom}_memories_hnsw")
+        assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "128"}
+        assert pg.search_by_embedding(query, 6) == before
+
+
 def _seeded(pg_dsn: str, n: int = 8) -> tuple[PostgresStore, EmotionalMemory]:
     store = PostgresStore(pg_dsn, table=_new_table(), exact_rows=0)
     engine = _engine(store)
