@@ -209,21 +209,35 @@ def _index_options(dsn: str, table: str) -> dict[str, str]:
     return dict(opt.split("=", 1) for opt in row[0] or [])
 
 
+def _table_options(dsn: str, table: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s", (f"{table}_memories",)
+        ).fetchone()
+    assert row is not None, "no memories table"
+    return dict(opt.split("=", 1) for opt in row[0] or [])
+
+
 def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
     """The index appears with the first embedding, with ``m`` / ``ef_construction``
-    as given (default 16 / 128); the docstring's rebuild of an existing index with
-    another ``ef_construction`` works and keeps every answer."""
+    as given (default 16 / 128), the table with the ``fillfactor`` given (default 70);
+    the docstring's rebuild of an existing index with another ``ef_construction``
+    works and keeps every answer."""
     memories = _memories(3, 40, 3)
     default, custom = _new_table(), _new_table()
     with PostgresStore(pg_dsn, table=default, exact_rows=0) as pg:
         pg.save(memories[0])
         assert _index_options(pg_dsn, default) == {"m": "16", "ef_construction": "128"}
+        assert _table_options(pg_dsn, default)["fillfactor"] == "70"
     with PostgresStore(pg_dsn, table=custom, exact_rows=0, hnsw_m=8,
-                       hnsw_ef_construction=40) as pg:
+                       hnsw_ef_construction=40, fillfactor=50) as pg:
         with pg.transaction():
             for m in memories:
                 pg.save(m)
         assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "40"}
+        assert _table_options(pg_dsn, custom)["fillfactor"] == "50"
         query = _query(5, np.random.default_rng(1))
         before = pg.search_by_embedding(query, 6)
         import psycopg
@@ -233,6 +247,25 @@ def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
             conn.execute(f"REINDEX INDEX {custom}_memories_hnsw")
         assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "128"}
         assert pg.search_by_embedding(query, 6) == before
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("min_connections", -1), ("max_connections", 0), ("exact_rows", -1), ("ef_search", 0),
+    ("margin", -1), ("hnsw_m", 1), ("hnsw_ef_construction", 3), ("fillfactor", 9),
+    ("fillfactor", 101), ("fillfactor", 70.0), ("hnsw_m", True),
+])
+def test_a_bad_option_is_refused_naming_it_before_anything_is_created(
+    pg_dsn: str, option: str, value: Any
+) -> None:
+    import psycopg
+
+    table = _new_table()
+    with pytest.raises(ValueError, match=option):
+        PostgresStore(pg_dsn, table=table, **{option: value})
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE %s", (f"{table}\\_%",)
+        ).fetchone() == (0,)
 
 
 def _seeded(pg_dsn: str, n: int = 8) -> tuple[PostgresStore, EmotionalMemory]:
