@@ -386,13 +386,16 @@ class PostgresStore:
                 fill, the rest kept for updated row versions. A retrieve rewrites
                 its winners' tags; a new version that fits on its row's page is a HOT
                 update (no index touched), one that does not is written elsewhere and
-                inserted into every index, the HNSW one included. A row with a 384-d
+                entered in every index (in the HNSW one after a search for the equal
+                vector, whose entry then points at both versions). A row with a 384-d
                 embedding takes ~2.1 KB: at 70 two share a page, and an update finds
                 room for one new version per page until the page is pruned; updating
                 5 rows of consecutive pages (memories saved one after another) took
                 3.3 ms at 70 against 0.27 ms at 50, where each row has a page of its
-                own (and the table takes ~1.8x the space). Random winners mostly
-                update HOT at 70 already. An existing table: ``ALTER TABLE
+                own (and the table takes ~2x the space). Random winners mostly
+                update HOT at 70 already; see docs/scale.md for ``encode_batch``,
+                which updates each new memory's linked neighbours. An existing
+                table: ``ALTER TABLE
                 {table}_memories SET (fillfactor = ...)`` (new pages only).
 
         Raises:
