@@ -218,8 +218,10 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
 
     floor_conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0)
     register_vector(floor_conn)
-    want = pool + 4  # PostgresStore's default margin
-    floor_conn.execute("SELECT set_config('hnsw.ef_search', %s, false)", (str(max(64, want)),))
+    want = pool + store._margin  # the rows and search breadth the store's read asks for
+    floor_conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, false)", (str(max(store._ef_search, want)),)
+    )
     read_sql = (
         f"SELECT {_SEARCH_COLUMNS} FROM {table}_memories WHERE embedding IS NOT NULL "
         f"ORDER BY embedding <=> %s LIMIT {want}"
