@@ -43,7 +43,7 @@ def test_uuid_for_known_values_of_the_original() -> None:
 
 
 def test_qdrant_store_attributes_of_the_original(tmp_path: Any) -> None:
-    pytest.importorskip("qdrant_client")
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
     from tests.test_stores import mem
 
     from emotional_memory.stores.qdrant import QdrantStore
