@@ -6,7 +6,6 @@ import asyncio
 import hmac
 import json
 import sys
-import types
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -184,22 +183,21 @@ def test_bad_store_urls(url: str, message: str) -> None:
     assert "hunter2" not in str(info.value)
 
 
-def test_postgres_url_without_the_store_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "emotional_memory.stores.postgres", None)
-    with pytest.raises(StoreURLError, match="PostgreSQL store is not available") as info:
+def test_postgres_url_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were missing
+    with pytest.raises(StoreURLError, match=r"needs the \[postgres\] extra") as info:
         open_store("postgresql://alice:hunter2@db.example.com/memories")
     assert "hunter2" not in str(info.value)
 
 
 def test_postgres_driver_errors_never_show_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("emotional_memory.stores.postgres")
+    import emotional_memory.stores.postgres.store as pg_store
 
     class PostgresStore:
         def __init__(self, dsn: str) -> None:
             raise ConnectionError(f"could not connect to {dsn}")
 
-    fake.PostgresStore = PostgresStore  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "emotional_memory.stores.postgres", fake)
+    monkeypatch.setattr(pg_store, "PostgresStore", PostgresStore)
     with pytest.raises(StoreURLError) as info:
         open_store("postgresql://alice:hunter2@db.example.com/memories")
     text = str(info.value)

@@ -43,7 +43,7 @@ from emotional_memory._validation import utc_now
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
-from emotional_memory.state_stores._scoped import scoped_state_store
+from emotional_memory.stores._shared.state import scoped_state_store
 
 
 def _default_clock() -> datetime:

@@ -412,7 +412,7 @@ def default_engine_factory(
     Returns:
         A callable ``(embedder, clock) -> EmotionalMemory`` over a new ``InMemoryStore``.
     """
-    from emotional_memory.stores.in_memory import InMemoryStore
+    from emotional_memory.stores.memory import InMemoryStore
 
     def make(embedder: Embedder, clock: TickClock) -> EmotionalMemory:
         return EmotionalMemory(InMemoryStore(), embedder, config=config, clock=clock)

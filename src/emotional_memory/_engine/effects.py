@@ -13,6 +13,7 @@ from emotional_memory.retrieval import (
     prediction_fields,
     reconsolidation_fields,
 )
+from emotional_memory.stores.base import ModifyingStore, TagWritingStore
 
 
 class EffectsMixin(EngineCore):
@@ -29,9 +30,8 @@ class EffectsMixin(EngineCore):
         same guarantees; ``change`` may run more than once).
         """
         store = self._columnar
-        modify = getattr(store, "modify_memories", None)
-        if callable(modify):  # the store's own read-modify-write (PostgresStore's)
-            updated: list[Memory] = modify(
+        if isinstance(store, ModifyingStore):  # the store's own read-modify-write
+            updated: list[Memory] = store.modify_memories(
                 winners, lambda current: self._retrieval_effects(current, now)
             )
             return updated
@@ -39,9 +39,8 @@ class EffectsMixin(EngineCore):
             updated = self._retrieval_effects(store.memories(winners), now)
             # only the tags change: a store that can write just them (InMemoryStore)
             # skips comparing and copying the rest of each memory
-            write_tags = getattr(store, "update_tags", None)
-            if write_tags is not None:
-                write_tags([(m.id, m.tag) for m in updated])
+            if isinstance(store, TagWritingStore):
+                store.update_tags([(m.id, m.tag) for m in updated])
             else:
                 for m in updated:
                     store.update(m)

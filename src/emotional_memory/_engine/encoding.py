@@ -18,7 +18,7 @@ from emotional_memory.models import EmotionalTag, Memory, checked_memory, consol
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._linking import (  # noqa: F401  (BatchSearch: was defined here)
+from emotional_memory.stores._shared.linking import (  # noqa: F401  (BatchSearch: was defined here)
     BatchSearch,
     LinkCandidates,
     Linker,
@@ -150,7 +150,7 @@ class EncodingMixin(StateMixin):
         ), new_state
 
     def _linker(self, batched: bool, now: datetime | None = None) -> Linker:
-        """The store's :class:`~emotional_memory.stores._linking.Linker`, confined to
+        """The store's :class:`~emotional_memory.stores._shared.linking.Linker`, confined to
         this view (resonance candidates and backward twins only among what it sees).
 
         Args:
@@ -327,7 +327,7 @@ class EncodingMixin(StateMixin):
         and the final state are the same as with one search per memory, which is
         what stores without that method get. ``InMemoryStore`` saves the block as
         rows and links them in place, reading candidates as columns (see
-        :mod:`emotional_memory.stores._linking`); the memories returned are built
+        :mod:`emotional_memory.stores._shared.linking`); the memories returned are built
         once, at the end.
 
         Args:

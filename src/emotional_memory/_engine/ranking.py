@@ -32,6 +32,7 @@ from emotional_memory.retrieval import (
     plan_from_arrays,
     rank_bank,
 )
+from emotional_memory.stores.base import CountingStore
 from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 _SEMANTIC_ONLY = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -204,7 +205,7 @@ class RankingMixin(EffectsMixin):
         if (
             not lexical_on
             and not expand
-            and getattr(store, "counts_candidates", False) is True
+            and isinstance(store, CountingStore)
         ):
             # The store counts its memories in the candidate read itself (one round
             # trip fewer); the query is then embedded before an empty store is seen.
@@ -296,7 +297,7 @@ class RankingMixin(EffectsMixin):
             "emotional_memory.store.search_by_embedding", {"limit": limit}
         )
         with span:
-            bank: CandidateBank = store.candidate_bank(
+            bank: CandidateBank = store.counted_candidate_bank(
                 embedding, None if full else limit, now, with_memories=with_memories,
                 everything_upto=limit,
             )
