@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import pkgutil
 import threading
+from pathlib import Path
 from typing import Any
 
 from emotional_memory.redact import redact
@@ -66,12 +67,12 @@ def _discover() -> None:
     with _lock:
         if _found:
             return
-        import emotional_memory.stores as package
-
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        package = __name__.rpartition(".")[0]  # emotional_memory.stores
+        folder = str(Path(__file__).parent)
+        for info in sorted(pkgutil.iter_modules([folder]), key=lambda i: i.name):
             if not info.ispkg or info.name.startswith("_"):
                 continue
-            name = f"{package.__name__}.{info.name}.url"
+            name = f"{package}.{info.name}.url"
             if importlib.util.find_spec(name) is None:
                 continue
             _register(importlib.import_module(name).BACKEND)
