@@ -911,6 +911,39 @@ class SQLiteStore:
             )
             return int(row[0])
 
+    def setting(self, key: str) -> str | None:
+        """A value recorded in the ``meta`` table (e.g. the embedder's identity).
+
+        Args:
+            key: the setting's name.
+
+        Returns:
+            Its value, or None when none is recorded.
+        """
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT value FROM meta WHERE key = ?", ("setting:" + key,)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is recorded (one transaction).
+
+        Args:
+            key: the setting's name.
+            value: its value.
+
+        Returns:
+            The value recorded now or before.
+        """
+        with self._lock, self.transaction():
+            conn = self._connection()
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", ("setting:" + key, value)
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", ("setting:" + key,))
+            return str(row.fetchone()[0])
+
     # ---------------------------------------------------------------- internals
 
     def _write(self, cache_op: Callable[[], object], sql: str, params: tuple[Any, ...]) -> None:
