@@ -433,3 +433,29 @@ def test_quiet_jax_picks_the_cpu_without_a_plugin(preset: str | None, expected: 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          env=env, timeout=120, check=True)
     assert out.stdout.split() == ["False", expected, "2"]
+
+
+def test_an_unrecorded_store_with_memories_needs_an_explicit_embedder(tmp_path: Path) -> None:
+    from emotional_memory import CoreAffect, EmotionalMemory
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server import cli
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    db = tmp_path / "old.db"
+    with SQLiteStore(str(db)) as store:  # as an earlier version wrote it: no record
+        EmotionalMemory(store, HashingEmbedder()).encode(
+            "written before records", affect=CoreAffect(valence=0.1, arousal=0.1))
+    with pytest.raises(cli.UsageError, match="holds memories but no record of the embedder"):
+        cli.build_service(f"sqlite:///{db}", None, None)
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") is None  # nothing recorded by the refusal
+    service = cli.build_service(f"sqlite:///{db}", "hashing", None)
+    asyncio.run(service.close())
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") == "hashing/384"
+    # recorded now: the default starts it when it is hashing, else refuses naming both
+    if cli._minilm_installed():
+        with pytest.raises(cli.UsageError, match="written with the embedder hashing/384, not"):
+            cli.build_service(f"sqlite:///{db}", None, None, affect="none")
+    else:  # pragma: no cover - without the MiniLM weights the default is hashing
+        asyncio.run(cli.build_service(f"sqlite:///{db}", None, None).close())

@@ -232,6 +232,7 @@ def build_service(
         raise UsageError(f"unknown --affect {affect!r}: use one of {', '.join(AFFECTS)}")
     if embedder is not None and embedder not in EMBEDDERS:
         raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
+    explicit = embedder is not None
     embedder, affect, notice = resolve_choices(embedder, affect)
     if notice is not None:
         print(f"emotional-memory: {notice}", file=sys.stderr, flush=True)
@@ -262,7 +263,7 @@ def build_service(
         opened = open_store(store_url, state_url)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
-    _record_embedder(opened, text_embedder, embedder)
+    _record_embedder(opened, text_embedder, embedder, explicit)
     if not callable(getattr(opened.state_store, "scoped", None)):
         opened.close()
         raise UsageError(
@@ -296,13 +297,28 @@ def _rater(affect: str, minilm: Any) -> Any:
         raise UsageError(f"--affect text needs MiniLM: {exc}") from None
 
 
-def _record_embedder(opened: Any, embedder: Any, option: str) -> None:
+def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) -> None:
     """Record the embedder in the store, or refuse a store that records another one
-    (the store is closed then)."""
-    from emotional_memory.embedder_identity import EmbedderMismatchError, record_embedder
+    (the store is closed then). A store holding memories but no record (written
+    before stores kept one) is recorded only with an explicit ``--embedder``: the
+    default may not be the embedder that wrote it."""
+    from emotional_memory.embedder_identity import (
+        EmbedderMismatchError,
+        record_embedder,
+        recorded_embedder,
+    )
 
     try:
-        record_embedder(opened.store, embedder)
+        store = opened.store
+        if (not explicit and callable(getattr(store, "record_setting", None))
+                and recorded_embedder(store) is None and len(store) > 0):
+            raise UsageError(
+                f"the store {opened.description} holds memories but no record of the "
+                "embedder that wrote them (written by an earlier version); start it once "
+                "with --embedder minilm or --embedder hashing, naming the one that wrote "
+                "it (the earlier service's default was hashing)"
+            )
+        record_embedder(store, embedder)
     except EmbedderMismatchError as exc:
         opened.close()
         names = [cli for prefix, cli in _CLI_NAMES.items() if exc.recorded.startswith(prefix)]
