@@ -39,6 +39,7 @@ from emotional_memory._async_bridge import (
     bridge_store,
 )
 from emotional_memory.affect import CoreAffect
+from emotional_memory.affect_rater import AffectRater
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.engine import Clock, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import AffectiveStateStore
@@ -94,6 +95,9 @@ class AsyncEmotionalMemory:
         embedder: a sync ``Embedder`` or an ``AsyncEmbedder``.
         appraisal_engine: optional sync or async appraisal engine.
         config, state_store, query_classifier, clock: as for :class:`EmotionalMemory`.
+        affect_from_text: opt-in synchronous :class:`~emotional_memory.affect_rater.
+            AffectRater`, as for :class:`EmotionalMemory` (it runs in the engine's
+            worker thread, never on the event loop).
     """
 
     def __init__(
@@ -106,6 +110,7 @@ class AsyncEmotionalMemory:
         query_classifier: QueryClassifier | None = None,
         *,
         clock: Clock | None = None,
+        affect_from_text: AffectRater | None = None,
     ) -> None:
         self._bridge = _LoopBridge()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -119,6 +124,7 @@ class AsyncEmotionalMemory:
             state_store,
             query_classifier,
             clock=clock,
+            affect_from_text=affect_from_text,
         )
 
     @classmethod
@@ -654,7 +660,7 @@ def _finish_detached(lock: asyncio.Lock, worker: asyncio.Future[Any]) -> None:
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     """An :class:`AsyncEmotionalMemory` over ``engine``'s parts.
 
-    The new async engine uses the same store, embedder, appraisal engine, config,
+    The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
     starts from a copy of ``engine``'s affective state (history included): later
     state changes of either engine do not affect the other.
@@ -682,6 +688,7 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
         # The construction-time initial state is replaced by the copy: reading the
         # engine's clock for it would advance a deterministic (replay) clock.
         clock=lambda: state.mood.timestamp,
+        affect_from_text=engine.affect_from_text,
     )
     core = out.engine
     core._clock = engine._clock

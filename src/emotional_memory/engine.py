@@ -40,6 +40,8 @@ from emotional_memory._engine.ranking import (  # noqa: F401
 )
 from emotional_memory._engine.records import RecordsMixin
 from emotional_memory._validation import utc_now
+from emotional_memory.affect_rater import AffectRater
+from emotional_memory.embedder_identity import check_embedder
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
@@ -64,6 +66,19 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         query_classifier: classifier for ``query_classifier.mode == "llm"`` routing.
         clock: zero-argument callable returning an aware datetime (default UTC now);
             inject one to replay timestamped logs deterministically.
+        affect_from_text: opt-in :class:`~emotional_memory.affect_rater.AffectRater`
+            (e.g. :class:`~emotional_memory.affect_rater.TextAffectRater`): an event
+            encoded (or observed) without an affect, an appraisal or an appraisal
+            engine gets its affect rated from its text, fed exactly as
+            ``encode(..., affect=rating)`` feeds it. ``None`` (the default): such an
+            event takes the current affect, as in the original. Off while
+            ``config.enable_appraisal`` is False.
+
+    Raises:
+        TypeError: a store, embedder or ``affect_from_text`` without the methods
+            needed, a config or clock of the wrong type.
+        ValueError: the store records another embedder than ``embedder`` (see
+            :mod:`emotional_memory.embedder_identity`).
     """
 
     def __init__(
@@ -76,6 +91,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         query_classifier: QueryClassifier | None = None,
         *,
         clock: Clock | None = None,
+        affect_from_text: AffectRater | None = None,
     ) -> None:
         if config is not None and not isinstance(config, EmotionalMemoryConfig):
             raise TypeError("config must be an EmotionalMemoryConfig")
@@ -89,10 +105,19 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     f"{name} must provide {', '.join(methods)}; got {type(obj).__name__} "
                     f"without {', '.join(missing)}"
                 )
+        if affect_from_text is not None and not callable(
+            getattr(affect_from_text, "rate_affect", None)
+        ):
+            raise TypeError(
+                "affect_from_text must provide rate_affect(texts) -> list[CoreAffect]; got "
+                f"{type(affect_from_text).__name__}"
+            )
+        check_embedder(store, embedder)
         self._op_lock = threading.RLock()
         self.store = store
         self.embedder = embedder
         self.appraisal_engine = appraisal_engine
+        self.affect_from_text = affect_from_text
         self.config = config if config is not None else EmotionalMemoryConfig()
         self.state_store = state_store
         self.query_classifier = query_classifier

@@ -38,6 +38,8 @@ class EngineCore:
     store: MemoryStore
     embedder: Embedder
     appraisal_engine: AppraisalEngine | None
+    # The text rater of ``affect_from_text`` (an AffectRater), or None.
+    affect_from_text: Any = None
     config: EmotionalMemoryConfig
     state_store: AffectiveStateStore | None
     query_classifier: QueryClassifier | None

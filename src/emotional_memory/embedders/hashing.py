@@ -279,6 +279,22 @@ class HashingEmbedder:
         """Seed of the hash function."""
         return self._seed
 
+    @property
+    def identity(self) -> str:
+        """``"hashing/<dim>"``; with other settings than the defaults,
+        ``"hashing:<digest of the settings>/<dim>"`` (they give other vectors).
+
+        What a store records of its embedder
+        (:mod:`emotional_memory.embedder_identity`).
+        """
+        settings = (self._ngram_range, tuple(self._weights.tolist()), self._stopword_weight,
+                    self._stopwords == DEFAULT_STOPWORDS, self._sublinear_tf, self._seed)
+        if settings == ((3, 5), (1.0, 0.25, 1.0), 0.25, True, True, 0):
+            return f"hashing/{self._dim}"
+        text = repr((*settings[:3], sorted(self._stopwords), *settings[4:]))
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        return f"hashing:{digest}/{self._dim}"
+
     def __repr__(self) -> str:
         """Readable constructor-style representation."""
         w, b, c = (float(x) for x in self._weights)

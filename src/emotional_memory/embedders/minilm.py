@@ -732,6 +732,12 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
+        installed = default_model_dir() if model_dir is not None else folder
+        self._model_name = (
+            "minilm-l6-v2"
+            if installed is not None and folder.resolve() == installed.resolve()
+            else f"minilm:{folder.name}"
+        )
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -760,6 +766,17 @@ class MiniLMEmbedder:
     def dim(self) -> int:
         """Output dimension (384 for all-MiniLM-L6-v2)."""
         return self._model.hidden_size
+
+    @property
+    def identity(self) -> str:
+        """``"minilm-l6-v2/384"`` for the installed all-MiniLM-L6-v2 weights, else
+        ``"minilm:<model folder name>/<dim>"``.
+
+        What a store records of its embedder
+        (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
+        (they change embeddings by rounding only).
+        """
+        return f"{self._model_name}/{self.dim}"
 
     @property
     def max_length(self) -> int:

@@ -25,10 +25,11 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.models import Memory
+from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
-__all__ = ["MAX_VIEWS", "BatchItem", "MemoryService"]
+__all__ = ["MAX_VIEWS", "BatchItem", "MemoryService", "Remembered"]
 
 MAX_VIEWS = 4096
 """Idle scope views kept open; beyond that the least recently used idle one is dropped
@@ -53,6 +54,25 @@ class BatchItem:
     expires_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Remembered:
+    """A stored memory and what storing it did to its scope's mood.
+
+    Attributes:
+        memory: the stored memory.
+        mood_before: the scope's mood just before (no other operation in between).
+        mood_after: its mood just after.
+        affect_source: where the memory's affect came from: ``"given"`` (the
+            request's), ``"text"`` (rated from the content by the engine's
+            ``affect_from_text``) or ``"current"`` (the scope's current affect).
+    """
+
+    memory: Memory
+    mood_before: MoodField
+    mood_after: MoodField
+    affect_source: str
+
+
 class MemoryService:
     """One engine, a view per scope path, and the operations the service offers.
 
@@ -73,6 +93,21 @@ class MemoryService:
         # path -> [view, requests using it]; least recently used first. Touched only
         # on the event loop's thread, so no lock is needed.
         self._views: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
+        # path -> the mood shown by the last mood_change (at first: when this service
+        # opened the scope); least recently used first, at most max_views.
+        self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
+        self._moods_seen[()] = engine.get_state().mood
+
+    @property
+    def rates_text(self) -> bool:
+        """Whether memories stored without an affect get one rated from their text
+        (the engine has ``affect_from_text`` and no appraisal engine)."""
+        engine = self.engine
+        return (
+            engine.affect_from_text is not None
+            and engine.appraisal_engine is None
+            and engine.config.enable_appraisal
+        )
 
     def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
         """The engine as scope ``path`` sees it (created on first use, then kept).
@@ -98,6 +133,8 @@ class MemoryService:
         if entry is None:
             entry = [self.root.scoped(*path), 0]
             self._views[path] = entry
+            if path not in self._moods_seen:
+                self._seen(path, entry[0].get_state().mood)
         else:
             self._views.move_to_end(path)
         return entry
@@ -143,6 +180,32 @@ class MemoryService:
                 item.content, metadata=item.metadata, affect=item.affect,
                 expires_at=item.expires_at,
             )
+
+    async def remember_felt(self, path: tuple[str, ...], item: BatchItem) -> Remembered:
+        """Encode one memory in scope ``path`` and report how the scope's mood moved.
+
+        Args:
+            path: the scope.
+            item: what to store.
+
+        Returns:
+            The memory, the mood just before and just after, and the affect's source.
+        """
+        source = "given" if item.affect is not None else "text" if self.rates_text else "current"
+        async with self._using(path) as view:
+            engine = view.engine
+
+            def felt() -> tuple[MoodField, Memory, MoodField]:
+                before = engine.get_state().mood
+                memory = engine.encode(
+                    item.content, metadata=item.metadata, affect=item.affect,
+                    expires_at=item.expires_at,
+                )
+                return before, memory, engine.get_state().mood
+
+            # one engine operation (its turn): nothing runs between the reads and encode
+            before, memory, after = await view._run(felt)
+        return Remembered(memory, before, after, source)
 
     async def remember_batch(
         self, path: tuple[str, ...], items: Sequence[BatchItem]
@@ -223,6 +286,30 @@ class MemoryService:
     def state(self, path: tuple[str, ...]) -> AffectiveState:
         """The affective state of scope ``path`` (immutable; no lock needed)."""
         return self.view(path).get_state()
+
+    def mood_change(self, path: tuple[str, ...]) -> tuple[AffectiveState, MoodField]:
+        """The state of scope ``path`` and the mood it had at the previous call.
+
+        The first call for a scope compares with its mood when this service first
+        opened it. Kept in this process only (at most ``max_views`` scopes).
+
+        Args:
+            path: the scope.
+
+        Returns:
+            ``(state now, previous mood)``; the state's mood becomes the next call's
+            previous one.
+        """
+        state = self.state(path)
+        previous = self._moods_seen.get(path, state.mood)
+        self._seen(path, state.mood)
+        return state, previous
+
+    def _seen(self, path: tuple[str, ...], mood: MoodField) -> None:
+        self._moods_seen[path] = mood
+        self._moods_seen.move_to_end(path)
+        while len(self._moods_seen) > self.max_views:
+            self._moods_seen.popitem(last=False)
 
     async def set_affect(self, path: tuple[str, ...], affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into scope ``path``'s state (mood follows).

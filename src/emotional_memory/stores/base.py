@@ -45,6 +45,7 @@ __all__ = [
     "RowLinkingStore",
     "SelectableStore",
     "Selection",
+    "SettingsStore",
     "TagWritingStore",
     "replace_now",
 ]
@@ -382,6 +383,20 @@ class CountingStore(Protocol, metaclass=_Capability):
         with_memories: bool = False,
     ) -> CandidateBank:
         """``candidate_bank`` with the count in the same read (see the class)."""
+        ...
+
+
+@runtime_checkable
+class SettingsStore(Protocol, metaclass=_Capability):
+    """A store that keeps named settings beside its memories (e.g. which embedder
+    wrote its vectors)."""
+
+    def setting(self, key: str) -> str | None:
+        """The value recorded under ``key``, or None."""
+        ...
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless one is recorded; the value kept."""
         ...
 
 

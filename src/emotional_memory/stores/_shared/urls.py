@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from emotional_memory.redact import redact
 
 __all__ = [
+    "QDRANT_API_KEY_ENV",
     "Backend",
     "OpenedStore",
     "StoreURLError",
@@ -27,6 +28,10 @@ __all__ = [
     "server_parts",
     "sqlite_path",
 ]
+
+
+QDRANT_API_KEY_ENV = "EMOTIONAL_MEMORY_QDRANT_API_KEY"
+"""Environment variable holding the Qdrant API key (kept out of URLs and logs)."""
 
 
 class StoreURLError(ValueError):

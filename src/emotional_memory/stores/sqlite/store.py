@@ -20,19 +20,11 @@ from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
-from emotional_memory.stores._shared.linking import ForwardLink, LinkCandidates, Linker
+from emotional_memory.stores._shared.linking import Linker
 from emotional_memory.stores._shared.rows.selected import SelectedRows
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, RowStore
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
-from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
-from emotional_memory.stores.sqlite.records import (
-    decode_rows,
-    encode_link_ids,
-    memory_params,
-    row_memory,
-    row_params,
-)
 
 # ------------------------------------------------------------------ schema
 # The whole table layout and its migrations are here, in _sqlite_records.py (a row's
@@ -56,6 +48,15 @@ from emotional_memory.stores.sqlite.records import (
 # ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
 # back on the first open, so the original library's ``memories`` table is never ours;
 # _create_tables then adds the scope and expiry columns (existing rows: root, never).
+from emotional_memory.stores.sqlite.linker import SQLiteLinker
+from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
+from emotional_memory.stores.sqlite.records import (
+    decode_rows,
+    encode_link_ids,
+    memory_params,
+    row_memory,
+    row_params,
+)
 from emotional_memory.stores.sqlite.schema import (
     _CHANGE_LOG,
     _LOG_CHANGE,
@@ -500,7 +501,7 @@ class SQLiteStore(BackendStore):
             The linker, or None when the cache has none.
         """
         inner = self._cache.row_linker(block_size)
-        return None if inner is None else _SQLiteLinker(self, inner)
+        return None if inner is None else SQLiteLinker(self, inner)
 
     def _write_rows_since(self, mark: int) -> int:
         """Upsert every row the cache changed since undo-log ``mark`` (in a transaction,
@@ -582,6 +583,39 @@ class SQLiteStore(BackendStore):
                 .fetchone()
             )
             return int(row[0])
+
+    def setting(self, key: str) -> str | None:
+        """A value recorded in the ``meta`` table (e.g. the embedder's identity).
+
+        Args:
+            key: the setting's name.
+
+        Returns:
+            Its value, or None when none is recorded.
+        """
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT value FROM meta WHERE key = ?", ("setting:" + key,)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is recorded (one transaction).
+
+        Args:
+            key: the setting's name.
+            value: its value.
+
+        Returns:
+            The value recorded now or before.
+        """
+        with self._lock, self.transaction():
+            conn = self._connection()
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", ("setting:" + key, value)
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", ("setting:" + key,))
+            return str(row.fetchone()[0])
 
     # ---------------------------------------------------------------- internals
 
@@ -724,63 +758,3 @@ class SQLiteStore(BackendStore):
         """The memory as a reopen would read it back, and the row's SQL parameters
         (:func:`~emotional_memory.stores.sqlite.records.memory_params`)."""
         return memory_params(memory)
-
-
-class _SQLiteLinker(Linker):
-    """:meth:`SQLiteStore.row_linker`: the cache's row linker, then the block's rows."""
-
-    overlaps = False  # each block's rows are written when it is linked
-
-    def __init__(self, store: SQLiteStore, inner: Linker) -> None:
-        self._store = store
-        self._inner = inner
-        self.block_size = inner.block_size
-        self._mark = 0
-
-    def _begin(self) -> None:
-        if self._store._depth == 0:
-            raise RuntimeError("SQLiteStore.row_linker runs inside store.transaction()")
-        self._mark = len(self._store._cache._undo)
-
-    def settle(self) -> None:
-        """See :meth:`Linker.settle`."""
-        self._inner.settle()
-
-    def save(
-        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
-    ) -> None:
-        """See :meth:`Linker.save`: the block's rows are written at once."""
-        self._begin()
-        self._inner.save(memories, vectors)
-        self._inner.settle()
-        self._mark = self._store._write_rows_since(self._mark)
-
-    def save_and_find(
-        self,
-        memories: Sequence[Memory],
-        limit: int,
-        vectors: Sequence[np.ndarray | None] | None = None,
-    ) -> Iterator[LinkCandidates]:
-        """See :meth:`Linker.save_and_find` (rows written by :meth:`flush`)."""
-        self._begin()
-        return self._inner.save_and_find(memories, limit, vectors)
-
-    def link(
-        self,
-        memory: Memory,
-        candidates: LinkCandidates,
-        links: list[ForwardLink],
-        max_links: int,
-    ) -> None:
-        """See :meth:`Linker.link`."""
-        self._inner.link(memory, candidates, links, max_links)
-
-    def flush(self) -> None:
-        """See :meth:`Linker.flush`, then upsert the rows the block changed."""
-        self._inner.flush()
-        self._inner.settle()
-        self._mark = self._store._write_rows_since(self._mark)
-
-    def stored(self, memory: Memory) -> Memory:
-        """See :meth:`Linker.stored`."""
-        return self._inner.stored(memory)

@@ -8,15 +8,13 @@ import os
 from typing import Any
 
 from emotional_memory.stores._shared.urls import (
+    QDRANT_API_KEY_ENV,
     Backend,
     OpenedStore,
     StoreURLError,
     require_module,
     server_parts,
 )
-
-QDRANT_API_KEY_ENV = "EMOTIONAL_MEMORY_QDRANT_API_KEY"
-"""Environment variable holding the Qdrant API key (kept out of URLs and logs)."""
 
 
 def open_vector_db(url: str, description: str) -> OpenedStore:
