@@ -26,53 +26,6 @@ from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, 
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
 
-# ------------------------------------------------------------------ schema
-# The whole table layout and its migrations are here, in _sqlite_records.py (a row's
-# columns) and in original_layout.py.
-#
-# Version 3 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
-# embedding, dim, tag, metadata, scope, expires_at, rec, label, link_ids, link_data)``;
-# ``changes(seq, id, deleted)``. A memory of the compact shape keeps its tag in ``rec``
-# (the tag's numbers and the embedding norm), ``label`` and ``link_ids`` /
-# ``link_data`` (its links) with ``tag = ''``; any other keeps the tag's JSON in
-# ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
-# table in bulk.
-# Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
-# rewrites every row whose memory fits the compact shape (issue 27).
-# ``embedding`` is the little-endian float32 blob of the embedding when every value is
-# a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
-# stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
-# (``'[]'``: the root) and ``expires_at`` its expiry in integer microseconds since the
-# epoch (NULL: never), both indexed (issue 23).
-# Version 1 named the memory table ``memories`` (and renamed a file's original
-# ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
-# back on the first open, so the original library's ``memories`` table is never ours;
-# _create_tables then adds the scope and expiry columns (existing rows: root, never).
-from emotional_memory.stores.sqlite.linker import SQLiteLinker
-from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
-from emotional_memory.stores.sqlite.records import (
-    decode_rows,
-    encode_link_ids,
-    memory_params,
-    row_memory,
-    row_params,
-)
-from emotional_memory.stores.sqlite.schema import (
-    _CHANGE_LOG,
-    _LOG_CHANGE,
-    _PRUNE_CHANGES,
-    _ROW_COLUMNS,
-    _UPDATE_LINKS,
-    _UPSERT,
-    SQLiteClosedError,
-    SQLiteDimensionError,
-    _check_foreign,
-    _create_tables,
-    _fill_memories,
-    check_path,
-    open_connection,
-)
-
 
 class SQLiteStore(BackendStore):
     """A durable :class:`~emotional_memory.interfaces.MemoryStore` in one SQLite file.
