@@ -26,6 +26,31 @@ from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, 
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
 
+from emotional_memory.stores.sqlite.linker import SQLiteLinker
+from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
+from emotional_memory.stores.sqlite.records import (
+    decode_rows,
+    encode_link_ids,
+    memory_params,
+    row_memory,
+    row_params,
+)
+from emotional_memory.stores.sqlite.schema import (
+    _CHANGE_LOG,
+    _LOG_CHANGE,
+    _PRUNE_CHANGES,
+    _ROW_COLUMNS,
+    _UPDATE_LINKS,
+    _UPSERT,
+    SQLiteClosedError,
+    SQLiteDimensionError,
+    _check_foreign,
+    _create_tables,
+    _fill_memories,
+    check_path,
+    open_connection,
+)
+
 
 class SQLiteStore(BackendStore):
     """A durable :class:`~emotional_memory.interfaces.MemoryStore` in one SQLite file.
