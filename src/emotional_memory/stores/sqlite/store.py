@@ -25,7 +25,6 @@ from emotional_memory.stores._shared.rows.selected import SelectedRows
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, RowStore
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
-
 from emotional_memory.stores.sqlite.linker import SQLiteLinker
 from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
 from emotional_memory.stores.sqlite.records import (
