@@ -98,6 +98,7 @@ class AsyncEmotionalMemory:
         affect_from_text: opt-in synchronous :class:`~emotional_memory.affect_rater.
             AffectRater`, as for :class:`EmotionalMemory` (it runs in the engine's
             worker thread, never on the event loop).
+        shared_state: as for :class:`EmotionalMemory`.
     """
 
     def __init__(
@@ -111,6 +112,7 @@ class AsyncEmotionalMemory:
         *,
         clock: Clock | None = None,
         affect_from_text: AffectRater | None = None,
+        shared_state: bool = False,
     ) -> None:
         self._bridge = _LoopBridge()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -125,6 +127,7 @@ class AsyncEmotionalMemory:
             query_classifier,
             clock=clock,
             affect_from_text=affect_from_text,
+            shared_state=shared_state,
         )
 
     @classmethod

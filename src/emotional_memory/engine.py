@@ -73,12 +73,20 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             ``encode(..., affect=rating)`` feeds it. ``None`` (the default): such an
             event takes the current affect, as in the original. Off while
             ``config.enable_appraisal`` is False.
+        shared_state: share the affective state with engines in other processes or
+            hosts over the same database: every operation runs on the state as last
+            saved (one read per operation, in its transaction), operations on one
+            scope are serialised by the database (PostgreSQL: an advisory lock per
+            scope; SQLite: the file's write lock), and each saves the new state
+            with a new version. Needs a state store made by ``from_store(store)``.
+            Off by default (each engine keeps its own copy, as in the original).
 
     Raises:
         TypeError: a store, embedder or ``affect_from_text`` without the methods
             needed, a config or clock of the wrong type.
         ValueError: the store records another embedder than ``embedder`` (see
-            :mod:`emotional_memory.embedder_identity`).
+            :mod:`emotional_memory.embedder_identity`), or ``shared_state`` without a
+            state store in the store's database.
     """
 
     def __init__(
@@ -92,6 +100,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         *,
         clock: Clock | None = None,
         affect_from_text: AffectRater | None = None,
+        shared_state: bool = False,
     ) -> None:
         if config is not None and not isinstance(config, EmotionalMemoryConfig):
             raise TypeError("config must be an EmotionalMemoryConfig")
@@ -124,6 +133,13 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         self._clock: Clock = clock if clock is not None else _default_clock
         self._heuristic = HeuristicQueryClassifier()
         self._state = AffectiveState.initial(self._now())
+        self._shared_state = bool(shared_state)
+        if shared_state and self._shared_states() is None:
+            raise ValueError(
+                "shared_state needs a state store kept in the memory store's own "
+                "database (SQLiteAffectiveStateStore.from_store(store) or "
+                "PostgresAffectiveStateStore.from_store(store))"
+            )
         if state_store is not None:
             self.restore_persisted_state()
 
@@ -165,7 +181,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         full = (*self._scope, *path)
         root_states = self.__dict__.get("_root_state_store", self.state_store)
         view = copy.copy(self)
-        view.__dict__.pop("_joined_cache", None)
+        for cached in ("_joined_cache", "_state_version", "_sharing_depth"):
+            view.__dict__.pop(cached, None)
         view._scope = full
         view._root_state_store = root_states
         view.state_store = scoped_state_store(root_states, full)
@@ -176,7 +193,6 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
 
     # ------------------------------------------------------------------ lifecycle
 
-    @_synchronized
     def close(self) -> None:
         """Close the store, the state store and the appraisal engine when they can be.
 
@@ -185,10 +201,11 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         """
         if self._scope:
             return
-        for obj in (self.store, self.state_store, self.appraisal_engine):
-            close = getattr(obj, "close", None)
-            if callable(close):
-                close()
+        with self._op_lock:  # not an operation: no shared-state transaction around it
+            for obj in (self.store, self.state_store, self.appraisal_engine):
+                close = getattr(obj, "close", None)
+                if callable(close):
+                    close()
 
     def __enter__(self) -> EmotionalMemory:
         return self

@@ -23,7 +23,8 @@ def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with args[0]._op_lock:  # type: ignore[attr-defined]
+        engine = args[0]
+        with engine._op_lock, engine._sharing():  # type: ignore[attr-defined]
             return method(*args, **kwargs)
 
     return locked
@@ -42,11 +43,13 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        lock = args[0]._op_lock  # type: ignore[attr-defined]
+        engine = args[0]
+        lock = engine._op_lock  # type: ignore[attr-defined]
         if not lock.acquire(blocking=asyncio._get_running_loop() is None):
             return method(*args, **kwargs)
         try:
-            return method(*args, **kwargs)
+            with engine._sharing():  # type: ignore[attr-defined]
+                return method(*args, **kwargs)
         finally:
             lock.release()
 

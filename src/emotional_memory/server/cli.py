@@ -227,6 +227,7 @@ def build_service(
     from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
     from emotional_memory.server.service import MemoryService
     from emotional_memory.server.stores import StoreURLError, open_store
+    from emotional_memory.stores.base import VersionedStateStore
 
     if affect is not None and affect not in AFFECTS:
         raise UsageError(f"unknown --affect {affect!r}: use one of {', '.join(AFFECTS)}")
@@ -273,10 +274,15 @@ def build_service(
     if opened.durable and not opened.durable_state:
         print("emotional-memory: note: the affective states are kept in process memory "
               "(give --state sqlite:///PATH or redis://... to keep them)", file=sys.stderr)
+    # the states in the store's own database: every worker process answers with the
+    # state as last saved by any of them (one state per scope, serialised per scope)
+    states = opened.state_store
+    shared = (isinstance(states, VersionedStateStore)
+              and states.joined_with(opened.store) is not None)
     try:
         engine = EmotionalMemory(
             opened.store, text_embedder, config=config, state_store=opened.state_store,
-            affect_from_text=rater,
+            affect_from_text=rater, shared_state=shared,
         )
     except BaseException:
         opened.close()

@@ -47,6 +47,7 @@ __all__ = [
     "Selection",
     "SettingsStore",
     "TagWritingStore",
+    "VersionedStateStore",
     "replace_now",
 ]
 
@@ -397,6 +398,29 @@ class SettingsStore(Protocol, metaclass=_Capability):
 
     def record_setting(self, key: str, value: str) -> str:
         """Record ``value`` under ``key`` unless one is recorded; the value kept."""
+        ...
+
+
+@runtime_checkable
+class VersionedStateStore(Protocol, metaclass=_Capability):
+    """A state store in the memory store's own database whose state carries a version
+    and a lock that spans processes: engines in several processes (or hosts) share
+    one affective state per key (``EmotionalMemory(..., shared_state=True)``)."""
+
+    def lock_state(self) -> None:
+        """Take this key's lock inside the store's current transaction (held to its end)."""
+        ...
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version token."""
+        ...
+
+    def save_versioned(self, state: Any) -> str:
+        """Store ``state``; the new version token."""
+        ...
+
+    def joined_with(self, store: object) -> Any:
+        """This state store when its saves join ``store``'s transactions, else None."""
         ...
 
 
