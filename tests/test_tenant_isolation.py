@@ -1,0 +1,113 @@
+"""What one tenant's worst input can do to the engine, tested against oracles.
+
+* An already-expired memory stored into a scope holding other memories is stored,
+  invisible and linked exactly as a separate engine of that scope stores it.
+* A filter operand outside the 64-bit integer range is refused, naming the field,
+  before anything runs (it used to overflow in the stores).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tests.plain_store import PerMemoryStore
+
+from emotional_memory import EmotionalMemory, InMemoryStore, SQLiteStore
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.filters import parse_where
+from emotional_memory.models import Memory
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _store(kind: str, tmp: Path, name: str) -> Any:
+    if kind == "memory":
+        return InMemoryStore()
+    if kind == "sqlite":
+        return SQLiteStore(tmp / f"{name}.db")
+    return PerMemoryStore()
+
+
+def _held(memories: list[Memory]) -> list[tuple[Any, ...]]:
+    """Content, expiry and links (ids mapped to contents) of each memory."""
+    content_of = {m.id: m.content for m in memories}
+    return [
+        (m.content, m.expires_at,
+         sorted((content_of[lk.target_id], lk.strength) for lk in m.tag.resonance_links))
+        for m in memories
+    ]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "plain"])
+def test_an_expired_memory_stored_in_a_scope_is_kept_invisible_as_alone(
+    kind: str, tmp_path: Path
+) -> None:
+    clock = Clock()
+    embedder = HashingEmbedder(dim=16)
+    shared = EmotionalMemory(_store(kind, tmp_path, "shared"), embedder, clock=clock)
+    alone = EmotionalMemory(_store(kind, tmp_path, "alone"), embedder, clock=clock)
+    view = shared.scoped("a")
+    past = T0 - timedelta(seconds=5)
+    for engine in (view, alone):
+        engine.encode("rain on the harbour bridge")
+        gone = engine.encode("rain on the harbour bridge again", expires_at=past)
+        assert gone.expires_at == past
+        assert engine.get(gone.id) is None
+        [kept] = engine.list_all()
+        assert kept.content == "rain on the harbour bridge"
+        batch = engine.encode_batch(["rain at the harbour", "more rain"],
+                                    expires_at=[past, None])
+        assert [engine.get(m.id) is None for m in batch] == [True, False]
+    assert view.scope == ("a",)
+    everything = shared.store.list_all()
+    assert all(m.scope == ("a",) for m in everything)
+    if kind != "plain":  # a plain store's root links to expired memories (documented)
+        assert _held(everything) == _held(alone.store.list_all())
+    else:
+        assert [m.content for m in everything] == [m.content for m in alone.store.list_all()]
+    assert [m.content for m in view.retrieve("rain harbour", 5)] == \
+        [m.content for m in alone.retrieve("rain harbour", 5)]
+    shared.close()
+    alone.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "plain"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"valence": {"$gt": 10**400}},
+        {"retrieval_count": -(10**30)},
+        {"n": {"$in": [1, 2**63]}},
+        {"$or": [{"arousal": {"$lte": 0.5}}, {"dominance": {"$lt": -(2**63) - 1}}]},
+    ],
+)
+def test_an_integer_beyond_64_bits_is_refused_naming_the_field(
+    kind: str, where: dict[str, Any], tmp_path: Path
+) -> None:
+    engine = EmotionalMemory(_store(kind, tmp_path, "e"), HashingEmbedder(dim=16))
+    engine.encode("hello there", metadata={"n": 1})
+    field = next(iter(where)) if "$or" not in where else "dominance"
+    with pytest.raises(ValueError, match=f"'{field}'.*64-bit"):
+        parse_where(where)
+    for call in (lambda: engine.retrieve("hello", 3, where=where),
+                 lambda: engine.list_all(where=where)):
+        with pytest.raises(ValueError, match=f"'{field}'.*64-bit"):
+            call()
+    assert len(engine) == 1 and engine.list_all()[0].tag.retrieval_count == 0
+    # the edges of the range are accepted and compare exactly
+    assert len(engine.list_all(where={"n": {"$lt": 2**63 - 1}})) == 1
+    assert len(engine.list_all(where={"valence": {"$gt": -(2**63)}})) == 1
+    engine.close()
