@@ -2,12 +2,13 @@
 
 * An already-expired memory stored into a scope holding other memories is stored,
   invisible and linked exactly as a separate engine of that scope stores it.
-* A filter operand outside the 64-bit integer range is refused, naming the field,
-  before anything runs (it used to overflow in the stores).
+* A filter integer beyond a float's range is refused, naming the field, before
+  anything runs (it used to overflow in the stores).
 """
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -89,25 +90,27 @@ def test_an_expired_memory_stored_in_a_scope_is_kept_invisible_as_alone(
     "where",
     [
         {"valence": {"$gt": 10**400}},
-        {"retrieval_count": -(10**30)},
-        {"n": {"$in": [1, 2**63]}},
-        {"$or": [{"arousal": {"$lte": 0.5}}, {"dominance": {"$lt": -(2**63) - 1}}]},
+        {"retrieval_count": -(10**309)},
+        {"n": {"$in": [1, 2**1100]}},
+        {"$or": [{"arousal": {"$lte": 0.5}}, {"dominance": {"$lt": -(2**1024)}}]},
     ],
 )
-def test_an_integer_beyond_64_bits_is_refused_naming_the_field(
+def test_an_integer_beyond_a_floats_range_is_refused_naming_the_field(
     kind: str, where: dict[str, Any], tmp_path: Path
 ) -> None:
     engine = EmotionalMemory(_store(kind, tmp_path, "e"), HashingEmbedder(dim=16))
     engine.encode("hello there", metadata={"n": 1})
     field = next(iter(where)) if "$or" not in where else "dominance"
-    with pytest.raises(ValueError, match=f"'{field}'.*64-bit"):
+    with pytest.raises(ValueError, match=f"'{field}'.*range of a float"):
         parse_where(where)
     for call in (lambda: engine.retrieve("hello", 3, where=where),
                  lambda: engine.list_all(where=where)):
-        with pytest.raises(ValueError, match=f"'{field}'.*64-bit"):
+        with pytest.raises(ValueError, match=f"'{field}'.*range of a float"):
             call()
     assert len(engine) == 1 and engine.list_all()[0].tag.retrieval_count == 0
-    # the edges of the range are accepted and compare exactly
-    assert len(engine.list_all(where={"n": {"$lt": 2**63 - 1}})) == 1
-    assert len(engine.list_all(where={"valence": {"$gt": -(2**63)}})) == 1
+    # integers a float holds are accepted and compare exactly
+    big = int(sys.float_info.max)
+    assert len(engine.list_all(where={"n": {"$lt": big}})) == 1
+    assert len(engine.list_all(where={"valence": {"$gt": -big}})) == 1
+    assert len(engine.list_all(where={"retrieval_count": {"$lt": 2**70}})) == 1
     engine.close()
