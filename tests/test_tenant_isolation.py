@@ -114,3 +114,45 @@ def test_an_integer_beyond_a_floats_range_is_refused_naming_the_field(
     assert len(engine.list_all(where={"valence": {"$gt": -big}})) == 1
     assert len(engine.list_all(where={"retrieval_count": {"$lt": 2**70}})) == 1
     engine.close()
+
+
+def test_every_top_k_is_served_by_a_few_programs_with_the_exact_seeds() -> None:
+    import numpy as np
+
+    from emotional_memory.decay import DecayConfig
+    from emotional_memory.kernel.params import pack_params
+    from emotional_memory.kernel.plan import retrieval_plan_packed, top_k_bucket
+    from emotional_memory.retrieval import RetrievalConfig, scoring_params
+
+    rng = np.random.default_rng(7)
+    n, d = 64, 8
+    embedding = rng.normal(size=(n, d))
+    features = rng.uniform(0, 1, size=(n, 13))
+    valid = np.arange(n) < 50  # padding rows at the end
+    targets = rng.integers(-1, n, size=(n, 3)).astype(np.int32)
+    strengths = rng.uniform(0, 1, size=(n, 3))
+    params = pack_params(scoring_params(RetrievalConfig(), DecayConfig()))
+    query = rng.normal(size=d)
+    state = rng.uniform(0, 1, size=9)
+    for k in (1, 2, 5, 7, 8, 9, 23, 49, 50, 64):
+        exact = retrieval_plan_packed(params, query, state, embedding, features, valid,
+                                      targets, strengths, top_k=k, hops=2, spread=True)
+        bucketed = retrieval_plan_packed(params, query, state, embedding, features, valid,
+                                         targets, strengths, top_k=top_k_bucket(k), hops=2,
+                                         spread=True, seed_count=np.int32(k))
+        assert top_k_bucket(k) >= k
+        np.testing.assert_array_equal(np.asarray(exact[0]), np.asarray(bucketed[0]))
+        np.testing.assert_array_equal(np.asarray(exact[1]), np.asarray(bucketed[1]))
+
+
+def test_a_new_top_k_compiles_no_new_program_once_its_bucket_is_warm() -> None:
+    from emotional_memory.kernel.plan import retrieval_plan_packed
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
+    engine.encode_batch([f"note {i} about rain and the harbour" for i in range(300)])
+    before = retrieval_plan_packed._cache_size()
+    sizes = [len(engine.retrieve("rain harbour", k)) for k in range(1, 41)]
+    grown = retrieval_plan_packed._cache_size() - before
+    assert sizes == list(range(1, 41))
+    assert grown <= 8, f"{grown} programs compiled for 40 values of top_k"
+    engine.close()
