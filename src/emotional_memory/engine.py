@@ -20,7 +20,6 @@ the configuration is in ``config``, the lock decorators in ``locks``.
 from __future__ import annotations
 
 import copy
-import threading
 from datetime import datetime
 
 # The engine's parts, by concern. The names below that engine.py does not use itself
@@ -39,6 +38,7 @@ from emotional_memory._engine.ranking import (  # noqa: F401
     _Ranking,
 )
 from emotional_memory._engine.records import RecordsMixin
+from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import utc_now
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
@@ -89,7 +89,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     f"{name} must provide {', '.join(methods)}; got {type(obj).__name__} "
                     f"without {', '.join(missing)}"
                 )
-        self._op_lock = threading.RLock()
+        self._scope_locks = ScopeLocks()
         self.store = store
         self.embedder = embedder
         self.appraisal_engine = appraisal_engine
