@@ -79,16 +79,53 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve without keys, every request as the root (loopback only)")
     serve.add_argument("--max-body-bytes", type=int, default=None,
                        help="largest request body (default 32 MiB)")
+    serve.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
+                       help="a Host value REST and MCP answer (host, host:port or host:*; "
+                       "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* without keys, "
+                       "any host with keys")
+    _limit_flags(serve)
 
     mcp = sub.add_parser("mcp", help="serve MCP over stdio (for desktop agents)")
     common(mcp)
     mcp.add_argument("--scope", action="append", default=[], metavar="PART",
                      help="scope path part; repeat to nest (default: the root)")
+    _limit_flags(mcp)
     return parser
 
 
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``--max-...`` flag per :class:`~emotional_memory.server.limits.Limits` field."""
+    from dataclasses import fields
+
+    from emotional_memory.server.limits import LIMIT_FLAGS, Limits
+
+    defaults = Limits()
+    for f in fields(Limits):
+        parser.add_argument(f"--{LIMIT_FLAGS[f.name]}", dest=f.name, type=int, default=None,
+                            metavar="N",
+                            help=f"default {getattr(defaults, f.name)} (see README: Limits)")
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    """The :class:`~emotional_memory.server.limits.Limits` the flags give."""
+    from dataclasses import fields
+
+    from emotional_memory.server.limits import LIMIT_FLAGS, Limits
+
+    given = {f.name: getattr(args, f.name) for f in fields(Limits)
+             if getattr(args, f.name, None) is not None}
+    for name, value in given.items():
+        if value < 1:
+            raise UsageError(f"--{LIMIT_FLAGS[name]} must be >= 1, got {value}")
+    return Limits(**given)
+
+
 def build_service(
-    store_url: str, embedder: str, config_path: str | None, state_url: str | None = None
+    store_url: str,
+    embedder: str,
+    config_path: str | None,
+    state_url: str | None = None,
+    limits: Any = None,
 ) -> Any:
     """The :class:`~emotional_memory.server.service.MemoryService` a command line names.
 
@@ -97,6 +134,8 @@ def build_service(
         embedder: ``"hashing"`` or ``"minilm"``.
         config_path: an ``EmotionalMemoryConfig`` JSON file, or None for the defaults.
         state_url: the ``--state`` URL, or None for the store's default.
+        limits: the service's :class:`~emotional_memory.server.limits.Limits`
+            (None: the defaults).
 
     Returns:
         The service (its engine labels every memory with its Plutchik emotion, so
@@ -153,7 +192,7 @@ def build_service(
     except BaseException:
         opened.close()
         raise
-    return MemoryService(engine)
+    return MemoryService(engine, limits=limits)
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -181,14 +220,21 @@ def _serve(args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, build_app
+    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, TrustedHosts, build_app
     from emotional_memory.server.stores import redact_url
 
-    service = build_service(args.store, args.embedder, args.config, args.state)
     limit = args.max_body_bytes if args.max_body_bytes is not None else DEFAULT_MAX_BODY_BYTES
     if limit < 1:
         raise UsageError(f"--max-body-bytes must be >= 1, got {limit}")
-    app = build_app(service, keys, host=args.host, max_body_bytes=limit)
+    limits = _limits(args)
+    if args.allowed_host is not None:
+        try:
+            TrustedHosts(args.allowed_host)
+        except ValueError as exc:
+            raise UsageError(f"--allowed-host: {exc}") from None
+    service = build_service(args.store, args.embedder, args.config, args.state, limits)
+    app = build_app(service, keys, host=args.host, max_body_bytes=limit,
+                    allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
         f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
@@ -210,7 +256,7 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    service = build_service(args.store, args.embedder, args.config, args.state)
+    service = build_service(args.store, args.embedder, args.config, args.state, _limits(args))
 
     async def run() -> None:
         try:

@@ -20,7 +20,6 @@ from pydantic import BaseModel, Field
 
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.schemas import (
-    MAX_TOP_K,
     MemoryOut,
     ResultOut,
     StateOut,
@@ -166,7 +165,8 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         top_k: Annotated[
-            int, Field(description="How many memories at most.", ge=1, le=MAX_TOP_K)
+            int, Field(description="How many memories at most (the service's max_top_k "
+                       "bounds it).", ge=1)
         ] = 5,
         where: Annotated[
             dict[str, Any] | None,
@@ -207,7 +207,7 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
     )
     async def mood(ctx: Context) -> Annotated[CallToolResult, StateOut]:
         principal = principal_of(ctx)
-        out = state_out(service.state(principal.scope))
+        out = state_out(await service.state(principal.scope))
         m = out.mood
         return _text(
             f"Mood: valence {m.valence:+.2f}, arousal {m.arousal:.2f}, dominance "
