@@ -41,8 +41,8 @@ from service_process import start
 ROOT = "fair-root-key-0123456789ab"
 ATTACKER = "fair-attacker-key-0123456789"
 VICTIM = "fair-victim-key-0123456789ab"
-WORDS = ("rain bridge coffee storm harbour exam garden train dog music river lamp "
-         "window letter market winter").split()
+WORDS = ["rain", "bridge", "coffee", "storm", "harbour", "exam", "garden", "train", "dog",
+         "music", "river", "lamp", "window", "letter", "market", "winter"]
 
 
 def _text(rng: random.Random, words: int) -> str:

@@ -8,6 +8,7 @@ import json
 import sys
 import types
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
