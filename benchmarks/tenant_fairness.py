@@ -109,7 +109,7 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
     else:
         import pg_server
 
-        pg = pg_server.start(work / "pg")
+        pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-fair-pg-")))
         url = pg.create_database("fair")
     srv = start(["--keys", str(keys), "--store", url], work / "server.log")
     body_limit = 32 * 1024 * 1024

@@ -117,7 +117,7 @@ from emotional_memory.stores._linking import (
 )
 from emotional_memory.stores._precision import _F32_NORM_MAX, _F32_NORM_MIN, _norm, _row_norm
 from emotional_memory.stores._vector_db import dump_memory, load_memory
-from emotional_memory.stores._where_sql import where_sql
+from emotional_memory.stores._where_sql import positional, where_sql
 from emotional_memory.stores.selection import Selection
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
@@ -459,6 +459,7 @@ class PostgresStore:
         self._local = threading.local()
         self._selection: Selection | None = None  # a view's (see selected)
         self._f = ""  # a view's row predicate, appended to every WHERE clause
+        self._fv: dict[str, Any] = {}  # the values of its named placeholders
         self._expiry_us: int | None = None  # an expiry-only view's time (see selected)
         self._last_use: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         # each pooled connection's session value of hnsw.ef_search (_search_settings)
@@ -771,52 +772,69 @@ class PostgresStore:
         from emotional_memory.stores.selection import SelectedStore
 
         parts: list[str] = []
+        values: dict[str, Any] = {}
         expiry_only = False
         if selection.where is not None:
-            condition = where_sql(selection.where.clause)
-            if condition is None:
+            rendered = where_sql(selection.where.clause, prefix="vfw")
+            if rendered is None:
                 return SelectedStore(self, self, selection)
-            parts.append(f" AND {condition}")
-        if selection.scope:
-            from psycopg import sql
-
-            path = ", ".join(sql.Literal(p).as_string(None) for p in selection.scope)
+            parts.append(f" AND {rendered[0]}")
+            values.update(rendered[1])
+        if selection.scope:  # bound as one text[]: no character of a part is special
+            values["vfs"] = list(selection.scope)
+            values["vfn"] = len(selection.scope)
             parts.append(
-                f" AND scope @> ARRAY[{path}]::text[]"
-                f" AND scope[1:{len(selection.scope)}] = ARRAY[{path}]::text[]"
+                " AND scope @> %(vfs)s::text[] AND scope[1:%(vfn)s] = %(vfs)s::text[]"
             )
         if selection.expired:
-            now = _records.to_microseconds(selection.now())
-            parts.append(f" AND expires_us IS NOT NULL AND expires_us <= {now}")
+            values["vft"] = _records.to_microseconds(selection.now())
+            parts.append(" AND expires_us IS NOT NULL AND expires_us <= %(vft)s")
         elif selection.now.known:
             # The operation's time is at hand (a retrieve's): the expiry goes into the
             # SQL as it is, with no round trip asking whether any memory expires (the
             # counts then subtract the expired rows, found through their index).
             now = _records.to_microseconds(selection.now())
             expiry_only = not parts
-            parts.append(f" AND (expires_us IS NULL OR expires_us > {now})")
+            values["vft"] = now
+            parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")
         else:
             with self._read(single=True) as cur:
                 expiring = cur.execute(  # kept by every write, like the counts
                     f"SELECT value::bigint > 0 FROM {self._meta} WHERE key = 'expiring'"
                 ).fetchone()[0]
             if expiring:  # the clock is read only when some memory can expire
-                now = _records.to_microseconds(selection.now())
-                parts.append(f" AND (expires_us IS NULL OR expires_us > {now})")
+                values["vft"] = _records.to_microseconds(selection.now())
+                parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")
         if not parts:
             return self
         view = copy.copy(self)  # shares the pool, the transactions, the label table
         view._selection = selection
         view._f = "".join(parts)
+        view._fv = values
         if expiry_only:
             view._expiry_us = now
         return view
+
+    def _filter_args(self, *own: Any) -> tuple[str, tuple[Any, ...]]:
+        """The view's row predicate for a statement with positional parameters.
+
+        Args:
+            *own: the statement's own parameters, all of them placed before the
+                predicate in its text.
+
+        Returns:
+            ``(predicate SQL with %s placeholders, own + the predicate's values)``.
+        """
+        if not self._f:
+            return "", own
+        sql, values = positional(self._f, self._fv)
+        return sql, (*own, *values)
 
     def _view_filter(self) -> tuple[str, dict[str, Any], bool]:
         """The view's row predicate for a statement with named parameters: ``(SQL,
         parameters, whether the statement text is the same every time)`` (an
         expiry-only view's time goes in as a parameter, so its statements can be
-        prepared once; other views' filters are literals)."""
+        prepared once; other views' filters are bound too, their text varying)."""
         if self._expiry_us is not None:
             return (
                 " AND (expires_us IS NULL OR expires_us > %(now)s)",
@@ -824,7 +842,7 @@ class PostgresStore:
             )
         if not self._f:
             return "", {}, True
-        return self._f.replace("%", "%%"), {}, False
+        return self._f, dict(self._fv), False
 
     def _count_exprs(self, bound: int, upto: int | None) -> tuple[str, str]:
         """SQL expressions (named parameters as :meth:`_view_filter`) for the number
@@ -842,7 +860,7 @@ class PostgresStore:
                 )
                 count += f" - (SELECT count(*) FROM {t} WHERE expires_us <= %(now)s)"
             return embedded, count if upto is not None else "NULL::bigint"
-        f = self._f.replace("%", "%%")
+        f = self._f  # its values: :meth:`_view_filter`'s parameters
         count = "NULL::bigint" if upto is None else (
             f"(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE true{f} "
             f"LIMIT {int(upto) + 1}) AS c)"
@@ -1191,10 +1209,11 @@ class PostgresStore:
             ):
                 pass  # an expiry-only view while no memory expires: it sees every row
             elif self._selection is not None:  # a view writes only what it sees
+                f, f_values = self._filter_args()  # the predicate's values come first
                 with self._write() as cur:
                     row = cur.execute(
-                        f"SELECT (true{self._f}) FROM {self._t} WHERE id = %s FOR UPDATE",
-                        (memory.id,),
+                        f"SELECT (true{f}) FROM {self._t} WHERE id = %s FOR UPDATE",
+                        (*f_values, memory.id),
                     ).fetchone()
                 if (row is None and must_exist) or (row is not None and not row[0]):
                     if must_exist:
@@ -1304,9 +1323,10 @@ class PostgresStore:
         Returns:
             True when it existed.
         """
+        f, args = self._filter_args(memory_id)
         with self._write() as cur:
             row = cur.execute(
-                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{self._f} "
+                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{f} "
                 "RETURNING embedded, expires_us) "
                 f"UPDATE {self._meta} SET value = (value::bigint - CASE key "
                 "WHEN 'count' THEN (SELECT count(*) FROM d) "
@@ -1314,7 +1334,7 @@ class PostgresStore:
                 "ELSE (SELECT count(*) FROM d WHERE expires_us IS NOT NULL) END)::text "
                 "WHERE key IN ('count', 'embedded', 'expiring') "
                 "RETURNING (SELECT count(*) FROM d)",
-                (memory_id,),
+                args,
             ).fetchone()
         tx = self._current()
         if tx is not None:
@@ -1478,10 +1498,11 @@ class PostgresStore:
         missing = [mid for mid in dict.fromkeys(ids) if mid not in by_id]
         if missing:
             with self._read(single=True) as cur:
+                f, args = self._filter_args(missing)
                 rows = cur.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){f} "
                     f"ORDER BY seq{lock}",
-                    (missing,),
+                    args,
                 ).fetchall()
             self._locked_rows(rows, lock)
             by_id.update((r[1], r) for r in rows)
@@ -1504,9 +1525,11 @@ class PostgresStore:
         """
         lock = self._lock_rows()
         with self._read(single=True) as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{self._f} "
-                f"ORDER BY seq{lock}"
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{f} "
+                f"ORDER BY seq{lock}",
+                args,
             ).fetchall()
         self._locked_rows(rows, lock)
         return [self._memory(r) for r in rows]
@@ -1518,7 +1541,8 @@ class PostgresStore:
                 _, count = self._count_exprs(0, 0)
                 row = cur.execute(f"SELECT {count}", self._view_filter()[1]).fetchone()
             elif self._f:
-                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{self._f}").fetchone()
+                f, args = self._filter_args()
+                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{f}", args).fetchone()
             else:
                 row = cur.execute(
                     f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"
@@ -1534,9 +1558,8 @@ class PostgresStore:
         if not isinstance(memory_id, str):
             return False
         with self._read(single=True) as cur:
-            row = cur.execute(
-                f"SELECT 1 FROM {self._t} WHERE id = %s{self._f}", (memory_id,)
-            ).fetchone()
+            f, args = self._filter_args(memory_id)
+            row = cur.execute(f"SELECT 1 FROM {self._t} WHERE id = %s{f}", args).fetchone()
         return row is not None
 
     # ------------------------------------------------------------------ search
@@ -1913,16 +1936,17 @@ class PostgresStore:
         total: int | None = None
         with self._read(single=plain) as cur:
             t = self._t
-            everything = f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE true{self._f} ORDER BY seq"
+            f, f_args = self._filter_args()
+            everything = f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE true{f} ORDER BY seq"
             if limit is None:
-                ordered: list[Any] = list(cur.execute(everything).fetchall())
+                ordered: list[Any] = list(cur.execute(everything, f_args).fetchall())
                 if everything_upto is not None:
                     total = len(ordered)
             else:
                 query = self._check_query(cur, embedding)
                 ordered, total = self._search_rows(cur, query, int(limit), everything_upto)
                 if total is not None and total <= int(everything_upto or 0):
-                    ordered = list(cur.execute(everything).fetchall())
+                    ordered = list(cur.execute(everything, f_args).fetchall())
                     total = len(ordered)
             extra = list(also)
             if lexical is not None and lexical.shortlist and lexical.terms:
@@ -1933,7 +1957,7 @@ class PostgresStore:
             wanted = [mid for mid in dict.fromkeys(extra) if mid not in have]
             if wanted:
                 found = {r[1]: r for r in cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s){self._f}", (wanted,)
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s){f}", (wanted, *f_args)
                 ).fetchall()}
                 ordered += [found[mid] for mid in wanted if mid in found]
             bank = self._bank(ordered, embedding, now, self._stored_dim(cur))
@@ -2006,8 +2030,9 @@ class PostgresStore:
             ``(ids, columns)``.
         """
         with self._read() as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT {_BANK_COLUMNS} FROM {self._t} WHERE true{self._f} ORDER BY seq"
+                f"SELECT {_BANK_COLUMNS} FROM {self._t} WHERE true{f} ORDER BY seq", args
             ).fetchall()
             dim = self._stored_dim(cur)
         bank = self._bank(rows, None, now, dim)
@@ -2034,8 +2059,9 @@ class PostgresStore:
         padded = pad_columns(cols, size)
         row_ids: list[str | None] = [*ids, *([None] * (size - len(ids)))]
         with self._read() as cur:
+            f, args = self._filter_args()
             any_embedded = cur.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded{self._f})"
+                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded{f})", args
             ).fetchone()[0]
         dim = padded.embedding.shape[1]
         return row_ids, _device_columns(padded, dtype), dim if any_embedded else None
@@ -2048,12 +2074,13 @@ class PostgresStore:
         if k <= 0 or not terms:
             return []
         terms = list(terms)
+        f, f_args = self._filter_args()
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
         ).fetchone()
         rows = cur.execute(
-            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s{self._f}",
-            (terms,),
+            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s{f}",
+            (terms, *f_args),
         ).fetchall()
         if not rows:
             return []
@@ -2092,14 +2119,15 @@ class PostgresStore:
         tf = np.zeros((n, width), dtype=np.float64)
         df = np.zeros((width,), dtype=np.float64)
         length = np.zeros((n,), dtype=np.float64)
+        f, f_args = self._filter_args()
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
         ).fetchone()
         if terms:
             counts = dict(cur.execute(
                 f"SELECT term, count(*) FROM {self._t}, unnest(terms) AS term "
-                f"WHERE terms && %s AND term = ANY(%s){self._f} GROUP BY term",
-                (terms, terms),
+                f"WHERE terms && %s AND term = ANY(%s){f} GROUP BY term",
+                (terms, terms, *f_args),
             ).fetchall())
             for j, term in enumerate(terms):
                 df[j] = counts.get(term, 0)
@@ -2107,8 +2135,8 @@ class PostgresStore:
         if memory_ids:
             column = {term: j for j, term in enumerate(terms)}
             for mid, doc_len, row_terms, tfs in cur.execute(
-                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){self._f}",
-                (list(memory_ids),),
+                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){f}",
+                (list(memory_ids), *f_args),
             ).fetchall():
                 i = row_of[mid]
                 length[i] = doc_len
@@ -2182,8 +2210,9 @@ class PostgresStore:
             The ids.
         """
         with self._read(single=True) as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT id FROM {self._t} WHERE pending{self._f} ORDER BY seq"
+                f"SELECT id FROM {self._t} WHERE pending{f} ORDER BY seq", args
             ).fetchall()
         return [r[0] for r in rows]
 

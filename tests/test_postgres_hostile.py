@@ -1,0 +1,107 @@
+"""PostgresStore against a hostile tenant, on a real PostgreSQL + pgvector.
+
+The database runs with ``standard_conforming_strings = off`` (backslashes escape in
+ordinary string literals), where hand-quoted SQL strings can be broken out of: a
+filter value built to close the quote must find nothing, and every scope path made
+of SQL's special characters (``%``, ``_``, ``\\``, ``'``) must answer exactly as the
+in-memory store (the oracle) answers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
+
+_tables = iter(range(10**9))
+
+
+@pytest.fixture(scope="module")
+def old_strings_dsn(pg_dsn: str) -> str:
+    """The module's database with ``standard_conforming_strings = off`` for every
+    new connection (the store's pool opens its connections after this)."""
+    dbname = pg_dsn.rsplit("/", 1)[1]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f'ALTER DATABASE "{dbname}" SET standard_conforming_strings = off')
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute("SHOW standard_conforming_strings").fetchone()[0] == "off"
+    return pg_dsn
+
+
+@pytest.fixture
+def engines(old_strings_dsn: str) -> Iterator[tuple[EmotionalMemory, EmotionalMemory]]:
+    store = PostgresStore(old_strings_dsn, table=f"h{next(_tables)}")
+    pg = EmotionalMemory(store, HashingEmbedder(dim=16))
+    oracle = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
+    yield pg, oracle
+    pg.close()
+
+
+INJECTIONS = [
+    "\\'::text), false)) OR true --",
+    "\\') OR true --",
+    "x\\'; DROP TABLE pg_class; --",
+    "'' OR ''1''=''1",
+    "\\",
+    "%",
+    "_",
+]
+
+
+def _contents(memories: list[Any]) -> list[str]:
+    return sorted(m.content for m in memories)
+
+
+@pytest.mark.parametrize("value", INJECTIONS)
+def test_a_filter_value_never_escapes_its_quotes(
+    engines: tuple[EmotionalMemory, EmotionalMemory], value: str
+) -> None:
+    for engine in engines:
+        engine.scoped("alice").encode("alice's note", metadata={"topic": "work"})
+        engine.scoped("alice").encode("alice's odd note", metadata={"topic": value})
+        engine.scoped("bob").encode("bob's secret", metadata={"topic": "private"})
+        engine.encode("the root's secret", metadata={"topic": "root"})
+    for where in ({"topic": value}, {"topic": {"$in": ["nothing", value]}},
+                  {"topic": {"$ne": value}}, {"emotion": value},
+                  {f"a{value}.b": {"$exists": False}}):
+        answers = [_contents(e.scoped("alice").list_all(where=where)) for e in engines]
+        assert answers[0] == answers[1], where
+        assert all("secret" not in c for c in answers[0])
+        found = [_contents(e.scoped("alice").retrieve("note secret", 10, where=where))
+                 for e in engines]
+        assert found[0] == found[1], where
+
+
+@pytest.mark.parametrize("part", ["50%", "5_", "a\\b", "it's", "%", "_", "\\", "a'\\'b"])
+def test_scope_parts_of_sql_special_characters_answer_as_in_memory(
+    engines: tuple[EmotionalMemory, EmotionalMemory], part: str
+) -> None:
+    # siblings a pattern match would confuse with the part: "50x" for "50%", "5a"
+    # for "5_", a prefix of the part
+    siblings = [part, part.replace("%", "x").replace("_", "a") + "z", part[:-1] or "q",
+                part + "tail"]
+    for engine in engines:
+        for s in siblings:
+            engine.scoped(s).encode(f"note in {s!r}", metadata={"scope": s})
+            engine.scoped(s, "inner").encode(f"inner note in {s!r}")
+    for engine_pair in [engines]:
+        pg, oracle = engine_pair
+        for s in siblings:
+            for path in ((s,), (s, "inner")):
+                assert _contents(pg.scoped(*path).list_all()) == \
+                    _contents(oracle.scoped(*path).list_all()), path
+                assert _contents(pg.scoped(*path).retrieve("note", 10)) == \
+                    _contents(oracle.scoped(*path).retrieve("note", 10)), path
+                assert len(pg.scoped(*path)) == len(oracle.scoped(*path))
+        view = pg.scoped(part)
+        [mine] = [m for m in view.list_all() if m.scope == (part,)]
+        assert view.get(mine.id) is not None
+        assert pg.scoped(siblings[1]).get(mine.id) is None
+        assert view.delete(mine.id) and view.get(mine.id) is None
