@@ -10,14 +10,16 @@ in-memory store (the oracle) answers.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.retrieval import RetrievalConfig  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
 
 _tables = iter(range(10**9))
@@ -105,3 +107,35 @@ def test_scope_parts_of_sql_special_characters_answer_as_in_memory(
         assert view.get(mine.id) is not None
         assert pg.scoped(siblings[1]).get(mine.id) is None
         assert view.delete(mine.id) and view.get(mine.id) is None
+
+
+def test_a_top_k_past_pgvectors_ef_search_maximum_is_served_exactly(
+    old_strings_dsn: str,
+) -> None:
+    """``hnsw.ef_search`` tops out at 1000 in pgvector: a search wanting more
+    candidates (top_k 500 or 1000 with the engine's multiplier) keeps it there and
+    lets the iterative scan bring the rest; the engine answers as over a store that
+    ranks every row exactly (the same table kind, so the same float32 vectors)."""
+    texts = [f"note {i} about {'rain' if i % 3 else 'the harbour'} and {i % 7}"
+             for i in range(1200)]
+    stores = [PostgresStore(old_strings_dsn, table=f"h{next(_tables)}", exact_rows=rows)
+              for rows in (100, 100_000)]  # the index path, the exact path
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    # one candidate per result: top_k 1000 asks the index for 1000 + margin rows of
+    # the 1200, past the cap, rather than for every row (the exact path)
+    config = EmotionalMemoryConfig(retrieval=RetrievalConfig(candidate_multiplier=1))
+    engines = [EmotionalMemory(store, HashingEmbedder(dim=16), config=config, clock=lambda: at)
+               for store in stores]
+    try:
+        for engine in engines:
+            engine.encode_batch(texts)
+        for k in (300, 1000):
+            indexed, exact = (e.retrieve_with_explanations("rain harbour", k) for e in engines)
+            assert len(indexed) == len(exact) == k
+            assert [(r.memory.content, r.score) for r in indexed] == \
+                [(r.memory.content, r.score) for r in exact]
+        with pytest.raises(ValueError, match="ef_search"):
+            PostgresStore(old_strings_dsn, table=f"h{next(_tables)}", ef_search=1001)
+    finally:
+        for engine in engines:
+            engine.close()

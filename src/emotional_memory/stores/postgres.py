@@ -122,6 +122,10 @@ from emotional_memory.stores.selection import Selection
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
 
+MAX_EF_SEARCH = 1000
+"""pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
+from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
+
 SCHEMA_VERSION = 2
 """The version of the table layout this package writes (``{table}_meta``)."""
 
@@ -428,6 +432,10 @@ class PostgresStore:
         ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+        if ef_search > MAX_EF_SEARCH:
+            raise ValueError(
+                f"ef_search must be at most {MAX_EF_SEARCH} (pgvector's maximum), got {ef_search}"
+            )
         if fillfactor > 100:
             raise ValueError(f"fillfactor must be an int in 10..100, got {fillfactor!r}")
         if max_connections < min_connections:
@@ -876,7 +884,10 @@ class PostgresStore:
         scan on past rows a filter drops (``hnsw.iterative_scan``) for the next
         search on ``cur``: for the transaction inside one (sent with the next
         statement), else for the connection's session when it differs (the common
-        case costs nothing)."""
+        case costs nothing). pgvector caps ``ef_search`` at :data:`MAX_EF_SEARCH`:
+        a search wanting more candidates keeps the cap and the iterative scan goes on
+        past it until the ``LIMIT`` is met (strict order: still nearest first)."""
+        ef = min(ef, MAX_EF_SEARCH)
         conn = cur.connection
         if self._current() is not None:
             cur.execute(
