@@ -139,3 +139,59 @@ def test_a_top_k_past_pgvectors_ef_search_maximum_is_served_exactly(
     finally:
         for engine in engines:
             engine.close()
+
+
+def test_long_words_are_indexed_and_answer_as_in_memory(old_strings_dsn: str) -> None:
+    """A term is a key of the GIN index on ``terms``, whose entries hold at most 2712
+    bytes: one long word (a base64 blob, a URL; random hex does not compress) used to
+    fail the insert. Long terms are indexed by a digest, on writes and queries alike,
+    so the lexical signal answers exactly as over the in-memory store."""
+    import random
+
+    rng = random.Random(4)
+    blob = "".join(rng.choice("0123456789abcdef") for _ in range(8000))
+    other = "".join(rng.choice("0123456789abcdef") for _ in range(3000))
+    texts = [blob, f"the payload was {blob} again", "a" * 9000, f"short note {other}",
+             "rain on the harbour", f"{blob} {blob} rain"]
+    config = EmotionalMemoryConfig(
+        retrieval=RetrievalConfig(lexical_weight=0.3, hybrid_candidates=True)
+    )
+    at = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+    engines = [
+        EmotionalMemory(store, HashingEmbedder(dim=16), config=config, clock=lambda: at)
+        for store in (PostgresStore(old_strings_dsn, table=f"h{next(_tables)}", exact_rows=2),
+                      InMemoryStore())
+    ]
+    try:
+        for engine in engines:
+            for text in texts:
+                engine.encode(text)
+        for query in (blob, f"where is {blob}", other, "a" * 9000, "rain " + other):
+            pg, oracle = (e.retrieve_with_explanations(query, 3) for e in engines)
+            assert [(r.memory.content, r.score, tuple(r.breakdown.raw_signals)) for r in pg] \
+                == [(r.memory.content, r.score, tuple(r.breakdown.raw_signals))
+                    for r in oracle]
+    finally:
+        for engine in engines:
+            engine.close()
+
+
+def test_scope_parts_up_to_the_limit_are_indexed_and_longer_ones_refused(
+    engines: tuple[EmotionalMemory, EmotionalMemory],
+) -> None:
+    import random
+
+    from emotional_memory.models import MAX_SCOPE_PART_BYTES
+
+    rng = random.Random(9)
+    widest = "".join(rng.choice("0123456789abcdef") for _ in range(MAX_SCOPE_PART_BYTES))
+    wide_unicode = "é" * (MAX_SCOPE_PART_BYTES // 2)  # 2 bytes each: exactly the limit
+    for engine in engines:
+        for part in (widest, wide_unicode):
+            engine.scoped(part).encode(f"kept under a part of {len(part)} characters")
+            assert len(engine.scoped(part)) == 1
+            assert engine.scoped(part).retrieve("kept", 3)[0].scope == (part,)
+        for too_long in (widest + "0", wide_unicode + "e"):
+            with pytest.raises(ValueError, match="scope part may hold"):
+                engine.scoped(too_long)
+        assert len(engine) == 2

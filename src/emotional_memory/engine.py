@@ -41,6 +41,7 @@ from emotional_memory._engine.records import RecordsMixin
 from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import utc_now
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
+from emotional_memory.models import check_scope_part
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores._scoped import scoped_state_store
@@ -125,7 +126,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             The view (an :class:`EmotionalMemory`).
 
         Raises:
-            ValueError: no part, or a part that is not a non-empty string (named).
+            ValueError: no part, or a part that is not a non-empty string or is longer
+                than ``MAX_SCOPE_PART_BYTES`` (1024 UTF-8 bytes), named.
             TypeError: a state store that cannot keep one state per scope.
         """
         if not path:
@@ -137,6 +139,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 )
             if "\x00" in part:
                 raise ValueError(f"scope path part {i} must not contain NUL characters")
+            check_scope_part(f"scope path part {i}", part)
         full = (*self._scope, *path)
         root_states = self.__dict__.get("_root_state_store", self.state_store)
         view = copy.copy(self)

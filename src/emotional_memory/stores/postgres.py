@@ -122,6 +122,30 @@ from emotional_memory.stores.selection import Selection
 
 __all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
 
+MAX_TERM_BYTES = 1024
+"""The longest term (UTF-8 bytes) kept as it is in the ``terms`` column. A GIN index
+entry holds at most 2712 bytes (of an 8 kB page), compressed only when that pays
+off (random text does not): a longer term, one long word, is stored and queried as
+its digest (:func:`indexed_term`), the same on writes and reads, so the lexical
+statistics are unchanged."""
+
+
+def indexed_term(term: str) -> str:
+    """The form of a lexical term in the ``terms`` column and its GIN index.
+
+    Args:
+        term: a token (letters and digits).
+
+    Returns:
+        ``term`` itself, or ``"#"`` + its SHA-256 (hex) when it is longer than
+        :data:`MAX_TERM_BYTES` (``#`` never occurs in a token).
+    """
+    if len(term) * 4 <= MAX_TERM_BYTES:
+        return term
+    data = term.encode("utf-8")
+    return term if len(data) <= MAX_TERM_BYTES else "#" + hashlib.sha256(data).hexdigest()
+
+
 MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
 from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
@@ -1113,7 +1137,8 @@ class PostgresStore:
         counts: dict[str, int] = {}
         tokens = tokenize(memory.content)
         for token in tokens:
-            counts[token] = counts.get(token, 0) + 1
+            key = indexed_term(token)
+            counts[key] = counts.get(key, 0) + 1
         scope = memory.scope
         return {
             "id": memory.id,
@@ -2084,7 +2109,7 @@ class PostgresStore:
     ) -> list[str]:
         if k <= 0 or not terms:
             return []
-        terms = list(terms)
+        terms = [indexed_term(term) for term in terms]
         f, f_args = self._filter_args()
         n_docs, total = cur.execute(
             f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
@@ -2124,7 +2149,7 @@ class PostgresStore:
     def _lexical_inputs(
         self, cur: Any, terms: Sequence[str], memory_ids: Sequence[str]
     ) -> LexicalInputs:
-        terms = list(terms)
+        terms = [indexed_term(term) for term in terms]  # as the rows hold them
         n = len(memory_ids)
         width = max(len(terms), 1)
         tf = np.zeros((n, width), dtype=np.float64)
