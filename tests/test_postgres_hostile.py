@@ -195,3 +195,61 @@ def test_scope_parts_up_to_the_limit_are_indexed_and_longer_ones_refused(
             with pytest.raises(ValueError, match="scope part may hold"):
                 engine.scoped(too_long)
         assert len(engine) == 2
+
+
+def test_a_statement_past_the_timeout_is_cancelled_and_the_store_goes_on(
+    old_strings_dsn: str,
+) -> None:
+    from emotional_memory.stores.postgres import StatementTimeout
+
+    with pytest.raises(ValueError, match="statement_timeout"):
+        PostgresStore(old_strings_dsn, table=f"h{next(_tables)}", statement_timeout=0)
+    store = PostgresStore(old_strings_dsn, table=f"h{next(_tables)}", statement_timeout=0.2,
+                          max_connections=2)
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16))
+    try:
+        engine.encode("still here")
+        for _ in range(3):  # every pooled connection carries the timeout
+            with pytest.raises(StatementTimeout, match="statement timeout"), \
+                    store._read() as cur:
+                cur.execute("SELECT pg_sleep(5)")
+            with pytest.raises(StatementTimeout), store.transaction():
+                engine.encode("rolled back")
+                with store._write() as cur:
+                    cur.execute("SELECT pg_sleep(5)")
+        assert [m.content for m in engine.list_all()] == ["still here"]
+        with store._read() as cur:
+            assert cur.execute("SHOW statement_timeout").fetchone()[0] == "200ms"
+    finally:
+        engine.close()
+
+
+def test_the_service_answers_503_when_a_statement_times_out(old_strings_dsn: str) -> None:
+    import asyncio
+
+    import httpx
+
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+
+    table = f"h{next(_tables)}"
+    with PostgresStore(old_strings_dsn, table=table) as seeding:
+        EmotionalMemory(seeding, HashingEmbedder(dim=16)).scoped("t").encode_batch(
+            [f"note {i}" for i in range(2000)], [{"topic": f"t{i % 50}"} for i in range(2000)]
+        )
+    store = PostgresStore(old_strings_dsn, table=table, statement_timeout=0.001)
+    app = build_app(MemoryService(EmotionalMemory(store, HashingEmbedder(dim=16))), None)
+    heavy = {"query": "note", "scope": ["t"], "top_k": 50,
+             "where": {"$or": [{"topic": f"x{i}"} for i in range(60)]}}
+
+    async def run() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            return await c.post("/v1/search", json=heavy)
+
+    try:
+        r = asyncio.run(run())
+        assert r.status_code == 503, r.text
+        assert "statement timeout" in r.json()["detail"]
+    finally:
+        store.close()

@@ -8,8 +8,9 @@ middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
 key, 404, 413 for a body over the limit, 415 for a body that is not JSON, 422
-naming the invalid field, 500 with a generic message (the traceback goes to the
-server's log only). Keys never appear in responses or logs.
+naming the invalid field, 503 when a database statement ran past the statement
+timeout, 500 with a generic message (the traceback goes to the server's log
+only). Keys never appear in responses or logs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
@@ -260,6 +262,16 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
+    """A store's statement timeout: 503 (the operation rolled back)."""
+    logger.warning("statement timeout on %s %s", request.method, request.url.path)
+    return JSONResponse(
+        {"detail": "the request's database work ran past the statement timeout "
+         "(--statement-timeout); nothing was changed"},
+        status_code=503,
+    )
+
+
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
     logger.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
                  exc_info=exc)
@@ -337,6 +349,7 @@ def build_app(
     api.add_exception_handler(StarletteHTTPException, _on_http_error)
     api.add_exception_handler(ValueError, _on_library_error)
     api.add_exception_handler(TypeError, _on_library_error)
+    api.add_exception_handler(StoreTimeoutError, _on_timeout)
     api.add_exception_handler(Exception, _on_crash)
     return Gate(api, keys, max_body_bytes, hosts)
 

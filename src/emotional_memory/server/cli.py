@@ -23,6 +23,8 @@ from typing import Any
 __all__ = ["build_service", "is_loopback", "main"]
 
 EMBEDDERS = ("hashing", "minilm")
+DEFAULT_STATEMENT_TIMEOUT = 10.0
+"""Seconds any one PostgreSQL statement of the service may run (``--statement-timeout``)."""
 _SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
 
 
@@ -66,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="text embedder (minilm needs `make minilm`)")
         p.add_argument("--config", metavar="CONFIG.json",
                        help="an EmotionalMemoryConfig JSON (e.g. from `python -m training fit`)")
+        p.add_argument("--statement-timeout", type=float, default=DEFAULT_STATEMENT_TIMEOUT,
+                       metavar="SECONDS",
+                       help="longest any one database statement of a request may run "
+                       f"(PostgreSQL; default {DEFAULT_STATEMENT_TIMEOUT:g}; 0: no limit)")
         p.add_argument("--log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug"))
 
@@ -120,12 +126,21 @@ def _limits(args: argparse.Namespace) -> Any:
     return Limits(**given)
 
 
+def _statement_timeout(args: argparse.Namespace) -> float | None:
+    """``--statement-timeout`` checked (0: None, no limit)."""
+    value = args.statement_timeout
+    if not 0 <= value <= 86_400:
+        raise UsageError(f"--statement-timeout must be seconds in 0..86400, got {value}")
+    return value or None
+
+
 def build_service(
     store_url: str,
     embedder: str,
     config_path: str | None,
     state_url: str | None = None,
     limits: Any = None,
+    statement_timeout: float | None = None,
 ) -> Any:
     """The :class:`~emotional_memory.server.service.MemoryService` a command line names.
 
@@ -136,6 +151,8 @@ def build_service(
         state_url: the ``--state`` URL, or None for the store's default.
         limits: the service's :class:`~emotional_memory.server.limits.Limits`
             (None: the defaults).
+        statement_timeout: seconds any one database statement may run (None or 0:
+            no limit).
 
     Returns:
         The service (its engine labels every memory with its Plutchik emotion, so
@@ -173,7 +190,7 @@ def build_service(
     else:
         raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
     try:
-        opened = open_store(store_url, state_url)
+        opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
     if not callable(getattr(opened.state_store, "scoped", None)):
@@ -232,7 +249,8 @@ def _serve(args: argparse.Namespace) -> None:
             TrustedHosts(args.allowed_host)
         except ValueError as exc:
             raise UsageError(f"--allowed-host: {exc}") from None
-    service = build_service(args.store, args.embedder, args.config, args.state, limits)
+    service = build_service(args.store, args.embedder, args.config, args.state, limits,
+                            _statement_timeout(args))
     app = build_app(service, keys, host=args.host, max_body_bytes=limit,
                     allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
@@ -256,7 +274,8 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    service = build_service(args.store, args.embedder, args.config, args.state, _limits(args))
+    service = build_service(args.store, args.embedder, args.config, args.state, _limits(args),
+                            _statement_timeout(args))
 
     async def run() -> None:
         try:

@@ -155,7 +155,9 @@ def _scheme(url: object, schemes: tuple[str, ...], what: str) -> str:
     return scheme
 
 
-def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
+def open_store(
+    url: str = "memory://", state: str | None = None, statement_timeout: float | None = None
+) -> OpenedStore:
     """Open the memory store and state store a ``--store`` URL names.
 
     Args:
@@ -165,6 +167,8 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
         state: where the affective states live instead of the store's default
             (:func:`open_state_store`); None: beside the memories when the store can
             hold them, else in process memory.
+        statement_timeout: seconds any one database statement may run (the
+            PostgreSQL store's ``statement_timeout``); None: no limit.
 
     Returns:
         The opened stores.
@@ -179,7 +183,7 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
     description = redact_url(url)
     states = open_state_store(state) if state is not None else None
     try:
-        opened = _open(scheme, url, description)
+        opened = _open(scheme, url, description, statement_timeout)
     except BaseException:
         if states is not None:
             states.close()
@@ -233,7 +237,9 @@ def open_state_store(url: str) -> Any:
         ) from None
 
 
-def _open(scheme: str, url: str, description: str) -> OpenedStore:
+def _open(
+    scheme: str, url: str, description: str, statement_timeout: float | None = None
+) -> OpenedStore:
     """The store of ``url`` with its default state store."""
     if scheme == "memory":
         if url.lower() != "memory://":
@@ -256,7 +262,7 @@ def _open(scheme: str, url: str, description: str) -> OpenedStore:
         return OpenedStore(store, states, description, True, True)
     if scheme in ("qdrant", "qdrant+https", "chroma"):
         return _open_vector_db(scheme, url, description)
-    return _open_postgres(url, description)
+    return _open_postgres(url, description, statement_timeout)
 
 
 def _server_parts(url: str, default_port: int) -> tuple[str, int, str | None]:
@@ -313,11 +319,13 @@ def _open_vector_db(scheme: str, url: str, description: str) -> OpenedStore:
     return OpenedStore(store, _in_memory_state_type()(), description, True, False)
 
 
-def _open_postgres(url: str, description: str) -> OpenedStore:
+def _open_postgres(
+    url: str, description: str, statement_timeout: float | None = None
+) -> OpenedStore:
     """``PostgresStore(dsn)`` and its state store (errors never show the password)."""
     module = _import_extra("emotional_memory.stores.postgres", "postgres", "the PostgreSQL store")
     try:
-        store = module.PostgresStore(url)
+        store = module.PostgresStore(url, statement_timeout=statement_timeout)
     except Exception as exc:  # the driver's message may quote the DSN
         raise StoreURLError(
             f"could not open the PostgreSQL store at {description}: {type(exc).__name__}"

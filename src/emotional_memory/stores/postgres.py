@@ -102,6 +102,7 @@ from emotional_memory._bank import (
     LexicalQuery,
     padded_adjacency,
 )
+from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import tokenize
@@ -120,7 +121,13 @@ from emotional_memory.stores._vector_db import dump_memory, load_memory
 from emotional_memory.stores._where_sql import positional, where_sql
 from emotional_memory.stores.selection import Selection
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresStore",
+    "PostgresStoreError",
+    "StatementTimeout",
+    "redact_dsn",
+]
 
 MAX_TERM_BYTES = 1024
 """The longest term (UTF-8 bytes) kept as it is in the ``terms`` column. A GIN index
@@ -219,6 +226,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
+
+
+class StatementTimeout(PostgresStoreError, StoreTimeoutError):
+    """A statement ran past the store's ``statement_timeout`` and was cancelled (the
+    transaction rolled back)."""
 
 
 # psycopg's prepare_threshold inside _prepared: a statement is prepared automatically
@@ -379,6 +391,7 @@ class PostgresStore:
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 128,
         fillfactor: int = 70,
+        statement_timeout: float | None = None,
     ) -> None:
         """Connect, and create (or check) the schema.
 
@@ -390,6 +403,11 @@ class PostgresStore:
             max_connections: connections the pool opens at most (one per thread in
                 a transaction).
             connect_timeout: seconds to wait for the server.
+            statement_timeout: seconds any one statement of the store's may run
+                before the server cancels it (PostgreSQL's ``statement_timeout`` on
+                every pooled connection); the operation then fails with
+                :class:`StatementTimeout`, its transaction rolled back. None: no limit
+                (the server's own setting).
             exact_rows: up to this many embedded memories, search ranks every row
                 exactly; above it the HNSW index supplies the candidates.
             ef_search: pgvector's ``hnsw.ef_search`` for the store's searches
@@ -434,7 +452,7 @@ class PostgresStore:
         """
         try:
             import psycopg
-            from pgvector.psycopg import register_vector
+            from pgvector.psycopg import register_vector  # noqa: F401 (see _configure)
             from psycopg_pool import ConnectionPool
         except ImportError as exc:
             raise ImportError(
@@ -466,6 +484,15 @@ class PostgresStore:
             raise ValueError("max_connections must be >= min_connections")
         if not (isinstance(connect_timeout, int | float) and connect_timeout > 0):
             raise ValueError(f"connect_timeout must be > 0, got {connect_timeout!r}")
+        if statement_timeout is not None and not (
+            isinstance(statement_timeout, int | float) and not isinstance(statement_timeout, bool)
+            and 0.001 <= statement_timeout <= 86_400
+        ):
+            raise ValueError(
+                f"statement_timeout must be seconds in 0.001..86400 or None, got "
+                f"{statement_timeout!r}"
+            )
+        self._timeout_ms = 0 if statement_timeout is None else round(statement_timeout * 1000)
         self._psycopg = psycopg
         self._redacted = redact_dsn(dsn)
         self._password = self._find_password(dsn)
@@ -530,7 +557,7 @@ class PostgresStore:
                 "connect_timeout": max(1, math.ceil(connect_timeout)),
                 "prepare_threshold": None,
             },
-            configure=register_vector,
+            configure=self._configure,
             check=self._check_connection,
             open=False,
             name=f"emotional_memory.{table}",
@@ -568,6 +595,16 @@ class PostgresStore:
             return None
         return str(password) if password else None
 
+    def _configure(self, conn: Any) -> None:
+        """Set up a new pooled connection: pgvector's types, the statement timeout."""
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        if self._timeout_ms:
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{self._timeout_ms}ms",)
+            )
+
     def _clean(self, exc: BaseException) -> str:
         """An exception's message with the password (if any) removed."""
         text = str(exc).strip() or type(exc).__name__
@@ -576,7 +613,12 @@ class PostgresStore:
         return redact_dsn(text)
 
     def _error(self, what: str, exc: BaseException) -> PostgresStoreError:
-        return PostgresStoreError(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
+        kind = (
+            StatementTimeout
+            if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms
+            else PostgresStoreError
+        )
+        return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
     @property
     def dsn(self) -> str:
