@@ -71,15 +71,19 @@ def http(server: Server) -> Iterator[httpx.Client]:
 
 def _all(http: httpx.Client, key: str, scope: list[str] | None = None,
          where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    params: dict[str, Any] = {"limit": 10_000}
+    params: dict[str, Any] = {"limit": 1000}  # the service's default max_list_limit
     if scope:
         params["scope"] = scope
     if where is not None:
         params["where"] = json.dumps(where)
-    r = http.get("/v1/memories", params=params, headers=auth(key))
-    assert r.status_code == 200, r.text
-    out: list[dict[str, Any]] = r.json()["memories"]
-    return out
+    out: list[dict[str, Any]] = []
+    while True:
+        r = http.get("/v1/memories", params={**params, "offset": len(out)}, headers=auth(key))
+        assert r.status_code == 200, r.text
+        page = r.json()["memories"]
+        out.extend(page)
+        if len(page) < params["limit"]:
+            return out
 
 
 def _post(http: httpx.Client, key: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -226,7 +230,7 @@ def test_list_pages(http: httpx.Client) -> None:
                      headers=auth(ALICE))
         got.extend(m["id"] for m in r.json()["memories"])
     assert got == ids
-    assert http.get("/v1/memories", params={"limit": 10_000}, headers=auth(ALICE)).status_code \
+    assert http.get("/v1/memories", params={"limit": 1000}, headers=auth(ALICE)).status_code \
         == 200
 
 

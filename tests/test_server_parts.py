@@ -7,6 +7,7 @@ import hmac
 import json
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -236,13 +237,13 @@ def test_one_view_per_scope_and_evicted_views_come_back_as_they_were() -> None:
     service = _service(max_views=2)
 
     async def run() -> None:
-        a = service.view(("a",))
-        assert service.view(("a",)) is a and service.view(()) is service.root
+        a = await service.view(("a",))
+        assert await service.view(("a",)) is a and await service.view(()) is service.root
         state = await service.set_affect(("a",), CoreAffect(valence=-0.7, arousal=0.6))
         made = await service.remember(("a",), BatchItem("kept across eviction"))
-        service.view(("b",))
-        service.view(("c",))  # three views, room for two: "a" (least recent) goes
-        again = service.view(("a",))
+        await service.view(("b",))
+        await service.view(("c",))  # three views, room for two: "a" (least recent) goes
+        again = await service.view(("a",))
         assert again is not a
         assert again.get_state().core_affect == made.tag.core_affect
         assert again.get_state().mood == a.get_state().mood
@@ -258,15 +259,58 @@ def test_a_view_in_use_is_never_evicted() -> None:
     async def run() -> None:
         async with service._using(("busy",)) as busy:
             for i in range(5):
-                service.view((f"other{i}",))
+                await service.view((f"other{i}",))
                 async with service._using((f"more{i}",)):
                     pass
-            assert service.view(("busy",)) is busy
-        service.view(("x",))
-        service.view(("y",))
-        assert service.view(("busy",)) is not busy  # idle again: evictable
+            assert await service.view(("busy",)) is busy
+        await service.view(("x",))
+        await service.view(("y",))
+        assert await service.view(("busy",)) is not busy  # idle again: evictable
 
     asyncio.run(run())
+
+
+
+def test_opening_a_scope_never_blocks_the_event_loop_and_happens_once() -> None:
+    import threading
+
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.state_stores import InMemoryAffectiveStateStore
+    from emotional_memory.stores import InMemoryStore
+
+    release = threading.Event()
+    loads: list[int] = []
+
+    class SlowStates(InMemoryAffectiveStateStore):
+        """Loading a scope's state waits until the event loop sets ``release``."""
+
+        def scoped(self, path: tuple[str, ...]) -> Any:
+            return SlowStates()
+
+        def load(self) -> Any:
+            loads.append(1)
+            if not release.wait(timeout=30):
+                raise TimeoutError("the event loop was blocked")
+            return super().load()
+
+    release.set()  # the root's own state loads at construction
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=SlowStates())
+    service = MemoryService(engine)
+    loads.clear()
+    release.clear()
+
+    async def run() -> None:
+        opening = [asyncio.ensure_future(service.view(("slow",))) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        assert not any(o.done() for o in opening)  # waiting on a thread, loop free
+        release.set()  # only reachable when the loop is not blocked
+        views = await asyncio.gather(*opening)
+        assert views[0] is views[1] is views[2]
+        assert (await service.state(("slow",))) is views[0].get_state()
+
+    asyncio.run(run())
+    assert len(loads) == 1  # one opening for three requests
 
 
 # ---------------------------------------------------------------------- vector DBs, states

@@ -20,7 +20,6 @@ the configuration is in ``config``, the lock decorators in ``locks``.
 from __future__ import annotations
 
 import copy
-import threading
 from datetime import datetime
 
 # The engine's parts, by concern. The names below that engine.py does not use itself
@@ -39,10 +38,12 @@ from emotional_memory._engine.ranking import (  # noqa: F401
     _Ranking,
 )
 from emotional_memory._engine.records import RecordsMixin
+from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import utc_now
 from emotional_memory.affect_rater import AffectRater
 from emotional_memory.embedder_identity import check_embedder
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
+from emotional_memory.models import check_scope_part
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import scoped_state_store
@@ -122,7 +123,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 f"{type(affect_from_text).__name__}"
             )
         check_embedder(store, embedder)
-        self._op_lock = threading.RLock()
+        self._scope_locks = ScopeLocks()
         self.store = store
         self.embedder = embedder
         self.appraisal_engine = appraisal_engine
@@ -166,7 +167,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             The view (an :class:`EmotionalMemory`).
 
         Raises:
-            ValueError: no part, or a part that is not a non-empty string (named).
+            ValueError: no part, or a part that is not a non-empty string or is longer
+                than ``MAX_SCOPE_PART_BYTES`` (1024 UTF-8 bytes), named.
             TypeError: a state store that cannot keep one state per scope.
         """
         if not path:
@@ -178,6 +180,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 )
             if "\x00" in part:
                 raise ValueError(f"scope path part {i} must not contain NUL characters")
+            check_scope_part(f"scope path part {i}", part)
         full = (*self._scope, *path)
         root_states = self.__dict__.get("_root_state_store", self.state_store)
         view = copy.copy(self)
@@ -201,7 +204,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         """
         if self._scope:
             return
-        with self._op_lock:  # not an operation: no shared-state transaction around it
+        with self._scope_locks.hold(self._scope):  # not an operation: no shared state
             for obj in (self.store, self.state_store, self.appraisal_engine):
                 close = getattr(obj, "close", None)
                 if callable(close):

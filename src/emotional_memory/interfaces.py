@@ -320,3 +320,9 @@ def store_transaction(store: object) -> AbstractContextManager[Any]:
     """
     tx = getattr(store, "transaction", None)
     return tx() if callable(tx) else nullcontext()
+
+
+class StoreTimeoutError(RuntimeError):
+    """A store's database statement ran past its time limit and was cancelled; the
+    operation's transaction rolled back (nothing changed). Raised by stores with a
+    statement timeout (``PostgresStore(statement_timeout=...)``)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable
 from datetime import datetime
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
+from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import aware, json_metadata
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
@@ -43,7 +43,7 @@ class EngineCore:
     config: EmotionalMemoryConfig
     state_store: AffectiveStateStore | None
     query_classifier: QueryClassifier | None
-    _op_lock: threading.RLock
+    _scope_locks: ScopeLocks
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState

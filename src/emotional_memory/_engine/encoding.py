@@ -191,7 +191,8 @@ class EncodingMixin(StateMixin):
             isinstance(view, SelectedStore) and view.selection.unconfined
         )
         target = self.store if unconfined else view
-        return linker_for(target, _LINK_SEARCH_BLOCK if batched else 1)
+        block = _LINK_SEARCH_BLOCK if batched else 1
+        return linker_for(target, block, None if unconfined else self.store)
 
     def _store_and_link(
         self,

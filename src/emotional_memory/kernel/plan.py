@@ -98,10 +98,12 @@ def retrieval_plan_unjitted(
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
+    seed_count: Int[Array, ""] | None = None,
 ) -> PlanOutput:
     """:func:`retrieval_plan` before ``jax.jit`` (for use inside other transforms).
 
-    Args and Returns: as :func:`retrieval_plan`.
+    Args and Returns: as :func:`retrieval_plan`; ``seed_count`` as
+    :func:`retrieval_plan_packed`'s.
     """
     dtype = jnp.result_type(query.affect)
     if weights is None:
@@ -126,7 +128,10 @@ def retrieval_plan_unjitted(
     n = columns.valid.shape[0]
     top = order1[: min(top_k, n)]
     # the valid rows among the top: a compare-and-reduce that fuses (not a scatter)
-    seeds = jnp.any(jnp.arange(n)[:, None] == top[None, :], axis=1) & columns.valid
+    hit = jnp.arange(n)[:, None] == top[None, :]
+    if seed_count is not None:  # top_k is a bucket: only its first seed_count count
+        hit = hit & (jnp.arange(top.shape[0]) < seed_count)[None, :]
+    seeds = jnp.any(hit, axis=1) & columns.valid
     if spread:
         activation, reached = spreading_activation_dense(
             seeds, targets, jnp.asarray(strengths, dtype), hops
@@ -317,6 +322,7 @@ def retrieval_plan_packed(
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
+    seed_count: Int[Array, ""] | None = None,
 ) -> tuple[Float[Array, " S"], Float[Array, "N T"]]:
     """:func:`retrieval_plan` with packed inputs and outputs, one compiled program.
 
@@ -330,6 +336,9 @@ def retrieval_plan_packed(
             context: as :func:`retrieval_plan`.
         weight_params: optional packed parameters of the adaptive weights, as
             :func:`retrieval_plan`'s (packed like ``params``).
+        seed_count: optional () int: the number of seeds, traced, when the static
+            ``top_k`` is only a bucket at least as large (:func:`top_k_bucket`): one
+            program then serves every count up to the bucket, with the same seeds.
 
     Returns:
         ``(weights, table)`` of :func:`pack_output`: the same values as
@@ -340,6 +349,24 @@ def retrieval_plan_packed(
         unpack_params(params), query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=spread, weights=weights,
         weight_params=None if weight_params is None else unpack_params(weight_params),
-        signal_mask=signal_mask, lexical=lexical, context=context,
+        signal_mask=signal_mask, lexical=lexical, context=context, seed_count=seed_count,
     )
     return pack_output(out)
+
+
+TOP_K_MIN_BUCKET = 8
+"""The smallest :func:`top_k_bucket`."""
+
+
+def top_k_bucket(top_k: int) -> int:
+    """The static seed count a compiled plan is built for: ``top_k`` rounded up to a
+    power of two, at least :data:`TOP_K_MIN_BUCKET` (a handful of programs serve
+    every ``top_k``; the real count is passed traced as ``seed_count``).
+
+    Args:
+        top_k: the number of seeds (>= 1).
+
+    Returns:
+        The bucket (>= ``top_k``).
+    """
+    return max(TOP_K_MIN_BUCKET, 1 << (top_k - 1).bit_length())

@@ -37,6 +37,7 @@ from emotional_memory.kernel.plan import (
     pack_columns,
     pack_query,
     retrieval_plan_packed,
+    top_k_bucket,
 )
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
@@ -154,9 +155,9 @@ def plan_arrays(
         weight_params = pack_params(weight_params)
     out_weights, out_table = retrieval_plan_packed(
         params, query_embedding, query_state, embedding, features, valid, targets,
-        strengths, top_k=top_k, hops=hops, spread=adjacency is not None, weights=weights,
-        weight_params=weight_params, signal_mask=signal_mask, lexical=lexical,
-        context=context,
+        strengths, top_k=top_k_bucket(top_k), hops=hops, spread=adjacency is not None,
+        weights=weights, weight_params=weight_params, signal_mask=signal_mask,
+        lexical=lexical, context=context, seed_count=np.int32(min(top_k, size)),
     )
     plan_weights = np.asarray(out_weights)
     # the signal columns: 7 with s7 even when 6 precomputed weights are given

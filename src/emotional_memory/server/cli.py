@@ -36,6 +36,8 @@ __all__ = ["build_service", "describe", "is_loopback", "main", "quiet_jax", "res
 EMBEDDERS = ("minilm", "hashing")
 AFFECTS = ("text", "none")
 _CLI_NAMES = {"minilm-l6-v2/": "minilm", "hashing/": "hashing"}
+DEFAULT_STATEMENT_TIMEOUT = 10.0
+"""Seconds any one PostgreSQL statement of the service may run (``--statement-timeout``)."""
 _SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
 
 
@@ -176,6 +178,10 @@ def _parser() -> argparse.ArgumentParser:
                        "scope's current affect (the default with hashing)")
         p.add_argument("--config", metavar="CONFIG.json",
                        help="an EmotionalMemoryConfig JSON (e.g. from `python -m training fit`)")
+        p.add_argument("--statement-timeout", type=float, default=DEFAULT_STATEMENT_TIMEOUT,
+                       metavar="SECONDS",
+                       help="longest any one database statement of a request may run "
+                       f"(PostgreSQL; default {DEFAULT_STATEMENT_TIMEOUT:g}; 0: no limit)")
         p.add_argument("--log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug"))
 
@@ -189,12 +195,53 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve without keys, every request as the root (loopback only)")
     serve.add_argument("--max-body-bytes", type=int, default=None,
                        help="largest request body (default 32 MiB)")
+    serve.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
+                       help="a Host value REST and MCP answer (host, host:port or host:*; "
+                       "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* without keys, "
+                       "any host with keys")
+    _limit_flags(serve)
 
     mcp = sub.add_parser("mcp", help="serve MCP over stdio (for desktop agents)")
     common(mcp)
     mcp.add_argument("--scope", action="append", default=[], metavar="PART",
                      help="scope path part; repeat to nest (default: the root)")
+    _limit_flags(mcp)
     return parser
+
+
+def _limit_flags(parser: argparse.ArgumentParser) -> None:
+    """One ``--max-...`` flag per :class:`~emotional_memory.server.limits.Limits` field."""
+    from dataclasses import fields
+
+    from emotional_memory.server.limits import LIMIT_FLAGS, Limits
+
+    defaults = Limits()
+    for f in fields(Limits):
+        parser.add_argument(f"--{LIMIT_FLAGS[f.name]}", dest=f.name, type=int, default=None,
+                            metavar="N",
+                            help=f"default {getattr(defaults, f.name)} (see README: Limits)")
+
+
+def _limits(args: argparse.Namespace) -> Any:
+    """The :class:`~emotional_memory.server.limits.Limits` the flags give."""
+    from dataclasses import fields
+
+    from emotional_memory.server.limits import LIMIT_FLAGS, Limits
+
+    given = {f.name: getattr(args, f.name) for f in fields(Limits)
+             if getattr(args, f.name, None) is not None}
+    for name, value in given.items():
+        if value < 1:
+            raise UsageError(f"--{LIMIT_FLAGS[name]} must be >= 1, got {value}")
+    return Limits(**given)
+
+
+def _statement_timeout(args: argparse.Namespace) -> float | None:
+    """``--statement-timeout`` checked (0: None, no limit)."""
+    value = args.statement_timeout
+    if not 0 <= value <= 86_400:
+        raise UsageError(f"--statement-timeout must be seconds in 0..86400, got {value}")
+    return value or None
 
 
 def build_service(
@@ -203,6 +250,8 @@ def build_service(
     config_path: str | None,
     state_url: str | None = None,
     affect: str | None = None,
+    limits: Any = None,
+    statement_timeout: float | None = None,
 ) -> Any:
     """The :class:`~emotional_memory.server.service.MemoryService` a command line names.
 
@@ -212,6 +261,10 @@ def build_service(
         config_path: an ``EmotionalMemoryConfig`` JSON file, or None for the defaults.
         state_url: the ``--state`` URL, or None for the store's default.
         affect: ``"text"``, ``"none"`` or None (see :func:`resolve_choices`).
+        limits: the service's :class:`~emotional_memory.server.limits.Limits`
+            (None: the defaults).
+        statement_timeout: seconds any one database statement may run (None or 0:
+            no limit).
 
     Returns:
         The service (its engine labels every memory with its Plutchik emotion, so
@@ -261,7 +314,7 @@ def build_service(
             raise UsageError(f"--embedder minilm: {exc}") from None
     rater = _rater(affect, text_embedder if embedder == "minilm" else None)
     try:
-        opened = open_store(store_url, state_url)
+        opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
     _record_embedder(opened, text_embedder, embedder, explicit)
@@ -287,7 +340,7 @@ def build_service(
     except BaseException:
         opened.close()
         raise
-    return MemoryService(engine)
+    return MemoryService(engine, limits=limits)
 
 
 def _rater(affect: str, minilm: Any) -> Any:
@@ -364,14 +417,22 @@ def _serve(args: argparse.Namespace) -> None:
 
     import uvicorn
 
-    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, build_app
+    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, TrustedHosts, build_app
     from emotional_memory.server.stores import redact_url
 
-    service = build_service(args.store, args.embedder, args.config, args.state, args.affect)
     limit = args.max_body_bytes if args.max_body_bytes is not None else DEFAULT_MAX_BODY_BYTES
     if limit < 1:
         raise UsageError(f"--max-body-bytes must be >= 1, got {limit}")
-    app = build_app(service, keys, host=args.host, max_body_bytes=limit)
+    limits = _limits(args)
+    if args.allowed_host is not None:
+        try:
+            TrustedHosts(args.allowed_host)
+        except ValueError as exc:
+            raise UsageError(f"--allowed-host: {exc}") from None
+    service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
+                            limits, _statement_timeout(args))
+    app = build_app(service, keys, host=args.host, max_body_bytes=limit,
+                    allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
         f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
@@ -395,7 +456,8 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     from emotional_memory.server.stores import redact_url
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    service = build_service(args.store, args.embedder, args.config, args.state, args.affect)
+    service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
+                            _limits(args), _statement_timeout(args))
     where = "/".join(path) if path else "the root"
     print(
         f"emotional-memory: MCP over stdio (store {redact_url(args.store)}; scope {where}; "

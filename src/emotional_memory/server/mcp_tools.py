@@ -21,7 +21,6 @@ from pydantic import BaseModel, Field
 from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.schemas import (
-    MAX_TOP_K,
     AffectIn,
     MemoryOut,
     ResultOut,
@@ -246,7 +245,8 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         top_k: Annotated[
-            int, Field(description="How many memories at most.", ge=1, le=MAX_TOP_K)
+            int, Field(description="How many memories at most (the service's max_top_k "
+                       "bounds it).", ge=1)
         ] = 5,
         where: Annotated[
             dict[str, Any] | None,
@@ -288,7 +288,7 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
     )
     async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
         principal = principal_of(ctx)
-        state, previous = service.mood_change(principal.scope)
+        state, previous = await service.mood_change(principal.scope)
         out = MoodOut(
             **state_out(state).model_dump(),
             previous_mood=previous,

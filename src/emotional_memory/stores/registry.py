@@ -121,7 +121,9 @@ def open_state_store(url: str) -> Any:
     return backend.open_state(url)
 
 
-def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
+def open_store(
+    url: str = "memory://", state: str | None = None, statement_timeout: float | None = None
+) -> OpenedStore:
     """Open the memory store (and the state store beside it) a URL names.
 
     Args:
@@ -130,6 +132,8 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
             a registered scheme.
         state: a state-store URL to use instead of the store's own (None: beside the
             memories when the store can hold them, else in process memory).
+        statement_timeout: seconds any one database statement may run (PostgreSQL's
+            ``statement_timeout``); None: no limit. Stores without statements ignore it.
 
     Returns:
         The opened stores.
@@ -144,7 +148,7 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
     description = redact(url)
     states = open_state_store(state) if state is not None else None
     try:
-        opened = backend.open(url, description)
+        opened = backend.open(url, description, {"statement_timeout": statement_timeout})
     except BaseException:
         if states is not None and callable(getattr(states, "close", None)):
             states.close()

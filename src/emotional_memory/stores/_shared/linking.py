@@ -191,13 +191,18 @@ class Linker(ABC):
         """
 
 
-def linker_for(store: MemoryStore, block_size: int) -> Linker:
+def linker_for(
+    store: MemoryStore, block_size: int, owner: MemoryStore | None = None
+) -> Linker:
     """The linker of ``store``.
 
     Args:
-        store: the engine's store.
+        store: the engine's store (or a view of it confined to a selection).
         block_size: memories saved and searched together; 1 links each memory as
             ``encode`` does (one ``search_by_embedding`` per memory on a plain store).
+        owner: for a confined view, the store it confines: the memories the linker
+            saves are written and read back through it, so a new memory the view
+            does not see (one already expired) still gets its links.
 
     Returns:
         The store's own row linker when it has one, else a :class:`MemoryLinker`
@@ -208,8 +213,8 @@ def linker_for(store: MemoryStore, block_size: int) -> Linker:
         if own is not None:
             return own
     if block_size > 1 and isinstance(store, BatchSearchStore):
-        return MemoryLinker(store, store.search_by_embedding_batch, block_size)
-    return MemoryLinker(store, None, 1)
+        return MemoryLinker(store, store.search_by_embedding_batch, block_size, owner)
+    return MemoryLinker(store, None, 1, owner)
 
 
 def memory_candidates(memories: Sequence[Memory]) -> LinkCandidates:
@@ -301,12 +306,21 @@ class MemoryLinker(Linker):
         search: its ``search_by_embedding_batch``, or None (then ``block_size`` must
             be 1 and each memory gets one ``search_by_embedding``).
         block_size: memories saved and searched together.
+        owner: the store ``store`` confines, or None: the memories saved here are
+            updated and read back through it (see :func:`linker_for`).
     """
 
-    def __init__(self, store: MemoryStore, search: BatchSearch | None, block_size: int) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        search: BatchSearch | None,
+        block_size: int,
+        owner: MemoryStore | None = None,
+    ) -> None:
         if search is None and block_size != 1:
             raise ValueError("without a batched search, memories are linked one at a time")
         self._store = store
+        self._own = owner if owner is not None else store
         self._search = search
         self.block_size = block_size
         self._forward: dict[str, Memory] = {}  # new memories with their forward links
@@ -367,7 +381,7 @@ class MemoryLinker(Linker):
             for i, strength, link_type in links
         ]
         memory = with_links(memory, forward)
-        self._store.update(memory)
+        self._own.update(memory)  # saved by this linker: the view may not see it
         self._forward[memory.id] = memory
         for link in forward:
             target = self._store.get(link.target_id)
@@ -391,5 +405,5 @@ class MemoryLinker(Linker):
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored` (the memory with its forward links when the store
         has no copy)."""
-        got = self._store.get(memory.id)
+        got = self._own.get(memory.id)
         return got if got is not None else self._forward.get(memory.id, memory)

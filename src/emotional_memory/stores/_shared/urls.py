@@ -73,14 +73,15 @@ class Backend:
         name: the backend's name (its package).
         schemes: URL schemes of its memory stores.
         state_schemes: URL schemes of its state stores.
-        open: ``(url, description) -> OpenedStore`` for ``schemes``.
+        open: ``(url, description, options) -> OpenedStore`` for ``schemes``
+            (``options``: ``statement_timeout``; a backend ignores what it has no use for).
         open_state: ``url -> state store`` for ``state_schemes``.
     """
 
     name: str
     schemes: tuple[str, ...] = ()
     state_schemes: tuple[str, ...] = ()
-    open: Callable[[str, str], OpenedStore] | None = None
+    open: Callable[[str, str, dict[str, Any]], OpenedStore] | None = None
     open_state: Callable[[str], Any] | None = None
 
 

@@ -173,10 +173,11 @@ class _Reader(_Writer):
         missing = [mid for mid in dict.fromkeys(ids) if mid not in by_id]
         if missing:
             with self._read(single=True) as cur:
+                f, args = self._filter_args(missing)
                 rows = cur.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){f} "
                     f"ORDER BY seq{lock}",
-                    (missing,),
+                    args,
                 ).fetchall()
             self._locked_rows(rows, lock)
             by_id.update((r[1], r) for r in rows)
@@ -199,9 +200,11 @@ class _Reader(_Writer):
         """
         lock = self._lock_rows()
         with self._read(single=True) as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{self._f} "
-                f"ORDER BY seq{lock}"
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{f} "
+                f"ORDER BY seq{lock}",
+                args,
             ).fetchall()
         self._locked_rows(rows, lock)
         return [self._memory(r) for r in rows]
@@ -213,7 +216,8 @@ class _Reader(_Writer):
                 _, count = self._count_exprs(0, 0)
                 row = cur.execute(f"SELECT {count}", self._view_filter()[1]).fetchone()
             elif self._f:
-                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{self._f}").fetchone()
+                f, args = self._filter_args()
+                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{f}", args).fetchone()
             else:
                 row = cur.execute(
                     f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"

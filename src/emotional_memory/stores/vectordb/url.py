@@ -17,7 +17,7 @@ from emotional_memory.stores._shared.urls import (
 )
 
 
-def open_vector_db(url: str, description: str) -> OpenedStore:
+def open_vector_db(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """A Qdrant or Chroma server's store (extras ``qdrant`` / ``chroma``)."""
     scheme = url.partition("://")[0].lower()
     kwargs: dict[str, Any]
