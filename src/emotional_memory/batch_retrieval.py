@@ -8,7 +8,7 @@ the top-k per query returned as ``(memory, score)`` pairs.
 
 What it computes, and how it differs from :meth:`EmotionalMemory.retrieve`:
 
-- the **pass-1 score** of SPEC 4 (six signals, mood-adaptive weights, query routing
+- the **pass-1 score** of docs/behaviour.md §4 (six signals, mood-adaptive weights, query routing
   and the ablation mask as the engine configures them) in float32;
 - **no prefilter**: every memory is scored, not only the ``top_k *
   candidate_multiplier`` nearest by cosine;
@@ -120,7 +120,7 @@ class BatchRetriever:
 
         now = engine._now()
         state = engine.get_state()
-        mood = state.mood  # as retrieve: the mood as last updated (SPEC 11)
+        mood = state.mood  # as retrieve: the mood as last updated (docs/behaviour.md §11)
         raw = engine.embedder.embed_batch(list(texts))
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")
@@ -136,7 +136,7 @@ class BatchRetriever:
         q_emb = np.zeros((padded_q, dim), dtype=np.float32)
         adapter = engine._derived().adapter
         for i, emb in enumerate(embeddings):
-            if not emb or store_dim is None:  # semantic similarity 0 (SPEC s1)
+            if not emb or store_dim is None:  # semantic similarity 0 (docs/behaviour.md §4, s1)
                 continue
             if len(emb) != store_dim:
                 raise ValueError(

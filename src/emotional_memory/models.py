@@ -1,4 +1,4 @@
-"""Memories and their affective fingerprint (SPEC 2).
+"""Memories and their affective fingerprint (docs/behaviour.md §2).
 
 An :class:`EmotionalTag` records how an event felt (core affect), where the feeling
 was heading (momentum), the mood at the time, its appraisal, resonance links to other

@@ -75,7 +75,7 @@ def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
 
 
 class EncodingMixin(StateMixin):
-    """encode, encode_batch, observe and elaborate, with resonance linking (SPEC 7)."""
+    """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
     # ------------------------------------------------------------------ encoding
 
@@ -206,7 +206,7 @@ class EncodingMixin(StateMixin):
         memories is saved first, the candidates of all its memories are found
         together (each memory seeing the store as it was right after its own save),
         and the memories are then linked one by one, in order, exactly as one
-        ``save`` + search + link per memory would (SPEC 7).
+        ``save`` + search + link per memory would (docs/behaviour.md §7).
 
         Args:
             linker: the store's linker.
@@ -269,7 +269,7 @@ class EncodingMixin(StateMixin):
         Args:
             linker: the store's linker.
             memory: the stored new memory.
-            candidates: its resonance candidates (SPEC 7), itself possibly included.
+            candidates: its resonance candidates (docs/behaviour.md §7), itself possibly included.
         """
         cfg = self.config.resonance
         affect = memory.tag.core_affect
@@ -493,7 +493,8 @@ class EncodingMixin(StateMixin):
 
         ``core_affect`` moves towards the appraised affect by
         ``elaboration_learning_rate``; consolidation is recomputed from the appraised
-        arousal and the snapshot mood arousal; the reconsolidation window opens (SPEC 8).
+        arousal and the snapshot mood arousal; the reconsolidation window opens
+        (docs/behaviour.md §8).
 
         Args:
             memory_id: Id of the memory to elaborate.

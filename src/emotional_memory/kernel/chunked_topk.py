@@ -1,6 +1,6 @@
 """Batch scoring at scale: Q queries against an N-row bank in one compiled program.
 
-:func:`score_batch` returns each query's top-k memories by the pass-1 score (SPEC 4:
+:func:`score_batch` returns each query's top-k memories by the pass-1 score (docs/behaviour.md §4:
 six signals, mood-adaptive weights, optional ablation mask). It never materialises
 the (Q, N) score matrix: the bank is consumed in chunks of ``chunk_size`` rows by a
 ``lax.scan`` that carries a running (Q, k) top-k, so memory stays
@@ -73,11 +73,11 @@ def _components(points: Float[Array, "N 3"]) -> Components:
 def _pair_proximity(
     query_points: Float[Array, "Q 3"], row_points: Components, inv_scale: Array
 ) -> Float[Array, "Q C"]:
-    """``max(0, 1 - |q - r| / scale)`` for every (query, row) pair (SPEC s2, s3).
+    """``max(0, 1 - |q - r| / scale)`` for every (query, row) pair (signals s2, s3).
 
     Row components come as separate 1-D arrays: the fused (Q, C) loop then reads
     contiguous memory and vectorises (a strided (C, 3) or transposed layout is
-    several times slower on CPU). ``sqrt(0) == 0`` gives SPEC's value without a
+    several times slower on CPU). ``sqrt(0) == 0`` gives the exact value without a
     branch (this path ranks; it is not meant for gradients), and the division is a
     multiply by ``1 / scale``.
     """
@@ -91,10 +91,10 @@ def _pair_proximity(
 def _pair_momentum(
     query_direction: Float[Array, "Q 3"], row_direction: Components
 ) -> Float[Array, "Q C"]:
-    """``(cos + 1) / 2`` of every (query, row) velocity pair (SPEC s4).
+    """``(cos + 1) / 2`` of every (query, row) velocity pair (docs/behaviour.md §4, s4).
 
     Directions are unit velocities, or zero vectors below speed 1e-12, which gives
-    exactly SPEC's 0.5 with no branch.
+    exactly the contract's 0.5 with no branch.
     """
     cos = (
         query_direction[:, 0:1] * row_direction[0][None, :]
@@ -105,7 +105,7 @@ def _pair_momentum(
 
 
 def _directions(velocity: Float[Array, "M 3"]) -> Float[Array, "M 3"]:
-    """Unit velocities; zero rows where the speed is below SPEC's 1e-12."""
+    """Unit velocities; zero rows where the speed is below 1e-12 (s4's cut-off)."""
     speed = jnp.sqrt(jnp.sum(velocity * velocity, axis=-1, keepdims=True))
     moving = speed >= MOMENTUM_EPS
     return jnp.where(moving, velocity / jnp.where(moving, speed, 1.0), 0.0)

@@ -1,4 +1,4 @@
-"""The whole two-pass retrieval plan of SPEC 5 as one compiled program.
+"""The whole two-pass retrieval plan of docs/behaviour.md §5 as one compiled program.
 
 :func:`retrieval_plan` runs, inside one ``jax.jit``:
 
@@ -170,7 +170,7 @@ def retrieval_plan(
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
 ) -> PlanOutput:
-    """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
+    """The two-pass plan of docs/behaviour.md §5 over a padded candidate bank, one compiled program.
 
     Args:
         params: parameters of the signals (decay, distance scale, calibration) and,

@@ -1,4 +1,6 @@
-"""Saving new memories and linking them by resonance, block by block (SPEC 7): store side.
+"""Saving new memories and linking them by resonance, block by block: store side.
+
+Links follow docs/behaviour.md §7.
 
 ``EmotionalMemory.encode`` and ``encode_batch`` save new memories and link each one to
 its resonance candidates. The engine scores the links
@@ -329,7 +331,7 @@ class MemoryLinker(Linker):
         before = len(store)
         self.save(memories)
         # Memory i of the block is linked when the store holds before + i + 1
-        # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+        # memories; up to ``limit`` of them its candidates are all of them (docs/behaviour.md §7).
         first = min(len(memories), max(0, limit - before))
         searched = memories[first:]
         found: list[list[Memory]] = []

@@ -289,7 +289,7 @@ class VectorDBStore(BackendStore, ABC):
         return self._dim
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5).
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
 
         Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
         zero-norm query gives the first ``top_k`` embedded memories in insertion

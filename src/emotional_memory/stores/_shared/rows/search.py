@@ -1,6 +1,6 @@
 """Exact cosine search over the search matrix: single, batched, numpy or jitted JAX.
 
-Every mode returns exactly the float64 SPEC answer (cosine; NaN and zero-norm rows
+Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows
 count 0; ties by insertion order). A float32 product ranks approximately (numpy for
 small stores, one jitted XLA program on the matrix shared zero-copy above
 ``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
@@ -364,7 +364,7 @@ class EmbeddingSearch(EmbeddingPrecision):
     def _exact_similarities(
         self, rows: np.ndarray, query: np.ndarray, query_norm: float
     ) -> np.ndarray:
-        """Float64 cosines of ``rows`` from the stored embeddings (SPEC 5)."""
+        """Float64 cosines of ``rows`` from the stored embeddings (docs/behaviour.md §5)."""
         return cosines(self._exact_rows(rows), self._norms[rows], query, query_norm)
 
     def _rank_exact(
