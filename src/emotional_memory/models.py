@@ -147,7 +147,7 @@ class Memory(BaseModel):
     embedding: list[float] | None = None
     tag: EmotionalTag
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # Where the memory lives (issue 23): the scope path of the engine view that wrote
+    # Where the memory lives: the scope path of the engine view that wrote
     # it, () for the root. A view sees the memories whose path starts with its own.
     scope: tuple[str, ...] = ()
     # Once the clock passes it the memory is invisible to every read (None: never).

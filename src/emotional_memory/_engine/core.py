@@ -47,7 +47,7 @@ class EngineCore:
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState
-    # The scope path of this engine view (issue 23); () for the root engine.
+    # The scope path of this engine view; () for the root engine.
     _scope: tuple[str, ...] = ()
     _root_state_store: AffectiveStateStore | None
 

@@ -1,4 +1,4 @@
-"""Which memories an engine operation may see: scope, ``where`` filter, expiry (issue 23).
+"""Which memories an engine operation may see: scope, ``where`` filter, expiry.
 
 A :class:`Selection` describes the rows one operation of an engine view sees: the
 memories whose scope path starts with the view's path, that match its ``where``

@@ -1,4 +1,4 @@
-"""Scopes, expiry and ``where`` filters in the vector databases' own filters (issue 23).
+"""Scopes, expiry and ``where`` filters in the vector databases' own filters.
 
 Every record a :class:`~emotional_memory.stores.vectordb.base.VectorDBStore` writes
 carries flat *filter fields* next to its JSON (Qdrant payload keys, Chroma metadata

@@ -105,7 +105,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         self._side_slot = np.zeros(0, dtype=np.int64)  # its slot there (-1: none)
         self._valid = np.zeros(0, dtype=bool)
         self._tagf, self._tagi = _records.row_arrays(0)
-        # Scopes (issue 23): each row's path as an index into _scopes; expiry per row.
+        # Scopes: each row's path as an index into _scopes; expiry per row.
         self._scope_id = np.zeros(0, dtype=np.int32)
         self._expires_us = np.zeros(0, dtype=np.int64)
         self._scopes: list[tuple[str, ...]] = [()]
