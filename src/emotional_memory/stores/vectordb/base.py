@@ -1,25 +1,11 @@
 """Shared logic of the stores over external vector databases (Qdrant, Chroma).
 
-A backend provides a few primitives over two collections, the *main* one (memories
-with an embedding, vector size = the embedding dimension, cosine distance) and the
-*side* one (memories without an embedding, a 1-d placeholder vector; never searched).
-This module turns them into the :class:`~emotional_memory.interfaces.MemoryStore`
-contract with :class:`~emotional_memory.stores.InMemoryStore`'s answers:
-
-- every record holds the whole memory as JSON (``data``), its insertion sequence
-  number (``seq``: ``list_all`` order, kept when a memory is replaced) and a
-  ``novec`` flag for embeddings that have no direction (zero norm, NaN/inf), which
-  are stored with a placeholder vector;
-- ``search_by_embedding`` asks the database for candidates, then ranks them (and
-  every ``novec`` memory when they could place) by the exact float64 cosine of the
-  stored embeddings, NaN as 0, ties by insertion order, as ``InMemoryStore`` does;
-- every record also carries the filter fields of
-  :mod:`~emotional_memory.stores.vectordb.filter` (scope prefixes, expiry, the built-ins
-  and the metadata by kind), so :meth:`VectorDBStore.selected` confines an engine
-  view (scope, ``where``, expiry) in the database's own filter: every search, scan and
-  count of the view carries the condition, and nothing outside it is read. Records
-  written before these fields existed are given them once, when the collection is
-  opened (they load as root memories that never expire, as their JSON says).
+:class:`VectorDBStore` turns a backend's few primitives over two collections (memories
+with an embedding; memories without one, never searched) into the
+:class:`~emotional_memory.interfaces.MemoryStore` contract with
+:class:`~emotional_memory.stores.InMemoryStore`'s answers: database candidates ranked
+by the exact rule of ``docs/stores.md``, and views (scope, ``where``, expiry) confined
+in the database's own filter. Record layout: ``stores/vectordb/README.md``.
 """
 
 from __future__ import annotations
