@@ -65,9 +65,8 @@ _DEFAULT_CONFIG: dict[str, Any] = {
 _PRECISION = jax.lax.Precision.HIGHEST
 _MIN_SEQ_BUCKET = 8
 #: Padded positions (rows x length bucket) a forward pass holds at most, unless it
-#: holds a single text.  On 2 CPU cores, 256 texts of 12..29 tokens embed ~3x faster in
-#: passes of <= 256 positions (the (256, 1536) float32 activations fit the 2 MB L2
-#: cache) than in one (256, 32) pass; 128..1024 were within noise of each other.
+#: holds a single text: small passes keep their activations in L2 (docs/scale.md,
+#: "MiniLM: one short text").
 _TOKENS_PER_PASS = 256
 #: A forward pass holding a single text of more than :data:`_MIN_SEQ_BUCKET` and at
 #: most this many tokens is padded to the next multiple of :data:`_SINGLE_STEP` instead
@@ -797,11 +796,8 @@ class MiniLMEmbedder:
         Rows and length are bucketed (:attr:`batch_buckets`, :attr:`seq_buckets`),
         except for a pass holding a single text of more than 8 and at most 64 tokens
         (or ``max_length``, if smaller): its length is rounded up to a multiple of 4
-        (capped at ``max_length``).  A short text alone costs about a fixed part
-        (reading the layer weights) plus a part per position, so padding a 17-token
-        text to 24 positions cost it ~10 % more than its exact length, to 20 about 4 %;
-        each such length compiles its own program (~1 s, once, on first use), so the
-        step of 4 bounds them to 14 rather than one per length.
+        (capped at ``max_length``), which bounds the compiled programs to 14 while
+        wasting little on padding (costs in ``docs/scale.md``).
 
         Args:
             lengths: token counts of the texts of the pass (at least one; at most

@@ -42,12 +42,11 @@ _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
 # Jitted batched searches: queries per block and rows per scan step at most (a
-# (512, 16384) float32 block of scores is 32 MiB; 15% faster than (256, 32768) at
-# 65,536 rows). A block of fewer queries is padded to the smallest of 16, 64, 256, ...
-# that holds it; a block of fewer than _QUERY_SPLIT queries is searched one query at a
-# time, as matrix-vector products (at 65,536 rows: one query 3.2 ms, a (2, D) block
-# 8.5-9, a (16, D) 13-16). Each width compiles its own program (~0.1-0.2 s, kept in
-# the persistent compilation cache): 1, 16, 64, 256 and 512 at most.
+# (512, 16384) float32 block of scores is 32 MiB). A block of fewer queries is padded
+# to the smallest of 16, 64, 256, ... that holds it; a block of fewer than
+# _QUERY_SPLIT queries is searched one query at a time, as matrix-vector products.
+# Each width compiles its own program (kept in the persistent compilation cache):
+# 1, 16, 64, 256 and 512 at most. Timings: docs/scale.md, "Grouped top-k, query buckets".
 _QUERY_BLOCK = 512
 _BLOCK_CHUNK = 16384
 _QUERY_BUCKET_MIN = 16
