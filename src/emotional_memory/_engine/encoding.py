@@ -345,15 +345,9 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
-        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
-        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
-        a block of new memories are found by one batched search after saving them,
-        each memory seeing only the memories stored up to itself; links, their order
-        and the final state are the same as with one search per memory, which is
-        what stores without that method get. ``InMemoryStore`` saves the block as
-        rows and links them in place, reading candidates as columns (see
-        :mod:`emotional_memory.stores._shared.linking`); the memories returned are built
-        once, at the end.
+        Links, their order and the final state equal those of repeated ``encode``;
+        stores that can search in batches find a block's candidates in one search
+        (``stores/_shared/README.md``, "Linking new memories").
 
         Args:
             contents: event texts.
