@@ -425,20 +425,14 @@ class VectorDBSelected:
     """A :class:`VectorDBStore` confined to a selection (a view's scope, ``where``
     filter and expiry), as a plain :class:`~emotional_memory.interfaces.MemoryStore`.
 
-    The selection is translated once (:func:`~emotional_memory.stores.vectordb.filter.
-    translate`) into the database's filter, which every scan, count and nearest-
-    neighbour query of ``list_all``, ``__len__`` and ``search_by_embedding`` carries
-    (the root view, confined by expiry only, searches and lists the whole store as
-    before and drops expired memories, asking again with the filter when a search
-    met one);
-    ``get`` / ``update`` / ``delete`` read the one record and check it. When the
-    translation is exact, the database's answer is the answer (ranked by the same
-    exact float64 re-ranking as the whole store). When it is not (see the module
-    docs of ``_vdb_filter``: string ranges, numbers of magnitude 2**53 or more), the
-    database still narrows the read to a superset and the memories are checked one
-    by one (:meth:`Selection.matches`): ``list_all`` keeps the matching ones,
-    ``__len__`` counts them and ``search_by_embedding`` ranks them exactly
-    (:func:`~emotional_memory.stores._shared.ranking.exact_search`). Never approximate.
+    The selection is translated once
+    (:func:`~emotional_memory.stores.vectordb.filter.translate`) into the database's
+    filter, carried by every scan, count and search; ``get`` / ``update`` / ``delete``
+    read the one record and check it. The root view (expiry only) works on the whole
+    store and drops expired memories. An inexact translation (see
+    ``stores/vectordb/README.md``) reads a superset and checks each memory with
+    :meth:`Selection.matches`; searches are ranked by
+    :func:`~emotional_memory.stores._shared.ranking.exact_search` either way.
 
     Args:
         store: the store.
