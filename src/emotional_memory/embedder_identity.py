@@ -1,20 +1,13 @@
 """Which embedder a store's memories were embedded with, recorded in the store.
 
-Embeddings of two embedders are not comparable, even at the same dimension (the
-hashing embedder and MiniLM both give 384 numbers): a store searched with another
-embedder than the one that wrote it ranks by noise. So a store that keeps settings
-(its ``meta`` table: :class:`~emotional_memory.stores.SQLiteStore`, ``PostgresStore``)
-can record the identity of its embedder, and an engine refuses another one.
+Embeddings of two embedders are not comparable, even at the same dimension, so a store
+that keeps settings records its embedder's identity and an engine refuses another one.
 
-* :func:`embedder_identity` -- an embedder's identity: its ``identity`` attribute,
-  e.g. ``"minilm-l6-v2/384"`` (:class:`~emotional_memory.embedders.MiniLMEmbedder`)
-  or ``"hashing/384"`` (:class:`~emotional_memory.embedders.HashingEmbedder`), or
-  None for an embedder without one (never checked).
-* :func:`record_embedder` -- record it in the store unless one is recorded (the
-  service does this when it opens a store), refusing a different one.
-* :func:`check_embedder` -- refuse an embedder other than the recorded one (every
-  :class:`~emotional_memory.engine.EmotionalMemory` does this at construction; a
-  store with nothing recorded, or that keeps no settings, is never refused).
+* :func:`embedder_identity`: an embedder's ``identity`` attribute (e.g.
+  ``"minilm-l6-v2/384"``, ``"hashing/384"``), or None (never checked).
+* :func:`record_embedder`: record it unless one is recorded; refuse a different one.
+* :func:`check_embedder`: refuse an embedder other than the recorded one (every engine
+  does this at construction; a store with nothing recorded is never refused).
 
 A store keeps settings when it has ``setting(key) -> str | None`` and
 ``record_setting(key, value) -> str`` (records ``value`` unless ``key`` has one;

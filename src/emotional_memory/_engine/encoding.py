@@ -75,7 +75,7 @@ def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
 
 
 class EncodingMixin(StateMixin):
-    """encode, encode_batch, observe and elaborate, with resonance linking (SPEC 7)."""
+    """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
     # ------------------------------------------------------------------ encoding
 
@@ -207,7 +207,7 @@ class EncodingMixin(StateMixin):
         memories is saved first, the candidates of all its memories are found
         together (each memory seeing the store as it was right after its own save),
         and the memories are then linked one by one, in order, exactly as one
-        ``save`` + search + link per memory would (SPEC 7).
+        ``save`` + search + link per memory would (docs/behaviour.md §7).
 
         Args:
             linker: the store's linker.
@@ -270,7 +270,7 @@ class EncodingMixin(StateMixin):
         Args:
             linker: the store's linker.
             memory: the stored new memory.
-            candidates: its resonance candidates (SPEC 7), itself possibly included.
+            candidates: its resonance candidates (docs/behaviour.md §7), itself possibly included.
         """
         cfg = self.config.resonance
         affect = memory.tag.core_affect
@@ -346,15 +346,9 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
-        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
-        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
-        a block of new memories are found by one batched search after saving them,
-        each memory seeing only the memories stored up to itself; links, their order
-        and the final state are the same as with one search per memory, which is
-        what stores without that method get. ``InMemoryStore`` saves the block as
-        rows and links them in place, reading candidates as columns (see
-        :mod:`emotional_memory.stores._shared.linking`); the memories returned are built
-        once, at the end.
+        Links, their order and the final state equal those of repeated ``encode``;
+        stores that can search in batches find a block's candidates in one search
+        (``stores/_shared/README.md``, "Linking new memories").
 
         Args:
             contents: event texts.
@@ -494,7 +488,8 @@ class EncodingMixin(StateMixin):
 
         ``core_affect`` moves towards the appraised affect by
         ``elaboration_learning_rate``; consolidation is recomputed from the appraised
-        arousal and the snapshot mood arousal; the reconsolidation window opens (SPEC 8).
+        arousal and the snapshot mood arousal; the reconsolidation window opens
+        (docs/behaviour.md §8).
 
         Args:
             memory_id: Id of the memory to elaborate.

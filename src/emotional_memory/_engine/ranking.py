@@ -114,14 +114,14 @@ class RankingMixin(EffectsMixin):
         """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask).
 
         Args:
-            query: Query text used for routing (SPEC 4, query routing).
+            query: Query text used for routing (docs/behaviour.md §4, query routing).
             now: Accepted for compatibility; retrieval reads the mood as last
-                updated, not regressed to a time (SPEC 11).
+                updated, not regressed to a time (docs/behaviour.md §11).
 
         Returns:
-            Weights, shape (6,), in SPEC 4 signal order, summing to 1.
+            Weights, shape (6,), in docs/behaviour.md §4 signal order, summing to 1.
         """
-        del now  # the weights read the mood as last updated (SPEC 11), whatever the time
+        del now  # the mood as last updated, never regressed (docs/behaviour.md §11)
         mood = self._state.mood
         derived = self._derived()
         w = mood_weights(derived.weight_params(self._route(query)), mood)
@@ -327,7 +327,7 @@ class RankingMixin(EffectsMixin):
         arrays, features = rank_bank(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
-            # SPEC 11: the weights and s2 read the mood as last updated, un-regressed.
+            # docs/behaviour.md §11: the weights and s2 read the mood as last updated, un-regressed.
             self._state.mood,
             self._state.momentum,
             bank,

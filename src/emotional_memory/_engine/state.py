@@ -23,7 +23,7 @@ class StateMixin(EngineCore):
         """Persist ``state`` (when a state store is configured), then make it current.
 
         Persisting first means a failing state store leaves the in-memory state as it
-        was (SPEC 9).
+        was (docs/behaviour.md §9).
         """
         if self.state_store is not None:
             self._persist(state)

@@ -1,6 +1,6 @@
 """Multi-signal, mood-adaptive retrieval scoring: the public, seed-compatible API.
 
-Recall is ranked by six signals (SPEC 4) - semantic similarity, mood congruence
+Recall is ranked by six signals (docs/behaviour.md §4) - semantic similarity, mood congruence
 (Bower 1981), affect proximity, momentum alignment, recency (power-law decay) and
 spreading-activation resonance (Collins & Loftus 1975) - whose weights shift with
 mood. Every number here comes from the JAX kernel (``emotional_memory.kernel``),

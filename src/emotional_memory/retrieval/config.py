@@ -19,7 +19,7 @@ from emotional_memory.affect import MAX_PAD_DISTANCE as MAX_PAD_DISTANCE
 
 
 class AdaptiveWeightsConfig(BaseModel):
-    """Parameters for smooth mood-modulated weight adjustment (SPEC 4).
+    """Parameters for smooth mood-modulated weight adjustment (docs/behaviour.md §4).
 
     Three conditions - negative mood, high arousal, calm - are smooth sigmoid or
     Gaussian gates; ``*_sharpness`` sets how step-like each transition is.
@@ -65,7 +65,7 @@ class AdaptiveWeightsConfig(BaseModel):
 
 
 class QueryClassifierConfig(BaseModel):
-    """Per-query-type routing of the base weights (SPEC 4, "Query routing").
+    """Per-query-type routing of the base weights (docs/behaviour.md §4, "Query routing").
 
     ``mode``: ``"heuristic"`` uses the built-in classifier, ``"llm"`` a classifier passed
     to the engine, ``"disabled"`` turns routing off. The routed vector replaces
@@ -217,11 +217,11 @@ class RetrievalConfig(BaseModel):
             when the store is larger than that.
         adaptive_weights_config: the mood gates.
         signal_scale, signal_shift: opt-in per-signal affine calibration (a fitted
-            model's output); ``None`` means identity (the SPEC score).
+            model's output); ``None`` means identity (the default score).
         lexical_weight: base weight of the opt-in lexical signal s7 (Okapi BM25 of the
             query against the memory's words, relative to the best candidate; see
             :mod:`emotional_memory.kernel.lexical`). 0 (default) keeps the six-signal
-            SPEC score bit for bit; > 0 joins the normalisation as a seventh weight
+            score bit for bit; > 0 joins the normalisation as a seventh weight
             and makes the candidates hybrid (semantic + lexical shortlists).
         lexical_k1, lexical_b: BM25's term-frequency saturation (> 0) and length
             normalisation (in [0, 1]).

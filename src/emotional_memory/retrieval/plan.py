@@ -197,7 +197,7 @@ def build_retrieval_plan(
     precomputed_weights: NDArray[np.float64] | None = None,
     enable_resonance: bool = True,
 ) -> RetrievalPlan:
-    """Pure two-pass ranking of ``candidates`` (SPEC 5); no store writes.
+    """Pure two-pass ranking of ``candidates`` (docs/behaviour.md §5); no store writes.
 
     Pass 1 scores everything without activation and sorts (stable, descending); the
     pass-1 top_k seed spreading activation; pass 2 rescores with it when any spread.

@@ -26,7 +26,7 @@ def affective_prediction_error(expected: CoreAffect, observed: CoreAffect) -> fl
 
 
 def compute_ape(tag: EmotionalTag, observed: CoreAffect) -> float:
-    """Affective prediction error of a tag (Pearce & Hall 1980; SPEC 6).
+    """Affective prediction error of a tag (Pearce & Hall 1980; docs/behaviour.md §6).
 
     Uses ``tag.expected_affect`` when set, else the encoding ``core_affect``.
 
@@ -68,7 +68,7 @@ def reconsolidate(
     """Pull the tag's core affect towards ``current_affect`` (Nader et al. 2000).
 
     ``alpha = min(ape * learning_rate, 0.5)``; ``reconsolidation_count`` += 1; nothing
-    else changes (SPEC 6).
+    else changes (docs/behaviour.md §6).
 
     Args:
         tag: The tag to update.

@@ -31,7 +31,7 @@ class RetrievalSignals(BaseModel):
         """Return the sum of all six signals (left to right).
 
         Returns:
-            ``s1 + s2 + ... + s6`` in SPEC 4 signal order.
+            ``s1 + s2 + ... + s6`` in docs/behaviour.md §4 signal order.
         """
         return (
             self.semantic_similarity
@@ -166,7 +166,7 @@ class PlanWeights(RetrievalSignals):
 
 
 class RetrievalPlan(BaseModel):
-    """The pure two-pass ranking (SPEC 5), before any side effects (a frozen model).
+    """The pure two-pass ranking (docs/behaviour.md §5), before any side effects (a frozen model).
 
     Attributes:
         weights: the weights used (:class:`PlanWeights`: named and indexable).

@@ -1,38 +1,12 @@
-"""Saving new memories and linking them by resonance, block by block (SPEC 7): store side.
+"""Saving new memories and linking them by resonance, block by block: store side.
 
-``EmotionalMemory.encode`` and ``encode_batch`` save new memories and link each one to
-its resonance candidates. The engine scores the links
-(:func:`emotional_memory.resonance.score_links`); what it needs from the store goes
-through a :class:`Linker`:
-
-- save a block of new memories;
-- the candidates of each memory of the block, as columns (:class:`LinkCandidates`):
-  memory ``j`` sees only the memories stored up to itself; up to ``limit`` stored
-  memories they are all of them, in insertion order, beyond that the ``limit``
-  nearest by embedding;
-- write a memory's forward links and the backward twins on their targets (appended,
-  or replacing the target's weakest link when it is full and the twin is stronger),
-  and whatever it held back once the block is linked;
-- the stored copy of a memory, once the block is done.
-
-Two implementations, which build the very same store:
-
-- :class:`RowLinking` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`):
-  blocks of rows, candidates as row indices from one batched search per block, link
-  columns read from the rows for several memories at once (float64 embeddings as
-  stored, core affects, timestamps), the links of compact rows held unpacked while
-  a block is linked and packed back once per row at its end (:meth:`Linker.flush`),
-  only the old links logged for undo. No :class:`~emotional_memory.models.Memory` is
-  built on the way. Its searches overlap the engine's linking (:attr:`Linker.overlaps`):
-  a block's search is started when the block is saved and finished a block of
-  queries at a time as the candidates are read, while the engine links the block
-  before; a running search is fetched before any row is written
-  (:meth:`Linker.settle`);
-- :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
-  through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
-  ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
-  when the store has it). It is also what a subclass of ``InMemoryStore`` that
-  overrides one of those methods gets, so its overrides are honoured.
+The engine scores the links (:func:`emotional_memory.resonance.score_links`,
+docs/behaviour.md §7); a :class:`Linker` does the store's part: save a block, give each
+memory its candidates as columns (:class:`LinkCandidates`), write forward links and
+their reverse twins, hand back the stored memories. :class:`MemoryLinker` does it for
+any store through its protocol methods; the row engine has its own
+(:class:`~emotional_memory.stores._shared.rows.linking.RowLinker`). Design notes:
+``stores/_shared/README.md``.
 """
 
 from __future__ import annotations
@@ -343,7 +317,7 @@ class MemoryLinker(Linker):
         before = len(store)
         self.save(memories)
         # Memory i of the block is linked when the store holds before + i + 1
-        # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+        # memories; up to ``limit`` of them its candidates are all of them (docs/behaviour.md §7).
         first = min(len(memories), max(0, limit - before))
         searched = memories[first:]
         found: list[list[Memory]] = []

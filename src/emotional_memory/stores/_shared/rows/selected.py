@@ -1,4 +1,4 @@
-"""Selections over the in-memory rows: scope ids, expiry and ``where`` masks (issue 23).
+"""Selections over the in-memory rows: scope ids, expiry and ``where`` masks.
 
 :class:`RowSelecting` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`)
 turns a :class:`~emotional_memory.stores.selection.Selection` into the sorted row
