@@ -1,4 +1,4 @@
-"""EmotionalMemory: the imperative shell around the scoring kernel (SPEC 5-9).
+"""EmotionalMemory: the imperative shell around the scoring kernel (docs/behaviour.md §5-§9).
 
 The engine owns the affective state, encodes events with their affective
 fingerprint, links them into a resonance network, and retrieves with the two-pass,
@@ -61,7 +61,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         embedder: text -> vector.
         appraisal_engine: optional appraiser used by ``encode`` when no appraisal or
             affect is given.
-        config: engine configuration (defaults reproduce SPEC).
+        config: engine configuration (defaults reproduce docs/behaviour.md).
         state_store: optional persistence for the affective state; a stored state is
             restored at construction and every state change is persisted.
         query_classifier: classifier for ``query_classifier.mode == "llm"`` routing.

@@ -309,7 +309,7 @@ class _Core:
     # ------------------------------------------------------------------ views
 
     def selected(self, selection: Selection) -> Any:
-        """This store confined to ``selection`` (issue 23's scopes and expiry in SQL).
+        """This store confined to ``selection`` (scopes, filters and expiry in SQL).
 
         The selection is answered natively: a view sharing this store's connections
         and transactions whose every read adds the selection to its SQL

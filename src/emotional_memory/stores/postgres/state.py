@@ -129,7 +129,7 @@ class PostgresAffectiveStateStore:
         return self if self._shared is not None and self._shared is store else None
 
     def scoped(self, path: tuple[str, ...]) -> PostgresAffectiveStateStore:
-        """The state store of scope ``path`` (an engine view's, issue 23): the same
+        """The state store of scope ``path`` (an engine view's): the same
         connection or memory store and transactions, key
         :func:`~emotional_memory.stores._shared.state.scoped_key` of this key.
 

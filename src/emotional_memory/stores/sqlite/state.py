@@ -1,4 +1,4 @@
-"""Durable affective-state store on sqlite3 (SPEC 8).
+"""Durable affective-state store on sqlite3 (docs/behaviour.md §8).
 
 One row per ``key`` in the ``em_affective_state`` table (``key TEXT PRIMARY KEY,
 snapshot TEXT, updated_at TEXT``; named apart from the original library's

@@ -353,7 +353,7 @@ class SQLiteStore(BackendStore):
             return self._cache.lexical_inputs(terms, memory_ids, analysis)
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5).
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
 
         Same contract as :meth:`RowStore.search_by_embedding`, computed on the
         cache's float64 copy of the stored embeddings.
