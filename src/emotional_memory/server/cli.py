@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import ipaddress
+import json
 import logging
 import os
 import sys
@@ -189,6 +190,10 @@ def _parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="worker processes sharing the port (default 1); more than one "
+                            "needs --store sqlite:///PATH or postgresql://...: each request "
+                            "may go to any worker, all answer with the same state per scope")
     serve.add_argument("--keys", metavar="KEYS.json",
                        help='API keys: {"<key>": {"scope": ["alice"]}, ...}')
     serve.add_argument("--no-auth", action="store_true",
@@ -392,9 +397,11 @@ def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) ->
         raise
 
 
-def _serve(args: argparse.Namespace) -> None:
-    from emotional_memory.server.keys import KeyRing
+_WORKER_ARGS_ENV = "EMOTIONAL_MEMORY_SERVE_ARGS"
+"""Environment variable carrying ``serve``'s arguments (JSON) to its worker processes."""
 
+
+def _serve(args: argparse.Namespace) -> None:
     if args.keys and args.no_auth:
         raise UsageError("give either --keys or --no-auth, not both")
     if not args.keys and not args.no_auth:
@@ -406,6 +413,47 @@ def _serve(args: argparse.Namespace) -> None:
         raise UsageError(f"--no-auth is allowed on a loopback address only, not {args.host!r}")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    if args.workers < 1:
+        raise UsageError(f"--workers must be >= 1, got {args.workers}")
+    if args.workers > 1 and (
+        args.state is not None or not args.store.lower().startswith(("sqlite:", "postgres"))
+    ):
+        raise UsageError(
+            "--workers > 1 needs a store every worker shares with its states beside the "
+            "memories: --store sqlite:///PATH or postgresql://... (and no --state)"
+        )
+    import uvicorn
+
+    if args.workers == 1:
+        app = _serve_app(args)
+        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
+                    server_header=False, lifespan="on")
+        return
+    _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
+    os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
+    print(f"emotional-memory: {args.workers} worker processes on http://{args.host}:"
+          f"{args.port}, one shared state per scope in the store's database",
+          file=sys.stderr, flush=True)
+    uvicorn.run("emotional_memory.server.cli:worker_app", factory=True, workers=args.workers,
+                host=args.host, port=args.port, log_level=args.log_level,
+                server_header=False, lifespan="on")
+
+
+def worker_app() -> Any:
+    """The ASGI app of one ``serve --workers N`` worker process (uvicorn's factory).
+
+    Returns:
+        The app, built from the arguments the supervisor left in the environment.
+    """
+    args = argparse.Namespace(**json.loads(os.environ[_WORKER_ARGS_ENV]))
+    return _serve_app(args)
+
+
+def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
+    """Open the store and build the app ``serve`` runs (``check_only``: open, check,
+    close, and return None)."""
+    from emotional_memory.server.keys import KeyRing
+
     keys = None
     if args.keys:
         try:
@@ -414,8 +462,6 @@ def _serve(args: argparse.Namespace) -> None:
             raise UsageError(f"cannot read --keys {args.keys!r}: {exc.strerror}") from None
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-
-    import uvicorn
 
     from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, TrustedHosts, build_app
     from emotional_memory.server.stores import redact_url
@@ -431,16 +477,18 @@ def _serve(args: argparse.Namespace) -> None:
             raise UsageError(f"--allowed-host: {exc}") from None
     service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
                             limits, _statement_timeout(args))
+    if check_only:
+        service.engine.close()
+        return None
     app = build_app(service, keys, host=args.host, max_body_bytes=limit,
                     allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
         f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
-        f"store {redact_url(args.store)}; {describe(service)}; {auth})",
+        f"store {redact_url(args.store)}; {describe(service)}; {auth}; pid {os.getpid()})",
         file=sys.stderr, flush=True,
     )
-    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                server_header=False, lifespan="on")
+    return app
 
 
 def _mcp_stdio(args: argparse.Namespace) -> None:
