@@ -253,3 +253,30 @@ def test_the_service_answers_503_when_a_statement_times_out(old_strings_dsn: str
         assert "statement timeout" in r.json()["detail"]
     finally:
         store.close()
+
+
+def test_a_page_is_read_in_sql_and_is_the_slice_of_the_whole_list(
+    engines: tuple[EmotionalMemory, EmotionalMemory], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pg, oracle = engines
+    for engine in engines:
+        for i in range(60):
+            path = ("a",) if i % 3 else ("a", "x")
+            engine.scoped(*path).encode(f"memory {i}", metadata={"n": i})
+    whole_list = PostgresStore.list_all
+
+    def no_whole_list(self: Any) -> Any:
+        raise AssertionError("a page listed every memory")
+
+    monkeypatch.setattr(PostgresStore, "list_all", no_whole_list)
+    for path in ((), ("a",), ("a", "x")):
+        for where in (None, {"n": {"$gte": 10}}):
+            for limit, offset in ((10, 0), (10, 35), (7, 58), (0, 3), (100, 0)):
+                got = [m.content for m in
+                       (pg.scoped(*path) if path else pg).list_all(
+                           where=where, limit=limit, offset=offset)]
+                want = [m.content for m in
+                        (oracle.scoped(*path) if path else oracle).list_all(
+                            where=where)][offset:offset + limit]
+                assert got == want, (path, where, limit, offset)
+    monkeypatch.setattr(PostgresStore, "list_all", whole_list)

@@ -392,3 +392,44 @@ def _other_thread_acquires(locks: Any, path: tuple[str, ...]) -> bool:
     if took:  # release it from a thread (the owner's identity is only for nesting)
         locks.release(path)
     return took
+
+
+# ------------------------------------------------------------------ paging in the store
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", "plain"])
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    deletes=st.lists(st.integers(0, 39), max_size=8),
+    pages=st.lists(st.tuples(st.sampled_from([(), ("a",), ("a", "x"), ("b",)]),
+                             st.sampled_from([None, {"n": {"$lt": 20}}]),
+                             st.one_of(st.none(), st.integers(0, 50)), st.integers(0, 45)),
+                   min_size=1, max_size=6),
+)
+def test_a_page_is_the_slice_of_the_whole_list(
+    kind: str, deletes: list[int], pages: list[Any], tmp_path_factory: Any
+) -> None:
+    clock = Clock()
+    engine = EmotionalMemory(_store(kind, tmp_path_factory.mktemp("pages"), "p"),
+                             HashingEmbedder(dim=8), clock=clock)
+    made = []
+    for i in range(40):
+        path = [(), ("a",), ("a", "x"), ("b",)][i % 4]
+        view = engine.scoped(*path) if path else engine
+        expires = T0 + timedelta(minutes=5) if i % 7 == 3 else None
+        made.append(view.encode(f"memory {i}", metadata={"n": i}, expires_at=expires))
+    for i in sorted(set(deletes)):
+        engine.delete(made[i].id)
+    clock.now = T0 + timedelta(minutes=10)  # some have expired
+    for path, where, limit, offset in pages:
+        view = engine.scoped(*path) if path else engine
+        whole = [m.id for m in view.list_all(where=where)]
+        stop = None if limit is None else offset + limit
+        page = view.list_all(where=where, limit=limit, offset=offset)
+        assert [m.id for m in page] == whole[offset:stop]
+    with pytest.raises(ValueError, match="offset"):
+        engine.list_all(offset=-1)
+    with pytest.raises(TypeError, match="limit"):
+        engine.list_all(limit=2.5)  # type: ignore[arg-type]
+    engine.close()

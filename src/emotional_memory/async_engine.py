@@ -521,16 +521,21 @@ class AsyncEmotionalMemory:
             embedding=embedding,
         )
 
-    async def list_all(self, *, where: Any = None) -> list[Memory]:
+    async def list_all(
+        self, *, where: Any = None, limit: int | None = None, offset: int = 0
+    ) -> list[Memory]:
         """See :meth:`EmotionalMemory.list_all`.
 
         Args:
             where: Optional filter.
+            limit: At most this many (None: all).
+            offset: Skip this many first.
 
         Returns:
-            Every memory this view sees, in insertion order.
+            The memories this view sees, in insertion order (one page with
+            ``limit`` / ``offset``).
         """
-        return await self._run(self._engine.list_all, where=where)
+        return await self._run(self._engine.list_all, where=where, limit=limit, offset=offset)
 
     async def count(self) -> int:
         """Number of memories (the async form of ``len``).

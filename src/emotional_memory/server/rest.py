@@ -43,6 +43,8 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
 }
 
+MAX_OFFSET = 2**53
+"""Largest ``offset`` of ``GET /v1/memories``."""
 DEFAULT_PAGE = 100
 """``GET /v1/memories``'s page size when ``limit`` is not given."""
 
@@ -195,7 +197,7 @@ async def list_memories(
         Query(ge=1, description="Page size: at most the service's max_list_limit; "
               "default 100 (or max_list_limit when smaller)."),
     ] = None,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     scope: ScopeQuery = None,
 ) -> MemoriesOut:
     """The scope's memories in insertion order, optionally filtered, one page."""

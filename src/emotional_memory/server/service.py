@@ -387,8 +387,7 @@ class MemoryService:
         self.limits.check_list_limit(limit, ("limit",))
         parsed = self.parse_filter(where)
         async with self._using(path) as view:
-            found = await view.list_all(where=parsed)
-        return found[offset:offset + limit]
+            return await view.list_all(where=parsed, limit=limit, offset=offset)
 
     # ------------------------------------------------------------------ state
 

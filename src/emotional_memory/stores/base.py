@@ -42,6 +42,7 @@ __all__ = [
     "MemoryStore",
     "ModifyingStore",
     "Now",
+    "PagingStore",
     "RowLinkingStore",
     "SelectableStore",
     "Selection",
@@ -424,6 +425,15 @@ class VersionedStateStore(Protocol, metaclass=_Capability):
         ...
 
 
+@runtime_checkable
+class PagingStore(Protocol, metaclass=_Capability):
+    """A store that builds one page of ``list_all`` without the rest."""
+
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories."""
+        ...
+
+
 # capability (protocol name, its method) -> the protocol methods it answers for
 # without calling them
 _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
@@ -431,6 +441,7 @@ _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     ("CountingStore", "counted_candidate_bank"): ("get", "list_all", "search_by_embedding"),
     ("SelectableStore", "selected"): ("get", "list_all", "search_by_embedding"),
     ("LinkIndexStore", "linking_to"): ("get", "list_all", "search_by_embedding"),
+    ("PagingStore", "list_page"): ("get", "list_all"),
     ("TagWritingStore", "update_tags"): ("update",),
     ("ModifyingStore", "modify_memories"): ("get", "update"),
     ("RowLinkingStore", "row_linker"): (

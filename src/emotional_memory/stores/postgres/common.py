@@ -167,6 +167,10 @@ class _Labels(_records.LabelTable):
 
 
 # Columns read to rebuild a memory, and to build candidate columns.
+_PAGE_WALK_MIN = 256
+_PAGE_WALK_FACTOR = 4
+# list_page walks at most max(MIN, FACTOR * (offset + limit)) rows in insertion order
+# before reading a sparse view's page through its indexes.
 _MEMORY_COLUMNS = (
     "seq, id, content, exact, tagf, tagi, label, link_targets, link_strengths, "
     "link_types, metadata_json, whole, embedding, scope, expires_us"

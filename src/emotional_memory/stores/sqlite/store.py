@@ -317,6 +317,12 @@ class SQLiteStore(BackendStore):
             self._sync()
             return self._cache.list_all()
 
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]`` (from the cache: O(limit) memories)."""
+        with self._lock:
+            self._sync()
+            return self._cache.list_page(offset, limit)
+
     def lexical_index(self) -> LexicalIndex:
         """The inverted index of memory contents (lexical signal s7).
 

@@ -505,6 +505,21 @@ class SelectedRows:
             store = self._store()
             return [store._memory_at(r) for r in self._rows(store).tolist()]
 
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories.
+
+        Args:
+            offset: seen memories skipped first (>= 0).
+            limit: most memories returned (>= 0).
+
+        Returns:
+            The page, in insertion order.
+        """
+        with self._lock:
+            store = self._store()
+            rows = self._rows(store)[offset:offset + limit]
+            return [store._memory_at(r) for r in rows.tolist()]
+
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """The store's search answer among the seen memories."""
         with self._lock:

@@ -260,6 +260,24 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         with self._lock:
             return [self._memory_at(r) for r in self._live_row_list()]
 
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories.
+
+        Args:
+            offset: memories skipped first (>= 0).
+            limit: most memories returned (>= 0).
+
+        Returns:
+            The page, in insertion order.
+        """
+        with self._lock:
+            live = self._live_rows()
+            rows = (
+                range(self._size)[offset:offset + limit] if live is None
+                else live[offset:offset + limit].tolist()
+            )
+            return [self._memory_at(r) for r in rows]
+
     def count(self) -> int:
         """Number of memories stored (same as ``len(store)``)."""
         return len(self)
