@@ -49,14 +49,14 @@ def pytest_make_collect_report(collector: pytest.Collector) -> object:
     return None
 
 
-# --- A real PostgreSQL + pgvector server (tests/pg_server.py), started on first use ---
+# --- A real PostgreSQL + pgvector server (tests/support/pg_server.py), started on first use ---
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
     """One PostgreSQL + pgvector server for the session (127.0.0.1, free port)."""
     pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    import pg_server as server_module
+    from support import pg_server as server_module
 
     try:
         server_module.binaries()

@@ -23,7 +23,7 @@ from emotional_memory.appraisal import (
     LLMCallable,
     StaticAppraisalEngine,
 )
-from fake_llm import FakeLLM
+from support.fake_llm import FakeLLM
 
 DIMS = list(APPRAISAL_DIMENSIONS)
 

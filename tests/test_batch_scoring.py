@@ -48,7 +48,7 @@ from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 from emotional_memory.stores._shared.rows import search as search_module
 from emotional_memory.stores.columnar import StoreAdapter
-from plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 MODES = ("float64", "float32", "float16", "bfloat16")

@@ -31,7 +31,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
 from emotional_memory.stores import SQLiteStore
 from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar
-from plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 DIM = 6

@@ -33,7 +33,7 @@ from emotional_memory import (
 from emotional_memory._engine import encoding as engine_module
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
-from plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 WORDS = [

@@ -45,7 +45,7 @@ from emotional_memory.stores._shared.linking import MemoryLinker, linker_for
 from emotional_memory.stores._shared.rows import linking as linking_module
 from emotional_memory.stores._shared.rows import search as search_module
 from emotional_memory.stores._shared.rows.linking import RowLinker
-from plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 DIM = 4

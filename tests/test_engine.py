@@ -39,7 +39,7 @@ from emotional_memory import (
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import retrieval_breakdown
-from plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 SQRT6 = math.sqrt(6.0)
 START = datetime(2026, 1, 1, tzinfo=UTC)

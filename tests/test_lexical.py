@@ -861,7 +861,7 @@ def test_lexical_config_accepts_edges() -> None:
 def test_engine_rankings_agree_across_stores(tmp_path: Path) -> None:
     # The store's own index (InMemoryStore), one rebuilt per query from list_all() (a
     # protocol-only store), and SQLite's: the same hybrid ranking with s7 on.
-    from plain_store import PerMemoryStore
+    from support.plain_store import PerMemoryStore
 
     cfg = RetrievalConfig(lexical_weight=0.6, candidate_multiplier=2)
     engines = [make_engine(InMemoryStore(), retrieval=cfg),

@@ -175,7 +175,7 @@ def test_analysis_config_validation(field: str, value: Any) -> None:
 
 def test_stores_agree_under_stemming(tmp_path: Path) -> None:
     from emotional_memory.stores.columnar import StoreAdapter
-    from plain_store import PerMemoryStore
+    from support.plain_store import PerMemoryStore
 
     texts = ["apple pies and teas", "running late", "the runner runs", "tea with lemons",
              "apples, apple crumble"]

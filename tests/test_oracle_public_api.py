@@ -18,7 +18,6 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import emotional_memory as em
-import oracle as O
 from emotional_memory import (
     AdaptiveWeightsConfig,
     AffectiveMomentum,
@@ -50,6 +49,7 @@ from emotional_memory.retrieval import (
     retrieval_score,
     update_prediction,
 )
+from support import oracle as O
 
 TOL = 1e-9
 BASE = datetime(2024, 1, 1, tzinfo=UTC)

@@ -1,7 +1,7 @@
 """PostgresStore and PostgresAffectiveStateStore against a real PostgreSQL + pgvector.
 
 The server is started by the ``pg_server`` fixture (tests/conftest.py,
-tests/pg_server.py) on a free 127.0.0.1 port; this module gets its own database.
+tests/support/pg_server.py) on a free 127.0.0.1 port; this module gets its own database.
 The in-memory store is the oracle: the PostgreSQL store must give its answers.
 """
 
@@ -668,7 +668,7 @@ def _worker(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
            "JAX_PLATFORMS": "cpu"}
     return subprocess.Popen(
-        [sys.executable, str(TESTS / "pg_workers.py"), *args],
+        [sys.executable, str(TESTS / "support" / "pg_workers.py"), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
 

@@ -15,7 +15,7 @@ from emotional_memory.query_classifier import (
     LLMQueryClassifier,
     QueryClassifier,
 )
-from fake_llm import FakeLLM
+from support.fake_llm import FakeLLM
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from readme_blocks import integration_examples
+from support.readme_blocks import integration_examples
 
 EXAMPLES = integration_examples()
 

@@ -226,7 +226,7 @@ def test_scoped_views_keep_one_state_each_in_redis(redis_url: str) -> None:
 
 
 def test_readme_redis_example_runs(redis_url: str) -> None:
-    from readme_blocks import integration_examples
+    from support.readme_blocks import integration_examples
 
     code = integration_examples()["emotional_memory.state_stores.redis"]
     assert "redis://127.0.0.1:6379/0" in code

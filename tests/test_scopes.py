@@ -25,7 +25,6 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.plain_store import PerMemoryStore
 
 from emotional_memory import (
     AsyncEmotionalMemory,
@@ -42,6 +41,7 @@ from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalConfig
 from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
+from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 WORDS = ["rain", "bridge", "coffee", "storm", "harbour", "exam", "garden", "train", "dog",

@@ -1,6 +1,6 @@
 """The memory service against the real process: ``emotional-memory serve`` on 127.0.0.1.
 
-Every test here drives a server started as a subprocess (``tests/service_process.py``)
+Every test here drives a server started as a subprocess (``tests/support/service_process.py``)
 with httpx and with the official ``mcp`` SDK's clients (streamable HTTP and stdio):
 per-key isolation, 401s, bad input (nothing stored), ``where`` filters, a bounded
 load test, the MCP tools, and a restart over SQLite that keeps every memory.
@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 import test_vector_db_stores
 from emotional_memory.affect import CoreAffect
 from emotional_memory.categorize import categorize_affect
-from service_process import Server, child_env, command, start
+from support.service_process import Server, child_env, command, start
 
 ADMIN = "admin-key-7f3c9a1e5b2d4c6e"
 ALICE = "alice-key-0a1b2c3d4e5f6a7b"

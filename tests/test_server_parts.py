@@ -275,7 +275,7 @@ def test_a_view_in_use_is_never_evicted() -> None:
 @pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection")
 @pytest.mark.filterwarnings("ignore:Failed to obtain server version")
 def test_unreachable_vector_db_servers_are_clear_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    from service_process import free_port
+    from support.service_process import free_port
 
     monkeypatch.setenv("EMOTIONAL_MEMORY_QDRANT_API_KEY", "qdrant-secret-xyz")
     port = free_port()  # nothing listens there

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 TESTS = Path(__file__).parent
-WORKER = TESTS / "sharding_worker.py"
+WORKER = TESTS / "support" / "sharding_worker.py"
 
 
 def _env(devices: int) -> dict[str, str]:

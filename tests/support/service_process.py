@@ -37,7 +37,7 @@ def command(*args: str) -> list[str]:
 def child_env() -> dict[str, str]:
     """The environment for a server process: this one, with ``src`` importable."""
     env = dict(os.environ)
-    src = str(Path(__file__).resolve().parent.parent / "src")
+    src = str(Path(__file__).resolve().parents[2] / "src")
     env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
     env.setdefault("JAX_PLATFORMS", "cpu")
     return env
