@@ -30,15 +30,13 @@ import pytest
 
 from emotional_memory import CoreAffect, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory._bank import columns_from_memories
-from emotional_memory.affect import AffectiveMomentum
 from emotional_memory.batch_retrieval import BatchRetriever, score_queries
 from emotional_memory.decay import DecayConfig
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams, score_bank
 from emotional_memory.kernel.chunked_topk import score_batch
-from emotional_memory.models import Memory, make_emotional_tag
-from emotional_memory.mood import MoodField
+from emotional_memory.models import Memory
 from emotional_memory.retrieval import (
     QueryClassifierConfig,
     RetrievalConfig,
@@ -48,6 +46,7 @@ from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 from emotional_memory.stores._shared.rows import search as search_module
 from emotional_memory.stores.columnar import StoreAdapter
+from support.memories import tricky_vectors, varied_memory
 from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -291,29 +290,8 @@ def test_score_batch_rejects_bad_k() -> None:
 # ------------------------------------------------------------------ store: search
 
 
-def mem(
-    content: str,
-    embedding: Sequence[float] | None,
-    *,
-    valence: float = 0.0,
-    when: datetime = T0,
-    retrievals: int = 0,
-) -> Memory:
-    tag = make_emotional_tag(
-        CoreAffect(valence=valence, arousal=0.4 + 0.1 * math.sin(len(content))),
-        AffectiveMomentum(d_valence=0.01 * len(content), d_arousal=-0.02),
-        MoodField(valence=valence / 2, arousal=0.3, dominance=0.6, inertia=0.5, timestamp=when),
-        0.6,
-        now=when,
-    )
-    if retrievals:
-        tag = tag.model_copy(update={"retrieval_count": retrievals})
-    emb = None if embedding is None else [float(x) for x in embedding]
-    return Memory.create(content, tag, embedding=emb)
-
-
 def reference_search(memories: list[Memory], query: Sequence[float], top_k: int) -> list[str]:
-    """SPEC 5 search, one memory at a time in float64 (as tests/test_stores.py)."""
+    """SPEC 5 search, one memory at a time in float64 (as the store contract tests)."""
     if top_k <= 0:
         return []
     embedded = [m for m in memories if m.embedding]
@@ -370,34 +348,6 @@ def assert_search_matches(
     )
 
 
-def tricky_vectors(rng: np.random.Generator, n: int, d: int) -> list[np.ndarray | None]:
-    """Near-duplicates (cosines 1e-8 apart), exact duplicates, NaN, zero, tiny/huge
-    norms, missing embeddings: the float32 pool must be widened and ties kept."""
-    base = rng.normal(size=(12, d))
-    out: list[np.ndarray | None] = []
-    for _ in range(n):
-        r = rng.uniform()
-        if r < 0.35:
-            out.append(base[rng.integers(12)] + rng.normal(size=d) * 1e-5)
-        elif r < 0.42:
-            out.append(base[rng.integers(12)].copy())
-        elif r < 0.44:
-            out.append(np.full(d, np.nan))
-        elif r < 0.46:
-            out.append(np.zeros(d))
-        elif r < 0.47:
-            out.append(rng.normal(size=d) * 1e-200)  # squares underflow: norm 0
-        elif r < 0.48:
-            out.append(rng.normal(size=d) * 1e-160)  # tiny but representable norm
-        elif r < 0.49:
-            out.append(rng.normal(size=d) * 1e155)  # norm beyond 1e150
-        elif r < 0.50:
-            out.append(None)
-        else:
-            out.append(rng.normal(size=d))
-    return out
-
-
 @pytest.fixture
 def force_jax(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Route every search of the store through its jitted XLA programs."""
@@ -410,7 +360,7 @@ def filled_store(mode: str, vectors: Sequence[np.ndarray | None]) -> InMemorySto
     store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
     with store_transaction(store):
         for i, v in enumerate(vectors):
-            store.save(mem(f"m{i}", None if v is None else v.tolist()))
+            store.save(varied_memory(f"m{i}", None if v is None else v.tolist()))
     return store
 
 
@@ -470,18 +420,18 @@ def test_jitted_searches_see_every_write_through_their_cached_views(
     store.delete(target.id)
     check()
     near = (query + 0.05 * rng.normal(size=d)) * 4
-    store.save(mem("near", near.tolist()))  # a new row within the capacity
+    store.save(varied_memory("near", near.tolist()))  # a new row within the capacity
     check()
     assert store.search_by_embedding(query.tolist(), 1)[0].content == "near"
     with pytest.raises(RuntimeError), store_transaction(store):
-        store.save(mem("late", (query * 2).tolist()))
+        store.save(varied_memory("late", (query * 2).tolist()))
         raise RuntimeError("roll back")
     check()
     capacity = store.capacity
     with store_transaction(store):
         for i in range(capacity):  # past the capacity: the arrays are reallocated
-            store.save(mem(f"grown{i}", rng.normal(size=d).tolist()))
-        store.save(mem("best", (query * 5).tolist()))
+            store.save(varied_memory(f"grown{i}", rng.normal(size=d).tolist()))
+        store.save(varied_memory("best", (query * 5).tolist()))
     assert store.capacity > capacity
     check()
     assert store.search_by_embedding(query.tolist(), 1)[0].content == "best"
@@ -602,7 +552,7 @@ def test_columns_match_memories_and_ages_are_exact() -> None:
     rng = np.random.default_rng(6)
     store = InMemoryStore()
     memories = [
-        mem(f"memory {i}", rng.normal(size=6).tolist(), valence=float(rng.uniform(-1, 1)),
+        varied_memory(f"memory {i}", rng.normal(size=6).tolist(), valence=float(rng.uniform(-1, 1)),
             when=T0 + timedelta(seconds=float(rng.uniform(0, 1e6)), microseconds=i),
             retrievals=i % 4)
         for i in range(60)
@@ -639,13 +589,13 @@ def test_columns_match_memories_and_ages_are_exact() -> None:
 
 def test_columns_survive_rollback() -> None:
     store = InMemoryStore()
-    first = mem("a", [1.0, 0.0], retrievals=1)
+    first = varied_memory("a", [1.0, 0.0], retrievals=1)
     store.save(first)
     before = store.columns(T0)[1]
     with pytest.raises(RuntimeError), store.transaction():
         store.update(first.model_copy(update={"tag": first.tag.model_copy(
             update={"retrieval_count": 5})}))
-        store.save(mem("b", [0.0, 1.0]))
+        store.save(varied_memory("b", [0.0, 1.0]))
         raise RuntimeError
     after = store.columns(T0)[1]
     for name in ("retrieval_count", "affect", "age_seconds"):

@@ -12,11 +12,10 @@ embeddings, links leaving the candidate set, deletes and rolled-back writes.
 from __future__ import annotations
 
 import dataclasses
-from datetime import UTC, datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -24,95 +23,21 @@ from hypothesis import strategies as st
 
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory._bank import CandidateBank, LexicalQuery
-from emotional_memory.affect import AffectiveMomentum, CoreAffect
+from emotional_memory.affect import CoreAffect
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.models import EmotionalTag, Memory, ResonanceLink
-from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
 from emotional_memory.stores import SQLiteStore
 from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar
+from support.banks import (
+    DIM,
+    T0,
+    WORDS,
+    assert_same_bank,
+    random_memories,
+    random_query,
+)
 from support.plain_store import PerMemoryStore
-
-T0 = datetime(2025, 3, 1, tzinfo=UTC)
-DIM = 6
-LINK_TYPES = ["semantic", "emotional", "temporal", "causal", "contrastive"]
-WORDS = ["rain", "bridge", "coffee", "harbour", "storm"]
-
-
-def _embedding(kind: int, rng: np.random.Generator, base: list[list[float]]) -> Any:
-    if kind == 0:
-        return None
-    if kind == 1:
-        return []
-    if kind == 2:  # float32 numbers (the float32 store keeps them exactly)
-        return rng.standard_normal(DIM).astype(np.float32).astype(np.float64).tolist()
-    if kind == 3 and base:  # a duplicate of an earlier embedding (ties)
-        return list(base[int(rng.integers(0, len(base)))])
-    if kind == 4:
-        return [0.0] * DIM  # zero norm
-    return rng.standard_normal(DIM).tolist()  # float64 numbers (kept aside in float32)
-
-
-def _memories(seed: int, n: int, odd_every: int) -> list[Memory]:
-    rng = np.random.default_rng(seed)
-    ids = [f"m{i}" for i in range(n)]
-    seen: list[list[float]] = []
-    out = []
-    for i in range(n):
-        emb = _embedding(int(rng.integers(0, 6)), rng, seen)
-        if emb:
-            seen.append(emb)
-        zone = timezone(timedelta(hours=2)) if odd_every and i % odd_every == 1 else UTC
-        links = [
-            ResonanceLink(
-                source_id=ids[i],
-                target_id=str(rng.choice([*ids, "gone"])),
-                strength=float(rng.uniform(0, 1)),
-                link_type=LINK_TYPES[int(rng.integers(0, 5))],  # type: ignore[arg-type]
-            )
-            for _ in range(int(rng.integers(0, 12)))
-        ]
-        tag = EmotionalTag(
-            core_affect=CoreAffect(valence=float(rng.uniform(-1, 1)),
-                                   arousal=float(rng.uniform(0, 1)),
-                                   dominance=float(rng.uniform(0, 1))),
-            momentum=AffectiveMomentum(d_valence=float(rng.normal()),
-                                       d_arousal=float(rng.normal()), d_dominance=0.125),
-            mood_snapshot=MoodField(valence=float(rng.uniform(-1, 1)), arousal=0.3,
-                                    dominance=0.6, inertia=0.5, timestamp=T0),
-            consolidation_strength=float(rng.uniform(0, 1)),
-            retrieval_count=int(rng.integers(0, 9)),
-            timestamp=(T0 + timedelta(seconds=float(rng.uniform(0, 1e7)))).astimezone(zone),
-            resonance_links=links,
-        )
-        words = " ".join(str(w) for w in rng.choice(WORDS, size=int(rng.integers(0, 4))))
-        out.append(Memory(id=ids[i], content=f"text {i} {words}", tag=tag, embedding=emb))
-    return out
-
-
-def assert_same_bank(got: CandidateBank, want: CandidateBank) -> None:
-    """Every field of two banks identical (arrays byte for byte)."""
-    assert got.ids == want.ids
-    assert got.dim == want.dim
-    got_leaves, got_def = jax.tree_util.tree_flatten(got.columns)
-    want_leaves, want_def = jax.tree_util.tree_flatten(want.columns)
-    assert got_def == want_def
-    for a, b in zip(got_leaves, want_leaves, strict=True):
-        a, b = np.asarray(a), np.asarray(b)
-        assert a.dtype == b.dtype and a.shape == b.shape
-        assert a.tobytes() == b.tobytes()
-    for a, b in zip(got.adjacency, want.adjacency, strict=True):
-        assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-    assert (got.lexical is None) == (want.lexical is None)
-    if got.lexical is not None and want.lexical is not None:
-        for a, b in zip(jax.tree_util.tree_leaves(got.lexical),
-                        jax.tree_util.tree_leaves(want.lexical), strict=True):
-            a, b = np.asarray(a), np.asarray(b)
-            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-
-def _query(kind: int, rng: np.random.Generator) -> Any:
-    return [None, [], [0.0] * DIM][kind] if kind < 3 else rng.standard_normal(DIM).tolist()
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -138,13 +63,13 @@ def test_native_bank_equals_the_adapters(
 ) -> None:
     rng = np.random.default_rng(seed + 1)
     store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
-    memories = _memories(seed, n, odd_every)
+    memories = random_memories(seed, n, odd_every)
     for m in memories:
         store.save(m)
     for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1), replace=False):
         store.delete(str(mid))
     now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
-    query = _query(query_kind, rng)
+    query = random_query(query_kind, rng)
     also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
     adapter = StoreAdapter(store)
     got = store.candidate_bank(query, limit, now, also=also, lexical=lexical,
@@ -169,7 +94,7 @@ def test_native_bank_equals_the_adapters(
 
 def test_dimension_mismatch_raises_in_both() -> None:
     store = InMemoryStore()
-    for m in _memories(3, 8, 0):
+    for m in random_memories(3, 8, 0):
         store.save(m)
     now = T0 + timedelta(days=1)
     for limit in (None, 3):
@@ -181,7 +106,7 @@ def test_dimension_mismatch_raises_in_both() -> None:
 
 def test_rolled_back_writes_leave_the_same_bank() -> None:
     store = InMemoryStore()
-    memories = _memories(11, 20, 4)
+    memories = random_memories(11, 20, 4)
     for m in memories:
         store.save(m)
     now = T0 + timedelta(days=3)
@@ -199,7 +124,7 @@ def test_rolled_back_writes_leave_the_same_bank() -> None:
 
 def test_sqlite_bank_equals_the_adapters_after_reopen(tmp_path: Path) -> None:
     path = tmp_path / "bank.db"
-    memories = _memories(5, 25, 0)
+    memories = random_memories(5, 25, 0)
     with SQLiteStore(path) as store:
         for m in memories:
             store.save(m)
@@ -282,7 +207,7 @@ def test_with_fields_is_model_copy() -> None:
 
     from emotional_memory.models import with_fields
 
-    memory = _memories(2, 3, 0)[1]
+    memory = random_memories(2, 3, 0)[1]
     link = ResonanceLink(source_id="a", target_id="b", strength=0.5, link_type="causal")
     cases: list[tuple[Any, dict[str, Any]]] = [
         (memory, {"tag": memory.tag}),
@@ -310,7 +235,7 @@ def test_rolled_back_tag_only_updates_restore_every_row(mode: str) -> None:
     """Updates keeping the embedding log only the tag row ("tags" undo entries): a
     rollback restores rows, objects kept whole, links and the bank exactly."""
     store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
-    memories = _memories(21, 12, 3)  # every third memory kept whole (non-UTC time)
+    memories = random_memories(21, 12, 3)  # every third memory kept whole (non-UTC time)
     for m in memories:
         store.save(m)
     now = T0 + timedelta(days=40)

@@ -50,7 +50,7 @@ from emotional_memory.kernel import (
 )
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import RetrievalConfig
-from test_lexical import oracle_gated, oracle_normalise, tiny_dataset
+from support.lexical import oracle_gated, oracle_normalise, tiny_dataset
 
 FEW = settings(max_examples=40, deadline=None)
 
@@ -439,10 +439,10 @@ def test_cli_fits_the_context_signal(tmp_path: Path, capsys: pytest.CaptureFixtu
                                      ) -> None:
     from training.cli import main
 
-    from test_real_recall import _unlabelled_dataset
+    from support.recall_data import unlabelled_dataset
 
     path = tmp_path / "unlabelled.json"
-    path.write_text(json.dumps(_unlabelled_dataset(2)), encoding="utf-8")
+    path.write_text(json.dumps(unlabelled_dataset(2)), encoding="utf-8")
     out = tmp_path / "fitted.json"
     assert main(["fit", "--dataset", str(path), "--affect", "neutral", "--quiet", "--json",
                  "--trainable", "base_weights,lexical,context", "--l2", "0.01",

@@ -44,9 +44,8 @@ def test_uuid_for_known_values_of_the_original() -> None:
 
 def test_qdrant_store_attributes_of_the_original(tmp_path: Any) -> None:
     pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
-    from tests.test_stores import mem
-
     from emotional_memory.stores.qdrant import QdrantStore
+    from support.memories import basic_memory as mem
 
     store = QdrantStore(collection_name="col")
     assert store._collection_name == "col" and not store._collection_ready
@@ -209,9 +208,8 @@ def test_unpack_embedding_rejects_a_torn_blob() -> None:
 def test_sqlite_errors_are_value_errors_and_the_originals_sqlite3_errors() -> None:
     import sqlite3
 
-    from tests.test_stores import mem
-
     from emotional_memory.stores.sqlite import SQLiteStore
+    from support.memories import basic_memory as mem
 
     store = SQLiteStore(":memory:")
     first = mem("a", [1.0, 0.0])

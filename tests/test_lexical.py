@@ -23,7 +23,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emotional_memory import (
-    CoreAffect,
     EmotionalMemory,
     EmotionalMemoryConfig,
     InMemoryStore,
@@ -31,41 +30,25 @@ from emotional_memory import (
     RetrievalConfig,
     SQLiteStore,
 )
-from emotional_memory.affect import AffectiveMomentum
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.kernel import DecayParams, GateParams, LexicalParams, ScoringParams
 from emotional_memory.kernel.gates import adaptive_weights, adaptive_weights_lexical
 from emotional_memory.kernel.lexical import LexicalInputs, bm25, lexical_signal
 from emotional_memory.lexical import LexicalIndex, tokenize
-from emotional_memory.models import make_emotional_tag
-from emotional_memory.mood import MoodField
-from emotional_memory.replay import TickClock
+from support.lexical import (
+    fill,
+    lexical_memory,
+    make_engine,
+    oracle_bm25,
+    oracle_gated,
+    oracle_normalise,
+    oracle_tokens,
+    tiny_dataset,
+)
 
 FEW = settings(max_examples=40, deadline=None)
 
 # ------------------------------------------------------------------ 1. tokenize
-
-
-def oracle_tokens(text: str) -> list[str]:
-    """Char-by-char: maximal runs of ``ch.isalnum()`` characters of ``text.lower()``.
-
-    The module documents ``re.findall(r"[^\\W_]+", content.lower())``: the text is
-    lowercased *as a whole* first (``str.lower`` is context-sensitive: a final capital
-    sigma lowers to 'ς', and 'İ' (U+0130) lowers to 'i' + U+0307, which is not
-    alphanumeric), then split. ``[^\\W_]`` matches exactly the ``isalnum()`` characters
-    (checked over every code point in :func:`test_word_class_is_isalnum`).
-    """
-    out: list[str] = []
-    run: list[str] = []
-    for ch in text.lower():
-        if ch.isalnum():
-            run.append(ch)
-        elif run:
-            out.append("".join(run))
-            run = []
-    if run:
-        out.append("".join(run))
-    return out
 
 
 def test_word_class_is_isalnum() -> None:
@@ -209,26 +192,6 @@ def test_index_inputs_padding_and_scores_oracle() -> None:
 # ------------------------------------------------------------------ 3. kernel BM25
 
 
-def oracle_bm25(
-    terms: Sequence[str], doc: Sequence[str], corpus: dict[str, list[str]] | list[list[str]],
-    k1: float, b: float,
-) -> float:
-    """Okapi BM25 in plain Python: idf = ln(1 + (N - df + .5) / (df + .5))."""
-    docs = list(corpus.values()) if isinstance(corpus, dict) else corpus
-    n = len(docs)
-    avg = sum(len(d) for d in docs) / n if n else 0.0
-    total = 0.0
-    for t in terms:
-        tf = doc.count(t)
-        if tf == 0:
-            continue
-        df = sum(t in d for d in docs)
-        idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-        rel = len(doc) / avg if avg > 0 else 1.0
-        total += idf * tf * (k1 + 1.0) / (tf + k1 * (1.0 - b + b * rel))
-    return total
-
-
 VOCAB = ["ant", "bee", "cat", "dog", "elk"]
 N_CAND, N_TERMS, PAD_ROWS, PAD_TERMS = 6, 4, 3, 2
 
@@ -306,8 +269,6 @@ def test_bm25_and_signal_match_oracle(case: Any) -> None:
     assert s7p[N_CAND:].tolist() == [0.0] * PAD_ROWS
     assert got_p[:N_CAND].tolist() == got
     assert got_p[N_CAND:].tolist() == [0.0] * PAD_ROWS
-
-
 
 
 def test_best_candidate_scores_exactly_one() -> None:
@@ -402,33 +363,6 @@ def test_gradients_finite_at_zero_tf_and_zero_avg_length(b: float) -> None:
 # ------------------------------------------------------------------ 5. weights
 
 
-def oracle_gated(base: Sequence[float], g: Sequence[float], v: float, a: float) -> list[float]:
-    """SPEC 4 gates on the six base weights (plain Python)."""
-    def gate(x: float, c: float, k: float) -> float:
-        return 0.5 * (1.0 + math.tanh(k * (x - c)))
-
-    s_neg, c_neg, k_neg, s_aro, c_aro, k_aro, s_calm, width, c_calm, k_calm = g
-    w = list(base)
-    neg = gate(v, c_neg, -k_neg)
-    w[1] += s_neg * neg * 2.0 / 3.0
-    w[2] += s_neg * neg / 3.0
-    w[0] -= s_neg * neg
-    aro = gate(a, c_aro, k_aro)
-    w[3] += s_aro * aro
-    w[0] -= s_aro * aro
-    calm = math.exp(-((v / width) ** 2)) * gate(a, c_calm, -k_calm)
-    w[0] += s_calm * calm
-    w[1] -= s_calm * calm * 2.0 / 3.0
-    w[2] -= s_calm * calm / 3.0
-    return w
-
-
-def oracle_normalise(w: Sequence[float]) -> list[float]:
-    c = [max(x, 0.0) for x in w]
-    total = sum(c)
-    return [x / total for x in c] if total > 0 else [1.0 / len(c)] * len(c)
-
-
 def make_params(base: Sequence[float], gates: Sequence[float], lex_w: float) -> ScoringParams:
     return ScoringParams(
         base_weights=np.asarray(base, np.float64),
@@ -486,7 +420,6 @@ def test_adaptive_weights_lexical_uniform_and_lexical_only() -> None:
 
 # ------------------------------------------------------------------ engines
 
-TAG_AFFECTS = [(0.6, 0.4), (-0.7, 0.9), (0.1, 0.2), (-0.2, 0.6), (0.8, 0.8)]
 FILLER = [
     "walked the dog around the park this morning",
     "the dog chased a ball in the park",
@@ -506,20 +439,6 @@ def bank() -> list[str]:
 
 
 QUERY = "walked the dog around the park this morning zanzibar quokka"
-
-
-def make_engine(store: Any = None, **cfg: Any) -> EmotionalMemory:
-    return EmotionalMemory(
-        store if store is not None else InMemoryStore(), HashingEmbedder(dim=64),
-        config=EmotionalMemoryConfig(**cfg), clock=TickClock(),
-    )
-
-
-def fill(engine: EmotionalMemory, texts: Sequence[str]) -> None:
-    for i, text in enumerate(texts):
-        v, a = TAG_AFFECTS[i % len(TAG_AFFECTS)]
-        engine.set_affect(CoreAffect(valence=v, arousal=a))
-        engine.encode(text)
 
 
 # ------------------------------------------------------------------ 6. default path
@@ -604,12 +523,6 @@ def test_engine_best_lexical_match_scores_exactly_one() -> None:
 # ------------------------------------------------------------------ 8. stores agree
 
 
-def _mem(content: str, i: int) -> Memory:
-    tag = make_emotional_tag(CoreAffect(valence=0.1 * (i % 5), arousal=0.5),
-                             AffectiveMomentum.zero(), MoodField.neutral(), 0.5)
-    return Memory.create(content, tag, embedding=[1.0, float(i % 3), 0.5])
-
-
 STORE_TEXTS = ["apple pie and tea", "apple pie and tea", "banana bread", "tea with lemon",
                "apple apple crumble", "", "lemon tart, apple!", "bread and butter"]
 STORE_TERMS = [["apple"], ["tea", "lemon"], ["bread", "apple", "pie"], ["zzz"]]
@@ -644,7 +557,7 @@ def rebuilt_view(store: Any, ids: Sequence[str], ordered: bool = True) -> Any:
 
 
 def test_stores_agree_on_lexical_index(tmp_path: Path) -> None:
-    mems = [_mem(t, i) for i, t in enumerate(STORE_TEXTS)]
+    mems = [lexical_memory(t, i) for i, t in enumerate(STORE_TEXTS)]
     ids = [m.id for m in mems] + ["unknown"]
     path = tmp_path / "lex.db"
     stores: list[Any] = [InMemoryStore(), SQLiteStore(path)]
@@ -665,7 +578,7 @@ def test_stores_agree_on_lexical_index(tmp_path: Path) -> None:
     assert lex_view(stores[1], ids) == views[0]
     # another connection writes; refresh() rebuilds the cache and its index
     other = SQLiteStore(path)
-    late = _mem("late apple pie", 42)
+    late = lexical_memory("late apple pie", 42)
     other.save(late)
     other.delete(mems[1].id)
     other.close()
@@ -688,7 +601,7 @@ def _failed_transaction(store: Any, mems: Sequence[Memory], extra: Memory) -> No
 def test_stores_agree_after_rollback(tmp_path: Path) -> None:
     # Statistics, scores and shortlist membership; the order of tied shortlist entries
     # is test_rollback_keeps_tie_order (a known bug).
-    mems = [_mem(t, i) for i, t in enumerate(STORE_TEXTS)]
+    mems = [lexical_memory(t, i) for i, t in enumerate(STORE_TEXTS)]
     ids = [m.id for m in mems] + ["unknown"]
     path = tmp_path / "lex.db"
     stores: list[Any] = [InMemoryStore(), SQLiteStore(path)]
@@ -697,7 +610,7 @@ def test_stores_agree_after_rollback(tmp_path: Path) -> None:
             store.save(m)
         store.lexical_index()
         before = lex_view(store, ids)
-        _failed_transaction(store, mems, _mem("apple apple apple", 99))
+        _failed_transaction(store, mems, lexical_memory("apple apple apple", 99))
         assert lex_view(store, ids, False) == rebuilt_view(store, ids, False)
         assert lex_view(store, ids, False) == lex_view(_Plain(mems), ids, False)
         assert lex_view(_Plain(mems), ids) == before
@@ -711,13 +624,13 @@ def test_stores_agree_after_rollback(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
 def test_rollback_keeps_tie_order(tmp_path: Path, kind: str) -> None:
-    mems = [_mem(t, i) for i, t in enumerate(STORE_TEXTS)]
+    mems = [lexical_memory(t, i) for i, t in enumerate(STORE_TEXTS)]
     store: Any = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "t.db")
     for m in mems:
         store.save(m)
     index = store.lexical_index()
     assert index.search(["pie"], 1) == [mems[0].id]  # tie with mems[1]: insertion order
-    _failed_transaction(store, mems, _mem("apple apple apple", 99))
+    _failed_transaction(store, mems, lexical_memory("apple apple apple", 99))
     rebuilt = _Plain(store.list_all()).index
     assert rebuilt.search(["pie"], 1) == [mems[0].id]
     assert store.lexical_index().search(["pie"], 1) == [mems[0].id]
@@ -735,7 +648,7 @@ def test_engine_ops_keep_index_in_step(tmp_path: Path) -> None:
         ms = engine.list_all()
         engine.update_memory(ms[2].id, content="banana banana split")
         engine.delete(ms[7].id)
-        extra = _mem("apple apple apple", 99)
+        extra = lexical_memory("apple apple apple", 99)
         extra = extra.model_copy(update={"embedding": engine.embedder.embed(extra.content)})
         with pytest.raises(RuntimeError), engine.store.transaction():
             engine.store.save(extra)
@@ -762,37 +675,6 @@ def test_engine_ops_keep_index_in_step(tmp_path: Path) -> None:
 
 
 # ------------------------------------------------------------------ 9. fitting path
-
-
-def tiny_dataset() -> dict[str, Any]:
-    def ev(mid: str, content: str, v: float, a: float) -> dict[str, Any]:
-        return {"memory_id": mid, "content": content, "valence": v, "arousal": a}
-
-    return {
-        "default_top_k": 1,
-        "scenarios": [
-            {"scenario_id": "s1", "sessions": [{"events": [
-                ev("a", "walked the dog in the park", 0.5, 0.4),
-                ev("b", "the dog park was muddy", -0.3, 0.6),
-                ev("c", "zanzibar quokka sighting", 0.8, 0.9),
-                ev("d", "paid the electricity bill", -0.1, 0.2),
-            ], "queries": [
-                {"query_id": "q1", "query": "quokka in the park",
-                 "expected_memory_ids": ["c"], "challenge_type": "lexical"},
-                {"query_id": "q2", "query": "the dog", "expected_memory_ids": ["a", "b"],
-                 "state": {"valence": -0.5, "arousal": 0.7}},
-            ]}]},
-            {"scenario_id": "s2", "sessions": [{"events": [
-                ev("e", "coffee with an old friend", 0.7, 0.3),
-                ev("f", "friend moved abroad", -0.6, 0.5),
-                ev("g", "bill for coffee machine repair", -0.2, 0.4),
-            ], "queries": []}, {"events": [
-                ev("h", "coffee coffee coffee", 0.1, 0.8),
-            ], "queries": [
-                {"query_id": "q3", "query": "coffee friend", "expected_memory_ids": ["e"]},
-            ]}]},
-        ],
-    }
 
 
 FIT_CONFIGS = {
@@ -855,7 +737,6 @@ def test_lexical_config_accepts_edges() -> None:
                           lexical_stop_words=["The", "dog"])
     assert cfg.lexical_b == 0.0 and not cfg.lexical_on
     assert RetrievalConfig(lexical_b=1, lexical_stop_words="none").lexical_b == 1.0
-
 
 
 def test_engine_rankings_agree_across_stores(tmp_path: Path) -> None:

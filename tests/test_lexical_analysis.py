@@ -31,9 +31,9 @@ from emotional_memory.lexical import (
     query_terms,
 )
 from emotional_memory.retrieval import RetrievalConfig
-from test_lexical import (
-    _mem,
+from support.lexical import (
     fill,
+    lexical_memory,
     make_engine,
     oracle_bm25,
     oracle_tokens,
@@ -179,7 +179,7 @@ def test_stores_agree_under_stemming(tmp_path: Path) -> None:
 
     texts = ["apple pies and teas", "running late", "the runner runs", "tea with lemons",
              "apples, apple crumble"]
-    mems = [_mem(t, i) for i, t in enumerate(texts)]
+    mems = [lexical_memory(t, i) for i, t in enumerate(texts)]
     stores: list[Any] = [InMemoryStore(), SQLiteStore(tmp_path / "s.db"), PerMemoryStore()]
     stores[0].lexical_index()  # the plain index exists before the writes
     for store in stores:

@@ -39,12 +39,12 @@ from emotional_memory.stores.postgres import (  # noqa: E402
     redact_dsn,
 )
 from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore  # noqa: E402
-from test_columnar_store import (  # noqa: E402
+from support.banks import (  # noqa: E402
     T0,
     WORDS,
-    _memories,
-    _query,
     assert_same_bank,
+    random_memories,
+    random_query,
 )
 
 TESTS = Path(__file__).parent
@@ -94,7 +94,7 @@ def test_every_read_equals_the_in_memory_stores(
     memories = [  # some in scopes, some expiring (kept and rebuilt exactly)
         m.model_copy(update={"scope": ("alice", "work")[: i % 3],
                              "expires_at": T0 + timedelta(days=i) if i % 4 == 1 else None})
-        for i, m in enumerate(_memories(seed, n, odd_every))
+        for i, m in enumerate(random_memories(seed, n, odd_every))
     ]
     oracle = InMemoryStore()
     with PostgresStore(pg_dsn, table=_new_table()) as pg:
@@ -131,7 +131,7 @@ def test_every_read_equals_the_in_memory_stores(
         assert [m.model_dump_json() for m in pg.list_all()] == [
             m.model_dump_json() for m in oracle.list_all()]
         now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
-        query = _query(query_kind, rng)
+        query = random_query(query_kind, rng)
         also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
         got = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
                                 with_memories=True)
@@ -170,7 +170,7 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
     """Above ``exact_rows`` the HNSW index supplies top_k + margin candidates (with the
     zero-norm rows); on a small table its candidates hold the true best, so the exact
     re-rank gives the in-memory store's answer (zero and duplicate rows included)."""
-    memories = _memories(11, 90, 3)
+    memories = random_memories(11, 90, 3)
     oracle = InMemoryStore()
     with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=8) as pg:
         with pg.transaction():
@@ -180,7 +180,7 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
         rng = np.random.default_rng(5)
         now = T0 + timedelta(days=100)
         for _ in range(8):
-            query = _query(5, rng)
+            query = random_query(5, rng)
             for k in (1, 3, 6):
                 assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
             assert_same_bank(pg.candidate_bank(query, 6, now), oracle.candidate_bank(query, 6, now))
@@ -192,7 +192,7 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
             far = [-x for x in query] if query else query
             assert pg.search_by_embedding(far, 40) == oracle.search_by_embedding(far, 40)
         with pg.transaction():  # the batched search of encode_batch, inside a write
-            queries = [_query(5, rng) for _ in range(4)]
+            queries = [random_query(5, rng) for _ in range(4)]
             assert pg.search_by_embedding_batch(queries, 7) == [
                 oracle.search_by_embedding(q, 7) for q in queries]
 
@@ -225,7 +225,7 @@ def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
     as given (default 16 / 128), the table with the ``fillfactor`` given (default 70);
     the docstring's rebuild of an existing index with another ``ef_construction``
     works and keeps every answer."""
-    memories = _memories(3, 40, 3)
+    memories = random_memories(3, 40, 3)
     default, custom = _new_table(), _new_table()
     with PostgresStore(pg_dsn, table=default, exact_rows=0) as pg:
         pg.save(memories[0])
@@ -238,7 +238,7 @@ def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
                 pg.save(m)
         assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "40"}
         assert _table_options(pg_dsn, custom)["fillfactor"] == "50"
-        query = _query(5, np.random.default_rng(1))
+        query = random_query(5, np.random.default_rng(1))
         before = pg.search_by_embedding(query, 6)
         import psycopg
 
@@ -306,7 +306,7 @@ def test_a_write_transaction_reads_its_own_rows_without_asking_again(
     holds (no statement), tag-only updates and whole updates alike; an in-place change
     of a memory's embedding list is still written whole; a rolled-back savepoint
     forgets what it held; the commit stores it all."""
-    a, b = _memories(4, 2, 0)
+    a, b = random_memories(4, 2, 0)
     store.save(a)
     store.save(b)
     with store.transaction():
@@ -474,7 +474,7 @@ def test_it_is_a_native_columnar_store(store: PostgresStore) -> None:
 def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
     store: PostgresStore,
 ) -> None:
-    first, second = _memories(3, 2, 0)
+    first, second = random_memories(3, 2, 0)
     first = first.model_copy(update={"embedding": [0.5] * 6})
     store.save(first)
     bad = second.model_copy(update={"embedding": [0.5] * 5})
@@ -493,7 +493,7 @@ def test_a_first_embedding_rolled_back_fixes_no_dimension(pg_dsn: str) -> None:
     its views take another dimension, and search it over the index."""
     store = PostgresStore(pg_dsn, table=_new_table(), exact_rows=0)
     engine = _engine(store)
-    memories = _memories(5, 4, 0)
+    memories = random_memories(5, 4, 0)
     with pytest.raises(RuntimeError), store.transaction():
         store.save(memories[0].model_copy(update={"embedding": [0.5] * 6}))
         raise RuntimeError("undo")
@@ -512,7 +512,7 @@ def test_a_first_embedding_rolled_back_fixes_no_dimension(pg_dsn: str) -> None:
 
 
 def test_nul_characters_are_refused_before_anything_is_written(store: PostgresStore) -> None:
-    (m,) = _memories(4, 1, 0)
+    (m,) = random_memories(4, 1, 0)
     for update, field in (({"content": "a\x00b"}, "content"),
                           ({"metadata": {"k": "a\x00b"}}, "metadata"),
                           ({"id": "x\x00"}, "id")):
@@ -524,7 +524,7 @@ def test_nul_characters_are_refused_before_anything_is_written(store: PostgresSt
 
 
 def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
-    a, b, c = _memories(5, 3, 0)
+    a, b, c = random_memories(5, 3, 0)
     store.save(a)
     with pytest.raises(RuntimeError, match="boom"), store.transaction():
         store.save(b)
@@ -652,7 +652,7 @@ def test_the_state_rolls_back_with_a_failed_operation(pg_dsn: str) -> None:
     states.save({"v": 1})
     with pytest.raises(RuntimeError), store.transaction():
         states.save({"v": 2})
-        store.save(_memories(1, 1, 0)[0])
+        store.save(random_memories(1, 1, 0)[0])
         raise RuntimeError("rollback")
     assert states.load_snapshot() == {"v": 1}
     assert len(store) == 0
@@ -827,7 +827,7 @@ def test_an_older_schema_is_migrated_in_one_transaction(
 
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
-        (m,) = _memories(2, 1, 0)
+        (m,) = random_memories(2, 1, 0)
         old.save(m)
     monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 3)
     monkeypatch.setattr(pg_module, "_MIGRATIONS", {2: (
@@ -891,7 +891,7 @@ def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
 
 def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:
     store = PostgresStore(pg_dsn, table=_new_table(), min_connections=1, max_connections=1)
-    a, b, c = _memories(9, 3, 0)
+    a, b, c = random_memories(9, 3, 0)
     store.save(a)
     with pytest.raises(PostgresStoreError) as info, store.transaction():
         store.save(b)
@@ -985,7 +985,7 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
     from emotional_memory.stores.selection import Now, Selection
 
     memories = [m.model_copy(update={"scope": (("alice",), ("bob",), ("alice", "w"))[i % 3]})
-                for i, m in enumerate(_memories(21, 120, 0))]
+                for i, m in enumerate(random_memories(21, 120, 0))]
     oracle = InMemoryStore()
     with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
         with pg.transaction():
@@ -999,7 +999,7 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
         assert mine.list_all() == theirs.list_all()
         rng = np.random.default_rng(2)
         for _ in range(6):
-            query = _query(5, rng)
+            query = random_query(5, rng)
             assert mine.search_by_embedding(query, 4) == theirs.search_by_embedding(query, 4)
             assert_same_bank(mine.candidate_bank(query, 5, now),
                              theirs.candidate_bank(query, 5, now))

@@ -27,7 +27,7 @@ from emotional_memory.kernel.adapter import QueryAdapter, adapt_query
 from emotional_memory.learn import semantic_only_config
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import QueryAdapterConfig, RetrievalConfig
-from test_lexical import tiny_dataset
+from support.lexical import tiny_dataset
 
 DIM = 16
 

@@ -33,7 +33,7 @@ def test_every_integration_has_an_example() -> None:
 
 def test_llm_example(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("httpx", reason="the llm extra is not installed")
-    from test_llm_http import FakeOpenAI
+    from support.fake_openai import FakeOpenAI
 
     server = FakeOpenAI()
     server.default_content = json.dumps(

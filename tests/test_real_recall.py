@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,40 +33,7 @@ from emotional_memory.replay import (
     replay_scenario,
     summarize,
 )
-
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-
-
-def _unlabelled_dataset(n_scenarios: int = 2) -> dict[str, Any]:
-    """Timestamped conversations without affect labels, queries without states."""
-    topics = [
-        ("garden", "planted tomatoes and basil in the garden"),
-        ("piano", "practised the piano sonata for two hours"),
-        ("marathon", "ran the city marathon in four hours"),
-        ("bakery", "opened a small bakery on the corner"),
-        ("violin", "bought an old violin at the flea market"),
-        ("kayak", "paddled a kayak across the lake at dawn"),
-    ]
-    scenarios = []
-    for s in range(n_scenarios):
-        events = []
-        queries = []
-        for i, (word, text) in enumerate(topics):
-            ts = T0 + timedelta(days=s, minutes=7 * i)
-            events.append({
-                "memory_id": f"s{s}e{i}", "content": f"Speaker{s}: I {text}.",
-                "timestamp": ts.isoformat(),
-            })
-            queries.append({
-                "query_id": f"s{s}q{i}", "query": f"When did speaker{s} mention the {word}?",
-                "expected_memory_ids": [f"s{s}e{i}"], "challenge_type": f"cat{1 + i % 2}",
-            })
-        scenarios.append({
-            "scenario_id": f"conv{s}",
-            "sessions": [{"session_id": "one", "events": events[:3]},
-                         {"session_id": "two", "events": events[3:], "queries": queries}],
-        })
-    return {"name": "tiny", "default_top_k": 2, "scenarios": scenarios}
+from support.recall_data import unlabelled_dataset
 
 
 class CountingEstimator:
@@ -85,7 +52,7 @@ class CountingEstimator:
 
 
 def test_prepare_estimates_each_distinct_text_once() -> None:
-    data = _unlabelled_dataset()
+    data = unlabelled_dataset()
     est = CountingEstimator()
     settings = ReplayAffect.prepare(data, "estimate", "estimate", estimator=est)
     assert len(est.calls) == 1
@@ -98,7 +65,7 @@ def test_prepare_estimates_each_distinct_text_once() -> None:
 
 
 def test_labelled_data_needs_no_estimator() -> None:
-    data = _unlabelled_dataset()
+    data = unlabelled_dataset()
     for scenario in data["scenarios"]:
         for session in scenario["sessions"]:
             for event in session["events"]:
@@ -114,7 +81,7 @@ def test_labelled_data_needs_no_estimator() -> None:
 
 
 def test_neutral_and_keep_modes() -> None:
-    data = _unlabelled_dataset()
+    data = unlabelled_dataset()
     settings = ReplayAffect.prepare(data, "neutral", "keep", estimator=CountingEstimator())
     assert settings.table == {}
     event = data["scenarios"][0]["sessions"][0]["events"][0]
@@ -141,7 +108,7 @@ def test_missing_estimate_and_bad_modes_are_clear_errors() -> None:
 
 
 def test_estimated_query_affect_becomes_the_state_and_is_restored() -> None:
-    data = _unlabelled_dataset(1)
+    data = unlabelled_dataset(1)
     est = CountingEstimator()
     settings = ReplayAffect.prepare(data, "estimate", "estimate", estimator=est)
     clock = TickClock()
@@ -166,7 +133,7 @@ def test_estimated_query_affect_becomes_the_state_and_is_restored() -> None:
 
 
 def test_timestamps_drive_the_clock() -> None:
-    data = _unlabelled_dataset(1)
+    data = unlabelled_dataset(1)
     settings = ReplayAffect.prepare(data, "neutral")
     clock = TickClock()
     engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=clock)
@@ -187,7 +154,7 @@ def test_timestamps_drive_the_clock() -> None:
 
 
 def test_naive_timestamp_is_rejected() -> None:
-    data = _unlabelled_dataset(1)
+    data = unlabelled_dataset(1)
     event = data["scenarios"][0]["sessions"][0]["events"][0]
     event["timestamp"] = "2024-03-01T09:00:00"
     engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=TickClock())
@@ -219,7 +186,7 @@ def test_ndcg_and_recall_by_hand() -> None:
 
 @pytest.fixture(scope="module")
 def tiny_batch() -> tuple[Any, Any, dict[str, Any], Any]:
-    data = _unlabelled_dataset(4)
+    data = unlabelled_dataset(4)
     settings = ReplayAffect.prepare(data, "neutral")
     embedder = HashingEmbedder(dim=64)
     batch, info = build_recall_batch(data, embedder, lexical=True, affect=settings)
@@ -272,7 +239,7 @@ def test_cli_evaluates_unlabelled_data(tmp_path: Path, capsys: pytest.CaptureFix
     from training.cli import main
 
     path = tmp_path / "unlabelled.json"
-    path.write_text(json.dumps(_unlabelled_dataset(2)), encoding="utf-8")
+    path.write_text(json.dumps(unlabelled_dataset(2)), encoding="utf-8")
     assert main(["evaluate", "--dataset", str(path), "--affect", "neutral", "--json",
                  "--quiet"]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -21,12 +21,12 @@ from emotional_memory.learn import (
     select_model,
 )
 from emotional_memory.replay import ReplayAffect, replay_dataset, summarize
-from test_real_recall import _unlabelled_dataset
+from support.recall_data import unlabelled_dataset
 
 
 @pytest.fixture(scope="module")
 def batches() -> tuple[Any, Any, Any, dict[str, Any], Any]:
-    data = _unlabelled_dataset(4)
+    data = unlabelled_dataset(4)
     # inflected query words: only the stemmed analysis matches "planting" to "planted"
     for scenario in data["scenarios"]:
         for q in scenario["sessions"][-1]["queries"]:
@@ -92,7 +92,7 @@ def test_cli_fits_and_loads_an_adapter(tmp_path: Path, capsys: pytest.CaptureFix
     from training.cli import main
 
     path = tmp_path / "unlabelled.json"
-    path.write_text(json.dumps(_unlabelled_dataset(2)), encoding="utf-8")
+    path.write_text(json.dumps(unlabelled_dataset(2)), encoding="utf-8")
     out = tmp_path / "fitted.json"
     assert main(["fit", "--dataset", str(path), "--affect", "neutral", "--quiet", "--json",
                  "--trainable", "base_weights,lexical,adapter", "--adapter-rank", "3",

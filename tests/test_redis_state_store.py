@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -16,62 +12,7 @@ redis = pytest.importorskip("redis", reason="the redis extra is not installed")
 from emotional_memory.affect import CoreAffect  # noqa: E402
 from emotional_memory.state import AffectiveState  # noqa: E402
 from emotional_memory.stores.redis.state import RedisAffectiveStateStore  # noqa: E402
-
-REDIS_SERVER = shutil.which("redis-server")
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-@pytest.fixture(scope="session")
-def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A throwaway redis-server on a free local port, no persistence; stopped at the end."""
-    if REDIS_SERVER is None:
-        pytest.skip("redis-server binary not found (apt-get install redis-server)")
-    workdir = tmp_path_factory.mktemp("redis")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [
-            REDIS_SERVER,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(workdir),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"redis://127.0.0.1:{port}/0"
-    try:
-        client = redis.Redis.from_url(url)
-        deadline = time.monotonic() + 20.0
-        while True:
-            try:
-                if client.ping():
-                    break
-            except redis.exceptions.ConnectionError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not start") from None
-                time.sleep(0.05)
-        client.close()
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+from support.servers import free_port  # noqa: E402
 
 
 @pytest.fixture
@@ -169,7 +110,7 @@ def test_bad_input_raises(store: RedisAffectiveStateStore) -> None:
 
 
 def test_unreachable_server_fails_open_unless_strict() -> None:
-    url = f"redis://127.0.0.1:{_free_port()}/0"  # nothing listens there
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     lenient = RedisAffectiveStateStore(url)
     lenient.save(_moved_state())  # logged, not raised
     assert lenient.load() is None

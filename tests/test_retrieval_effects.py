@@ -25,7 +25,7 @@ from emotional_memory.retrieval import (
     reconsolidate,
     update_prediction,
 )
-from test_store_records import IDS, memories
+from support.memories import IDS, memories
 
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)
 

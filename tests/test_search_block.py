@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.stores import InMemoryStore
 from emotional_memory.stores._shared.rows import search as search_module
-from test_batch_scoring import mem, tricky_vectors
+from support.memories import tricky_vectors, varied_memory
 
 DIMS = (1, 2, 7, 8, 9, 16, 127, 128, 129, 131, 384, 385, 1000, 1031)
 
@@ -69,7 +69,7 @@ def test_batched_rows_equal_single_search_rows(mode: str, dim: int, path: str) -
     store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
     with store_transaction(store):
         for i, v in enumerate(vectors):
-            store.save(mem(f"m{i}", None if v is None else v.tolist()))
+            store.save(varied_memory(f"m{i}", None if v is None else v.tolist()))
     everything = store.list_all()
     picks = rng.choice(len(everything), size=80, replace=False)
     queries = [everything[i].embedding for i in picks]
@@ -155,7 +155,7 @@ def test_a_few_queries_are_not_searched_as_a_whole_block(
     store = InMemoryStore()
     with store_transaction(store):
         for i, v in enumerate(vectors):
-            store.save(mem(f"m{i}", v.tolist()))
+            store.save(varied_memory(f"m{i}", v.tolist()))
     everything = store.list_all()
     picks = rng.choice(3000, size=count, replace=False)
     queries = [vectors[i].tolist() for i in picks]
@@ -178,7 +178,7 @@ def test_batched_rows_take_float64_arrays_as_queries(path: str) -> None:
     store = InMemoryStore()
     with store_transaction(store):
         for i, v in enumerate(vectors):
-            store.save(mem(f"m{i}", v.tolist()))
+            store.save(varied_memory(f"m{i}", v.tolist()))
     lists: list[list[float]] = [v.tolist() for v in vectors[::7]] + [[], [0.0] * 20]
     arrays = [np.asarray(q, dtype=np.float64) for q in lists]
     everything = store.list_all()
@@ -203,7 +203,7 @@ def test_searchable_counts_of_many_limits_equal_one_at_a_time(
     store = InMemoryStore()
     for i, kind in enumerate(kinds):
         embedding = {"vec": [1.0, float(i)], "none": None, "empty": []}.get(kind, [0.5, 1.0])
-        memory = mem(f"m{i}", embedding)
+        memory = varied_memory(f"m{i}", embedding)
         store.save(memory)
         if kind == "dead":
             store.delete(memory.id)

@@ -27,7 +27,6 @@ import httpx2
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-import test_vector_db_stores
 from emotional_memory.affect import CoreAffect
 from emotional_memory.categorize import categorize_affect
 from support.service_process import Server, child_env, command, start
@@ -37,7 +36,6 @@ ALICE = "alice-key-0a1b2c3d4e5f6a7b"
 BOB = "bob-key-99887766554433221"
 KEYS = {ADMIN: {"scope": []}, ALICE: {"scope": ["alice"]}, BOB: {"scope": ["bob"]}}
 BODY_LIMIT = 1 << 20
-chroma_server = test_vector_db_stores.chroma_server  # a real `chroma run` server (fixture)
 
 
 def auth(key: str) -> dict[str, str]:

@@ -7,8 +7,7 @@ back, against a plain dict of the memories as the oracle.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta, timezone
-from typing import Any
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -17,78 +16,13 @@ from hypothesis import strategies as st
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
-from emotional_memory.categorize import categorize_affect
 from emotional_memory.models import LINK_TYPES, EmotionalTag, Memory, ResonanceLink
 from emotional_memory.mood import MoodField
 from emotional_memory.stores import InMemoryStore
 from emotional_memory.stores._shared import records as _records
+from support.memories import IDS, memories, unit
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
-IDS = [f"id-{i}" for i in range(6)]
-
-unit = st.floats(0.0, 1.0, allow_nan=False)
-signed = st.floats(-1.0, 1.0, allow_nan=False)
-small = st.floats(-5.0, 5.0, allow_nan=False)
-zones = st.sampled_from([UTC, UTC, UTC, timezone(timedelta(hours=2)), timezone(timedelta(0), "Z")])
-
-
-@st.composite
-def moments(draw: Any, tz: Any = zones) -> datetime:
-    return (T0 + timedelta(microseconds=draw(st.integers(-10**13, 10**13)))).astimezone(
-        draw(tz)
-    )
-
-
-@st.composite
-def memories(draw: Any, memory_id: str | None = None) -> Memory:
-    mid = memory_id or draw(st.sampled_from(IDS))
-    affect = CoreAffect(valence=draw(signed), arousal=draw(unit), dominance=draw(unit))
-    n_links = draw(st.integers(0, 6))
-    links = [
-        ResonanceLink(
-            source_id=mid if draw(st.integers(0, 9)) else "someone-else",
-            target_id=draw(st.sampled_from([*IDS, "gone"])),
-            strength=draw(unit),
-            link_type=draw(st.sampled_from(LINK_TYPES)),
-        )
-        for _ in range(n_links)
-    ]
-    tag = EmotionalTag(
-        core_affect=affect,
-        momentum=AffectiveMomentum(
-            d_valence=draw(small), d_arousal=draw(small), d_dominance=draw(small),
-            dd_valence=draw(small), dd_arousal=draw(small), dd_dominance=draw(small),
-        ),
-        mood_snapshot=MoodField(
-            valence=draw(signed), arousal=draw(unit), dominance=draw(unit),
-            inertia=draw(unit), timestamp=draw(moments()),
-        ),
-        appraisal=draw(st.none() | st.builds(
-            AppraisalVector, novelty=signed, goal_relevance=signed, coping_potential=unit,
-            norm_congruence=signed, self_relevance=unit,
-        )),
-        resonance_links=links,
-        timestamp=draw(moments()),
-        consolidation_strength=draw(unit),
-        last_retrieved=draw(st.none() | moments()),
-        retrieval_count=draw(st.integers(0, 10**6)),
-        reconsolidation_count=draw(st.integers(0, 50)),
-        pending_appraisal=draw(st.booleans()),
-        window_opened_at=draw(st.none() | moments()),
-        expected_affect=draw(st.none() | st.builds(
-            CoreAffect, valence=signed, arousal=unit, dominance=unit
-        )),
-        prediction_learning_rate=draw(st.floats(0.0, 1.0)),
-        emotion_label=categorize_affect(affect) if draw(st.booleans()) else None,
-    )
-    embedding = draw(st.none() | st.just([]) | st.lists(
-        st.floats(-1e3, 1e3, allow_nan=False, width=draw(st.sampled_from([32, 64]))),
-        min_size=4, max_size=4,
-    ))
-    metadata = draw(st.dictionaries(st.sampled_from("abc"), st.integers() | st.text(max_size=3),
-                                    max_size=2))
-    return Memory(id=mid, content=draw(st.text(max_size=12)), embedding=embedding, tag=tag,
-                  metadata=metadata)
 
 
 def _same(got: Memory | None, want: Memory) -> None:

@@ -35,7 +35,6 @@ from tests.test_scopes import (
     operation,
     where_dicts,
 )
-from tests.test_vector_db_stores import chroma_server  # noqa: F401  (the fixture)
 
 from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
@@ -407,10 +406,10 @@ def test_selected_search_equals_in_memory_native_selection(
     import math
 
     import numpy as np
-    from tests.test_vector_db_stores import mem
 
     from emotional_memory.filters import parse_where
     from emotional_memory.stores.vectordb import base as _vector_db
+    from support.memories import indexed_memory
 
     monkeypatch.setattr(_vector_db, "_SMALL_SELECTION", small)
     rng = np.random.default_rng(3)
@@ -423,7 +422,7 @@ def test_selected_search_equals_in_memory_native_selection(
                 embedding = [0.0] * 8
             if i == 21:
                 embedding = [math.nan] + [1.0] * 7
-            m = mem(i, None if i == 22 else embedding)
+            m = indexed_memory(i, None if i == 22 else embedding)
             m = m.model_copy(update={
                 "scope": (SCOPES[i % 3],) if i % 5 else (SCOPES[i % 3], "s1"),
                 "metadata": {"i": i, "odd": bool(i % 2)},

@@ -7,11 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,10 +16,9 @@ import numpy as np
 import pytest
 
 from emotional_memory import EmotionalMemory, InMemoryStore
-from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.models import EmotionalTag, Memory
-from emotional_memory.mood import MoodField
+from emotional_memory.models import Memory
+from support.memories import indexed_memory as mem
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 
@@ -61,52 +55,6 @@ FACTORIES: dict[str, Callable[[Path | None], Any]] = {
 }
 
 
-@pytest.fixture(scope="session")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
-    """A real Chroma server (`chroma run`, shipped with chromadb) on a free local port."""
-    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
-    import chromadb
-
-    cli = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
-    if not Path(cli).exists():
-        pytest.skip("the chroma CLI (chromadb's server) is not installed")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen(
-        [
-            cli,
-            "run",
-            "--path",
-            str(tmp_path_factory.mktemp("chroma-server")),
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                chromadb.HttpClient(host="127.0.0.1", port=port).heartbeat()
-                break
-            except Exception:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("chroma server did not start") from None
-                time.sleep(0.2)
-        yield port
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(params=sorted(FACTORIES))
 def kind(request: pytest.FixtureRequest) -> str:
     if request.param == "chroma-http":
@@ -119,19 +67,6 @@ def store(kind: str, tmp_path: Path) -> Iterator[Any]:
     s = FACTORIES[kind](tmp_path / kind)
     yield s
     s.close()
-
-
-def mem(i: int, embedding: list[float] | None, content: str | None = None) -> Memory:
-    tag = EmotionalTag(
-        core_affect=CoreAffect(valence=0.1 * (i % 5), arousal=0.5),
-        momentum=AffectiveMomentum.zero(),
-        mood_snapshot=MoodField.neutral(T0),
-        timestamp=T0 + timedelta(minutes=i),
-        consolidation_strength=0.5,
-    )
-    return Memory.create(
-        content=content or f"memory {i}", tag=tag, embedding=embedding, metadata={"i": i}
-    )
 
 
 def test_round_trip_order_update_delete(store: Any) -> None:
