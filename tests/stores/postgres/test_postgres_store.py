@@ -46,9 +46,7 @@ from support.banks import (  # noqa: E402
     random_memories,
     random_query,
 )
-
-TESTS = Path(__file__).parent
-SRC = TESTS.parent / "src"
+from support.paths import README, SRC, SUPPORT, TESTS  # noqa: E402
 
 _tables = iter(range(10**9))
 
@@ -668,7 +666,7 @@ def _worker(*args: str) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
            "JAX_PLATFORMS": "cpu"}
     return subprocess.Popen(
-        [sys.executable, str(TESTS / "support" / "pg_workers.py"), *args],
+        [sys.executable, str(SUPPORT / "pg_workers.py"), *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )
 
@@ -916,7 +914,7 @@ def test_the_readme_example_runs(
     run reopens the table and the persisted state)."""
     import re
 
-    text = (TESTS.parent / "README.md").read_text(encoding="utf-8")
+    text = README.read_text(encoding="utf-8")
     section = text.split("## Production: PostgreSQL", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
     monkeypatch.setenv("EMOTIONAL_MEMORY_DSN", pg_dsn)

@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import equinox as eqx
@@ -48,8 +47,9 @@ from emotional_memory.learn import (
 from emotional_memory.learn.params import constrained_params, leaf_vector
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config
+from support.paths import SHARED_DATA
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_DIR = SHARED_DATA
 V2_JSON = DATA_DIR / "realistic_recall_v2.json"
 V2_NPZ = DATA_DIR / "realistic_recall_v2.minilm.npz"
 SQRT6 = math.sqrt(6.0)

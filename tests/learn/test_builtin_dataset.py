@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -13,8 +12,8 @@ import pytest
 from emotional_memory.data import builtin_dataset_path, load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import load_dataset, replay_dataset, summarize
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 GENERATOR = ROOT / "training" / "make_builtin_dataset.py"
 CHALLENGE_TYPES = {
     "affective_arc",

@@ -20,8 +20,8 @@ import pytest
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.data import load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
+from support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 METRIC_KEYS = {"top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k", "n_queries",
                "by_challenge"}
 FIXED = ["--l2", "0.01", "--temperature", "0.05"]

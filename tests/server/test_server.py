@@ -29,6 +29,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from emotional_memory.affect import CoreAffect
 from emotional_memory.categorize import categorize_affect
+from support.paths import README
 from support.service_process import Server, child_env, command, start
 
 ADMIN = "admin-key-7f3c9a1e5b2d4c6e"
@@ -783,7 +784,7 @@ def test_console_script_is_installed() -> None:
 
 
 def _service_section() -> str:
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    text = README.read_text(encoding="utf-8")
     return text.split("\n## Service\n", 1)[1].split("\n## ", 1)[0]
 
 

@@ -36,8 +36,9 @@ from emotional_memory.appraisal_embedding import (
     pooled_feature_matrix,
     save_affect_head,
 )
+from support.paths import ROOT, SHARED_DATA
 
-EMOBANK = Path(__file__).resolve().parents[2] / "shared" / "data" / "emobank_traindev.csv"
+EMOBANK = SHARED_DATA / "emobank_traindev.csv"
 #: Issue 11's Done-when line for the estimator (Pearson r on EmoBank's dev split).
 DEV_TARGETS = (0.66, 0.45, 0.36)
 
@@ -215,7 +216,7 @@ def test_attribution_ships_beside_the_weights() -> None:
     notice = default_head_path().parent / "AFFECT_HEAD_NOTICE.md"
     text = notice.read_text(encoding="utf-8")
     assert "Buechel" in text and "CC-BY-SA 4.0" in text and "EmoBank" in text
-    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
     assert "data/*.npz" in pyproject and "data/*.md" in pyproject
 
 

@@ -21,9 +21,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emotional_memory.interfaces import Embedder
+from support.paths import SHARED_DATA
 
 REFERENCE = (
-    Path(__file__).resolve().parents[2] / "shared" / "data" / "realistic_recall_v2.minilm.npz"
+    SHARED_DATA / "realistic_recall_v2.minilm.npz"
 )
 NOT_INSTALLED = "MiniLM weights not installed: run `make minilm`"
 

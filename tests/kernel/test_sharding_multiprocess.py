@@ -16,8 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-TESTS = Path(__file__).parent
-WORKER = TESTS / "support" / "sharding_worker.py"
+from support.paths import SRC, SUPPORT, TESTS
+
+WORKER = SUPPORT / "sharding_worker.py"
 
 
 def _env(devices: int) -> dict[str, str]:
@@ -26,7 +27,7 @@ def _env(devices: int) -> dict[str, str]:
         env.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={devices}"
     )
     env["JAX_PLATFORMS"] = "cpu"
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent / "src"), str(TESTS)])
+    env["PYTHONPATH"] = os.pathsep.join([str(SRC), str(TESTS)])
     return env
 
 

@@ -31,8 +31,9 @@ from emotional_memory.replay import (
     replay_scenario,
     summarize,
 )
+from support.paths import SHARED_DATA
 
-DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA_DIR = SHARED_DATA
 V2_JSON = DATA_DIR / "realistic_recall_v2.json"
 V2_NPZ = DATA_DIR / "realistic_recall_v2.minilm.npz"
 

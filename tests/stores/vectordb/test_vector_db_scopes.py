@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.test_scopes import (
+from tests.engine.test_scopes import (
     SCOPES,
     T0,
     WORDS,

@@ -43,6 +43,7 @@ from emotional_memory import (
 from emotional_memory._validation import MAX_METADATA_DEPTH
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.query_classifier import HeuristicQueryClassifier
+from support.paths import ROOT
 
 WORDS = ("rain", "storm", "calm", "joy", "fear", "river", "bridge", "night", "sun", "loss")
 
@@ -586,7 +587,7 @@ def test_the_originals_snapshot_config_and_export_still_load() -> None:
 def test_training_cli_rejects_a_misspelt_config(tmp_path: Path) -> None:
     typo = tmp_path / "typo.json"
     typo.write_text(json.dumps({"retrieval": {"base_weigths": [0.5, 0.1, 0.1, 0.1, 0.1, 0.1]}}))
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
     result = subprocess.run(
         [sys.executable, "-m", "training", "evaluate", "--config", str(typo), "--quiet"],
@@ -727,7 +728,7 @@ def test_lone_surrogate_content_is_rejected_by_every_store(kind: str, tmp_path: 
 
 
 def test_training_fit_checks_its_output_folder_first(tmp_path: Path) -> None:
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), *sys.path]))
     out = tmp_path / "missing" / "x.json"
     result = subprocess.run(

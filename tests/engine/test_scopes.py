@@ -41,6 +41,7 @@ from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalConfig
 from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
+from support.paths import README
 from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -577,7 +578,7 @@ def test_async_views_under_gather_answer_as_sync_separate_engines() -> None:
 def test_the_readme_example_runs_as_written(capsys: pytest.CaptureFixture[str]) -> None:
     import re
 
-    readme = Path(__file__).resolve().parent.parent / "README.md"
+    readme = README
     section = readme.read_text(encoding="utf-8").split("## Many users in one store", 1)[1]
     code = re.findall(r"```python\n(.*?)```", section.split("\n## ", 1)[0], flags=re.S)[0]
     exec(compile(code, "README.md", "exec"), {})
