@@ -335,7 +335,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     dsn = args.dsn
     if dsn is None:
         sys.path.insert(0, str(ROOT / "tests"))
-        import pg_server
+        from support import pg_server
 
         server = pg_server.start(Path(tempfile.mkdtemp(prefix="em-pg-bench-")))
         dsn = server.create_database("bench")

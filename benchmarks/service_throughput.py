@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from emotional_memory.server.cli import build_service
 from emotional_memory.server.service import BatchItem, MemoryService
-from service_process import start
+from support.service_process import start
 
 KEY = "bench-key-0123456789abcdef"
 

@@ -49,14 +49,14 @@ def pytest_make_collect_report(collector: pytest.Collector) -> object:
     return None
 
 
-# --- A real PostgreSQL + pgvector server (tests/pg_server.py), started on first use ---
+# --- A real PostgreSQL + pgvector server (tests/support/pg_server.py), started on first use ---
 
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[Any]:
     """One PostgreSQL + pgvector server for the session (127.0.0.1, free port)."""
     pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-    import pg_server as server_module
+    from support import pg_server as server_module
 
     try:
         server_module.binaries()
@@ -76,3 +76,30 @@ def pg_dsn(pg_server: Any, request: pytest.FixtureRequest) -> str:
     name = re.sub(r"[^a-z0-9_]", "_", request.module.__name__.lower())[-50:]
     dsn: str = pg_server.create_database(f"db_{name}")
     return dsn
+
+
+# --- redis-server and a Chroma server (tests/support/servers.py), started on first use ---
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A throwaway redis-server for the session; its ``redis://`` URL."""
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    from support import servers
+
+    if servers.redis_binary() is None:
+        pytest.skip("redis-server binary not found (apt-get install redis-server)")
+    with servers.redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """A real Chroma server (``chroma run``) for the session; its port on 127.0.0.1."""
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
+    from support import servers
+
+    if servers.chroma_cli() is None:
+        pytest.skip("the chroma CLI (chromadb's server) is not installed")
+    with servers.chroma_server(tmp_path_factory.mktemp("chroma-server")) as port:
+        yield port

@@ -1,0 +1,246 @@
+"""llm_http against a real HTTP server started on 127.0.0.1 (http.server in a thread)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("httpx", reason="the llm extra is not installed")
+
+from emotional_memory.appraisal import LLMAppraisalEngine
+from emotional_memory.llm_http import (
+    DEFAULT_OPENAI_COMPAT_BASE_URL,
+    DEFAULT_OPENAI_COMPAT_MODEL,
+    HttpxLLM,
+    OpenAICompatibleLLMConfig,
+    build_openai_compatible_payload,
+    make_httpx_llm,
+    make_httpx_llm_from_env,
+    probe_openai_compatible_llm,
+    project_config_issues,
+)
+from emotional_memory.query_classifier import LLMQueryClassifier
+from support.fake_openai import FakeOpenAI, Reply, completion
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAI]:
+    s = FakeOpenAI()
+    yield s
+    s.close()
+
+
+def cfg(server: FakeOpenAI, **kw: Any) -> OpenAICompatibleLLMConfig:
+    base = {"api_key": "sk-secret", "base_url": server.base_url, "model": "test-model"}
+    base.update({"backoff_seconds": 0.01, "timeout_seconds": 5.0})
+    base.update(kw)
+    return OpenAICompatibleLLMConfig(**base)
+
+
+SCHEMA = {"type": "object", "properties": {"x": {"type": "number"}}}
+
+
+def test_call_posts_chat_completion_and_returns_content(server: FakeOpenAI) -> None:
+    server.replies.append(Reply(body=completion('{"x": 1}')))
+    with HttpxLLM(cfg(server)) as llm:
+        assert llm("hello", SCHEMA) == '{"x": 1}'
+    (req,) = server.requests
+    assert req["path"] == "/v1/chat/completions"
+    assert req["headers"]["Authorization"] == "Bearer sk-secret"
+    assert req["json"]["model"] == "test-model"
+    assert req["json"]["messages"] == [{"role": "user", "content": "hello"}]
+    assert "response_format" not in req["json"]
+
+
+def test_json_modes_request_json(server: FakeOpenAI) -> None:
+    with make_httpx_llm(cfg(server, output_mode="json_object")) as llm:  # type: ignore[attr-defined]
+        llm("p", SCHEMA)
+    with make_httpx_llm(cfg(server, output_mode="json_schema")) as llm:  # type: ignore[attr-defined]
+        llm("p", SCHEMA)
+    assert server.requests[0]["json"]["response_format"] == {"type": "json_object"}
+    fmt = server.requests[1]["json"]["response_format"]
+    assert fmt["type"] == "json_schema" and fmt["json_schema"]["schema"] == SCHEMA
+
+
+def test_retries_5xx_and_429_then_succeeds(server: FakeOpenAI) -> None:
+    server.replies += [
+        Reply(status=503, body={"error": "busy"}),
+        Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "0"}),
+        Reply(body=completion("fine")),
+    ]
+    llm = HttpxLLM(cfg(server, max_retries=2))
+    assert llm("p", SCHEMA) == "fine"
+    assert llm.attempts == 3 == len(server.requests)
+    llm.close()
+
+
+def test_retries_are_bounded(server: FakeOpenAI) -> None:
+    server.replies += [Reply(status=500, body={"error": f"boom {i}"}) for i in range(10)]
+    llm = HttpxLLM(cfg(server, max_retries=3))
+    with pytest.raises(RuntimeError, match=r"after 4 attempt\(s\).*status=500") as info:
+        llm("p", SCHEMA)
+    assert len(server.requests) == 4
+    assert "sk-secret" not in str(info.value)
+    llm.close()
+
+
+def test_client_error_is_not_retried(server: FakeOpenAI) -> None:
+    server.replies.append(Reply(status=401, body={"error": "bad key"}))
+    llm = HttpxLLM(cfg(server, max_retries=5))
+    with pytest.raises(RuntimeError, match="status=401"):
+        llm("p", SCHEMA)
+    assert len(server.requests) == 1
+    llm.close()
+
+
+def test_timeout_is_applied_and_retried(server: FakeOpenAI) -> None:
+    server.replies += [Reply(body=completion("late"), delay=1.5), Reply(body=completion("ok"))]
+    llm = HttpxLLM(cfg(server, timeout_seconds=0.3, max_retries=1))
+    t0 = time.monotonic()
+    assert llm("p", SCHEMA) == "ok"
+    assert time.monotonic() - t0 < 1.4  # did not wait for the slow answer
+    assert llm.attempts == 2
+    llm.close()
+
+
+def test_timeout_exhausts_retries(server: FakeOpenAI) -> None:
+    server.replies += [Reply(body=completion("late"), delay=1.0) for _ in range(2)]
+    llm = HttpxLLM(cfg(server, timeout_seconds=0.2, max_retries=1))
+    with pytest.raises(RuntimeError, match=r"transport failed.*Timeout"):
+        llm("p", SCHEMA)
+    llm.close()
+
+
+@pytest.mark.parametrize(
+    "body",
+    ["not json at all", {"choices": []}, completion(None), {"unexpected": 1}],
+)
+def test_malformed_response_raises(server: FakeOpenAI, body: Any) -> None:
+    server.replies.append(Reply(body=body))
+    llm = HttpxLLM(cfg(server, max_retries=0))
+    with pytest.raises(RuntimeError, match="LLM response"):
+        llm("p", SCHEMA)
+    llm.close()
+
+
+def test_connection_refused_is_retried_then_raises() -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = OpenAICompatibleLLMConfig(
+        api_key="k", base_url=f"http://127.0.0.1:{port}/v1", max_retries=2, backoff_seconds=0
+    )
+    llm = HttpxLLM(config)
+    with pytest.raises(RuntimeError, match="LLM transport failed after 3 attempt"):
+        llm("p", SCHEMA)
+    assert llm.attempts == 3
+    llm.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        llm("p", SCHEMA)
+
+
+def test_from_env(server: FakeOpenAI) -> None:
+    assert OpenAICompatibleLLMConfig.from_env({}) is None
+    assert OpenAICompatibleLLMConfig.from_env({"EMOTIONAL_MEMORY_LLM_API_KEY": "  "}) is None
+    default = OpenAICompatibleLLMConfig.from_env({"EMOTIONAL_MEMORY_LLM_API_KEY": "k"})
+    assert default is not None
+    assert default.base_url == DEFAULT_OPENAI_COMPAT_BASE_URL
+    assert default.model == DEFAULT_OPENAI_COMPAT_MODEL
+    env = {
+        "EMOTIONAL_MEMORY_LLM_API_KEY": "k2",
+        "EMOTIONAL_MEMORY_LLM_BASE_URL": server.base_url + "/",
+        "EMOTIONAL_MEMORY_LLM_MODEL": "m",
+        "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS": "2.5",
+        "EMOTIONAL_MEMORY_LLM_OUTPUT_MODE": "JSON_OBJECT",
+        "EMOTIONAL_MEMORY_LLM_MAX_RETRIES": "0",
+    }
+    c = OpenAICompatibleLLMConfig.from_env(env)
+    assert c is not None
+    assert (c.base_url, c.model, c.timeout_seconds, c.output_mode, c.max_retries) == (
+        server.base_url,
+        "m",
+        2.5,
+        "json_object",
+        0,
+    )
+    summary = c.public_summary()
+    assert summary["api_key_set"] is True and "k2" not in json.dumps(summary)
+    llm = make_httpx_llm_from_env(env)
+    assert llm is not None
+    assert llm("p", SCHEMA) == '{"ok": true}'
+    assert server.requests[-1]["headers"]["Authorization"] == "Bearer k2"
+    assert make_httpx_llm_from_env({}) is None
+    for key, bad in [
+        ("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "0"),
+        ("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "soon"),
+        ("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE", "xml"),
+        ("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "-1"),
+    ]:
+        with pytest.raises(ValueError):
+            OpenAICompatibleLLMConfig.from_env({"EMOTIONAL_MEMORY_LLM_API_KEY": "k", key: bad})
+
+
+def test_from_env_reads_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EMOTIONAL_MEMORY_LLM_API_KEY", "env-key")
+    monkeypatch.setenv("EMOTIONAL_MEMORY_LLM_MODEL", "env-model")
+    c = OpenAICompatibleLLMConfig.from_env()
+    assert c is not None and c.api_key == "env-key" and c.model == "env-model"
+
+
+def test_config_validation_and_helpers() -> None:
+    with pytest.raises(ValueError):
+        OpenAICompatibleLLMConfig(api_key="k", timeout_seconds=0)
+    with pytest.raises(ValueError):
+        OpenAICompatibleLLMConfig(api_key="k", max_retries=-1)
+    with pytest.raises(ValueError):
+        OpenAICompatibleLLMConfig(api_key="k", output_mode="xml")  # type: ignore[arg-type]
+    assert project_config_issues(OpenAICompatibleLLMConfig(api_key="k")) == []
+    assert project_config_issues(OpenAICompatibleLLMConfig(api_key="k", model="gpt-5.2-mini"))
+    payload = build_openai_compatible_payload(
+        "hi", SCHEMA, OpenAICompatibleLLMConfig(api_key="k", temperature=0.0)
+    )
+    assert payload == {
+        "model": DEFAULT_OPENAI_COMPAT_MODEL,
+        "messages": [{"role": "user", "content": "hi"}],
+        "temperature": 0.0,
+    }
+
+
+def test_probe(server: FakeOpenAI) -> None:
+    probe_openai_compatible_llm(cfg(server))
+    server.replies.append(Reply(status=404, body={"error": "no such model"}))
+    with pytest.raises(RuntimeError, match="404"):
+        probe_openai_compatible_llm(cfg(server))
+
+
+def test_drives_llm_appraisal_engine(server: FakeOpenAI) -> None:
+    server.default_content = json.dumps(
+        {
+            "novelty": 0.8,
+            "goal_relevance": -0.6,
+            "coping_potential": 0.2,
+            "norm_congruence": -0.4,
+            "self_relevance": 0.9,
+        }
+    )
+    llm = HttpxLLM(cfg(server, output_mode="json_object"))
+    engine = LLMAppraisalEngine(llm)
+    vec = engine.appraise("My flight was cancelled at the last minute")
+    assert (vec.novelty, vec.goal_relevance, vec.coping_potential) == (0.8, -0.6, 0.2)
+    assert (vec.norm_congruence, vec.self_relevance) == (-0.4, 0.9)
+    assert "flight was cancelled" in server.requests[-1]["json"]["messages"][0]["content"]
+    llm.close()
+
+
+def test_drives_llm_query_classifier(server: FakeOpenAI) -> None:
+    server.default_content = '```json\n{"query_type": "temporal"}\n```'
+    llm = HttpxLLM(cfg(server))
+    clf = LLMQueryClassifier(llm, fallback_on_error=False)
+    assert clf.classify("When did we last meet?") == "temporal"
+    llm.close()

@@ -1,0 +1,82 @@
+"""A real chat-completions HTTP server on 127.0.0.1 (``http.server`` in a thread) that
+answers from a queue of scripted replies and records every request."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted reply: HTTP status, body, delay before answering, extra headers."""
+
+    status: int = 200
+    body: Any = None  # dict -> JSON, str -> raw text
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class FakeOpenAI:
+    """A chat-completions server: replies from a queue, then a default; records requests."""
+
+    def __init__(self) -> None:
+        self.replies: list[Reply] = []
+        self.default_content = '{"ok": true}'
+        self.requests: list[dict[str, Any]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", "0"))
+                body = json.loads(self.rfile.read(length) or b"null")
+                owner.requests.append(
+                    {"path": self.path, "headers": dict(self.headers), "json": body}
+                )
+                reply = owner.replies.pop(0) if owner.replies else None
+                if reply is None:
+                    reply = Reply(body=completion(owner.default_content))
+                if reply.delay:
+                    time.sleep(reply.delay)
+                raw = (
+                    reply.body.encode()
+                    if isinstance(reply.body, str)
+                    else json.dumps(reply.body).encode()
+                )
+                try:
+                    self.send_response(reply.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(raw)))
+                    for k, v in reply.headers.items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(raw)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        host, port = self.server.server_address[:2]
+        self.base_url = f"http://{host}:{port}/v1"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def completion(content: Any) -> dict[str, Any]:
+    """A chat-completion response body whose one message holds ``content``."""
+    return {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}],
+    }
