@@ -27,7 +27,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from service_process import Server, start
+from support.service_process import Server, start
 
 ROOT = "root-key-5d1e2f3a4b5c6d7e8f"
 ALICE = "alice-key-1f2e3d4c5b6a7f8e"

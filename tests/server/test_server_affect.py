@@ -31,7 +31,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 from emotional_memory.embedders.minilm import default_model_dir
-from service_process import Server, child_env, command, start
+from support.service_process import Server, child_env, command, start
 
 if default_model_dir() is None:  # pragma: no cover - CI installs the weights
     pytest.skip("the MiniLM weights are not installed (`make minilm`)", allow_module_level=True)

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tests.plain_store import PerMemoryStore
+from support.plain_store import PerMemoryStore
 
 from emotional_memory import (
     AsyncEmotionalMemory,

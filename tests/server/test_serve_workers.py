@@ -20,7 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from service_process import Server, child_env, command, start
+from support.service_process import Server, child_env, command, start
 
 ARGS = ["--no-auth", "--embedder", "hashing", "--affect", "none"]
 

@@ -24,8 +24,7 @@ from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores.sqlite import SQLiteStore
 from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
-
-TESTS = Path(__file__).resolve().parent
+from support.paths import SUPPORT
 
 
 def _sqlite_engine(path: Path, **kwargs: Any) -> EmotionalMemory:
@@ -101,7 +100,7 @@ def run_workers(
 ) -> list[dict[str, Any]]:
     procs = [
         subprocess.Popen(
-            [sys.executable, str(TESTS / "shared_state_worker.py"), kind, target, str(w),
+            [sys.executable, str(SUPPORT / "shared_state_worker.py"), kind, target, str(w),
              str(ops), mode],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
