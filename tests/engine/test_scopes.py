@@ -1,4 +1,4 @@
-"""Scopes, filters and expiry (issue 23), tested against oracles.
+"""Scopes, filters and expiry, tested against oracles.
 
 * The separate-engine contract: for random interleavings of encode / retrieve /
   delete / set_affect in sibling scopes of ONE engine, each view answers exactly (ids

@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.plain_store import PerMemoryStore
 
 from emotional_memory import (
     AsyncEmotionalMemory,
@@ -32,6 +31,7 @@ from emotional_memory import (
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.filters import parse_where
 from emotional_memory.models import Memory
+from support.plain_store import PerMemoryStore
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -176,7 +176,7 @@ def select_model(
     Args:
         batch: the recall batch (with lexical statistics, the lexical models compete).
         info: its metadata.
-        config: the starting configuration (default: SPEC defaults).
+        config: the starting configuration (default: the defaults of docs/behaviour.md).
         folds: inner folds (>= 2; at most the number of available scenarios).
         train_mask: (Q,) queries available (default: all).
         seed: fold and split seed.

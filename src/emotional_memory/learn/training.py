@@ -417,7 +417,7 @@ def fit(
     Args:
         batch: labelled recall batch (from :func:`build_recall_batch`).
         info: its metadata.
-        config: starting configuration (default: SPEC defaults); also the prior.
+        config: starting configuration (default: the defaults of docs/behaviour.md); also the prior.
         trainable: groups from :data:`emotional_memory.learn.params.GROUPS`.
         temperature: softmax temperature of the listwise loss.
         l2: weight of the L2 pull towards the starting parameters.
@@ -501,7 +501,7 @@ def fit_many(
 
     Args:
         batch: labelled recall batch.
-        config: starting configuration (default: SPEC defaults); also the prior.
+        config: starting configuration (default: the defaults of docs/behaviour.md); also the prior.
         runs: per run a dict with any of ``l2``, ``temperature`` and ``train_mask``
             (as :func:`fit`'s arguments; defaults as there).
         trainable, learning_rate, steps, patience, val_fraction, seed, progress,

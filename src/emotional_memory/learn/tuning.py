@@ -197,7 +197,7 @@ def fit_auto(
     Args:
         batch: The labelled recall batch.
         info: Its metadata.
-        config: Starting configuration (default: SPEC defaults).
+        config: Starting configuration (default: the defaults of docs/behaviour.md).
         grid: ``{"l2": [...], "temperature": [...]}`` (default :data:`DEFAULT_GRID`).
         inner_folds: Inner cross-validation folds (>= 2).
         train_mask: (Q,) queries available (default: all).

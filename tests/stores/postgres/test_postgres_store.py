@@ -926,7 +926,7 @@ def test_the_readme_example_runs(
         assert len(store) == 2
 
 
-# ----------------------------------------------------------------- scopes (issue 23)
+# ----------------------------------------------------------------- scopes
 
 
 @pytest.fixture
@@ -956,7 +956,7 @@ def scope_tests(pg_dsn: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def test_a_scoped_view_answers_as_a_separate_engine(
     scope_tests: Any, lexical: bool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The separate-engine contract of issue 23 over PostgresStore (views of one
+    """The separate-engine contract over PostgresStore (views of one
     table answer as separate engines holding only their scope)."""
     scope_tests.test_a_view_answers_as_a_separate_engine_of_its_scope(
         kind="postgres", lexical=lexical, tmp_path_factory=tmp_path_factory)
@@ -965,13 +965,13 @@ def test_a_scoped_view_answers_as_a_separate_engine(
 def test_retrieve_where_answers_as_without_the_other_memories(
     scope_tests: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """The filter contract of issue 23 over PostgresStore."""
+    """The filter contract over PostgresStore."""
     scope_tests.test_retrieve_where_answers_as_the_engine_without_the_other_memories(
         kind="postgres", tmp_path_factory=tmp_path_factory)
 
 
 def test_expired_memories_are_invisible_and_pruned(scope_tests: Any, tmp_path: Path) -> None:
-    """The expiry contract of issue 23 over PostgresStore."""
+    """The expiry contract over PostgresStore."""
     scope_tests.test_expired_memories_are_invisible_and_pruned(kind="postgres",
                                                                tmp_path=tmp_path)
 
@@ -1011,7 +1011,7 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
 
 
 def test_per_scope_state_survives_a_reopen(pg_dsn: str) -> None:
-    """Each scope's affective state is its own row (issue 23), saved with the view's
+    """Each scope's affective state is its own row, saved with the view's
     memory operations and back after a reopen."""
     table = _new_table()
     clock = TickClock(T0, timedelta(0))

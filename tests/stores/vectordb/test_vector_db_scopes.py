@@ -1,6 +1,6 @@
 """Scopes, ``where`` filters and expiry in QdrantStore (embedded local mode) and
 ChromaStore (HttpClient against a real local ``chroma run`` server), with
-InMemoryStore as the oracle (issue 23):
+InMemoryStore as the oracle:
 
 * the separate-engine contract over random interleavings in sibling scopes;
 * the filter contract (``retrieve(where=F)`` as the float64 in-memory engine holding
