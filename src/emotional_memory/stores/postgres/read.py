@@ -281,7 +281,6 @@ class _Reader(_Writer):
         if not isinstance(memory_id, str):
             return False
         with self._read(single=True) as cur:
-            row = cur.execute(
-                f"SELECT 1 FROM {self._t} WHERE id = %s{self._f}", (memory_id,)
-            ).fetchone()
+            f, args = self._filter_args(memory_id)
+            row = cur.execute(f"SELECT 1 FROM {self._t} WHERE id = %s{f}", args).fetchone()
         return row is not None
