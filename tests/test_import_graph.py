@@ -1,4 +1,4 @@
-"""No import circles in ``src/emotional_memory`` (issue 27).
+"""No import circles in ``src/emotional_memory``.
 
 The graph is built with :mod:`ast` from the source files. What counts as an edge
 ``a -> b``: every ``import`` / ``from ... import`` statement anywhere in module ``a``

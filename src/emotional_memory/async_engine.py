@@ -1,7 +1,8 @@
 """AsyncEmotionalMemory: the engine's full surface as coroutines.
 
 One implementation serves both worlds: the synchronous engine core runs in a worker
-thread (so the event loop never blocks on JAX or SQLite), one operation at a time.
+thread (so the event loop never blocks on JAX or SQLite), one operation at a time
+per scope (operations on disjoint scopes run at once).
 Async stores, embedders and appraisal engines are called back on the caller's loop
 through a bridge, so results are identical to the sync engine's.
 
@@ -38,7 +39,9 @@ from emotional_memory._async_bridge import (
     bridge_embedder,
     bridge_store,
 )
+from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
+from emotional_memory.affect_rater import AffectRater
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.engine import Clock, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import AffectiveStateStore
@@ -94,6 +97,10 @@ class AsyncEmotionalMemory:
         embedder: a sync ``Embedder`` or an ``AsyncEmbedder``.
         appraisal_engine: optional sync or async appraisal engine.
         config, state_store, query_classifier, clock: as for :class:`EmotionalMemory`.
+        affect_from_text: opt-in synchronous :class:`~emotional_memory.affect_rater.
+            AffectRater`, as for :class:`EmotionalMemory` (it runs in the engine's
+            worker thread, never on the event loop).
+        shared_state: as for :class:`EmotionalMemory`.
     """
 
     def __init__(
@@ -106,9 +113,11 @@ class AsyncEmotionalMemory:
         query_classifier: QueryClassifier | None = None,
         *,
         clock: Clock | None = None,
+        affect_from_text: AffectRater | None = None,
+        shared_state: bool = False,
     ) -> None:
         self._bridge = _LoopBridge()
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncScopeLocks] = (
             weakref.WeakKeyDictionary()
         )
         self._engine = EmotionalMemory(
@@ -119,6 +128,8 @@ class AsyncEmotionalMemory:
             state_store,
             query_classifier,
             clock=clock,
+            affect_from_text=affect_from_text,
+            shared_state=shared_state,
         )
 
     @classmethod
@@ -179,21 +190,26 @@ class AsyncEmotionalMemory:
         return self._engine.config
 
     async def _run(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run one engine operation in a worker thread, one operation at a time.
+        """Run one engine operation in a worker thread, in its scope's turn.
 
-        Cancelled while waiting for its turn, the operation never starts. Cancelled
-        while its worker runs (e.g. by ``asyncio.wait_for``), the caller gets the
+        Operations on one scope, on its sub-scopes or on its parents (the root
+        included) take turns in arrival order; operations on disjoint scopes run at
+        once (:class:`~emotional_memory._scope_locks.AsyncScopeLocks`). Cancelled
+        while waiting for its turn, the operation never starts. Cancelled while its
+        worker runs (e.g. by ``asyncio.wait_for``), the caller gets the
         ``CancelledError`` at once but the operation completes entirely in the
-        background, and the next operation starts only after it: the turn is handed
-        on when the worker finishes, not when the caller stops waiting. Each event
-        loop gets its own turn lock, so the engine works across ``asyncio.run`` calls
-        (the sync engine's own lock keeps operations from different loops apart).
+        background, and the next operation of an overlapping scope starts only
+        after it: the turn is handed on when the worker finishes, not when the
+        caller stops waiting. Each event loop gets its own turns, so the engine works
+        across ``asyncio.run`` calls (the sync engine's own scope locks keep
+        operations from different loops apart).
         """
         loop = asyncio.get_running_loop()
-        lock = self._locks.get(loop)
-        if lock is None:
-            lock = self._locks.setdefault(loop, asyncio.Lock())
-        await lock.acquire()
+        locks = self._locks.get(loop)
+        if locks is None:
+            locks = self._locks.setdefault(loop, AsyncScopeLocks())
+        path = self._engine.scope
+        await locks.acquire(path)
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
@@ -204,20 +220,20 @@ class AsyncEmotionalMemory:
                 _engine_executor(), functools.partial(context.run, fn, *args, **kwargs)
             )
         except BaseException:
-            lock.release()
+            locks.release(path)
             raise
         try:
             result = await asyncio.shield(worker)
         except asyncio.CancelledError:
             if worker.done():
-                lock.release()
+                locks.release(path)
             else:
-                worker.add_done_callback(functools.partial(_finish_detached, lock))
+                worker.add_done_callback(functools.partial(_finish_detached, locks, path))
             raise
         except BaseException:
-            lock.release()
+            locks.release(path)
             raise
-        lock.release()
+        locks.release(path)
         return result
 
     # encoding
@@ -505,16 +521,21 @@ class AsyncEmotionalMemory:
             embedding=embedding,
         )
 
-    async def list_all(self, *, where: Any = None) -> list[Memory]:
+    async def list_all(
+        self, *, where: Any = None, limit: int | None = None, offset: int = 0
+    ) -> list[Memory]:
         """See :meth:`EmotionalMemory.list_all`.
 
         Args:
             where: Optional filter.
+            limit: At most this many (None: all).
+            offset: Skip this many first.
 
         Returns:
-            Every memory this view sees, in insertion order.
+            The memories this view sees, in insertion order (one page with
+            ``limit`` / ``offset``).
         """
-        return await self._run(self._engine.list_all, where=where)
+        return await self._run(self._engine.list_all, where=where, limit=limit, offset=offset)
 
     async def count(self) -> int:
         """Number of memories (the async form of ``len``).
@@ -644,17 +665,19 @@ class AsyncEmotionalMemory:
         await self.close()
 
 
-def _finish_detached(lock: asyncio.Lock, worker: asyncio.Future[Any]) -> None:
+def _finish_detached(
+    locks: AsyncScopeLocks, path: tuple[str, ...], worker: asyncio.Future[Any]
+) -> None:
     """Hand the turn on once a worker whose caller was cancelled has finished."""
     if not worker.cancelled():
         worker.exception()  # retrieved: its caller is gone, nobody else will read it
-    lock.release()
+    locks.release(path)
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     """An :class:`AsyncEmotionalMemory` over ``engine``'s parts.
 
-    The new async engine uses the same store, embedder, appraisal engine, config,
+    The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
     starts from a copy of ``engine``'s affective state (history included): later
     state changes of either engine do not affect the other.
@@ -682,6 +705,7 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
         # The construction-time initial state is replaced by the copy: reading the
         # engine's clock for it would advance a deterministic (replay) clock.
         clock=lambda: state.mood.timestamp,
+        affect_from_text=engine.affect_from_text,
     )
     core = out.engine
     core._clock = engine._clock

@@ -1,4 +1,4 @@
-"""``where=`` filters: one small JSON dialect, parsed once into a predicate (issue 23).
+"""``where=`` filters: one small JSON dialect, parsed once into a predicate.
 
 The dialect is the one Chroma and mem0 users know::
 
@@ -38,6 +38,7 @@ SQL, the vector databases' filters).
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -62,6 +63,7 @@ _RANGE_OPS = frozenset({"$gt", "$gte", "$lt", "$lte"})
 _OPS = frozenset({"$eq", "$ne", *_RANGE_OPS, "$in", "$nin", "$exists"})
 _MISSING: Any = object()
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_FLOAT_MAX = int(sys.float_info.max)  # a larger integer overflows a float comparison
 
 Op = Literal["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists"]
 Scalar = str | int | float | bool | None
@@ -133,6 +135,11 @@ def _check_scalar(where: str, value: object) -> Scalar:
     if _is_number(value):
         if isinstance(value, float) and not math.isfinite(value):
             raise ValueError(f"where: {where} must be a finite number, got {value!r}")
+        if isinstance(value, int) and abs(value) > _FLOAT_MAX:
+            raise ValueError(
+                f"where: {where} is an integer of {value.bit_length()} bits, beyond the "
+                "range of a float (about 1.8e308) that filters compare numbers in"
+            )
         return value  # type: ignore[return-value]
     raise ValueError(
         f"where: {where} must be a string, number, boolean or null, "

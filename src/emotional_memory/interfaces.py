@@ -128,7 +128,9 @@ class MemoryStore(Protocol):
         ...
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Up to ``top_k`` embedded memories by cosine similarity, highest first (SPEC 5).
+        """Up to ``top_k`` embedded memories by cosine similarity, highest first.
+
+        The rule is in docs/behaviour.md §5.
 
         Args:
             embedding: The query embedding, shape (D,).
@@ -320,3 +322,9 @@ def store_transaction(store: object) -> AbstractContextManager[Any]:
     """
     tx = getattr(store, "transaction", None)
     return tx() if callable(tx) else nullcontext()
+
+
+class StoreTimeoutError(RuntimeError):
+    """A store's database statement ran past its time limit and was cancelled; the
+    operation's transaction rolled back (nothing changed). Raised by stores with a
+    statement timeout (``PostgresStore(statement_timeout=...)``)."""

@@ -1,4 +1,4 @@
-"""Memories and their affective fingerprint (SPEC 2).
+"""Memories and their affective fingerprint (docs/behaviour.md §2).
 
 An :class:`EmotionalTag` records how an event felt (core affect), where the feeling
 was heading (momentum), the mood at the time, its appraisal, resonance links to other
@@ -147,7 +147,7 @@ class Memory(BaseModel):
     embedding: list[float] | None = None
     tag: EmotionalTag
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # Where the memory lives (issue 23): the scope path of the engine view that wrote
+    # Where the memory lives: the scope path of the engine view that wrote
     # it, () for the root. A view sees the memories whose path starts with its own.
     scope: tuple[str, ...] = ()
     # Once the clock passes it the memory is invisible to every read (None: never).
@@ -201,6 +201,31 @@ class Memory(BaseModel):
         )
 
 
+MAX_SCOPE_PART_BYTES = 1024
+"""The longest scope path part (UTF-8 bytes). Every store indexes the parts (the
+PostgreSQL store in a GIN index, whose entries hold at most 2712 bytes): a longer
+part is refused with a ``ValueError`` naming it, on every store alike."""
+
+
+def check_scope_part(field: str, part: str) -> None:
+    """Refuse a scope part longer than :data:`MAX_SCOPE_PART_BYTES` UTF-8 bytes.
+
+    Args:
+        field: the part's name in errors.
+        part: the part (a str).
+
+    Raises:
+        ValueError: it is too long.
+    """
+    if len(part) * 4 > MAX_SCOPE_PART_BYTES:
+        size = len(part.encode("utf-8", "surrogatepass"))
+        if size > MAX_SCOPE_PART_BYTES:
+            raise ValueError(
+                f"{field} is {size} UTF-8 bytes, over the {MAX_SCOPE_PART_BYTES} a scope "
+                "part may hold"
+            )
+
+
 def scope_path(field: str, value: Any) -> tuple[str, ...]:
     """A scope path checked: a tuple (or list) of non-empty strings.
 
@@ -212,7 +237,8 @@ def scope_path(field: str, value: Any) -> tuple[str, ...]:
         The path as a tuple.
 
     Raises:
-        TypeError: not a tuple/list of strings. ValueError: an empty string in it.
+        TypeError: not a tuple/list of strings. ValueError: an empty string in it,
+            or one over :data:`MAX_SCOPE_PART_BYTES`.
     """
     if isinstance(value, str) or not isinstance(value, tuple | list):
         raise TypeError(f"{field} must be a tuple of strings, got {type(value).__name__}")
@@ -223,6 +249,7 @@ def scope_path(field: str, value: Any) -> tuple[str, ...]:
             raise ValueError(f"{field}[{i}] must be a non-empty string")
         if "\x00" in part:
             raise ValueError(f"{field}[{i}] must not contain NUL characters")
+        check_scope_part(f"{field}[{i}]", part)
     return tuple(value)
 
 

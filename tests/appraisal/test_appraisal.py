@@ -517,7 +517,7 @@ class TestLLMEngine:
 
     @pytest.mark.parametrize("value", [5.0, -3, 1e9, -1e300, 1.0000001, 7])
     def test_far_out_of_range_values_are_clamped_as_the_original(self, value: float) -> None:
-        # issue 27: the original clamps any finite value (novelty 5.0 -> 1.0; coping
+        # the original clamps any finite value (novelty 5.0 -> 1.0; coping
         # 9 -> 1.0), it does not fall back to the neutral vector
         answer = json.dumps({**GOOD, "novelty": value, "coping_potential": value})
         eng = LLMAppraisalEngine(FakeLLM(answer), no_cache(fallback_on_error=False))

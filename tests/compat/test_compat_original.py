@@ -1,4 +1,4 @@
-"""Drop-in compatibility with the original library 0.18.1 (SPEC 11, issue 12).
+"""Drop-in compatibility with the original library 0.18.1 (SPEC 11).
 
 The expectations are written from SPEC 11 (the facts checked against the original's
 code), with plain-Python oracles where a number is involved; nothing here imports or

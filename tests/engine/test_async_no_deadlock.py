@@ -1,4 +1,4 @@
-"""Many AsyncEmotionalMemory engines under one gather never deadlock (issue 12, item 6).
+"""Many AsyncEmotionalMemory engines under one gather never deadlock.
 
 Before the fix each engine call held a default-executor thread while it waited for a
 coroutine (a ``SyncToAsync*`` adapter's ``asyncio.to_thread``) that needed another

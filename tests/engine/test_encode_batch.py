@@ -79,7 +79,7 @@ class SpyBatchStore(InMemoryStore):
 
 class GappyEmbedder:
     """HashingEmbedder that gives texts containing "blank" no embedding (None; an
-    empty list is refused as bad embedder output, issue 27)."""
+    empty list is refused as bad embedder output)."""
 
     def __init__(self, dim: int = 24) -> None:
         self.inner = HashingEmbedder(dim=dim)

@@ -404,7 +404,7 @@ def test_sqlite_import_invalid_item_atomic(tmp_path: Any) -> None:
     store.close()
 
 
-# --------------------------------------------------------------------------- issue 27 sweep
+# --------------------------------------------------------------------------- bad-input sweep
 
 
 @pytest.fixture(params=["memory", "sqlite"])

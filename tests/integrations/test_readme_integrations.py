@@ -21,7 +21,7 @@ def _run(key: str) -> dict[str, Any]:
 
 def test_every_integration_has_an_example() -> None:
     assert set(EXAMPLES) == {
-        "emotional_memory.stores.redis.state",
+        "emotional_memory.state_stores.redis",
         "emotional_memory.llm_http",
         "emotional_memory.telemetry",
         "emotional_memory.integrations.langchain",

@@ -1,4 +1,4 @@
-"""Recall on unlabelled, timestamped data (issue 11): replay settings, metrics, selection.
+"""Recall on unlabelled, timestamped data: replay settings, metrics, selection.
 
 * :class:`ReplayAffect`: labelled events keep their labels; unlabelled events get the
   estimator's affect (estimated once per distinct text) or the neutral point; queries

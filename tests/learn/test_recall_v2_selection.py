@@ -1,4 +1,4 @@
-"""Model selection with the recall-v2 pieces (issue 26): stemmed analyses and the
+"""Model selection with the recall-v2 pieces: stemmed analyses and the
 query adapter compete, the choice never loses to default or cosine on its inner folds,
 and what is chosen (a stemmed index, an adapter) is an ordinary config the engine and
 the command line load and replay."""

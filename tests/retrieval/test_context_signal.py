@@ -1,4 +1,4 @@
-"""The opt-in conversational context signal s8 (issue 26, item 1).
+"""The opt-in conversational context signal s8.
 
 * the kernel signal against a plain-Python oracle (hypothesis): neighbours lend
   ``mix * s1 + (1 - mix) * s7``, a memory takes the best of its present neighbours;

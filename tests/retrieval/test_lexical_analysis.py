@@ -1,4 +1,4 @@
-"""Lexical analysis options (issue 26): Snowball stemming, query-term counts.
+"""Lexical analysis options: Snowball stemming, query-term counts.
 
 * ``analyze`` against stems from the Snowball English algorithm's published examples;
 * one index keeps every analysis in use, incrementally: equal to a rebuild, and its

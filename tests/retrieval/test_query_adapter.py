@@ -1,4 +1,4 @@
-"""The opt-in query adapter (issue 26): ``q -> q + left @ (right.T @ q)``.
+"""The opt-in query adapter: ``q -> q + left @ (right.T @ q)``.
 
 * the kernel map against numpy; zero ``left`` is the identity bit for bit;
 * the config: JSON round trip, checksum and size checks with clear errors;

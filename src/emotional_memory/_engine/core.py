@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import warnings
 from collections.abc import Callable
 from datetime import datetime
@@ -11,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
+from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import aware, json_metadata
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
@@ -38,14 +38,16 @@ class EngineCore:
     store: MemoryStore
     embedder: Embedder
     appraisal_engine: AppraisalEngine | None
+    # The text rater of ``affect_from_text`` (an AffectRater), or None.
+    affect_from_text: Any = None
     config: EmotionalMemoryConfig
     state_store: AffectiveStateStore | None
     query_classifier: QueryClassifier | None
-    _op_lock: threading.RLock
+    _scope_locks: ScopeLocks
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState
-    # The scope path of this engine view (issue 23); () for the root engine.
+    # The scope path of this engine view; () for the root engine.
     _scope: tuple[str, ...] = ()
     _root_state_store: AffectiveStateStore | None
 
@@ -117,7 +119,7 @@ class EngineCore:
 
     @staticmethod
     def _clean_embedding(raw: object, what: str) -> list[float] | None:
-        """Validate an embedder's output; NaN is warned about, not fatal (SPEC 9)."""
+        """Validate an embedder's output; NaN is warned about, not fatal (docs/behaviour.md §9)."""
         arr = EngineCore._embedding_array(raw, what, stacklevel=4)
         return None if arr is None else arr.tolist()
 

@@ -17,7 +17,7 @@ from emotional_memory.stores.base import ModifyingStore, TagWritingStore
 
 
 class EffectsMixin(EngineCore):
-    """The retrieval side effects (SPEC 6), applied to the winners' current rows."""
+    """The retrieval side effects (docs/behaviour.md §6), applied to the winners' current rows."""
 
     def _after_retrieval(self, winners: list[str], now: datetime) -> list[Memory]:
         """Apply the retrieval side effects to the winners' current rows, in one transaction.
@@ -47,7 +47,7 @@ class EffectsMixin(EngineCore):
         return updated
 
     def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:
-        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6).
+        """Reconsolidation, prediction update and Hebbian strengthening (docs/behaviour.md §6).
 
         Each winner's changed tag fields are gathered in one dict and its tag copied
         once (what :func:`reconsolidate`, :func:`update_prediction` and the Hebbian

@@ -12,18 +12,21 @@ _R = TypeVar("_R")
 
 
 def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
-    """Run an engine method under the engine's re-entrant operation lock.
+    """Run an engine method in its scope's turn (:class:`~emotional_memory._scope_locks.
+    ScopeLocks`, shared by an engine and its views, re-entrant).
 
-    One operation at a time per engine: threads sharing an engine see each call run
+    One operation at a time per scope: threads sharing an engine see each call run
     whole (an encode's save, links and state; a retrieve's ranking and side effects)
-    with no other call of the same engine interleaved. Reads of the (immutable)
+    with no other call on the same scope, one of its sub-scopes or one of its parents
+    (the root included) interleaved; calls on disjoint scopes run at once. Reads of the (immutable)
     current state - ``get_state``, ``save_state``, ``get_current_mood`` - take no
     lock, so an event loop calling them never waits for a running operation.
     """
 
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        with args[0]._op_lock:  # type: ignore[attr-defined]
+        engine = args[0]
+        with engine._scope_locks.hold(engine._scope), engine._sharing():  # type: ignore[attr-defined]
             return method(*args, **kwargs)
 
     return locked
@@ -42,12 +45,14 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
-        lock = args[0]._op_lock  # type: ignore[attr-defined]
-        if not lock.acquire(blocking=asyncio._get_running_loop() is None):
+        engine = args[0]
+        locks, path = engine._scope_locks, engine._scope  # type: ignore[attr-defined]
+        if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
             return method(*args, **kwargs)
         try:
-            return method(*args, **kwargs)
+            with engine._sharing():  # type: ignore[attr-defined]
+                return method(*args, **kwargs)
         finally:
-            lock.release()
+            locks.release(path)
 
     return locked

@@ -15,6 +15,7 @@ from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
 from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores.base import PagingStore
 from emotional_memory.telemetry import traced
 
 
@@ -146,19 +147,38 @@ class RecordsMixin(EngineCore):
         return updated
 
     @_synchronized
-    def list_all(self, *, where: Any = None) -> list[Memory]:
-        """All memories in insertion order (this view's, not expired).
+    def list_all(
+        self, *, where: Any = None, limit: int | None = None, offset: int = 0
+    ) -> list[Memory]:
+        """All memories in insertion order (this view's, not expired), or one page.
 
         Args:
             where: optional filter (:mod:`emotional_memory.filters`).
+            limit: at most this many (None: all of them).
+            offset: skip this many first.
 
         Returns:
-            A list of every memory this view sees (that matches ``where``).
+            The memories this view sees (that match ``where``), from ``offset`` on,
+            at most ``limit``. A store with ``list_page(offset, limit)`` (the
+            in-memory, SQLite and PostgreSQL stores) builds only the page's memories
+            (PostgreSQL reads only its rows and the skipped ones, in SQL).
 
         Raises:
-            ValueError: a malformed ``where``.
+            ValueError: a malformed ``where``, a negative ``limit`` or ``offset``.
+            TypeError: ``limit`` or ``offset`` not an int.
         """
-        return self._view(None, parse_where(where)).list_all()
+        parsed = parse_where(where)
+        if limit is not None:
+            limit = _non_negative("limit", limit)
+        offset = _non_negative("offset", offset)
+        view = self._view(None, parsed)
+        if limit is None and offset == 0:
+            return view.list_all()
+        if isinstance(view, PagingStore):
+            stop = limit if limit is not None else len(view)
+            return view.list_page(offset, stop)
+        everything = view.list_all()
+        return everything[offset:] if limit is None else everything[offset:offset + limit]
 
     @_synchronized
     def __len__(self) -> int:
@@ -301,3 +321,12 @@ class RecordsMixin(EngineCore):
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"
                     )
+
+
+def _non_negative(name: str, value: object) -> int:
+    """An int >= 0 (bools refused), named in the error."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value}")
+    return value

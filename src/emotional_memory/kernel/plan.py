@@ -1,30 +1,20 @@
-"""The whole two-pass retrieval plan of SPEC 5 as one compiled program.
+"""The whole two-pass retrieval plan of docs/behaviour.md §5 as one compiled program.
 
 :func:`retrieval_plan` runs, inside one ``jax.jit``:
 
 1. the final weights: mood-adaptive weights of the (routed) base weights, then the
-   ablation mask (:func:`~emotional_memory.kernel.gates.adaptive_weights`,
-   :func:`~emotional_memory.kernel.gates.apply_signal_mask`);
-2. pass 1: the six signals of every candidate row and their weighted totals
-   (:func:`~emotional_memory.kernel.score.score_with_weights`);
+   ablation mask (:mod:`~emotional_memory.kernel.gates`);
+2. pass 1: the signals of every candidate row and their weighted totals;
 3. the stable pass-1 order and its top-k seeds (:func:`stable_rank`);
-4. spreading activation from the seeds over the candidates' padded adjacency
-   (:func:`~emotional_memory.kernel.activation.spreading_activation_dense`);
-5. pass 2, which re-scores only the resonance term: the first five weighted signals
-   of pass 1 are summed once and reused, so pass-2 totals are the very numbers a full
-   re-score gives (the same left-to-right sum);
+4. spreading activation from the seeds over the padded adjacency;
+5. pass 2, re-scoring only the resonance term (the other weighted signals are summed
+   once and reused, in the same left-to-right order as a full re-score);
 6. the stable pass-2 order.
 
-Padding rows (``valid`` False) sort after every real row in both orders and are never
-seeds. With nothing reached, pass 2 equals pass 1 bit for bit.
-
-:func:`retrieval_plan_packed` is the same program behind a narrower boundary, for the
-engine's per-retrieve call: the candidates' small columns arrive as one matrix and the
-query's state as one vector, and the per-row results leave as one table. Every host
-array handed to a compiled program costs a buffer conversion per call, and every
-result one more array object, so 7 inputs and 2 outputs instead of 16 and 10 save a
-measurable part of a small retrieve. The unpacking is slicing and the packing exact
-conversions, so the values are the very bits :func:`retrieval_plan` returns.
+Padding rows (``valid`` False) sort last and are never seeds; with nothing reached,
+pass 2 equals pass 1 bit for bit. :func:`retrieval_plan_packed` is the same program
+behind a narrower boundary (7 host inputs and 2 outputs instead of 16 and 10, which
+saves per-call buffer conversions), returning the very same bits.
 """
 
 from __future__ import annotations
@@ -98,10 +88,12 @@ def retrieval_plan_unjitted(
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
+    seed_count: Int[Array, ""] | None = None,
 ) -> PlanOutput:
     """:func:`retrieval_plan` before ``jax.jit`` (for use inside other transforms).
 
-    Args and Returns: as :func:`retrieval_plan`.
+    Args and Returns: as :func:`retrieval_plan`; ``seed_count`` as
+    :func:`retrieval_plan_packed`'s.
     """
     dtype = jnp.result_type(query.affect)
     if weights is None:
@@ -126,7 +118,10 @@ def retrieval_plan_unjitted(
     n = columns.valid.shape[0]
     top = order1[: min(top_k, n)]
     # the valid rows among the top: a compare-and-reduce that fuses (not a scatter)
-    seeds = jnp.any(jnp.arange(n)[:, None] == top[None, :], axis=1) & columns.valid
+    hit = jnp.arange(n)[:, None] == top[None, :]
+    if seed_count is not None:  # top_k is a bucket: only its first seed_count count
+        hit = hit & (jnp.arange(top.shape[0]) < seed_count)[None, :]
+    seeds = jnp.any(hit, axis=1) & columns.valid
     if spread:
         activation, reached = spreading_activation_dense(
             seeds, targets, jnp.asarray(strengths, dtype), hops
@@ -170,7 +165,7 @@ def retrieval_plan(
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
 ) -> PlanOutput:
-    """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
+    """The two-pass plan of docs/behaviour.md §5 over a padded candidate bank, one compiled program.
 
     Args:
         params: parameters of the signals (decay, distance scale, calibration) and,
@@ -317,6 +312,7 @@ def retrieval_plan_packed(
     signal_mask: Float[Array, " S"] | None = None,
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
+    seed_count: Int[Array, ""] | None = None,
 ) -> tuple[Float[Array, " S"], Float[Array, "N T"]]:
     """:func:`retrieval_plan` with packed inputs and outputs, one compiled program.
 
@@ -330,6 +326,9 @@ def retrieval_plan_packed(
             context: as :func:`retrieval_plan`.
         weight_params: optional packed parameters of the adaptive weights, as
             :func:`retrieval_plan`'s (packed like ``params``).
+        seed_count: optional () int: the number of seeds, traced, when the static
+            ``top_k`` is only a bucket at least as large (:func:`top_k_bucket`): one
+            program then serves every count up to the bucket, with the same seeds.
 
     Returns:
         ``(weights, table)`` of :func:`pack_output`: the same values as
@@ -340,6 +339,24 @@ def retrieval_plan_packed(
         unpack_params(params), query, columns, targets, strengths, top_k=top_k, hops=hops,
         spread=spread, weights=weights,
         weight_params=None if weight_params is None else unpack_params(weight_params),
-        signal_mask=signal_mask, lexical=lexical, context=context,
+        signal_mask=signal_mask, lexical=lexical, context=context, seed_count=seed_count,
     )
     return pack_output(out)
+
+
+TOP_K_MIN_BUCKET = 8
+"""The smallest :func:`top_k_bucket`."""
+
+
+def top_k_bucket(top_k: int) -> int:
+    """The static seed count a compiled plan is built for: ``top_k`` rounded up to a
+    power of two, at least :data:`TOP_K_MIN_BUCKET` (a handful of programs serve
+    every ``top_k``; the real count is passed traced as ``seed_count``).
+
+    Args:
+        top_k: the number of seeds (>= 1).
+
+    Returns:
+        The bucket (>= ``top_k``).
+    """
+    return max(TOP_K_MIN_BUCKET, 1 << (top_k - 1).bit_length())

@@ -8,15 +8,16 @@ middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
 key, 404, 413 for a body over the limit, 415 for a body that is not JSON, 422
-naming the invalid field, 500 with a generic message (the traceback goes to the
-server's log only). Keys never appear in responses or logs.
+naming the invalid field, 503 when a database statement ran past the statement
+timeout, 500 with a generic message (the traceback goes to the server's log
+only). Keys never appear in responses or logs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -26,12 +27,21 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
+from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
 from emotional_memory.server.rest import router
-from emotional_memory.server.service import MemoryService
+from emotional_memory.server.service import FieldError, MemoryService
 
-__all__ = ["DEFAULT_MAX_BODY_BYTES", "PUBLIC_PATHS", "Gate", "build_app"]
+__all__ = [
+    "DEFAULT_MAX_BODY_BYTES",
+    "LOOPBACK_HOSTS",
+    "PUBLIC_PATHS",
+    "Gate",
+    "TrustedHosts",
+    "build_app",
+]
 
 logger = logging.getLogger("emotional_memory.server")
 
@@ -41,7 +51,60 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 """Paths served without a key."""
 
 
+LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
+"""The ``Host`` values a loopback server accepts by default (``:*``: any port)."""
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def _split_host(host: str) -> tuple[str, str | None]:
+    """``(name, port)`` of ``name``, ``name:port`` or ``[v6]:port`` (port None if absent)."""
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1:]
+        return host[: end + 1], rest[1:] if rest.startswith(":") else None
+    name, sep, port = host.partition(":")
+    return name, port if sep else None
+
+
+class TrustedHosts:
+    """The ``Host`` (and ``Origin``) values a server answers, against DNS rebinding.
+
+    A page on another origin that makes its name resolve to 127.0.0.1 reaches the
+    server with its own name in ``Host`` (and ``Origin``): refusing names not listed
+    keeps such pages from planting or reading memories of a key-less server.
+
+    Args:
+        patterns: ``host``, ``host:port`` or ``host:*`` (any port); IPv6 in brackets.
+    """
+
+    def __init__(self, patterns: Sequence[str]) -> None:
+        cleaned = []
+        for p in patterns:
+            if not isinstance(p, str) or not p.strip() or "/" in p:
+                raise ValueError(f"an allowed host must be host, host:port or host:*, got {p!r}")
+            cleaned.append(p.strip().lower())
+        if not cleaned:
+            raise ValueError("give at least one allowed host")
+        self.patterns = tuple(cleaned)
+
+    def allows(self, host: str | None) -> bool:
+        """Whether a ``Host`` header value (``name`` or ``name:port``) is listed."""
+        if not host:
+            return False
+        name, port = _split_host(host.strip().lower())
+        for pattern in self.patterns:
+            p_name, p_port = _split_host(pattern)
+            if p_name == name and (p_port == "*" or p_port == port):
+                return True
+        return False
+
+    def allows_origin(self, origin: str | None) -> bool:
+        """Whether an ``Origin`` header is absent or names a listed host (any scheme)."""
+        if origin is None:
+            return True
+        scheme, sep, rest = origin.partition("://")
+        return bool(sep) and scheme in ("http", "https") and self.allows(rest.rstrip("/"))
 
 
 class _BodyTooLarge(StarletteHTTPException):
@@ -61,18 +124,28 @@ class Gate:
     Bearer <key>`` with a key of ``keys`` (else 401); its principal is left in the
     ASGI scope under :data:`~emotional_memory.server.keys.PRINCIPAL_KEY` for the
     routes and the MCP tools. Without ``keys`` (``--no-auth``) every request acts as
-    the root. Bodies over ``max_body_bytes`` get 413.
+    the root. Bodies over ``max_body_bytes`` get 413. With ``hosts``, a request whose
+    ``Host`` is not listed gets 421 and one whose ``Origin`` is not gets 403 (as the
+    MCP endpoint answers).
 
     Args:
         app: the wrapped app.
         keys: the key ring, or None for no authentication.
         max_body_bytes: the body limit.
+        hosts: the trusted hosts, or None to answer any ``Host``.
     """
 
-    def __init__(self, app: ASGIApp, keys: KeyRing | None, max_body_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        keys: KeyRing | None,
+        max_body_bytes: int,
+        hosts: TrustedHosts | None = None,
+    ) -> None:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
+        self.hosts = hosts
         self._anonymous = Principal((), "no-auth")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -83,6 +156,13 @@ class Gate:
             await self.app(scope, receive, send)
             return
         headers = Headers(scope=scope)
+        if self.hosts is not None:
+            if not self.hosts.allows(headers.get("host")):
+                await _reply(scope, receive, send, 421, "Host header not allowed")
+                return
+            if not self.hosts.allows_origin(headers.get("origin")):
+                await _reply(scope, receive, send, 403, "Origin header not allowed")
+                return
         if self.keys is None:
             principal: Principal | None = self._anonymous
         else:
@@ -155,10 +235,23 @@ async def _on_validation(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse({"detail": _field_errors(errors)}, status_code=422)
 
 
+def _source(request: Request) -> str:
+    """Where a request's input came from: the query of a GET or DELETE, else the body."""
+    return "query" if request.method in ("GET", "DELETE", "HEAD") else "body"
+
+
 async def _on_library_error(request: Request, exc: Exception) -> JSONResponse:
-    """The library's ValueError / TypeError: bad input, named in the message."""
+    """The library's ValueError / TypeError: bad input, named in the message; a
+    service limit (413 or 422) or a located field error names its place too."""
+    loc: list[Any] = [_source(request)]
+    code, kind = 422, "value_error"
+    if isinstance(exc, LimitExceeded):
+        loc += list(exc.loc)
+        code, kind = exc.status, "limit_exceeded"
+    elif isinstance(exc, FieldError):
+        loc += list(exc.loc)
     return JSONResponse(
-        {"detail": [{"loc": ["body"], "msg": str(exc), "type": "value_error"}]}, status_code=422
+        {"detail": [{"loc": loc, "msg": str(exc), "type": kind}]}, status_code=code
     )
 
 
@@ -166,6 +259,16 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     return JSONResponse(
         {"detail": exc.detail}, status_code=exc.status_code, headers=getattr(exc, "headers", None)
+    )
+
+
+async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
+    """A store's statement timeout: 503 (the operation rolled back)."""
+    logger.warning("statement timeout on %s %s", request.method, request.url.path)
+    return JSONResponse(
+        {"detail": "the request's database work ran past the statement timeout "
+         "(--statement-timeout); nothing was changed"},
+        status_code=503,
     )
 
 
@@ -181,6 +284,7 @@ def build_app(
     *,
     host: str = "127.0.0.1",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    allowed_hosts: Sequence[str] | None = None,
 ) -> Gate:
     """The whole service as one ASGI app.
 
@@ -191,13 +295,30 @@ def build_app(
         host: the address served (the MCP endpoint checks ``Host`` / ``Origin``
             against it on loopback, against DNS rebinding).
         max_body_bytes: largest accepted request body.
+        allowed_hosts: the ``Host`` values REST and MCP answer (``host``,
+            ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` for REST
+            without keys (MCP's own loopback default otherwise), any host with keys.
 
     Returns:
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
     """
+    hosts = TrustedHosts(allowed_hosts) if allowed_hosts is not None else (
+        TrustedHosts(LOOPBACK_HOSTS) if keys is None else None
+    )
+    security = None
+    if allowed_hosts is not None:
+        from mcp.server.transport_security import TransportSecuritySettings
+
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=list(hosts.patterns) if hosts is not None else [],
+            allowed_origins=[f"{scheme}://{p}" for p in (hosts.patterns if hosts else ())
+                             for scheme in ("http", "https")],
+        )
     mcp = build_mcp(service, http_principal)
     mcp_app = mcp.streamable_http_app(
-        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host
+        streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
+        transport_security=security,
     )
 
     @contextlib.asynccontextmanager
@@ -228,8 +349,9 @@ def build_app(
     api.add_exception_handler(StarletteHTTPException, _on_http_error)
     api.add_exception_handler(ValueError, _on_library_error)
     api.add_exception_handler(TypeError, _on_library_error)
+    api.add_exception_handler(StoreTimeoutError, _on_timeout)
     api.add_exception_handler(Exception, _on_crash)
-    return Gate(api, keys, max_body_bytes)
+    return Gate(api, keys, max_body_bytes, hosts)
 
 
 def _version() -> str:

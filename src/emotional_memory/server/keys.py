@@ -69,6 +69,50 @@ def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8")).digest()
 
 
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object as its key/value pairs in file order (repeats kept)."""
+
+
+def _unique(data: Any, source: str) -> Any:
+    """``data`` with each JSON object as a dict, refusing a key given twice.
+
+    A repeated key would otherwise silently take its last entry (a tenant's key could
+    become a root key by a copy-paste). Entries are named by position, never by key.
+
+    Raises:
+        ValueError: a key repeated at the top level (both positions named) or in an
+            entry's value.
+    """
+    if not isinstance(data, _Pairs):
+        return data
+    first: dict[str, int] = {}
+    out: dict[str, Any] = {}
+    for i, (key, value) in enumerate(data, start=1):
+        if key in first:
+            raise ValueError(
+                f"{source} entry #{i} repeats the key of entry #{first[key]}: "
+                "each key must appear once"
+            )
+        first[key] = i
+        if isinstance(value, _Pairs):
+            names = [k for k, _ in value]
+            repeated = sorted({k for k in names if names.count(k) > 1})
+            if repeated:
+                raise ValueError(f"{source} entry #{i}: its value repeats {repeated[0]!r}")
+            value = {k: _plain(v) for k, v in value}
+        out[key] = value
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """Nested :class:`_Pairs` as dicts (the last of a repeat; an entry's value only)."""
+    if isinstance(value, _Pairs):
+        return {k: _plain(v) for k, v in value}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class KeyRing:
     """The configured keys, checked in constant time.
@@ -136,15 +180,14 @@ class KeyRing:
             OSError: the file cannot be read.
             ValueError: it is not valid JSON or not a valid key mapping.
         """
+        source = f"keys file {os.fspath(path)!r}"
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
         try:
-            data: Any = json.loads(text)
+            data: Any = json.loads(text, object_pairs_hook=_Pairs)
         except json.JSONDecodeError as exc:  # the message quotes no content
-            raise ValueError(
-                f"keys file {os.fspath(path)!r} is not valid JSON (line {exc.lineno})"
-            ) from None
-        return cls.from_mapping(data, source=f"keys file {os.fspath(path)!r}")
+            raise ValueError(f"{source} is not valid JSON (line {exc.lineno})") from None
+        return cls.from_mapping(_unique(data, source), source=source)
 
     def authenticate(self, presented: str) -> Principal | None:
         """The principal of a presented key, compared in constant time.

@@ -13,9 +13,9 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 
+from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
 from emotional_memory.server.schemas import (
-    MAX_LIST,
     BatchIn,
     ErrorOut,
     MemoriesOut,
@@ -29,16 +29,24 @@ from emotional_memory.server.schemas import (
     result_out,
     state_out,
 )
-from emotional_memory.server.service import BatchItem, MemoryService
+from emotional_memory.server.service import BatchItem, FieldError, MemoryService
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     400: {"model": ErrorOut, "description": "Malformed JSON."},
     401: {"model": ErrorOut, "description": "No API key, or an unknown one."},
-    422: {"model": ErrorOut, "description": "An invalid value; detail names the field."},
+    413: {"model": ErrorOut, "description": "A size over the service's limits (content, "
+          "metadata, batch items, body); detail names the field and the limit."},
+    422: {"model": ErrorOut, "description": "An invalid value, or a count over the service's "
+          "limits (top_k, limit, filter clauses or depth); detail names the field."},
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
 }
+
+MAX_OFFSET = 2**53
+"""Largest ``offset`` of ``GET /v1/memories``."""
+DEFAULT_PAGE = 100
+"""``GET /v1/memories``'s page size when ``limit`` is not given."""
 
 ScopeQuery = Annotated[
     list[str] | None,
@@ -77,12 +85,23 @@ def _scope(
         ) from None
 
 
-def _where_query(where: str | None) -> dict[str, Any] | None:
+def _filter(request: Request, where: dict[str, Any] | None, loc: str) -> Where | None:
+    """A request's filter checked and parsed, its errors located at ``[loc, "where"]``
+    (``loc``: ``"body"`` or ``"query"``, where it came from)."""
+    try:
+        return _service(request).parse_filter(where)
+    except FieldError as exc:
+        raise HTTPException(
+            422, [{"loc": [loc, *exc.loc], "msg": str(exc), "type": "value_error"}]
+        ) from None
+
+
+def _where_query(request: Request, where: str | None) -> Where | None:
     if where is None:
         return None
     try:
         parsed = json.loads(where)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, ValueError):  # ValueError: an integer too long to read
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, "query parameter where is not valid JSON"
         ) from None
@@ -92,7 +111,7 @@ def _where_query(where: str | None) -> dict[str, Any] | None:
             [{"loc": ["query", "where"], "msg": "where must be a JSON object",
               "type": "value_error"}],
         )
-    return parsed
+    return _filter(request, parsed, "query")
 
 
 def _not_found(memory_id: str) -> HTTPException:
@@ -137,7 +156,11 @@ async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
 async def search(body: SearchIn, request: Request) -> SearchOut:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
-    found = await _service(request).search(path, body.query, body.top_k, body.where)
+    service = _service(request)
+    service.limits.check_text(body.query, ("query",))
+    service.limits.check_top_k(body.top_k, ("top_k",))
+    where = _filter(request, body.where, "body")
+    found = await service.search(path, body.query, body.top_k, where)
     return SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
 
 
@@ -169,13 +192,21 @@ async def delete_memory(memory_id: str, request: Request, scope: ScopeQuery = No
 async def list_memories(
     request: Request,
     where: Annotated[str | None, Query(description="A JSON filter (see POST /v1/search).")] = None,
-    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[
+        int | None,
+        Query(ge=1, description="Page size: at most the service's max_list_limit; "
+              "default 100 (or max_list_limit when smaller)."),
+    ] = None,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     scope: ScopeQuery = None,
 ) -> MemoriesOut:
     """The scope's memories in insertion order, optionally filtered, one page."""
     principal, path = _scope(request, scope, "query")
-    memories = await _service(request).list(path, _where_query(where), limit, offset)
+    service = _service(request)
+    if limit is None:
+        limit = min(DEFAULT_PAGE, service.limits.max_list_limit)
+    service.limits.check_list_limit(limit, ("limit",))
+    memories = await service.list(path, _where_query(request, where), limit, offset)
     return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
 
 
@@ -183,7 +214,7 @@ async def list_memories(
 async def get_state(request: Request, scope: ScopeQuery = None) -> StateOut:
     """The scope's affective state: core affect, momentum and mood."""
     _, path = _scope(request, scope, "query")
-    return state_out(_service(request).state(path))
+    return state_out(await _service(request).state(path))
 
 
 @router.put("/state/affect", response_model=StateOut)

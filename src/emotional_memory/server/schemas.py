@@ -1,6 +1,8 @@
 """The JSON shapes of the REST API (request bodies and responses), as pydantic models.
 
-Requests reject unknown fields and values out of range (422 naming the field);
+Requests reject unknown fields and values out of range (422 naming the field); the
+service's configurable limits (:mod:`emotional_memory.server.limits`: sizes, counts,
+filter size) are checked next, before any work;
 responses are built from the library's objects by :func:`memory_out`,
 :func:`result_out` and :func:`state_out`. FastAPI publishes all of them in
 ``/openapi.json``.
@@ -28,13 +30,6 @@ from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
-
-MAX_BATCH = 10_000
-"""Most items one ``POST /v1/memories/batch`` takes."""
-MAX_LIST = 10_000
-"""Largest ``limit`` of ``GET /v1/memories``."""
-MAX_TOP_K = 1_000
-"""Largest ``top_k`` of ``POST /v1/search``."""
 
 ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
 Scope = Annotated[
@@ -119,7 +114,7 @@ class MemoryIn(ItemIn):
 class BatchIn(_Strict):
     """``POST /v1/memories/batch``: stored in one transaction, all or none."""
 
-    items: list[ItemIn] = Field(min_length=1, max_length=MAX_BATCH)
+    items: list[ItemIn] = Field(min_length=1, description="At most max_batch_items.")
     scope: Scope = None
 
 
@@ -127,7 +122,9 @@ class SearchIn(_Strict):
     """``POST /v1/search``."""
 
     query: StrictStr
-    top_k: Annotated[int, Field(strict=True, ge=1, le=MAX_TOP_K)] = 5
+    top_k: Annotated[
+        int, Field(strict=True, ge=1, description="At most the service's max_top_k.")
+    ] = 5
     where: dict[str, Any] | None = Field(
         default=None,
         description='Filter: {"field": value}, $eq $ne $gt $gte $lt $lte $in $nin $exists, '

@@ -6,15 +6,20 @@ over the opened store; each scope path gets a view of it
 own affective state persisted under its path). Every method below is one call on
 such a view; the REST routes and the MCP tools are thin wrappers around them.
 
-Concurrency model: the engine runs one operation at a time (its lock spans every
-view), each in a worker thread, so the event loop keeps accepting requests while
-one is served; requests queue in arrival order. See the README's "Service" section.
+Concurrency model: each operation runs in a worker thread, so the event loop keeps
+accepting requests while one is served. Operations on disjoint scopes run at once;
+an operation waits only for the earlier ones on its own scope, on its sub-scopes or
+on its parents (the root's wait for every scope's), in arrival order. Opening a
+scope's view (which loads its affective state) also runs in a worker thread. Every
+request is checked against the service's :class:`~emotional_memory.server.limits.
+Limits` before any work. See the README's "Service" and "Limits" sections.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -24,16 +29,31 @@ from typing import Any
 from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
+from emotional_memory.filters import Where, parse_where
 from emotional_memory.models import Memory
+from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
+from emotional_memory.server.limits import Limits
 from emotional_memory.state import AffectiveState
 
-__all__ = ["MAX_VIEWS", "BatchItem", "MemoryService"]
+__all__ = ["MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered"]
 
 MAX_VIEWS = 4096
 """Idle scope views kept open; beyond that the least recently used idle one is dropped
 (its state is persisted, so it comes back as it was). A view serving a request is
 never dropped."""
+
+
+class FieldError(ValueError):
+    """Bad input found by the service, with where it is in the request.
+
+    Attributes:
+        loc: its place, relative to the body or the query (``("where",)``).
+    """
+
+    def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.loc = loc
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,25 @@ class BatchItem:
     expires_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Remembered:
+    """A stored memory and what storing it did to its scope's mood.
+
+    Attributes:
+        memory: the stored memory.
+        mood_before: the scope's mood just before (no other operation in between).
+        mood_after: its mood just after.
+        affect_source: where the memory's affect came from: ``"given"`` (the
+            request's), ``"text"`` (rated from the content by the engine's
+            ``affect_from_text``) or ``"current"`` (the scope's current affect).
+    """
+
+    memory: Memory
+    mood_before: MoodField
+    mood_after: MoodField
+    affect_source: str
+
+
 class MemoryService:
     """One engine, a view per scope path, and the operations the service offers.
 
@@ -60,25 +99,53 @@ class MemoryService:
         engine: the root engine (its store, embedder, config and state store serve
             every scope).
         max_views: scope views kept open (LRU).
+        limits: the bounds on one request (default: :class:`Limits`' defaults).
     """
 
-    def __init__(self, engine: EmotionalMemory, *, max_views: int = MAX_VIEWS) -> None:
+    def __init__(
+        self,
+        engine: EmotionalMemory,
+        *,
+        max_views: int = MAX_VIEWS,
+        limits: Limits | None = None,
+    ) -> None:
         if not isinstance(engine, EmotionalMemory):
             raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
         if max_views < 1:
             raise ValueError(f"max_views must be >= 1, got {max_views}")
+        if limits is not None and not isinstance(limits, Limits):
+            raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
         self.engine = engine
         self.root = AsyncEmotionalMemory.from_engine(engine)
         self.max_views = max_views
+        self.limits = limits if limits is not None else Limits()
         # path -> [view, requests using it]; least recently used first. Touched only
         # on the event loop's thread, so no lock is needed.
         self._views: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
+        # path -> the view being opened in a worker thread (one opening per path)
+        self._opening: dict[tuple[str, ...], asyncio.Future[AsyncEmotionalMemory]] = {}
+        # path -> the mood shown by the last mood_change (at first: when this service
+        # opened the scope); least recently used first, at most max_views.
+        self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
+        self._moods_seen[()] = engine.get_state().mood
 
-    def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
-        """The engine as scope ``path`` sees it (created on first use, then kept).
+    @property
+    def rates_text(self) -> bool:
+        """Whether memories stored without an affect get one rated from their text
+        (the engine has ``affect_from_text`` and no appraisal engine)."""
+        engine = self.engine
+        return (
+            engine.affect_from_text is not None
+            and engine.appraisal_engine is None
+            and engine.config.enable_appraisal
+        )
+
+    async def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
+        """The engine as scope ``path`` sees it (opened on first use, then kept).
 
         Call it on the event loop's thread (as the routes and tools do): one view per
-        path exists at a time, so a scope's affective state has one owner.
+        path exists at a time, so a scope's affective state has one owner. Opening
+        one (which loads its state) runs in a worker thread.
 
         Args:
             path: the scope path (``()``: the root engine itself).
@@ -88,19 +155,41 @@ class MemoryService:
         """
         if not path:
             return self.root
-        view: AsyncEmotionalMemory = self._entry(path)[0]
+        view: AsyncEmotionalMemory = (await self._entry(path))[0]
         self._evict(keep=path)
         return view
 
-    def _entry(self, path: tuple[str, ...]) -> list[Any]:
-        """``[view, users]`` of ``path``, created when missing, marked most recent."""
+    async def _entry(self, path: tuple[str, ...]) -> list[Any]:
+        """``[view, users]`` of ``path``, opened when missing, marked most recent.
+
+        The opening runs in a worker thread, once per path however many requests
+        wait for it; a request cancelled meanwhile leaves it to finish for the others.
+        """
         entry = self._views.get(path)
         if entry is None:
-            entry = [self.root.scoped(*path), 0]
-            self._views[path] = entry
-        else:
-            self._views.move_to_end(path)
+            pending = self._opening.get(path)
+            if pending is None:
+                pending = asyncio.ensure_future(asyncio.to_thread(self.root.scoped, *path))
+                self._opening[path] = pending
+                pending.add_done_callback(functools.partial(self._opened, path))
+            view = await asyncio.shield(pending)
+            if path not in self._moods_seen:
+                self._seen(path, view.get_state().mood)
+            entry = self._views.get(path)
+            if entry is None:  # evicted while idle since it opened
+                entry = [view, 0]
+                self._views[path] = entry
+        self._views.move_to_end(path)
         return entry
+
+    def _opened(
+        self, path: tuple[str, ...], pending: asyncio.Future[AsyncEmotionalMemory]
+    ) -> None:
+        """Keep a view once opened (also when the request that opened it is gone)."""
+        del self._opening[path]
+        if not pending.cancelled() and pending.exception() is None and path not in self._views:
+            self._views[path] = [pending.result(), 0]
+            self._evict(keep=path)
 
     def _evict(self, keep: tuple[str, ...] = ()) -> None:
         """Drop least recently used idle views (not ``keep``) beyond ``max_views``."""
@@ -117,7 +206,7 @@ class MemoryService:
         if not path:
             yield self.root
             return
-        entry = self._entry(path)
+        entry = await self._entry(path)
         entry[1] += 1
         self._evict()
         try:
@@ -125,6 +214,35 @@ class MemoryService:
         finally:
             entry[1] -= 1
             self._evict()
+
+    # ------------------------------------------------------------------ checks
+
+    def parse_filter(self, where: dict[str, Any] | Where | None) -> Where | None:
+        """A request's filter, checked against the limits, then parsed.
+
+        Args:
+            where: the filter as sent (or already parsed, or None).
+
+        Returns:
+            The parsed filter, or None.
+
+        Raises:
+            LimitExceeded: too many clauses or too deep (422).
+            FieldError: not a valid filter (the message names the operator or field).
+        """
+        if where is None or isinstance(where, Where):
+            return where
+        self.limits.check_filter(where, ("where",))
+        try:
+            return parse_where(where)
+        except (TypeError, ValueError) as exc:
+            raise FieldError(("where",), str(exc)) from None
+
+    def _check_item(self, item: BatchItem, loc: tuple[str | int, ...]) -> None:
+        if not isinstance(item.content, str):
+            raise FieldError((*loc, "content"), "content must be a string")
+        self.limits.check_text(item.content, (*loc, "content"))
+        self.limits.check_metadata(item.metadata, (*loc, "metadata"))
 
     # ------------------------------------------------------------------ memories
 
@@ -137,12 +255,46 @@ class MemoryService:
 
         Returns:
             The stored memory.
+
+        Raises:
+            LimitExceeded: content or metadata over the limits (nothing stored).
         """
+        self._check_item(item, ())
         async with self._using(path) as view:
             return await view.encode(
                 item.content, metadata=item.metadata, affect=item.affect,
                 expires_at=item.expires_at,
             )
+
+    async def remember_felt(self, path: tuple[str, ...], item: BatchItem) -> Remembered:
+        """Encode one memory in scope ``path`` and report how the scope's mood moved.
+
+        Args:
+            path: the scope.
+            item: what to store.
+
+        Returns:
+            The memory, the mood just before and just after, and the affect's source.
+
+        Raises:
+            LimitExceeded: content or metadata over the limits (nothing stored).
+        """
+        self._check_item(item, ())
+        source = "given" if item.affect is not None else "text" if self.rates_text else "current"
+        async with self._using(path) as view:
+            engine = view.engine
+
+            def felt() -> tuple[MoodField, Memory, MoodField]:
+                before = engine.get_state().mood
+                memory = engine.encode(
+                    item.content, metadata=item.metadata, affect=item.affect,
+                    expires_at=item.expires_at,
+                )
+                return before, memory, engine.get_state().mood
+
+            # one engine operation (its turn): nothing runs between the reads and encode
+            before, memory, after = await view._run(felt)
+        return Remembered(memory, before, after, source)
 
     async def remember_batch(
         self, path: tuple[str, ...], items: Sequence[BatchItem]
@@ -155,7 +307,13 @@ class MemoryService:
 
         Returns:
             The stored memories, in order.
+
+        Raises:
+            LimitExceeded: too many items, or one over the limits (nothing stored).
         """
+        self.limits.check_batch(len(items), ("items",))
+        for i, it in enumerate(items):
+            self._check_item(it, ("items", i))
         affects = [it.affect for it in items]
         async with self._using(path) as view:
             return await view.encode_batch(
@@ -170,7 +328,7 @@ class MemoryService:
         path: tuple[str, ...],
         query: str,
         top_k: int,
-        where: dict[str, Any] | None = None,
+        where: dict[str, Any] | Where | None = None,
     ) -> list[RetrievalExplanation]:
         """Retrieve with explanations in scope ``path``.
 
@@ -178,13 +336,21 @@ class MemoryService:
             path: the scope.
             query: the query text.
             top_k: how many results at most.
-            where: optional metadata/built-in filter (the library's dialect).
+            where: optional metadata/built-in filter (the library's dialect), as sent
+                or from :meth:`parse_filter`.
 
         Returns:
             The ranked explanations (score and breakdown of each winner).
+
+        Raises:
+            LimitExceeded: query, ``top_k`` or filter over the limits.
+            FieldError: an invalid filter.
         """
+        self.limits.check_text(query, ("query",))
+        self.limits.check_top_k(top_k, ("top_k",))
+        parsed = self.parse_filter(where)
         async with self._using(path) as view:
-            return await view.retrieve_with_explanations(query, top_k=top_k, where=where)
+            return await view.retrieve_with_explanations(query, top_k=top_k, where=parsed)
 
     async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
         """The memory with this id when scope ``path`` sees it, else None."""
@@ -199,7 +365,7 @@ class MemoryService:
     async def list(
         self,
         path: tuple[str, ...],
-        where: dict[str, Any] | None,
+        where: dict[str, Any] | Where | None,
         limit: int,
         offset: int,
     ) -> list[Memory]:
@@ -207,22 +373,51 @@ class MemoryService:
 
         Args:
             path: the scope.
-            where: optional filter.
+            where: optional filter (as sent, or from :meth:`parse_filter`).
             limit: page size.
             offset: memories skipped first.
 
         Returns:
             At most ``limit`` memories.
+
+        Raises:
+            LimitExceeded: ``limit`` or the filter over the limits.
+            FieldError: an invalid filter.
         """
+        self.limits.check_list_limit(limit, ("limit",))
+        parsed = self.parse_filter(where)
         async with self._using(path) as view:
-            found = await view.list_all(where=where)
-        return found[offset:offset + limit]
+            return await view.list_all(where=parsed, limit=limit, offset=offset)
 
     # ------------------------------------------------------------------ state
 
-    def state(self, path: tuple[str, ...]) -> AffectiveState:
-        """The affective state of scope ``path`` (immutable; no lock needed)."""
-        return self.view(path).get_state()
+    async def state(self, path: tuple[str, ...]) -> AffectiveState:
+        """The affective state of scope ``path`` (its view opened off the loop)."""
+        return (await self.view(path)).get_state()
+
+    async def mood_change(self, path: tuple[str, ...]) -> tuple[AffectiveState, MoodField]:
+        """The state of scope ``path`` and the mood it had at the previous call.
+
+        The first call for a scope compares with its mood when this service first
+        opened it. Kept in this process only (at most ``max_views`` scopes).
+
+        Args:
+            path: the scope.
+
+        Returns:
+            ``(state now, previous mood)``; the state's mood becomes the next call's
+            previous one.
+        """
+        state = await self.state(path)
+        previous = self._moods_seen.get(path, state.mood)
+        self._seen(path, state.mood)
+        return state, previous
+
+    def _seen(self, path: tuple[str, ...], mood: MoodField) -> None:
+        self._moods_seen[path] = mood
+        self._moods_seen.move_to_end(path)
+        while len(self._moods_seen) > self.max_views:
+            self._moods_seen.popitem(last=False)
 
     async def set_affect(self, path: tuple[str, ...], affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into scope ``path``'s state (mood follows).

@@ -11,6 +11,7 @@ Messages never contain a secret (:func:`emotional_memory.redact.redact`).
 from __future__ import annotations
 
 from emotional_memory.redact import redact
+from emotional_memory.stores._shared.urls import QDRANT_API_KEY_ENV
 from emotional_memory.stores.registry import (
     OpenedStore,
     StoreURLError,
@@ -18,12 +19,11 @@ from emotional_memory.stores.registry import (
     open_state_store,
     open_store,
 )
-from emotional_memory.stores.vectordb.url import QDRANT_API_KEY_ENV
 
 __all__ = [
     "QDRANT_API_KEY_ENV",
-    "SCHEMES",
-    "STATE_SCHEMES",
+    "SCHEMES",  # noqa: F822  (module __getattr__)
+    "STATE_SCHEMES",  # noqa: F822  (module __getattr__)
     "OpenedStore",
     "StoreURLError",
     "open_state_store",
@@ -31,8 +31,17 @@ __all__ = [
     "redact_url",
 ]
 
-SCHEMES, STATE_SCHEMES = backends()
-"""The URL schemes :func:`open_store` and :func:`open_state_store` understand."""
+
+
+def __getattr__(name: str) -> tuple[str, ...]:
+    """``SCHEMES`` / ``STATE_SCHEMES``: the URL schemes :func:`open_store` and
+    :func:`open_state_store` understand (read from the backends on first use, so
+    importing this module loads no backend)."""
+    if name == "SCHEMES":
+        return backends()[0]
+    if name == "STATE_SCHEMES":
+        return backends()[1]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def redact_url(url: str) -> str:

@@ -42,10 +42,13 @@ __all__ = [
     "MemoryStore",
     "ModifyingStore",
     "Now",
+    "PagingStore",
     "RowLinkingStore",
     "SelectableStore",
     "Selection",
+    "SettingsStore",
     "TagWritingStore",
+    "VersionedStateStore",
     "replace_now",
 ]
 
@@ -385,6 +388,52 @@ class CountingStore(Protocol, metaclass=_Capability):
         ...
 
 
+@runtime_checkable
+class SettingsStore(Protocol, metaclass=_Capability):
+    """A store that keeps named settings beside its memories (e.g. which embedder
+    wrote its vectors)."""
+
+    def setting(self, key: str) -> str | None:
+        """The value recorded under ``key``, or None."""
+        ...
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless one is recorded; the value kept."""
+        ...
+
+
+@runtime_checkable
+class VersionedStateStore(Protocol, metaclass=_Capability):
+    """A state store in the memory store's own database whose state carries a version
+    and a lock that spans processes: engines in several processes (or hosts) share
+    one affective state per key (``EmotionalMemory(..., shared_state=True)``)."""
+
+    def lock_state(self) -> None:
+        """Take this key's lock inside the store's current transaction (held to its end)."""
+        ...
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version token."""
+        ...
+
+    def save_versioned(self, state: Any) -> str:
+        """Store ``state``; the new version token."""
+        ...
+
+    def joined_with(self, store: object) -> Any:
+        """This state store when its saves join ``store``'s transactions, else None."""
+        ...
+
+
+@runtime_checkable
+class PagingStore(Protocol, metaclass=_Capability):
+    """A store that builds one page of ``list_all`` without the rest."""
+
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories."""
+        ...
+
+
 # capability (protocol name, its method) -> the protocol methods it answers for
 # without calling them
 _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
@@ -392,6 +441,7 @@ _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     ("CountingStore", "counted_candidate_bank"): ("get", "list_all", "search_by_embedding"),
     ("SelectableStore", "selected"): ("get", "list_all", "search_by_embedding"),
     ("LinkIndexStore", "linking_to"): ("get", "list_all", "search_by_embedding"),
+    ("PagingStore", "list_page"): ("get", "list_all"),
     ("TagWritingStore", "update_tags"): ("update",),
     ("ModifyingStore", "modify_memories"): ("get", "update"),
     ("RowLinkingStore", "row_linker"): (

@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import pkgutil
 import threading
+from pathlib import Path
 from typing import Any
 
 from emotional_memory.redact import redact
@@ -66,12 +67,12 @@ def _discover() -> None:
     with _lock:
         if _found:
             return
-        import emotional_memory.stores as package
-
-        for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda i: i.name):
+        package = __name__.rpartition(".")[0]  # emotional_memory.stores
+        folder = str(Path(__file__).parent)
+        for info in sorted(pkgutil.iter_modules([folder]), key=lambda i: i.name):
             if not info.ispkg or info.name.startswith("_"):
                 continue
-            name = f"{package.__name__}.{info.name}.url"
+            name = f"{package}.{info.name}.url"
             if importlib.util.find_spec(name) is None:
                 continue
             _register(importlib.import_module(name).BACKEND)
@@ -120,7 +121,9 @@ def open_state_store(url: str) -> Any:
     return backend.open_state(url)
 
 
-def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
+def open_store(
+    url: str = "memory://", state: str | None = None, statement_timeout: float | None = None
+) -> OpenedStore:
     """Open the memory store (and the state store beside it) a URL names.
 
     Args:
@@ -129,6 +132,8 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
             a registered scheme.
         state: a state-store URL to use instead of the store's own (None: beside the
             memories when the store can hold them, else in process memory).
+        statement_timeout: seconds any one database statement may run (PostgreSQL's
+            ``statement_timeout``); None: no limit. Stores without statements ignore it.
 
     Returns:
         The opened stores.
@@ -143,7 +148,7 @@ def open_store(url: str = "memory://", state: str | None = None) -> OpenedStore:
     description = redact(url)
     states = open_state_store(state) if state is not None else None
     try:
-        opened = backend.open(url, description)
+        opened = backend.open(url, description, {"statement_timeout": statement_timeout})
     except BaseException:
         if states is not None and callable(getattr(states, "close", None)):
             states.close()

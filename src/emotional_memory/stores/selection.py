@@ -1,26 +1,11 @@
-"""Which memories an engine operation may see: scope, ``where`` filter, expiry (issue 23).
+"""Which memories an engine operation may see: scope, ``where`` filter, expiry.
 
-A :class:`Selection` describes the rows one operation of an engine view sees: the
-memories whose scope path starts with the view's path, that match its ``where``
-filter and that have not expired at the operation's time. :func:`select` turns a
-store into a :class:`~emotional_memory.stores.columnar.ColumnarStore` confined to a
-selection:
-
-- a store that confines in its own index offers ``selected(selection)`` (the
-  in-memory and SQLite stores: scope ids and filter masks over their row columns);
-- a plain store may offer ``selected(selection)`` returning a plain store confined
-  in its own index (the Qdrant and Chroma stores: their databases' filters); it is
-  served by :class:`SelectedStore` over that view instead of the filtered memories;
-- any other store is served by :class:`SelectedStore`, which filters the store's
-  :class:`~emotional_memory.models.Memory` objects. Its cost: every read of a scoped
-  or filtered view lists the whole store (``list_all``) and ranks the selected
-  memories itself (exact float64 cosines), O(N) per operation. The unscoped,
-  unfiltered view of such a store keeps the store's own search and only drops expired
-  memories from what it returns.
-
-Confinement is where the data is chosen: searches, lexical statistics and linking
-candidates only ever see the selected rows. Writes through a selected store are
-refused for memories it does not see (they behave as unknown ids).
+A :class:`Selection` is what one operation of an engine view sees: the memories under
+the view's scope path, matching its ``where`` filter and not expired at the
+operation's time. :func:`select` turns a store into a
+:class:`~emotional_memory.stores.columnar.ColumnarStore` confined to a selection, in
+the store's own index when it can, else through :class:`SelectedStore` (O(N) per
+operation). The three cases are in ``docs/stores.md``, "Views".
 """
 
 from __future__ import annotations

@@ -875,7 +875,7 @@ def test_the_readme_example_runs(
         assert len(store) == 2
 
 
-# ----------------------------------------------------------------- scopes (issue 23)
+# ----------------------------------------------------------------- scopes
 
 
 def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str) -> None:

@@ -1,4 +1,4 @@
-"""SQLiteStore's records and bulk reopen (issue 27, item 6).
+"""SQLiteStore's records and bulk reopen.
 
 A reopened store decodes the whole table column by column (``decode_rows`` +
 ``fill_rows``), not one ``Memory`` per row. The oracle is an ``InMemoryStore`` fed the

@@ -1,4 +1,4 @@
-"""SQLiteStore's batched row linker (issue 27, item 6): ``encode_batch`` links on the
+"""SQLiteStore's batched row linker: ``encode_batch`` links on the
 cache's rows and upserts each block's changed rows at once; the file, the cache and
 other connections must end up exactly as with the in-memory store, and a failing batch
 must leave the file as it was."""

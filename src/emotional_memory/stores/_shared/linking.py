@@ -1,38 +1,12 @@
-"""Saving new memories and linking them by resonance, block by block (SPEC 7): store side.
+"""Saving new memories and linking them by resonance, block by block: store side.
 
-``EmotionalMemory.encode`` and ``encode_batch`` save new memories and link each one to
-its resonance candidates. The engine scores the links
-(:func:`emotional_memory.resonance.score_links`); what it needs from the store goes
-through a :class:`Linker`:
-
-- save a block of new memories;
-- the candidates of each memory of the block, as columns (:class:`LinkCandidates`):
-  memory ``j`` sees only the memories stored up to itself; up to ``limit`` stored
-  memories they are all of them, in insertion order, beyond that the ``limit``
-  nearest by embedding;
-- write a memory's forward links and the backward twins on their targets (appended,
-  or replacing the target's weakest link when it is full and the twin is stronger),
-  and whatever it held back once the block is linked;
-- the stored copy of a memory, once the block is done.
-
-Two implementations, which build the very same store:
-
-- :class:`RowLinking` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`):
-  blocks of rows, candidates as row indices from one batched search per block, link
-  columns read from the rows for several memories at once (float64 embeddings as
-  stored, core affects, timestamps), the links of compact rows held unpacked while
-  a block is linked and packed back once per row at its end (:meth:`Linker.flush`),
-  only the old links logged for undo. No :class:`~emotional_memory.models.Memory` is
-  built on the way. Its searches overlap the engine's linking (:attr:`Linker.overlaps`):
-  a block's search is started when the block is saved and finished a block of
-  queries at a time as the candidates are read, while the engine links the block
-  before; a running search is fetched before any row is written
-  (:meth:`Linker.settle`);
-- :class:`MemoryLinker`: any :class:`~emotional_memory.interfaces.MemoryStore`
-  through its protocol methods (``save`` / ``get`` / ``update`` / ``list_all`` /
-  ``search_by_embedding``, and ``search_by_embedding_batch(..., visible_until=ids)``
-  when the store has it). It is also what a subclass of ``InMemoryStore`` that
-  overrides one of those methods gets, so its overrides are honoured.
+The engine scores the links (:func:`emotional_memory.resonance.score_links`,
+docs/behaviour.md §7); a :class:`Linker` does the store's part: save a block, give each
+memory its candidates as columns (:class:`LinkCandidates`), write forward links and
+their reverse twins, hand back the stored memories. :class:`MemoryLinker` does it for
+any store through its protocol methods; the row engine has its own
+(:class:`~emotional_memory.stores._shared.rows.linking.RowLinker`). Design notes:
+``stores/_shared/README.md``.
 """
 
 from __future__ import annotations
@@ -191,13 +165,18 @@ class Linker(ABC):
         """
 
 
-def linker_for(store: MemoryStore, block_size: int) -> Linker:
+def linker_for(
+    store: MemoryStore, block_size: int, owner: MemoryStore | None = None
+) -> Linker:
     """The linker of ``store``.
 
     Args:
-        store: the engine's store.
+        store: the engine's store (or a view of it confined to a selection).
         block_size: memories saved and searched together; 1 links each memory as
             ``encode`` does (one ``search_by_embedding`` per memory on a plain store).
+        owner: for a confined view, the store it confines: the memories the linker
+            saves are written and read back through it, so a new memory the view
+            does not see (one already expired) still gets its links.
 
     Returns:
         The store's own row linker when it has one, else a :class:`MemoryLinker`
@@ -208,8 +187,8 @@ def linker_for(store: MemoryStore, block_size: int) -> Linker:
         if own is not None:
             return own
     if block_size > 1 and isinstance(store, BatchSearchStore):
-        return MemoryLinker(store, store.search_by_embedding_batch, block_size)
-    return MemoryLinker(store, None, 1)
+        return MemoryLinker(store, store.search_by_embedding_batch, block_size, owner)
+    return MemoryLinker(store, None, 1, owner)
 
 
 def memory_candidates(memories: Sequence[Memory]) -> LinkCandidates:
@@ -301,12 +280,21 @@ class MemoryLinker(Linker):
         search: its ``search_by_embedding_batch``, or None (then ``block_size`` must
             be 1 and each memory gets one ``search_by_embedding``).
         block_size: memories saved and searched together.
+        owner: the store ``store`` confines, or None: the memories saved here are
+            updated and read back through it (see :func:`linker_for`).
     """
 
-    def __init__(self, store: MemoryStore, search: BatchSearch | None, block_size: int) -> None:
+    def __init__(
+        self,
+        store: MemoryStore,
+        search: BatchSearch | None,
+        block_size: int,
+        owner: MemoryStore | None = None,
+    ) -> None:
         if search is None and block_size != 1:
             raise ValueError("without a batched search, memories are linked one at a time")
         self._store = store
+        self._own = owner if owner is not None else store
         self._search = search
         self.block_size = block_size
         self._forward: dict[str, Memory] = {}  # new memories with their forward links
@@ -329,7 +317,7 @@ class MemoryLinker(Linker):
         before = len(store)
         self.save(memories)
         # Memory i of the block is linked when the store holds before + i + 1
-        # memories; up to ``limit`` of them its candidates are all of them (SPEC 7).
+        # memories; up to ``limit`` of them its candidates are all of them (docs/behaviour.md §7).
         first = min(len(memories), max(0, limit - before))
         searched = memories[first:]
         found: list[list[Memory]] = []
@@ -367,7 +355,7 @@ class MemoryLinker(Linker):
             for i, strength, link_type in links
         ]
         memory = with_links(memory, forward)
-        self._store.update(memory)
+        self._own.update(memory)  # saved by this linker: the view may not see it
         self._forward[memory.id] = memory
         for link in forward:
             target = self._store.get(link.target_id)
@@ -391,5 +379,5 @@ class MemoryLinker(Linker):
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored` (the memory with its forward links when the store
         has no copy)."""
-        got = self._store.get(memory.id)
+        got = self._own.get(memory.id)
         return got if got is not None else self._forward.get(memory.id, memory)

@@ -1,27 +1,11 @@
-"""Compact row records for :class:`~emotional_memory.stores.InMemoryStore`.
+"""Compact row records: a memory's tag as one float64 and one int64 row, packed links.
 
-A stored memory is not kept as a tree of pydantic objects (about 10 KB each, plus
-~12 KB for a 384-float embedding list). Its numbers go into two per-row blocks of the
-store's column arrays, its links into one small tuple, and the
-:class:`~emotional_memory.models.Memory` is rebuilt when it is read:
-
-- ``tagf`` (float64, :data:`TAG_F` columns): core affect, mood snapshot, momentum
-  velocity and acceleration, mood inertia, consolidation, retrieval count (as a float,
-  for the kernel), appraisal, expected affect, prediction learning rate, label
-  confidence;
-- ``tagi`` (int64, :data:`TAG_I` columns): timestamps as microseconds since the Unix
-  epoch (:data:`NO_TIME` for None), the exact counters, presence flags and the emotion
-  label's code in a :class:`LabelTable`;
-- links: ``(targets, packed)`` with the target ids (shared with the store's own id
-  strings) and the strengths and link types packed into one ``bytes``.
-
-Only memories of the common shape are encoded (:func:`fits`): every datetime in UTC
-(``datetime.UTC``) and every sub-object of its exact model class, every link leaving
-the memory itself. Anything else is kept whole by the store, so a rebuilt memory is
-always equal to the one saved (``==``, ``model_dump`` and JSON alike).
-
-Rebuilding bypasses validation (the values were validated when the memory was first
-built) by filling the models' ``__dict__`` directly; about 15 us per memory.
+The row engine keeps a memory's numbers in per-row blocks (``tagf``, :data:`TAG_F`
+columns; ``tagi``, :data:`TAG_I` columns) and its links as ``(targets, packed)``, and
+rebuilds the :class:`~emotional_memory.models.Memory` on read, equal to the one saved.
+Only memories of the common shape are encoded (:func:`fits`). Also the JSON codec of a
+whole memory (:func:`dump_memory`, :func:`load_memory`). Layout and reasons:
+``stores/_shared/README.md``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One affective state per scope (issue 23): the key a scope's state is kept under.
+"""One affective state per scope: the key a scope's state is kept under.
 
 Each built-in state store offers ``scoped(path)``: the state store of the engine view
 ``engine.scoped(*path)``, which keeps its state beside the root engine's under

@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from emotional_memory.redact import redact
 
 __all__ = [
+    "QDRANT_API_KEY_ENV",
     "Backend",
     "OpenedStore",
     "StoreURLError",
@@ -27,6 +28,10 @@ __all__ = [
     "server_parts",
     "sqlite_path",
 ]
+
+
+QDRANT_API_KEY_ENV = "EMOTIONAL_MEMORY_QDRANT_API_KEY"
+"""Environment variable holding the Qdrant API key (kept out of URLs and logs)."""
 
 
 class StoreURLError(ValueError):
@@ -68,14 +73,15 @@ class Backend:
         name: the backend's name (its package).
         schemes: URL schemes of its memory stores.
         state_schemes: URL schemes of its state stores.
-        open: ``(url, description) -> OpenedStore`` for ``schemes``.
+        open: ``(url, description, options) -> OpenedStore`` for ``schemes``
+            (``options``: ``statement_timeout``; a backend ignores what it has no use for).
         open_state: ``url -> state store`` for ``state_schemes``.
     """
 
     name: str
     schemes: tuple[str, ...] = ()
     state_schemes: tuple[str, ...] = ()
-    open: Callable[[str, str], OpenedStore] | None = None
+    open: Callable[[str, str, dict[str, Any]], OpenedStore] | None = None
     open_state: Callable[[str], Any] | None = None
 
 

@@ -1,4 +1,4 @@
-"""Affective-state store held in process memory (SPEC 8)."""
+"""Affective-state store held in process memory (docs/behaviour.md §8)."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ def _exact(url: str, what: str) -> None:
         raise StoreURLError(f"the in-memory {what} URL is exactly memory://")
 
 
-def open_memory(url: str, description: str) -> OpenedStore:
+def open_memory(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """An empty :class:`InMemoryStore` with an in-memory state store."""
     _exact(url, "store")
     return OpenedStore(InMemoryStore(), InMemoryAffectiveStateStore(), description, False, False)

@@ -4,7 +4,14 @@ from emotional_memory.stores.postgres.store import (
     SCHEMA_VERSION,
     PostgresStore,
     PostgresStoreError,
+    StatementTimeout,
     redact_dsn,
 )
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresStore",
+    "PostgresStoreError",
+    "StatementTimeout",
+    "redact_dsn",
+]

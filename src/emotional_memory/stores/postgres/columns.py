@@ -26,6 +26,7 @@ from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
     _embedding_of,
     _search_row_memory_columns,
+    indexed_term,
 )
 from emotional_memory.stores.postgres.search import _Searcher
 
@@ -82,16 +83,17 @@ class _Columns(_Searcher):
         total: int | None = None
         with self._read(single=plain) as cur:
             t = self._t
-            everything = f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE true{self._f} ORDER BY seq"
+            f, f_args = self._filter_args()
+            everything = f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE true{f} ORDER BY seq"
             if limit is None:
-                ordered: list[Any] = list(cur.execute(everything).fetchall())
+                ordered: list[Any] = list(cur.execute(everything, f_args).fetchall())
                 if everything_upto is not None:
                     total = len(ordered)
             else:
                 query = self._check_query(cur, embedding)
                 ordered, total = self._search_rows(cur, query, int(limit), everything_upto)
                 if total is not None and total <= int(everything_upto or 0):
-                    ordered = list(cur.execute(everything).fetchall())
+                    ordered = list(cur.execute(everything, f_args).fetchall())
                     total = len(ordered)
             extra = list(also)
             if lexical is not None and lexical.shortlist and lexical.terms:
@@ -102,7 +104,7 @@ class _Columns(_Searcher):
             wanted = [mid for mid in dict.fromkeys(extra) if mid not in have]
             if wanted:
                 found = {r[1]: r for r in cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s){self._f}", (wanted,)
+                    f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE id = ANY(%s){f}", (wanted, *f_args)
                 ).fetchall()}
                 ordered += [found[mid] for mid in wanted if mid in found]
             bank = self._bank(ordered, embedding, now, self._stored_dim(cur))
@@ -191,8 +193,9 @@ class _Columns(_Searcher):
             ``(ids, columns)``.
         """
         with self._read() as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT {_BANK_COLUMNS} FROM {self._t} WHERE true{self._f} ORDER BY seq"
+                f"SELECT {_BANK_COLUMNS} FROM {self._t} WHERE true{f} ORDER BY seq", args
             ).fetchall()
             dim = self._stored_dim(cur)
         bank = self._bank(rows, None, now, dim)
@@ -218,8 +221,9 @@ class _Columns(_Searcher):
         padded = pad_columns(cols, size)
         row_ids: list[str | None] = [*ids, *([None] * (size - len(ids)))]
         with self._read() as cur:
+            f, args = self._filter_args()
             any_embedded = cur.execute(
-                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded{self._f})"
+                f"SELECT EXISTS (SELECT 1 FROM {self._t} WHERE embedded{f})", args
             ).fetchone()[0]
         dim = padded.embedding.shape[1]
         return row_ids, device_columns(padded, dtype), dim if any_embedded else None
@@ -231,13 +235,14 @@ class _Columns(_Searcher):
     ) -> list[str]:
         if k <= 0 or not terms:
             return []
-        terms = list(terms)
+        terms = [indexed_term(term) for term in terms]
+        f, f_args = self._filter_args()
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
         ).fetchone()
         rows = cur.execute(
-            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s{self._f}",
-            (terms,),
+            f"SELECT seq, id, doc_len, terms, tfs FROM {self._t} WHERE terms && %s{f}",
+            (terms, *f_args),
         ).fetchall()
         if not rows:
             return []
@@ -270,20 +275,21 @@ class _Columns(_Searcher):
     def _lexical_inputs(
         self, cur: Any, terms: Sequence[str], memory_ids: Sequence[str]
     ) -> LexicalInputs:
-        terms = list(terms)
+        terms = [indexed_term(term) for term in terms]  # as the rows hold them
         n = len(memory_ids)
         width = max(len(terms), 1)
         tf = np.zeros((n, width), dtype=np.float64)
         df = np.zeros((width,), dtype=np.float64)
         length = np.zeros((n,), dtype=np.float64)
+        f, f_args = self._filter_args()
         n_docs, total = cur.execute(
-            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{self._f}"
+            f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
         ).fetchone()
         if terms:
             counts = dict(cur.execute(
                 f"SELECT term, count(*) FROM {self._t}, unnest(terms) AS term "
-                f"WHERE terms && %s AND term = ANY(%s){self._f} GROUP BY term",
-                (terms, terms),
+                f"WHERE terms && %s AND term = ANY(%s){f} GROUP BY term",
+                (terms, terms, *f_args),
             ).fetchall())
             for j, term in enumerate(terms):
                 df[j] = counts.get(term, 0)
@@ -291,8 +297,8 @@ class _Columns(_Searcher):
         if memory_ids:
             column = {term: j for j, term in enumerate(terms)}
             for mid, doc_len, row_terms, tfs in cur.execute(
-                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){self._f}",
-                (list(memory_ids),),
+                f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){f}",
+                (list(memory_ids), *f_args),
             ).fetchall():
                 i = row_of[mid]
                 length[i] = doc_len

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -10,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact
 from emotional_memory.stores._shared import records as _records
@@ -20,8 +22,42 @@ _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
 _LE_F64 = np.dtype("<f8")
 
 
+MAX_TERM_BYTES = 1024
+"""The longest term (UTF-8 bytes) kept as it is in the ``terms`` column. A GIN index
+entry holds at most 2712 bytes (of an 8 kB page), compressed only when that pays
+off (random text does not): a longer term, one long word, is stored and queried as
+its digest (:func:`indexed_term`), the same on writes and reads, so the lexical
+statistics are unchanged."""
+
+
+def indexed_term(term: str) -> str:
+    """The form of a lexical term in the ``terms`` column and its GIN index.
+
+    Args:
+        term: a token (letters and digits).
+
+    Returns:
+        ``term`` itself, or ``"#"`` + its SHA-256 (hex) when it is longer than
+        :data:`MAX_TERM_BYTES` (``#`` never occurs in a token).
+    """
+    if len(term) * 4 <= MAX_TERM_BYTES:
+        return term
+    data = term.encode("utf-8")
+    return term if len(data) <= MAX_TERM_BYTES else "#" + hashlib.sha256(data).hexdigest()
+
+
+MAX_EF_SEARCH = 1000
+"""pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
+from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
+
+
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
+
+
+class StatementTimeout(PostgresStoreError, StoreTimeoutError):
+    """A statement ran past the store's ``statement_timeout`` and was cancelled (the
+    transaction rolled back)."""
 
 
 # psycopg's prepare_threshold inside _prepared: a statement is prepared automatically
@@ -131,6 +167,10 @@ class _Labels(_records.LabelTable):
 
 
 # Columns read to rebuild a memory, and to build candidate columns.
+_PAGE_WALK_MIN = 256
+_PAGE_WALK_FACTOR = 4
+# list_page walks at most max(MIN, FACTOR * (offset + limit)) rows in insertion order
+# before reading a sparse view's page through its indexes.
 _MEMORY_COLUMNS = (
     "seq, id, content, exact, tagf, tagi, label, link_targets, link_strengths, "
     "link_types, metadata_json, whole, embedding, scope, expires_us"
@@ -154,7 +194,8 @@ def _search_row_memory_columns(r: Sequence[Any]) -> tuple[Any, ...]:
 
 
 def check_options(
-    dsn: object, table: object, connect_timeout: object, **ints: object
+    dsn: object, table: object, connect_timeout: object, statement_timeout: object,
+    **ints: object,
 ) -> None:
     """Validate :class:`PostgresStore`'s options before anything is opened.
 
@@ -162,6 +203,7 @@ def check_options(
         dsn: must be a str.
         table: the table prefix (lowercase letters, digits, ``_``; 1-41 characters).
         connect_timeout: seconds, > 0.
+        statement_timeout: seconds in 0.001..86400, or None.
         **ints: the integer options by name (each checked against its minimum).
 
     Raises:
@@ -179,6 +221,11 @@ def check_options(
         low = _INT_MINIMUMS[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    ef_search = ints.get("ef_search", 64)
+    if isinstance(ef_search, int) and ef_search > MAX_EF_SEARCH:
+        raise ValueError(
+            f"ef_search must be at most {MAX_EF_SEARCH} (pgvector's maximum), got {ef_search}"
+        )
     fillfactor = ints.get("fillfactor", 70)
     if isinstance(fillfactor, int) and fillfactor > 100:
         raise ValueError(f"fillfactor must be an int in 10..100, got {fillfactor!r}")
@@ -187,6 +234,14 @@ def check_options(
         raise ValueError("max_connections must be >= min_connections")
     if not (isinstance(connect_timeout, int | float) and connect_timeout > 0):
         raise ValueError(f"connect_timeout must be > 0, got {connect_timeout!r}")
+    if statement_timeout is not None and not (
+        isinstance(statement_timeout, int | float) and not isinstance(statement_timeout, bool)
+        and 0.001 <= statement_timeout <= 86_400
+    ):
+        raise ValueError(
+            f"statement_timeout must be seconds in 0.001..86400 or None, got "
+            f"{statement_timeout!r}"
+        )
 
 
 _INT_MINIMUMS = {

@@ -14,13 +14,15 @@ from emotional_memory.interfaces import MemoryStore
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
+    MAX_EF_SEARCH,
     PostgresStoreError,
+    StatementTimeout,
     _Labels,
     _Shared,
     _Tx,
     redact_dsn,
 )
-from emotional_memory.stores.postgres.where import where_sql
+from emotional_memory.stores.postgres.where import positional, where_sql
 
 
 class _Core:
@@ -46,6 +48,8 @@ class _Core:
     _local: threading.local  # this thread's transaction
     _selection: Selection | None  # a view's selection (see selected)
     _f: str  # a view's row predicate, appended to every WHERE clause
+    _fv: dict[str, Any]  # the values of its named placeholders
+    _timeout_ms: int  # the statement timeout (0: none)
     _expiry_us: int | None  # an expiry-only view's time (see selected)
     _last_use: weakref.WeakKeyDictionary[Any, float]
     _session_ef: weakref.WeakKeyDictionary[Any, int]  # each connection's hnsw.ef_search
@@ -83,6 +87,16 @@ class _Core:
             return None
         return str(password) if password else None
 
+    def _configure(self, conn: Any) -> None:
+        """Set up a new pooled connection: pgvector's types, the statement timeout."""
+        from pgvector.psycopg import register_vector
+
+        register_vector(conn)
+        if self._timeout_ms:
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{self._timeout_ms}ms",)
+            )
+
     def _clean(self, exc: BaseException) -> str:
         """An exception's message with the password (if any) removed."""
         text = str(exc).strip() or type(exc).__name__
@@ -91,7 +105,12 @@ class _Core:
         return redact_dsn(text)
 
     def _error(self, what: str, exc: BaseException) -> PostgresStoreError:
-        return PostgresStoreError(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
+        kind = (
+            StatementTimeout
+            if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms
+            else PostgresStoreError
+        )
+        return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
     @property
     def dsn(self) -> str:
@@ -290,7 +309,7 @@ class _Core:
     # ------------------------------------------------------------------ views
 
     def selected(self, selection: Selection) -> Any:
-        """This store confined to ``selection`` (issue 23's scopes and expiry in SQL).
+        """This store confined to ``selection`` (scopes, filters and expiry in SQL).
 
         The selection is answered natively: a view sharing this store's connections
         and transactions whose every read adds the selection to its SQL
@@ -313,52 +332,69 @@ class _Core:
         from emotional_memory.stores._shared.filtered import SelectedStore
 
         parts: list[str] = []
+        values: dict[str, Any] = {}
         expiry_only = False
         if selection.where is not None:
-            condition = where_sql(selection.where.clause)
-            if condition is None:
+            rendered = where_sql(selection.where.clause, prefix="vfw")
+            if rendered is None:
                 return SelectedStore(self, cast(MemoryStore, self), selection)
-            parts.append(f" AND {condition}")
-        if selection.scope:
-            from psycopg import sql
-
-            path = ", ".join(sql.Literal(p).as_string(None) for p in selection.scope)
+            parts.append(f" AND {rendered[0]}")
+            values.update(rendered[1])
+        if selection.scope:  # bound as one text[]: no character of a part is special
+            values["vfs"] = list(selection.scope)
+            values["vfn"] = len(selection.scope)
             parts.append(
-                f" AND scope @> ARRAY[{path}]::text[]"
-                f" AND scope[1:{len(selection.scope)}] = ARRAY[{path}]::text[]"
+                " AND scope @> %(vfs)s::text[] AND scope[1:%(vfn)s] = %(vfs)s::text[]"
             )
         if selection.expired:
-            now = _records.to_microseconds(selection.now())
-            parts.append(f" AND expires_us IS NOT NULL AND expires_us <= {now}")
+            values["vft"] = _records.to_microseconds(selection.now())
+            parts.append(" AND expires_us IS NOT NULL AND expires_us <= %(vft)s")
         elif selection.now.known:
             # The operation's time is at hand (a retrieve's): the expiry goes into the
             # SQL as it is, with no round trip asking whether any memory expires (the
             # counts then subtract the expired rows, found through their index).
             now = _records.to_microseconds(selection.now())
             expiry_only = not parts
-            parts.append(f" AND (expires_us IS NULL OR expires_us > {now})")
+            values["vft"] = now
+            parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")
         else:
             with self._read(single=True) as cur:
                 expiring = cur.execute(  # kept by every write, like the counts
                     f"SELECT value::bigint > 0 FROM {self._meta} WHERE key = 'expiring'"
                 ).fetchone()[0]
             if expiring:  # the clock is read only when some memory can expire
-                now = _records.to_microseconds(selection.now())
-                parts.append(f" AND (expires_us IS NULL OR expires_us > {now})")
+                values["vft"] = _records.to_microseconds(selection.now())
+                parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")
         if not parts:
             return self
         view = copy.copy(self)  # shares the pool, the transactions, the label table
         view._selection = selection
         view._f = "".join(parts)
+        view._fv = values
         if expiry_only:
             view._expiry_us = now
         return view
+
+    def _filter_args(self, *own: Any) -> tuple[str, tuple[Any, ...]]:
+        """The view's row predicate for a statement with positional parameters.
+
+        Args:
+            *own: the statement's own parameters, all of them placed before the
+                predicate in its text.
+
+        Returns:
+            ``(predicate SQL with %s placeholders, own + the predicate's values)``.
+        """
+        if not self._f:
+            return "", own
+        sql, values = positional(self._f, self._fv)
+        return sql, (*own, *values)
 
     def _view_filter(self) -> tuple[str, dict[str, Any], bool]:
         """The view's row predicate for a statement with named parameters: ``(SQL,
         parameters, whether the statement text is the same every time)`` (an
         expiry-only view's time goes in as a parameter, so its statements can be
-        prepared once; other views' filters are literals)."""
+        prepared once; other views' filters are bound too, their text varying)."""
         if self._expiry_us is not None:
             return (
                 " AND (expires_us IS NULL OR expires_us > %(now)s)",
@@ -366,7 +402,7 @@ class _Core:
             )
         if not self._f:
             return "", {}, True
-        return self._f.replace("%", "%%"), {}, False
+        return self._f, dict(self._fv), False
 
     def _count_exprs(self, bound: int, upto: int | None) -> tuple[str, str]:
         """SQL expressions (named parameters as :meth:`_view_filter`) for the number
@@ -384,7 +420,7 @@ class _Core:
                 )
                 count += f" - (SELECT count(*) FROM {t} WHERE expires_us <= %(now)s)"
             return embedded, count if upto is not None else "NULL::bigint"
-        f = self._f.replace("%", "%%")
+        f = self._f  # its values: :meth:`_view_filter`'s parameters
         count = "NULL::bigint" if upto is None else (
             f"(SELECT count(*) FROM (SELECT 1 FROM {t} WHERE true{f} "
             f"LIMIT {int(upto) + 1}) AS c)"
@@ -400,7 +436,10 @@ class _Core:
         scan on past rows a filter drops (``hnsw.iterative_scan``) for the next
         search on ``cur``: for the transaction inside one (sent with the next
         statement), else for the connection's session when it differs (the common
-        case costs nothing)."""
+        case costs nothing). pgvector caps ``ef_search`` at :data:`MAX_EF_SEARCH`:
+        a search wanting more candidates keeps the cap and the iterative scan goes on
+        past it until the ``LIMIT`` is met (strict order: still nearest first)."""
+        ef = min(ef, MAX_EF_SEARCH)
         conn = cur.connection
         if self._current() is not None:
             cur.execute(

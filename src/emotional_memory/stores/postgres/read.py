@@ -17,6 +17,10 @@ from emotional_memory.stores.postgres.common import (
 )
 from emotional_memory.stores.postgres.write import _Writer
 
+# list_page walks at most max(MIN, FACTOR * (offset + limit)) rows in insertion order
+# before reading a sparse view's page through its indexes.
+_PAGE_WALK_MIN = 256
+_PAGE_WALK_FACTOR = 4
 
 class _Reader(_Writer):
     """PostgreSQL backend of :class:`~emotional_memory.stores.postgres.PostgresStore`."""
@@ -173,10 +177,11 @@ class _Reader(_Writer):
         missing = [mid for mid in dict.fromkeys(ids) if mid not in by_id]
         if missing:
             with self._read(single=True) as cur:
+                f, args = self._filter_args(missing)
                 rows = cur.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){self._f} "
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE id = ANY(%s){f} "
                     f"ORDER BY seq{lock}",
-                    (missing,),
+                    args,
                 ).fetchall()
             self._locked_rows(rows, lock)
             by_id.update((r[1], r) for r in rows)
@@ -199,10 +204,56 @@ class _Reader(_Writer):
         """
         lock = self._lock_rows()
         with self._read(single=True) as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{self._f} "
-                f"ORDER BY seq{lock}"
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{f} "
+                f"ORDER BY seq{lock}",
+                args,
             ).fetchall()
+        self._locked_rows(rows, lock)
+        return [self._memory(r) for r in rows]
+
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, reading about ``offset + limit`` rows.
+
+        First the rows in insertion order are walked through the primary key, at
+        most a few times ``offset + limit`` of them, keeping the ones the view sees:
+        when they hold the page (a scope that is not rare in the table), that is
+        the answer. Otherwise (a sparse scope) the page is read through the view's
+        indexes (the scope's GIN index), sorted: O(the scope's size).
+
+        Args:
+            offset: memories skipped first (>= 0).
+            limit: most memories returned (>= 0).
+
+        Returns:
+            The page, in insertion order.
+        """
+        if limit <= 0:
+            return []
+        lock = self._lock_rows()
+        wanted = offset + limit
+        with self._read() as cur:  # one snapshot for the walk and the page's rows
+            f, args = self._filter_args()
+            seqs: list[int] = []
+            if not lock:  # (a locking read cannot walk a subquery)
+                budget = max(_PAGE_WALK_MIN, _PAGE_WALK_FACTOR * wanted)
+                seqs = [r[0] for r in cur.execute(
+                    f"SELECT seq FROM (SELECT * FROM {self._t} ORDER BY seq LIMIT %s) "
+                    f"AS walked WHERE true{f} ORDER BY seq LIMIT %s",
+                    (budget, *args, wanted),
+                ).fetchall()]
+            if len(seqs) == wanted:  # the walk held the page: read just its rows
+                rows = cur.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq = ANY(%s) ORDER BY seq",
+                    (seqs[offset:],),
+                ).fetchall()
+            else:
+                rows = cur.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE true{f} "
+                    f"ORDER BY seq LIMIT %s OFFSET %s{lock}",
+                    (*args, limit, offset),
+                ).fetchall()
         self._locked_rows(rows, lock)
         return [self._memory(r) for r in rows]
 
@@ -213,7 +264,8 @@ class _Reader(_Writer):
                 _, count = self._count_exprs(0, 0)
                 row = cur.execute(f"SELECT {count}", self._view_filter()[1]).fetchone()
             elif self._f:
-                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{self._f}").fetchone()
+                f, args = self._filter_args()
+                row = cur.execute(f"SELECT count(*) FROM {self._t} WHERE true{f}", args).fetchone()
             else:
                 row = cur.execute(
                     f"SELECT value::bigint FROM {self._meta} WHERE key = 'count'"

@@ -214,6 +214,41 @@ class _Schema(_Core):
         self._dim = int(row[0])  # committed before this transaction (if any) began
         return self._dim
 
+    def setting(self, key: str) -> str | None:
+        """A value recorded in the meta table (e.g. the embedder's identity).
+
+        Args:
+            key: the setting's name.
+
+        Returns:
+            Its value, or None when none is recorded.
+        """
+        with self._read(single=True) as cur:
+            row = cur.execute(
+                f"SELECT value FROM {self._meta} WHERE key = %s", ("setting:" + key,)
+            ).fetchone()
+        return None if row is None else str(row[0])
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is recorded (one transaction).
+
+        Args:
+            key: the setting's name.
+            value: its value.
+
+        Returns:
+            The value recorded now or before.
+        """
+        with self._write() as cur:
+            cur.execute(
+                f"INSERT INTO {self._meta} VALUES (%s, %s) ON CONFLICT (key) DO NOTHING",
+                ("setting:" + key, value),
+            )
+            row = cur.execute(
+                f"SELECT value FROM {self._meta} WHERE key = %s", ("setting:" + key,)
+            ).fetchone()
+        return str(row[0])
+
     def _fix_dim(self, cur: Any, dim: int) -> None:
         """Record the embedding dimension on the first embedding: type the vector
         column and build the HNSW index (inside the writing transaction)."""

@@ -142,7 +142,7 @@ class _Searcher(_Reader):
         return [rows[i] for i in order.tolist()], sims
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5), best first.
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5), best first.
 
         Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
         zero-norm query gives the first ``top_k`` embedded memories in insertion order;
@@ -359,7 +359,7 @@ class _PostgresLinker(MemoryLinker):
     (:meth:`PostgresStore.search_by_embedding_batch`, each memory seeing the memories
     stored up to itself), and a memory's link targets are read (and locked) in one
     query; their updates are queued like every write. The links are those of one
-    search and one ``get`` per link (SPEC 7)."""
+    search and one ``get`` per link (docs/behaviour.md §7)."""
 
     def __init__(self, store: _Searcher, block_size: int) -> None:
         super().__init__(
@@ -379,7 +379,7 @@ class _PostgresLinker(MemoryLinker):
         before = len(pg)
         self.save(memories)
         # memory i of the block sees before + i + 1 memories; up to ``limit`` of them
-        # its candidates are all of them (SPEC 7)
+        # its candidates are all of them (docs/behaviour.md §7)
         first = min(len(memories), max(0, limit - before))
         searched = memories[first:]
         found = pg._search_batch_rows(

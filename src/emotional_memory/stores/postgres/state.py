@@ -13,6 +13,7 @@ One row per ``key`` in ``{table}_state``, next to a
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -128,7 +129,7 @@ class PostgresAffectiveStateStore:
         return self if self._shared is not None and self._shared is store else None
 
     def scoped(self, path: tuple[str, ...]) -> PostgresAffectiveStateStore:
-        """The state store of scope ``path`` (an engine view's, issue 23): the same
+        """The state store of scope ``path`` (an engine view's): the same
         connection or memory store and transactions, key
         :func:`~emotional_memory.stores._shared.state.scoped_key` of this key.
 
@@ -212,6 +213,36 @@ class PostgresAffectiveStateStore:
                 "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at",
                 (self._key, text, text, datetime.now(UTC)),
             )
+
+    def lock_state(self) -> None:
+        """Take this key's advisory lock in the store's current transaction: operations
+        on one scope's state are serialised across processes (released at commit)."""
+        digest = hashlib.sha256(f"{self._table}:{self._key}".encode()).digest()
+        with self._transaction() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)",
+                        (int.from_bytes(digest[:8], "big", signed=True),))
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version (the row's ``xmin``,
+        which every save changes; ``""`` when nothing is stored)."""
+        with self._reading() as cur:
+            row = cur.execute(
+                f"SELECT snapshot_json, xmin::text FROM {self._table} WHERE key = %s",
+                (self._key,),
+            ).fetchone()
+        if row is None:
+            return None, ""
+        data: dict[str, Any] = json.loads(row[0])
+        return data, str(row[1])
+
+    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
+        self.save(state)
+        with self._transaction() as cur:
+            row = cur.execute(
+                f"SELECT xmin::text FROM {self._table} WHERE key = %s", (self._key,)
+            ).fetchone()
+        return str(row[0])
 
     def load(self) -> AffectiveState | None:
         """The stored state, or None when nothing is stored under this key."""

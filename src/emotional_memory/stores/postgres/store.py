@@ -17,6 +17,7 @@ from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
     PostgresStoreError,
+    StatementTimeout,
     _Labels,
     _Shared,
     check_options,
@@ -24,7 +25,13 @@ from emotional_memory.stores.postgres.common import (
 )
 from emotional_memory.stores.postgres.schema import SCHEMA_VERSION
 
-__all__ = ["SCHEMA_VERSION", "PostgresStore", "PostgresStoreError", "redact_dsn"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "PostgresStore",
+    "PostgresStoreError",
+    "StatementTimeout",
+    "redact_dsn",
+]
 
 
 class PostgresStore(BackendStore, _Columns):
@@ -47,6 +54,7 @@ class PostgresStore(BackendStore, _Columns):
         hnsw_m: int = 16,
         hnsw_ef_construction: int = 128,
         fillfactor: int = 70,
+        statement_timeout: float | None = None,
     ) -> None:
         """Connect, and create (or check) the schema.
 
@@ -58,6 +66,11 @@ class PostgresStore(BackendStore, _Columns):
             max_connections: connections the pool opens at most (one per thread in
                 a transaction).
             connect_timeout: seconds to wait for the server.
+            statement_timeout: seconds any one statement of the store's may run
+                before the server cancels it (PostgreSQL's ``statement_timeout`` on
+                every pooled connection); the operation then fails with
+                :class:`StatementTimeout`, its transaction rolled back. None: no limit
+                (the server's own setting).
             exact_rows: up to this many embedded memories, search ranks every row
                 exactly; above it the HNSW index supplies the candidates.
             ef_search: pgvector's ``hnsw.ef_search`` for the store's searches (raised
@@ -86,11 +99,12 @@ class PostgresStore(BackendStore, _Columns):
                 "pip install 'emotional-memory-jax[postgres]'"
             ) from exc
         check_options(
-            dsn, table, connect_timeout,
+            dsn, table, connect_timeout, statement_timeout,
             min_connections=min_connections, max_connections=max_connections,
             exact_rows=exact_rows, ef_search=ef_search, margin=margin, hnsw_m=hnsw_m,
             hnsw_ef_construction=hnsw_ef_construction, fillfactor=fillfactor,
         )
+        self._timeout_ms = 0 if statement_timeout is None else round(statement_timeout * 1000)
         self._psycopg = psycopg
         self._redacted = redact(dsn)
         self._password = self._find_password(dsn)
@@ -116,6 +130,7 @@ class PostgresStore(BackendStore, _Columns):
         self._local = threading.local()
         self._selection = None
         self._f = ""
+        self._fv = {}
         self._expiry_us = None
         self._last_use: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
         self._session_ef: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
@@ -130,7 +145,6 @@ class PostgresStore(BackendStore, _Columns):
     ) -> None:
         """Check the DSN, create or check the schema on a first connection, open the pool."""
         psycopg = self._psycopg
-        from pgvector.psycopg import register_vector
         from psycopg_pool import ConnectionPool
 
         try:
@@ -158,7 +172,7 @@ class PostgresStore(BackendStore, _Columns):
             # psycopg's do not mix reliably with pipeline mode (and a pooler in
             # transaction mode forbids them)
             kwargs={"autocommit": True, "connect_timeout": seconds, "prepare_threshold": None},
-            configure=register_vector,
+            configure=self._configure,
             check=self._check_connection,
             open=False,
             name=f"emotional_memory.{table}",
@@ -202,8 +216,9 @@ class PostgresStore(BackendStore, _Columns):
             The ids.
         """
         with self._read(single=True) as cur:
+            f, args = self._filter_args()
             rows = cur.execute(
-                f"SELECT id FROM {self._t} WHERE pending{self._f} ORDER BY seq"
+                f"SELECT id FROM {self._t} WHERE pending{f} ORDER BY seq", args
             ).fetchall()
         return [r[0] for r in rows]
 

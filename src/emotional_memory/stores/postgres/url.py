@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from emotional_memory.stores._shared.urls import (
     Backend,
     OpenedStore,
@@ -10,7 +12,7 @@ from emotional_memory.stores._shared.urls import (
 )
 
 
-def open_postgres(url: str, description: str) -> OpenedStore:
+def open_postgres(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """``PostgresStore(url)`` and a state store in the same database (extra ``postgres``).
 
     Raises:
@@ -22,7 +24,7 @@ def open_postgres(url: str, description: str) -> OpenedStore:
     from emotional_memory.stores.postgres.store import PostgresStore
 
     try:
-        store = PostgresStore(url)
+        store = PostgresStore(url, statement_timeout=options.get("statement_timeout"))
     except Exception as exc:  # the driver's message may quote the DSN
         raise StoreURLError(
             f"could not open the PostgreSQL store at {description}: {type(exc).__name__}"

@@ -18,17 +18,23 @@ filtered path. What is rendered:
 Not rendered (None): ranges with a string operand (SQL orders text by collation, the
 reference by code point). Every leaf is wrapped in ``COALESCE(..., false)`` so SQL's
 NULL never leaks into ``NOT``.
+
+Every value of the filter is a bound parameter (named placeholders, see
+:class:`Bind`), never text of the statement: no quoting to get wrong, whatever the
+server's ``standard_conforming_strings``. Numbers are bound as their shortest text
+and cast to ``numeric`` (what a literal of them would be), so comparisons stay exact.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
 from emotional_memory.filters import And, Clause, Compare, Or
 
-__all__ = ["where_sql"]
+__all__ = ["Bind", "positional", "where_sql"]
 
 _NUMERIC_COLUMNS = {
     "valence": "valence",
@@ -44,20 +50,63 @@ class _Unrenderable(Exception):
     """A clause without an exact SQL form."""
 
 
-def _text(value: str) -> str:
-    """A SQL string literal (standard quoting; NUL refused like PostgreSQL does)."""
+class Bind:
+    """The values a statement binds, collected as it is rendered.
+
+    Calling it with a value records it and returns its named placeholder
+    (``%(<prefix><n>)s``); :attr:`values` maps the names to the values.
+
+    Args:
+        prefix: the names' prefix (distinct from the statement's own parameters).
+    """
+
+    def __init__(self, prefix: str = "w") -> None:
+        self.prefix = prefix
+        self.values: dict[str, Any] = {}
+
+    def __call__(self, value: Any) -> str:
+        name = f"{self.prefix}{len(self.values)}"
+        self.values[name] = value
+        return f"%({name})s"
+
+
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s")
+
+
+def positional(sql: str, values: dict[str, Any]) -> tuple[str, list[Any]]:
+    """A fragment with named placeholders for a statement with positional ones.
+
+    Args:
+        sql: the fragment (``%(name)s`` placeholders, no other ``%``).
+        values: the values of its names.
+
+    Returns:
+        ``(sql with %s placeholders, the values in order of appearance)``.
+    """
+    out: list[Any] = []
+
+    def one(match: re.Match[str]) -> str:
+        out.append(values[match.group(1)])
+        return "%s"
+
+    return _PLACEHOLDER.sub(one, sql), out
+
+
+def _text(bind: Bind, value: str) -> str:
+    """A bound text value (NUL refused like PostgreSQL does)."""
     if "\x00" in value:
         raise _Unrenderable
-    return "'" + value.replace("'", "''") + "'"
+    return f"{bind(value)}::text"
 
 
-def _number(value: Any) -> str:
-    """A SQL numeric literal of an int or a finite float (its shortest repr)."""
+def _number(bind: Bind, value: Any) -> str:
+    """A bound exact number: an int or a finite float as its shortest text, cast to
+    ``numeric`` (the type a literal of it would have)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _Unrenderable
     if isinstance(value, float) and not math.isfinite(value):
         raise _Unrenderable
-    return repr(value) if isinstance(value, float) else str(value)
+    return f"{bind(repr(value) if isinstance(value, float) else str(value))}::numeric"
 
 
 def _equality(
@@ -77,12 +126,14 @@ def _equality(
     return None
 
 
-def _builtin(c: Compare) -> str:
+def _builtin(c: Compare, bind: Bind) -> str:
     # a built-in is never missing: $exists is always true
     if c.field == "emotion":
 
         def eq(v: Any) -> str:
-            return "label IS NULL" if v is None else f"COALESCE(label[1] = {_text(v)}, false)"
+            return "label IS NULL" if v is None else (
+                f"COALESCE(label[1] = {_text(bind, v)}, false)"
+            )
 
         rendered = _equality(c.op, c.value, eq, "true")
         if rendered is None:
@@ -92,20 +143,26 @@ def _builtin(c: Compare) -> str:
 
     def eq_num(v: Any) -> str:
         # a built-in number is never null: only a number can equal it
-        return "false" if v is None else f"{col} = {_number(v)}"
+        return "false" if v is None else f"{col} = {_number(bind, v)}"
 
     rendered = _equality(c.op, c.value, eq_num, "true")
-    return rendered if rendered is not None else f"{col} {_RANGE_SQL[c.op]} {_number(c.value)}"
+    return rendered if rendered is not None else (
+        f"{col} {_RANGE_SQL[c.op]} {_number(bind, c.value)}"
+    )
 
 
-def _metadata(c: Compare) -> str:
+def _path(bind: Bind, keys: tuple[str, ...]) -> str:
+    """A bound ``text[]`` metadata path."""
+    if any("\x00" in k for k in keys):
+        raise _Unrenderable
+    return f"{bind(list(keys))}::text[]"
+
+
+def _metadata(c: Compare, bind: Bind) -> str:
     path = c.path
-    keys = ", ".join(_text(k) for k in path)
-    value = f"(metadata #> ARRAY[{keys}]::text[])"
+    value = f"(metadata #> {_path(bind, path)})"
     guards = [
-        "jsonb_typeof(metadata #> ARRAY["
-        + ", ".join(_text(k) for k in path[:i])
-        + "]::text[]) = 'object'"
+        f"jsonb_typeof(metadata #> {_path(bind, path[:i])}) = 'object'"
         for i in range(1, len(path))
     ]
     present = " AND ".join([*guards, f"{value} IS NOT NULL"])
@@ -113,7 +170,7 @@ def _metadata(c: Compare) -> str:
     def number_test(sql_op: str, operand: Any) -> str:
         return (
             f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
-            f"THEN ({value})::numeric {sql_op} {_number(operand)} ELSE false END, false)"
+            f"THEN ({value})::numeric {sql_op} {_number(bind, operand)} ELSE false END, false)"
         )
 
     def eq(v: Any) -> str:
@@ -122,7 +179,7 @@ def _metadata(c: Compare) -> str:
         if isinstance(v, bool):
             return f"COALESCE({present} AND {value} = '{str(v).lower()}'::jsonb, false)"
         if isinstance(v, str):
-            return f"COALESCE({present} AND {value} = to_jsonb({_text(v)}::text), false)"
+            return f"COALESCE({present} AND {value} = to_jsonb({_text(bind, v)}), false)"
         return number_test("=", v)
 
     rendered = _equality(c.op, c.value, eq, f"COALESCE({present}, false)")
@@ -133,25 +190,28 @@ def _metadata(c: Compare) -> str:
     return number_test(_RANGE_SQL[c.op], c.value)
 
 
-def _render(node: Clause) -> str:
+def _render(node: Clause, bind: Bind) -> str:
     if isinstance(node, Compare):
-        return f"({_metadata(node) if node.path else _builtin(node)})"
+        return f"({_metadata(node, bind) if node.path else _builtin(node, bind)})"
     joiner = " AND " if isinstance(node, And) else " OR "
     assert isinstance(node, And | Or)
-    return "(" + joiner.join(_render(c) for c in node.clauses) + ")"
+    return "(" + joiner.join(_render(c, bind) for c in node.clauses) + ")"
 
 
-def where_sql(clause: Clause) -> str | None:
+def where_sql(clause: Clause, prefix: str = "w") -> tuple[str, dict[str, Any]] | None:
     """The filter as one SQL boolean expression over the store's table, or None.
 
     Args:
         clause: a parsed filter's clause tree (``Where.clause``).
+        prefix: the prefix of its parameters' names.
 
     Returns:
-        The expression (literals inlined, quoted), or None when some part has no
-        exact SQL form (see the module docs).
+        ``(expression, parameters)``: the expression with a named placeholder for
+        every value (``%(w0)s``...) and the values to bind; or None when some part
+        has no exact SQL form (see the module docs).
     """
+    bind = Bind(prefix)
     try:
-        return _render(clause)
+        return _render(clause, bind), bind.values
     except _Unrenderable:
         return None

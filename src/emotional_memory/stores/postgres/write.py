@@ -19,6 +19,7 @@ from emotional_memory.stores.postgres.common import (
     _float_bytes,
     _has_nul,
     _Tx,
+    indexed_term,
 )
 from emotional_memory.stores.postgres.schema import _Schema
 
@@ -79,7 +80,8 @@ class _Writer(_Schema):
         counts: dict[str, int] = {}
         tokens = tokenize(memory.content)
         for token in tokens:
-            counts[token] = counts.get(token, 0) + 1
+            key = indexed_term(token)
+            counts[key] = counts.get(key, 0) + 1
         scope = memory.scope
         return {
             "id": memory.id,
@@ -186,10 +188,11 @@ class _Writer(_Schema):
             ):
                 pass  # an expiry-only view while no memory expires: it sees every row
             elif self._selection is not None:  # a view writes only what it sees
+                f, f_values = self._filter_args()  # the predicate's values come first
                 with self._write() as cur:
                     row = cur.execute(
-                        f"SELECT (true{self._f}) FROM {self._t} WHERE id = %s FOR UPDATE",
-                        (memory.id,),
+                        f"SELECT (true{f}) FROM {self._t} WHERE id = %s FOR UPDATE",
+                        (*f_values, memory.id),
                     ).fetchone()
                 if (row is None and must_exist) or (row is not None and not row[0]):
                     if must_exist:
@@ -299,9 +302,10 @@ class _Writer(_Schema):
         Returns:
             True when it existed.
         """
+        f, args = self._filter_args(memory_id)
         with self._write() as cur:
             row = cur.execute(
-                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{self._f} "
+                f"WITH d AS (DELETE FROM {self._t} WHERE id = %s{f} "
                 "RETURNING embedded, expires_us) "
                 f"UPDATE {self._meta} SET value = (value::bigint - CASE key "
                 "WHEN 'count' THEN (SELECT count(*) FROM d) "
@@ -309,7 +313,7 @@ class _Writer(_Schema):
                 "ELSE (SELECT count(*) FROM d WHERE expires_us IS NOT NULL) END)::text "
                 "WHERE key IN ('count', 'embedded', 'expiring') "
                 "RETURNING (SELECT count(*) FROM d)",
-                (memory_id,),
+                args,
             ).fetchone()
         tx = self._current()
         if tx is not None:

@@ -31,12 +31,12 @@ from emotional_memory.stores.sqlite.records import (
 # ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
 # table in bulk.
 # Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
-# rewrites every row whose memory fits the compact shape (issue 27).
+# rewrites every row whose memory fits the compact shape.
 # ``embedding`` is the little-endian float32 blob of the embedding when every value is
 # a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
 # stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
 # (``'[]'``: the root) and ``expires_at`` its expiry in integer microseconds since the
-# epoch (NULL: never), both indexed (issue 23).
+# epoch (NULL: never), both indexed.
 # Version 1 named the memory table ``memories`` (and renamed a file's original
 # ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
 # back on the first open, so the original library's ``memories`` table is never ours;
@@ -97,7 +97,7 @@ _UPDATE_LINKS = (
     "UPDATE em_memories SET link_ids = ?, link_data = ? WHERE id = ? AND rec IS NOT NULL"
 )
 
-# The scope and expiry columns (issue 23), added to a table of version 1 (renamed to
+# The scope and expiry columns added to a table of version 1 (renamed to
 # em_memories) in the opening transaction, and their indexes.
 _PLACE_COLUMNS = (
     ("scope", "ALTER TABLE em_memories ADD COLUMN scope TEXT NOT NULL DEFAULT '[]'"),

@@ -1,4 +1,4 @@
-"""Durable affective-state store on sqlite3 (SPEC 8).
+"""Durable affective-state store on sqlite3 (docs/behaviour.md §8).
 
 One row per ``key`` in the ``em_affective_state`` table (``key TEXT PRIMARY KEY,
 snapshot TEXT, updated_at TEXT``; named apart from the original library's
@@ -186,6 +186,32 @@ class SQLiteAffectiveStateStore:
         now = datetime.now(UTC).isoformat()
         with self._transaction():
             self._connection().execute(_UPSERT, (self._key, text, now))
+
+    def lock_state(self) -> None:
+        """Join the store's current transaction: SQLite's ``BEGIN IMMEDIATE`` already
+        holds the file's write lock, so operations on the file are serialised across
+        processes."""
+        with self._transaction():
+            pass
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version: the stored JSON text
+        itself (``""`` when nothing is stored)."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
+                .fetchone()
+            )
+        if row is None:
+            return None, ""
+        data: dict[str, Any] = json.loads(row[0])
+        return data, str(row[0])
+
+    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
+        self.save(state)
+        return self.load_versioned()[1]
 
     def load(self) -> AffectiveState | None:
         """The stored state (the original library's protocol).

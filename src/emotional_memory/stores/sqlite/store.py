@@ -20,11 +20,12 @@ from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
 from emotional_memory.models import Memory
-from emotional_memory.stores._shared.linking import ForwardLink, LinkCandidates, Linker
+from emotional_memory.stores._shared.linking import Linker
 from emotional_memory.stores._shared.rows.selected import SelectedRows
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, RowStore
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
+from emotional_memory.stores.sqlite.linker import SQLiteLinker
 from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
 from emotional_memory.stores.sqlite.records import (
     decode_rows,
@@ -33,29 +34,6 @@ from emotional_memory.stores.sqlite.records import (
     row_memory,
     row_params,
 )
-
-# ------------------------------------------------------------------ schema
-# The whole table layout and its migrations are here, in _sqlite_records.py (a row's
-# columns) and in original_layout.py.
-#
-# Version 3 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
-# embedding, dim, tag, metadata, scope, expires_at, rec, label, link_ids, link_data)``;
-# ``changes(seq, id, deleted)``. A memory of the compact shape keeps its tag in ``rec``
-# (the tag's numbers and the embedding norm), ``label`` and ``link_ids`` /
-# ``link_data`` (its links) with ``tag = ''``; any other keeps the tag's JSON in
-# ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
-# table in bulk.
-# Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
-# rewrites every row whose memory fits the compact shape (issue 27).
-# ``embedding`` is the little-endian float32 blob of the embedding when every value is
-# a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
-# stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
-# (``'[]'``: the root) and ``expires_at`` its expiry in integer microseconds since the
-# epoch (NULL: never), both indexed (issue 23).
-# Version 1 named the memory table ``memories`` (and renamed a file's original
-# ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
-# back on the first open, so the original library's ``memories`` table is never ours;
-# _create_tables then adds the scope and expiry columns (existing rows: root, never).
 from emotional_memory.stores.sqlite.schema import (
     _CHANGE_LOG,
     _LOG_CHANGE,
@@ -339,6 +317,12 @@ class SQLiteStore(BackendStore):
             self._sync()
             return self._cache.list_all()
 
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]`` (from the cache: O(limit) memories)."""
+        with self._lock:
+            self._sync()
+            return self._cache.list_page(offset, limit)
+
     def lexical_index(self) -> LexicalIndex:
         """The inverted index of memory contents (lexical signal s7).
 
@@ -375,7 +359,7 @@ class SQLiteStore(BackendStore):
             return self._cache.lexical_inputs(terms, memory_ids, analysis)
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5).
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
 
         Same contract as :meth:`RowStore.search_by_embedding`, computed on the
         cache's float64 copy of the stored embeddings.
@@ -500,7 +484,7 @@ class SQLiteStore(BackendStore):
             The linker, or None when the cache has none.
         """
         inner = self._cache.row_linker(block_size)
-        return None if inner is None else _SQLiteLinker(self, inner)
+        return None if inner is None else SQLiteLinker(self, inner)
 
     def _write_rows_since(self, mark: int) -> int:
         """Upsert every row the cache changed since undo-log ``mark`` (in a transaction,
@@ -582,6 +566,39 @@ class SQLiteStore(BackendStore):
                 .fetchone()
             )
             return int(row[0])
+
+    def setting(self, key: str) -> str | None:
+        """A value recorded in the ``meta`` table (e.g. the embedder's identity).
+
+        Args:
+            key: the setting's name.
+
+        Returns:
+            Its value, or None when none is recorded.
+        """
+        with self._lock:
+            row = self._connection().execute(
+                "SELECT value FROM meta WHERE key = ?", ("setting:" + key,)
+            ).fetchone()
+            return None if row is None else str(row[0])
+
+    def record_setting(self, key: str, value: str) -> str:
+        """Record ``value`` under ``key`` unless a value is recorded (one transaction).
+
+        Args:
+            key: the setting's name.
+            value: its value.
+
+        Returns:
+            The value recorded now or before.
+        """
+        with self._lock, self.transaction():
+            conn = self._connection()
+            conn.execute(
+                "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", ("setting:" + key, value)
+            )
+            row = conn.execute("SELECT value FROM meta WHERE key = ?", ("setting:" + key,))
+            return str(row.fetchone()[0])
 
     # ---------------------------------------------------------------- internals
 
@@ -724,63 +741,3 @@ class SQLiteStore(BackendStore):
         """The memory as a reopen would read it back, and the row's SQL parameters
         (:func:`~emotional_memory.stores.sqlite.records.memory_params`)."""
         return memory_params(memory)
-
-
-class _SQLiteLinker(Linker):
-    """:meth:`SQLiteStore.row_linker`: the cache's row linker, then the block's rows."""
-
-    overlaps = False  # each block's rows are written when it is linked
-
-    def __init__(self, store: SQLiteStore, inner: Linker) -> None:
-        self._store = store
-        self._inner = inner
-        self.block_size = inner.block_size
-        self._mark = 0
-
-    def _begin(self) -> None:
-        if self._store._depth == 0:
-            raise RuntimeError("SQLiteStore.row_linker runs inside store.transaction()")
-        self._mark = len(self._store._cache._undo)
-
-    def settle(self) -> None:
-        """See :meth:`Linker.settle`."""
-        self._inner.settle()
-
-    def save(
-        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
-    ) -> None:
-        """See :meth:`Linker.save`: the block's rows are written at once."""
-        self._begin()
-        self._inner.save(memories, vectors)
-        self._inner.settle()
-        self._mark = self._store._write_rows_since(self._mark)
-
-    def save_and_find(
-        self,
-        memories: Sequence[Memory],
-        limit: int,
-        vectors: Sequence[np.ndarray | None] | None = None,
-    ) -> Iterator[LinkCandidates]:
-        """See :meth:`Linker.save_and_find` (rows written by :meth:`flush`)."""
-        self._begin()
-        return self._inner.save_and_find(memories, limit, vectors)
-
-    def link(
-        self,
-        memory: Memory,
-        candidates: LinkCandidates,
-        links: list[ForwardLink],
-        max_links: int,
-    ) -> None:
-        """See :meth:`Linker.link`."""
-        self._inner.link(memory, candidates, links, max_links)
-
-    def flush(self) -> None:
-        """See :meth:`Linker.flush`, then upsert the rows the block changed."""
-        self._inner.flush()
-        self._inner.settle()
-        self._mark = self._store._write_rows_since(self._mark)
-
-    def stored(self, memory: Memory) -> Memory:
-        """See :meth:`Linker.stored`."""
-        return self._inner.stored(memory)

@@ -9,7 +9,7 @@ from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
 from emotional_memory.stores.sqlite.store import SQLiteStore
 
 
-def open_sqlite(url: str, description: str) -> OpenedStore:
+def open_sqlite(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """:class:`SQLiteStore` and the state store sharing its file and transactions."""
     store = SQLiteStore(sqlite_path(url))
     try:

@@ -1,25 +1,11 @@
 """Shared logic of the stores over external vector databases (Qdrant, Chroma).
 
-A backend provides a few primitives over two collections, the *main* one (memories
-with an embedding, vector size = the embedding dimension, cosine distance) and the
-*side* one (memories without an embedding, a 1-d placeholder vector; never searched).
-This module turns them into the :class:`~emotional_memory.interfaces.MemoryStore`
-contract with :class:`~emotional_memory.stores.InMemoryStore`'s answers:
-
-- every record holds the whole memory as JSON (``data``), its insertion sequence
-  number (``seq``: ``list_all`` order, kept when a memory is replaced) and a
-  ``novec`` flag for embeddings that have no direction (zero norm, NaN/inf), which
-  are stored with a placeholder vector;
-- ``search_by_embedding`` asks the database for candidates, then ranks them (and
-  every ``novec`` memory when they could place) by the exact float64 cosine of the
-  stored embeddings, NaN as 0, ties by insertion order, as ``InMemoryStore`` does;
-- every record also carries the filter fields of
-  :mod:`~emotional_memory.stores.vectordb.filter` (scope prefixes, expiry, the built-ins
-  and the metadata by kind), so :meth:`VectorDBStore.selected` confines an engine
-  view (scope, ``where``, expiry) in the database's own filter: every search, scan and
-  count of the view carries the condition, and nothing outside it is read. Records
-  written before these fields existed are given them once, when the collection is
-  opened (they load as root memories that never expire, as their JSON says).
+:class:`VectorDBStore` turns a backend's few primitives over two collections (memories
+with an embedding; memories without one, never searched) into the
+:class:`~emotional_memory.interfaces.MemoryStore` contract with
+:class:`~emotional_memory.stores.InMemoryStore`'s answers: database candidates ranked
+by the exact rule of ``docs/stores.md``, and views (scope, ``where``, expiry) confined
+in the database's own filter. Record layout: ``stores/vectordb/README.md``.
 """
 
 from __future__ import annotations
@@ -289,7 +275,7 @@ class VectorDBStore(BackendStore, ABC):
         return self._dim
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5).
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
 
         Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
         zero-norm query gives the first ``top_k`` embedded memories in insertion
@@ -439,20 +425,14 @@ class VectorDBSelected:
     """A :class:`VectorDBStore` confined to a selection (a view's scope, ``where``
     filter and expiry), as a plain :class:`~emotional_memory.interfaces.MemoryStore`.
 
-    The selection is translated once (:func:`~emotional_memory.stores.vectordb.filter.
-    translate`) into the database's filter, which every scan, count and nearest-
-    neighbour query of ``list_all``, ``__len__`` and ``search_by_embedding`` carries
-    (the root view, confined by expiry only, searches and lists the whole store as
-    before and drops expired memories, asking again with the filter when a search
-    met one);
-    ``get`` / ``update`` / ``delete`` read the one record and check it. When the
-    translation is exact, the database's answer is the answer (ranked by the same
-    exact float64 re-ranking as the whole store). When it is not (see the module
-    docs of ``_vdb_filter``: string ranges, numbers of magnitude 2**53 or more), the
-    database still narrows the read to a superset and the memories are checked one
-    by one (:meth:`Selection.matches`): ``list_all`` keeps the matching ones,
-    ``__len__`` counts them and ``search_by_embedding`` ranks them exactly
-    (:func:`~emotional_memory.stores._shared.ranking.exact_search`). Never approximate.
+    The selection is translated once
+    (:func:`~emotional_memory.stores.vectordb.filter.translate`) into the database's
+    filter, carried by every scan, count and search; ``get`` / ``update`` / ``delete``
+    read the one record and check it. The root view (expiry only) works on the whole
+    store and drops expired memories. An inexact translation (see
+    ``stores/vectordb/README.md``) reads a superset and checks each memory with
+    :meth:`Selection.matches`; searches are ranked by
+    :func:`~emotional_memory.stores._shared.ranking.exact_search` either way.
 
     Args:
         store: the store.

@@ -1,20 +1,11 @@
 """A memory store in Chroma (extra ``chroma``: ``pip install 'emotional-memory-jax[chroma]'``).
 
-``ChromaStore(path=...)`` keeps the memories in an embedded persistent Chroma
-(``chromadb.PersistentClient``); ``ChromaStore(host=..., port=...)`` talks to a Chroma
-server (``chromadb.HttpClient``); ``ChromaStore()`` is an in-process ephemeral one.
-Chroma supplies the cosine candidates; the engine scores them in its kernel.
-
-Each memory is one record (id: the memory id; document: the memory as JSON; metadata:
-``id``, ``seq``, ``novec`` and the filter fields of
-:mod:`emotional_memory.stores.vectordb.filter`, which are all flat strings, floats,
-booleans and string lists, as Chroma metadata must be); no Chroma embedding function
-is used (the engine's embedder embeds). An engine view's scope, ``where`` and expiry
-become a Chroma ``where`` on those keys (``$contains`` on the scope prefixes,
-``$ne``/``$nin``, which Chroma lets match a missing key, for the dialect's negations).
-See :mod:`emotional_memory.stores.vectordb.base` for the contract.
-Collections written by the original library open as they are (their memories first
-in ``list_all``).
+``ChromaStore(path=...)`` uses an embedded persistent Chroma, ``ChromaStore(host=...,
+port=...)`` a Chroma server, ``ChromaStore()`` an in-process ephemeral one. Chroma
+proposes cosine candidates; the store ranks them exactly
+(:mod:`~emotional_memory.stores.vectordb.base`). Record layout and filters:
+``stores/vectordb/README.md``. Collections written by the original library open as
+they are (their memories first in ``list_all``).
 """
 
 from __future__ import annotations

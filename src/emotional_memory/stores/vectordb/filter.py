@@ -1,47 +1,11 @@
-"""Scopes, expiry and ``where`` filters in the vector databases' own filters (issue 23).
+"""Scopes, expiry and ``where`` filters in the vector databases' own filters.
 
-Every record a :class:`~emotional_memory.stores.vectordb.base.VectorDBStore` writes
-carries flat *filter fields* next to its JSON (Qdrant payload keys, Chroma metadata
-keys), built by :func:`filter_fields`:
-
-- ``fv``: 1 (the record carries these fields; records written before are given them
-  once, when the collection is opened);
-- ``sp``: every non-empty prefix of the scope path, each as JSON text (a list of
-  strings; absent at the root), so a view's path is one "contains" condition;
-- ``x_exp``: the expiry as float microseconds since the epoch (:data:`NEVER` when
-  the memory never expires);
-- ``lk``: the ids its resonance links point to (absent when none), so the memories
-  linking to a deleted one are found without listing the store;
-- built-ins: ``b_val``, ``b_aro``, ``b_dom``, ``b_rc`` (retrieval count), ``b_ts``
-  (timestamp, float microseconds), all floats; ``b_emo`` (the label's primary) and
-  ``b_lab`` (True) when the memory has a label;
-- metadata, per path reachable through nested dicts (keys holding ``.``, which no
-  ``where`` field can name, are skipped; lists are leaves): ``me`` lists every
-  path, ``mnn`` the paths whose value is not null, and the value itself sits in a key
-  of its kind: ``ms_<path>`` (string), ``mn_<path>`` (number, as a float) or
-  ``mb_<path>`` (boolean), ``<path>`` being the hex of the path's JSON text. Keeping
-  one key per kind makes the databases' comparisons respect the dialect's kinds
-  (strings never equal numbers, booleans only booleans), and their "not equal"
-  operators match a missing key, as the dialect's ``$ne`` does.
-
-Numbers are compared as float64 in both databases. That is exact for operands of
-magnitude below 2**53 (stored values are rounded monotonically, so a stored integer
-beyond it still compares correctly with such an operand; infinities are stored as
-±2**60, NaN not at all since it compares with nothing).
-
-:func:`translate` turns a :class:`~emotional_memory.stores.selection.Selection` into a
-small condition tree over these fields, and says whether it is *exact*. It is not
-exact (the tree is then a superset, each untranslatable comparison replaced by
-"true") for:
-
-- ``$gt`` / ``$gte`` / ``$lt`` / ``$lte`` with a string operand (neither database
-  orders strings in its filters);
-- a numeric operand (a ``timestamp`` in microseconds included) of magnitude 2**53 or
-  more, and an operation time outside the years 1685..2255 (the expiry comparison).
-
-For an inexact selection the stores read the superset the tree selects and keep the
-memories :meth:`Selection.matches` accepts (the exact answer, at the cost of reading
-that superset rather than only the matching memories).
+:func:`filter_fields` builds the flat fields every record carries (scope prefixes,
+expiry, link targets, built-ins, metadata by kind); :func:`translate` turns a
+:class:`~emotional_memory.stores.selection.Selection` into a condition tree over them
+and says whether it is exact (else a superset, which the stores narrow with
+:meth:`Selection.matches`). The fields and the exactness limits are listed in
+``stores/vectordb/README.md``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """A memory store in Qdrant (extra ``qdrant``: ``pip install 'emotional-memory-jax[qdrant]'``).
 
-``QdrantStore()`` runs Qdrant embedded in process memory, ``QdrantStore(path=...)``
-embedded on disk, ``QdrantStore(url=...)`` against a Qdrant server or cluster: the
-way to hold a bank larger than one machine. Qdrant supplies the cosine candidates;
-the engine scores them in its kernel as with any store.
-
-Each memory is one point (id: ``uuid5(NAMESPACE_OID, memory id)``) whose payload holds
-``id``, the memory as JSON (``data``), ``seq``, ``novec`` and the filter fields of
-:mod:`emotional_memory.stores.vectordb.filter` (scope prefixes as a keyword array,
-expiry, built-ins, metadata by kind), with payload indexes on the scope, expiry and
-built-in keys (made with the collections; a metadata key's index when a filter first
-names it, on a server); see :mod:`emotional_memory.stores.vectordb.base` for the
-contract (insertion order, exact re-ranking, memories without embeddings, views
-confined in Qdrant's filter). Collections written by the original library
-(points with only ``id`` and ``data``) open as they are: their memories come first in
-``list_all`` and new ones follow.
+``QdrantStore()`` runs Qdrant embedded in memory, ``QdrantStore(path=...)`` embedded on
+disk, ``QdrantStore(url=...)`` against a server or cluster (for a bank larger than one
+machine). Qdrant proposes cosine candidates; the store ranks them exactly
+(:mod:`~emotional_memory.stores.vectordb.base`). Point layout, payload indexes and
+filters: ``stores/vectordb/README.md``. Collections written by the original library
+(points with only ``id`` and ``data``) open as they are, their memories first in
+``list_all``.
 """
 
 from __future__ import annotations

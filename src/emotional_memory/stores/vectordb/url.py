@@ -8,6 +8,7 @@ import os
 from typing import Any
 
 from emotional_memory.stores._shared.urls import (
+    QDRANT_API_KEY_ENV,
     Backend,
     OpenedStore,
     StoreURLError,
@@ -15,11 +16,8 @@ from emotional_memory.stores._shared.urls import (
     server_parts,
 )
 
-QDRANT_API_KEY_ENV = "EMOTIONAL_MEMORY_QDRANT_API_KEY"
-"""Environment variable holding the Qdrant API key (kept out of URLs and logs)."""
 
-
-def open_vector_db(url: str, description: str) -> OpenedStore:
+def open_vector_db(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """A Qdrant or Chroma server's store (extras ``qdrant`` / ``chroma``)."""
     scheme = url.partition("://")[0].lower()
     kwargs: dict[str, Any]

@@ -279,15 +279,10 @@ class RowLinking(EmbeddingSearch, UndoLog):
         """What ``get`` returns for ``memory``, saved by :meth:`_link_save` and linked
         since (see :meth:`Linker.stored`: ``memory`` is handed over).
 
-        A compact row of a lossless precision holds exactly the memory saved, but
-        for its links: the copy is ``memory`` itself, the row's links written into
-        its (empty, as saved) link list. Its embedding list, metadata dict and link
-        list are its own, shared with nobody: the store wrote the row from them and
-        kept none of them (``_link_save`` does not remember the memory, and a
-        compact row copies the metadata). ``get`` would rebuild an equal memory field
-        by field from the row; a copy (:func:`_private`) would cost a memory, a tag,
-        an embedding list and a link list more, all tracked by the garbage collector.
-        Other rows are rebuilt.
+        A compact row of a lossless precision holds exactly the memory saved but for
+        its links, and the store kept none of ``memory``'s lists or dicts, so the
+        answer is ``memory`` itself with the row's links written into its link list
+        (cheaper than rebuilding or copying it). Other rows are rebuilt.
         """
         with self._lock:
             row = self._row_of[memory.id]

@@ -1,6 +1,6 @@
 """Exact cosine search over the search matrix: single, batched, numpy or jitted JAX.
 
-Every mode returns exactly the float64 SPEC answer (cosine; NaN and zero-norm rows
+Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows
 count 0; ties by insertion order). A float32 product ranks approximately (numpy for
 small stores, one jitted XLA program on the matrix shared zero-copy above
 ``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
@@ -42,12 +42,11 @@ _HALF_CHUNK = 4096
 # Approximate rows fetched per half-precision search (room for pool widening).
 _HALF_TOP = 256
 # Jitted batched searches: queries per block and rows per scan step at most (a
-# (512, 16384) float32 block of scores is 32 MiB; 15% faster than (256, 32768) at
-# 65,536 rows). A block of fewer queries is padded to the smallest of 16, 64, 256, ...
-# that holds it; a block of fewer than _QUERY_SPLIT queries is searched one query at a
-# time, as matrix-vector products (at 65,536 rows: one query 3.2 ms, a (2, D) block
-# 8.5-9, a (16, D) 13-16). Each width compiles its own program (~0.1-0.2 s, kept in
-# the persistent compilation cache): 1, 16, 64, 256 and 512 at most.
+# (512, 16384) float32 block of scores is 32 MiB). A block of fewer queries is padded
+# to the smallest of 16, 64, 256, ... that holds it; a block of fewer than
+# _QUERY_SPLIT queries is searched one query at a time, as matrix-vector products.
+# Each width compiles its own program (kept in the persistent compilation cache):
+# 1, 16, 64, 256 and 512 at most. Timings: docs/scale.md, "Grouped top-k, query buckets".
 _QUERY_BLOCK = 512
 _BLOCK_CHUNK = 16384
 _QUERY_BUCKET_MIN = 16
@@ -364,7 +363,7 @@ class EmbeddingSearch(EmbeddingPrecision):
     def _exact_similarities(
         self, rows: np.ndarray, query: np.ndarray, query_norm: float
     ) -> np.ndarray:
-        """Float64 cosines of ``rows`` from the stored embeddings (SPEC 5)."""
+        """Float64 cosines of ``rows`` from the stored embeddings (docs/behaviour.md §5)."""
         return cosines(self._exact_rows(rows), self._norms[rows], query, query_norm)
 
     def _rank_exact(

@@ -1,4 +1,4 @@
-"""Selections over the in-memory rows: scope ids, expiry and ``where`` masks (issue 23).
+"""Selections over the in-memory rows: scope ids, expiry and ``where`` masks.
 
 :class:`RowSelecting` (a mixin of :class:`~emotional_memory.stores.InMemoryStore`)
 turns a :class:`~emotional_memory.stores.selection.Selection` into the sorted row
@@ -217,7 +217,8 @@ class RowSelecting:
         """Which of the live ``rows`` match ``where``, column by column.
 
         Built-in numeric fields compare whole tag columns at once, ``emotion`` once per
-        distinct label, metadata once per row and comparison; memories kept whole are
+        distinct label, a metadata path once per distinct value (read once per path
+        and call); memories kept whole are
         matched as objects. Equal to ``[self._row_matches(r, where) for r in rows]``.
 
         Args:
@@ -228,8 +229,19 @@ class RowSelecting:
             (N,) bool mask.
         """
 
+        columns: dict[tuple[str, ...], tuple[np.ndarray, list[Any]]] = {}
+
         def walk(node: Clause) -> np.ndarray:
             if isinstance(node, Compare):
+                if node.path:  # each distinct value of the path compared once
+                    column = columns.get(node.path)
+                    if column is None:
+                        column = columns[node.path] = self._metadata_column(rows, node)
+                    codes, distinct = column
+                    answers = np.fromiter(
+                        (compare(v, node.op, node.value) for v in distinct), bool, len(distinct)
+                    )
+                    return answers[codes]
                 return self._compare_mask(rows, node)
             masks = [walk(c) for c in node.clauses]
             reduce = np.logical_and if isinstance(node, And) else np.logical_or
@@ -243,6 +255,24 @@ class RowSelecting:
                 if whole is not None:
                     mask[i] = where.matches(whole)
         return mask
+
+    def _metadata_column(self, rows: np.ndarray, c: Compare) -> tuple[np.ndarray, list[Any]]:
+        """The values of ``c``'s metadata path over ``rows``, factorized: ``(codes,
+        distinct)`` with ``distinct[codes[i]]`` row ``i``'s value (scalars of one type
+        and value share a code; lists and dicts get one each)."""
+        meta = self._meta
+        index: dict[Any, int] = {}
+        distinct: list[Any] = []
+        codes = np.empty(rows.shape[0], dtype=np.int64)
+        for i, r in enumerate(rows.tolist()):
+            value = metadata_value(meta[r], c)
+            key = (type(value), value) if not isinstance(value, list | dict) else (i,)
+            code = index.get(key)
+            if code is None:
+                code = index[key] = len(distinct)
+                distinct.append(value)
+            codes[i] = code
+        return codes, distinct
 
     def _compare_mask(self, rows: np.ndarray, c: Compare) -> np.ndarray:
         """One comparison over compact ``rows`` (see :meth:`_where_mask`)."""
@@ -474,6 +504,21 @@ class SelectedRows:
         with self._lock:
             store = self._store()
             return [store._memory_at(r) for r in self._rows(store).tolist()]
+
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories.
+
+        Args:
+            offset: seen memories skipped first (>= 0).
+            limit: most memories returned (>= 0).
+
+        Returns:
+            The page, in insertion order.
+        """
+        with self._lock:
+            store = self._store()
+            rows = self._rows(store)[offset:offset + limit]
+            return [store._memory_at(r) for r in rows.tolist()]
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """The store's search answer among the seen memories."""

@@ -105,7 +105,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         self._side_slot = np.zeros(0, dtype=np.int64)  # its slot there (-1: none)
         self._valid = np.zeros(0, dtype=bool)
         self._tagf, self._tagi = _records.row_arrays(0)
-        # Scopes (issue 23): each row's path as an index into _scopes; expiry per row.
+        # Scopes: each row's path as an index into _scopes; expiry per row.
         self._scope_id = np.zeros(0, dtype=np.int32)
         self._expires_us = np.zeros(0, dtype=np.int64)
         self._scopes: list[tuple[str, ...]] = [()]
@@ -188,7 +188,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
     def update_tags(self, tags: Sequence[tuple[str, EmotionalTag]]) -> None:
         """Replace the tags of stored memories, every other field kept as stored.
 
-        What the retrieval side effects write (SPEC 6): the same rows and undo entries
+        What the retrieval side effects write (docs/behaviour.md §6): the same rows and undo entries
         as :meth:`update` with each memory's new tag, without comparing or copying its
         embedding, content, metadata, scope or expiry, which it takes from the store.
         A subclass overriding :meth:`update` gets one :meth:`update` call per pair.
@@ -260,6 +260,24 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         with self._lock:
             return [self._memory_at(r) for r in self._live_row_list()]
 
+    def list_page(self, offset: int, limit: int) -> list[Memory]:
+        """``list_all()[offset:offset + limit]``, building only those memories.
+
+        Args:
+            offset: memories skipped first (>= 0).
+            limit: most memories returned (>= 0).
+
+        Returns:
+            The page, in insertion order.
+        """
+        with self._lock:
+            live = self._live_rows()
+            rows = (
+                range(self._size)[offset:offset + limit] if live is None
+                else live[offset:offset + limit].tolist()
+            )
+            return [self._memory_at(r) for r in rows]
+
     def count(self) -> int:
         """Number of memories stored (same as ``len(store)``)."""
         return len(self)
@@ -273,7 +291,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         return memory_id in self._row_of
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Nearest embedded memories by cosine similarity (SPEC 5).
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
 
         Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
         zero-norm query gives the first ``top_k`` embedded memories in insertion

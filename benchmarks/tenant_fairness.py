@@ -1,0 +1,181 @@
+"""Fairness between tenants: one tenant's worst requests against another's searches.
+
+Starts the real server (``python -m emotional_memory.server serve``, hashing
+embedder, default limits) over SQLite or PostgreSQL, with two tenant keys. The
+attacker's scope holds ``--attacker-memories`` memories, the victim's
+``--victim-memories``. The victim sends ordinary searches one after another
+(``top_k`` 5, no filter), first while the server is otherwise idle, then while the
+attacker sends the heaviest searches the limits allow back to back from two
+connections: a query of ``max_content_bytes``, a filter of ``max_filter_clauses``
+clauses, and a ``top_k`` drawn from 1..``max_top_k`` (a new ``top_k`` must not
+compile a new program). With ``--writes``, the attacker's second connection sends
+the largest batches the limits allow instead.
+
+Printed: the victim's p50 / p99 idle and under attack, and their ratios (the target:
+p50 <= 2x, p99 <= 5x), all from this one run.
+
+Usage:
+    python benchmarks/tenant_fairness.py [--store sqlite|postgres] [--samples 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from emotional_memory.server.limits import Limits
+from support.service_process import start
+
+ROOT = "fair-root-key-0123456789ab"
+ATTACKER = "fair-attacker-key-0123456789"
+VICTIM = "fair-victim-key-0123456789ab"
+WORDS = ["rain", "bridge", "coffee", "storm", "harbour", "exam", "garden", "train", "dog",
+         "music", "river", "lamp", "window", "letter", "market", "winter"]
+
+
+def _text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def _seed(client: httpx.Client, scope: list[str], n: int, rng: random.Random,
+          batch: int) -> None:
+    for start_at in range(0, n, batch):
+        items = [{"content": _text(rng, 12), "metadata": {"topic": f"t{i % 50}", "n": i}}
+                 for i in range(start_at, min(n, start_at + batch))]
+        r = client.post("/v1/memories/batch", json={"items": items, "scope": scope},
+                        headers={"Authorization": f"Bearer {ROOT}"})
+        r.raise_for_status()
+
+
+def heaviest_search(limits: Limits, rng: random.Random) -> dict[str, Any]:
+    """The heaviest search the limits accept, with a random ``top_k``."""
+    query = _text(rng, limits.max_content_bytes // 8)
+    while len(query.encode()) > limits.max_content_bytes:
+        query = query.rsplit(" ", 1)[0]
+    clauses = [{"topic": f"t{i}"} for i in range(limits.max_filter_clauses - 1)]
+    where = {"$or": [*clauses, {"n": {"$gte": 0}}]}
+    return {"query": query, "top_k": rng.randint(1, limits.max_top_k), "where": where}
+
+
+def heaviest_batch(limits: Limits, rng: random.Random, body_limit: int) -> dict[str, Any]:
+    """The largest batch the limits and the body limit accept."""
+    words = max(1, min(limits.max_content_bytes, body_limit // limits.max_batch_items - 64) // 8)
+    return {"items": [{"content": _text(rng, words)} for _ in range(limits.max_batch_items)]}
+
+
+def victim_latencies(client: httpx.Client, samples: int) -> np.ndarray:
+    out = []
+    for i in range(samples):
+        t0 = time.perf_counter()
+        r = client.post("/v1/search", json={"query": f"{WORDS[i % len(WORDS)]} harbour",
+                                            "top_k": 5},
+                        headers={"Authorization": f"Bearer {VICTIM}"})
+        out.append(time.perf_counter() - t0)
+        r.raise_for_status()
+    return np.asarray(out)
+
+
+def attack(url: str, stop: threading.Event, make: Any, path: str, counts: list[int]) -> None:
+    rng = random.Random(threading.get_ident())
+    with httpx.Client(base_url=url, timeout=600.0,
+                      headers={"Authorization": f"Bearer {ATTACKER}"}) as client:
+        while not stop.is_set():
+            r = client.post(path, json=make(rng))
+            r.raise_for_status()
+            counts.append(1)
+
+
+def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) -> dict[str, Any]:
+    limits = Limits()
+    work = Path(tempfile.mkdtemp(prefix="em-fair-"))
+    keys = work / "keys.json"
+    keys.write_text(json.dumps({ROOT: {"scope": []}, ATTACKER: {"scope": ["attacker"]},
+                                VICTIM: {"scope": ["victim"]}}))
+    pg = None
+    if store == "sqlite":
+        url = f"sqlite:///{work / 'fair.db'}"
+    else:
+        from support import pg_server
+
+        pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-fair-pg-")))
+        url = pg.create_database("fair")
+    srv = start(["--keys", str(keys), "--store", url], work / "server.log")
+    body_limit = 32 * 1024 * 1024
+    try:
+        rng = random.Random(0)
+        with httpx.Client(base_url=srv.url, timeout=600.0) as client:
+            _seed(client, ["attacker"], attacker_n, rng, limits.max_batch_items)
+            _seed(client, ["victim"], victim_n, rng, limits.max_batch_items)
+            # warm-up: every top_k bucket of the attacker's searches, the victim's
+            heavy = heaviest_search(limits, rng)
+            for k in (1, 8, 9, 16, 17, 32, 33, 64, 65, limits.max_top_k):
+                r = client.post("/v1/search", json={**heavy, "top_k": min(k, limits.max_top_k)},
+                                headers={"Authorization": f"Bearer {ATTACKER}"})
+                r.raise_for_status()
+            t0 = time.perf_counter()
+            client.post("/v1/search", json=heavy,
+                        headers={"Authorization": f"Bearer {ATTACKER}"}).raise_for_status()
+            heavy_s = time.perf_counter() - t0
+            victim_latencies(client, 20)
+            idle = victim_latencies(client, samples)
+            stop = threading.Event()
+            counts: list[int] = []
+            makers = [(lambda r: heaviest_search(limits, r), "/v1/search")] * 2
+            if writes:
+                makers[1] = (lambda r: heaviest_batch(limits, r, body_limit),
+                             "/v1/memories/batch")
+            threads = [threading.Thread(target=attack, args=(srv.url, stop, make, path, counts))
+                       for make, path in makers]
+            for t in threads:
+                t.start()
+            time.sleep(1.0)  # both attackers busy
+            loaded = victim_latencies(client, samples)
+            stop.set()
+            for t in threads:
+                t.join()
+    finally:
+        srv.stop()
+        if pg is not None:
+            pg.stop()
+
+    def ms(a: np.ndarray, q: float) -> float:
+        return round(float(np.percentile(a, q)) * 1000, 2)
+
+    return {
+        "store": store, "attacker_memories": attacker_n, "victim_memories": victim_n,
+        "samples": samples, "attack": "search+batch" if writes else "2x heaviest search",
+        "heaviest_search_ms": round(heavy_s * 1000, 1), "attacker_requests": len(counts),
+        "idle_p50_ms": ms(idle, 50), "idle_p99_ms": ms(idle, 99),
+        "loaded_p50_ms": ms(loaded, 50), "loaded_p99_ms": ms(loaded, 99),
+        "p50_ratio": round(ms(loaded, 50) / ms(idle, 50), 2),
+        "p99_ratio": round(ms(loaded, 99) / ms(idle, 99), 2),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--attacker-memories", type=int, default=2000)
+    parser.add_argument("--victim-memories", type=int, default=200)
+    parser.add_argument("--samples", type=int, default=200)
+    parser.add_argument("--writes", action="store_true",
+                        help="the attacker's second connection sends the largest batches")
+    args = parser.parse_args(argv)
+    print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
+                         args.samples, args.writes), indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Ranking metrics of scored recall batches."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
+
+
+def ranking_metrics(
+    totals: np.ndarray, labels: np.ndarray, valid: np.ndarray, k: int
+) -> dict[str, np.ndarray]:
+    """Per-query top-1, hit@k and reciprocal rank under a stable descending sort.
+
+    Args:
+        totals, labels, valid: (Q, C) arrays.
+        k: cut-off for hit@k.
+
+    Returns:
+        Dict of (Q,) float arrays ``top1``, ``hit_at_k``, ``rr``.
+    """
+    keys = np.where(valid, -np.asarray(totals, np.float64), np.inf)
+    order = np.argsort(keys, axis=-1, kind="stable")
+    ranked = np.take_along_axis(np.asarray(labels) & np.asarray(valid), order, axis=-1)
+    first = np.where(ranked.any(axis=-1), ranked.argmax(axis=-1), -1)
+    return {
+        "top1": ranked[:, 0].astype(float),
+        "hit_at_k": ranked[:, :k].any(axis=-1).astype(float),
+        "rr": np.where(first >= 0, 1.0 / np.maximum(first + 1.0, 1.0), 0.0),
+    }
+
+
+def summarize_metrics(
+    per_query: dict[str, np.ndarray], mask: np.ndarray, batch: RecallBatch, info: RecallInfo
+) -> dict[str, Any]:
+    """Mean metrics over the masked queries, with top-1 per challenge type.
+
+    Args:
+        per_query: Output of :func:`ranking_metrics`: (Q,) arrays ``top1``,
+            ``hit_at_k`` and ``rr``.
+        mask: (Q,) bool, queries to include.
+        batch: The recall batch (for ``challenge`` indices).
+        info: Its metadata (for ``challenge_names``).
+
+    Returns:
+        Dict with ``top1``, ``hit_at_k``, ``mrr`` (NaN when the mask is empty),
+        ``n_queries`` and ``by_challenge`` (name -> top-1, present types only).
+    """
+    m = np.asarray(mask, bool)
+    mean = lambda x: float(np.mean(x[m])) if m.any() else math.nan  # noqa: E731
+    challenge = np.asarray(batch.challenge)
+    by = {
+        name: float(np.mean(per_query["top1"][m & (challenge == i)]))
+        for i, name in enumerate(info.challenge_names)
+        if (m & (challenge == i)).any()
+    }
+    return {
+        "top1": mean(per_query["top1"]),
+        "hit_at_k": mean(per_query["hit_at_k"]),
+        "mrr": mean(per_query["rr"]),
+        "n_queries": int(m.sum()),
+        "by_challenge": by,
+    }

@@ -1,0 +1,217 @@
+"""Hyperparameters (``l2``, ``temperature``, the query adapter's rank and pull) chosen
+by inner scenario-grouped cross-validation."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.engine import EmotionalMemoryConfig
+from emotional_memory.learn.losses import evaluate_batch
+from emotional_memory.learn.metrics import ranking_metrics
+from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
+from emotional_memory.learn.training import FitResult, fit, fit_many_configs
+from emotional_memory.scoring_config import params_from_config
+
+DEFAULT_GRID: dict[str, tuple[float, ...]] = {
+    "l2": (0.001, 0.01, 0.1),
+    "temperature": (0.05, 0.2),
+}
+"""Hyperparameter grid searched by :func:`fit_auto` (inner scenario-grouped CV)."""
+
+
+def inner_folds(
+    batch: RecallBatch, train_mask: np.ndarray | None, folds: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """Inner CV groups: the available queries' scenarios split into ``folds`` parts.
+
+    Args:
+        batch: the recall batch.
+        train_mask: (Q,) queries available (None: all).
+        folds: parts wanted (fewer when fewer scenarios are available).
+        seed: shuffle seed.
+
+    Returns:
+        ``(available, scenario, parts)``: (Q,) available mask, (Q,) scenario index,
+        and the sorted scenario indices of each part.
+    """
+    available = (
+        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
+    )
+    scen = np.asarray(batch.scenario)
+    pool = np.unique(scen[available])
+    perm = np.random.default_rng(seed).permutation(pool)
+    return available, scen, [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
+
+
+def select_hyperparameters(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: dict[str, Sequence[float]] | None = None,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """Choose ``l2`` and ``temperature`` by inner cross-validation on the training queries.
+
+    Each grid point is fitted on ``folds - 1`` groups of the available scenarios and
+    scored on the held-out group with the batch forward (activation held fixed).
+    The best mean out-of-fold top-1 wins; ties go to higher MRR, then to the
+    stronger prior (larger ``l2``) and softer loss (larger temperature).
+
+    Args:
+        batch, info: the recall batch.
+        config: starting configuration.
+        grid: ``{"l2": [...], "temperature": [...]}`` (default :data:`DEFAULT_GRID`).
+        folds: inner folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold seed.
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ...).
+
+    Returns:
+        ``(best, table)``: the chosen values and one row per grid point.
+    """
+    g = {**DEFAULT_GRID, **(grid or {})}
+    available, scen, parts = inner_folds(batch, train_mask, folds, seed + 1)
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
+    held_masks = [available & np.isin(scen, held) for held in parts]
+    configs = fit_many_configs(
+        batch, config,
+        [{"l2": l2, "temperature": temperature, "train_mask": available & ~held_mask}
+         for l2, temperature in points for held_mask in held_masks],
+        seed=seed, **fit_kwargs,
+    )
+    table: list[dict[str, Any]] = []
+    for i, (l2, temperature) in enumerate(points):
+        top1: list[float] = []
+        rr: list[float] = []
+        for j, held_mask in enumerate(held_masks):
+            fitted = configs[i * len(held_masks) + j]
+            totals = evaluate_batch(
+                params_from_config(fitted.retrieval, fitted.decay), batch, fitted
+            )
+            per = ranking_metrics(totals, lab, val, info.top_k)
+            top1.extend(per["top1"][held_mask].tolist())
+            rr.extend(per["rr"][held_mask].tolist())
+        table.append({"l2": l2, "temperature": temperature,
+                      "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9), r["l2"],
+                                     r["temperature"]))
+    return {"l2": best["l2"], "temperature": best["temperature"]}, table
+
+
+ADAPTER_GRID: dict[str, tuple[float, ...]] = {
+    "adapter_rank": (4, 16),
+    "adapter_l2": (0.01, 0.1, 1.0),
+}
+"""The query adapter's rank and L2 pull searched by :func:`select_adapter`."""
+
+
+def select_adapter(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: Mapping[str, Sequence[float]] | None = None,
+    folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Choose the query adapter's rank and L2 pull by inner cross-validation.
+
+    Each grid point's model (``fit_kwargs["trainable"]`` must hold ``adapter``) is
+    fitted on ``folds - 1`` groups of the available scenarios, the inner folds trained
+    together (:func:`fit_many_configs`), and scored on the held-out group with the batch
+    forward. The best mean out-of-fold top-1 wins; ties go to higher MRR, then to the
+    stronger pull and the smaller rank (the simpler map).
+
+    Args:
+        batch, info: the recall batch (with its embeddings).
+        config: starting configuration.
+        grid: ``{"adapter_rank": [...], "adapter_l2": [...]}`` (default
+            :data:`ADAPTER_GRID`; a key given replaces its default).
+        folds: inner folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: fold seed.
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ``l2``,
+            ``temperature``, ...).
+
+    Returns:
+        ``(best, table)``: ``{"adapter_rank": int, "adapter_l2": float}`` and one row
+        per grid point.
+    """
+    if "adapter" not in tuple(fit_kwargs.get("trainable", ())):
+        raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
+    g = {**ADAPTER_GRID, **(grid or {})}
+    available, scen, parts = inner_folds(batch, train_mask, folds, seed + 3)
+    lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
+    held_masks = [available & np.isin(scen, held) for held in parts]
+    per_run: dict[str, Any] = {
+        k: fit_kwargs.pop(k) for k in ("l2", "temperature") if k in fit_kwargs
+    }
+    dim = int(np.shape(batch.query.embedding)[-1])
+    table: list[dict[str, Any]] = []
+    for rank in g["adapter_rank"]:
+        for pull in g["adapter_l2"]:
+            configs = fit_many_configs(
+                batch, config, [{**per_run, "train_mask": available & ~h} for h in held_masks],
+                seed=seed, adapter_rank=min(int(rank), max(dim, 1)), adapter_l2=float(pull),
+                **fit_kwargs,
+            )
+            top1: list[float] = []
+            rr: list[float] = []
+            for fitted, held_mask in zip(configs, held_masks, strict=True):
+                totals = evaluate_batch(
+                    params_from_config(fitted.retrieval, fitted.decay), batch, fitted
+                )
+                per = ranking_metrics(totals, lab, val, info.top_k)
+                top1.extend(per["top1"][held_mask].tolist())
+                rr.extend(per["rr"][held_mask].tolist())
+            table.append({"adapter_rank": int(rank), "adapter_l2": float(pull),
+                          "top1": float(np.mean(top1)), "mrr": float(np.mean(rr))})
+    best = max(table, key=lambda r: (round(r["top1"], 9), round(r["mrr"], 9),
+                                     r["adapter_l2"], -r["adapter_rank"]))
+    return {"adapter_rank": best["adapter_rank"], "adapter_l2": best["adapter_l2"]}, table
+
+
+def fit_auto(
+    batch: RecallBatch,
+    info: RecallInfo,
+    config: EmotionalMemoryConfig | None = None,
+    *,
+    grid: dict[str, Sequence[float]] | None = None,
+    inner_folds: int = 3,
+    train_mask: np.ndarray | None = None,
+    seed: int = 0,
+    **fit_kwargs: Any,
+) -> FitResult:
+    """:func:`select_hyperparameters`, then :func:`fit` with the chosen values.
+
+    Args:
+        batch: The labelled recall batch.
+        info: Its metadata.
+        config: Starting configuration (default: the defaults of docs/behaviour.md).
+        grid: ``{"l2": [...], "temperature": [...]}`` (default :data:`DEFAULT_GRID`).
+        inner_folds: Inner cross-validation folds (>= 2).
+        train_mask: (Q,) queries available (default: all).
+        seed: Fold and split seed.
+        **fit_kwargs: Other :func:`fit` arguments (``trainable``, ``steps``, ...).
+
+    Returns:
+        The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
+    """
+    best, table = select_hyperparameters(
+        batch, info, config, grid=grid, folds=inner_folds, train_mask=train_mask, seed=seed,
+        **fit_kwargs,
+    )
+    result = fit(batch, info, config, train_mask=train_mask, seed=seed, l2=best["l2"],
+                 temperature=best["temperature"], **fit_kwargs)
+    result.selection = {"chosen": best, "table": table}
+    return result
