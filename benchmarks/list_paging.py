@@ -26,7 +26,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from service_process import start
+from support.service_process import start
 
 KEY = "paging-root-key-0123456789"
 
@@ -56,7 +56,7 @@ def run(store: str, big: int, small: int, requests: int) -> dict[str, Any]:
     if store == "sqlite":
         url = f"sqlite:///{work / 'paging.db'}"
     else:
-        import pg_server
+        from support import pg_server
 
         pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-paging-pg-")))
         url = pg.create_database("paging")

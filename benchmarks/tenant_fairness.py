@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from emotional_memory.server.limits import Limits
-from service_process import start
+from support.service_process import start
 
 ROOT = "fair-root-key-0123456789ab"
 ATTACKER = "fair-attacker-key-0123456789"
@@ -107,7 +107,7 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
     if store == "sqlite":
         url = f"sqlite:///{work / 'fair.db'}"
     else:
-        import pg_server
+        from support import pg_server
 
         pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-fair-pg-")))
         url = pg.create_database("fair")

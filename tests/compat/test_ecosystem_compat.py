@@ -1,6 +1,6 @@
 """What code written for the original 0.18.1 sees of the optional modules:
 the Qdrant point ids, the root and ``integrations`` name lists (still lazy), install
-hints, LLM clamping (tests/test_appraisal.py) and the ``make_httpx_llm`` client surface.
+hints, LLM clamping (tests/appraisal/test_appraisal.py) and the ``make_httpx_llm`` client surface.
 """
 
 from __future__ import annotations

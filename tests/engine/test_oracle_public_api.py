@@ -1,4 +1,4 @@
-"""Public API vs. the independent plain-Python oracle of SPEC 1-8 (``tests/oracle.py``).
+"""Public API vs. the independent plain-Python oracle of SPEC 1-8 (``tests/support/oracle.py``).
 
 Every public numeric function is compared with the oracle on random inputs to 1e-9
 (float64); a handful of hand-computed examples pin the oracle itself.

@@ -1,4 +1,4 @@
-"""One process of tests/test_sharding_multiprocess.py (run as a script).
+"""One process of tests/kernel/test_sharding_multiprocess.py (run as a script).
 
 ``python sharding_worker.py single OUT``: one process, 8 host devices: the sharded
 scorer over all 8 and single-device ``score_batch``.

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +31,7 @@ from emotional_memory.models import Memory, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.stores import InMemoryStore, SQLiteStore
 from emotional_memory.stores._shared import ranking
+from support.backends import Backend
 
 T0 = datetime(2026, 5, 1, tzinfo=UTC)
 D = 6
@@ -199,62 +198,10 @@ def _adversarial_banks() -> dict[str, tuple[list[list[float] | None], list[list[
 BANKS = _adversarial_banks()
 
 
-def _postgres(request: pytest.FixtureRequest, name: str) -> Any:
-    from emotional_memory.stores.postgres import PostgresStore
-
-    dsn = request.getfixturevalue("pg_dsn")
-    return PostgresStore(dsn, table=f"rank_{name}")
-
-
-def _qdrant(request: pytest.FixtureRequest, name: str) -> Any:
-    from emotional_memory.stores.vectordb.qdrant import QdrantStore
-
-    return QdrantStore(collection_name=f"rank_{name}")
-
-
-def _chroma(request: pytest.FixtureRequest, name: str) -> Any:
-    from emotional_memory.stores.vectordb.chroma import ChromaStore
-
-    path = request.getfixturevalue("tmp_path") / "chroma"
-    return ChromaStore(path=path, collection_name=f"rank_{name}")
-
-
-def _sqlite(request: pytest.FixtureRequest, name: str) -> Any:
-    path: Path = request.getfixturevalue("tmp_path") / f"{name}.db"
-    return SQLiteStore(path)
-
-
-BACKENDS: dict[str, Callable[[pytest.FixtureRequest, str], Any]] = {
-    "memory": lambda request, name: InMemoryStore(),
-    "sqlite": _sqlite,
-    "postgres": _postgres,
-    "qdrant": _qdrant,
-    "chroma": _chroma,
-}
-
-
-@pytest.fixture(params=sorted(BACKENDS))
-def backend(request: pytest.FixtureRequest) -> Iterator[Callable[[str], Any]]:
-    opened: list[Any] = []
-
-    def make(name: str) -> Any:
-        store = BACKENDS[request.param](request, name)
-        opened.append(store)
-        return store
-
-    yield make
-    for store in opened:
-        if request.param == "postgres":
-            store.clear()
-        close = getattr(store, "close", None)
-        if close is not None:
-            close()
-
-
 @pytest.mark.parametrize("bank", sorted(BANKS))
-def test_every_backend_ranks_like_the_shared_rule(backend: Callable[[str], Any], bank: str) -> None:
+def test_every_backend_ranks_like_the_shared_rule(backend: Backend, bank: str) -> None:
     rows, queries = BANKS[bank]
-    store = _fill(backend(bank), rows)
+    store = _fill(backend.new(), rows)
     memories = [_memory(i, r) for i, r in enumerate(rows)]
     for query in queries:
         for k in (1, 5, len(rows)):

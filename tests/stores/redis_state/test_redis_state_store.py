@@ -1,4 +1,7 @@
-"""RedisAffectiveStateStore against a real redis-server started on 127.0.0.1."""
+"""RedisAffectiveStateStore against a real redis-server on 127.0.0.1: what only Redis
+does (the JSON value under its key, bytes clients, failing open, the README example).
+The state-store contract (save, load, clear, scoped keys, reopen, engine views) is
+``tests/stores/contract/test_contract_state_stores.py``."""
 
 from __future__ import annotations
 
@@ -32,65 +35,11 @@ def _moved_state() -> AffectiveState:
     return state
 
 
-def test_empty_key_loads_none(store: RedisAffectiveStateStore) -> None:
-    assert store.load() is None
-
-
-def test_round_trip_keeps_state_and_history(store: RedisAffectiveStateStore) -> None:
-    state = _moved_state()
-    store.save(state)
-    loaded = store.load()
-    assert isinstance(loaded, AffectiveState)
-    assert loaded.snapshot() == state.snapshot()
-    assert loaded.history == state.history
-    assert loaded.momentum == state.momentum
-
-
 def test_value_is_json_in_redis_under_the_key(store: RedisAffectiveStateStore) -> None:
     store.save(_moved_state())
     raw = store.client.get(store.key)
     assert isinstance(raw, str) and raw.startswith("{")
     assert store.client.exists(store.key) == 1
-
-
-def test_snapshot_dict_is_accepted(store: RedisAffectiveStateStore) -> None:
-    state = _moved_state()
-    store.save(state.snapshot())
-    loaded = store.load()
-    assert loaded is not None and loaded.snapshot() == state.snapshot()
-    assert store.load_snapshot() == state.snapshot()
-    store.clear()
-    assert store.load_snapshot() is None
-
-
-def test_save_replaces_and_clear_deletes(store: RedisAffectiveStateStore) -> None:
-    store.save(AffectiveState.initial(datetime(2026, 1, 1, tzinfo=UTC)))
-    moved = _moved_state()
-    store.save(moved)
-    loaded = store.load()
-    assert loaded is not None
-    assert loaded.core_affect == moved.core_affect
-    store.clear()
-    assert store.load() is None
-    assert store.client.exists(store.key) == 0
-
-
-def test_keys_are_independent_and_shared_across_clients(redis_url: str) -> None:
-    a = RedisAffectiveStateStore(redis_url, key="agent:a", strict=True)
-    b = RedisAffectiveStateStore(redis_url, key="agent:b", strict=True)
-    a2 = RedisAffectiveStateStore(redis_url, key="agent:a", strict=True)
-    try:
-        a.clear()
-        b.clear()
-        a.save(_moved_state())
-        assert b.load() is None
-        loaded = a2.load()  # another client (another process in production) sees it
-        assert loaded is not None and loaded.snapshot() == _moved_state().snapshot()
-    finally:
-        for s in (a, b):
-            s.clear()
-        for s in (a, b, a2):
-            s.close()
 
 
 def test_bytes_client_is_accepted(redis_url: str) -> None:
@@ -100,13 +49,6 @@ def test_bytes_client_is_accepted(redis_url: str) -> None:
         loaded = s.load()
         assert loaded is not None and loaded.snapshot() == _moved_state().snapshot()
         s.clear()
-
-
-def test_bad_input_raises(store: RedisAffectiveStateStore) -> None:
-    with pytest.raises(TypeError):
-        store.save([1, 2, 3])  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
-        RedisAffectiveStateStore(key="", client=object())
 
 
 def test_unreachable_server_fails_open_unless_strict() -> None:
@@ -119,51 +61,6 @@ def test_unreachable_server_fails_open_unless_strict() -> None:
     with pytest.raises(redis.exceptions.ConnectionError):
         strict.load()
     assert "strict=True" in repr(strict)
-
-
-def test_engine_persists_and_restores_through_redis(redis_url: str) -> None:
-    from emotional_memory import EmotionalMemory, InMemoryStore
-    from emotional_memory.embedders import HashingEmbedder
-
-    state_store = RedisAffectiveStateStore(redis_url, key="engine", strict=True)
-    state_store.clear()
-    try:
-        em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
-        em.encode("A wonderful surprise party with old friends")
-        em.encode("Lost my keys and missed the train")
-        assert em.persist_state() == em.get_state().snapshot()  # SPEC 11: returns it
-        assert state_store.client.exists("engine") == 1
-        # A second engine (another worker) starts from the persisted mood.
-        em2 = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
-        assert em2.get_state().snapshot() == em.get_state().snapshot()
-    finally:
-        state_store.clear()
-        state_store.close()
-
-
-def test_scoped_views_keep_one_state_each_in_redis(redis_url: str) -> None:
-    from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
-    from emotional_memory.embedders import HashingEmbedder
-    from emotional_memory.stores._shared.state import scoped_key
-
-    state_store = RedisAffectiveStateStore(redis_url, key="team", strict=True)
-    keys = ["team", scoped_key("team", ("alice",)), scoped_key("team", ("alice", "s1"))]
-    state_store.client.delete(*keys)
-    try:
-        em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
-        alice = em.scoped("alice")
-        alice.set_affect(CoreAffect(valence=-0.8, arousal=0.9))
-        alice.scoped("s1").set_affect(CoreAffect(valence=0.6, arousal=0.1))
-        assert state_store.client.exists(*keys[1:]) == 2
-        assert state_store.client.exists("team") == 0  # the root's state untouched
-        # another worker's engine restores each scope's own state
-        em2 = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
-        assert em2.scoped("alice").get_state().snapshot() == alice.get_state().snapshot()
-        assert em2.scoped("alice", "s1").get_state().core_affect.valence == 0.6
-        assert em2.get_state().core_affect.valence == 0.0
-    finally:
-        state_store.client.delete(*keys)
-        state_store.close()
 
 
 def test_readme_redis_example_runs(redis_url: str) -> None:
@@ -180,3 +77,21 @@ def test_readme_redis_example_runs(redis_url: str) -> None:
     assert loaded.snapshot() == namespace["engine"].get_state().snapshot()  # type: ignore[attr-defined]
     states.clear()
     states.close()
+
+
+def test_an_empty_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="key"):
+        RedisAffectiveStateStore(key="", client=object())
+
+
+def test_persist_state_writes_the_engine_state_under_the_key(redis_url: str) -> None:
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    with RedisAffectiveStateStore(redis_url, key="engine", strict=True) as state_store:
+        state_store.clear()
+        em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=state_store)
+        em.encode("A wonderful surprise party with old friends")
+        assert em.persist_state() == em.get_state().snapshot()  # SPEC 11: returns it
+        assert state_store.client.exists("engine") == 1
+        state_store.clear()

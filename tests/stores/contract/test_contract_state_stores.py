@@ -1,0 +1,125 @@
+"""The affective-state store contract: save, load, clear, scoped keys, reopen.
+
+Over every state backend (in-memory, SQLite, PostgreSQL, Redis on a real server):
+
+* ``save`` takes an AffectiveState or its snapshot dict and replaces what was there;
+  ``load`` gives back an AffectiveState (history included) that moves on exactly as
+  the saved one, ``load_snapshot`` the dict, never aliased with the caller's;
+  ``clear`` forgets it; bad input is a TypeError and leaves the saved state.
+* ``scoped(path)`` is the state store of an engine view: one state per path, the
+  root's untouched, each path's its own, under ``scoped_key`` of the root's key where
+  the backend keeps keys.
+* On the durable backends a store opened again on the same place and key finds the
+  root's and every scope's state; a second engine restores them, per view.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+
+from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.interfaces import AffectiveStateStore
+from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import scoped_key
+from support.backends import DURABLE_STATE_STORES, StateBackend
+from support.states import STATE_T0 as T0
+from support.states import moved_state
+
+
+def test_save_load_round_trip(state_backend: StateBackend) -> None:
+    store = state_backend.new()
+    assert isinstance(store, AffectiveStateStore)
+    assert store.load() is None and store.load_snapshot() is None
+    state = moved_state()
+    store.save(state)
+    loaded = store.load()
+    assert isinstance(loaded, AffectiveState)
+    assert loaded.snapshot() == state.snapshot() and loaded.history == state.history
+    assert loaded.momentum == state.momentum and loaded.mood == state.mood
+    nxt, t = CoreAffect(valence=0.1, arousal=0.2), T0 + timedelta(seconds=40)
+    assert loaded.update(nxt, now=t).snapshot() == state.update(nxt, now=t).snapshot()
+    store.save(state.snapshot())  # a snapshot dict is accepted as well
+    assert store.load_snapshot() == state.snapshot()
+    store.clear()
+    assert store.load() is None and store.load_snapshot() is None
+    store.clear()  # clearing nothing is fine
+
+
+def test_saves_replace_and_are_never_aliased(state_backend: StateBackend) -> None:
+    store = state_backend.new()
+    store.save(moved_state(0.3))
+    snap = moved_state().snapshot()
+    store.save(snap)
+    expected = json.loads(json.dumps(snap))
+    snap["core_affect"]["valence"] = -1.0  # the caller's dict changes afterwards
+    loaded = store.load_snapshot()
+    assert loaded == expected
+    assert loaded is not None
+    loaded["mood"]["valence"] = 99  # so does the loaded one
+    assert store.load_snapshot() == expected
+
+
+def test_bad_input_is_refused_and_changes_nothing(state_backend: StateBackend) -> None:
+    store = state_backend.new()
+    store.save({"b": 2})
+    with pytest.raises(TypeError, match=r"state|snapshot"):
+        store.save([1, 2])  # type: ignore[arg-type]
+    assert store.load_snapshot() == {"b": 2}
+
+
+def test_scoped_stores_keep_one_state_per_path(state_backend: StateBackend) -> None:
+    root = state_backend.new(key="team")
+    alice, session = root.scoped(("alice",)), root.scoped(("alice", "s1"))
+    alice.save(moved_state(0.1))
+    session.save(moved_state(0.2))
+    assert root.load() is None  # the root's state untouched
+    assert alice.load_snapshot() == moved_state(0.1).snapshot()
+    assert session.load_snapshot() == moved_state(0.2).snapshot()
+    assert root.scoped(("alice",)).load_snapshot() == moved_state(0.1).snapshot()
+    assert root.scoped(("bob",)).load() is None
+    root.save(moved_state(0.3))
+    assert root.scoped(()).load_snapshot() == moved_state(0.3).snapshot()  # the root's
+    assert alice.load_snapshot() == moved_state(0.1).snapshot()
+    if hasattr(root, "key"):
+        assert alice.key == scoped_key(root.key, ("alice",))
+        assert session.key == scoped_key(root.key, ("alice", "s1"))
+    alice.clear()
+    assert alice.load() is None and session.load() is not None
+
+
+@pytest.mark.parametrize("state_backend", DURABLE_STATE_STORES, indirect=True)
+def test_a_reopened_store_finds_every_scopes_state(state_backend: StateBackend) -> None:
+    root = state_backend.new(key="agent")
+    root.save(moved_state())
+    root.scoped(("alice",)).save(moved_state(0.4))
+    again = state_backend.reopen(root)
+    assert again.load_snapshot() == moved_state().snapshot()
+    assert again.scoped(("alice",)).load_snapshot() == moved_state(0.4).snapshot()
+    assert again.scoped(("bob",)).load() is None
+
+
+def test_engine_views_keep_and_restore_one_state_each(state_backend: StateBackend) -> None:
+    states = state_backend.new(key="engine")
+    clock = lambda: T0  # noqa: E731
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), clock=clock,
+                             state_store=states)
+    alice = engine.scoped("alice")
+    alice.set_affect(CoreAffect(valence=-0.8, arousal=0.9))
+    alice.scoped("s1").set_affect(CoreAffect(valence=0.6, arousal=0.1))
+    engine.scoped("bob").encode("a storm", affect=CoreAffect(valence=-0.6, arousal=0.7))
+    assert engine.get_state().core_affect.valence == 0.0  # the root's untouched
+    want = {path: engine.scoped(*path).get_state().snapshot()
+            for path in (("alice",), ("alice", "s1"), ("bob",))}
+    root_state = engine.get_state().snapshot()
+    if state_backend.durable:
+        states = state_backend.reopen(states)
+    second = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), clock=clock,
+                             state_store=states)  # another worker
+    assert second.get_state().snapshot() == root_state
+    for path, snapshot in want.items():
+        assert second.scoped(*path).get_state().snapshot() == snapshot
+    assert second.scoped("carol").get_state().core_affect.valence == 0.0

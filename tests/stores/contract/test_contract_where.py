@@ -1,0 +1,85 @@
+"""The store contract, part 5: ``where`` filters.
+
+* ``list_all(where=F)`` equals a plain-Python evaluation of the dialect
+  (``support/where_oracle.py``); ``retrieve(q, where=F)`` answers, and changes its
+  winners, exactly as the in-memory engine after deleting every memory that does not
+  match ``F``: random filter trees, including ranges no database can express.
+* Values that trip SQL and vector-database filters up (null against missing,
+  booleans against numbers, arrays on the path, quotes, integers beyond float
+  precision, a dotted key) select what the dialect selects, and ``retrieve`` with
+  them answers as the in-memory engine.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from emotional_memory import CoreAffect, EmotionalMemory, EmotionalMemoryConfig
+from emotional_memory.embedders import HashingEmbedder
+from support.backends import ENGINES, Backend, oracle_store
+from support.scopes import T0, WORDS, Clock, explained, fill_bank, lexical_config, tags
+from support.where_oracle import TRICKY_METAS, TRICKY_WHERES, more_wheres, oracle_matches
+
+pytestmark = pytest.mark.parametrize("backend", ENGINES, indirect=True)
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(where=more_wheres, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=3),
+       top_k=st.integers(1, 5), lexical=st.booleans())
+def test_retrieve_where_answers_as_the_engine_without_the_other_memories(
+    backend: Backend, where: dict[str, Any], words: list[str], top_k: int, lexical: bool,
+) -> None:
+    clock = Clock()
+    config = lexical_config(lexical)
+    embedder = HashingEmbedder(dim=32)
+    filtered = EmotionalMemory(backend.new(), embedder, config=config, clock=clock)
+    pruned = EmotionalMemory(oracle_store(), embedder, config=config, clock=clock)
+    for engine in (filtered, pruned):
+        fill_bank(engine, clock, n=15)
+    matching = [m for m in pruned.list_all() if oracle_matches(m, where)]
+    assert [m.content for m in filtered.list_all(where=where)] == [
+        m.content for m in matching]
+    keep = {m.id for m in matching}
+    for m in pruned.list_all():
+        if m.id not in keep:
+            pruned.delete(m.id)
+    clock.now = T0 + timedelta(hours=9)
+    query = " ".join(words)
+    got = filtered.retrieve_with_explanations(query, top_k, where=where)
+    assert explained(got) == explained(pruned.retrieve_with_explanations(query, top_k))
+    # the same side effects on the same winners, nothing else touched (the matching
+    # memories' links to the others are what the deletes dropped)
+    after = {m.content: m for m in filtered.list_all()}
+    changed = [m.content for m in filtered.list_all() if m.tag.retrieval_count]
+    assert changed == [m.content for m in pruned.list_all() if m.tag.retrieval_count]
+    assert tags([after[m.content] for m in pruned.list_all()], inside=True) == tags(
+        pruned.list_all())
+
+
+def test_tricky_values_select_what_the_dialect_selects(backend: Backend) -> None:
+    config = EmotionalMemoryConfig(auto_categorize=True)  # emotion labels to filter on
+    clock_at = [datetime(2025, 3, 1, 9, 0, tzinfo=UTC)]
+    engine, oracle = (
+        EmotionalMemory(store, HashingEmbedder(dim=16), config=config,
+                        clock=lambda: clock_at[0])
+        for store in (backend.new(), oracle_store())
+    )
+    for i, meta in enumerate(TRICKY_METAS):
+        clock_at[0] = datetime(2025, 3, 1, 8 + i, 30, tzinfo=UTC)
+        for e in (engine, oracle):
+            e.encode(f"memory {i}", metadata=meta,
+                     affect=CoreAffect(valence=0.5 - 0.4 * i, arousal=0.6))
+    for where in TRICKY_WHERES:
+        want = [m.content for m in oracle.list_all() if oracle_matches(m, where)]
+        assert [m.content for m in oracle.list_all(where=where)] == want, where
+        assert [m.content for m in engine.list_all(where=where)] == want, where
+    for where in TRICKY_WHERES[::3]:  # each retrieve changes the winners' tags
+        assert [m.content for m in engine.retrieve("memory", 4, where=where)] == [
+            m.content for m in oracle.retrieve("memory", 4, where=where)], where
+    assert tags(engine.list_all()) == tags(oracle.list_all())

@@ -1,0 +1,280 @@
+"""SQLiteStore and SQLiteAffectiveStateStore beyond the contract suite: the file's
+layout and pragmas, exact float64 blobs, other connections and processes, failed
+statements, closing, one file for memories and states, joined transactions."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from emotional_memory.state import AffectiveState
+from emotional_memory.state_stores import SQLiteAffectiveStateStore
+from emotional_memory.stores import SQLiteStore
+from emotional_memory.stores._shared.records import F_CONSOLIDATION, TAG_F
+from support.memories import basic_memory as mem
+from support.rows import QUERIES, assert_same_state, ids, populate, state_of
+from support.states import moved_state
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    return tmp_path / "memories.db"
+
+
+def test_sqlite_pragmas_schema_and_blob_format(db: Path) -> None:
+    with SQLiteStore(db) as store:
+        a = mem("a", [0.5, 0.25, -3.0])  # float32 numbers: a 4-byte blob
+        store.save(a)
+        store.save(mem("b"))
+        store.save(mem("c", [0.1, 0.2, 0.3]))  # not float32 numbers: an 8-byte blob
+        assert store.schema_version == 3
+    raw = sqlite3.connect(db)
+    try:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        rows = raw.execute(
+            "SELECT seq, id, embedding, dim, tag, rec FROM em_memories ORDER BY seq"
+        ).fetchall()
+        assert rows[0][1] == a.id and rows[0][3] == 3
+        assert np.frombuffer(rows[0][2], dtype="<f4").tolist() == [0.5, 0.25, -3.0]
+        assert rows[1][2] is None and rows[1][3] is None
+        assert rows[2][3] == 3
+        assert np.frombuffer(rows[2][2], dtype="<f8").tolist() == [0.1, 0.2, 0.3]
+        # a compact memory: the tag's numbers in the record, no JSON tag
+        assert rows[0][4] == ""
+        floats = np.frombuffer(rows[0][5][: 8 * (TAG_F + 1)], dtype="<f8")
+        assert floats[F_CONSOLIDATION] == 0.5
+        assert floats[TAG_F] == np.linalg.norm([0.5, 0.25, -3.0])  # the embedding norm
+        version = raw.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        assert version == ("3",)
+    finally:
+        raw.close()
+
+
+def test_sqlite_rejects_newer_schema(db: Path) -> None:
+    SQLiteStore(db).close()
+    raw = sqlite3.connect(db)
+    with raw:
+        raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    raw.close()
+    with pytest.raises(ValueError, match="schema version"):
+        SQLiteStore(db)
+
+
+def test_sqlite_embeddings_kept_exactly(db: Path) -> None:
+    vec = [0.1, 1 / 3, 2.0**-30 + 1.0]
+    a = mem("a", vec)
+    with SQLiteStore(db) as store:
+        store.save(a)
+        got = store.get(a.id)
+        assert got is not None
+        assert got.embedding == vec  # float64 values that are not float32 numbers
+        live = got
+    with SQLiteStore(db) as reopened:
+        assert reopened.get(a.id) == live
+
+
+def test_sqlite_reopen_gives_identical_results(db: Path) -> None:
+    rng = np.random.default_rng(3)
+    queries = [rng.normal(size=6).tolist() for _ in range(4)] + [[0.0] * 6]
+    store = SQLiteStore(db)
+    ms = [
+        mem(
+            f"m{i}",
+            None if i % 7 == 0 else rng.normal(size=6).tolist(),
+            valence=float(rng.uniform(-1, 1)),
+            metadata={"i": i},
+        )
+        for i in range(300)
+    ]
+    for m in ms:
+        store.save(m)
+    for m in ms[::5]:
+        store.delete(m.id)
+    store.save(ms[1].model_copy(update={"content": "re-saved"}))
+    store.save(ms[0])  # deleted above: goes to the end
+
+    def observe(s: SQLiteStore) -> dict[str, Any]:
+        out = state_of(s, queries)
+        out["wide"] = [ids(s.search_by_embedding(q, 100)) for q in queries]
+        return out
+
+    before = observe(store)
+    before_memories = store.list_all()
+    store.close()
+    with SQLiteStore(db) as reopened:
+        assert_same_state(before, observe(reopened))
+        assert reopened.list_all() == before_memories
+        assert reopened.list_all()[-1].id == ms[0].id
+
+
+def test_sqlite_new_process_reads_same_data(db: Path) -> None:
+    rng = np.random.default_rng(5)
+    with SQLiteStore(db) as store:
+        for i in range(40):
+            store.save(mem(f"m{i}", rng.normal(size=5).tolist(), metadata={"i": i}))
+        store.save(mem("plain"))
+        query = rng.normal(size=5).tolist()
+        expected = {
+            "memories": [
+                [m.id, m.content, m.embedding, m.metadata, m.tag.model_dump(mode="json")]
+                for m in store.list_all()
+            ],
+            "search": ids(store.search_by_embedding(query, 10)),
+        }
+    script = (
+        "import json, sys\n"
+        "from emotional_memory.stores import SQLiteStore\n"
+        "with SQLiteStore(sys.argv[1]) as s:\n"
+        "    out = {'memories': [[m.id, m.content, m.embedding, m.metadata,\n"
+        "                         m.tag.model_dump(mode='json')] for m in s.list_all()],\n"
+        "           'search': [m.id for m in s.search_by_embedding(json.loads(sys.argv[2]), 10)]}\n"
+        "print(json.dumps(out))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(db), json.dumps(query)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    assert json.loads(result.stdout) == json.loads(json.dumps(expected))
+
+
+def test_sqlite_sees_other_connection(db: Path) -> None:
+    # Every operation picks up other connections' commits (no refresh() needed).
+    with SQLiteStore(db) as first, SQLiteStore(db) as second:
+        a = mem("a", [1, 0])
+        first.save(a)
+        assert a.id in second
+        assert second.get(a.id) == first.get(a.id)
+        second.refresh()
+        assert second.get(a.id) == first.get(a.id)
+
+
+def test_sqlite_metadata_must_be_json(db: Path) -> None:
+    with SQLiteStore(db) as store:
+        store.save(mem("ok"))
+        before = state_of(store)
+        with pytest.raises(TypeError, match="metadata"):
+            store.save(mem("bad", metadata={"when": object()}))
+        assert_same_state(before, state_of(store))
+
+
+class _FailingConnection:
+    """Wraps a connection and fails the first INSERT (a disk error stand-in)."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.conn.in_transaction
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.lstrip().startswith("INSERT INTO em_memories"):
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def test_sqlite_failed_statement_leaves_cache_unchanged(db: Path) -> None:
+    store = SQLiteStore(db)
+    ms = populate(store)
+    before = state_of(store, QUERIES)
+    store._conn = _FailingConnection(store._conn)  # type: ignore[arg-type, assignment]
+    with pytest.raises(sqlite3.OperationalError):
+        store.save(mem("new", [1, 1, 1, 1]))
+    with pytest.raises(sqlite3.OperationalError):
+        store.save(ms[0].model_copy(update={"content": "changed"}))
+    with pytest.raises(sqlite3.OperationalError), store.transaction():
+        store.delete(ms[1].id)
+        store.save(mem("new", [1, 1, 1, 1]))
+    assert_same_state(before, state_of(store, QUERIES))
+    store.close()
+    with SQLiteStore(db) as reopened:
+        assert_same_state(before, state_of(reopened, QUERIES))
+
+
+def test_sqlite_closed_store_raises(db: Path) -> None:
+    store = SQLiteStore(db)
+    a = mem("a")
+    store.save(a)
+    store.close()
+    store.close()
+    assert store.closed
+    with pytest.raises(ValueError, match="closed"):
+        store.get(a.id)
+    with pytest.raises(ValueError, match="closed"):
+        store.save(mem("b"))
+
+
+def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:
+    with SQLiteAffectiveStateStore(tmp_path / "s.db") as s:
+        s.save({"ok": True})
+        with pytest.raises(TypeError, match="snapshot"):
+            s.save({"x": object()})
+        with pytest.raises(ValueError, match="snapshot"):
+            s.save({"x": float("nan")})
+        assert s.load_snapshot() == {"ok": True}
+
+
+def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    snap = moved_state().snapshot()
+    with SQLiteAffectiveStateStore(path) as s, SQLiteAffectiveStateStore(path, key="b") as other:
+        s.save(snap)
+        other.save({"other": 1})
+        stamp = s.updated_at()
+        assert stamp is not None and stamp.tzinfo is not None
+    with SQLiteAffectiveStateStore(path) as s:
+        loaded = s.load_snapshot()
+        assert loaded == snap
+        assert AffectiveState.restore(loaded).momentum == moved_state().momentum
+    with SQLiteAffectiveStateStore(path, key="b") as other:
+        assert other.load_snapshot() == {"other": 1}
+    with pytest.raises(ValueError, match="key"):
+        SQLiteAffectiveStateStore(path, key="")
+
+
+def test_state_and_memories_share_one_file(db: Path) -> None:
+    snap = moved_state().snapshot()
+    store = SQLiteStore(db)
+    states = SQLiteAffectiveStateStore(db)
+    a = mem("a", [1, 0])
+    store.save(a)
+    states.save(snap)
+    store.save(mem("b", [0, 1]))
+    states.save({**snap, "extra": 1})
+    store.close()
+    states.close()
+    with SQLiteStore(db) as store2, SQLiteAffectiveStateStore(db) as states2:
+        assert len(store2) == 2 and store2.list_all()[0].id == a.id
+        assert states2.load_snapshot() == {**snap, "extra": 1}
+
+
+def test_state_store_from_store_joins_transactions(db: Path) -> None:
+    store = SQLiteStore(db)
+    states = SQLiteAffectiveStateStore.from_store(store)
+    states.save({"v": 0})
+    with pytest.raises(RuntimeError), store.transaction():
+        store.save(mem("a", [1, 0]))
+        states.save({"v": 1})
+        raise RuntimeError
+    assert len(store) == 0 and states.load_snapshot() == {"v": 0}
+    with store.transaction():
+        store.save(mem("a", [1, 0]))
+        states.save({"v": 2})
+    states.close()  # leaves the store open
+    assert len(store) == 1
+    store.close()
+    with SQLiteStore(db) as s2, SQLiteAffectiveStateStore(db) as st2:
+        assert len(s2) == 1 and st2.load_snapshot() == {"v": 2}
