@@ -1,6 +1,6 @@
 """Encoding at scale: ``encode_batch`` throughput and bytes per memory.
 
-**Yardstick** (issue 10, item 5): ``encode_batch`` of ``--yardstick-n`` random unit
+**Yardstick**: ``encode_batch`` of ``--yardstick-n`` random unit
 embeddings (default 20,000, D 384) in calls of ``--block`` texts (default 1,000) on one
 engine over ``InMemoryStore()``, resonance on, default config, against the *bare
 batched search* of the same embeddings in the same process: per block one jitted

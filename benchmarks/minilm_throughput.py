@@ -12,7 +12,7 @@ call (so compilation is excluded) and, in the same process, two baselines:
 Texts are the event and query strings of ``../shared/data/realistic_recall_v2.minilm.npz``
 when present, otherwise synthetic sentences.  Needs ``make minilm``.
 
-``--st-python PATH`` (issue 27, item 4) also runs sentence-transformers on torch with the
+``--st-python PATH`` also runs sentence-transformers on torch with the
 same weights folder in that interpreter (a separate venv: ``python3 -m venv /tmp/st &&
 /tmp/st/bin/pip install torch --index-url https://download.pytorch.org/whl/cpu &&
 /tmp/st/bin/pip install sentence-transformers``) as one child process, and alternates

@@ -1,6 +1,6 @@
 """Run the original ``emotional_memory`` 0.18.1's tests of its optional modules against
 the original and against this library, and count how many of the tests that pass on
-the original also pass here (issue 27, item 1: target >= 90%).
+the original also pass here (target: >= 90%).
 
 The original's test suite is not shipped in its sdist or wheel (``pip download
 emotional-memory==0.18.1 --no-binary :all:`` holds only ``src/``, the README and

@@ -214,7 +214,7 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             oracle.retrieve(f"q{i}", top_k=k)
             times["in_memory_retrieve"].append(time.perf_counter() - t)
     # the floor: the two round trips at their barest, and the engine without a database
-    from emotional_memory.stores.postgres import _SEARCH_COLUMNS
+    from emotional_memory.stores.postgres.store import _SEARCH_COLUMNS
 
     floor_conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0)
     register_vector(floor_conn)

@@ -11,7 +11,7 @@ real engine and the replay protocol of ``../shared/data/README.md``:
 * ``fitted``: scenario-grouped k-fold CV; in each fold the model is chosen by inner CV
   among default, cosine and fitted variants with the lexical signal
   (:func:`emotional_memory.learn.select_model`) and replayed on the held-out scenarios;
-* ``fitted_v2``: the same with the recall-v2 candidates too (issue 26): the lexical
+* ``fitted_v2``: the same with the recall-v2 candidates too: the lexical
   models under the stemmed analysis (Snowball stems, query-term counts) and with a
   fitted query adapter;
 * ``fitted_context``: the lexical models with and without the conversational context

@@ -1,4 +1,4 @@
-"""Replay ../shared/data/realistic_recall_v2.json through the engine (issue 3 target).
+"""Replay ../shared/data/realistic_recall_v2.json through the engine.
 
 Uses the reference MiniLM embeddings as a lookup-table embedder and prints top-1,
 hit@k and MRR next to the original library's published figures (0.560 / 0.825).

@@ -101,7 +101,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         keys = Path(tmp) / "keys.json"
         keys.write_text(json.dumps({KEY: {"scope": ["bench"]}}))
-        server = start(["--keys", str(keys), "--log-level", "warning"], Path(tmp) / "log")
+        server = start(["--keys", str(keys), "--log-level", "warning", "--embedder", "hashing"],
+                       Path(tmp) / "log")
         service = build_service("memory://", "hashing", None)
         try:
             # warm both (JIT compilation) before timing

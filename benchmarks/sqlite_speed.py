@@ -1,4 +1,4 @@
-"""SQLiteStore speed against its baselines (issue 27, item 6), in one process.
+"""SQLiteStore speed against its baselines, in one process.
 
 1. ``encode_batch`` of ``--n`` memories (default 20,000; ``--dim`` 384 random unit
    float32 embeddings) in calls of ``--block`` texts (default 1,000), resonance on,

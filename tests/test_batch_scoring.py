@@ -46,7 +46,7 @@ from emotional_memory.retrieval import (
 )
 from emotional_memory.scoring_config import params_from_config
 from emotional_memory.stores import InMemoryStore, SQLiteStore
-from emotional_memory.stores import _search as search_module
+from emotional_memory.stores._shared.rows import search as search_module
 from emotional_memory.stores.columnar import StoreAdapter
 from plain_store import PerMemoryStore
 

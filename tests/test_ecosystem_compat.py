@@ -27,7 +27,7 @@ from emotional_memory.llm_http import OpenAICompatibleLLMConfig, make_httpx_llm
 @settings(max_examples=200, deadline=None)
 @given(st.text())
 def test_uuid_for_is_the_originals_point_id(memory_id: str) -> None:
-    from emotional_memory.stores.qdrant import _point_id, _uuid_for
+    from emotional_memory.stores.vectordb.qdrant import _point_id, _uuid_for
 
     # oracle: the original names uuid5 in the OID namespace of the memory id
     expected = str(uuid.uuid5(uuid.NAMESPACE_OID, memory_id))
@@ -35,7 +35,7 @@ def test_uuid_for_is_the_originals_point_id(memory_id: str) -> None:
 
 
 def test_uuid_for_known_values_of_the_original() -> None:
-    from emotional_memory.stores.qdrant import _uuid_for
+    from emotional_memory.stores.vectordb.qdrant import _uuid_for
 
     # values printed by emotional-memory 0.18.1's own _uuid_for
     assert _uuid_for("abc") == "7697a46f-b283-5da3-8e7c-62c11c03dd9e"
@@ -191,7 +191,7 @@ def test_make_httpx_llm_needs_only_the_client_surface_the_original_uses() -> Non
 def test_pack_embedding_is_little_endian_float32(values: list[float]) -> None:
     import struct
 
-    from emotional_memory.stores.sqlite import _pack_embedding, _unpack_embedding
+    from emotional_memory.stores.sqlite.schema import _pack_embedding, _unpack_embedding
 
     blob = _pack_embedding(values)
     # oracle: the standard library's own little-endian float32 packing
@@ -200,7 +200,7 @@ def test_pack_embedding_is_little_endian_float32(values: list[float]) -> None:
 
 
 def test_unpack_embedding_rejects_a_torn_blob() -> None:
-    from emotional_memory.stores.sqlite import _unpack_embedding
+    from emotional_memory.stores.sqlite.schema import _unpack_embedding
 
     with pytest.raises(ValueError, match="multiple of 4"):
         _unpack_embedding(b"\x00" * 6)

@@ -41,9 +41,10 @@ from emotional_memory.models import EmotionalTag, make_emotional_tag
 from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
 from emotional_memory.resonance import _link_type, build_resonance_links, link_scores, score_links
-from emotional_memory.stores import _linking as linking_module
-from emotional_memory.stores import _search as search_module
-from emotional_memory.stores._linking import MemoryLinker, RowLinker, linker_for
+from emotional_memory.stores._shared.linking import MemoryLinker, linker_for
+from emotional_memory.stores._shared.rows import linking as linking_module
+from emotional_memory.stores._shared.rows import search as search_module
+from emotional_memory.stores._shared.rows.linking import RowLinker
 from plain_store import PerMemoryStore
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
@@ -840,17 +841,17 @@ def _backward_reference(
 def test_backward_slot_places_twins_as_the_list_rule(
     strengths: list[float], strength: float, max_links: int
 ) -> None:
-    """_backward_slot (the pending rows' tuples) and _backward (lists) place a twin
+    """backward_slot (the pending rows' tuples) and backward (lists) place a twin
     where the original list rule does (ties among the weakest included)."""
     entries = [f"t{i}" for i in range(len(strengths))]
     want_entries, want_strengths = list(entries), list(strengths)
     changed = _backward_reference(want_entries, want_strengths, "new", strength, max_links)
     got_entries, got_strengths = list(entries), list(strengths)
-    assert linking_module._backward(
+    assert linking_module.backward(
         got_entries, got_strengths, "new", strength, max_links
     ) is changed
     assert (got_entries, got_strengths) == (want_entries, want_strengths)
-    slot = linking_module._backward_slot(tuple(strengths), strength, max_links)
+    slot = linking_module.backward_slot(tuple(strengths), strength, max_links)
     assert (slot >= 0) is changed
     if changed:
         assert want_entries[slot] == "new"

@@ -31,7 +31,7 @@ def _cos(a: list[float], b: list[float]) -> float:
     return float(np.dot(a, b))
 
 
-def _norm(v: list[float]) -> float:
+def norm(v: list[float]) -> float:
     return math.sqrt(sum(x * x for x in v))
 
 
@@ -124,7 +124,7 @@ def test_unit_norm_and_shape(text: str) -> None:
         v = HashingEmbedder(dim=dim).embed(text)
         assert len(v) == dim
         assert all(type(x) is float for x in v)
-        assert _norm(v) == pytest.approx(1.0, abs=1e-6)
+        assert norm(v) == pytest.approx(1.0, abs=1e-6)
 
 
 @pytest.mark.parametrize("text", ["", " ", "\n\t", "?!...", "—", "🎉🎉"])
@@ -145,14 +145,14 @@ def test_exact_signed_cancellation_falls_back_to_unsigned_hashing() -> None:
     assert word[1] == -char[1]
     emb = HashingEmbedder(dim=8)
     v = emb.embed("X")
-    assert _norm(v) == pytest.approx(1.0, abs=1e-6)
+    assert norm(v) == pytest.approx(1.0, abs=1e-6)
     assert v[word[0]] == pytest.approx(1.0)
     assert emb.embed_batch(["hello", "x", ""])[1] == v
 
 
 def test_tiny_weights_do_not_underflow() -> None:
     emb = HashingEmbedder(stopword_weight=1e-300)
-    assert _norm(emb.embed("the")) == pytest.approx(1.0, abs=1e-6)
+    assert norm(emb.embed("the")) == pytest.approx(1.0, abs=1e-6)
     assert emb.embed("the") == HashingEmbedder().embed("the")  # per-channel scale cancels
 
 

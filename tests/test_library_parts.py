@@ -15,7 +15,8 @@ from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.mood import MoodField
-from emotional_memory.stores import in_memory
+from emotional_memory.stores._shared.rows import precision
+from emotional_memory.stores._shared.rows import writes as in_memory
 from emotional_memory.stores.in_memory import InMemoryStore
 
 
@@ -70,10 +71,10 @@ def test_bfloat16_rounding_is_bit_identical_to_the_previous_arithmetic() -> None
     )
     values = np.concatenate([bits, special]).view(np.float32)
     values = values[np.isfinite(values)]
-    got = in_memory._to_bfloat16_bits(values)
+    got = precision.to_bfloat16_bits(values)
     np.testing.assert_array_equal(got, _bits_to_bf16_reference(values))
     every = np.arange(2**16, dtype=np.uint32).astype(np.uint16)
-    back = in_memory._from_bfloat16_bits(every)
+    back = precision.from_bfloat16_bits(every)
     np.testing.assert_array_equal(back.view(np.uint32), every.astype(np.uint32) << np.uint32(16))
 
 
@@ -88,7 +89,7 @@ def test_in_memory_recent_cache_is_bounded() -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     store = InMemoryStore()
     ids = []
-    for i in range(in_memory._RECENT + 40):
+    for i in range(in_memory.RECENT + 40):
         tag = EmotionalTag(
             core_affect=CoreAffect(valence=0.0, arousal=0.5),
             momentum=AffectiveMomentum.zero(),
@@ -102,5 +103,5 @@ def test_in_memory_recent_cache_is_bounded() -> None:
     for mid in ids:
         got = store.get(mid)
         assert got is not None and got.id == mid
-    assert len(store._recent) == in_memory._RECENT
+    assert len(store._recent) == in_memory.RECENT
     assert ids[0] not in store._recent and ids[-1] in store._recent

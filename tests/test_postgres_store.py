@@ -32,13 +32,13 @@ from emotional_memory.affect import CoreAffect  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
 from emotional_memory.models import Memory  # noqa: E402
 from emotional_memory.replay import TickClock  # noqa: E402
-from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar  # noqa: E402
 from emotional_memory.stores.postgres import (  # noqa: E402
     PostgresStore,
     PostgresStoreError,
     redact_dsn,
 )
+from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore  # noqa: E402
 from test_columnar_store import (  # noqa: E402
     T0,
     WORDS,
@@ -823,7 +823,7 @@ def test_an_older_schema_is_migrated_in_one_transaction(
     """A package whose schema moved on (here: pretend version 3 adds a column) migrates
     a version-2 table on open, all in one transaction: a failing migration leaves the
     table at version 2, untouched."""
-    import emotional_memory.stores.postgres as pg_module
+    import emotional_memory.stores.postgres.schema as pg_module
 
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
@@ -1064,7 +1064,7 @@ def test_where_in_sql_equals_the_reference_semantics(
     listing the table."""
     from emotional_memory import EmotionalMemoryConfig
     from emotional_memory.filters import parse_where
-    from emotional_memory.stores._where_sql import where_sql
+    from emotional_memory.stores.postgres.where import where_sql
 
     metas: list[dict[str, Any]] = [
         {"n": 1, "s": "x", "b": True, "z": None, "arr": [5], "deep": {"k": 3},

@@ -15,7 +15,7 @@ redis = pytest.importorskip("redis", reason="the redis extra is not installed")
 
 from emotional_memory.affect import CoreAffect  # noqa: E402
 from emotional_memory.state import AffectiveState  # noqa: E402
-from emotional_memory.state_stores.redis import RedisAffectiveStateStore  # noqa: E402
+from emotional_memory.stores.redis.state import RedisAffectiveStateStore  # noqa: E402
 
 REDIS_SERVER = shutil.which("redis-server")
 
@@ -203,7 +203,7 @@ def test_engine_persists_and_restores_through_redis(redis_url: str) -> None:
 def test_scoped_views_keep_one_state_each_in_redis(redis_url: str) -> None:
     from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
     from emotional_memory.embedders import HashingEmbedder
-    from emotional_memory.state_stores._scoped import scoped_key
+    from emotional_memory.stores._shared.state import scoped_key
 
     state_store = RedisAffectiveStateStore(redis_url, key="team", strict=True)
     keys = ["team", scoped_key("team", ("alice",)), scoped_key("team", ("alice", "s1"))]

@@ -750,7 +750,7 @@ def _same_as_reopened(store: SQLiteStore, path: Path) -> None:
 def test_two_connections_refresh_to_what_a_reopen_reads(
     log_size: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from emotional_memory.stores import sqlite as sqlite_module
+    from emotional_memory.stores.sqlite import store as sqlite_module
 
     monkeypatch.setattr(sqlite_module, "_CHANGE_LOG", log_size)  # 3: the pruned-log path
     path = tmp_path / "m.db"

@@ -32,7 +32,6 @@ from emotional_memory import (
     ResonanceConfig,
     RetrievalConfig,
 )
-from emotional_memory import retrieval as retrieval_module
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.kernel import MemoryColumns, pack_params, pad_columns, score_with_weights
 from emotional_memory.kernel.activation import spreading_activation_jit
@@ -47,6 +46,7 @@ from emotional_memory.kernel.plan import (
 )
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import adaptive_weights, masked_weights
+from emotional_memory.retrieval import plan as retrieval_module
 
 BACKEND_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 """JAX's monitoring event of one XLA compile (``jax._src.dispatch``)."""

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.stores import InMemoryStore
-from emotional_memory.stores import _search as search_module
+from emotional_memory.stores._shared.rows import search as search_module
 from test_batch_scoring import mem, tricky_vectors
 
 DIMS = (1, 2, 7, 8, 9, 16, 127, 128, 129, 131, 384, 385, 1000, 1031)

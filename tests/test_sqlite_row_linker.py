@@ -16,7 +16,7 @@ import pytest
 from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore, SQLiteStore
 from emotional_memory._engine import encoding as engine_module
 from emotional_memory.replay import TickClock
-from emotional_memory.stores._linking import MemoryLinker
+from emotional_memory.stores._shared.linking import MemoryLinker
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 

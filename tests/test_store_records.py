@@ -20,7 +20,8 @@ from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import categorize_affect
 from emotional_memory.models import LINK_TYPES, EmotionalTag, Memory, ResonanceLink
 from emotional_memory.mood import MoodField
-from emotional_memory.stores import InMemoryStore, _records
+from emotional_memory.stores import InMemoryStore
+from emotional_memory.stores._shared import records as _records
 
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 IDS = [f"id-{i}" for i in range(6)]

@@ -23,7 +23,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
 from emotional_memory.stores import InMemoryStore, SQLiteStore
-from emotional_memory.stores._records import F_CONSOLIDATION, TAG_F
+from emotional_memory.stores._shared.records import F_CONSOLIDATION, TAG_F
 
 Store = InMemoryStore | SQLiteStore
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
@@ -348,7 +348,7 @@ def test_search_partition_path_matches_full_sort(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Force the argpartition branch on a small bank with many ties."""
-    import emotional_memory.stores._search as search_module
+    import emotional_memory.stores._shared.rows.search as search_module
 
     rng = np.random.default_rng(11)
     vectors = rng.integers(-2, 3, size=(400, 3)).astype(float)  # lots of exact ties

@@ -40,8 +40,8 @@ from tests.test_vector_db_stores import chroma_server  # noqa: F401  (the fixtur
 from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.models import Memory
-from emotional_memory.stores._vdb_filter import translate
 from emotional_memory.stores.selection import Now, Selection
+from emotional_memory.stores.vectordb.filter import translate
 
 KINDS = ["qdrant", "chroma-http"]
 
@@ -410,7 +410,7 @@ def test_selected_search_equals_in_memory_native_selection(
     from tests.test_vector_db_stores import mem
 
     from emotional_memory.filters import parse_where
-    from emotional_memory.stores import _vector_db
+    from emotional_memory.stores.vectordb import base as _vector_db
 
     monkeypatch.setattr(_vector_db, "_SMALL_SELECTION", small)
     rng = np.random.default_rng(3)

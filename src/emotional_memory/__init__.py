@@ -100,12 +100,12 @@ if TYPE_CHECKING:
     )
     from emotional_memory.state import AffectiveState
     from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
-    from emotional_memory.state_stores.redis import (
+    from emotional_memory.stores import InMemoryStore, SQLiteStore
+    from emotional_memory.stores.redis.state import (
         RedisAffectiveStateStore as RedisAffectiveStateStore,
     )
-    from emotional_memory.stores import InMemoryStore, SQLiteStore
-    from emotional_memory.stores.chroma import ChromaStore as ChromaStore
-    from emotional_memory.stores.qdrant import QdrantStore as QdrantStore
+    from emotional_memory.stores.vectordb.chroma import ChromaStore as ChromaStore
+    from emotional_memory.stores.vectordb.qdrant import QdrantStore as QdrantStore
 
 _EXPORTS: dict[str, str] = {
     "MAX_PAD_DISTANCE": "emotional_memory.affect",
@@ -178,9 +178,9 @@ _EXPORTS: dict[str, str] = {
 """Public name -> defining module, imported on first access."""
 
 _OPTIONAL: dict[str, tuple[str, str, str | None]] = {
-    "QdrantStore": ("qdrant", "emotional_memory.stores.qdrant", "qdrant_client"),
-    "ChromaStore": ("chroma", "emotional_memory.stores.chroma", "chromadb"),
-    "RedisAffectiveStateStore": ("redis", "emotional_memory.state_stores.redis", "redis"),
+    "QdrantStore": ("qdrant", "emotional_memory.stores.vectordb.qdrant", "qdrant_client"),
+    "ChromaStore": ("chroma", "emotional_memory.stores.vectordb.chroma", "chromadb"),
+    "RedisAffectiveStateStore": ("redis", "emotional_memory.stores.redis.state", "redis"),
     "EmotionalMemoryMem0Backend": ("mem0", "emotional_memory.integrations.mem0", None),
     "messages_to_content": ("mem0", "emotional_memory.integrations.mem0", None),
     "EmotionalMemoryChatHistory": (

@@ -117,7 +117,7 @@ def _treedef(cls: Any, leaves: int) -> Any:
     return jax.tree_util.tree_structure(cls(*[np.zeros(1)] * leaves))
 
 
-_COLUMNS_TREEDEF = _treedef(MemoryColumns, 9)
+COLUMNS_TREEDEF = _treedef(MemoryColumns, 9)
 _QUERY_TREEDEF = _treedef(QueryFeatures, 4)
 
 
@@ -164,7 +164,7 @@ def padded_columns_from_memories(
     valid = np.zeros((size,), dtype=bool)
     valid[:n] = True
     leaves += [np.zeros((size,), dtype=np.float64), valid]  # activation, valid
-    out: MemoryColumns = jax.tree_util.tree_unflatten(_COLUMNS_TREEDEF, leaves)
+    out: MemoryColumns = jax.tree_util.tree_unflatten(COLUMNS_TREEDEF, leaves)
     return out
 
 
@@ -406,3 +406,22 @@ def link_width(longest: int, min_width: int = 8) -> int:
         A power of two >= ``max(longest, min_width)`` (few shapes, few compilations).
     """
     return max(min_width, 1 << max(longest - 1, 0).bit_length())
+
+
+def device_columns(cols: MemoryColumns, dtype: Any) -> MemoryColumns:
+    """Numpy columns as JAX device arrays, every float leaf as ``dtype``.
+
+    Args:
+        cols: numpy columns.
+        dtype: the float dtype.
+
+    Returns:
+        The columns as JAX arrays.
+    """
+
+    def cast(x: Any) -> Any:
+        arr = np.asarray(x)
+        return arr.astype(dtype) if arr.dtype.kind == "f" else arr
+
+    out: MemoryColumns = jax.device_put(jax.tree_util.tree_map(cast, cols))
+    return out

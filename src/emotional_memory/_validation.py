@@ -1,4 +1,4 @@
-"""Small validation helpers shared by the value objects and configs (SPEC 9).
+"""Small validation helpers shared by the value objects and configs (docs/behaviour.md §9).
 
 Every helper raises ``ValueError`` whose message names the offending field, so a
 user can tell at once which argument was wrong.
@@ -67,7 +67,7 @@ def non_negative(field: str, value: float) -> float:
 
 MAX_WEIGHT_TOTAL = 1e300
 """Largest total magnitude of a weight vector: the adaptive weights scale and then
-normalise by the sum, which must stay a finite float64 (SPEC 4)."""
+normalise by the sum, which must stay a finite float64 (docs/behaviour.md §4)."""
 
 
 def weight_vector(

@@ -3,7 +3,7 @@
 Core affect follows Russell's (1980) circumplex with Mehrabian's dominance axis (the
 PAD model): valence in [-1, 1], arousal and dominance in [0, 1]. Momentum carries the
 first and second differences of that trajectory, so a memory remembers not only how
-it felt but where the feeling was heading (SPEC 1).
+it felt but where the feeling was heading (docs/behaviour.md §1).
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class CoreAffect(BaseModel):
 
     @classmethod
     def neutral(cls) -> CoreAffect:
-        """The neutral point (0, 0, 0.5) (SPEC 1).
+        """The neutral point (0, 0, 0.5) (docs/behaviour.md §1).
 
         Returns:
             A ``CoreAffect`` with valence 0, arousal 0 and dominance 0.5.
@@ -119,7 +119,7 @@ class AffectiveMomentum(BaseModel):
     """Velocity (``d_*``) and acceleration (``dd_*``) of core affect.
 
     Acceleration is the change of velocity between consecutive updates (it is not
-    divided by time; SPEC 1).
+    divided by time; docs/behaviour.md §1).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -157,7 +157,7 @@ class AffectiveMomentum(BaseModel):
         return (self.d_valence, self.d_arousal, self.d_dominance)
 
     def magnitude(self) -> float:
-        """Euclidean norm of the velocity only (acceleration is ignored; SPEC 1).
+        """Euclidean norm of the velocity only (acceleration is ignored; docs/behaviour.md §1).
 
         Returns:
             The non-negative velocity norm.

@@ -2,7 +2,7 @@
 
 An :class:`AppraisalVector` scores an event on five stimulus-evaluation checks;
 :meth:`AppraisalVector.to_core_affect` projects it to valence/arousal/dominance with
-fixed linear coefficients (SPEC 8).
+fixed linear coefficients (docs/behaviour.md §8).
 
 Three engines produce vectors from text; all satisfy the ``AppraisalEngine`` protocol
 of :mod:`emotional_memory.interfaces` structurally (nothing here imports that module,
@@ -151,7 +151,7 @@ class AppraisalVector(BaseModel):
         return SCHERER_CPM_SCHEMA.name
 
     def to_core_affect(self) -> CoreAffect:
-        """Project onto PAD space (coefficients of SPEC 8; CoreAffect clamps).
+        """Project onto PAD space (coefficients of docs/behaviour.md §8; CoreAffect clamps).
 
         Returns:
             The ``CoreAffect``; identical to projecting the same five values through

@@ -1,37 +1,18 @@
 """Affect estimated from text without an LLM: a small regression head on MiniLM features.
 
-:class:`EmbeddingAppraisalEngine` rates an event's valence, arousal and dominance from
-its text alone.  A frozen sentence encoder (by default :class:`MiniLMEmbedder`, the JAX
-all-MiniLM-L6-v2) turns the text into features and :class:`AffectHead`, a small
-equinox MLP (an average of a few independently seeded members), maps them to
-
-* valence in [-1, 1] (EmoBank ``(V - 3) / 2``),
-* arousal in [0, 1] (EmoBank ``(A - 1) / 4``),
-* dominance in [0, 1] (EmoBank ``(D - 1) / 4``),
-
-clipped into range.  :meth:`EmbeddingAppraisalEngine.appraise` returns them as a
+:class:`EmbeddingAppraisalEngine` rates an event's valence in [-1, 1] and arousal and
+dominance in [0, 1] (EmoBank's ``(V - 3) / 2``, ``(A - 1) / 4``, ``(D - 1) / 4``,
+clipped) from its text: a frozen sentence encoder (default :class:`MiniLMEmbedder`)
+gives features, :class:`AffectHead` (an ensemble of small equinox MLPs) maps them.
+:meth:`~EmbeddingAppraisalEngine.appraise` returns a
 :class:`~emotional_memory.appraisal_schema.GenericAppraisalVector` in
-:data:`~emotional_memory.appraisal_schema.DIRECT_VAD_SCHEMA`, so the engine plugs in
-wherever an appraisal engine is accepted; :meth:`EmbeddingAppraisalEngine.predict_affect`
-rates many texts in one batched pass.
+:data:`~emotional_memory.appraisal_schema.DIRECT_VAD_SCHEMA`;
+:meth:`~EmbeddingAppraisalEngine.predict_affect` rates many texts in one pass.
 
-The shipped head (``emotional_memory/data/affect_head.npz``) was trained with
-``python -m training affect --emobank emobank_traindev.csv`` on the train split of
-EmoBank and selected on its dev split:
-
-    Sven Buechel and Udo Hahn. 2017. EmoBank: Studying the Impact of Annotation
-    Perspective and Representation Format on Dimensional Emotion Analysis. EACL 2017,
-    pages 578-585.  https://github.com/JULIELab/EmoBank -- licensed CC-BY-SA 4.0.
-
-The weight file is a model trained on that data (no EmoBank text is shipped); see
-``emotional_memory/data/AFFECT_HEAD_NOTICE.md``.
-
-Feature kinds (:attr:`AffectHead.feature`):
-
-* ``"embedding"`` -- the embedder's sentence vector (any :class:`Embedder`).
-* ``"minilm_pooled"`` -- mean- and/or max-pooled hidden states of chosen MiniLM
-  layers (:meth:`MiniLMEmbedder.pooled_layers`), concatenated by
-  :func:`pooled_feature_matrix`; needs an embedder with ``pooled_layers``.
+Features (:attr:`AffectHead.feature`): ``"embedding"`` (any embedder's sentence
+vector) or ``"minilm_pooled"`` (pooled hidden states of chosen MiniLM layers,
+:func:`pooled_feature_matrix`). The shipped head ``data/affect_head.npz`` was trained
+on EmoBank (CC-BY-SA 4.0); provenance and licence: ``data/AFFECT_HEAD_NOTICE.md``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ A :class:`GenericAppraisalVector` is one rating in a given schema.
 Two schemas ship with the library:
 
 * :data:`SCHERER_CPM_SCHEMA` -- the five checks of :class:`AppraisalVector`, projected
-  with the same coefficients (SPEC 8), so both give identical affect.
+  with the same coefficients (docs/behaviour.md §8), so both give identical affect.
 * :data:`DIRECT_VAD_SCHEMA` -- valence [-1, 1], arousal [0, 1], dominance [0, 1] rated
   directly; the projection is the identity.
 """
@@ -318,7 +318,7 @@ class GenericAppraisalVector:
 
 
 def scherer_core_affect(values: Mapping[str, float]) -> CoreAffect:
-    """Project the five Scherer checks onto core affect (SPEC 8 coefficients).
+    """Project the five Scherer checks onto core affect (docs/behaviour.md §8 coefficients).
 
     Args:
         values: ``novelty``, ``goal_relevance``, ``coping_potential``,

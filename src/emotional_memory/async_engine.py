@@ -41,6 +41,7 @@ from emotional_memory._async_bridge import (
 )
 from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
+from emotional_memory.affect_rater import AffectRater
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.engine import Clock, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import AffectiveStateStore
@@ -96,6 +97,10 @@ class AsyncEmotionalMemory:
         embedder: a sync ``Embedder`` or an ``AsyncEmbedder``.
         appraisal_engine: optional sync or async appraisal engine.
         config, state_store, query_classifier, clock: as for :class:`EmotionalMemory`.
+        affect_from_text: opt-in synchronous :class:`~emotional_memory.affect_rater.
+            AffectRater`, as for :class:`EmotionalMemory` (it runs in the engine's
+            worker thread, never on the event loop).
+        shared_state: as for :class:`EmotionalMemory`.
     """
 
     def __init__(
@@ -108,6 +113,8 @@ class AsyncEmotionalMemory:
         query_classifier: QueryClassifier | None = None,
         *,
         clock: Clock | None = None,
+        affect_from_text: AffectRater | None = None,
+        shared_state: bool = False,
     ) -> None:
         self._bridge = _LoopBridge()
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncScopeLocks] = (
@@ -121,6 +128,8 @@ class AsyncEmotionalMemory:
             state_store,
             query_classifier,
             clock=clock,
+            affect_from_text=affect_from_text,
+            shared_state=shared_state,
         )
 
     @classmethod
@@ -668,7 +677,7 @@ def _finish_detached(
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     """An :class:`AsyncEmotionalMemory` over ``engine``'s parts.
 
-    The new async engine uses the same store, embedder, appraisal engine, config,
+    The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
     starts from a copy of ``engine``'s affective state (history included): later
     state changes of either engine do not affect the other.
@@ -696,6 +705,7 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
         # The construction-time initial state is replaced by the copy: reading the
         # engine's clock for it would advance a deterministic (replay) clock.
         clock=lambda: state.mood.timestamp,
+        affect_from_text=engine.affect_from_text,
     )
     core = out.engine
     core._clock = engine._clock

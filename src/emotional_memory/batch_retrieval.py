@@ -1,30 +1,14 @@
 """Read-only batch retrieval: many queries against the whole store in one program.
 
-:class:`BatchRetriever` (and the shortcut :func:`score_queries`) answers a list of
-queries at once with the JAX batch scorer
-(:func:`~emotional_memory.kernel.chunked_topk.score_batch`): one ``embed_batch`` call for all
-queries, the store's columns as one bank, every query scored against every memory,
-the top-k per query returned as ``(memory, score)`` pairs.
-
-What it computes, and how it differs from :meth:`EmotionalMemory.retrieve`:
-
-- the **pass-1 score** of SPEC 4 (six signals, mood-adaptive weights, query routing
-  and the ablation mask as the engine configures them) in float32;
-- **no prefilter**: every memory is scored, not only the ``top_k *
-  candidate_multiplier`` nearest by cosine;
-- **no spreading activation**: the resonance signal is 0 (there is no pass 2);
-- **no side effects**: nothing is written to the store (no retrieval counts, no
-  reconsolidation, no Hebbian links) and the affective state is not touched, so it
-  is safe for evaluation, analytics and offline re-ranking.
-
-With the opt-in context signal s8 on (``retrieval.context_weight > 0``) every query is
-scored over the whole bank with s7 and s8 as well (:func:`_score_with_context`): the
-pass-1 score of the engine's eight signals in float64, each memory's neighbours found
-as the engine finds them, one store read per query (no chunked scan).
-
-Ages come from the engine's clock, computed in float64 at the boundary. An
-:class:`~emotional_memory.stores.InMemoryStore` hands over its column cache without a
-Python loop over memories; any other store is read through ``list_all()``.
+:class:`BatchRetriever` (and :func:`score_queries`) embeds all queries in one
+``embed_batch``, takes the store's columns as one bank and returns each query's top-k
+``(memory, score)`` pairs from :func:`~emotional_memory.kernel.chunked_topk.score_batch`.
+Unlike :meth:`EmotionalMemory.retrieve` it computes the pass-1 score only
+(docs/behaviour.md §4, in float32), scores every memory (no prefilter), runs no
+spreading activation (resonance 0) and writes nothing (no side effects, no state
+change). With the context signal s8 on, every query is scored in float64 with s7 and
+s8 over the whole bank, one store read per query. See ``docs/scale.md``, "Read-only
+batch API".
 """
 
 from __future__ import annotations
@@ -120,7 +104,7 @@ class BatchRetriever:
 
         now = engine._now()
         state = engine.get_state()
-        mood = state.mood  # as retrieve: the mood as last updated (SPEC 11)
+        mood = state.mood  # as retrieve: the mood as last updated (docs/behaviour.md §11)
         raw = engine.embedder.embed_batch(list(texts))
         if len(raw) != len(texts):
             raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")
@@ -136,7 +120,7 @@ class BatchRetriever:
         q_emb = np.zeros((padded_q, dim), dtype=np.float32)
         adapter = engine._derived().adapter
         for i, emb in enumerate(embeddings):
-            if not emb or store_dim is None:  # semantic similarity 0 (SPEC s1)
+            if not emb or store_dim is None:  # semantic similarity 0 (docs/behaviour.md §4, s1)
                 continue
             if len(emb) != store_dim:
                 raise ValueError(

@@ -1,4 +1,4 @@
-"""Plutchik emotion labels from a point of the valence/arousal plane (SPEC 8).
+"""Plutchik emotion labels from a point of the valence/arousal plane (docs/behaviour.md §8).
 
 The plane ``(valence, 2*(arousal-0.5))`` is cut into eight 45-degree sectors centred
 on Plutchik's (1980) primary emotions; the radius sets the intensity tier.

@@ -1,4 +1,4 @@
-"""Forgetting: power-law decay of memory strength (SPEC 3), the recency signal s5.
+"""Forgetting: power-law decay of memory strength (docs/behaviour.md §3), the recency signal s5.
 
 Strength falls as a power of elapsed time (Wixted & Ebbesen 1991), more slowly for
 arousing events (McGaugh 2004) and for often-rehearsed ones, and high-arousal
@@ -147,7 +147,7 @@ def strength_from_columns(
 def compute_effective_strength(
     tag: EmotionalTag, now: datetime, config: DecayConfig | None = None
 ) -> float:
-    """Effective strength of one tag at ``now`` (SPEC 3).
+    """Effective strength of one tag at ``now`` (docs/behaviour.md §3).
 
     Args:
         tag: the memory's tag.

@@ -15,7 +15,7 @@ from emotional_memory import CoreAffect, EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import SIGNAL_FIELDS, RetrievalExplanation
-from emotional_memory.stores.in_memory import InMemoryStore
+from emotional_memory.stores.memory import InMemoryStore
 
 JOURNAL: list[tuple[str, float, float]] = [
     ("Started the new job; the team lunch was warm and funny.", 0.7, 0.5),

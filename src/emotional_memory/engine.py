@@ -1,4 +1,4 @@
-"""EmotionalMemory: the imperative shell around the scoring kernel (SPEC 5-9).
+"""EmotionalMemory: the imperative shell around the scoring kernel (docs/behaviour.md §5-§9).
 
 The engine owns the affective state, encodes events with their affective
 fingerprint, links them into a resonance network, and retrieves with the two-pass,
@@ -40,11 +40,13 @@ from emotional_memory._engine.ranking import (  # noqa: F401
 from emotional_memory._engine.records import RecordsMixin
 from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import utc_now
+from emotional_memory.affect_rater import AffectRater
+from emotional_memory.embedder_identity import check_embedder
 from emotional_memory.interfaces import AffectiveStateStore, AppraisalEngine, Embedder, MemoryStore
 from emotional_memory.models import check_scope_part
 from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryClassifier
 from emotional_memory.state import AffectiveState
-from emotional_memory.state_stores._scoped import scoped_state_store
+from emotional_memory.stores._shared.state import scoped_state_store
 
 
 def _default_clock() -> datetime:
@@ -59,12 +61,33 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         embedder: text -> vector.
         appraisal_engine: optional appraiser used by ``encode`` when no appraisal or
             affect is given.
-        config: engine configuration (defaults reproduce SPEC).
+        config: engine configuration (defaults reproduce docs/behaviour.md).
         state_store: optional persistence for the affective state; a stored state is
             restored at construction and every state change is persisted.
         query_classifier: classifier for ``query_classifier.mode == "llm"`` routing.
         clock: zero-argument callable returning an aware datetime (default UTC now);
             inject one to replay timestamped logs deterministically.
+        affect_from_text: opt-in :class:`~emotional_memory.affect_rater.AffectRater`
+            (e.g. :class:`~emotional_memory.affect_rater.TextAffectRater`): an event
+            encoded (or observed) without an affect, an appraisal or an appraisal
+            engine gets its affect rated from its text, fed exactly as
+            ``encode(..., affect=rating)`` feeds it. ``None`` (the default): such an
+            event takes the current affect, as in the original. Off while
+            ``config.enable_appraisal`` is False.
+        shared_state: share the affective state with engines in other processes or
+            hosts over the same database: every operation runs on the state as last
+            saved (one read per operation, in its transaction), operations on one
+            scope are serialised by the database (PostgreSQL: an advisory lock per
+            scope; SQLite: the file's write lock), and each saves the new state
+            with a new version. Needs a state store made by ``from_store(store)``.
+            Off by default (each engine keeps its own copy, as in the original).
+
+    Raises:
+        TypeError: a store, embedder or ``affect_from_text`` without the methods
+            needed, a config or clock of the wrong type.
+        ValueError: the store records another embedder than ``embedder`` (see
+            :mod:`emotional_memory.embedder_identity`), or ``shared_state`` without a
+            state store in the store's database.
     """
 
     def __init__(
@@ -77,6 +100,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         query_classifier: QueryClassifier | None = None,
         *,
         clock: Clock | None = None,
+        affect_from_text: AffectRater | None = None,
+        shared_state: bool = False,
     ) -> None:
         if config is not None and not isinstance(config, EmotionalMemoryConfig):
             raise TypeError("config must be an EmotionalMemoryConfig")
@@ -90,16 +115,32 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     f"{name} must provide {', '.join(methods)}; got {type(obj).__name__} "
                     f"without {', '.join(missing)}"
                 )
+        if affect_from_text is not None and not callable(
+            getattr(affect_from_text, "rate_affect", None)
+        ):
+            raise TypeError(
+                "affect_from_text must provide rate_affect(texts) -> list[CoreAffect]; got "
+                f"{type(affect_from_text).__name__}"
+            )
+        check_embedder(store, embedder)
         self._scope_locks = ScopeLocks()
         self.store = store
         self.embedder = embedder
         self.appraisal_engine = appraisal_engine
+        self.affect_from_text = affect_from_text
         self.config = config if config is not None else EmotionalMemoryConfig()
         self.state_store = state_store
         self.query_classifier = query_classifier
         self._clock: Clock = clock if clock is not None else _default_clock
         self._heuristic = HeuristicQueryClassifier()
         self._state = AffectiveState.initial(self._now())
+        self._shared_state = bool(shared_state)
+        if shared_state and self._shared_states() is None:
+            raise ValueError(
+                "shared_state needs a state store kept in the memory store's own "
+                "database (SQLiteAffectiveStateStore.from_store(store) or "
+                "PostgresAffectiveStateStore.from_store(store))"
+            )
         if state_store is not None:
             self.restore_persisted_state()
 
@@ -143,7 +184,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         full = (*self._scope, *path)
         root_states = self.__dict__.get("_root_state_store", self.state_store)
         view = copy.copy(self)
-        view.__dict__.pop("_joined_cache", None)
+        for cached in ("_joined_cache", "_state_version", "_sharing_depth"):
+            view.__dict__.pop(cached, None)
         view._scope = full
         view._root_state_store = root_states
         view.state_store = scoped_state_store(root_states, full)
@@ -154,7 +196,6 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
 
     # ------------------------------------------------------------------ lifecycle
 
-    @_synchronized
     def close(self) -> None:
         """Close the store, the state store and the appraisal engine when they can be.
 
@@ -163,10 +204,11 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         """
         if self._scope:
             return
-        for obj in (self.store, self.state_store, self.appraisal_engine):
-            close = getattr(obj, "close", None)
-            if callable(close):
-                close()
+        with self._scope_locks.hold(self._scope):  # not an operation: no shared state
+            for obj in (self.store, self.state_store, self.appraisal_engine):
+                close = getattr(obj, "close", None)
+                if callable(close):
+                    close()
 
     def __enter__(self) -> EmotionalMemory:
         return self

@@ -27,7 +27,7 @@ def semantic_only_weights() -> NDArray[np.float64]:
     """Weights ranking by semantic similarity alone.
 
     Returns:
-        A fresh ``[1, 0, 0, 0, 0, 0]`` float64 array (SPEC 4 signal order).
+        A fresh ``[1, 0, 0, 0, 0, 0]`` float64 array (docs/behaviour.md §4 signal order).
     """
     return np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
 

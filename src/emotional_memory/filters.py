@@ -1,4 +1,4 @@
-"""``where=`` filters: one small JSON dialect, parsed once into a predicate (issue 23).
+"""``where=`` filters: one small JSON dialect, parsed once into a predicate.
 
 The dialect is the one Chroma and mem0 users know::
 

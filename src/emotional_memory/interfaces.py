@@ -128,7 +128,9 @@ class MemoryStore(Protocol):
         ...
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
-        """Up to ``top_k`` embedded memories by cosine similarity, highest first (SPEC 5).
+        """Up to ``top_k`` embedded memories by cosine similarity, highest first.
+
+        The rule is in docs/behaviour.md §5.
 
         Args:
             embedding: The query embedding, shape (D,).

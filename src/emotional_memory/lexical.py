@@ -1,26 +1,18 @@
 """Words for the opt-in lexical signal s7: tokens, stop words and an inverted index.
 
 The kernel scores BM25 from term statistics (:class:`~emotional_memory.kernel.LexicalInputs`);
-this module produces them. A memory's tokens are the lowercased runs of Unicode
-letters and digits of its content (``re.findall(r"[^\\W_]+", content.lower())``: an
-underscore or any punctuation separates words). Every token of a memory is indexed
-and counts towards its length; stop words are dropped from the *query* only, so a
-stop-word list can change per configuration without re-indexing.
+this module produces them. Tokens are the lowercased runs of Unicode letters and digits
+(``re.findall(r"[^\\W_]+", content.lower())``); every token of a memory is indexed and
+counts towards its length, while stop words are dropped from the *query* only, so the
+stop-word list can change without re-indexing. An *analysis* maps tokens to terms:
+``"none"`` (default) or the Snowball ``"english"`` stemmer (extra ``stem``), applied
+to memories and queries alike.
 
-An *analysis* turns tokens into index terms: ``"none"`` (the default: the tokens as
-they are) or a Snowball stemmer (``"english"``, via the optional ``PyStemmer``
-package, extra ``stem``), applied to memories and queries alike. One
-:class:`LexicalIndex` serves every analysis in use: the plain one always, each other
-one built from the indexed contents on its first use and kept in step with every
-write after, so a store holding one index holds one per analysis.
-
-:class:`LexicalIndex` is incremental (add, replace and remove one memory in
-O(its tokens)) and answers both questions of a retrieval: the lexical shortlist
-(:meth:`LexicalIndex.search`) and the statistics of given candidates
-(:meth:`LexicalIndex.inputs`). Both stores keep one: the in-memory store beside its
-rows (rolled back with them), the SQLite store in its cache, rebuilt from the durable
-content column when the file is opened; the engine builds one from ``list_all()`` for a
-store that has none.
+:class:`LexicalIndex` is incremental (add, replace, remove one memory in O(its
+tokens)), keeps one index per analysis in use, and answers both retrieval questions:
+the lexical shortlist (:meth:`~LexicalIndex.search`) and the statistics of given
+candidates (:meth:`~LexicalIndex.inputs`). The row engine keeps one beside its rows;
+the engine builds one from ``list_all()`` for a store without one.
 """
 
 from __future__ import annotations

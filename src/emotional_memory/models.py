@@ -1,4 +1,4 @@
-"""Memories and their affective fingerprint (SPEC 2).
+"""Memories and their affective fingerprint (docs/behaviour.md §2).
 
 An :class:`EmotionalTag` records how an event felt (core affect), where the feeling
 was heading (momentum), the mood at the time, its appraisal, resonance links to other
@@ -147,7 +147,7 @@ class Memory(BaseModel):
     embedding: list[float] | None = None
     tag: EmotionalTag
     metadata: dict[str, Any] = Field(default_factory=dict)
-    # Where the memory lives (issue 23): the scope path of the engine view that wrote
+    # Where the memory lives: the scope path of the engine view that wrote
     # it, () for the root. A view sees the memories whose path starts with its own.
     scope: tuple[str, ...] = ()
     # Once the clock passes it the memory is invisible to every read (None: never).

@@ -85,7 +85,7 @@ class MoodField(BaseModel):
 
     @classmethod
     def neutral(cls, now: datetime | None = None) -> MoodField:
-        """Neutral mood (0, 0, 0.5) with inertia 0.5 (SPEC 1).
+        """Neutral mood (0, 0, 0.5) with inertia 0.5 (docs/behaviour.md §1).
 
         Args:
             now: Timezone-aware timestamp for the mood (default: UTC now).

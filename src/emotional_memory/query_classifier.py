@@ -1,4 +1,4 @@
-"""Query-type classification for retrieval weight routing (SPEC 4).
+"""Query-type classification for retrieval weight routing (docs/behaviour.md §4).
 
 A query is sorted into one of a few coarse types so that retrieval can pick a
 weight vector suited to it (see :data:`LOCOMO_ROUTING`). Two classifiers are
@@ -101,7 +101,7 @@ _MULTI_HOP_PATTERN: re.Pattern[str] = re.compile(
     _FLAGS,
 )
 
-# SPEC: "starting with who/what/where/which" - plain prefixes (so "what's" counts), unlike
+# docs/behaviour.md §4: who/what/where/which are plain prefixes (so "what's" counts), unlike
 # the auxiliary verbs, which carry a trailing space.
 _SINGLE_HOP_WH: tuple[str, ...] = ("who", "what", "where", "which")
 _SINGLE_HOP_PREFIXES: tuple[str, ...] = ("is ", "are ", "does ", "did ", "was ", "were ")

@@ -412,7 +412,7 @@ def default_engine_factory(
     Returns:
         A callable ``(embedder, clock) -> EmotionalMemory`` over a new ``InMemoryStore``.
     """
-    from emotional_memory.stores.in_memory import InMemoryStore
+    from emotional_memory.stores.memory import InMemoryStore
 
     def make(embedder: Embedder, clock: TickClock) -> EmotionalMemory:
         return EmotionalMemory(InMemoryStore(), embedder, config=config, clock=clock)
@@ -505,7 +505,7 @@ def replay_dataset(
     Args:
         data: a dataset from :func:`load_dataset`.
         embedder: text embedder (e.g. :class:`LookupEmbedder`).
-        config: engine configuration (default: SPEC defaults).
+        config: engine configuration (default: the library defaults).
         top_k: results per query (default: the dataset's ``default_top_k`` or 2).
         engine_factory: builds a fresh engine per scenario (default: in-memory).
         progress: show a progress bar on stderr.

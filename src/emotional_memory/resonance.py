@@ -1,4 +1,4 @@
-"""Resonance: associative links between memories and spreading activation (SPEC 7).
+"""Resonance: associative links between memories and spreading activation (docs/behaviour.md §7).
 
 At encoding, a new memory links to the candidates it resembles semantically,
 emotionally or in time (an associative network in the spirit of Bower's 1981
@@ -93,7 +93,7 @@ class ResonanceConfig(BaseModel):
 
 
 def temporal_proximity(t1: datetime, t2: datetime, half_life_seconds: float = 3600.0) -> float:
-    """``exp(-|t1 - t2| * ln2 / half_life)``; 0 when the half-life is <= 0 (SPEC 7).
+    """``exp(-|t1 - t2| * ln2 / half_life)``; 0 when the half-life is <= 0 (docs/behaviour.md §7).
 
     Args:
         t1: First time.
@@ -170,7 +170,7 @@ def _microseconds(moment: datetime) -> int:
 def _link_type(
     dv: float, older: bool, sem: float, emo: float, temp: float, cfg: ResonanceConfig
 ) -> LinkType:
-    """The type of a link (SPEC 7).
+    """The type of a link (docs/behaviour.md §7).
 
     Args:
         dv: absolute valence difference of the two memories.
@@ -268,7 +268,7 @@ def score_links(
     cfg: ResonanceConfig,
     norms: Sequence[float] | None = None,
 ) -> list[tuple[int, float, LinkType]]:
-    """The forward links of a new memory, from its candidates' columns (SPEC 7).
+    """The forward links of a new memory, from its candidates' columns (docs/behaviour.md §7).
 
     The numbers are those of :func:`link_scores` bit for bit, computed pair by pair
     with the same scalar operations (a matrix product could sum in another order):
@@ -370,7 +370,7 @@ def score_links(
 def spreading_activation(
     seed_ids: Iterable[str], candidates: Sequence[Memory], hops: int = 2
 ) -> dict[str, float]:
-    """Multi-hop activation from the seeds over the candidates' own links (SPEC 5).
+    """Multi-hop activation from the seeds over the candidates' own links (docs/behaviour.md §5).
 
     Runs the kernel's dense implementation in float64.
 

@@ -1,7 +1,7 @@
 """AffectiveState: core affect, its momentum and the mood, evolving over time.
 
 Momentum is estimated from the last three timestamped affect points by finite
-differences, so the state knows whether feelings are rising or falling (SPEC 1).
+differences, so the state knows whether feelings are rising or falling (docs/behaviour.md §1).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class AffectiveState(BaseModel):
 
     @classmethod
     def initial(cls, now: datetime | None = None) -> AffectiveState:
-        """Neutral affect, zero momentum, neutral mood, empty history (SPEC 1).
+        """Neutral affect, zero momentum, neutral mood, empty history (docs/behaviour.md §1).
 
         Args:
             now: Timestamp for the neutral mood (aware; default UTC now).

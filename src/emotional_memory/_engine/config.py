@@ -187,7 +187,7 @@ class EmotionalMemoryConfig(BaseModel):
         """The (6,) ablation mask: mood congruence, momentum and resonance switches.
 
         Returns:
-            Six floats in SPEC 4 signal order; 1.0 for enabled signals, 0.0 for the
+            Six floats in docs/behaviour.md §4 signal order; 1.0 for enabled signals, 0.0 for the
             mood (s2), momentum (s4) or resonance (s6) signal when switched off.
         """
         return [

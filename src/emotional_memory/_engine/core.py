@@ -38,6 +38,8 @@ class EngineCore:
     store: MemoryStore
     embedder: Embedder
     appraisal_engine: AppraisalEngine | None
+    # The text rater of ``affect_from_text`` (an AffectRater), or None.
+    affect_from_text: Any = None
     config: EmotionalMemoryConfig
     state_store: AffectiveStateStore | None
     query_classifier: QueryClassifier | None
@@ -45,7 +47,7 @@ class EngineCore:
     _clock: Clock
     _heuristic: HeuristicQueryClassifier
     _state: AffectiveState
-    # The scope path of this engine view (issue 23); () for the root engine.
+    # The scope path of this engine view; () for the root engine.
     _scope: tuple[str, ...] = ()
     _root_state_store: AffectiveStateStore | None
 
@@ -117,7 +119,7 @@ class EngineCore:
 
     @staticmethod
     def _clean_embedding(raw: object, what: str) -> list[float] | None:
-        """Validate an embedder's output; NaN is warned about, not fatal (SPEC 9)."""
+        """Validate an embedder's output; NaN is warned about, not fatal (docs/behaviour.md §9)."""
         arr = EngineCore._embedding_array(raw, what, stacklevel=4)
         return None if arr is None else arr.tolist()
 

@@ -13,10 +13,11 @@ from emotional_memory.retrieval import (
     prediction_fields,
     reconsolidation_fields,
 )
+from emotional_memory.stores.base import ModifyingStore, TagWritingStore
 
 
 class EffectsMixin(EngineCore):
-    """The retrieval side effects (SPEC 6), applied to the winners' current rows."""
+    """The retrieval side effects (docs/behaviour.md §6), applied to the winners' current rows."""
 
     def _after_retrieval(self, winners: list[str], now: datetime) -> list[Memory]:
         """Apply the retrieval side effects to the winners' current rows, in one transaction.
@@ -29,9 +30,8 @@ class EffectsMixin(EngineCore):
         same guarantees; ``change`` may run more than once).
         """
         store = self._columnar
-        modify = getattr(store, "modify_memories", None)
-        if callable(modify):  # the store's own read-modify-write (PostgresStore's)
-            updated: list[Memory] = modify(
+        if isinstance(store, ModifyingStore):  # the store's own read-modify-write
+            updated: list[Memory] = store.modify_memories(
                 winners, lambda current: self._retrieval_effects(current, now)
             )
             return updated
@@ -39,16 +39,15 @@ class EffectsMixin(EngineCore):
             updated = self._retrieval_effects(store.memories(winners), now)
             # only the tags change: a store that can write just them (InMemoryStore)
             # skips comparing and copying the rest of each memory
-            write_tags = getattr(store, "update_tags", None)
-            if write_tags is not None:
-                write_tags([(m.id, m.tag) for m in updated])
+            if isinstance(store, TagWritingStore):
+                store.update_tags([(m.id, m.tag) for m in updated])
             else:
                 for m in updated:
                     store.update(m)
         return updated
 
     def _retrieval_effects(self, winners: list[Memory], now: datetime) -> list[Memory]:
-        """Reconsolidation, prediction update and Hebbian strengthening (SPEC 6).
+        """Reconsolidation, prediction update and Hebbian strengthening (docs/behaviour.md §6).
 
         Each winner's changed tag fields are gathered in one dict and its tag copied
         once (what :func:`reconsolidate`, :func:`update_prediction` and the Hebbian

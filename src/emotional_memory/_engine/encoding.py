@@ -12,13 +12,14 @@ import numpy as np
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
 from emotional_memory.affect import CoreAffect
+from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
 from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._linking import (  # noqa: F401  (BatchSearch: was defined here)
+from emotional_memory.stores._shared.linking import (  # noqa: F401  (BatchSearch: was defined here)
     BatchSearch,
     LinkCandidates,
     Linker,
@@ -74,7 +75,7 @@ def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
 
 
 class EncodingMixin(StateMixin):
-    """encode, encode_batch, observe and elaborate, with resonance linking (SPEC 7)."""
+    """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
     # ------------------------------------------------------------------ encoding
 
@@ -84,12 +85,15 @@ class EncodingMixin(StateMixin):
         appraisal: AppraisalVector | GenericAppraisalVector | None,
         affect: CoreAffect | None,
         context: dict[str, Any] | None = None,
+        rate_text: bool = True,
     ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
         """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
 
         The appraisal engine gets ``context`` (the memory's metadata) as in the
         original. A :class:`GenericAppraisalVector` sets the affect but is not kept
-        on the tag (whose ``appraisal`` field holds Scherer vectors only).
+        on the tag (whose ``appraisal`` field holds Scherer vectors only). Without
+        affect, appraisal and appraisal engine, the ``affect_from_text`` rater (when
+        set and ``rate_text``) rates ``content`` and its rating is the affect.
         """
         if appraisal is not None and not isinstance(
             appraisal, AppraisalVector | GenericAppraisalVector
@@ -106,12 +110,28 @@ class EncodingMixin(StateMixin):
                 pending = True
             else:
                 appraisal = engine.appraise(content, context)
+        if rate_text and appraisal is None and affect is None and self._rates_text():
+            affect = self._rate_texts([content])[0]
         kept = appraisal if isinstance(appraisal, AppraisalVector) else None
         if affect is not None:
             return affect, kept, pending
         if appraisal is not None:
             return appraisal.to_core_affect(), kept, pending
         return None, None, pending
+
+    def _rates_text(self) -> bool:
+        """Whether events without affect get one from ``affect_from_text``: a rater is
+        set, no appraisal engine is, and appraisal is enabled."""
+        return (
+            self.affect_from_text is not None
+            and self.appraisal_engine is None
+            and self.config.enable_appraisal
+        )
+
+    def _rate_texts(self, texts: list[str]) -> list[CoreAffect]:
+        """The ``affect_from_text`` ratings of ``texts``, checked (one CoreAffect each)."""
+        with traced_span("emotional_memory.rate_affect", {"count": len(texts)}):
+            return checked_ratings(self.affect_from_text, texts)
 
     def _prepare(
         self,
@@ -123,6 +143,7 @@ class EncodingMixin(StateMixin):
         affect: CoreAffect | None,
         now: datetime,
         expires_at: datetime | None = None,
+        rate_text: bool = True,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store.
 
@@ -131,7 +152,9 @@ class EncodingMixin(StateMixin):
         (new objects of the caller's: the memory is built from them without
         validating them again, and takes the list and the dict over).
         """
-        event, kept, pending = self._event_affect(content, appraisal, affect, metadata)
+        event, kept, pending = self._event_affect(
+            content, appraisal, affect, metadata, rate_text
+        )
         event = event if event is not None else state.core_affect
         new_state = state.update(
             event, now=now, mood_alpha=self.config.mood_alpha, mood_decay=self.config.mood_decay
@@ -150,7 +173,7 @@ class EncodingMixin(StateMixin):
         ), new_state
 
     def _linker(self, batched: bool, now: datetime | None = None) -> Linker:
-        """The store's :class:`~emotional_memory.stores._linking.Linker`, confined to
+        """The store's :class:`~emotional_memory.stores._shared.linking.Linker`, confined to
         this view (resonance candidates and backward twins only among what it sees).
 
         Args:
@@ -184,7 +207,7 @@ class EncodingMixin(StateMixin):
         memories is saved first, the candidates of all its memories are found
         together (each memory seeing the store as it was right after its own save),
         and the memories are then linked one by one, in order, exactly as one
-        ``save`` + search + link per memory would (SPEC 7).
+        ``save`` + search + link per memory would (docs/behaviour.md §7).
 
         Args:
             linker: the store's linker.
@@ -247,7 +270,7 @@ class EncodingMixin(StateMixin):
         Args:
             linker: the store's linker.
             memory: the stored new memory.
-            candidates: its resonance candidates (SPEC 7), itself possibly included.
+            candidates: its resonance candidates (docs/behaviour.md §7), itself possibly included.
         """
         cfg = self.config.resonance
         affect = memory.tag.core_affect
@@ -287,7 +310,9 @@ class EncodingMixin(StateMixin):
             affect: opt-in: the event's own affect. The state is updated once with it,
                 so the stored momentum is the real trajectory (the default path feeds
                 the current affect, as the original library does, which after
-                ``set_affect`` yields zero velocity).
+                ``set_affect`` yields zero velocity). Without it (and without
+                appraisal and appraisal engine) an engine with ``affect_from_text``
+                rates ``content`` and feeds that rating here.
             expires_at: optional aware datetime: once the clock passes it the memory
                 is invisible to every read and ``prune`` removes it.
 
@@ -321,15 +346,9 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
-        When the store has ``search_by_embedding_batch(embeddings, top_k, *,
-        visible_until=ids)`` (as ``InMemoryStore`` does), the resonance candidates of
-        a block of new memories are found by one batched search after saving them,
-        each memory seeing only the memories stored up to itself; links, their order
-        and the final state are the same as with one search per memory, which is
-        what stores without that method get. ``InMemoryStore`` saves the block as
-        rows and links them in place, reading candidates as columns (see
-        :mod:`emotional_memory.stores._linking`); the memories returned are built
-        once, at the end.
+        Links, their order and the final state equal those of repeated ``encode``;
+        stores that can search in batches find a block's candidates in one search
+        (``stores/_shared/README.md``, "Linking new memories").
 
         Args:
             contents: event texts.
@@ -339,7 +358,9 @@ class EncodingMixin(StateMixin):
 
             affect: opt-in event affects, as ``encode(..., affect=)`` takes one: a
                 :class:`CoreAffect` for every memory, or one (or None: the current
-                state's, as without ``affect``) per content.
+                state's, as without ``affect``) per content. With ``affect_from_text``
+                (and no appraisal engine) the contents without one are rated, all in
+                one ``rate_affect`` call.
 
         Returns:
             The stored memories, in order.
@@ -382,6 +403,12 @@ class EncodingMixin(StateMixin):
         affects = _per_item_affects(affect, len(texts))
         if not texts:
             return []
+        if self._rates_text():  # the texts without an affect, rated in one call
+            unrated = [i for i, a in enumerate(affects) if a is None]
+            if unrated:
+                rated = self._rate_texts([texts[i] for i in unrated])
+                for i, a in zip(unrated, rated, strict=True):
+                    affects[i] = a
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
         with traced_span("emotional_memory.embed", {"count": len(texts)}):
@@ -433,7 +460,8 @@ class EncodingMixin(StateMixin):
 
         Args:
             content: Event text (appraised when an appraisal engine is enabled and
-                neither ``appraisal`` nor ``affect`` is given; default "").
+                neither ``appraisal`` nor ``affect`` is given, else rated by
+                ``affect_from_text`` when set; default "": nothing is rated).
             appraisal: Optional appraisal; its projection becomes the event affect.
             metadata: Optional dict passed to the appraisal engine as ``context``.
             affect: Optional explicit event affect (takes precedence over ``appraisal``).
@@ -445,7 +473,8 @@ class EncodingMixin(StateMixin):
         metadata = self._check_metadata(metadata)
         now = self._now()
         memory, new_state = self._prepare(
-            self._state, text, None, appraisal, metadata, affect, now
+            self._state, text, None, appraisal, metadata, affect, now,
+            rate_text=content is not None,
         )
         self._adopt(new_state)
         return memory.tag
@@ -459,7 +488,8 @@ class EncodingMixin(StateMixin):
 
         ``core_affect`` moves towards the appraised affect by
         ``elaboration_learning_rate``; consolidation is recomputed from the appraised
-        arousal and the snapshot mood arousal; the reconsolidation window opens (SPEC 8).
+        arousal and the snapshot mood arousal; the reconsolidation window opens
+        (docs/behaviour.md §8).
 
         Args:
             memory_id: Id of the memory to elaborate.

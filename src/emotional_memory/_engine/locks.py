@@ -26,7 +26,7 @@ def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         engine = args[0]
-        with engine._scope_locks.hold(engine._scope):  # type: ignore[attr-defined]
+        with engine._scope_locks.hold(engine._scope), engine._sharing():  # type: ignore[attr-defined]
             return method(*args, **kwargs)
 
     return locked
@@ -50,7 +50,8 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
         if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
             return method(*args, **kwargs)
         try:
-            return method(*args, **kwargs)
+            with engine._sharing():  # type: ignore[attr-defined]
+                return method(*args, **kwargs)
         finally:
             locks.release(path)
 

@@ -25,13 +25,14 @@ from emotional_memory.retrieval import (
     PlanArrays,
     RetrievalExplanation,
     RetrievalPlan,
-    _check_weights,
     explain_top,
     masked_weights,
     mood_weights,
     plan_from_arrays,
     rank_bank,
 )
+from emotional_memory.retrieval.scoring import check_weights
+from emotional_memory.stores.base import CountingStore
 from emotional_memory.telemetry import RETRIEVE_ATTRIBUTES, traced, traced_span
 
 _SEMANTIC_ONLY = np.array([1.0, 0.0, 0.0, 0.0, 0.0, 0.0])
@@ -113,14 +114,14 @@ class RankingMixin(EffectsMixin):
         """The (6,) weights a retrieval of ``query`` would use now (routing, mood, mask).
 
         Args:
-            query: Query text used for routing (SPEC 4, query routing).
+            query: Query text used for routing (docs/behaviour.md §4, query routing).
             now: Accepted for compatibility; retrieval reads the mood as last
-                updated, not regressed to a time (SPEC 11).
+                updated, not regressed to a time (docs/behaviour.md §11).
 
         Returns:
-            Weights, shape (6,), in SPEC 4 signal order, summing to 1.
+            Weights, shape (6,), in docs/behaviour.md §4 signal order, summing to 1.
         """
-        del now  # the weights read the mood as last updated (SPEC 11), whatever the time
+        del now  # the mood as last updated, never regressed (docs/behaviour.md §11)
         mood = self._state.mood
         derived = self._derived()
         w = mood_weights(derived.weight_params(self._route(query)), mood)
@@ -187,7 +188,7 @@ class RankingMixin(EffectsMixin):
             The :class:`_Ranking` (its ``plan()`` is what ``plan_retrieval`` returns).
         """
         top_k = positive_int("top_k", top_k)
-        fixed = None if precomputed_weights is None else _check_weights(precomputed_weights)
+        fixed = None if precomputed_weights is None else check_weights(precomputed_weights)
         self._check_content(query, "query")
         if query_affect is not None and not isinstance(query_affect, CoreAffect):
             raise TypeError("query_affect must be a CoreAffect or None")
@@ -204,7 +205,7 @@ class RankingMixin(EffectsMixin):
         if (
             not lexical_on
             and not expand
-            and getattr(store, "counts_candidates", False) is True
+            and isinstance(store, CountingStore)
         ):
             # The store counts its memories in the candidate read itself (one round
             # trip fewer); the query is then embedded before an empty store is seen.
@@ -296,7 +297,7 @@ class RankingMixin(EffectsMixin):
             "emotional_memory.store.search_by_embedding", {"limit": limit}
         )
         with span:
-            bank: CandidateBank = store.candidate_bank(
+            bank: CandidateBank = store.counted_candidate_bank(
                 embedding, None if full else limit, now, with_memories=with_memories,
                 everything_upto=limit,
             )
@@ -320,13 +321,13 @@ class RankingMixin(EffectsMixin):
         candidates' term statistics when s7 (or s8) is scored, ``links`` the view's
         encode-order neighbours when s8 is on."""
         if not len(bank):
-            weights = fixed if fixed is not None else _check_weights(self.current_weights(query))
+            weights = fixed if fixed is not None else check_weights(self.current_weights(query))
             return _Ranking(now=now, plan_now=now, weights=weights)
         # One compiled program: weights (route, mood, mask), both passes, activation.
         arrays, features = rank_bank(
             embedding,
             query_affect if query_affect is not None else self._state.core_affect,
-            # SPEC 11: the weights and s2 read the mood as last updated, un-regressed.
+            # docs/behaviour.md §11: the weights and s2 read the mood as last updated, un-regressed.
             self._state.mood,
             self._state.momentum,
             bank,
@@ -340,7 +341,7 @@ class RankingMixin(EffectsMixin):
             lexical=lexical,
             neighbours=neighbour_rows(bank.ids, links) if context_on and links else None,
         )
-        weights = _check_weights(arrays.weights, lexical=lexical is not None,
+        weights = check_weights(arrays.weights, lexical=lexical is not None,
                                  context=context_on)
         return _Ranking(
             now=now, plan_now=now, weights=weights, bank=bank, arrays=arrays, query=features,

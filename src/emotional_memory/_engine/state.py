@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,7 @@ from emotional_memory._validation import aware
 from emotional_memory.affect import CoreAffect
 from emotional_memory.mood import MoodField
 from emotional_memory.state import AffectiveState
+from emotional_memory.stores.base import VersionedStateStore
 
 
 class StateMixin(EngineCore):
@@ -21,7 +23,7 @@ class StateMixin(EngineCore):
         """Persist ``state`` (when a state store is configured), then make it current.
 
         Persisting first means a failing state store leaves the in-memory state as it
-        was (SPEC 9).
+        was (docs/behaviour.md §9).
         """
         if self.state_store is not None:
             self._persist(state)
@@ -34,7 +36,62 @@ class StateMixin(EngineCore):
         if target is None:
             target = self.state_store
         assert target is not None
-        target.save(state)  # the original's protocol: save(AffectiveState)
+        shared = self._shared_states()
+        if shared is not None and shared is target:
+            self._state_version = shared.save_versioned(state)
+        else:
+            target.save(state)  # the original's protocol: save(AffectiveState)
+
+    # ------------------------------------------------------------ shared state
+
+    def _shared_states(self) -> VersionedStateStore | None:
+        """The versioned state store when the state is shared across processes."""
+        if not self.__dict__.get("_shared_state", False):
+            return None
+        joined = self._joined_state_store()
+        return joined if isinstance(joined, VersionedStateStore) else None
+
+    @contextmanager
+    def _sharing(self) -> Iterator[None]:
+        """Run an operation on the database's current state, serialised across processes.
+
+        With ``shared_state``, the outermost operation runs in one store transaction:
+        it takes this scope's lock, reloads the state when its version moved (another
+        process saved it), and saves the new state with a new version before commit.
+        """
+        states = self._shared_states()
+        if states is None or self.__dict__.get("_sharing_depth", 0):
+            yield
+            return
+        self._sharing_depth = 1
+        try:
+            with self._columnar.transaction():
+                states.lock_state()
+                self._take_stored(states)
+                yield
+        finally:
+            self._sharing_depth = 0
+
+    def _take_stored(self, states: VersionedStateStore) -> None:
+        """Adopt the stored state when its version is not the one this engine holds."""
+        snapshot, version = states.load_versioned()
+        if version != self.__dict__.get("_state_version"):
+            self._state = (
+                AffectiveState.restore(snapshot) if snapshot is not None
+                else AffectiveState.initial(self._now())
+            )
+            self._state_version = version
+
+    def _current_state(self) -> AffectiveState:
+        """The state to answer with: the stored one when it moved (shared state), else
+        the engine's own (a read: nothing is adopted or locked)."""
+        states = self._shared_states()
+        if states is None or self.__dict__.get("_sharing_depth", 0):
+            return self._state
+        snapshot, version = states.load_versioned()
+        if version == self.__dict__.get("_state_version") or snapshot is None:
+            return self._state
+        return AffectiveState.restore(snapshot)
 
     def _joined_state_store(self) -> Any:
         """A state store whose saves join the store's transactions, or None.
@@ -105,9 +162,10 @@ class StateMixin(EngineCore):
         """The current affective state.
 
         Returns:
-            The engine's (immutable) ``AffectiveState``.
+            The engine's (immutable) ``AffectiveState``; with ``shared_state``, the
+            state as last saved by any process.
         """
-        return self._state
+        return self._current_state()
 
     @_synchronized_state
     def set_affect(self, core_affect: CoreAffect) -> AffectiveState:
@@ -169,6 +227,12 @@ class StateMixin(EngineCore):
         """
         if self.state_store is None:
             return False
+        states = self._shared_states()
+        if states is not None:
+            snapshot, self._state_version = states.load_versioned()
+            if snapshot is not None:
+                self._state = AffectiveState.restore(snapshot)
+            return snapshot is not None
         loaded: Any = self.state_store.load()
         if loaded is None:
             return False
@@ -194,7 +258,7 @@ class StateMixin(EngineCore):
         Returns:
             The stored mood, or its regression to ``now`` (the state is not changed).
         """
-        mood = self._state.mood
+        mood = self._current_state().mood
         if self.config.mood_decay is None:
             return mood
         at = self._now() if now is None else aware("now", now)

@@ -1,39 +1,10 @@
 """Deterministic, dependency-free text embeddings by signed feature hashing.
 
-:class:`HashingEmbedder` turns text into a fixed-size dense vector without any model
-weights, vocabulary or network access.  It is the "hashing trick" of Weinberger et al.
-(2009, *Feature Hashing for Large Scale Multitask Learning*): every sparse feature is
-hashed to a column in ``[0, dim)`` and to a sign in ``{-1, +1}``; the signs make hash
-collisions cancel in expectation, so inner products of hashed vectors are unbiased
-estimates of inner products of the (huge) sparse feature vectors.
-
-Features, computed on the casefolded text (so the embedding is case-insensitive):
-
-* **word unigrams** -- tokens matched by the unicode-aware regex ``\\w+``;
-* **word bigrams** -- adjacent token pairs, which capture a little word order;
-* **character n-grams** of every token padded with boundary markers (``"<word>"``),
-  which make morphological variants ("crash" / "crashed") and typos overlap.
-
-Each of the three feature groups is accumulated separately, L2-normalised, scaled by
-its weight (``word_weight``, ``bigram_weight``, ``char_weight``) and summed; the sum is
-L2-normalised again.  Normalising per group keeps the weights meaningful: long words
-produce many character n-grams but cannot drown the word channel.  A small built-in
-list of English function words ("the", "of", ...) is down-weighted by
-``stopword_weight`` because they carry little topical content.
-
-Determinism: hashing uses :func:`hashlib.blake2b` (8-byte digest, keyed by ``seed``)
-over UTF-8 bytes, never Python's salted built-in :func:`hash`, so the same text gives
-bit-identical vectors in every process regardless of ``PYTHONHASHSEED``, and the same
-feature-to-column mapping on every platform.
-
-Text without any ``\\w`` token (``""``, ``"  "``, ``"?!"``) has no features and is
-embedded as the **all-zero vector** (norm 0); every other text gets a unit-norm vector
-(if signed contributions happen to cancel exactly, the text is re-embedded with unsigned
-hashing rather than returned as zeros).
-
-Vectors are computed in float64 and returned rounded to float32 numbers (norm 1 to
-about 1e-7), like the output of a neural embedder: stores keep float32 rows at 4 bytes
-per value without losing anything.
+:class:`HashingEmbedder` hashes word unigrams, word bigrams and character n-grams of
+the casefolded text into a fixed-size vector with ``blake2b`` (never Python's salted
+``hash``), so the same text gives bit-identical vectors in every process. No weights,
+vocabulary or network. Features, weighting and the zero-vector rule are described in
+``embedders/README.md``.
 """
 
 from __future__ import annotations
@@ -278,6 +249,22 @@ class HashingEmbedder:
     def seed(self) -> int:
         """Seed of the hash function."""
         return self._seed
+
+    @property
+    def identity(self) -> str:
+        """``"hashing/<dim>"``; with other settings than the defaults,
+        ``"hashing:<digest of the settings>/<dim>"`` (they give other vectors).
+
+        What a store records of its embedder
+        (:mod:`emotional_memory.embedder_identity`).
+        """
+        settings = (self._ngram_range, tuple(self._weights.tolist()), self._stopword_weight,
+                    self._stopwords == DEFAULT_STOPWORDS, self._sublinear_tf, self._seed)
+        if settings == ((3, 5), (1.0, 0.25, 1.0), 0.25, True, True, 0):
+            return f"hashing/{self._dim}"
+        text = repr((*settings[:3], sorted(self._stopwords), *settings[4:]))
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        return f"hashing:{digest}/{self._dim}"
 
     def __repr__(self) -> str:
         """Readable constructor-style representation."""

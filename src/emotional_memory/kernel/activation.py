@@ -1,8 +1,8 @@
-"""Spreading activation (Collins & Loftus 1975) over a padded adjacency (SPEC 5).
+"""Spreading activation (Collins & Loftus 1975) over a padded adjacency.
 
 The graph is dense-padded: ``targets (N, L)`` holds row indices of each memory's
 link targets inside the bank (``-1`` for none) and ``strengths (N, L)`` their
-weights. The wave semantics follow SPEC: each hop spreads ``activation * strength``
+weights. The wave semantics are docs/behaviour.md §5's: each hop spreads ``activation * strength``
 from the current wave only, seeds are never targets, a target keeps the largest
 spread of the hop, and the result keeps the max over hops (capped at 1).
 """

@@ -1,38 +1,18 @@
 """Batch scoring at scale: Q queries against an N-row bank in one compiled program.
 
-:func:`score_batch` returns each query's top-k memories by the pass-1 score (SPEC 4:
-six signals, mood-adaptive weights, optional ablation mask). It never materialises
-the (Q, N) score matrix: the bank is consumed in chunks of ``chunk_size`` rows by a
-``lax.scan`` that carries a running (Q, k) top-k, so memory stays
-O(Q * chunk_size + N * small) however large N is.
+:func:`score_batch` returns each query's top-k memories by the pass-1 score
+(docs/behaviour.md §4: six signals, mood-adaptive weights, optional ablation mask)
+without materialising the (Q, N) score matrix: a ``lax.scan`` over chunks of
+``chunk_size`` rows carries a running (Q, k) top-k. Per chunk the semantic signal is
+one ``(Q, D) @ (D, chunk)`` product scaled by precomputed inverse norms, the other five
+are broadcast from per-row quantities, and totals are summed in
+:func:`~emotional_memory.kernel.score.weighted_total`'s order, so they equal
+:func:`~emotional_memory.kernel.score.score_bank` to a few ulp.
 
-Per chunk:
-
-- the semantic signal is ONE matrix product ``(Q, D) @ (D, chunk)`` scaled by inverse
-  query and row norms precomputed once (the zero-norm / NaN rules of
-  :func:`~emotional_memory.kernel.signals.bank_cosine`);
-- the five affective signals are broadcast elementwise over ``(Q, chunk)`` from
-  row quantities precomputed once per bank (recency depends on the row only);
-- totals are summed in the fixed order of
-  :func:`~emotional_memory.kernel.score.weighted_total`, so they equal
-  :func:`~emotional_memory.kernel.score.score_bank` up to float rounding (a few ulp,
-  about 1e-7 in float32);
-- the chunk's own top-k (:func:`grouped_top_k`: the maxima of groups of 16 rows pick
-  the k groups that can hold it, so the full ``lax.top_k`` runs over k * 16 values)
-  is merged with the running top-k by a ``lax.top_k`` over the 2k candidates.
-
-**Ties** resolve by the lowest row index, deterministically: ``lax.top_k`` puts the
-lower position first among equal values, the running top-k precedes the chunk in the
-concatenation and holds only lower rows, so position order is row order. A total of
--0.0 ties with +0.0 (and is returned as +0.0: :func:`grouped_top_k`).
-
-**Invalid rows** (``valid`` False: padding, deleted rows) are never selected. When a
-query has fewer than ``k`` valid rows, the missing slots hold index ``-1`` and score
-``-inf``. A valid row whose total is NaN (possible only for an embedding holding an
-infinity, whose cosine is NaN) ranks like an invalid row.
-
-Embeddings may be stored in lower precision (float16 / bfloat16): each chunk is cast
-to the query dtype right before the product, so the bank stays small in memory.
+Ties go to the lowest row index; -0.0 ties with +0.0. Invalid rows (and a valid row
+whose total is NaN) are never selected; missing slots hold index -1 and score -inf.
+float16 / bfloat16 embeddings are cast chunk by chunk. Usage and guarantees:
+``docs/scale.md``, "Batch scorer".
 """
 
 from __future__ import annotations
@@ -73,11 +53,11 @@ def _components(points: Float[Array, "N 3"]) -> Components:
 def _pair_proximity(
     query_points: Float[Array, "Q 3"], row_points: Components, inv_scale: Array
 ) -> Float[Array, "Q C"]:
-    """``max(0, 1 - |q - r| / scale)`` for every (query, row) pair (SPEC s2, s3).
+    """``max(0, 1 - |q - r| / scale)`` for every (query, row) pair (signals s2, s3).
 
     Row components come as separate 1-D arrays: the fused (Q, C) loop then reads
     contiguous memory and vectorises (a strided (C, 3) or transposed layout is
-    several times slower on CPU). ``sqrt(0) == 0`` gives SPEC's value without a
+    several times slower on CPU). ``sqrt(0) == 0`` gives the exact value without a
     branch (this path ranks; it is not meant for gradients), and the division is a
     multiply by ``1 / scale``.
     """
@@ -91,10 +71,10 @@ def _pair_proximity(
 def _pair_momentum(
     query_direction: Float[Array, "Q 3"], row_direction: Components
 ) -> Float[Array, "Q C"]:
-    """``(cos + 1) / 2`` of every (query, row) velocity pair (SPEC s4).
+    """``(cos + 1) / 2`` of every (query, row) velocity pair (docs/behaviour.md §4, s4).
 
     Directions are unit velocities, or zero vectors below speed 1e-12, which gives
-    exactly SPEC's 0.5 with no branch.
+    exactly the contract's 0.5 with no branch.
     """
     cos = (
         query_direction[:, 0:1] * row_direction[0][None, :]
@@ -105,7 +85,7 @@ def _pair_momentum(
 
 
 def _directions(velocity: Float[Array, "M 3"]) -> Float[Array, "M 3"]:
-    """Unit velocities; zero rows where the speed is below SPEC's 1e-12."""
+    """Unit velocities; zero rows where the speed is below 1e-12 (s4's cut-off)."""
     speed = jnp.sqrt(jnp.sum(velocity * velocity, axis=-1, keepdims=True))
     moving = speed >= MOMENTUM_EPS
     return jnp.where(moving, velocity / jnp.where(moving, speed, 1.0), 0.0)

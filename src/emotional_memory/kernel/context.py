@@ -10,7 +10,7 @@ neighbour's semantic and lexical signals::
     h(j)  = mix * s1(j) + (1 - mix) * s7(j)                 (calibrated s1, s7 of row j)
     s8(i) = max over the present neighbours j of i of h(j)  (0 when i has none)
 
-``mix`` and s8's weight (which joins SPEC 4's normalisation as an eighth weight) are
+``mix`` and s8's weight (which joins docs/behaviour.md §4's normalisation as an eighth weight) are
 :class:`~emotional_memory.kernel.params.ContextParams`, differentiable and fittable
 like every other parameter. With the weight 0 (default) no context input exists and the
 score is the six- (or seven-) signal one bit for bit.

@@ -1,4 +1,4 @@
-"""Smooth mood gates and mood-adaptive signal weights (SPEC 4).
+"""Smooth mood gates and mood-adaptive signal weights (docs/behaviour.md §4).
 
 Mood modulates which signals dominate recall (Bower 1981): a negative mood favours
 mood congruence and affect proximity, high arousal favours momentum, and a calm
@@ -189,7 +189,7 @@ def gated_weights(
 
 
 def apply_signal_mask(weights: Float[Array, " S"], mask: Float[Array, " S"]) -> Float[Array, " S"]:
-    """Zero disabled signals and renormalise (the engine's ablation flags, SPEC 4).
+    """Zero disabled signals and renormalise (the engine's ablation flags, docs/behaviour.md §4).
 
     With every signal enabled the weights pass through bit-for-bit. If all enabled
     weights are 0, the result is uniform over the enabled signals.

@@ -1,7 +1,7 @@
 """ScoringParams: every tunable number of the retrieval score, as one nested pytree.
 
 Leaves hold the *constrained* values (weights >= 0, strengths in [0, 1], ...), so the
-default parameters reproduce SPEC numbers exactly. The mood gates, the recency law and
+default parameters reproduce docs/behaviour.md exactly. The mood gates, the recency law and
 the lexical signal each have their own module with one named scalar leaf per
 parameter (:class:`GateParams`, :class:`DecayParams`, :class:`LexicalParams`); the
 per-signal parameters are (6,) vectors in :data:`~emotional_memory.kernel.SIGNAL_NAMES`
@@ -73,7 +73,7 @@ class ParamGroup(eqx.Module):
 
 
 class GateParams(ParamGroup):
-    """The ten parameters of the three smooth mood gates (SPEC 4).
+    """The ten parameters of the three smooth mood gates (docs/behaviour.md §4).
 
     Each name is the ``AdaptiveWeightsConfig`` field it comes from; every leaf is a
     0-d array.
@@ -104,7 +104,9 @@ class GateParams(ParamGroup):
 
 
 class DecayParams(ParamGroup):
-    """The seven parameters of the recency signal s5 (SPEC 3), ``DecayConfig``'s names.
+    """The seven parameters of the recency signal s5, ``DecayConfig``'s names.
+
+    The law is in docs/behaviour.md §3.
 
     Attributes:
         base_decay: power-law decay rate before modulation.

@@ -1,30 +1,20 @@
-"""The whole two-pass retrieval plan of SPEC 5 as one compiled program.
+"""The whole two-pass retrieval plan of docs/behaviour.md §5 as one compiled program.
 
 :func:`retrieval_plan` runs, inside one ``jax.jit``:
 
 1. the final weights: mood-adaptive weights of the (routed) base weights, then the
-   ablation mask (:func:`~emotional_memory.kernel.gates.adaptive_weights`,
-   :func:`~emotional_memory.kernel.gates.apply_signal_mask`);
-2. pass 1: the six signals of every candidate row and their weighted totals
-   (:func:`~emotional_memory.kernel.score.score_with_weights`);
+   ablation mask (:mod:`~emotional_memory.kernel.gates`);
+2. pass 1: the signals of every candidate row and their weighted totals;
 3. the stable pass-1 order and its top-k seeds (:func:`stable_rank`);
-4. spreading activation from the seeds over the candidates' padded adjacency
-   (:func:`~emotional_memory.kernel.activation.spreading_activation_dense`);
-5. pass 2, which re-scores only the resonance term: the first five weighted signals
-   of pass 1 are summed once and reused, so pass-2 totals are the very numbers a full
-   re-score gives (the same left-to-right sum);
+4. spreading activation from the seeds over the padded adjacency;
+5. pass 2, re-scoring only the resonance term (the other weighted signals are summed
+   once and reused, in the same left-to-right order as a full re-score);
 6. the stable pass-2 order.
 
-Padding rows (``valid`` False) sort after every real row in both orders and are never
-seeds. With nothing reached, pass 2 equals pass 1 bit for bit.
-
-:func:`retrieval_plan_packed` is the same program behind a narrower boundary, for the
-engine's per-retrieve call: the candidates' small columns arrive as one matrix and the
-query's state as one vector, and the per-row results leave as one table. Every host
-array handed to a compiled program costs a buffer conversion per call, and every
-result one more array object, so 7 inputs and 2 outputs instead of 16 and 10 save a
-measurable part of a small retrieve. The unpacking is slicing and the packing exact
-conversions, so the values are the very bits :func:`retrieval_plan` returns.
+Padding rows (``valid`` False) sort last and are never seeds; with nothing reached,
+pass 2 equals pass 1 bit for bit. :func:`retrieval_plan_packed` is the same program
+behind a narrower boundary (7 host inputs and 2 outputs instead of 16 and 10, which
+saves per-call buffer conversions), returning the very same bits.
 """
 
 from __future__ import annotations
@@ -175,7 +165,7 @@ def retrieval_plan(
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
 ) -> PlanOutput:
-    """The two-pass plan of SPEC 5 over a padded candidate bank, one compiled program.
+    """The two-pass plan of docs/behaviour.md §5 over a padded candidate bank, one compiled program.
 
     Args:
         params: parameters of the signals (decay, distance scale, calibration) and,

@@ -1,23 +1,13 @@
 """Batch scoring with the memory axis sharded across devices (``jax.sharding``).
 
-When one device cannot hold or score the bank fast enough, the N axis of every
-:class:`MemoryColumns` leaf is split over a 1-D :class:`~jax.sharding.Mesh` with a
-:class:`~jax.sharding.NamedSharding` ``PartitionSpec(axis_name)``; queries and
-parameters are replicated. Inside one compiled program (``jax.shard_map``) each
-device runs the very same chunked scan as
-:func:`~emotional_memory.kernel.chunked_topk.score_batch` on its shard, offsets its row
-indices to global ones, and the per-shard (Q, k) winners are merged by one more
-``lax.top_k`` over the (Q, devices * k) candidates.
-
-The result equals single-device :func:`score_batch`: the same indices (ties: lowest
-global row first, because shards are concatenated in row order and each shard's list
-is sorted by score then row) and the same scores up to float rounding.
-
-Multi-host: after ``jax.distributed.initialize()`` in every process,
-``jax.devices()`` lists the devices of all processes, so :func:`memory_mesh` is a
-global mesh; build the columns with :func:`shard_columns` ``(process_local=True)``
-from each process's own block of rows, and call :func:`score_batch_sharded` in every
-process with the same queries (SPMD). No extra cluster code is involved.
+The N axis of every :class:`MemoryColumns` leaf is split over a 1-D
+:class:`~jax.sharding.Mesh` (``PartitionSpec(axis_name)``); queries and parameters are
+replicated. Inside one ``jax.shard_map`` program each device runs
+:func:`~emotional_memory.kernel.chunked_topk.score_batch`'s chunked scan on its shard,
+and one ``lax.top_k`` over the (Q, devices * k) winners merges them: the same indices
+as a single device (ties: lowest global row) and the same scores to float rounding.
+Multi-host use (``jax.distributed``, ``shard_columns(process_local=True)``) is in
+``docs/scale.md``, "Sharding over devices".
 """
 
 from __future__ import annotations

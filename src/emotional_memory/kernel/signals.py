@@ -1,8 +1,8 @@
-"""The six retrieval signals for one memory (SPEC 4), gradient-safe at every branch.
+"""The six retrieval signals for one memory, gradient-safe at every branch.
 
-Each branch of the specification (missing or zero-norm embeddings, NaNs, zero
+Each branch of docs/behaviour.md §4 (missing or zero-norm embeddings, NaNs, zero
 velocity, ``max(0, .)``, ``sqrt`` at 0, the age floor, the arousal floor) uses the
-double-``where`` pattern: the value matches SPEC and the gradient stays finite.
+double-``where`` pattern: the value matches the contract and the gradient stays finite.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _safe_norm3(x: Float[Array, 3]) -> tuple[Scalar, Scalar]:
 
 
 def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
-    """Cosine of two vectors; 0 when either has a NaN/inf or zero norm (SPEC s1).
+    """Cosine of two vectors; 0 when either has a NaN/inf or zero norm (docs/behaviour.md §4, s1).
 
     Args:
         a, b: (D,) vectors.
@@ -57,7 +57,7 @@ def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
     Returns:
         Scalar cosine in the dtype of the inputs.
     """
-    # NaN (SPEC) and, by extension, +-inf make a vector unusable: cosine 0.
+    # NaN (docs/behaviour.md §4, s1) and, by extension, +-inf make a vector unusable: cosine 0.
     a_nan = jnp.any(~jnp.isfinite(a))
     b_nan = jnp.any(~jnp.isfinite(b))
     a_safe = jnp.where(a_nan, 0.0, a)
@@ -72,7 +72,7 @@ def cosine_similarity(a: Float[Array, " D"], b: Float[Array, " D"]) -> Scalar:
 def affect_proximity(
     a: Float[Array, 3], b: Float[Array, 3], distance_scale: Scalar
 ) -> Scalar:
-    """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (SPEC s2, s3).
+    """``max(0, 1 - |a - b| / distance_scale)`` over PAD points (docs/behaviour.md §4, s2, s3).
 
     Args:
         a: (3,) PAD point.
@@ -87,7 +87,7 @@ def affect_proximity(
 
 
 def momentum_alignment(v_now: Float[Array, 3], v_tag: Float[Array, 3]) -> Scalar:
-    """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (SPEC s4).
+    """``(cos(v_now, v_tag) + 1) / 2``; 0.5 if either speed is < 1e-12 (docs/behaviour.md §4, s4).
 
     Args:
         v_now: (3,) current momentum velocity.
@@ -111,7 +111,7 @@ def effective_strength(
     consolidation: Scalar,
     retrieval_count: Scalar,
 ) -> Scalar:
-    """Power-law forgetting modulated by arousal and rehearsal (SPEC 3, s5).
+    """Power-law forgetting modulated by arousal and rehearsal (docs/behaviour.md §3, s5).
 
     Args:
         params: uses ``decay`` (base_decay, arousal_modulation, retrieval_boost,
@@ -156,7 +156,7 @@ def signals(
         memory: unbatched columns of one memory (leaves without the N axis).
 
     Returns:
-        (6,) signals; with default calibration exactly SPEC's raw signals.
+        (6,) signals; with default calibration exactly the raw signals s1..s6.
     """
     semantic = cosine_similarity(query.embedding, memory.embedding)
     return signals_given_semantic(params, query, memory, semantic)
@@ -196,7 +196,7 @@ def signals_given_semantic(
 def bank_cosine(
     query_embedding: Float[Array, " D"], embeddings: Float[Array, "N D"]
 ) -> Float[Array, " N"]:
-    """Cosine of the query with every row as one matrix-vector product (SPEC s1).
+    """Cosine of the query with every row as one matrix-vector product (docs/behaviour.md §4, s1).
 
     Rows (or a query) with a NaN or zero norm give 0, with finite gradients.
 

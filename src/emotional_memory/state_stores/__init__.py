@@ -1,17 +1,14 @@
-"""Affective-state stores: persistence for :meth:`AffectiveState.snapshot` dicts.
-
-:class:`InMemoryAffectiveStateStore` keeps a deep copy in process memory;
-:class:`SQLiteAffectiveStateStore` keeps it in an SQLite file, which may be the same
-file a :class:`~emotional_memory.stores.SQLiteStore` uses.
+"""Affective-state stores (compatibility path): each now lives with its backend in
+:mod:`emotional_memory.stores` (``memory/state.py``, ``sqlite/state.py``,
+``postgres/state.py``, ``redis/state.py``). Client libraries are imported only when a
+store is constructed (extras ``redis`` / ``postgres``).
 """
 
-from emotional_memory.state_stores.in_memory import InMemoryAffectiveStateStore
-from emotional_memory.state_stores.postgres import PostgresAffectiveStateStore
-from emotional_memory.state_stores.redis import RedisAffectiveStateStore
-from emotional_memory.state_stores.sqlite import SQLiteAffectiveStateStore
+from emotional_memory.stores.memory.state import InMemoryAffectiveStateStore
+from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+from emotional_memory.stores.redis.state import RedisAffectiveStateStore
+from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
 
-# RedisAffectiveStateStore / PostgresAffectiveStateStore import their client library
-# only when constructed (extras ``redis`` / ``postgres``).
 __all__ = [
     "InMemoryAffectiveStateStore",
     "PostgresAffectiveStateStore",

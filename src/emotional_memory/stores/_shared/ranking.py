@@ -1,0 +1,182 @@
+"""The one exact ranking rule every backend answers with.
+
+Similarity is the float64 cosine of the query with each stored embedding:
+
+- a row's norm is ``sqrt(dot(row, row))`` of its float64 values (:func:`row_norm`),
+  computed on the row alone, so it never depends on where the row sits;
+- its dot product with the query is a row-wise multiply-and-sum (never a BLAS
+  matrix product, whose blocking may round rows differently by position), so equal
+  embeddings get bit-equal scores;
+- a row whose cosine is NaN (a NaN or infinite value) or whose norm is zero scores 0;
+- ties are broken by position (insertion order): a stable sort.
+
+A query whose norm is zero or not finite has no direction: searches then return the
+first embedded memories in insertion order (see :func:`exact_search`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from emotional_memory.models import Memory
+
+__all__ = [
+    "F32_NORM_MAX",
+    "F32_NORM_MIN",
+    "NORM_MAX",
+    "NORM_MIN",
+    "cosines",
+    "exact_search",
+    "norm",
+    "rank",
+    "row_norm",
+    "row_norms",
+    "stable_top",
+]
+
+NORM_MIN = 1e-150
+NORM_MAX = 1e150
+"""Norms outside this range may over/underflow float64 products: such rows and
+queries are always scored exactly, never through a rounding bound."""
+
+F32_NORM_MIN = 1e-18
+F32_NORM_MAX = 1e18
+"""Rows stored as raw float32 need a norm in this range (their entries, products and
+squared norms then stay normal float32 numbers)."""
+
+_PARTITION_MIN_ROWS = 2048  # below this many keys a full stable argsort is faster
+_CHUNK_ROWS = 4096  # rows multiplied at once (bounds the temporary array)
+
+
+def norm(vector: np.ndarray) -> float:
+    """Euclidean norm of a (D,) vector, inf on overflow (no warning).
+
+    Args:
+        vector: shape (D,).
+
+    Returns:
+        The norm (``sqrt(dot(v, v))``, as :func:`row_norm`).
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.linalg.norm(vector))
+
+
+def row_norm(row: np.ndarray) -> float:
+    """Euclidean norm of one stored (D,) float64 row: ``sqrt(dot(row, row))``."""
+    return float(np.sqrt(np.dot(row, row)))
+
+
+def row_norms(vectors: np.ndarray) -> np.ndarray:
+    """:func:`row_norm` of each row of an (N, D) float64 array; shape (N,)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.fromiter((row_norm(v) for v in vectors), np.float64, vectors.shape[0])
+
+
+def cosines(
+    vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, query_norm: float
+) -> np.ndarray:
+    """Exact float64 cosines of ``query`` with each row (the module's rule).
+
+    Args:
+        vectors: (N, D) float64 rows.
+        norms: (N,) their :func:`row_norm` values.
+        query: (D,) float64 query.
+        query_norm: ``norm(query)``, positive and finite.
+
+    Returns:
+        (N,) cosines; NaN results and zero-norm rows give 0.
+    """
+    n = vectors.shape[0]
+    dots = np.empty((n,), dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        for start in range(0, n, _CHUNK_ROWS):
+            block = vectors[start : start + _CHUNK_ROWS]
+            dots[start : start + block.shape[0]] = np.multiply(block, query).sum(axis=1)
+        sims = dots / (norms * query_norm)
+    return np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
+
+
+def stable_top(keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the ``k`` smallest ``keys``, ascending, ties by position.
+
+    Args:
+        keys: (N,) sort keys (negated similarities for a best-first ranking).
+        k: how many.
+
+    Returns:
+        (min(k, N),) int positions.
+    """
+    n = keys.shape[0]
+    k = min(k, n)
+    if n <= _PARTITION_MIN_ROWS or k * 4 >= n:
+        return np.argsort(keys, kind="stable")[:k]
+    # partition out the k best, then widen to every key tied with the k-th so ties at
+    # the cut still resolve by position
+    cut = np.partition(keys, k - 1)[k - 1]
+    pool = np.flatnonzero(keys <= cut)
+    return pool[np.argsort(keys[pool], kind="stable")[:k]]
+
+
+def rank(
+    vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, query_norm: float, k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best ``k`` rows by exact cosine, ties by position.
+
+    Args:
+        vectors: (N, D) float64 rows in insertion order.
+        norms: (N,) their :func:`row_norm` values.
+        query: (D,) query.
+        query_norm: ``norm(query)``, positive and finite.
+        k: how many.
+
+    Returns:
+        (positions, cosines of those positions), each (min(k, N),).
+    """
+    sims = cosines(vectors, norms, query, query_norm)
+    order = stable_top(-sims, k)
+    return order, sims[order]
+
+
+def exact_search(
+    memories: Sequence[Memory], embedding: Sequence[float] | np.ndarray, top_k: int
+) -> list[Memory]:
+    """The exact search over memories in insertion order (the module's rule).
+
+    Memories without an embedding are skipped; a query with no direction (zero, not
+    finite or empty) gives the first embedded memories.
+
+    Args:
+        memories: the candidates, in insertion order.
+        embedding: the (D,) query.
+        top_k: how many at most.
+
+    Returns:
+        Up to ``top_k`` memories, best first.
+
+    Raises:
+        ValueError: a query that is not one-dimensional or whose length differs from
+            the memories' embeddings.
+    """
+    if top_k <= 0:
+        return []
+    embedded = [m for m in memories if m.embedding]
+    if not embedded:
+        return []
+    query = np.asarray(embedding, dtype=np.float64)
+    if query.ndim != 1:
+        raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
+    dim = len(embedded[0].embedding)  # type: ignore[arg-type]
+    if query.shape[0] and query.shape[0] != dim:
+        raise ValueError(
+            f"embedding length mismatch: query has {query.shape[0]}, the store holds "
+            f"dimension {dim}"
+        )
+    k = min(int(top_k), len(embedded))
+    query_norm = norm(query) if query.shape[0] else 0.0
+    if query_norm == 0.0 or not np.isfinite(query_norm):
+        return embedded[:k]
+    vectors = np.asarray([m.embedding for m in embedded], dtype=np.float64)
+    order, _ = rank(vectors, row_norms(vectors), query, query_norm, k)
+    return [embedded[i] for i in order.tolist()]

@@ -1,0 +1,80 @@
+"""One affective state per scope: the key a scope's state is kept under.
+
+Each built-in state store offers ``scoped(path)``: the state store of the engine view
+``engine.scoped(*path)``, which keeps its state beside the root engine's under
+:func:`scoped_key` of the root's key (the in-memory store keeps one child store per
+path). A state store of the user's own gives scoped views their own state by
+offering the same method.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from emotional_memory.state import AffectiveState
+
+__all__ = ["scoped_key", "scoped_state_store", "snapshot_of"]
+
+
+def scoped_key(key: str, path: tuple[str, ...]) -> str:
+    """The key of ``path``'s state next to the root state's ``key``.
+
+    Args:
+        key: the root engine's state key.
+        path: the scope path (``()``: the root itself).
+
+    Returns:
+        ``key`` for the root, else ``key + "/scope:" + the path as a JSON array``
+        (unambiguous whatever characters the parts hold).
+    """
+    if not path:
+        return key
+    return f"{key}/scope:{json.dumps(list(path), ensure_ascii=False, separators=(',', ':'))}"
+
+
+def scoped_state_store(store: Any, path: tuple[str, ...]) -> Any:
+    """The state store of scope ``path`` derived from the root engine's ``store``.
+
+    Args:
+        store: the root engine's state store, or None.
+        path: the view's full scope path.
+
+    Returns:
+        None without a state store; else ``store.scoped(path)``.
+
+    Raises:
+        TypeError: a state store without ``scoped``: a view must not share (and
+            overwrite) the root engine's state.
+    """
+    if store is None:
+        return None
+    own = getattr(store, "scoped", None)
+    if not callable(own):
+        raise TypeError(
+            f"state store {type(store).__name__} cannot keep one state per scope: give it "
+            "a scoped(path) method returning the state store of that path (the built-in "
+            "state stores have one)"
+        )
+    return own(path)
+
+
+def snapshot_of(state: AffectiveState | dict[str, Any]) -> dict[str, Any]:
+    """The snapshot dict to store for ``state``.
+
+    Args:
+        state: an :class:`AffectiveState` or a snapshot dict.
+
+    Returns:
+        ``state.snapshot()`` or the dict itself.
+
+    Raises:
+        TypeError: when ``state`` is neither.
+    """
+    if isinstance(state, AffectiveState):
+        return state.snapshot()
+    if isinstance(state, dict):
+        return state
+    raise TypeError(
+        f"state must be an AffectiveState or a snapshot dict, got {type(state).__name__}"
+    )

@@ -1,0 +1,101 @@
+"""Affective-state store held in process memory (docs/behaviour.md §8)."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from types import TracebackType
+from typing import Any
+
+from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import snapshot_of
+
+
+class InMemoryAffectiveStateStore:
+    """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in process memory.
+
+    The state is kept as its snapshot dict, deep-copied on the way in and on the way
+    out, so neither the caller nor later readers can change the stored state by
+    mutating a dict. ``save(state)`` / ``load() -> AffectiveState`` is the original
+    library's protocol; :meth:`load_snapshot` reads the raw dict.
+    """
+
+    def __init__(self) -> None:
+        """Create an empty store."""
+        self._lock = threading.Lock()
+        self._snapshot: dict[str, Any] | None = None
+        self._children: dict[tuple[str, ...], InMemoryAffectiveStateStore] = {}
+
+    def scoped(self, path: tuple[str, ...]) -> InMemoryAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): one child store per
+        path, the same object every time, so a view made again restores its state.
+
+        Args:
+            path: the view's full scope path (``()``: this store).
+
+        Returns:
+            The child store.
+        """
+        path = tuple(path)
+        if not path:
+            return self
+        with self._lock:
+            child = self._children.get(path)
+            if child is None:
+                child = self._children[path] = InMemoryAffectiveStateStore()
+            return child
+
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state``, replacing any previous one.
+
+        Args:
+            state: an :class:`AffectiveState`, or a snapshot dict such as
+                :meth:`AffectiveState.snapshot` returns.
+
+        Raises:
+            TypeError: when ``state`` is neither.
+        """
+        copied = copy.deepcopy(snapshot_of(state))
+        with self._lock:
+            self._snapshot = copied
+
+    def load(self) -> AffectiveState | None:
+        """The stored state.
+
+        Returns:
+            The restored :class:`AffectiveState` (history included), or None when
+            nothing is stored.
+        """
+        stored = self.load_snapshot()
+        return None if stored is None else AffectiveState.restore(stored)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict.
+
+        Returns:
+            A deep copy of the stored dict, or None when nothing is stored.
+        """
+        with self._lock:
+            stored = self._snapshot
+        return None if stored is None else copy.deepcopy(stored)
+
+    def clear(self) -> None:
+        """Forget the stored snapshot."""
+        with self._lock:
+            self._snapshot = None
+
+    def close(self) -> None:
+        """Nothing to release (kept for interface parity with durable stores)."""
+
+    def __enter__(self) -> InMemoryAffectiveStateStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()

@@ -1,0 +1,305 @@
+"""Durable affective-state store in PostgreSQL (extra ``postgres``).
+
+One row per ``key`` in ``{table}_state``, next to a
+:class:`~emotional_memory.stores.postgres.PostgresStore`'s tables:
+
+- ``PostgresAffectiveStateStore(dsn, key=...)`` opens its own connection; each save is
+  its own transaction.
+- ``PostgresAffectiveStateStore.from_store(store, key=...)`` writes through the
+  store's transactions instead: the engine saves the state inside the memory
+  operation's transaction, so memories and state commit (or roll back) together.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError, redact_dsn
+
+__all__ = ["PostgresAffectiveStateStore"]
+
+
+def _check_key(key: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise ValueError("key must be a non-empty string")
+    return key
+
+
+class PostgresAffectiveStateStore:
+    """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in PostgreSQL.
+
+    Snapshots are JSONB rows keyed by ``key``. Thread-safe.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        key: str = "default",
+        table: str = "emotional_memory",
+        connect_timeout: float = 10.0,
+    ) -> None:
+        """Open a connection and create the state table when missing.
+
+        Args:
+            dsn: libpq connection string or URL.
+            key: which state row this store reads and writes.
+            table: the tables' prefix (the state lives in ``{table}_state``).
+            connect_timeout: seconds to wait for the server.
+
+        Raises:
+            PostgresStoreError: the server cannot be reached or the DSN is invalid
+                (the message names the DSN with its password redacted).
+        """
+        try:
+            import psycopg
+        except ImportError as exc:
+            raise ImportError(
+                "PostgresAffectiveStateStore needs psycopg: "
+                "pip install 'emotional-memory-jax[postgres]'"
+            ) from exc
+        self._key = _check_key(key)
+        self._psycopg = psycopg
+        self._redacted = redact_dsn(dsn)
+        self._table = f"{_table(table)}_state"
+        self._shared: PostgresStore | None = None
+        self._lock = threading.RLock()
+        try:
+            self._conn: Any = psycopg.connect(
+                dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))
+            )
+        except psycopg.Error as exc:
+            raise PostgresStoreError(
+                f"cannot connect to PostgreSQL at {self._redacted!r}: "
+                f"{redact_dsn(str(exc)).strip()}"
+            ) from None
+        try:
+            with self._transaction() as cur:
+                cur.execute(self._create())
+        except BaseException:
+            self._conn.close()
+            raise
+
+    @classmethod
+    def from_store(
+        cls, store: PostgresStore, *, key: str = "default"
+    ) -> PostgresAffectiveStateStore:
+        """A state store writing inside ``store``'s transactions.
+
+        Args:
+            store: an open :class:`PostgresStore`.
+            key: which state row this store reads and writes.
+
+        Returns:
+            The state store (closing it leaves ``store`` open).
+        """
+        if not isinstance(store, PostgresStore):
+            raise TypeError(f"store must be a PostgresStore, got {type(store).__name__}")
+        self = cls.__new__(cls)
+        self._key = _check_key(key)
+        self._psycopg = store._psycopg
+        self._redacted = store.dsn
+        self._table = f"{store.table}_state"
+        self._shared = store
+        self._lock = threading.RLock()
+        self._conn = None
+        with self._transaction() as cur:
+            cur.execute(self._create())
+        return self
+
+    def joined_with(self, store: object) -> PostgresAffectiveStateStore | None:
+        """This store when it writes inside ``store``'s transactions, else None.
+
+        Args:
+            store: the engine's memory store.
+
+        Returns:
+            Itself (made by ``from_store(store)``), or None.
+        """
+        return self if self._shared is not None and self._shared is store else None
+
+    def scoped(self, path: tuple[str, ...]) -> PostgresAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): the same
+        connection or memory store and transactions, key
+        :func:`~emotional_memory.stores._shared.state.scoped_key` of this key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin (closing the root closes their shared connection).
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
+
+    @property
+    def key(self) -> str:
+        """The state row this store reads and writes."""
+        return self._key
+
+    def _create(self) -> str:
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self._table} (key text PRIMARY KEY, "
+            "snapshot jsonb NOT NULL, snapshot_json text NOT NULL, "
+            "updated_at timestamptz NOT NULL)"
+        )
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        psycopg = self._psycopg
+        if self._shared is not None:
+            try:
+                with self._shared._write() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                raise PostgresStoreError(
+                    f"saving the state failed on {self._redacted!r}: "
+                    f"{redact_dsn(str(exc)).strip()}"
+                ) from None
+            return
+        with self._lock:
+            if self._conn is None:
+                raise ValueError("the PostgresAffectiveStateStore is closed")
+            try:
+                with self._conn.transaction(), self._conn.cursor() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:
+                raise PostgresStoreError(
+                    f"a state transaction failed on {self._redacted!r}: "
+                    f"{redact_dsn(str(exc)).strip()}"
+                ) from None
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        if self._shared is not None:
+            with self._shared._read() as cur:
+                yield cur
+            return
+        with self._transaction() as cur:
+            yield cur
+
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state`` (upsert).
+
+        Args:
+            state: an :class:`AffectiveState` or a JSON-able snapshot dict.
+
+        Raises:
+            TypeError: neither, or not JSON-serialisable.
+            ValueError: NaN or infinite numbers.
+        """
+        snapshot = snapshot_of(state)
+        try:
+            text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+        except TypeError as exc:
+            raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+        with self._transaction() as cur:
+            cur.execute(
+                f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
+                "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at",
+                (self._key, text, text, datetime.now(UTC)),
+            )
+
+    def lock_state(self) -> None:
+        """Take this key's advisory lock in the store's current transaction: operations
+        on one scope's state are serialised across processes (released at commit)."""
+        digest = hashlib.sha256(f"{self._table}:{self._key}".encode()).digest()
+        with self._transaction() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(%s)",
+                        (int.from_bytes(digest[:8], "big", signed=True),))
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version (the row's ``xmin``,
+        which every save changes; ``""`` when nothing is stored)."""
+        with self._reading() as cur:
+            row = cur.execute(
+                f"SELECT snapshot_json, xmin::text FROM {self._table} WHERE key = %s",
+                (self._key,),
+            ).fetchone()
+        if row is None:
+            return None, ""
+        data: dict[str, Any] = json.loads(row[0])
+        return data, str(row[1])
+
+    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
+        self.save(state)
+        with self._transaction() as cur:
+            row = cur.execute(
+                f"SELECT xmin::text FROM {self._table} WHERE key = %s", (self._key,)
+            ).fetchone()
+        return str(row[0])
+
+    def load(self) -> AffectiveState | None:
+        """The stored state, or None when nothing is stored under this key."""
+        stored = self.load_snapshot()
+        return None if stored is None else AffectiveState.restore(stored)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict (a new dict), or None."""
+        with self._reading() as cur:
+            row = cur.execute(
+                f"SELECT snapshot_json FROM {self._table} WHERE key = %s", (self._key,)
+            ).fetchone()
+        if row is None:
+            return None
+        data: dict[str, Any] = json.loads(row[0])
+        return data
+
+    def updated_at(self) -> datetime | None:
+        """When the snapshot was last saved (aware), or None."""
+        with self._reading() as cur:
+            row = cur.execute(
+                f"SELECT updated_at FROM {self._table} WHERE key = %s", (self._key,)
+            ).fetchone()
+        return None if row is None else row[0]
+
+    def clear(self) -> None:
+        """Forget the stored snapshot."""
+        with self._transaction() as cur:
+            cur.execute(f"DELETE FROM {self._table} WHERE key = %s", (self._key,))
+
+    def close(self) -> None:
+        """Close the own connection (idempotent); a shared store stays open."""
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> PostgresAffectiveStateStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"PostgresAffectiveStateStore({self._redacted!r}, key={self._key!r})"
+
+
+def _table(name: str) -> str:
+    import re
+
+    if not isinstance(name, str) or not re.match(r"^[a-z_][a-z0-9_]{0,40}$", name):
+        raise ValueError(f"table must be lowercase letters, digits and '_', got {name!r}")
+    return name

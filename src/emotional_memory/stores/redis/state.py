@@ -1,0 +1,190 @@
+"""Affective-state store in Redis (extra ``redis``: ``pip install 'emotional-memory-jax[redis]'``).
+
+The state is kept as one JSON string under one key, so several processes (or hosts)
+can share one agent's mood: any of them can :meth:`~RedisAffectiveStateStore.load`
+what another saved. Saves are plain ``SET`` commands: two writers on one key are
+last-write-wins; give each agent its own ``key``.
+
+``redis`` is imported when a client is built, so importing this module never needs
+the extra.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import logging
+from types import TracebackType
+from typing import Any
+
+from emotional_memory._extras import install_hint
+from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+
+__all__ = ["DEFAULT_REDIS_KEY", "DEFAULT_REDIS_URL", "RedisAffectiveStateStore"]
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_REDIS_URL = "redis://localhost:6379/0"
+"""Where :class:`RedisAffectiveStateStore` connects when no URL or client is given."""
+
+DEFAULT_REDIS_KEY = "emotional_memory:affective_state"
+"""The Redis key the state is stored under by default."""
+
+
+class RedisAffectiveStateStore:
+    """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in Redis.
+
+    By default errors from Redis are logged and swallowed (a lost connection must not
+    stop the agent: ``load`` then returns None); ``strict=True`` re-raises them.
+    """
+
+    __slots__ = ("_client", "_key", "_strict", "_url")
+
+    def __init__(
+        self,
+        url: str = DEFAULT_REDIS_URL,
+        *,
+        key: str = DEFAULT_REDIS_KEY,
+        client: Any | None = None,
+        strict: bool = False,
+    ) -> None:
+        """Connect to Redis (lazily: the first command opens the connection).
+
+        Args:
+            url: A ``redis://`` (or ``rediss://``, ``unix://``) URL; ignored when
+                ``client`` is given.
+            key: The key the state is stored under.
+            client: A ready ``redis.Redis`` (or compatible) client to use instead of
+                building one from ``url``; it must return ``str`` or ``bytes``.
+            strict: Re-raise Redis errors instead of logging them.
+
+        Raises:
+            ImportError: When ``client`` is None and ``redis`` is not installed.
+            ValueError: When ``key`` is empty.
+        """
+        if not isinstance(key, str) or not key:
+            raise ValueError("key must be a non-empty str")
+        self._url = url
+        self._key = key
+        self._strict = bool(strict)
+        self._client = client if client is not None else self._create_client(url)
+
+    @staticmethod
+    def _create_client(url: str) -> Any:
+        """A ``redis.Redis`` client for ``url`` that decodes replies to ``str``."""
+        try:
+            redis_module = importlib.import_module("redis")
+        except ImportError as exc:
+            raise ImportError(
+                f"RedisAffectiveStateStore needs the redis package: {install_hint('redis')}"
+            ) from exc
+        return redis_module.Redis.from_url(url, decode_responses=True)
+
+    def scoped(self, path: tuple[str, ...]) -> RedisAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): the same client,
+        key :func:`~emotional_memory.stores._shared.state.scoped_key` of this key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin.
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
+
+    @property
+    def key(self) -> str:
+        """The Redis key the state is stored under."""
+        return self._key
+
+    @property
+    def client(self) -> Any:
+        """The underlying Redis client."""
+        return self._client
+
+    def _failed(self, operation: str, exc: Exception) -> None:
+        _log.warning("RedisAffectiveStateStore.%s failed: %s", operation, exc)
+        if self._strict:
+            raise exc
+
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state`` under the key, replacing what was there.
+
+        Args:
+            state: The state to store, or a snapshot dict from
+                :meth:`AffectiveState.snapshot`.
+
+        Raises:
+            TypeError: When ``state`` is neither (always raised, even when not strict).
+            ValueError: When the snapshot holds NaN or infinite numbers.
+        """
+        text = json.dumps(snapshot_of(state), ensure_ascii=False, allow_nan=False)
+        try:
+            self._client.set(self._key, text)
+        except Exception as exc:
+            self._failed("save", exc)
+
+    def load(self) -> AffectiveState | None:
+        """The stored state.
+
+        Returns:
+            A new :class:`AffectiveState`, or None when nothing is stored (or, when not
+            strict, when Redis could not be reached).
+        """
+        snapshot = self.load_snapshot()
+        return None if snapshot is None else AffectiveState.restore(snapshot)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict, as :meth:`AffectiveState.snapshot` wrote it.
+
+        Returns:
+            A new dict, or None when nothing is stored (or, when not strict, when Redis
+            could not be reached).
+        """
+        try:
+            raw = self._client.get(self._key)
+        except Exception as exc:
+            self._failed("load", exc)
+            return None
+        if raw is None:
+            return None
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8")
+        data: dict[str, Any] = json.loads(raw)
+        return data
+
+    def clear(self) -> None:
+        """Delete the key (nothing happens when it is absent)."""
+        try:
+            self._client.delete(self._key)
+        except Exception as exc:
+            self._failed("clear", exc)
+
+    def close(self) -> None:
+        """Close the client's connections (idempotent)."""
+        close = getattr(self._client, "close", None)
+        if callable(close):
+            try:
+                close()
+            except Exception as exc:
+                self._failed("close", exc)
+
+    def __enter__(self) -> RedisAffectiveStateStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(url={self._url!r}, key={self._key!r}, strict={self._strict})"

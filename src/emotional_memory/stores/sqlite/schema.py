@@ -1,0 +1,350 @@
+"""SQLite backend: the file's tables, opening a connection, checks and embedding blobs."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from emotional_memory.models import Memory
+from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError
+from emotional_memory.stores.sqlite.original_layout import MEMORY_TABLE
+from emotional_memory.stores.sqlite.records import (
+    REC_AT,
+    RECORD_COLUMNS,
+    ROW_COLUMNS,
+    memory_params,
+    row_memory,
+)
+
+# ------------------------------------------------------------------ schema
+# The whole table layout and its migrations are here, in _sqlite_records.py (a row's
+# columns) and in original_layout.py.
+#
+# Version 3 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
+# embedding, dim, tag, metadata, scope, expires_at, rec, label, link_ids, link_data)``;
+# ``changes(seq, id, deleted)``. A memory of the compact shape keeps its tag in ``rec``
+# (the tag's numbers and the embedding norm), ``label`` and ``link_ids`` /
+# ``link_data`` (its links) with ``tag = ''``; any other keeps the tag's JSON in
+# ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
+# table in bulk.
+# Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
+# rewrites every row whose memory fits the compact shape.
+# ``embedding`` is the little-endian float32 blob of the embedding when every value is
+# a float32 number, else its float64 blob (``len(blob) == 4 * dim`` or ``8 * dim``):
+# stored exactly. ``scope`` is the memory's scope path as a JSON array of strings
+# (``'[]'``: the root) and ``expires_at`` its expiry in integer microseconds since the
+# epoch (NULL: never), both indexed.
+# Version 1 named the memory table ``memories`` (and renamed a file's original
+# ``memories`` to ``memories_v0_18``); original_layout.prepare_memory_file renames both
+# back on the first open, so the original library's ``memories`` table is never ours;
+# _create_tables then adds the scope and expiry columns (existing rows: root, never).
+
+SCHEMA_VERSION = 3
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key   TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS em_memories (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        id        TEXT NOT NULL UNIQUE,
+        content   TEXT NOT NULL,
+        embedding BLOB,
+        dim       INTEGER,
+        tag       TEXT NOT NULL,
+        metadata  TEXT NOT NULL,
+        scope     TEXT NOT NULL DEFAULT '[]',
+        expires_at INTEGER,
+        rec       BLOB,
+        label     TEXT,
+        link_ids  TEXT,
+        link_data BLOB
+    )""",
+    # One row per memory written (or deleted) by a committed transaction, so other
+    # connections refresh only those memories. Only the last _CHANGE_LOG rows are kept;
+    # a connection further behind rebuilds its whole cache.
+    """CREATE TABLE IF NOT EXISTS changes (
+        seq     INTEGER PRIMARY KEY AUTOINCREMENT,
+        id      TEXT NOT NULL,
+        deleted INTEGER NOT NULL
+    )""",
+)
+
+_CHANGE_LOG = 4096
+_LOG_CHANGE = "INSERT INTO changes (id, deleted) VALUES (?, ?)"
+_PRUNE_CHANGES = "DELETE FROM changes WHERE seq <= (SELECT MAX(seq) FROM changes) - ?"
+
+_UPSERT = f"""INSERT INTO em_memories ({ROW_COLUMNS})
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT(id) DO UPDATE SET
+    content = excluded.content,
+    embedding = excluded.embedding,
+    dim = excluded.dim,
+    tag = excluded.tag,
+    metadata = excluded.metadata,
+    scope = excluded.scope,
+    expires_at = excluded.expires_at,
+    rec = excluded.rec,
+    label = excluded.label,
+    link_ids = excluded.link_ids,
+    link_data = excluded.link_data"""
+# A compact row whose links alone changed (the backward links of encode_batch).
+_UPDATE_LINKS = (
+    "UPDATE em_memories SET link_ids = ?, link_data = ? WHERE id = ? AND rec IS NOT NULL"
+)
+
+# The scope and expiry columns added to a table of version 1 (renamed to
+# em_memories) in the opening transaction, and their indexes.
+_PLACE_COLUMNS = (
+    ("scope", "ALTER TABLE em_memories ADD COLUMN scope TEXT NOT NULL DEFAULT '[]'"),
+    ("expires_at", "ALTER TABLE em_memories ADD COLUMN expires_at INTEGER"),
+)
+_PLACE_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS em_memories_scope ON em_memories (scope)",
+    "CREATE INDEX IF NOT EXISTS em_memories_expires_at ON em_memories (expires_at)",
+)
+_ROW_COLUMNS = ROW_COLUMNS
+
+
+class SQLiteDimensionError(EmbeddingDimensionError, sqlite3.OperationalError):
+    """An embedding dimension mismatch on a :class:`SQLiteStore` (store unchanged).
+
+    A :class:`ValueError` like on every store, and also the
+    :class:`sqlite3.OperationalError` the original's SQLite store raised here, so code
+    written for the original that catches that keeps working.
+    """
+
+
+class SQLiteClosedError(ValueError, sqlite3.ProgrammingError):
+    """An operation on a closed :class:`SQLiteStore`.
+
+    A :class:`ValueError`, and also the :class:`sqlite3.ProgrammingError` the original
+    raised for a closed store's connection.
+    """
+
+
+def _create_tables(conn: sqlite3.Connection) -> None:
+    """This version's tables (if missing) and its schema version, on an open
+    transaction; refuses a file of a newer version."""
+    for statement in _SCHEMA:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', ?)",
+        (str(SCHEMA_VERSION),),
+    )
+    version = int(conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"schema version {version}; this library reads up to {SCHEMA_VERSION}")
+    have = {row[1] for row in conn.execute(f'PRAGMA table_info("{MEMORY_TABLE}")')}
+    for column, statement in _PLACE_COLUMNS:
+        if column not in have:
+            conn.execute(statement)
+    for column, kind in RECORD_COLUMNS:
+        if column not in have:
+            conn.execute(f"ALTER TABLE em_memories ADD COLUMN {column} {kind}")
+    for statement in _PLACE_INDEXES:
+        conn.execute(statement)
+    if version < 3:
+        _upgrade_records(conn)
+    if version < SCHEMA_VERSION:  # prepare_memory_file already renamed the tables
+        conn.execute(
+            "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+        )
+
+
+def _upgrade_records(conn: sqlite3.Connection) -> None:
+    """Rewrite the rows of an older version whose memory fits the compact shape as
+    records (in the opening transaction; the memories themselves do not change, so
+    other connections' caches stay valid and nothing is logged)."""
+    rows = conn.execute(f"SELECT {_ROW_COLUMNS} FROM em_memories WHERE rec IS NULL").fetchall()
+    updates = []
+    for row in rows:
+        params = memory_params(row_memory(row))[1]
+        if params[REC_AT] is not None:
+            updates.append((*params[1:], params[0]))
+    conn.executemany(
+        "UPDATE em_memories SET content = ?, embedding = ?, dim = ?, tag = ?, metadata = ?, "
+        "scope = ?, expires_at = ?, rec = ?, label = ?, link_ids = ?, link_data = ? "
+        "WHERE id = ?",
+        updates,
+    )
+
+
+def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
+    """Write memories, in order, to an empty ``em_memories`` (a migration's copy)."""
+    dims = {len(m.embedding) for m in memories if m.embedding}
+    if len(dims) > 1:
+        raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
+    conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
+
+
+# ------------------------------------------------------------- end of schema
+
+
+def open_connection(
+    path: str | os.PathLike[str],
+    *,
+    timeout: float = 30.0,
+    check_same_thread: bool = False,
+    check: Callable[[sqlite3.Connection], None] | None = None,
+) -> sqlite3.Connection:
+    """Open a sqlite3 connection set up the way the stores expect.
+
+    Autocommit mode (transactions are explicit ``BEGIN IMMEDIATE``), WAL journal,
+    ``synchronous=NORMAL``, and a busy timeout so concurrent connections wait for the
+    write lock instead of failing at once.
+
+    Args:
+        path: database file (``":memory:"`` for a private in-memory database).
+        timeout: seconds to wait for another connection's write lock.
+        check_same_thread: sqlite3's thread check (callers guard with a lock).
+        check: called with the connection before anything is written (before the
+            switch to WAL); raising there leaves the file untouched.
+
+    Returns:
+        The open connection.
+
+    Raises:
+        ValueError: for ``""`` (a temporary database that keeps nothing) or a
+            ``file:`` URI (taken as a literal file name by sqlite3).
+        sqlite3.DatabaseError: the file is not a usable database (the path named).
+    """
+    name = check_path(path)
+    try:
+        conn = sqlite3.connect(
+            name,
+            timeout=timeout,
+            isolation_level=None,
+            check_same_thread=check_same_thread,
+        )
+    except sqlite3.Error as exc:
+        raise type(exc)(f"cannot open {name!r}: {exc}") from exc
+    try:
+        if check is not None:
+            check(conn)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        raise type(exc)(f"{name!r}: {exc}") from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def check_path(path: str | os.PathLike[str]) -> str:
+    """The database path as a string, refusing paths that would silently keep nothing.
+
+    Args:
+        path: a file path or ``":memory:"``.
+
+    Returns:
+        ``os.fspath(path)``.
+
+    Raises:
+        TypeError: not a str or path-like.
+        ValueError: ``""``, a ``file:`` URI, or a directory.
+        FileNotFoundError: the directory the file would live in does not exist.
+    """
+    try:
+        name = os.fspath(path)
+    except TypeError:
+        raise TypeError(f"path must be a str or os.PathLike, got {type(path).__name__}") from None
+    if isinstance(name, bytes):
+        name = os.fsdecode(name)
+    if name == "":
+        raise ValueError(
+            "path is '': sqlite3 would open a temporary database that keeps nothing; "
+            "pass a file path, or ':memory:' for a private in-memory database"
+        )
+    if name.startswith("file:"):
+        raise ValueError(
+            f"path {name!r} is a URI; pass a file path (or ':memory:'): URIs are not "
+            "supported"
+        )
+    if name != ":memory:":
+        if os.path.isdir(name):
+            raise ValueError(f"path {name!r} is a directory; pass the path of a database file")
+        parent = os.path.dirname(os.path.abspath(name))
+        if not os.path.isdir(parent):
+            raise FileNotFoundError(
+                f"path {name!r}: the directory {parent!r} does not exist (create it first)"
+            )
+    return name
+
+
+# Columns of a ``memories`` table this store reads, and of the original library's
+# (``id, content, data``), which open as well.
+_OUR_COLUMNS = frozenset({"seq", "id", "content", "embedding", "dim", "tag", "metadata"})
+_ORIGINAL_COLUMNS = frozenset({"id", "content", "data"})
+_KNOWN_TABLES = frozenset(
+    {"meta", "memories", "affective_state", "em_memories", "em_affective_state"}
+)
+
+
+def _check_foreign(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse, before anything is written, a database that belongs to something else.
+
+    A database with tables but none of this library's (``meta``, ``memories``,
+    ``affective_state``), or whose ``memories`` / ``meta`` tables have other columns,
+    is another application's: opening it would add tables and switch it to WAL.
+    """
+    tables = [row[0] for row in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+    )]
+    if not tables:
+        return
+
+    def columns(table: str) -> set[str]:
+        return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+
+    ours = [t for t in tables if t in _KNOWN_TABLES]
+    if "memories" in ours and not columns("memories") >= _ORIGINAL_COLUMNS:
+        ours.remove("memories")
+    if MEMORY_TABLE in ours and not columns(MEMORY_TABLE) >= _OUR_COLUMNS:
+        ours.remove(MEMORY_TABLE)
+    if "meta" in ours and not {"key", "value"} <= columns("meta"):
+        ours.remove("meta")
+    if not ours or any(t in tables and t not in ours for t in ("memories", "meta", MEMORY_TABLE)):
+        raise ValueError(
+            f"{name!r} is not an emotional_memory database (tables: {sorted(tables)}); "
+            "refusing to change it"
+        )
+
+
+def _pack_embedding(embedding: Sequence[float]) -> bytes:
+    """Pack a vector as little-endian float32 bytes (the original's vector-index blob).
+
+    Kept under the original's name so code written for the original 0.18.1 that packs
+    vectors for its ``memory_vec`` index keeps working; this store's own rows use
+    :func:`_encode_embedding`, which keeps float64 values exactly.
+
+    Args:
+        embedding: the vector, shape ``(dim,)``.
+
+    Returns:
+        ``4 * dim`` bytes.
+    """
+    return np.asarray(embedding, dtype="<f4").reshape(-1).tobytes()
+
+
+def _unpack_embedding(blob: bytes) -> list[float]:
+    """Inverse of :func:`_pack_embedding`: little-endian float32 bytes to a float list.
+
+    Args:
+        blob: ``4 * dim`` bytes.
+
+    Returns:
+        The ``dim`` values as Python floats.
+
+    Raises:
+        ValueError: the blob's length is not a multiple of 4.
+    """
+    if len(blob) % 4:
+        raise ValueError(f"a float32 vector blob has a multiple of 4 bytes, got {len(blob)}")
+    return np.frombuffer(blob, dtype="<f4").astype(np.float64).tolist()

@@ -1,0 +1,318 @@
+"""Durable affective-state store on sqlite3 (docs/behaviour.md §8).
+
+One row per ``key`` in the ``em_affective_state`` table (``key TEXT PRIMARY KEY,
+snapshot TEXT, updated_at TEXT``; named apart from the original library's
+``affective_state``, which a file written by it keeps untouched - see
+:mod:`emotional_memory.stores.sqlite.original_layout`), so several engines can keep
+their states in one file. The file may also hold a
+:class:`~emotional_memory.stores.SQLiteStore`'s tables:
+
+- ``SQLiteAffectiveStateStore(path)`` opens its own connection (WAL mode, so both
+  connections work side by side). Its writes are separate transactions: do not save
+  the state from inside an open ``SQLiteStore.transaction()`` on the same file, or it
+  waits for that transaction's write lock (and times out).
+- ``SQLiteAffectiveStateStore.from_store(store)`` shares the store's connection and
+  lock instead; its saves join an open ``store.transaction()``, so memories and
+  state commit (or roll back) together.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
+from emotional_memory.stores.sqlite.schema import open_connection
+from emotional_memory.stores.sqlite.store import SQLiteStore
+
+_CREATE = """CREATE TABLE IF NOT EXISTS em_affective_state (
+    key        TEXT PRIMARY KEY,
+    snapshot   TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+)"""
+
+_UPSERT = """INSERT INTO em_affective_state (key, snapshot, updated_at) VALUES (?, ?, ?)
+ON CONFLICT(key) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at"""
+
+
+def _create_table(conn: sqlite3.Connection) -> None:
+    conn.execute(_CREATE)
+
+
+def _fill_states(conn: sqlite3.Connection, states: list[tuple[str, str]]) -> None:
+    """Write ``(key, snapshot JSON)`` pairs (a migration's copy of the original's)."""
+    now = datetime.now(UTC).isoformat()
+    conn.executemany(_UPSERT, [(key, snapshot, now) for key, snapshot in states])
+
+
+class SQLiteAffectiveStateStore:
+    """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in an SQLite file.
+
+    Snapshots are stored as JSON text; :meth:`load` returns a fresh dict each time.
+    Thread-safe (a lock guards the connection).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] = ":memory:",
+        *,
+        key: str = "default",
+        check_same_thread: bool = False,
+        timeout: float = 30.0,
+    ) -> None:
+        """Open (creating if needed) the state table in the database at ``path``.
+
+        A state table written by the original library (0.18.1) is copied once, in one
+        transaction, to this library's table (its slot ``'current'`` becomes key
+        ``'default'``); the original's table stays as it was.
+
+        Args:
+            path: database file; may be the file of a :class:`SQLiteStore`;
+                ``":memory:"`` (the default, as in the original) is private.
+            key: which state row this store reads and writes.
+            check_same_thread: passed to :func:`sqlite3.connect`.
+            timeout: seconds to wait for another connection's write lock.
+        """
+        self._key = _check_key(key)
+        self._shared: SQLiteStore | None = None
+        self._path: str | None = os.fspath(path)
+        self._lock: AbstractContextManager[Any] = threading.RLock()
+        prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
+        self._conn: sqlite3.Connection | None = open_connection(
+            path, timeout=timeout, check_same_thread=check_same_thread
+        )
+        try:
+            with self._transaction():
+                self._connection().execute(_CREATE)
+        except BaseException:
+            self._conn.close()
+            self._conn = None
+            raise
+
+    @classmethod
+    def from_store(cls, store: SQLiteStore, *, key: str = "default") -> SQLiteAffectiveStateStore:
+        """A state store sharing ``store``'s connection, lock and transactions.
+
+        Args:
+            store: an open :class:`SQLiteStore`.
+            key: which state row this store reads and writes.
+
+        Returns:
+            The state store; closing it leaves ``store`` open.
+        """
+        if not isinstance(store, SQLiteStore):
+            raise TypeError(f"store must be a SQLiteStore, got {type(store).__name__}")
+        self = cls.__new__(cls)
+        self._key = _check_key(key)
+        self._shared = store
+        self._path = store.path
+        self._lock = store._lock
+        self._conn = store._connection()
+        with self._transaction():
+            prepare_state_tables(self._connection(), _create_table, _fill_states)
+        return self
+
+    def joined_with(self, store: object) -> SQLiteAffectiveStateStore | None:
+        """A state store writing this key inside ``store``'s transactions, or None.
+
+        The engine saves the state through it, so that memories and state commit
+        together: this store itself when made by ``from_store(store)``; a twin on
+        ``store``'s connection when this store has its own connection to the same
+        file (saving on that own connection inside the store's open write
+        transaction would wait for its lock); None for another file or store.
+
+        Args:
+            store: the engine's memory store.
+
+        Returns:
+            The state store to save through, or None.
+        """
+        if self._shared is not None:
+            return self if self._shared is store else None
+        if not isinstance(store, SQLiteStore) or store.closed or self._conn is None:
+            return None
+        if not _same_file(self._path, store.path):
+            return None
+        return type(self).from_store(store, key=self._key)
+
+    def scoped(self, path: tuple[str, ...]) -> SQLiteAffectiveStateStore:
+        """The state store of scope ``path`` (an engine view's): the same connection,
+        lock and transactions, key :func:`~emotional_memory.stores._shared.state.
+        scoped_key` of this store's key.
+
+        Args:
+            path: the view's full scope path.
+
+        Returns:
+            The twin (closing the root closes their shared connection).
+        """
+        twin = copy.copy(self)
+        twin._key = scoped_key(self._key, tuple(path))
+        return twin
+
+    @property
+    def key(self) -> str:
+        """The state row this store reads and writes."""
+        return self._key
+
+    def save(self, state: AffectiveState | dict[str, Any]) -> None:
+        """Store ``state`` (upsert, in its own transaction or the shared store's).
+
+        Args:
+            state: an :class:`AffectiveState`, or a JSON-able snapshot dict such as
+                :meth:`AffectiveState.snapshot` returns.
+
+        Raises:
+            TypeError: when ``state`` is neither, or not JSON-serialisable.
+            ValueError: when it holds NaN or infinite numbers.
+        """
+        snapshot = snapshot_of(state)
+        try:
+            text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+        except TypeError as exc:
+            raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
+        except ValueError as exc:
+            raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+        now = datetime.now(UTC).isoformat()
+        with self._transaction():
+            self._connection().execute(_UPSERT, (self._key, text, now))
+
+    def lock_state(self) -> None:
+        """Join the store's current transaction: SQLite's ``BEGIN IMMEDIATE`` already
+        holds the file's write lock, so operations on the file are serialised across
+        processes."""
+        with self._transaction():
+            pass
+
+    def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
+        """The stored snapshot (None when none) and its version: the stored JSON text
+        itself (``""`` when nothing is stored)."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
+                .fetchone()
+            )
+        if row is None:
+            return None, ""
+        data: dict[str, Any] = json.loads(row[0])
+        return data, str(row[0])
+
+    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
+        self.save(state)
+        return self.load_versioned()[1]
+
+    def load(self) -> AffectiveState | None:
+        """The stored state (the original library's protocol).
+
+        Returns:
+            The restored :class:`AffectiveState`, or None when nothing is stored
+            under this key.
+        """
+        stored = self.load_snapshot()
+        return None if stored is None else AffectiveState.restore(stored)
+
+    def load_snapshot(self) -> dict[str, Any] | None:
+        """The stored snapshot dict.
+
+        Returns:
+            A new dict, or None when nothing is stored under this key.
+        """
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
+                .fetchone()
+            )
+        if row is None:
+            return None
+        data: dict[str, Any] = json.loads(row[0])
+        return data
+
+    def updated_at(self) -> datetime | None:
+        """When the snapshot was last saved (aware UTC), or None when nothing is stored."""
+        with self._lock:
+            row = (
+                self._connection()
+                .execute("SELECT updated_at FROM em_affective_state WHERE key = ?", (self._key,))
+                .fetchone()
+            )
+        return None if row is None else datetime.fromisoformat(row[0])
+
+    def clear(self) -> None:
+        """Forget the stored snapshot."""
+        with self._transaction():
+            self._connection().execute("DELETE FROM em_affective_state WHERE key = ?", (self._key,))
+
+    def close(self) -> None:
+        """Close the connection (idempotent); a shared store's connection stays open."""
+        with self._lock:
+            if self._conn is not None and self._shared is None:
+                self._conn.close()
+            self._conn = None
+
+    def __enter__(self) -> SQLiteAffectiveStateStore:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise ValueError("the SQLiteAffectiveStateStore is closed")
+        if self._shared is not None:
+            return self._shared._connection()
+        return self._conn
+
+    def _transaction(self) -> AbstractContextManager[None]:
+        if self._shared is not None:
+            self._connection()
+            return self._shared.transaction()
+        return self._own_transaction()
+
+    @contextmanager
+    def _own_transaction(self) -> Iterator[None]:
+        with self._lock:
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+
+def _same_file(a: str | None, b: str | None) -> bool:
+    """Whether two database paths name the same existing file (never ``:memory:``)."""
+    if not a or not b or ":memory:" in (a, b) or a.startswith("file:") or b.startswith("file:"):
+        return False
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_key(key: str) -> str:
+    if not isinstance(key, str) or not key:
+        raise ValueError("key must be a non-empty string")
+    return key

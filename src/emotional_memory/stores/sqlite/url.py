@@ -1,0 +1,28 @@
+"""``sqlite:///PATH``: one file holding the memories and the states (one transaction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from emotional_memory.stores._shared.urls import Backend, OpenedStore, sqlite_path
+from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+from emotional_memory.stores.sqlite.store import SQLiteStore
+
+
+def open_sqlite(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
+    """:class:`SQLiteStore` and the state store sharing its file and transactions."""
+    store = SQLiteStore(sqlite_path(url))
+    try:
+        states = SQLiteAffectiveStateStore.from_store(store)
+    except BaseException:
+        store.close()
+        raise
+    return OpenedStore(store, states, description, True, True)
+
+
+def open_sqlite_state(url: str) -> Any:
+    """A :class:`SQLiteAffectiveStateStore` in the file (its own or a store's)."""
+    return SQLiteAffectiveStateStore(sqlite_path(url))
+
+
+BACKEND = Backend("sqlite", ("sqlite",), ("sqlite",), open_sqlite, open_sqlite_state)

@@ -1,0 +1,552 @@
+"""Shared logic of the stores over external vector databases (Qdrant, Chroma).
+
+:class:`VectorDBStore` turns a backend's few primitives over two collections (memories
+with an embedding; memories without one, never searched) into the
+:class:`~emotional_memory.interfaces.MemoryStore` contract with
+:class:`~emotional_memory.stores.InMemoryStore`'s answers: database candidates ranked
+by the exact rule of ``docs/stores.md``, and views (scope, ``where``, expiry) confined
+in the database's own filter. Record layout: ``stores/vectordb/README.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+
+from emotional_memory.models import Memory
+from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
+from emotional_memory.stores._shared.records import dump_memory, load_memory
+from emotional_memory.stores.base import BackendStore, Selection
+from emotional_memory.stores.vectordb.filter import FALSE, TRUE, Cond, filter_fields, translate
+
+__all__ = ["Record", "VectorDBSelected", "VectorDBStore"]
+
+_MARGIN = 16
+"""Extra candidates asked from the database beyond ``top_k`` before exact re-ranking."""
+_SMALL_SELECTION = 256
+"""A view selecting at most this many embedded memories is searched by ranking them
+all exactly (one filtered scan) instead of a filtered nearest-neighbour query."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One stored memory as a backend sees it."""
+
+    id: str
+    seq: int
+    data: str
+    novec: bool = False
+    fields: dict[str, Any] | None = None  # the filter fields to write (writes only)
+
+
+def _direction(embedding: Sequence[float]) -> list[float] | None:
+    """The embedding's unit direction (what the database indexes for cosine), or None
+    when its exact cosine is always 0 or undefined: a norm that is zero (underflowed
+    included) or not finite. Such rows are ranked by the exact rule, never by the
+    index, and a unit vector never overflows the database's float32."""
+    values = np.asarray(embedding, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        size = row_norm(values)
+    if not (math.isfinite(size) and size > 0.0):
+        return None
+    unit: list[float] = (values / size).tolist()
+    return unit
+
+
+class VectorDBStore(BackendStore, ABC):
+    """Base of :class:`QdrantStore` and :class:`ChromaStore` (see the module doc).
+
+    Thread-safe: one lock serialises this object's calls to the database.
+    """
+
+    def __init__(self) -> None:
+        """Read the next sequence number from the database."""
+        self._lock = threading.RLock()
+        self._dim: int | None = self._stored_dim()
+        seqs = []
+        for main in (True, False):
+            top, legacy = self._seq_and_legacy(main)
+            seqs.append(top)
+            if legacy:
+                self._add_fields(main, legacy)
+        self._next_seq = 1 + max(seqs)
+        # Whether a memory with an expiry may be stored (None: unknown, ask the
+        # database); only a backend that is this process's alone keeps it.
+        self._may_expire: bool | None = None
+        self._writes = 0  # this object's writes (a view's cached count is of one)
+
+    def _add_fields(self, main: bool, ids: list[str]) -> None:
+        """Give records written before the filter fields existed their fields (their
+        JSON unchanged), in pages."""
+        for start in range(0, len(ids), 256):
+            records = self._fetch(main, ids[start : start + 256])
+            self._set_fields(
+                main, [(r.id, filter_fields(load_memory(r.data))) for r in records]
+            )
+
+    # ---------------------------------------------------------- backend primitives
+
+    @abstractmethod
+    def _stored_dim(self) -> int | None:
+        """The main collection's vector size, or None while it does not exist."""
+
+    @abstractmethod
+    def _create_main(self, dim: int) -> None:
+        """Create the main collection with cosine distance and vector size ``dim``."""
+
+    @abstractmethod
+    def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
+        """Insert or replace records (with their vectors) in a collection."""
+
+    @abstractmethod
+    def _fetch(self, main: bool, ids: list[str]) -> list[Record]:
+        """The records with these ids that exist in a collection (any order)."""
+
+    @abstractmethod
+    def _remove(self, main: bool, ids: list[str]) -> None:
+        """Delete these ids from a collection (absent ids are ignored)."""
+
+    @abstractmethod
+    def _scan(self, main: bool, novec_only: bool = False, flt: Any = None) -> list[Record]:
+        """Every record of a collection (or only its ``novec`` ones) that the rendered
+        filter ``flt`` selects (None: all), any order."""
+
+    @abstractmethod
+    def _nearest(self, vector: list[float], k: int, flt: Any = None) -> list[str]:
+        """Ids of up to ``k`` main-collection records nearest to ``vector`` (cosine)
+        among those ``flt`` selects."""
+
+    @abstractmethod
+    def _count(self, main: bool, flt: Any = None) -> int:
+        """Number of records in a collection that ``flt`` selects (0 when it does not
+        exist)."""
+
+    @abstractmethod
+    def _seq_and_legacy(self, main: bool) -> tuple[int, list[str]]:
+        """The largest sequence number in a collection (-1 when empty) and the ids of
+        its records without filter fields (written before they existed)."""
+
+    @abstractmethod
+    def _set_fields(self, main: bool, fields: list[tuple[str, dict[str, Any]]]) -> None:
+        """Add filter fields to existing records (other payload/metadata kept)."""
+
+    @abstractmethod
+    def _render(self, cond: Cond) -> Any:
+        """A condition tree (never :data:`TRUE` or :data:`FALSE`) as the database's
+        own filter."""
+
+    # -------------------------------------------------------------- MemoryStore
+
+    def save(self, memory: Memory) -> None:
+        """Insert a memory, or replace the one with the same id (keeping its position).
+
+        Args:
+            memory: The memory to store.
+
+        Raises:
+            TypeError: When ``memory`` is not a :class:`Memory`.
+            ValueError: When its embedding's dimension differs from the store's.
+        """
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        with self._lock:
+            self._put(memory, must_exist=False)
+
+    def update(self, memory: Memory) -> None:
+        """Replace an existing memory in place.
+
+        Args:
+            memory: The new version; its id must already be stored.
+
+        Raises:
+            KeyError: When no memory has this id.
+            ValueError: On an embedding dimension mismatch.
+        """
+        if not isinstance(memory, Memory):
+            raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
+        with self._lock:
+            self._put(memory, must_exist=True)
+
+    def _existing(self, memory_id: str) -> Record | None:
+        for main in (True, False):
+            found = self._fetch(main, [memory_id])
+            if found:
+                return found[0]
+        return None
+
+    def _put(self, memory: Memory, *, must_exist: bool) -> None:
+        self._writes += 1
+        embedding = memory.embedding
+        if embedding is not None:
+            if self._dim is not None and len(embedding) != self._dim:
+                raise ValueError(
+                    f"embedding length mismatch: memory has {len(embedding)}, "
+                    f"the store holds dimension {self._dim}"
+                )
+            if len(embedding) == 0:
+                raise ValueError("embedding must not be empty")
+        old = self._existing(memory.id)
+        if old is None and must_exist:
+            raise KeyError(memory.id)
+        seq = self._next_seq if old is None else old.seq
+        data = dump_memory(memory)
+        fields = filter_fields(memory)
+        if embedding is None:
+            self._remove(True, [memory.id])
+            self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
+        else:
+            if self._dim is None:
+                self._create_main(len(embedding))
+                self._dim = len(embedding)
+            direction = _direction(embedding)
+            novec = direction is None
+            vector = direction if direction is not None else [1.0] + [0.0] * (self._dim - 1)
+            self._remove(False, [memory.id])
+            self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
+        if old is None:
+            self._next_seq += 1
+        if memory.expires_at is not None and self._may_expire is False:
+            self._may_expire = True
+
+    def get(self, memory_id: str) -> Memory | None:
+        """Look a memory up by id.
+
+        Args:
+            memory_id: The id.
+
+        Returns:
+            The memory, or None when absent.
+        """
+        with self._lock:
+            record = self._existing(memory_id)
+        return None if record is None else load_memory(record.data)
+
+    def delete(self, memory_id: str) -> bool:
+        """Remove a memory.
+
+        Args:
+            memory_id: The id.
+
+        Returns:
+            True when the memory existed.
+        """
+        with self._lock:
+            if self._existing(memory_id) is None:
+                return False
+            self._writes += 1
+            self._remove(True, [memory_id])
+            self._remove(False, [memory_id])
+            return True
+
+    def list_all(self) -> list[Memory]:
+        """All memories, in insertion order.
+
+        Returns:
+            A new list.
+        """
+        return self._list(None)
+
+    def __len__(self) -> int:
+        """Number of memories stored."""
+        with self._lock:
+            return self._count(True) + self._count(False)
+
+    def count(self) -> int:
+        """Number of memories stored (same as ``len(store)``)."""
+        return len(self)
+
+    def __contains__(self, memory_id: object) -> bool:
+        """Whether a memory with this id is stored."""
+        if not isinstance(memory_id, str):
+            return False
+        with self._lock:
+            return self._existing(memory_id) is not None
+
+    @property
+    def dim(self) -> int | None:
+        """The embedding dimension, or None while no memory has an embedding."""
+        return self._dim
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """Nearest embedded memories by cosine similarity (docs/behaviour.md §5).
+
+        Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
+        zero-norm query gives the first ``top_k`` embedded memories in insertion
+        order; otherwise memories are ranked by their float64 cosine similarity,
+        highest first, with NaN similarities (and zero-norm embeddings) counting as 0
+        and ties resolved by insertion order.
+
+        Args:
+            embedding: The (D,) query vector.
+            top_k: How many memories to return at most.
+
+        Returns:
+            Up to ``top_k`` memories, best first.
+
+        Raises:
+            ValueError: When the query's length differs from the store's dimension.
+        """
+        return self._search(embedding, top_k, None)
+
+    def _search(
+        self, embedding: Sequence[float], top_k: int, flt: Any,
+        count: Callable[[], int] | None = None,
+    ) -> list[Memory]:
+        """:meth:`search_by_embedding` among the records the rendered filter ``flt``
+        selects (None: all); ``count`` gives their number in the main collection
+        (None: ask the database)."""
+        if isinstance(top_k, bool) or not isinstance(top_k, int):
+            raise TypeError("top_k must be an int")
+        query = np.asarray(embedding, dtype=np.float64)
+        if query.ndim != 1:
+            raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
+        with self._lock:
+            if top_k <= 0 or self._dim is None:
+                return []
+            if query.shape[0] and query.shape[0] != self._dim:
+                raise ValueError(
+                    f"embedding length mismatch: query has {query.shape[0]}, "
+                    f"the store holds dimension {self._dim}"
+                )
+            direction = _direction(query.tolist()) if query.shape[0] else None
+            if direction is None:  # zero-norm (or NaN) query: insertion order
+                records = sorted(self._scan(True, flt=flt), key=lambda r: r.seq)[:top_k]
+                return [load_memory(r.data) for r in records]
+            total = self._count(True, flt) if count is None else count()
+            want = top_k + _MARGIN
+            # A filtered nearest-neighbour query on an approximate index (HNSW) may
+            # miss neighbours inside a small allowed set: a small selection is
+            # ranked whole, exactly.
+            small = flt is not None and total <= _SMALL_SELECTION
+            ids = self._nearest(direction, want, flt) if want < total and not small else []
+            if len(ids) < min(want, total):
+                # Small collection, or an approximate index (HNSW) answered short:
+                # rank every embedded memory exactly.
+                candidates = {r.id: r for r in self._scan(True, flt=flt)}
+            else:
+                candidates = {r.id: r for r in self._fetch(True, ids)}
+            ranked = self._rank(query, list(candidates.values()))
+            complete = len(candidates) >= total
+            if not complete and (len(ranked) < top_k or ranked[top_k - 1][0] <= 0.0):
+                # Memories without a direction score 0 and may tie or place: add them.
+                for r in self._scan(True, novec_only=True, flt=flt):
+                    candidates.setdefault(r.id, r)
+                ranked = self._rank(query, list(candidates.values()))
+        return [load_memory(r.data) for _, _, r in ranked[:top_k]]
+
+    def _list(self, flt: Any) -> list[Memory]:
+        """The memories ``flt`` selects (None: all), in insertion order."""
+        with self._lock:
+            records = self._scan(True, flt=flt) + self._scan(False, flt=flt)
+        records.sort(key=lambda r: r.seq)
+        return [load_memory(r.data) for r in records]
+
+    def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
+        """Ids of the memories holding a resonance link to any of ``memory_ids``, in
+        insertion order (one filtered scan on the ``lk`` field, not a listing).
+
+        Args:
+            memory_ids: the link targets.
+
+        Returns:
+            The linking memories' ids.
+        """
+        targets = sorted({i for i in memory_ids if isinstance(i, str)})
+        if not targets:
+            return []
+        out: list[Record] = []
+        with self._lock:
+            for start in range(0, len(targets), 256):
+                cond = _any_link(targets[start : start + 256])
+                flt = self._render(cond)
+                out += self._scan(True, flt=flt) + self._scan(False, flt=flt)
+        seen: dict[str, Record] = {r.id: r for r in out}
+        return [r.id for r in sorted(seen.values(), key=lambda r: r.seq)]
+
+    def selected(self, selection: Selection) -> VectorDBSelected:
+        """This store confined to ``selection`` in the database's own filter (what an
+        engine view works through; see :class:`VectorDBSelected`).
+
+        Args:
+            selection: what an operation sees (scope, ``where``, expiry).
+
+        Returns:
+            The confined view.
+        """
+        return VectorDBSelected(self, selection)
+
+    @staticmethod
+    def _rank(query: np.ndarray, records: list[Record]) -> list[tuple[float, int, Record]]:
+        """Records by exact cosine, highest first, ties by insertion order."""
+        if not records:
+            return []
+        records = sorted(records, key=lambda r: r.seq)
+        rows = np.asarray([load_memory(r.data).embedding for r in records], dtype=np.float64)
+        query_norm = norm(query)
+        if query_norm == 0.0 or not np.isfinite(query_norm):
+            return [(0.0, r.seq, r) for r in records]
+        order, sims = rank(rows, row_norms(rows), query, query_norm, len(records))
+        pairs = zip(order.tolist(), sims, strict=True)
+        return [(float(s), records[i].seq, records[i]) for i, s in pairs]
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release the client."""
+
+    def __enter__(self) -> Any:
+        """Context-manager entry: the store itself."""
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Context-manager exit: :meth:`close`."""
+        self.close()
+
+
+def _any_link(targets: list[str]) -> Cond:
+    links = [Cond("has", "lk", t) for t in targets]
+    return links[0] if len(links) == 1 else Cond("or", items=tuple(links))
+
+
+class VectorDBSelected:
+    """A :class:`VectorDBStore` confined to a selection (a view's scope, ``where``
+    filter and expiry), as a plain :class:`~emotional_memory.interfaces.MemoryStore`.
+
+    The selection is translated once
+    (:func:`~emotional_memory.stores.vectordb.filter.translate`) into the database's
+    filter, carried by every scan, count and search; ``get`` / ``update`` / ``delete``
+    read the one record and check it. The root view (expiry only) works on the whole
+    store and drops expired memories. An inexact translation (see
+    ``stores/vectordb/README.md``) reads a superset and checks each memory with
+    :meth:`Selection.matches`; searches are ranked by
+    :func:`~emotional_memory.stores._shared.ranking.exact_search` either way.
+
+    Args:
+        store: the store.
+        selection: what is seen.
+    """
+
+    def __init__(self, store: VectorDBStore, selection: Selection) -> None:
+        self.store = store
+        self.selection = selection
+        self._translated: tuple[Any, bool, bool] | None = None
+        self._main_count: tuple[int, int] | None = None  # (store writes, count)
+
+    def _count_main(self, flt: Any) -> int:
+        """The selected records of the main collection, counted once per write of
+        the store (``__len__`` and the search of one operation share the count)."""
+        cached = self._main_count
+        if cached is not None and cached[0] == self.store._writes:
+            return cached[1]
+        count = self.store._count(True, flt)
+        self._main_count = (self.store._writes, count)
+        return count
+
+    def _filter(self) -> tuple[Any, bool, bool]:
+        """``(rendered filter or None, exact, nothing)``: the database filter, whether
+        it is exact, and whether the selection is empty whatever is stored."""
+        if self._translated is None:
+            cond, exact = translate(self.selection)
+            if cond == FALSE:
+                self._translated = (None, True, True)
+            elif cond == TRUE:
+                self._translated = (None, exact, False)
+            else:
+                self._translated = (self.store._render(cond), exact, False)
+        return self._translated
+
+    def _seen(self, memory: Memory | None) -> Memory | None:
+        return memory if memory is not None and self.selection.matches(memory) else None
+
+    def save(self, memory: Memory) -> None:
+        """Save ``memory``; refused for an id held outside the selection.
+
+        Raises:
+            ValueError: the id belongs to a memory this view does not see.
+        """
+        with self.store._lock:
+            current = self.store.get(memory.id)
+            if current is not None and self._seen(current) is None:
+                raise ValueError(f"memory id {memory.id!r} cannot be written from this view")
+            self.store.save(memory)
+
+    def get(self, memory_id: str) -> Memory | None:
+        """The memory when seen, else None."""
+        return self._seen(self.store.get(memory_id))
+
+    def update(self, memory: Memory) -> None:
+        """Replace a seen memory (KeyError for one not seen, as for an unknown id)."""
+        with self.store._lock:
+            if self.get(memory.id) is None:
+                raise KeyError(memory.id)
+            self.store.update(memory)
+
+    def delete(self, memory_id: str) -> bool:
+        """Delete a seen memory (False for one not seen)."""
+        with self.store._lock:
+            if self.get(memory_id) is None:
+                return False
+            return self.store.delete(memory_id)
+
+    def list_all(self) -> list[Memory]:
+        """The seen memories, in insertion order (the database's filtered scan)."""
+        if self.selection.unconfined:  # the root: nothing to confine but expiry
+            return [m for m in self.store._list(None) if self.selection.alive(m)]
+        flt, exact, nothing = self._filter()
+        if nothing:
+            return []
+        found = self.store._list(flt)
+        return found if exact else [m for m in found if self.selection.matches(m)]
+
+    def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
+        """The store's search among the seen memories (the database's filtered
+        nearest neighbours, re-ranked exactly)."""
+        if self.selection.unconfined:
+            # the root: the whole store's search, as exact unless it met an expired
+            # memory (then the best live ones may lie beyond it: ask with the filter)
+            found = self.store._search(embedding, top_k, None)
+            if all(self.selection.alive(m) for m in found):
+                return found
+        flt, exact, nothing = self._filter()
+        if nothing:
+            if isinstance(top_k, bool) or not isinstance(top_k, int):
+                raise TypeError("top_k must be an int")
+            return []
+        if exact:
+            with self.store._lock:
+                return self.store._search(embedding, top_k, flt,
+                                          lambda: self._count_main(flt))
+        return exact_search(self.list_all(), embedding, top_k)
+
+    def __len__(self) -> int:
+        if self.selection.unconfined and self.store._may_expire is False:
+            return len(self.store)  # nothing can have expired
+        flt, exact, nothing = self._filter()
+        if nothing:
+            return 0
+        if exact:
+            with self.store._lock:
+                return self._count_main(flt) + self.store._count(False, flt)
+        return len(self.list_all())
+
+    def __contains__(self, memory_id: object) -> bool:
+        return isinstance(memory_id, str) and self.get(memory_id) is not None
+
+    def transaction(self) -> Any:
+        """No transactions in these databases: a no-op context."""
+        import contextlib
+
+        return contextlib.nullcontext()

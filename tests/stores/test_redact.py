@@ -1,0 +1,60 @@
+"""One ``redact()`` for every URL and DSN form, used by every message that shows one."""
+
+from __future__ import annotations
+
+import pytest
+
+from emotional_memory.redact import redact
+from emotional_memory.server.stores import StoreURLError, open_store, redact_url
+from emotional_memory.stores.postgres import redact_dsn
+
+SECRET = "s3cr3t-Pa55"
+
+FORMS = [
+    # URL user-info
+    (f"postgresql://alice:{SECRET}@db.example.com:5432/mem", "postgresql://alice:***@"),
+    (f"postgres://alice:{SECRET}@[::1]:5432/mem?sslmode=require", "postgres://alice:***@[::1]"),
+    (f"redis://:{SECRET}@127.0.0.1:6379/0", "redis://:***@127.0.0.1"),
+    (f"rediss://default:{SECRET}@cache:6380", "rediss://default:***@cache"),
+    # the password in the query string
+    (f"postgresql://alice@db/mem?password={SECRET}", "?password=***"),
+    (f"postgresql://alice@db/mem?sslmode=require&password={SECRET}&x=1", "&password=***&x=1"),
+    (f"postgresql://db/mem?sslpassword={SECRET}", "?sslpassword=***"),
+    (f"qdrant://h:6333/c?api_key={SECRET}", "?api_key=***"),
+    (f"https://h/x?token={SECRET}#frag", "?token=***#frag"),
+    # libpq keyword/value strings
+    (f"host=db user=alice password={SECRET} dbname=mem", "password=*** dbname=mem"),
+    (f"host=db password = '{SECRET} with space' dbname=mem", "password = ***"),
+    (f"host=db password='it\\'s {SECRET}' port=5432", "password=*** port=5432"),
+    (f"PASSWORD={SECRET}", "PASSWORD=***"),
+    # inside a message
+    (f"cannot connect to postgresql://bob:{SECRET}@h/db: refused", "bob:***@h/db: refused"),
+]
+
+
+@pytest.mark.parametrize(("text", "kept"), FORMS)
+def test_every_form_is_masked(text: str, kept: str) -> None:
+    for fn in (redact, redact_url, redact_dsn):
+        out = fn(text)
+        assert SECRET not in out and "with space" not in out, (fn.__name__, out)
+        assert kept in out, (fn.__name__, out)
+
+
+@pytest.mark.parametrize("text", [
+    "postgresql://alice@db.example.com/mem",
+    "sqlite:///relative/memories.db",
+    "memory://",
+    "host=db user=alice dbname=mem",
+    "qdrant://localhost:6333/memories",
+    "redis://127.0.0.1:6379/0",
+])
+def test_text_without_a_secret_is_unchanged(text: str) -> None:
+    assert redact(text) == text
+
+
+def test_store_url_errors_never_show_the_query_password() -> None:
+    url = f"postgresql://alice@127.0.0.1:1/mem?password={SECRET}&connect_timeout=1"
+    with pytest.raises(StoreURLError) as info:
+        open_store(url)
+    assert SECRET not in str(info.value)
+    assert "password=***" in str(info.value)

@@ -1,0 +1,103 @@
+"""A store records the embedder that wrote it and refuses another one.
+
+Real stores: a SQLite file (reopened by a second connection) and a real PostgreSQL
+server (tests/conftest.py's).
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
+from emotional_memory.embedder_identity import (
+    EmbedderMismatchError,
+    check_embedder,
+    embedder_identity,
+    record_embedder,
+    recorded_embedder,
+)
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.stores.sqlite import SQLiteStore
+
+
+def test_hashing_identity_names_its_settings() -> None:
+    assert HashingEmbedder().identity == "hashing/384"
+    assert HashingEmbedder(dim=64).identity == "hashing/64"
+    seeded = HashingEmbedder(seed=7).identity
+    assert seeded.startswith("hashing:") and seeded.endswith("/384")
+    assert seeded == HashingEmbedder(seed=7).identity  # deterministic
+    others = {HashingEmbedder(seed=7).identity, HashingEmbedder(ngram_range=(2, 4)).identity,
+              HashingEmbedder(stopwords=["the"]).identity, HashingEmbedder(word_weight=2).identity}
+    assert len(others) == 4 and "hashing/384" not in others
+    assert embedder_identity(object()) is None
+    assert embedder_identity(type("E", (), {"identity": ""})()) is None
+
+
+def test_minilm_identity() -> None:
+    pytest.importorskip("tokenizers", reason="MiniLM extras not installed (`make minilm`)")
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    folder = default_model_dir()
+    if folder is None:
+        pytest.skip("the MiniLM weights are not installed (`make minilm`)")
+    assert MiniLMEmbedder().identity == "minilm-l6-v2/384"
+    assert MiniLMEmbedder(model_dir=folder).identity == "minilm-l6-v2/384"
+
+
+def _exercise(store: Any, reopen: Any) -> None:
+    """Record on one handle; another handle of the same storage sees and enforces it."""
+    assert store.setting("embedder") is None and recorded_embedder(store) is None
+    EmotionalMemory(store, HashingEmbedder(dim=64))  # nothing recorded: never refused
+    assert record_embedder(store, HashingEmbedder()) == "hashing/384"
+    assert record_embedder(store, HashingEmbedder()) == "hashing/384"  # idempotent
+    assert store.record_setting("embedder", "other/1") == "hashing/384"  # first one wins
+    engine = EmotionalMemory(store, HashingEmbedder())
+    engine.encode("kept", affect=CoreAffect(valence=0.2, arousal=0.3))
+    other = reopen()
+    try:
+        assert recorded_embedder(other) == "hashing/384"
+        with pytest.raises(EmbedderMismatchError) as caught:
+            EmotionalMemory(other, HashingEmbedder(dim=64))
+        message = str(caught.value)
+        assert "'hashing/384'" in message and "'hashing/64'" in message
+        assert isinstance(caught.value, ValueError)
+        with pytest.raises(EmbedderMismatchError):
+            record_embedder(other, HashingEmbedder(seed=3))
+        assert recorded_embedder(other) == "hashing/384"
+        # an embedder without identity is not checked; the right one works
+        check_embedder(other, object())
+        assert [m.content for m in EmotionalMemory(other, HashingEmbedder()).list_all()] == [
+            "kept"
+        ]
+    finally:
+        other.close()
+
+
+def test_sqlite_store_records_its_embedder(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with SQLiteStore(str(path)) as store:
+        _exercise(store, lambda: SQLiteStore(str(path)))
+        assert store.schema_version == 3  # the schema row is untouched
+    with SQLiteStore(str(path)) as again:
+        assert again.setting("embedder") == "hashing/384"
+        assert again.setting("schema_version") is None  # settings have their own keys
+
+
+def test_a_store_without_settings_is_never_refused() -> None:
+    store = InMemoryStore()
+    assert record_embedder(store, HashingEmbedder()) is None
+    assert recorded_embedder(store) is None
+    EmotionalMemory(store, HashingEmbedder(dim=64))
+
+
+def test_postgres_store_records_its_embedder(pg_dsn: str) -> None:
+    from emotional_memory.stores.postgres import PostgresStore
+
+    table = f"ident_{uuid.uuid4().hex[:8]}"
+    with PostgresStore(pg_dsn, table=table) as store:
+        _exercise(store, lambda: PostgresStore(pg_dsn, table=table))
+        assert len(store) == 1

@@ -1,0 +1,155 @@
+"""Shared affective state: engines in several processes over one database behave as one.
+
+With ``shared_state=True`` every operation runs on the state as last saved by any
+process, operations on one scope are serialised by the database, and each saves a
+new version. Checked with engines in one process on separate connections, and with
+real worker processes on SQLite and PostgreSQL: every ``set_affect`` must start from
+the state the previous one (in some serial order) left, so the predecessors of all
+updates form one chain with no two updates starting from the same state (no lost
+update), and the final stored state is the chain's last.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state_stores import InMemoryAffectiveStateStore
+from emotional_memory.stores.sqlite import SQLiteStore
+from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+TESTS = Path(__file__).resolve().parent
+
+
+def _sqlite_engine(path: Path, **kwargs: Any) -> EmotionalMemory:
+    store = SQLiteStore(path)
+    return EmotionalMemory(store, HashingEmbedder(dim=32),
+                           state_store=SQLiteAffectiveStateStore.from_store(store), **kwargs)
+
+
+def test_a_mood_set_through_one_engine_is_what_the_other_answers(tmp_path: Path) -> None:
+    a = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    b = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    for _ in range(3):
+        a.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    assert b.get_state().core_affect == a.get_state().core_affect
+    assert b.get_current_mood() == a.get_current_mood()
+    memory = b.encode("written through b")  # starts from a's state
+    assert memory.tag.mood_snapshot.valence == pytest.approx(a.get_current_mood().valence)
+    b.set_affect(CoreAffect(valence=0.9, arousal=0.1))
+    assert a.get_state().history[-2:] == b.get_state().history[-2:]
+    a.close()
+    b.close()
+
+
+def test_without_shared_state_each_engine_keeps_its_copy(tmp_path: Path) -> None:
+    a = _sqlite_engine(tmp_path / "m.db")
+    b = _sqlite_engine(tmp_path / "m.db")
+    a.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    assert b.get_state().core_affect.valence == 0.0  # the original's behaviour
+    a.close()
+    b.close()
+
+
+def test_scopes_keep_their_own_shared_state(tmp_path: Path) -> None:
+    a = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    b = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    a.scoped("x").set_affect(CoreAffect(valence=-0.9, arousal=0.5))
+    a.scoped("y").set_affect(CoreAffect(valence=0.9, arousal=0.5))
+    assert b.scoped("x").get_state().core_affect.valence == pytest.approx(-0.9)
+    assert b.scoped("y").get_state().core_affect.valence == pytest.approx(0.9)
+    assert b.get_state().core_affect.valence == 0.0
+    a.close()
+    b.close()
+
+
+def test_shared_state_needs_a_state_store_in_the_same_database(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="shared_state needs a state store"):
+        EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32),
+                        state_store=InMemoryAffectiveStateStore(), shared_state=True)
+    other = SQLiteAffectiveStateStore(tmp_path / "other.db")
+    with pytest.raises(ValueError, match="shared_state needs a state store"):
+        EmotionalMemory(SQLiteStore(tmp_path / "m.db"), HashingEmbedder(dim=32),
+                        state_store=other, shared_state=True)
+
+
+def check_one_chain(lines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The updates' predecessors form one chain; returns the chain's last update."""
+    lasts = [json.dumps(line["last"]) for line in lines]
+    assert len(set(lasts)) == len(lasts)
+    prevs = [json.dumps(line["prev"]) for line in lines]
+    starts = [p for p in prevs if p not in set(lasts)]
+    assert len(starts) == 1, f"{len(starts)} updates started from a state no update made"
+    assert len(set(prevs)) == len(prevs), "two updates started from the same state"
+    successor = dict(zip(prevs, lasts, strict=True))
+    node, seen = starts[0], 0
+    while node in successor:
+        node, seen = successor[node], seen + 1
+    assert seen == len(lines)
+    return json.loads(node)  # type: ignore[no-any-return]
+
+
+def run_workers(
+    kind: str, target: str, workers: int, ops: int, mode: str
+) -> list[dict[str, Any]]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(TESTS / "shared_state_worker.py"), kind, target, str(w),
+             str(ops), mode],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        for w in range(workers)
+    ]
+    lines: list[dict[str, Any]] = []
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-2000:]
+        lines += [json.loads(x) for x in out.splitlines() if x.strip()]
+    assert len(lines) == workers * ops
+    return lines
+
+
+def _final_and_count(engine: EmotionalMemory) -> tuple[list[Any], int]:
+    view = engine.scoped("team")
+    last = view.get_state().history[-1]
+    return [last[0].isoformat(), *last[1:]], len(view.store)
+
+
+def test_processes_on_one_sqlite_file_lose_no_update(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    _sqlite_engine(path).close()  # create the file once
+    last = check_one_chain(run_workers("sqlite", str(path), workers=3, ops=6, mode="affect"))
+    engine = _sqlite_engine(path, shared_state=True)
+    final, _ = _final_and_count(engine)
+    assert final == last
+    before = engine.scoped("team").get_state().history
+    run_workers("sqlite", str(path), workers=3, ops=5, mode="encode")
+    assert len(engine.store.list_all()) == 15
+    # every encode fed the shared state once: 15 more points, the latest ones kept
+    after = engine.scoped("team").get_state().history
+    assert after != before and after[-1][0] > before[-1][0]
+    engine.close()
+
+
+def test_processes_on_one_postgres_database_lose_no_update(pg_dsn: str) -> None:
+    from emotional_memory.stores.postgres import PostgresStore
+    from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+
+    store = PostgresStore(pg_dsn, table="shared")
+    store.clear()
+    last = check_one_chain(run_workers("postgres", pg_dsn, workers=3, ops=6, mode="affect"))
+    engine = EmotionalMemory(store, HashingEmbedder(dim=32),
+                             state_store=PostgresAffectiveStateStore.from_store(store),
+                             shared_state=True)
+    final, _ = _final_and_count(engine)
+    assert final == last
+    run_workers("postgres", pg_dsn, workers=3, ops=5, mode="encode")
+    assert len(store) == 15
+    engine.close()
