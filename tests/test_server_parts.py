@@ -195,7 +195,7 @@ def test_postgres_driver_errors_never_show_the_password(monkeypatch: pytest.Monk
     import emotional_memory.stores.postgres.store as pg_store
 
     class PostgresStore:
-        def __init__(self, dsn: str) -> None:
+        def __init__(self, dsn: str, **options: object) -> None:
             raise ConnectionError(f"could not connect to {dsn}")
 
     monkeypatch.setattr(pg_store, "PostgresStore", PostgresStore)
@@ -381,7 +381,7 @@ def test_cli_refuses_a_state_store_without_scopes(
         def clear(self) -> None: ...
 
     opened = stores_module.OpenedStore(InMemoryStore(), OneStateOnly(), "memory://", False, False)
-    monkeypatch.setattr(stores_module, "open_store", lambda url, state=None: opened)
+    monkeypatch.setattr(stores_module, "open_store", lambda url, state=None, *more, **options: opened)
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
     assert cli.main(["serve", "--keys", str(keys), "--embedder", "hashing"]) == 2
