@@ -381,7 +381,7 @@ def test_cli_refuses_a_state_store_without_scopes(
         def clear(self) -> None: ...
 
     opened = stores_module.OpenedStore(InMemoryStore(), OneStateOnly(), "memory://", False, False)
-    monkeypatch.setattr(stores_module, "open_store", lambda url, state=None, *more, **options: opened)
+    monkeypatch.setattr(stores_module, "open_store", lambda url, *more, **options: opened)
     keys = tmp_path / "keys.json"
     keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
     assert cli.main(["serve", "--keys", str(keys), "--embedder", "hashing"]) == 2
