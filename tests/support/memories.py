@@ -4,6 +4,7 @@ with every optional field."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta, timezone
@@ -27,6 +28,14 @@ from emotional_memory.mood import MoodField
 T0 = datetime(2025, 3, 1, tzinfo=UTC)
 VARIED_T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 INDEXED_T0 = datetime(2026, 5, 1, tzinfo=UTC)
+
+
+def memory_key(memory: Memory | None) -> str | None:
+    """A memory as text, for comparisons that must hold with NaN embeddings too
+    (``NaN != NaN`` fails ``==``); None stays None."""
+    if memory is None:
+        return None
+    return json.dumps(memory.model_dump(), default=str, sort_keys=True)
 
 
 def basic_memory(

@@ -12,7 +12,7 @@ import numpy as np
 
 from emotional_memory.filters import parse_where
 from emotional_memory.stores.base import Now, Selection
-from support.memories import indexed_memory
+from support.memories import indexed_memory, memory_key
 from support.scopes import SCOPES, T0
 
 CASES: list[tuple[tuple[str, ...], dict[str, Any] | None]] = [
@@ -48,8 +48,8 @@ def check_selections(
     cases: list[tuple[tuple[str, ...], dict[str, Any] | None]] = CASES,
 ) -> None:
     """Every selection of ``cases``, at ``T0`` and 45 minutes later: ``list_all``,
-    ``len`` and ``search_by_embedding`` (k 1, 4, 25) of ``store.selected`` equal the
-    oracle's."""
+    ``len``, ``in``, ``get`` and ``search_by_embedding`` (k 1, 4, 25) of
+    ``store.selected`` equal the oracle's."""
     rng = np.random.default_rng(seed)
     for scope, where in cases:
         for minutes in (0, 45):  # before and after some expire
@@ -57,6 +57,10 @@ def check_selections(
             got, want = store.selected(selection), oracle.selected(selection)
             assert [m.id for m in got.list_all()] == [m.id for m in want.list_all()]
             assert len(got) == len(want)
+            for m in oracle.list_all()[::7]:  # members and not: ``in`` and ``get`` agree
+                assert (m.id in got) is (m.id in want), (scope, where, minutes, m.id)
+                assert memory_key(got.get(m.id)) == memory_key(want.get(m.id)), (
+                    scope, where, minutes, m.id)
             for _ in range(3):
                 query = rng.normal(size=8).tolist()
                 for k in (1, 4, 25):

@@ -19,7 +19,6 @@ id with an embedding of another dimension raises (KeyError or ValueError) is lef
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -32,16 +31,10 @@ from emotional_memory.interfaces import MemoryStore
 from emotional_memory.models import Memory
 from support.backends import Backend, oracle_store
 from support.memories import basic_memory as mem
+from support.memories import memory_key as key
 
 DIM_FIXED_FOR_GOOD = {"postgres", "qdrant", "chroma"}
 EMPTY_EMBEDDING_REFUSED = {"qdrant", "chroma"}
-
-
-def key(memory: Memory | None) -> str | None:
-    """A memory as text, NaN-aware (``NaN != NaN`` would fail ``==``)."""
-    if memory is None:
-        return None
-    return json.dumps(memory.model_dump(), default=str, sort_keys=True)
 
 
 def observe(store: Any, ids: list[str]) -> dict[str, Any]:
