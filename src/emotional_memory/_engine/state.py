@@ -55,9 +55,12 @@ class StateMixin(EngineCore):
     def _sharing(self) -> Iterator[None]:
         """Run an operation on the database's current state, serialised across processes.
 
-        With ``shared_state``, the outermost operation runs in one store transaction:
-        it takes this scope's lock, reloads the state when its version moved (another
-        process saved it), and saves the new state with a new version before commit.
+        With ``shared_state``, the outermost operation holds its scope against
+        overlapping operations of every process (the state store's ``hold_scope``:
+        database locks, not a store transaction, so ranking and embedding run with
+        nothing locked but the scope), reloads the state when its version moved
+        (another process saved it), and saves the new state, with a new version, in
+        its write transaction.
         """
         states = self._shared_states()
         if states is None or self.__dict__.get("_sharing_depth", 0):
@@ -65,8 +68,7 @@ class StateMixin(EngineCore):
             return
         self._sharing_depth = 1
         try:
-            with self._columnar.transaction():
-                states.lock_state()
+            with states.hold_scope(self._scope):
                 self._take_stored(states)
                 yield
         finally:

@@ -408,8 +408,10 @@ class VersionedStateStore(Protocol, metaclass=_Capability):
     and a lock that spans processes: engines in several processes (or hosts) share
     one affective state per key (``EmotionalMemory(..., shared_state=True)``)."""
 
-    def lock_state(self) -> None:
-        """Take this key's lock inside the store's current transaction (held to its end)."""
+    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+        """Hold scope ``path`` for one operation against overlapping operations of
+        every process (``path`` exclusive, its prefixes shared; outside any store
+        transaction)."""
         ...
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:

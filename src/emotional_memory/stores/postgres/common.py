@@ -147,9 +147,12 @@ class _Tx:
 class _Shared:
     """What a store and all its views (:meth:`PostgresStore.selected`) share: the
     embedding dimension once known (fixed for good by the first embedding: ``clear``
-    keeps it), so a retrieve through a view asks for it no more than once."""
+    keeps it), so a retrieve through a view asks for it no more than once; and the
+    connections that hold scope locks (:mod:`~emotional_memory.stores.postgres.scope_locks`,
+    made on first use)."""
 
     dim: int | None = None
+    scope_locks: Any = None
 
 
 class _Labels(_records.LabelTable):

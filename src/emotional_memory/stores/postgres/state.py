@@ -13,17 +13,17 @@ One row per ``key`` in ``{table}_state``, next to a
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError, redact_dsn
 
 __all__ = ["PostgresAffectiveStateStore"]
@@ -214,13 +214,28 @@ class PostgresAffectiveStateStore:
                 (self._key, text, text, datetime.now(UTC)),
             )
 
-    def lock_state(self) -> None:
-        """Take this key's advisory lock in the store's current transaction: operations
-        on one scope's state are serialised across processes (released at commit)."""
-        digest = hashlib.sha256(f"{self._table}:{self._key}".encode()).digest()
-        with self._transaction() as cur:
-            cur.execute("SELECT pg_advisory_xact_lock(%s)",
-                        (int.from_bytes(digest[:8], "big", signed=True),))
+    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+        """Hold scope ``path`` of the store's table for one operation, across processes
+        (:class:`~emotional_memory.stores.postgres.scope_locks.AdvisoryScopeLocks`).
+
+        Args:
+            path: the operation's scope path.
+
+        Returns:
+            A context manager holding the locks.
+
+        Raises:
+            ValueError: a state store with its own connection (made without
+                ``from_store``) shares no locks with a memory store.
+        """
+        store = self._shared
+        if store is None:
+            raise ValueError("hold_scope needs a state store made by from_store(store)")
+        shared = store._shared
+        with self._lock:
+            if shared.scope_locks is None:
+                shared.scope_locks = AdvisoryScopeLocks(store)
+        return cast(AbstractContextManager[None], shared.scope_locks.hold(tuple(path)))
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version (the row's ``xmin``,
@@ -237,11 +252,12 @@ class PostgresAffectiveStateStore:
 
     def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
         """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
-        self.save(state)
-        with self._transaction() as cur:
-            row = cur.execute(
-                f"SELECT xmin::text FROM {self._table} WHERE key = %s", (self._key,)
-            ).fetchone()
+        with self._transaction():
+            self.save(state)
+            with self._transaction() as cur:
+                row = cur.execute(
+                    f"SELECT xmin::text FROM {self._table} WHERE key = %s", (self._key,)
+                ).fetchone()
         return str(row[0])
 
     def load(self) -> AffectiveState | None:

@@ -246,6 +246,8 @@ class PostgresStore(BackendStore, _Columns):
         if not self._closed:
             self._closed = True
             self._pool.close()
+            if self._shared.scope_locks is not None:
+                self._shared.scope_locks.close()
 
     def __enter__(self) -> PostgresStore:
         """Context-manager entry: the store itself."""

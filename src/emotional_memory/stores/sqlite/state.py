@@ -33,6 +33,7 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import scoped_key, snapshot_of
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import open_connection
+from emotional_memory.stores.sqlite.scope_locks import hold_scope
 from emotional_memory.stores.sqlite.store import SQLiteStore
 
 _CREATE = """CREATE TABLE IF NOT EXISTS em_affective_state (
@@ -187,12 +188,17 @@ class SQLiteAffectiveStateStore:
         with self._transaction():
             self._connection().execute(_UPSERT, (self._key, text, now))
 
-    def lock_state(self) -> None:
-        """Join the store's current transaction: SQLite's ``BEGIN IMMEDIATE`` already
-        holds the file's write lock, so operations on the file are serialised across
-        processes."""
-        with self._transaction():
-            pass
+    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+        """Hold scope ``path`` of this database for one operation, across processes
+        (:func:`~emotional_memory.stores.sqlite.scope_locks.hold_scope`).
+
+        Args:
+            path: the operation's scope path.
+
+        Returns:
+            A context manager holding the locks.
+        """
+        return hold_scope(self._path or "", tuple(path))
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version: the stored JSON text

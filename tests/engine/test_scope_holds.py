@@ -1,0 +1,119 @@
+"""Scope holds across processes: a path exclusive, its prefixes shared.
+
+The plan is checked against the in-process rule (:func:`overlap`) for all pairs of
+paths, then the real locks of each backend (``flock`` beside an SQLite file,
+PostgreSQL advisory locks) from separate threads, each with its own file or
+connection, as separate processes would hold them: an overlapping hold waits, a
+sibling scope's does not.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from emotional_memory._scope_locks import overlap
+from emotional_memory.stores._shared.scope_hold import lock_plan
+from emotional_memory.stores.postgres import PostgresStore
+from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+from emotional_memory.stores.sqlite.scope_locks import hold_scope
+
+paths = st.lists(st.sampled_from(["a", "b", "50%", "ü", '"']), max_size=3).map(tuple)
+
+
+def _conflict(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    """Whether two holders' plans can never be held at once (plain rule: same lock
+    name, at least one of the two exclusive)."""
+    held = dict(lock_plan("ns", a))
+    return any(name in held and (exclusive or held[name]) for name, exclusive in lock_plan("ns", b))
+
+
+@given(paths, paths)
+def test_two_plans_conflict_exactly_when_the_paths_overlap(a: tuple[str, ...],
+                                                           b: tuple[str, ...]) -> None:
+    assert _conflict(a, b) == overlap(a, b)
+
+
+@given(paths)
+def test_a_plan_goes_from_the_root_down(path: tuple[str, ...]) -> None:
+    plan = lock_plan("ns", path)
+    assert len(plan) == len(path) + 1
+    assert [exclusive for _, exclusive in plan] == [False] * len(path) + [True]
+    assert plan[0][0] == lock_plan("ns", ())[0][0]
+    assert lock_plan("other", path)[-1][0] != plan[-1][0]
+
+
+Hold = Callable[[tuple[str, ...]], AbstractContextManager[None]]
+
+
+def _check_holds(hold: Hold) -> None:
+    """With ``("a",)`` held: a sibling and its sub-scope are taken at once; the same
+    scope, a sub-scope and the root wait until it is released."""
+    release = threading.Event()
+    held = threading.Event()
+
+    def holder() -> None:
+        with hold(("a",)):
+            held.set()
+            release.wait(60)
+
+    first = threading.Thread(target=holder)
+    first.start()
+    assert held.wait(30)
+    for sibling in [("b",), ("b", "x")]:
+        done = threading.Event()
+        t = threading.Thread(target=lambda p=sibling, d=done: _take(hold, p, d))
+        t.start()
+        assert done.wait(30), f"{sibling} waited for ('a',)"
+        t.join()
+    waiting = []
+    for path in [("a",), ("a", "x"), ()]:
+        done = threading.Event()
+        t = threading.Thread(target=lambda p=path, d=done: _take(hold, p, d))
+        t.start()
+        waiting.append((path, t, done))
+    for path, _, done in waiting:
+        assert not done.wait(0.3), f"{path} did not wait for ('a',)"
+    release.set()
+    first.join(30)
+    for path, t, done in waiting:
+        assert done.wait(30), f"{path} never got its turn"
+        t.join(30)
+
+
+def _take(hold: Hold, path: tuple[str, ...], done: threading.Event) -> None:
+    with hold(path):
+        done.set()
+
+
+def test_sqlite_holds_exclude_overlapping_scopes_only(tmp_path: Path) -> None:
+    database = str(tmp_path / "m.db")
+    _check_holds(lambda path: hold_scope(database, path))
+    assert (tmp_path / "m.db.scope-locks").is_dir()
+
+
+def test_a_private_sqlite_database_holds_nothing() -> None:
+    with hold_scope(":memory:", ("a",)), hold_scope(":memory:", ("a",)):
+        pass
+
+
+def test_postgres_holds_exclude_overlapping_scopes_only(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table="holds")
+    states = PostgresAffectiveStateStore.from_store(store)
+    try:
+        _check_holds(states.hold_scope)
+    finally:
+        store.close()
+    with pytest.raises(ValueError, match="closed"), states.hold_scope(("a",)):
+        pass
+
+
+def test_postgres_hold_needs_a_state_store_of_the_memory_store(pg_dsn: str) -> None:
+    with PostgresAffectiveStateStore(pg_dsn) as own, pytest.raises(ValueError, match="from_store"):
+        own.hold_scope(("a",))
