@@ -1,15 +1,20 @@
 """Throughput of ``emotional-memory serve`` under concurrent clients, next to the engine.
 
-Starts the real server (``python -m emotional_memory.server serve``, in-memory store,
-hashing embedder) on a free 127.0.0.1 port and drives it with C concurrent httpx
-clients, each sending R requests (three ``POST /v1/memories`` for every ``GET`` and
-``POST /v1/search``, each client in its own scope). The baseline, timed in this
-process: the same operations, in the same order, made directly on an in-process
-``AsyncEmotionalMemory`` (same config, same scopes) with the same concurrency
-(``asyncio.gather``). The ratio is what HTTP, JSON, auth and the service layer cost.
+Starts the real server (``python -m emotional_memory.server serve``, hashing embedder)
+on a free 127.0.0.1 port over the in-memory store, an SQLite file or a PostgreSQL
+database (a real server started for the run), with ``--workers`` processes, and drives
+it with C concurrent httpx clients, each sending R requests (three ``POST
+/v1/memories`` for every ``GET`` and ``POST /v1/search``, each client in its own
+scope). The baseline, timed in this process: the same operations, in the same order,
+made directly on an in-process service over the same kind of store (same config,
+same scopes) with the same concurrency (``asyncio.gather``). The ratio is what HTTP,
+JSON, auth, the service layer and (with several workers) the shared state cost.
+Printed per round: requests/s, the p50 / p99 of every request and of the searches
+alone, against the in-process engine's.
 
 Usage:
-    python benchmarks/service_throughput.py [--clients 16] [--requests 25] [--rounds 2]
+    python benchmarks/service_throughput.py [--store memory|sqlite|postgres]
+        [--workers 1,2] [--clients 16] [--requests 25] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -20,10 +25,12 @@ import json
 import sys
 import tempfile
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import httpx
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
@@ -46,11 +53,16 @@ def plan(clients: int, requests: int) -> list[list[tuple[str, int]]]:
     return out
 
 
-async def over_http(url: str, ops: list[list[tuple[str, int]]], round_: int) -> float:
+Timings = dict[str, list[float]]
+
+
+async def over_http(url: str, ops: list[list[tuple[str, int]]], round_: int,
+                    times: Timings | None = None) -> float:
     async def client_run(i: int, client: httpx.AsyncClient) -> None:
         scope = [f"r{round_}", f"c{i}"]
         last = None
         for kind, j in ops[i]:
+            t0 = time.perf_counter()
             if kind == "encode":
                 r = await client.post("/v1/memories", json={
                     "content": f"note {i}-{j} about the weekly review", "scope": scope})
@@ -61,6 +73,8 @@ async def over_http(url: str, ops: list[list[tuple[str, int]]], round_: int) -> 
                 r = await client.post("/v1/search", json={"query": "weekly review", "top_k": 3,
                                                           "scope": scope})
             r.raise_for_status()
+            if times is not None:
+                times[kind].append(time.perf_counter() - t0)
 
     async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {KEY}"},
                                  timeout=300.0,
@@ -71,11 +85,12 @@ async def over_http(url: str, ops: list[list[tuple[str, int]]], round_: int) -> 
 
 
 async def in_process(service: MemoryService, ops: list[list[tuple[str, int]]],
-                     round_: int) -> float:
+                     round_: int, times: Timings | None = None) -> float:
     async def client_run(i: int) -> None:
         scope = (f"r{round_}", f"c{i}")
         last = ""
         for kind, j in ops[i]:
+            t0 = time.perf_counter()
             if kind == "encode":
                 m = await service.remember(scope, BatchItem(f"note {i}-{j} about the weekly "
                                                             "review"))
@@ -84,45 +99,101 @@ async def in_process(service: MemoryService, ops: list[list[tuple[str, int]]],
                 assert await service.get(scope, last) is not None
             else:
                 await service.search(scope, "weekly review", 3)
+            if times is not None:
+                times[kind].append(time.perf_counter() - t0)
 
     t0 = time.perf_counter()
     await asyncio.gather(*(client_run(i) for i in range(len(ops))))
     return time.perf_counter() - t0
 
 
+def _percentiles(times: Timings) -> dict[str, float]:
+    every = [t for ts in times.values() for t in ts]
+    return {"p50_ms": 1e3 * float(np.percentile(every, 50)),
+            "p99_ms": 1e3 * float(np.percentile(every, 99)),
+            "search_p50_ms": 1e3 * float(np.percentile(times["search"], 50)),
+            "search_p99_ms": 1e3 * float(np.percentile(times["search"], 99))}
+
+
+def _store_urls(kind: str, work: Path) -> tuple[str, str, Any]:
+    """The server's store URL, the in-process baseline's, and a PostgreSQL server
+    to stop (or None)."""
+    if kind == "memory":
+        return "memory://", "memory://", None
+    if kind == "sqlite":
+        return f"sqlite:///{work / 'served.db'}", f"sqlite:///{work / 'direct.db'}", None
+    from support import pg_server
+
+    pg = pg_server.start(work / "pg")
+    return pg.create_database("served"), pg.create_database("direct"), pg
+
+
+def run(kind: str, workers: int, clients: int, requests: int, rounds: int) -> list[dict[str, Any]]:
+    """Time ``rounds`` rounds of the plan over HTTP and in process; one row per round."""
+    ops = plan(clients, requests)
+    total = clients * requests
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        keys = work / "keys.json"
+        keys.write_text(json.dumps({KEY: {"scope": ["bench"]}}))
+        served, direct, pg = _store_urls(kind, work)
+        server = start(["--keys", str(keys), "--log-level", "warning", "--embedder", "hashing",
+                        "--store", served, "--workers", str(workers)], work / "log")
+        service = build_service(direct, "hashing", None)
+        rows: list[dict[str, Any]] = []
+        try:
+            # warm both (JIT compilation in every worker) before timing
+            for w in range(2 * workers):
+                asyncio.run(over_http(server.url, plan(4, 5), -1 - w))
+            asyncio.run(in_process(service, plan(4, 5), -1))
+            for r in range(rounds):
+                http_t: Timings = defaultdict(list)
+                direct_t: Timings = defaultdict(list)
+                http_s = asyncio.run(over_http(server.url, ops, r, http_t))
+                direct_s = asyncio.run(in_process(service, ops, r, direct_t))
+                row = {"store": kind, "workers": workers, "clients": clients, "round": r,
+                       "requests_per_s": total / http_s, "engine_ops_per_s": total / direct_s,
+                       "time_ratio": http_s / direct_s,
+                       "service": _percentiles(http_t), "engine": _percentiles(direct_t)}
+                row["search_p50_ratio"] = (row["service"]["search_p50_ms"]
+                                           / row["engine"]["search_p50_ms"])
+                rows.append(row)
+                print(f"{kind}, {workers} worker(s), round {r}: {total} requests, {clients} "
+                      f"clients: service {total / http_s:7.1f} req/s, engine "
+                      f"{total / direct_s:7.1f} ops/s ({http_s / direct_s:.2f}x the time); "
+                      f"service p50/p99 {row['service']['p50_ms']:.1f}/"
+                      f"{row['service']['p99_ms']:.1f} ms, search p50 "
+                      f"{row['service']['search_p50_ms']:.1f} ms against the engine's "
+                      f"{row['engine']['search_p50_ms']:.1f} ms "
+                      f"({row['search_p50_ratio']:.2f}x)", flush=True)
+        finally:
+            server.stop()
+            asyncio.run(service.close())
+            if pg is not None:
+                pg.stop()
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=("memory", "sqlite", "postgres"), default="memory")
+    parser.add_argument("--workers", default="1",
+                        help="comma-separated worker counts, e.g. 1,2 (memory: 1 only)")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--requests", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--json", type=Path, help="also write the rows here")
     args = parser.parse_args()
-    ops = plan(args.clients, args.requests)
-    total = args.clients * args.requests
-    with tempfile.TemporaryDirectory() as tmp:
-        keys = Path(tmp) / "keys.json"
-        keys.write_text(json.dumps({KEY: {"scope": ["bench"]}}))
-        server = start(["--keys", str(keys), "--log-level", "warning", "--embedder", "hashing"],
-                       Path(tmp) / "log")
-        service = build_service("memory://", "hashing", None)
-        try:
-            # warm both (JIT compilation) before timing
-            asyncio.run(over_http(server.url, plan(2, 5), -1))
-            asyncio.run(in_process(service, plan(2, 5), -1))
-            rows: list[dict[str, Any]] = []
-            for r in range(args.rounds):
-                http_s = asyncio.run(over_http(server.url, ops, r))
-                direct_s = asyncio.run(in_process(service, ops, r))
-                rows.append({"round": r, "http_s": http_s, "direct_s": direct_s})
-                print(f"round {r}: {total} requests, {args.clients} clients: service "
-                      f"{total / http_s:7.1f} req/s ({http_s:.2f} s), in-process engine "
-                      f"{total / direct_s:7.1f} ops/s ({direct_s:.2f} s), service / engine "
-                      f"time {http_s / direct_s:.2f}x")
-        finally:
-            server.stop()
-    best_http = min(r["http_s"] for r in rows)
-    best_direct = min(r["direct_s"] for r in rows)
-    print(f"best: service {total / best_http:.1f} req/s, engine {total / best_direct:.1f} ops/s, "
-          f"ratio {best_http / best_direct:.2f}x")
+    rows: list[dict[str, Any]] = []
+    for workers in (int(w) for w in args.workers.split(",")):
+        rows += run(args.store, workers, args.clients, args.requests, args.rounds)
+    print("best per worker count (fastest round):")
+    for workers in sorted({r["workers"] for r in rows}):
+        best = max((r for r in rows if r["workers"] == workers),
+                   key=lambda r: r["requests_per_s"])
+        print(json.dumps({k: v for k, v in best.items() if k != "round"}, default=float))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1, default=float))
 
 
 if __name__ == "__main__":

@@ -2,9 +2,11 @@
 
 Real ``emotional-memory serve`` processes on 127.0.0.1 driven by httpx:
 
-- two separate ``serve`` processes on one SQLite file: a mood set through one is what
-  the other answers next, in every scope; memories written through both are all
-  seen by both;
+- two separate ``serve`` processes on one SQLite file, and on one PostgreSQL
+  database: a mood set through one is what the other answers next, in every scope;
+  memories written through both are all seen by both; 16 clients writing and
+  searching 8 scopes through both lose no memory, the retrieval counts add up to the
+  results the searches returned, and both processes answer the same state;
 - ``serve --workers 2`` (uvicorn worker processes sharing the port): 16 concurrent
   clients writing to and reading 4 scopes lose no memory, and every read of a
   scope's state afterwards (whichever worker answers) is the same;
@@ -14,8 +16,10 @@ Real ``emotional-memory serve`` processes on 127.0.0.1 driven by httpx:
 from __future__ import annotations
 
 import concurrent.futures
+import itertools
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -25,9 +29,22 @@ from support.service_process import Server, child_env, command, start
 ARGS = ["--no-auth", "--embedder", "hashing", "--affect", "none"]
 
 
+_DATABASES = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store URL two processes can share: an SQLite file, or a fresh PostgreSQL
+    database on the session's real server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'shared.db'}"
+    server: Any = request.getfixturevalue("pg_server")
+    return str(server.create_database(f"workers_{next(_DATABASES)}"))
+
+
 @pytest.fixture
-def two_servers(tmp_path: Path):  # type: ignore[no-untyped-def]
-    store = f"sqlite:///{tmp_path / 'shared.db'}"
+def two_servers(shared_store: str, tmp_path: Path):  # type: ignore[no-untyped-def]
+    store = shared_store
     first = start(["--store", store, *ARGS], tmp_path / "a.log")
     try:
         second = start(["--store", store, *ARGS], tmp_path / "b.log")
@@ -70,8 +87,41 @@ def test_a_mood_set_through_one_process_is_what_the_other_answers(two_servers) -
         ]
 
 
-def test_workers_share_one_state_and_lose_no_memory(tmp_path: Path) -> None:
-    store = f"sqlite:///{tmp_path / 'workers.db'}"
+def test_two_processes_lose_nothing_and_count_every_retrieval(two_servers) -> None:  # type: ignore[no-untyped-def]
+    servers = two_servers
+    scopes = [f"s{k}" for k in range(8)]
+    returned: list[int] = []
+
+    def client(i: int) -> None:
+        for j in range(4):
+            server = servers[(i + j) % 2]
+            scope = scopes[(i + j) % 8]
+            with httpx.Client(base_url=server.url, timeout=120) as http:
+                http.post("/v1/memories", json={"content": f"client {i} note {j}",
+                                                "scope": [scope]}).raise_for_status()
+                http.put("/v1/state/affect", json={"scope": [scope], "valence": 0.1 * j - 0.2,
+                                                   "arousal": 0.4}).raise_for_status()
+                found = http.post("/v1/search", json={"query": "note", "scope": [scope],
+                                                      "top_k": 3})
+                found.raise_for_status()
+                returned.append(len(found.json()["results"]))
+
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        list(pool.map(client, range(16)))
+    memories = []
+    for scope in scopes:
+        listings = [httpx.get(f"{s.url}/v1/memories", params={"scope": scope, "limit": 100},
+                              timeout=60).json()["memories"] for s in servers]
+        assert listings[0] == listings[1]
+        memories += listings[0]
+        assert _state(servers[0], scope) == _state(servers[1], scope)
+    assert sorted(m["content"] for m in memories) == sorted(
+        f"client {i} note {j}" for i in range(16) for j in range(4))
+    assert sum(m["retrieval_count"] for m in memories) == sum(returned) > 0
+
+
+def test_workers_share_one_state_and_lose_no_memory(shared_store: str, tmp_path: Path) -> None:
+    store = shared_store
     server = start(["--store", store, "--workers", "2", *ARGS], tmp_path / "w.log")
     try:
         scopes = ["s0", "s1", "s2", "s3"]
