@@ -124,8 +124,7 @@ def _store_urls(kind: str, work: Path) -> tuple[str, str, Any]:
         return f"sqlite:///{work / 'served.db'}", f"sqlite:///{work / 'direct.db'}", None
     from support import pg_server
 
-    (work / "pg").mkdir()
-    pg = pg_server.start(work / "pg")
+    pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-throughput-pg-")))
     return pg.create_database("served"), pg.create_database("direct"), pg
 
 

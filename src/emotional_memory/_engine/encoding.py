@@ -185,10 +185,12 @@ class EncodingMixin(StateMixin):
             The linker.
         """
         view = self._view(now)
-        # The root of a store without its own selections links through the store's
-        # own searches (expired memories of such a store may be link targets).
+        # The root of a store without selections of its own links through the store's
+        # own searches (expired memories of such a store may be link targets); a store
+        # that confines views itself (a vector database) links through the view.
         unconfined = view is self._columnar or (
             isinstance(view, SelectedStore) and view.selection.unconfined
+            and not view.confined_by_store
         )
         target = self.store if unconfined else view
         block = _LINK_SEARCH_BLOCK if batched else 1

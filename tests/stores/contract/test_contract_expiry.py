@@ -7,9 +7,8 @@ views alike, over every backend.
 
 Documented for a plain store of the user's own (README, "Many users in one store"):
 its root engine counts expired memories in ``len`` until pruned, and links through
-the store's own search, which may see them. The root engine over a vector database
-links the same way today (the engine confines it only in views): asserted as a strict
-expected failure, so the test says so the day it is fixed.
+the store's own search, which may see them. A vector database confines its views
+itself, expiry included, so its root engine links through that view.
 """
 
 from __future__ import annotations
@@ -22,10 +21,6 @@ from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from support.backends import ENGINES, STORES, Backend
 from support.scopes import T0, Clock
-
-ROOT_LINKS_TO_EXPIRED = pytest.mark.xfail(
-    strict=True, reason="the root engine over a vector database links through the "
-    "store's own search, which sees expired memories (the engine confines views only)")
 
 
 @pytest.mark.parametrize("backend", ENGINES, indirect=True)
@@ -74,10 +69,7 @@ def test_expiry_in_a_scoped_view(backend: Backend) -> None:
     assert [m.id for m in engine.list_all()] == [secret.id, kept.id, late.id]
 
 
-@pytest.mark.parametrize("backend", [
-    pytest.param(name, marks=ROOT_LINKS_TO_EXPIRED) if name in ("qdrant", "chroma") else name
-    for name in STORES
-], indirect=True)
+@pytest.mark.parametrize("backend", STORES, indirect=True)
 def test_an_expired_memory_is_no_link_target_of_the_root(backend: Backend) -> None:
     clock = Clock()
     engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)

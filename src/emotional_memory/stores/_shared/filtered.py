@@ -102,6 +102,12 @@ class SelectedStore:
         self._plain: Any = plain if plain is not None else _FilteredMemories(store, selection)
         self._adapter = StoreAdapter(self._plain)
 
+    @property
+    def confined_by_store(self) -> bool:
+        """Whether the store confines this view itself (its own ``selected``), rather
+        than by filtering its memories here."""
+        return not isinstance(self._plain, _FilteredMemories)
+
     def __getattr__(self, name: str) -> Any:
         # the columnar protocol, answered from the filtered memories
         if name.startswith("__"):
