@@ -88,3 +88,21 @@ def test_test_module_basenames_are_unique() -> None:
 def test_only_the_support_folder_is_a_package() -> None:
     packages = [p.parent.relative_to(TESTS) for p in TESTS.rglob("__init__.py")]
     assert packages == [Path("support")]
+
+
+def test_every_test_path_named_in_the_docs_exists() -> None:
+    """README, docs/, the sources and benchmarks cite tests by path: each must exist
+    (a moved test module leaves no stale pointer)."""
+    import re
+
+    root = TESTS.parent
+    texts = [root / "README.md", *(root / "docs").rglob("*.md"),
+             *(root / "src").rglob("*.py"), *(root / "src").rglob("*.md"),
+             *(root / "benchmarks").rglob("*.py")]
+    stale = sorted(
+        f"{path.relative_to(root)}: {cited}"
+        for path in texts if path.is_file()
+        for cited in set(re.findall(r"tests/[\w/]+\.py", path.read_text(encoding="utf-8")))
+        if not (root / cited).is_file()
+    )
+    assert not stale, "cited test paths that do not exist:\n" + "\n".join(stale)

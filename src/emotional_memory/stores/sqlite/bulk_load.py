@@ -6,7 +6,7 @@ embedding list and a row write each (about 80 us per memory at D = 384); here th
 arrive already decoded into columns (:class:`RowBlock`: the tag blocks, the embedding
 matrix, the norms, ...) and are written with a few array assignments. The result is
 the store :meth:`RowStore.save` would build from the same memories, row for row
-(``tests/test_sqlite_bulk_load.py`` compares every array).
+(``tests/stores/sqlite/test_sqlite_bulk_load.py`` compares every array).
 """
 
 from __future__ import annotations
