@@ -395,8 +395,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_ev.set_defaults(func=cmd_evaluate)
 
     from training.affect import add_parser as add_affect
+    from training.reembed import add_parser as add_reembed
 
     add_affect(sub)
+    add_reembed(sub)
     return parser
 
 

@@ -22,7 +22,9 @@ from emotional_memory.stores.base import SettingsStore
 
 __all__ = [
     "EMBEDDER_SETTING",
+    "REEMBED_SETTING",
     "EmbedderMismatchError",
+    "ReembedInProgressError",
     "check_embedder",
     "embedder_identity",
     "record_embedder",
@@ -31,6 +33,10 @@ __all__ = [
 
 EMBEDDER_SETTING = "embedder"
 """The settings key under which a store records its embedder's identity."""
+
+REEMBED_SETTING = "reembedding"
+"""The settings key of a re-embedding in progress (:mod:`emotional_memory.reembed`): its
+vectors are then of two embedders, and no engine may open the store."""
 
 
 class EmbedderMismatchError(ValueError):
@@ -45,10 +51,24 @@ class EmbedderMismatchError(ValueError):
         super().__init__(
             f"this store's memories were embedded with {recorded!r}, but the embedder "
             f"given is {given!r}: embeddings of different embedders cannot be compared. "
-            f"Open it with the {recorded!r} embedder, or use another store."
+            f"Open it with the {recorded!r} embedder, re-embed its memories "
+            "(emotional_memory.reembed.reembed_store, `python -m training reembed`), or "
+            "use another store."
         )
         self.recorded = recorded
         self.given = given
+
+
+class ReembedInProgressError(ValueError):
+    """A store's re-embedding was started and not finished: its vectors are of two
+    embedders until :func:`~emotional_memory.reembed.reembed_store` completes it."""
+
+    def __init__(self, progress: str) -> None:
+        super().__init__(
+            f"this store is being re-embedded ({progress}): its vectors are of two embedders "
+            "until it finishes; run reembed_store(store, embedder) (or `python -m training "
+            "reembed`) again with the new embedder to resume it"
+        )
 
 
 def embedder_identity(embedder: Any) -> str | None:
@@ -93,7 +113,12 @@ def check_embedder(store: Any, embedder: Any) -> None:
     Raises:
         EmbedderMismatchError: the store recorded an identity and the embedder has
             another (both named).
+        ReembedInProgressError: a re-embedding of the store is unfinished.
     """
+    if _keeps_settings(store):
+        progress = store.setting(REEMBED_SETTING)
+        if progress is not None:
+            raise ReembedInProgressError(progress)
     given = embedder_identity(embedder)
     if given is None:
         return

@@ -401,6 +401,10 @@ class SettingsStore(Protocol, metaclass=_Capability):
         """Record ``value`` under ``key`` unless one is recorded; the value kept."""
         ...
 
+    def replace_setting(self, key: str, value: str | None) -> None:
+        """Set ``key`` to ``value`` (None: forget it), inside an open transaction if any."""
+        ...
+
 
 @runtime_checkable
 class VersionedStateStore(Protocol, metaclass=_Capability):

@@ -249,6 +249,23 @@ class _Schema(_Core):
             ).fetchone()
         return str(row[0])
 
+    def replace_setting(self, key: str, value: str | None) -> None:
+        """Set ``key`` to ``value``, or forget it (None); joins an open transaction.
+
+        Args:
+            key: the setting's name.
+            value: its new value, or None.
+        """
+        with self._write() as cur:
+            if value is None:
+                cur.execute(f"DELETE FROM {self._meta} WHERE key = %s", ("setting:" + key,))
+            else:
+                cur.execute(
+                    f"INSERT INTO {self._meta} VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    ("setting:" + key, value),
+                )
+
     def _fix_dim(self, cur: Any, dim: int) -> None:
         """Record the embedding dimension on the first embedding: type the vector
         column and build the HNSW index (inside the writing transaction)."""

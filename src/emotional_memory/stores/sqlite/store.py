@@ -600,6 +600,24 @@ class SQLiteStore(BackendStore):
             row = conn.execute("SELECT value FROM meta WHERE key = ?", ("setting:" + key,))
             return str(row.fetchone()[0])
 
+    def replace_setting(self, key: str, value: str | None) -> None:
+        """Set ``key`` to ``value``, or forget it (None); joins an open transaction.
+
+        Args:
+            key: the setting's name.
+            value: its new value, or None.
+        """
+        with self._lock, self.transaction():
+            conn = self._connection()
+            if value is None:
+                conn.execute("DELETE FROM meta WHERE key = ?", ("setting:" + key,))
+            else:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES (?, ?) "
+                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                    ("setting:" + key, value),
+                )
+
     # ---------------------------------------------------------------- internals
 
     def _write(self, cache_op: Callable[[], object], sql: str, params: tuple[Any, ...]) -> None:

@@ -1,0 +1,160 @@
+"""Re-embed every memory of a store with another embedder, resumably.
+
+Vectors of two embedders cannot be compared, so changing the embedder (a fitted
+MiniLM, MiniLM instead of the hashing embedder) means embedding every stored memory
+again. :func:`reembed_store` does it in batches, each batch's vectors written in one
+store transaction. On a store that keeps settings (SQLite, PostgreSQL) the progress is
+recorded in the same transaction (settings key ``reembedding``): while it is there no
+engine opens the store (:class:`~emotional_memory.embedder_identity.
+ReembedInProgressError`), an interrupted run resumes where it stopped, and the last
+batch records the new embedder's identity. Resonance links are kept as they are (they
+were drawn with the old vectors).
+
+Run it with no engine or server open on the store: memories written meanwhile by an
+engine opened before the start would be embedded by the old embedder.
+"""
+
+from __future__ import annotations
+
+import json
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+from emotional_memory._progress import progress_iter
+from emotional_memory.embedder_identity import (
+    EMBEDDER_SETTING,
+    REEMBED_SETTING,
+    embedder_identity,
+    recorded_embedder,
+)
+from emotional_memory.models import Memory
+from emotional_memory.stores.base import PagingStore, SettingsStore
+
+__all__ = ["ReembedReport", "reembed_store"]
+
+
+@dataclass(frozen=True)
+class ReembedReport:
+    """What :func:`reembed_store` did.
+
+    Attributes:
+        memories: memories in the store.
+        reembedded: memories given a new vector by this call (memories without an
+            embedding are left without one).
+        resumed_from: the position an interrupted run had reached (0: a fresh run).
+        previous: the embedder identity recorded before (None: none recorded).
+        current: the identity recorded now (None: the store keeps no settings or the
+            embedder has no identity).
+    """
+
+    memories: int
+    reembedded: int
+    resumed_from: int
+    previous: str | None
+    current: str | None
+
+
+def _check_batch_size(batch_size: object) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    return batch_size
+
+
+def _transaction(store: Any) -> Any:
+    """The store's all-or-nothing block, or none for a store without transactions."""
+    begin = getattr(store, "transaction", None)
+    return begin() if callable(begin) else nullcontext()
+
+
+def _page(store: Any, offset: int, limit: int, everything: list[Memory] | None) -> list[Memory]:
+    if everything is not None:
+        return everything[offset:offset + limit]
+    page: list[Memory] = store.list_page(offset, limit)
+    return page
+
+
+def _start(store: Any, target: str | None) -> tuple[int, str | None]:
+    """The position to start from and the identity recorded before the first run."""
+    if not isinstance(store, SettingsStore):
+        return 0, None
+    raw = store.setting(REEMBED_SETTING)
+    if raw is None:
+        return 0, recorded_embedder(store)
+    progress = json.loads(raw)
+    if progress.get("to") != target:
+        raise ValueError(
+            f"embedder: this store's unfinished re-embedding is to {progress.get('to')!r}, "
+            f"not {target!r}; resume it with that embedder"
+        )
+    return int(progress["done"]), progress.get("from")
+
+
+def _new_vectors(embedder: Any, batch: list[Memory]) -> list[list[float]]:
+    """The batch's vectors (one per memory with an embedding), dimensions checked."""
+    embedded = [m for m in batch if m.embedding]
+    vectors = [list(map(float, v)) for v in embedder.embed_batch([m.content for m in embedded])]
+    if len(vectors) != len(embedded):
+        raise ValueError(
+            f"embedder: embed_batch returned {len(vectors)} vectors for {len(embedded)} texts"
+        )
+    for memory, vector in zip(embedded, vectors, strict=True):
+        assert memory.embedding is not None
+        if len(vector) != len(memory.embedding):
+            raise ValueError(
+                f"embedder: its vectors have {len(vector)} dimensions, the store's "
+                f"{len(memory.embedding)}; re-embedding keeps the dimension (export the "
+                "memories and import them into a new store instead)"
+            )
+    return vectors
+
+
+def reembed_store(
+    store: Any, embedder: Any, *, batch_size: int = 256, progress: bool = True
+) -> ReembedReport:
+    """Embed every memory of ``store`` again with ``embedder`` (resumable).
+
+    Args:
+        store: a memory store (the root store, not a view); resumable and guarded
+            where it keeps settings (SQLite, PostgreSQL).
+        embedder: the new embedder (``embed_batch(texts)``; the same dimension as the
+            stored vectors).
+        batch_size: memories embedded and written per transaction.
+        progress: show a progress bar (tqdm, on stderr).
+
+    Returns:
+        A :class:`ReembedReport`.
+
+    Raises:
+        ValueError: ``batch_size`` is not a positive int; the embedder's dimension
+            differs from the stored vectors'; an unfinished re-embedding of this store
+            is to another embedder. Nothing of the failing batch is written.
+    """
+    batch_size = _check_batch_size(batch_size)
+    target = embedder_identity(embedder)
+    start, previous = _start(store, target)
+    settings = isinstance(store, SettingsStore)
+    everything = None if isinstance(store, PagingStore) else list(store.list_all())
+    total = len(everything) if everything is not None else len(store)
+    done, reembedded = start, 0
+    starts = range(start, total, batch_size)
+    for offset in progress_iter(starts, "re-embedding", enabled=progress, total=len(starts)):
+        batch = _page(store, offset, batch_size, everything)
+        vectors = iter(_new_vectors(embedder, batch))
+        with _transaction(store):
+            for memory in batch:
+                if memory.embedding:
+                    store.update(memory.model_copy(update={"embedding": next(vectors)}))
+                    reembedded += 1
+            done = offset + len(batch)
+            if settings:
+                store.replace_setting(REEMBED_SETTING, json.dumps(
+                    {"from": previous, "to": target, "done": done, "of": total}))
+    if settings:
+        with _transaction(store):
+            store.replace_setting(EMBEDDER_SETTING, target)
+            store.replace_setting(REEMBED_SETTING, None)
+    return ReembedReport(
+        memories=total, reembedded=reembedded, resumed_from=start, previous=previous,
+        current=target if settings else None,
+    )

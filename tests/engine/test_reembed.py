@@ -1,0 +1,152 @@
+"""Re-embedding a store with another embedder (``reembed_store``, ``training reembed``).
+
+Checked on real stores (an SQLite file, a real PostgreSQL database, the in-memory
+store) against a plain oracle: afterwards every memory's vector is exactly the new
+embedder's vector of its content and nothing else of it changed; an interrupted run
+leaves the store refused to engines and resumes where it stopped; bad input changes
+nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory.embedder_identity import (
+    EmbedderMismatchError,
+    ReembedInProgressError,
+    record_embedder,
+    recorded_embedder,
+)
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.reembed import reembed_store
+from emotional_memory.stores.postgres import PostgresStore
+from emotional_memory.stores.sqlite import SQLiteStore
+from training.cli import main as training_main
+
+OLD = HashingEmbedder(dim=32)
+NEW = HashingEmbedder(dim=32, seed=7)
+TEXTS = [f"memory {i}: {'rain storm harbour coffee'.split()[i % 4]} {i * 7 % 13}"
+         for i in range(23)]
+_TABLES = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgres", "memory"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "sqlite":
+        made: Any = SQLiteStore(tmp_path / "m.db")
+    elif request.param == "postgres":
+        made = PostgresStore(request.getfixturevalue("pg_dsn"), table=f"re{next(_TABLES)}")
+    else:
+        made = InMemoryStore()
+    yield made
+    close = getattr(made, "close", None)
+    if callable(close):
+        close()
+
+
+def _filled(store: Any) -> list[dict[str, Any]]:
+    """Encode TEXTS with the old embedder (links and all); the memories as dicts."""
+    record_embedder(store, OLD)
+    engine = EmotionalMemory(store, OLD)
+    engine.encode_batch(TEXTS[:10])
+    for text in TEXTS[10:]:
+        engine.encode(text)
+    return [m.model_dump() for m in store.list_all()]
+
+
+def _check_reembedded(store: Any, before: list[dict[str, Any]]) -> None:
+    """The oracle: each vector is NEW's vector of the content; the rest unchanged."""
+    after = [m.model_dump() for m in store.list_all()]
+    assert [m["id"] for m in after] == [m["id"] for m in before]
+    for old, new in zip(before, after, strict=True):
+        assert new["embedding"] == pytest.approx(NEW.embed(old["content"]), abs=1e-6)
+        assert new["embedding"] != pytest.approx(old["embedding"], abs=1e-6)
+        assert {k: v for k, v in new.items() if k != "embedding"} == {
+            k: v for k, v in old.items() if k != "embedding"}
+
+
+def test_every_vector_is_the_new_embedders(store: Any) -> None:
+    before = _filled(store)
+    report = reembed_store(store, NEW, batch_size=5, progress=False)
+    assert (report.memories, report.reembedded, report.resumed_from) == (23, 23, 0)
+    _check_reembedded(store, before)
+    if isinstance(store, InMemoryStore):
+        assert report.current is None  # it keeps no settings
+        return
+    assert (report.previous, report.current) == (OLD.identity, NEW.identity)
+    assert recorded_embedder(store) == NEW.identity
+    with pytest.raises(EmbedderMismatchError):
+        EmotionalMemory(store, OLD)
+    hits = EmotionalMemory(store, NEW).retrieve(TEXTS[3], top_k=1)
+    assert hits[0].content == TEXTS[3]
+
+
+class _Failing:
+    """NEW, failing on its ``fail_at``-th batch."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.identity = NEW.identity
+        self.calls = 0
+        self.fail_at = fail_at
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == self.fail_at:
+            raise RuntimeError("the embedding server went away")
+        return NEW.embed_batch(texts)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+def test_an_interrupted_run_is_refused_to_engines_and_resumes(store: Any) -> None:
+    before = _filled(store)
+    with pytest.raises(RuntimeError, match="went away"):
+        reembed_store(store, _Failing(fail_at=3), batch_size=5, progress=False)
+    done = [m.model_dump() for m in store.list_all()]
+    assert done[:10] != before[:10] and done[10:] == before[10:]  # two batches written
+    for embedder in (OLD, NEW):
+        with pytest.raises(ReembedInProgressError, match="10"):
+            EmotionalMemory(store, embedder)
+    with pytest.raises(ValueError, match="embedder"):
+        reembed_store(store, HashingEmbedder(dim=32, seed=8), batch_size=5, progress=False)
+    report = reembed_store(store, NEW, batch_size=5, progress=False)
+    assert (report.resumed_from, report.reembedded, report.previous) == (10, 13, OLD.identity)
+    _check_reembedded(store, before)
+    EmotionalMemory(store, NEW)  # opens again
+
+
+def test_bad_input_changes_nothing(store: Any) -> None:
+    before = _filled(store)
+    for bad in (0, -1, 2.5, True, "8"):
+        with pytest.raises(ValueError, match="batch_size"):
+            reembed_store(store, NEW, batch_size=bad, progress=False)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="dimension"):
+        reembed_store(store, HashingEmbedder(dim=16), progress=False)
+    assert [m.model_dump() for m in store.list_all()] == before
+    if not isinstance(store, InMemoryStore):
+        assert recorded_embedder(store) == OLD.identity
+        EmotionalMemory(store, OLD)  # not left half-way
+
+
+def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "cli.db"
+    with SQLiteStore(path) as s:
+        engine = EmotionalMemory(s, HashingEmbedder())
+        record_embedder(s, HashingEmbedder())
+        engine.encode_batch(TEXTS)
+    seeded = HashingEmbedder(seed=3)
+    assert training_main(["reembed", "--store", f"sqlite:///{path}", "--embedder", "hashing",
+                          "--quiet"]) == 0  # the same embedder: vectors rewritten equal
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["reembedded"] == len(TEXTS) and printed["current"] == "hashing/384"
+    assert training_main(["reembed", "--store", "nope://x", "--embedder", "hashing"]) == 2
+    assert "--store" in capsys.readouterr().err
+    with SQLiteStore(path) as s:
+        assert recorded_embedder(s) == "hashing/384"
+        with pytest.raises(EmbedderMismatchError, match="reembed"):
+            EmotionalMemory(s, seeded)
