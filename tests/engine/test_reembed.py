@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from training.cli import main as training_main
 
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.embedder_identity import (
@@ -27,11 +28,10 @@ from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.reembed import reembed_store
 from emotional_memory.stores.postgres import PostgresStore
 from emotional_memory.stores.sqlite import SQLiteStore
-from training.cli import main as training_main
 
 OLD = HashingEmbedder(dim=32)
 NEW = HashingEmbedder(dim=32, seed=7)
-TEXTS = [f"memory {i}: {'rain storm harbour coffee'.split()[i % 4]} {i * 7 % 13}"
+TEXTS = [f"memory {i}: {['rain', 'storm', 'harbour', 'coffee'][i % 4]} {i * 7 % 13}"
          for i in range(23)]
 _TABLES = itertools.count()
 
