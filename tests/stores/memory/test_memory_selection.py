@@ -123,3 +123,50 @@ def test_the_column_mask_equals_the_reference_semantics(where: dict[str, Any]) -
     got = store._where_mask(rows, parsed).tolist()
     assert got == [parsed.matches(m) for m in memories]
     assert got == [store._row_matches(int(r), parsed) for r in rows]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_filtered_rows_found_outside_the_lock_are_never_stale(kind: str, tmp_path: Any) -> None:
+    """A filtered view finds its rows outside the store's lock; a write that ran
+    meanwhile must make it find them again: every memory a filtered read returns
+    matches the filter when returned, whatever a writer thread does meanwhile."""
+    import threading
+
+    from emotional_memory.stores.base import Selection
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    store: Any = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+    view = engine.scoped("s")
+    made = view.encode_batch([f"note {i}" for i in range(300)],
+                             metadata=[{"topic": "a", "i": i} for i in range(300)])
+    stop = threading.Event()
+
+    def flip() -> None:
+        k = 0
+        while not stop.is_set():
+            memory = store.get(made[k % 300].id)
+            topic = "b" if memory.metadata["topic"] == "a" else "a"
+            store.update(memory.model_copy(update={"metadata": {**memory.metadata,
+                                                                "topic": topic}}))
+            k += 7
+
+    where = parse_where({"$or": [{"topic": "a"}, *({"i": -j} for j in range(1, 40))]})
+    writer = threading.Thread(target=flip)
+    writer.start()
+    try:
+        reads = 0
+        for _ in range(150):
+            selected = store.selected(Selection(("s",), where))
+            for _ in range(3):  # the same view again: its cached rows are checked too
+                listed = selected.list_all()
+                assert all(m.metadata["topic"] == "a" for m in listed)
+                assert len(selected) >= 0
+                reads += 1
+    finally:
+        stop.set()
+        writer.join()
+    assert reads == 450
+    quiet = store.selected(Selection(("s",), where))
+    assert sorted(m.id for m in quiet.list_all()) == sorted(
+        m.id for m in store.list_all() if m.metadata["topic"] == "a")

@@ -457,6 +457,31 @@ class SelectedRows:
         self._cached = (store, store._version, rows)
         return rows
 
+    def _prime(self) -> None:
+        """Find the rows of a filtered selection outside the store's lock.
+
+        A ``where`` over many memories is the costliest part of a confined read;
+        holding the store's lock for it would make every other scope's operation wait.
+        The store's version is read under the lock before and checked under it after:
+        the rows are kept only when no write ran meanwhile (every write bumps the
+        version), else the caller finds them under the lock as before.
+        """
+        if self.selection.where is None:
+            return
+        with self._lock:
+            store = self._store()
+            cached = self._cached
+            if cached is not None and cached[0] is store and cached[1] == store._version:
+                return
+            version = store._version
+        try:
+            rows = store._selected_rows(self.selection)
+        except Exception:  # a write changed the columns under the read: redo it locked
+            return
+        with self._lock:
+            if self._rows_of() is store and store._version == version:
+                self._cached = (store, version, rows)
+
     def _seen_row(self, store: InMemoryStore, memory_id: object) -> int | None:
         row = store._row_of.get(memory_id) if isinstance(memory_id, str) else None
         if row is None or not store._row_sees(row, self.selection):
@@ -501,6 +526,7 @@ class SelectedRows:
 
     def list_all(self) -> list[Memory]:
         """The seen memories, in insertion order."""
+        self._prime()
         with self._lock:
             store = self._store()
             return [store._memory_at(r) for r in self._rows(store).tolist()]
@@ -515,6 +541,7 @@ class SelectedRows:
         Returns:
             The page, in insertion order.
         """
+        self._prime()
         with self._lock:
             store = self._store()
             rows = self._rows(store)[offset:offset + limit]
@@ -522,12 +549,14 @@ class SelectedRows:
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """The store's search answer among the seen memories."""
+        self._prime()
         with self._lock:
             store = self._store()
             rows = store._search_rows_in(embedding, top_k, self._rows(store))
             return [store._memory_at(r) for r in rows.tolist()]
 
     def __len__(self) -> int:
+        self._prime()
         with self._lock:
             store = self._store()
             return int(self._rows(store).shape[0])
@@ -550,6 +579,7 @@ class SelectedRows:
     ) -> CandidateBank:
         """See :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`,
         over the seen rows (shortlists and BM25 statistics of the seen memories)."""
+        self._prime()
         with self._lock:
             store = self._store()
             return store.candidate_bank(
@@ -567,6 +597,7 @@ class SelectedRows:
     def columns(self, now: datetime) -> tuple[list[str], MemoryColumns]:
         """See :meth:`~emotional_memory.stores.columnar.ColumnarStore.columns` (the
         seen rows)."""
+        self._prime()
         with self._lock:
             store = self._store()
             ids, cols = store.columns(now, rows=self._rows(store))
@@ -578,6 +609,7 @@ class SelectedRows:
         """Every row as padded JAX columns with ``valid`` set on the seen rows only."""
         import jax
 
+        self._prime()
         with self._lock:
             store = self._store()
             rows = self._rows(store)
@@ -595,6 +627,7 @@ class SelectedRows:
     def lexical_search(self, terms: Sequence[str], k: int, k1: float = 1.2,
                        b: float = 0.75, *, analysis: str = "none") -> list[str]:
         """BM25 shortlist among the seen memories (their own statistics)."""
+        self._prime()
         with self._lock:
             store = self._store()
             return store.lexical_index().search(
@@ -605,6 +638,7 @@ class SelectedRows:
         self, terms: Sequence[str], memory_ids: Sequence[str], *, analysis: str = "none"
     ) -> LexicalInputs:
         """Term statistics over the seen memories."""
+        self._prime()
         with self._lock:
             store = self._store()
             return store.lexical_index().inputs(
