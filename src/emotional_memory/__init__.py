@@ -22,11 +22,10 @@ if TYPE_CHECKING:
         GenericAppraisalVector,
         KeywordAppraisalEngine,
         KeywordRule,
-        LLMAppraisalConfig,
-        LLMAppraisalEngine,
         LLMCallable,
         StaticAppraisalEngine,
     )
+    from emotional_memory.appraisal_llm import LLMAppraisalConfig, LLMAppraisalEngine
     from emotional_memory.appraisal_schema import (
         DIRECT_VAD_SCHEMA,
         SCHERER_CPM_SCHEMA,
@@ -119,8 +118,8 @@ _EXPORTS: dict[str, str] = {
     "AppraisalSchema": "emotional_memory.appraisal_schema",
     "KeywordAppraisalEngine": "emotional_memory.appraisal",
     "KeywordRule": "emotional_memory.appraisal",
-    "LLMAppraisalConfig": "emotional_memory.appraisal",
-    "LLMAppraisalEngine": "emotional_memory.appraisal",
+    "LLMAppraisalConfig": "emotional_memory.appraisal_llm",
+    "LLMAppraisalEngine": "emotional_memory.appraisal_llm",
     "LLMCallable": "emotional_memory.appraisal",
     "StaticAppraisalEngine": "emotional_memory.appraisal",
     "SyncToAsyncAppraisalEngine": "emotional_memory.async_adapters",
