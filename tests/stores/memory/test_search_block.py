@@ -211,3 +211,50 @@ def test_searchable_counts_of_many_limits_equal_one_at_a_time(
     assert store._count_searchable_many(lasts) == [store._count_searchable(x) for x in lasts]
     everything = [store._size - 1] * 3
     assert store._count_searchable_many(everything) == [store._n_embedded] * 3
+
+
+@pytest.mark.parametrize("mode", ["float32", "bfloat16", "float16", "float64"])
+def test_a_views_batched_search_equals_its_single_searches(mode: str) -> None:
+    """A scoped view's ``search_by_embedding_batch`` (one matrix product per chunk of
+    queries for the approximate pass) answers exactly the view's single searches, each
+    query seeing the view's memories up to its ``visible_until``: tricky vectors (ties,
+    near-duplicates, NaN, zero, huge), more seen rows than the exact-subset limit."""
+    from emotional_memory.stores.base import Selection
+
+    dim = 131
+    rng = np.random.default_rng(len(mode))
+    vectors = tricky_vectors(rng, 5200, dim)
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    with store_transaction(store):
+        for i, v in enumerate(vectors):
+            memory = varied_memory(f"m{i}", None if v is None else v.tolist())
+            scope = ("a",) if i % 5 else ("b",)  # 4,160 rows in scope a
+            store.save(memory.model_copy(update={"scope": scope}))
+    view = store.selected(Selection(("a",)))
+    seen = view.list_all()
+    picks = rng.choice(len(seen), size=70, replace=False)
+    queries: list[list[float] | None] = [seen[i].embedding for i in picks]
+    queries[:8] = [rng.normal(size=dim).tolist() for _ in range(8)]
+    queries[8] = None
+    queries[9] = []
+    visible = [seen[i].id for i in picks]
+    everything = store.list_all()
+    ids = [m.id for m in everything]
+    for k in (1, 12, 40):
+        batched = view.search_by_embedding_batch(queries, k, visible_until=visible)
+        for query, last, got in zip(queries, visible, batched, strict=True):
+            with store._lock:  # the view's single search over the rows up to ``last``
+                rows = view._rows(store)
+                upto = rows[rows <= store._row_of[last]]
+                single_rows = store._search_rows_in(query or [], k, upto)
+            assert [m.id for m in got] == [store._row_ids[r] for r in single_rows.tolist()]
+            if mode in ("float32", "float64"):  # lossless rows: a store of just those
+                oracle = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+                with store_transaction(oracle):
+                    for m in everything[: ids.index(last) + 1]:
+                        if m.scope == ("a",):
+                            oracle.save(m)
+                want = oracle.search_by_embedding(query or [], k)
+                assert [m.id for m in got] == [m.id for m in want]
+        assert view.search_by_embedding_batch(queries[:3], k) == [
+            view.search_by_embedding(q or [], k) for q in queries[:3]]

@@ -119,6 +119,7 @@ def _numeric_compare(values: np.ndarray, op: str, operand: int | float) -> np.nd
 # Selections of at most this many searchable rows are ranked exactly, row by row;
 # larger ones take the approximate pass over the whole matrix and rescore a pool.
 _EXACT_SUBSET = 2048
+_APPROX_CHUNK = 64  # queries per matrix product of a batched view search
 
 
 class RowSelecting:
@@ -146,8 +147,11 @@ class RowSelecting:
     _mode: str
     _lock: threading.RLock
     _matrix: np.ndarray
+    _scale: np.ndarray
+    _bias: np.ndarray
 
     # provided by the other mixins of the store
+    _upcast: Callable[[np.ndarray], np.ndarray]
     _check_query: Callable[..., np.ndarray]
     _rank_exact: Callable[..., np.ndarray]
     _exact_similarities: Callable[..., np.ndarray]
@@ -346,7 +350,11 @@ class RowSelecting:
         return where.evaluate(value_of)
 
     def _search_rows_in(
-        self, embedding: Sequence[float] | np.ndarray, top_k: int, rows: np.ndarray
+        self,
+        embedding: Sequence[float] | np.ndarray,
+        top_k: int,
+        rows: np.ndarray,
+        approx: np.ndarray | None = None,
     ) -> np.ndarray:
         """:meth:`_search_rows`'s answer for a store holding only ``rows``.
 
@@ -354,6 +362,9 @@ class RowSelecting:
             embedding: the (D,) query.
             top_k: how many rows at most.
             rows: the eligible live rows, ascending.
+            approx: the query's approximate cosines (plus bias) of every row, when
+                already computed (:meth:`_search_rows_in_batch`); the answer is the
+                same whichever way they were rounded (the pool is certified).
 
         Returns:
             Row indices, best first.
@@ -386,16 +397,78 @@ class RowSelecting:
             return searchable[:k]
         if searchable.shape[0] <= _EXACT_SUBSET or not NORM_MIN <= query_norm <= NORM_MAX:
             return self._rank_exact(searchable, query, query_norm, k)
-        return self._pooled_in(query, query_norm, k, searchable)
+        return self._pooled_in(query, query_norm, k, searchable, approx)
+
+    def _search_rows_in_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | np.ndarray | None],
+        top_k: int,
+        rows: np.ndarray,
+        visible_until: Sequence[str] | None,
+    ) -> list[np.ndarray]:
+        """:meth:`_search_rows_in` for many queries, each seeing ``rows`` up to its
+        ``visible_until`` memory; the approximate pass of a chunk of queries is one
+        matrix product (the matrix upcast once per chunk), the answers the same.
+
+        Args:
+            embeddings: the (D,) queries (None or empty: the first embedded rows).
+            top_k: how many rows per query.
+            rows: the eligible live rows, ascending.
+            visible_until: optional memory id per query (its own row included).
+
+        Returns:
+            Row indices per query, best first.
+
+        Raises:
+            ValueError: ``visible_until`` of the wrong length; a query of the wrong
+                dimension. KeyError: an unknown id in ``visible_until``.
+        """
+        check_top_k(top_k)
+        n = len(embeddings)
+        if visible_until is not None and len(visible_until) != n:
+            raise ValueError(
+                f"visible_until must have one id per query ({n}), got {len(visible_until)}"
+            )
+        last = [self._size - 1] * n if visible_until is None else [
+            self._row_of[memory_id] for memory_id in visible_until]
+        approx: dict[int, np.ndarray] = {}
+        pooled = top_k > 0 and self._mode != "float64" and self._dim is not None and (
+            rows.shape[0] > _EXACT_SUBSET)
+        units: list[tuple[int, np.ndarray]] = []
+        for j, emb in enumerate(embeddings if pooled else ()):
+            if emb is None or len(emb) == 0:
+                continue
+            query = self._check_query(emb)
+            query_norm = norm(query)
+            if NORM_MIN <= query_norm <= NORM_MAX:
+                units.append((j, (query / query_norm).astype(np.float32)))
+        for start in range(0, len(units), _APPROX_CHUNK):
+            chunk = units[start:start + _APPROX_CHUNK]
+            block = self._matrix[: self._size]
+            if self._mode != "float32":
+                block = self._upcast(block)
+            products = block @ np.stack([u for _, u in chunk], axis=1)
+            scores = (products * self._scale[: self._size, None] + self._bias[: self._size, None])
+            for i, (j, _) in enumerate(chunk):
+                approx[j] = np.asarray(scores[:, i], dtype=np.float32)
+        out = []
+        for j, emb in enumerate(embeddings):
+            seen = rows[: int(np.searchsorted(rows, last[j], side="right"))]
+            out.append(self._search_rows_in(emb if emb is not None else [], top_k, seen,
+                                            approx.get(j)))
+        return out
 
     def _pooled_in(
-        self, query: np.ndarray, query_norm: float, k: int, searchable: np.ndarray
+        self, query: np.ndarray, query_norm: float, k: int, searchable: np.ndarray,
+        approx_all: np.ndarray | None = None,
     ) -> np.ndarray:
         """The exact top-k among many ``searchable`` rows: the approximate pass over
-        the whole matrix read at those rows, a rescored pool, certified by the
-        rounding bound (as a whole-store search)."""
-        query_unit = (query / query_norm).astype(np.float32)
-        approx = np.asarray(self._approximate(query_unit, self._size - 1))[searchable]
+        the whole matrix read at those rows (or ``approx_all``, already computed), a
+        rescored pool, certified by the rounding bound (as a whole-store search)."""
+        if approx_all is None:
+            query_unit = (query / query_norm).astype(np.float32)
+            approx_all = np.asarray(self._approximate(query_unit, self._size - 1))
+        approx = approx_all[searchable]
         specials = int(np.count_nonzero(self._special[searchable]))
         pool_size = min(searchable.shape[0], k + max(POOL_MARGIN, k // 2) + specials)
         if pool_size >= searchable.shape[0]:
@@ -546,6 +619,32 @@ class SelectedRows:
             store = self._store()
             rows = self._rows(store)[offset:offset + limit]
             return [store._memory_at(r) for r in rows.tolist()]
+
+    def search_by_embedding_batch(
+        self,
+        embeddings: Sequence[Sequence[float] | None],
+        top_k: int,
+        *,
+        visible_until: Sequence[str] | None = None,
+    ) -> list[list[Memory]]:
+        """:meth:`search_by_embedding` for many queries at once among the seen
+        memories (each query seeing only those stored up to its ``visible_until``
+        memory, as the store's own batch search), same answers.
+
+        Args:
+            embeddings: the (D,) queries.
+            top_k: how many memories per query.
+            visible_until: optional memory id per query.
+
+        Returns:
+            One list of up to ``top_k`` memories per query, best first.
+        """
+        self._prime()
+        with self._lock:
+            store = self._store()
+            answers = store._search_rows_in_batch(embeddings, top_k, self._rows(store),
+                                                  visible_until)
+            return [[store._memory_at(r) for r in rows.tolist()] for rows in answers]
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """The store's search answer among the seen memories."""
