@@ -813,7 +813,11 @@ def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
     from emotional_memory.server.cli import _parser
 
     section = _service_section()
-    setup, calls = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    setup, calls, workers = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
+    deploy = shlex.split(workers.replace("\\\n", " "))
+    assert deploy[:2] == ["emotional-memory", "serve"]
+    parsed_deploy = _parser().parse_args(deploy[1:])  # "Deploying several workers"
+    assert parsed_deploy.workers == 4 and parsed_deploy.store.startswith("postgresql://")
     lines = setup.strip().splitlines()
     serve = next(line for line in lines if line.startswith("emotional-memory serve"))
     heredoc = "\n".join(line for line in lines if line != serve)
