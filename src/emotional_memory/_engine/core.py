@@ -68,7 +68,7 @@ class EngineCore:
 
     def _view(
         self,
-        now: datetime | None = None,
+        now: datetime | Callable[[], datetime] | None = None,
         where: Where | None = None,
         *,
         expired: bool = False,
@@ -77,8 +77,9 @@ class EngineCore:
         expiry at ``now`` (see :mod:`emotional_memory.stores.selection`).
 
         Args:
-            now: the operation's time; None reads the clock only if expiry must be
-                checked (a store holding no expiring memory never needs it).
+            now: the operation's time (or a callable giving it); None reads the
+                clock only if expiry must be checked (a store holding no expiring
+                memory never needs it).
             where: a parsed filter (:func:`~emotional_memory.filters.parse_where`).
             expired: see the expired memories instead (``prune``).
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -172,14 +172,17 @@ class EncodingMixin(StateMixin):
             content, tag, embedding, metadata, self._scope, expires_at
         ), new_state
 
-    def _linker(self, batched: bool, now: datetime | None = None) -> Linker:
+    def _linker(
+        self, batched: bool, now: datetime | Callable[[], datetime] | None = None
+    ) -> Linker:
         """The store's :class:`~emotional_memory.stores._shared.linking.Linker`, confined to
         this view (resonance candidates and backward twins only among what it sees).
 
         Args:
             batched: save and search new memories in blocks of ``_LINK_SEARCH_BLOCK``
                 (``encode_batch``) rather than one at a time (``encode``).
-            now: the operation's time (expired memories are never link targets).
+            now: the operation's time, or a callable giving it when first needed
+                (expired memories are never link targets).
 
         Returns:
             The linker.
@@ -428,6 +431,7 @@ class EncodingMixin(StateMixin):
             vectors.append(self._embedding_array(pending[i], f"contents[{i}]", stacklevel=3))
             pending[i] = None
         state = self._state
+        latest: list[datetime] = []  # the time of the last memory prepared
 
         def prepared() -> Iterator[Memory]:
             """The batch's memories, prepared one at a time as they are consumed."""
@@ -436,13 +440,16 @@ class EncodingMixin(StateMixin):
                 texts, vectors, metas, expiries, affects, strict=True
             ):
                 emb = None if vec is None else vec.tolist()  # what _clean_embedding gives
+                latest[:] = [self._now()]
                 memory, state = self._prepare(
-                    state, text, emb, None, meta, event, self._now(), expires
+                    state, text, emb, None, meta, event, latest[0], expires
                 )
                 yield memory
 
         row_vectors = (None if vec is None or vec.size == 0 else vec for vec in vectors)
-        linker = self._linker(batched=True)
+        # link targets' expiry is judged at the time of the block's last memory (saved
+        # before its search), never by a clock reading of its own
+        linker = self._linker(batched=True, now=lambda: latest[0])
         out = self._store_with_state(
             lambda: self._store_and_link(linker, prepared(), row_vectors), lambda: state
         )
