@@ -448,8 +448,8 @@ class EncodingMixin(StateMixin):
 
         row_vectors = (None if vec is None or vec.size == 0 else vec for vec in vectors)
         # link targets' expiry is judged at the time of the block's last memory (saved
-        # before its search), never by a clock reading of its own
-        linker = self._linker(batched=True, now=lambda: latest[0])
+        # before its search); a store asking before any is prepared reads the clock
+        linker = self._linker(batched=True, now=lambda: latest[0] if latest else self._now())
         out = self._store_with_state(
             lambda: self._store_and_link(linker, prepared(), row_vectors), lambda: state
         )
