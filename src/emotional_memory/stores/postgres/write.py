@@ -44,14 +44,29 @@ class _Writer(_Schema):
             "link_types": [LINK_CODE[lk.link_type] for lk in links],
         }
 
-    def _row_values(self, memory: Memory) -> dict[str, Any]:
+    def _row_values(
+        self, memory: Memory, given: np.ndarray | None = None
+    ) -> dict[str, Any]:
+        """A memory's row: the column values of ``_FIELDS``.
+
+        Args:
+            memory: the memory.
+            given: optionally, its embedding as the float64 vector of its list (when
+                the caller has it: not converted again).
+
+        Returns:
+            Column name -> value.
+
+        Raises:
+            ValueError: metadata that is not JSON, or a NUL character in a text.
+        """
         tag = memory.tag
         embedding = memory.embedding
         exact: bytes | None = None
         vector: np.ndarray | None = None
         norm: float | None = None
         if embedding is not None:
-            vec = np.asarray(embedding, dtype=np.float64)
+            vec = given if given is not None else np.asarray(embedding, dtype=np.float64)
             if not vec.size:
                 exact = b""
             else:
@@ -168,18 +183,7 @@ class _Writer(_Schema):
         psycopg = self._psycopg
         try:
             if embedding:
-                dim = self._dim
-                if dim is None:
-                    with self._write() as cur:
-                        dim = self._stored_dim(cur)
-                        if dim is None:
-                            self._fix_dim(cur, len(embedding))
-                            dim = len(embedding)
-                if len(embedding) != dim:
-                    raise ValueError(
-                        f"embedding length mismatch: memory has {len(embedding)}, "
-                        f"the store holds dimension {dim}"
-                    )
+                self._ingest_dim(len(embedding))
             if cached is not None:
                 pass  # locked or written by this transaction, and visible here
             elif (
@@ -220,6 +224,29 @@ class _Writer(_Schema):
             )
         except psycopg.OperationalError as exc:
             raise self._error("saving a memory", exc) from None
+
+    def _ingest_dim(self, length: int) -> None:
+        """Check a new embedding's length against the store's dimension, fixing the
+        dimension (typing the vector column, building the index) on the first one.
+
+        Args:
+            length: the embedding's length (> 0).
+
+        Raises:
+            ValueError: another length than the store's dimension.
+        """
+        dim = self._dim
+        if dim is None:
+            with self._write() as cur:
+                dim = self._stored_dim(cur)
+                if dim is None:
+                    self._fix_dim(cur, length)
+                    dim = length
+        if length != dim:
+            raise ValueError(
+                f"embedding length mismatch: memory has {length}, "
+                f"the store holds dimension {dim}"
+            )
 
     def _cached_row(self, tx: _Tx, memory_id: str) -> tuple[Any, ...] | None:
         """The transaction's current row of a memory (``_MEMORY_COLUMNS``) when it has
