@@ -42,7 +42,9 @@ from emotional_memory.stores._shared.ranking import cosines, norm, row_norm, sta
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
+    COLUMN_TYPES,
     LINK_CODE,
+    UPSERT_CHUNK,
     _embedding_of,
     _search_row_memory_columns,
 )
@@ -50,21 +52,8 @@ from emotional_memory.stores.postgres.common import (
 if TYPE_CHECKING:
     from emotional_memory.stores.postgres.search import _Searcher
 
-_INSERT_CHUNK = 1000
-"""Rows per multi-row INSERT (21 parameters each: PostgreSQL takes 65,535)."""
 _UPDATE_CHUNK = 8000
 """Rows per multi-row link UPDATE (4 parameters each)."""
-
-_CASTS = {
-    "id": "text", "content": "text", "embedding": "vector", "exact": "bytea",
-    "norm": "float8", "embedded": "boolean", "tagf": "float8[]", "tagi": "int8[]",
-    "label": "text[]", "link_targets": "text[]", "link_strengths": "float8[]",
-    "link_types": "int2[]", "metadata": "jsonb", "metadata_json": "text",
-    "scope": "text[]", "expires_at": "timestamptz", "expires_us": "int8",
-    "terms": "text[]", "tfs": "int4[]", "doc_len": "int4", "whole": "text",
-}
-"""The memories table's written columns and their types (every parameter is cast, so
-the rows of one multi-row statement agree on their types)."""
 
 _LINK_NAMES = {code: name for name, code in LINK_CODE.items()}
 
@@ -85,10 +74,10 @@ def insert_rows(store: _Searcher, cur: Any, values: Sequence[dict[str, Any]]) ->
     if not values:
         return
     fields = store._FIELDS
-    row_sql = "(" + ", ".join(f"%s::{_CASTS[f]}" for f in fields) + ")"
+    row_sql = "(" + ", ".join(f"%s::{COLUMN_TYPES[f]}" for f in fields) + ")"
     head = f"INSERT INTO {store._t} ({', '.join(fields)}) VALUES "
-    for lo in range(0, len(values), _INSERT_CHUNK):
-        chunk = values[lo : lo + _INSERT_CHUNK]
+    for lo in range(0, len(values), UPSERT_CHUNK):
+        chunk = values[lo : lo + UPSERT_CHUNK]
         cur.execute(
             head + ", ".join([row_sql] * len(chunk)),
             [v[f] for v in chunk for f in fields],

@@ -14,7 +14,9 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
+    COLUMN_TYPES,
     LINK_CODE,
+    UPSERT_CHUNK,
     _embedding_of,
     _float_bytes,
     _has_nul,
@@ -124,17 +126,12 @@ class _Writer(_Schema):
         "scope", "expires_at", "expires_us", "terms", "tfs", "doc_len", "whole",
     )
 
-    def _statements(self) -> tuple[str, str]:
-        """The upsert and update statements; both keep the meta table's counts of
-        memories and of embedded memories current in the same statement."""
-        fields = self._FIELDS
-        values = [
-            "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
-        ]
-        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
-        t, meta = self._t, self._meta
-        # ``old`` reads the row as it was before the statement (one snapshot)
-        counts = (
+    def _counts_sql(self) -> str:
+        """The tail of a writing statement whose CTEs ``old`` (the rows as they were
+        before it: one snapshot) and ``up`` (the rows written) give the changes of
+        the meta table's counts."""
+        meta = self._meta
+        return (
             f"UPDATE {meta} SET value = (value::bigint + d.delta)::text FROM ("
             "SELECT 'count' AS key, (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
             "AS delta UNION ALL SELECT 'embedded', (SELECT count(*) FROM up WHERE embedded) "
@@ -143,6 +140,17 @@ class _Writer(_Schema):
             "- (SELECT count(*) FROM old WHERE expires_us IS NOT NULL)) AS d "
             f"WHERE {meta}.key = d.key AND d.delta <> 0"  # most writes change no count
         )
+
+    def _statements(self) -> tuple[str, str]:
+        """The upsert and update statements; both keep the meta table's counts of
+        memories and of embedded memories current in the same statement."""
+        fields = self._FIELDS
+        values = [
+            "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
+        ]
+        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+        t = self._t
+        counts = self._counts_sql()
         upsert = (
             f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = %(id)s), "
             f"up AS (INSERT INTO {t} ({', '.join(fields)}) "
@@ -156,6 +164,46 @@ class _Writer(_Schema):
             f"{counts}"
         )
         return upsert, update
+
+    def _upsert_many(self, cur: Any, rows: list[dict[str, Any]]) -> None:
+        """Upsert rows (``_row_values``) with multi-row statements of up to
+        :data:`UPSERT_CHUNK` distinct ids each, in order, keeping the meta counts as
+        ``_upsert_sql`` does (one ``INSERT ... ON CONFLICT`` cannot touch a row twice:
+        a repeated id starts a new statement).
+
+        Args:
+            cur: a cursor of the open write transaction.
+            rows: the rows' values, in the order they were queued.
+        """
+        chunk: list[dict[str, Any]] = []
+        ids: set[str] = set()
+        for values in [*rows, None]:
+            if values is None or values["id"] in ids or len(chunk) == UPSERT_CHUNK:
+                if chunk:
+                    cur.execute(
+                        self._upsert_rows_sql(len(chunk)),
+                        [[v["id"] for v in chunk],
+                         *(v[f] for v in chunk for f in self._FIELDS)],
+                    )
+                chunk, ids = [], set()
+            if values is not None:
+                chunk.append(values)
+                ids.add(values["id"])
+
+    def _upsert_rows_sql(self, n: int) -> str:
+        """``_upsert_sql`` for ``n`` rows (positional parameters: the ids as one
+        ``text[]``, then each row's ``_FIELDS``)."""
+        fields = self._FIELDS
+        row = "(" + ", ".join(f"%s::{COLUMN_TYPES[f]}" for f in fields) + ")"
+        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+        t = self._t
+        return (
+            f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = ANY(%s::text[])), "
+            f"up AS (INSERT INTO {t} ({', '.join(fields)}) VALUES "
+            + ", ".join([row] * n)
+            + f" ON CONFLICT (id) DO UPDATE SET {excluded} RETURNING embedded, expires_us) "
+            + self._counts_sql()
+        )
 
     def _put(self, memory: Memory, *, must_exist: bool) -> None:
         if not isinstance(memory, Memory):
@@ -191,6 +239,8 @@ class _Writer(_Schema):
                 and self._nothing_expires(tx)
             ):
                 pass  # an expiry-only view while no memory expires: it sees every row
+            elif not must_exist and memory.id in tx.absent:
+                pass  # no row has this id (read under the store's write lock)
             elif self._selection is not None:  # a view writes only what it sees
                 f, f_values = self._filter_args()  # the predicate's values come first
                 with self._write() as cur:
@@ -214,6 +264,7 @@ class _Writer(_Schema):
             # queued: sent with the transaction's next read or at its commit
             tx.queued.append((self._update_sql if must_exist else self._upsert_sql, values))
             tx.known.add(memory.id)
+            tx.absent.discard(memory.id)
             old = tx.rows.get(memory.id)
             tx.rows[memory.id] = (
                 None if old is None else old[0], memory.id, values["content"],
