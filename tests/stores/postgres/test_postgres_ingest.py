@@ -208,3 +208,52 @@ def test_import_memories_replays_as_on_the_in_memory_store(
                 m.content for m in mem.retrieve(q, top_k=5)]
     finally:
         store.close()
+
+
+_V2_TRACK_LINKS = """CREATE OR REPLACE FUNCTION {t}_track_links() RETURNS trigger
+LANGUAGE plpgsql AS $body$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM {links} WHERE source = OLD.seq;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM {links} WHERE source = OLD.seq AND NOT (target = ANY (NEW.link_targets));
+    END IF;
+    INSERT INTO {links} (target, source)
+        SELECT DISTINCT x, NEW.seq FROM unnest(NEW.link_targets) AS x
+        ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$body$"""
+
+
+def test_a_version_2_table_gets_the_indexed_links_trigger(pg_dsn: str) -> None:
+    """Version 2's trigger found a row's pairs by ``source`` alone (a scan of the links
+    table per written row); opening a version-2 table replaces it (version 3), and
+    the links table still equals the link arrays after bulk writes and deletes."""
+    table = f"ingest{next(_tables)}"
+    with PostgresStore(pg_dsn, table=table) as store:
+        engine(store).encode_batch(texts("v", 30, odd=False))
+    t = f"{table}_memories"
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(_V2_TRACK_LINKS.replace("{t}", t).replace("{links}", f"{table}_links"))
+        conn.execute(f"UPDATE {table}_meta SET value = '2' WHERE key = 'version'")
+    with PostgresStore(pg_dsn, table=table) as store:
+        e = engine(store)
+        e.encode_batch(texts("w", 30, odd=False))
+        for victim in e.list_all()[::7]:
+            assert e.delete(victim.id)
+        with psycopg.connect(pg_dsn) as conn:
+            assert conn.execute(
+                f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+            body = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = %s",
+                                (f"{t}_track_links",)).fetchone()[0]
+            assert "target = ANY (OLD.link_targets) AND source = OLD.seq" in body
+            pairs = set(conn.execute(f"SELECT target, source FROM {table}_links").fetchall())
+            assert pairs == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {t}").fetchall()
+                for target in targets
+            }
+            assert len(pairs) > 50
