@@ -116,6 +116,15 @@ def update_links(store: _Searcher, cur: Any, rows: dict[str, Links]) -> None:
         )
 
 
+def _links(source: str, targets: list[str], strengths: list[float], codes: list[int]
+           ) -> list[ResonanceLink]:
+    """A row's links (:data:`Links`) as :class:`ResonanceLink` objects."""
+    return [
+        ResonanceLink(source_id=source, target_id=t, strength=s, link_type=_LINK_NAMES[c])
+        for t, s, c in zip(targets, strengths, codes, strict=True)
+    ]
+
+
 class _BulkLinker(Linker):
     """The PostgreSQL store's :class:`Linker` (see the module docs).
 
@@ -134,7 +143,7 @@ class _BulkLinker(Linker):
         self._old: dict[str, Any] = {}  # old candidate rows (``_SEARCH_COLUMNS``) by id
         self._dirty: dict[str, None] = {}  # old rows whose links changed, in order
         self._whole: dict[str, Memory] = {}  # old rows kept whole, as linked so far
-        self._final: dict[str, list[ResonanceLink]] = {}  # saved memories' links
+        self._final: dict[str, Links] = {}  # saved memories' links
         self._unread: list[str] = []  # saved ids whose stored copy is not read yet
         self._copies: dict[str, Memory] = {}
 
@@ -255,8 +264,8 @@ class _BulkLinker(Linker):
         pg._search_settings(cur, max(pg._ef_search, want))
         order = list(units)
         qs = [(units[i] / norm(units[i])).astype(np.float32) for i in order]
-        rows = cur.execute(
-            f"SELECT q.i, s.* FROM unnest(%(qs)s::vector[]) WITH ORDINALITY AS q(v, i) "
+        rows = cur.execute(  # the vectors in binary (%b): ~30x faster than as text
+            f"SELECT q.i, s.* FROM unnest(%(qs)b::vector[]) WITH ORDINALITY AS q(v, i) "
             f"CROSS JOIN LATERAL (SELECT {_SEARCH_COLUMNS} FROM {pg._t} "
             f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> q.v "
             f"LIMIT {int(want)}) AS s",
@@ -315,19 +324,29 @@ class _BulkLinker(Linker):
             new.append((m.id, vec, (a.valence, a.arousal, a.dominance),
                         _records.to_microseconds(m.tag.timestamp),
                         row_norm(vec) if vec is not None else 0.0))
+        # the block's embeddings in one matrix: memory i's similarities to the block's
+        # memories up to itself are one row-wise pass over a slice of it (no copy)
+        dim = next((v.shape[0] for v in vecs if v is not None), 0)
+        matrix = np.zeros((len(block), dim))
+        for j, vec in enumerate(vecs):
+            if vec is not None:
+                matrix[j] = vec
+        block_norms = np.array([c[4] for c in new])
+        eligible = np.array([visible[j] and vecs[j] is not None for j in range(len(block))])
         every: tuple[np.ndarray, np.ndarray] | None = None
         directionless: list[Any] | None = None
         for i in range(len(block)):
-            mine = [new[j] for j in range(i + 1) if visible[j]]
             if counts[i] <= limit:  # every stored row, in insertion order
-                chosen = old(everything) + mine
+                chosen = old(everything) + [new[j] for j in range(i + 1) if visible[j]]
             elif i not in units:  # no direction: the first embedded ones
-                embedded = old(firsts) + [c for c in mine if c[1] is not None]
+                embedded = old(firsts) + [new[j] for j in range(i + 1) if eligible[j]]
                 chosen = embedded[:limit]
             else:
                 query = units[i]
                 qnorm = norm(query)
-                mine = [c for c in mine if c[1] is not None]
+                upto = np.flatnonzero(eligible[: i + 1])
+                mine = [new[j] for j in upto.tolist()]
+                mine_sims = cosines(matrix[: i + 1], block_norms[: i + 1], query, qnorm)[upto]
                 if exact:
                     pool = old(every_embedded)
                     if every is None and pool:
@@ -335,14 +354,15 @@ class _BulkLinker(Linker):
                                  np.array([c[4] for c in pool]))
                 else:
                     pool = old(hits[i])
-                chosen, last = self._rank(pool, mine, query, qnorm, limit,
-                                          every if exact else None)
+                chosen, last = self._rank(pool, every if exact else None, mine,
+                                          mine_sims, query, qnorm, limit)
                 if not exact and (len(chosen) < limit or last <= 0.0):
                     # embedded rows without a direction score 0: they may rank here
                     if directionless is None:
                         directionless = self._directionless()
                     merged = sorted(hits[i] + directionless, key=lambda r: r[0])
-                    chosen, _ = self._rank(old(merged), mine, query, qnorm, limit, None)
+                    chosen, _ = self._rank(old(merged), None, mine, mine_sims, query,
+                                           qnorm, limit)
             yield LinkCandidates(
                 ids=[c[0] for c in chosen],
                 vectors=[c[1] for c in chosen],
@@ -355,23 +375,21 @@ class _BulkLinker(Linker):
 
     @staticmethod
     def _rank(
-        pool: list[Any], mine: list[Any], query: np.ndarray, qnorm: float, k: int,
-        stacked: tuple[np.ndarray, np.ndarray] | None,
+        pool: list[Any], stacked: tuple[np.ndarray, np.ndarray] | None, mine: list[Any],
+        mine_sims: np.ndarray, query: np.ndarray, qnorm: float, k: int,
     ) -> tuple[list[Any], float]:
-        """The best ``k`` of ``pool`` (old rows, insertion order) then ``mine`` (the
-        block's, in order) by exact cosine, ties by position, and the last one's
-        cosine (0 when none)."""
-        parts = []
+        """The best ``k`` of ``pool`` (old rows, insertion order; ``stacked``: their
+        embeddings and norms when at hand) then ``mine`` (the block's, in order, whose
+        cosines are ``mine_sims``) by exact cosine, ties by position, and the last
+        one's cosine (0 when none)."""
+        parts = [mine_sims]
         if pool:
             if stacked is None:
                 stacked = (np.stack([c[1] for c in pool]), np.array([c[4] for c in pool]))
-            parts.append(cosines(stacked[0], stacked[1], query, qnorm))
-        if mine:
-            parts.append(cosines(np.stack([c[1] for c in mine]),
-                                 np.array([c[4] for c in mine]), query, qnorm))
-        if not parts:
-            return [], 0.0
+            parts.insert(0, cosines(stacked[0], stacked[1], query, qnorm))
         sims = np.concatenate(parts)
+        if not sims.shape[0]:
+            return [], 0.0
         everyone = pool + mine
         order = stable_top(-sims, k).tolist()
         return [everyone[p] for p in order], float(sims[order[-1]]) if order else 0.0
@@ -454,14 +472,10 @@ class _BulkLinker(Linker):
             values["link_targets"], values["link_strengths"], values["link_types"] = (
                 targets, strengths, codes,
             )
-            final = [
-                ResonanceLink(source_id=memory.id, target_id=t, strength=s,
-                              link_type=_LINK_NAMES[c])
-                for t, s, c in zip(targets, strengths, codes, strict=True)
-            ]
             if values["whole"] is not None:
-                values["whole"] = dump_memory(with_links(memory, final))
-            self._final[memory.id] = final
+                values["whole"] = dump_memory(with_links(memory, _links(memory.id, targets,
+                                                                        strengths, codes)))
+            self._final[memory.id] = (targets, strengths, codes)
             self._unread.append(memory.id)
         changed = {mid: self._links[mid] for mid in self._dirty if mid not in new_ids}
         with pg._write() as cur:
@@ -489,4 +503,4 @@ class _BulkLinker(Linker):
         if got is not None:
             return got
         final = self._final.get(memory.id)
-        return memory if final is None else with_links(memory, final)
+        return memory if final is None else with_links(memory, _links(memory.id, *final))
