@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import zlib
 from collections.abc import Iterator, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
@@ -89,6 +89,14 @@ def replay(e: EmotionalMemory, *, odd: bool) -> list[Any]:
                      [(content.get(lk.target_id), lk.strength, lk.link_type)
                       for lk in m.tag.resonance_links]) for m in memories])
 
+    if odd:  # memories kept whole (a timestamp not in UTC) among the link targets
+        source = EmotionalMemory(InMemoryStore(), ClusterEmbedder(), clock=Clock())
+        source.encode_batch(["rain whole 1", "harbour whole 2"])
+        whole = source.export_memories()
+        for d in whole:
+            when = datetime.fromisoformat(d["tag"]["timestamp"])
+            d["tag"]["timestamp"] = when.astimezone(timezone(timedelta(hours=2))).isoformat()
+        assert e.import_memories(whole) == 2
     record(e.encode_batch(texts("a", 3, odd=odd)))
     record([e.encode("rain alone")])
     record(e.encode_batch(texts("b", 40, odd=odd),

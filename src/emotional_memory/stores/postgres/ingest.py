@@ -41,12 +41,10 @@ from emotional_memory.stores._shared.linking import (
 from emotional_memory.stores._shared.ranking import cosines, norm, row_norm, stable_top
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
-    _SEARCH_COLUMNS,
     COLUMN_TYPES,
     LINK_CODE,
     UPSERT_CHUNK,
     _embedding_of,
-    _search_row_memory_columns,
 )
 
 if TYPE_CHECKING:
@@ -54,6 +52,14 @@ if TYPE_CHECKING:
 
 _UPDATE_CHUNK = 8000
 """Rows per multi-row link UPDATE (4 parameters each)."""
+
+_COLUMNS = (
+    "seq, id, exact, tagf[1:3], tagi[1:1], link_targets, link_strengths, norm, "
+    "embedding, link_types, whole IS NOT NULL"
+)
+"""What linking reads of a stored row: insertion order, id, embedding (``exact``,
+``norm``, ``embedding``), core affect, timestamp, links, and whether it is kept
+whole (then its memory is read: :meth:`_BulkLinker._whole_memory`)."""
 
 _LINK_NAMES = {code: name for name, code in LINK_CODE.items()}
 
@@ -140,9 +146,10 @@ class _BulkLinker(Linker):
         self._new: list[Memory] = []  # the block's new memories, in order
         self._values: list[dict[str, Any]] = []  # their rows, links written at flush
         self._links: dict[str, Links] = {}  # rows being linked: new, and old ones
-        self._old: dict[str, Any] = {}  # old candidate rows (``_SEARCH_COLUMNS``) by id
+        self._old: dict[str, Any] = {}  # old candidate rows (``_COLUMNS``) by id
         self._dirty: dict[str, None] = {}  # old rows whose links changed, in order
         self._whole: dict[str, Memory] = {}  # old rows kept whole, as linked so far
+        self._wholes: dict[str, Memory] = {}  # old rows kept whole, as read
         self._final: dict[str, Links] = {}  # saved memories' links
         self._unread: list[str] = []  # saved ids whose stored copy is not read yet
         self._copies: dict[str, Memory] = {}
@@ -229,13 +236,13 @@ class _BulkLinker(Linker):
             everything: list[Any] = []
             if len(searched) < len(block):  # some memory sees every stored row
                 everything = cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {pg._t} WHERE true{view} ORDER BY seq",
+                    f"SELECT {_COLUMNS} FROM {pg._t} WHERE true{view} ORDER BY seq",
                     params,
                 ).fetchall()
             firsts: list[Any] = []
             if len(units) < len(searched):  # a query without direction: insertion order
                 firsts = cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {pg._t} WHERE embedded{view} "
+                    f"SELECT {_COLUMNS} FROM {pg._t} WHERE embedded{view} "
                     f"ORDER BY seq LIMIT {int(limit)}", params,
                 ).fetchall()
             exact = old_embedded < bound
@@ -243,7 +250,7 @@ class _BulkLinker(Linker):
             every_embedded: list[Any] = []
             if units and exact and old_embedded:
                 every_embedded = cur.execute(
-                    f"SELECT {_SEARCH_COLUMNS} FROM {pg._t} WHERE embedded{view} ORDER BY seq",
+                    f"SELECT {_COLUMNS} FROM {pg._t} WHERE embedded{view} ORDER BY seq",
                     params,
                 ).fetchall()
             elif units and not exact:
@@ -266,7 +273,7 @@ class _BulkLinker(Linker):
         qs = [(units[i] / norm(units[i])).astype(np.float32) for i in order]
         rows = cur.execute(  # the vectors in binary (%b): ~30x faster than as text
             f"SELECT q.i, s.* FROM unnest(%(qs)b::vector[]) WITH ORDINALITY AS q(v, i) "
-            f"CROSS JOIN LATERAL (SELECT {_SEARCH_COLUMNS} FROM {pg._t} "
+            f"CROSS JOIN LATERAL (SELECT {_COLUMNS} FROM {pg._t} "
             f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> q.v "
             f"LIMIT {int(want)}) AS s",
             {**params, "qs": qs},
@@ -284,10 +291,18 @@ class _BulkLinker(Linker):
             for r in rows:
                 self._old.setdefault(r[1], r)
 
+    def _whole_memory(self, mid: str) -> Memory:
+        """The memory of a stored row kept whole (read, and locked, once)."""
+        got = self._wholes.get(mid)
+        if got is None:
+            (got,) = self._pg.memories([mid])
+            self._wholes[mid] = got
+        return got
+
     def _old_column(self, r: Any) -> tuple[str, np.ndarray | None, Any, int, float]:
         """An old row's link columns: id, float64 embedding, affect, time, norm."""
-        if r[14] is not None:  # a shape only the memory holds
-            m = self._pg._memory(_search_row_memory_columns(r))
+        if r[10]:  # a shape only the memory holds
+            m = self._whole_memory(r[1])
             a = m.tag.core_affect
             vec = embedding_vector(m)
             return (m.id, vec, (a.valence, a.arousal, a.dominance),
@@ -296,8 +311,7 @@ class _BulkLinker(Linker):
         vec = _embedding_of(r[2], r[8])
         if vec is not None and not vec.size:
             vec = None
-        return (r[1], vec, tuple(r[3][_records.F_AFFECT]),
-                int(r[4][_records.I_TIMESTAMP]), 0.0 if r[7] is None else float(r[7]))
+        return (r[1], vec, tuple(r[3]), int(r[4][0]), 0.0 if r[7] is None else float(r[7]))
 
     def _candidates(
         self, block: list[Memory], vecs: list[np.ndarray | None], visible: list[bool],
@@ -400,7 +414,7 @@ class _BulkLinker(Linker):
         view, params, _ = pg._view_filter()
         with pg._read() as cur:
             rows = cur.execute(
-                f"SELECT {_SEARCH_COLUMNS} FROM {pg._t} WHERE embedded AND "
+                f"SELECT {_COLUMNS} FROM {pg._t} WHERE embedded AND "
                 f"embedding IS NULL{view}", params,
             ).fetchall()
         self._remember(rows)
@@ -414,12 +428,12 @@ class _BulkLinker(Linker):
         if held is not None:
             return held
         r = self._old[mid]
-        if r[14] is not None:
+        if r[10]:
             if mid not in self._whole:
-                self._whole[mid] = self._pg._memory(_search_row_memory_columns(r))
+                self._whole[mid] = self._whole_memory(mid)
             return None
         held = self._links[mid] = (list(r[5]), [float(s) for s in r[6]],
-                                   [int(c) for c in r[12]])
+                                   [int(c) for c in r[9]])
         return held
 
     def link(
@@ -492,6 +506,7 @@ class _BulkLinker(Linker):
             pg.update(whole)
         self._new, self._values = [], []
         self._links, self._old, self._dirty, self._whole = {}, {}, {}, {}
+        self._wholes = {}
 
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored`: the saved memories read back together (one
