@@ -265,22 +265,28 @@ class _BulkLinker(Linker):
         self, cur: Any, units: dict[int, np.ndarray], want: int, view: str,
         params: dict[str, Any],
     ) -> dict[int, list[Any]]:
-        """The ``want`` nearest stored rows of each query by the HNSW index, in ONE
-        statement (a ``LATERAL`` index scan per query); rows in insertion order."""
+        """The ``want`` nearest stored rows of each query by the HNSW index: ONE
+        statement finds them (a ``LATERAL`` index scan per query, insertion orders
+        only), a second reads each row found once (neighbouring queries share most
+        of their rows); rows in insertion order."""
         pg = self._pg
         pg._search_settings(cur, max(pg._ef_search, want))
         order = list(units)
         qs = [(units[i] / norm(units[i])).astype(np.float32) for i in order]
-        rows = cur.execute(  # the vectors in binary (%b): ~30x faster than as text
-            f"SELECT q.i, s.* FROM unnest(%(qs)b::vector[]) WITH ORDINALITY AS q(v, i) "
-            f"CROSS JOIN LATERAL (SELECT {_COLUMNS} FROM {pg._t} "
+        pairs = cur.execute(  # the vectors in binary (%b): ~30x faster than as text
+            f"SELECT q.i, s.seq FROM unnest(%(qs)b::vector[]) WITH ORDINALITY AS q(v, i) "
+            f"CROSS JOIN LATERAL (SELECT seq FROM {pg._t} "
             f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> q.v "
             f"LIMIT {int(want)}) AS s",
             {**params, "qs": qs},
         ).fetchall()
+        rows = {r[0]: r for r in cur.execute(
+            f"SELECT {_COLUMNS} FROM {pg._t} WHERE seq = ANY(%s)",
+            (sorted({seq for _, seq in pairs}),),
+        ).fetchall()}
         out: dict[int, list[Any]] = {i: [] for i in order}
-        for r in rows:
-            out[order[int(r[0]) - 1]].append(r[1:])
+        for i, seq in pairs:
+            out[order[int(i) - 1]].append(rows[seq])
         for found in out.values():
             found.sort(key=lambda r: r[0])
         return out
