@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -46,9 +46,7 @@ from emotional_memory.stores.postgres.common import (
     UPSERT_CHUNK,
     _embedding_of,
 )
-
-if TYPE_CHECKING:
-    from emotional_memory.stores.postgres.search import _Searcher
+from emotional_memory.stores.postgres.search import _PostgresLinker, _Searcher
 
 _UPDATE_CHUNK = 8000
 """Rows per multi-row link UPDATE (4 parameters each)."""
@@ -120,6 +118,25 @@ def update_links(store: _Searcher, cur: Any, rows: dict[str, Links]) -> None:
             + ") AS v(id, lt, ls, ly) WHERE m.id = v.id",
             params,
         )
+
+
+class _Ingesting(_Searcher):
+    """PostgreSQL backend of :class:`~emotional_memory.stores.postgres.PostgresStore`."""
+
+    def row_linker(self, block_size: int) -> Linker:
+        """The linker ``encode`` and ``encode_batch`` use: :class:`_BulkLinker`, or
+        for a view with a ``where`` filter (which no encode makes) the per-memory
+        :class:`~emotional_memory.stores.postgres.search._PostgresLinker`.
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            The linker.
+        """
+        if self._selection is not None and self._selection.where is not None:
+            return _PostgresLinker(self, block_size)
+        return _BulkLinker(self, block_size)
 
 
 def _links(source: str, targets: list[str], strengths: list[float], codes: list[int]

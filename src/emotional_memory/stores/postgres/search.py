@@ -13,7 +13,6 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.linking import (
     ForwardLink,
     LinkCandidates,
-    Linker,
     MemoryLinker,
     backward,
     memory_candidates,
@@ -341,23 +340,6 @@ class _Searcher(_Reader):
             times_us=[int(r[4][_records.I_TIMESTAMP]) for r in rows],
             keys=ids,
         )
-
-    def row_linker(self, block_size: int) -> Linker:
-        """The linker ``encode`` and ``encode_batch`` use: the bulk one
-        (:class:`~emotional_memory.stores.postgres.ingest._BulkLinker`), or for a view
-        with a ``where`` filter (which no encode makes) :class:`_PostgresLinker`.
-
-        Args:
-            block_size: memories saved and searched together.
-
-        Returns:
-            The linker.
-        """
-        from emotional_memory.stores.postgres.ingest import _BulkLinker
-
-        if self._selection is not None and self._selection.where is not None:
-            return _PostgresLinker(self, block_size)
-        return _BulkLinker(self, block_size)
 
 
 class _PostgresLinker(MemoryLinker):
