@@ -23,7 +23,8 @@ the same calls on both).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+import select
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -43,11 +44,13 @@ from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,
-    UPSERT_CHUNK,
     _embedding_of,
 )
 from emotional_memory.stores.postgres.search import _PostgresLinker, _Searcher
 
+_INSERT_CHUNK = 250
+"""Rows per multi-row INSERT: the server inserts a chunk (pipeline mode) while the
+client writes the next one's parameters."""
 _UPDATE_CHUNK = 8000
 """Rows per multi-row link UPDATE (4 parameters each)."""
 
@@ -80,8 +83,8 @@ def insert_rows(store: _Searcher, cur: Any, values: Sequence[dict[str, Any]]) ->
     fields = store._FIELDS
     row_sql = "(" + ", ".join(f"%s::{COLUMN_TYPES[f]}" for f in fields) + ")"
     head = f"INSERT INTO {store._t} ({', '.join(fields)}) VALUES "
-    for lo in range(0, len(values), UPSERT_CHUNK):
-        chunk = values[lo : lo + UPSERT_CHUNK]
+    for lo in range(0, len(values), _INSERT_CHUNK):
+        chunk = values[lo : lo + _INSERT_CHUNK]
         cur.execute(
             head + ", ".join([row_sql] * len(chunk)),
             [v[f] for v in chunk for f in fields],
@@ -270,33 +273,83 @@ class _BulkLinker(Linker):
                     f"SELECT {_COLUMNS} FROM {pg._t} WHERE embedded{view} ORDER BY seq",
                     params,
                 ).fetchall()
-            elif units and not exact:
-                hits = self._index_search(cur, units, want, view, params)
+            own: list[Any] = []
+
+            def ours() -> None:  # the block's own part: while the server searches
+                own.append(self._block_part(block, vecs, visible, units))
+
+            if units and not exact:
+                hits = self._index_search(cur, units, want, view, params, ours)
+        if not own:
+            ours()
         self._remember(everything, firsts, every_embedded, *hits.values())
         return self._candidates(
             block, vecs, visible, counts, limit, units, everything, firsts,
-            every_embedded, hits, exact,
+            every_embedded, hits, exact, *own[0],
         )
+
+    @staticmethod
+    def _block_part(
+        block: list[Memory], vecs: list[np.ndarray | None], visible: list[bool],
+        units: dict[int, np.ndarray],
+    ) -> tuple[list[Any], np.ndarray, dict[int, np.ndarray]]:
+        """The block's own columns: each new memory's link columns (id, embedding,
+        affect, time, norm), which may be candidates (seen and embedded), and the
+        cosines of each searched memory with those up to itself.
+
+        Returns:
+            ``(columns, candidate flags, searched memory -> cosines)``.
+        """
+        new: list[tuple[str, np.ndarray | None, Any, int, float]] = []
+        for m, vec in zip(block, vecs, strict=True):
+            a = m.tag.core_affect
+            new.append((m.id, vec, (a.valence, a.arousal, a.dominance),
+                        _records.to_microseconds(m.tag.timestamp),
+                        row_norm(vec) if vec is not None else 0.0))
+        # the block's embeddings in one matrix: memory i's similarities to the block's
+        # memories up to itself are one row-wise pass over a slice of it (no copy)
+        dim = next((v.shape[0] for v in vecs if v is not None), 0)
+        matrix = np.zeros((len(block), dim))
+        for j, vec in enumerate(vecs):
+            if vec is not None:
+                matrix[j] = vec
+        block_norms = np.array([c[4] for c in new])
+        eligible = np.array([visible[j] and vecs[j] is not None for j in range(len(block))],
+                            dtype=bool)
+        sims = {
+            i: cosines(matrix[: i + 1], block_norms[: i + 1], q, norm(q))[
+                np.flatnonzero(eligible[: i + 1])]
+            for i, q in units.items()
+        }
+        return new, eligible, sims
 
     def _index_search(
         self, cur: Any, units: dict[int, np.ndarray], want: int, view: str,
-        params: dict[str, Any],
+        params: dict[str, Any], meanwhile: Callable[[], None],
     ) -> dict[int, list[Any]]:
         """The ``want`` nearest stored rows of each query by the HNSW index: ONE
         statement finds them (a ``LATERAL`` index scan per query, insertion orders
         only), a second reads each row found once (neighbouring queries share most
-        of their rows); rows in insertion order."""
+        of their rows); rows in insertion order. ``meanwhile`` runs while the server
+        searches (the transaction is in pipeline mode: the search is sent, then
+        waited for)."""
         pg = self._pg
         pg._search_settings(cur, max(pg._ef_search, want))
         order = list(units)
         qs = [(units[i] / norm(units[i])).astype(np.float32) for i in order]
-        pairs = cur.execute(  # the vectors in binary (%b): ~30x faster than as text
-            f"SELECT q.i, s.seq FROM unnest(%(qs)b::vector[]) WITH ORDINALITY AS q(v, i) "
-            f"CROSS JOIN LATERAL (SELECT seq FROM {pg._t} "
-            f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> q.v "
-            f"LIMIT {int(want)}) AS s",
-            {**params, "qs": qs},
-        ).fetchall()
+        with cur.connection.cursor(binary=True) as search:
+            search.execute(  # the vectors in binary (%b): ~30x faster than as text
+                f"SELECT q.i, s.seq FROM unnest(%(qs)b::vector[]) WITH ORDINALITY "
+                f"AS q(v, i) CROSS JOIN LATERAL (SELECT seq FROM {pg._t} "
+                f"WHERE embedding IS NOT NULL{view} ORDER BY embedding <=> q.v "
+                f"LIMIT {int(want)}) AS s",
+                {**params, "qs": qs},
+            )
+            pgconn = cur.connection.pgconn  # all of it on its way (a large message)
+            while pgconn.flush() == 1:
+                select.select([], [pgconn.socket], [], 1.0)
+            meanwhile()
+            pairs = search.fetchall()
         rows = {r[0]: r for r in cur.execute(
             f"SELECT {_COLUMNS} FROM {pg._t} WHERE seq = ANY(%s)",
             (sorted({seq for _, seq in pairs}),),
@@ -340,10 +393,11 @@ class _BulkLinker(Linker):
         self, block: list[Memory], vecs: list[np.ndarray | None], visible: list[bool],
         counts: np.ndarray, limit: int, units: dict[int, np.ndarray],
         everything: list[Any], firsts: list[Any], every_embedded: list[Any],
-        hits: dict[int, list[Any]], exact: bool,
+        hits: dict[int, list[Any]], exact: bool, new: list[Any], eligible: np.ndarray,
+        own_sims: dict[int, np.ndarray],
     ) -> Iterator[LinkCandidates]:
         """The candidates of each memory of a block, in order (see
-        :meth:`save_and_find`)."""
+        :meth:`save_and_find`; the block's part from :meth:`_block_part`)."""
         columns: dict[int, tuple[str, np.ndarray | None, Any, int, float]] = {}
 
         def old(rows: Sequence[Any]) -> list[tuple[str, np.ndarray | None, Any, int, float]]:
@@ -355,21 +409,6 @@ class _BulkLinker(Linker):
                 out.append(c)
             return out
 
-        new: list[tuple[str, np.ndarray | None, Any, int, float]] = []
-        for m, vec in zip(block, vecs, strict=True):
-            a = m.tag.core_affect
-            new.append((m.id, vec, (a.valence, a.arousal, a.dominance),
-                        _records.to_microseconds(m.tag.timestamp),
-                        row_norm(vec) if vec is not None else 0.0))
-        # the block's embeddings in one matrix: memory i's similarities to the block's
-        # memories up to itself are one row-wise pass over a slice of it (no copy)
-        dim = next((v.shape[0] for v in vecs if v is not None), 0)
-        matrix = np.zeros((len(block), dim))
-        for j, vec in enumerate(vecs):
-            if vec is not None:
-                matrix[j] = vec
-        block_norms = np.array([c[4] for c in new])
-        eligible = np.array([visible[j] and vecs[j] is not None for j in range(len(block))])
         every: tuple[np.ndarray, np.ndarray] | None = None
         directionless: list[Any] | None = None
         for i in range(len(block)):
@@ -381,9 +420,8 @@ class _BulkLinker(Linker):
             else:
                 query = units[i]
                 qnorm = norm(query)
-                upto = np.flatnonzero(eligible[: i + 1])
-                mine = [new[j] for j in upto.tolist()]
-                mine_sims = cosines(matrix[: i + 1], block_norms[: i + 1], query, qnorm)[upto]
+                mine = [new[j] for j in np.flatnonzero(eligible[: i + 1]).tolist()]
+                mine_sims = own_sims[i]
                 if exact:
                     pool = old(every_embedded)
                     if every is None and pool:
