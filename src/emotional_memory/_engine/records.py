@@ -256,16 +256,24 @@ class RecordsMixin(EngineCore):
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
         view = self._view()
         base = self._columnar
+        ids = [mem.id for mem in memories]
+        # one read of each (not one per memory): a store answers many ids at once
+        held = {m.id for m in base.memories(ids)}
+        seen = {m.id for m in view.memories(ids)} if held else set()
         for i, mem in enumerate(memories):
-            if base.get(mem.id) is not None and view.get(mem.id) is None:
+            if mem.id in held and mem.id not in seen:
                 raise ValueError(
                     f"data[{i}].id {mem.id!r} belongs to a memory this view cannot write"
                 )
         self._check_import_links(memories, view)
         written = 0
         with view.transaction():
+            # read again inside the transaction (a durable store locks what it reads;
+            # the whole store's read also tells it which ids no row holds)
+            held = {m.id for m in base.memories(ids)}
+            seen = {m.id for m in view.memories(ids)} if held else set()
             for mem in memories:
-                exists = view.get(mem.id) is not None
+                exists = mem.id in seen
                 if exists and not overwrite:
                     continue
                 if exists:
@@ -313,10 +321,15 @@ class RecordsMixin(EngineCore):
             dup = next(mid for mid in ids if ids.count(mid) > 1)
             raise ValueError(f"data holds the id {dup!r} more than once")
         known = set(ids)
+        outside = list(dict.fromkeys(
+            link.target_id for mem in memories for link in mem.tag.resonance_links
+            if link.target_id not in known
+        ))
+        known.update(m.id for m in view.memories(outside))  # one read for all of them
         for i, mem in enumerate(memories):
             for j, link in enumerate(mem.tag.resonance_links):
                 target = link.target_id
-                if target not in known and view.get(target) is None:
+                if target not in known:
                     raise ValueError(
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"

@@ -33,6 +33,7 @@ from emotional_memory.models import Memory  # noqa: E402
 from emotional_memory.replay import TickClock  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, StoreAdapter, columnar  # noqa: E402
 from emotional_memory.stores.postgres import (  # noqa: E402
+    SCHEMA_VERSION,
     PostgresStore,
     PostgresStoreError,
     redact_dsn,
@@ -767,17 +768,17 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A package whose schema moved on (here: pretend version 3 adds a column) migrates
-    a version-2 table on open, all in one transaction: a failing migration leaves the
-    table at version 2, untouched."""
+    """A package whose schema moved on (here: pretend version 4 adds a column) migrates
+    a version-3 table on open, all in one transaction: a failing migration leaves the
+    table at version 3, untouched."""
     import emotional_memory.stores.postgres.schema as pg_module
 
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
         (m,) = random_memories(2, 1, 0)
         old.save(m)
-    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 3)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {2: (
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
         "SELECT 1/0",  # fails: nothing of this migration may stay
     )})
@@ -785,25 +786,26 @@ def test_an_older_schema_is_migrated_in_one_transaction(
         PostgresStore(pg_dsn, table=table)
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
         assert conn.execute(
             "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
             "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {2: (
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
     )})
     with PostgresStore(pg_dsn, table=table) as migrated:
         assert migrated.list_all() == [m]
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("4",)
 
 
-def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
+def test_a_version_1_table_is_migrated_to_the_current_version(pg_dsn: str) -> None:
     """Version 1 (the first release of this store) had no ``{t}_unchanged`` check
     function and no links table; opening such a table adds both (version 2, the links
-    filled from the link arrays) in the opening transaction, and a retrieve's side
-    effects then take the one-statement path."""
+    filled from the link arrays; version 3: the trigger through the links table's
+    primary key) in the opening transaction, and a retrieve's side effects then take
+    the one-statement path."""
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as store:
         engine = op_engine(store)
@@ -817,7 +819,8 @@ def test_a_version_1_table_is_migrated_to_version_2(pg_dsn: str) -> None:
     with PostgresStore(pg_dsn, table=table) as store:
         with psycopg.connect(pg_dsn) as conn:
             assert conn.execute(
-                f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("2",)
+                f"SELECT value FROM {table}_meta WHERE key = 'version'"
+            ).fetchone() == (str(SCHEMA_VERSION),)
             assert conn.execute(
                 "SELECT count(*) FROM pg_proc WHERE proname = %s",
                 (f"{table}_memories_unchanged",)).fetchone() == (1,)

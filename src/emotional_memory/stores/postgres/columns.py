@@ -28,10 +28,10 @@ from emotional_memory.stores.postgres.common import (
     _search_row_memory_columns,
     indexed_term,
 )
-from emotional_memory.stores.postgres.search import _Searcher
+from emotional_memory.stores.postgres.ingest import _Ingesting
 
 
-class _Columns(_Searcher):
+class _Columns(_Ingesting):
     """PostgreSQL backend of :class:`~emotional_memory.stores.postgres.PostgresStore`."""
 
     # ------------------------------------------------------------------ columns

@@ -131,6 +131,8 @@ class _Tx:
     view needs it). ``rows``: the current row (``_MEMORY_COLUMNS``) of every memory
     this transaction locked or wrote, so reading one again costs no round trip (it
     holds the store's write lock and the row locks: only it changes them).
+    ``absent``: ids a read of the whole table found no row for (only this
+    transaction can insert them), so a view may insert them without asking again.
     """
 
     conn: Any
@@ -140,6 +142,7 @@ class _Tx:
     known: set[str] = field(default_factory=set)
     nothing_expires: bool | None = None
     rows: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    absent: set[str] = field(default_factory=set)  # ids no row had when read here
     fixed_dim: tuple[int, int] | None = None  # (dimension, depth): fixed here, uncommitted
 
 
@@ -188,6 +191,21 @@ _SEARCH_COLUMNS = (
     f"{_BANK_COLUMNS}, content, label, link_types, metadata_json, whole, scope, "
     "expires_us, xmin::text"
 )
+
+
+COLUMN_TYPES = {
+    "id": "text", "content": "text", "embedding": "vector", "exact": "bytea",
+    "norm": "float8", "embedded": "boolean", "tagf": "float8[]", "tagi": "int8[]",
+    "label": "text[]", "link_targets": "text[]", "link_strengths": "float8[]",
+    "link_types": "int2[]", "metadata": "jsonb", "metadata_json": "text",
+    "scope": "text[]", "expires_at": "timestamptz", "expires_us": "int8",
+    "terms": "text[]", "tfs": "int4[]", "doc_len": "int4", "whole": "text",
+}
+"""The memories table's written columns and their types: multi-row statements cast
+every parameter, so that their rows agree on their types."""
+
+UPSERT_CHUNK = 1000
+"""Rows per multi-row INSERT (21 parameters each: PostgreSQL takes 65,535)."""
 
 
 def _search_row_memory_columns(r: Sequence[Any]) -> tuple[Any, ...]:

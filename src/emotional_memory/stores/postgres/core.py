@@ -163,6 +163,7 @@ class _Core:
                 tx.queued.clear()
                 tx.known.clear()  # rows written after the savepoint are gone
                 tx.rows.clear()
+                tx.absent.clear()
                 if not tx.conn.closed and not tx.conn.broken:
                     tx.conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
                 raise
@@ -238,8 +239,13 @@ class _Core:
             finally:
                 self._local.tx = None
 
+    def _upsert_many(self, cur: Any, rows: list[dict[str, Any]]) -> None:
+        """Upsert many rows in a few statements (``_Writer``)."""
+        raise NotImplementedError
+
     def _flush(self, tx: _Tx) -> None:
-        """Send the transaction's queued writes (each run of one statement pipelined)."""
+        """Send the transaction's queued writes (each run of one statement pipelined;
+        a run of upserts as multi-row statements)."""
         if not tx.queued:
             return
         queued, tx.queued = tx.queued, []
@@ -250,7 +256,10 @@ class _Core:
                 end = start
                 while end < len(queued) and queued[end][0] is sql:
                     end += 1
-                cur.executemany(sql, [params for _, params in queued[start:end]])
+                if sql is self._upsert_sql and end - start > 1:  # multi-row statements
+                    self._upsert_many(cur, [params for _, params in queued[start:end]])
+                else:
+                    cur.executemany(sql, [params for _, params in queued[start:end]])
                 start = end
 
     @contextmanager

@@ -185,6 +185,8 @@ class _Reader(_Writer):
                 ).fetchall()
             self._locked_rows(rows, lock)
             by_id.update((r[1], r) for r in rows)
+            if lock and tx is not None and not self._f:  # the whole table: no such row
+                tx.absent.update(mid for mid in missing if mid not in by_id)
         return [self._memory(by_id[i]) for i in ids if i in by_id]
 
     def _locked_rows(self, rows: Sequence[Any], lock: str) -> None:

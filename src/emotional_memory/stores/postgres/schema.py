@@ -12,7 +12,7 @@ from emotional_memory.stores.postgres.core import _Core
 
 __all__ = ["SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The schema version this package writes; older ones are migrated on open."""
 
 # The check a conditional write ends with: it fails the transaction (serialization
@@ -28,6 +28,34 @@ BEGIN
 END
 $body$"""
 
+# The trigger function keeping ``{links}``: every statement finds its rows through the
+# primary key (target, source), never by ``source`` alone (which would scan the whole
+# links table once per written row: version 2's function did, so writing the links
+# of a batch's neighbours slowed with the bank's size).
+_TRACK_LINKS_FUNCTION = """CREATE OR REPLACE FUNCTION {t}_track_links() RETURNS trigger
+LANGUAGE plpgsql AS $body$
+BEGIN
+    IF TG_OP = 'DELETE' THEN
+        DELETE FROM {links} WHERE target = ANY (OLD.link_targets) AND source = OLD.seq;
+        RETURN NULL;
+    END IF;
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM {links} WHERE target = ANY (ARRAY(
+            SELECT unnest(OLD.link_targets) EXCEPT SELECT unnest(NEW.link_targets)))
+            AND source = OLD.seq;
+        INSERT INTO {links} (target, source)
+            SELECT x, NEW.seq FROM (SELECT unnest(NEW.link_targets)
+                                    EXCEPT SELECT unnest(OLD.link_targets)) AS n(x)
+            ON CONFLICT DO NOTHING;
+        RETURN NULL;
+    END IF;
+    INSERT INTO {links} (target, source)
+        SELECT DISTINCT x, NEW.seq FROM unnest(NEW.link_targets) AS x
+        ON CONFLICT DO NOTHING;
+    RETURN NULL;
+END
+$body$"""
+
 # Who links to whom, kept by the server: ``{links}`` holds one row per (target id,
 # source seq) of the memories' link arrays, maintained by triggers on every write
 # that changes them, so a delete finds the memories linking to it through an index
@@ -36,21 +64,7 @@ $body$"""
 _LINKS_STATEMENTS = (
     "CREATE TABLE {links} (target text NOT NULL, source bigint NOT NULL, "
     "PRIMARY KEY (target, source))",
-    """CREATE FUNCTION {t}_track_links() RETURNS trigger LANGUAGE plpgsql AS $body$
-BEGIN
-    IF TG_OP = 'DELETE' THEN
-        DELETE FROM {links} WHERE source = OLD.seq;
-        RETURN NULL;
-    END IF;
-    IF TG_OP = 'UPDATE' THEN
-        DELETE FROM {links} WHERE source = OLD.seq AND NOT (target = ANY (NEW.link_targets));
-    END IF;
-    INSERT INTO {links} (target, source)
-        SELECT DISTINCT x, NEW.seq FROM unnest(NEW.link_targets) AS x
-        ON CONFLICT DO NOTHING;
-    RETURN NULL;
-END
-$body$""",
+    _TRACK_LINKS_FUNCTION.replace("CREATE OR REPLACE", "CREATE"),
     "CREATE TRIGGER {t}_links_insert AFTER INSERT ON {t} FOR EACH ROW "
     "WHEN (cardinality(NEW.link_targets) > 0) EXECUTE FUNCTION {t}_track_links()",
     "CREATE TRIGGER {t}_links_update AFTER UPDATE OF link_targets ON {t} FOR EACH ROW "
@@ -71,6 +85,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT INTO {links} (target, source) SELECT DISTINCT x, m.seq "
         "FROM {t} AS m, unnest(m.link_targets) AS x",
     ),
+    # 3: the links trigger finds its rows through the links table's primary key
+    2: (_TRACK_LINKS_FUNCTION,),
 }
 
 

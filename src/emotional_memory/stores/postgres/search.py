@@ -341,17 +341,6 @@ class _Searcher(_Reader):
             keys=ids,
         )
 
-    def row_linker(self, block_size: int) -> _PostgresLinker:
-        """The linker ``encode_batch`` uses (see :class:`_PostgresLinker`).
-
-        Args:
-            block_size: memories saved and searched together.
-
-        Returns:
-            The linker.
-        """
-        return _PostgresLinker(self, block_size)
-
 
 class _PostgresLinker(MemoryLinker):
     """:class:`~emotional_memory.stores._shared.linking.MemoryLinker` with the round trips cut:

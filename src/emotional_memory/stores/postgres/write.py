@@ -14,7 +14,9 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
+    COLUMN_TYPES,
     LINK_CODE,
+    UPSERT_CHUNK,
     _embedding_of,
     _float_bytes,
     _has_nul,
@@ -44,14 +46,29 @@ class _Writer(_Schema):
             "link_types": [LINK_CODE[lk.link_type] for lk in links],
         }
 
-    def _row_values(self, memory: Memory) -> dict[str, Any]:
+    def _row_values(
+        self, memory: Memory, given: np.ndarray | None = None
+    ) -> dict[str, Any]:
+        """A memory's row: the column values of ``_FIELDS``.
+
+        Args:
+            memory: the memory.
+            given: optionally, its embedding as the float64 vector of its list (when
+                the caller has it: not converted again).
+
+        Returns:
+            Column name -> value.
+
+        Raises:
+            ValueError: metadata that is not JSON, or a NUL character in a text.
+        """
         tag = memory.tag
         embedding = memory.embedding
         exact: bytes | None = None
         vector: np.ndarray | None = None
         norm: float | None = None
         if embedding is not None:
-            vec = np.asarray(embedding, dtype=np.float64)
+            vec = given if given is not None else np.asarray(embedding, dtype=np.float64)
             if not vec.size:
                 exact = b""
             else:
@@ -109,17 +126,12 @@ class _Writer(_Schema):
         "scope", "expires_at", "expires_us", "terms", "tfs", "doc_len", "whole",
     )
 
-    def _statements(self) -> tuple[str, str]:
-        """The upsert and update statements; both keep the meta table's counts of
-        memories and of embedded memories current in the same statement."""
-        fields = self._FIELDS
-        values = [
-            "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
-        ]
-        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
-        t, meta = self._t, self._meta
-        # ``old`` reads the row as it was before the statement (one snapshot)
-        counts = (
+    def _counts_sql(self) -> str:
+        """The tail of a writing statement whose CTEs ``old`` (the rows as they were
+        before it: one snapshot) and ``up`` (the rows written) give the changes of
+        the meta table's counts."""
+        meta = self._meta
+        return (
             f"UPDATE {meta} SET value = (value::bigint + d.delta)::text FROM ("
             "SELECT 'count' AS key, (SELECT count(*) FROM up) - (SELECT count(*) FROM old) "
             "AS delta UNION ALL SELECT 'embedded', (SELECT count(*) FROM up WHERE embedded) "
@@ -128,6 +140,17 @@ class _Writer(_Schema):
             "- (SELECT count(*) FROM old WHERE expires_us IS NOT NULL)) AS d "
             f"WHERE {meta}.key = d.key AND d.delta <> 0"  # most writes change no count
         )
+
+    def _statements(self) -> tuple[str, str]:
+        """The upsert and update statements; both keep the meta table's counts of
+        memories and of embedded memories current in the same statement."""
+        fields = self._FIELDS
+        values = [
+            "%(metadata)s::jsonb" if f == "metadata" else f"%({f})s" for f in fields
+        ]
+        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+        t = self._t
+        counts = self._counts_sql()
         upsert = (
             f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = %(id)s), "
             f"up AS (INSERT INTO {t} ({', '.join(fields)}) "
@@ -141,6 +164,46 @@ class _Writer(_Schema):
             f"{counts}"
         )
         return upsert, update
+
+    def _upsert_many(self, cur: Any, rows: list[dict[str, Any]]) -> None:
+        """Upsert rows (``_row_values``) with multi-row statements of up to
+        :data:`UPSERT_CHUNK` distinct ids each, in order, keeping the meta counts as
+        ``_upsert_sql`` does (one ``INSERT ... ON CONFLICT`` cannot touch a row twice:
+        a repeated id starts a new statement).
+
+        Args:
+            cur: a cursor of the open write transaction.
+            rows: the rows' values, in the order they were queued.
+        """
+        chunk: list[dict[str, Any]] = []
+        ids: set[str] = set()
+        for values in [*rows, None]:
+            if values is None or values["id"] in ids or len(chunk) == UPSERT_CHUNK:
+                if chunk:
+                    cur.execute(
+                        self._upsert_rows_sql(len(chunk)),
+                        [[v["id"] for v in chunk],
+                         *(v[f] for v in chunk for f in self._FIELDS)],
+                    )
+                chunk, ids = [], set()
+            if values is not None:
+                chunk.append(values)
+                ids.add(values["id"])
+
+    def _upsert_rows_sql(self, n: int) -> str:
+        """``_upsert_sql`` for ``n`` rows (positional parameters: the ids as one
+        ``text[]``, then each row's ``_FIELDS``)."""
+        fields = self._FIELDS
+        row = "(" + ", ".join(f"%s::{COLUMN_TYPES[f]}" for f in fields) + ")"
+        excluded = ", ".join(f"{f} = excluded.{f}" for f in fields[1:])
+        t = self._t
+        return (
+            f"WITH old AS (SELECT embedded, expires_us FROM {t} WHERE id = ANY(%s::text[])), "
+            f"up AS (INSERT INTO {t} ({', '.join(fields)}) VALUES "
+            + ", ".join([row] * n)
+            + f" ON CONFLICT (id) DO UPDATE SET {excluded} RETURNING embedded, expires_us) "
+            + self._counts_sql()
+        )
 
     def _put(self, memory: Memory, *, must_exist: bool) -> None:
         if not isinstance(memory, Memory):
@@ -168,18 +231,7 @@ class _Writer(_Schema):
         psycopg = self._psycopg
         try:
             if embedding:
-                dim = self._dim
-                if dim is None:
-                    with self._write() as cur:
-                        dim = self._stored_dim(cur)
-                        if dim is None:
-                            self._fix_dim(cur, len(embedding))
-                            dim = len(embedding)
-                if len(embedding) != dim:
-                    raise ValueError(
-                        f"embedding length mismatch: memory has {len(embedding)}, "
-                        f"the store holds dimension {dim}"
-                    )
+                self._ingest_dim(len(embedding))
             if cached is not None:
                 pass  # locked or written by this transaction, and visible here
             elif (
@@ -187,6 +239,8 @@ class _Writer(_Schema):
                 and self._nothing_expires(tx)
             ):
                 pass  # an expiry-only view while no memory expires: it sees every row
+            elif not must_exist and memory.id in tx.absent:
+                pass  # no row has this id (read under the store's write lock)
             elif self._selection is not None:  # a view writes only what it sees
                 f, f_values = self._filter_args()  # the predicate's values come first
                 with self._write() as cur:
@@ -210,6 +264,7 @@ class _Writer(_Schema):
             # queued: sent with the transaction's next read or at its commit
             tx.queued.append((self._update_sql if must_exist else self._upsert_sql, values))
             tx.known.add(memory.id)
+            tx.absent.discard(memory.id)
             old = tx.rows.get(memory.id)
             tx.rows[memory.id] = (
                 None if old is None else old[0], memory.id, values["content"],
@@ -220,6 +275,29 @@ class _Writer(_Schema):
             )
         except psycopg.OperationalError as exc:
             raise self._error("saving a memory", exc) from None
+
+    def _ingest_dim(self, length: int) -> None:
+        """Check a new embedding's length against the store's dimension, fixing the
+        dimension (typing the vector column, building the index) on the first one.
+
+        Args:
+            length: the embedding's length (> 0).
+
+        Raises:
+            ValueError: another length than the store's dimension.
+        """
+        dim = self._dim
+        if dim is None:
+            with self._write() as cur:
+                dim = self._stored_dim(cur)
+                if dim is None:
+                    self._fix_dim(cur, length)
+                    dim = length
+        if length != dim:
+            raise ValueError(
+                f"embedding length mismatch: memory has {length}, "
+                f"the store holds dimension {dim}"
+            )
 
     def _cached_row(self, tx: _Tx, memory_id: str) -> tuple[Any, ...] | None:
         """The transaction's current row of a memory (``_MEMORY_COLUMNS``) when it has
