@@ -143,7 +143,9 @@ def _analysis_list(text: str) -> tuple[str, ...]:
 def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
     kwargs: dict[str, Any] = {"steps": args.steps, "select_by": args.select_by,
-                              "tune": args.tune, **_adapter_kwargs(args)}
+                              "tune": args.tune, "prune": not args.full_selection,
+                              "calibrate": args.calibrate,
+                              "tune_adapter": args.tune_adapter, **_adapter_kwargs(args)}
     for key in ("l2", "temperature"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
@@ -362,14 +364,26 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-tune", dest="tune", action="store_false",
                        help="without --trainable: fit the chosen model at the given (or "
                             "default) l2/temperature instead of choosing them by inner CV")
+        p.add_argument("--full-selection", action="store_true",
+                       help="without --trainable: score every lexical model under every "
+                            "analysis (default: the analyses only on the winner of the "
+                            "unstemmed models, about half the inner-CV fits)")
+        p.add_argument("--no-calibration", dest="calibrate", action="store_false",
+                       help="without --trainable: leave out the relevance calibration "
+                            "(Platt scaling of the winner's out-of-fold scores, stored in "
+                            "the config: retrieve(..., min_relevance=p))")
+        p.add_argument("--tune-adapter", action="store_true",
+                       help="without --trainable: when a model with the query adapter "
+                            "wins, choose its rank and pull by another inner CV (default: "
+                            "rank 16, pull 0.1 unless --adapter-rank/--adapter-l2 say)")
         p.add_argument("--no-context", dest="context", action="store_false",
                        help="without --trainable: leave the context-signal models out")
         p.add_argument("--adapter-rank", type=int, default=None,
-                       help="rank of a fitted query adapter (default: chosen by inner CV "
-                            "among 4 and 16 when a model is selected, else 16)")
+                       help="rank of a fitted query adapter (default 16; with "
+                            "--tune-adapter chosen by inner CV among 4 and 16)")
         p.add_argument("--adapter-l2", type=float, default=None,
-                       help="L2 pull of the adapter to the identity (default: chosen by "
-                            "inner CV among 0.01, 0.1, 1 when a model is selected, else 0.1)")
+                       help="L2 pull of the adapter to the identity (default 0.1; with "
+                            "--tune-adapter chosen by inner CV among 0.01, 0.1, 1)")
         p.add_argument("--l2", type=float, default=None,
                        help="L2 pull to the defaults (default: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,
