@@ -16,6 +16,14 @@ and cosine on the inner folds. Events without affect labels get a text model's
 estimate (``--affect estimate``, the default) or the neutral point
 (``--affect neutral``); ``--query-affect estimate`` sets each query's estimated affect
 as the state (default ``keep``: the original protocol).
+
+The default selection is the fast one: the extra lexical analyses are scored only on
+the winner of the unstemmed models (``--full-selection``: on every lexical model), the
+winner is fitted at l2 0.01 / temperature 0.05 (``--tune``: chosen by inner CV) and a
+query adapter at rank 16 / pull 0.1 (``--tune-adapter``: chosen by inner CV). The
+fitted config carries a relevance calibration (Platt scaling of the winner's
+out-of-fold scores, ``--no-calibration`` leaves it out): ``retrieve(...,
+min_relevance=p)`` then drops results whose calibrated relevance is below ``p``.
 """
 
 from __future__ import annotations
@@ -185,6 +193,16 @@ def _print(obj: dict[str, Any], as_json: bool) -> None:
             print(f"{key:26} {value:.3f}" if isinstance(value, float) else f"{key:26} {value}")
 
 
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB (None where not reported)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit on the whole dataset and write the config.
 
@@ -245,6 +263,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "fitted_recall_at_k": fitted["recall_at_k"],
         "default_by_challenge": default["by_challenge"],
         "fitted_by_challenge": fitted["by_challenge"],
+        "relevance_calibration": result.selection.get("relevance_calibration"),
+        "peak_rss_mb": _peak_rss_mb(),
     }
     if args.plot:
         from training import plots
@@ -361,9 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--select-by", choices=("mrr", "top1"), default="mrr",
                        help="without --trainable: the inner-CV criterion of the model "
                             "choice (default mrr, ties by top-1)")
-        p.add_argument("--no-tune", dest="tune", action="store_false",
-                       help="without --trainable: fit the chosen model at the given (or "
-                            "default) l2/temperature instead of choosing them by inner CV")
+        p.add_argument("--tune", dest="tune", action="store_true", default=False,
+                       help="without --trainable: choose the winner's l2/temperature by "
+                            "another inner CV (6 grid points x 3 folds; slow with the "
+                            "query adapter) instead of l2 0.01, temperature 0.05")
+        p.add_argument("--no-tune", dest="tune", action="store_false", default=False,
+                       help="without --trainable: the given (or default) l2/temperature "
+                            "(the default)")
         p.add_argument("--full-selection", action="store_true",
                        help="without --trainable: score every lexical model under every "
                             "analysis (default: the analyses only on the winner of the "
@@ -385,9 +409,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="L2 pull of the adapter to the identity (default 0.1; with "
                             "--tune-adapter chosen by inner CV among 0.01, 0.1, 1)")
         p.add_argument("--l2", type=float, default=None,
-                       help="L2 pull to the defaults (default: chosen by inner CV)")
+                       help="L2 pull to the defaults (default 0.01 when a model is "
+                            "selected, unless --tune; with --trainable: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,
-                       help="softmax temperature (default: chosen by inner CV)")
+                       help="softmax temperature (default 0.05 when a model is selected, "
+                            "unless --tune; with --trainable: chosen by inner CV)")
         p.add_argument("--steps", type=int, default=400)
 
     p_fit = sub.add_parser("fit", help="fit on the whole dataset, write a config")

@@ -256,7 +256,7 @@ def select_model(
     result, adapter_choice, chosen_hyper = _fit_winner(
         batch_of(best["model"]), info, start, trainable, folds=folds,
         train_mask=train_mask, seed=seed, tune=tune, tune_adapter=tune_adapter,
-        **fit_kwargs,
+        progress=progress, **fit_kwargs,
     )
     result.selection = {"chosen": best["model"], "table": table}
     if calibrate:  # Platt scaling of the winner's out-of-fold scores
@@ -350,6 +350,7 @@ def _fit_winner(
     seed: int,
     tune: bool,
     tune_adapter: bool,
+    progress: bool = False,
     **fit_kwargs: Any,
 ) -> tuple[FitResult, dict[str, Any] | None, dict[str, Any] | None]:
     """Fit the chosen candidate on every available query (see :func:`select_model`).
@@ -357,6 +358,7 @@ def _fit_winner(
     Returns:
         ``(result, adapter_choice, chosen_hyperparameters)`` (None where not chosen).
     """
+    fit_kwargs = {**fit_kwargs, "progress": progress}  # a bar per training loop
     chosen_hyper: dict[str, Any] | None = None
     adapter_choice: dict[str, Any] | None = None
     fixed = {k for k in ("adapter_rank", "adapter_l2") if k in fit_kwargs}
