@@ -16,6 +16,14 @@ and cosine on the inner folds. Events without affect labels get a text model's
 estimate (``--affect estimate``, the default) or the neutral point
 (``--affect neutral``); ``--query-affect estimate`` sets each query's estimated affect
 as the state (default ``keep``: the original protocol).
+
+The default selection is the fast one: the extra lexical analyses are scored only on
+the winner of the unstemmed models (``--full-selection``: on every lexical model), the
+winner is fitted at l2 0.01 / temperature 0.05 (``--tune``: chosen by inner CV) and a
+query adapter at rank 16 / pull 0.1 (``--tune-adapter``: chosen by inner CV). The
+fitted config carries a relevance calibration (Platt scaling of the winner's
+out-of-fold scores, ``--no-calibration`` leaves it out): ``retrieve(...,
+min_relevance=p)`` then drops results whose calibrated relevance is below ``p``.
 """
 
 from __future__ import annotations
@@ -143,7 +151,9 @@ def _analysis_list(text: str) -> tuple[str, ...]:
 def _select_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """Fit arguments of the candidate models when the model is chosen (no --trainable)."""
     kwargs: dict[str, Any] = {"steps": args.steps, "select_by": args.select_by,
-                              "tune": args.tune, **_adapter_kwargs(args)}
+                              "tune": args.tune, "prune": not args.full_selection,
+                              "calibrate": args.calibrate,
+                              "tune_adapter": args.tune_adapter, **_adapter_kwargs(args)}
     for key in ("l2", "temperature"):
         if getattr(args, key) is not None:
             kwargs[key] = getattr(args, key)
@@ -181,6 +191,16 @@ def _print(obj: dict[str, Any], as_json: bool) -> None:
                 print(f"  {k:24} {v:.3f}" if isinstance(v, float) else f"  {k:24} {v}")
         else:
             print(f"{key:26} {value:.3f}" if isinstance(value, float) else f"{key:26} {value}")
+
+
+def _peak_rss_mb() -> float | None:
+    """This process's peak resident memory in MB (None where not reported)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -243,6 +263,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "fitted_recall_at_k": fitted["recall_at_k"],
         "default_by_challenge": default["by_challenge"],
         "fitted_by_challenge": fitted["by_challenge"],
+        "relevance_calibration": result.selection.get("relevance_calibration"),
+        "peak_rss_mb": _peak_rss_mb(),
     }
     if args.plot:
         from training import plots
@@ -359,21 +381,39 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--select-by", choices=("mrr", "top1"), default="mrr",
                        help="without --trainable: the inner-CV criterion of the model "
                             "choice (default mrr, ties by top-1)")
-        p.add_argument("--no-tune", dest="tune", action="store_false",
-                       help="without --trainable: fit the chosen model at the given (or "
-                            "default) l2/temperature instead of choosing them by inner CV")
+        p.add_argument("--tune", dest="tune", action="store_true", default=False,
+                       help="without --trainable: choose the winner's l2/temperature by "
+                            "another inner CV (6 grid points x 3 folds; slow with the "
+                            "query adapter) instead of l2 0.01, temperature 0.05")
+        p.add_argument("--no-tune", dest="tune", action="store_false", default=False,
+                       help="without --trainable: the given (or default) l2/temperature "
+                            "(the default)")
+        p.add_argument("--full-selection", action="store_true",
+                       help="without --trainable: score every lexical model under every "
+                            "analysis (default: the analyses only on the winner of the "
+                            "unstemmed models, about half the inner-CV fits)")
+        p.add_argument("--no-calibration", dest="calibrate", action="store_false",
+                       help="without --trainable: leave out the relevance calibration "
+                            "(Platt scaling of the winner's out-of-fold scores, stored in "
+                            "the config: retrieve(..., min_relevance=p))")
+        p.add_argument("--tune-adapter", action="store_true",
+                       help="without --trainable: when a model with the query adapter "
+                            "wins, choose its rank and pull by another inner CV (default: "
+                            "rank 16, pull 0.1 unless --adapter-rank/--adapter-l2 say)")
         p.add_argument("--no-context", dest="context", action="store_false",
                        help="without --trainable: leave the context-signal models out")
         p.add_argument("--adapter-rank", type=int, default=None,
-                       help="rank of a fitted query adapter (default: chosen by inner CV "
-                            "among 4 and 16 when a model is selected, else 16)")
+                       help="rank of a fitted query adapter (default 16; with "
+                            "--tune-adapter chosen by inner CV among 4 and 16)")
         p.add_argument("--adapter-l2", type=float, default=None,
-                       help="L2 pull of the adapter to the identity (default: chosen by "
-                            "inner CV among 0.01, 0.1, 1 when a model is selected, else 0.1)")
+                       help="L2 pull of the adapter to the identity (default 0.1; with "
+                            "--tune-adapter chosen by inner CV among 0.01, 0.1, 1)")
         p.add_argument("--l2", type=float, default=None,
-                       help="L2 pull to the defaults (default: chosen by inner CV)")
+                       help="L2 pull to the defaults (default 0.01 when a model is "
+                            "selected, unless --tune; with --trainable: chosen by inner CV)")
         p.add_argument("--temperature", type=float, default=None,
-                       help="softmax temperature (default: chosen by inner CV)")
+                       help="softmax temperature (default 0.05 when a model is selected, "
+                            "unless --tune; with --trainable: chosen by inner CV)")
         p.add_argument("--steps", type=int, default=400)
 
     p_fit = sub.add_parser("fit", help="fit on the whole dataset, write a config")

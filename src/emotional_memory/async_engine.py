@@ -372,6 +372,7 @@ class AsyncEmotionalMemory:
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
         where: Any = None,
+        min_relevance: Any = None,
     ) -> list[Memory]:
         """See :meth:`EmotionalMemory.retrieve`.
 
@@ -381,6 +382,7 @@ class AsyncEmotionalMemory:
             query_affect: Overrides the current affect for affect proximity (s3) only.
             precomputed_weights: Optional (6,) weights used as they are.
             where: Optional filter deciding the candidates.
+            min_relevance: Optional calibrated-relevance threshold in [0, 1].
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
@@ -388,6 +390,7 @@ class AsyncEmotionalMemory:
         return await self._run(
             self._engine.retrieve, query, top_k, query_affect=query_affect,
             precomputed_weights=precomputed_weights, where=where,
+            min_relevance=min_relevance,
         )
 
     async def retrieve_query_gated(
@@ -413,6 +416,7 @@ class AsyncEmotionalMemory:
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
         where: Any = None,
+        min_relevance: Any = None,
     ) -> list[RetrievalExplanation]:
         """See :meth:`EmotionalMemory.retrieve_with_explanations`.
 
@@ -422,6 +426,7 @@ class AsyncEmotionalMemory:
             query_affect: Overrides the current affect for affect proximity (s3) only.
             precomputed_weights: Optional (6,) weights used as they are.
             where: Optional filter deciding the candidates.
+            min_relevance: Optional calibrated-relevance threshold in [0, 1].
 
         Returns:
             One :class:`RetrievalExplanation` per result, best first.
@@ -429,6 +434,7 @@ class AsyncEmotionalMemory:
         return await self._run(
             self._engine.retrieve_with_explanations, query, top_k, query_affect=query_affect,
             precomputed_weights=precomputed_weights, where=where,
+            min_relevance=min_relevance,
         )
 
     async def plan_retrieval(

@@ -533,7 +533,8 @@ def test_mcp_http_tools_within_the_keys_scope(server: Server, http: httpx.Client
                 assert tool.description and len(tool.description) > 30
                 assert tool.output_schema is not None
             assert tools["remember"].input_schema["required"] == ["content"]
-            assert set(tools["recall"].input_schema["properties"]) == {"query", "top_k", "where"}
+            assert set(tools["recall"].input_schema["properties"]) == {"query", "top_k", "where",
+                                                                   "min_relevance"}
             assert tools["set_mood"].input_schema["required"] == ["valence", "arousal"]
 
             made = await alice.call_tool("remember", {

@@ -25,6 +25,7 @@ from emotional_memory.retrieval import (
     PlanArrays,
     RetrievalExplanation,
     RetrievalPlan,
+    check_min_relevance,
     explain_top,
     masked_weights,
     mood_weights,
@@ -364,6 +365,7 @@ class RankingMixin(EffectsMixin):
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
         where: Any = None,
+        min_relevance: Any = None,
     ) -> list[Memory]:
         """Recall the ``top_k`` memories that best match the query, meaning and mood.
 
@@ -376,19 +378,51 @@ class RankingMixin(EffectsMixin):
             where: optional filter (:mod:`emotional_memory.filters`) deciding the
                 candidates: the answer and its side effects are those of this engine
                 with every non-matching memory deleted.
+            min_relevance: optional probability in [0, 1]: results whose calibrated
+                relevance (``retrieval.relevance_calibration``) is below it are
+                dropped, possibly all (only the kept ones get retrieval side
+                effects). None (default): the ``top_k`` results as ranked.
 
         Returns:
             Up to ``top_k`` memories, best first, after retrieval side effects.
 
         Raises:
-            ValueError: ``top_k < 1``, ``precomputed_weights`` not 6 finite numbers, or
-                a malformed ``where``.
+            ValueError: ``top_k < 1``, ``precomputed_weights`` not 6 finite numbers, a
+                malformed ``where``, ``min_relevance`` not in [0, 1], or
+                ``min_relevance`` without a relevance calibration.
         """
+        threshold = self._check_min_relevance(min_relevance)
         ranking = self._rank(
             query, top_k, query_affect, precomputed_weights, where=parse_where(where)
         )
-        winners = ranking.winners(top_k)
+        winners, _ = self._relevant(ranking, ranking.winners(top_k), threshold)
         return self._after_retrieval(winners, ranking.now) if winners else []
+
+    def _check_min_relevance(self, min_relevance: Any) -> float | None:
+        """``min_relevance`` checked (ValueError naming it), and that the config has
+        a calibration when it is given."""
+        threshold = check_min_relevance(min_relevance)
+        if threshold is not None and self.config.retrieval.relevance_calibration is None:
+            raise ValueError(
+                "min_relevance needs a fitted relevance calibration "
+                "(retrieval.relevance_calibration; python -m training fit writes one)"
+            )
+        return threshold
+
+    def _relevant(
+        self, ranking: _Ranking, winners: list[str], threshold: float | None
+    ) -> tuple[list[str], list[float] | None]:
+        """The winners whose relevance reaches ``threshold`` (a prefix: the probability
+        rises with the score) and their probabilities (None without a calibration)."""
+        calibration = self.config.retrieval.relevance_calibration
+        if calibration is None or ranking.arrays is None or not winners:
+            return winners, None
+        top = ranking.arrays.order2[: len(winners)]
+        probs = calibration.probability(ranking.arrays.totals2[top]).tolist()
+        if threshold is not None:
+            keep = sum(1 for p in probs if p >= threshold)
+            winners, probs = winners[:keep], probs[:keep]
+        return winners, probs
 
     @_synchronized
     @traced("emotional_memory.retrieve_with_explanations", **RETRIEVE_ATTRIBUTES)
@@ -400,6 +434,7 @@ class RankingMixin(EffectsMixin):
         query_affect: CoreAffect | None = None,
         precomputed_weights: Any = None,
         where: Any = None,
+        min_relevance: Any = None,
     ) -> list[RetrievalExplanation]:
         """Like :meth:`retrieve`, with the ranking-time breakdown of each result.
 
@@ -409,18 +444,27 @@ class RankingMixin(EffectsMixin):
             query_affect: overrides the current affect for affect proximity (s3) only.
             precomputed_weights: optional (6,) finite weights used as they are.
             where: optional filter deciding the candidates (see :meth:`retrieve`).
+            min_relevance: optional probability in [0, 1] (see :meth:`retrieve`).
 
         Returns:
-            One :class:`RetrievalExplanation` per result (memory after side effects).
+            One :class:`RetrievalExplanation` per result (memory after side effects);
+            with a relevance calibration each carries its ``relevance``.
+
+        Raises:
+            ValueError: as :meth:`retrieve`.
         """
+        threshold = self._check_min_relevance(min_relevance)
         ranking = self._rank(
             query, top_k, query_affect, precomputed_weights, where=parse_where(where)
         )
-        winners = ranking.winners(top_k)
+        winners, probs = self._relevant(ranking, ranking.winners(top_k), threshold)
         if not winners or ranking.arrays is None or ranking.bank is None:
             return []
         updated = self._after_retrieval(winners, ranking.now)
-        return explain_top(len(ranking.bank), ranking.arrays, updated)
+        out = explain_top(len(ranking.bank), ranking.arrays, updated)
+        if probs is None:
+            return out
+        return [e.model_copy(update={"relevance": p}) for e, p in zip(out, probs, strict=True)]
 
     def _commit(
         self, plan: RetrievalPlan, top_k: int, now: datetime

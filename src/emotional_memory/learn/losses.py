@@ -21,9 +21,95 @@ from emotional_memory.learn.recall_batch import RecallBatch
 _NEG = -1e30
 
 
+class CompactRows(eqx.Module):
+    """A batch's candidate embeddings stored once per distinct row, for fitting the
+    query adapter without touching a (Q, C, D) array at every step.
+
+    ``cos(q + L R^T q, c) = (c^ . q + (c^ L) . (R^T q)) / |q + L R^T q|`` with ``c^``
+    the unit row, so a step needs the (M, R) product ``bank @ L`` and a (Q, M)
+    product with the queries' (Q, R) projections instead of a pass over every
+    candidate's D floats.
+
+    Attributes:
+        bank: (M, D) distinct candidate rows, scaled to unit norm (zero rows for a
+            zero-norm or non-finite row).
+        index: (Q, C) the bank row of each candidate (padding: any row).
+        dots: (Q, C) each unit row's dot product with the raw query (0 for a
+            non-finite query).
+        query_ok: (Q,) the query embedding is finite.
+    """
+
+    bank: Any
+    index: Any
+    dots: Any
+    query_ok: Any
+
+
+def compact_rows(batch: RecallBatch) -> CompactRows:
+    """The :class:`CompactRows` of a batch built with its embeddings (host numpy).
+
+    Args:
+        batch: a recall batch with (Q, C, D) candidate embeddings.
+
+    Returns:
+        The compact rows (float64).
+
+    Raises:
+        ValueError: the batch has no embeddings.
+    """
+    rows = np.asarray(batch.columns.embedding, np.float64)
+    if rows.shape[-1] == 0:
+        raise ValueError(
+            "the adapter needs the batch's embeddings: build_recall_batch(..., "
+            "embeddings=True)"
+        )
+    q, c, d = rows.shape
+    flat = np.ascontiguousarray(rows.reshape(q * c, d))
+    _, first, inverse = np.unique(flat.view(np.dtype((np.void, 8 * d))).ravel(),
+                                  return_index=True, return_inverse=True)
+    bank = flat[first]
+    finite = np.all(np.isfinite(bank), axis=-1)
+    bank = np.where(finite[:, None], bank, 0.0)
+    norm = np.sqrt(np.sum(bank * bank, axis=-1))
+    bank = np.where(norm[:, None] > 0, bank / np.where(norm > 0, norm, 1.0)[:, None], 0.0)
+    query = np.asarray(batch.query.embedding, np.float64)
+    query_ok = np.all(np.isfinite(query), axis=-1)
+    query = np.where(query_ok[:, None], query, 0.0)
+    index = inverse.reshape(q, c).astype(np.int32)
+    dots = np.einsum("qcd,qd->qc", bank[index], query)
+    return CompactRows(bank=bank, index=index, dots=dots, query_ok=query_ok)
+
+
+def adapted_semantic(adapter: QueryAdapter, query: Any, compact: CompactRows) -> jax.Array:
+    """s1 of every candidate under the adapter, from :class:`CompactRows`.
+
+    Equal (up to rounding) to ``vmap(bank_cosine)(adapt_query(adapter, query), rows)``.
+
+    Args:
+        adapter: the (D, R) factors.
+        query: (Q, D) raw query embeddings.
+        compact: the batch's compact rows.
+
+    Returns:
+        (Q, C) cosines (0 for a zero or non-finite query or row).
+    """
+    ok = compact.query_ok
+    q = jnp.where(ok[:, None], query, 0.0)
+    inner = q @ adapter.right  # (Q, R)
+    adapted = q + inner @ adapter.left.T  # (Q, D)
+    # (Q, M) low-rank products, then each query's candidates: the gradient scatters Q*C
+    # scalars, where gathering (Q, C, R) rows would scatter Q*C*R
+    every = inner @ (compact.bank @ adapter.left).T
+    numerator = compact.dots + jnp.take_along_axis(every, compact.index, axis=1)
+    sq = jnp.sum(adapted * adapted, axis=-1)
+    good = ok & (sq > 0)
+    norm = jnp.sqrt(jnp.where(good, sq, 1.0))
+    return jnp.where(good[:, None], numerator / norm[:, None], 0.0)
+
+
 def batch_scores(
     params: ScoringParams, batch: RecallBatch, signal_mask: Any = None,
-    adapter: QueryAdapter | None = None,
+    adapter: QueryAdapter | None = None, compact: CompactRows | None = None,
 ) -> jax.Array:
     """Pass-2 totals of every candidate of every query.
 
@@ -36,12 +122,17 @@ def batch_scores(
         adapter: optional query adapter: s1 is then the cosine of the adapted query
             embeddings with the candidates' (the batch must hold its embeddings,
             ``build_recall_batch(..., embeddings=True)``); None: ``batch.semantic``.
+        compact: with an adapter, the batch's :class:`CompactRows`: s1 is then
+            computed from them (:func:`adapted_semantic`; the batch's (Q, C, D) rows
+            are not read and may be empty).
 
     Returns:
         (Q, C) totals; padding candidates get a very negative score.
     """
     semantic = batch.semantic
-    if adapter is not None:
+    if adapter is not None and compact is not None:
+        semantic = adapted_semantic(adapter, batch.query.embedding, compact)
+    elif adapter is not None:
         if batch.query.embedding.shape[-1] == 0:
             raise ValueError(
                 "the adapter needs the batch's embeddings: build_recall_batch(..., "

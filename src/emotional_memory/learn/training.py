@@ -8,6 +8,7 @@ stopping on a scenario-grouped validation split.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +25,16 @@ from emotional_memory._progress import progress_iter
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.kernel import ScoringParams
 from emotional_memory.learn.losses import (
+    CompactRows,
     batch_for,
     batch_scores,
     batch_signal_mask,
+    compact_rows,
     listwise_loss,
 )
 from emotional_memory.learn.metrics import ranking_metrics, summarize_metrics
 from emotional_memory.learn.params import (
+    ADAPTER_LEAVES,
     Reparam,
     adapter_of,
     constrained_params,
@@ -93,11 +97,12 @@ class _Problem(eqx.Module):
     temperature: Any
     l2: Any
     adapter_l2: Any
+    compact: CompactRows | None = None
 
 
 def _per_query(u: dict[str, Any], p: _Problem) -> tuple[jax.Array, jax.Array]:
     totals = batch_scores(constrained_params(p.base, p.kinds, u), p.data, p.signal_mask,
-                          adapter_of(u))
+                          adapter_of(u), p.compact)
     per_query = listwise_loss(totals, p.data.labels, p.data.columns.valid, p.temperature)
     return per_query, totals
 
@@ -137,6 +142,7 @@ def lr_schedule(peak: float, steps: int, floor: float = 0.05) -> optax.Schedule:
 _RUN_AXES_OF: dict[str, Any] = {  # None: shared by every run; 0: the run axis
     "base": None, "kinds": None, "initial": None, "data": None, "fit_weight": 0,
     "val_weight": 0, "signal_mask": None, "temperature": 0, "l2": 0, "adapter_l2": None,
+    "compact": None,
 }
 _RUN_AXES = _Problem(**_RUN_AXES_OF)
 """``vmap`` axes of a batch of runs: per run its query split, temperature and L2; the
@@ -316,8 +322,19 @@ def _problem(
     l2: Sequence[float], adapter_l2: float = 0.0,
 ) -> _Problem:
     """The problem of G runs: per run a (fit, validation) query split, a temperature and
-    an L2 weight (leading axis G). Call inside ``float64()``."""
+    an L2 weight (leading axis G). Call inside ``float64()``.
+
+    With the adapter the candidates' embeddings travel as :class:`CompactRows` (each
+    distinct row once) and the (Q, C, D) rows are dropped from the data."""
+    compact = None
+    if ADAPTER_LEAVES[0] in reparam.leaves:
+        compact = jax.tree_util.tree_map(jnp.asarray, compact_rows(batch))
+        q, c = batch.labels.shape
+        batch = dataclasses.replace(batch, columns=dataclasses.replace(
+            batch.columns, embedding=np.zeros((q, c, 0))
+        ))
     return _Problem(
+        compact=compact,
         base=jax.tree_util.tree_map(jnp.asarray, reparam.base),
         kinds={k: jnp.asarray(v) for k, v in reparam.kinds.items()},
         initial={k: jnp.asarray(v) for k, v in reparam.initial.items()},

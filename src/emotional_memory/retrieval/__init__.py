@@ -19,8 +19,10 @@ from emotional_memory.retrieval.config import (
     AdaptiveWeightsConfig,
     QueryAdapterConfig,
     QueryClassifierConfig,
+    RelevanceCalibration,
     RetrievalConfig,
     adapter_checksum,
+    check_min_relevance,
 )
 from emotional_memory.retrieval.plan import (
     PlanArrays,
@@ -67,6 +69,7 @@ __all__ = [
     "QueryAdapterConfig",
     "QueryClassifierConfig",
     "RankedMemory",
+    "RelevanceCalibration",
     "RetrievalBreakdown",
     "RetrievalConfig",
     "RetrievalExplanation",
@@ -77,6 +80,7 @@ __all__ = [
     "affective_prediction_error",
     "breakdown_from_values",
     "build_retrieval_plan",
+    "check_min_relevance",
     "compute_ape",
     "explain_top",
     "masked_weights",

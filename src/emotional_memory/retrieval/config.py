@@ -203,6 +203,82 @@ def adapter_checksum(factors: tuple[np.ndarray, np.ndarray]) -> str:
     return digest.hexdigest()
 
 
+class RelevanceCalibration(BaseModel):
+    """A fitted map from a memory's pass-2 score to the probability that it is relevant.
+
+    ``p = sigmoid(slope * score + intercept)`` (Platt scaling, fitted on held-out
+    folds by ``python -m training fit``). ``slope >= 0``, so the probability never
+    falls as the score rises and the results a threshold keeps are a prefix of the
+    ranking.
+
+    Attributes:
+        slope: the score's coefficient (>= 0).
+        intercept: the offset.
+        default_min_relevance: the threshold the fit suggests (documented with the
+            held-out abstention measurements); it is not applied unless a caller
+            passes ``min_relevance``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    slope: float
+    intercept: float
+    default_min_relevance: float = 0.5
+
+    @field_validator("slope", mode="before")
+    @classmethod
+    def _slope(cls, v: Any) -> float:
+        return non_negative("relevance_calibration.slope", v)
+
+    @field_validator("intercept", mode="before")
+    @classmethod
+    def _intercept(cls, v: Any) -> float:
+        return finite("relevance_calibration.intercept", v)
+
+    @field_validator("default_min_relevance", mode="before")
+    @classmethod
+    def _default(cls, v: Any) -> float:
+        return in_range("relevance_calibration.default_min_relevance", v, 0.0, 1.0)
+
+    def probability(self, scores: Any) -> np.ndarray:
+        """The relevance probability of each score.
+
+        Args:
+            scores: pass-2 total scores (any shape).
+
+        Returns:
+            float64 probabilities in [0, 1], same shape (a non-finite score gives 0).
+        """
+        z = self.slope * np.asarray(scores, np.float64) + self.intercept
+        with np.errstate(over="ignore"):
+            p = np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))),
+                         np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
+        return np.where(np.isfinite(z), p, 0.0)
+
+
+def check_min_relevance(value: Any) -> float | None:
+    """Validate a ``min_relevance`` argument.
+
+    Args:
+        value: None, or a number in [0, 1].
+
+    Returns:
+        The value as a float (None stays None).
+
+    Raises:
+        ValueError: anything else (a bool, a string, NaN, outside [0, 1]), naming
+            ``min_relevance``.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+        raise ValueError(f"min_relevance must be a number in [0, 1], got {value!r}")
+    out = float(value)
+    if not 0.0 <= out <= 1.0:  # NaN fails too
+        raise ValueError(f"min_relevance must be a number in [0, 1], got {value!r}")
+    return out
+
+
 class RetrievalConfig(BaseModel):
     """Parameters for multi-signal retrieval scoring.
 
@@ -250,6 +326,11 @@ class RetrievalConfig(BaseModel):
             fit over context batches ranked); with s8 on they are always added.
         full_bank_candidates: score every memory instead of a shortlist (for fitting
             and small stores).
+        relevance_calibration: an opt-in fitted map from a result's score to the
+            probability that it is relevant (:class:`RelevanceCalibration`); it never
+            changes the ranking; ``retrieve(..., min_relevance=p)`` drops results
+            below ``p`` and explanations carry each result's ``relevance``. None
+            (default): no probabilities, and ``min_relevance`` is refused.
         hybrid_candidates: take the union of the semantic and the lexical shortlists
             as candidates even while ``lexical_weight`` is 0 (the six-signal score
             over hybrid candidates; fitting captures these). With s7 on they are
@@ -282,6 +363,9 @@ class RetrievalConfig(BaseModel):
     context_candidates: bool = False
     full_bank_candidates: bool = False
     hybrid_candidates: bool = False
+    relevance_calibration: RelevanceCalibration | None = Field(
+        default=None, exclude_if=lambda v: v is None
+    )
 
     @field_validator("lexical_weight", mode="before")
     @classmethod

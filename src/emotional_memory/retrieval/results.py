@@ -93,6 +93,9 @@ class RetrievalExplanation(BaseModel):
     pass2_rank: int | None = None
     selected_as_seed: bool = False
     candidate_count: int = 0
+    relevance: float | None = Field(default=None, exclude_if=lambda v: v is None)
+    """Calibrated probability that the memory is relevant (``retrieval.
+    relevance_calibration``); None without a calibration."""
 
 
 class RankedMemory(BaseModel):

@@ -60,6 +60,11 @@ class MoodChange(BaseModel):
     dominance: float
 
 
+def _relevance(p: float | None) -> str:
+    """``", relevance 0.83"`` with a calibrated probability, else nothing."""
+    return "" if p is None else f", relevance {p:.2f}"
+
+
 def _change(old: MoodField, new: MoodField) -> MoodChange:
     return MoodChange(
         valence=new.valence - old.valence,
@@ -253,14 +258,22 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
             Field(description="Optional filter: {field: value} or {field: {$op: value}}; "
                   "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or."),
         ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(description="Optional: drop memories whose calibrated relevance "
+                  "probability is below this (0 to 1); 'No memories found.' when none "
+                  "is relevant enough. Needs a fitted config.", ge=0.0, le=1.0),
+        ] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         principal = principal_of(ctx)
-        found = await _guarded(service.search(principal.scope, query, top_k, where))
+        found = await _guarded(service.search(principal.scope, query, top_k, where,
+                                              min_relevance))
         out = RecallOut(results=[result_out(f, principal.scope, False) for f in found])
         if not out.results:
             return _text("No memories found.", out)
         lines = [
-            f"{i}. [{r.score:.3f}] {r.content} (id {r.id}; {_affect(r)})"
+            f"{i}. [{r.score:.3f}{_relevance(r.relevance)}] {r.content} (id {r.id}; "
+            f"{_affect(r)})"
             for i, r in enumerate(out.results, start=1)
         ]
         return _text("\n".join(lines), out)

@@ -160,7 +160,7 @@ async def search(body: SearchIn, request: Request) -> SearchOut:
     service.limits.check_text(body.query, ("query",))
     service.limits.check_top_k(body.top_k, ("top_k",))
     where = _filter(request, body.where, "body")
-    found = await service.search(path, body.query, body.top_k, where)
+    found = await service.search(path, body.query, body.top_k, where, body.min_relevance)
     return SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
 
 

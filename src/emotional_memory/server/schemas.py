@@ -132,6 +132,12 @@ class SearchIn(_Strict):
         "dominance, emotion, retrieval_count.",
     )
     explain: StrictBool = Field(default=False, description="Add each result's score breakdown.")
+    min_relevance: float | None = Field(
+        default=None, ge=0.0, le=1.0, allow_inf_nan=False,
+        description="Drop results whose calibrated relevance probability is below this "
+        "(0 to 1; possibly every result). Needs a config with a relevance calibration "
+        "(python -m training fit writes one); absent: the top_k results as ranked.",
+    )
     scope: Scope = None
 
     @field_validator("where")
@@ -173,6 +179,11 @@ class ResultOut(MemoryOut):
 
     score: float
     breakdown: RetrievalBreakdown | None = None
+    relevance: float | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="Calibrated probability that the memory is relevant (only with a "
+        "relevance calibration in the config).",
+    )
 
 
 class SearchOut(BaseModel):
@@ -243,6 +254,7 @@ def result_out(found: RetrievalExplanation, base: tuple[str, ...], explain: bool
         **memory_fields(found.memory, base),
         score=found.score,
         breakdown=found.breakdown if explain else None,
+        relevance=found.relevance,
     )
 
 

@@ -33,6 +33,7 @@ from emotional_memory.filters import Where, parse_where
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
+from emotional_memory.retrieval.config import check_min_relevance
 from emotional_memory.server.limits import Limits
 from emotional_memory.state import AffectiveState
 
@@ -329,6 +330,7 @@ class MemoryService:
         query: str,
         top_k: int,
         where: dict[str, Any] | Where | None = None,
+        min_relevance: Any = None,
     ) -> list[RetrievalExplanation]:
         """Retrieve with explanations in scope ``path``.
 
@@ -338,19 +340,32 @@ class MemoryService:
             top_k: how many results at most.
             where: optional metadata/built-in filter (the library's dialect), as sent
                 or from :meth:`parse_filter`.
+            min_relevance: optional calibrated-relevance threshold in [0, 1]: results
+                below it are dropped, possibly all (the engine's config needs a
+                ``retrieval.relevance_calibration``).
 
         Returns:
-            The ranked explanations (score and breakdown of each winner).
+            The ranked explanations (score and breakdown of each winner; ``relevance``
+            with a calibration).
 
         Raises:
             LimitExceeded: query, ``top_k`` or filter over the limits.
-            FieldError: an invalid filter.
+            FieldError: an invalid filter, or an invalid ``min_relevance`` (or one
+                without a calibration).
         """
         self.limits.check_text(query, ("query",))
         self.limits.check_top_k(top_k, ("top_k",))
         parsed = self.parse_filter(where)
+        try:
+            threshold = check_min_relevance(min_relevance)
+        except ValueError as exc:
+            raise FieldError(("min_relevance",), str(exc)) from None
+        if threshold is not None and self.engine.config.retrieval.relevance_calibration is None:
+            raise FieldError(("min_relevance",), "min_relevance needs a fitted relevance "
+                             "calibration (retrieval.relevance_calibration in the config)")
         async with self._using(path) as view:
-            return await view.retrieve_with_explanations(query, top_k=top_k, where=parsed)
+            return await view.retrieve_with_explanations(query, top_k=top_k, where=parsed,
+                                                         min_relevance=threshold)
 
     async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
         """The memory with this id when scope ``path`` sees it, else None."""

@@ -1,0 +1,170 @@
+"""Calibrated relevance: Platt scaling of the pass-2 score, fitted on held-out folds.
+
+A fit's out-of-fold scores (each query scored by a model fitted without its scenario)
+of every query's first ``top_n`` candidates, labelled relevant or not, give the map
+``p = sigmoid(slope * score + intercept)`` (logistic regression on one feature,
+``slope >= 0``). The threshold the fit suggests is the largest probability that keeps
+``keep`` of the out-of-fold hit@k.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from emotional_memory.retrieval.config import RelevanceCalibration
+
+
+def top_candidates(
+    totals: np.ndarray, labels: np.ndarray, valid: np.ndarray, top_n: int,
+    rows: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The scores and labels of each query's ``top_n`` best valid candidates.
+
+    Args:
+        totals: (Q, C) pass-2 totals.
+        labels: (Q, C) relevant candidates.
+        valid: (Q, C) real candidates.
+        top_n: candidates per query (>= 1).
+        rows: (Q,) queries to use (default: all).
+
+    Returns:
+        ``(scores, relevant)``: flat float64 and bool arrays.
+    """
+    if top_n < 1:
+        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    totals = np.where(valid, np.asarray(totals, np.float64), -np.inf)
+    use = np.ones(totals.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    order = np.argsort(-totals, axis=1, kind="stable")[:, :top_n]
+    scores = np.take_along_axis(totals, order, axis=1)[use]
+    relevant = np.take_along_axis(np.asarray(labels, bool), order, axis=1)[use]
+    keep = np.isfinite(scores)
+    return scores[keep], relevant[keep]
+
+
+def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
+              iterations: int = 100) -> tuple[float, float]:
+    """Logistic regression of ``relevant`` on ``scores`` (Newton's method).
+
+    The slope is kept >= 0 (a negative fitted slope gives slope 0 and the base rate).
+
+    Args:
+        scores: (N,) scores.
+        relevant: (N,) labels.
+        ridge: L2 on both coefficients (keeps separable data finite).
+        iterations: Newton steps at most.
+
+    Returns:
+        ``(slope, intercept)``.
+
+    Raises:
+        ValueError: no scores.
+    """
+    x = np.asarray(scores, np.float64)
+    y = np.asarray(relevant, np.float64)
+    if x.size == 0:
+        raise ValueError("fit_platt needs at least one score")
+    center, scale = float(x.mean()), float(x.std()) or 1.0
+    z = (x - center) / scale  # standardised, so Newton is well conditioned
+    w = np.zeros(2)
+    design = np.stack([z, np.ones_like(z)], axis=1)
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-(design @ w)))
+        grad = design.T @ (p - y) + ridge * w
+        hess = (design * (p * (1 - p))[:, None]).T @ design + ridge * np.eye(2)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.max(np.abs(step)) < 1e-10:
+            break
+    slope, intercept = w[0] / scale, w[1] - w[0] * center / scale
+    if slope < 0 or not math.isfinite(slope):
+        rate = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+        return 0.0, math.log(rate / (1 - rate))
+    return float(slope), float(intercept)
+
+
+def expected_calibration_error(
+    probs: np.ndarray, relevant: np.ndarray, bins: int = 10
+) -> float:
+    """Expected calibration error: per equal-width probability bin, the gap between
+    the mean probability and the share relevant, weighted by the bin's size.
+
+    Args:
+        probs: (N,) probabilities in [0, 1].
+        relevant: (N,) labels.
+        bins: number of bins over [0, 1].
+
+    Returns:
+        The ECE (0 for no probabilities).
+    """
+    p = np.asarray(probs, np.float64)
+    y = np.asarray(relevant, np.float64)
+    if p.size == 0:
+        return 0.0
+    which = np.minimum((p * bins).astype(int), bins - 1)
+    total = 0.0
+    for b in range(bins):
+        inside = which == b
+        if inside.any():
+            total += inside.sum() * abs(p[inside].mean() - y[inside].mean())
+    return float(total / p.size)
+
+
+def suggested_threshold(
+    calibration: RelevanceCalibration, totals: np.ndarray, labels: np.ndarray,
+    valid: np.ndarray, top_k: int, rows: np.ndarray | None = None, keep: float = 0.95,
+) -> float:
+    """The largest probability threshold keeping ``keep`` of the queries' hit@k.
+
+    A query keeps its hit when one of its relevant top-``k`` results reaches the
+    threshold.
+
+    Args:
+        calibration: the fitted map.
+        totals, labels, valid: (Q, C) scores, relevant and real candidates.
+        top_k: results per query.
+        rows: (Q,) queries to use (default: all).
+        keep: share of the hits to keep, in (0, 1].
+
+    Returns:
+        The threshold (0 when no query hits).
+    """
+    t = np.where(valid, np.asarray(totals, np.float64), -np.inf)
+    use = np.ones(t.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    order = np.argsort(-t, axis=1, kind="stable")[:, :top_k]
+    hit_scores = np.where(np.take_along_axis(np.asarray(labels, bool), order, axis=1),
+                          np.take_along_axis(t, order, axis=1), -np.inf)[use]
+    best = hit_scores.max(axis=1) if hit_scores.size else np.zeros(0)
+    best = best[np.isfinite(best)]  # the best relevant result of each hitting query
+    if best.size == 0:
+        return 0.0
+    probs = np.sort(calibration.probability(best))[::-1]
+    index = max(math.ceil(keep * probs.size) - 1, 0)
+    return float(np.floor(probs[index] * 1000) / 1000)  # rounded down: keeps >= keep
+
+
+def fit_relevance_calibration(
+    totals: np.ndarray, labels: np.ndarray, valid: np.ndarray, top_k: int, *,
+    rows: np.ndarray | None = None, top_n: int | None = None, keep: float = 0.95,
+) -> RelevanceCalibration:
+    """Platt scaling fitted on out-of-fold scores, with its suggested threshold.
+
+    Args:
+        totals: (Q, C) out-of-fold pass-2 totals.
+        labels: (Q, C) relevant candidates.
+        valid: (Q, C) real candidates.
+        top_k: results per query (the threshold keeps ``keep`` of hit@k).
+        rows: (Q,) queries to use (default: all).
+        top_n: candidates per query in the fit (default ``2 * top_k``: the results
+            and the ones just below).
+        keep: share of hit@k the suggested threshold keeps.
+
+    Returns:
+        The :class:`RelevanceCalibration`.
+    """
+    scores, relevant = top_candidates(totals, labels, valid, top_n or 2 * top_k, rows)
+    slope, intercept = fit_platt(scores, relevant)
+    calibration = RelevanceCalibration(slope=slope, intercept=intercept)
+    threshold = suggested_threshold(calibration, totals, labels, valid, top_k, rows, keep)
+    return calibration.model_copy(update={"default_min_relevance": threshold})
