@@ -161,8 +161,8 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
 
     Raises:
         FileNotFoundError: when the weights file or the base model is missing.
-        ValueError: when the file is not a fitted weights file, its tensors do not fit
-            the base, or its digest does not match its tensors.
+        ValueError: when the file is not a fitted weights file, was fitted from another
+            base, its tensors do not fit the base, or its digest does not match them.
     """
 
     def __init__(
@@ -177,6 +177,9 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
         digest = _digest(overlay)
         if metadata.get("digest") != digest:
             raise ValueError(f"{path}: the tensors do not match the recorded digest")
+        if metadata.get("base") != self._model_name:
+            raise ValueError(f"{path} was fitted from {metadata.get('base')!r}, the base "
+                             f"model given is {self._model_name!r}")
         safetensors_numpy = _import_optional("safetensors.numpy")
         tensors = dict(safetensors_numpy.load_file(str(self.model_dir / "model.safetensors")))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""

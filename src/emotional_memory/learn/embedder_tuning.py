@@ -395,29 +395,25 @@ def _step_inputs(
                 contrast_labels=jnp.asarray(contrast))
 
 
-def train_embedder(
-    embedder: MiniLMEmbedder, texts: TuningTexts, batch: RecallBatch,
-    config: EmotionalMemoryConfig, options: EmbedderTuning, *,
-    train_mask: np.ndarray | None = None, progress: bool = False,
-) -> tuple[MiniLMModel, EmotionalMemoryConfig]:
-    """Fine-tune the embedder's top and the config's base weights on the batch.
+@dataclass
+class _Setup:
+    """A tuning's fixed inputs, starting point and sampling tables."""
 
-    Args:
-        embedder: the base MiniLM (its weights are not changed).
-        texts: :func:`tuning_texts` of the batch (its ``start`` = layers - options.layers).
-        batch: the recall batch.
-        config: the scoring model (its query adapter, if any, is applied and kept).
-        options: the tuning options.
-        train_mask: (Q,) queries to train on (default: all).
-        progress: progress bar.
+    fz: _Frozen
+    top: Any
+    u: dict[str, Any]
+    reparam: Reparam
+    labels: np.ndarray
+    valid: np.ndarray
+    hardness: np.ndarray
+    pool: np.ndarray
 
-    Returns:
-        ``(model, config)``: the fitted MiniLM and the config with fitted base weights.
 
-    Raises:
-        ValueError: when no training query has a positive candidate.
-    """
-    model = embedder.model
+def _setup(
+    model: MiniLMModel, texts: TuningTexts, batch: RecallBatch,
+    config: EmotionalMemoryConfig, options: EmbedderTuning, train_mask: np.ndarray | None,
+) -> _Setup:
+    """The frozen inputs, the trainable start (top and base weights) and the tables."""
     k = len(model.layers) - texts.start
     if k != options.layers:
         raise ValueError(f"the texts cache {k} top layers, the options tune {options.layers}")
@@ -450,7 +446,35 @@ def train_embedder(
         frozen_top if options.mode == "last-layers"
         else init_lora(frozen_top, options.rank, options.alpha, options.seed)
     )
-    u = _f32(reparam.init())
+    return _Setup(fz=fz, top=top, u=_f32(reparam.init()), reparam=reparam, labels=labels,
+                  valid=valid, hardness=hardness, pool=pool)
+
+
+def train_embedder(
+    embedder: MiniLMEmbedder, texts: TuningTexts, batch: RecallBatch,
+    config: EmotionalMemoryConfig, options: EmbedderTuning, *,
+    train_mask: np.ndarray | None = None, progress: bool = False,
+) -> tuple[MiniLMModel, EmotionalMemoryConfig]:
+    """Fine-tune the embedder's top and the config's base weights on the batch.
+
+    Args:
+        embedder: the base MiniLM (its weights are not changed).
+        texts: :func:`tuning_texts` of the batch (its ``start`` = layers - options.layers).
+        batch: the recall batch.
+        config: the scoring model (its query adapter, if any, is applied and kept).
+        options: the tuning options.
+        train_mask: (Q,) queries to train on (default: all).
+        progress: progress bar.
+
+    Returns:
+        ``(model, config)``: the fitted MiniLM and the config with fitted base weights.
+
+    Raises:
+        ValueError: when no training query has a positive candidate.
+    """
+    model = embedder.model
+    st = _setup(model, texts, batch, config, options, train_mask)
+    fz, top, u, reparam = st.fz, st.top, st.u, st.reparam
     emb_opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adam(
         optax.cosine_decay_schedule(options.peak_rate, max(options.steps, 1), alpha=0.1)))
     w_opt = optax.adam(options.weights_learning_rate)
@@ -460,7 +484,7 @@ def train_embedder(
     trainable: Any = (top, u)
     for _ in progress_iter(range(options.steps), f"tune embedder ({options.mode})",
                            enabled=progress):
-        sub = _step_inputs(rng, texts, labels, valid, hardness, pool, options)
+        sub = _step_inputs(rng, texts, st.labels, st.valid, st.hardness, st.pool, options)
         trainable, states, _value = step(trainable, states, fz, sub)
     top, u = trainable
     fitted = fitted_model(model, top)
