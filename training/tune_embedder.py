@@ -34,10 +34,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-embedder", choices=("last-layers", "lora"), default=None,
                    help="also fine-tune the MiniLM (its top layers, or LoRA adapters on "
                         "them) when inner CV says it pays; weights beside --out")
-    p.add_argument("--tune-layers", type=int, default=2,
-                   help="top encoder layers tuned (default 2; the rest are cached)")
-    p.add_argument("--tune-steps", type=int, default=150,
-                   help="optimiser steps of each embedder tuning (default 150)")
+    p.add_argument("--tune-layers", type=int, default=1,
+                   help="top encoder layers tuned (default 1; the rest are cached)")
+    p.add_argument("--tune-steps", type=int, default=100,
+                   help="optimiser steps of each embedder tuning (default 100)")
     p.add_argument("--tune-rank", type=int, default=8, help="LoRA rank (default 8)")
     p.add_argument("--tune-folds", type=int, default=2,
                    help="inner folds deciding whether tuning pays (default 2)")

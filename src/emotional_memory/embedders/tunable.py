@@ -155,8 +155,12 @@ def _lower(model: MiniLMModel, input_ids: jax.Array, mask: jax.Array, start: int
 
 
 def _length_bucket(n: int) -> int:
-    """Padded length: the next multiple of 16 (few compiled shapes, little padding)."""
-    return max(16, -(-n // 16) * 16)
+    """Padded length: 16, 32, 64, 128, ... (each new length compiles a training step, so
+    few lengths: a step's texts pad to the next power of two of the longest)."""
+    size = 16
+    while size < n:
+        size *= 2
+    return size
 
 
 def lower_states(
@@ -201,7 +205,7 @@ def pad_states(
     Args:
         states: per text, its ``(len, H)`` states (:func:`lower_states`).
         rows: the texts (indices into ``states``; may repeat).
-        length: padded length (default: the longest, rounded up to a multiple of 16).
+        length: padded length (default: the longest, rounded up to a power of two >= 16).
 
     Returns:
         ``(x, mask)``: ``(N, L, H)`` float32 states and the ``(N, L)`` attention mask.

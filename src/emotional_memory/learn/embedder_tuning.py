@@ -99,10 +99,10 @@ class EmbedderTuning:
     """
 
     mode: str = "last-layers"
-    layers: int = 2
+    layers: int = 1
     rank: int = 8
     alpha: float = 16.0
-    steps: int = 150
+    steps: int = 100
     queries_per_step: int = 8
     list_size: int = 8
     learning_rate: float | None = None
