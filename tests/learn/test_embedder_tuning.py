@@ -116,7 +116,7 @@ def test_training_loss_gradient_matches_finite_differences(
 
 
 def test_untuned_evaluation_is_the_cosine_ranking(setting: dict[str, Any]) -> None:
-    batch, info, texts, emb = (setting[k] for k in ("batch", "info", "texts", "emb"))
+    batch, _info, texts, emb = (setting[k] for k in ("batch", "info", "texts", "emb"))
     cfg = semantic_only_config(EmotionalMemoryConfig())
     plain = dataclasses.replace(batch, lexical=None, context=None)
     mask = np.ones(batch.n_queries, bool)

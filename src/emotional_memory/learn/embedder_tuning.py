@@ -265,7 +265,7 @@ def _f32(tree: Any) -> Any:
     return jax.tree_util.tree_map(conv, tree)
 
 
-def _gather(x: jax.Array, q: jax.Array, c: jax.Array) -> jax.Array:
+def _gather(x: Any, q: jax.Array, c: jax.Array) -> jax.Array:
     """``x[q[b], c[b, s]]`` for a (Q, C, ...) leaf: (B, S, ...)."""
     return x[q[:, None], c]
 
@@ -627,12 +627,12 @@ def tune_embedder(
             got = evaluate_tuned(m, texts, batch, c, held_mask, embedder, info.top_k)
             for key in per[name]:
                 per[name][key][held_mask] = got[key][held_mask]
-    table = [{"model": n, "top1": float(per[n]["top1"][available].mean()),
+    table: list[dict[str, Any]] = [{"model": n, "top1": float(per[n]["top1"][available].mean()),
               "mrr": float(per[n]["rr"][available].mean()),
               "hit_at_k": float(per[n]["hit_at_k"][available].mean())} for n in names]
     first, second = ("top1", "mrr") if select_by == "top1" else ("mrr", "top1")
-    key = [(round(r[first], 9), round(r[second], 9)) for r in table]
-    selected = len(parts) >= 2 and key[1] > key[0]
+    ranks = [(round(float(r[first]), 9), round(float(r[second]), 9)) for r in table]
+    selected = len(parts) >= 2 and ranks[1] > ranks[0]
     if not selected:
         return TuningResult(None, config, False, table, time.perf_counter() - t0)
     model, tuned_cfg = train_embedder(embedder, texts, batch, config, options,
