@@ -16,6 +16,10 @@ and cosine on the inner folds. Events without affect labels get a text model's
 estimate (``--affect estimate``, the default) or the neutral point
 (``--affect neutral``); ``--query-affect estimate`` sets each query's estimated affect
 as the state (default ``keep``: the original protocol).
+
+``fit --tune-embedder {last-layers,lora}`` also fine-tunes the MiniLM when inner CV
+says it pays (training/tune_embedder.py): the weights go beside the config, which names
+them, and ``evaluate`` / ``cv`` with that config embed with them.
 """
 
 from __future__ import annotations
