@@ -1,7 +1,7 @@
 """``fit --tune-embedder``: fine-tune the MiniLM after the scoring model is chosen.
 
     python -m training fit --dataset D.json --embeddings D.minilm.npz --out fit.json \\
-        --tune-embedder last-layers
+        --tune-embedder            # = lora; or --tune-embedder last-layers
 
 After the usual model choice, the MiniLM's top layers (``last-layers``) or low-rank
 adapters on them (``lora``) are trained jointly with the chosen model's base weights
@@ -32,8 +32,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         p: the ``fit`` parser.
     """
     p.add_argument("--tune-embedder", choices=("last-layers", "lora"), default=None,
-                   help="also fine-tune the MiniLM (its top layers, or LoRA adapters on "
-                        "them) when inner CV says it pays; weights beside --out")
+                   nargs="?", const="lora",
+                   help="also fine-tune the MiniLM (LoRA adapters on its top layers, the "
+                        "default, or the top layers themselves) when inner CV says it "
+                        "pays; weights beside --out")
     p.add_argument("--tune-layers", type=int, default=1,
                    help="top encoder layers tuned (default 1; the rest are cached)")
     p.add_argument("--tune-steps", type=int, default=100,
