@@ -110,7 +110,8 @@ def tune_after_fit(
     if result.model is None:
         return config, embedder, None, report
     target = weights_path(args.out)
-    digest = save_fitted_weights(result.model, base.model, target)
+    digest = save_fitted_weights(result.model, base.model, target,
+                                 base_name=base.identity.rsplit("/", 1)[0])
     fitted = FittedMiniLMEmbedder(target, base.model_dir)
     report.update(weights=str(target), identity=fitted.identity, digest=digest)
     if not args.quiet:
