@@ -24,6 +24,10 @@ query adapter at rank 16 / pull 0.1 (``--tune-adapter``: chosen by inner CV). Th
 fitted config carries a relevance calibration (Platt scaling of the winner's
 out-of-fold scores, ``--no-calibration`` leaves it out): ``retrieve(...,
 min_relevance=p)`` then drops results whose calibrated relevance is below ``p``.
+
+``fit --tune-embedder {last-layers,lora}`` also fine-tunes the MiniLM when inner CV
+says it pays (training/tune_embedder.py): the weights go beside the config, which names
+them, and ``evaluate`` / ``cv`` with that config embed with them.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from emotional_memory import EmotionalMemoryConfig
+from emotional_memory.embedders.fitted import write_fitted_config
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
     LEXICAL_ANALYSES,
@@ -54,6 +59,7 @@ from emotional_memory.replay import (
     replay_dataset,
     summarize,
 )
+from training import tune_embedder
 
 METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
@@ -77,9 +83,10 @@ def _embedder(path: str | None) -> Embedder:
 def _config(path: str | None) -> EmotionalMemoryConfig:
     if path is None:
         return EmotionalMemoryConfig()
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        return EmotionalMemoryConfig.model_validate_json(text)
+    from emotional_memory.embedders.fitted import read_fitted_config
+
+    try:  # a fitted config may name its embedder's weights (training/tune_embedder.py)
+        return read_fitted_config(path)[0]
     except ValueError as exc:  # unknown or misspelt keys, bad values: name the file
         raise ValueError(f"config {path}: {exc}") from exc
 
@@ -219,6 +226,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
+    if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
+        from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
     start = _lexical_start(args, start)
     affect = _affect(args, data)
     t0 = time.perf_counter()
@@ -228,6 +239,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     batch, info = build_recall_batch(data, embedder, start, progress=not args.quiet,
                                      lexical=_wants_lexical(args), affect=affect,
                                      embeddings=adapter, context=context)
+    extra: dict[str, Any] = {}
     if selecting:
         extra = {
             name: build_recall_batch(data, embedder, analysis_config(start, name),
@@ -244,12 +256,19 @@ def cmd_fit(args: argparse.Namespace) -> int:
             result = fit_auto(batch, info, start, **kwargs)
         else:
             result = fit(batch, info, start, progress=not args.quiet, **kwargs)
+    tuned: dict[str, Any] | None = None
+    fitted_embedder, weights = embedder, None
+    if args.tune_embedder:
+        chosen = str(result.selection.get("chosen", ""))
+        used = batch if "@" not in chosen else extra[chosen.split("@", 1)[1]]
+        result.config, fitted_embedder, weights, tuned = tune_embedder.tune_after_fit(
+            args, data, used, info, result.config, embedder)
     seconds = time.perf_counter() - t0
-    out_path.write_text(result.config.model_dump_json(indent=2), encoding="utf-8")
+    write_fitted_config(out_path, result.config, weights)
     default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,
                                        affect=affect))
-    fitted = summarize(replay_dataset(data, embedder, result.config, progress=not args.quiet,
-                                      affect=affect))
+    fitted = summarize(replay_dataset(data, fitted_embedder, result.config,
+                                      progress=not args.quiet, affect=affect))
     report = {
         "out": str(args.out),
         "seconds": seconds,
@@ -266,6 +285,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         "relevance_calibration": result.selection.get("relevance_calibration"),
         "peak_rss_mb": _peak_rss_mb(),
     }
+    if tuned is not None:
+        report["embedder_tuning"] = tuned
     if args.plot:
         from training import plots
 
@@ -291,9 +312,8 @@ def cmd_cv(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; out-of-fold and default metrics are printed.
     """
-    data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
-        args.config
-    )
+    data, start = _load_data(args.dataset), _config(args.config)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:
@@ -332,9 +352,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; the replay metrics are printed.
     """
-    data, embedder, cfg = _load_data(args.dataset), _embedder(args.embeddings), _config(
-        args.config
-    )
+    data, cfg = _load_data(args.dataset), _config(args.config)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
     metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet,
                                        affect=_affect(args, data)))
     _print({k: metrics[k] for k in (*METRICS, "n_queries", "by_challenge")}, args.json)
@@ -421,6 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
     fitting(p_fit)
     p_fit.add_argument("--out", required=True, help="where to write the fitted config JSON")
     p_fit.add_argument("--plot", default=None, help="directory for PNG plots")
+    tune_embedder.add_arguments(p_fit)
     p_fit.set_defaults(func=cmd_fit)
 
     p_cv = sub.add_parser("cv", help="scenario-grouped k-fold cross-validation")

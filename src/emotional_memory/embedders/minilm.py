@@ -274,6 +274,88 @@ class _Layer(eqx.Module):
     ffn_ln_b: jax.Array
 
 
+def _embed_tokens(model: MiniLMModel, input_ids: jax.Array) -> jax.Array:
+    """The embedding layer: word + position + token-type embeddings, layer-normed.
+
+    Args:
+        model: the model (its embedding tables).
+        input_ids: ``(B, L)`` integer token ids (single-segment input).
+
+    Returns:
+        ``(B, L, H)`` input of the first encoder layer.
+    """
+    length = input_ids.shape[1]
+    x = (
+        jnp.take(model.word_embeddings, input_ids, axis=0)
+        + model.position_embeddings[:length][None, :, :]
+        + model.token_type_embeddings[0][None, None, :]
+    )
+    return _layer_norm(x, model.emb_ln_w, model.emb_ln_b, model.eps)
+
+
+def _key_bias(attention_mask: jax.Array) -> jax.Array:
+    """Additive attention bias ``(B, 1, 1, L)``: 0 on real tokens, a large negative on padding.
+
+    A large finite negative (not -inf), so that a row without any real token (batch
+    padding) gives a uniform softmax instead of NaNs; exp() of it underflows to exactly
+    0 next to any real token.
+    """
+    keep = attention_mask.astype(bool)
+    neg = jnp.finfo(jnp.float32).min
+    return jnp.where(keep, 0.0, neg).astype(jnp.float32)[:, None, None, :]
+
+
+def _layer_forward(
+    w: _Layer, x: jax.Array, key_bias: jax.Array, num_heads: int, eps: float
+) -> jax.Array:
+    """One BERT encoder layer (self-attention, then feed-forward, each post-LayerNorm).
+
+    Args:
+        w: the layer's weights.
+        x: ``(B, L, H)`` hidden states.
+        key_bias: ``(B, 1, 1, L)`` additive attention bias (:func:`_key_bias`).
+        num_heads: attention heads.
+        eps: LayerNorm epsilon.
+
+    Returns:
+        ``(B, L, H)`` the layer's output, in ``x.dtype``.
+    """
+    batch, length, hidden = x.shape
+    head_dim = hidden // num_heads
+    dtype = x.dtype
+    scale = 1.0 / math.sqrt(head_dim)
+    qkv = _dense(x, w.qkv_w, w.qkv_b).reshape(batch, length, 3, num_heads, head_dim)
+    q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+    scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=_PRECISION)
+    scores = scores.astype(jnp.float32) * scale + key_bias
+    probs = jax.nn.softmax(scores, axis=-1).astype(dtype)
+    ctx = jnp.einsum("bhqk,bkhd->bqhd", probs, v, precision=_PRECISION)
+    ctx = ctx.reshape(batch, length, hidden)
+    x = _layer_norm(_dense(ctx, w.attn_out_w, w.attn_out_b) + x, w.attn_ln_w, w.attn_ln_b, eps)
+    ff = jax.nn.gelu(_dense(x, w.ffn_in_w, w.ffn_in_b), approximate=False)
+    return _layer_norm(_dense(ff, w.ffn_out_w, w.ffn_out_b) + x, w.ffn_ln_w, w.ffn_ln_b, eps)
+
+
+def mean_pool_normalize(x: jax.Array, attention_mask: jax.Array) -> jax.Array:
+    """Mean of the real tokens' states, L2-normalised (the sentence embedding).
+
+    Args:
+        x: ``(B, L, H)`` last hidden states.
+        attention_mask: ``(B, L)`` with 1 for real tokens and 0 for padding.
+
+    Returns:
+        ``(B, H)`` float32 embeddings of unit L2 norm (all-zero for a row without any
+        real token).
+    """
+    keep = attention_mask.astype(bool)
+    weights = keep.astype(jnp.float32)[:, :, None]
+    summed = jnp.sum(x.astype(jnp.float32) * weights, axis=1)
+    counts = jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
+    pooled = summed / counts
+    norm = jnp.sqrt(jnp.sum(pooled * pooled, axis=-1, keepdims=True))
+    return pooled / jnp.maximum(norm, 1e-12)
+
+
 class MiniLMModel(eqx.Module):
     """BERT encoder + mean pooling + L2 normalisation (a sentence-transformers model).
 
@@ -410,47 +492,15 @@ class MiniLMModel(eqx.Module):
             ``(x, layers)``: ``x`` the ``(B, L, H)`` last hidden states; ``layers`` the
             ``(n_layers, B, L, H)`` outputs of every encoder layer, or ``None``.
         """
-        batch, length = input_ids.shape
-        hidden = self.hidden_size
-        heads = self.num_heads
-        head_dim = hidden // heads
-        dtype = self.word_embeddings.dtype
-
-        x = (
-            jnp.take(self.word_embeddings, input_ids, axis=0)
-            + self.position_embeddings[:length][None, :, :]
-            + self.token_type_embeddings[0][None, None, :]
-        )
-        x = _layer_norm(x, self.emb_ln_w, self.emb_ln_b, self.eps)
-
-        keep = attention_mask.astype(bool)
-        # Additive key mask: a large finite negative so that a row without any real
-        # token (batch padding) gives a uniform softmax instead of NaNs; exp() of it
-        # underflows to exactly 0 next to any real token.
-        neg = jnp.finfo(jnp.float32).min
-        key_bias = jnp.where(keep, 0.0, neg).astype(jnp.float32)[:, None, None, :]
-        scale = 1.0 / math.sqrt(head_dim)
-
+        x = _embed_tokens(self, input_ids)
+        key_bias = _key_bias(attention_mask)
         # The layers are unrolled in the trace (a Python loop over separate per-layer
         # weights): a lax.scan over stacked weights makes XLA copy each layer's
         # weights out of the stack on every call, which costs more than the matrix
         # products themselves for a short text.
         outputs: list[jax.Array] = []
         for w in self.layers:
-            qkv = _dense(x, w.qkv_w, w.qkv_b).reshape(batch, length, 3, heads, head_dim)
-            q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
-            scores = jnp.einsum("bqhd,bkhd->bhqk", q, k, precision=_PRECISION)
-            scores = scores.astype(jnp.float32) * scale + key_bias
-            probs = jax.nn.softmax(scores, axis=-1).astype(dtype)
-            ctx = jnp.einsum("bhqk,bkhd->bqhd", probs, v, precision=_PRECISION)
-            ctx = ctx.reshape(batch, length, hidden)
-            x = _layer_norm(
-                _dense(ctx, w.attn_out_w, w.attn_out_b) + x, w.attn_ln_w, w.attn_ln_b, self.eps
-            )
-            ff = jax.nn.gelu(_dense(x, w.ffn_in_w, w.ffn_in_b), approximate=False)
-            x = _layer_norm(
-                _dense(ff, w.ffn_out_w, w.ffn_out_b) + x, w.ffn_ln_w, w.ffn_ln_b, self.eps
-            )
+            x = _layer_forward(w, x, key_bias, self.num_heads, self.eps)
             if keep_layers:
                 outputs.append(x)
         return x, (jnp.stack(outputs) if keep_layers else None)
@@ -467,13 +517,7 @@ class MiniLMModel(eqx.Module):
             any real token).
         """
         x, _ = self._encode(input_ids, attention_mask, keep_layers=False)
-        keep = attention_mask.astype(bool)
-        weights = keep.astype(jnp.float32)[:, :, None]
-        summed = jnp.sum(x.astype(jnp.float32) * weights, axis=1)
-        counts = jnp.maximum(jnp.sum(weights, axis=1), 1e-9)
-        pooled = summed / counts
-        norm = jnp.sqrt(jnp.sum(pooled * pooled, axis=-1, keepdims=True))
-        return pooled / jnp.maximum(norm, 1e-12)
+        return mean_pool_normalize(x, attention_mask)
 
     def pooled_layers(self, input_ids: jax.Array, attention_mask: jax.Array) -> jax.Array:
         """Mean- and max-pooled hidden states of every encoder layer (not normalised).

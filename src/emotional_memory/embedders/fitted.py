@@ -1,0 +1,271 @@
+"""A MiniLM fine-tuned by ``python -m training fit --tune-embedder``: saving and loading.
+
+A fitted embedder is the installed all-MiniLM-L6-v2 (or another base folder) with
+some encoder layers replaced. Only the replaced layers are saved, in one safetensors
+file under their Hugging Face ``BertModel`` names, with metadata naming the format, the
+base model and a digest of the saved tensors. :class:`FittedMiniLMEmbedder` loads the
+base, overlays the file, and reports an ``identity`` that includes the digest, so a
+store records which weights embedded its memories
+(:mod:`emotional_memory.embedder_identity`).
+
+A fitted config names its weights file (relative to the config) under the top-level key
+``"embedder"``: :func:`write_fitted_config` writes such a file and
+:func:`read_fitted_config` reads it back as ``(config, weights path or None)``; a plain
+``EmotionalMemoryConfig`` JSON reads as ``(config, None)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from emotional_memory.embedders.minilm import (
+    MiniLMEmbedder,
+    MiniLMModel,
+    _import_optional,
+    _Layer,
+    _load_config,
+)
+
+__all__ = [
+    "CONFIG_KEY",
+    "FORMAT",
+    "FittedMiniLMEmbedder",
+    "layer_state_dict",
+    "read_fitted_config",
+    "save_fitted_weights",
+    "write_fitted_config",
+]
+
+#: ``format`` metadata of a fitted weights file.
+FORMAT = "emotional-memory/fitted-minilm/1"
+#: Top-level key of a fitted config JSON naming its embedder.
+CONFIG_KEY = "embedder"
+
+_QKV = ("attention.self.query", "attention.self.key", "attention.self.value")
+
+
+def layer_state_dict(layer: _Layer, index: int) -> dict[str, npt.NDArray[np.float32]]:
+    """One encoder layer's tensors under Hugging Face ``BertModel`` names.
+
+    The inverse of the per-layer part of :meth:`MiniLMModel.from_state_dict`: dense
+    weights go back to ``(out, in)`` and the fused query/key/value matrix is split.
+
+    Args:
+        layer: the layer's weights.
+        index: its position in the encoder (``encoder.layer.<index>``).
+
+    Returns:
+        Name -> float32 array.
+    """
+    prefix = f"encoder.layer.{index}."
+
+    def f32(x: Any) -> npt.NDArray[np.float32]:
+        return np.ascontiguousarray(np.asarray(x, dtype=np.float32))
+
+    qkv_w = f32(layer.qkv_w)
+    qkv_b = f32(layer.qkv_b)
+    hidden = qkv_w.shape[0]
+    out: dict[str, npt.NDArray[np.float32]] = {}
+    for j, name in enumerate(_QKV):
+        out[f"{prefix}{name}.weight"] = f32(qkv_w[:, j * hidden:(j + 1) * hidden].T)
+        out[f"{prefix}{name}.bias"] = f32(qkv_b[j * hidden:(j + 1) * hidden])
+    pairs = (
+        ("attention.output.dense", layer.attn_out_w, layer.attn_out_b),
+        ("intermediate.dense", layer.ffn_in_w, layer.ffn_in_b),
+        ("output.dense", layer.ffn_out_w, layer.ffn_out_b),
+    )
+    for name, w, b in pairs:
+        out[f"{prefix}{name}.weight"] = f32(np.asarray(w, np.float32).T)
+        out[f"{prefix}{name}.bias"] = f32(b)
+    out[f"{prefix}attention.output.LayerNorm.weight"] = f32(layer.attn_ln_w)
+    out[f"{prefix}attention.output.LayerNorm.bias"] = f32(layer.attn_ln_b)
+    out[f"{prefix}output.LayerNorm.weight"] = f32(layer.ffn_ln_w)
+    out[f"{prefix}output.LayerNorm.bias"] = f32(layer.ffn_ln_b)
+    return out
+
+
+def _digest(tensors: Mapping[str, npt.NDArray[Any]]) -> str:
+    """First 16 hex digits of a SHA-256 over the names, shapes and bytes (name order)."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        arr = np.ascontiguousarray(tensors[name], dtype=np.float32)
+        h.update(name.encode())
+        h.update(repr(arr.shape).encode())
+        h.update(arr.tobytes())
+    return h.hexdigest()[:16]
+
+
+def save_fitted_weights(
+    model: MiniLMModel, base: MiniLMModel, path: str | os.PathLike[str], *,
+    base_name: str = "minilm-l6-v2",
+) -> str:
+    """Save the layers of ``model`` that differ from ``base`` (safetensors).
+
+    Args:
+        model: the fitted model.
+        base: the model it was fitted from (same architecture).
+        path: the file to write.
+        base_name: the base's model name (metadata; the installed MiniLM's by default).
+
+    Returns:
+        The digest of the saved tensors (part of the loaded embedder's identity).
+
+    Raises:
+        ValueError: when the two models have different numbers of layers.
+    """
+    if len(model.layers) != len(base.layers):
+        raise ValueError("the fitted and the base model have different numbers of layers")
+    safetensors_numpy = _import_optional("safetensors.numpy")
+    tensors: dict[str, npt.NDArray[np.float32]] = {}
+    changed: list[int] = []
+    for i, (mine, theirs) in enumerate(zip(model.layers, base.layers, strict=True)):
+        ours = layer_state_dict(mine, i)
+        ref = layer_state_dict(theirs, i)
+        if any(not np.array_equal(ours[k], ref[k]) for k in ours):
+            tensors.update(ours)
+            changed.append(i)
+    digest = _digest(tensors)
+    metadata = {"format": FORMAT, "base": base_name,
+                "layers": ",".join(str(i) for i in changed), "digest": digest}
+    safetensors_numpy.save_file(tensors, str(path), metadata=metadata)
+    return digest
+
+
+def _read_weights(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, str]]:
+    """The tensors and metadata of a fitted weights file (format checked)."""
+    safetensors_numpy = _import_optional("safetensors.numpy")
+    safetensors = _import_optional("safetensors")
+    with safetensors.safe_open(str(path), framework="numpy") as fh:
+        metadata = dict(fh.metadata() or {})
+    if metadata.get("format") != FORMAT:
+        raise ValueError(f"{path} is not a fitted MiniLM weights file (format {FORMAT!r})")
+    return dict(safetensors_numpy.load_file(str(path))), metadata
+
+
+class FittedMiniLMEmbedder(MiniLMEmbedder):
+    """A :class:`MiniLMEmbedder` whose encoder layers are overlaid by a fitted file.
+
+    Args:
+        weights: the fitted weights file (:func:`save_fitted_weights`).
+        model_dir: the base model folder (``None``: the installed all-MiniLM-L6-v2).
+        **kwargs: other :class:`MiniLMEmbedder` arguments (``max_length``,
+            ``batch_size``, ``dtype``, ``matmul_dtype``).
+
+    Raises:
+        FileNotFoundError: when the weights file or the base model is missing.
+        ValueError: when the file is not a fitted weights file, was fitted from another
+            base, its tensors do not fit the base, or its digest does not match them.
+    """
+
+    def __init__(
+        self, weights: str | os.PathLike[str], model_dir: str | os.PathLike[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        path = Path(weights).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"fitted embedder weights {str(path)!r} do not exist")
+        super().__init__(model_dir, **kwargs)
+        overlay, metadata = _read_weights(path)
+        digest = _digest(overlay)
+        if metadata.get("digest") != digest:
+            raise ValueError(f"{path}: the tensors do not match the recorded digest")
+        if metadata.get("base") != self._model_name:
+            raise ValueError(f"{path} was fitted from {metadata.get('base')!r}, the base "
+                             f"model given is {self._model_name!r}")
+        safetensors_numpy = _import_optional("safetensors.numpy")
+        tensors = dict(safetensors_numpy.load_file(str(self.model_dir / "model.safetensors")))
+        prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
+        for name, value in overlay.items():
+            key = prefix + name
+            if key not in tensors:
+                raise ValueError(f"{path}: tensor {name!r} is not in the base model")
+            if tensors[key].shape != value.shape:
+                raise ValueError(f"{path}: tensor {name!r} has shape {value.shape}, the "
+                                 f"base's is {tensors[key].shape}")
+            tensors[key] = value
+        self._model = MiniLMModel.from_state_dict(
+            tensors, _load_config(self.model_dir), dtype=self._dtype,
+            matmul_dtype=self._matmul_dtype,
+        )
+        self._weights = path
+        self._digest = digest
+
+    @property
+    def weights(self) -> Path:
+        """The fitted weights file."""
+        return self._weights
+
+    @property
+    def identity(self) -> str:
+        """``"<base name>+fit.<digest>/<dim>"``, e.g. ``"minilm-l6-v2+fit.1a2b.../384"``:
+        differs from the base's and from every other fit's (the digest of the weights).
+        """
+        return f"{self._model_name}+fit.{self._digest}/{self.dim}"
+
+    def __repr__(self) -> str:
+        """Constructor-style representation."""
+        return (f"FittedMiniLMEmbedder(weights={str(self._weights)!r}, "
+                f"model_dir={str(self.model_dir)!r})")
+
+
+def write_fitted_config(
+    path: str | os.PathLike[str], config: Any, weights: str | os.PathLike[str] | None
+) -> None:
+    """Write a config JSON, naming the fitted embedder's weights when there are some.
+
+    Args:
+        path: the config file to write.
+        config: the :class:`~emotional_memory.engine.EmotionalMemoryConfig`.
+        weights: the weights file (stored relative to the config's folder when it lies
+            inside it), or None for a plain config (exactly ``model_dump_json(indent=2)``).
+    """
+    target = Path(path)
+    text = config.model_dump_json(indent=2)
+    if weights is not None:
+        data = json.loads(text)
+        wpath = Path(weights)
+        try:
+            name = str(wpath.resolve().relative_to(target.parent.resolve()))
+        except ValueError:
+            name = str(wpath.resolve())
+        data[CONFIG_KEY] = {"kind": "minilm-fitted", "weights": name}
+        text = json.dumps(data, indent=2)
+    target.write_text(text, encoding="utf-8")
+
+
+def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
+    """Read a config JSON and the weights file its ``"embedder"`` key names, if any.
+
+    Args:
+        path: the config file.
+
+    Returns:
+        ``(config, weights)``: the validated ``EmotionalMemoryConfig`` and the absolute
+        weights path (resolved against the config's folder), or None.
+
+    Raises:
+        ValueError: when the config does not validate or names an unknown embedder kind.
+    """
+    from emotional_memory.engine import EmotionalMemoryConfig
+
+    source = Path(path)
+    text = source.read_text(encoding="utf-8")
+    data = json.loads(text)
+    if not isinstance(data, dict) or CONFIG_KEY not in data:
+        return EmotionalMemoryConfig.model_validate_json(text), None
+    spec = data.pop(CONFIG_KEY)
+    config = EmotionalMemoryConfig.model_validate_json(json.dumps(data))
+    if not isinstance(spec, dict) or spec.get("kind") != "minilm-fitted" or not isinstance(
+        spec.get("weights"), str
+    ):
+        raise ValueError(f"{CONFIG_KEY!r} must be {{'kind': 'minilm-fitted', 'weights': PATH}}")
+    weights = Path(spec["weights"])
+    return config, weights if weights.is_absolute() else source.parent / weights

@@ -1,0 +1,97 @@
+"""``python -m training fit --tune-embedder`` and configs that name a fitted embedder.
+
+Runs on the builtin dataset with the installed MiniLM (``make minilm``; skipped
+otherwise), a fixed scoring fit and a few tuning steps, so it checks the plumbing (the
+inner-CV decision, weights beside the config, evaluate with them), not the gain.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from emotional_memory import EmotionalMemoryConfig
+from support.paths import ROOT
+
+
+def run_cli(*args: str) -> dict[str, Any]:
+    proc = subprocess.run([sys.executable, "-m", "training", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stdout
+    out = json.loads(lines[0])
+    assert isinstance(out, dict)
+    return out
+
+
+@pytest.fixture(scope="module")
+def minilm() -> Any:
+    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
+    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    if default_model_dir() is None:
+        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+    return MiniLMEmbedder()
+
+
+def test_fit_with_tune_embedder_writes_what_it_selected(minilm: Any, tmp_path: Path) -> None:
+    out = tmp_path / "fit.json"
+    report = run_cli("fit", "--dataset", "builtin", "--trainable", "base_weights", "--l2",
+                     "0.01", "--temperature", "0.05", "--steps", "5", "--tune-embedder",
+                     "lora", "--tune-layers", "1", "--tune-steps", "3", "--out", str(out),
+                     "--json", "--quiet")
+    tuning = report["embedder_tuning"]
+    assert [row["model"] for row in tuning["table"]] == ["untuned", "tuned"]
+    untuned, tuned = tuning["table"]
+    wins = (round(tuned["mrr"], 9), round(tuned["top1"], 9)) > (
+        round(untuned["mrr"], 9), round(untuned["top1"], 9))
+    assert tuning["selected"] == wins
+    weights = tmp_path / "fit.embedder.safetensors"
+    named = json.loads(out.read_text()).get("embedder")
+    assert weights.is_file() == wins
+    assert named == ({"kind": "minilm-fitted", "weights": weights.name} if wins else None)
+    evaluated = run_cli("evaluate", "--dataset", "builtin", "--config", str(out), "--json",
+                        "--quiet")
+    assert 0.0 <= evaluated["top1"] <= evaluated["mrr"] <= evaluated["hit_at_k"] <= 1.0
+    if wins:
+        assert tuning["identity"].startswith("minilm-l6-v2+fit.")
+
+
+def test_evaluate_embeds_with_the_weights_the_config_names(minilm: Any, tmp_path: Path) -> None:
+    import jax
+    import jax.numpy as jnp
+
+    from emotional_memory.data import load_builtin_dataset
+    from emotional_memory.embedders.fitted import (
+        FittedMiniLMEmbedder,
+        save_fitted_weights,
+        write_fitted_config,
+    )
+    from emotional_memory.embedders.tunable import fitted_model
+    from emotional_memory.replay import replay_dataset, summarize
+
+    rng = np.random.default_rng(0)
+    top = jax.tree_util.tree_map(  # a clearly different top layer
+        lambda w: w + jnp.asarray(rng.standard_normal(w.shape) * 0.2, w.dtype),
+        minilm.model.layers[-1])
+    weights = tmp_path / "moved.embedder.safetensors"
+    save_fitted_weights(fitted_model(minilm.model, (top,)), minilm.model, weights)
+    cfg = EmotionalMemoryConfig()
+    config = tmp_path / "moved.json"
+    write_fitted_config(config, cfg, weights)
+    got = run_cli("evaluate", "--dataset", "builtin", "--config", str(config), "--json",
+                  "--quiet")
+    data = load_builtin_dataset()
+    expected = summarize(replay_dataset(data, FittedMiniLMEmbedder(weights), cfg))
+    base = summarize(replay_dataset(data, minilm, cfg))
+    for key in ("top1", "mrr", "hit_at_k"):
+        assert got[key] == pytest.approx(expected[key], abs=1e-12)
+    assert (got["top1"], got["mrr"]) != (base["top1"], base["mrr"])

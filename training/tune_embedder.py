@@ -1,0 +1,120 @@
+"""``fit --tune-embedder``: fine-tune the MiniLM after the scoring model is chosen.
+
+    python -m training fit --dataset D.json --embeddings D.minilm.npz --out fit.json \\
+        --tune-embedder            # = lora; or --tune-embedder last-layers
+
+After the usual model choice, the MiniLM's top layers (``last-layers``) or low-rank
+adapters on them (``lora``) are trained jointly with the chosen model's base weights
+(:mod:`emotional_memory.learn.embedder_tuning`); inner scenario-grouped CV keeps them
+only when they rank held-out queries better. The weights then go beside the config
+(``fit.embedder.safetensors``), which names them; ``evaluate`` and ``cv`` with that
+config embed with them (:class:`~emotional_memory.embedders.fitted.FittedMiniLMEmbedder`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from emotional_memory.engine import EmotionalMemoryConfig
+from emotional_memory.interfaces import Embedder
+from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
+
+__all__ = ["add_arguments", "fitted_embedder", "tune_after_fit", "weights_path"]
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``--tune-embedder`` options of ``fit``.
+
+    Args:
+        p: the ``fit`` parser.
+    """
+    p.add_argument("--tune-embedder", choices=("last-layers", "lora"), default=None,
+                   nargs="?", const="lora",
+                   help="also fine-tune the MiniLM (LoRA adapters on its top layers, the "
+                        "default, or the top layers themselves) when inner CV says it "
+                        "pays; weights beside --out")
+    p.add_argument("--tune-layers", type=int, default=1,
+                   help="top encoder layers tuned (default 1; the rest are cached)")
+    p.add_argument("--tune-steps", type=int, default=100,
+                   help="optimiser steps of each embedder tuning (default 100)")
+    p.add_argument("--tune-rank", type=int, default=8, help="LoRA rank (default 8)")
+    p.add_argument("--tune-folds", type=int, default=2,
+                   help="inner folds deciding whether tuning pays (default 2)")
+
+
+def weights_path(out: str | Path) -> Path:
+    """Where the fitted weights of config ``out`` go: ``<stem>.embedder.safetensors``.
+
+    Args:
+        out: the config path.
+
+    Returns:
+        The weights path, in the config's folder.
+    """
+    path = Path(out)
+    return path.with_name(f"{path.stem}.embedder.safetensors")
+
+
+def fitted_embedder(config_path: str | None) -> Embedder | None:
+    """The fitted embedder a config names, or None (no config, or a plain one).
+
+    Args:
+        config_path: the ``--config`` argument.
+
+    Returns:
+        A :class:`~emotional_memory.embedders.fitted.FittedMiniLMEmbedder`, or None.
+    """
+    if config_path is None:
+        return None
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, read_fitted_config
+
+    _, weights = read_fitted_config(config_path)
+    return None if weights is None else FittedMiniLMEmbedder(weights)
+
+
+def tune_after_fit(
+    args: argparse.Namespace, data: dict[str, Any], batch: RecallBatch, info: RecallInfo,
+    config: EmotionalMemoryConfig, embedder: Embedder,
+) -> tuple[EmotionalMemoryConfig, Embedder, Path | None, dict[str, Any]]:
+    """Tune the embedder for the chosen model and save it when it wins.
+
+    Args:
+        args: the ``fit`` arguments (``tune_*``, ``out``, ``quiet``, ``select_by``).
+        data: the dataset.
+        batch: the chosen model's recall batch.
+        info: its metadata.
+        config: the chosen (fitted) config.
+        embedder: the embedder of the fit (a MiniLM; otherwise the installed one is used
+            as the base).
+
+    Returns:
+        ``(config, embedder, weights, report)``: the config and embedder to use, the
+        weights written (None when tuning did not win) and a report.
+    """
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, save_fitted_weights
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
+    from emotional_memory.learn.embedder_tuning import EmbedderTuning, tune_embedder
+
+    base = embedder if isinstance(embedder, MiniLMEmbedder) else MiniLMEmbedder()
+    options = EmbedderTuning(mode=args.tune_embedder, layers=args.tune_layers,
+                             steps=args.tune_steps, rank=args.tune_rank)
+    result = tune_embedder(data, batch, info, config, base, options, folds=args.tune_folds,
+                           select_by=getattr(args, "select_by", "mrr"),
+                           progress=not args.quiet)
+    report: dict[str, Any] = {"mode": options.mode, "layers": options.layers,
+                              "steps": options.steps, "selected": result.selected,
+                              "table": result.table, "seconds": result.seconds}
+    if result.model is None:
+        return config, embedder, None, report
+    target = weights_path(args.out)
+    digest = save_fitted_weights(result.model, base.model, target,
+                                 base_name=base.identity.rsplit("/", 1)[0])
+    fitted = FittedMiniLMEmbedder(target, base.model_dir)
+    report.update(weights=str(target), identity=fitted.identity, digest=digest)
+    if not args.quiet:
+        print(f"embedder tuning selected: weights in {target} ({fitted.identity})",
+              file=sys.stderr)
+    return result.config, fitted, target, report
