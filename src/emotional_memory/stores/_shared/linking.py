@@ -215,6 +215,28 @@ def memory_candidates(memories: Sequence[Memory]) -> LinkCandidates:
     )
 
 
+def forward_links(
+    memory_id: str, candidates: LinkCandidates, links: list[ForwardLink]
+) -> list[ResonanceLink]:
+    """A new memory's forward links from the engine's picks.
+
+    Args:
+        memory_id: the new memory's id.
+        candidates: its link candidates.
+        links: ``(candidate index, strength, link type)`` per link, in order.
+
+    Returns:
+        The :class:`ResonanceLink` objects, in order.
+    """
+    return [
+        ResonanceLink(
+            source_id=memory_id, target_id=candidates.ids[i], strength=strength,
+            link_type=link_type,
+        )
+        for i, strength, link_type in links
+    ]
+
+
 def with_links(memory: Memory, links: list[ResonanceLink]) -> Memory:
     return memory.model_copy(
         update={"tag": memory.tag.model_copy(update={"resonance_links": links})}
@@ -347,13 +369,7 @@ class MemoryLinker(Linker):
         max_links: int,
     ) -> None:
         """See :meth:`Linker.link`; backward twins read each target's current links."""
-        forward = [
-            ResonanceLink(
-                source_id=memory.id, target_id=candidates.ids[i], strength=strength,
-                link_type=link_type,
-            )
-            for i, strength, link_type in links
-        ]
+        forward = forward_links(memory.id, candidates, links)
         memory = with_links(memory, forward)
         self._own.update(memory)  # saved by this linker: the view may not see it
         self._forward[memory.id] = memory

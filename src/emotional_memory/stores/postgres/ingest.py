@@ -37,6 +37,7 @@ from emotional_memory.stores._shared.linking import (
     Linker,
     backward,
     embedding_vector,
+    forward_links,
     with_links,
 )
 from emotional_memory.stores._shared.ranking import cosines, norm, row_norm, stable_top
@@ -505,13 +506,7 @@ class _BulkLinker(Linker):
         max_links: int,
     ) -> None:
         """See :meth:`Linker.link`: held until :meth:`flush`."""
-        forward = [
-            ResonanceLink(
-                source_id=memory.id, target_id=candidates.ids[i], strength=strength,
-                link_type=link_type,
-            )
-            for i, strength, link_type in links
-        ]
+        forward = forward_links(memory.id, candidates, links)
         self._links[memory.id] = (
             [lk.target_id for lk in forward], [float(lk.strength) for lk in forward],
             [LINK_CODE[lk.link_type] for lk in forward],

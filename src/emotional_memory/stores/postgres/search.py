@@ -15,6 +15,7 @@ from emotional_memory.stores._shared.linking import (
     LinkCandidates,
     MemoryLinker,
     backward,
+    forward_links,
     memory_candidates,
     with_links,
 )
@@ -390,13 +391,7 @@ class _PostgresLinker(MemoryLinker):
         max_links: int,
     ) -> None:
         """See :meth:`Linker.link` (the targets read in one query)."""
-        forward = [
-            ResonanceLink(
-                source_id=memory.id, target_id=candidates.ids[i], strength=strength,
-                link_type=link_type,
-            )
-            for i, strength, link_type in links
-        ]
+        forward = forward_links(memory.id, candidates, links)
         memory = with_links(memory, forward)
         self._pg.update(memory)
         self._forward[memory.id] = memory
