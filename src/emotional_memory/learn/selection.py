@@ -145,6 +145,43 @@ def _analysis_of(name: str) -> str | None:
     return name.split("@", 1)[1] if "@" in name else None
 
 
+def _checked_selection(
+    batch: RecallBatch, folds: int, select_by: str,
+    analysis_batches: Mapping[str, RecallBatch] | None,
+) -> dict[str, RecallBatch]:
+    """Check :func:`select_model`'s arguments; the extra analyses' batches."""
+    if folds < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    if select_by not in ("mrr", "top1"):
+        raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
+    extra = dict(analysis_batches or {})
+    for name, other in extra.items():
+        if other.n_queries != batch.n_queries or not np.array_equal(
+            np.asarray(other.scenario), np.asarray(batch.scenario)
+        ):
+            raise ValueError(
+                f"analysis_batches[{name!r}] must hold the batch's queries in its order"
+            )
+    return extra
+
+
+def _calibrate(result: FitResult, data: RecallBatch, scores: np.ndarray, info: RecallInfo,
+               available: np.ndarray) -> None:
+    """Fit the relevance calibration (Platt scaling) on the winner's out-of-fold
+    ``scores`` and store it in ``result``'s config and selection report."""
+    calibration = fit_relevance_calibration(
+        scores, np.asarray(data.labels), np.asarray(data.columns.valid), info.top_k,
+        rows=available,
+    )
+    result.config = result.config.model_copy(update={
+        "retrieval": result.config.retrieval.model_copy(
+            update={"relevance_calibration": calibration}
+        )
+    })
+    assert result.selection is not None
+    result.selection["relevance_calibration"] = calibration.model_dump()
+
+
 def select_model(
     batch: RecallBatch,
     info: RecallInfo,
@@ -212,18 +249,7 @@ def select_model(
         ``"adapter"`` when the adapter's rank and pull were chosen).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    if folds < 2:
-        raise ValueError(f"folds must be >= 2, got {folds}")
-    if select_by not in ("mrr", "top1"):
-        raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
-    extra = dict(analysis_batches or {})
-    for name, other in extra.items():
-        if other.n_queries != batch.n_queries or not np.array_equal(
-            np.asarray(other.scenario), np.asarray(batch.scenario)
-        ):
-            raise ValueError(
-                f"analysis_batches[{name!r}] must hold the batch's queries in its order"
-            )
+    extra = _checked_selection(batch, folds, select_by, analysis_batches)
     available, scen, parts = inner_folds(batch, train_mask, folds, seed + 7)
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
                               adapter=adapter, context=batch.context is not None)
@@ -259,18 +285,8 @@ def select_model(
         progress=progress, **fit_kwargs,
     )
     result.selection = {"chosen": best["model"], "table": table}
-    if calibrate:  # Platt scaling of the winner's out-of-fold scores
-        data = batch_of(best["model"])
-        calibration = fit_relevance_calibration(
-            oof[best["model"]], np.asarray(data.labels), np.asarray(data.columns.valid),
-            info.top_k, rows=available,
-        )
-        result.config = result.config.model_copy(update={
-            "retrieval": result.config.retrieval.model_copy(
-                update={"relevance_calibration": calibration}
-            )
-        })
-        result.selection["relevance_calibration"] = calibration.model_dump()
+    if calibrate:
+        _calibrate(result, batch_of(best["model"]), oof[best["model"]], info, available)
     if adapter_choice is not None:
         result.selection["adapter"] = adapter_choice
     if chosen_hyper is not None:
