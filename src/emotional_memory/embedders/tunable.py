@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory.embedders.minilm import (
+from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
     _embed_tokens,
     _key_bias,
