@@ -160,8 +160,192 @@ def _moved(change: MoodChange) -> str:
     return f"valence {change.valence:+.3f}, arousal {change.arousal:+.3f}"
 
 
-_SOURCES = {"given": "as given", "text": "estimated from the text",
-            "current": "the current affect"}
+_SOURCES = {"given": "as given", "text": "estimated from the text", "current": "the current affect"}
+
+
+def _add_remember(
+    mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf, felt: str
+) -> None:
+    """Register ``remember``: store a memory, its affect given or estimated."""
+
+    @mcp.tool(
+        description=(
+            "Store a memory: a short, self-contained statement worth recalling later "
+            f"(a fact, an event, a preference); {felt}. Returns the new memory with its "
+            "id, its affect and emotion, and how the mood moved."
+        ),
+        annotations=_WRITES,
+    )
+    async def remember(
+        ctx: Context,
+        content: Annotated[str, Field(description="The text to remember.", min_length=1)],
+        metadata: Annotated[
+            dict[str, Any] | None,
+            Field(description='Optional JSON object stored with it (e.g. {"topic": "work"}).'),
+        ] = None,
+        affect: Annotated[
+            AffectIn | None,
+            Field(
+                description="Optional: how it felt, {valence -1..1, arousal 0..1, "
+                "dominance 0..1 (default 0.5)}; overrides the estimate."
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, RememberOut]:
+        principal = principal_of(ctx)
+        if metadata is not None:
+            try:
+                finite_json("metadata", metadata)
+            except ValueError as exc:
+                raise ToolError(f"invalid input: {exc}") from None
+        item = BatchItem(content, metadata, affect.core_affect() if affect is not None else None)
+        done = await _guarded(service.remember_felt(principal.scope, item))
+        out = RememberOut(
+            **memory_fields(done.memory, principal.scope),
+            affect_source=done.affect_source,
+            mood_before=done.mood_before,
+            mood_after=done.mood_after,
+            mood_change=_change(done.mood_before, done.mood_after),
+        )
+        m = out.mood_after
+        return _text(
+            f"Remembered (id {out.id}; {_affect(out)}, {_SOURCES[out.affect_source]}): "
+            f"{out.content}\nMood now valence {m.valence:+.3f}, arousal {m.arousal:.3f} "
+            f"(moved {_moved(out.mood_change)}).",
+            out,
+        )
+
+
+def _add_recall(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
+    """Register ``recall``: the memories most relevant to a query."""
+
+    @mcp.tool(
+        description=(
+            "Find the memories most relevant to a query, ranked by meaning and by the "
+            "current mood. Optional `where` filters on metadata or built-ins, e.g. "
+            '{"topic": "work"} or {"valence": {"$lt": 0}}. Returns each memory\'s id, '
+            "text and score."
+        ),
+        annotations=_WRITES,
+    )
+    async def recall(
+        ctx: Context,
+        query: Annotated[str, Field(description="What to look for, in natural language.")],
+        top_k: Annotated[
+            int,
+            Field(
+                description="How many memories at most (the service's max_top_k bounds it).", ge=1
+            ),
+        ] = 5,
+        where: Annotated[
+            dict[str, Any] | None,
+            Field(
+                description="Optional filter: {field: value} or {field: {$op: value}}; "
+                "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or."
+            ),
+        ] = None,
+        min_relevance: Annotated[
+            float | None,
+            Field(
+                description="Optional: drop memories whose calibrated relevance "
+                "probability is below this (0 to 1); 'No memories found.' when none "
+                "is relevant enough. Needs a fitted config.",
+                ge=0.0,
+                le=1.0,
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, RecallOut]:
+        principal = principal_of(ctx)
+        found = await _guarded(service.search(principal.scope, query, top_k, where, min_relevance))
+        out = RecallOut(results=[result_out(f, principal.scope, False) for f in found])
+        if not out.results:
+            return _text("No memories found.", out)
+        lines = [
+            f"{i}. [{r.score:.3f}{_relevance(r.relevance)}] {r.content} (id {r.id}; {_affect(r)})"
+            for i, r in enumerate(out.results, start=1)
+        ]
+        return _text("\n".join(lines), out)
+
+
+def _add_forget(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
+    """Register ``forget``: delete a memory by id."""
+
+    @mcp.tool(
+        description="Delete a memory by its id (as returned by remember or recall).",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
+    )
+    async def forget(
+        ctx: Context,
+        id: Annotated[str, Field(description="The memory's id.")],
+    ) -> Annotated[CallToolResult, ForgetOut]:
+        principal = principal_of(ctx)
+        if not await _guarded(service.delete(principal.scope, id)):
+            raise ToolError(f"no memory with id {id!r} in this scope")
+        return _text(f"Forgot memory {id}.", ForgetOut(id=id, deleted=True))
+
+
+def _add_mood(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
+    """Register ``mood``: the affective state and how the mood moved."""
+
+    @mcp.tool(
+        description=(
+            "The current affective state: core affect (valence -1..1, arousal 0..1, "
+            "dominance 0..1), its momentum, the slower-moving mood, and how the mood "
+            "moved since the previous mood call."
+        ),
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=False),
+    )
+    async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
+        principal = principal_of(ctx)
+        state, previous = await service.mood_change(principal.scope)
+        out = MoodOut(
+            **state_out(state).model_dump(),
+            previous_mood=previous,
+            mood_change=_change(previous, state.mood),
+        )
+        m = out.mood
+        return _text(
+            f"Mood: valence {m.valence:+.3f}, arousal {m.arousal:.3f}, dominance "
+            f"{m.dominance:.3f}; moved {_moved(out.mood_change)} since the last check "
+            f"(was valence {previous.valence:+.3f}). Current affect valence "
+            f"{out.core_affect.valence:+.2f}, arousal {out.core_affect.arousal:.2f}.",
+            out,
+        )
+
+
+def _add_set_mood(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
+    """Register ``set_mood``: record how the user feels now."""
+
+    @mcp.tool(
+        description=(
+            "Record how the user feels now; the mood follows gradually and colours what "
+            "is remembered and recalled next. valence: -1 (very unpleasant) to 1 (very "
+            "pleasant); arousal: 0 (calm) to 1 (excited)."
+        ),
+        annotations=_WRITES,
+    )
+    async def set_mood(
+        ctx: Context,
+        valence: Annotated[
+            float, Field(description="Pleasantness, -1..1.", ge=-1.0, le=1.0, allow_inf_nan=False)
+        ],
+        arousal: Annotated[
+            float, Field(description="Activation, 0..1.", ge=0.0, le=1.0, allow_inf_nan=False)
+        ],
+        dominance: Annotated[
+            float, Field(description="Sense of control, 0..1.", ge=0.0, le=1.0, allow_inf_nan=False)
+        ] = 0.5,
+    ) -> Annotated[CallToolResult, StateOut]:
+        from emotional_memory.affect import CoreAffect
+
+        principal = principal_of(ctx)
+        affect = CoreAffect(valence=valence, arousal=arousal, dominance=dominance)
+        out = state_out(await _guarded(service.set_affect(principal.scope, affect)))
+        m = out.mood
+        return _text(
+            f"Affect set to valence {valence:+.2f}, arousal {arousal:.2f}; mood now valence "
+            f"{m.valence:+.2f}, arousal {m.arousal:.2f}.",
+            out,
+        )
 
 
 def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
@@ -192,157 +376,9 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         ),
         log_level="WARNING",
     )
-
-    @mcp.tool(
-        description=(
-            "Store a memory: a short, self-contained statement worth recalling later "
-            f"(a fact, an event, a preference); {felt}. Returns the new memory with its "
-            "id, its affect and emotion, and how the mood moved."
-        ),
-        annotations=_WRITES,
-    )
-    async def remember(
-        ctx: Context,
-        content: Annotated[str, Field(description="The text to remember.", min_length=1)],
-        metadata: Annotated[
-            dict[str, Any] | None,
-            Field(description="Optional JSON object stored with it (e.g. {\"topic\": \"work\"})."),
-        ] = None,
-        affect: Annotated[
-            AffectIn | None,
-            Field(description="Optional: how it felt, {valence -1..1, arousal 0..1, "
-                  "dominance 0..1 (default 0.5)}; overrides the estimate."),
-        ] = None,
-    ) -> Annotated[CallToolResult, RememberOut]:
-        principal = principal_of(ctx)
-        if metadata is not None:
-            try:
-                finite_json("metadata", metadata)
-            except ValueError as exc:
-                raise ToolError(f"invalid input: {exc}") from None
-        item = BatchItem(content, metadata, affect.core_affect() if affect is not None else None)
-        done = await _guarded(service.remember_felt(principal.scope, item))
-        out = RememberOut(
-            **memory_fields(done.memory, principal.scope),
-            affect_source=done.affect_source,
-            mood_before=done.mood_before,
-            mood_after=done.mood_after,
-            mood_change=_change(done.mood_before, done.mood_after),
-        )
-        m = out.mood_after
-        return _text(
-            f"Remembered (id {out.id}; {_affect(out)}, {_SOURCES[out.affect_source]}): "
-            f"{out.content}\nMood now valence {m.valence:+.3f}, arousal {m.arousal:.3f} "
-            f"(moved {_moved(out.mood_change)}).",
-            out,
-        )
-
-    @mcp.tool(
-        description=(
-            "Find the memories most relevant to a query, ranked by meaning and by the "
-            "current mood. Optional `where` filters on metadata or built-ins, e.g. "
-            "{\"topic\": \"work\"} or {\"valence\": {\"$lt\": 0}}. Returns each memory's id, "
-            "text and score."
-        ),
-        annotations=_WRITES,
-    )
-    async def recall(
-        ctx: Context,
-        query: Annotated[str, Field(description="What to look for, in natural language.")],
-        top_k: Annotated[
-            int, Field(description="How many memories at most (the service's max_top_k "
-                       "bounds it).", ge=1)
-        ] = 5,
-        where: Annotated[
-            dict[str, Any] | None,
-            Field(description="Optional filter: {field: value} or {field: {$op: value}}; "
-                  "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or."),
-        ] = None,
-        min_relevance: Annotated[
-            float | None,
-            Field(description="Optional: drop memories whose calibrated relevance "
-                  "probability is below this (0 to 1); 'No memories found.' when none "
-                  "is relevant enough. Needs a fitted config.", ge=0.0, le=1.0),
-        ] = None,
-    ) -> Annotated[CallToolResult, RecallOut]:
-        principal = principal_of(ctx)
-        found = await _guarded(service.search(principal.scope, query, top_k, where,
-                                              min_relevance))
-        out = RecallOut(results=[result_out(f, principal.scope, False) for f in found])
-        if not out.results:
-            return _text("No memories found.", out)
-        lines = [
-            f"{i}. [{r.score:.3f}{_relevance(r.relevance)}] {r.content} (id {r.id}; "
-            f"{_affect(r)})"
-            for i, r in enumerate(out.results, start=1)
-        ]
-        return _text("\n".join(lines), out)
-
-    @mcp.tool(
-        description="Delete a memory by its id (as returned by remember or recall).",
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
-    )
-    async def forget(
-        ctx: Context,
-        id: Annotated[str, Field(description="The memory's id.")],
-    ) -> Annotated[CallToolResult, ForgetOut]:
-        principal = principal_of(ctx)
-        if not await _guarded(service.delete(principal.scope, id)):
-            raise ToolError(f"no memory with id {id!r} in this scope")
-        return _text(f"Forgot memory {id}.", ForgetOut(id=id, deleted=True))
-
-    @mcp.tool(
-        description=(
-            "The current affective state: core affect (valence -1..1, arousal 0..1, "
-            "dominance 0..1), its momentum, the slower-moving mood, and how the mood "
-            "moved since the previous mood call."
-        ),
-        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=False),
-    )
-    async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
-        principal = principal_of(ctx)
-        state, previous = await service.mood_change(principal.scope)
-        out = MoodOut(
-            **state_out(state).model_dump(),
-            previous_mood=previous,
-            mood_change=_change(previous, state.mood),
-        )
-        m = out.mood
-        return _text(
-            f"Mood: valence {m.valence:+.3f}, arousal {m.arousal:.3f}, dominance "
-            f"{m.dominance:.3f}; moved {_moved(out.mood_change)} since the last check "
-            f"(was valence {previous.valence:+.3f}). Current affect valence "
-            f"{out.core_affect.valence:+.2f}, arousal {out.core_affect.arousal:.2f}.",
-            out,
-        )
-
-    @mcp.tool(
-        description=(
-            "Record how the user feels now; the mood follows gradually and colours what "
-            "is remembered and recalled next. valence: -1 (very unpleasant) to 1 (very "
-            "pleasant); arousal: 0 (calm) to 1 (excited)."
-        ),
-        annotations=_WRITES,
-    )
-    async def set_mood(
-        ctx: Context,
-        valence: Annotated[float, Field(description="Pleasantness, -1..1.", ge=-1.0, le=1.0,
-                                        allow_inf_nan=False)],
-        arousal: Annotated[float, Field(description="Activation, 0..1.", ge=0.0, le=1.0,
-                                        allow_inf_nan=False)],
-        dominance: Annotated[float, Field(description="Sense of control, 0..1.", ge=0.0, le=1.0,
-                                          allow_inf_nan=False)] = 0.5,
-    ) -> Annotated[CallToolResult, StateOut]:
-        from emotional_memory.affect import CoreAffect
-
-        principal = principal_of(ctx)
-        affect = CoreAffect(valence=valence, arousal=arousal, dominance=dominance)
-        out = state_out(await _guarded(service.set_affect(principal.scope, affect)))
-        m = out.mood
-        return _text(
-            f"Affect set to valence {valence:+.2f}, arousal {arousal:.2f}; mood now valence "
-            f"{m.valence:+.2f}, arousal {m.arousal:.2f}.",
-            out,
-        )
-
+    _add_remember(mcp, service, principal_of, felt)
+    _add_recall(mcp, service, principal_of)
+    _add_forget(mcp, service, principal_of)
+    _add_mood(mcp, service, principal_of)
+    _add_set_mood(mcp, service, principal_of)
     return mcp
