@@ -130,3 +130,36 @@ def test_config_names_its_weights_relative_to_itself(base: Any, tmp_path: Path) 
     loaded, path = read_fitted_config(moved / "fit.json")
     assert loaded == cfg and path == moved / "fit.embedder.safetensors"
     assert path.is_file()
+
+
+def test_the_service_serves_a_fitted_config_with_its_embedder(base: Any, tmp_path: Path) -> None:
+    import asyncio
+
+    from emotional_memory.embedders.fitted import save_fitted_weights, write_fitted_config
+    from emotional_memory.server import cli
+
+    model = _moved(base, seed=3)
+    weights = tmp_path / "fit.embedder.safetensors"
+    digest = save_fitted_weights(model, base.model, weights)
+    config_path = tmp_path / "fit.json"
+    write_fitted_config(config_path, EmotionalMemoryConfig(), weights)
+    db = tmp_path / "m.db"
+
+    service = cli.build_service(f"sqlite:///{db}", None, str(config_path))
+    engine = service.engine
+    assert engine.embedder.identity == f"minilm-l6-v2+fit.{digest}/384"
+    np.testing.assert_array_equal(engine.embedder.embed_array(TEXTS[:2]),
+                                  _embed_with(base, model, TEXTS[:2]))
+    # the affect head reads the base MiniLM it was trained on, not the fitted layers
+    assert engine.affect_from_text.embedder.identity == "minilm-l6-v2/384"
+    assert "+fit." in cli.describe(service)
+    asyncio.run(service.close())
+
+    with pytest.raises(cli.UsageError, match="names a fitted MiniLM embedder"):
+        cli.build_service("memory://", "hashing", str(config_path))
+    # the store records the fitted embedder: the base one is refused, naming both
+    with pytest.raises(cli.UsageError, match=r"minilm-l6-v2\+fit\."):
+        cli.build_service(f"sqlite:///{db}", "minilm", None)
+    weights.unlink()
+    with pytest.raises(cli.UsageError, match="fitted embedder cannot be loaded"):
+        cli.build_service("memory://", None, str(config_path))

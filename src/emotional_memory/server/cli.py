@@ -282,7 +282,7 @@ def build_service(
             embedder or affect choice, MiniLM asked for but not installed, a store
             URL that cannot be opened, or a store that records another embedder.
     """
-    from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
+    from emotional_memory.engine import EmotionalMemory
     from emotional_memory.server.service import MemoryService
     from emotional_memory.server.stores import StoreURLError, open_store
     from emotional_memory.stores.base import VersionedStateStore
@@ -296,28 +296,16 @@ def build_service(
     if notice is not None:
         print(f"emotional-memory: {notice}", file=sys.stderr, flush=True)
 
-    config = EmotionalMemoryConfig()
-    if config_path is not None:
-        try:
-            with open(config_path, encoding="utf-8") as fh:
-                config = EmotionalMemoryConfig.model_validate_json(fh.read())
-        except OSError as exc:
-            raise UsageError(f"cannot read --config {config_path!r}: {exc.strerror}") from None
-        except ValueError as exc:
-            raise UsageError(f"--config {config_path!r} is not a valid config: {exc}") from None
+    config, weights = _read_config(config_path)
     config = config.model_copy(update={"auto_categorize": True})
-    if embedder == "hashing":
-        from emotional_memory.embedders import HashingEmbedder
-
-        text_embedder: Any = HashingEmbedder()
-    elif embedder == "minilm":
-        try:
-            from emotional_memory.embedders import MiniLMEmbedder
-
-            text_embedder = MiniLMEmbedder()
-        except ImportError as exc:
-            raise UsageError(f"--embedder minilm: {exc}") from None
-    rater = _rater(affect, text_embedder if embedder == "minilm" else None)
+    if weights is not None and embedder != "minilm":
+        raise UsageError(
+            f"--config {config_path!r} names a fitted MiniLM embedder ({weights}); it "
+            f"cannot be served with --embedder {embedder}"
+        )
+    text_embedder = _text_embedder(embedder, weights)
+    # the affect head reads the base MiniLM's layers: a fitted one gets its own base copy
+    rater = _rater(affect, text_embedder if embedder == "minilm" and weights is None else None)
     try:
         opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
@@ -346,6 +334,43 @@ def build_service(
         opened.close()
         raise
     return MemoryService(engine, limits=limits)
+
+
+
+def _read_config(config_path: str | None) -> tuple[Any, Any]:
+    """The ``--config`` file's config and the fitted-embedder weights it names (or
+    None); the defaults without a file."""
+    from emotional_memory.embedders.fitted import read_fitted_config
+    from emotional_memory.engine import EmotionalMemoryConfig
+
+    if config_path is None:
+        return EmotionalMemoryConfig(), None
+    try:
+        return read_fitted_config(config_path)
+    except OSError as exc:
+        raise UsageError(f"cannot read --config {config_path!r}: {exc.strerror}") from None
+    except ValueError as exc:
+        raise UsageError(f"--config {config_path!r} is not a valid config: {exc}") from None
+
+
+def _text_embedder(embedder: str, weights: Any) -> Any:
+    """The service's embedder: hashing, MiniLM, or MiniLM overlaid by fitted ``weights``."""
+    if embedder == "hashing":
+        from emotional_memory.embedders import HashingEmbedder
+
+        return HashingEmbedder()
+    try:
+        if weights is not None:
+            from emotional_memory.embedders.fitted import FittedMiniLMEmbedder
+
+            return FittedMiniLMEmbedder(weights)
+        from emotional_memory.embedders import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    except ImportError as exc:
+        raise UsageError(f"--embedder minilm: {exc}") from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--config: the fitted embedder cannot be loaded: {exc}") from None
 
 
 def _rater(affect: str, minilm: Any) -> Any:
