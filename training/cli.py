@@ -52,6 +52,7 @@ from emotional_memory.learn import (
     fit_auto,
     select_model,
 )
+from emotional_memory.learn.cross_validation import default_jobs
 from emotional_memory.replay import (
     LookupEmbedder,
     ReplayAffect,
@@ -323,9 +324,13 @@ def cmd_cv(args: argparse.Namespace) -> int:
         kwargs, select = _fit_kwargs(args)
     if select == "model":
         kwargs.update(analyses=_analyses(args), adapter=_wants_adapter(args))
+    if args.jobs is not None and args.jobs < 1:
+        raise SystemExit(f"--jobs must be >= 1, got {args.jobs}")
+    jobs = args.jobs if args.jobs is not None else default_jobs(args.folds)
     t0 = time.perf_counter()
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
+        jobs=jobs,
         select=select, affect=_affect(args, data), lexical=_wants_lexical(args),
         context=_wants_context(args), **kwargs,
     )
@@ -335,6 +340,7 @@ def cmd_cv(args: argparse.Namespace) -> int:
     out.update({
         "n_queries": result.metrics["n_queries"],
         "folds": args.folds,
+        "jobs": jobs,
         "seconds": seconds,
         "chosen": [c if isinstance(c, str | None) else dict(c) for c in result.chosen],
         "by_challenge": result.metrics["by_challenge"],
@@ -448,6 +454,10 @@ def build_parser() -> argparse.ArgumentParser:
     fitting(p_cv)
     p_cv.add_argument("--folds", type=int, default=5)
     p_cv.add_argument("--seed", type=int, default=0)
+    p_cv.add_argument("--jobs", type=int, default=None,
+                      help="folds fitted at once, one process each (default: one per CPU "
+                      "core and 4 GiB of free memory, at most one per fold); the result "
+                      "does not depend on it")
     p_cv.set_defaults(func=cmd_cv)
 
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")

@@ -44,6 +44,7 @@ from emotional_memory.learn import (
     ranking_metrics,
     scenario_folds,
 )
+from emotional_memory.learn.cross_validation import default_jobs
 from emotional_memory.learn.params import constrained_params, leaf_vector
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config
@@ -635,6 +636,24 @@ def test_cross_validate_builtin(
             assert fold_of.setdefault(r.scenario_id, i) == i
         start += f["n_queries"]
     assert len(set(fold_of.values())) == 3
+
+
+def test_cross_validate_in_processes_gives_the_same_answer(
+    builtin: tuple[dict[str, Any], HashingEmbedder],
+    builtin_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    data, embedder = builtin
+    batch, info = builtin_batch
+    here = cross_validate(data, embedder, folds=3, batch=(batch, info), select=False,
+                          steps=40, jobs=1)
+    pooled = cross_validate(data, embedder, folds=3, batch=(batch, info), select=False,
+                            steps=40, jobs=2)
+    assert [r.query_id for r in pooled.results] == [r.query_id for r in here.results]
+    assert [r.retrieved for r in pooled.results] == [r.retrieved for r in here.results]
+    assert pooled.fold_metrics == here.fold_metrics
+    assert pooled.metrics == here.metrics
+    assert pooled.chosen == here.chosen
+    assert 1 <= default_jobs(5) <= 5
 
 
 @pytest.mark.parametrize(

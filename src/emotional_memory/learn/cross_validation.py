@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import multiprocessing
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,6 +89,7 @@ def cross_validate(
     analyses: Sequence[str] = (),
     adapter: bool = False,
     context: bool = False,
+    jobs: int = 1,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -116,6 +120,8 @@ def cross_validate(
             batches keep their embeddings).
         context: capture the candidates' encode-order neighbours when building the
             batches (with ``lexical``: the context models compete).
+        jobs: folds run at once, each in its own (spawned) process; 1 runs them here,
+            one after another. The result does not depend on it.
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -136,20 +142,13 @@ def cross_validate(
             for name in analyses
         }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
-    scen = np.asarray(rb.scenario)
+    fitter = select_model if select == "model" else fit_auto if select else fit
+    work = _FoldWork(fitter, rb, info, cfg, seed, dict(fit_kwargs), data, embedder, settings)
     oof: list[QueryResult] = []
     per_fold: list[dict[str, Any]] = []
     chosen: list[Any] = []
-    for held in progress_iter(parts, "cv", enabled=progress):
-        train_mask = ~np.isin(scen, held)
-        fitter = select_model if select == "model" else fit_auto if select else fit
-        result = fitter(rb, info, cfg, train_mask=train_mask, seed=seed, **fit_kwargs)
-        held_ids = [info.scenario_ids[i] for i in held]
-        fold_results = replay_dataset(
-            subset_dataset(data, held_ids), embedder, result.config, top_k=info.top_k,
-            affect=settings,
-        )
-        chosen.append(result.selection.get("chosen"))
+    for choice, fold_results in _run_folds(work, parts, jobs, progress):
+        chosen.append(choice)
         per_fold.append(summarize(fold_results))
         oof.extend(fold_results)
     default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings))
@@ -157,3 +156,90 @@ def cross_validate(
         metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
         chosen=chosen,
     )
+
+
+@dataclass(frozen=True)
+class _FoldWork:
+    """Everything one fold needs besides its held-out scenario indices."""
+
+    fitter: Callable[..., Any]
+    batch: RecallBatch
+    info: RecallInfo
+    config: EmotionalMemoryConfig
+    seed: int
+    fit_kwargs: dict[str, Any]
+    data: dict[str, Any]
+    embedder: Embedder
+    affect: ReplayAffect
+
+    def run(self, held: np.ndarray) -> tuple[Any, list[QueryResult]]:
+        """Fit on every scenario but ``held`` and replay ``held`` through the engine.
+
+        Args:
+            held: ``(h,)`` scenario indices of the held-out fold.
+
+        Returns:
+            ``(chosen, results)``: what the selection chose, and the held-out queries'
+            replay results in dataset order.
+        """
+        train_mask = ~np.isin(np.asarray(self.batch.scenario), held)
+        result = self.fitter(self.batch, self.info, self.config, train_mask=train_mask,
+                             seed=self.seed, **self.fit_kwargs)
+        held_ids = [self.info.scenario_ids[i] for i in held]
+        results = replay_dataset(
+            subset_dataset(self.data, held_ids), self.embedder, result.config,
+            top_k=self.info.top_k, affect=self.affect,
+        )
+        return result.selection.get("chosen"), results
+
+
+_WORK: _FoldWork | None = None
+
+
+def _init_worker(work: _FoldWork) -> None:
+    """Process-pool initialiser: keep the fold inputs (sent once per worker)."""
+    global _WORK
+    _WORK = work
+
+
+def _run_in_worker(held: np.ndarray) -> tuple[Any, list[QueryResult]]:
+    assert _WORK is not None, "the pool's initialiser did not run"
+    return _WORK.run(held)
+
+
+def default_jobs(folds: int) -> int:
+    """Worker processes the CLI runs folds in by default.
+
+    One per CPU core this process may use, at most one per fold, and at most one per
+    4 GiB of available memory (a fold's fit peaks near 4 GB on the LoCoMo dev half);
+    1 where the available memory cannot be read.
+
+    Args:
+        folds: number of folds.
+
+    Returns:
+        The number of processes, >= 1.
+    """
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    try:
+        available = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return 1
+    return max(1, min(folds, cores or 1, int(available // (4 << 30))))
+
+
+def _run_folds(
+    work: _FoldWork, parts: Sequence[np.ndarray], jobs: int, progress: bool
+) -> Iterator[tuple[Any, list[QueryResult]]]:
+    """Each fold's ``(chosen, results)``, in fold order, on ``jobs`` processes."""
+    if jobs <= 1 or len(parts) <= 1:
+        for held in progress_iter(parts, "cv", enabled=progress):
+            yield work.run(held)
+        return
+    # spawn: a forked JAX runtime is unsafe; each worker receives ``work`` once
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(jobs, len(parts)), mp_context=ctx, initializer=_init_worker,
+                             initargs=(work,)) as pool:
+        futures = [pool.submit(_run_in_worker, held) for held in parts]
+        for future in progress_iter(futures, "cv", enabled=progress):
+            yield future.result()
