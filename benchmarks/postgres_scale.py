@@ -189,38 +189,32 @@ def bare_copy_seconds(dsn: str, table: str, last_seq: int, hnsw: tuple[int, int]
     return seconds
 
 
-def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
-    rng = np.random.default_rng(n)
-    emb = vectors(n, args.vectors, rng)
-    queries = vectors(args.queries, args.vectors, rng)
-    table = f"bench_{args.vectors}_{n}"
-    options = {} if args.fillfactor is None else {"fillfactor": args.fillfactor}
-    store = PostgresStore(dsn, table=table, max_connections=2, **options)
-    store.clear()
+def _fill(store: Any, rows: list[Any]) -> float:
+    """Save ``rows`` in transactions of 2,000; seconds taken."""
     t = time.perf_counter()
-    rows = memories(emb, rng, "e")
-    for lo in range(0, n, 2000):
+    for lo in range(0, len(rows), 2000):
         with store.transaction():
             for m in rows[lo:lo + 2000]:
                 store.save(m)
-    load_s = time.perf_counter() - t
-    print(f"N={n}: loaded in {load_s:.1f} s ({n / load_s:.0f} saves/s)", flush=True)
+    return time.perf_counter() - t
 
-    lookup = {f"q{i}": q for i, q in enumerate(queries)}
-    config = EmotionalMemoryConfig()
-    clock_now = T0
-    engine = EmotionalMemory(store, LookupEmbedder(lookup), config=config,
-                             clock=lambda: clock_now)
-    k = args.top_k
-    pool = k * config.retrieval.candidate_multiplier
 
-    # recall of the candidates the ranking gets, against exact float64 cosine
+def _candidate_recall(store: Any, emb: np.ndarray, queries: np.ndarray, pool: int) -> list[float]:
+    """Per query, the share of the exact float64 cosine top ``pool`` the store hands over."""
     recalls = []
     for q in queries:
         exact = np.argsort(-(emb @ q), kind="stable")[:pool]
         got = {m.id for m in store.search_by_embedding(q.tolist(), pool)}
         recalls.append(len(got & {f"e{i}" for i in exact}) / pool)
+    return recalls
 
+
+def _time_retrieves(
+    dsn: str, table: str, store: Any, engine: Any, oracle: Any, queries: np.ndarray,
+    k: int, pool: int, repeats: int, clock_now: datetime,
+) -> dict[str, list[float]]:
+    """Seconds of the engine's retrieve, the bare indexed SELECT, the store's read and
+    the in-memory retrieve, per query and repeat."""
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -233,11 +227,6 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             (q.astype(np.float32), k),
         ).fetchall()]
 
-    oracle_store = InMemoryStore()
-    for m in rows:
-        oracle_store.save(m)
-    oracle = EmotionalMemory(oracle_store, LookupEmbedder(lookup), config=config,
-                             clock=lambda: clock_now)
     for i in range(min(20, len(queries))):  # warm up: caches, the plan's compilation
         engine.retrieve(f"q{i}", top_k=k)
         oracle.retrieve(f"q{i}", top_k=k)
@@ -249,7 +238,7 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
     # loops of their own: the in-memory retrieve's large XLA program keeps the CPU
     # busy (its thread pool) right after it returns, which would slow whatever is
     # timed next.
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for i, q in enumerate(queries):
             t = time.perf_counter()
             engine.retrieve(f"q{i}", top_k=k)
@@ -257,17 +246,29 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             t = time.perf_counter()
             bare(q)
             times["bare"].append(time.perf_counter() - t)
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for q in queries:
             t = time.perf_counter()
             store.candidate_bank(q, pool, clock_now)
             times["store_read"].append(time.perf_counter() - t)
-    for _ in range(args.repeats):
+    for _ in range(repeats):
         for i in range(len(queries)):
             t = time.perf_counter()
             oracle.retrieve(f"q{i}", top_k=k)
             times["in_memory_retrieve"].append(time.perf_counter() - t)
-    # the floor: the two round trips at their barest, and the engine without a database
+    bare_conn.close()
+    return times
+
+
+def _time_floor(
+    dsn: str, table: str, store: Any, small: Any, queries: np.ndarray, k: int, pool: int,
+    repeats: int,
+) -> dict[str, list[float]]:
+    """Seconds of the floor's parts: the store's read statement, one write round trip,
+    the engine over 100 in-memory memories (``small``)."""
+    import psycopg
+    from pgvector.psycopg import register_vector
+
     from emotional_memory.stores.postgres.common import _SEARCH_COLUMNS
 
     floor_conn = psycopg.connect(dsn, autocommit=True, prepare_threshold=0)
@@ -281,83 +282,35 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         f"ORDER BY embedding <=> %s LIMIT {want}"
     )
     write_sql = f"UPDATE {table}_memories SET tagf = tagf WHERE id = ANY(%s)"
-    small_store = InMemoryStore()
-    for m in rows[:100]:
-        small_store.save(m)
-    small = EmotionalMemory(small_store, LookupEmbedder(lookup), config=config,
-                            clock=lambda: clock_now)
+    cheapest = [f"e{j}" for j in range(k)]  # the same rows: HOT updates, pruned
+    times: dict[str, list[float]] = {"read_statement": [], "write_round_trip": [],
+                                     "engine_100": []}
     with floor_conn.cursor(binary=True) as cur:
-        def read_statement(q: np.ndarray) -> None:
-            cur.execute(read_sql, (q.astype(np.float32),), prepare=True).fetchall()
-
-        cheapest = [f"e{j}" for j in range(k)]  # the same rows: HOT updates, pruned
-
-        def write_round_trip(i: int) -> None:
-            floor_conn.execute(write_sql, (cheapest,), prepare=True)
-
+        parts = {
+            "read_statement": lambda i: cur.execute(
+                read_sql, (queries[i].astype(np.float32),), prepare=True).fetchall(),
+            "write_round_trip": lambda i: floor_conn.execute(write_sql, (cheapest,),
+                                                             prepare=True),
+            "engine_100": lambda i: small.retrieve(f"q{i}", top_k=k),
+        }
         for i in range(min(20, len(queries))):
-            read_statement(queries[i])
-            write_round_trip(i)
-            small.retrieve(f"q{i}", top_k=k)
-        for key in ("read_statement", "write_round_trip", "engine_100"):
-            times[key] = []
-        for _ in range(args.repeats):
-            for q in queries:
-                t = time.perf_counter()
-                read_statement(q)
-                times["read_statement"].append(time.perf_counter() - t)
-            for i in range(len(queries)):
-                t = time.perf_counter()
-                write_round_trip(i)
-                times["write_round_trip"].append(time.perf_counter() - t)
-            for i in range(len(queries)):
-                t = time.perf_counter()
-                small.retrieve(f"q{i}", top_k=k)
-                times["engine_100"].append(time.perf_counter() - t)
+            for part in parts.values():
+                part(i)
+        for _ in range(repeats):
+            for key, part in parts.items():
+                for i in range(len(queries)):
+                    t = time.perf_counter()
+                    part(i)
+                    times[key].append(time.perf_counter() - t)
     floor_conn.close()
-    bare_conn.close()
+    return times
 
-    # encode_batch throughput: a further batch into the full table vs an InMemoryStore
-    batch = args.batch
-    new = vectors(batch, args.vectors, rng)
-    lookup.update({f"n{i}": v for i, v in enumerate(new)})
-    texts = [f"n{i}" for i in range(batch)]
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        last_seq = conn.execute(f"SELECT max(seq) FROM {table}_memories").fetchone()[0]
-    t = time.perf_counter()
-    engine.encode_batch(texts)
-    pg_batch_s = time.perf_counter() - t
-    t = time.perf_counter()
-    oracle.encode_batch(texts)
-    mem_batch_s = time.perf_counter() - t
-    copy_s = bare_copy_seconds(dsn, table, last_seq, store._hnsw)
-    store.close()
-    result = {
-        "n": n,
-        "vectors": args.vectors,
-        "retrieve_ms": median_ms(times["retrieve"]),
-        "bare_ms": median_ms(times["bare"]),
-        "ratio": median_ms(times["retrieve"]) / median_ms(times["bare"]),
-        "store_read_ms": median_ms(times["store_read"]),
-        "in_memory_retrieve_ms": median_ms(times["in_memory_retrieve"]),
-        "read_statement_ms": median_ms(times["read_statement"]),
-        "write_round_trip_ms": median_ms(times["write_round_trip"]),
-        "engine_100_ms": median_ms(times["engine_100"]),
-        "recall_mean": float(np.mean(recalls)),
-        "recall_min": float(np.min(recalls)),
-        "candidates": pool,
-        "encode_batch_per_s": batch / pg_batch_s,
-        "encode_batch_in_memory_per_s": batch / mem_batch_s,
-        "bare_copy_per_s": batch / copy_s,
-        "ingest_vs_copy": pg_batch_s / copy_s,
-        "load_saves_per_s": n / load_s,
-    }
-    result["floor_ms"] = (
-        result["read_statement_ms"] + result["write_round_trip_ms"] + result["engine_100_ms"]
-    )
-    result["floor_ratio"] = result["floor_ms"] / result["bare_ms"]
+
+def _report(result: dict[str, Any], batch: int) -> None:
+    """Print one size's three result lines."""
+    n, pool = result["n"], result["candidates"]
     print(
-        f"N={n} ({args.vectors} vectors): retrieve {result['retrieve_ms']:.2f} ms, "
+        f"N={n} ({result['vectors']} vectors): retrieve {result['retrieve_ms']:.2f} ms, "
         f"bare indexed SELECT {result['bare_ms']:.2f} ms, ratio {result['ratio']:.2f}x "
         f"(the store's candidate read {result['store_read_ms']:.2f} ms; the same retrieve "
         f"over an InMemoryStore {result['in_memory_retrieve_ms']:.2f} ms); "
@@ -380,6 +333,90 @@ def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         f"{result['floor_ratio']:.2f}x the bare query",
         flush=True,
     )
+
+
+def run_size(dsn: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    """Fill a table of ``n`` memories and time it (see the module docstring).
+
+    Args:
+        dsn: the PostgreSQL DSN.
+        n: the number of memories.
+        args: the parsed command line.
+
+    Returns:
+        The size's measurements (medians in ms, ratios, recall, ingest rates).
+    """
+    rng = np.random.default_rng(n)
+    emb = vectors(n, args.vectors, rng)
+    queries = vectors(args.queries, args.vectors, rng)
+    table = f"bench_{args.vectors}_{n}"
+    options = {} if args.fillfactor is None else {"fillfactor": args.fillfactor}
+    store = PostgresStore(dsn, table=table, max_connections=2, **options)
+    store.clear()
+    rows = memories(emb, rng, "e")
+    load_s = _fill(store, rows)
+    print(f"N={n}: loaded in {load_s:.1f} s ({n / load_s:.0f} saves/s)", flush=True)
+
+    lookup = {f"q{i}": q for i, q in enumerate(queries)}
+    config = EmotionalMemoryConfig()
+    clock_now = T0
+
+    def engine_over(target: Any) -> EmotionalMemory:
+        return EmotionalMemory(target, LookupEmbedder(lookup), config=config,
+                               clock=lambda: clock_now)
+
+    engine = engine_over(store)
+    k = args.top_k
+    pool = k * config.retrieval.candidate_multiplier
+    recalls = _candidate_recall(store, emb, queries, pool)
+    oracle_store, small_store = InMemoryStore(), InMemoryStore()
+    for m in rows:
+        oracle_store.save(m)
+    for m in rows[:100]:
+        small_store.save(m)
+    oracle = engine_over(oracle_store)
+    times = _time_retrieves(dsn, table, store, engine, oracle, queries, k, pool,
+                            args.repeats, clock_now)
+    # the floor: the two round trips at their barest, and the engine without a database
+    times.update(_time_floor(dsn, table, store, engine_over(small_store), queries, k, pool,
+                             args.repeats))
+
+    # encode_batch throughput: a further batch into the full table vs an InMemoryStore
+    import psycopg
+
+    batch = args.batch
+    new = vectors(batch, args.vectors, rng)
+    lookup.update({f"n{i}": v for i, v in enumerate(new)})
+    texts = [f"n{i}" for i in range(batch)]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        last_seq = conn.execute(f"SELECT max(seq) FROM {table}_memories").fetchone()[0]
+    t = time.perf_counter()
+    engine.encode_batch(texts)
+    pg_batch_s = time.perf_counter() - t
+    t = time.perf_counter()
+    oracle.encode_batch(texts)
+    mem_batch_s = time.perf_counter() - t
+    copy_s = bare_copy_seconds(dsn, table, last_seq, store._hnsw)
+    store.close()
+    result = {
+        "n": n,
+        "vectors": args.vectors,
+        **{f"{key}_ms": median_ms(v) for key, v in times.items()},
+        "ratio": median_ms(times["retrieve"]) / median_ms(times["bare"]),
+        "recall_mean": float(np.mean(recalls)),
+        "recall_min": float(np.min(recalls)),
+        "candidates": pool,
+        "encode_batch_per_s": batch / pg_batch_s,
+        "encode_batch_in_memory_per_s": batch / mem_batch_s,
+        "bare_copy_per_s": batch / copy_s,
+        "ingest_vs_copy": pg_batch_s / copy_s,
+        "load_saves_per_s": n / load_s,
+    }
+    result["floor_ms"] = (
+        result["read_statement_ms"] + result["write_round_trip_ms"] + result["engine_100_ms"]
+    )
+    result["floor_ratio"] = result["floor_ms"] / result["bare_ms"]
+    _report(result, batch)
     return result
 
 
