@@ -327,10 +327,15 @@ def cmd_cv(args: argparse.Namespace) -> int:
     if args.jobs is not None and args.jobs < 1:
         raise SystemExit(f"--jobs must be >= 1, got {args.jobs}")
     jobs = args.jobs if args.jobs is not None else default_jobs(args.folds)
+    tuning = tune_embedder.tuning_options(args)
+    if tuning is not None and args.embeddings is None and args.config is None:
+        from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()  # tuning starts from the MiniLM
     t0 = time.perf_counter()
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
-        jobs=jobs,
+        jobs=jobs, tune_embedder=tuning, tune_folds=args.tune_folds,
         select=select, affect=_affect(args, data), lexical=_wants_lexical(args),
         context=_wants_context(args), **kwargs,
     )
@@ -458,6 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="folds fitted at once, one process each (default: one per CPU "
                       "core and 4 GiB of free memory, at most one per fold); the result "
                       "does not depend on it")
+    tune_embedder.add_arguments(p_cv)
     p_cv.set_defaults(func=cmd_cv)
 
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")

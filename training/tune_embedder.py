@@ -22,7 +22,13 @@ from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
 
-__all__ = ["add_arguments", "fitted_embedder", "tune_after_fit", "weights_path"]
+__all__ = [
+    "add_arguments",
+    "fitted_embedder",
+    "tune_after_fit",
+    "tuning_options",
+    "weights_path",
+]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -43,6 +49,24 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tune-rank", type=int, default=8, help="LoRA rank (default 8)")
     p.add_argument("--tune-folds", type=int, default=2,
                    help="inner folds deciding whether tuning pays (default 2)")
+
+
+def tuning_options(args: argparse.Namespace) -> Any:
+    """The :class:`~emotional_memory.learn.embedder_tuning.EmbedderTuning` the
+    ``--tune-*`` options ask for, or None without ``--tune-embedder``.
+
+    Args:
+        args: parsed ``fit`` or ``cv`` arguments.
+
+    Returns:
+        The options, or None.
+    """
+    if not args.tune_embedder:
+        return None
+    from emotional_memory.learn.embedder_tuning import EmbedderTuning
+
+    return EmbedderTuning(mode=args.tune_embedder, layers=args.tune_layers,
+                          steps=args.tune_steps, rank=args.tune_rank)
 
 
 def weights_path(out: str | Path) -> Path:
@@ -96,11 +120,10 @@ def tune_after_fit(
     """
     from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, save_fitted_weights
     from emotional_memory.embedders.minilm import MiniLMEmbedder
-    from emotional_memory.learn.embedder_tuning import EmbedderTuning, tune_embedder
+    from emotional_memory.learn.embedder_tuning import tune_embedder
 
     base = embedder if isinstance(embedder, MiniLMEmbedder) else MiniLMEmbedder()
-    options = EmbedderTuning(mode=args.tune_embedder, layers=args.tune_layers,
-                             steps=args.tune_steps, rank=args.tune_rank)
+    options = tuning_options(args)
     result = tune_embedder(data, batch, info, config, base, options, folds=args.tune_folds,
                            select_by=getattr(args, "select_by", "mrr"),
                            progress=not args.quiet)

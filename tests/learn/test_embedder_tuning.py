@@ -154,6 +154,33 @@ def test_tuning_is_kept_only_when_it_wins(setting: dict[str, Any]) -> None:
         assert res.config.retrieval.base_weights != setting["cfg"].retrieval.base_weights
 
 
+def test_queries_outside_the_train_mask_change_nothing(setting: dict[str, Any]) -> None:
+    """What an outer CV fold holds out (here: its labels scrambled) cannot move the
+    tuning's decision or its weights."""
+    import equinox as eqx
+
+    batch = setting["batch"]
+    scen = np.asarray(batch.scenario)
+    mask = scen % 2 == 0
+    opts = EmbedderTuning(mode="lora", layers=2, rank=2, steps=3, queries_per_step=4,
+                          list_size=4, learning_rate=0.05)
+    rng = np.random.default_rng(0)
+    labels = np.asarray(batch.labels).copy()
+    labels[~mask] = rng.permutation(labels[~mask].T).T  # other candidates "expected"
+    scrambled = eqx.tree_at(lambda b: b.labels, batch, jnp.asarray(labels))
+    assert not np.array_equal(np.asarray(scrambled.labels), np.asarray(batch.labels))
+    runs = [tune_embedder(setting["data"], b, setting["info"], setting["cfg"], setting["emb"],
+                          opts, folds=2, texts=setting["texts"], train_mask=mask)
+            for b in (batch, scrambled)]
+    assert runs[0].table == runs[1].table
+    assert runs[0].selected == runs[1].selected
+    assert runs[0].config == runs[1].config
+    if runs[0].model is not None:
+        for a, b in zip(jax.tree_util.tree_leaves(runs[0].model),
+                        jax.tree_util.tree_leaves(runs[1].model), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
 def test_bad_options_are_refused() -> None:
     with pytest.raises(ValueError, match="mode"):
         EmbedderTuning(mode="full")

@@ -95,3 +95,15 @@ def test_evaluate_embeds_with_the_weights_the_config_names(minilm: Any, tmp_path
     for key in ("top1", "mrr", "hit_at_k"):
         assert got[key] == pytest.approx(expected[key], abs=1e-12)
     assert (got["top1"], got["mrr"]) != (base["top1"], base["mrr"])
+
+
+def test_cv_with_tune_embedder_tunes_inside_each_fold(minilm: Any) -> None:
+    report = run_cli("cv", "--dataset", "builtin", "--folds", "2", "--jobs", "1",
+                     "--trainable", "base_weights", "--l2", "0.01", "--temperature", "0.05",
+                     "--steps", "5", "--tune-embedder", "lora", "--tune-steps", "3",
+                     "--json", "--quiet")
+    assert report["folds"] == 2 and report["jobs"] == 1
+    assert len(report["chosen"]) == 2
+    # every fold went through the tuning decision, whichever way it went
+    assert all(c.endswith(("(tuned)", "(untuned)")) for c in report["chosen"])
+    assert 0.0 <= report["top1"] <= report["mrr"] <= report["hit_at_k"] <= 1.0

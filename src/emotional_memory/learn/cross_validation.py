@@ -90,6 +90,8 @@ def cross_validate(
     adapter: bool = False,
     context: bool = False,
     jobs: int = 1,
+    tune_embedder: Any = None,
+    tune_folds: int = 2,
     **fit_kwargs: Any,
 ) -> CVResult:
     """k-fold cross-validation grouped by scenario, evaluated through the engine.
@@ -122,6 +124,11 @@ def cross_validate(
             batches (with ``lexical``: the context models compete).
         jobs: folds run at once, each in its own (spawned) process; 1 runs them here,
             one after another. The result does not depend on it.
+        tune_embedder: an :class:`~emotional_memory.learn.embedder_tuning.EmbedderTuning`
+            to also fine-tune the MiniLM in each fold after the fit (on the fold's
+            training queries; kept when its inner CV over ``tune_folds`` folds says it
+            pays), the held-out scenarios then embedded with it; None: no tuning.
+        tune_folds: inner folds of that decision.
         **fit_kwargs: passed to :func:`fit` / :func:`fit_auto` / :func:`select_model`.
 
     Returns:
@@ -143,7 +150,8 @@ def cross_validate(
         }
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     fitter = select_model if select == "model" else fit_auto if select else fit
-    work = _FoldWork(fitter, rb, info, cfg, seed, dict(fit_kwargs), data, embedder, settings)
+    work = _FoldWork(fitter, rb, info, cfg, seed, dict(fit_kwargs), data, embedder, settings,
+                     tune_embedder, tune_folds)
     oof: list[QueryResult] = []
     per_fold: list[dict[str, Any]] = []
     chosen: list[Any] = []
@@ -171,6 +179,8 @@ class _FoldWork:
     data: dict[str, Any]
     embedder: Embedder
     affect: ReplayAffect
+    tuning: Any = None
+    tune_folds: int = 2
 
     def run(self, held: np.ndarray) -> tuple[Any, list[QueryResult]]:
         """Fit on every scenario but ``held`` and replay ``held`` through the engine.
@@ -185,12 +195,42 @@ class _FoldWork:
         train_mask = ~np.isin(np.asarray(self.batch.scenario), held)
         result = self.fitter(self.batch, self.info, self.config, train_mask=train_mask,
                              seed=self.seed, **self.fit_kwargs)
-        held_ids = [self.info.scenario_ids[i] for i in held]
-        results = replay_dataset(
-            subset_dataset(self.data, held_ids), self.embedder, result.config,
-            top_k=self.info.top_k, affect=self.affect,
-        )
-        return result.selection.get("chosen"), results
+        held_data = subset_dataset(self.data, [self.info.scenario_ids[i] for i in held])
+        chosen = result.selection.get("chosen")
+        if self.tuning is None:
+            return chosen, replay_dataset(held_data, self.embedder, result.config,
+                                          top_k=self.info.top_k, affect=self.affect)
+        return self._tuned(result, chosen, train_mask, held_data)
+
+    def _tuned(
+        self, result: Any, chosen: Any, train_mask: np.ndarray, held_data: dict[str, Any]
+    ) -> tuple[Any, list[QueryResult]]:
+        """Tune the MiniLM on the fold's training queries (kept only when its inner CV
+        says it pays) and replay the held-out scenarios with it."""
+        import tempfile
+        from pathlib import Path
+
+        from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, save_fitted_weights
+        from emotional_memory.embedders.minilm import MiniLMEmbedder
+        from emotional_memory.learn.embedder_tuning import tune_embedder
+
+        name = str(chosen or "")
+        batch = (self.batch if "@" not in name
+                 else self.fit_kwargs["analysis_batches"][name.split("@", 1)[1]])
+        base = self.embedder if isinstance(self.embedder, MiniLMEmbedder) else MiniLMEmbedder()
+        tuned = tune_embedder(self.data, batch, self.info, result.config, base, self.tuning,
+                              folds=self.tune_folds, train_mask=train_mask)
+        if tuned.model is None:
+            return f"{name} (untuned)", replay_dataset(
+                held_data, self.embedder, result.config, top_k=self.info.top_k,
+                affect=self.affect)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "fold.embedder.safetensors"
+            save_fitted_weights(tuned.model, base.model, path,
+                                base_name=base.identity.rsplit("/", 1)[0])
+            embedder = FittedMiniLMEmbedder(path, base.model_dir)
+            return f"{name} (tuned)", replay_dataset(
+                held_data, embedder, tuned.config, top_k=self.info.top_k, affect=self.affect)
 
 
 _WORK: _FoldWork | None = None

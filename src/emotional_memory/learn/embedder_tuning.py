@@ -578,7 +578,7 @@ def tune_embedder(
     data: dict[str, Any], batch: RecallBatch, info: RecallInfo,
     config: EmotionalMemoryConfig, embedder: MiniLMEmbedder, options: EmbedderTuning, *,
     folds: int = 2, select_by: str = "mrr", progress: bool = False,
-    texts: TuningTexts | None = None,
+    texts: TuningTexts | None = None, train_mask: np.ndarray | None = None,
 ) -> TuningResult:
     """Fine-tune the embedder if it pays on held-out scenarios (inner grouped CV).
 
@@ -600,6 +600,8 @@ def tune_embedder(
         select_by: the criterion, ``"mrr"`` or ``"top1"``.
         progress: progress bars.
         texts: a prepared cache (default: built here).
+        train_mask: ``(Q,)`` bool, the queries it may learn from and decide on (None:
+            all), e.g. an outer CV fold's training queries.
 
     Returns:
         The :class:`TuningResult`.
@@ -614,7 +616,7 @@ def tune_embedder(
     t0 = time.perf_counter()
     if texts is None:
         texts = tuning_texts(data, batch, info, embedder, options.layers, progress=progress)
-    available, scen, parts = inner_folds(batch, None, folds, options.seed + 11)
+    available, scen, parts = inner_folds(batch, train_mask, folds, options.seed + 11)
     names = ("untuned", "tuned")
     per = {n: {m: np.zeros(batch.n_queries) for m in ("top1", "rr", "hit_at_k")}
            for n in names}
@@ -636,5 +638,5 @@ def tune_embedder(
     if not selected:
         return TuningResult(None, config, False, table, time.perf_counter() - t0)
     model, tuned_cfg = train_embedder(embedder, texts, batch, config, options,
-                                      progress=progress)
+                                      train_mask=available, progress=progress)
     return TuningResult(model, tuned_cfg, True, table, time.perf_counter() - t0)
