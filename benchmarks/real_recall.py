@@ -69,6 +69,12 @@ DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 METRICS = ("top1", "hit_at_k", "ndcg_at_k", "recall_at_k")
 RANKINGS = ("cosine", "bm25", "default", "fitted", "fitted_v2", "fitted_context")
 ABLATION = ("v2_no_adapter", "v2_no_stem", "context_no_context")
+#: ``python -m training cv`` as a user runs it: its default selection, and with
+#: ``--tune-embedder`` (the MiniLM fine-tuned inside each fold; slow: ~10 min a fold)
+CLI_RANKINGS: dict[str, tuple[str, ...]] = {
+    "cli_default": (),
+    "cli_tuned": ("--tune-embedder", "lora"),
+}
 FITTED: dict[str, dict[str, Any]] = {  # cross_validate options of each fitted ranking
     "fitted": {"analyses": (), "adapter": False},
     "fitted_v2": {"analyses": ("stem",), "adapter": True},
@@ -130,7 +136,12 @@ def run_dataset(
     k = min(folds, len(data["scenarios"]))
     for ranking in rankings:
         t0 = time.perf_counter()
-        if ranking in fixed:
+        if ranking in CLI_RANKINGS:
+            report = _cli_cv(data_dir / f"{name}.json", data_dir / f"{name}.minilm.npz", k,
+                             affect, progress, CLI_RANKINGS[ranking])
+            out["rankings"][ranking] = report
+            out["chosen"][ranking] = report["chosen"]
+        elif ranking in fixed:
             out["rankings"][ranking] = summarize(replay_dataset(
                 data, embedder, fixed[ranking], affect=settings, progress=progress
             ))
@@ -210,6 +221,19 @@ def batch_ablation(
     return out
 
 
+def _cli_cv(
+    dataset: Path, embeddings: Path, folds: int, affect: str, progress: bool,
+    extra: tuple[str, ...],
+) -> dict[str, Any]:
+    """``python -m training cv`` on ``dataset`` with its defaults plus ``extra``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from training.cli import build_parser, run_cv
+
+    argv = ["cv", "--dataset", str(dataset), "--embeddings", str(embeddings), "--folds",
+            str(folds), "--affect", affect, *extra, *([] if progress else ["--quiet"])]
+    return run_cv(build_parser().parse_args(argv))
+
+
 def plot(report: dict[str, Any], path: Path) -> Path:
     """Grouped bars: each dataset x metric, one bar per ranking."""
     import matplotlib
@@ -275,9 +299,10 @@ def main() -> None:
     rankings = RANKINGS + (ABLATION if args.ablation else ())
     if args.rankings is not None:
         rankings = tuple(r.strip() for r in args.rankings.split(",") if r.strip())
-        unknown = [r for r in rankings if r not in RANKINGS + ABLATION]
+        known = RANKINGS + ABLATION + tuple(CLI_RANKINGS)
+        unknown = [r for r in rankings if r not in known]
         if unknown:
-            parser.error(f"--rankings: unknown {unknown}; choose from {RANKINGS + ABLATION}")
+            parser.error(f"--rankings: unknown {unknown}; choose from {known}")
     report: dict[str, Any] = {}
     for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
         if rankings:
@@ -302,7 +327,7 @@ def main() -> None:
             print(f"{ranking:14}" + "".join(f"{rows[ranking][m]:13.3f}" for m in METRICS)
                   + f"{report[name]['seconds'][ranking]:10.1f}")
         cos = rows.get("cosine")
-        for fitted in (r for r in rows if r in FITTED):
+        for fitted in (r for r in rows if r in FITTED or r in CLI_RANKINGS):
             if cos is not None:
                 print(f"{fitted} / cosine: " + ", ".join(
                     f"{m} {rows[fitted][m] / cos[m]:.2f}x" for m in METRICS if cos[m] > 0))

@@ -303,15 +303,15 @@ def cmd_fit(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_cv(args: argparse.Namespace) -> int:
+def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     """k-fold scenario-grouped cross-validation (out-of-fold through the engine).
 
     Args:
-        args: Parsed ``cv`` arguments (dataset, embeddings, config, trainable, l2,
-            temperature, steps, folds, seed, json, quiet).
+        args: Parsed ``cv`` arguments (``build_parser().parse_args(["cv", ...])``).
 
     Returns:
-        Exit status 0; out-of-fold and default metrics are printed.
+        The report: out-of-fold metrics, the default config's (``default_*``), the
+        queries, folds, jobs, seconds and what each fold chose.
     """
     data, start = _load_data(args.dataset), _config(args.config)
     embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
@@ -350,7 +350,19 @@ def cmd_cv(args: argparse.Namespace) -> int:
         "chosen": [c if isinstance(c, str | None) else dict(c) for c in result.chosen],
         "by_challenge": result.metrics["by_challenge"],
     })
-    _print(out, args.json)
+    return out
+
+
+def cmd_cv(args: argparse.Namespace) -> int:
+    """``cv``: :func:`run_cv`, its report printed.
+
+    Args:
+        args: Parsed ``cv`` arguments.
+
+    Returns:
+        Exit status 0.
+    """
+    _print(run_cv(args), args.json)
     return 0
 
 
