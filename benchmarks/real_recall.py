@@ -18,6 +18,11 @@ real engine and the replay protocol of ``../shared/data/README.md``:
   signal s8 (``lexical_context``), plain and stemmed, the winner fitted at l2 0.01,
   temperature 0.05 (no hyperparameter grid: the selection's fits dominate the time).
 
+* ``cli_default`` / ``cli_tuned`` (only with ``--rankings``): ``python -m training cv``
+  as a user runs it (its fast default selection, folds in parallel processes), and the
+  same with ``--tune-embedder lora`` (the MiniLM fine-tuned inside each fold; about
+  10 minutes a fold on 2 cores).
+
 ``--ablation`` adds ``v2_no_adapter`` and ``v2_no_stem`` (``fitted_v2`` without one
 of the two) and ``context_no_context`` (``fitted_context`` without the context
 models). ``--batch-ablation`` scores the ``lexical`` model with each of the query
