@@ -241,13 +241,16 @@ def cmd_fit(args: argparse.Namespace) -> int:
                                      lexical=_wants_lexical(args), affect=affect,
                                      embeddings=adapter, context=context)
     extra: dict[str, Any] = {}
+    infos: dict[str, Any] = {}
     if selecting:
-        extra = {
+        built = {
             name: build_recall_batch(data, embedder, analysis_config(start, name),
                                      lexical=True, affect=affect, embeddings=adapter,
-                                     context=context)[0]
+                                     context=context)
             for name in _analyses(args)
         }
+        extra = {name: b for name, (b, _) in built.items()}
+        infos = {name: i for name, (_, i) in built.items()}
         result = select_model(batch, info, start, progress=not args.quiet,
                               analysis_batches=extra, adapter=adapter,
                               **_select_kwargs(args))
@@ -261,9 +264,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     fitted_embedder, weights = embedder, None
     if args.tune_embedder:
         chosen = str(result.selection.get("chosen", ""))
-        used = batch if "@" not in chosen else extra[chosen.split("@", 1)[1]]
+        used, used_info = batch, info
+        if "@" in chosen:  # a lexical analysis' batch has candidates of its own
+            used, used_info = extra[chosen.split("@", 1)[1]], infos[chosen.split("@", 1)[1]]
         result.config, fitted_embedder, weights, tuned = tune_embedder.tune_after_fit(
-            args, data, used, info, result.config, embedder)
+            args, data, used, used_info, result.config, embedder)
     seconds = time.perf_counter() - t0
     write_fitted_config(out_path, result.config, weights)
     default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,

@@ -142,16 +142,20 @@ def cross_validate(
     )
     if select == "model":
         fit_kwargs["adapter"] = adapter
-        fit_kwargs["analysis_batches"] = {
+        built = {
             name: build_recall_batch(data, embedder, analysis_config(cfg, name),
                                      lexical=lexical, affect=settings,
-                                     embeddings=adapter, context=context)[0]
+                                     embeddings=adapter, context=context)
             for name in analyses
         }
+        fit_kwargs["analysis_batches"] = {name: b for name, (b, _) in built.items()}
+        analysis_infos = {name: i for name, (_, i) in built.items()}
+    else:
+        analysis_infos = {}
     parts = scenario_folds(len(info.scenario_ids), folds, seed)
     fitter = select_model if select == "model" else fit_auto if select else fit
     work = _FoldWork(fitter, rb, info, cfg, seed, dict(fit_kwargs), data, embedder, settings,
-                     tune_embedder, tune_folds)
+                     tune_embedder, tune_folds, analysis_infos)
     oof: list[QueryResult] = []
     per_fold: list[dict[str, Any]] = []
     chosen: list[Any] = []
@@ -181,6 +185,7 @@ class _FoldWork:
     affect: ReplayAffect
     tuning: Any = None
     tune_folds: int = 2
+    analysis_infos: dict[str, RecallInfo] = field(default_factory=dict)
 
     def run(self, held: np.ndarray) -> tuple[Any, list[QueryResult]]:
         """Fit on every scenario but ``held`` and replay ``held`` through the engine.
@@ -215,10 +220,13 @@ class _FoldWork:
         from emotional_memory.learn.embedder_tuning import tune_embedder
 
         name = str(chosen or "")
-        batch = (self.batch if "@" not in name
-                 else self.fit_kwargs["analysis_batches"][name.split("@", 1)[1]])
+        batch, info = self.batch, self.info
+        if "@" in name:  # a lexical analysis' batch has candidates of its own
+            analysis = name.split("@", 1)[1]
+            batch = self.fit_kwargs["analysis_batches"][analysis]
+            info = self.analysis_infos[analysis]
         base = self.embedder if isinstance(self.embedder, MiniLMEmbedder) else MiniLMEmbedder()
-        tuned = tune_embedder(self.data, batch, self.info, result.config, base, self.tuning,
+        tuned = tune_embedder(self.data, batch, info, result.config, base, self.tuning,
                               folds=self.tune_folds, train_mask=train_mask)
         if tuned.model is None:
             return f"{name} (untuned)", replay_dataset(
