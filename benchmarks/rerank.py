@@ -17,10 +17,12 @@ and keep each query's whole pass-2 ranking. Then:
   included), timed.
 
 Prints top-1, hit@5 and MRR@5 of the base ranking, the cosine baseline, and each
-re-ranking, with the re-ranking's per-query latency (p50 / p90 ms).
+re-ranking, with the re-ranking's per-query latency (p50 / p90 ms) and its per-query
+gains and losses against the base (paired bootstrap interval of the difference).
 
 Usage: python benchmarks/rerank.py [--data DIR] [--train c26,c30,c41]
-       [--config FITTED.json] [--steps 300] [--layers 1] [--json OUT]
+       [--config FITTED.json] [--steps 250] [--layers 1] [--list-size 8] [--mix A]
+       [--json OUT]
 """
 
 from __future__ import annotations
@@ -68,6 +70,26 @@ def _metrics(orders: list[list[str]], expected: list[set[str]]) -> dict[str, flo
         rr.append(0.0 if first is None else 1.0 / (first + 1))
     return {"top1": float(np.mean(top1)), "hit_at_5": float(np.mean(hit)),
             "mrr_at_5": float(np.mean(rr))}
+
+
+def _paired(orders: list[list[str]], base: list[list[str]], expected: list[set[str]],
+            seed: int = 0) -> dict[str, Any]:
+    """Per-query changes against the base: queries gained / lost at top-1 and hit@5, and
+    a paired bootstrap 95% interval (2,000 resamples of the queries) of each difference."""
+    out: dict[str, Any] = {}
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(orders), size=(2000, len(orders)))
+    for name, depth in (("top1", 1), ("hit_at_5", K)):
+        new = np.asarray([any(x in e for x in o[:depth]) for o, e in zip(orders, expected,
+                                                                          strict=True)])
+        old = np.asarray([any(x in e for x in o[:depth]) for o, e in zip(base, expected,
+                                                                         strict=True)])
+        diff = new.astype(float) - old.astype(float)
+        boot = diff[picks].mean(axis=1)
+        out[name] = {"gained": int(np.sum(diff > 0)), "lost": int(np.sum(diff < 0)),
+                     "ci95": [float(np.percentile(boot, 2.5)),
+                              float(np.percentile(boot, 97.5))]}
+    return out
 
 
 def _reranked(lists: list[CandidateList], scores: list[np.ndarray], n: int,
@@ -141,9 +163,12 @@ def main() -> None:
     parser.add_argument("--train", default="c26,c30,c41")
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--layers", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=250)
     parser.add_argument("--queries-per-step", type=int, default=8)
-    parser.add_argument("--list-size", type=int, default=12)
+    parser.add_argument("--list-size", type=int, default=8)
+    parser.add_argument("--mix", type=float, default=None,
+                        help="use this mix for every N instead of choosing it on the last "
+                             "training conversation (skips the inner training)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     ns = (10, 20)
@@ -178,23 +203,32 @@ def main() -> None:
     last = train_ids[-1]
     inner = [i for i, c in enumerate(train_lists) if c.scenario_id != last]
     held_inner = [i for i, c in enumerate(train_lists) if c.scenario_id == last]
-    inner_model, inner_info = _train(base_model, cache, opts, inner, "inner")
-    chosen = _choose_mix(inner_model, cache, held_inner, ns)
     untrained = _choose_mix(base_model, cache, held_inner, ns)
+    chosen: dict[int, dict[str, Any]]
+    inner_info: dict[str, Any] | None
+    if args.mix is None:
+        inner_model, inner_info = _train(base_model, cache, opts, inner, "inner")
+        chosen = _choose_mix(inner_model, cache, held_inner, ns)
+        where = f"chosen on {last}"
+    else:
+        inner_info, chosen, where = None, {n: {"mix": args.mix} for n in ns}, "given"
     final_model, final_info = _train(base_model, cache, opts, list(range(len(train_lists))),
                                      "final")
     scorer = PairScorer(final_model, embedder)
     scores, times = _held_out(scorer, test_lists, ns)
-    rows = [{"ranking": "cosine (MiniLM lookup)",
-             **_metrics(_cosine(test_data, lookup), expected)},
-            {"ranking": "fitted model (engine replay)",
-             **_metrics([c.ids for c in test_lists], expected)}]
+    base_orders = [c.ids for c in test_lists]
+    rows: list[dict[str, Any]] = [
+        {"ranking": "cosine (MiniLM lookup)", **_metrics(_cosine(test_data, lookup), expected)},
+        {"ranking": "fitted model (engine replay)", **_metrics(base_orders, expected)},
+    ]
     for n in ns:
         lat = np.asarray(times[n]) * 1e3
         for label, mix in (("cross-encoder alone", 1.0),
-                           (f"mix a={chosen[n]['mix']} (chosen on {last})", chosen[n]["mix"])):
+                           (f"mix a={chosen[n]['mix']} ({where})", chosen[n]["mix"])):
+            orders = _reranked(test_lists, scores, n, mix)
             rows.append({"ranking": f"rerank top-{n}: {label}", "top_n": n, "mix": mix,
-                         **_metrics(_reranked(test_lists, scores, n, mix), expected),
+                         **_metrics(orders, expected),
+                         "vs_base": _paired(orders, base_orders, expected),
                          "latency_ms_p50": float(np.percentile(lat, 50)),
                          "latency_ms_p90": float(np.percentile(lat, 90))})
     report = {
@@ -216,6 +250,11 @@ def main() -> None:
                 if "latency_ms_p50" in r else "")
         print(f"{r['ranking']:<52} {r['top1']:6.3f} {r['hit_at_5']:6.3f} {r['mrr_at_5']:6.3f} "
               f"{cell}")
+        if "vs_base" in r:
+            v = r["vs_base"]
+            print("    vs base: " + "; ".join(
+                f"{m} +{v[m]['gained']} -{v[m]['lost']} queries, 95% CI of the difference "
+                f"[{v[m]['ci95'][0]:+.3f}, {v[m]['ci95'][1]:+.3f}]" for m in ("top1", "hit_at_5")))
     print(json.dumps({k: v for k, v in report.items() if k != "rows"}, indent=1))
     if args.json:
         args.json.write_text(json.dumps(report), encoding="utf-8")
