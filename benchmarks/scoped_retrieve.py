@@ -1,6 +1,6 @@
 """A scoped retrieve among many scopes, next to a store holding only that scope.
 
-Issue 23's yardstick: 50,000 memories in 500 scopes of 100. The script builds, in one
+The scoped-retrieve yardstick: 50,000 memories in 500 scopes of 100. The script builds, in one
 process:
 
 - ``shared``: one ``InMemoryStore`` (or ``SQLiteStore`` with ``--sqlite``) holding every

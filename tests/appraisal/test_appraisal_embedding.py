@@ -39,7 +39,7 @@ from emotional_memory.appraisal_embedding import (
 from support.paths import ROOT, SHARED_DATA
 
 EMOBANK = SHARED_DATA / "emobank_traindev.csv"
-#: Issue 11's Done-when line for the estimator (Pearson r on EmoBank's dev split).
+#: The estimator's target (Pearson r on EmoBank's dev split).
 DEV_TARGETS = (0.66, 0.45, 0.36)
 
 
