@@ -35,10 +35,10 @@ import numpy.typing as npt
 from emotional_memory.embedders.minilm import _bucket, _buckets, _plan_passes, _seq_buckets
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
+    _embed_tokens,
     _key_bias,
     _Layer,
     _layer_forward,
-    _layer_norm,
 )
 
 __all__ = [
@@ -126,13 +126,7 @@ def embed_pairs(model: MiniLMModel, input_ids: jax.Array, token_types: jax.Array
     Returns:
         ``(B, L, H)`` input of the first encoder layer.
     """
-    length = input_ids.shape[1]
-    x = (
-        jnp.take(model.word_embeddings, input_ids, axis=0)
-        + model.position_embeddings[:length][None, :, :]
-        + jnp.take(model.token_type_embeddings, token_types, axis=0)
-    )
-    return _layer_norm(x, model.emb_ln_w, model.emb_ln_b, model.eps)
+    return _embed_tokens(model, input_ids, token_types)
 
 
 def _segment_mean(x: jax.Array, keep: jax.Array) -> jax.Array:

@@ -74,12 +74,15 @@ class _Layer(eqx.Module):
     ffn_ln_b: jax.Array
 
 
-def _embed_tokens(model: MiniLMModel, input_ids: jax.Array) -> jax.Array:
+def _embed_tokens(
+    model: MiniLMModel, input_ids: jax.Array, token_types: jax.Array | None = None
+) -> jax.Array:
     """The embedding layer: word + position + token-type embeddings, layer-normed.
 
     Args:
         model: the model (its embedding tables).
-        input_ids: ``(B, L)`` integer token ids (single-segment input).
+        input_ids: ``(B, L)`` integer token ids.
+        token_types: ``(B, L)`` segment ids (0 or 1), or None: one segment (type 0).
 
     Returns:
         ``(B, L, H)`` input of the first encoder layer.
@@ -88,7 +91,8 @@ def _embed_tokens(model: MiniLMModel, input_ids: jax.Array) -> jax.Array:
     x = (
         jnp.take(model.word_embeddings, input_ids, axis=0)
         + model.position_embeddings[:length][None, :, :]
-        + model.token_type_embeddings[0][None, None, :]
+        + (model.token_type_embeddings[0][None, None, :] if token_types is None
+           else jnp.take(model.token_type_embeddings, token_types, axis=0))
     )
     return _layer_norm(x, model.emb_ln_w, model.emb_ln_b, model.eps)
 
