@@ -107,3 +107,52 @@ def test_cv_with_tune_embedder_tunes_inside_each_fold(minilm: Any) -> None:
     # every fold went through the tuning decision, whichever way it went
     assert all(c.endswith(("(tuned)", "(untuned)")) for c in report["chosen"])
     assert 0.0 <= report["top1"] <= report["mrr"] <= report["hit_at_k"] <= 1.0
+
+
+def test_a_fold_whose_winner_is_stemmed_tunes_the_stemmed_batch(
+    minilm: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cv fold whose selection picks an ``@stem`` model tunes that model's own batch
+    with that batch's own candidate lists (once tuned with the plain batch's lists)."""
+    import types
+
+    from emotional_memory.data import load_builtin_dataset
+    from emotional_memory.learn import build_recall_batch
+    from emotional_memory.learn import embedder_tuning as tuning_module
+    from emotional_memory.learn.cross_validation import _FoldWork
+    from emotional_memory.learn.embedder_tuning import EmbedderTuning
+    from emotional_memory.learn.selection import analysis_config
+    from emotional_memory.replay import ReplayAffect
+
+    data = load_builtin_dataset()
+    cfg = EmotionalMemoryConfig()
+    cfg = cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(
+        update={"lexical_weight": 0.35})})
+    stem_cfg = analysis_config(cfg, "stem")
+    affect = ReplayAffect.prepare(data)
+    plain, plain_info = build_recall_batch(data, minilm, cfg, lexical=True, affect=affect)
+    stem, stem_info = build_recall_batch(data, minilm, stem_cfg, lexical=True, affect=affect)
+    # (on the builtin banks both analyses list the same candidates; on larger banks the
+    # lists differ and the plain one made the tuning fail with an IndexError)
+
+    def pick_stem(batch: Any, info: Any, config: Any, **_: Any) -> Any:
+        return types.SimpleNamespace(config=stem_cfg, selection={"chosen": "lexical@stem"})
+
+    seen: list[Any] = []
+    real = tuning_module.tune_embedder
+
+    def spy(data: Any, batch: Any, info: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append((batch, info))
+        return real(data, batch, info, *args, **kwargs)
+
+    monkeypatch.setattr(tuning_module, "tune_embedder", spy)
+    opts = EmbedderTuning(mode="lora", layers=1, rank=2, steps=2, queries_per_step=4,
+                          list_size=4)
+    work = _FoldWork(pick_stem, plain, plain_info, cfg, 0, {"analysis_batches": {"stem": stem}},
+                     data, minilm, affect, opts, 2, {"stem": stem_info})
+    chosen, results = work.run(np.array([0]))
+    assert seen and seen[0][0] is stem and seen[0][1] is stem_info
+    assert chosen in ("lexical@stem (tuned)", "lexical@stem (untuned)")
+    held = {q["query_id"] for s in data["scenarios"][:1] for ss in s["sessions"]
+            for q in ss["queries"]}
+    assert {r.query_id for r in results} == held
