@@ -16,8 +16,12 @@ replays, the abstention rate on the no-evidence queries, the share of hit@k kept
 and the same at a few other thresholds; the baseline timed in the same process is
 the plain replay.
 
+It also prints a diagnostic that needs no fit: how far the best cosine between a
+question and its conversation's turns falls when the question's evidence turns are
+removed, and what a max-cosine abstainer could do (``--cosine-only`` prints just that).
+
 Usage: python benchmarks/abstention.py [--data DIR] [--train c26,c30,c41]
-       [--config FITTED.json] [--json OUT]
+       [--config FITTED.json] [--json OUT] [--cosine-only]
 """
 
 from __future__ import annotations
@@ -86,16 +90,57 @@ def _kept_hit(r: Any, t: float) -> bool:
                for e, rid in zip(r.explanations, r.retrieved, strict=True))
 
 
+def cosine_ceiling(data: dict[str, Any], embedder: LookupEmbedder) -> dict[str, Any]:
+    """What the best query-turn cosine says about whether the evidence is stored.
+
+    Args:
+        data: the dataset (its questions name their evidence turns).
+        embedder: the dataset's vectors.
+
+    Returns:
+        ``median_drop``: the median over questions of (best cosine over all turns) -
+        (best cosine over the non-evidence turns); ``cosine_hit_at_5``; and per
+        threshold (the 1st..10th percentile of the best cosine of the questions whose
+        evidence ranks in the cosine top 5) the share of those kept and of the
+        no-evidence questions (evidence removed) abstained.
+    """
+    best, best_without, hit = [], [], []
+    for scenario in data["scenarios"]:
+        events = [e for s in scenario["sessions"] for e in s["events"]]
+        turns = np.asarray(embedder.embed_batch([str(e["content"]) for e in events]))
+        turns = turns / np.linalg.norm(turns, axis=1, keepdims=True)
+        ids = [str(e["memory_id"]) for e in events]
+        for q in (q for s in scenario["sessions"] for q in s.get("queries", [])):
+            v = np.asarray(embedder.embed(str(q["query"])))
+            cos = turns @ (v / np.linalg.norm(v))
+            evidence = np.isin(ids, [str(m) for m in q["expected_memory_ids"]])
+            best.append(cos.max())
+            best_without.append(cos[~evidence].max())
+            hit.append(bool(cos[evidence].max() >= np.sort(cos)[-min(5, len(cos))]))
+    b, bw, h = np.asarray(best), np.asarray(best_without), np.asarray(hit)
+    rows = [{"threshold": float(t), "hit_kept": float(np.mean(b[h] >= t)),
+             "abstain_no_evidence": float(np.mean(bw < t))}
+            for t in np.percentile(b[h], [1, 5, 10])]
+    return {"n_questions": len(b), "median_drop": float(np.median(b - bw)),
+            "mean_drop": float(np.mean(b - bw)), "cosine_hit_at_5": float(h.mean()),
+            "thresholds": rows}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--train", default="c26,c30,c41")
     parser.add_argument("--config", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--cosine-only", action="store_true",
+                        help="only the max-cosine diagnostic, on every conversation")
     args = parser.parse_args()
     data = load_dataset(args.data / "locomo10_dev.json")
     npz = args.data / "locomo10_dev.minilm.npz"
     embedder = LookupEmbedder.from_npz(npz)
+    if args.cosine_only:
+        print(json.dumps(cosine_ceiling(data, embedder), indent=1))
+        return
     train = set(args.train.split(","))
     test = {s["scenario_id"] for s in data["scenarios"]} - train
     fit_seconds = None
@@ -135,7 +180,7 @@ def main() -> None:
         "top1": float(np.mean([r.top1 for r in with_evidence])),
         "hit_at_k": len(hits) / len(with_evidence),
         "ece_all_results": ece_all, "ece_evidence_results": ece_evidence,
-        "thresholds": rows,
+        "thresholds": rows, "cosine_ceiling": cosine_ceiling(held, embedder),
     }
     print(json.dumps(report, indent=1))
     if args.json:
