@@ -1,4 +1,4 @@
-"""Worker processes of tests/stores/postgres/test_postgres_store.py (run as a script).
+"""Worker processes of tests/stores/postgres/test_postgres_store_engine.py (run as a script).
 
 ``retrieve DSN TABLE NAME N R``: encode N memories, then R retrieves of the shared
 query, printing the ids each retrieve returned as one JSON line per retrieve.

@@ -1,0 +1,274 @@
+"""Reliability under concurrency: one engine shared by threads, cancelled async calls, event
+loops, state methods from a loop, and nothing a caller holds aliasing the store.
+
+Every case uses the real thing (threads, processes, SQLite files in ``tmp_path``) and
+is bounded in count; nothing asserts wall-clock time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from pathlib import Path
+
+import pytest
+
+from emotional_memory import (
+    AsyncEmotionalMemory,
+    CoreAffect,
+    EmotionalMemory,
+    InMemoryStore,
+    SQLiteStore,
+)
+from emotional_memory.embedders import HashingEmbedder
+from support.reliability import (
+    WORDS,
+    _check_consistent,
+    _text,
+)
+
+# ---------------------------------------------------------------- 1. threads
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_sync_engine_shared_by_eight_threads(kind: str, tmp_path: Path) -> None:
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=32))
+    for i in range(8):
+        engine.encode(f"seed {i} " + WORDS[i])
+    errors: list[BaseException] = []
+    start = threading.Barrier(8)
+
+    def worker(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            start.wait()
+            for _ in range(12):
+                op = rng.random()
+                if op < 0.4:
+                    engine.encode(_text(rng))
+                elif op < 0.8:
+                    engine.retrieve(_text(rng), top_k=3)
+                else:
+                    ids = [m.id for m in engine.list_all()]
+                    if ids:
+                        engine.delete(rng.choice(ids))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads)
+    assert errors == []
+    _check_consistent(engine)
+    if kind == "sqlite":
+        # The file holds exactly what the engine saw.
+        seen = {m.id: m for m in engine.list_all()}
+        engine.close()
+        with SQLiteStore(tmp_path / "m.db") as reopened:
+            again = {m.id: m for m in reopened.list_all()}
+        assert again.keys() == seen.keys()
+        for mid, m in again.items():
+            assert m.tag == seen[mid].tag
+
+
+# ---------------------------------------------------------------- 2. async
+
+
+class _GatedEmbedder:
+    """A hashing embedder that records how many embed calls run at once and can be
+    held inside ``embed`` until released (no sleeps: events decide the order)."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+        self.active = 0
+        self.max_active = 0
+        self.calls: list[str] = []
+        self._guard = threading.Lock()
+
+    def embed(self, text: str) -> list[float]:
+        with self._guard:
+            self.active += 1
+            self.max_active = max(self.max_active, self.active)
+            self.calls.append(text)
+        self.entered.set()
+        try:
+            assert self.release.wait(timeout=60)
+            return self.inner.embed(text)
+        finally:
+            with self._guard:
+                self.active -= 1
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def test_cancelled_async_call_completes_whole_and_never_overlaps_the_next() -> None:
+    embedder = _GatedEmbedder()
+    engine = AsyncEmotionalMemory(InMemoryStore(), embedder)
+
+    async def scenario() -> None:
+        embedder.release.clear()
+        embedder.entered.clear()
+        first = asyncio.ensure_future(asyncio.wait_for(engine.encode("first event"), 30))
+        await asyncio.to_thread(embedder.entered.wait, 30)
+        first.cancel()  # the worker is inside embed: the caller stops waiting
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        second = asyncio.ensure_future(engine.encode("second event"))
+        for _ in range(50):  # give the second call every chance to start early
+            await asyncio.sleep(0.01)
+            if len(embedder.calls) > 1:
+                break
+        assert embedder.calls == ["first event"]  # it has not started
+        embedder.release.set()
+        stored = await second
+        assert stored.content == "second event"
+
+    asyncio.run(scenario())
+    assert embedder.max_active == 1
+    contents = [m.content for m in engine.engine.list_all()]
+    assert contents == ["first event", "second event"]  # the first completed entirely
+
+
+def test_async_call_cancelled_before_its_turn_never_runs() -> None:
+    embedder = _GatedEmbedder()
+    engine = AsyncEmotionalMemory(InMemoryStore(), embedder)
+
+    async def scenario() -> None:
+        embedder.release.clear()
+        embedder.entered.clear()
+        first = asyncio.ensure_future(engine.encode("first"))
+        await asyncio.to_thread(embedder.entered.wait, 30)
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(engine.encode("never"), 0.01)
+        embedder.release.set()
+        await first
+
+    asyncio.run(scenario())
+    assert [m.content for m in engine.engine.list_all()] == ["first"]
+    assert embedder.calls == ["first"]
+
+
+def test_one_async_engine_across_two_event_loops() -> None:
+    engine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
+
+    async def burst(tag: str) -> None:
+        # Concurrent calls contend for the turn lock (binding it to this loop).
+        await asyncio.gather(*(engine.encode(f"{tag} {i}") for i in range(4)))
+        await asyncio.gather(*(engine.retrieve(tag, top_k=2) for _ in range(3)))
+
+    asyncio.run(burst("first loop"))
+    asyncio.run(burst("second loop"))
+    assert len(engine.engine) == 8
+
+
+# ---------------------------------------------------------------- 5. aliasing
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_nothing_a_caller_holds_aliases_the_store(kind: str, tmp_path: Path) -> None:
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    meta = {"tags": ["a"], "nested": {"k": [1, 2]}}
+    memory = engine.encode("rain", metadata=meta)
+    engine.encode("rain again")  # links back to the first memory
+    expected = engine.get(memory.id)
+    assert expected is not None
+    # The caller's dict, the returned memory and a fetched one are all private.
+    meta["tags"].append("caller")
+    meta["nested"]["k"].append(3)
+    memory.metadata["tags"].append("returned")
+    assert memory.embedding is not None
+    memory.embedding[0] = 123.0
+    fetched = engine.get(memory.id)
+    assert fetched is not None and fetched.embedding is not None
+    fetched.metadata["nested"]["k"].clear()
+    fetched.embedding[1] = -5.0
+    fetched.tag.resonance_links.clear()
+    for listed in [*engine.list_all(), *store.search_by_embedding([1.0] * 8, 2)]:
+        listed.metadata.clear()
+        assert listed.embedding is not None
+        listed.embedding.clear()
+    again = engine.get(memory.id)
+    assert again == expected
+    assert again.metadata == {"tags": ["a"], "nested": {"k": [1, 2]}}
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_tag_only_updates_keep_the_store_private(kind: str, tmp_path: Path) -> None:
+    """A retrieve's tag-only writes and an update with an equal embedding list share no
+    list with the caller: mutating what was returned or passed changes nothing stored."""
+    store = InMemoryStore() if kind == "memory" else SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    first = engine.encode("rain on the bridge")
+    engine.encode("rain again")
+    before = engine.get(first.id)
+    assert before is not None and before.embedding is not None
+    for returned in engine.retrieve("rain", top_k=2):  # tag-only updates inside
+        assert returned.embedding is not None
+        returned.embedding[0] = 77.0
+    fetched = engine.get(first.id)
+    assert fetched is not None and fetched.embedding == before.embedding
+    assert fetched.tag.retrieval_count == before.tag.retrieval_count + 1
+    # an explicit update whose embedding list equals the stored one, then mutated
+    changed = fetched.model_copy(update={"content": "rain on the old bridge"})
+    store.update(changed)
+    assert changed.embedding is not None
+    changed.embedding[1] = -9.0
+    again = engine.get(first.id)
+    assert again is not None
+    assert again.embedding == before.embedding and again.content == "rain on the old bridge"
+
+
+def test_store_save_copies_the_callers_lists() -> None:
+    store = InMemoryStore()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    template = engine.encode("x", metadata={"a": [1]})
+    mine = template.model_copy(update={"id": "mine", "embedding": [1.0, 2.0, 3.0, 4.0] * 2,
+                                       "metadata": {"a": [1]}})
+    store.save(mine)
+    mine.metadata["a"].append(2)
+    assert mine.embedding is not None
+    mine.embedding[0] = 9.0
+    kept = store.get("mine")
+    assert kept is not None
+    assert kept.metadata == {"a": [1]} and kept.embedding == [1.0, 2.0, 3.0, 4.0] * 2
+
+
+def test_state_methods_never_block_an_event_loop_but_wait_elsewhere() -> None:
+    embedder = _GatedEmbedder()
+    engine = EmotionalMemory(InMemoryStore(), embedder)
+    embedder.release.clear()
+    embedder.entered.clear()
+    worker = threading.Thread(target=engine.encode, args=("held inside embed",))
+    worker.start()
+    assert embedder.entered.wait(30)  # the encode holds the engine lock now
+
+    async def on_the_loop() -> None:
+        # Returns at once: blocking here could deadlock a worker waiting for the loop.
+        engine.set_affect(CoreAffect(valence=0.5, arousal=0.5))
+        engine.reset_state()
+
+    asyncio.run(on_the_loop())
+    done = threading.Event()
+
+    def off_the_loop() -> None:
+        engine.set_affect(CoreAffect(valence=-0.5, arousal=0.5))
+        done.set()
+
+    other = threading.Thread(target=off_the_loop)
+    other.start()
+    assert not done.wait(0.2)  # a plain thread waits for the running operation
+    embedder.release.set()
+    worker.join(30)
+    other.join(30)
+    assert done.is_set() and len(engine) == 1
+    assert engine.get_state().core_affect.valence == -0.5

@@ -1,0 +1,197 @@
+"""PostgresStore errors and schemas: redacted DSNs, refused and migrated schemas, dropped
+connections, the README example.
+
+The server is started by the ``pg_server`` fixture (tests/conftest.py,
+tests/support/pg_server.py) on a free 127.0.0.1 port; each module gets its own database.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from emotional_memory.stores.postgres import (  # noqa: E402
+    SCHEMA_VERSION,
+    PostgresStore,
+    PostgresStoreError,
+    redact_dsn,
+)
+from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore  # noqa: E402
+from support.banks import random_memories  # noqa: E402
+from support.engine_ops import op_engine  # noqa: E402
+from support.paths import README  # noqa: E402
+from support.pg_store import _new_table  # noqa: E402
+
+# ----------------------------------------------------------------- errors
+
+
+def _with_password(dsn: str, password: str) -> str:
+    scheme, rest = dsn.split("://", 1)
+    user = rest.split(":", 1)[0]
+    return f"{scheme}://{user}:{password}@{rest.split('@', 1)[1]}"
+
+
+def test_redact_dsn() -> None:
+    assert redact_dsn("postgresql://u:s3cr3t@h:5432/d") == "postgresql://u:***@h:5432/d"
+    assert redact_dsn("host=h password=s3cr3t dbname=d") == "host=h password=*** dbname=d"
+    assert redact_dsn("host=h password='a b' user=u") == "host=h password=*** user=u"
+    assert redact_dsn("postgresql://h/d?password=s3cr3t&x=1") == "postgresql://h/d?password=***&x=1"
+    assert redact_dsn("postgresql://u@h/d") == "postgresql://u@h/d"
+
+
+def test_an_unreachable_server_names_the_redacted_dsn() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    dsn = f"postgresql://someone:hunter2hunter2@127.0.0.1:{port}/nodb"
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(dsn, connect_timeout=2)
+    text = str(info.value)
+    assert "hunter2" not in text and "someone:***@127.0.0.1" in text
+    assert "hunter2" not in repr(info.value.__cause__) if info.value.__cause__ else True
+
+
+def test_a_bad_dsn_and_a_wrong_password_name_the_redacted_dsn(pg_dsn: str) -> None:
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore("host=127.0.0.1 password=hunter2hunter2 nonsense_option=1")
+    assert "hunter2" not in str(info.value) and "password=***" in str(info.value)
+    wrong = _with_password(pg_dsn, "hunter2hunter2")
+    with pytest.raises(PostgresStoreError) as info:
+        PostgresStore(wrong, connect_timeout=5)
+    assert "hunter2" not in str(info.value) and ":***@" in str(info.value)
+    with pytest.raises(PostgresStoreError):
+        PostgresAffectiveStateStore(wrong)
+
+
+def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn: str) -> None:
+    table = _new_table()
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE {table}_memories (id int, other text)")
+    with pytest.raises(PostgresStoreError, match="not written by"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_name LIKE %s",
+            (f"{table}%",))}
+        assert tables == {f"{table}_memories"}  # no meta table was added
+        newer = _new_table()
+        PostgresStore(pg_dsn, table=newer).close()
+        conn.execute(f"UPDATE {newer}_meta SET value = '99' WHERE key = 'version'")
+    with pytest.raises(PostgresStoreError, match="version '99'"):
+        PostgresStore(pg_dsn, table=newer)
+
+
+def test_an_older_schema_is_migrated_in_one_transaction(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A package whose schema moved on (here: pretend version 4 adds a column) migrates
+    a version-3 table on open, all in one transaction: a failing migration leaves the
+    table at version 3, untouched."""
+    import emotional_memory.stores.postgres.schema as pg_module
+
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as old:
+        (m,) = random_memories(2, 1, 0)
+        old.save(m)
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 4)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+        "SELECT 1/0",  # fails: nothing of this migration may stay
+    )})
+    with pytest.raises(PostgresStoreError, match="division by zero"):
+        PostgresStore(pg_dsn, table=table)
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+        assert conn.execute(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
+            "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
+        f"ALTER TABLE {table}_memories ADD COLUMN note text",
+    )})
+    with PostgresStore(pg_dsn, table=table) as migrated:
+        assert migrated.list_all() == [m]
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("4",)
+
+
+def test_a_version_1_table_is_migrated_to_the_current_version(pg_dsn: str) -> None:
+    """Version 1 (the first release of this store) had no ``{t}_unchanged`` check
+    function and no links table; opening such a table adds both (version 2, the links
+    filled from the link arrays; version 3: the trigger through the links table's
+    primary key) in the opening transaction, and a retrieve's side effects then take
+    the one-statement path."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        engine = op_engine(store)
+        for i in range(4):
+            engine.encode(f"harbour storm memory {i}")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 1's layout
+        conn.execute(f"DROP FUNCTION {table}_memories_unchanged(bigint, bigint)")
+        conn.execute(f"DROP TABLE {table}_links")
+        conn.execute(f"DROP FUNCTION {table}_memories_track_links() CASCADE")  # triggers
+        conn.execute(f"UPDATE {table}_meta SET value = '1' WHERE key = 'version'")
+    with PostgresStore(pg_dsn, table=table) as store:
+        with psycopg.connect(pg_dsn) as conn:
+            assert conn.execute(
+                f"SELECT value FROM {table}_meta WHERE key = 'version'"
+            ).fetchone() == (str(SCHEMA_VERSION),)
+            assert conn.execute(
+                "SELECT count(*) FROM pg_proc WHERE proname = %s",
+                (f"{table}_memories_unchanged",)).fetchone() == (1,)
+            # the links table, filled from the link arrays
+            pairs = set(conn.execute(f"SELECT target, source FROM {table}_links").fetchall())
+            assert pairs == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {table}_memories").fetchall()
+                for target in targets
+            }
+            assert pairs
+        engine = op_engine(store)
+        before = {m.id: m.tag.retrieval_count for m in store.list_all()}
+        got = engine.retrieve("harbour storm", top_k=2)
+        after = {m.id: m.tag.retrieval_count for m in store.list_all()}
+        assert after == {mid: n + (mid in {m.id for m in got}) for mid, n in before.items()}
+
+
+def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str) -> None:
+    store = PostgresStore(pg_dsn, table=_new_table(), min_connections=1, max_connections=1)
+    a, b, c = random_memories(9, 3, 0)
+    store.save(a)
+    with pytest.raises(PostgresStoreError) as info, store.transaction():
+        store.save(b)
+        assert store.get(b.id) == b  # the transaction is open on the server
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND backend_type = 'client backend'"  # the store's only connection
+            )
+        store.save(c)
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in str(info.value) and ":***@" in str(info.value)
+    assert store.list_all() == [a]  # the pool replaced the dropped connection
+    store.close()
+
+
+def test_the_readme_example_runs(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README "Production: PostgreSQL": the example runs as written (twice: the second
+    run reopens the table and the persisted state)."""
+    import re
+
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Production: PostgreSQL", 1)[1].split("\n## ", 1)[0]
+    (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    monkeypatch.setenv("EMOTIONAL_MEMORY_DSN", pg_dsn)
+    for _ in range(2):
+        exec(code, {})
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["['The launch slipped again and the team is exhausted']"] * 2
+    with PostgresStore(pg_dsn, table="agent_memory") as store:
+        assert len(store) == 2

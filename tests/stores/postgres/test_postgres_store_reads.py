@@ -1,0 +1,235 @@
+"""PostgresStore reads against a real PostgreSQL + pgvector: every read equals the in-memory
+store's (the oracle), the HNSW path and its index options.
+
+The server is started by the ``pg_server`` fixture (tests/conftest.py,
+tests/support/pg_server.py) on a free 127.0.0.1 port; each module gets its own database.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import jax
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+
+from emotional_memory import InMemoryStore  # noqa: E402
+from emotional_memory._bank import LexicalQuery  # noqa: E402
+from emotional_memory.stores.columnar import StoreAdapter  # noqa: E402
+from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
+from support.banks import (  # noqa: E402
+    T0,
+    WORDS,
+    assert_same_bank,
+    random_memories,
+    random_query,
+)
+from support.pg_store import _new_table  # noqa: E402
+
+# ----------------------------------------------------------------- store answers
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 10_000),
+    n=st.integers(1, 30),
+    odd_every=st.sampled_from([0, 3]),
+    limit=st.one_of(st.none(), st.integers(1, 35)),
+    query_kind=st.integers(0, 5),
+    deletes=st.integers(0, 4),
+    extra=st.integers(0, 5),
+    lexical=st.one_of(st.none(), st.builds(
+        LexicalQuery, terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz"]),
+                                     unique=True, max_size=3),
+        shortlist=st.integers(0, 6), k1=st.just(1.2), b=st.just(0.75),
+        statistics=st.booleans(),
+    )),
+)
+def test_every_read_equals_the_in_memory_stores(
+    pg_dsn: str, seed: int, n: int, odd_every: int, limit: int | None, query_kind: int,
+    deletes: int, extra: int, lexical: LexicalQuery | None,
+) -> None:
+    """Same memories saved and deleted in both stores: every read is identical (the
+    candidate bank byte for byte, memories ``==`` and as JSON, search, lexical)."""
+    rng = np.random.default_rng(seed + 1)
+    memories = [  # some in scopes, some expiring (kept and rebuilt exactly)
+        m.model_copy(update={"scope": ("alice", "work")[: i % 3],
+                             "expires_at": T0 + timedelta(days=i) if i % 4 == 1 else None})
+        for i, m in enumerate(random_memories(seed, n, odd_every))
+    ]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for m in memories:
+            oracle.save(m)
+            pg.save(m)
+        for i in rng.choice(n, size=min(3, n), replace=False):  # replaced in place
+            other = memories[(int(i) + 1) % n].embedding
+            again = memories[int(i)].model_copy(update={"embedding": other, "content": "new"})
+            oracle.save(again)
+            pg.update(again)
+        for mid in rng.choice([m.id for m in memories], size=min(deletes, n - 1),
+                              replace=False):
+            assert oracle.delete(str(mid)) is pg.delete(str(mid)) is True
+        assert pg.delete("nope") is False
+        assert len(pg) == len(oracle)
+        with psycopg.connect(pg_dsn) as conn:  # the kept counts equal the rows
+            t = pg.table
+            kept = conn.execute(
+                f"SELECT (SELECT value::bigint FROM {t}_meta WHERE key = 'count'), "
+                f"(SELECT value::bigint FROM {t}_meta WHERE key = 'embedded'), "
+                f"(SELECT value::bigint FROM {t}_meta WHERE key = 'expiring')"
+            ).fetchone()
+            live = oracle.list_all()
+            assert kept == (len(live), sum(bool(m.embedding) for m in live),
+                            sum(m.expires_at is not None for m in live))
+            # the links table the triggers keep equals the link arrays
+            assert set(conn.execute(f"SELECT target, source FROM {t}_links").fetchall()) == {
+                (target, seq) for seq, targets in conn.execute(
+                    f"SELECT seq, link_targets FROM {t}_memories").fetchall()
+                for target in targets
+            }
+        assert pg.list_all() == oracle.list_all()
+        assert [m.model_dump_json() for m in pg.list_all()] == [
+            m.model_dump_json() for m in oracle.list_all()]
+        now = T0 + timedelta(days=200, microseconds=int(rng.integers(0, 10**6)))
+        query = random_query(query_kind, rng)
+        also = [str(x) for x in rng.choice([m.id for m in memories] + ["nope"], size=extra)]
+        got = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                with_memories=True)
+        want = oracle.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                     with_memories=True)
+        assert_same_bank(got, want)
+        assert got.memories == want.memories
+        # a count read with the candidates: a store holding at most ``upto`` memories
+        # answers as with limit=None
+        upto = int(rng.integers(0, 35))
+        counted = pg.candidate_bank(query, limit, now, also=also, lexical=lexical,
+                                    everything_upto=upto)
+        assert counted.total == len(oracle)
+        assert_same_bank(counted, oracle.candidate_bank(
+            query, None if len(oracle) <= upto else limit, now, also=also, lexical=lexical))
+        if query:
+            for k in (0, 1, 3, 50):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+        assert pg.memories([*got.ids[::-1], "nope"]) == oracle.memories([*got.ids[::-1], "nope"])
+        ids_a, cols_a = pg.columns(now)
+        ids_b, cols_b = StoreAdapter(oracle).columns(now)  # the protocol's reference
+        assert ids_a == ids_b
+        for a, b in zip(jax.tree_util.tree_leaves(cols_a), jax.tree_util.tree_leaves(cols_b),
+                        strict=True):
+            a, b = np.asarray(a), np.asarray(b)
+            assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+        assert pg.pending_ids() == oracle.pending_ids()
+        targets = [m.id for m in memories[:3]] + ["gone"]
+        assert pg.linking_to(targets) == oracle.linking_to(targets)
+        if lexical is not None and lexical.terms:
+            assert pg.lexical_search(lexical.terms, 5, 1.2, 0.75) == oracle.lexical_search(
+                lexical.terms, 5, 1.2, 0.75)
+
+
+def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
+    """Above ``exact_rows`` the HNSW index supplies top_k + margin candidates (with the
+    zero-norm rows); on a small table its candidates hold the true best, so the exact
+    re-rank gives the in-memory store's answer (zero and duplicate rows included)."""
+    memories = random_memories(11, 90, 3)
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=8) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        rng = np.random.default_rng(5)
+        now = T0 + timedelta(days=100)
+        for _ in range(8):
+            query = random_query(5, rng)
+            for k in (1, 3, 6):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+            assert_same_bank(pg.candidate_bank(query, 6, now), oracle.candidate_bank(query, 6, now))
+            counted = pg.candidate_bank(query, 6, now, everything_upto=6)
+            assert counted.total == 90
+            assert_same_bank(counted, oracle.candidate_bank(query, 6, now))
+            # far from every stored direction: the rows without one (similarity 0,
+            # not in the index) rank among the candidates
+            far = [-x for x in query] if query else query
+            assert pg.search_by_embedding(far, 40) == oracle.search_by_embedding(far, 40)
+        with pg.transaction():  # the batched search of encode_batch, inside a write
+            queries = [random_query(5, rng) for _ in range(4)]
+            assert pg.search_by_embedding_batch(queries, 7) == [
+                oracle.search_by_embedding(q, 7) for q in queries]
+
+
+def _index_options(dsn: str, table: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT c.reloptions FROM pg_class c WHERE c.relname = %s",
+            (f"{table}_memories_hnsw",),
+        ).fetchone()
+    assert row is not None, "no HNSW index"
+    return dict(opt.split("=", 1) for opt in row[0] or [])
+
+
+def _table_options(dsn: str, table: str) -> dict[str, str]:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = %s", (f"{table}_memories",)
+        ).fetchone()
+    assert row is not None, "no memories table"
+    return dict(opt.split("=", 1) for opt in row[0] or [])
+
+
+def test_the_hnsw_index_is_built_with_the_stores_options(pg_dsn: str) -> None:
+    """The index appears with the first embedding, with ``m`` / ``ef_construction``
+    as given (default 16 / 128), the table with the ``fillfactor`` given (default 70);
+    the docstring's rebuild of an existing index with another ``ef_construction``
+    works and keeps every answer."""
+    memories = random_memories(3, 40, 3)
+    default, custom = _new_table(), _new_table()
+    with PostgresStore(pg_dsn, table=default, exact_rows=0) as pg:
+        pg.save(memories[0])
+        assert _index_options(pg_dsn, default) == {"m": "16", "ef_construction": "128"}
+        assert _table_options(pg_dsn, default)["fillfactor"] == "70"
+    with PostgresStore(pg_dsn, table=custom, exact_rows=0, hnsw_m=8,
+                       hnsw_ef_construction=40, fillfactor=50) as pg:
+        with pg.transaction():
+            for m in memories:
+                pg.save(m)
+        assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "40"}
+        assert _table_options(pg_dsn, custom)["fillfactor"] == "50"
+        query = random_query(5, np.random.default_rng(1))
+        before = pg.search_by_embedding(query, 6)
+        import psycopg
+
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(f"ALTER INDEX {custom}_memories_hnsw SET (ef_construction = 128)")
+            conn.execute(f"REINDEX INDEX {custom}_memories_hnsw")
+        assert _index_options(pg_dsn, custom) == {"m": "8", "ef_construction": "128"}
+        assert pg.search_by_embedding(query, 6) == before
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("min_connections", -1), ("max_connections", 0), ("exact_rows", -1), ("ef_search", 0),
+    ("margin", -1), ("hnsw_m", 1), ("hnsw_ef_construction", 3), ("fillfactor", 9),
+    ("fillfactor", 101), ("fillfactor", 70.0), ("hnsw_m", True),
+])
+def test_a_bad_option_is_refused_naming_it_before_anything_is_created(
+    pg_dsn: str, option: str, value: Any
+) -> None:
+    import psycopg
+
+    table = _new_table()
+    with pytest.raises(ValueError, match=option):
+        PostgresStore(pg_dsn, table=table, **{option: value})
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE %s", (f"{table}\\_%",)
+        ).fetchone() == (0,)
