@@ -11,7 +11,7 @@ example, and the mem0 and LangChain integrations' scopes.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +145,13 @@ def test_bad_expiry_is_refused() -> None:
         engine.encode("x", expires_at="2030-01-01")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="one entry per content"):
         engine.encode_batch(["a", "b"], expires_at=[None])
+    late = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14)))
+    early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
+    for moment in (late, early):  # aware, but not a UTC datetime
+        with pytest.raises(ValueError, match="expires_at is outside the years 1 to 9999"):
+            engine.encode("x", expires_at=moment)
+        with pytest.raises(ValueError, match=r"expires_at\[1\] is outside"):
+            engine.encode_batch(["a", "b"], expires_at=[None, moment])
     assert len(engine) == 0
 
 

@@ -11,7 +11,7 @@ responses are built from the library's objects by :func:`memory_out`,
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -102,6 +102,17 @@ class ItemIn(_Strict):
     def _finite_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             finite_json("metadata", v)
+        return v
+
+    @field_validator("expires_at")
+    @classmethod
+    def _utc_expiry(cls, v: datetime | None) -> datetime | None:
+        """Refuse a time that has no UTC datetime (``9999-12-31T23:59:59-14:00``)."""
+        if v is not None:
+            try:
+                v.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("expires_at is outside the years 1 to 9999 in UTC") from None
         return v
 
 

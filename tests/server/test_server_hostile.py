@@ -1,0 +1,74 @@
+"""A hostile tenant against the real process: odd values in every field.
+
+One ``emotional-memory serve`` over SQLite (``tests/support/service_process.py``),
+driven with httpx. Each request here once got a 500, or got through with a value the
+documented API refuses; every one must answer 4xx naming the field, store nothing,
+and leave the server answering.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra is not installed")
+
+import httpx
+
+from support.service_process import Server, start
+
+ALICE = "alice-key-0a1b2c3d4e5f6a7b"
+KEYS = {ALICE: {"scope": ["alice"]}}
+HEADERS = {"Authorization": f"Bearer {ALICE}"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One SQLite-backed server for the module (each test in a scope of its own)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    keys = tmp / "keys.json"
+    keys.write_text(json.dumps(KEYS), encoding="utf-8")
+    srv = start(["--keys", str(keys), "--store", f"sqlite:///{tmp / 'm.db'}",
+                 "--embedder", "hashing"], tmp / "server.log")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, headers=HEADERS, timeout=120.0) as client:
+        yield client
+
+
+def _stored(http: httpx.Client, scope: str) -> list[dict[str, Any]]:
+    r = http.get("/v1/memories", params={"scope": scope})
+    assert r.status_code == 200, r.text
+    memories: list[dict[str, Any]] = r.json()["memories"]
+    return memories
+
+
+def _refused(r: httpx.Response, loc: list[Any]) -> str:
+    """The message of a 422 whose one error is at ``loc``."""
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == loc, error
+    return str(error["msg"])
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_an_expiry_outside_utcs_years_is_a_422_not_a_500(
+    http: httpx.Client, when: str, server: Server
+) -> None:
+    scope = f"expiry-{when[:4]}"
+    one = http.post("/v1/memories", json={"content": "x", "expires_at": when, "scope": [scope]})
+    assert "expires_at" in _refused(one, ["body", "expires_at"])
+    batch = http.post("/v1/memories/batch", json={
+        "items": [{"content": "kept?"}, {"content": "x", "expires_at": when}], "scope": [scope]})
+    assert "expires_at" in _refused(batch, ["body", "items", "1", "expires_at"])
+    assert _stored(http, scope) == []
+    assert "unhandled" not in server.log_text()
