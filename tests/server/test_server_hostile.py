@@ -8,6 +8,7 @@ and leave the server answering.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -15,8 +16,12 @@ from typing import Any
 import pytest
 
 pytest.importorskip("fastapi", reason="the server extra is not installed")
+pytest.importorskip("mcp", reason="the server extra is not installed")
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from support.service_process import Server, start
 
@@ -72,3 +77,55 @@ def test_an_expiry_outside_utcs_years_is_a_422_not_a_500(
     assert "expires_at" in _refused(batch, ["body", "items", "1", "expires_at"])
     assert _stored(http, scope) == []
     assert "unhandled" not in server.log_text()
+
+
+@pytest.mark.parametrize("value", [True, False, "0.5", "1e-1", None])
+def test_an_affect_number_is_a_json_number_not_a_boolean_or_a_string(
+    http: httpx.Client, value: Any
+) -> None:
+    scope = f"affect-{value!r}"
+    before = http.get("/v1/state", params={"scope": scope}).json()
+    made = http.post("/v1/memories", json={
+        "content": "x", "affect": {"valence": value, "arousal": 0.5}, "scope": [scope]})
+    assert "number" in _refused(made, ["body", "affect", "valence"])
+    batch = http.post("/v1/memories/batch", json={
+        "items": [{"content": "x", "affect": {"valence": 0.1, "arousal": value}}],
+        "scope": [scope]})
+    _refused(batch, ["body", "items", "0", "affect", "arousal"])
+    put = http.put("/v1/state/affect", json={"valence": 0.1, "arousal": 0.5,
+                                             "dominance": value, "scope": [scope]})
+    _refused(put, ["body", "dominance"])
+    found = http.post("/v1/search", json={"query": "x", "min_relevance": value,
+                                          "scope": [scope]})
+    if value is not None:  # None: no threshold
+        assert "number" in _refused(found, ["body", "min_relevance"])
+    assert _stored(http, scope) == []
+    assert http.get("/v1/state", params={"scope": scope}).json() == before
+    ok = http.post("/v1/memories", json={  # an integer is a number
+        "content": "x", "affect": {"valence": -1, "arousal": 1}, "scope": [scope]})
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["affect"]["valence"] == -1.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 1700000000000, 2.5e9, True, ["2030-01-01T00:00:00Z"]])
+def test_an_expiry_is_an_iso_string_not_a_unix_number(http: httpx.Client, value: Any) -> None:
+    scope = f"unix-{value!r}"
+    r = http.post("/v1/memories", json={"content": "x", "expires_at": value, "scope": [scope]})
+    _refused(r, ["body", "expires_at"])
+    assert _stored(http, scope) == []
+
+
+def test_mcp_remember_refuses_a_boolean_affect(server: Server, http: httpx.Client) -> None:
+    async def run() -> list[bool]:
+        client = httpx2.AsyncClient(headers=HEADERS, timeout=120.0)
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=client)) as c:
+            out = []
+            for valence in (True, "0.5"):
+                got = await c.call_tool("remember", {
+                    "content": "mcp-bool", "affect": {"valence": valence, "arousal": 0.5}})
+                out.append(got.is_error)
+            return out
+
+    assert asyncio.run(run()) == [True, True]
+    r = http.get("/v1/memories", params={"limit": 1000})
+    assert all(m["content"] != "mcp-bool" for m in r.json()["memories"])

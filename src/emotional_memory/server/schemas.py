@@ -41,7 +41,8 @@ Scope = Annotated[
         "(never leaves it). Omitted or [] = the key's own scope.",
     ),
 ]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""A finite JSON number (an integer is taken as a float; a boolean or a string is not)."""
 
 
 def finite_json(path: str, value: Any) -> None:
@@ -104,6 +105,15 @@ class ItemIn(_Strict):
             finite_json("metadata", v)
         return v
 
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def _iso_expiry(cls, v: Any) -> Any:
+        """Take a string only: a JSON number is no ISO-8601 time (pydantic would read
+        it as Unix seconds or milliseconds)."""
+        if v is not None and not isinstance(v, str | datetime):
+            raise ValueError(f"expires_at must be an ISO-8601 string, got {type(v).__name__}")
+        return v
+
     @field_validator("expires_at")
     @classmethod
     def _utc_expiry(cls, v: datetime | None) -> datetime | None:
@@ -144,7 +154,7 @@ class SearchIn(_Strict):
     )
     explain: StrictBool = Field(default=False, description="Add each result's score breakdown.")
     min_relevance: float | None = Field(
-        default=None, ge=0.0, le=1.0, allow_inf_nan=False,
+        default=None, ge=0.0, le=1.0, allow_inf_nan=False, strict=True,
         description="Drop results whose calibrated relevance probability is below this "
         "(0 to 1; possibly every result). Needs a config with a relevance calibration "
         "(python -m training fit writes one); absent: the top_k results as ranked.",
