@@ -129,3 +129,15 @@ def test_mcp_remember_refuses_a_boolean_affect(server: Server, http: httpx.Clien
     assert asyncio.run(run()) == [True, True]
     r = http.get("/v1/memories", params={"limit": 1000})
     assert all(m["content"] != "mcp-bool" for m in r.json()["memories"])
+
+
+@pytest.mark.parametrize("depth", [1000, 4000])
+def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
+    http: httpx.Client, depth: int, server: Server
+) -> None:
+    for where in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
+        r = http.get("/v1/memories", params={"where": where})
+        assert r.status_code == 400, r.text
+        assert "where" in r.json()["detail"]
+    assert http.get("/v1/memories", params={"where": '{"a": 1}'}).status_code == 200
+    assert "unhandled" not in server.log_text()

@@ -105,6 +105,10 @@ def _where_query(request: Request, where: str | None) -> Where | None:
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, "query parameter where is not valid JSON"
         ) from None
+    except RecursionError:  # [[[...]]] a thousand deep: more than the parser's stack
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, "query parameter where nests too deeply to read"
+        ) from None
     if not isinstance(parsed, dict):
         raise HTTPException(
             422,
