@@ -141,3 +141,16 @@ def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
         assert "where" in r.json()["detail"]
     assert http.get("/v1/memories", params={"where": '{"a": 1}'}).status_code == 200
     assert "unhandled" not in server.log_text()
+
+
+def test_a_query_scope_is_bounded_like_a_body_scope(http: httpx.Client) -> None:
+    deep = ["d"] * 33  # the body's bound: 32 parts
+    assert http.post("/v1/memories", json={"content": "x", "scope": deep}).status_code == 422
+    memory_id = http.post("/v1/memories", json={"content": "x", "scope": deep[:32]}).json()["id"]
+    for method, path in (("GET", "/v1/state"), ("GET", "/v1/memories"),
+                         ("GET", f"/v1/memories/{memory_id}"),
+                         ("DELETE", f"/v1/memories/{memory_id}")):
+        r = http.request(method, path, params={"scope": deep})
+        assert r.status_code == 422, (method, path, r.text)
+        assert r.json()["detail"][0]["loc"] == ["query", "scope"]
+        assert http.request(method, path, params={"scope": deep[:32]}).status_code in (200, 204)

@@ -16,6 +16,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
 from emotional_memory.server.schemas import (
+    MAX_SCOPE_DEPTH,
     BatchIn,
     ErrorOut,
     MemoriesOut,
@@ -50,7 +51,8 @@ DEFAULT_PAGE = 100
 
 ScopeQuery = Annotated[
     list[str] | None,
-    Query(description="Sub-scope (repeat for each part), appended to the key's scope."),
+    Query(max_length=MAX_SCOPE_DEPTH,
+          description="Sub-scope (repeat for each part), appended to the key's scope."),
 ]
 
 

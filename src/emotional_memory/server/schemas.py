@@ -31,12 +31,14 @@ from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
+MAX_SCOPE_DEPTH = 32
+"""Most parts a request's ``scope`` may append to its key's path (body or query)."""
 ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
 Scope = Annotated[
     list[ScopePart] | None,
     Field(
         default=None,
-        max_length=32,
+        max_length=MAX_SCOPE_DEPTH,
         description="Sub-scope to work in, appended to the API key's scope path "
         "(never leaves it). Omitted or [] = the key's own scope.",
     ),
