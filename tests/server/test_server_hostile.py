@@ -154,3 +154,15 @@ def test_a_query_scope_is_bounded_like_a_body_scope(http: httpx.Client) -> None:
         assert r.status_code == 422, (method, path, r.text)
         assert r.json()["detail"][0]["loc"] == ["query", "scope"]
         assert http.request(method, path, params={"scope": deep[:32]}).status_code in (200, 204)
+
+
+def test_a_lone_surrogate_in_a_filter_is_a_422_at_where(http: httpx.Client) -> None:
+    """No stored string holds one (content and metadata refuse it); PostgreSQL could
+    not even take it as a parameter: refused naming where, on every store."""
+    for raw in ('{"a": "\\ud800"}', '{"\\udfff": 1}', '{"emotion": {"$in": ["\\ud800"]}}'):
+        body = b'{"query": "x", "where": ' + raw.encode() + b"}"
+        found = http.post("/v1/search", content=body,
+                          headers={"Content-Type": "application/json"})
+        assert "Unicode" in _refused(found, ["body", "where"])
+        listed = http.get("/v1/memories", params={"where": raw})
+        assert "Unicode" in _refused(listed, ["query", "where"])
