@@ -166,3 +166,14 @@ def test_a_lone_surrogate_in_a_filter_is_a_422_at_where(http: httpx.Client) -> N
         assert "Unicode" in _refused(found, ["body", "where"])
         listed = http.get("/v1/memories", params={"where": raw})
         assert "Unicode" in _refused(listed, ["query", "where"])
+
+
+def test_a_json_body_without_a_content_type_is_a_415(http: httpx.Client) -> None:
+    body = json.dumps({"content": "typeless", "scope": ["typeless"]}).encode()
+    for method, path in (("POST", "/v1/memories"), ("POST", "/v1/search"),
+                         ("PUT", "/v1/state/affect")):
+        r = http.request(method, path, content=body)  # httpx sends no Content-Type
+        assert "content-type" not in r.request.headers
+        assert r.status_code == 415, r.text
+        assert "Content-Type" in r.json()["detail"]
+    assert _stored(http, "typeless") == []
