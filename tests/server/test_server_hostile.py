@@ -177,3 +177,24 @@ def test_a_json_body_without_a_content_type_is_a_415(http: httpx.Client) -> None
         assert r.status_code == 415, r.text
         assert "Content-Type" in r.json()["detail"]
     assert _stored(http, "typeless") == []
+
+
+@pytest.mark.parametrize(("body", "loc"), [
+    (b'{"content": "\\ud800", "scope": ["sur"]}', ["body", "content"]),
+    (b'{"content": "x", "metadata": {"k": "\\udfff"}, "scope": ["sur"]}', ["body", "metadata"]),
+    (b'{"content": "x", "metadata": {"\\ud800": NaN}, "scope": ["sur"]}', ["body", "metadata"]),
+    (b'{"items": [{"content": "ok"}, {"content": "a\\ud800"}], "scope": ["sur"]}',
+     ["body", "items", "1", "content"]),
+    (b'{"items": [{"content": "ok"}, {"content": "x", "metadata": {"a": ["\\ud800"]}}], '
+     b'"scope": ["sur"]}', ["body", "items", "1", "metadata"]),
+    (b'{"query": "\\ud800"}', ["body", "query"]),
+    (b'{"query": "x", "where": {"\\ud800": NaN}}', ["body", "where"]),
+])
+def test_a_lone_surrogate_is_a_422_at_its_field(http: httpx.Client, body: bytes,
+                                                 loc: list[str]) -> None:
+    path = "/v1/search" if b'"query"' in body else (
+        "/v1/memories/batch" if b'"items"' in body else "/v1/memories")
+    r = http.post(path, content=body, headers={"Content-Type": "application/json"})
+    msg = _refused(r, loc)
+    assert "not valid Unicode text" in msg and "codec" not in msg
+    assert _stored(http, "sur") == []

@@ -47,20 +47,45 @@ Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 """A finite JSON number (an integer is taken as a float; a boolean or a string is not)."""
 
 
+def unicode_text(path: str, text: str) -> str:
+    """``text``, refused when not valid Unicode (a lone surrogate: JSON's ``"\\ud800"``).
+
+    Args:
+        path: the field's name, for the message.
+        text: the string.
+
+    Returns:
+        ``text``.
+
+    Raises:
+        ValueError: it holds a lone surrogate (the message never quotes it raw).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{path} is not valid Unicode text: {exc.reason}") from None
+    return text
+
+
 def finite_json(path: str, value: Any) -> None:
-    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them).
+    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them),
+    and strings or keys that are not valid Unicode (:func:`unicode_text`).
 
     Args:
         path: the field's name, for the message (``metadata``, ``where``).
         value: parsed JSON data.
 
     Raises:
-        ValueError: a non-finite float, named by its path (``metadata.a[2]``).
+        ValueError: a non-finite float or a lone surrogate, named by its path
+            (``metadata.a[2]``).
     """
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{path} must be a finite number, got {value}")
-    if isinstance(value, dict):
+    if isinstance(value, str):
+        unicode_text(path, value)
+    elif isinstance(value, dict):
         for k, v in value.items():
+            unicode_text(f"{path} key {k!r}", k)
             finite_json(f"{path}.{k}", v)
     elif isinstance(value, list):
         for i, v in enumerate(value):
@@ -99,6 +124,11 @@ class ItemIn(_Strict):
     expires_at: AwareDatetime | None = Field(
         default=None, description="ISO-8601 time with offset after which the memory is invisible."
     )
+
+    @field_validator("content")
+    @classmethod
+    def _unicode_content(cls, v: str) -> str:
+        return unicode_text("content", v)
 
     @field_validator("metadata")
     @classmethod
@@ -162,6 +192,11 @@ class SearchIn(_Strict):
         "(python -m training fit writes one); absent: the top_k results as ranked.",
     )
     scope: Scope = None
+
+    @field_validator("query")
+    @classmethod
+    def _unicode_query(cls, v: str) -> str:
+        return unicode_text("query", v)
 
     @field_validator("where")
     @classmethod
