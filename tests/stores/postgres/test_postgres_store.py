@@ -915,36 +915,6 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
         assert mine.delete(bob.id) is False and pg.get(bob.id) == bob
 
 
-def test_a_metadata_path_deeper_than_metadata_nests_is_answered_in_linear_time(
-    store: PostgresStore,
-) -> None:
-    """Its SQL would bind every proper prefix (quadratic): the generic path answers it,
-    as the in-memory store does, and a 20,000-key path costs no more than a short one."""
-    from emotional_memory._validation import MAX_METADATA_DEPTH
-    from emotional_memory.filters import parse_where
-    from emotional_memory.stores.postgres.where import where_sql
-
-    deepest = ".".join(["a"] * MAX_METADATA_DEPTH)
-    assert where_sql(parse_where({deepest: 1}).clause) is not None
-    assert where_sql(parse_where({deepest + ".a": 1}).clause) is None
-    oracle = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
-    pg = EmotionalMemory(store, HashingEmbedder(dim=16))
-    nested: Any = 1
-    for _ in range(MAX_METADATA_DEPTH - 1):
-        nested = {"a": nested}
-    for engine in (oracle, pg):
-        engine.encode("deep", metadata={"a": nested})  # the deepest metadata there is
-        engine.encode("flat", metadata={"a": 1})
-    huge = ".".join(["a"] * 20_000)
-    for where in ({deepest: 1}, {deepest + ".a": 1}, {huge: {"$exists": False}},
-                  {huge: None}, {huge: {"$ne": 1}}, {huge: {"$in": [1, "a"]}}):
-        started = time.perf_counter()
-        got = [m.content for m in pg.list_all(where=where)]
-        assert time.perf_counter() - started < 10.0, "quadratic in the path"
-        assert got == [m.content for m in oracle.list_all(where=where)]
-    assert [m.content for m in pg.list_all(where={deepest: 1})] == ["deep"]
-
-
 def test_where_in_sql_never_lists_the_table(pg_dsn: str) -> None:
     """A ``where=`` that renders into SQL (``stores/postgres/where.py``) is answered by
     the database: ``list_all`` of the whole table is never called, and the answer is
