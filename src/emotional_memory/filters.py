@@ -129,8 +129,20 @@ def _same_kind(a: object, b: object) -> bool:
     return isinstance(a, str) and isinstance(b, str)
 
 
+def _check_unicode(where: str, text: str) -> str:
+    """``text``, refused when it is not valid Unicode (a lone surrogate such as
+    ``"\\ud800"``, which no stored string holds and PostgreSQL cannot take)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"where: {where} is not valid Unicode text: {exc.reason}") from None
+    return text
+
+
 def _check_scalar(where: str, value: object) -> Scalar:
-    if value is None or isinstance(value, str | bool):
+    if isinstance(value, str):
+        return _check_unicode(where, value)
+    if value is None or isinstance(value, bool):
         return value
     if _is_number(value):
         if isinstance(value, float) and not math.isfinite(value):
@@ -196,6 +208,7 @@ def _field_path(field: object) -> tuple[str, ...]:
         raise ValueError(f"where: a field name must be a non-empty string, got {field!r}")
     if field.startswith("$"):
         raise ValueError(f"where: unknown operator {field!r} (use $and / $or at this level)")
+    _check_unicode(f"field {field!r}", field)
     if field in BUILTIN_FIELDS:
         return ()
     parts = field.split(".")

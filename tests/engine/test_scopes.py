@@ -11,7 +11,7 @@ example, and the mem0 and LangChain integrations' scopes.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,9 @@ from support.scopes import SCOPES, T0, WORDS, Clock, tags
         ({"a": [1, 2]}, "string, number, boolean or null"),
         ({"": 1}, "non-empty string"),
         ({"a..b": 1}, "empty path segment"),
+        ({"a": "\ud800"}, "'a' \\$eq is not valid Unicode text"),
+        ({"emotion": {"$in": ["joy", "\udfff"]}}, "not valid Unicode text"),
+        ({"\ud800.b": 1}, "field .* is not valid Unicode text"),
         ({}, "empty clause"),
         (["a"], "where must be a dict"),
     ],
@@ -145,6 +148,13 @@ def test_bad_expiry_is_refused() -> None:
         engine.encode("x", expires_at="2030-01-01")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="one entry per content"):
         engine.encode_batch(["a", "b"], expires_at=[None])
+    late = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-14)))
+    early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=14)))
+    for moment in (late, early):  # aware, but not a UTC datetime
+        with pytest.raises(ValueError, match="expires_at is outside the years 1 to 9999"):
+            engine.encode("x", expires_at=moment)
+        with pytest.raises(ValueError, match=r"expires_at\[1\] is outside"):
+            engine.encode_batch(["a", "b"], expires_at=[None, moment])
     assert len(engine) == 0
 
 

@@ -34,14 +34,24 @@ search's working memory; any size gives the same links)."""
 
 
 def _check_expiry(value: object, field: str) -> datetime | None:
-    """An ``expires_at`` argument: None, or an aware datetime (as UTC)."""
+    """An ``expires_at`` argument: None, or an aware datetime (as UTC).
+
+    Raises:
+        TypeError: not a datetime. ValueError: naive, or outside the years 1..9999
+            once in UTC (``9999-12-31T23:59:59-14:00``), named by ``field``.
+    """
     if value is None:
         return None
     if not isinstance(value, datetime):
         raise TypeError(f"{field} must be an aware datetime or None, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{field} must be timezone-aware")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{field} is outside the years 1 to 9999 in UTC, got {value.isoformat()}"
+        ) from None
 
 
 def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response, status
 from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
 from emotional_memory.server.schemas import (
+    MAX_SCOPE_DEPTH,
     BatchIn,
     ErrorOut,
     MemoriesOut,
@@ -50,7 +51,8 @@ DEFAULT_PAGE = 100
 
 ScopeQuery = Annotated[
     list[str] | None,
-    Query(description="Sub-scope (repeat for each part), appended to the key's scope."),
+    Query(max_length=MAX_SCOPE_DEPTH,
+          description="Sub-scope (repeat for each part), appended to the key's scope."),
 ]
 
 
@@ -104,6 +106,10 @@ def _where_query(request: Request, where: str | None) -> Where | None:
     except (json.JSONDecodeError, ValueError):  # ValueError: an integer too long to read
         raise HTTPException(
             status.HTTP_400_BAD_REQUEST, "query parameter where is not valid JSON"
+        ) from None
+    except RecursionError:  # [[[...]]] a thousand deep: more than the parser's stack
+        raise HTTPException(
+            status.HTTP_400_BAD_REQUEST, "query parameter where nests too deeply to read"
         ) from None
     if not isinstance(parsed, dict):
         raise HTTPException(

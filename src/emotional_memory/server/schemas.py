@@ -11,7 +11,7 @@ responses are built from the library's objects by :func:`memory_out`,
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 from pydantic import (
@@ -31,33 +31,61 @@ from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
+MAX_SCOPE_DEPTH = 32
+"""Most parts a request's ``scope`` may append to its key's path (body or query)."""
 ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
 Scope = Annotated[
     list[ScopePart] | None,
     Field(
         default=None,
-        max_length=32,
+        max_length=MAX_SCOPE_DEPTH,
         description="Sub-scope to work in, appended to the API key's scope path "
         "(never leaves it). Omitted or [] = the key's own scope.",
     ),
 ]
-Finite = Annotated[float, Field(allow_inf_nan=False)]
+Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
+"""A finite JSON number (an integer is taken as a float; a boolean or a string is not)."""
+
+
+def unicode_text(path: str, text: str) -> str:
+    """``text``, refused when not valid Unicode (a lone surrogate: JSON's ``"\\ud800"``).
+
+    Args:
+        path: the field's name, for the message.
+        text: the string.
+
+    Returns:
+        ``text``.
+
+    Raises:
+        ValueError: it holds a lone surrogate (the message never quotes it raw).
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{path} is not valid Unicode text: {exc.reason}") from None
+    return text
 
 
 def finite_json(path: str, value: Any) -> None:
-    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them).
+    """Reject NaN and infinities anywhere in JSON data (Python's json accepts them),
+    and strings or keys that are not valid Unicode (:func:`unicode_text`).
 
     Args:
         path: the field's name, for the message (``metadata``, ``where``).
         value: parsed JSON data.
 
     Raises:
-        ValueError: a non-finite float, named by its path (``metadata.a[2]``).
+        ValueError: a non-finite float or a lone surrogate, named by its path
+            (``metadata.a[2]``).
     """
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{path} must be a finite number, got {value}")
-    if isinstance(value, dict):
+    if isinstance(value, str):
+        unicode_text(path, value)
+    elif isinstance(value, dict):
         for k, v in value.items():
+            unicode_text(f"{path} key {k!r}", k)
             finite_json(f"{path}.{k}", v)
     elif isinstance(value, list):
         for i, v in enumerate(value):
@@ -97,11 +125,36 @@ class ItemIn(_Strict):
         default=None, description="ISO-8601 time with offset after which the memory is invisible."
     )
 
+    @field_validator("content")
+    @classmethod
+    def _unicode_content(cls, v: str) -> str:
+        return unicode_text("content", v)
+
     @field_validator("metadata")
     @classmethod
     def _finite_metadata(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
         if v is not None:
             finite_json("metadata", v)
+        return v
+
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def _iso_expiry(cls, v: Any) -> Any:
+        """Take a string only: a JSON number is no ISO-8601 time (pydantic would read
+        it as Unix seconds or milliseconds)."""
+        if v is not None and not isinstance(v, str | datetime):
+            raise ValueError(f"expires_at must be an ISO-8601 string, got {type(v).__name__}")
+        return v
+
+    @field_validator("expires_at")
+    @classmethod
+    def _utc_expiry(cls, v: datetime | None) -> datetime | None:
+        """Refuse a time that has no UTC datetime (``9999-12-31T23:59:59-14:00``)."""
+        if v is not None:
+            try:
+                v.astimezone(UTC)
+            except OverflowError:
+                raise ValueError("expires_at is outside the years 1 to 9999 in UTC") from None
         return v
 
 
@@ -133,12 +186,17 @@ class SearchIn(_Strict):
     )
     explain: StrictBool = Field(default=False, description="Add each result's score breakdown.")
     min_relevance: float | None = Field(
-        default=None, ge=0.0, le=1.0, allow_inf_nan=False,
+        default=None, ge=0.0, le=1.0, allow_inf_nan=False, strict=True,
         description="Drop results whose calibrated relevance probability is below this "
         "(0 to 1; possibly every result). Needs a config with a relevance calibration "
         "(python -m training fit writes one); absent: the top_k results as ranked.",
     )
     scope: Scope = None
+
+    @field_validator("query")
+    @classmethod
+    def _unicode_query(cls, v: str) -> str:
+        return unicode_text("query", v)
 
     @field_validator("where")
     @classmethod

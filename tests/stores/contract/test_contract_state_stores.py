@@ -15,6 +15,7 @@ Over every state backend (in-memory, SQLite, PostgreSQL, Redis on a real server)
 
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import timedelta
 
@@ -89,6 +90,25 @@ def test_scoped_stores_keep_one_state_per_path(state_backend: StateBackend) -> N
         assert session.key == scoped_key(root.key, ("alice", "s1"))
     alice.clear()
     assert alice.load() is None and session.load() is not None
+
+
+def test_a_deep_scope_of_long_parts_keeps_its_own_state(state_backend: StateBackend) -> None:
+    """32 parts of 1,024 bytes (the most a service request may name): a key past a
+    btree index entry's size on PostgreSQL, still one state per path."""
+    root = state_backend.new(key="deep")
+    # incompressible parts (PostgreSQL compresses a long key of one repeated letter)
+    long_parts = tuple(
+        "".join(hashlib.sha256(f"{i}/{j}".encode()).hexdigest() for j in range(16))
+        for i in range(32)
+    )
+    deep, sibling = root.scoped(long_parts), root.scoped((*long_parts[:-1], "other"))
+    deep.save(moved_state(0.1))
+    sibling.save(moved_state(0.2))
+    assert root.scoped(long_parts).load_snapshot() == moved_state(0.1).snapshot()
+    assert sibling.load_snapshot() == moved_state(0.2).snapshot()
+    assert root.load() is None
+    deep.clear()
+    assert deep.load() is None and sibling.load() is not None
 
 
 @pytest.mark.parametrize("state_backend", DURABLE_STATE_STORES, indirect=True)

@@ -163,7 +163,9 @@ class _Reader(_Writer):
         Returns:
             The memories.
         """
-        ids = list(memory_ids)
+        # a text column cannot hold NUL, so no stored id has one (PostgreSQL would
+        # refuse the parameter): such an id is simply unknown
+        ids = [mid for mid in memory_ids if "\x00" not in mid]
         if not ids:
             return []
         lock = self._lock_rows()
@@ -280,7 +282,7 @@ class _Reader(_Writer):
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
-        if not isinstance(memory_id, str):
+        if not isinstance(memory_id, str) or "\x00" in memory_id:  # NUL: in no row
             return False
         with self._read(single=True) as cur:
             f, args = self._filter_args(memory_id)

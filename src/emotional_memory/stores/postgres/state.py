@@ -13,6 +13,7 @@ One row per ``key`` in ``{table}_state``, next to a
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import threading
 from collections.abc import Iterator
@@ -33,6 +34,18 @@ def _check_key(key: str) -> str:
     if not isinstance(key, str) or not key:
         raise ValueError("key must be a non-empty string")
     return key
+
+
+MAX_ROW_KEY_BYTES = 2000
+"""Longest key kept as it is in the ``key`` column (UTF-8 bytes); a longer one (a
+deep scope of long parts: 32 x 1,024 bytes) is kept as ``sha256:`` + its digest,
+since a btree index entry holds at most about 2,700 bytes."""
+
+
+def _row_key(key: str) -> str:
+    """The ``key`` column's value for state key ``key`` (see :data:`MAX_ROW_KEY_BYTES`)."""
+    raw = key.encode("utf-8")
+    return key if len(raw) <= MAX_ROW_KEY_BYTES else "sha256:" + hashlib.sha256(raw).hexdigest()
 
 
 class PostgresAffectiveStateStore:
@@ -211,7 +224,7 @@ class PostgresAffectiveStateStore:
                 f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
                 "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at",
-                (self._key, text, text, datetime.now(UTC)),
+                (_row_key(self._key), text, text, datetime.now(UTC)),
             )
 
     def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
@@ -243,7 +256,7 @@ class PostgresAffectiveStateStore:
         with self._reading() as cur:
             row = cur.execute(
                 f"SELECT snapshot_json, xmin::text FROM {self._table} WHERE key = %s",
-                (self._key,),
+                (_row_key(self._key),),
             ).fetchone()
         if row is None:
             return None, ""
@@ -256,7 +269,7 @@ class PostgresAffectiveStateStore:
             self.save(state)
             with self._transaction() as cur:
                 row = cur.execute(
-                    f"SELECT xmin::text FROM {self._table} WHERE key = %s", (self._key,)
+                    f"SELECT xmin::text FROM {self._table} WHERE key = %s", (_row_key(self._key),)
                 ).fetchone()
         return str(row[0])
 
@@ -269,7 +282,7 @@ class PostgresAffectiveStateStore:
         """The stored snapshot dict (a new dict), or None."""
         with self._reading() as cur:
             row = cur.execute(
-                f"SELECT snapshot_json FROM {self._table} WHERE key = %s", (self._key,)
+                f"SELECT snapshot_json FROM {self._table} WHERE key = %s", (_row_key(self._key),)
             ).fetchone()
         if row is None:
             return None
@@ -280,14 +293,14 @@ class PostgresAffectiveStateStore:
         """When the snapshot was last saved (aware), or None."""
         with self._reading() as cur:
             row = cur.execute(
-                f"SELECT updated_at FROM {self._table} WHERE key = %s", (self._key,)
+                f"SELECT updated_at FROM {self._table} WHERE key = %s", (_row_key(self._key),)
             ).fetchone()
         return None if row is None else row[0]
 
     def clear(self) -> None:
         """Forget the stored snapshot."""
         with self._transaction() as cur:
-            cur.execute(f"DELETE FROM {self._table} WHERE key = %s", (self._key,))
+            cur.execute(f"DELETE FROM {self._table} WHERE key = %s", (_row_key(self._key),))
 
     def close(self) -> None:
         """Close the own connection (idempotent); a shared store stays open."""

@@ -16,8 +16,9 @@ filtered path. What is rendered:
   (missing or JSON null), ``$ne``, ``$in``, ``$nin``, ``$exists`` and numeric ranges.
 
 Not rendered (None): ranges with a string operand (SQL orders text by collation, the
-reference by code point). Every leaf is wrapped in ``COALESCE(..., false)`` so SQL's
-NULL never leaks into ``NOT``.
+reference by code point), and metadata paths of more keys than metadata can nest
+(``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path). Every
+leaf is wrapped in ``COALESCE(..., false)`` so SQL's NULL never leaks into ``NOT``.
 
 Every value of the filter is a bound parameter (named placeholders, see
 :class:`Bind`), never text of the statement: no quoting to get wrong, whatever the
@@ -32,6 +33,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from emotional_memory._validation import MAX_METADATA_DEPTH
 from emotional_memory.filters import And, Clause, Compare, Or
 
 __all__ = ["Bind", "positional", "where_sql"]
@@ -160,6 +162,12 @@ def _path(bind: Bind, keys: tuple[str, ...]) -> str:
 
 def _metadata(c: Compare, bind: Bind) -> str:
     path = c.path
+    if len(path) > MAX_METADATA_DEPTH:
+        # one guard per proper prefix, each binding that prefix: SQL and parameters
+        # grow with the square of the path (a 10,000-key path bound 50M array items
+        # and ran for minutes). No stored metadata nests that deep; the generic path
+        # walks the keys in Python, stopping at the first missing one.
+        raise _Unrenderable
     value = f"(metadata #> {_path(bind, path)})"
     guards = [
         f"jsonb_typeof(metadata #> {_path(bind, path[:i])}) = 'object'"

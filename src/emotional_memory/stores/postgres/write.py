@@ -378,8 +378,10 @@ class _Writer(_Schema):
             memory_id: the id.
 
         Returns:
-            True when it existed.
+            True when it existed (never for an id holding NUL, which no row can).
         """
+        if "\x00" in memory_id:
+            return False
         f, args = self._filter_args(memory_id)
         with self._write() as cur:
             row = cur.execute(

@@ -1,0 +1,200 @@
+"""A hostile tenant against the real process: odd values in every field.
+
+One ``emotional-memory serve`` over SQLite (``tests/support/service_process.py``),
+driven with httpx. Each request here once got a 500, or got through with a value the
+documented API refuses; every one must answer 4xx naming the field, store nothing,
+and leave the server answering.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra is not installed")
+pytest.importorskip("mcp", reason="the server extra is not installed")
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from support.service_process import Server, start
+
+ALICE = "alice-key-0a1b2c3d4e5f6a7b"
+KEYS = {ALICE: {"scope": ["alice"]}}
+HEADERS = {"Authorization": f"Bearer {ALICE}"}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One SQLite-backed server for the module (each test in a scope of its own)."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    keys = tmp / "keys.json"
+    keys.write_text(json.dumps(KEYS), encoding="utf-8")
+    srv = start(["--keys", str(keys), "--store", f"sqlite:///{tmp / 'm.db'}",
+                 "--embedder", "hashing"], tmp / "server.log")
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+@pytest.fixture
+def http(server: Server) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=server.url, headers=HEADERS, timeout=120.0) as client:
+        yield client
+
+
+def _stored(http: httpx.Client, scope: str) -> list[dict[str, Any]]:
+    r = http.get("/v1/memories", params={"scope": scope})
+    assert r.status_code == 200, r.text
+    memories: list[dict[str, Any]] = r.json()["memories"]
+    return memories
+
+
+def _refused(r: httpx.Response, loc: list[Any]) -> str:
+    """The message of a 422 whose one error is at ``loc``."""
+    assert r.status_code == 422, r.text
+    (error,) = r.json()["detail"]
+    assert error["loc"] == loc, error
+    return str(error["msg"])
+
+
+@pytest.mark.parametrize("when", ["9999-12-31T23:59:59-14:00", "0001-01-01T00:00:00+14:00"])
+def test_an_expiry_outside_utcs_years_is_a_422_not_a_500(
+    http: httpx.Client, when: str, server: Server
+) -> None:
+    scope = f"expiry-{when[:4]}"
+    one = http.post("/v1/memories", json={"content": "x", "expires_at": when, "scope": [scope]})
+    assert "expires_at" in _refused(one, ["body", "expires_at"])
+    batch = http.post("/v1/memories/batch", json={
+        "items": [{"content": "kept?"}, {"content": "x", "expires_at": when}], "scope": [scope]})
+    assert "expires_at" in _refused(batch, ["body", "items", "1", "expires_at"])
+    assert _stored(http, scope) == []
+    assert "unhandled" not in server.log_text()
+
+
+@pytest.mark.parametrize("value", [True, False, "0.5", "1e-1", None])
+def test_an_affect_number_is_a_json_number_not_a_boolean_or_a_string(
+    http: httpx.Client, value: Any
+) -> None:
+    scope = f"affect-{value!r}"
+    before = http.get("/v1/state", params={"scope": scope}).json()
+    made = http.post("/v1/memories", json={
+        "content": "x", "affect": {"valence": value, "arousal": 0.5}, "scope": [scope]})
+    assert "number" in _refused(made, ["body", "affect", "valence"])
+    batch = http.post("/v1/memories/batch", json={
+        "items": [{"content": "x", "affect": {"valence": 0.1, "arousal": value}}],
+        "scope": [scope]})
+    _refused(batch, ["body", "items", "0", "affect", "arousal"])
+    put = http.put("/v1/state/affect", json={"valence": 0.1, "arousal": 0.5,
+                                             "dominance": value, "scope": [scope]})
+    _refused(put, ["body", "dominance"])
+    found = http.post("/v1/search", json={"query": "x", "min_relevance": value,
+                                          "scope": [scope]})
+    if value is not None:  # None: no threshold
+        assert "number" in _refused(found, ["body", "min_relevance"])
+    assert _stored(http, scope) == []
+    assert http.get("/v1/state", params={"scope": scope}).json() == before
+    ok = http.post("/v1/memories", json={  # an integer is a number
+        "content": "x", "affect": {"valence": -1, "arousal": 1}, "scope": [scope]})
+    assert ok.status_code == 201, ok.text
+    assert ok.json()["affect"]["valence"] == -1.0
+
+
+@pytest.mark.parametrize("value", [0, -1, 1700000000000, 2.5e9, True, ["2030-01-01T00:00:00Z"]])
+def test_an_expiry_is_an_iso_string_not_a_unix_number(http: httpx.Client, value: Any) -> None:
+    scope = f"unix-{value!r}"
+    r = http.post("/v1/memories", json={"content": "x", "expires_at": value, "scope": [scope]})
+    _refused(r, ["body", "expires_at"])
+    assert _stored(http, scope) == []
+
+
+def test_mcp_remember_refuses_a_boolean_affect(server: Server, http: httpx.Client) -> None:
+    async def run() -> list[bool]:
+        client = httpx2.AsyncClient(headers=HEADERS, timeout=120.0)
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=client)) as c:
+            out = []
+            for valence in (True, "0.5"):
+                got = await c.call_tool("remember", {
+                    "content": "mcp-bool", "affect": {"valence": valence, "arousal": 0.5}})
+                out.append(got.is_error)
+            return out
+
+    assert asyncio.run(run()) == [True, True]
+    r = http.get("/v1/memories", params={"limit": 1000})
+    assert all(m["content"] != "mcp-bool" for m in r.json()["memories"])
+
+
+@pytest.mark.parametrize("depth", [1000, 4000])
+def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
+    http: httpx.Client, depth: int, server: Server
+) -> None:
+    for where in ("[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth):
+        r = http.get("/v1/memories", params={"where": where})
+        assert r.status_code == 400, r.text
+        assert "where" in r.json()["detail"]
+    assert http.get("/v1/memories", params={"where": '{"a": 1}'}).status_code == 200
+    assert "unhandled" not in server.log_text()
+
+
+def test_a_query_scope_is_bounded_like_a_body_scope(http: httpx.Client) -> None:
+    deep = ["d"] * 33  # the body's bound: 32 parts
+    assert http.post("/v1/memories", json={"content": "x", "scope": deep}).status_code == 422
+    memory_id = http.post("/v1/memories", json={"content": "x", "scope": deep[:32]}).json()["id"]
+    for method, path in (("GET", "/v1/state"), ("GET", "/v1/memories"),
+                         ("GET", f"/v1/memories/{memory_id}"),
+                         ("DELETE", f"/v1/memories/{memory_id}")):
+        r = http.request(method, path, params={"scope": deep})
+        assert r.status_code == 422, (method, path, r.text)
+        assert r.json()["detail"][0]["loc"] == ["query", "scope"]
+        assert http.request(method, path, params={"scope": deep[:32]}).status_code in (200, 204)
+
+
+def test_a_lone_surrogate_in_a_filter_is_a_422_at_where(http: httpx.Client) -> None:
+    """No stored string holds one (content and metadata refuse it); PostgreSQL could
+    not even take it as a parameter: refused naming where, on every store."""
+    for raw in ('{"a": "\\ud800"}', '{"\\udfff": 1}', '{"emotion": {"$in": ["\\ud800"]}}'):
+        body = b'{"query": "x", "where": ' + raw.encode() + b"}"
+        found = http.post("/v1/search", content=body,
+                          headers={"Content-Type": "application/json"})
+        assert "Unicode" in _refused(found, ["body", "where"])
+        listed = http.get("/v1/memories", params={"where": raw})
+        assert "Unicode" in _refused(listed, ["query", "where"])
+
+
+def test_a_json_body_without_a_content_type_is_a_415(http: httpx.Client) -> None:
+    body = json.dumps({"content": "typeless", "scope": ["typeless"]}).encode()
+    for method, path in (("POST", "/v1/memories"), ("POST", "/v1/search"),
+                         ("PUT", "/v1/state/affect")):
+        r = http.request(method, path, content=body)  # httpx sends no Content-Type
+        assert "content-type" not in r.request.headers
+        assert r.status_code == 415, r.text
+        assert "Content-Type" in r.json()["detail"]
+    assert _stored(http, "typeless") == []
+
+
+@pytest.mark.parametrize(("body", "loc"), [
+    (b'{"content": "\\ud800", "scope": ["sur"]}', ["body", "content"]),
+    (b'{"content": "x", "metadata": {"k": "\\udfff"}, "scope": ["sur"]}', ["body", "metadata"]),
+    (b'{"content": "x", "metadata": {"\\ud800": NaN}, "scope": ["sur"]}', ["body", "metadata"]),
+    (b'{"items": [{"content": "ok"}, {"content": "a\\ud800"}], "scope": ["sur"]}',
+     ["body", "items", "1", "content"]),
+    (b'{"items": [{"content": "ok"}, {"content": "x", "metadata": {"a": ["\\ud800"]}}], '
+     b'"scope": ["sur"]}', ["body", "items", "1", "metadata"]),
+    (b'{"query": "\\ud800"}', ["body", "query"]),
+    (b'{"query": "x", "where": {"\\ud800": NaN}}', ["body", "where"]),
+])
+def test_a_lone_surrogate_is_a_422_at_its_field(http: httpx.Client, body: bytes,
+                                                 loc: list[str]) -> None:
+    path = "/v1/search" if b'"query"' in body else (
+        "/v1/memories/batch" if b'"items"' in body else "/v1/memories")
+    r = http.post(path, content=body, headers={"Content-Type": "application/json"})
+    msg = _refused(r, loc)
+    assert "not valid Unicode text" in msg and "codec" not in msg
+    assert _stored(http, "sur") == []
