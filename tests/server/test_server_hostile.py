@@ -131,6 +131,51 @@ def test_mcp_remember_refuses_a_boolean_affect(server: Server, http: httpx.Clien
     assert all(m["content"] != "mcp-bool" for m in r.json()["memories"])
 
 
+def test_mcp_tools_refuse_loose_numbers_and_unknown_arguments(
+    server: Server, http: httpx.Client
+) -> None:
+    """A bool or fractional ``top_k``, a bool or string valence, or an argument the tool
+    does not declare (here an expiry ``remember`` cannot honour, and a scope) is an
+    error, never a silent coercion or a dropped argument; nothing is stored or set."""
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("recall", {"query": "x", "top_k": True}),
+        ("recall", {"query": "x", "top_k": 2.5}),
+        ("recall", {"query": "x", "min_relevance": True}),
+        ("set_mood", {"valence": True, "arousal": 0.5}),
+        ("set_mood", {"valence": "0.5", "arousal": 0.5}),
+        ("set_mood", {"valence": 0.9, "arousal": 0.5, "scope": ["bob"]}),
+        ("remember", {"content": "mcp-extra", "expires_at": "2000-01-01T00:00:00Z"}),
+        ("recall", {"query": "x", "topk": 3}),
+    ]
+
+    async def run() -> tuple[list[tuple[bool, str]], Any, bool]:
+        client = httpx2.AsyncClient(headers=HEADERS, timeout=120.0)
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=client)) as c:
+            tools = {t.name: t for t in (await c.list_tools()).tools}
+            before = (await c.call_tool("mood", {})).structured_content
+            out = []
+            for name, args in calls:
+                got = await c.call_tool(name, args)
+                text = got.content[0].text if got.content else ""
+                out.append((got.is_error, str(text)))
+            after = (await c.call_tool("mood", {})).structured_content
+            ok = await c.call_tool("recall", {"query": "x", "top_k": 2})
+            closed = all(t.input_schema.get("additionalProperties") is False
+                         for t in tools.values())
+            return out, (before, after, ok.is_error), closed
+
+    out, (before, after, ok_error), closed = asyncio.run(run())
+    for (name, args), (is_error, text) in zip(calls, out, strict=True):
+        assert is_error, (name, args, text)
+    assert "scope" in out[5][1] and "expires_at" in out[6][1] and "topk" in out[7][1]
+    assert before is not None and after is not None
+    assert after["core_affect"] == before["core_affect"]
+    assert ok_error is False
+    assert closed  # each tool's published schema says it takes no other argument
+    r = http.get("/v1/memories", params={"limit": 1000})
+    assert all(m["content"] != "mcp-extra" for m in r.json()["memories"])
+
+
 @pytest.mark.parametrize("depth", [1000, 4000])
 def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
     http: httpx.Client, depth: int, server: Server

@@ -11,12 +11,13 @@ request the auth middleware authenticated; over stdio (``emotional-memory mcp
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
@@ -135,6 +136,19 @@ def fixed_principal(path: tuple[str, ...]) -> PrincipalOf:
     return lambda ctx: principal
 
 
+def _strict(tool: Tool) -> Tool:
+    """``tool`` refusing arguments it does not declare (a misspelt or unsupported
+    argument would otherwise be dropped without a word) and listing that in its schema."""
+    base = tool.fn_metadata.arg_model
+    strict = cast("type[BaseModel]", type(base.__name__, (base,), {
+        "__module__": base.__module__,
+        "model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
+    }))
+    metadata = tool.fn_metadata.model_copy(update={"arg_model": strict})
+    return tool.model_copy(update={"fn_metadata": metadata,
+                                   "parameters": strict.model_json_schema(by_alias=True)})
+
+
 def _text(content: str, structured: BaseModel) -> CallToolResult:
     return CallToolResult(
         content=[TextContent(type="text", text=content)],
@@ -163,19 +177,9 @@ def _moved(change: MoodChange) -> str:
 _SOURCES = {"given": "as given", "text": "estimated from the text", "current": "the current affect"}
 
 
-def _add_remember(
-    mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf, felt: str
-) -> None:
-    """Register ``remember``: store a memory, its affect given or estimated."""
+def _remember_tool(service: MemoryService, principal_of: PrincipalOf, felt: str) -> Tool:
+    """The ``remember`` tool: store a memory, its affect given or estimated."""
 
-    @mcp.tool(
-        description=(
-            "Store a memory: a short, self-contained statement worth recalling later "
-            f"(a fact, an event, a preference); {felt}. Returns the new memory with its "
-            "id, its affect and emotion, and how the mood moved."
-        ),
-        annotations=_WRITES,
-    )
     async def remember(
         ctx: Context,
         content: Annotated[str, Field(description="The text to remember.", min_length=1)],
@@ -214,26 +218,28 @@ def _add_remember(
             out,
         )
 
-
-def _add_recall(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
-    """Register ``recall``: the memories most relevant to a query."""
-
-    @mcp.tool(
+    return _strict(Tool.from_function(
+        remember,
         description=(
-            "Find the memories most relevant to a query, ranked by meaning and by the "
-            "current mood. Optional `where` filters on metadata or built-ins, e.g. "
-            '{"topic": "work"} or {"valence": {"$lt": 0}}. Returns each memory\'s id, '
-            "text and score."
+            "Store a memory: a short, self-contained statement worth recalling later "
+            f"(a fact, an event, a preference); {felt}. Returns the new memory with its "
+            "id, its affect and emotion, and how the mood moved."
         ),
         annotations=_WRITES,
-    )
+    ))
+
+
+def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
+    """The ``recall`` tool: the memories most relevant to a query."""
+
     async def recall(
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         top_k: Annotated[
             int,
             Field(
-                description="How many memories at most (the service's max_top_k bounds it).", ge=1
+                description="How many memories at most (the service's max_top_k bounds it).", ge=1,
+                strict=True,
             ),
         ] = 5,
         where: Annotated[
@@ -251,6 +257,7 @@ def _add_recall(mcp: MCPServer, service: MemoryService, principal_of: PrincipalO
                 "is relevant enough. Needs a fitted config.",
                 ge=0.0,
                 le=1.0,
+                strict=True,
             ),
         ] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
@@ -265,14 +272,21 @@ def _add_recall(mcp: MCPServer, service: MemoryService, principal_of: PrincipalO
         ]
         return _text("\n".join(lines), out)
 
+    return _strict(Tool.from_function(
+        recall,
+        description=(
+            "Find the memories most relevant to a query, ranked by meaning and by the "
+            "current mood. Optional `where` filters on metadata or built-ins, e.g. "
+            '{"topic": "work"} or {"valence": {"$lt": 0}}. Returns each memory\'s id, '
+            "text and score."
+        ),
+        annotations=_WRITES,
+    ))
 
-def _add_forget(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
-    """Register ``forget``: delete a memory by id."""
 
-    @mcp.tool(
-        description="Delete a memory by its id (as returned by remember or recall).",
-        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
-    )
+def _forget_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
+    """The ``forget`` tool: delete a memory by id."""
+
     async def forget(
         ctx: Context,
         id: Annotated[str, Field(description="The memory's id.")],
@@ -282,18 +296,16 @@ def _add_forget(mcp: MCPServer, service: MemoryService, principal_of: PrincipalO
             raise ToolError(f"no memory with id {id!r} in this scope")
         return _text(f"Forgot memory {id}.", ForgetOut(id=id, deleted=True))
 
+    return _strict(Tool.from_function(
+        forget,
+        description="Delete a memory by its id (as returned by remember or recall).",
+        annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True),
+    ))
 
-def _add_mood(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
-    """Register ``mood``: the affective state and how the mood moved."""
 
-    @mcp.tool(
-        description=(
-            "The current affective state: core affect (valence -1..1, arousal 0..1, "
-            "dominance 0..1), its momentum, the slower-moving mood, and how the mood "
-            "moved since the previous mood call."
-        ),
-        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=False),
-    )
+def _mood_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
+    """The ``mood`` tool: the affective state and how the mood moved."""
+
     async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
         principal = principal_of(ctx)
         state, previous = await service.mood_change(principal.scope)
@@ -311,28 +323,36 @@ def _add_mood(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf)
             out,
         )
 
-
-def _add_set_mood(mcp: MCPServer, service: MemoryService, principal_of: PrincipalOf) -> None:
-    """Register ``set_mood``: record how the user feels now."""
-
-    @mcp.tool(
+    return _strict(Tool.from_function(
+        mood,
         description=(
-            "Record how the user feels now; the mood follows gradually and colours what "
-            "is remembered and recalled next. valence: -1 (very unpleasant) to 1 (very "
-            "pleasant); arousal: 0 (calm) to 1 (excited)."
+            "The current affective state: core affect (valence -1..1, arousal 0..1, "
+            "dominance 0..1), its momentum, the slower-moving mood, and how the mood "
+            "moved since the previous mood call."
         ),
-        annotations=_WRITES,
-    )
+        annotations=ToolAnnotations(readOnlyHint=True, idempotentHint=False),
+    ))
+
+
+def _set_mood_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
+    """The ``set_mood`` tool: record how the user feels now."""
+
     async def set_mood(
         ctx: Context,
         valence: Annotated[
-            float, Field(description="Pleasantness, -1..1.", ge=-1.0, le=1.0, allow_inf_nan=False)
+            float,
+            Field(description="Pleasantness, -1..1.", ge=-1.0, le=1.0,
+                  allow_inf_nan=False, strict=True),
         ],
         arousal: Annotated[
-            float, Field(description="Activation, 0..1.", ge=0.0, le=1.0, allow_inf_nan=False)
+            float,
+            Field(description="Activation, 0..1.", ge=0.0, le=1.0,
+                  allow_inf_nan=False, strict=True),
         ],
         dominance: Annotated[
-            float, Field(description="Sense of control, 0..1.", ge=0.0, le=1.0, allow_inf_nan=False)
+            float,
+            Field(description="Sense of control, 0..1.", ge=0.0, le=1.0,
+                  allow_inf_nan=False, strict=True),
         ] = 0.5,
     ) -> Annotated[CallToolResult, StateOut]:
         from emotional_memory.affect import CoreAffect
@@ -346,6 +366,16 @@ def _add_set_mood(mcp: MCPServer, service: MemoryService, principal_of: Principa
             f"{m.valence:+.2f}, arousal {m.arousal:.2f}.",
             out,
         )
+
+    return _strict(Tool.from_function(
+        set_mood,
+        description=(
+            "Record how the user feels now; the mood follows gradually and colours what "
+            "is remembered and recalled next. valence: -1 (very unpleasant) to 1 (very "
+            "pleasant); arousal: 0 (calm) to 1 (excited)."
+        ),
+        annotations=_WRITES,
+    ))
 
 
 def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
@@ -365,7 +395,14 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
         if service.rates_text
         else "it is stored with `affect` when given, else with the current affective state"
     )
-    mcp = MCPServer(
+    tools = [
+        _remember_tool(service, principal_of, felt),
+        _recall_tool(service, principal_of),
+        _forget_tool(service, principal_of),
+        _mood_tool(service, principal_of),
+        _set_mood_tool(service, principal_of),
+    ]
+    return MCPServer(
         "emotional-memory",
         instructions=(
             "Long-term memory with feelings. Call `remember` to store something worth "
@@ -375,10 +412,5 @@ def build_mcp(service: MemoryService, principal_of: PrincipalOf) -> MCPServer:
             "mood moved, and `set_mood` when the user's feelings change."
         ),
         log_level="WARNING",
+        tools=tools,
     )
-    _add_remember(mcp, service, principal_of, felt)
-    _add_recall(mcp, service, principal_of)
-    _add_forget(mcp, service, principal_of)
-    _add_mood(mcp, service, principal_of)
-    _add_set_mood(mcp, service, principal_of)
-    return mcp
