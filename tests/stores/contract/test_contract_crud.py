@@ -108,12 +108,13 @@ def test_delete_answers_whether_it_removed(backend: Backend) -> None:
     assert [m.id for m in store.search_by_embedding([1, 0], 5)] == [b.id]
 
 
-def test_an_id_with_a_nul_character_is_an_unknown_id(backend: Backend) -> None:
-    """PostgreSQL's text cannot hold NUL: such an id is in no store, never an error."""
+def test_an_id_with_a_nul_or_a_lone_surrogate_is_an_unknown_id(backend: Backend) -> None:
+    """PostgreSQL's text cannot hold NUL (nor UTF-8 a lone surrogate): such an id is in
+    no store, never an error."""
     store = backend.new()
     a = mem("a", [1, 0])
     store.save(a)
-    for odd in ("\x00", "a\x00b", a.id + "\x00"):
+    for odd in ("\x00", "a\x00b", a.id + "\x00", "\ud800", a.id + "\udfff"):
         assert store.get(odd) is None and odd not in store
         assert store.delete(odd) is False
     assert store.list_all() == [a]

@@ -438,6 +438,26 @@ def row_arrays(capacity: int) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros((capacity, TAG_F)), np.zeros((capacity, TAG_I), dtype=np.int64)
 
 
+def storable_id(memory_id: str) -> bool:
+    """Whether a database can hold ``memory_id``: no NUL (PostgreSQL's text refuses it)
+    and valid UTF-8 (no lone surrogate). Any other id is stored nowhere, so a store
+    answers it as unknown instead of passing it to its driver.
+
+    Args:
+        memory_id: the id.
+
+    Returns:
+        True when it can be stored.
+    """
+    if "\x00" in memory_id:
+        return False
+    try:
+        memory_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def dump_memory(memory: Memory) -> str:
     """The memory as JSON text (NaN/inf embeddings survive: ``NaN`` tokens)."""
     return json.dumps(memory.model_dump(mode="json"), ensure_ascii=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
-from emotional_memory.stores._shared.records import load_memory
+from emotional_memory.stores._shared.records import load_memory, storable_id
 from emotional_memory.stores.postgres.common import (
     _MEMORY_COLUMNS,
     _embedding_of,
@@ -163,9 +163,9 @@ class _Reader(_Writer):
         Returns:
             The memories.
         """
-        # a text column cannot hold NUL, so no stored id has one (PostgreSQL would
-        # refuse the parameter): such an id is simply unknown
-        ids = [mid for mid in memory_ids if "\x00" not in mid]
+        # no stored id holds NUL or a lone surrogate (the driver would refuse the
+        # parameter): such an id is simply unknown
+        ids = [mid for mid in memory_ids if storable_id(mid)]
         if not ids:
             return []
         lock = self._lock_rows()
@@ -282,7 +282,7 @@ class _Reader(_Writer):
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
-        if not isinstance(memory_id, str) or "\x00" in memory_id:  # NUL: in no row
+        if not isinstance(memory_id, str) or not storable_id(memory_id):
             return False
         with self._read(single=True) as cur:
             f, args = self._filter_args(memory_id)

@@ -12,7 +12,7 @@ from emotional_memory.lexical import tokenize
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
-from emotional_memory.stores._shared.records import dump_memory
+from emotional_memory.stores._shared.records import dump_memory, storable_id
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,
@@ -378,9 +378,10 @@ class _Writer(_Schema):
             memory_id: the id.
 
         Returns:
-            True when it existed (never for an id holding NUL, which no row can).
+            True when it existed (never for an id no row can hold: NUL, a lone
+            surrogate).
         """
-        if "\x00" in memory_id:
+        if not storable_id(memory_id):
             return False
         f, args = self._filter_args(memory_id)
         with self._write() as cur:

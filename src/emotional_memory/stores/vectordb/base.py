@@ -22,7 +22,7 @@ import numpy as np
 
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
-from emotional_memory.stores._shared.records import dump_memory, load_memory
+from emotional_memory.stores._shared.records import dump_memory, load_memory, storable_id
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.vectordb.filter import FALSE, TRUE, Cond, filter_fields, translate
 
@@ -224,6 +224,8 @@ class VectorDBStore(BackendStore, ABC):
         Returns:
             The memory, or None when absent.
         """
+        if not storable_id(memory_id):  # the client would refuse it; stored nowhere
+            return None
         with self._lock:
             record = self._existing(memory_id)
         return None if record is None else load_memory(record.data)
@@ -237,6 +239,8 @@ class VectorDBStore(BackendStore, ABC):
         Returns:
             True when the memory existed.
         """
+        if not storable_id(memory_id):
+            return False
         with self._lock:
             if self._existing(memory_id) is None:
                 return False
@@ -264,7 +268,7 @@ class VectorDBStore(BackendStore, ABC):
 
     def __contains__(self, memory_id: object) -> bool:
         """Whether a memory with this id is stored."""
-        if not isinstance(memory_id, str):
+        if not isinstance(memory_id, str) or not storable_id(memory_id):
             return False
         with self._lock:
             return self._existing(memory_id) is not None
