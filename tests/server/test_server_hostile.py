@@ -74,7 +74,7 @@ def test_an_expiry_outside_utcs_years_is_a_422_not_a_500(
     assert "expires_at" in _refused(one, ["body", "expires_at"])
     batch = http.post("/v1/memories/batch", json={
         "items": [{"content": "kept?"}, {"content": "x", "expires_at": when}], "scope": [scope]})
-    assert "expires_at" in _refused(batch, ["body", "items", "1", "expires_at"])
+    assert "expires_at" in _refused(batch, ["body", "items", 1, "expires_at"])
     assert _stored(http, scope) == []
     assert "unhandled" not in server.log_text()
 
@@ -91,7 +91,7 @@ def test_an_affect_number_is_a_json_number_not_a_boolean_or_a_string(
     batch = http.post("/v1/memories/batch", json={
         "items": [{"content": "x", "affect": {"valence": 0.1, "arousal": value}}],
         "scope": [scope]})
-    _refused(batch, ["body", "items", "0", "affect", "arousal"])
+    _refused(batch, ["body", "items", 0, "affect", "arousal"])
     put = http.put("/v1/state/affect", json={"valence": 0.1, "arousal": 0.5,
                                              "dominance": value, "scope": [scope]})
     _refused(put, ["body", "dominance"])
@@ -176,6 +176,23 @@ def test_mcp_tools_refuse_loose_numbers_and_unknown_arguments(
     assert all(m["content"] != "mcp-extra" for m in r.json()["memories"])
 
 
+def test_a_batch_items_bad_metadata_is_located_at_that_item(http: httpx.Client) -> None:
+    """Metadata the engine refuses (too deep, NaN) is a 422 at ``[body, items, i,
+    metadata]``, not at the whole body; nothing of the batch is stored."""
+    scope = "batch-metadata"
+    deep = json.loads("[" * 40 + "1" + "]" * 40)
+    for bad in ({"deep": deep}, {"x": float("nan")}):
+        body = {"items": [{"content": "kept?"}, {"content": "x", "metadata": bad}],
+                "scope": [scope]}
+        r = http.post("/v1/memories/batch", content=json.dumps(body),
+                      headers={"Content-Type": "application/json"})
+        assert "metadata" in _refused(r, ["body", "items", 1, "metadata"])
+    single = http.post("/v1/memories", json={"content": "x", "metadata": {"deep": deep},
+                                             "scope": [scope]})
+    assert "metadata" in _refused(single, ["body", "metadata"])
+    assert _stored(http, scope) == []
+
+
 @pytest.mark.parametrize("depth", [1000, 4000])
 def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
     http: httpx.Client, depth: int, server: Server
@@ -229,9 +246,9 @@ def test_a_json_body_without_a_content_type_is_a_415(http: httpx.Client) -> None
     (b'{"content": "x", "metadata": {"k": "\\udfff"}, "scope": ["sur"]}', ["body", "metadata"]),
     (b'{"content": "x", "metadata": {"\\ud800": NaN}, "scope": ["sur"]}', ["body", "metadata"]),
     (b'{"items": [{"content": "ok"}, {"content": "a\\ud800"}], "scope": ["sur"]}',
-     ["body", "items", "1", "content"]),
+     ["body", "items", 1, "content"]),
     (b'{"items": [{"content": "ok"}, {"content": "x", "metadata": {"a": ["\\ud800"]}}], '
-     b'"scope": ["sur"]}', ["body", "items", "1", "metadata"]),
+     b'"scope": ["sur"]}', ["body", "items", 1, "metadata"]),
     (b'{"query": "\\ud800"}', ["body", "query"]),
     (b'{"query": "x", "where": {"\\ud800": NaN}}', ["body", "where"]),
 ])

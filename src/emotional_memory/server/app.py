@@ -221,9 +221,11 @@ async def _reply(
 
 
 def _field_errors(errors: Any) -> list[dict[str, Any]]:
-    """Pydantic errors as ``{loc, msg, type}`` (no echoed input, nothing unserialisable)."""
+    """Pydantic errors as ``{loc, msg, type}`` (no echoed input, nothing unserialisable;
+    a list index stays a number, as in the service's own located errors)."""
     return [
-        {"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
+        {"loc": [p if isinstance(p, int | str) and not isinstance(p, bool) else str(p)
+                 for p in e.get("loc", ())], "msg": str(e.get("msg", "")),
          "type": str(e.get("type", ""))}
         for e in errors
     ]

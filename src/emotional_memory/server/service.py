@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from emotional_memory._validation import json_metadata
 from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
@@ -244,6 +245,14 @@ class MemoryService:
             raise FieldError((*loc, "content"), "content must be a string")
         self.limits.check_text(item.content, (*loc, "content"))
         self.limits.check_metadata(item.metadata, (*loc, "metadata"))
+        if item.metadata is not None:
+            # the engine's own check, here so that the error is located at the item
+            # (named as the engine names it: metadata[i] in a batch)
+            name = "metadata" if not loc else f"metadata[{loc[-1]}]"
+            try:
+                json_metadata(name, item.metadata)
+            except (TypeError, ValueError) as exc:
+                raise FieldError((*loc, "metadata"), str(exc)) from None
 
     # ------------------------------------------------------------------ memories
 
