@@ -3,15 +3,14 @@
 Every test here drives a server started as a subprocess (``tests/support/service_process.py``)
 with httpx and with the official ``mcp`` SDK's clients (streamable HTTP and stdio):
 per-key isolation, 401s, bad input (nothing stored), ``where`` filters, a bounded
-load test, the MCP tools, and a restart over SQLite that keeps every memory.
+load test, the MCP tools over HTTP, and no key in the log (restarts, stdio and the CLI:
+``test_server_process.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import shutil
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,23 +23,15 @@ pytest.importorskip("mcp", reason="the server extra is not installed")
 
 import httpx
 import httpx2
-from mcp import Client, StdioServerParameters
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from emotional_memory.affect import CoreAffect
 from emotional_memory.categorize import categorize_affect
-from support.paths import README
-from support.service_process import Server, child_env, command, start
+from support.rest_keys import ADMIN, ALICE, BOB, KEYS, all_memories, auth, post_memory
+from support.service_process import Server, start
 
-ADMIN = "admin-key-7f3c9a1e5b2d4c6e"
-ALICE = "alice-key-0a1b2c3d4e5f6a7b"
-BOB = "bob-key-99887766554433221"
-KEYS = {ADMIN: {"scope": []}, ALICE: {"scope": ["alice"]}, BOB: {"scope": ["bob"]}}
 BODY_LIMIT = 1 << 20
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
 
 
 @pytest.fixture(scope="module")
@@ -66,30 +57,6 @@ def server(keys_file: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def http(server: Server) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.url, timeout=120.0) as client:
         yield client
-
-
-def _all(http: httpx.Client, key: str, scope: list[str] | None = None,
-         where: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    params: dict[str, Any] = {"limit": 1000}  # the service's default max_list_limit
-    if scope:
-        params["scope"] = scope
-    if where is not None:
-        params["where"] = json.dumps(where)
-    out: list[dict[str, Any]] = []
-    while True:
-        r = http.get("/v1/memories", params={**params, "offset": len(out)}, headers=auth(key))
-        assert r.status_code == 200, r.text
-        page = r.json()["memories"]
-        out.extend(page)
-        if len(page) < params["limit"]:
-            return out
-
-
-def _post(http: httpx.Client, key: str, body: dict[str, Any]) -> dict[str, Any]:
-    r = http.post("/v1/memories", json=body, headers=auth(key))
-    assert r.status_code == 201, r.text
-    out: dict[str, Any] = r.json()
-    return out
 
 
 # ---------------------------------------------------------------------- basics
@@ -123,7 +90,7 @@ def test_healthz_and_openapi_need_no_key(http: httpx.Client) -> None:
     {"Authorization": f"Bearer {ALICE[:-1]}"},
 ])
 def test_no_or_unknown_key_is_401_everywhere(http: httpx.Client, headers: dict[str, str]) -> None:
-    before = len(_all(http, ADMIN))
+    before = len(all_memories(http, ADMIN))
     calls = [
         ("POST", "/v1/memories", {"content": "sneaky"}),
         ("POST", "/v1/memories/batch", {"items": [{"content": "sneaky"}]}),
@@ -140,7 +107,7 @@ def test_no_or_unknown_key_is_401_everywhere(http: httpx.Client, headers: dict[s
         assert r.status_code == 401, (method, path, r.text)
         assert r.json() == {"detail": "missing or unknown API key"}
         assert r.headers["www-authenticate"] == "Bearer"
-    assert len(_all(http, ADMIN)) == before
+    assert len(all_memories(http, ADMIN)) == before
 
 
 def test_create_get_delete(http: httpx.Client) -> None:
@@ -150,7 +117,7 @@ def test_create_get_delete(http: httpx.Client) -> None:
         "affect": {"valence": -0.8, "arousal": 0.9, "dominance": 0.3},
         "scope": ["crud"],
     }
-    made = _post(http, ALICE, body)
+    made = post_memory(http, ALICE, body)
     assert made["content"] == body["content"]
     assert made["metadata"] == body["metadata"]
     assert made["scope"] == ["crud"]  # relative to the key's scope
@@ -171,7 +138,7 @@ def test_create_get_delete(http: httpx.Client) -> None:
     assert r.status_code == 204 and r.content == b""
     assert http.get(f"/v1/memories/{made['id']}", headers=auth(ALICE)).status_code == 404
     assert http.delete(f"/v1/memories/{made['id']}", headers=auth(ALICE)).status_code == 404
-    assert made["id"] not in {m["id"] for m in _all(http, ADMIN)}
+    assert made["id"] not in {m["id"] for m in all_memories(http, ADMIN)}
 
 
 def test_batch_is_one_call_and_keeps_order(http: httpx.Client) -> None:
@@ -189,7 +156,7 @@ def test_batch_is_one_call_and_keeps_order(http: httpx.Client) -> None:
     for it, m in zip(items, made, strict=True):
         if "affect" in it:
             assert m["affect"]["valence"] == it["affect"]["valence"]
-    listed = _all(http, ALICE, scope=["batch"])
+    listed = all_memories(http, ALICE, scope=["batch"])
     assert [m["id"] for m in listed] == [m["id"] for m in made]
 
 
@@ -199,7 +166,7 @@ def test_search_scores_and_explain(http: httpx.Client) -> None:
              "We adopted a small grey kitten named Pixel",
              "The kitten knocked a glass off the table"]
     for t in texts:
-        _post(http, ALICE, {"content": t, "scope": scope})
+        post_memory(http, ALICE, {"content": t, "scope": scope})
     r = http.post("/v1/search", json={"query": "kitten", "top_k": 2, "scope": scope,
                                       "explain": True}, headers=auth(ALICE))
     assert r.status_code == 200, r.text
@@ -282,14 +249,14 @@ def _names(detail: Any, field: str) -> bool:
 def test_bad_input_is_4xx_naming_the_field_and_stores_nothing(
     http: httpx.Client, method: str, path: str, body: Any, code: int, field: str
 ) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
     state = http.get("/v1/state", headers=auth(ALICE)).json()
     r = http.request(method, path, json=body, headers=auth(ALICE))
     assert r.status_code == code, r.text
     detail = r.json()["detail"]
     assert _names(detail, field), detail
     assert ALICE not in r.text and "Traceback" not in r.text
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
     assert http.get("/v1/state", headers=auth(ALICE)).json() == state
 
 
@@ -297,16 +264,16 @@ def test_bad_input_is_4xx_naming_the_field_and_stores_nothing(
     b'{"content": "x",', b"not json", b'{"content": "x"}}', b"\xff\xfe",
 ])
 def test_malformed_json_is_400(http: httpx.Client, raw: bytes) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
     r = http.post("/v1/memories", content=raw,
                   headers={**auth(ALICE), "Content-Type": "application/json"})
     assert r.status_code == 400, r.text
     assert "JSON" in r.json()["detail"]
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
 
 
 def test_non_finite_numbers_are_422(http: httpx.Client) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
     for raw, field in [
         (b'{"content": "x", "metadata": {"a": NaN}}', "metadata"),
         (b'{"content": "x", "affect": {"valence": Infinity, "arousal": 0.1}}', "valence"),
@@ -315,11 +282,11 @@ def test_non_finite_numbers_are_422(http: httpx.Client) -> None:
                       headers={**auth(ALICE), "Content-Type": "application/json"})
         assert r.status_code == 422, r.text
         assert field in r.text
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
 
 
 def test_wrong_content_type_and_oversized_body(http: httpx.Client) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
     r = http.post("/v1/memories", content=b"content=x",
                   headers={**auth(ALICE), "Content-Type": "application/x-www-form-urlencoded"})
     assert r.status_code == 415
@@ -335,7 +302,7 @@ def test_wrong_content_type_and_oversized_body(http: httpx.Client) -> None:
     r = http.post("/v1/memories", content=chunks(),
                   headers={**auth(ALICE), "Content-Type": "application/json"})
     assert r.status_code == 413 and r.json() == {"detail": "request body too large"}
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
 
 
 def test_bad_query_parameters(http: httpx.Client) -> None:
@@ -350,7 +317,7 @@ def test_bad_query_parameters(http: httpx.Client) -> None:
 
 
 def test_bad_where_names_the_operator(http: httpx.Client) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
     r = http.post("/v1/search", json={"query": "x", "where": {"topic": {"$regex": "w.*"}}},
                   headers=auth(ALICE))
     assert r.status_code == 422, r.text
@@ -358,16 +325,16 @@ def test_bad_where_names_the_operator(http: httpx.Client) -> None:
     r = http.get("/v1/memories", params={"where": json.dumps({"$or": "no"})},
                  headers=auth(ALICE))
     assert r.status_code == 422 and "$or" in r.text
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
 
 
 # ---------------------------------------------------------------------- scopes
 
 
 def test_per_key_isolation(http: httpx.Client) -> None:
-    mine = _post(http, ALICE, {"content": "Alice's secret: the vault code is 4711",
+    mine = post_memory(http, ALICE, {"content": "Alice's secret: the vault code is 4711",
                                "scope": ["iso"]})
-    theirs = _post(http, BOB, {"content": "Bob's secret: the vault code is 1234",
+    theirs = post_memory(http, BOB, {"content": "Bob's secret: the vault code is 1234",
                                "scope": ["iso"]})
     # GET, DELETE: another key's memory is an unknown id
     for key, other in ((ALICE, theirs), (BOB, mine)):
@@ -381,14 +348,14 @@ def test_per_key_isolation(http: httpx.Client) -> None:
                           headers=auth(key)).json()["results"]
         ids = {x["id"] for x in found}
         assert own["id"] in ids and other["id"] not in ids
-        listed = {m["id"] for m in _all(http, key)}
+        listed = {m["id"] for m in all_memories(http, key)}
         assert own["id"] in listed and other["id"] not in listed
     # narrowing never leaves the key's scope: bob's ["..", "alice"] is bob/../alice
     sneaky = http.get("/v1/memories", params={"scope": ["..", "alice", "iso"], "limit": 100},
                       headers=auth(BOB)).json()["memories"]
     assert sneaky == []
     # the administrator sees both, each at its full path
-    both = {m["id"]: m["scope"] for m in _all(http, ADMIN)}
+    both = {m["id"]: m["scope"] for m in all_memories(http, ADMIN)}
     assert both[mine["id"]] == ["alice", "iso"] and both[theirs["id"]] == ["bob", "iso"]
     assert http.get(f"/v1/memories/{mine['id']}", headers=auth(ADMIN)).status_code == 200
     # still there after the refused deletes
@@ -396,12 +363,12 @@ def test_per_key_isolation(http: httpx.Client) -> None:
 
 
 def test_sub_scope_is_inside_its_parent(http: httpx.Client) -> None:
-    inner = _post(http, ALICE, {"content": "deep inside", "scope": ["nest", "a", "b"]})
+    inner = post_memory(http, ALICE, {"content": "deep inside", "scope": ["nest", "a", "b"]})
     assert http.get(f"/v1/memories/{inner['id']}", params={"scope": ["nest"]},
                     headers=auth(ALICE)).status_code == 200
     assert http.get(f"/v1/memories/{inner['id']}", params={"scope": ["nest", "other"]},
                     headers=auth(ALICE)).status_code == 404
-    listed = _all(http, ALICE, scope=["nest", "a"])
+    listed = all_memories(http, ALICE, scope=["nest", "a"])
     assert [m["id"] for m in listed] == [inner["id"]]
     assert listed[0]["scope"] == ["nest", "a", "b"]
 
@@ -419,7 +386,7 @@ def test_state_is_per_scope(http: httpx.Client) -> None:
     assert http.get("/v1/state", params={"scope": ["mood"]}, headers=auth(BOB)).json() \
         == bob_before
     # the memory encoded next carries the scope's affect
-    made = _post(http, ALICE, {"content": "after the bad news", "scope": ["mood"]})
+    made = post_memory(http, ALICE, {"content": "after the bad news", "scope": ["mood"]})
     assert made["affect"]["valence"] == pytest.approx(-0.9)
 
 
@@ -433,9 +400,9 @@ def test_where_filters(http: httpx.Client) -> None:
         ("read a novel", {"n": 2}, 0.3),
     ]
     for content, meta, valence in rows:
-        _post(http, ALICE, {"content": content, "metadata": meta, "scope": scope,
+        post_memory(http, ALICE, {"content": content, "metadata": meta, "scope": scope,
                             "affect": {"valence": valence, "arousal": 0.5}})
-    everything = _all(http, ALICE, scope=scope)
+    everything = all_memories(http, ALICE, scope=scope)
 
     def oracle(pred: Any) -> list[str]:
         return [m["content"] for m in everything if pred(m)]
@@ -451,7 +418,7 @@ def test_where_filters(http: httpx.Client) -> None:
          lambda m: m["metadata"].get("topic") == "food" or m["metadata"]["n"] > 4),
     ]
     for where, pred in cases:
-        got = [m["content"] for m in _all(http, ALICE, scope=scope, where=where)]
+        got = [m["content"] for m in all_memories(http, ALICE, scope=scope, where=where)]
         assert got == oracle(pred), where
         found = http.post("/v1/search", json={"query": "the", "top_k": 50, "where": where,
                                               "scope": scope}, headers=auth(ALICE))
@@ -462,11 +429,12 @@ def test_where_filters(http: httpx.Client) -> None:
 def test_expired_memories_are_invisible(http: httpx.Client) -> None:
     past = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
     future = (datetime.now(UTC) + timedelta(days=1)).isoformat()
-    gone = _post(http, ALICE, {"content": "old news", "expires_at": past, "scope": ["ttl"]})
-    kept = _post(http, ALICE, {"content": "fresh news", "expires_at": future, "scope": ["ttl"]})
+    gone = post_memory(http, ALICE, {"content": "old news", "expires_at": past, "scope": ["ttl"]})
+    kept = post_memory(http, ALICE,
+                       {"content": "fresh news", "expires_at": future, "scope": ["ttl"]})
     assert datetime.fromisoformat(kept["expires_at"]) == datetime.fromisoformat(future)
     assert http.get(f"/v1/memories/{gone['id']}", headers=auth(ALICE)).status_code == 404
-    assert [m["id"] for m in _all(http, ALICE, scope=["ttl"])] == [kept["id"]]
+    assert [m["id"] for m in all_memories(http, ALICE, scope=["ttl"])] == [kept["id"]]
 
 
 # ---------------------------------------------------------------------- load
@@ -509,7 +477,7 @@ def test_sixteen_clients_no_failure_no_lost_write(server: Server) -> None:
     with httpx.Client(base_url=server.url, timeout=120.0) as http:
         for i, (written, _) in enumerate(outcomes):
             assert len(written) == 15
-            listed = _all(http, ALICE, scope=["load", f"c{i}"])
+            listed = all_memories(http, ALICE, scope=["load", f"c{i}"])
             assert [m["id"] for m in listed] == written
             assert [m["metadata"]["j"] for m in listed] == [
                 j for j in range(per_client) if j % 5 < 3
@@ -586,7 +554,7 @@ def test_mcp_http_tools_within_the_keys_scope(server: Server, http: httpx.Client
 
 
 def test_mcp_bad_arguments_store_nothing(server: Server, http: httpx.Client) -> None:
-    before = _all(http, ADMIN)
+    before = all_memories(http, ADMIN)
 
     async def run() -> None:
         async with _mcp(server, ALICE) as alice:
@@ -601,7 +569,7 @@ def test_mcp_bad_arguments_store_nothing(server: Server, http: httpx.Client) -> 
                 assert result.is_error, (name, args)
 
     asyncio.run(run())
-    assert _all(http, ADMIN) == before
+    assert all_memories(http, ADMIN) == before
 
 
 # ---------------------------------------------------------------------- secrets
@@ -615,235 +583,3 @@ def test_keys_never_reach_the_log(server: Server, http: httpx.Client) -> None:
     assert "401" in log  # the access log is on
     for secret in (ADMIN, ALICE, BOB, "wrong-key-abcdef-123456"):
         assert secret not in log
-
-
-# ---------------------------------------------------------------------- restart, SQLite
-
-
-def _restart_keeps_everything(args: list[str], tmp_path: Path) -> None:
-    """Write through one server process, stop it, start another: all there, all working."""
-    first = start(args, tmp_path / "first.log")
-    try:
-        with httpx.Client(base_url=first.url, timeout=120.0) as http:
-            batch = http.post("/v1/memories/batch", json={"items": [
-                {"content": f"durable {i}", "metadata": {"i": i}} for i in range(40)]},
-                headers=auth(ALICE))
-            assert batch.status_code == 201, batch.text
-            singles = [_post(http, key, {"content": f"single {key[:3]} {i}",
-                                         "affect": {"valence": 0.1 * i, "arousal": 0.5}})
-                       for key in (ALICE, BOB) for i in range(5)]
-            assert singles
-            http.put("/v1/state/affect", json={"valence": 0.8, "arousal": 0.7},
-                     headers=auth(ALICE))
-            before = {key: _all(http, key) for key in (ADMIN, ALICE, BOB)}
-            states = {key: http.get("/v1/state", headers=auth(key)).json()
-                      for key in (ALICE, BOB)}
-    finally:
-        assert first.stop() == 0, first.log_text()
-    assert len(before[ADMIN]) == 50
-
-    second = start(args, tmp_path / "second.log")
-    try:
-        with httpx.Client(base_url=second.url, timeout=120.0) as http:
-            for key in (ADMIN, ALICE, BOB):
-                assert _all(http, key) == before[key]
-            for key in (ALICE, BOB):
-                assert http.get("/v1/state", headers=auth(key)).json() == states[key]
-            # and it keeps working
-            _post(http, ALICE, {"content": "after the restart"})
-            assert len(_all(http, ADMIN)) == 51
-    finally:
-        second.stop()
-
-
-def test_restart_with_sqlite_keeps_every_memory(keys_file: Path, tmp_path: Path) -> None:
-    db = tmp_path / "memories.db"
-    _restart_keeps_everything(
-        ["--keys", str(keys_file), "--store", f"sqlite:///{db}", "--embedder", "hashing"], tmp_path
-    )
-
-
-def test_restart_over_postgresql_keeps_every_memory(
-    keys_file: Path, tmp_path: Path, pg_dsn: str
-) -> None:
-    # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
-    _restart_keeps_everything(
-        ["--keys", str(keys_file), "--store", pg_dsn, "--embedder", "hashing"], tmp_path
-    )
-
-
-def test_restart_over_a_chroma_server_with_sqlite_states(
-    keys_file: Path, tmp_path: Path, chroma_server: int
-) -> None:
-    args = ["--keys", str(keys_file), "--store", f"chroma://127.0.0.1:{chroma_server}/service",
-            "--state", f"sqlite:///{tmp_path / 'states.db'}", "--embedder", "hashing"]
-    first = start(args, tmp_path / "first.log")
-    try:
-        with httpx.Client(base_url=first.url, timeout=120.0) as http:
-            mine = [_post(http, ALICE, {"content": f"chroma note {i}", "metadata": {"i": i}})
-                    for i in range(6)]
-            theirs = _post(http, BOB, {"content": "chroma note from bob"})
-            assert http.get(f"/v1/memories/{theirs['id']}", headers=auth(ALICE)).status_code \
-                == 404
-            found = http.post("/v1/search", json={"query": "chroma note", "top_k": 20},
-                              headers=auth(ALICE)).json()["results"]
-            assert {x["id"] for x in found} == {m["id"] for m in mine}
-            http.put("/v1/state/affect", json={"valence": -0.6, "arousal": 0.3},
-                     headers=auth(ALICE))
-            before = _all(http, ALICE)
-            state = http.get("/v1/state", headers=auth(ALICE)).json()
-    finally:
-        assert first.stop() == 0, first.log_text()
-    second = start(args, tmp_path / "second.log")
-    try:
-        with httpx.Client(base_url=second.url, timeout=120.0) as http:
-            after = _all(http, ALICE)
-            assert [m["id"] for m in after] == [m["id"] for m in before]
-            assert [m["content"] for m in after] == [m["content"] for m in before]
-            assert http.get("/v1/state", headers=auth(ALICE)).json() == state
-    finally:
-        second.stop()
-
-
-# ---------------------------------------------------------------------- stdio, CLI
-
-
-def test_mcp_stdio(tmp_path: Path) -> None:
-    db = tmp_path / "stdio.db"
-    params = StdioServerParameters(
-        command=sys.executable,
-        args=command("mcp", "--store", f"sqlite:///{db}", "--scope", "alice",
-                     "--embedder", "hashing", "--log-level", "warning")[1:],
-        env=child_env(),
-    )
-
-    async def run() -> str:
-        async with Client(params, read_timeout_seconds=300) as client:
-            names = {t.name for t in (await client.list_tools()).tools}
-            assert names == {"remember", "recall", "forget", "mood", "set_mood"}
-            made = await client.call_tool("remember", {"content": "Desk plant needs water"})
-            assert not made.is_error, made.content
-            found = await client.call_tool("recall", {"query": "plant", "top_k": 1})
-            results = found.structured_content["results"]  # type: ignore[index]
-            assert [r["content"] for r in results] == ["Desk plant needs water"]
-            mid: str = made.structured_content["id"]  # type: ignore[index]
-            return mid
-
-    mid = asyncio.run(run())
-    from emotional_memory.stores.sqlite import SQLiteStore
-
-    with SQLiteStore(str(db)) as store:
-        stored = store.get(mid)
-        assert stored is not None and stored.content == "Desk plant needs water"
-        assert stored.scope == ("alice",)
-
-
-def test_no_auth_on_loopback(tmp_path: Path) -> None:
-    srv = start(["--no-auth", "--embedder", "hashing"], tmp_path / "noauth.log")
-    try:
-        with httpx.Client(base_url=srv.url, timeout=120.0) as http:
-            made = http.post("/v1/memories", json={"content": "open house"})
-            assert made.status_code == 201, made.text
-            assert http.get(f"/v1/memories/{made.json()['id']}").status_code == 200
-    finally:
-        srv.stop()
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (["serve"], "refusing to start without API keys"),
-    (["serve", "--no-auth", "--host", "0.0.0.0"], "loopback"),
-    (["serve", "--no-auth", "--keys", "k.json"], "either --keys or --no-auth"),
-    (["serve", "--keys", "/nonexistent/keys.json"], "cannot read --keys"),
-    (["mcp", "--scope", ""], "--scope[0]"),
-])
-def test_cli_refuses(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    from emotional_memory.server.cli import main
-
-    assert main(args) == 2
-    assert message in capsys.readouterr().err
-
-
-def test_cli_refuses_bad_keys_file_without_echoing_keys(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    from emotional_memory.server.cli import main
-
-    secret = "short-secret"
-    path = tmp_path / "keys.json"
-    path.write_text(json.dumps({ALICE: {"scope": ["a"]}, secret: {"scope": ["b"]}}))
-    assert main(["serve", "--keys", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert "entry #2" in err and secret not in err and ALICE not in err
-
-
-def test_cli_refuses_unknown_store(keys_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from emotional_memory.server.cli import main
-
-    assert main(["serve", "--keys", str(keys_file), "--store", "mongodb://u:pw@h/db"]) == 2
-    err = capsys.readouterr().err
-    assert "unknown store URL scheme 'mongodb'" in err and "pw" not in err
-
-
-def test_console_script_is_installed() -> None:
-    import subprocess
-    import sys
-
-    # the script pip installed next to this interpreter (make install: .venv/bin)
-    script = Path(sys.executable).parent / "emotional-memory"
-    assert script.exists(), f"{script} missing: run `make install` (pip install -e .)"
-    out = subprocess.run([str(script), "serve"], capture_output=True, text=True,
-                         env=child_env(), timeout=120)
-    assert out.returncode == 2 and "refusing to start without API keys" in out.stderr
-
-
-# ---------------------------------------------------------------------- README
-
-
-def _service_section() -> str:
-    text = README.read_text(encoding="utf-8")
-    return text.split("\n## Service\n", 1)[1].split("\n## ", 1)[0]
-
-
-@pytest.mark.skipif(shutil.which("curl") is None or shutil.which("bash") is None,
-                    reason="the README's example uses curl and bash (.ci/run installs curl)")
-def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
-    import re
-    import shlex
-    import subprocess
-
-    from emotional_memory.server.cli import _parser
-
-    section = _service_section()
-    setup, calls, workers = re.findall(r"```bash\n(.*?)```", section, flags=re.DOTALL)
-    deploy = shlex.split(workers.replace("\\\n", " "))
-    assert deploy[:2] == ["emotional-memory", "serve"]
-    parsed_deploy = _parser().parse_args(deploy[1:])  # "Deploying several workers"
-    assert parsed_deploy.workers == 4 and parsed_deploy.store.startswith("postgresql://")
-    lines = setup.strip().splitlines()
-    serve = next(line for line in lines if line.startswith("emotional-memory serve"))
-    heredoc = "\n".join(line for line in lines if line != serve)
-    subprocess.run(["bash", "-euc", heredoc], cwd=tmp_path, check=True)
-    keys = json.loads((tmp_path / "keys.json").read_text())
-    argv = shlex.split(serve.split("#", 1)[0])[2:]  # after `emotional-memory serve`
-    srv = start(argv, tmp_path / "readme.log", cwd=tmp_path)
-    try:
-        port = srv.url.rsplit(":", 1)[1]
-        script = calls.replace("localhost:8765", f"127.0.0.1:{port}")
-        out = subprocess.run(["bash", "-euc", script], capture_output=True, text=True,
-                             check=True, timeout=300).stdout
-        made, found = (json.loads(part) for part in out.replace("}{", "}\n{").splitlines())
-        assert made["metadata"] == {"topic": "work"} and made["affect"]["valence"] == -0.8
-        assert [r["id"] for r in found["results"]] == [made["id"]]
-        assert found["results"][0]["breakdown"] is not None
-    finally:
-        srv.stop()
-    assert (tmp_path / "memories.db").exists()
-
-    config = json.loads(re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)[0])
-    local, remote = config["mcpServers"].values()
-    assert local["command"] == "emotional-memory"
-    parsed = _parser().parse_args(local["args"])
-    assert parsed.command == "mcp" and parsed.scope == ["alice"]
-    assert remote["url"].endswith(":8765/mcp")
-    key = remote["headers"]["Authorization"].removeprefix("Bearer ")
-    assert keys[key] == {"scope": ["alice"]}
