@@ -99,7 +99,8 @@ def cosine_ceiling(data: dict[str, Any], embedder: LookupEmbedder) -> dict[str, 
 
     Returns:
         ``median_drop``: the median over questions of (best cosine over all turns) -
-        (best cosine over the non-evidence turns); ``cosine_hit_at_5``; and per
+        (best cosine over the non-evidence turns); ``share_closest_not_evidence``: the
+        share of questions whose closest turn is not evidence; ``cosine_hit_at_5``; and per
         threshold (the 1st..10th percentile of the best cosine of the questions whose
         evidence ranks in the cosine top 5) the share of those kept and of the
         no-evidence questions (evidence removed) abstained.
@@ -122,6 +123,7 @@ def cosine_ceiling(data: dict[str, Any], embedder: LookupEmbedder) -> dict[str, 
              "abstain_no_evidence": float(np.mean(bw < t))}
             for t in np.percentile(b[h], [1, 5, 10])]
     return {"n_questions": len(b), "median_drop": float(np.median(b - bw)),
+            "share_closest_not_evidence": float(np.mean(b == bw)),
             "mean_drop": float(np.mean(b - bw)), "cosine_hit_at_5": float(h.mean()),
             "thresholds": rows}
 

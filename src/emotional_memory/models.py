@@ -208,15 +208,21 @@ part is refused with a ``ValueError`` naming it, on every store alike."""
 
 
 def check_scope_part(field: str, part: str) -> None:
-    """Refuse a scope part longer than :data:`MAX_SCOPE_PART_BYTES` UTF-8 bytes.
+    """Refuse a scope part longer than :data:`MAX_SCOPE_PART_BYTES` UTF-8 bytes, or not
+    valid Unicode.
 
     Args:
         field: the part's name in errors.
         part: the part (a str).
 
     Raises:
-        ValueError: it is too long.
+        ValueError: it is too long, or not valid Unicode (a lone surrogate, which no
+            database driver can store).
     """
+    try:
+        part.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{field} is not valid Unicode text (a lone surrogate)") from None
     if len(part) * 4 > MAX_SCOPE_PART_BYTES:
         size = len(part.encode("utf-8", "surrogatepass"))
         if size > MAX_SCOPE_PART_BYTES:

@@ -96,7 +96,7 @@ def test_where_semantics_of_missing_fields_null_and_types() -> None:
 # ---------------------------------------------------------------- ids, nesting, state
 
 
-@pytest.mark.parametrize("bad", [(), ("",), ("alice", 3), (None,), ("a\x00b",)])
+@pytest.mark.parametrize("bad", [(), ("",), ("alice", 3), (None,), ("a\x00b",), ("ok", "\ud800")])
 def test_bad_scope_paths_are_refused(bad: tuple[Any, ...]) -> None:
     engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
     with pytest.raises(ValueError, match=r"scope|path"):

@@ -193,6 +193,24 @@ def test_a_batch_items_bad_metadata_is_located_at_that_item(http: httpx.Client) 
     assert _stored(http, scope) == []
 
 
+def test_a_scope_part_with_a_lone_surrogate_is_a_422_at_scope(http: httpx.Client) -> None:
+    body = json.dumps({"content": "x", "scope": ["ok", "\ud800"]})  # ASCII-escaped
+    r = http.post("/v1/memories", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["loc"][:2] == ["body", "scope"]
+    assert _stored(http, "ok") == []
+
+
+@pytest.mark.parametrize("value", ["1700000000", "-1", "1.7e9"])
+def test_an_expiry_string_of_digits_is_not_read_as_unix_seconds(
+    http: httpx.Client, value: str
+) -> None:
+    r = http.post("/v1/memories", json={"content": "x", "expires_at": value,
+                                        "scope": ["digits"]})
+    assert "ISO-8601" in _refused(r, ["body", "expires_at"])
+    assert _stored(http, "digits") == []
+
+
 @pytest.mark.parametrize("depth", [1000, 4000])
 def test_a_query_filter_nested_past_the_parsers_stack_is_a_400(
     http: httpx.Client, depth: int, server: Server

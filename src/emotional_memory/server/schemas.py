@@ -11,6 +11,7 @@ responses are built from the library's objects by :func:`memory_out`,
 from __future__ import annotations
 
 import math
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -31,6 +32,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 MAX_SCOPE_DEPTH = 32
 """Most parts a request's ``scope`` may append to its key's path (body or query)."""
 ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
@@ -144,6 +146,8 @@ class ItemIn(_Strict):
         it as Unix seconds or milliseconds)."""
         if v is not None and not isinstance(v, str | datetime):
             raise ValueError(f"expires_at must be an ISO-8601 string, got {type(v).__name__}")
+        if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
+            raise ValueError("expires_at must be an ISO-8601 string, not a number of seconds")
         return v
 
     @field_validator("expires_at")

@@ -310,3 +310,41 @@ def test_a_metadata_path_deeper_than_metadata_nests_is_answered_in_linear_time(
         assert time.perf_counter() - started < 10.0, "quadratic in the path"
         assert got == _contents(oracle.list_all(where=where))
     assert _contents(pg.list_all(where={deepest: 1})) == ["deep"]
+
+
+def test_a_state_row_an_earlier_version_kept_under_a_long_raw_key_is_found(
+    pg_dsn: str,
+) -> None:
+    """Keys of 2,001..~2,700 bytes were stored as they are before long keys moved to
+    ``sha256:<digest>``: opening the store moves such rows, so their scopes keep their
+    mood (and a raw row whose hashed twin already exists is left alone, not an error)."""
+    import hashlib
+    import json
+
+    from emotional_memory.state import AffectiveState
+    from emotional_memory.stores.postgres.state import (
+        MAX_ROW_KEY_BYTES,
+        PostgresAffectiveStateStore,
+    )
+
+    table = f"em_state_upgrade_{next(_tables)}"
+    key = "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(33))[:2100]
+    assert MAX_ROW_KEY_BYTES < len(key.encode()) < 2700
+    with PostgresAffectiveStateStore(pg_dsn, key="default", table=table) as first:
+        full = first._table
+    base = AffectiveState.initial()
+    state = base.model_copy(update={"core_affect": base.core_affect.model_copy(
+        update={"valence": -0.6})})
+    text = json.dumps(state.snapshot())
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # as the earlier version wrote
+        conn.execute(f"INSERT INTO {full} VALUES (%s, %s::jsonb, %s, now())", (key, text, text))
+    with PostgresAffectiveStateStore(pg_dsn, key=key, table=table) as store:
+        assert store.load_snapshot() == state.snapshot()
+        with psycopg.connect(pg_dsn) as conn:
+            keys = [r[0] for r in conn.execute(f"SELECT key FROM {full}").fetchall()]
+        digest = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+        assert sorted(keys) == [digest]
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # a stale raw twin
+        conn.execute(f"INSERT INTO {full} VALUES (%s, %s::jsonb, %s, now())", (key, text, text))
+    with PostgresAffectiveStateStore(pg_dsn, key=key, table=table) as store:
+        assert store.load_snapshot() == state.snapshot()

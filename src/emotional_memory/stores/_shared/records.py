@@ -449,6 +449,8 @@ def storable_id(memory_id: str) -> bool:
     Returns:
         True when it can be stored.
     """
+    if not isinstance(memory_id, str):
+        return True  # not an id question: the store's own type check answers it
     if "\x00" in memory_id:
         return False
     try:

@@ -98,7 +98,7 @@ class PostgresAffectiveStateStore:
             ) from None
         try:
             with self._transaction() as cur:
-                cur.execute(self._create())
+                self._prepare(cur)
         except BaseException:
             self._conn.close()
             raise
@@ -127,7 +127,7 @@ class PostgresAffectiveStateStore:
         self._lock = threading.RLock()
         self._conn = None
         with self._transaction() as cur:
-            cur.execute(self._create())
+            self._prepare(cur)
         return self
 
     def joined_with(self, store: object) -> PostgresAffectiveStateStore | None:
@@ -160,6 +160,19 @@ class PostgresAffectiveStateStore:
     def key(self) -> str:
         """The state row this store reads and writes."""
         return self._key
+
+    def _prepare(self, cur: Any) -> None:
+        """Create the table if needed, and move rows that an earlier version kept under
+        a raw key longer than :data:`MAX_ROW_KEY_BYTES` (it could store up to a btree
+        entry's ~2,700 bytes) to the ``sha256:`` key this version reads them by."""
+        cur.execute(self._create())
+        digest = "'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex')"
+        cur.execute(
+            f"UPDATE {self._table} AS o SET key = h.k FROM (SELECT key AS old, {digest} AS k "
+            f"FROM {self._table} WHERE octet_length(key) > %s) AS h WHERE o.key = h.old "
+            f"AND NOT EXISTS (SELECT 1 FROM {self._table} AS x WHERE x.key = h.k)",
+            (MAX_ROW_KEY_BYTES,),
+        )
 
     def _create(self) -> str:
         return (
