@@ -8,7 +8,6 @@ sequence; memories (ids mapped by content), retrieval scores and state must agre
 from __future__ import annotations
 
 import asyncio
-import copy
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -30,27 +29,10 @@ from emotional_memory import (
 )
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.replay import TickClock
+from support.engine_cases import canon
 
 START = datetime(2026, 1, 1, tzinfo=UTC)
 Call = Callable[..., Awaitable[Any]]
-
-
-def canon(
-    export: list[dict[str, Any]], known: dict[str, str] | None = None
-) -> list[dict[str, Any]]:
-    """Exported memories with every id replaced by its memory's content.
-
-    ``known`` names ids no longer exported (prune leaves links to deleted memories).
-    """
-    names = {**(known or {}), **{d["id"]: d["content"] for d in export}}
-    out = []
-    for d in copy.deepcopy(export):
-        d["id"] = names[d["id"]]
-        for link in d["tag"]["resonance_links"]:
-            link["source_id"] = names[link["source_id"]]
-            link["target_id"] = names[link["target_id"]]
-        out.append(d)
-    return out
 
 
 def mem_key(m: Any) -> tuple[Any, ...]:

@@ -49,6 +49,7 @@ from support.oracle_cases import (
     assert_close,
     assert_seq_close,
     mom6,
+    neutral_tag,
     oadaptive,
     omem,
     vad,
@@ -210,13 +211,7 @@ def _link(src: str, dst: str, s: float) -> ResonanceLink:
 
 
 def test_hand_spreading_activation_and_plan() -> None:
-    tag = EmotionalTag(
-        core_affect=CoreAffect.neutral(),
-        momentum=AffectiveMomentum.zero(),
-        mood_snapshot=MoodField.neutral(BASE),
-        timestamp=BASE,
-        consolidation_strength=0.5,
-    )
+    tag = neutral_tag()
 
     def node(i: str, links: list[ResonanceLink]) -> Memory:
         return Memory(id=i, content=i, tag=tag.model_copy(update={"resonance_links": links}))

@@ -20,7 +20,6 @@ from emotional_memory import (
     AffectiveMomentum,
     CoreAffect,
     DecayConfig,
-    EmotionalTag,
     Memory,
     MoodField,
     ResonanceLink,
@@ -50,6 +49,7 @@ from support.oracle_cases import (
     momenta,
     moods,
     near_ties,
+    neutral_tag,
     oadaptive,
     odecay,
     omem,
@@ -327,13 +327,7 @@ def test_build_retrieval_plan(
 def graphs(draw: st.DrawFn) -> tuple[list[Memory], list[str], int]:
     n = draw(st.integers(1, 8))
     ids = [f"n{i}" for i in range(n)]
-    tag = EmotionalTag(
-        core_affect=CoreAffect.neutral(),
-        momentum=AffectiveMomentum.zero(),
-        mood_snapshot=MoodField.neutral(BASE),
-        timestamp=BASE,
-        consolidation_strength=0.5,
-    )
+    tag = neutral_tag()
     mems = []
     for i in ids:
         links = [

@@ -147,9 +147,14 @@ def by_content(engine: EmotionalMemory) -> dict[str, Memory]:
     return {m.content: m for m in engine.list_all()}
 
 
-def canon(export: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Exported memories with every id replaced by its memory's content."""
-    names = {d["id"]: d["content"] for d in export}
+def canon(
+    export: list[dict[str, Any]], known: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Exported memories with every id replaced by its memory's content.
+
+    ``known`` names ids no longer exported (prune leaves links to deleted memories).
+    """
+    names = {**(known or {}), **{d["id"]: d["content"] for d in export}}
     out = []
     for d in copy.deepcopy(export):
         d["id"] = names[d["id"]]

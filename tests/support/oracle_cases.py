@@ -43,6 +43,17 @@ LINK_TYPES = ["semantic", "emotional", "temporal", "causal", "contrastive"]
 # --------------------------------------------------------------------------- helpers
 
 
+def neutral_tag() -> EmotionalTag:
+    """A neutral tag at :data:`BASE` (no links, consolidation 0.5), for link graphs."""
+    return EmotionalTag(
+        core_affect=CoreAffect.neutral(),
+        momentum=AffectiveMomentum.zero(),
+        mood_snapshot=MoodField.neutral(BASE),
+        timestamp=BASE,
+        consolidation_strength=0.5,
+    )
+
+
 def close(got: float, exp: float, tol: float = TOL) -> bool:
     return math.isclose(float(got), float(exp), rel_tol=tol, abs_tol=tol)
 
