@@ -560,6 +560,8 @@ def test_mcp_bad_arguments_store_nothing(server: Server, http: httpx.Client) -> 
         async with _mcp(server, ALICE) as alice:
             for name, args in [("remember", {}), ("remember", {"content": 3}),
                                ("remember", {"content": "x", "metadata": "m"}),
+                               ("remember", {"content": "x", "metadata": {
+                                   "deep": json.loads("[" * 40 + "1" + "]" * 40)}}),
                                ("remember", {"content": "x",
                                              "affect": {"valence": 2, "arousal": 0.1}}),
                                ("remember", {"content": "x", "affect": {"valence": 0.1}}),

@@ -26,7 +26,6 @@ from emotional_memory.server.schemas import (
     MemoryOut,
     ResultOut,
     StateOut,
-    finite_json,
     memory_fields,
     result_out,
     state_out,
@@ -196,11 +195,6 @@ def _remember_tool(service: MemoryService, principal_of: PrincipalOf, felt: str)
         ] = None,
     ) -> Annotated[CallToolResult, RememberOut]:
         principal = principal_of(ctx)
-        if metadata is not None:
-            try:
-                finite_json("metadata", metadata)
-            except ValueError as exc:
-                raise ToolError(f"invalid input: {exc}") from None
         item = BatchItem(content, metadata, affect.core_affect() if affect is not None else None)
         done = await _guarded(service.remember_felt(principal.scope, item))
         out = RememberOut(
