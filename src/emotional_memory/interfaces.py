@@ -328,3 +328,19 @@ class StoreTimeoutError(RuntimeError):
     """A store's database statement ran past its time limit and was cancelled; the
     operation's transaction rolled back (nothing changed). Raised by stores with a
     statement timeout (``PostgresStore(statement_timeout=...)``)."""
+
+
+class UnstorableValueError(ValueError):
+    """A memory holds a value its store's database cannot hold (e.g. a NUL character
+    in PostgreSQL text); nothing was written.
+
+    Attributes:
+        field: the memory's field: ``"id"``, ``"content"`` or ``"metadata"``.
+        index: the memory's position in the batch being written (``encode_batch``,
+            ``import_memories``), or None for a single memory.
+    """
+
+    def __init__(self, field: str, message: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.index = index

@@ -34,11 +34,27 @@ def keys_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 # ---------------------------------------------------------------------- restart, SQLite
 
 
-def _restart_keeps_everything(args: list[str], tmp_path: Path) -> None:
-    """Write through one server process, stop it, start another: all there, all working."""
+def _restart_keeps_everything(args: list[str], tmp_path: Path, refuses_nul: bool = False
+                              ) -> None:
+    """Write through one server process, stop it, start another: all there, all working.
+
+    ``refuses_nul``: the store cannot hold NUL characters (PostgreSQL): a batch with one
+    in an item is a 422 at that item's field, and nothing of it is stored."""
     first = start(args, tmp_path / "first.log")
     try:
         with httpx.Client(base_url=first.url, timeout=120.0) as http:
+            if refuses_nul:
+                bad = http.post("/v1/memories/batch", json={"items": [
+                    {"content": "kept?"}, {"content": "x"}, {"content": "a\x00b"}]},
+                    headers=auth(ALICE))
+                assert bad.status_code == 422, bad.text
+                (error,) = bad.json()["detail"]
+                assert error["loc"] == ["body", "items", 2, "content"], error
+                assert "memory 2 of the batch" in error["msg"]
+                one = http.post("/v1/memories", json={"content": "x", "metadata": {"k": "\x00"}},
+                                headers=auth(ALICE))
+                assert one.status_code == 422, one.text
+                assert one.json()["detail"][0]["loc"] == ["body", "metadata"]
             batch = http.post("/v1/memories/batch", json={"items": [
                 {"content": f"durable {i}", "metadata": {"i": i}} for i in range(40)]},
                 headers=auth(ALICE))
@@ -82,7 +98,8 @@ def test_restart_over_postgresql_keeps_every_memory(
 ) -> None:
     # tests/conftest.py's real PostgreSQL + pgvector server (the PostgreSQL store's)
     _restart_keeps_everything(
-        ["--keys", str(keys_file), "--store", pg_dsn, "--embedder", "hashing"], tmp_path
+        ["--keys", str(keys_file), "--store", pg_dsn, "--embedder", "hashing"], tmp_path,
+        refuses_nul=True,
     )
 
 

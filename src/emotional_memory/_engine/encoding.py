@@ -15,6 +15,7 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
@@ -214,6 +215,7 @@ class EncodingMixin(StateMixin):
         linker: Linker,
         memories: Iterable[Memory],
         vectors: Iterable[np.ndarray | None] | None = None,
+        batch: bool = False,
     ) -> list[Memory]:
         """Save new memories and build their forward and backward resonance links.
 
@@ -230,9 +232,14 @@ class EncodingMixin(StateMixin):
             vectors: optionally, their embeddings as the float64 vectors of their
                 lists (None where missing or empty), in the same order: the store
                 may write its rows from them (see :meth:`Linker.save`).
+            batch: whether the memories are a batch's (an
+                :class:`UnstorableValueError` then names the memory's position).
 
         Returns:
             The memories as given (without links), in order.
+
+        Raises:
+            UnstorableValueError: a memory the store cannot hold (nothing kept).
         """
         cfg = self.config.resonance
         limit = cfg.max_links * cfg.candidate_multiplier
@@ -251,10 +258,16 @@ class EncodingMixin(StateMixin):
                     if vector_source is not None
                     else None
                 )
-                if not self.config.enable_resonance:
-                    linker.save(block, block_vectors)
-                else:
-                    found = linker.save_and_find(block, limit, block_vectors)
+                found: Iterator[LinkCandidates] | None
+                try:
+                    if not self.config.enable_resonance:
+                        linker.save(block, block_vectors)
+                        found = None
+                    else:
+                        found = linker.save_and_find(block, limit, block_vectors)
+                except UnstorableValueError as exc:
+                    raise _located(exc, len(out) if batch else None) from None
+                if found is not None:
                     if waiting is not None:
                         self._link_block(linker, *waiting)
                         waiting = None
@@ -461,7 +474,7 @@ class EncodingMixin(StateMixin):
         # before its search); a store asking before any is prepared reads the clock
         linker = self._linker(batched=True, now=lambda: latest[0] if latest else self._now())
         out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared(), row_vectors), lambda: state
+            lambda: self._store_and_link(linker, prepared(), row_vectors, batch=True), lambda: state
         )
         return [linker.stored(m) for m in out]
 
@@ -562,3 +575,13 @@ class EncodingMixin(StateMixin):
             return []
         done = (self.elaborate(mid) for mid in self._view().pending_ids())
         return [m for m in done if m is not None]
+
+
+def _located(exc: UnstorableValueError, offset: int | None) -> UnstorableValueError:
+    """``exc`` placed in its batch: ``offset`` is the position of the block the store
+    was saving (its index is within the block), None for a single memory."""
+    if offset is None or exc.index is None:
+        exc.index = None
+        return exc
+    at = offset + exc.index
+    return UnstorableValueError(exc.field, f"memory {at} of the batch: {exc}", at)

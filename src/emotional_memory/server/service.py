@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import functools
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,6 +31,7 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.filters import Where, parse_where
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
@@ -56,6 +57,17 @@ class FieldError(ValueError):
     def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+@contextlib.contextmanager
+def _unstorable_at(loc: tuple[str | int, ...]) -> Iterator[None]:
+    """A value the store cannot hold (:class:`UnstorableValueError`) as a
+    :class:`FieldError` at ``loc`` (plus the batch position) and the field."""
+    try:
+        yield
+    except UnstorableValueError as exc:
+        at = loc if exc.index is None else (*loc, exc.index)
+        raise FieldError((*at, exc.field), str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -270,11 +282,12 @@ class MemoryService:
             LimitExceeded: content or metadata over the limits (nothing stored).
         """
         self._check_item(item, ())
-        async with self._using(path) as view:
-            return await view.encode(
-                item.content, metadata=item.metadata, affect=item.affect,
-                expires_at=item.expires_at,
-            )
+        with _unstorable_at(()):
+            async with self._using(path) as view:
+                return await view.encode(
+                    item.content, metadata=item.metadata, affect=item.affect,
+                    expires_at=item.expires_at,
+                )
 
     async def remember_felt(self, path: tuple[str, ...], item: BatchItem) -> Remembered:
         """Encode one memory in scope ``path`` and report how the scope's mood moved.
@@ -291,19 +304,20 @@ class MemoryService:
         """
         self._check_item(item, ())
         source = "given" if item.affect is not None else "text" if self.rates_text else "current"
-        async with self._using(path) as view:
-            engine = view.engine
+        with _unstorable_at(()):
+            async with self._using(path) as view:
+                engine = view.engine
 
-            def felt() -> tuple[MoodField, Memory, MoodField]:
-                before = engine.get_state().mood
-                memory = engine.encode(
-                    item.content, metadata=item.metadata, affect=item.affect,
-                    expires_at=item.expires_at,
-                )
-                return before, memory, engine.get_state().mood
+                def felt() -> tuple[MoodField, Memory, MoodField]:
+                    before = engine.get_state().mood
+                    memory = engine.encode(
+                        item.content, metadata=item.metadata, affect=item.affect,
+                        expires_at=item.expires_at,
+                    )
+                    return before, memory, engine.get_state().mood
 
-            # one engine operation (its turn): nothing runs between the reads and encode
-            before, memory, after = await view._run(felt)
+                # one engine operation (its turn): nothing runs between the reads and encode
+                before, memory, after = await view._run(felt)
         return Remembered(memory, before, after, source)
 
     async def remember_batch(
@@ -325,13 +339,14 @@ class MemoryService:
         for i, it in enumerate(items):
             self._check_item(it, ("items", i))
         affects = [it.affect for it in items]
-        async with self._using(path) as view:
-            return await view.encode_batch(
-                [it.content for it in items],
-                [it.metadata for it in items],
-                expires_at=[it.expires_at for it in items],
-                affect=affects if any(a is not None for a in affects) else None,
-            )
+        with _unstorable_at(("items",)):
+            async with self._using(path) as view:
+                return await view.encode_batch(
+                    [it.content for it in items],
+                    [it.metadata for it in items],
+                    expires_at=[it.expires_at for it in items],
+                    affect=affects if any(a is not None for a in affects) else None,
+                )
 
     async def search(
         self,

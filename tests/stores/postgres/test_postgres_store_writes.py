@@ -16,6 +16,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.interfaces import UnstorableValueError  # noqa: E402
 from emotional_memory.models import Memory  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, columnar  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
@@ -287,6 +288,36 @@ def test_nul_characters_are_refused_before_anything_is_written(store: PostgresSt
     assert len(store) == 0
     store.save(m)
     assert store.list_all() == [m]
+
+
+def test_a_nul_in_a_batch_names_the_memory_and_keeps_nothing(
+    store: PostgresStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``encode_batch`` over several link blocks (4 memories each here): the error
+    names the memory's position in the whole batch and its field; nothing of the
+    batch is stored and the engine's state is as before."""
+    import emotional_memory._engine.encoding as encoding
+
+    monkeypatch.setattr(encoding, "_LINK_SEARCH_BLOCK", 4)
+    engine = EmotionalMemory(store=store, embedder=HashingEmbedder(dim=16))
+    engine.encode("already there")
+    state = engine.get_state()
+    texts = [f"memory {i}" for i in range(11)]
+    for at, field, contents, metadata in (
+        (9, "content", [*texts[:9], "a\x00b", texts[10]], None),
+        (2, "metadata", texts, [{"k": "\x00"} if i == 2 else {} for i in range(11)]),
+        (0, "content", ["\x00", *texts[1:]], None),
+    ):
+        with pytest.raises(UnstorableValueError, match=f"memory {at} of the batch") as info:
+            engine.encode_batch(contents, metadata)
+        assert (info.value.index, info.value.field) == (at, field)
+        assert [m.content for m in store.list_all()] == ["already there"]
+        assert engine.get_state() == state
+    with pytest.raises(UnstorableValueError) as single:
+        engine.encode("a\x00b")
+    assert (single.value.index, single.value.field) == (None, "content")
+    assert "of the batch" not in str(single.value)
+    assert len(engine.encode_batch(texts)) == 11
 
 
 def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:

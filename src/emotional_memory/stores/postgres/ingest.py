@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory, ResonanceLink
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.linking import (
@@ -200,7 +201,11 @@ class _BulkLinker(Linker):
             if vec is not None:
                 pg._ingest_dim(len(vec))
             vecs.append(vec)
-            self._values.append(pg._row_values(memory, vec))
+            try:
+                self._values.append(pg._row_values(memory, vec))
+            except UnstorableValueError as exc:
+                exc.index = i  # within the block: the engine adds the block's offset
+                raise
             self._new.append(memory)
             self._links[memory.id] = ([], [], [])  # saved without links
         return vecs

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.lexical import tokenize
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
@@ -60,7 +61,8 @@ class _Writer(_Schema):
             Column name -> value.
 
         Raises:
-            ValueError: metadata that is not JSON, or a NUL character in a text.
+            ValueError: metadata that is not JSON.
+            UnstorableValueError: a NUL character in a text.
         """
         tag = memory.tag
         embedding = memory.embedding
@@ -91,8 +93,8 @@ class _Writer(_Schema):
         for name, value in (("id", memory.id), ("content", memory.content),
                             ("metadata", memory.metadata)):
             if _has_nul(value):
-                raise ValueError(
-                    f"{name} contains a NUL character, which PostgreSQL text cannot store"
+                raise UnstorableValueError(
+                    name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
                 )
         counts: dict[str, int] = {}
         tokens = tokenize(memory.content)
