@@ -14,6 +14,7 @@ from emotional_memory._validation import in_range, json_metadata, strict_finite
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.base import PagingStore
 from emotional_memory.telemetry import traced
@@ -272,14 +273,17 @@ class RecordsMixin(EngineCore):
             # the whole store's read also tells it which ids no row holds)
             held = {m.id for m in base.memories(ids)}
             seen = {m.id for m in view.memories(ids)} if held else set()
-            for mem in memories:
+            for i, mem in enumerate(memories):
                 exists = mem.id in seen
                 if exists and not overwrite:
                     continue
-                if exists:
-                    view.update(mem)
-                else:
-                    view.save(mem)
+                try:
+                    if exists:
+                        view.update(mem)
+                    else:
+                        view.save(mem)
+                except UnstorableValueError as exc:
+                    raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
                 written += 1
         return written
 

@@ -318,6 +318,14 @@ def test_a_nul_in_a_batch_names_the_memory_and_keeps_nothing(
     assert (single.value.index, single.value.field) == (None, "content")
     assert "of the batch" not in str(single.value)
     assert len(engine.encode_batch(texts)) == 11
+    dumped = engine.export_memories()[:3]
+    fresh = [{**d, "id": f"imported-{i}", "tag": {**d["tag"], "resonance_links": []}}
+             for i, d in enumerate(dumped)]
+    fresh[1] = {**fresh[1], "content": "a\x00b"}
+    with pytest.raises(UnstorableValueError, match=r"data\[1\]") as imported:
+        engine.import_memories(fresh)
+    assert (imported.value.index, imported.value.field) == (1, "content")
+    assert not any(m.id.startswith("imported-") for m in store.list_all())
 
 
 def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
