@@ -272,6 +272,48 @@ def products_alone(emb: MiniLMEmbedder, length: int) -> Callable[[], Any]:
     return lambda: run(x, layers).block_until_ready()
 
 
+def _variant_summary(
+    name: str, emb: MiniLMEmbedder, single: list[str], batch: list[str], ref: np.ndarray,
+    rows: list[dict[str, Any]], best: np.ndarray, st_best: np.ndarray, rounds: int,
+    padded: int,
+) -> dict[str, Any]:
+    """One variant's summary over the rounds of :func:`compare_sentence_transformers`
+    (printed too); ``best``/``st_best``: per text, the fastest time of all rounds."""
+    import statistics
+
+    got = emb.embed_array(single + batch).astype(np.float64)
+    alone = np.asarray([emb.embed(t) for t in single], dtype=np.float64)
+    both = np.concatenate([got, alone])
+    cos = np.sum(both * ref, axis=1) / (
+        np.linalg.norm(both, axis=1) * np.linalg.norm(ref, axis=1)
+    )
+    summary = {
+        "single_ratio": statistics.median(r[name]["single_ratio"] for r in rows),
+        "batch_ratio": statistics.median(r[name]["batch_ratio"] for r in rows),
+        "single_ratio_best": float(np.median(best) / np.median(st_best)),
+        "single_ms_best": {
+            "ours": 1e3 * float(np.median(best)),
+            "sentence_transformers": 1e3 * float(np.median(st_best)),
+        },
+        "min_cosine": float(cos.min()),
+        "products_alone_ratio": statistics.median(
+            r[name]["products_alone_ratio"] for r in rows
+        ),
+    }
+    print(
+        f"{name}, median over {rounds} rounds: one text alone "
+        f"{summary['single_ratio']:.3f}x sentence-transformers' time (target <= 0.25x; "
+        f"fastest of the rounds per text: {summary['single_ms_best']['ours']:.2f} vs "
+        f"{summary['single_ms_best']['sentence_transformers']:.2f} ms, "
+        f"{summary['single_ratio_best']:.3f}x); batch 256 {summary['batch_ratio']:.2f}x "
+        f"its throughput (target >= 1.5x); min cosine {summary['min_cosine']:.6f} "
+        f"(target >= 0.9999, batch and alone); its 24 matrix products alone "
+        f"({padded} positions, the median text's pass) take "
+        f"{summary['products_alone_ratio']:.3f}x sentence-transformers' one-text time"
+    )
+    return summary
+
+
 def compare_sentence_transformers(
     st_python: str, data_dir: Path, rounds: int, n_single: int, variants: Sequence[str]
 ) -> dict[str, Any]:
@@ -378,37 +420,9 @@ def compare_sentence_transformers(
         "rounds": rows,
     }
     for name, emb in ours.items():
-        got = emb.embed_array(single + batch).astype(np.float64)
-        alone = np.asarray([emb.embed(t) for t in single], dtype=np.float64)
-        both = np.concatenate([got, alone])
-        cos = np.sum(both * ref, axis=1) / (
-            np.linalg.norm(both, axis=1) * np.linalg.norm(ref, axis=1)
-        )
-        best = np.min(np.asarray(our_times[name]), axis=0)
-        summary = {
-            "single_ratio": statistics.median(r[name]["single_ratio"] for r in rows),
-            "batch_ratio": statistics.median(r[name]["batch_ratio"] for r in rows),
-            "single_ratio_best": float(np.median(best) / np.median(st_best)),
-            "single_ms_best": {
-                "ours": 1e3 * float(np.median(best)),
-                "sentence_transformers": 1e3 * float(np.median(st_best)),
-            },
-            "min_cosine": float(cos.min()),
-            "products_alone_ratio": statistics.median(
-                r[name]["products_alone_ratio"] for r in rows
-            ),
-        }
-        result[name] = summary
-        print(
-            f"{name}, median over {rounds} rounds: one text alone "
-            f"{summary['single_ratio']:.3f}x sentence-transformers' time (target <= 0.25x; "
-            f"fastest of the rounds per text: {summary['single_ms_best']['ours']:.2f} vs "
-            f"{summary['single_ms_best']['sentence_transformers']:.2f} ms, "
-            f"{summary['single_ratio_best']:.3f}x); batch 256 {summary['batch_ratio']:.2f}x "
-            f"its throughput (target >= 1.5x); min cosine {summary['min_cosine']:.6f} "
-            f"(target >= 0.9999, batch and alone); its 24 matrix products alone "
-            f"({padded} positions, the median text's pass) take "
-            f"{summary['products_alone_ratio']:.3f}x sentence-transformers' one-text time"
+        result[name] = _variant_summary(
+            name, emb, single, batch, ref, rows, np.min(np.asarray(our_times[name]), axis=0),
+            st_best, rounds, padded,
         )
     return result
 
