@@ -16,6 +16,7 @@ only). Keys never appear in responses or logs.
 from __future__ import annotations
 
 import contextlib
+import email.message
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emotional_memory.interfaces import StoreTimeoutError
@@ -107,6 +109,25 @@ class TrustedHosts:
         return bool(sep) and scheme in ("http", "https") and self.allows(rest.rstrip("/"))
 
 
+def _is_json(content_type: str) -> bool:
+    """Whether a ``Content-Type`` names JSON as FastAPI reads it (``application/json``
+    or ``application/*+json``, parsed as it parses it), so a body the gate lets through
+    is one FastAPI parses (``text/plain+json`` is not: it would answer a puzzling 422).
+
+    Args:
+        content_type: the header's value (``""`` when absent).
+
+    Returns:
+        True for a JSON media type.
+    """
+    message = email.message.Message()
+    message["content-type"] = content_type
+    if message.get_content_maintype() != "application":
+        return False
+    subtype = message.get_content_subtype()
+    return subtype == "json" or subtype.endswith("+json")
+
+
 class _BodyTooLarge(StarletteHTTPException):
     """A body that grew past the limit while read (chunked, no Content-Length): 413.
 
@@ -175,13 +196,12 @@ class Gate:
         if length is not None and length.isdigit() and int(length) > self.max_body_bytes:
             await _reply(scope, receive, send, 413, "request body too large")
             return
-        if scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/"):
-            # no Content-Type is no JSON: FastAPI leaves such a body unread (its
-            # strict_content_type, against CSRF), which would answer a puzzling 422
-            media = headers.get("content-type", "").split(";")[0].strip().lower()
-            if media != "application/json" and not media.endswith("+json"):
-                await _reply(scope, receive, send, 415, "Content-Type must be application/json")
-                return
+        # no Content-Type is no JSON: FastAPI leaves such a body unread (its
+        # strict_content_type, against CSRF), which would answer a puzzling 422
+        if (scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/")
+                and not _is_json(headers.get("content-type", ""))):
+            await _reply(scope, receive, send, 415, "Content-Type must be application/json")
+            return
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
         await self._bounded(scope, receive, send)
@@ -347,7 +367,12 @@ def build_app(
         """Liveness: 200 while the service runs (no key needed)."""
         return {"status": "ok"}
 
-    for route in mcp_app.routes:  # POST/GET/DELETE /mcp, served by the SDK
+    for route in mcp_app.routes:  # POST/DELETE /mcp, served by the SDK
+        if isinstance(route, Route) and route.path == "/mcp":
+            # stateless: the server never sends a message of its own, so a GET's SSE
+            # stream would stay open, idle, for as long as the client likes; the MCP
+            # spec's answer for a server without one is 405
+            route = Route(route.path, endpoint=route.endpoint, methods=["POST", "DELETE"])
         api.router.routes.append(route)
     api.add_exception_handler(RequestValidationError, _on_validation)
     api.add_exception_handler(StarletteHTTPException, _on_http_error)

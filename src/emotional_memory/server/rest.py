@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
@@ -124,6 +124,26 @@ def _not_found(memory_id: str) -> HTTPException:
     return HTTPException(status.HTTP_404_NOT_FOUND, f"no memory {memory_id!r} in this scope")
 
 
+async def _batch_count(request: Request) -> None:
+    """Refuse a batch over ``max_batch_items`` before its items are validated.
+
+    A FastAPI dependency, solved before the body's validation: validating every item
+    of an oversized ``items`` list first would be work (and a 422 listing an error
+    per item) proportional to the body, not to the limit. Reads the JSON FastAPI has
+    already parsed (cached on the request).
+
+    Raises:
+        LimitExceeded: 413 at ``["body", "items"]``.
+    """
+    try:
+        body = await request.json()
+    except ValueError:  # an empty body: the body's validation answers it
+        return
+    items = body.get("items") if isinstance(body, dict) else None
+    if isinstance(items, list):
+        _service(request).limits.check_batch(len(items), ("items",))
+
+
 router = APIRouter(prefix="/v1", responses=_ERRORS)
 
 
@@ -141,7 +161,8 @@ async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
     return memory_out(memory, principal.scope)
 
 
-@router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut)
+@router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut,
+             dependencies=[Depends(_batch_count)])
 async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
     """Store many memories in one transaction: all of them or, on any error, none."""
     principal, path = _scope(request, body.scope, "body")
