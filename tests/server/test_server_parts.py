@@ -78,6 +78,7 @@ def test_every_key_is_compared_whichever_matches(
     ([ALICE], "non-empty JSON object"),
     ({"short": {"scope": []}}, "at least 16 characters"),
     ({"has a space in it 123": {"scope": []}}, "whitespace"),
+    ({"cl\u00e9-0123456789abcdef": {"scope": []}}, "ASCII"),  # never matched a header
     ({ALICE: {"scope": "alice"}}, "scope must be a"),
     ({ALICE: {"scope": ["alice", ""]}}, "scope[1]"),
     ({ALICE: {"scope": ["a"], "admin": True}}, '{"scope": [...]}'),

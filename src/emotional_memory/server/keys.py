@@ -141,7 +141,7 @@ class KeyRing:
 
         Raises:
             ValueError: not a non-empty mapping of keys (at least
-                :data:`MIN_KEY_LENGTH` characters, no whitespace) to
+                :data:`MIN_KEY_LENGTH` ASCII characters, no whitespace) to
                 ``{"scope": [strings]}``; entries are named by position, never by key.
         """
         if not isinstance(data, Mapping) or not data:
@@ -157,6 +157,11 @@ class KeyRing:
                 )
             if any(c.isspace() for c in key) or not key.isprintable():
                 raise ValueError(f"{where}: keys must not contain whitespace or control characters")
+            if not key.isascii():
+                # an HTTP server reads a header's bytes as Latin-1, so a key with other
+                # characters (sent as UTF-8) would never match: refuse it here, not at 401
+                raise ValueError(f"{where}: keys must be ASCII (HTTP headers carry them "
+                                 "byte for byte, read as Latin-1)")
             if not isinstance(spec, Mapping) or set(spec) != {"scope"}:
                 raise ValueError(f"{where}: the value must be {{\"scope\": [...]}}")
             try:
