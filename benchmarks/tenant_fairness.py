@@ -11,11 +11,19 @@ clauses, and a ``top_k`` drawn from 1..``max_top_k`` (a new ``top_k`` must not
 compile a new program). With ``--writes``, the attacker's second connection sends
 the largest batches the limits allow instead.
 
+With ``--rate R`` the victim sends R searches per second on a schedule (open loop,
+``--samples / R`` seconds, latency from each request's due time), so a stall of the
+server counts for every request due during it; without it, one search after another.
+With ``--workers N`` the server runs N worker processes on one port (the kernel hands
+each connection to one of them, so the victim may or may not share the attackers').
+
 Printed: the victim's p50 / p99 idle and under attack, and their ratios (the target:
-p50 <= 2x, p99 <= 5x), all from this one run.
+p50 <= 2x, p99 <= 5x), and the longest single request of each phase (one request at
+a time: a stall of a few seconds is one sample, which p99 hides), all from this run.
 
 Usage:
     python benchmarks/tenant_fairness.py [--store sqlite|postgres] [--samples 200]
+        [--writes] [--workers 1] [--rate 0]
 """
 
 from __future__ import annotations
@@ -76,6 +84,7 @@ def heaviest_batch(limits: Limits, rng: random.Random, body_limit: int) -> dict[
 
 
 def victim_latencies(client: httpx.Client, samples: int) -> np.ndarray:
+    """``samples`` victim searches one after another (closed loop): each latency."""
     out = []
     for i in range(samples):
         t0 = time.perf_counter()
@@ -87,17 +96,58 @@ def victim_latencies(client: httpx.Client, samples: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def attack(url: str, stop: threading.Event, make: Any, path: str, counts: list[int]) -> None:
+def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8) -> np.ndarray:
+    """Victim searches at a fixed ``rate`` per second for ``seconds`` (open loop): each
+    latency counts from the moment its request was due, so a stall delays every
+    request due meanwhile (no coordinated omission: a closed-loop client that waits
+    out a 2 s stall records one slow sample, not the 2 s of requests it did not send).
+    """
+    due = [i / rate for i in range(int(rate * seconds))]
+    out = np.zeros(len(due))
+    lock = threading.Lock()
+    nxt = [0]
+    start_at = time.perf_counter() + 0.1
+
+    def worker() -> None:
+        with httpx.Client(base_url=url, timeout=600.0,
+                          headers={"Authorization": f"Bearer {VICTIM}"}) as client:
+            while True:
+                with lock:
+                    i = nxt[0]
+                    nxt[0] += 1
+                if i >= len(due):
+                    return
+                when = start_at + due[i]
+                time.sleep(max(0.0, when - time.perf_counter()))
+                r = client.post("/v1/search", json={
+                    "query": f"{WORDS[i % len(WORDS)]} harbour", "top_k": 5})
+                out[i] = time.perf_counter() - when
+                r.raise_for_status()
+
+    pool = [threading.Thread(target=worker) for _ in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return out
+
+
+def attack(url: str, stop: threading.Event, make: Any, path: str,
+           counts: list[tuple[str, float, float]]) -> None:
+    """Send ``make(rng)`` to ``path`` back to back until ``stop``; each request's
+    (path, start, end) goes to ``counts``."""
     rng = random.Random(threading.get_ident())
     with httpx.Client(base_url=url, timeout=600.0,
                       headers={"Authorization": f"Bearer {ATTACKER}"}) as client:
         while not stop.is_set():
+            t0 = time.perf_counter()
             r = client.post(path, json=make(rng))
             r.raise_for_status()
-            counts.append(1)
+            counts.append((path, t0, time.perf_counter()))
 
 
-def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) -> dict[str, Any]:
+def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
+        workers: int = 1, rate: float = 0.0) -> dict[str, Any]:
     limits = Limits()
     work = Path(tempfile.mkdtemp(prefix="em-fair-"))
     keys = work / "keys.json"
@@ -111,7 +161,8 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
 
         pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-fair-pg-")))
         url = pg.create_database("fair")
-    srv = start(["--keys", str(keys), "--store", url], work / "server.log")
+    extra = ["--workers", str(workers)] if workers > 1 else []
+    srv = start(["--keys", str(keys), "--store", url, *extra], work / "server.log")
     body_limit = 32 * 1024 * 1024
     try:
         rng = random.Random(0)
@@ -129,9 +180,10 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
                         headers={"Authorization": f"Bearer {ATTACKER}"}).raise_for_status()
             heavy_s = time.perf_counter() - t0
             victim_latencies(client, 20)
-            idle = victim_latencies(client, samples)
+            idle = (victim_open_loop(srv.url, rate, samples / rate) if rate
+                    else victim_latencies(client, samples))
             stop = threading.Event()
-            counts: list[int] = []
+            counts: list[tuple[str, float, float]] = []
             makers = [(lambda r: heaviest_search(limits, r), "/v1/search")] * 2
             if writes:
                 makers[1] = (lambda r: heaviest_batch(limits, r, body_limit),
@@ -141,7 +193,10 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
             for t in threads:
                 t.start()
             time.sleep(1.0)  # both attackers busy
-            loaded = victim_latencies(client, samples)
+            window = time.perf_counter()
+            loaded = (victim_open_loop(srv.url, rate, samples / rate) if rate
+                      else victim_latencies(client, samples))
+            window_end = time.perf_counter()
             stop.set()
             for t in threads:
                 t.join()
@@ -156,9 +211,17 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool) 
     return {
         "store": store, "attacker_memories": attacker_n, "victim_memories": victim_n,
         "samples": samples, "attack": "search+batch" if writes else "2x heaviest search",
+        "workers": workers, "victim": f"open loop, {rate:g}/s" if rate else "closed loop",
         "heaviest_search_ms": round(heavy_s * 1000, 1), "attacker_requests": len(counts),
+        # batches that ended while the victim was measured (their store write ran then)
+        "batches_ended_in_window": sum(1 for p, _, end in counts
+                                       if p.endswith("batch") and window <= end <= window_end),
+        "batch_seconds": [round(end - t0, 1) for p, t0, end in counts if p.endswith("batch")],
         "idle_p50_ms": ms(idle, 50), "idle_p99_ms": ms(idle, 99),
         "loaded_p50_ms": ms(loaded, 50), "loaded_p99_ms": ms(loaded, 99),
+        # the victim asks one request at a time, so a single long stall is one sample:
+        # p99 can hide it, the maximum cannot
+        "idle_max_ms": ms(idle, 100), "loaded_max_ms": ms(loaded, 100),
         "p50_ratio": round(ms(loaded, 50) / ms(idle, 50), 2),
         "p99_ratio": round(ms(loaded, 99) / ms(idle, 99), 2),
     }
@@ -172,9 +235,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--samples", type=int, default=200)
     parser.add_argument("--writes", action="store_true",
                         help="the attacker's second connection sends the largest batches")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="serve --workers N (worker processes sharing the port; the "
+                        "kernel decides which worker takes each connection)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="victim requests per second, open loop (0: one after another)")
     args = parser.parse_args(argv)
     print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
-                         args.samples, args.writes), indent=2))
+                         args.samples, args.writes, args.workers, args.rate), indent=2))
 
 
 if __name__ == "__main__":
