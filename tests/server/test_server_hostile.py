@@ -2,8 +2,9 @@
 
 One ``emotional-memory serve`` over SQLite (``tests/support/service_process.py``),
 driven with httpx. Each request here once got a 500, or got through with a value the
-documented API refuses; every one must answer 4xx naming the field, store nothing,
-and leave the server answering.
+documented API refuses, or cost the server more than the documented limits allow
+(unbounded work, a stream that never ends); every one must answer its documented
+4xx naming the field, store nothing, and leave the server answering.
 """
 
 from __future__ import annotations
@@ -278,3 +279,53 @@ def test_a_lone_surrogate_is_a_422_at_its_field(http: httpx.Client, body: bytes,
     msg = _refused(r, loc)
     assert "not valid Unicode text" in msg and "codec" not in msg
     assert _stored(http, "sur") == []
+
+
+@pytest.mark.parametrize("item", ["{}", "1"])
+def test_a_batch_over_the_item_limit_is_refused_before_its_items_are_validated(
+    http: httpx.Client, server: Server, item: str
+) -> None:
+    """200,000 invalid items (a 1 MB body) once got each item validated, and a 422
+    listing one error per item (about 15 MB); the count is over max_batch_items, so
+    the answer is the 413 naming the limit, small, whatever the items hold."""
+    body = '{"items": [' + ",".join([item] * 200_000) + '], "scope": ["amplified"]}'
+    r = http.post("/v1/memories/batch", content=body.encode(),
+                  headers={"Content-Type": "application/json"})
+    assert r.status_code == 413, r.text[:300]
+    assert len(r.content) < 2048
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["body", "items"] and "max_batch_items" in error["msg"]
+    # within the limit, an invalid item is still located at its position
+    r = http.post("/v1/memories/batch", json={"items": [{"content": "ok"}, {}],
+                                              "scope": ["amplified"]})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "items", 1, "content"]
+    assert _stored(http, "amplified") == []
+    assert "unhandled" not in server.log_text()
+
+
+def test_an_mcp_get_stream_is_refused_not_held_open(http: httpx.Client, server: Server) -> None:
+    """The endpoint is stateless: no message of the server's own ever goes out on a GET
+    stream, which once stayed open (and idle) until the client hung up. 405, at once."""
+    with http.stream("GET", "/mcp", headers={"Accept": "text/event-stream"},
+                     timeout=httpx.Timeout(30.0)) as r:
+        assert r.status_code == 405
+        assert "POST" in r.headers.get("allow", "")
+        r.read()
+    tools = http.post("/mcp", json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                      headers={"Accept": "application/json, text/event-stream"})
+    assert tools.status_code == 200 and "remember" in tools.text
+
+
+@pytest.mark.parametrize("media", ["text/plain+json", "application/x/+json", "text/json"])
+def test_a_body_whose_media_type_fastapi_does_not_read_as_json_is_a_415(
+    http: httpx.Client, media: str
+) -> None:
+    """``text/plain+json`` once passed the gate (it ends with +json) to a body FastAPI
+    leaves unread: a 422 "Input should be a valid dictionary" for a valid JSON body."""
+    body = json.dumps({"content": "typed", "scope": [media]}).encode()
+    r = http.post("/v1/memories", content=body, headers={"Content-Type": media})
+    assert r.status_code == 415, r.text
+    ok = http.post("/v1/memories", content=body,
+                   headers={"Content-Type": "application/vnd.api+json; charset=utf-8"})
+    assert ok.status_code == 201, ok.text
+    assert [m["content"] for m in _stored(http, media)] == ["typed"]
