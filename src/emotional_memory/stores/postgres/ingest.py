@@ -563,6 +563,13 @@ class _BulkLinker(Linker):
             tx.known.update(new_ids)
             for mid in [*new_ids, *changed]:
                 tx.rows.pop(mid, None)
+        selection = pg._selection
+        if (selection is not None and "vft" not in pg._fv
+                and any(v["expires_us"] is not None for v in self._values)):
+            # The view was made while no memory could expire (no expiry in its SQL):
+            # the next blocks' candidates must not include these rows once expired.
+            selection.now()  # read the operation's time: the view's SQL then has it
+            self._pg = pg.selected(selection)
         for whole in self._whole.values():
             pg.update(whole)
         self._new, self._values = [], []

@@ -428,7 +428,10 @@ class SQLiteStore(BackendStore):
             self._sync()
             if selection.unconfined and not self._cache._any_expiry:
                 return self
-        return SelectedRows(lambda: self._cache, self, selection, sync=self._sync_if_open)
+        return SelectedRows(
+            lambda: self._cache, self, selection, sync=self._sync_if_open,
+            wrap_linker=lambda inner: SQLiteLinker(self, inner),
+        )
 
     def _sync_if_open(self) -> None:
         with self._lock:

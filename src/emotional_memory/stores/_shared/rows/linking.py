@@ -367,3 +367,69 @@ class RowLinker(Linker):
     def stored(self, memory: Memory) -> Memory:
         """See :meth:`Linker.stored`."""
         return self._store._link_stored(memory)
+
+
+class SelectedRowLinker(RowLinker):
+    """The :class:`RowLinker` of a confined view
+    (:class:`~emotional_memory.stores._shared.rows.selected.SelectedRows`): candidates
+    only among the rows the view sees, each memory seeing them up to its own row (as
+    if the memories were saved and searched one at a time through the view); links
+    and rows written as :class:`RowLinker` does, no
+    :class:`~emotional_memory.models.Memory` built per candidate.
+
+    Args:
+        view: the view (its ``_store()`` gives the rows, its ``_rows(store)`` the
+            rows it sees, its ``selection`` what it sees).
+        block_size: memories saved and searched together.
+    """
+
+    def __init__(self, view: Any, block_size: int) -> None:
+        super().__init__(view._store(), block_size)
+        self._view = view
+
+    def _bind(self, memories: Sequence[Memory]) -> RowLinking:
+        """The view's rows now; refuses ids held by memories the view does not see
+        (as the view's own ``save`` does)."""
+        view = self._view
+        store: Any = view._store()
+        for memory in memories:
+            row = store._row_of.get(memory.id)
+            if row is not None and not store._row_sees(row, view.selection):
+                raise ValueError(f"memory id {memory.id!r} cannot be written from this view")
+        self._store = store
+        return store
+
+    def save(
+        self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
+    ) -> None:
+        """See :meth:`Linker.save`."""
+        self._bind(memories)._link_save(memories, vectors)
+
+    def save_and_find(
+        self,
+        memories: Sequence[Memory],
+        limit: int,
+        vectors: Sequence[np.ndarray | None] | None = None,
+    ) -> Iterator[LinkCandidates]:
+        """See :meth:`Linker.save_and_find`: the block's candidates are found at once
+        (one batched search among the seen rows), their columns read as they are
+        reached."""
+        store: Any = self._bind(memories)
+        view = self._view
+        with store._lock:
+            before = len(view._rows(store))
+            saved = store._link_save(memories, vectors)
+            seen = view._rows(store)  # the block's seen memories included
+            first = min(len(memories), max(0, limit - before))
+            # While the view holds at most ``limit`` memories, a memory's candidates
+            # are all it sees up to itself, in insertion order (docs/behaviour.md §7).
+            heads: list[Any] = [
+                seen[: int(np.searchsorted(seen, store._row_of[m.id], side="right"))]
+                for m in memories[:first]
+            ]
+            searched = memories[first:]
+            found = store._search_rows_in_batch(
+                [vec if vec is not None else [] for vec in saved[first:]],
+                limit, seen, [m.id for m in searched],
+            ) if searched else []
+        return store._link_columns(itertools.chain(heads, found), saved)

@@ -45,6 +45,7 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import NORM_MAX, NORM_MIN, cosines, norm, stable_top
 from emotional_memory.stores._shared.records import to_microseconds
 from emotional_memory.stores._shared.rows.columns import NEVER_US
+from emotional_memory.stores._shared.rows.linking import SelectedRowLinker
 from emotional_memory.stores._shared.rows.search import POOL_MARGIN, check_top_k
 from emotional_memory.stores.base import Selection
 
@@ -500,6 +501,8 @@ class SelectedRows:
         selection: what is seen.
         sync: called before every read (a SQLite store reads other connections'
             commits first); None for none.
+        wrap_linker: wraps the view's row linker (the SQLite store's writes the rows
+            each block changed); None: used as it is.
     """
 
     def __init__(
@@ -508,8 +511,10 @@ class SelectedRows:
         owner: Any,
         selection: Selection,
         sync: Callable[[], None] | None = None,
+        wrap_linker: Callable[[Any], Any] | None = None,
     ) -> None:
         self._rows_of = rows_of
+        self._wrap_linker = wrap_linker
         self.owner = owner
         self.selection = selection
         self._sync = sync
@@ -619,6 +624,22 @@ class SelectedRows:
             store = self._store()
             rows = self._rows(store)[offset:offset + limit]
             return [store._memory_at(r) for r in rows.tolist()]
+
+    def row_linker(self, block_size: int) -> Any:
+        """The view's :class:`~emotional_memory.stores._shared.linking.Linker`: the
+        rows' own linker, candidates and backward twins only among the seen rows
+        (:class:`~emotional_memory.stores._shared.rows.linking.SelectedRowLinker`),
+        wrapped by the owner's ``wrap_linker`` when it has one (a SQLite store writes
+        the block's rows).
+
+        Args:
+            block_size: memories saved and searched together.
+
+        Returns:
+            The linker.
+        """
+        linker = SelectedRowLinker(self, block_size)
+        return linker if self._wrap_linker is None else self._wrap_linker(linker)
 
     def search_by_embedding_batch(
         self,
