@@ -32,6 +32,7 @@ from emotional_memory.lexical import (
 )
 from emotional_memory.retrieval import RetrievalConfig
 from support.lexical import (
+    capture_pass2_scores,
     fill,
     lexical_memory,
     make_engine,
@@ -208,19 +209,9 @@ def test_stores_agree_under_stemming(tmp_path: Path) -> None:
 
 def test_fitting_batch_equals_engine_under_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
     from emotional_memory.learn import build_recall_batch, evaluate_batch
-    from emotional_memory.learn import recall_batch as rb
     from emotional_memory.scoring_config import params_from_config
 
-    captured: list[list[float]] = []
-    original = rb._capture
-
-    def spy(plan: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(plan, *args, **kwargs)
-        score = {r.memory.id: r.score for r in plan.pass2}
-        captured.append([score[m.id] for m in plan.candidates])
-        return out
-
-    monkeypatch.setattr(rb, "_capture", spy)
+    captured = capture_pass2_scores(monkeypatch)
     config = EmotionalMemoryConfig(retrieval=RetrievalConfig(
         lexical_weight=0.45, lexical_k1=0.9, lexical_b=0.4, lexical_stemmer="english",
         lexical_query_counts=True))
@@ -230,5 +221,6 @@ def test_fitting_batch_equals_engine_under_analysis(monkeypatch: pytest.MonkeyPa
     assert batch.lexical is not None
     assert np.asarray(batch.lexical.tf).shape[-1] >= 3  # repeated terms kept
     totals = evaluate_batch(params_from_config(config.retrieval, config.decay), batch, config)
+    assert len(captured) == totals.shape[0] > 0
     for q, want in enumerate(captured):
         assert totals[q, : len(want)].tolist() == pytest.approx(want, rel=1e-12, abs=1e-12)

@@ -25,6 +25,7 @@ from emotional_memory import (
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.lexical import LexicalIndex
 from support.lexical import (
+    capture_pass2_scores,
     fill,
     lexical_memory,
     make_engine,
@@ -305,22 +306,15 @@ def test_fitting_batch_scores_equal_engine_pass2(
     monkeypatch: pytest.MonkeyPatch, variant: str
 ) -> None:
     from emotional_memory.learn import build_recall_batch, evaluate_batch
-    from emotional_memory.learn import recall_batch as rb
     from emotional_memory.scoring_config import params_from_config
 
-    captured: list[list[float]] = []
-    original = rb._capture
+    lexical_on = variant != "lexical_switched_off"
 
-    def spy(plan: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(plan, *args, **kwargs)
-        score = {r.memory.id: r.score for r in plan.pass2}
-        captured.append([score[m.id] for m in plan.candidates])
-        lexical_on = variant != "lexical_switched_off"
+    def check(plan: Any) -> None:
         assert len(plan.weights) == (7 if lexical_on else 6)
         assert all((r.breakdown.lexical_signal is not None) == lexical_on for r in plan.pass2)
-        return out
 
-    monkeypatch.setattr(rb, "_capture", spy)
+    captured = capture_pass2_scores(monkeypatch, check)
     config = EmotionalMemoryConfig(retrieval=RetrievalConfig(
         lexical_weight=0.45, lexical_k1=0.9, lexical_b=0.4), **FIT_CONFIGS[variant])
     batch, info = build_recall_batch(tiny_dataset(), HashingEmbedder(dim=32), config,

@@ -142,3 +142,34 @@ def tiny_dataset() -> dict[str, Any]:
             ]}]},
         ],
     }
+
+
+def capture_pass2_scores(
+    monkeypatch: Any, check: Any = None
+) -> list[list[float]]:
+    """Record the engine's pass-2 scores of each query that ``build_recall_batch``
+    captures (the fitting batch's oracle), in candidate order.
+
+    Args:
+        monkeypatch: pytest's ``monkeypatch`` (wraps ``recall_batch._capture``).
+        check: optional ``check(plan)`` run on each captured plan.
+
+    Returns:
+        The list the scores are appended to, one list per query, as queries are
+        captured.
+    """
+    from emotional_memory.learn import recall_batch as rb
+
+    captured: list[list[float]] = []
+    original = rb._capture
+
+    def spy(plan: Any, *args: Any, **kwargs: Any) -> Any:
+        out = original(plan, *args, **kwargs)
+        score = {r.memory.id: r.score for r in plan.pass2}
+        captured.append([score[m.id] for m in plan.candidates])
+        if check is not None:
+            check(plan)
+        return out
+
+    monkeypatch.setattr(rb, "_capture", spy)
+    return captured
