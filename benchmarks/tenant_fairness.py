@@ -23,7 +23,7 @@ a time: a stall of a few seconds is one sample, which p99 hides), all from this 
 
 Usage:
     python benchmarks/tenant_fairness.py [--store sqlite|postgres] [--samples 200]
-        [--writes] [--workers 1] [--rate 0]
+        [--writes] [--workers 1] [--rate 0] [--max-batch-items N]
 """
 
 from __future__ import annotations
@@ -147,8 +147,9 @@ def attack(url: str, stop: threading.Event, make: Any, path: str,
 
 
 def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
-        workers: int = 1, rate: float = 0.0) -> dict[str, Any]:
-    limits = Limits()
+        workers: int = 1, rate: float = 0.0, max_batch_items: int | None = None,
+        ) -> dict[str, Any]:
+    limits = Limits() if max_batch_items is None else Limits(max_batch_items=max_batch_items)
     work = Path(tempfile.mkdtemp(prefix="em-fair-"))
     keys = work / "keys.json"
     keys.write_text(json.dumps({ROOT: {"scope": []}, ATTACKER: {"scope": ["attacker"]},
@@ -162,6 +163,8 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
         pg = pg_server.start(Path(tempfile.mkdtemp(prefix="em-fair-pg-")))
         url = pg.create_database("fair")
     extra = ["--workers", str(workers)] if workers > 1 else []
+    if max_batch_items is not None:
+        extra += ["--max-batch-items", str(max_batch_items)]
     srv = start(["--keys", str(keys), "--store", url, *extra], work / "server.log")
     body_limit = 32 * 1024 * 1024
     try:
@@ -211,7 +214,8 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
     return {
         "store": store, "attacker_memories": attacker_n, "victim_memories": victim_n,
         "samples": samples, "attack": "search+batch" if writes else "2x heaviest search",
-        "workers": workers, "victim": f"open loop, {rate:g}/s" if rate else "closed loop",
+        "workers": workers, "max_batch_items": limits.max_batch_items,
+        "victim": f"open loop, {rate:g}/s" if rate else "closed loop",
         "heaviest_search_ms": round(heavy_s * 1000, 1), "attacker_requests": len(counts),
         # batches that ended while the victim was measured (their store write ran then)
         "batches_ended_in_window": sum(1 for p, _, end in counts
@@ -240,9 +244,13 @@ def main(argv: list[str] | None = None) -> None:
                         "kernel decides which worker takes each connection)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="victim requests per second, open loop (0: one after another)")
+    parser.add_argument("--max-batch-items", type=int, default=None,
+                        help="serve --max-batch-items N (default: the server's default); "
+                        "the attacker's batches are then of N items")
     args = parser.parse_args(argv)
     print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
-                         args.samples, args.writes, args.workers, args.rate), indent=2))
+                         args.samples, args.writes, args.workers, args.rate,
+                         args.max_batch_items), indent=2))
 
 
 if __name__ == "__main__":
