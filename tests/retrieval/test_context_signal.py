@@ -50,7 +50,12 @@ from emotional_memory.kernel import (
 )
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import RetrievalConfig
-from support.lexical import oracle_gated, oracle_normalise, tiny_dataset
+from support.lexical import (
+    capture_pass2_scores,
+    oracle_gated,
+    oracle_normalise,
+    tiny_dataset,
+)
 
 FEW = settings(max_examples=40, deadline=None)
 
@@ -379,21 +384,11 @@ def context_dataset() -> dict[str, Any]:
 
 def test_batch_forward_with_neighbours_equals_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     from emotional_memory.learn import build_recall_batch, evaluate_batch
-    from emotional_memory.learn import recall_batch as rb
     from emotional_memory.scoring_config import params_from_config
 
     cfg = EmotionalMemoryConfig(retrieval=RetrievalConfig(
         lexical_weight=0.3, context_weight=0.5, context_mix=0.3, candidate_multiplier=1))
-    captured: list[list[float]] = []
-    original = rb._capture
-
-    def spy(plan: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(plan, *args, **kwargs)
-        score = {r.memory.id: r.score for r in plan.pass2}
-        captured.append([score[m.id] for m in plan.candidates])
-        return out
-
-    monkeypatch.setattr(rb, "_capture", spy)
+    captured = capture_pass2_scores(monkeypatch)
     batch, _ = build_recall_batch(context_dataset(), HashingEmbedder(dim=8), cfg,
                                   lexical=True, context=True)
     assert batch.context is not None

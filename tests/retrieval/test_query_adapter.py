@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -27,7 +26,7 @@ from emotional_memory.kernel.adapter import QueryAdapter, adapt_query
 from emotional_memory.learn import semantic_only_config
 from emotional_memory.replay import TickClock
 from emotional_memory.retrieval import QueryAdapterConfig, RetrievalConfig
-from support.lexical import tiny_dataset
+from support.lexical import capture_pass2_scores, tiny_dataset
 
 DIM = 16
 
@@ -158,7 +157,6 @@ def test_wrong_dimension_is_a_clear_error() -> None:
 
 def test_batch_forward_with_adapter_equals_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     from emotional_memory.learn import build_recall_batch, evaluate_batch
-    from emotional_memory.learn import recall_batch as rb
     from emotional_memory.scoring_config import params_from_config
 
     left, right = factors(3, 11, scale=1.0)
@@ -166,16 +164,7 @@ def test_batch_forward_with_adapter_equals_engine(monkeypatch: pytest.MonkeyPatc
     cfg = EmotionalMemoryConfig(retrieval=RetrievalConfig(
         lexical_weight=0.3, full_bank_candidates=True,
         query_adapter=QueryAdapterConfig.from_factors(left, right)))
-    captured: list[list[float]] = []
-    original = rb._capture
-
-    def spy(plan: Any, *args: Any, **kwargs: Any) -> Any:
-        out = original(plan, *args, **kwargs)
-        score = {r.memory.id: r.score for r in plan.pass2}
-        captured.append([score[m.id] for m in plan.candidates])
-        return out
-
-    monkeypatch.setattr(rb, "_capture", spy)
+    captured = capture_pass2_scores(monkeypatch)
     batch, _ = build_recall_batch(tiny_dataset(), HashingEmbedder(dim=8), cfg, lexical=True,
                                   embeddings=True)
     assert batch.query.embedding.shape == (3, 8)
