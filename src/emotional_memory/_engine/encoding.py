@@ -469,10 +469,15 @@ class EncodingMixin(StateMixin):
                 )
                 yield memory
 
-        row_vectors = (None if vec is None or vec.size == 0 else vec for vec in vectors)
+        row_vectors = [None if vec is None or vec.size == 0 else vec for vec in vectors]
         # link targets' expiry is judged at the time of the block's last memory (saved
         # before its search); a store asking before any is prepared reads the clock
         linker = self._linker(batched=True, now=lambda: latest[0] if latest else self._now())
+        if self.config.enable_resonance:
+            # candidates among the memories already stored, searched before the
+            # transaction holds the store (the linker re-checks them inside it)
+            cfg = self.config.resonance
+            linker.prefetch(row_vectors, cfg.max_links * cfg.candidate_multiplier)
         out = self._store_with_state(
             lambda: self._store_and_link(linker, prepared(), row_vectors, batch=True), lambda: state
         )

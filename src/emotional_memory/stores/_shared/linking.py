@@ -128,6 +128,19 @@ class Linker(ABC):
             :attr:`overlaps`, the next block saved in between).
         """
 
+    def prefetch(self, vectors: Sequence[np.ndarray | None], limit: int) -> None:
+        """Optionally search a batch's candidates before the engine's transaction
+        opens, so that less of the search runs while the transaction holds the store
+        (the linker checks in :meth:`save_and_find` that the store has not changed
+        meanwhile, and searches again where it has). Default: nothing.
+
+        Args:
+            vectors: the batch's embeddings as float64 vectors, in order (None where
+                missing or empty).
+            limit: ``max_links * candidate_multiplier``.
+        """
+        del vectors, limit
+
     @abstractmethod
     def link(
         self,

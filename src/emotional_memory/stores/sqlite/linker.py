@@ -31,6 +31,10 @@ class SQLiteLinker(Linker):
         """See :meth:`Linker.settle`."""
         self._inner.settle()
 
+    def prefetch(self, vectors: Sequence[np.ndarray | None], limit: int) -> None:
+        """See :meth:`Linker.prefetch` (before the transaction: nothing written)."""
+        self._inner.prefetch(vectors, limit)
+
     def save(
         self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
     ) -> None:

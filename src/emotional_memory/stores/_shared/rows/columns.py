@@ -70,6 +70,7 @@ class RowColumns:
     _scope_id: np.ndarray  # int32: the row's scope path, an index into _scopes
     _expires_us: np.ndarray  # int64: expiry in microseconds, NEVER_US for none
     _version: int  # bumped by every write (selected views cache their rows by it)
+    _search_epoch: int  # bumped when an embedding is removed or rows are renumbered
     _reallocations: int
     _tx_depth: int  # open transaction levels (no compaction inside one)
 
@@ -137,6 +138,7 @@ class RowColumns:
 
     def _set_dim(self, dim: int) -> None:
         """Fix the embedding dimension (only while no row holds an embedding)."""
+        self._search_epoch += 1
         if self._matrix.shape[1] != dim:
             self._matrix = self._new_matrix(self._capacity, dim)
             self._jax_views = None  # views of the old matrix: let it go
@@ -191,3 +193,4 @@ class RowColumns:
         self._size = k
         self._dead = 0
         self._version += 1
+        self._search_epoch += 1

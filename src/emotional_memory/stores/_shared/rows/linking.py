@@ -33,6 +33,7 @@ from emotional_memory.stores._shared.records import (
     unpack_link_columns,
     unpack_links,
 )
+from emotional_memory.stores._shared.rows.prefetch import Prefetched, prefetch
 from emotional_memory.stores._shared.rows.search import EmbeddingSearch, PendingSearch
 from emotional_memory.stores._shared.rows.undo import UndoLog, undo_entry
 
@@ -386,6 +387,15 @@ class SelectedRowLinker(RowLinker):
     def __init__(self, view: Any, block_size: int) -> None:
         super().__init__(view._store(), block_size)
         self._view = view
+        self._prefetched: Prefetched | None = None
+        self._position = 0  # the next block's first position in the batch
+
+    def prefetch(self, vectors: Sequence[np.ndarray | None], limit: int) -> None:
+        """See :meth:`Linker.prefetch`: the batch's candidates among the rows the view
+        sees now, searched in short turns under the store's lock
+        (:mod:`~emotional_memory.stores._shared.rows.prefetch`)."""
+        self._prefetched = prefetch(self._view, vectors, limit)
+        self._position = 0
 
     def _bind(self, memories: Sequence[Memory]) -> RowLinking:
         """The view's rows now; refuses ids held by memories the view does not see
@@ -428,8 +438,16 @@ class SelectedRowLinker(RowLinker):
                 for m in memories[:first]
             ]
             searched = memories[first:]
-            found = store._search_rows_in_batch(
-                [vec if vec is not None else [] for vec in saved[first:]],
-                limit, seen, [m.id for m in searched],
-            ) if searched else []
+            position = self._position
+            self._position += len(memories)
+            found: list[Any] | None = None
+            if searched and first == 0 and self._prefetched is not None:
+                found = self._prefetched.found(
+                    store, seen, saved, [m.id for m in memories], position, limit
+                )
+            if found is None:
+                found = store._search_rows_in_batch(
+                    [vec if vec is not None else [] for vec in saved[first:]],
+                    limit, seen, [m.id for m in searched],
+                ) if searched else []
         return store._link_columns(itertools.chain(heads, found), saved)

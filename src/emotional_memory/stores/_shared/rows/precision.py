@@ -170,6 +170,7 @@ class EmbeddingPrecision(RowColumns):
 
     def _clear_embedding(self, row: int) -> None:
         """Forget the embedding of ``row`` (counts included)."""
+        self._search_epoch += 1
         if self._has[row]:
             self._n_embedded -= 1
             if self._special[row]:

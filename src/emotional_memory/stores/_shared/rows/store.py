@@ -115,6 +115,9 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         # the fill values (scope id 0, never expires) and _write_place writes nothing
         self._placed = False
         self._version = 0
+        # bumped when a row's embedding is removed or rows are renumbered (a batch's
+        # candidates searched before its transaction hold while it stands still)
+        self._search_epoch = 0
         self._reallocations = 0
         self._tx_depth = 0
         self._undo = []
