@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -96,17 +97,20 @@ def victim_latencies(client: httpx.Client, samples: int) -> np.ndarray:
     return np.asarray(out)
 
 
-def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8) -> np.ndarray:
+def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8,
+                     more: Callable[[], bool] | None = None) -> np.ndarray:
     """Victim searches at a fixed ``rate`` per second for ``seconds`` (open loop): each
     latency counts from the moment its request was due, so a stall delays every
     request due meanwhile (no coordinated omission: a closed-loop client that waits
     out a 2 s stall records one slow sample, not the 2 s of requests it did not send).
-    """
-    due = [i / rate for i in range(int(rate * seconds))]
-    out = np.zeros(len(due))
+    ``more``: called once ``seconds`` have passed, the schedule goes on while it says
+    True (a window that must hold some event, such as a batch's write)."""
+    planned = int(rate * seconds)
+    out: dict[int, float] = {}
     lock = threading.Lock()
     nxt = [0]
     start_at = time.perf_counter() + 0.1
+    ended = [False]
 
     def worker() -> None:
         with httpx.Client(base_url=url, timeout=600.0,
@@ -115,21 +119,24 @@ def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8) ->
                 with lock:
                     i = nxt[0]
                     nxt[0] += 1
-                if i >= len(due):
-                    return
-                when = start_at + due[i]
+                    if i >= planned and (ended[0] or more is None or not more()):
+                        ended[0] = True
+                        return
+                when = start_at + i / rate
                 time.sleep(max(0.0, when - time.perf_counter()))
                 r = client.post("/v1/search", json={
                     "query": f"{WORDS[i % len(WORDS)]} harbour", "top_k": 5})
-                out[i] = time.perf_counter() - when
+                latency = time.perf_counter() - when
                 r.raise_for_status()
+                with lock:
+                    out[i] = latency
 
     pool = [threading.Thread(target=worker) for _ in range(threads)]
     for t in pool:
         t.start()
     for t in pool:
         t.join()
-    return out
+    return np.asarray([out[i] for i in sorted(out)])
 
 
 def attack(url: str, stop: threading.Event, make: Any, path: str,
@@ -148,7 +155,7 @@ def attack(url: str, stop: threading.Event, make: Any, path: str,
 
 def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
         workers: int = 1, rate: float = 0.0, max_batch_items: int | None = None,
-        ) -> dict[str, Any]:
+        min_batches: int = 0) -> dict[str, Any]:
     limits = Limits() if max_batch_items is None else Limits(max_batch_items=max_batch_items)
     work = Path(tempfile.mkdtemp(prefix="em-fair-"))
     keys = work / "keys.json"
@@ -197,7 +204,12 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
                 t.start()
             time.sleep(1.0)  # both attackers busy
             window = time.perf_counter()
-            loaded = (victim_open_loop(srv.url, rate, samples / rate) if rate
+
+            def more() -> bool:  # fewer than min_batches batches ended in the window
+                return sum(1 for p, _, end in list(counts)
+                           if p.endswith("batch") and end >= window) < min_batches
+
+            loaded = (victim_open_loop(srv.url, rate, samples / rate, more=more) if rate
                       else victim_latencies(client, samples))
             window_end = time.perf_counter()
             stop.set()
@@ -213,7 +225,9 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
 
     return {
         "store": store, "attacker_memories": attacker_n, "victim_memories": victim_n,
-        "samples": samples, "attack": "search+batch" if writes else "2x heaviest search",
+        "samples": samples, "loaded_samples": int(loaded.shape[0]),
+        "window_s": round(window_end - window, 1),
+        "attack": "search+batch" if writes else "2x heaviest search",
         "workers": workers, "max_batch_items": limits.max_batch_items,
         "victim": f"open loop, {rate:g}/s" if rate else "closed loop",
         "heaviest_search_ms": round(heavy_s * 1000, 1), "attacker_requests": len(counts),
@@ -247,10 +261,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-batch-items", type=int, default=None,
                         help="serve --max-batch-items N (default: the server's default); "
                         "the attacker's batches are then of N items")
+    parser.add_argument("--min-batches", type=int, default=0,
+                        help="with --rate and --writes: the victim goes on past --samples "
+                        "until this many batches have ended (been written) in its window")
     args = parser.parse_args(argv)
     print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
                          args.samples, args.writes, args.workers, args.rate,
-                         args.max_batch_items), indent=2))
+                         args.max_batch_items, args.min_batches), indent=2))
 
 
 if __name__ == "__main__":

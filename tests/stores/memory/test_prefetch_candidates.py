@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from emotional_memory import InMemoryStore, SQLiteStore
 from emotional_memory._engine import encoding as engine_module
 from emotional_memory.stores._shared.linking import MemoryLinker
+from emotional_memory.stores._shared.ranking import cosines, norm, row_norms, stable_top
 from emotional_memory.stores._shared.rows import prefetch as prefetch_module
 from emotional_memory.stores._shared.rows.linking import SelectedRowLinker
 from support.scoped_links import START, by_content, small_link_engine
@@ -177,3 +178,34 @@ def test_an_unchanged_store_answers_from_the_early_search(tmp_path: Path, kind: 
         _, got = _run(_store(kind, tmp_path, "m"), vectors, 10, list(range(10, 24)), set())
     assert spy.used == 1
     assert by_content(got) == by_content(_oracle(kind, vectors, 10, list(range(10, 24)), set()))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 40), dim=st.sampled_from([5, 384]), seed=st.integers(0, 10**6),
+    limit=st.integers(1, 8), chunk=st.sampled_from([1, 3, 1 << 22]),
+)
+def test_many_queries_at_once_rank_as_one_at_a_time(
+    n: int, dim: int, seed: int, limit: int, chunk: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    matrix = rng.standard_normal((n, dim))
+    if n:  # equal rows (ties), a zero row, float32 values, extreme magnitudes
+        matrix[rng.integers(0, n, n // 3)] = matrix[0]
+        matrix[rng.integers(0, n)] = 0.0
+        matrix[::4] = matrix[::4].astype(np.float32)
+        matrix[rng.integers(0, n)] *= 1e300
+        matrix[rng.integers(0, n)] *= 1e-300
+    norms = row_norms(matrix)
+    queries = [rng.standard_normal(dim) for _ in range(5)]
+    if n:
+        queries.append(matrix[0].copy())
+    prefixes = [int(p) for p in rng.integers(0, n + 1, len(queries))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(prefetch_module, "_CHUNK_ELEMENTS", chunk)
+        got = prefetch_module.exact_top_many(matrix, norms, queries, prefixes, limit)
+    for query, p, (best, sims) in zip(queries, prefixes, got, strict=True):
+        want = cosines(matrix[:p], norms[:p], query, norm(query))
+        order = stable_top(-want, limit)
+        assert best.tolist() == order.tolist()
+        assert sims.tobytes() == want[order].tobytes()  # bit for bit

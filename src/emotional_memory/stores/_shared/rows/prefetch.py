@@ -2,16 +2,21 @@
 
 A view's batch encode holds the store's lock for its whole transaction; the costly
 part of it was each new memory's exact candidate search among the memories the view
-already held. :func:`prefetch` runs that search first, in short turns under the lock
-(other scopes' operations run between turns), and records what it saw: the store's
-rows object, its search epoch (bumped whenever a row's embedding is removed or rows
-are renumbered) and the view's rows. Inside the transaction :meth:`Prefetched.found`
-checks that the view still sees exactly those rows, unchanged, below the batch's
-own rows; each memory's candidates are then the best of its prefetched ones and of an
-exact search among the batch's rows up to itself, merged by exact cosine, ties by
-row (insertion order). Exact cosines are computed row by row, so the merge equals
-the search over all the rows at once. When the check fails, the caller searches
-everything as before.
+already held and among its batch-mates. :func:`prefetch` runs both searches first:
+the view's rows are copied as float64 under the lock and searched without it (a view
+of more than :data:`_EXACT_ROWS` embedded rows: the store's own search, in turns of
+at most :data:`_TURN_S` under the lock), and the batch-mates, whose rows are the
+batch's own vectors in a store that keeps them exactly, need no lock at all. It
+records what it saw: the store's rows object, its search epoch (bumped whenever a
+row's embedding is removed or rows are renumbered) and the view's rows.
+
+Inside the transaction :meth:`Prefetched.found` checks that the view still sees
+exactly those rows, unchanged, below the batch's own; each memory's candidates are
+then the best of its early ones and of its batch-mates up to itself (searched again
+in the transaction when the view sees anything else new, or a batch-mate has
+expired), merged by exact cosine, ties by row (insertion order). Exact cosines are
+row-wise sums, so the merge equals one search of all the rows. When the check fails,
+the caller searches everything as before.
 """
 
 from __future__ import annotations
@@ -31,6 +36,13 @@ _TURN_S = 0.02
 
 _TURN_QUERIES = 16
 """Queries searched between two checks of the clock."""
+
+_EXACT_ROWS = 2048
+"""Views of at most this many embedded rows are searched on a float64 copy of their
+rows, outside the lock (more: the store's own search, in turns under the lock)."""
+
+_CHUNK_ELEMENTS = 1 << 22
+"""Float64 products a chunk of queries holds at once (32 MiB)."""
 
 
 @dataclass
@@ -127,11 +139,55 @@ class Prefetched:
         return out
 
 
+def exact_top_many(
+    matrix: np.ndarray,
+    norms: np.ndarray,
+    queries: Sequence[np.ndarray],
+    prefixes: Sequence[int],
+    limit: int,
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each query's best rows among the first ``prefixes[i]`` of ``matrix`` by exact
+    cosine, ties by position: :func:`~emotional_memory.stores._shared.ranking.cosines`
+    and ``stable_top`` per query, the products of a chunk of queries taken at once
+    (each dot product is the same row-wise sum, so the numbers are the same).
+
+    Args:
+        matrix: (N, D) float64 rows.
+        norms: (N,) their ``row_norm`` values.
+        queries: (D,) float64 queries, each of finite, positive norm.
+        prefixes: per query, how many leading rows it sees (at most N).
+        limit: how many rows per query.
+
+    Returns:
+        Per query: (row positions best first, their cosines).
+    """
+    n, dim = matrix.shape
+    step = max(1, _CHUNK_ELEMENTS // max(1, n * dim))
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    for start in range(0, len(queries), step):
+        chunk = np.stack(queries[start : start + step]) if n else None
+        seen = prefixes[start : start + step]
+        if chunk is None or max(seen) == 0:
+            out.extend((np.zeros(0, np.int64), np.zeros(0)) for _ in seen)
+            continue
+        m = max(seen)
+        query_norms = np.asarray([norm(q) for q in chunk])
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+            dots = np.multiply(matrix[None, :m], chunk[:, None, :]).sum(axis=2)
+            sims = dots / (norms[None, :m] * query_norms[:, None])
+        sims = np.where(np.isnan(sims) | (norms[None, :m] == 0.0), 0.0, sims)
+        for i, p in enumerate(seen):
+            row = sims[i, :p]
+            best = stable_top(-row, limit)
+            out.append((best, row[best]))
+    return out
+
+
 def _batch_mates(
     vectors: Sequence[np.ndarray | None], usable: Sequence[int], limit: int
 ) -> list[tuple[np.ndarray, np.ndarray] | None]:
     """Each usable query's best batch-mates up to itself, as a lossless store would
-    rank the batch's rows (the rows are the vectors, their norms :func:`row_norm`).
+    rank the batch's rows (the rows are the vectors, their norms ``row_norm``).
 
     Args:
         vectors: the batch's float64 embeddings (None: no row embedding).
@@ -143,17 +199,15 @@ def _batch_mates(
     """
     embedded = np.asarray([i for i, vec in enumerate(vectors) if vec is not None], np.int64)
     out: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(vectors)
-    if embedded.shape[0] == 0:
+    if embedded.shape[0] == 0 or not usable:
         return out
     matrix = np.stack([vectors[i] for i in embedded.tolist()])
-    norms = row_norms(matrix)
-    for j in usable:
-        m = int(np.searchsorted(embedded, j, side="right"))
-        query = vectors[j]
-        assert query is not None
-        sims = cosines(matrix[:m], norms[:m], query, norm(query))
-        best = stable_top(-sims, limit)
-        out[j] = (embedded[best], sims[best])
+    found = exact_top_many(
+        matrix, row_norms(matrix), [vectors[j] for j in usable],  # type: ignore[misc]
+        np.searchsorted(embedded, usable, side="right").tolist(), limit,
+    )
+    for j, (best, sims) in zip(usable, found, strict=True):
+        out[j] = (embedded[best], sims)
     return out
 
 
@@ -205,12 +259,39 @@ def prefetch(
         if rows.shape[0] < limit or store._dim is None or store._n_embedded == 0:
             return None
         todo = [j for j, vec in enumerate(vectors) if _usable(store, vec)]
+        searchable = rows[store._has[rows]]
+        copied = searchable.shape[0] <= _EXACT_ROWS
+        if copied:  # the rows' values now (a copy): searched without the lock
+            matrix = store._exact_rows(searchable)
+            norms = store._norms[searchable].copy()
     top: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(vectors)
+    if copied:
+        found = exact_top_many(matrix, norms, [vectors[j] for j in todo],  # type: ignore[misc]
+                               [searchable.shape[0]] * len(todo), limit)
+        for j, (best, sims) in zip(todo, found, strict=True):
+            top[j] = (searchable[best], sims)
+    elif not _search_in_turns(view, store, epoch, rows, vectors, todo, limit, top):
+        return None
+    lossless = store._mode in ("float32", "float64") and all(
+        vec is None or vec.shape == (store._dim,) for vec in vectors
+    )
+    mates = _batch_mates(vectors, todo, limit) if lossless else None
+    return Prefetched(store, epoch, rows, top, mates)
+
+
+def _search_in_turns(
+    view: Any, store: Any, epoch: int, rows: np.ndarray,
+    vectors: Sequence[np.ndarray | None], todo: Sequence[int], limit: int,
+    top: list[tuple[np.ndarray, np.ndarray] | None],
+) -> bool:
+    """The store's own search of ``rows`` for the queries ``todo``, in turns of at most
+    :data:`_TURN_S` under the lock (other scopes' operations run in between), filling
+    ``top``; False when the store changed meanwhile."""
     done = 0
     while done < len(todo):
-        with lock:  # in turns: other scopes' operations run in between
+        with view._lock:
             if view._rows_of() is not store or store._search_epoch != epoch:
-                return None
+                return False
             started = time.perf_counter()
             while done < len(todo) and time.perf_counter() - started < _TURN_S:
                 turn = todo[done : done + _TURN_QUERIES]
@@ -221,8 +302,4 @@ def prefetch(
                     query = np.asarray(vectors[j], dtype=np.float64)
                     top[j] = (best, exact_cosines(store, best, query, norm(query)))
                 done += len(turn)
-    lossless = store._mode in ("float32", "float64") and all(
-        vec is None or vec.shape == (store._dim,) for vec in vectors
-    )
-    mates = _batch_mates(vectors, todo, limit) if lossless else None
-    return Prefetched(store, epoch, rows, top, mates)
+    return True
