@@ -98,13 +98,15 @@ def victim_latencies(client: httpx.Client, samples: int) -> np.ndarray:
 
 
 def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8,
-                     more: Callable[[], bool] | None = None) -> np.ndarray:
+                     more: Callable[[], bool] | None = None,
+                     dues: list[float] | None = None) -> np.ndarray:
     """Victim searches at a fixed ``rate`` per second for ``seconds`` (open loop): each
     latency counts from the moment its request was due, so a stall delays every
     request due meanwhile (no coordinated omission: a closed-loop client that waits
     out a 2 s stall records one slow sample, not the 2 s of requests it did not send).
     ``more``: called once ``seconds`` have passed, the schedule goes on while it says
-    True (a window that must hold some event, such as a batch's write)."""
+    True (a window that must hold some event, such as a batch's write). ``dues``: when
+    given, receives each latency's due time (``time.perf_counter`` clock), in order."""
     planned = int(rate * seconds)
     out: dict[int, float] = {}
     lock = threading.Lock()
@@ -136,6 +138,8 @@ def victim_open_loop(url: str, rate: float, seconds: float, threads: int = 8,
         t.start()
     for t in pool:
         t.join()
+    if dues is not None:
+        dues.extend(start_at + i / rate for i in sorted(out))
     return np.asarray([out[i] for i in sorted(out)])
 
 
@@ -209,8 +213,9 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
                 return sum(1 for p, _, end in list(counts)
                            if p.endswith("batch") and end >= window) < min_batches
 
-            loaded = (victim_open_loop(srv.url, rate, samples / rate, more=more) if rate
-                      else victim_latencies(client, samples))
+            dues: list[float] = []
+            loaded = (victim_open_loop(srv.url, rate, samples / rate, more=more, dues=dues)
+                      if rate else victim_latencies(client, samples))
             window_end = time.perf_counter()
             stop.set()
             for t in threads:
@@ -223,7 +228,18 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
     def ms(a: np.ndarray, q: float) -> float:
         return round(float(np.percentile(a, q)) * 1000, 2)
 
+    # open loop: the searches due in the last 1.5 s of a batch that ended in the window
+    # (its store transaction and response) against all the others (its embedding)
+    ends = [end for p, _, end in counts if p.endswith("batch") and window <= end <= window_end]
+    near = np.asarray([any(end - 1.5 <= due <= end for end in ends) for due in dues], bool)
+    split = {}
+    if rate and near.any():
+        split = {"near_batch_end_max_ms": ms(loaded[near], 100),
+                 "elsewhere_p99_ms": ms(loaded[~near], 99),
+                 "elsewhere_max_ms": ms(loaded[~near], 100)}
+
     return {
+        **split,
         "store": store, "attacker_memories": attacker_n, "victim_memories": victim_n,
         "samples": samples, "loaded_samples": int(loaded.shape[0]),
         "window_s": round(window_end - window, 1),
