@@ -94,6 +94,35 @@ def cosines(
         for start in range(0, n, _CHUNK_ROWS):
             block = vectors[start : start + _CHUNK_ROWS]
             dots[start : start + block.shape[0]] = np.multiply(block, query).sum(axis=1)
+    return _from_dots(dots, norms, query_norm)
+
+
+def cosines_many(
+    vectors: np.ndarray, norms: np.ndarray, queries: np.ndarray, query_norms: np.ndarray
+) -> np.ndarray:
+    """:func:`cosines` of several queries at once, bit for bit (each dot product is the
+    same row-wise sum); the caller bounds the (Q, N, D) temporary.
+
+    Args:
+        vectors: (N, D) float64 rows.
+        norms: (N,) their :func:`row_norm` values.
+        queries: (Q, D) float64 queries.
+        query_norms: (Q,) their :func:`norm` values, positive and finite.
+
+    Returns:
+        (Q, N) cosines, as :func:`cosines` gives each row.
+    """
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
+        dots = np.multiply(vectors[None], queries[:, None, :]).sum(axis=2)
+    return _from_dots(dots, norms, query_norms[:, None])
+
+
+def _from_dots(
+    dots: np.ndarray, norms: np.ndarray, query_norm: float | np.ndarray
+) -> np.ndarray:
+    """The module's rule on dot products: divided by both norms; NaN results and
+    zero-norm rows give 0."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         sims = dots / (norms * query_norm)
     return np.where(np.isnan(sims) | (norms == 0.0), 0.0, sims)
 

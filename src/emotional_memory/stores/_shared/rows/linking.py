@@ -392,7 +392,7 @@ class SelectedRowLinker(RowLinker):
 
     def prefetch(self, vectors: Sequence[np.ndarray | None], limit: int) -> None:
         """See :meth:`Linker.prefetch`: the batch's candidates among the rows the view
-        sees now, searched in short turns under the store's lock
+        sees now and among its batch-mates, searched mostly outside the store's lock
         (:mod:`~emotional_memory.stores._shared.rows.prefetch`)."""
         self._prefetched = prefetch(self._view, vectors, limit)
         self._position = 0

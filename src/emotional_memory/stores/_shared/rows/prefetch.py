@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.stores._shared.ranking import cosines, norm, row_norms, stable_top
+from emotional_memory.stores._shared.ranking import cosines_many, norm, row_norms, stable_top
 
 _TURN_S = 0.02
 """Longest stretch (seconds) the prefetch holds the store's lock at a time."""
@@ -129,7 +129,7 @@ class Prefetched:
                 [vectors[j] for j in usable], limit, newer, [ids[j] for j in usable]
             ), strict=True):
                 query = store._check_query(vectors[j])
-                recent.append((rows, exact_cosines(store, rows, query, norm(query))))
+                recent.append((rows, store._exact_similarities(rows, query, norm(query))))
         for j, (rows, sims) in zip(usable, recent, strict=True):
             old = self.top[offset + j]
             assert old is not None
@@ -147,9 +147,8 @@ def exact_top_many(
     limit: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each query's best rows among the first ``prefixes[i]`` of ``matrix`` by exact
-    cosine, ties by position: :func:`~emotional_memory.stores._shared.ranking.cosines`
-    and ``stable_top`` per query, the products of a chunk of queries taken at once
-    (each dot product is the same row-wise sum, so the numbers are the same).
+    cosine, ties by position: ``cosines`` and ``stable_top`` per query, a chunk of
+    queries at once (:func:`~emotional_memory.stores._shared.ranking.cosines_many`).
 
     Args:
         matrix: (N, D) float64 rows.
@@ -171,11 +170,8 @@ def exact_top_many(
             out.extend((np.zeros(0, np.int64), np.zeros(0)) for _ in seen)
             continue
         m = max(seen)
-        query_norms = np.asarray([norm(q) for q in chunk])
-        with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
-            dots = np.multiply(matrix[None, :m], chunk[:, None, :]).sum(axis=2)
-            sims = dots / (norms[None, :m] * query_norms[:, None])
-        sims = np.where(np.isnan(sims) | (norms[None, :m] == 0.0), 0.0, sims)
+        sims = cosines_many(matrix[:m], norms[:m], chunk,
+                            np.asarray([norm(q) for q in chunk]))
         for i, p in enumerate(seen):
             row = sims[i, :p]
             best = stable_top(-row, limit)
@@ -209,23 +205,6 @@ def _batch_mates(
     for j, (best, sims) in zip(usable, found, strict=True):
         out[j] = (embedded[best], sims)
     return out
-
-
-def exact_cosines(store: Any, rows: np.ndarray, query: np.ndarray, query_norm: float) -> np.ndarray:
-    """The exact float64 cosines a view's search ranks ``rows`` by.
-
-    Args:
-        store: the rows store (its lock held).
-        rows: (R,) embedded rows.
-        query: (D,) float64 query of finite, positive ``query_norm``.
-        query_norm: its norm.
-
-    Returns:
-        (R,) cosines (NaN and zero-norm rows give 0).
-    """
-    if store._mode == "float64":
-        return cosines(store._matrix[rows, : store._dim], store._norms[rows], query, query_norm)
-    return store._exact_similarities(rows, query, query_norm)
 
 
 def _usable(store: Any, vector: np.ndarray | None) -> bool:
@@ -300,6 +279,6 @@ def _search_in_turns(
                 )
                 for j, best in zip(turn, found, strict=True):
                     query = np.asarray(vectors[j], dtype=np.float64)
-                    top[j] = (best, exact_cosines(store, best, query, norm(query)))
+                    top[j] = (best, store._exact_similarities(best, query, norm(query)))
                 done += len(turn)
     return True
