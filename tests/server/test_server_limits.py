@@ -5,7 +5,8 @@ naming the field and the limit, before anything is stored; filter errors are
 located where the filter came from (query or body); an integer too large for a
 float is a 422, an already-expired memory a 201. A key-less server refuses other
 ``Host`` / ``Origin`` values on REST as on MCP (DNS rebinding). A keys file that
-repeats a key is refused at start-up, naming both positions.
+repeats a key is refused at start-up, naming both positions. Large answers are
+serialised off the event loop.
 """
 
 from __future__ import annotations
@@ -241,3 +242,59 @@ def test_a_keys_file_repeating_a_key_is_refused_naming_positions(
     assert main(["serve", "--keys", str(path)]) == 2
     err = capsys.readouterr().err
     assert "entry #1" in err and "repeats 'scope'" in err and ALICE not in err
+
+
+def test_large_answers_are_serialised_off_the_event_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch's, a page's and a search's answer (up to ~25 MB of JSON) are built and
+    serialised in a worker thread, never on the event loop other requests wait on;
+    the answers and the OpenAPI schema stay those of the response models."""
+    import threading
+
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server import rest
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+
+    threads: list[int] = []
+    for name in ("memory_out", "result_out"):
+        original = getattr(rest, name)
+
+        def spy(*args: Any, _original: Any = original) -> Any:
+            threads.append(threading.get_ident())
+            return _original(*args)
+
+        monkeypatch.setattr(rest, name, spy)
+    service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)))
+    app = build_app(service, None)
+
+    async def run() -> None:
+        loop_thread = threading.get_ident()
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport,
+                                     base_url="http://127.0.0.1:8765") as client:
+            made = await client.post("/v1/memories/batch", json={
+                "items": [{"content": f"harbour rain {i}", "metadata": {"i": i}}
+                          for i in range(3)]})
+            assert made.status_code == 201
+            assert made.headers["content-type"] == "application/json"
+            listed = await client.get("/v1/memories", params={"limit": 2})
+            found = await client.post("/v1/search", json={"query": "harbour", "top_k": 2})
+            assert listed.status_code == found.status_code == 200
+        batch = made.json()["memories"]
+        assert [m["metadata"]["i"] for m in batch] == [0, 1, 2]
+        assert listed.json()["memories"] == batch[:2]
+        results = found.json()["results"]
+        assert len(results) == 2 and "relevance" not in results[0]
+        assert {r["id"] for r in results} <= {m["id"] for m in batch}
+        assert len(threads) == 3 + 2 + 2 and loop_thread not in threads
+
+    asyncio.run(run())
+    paths = app.app.openapi()["paths"]
+    for path, method, code, model in (("/v1/memories/batch", "post", "201", "MemoriesOut"),
+                                      ("/v1/memories", "get", "200", "MemoriesOut"),
+                                      ("/v1/search", "post", "200", "SearchOut")):
+        schema = paths[path][method]["responses"][code]["content"]["application/json"]
+        assert schema["schema"]["$ref"].endswith(f"/{model}")

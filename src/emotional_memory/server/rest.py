@@ -9,9 +9,12 @@ by the request's ``scope``. A memory outside that scope answers as an unknown id
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
+import anyio.to_thread
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from pydantic import BaseModel
 
 from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
@@ -144,6 +147,29 @@ async def _batch_count(request: Request) -> None:
         _service(request).limits.check_batch(len(items), ("items",))
 
 
+async def _json_off_loop(build: Callable[[], BaseModel], status_code: int = 200) -> Response:
+    """The model ``build()`` makes, as a JSON response built and serialised in a
+    worker thread.
+
+    A batch's, a page's or a search's answer may hold up to 1,000 memories of the
+    largest content (~25 MB of JSON: ~50 ms of serialisation), which FastAPI would
+    do on the event loop, stalling every other request meanwhile. The bytes are
+    those FastAPI writes for ``response_model`` (``model_dump_json(by_alias=True)``).
+
+    Args:
+        build: makes the response model (runs in the worker thread).
+        status_code: the response's status.
+
+    Returns:
+        An ``application/json`` response.
+    """
+    def dump() -> bytes:
+        return build().model_dump_json(by_alias=True).encode()
+
+    body = await anyio.to_thread.run_sync(dump)
+    return Response(body, status_code=status_code, media_type="application/json")
+
+
 router = APIRouter(prefix="/v1", responses=_ERRORS)
 
 
@@ -163,7 +189,7 @@ async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
 
 @router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut,
              dependencies=[Depends(_batch_count)])
-async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
+async def create_memories(body: BatchIn, request: Request) -> Response:
     """Store many memories in one transaction: all of them or, on any error, none."""
     principal, path = _scope(request, body.scope, "body")
     items = [
@@ -176,11 +202,14 @@ async def create_memories(body: BatchIn, request: Request) -> MemoriesOut:
         for it in body.items
     ]
     memories = await _service(request).remember_batch(path, items)
-    return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
+    return await _json_off_loop(
+        lambda: MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories]),
+        status.HTTP_201_CREATED,
+    )
 
 
 @router.post("/search", response_model=SearchOut)
-async def search(body: SearchIn, request: Request) -> SearchOut:
+async def search(body: SearchIn, request: Request) -> Response:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
     service = _service(request)
@@ -188,7 +217,9 @@ async def search(body: SearchIn, request: Request) -> SearchOut:
     service.limits.check_top_k(body.top_k, ("top_k",))
     where = _filter(request, body.where, "body")
     found = await service.search(path, body.query, body.top_k, where, body.min_relevance)
-    return SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
+    return await _json_off_loop(
+        lambda: SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
+    )
 
 
 @router.get("/memories/{memory_id}", response_model=MemoryOut, responses=_NOT_FOUND)
@@ -226,7 +257,7 @@ async def list_memories(
     ] = None,
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     scope: ScopeQuery = None,
-) -> MemoriesOut:
+) -> Response:
     """The scope's memories in insertion order, optionally filtered, one page."""
     principal, path = _scope(request, scope, "query")
     service = _service(request)
@@ -234,7 +265,9 @@ async def list_memories(
         limit = min(DEFAULT_PAGE, service.limits.max_list_limit)
     service.limits.check_list_limit(limit, ("limit",))
     memories = await service.list(path, _where_query(request, where), limit, offset)
-    return MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
+    return await _json_off_loop(
+        lambda: MemoriesOut(memories=[memory_out(m, principal.scope) for m in memories])
+    )
 
 
 @router.get("/state", response_model=StateOut)
