@@ -3,9 +3,11 @@
 In one process, over one SQLite file (the service's layout: one store, shared state):
 a victim thread retrieves in scope ``victim`` back to back while scope ``attacker``
 encodes one batch of long memories. Printed: the attacker's longest store transaction
-and the victim's p50 / p99 / longest retrieve, with the batch's candidates searched
-before the transaction (``Linker.prefetch``, the default) and without (the earlier
-behaviour: searched inside it), timed in the same process, and their ratios.
+(how long it held the store's lock) and the victim's p50 / p99 / longest retrieve,
+with the batch's candidates searched before the transaction (``Linker.prefetch``,
+the default) and without (the earlier behaviour: searched inside it), and with the
+log's checkpoint after the lock is released (the default) against SQLite's automatic
+one inside the commit, all timed in the same process, and their ratios.
 
     .venv/bin/python benchmarks/scope_batch_stall.py --items 1000 --words 4096
 """
@@ -35,8 +37,12 @@ WORDS = ["rain", "bridge", "coffee", "storm", "harbour", "exam", "garden", "trai
          "music", "river", "lamp"]
 
 
-def run_once(items: int, words: int, stored: int, prefetch: bool) -> dict[str, Any]:
-    """One batch against a retrieving victim; times in milliseconds."""
+def run_once(items: int, words: int, stored: int, prefetch: bool,
+             checkpoint_in_commit: bool = False) -> dict[str, Any]:
+    """One batch against a retrieving victim; times in milliseconds.
+
+    ``checkpoint_in_commit``: SQLite's own automatic checkpoint (inside the commit,
+    under the store's lock) instead of the store's checkpoint after the lock."""
     rng = random.Random(0)
 
     def text(n: int) -> str:
@@ -52,7 +58,21 @@ def run_once(items: int, words: int, stored: int, prefetch: bool) -> dict[str, A
     batch = [text(words) for _ in range(items)]
     for _ in range(20):
         victim.retrieve("harbour rain", top_k=5)
+    if checkpoint_in_commit and store._checkpointer is not None:
+        store._checkpointer.close()
+        store._checkpointer = None
+        store._connection().execute("PRAGMA wal_autocheckpoint=1000")
     transactions: list[float] = []
+    released: list[float] = []  # when the attacker's transaction let the lock go
+    if store._checkpointer is not None:
+        after_commit = store._checkpointer.after_commit
+
+        def timed_after_commit() -> bool:
+            if threading.current_thread().name == "attacker":
+                released.append(time.perf_counter())
+            return after_commit()
+
+        store._checkpointer.after_commit = timed_after_commit  # type: ignore[method-assign]
     original = store.transaction
 
     @contextlib.contextmanager
@@ -61,7 +81,8 @@ def run_once(items: int, words: int, stored: int, prefetch: bool) -> dict[str, A
         with original():
             yield
         if threading.current_thread().name == "attacker":
-            transactions.append(time.perf_counter() - started)
+            end = released.pop() if released else time.perf_counter()
+            transactions.append(end - started)
 
     store.transaction = timed
     latencies: list[float] = []
@@ -107,11 +128,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="memories the attacker's scope holds before the batch")
     args = parser.parse_args(argv)
     before = run_once(args.items, args.words, args.stored, prefetch=False)
+    in_commit = run_once(args.items, args.words, args.stored, prefetch=True,
+                         checkpoint_in_commit=True)
     after = run_once(args.items, args.words, args.stored, prefetch=True)
     print(json.dumps({
-        "in_transaction": before, "prefetch": after,
+        "in_transaction": before, "prefetch_checkpoint_in_commit": in_commit,
+        "prefetch": after,
         "transaction_ratio": round(after["transaction_ms"] / before["transaction_ms"], 2),
         "victim_max_ratio": round(after["victim_max_ms"] / before["victim_max_ms"], 2),
+        "checkpoint_transaction_ratio": round(
+            after["transaction_ms"] / in_commit["transaction_ms"], 2),
     }, indent=2))
 
 

@@ -25,6 +25,7 @@ from emotional_memory.stores._shared.rows.selected import SelectedRows
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError, RowStore
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.sqlite.bulk_load import fill_rows
+from emotional_memory.stores.sqlite.checkpoint import WalCheckpointer
 from emotional_memory.stores.sqlite.linker import SQLiteLinker
 from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
 from emotional_memory.stores.sqlite.records import (
@@ -96,7 +97,9 @@ class SQLiteStore(BackendStore):
         self._data_version: int | None = None  # PRAGMA data_version last seen
         self._changes = 0  # the file's memory change counter the cache reflects
         self._cache = RowStore()
+        self._checkpointer: WalCheckpointer | None = None
         try:
+            self._checkpointer = WalCheckpointer.attach(self._conn)
             self._create_schema()
             self._load()
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
@@ -127,6 +130,8 @@ class SQLiteStore(BackendStore):
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+            if self._checkpointer is not None:
+                self._checkpointer.close()
 
     def __repr__(self) -> str:
         """``SQLiteStore('<path>', count=<n>)`` (``count=closed`` once closed)."""
@@ -183,7 +188,8 @@ class SQLiteStore(BackendStore):
 
         Re-entrant: nested blocks join the outer transaction through a SAVEPOINT,
         so a failing inner block undoes only its own writes. On rollback the cache is
-        reverted too. The store's lock is held for the whole block.
+        reverted too. The store's lock is held for the whole block; the log's
+        checkpoint, when due, runs after it is released (:mod:`.checkpoint`).
 
         Yields:
             None.
@@ -228,6 +234,8 @@ class SQLiteStore(BackendStore):
                 raise
             self._depth = depth
             self._cache._tx_commit()
+        if depth == 0 and self._checkpointer is not None:
+            self._checkpointer.after_commit()
 
     # ------------------------------------------------------------------ protocol
 
