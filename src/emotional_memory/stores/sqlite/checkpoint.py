@@ -16,6 +16,7 @@ import logging
 import os
 import sqlite3
 import threading
+from pathlib import Path
 
 __all__ = ["WAL_CHECKPOINT_BYTES", "WalCheckpointer"]
 
@@ -45,6 +46,7 @@ class WalCheckpointer:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._closed = False
+        self._copied_size = -1  # the log's size when a checkpoint last copied all of it
 
     @classmethod
     def attach(
@@ -74,17 +76,25 @@ class WalCheckpointer:
         return cls(file, threshold=threshold)
 
     def due(self) -> bool:
-        """Whether the log has reached the threshold (one ``stat``)."""
+        """Whether the log has reached the threshold and grew since a checkpoint last
+        copied all of it (one ``stat``).
+
+        The size is what was written since the log last restarted on the store's
+        connection (it truncates the log then). A log another connection restarted
+        keeps its size, so a checkpoint waits until the log outgrows it; that
+        connection's own automatic checkpoints bound it meanwhile.
+        """
         try:
-            return os.stat(self.wal).st_size >= self.threshold
+            size = os.stat(self.wal).st_size
         except OSError:
             return False
+        return size >= self.threshold and size != self._copied_size
 
     def after_commit(self) -> bool:
         """Checkpoint if the log is due and no checkpoint is running.
 
         Returns:
-            Whether a checkpoint ran (it may have left pages a reader still needs).
+            Whether a checkpoint ran and copied the whole log.
         """
         if self._closed or not self.due() or not self._lock.acquire(blocking=False):
             return False
@@ -97,13 +107,20 @@ class WalCheckpointer:
 
     def _checkpoint(self) -> bool:
         try:
-            if self._conn is None:
-                self._conn = sqlite3.connect(self.file, timeout=0, isolation_level=None,
-                                             check_same_thread=False)
-            self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-        except sqlite3.Error as exc:  # busy, or the file went away: a later commit retries
+            size = os.stat(self.wal).st_size
+            if self._conn is None:  # mode=rw: never create a file that went away
+                self._conn = sqlite3.connect(
+                    Path(self.file).as_uri() + "?mode=rw", uri=True, timeout=0,
+                    isolation_level=None, check_same_thread=False,
+                )
+            busy, frames, copied = self._conn.execute(
+                "PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except (OSError, sqlite3.Error) as exc:  # a later commit retries
             logger.debug("WAL checkpoint skipped: %s", exc)
             return False
+        if busy or frames < 0 or copied < frames:
+            return False  # another checkpoint ran, or a reader still needs pages
+        self._copied_size = size
         return True
 
     def close(self) -> None:

@@ -98,6 +98,8 @@ class SQLiteStore(BackendStore):
         self._changes = 0  # the file's memory change counter the cache reflects
         self._cache = RowStore()
         self._checkpointer: WalCheckpointer | None = None
+        # this thread's _locked() blocks (.depth) and a commit in them (.pending)
+        self._held = threading.local()
         try:
             self._checkpointer = WalCheckpointer.attach(self._conn)
             self._create_schema()
@@ -234,8 +236,11 @@ class SQLiteStore(BackendStore):
                 raise
             self._depth = depth
             self._cache._tx_commit()
-        if depth == 0 and self._checkpointer is not None:
-            self._checkpointer.after_commit()
+        if depth == 0:
+            if getattr(self._held, "depth", 0):
+                self._held.pending = True  # run when the _locked() block releases
+            else:
+                self._checkpoint()
 
     # ------------------------------------------------------------------ protocol
 
@@ -287,7 +292,7 @@ class SQLiteStore(BackendStore):
         if not isinstance(memory, Memory):
             raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
         stored, params = self._prepare(memory)
-        with self._lock, self._joined():
+        with self._locked(), self._joined():
             if memory.id not in self._cache:
                 raise KeyError(memory.id)
             try:
@@ -309,7 +314,7 @@ class SQLiteStore(BackendStore):
             self._sync()
             if memory_id not in self._cache:
                 return False
-        with self._lock, self._joined():
+        with self._locked(), self._joined():
             if memory_id not in self._cache:  # deleted by another connection meanwhile
                 return False
             self._write(
@@ -603,7 +608,7 @@ class SQLiteStore(BackendStore):
         Returns:
             The value recorded now or before.
         """
-        with self._lock, self.transaction():
+        with self._locked(), self.transaction():
             conn = self._connection()
             conn.execute(
                 "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", ("setting:" + key, value)
@@ -618,7 +623,7 @@ class SQLiteStore(BackendStore):
             key: the setting's name.
             value: its new value, or None.
         """
-        with self._lock, self.transaction():
+        with self._locked(), self.transaction():
             conn = self._connection()
             if value is None:
                 conn.execute("DELETE FROM meta WHERE key = ?", ("setting:" + key,))
@@ -638,7 +643,7 @@ class SQLiteStore(BackendStore):
         statement is already atomic, so no savepoint is needed: a failure only has to
         undo the cache change.
         """
-        with self._lock:
+        with self._locked():
             if self._depth == 0:
                 with self.transaction():
                     self._write(cache_op, sql, params)
@@ -654,6 +659,25 @@ class SQLiteStore(BackendStore):
             self._cache._tx_commit()
             self._dirty = True
             self._tx_changes.append((params[0], int(sql.startswith("DELETE"))))
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """The store's lock around a write; the log's checkpoint, if due, after it."""
+        with self._lock:
+            self._held.depth = getattr(self._held, "depth", 0) + 1
+            try:
+                yield
+            finally:
+                self._held.depth -= 1
+        if not self._held.depth and getattr(self._held, "pending", False):
+            self._held.pending = False
+            self._checkpoint()
+
+    def _checkpoint(self) -> None:
+        """Checkpoint the log if due (:mod:`.checkpoint`); outside the store's lock
+        unless a caller of :meth:`transaction` holds it around the block."""
+        if self._checkpointer is not None:
+            self._checkpointer.after_commit()
 
     def _joined(self) -> AbstractContextManager[None]:
         """The open transaction (lock held), or a new one: a check and the write it
