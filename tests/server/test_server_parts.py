@@ -503,3 +503,63 @@ def test_an_unrecorded_store_with_memories_needs_an_explicit_embedder(tmp_path: 
             cli.build_service(f"sqlite:///{db}", None, None, affect="none")
     else:  # pragma: no cover - without the MiniLM weights the default is hashing
         asyncio.run(cli.build_service(f"sqlite:///{db}", None, None).close())
+
+
+
+@pytest.mark.parametrize("via", ["rest-open", "rest", "mcp-mood"])
+def test_reading_a_shared_state_never_blocks_the_event_loop(tmp_path: Path, via: str) -> None:
+    """With the states shared across processes (an SQLite store: what ``serve``
+    builds), reading a scope's state is a database read under the store's lock: it
+    runs in a worker thread, so a long write holding that lock (a largest batch)
+    stalls no other request while ``GET /v1/state`` (of a scope already open, or
+    opened by it) or the MCP ``mood`` tool's read waits for it."""
+    import threading
+    import time
+
+    import httpx
+
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.cli import build_service
+
+    service = build_service(f"sqlite:///{tmp_path / 'm.db'}", "hashing", None, affect="none")
+    states = service.engine._shared_states()
+    assert states is not None
+    app = build_app(service, None)
+    held, release = threading.Event(), threading.Event()
+
+    def writer() -> None:  # a long store write, as a largest batch's transaction
+        with states._lock:
+            held.set()
+            release.wait(timeout=3)
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport,
+                                     base_url="http://127.0.0.1:8765") as client:
+            assert (await client.get("/v1/state", params={"scope": "a"})).status_code == 200
+            await service.mood_change(())
+            thread = threading.Thread(target=writer)
+            thread.start()
+            held.wait(timeout=10)
+            start = time.monotonic()
+            waiting: asyncio.Future[Any]
+            if via == "mcp-mood":
+                waiting = asyncio.ensure_future(service.mood_change(()))
+            else:
+                scope = "b" if via == "rest-open" else "a"
+                waiting = asyncio.ensure_future(client.get("/v1/state", params={"scope": scope}))
+            await asyncio.sleep(0.1)
+            health = await client.get("/healthz")
+            elapsed = time.monotonic() - start  # the writer holds the lock for 3 s
+            release.set()
+            answer = await waiting
+            thread.join()
+            assert health.status_code == 200 and elapsed < 1.0, elapsed
+            if via != "mcp-mood":
+                assert answer.status_code == 200, answer.text
+
+    try:
+        asyncio.run(run())
+    finally:
+        release.set()
+        service.engine.close()

@@ -188,7 +188,10 @@ class MemoryService:
                 pending.add_done_callback(functools.partial(self._opened, path))
             view = await asyncio.shield(pending)
             if path not in self._moods_seen:
-                self._seen(path, view.get_state().mood)
+                # a database read with shared states: off the loop
+                mood = (await asyncio.to_thread(view.get_state)).mood
+                if path not in self._moods_seen:
+                    self._seen(path, mood)
             entry = self._views.get(path)
             if entry is None:  # evicted while idle since it opened
                 entry = [view, 0]
@@ -431,8 +434,11 @@ class MemoryService:
     # ------------------------------------------------------------------ state
 
     async def state(self, path: tuple[str, ...]) -> AffectiveState:
-        """The affective state of scope ``path`` (its view opened off the loop)."""
-        return (await self.view(path)).get_state()
+        """The affective state of scope ``path`` (its view opened and the state read
+        off the loop: with states shared across processes the read is a database
+        query, which waits for the store's lock while a write holds it)."""
+        view = await self.view(path)
+        return await asyncio.to_thread(view.get_state)
 
     async def mood_change(self, path: tuple[str, ...]) -> tuple[AffectiveState, MoodField]:
         """The state of scope ``path`` and the mood it had at the previous call.
