@@ -252,13 +252,17 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
         weights path (resolved against the config's folder), or None.
 
     Raises:
-        ValueError: when the config does not validate or names an unknown embedder kind.
+        ValueError: when the config is not valid JSON (or nests too deeply to read), does
+            not validate, or names an unknown embedder kind or key.
     """
     from emotional_memory.engine import EmotionalMemoryConfig
 
     source = Path(path)
     text = source.read_text(encoding="utf-8")
-    data = json.loads(text)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # [[[...]]] thousands deep: more than the parser's stack
+        raise ValueError(f"{source} nests too deeply to be a config") from None
     if not isinstance(data, dict) or CONFIG_KEY not in data:
         return EmotionalMemoryConfig.model_validate_json(text), None
     spec = data.pop(CONFIG_KEY)
@@ -267,5 +271,9 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
         spec.get("weights"), str
     ):
         raise ValueError(f"{CONFIG_KEY!r} must be {{'kind': 'minilm-fitted', 'weights': PATH}}")
+    unknown = sorted(set(spec) - {"kind", "weights"})
+    if unknown:
+        raise ValueError(f"{CONFIG_KEY!r} has an unknown key {unknown[0]!r} (its keys: "
+                         "'kind', 'weights')")
     weights = Path(spec["weights"])
     return config, weights if weights.is_absolute() else source.parent / weights
