@@ -8,11 +8,16 @@ otherwise (the CI run installs it and forbids skips).
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
-from emotional_memory.embedders.fitted import read_fitted_config
+from emotional_memory.embedders.fitted import FORMAT, _digest, read_fitted_config
+
+_TENSOR = "encoder.layer.5.output.LayerNorm.bias"  # shape (384,) in MiniLM-L6
 
 
 @pytest.mark.parametrize("text", [
@@ -48,3 +53,72 @@ def test_the_cli_reports_a_deep_config_as_a_usage_error(
     assert main(["serve", "--no-auth", "--embedder", "hashing", "--affect", "none",
                  "--store", "memory://", "--config", str(path)]) == 2
     assert "nests too deeply" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def base_installed() -> None:
+    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
+    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
+    from emotional_memory.embedders.minilm import default_model_dir
+
+    if default_model_dir() is None:
+        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+
+
+def _fitted(path: Path, value: Any) -> Path:
+    from safetensors.numpy import save_file
+
+    tensors = {_TENSOR: value}
+    save_file(tensors, str(path), metadata={
+        "format": FORMAT, "base": "minilm-l6-v2", "layers": "5", "digest": _digest(tensors)})
+    return path
+
+
+def _raw(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+_LIE = json.dumps({"__metadata__": {"format": FORMAT}, "x": {
+    "dtype": "F32", "shape": [2**40], "data_offsets": [0, 2**42]}}).encode()
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: _raw(p, b""), "not a safetensors file"),
+    (lambda p: _raw(p, b"garbage" * 10), "not a safetensors file"),
+    (lambda p: _raw(p, struct.pack("<Q", 2**62) + b"{}"), "not a safetensors file"),
+    (lambda p: _raw(p, struct.pack("<Q", len(_LIE)) + _LIE), "not a safetensors file"),
+    (lambda p: _fitted(p, np.full(384, np.nan, np.float32)), "non-finite"),
+    (lambda p: _fitted(p, np.array([np.inf] + [0.0] * 383, np.float32)), "non-finite"),
+    (lambda p: _fitted(p, np.zeros(384, np.int64)), "floating"),
+    (lambda p: _fitted(p, np.zeros(384, bool)), "floating"),
+])
+def test_hostile_weights_files_are_value_errors(
+    base_installed: None, tmp_path: Path, make: Any, message: str
+) -> None:
+    """A corrupt safetensors file, or tensors that are not finite floats, are refused
+    when loading, naming the file (and the tensor), never loaded into an embedder
+    whose vectors would be NaN."""
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder
+
+    path = make(tmp_path / "fit.embedder.safetensors")
+    with pytest.raises(ValueError, match=message) as info:
+        FittedMiniLMEmbedder(path)
+    assert str(path) in str(info.value)
+    if message != "not a safetensors file":
+        assert _TENSOR in str(info.value)
+
+
+def test_the_cli_reports_a_corrupt_weights_file_as_a_usage_error(
+    base_installed: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from emotional_memory.server.cli import main
+
+    _raw(tmp_path / "w.safetensors", b"garbage" * 10)
+    config = tmp_path / "fitted.json"
+    config.write_text(json.dumps({"embedder": {"kind": "minilm-fitted",
+                                               "weights": "w.safetensors"}}))
+    assert main(["serve", "--no-auth", "--embedder", "minilm", "--affect", "none",
+                 "--store", "memory://", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "the fitted embedder cannot be loaded" in err and "not a safetensors file" in err

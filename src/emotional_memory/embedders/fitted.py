@@ -140,14 +140,29 @@ def save_fitted_weights(
 
 
 def _read_weights(path: Path) -> tuple[dict[str, npt.NDArray[Any]], dict[str, str]]:
-    """The tensors and metadata of a fitted weights file (format checked)."""
+    """The tensors and metadata of a fitted weights file (format checked; every tensor
+    finite floating point).
+
+    Raises:
+        ValueError: not a safetensors file, not a fitted weights file, or a tensor
+            that is not floating point or holds NaN or infinities (named).
+    """
     safetensors_numpy = _import_optional("safetensors.numpy")
     safetensors = _import_optional("safetensors")
-    with safetensors.safe_open(str(path), framework="numpy") as fh:
-        metadata = dict(fh.metadata() or {})
-    if metadata.get("format") != FORMAT:
-        raise ValueError(f"{path} is not a fitted MiniLM weights file (format {FORMAT!r})")
-    return dict(safetensors_numpy.load_file(str(path))), metadata
+    try:
+        with safetensors.safe_open(str(path), framework="numpy") as fh:
+            metadata = dict(fh.metadata() or {})
+        if metadata.get("format") != FORMAT:
+            raise ValueError(f"{path} is not a fitted MiniLM weights file (format {FORMAT!r})")
+        tensors = dict(safetensors_numpy.load_file(str(path)))
+    except safetensors.SafetensorError as exc:  # a truncated or corrupt file
+        raise ValueError(f"{path} is not a safetensors file: {exc}") from None
+    for name, value in tensors.items():
+        if not np.issubdtype(value.dtype, np.floating):
+            raise ValueError(f"{path}: tensor {name!r} is {value.dtype}, not floating point")
+        if not np.isfinite(value).all():
+            raise ValueError(f"{path}: tensor {name!r} holds non-finite values")
+    return tensors, metadata
 
 
 class FittedMiniLMEmbedder(MiniLMEmbedder):
@@ -161,8 +176,9 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
 
     Raises:
         FileNotFoundError: when the weights file or the base model is missing.
-        ValueError: when the file is not a fitted weights file, was fitted from another
-            base, its tensors do not fit the base, or its digest does not match them.
+        ValueError: when the file is not a (readable) fitted weights file, holds a
+            tensor that is not finite floating point, was fitted from another base,
+            its tensors do not fit the base, or its digest does not match them.
     """
 
     def __init__(
