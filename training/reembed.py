@@ -2,6 +2,11 @@
 
     python -m training reembed --store sqlite:///memories.db --embedder minilm
                                [--batch-size 256] [--quiet]
+    python -m training reembed --store sqlite:///memories.db --config fitted.json
+
+``--config`` names a config written by ``fit --tune-embedder``: the store is
+re-embedded with its fitted MiniLM (and records that embedder's identity, which
+``serve --config fitted.json`` then finds).
 
 Changing the embedder of a store that recorded another one (the service refuses to
 start then) needs this once: see :func:`emotional_memory.reembed.reembed_store`
@@ -16,6 +21,26 @@ import json
 from typing import Any
 
 __all__ = ["add_parser", "run"]
+
+
+def _fitted(config: str) -> Any:
+    """The fitted MiniLM a ``fit --tune-embedder`` config names.
+
+    Raises:
+        ValueError: the config cannot be read, is invalid, names no fitted embedder,
+            or its weights cannot be loaded (the message names the config).
+    """
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, read_fitted_config
+
+    try:
+        _, weights = read_fitted_config(config)
+        if weights is None:
+            raise ValueError("it names no fitted embedder (use --embedder minilm or hashing)")
+        return FittedMiniLMEmbedder(weights)
+    except OSError as exc:  # the config or the weights file missing or unreadable
+        raise ValueError(f"--config {config}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--config {config}: {exc}") from None
 
 
 def _embedder(name: str) -> Any:
@@ -38,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        ValueError: a bad URL, batch size or embedder (printed by the CLI).
+        ValueError: a bad URL, batch size, embedder or config (printed by the CLI).
     """
     from emotional_memory.reembed import reembed_store
     from emotional_memory.stores.registry import StoreURLError, open_store
@@ -48,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
     except StoreURLError as exc:
         raise ValueError(f"--store: {exc}") from None
     try:
-        report = reembed_store(opened.store, _embedder(args.embedder),
+        embedder = _fitted(args.config) if args.config else _embedder(args.embedder)
+        report = reembed_store(opened.store, embedder,
                                batch_size=args.batch_size, progress=not args.quiet)
     finally:
         opened.close()
@@ -65,8 +91,11 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("reembed", help="embed every memory of a store again (resumable)")
     p.add_argument("--store", required=True,
                    help="the store's URL (sqlite:///PATH, postgresql://..., memory://, ...)")
-    p.add_argument("--embedder", choices=("minilm", "hashing"), required=True,
-                   help="the new embedder")
+    new = p.add_mutually_exclusive_group(required=True)
+    new.add_argument("--embedder", choices=("minilm", "hashing"), help="the new embedder")
+    new.add_argument("--config", metavar="FITTED.json",
+                     help="a config from fit --tune-embedder: its fitted MiniLM is the new "
+                     "embedder")
     p.add_argument("--batch-size", type=int, default=256,
                    help="memories per batch (one transaction each)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

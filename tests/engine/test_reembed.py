@@ -150,3 +150,53 @@ def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         assert recorded_embedder(s) == "hashing/384"
         with pytest.raises(EmbedderMismatchError, match="reembed"):
             EmotionalMemory(s, seeded)
+
+
+def test_the_command_line_reembeds_with_a_fitted_config(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``reembed --config fitted.json`` embeds with the config's fitted MiniLM and
+    records its identity, so ``serve --config fitted.json`` opens the store (the
+    README's way to move a store to a fitted embedder); a config naming no fitted
+    embedder, or none at all, is an error naming it, the store untouched."""
+    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
+    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from emotional_memory.embedders.fitted import FORMAT, FittedMiniLMEmbedder, _digest
+    from emotional_memory.embedders.minilm import default_model_dir
+    from emotional_memory.server.cli import build_service
+
+    if default_model_dir() is None:
+        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+    tensors = {"encoder.layer.5.output.LayerNorm.bias": np.full(384, 0.01, np.float32)}
+    save_file(tensors, str(tmp_path / "fit.safetensors"), metadata={
+        "format": FORMAT, "base": "minilm-l6-v2", "layers": "5", "digest": _digest(tensors)})
+    config = tmp_path / "fitted.json"
+    config.write_text(json.dumps({"embedder": {"kind": "minilm-fitted",
+                                               "weights": "fit.safetensors"}}))
+    plain = tmp_path / "plain.json"
+    plain.write_text("{}")
+    path = tmp_path / "cli.db"
+    with SQLiteStore(path) as s:
+        record_embedder(s, HashingEmbedder())
+        EmotionalMemory(s, HashingEmbedder()).encode_batch(TEXTS[:5])
+        before = [m.model_dump() for m in s.list_all()]
+    url = f"sqlite:///{path}"
+    for bad, message in ((plain, "names no fitted embedder"),
+                         (tmp_path / "missing.json", "No such file")):
+        assert training_main(["reembed", "--store", url, "--config", str(bad), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert f"--config {bad}" in err and message in err
+    with SQLiteStore(path) as s:
+        assert [m.model_dump() for m in s.list_all()] == before
+    assert training_main(["reembed", "--store", url, "--config", str(config), "--quiet"]) == 0
+    fitted = FittedMiniLMEmbedder(tmp_path / "fit.safetensors")
+    assert json.loads(capsys.readouterr().out)["current"] == fitted.identity
+    with SQLiteStore(path) as s:
+        assert recorded_embedder(s) == fitted.identity
+        for m in s.list_all():
+            assert m.embedding == pytest.approx(fitted.embed(m.content), abs=1e-5)
+    service = build_service(url, "minilm", str(config), affect="none")
+    service.engine.close()
