@@ -103,6 +103,30 @@ def test_key_file(tmp_path: Path) -> None:
     assert ALICE not in repr(KeyRing.from_mapping({ALICE: {"scope": []}}))
 
 
+@pytest.mark.parametrize(("raw", "message"), [
+    (f'{{"{ALICE}": {{"scope": {"[" * 100_000}{"]" * 100_000}}}}}'.encode(), "nests too deeply"),
+    (f'{{"{ALICE}": '.encode() + b'{"a": ' * 3_000 + b"1" + b"}" * 3_001, "nests too deeply"),
+    (f'{{"{ALICE}": {{"scope": [{"1" * 5_000}]}}}}'.encode(), "number too long"),
+    (f'{{"{ALICE}": {{"scope": ["'.encode() + b'\xff"]}}', "not UTF-8 text"),
+], ids=["deep-array", "deep-object", "long-number", "not-utf8"])
+def test_a_hostile_key_file_is_a_value_error_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], raw: bytes, message: str
+) -> None:
+    """Deep nesting, an unreadable number or bytes that are not UTF-8: a ValueError
+    naming the file and never the keys (``serve`` exits 2 with it), not a
+    RecursionError traceback or a message that does not say which file."""
+    from emotional_memory.server.cli import main
+
+    path = tmp_path / "keys.json"
+    path.write_bytes(raw)
+    with pytest.raises(ValueError, match=message) as info:
+        KeyRing.load(path)
+    assert str(path) in str(info.value) and ALICE not in str(info.value)
+    assert main(["serve", "--keys", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err and ALICE not in err
+
+
 parts = st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
                 min_size=1, max_size=8)
 

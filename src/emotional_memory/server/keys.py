@@ -187,11 +187,18 @@ class KeyRing:
         """
         source = f"keys file {os.fspath(path)!r}"
         with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+            try:
+                text = fh.read()
+            except UnicodeDecodeError as exc:
+                raise ValueError(f"{source} is not UTF-8 text (byte {exc.start})") from None
         try:
             data: Any = json.loads(text, object_pairs_hook=_Pairs)
         except json.JSONDecodeError as exc:  # the message quotes no content
             raise ValueError(f"{source} is not valid JSON (line {exc.lineno})") from None
+        except ValueError:  # an integer too long to read
+            raise ValueError(f"{source} holds a number too long to read") from None
+        except RecursionError:  # [[[...]]] thousands deep: more than the parser's stack
+            raise ValueError(f"{source} nests too deeply to read") from None
         return cls.from_mapping(_unique(data, source), source=source)
 
     def authenticate(self, presented: str) -> Principal | None:
