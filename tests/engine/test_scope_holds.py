@@ -117,3 +117,23 @@ def test_postgres_holds_exclude_overlapping_scopes_only(pg_dsn: str) -> None:
 def test_postgres_hold_needs_a_state_store_of_the_memory_store(pg_dsn: str) -> None:
     with PostgresAffectiveStateStore(pg_dsn) as own, pytest.raises(ValueError, match="from_store"):
         own.hold_scope(("a",))
+
+
+def test_sqlite_holds_leave_a_bounded_number_of_lock_files(tmp_path: Path) -> None:
+    """Every scope a client names (a read of one never written included) used to
+    leave its own lock file beside the database, without bound; the paths now share
+    the root's file and ``STRIPES`` others, each operation taking each of its files
+    once, in one order, exclusive where the path itself falls."""
+    from emotional_memory.stores.sqlite.scope_locks import STRIPES, stripe_plan
+
+    database = str(tmp_path / "m.db")
+    for i in range(3 * STRIPES):
+        with hold_scope(database, ("tenant", f"scope-{i}")):
+            pass
+    assert len(list((tmp_path / "m.db.scope-locks").iterdir())) <= STRIPES + 1
+    for path in [(), ("a",), ("a", "b"), tuple("abcdefgh")]:
+        plan = stripe_plan(path)
+        names = [name for name, _ in plan]
+        assert names[0] == "root" and plan[0][1] == (path == ())
+        assert names[1:] == sorted(set(names[1:]))  # each stripe once, in order
+        assert sum(exclusive for _, exclusive in plan) == 1

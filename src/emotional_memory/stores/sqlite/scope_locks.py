@@ -5,9 +5,15 @@ An engine with ``shared_state`` holds its scope for the whole of each operation
 its prefixes shared) outside the store's transactions, so ranking and embedding run
 with the database unlocked and other scopes' operations go on; only the short write
 transactions take SQLite's file lock. Each lock is an ``flock`` on a file in the
-directory ``<database>.scope-locks`` (one small file per scope path, named by its
-hash): ``flock`` belongs to an open file, so threads of one process exclude each other
-as processes do, and a process that dies releases its locks. POSIX only: where
+directory ``<database>.scope-locks``: the root's own file, and :data:`STRIPES` files
+that the other scope paths share by their hash, so the directory holds at most
+``STRIPES + 1`` files however many scopes clients name (one file per scope let any
+request, a read of a scope never written included, leave a file behind). Two paths on
+one stripe only wait for each other more often than needed; an operation takes its
+stripes in one global order (the root, then by number, each once, exclusive when any
+of its paths is), so no two holders deadlock. ``flock`` belongs to an open file, so
+threads of one process exclude each other as processes do, and a process that dies
+releases its locks. POSIX only: where
 ``fcntl`` is missing (Windows), operations of one process are still serialised by the
 engine, but not those of other processes.
 """
@@ -25,7 +31,10 @@ try:
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["hold_scope", "lock_directory"]
+__all__ = ["STRIPES", "hold_scope", "lock_directory", "stripe_plan"]
+
+STRIPES = 4096
+"""Lock files the scope paths other than the root share (by hash)."""
 
 
 def lock_directory(database: str) -> str | None:
@@ -40,6 +49,25 @@ def lock_directory(database: str) -> str | None:
     if database in ("", ":memory:") or database.startswith("file:"):
         return None
     return os.path.abspath(database) + ".scope-locks"
+
+
+def stripe_plan(path: tuple[str, ...]) -> list[tuple[str, bool]]:
+    """The lock files an operation on ``path`` takes, in acquisition order.
+
+    Args:
+        path: the operation's scope path.
+
+    Returns:
+        ``(file name, exclusive)`` pairs: ``"root"`` first (exclusive only for the
+        root itself), then each stripe of the path and its other prefixes once, by
+        number, exclusive when the path itself falls on it.
+    """
+    root, *rest = lock_plan("", path)
+    stripes: dict[int, bool] = {}
+    for name, exclusive in rest:
+        stripe = int.from_bytes(name[:8], "big") % STRIPES
+        stripes[stripe] = stripes.get(stripe, False) or exclusive
+    return [("root", root[1]), *((f"{k:04d}", stripes[k]) for k in sorted(stripes))]
 
 
 @contextmanager
@@ -60,8 +88,8 @@ def hold_scope(database: str, path: tuple[str, ...]) -> Iterator[None]:
     os.makedirs(directory, mode=0o700, exist_ok=True)
     fds: list[int] = []
     try:
-        for name, exclusive in lock_plan("", path):
-            fd = os.open(os.path.join(directory, name.hex()[:32]), os.O_RDWR | os.O_CREAT, 0o600)
+        for name, exclusive in stripe_plan(path):
+            fd = os.open(os.path.join(directory, name), os.O_RDWR | os.O_CREAT, 0o600)
             fds.append(fd)
             fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
         yield
