@@ -81,13 +81,22 @@ def _start(store: Any, target: str | None) -> tuple[int, str | None]:
     raw = store.setting(REEMBED_SETTING)
     if raw is None:
         return 0, recorded_embedder(store)
-    progress = json.loads(raw)
+    try:
+        progress = json.loads(raw)
+        done = progress["done"]
+        if not isinstance(progress, dict) or type(done) is not int or done < 0:
+            raise TypeError
+    except (ValueError, TypeError, KeyError):
+        raise ValueError(
+            f"store setting {REEMBED_SETTING!r}: not a re-embedding progress record "
+            "(a JSON object with a non-negative integer 'done'); remove it to start over"
+        ) from None
     if progress.get("to") != target:
         raise ValueError(
             f"embedder: this store's unfinished re-embedding is to {progress.get('to')!r}, "
             f"not {target!r}; resume it with that embedder"
         )
-    return int(progress["done"]), progress.get("from")
+    return done, progress.get("from")
 
 
 def _new_vectors(embedder: Any, batch: list[Memory]) -> list[list[float]]:

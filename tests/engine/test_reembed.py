@@ -19,6 +19,7 @@ from training.cli import main as training_main
 
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.embedder_identity import (
+    REEMBED_SETTING,
     EmbedderMismatchError,
     ReembedInProgressError,
     record_embedder,
@@ -200,3 +201,20 @@ def test_the_command_line_reembeds_with_a_fitted_config(
             assert m.embedding == pytest.approx(fitted.embed(m.content), abs=1e-5)
     service = build_service(url, "minilm", str(config), affect="none")
     service.engine.close()
+
+
+@pytest.mark.parametrize("record", ["not json", "[1]", '"done"', '{"to": null}',
+                                    '{"done": "3"}', '{"done": -1}', '{"done": true}'])
+def test_a_malformed_progress_record_is_a_value_error_naming_it(
+    tmp_path: Path, record: str
+) -> None:
+    store = SQLiteStore(tmp_path / "m.db")
+    try:
+        before = _filled(store)
+        store.replace_setting(REEMBED_SETTING, record)
+        with pytest.raises(ValueError, match=r"'reembedding'.*not a re-embedding progress"):
+            reembed_store(store, NEW, batch_size=5, progress=False)
+        assert [m.model_dump() for m in store.list_all()] == before
+        assert store.setting(REEMBED_SETTING) == record
+    finally:
+        store.close()
