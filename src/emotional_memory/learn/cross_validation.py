@@ -46,13 +46,15 @@ def subset_dataset(data: dict[str, Any], scenario_ids: Sequence[str]) -> dict[st
 
     Args:
         data: A realistic-recall dataset.
-        scenario_ids: Ids of the scenarios to keep.
+        scenario_ids: Ids of the scenarios to keep, compared as strings (as
+            :class:`RecallInfo` holds them: an integer id 3 is kept by ``"3"``).
 
     Returns:
         A shallow copy of ``data`` whose ``scenarios`` list holds only those scenarios.
     """
-    keep = set(scenario_ids)
-    return {**data, "scenarios": [s for s in data["scenarios"] if s.get("scenario_id") in keep]}
+    keep = {str(s) for s in scenario_ids}
+    return {**data, "scenarios": [s for s in data["scenarios"]
+                                  if str(s.get("scenario_id", "")) in keep]}
 
 
 @dataclass
