@@ -2,18 +2,26 @@
 
 * cross-validation replays every held-out scenario, whatever the JSON type of its
   ``scenario_id``;
+* a malformed dataset (a missing or mistyped field, an expected id naming no memory,
+  no queries) is refused with one line naming the place and the field, by
+  ``load_dataset``, by the learning API given the dict and by the command line.
 """
 
 from __future__ import annotations
 
 import copy
+import json
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from emotional_memory.data import load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.learn import cross_validate, subset_dataset
+from emotional_memory.learn import build_recall_batch, cross_validate, subset_dataset
+from emotional_memory.replay import load_dataset
+from support.paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -40,3 +48,149 @@ def test_cross_validation_with_integer_scenario_ids(small: dict[str, Any]) -> No
     cv = cross_validate(data, HashingEmbedder(dim=384), folds=3, select=False, steps=5)
     assert cv.metrics["n_queries"] == n_queries == cv.default_metrics["n_queries"]
     assert sum(f["n_queries"] for f in cv.fold_metrics) == n_queries
+
+
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _event(data: dict[str, Any]) -> dict[str, Any]:
+    return dict(data["scenarios"][0]["sessions"][0]["events"][0])
+
+
+def _set_event(key: str, value: Any) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        data["scenarios"][0]["sessions"][0]["events"][0][key] = value
+    return edit
+
+
+def _drop_event_key(key: str) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        del data["scenarios"][0]["sessions"][0]["events"][0][key]
+    return edit
+
+
+def _set_query(key: str, value: Any) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        data["scenarios"][0]["sessions"][-1]["queries"][0][key] = value
+    return edit
+
+
+def _set_scenario(key: str, value: Any) -> Edit:
+    def edit(data: dict[str, Any]) -> None:
+        data["scenarios"][0][key] = value
+    return edit
+
+
+def _ask_too_early(data: dict[str, Any]) -> None:
+    """A query in the first session expecting an event of the second."""
+    sessions = data["scenarios"][0]["sessions"]
+    sessions[0]["queries"] = [dict(sessions[1]["queries"][0],
+                                   expected_memory_ids=["fix_confirmed"])]
+
+
+def _no_queries(data: dict[str, Any]) -> None:
+    for scenario in data["scenarios"]:
+        for session in scenario["sessions"]:
+            session["queries"] = []
+
+
+def _duplicate_scenario(data: dict[str, Any]) -> None:
+    data["scenarios"][1]["scenario_id"] = data["scenarios"][0]["scenario_id"]
+
+
+def _no_scenario_ids(data: dict[str, Any]) -> None:
+    for scenario in data["scenarios"]:
+        del scenario["scenario_id"]
+
+
+# (edit, words the one-line message must hold)
+BAD_DATA: list[tuple[Edit, tuple[str, ...]]] = [
+    (_drop_event_key("content"), ("events[0]", "'content'")),
+    (_set_event("content", 5), ("events[0]", "'content'")),
+    (_drop_event_key("memory_id"), ("events[0]", "'memory_id'")),
+    (_set_event("valence", "high"), ("events[0]", "'valence'")),
+    (_set_event("valence", 4.0), ("events[0]", "'valence'", "[-1, 1]")),
+    (_drop_event_key("arousal"), ("events[0]", "'arousal'")),
+    (_set_event("timestamp", "yesterday"), ("events[0]", "'timestamp'")),
+    (_set_query("query", None), ("queries[0]", "'query'")),
+    # a string is not a list: it used to be read as one id per character
+    (_set_query("expected_memory_ids", "demo_crash"), ("queries[0]", "expected_memory_ids")),
+    # a typo, or an event of a later session: a query no ranking could answer
+    (_set_query("expected_memory_ids", ["demo_crsh"]), ("queries[0]", "demo_crsh")),
+    (_ask_too_early, ("sessions[0] queries[0]", "fix_confirmed")),
+    (_set_query("state", {"valence": 0.2}), ("queries[0]", "'arousal'")),
+    (_set_scenario("sessions", {}), ("scenarios[0]", "'sessions'")),
+    (_no_scenario_ids, ("scenarios[0]", "'scenario_id'")),
+    (_duplicate_scenario, ("scenarios[1]", "duplicate scenario_id")),
+    (_no_queries, ("no queries",)),
+    (lambda data: data.update(scenarios=[]), ("no queries",)),
+    (lambda data: data["scenarios"].__setitem__(0, "oops"), ("scenarios[0]",)),
+    (lambda data: data.update(default_top_k="2"), ("'default_top_k'",)),
+]
+IDS = [f"bad{i}" for i in range(len(BAD_DATA))]
+
+
+def _bad(small: dict[str, Any], edit: Edit) -> dict[str, Any]:
+    data = copy.deepcopy(small)
+    edit(data)
+    return data
+
+
+def test_the_edited_places_exist(small: dict[str, Any]) -> None:
+    # what the cases above edit: the ids they name exist, in these places
+    first = small["scenarios"][0]["sessions"]
+    assert len(first) == 2 and first[0]["queries"] == []
+    assert _event(small)["memory_id"] == "launch_kickoff"
+    assert "demo_crash" in {e["memory_id"] for e in first[0]["events"]}
+    assert "fix_confirmed" in {e["memory_id"] for e in first[1]["events"]}
+    assert first[-1]["queries"][0]["expected_memory_ids"] == ["demo_crash"]
+
+
+@pytest.mark.parametrize(("edit", "words"), BAD_DATA, ids=IDS)
+def test_load_dataset_names_the_bad_field(
+    small: dict[str, Any], edit: Edit, words: tuple[str, ...], tmp_path: Path
+) -> None:
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(_bad(small, edit)), encoding="utf-8")
+    with pytest.raises(ValueError) as info:
+        load_dataset(path)
+    message = str(info.value)
+    assert "\n" not in message and message.startswith(str(path))
+    for word in words:
+        assert word in message
+
+
+@pytest.mark.parametrize(("edit", "words"), BAD_DATA[:12:3], ids=IDS[:12:3])
+def test_the_learning_api_refuses_a_bad_dict(
+    small: dict[str, Any], edit: Edit, words: tuple[str, ...]
+) -> None:
+    data = _bad(small, edit)
+    for call in (lambda: build_recall_batch(data, HashingEmbedder(dim=64)),
+                 lambda: cross_validate(data, HashingEmbedder(dim=64), folds=2, select=False,
+                                        steps=1)):
+        with pytest.raises(ValueError) as info:
+            call()
+        assert all(word in str(info.value) for word in words)
+
+
+def test_the_own_datasets_are_valid(small: dict[str, Any], tmp_path: Path) -> None:
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps(small), encoding="utf-8")
+    assert load_dataset(path) == small
+
+
+@pytest.mark.parametrize(("edit", "words"), BAD_DATA[9:10], ids=IDS[9:10])
+def test_cli_refuses_a_bad_dataset_in_one_line(
+    small: dict[str, Any], edit: Edit, words: tuple[str, ...], tmp_path: Path,
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import main
+
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(_bad(small, edit)), encoding="utf-8")
+    assert main(["evaluate", "--dataset", str(path), "--quiet", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
+    assert all(word in captured.err for word in words)
