@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -98,10 +99,43 @@ class LookupEmbedder:
             The ``LookupEmbedder`` over that table.
 
         Raises:
-            ValueError: If ``embeddings`` does not have shape (len(texts), D).
+            FileNotFoundError: If there is no such file.
+            ValueError: Naming the file, when it is not an ``.npz`` archive, lacks one
+                of the arrays, or ``embeddings`` is not a finite (len(texts), D) array
+                of numbers with D >= 1.
         """
-        with np.load(path, allow_pickle=False) as data:
-            return cls([str(t) for t in data["texts"]], data["embeddings"])
+        try:
+            archive = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            # numpy reads any other file as a pickle, which allow_pickle=False refuses
+            detail = "" if isinstance(exc, ValueError) else f" ({exc})"
+            raise ValueError(f"embeddings {path}: not an .npz archive{detail}") from None
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError(f"embeddings {path}: not an .npz archive (a single array)")
+        with archive:
+            missing = [k for k in ("texts", "embeddings") if k not in archive.files]
+            if missing:
+                raise ValueError(f"embeddings {path}: lacks the array(s) {missing} (has "
+                                 f"{sorted(archive.files)}; needs 'texts' (N,) and "
+                                 "'embeddings' (N, D))")
+            texts, emb = archive["texts"], archive["embeddings"]
+        if texts.ndim != 1 or texts.dtype.kind not in "US":
+            raise ValueError(f"embeddings {path}: 'texts' must be a 1-d array of strings, "
+                             f"got dtype {texts.dtype} shape {texts.shape}")
+        if emb.dtype.kind not in "iuf":
+            raise ValueError(f"embeddings {path}: 'embeddings' must hold numbers, got dtype "
+                             f"{emb.dtype}")
+        if emb.ndim != 2 or emb.shape[0] != len(texts) or emb.shape[1] < 1:
+            raise ValueError(f"embeddings {path}: 'embeddings' must have shape "
+                             f"(len(texts), D) with D >= 1; got {emb.shape} for "
+                             f"{len(texts)} texts")
+        bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+        if bad.size:
+            raise ValueError(f"embeddings {path}: {bad.size} row(s) hold NaN or inf, the "
+                             f"first for text {str(texts[bad[0]])[:60]!r}")
+        return cls([str(t) for t in texts], emb)
 
     def __contains__(self, text: object) -> bool:
         return text in self._index

@@ -4,7 +4,9 @@
   ``scenario_id``;
 * a malformed dataset (a missing or mistyped field, an expected id naming no memory,
   no queries) is refused with one line naming the place and the field, by
-  ``load_dataset``, by the learning API given the dict and by the command line.
+  ``load_dataset``, by the learning API given the dict and by the command line;
+* an embeddings table (``.npz``) with other arrays, shapes or dtypes, NaN rows, or no
+  archive at all is refused naming the file and the array.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from emotional_memory.data import load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.learn import build_recall_batch, cross_validate, subset_dataset
-from emotional_memory.replay import load_dataset
+from emotional_memory.replay import LookupEmbedder, load_dataset
 from support.paths import ROOT
 
 
@@ -194,3 +197,53 @@ def test_cli_refuses_a_bad_dataset_in_one_line(
     assert captured.out == ""
     assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
     assert all(word in captured.err for word in words)
+
+
+TEXTS = np.array(["alpha", "beta", "gamma"])
+TABLE = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _nan_row() -> np.ndarray:
+    table = TABLE.copy()
+    table[1, 2] = np.nan
+    return table
+
+
+BAD_NPZ: list[tuple[dict[str, Any], tuple[str, ...]]] = [
+    ({"text": TEXTS, "embeddings": TABLE}, ("'texts'", "lacks")),
+    ({"texts": TEXTS, "emb": TABLE}, ("'embeddings'", "lacks")),
+    ({"texts": TEXTS, "embeddings": TABLE[:2]}, ("'embeddings'", "(2, 4)")),
+    ({"texts": TEXTS, "embeddings": TABLE[:, 0]}, ("'embeddings'", "(3,)")),
+    ({"texts": TEXTS, "embeddings": np.zeros((3, 0), np.float32)}, ("'embeddings'", "D >= 1")),
+    ({"texts": TEXTS, "embeddings": np.full((3, 4), "x")}, ("'embeddings'", "numbers")),
+    ({"texts": np.arange(3), "embeddings": TABLE}, ("'texts'", "strings")),
+    # a NaN row used to rank its memory with semantic similarity 0, with only a warning
+    ({"texts": TEXTS, "embeddings": _nan_row()}, ("NaN", "'beta'")),
+]
+
+
+@pytest.mark.parametrize(("arrays", "words"), BAD_NPZ)
+def test_bad_embedding_tables_are_named(
+    arrays: dict[str, Any], words: tuple[str, ...], tmp_path: Path
+) -> None:
+    path = tmp_path / "mine.npz"
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError) as info:
+        LookupEmbedder.from_npz(path)
+    message = str(info.value)
+    assert "\n" not in message and str(path) in message
+    assert all(word in message for word in words), message
+
+
+@pytest.mark.parametrize("content", ["text", "npy"])
+def test_a_file_that_is_no_npz_archive(content: str, tmp_path: Path) -> None:
+    path = tmp_path / "mine.npz"
+    if content == "npy":
+        with path.open("wb") as fh:
+            np.save(fh, TABLE)
+    else:
+        path.write_text('{"texts": []}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"not an \.npz archive"):
+        LookupEmbedder.from_npz(path)
+    with pytest.raises(FileNotFoundError):
+        LookupEmbedder.from_npz(tmp_path / "missing.npz")
