@@ -67,7 +67,9 @@ def add_parser(sub: Any) -> None:
                    help="the store's URL (sqlite:///PATH, postgresql://..., memory://, ...)")
     p.add_argument("--embedder", choices=("minilm", "hashing"), required=True,
                    help="the new embedder")
-    p.add_argument("--batch-size", type=int, default=256,
+    from training.cli import int_at_least
+
+    p.add_argument("--batch-size", type=int_at_least(1), default=256,
                    help="memories per batch (one transaction each)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -6,7 +6,10 @@
   no queries) is refused with one line naming the place and the field, by
   ``load_dataset``, by the learning API given the dict and by the command line;
 * an embeddings table (``.npz``) with other arrays, shapes or dtypes, NaN rows, or no
-  archive at all is refused naming the file and the array.
+  archive at all is refused naming the file and the array;
+* the command line refuses nonsense numbers as usage errors naming the option, and an
+  ``--out`` / ``--plot`` / ``--folds`` / ``--config`` it cannot use before any fit, in
+  one line.
 """
 
 from __future__ import annotations
@@ -247,3 +250,81 @@ def test_a_file_that_is_no_npz_archive(content: str, tmp_path: Path) -> None:
         LookupEmbedder.from_npz(path)
     with pytest.raises(FileNotFoundError):
         LookupEmbedder.from_npz(tmp_path / "missing.npz")
+
+
+FIXED = ["--trainable", "base_weights", "--l2", "0.01", "--temperature", "0.05"]
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["fit", "--out", "x.json", "--steps", "-1"], "--steps"),
+        (["fit", "--out", "x.json", "--temperature", "0"], "--temperature"),
+        (["fit", "--out", "x.json", "--l2", "nan"], "--l2"),
+        (["fit", "--out", "x.json", "--l2", "-1", "--temperature", "0.05"], "--l2"),
+        (["fit", "--out", "x.json", "--adapter-rank", "0"], "--adapter-rank"),
+        # checked only after the whole fit, and named "steps" as if --steps were wrong
+        (["fit", "--out", "x.json", "--tune-embedder", "--tune-steps", "-5"], "--tune-steps"),
+        (["fit", "--out", "x.json", "--tune-folds", "1"], "--tune-folds"),
+        (["cv", "--folds", "1"], "--folds"),
+        (["cv", "--jobs", "0"], "--jobs"),
+        (["cv", "--steps", "ten"], "--steps"),
+    ],
+)
+def test_nonsense_numbers_are_usage_errors(
+    args: list[str], option: str, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.chdir(tmp_path)  # x.json, were a fit to run
+    from training.cli import main
+
+    with pytest.raises(SystemExit) as info:
+        main([*args, "--quiet", "--json"])
+    assert info.value.code == 2
+    assert f"argument {option}:" in capsys.readouterr().err
+
+
+def _cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    from training.cli import main
+
+    assert main([*argv, "--quiet", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: ") and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_unusable_outputs_fail_before_the_fit(
+    small: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    data = tmp_path / "small.json"
+    data.write_text(json.dumps(small), encoding="utf-8")
+    fit = ["fit", "--dataset", str(data), *FIXED, "--steps", "1"]
+    # a directory as --out: was a traceback after the whole fit
+    assert "--out" in _cli_error([*fit, "--out", str(tmp_path)], capsys)
+    # a file as --plot: the config was written, then a traceback
+    (tmp_path / "plots").write_text("", encoding="utf-8")
+    out = tmp_path / "fitted.json"
+    err = _cli_error([*fit, "--out", str(out), "--plot", str(tmp_path / "plots")], capsys)
+    assert "--plot" in err and not out.exists()
+
+
+def test_too_many_folds_and_a_bad_config_in_one_line(
+    small: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.syspath_prepend(str(ROOT))
+    data = tmp_path / "small.json"
+    data.write_text(json.dumps(small), encoding="utf-8")
+    err = _cli_error(["cv", "--dataset", str(data), "--folds", "7", *FIXED], capsys)
+    assert "--folds" in err and "[2, 6]" in err
+    config = tmp_path / "config.json"
+    config.write_text('{"retrieval": {"semantic_wieght": 1}}', encoding="utf-8")
+    err = _cli_error(["evaluate", "--dataset", str(data), "--config", str(config)], capsys)
+    assert str(config) in err and "retrieval.semantic_wieght" in err
+    # a directory given as the config: was a traceback
+    assert str(tmp_path) in _cli_error(["evaluate", "--dataset", str(data), "--config",
+                                        str(tmp_path)], capsys)
