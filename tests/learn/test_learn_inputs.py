@@ -7,6 +7,8 @@
   ``load_dataset``, by the learning API given the dict and by the command line;
 * an embeddings table (``.npz``) with other arrays, shapes or dtypes, NaN rows, or no
   archive at all is refused naming the file and the array;
+* ``fit`` / ``select_model`` refuse a train_mask of the wrong shape or dtype, one that
+  selects nothing, and a learning rate <= 0;
 * the command line refuses nonsense numbers as usage errors naming the option, and an
   ``--out`` / ``--plot`` / ``--folds`` / ``--config`` it cannot use before any fit, in
   one line.
@@ -25,7 +27,15 @@ import pytest
 
 from emotional_memory.data import load_builtin_dataset
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.learn import build_recall_batch, cross_validate, subset_dataset
+from emotional_memory.learn import (
+    RecallBatch,
+    RecallInfo,
+    build_recall_batch,
+    cross_validate,
+    fit,
+    select_model,
+    subset_dataset,
+)
 from emotional_memory.replay import LookupEmbedder, load_dataset
 from support.paths import ROOT
 
@@ -328,3 +338,43 @@ def test_too_many_folds_and_a_bad_config_in_one_line(
     # a directory given as the config: was a traceback
     assert str(tmp_path) in _cli_error(["evaluate", "--dataset", str(data), "--config",
                                         str(tmp_path)], capsys)
+
+
+@pytest.fixture(scope="module")
+def small_batch(small: dict[str, Any]) -> tuple[RecallBatch, RecallInfo]:
+    return build_recall_batch(small, HashingEmbedder(dim=64))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "words"),
+    [
+        # was an IndexError from deep inside the split
+        ({"train_mask": np.ones(3, bool)}, ValueError, "shape"),
+        # integer indices were read as a mask (index 0 dropped, the rest kept)
+        ({"train_mask": np.arange(4)}, TypeError, "bool"),
+        # fitted nothing and reported NaN metrics
+        ({"train_mask": "none"}, ValueError, "no query"),
+        # a negative rate climbed the loss
+        ({"learning_rate": -0.05}, ValueError, "learning_rate"),
+        ({"learning_rate": 0.0}, ValueError, "learning_rate"),
+        ({"steps": 2.5}, TypeError, "steps"),
+    ],
+)
+def test_fit_refuses_bad_arguments(
+    small_batch: tuple[RecallBatch, RecallInfo], kwargs: dict[str, Any],
+    error: type[Exception], words: str,
+) -> None:
+    batch, info = small_batch
+    if isinstance(kwargs.get("train_mask"), str):
+        kwargs = {"train_mask": np.zeros(batch.n_queries, bool)}
+    with pytest.raises(error, match=words):
+        fit(batch, info, steps=2, **kwargs)
+
+
+def test_select_model_checks_its_mask(small_batch: tuple[RecallBatch, RecallInfo]) -> None:
+    batch, info = small_batch
+    with pytest.raises(ValueError, match="shape"):
+        select_model(batch, info, train_mask=np.ones(3, bool), steps=2, tune=False)
+    with pytest.raises(TypeError, match="bool"):
+        select_model(batch, info, train_mask=np.ones(batch.n_queries, int), steps=2,
+                     tune=False)
