@@ -450,7 +450,10 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", default="affect_head.npz", help="where to write the head")
     p.add_argument("--cache", default=None,
                    help=".npz to cache the MiniLM features in (reused when it matches)")
-    p.add_argument("--members", type=int, default=5, help="ensemble size (seeds)")
+    from training.cli import int_at_least
+
+    p.add_argument("--members", type=int_at_least(1), default=5,
+                   help="ensemble size (seeds)")
     p.add_argument("--quick", action="store_true",
                    help="one 2-epoch candidate (smoke test; not for shipping)")
     p.add_argument("--json", action="store_true", help="print one JSON object")

@@ -34,10 +34,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pydantic import ValidationError
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.embedders.fitted import write_fitted_config
@@ -88,8 +92,43 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
 
     try:  # a fitted config may name its embedder's weights (training/tune_embedder.py)
         return read_fitted_config(path)[0]
-    except ValueError as exc:  # unknown or misspelt keys, bad values: name the file
+    except ValidationError as exc:  # unknown or misspelt keys, bad values: one line
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
+                             for e in exc.errors())
+        raise ValueError(f"config {path}: not an EmotionalMemoryConfig ({problems})") from None
+    except ValueError as exc:  # not JSON, a bad embedder entry: name the file
         raise ValueError(f"config {path}: {exc}") from exc
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An argparse ``type``: an int >= ``low`` (argparse names the option when not)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _float_above(low: float, strict: bool) -> Callable[[str], float]:
+    """An argparse ``type``: a finite float > ``low`` (``strict``) or >= ``low``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not math.isfinite(value) or value < low or (strict and value == low):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {'>' if strict else '>='} {low:g}, got {text}")
+        return value
+
+    return parse
 
 
 def _trainable(text: str) -> tuple[str, ...]:
@@ -224,6 +263,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     out_path = Path(args.out)
     if not out_path.parent.is_dir():  # fail before the fit, not after it
         raise FileNotFoundError(f"--out: directory {str(out_path.parent)!r} does not exist")
+    if out_path.is_dir():
+        raise ValueError(f"--out: {str(out_path)!r} is a directory, not a config file path")
+    if args.plot is not None and Path(args.plot).exists() and not Path(args.plot).is_dir():
+        raise ValueError(f"--plot: {args.plot!r} exists and is not a directory")
+    tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
     )
@@ -319,6 +363,10 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         queries, folds, jobs, seconds and what each fold chose.
     """
     data, start = _load_data(args.dataset), _config(args.config)
+    scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
+    if args.folds > scenarios:  # before the replays, not after them
+        raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
+                         f"queries), got {args.folds}")
     embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
     start = _lexical_start(args, start)
     select: bool | str
@@ -329,8 +377,6 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         kwargs, select = _fit_kwargs(args)
     if select == "model":
         kwargs.update(analyses=_analyses(args), adapter=_wants_adapter(args))
-    if args.jobs is not None and args.jobs < 1:
-        raise SystemExit(f"--jobs must be >= 1, got {args.jobs}")
     jobs = args.jobs if args.jobs is not None else default_jobs(args.folds)
     tuning = tune_embedder.tuning_options(args)
     if tuning is not None and args.embeddings is None and args.config is None:
@@ -449,19 +495,20 @@ def build_parser() -> argparse.ArgumentParser:
                             "rank 16, pull 0.1 unless --adapter-rank/--adapter-l2 say)")
         p.add_argument("--no-context", dest="context", action="store_false",
                        help="without --trainable: leave the context-signal models out")
-        p.add_argument("--adapter-rank", type=int, default=None,
+        p.add_argument("--adapter-rank", type=int_at_least(1), default=None,
                        help="rank of a fitted query adapter (default 16; with "
                             "--tune-adapter chosen by inner CV among 4 and 16)")
-        p.add_argument("--adapter-l2", type=float, default=None,
+        p.add_argument("--adapter-l2", type=_float_above(0.0, False), default=None,
                        help="L2 pull of the adapter to the identity (default 0.1; with "
                             "--tune-adapter chosen by inner CV among 0.01, 0.1, 1)")
-        p.add_argument("--l2", type=float, default=None,
+        p.add_argument("--l2", type=_float_above(0.0, False), default=None,
                        help="L2 pull to the defaults (default 0.01 when a model is "
                             "selected, unless --tune; with --trainable: chosen by inner CV)")
-        p.add_argument("--temperature", type=float, default=None,
+        p.add_argument("--temperature", type=_float_above(0.0, True), default=None,
                        help="softmax temperature (default 0.05 when a model is selected, "
                             "unless --tune; with --trainable: chosen by inner CV)")
-        p.add_argument("--steps", type=int, default=400)
+        p.add_argument("--steps", type=int_at_least(0), default=400,
+                       help="maximum optimisation steps of each fit (default 400)")
 
     p_fit = sub.add_parser("fit", help="fit on the whole dataset, write a config")
     common(p_fit)
@@ -474,9 +521,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_cv = sub.add_parser("cv", help="scenario-grouped k-fold cross-validation")
     common(p_cv)
     fitting(p_cv)
-    p_cv.add_argument("--folds", type=int, default=5)
-    p_cv.add_argument("--seed", type=int, default=0)
-    p_cv.add_argument("--jobs", type=int, default=None,
+    p_cv.add_argument("--folds", type=int_at_least(2), default=5,
+                      help="outer folds (2 to the number of scenarios with queries)")
+    p_cv.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    p_cv.add_argument("--jobs", type=int_at_least(1), default=None,
                       help="folds fitted at once, one process each (default: one per CPU "
                       "core and 4 GiB of free memory, at most one per fold); the result "
                       "does not depend on it")
@@ -503,11 +551,12 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: the handler's (0), or 2 after printing a ``ValueError``,
-        ``KeyError`` or ``FileNotFoundError`` to stderr.
+        ``TypeError``, ``KeyError`` or ``OSError`` (a missing file, a directory) to
+        stderr.
     """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, KeyError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, KeyError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

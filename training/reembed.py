@@ -96,7 +96,9 @@ def add_parser(sub: Any) -> None:
     new.add_argument("--config", metavar="FITTED.json",
                      help="a config from fit --tune-embedder: its fitted MiniLM is the new "
                      "embedder")
-    p.add_argument("--batch-size", type=int, default=256,
+    from training.cli import int_at_least
+
+    p.add_argument("--batch-size", type=int_at_least(1), default=256,
                    help="memories per batch (one transaction each)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -42,12 +42,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="also fine-tune the MiniLM (LoRA adapters on its top layers, the "
                         "default, or the top layers themselves) when inner CV says it "
                         "pays; weights beside --out")
-    p.add_argument("--tune-layers", type=int, default=1,
+    from training.cli import int_at_least
+
+    p.add_argument("--tune-layers", type=int_at_least(1), default=1,
                    help="top encoder layers tuned (default 1; the rest are cached)")
-    p.add_argument("--tune-steps", type=int, default=100,
+    p.add_argument("--tune-steps", type=int_at_least(0), default=100,
                    help="optimiser steps of each embedder tuning (default 100)")
-    p.add_argument("--tune-rank", type=int, default=8, help="LoRA rank (default 8)")
-    p.add_argument("--tune-folds", type=int, default=2,
+    p.add_argument("--tune-rank", type=int_at_least(1), default=8,
+                   help="LoRA rank (default 8)")
+    p.add_argument("--tune-folds", type=int_at_least(2), default=2,
                    help="inner folds deciding whether tuning pays (default 2)")
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -98,10 +99,43 @@ class LookupEmbedder:
             The ``LookupEmbedder`` over that table.
 
         Raises:
-            ValueError: If ``embeddings`` does not have shape (len(texts), D).
+            FileNotFoundError: If there is no such file.
+            ValueError: Naming the file, when it is not an ``.npz`` archive, lacks one
+                of the arrays, or ``embeddings`` is not a finite (len(texts), D) array
+                of numbers with D >= 1.
         """
-        with np.load(path, allow_pickle=False) as data:
-            return cls([str(t) for t in data["texts"]], data["embeddings"])
+        try:
+            archive = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+            # numpy reads any other file as a pickle, which allow_pickle=False refuses
+            detail = "" if isinstance(exc, ValueError) else f" ({exc})"
+            raise ValueError(f"embeddings {path}: not an .npz archive{detail}") from None
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError(f"embeddings {path}: not an .npz archive (a single array)")
+        with archive:
+            missing = [k for k in ("texts", "embeddings") if k not in archive.files]
+            if missing:
+                raise ValueError(f"embeddings {path}: lacks the array(s) {missing} (has "
+                                 f"{sorted(archive.files)}; needs 'texts' (N,) and "
+                                 "'embeddings' (N, D))")
+            texts, emb = archive["texts"], archive["embeddings"]
+        if texts.ndim != 1 or texts.dtype.kind not in "US":
+            raise ValueError(f"embeddings {path}: 'texts' must be a 1-d array of strings, "
+                             f"got dtype {texts.dtype} shape {texts.shape}")
+        if emb.dtype.kind not in "iuf":
+            raise ValueError(f"embeddings {path}: 'embeddings' must hold numbers, got dtype "
+                             f"{emb.dtype}")
+        if emb.ndim != 2 or emb.shape[0] != len(texts) or emb.shape[1] < 1:
+            raise ValueError(f"embeddings {path}: 'embeddings' must have shape "
+                             f"(len(texts), D) with D >= 1; got {emb.shape} for "
+                             f"{len(texts)} texts")
+        bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
+        if bad.size:
+            raise ValueError(f"embeddings {path}: {bad.size} row(s) hold NaN or inf, the "
+                             f"first for text {str(texts[bad[0]])[:60]!r}")
+        return cls([str(t) for t in texts], emb)
 
     def __contains__(self, text: object) -> bool:
         return text in self._index
@@ -140,7 +174,7 @@ class LookupEmbedder:
 
 
 def load_dataset(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read and minimally validate a realistic-recall JSON file.
+    """Read and validate a realistic-recall JSON file (:func:`validate_dataset`).
 
     Args:
         path: Path of the JSON dataset.
@@ -149,19 +183,167 @@ def load_dataset(path: str | os.PathLike[str]) -> dict[str, Any]:
         The parsed dataset (an object with a ``scenarios`` list).
 
     Raises:
-        ValueError: when the file lacks ``scenarios`` or a query lacks expected ids.
+        ValueError: when the file is not JSON or the dataset is malformed (the message
+            names the file, the place and the field).
     """
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
-        raise ValueError(f"{path}: expected an object with a 'scenarios' list")
-    for scenario in data["scenarios"]:
-        for session in scenario.get("sessions", []):
-            for query in session.get("queries", []):
-                if not query.get("expected_memory_ids"):
-                    raise ValueError(
-                        f"{path}: query {query.get('query_id')!r} has no expected_memory_ids"
-                    )
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    validate_dataset(data, str(path))
     return data
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _is_id(value: object) -> bool:
+    return (isinstance(value, str) and value != "") or (
+        isinstance(value, int) and not isinstance(value, bool))
+
+
+def _check_affect(where: str, obj: dict[str, Any], required: bool) -> None:
+    """``valence`` in [-1, 1] and ``arousal`` in [0, 1], both or (unless required)
+    neither."""
+    given = [k for k in ("valence", "arousal") if obj.get(k) is not None]
+    if not given and not required:
+        return
+    if len(given) < 2:
+        missing = "arousal" if given == ["valence"] else "valence"
+        raise ValueError(f"{where}: '{missing}' is missing (valence and arousal go "
+                         "together)")
+    for key, low in (("valence", -1.0), ("arousal", 0.0)):
+        value = obj[key]
+        if not _is_number(value) or not low <= value <= 1.0:
+            raise ValueError(f"{where}: '{key}' must be a number in [{low:g}, 1], got {value!r}")
+
+
+def _check_event(where: str, event: object) -> str:
+    """Check one event; its memory id as a string."""
+    if not isinstance(event, dict):
+        raise ValueError(f"{where}: expected an object, got {type(event).__name__}")
+    if not _is_id(event.get("memory_id")):
+        raise ValueError(f"{where}: 'memory_id' must be a non-empty string, got "
+                         f"{event.get('memory_id')!r}")
+    where = f"{where} ({event['memory_id']!r})"
+    content = event.get("content")
+    if not isinstance(content, str) or not content.strip():
+        raise ValueError(f"{where}: 'content' must be a non-empty string, got {content!r}")
+    _check_affect(where, event, required=False)
+    if event.get("metadata") is not None and not isinstance(event["metadata"], dict):
+        raise ValueError(f"{where}: 'metadata' must be an object")
+    if event.get("timestamp") is not None:
+        try:
+            _timestamp(event)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: 'timestamp' must be ISO 8601 with a timezone "
+                             f"({exc})") from None
+    return str(event["memory_id"])
+
+
+def _check_query(where: str, query: object, encoded: set[str]) -> None:
+    """Check one query; ``encoded``: the scenario's memory ids encoded before it."""
+    if not isinstance(query, dict):
+        raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
+    if query.get("query_id") is not None:
+        where = f"{where} ({query['query_id']!r})"
+    text = query.get("query")
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError(f"{where}: 'query' must be a non-empty string, got {text!r}")
+    expected = query.get("expected_memory_ids")
+    if not expected:
+        raise ValueError(f"{where}: query {query.get('query_id')!r} has no "
+                         "expected_memory_ids")
+    if not isinstance(expected, list) or not all(_is_id(x) for x in expected):
+        raise ValueError(f"{where}: 'expected_memory_ids' must be a list of memory ids, "
+                         f"got {expected!r}")
+    unknown = [x for x in expected if str(x) not in encoded]
+    if unknown:
+        raise ValueError(f"{where}: 'expected_memory_ids' {unknown!r} name no event of "
+                         "this scenario encoded before the query (this or an earlier "
+                         "session)")
+    if query.get("state") is not None:
+        if not isinstance(query["state"], dict):
+            raise ValueError(f"{where}: 'state' must be an object with valence and arousal")
+        _check_affect(f"{where} state", query["state"], required=True)
+    challenge = query.get("challenge_type")
+    if challenge is not None and not isinstance(challenge, str):
+        raise ValueError(f"{where}: 'challenge_type' must be a string, got {challenge!r}")
+
+
+def _entries(where: str, holder: dict[str, Any], key: str) -> list[Any]:
+    """``holder[key]`` (a list; absent: empty)."""
+    value = holder.get(key, [])
+    if not isinstance(value, list):
+        raise ValueError(f"{where}: '{key}' must be a list, got {type(value).__name__}")
+    return value
+
+
+def _check_scenario(where: str, scenario: dict[str, Any]) -> int:
+    """Check one scenario's sessions; its number of queries."""
+    sessions = scenario.get("sessions")
+    if not isinstance(sessions, list):
+        raise ValueError(f"{where}: 'sessions' must be a list, got {type(sessions).__name__}")
+    encoded: set[str] = set()
+    n_queries = 0
+    for j, session in enumerate(sessions):
+        at = f"{where} sessions[{j}]"
+        if not isinstance(session, dict):
+            raise ValueError(f"{at}: expected an object, got {type(session).__name__}")
+        for k, event in enumerate(_entries(at, session, "events")):
+            mid = _check_event(f"{at} events[{k}]", event)
+            if mid in encoded:
+                raise ValueError(f"{at} events[{k}]: duplicate memory_id {mid!r} in the "
+                                 "scenario")
+            encoded.add(mid)
+        queries = _entries(at, session, "queries")
+        for k, query in enumerate(queries):
+            _check_query(f"{at} queries[{k}]", query, encoded)
+        n_queries += len(queries)
+    return n_queries
+
+
+def validate_dataset(data: object, source: str = "dataset") -> None:
+    """Check a realistic-recall dataset before anything is replayed or fitted.
+
+    Every scenario needs a unique ``scenario_id`` and a ``sessions`` list; events a
+    unique ``memory_id`` and a non-empty ``content`` (``valence`` in [-1, 1] and
+    ``arousal`` in [0, 1] both or neither, optional ``metadata`` object and ISO 8601
+    ``timestamp`` with a timezone); queries a non-empty ``query`` and a non-empty list
+    ``expected_memory_ids`` naming events of their scenario encoded before them (in
+    their own or an earlier session), and an optional ``state`` with both valence and
+    arousal. ``default_top_k``, when given, is an int >= 1. At least one query.
+
+    Args:
+        data: the parsed JSON.
+        source: what to name in the messages (the file).
+
+    Raises:
+        ValueError: one line naming ``source``, the place (``scenarios[i] sessions[j]
+            events[k]``, with the ids) and the field.
+    """
+    if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
+        raise ValueError(f"{source}: expected an object with a 'scenarios' list")
+    top_k = data.get("default_top_k")
+    if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
+                              or top_k < 1):
+        raise ValueError(f"{source}: 'default_top_k' must be an int >= 1, got {top_k!r}")
+    seen: set[str] = set()
+    n_queries = 0
+    for i, scenario in enumerate(data["scenarios"]):
+        where = f"{source}: scenarios[{i}]"
+        if not isinstance(scenario, dict):
+            raise ValueError(f"{where}: expected an object, got {type(scenario).__name__}")
+        sid = scenario.get("scenario_id")
+        if not _is_id(sid):
+            raise ValueError(f"{where}: 'scenario_id' must be a non-empty string, got {sid!r}")
+        if str(sid) in seen:
+            raise ValueError(f"{where}: duplicate scenario_id {sid!r}")
+        seen.add(str(sid))
+        n_queries += _check_scenario(f"{where} ({sid!r})", scenario)
+    if n_queries == 0:
+        raise ValueError(f"{source}: no queries (a dataset needs labelled queries)")
 
 
 @dataclass

@@ -286,8 +286,16 @@ def _recording_factory(made: list[RecordingEngine]) -> Any:
     return factory
 
 
-def test_load_dataset_roundtrip(tmp_path: Path) -> None:
+def loadable() -> dict[str, Any]:
+    """:func:`synthetic` without q4, whose expected memory is never encoded (replayed
+    as a miss, refused by ``load_dataset``)."""
     data = synthetic()
+    del data["scenarios"][0]["sessions"][1]["queries"][1]
+    return data
+
+
+def test_load_dataset_roundtrip(tmp_path: Path) -> None:
+    data = loadable()
     assert load_dataset(_write(tmp_path, data)) == data
     assert load_dataset(str(_write(tmp_path, data, "b.json"))) == data
 
@@ -306,11 +314,16 @@ def test_load_dataset_requires_scenarios(tmp_path: Path, bad: object) -> None:
         load_dataset(_write(tmp_path, bad))
 
 
+def test_load_dataset_rejects_an_expected_id_never_encoded(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="never_encoded"):
+        load_dataset(_write(tmp_path, synthetic()))
+
+
 @pytest.mark.parametrize("expected", [None, []])
 def test_load_dataset_rejects_query_without_expected_ids(
     tmp_path: Path, expected: list[str] | None
 ) -> None:
-    data = synthetic()
+    data = loadable()
     query = data["scenarios"][1]["sessions"][1]["queries"][0]
     if expected is None:
         del query["expected_memory_ids"]
@@ -563,12 +576,14 @@ def test_lookup_embedder_drives_a_replay(tmp_path: Path) -> None:
 
     class F32:
         def embed(self, text: str) -> list[float]:
-            return np.float32(hashing.embed(text)).astype(np.float64).tolist()
+            row: list[float] = np.asarray(hashing.embed(text), np.float32).astype(
+                np.float64).tolist()
+            return row
 
         def embed_batch(self, ts: list[str]) -> list[list[float]]:
             return [self.embed(t) for t in ts]
 
-    direct = replay_dataset(data, F32())  # type: ignore[arg-type]
+    direct = replay_dataset(data, F32())
     assert [r.retrieved for r in via_table] == [r.retrieved for r in direct]
     missing = json.loads(json.dumps(data))
     missing["scenarios"][0]["sessions"][0]["queries"][0]["query"] = "an unseen query"

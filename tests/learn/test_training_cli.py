@@ -170,7 +170,6 @@ def test_missing_files_fail_with_a_message(tmp_path: Path) -> None:
         ["evaluate", "--config", "{tmp}/missing_config.json"],
         ["cv", "--dataset", "{tmp}/missing.json", "--folds", "3"],
         ["evaluate", "--dataset", "{tmp}/bad.json"],
-        ["fit", "--out", "{tmp}/x.json", "--l2", "-1", "--temperature", "0.05"],
     ],
 )
 def test_errors_in_process(

@@ -18,7 +18,13 @@ from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_r
 from emotional_memory.learn.selection import analysis_config, select_model
 from emotional_memory.learn.training import fit
 from emotional_memory.learn.tuning import fit_auto
-from emotional_memory.replay import QueryResult, ReplayAffect, replay_dataset, summarize
+from emotional_memory.replay import (
+    QueryResult,
+    ReplayAffect,
+    replay_dataset,
+    summarize,
+    validate_dataset,
+)
 
 
 def scenario_folds(n_scenarios: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -46,13 +52,15 @@ def subset_dataset(data: dict[str, Any], scenario_ids: Sequence[str]) -> dict[st
 
     Args:
         data: A realistic-recall dataset.
-        scenario_ids: Ids of the scenarios to keep.
+        scenario_ids: Ids of the scenarios to keep, compared as strings (as
+            :class:`RecallInfo` holds them: an integer id 3 is kept by ``"3"``).
 
     Returns:
         A shallow copy of ``data`` whose ``scenarios`` list holds only those scenarios.
     """
-    keep = set(scenario_ids)
-    return {**data, "scenarios": [s for s in data["scenarios"] if s.get("scenario_id") in keep]}
+    keep = {str(s) for s in scenario_ids}
+    return {**data, "scenarios": [s for s in data["scenarios"]
+                                  if str(s.get("scenario_id", "")) in keep]}
 
 
 @dataclass
@@ -133,7 +141,12 @@ def cross_validate(
 
     Returns:
         :class:`CVResult`.
+
+    Raises:
+        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`)
+            or ``folds`` outside [2, number of scenarios with queries].
     """
+    validate_dataset(data)
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(

@@ -40,6 +40,7 @@ from emotional_memory.replay import (
     default_engine_factory,
     iter_scenarios,
     replay_scenario,
+    validate_dataset,
 )
 from emotional_memory.retrieval import RetrievalPlan
 
@@ -299,7 +300,11 @@ def build_recall_batch(
 
     Returns:
         ``(batch, info)``: float64 numpy leaves, and host metadata.
+
+    Raises:
+        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`).
     """
+    validate_dataset(data)
     k = int(top_k if top_k is not None else data.get("default_top_k", 2))
     cfg = config if config is not None else EmotionalMemoryConfig()
     if lexical or full_bank or context:

@@ -360,7 +360,12 @@ def _patience_steps(patience: float) -> int:
     return math.floor(patience)
 
 
-def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: float) -> None:
+def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: float,
+                    learning_rate: float) -> None:
+    if isinstance(steps, bool) or not isinstance(steps, int | np.integer):
+        raise TypeError(f"steps must be an int, got {steps!r}")
+    if not learning_rate > 0 or not math.isfinite(learning_rate):
+        raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
     if temperature <= 0 or not math.isfinite(temperature):
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if l2 < 0 or not math.isfinite(l2):
@@ -369,6 +374,31 @@ def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: flo
         raise ValueError(f"steps must be >= 0, got {steps}")
     if not 0 <= val_fraction < 1:
         raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+
+
+def available_queries(batch: RecallBatch, train_mask: Any) -> np.ndarray:
+    """The (Q,) bool mask of the queries a fit may use, checked.
+
+    Args:
+        batch: the recall batch (Q queries).
+        train_mask: a (Q,) bool mask, or None (all).
+
+    Returns:
+        The mask.
+
+    Raises:
+        TypeError: when it is not a bool mask (integer indices would read as a mask).
+        ValueError: when its shape is not (Q,).
+    """
+    if train_mask is None:
+        return np.ones(batch.n_queries, bool)
+    mask = np.asarray(train_mask)
+    if mask.dtype != bool:
+        raise TypeError(f"train_mask must be a ({batch.n_queries},) bool mask, got dtype "
+                        f"{mask.dtype}")
+    if mask.shape != (batch.n_queries,):
+        raise ValueError(f"train_mask must have shape ({batch.n_queries},), got {mask.shape}")
+    return mask
 
 
 _RUN_KEYS = frozenset({"l2", "temperature", "train_mask"})
@@ -383,12 +413,7 @@ def _run_settings(batch: RecallBatch, run: Any) -> tuple[float, float, np.ndarra
         raise ValueError(
             f"unknown run setting(s) {sorted(unknown)}; a run sets {sorted(_RUN_KEYS)}"
         )
-    mask = run.get("train_mask")
-    available = np.ones(batch.n_queries, bool) if mask is None else np.asarray(mask, bool)
-    if available.shape != (batch.n_queries,):
-        raise ValueError(
-            f"train_mask must have shape ({batch.n_queries},), got {available.shape}"
-        )
+    available = available_queries(batch, run.get("train_mask"))
     return float(run.get("l2", 0.01)), float(run.get("temperature", 0.05)), available
 
 
@@ -456,11 +481,11 @@ def fit(
         query_adapter`` holds the fitted factors).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    _check_fit_args(temperature, l2, steps, val_fraction)
+    _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)
-    available = (
-        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
-    )
+    available = available_queries(batch, train_mask)
+    if not available.any():
+        raise ValueError("train_mask selects no query to fit")
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
     trainable = tuple(trainable)
     batch = batch_for(batch, cfg, trainable)
@@ -579,7 +604,7 @@ def _fit_many(
         raise ValueError("runs must hold at least one run")
     settings = [_run_settings(batch, run) for run in runs]
     for l2, temperature, _ in settings:
-        _check_fit_args(temperature, l2, steps, val_fraction)
+        _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
     trainable = tuple(trainable)

@@ -12,7 +12,12 @@ from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.learn.losses import evaluate_batch
 from emotional_memory.learn.metrics import ranking_metrics
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
-from emotional_memory.learn.training import FitResult, fit, fit_many_configs
+from emotional_memory.learn.training import (
+    FitResult,
+    available_queries,
+    fit,
+    fit_many_configs,
+)
 from emotional_memory.scoring_config import params_from_config
 
 DEFAULT_GRID: dict[str, tuple[float, ...]] = {
@@ -37,9 +42,7 @@ def inner_folds(
         ``(available, scenario, parts)``: (Q,) available mask, (Q,) scenario index,
         and the sorted scenario indices of each part.
     """
-    available = (
-        np.ones(batch.n_queries, bool) if train_mask is None else np.asarray(train_mask, bool)
-    )
+    available = available_queries(batch, train_mask)
     scen = np.asarray(batch.scenario)
     pool = np.unique(scen[available])
     perm = np.random.default_rng(seed).permutation(pool)
