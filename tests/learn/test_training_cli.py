@@ -9,6 +9,7 @@ one ``fit`` call, which also draws the plots.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -198,3 +199,24 @@ def test_bad_trainable_is_a_usage_error(
         main(["fit", "--out", "x.json", "--trainable", "weights"])
     assert info.value.code == 2
     assert "--trainable" in capsys.readouterr().err
+
+
+def test_the_readme_fit_section_runs_as_written(
+    fitted: tuple[Path, Path, dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's "Fit the ranking to your data" blocks that load ``fitted.json`` and
+    abstain with its calibration run as written, on the CLI's fitted config."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split(
+        "## Fit the ranking to your data", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+    load = next(b for b in blocks if "model_validate_json" in b)
+    abstain = next(b for b in blocks if "min_relevance=threshold" in b)
+    monkeypatch.chdir(fitted[0].parent)
+    namespace: dict[str, Any] = {}
+    exec(compile(load, "README:load", "exec"), namespace)
+    namespace["engine"].encode("We sailed the boat to the island")
+    exec(compile(abstain, "README:abstain", "exec"), namespace)
+    threshold = namespace["threshold"]
+    assert 0.0 < threshold < 1.0
+    for result in namespace["found"]:
+        assert result.relevance >= threshold
