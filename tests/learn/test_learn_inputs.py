@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -378,3 +379,16 @@ def test_select_model_checks_its_mask(small_batch: tuple[RecallBatch, RecallInfo
     with pytest.raises(TypeError, match="bool"):
         select_model(batch, info, train_mask=np.ones(batch.n_queries, int), steps=2,
                      tune=False)
+
+
+def test_select_model_warns_when_one_scenario_leaves_no_inner_cv(
+    small_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    batch, info = small_batch
+    scen = np.asarray(batch.scenario)
+    with pytest.warns(UserWarning, match="one scenario.*compared unfitted"):
+        select_model(batch, info, train_mask=scen == scen[0], steps=2, tune=False)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="select_model")
+        select_model(batch, info, train_mask=np.isin(scen, [scen[0], scen.max()]),
+                     steps=2, tune=False)

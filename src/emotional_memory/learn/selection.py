@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -251,6 +252,14 @@ def select_model(
     cfg = config if config is not None else EmotionalMemoryConfig()
     extra = _checked_selection(batch, folds, select_by, analysis_batches)
     available, scen, parts = inner_folds(batch, train_mask, folds, seed + 7)
+    if len(parts) < 2:
+        warnings.warn(
+            "select_model: the training queries come from one scenario, so there is no "
+            "inner cross-validation: the candidates are compared unfitted (on their "
+            "starting configs); give queries from at least two scenarios (conversations) "
+            "to choose a fitted model",
+            UserWarning, stacklevel=2,
+        )
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
                               adapter=adapter, context=batch.context is not None)
 
