@@ -594,7 +594,8 @@ class EmbeddingSearch(EmbeddingPrecision):
                 query = self._check_query(emb)  # type: ignore[arg-type]
                 # norm(query): np.linalg.norm of a 1-D float64 vector is
                 # sqrt(x.dot(x)), rounded alike by math.sqrt (without its overhead)
-                norm = math.sqrt(query.dot(query))
+                with np.errstate(over="ignore", invalid="ignore"):  # inf/NaN: plain
+                    norm = math.sqrt(query.dot(query))
                 plain = not NORM_MIN <= norm <= NORM_MAX  # also 0, NaN, inf
             if plain:
                 answers[j] = self._search_rows(emb if emb is not None else [], top_k, limits[j])
