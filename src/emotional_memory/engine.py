@@ -191,7 +191,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         view.state_store = scoped_state_store(root_states, full)
         view._state = AffectiveState.initial(view._now())
         if view.state_store is not None:
-            view.restore_persisted_state()
+            view._restore_new_view()
         return view
 
     # ------------------------------------------------------------------ lifecycle

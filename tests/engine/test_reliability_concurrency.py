@@ -22,6 +22,7 @@ from emotional_memory import (
     SQLiteStore,
 )
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from support.reliability import (
     WORDS,
     _check_consistent,
@@ -272,3 +273,43 @@ def test_state_methods_never_block_an_event_loop_but_wait_elsewhere() -> None:
     other.join(30)
     assert done.is_set() and len(engine) == 1
     assert engine.get_state().core_affect.valence == -0.5
+
+
+def test_async_scoped_never_waits_on_the_loop_for_a_running_operation() -> None:
+    """``AsyncEmotionalMemory.scoped`` (synchronous, on the loop) restores the new
+    view's persisted state without waiting for an overlapping operation in flight:
+    that operation may be waiting for the very loop (async stores and embedders), so
+    waiting deadlocked. Here the running encode is held until the test releases it
+    after ``scoped`` returned; on a build that waits, the embedder gives up after 10 s
+    and the check below fails instead of hanging."""
+    states = InMemoryAffectiveStateStore()
+    seeded = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=states)
+    seeded.scoped("alice").set_affect(CoreAffect(valence=0.75, arousal=0.25))
+    held = threading.Event()
+    released_by_test = threading.Event()
+    waits: list[bool] = []  # True: the test released the embed, False: it gave up
+
+    class HeldEmbedder:
+        inner = HashingEmbedder(dim=16)
+
+        def embed(self, text: str) -> list[float]:
+            held.set()
+            waits.append(released_by_test.wait(timeout=10))
+            return self.inner.embed(text)
+
+        def embed_batch(self, texts: list[str]) -> list[list[float]]:
+            return [self.embed(t) for t in texts]
+
+    engine = AsyncEmotionalMemory(InMemoryStore(), HeldEmbedder(), state_store=states)
+
+    async def scenario() -> None:
+        root_encode = asyncio.ensure_future(engine.encode("root event"))
+        await asyncio.to_thread(held.wait, 30)  # the root's turn is taken now
+        view = engine.scoped("alice")
+        released_by_test.set()
+        await root_encode
+        assert view.get_state().core_affect.valence == pytest.approx(0.75)
+        assert await view.count() == 0
+
+    asyncio.run(scenario())
+    assert waits == [True]  # scoped() returned while the root encode was held

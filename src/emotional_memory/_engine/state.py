@@ -227,6 +227,24 @@ class StateMixin(EngineCore):
             True when a stored state was loaded; False without a state store or when
             none was stored.
         """
+        return self._restore_persisted()
+
+    @_synchronized_state
+    def _restore_new_view(self) -> bool:
+        """:meth:`restore_persisted_state` for a view that ``scoped()`` just made.
+
+        On a thread running an event loop (``AsyncEmotionalMemory.scoped``) it never
+        waits for an overlapping operation in flight: that operation may be waiting
+        for the loop (async stores and embedders), and a new view has no operation
+        of its own to wait for.
+
+        Returns:
+            True when a stored state was loaded.
+        """
+        return self._restore_persisted()
+
+    def _restore_persisted(self) -> bool:
+        """The body of :meth:`restore_persisted_state` (the caller holds the turn)."""
         if self.state_store is None:
             return False
         states = self._shared_states()
