@@ -120,6 +120,19 @@ def test_an_id_with_a_nul_or_a_lone_surrogate_is_an_unknown_id(backend: Backend)
     assert store.list_all() == [a]
 
 
+@pytest.mark.parametrize("odd", [123, None, b"id", 1.5])
+def test_an_id_that_is_not_a_str_is_a_type_error_naming_it(backend: Backend, odd: Any) -> None:
+    """Every store answers a non-str id as the in-memory store does (a TypeError naming
+    ``memory_id``), never with its database client's own error; nothing changes."""
+    store = backend.new()
+    a = mem("a", [1, 0])
+    store.save(a)
+    for call in (store.get, store.delete):
+        with pytest.raises(TypeError, match="memory_id must be a str"):
+            call(odd)
+    assert store.list_all() == [a]
+
+
 def test_metadata_and_odd_embeddings_come_back_as_saved(backend: Backend) -> None:
     store = backend.new()
     nested = mem("nested", [1.0, 2.0, 3.0],

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory._validation import memory_id as check_id
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import EmotionLabel
@@ -448,9 +449,12 @@ def storable_id(memory_id: str) -> bool:
 
     Returns:
         True when it can be stored.
+
+    Raises:
+        TypeError: ``memory_id`` is not a str (named, as the in-memory store does;
+            the database clients would answer with their own, unrelated errors).
     """
-    if not isinstance(memory_id, str):
-        return True  # not an id question: the store's own type check answers it
+    check_id(memory_id)
     if "\x00" in memory_id:
         return False
     try:
