@@ -140,14 +140,14 @@ null against missing, booleans against numbers)."""
 TRICKY_METAS: list[dict[str, Any]] = [
     {"n": 1, "s": "x", "b": True, "z": None, "arr": [5], "deep": {"k": 3},
      "big": 2**60 + 1, "quote": "it's \\ fine", "d": {"k": "v"}},
-    {"n": 2.5, "s": "y", "deep": {"k": "3"}, "big": 2**60, "l": ["x", 1]},
-    {"n": 1e308, "s": "", "dotted.key": 1, "b": False},
+    {"n": 2.5, "s": "y", "deep": {"k": "3"}, "big": 2**60, "l": ["x", 1], "huge": 10**400},
+    {"n": 1e308, "s": "", "dotted.key": 1, "b": False, "huge": -(10**400)},
     {"b": 1, "deep": [1], "s": 3},
     {},
 ]
 """Metadata that trips SQL and vector-database filters up: null against missing,
 booleans against numbers, arrays and objects on the path, quotes and backslashes,
-integers beyond float precision, a key holding a dot."""
+integers beyond float precision and beyond float's range, a key holding a dot."""
 
 TRICKY_WHERES: list[dict[str, Any]] = [
     {"n": 1.0}, {"b": 1}, {"b": True}, {"b": False}, {"b": {"$ne": True}},
@@ -162,5 +162,7 @@ TRICKY_WHERES: list[dict[str, Any]] = [
     {"retrieval_count": 0}, {"timestamp": {"$gte": "2025-03-01T09:00:00+00:00"}},
     {"big": 2**60 + 1}, {"big": {"$gt": 2**60}}, {"big": {"$gt": 10}},
     {"quote": "it's \\ fine"}, {"dotted.key": 1},
+    {"huge": {"$gt": 10}}, {"huge": {"$lt": -1e308}}, {"huge": {"$gte": 1e308}},
+    {"huge": {"$ne": 3}},
 ]
 """Filters over ``TRICKY_METAS`` whose answers stores have got wrong."""

@@ -57,8 +57,12 @@ def scope_key(prefix: tuple[str, ...]) -> str:
 
 
 def _number(value: float) -> float | None:
-    """A stored number as a float (infinities clamped, NaN: not stored)."""
-    x = float(value)
+    """A stored number as a float (infinities and integers beyond float's range
+    clamped, NaN: not stored)."""
+    try:
+        x = float(value)
+    except OverflowError:  # an int of 309+ digits: JSON holds it, float cannot
+        return _CLAMP if value > 0 else -_CLAMP
     if math.isnan(x):
         return None
     if math.isinf(x):
