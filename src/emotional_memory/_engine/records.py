@@ -267,6 +267,7 @@ class RecordsMixin(EngineCore):
                     f"data[{i}].id {mem.id!r} belongs to a memory this view cannot write"
                 )
         self._check_import_links(memories, view)
+        self._check_import_embeddings(memories)
         written = 0
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads;
@@ -317,6 +318,42 @@ class RecordsMixin(EngineCore):
                     f"{list(scope)!r}"
                 )
         return mem.model_copy(update=updates)
+
+    def _check_import_embeddings(self, memories: Sequence[Memory]) -> None:
+        """Refuse, before any write, the embeddings a store without transactions (a
+        vector database: ``writes_atomic = False``) would refuse half-way through the
+        import: another dimension than the store's or the import's first, or an empty
+        one where the store refuses it. Stores with transactions roll back instead
+        and raise their own errors, as before.
+
+        Args:
+            memories: the validated import, in order.
+
+        Raises:
+            ValueError: naming ``data[i].embedding``.
+        """
+        store = self.store
+        if getattr(store, "writes_atomic", True) and callable(getattr(store, "transaction", None)):
+            return
+        dim = getattr(store, "dim", None)
+        want: tuple[int, str] | None = (dim, "the store holds") if isinstance(dim, int) else None
+        for i, mem in enumerate(memories):
+            if mem.embedding is None:
+                continue
+            n = len(mem.embedding)
+            if n == 0:
+                if getattr(store, "refuses_empty_embedding", False):
+                    raise ValueError(
+                        f"data[{i}].embedding is empty, which this store refuses "
+                        "(null stores the memory without an embedding)"
+                    )
+                continue
+            if want is None:
+                want = (n, f"data[{i}].embedding has")
+            elif n != want[0]:
+                raise ValueError(
+                    f"data[{i}].embedding has dimension {n}, but {want[1]} dimension {want[0]}"
+                )
 
     def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
         """Every link of an import targets a memory of the import or of the store."""

@@ -16,7 +16,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -65,6 +65,11 @@ class VectorDBStore(BackendStore, ABC):
 
     Thread-safe: one lock serialises this object's calls to the database.
     """
+
+    # No transactions in these databases: a multi-write engine operation that could
+    # fail half-way (``import_memories``) checks its embeddings against the store first.
+    writes_atomic: ClassVar[bool] = False
+    refuses_empty_embedding: ClassVar[bool] = True
 
     def __init__(self) -> None:
         """Read the next sequence number from the database."""
