@@ -95,3 +95,21 @@ def test_persist_state_writes_the_engine_state_under_the_key(redis_url: str) -> 
         assert em.persist_state() == em.get_state().snapshot()  # SPEC 11: returns it
         assert state_store.client.exists("engine") == 1
         state_store.clear()
+
+
+@pytest.mark.parametrize("raw", ["not json", '{"core_affect":', "[1]", "NaN", b"\xff\xfe"])
+def test_a_key_holding_no_snapshot_is_a_value_error_naming_it(
+    redis_url: str, raw: str | bytes
+) -> None:
+    """Another program's value (or a truncated one) under the key: a ValueError naming
+    the key, not a bare JSONDecodeError; the value is left as it was."""
+    raw_client = redis.Redis.from_url(redis_url)  # bytes replies: no decoding in redis-py
+    store = RedisAffectiveStateStore(key="test:no-snapshot", client=raw_client, strict=True)
+    raw_client.set(store.key, raw)
+    try:
+        with pytest.raises(ValueError, match="Redis key 'test:no-snapshot' holds no state"):
+            store.load()
+        assert raw_client.get(store.key) == (raw.encode() if isinstance(raw, str) else raw)
+    finally:
+        store.clear()
+        store.close()

@@ -144,6 +144,9 @@ class RedisAffectiveStateStore:
         Returns:
             A new dict, or None when nothing is stored (or, when not strict, when Redis
             could not be reached).
+
+        Raises:
+            ValueError: the key holds something else (not JSON, not an object), named.
         """
         try:
             raw = self._client.get(self._key)
@@ -152,9 +155,19 @@ class RedisAffectiveStateStore:
             return None
         if raw is None:
             return None
-        if isinstance(raw, bytes):
-            raw = raw.decode("utf-8")
-        data: dict[str, Any] = json.loads(raw)
+        try:
+            if isinstance(raw, bytes):
+                raw = raw.decode("utf-8")
+            data = json.loads(raw)
+        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+            raise ValueError(
+                f"Redis key {self._key!r} holds no state snapshot (not JSON text: {exc})"
+            ) from None
+        if not isinstance(data, dict):
+            raise ValueError(
+                f"Redis key {self._key!r} holds no state snapshot (JSON "
+                f"{type(data).__name__}, expected an object)"
+            )
         return data
 
     def clear(self) -> None:
