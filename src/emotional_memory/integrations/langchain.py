@@ -21,7 +21,7 @@ from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.documents import Document
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, PrivateAttr
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.retrieval import RetrievalExplanation
@@ -278,24 +278,48 @@ class EmotionalMemoryRetriever(BaseRetriever):
             candidates of every query.
     """
 
-    model_config = ConfigDict(arbitrary_types_allowed=True)
+    model_config = ConfigDict(arbitrary_types_allowed=True, validate_assignment=True)
 
     memory: EmotionalMemory
     top_k: int = Field(default=4, ge=1)
     scope: tuple[str, ...] | None = None
     where: dict[str, Any] | None = None
-    _view_engine: EmotionalMemory | None = PrivateAttr(default=None)
+    _view_cache: tuple[EmotionalMemory, tuple[str, ...] | None, EmotionalMemory] | None = (
+        PrivateAttr(default=None)
+    )
 
-    def model_post_init(self, context: Any, /) -> None:
-        """Check ``where`` and build the scoped view once (it keeps its own mood)."""
+    @field_validator("scope", mode="before")
+    @classmethod
+    def _scope_from_str(cls, value: Any) -> Any:
+        """A single string is a one-part scope, as in the chat history."""
+        return (value,) if isinstance(value, str) else value
+
+    @field_validator("where")
+    @classmethod
+    def _check_where(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        """Reject a malformed filter when set (construction or assignment)."""
         from emotional_memory.filters import parse_where
 
-        parse_where(self.where)
-        self._view_engine = self.memory.scoped(*self.scope) if self.scope else self.memory
+        parse_where(value)
+        return value
 
     def _view(self) -> EmotionalMemory:
-        view = self._view_engine
-        return view if view is not None else self.memory
+        """The engine (view) queries go to: ``memory.scoped(*scope)`` or ``memory``.
+
+        The view is built once per (``memory``, ``scope``) pair and kept, so it keeps
+        its own mood across queries; assigning another ``memory`` or ``scope`` (or a
+        ``model_copy`` that updates them) builds the view of the new pair.
+        """
+        cached = self._view_cache
+        if cached is not None and cached[0] is self.memory and cached[1] == self.scope:
+            return cached[2]
+        view = self.memory.scoped(*self.scope) if self.scope else self.memory
+        self._view_cache = (self.memory, self.scope, view)
+        return view
+
+    def model_post_init(self, context: Any, /) -> None:
+        """Build the view at once, so a malformed ``scope`` fails at construction."""
+        self._view()
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun
