@@ -30,7 +30,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
@@ -97,7 +97,7 @@ class OpenAICompatibleLLMConfig:
         temperature: Sampling temperature sent in the payload, or None to omit it.
     """
 
-    api_key: str
+    api_key: str = field(repr=False)  # a secret: never in reprs, logs or errors
     base_url: str = DEFAULT_OPENAI_COMPAT_BASE_URL
     model: str = DEFAULT_OPENAI_COMPAT_MODEL
     output_mode: LLMOutputMode = DEFAULT_OPENAI_COMPAT_OUTPUT_MODE

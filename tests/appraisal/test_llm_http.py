@@ -212,6 +212,19 @@ def test_config_validation_and_helpers() -> None:
     }
 
 
+def test_api_key_stays_out_of_reprs_and_errors(server: FakeOpenAI) -> None:
+    config = cfg(server, max_retries=0)
+    assert "sk-secret" not in repr(config) and "sk-secret" not in str(config)
+    assert "api_key" not in repr(config) and config.public_summary()["api_key_set"] is True
+    server.replies.append(Reply(status=401, body={"error": "bad key"}))
+    llm = HttpxLLM(config)
+    with pytest.raises(RuntimeError) as info:
+        llm("p", SCHEMA)
+    assert server.requests[0]["headers"]["Authorization"] == "Bearer sk-secret"
+    assert "sk-secret" not in f"{info.value} {info.value!r} {llm!r}"
+    llm.close()
+
+
 def test_probe(server: FakeOpenAI) -> None:
     probe_openai_compatible_llm(cfg(server))
     server.replies.append(Reply(status=404, body={"error": "no such model"}))
