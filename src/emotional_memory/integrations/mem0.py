@@ -33,26 +33,50 @@ UPDATED_MESSAGE = "Memory updated successfully!"
 """The ``message`` mem0 returns from ``update``."""
 
 
-def messages_to_content(messages: str | Iterable[Mapping[str, Any]]) -> str:
+def _message_dicts(
+    messages: str | Mapping[str, Any] | Iterable[Mapping[str, Any]],
+) -> list[Mapping[str, Any]]:
+    """The message dicts of a non-string ``messages`` argument (one dict: a list of it).
+
+    Raises:
+        TypeError: ``messages`` is neither a dict nor an iterable of dicts (named).
+    """
+    if isinstance(messages, Mapping):
+        return [messages]
+    if isinstance(messages, (bytes, bytearray)) or not isinstance(messages, Iterable):
+        raise TypeError(
+            "messages must be a str, a message dict or a list of message dicts, "
+            f"got {type(messages).__name__}"
+        )
+    found: list[Mapping[str, Any]] = []
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            raise TypeError(f"messages[{i}] must be a dict, got {type(message).__name__}")
+        found.append(message)
+    return found
+
+
+def messages_to_content(
+    messages: str | Mapping[str, Any] | Iterable[Mapping[str, Any]],
+) -> str:
     """One text from a mem0 ``messages`` argument.
 
     Args:
-        messages: A string (returned unchanged) or mem0-style message dicts
-            ``{"role": ..., "content": ...}``; dicts without content are skipped.
+        messages: A string (returned unchanged), one mem0-style message dict
+            ``{"role": ..., "content": ...}`` or a list of them; dicts without content
+            are skipped.
 
     Returns:
         The contents joined by newlines, each prefixed with ``"role: "`` when the
         message has a role.
 
     Raises:
-        TypeError: When a message is not a mapping.
+        TypeError: When ``messages`` is not one of these, or a message is not a dict.
     """
     if isinstance(messages, str):
         return messages
     lines: list[str] = []
-    for message in messages:
-        if not isinstance(message, Mapping):
-            raise TypeError(f"each message must be a dict, got {type(message).__name__}")
+    for message in _message_dicts(messages):
         content = message.get("content")
         if not content:
             continue
@@ -126,7 +150,7 @@ class EmotionalMemoryMem0Backend:
 
     def add(
         self,
-        messages: str | list[dict[str, Any]],
+        messages: str | dict[str, Any] | list[dict[str, Any]],
         *,
         user_id: str | None = None,
         agent_id: str | None = None,
@@ -137,7 +161,7 @@ class EmotionalMemoryMem0Backend:
         """Store ``messages`` as one memory.
 
         Args:
-            messages: A string or mem0-style message dicts (see
+            messages: A string, one mem0-style message dict or a list of them (see
                 :func:`messages_to_content`).
             user_id: Owner (default: ``default_user_id``); wins over ``metadata``.
             agent_id: Optional agent scope, stored in metadata.
@@ -148,14 +172,21 @@ class EmotionalMemoryMem0Backend:
         Returns:
             ``{"results": [{"id", "memory", "event": "ADD"}]}``; ``results`` is empty
             when the messages hold no content.
+
+        Raises:
+            TypeError: ``messages`` or ``metadata`` of the wrong type (named); nothing
+                is stored.
         """
         del infer
-        content = messages_to_content(messages)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        listed = messages if isinstance(messages, str) else _message_dicts(messages)
+        content = messages_to_content(listed)
         if not content:
             return {"results": []}
         meta: dict[str, Any] = dict(metadata or {})
-        if not isinstance(messages, str):
-            roles = [m.get("role") for m in messages if m.get("content") and m.get("role")]
+        if not isinstance(listed, str):
+            roles = [m.get("role") for m in listed if m.get("content") and m.get("role")]
             if roles:
                 meta.setdefault("role", str(roles[0]))
         view = self._user(user_id)
