@@ -64,3 +64,47 @@ def test_add_refuses_metadata_that_is_not_a_dict(metadata: Any) -> None:
     with pytest.raises(TypeError, match="metadata must be a dict"):
         m.add("I got the job", user_id="alice", metadata=metadata)
     _untouched(m, before)
+
+
+def _with_memories() -> EmotionalMemoryMem0Backend:
+    m = _backend()
+    m.add("Hiking in the Alps", user_id="alice", agent_id="a1", metadata={"topic": "trips"})
+    m.add("A rainy day at the office", user_id="alice", agent_id="a2", metadata={"topic": "work"})
+    m.add("Bob's own trip", user_id="bob", metadata={"topic": "trips"})
+    return m
+
+
+def test_get_all_takes_mem0_filters() -> None:
+    m = _with_memories()
+    got = m.get_all(user_id="alice", filters={"topic": "trips"})["results"]
+    assert [r["memory"] for r in got] == ["Hiking in the Alps"]
+    got = m.get_all(user_id="alice", agent_id="a2", filters={"topic": {"$in": ["trips", "work"]}})
+    assert [r["memory"] for r in got["results"]] == ["A rainy day at the office"]
+    everything = m.get_all(user_id="alice")["results"]
+    assert m.get_all(user_id="alice", filters={})["results"] == everything
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "named"),
+    [
+        (lambda m: m.get_all(user_id="alice", limit="3"), TypeError, "limit must be an int"),
+        (lambda m: m.get_all(user_id="alice", limit=0), ValueError, "limit must be >= 1"),
+        (lambda m: m.get_all(user_id="alice", limit=True), TypeError, "limit must be an int"),
+        (lambda m: m.search("x", user_id="alice", limit=2.0), TypeError, "limit must be an int"),
+        (lambda m: m.get_all(user_id="alice", filters="x"), TypeError, "filters must be a dict"),
+        (lambda m: m.search("x", user_id="alice", filters=["k"]), TypeError, "filters must be"),
+        (lambda m: m.get_all(user_id="alice", agent_id=1), TypeError, "agent_id must be a str"),
+        (lambda m: m.search("x", run_id=""), ValueError, "run_id must be a non-empty"),
+        (lambda m: m.delete_all(user_id="alice", agent_id=7), TypeError, "agent_id must be"),
+        (lambda m: m.add("new", user_id="alice", agent_id=5), TypeError, "agent_id must be"),
+        (lambda m: m.add("new", user_id="alice", run_id=""), ValueError, "run_id must be"),
+    ],
+)
+def test_bad_arguments_are_named_and_change_nothing(call: Any, error: Any, named: str) -> None:
+    m = _with_memories()
+    before = [(x.id, x.content, x.metadata) for x in m.em.list_all()]
+    states = {u: m._user(u).get_state().snapshot() for u in ("alice", "bob")}
+    with pytest.raises(error, match=named):
+        call(m)
+    assert [(x.id, x.content, x.metadata) for x in m.em.list_all()] == before
+    assert {u: m._user(u).get_state().snapshot() for u in ("alice", "bob")} == states

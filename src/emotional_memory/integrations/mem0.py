@@ -85,6 +85,35 @@ def messages_to_content(
     return "\n".join(lines)
 
 
+def _check_limit(limit: object) -> int:
+    """``limit`` as a positive int.
+
+    Raises:
+        TypeError: not an int (bools included).
+        ValueError: below 1.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
+    if limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    return limit
+
+
+def _check_id(name: str, value: object) -> None:
+    """An ``agent_id`` / ``run_id``: None or a non-empty string.
+
+    Raises:
+        TypeError: not a string.
+        ValueError: an empty string.
+    """
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must be a non-empty string")
+
+
 def _item(memory: Memory) -> dict[str, Any]:
     return {"id": memory.id, "memory": memory.content, "metadata": dict(memory.metadata)}
 
@@ -135,11 +164,20 @@ class EmotionalMemoryMem0Backend:
     def _where(
         agent_id: str | None, run_id: str | None, filters: Mapping[str, Any] | None = None
     ) -> dict[str, Any] | None:
+        """The ``where`` filter of these ids and ``filters`` (None: no condition).
+
+        Raises:
+            TypeError: an id that is not a string, ``filters`` that is not a dict.
+            ValueError: an empty id.
+        """
+        _check_id("agent_id", agent_id)
+        _check_id("run_id", run_id)
         clauses: list[dict[str, Any]] = []
-        if filters:
+        if filters is not None:
             if not isinstance(filters, Mapping):
-                raise ValueError(f"filters must be a dict, got {type(filters).__name__}")
-            clauses.append(dict(filters))
+                raise TypeError(f"filters must be a dict, got {type(filters).__name__}")
+            if filters:
+                clauses.append(dict(filters))
         if agent_id is not None:
             clauses.append({"agent_id": agent_id})
         if run_id is not None:
@@ -174,12 +212,15 @@ class EmotionalMemoryMem0Backend:
             when the messages hold no content.
 
         Raises:
-            TypeError: ``messages`` or ``metadata`` of the wrong type (named); nothing
-                is stored.
+            TypeError: ``messages``, ``metadata``, ``agent_id`` or ``run_id`` of the
+                wrong type (named); nothing is stored.
+            ValueError: an empty ``user_id`` / ``agent_id`` / ``run_id``.
         """
         del infer
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+        _check_id("agent_id", agent_id)
+        _check_id("run_id", run_id)
         listed = messages if isinstance(messages, str) else _message_dicts(messages)
         content = messages_to_content(listed)
         if not content:
@@ -227,10 +268,10 @@ class EmotionalMemoryMem0Backend:
             ``{"results": [{"id", "memory", "score", "metadata"}]}``.
 
         Raises:
+            TypeError: ``limit`` not an int, ``filters`` not a dict, an id not a str.
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ValueError("limit must be >= 1")
+        _check_limit(limit)
         view = self._user(user_id)
         found = view.retrieve_with_explanations(
             query, top_k=limit, where=self._where(agent_id, run_id, filters)
@@ -255,21 +296,28 @@ class EmotionalMemoryMem0Backend:
         user_id: str | None = None,
         agent_id: str | None = None,
         run_id: str | None = None,
+        filters: dict[str, Any] | None = None,
         limit: int = 100,
     ) -> dict[str, Any]:
-        """This user's memories (of ``agent_id`` / ``run_id`` when given), oldest first.
+        """This user's memories (matching the ids and ``filters`` given), oldest first.
 
         Args:
             user_id: The user (default: ``default_user_id``).
             agent_id: Optional agent.
             run_id: Optional run.
-            limit: Maximum number of results.
+            filters: Extra conditions in the ``where`` dialect, as in :meth:`search`.
+            limit: Maximum number of results (>= 1).
 
         Returns:
             ``{"results": [{"id", "memory", "metadata"}]}``.
+
+        Raises:
+            TypeError: ``limit`` not an int, ``filters`` not a dict, an id not a str.
+            ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
-        chosen = self._user(user_id).list_all(where=self._where(agent_id, run_id))
-        return {"results": [_item(m) for m in chosen[: max(0, limit)]]}
+        _check_limit(limit)
+        chosen = self._user(user_id).list_all(where=self._where(agent_id, run_id, filters))
+        return {"results": [_item(m) for m in chosen[:limit]]}
 
     def update(self, memory_id: str, data: str) -> dict[str, Any]:
         """Replace a memory's text (re-embedded; its affective tag is kept).
