@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
 
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.integrations.langchain import EmotionalMemoryRetriever
+from emotional_memory.integrations.langchain import (
+    EmotionalMemoryChatHistory,
+    EmotionalMemoryRetriever,
+)
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 ALICE = ["My sister's wedding was wonderful", "I finished the marathon, proud"]
@@ -85,3 +91,53 @@ def test_retriever_rejects_a_bad_assignment_and_keeps_its_fields() -> None:
     assert (retriever.where, retriever.scope, retriever.top_k) == (None, ("alice",), 4)
     with pytest.raises(ValueError, match="scope path part 0"):
         EmotionalMemoryRetriever(memory=_shared(), scope=("",))
+
+
+def _keep_ai(message: BaseMessage) -> Any:
+    """A policy with an unknown mode (``"keep"``) for assistant messages."""
+    return "keep" if isinstance(message, AIMessage) else "store"
+
+
+def _history_with_one_turn(policy: Any = None) -> EmotionalMemoryChatHistory:
+    history = EmotionalMemoryChatHistory(_engine(), message_policy=policy)
+    history.add_user_message("We adopted a kitten today")
+    return history
+
+
+def _snapshot(history: EmotionalMemoryChatHistory) -> tuple[object, ...]:
+    memories = [(m.id, m.content, m.metadata) for m in history.em.list_all()]
+    return (history.messages, memories, history.em.get_state().snapshot())
+
+
+@pytest.mark.parametrize("bad", ["hello", {"role": "user", "content": "x"}, None, 3])
+def test_add_message_refuses_a_non_message_by_name(bad: object) -> None:
+    history = _history_with_one_turn()
+    before = _snapshot(history)
+    with pytest.raises(TypeError, match="message must be a LangChain BaseMessage"):
+        history.add_message(bad)  # type: ignore[arg-type]
+    assert _snapshot(history) == before
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "named"),
+    [
+        ([HumanMessage("new"), "bad"], TypeError, r"messages\[1\] must be a LangChain"),
+        ([AIMessage("ok"), HumanMessage("fine")], ValueError, r"'keep' for messages\[0\]"),
+        (HumanMessage("one message, not a list"), TypeError, "messages must be a sequence"),
+        ("text", TypeError, "messages must be a sequence"),
+    ],
+)
+def test_bad_messages_leave_the_history_as_it_was(value: object, error: type, named: str) -> None:
+    history = _history_with_one_turn(_keep_ai if error is ValueError else None)
+    before = _snapshot(history)
+    with pytest.raises(error, match=named):
+        history.messages = value  # type: ignore[assignment]
+    assert _snapshot(history) == before
+    with pytest.raises(error, match=named):
+        history.add_messages(value)  # type: ignore[arg-type]
+    assert _snapshot(history) == before
+
+
+def test_chat_history_scope_of_the_wrong_type_is_named() -> None:
+    with pytest.raises(TypeError, match="scope must be a str or a sequence of str, got int"):
+        EmotionalMemoryChatHistory(_engine(), scope=5)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
@@ -136,14 +136,18 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
-            TypeError: When ``message_policy`` is not callable.
-            ValueError: A malformed ``scope``.
+            TypeError: When ``message_policy`` is not callable or ``scope`` not a
+                sequence.
+            ValueError: A malformed ``scope`` part.
         """
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:
             if isinstance(scope, str):
                 scope = (scope,)
+            if not isinstance(scope, Sequence):
+                kind = type(scope).__name__
+                raise TypeError(f"scope must be a str or a sequence of str, got {kind}")
             em = em.scoped(*scope)
         self._em = em
         self._message_policy: MessagePolicy = message_policy or store_all_messages
@@ -167,23 +171,50 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
 
     @messages.setter
     def messages(self, value: Sequence[BaseMessage]) -> None:
-        """Replace the transcript: :meth:`clear`, then add each message."""
+        """Replace the transcript: :meth:`clear`, then add each message.
+
+        The messages are checked first (as in :meth:`add_messages`): a bad one raises
+        before anything is cleared.
+        """
+        planned = self._planned(value)
         self.clear()
-        self.add_messages(value)
+        for message, mode in planned:
+            self._apply(message, mode)
 
-    def add_message(self, message: BaseMessage) -> None:
-        """Append ``message`` and apply the policy to it.
-
-        Args:
-            message: The message.
+    def _mode(self, message: object, name: str) -> MessageHandlingMode:
+        """The policy's mode for ``message``, checked (``name`` names it in errors).
 
         Raises:
-            ValueError: When the policy returns an unknown mode (the message is not
-                added).
+            TypeError: ``message`` is not a ``BaseMessage``.
+            ValueError: The policy returns an unknown mode.
         """
+        if not isinstance(message, BaseMessage):
+            raise TypeError(f"{name} must be a LangChain BaseMessage, got {type(message).__name__}")
         mode = self._message_policy(message)
         if mode not in _MODES:
-            raise ValueError(f"unknown message handling mode {mode!r}; expected one of {_MODES}")
+            raise ValueError(
+                f"unknown message handling mode {mode!r} for {name}; expected one of {_MODES}"
+            )
+        return mode
+
+    def _planned(
+        self, messages: Sequence[BaseMessage]
+    ) -> list[tuple[BaseMessage, MessageHandlingMode]]:
+        """Each message with its mode, every one checked before any is applied.
+
+        Raises:
+            TypeError: ``messages`` is not a sequence of ``BaseMessage`` (the bad one
+                named ``messages[i]``).
+            ValueError: The policy returns an unknown mode.
+        """
+        if isinstance(messages, (str, BaseMessage)) or not isinstance(messages, Iterable):
+            raise TypeError(
+                f"messages must be a sequence of BaseMessage, got {type(messages).__name__}"
+            )
+        listed = list(messages)
+        return [(m, self._mode(m, f"messages[{i}]")) for i, m in enumerate(listed)]
+
+    def _apply(self, message: BaseMessage, mode: MessageHandlingMode) -> None:
         content = _text(message)
         metadata = {"role": _role(message)}
         if mode == "store":
@@ -195,14 +226,33 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 self._em.observe(content)
         self._messages.append(message)
 
+    def add_message(self, message: BaseMessage) -> None:
+        """Append ``message`` and apply the policy to it.
+
+        Args:
+            message: The message.
+
+        Raises:
+            TypeError: ``message`` is not a ``BaseMessage`` (nothing is added).
+            ValueError: When the policy returns an unknown mode (the message is not
+                added).
+        """
+        self._apply(message, self._mode(message, "message"))
+
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Add several messages in order (see :meth:`add_message`).
 
+        Every message and its policy mode are checked first: a bad one adds none.
+
         Args:
             messages: The messages.
+
+        Raises:
+            TypeError: A message that is not a ``BaseMessage`` (named ``messages[i]``).
+            ValueError: When the policy returns an unknown mode.
         """
-        for message in messages:
-            self.add_message(message)
+        for message, mode in self._planned(messages):
+            self._apply(message, mode)
 
     def add_user_message(self, message: HumanMessage | str) -> None:
         """Add a user message.
