@@ -98,6 +98,7 @@ def test_get_all_takes_mem0_filters() -> None:
         (lambda m: m.delete_all(user_id="alice", agent_id=7), TypeError, "agent_id must be"),
         (lambda m: m.add("new", user_id="alice", agent_id=5), TypeError, "agent_id must be"),
         (lambda m: m.add("new", user_id="alice", run_id=""), ValueError, "run_id must be"),
+        (lambda m: m.update(m.em.list_all()[0].id, 5), TypeError, "data must be a str, got int"),
     ],
 )
 def test_bad_arguments_are_named_and_change_nothing(call: Any, error: Any, named: str) -> None:

@@ -330,8 +330,11 @@ class EmotionalMemoryMem0Backend:
             ``{"message": "Memory updated successfully!"}``.
 
         Raises:
+            TypeError: ``data`` is not a string (the memory is left as it was).
             KeyError: When no memory has this id.
         """
+        if not isinstance(data, str):
+            raise TypeError(f"data must be a str, got {type(data).__name__}")
         self._em.update_memory(memory_id, content=data)
         return {"message": UPDATED_MESSAGE}
 
