@@ -9,8 +9,10 @@ are broadcast from per-row quantities, and totals are summed in
 :func:`~emotional_memory.kernel.score.weighted_total`'s order, so they equal
 :func:`~emotional_memory.kernel.score.score_bank` to a few ulp.
 
-Ties go to the lowest row index; -0.0 ties with +0.0. Invalid rows (and a valid row
-whose total is NaN) are never selected; missing slots hold index -1 and score -inf.
+Ties go to the lowest row index; -0.0 ties with +0.0. A query or row embedding
+holding NaN or an infinity has cosine 0 (as in ``score_bank``). Invalid rows (and a
+valid row whose total is NaN) are never selected; missing slots hold index -1 and
+score -inf.
 float16 / bfloat16 embeddings are cast chunk by chunk. Usage and guarantees:
 ``docs/scale.md``, "Batch scorer".
 """
@@ -37,8 +39,9 @@ D = 384, Q = 256 on CPU (65,536: 69%; ``benchmarks/batch_throughput.py``); with
 
 
 def _safe_sqrt(sq: Array) -> tuple[Array, Array]:
-    """``(sqrt(sq) where sq > 0 else 0, sq > 0)`` with a finite gradient at 0."""
-    ok = sq > 0
+    """``(sqrt(sq) where ok else 0, ok)`` with ``ok = 0 < sq < inf`` (False for NaN)
+    and a finite gradient at 0."""
+    ok = (sq > 0) & (sq < jnp.inf)
     return jnp.where(ok, jnp.sqrt(jnp.where(ok, sq, 1.0)), 0.0), ok
 
 
@@ -123,13 +126,14 @@ class RowFeatures(NamedTuple):
 def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> RowFeatures:
     """Precompute every query-independent row quantity of ``columns`` in ``dtype``.
 
-    Row norms follow :func:`bank_cosine`: a row holding a NaN counts as a zero row
-    (cosine 0).
+    Row norms follow :func:`bank_cosine`: a row holding a NaN or an infinity counts
+    as a zero row (cosine 0).
     """
     emb = columns.embedding
     as_dtype = emb.astype(dtype)
     # A squared norm is NaN exactly when the row holds a NaN (squares are >= 0, so no
-    # inf - inf), and NaN > 0 is False: one reduction finds zero and NaN rows alike.
+    # inf - inf) and inf when it holds an infinity (or overflows): one reduction and
+    # ``0 < sq < inf`` find zero, NaN and infinite rows alike.
     norm, ok = _safe_sqrt(jnp.sum(as_dtype * as_dtype, axis=-1))
     scale = jnp.asarray(params.signal_scale, dtype)
     shift = jnp.asarray(params.signal_shift, dtype)
@@ -179,10 +183,11 @@ def prepare_queries(
     dtype: Any,
     signal_mask: Float[Array, 6] | None = None,
 ) -> PreparedQueries:
-    """Cast, clean (a NaN query embedding scores cosine 0) and weight a query batch."""
+    """Cast, clean (a query embedding holding NaN or an infinity scores cosine 0, as
+    in :func:`bank_cosine`) and weight a query batch."""
     emb = jnp.asarray(queries.embedding, dtype)
-    q_nan = jnp.any(jnp.isnan(emb), axis=-1)
-    emb = jnp.where(q_nan[:, None], 0.0, emb)
+    q_bad = jnp.any(~jnp.isfinite(emb), axis=-1)
+    emb = jnp.where(q_bad[:, None], 0.0, emb)
     norm, ok = _safe_sqrt(jnp.sum(emb * emb, axis=-1))
     mood = jnp.asarray(queries.mood, dtype)
     return PreparedQueries(

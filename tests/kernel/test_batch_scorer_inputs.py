@@ -1,0 +1,65 @@
+"""The batch scorers' edge inputs: ``score_batch`` / ``score_batch_sharded`` on
+non-finite embeddings (the contract of ``score_bank``: a query or row holding NaN or
+an infinity has cosine 0, its other signals still count) and on malformed arguments
+(a TypeError / ValueError naming the argument, raised before XLA sees the shapes).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from emotional_memory.kernel import MemoryColumns, QueryFeatures, score_bank
+from emotional_memory.kernel.chunked_topk import score_batch
+from emotional_memory.kernel.sharding import score_batch_sharded
+from support.kernel_banks import default_params, random_bank, to_dtype
+
+
+def _bank(n: int, d: int, q: int, seed: int) -> tuple[QueryFeatures, MemoryColumns]:
+    """``q`` float32 queries and an ``n``-row float32 bank (rows 3, 4 non-finite)."""
+    rng = np.random.default_rng(seed)
+    query, cols = random_bank(rng, n, d)
+    cols = to_dtype(cols, jnp.float32)
+    emb = np.array(cols.embedding)
+    emb[3, 1] = np.inf
+    emb[4, 0] = -np.inf
+    cols = MemoryColumns(**{**_fields(cols), "embedding": emb})
+    queries = QueryFeatures(
+        embedding=rng.normal(size=(q, d)).astype(np.float32),
+        affect=np.tile(np.asarray(query.affect, np.float32), (q, 1)),
+        mood=np.tile(np.asarray(query.mood, np.float32), (q, 1)),
+        velocity=np.tile(np.asarray(query.velocity, np.float32), (q, 1)),
+    )
+    return queries, cols
+
+
+def _fields(module: Any) -> dict[str, Any]:
+    return {k: getattr(module, k) for k in module.__dataclass_fields__}
+
+
+def _reference(params: Any, queries: QueryFeatures, cols: MemoryColumns, k: int) -> np.ndarray:
+    """Per query the ``score_bank`` totals' top-k rows (stable: lowest row first)."""
+    totals = np.asarray(jax.vmap(lambda q: score_bank(params, q, cols).totals)(queries))
+    assert np.isfinite(totals).all()
+    return np.stack([np.argsort(-t, kind="stable")[:k] for t in totals])
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_non_finite_query_and_rows_score_cosine_zero_like_score_bank(scorer: str) -> None:
+    """An infinity in a query embedding dropped every row (all totals NaN: an empty
+    answer), and one in a row dropped that row; ``score_bank`` scores both with
+    cosine 0."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(40, 6, 4, seed=5)
+    emb = np.array(queries.embedding)
+    emb[1, 2] = np.inf
+    emb[2] = -np.inf
+    queries = QueryFeatures(**{**_fields(queries), "embedding": emb})
+    run = score_batch if scorer == "single" else score_batch_sharded
+    index, scores = run(params, queries, cols, 40, chunk_size=16)
+    assert np.isfinite(np.asarray(scores)).all()
+    np.testing.assert_array_equal(np.asarray(index), _reference(params, queries, cols, 40))
