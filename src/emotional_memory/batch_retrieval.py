@@ -13,6 +13,7 @@ batch API".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -128,7 +129,7 @@ class BatchRetriever:
                     f"dimension {store_dim}"
                 )
             # the adapted query (retrieval.query_adapter) is what the bank is scored by
-            q_emb[i] = adapt_embedding(adapter, np.asarray(emb, np.float64))
+            q_emb[i] = _unit_float32(adapt_embedding(adapter, np.asarray(emb, np.float64)))
         q_affect = np.zeros((padded_q, 3), dtype=np.float32)
         for i in range(padded_q):
             source = affects[i] if i < n_queries and affects[i] is not None else state.core_affect
@@ -288,6 +289,28 @@ def score_queries(
     return BatchRetriever(engine, chunk_size=chunk_size).score(
         queries, top_k, query_affects=query_affects
     )
+
+
+def _unit_float32(vector: np.ndarray) -> np.ndarray:
+    """A float64 query embedding as the float32 unit vector of its direction.
+
+    Cosines do not depend on the query's scale, while a float32 cast of its raw values
+    can overflow to inf (every total NaN) or underflow to zero (cosine 0). A vector
+    that is zero or holds NaN / an infinity is only cast (the kernel scores it
+    cosine 0, docs/behaviour.md §9).
+
+    Args:
+        vector: (D,) float64 embedding.
+
+    Returns:
+        (D,) float32.
+    """
+    peak = float(np.max(np.abs(vector)))
+    if not math.isfinite(peak) or peak == 0.0:
+        return vector.astype(np.float32)
+    scaled = vector / peak  # entries in [-1, 1]: the norm neither overflows nor underflows
+    out: np.ndarray = (scaled / np.linalg.norm(scaled)).astype(np.float32)
+    return out
 
 
 def _check_queries(engine: EmotionalMemory, queries: Any) -> list[str]:

@@ -1,0 +1,88 @@
+"""``score_queries`` / ``BatchRetriever`` on edge inputs a service hands it: query
+embeddings whose values overflow or underflow float32 and an infinite query
+embedding, checked against the float64 pass-1 ranking.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from emotional_memory import CoreAffect, EmotionalMemory
+from emotional_memory.batch_retrieval import score_queries
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.retrieval import build_retrieval_plan
+from emotional_memory.stores import InMemoryStore
+
+TEXTS = ["coffee with Ana", "the launch party", "rain in Lisbon", "budget meeting",
+         "coffee again", "a storm at night", "the train was late", "exam results"]
+
+
+class ScaledEmbedder:
+    """A hashing embedder: ``"huge: x"`` / ``"tiny: x"`` embed as ``x`` scaled by
+    1e200 / 1e-200 (finite in float64, not in float32), ``"inf: x"`` as ``x`` with
+    an infinity."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    def embed(self, text: str) -> list[float]:
+        kind, _, rest = text.partition(": ")
+        if not rest:
+            return list(self.inner.embed(text))
+        v = np.asarray(self.inner.embed(rest), np.float64)
+        if kind == "huge":
+            v = v * 1e200
+        elif kind == "tiny":
+            v = v * 1e-200
+        else:
+            v[0] = np.inf
+        return v.tolist()
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def _engine(embedder: Any, copies: int = 1) -> EmotionalMemory:
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16))
+    for i, text in enumerate(TEXTS * copies):
+        engine.set_affect(CoreAffect(valence=math.sin(i), arousal=0.5 + 0.4 * math.cos(i)))
+        engine.encode(f"{text} ({i})")
+    engine.set_affect(CoreAffect(valence=-0.3, arousal=0.6))
+    engine.embedder = embedder
+    return engine
+
+
+def _float64_pass1(engine: EmotionalMemory, query: str, now: datetime, k: int) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the inf query's warning
+        plan = build_retrieval_plan(
+            engine.embedder.embed(query), engine.get_state().core_affect,
+            engine.get_current_mood(now), engine.get_state().momentum, engine.list_all(),
+            now, engine.config.decay, engine.config.retrieval, k,
+            precomputed_weights=engine.current_weights(query, now), enable_resonance=False,
+        )
+    return [r.memory.id for r in plan.pass1[:k]]
+
+
+def test_query_embeddings_out_of_float32_range_rank_like_float64() -> None:
+    """A query scaled by 1e200 became inf in float32 and every total NaN, an empty
+    answer; one scaled by 1e-200 became a zero vector (cosine 0). The scale of a query
+    does not change its cosines: both rank as the unscaled query. An infinite value
+    gives cosine 0 (docs/behaviour.md §9), the other signals still rank."""
+    engine = _engine(ScaledEmbedder())
+    now = engine._now()
+    engine._clock = lambda: now
+    queries = ["coffee Lisbon", "huge: coffee Lisbon", "tiny: coffee Lisbon", "inf: coffee"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        got = score_queries(engine, queries, top_k=5)
+    plain, huge, tiny, inf = ([m.id for m, _ in r] for r in got)
+    assert len(plain) == 5
+    assert huge == tiny == plain
+    assert huge == _float64_pass1(engine, "coffee Lisbon", now, 5)
+    assert inf == _float64_pass1(engine, "inf: coffee", now, 5)
