@@ -25,10 +25,12 @@ from emotional_memory._bank import LexicalQuery, query_features
 from emotional_memory._context import neighbour_rows, view_neighbours
 from emotional_memory._engine.config import adapt_embedding
 from emotional_memory._precision import float64
+from emotional_memory._validation import positive_int
 from emotional_memory.affect import CoreAffect
 from emotional_memory.kernel.chunked_topk import DEFAULT_CHUNK_SIZE, score_batch
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
 from emotional_memory.kernel.context import ContextInputs
+from emotional_memory.kernel.plan import top_k_bucket
 from emotional_memory.kernel.score import score_bank
 from emotional_memory.lexical import query_terms
 from emotional_memory.models import Memory
@@ -52,10 +54,8 @@ class BatchRetriever:
     """
 
     def __init__(self, engine: EmotionalMemory, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
-        if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
-            raise ValueError(f"chunk_size must be a positive int, got {chunk_size!r}")
         self.engine = engine
-        self.chunk_size = chunk_size
+        self.chunk_size = positive_int("chunk_size", chunk_size)
 
     def __call__(
         self,
@@ -78,7 +78,9 @@ class BatchRetriever:
 
         Args:
             queries: query texts.
-            top_k: memories per query (>= 1).
+            top_k: memories per query (>= 1; numpy integers accepted). It is
+                compiled rounded up to a power of two (at least 8) and capped by the
+                bank's padded size: a handful of programs serve every ``top_k``.
             query_affects: optional per-query affect for affect proximity (s3); None
                 (or a None entry) uses the engine's current core affect.
 
@@ -93,10 +95,7 @@ class BatchRetriever:
         """
         engine = self.engine
         texts = _check_queries(engine, queries)
-        if isinstance(top_k, bool) or not isinstance(top_k, int):
-            raise TypeError(f"top_k must be an int, got {type(top_k).__name__}")
-        if top_k < 1:
-            raise ValueError(f"top_k must be >= 1, got {top_k}")
+        top_k = positive_int("top_k", top_k)
         affects = _check_affects(query_affects, len(texts))
         if not texts:
             return []
@@ -115,6 +114,10 @@ class BatchRetriever:
 
         row_ids, bank, store_dim = _bank(engine, now)
         dim = int(bank.embedding.shape[1])
+        # No more results than rows; the compiled k is a power-of-two bucket (a prefix
+        # of a top-k is the smaller top-k, ties included), so few programs serve all.
+        width = min(top_k, bank.size)
+        k_run = min(top_k_bucket(width), bank.size)
         n_queries = len(texts)
         # Pad the query axis to a power of two: fewer compiled shapes.
         padded_q = bucket_size(n_queries, minimum=1)
@@ -148,7 +151,7 @@ class BatchRetriever:
                 for e in embeddings
             ]
             chosen = [a if a is not None else state.core_affect for a in affects]
-            index, scores, ids = _score_with_context(engine, texts, adapted, chosen, top_k, now)
+            index, scores, ids = _score_with_context(engine, texts, adapted, chosen, width, now)
             return _results(engine, index, scores, ids)
         mask = np.asarray(engine.config.signal_mask(), dtype=np.float32)
         signal_mask = None if bool(np.all(mask == 1.0)) else mask
@@ -157,19 +160,19 @@ class BatchRetriever:
         routes: dict[tuple[float, ...], list[int]] = {}
         for i, text in enumerate(texts):
             routes.setdefault(tuple(engine._route(text)), []).append(i)
-        index = np.full((n_queries, top_k), -1, dtype=np.int64)
-        scores = np.full((n_queries, top_k), -np.inf, dtype=np.float64)
+        index = np.full((n_queries, width), -1, dtype=np.int64)
+        scores = np.full((n_queries, width), -np.inf, dtype=np.float64)
         for base, members in routes.items():
             params = params_from_config(
                 cfg.retrieval, cfg.decay, base_weights=list(base), dtype=np.float32
             )
             idx, sc = score_batch(
-                params, queries_features, bank, top_k,
+                params, queries_features, bank, k_run,
                 chunk_size=self.chunk_size, signal_mask=signal_mask,
             )
             idx_np, sc_np = np.asarray(idx), np.asarray(sc)
-            index[members] = idx_np[members]
-            scores[members] = sc_np[members]
+            index[members] = idx_np[members, :width]
+            scores[members] = sc_np[members, :width]
 
         return _results(engine, index, scores, row_ids)
 
@@ -279,7 +282,7 @@ def score_queries(
     Args:
         engine: the engine to read from.
         queries: query texts.
-        top_k: memories per query (>= 1).
+        top_k: memories per query (>= 1; bucketed as in :meth:`BatchRetriever.score`).
         query_affects: optional per-query affects for s3.
         chunk_size: memories per scan step.
 

@@ -1,6 +1,8 @@
 """``score_queries`` / ``BatchRetriever`` on edge inputs a service hands it: query
 embeddings whose values overflow or underflow float32 and an infinite query
-embedding, checked against the float64 pass-1 ranking.
+embedding, checked against the float64 pass-1 ranking; every ``top_k`` from 1 to
+past the bank (few compiled programs, no buffers sized by a huge ``top_k``) and
+numpy integers, checked as ``retrieve`` checks them.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
+import pytest
 
 from emotional_memory import CoreAffect, EmotionalMemory
-from emotional_memory.batch_retrieval import score_queries
+from emotional_memory.batch_retrieval import BatchRetriever, score_queries
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.kernel.chunked_topk import score_batch
 from emotional_memory.retrieval import build_retrieval_plan
 from emotional_memory.stores import InMemoryStore
 
@@ -86,3 +90,40 @@ def test_query_embeddings_out_of_float32_range_rank_like_float64() -> None:
     assert huge == tiny == plain
     assert huge == _float64_pass1(engine, "coffee Lisbon", now, 5)
     assert inf == _float64_pass1(engine, "inf: coffee", now, 5)
+
+
+def test_every_top_k_answers_the_prefix_with_few_compiled_programs() -> None:
+    """Each distinct ``top_k`` compiled its own ``score_batch`` program (39 for
+    ``top_k`` 1..40 on a 40-memory bank) and a huge ``top_k`` allocated (Q, top_k)
+    buffers; ``top_k`` is now bucketed and capped by the bank, its answers prefixes
+    of one another."""
+    engine = _engine(HashingEmbedder(dim=16), copies=5)
+    now = engine._now()
+    engine._clock = lambda: now
+    queries = ["coffee Lisbon", "storm"]
+    full = [[m.id for m, _ in r] for r in score_queries(engine, queries, top_k=40)]
+    assert [len(r) for r in full] == [40, 40]
+    jitted: Any = score_batch
+    before = jitted._cache_size()
+    for k in range(1, 41):
+        got = score_queries(engine, queries, top_k=k)
+        assert [[m.id for m, _ in r] for r in got] == [r[:k] for r in full]
+    grown = jitted._cache_size() - before
+    assert grown <= 3, f"{grown} programs compiled for 40 values of top_k"
+    huge = score_queries(engine, queries, top_k=10**12)  # was a MemoryError
+    assert [[m.id for m, _ in r] for r in huge] == full
+    three: Any = np.int64(3)  # accepted, as by retrieve
+    assert [m.id for m, _ in score_queries(engine, queries, top_k=three)[0]] == full[0][:3]
+
+
+def test_top_k_and_chunk_size_are_checked_like_retrieve() -> None:
+    engine = _engine(HashingEmbedder(dim=16))
+    cases: list[tuple[Any, type[Exception]]] = [
+        (True, TypeError), (2.0, TypeError), ("3", TypeError), (0, ValueError), (-1, ValueError),
+    ]
+    for bad, error in cases:
+        with pytest.raises(error, match="top_k"):
+            score_queries(engine, ["coffee"], top_k=bad)
+        with pytest.raises(error, match="chunk_size"):
+            BatchRetriever(engine, chunk_size=bad)
+
