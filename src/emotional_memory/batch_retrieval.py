@@ -105,9 +105,7 @@ class BatchRetriever:
         now = engine._now()
         state = engine.get_state()
         mood = state.mood  # as retrieve: the mood as last updated (docs/behaviour.md §11)
-        raw = engine.embedder.embed_batch(list(texts))
-        if len(raw) != len(texts):
-            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")
+        raw = _embed_all(engine.embedder, texts)
         embeddings = [
             engine._clean_embedding(e, f"queries[{i}]") for i, e in enumerate(raw)
         ]
@@ -292,6 +290,26 @@ def score_queries(
     return BatchRetriever(engine, chunk_size=chunk_size).score(
         queries, top_k, query_affects=query_affects
     )
+
+
+def _embed_all(embedder: Any, texts: list[str]) -> Sequence[Any] | np.ndarray:
+    """One embedding per text: ``embed_batch`` if the embedder has it, else ``embed``
+    text by text (as ``encode_batch`` does).
+
+    Raises:
+        TypeError: ``embed_batch`` returned no sequence (None, a number, a generator).
+        ValueError: it returned a different number of embeddings.
+    """
+    batch = getattr(embedder, "embed_batch", None)
+    raw = batch(texts) if callable(batch) else [embedder.embed(t) for t in texts]
+    if isinstance(raw, str | bytes) or not isinstance(raw, Sequence | np.ndarray):
+        raise TypeError(
+            f"embedder.embed_batch must return a sequence of embeddings, got "
+            f"{type(raw).__name__}"
+        )
+    if len(raw) != len(texts):
+        raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} queries")
+    return raw
 
 
 def _unit_float32(vector: np.ndarray) -> np.ndarray:

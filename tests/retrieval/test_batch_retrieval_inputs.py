@@ -127,3 +127,26 @@ def test_top_k_and_chunk_size_are_checked_like_retrieve() -> None:
         with pytest.raises(error, match="chunk_size"):
             BatchRetriever(engine, chunk_size=bad)
 
+
+def test_embedder_output_that_is_no_list_is_a_named_error_and_embed_alone_works() -> None:
+    """``embed_batch`` returning None raised "object of type 'NoneType' has no len()";
+    an embedder with only ``embed`` (which ``encode_batch`` accepts) raised
+    AttributeError."""
+
+    class NoneBatch:
+        def embed(self, text: str) -> list[float]:
+            return list(HashingEmbedder(dim=16).embed(text))
+
+        def embed_batch(self, texts: list[str]) -> Any:
+            return None
+
+    class EmbedOnly:
+        def embed(self, text: str) -> list[float]:
+            return list(HashingEmbedder(dim=16).embed(text))
+
+    with pytest.raises(TypeError, match="embed_batch must return a sequence"):
+        score_queries(_engine(NoneBatch()), ["coffee"])
+    engine = _engine(EmbedOnly())
+    want = score_queries(_engine(HashingEmbedder(dim=16)), ["coffee", "storm"], top_k=3)
+    got = score_queries(engine, ["coffee", "storm"], top_k=3)
+    assert [[m.content for m, _ in r] for r in got] == [[m.content for m, _ in r] for r in want]
