@@ -63,3 +63,42 @@ def test_non_finite_query_and_rows_score_cosine_zero_like_score_bank(scorer: str
     index, scores = run(params, queries, cols, 40, chunk_size=16)
     assert np.isfinite(np.asarray(scores)).all()
     np.testing.assert_array_equal(np.asarray(index), _reference(params, queries, cols, 40))
+
+
+def _replace(queries: QueryFeatures, **leaves: Any) -> QueryFeatures:
+    return QueryFeatures(**{**_fields(queries), **leaves})
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_malformed_arguments_are_named_errors_before_xla(scorer: str) -> None:
+    """Each of these was an XLA / tracing error from deep inside (dot_general's
+    contracting dimensions, broadcasting, "Shapes must be 1D sequences of concrete
+    values of integer type", an OverflowError), or for a bool ``k`` / ``chunk_size``
+    silently taken as 1."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 3, seed=2)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    narrow = QueryFeatures(**{**_fields(queries), "embedding": queries.embedding[:, :4]})
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"queries": narrow}, ValueError, r"columns\.embedding must be \(N, 4\)"),
+        ({"k": 2.0}, TypeError, "k must be an int"),
+        ({"k": np.int64(0)}, ValueError, "k must be >= 1"),
+        ({"chunk_size": True}, TypeError, "chunk_size must be an int"),
+        ({"queries": _replace(queries, affect=queries.affect[:2])}, ValueError,
+         r"queries\.affect must be \(3, 3\)"),
+        ({"queries": _replace(queries, velocity=queries.velocity[:, :2])}, ValueError,
+         r"queries\.velocity"),
+        ({"queries": jax.tree_util.tree_map(lambda x: x[0], queries)}, ValueError,
+         r"queries\.embedding must be \(Q, D\)"),
+        ({"queries": _replace(queries, affect=queries.affect.astype(np.int32))}, TypeError,
+         "floating point"),
+        ({"signal_mask": np.ones(5, np.float32)}, ValueError, "signal_mask"),
+    ]
+    for change, error, message in cases:
+        args: dict[str, Any] = {"queries": queries, "k": 3, "chunk_size": 8,
+                                "signal_mask": None, **change}
+        with pytest.raises(error, match=message):
+            run(params, args["queries"], cols, args["k"], chunk_size=args["chunk_size"],
+                signal_mask=args["signal_mask"])
+    with pytest.raises(TypeError, match="k must be an int, got bool"):
+        run(params, queries, cols, True, chunk_size=4)  # a k (and chunk) not yet compiled

@@ -20,6 +20,7 @@ float16 / bfloat16 embeddings are cast chunk by chunk. Usage and guarantees:
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, NamedTuple
 
 import jax
@@ -346,6 +347,52 @@ def merge_top_k(
     return merged, index
 
 
+def _count(name: str, value: Any) -> int:
+    """``value`` as an int >= 1 (numpy integers accepted, bool and float rejected)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{name} must be an int, got bool")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if out < 1:
+        raise ValueError(f"{name} must be >= 1, got {out}")
+    return out
+
+
+def check_batch_inputs(
+    queries: QueryFeatures, columns: MemoryColumns, k: Any, chunk_size: Any,
+    signal_mask: Any = None,
+) -> None:
+    """Check the static shapes and types of a batch scorer's inputs (no device sync).
+
+    Raises:
+        TypeError: ``k`` / ``chunk_size`` not an int, or a non-float query dtype.
+        ValueError: ``k`` / ``chunk_size`` < 1; query leaves not (Q, D) / (Q, 3) with
+            one Q; a bank embedding not (N, D) with the queries' D; a mask not (6,).
+    """
+    _count("k", k)
+    _count("chunk_size", chunk_size)
+    emb_shape = jnp.shape(queries.embedding)
+    if len(emb_shape) != 2:
+        raise ValueError(f"queries.embedding must be (Q, D), got shape {emb_shape}")
+    n_queries = emb_shape[0]
+    for name in ("affect", "mood", "velocity"):
+        shape = jnp.shape(getattr(queries, name))
+        if shape != (n_queries, 3):
+            raise ValueError(f"queries.{name} must be ({n_queries}, 3) like "
+                             f"queries.embedding's Q, got shape {shape}")
+    if not jnp.issubdtype(jnp.result_type(queries.affect), jnp.floating):
+        raise TypeError("queries.affect must be floating point (it sets the compute "
+                        f"dtype), got {jnp.result_type(queries.affect)}")
+    bank_shape = jnp.shape(columns.embedding)
+    if len(bank_shape) != 2 or bank_shape[1] != emb_shape[1]:
+        raise ValueError(f"columns.embedding must be (N, {emb_shape[1]}) like the queries' "
+                         f"dimension, got shape {bank_shape}")
+    if signal_mask is not None and jnp.shape(signal_mask) != (6,):
+        raise ValueError(f"signal_mask must have shape (6,), got {jnp.shape(signal_mask)}")
+
+
 def score_batch_unjitted(
     params: ScoringParams,
     queries: QueryFeatures,
@@ -359,10 +406,7 @@ def score_batch_unjitted(
 
     Args and Returns: as :func:`score_batch`.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     dtype = jnp.result_type(queries.affect)
     prepared = prepare_queries(params, queries, dtype, signal_mask)
     rows = row_features(params, columns, dtype)

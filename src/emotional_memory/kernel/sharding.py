@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.chunked_topk import (
     DEFAULT_CHUNK_SIZE,
+    check_batch_inputs,
     prepare_queries,
     row_features,
     top_k_over_rows,
@@ -167,8 +168,7 @@ def score_batch_sharded(
         ``(indices, scores)`` as :func:`score_batch`: (Q, k) global row indices (rows
         of ``columns``; never a padding row) and scores, replicated on every device.
     """
-    if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+    check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
     n_dev = _axis_size(mesh, axis_name)
     expected = NamedSharding(mesh, P(axis_name))
