@@ -8,6 +8,7 @@ exactly the single searches' answers.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 
 import numpy as np
@@ -258,3 +259,18 @@ def test_a_views_batched_search_equals_its_single_searches(mode: str) -> None:
                 assert [m.id for m in got] == [m.id for m in want]
         assert view.search_by_embedding_batch(queries[:3], k) == [
             view.search_by_embedding(q or [], k) for q in queries[:3]]
+
+
+@pytest.mark.parametrize("mode", ["float32", "bfloat16"])
+def test_a_query_whose_norm_overflows_is_answered_without_a_warning(mode: str) -> None:
+    rng = np.random.default_rng(9)
+    store = InMemoryStore(embedding_dtype=mode)  # type: ignore[arg-type]
+    with store_transaction(store):
+        for i, v in enumerate(rng.normal(size=(20, 8))):
+            store.save(varied_memory(f"m{i}", v.tolist()))
+    huge = [1e200] * 8  # its squared norm overflows float64: scores 0, as the exact rule
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        batched = store.search_by_embedding_batch([huge, huge[:4] + [0.0] * 4], 5)
+    assert [m.id for m in batched[0]] == [m.id for m in store.search_by_embedding(huge, 5)]
+    assert len(batched[1]) == 5
