@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.models import Memory
 
@@ -83,20 +84,6 @@ def messages_to_content(
         role = message.get("role")
         lines.append(f"{role}: {content}" if role else str(content))
     return "\n".join(lines)
-
-
-def _check_limit(limit: object) -> int:
-    """``limit`` as a positive int.
-
-    Raises:
-        TypeError: not an int (bools included).
-        ValueError: below 1.
-    """
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, got {type(limit).__name__}")
-    if limit < 1:
-        raise ValueError(f"limit must be >= 1, got {limit}")
-    return limit
 
 
 def _check_id(name: str, value: object) -> None:
@@ -271,7 +258,7 @@ class EmotionalMemoryMem0Backend:
             TypeError: ``limit`` not an int, ``filters`` not a dict, an id not a str.
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
-        _check_limit(limit)
+        positive_int("limit", limit)
         view = self._user(user_id)
         found = view.retrieve_with_explanations(
             query, top_k=limit, where=self._where(agent_id, run_id, filters)
@@ -315,7 +302,7 @@ class EmotionalMemoryMem0Backend:
             TypeError: ``limit`` not an int, ``filters`` not a dict, an id not a str.
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
-        _check_limit(limit)
+        positive_int("limit", limit)
         chosen = self._user(user_id).list_all(where=self._where(agent_id, run_id, filters))
         return {"results": [_item(m) for m in chosen[:limit]]}
 

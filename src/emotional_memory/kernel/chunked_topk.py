@@ -348,7 +348,11 @@ def merge_top_k(
 
 
 def _count(name: str, value: Any) -> int:
-    """``value`` as an int >= 1 (numpy integers accepted, bool and float rejected)."""
+    """``value`` as an int >= 1 (numpy integers accepted, bool and float rejected).
+
+    The kernel's own copy of ``emotional_memory._validation.positive_int``: the kernel
+    imports nothing of the package outside it (and ``_validation`` must not pull in jax).
+    """
     if isinstance(value, bool):
         raise TypeError(f"{name} must be an int, got bool")
     try:
