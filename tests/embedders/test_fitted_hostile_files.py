@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from emotional_memory.embedders.fitted import FORMAT, _digest, read_fitted_config
+from support.minilm import require_minilm
 
 _TENSOR = "encoder.layer.5.output.LayerNorm.bias"  # shape (384,) in MiniLM-L6
 
@@ -57,12 +58,7 @@ def test_the_cli_reports_a_deep_config_as_a_usage_error(
 
 @pytest.fixture(scope="module")
 def base_installed() -> None:
-    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
-    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
-    from emotional_memory.embedders.minilm import default_model_dir
-
-    if default_model_dir() is None:
-        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+    require_minilm()
 
 
 def _fitted(path: Path, value: Any) -> Path:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from emotional_memory import EmotionalMemoryConfig
+from support.minilm import require_minilm
 
 TEXTS = ["I finally finished the marathon", "The server crashed before the demo", "",
          "Melanie: We went camping with the kids last weekend, it rained all night."]
@@ -22,12 +23,8 @@ TEXTS = ["I finally finished the marathon", "The server crashed before the demo"
 
 @pytest.fixture(scope="module")
 def base() -> Any:
-    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
-    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
-    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
-
-    if default_model_dir() is None:
-        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+    require_minilm()
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
     return MiniLMEmbedder()
 
 

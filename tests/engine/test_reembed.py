@@ -29,6 +29,7 @@ from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.reembed import reembed_store
 from emotional_memory.stores.postgres import PostgresStore
 from emotional_memory.stores.sqlite import SQLiteStore
+from support.minilm import require_minilm
 
 OLD = HashingEmbedder(dim=32)
 NEW = HashingEmbedder(dim=32, seed=7)
@@ -160,17 +161,13 @@ def test_the_command_line_reembeds_with_a_fitted_config(
     records its identity, so ``serve --config fitted.json`` opens the store (the
     README's way to move a store to a fitted embedder); a config naming no fitted
     embedder, or none at all, is an error naming it, the store untouched."""
-    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
-    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
+    require_minilm()
     import numpy as np
     from safetensors.numpy import save_file
 
     from emotional_memory.embedders.fitted import FORMAT, FittedMiniLMEmbedder, _digest
-    from emotional_memory.embedders.minilm import default_model_dir
     from emotional_memory.server.cli import build_service
 
-    if default_model_dir() is None:
-        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
     tensors = {"encoder.layer.5.output.LayerNorm.bias": np.full(384, 0.01, np.float32)}
     save_file(tensors, str(tmp_path / "fit.safetensors"), metadata={
         "format": FORMAT, "base": "minilm-l6-v2", "layers": "5", "digest": _digest(tensors)})

@@ -306,13 +306,19 @@ def _cli_error(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     return captured.err
 
 
+def _small_file(small: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``small`` written as a dataset file, the repository root importable (training)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    data = tmp_path / "small.json"
+    data.write_text(json.dumps(small), encoding="utf-8")
+    return data
+
+
 def test_unusable_outputs_fail_before_the_fit(
     small: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(ROOT))
-    data = tmp_path / "small.json"
-    data.write_text(json.dumps(small), encoding="utf-8")
+    data = _small_file(small, tmp_path, monkeypatch)
     fit = ["fit", "--dataset", str(data), *FIXED, "--steps", "1"]
     # a directory as --out: was a traceback after the whole fit
     assert "--out" in _cli_error([*fit, "--out", str(tmp_path)], capsys)
@@ -327,9 +333,7 @@ def test_too_many_folds_and_a_bad_config_in_one_line(
     small: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.syspath_prepend(str(ROOT))
-    data = tmp_path / "small.json"
-    data.write_text(json.dumps(small), encoding="utf-8")
+    data = _small_file(small, tmp_path, monkeypatch)
     err = _cli_error(["cv", "--dataset", str(data), "--folds", "7", *FIXED], capsys)
     assert "--folds" in err and "[2, 6]" in err
     config = tmp_path / "config.json"

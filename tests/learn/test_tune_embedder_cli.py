@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from emotional_memory import EmotionalMemoryConfig
+from support.minilm import require_minilm
 from support.paths import ROOT
 
 
@@ -33,12 +34,8 @@ def run_cli(*args: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def minilm() -> Any:
-    pytest.importorskip("tokenizers", reason="MiniLMEmbedder needs tokenizers (make minilm)")
-    pytest.importorskip("safetensors", reason="MiniLMEmbedder needs safetensors (make minilm)")
-    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
-
-    if default_model_dir() is None:
-        pytest.skip("the all-MiniLM-L6-v2 weights are not installed (make minilm)")
+    require_minilm()
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
     return MiniLMEmbedder()
 
 
