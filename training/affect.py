@@ -1,6 +1,7 @@
 """Train and select the text-to-affect head on EmoBank (``python -m training affect``).
 
     python -m training affect --emobank emobank_traindev.csv [--out affect_head.npz]
+                              [--memory-events realistic_recall_v2.json]
                               [--cache /tmp/emobank_features.npz] [--json]
 
 EmoBank (Buechel & Hahn 2017, EACL; github.com/JULIELab/EmoBank, CC-BY-SA 4.0) rates
@@ -15,8 +16,10 @@ sentences on valence, arousal and dominance (1-5).  The CSV needs the columns
 3. Each candidate of the grid (feature set, hidden width, weight decay, dropout,
    epochs) trains one member on the TRAIN split; it is scored by the mean over the
    three dimensions of the dev Pearson r.  Dev is used for this choice only.
-4. The chosen candidate is retrained with ``--members`` seeds on TRAIN only; the
-   average of the members is the head, written to ``--out``.
+4. With ``--memory-events``, labelled first-person events join TRAIN, repeated by a
+   weight chosen by scenario-grouped CV (training/affect_memory.py).
+5. The chosen candidate is retrained with ``--members`` seeds on TRAIN (plus the
+   weighted events); the average of the members is the head, written to ``--out``.
 
 Training: minibatch AdamW (:func:`optax.adamw`) on a warm-up + cosine schedule
 (:func:`optax.warmup_cosine_decay_schedule`), mean squared error on standardised
@@ -380,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
 
     Args:
         args: parsed arguments (``emobank``, ``out``, ``cache``, ``members``, ``json``,
-            ``quiet``, ``quick``).
+            ``quiet``, ``quick``, ``memory_events``, ``memory_weights``).
 
     Returns:
         Exit status 0; a report is printed (one JSON object with ``--json``).
@@ -392,7 +395,13 @@ def run(args: argparse.Namespace) -> int:
     if not train.any() or not dev.any():
         raise ValueError("the EmoBank CSV needs rows of split 'train' and of split 'dev'")
     y = emobank_to_affect(vad).astype(np.float32)
-    pooled = _features(texts, args.cache, progress)
+    memory = None
+    if args.memory_events is not None:
+        from training.affect_memory import load_memory_events
+
+        memory = load_memory_events(args.memory_events)
+    all_pooled = _features(texts + (memory.texts if memory else []), args.cache, progress)
+    pooled, memory_pooled = all_pooled[: len(texts)], all_pooled[len(texts):]
 
     sentence = pooled[:, -1, 0, :]
     sentence = sentence / np.maximum(np.linalg.norm(sentence, axis=1, keepdims=True), 1e-12)
@@ -403,17 +412,33 @@ def run(args: argparse.Namespace) -> int:
         grid = [replace(grid[0], epochs=2)]
     results: list[dict[str, Any]] = []
     scores: list[float] = []
+    heads: list[AffectHead] = []
     for config in progress_iter(grid, "selection", enabled=progress):
         x = pooled_feature_matrix(pooled, config.layers, config.poolings)
-        head = fit_head(x[train], y[train], config, seeds=(0,))
-        r = pearson(np.asarray(head(jnp.asarray(x[dev]))), y[dev])
+        heads.append(fit_head(x[train], y[train], config, seeds=(0,)))
+        r = pearson(np.asarray(heads[-1](jnp.asarray(x[dev]))), y[dev])
         scores.append(float(np.mean(r)))
         results.append({"config": asdict(config), "dev_r": r, "mean_r": scores[-1]})
     best = int(np.argmax(scores))
     chosen = grid[best]
     x = pooled_feature_matrix(pooled, chosen.layers, chosen.poolings)
+    x_train, y_train = x[train], y[train]
+    memory_report: dict[str, Any] = {}
+    if memory is not None:
+        from training.affect_memory import select_memory_weight, with_memory_rows
+
+        xm = pooled_feature_matrix(memory_pooled, chosen.layers, chosen.poolings)
+        dominance = np.asarray(heads[best](jnp.asarray(xm)))[:, 2:]
+        ym = np.concatenate([memory.va, dominance], axis=1).astype(np.float32)
+        weight, candidates = select_memory_weight(
+            (x_train, y_train), (x[dev], y[dev]), (xm, ym), memory.groups, chosen,
+            args.memory_weights, progress=progress,
+        )
+        x_train, y_train = with_memory_rows(x_train, y_train, xm, ym, weight)
+        memory_report = {"memory_events": len(memory), "memory_weight": weight,
+                         "memory_candidates": candidates}
     seeds = tuple(range(args.members))
-    head = fit_head(x[train], y[train], chosen, seeds=seeds, progress=progress)
+    head = fit_head(x_train, y_train, chosen, seeds=seeds, progress=progress)
     dev_r = pearson(np.asarray(head(jnp.asarray(x[dev]))), y[dev])
     report = {
         "out": str(args.out),
@@ -425,18 +450,34 @@ def run(args: argparse.Namespace) -> int:
         "ridge_dev_r": dict(zip(("valence", "arousal", "dominance"), ridge["dev_r"],
                                 strict=True)),
         "ridge_alpha": ridge["alpha"],
+        **memory_report,
         "candidates": results,
         "seconds": time.perf_counter() - t0,
     }
-    metadata = json.dumps({k: report[k] for k in ("chosen", "members", "dev_r", "ridge_dev_r")})
+    keys = ("chosen", "members", "dev_r", "ridge_dev_r", "memory_events", "memory_weight",
+            "memory_candidates")
+    metadata = json.dumps({k: report[k] for k in keys if k in report})
     out = save_affect_head(head, args.out, metadata=metadata)
     report["bytes"] = out.stat().st_size
     if args.json:
         print(json.dumps(report))
     else:
-        for key in ("out", "bytes", "chosen", "members", "dev_r", "ridge_dev_r", "seconds"):
-            print(f"{key:12} {report[key]}")
+        for key in ("out", "bytes", "chosen", "members", "dev_r", "ridge_dev_r",
+                    "memory_events", "memory_weight", "memory_candidates", "seconds"):
+            if key in report:
+                print(f"{key:12} {report[key]}")
     return 0
+
+
+def _weights(text: str) -> tuple[int, ...]:
+    """Parse ``--memory-weights`` (comma-separated integers >= 0)."""
+    try:
+        out = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected integers like 0,1,2, got {text!r}") from None
+    if any(w < 0 or w > 100 for w in out):
+        raise argparse.ArgumentTypeError(f"weights must be in 0..100, got {text!r}")
+    return out
 
 
 def add_parser(sub: Any) -> None:
@@ -454,6 +495,12 @@ def add_parser(sub: Any) -> None:
 
     p.add_argument("--members", type=int_at_least(1), default=5,
                    help="ensemble size (seeds)")
+    p.add_argument("--memory-events", default=None, metavar="DATASET.json",
+                   help="realistic-recall-format events with valence/arousal, added to the "
+                        "training rows (training/affect_memory.py)")
+    p.add_argument("--memory-weights", type=_weights, default=(0, 1, 2, 3),
+                   help="comma-separated repetitions of the memory rows to choose among "
+                        "by scenario-grouped CV (default 0,1,2,3)")
     p.add_argument("--quick", action="store_true",
                    help="one 2-epoch candidate (smoke test; not for shipping)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
