@@ -79,8 +79,11 @@ def test_lora_starts_at_the_base_and_merges_exactly() -> None:
     x, mask = pad_states(states, list(range(len(ids))))
     via_adapters = top_embeddings(top_of(lora, top), jnp.asarray(x), jnp.asarray(mask),
                                   model.num_heads, model.eps)
+    # float32 both ways, rounded differently: the merged path rounds W + s A B once, the
+    # adapter path x W and x A B apart; layer norm and softmax amplify the last bits
+    # (seen: 3.8e-6 on values near 0.2), still far inside the 1e-3 gap asserted below
     np.testing.assert_allclose(np.asarray(merged(*padded(ids))), np.asarray(via_adapters),
-                               atol=2e-6)
+                               rtol=1e-4, atol=1e-5)
     assert not np.allclose(np.asarray(via_adapters), np.asarray(model(*padded(ids))),
                            atol=1e-3)
 
