@@ -216,6 +216,7 @@ def test_attribution_ships_beside_the_weights() -> None:
     notice = default_head_path().parent / "AFFECT_HEAD_NOTICE.md"
     text = notice.read_text(encoding="utf-8")
     assert "Buechel" in text and "CC-BY-SA 4.0" in text and "EmoBank" in text
+    assert "realistic_recall_v2" in text and "MIT" in text  # the memory-register events
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert "data/*.npz" in pyproject and "data/*.md" in pyproject
 

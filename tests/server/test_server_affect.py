@@ -6,10 +6,10 @@ with JAX's backend probing left to the CLI (no ``JAX_PLATFORMS`` in its
 environment); further short-lived processes for the embedder choices.
 
 The thresholds were measured with the shipped head before being written (valences:
-"I got the job I wanted!" +0.38, "My grandfather died last night" -0.41, "I failed my
-exam and feel terrible" -0.57, "My dog was hit by a car" -0.37). The shipped head
-rates "I adopted a cat named Miso" +0.03, so that text is not used as a clearly
-positive one here.
+"I got the job I wanted!" +0.46, "My grandfather died last night" -0.49, "I failed my
+exam and feel terrible" -0.64, "My dog was hit by a car" -0.40; with the EmoBank-only
+head shipped before: +0.38, -0.41, -0.57, -0.37). The shipped head rates "I adopted a
+cat named Miso" -0.02, so that text is not used as a clearly positive one here.
 """
 
 from __future__ import annotations
