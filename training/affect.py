@@ -396,6 +396,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("the EmoBank CSV needs rows of split 'train' and of split 'dev'")
     y = emobank_to_affect(vad).astype(np.float32)
     memory = None
+    if args.memory_weights is not None and args.memory_events is None:
+        raise ValueError("--memory-weights needs --memory-events")
     if args.memory_events is not None:
         from training.affect_memory import load_memory_events
 
@@ -432,7 +434,7 @@ def run(args: argparse.Namespace) -> int:
         ym = np.concatenate([memory.va, dominance], axis=1).astype(np.float32)
         weight, candidates = select_memory_weight(
             (x_train, y_train), (x[dev], y[dev]), (xm, ym), memory.groups, chosen,
-            args.memory_weights, progress=progress,
+            args.memory_weights or (0, 1, 2, 3), progress=progress,
         )
         x_train, y_train = with_memory_rows(x_train, y_train, xm, ym, weight)
         memory_report = {"memory_events": len(memory), "memory_weight": weight,
@@ -498,7 +500,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--memory-events", default=None, metavar="DATASET.json",
                    help="realistic-recall-format events with valence/arousal, added to the "
                         "training rows (training/affect_memory.py)")
-    p.add_argument("--memory-weights", type=_weights, default=(0, 1, 2, 3),
+    p.add_argument("--memory-weights", type=_weights, default=None,
                    help="comma-separated repetitions of the memory rows to choose among "
                         "by scenario-grouped CV (default 0,1,2,3)")
     p.add_argument("--quick", action="store_true",

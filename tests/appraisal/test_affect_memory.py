@@ -158,3 +158,14 @@ def test_cli_refuses_bad_weights(weights: str, capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         main(["affect", "--emobank", "x.csv", "--memory-weights", weights])
     assert "--memory-weights" in capsys.readouterr().err
+
+
+def test_cli_refuses_weights_without_events(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from training.cli import main
+
+    csv = tmp_path / "bank.csv"
+    csv.write_text("id,split,V,A,D,text\na,train,3,3,3,x\nb,dev,3,3,3,y\n", encoding="utf-8")
+    code = main(["affect", "--emobank", str(csv), "--memory-weights", "1", "--quiet"])
+    assert code == 2
+    assert "--memory-weights needs --memory-events" in capsys.readouterr().err
