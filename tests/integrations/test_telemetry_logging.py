@@ -271,3 +271,33 @@ def test_async_engine_emits_the_same_spans(exporter: InMemorySpanExporter) -> No
     asyncio.run(main())
     names = {s.name for s in exporter.get_finished_spans()}
     assert {"emotional_memory.encode", "emotional_memory.retrieve"} <= names
+
+
+def _strict_json(line: str) -> dict[str, Any]:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    out: dict[str, Any] = json.loads(line, parse_constant=refuse)
+    return out
+
+
+def test_json_lines_stay_json_for_awkward_extra_fields(
+    clean_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NaN / inf, non-string keys and cycles neither break the line nor lose the record."""
+    buf = io.StringIO()
+    configure_logging("info", json_format=True, stream=buf)
+    log = logging.getLogger("emotional_memory.engine")
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    log.info("scored", extra={"score": float("nan"), "limit": float("-inf"), "memory_id": "m1"})
+    log.info("counts", extra={"counts": {(1, 2): 3}})
+    log.info("loop", extra={"loop": cyclic})
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3, capsys.readouterr().err
+    first, second, third = (_strict_json(line) for line in lines)
+    assert first["message"] == "scored" and first["memory_id"] == "m1"
+    assert first["score"] == "nan" and first["limit"] == "-inf"
+    assert second["message"] == "counts" and second["counts"] == "{(1, 2): 3}"
+    assert third["message"] == "loop" and isinstance(third["loop"], str)
+    assert "Logging error" not in capsys.readouterr().err
