@@ -75,7 +75,11 @@ def _json_field(value: Any) -> Any:
 
 def _level(level: str | int | None) -> int:
     if level is None:
-        level = os.environ.get(_LEVEL_ENV, "").strip() or "WARNING"
+        from_env = os.environ.get(_LEVEL_ENV, "").strip()
+        try:
+            return _level(from_env or "WARNING")
+        except ValueError as exc:
+            raise ValueError(f"{_LEVEL_ENV}: {exc}") from None
     if isinstance(level, bool):
         raise TypeError("level must be a str or int")
     if isinstance(level, int):
@@ -109,7 +113,9 @@ def configure_logging(
         The configured logger.
 
     Raises:
-        ValueError: On an unknown level name.
+        ValueError: On an unknown level name (naming ``EMOTIONAL_MEMORY_LOG_LEVEL`` when
+            it came from there).
+        TypeError: When ``level`` is neither a str nor an int.
     """
     numeric = _level(level)
     handler = logging.StreamHandler(sys.stdout if stream is None else stream)

@@ -301,3 +301,15 @@ def test_json_lines_stay_json_for_awkward_extra_fields(
     assert second["message"] == "counts" and second["counts"] == "{(1, 2): 3}"
     assert third["message"] == "loop" and isinstance(third["loop"], str)
     assert "Logging error" not in capsys.readouterr().err
+
+
+def test_bad_level_in_the_environment_is_named(
+    clean_logger: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMOTIONAL_MEMORY_LOG_LEVEL", "LOUD")
+    handlers = list(clean_logger.handlers)
+    with pytest.raises(ValueError, match=r"EMOTIONAL_MEMORY_LOG_LEVEL.*'LOUD'"):
+        configure_logging(stream=io.StringIO())
+    assert clean_logger.handlers == handlers  # nothing changed
+    with pytest.raises(ValueError, match=r"^unknown log level 'LOUD'$"):
+        configure_logging("LOUD", stream=io.StringIO())  # an argument: no variable named
