@@ -19,6 +19,7 @@ mood-adaptive weights), so the figures show what the model does.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emotional_memory._extras import install_hint
+from emotional_memory._validation import weight_vector
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -221,11 +223,9 @@ def plot_decay_curves(
         floor_arousal_threshold=floor_arousal_threshold,
         floor_value=floor_value,
     )
-    fig, axes = _figure(ax, (8.0, 5.0))
     now = datetime(2026, 1, 31, tzinfo=UTC)
     hours = np.geomspace(1 / 60, 30 * 24, 120)
-    styles = ["-", "--", ":", "-."]
-    colors = ["#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3"]
+    curves = []  # every curve first: a refused value leaves a given Axes untouched
     for i, arousal in enumerate(arousal_values):
         for j, count in enumerate(retrieval_counts):
             tags = [
@@ -240,13 +240,18 @@ def plot_decay_curves(
                 for h in hours
             ]
             strength = compute_effective_strength_batch(tags, now, config)
-            axes.plot(
-                hours / 24,
-                strength,
-                color=colors[i % len(colors)],
-                linestyle=styles[j % len(styles)],
-                label=f"arousal {arousal:g}, {count} retrievals",
-            )
+            curves.append((i, j, f"arousal {arousal:g}, {count} retrievals", strength))
+    fig, axes = _figure(ax, (8.0, 5.0))
+    styles = ["-", "--", ":", "-."]
+    colors = ["#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3"]
+    for i, j, label, strength in curves:
+        axes.plot(
+            hours / 24,
+            strength,
+            color=colors[i % len(colors)],
+            linestyle=styles[j % len(styles)],
+            label=label,
+        )
     axes.set_xscale("log")
     axes.set_xlabel("age (days)")
     axes.set_ylabel("effective strength")
@@ -444,19 +449,24 @@ def plot_adaptive_weights_heatmap(
         The figure.
 
     Raises:
-        ValueError: When ``ax`` is given, ``resolution < 2`` or ``base_weights`` does
-            not hold 6 values.
+        ValueError: When ``ax`` is given, ``resolution < 2``, or ``base_weights`` does
+            not hold 6 finite values.
+        TypeError: When ``resolution`` is not an int or ``base_weights`` is a string.
     """
     if ax is not None:
         raise ValueError(
             "ax is not supported: plot_adaptive_weights_heatmap draws its own 2x3 grid; "
             "pass ax=None"
         )
+    if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral):
+        raise TypeError(f"resolution must be an int, got {type(resolution).__name__}")
     if resolution < 2:
         raise ValueError("resolution must be >= 2")
     if len(base_weights) != 6:
         raise ValueError(f"base_weights must contain 6 values, got {len(base_weights)}")
-    valences, arousals, grid = _weights_grid(base_weights, resolution)
+    # as RetrievalConfig checks them: finite, any sign, total magnitude bounded
+    weights = weight_vector("base_weights", base_weights, nonneg=False, weights=True)
+    valences, arousals, grid = _weights_grid(weights, int(resolution))
     fig, _ = _figure(None, (12.0, 7.0))
     fig.clear()
     axs = fig.subplots(2, 3)
@@ -574,7 +584,7 @@ def plot_appraisal_radar(
 
     Raises:
         TypeError: For any other ``appraisal`` (as in the original).
-        ValueError: For a sequence that does not hold five values.
+        ValueError: For a sequence that does not hold five values, or an empty dict.
     """
     from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
     from emotional_memory.appraisal_schema import GenericAppraisalVector
@@ -586,6 +596,8 @@ def plot_appraisal_radar(
         raw = [float(appraisal.dimensions[d.name]) for d in dims]
         ranges = [tuple(d.range) for d in dims]  # type: ignore[misc]
     elif isinstance(appraisal, dict):
+        if not appraisal:
+            raise ValueError("appraisal must hold at least one dimension, got an empty dict")
         labels = [str(k).replace("_", " ").title() for k in appraisal]
         raw = [float(v) for v in appraisal.values()]
         ranges = [None] * len(raw)
@@ -639,6 +651,9 @@ def plot_fitted_weights(
     Returns:
         The figure: per mood, one bar group per signal; hatched bars are the
         baseline, solid bars the fitted weights.
+
+    Raises:
+        ValueError: When ``moods`` is empty.
     """
     from emotional_memory.engine import EmotionalMemoryConfig
     from emotional_memory.mood import MoodField
@@ -647,6 +662,8 @@ def plot_fitted_weights(
 
     base_cfg = baseline if baseline is not None else EmotionalMemoryConfig()
     chosen = dict(moods) if moods is not None else dict(_DEFAULT_MOODS)
+    if not chosen:
+        raise ValueError("moods must hold at least one mood, got an empty mapping")
     now = datetime(2026, 1, 1, tzinfo=UTC)
 
     def weights(cfg: Any) -> np.ndarray:
@@ -714,10 +731,11 @@ def plot_learning_curves(
     """
     best = getattr(history, "best_step", None)
     series: Mapping[str, Sequence[float]] = getattr(history, "history", history)
+    # every series converted first: a bad one leaves a given Axes untouched
+    arrays = {name: np.asarray(list(values), dtype=float) for name, values in series.items()}
     fig, axes = _figure(ax, (8.0, 4.5))
     right = None
-    for name, values in series.items():
-        ys = np.asarray(list(values), dtype=float)
+    for name, ys in arrays.items():
         if ys.size == 0:
             continue
         target = axes
