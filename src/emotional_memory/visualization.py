@@ -28,6 +28,9 @@ import numpy as np
 
 from emotional_memory._extras import install_hint
 from emotional_memory._validation import weight_vector
+from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
+from emotional_memory._viz_model import six_values as _six
+from emotional_memory._viz_model import weights_grid as _weights_grid
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -71,14 +74,6 @@ LINK_TYPE_COLORS: dict[str, str] = {
 }
 """Edge colour per resonance link type."""
 
-_SIGNAL_FIELDS = (
-    "semantic_similarity",
-    "mood_congruence",
-    "affect_proximity",
-    "momentum_alignment",
-    "recency",
-    "resonance",
-)
 _APPRAISAL_FIELDS = (
     "novelty",
     "goal_relevance",
@@ -100,9 +95,7 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
-        raise ImportError(
-            f"visualization needs matplotlib: {install_hint('viz')}"
-        ) from exc
+        raise ImportError(f"visualization needs matplotlib: {install_hint('viz')}") from exc
 
 
 def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
@@ -301,18 +294,6 @@ def plot_yerkes_dodson(
     return fig
 
 
-def _six(values: Any) -> list[float]:
-    """Six signal values from a sequence, RetrievalSignals, breakdown or explanation."""
-    breakdown = getattr(values, "breakdown", values)
-    signals = getattr(breakdown, "weighted_signals", breakdown)
-    if all(hasattr(signals, f) for f in _SIGNAL_FIELDS):
-        return [float(getattr(signals, f)) for f in _SIGNAL_FIELDS]
-    out = [float(v) for v in values]
-    if len(out) != 6:
-        raise ValueError(f"expected 6 signal values, got {len(out)}")
-    return out
-
-
 def plot_retrieval_radar(
     scores: Any,
     labels: Sequence[str] = SIGNAL_LABELS,
@@ -396,38 +377,6 @@ def plot_mood_evolution(
     axes.set_ylabel("value")
     axes.set_title(title)
     return fig
-
-
-def _weights_grid(
-    base_weights: Sequence[float], resolution: int, config: Any = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(valences, arousals, weights[arousal, valence, 6]) from the kernel's weights."""
-    from emotional_memory.mood import MoodField
-    from emotional_memory.retrieval import mood_weights
-    from emotional_memory.scoring_config import params_from_config
-
-    retrieval, decay = _configs(config)
-    params = params_from_config(retrieval, decay, base_weights=np.asarray(base_weights, float))
-    valences = np.linspace(-1.0, 1.0, resolution)
-    arousals = np.linspace(0.0, 1.0, resolution)
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    grid = np.empty((resolution, resolution, 6))
-    for i, a in enumerate(arousals):
-        for j, v in enumerate(valences):
-            mood = MoodField(
-                valence=float(v), arousal=float(a), dominance=0.5, inertia=0.5, timestamp=now
-            )
-            grid[i, j] = mood_weights(params, mood)
-    return valences, arousals, grid
-
-
-def _configs(config: Any) -> tuple[Any, Any]:
-    from emotional_memory.decay import DecayConfig
-    from emotional_memory.retrieval import RetrievalConfig
-
-    if config is None:
-        return RetrievalConfig(), DecayConfig()
-    return config.retrieval, config.decay
 
 
 def plot_adaptive_weights_heatmap(
