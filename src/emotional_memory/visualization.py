@@ -351,14 +351,24 @@ def plot_mood_evolution(
 
     Returns:
         The figure.
+
+    Raises:
+        ValueError: For a tuple that does not hold four values.
+        TypeError: When datetimes and numbers are mixed as times.
     """
     rows: list[tuple[Any, float, float, float]] = []
-    for h in history:
+    for i, h in enumerate(history):
         if hasattr(h, "valence") and hasattr(h, "timestamp"):
             rows.append((h.timestamp, h.valence, h.arousal, h.dominance))
         else:
+            if len(h) != 4:
+                raise ValueError(
+                    f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
+                )
             t, v, a, d = h
             rows.append((t, float(v), float(a), float(d)))
+    if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
+        raise TypeError("history times must be all datetimes or all numbers (seconds)")
     fig, axes = _figure(ax, (9.0, 4.5))
     if rows:
         t0 = rows[0][0]
@@ -454,16 +464,24 @@ def plot_resonance_network(
 
     Returns:
         The figure.
+
+    Raises:
+        TypeError: For an item that is neither a link nor a memory.
     """
     labels: dict[str, str] = {}
     edges: list[Any] = []
-    for item in links:
+    for i, item in enumerate(links):
         tag = getattr(item, "tag", None)
         if tag is not None:
             labels.setdefault(item.id, item.content[:16])
             edges.extend(tag.resonance_links)
         elif hasattr(item, "source_id") and hasattr(item, "target_id"):
             edges.append(item)
+        else:
+            raise TypeError(
+                f"links[{i}] must be a ResonanceLink or a Memory, got {type(item).__name__}"
+                " (for a RetrievalExplanation pass its .memory)"
+            )
     nodes = list(labels)
     for e in edges:
         for node in (e.source_id, e.target_id):

@@ -275,3 +275,26 @@ def test_bad_input_leaves_a_given_axes_untouched() -> None:
     with pytest.raises(ValueError, match="could not convert"):
         viz.plot_learning_curves({"train_loss": [1.0, 0.5], "val_top1": ["x"]}, ax=axes)
     assert axes.get_lines() == [] and len(fig.axes) == 1
+
+
+def test_resonance_network_refuses_what_it_cannot_draw(engine: EmotionalMemory) -> None:
+    """Explanations (or ids) were skipped without a word: an empty network was drawn."""
+    explanations = engine.retrieve_with_explanations("beach", top_k=2)
+    with pytest.raises(TypeError, match=r"links\[0\] must be a ResonanceLink or a Memory"):
+        viz.plot_resonance_network(explanations)
+    with pytest.raises(TypeError, match=r"links\[1\].*got str"):
+        viz.plot_resonance_network([engine.list_all()[0], "abc"])
+    fig = viz.plot_resonance_network([e.memory for e in explanations])
+    assert len(fig.axes[0].texts) >= 2  # the memories are nodes
+
+
+def test_mood_evolution_refuses_mixed_time_kinds() -> None:
+    """A datetime first and seconds after were plotted as if on one axis, silently."""
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    mixed: list[Any] = [(t0, 0.1, 0.5, 0.4), (120.0, 0.2, 0.5, 0.4)]
+    with pytest.raises(TypeError, match="all datetimes or all numbers"):
+        viz.plot_mood_evolution(mixed)
+    with pytest.raises(TypeError, match="all datetimes or all numbers"):
+        viz.plot_mood_evolution(mixed[::-1])
+    with pytest.raises(ValueError, match=r"history\[1\] must be"):
+        viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2)])
