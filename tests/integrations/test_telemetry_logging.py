@@ -163,6 +163,27 @@ def test_engine_error_marks_span(exporter: InMemorySpanExporter) -> None:
     assert span.status.status_code is StatusCode.ERROR
 
 
+def test_integers_beyond_int64_become_strings(exporter: InMemorySpanExporter) -> None:
+    """OTLP holds int64 only: the exporter dropped such an attribute with a logged error."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    big = 2**63
+    with telemetry.traced_span(
+        "emotional_memory.test", {"n": big, "edge": big - 1, "low": -big, "ids": [1, big]}
+    ):
+        pass
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder())
+    em.encode("A day at the harbour")
+    em.retrieve("harbour", top_k=10**30)  # accepted: more than the store holds
+    first, *rest = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == {
+        "n": str(big), "edge": big - 1, "low": -big, "ids": str([1, big])
+    }
+    (retrieve,) = [s for s in rest if s.name == "emotional_memory.retrieve"]
+    assert (retrieve.attributes or {})["top_k"] == str(10**30)
+
+
 # ---------------------------------------------------------------- logging_config
 
 
