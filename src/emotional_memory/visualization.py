@@ -142,18 +142,32 @@ def plot_circumplex(
 
     Returns:
         The figure.
+
+    Raises:
+        TypeError: For an item that is neither a memory nor a tuple.
+        ValueError: For a tuple that does not hold three values.
     """
     fig, axes = _figure(ax, (6.5, 5.0))
     points = []
-    for m in memories:
+    for i, m in enumerate(memories):
         tag = getattr(m, "tag", None)
         if tag is not None:
             points.append(
                 (tag.core_affect.valence, tag.core_affect.arousal, tag.consolidation_strength)
             )
-        else:
-            v, a, c = m
-            points.append((float(v), float(a), float(c)))
+            continue
+        if isinstance(m, str | bytes) or not hasattr(m, "__len__"):
+            raise TypeError(
+                f"memories[{i}] must be a Memory or a (valence, arousal, "
+                f"consolidation_strength) tuple, got {type(m).__name__}"
+            )
+        if len(m) != 3:
+            raise ValueError(
+                f"memories[{i}] must be (valence, arousal, consolidation_strength), "
+                f"got {len(m)} values"
+            )
+        v, a, c = m
+        points.append((float(v), float(a), float(c)))
     axes.axhline(0.5, color="0.8", linewidth=0.8, zorder=0)
     axes.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
     if points:

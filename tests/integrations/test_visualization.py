@@ -298,3 +298,14 @@ def test_mood_evolution_refuses_mixed_time_kinds() -> None:
         viz.plot_mood_evolution(mixed[::-1])
     with pytest.raises(ValueError, match=r"history\[1\] must be"):
         viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2)])
+
+
+def test_circumplex_names_a_point_it_cannot_read(engine: EmotionalMemory) -> None:
+    with pytest.raises(ValueError, match=r"memories\[1\] must be .*got 2 values"):
+        viz.plot_circumplex([(0.1, 0.5, 0.5), (0.2, 0.3)])
+    (explanation,) = engine.retrieve_with_explanations("beach", top_k=1)
+    with pytest.raises(TypeError, match=r"memories\[0\] must be a Memory or .*RetrievalExpl"):
+        viz.plot_circumplex([explanation])
+    rows = np.array([[0.1, 0.5, 0.5], [-0.4, 0.8, 0.9]])  # array rows are points too
+    fig = viz.plot_circumplex(rows)
+    np.testing.assert_allclose(fig.axes[0].collections[0].get_offsets(), rows[:, :2])
