@@ -18,6 +18,7 @@ dominance target is the prediction of an EmoBank-only head.
 from __future__ import annotations
 
 import json
+import numbers
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -119,7 +120,12 @@ def with_memory_rows(
 
     Returns:
         ``(N + weight * M, F)`` features and ``(N + weight * M, 3)`` targets.
+
+    Raises:
+        ValueError: When ``weight`` is negative.
     """
+    if weight < 0:
+        raise ValueError(f"weight must be >= 0, got {weight}")
     if weight == 0:
         return x, y
     return (np.concatenate([x, np.tile(xm, (weight, 1))]),
@@ -139,16 +145,28 @@ def select_memory_weight(
         memory: memory ``(x, y)``; ``y`` ``(M, 3)`` with pseudo-labelled dominance.
         groups: ``(M,)`` scenario ids.
         config: the head's hyper-parameters.
-        weights: candidate weights (0 is added when missing).
-        folds: number of scenario-grouped folds (at most the number of scenarios).
+        weights: candidate weights, ints >= 0 (0 is added when missing).
+        folds: number of scenario-grouped folds, clipped to [2, number of scenarios].
         progress: progress bar over the fits.
 
     Returns:
         ``(chosen weight, one report per candidate)``; each report has ``weight``,
         ``emobank_dev_r`` (3), ``memory_cv_r`` (valence, arousal), ``memory_cv_mae``
         (valence, arousal) and ``score``.
+
+    Raises:
+        TypeError: When a candidate weight is not an int.
+        ValueError: When a weight is negative, ``groups`` does not hold one id per
+            memory row, or the events come from fewer than two scenarios.
     """
     xm, ym = memory
+    for i, w in enumerate(weights):  # before any fit: int() would cut 1.5 to 1
+        if isinstance(w, bool) or not isinstance(w, numbers.Integral):
+            raise TypeError(f"weights[{i}] must be an int, got {type(w).__name__}")
+        if w < 0:
+            raise ValueError(f"weights[{i}] must be >= 0, got {w}")
+    if len(groups) != len(xm):
+        raise ValueError(f"groups has {len(groups)} entries for {len(xm)} memory rows")
     scenarios = sorted(set(groups.tolist()))
     n_folds = max(2, min(folds, len(scenarios)))
     if len(scenarios) < 2:

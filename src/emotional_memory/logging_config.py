@@ -29,7 +29,10 @@ class JsonFormatter(logging.Formatter):
     """Formats a record as one line of JSON.
 
     Fields: ``timestamp`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, plus
-    ``exc_info`` / ``stack_info`` when present and any ``extra=`` fields.
+    ``exc_info`` / ``stack_info`` when present and any ``extra=`` fields. Objects JSON
+    cannot hold are written as ``str(value)``; so is an ``extra=`` field JSON cannot
+    encode as given (a NaN or infinite float, a dict with non-string keys, a cycle),
+    so every line is strict JSON.
     """
 
     def format(self, record: logging.LogRecord) -> str:
@@ -54,12 +57,29 @@ class JsonFormatter(logging.Formatter):
         for key, value in vars(record).items():
             if key not in _STANDARD_ATTRS and not key.startswith("_"):
                 payload[key] = value
-        return json.dumps(payload, default=str, ensure_ascii=False)
+        try:
+            return json.dumps(payload, default=str, ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):
+            safe = {key: _json_field(value) for key, value in payload.items()}
+            return json.dumps(safe, default=str, ensure_ascii=False, allow_nan=False)
+
+
+def _json_field(value: Any) -> Any:
+    """``value`` when strict JSON can encode it, else ``str(value)``."""
+    try:
+        json.dumps(value, default=str, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return str(value)
+    return value
 
 
 def _level(level: str | int | None) -> int:
     if level is None:
-        level = os.environ.get(_LEVEL_ENV, "").strip() or "WARNING"
+        from_env = os.environ.get(_LEVEL_ENV, "").strip()
+        try:
+            return _level(from_env or "WARNING")
+        except ValueError as exc:
+            raise ValueError(f"{_LEVEL_ENV}: {exc}") from None
     if isinstance(level, bool):
         raise TypeError("level must be a str or int")
     if isinstance(level, int):
@@ -93,7 +113,9 @@ def configure_logging(
         The configured logger.
 
     Raises:
-        ValueError: On an unknown level name.
+        ValueError: On an unknown level name (naming ``EMOTIONAL_MEMORY_LOG_LEVEL`` when
+            it came from there).
+        TypeError: When ``level`` is neither a str nor an int.
     """
     numeric = _level(level)
     handler = logging.StreamHandler(sys.stdout if stream is None else stream)

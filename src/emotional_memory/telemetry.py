@@ -34,6 +34,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 _tracer: Any | None = None
 _otel_unavailable = False
 _SCALARS = (str, bool, int, float)
+_INT64 = range(-(2**63), 2**63)  # OTLP attribute integers are signed 64-bit
 
 
 def _get_tracer() -> Any | None:
@@ -81,11 +82,21 @@ def _reset_tracer_cache() -> None:
     _otel_unavailable = False
 
 
+def _fits(value: Any) -> bool:
+    """A scalar an exporter can hold (an int beyond signed 64 bits it drops)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value in _INT64
+    return isinstance(value, _SCALARS)
+
+
 def _otel_value(value: Any) -> Any:
-    """``value`` as an OpenTelemetry attribute value (scalars, homogeneous lists, str)."""
-    if isinstance(value, _SCALARS):
+    """``value`` as an OpenTelemetry attribute value (scalars, homogeneous lists, str).
+
+    An int beyond signed 64 bits (or a list holding one) becomes its ``str``.
+    """
+    if _fits(value):
         return value
-    if isinstance(value, Sequence) and all(isinstance(v, _SCALARS) for v in value):
+    if isinstance(value, Sequence) and all(_fits(v) for v in value):
         items = list(value)
         if len({type(v) for v in items}) <= 1:
             return items
@@ -100,7 +111,8 @@ def traced_span(
     Args:
         name: Span name, e.g. ``"emotional_memory.encode"``.
         attributes: Span attributes; None values are dropped, values OpenTelemetry
-            cannot hold are converted to ``str``.
+            cannot hold (integers beyond signed 64 bits included) are converted to
+            ``str``.
 
     Returns:
         A context manager yielding the span, or a no-op one yielding None when

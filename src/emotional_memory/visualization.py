@@ -19,6 +19,7 @@ mood-adaptive weights), so the figures show what the model does.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -26,6 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emotional_memory._extras import install_hint
+from emotional_memory._validation import weight_vector
+from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
+from emotional_memory._viz_model import six_values as _six
+from emotional_memory._viz_model import weights_grid as _weights_grid
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -69,14 +74,6 @@ LINK_TYPE_COLORS: dict[str, str] = {
 }
 """Edge colour per resonance link type."""
 
-_SIGNAL_FIELDS = (
-    "semantic_similarity",
-    "mood_congruence",
-    "affect_proximity",
-    "momentum_alignment",
-    "recency",
-    "resonance",
-)
 _APPRAISAL_FIELDS = (
     "novelty",
     "goal_relevance",
@@ -98,9 +95,7 @@ def _require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
-        raise ImportError(
-            f"visualization needs matplotlib: {install_hint('viz')}"
-        ) from exc
+        raise ImportError(f"visualization needs matplotlib: {install_hint('viz')}") from exc
 
 
 def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
@@ -147,18 +142,32 @@ def plot_circumplex(
 
     Returns:
         The figure.
+
+    Raises:
+        TypeError: For an item that is neither a memory nor a tuple.
+        ValueError: For a tuple that does not hold three values.
     """
     fig, axes = _figure(ax, (6.5, 5.0))
     points = []
-    for m in memories:
+    for i, m in enumerate(memories):
         tag = getattr(m, "tag", None)
         if tag is not None:
             points.append(
                 (tag.core_affect.valence, tag.core_affect.arousal, tag.consolidation_strength)
             )
-        else:
-            v, a, c = m
-            points.append((float(v), float(a), float(c)))
+            continue
+        if isinstance(m, str | bytes) or not hasattr(m, "__len__"):
+            raise TypeError(
+                f"memories[{i}] must be a Memory or a (valence, arousal, "
+                f"consolidation_strength) tuple, got {type(m).__name__}"
+            )
+        if len(m) != 3:
+            raise ValueError(
+                f"memories[{i}] must be (valence, arousal, consolidation_strength), "
+                f"got {len(m)} values"
+            )
+        v, a, c = m
+        points.append((float(v), float(a), float(c)))
     axes.axhline(0.5, color="0.8", linewidth=0.8, zorder=0)
     axes.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
     if points:
@@ -221,11 +230,9 @@ def plot_decay_curves(
         floor_arousal_threshold=floor_arousal_threshold,
         floor_value=floor_value,
     )
-    fig, axes = _figure(ax, (8.0, 5.0))
     now = datetime(2026, 1, 31, tzinfo=UTC)
     hours = np.geomspace(1 / 60, 30 * 24, 120)
-    styles = ["-", "--", ":", "-."]
-    colors = ["#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3"]
+    curves = []  # every curve first: a refused value leaves a given Axes untouched
     for i, arousal in enumerate(arousal_values):
         for j, count in enumerate(retrieval_counts):
             tags = [
@@ -240,13 +247,18 @@ def plot_decay_curves(
                 for h in hours
             ]
             strength = compute_effective_strength_batch(tags, now, config)
-            axes.plot(
-                hours / 24,
-                strength,
-                color=colors[i % len(colors)],
-                linestyle=styles[j % len(styles)],
-                label=f"arousal {arousal:g}, {count} retrievals",
-            )
+            curves.append((i, j, f"arousal {arousal:g}, {count} retrievals", strength))
+    fig, axes = _figure(ax, (8.0, 5.0))
+    styles = ["-", "--", ":", "-."]
+    colors = ["#4C72B0", "#DD8452", "#C44E52", "#55A868", "#8172B3"]
+    for i, j, label, strength in curves:
+        axes.plot(
+            hours / 24,
+            strength,
+            color=colors[i % len(colors)],
+            linestyle=styles[j % len(styles)],
+            label=label,
+        )
     axes.set_xscale("log")
     axes.set_xlabel("age (days)")
     axes.set_ylabel("effective strength")
@@ -294,18 +306,6 @@ def plot_yerkes_dodson(
     axes.set_ylim(0, 1.05)
     axes.set_title(f"{title} (mood arousal {mood_arousal:g})")
     return fig
-
-
-def _six(values: Any) -> list[float]:
-    """Six signal values from a sequence, RetrievalSignals, breakdown or explanation."""
-    breakdown = getattr(values, "breakdown", values)
-    signals = getattr(breakdown, "weighted_signals", breakdown)
-    if all(hasattr(signals, f) for f in _SIGNAL_FIELDS):
-        return [float(getattr(signals, f)) for f in _SIGNAL_FIELDS]
-    out = [float(v) for v in values]
-    if len(out) != 6:
-        raise ValueError(f"expected 6 signal values, got {len(out)}")
-    return out
 
 
 def plot_retrieval_radar(
@@ -365,14 +365,24 @@ def plot_mood_evolution(
 
     Returns:
         The figure.
+
+    Raises:
+        ValueError: For a tuple that does not hold four values.
+        TypeError: When datetimes and numbers are mixed as times.
     """
     rows: list[tuple[Any, float, float, float]] = []
-    for h in history:
+    for i, h in enumerate(history):
         if hasattr(h, "valence") and hasattr(h, "timestamp"):
             rows.append((h.timestamp, h.valence, h.arousal, h.dominance))
         else:
+            if len(h) != 4:
+                raise ValueError(
+                    f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
+                )
             t, v, a, d = h
             rows.append((t, float(v), float(a), float(d)))
+    if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
+        raise TypeError("history times must be all datetimes or all numbers (seconds)")
     fig, axes = _figure(ax, (9.0, 4.5))
     if rows:
         t0 = rows[0][0]
@@ -391,38 +401,6 @@ def plot_mood_evolution(
     axes.set_ylabel("value")
     axes.set_title(title)
     return fig
-
-
-def _weights_grid(
-    base_weights: Sequence[float], resolution: int, config: Any = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(valences, arousals, weights[arousal, valence, 6]) from the kernel's weights."""
-    from emotional_memory.mood import MoodField
-    from emotional_memory.retrieval import mood_weights
-    from emotional_memory.scoring_config import params_from_config
-
-    retrieval, decay = _configs(config)
-    params = params_from_config(retrieval, decay, base_weights=np.asarray(base_weights, float))
-    valences = np.linspace(-1.0, 1.0, resolution)
-    arousals = np.linspace(0.0, 1.0, resolution)
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    grid = np.empty((resolution, resolution, 6))
-    for i, a in enumerate(arousals):
-        for j, v in enumerate(valences):
-            mood = MoodField(
-                valence=float(v), arousal=float(a), dominance=0.5, inertia=0.5, timestamp=now
-            )
-            grid[i, j] = mood_weights(params, mood)
-    return valences, arousals, grid
-
-
-def _configs(config: Any) -> tuple[Any, Any]:
-    from emotional_memory.decay import DecayConfig
-    from emotional_memory.retrieval import RetrievalConfig
-
-    if config is None:
-        return RetrievalConfig(), DecayConfig()
-    return config.retrieval, config.decay
 
 
 def plot_adaptive_weights_heatmap(
@@ -444,19 +422,24 @@ def plot_adaptive_weights_heatmap(
         The figure.
 
     Raises:
-        ValueError: When ``ax`` is given, ``resolution < 2`` or ``base_weights`` does
-            not hold 6 values.
+        ValueError: When ``ax`` is given, ``resolution < 2``, or ``base_weights`` does
+            not hold 6 finite values.
+        TypeError: When ``resolution`` is not an int or ``base_weights`` is a string.
     """
     if ax is not None:
         raise ValueError(
             "ax is not supported: plot_adaptive_weights_heatmap draws its own 2x3 grid; "
             "pass ax=None"
         )
+    if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral):
+        raise TypeError(f"resolution must be an int, got {type(resolution).__name__}")
     if resolution < 2:
         raise ValueError("resolution must be >= 2")
     if len(base_weights) != 6:
         raise ValueError(f"base_weights must contain 6 values, got {len(base_weights)}")
-    valences, arousals, grid = _weights_grid(base_weights, resolution)
+    # as RetrievalConfig checks them: finite, any sign, total magnitude bounded
+    weights = weight_vector("base_weights", base_weights, nonneg=False, weights=True)
+    valences, arousals, grid = _weights_grid(weights, int(resolution))
     fig, _ = _figure(None, (12.0, 7.0))
     fig.clear()
     axs = fig.subplots(2, 3)
@@ -495,16 +478,24 @@ def plot_resonance_network(
 
     Returns:
         The figure.
+
+    Raises:
+        TypeError: For an item that is neither a link nor a memory.
     """
     labels: dict[str, str] = {}
     edges: list[Any] = []
-    for item in links:
+    for i, item in enumerate(links):
         tag = getattr(item, "tag", None)
         if tag is not None:
             labels.setdefault(item.id, item.content[:16])
             edges.extend(tag.resonance_links)
         elif hasattr(item, "source_id") and hasattr(item, "target_id"):
             edges.append(item)
+        else:
+            raise TypeError(
+                f"links[{i}] must be a ResonanceLink or a Memory, got {type(item).__name__}"
+                " (for a RetrievalExplanation pass its .memory)"
+            )
     nodes = list(labels)
     for e in edges:
         for node in (e.source_id, e.target_id):
@@ -574,7 +565,7 @@ def plot_appraisal_radar(
 
     Raises:
         TypeError: For any other ``appraisal`` (as in the original).
-        ValueError: For a sequence that does not hold five values.
+        ValueError: For a sequence that does not hold five values, or an empty dict.
     """
     from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
     from emotional_memory.appraisal_schema import GenericAppraisalVector
@@ -586,6 +577,8 @@ def plot_appraisal_radar(
         raw = [float(appraisal.dimensions[d.name]) for d in dims]
         ranges = [tuple(d.range) for d in dims]  # type: ignore[misc]
     elif isinstance(appraisal, dict):
+        if not appraisal:
+            raise ValueError("appraisal must hold at least one dimension, got an empty dict")
         labels = [str(k).replace("_", " ").title() for k in appraisal]
         raw = [float(v) for v in appraisal.values()]
         ranges = [None] * len(raw)
@@ -639,6 +632,9 @@ def plot_fitted_weights(
     Returns:
         The figure: per mood, one bar group per signal; hatched bars are the
         baseline, solid bars the fitted weights.
+
+    Raises:
+        ValueError: When ``moods`` is empty.
     """
     from emotional_memory.engine import EmotionalMemoryConfig
     from emotional_memory.mood import MoodField
@@ -647,6 +643,8 @@ def plot_fitted_weights(
 
     base_cfg = baseline if baseline is not None else EmotionalMemoryConfig()
     chosen = dict(moods) if moods is not None else dict(_DEFAULT_MOODS)
+    if not chosen:
+        raise ValueError("moods must hold at least one mood, got an empty mapping")
     now = datetime(2026, 1, 1, tzinfo=UTC)
 
     def weights(cfg: Any) -> np.ndarray:
@@ -714,10 +712,11 @@ def plot_learning_curves(
     """
     best = getattr(history, "best_step", None)
     series: Mapping[str, Sequence[float]] = getattr(history, "history", history)
+    # every series converted first: a bad one leaves a given Axes untouched
+    arrays = {name: np.asarray(list(values), dtype=float) for name, values in series.items()}
     fig, axes = _figure(ax, (8.0, 4.5))
     right = None
-    for name, values in series.items():
-        ys = np.asarray(list(values), dtype=float)
+    for name, ys in arrays.items():
         if ys.size == 0:
             continue
         target = axes

@@ -169,3 +169,33 @@ def test_cli_refuses_weights_without_events(tmp_path: Path,
     code = main(["affect", "--emobank", str(csv), "--memory-weights", "1", "--quiet"])
     assert code == 2
     assert "--memory-weights needs --memory-events" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "match"),
+    [
+        ((1.5,), TypeError, r"weights\[0\] must be an int, got float"),  # was cut to 1
+        ((2, -1), ValueError, r"weights\[1\] must be >= 0, got -1"),
+        ((True,), TypeError, r"weights\[0\] must be an int, got bool"),
+    ],
+)
+def test_the_weight_rule_refuses_bad_candidates(
+    weights: tuple[Any, ...], error: type[Exception], match: str
+) -> None:
+    x, y, xd, yd, xm, ym, groups = _synthetic(2)
+    config = HeadConfig(hidden=8, epochs=1)
+    with pytest.raises(error, match=match):
+        select_memory_weight((x, y), (xd, yd), (xm, ym), groups, config, weights)
+
+
+def test_the_weight_rule_needs_one_group_per_memory_row() -> None:
+    x, y, xd, yd, xm, ym, groups = _synthetic(3)
+    with pytest.raises(ValueError, match=r"groups has 119 entries for 120 memory rows"):
+        select_memory_weight((x, y), (xd, yd), (xm, ym), groups[:-1], HeadConfig(epochs=1),
+                             (1,))
+
+
+def test_with_memory_rows_refuses_a_negative_weight() -> None:
+    x, y = np.ones((2, 3), np.float32), np.ones((2, 3), np.float32)
+    with pytest.raises(ValueError, match="weight must be >= 0, got -1"):
+        with_memory_rows(x, y, x, y, -1)

@@ -163,6 +163,27 @@ def test_engine_error_marks_span(exporter: InMemorySpanExporter) -> None:
     assert span.status.status_code is StatusCode.ERROR
 
 
+def test_integers_beyond_int64_become_strings(exporter: InMemorySpanExporter) -> None:
+    """OTLP holds int64 only: the exporter dropped such an attribute with a logged error."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    big = 2**63
+    with telemetry.traced_span(
+        "emotional_memory.test", {"n": big, "edge": big - 1, "low": -big, "ids": [1, big]}
+    ):
+        pass
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder())
+    em.encode("A day at the harbour")
+    em.retrieve("harbour", top_k=10**30)  # accepted: more than the store holds
+    first, *rest = exporter.get_finished_spans()
+    assert dict(first.attributes or {}) == {
+        "n": str(big), "edge": big - 1, "low": -big, "ids": str([1, big])
+    }
+    (retrieve,) = [s for s in rest if s.name == "emotional_memory.retrieve"]
+    assert (retrieve.attributes or {})["top_k"] == str(10**30)
+
+
 # ---------------------------------------------------------------- logging_config
 
 
@@ -271,3 +292,45 @@ def test_async_engine_emits_the_same_spans(exporter: InMemorySpanExporter) -> No
     asyncio.run(main())
     names = {s.name for s in exporter.get_finished_spans()}
     assert {"emotional_memory.encode", "emotional_memory.retrieve"} <= names
+
+
+def _strict_json(line: str) -> dict[str, Any]:
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"not JSON: {constant}")
+
+    out: dict[str, Any] = json.loads(line, parse_constant=refuse)
+    return out
+
+
+def test_json_lines_stay_json_for_awkward_extra_fields(
+    clean_logger: logging.Logger, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """NaN / inf, non-string keys and cycles neither break the line nor lose the record."""
+    buf = io.StringIO()
+    configure_logging("info", json_format=True, stream=buf)
+    log = logging.getLogger("emotional_memory.engine")
+    cyclic: list[Any] = []
+    cyclic.append(cyclic)
+    log.info("scored", extra={"score": float("nan"), "limit": float("-inf"), "memory_id": "m1"})
+    log.info("counts", extra={"counts": {(1, 2): 3}})
+    log.info("loop", extra={"loop": cyclic})
+    lines = buf.getvalue().splitlines()
+    assert len(lines) == 3, capsys.readouterr().err
+    first, second, third = (_strict_json(line) for line in lines)
+    assert first["message"] == "scored" and first["memory_id"] == "m1"
+    assert first["score"] == "nan" and first["limit"] == "-inf"
+    assert second["message"] == "counts" and second["counts"] == "{(1, 2): 3}"
+    assert third["message"] == "loop" and isinstance(third["loop"], str)
+    assert "Logging error" not in capsys.readouterr().err
+
+
+def test_bad_level_in_the_environment_is_named(
+    clean_logger: logging.Logger, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("EMOTIONAL_MEMORY_LOG_LEVEL", "LOUD")
+    handlers = list(clean_logger.handlers)
+    with pytest.raises(ValueError, match=r"EMOTIONAL_MEMORY_LOG_LEVEL.*'LOUD'"):
+        configure_logging(stream=io.StringIO())
+    assert clean_logger.handlers == handlers  # nothing changed
+    with pytest.raises(ValueError, match=r"^unknown log level 'LOUD'$"):
+        configure_logging("LOUD", stream=io.StringIO())  # an argument: no variable named

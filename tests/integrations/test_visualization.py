@@ -229,3 +229,83 @@ def test_signal_breakdown_shows_the_lexical_signal_when_on(tmp_path: Path) -> No
     contributions = [p.get_width() for p in fig.axes[0].containers[2]]
     assert len(contributions) == 7
     assert sum(contributions) == pytest.approx(exp.breakdown.total_score)
+
+
+def test_appraisal_radar_refuses_an_empty_dict() -> None:
+    with pytest.raises(ValueError, match="appraisal must hold at least one dimension"):
+        viz.plot_appraisal_radar({})
+
+
+@pytest.mark.parametrize(
+    ("weights", "error", "match"),
+    [
+        ([0.2, 0.2, float("nan"), 0.2, 0.2, 0.2], ValueError, r"base_weights\[2\]"),
+        ([0.2, 0.2, 0.2, 0.2, 0.2, float("inf")], ValueError, r"base_weights\[5\]"),
+        ("abcdef", TypeError, "base_weights"),
+    ],
+)
+def test_heatmap_refuses_non_finite_base_weights(
+    weights: Any, error: type[Exception], match: str
+) -> None:
+    """A NaN weight drew an all-blank figure without a word."""
+    with pytest.raises(error, match=match):
+        viz.plot_adaptive_weights_heatmap(base_weights=weights, resolution=3)
+
+
+def test_heatmap_resolution_must_be_an_integer() -> None:
+    with pytest.raises(TypeError, match="resolution must be an int"):
+        viz.plot_adaptive_weights_heatmap(resolution=2.5)  # type: ignore[arg-type]
+    fig = viz.plot_adaptive_weights_heatmap(
+        base_weights=[-0.1, 0.3, 0.2, 0.2, 0.2, 0.2], resolution=np.int64(3)  # type: ignore[arg-type]
+    )
+    assert len(fig.axes) == 12  # six panels and their colour bars
+
+
+def test_fitted_weights_refuses_no_moods() -> None:
+    with pytest.raises(ValueError, match="moods must hold at least one mood"):
+        viz.plot_fitted_weights(EmotionalMemoryConfig(), moods={})
+
+
+def test_bad_input_leaves_a_given_axes_untouched() -> None:
+    """A value refused part-way must not leave half a figure in the caller's Axes."""
+    fig = Figure()
+    axes = fig.add_subplot(1, 1, 1)
+    with pytest.raises(ValueError, match="retrieval_count"):
+        viz.plot_decay_curves(retrieval_counts=(0, -1), ax=axes)
+    with pytest.raises(ValueError, match="could not convert"):
+        viz.plot_learning_curves({"train_loss": [1.0, 0.5], "val_top1": ["x"]}, ax=axes)
+    assert axes.get_lines() == [] and len(fig.axes) == 1
+
+
+def test_resonance_network_refuses_what_it_cannot_draw(engine: EmotionalMemory) -> None:
+    """Explanations (or ids) were skipped without a word: an empty network was drawn."""
+    explanations = engine.retrieve_with_explanations("beach", top_k=2)
+    with pytest.raises(TypeError, match=r"links\[0\] must be a ResonanceLink or a Memory"):
+        viz.plot_resonance_network(explanations)
+    with pytest.raises(TypeError, match=r"links\[1\].*got str"):
+        viz.plot_resonance_network([engine.list_all()[0], "abc"])
+    fig = viz.plot_resonance_network([e.memory for e in explanations])
+    assert len(fig.axes[0].texts) >= 2  # the memories are nodes
+
+
+def test_mood_evolution_refuses_mixed_time_kinds() -> None:
+    """A datetime first and seconds after were plotted as if on one axis, silently."""
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    mixed: list[Any] = [(t0, 0.1, 0.5, 0.4), (120.0, 0.2, 0.5, 0.4)]
+    with pytest.raises(TypeError, match="all datetimes or all numbers"):
+        viz.plot_mood_evolution(mixed)
+    with pytest.raises(TypeError, match="all datetimes or all numbers"):
+        viz.plot_mood_evolution(mixed[::-1])
+    with pytest.raises(ValueError, match=r"history\[1\] must be"):
+        viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2)])
+
+
+def test_circumplex_names_a_point_it_cannot_read(engine: EmotionalMemory) -> None:
+    with pytest.raises(ValueError, match=r"memories\[1\] must be .*got 2 values"):
+        viz.plot_circumplex([(0.1, 0.5, 0.5), (0.2, 0.3)])
+    (explanation,) = engine.retrieve_with_explanations("beach", top_k=1)
+    with pytest.raises(TypeError, match=r"memories\[0\] must be a Memory or .*RetrievalExpl"):
+        viz.plot_circumplex([explanation])
+    rows = np.array([[0.1, 0.5, 0.5], [-0.4, 0.8, 0.9]])  # array rows are points too
+    fig = viz.plot_circumplex(rows)
+    np.testing.assert_allclose(fig.axes[0].collections[0].get_offsets(), rows[:, :2])

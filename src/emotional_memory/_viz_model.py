@@ -1,0 +1,66 @@
+"""The model's numbers behind :mod:`emotional_memory.visualization`'s figures.
+
+Pure computation (no matplotlib): the six signal values of a retrieval result and the
+grid of mood-adaptive weights drawn by the heatmap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+SIGNAL_FIELDS = (
+    "semantic_similarity",
+    "mood_congruence",
+    "affect_proximity",
+    "momentum_alignment",
+    "recency",
+    "resonance",
+)
+
+
+def six_values(values: Any) -> list[float]:
+    """Six signal values from a sequence, RetrievalSignals, breakdown or explanation."""
+    breakdown = getattr(values, "breakdown", values)
+    signals = getattr(breakdown, "weighted_signals", breakdown)
+    if all(hasattr(signals, f) for f in SIGNAL_FIELDS):
+        return [float(getattr(signals, f)) for f in SIGNAL_FIELDS]
+    out = [float(v) for v in values]
+    if len(out) != 6:
+        raise ValueError(f"expected 6 signal values, got {len(out)}")
+    return out
+
+
+def weights_grid(
+    base_weights: Sequence[float], resolution: int, config: Any = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(valences, arousals, weights[arousal, valence, 6]) from the kernel's weights."""
+    from emotional_memory.mood import MoodField
+    from emotional_memory.retrieval import mood_weights
+    from emotional_memory.scoring_config import params_from_config
+
+    retrieval, decay = configs(config)
+    params = params_from_config(retrieval, decay, base_weights=np.asarray(base_weights, float))
+    valences = np.linspace(-1.0, 1.0, resolution)
+    arousals = np.linspace(0.0, 1.0, resolution)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    grid = np.empty((resolution, resolution, 6))
+    for i, a in enumerate(arousals):
+        for j, v in enumerate(valences):
+            mood = MoodField(
+                valence=float(v), arousal=float(a), dominance=0.5, inertia=0.5, timestamp=now
+            )
+            grid[i, j] = mood_weights(params, mood)
+    return valences, arousals, grid
+
+
+def configs(config: Any) -> tuple[Any, Any]:
+    from emotional_memory.decay import DecayConfig
+    from emotional_memory.retrieval import RetrievalConfig
+
+    if config is None:
+        return RetrievalConfig(), DecayConfig()
+    return config.retrieval, config.decay
