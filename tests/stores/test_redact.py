@@ -27,6 +27,17 @@ FORMS = [
     (f"host=db password = '{SECRET} with space' dbname=mem", "password = ***"),
     (f"host=db password='it\\'s {SECRET}' port=5432", "password=*** port=5432"),
     (f"PASSWORD={SECRET}", "PASSWORD=***"),
+    # the user name holds an unescaped '@' (urlsplit splits user-info at the last '@')
+    (f"redis://me@corp:{SECRET}@cache:6379/0", "redis://me@corp:***@cache"),
+    # a percent-encoded key name (libpq decodes query keys), or '=' itself encoded
+    (f"postgresql://db/mem?pass%77ord={SECRET}", "?pass%77ord=***"),
+    (f"postgresql://db/mem?%70assword={SECRET}&x=1", "?%70assword=***&x=1"),
+    (f"postgresql://db/mem?ssl%50ASSWORD={SECRET}", "?ssl%50ASSWORD=***"),
+    (f"postgresql://db/mem?password%3D{SECRET}", "?password%3D***"),
+    # a fragment parameter (OAuth-style) and key names ending in a secret word
+    (f"https://h/cb#access_token={SECRET}&x=1", "#access_token=***&x=1"),
+    (f"https://h/x?auth_token={SECRET}", "?auth_token=***"),
+    (f"https://h/x?a=1&client_secret={SECRET}", "&client_secret=***"),
     # inside a message
     (f"cannot connect to postgresql://bob:{SECRET}@h/db: refused", "bob:***@h/db: refused"),
 ]
@@ -47,6 +58,10 @@ def test_every_form_is_masked(text: str, kept: str) -> None:
     "host=db user=alice dbname=mem",
     "qdrant://localhost:6333/memories",
     "redis://127.0.0.1:6379/0",
+    "redis://me@cache:6379/0",
+    "postgresql://alice@db:5432/mem?sslmode=require&passfile=/home/a/.pgpass",
+    "https://h/x?tokens=3&secretary=bob#section",
+    "host=db passfile=/p dbname=mem",
 ])
 def test_text_without_a_secret_is_unchanged(text: str) -> None:
     assert redact(text) == text
