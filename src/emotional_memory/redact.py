@@ -39,8 +39,9 @@ _KEYWORD = re.compile(
 # URL query / fragment parameters (the '=' may itself be percent-encoded)
 _QUERY = re.compile(r"(?i)([?&;#]" + _ENCODED_SECRET_KEYS + r"(?:=|%3d))[^&#\s]*")
 # URL user-info: ``scheme://user:secret@`` (the user may hold an unescaped '@', the
-# secret ':' or '@': it runs up to the last '@' before the host)
-_USERINFO = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^/:\s]*):[^/\s]*@")
+# secret ':' or '@': it runs up to the last '@' before the host). The scheme starts
+# a word: a match tried at every letter of a long word rescanned it (quadratic time).
+_USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\s]*@")
 
 
 def redact(text: str) -> str:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from emotional_memory.redact import redact
@@ -73,3 +75,17 @@ def test_store_url_errors_never_show_the_query_password() -> None:
         open_store(url)
     assert SECRET not in str(info.value)
     assert "password=***" in str(info.value)
+
+
+@pytest.mark.parametrize("text", [
+    "x" * 60_000,                                   # one long word
+    "?" + "a" * 60_000,                             # a long query
+    "a://" + "b" * 30_000 + ":" + "c" * 30_000,     # a scheme, no '@'
+    "ab://c:d" * 8_000,                             # many schemes, no '@'
+], ids=["word", "query", "no-at", "many-schemes"])
+def test_long_text_is_redacted_in_linear_time(text: str) -> None:
+    # the user-info pattern could start at every letter of a word and rescan it to
+    # its end: 60 KB of letters took about 20 s (a 200 KB one, four minutes)
+    started = time.perf_counter()
+    assert redact(text) == text
+    assert time.perf_counter() - started < 3.0
