@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from emotional_memory._bank import adjacency_from_memories
 from emotional_memory._precision import float64
-from emotional_memory._validation import finite, in_range, positive
+from emotional_memory._validation import finite, in_range, non_negative, positive
 from emotional_memory.affect import MAX_PAD_DISTANCE
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import bucket_size
@@ -448,12 +448,16 @@ def hebbian_strengthen(
     Args:
         memory: the memory whose links change.
         co_retrieved_ids: ids retrieved together with it.
-        increment: added strength, capped at 1.0.
+        increment: added strength (>= 0), capped at 1.0.
 
     Returns:
         The memory's new link list (same order).
+
+    Raises:
+        ValueError: ``increment`` is negative (a link's strength lies in [0, 1]),
+            NaN or infinite.
     """
-    inc = finite("increment", increment)
+    inc = non_negative("increment", increment)
     co = set(co_retrieved_ids) - {memory.id}
     return [
         with_fields(link, {"strength": min(1.0, link.strength + inc)})

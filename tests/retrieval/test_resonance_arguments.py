@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 from emotional_memory.models import Memory, ResonanceLink
-from emotional_memory.resonance import spreading_activation, temporal_proximity
+from emotional_memory.resonance import (
+    hebbian_strengthen,
+    spreading_activation,
+    temporal_proximity,
+)
 from support.memories import INDEXED_T0, indexed_memory
 
 
@@ -74,3 +78,17 @@ def test_half_life_edges_keep_their_meaning() -> None:
     assert temporal_proximity(INDEXED_T0, T1, -(10**400)) == 0.0
     assert temporal_proximity(INDEXED_T0, T1, math.inf) == 1.0
     assert temporal_proximity(INDEXED_T0, T1, 10**400) == 1.0
+
+
+@pytest.mark.parametrize("increment", [-0.1, -5.0, -(10**400)])
+def test_hebbian_negative_increment_is_rejected(increment: float) -> None:
+    # it built links of strength -4.1, which ResonanceLink itself refuses (and a
+    # store could not load back)
+    with pytest.raises(ValueError, match="increment"):
+        hebbian_strengthen(RING[0], [RING[1].id], increment)
+
+
+def test_hebbian_increment_is_added_and_capped() -> None:
+    links = hebbian_strengthen(RING[0], [RING[1].id, RING[2].id], 0.3)
+    assert [lk.strength for lk in links] == [1.0, pytest.approx(0.8)]
+    assert hebbian_strengthen(RING[0], [RING[1].id], 0.0) == list(RING[0].tag.resonance_links)
