@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from emotional_memory.redact import redact
@@ -83,9 +81,9 @@ def test_store_url_errors_never_show_the_query_password() -> None:
     "a://" + "b" * 30_000 + ":" + "c" * 30_000,     # a scheme, no '@'
     "ab://c:d" * 8_000,                             # many schemes, no '@'
 ], ids=["word", "query", "no-at", "many-schemes"])
-def test_long_text_is_redacted_in_linear_time(text: str) -> None:
+def test_long_text_without_secrets_is_left_alone(text: str) -> None:
     # the user-info pattern could start at every letter of a word and rescan it to
-    # its end: 60 KB of letters took about 20 s (a 200 KB one, four minutes)
-    started = time.perf_counter()
+    # its end: 60 KB of letters took about 20 s (a 200 KB one, four minutes); now
+    # milliseconds. No clock is asserted here (the suite never times itself): this
+    # checks the answer on such inputs, and a regression shows as a slow test.
     assert redact(text) == text
-    assert time.perf_counter() - started < 3.0
