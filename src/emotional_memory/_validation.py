@@ -14,13 +14,18 @@ from typing import Any
 
 
 def finite(field: str, value: float) -> float:
-    """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf."""
+    """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf
+    or an int too large for a float, ``TypeError`` if not a number (or a bool)."""
     if isinstance(value, bool):
         raise TypeError(f"{field} must be a number, got bool")
     try:
         out = float(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{field} must be a number, got {type(value).__name__}") from exc
+    except OverflowError:  # an int beyond the float range (10**400)
+        raise ValueError(
+            f"{field} must be finite, got an int too large for a float"
+        ) from None
     if not math.isfinite(out):
         raise ValueError(f"{field} must be finite, got {value!r}")
     return out

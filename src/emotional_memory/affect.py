@@ -69,7 +69,11 @@ class CoreAffect(BaseModel):
 
         Returns:
             The distance, in [0, sqrt(6)] (``MAX_PAD_DISTANCE``).
+
+        Raises:
+            TypeError: If ``other`` is not a ``CoreAffect``.
         """
+        _check_affect("other", other)
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2
@@ -88,7 +92,9 @@ class CoreAffect(BaseModel):
 
         Raises:
             ValueError: If ``alpha`` is NaN or infinite.
+            TypeError: If ``other`` is not a ``CoreAffect``.
         """
+        _check_affect("other", other)
         a = clamp(finite("alpha", alpha), 0.0, 1.0)
         valence = self.valence + a * (other.valence - self.valence)
         arousal = self.arousal + a * (other.arousal - self.arousal)
@@ -113,6 +119,12 @@ class CoreAffect(BaseModel):
 
 
 _set_attr = object.__setattr__
+
+
+def _check_affect(field: str, value: object) -> None:
+    """Raise ``TypeError`` naming ``field`` unless ``value`` is a :class:`CoreAffect`."""
+    if not isinstance(value, CoreAffect):
+        raise TypeError(f"{field} must be a CoreAffect, got {type(value).__name__}")
 
 
 class AffectiveMomentum(BaseModel):
@@ -160,6 +172,9 @@ class AffectiveMomentum(BaseModel):
         """Euclidean norm of the velocity only (acceleration is ignored; docs/behaviour.md §1).
 
         Returns:
-            The non-negative velocity norm.
+            The non-negative velocity norm (finite even where the squares overflow).
         """
-        return math.sqrt(self.d_valence**2 + self.d_arousal**2 + self.d_dominance**2)
+        try:
+            return math.sqrt(self.d_valence**2 + self.d_arousal**2 + self.d_dominance**2)
+        except OverflowError:  # a component beyond ~1.3e154: squaring overflows
+            return math.hypot(self.d_valence, self.d_arousal, self.d_dominance)

@@ -11,6 +11,7 @@ from typing import Any, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
+from emotional_memory._validation import strict_finite
 from emotional_memory.affect import CoreAffect
 
 Intensity = Literal["low", "moderate", "high"]
@@ -67,10 +68,14 @@ def categorize_affect(core_affect: CoreAffect, dominance: float | None = None) -
         emotion at low intensity with confidence 0.
 
     Raises:
-        TypeError: If ``core_affect`` is not a ``CoreAffect``.
+        TypeError: If ``core_affect`` is not a ``CoreAffect``, or ``dominance`` is not
+            a number (a bool or a str included).
+        ValueError: If ``dominance`` is NaN, infinite or too large for a float.
     """
     if not isinstance(core_affect, CoreAffect):
         raise TypeError(f"core_affect must be a CoreAffect, got {type(core_affect).__name__}")
+    if dominance is not None:
+        dominance = strict_finite("dominance", dominance)
     valence = core_affect.valence
     arousal = core_affect.arousal
     a_prime = 2.0 * (arousal - 0.5)

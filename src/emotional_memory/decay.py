@@ -95,6 +95,15 @@ def _strength_batch(
     )
 
 
+def _decay_config(config: object) -> DecayConfig:
+    """``config``, or ``DecayConfig()`` for None; a ``TypeError`` for anything else."""
+    if config is None:
+        return DecayConfig()
+    if not isinstance(config, DecayConfig):
+        raise TypeError(f"config must be a DecayConfig or None, got {type(config).__name__}")
+    return config
+
+
 def compute_effective_strength_batch(
     tags: Sequence[EmotionalTag], now: datetime, config: DecayConfig | None = None
 ) -> np.ndarray:
@@ -107,11 +116,19 @@ def compute_effective_strength_batch(
 
     Returns:
         float64 array of shape ``(len(tags),)``, identical to the per-tag function.
+
+    Raises:
+        TypeError: ``config`` is not a ``DecayConfig`` (or None), an item of ``tags``
+            not an ``EmotionalTag``, ``now`` not a datetime.
+        ValueError: ``now`` is naive.
     """
-    cfg = config if config is not None else DecayConfig()
+    cfg = _decay_config(config)
     now = aware("now", now)
     if len(tags) == 0:
         return np.zeros((0,), dtype=np.float64)
+    for i, tag in enumerate(tags):
+        if not isinstance(tag, EmotionalTag):
+            raise TypeError(f"tags[{i}] must be an EmotionalTag, got {type(tag).__name__}")
     ages, consolidation, counts = tag_recency_columns(tags, now)
     arousal = np.asarray([t.core_affect.arousal for t in tags], dtype=np.float64)
     return strength_from_columns(ages, arousal, consolidation, counts, cfg)
@@ -156,5 +173,12 @@ def compute_effective_strength(
 
     Returns:
         A float in [0, consolidation_strength].
+
+    Raises:
+        TypeError: ``tag`` is not an ``EmotionalTag``, ``config`` not a
+            ``DecayConfig`` (or None), ``now`` not a datetime.
+        ValueError: ``now`` is naive.
     """
+    if not isinstance(tag, EmotionalTag):
+        raise TypeError(f"tag must be an EmotionalTag, got {type(tag).__name__}")
     return float(compute_effective_strength_batch([tag], now, config)[0])

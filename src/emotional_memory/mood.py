@@ -114,7 +114,12 @@ class MoodField(BaseModel):
 
         Returns:
             The distance, in [0, sqrt(6)].
+
+        Raises:
+            TypeError: If ``other`` is not a ``MoodField``.
         """
+        if not isinstance(other, MoodField):
+            raise TypeError(f"other must be a MoodField, got {type(other).__name__}")
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2
@@ -130,7 +135,13 @@ class MoodField(BaseModel):
 
         Returns:
             A new MoodField stamped ``now`` (inertia unchanged).
+
+        Raises:
+            TypeError: ``config`` is not a ``MoodDecayConfig``, ``now`` not a datetime.
+            ValueError: ``now`` is naive.
         """
+        if not isinstance(config, MoodDecayConfig):
+            raise TypeError(f"config must be a MoodDecayConfig, got {type(config).__name__}")
         cfg = config
         elapsed = max(0.0, (aware("now", now) - self.timestamp).total_seconds())
         half_life = cfg.base_half_life_seconds * (1.0 + self.inertia * cfg.inertia_scale)
@@ -160,7 +171,18 @@ class MoodField(BaseModel):
 
         Returns:
             A new MoodField stamped ``now``.
+
+        Raises:
+            TypeError: ``core_affect`` is not a ``CoreAffect``, ``decay_config`` not a
+                ``MoodDecayConfig`` (or None), ``alpha`` not a number.
+            ValueError: ``alpha`` is not finite, ``now`` is naive.
         """
+        if not isinstance(core_affect, CoreAffect):
+            raise TypeError(f"core_affect must be a CoreAffect, got {type(core_affect).__name__}")
+        if decay_config is not None and not isinstance(decay_config, MoodDecayConfig):
+            raise TypeError(
+                f"decay_config must be a MoodDecayConfig or None, got {type(decay_config).__name__}"
+            )
         alpha = finite("alpha", alpha)
         now = utc_now() if now is None else aware("now", now)
         base = self.regress(now, decay_config) if decay_config is not None else self

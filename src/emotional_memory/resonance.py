@@ -10,6 +10,7 @@ their mutual links (Hebb 1949).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from operator import itemgetter
@@ -20,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from emotional_memory._bank import adjacency_from_memories
 from emotional_memory._precision import float64
-from emotional_memory._validation import finite, in_range, positive
+from emotional_memory._validation import finite, in_range, non_negative, positive
 from emotional_memory.affect import MAX_PAD_DISTANCE
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import bucket_size
@@ -102,11 +103,25 @@ def temporal_proximity(t1: datetime, t2: datetime, half_life_seconds: float = 36
 
     Returns:
         The proximity, in [0, 1].
+
+    Raises:
+        TypeError: ``half_life_seconds`` is not a real number (a bool or a str included).
+        ValueError: ``half_life_seconds`` is NaN.
     """
+    if isinstance(half_life_seconds, bool) or not isinstance(half_life_seconds, numbers.Real):
+        raise TypeError(
+            f"half_life_seconds must be a number, got {type(half_life_seconds).__name__}"
+        )
     if half_life_seconds <= 0:
         return 0.0
+    try:
+        half_life = float(half_life_seconds)
+    except OverflowError:  # an int beyond the float range: an infinite half-life
+        half_life = math.inf
+    if math.isnan(half_life):
+        raise ValueError("half_life_seconds must not be NaN")
     dt = abs((t1 - t2).total_seconds())
-    return math.exp(-dt * math.log(2.0) / half_life_seconds)
+    return math.exp(-dt * math.log(2.0) / half_life)
 
 
 def _cosine(a: Sequence[float] | None, b: Sequence[float] | None) -> float:
@@ -377,14 +392,23 @@ def spreading_activation(
     Args:
         seed_ids: ids that start with activation 1.0 (those among candidates).
         candidates: the memory set; links leaving it are ignored.
-        hops: number of hops (>= 0).
+        hops: number of hops (>= 0; an integral float such as 2.0 is accepted).
 
     Returns:
         id -> activation in [0, 1] for every non-seed memory reached.
+
+    Raises:
+        TypeError: ``hops`` is not a number (a bool or a str included).
+        ValueError: ``hops`` is not a whole number (2.5, NaN, inf).
     """
+    hops = _hop_count(hops)
     cands = list(candidates)
     if hops < 1 or not cands:
         return {}
+    # A walk of more than len(cands) links revisits a memory; as strengths lie in
+    # [0, 1] it never beats the shorter walk, so more hops change nothing (and each
+    # hop is unrolled into the traced program).
+    hops = min(hops, len(cands))
     seeds = set(seed_ids)
     seed_mask = np.asarray([m.id in seeds for m in cands], dtype=bool)
     if not seed_mask.any():
@@ -404,6 +428,18 @@ def spreading_activation(
     return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np[:n])}
 
 
+def _hop_count(hops: object) -> int:
+    """``hops`` as an int: an int, or a float with an integral value."""
+    if isinstance(hops, bool) or not isinstance(hops, numbers.Real):
+        raise TypeError(f"hops must be an int, got {type(hops).__name__}")
+    if isinstance(hops, numbers.Integral):
+        return int(hops)
+    value = float(hops)
+    if not value.is_integer():
+        raise ValueError(f"hops must be a whole number, got {value}")
+    return int(value)
+
+
 def hebbian_strengthen(
     memory: Memory, co_retrieved_ids: Iterable[str], increment: float
 ) -> list[ResonanceLink]:
@@ -412,12 +448,16 @@ def hebbian_strengthen(
     Args:
         memory: the memory whose links change.
         co_retrieved_ids: ids retrieved together with it.
-        increment: added strength, capped at 1.0.
+        increment: added strength (>= 0), capped at 1.0.
 
     Returns:
         The memory's new link list (same order).
+
+    Raises:
+        ValueError: ``increment`` is negative (a link's strength lies in [0, 1]),
+            NaN or infinite.
     """
-    inc = finite("increment", increment)
+    inc = non_negative("increment", increment)
     co = set(co_retrieved_ids) - {memory.id}
     return [
         with_fields(link, {"strength": min(1.0, link.strength + inc)})

@@ -381,3 +381,36 @@ def test_mood_field_clamps_out_of_range() -> None:
     mood = MoodField(valence=-4.0, arousal=2.0, dominance=-1.0, inertia=9.0,
                      timestamp=datetime(2024, 1, 1, tzinfo=UTC))
     assert (mood.valence, mood.arousal, mood.dominance, mood.inertia) == (-1.0, 1.0, 0.0, 1.0)
+
+
+# --------------------------------------------------------------------------- huge ints
+
+HUGE = [pytest.param(10**400, id="10**400"), pytest.param(-(10**400), id="-10**400")]
+
+
+@pytest.mark.parametrize("value", HUGE)
+@pytest.mark.parametrize(("cls", "field"), FLOAT_FIELDS,
+                         ids=[f"{c.__name__}.{f}" for c, f in FLOAT_FIELDS])
+def test_int_beyond_float_range_rejected_in_configs(cls: type, field: str, value: int) -> None:
+    # float(10**400) raises OverflowError, which pydantic let through unnamed
+    assert_rejected(lambda: cls(**{field: value}), field)
+
+
+@pytest.mark.parametrize("value", HUGE)
+@pytest.mark.parametrize(("factory", "field"), [
+    (lambda v: CoreAffect(valence=v, arousal=0.5), "valence"),
+    (lambda v: CoreAffect(valence=0.0, arousal=v), "arousal"),
+    (lambda v: CoreAffect(valence=0.0, arousal=0.5, dominance=v), "dominance"),
+    (lambda v: AffectiveMomentum(dd_arousal=v), "dd_arousal"),
+    (lambda v: AppraisalVector(novelty=v, goal_relevance=0, coping_potential=0,
+                               norm_congruence=0, self_relevance=0), "novelty"),
+    (lambda v: MoodField(valence=0, arousal=0, dominance=0, inertia=v,
+                         timestamp=datetime(2024, 1, 1, tzinfo=UTC)), "inertia"),
+    (lambda v: CoreAffect.neutral().lerp(CoreAffect.neutral(), v), "alpha"),
+    (lambda v: MoodField.neutral().update(CoreAffect.neutral(), alpha=v), "alpha"),
+], ids=["valence", "arousal", "dominance", "momentum", "appraisal", "mood", "lerp",
+        "mood_update"])
+def test_int_beyond_float_range_rejected_in_value_objects(
+    factory: Callable[[int], Any], field: str, value: int
+) -> None:
+    assert_rejected(lambda: factory(value), field)
