@@ -112,6 +112,15 @@ def aware(field: str, value: datetime) -> datetime:
     return value
 
 
+def instance(field: str, value: Any, cls: type[Any], *, optional: bool = False) -> Any:
+    """``value`` when it is a ``cls`` (or None with ``optional``), else ``TypeError``
+    naming ``field`` and the type it got."""
+    if (optional and value is None) or isinstance(value, cls):
+        return value
+    wanted = f"a {cls.__name__} or None" if optional else f"a {cls.__name__}"
+    raise TypeError(f"{field} must be {wanted}, got {type(value).__name__}")
+
+
 def utc_now() -> datetime:
     """The current time as an aware UTC datetime."""
     return datetime.now(UTC)

@@ -12,14 +12,9 @@ from typing import Any
 
 import numpy as np
 
-SIGNAL_FIELDS = (
-    "semantic_similarity",
-    "mood_congruence",
-    "affect_proximity",
-    "momentum_alignment",
-    "recency",
-    "resonance",
-)
+from emotional_memory.retrieval import SIGNAL_FIELDS
+
+__all__ = ["SIGNAL_FIELDS", "configs", "six_values", "weights_grid"]
 
 
 def six_values(values: Any) -> list[float]:
@@ -58,6 +53,7 @@ def weights_grid(
 
 
 def configs(config: Any) -> tuple[Any, Any]:
+    """``(RetrievalConfig, DecayConfig)`` of an engine config, or the defaults for None."""
     from emotional_memory.decay import DecayConfig
     from emotional_memory.retrieval import RetrievalConfig
 

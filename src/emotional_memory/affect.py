@@ -12,7 +12,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from emotional_memory._validation import clamp, finite
+from emotional_memory._validation import clamp, finite, instance
 
 MAX_PAD_DISTANCE: float = math.sqrt(6.0)
 """Largest Euclidean distance between two points of the PAD box (2^2 + 1 + 1 = 6)."""
@@ -73,7 +73,7 @@ class CoreAffect(BaseModel):
         Raises:
             TypeError: If ``other`` is not a ``CoreAffect``.
         """
-        _check_affect("other", other)
+        instance("other", other, CoreAffect)
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2
@@ -94,7 +94,7 @@ class CoreAffect(BaseModel):
             ValueError: If ``alpha`` is NaN or infinite.
             TypeError: If ``other`` is not a ``CoreAffect``.
         """
-        _check_affect("other", other)
+        instance("other", other, CoreAffect)
         a = clamp(finite("alpha", alpha), 0.0, 1.0)
         valence = self.valence + a * (other.valence - self.valence)
         arousal = self.arousal + a * (other.arousal - self.arousal)
@@ -119,12 +119,6 @@ class CoreAffect(BaseModel):
 
 
 _set_attr = object.__setattr__
-
-
-def _check_affect(field: str, value: object) -> None:
-    """Raise ``TypeError`` naming ``field`` unless ``value`` is a :class:`CoreAffect`."""
-    if not isinstance(value, CoreAffect):
-        raise TypeError(f"{field} must be a CoreAffect, got {type(value).__name__}")
 
 
 class AffectiveMomentum(BaseModel):

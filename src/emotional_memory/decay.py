@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from emotional_memory._bank import tag_recency_columns
 from emotional_memory._params import params_from_config
 from emotional_memory._precision import float64
-from emotional_memory._validation import aware, finite, in_range, non_negative, positive
+from emotional_memory._validation import aware, finite, in_range, instance, non_negative, positive
 from emotional_memory.kernel.columns import bucket_size
 from emotional_memory.kernel.params import GATE_FIELDS, ScoringParams
 from emotional_memory.kernel.signals import effective_strength
@@ -95,15 +95,6 @@ def _strength_batch(
     )
 
 
-def _decay_config(config: object) -> DecayConfig:
-    """``config``, or ``DecayConfig()`` for None; a ``TypeError`` for anything else."""
-    if config is None:
-        return DecayConfig()
-    if not isinstance(config, DecayConfig):
-        raise TypeError(f"config must be a DecayConfig or None, got {type(config).__name__}")
-    return config
-
-
 def compute_effective_strength_batch(
     tags: Sequence[EmotionalTag], now: datetime, config: DecayConfig | None = None
 ) -> np.ndarray:
@@ -122,13 +113,13 @@ def compute_effective_strength_batch(
             not an ``EmotionalTag``, ``now`` not a datetime.
         ValueError: ``now`` is naive.
     """
-    cfg = _decay_config(config)
+    instance("config", config, DecayConfig, optional=True)
+    cfg = config if config is not None else DecayConfig()
     now = aware("now", now)
     if len(tags) == 0:
         return np.zeros((0,), dtype=np.float64)
     for i, tag in enumerate(tags):
-        if not isinstance(tag, EmotionalTag):
-            raise TypeError(f"tags[{i}] must be an EmotionalTag, got {type(tag).__name__}")
+        instance(f"tags[{i}]", tag, EmotionalTag)
     ages, consolidation, counts = tag_recency_columns(tags, now)
     arousal = np.asarray([t.core_affect.arousal for t in tags], dtype=np.float64)
     return strength_from_columns(ages, arousal, consolidation, counts, cfg)
@@ -179,6 +170,5 @@ def compute_effective_strength(
             ``DecayConfig`` (or None), ``now`` not a datetime.
         ValueError: ``now`` is naive.
     """
-    if not isinstance(tag, EmotionalTag):
-        raise TypeError(f"tag must be an EmotionalTag, got {type(tag).__name__}")
+    instance("tag", tag, EmotionalTag)
     return float(compute_effective_strength_batch([tag], now, config)[0])

@@ -13,7 +13,15 @@ from datetime import datetime
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from emotional_memory._unvalidated import unvalidated
-from emotional_memory._validation import aware, clamp, finite, non_negative, positive, utc_now
+from emotional_memory._validation import (
+    aware,
+    clamp,
+    finite,
+    instance,
+    non_negative,
+    positive,
+    utc_now,
+)
 from emotional_memory.affect import CoreAffect
 
 
@@ -118,8 +126,7 @@ class MoodField(BaseModel):
         Raises:
             TypeError: If ``other`` is not a ``MoodField``.
         """
-        if not isinstance(other, MoodField):
-            raise TypeError(f"other must be a MoodField, got {type(other).__name__}")
+        instance("other", other, MoodField)
         return math.sqrt(
             (self.valence - other.valence) ** 2
             + (self.arousal - other.arousal) ** 2
@@ -140,9 +147,7 @@ class MoodField(BaseModel):
             TypeError: ``config`` is not a ``MoodDecayConfig``, ``now`` not a datetime.
             ValueError: ``now`` is naive.
         """
-        if not isinstance(config, MoodDecayConfig):
-            raise TypeError(f"config must be a MoodDecayConfig, got {type(config).__name__}")
-        cfg = config
+        cfg = instance("config", config, MoodDecayConfig)
         elapsed = max(0.0, (aware("now", now) - self.timestamp).total_seconds())
         half_life = cfg.base_half_life_seconds * (1.0 + self.inertia * cfg.inertia_scale)
         f = math.exp(-elapsed * math.log(2.0) / half_life)
@@ -177,12 +182,8 @@ class MoodField(BaseModel):
                 ``MoodDecayConfig`` (or None), ``alpha`` not a number.
             ValueError: ``alpha`` is not finite, ``now`` is naive.
         """
-        if not isinstance(core_affect, CoreAffect):
-            raise TypeError(f"core_affect must be a CoreAffect, got {type(core_affect).__name__}")
-        if decay_config is not None and not isinstance(decay_config, MoodDecayConfig):
-            raise TypeError(
-                f"decay_config must be a MoodDecayConfig or None, got {type(decay_config).__name__}"
-            )
+        instance("core_affect", core_affect, CoreAffect)
+        instance("decay_config", decay_config, MoodDecayConfig, optional=True)
         alpha = finite("alpha", alpha)
         now = utc_now() if now is None else aware("now", now)
         base = self.regress(now, decay_config) if decay_config is not None else self
