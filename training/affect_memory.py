@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import numbers
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from training.affect import FloatArray, HeadConfig, fit_head, pearson
 __all__ = ["MemoryEvents", "load_memory_events", "select_memory_weight", "with_memory_rows"]
 
 
+@dataclass(frozen=True)
 class MemoryEvents:
     """Labelled first-person events: texts, scenario groups and (valence, arousal).
 
@@ -42,8 +44,9 @@ class MemoryEvents:
         va: ``(N, 2)`` float32 valence in [-1, 1], arousal in [0, 1].
     """
 
-    def __init__(self, texts: list[str], groups: npt.NDArray[np.str_], va: FloatArray) -> None:
-        self.texts, self.groups, self.va = texts, groups, va
+    texts: list[str]
+    groups: npt.NDArray[np.str_]
+    va: FloatArray
 
     def __len__(self) -> int:
         return len(self.texts)
