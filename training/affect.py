@@ -17,7 +17,10 @@ sentences on valence, arousal and dominance (1-5).  The CSV needs the columns
    epochs) trains one member on the TRAIN split; it is scored by the mean over the
    three dimensions of the dev Pearson r.  Dev is used for this choice only.
 4. With ``--memory-events``, labelled first-person events join TRAIN, repeated by a
-   weight chosen by scenario-grouped CV (training/affect_memory.py).
+   weight chosen by scenario-grouped CV (training/affect_memory.py); the events'
+   out-of-fold predictions also fit the output scale of valence and arousal on the
+   memory register, kept per axis where it lowers held-out error
+   (training/affect_calibration.py).
 5. The chosen candidate is retrained with ``--members`` seeds on TRAIN (plus the
    weighted events); the average of the members is the head, written to ``--out``.
 
@@ -53,6 +56,7 @@ from emotional_memory.appraisal_embedding import (
     pooled_feature_matrix,
     save_affect_head,
 )
+from training.affect_calibration import calibrated_head, fit_register_calibration
 
 __all__ = [
     "HeadConfig",
@@ -426,21 +430,26 @@ def run(args: argparse.Namespace) -> int:
     x = pooled_feature_matrix(pooled, chosen.layers, chosen.poolings)
     x_train, y_train = x[train], y[train]
     memory_report: dict[str, Any] = {}
+    calibration = None
     if memory is not None:
         from training.affect_memory import select_memory_weight, with_memory_rows
 
         xm = pooled_feature_matrix(memory_pooled, chosen.layers, chosen.poolings)
         dominance = np.asarray(heads[best](jnp.asarray(xm)))[:, 2:]
         ym = np.concatenate([memory.va, dominance], axis=1).astype(np.float32)
-        weight, candidates = select_memory_weight(
+        choice = select_memory_weight(
             (x_train, y_train), (x[dev], y[dev]), (xm, ym), memory.groups, chosen,
             args.memory_weights or (0, 1, 2, 3), progress=progress,
         )
-        x_train, y_train = with_memory_rows(x_train, y_train, xm, ym, weight)
-        memory_report = {"memory_events": len(memory), "memory_weight": weight,
-                         "memory_candidates": candidates}
+        x_train, y_train = with_memory_rows(x_train, y_train, xm, ym, choice.weight)
+        calibration = fit_register_calibration(choice.oof, memory.va, memory.groups)
+        memory_report = {"memory_events": len(memory), "memory_weight": choice.weight,
+                         "memory_candidates": choice.reports,
+                         "register_calibration": calibration.report}
     seeds = tuple(range(args.members))
     head = fit_head(x_train, y_train, chosen, seeds=seeds, progress=progress)
+    if calibration is not None:
+        head = calibrated_head(head, calibration)
     dev_r = pearson(np.asarray(head(jnp.asarray(x[dev]))), y[dev])
     report = {
         "out": str(args.out),
@@ -457,7 +466,7 @@ def run(args: argparse.Namespace) -> int:
         "seconds": time.perf_counter() - t0,
     }
     keys = ("chosen", "members", "dev_r", "ridge_dev_r", "memory_events", "memory_weight",
-            "memory_candidates")
+            "memory_candidates", "register_calibration")
     metadata = json.dumps({k: report[k] for k in keys if k in report})
     out = save_affect_head(head, args.out, metadata=metadata)
     report["bytes"] = out.stat().st_size
@@ -465,7 +474,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report))
     else:
         for key in ("out", "bytes", "chosen", "members", "dev_r", "ridge_dev_r",
-                    "memory_events", "memory_weight", "memory_candidates", "seconds"):
+                    "memory_events", "memory_weight", "memory_candidates",
+                    "register_calibration", "seconds"):
             if key in report:
                 print(f"{key:12} {report[key]}")
     return 0

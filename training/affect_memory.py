@@ -22,7 +22,7 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax.numpy as jnp
 import numpy as np
@@ -31,7 +31,8 @@ import numpy.typing as npt
 from emotional_memory._progress import progress_iter
 from training.affect import FloatArray, HeadConfig, fit_head, pearson
 
-__all__ = ["MemoryEvents", "load_memory_events", "select_memory_weight", "with_memory_rows"]
+__all__ = ["MemoryEvents", "WeightChoice", "load_memory_events", "select_memory_weight",
+           "with_memory_rows"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,21 @@ class MemoryEvents:
 
     def __len__(self) -> int:
         return len(self.texts)
+
+
+class WeightChoice(NamedTuple):
+    """What :func:`select_memory_weight` chose.
+
+    Attributes:
+        weight: the chosen weight.
+        reports: one report per candidate weight.
+        oof: ``(M, 2)`` unclipped valence and arousal predicted out of fold for the
+            memory events at the chosen weight.
+    """
+
+    weight: int
+    reports: list[dict[str, Any]]
+    oof: FloatArray
 
 
 def _number(value: Any, low: float, high: float, where: str) -> float:
@@ -139,7 +155,7 @@ def select_memory_weight(
     train: tuple[FloatArray, FloatArray], dev: tuple[FloatArray, FloatArray],
     memory: tuple[FloatArray, FloatArray], groups: npt.NDArray[np.str_],
     config: HeadConfig, weights: Sequence[int], *, folds: int = 5, progress: bool = False,
-) -> tuple[int, list[dict[str, Any]]]:
+) -> WeightChoice:
     """Choose the memory-row weight by scenario-grouped CV (see the module docstring).
 
     Args:
@@ -153,9 +169,9 @@ def select_memory_weight(
         progress: progress bar over the fits.
 
     Returns:
-        ``(chosen weight, one report per candidate)``; each report has ``weight``,
-        ``emobank_dev_r`` (3), ``memory_cv_r`` (valence, arousal), ``memory_cv_mae``
-        (valence, arousal) and ``score``.
+        A :class:`WeightChoice`; each report has ``weight``, ``emobank_dev_r`` (3),
+        ``memory_cv_r`` (valence, arousal), ``memory_cv_mae`` (valence, arousal, of the
+        clipped predictions) and ``score``.
 
     Raises:
         TypeError: When a candidate weight is not an int.
@@ -183,21 +199,22 @@ def select_memory_weight(
         held = fold == f
         x, y = with_memory_rows(*train, xm[~held], ym[~held], w)
         head = fit_head(x, y, config, seeds=(0,))
-        preds[w][held] = np.asarray(head(jnp.asarray(xm[held])))[:, :2]
+        preds[w][held] = np.asarray(head.raw(jnp.asarray(xm[held])))[:, :2]
         dev_r[w].append(pearson(np.asarray(head(jnp.asarray(dev[0]))), dev[1]))
     reports: list[dict[str, Any]] = []
     scores: dict[int, float] = {}
     for w in candidates:
         eb = np.mean(dev_r[w], axis=0)
-        mem = pearson(preds[w], ym[:, :2])
+        clipped = np.clip(preds[w], [-1.0, 0.0], [1.0, 1.0])
+        mem = pearson(clipped, ym[:, :2])
         reports.append({
             "weight": w,
             "emobank_dev_r": [round(float(v), 4) for v in eb],
             "memory_cv_r": [round(v, 4) for v in mem],
             "memory_cv_mae": [round(float(v), 4)
-                              for v in np.abs(preds[w] - ym[:, :2]).mean(axis=0)],
+                              for v in np.abs(clipped - ym[:, :2]).mean(axis=0)],
             "score": round(float((eb.mean() + np.mean(mem)) / 2), 4),
         })
         scores[w] = reports[-1]["score"]
     best = max(candidates, key=lambda w: (scores[w], -w))  # ties: the smaller weight
-    return best, reports
+    return WeightChoice(best, reports, preds[best])

@@ -99,8 +99,8 @@ def _synthetic(seed: int) -> tuple[Any, ...]:
 def test_the_weight_rule_gives_weight_to_labels_the_general_data_lacks() -> None:
     x, y, xd, yd, xm, ym, groups = _synthetic(0)
     config = HeadConfig(hidden=16, dropout=0.0, epochs=15, lr=1e-2, batch_size=32)
-    weight, reports = select_memory_weight((x, y), (xd, yd), (xm, ym), groups, config,
-                                           (1, 2), folds=3)
+    weight, reports, oof = select_memory_weight((x, y), (xd, yd), (xm, ym), groups, config,
+                                                (1, 2), folds=3)
     assert [r["weight"] for r in reports] == [0, 1, 2]  # 0 is always a candidate
     by_weight = {r["weight"]: r for r in reports}
     # EmoBank-only cannot rate the memory rows; weighted training can, out of fold
@@ -111,6 +111,11 @@ def test_the_weight_rule_gives_weight_to_labels_the_general_data_lacks() -> None
             (np.mean(r["emobank_dev_r"]) + np.mean(r["memory_cv_r"])) / 2, abs=1e-3)
         assert len(r["memory_cv_mae"]) == 2 and all(math.isfinite(v) for v in r["memory_cv_mae"])
     assert by_weight[weight]["score"] == max(r["score"] for r in reports)
+    # the chosen weight's out-of-fold predictions come back unclipped, and their
+    # clipped error is the one reported
+    assert oof.shape == (120, 2) and np.isfinite(oof).all()
+    mae = np.abs(np.clip(oof, [-1, 0], [1, 1]) - ym[:, :2]).mean(axis=0)
+    np.testing.assert_allclose(by_weight[weight]["memory_cv_mae"], mae, atol=1e-4)
 
 
 def test_the_weight_rule_needs_two_scenarios() -> None:
@@ -147,6 +152,7 @@ def test_cli_trains_with_memory_events(tmp_path: Path) -> None:
     meta = json.loads(str(np.load(out)["metadata"]))
     assert meta["memory_events"] == 12 and meta["memory_weight"] in (0, 2)
     assert [c["weight"] for c in meta["memory_candidates"]] == [0, 2]
+    assert set(meta["register_calibration"]) == {"valence", "arousal"}
     x = rng.normal(size=(4, head.n_features)).astype(np.float32)
     assert np.isfinite(np.asarray(head(jnp.asarray(x)))).all()
 
