@@ -154,7 +154,7 @@ def find_json(
     for candidate in candidates:
         try:
             obj = json.loads(candidate)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             continue
         found = pick(obj)
         if found is not None:
@@ -163,7 +163,7 @@ def find_json(
     for match in re.finditer(r"\{", text):
         try:
             obj, _ = decoder.raw_decode(text, match.start())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deeply
             continue
         found = pick(obj)
         if found is not None:

@@ -178,6 +178,8 @@ def _vector_from_json(obj: Mapping[str, Any]) -> AppraisalVector:
             num = float(raw)
         except ValueError as exc:
             raise ValueError(f"{name} must be a number, got {raw!r}") from exc
+        except OverflowError:  # an int beyond the float range (10**400)
+            raise ValueError(f"{name} must be finite, got an int too large for a float") from None
         if not math.isfinite(num):
             raise ValueError(f"{name} must be finite, got {raw!r}")
         values[name] = num
@@ -290,7 +292,13 @@ class LLMAppraisalEngine:
     def _context_json(self, context: Mapping[str, Any] | None) -> str | None:
         if context is None or not self._config.include_context:
             return None
-        return json.dumps(dict(context), sort_keys=True, default=str, ensure_ascii=False)
+        try:
+            return json.dumps(dict(context), sort_keys=True, default=str, ensure_ascii=False)
+        except (TypeError, ValueError, RecursionError) as exc:  # mixed key types, a cycle
+            raise TypeError(
+                "context must be JSON-serialisable (sortable keys, no cycles): "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
 
     def build_prompt(self, content: str, context: dict[str, Any] | None = None) -> str:
         """Return the prompt sent to the LLM.

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator, model_validator
 
 from emotional_memory.affect import CoreAffect
 
@@ -60,6 +60,14 @@ class AppraisalDimension(BaseModel):
     def _check_name(cls, v: str) -> str:
         if not v.strip():
             raise ValueError("name must not be empty")
+        return v
+
+    @field_validator("range", "neutral", mode="before")
+    @classmethod
+    def _no_bools(cls, v: object, info: ValidationInfo) -> object:
+        items = v if isinstance(v, tuple | list) else (v,)
+        if any(isinstance(item, bool) for item in items):
+            raise TypeError(f"{info.field_name} must hold numbers, got a bool")
         return v
 
     @field_validator("range")
@@ -205,6 +213,10 @@ def _as_float(name: str, value: object) -> float:
         num = float(value)
     except ValueError as exc:
         raise ValueError(f"dimension {name!r} must be a number, got {value!r}") from exc
+    except OverflowError:  # an int beyond the float range (10**400)
+        raise ValueError(
+            f"dimension {name!r} must be finite, got an int too large for a float"
+        ) from None
     if not math.isfinite(num):
         raise ValueError(f"dimension {name!r} must be finite, got {value!r}")
     return num

@@ -26,17 +26,21 @@ extra.
 from __future__ import annotations
 
 import email.utils
+import json
+import math
 import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 from emotional_memory._extras import install_hint
 from emotional_memory._llm import LLMCallable
+from emotional_memory._validation import strict_finite
+from emotional_memory.redact import MASK, redact
 
 __all__ = [
     "DEFAULT_OPENAI_COMPAT_BASE_URL",
@@ -45,6 +49,8 @@ __all__ = [
     "DEFAULT_OPENAI_COMPAT_OUTPUT_MODE",
     "DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS",
     "KNOWN_INVALID_PROJECT_MODELS",
+    "MAX_OPENAI_COMPAT_RETRIES",
+    "MAX_RESPONSE_BYTES",
     "HttpxLLM",
     "LLMOutputMode",
     "OpenAICompatibleLLMConfig",
@@ -69,6 +75,10 @@ DEFAULT_OPENAI_COMPAT_OUTPUT_MODE: LLMOutputMode = "plain"
 _OUTPUT_MODES: tuple[LLMOutputMode, ...] = ("plain", "json_object", "json_schema")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _MAX_BACKOFF_SECONDS = 30.0
+MAX_OPENAI_COMPAT_RETRIES = 100
+"""Most retries a configuration may ask for (each wait is capped at 30 s)."""
+MAX_RESPONSE_BYTES = 16 * 2**20
+"""Largest response body read; a longer one fails the call (16 MiB)."""
 
 
 def _output_mode(raw: str) -> LLMOutputMode:
@@ -110,17 +120,29 @@ class OpenAICompatibleLLMConfig:
         """Validate the fields.
 
         Raises:
-            ValueError: On a non-positive timeout, negative retries or backoff, an
-                unknown output mode or an empty base URL or model.
+            TypeError: A field of the wrong type (the key's value is never shown).
+            ValueError: On a non-positive or non-finite timeout, retries outside
+                ``[0, MAX_OPENAI_COMPAT_RETRIES]``, a negative or non-finite backoff, a
+                non-finite temperature, an API key that cannot be a header, an unknown
+                output mode or an empty base URL or model.
         """
-        if not (self.timeout_seconds > 0):
+        if not isinstance(self.api_key, str):
+            raise TypeError(f"api_key must be a str, got {type(self.api_key).__name__}")
+        if not all("!" <= ch <= "~" for ch in self.api_key):  # an HTTP header's token
+            raise ValueError(
+                "api_key must hold visible ASCII characters only (no spaces, line breaks "
+                "or other control characters); the value is not shown"
+            )
+        if not (strict_finite("timeout_seconds", self.timeout_seconds) > 0):
             raise ValueError("timeout_seconds must be > 0")
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
             raise ValueError("max_retries must be an int")
-        if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        if not (self.backoff_seconds >= 0):
+        if not 0 <= self.max_retries <= MAX_OPENAI_COMPAT_RETRIES:
+            raise ValueError(f"max_retries must lie in [0, {MAX_OPENAI_COMPAT_RETRIES}]")
+        if not (strict_finite("backoff_seconds", self.backoff_seconds) >= 0):
             raise ValueError("backoff_seconds must be >= 0")
+        if self.temperature is not None:
+            strict_finite("temperature", self.temperature)
         if self.output_mode not in _OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {_OUTPUT_MODES}")
         if not self.base_url:
@@ -159,15 +181,17 @@ class OpenAICompatibleLLMConfig:
             timeout = float(timeout_raw) if timeout_raw else DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS
         except ValueError as exc:
             raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be a number") from exc
-        if not (timeout > 0):
-            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be > 0")
+        if not (0 < timeout < math.inf):
+            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be finite and > 0")
         retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()
         try:
             retries = int(retries_raw) if retries_raw else DEFAULT_OPENAI_COMPAT_MAX_RETRIES
         except ValueError as exc:
             raise ValueError("EMOTIONAL_MEMORY_LLM_MAX_RETRIES must be an integer") from exc
-        if retries < 0:
-            raise ValueError("EMOTIONAL_MEMORY_LLM_MAX_RETRIES must be >= 0")
+        if not 0 <= retries <= MAX_OPENAI_COMPAT_RETRIES:
+            raise ValueError(
+                f"EMOTIONAL_MEMORY_LLM_MAX_RETRIES must lie in [0, {MAX_OPENAI_COMPAT_RETRIES}]"
+            )
         return cls(
             api_key=api_key,
             base_url=base_url,
@@ -177,6 +201,13 @@ class OpenAICompatibleLLMConfig:
             max_retries=retries,
         )
 
+    def __repr__(self) -> str:
+        """The dataclass repr without the key, with any password in ``base_url`` masked."""
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
+        values["base_url"] = redact(self.base_url)
+        shown = [f"{name}={value!r}" for name, value in values.items()]
+        return f"{type(self).__name__}({', '.join(shown)})"
+
     def public_summary(self) -> dict[str, object]:
         """The configuration without the secret, for logs and diagnostics.
 
@@ -185,7 +216,7 @@ class OpenAICompatibleLLMConfig:
         """
         return {
             "api_key_set": bool(self.api_key),
-            "base_url": self.base_url,
+            "base_url": redact(self.base_url),
             "model": self.model,
             "output_mode": self.output_mode,
             "timeout_seconds": self.timeout_seconds,
@@ -305,7 +336,12 @@ class HttpxLLM:
         return self._config
 
     def _context(self) -> str:
-        return f"model={self._config.model!r}, base_url={self._config.base_url!r}"
+        return f"model={self._config.model!r}, base_url={redact(self._config.base_url)!r}"
+
+    def _scrub(self, text: str) -> str:
+        """``text`` (a server's or transport's words) without the key or URL passwords."""
+        key = self._config.api_key
+        return redact(text.replace(key, MASK) if key else text)
 
     def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
         """Send ``prompt`` and return the model's text.
@@ -320,8 +356,9 @@ class HttpxLLM:
         Raises:
             RuntimeError: When every attempt failed (transport error or retryable
                 status), on a non-retryable HTTP error status, or when the response is
-                not a chat completion with string content. The secret is never in the
-                message.
+                not a chat completion with string content, or its body exceeds
+                :data:`MAX_RESPONSE_BYTES`. The key and any URL password are never in
+                the message (masked also where the server echoes them).
         """
         import httpx
 
@@ -338,15 +375,17 @@ class HttpxLLM:
                 self.attempts += 1
             wait: float | None = None
             try:
-                response = self._client.post(url, json=payload)
+                with self._client.stream("POST", url, json=payload) as response:
+                    body = self._read_capped(response)
             except httpx.TransportError as exc:  # connect/read timeouts, resets, ...
-                last_error = f"{type(exc).__name__}: {exc}"
+                last_error = self._scrub(f"{type(exc).__name__}: {exc}")
                 transport_failed = True
             else:
                 transport_failed = False
                 if response.status_code < 400:
-                    return self._content(response)
-                detail = response.text.strip().replace("\n", " ")[:300]
+                    return self._content(body)
+                text = body.decode("utf-8", "replace")
+                detail = self._scrub(text.strip().replace("\n", " "))[:300]
                 last_error = f"status={response.status_code}: {detail}"
                 if response.status_code not in _RETRY_STATUS:
                     raise RuntimeError(f"LLM request failed ({self._context()}, {last_error})")
@@ -360,19 +399,34 @@ class HttpxLLM:
             f"({self._context()}): {last_error}"
         )
 
-    def _content(self, response: Any) -> str:
+    def _read_capped(self, response: Any) -> bytes:
+        """The body of a streamed response, refusing one over :data:`MAX_RESPONSE_BYTES`."""
+        chunks: list[bytes] = []
+        total = 0
+        for chunk in response.iter_bytes():
+            total += len(chunk)
+            if total > MAX_RESPONSE_BYTES:
+                raise RuntimeError(
+                    f"LLM response exceeds MAX_RESPONSE_BYTES = {MAX_RESPONSE_BYTES} "
+                    f"({self._context()}, status={response.status_code})"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _content(self, body: bytes) -> str:
         try:
-            data = response.json()
-        except ValueError as exc:
+            data = json.loads(body)
+        except (ValueError, RecursionError) as exc:
+            text = self._scrub(body[:600].decode("utf-8", "replace"))[:300]
             raise RuntimeError(
-                f"LLM response was not JSON ({self._context()}): {response.text[:300]!r}"
-            ) from exc
+                f"LLM response was not JSON ({self._context()}): {text!r}"
+            ) from None if isinstance(exc, RecursionError) else exc
         try:
             content = data["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
             raise RuntimeError(
                 f"LLM response did not contain choices[0].message.content ({self._context()}): "
-                f"{str(data)[:300]}"
+                f"{self._scrub(str(data)[:600])[:300]}"
             ) from exc
         if not isinstance(content, str):
             raise RuntimeError(
@@ -400,7 +454,7 @@ class HttpxLLM:
         self.close()
 
     def __repr__(self) -> str:
-        return f"HttpxLLM(model={self._config.model!r}, base_url={self._config.base_url!r})"
+        return f"HttpxLLM({self._context()})"
 
 
 _HttpxLLM = HttpxLLM  # the original library's (private) name

@@ -17,7 +17,7 @@ from operator import itemgetter
 
 import jax.numpy as jnp
 import numpy as np
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from emotional_memory._bank import adjacency_from_memories
 from emotional_memory._precision import float64
@@ -26,6 +26,10 @@ from emotional_memory.affect import MAX_PAD_DISTANCE
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import bucket_size
 from emotional_memory.models import LinkType, Memory, ResonanceLink, with_fields
+
+MAX_LINK_CANDIDATES = 2**53
+"""Largest ``max_links * candidate_multiplier`` (the encode-time search limit, which a
+SQL store passes as a 64-bit LIMIT)."""
 
 
 class ResonanceConfig(BaseModel):
@@ -82,15 +86,34 @@ class ResonanceConfig(BaseModel):
     @classmethod
     def _hops(cls, v: int) -> int:
         if not 1 <= v <= 5:
-            raise ValueError(f"propagation_hops must lie in [1, 5], got {v}")
+            shown = v if abs(v) < 10**6 else "an int beyond that"
+            raise ValueError(f"propagation_hops must lie in [1, 5], got {shown}")
+        return v
+
+    @field_validator("max_links", "candidate_multiplier", "propagation_hops", mode="before")
+    @classmethod
+    def _not_bool(cls, v: object, info: object) -> object:
+        if isinstance(v, bool | np.bool_):
+            raise TypeError(f"{getattr(info, 'field_name', 'value')} must be an int, got bool")
         return v
 
     @field_validator("max_links", "candidate_multiplier", mode="after")
     @classmethod
     def _at_least_one(cls, v: int, info: object) -> int:
+        name = getattr(info, "field_name", "value")
         if v < 1:
-            raise ValueError(f"{getattr(info, 'field_name', 'value')} must be >= 1, got {v}")
+            raise ValueError(f"{name} must be >= 1, got {v}")
+        if v > MAX_LINK_CANDIDATES:
+            raise ValueError(f"{name} must be <= MAX_LINK_CANDIDATES = 2**53, got a larger int")
         return v
+
+    @model_validator(mode="after")
+    def _candidates_bounded(self) -> ResonanceConfig:
+        if self.max_links * self.candidate_multiplier > MAX_LINK_CANDIDATES:
+            raise ValueError(
+                "max_links * candidate_multiplier must be <= MAX_LINK_CANDIDATES = 2**53"
+            )
+        return self
 
 
 def temporal_proximity(t1: datetime, t2: datetime, half_life_seconds: float = 3600.0) -> float:

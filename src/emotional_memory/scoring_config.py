@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from emotional_memory._params import params_from_config, params_to_config_dicts
+from emotional_memory._validation import instance
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.retrieval import AdaptiveWeightsConfig, RetrievalConfig
@@ -43,8 +44,12 @@ def params_to_config(
         Validated config objects.
 
     Raises:
+        TypeError: an argument of the wrong type (named).
         ValueError: if a parameter is outside its config field's valid range.
     """
+    instance("params", params, ScoringParams)
+    instance("retrieval_config", retrieval_config, RetrievalConfig, optional=True)
+    instance("decay_config", decay_config, DecayConfig, optional=True)
     retrieval_fields, decay_fields = params_to_config_dicts(params)
     retrieval_fields["adaptive_weights_config"] = AdaptiveWeightsConfig(
         **retrieval_fields["adaptive_weights_config"]

@@ -62,6 +62,18 @@ def momentum_from_history(history: list[HistoryPoint]) -> AffectiveMomentum:
     return AffectiveMomentum(**values)
 
 
+def _timestamp(field: str, value: object) -> datetime:
+    """A history point's datetime, or an ISO 8601 string of one; errors name ``field``."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{field} must be an ISO 8601 str, got {type(value).__name__}")
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"{field} is not an ISO 8601 timestamp: {value[:64]!r}") from None
+
+
 class AffectiveState(BaseModel):
     """The agent's affective state: ``core_affect``, ``momentum`` and ``mood``.
 
@@ -185,7 +197,7 @@ class AffectiveState(BaseModel):
             if not isinstance(point, list | tuple) or len(point) < 4:
                 continue  # the original library skips malformed points too
             point = point[:4]
-            t = point[0] if isinstance(point[0], datetime) else datetime.fromisoformat(point[0])
+            t = _timestamp(f"history[{i}].timestamp", point[0])
             v, a, d = (finite(f"history[{i}][{j}]", x) for j, x in enumerate(point[1:], 1))
             history.append((aware(f"history[{i}].timestamp", t), v, a, d))
         out._history = history[-_HISTORY_LEN:]

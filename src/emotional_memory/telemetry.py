@@ -190,13 +190,28 @@ def traced(name: str, **attributes: AttributeRule) -> Callable[[_F], _F]:
                 out[key] = _otel_value(value)
             return out
 
+        def annotate(span: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+            if rules and span is not None and span.is_recording():
+                span.set_attributes(span_attributes(args, kwargs))
+
+        if inspect.iscoroutinefunction(fn):
+            # The span must cover the awaited body, not just the coroutine's creation.
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                if _live_tracer() is None:
+                    return await fn(*args, **kwargs)
+                with traced_span(name) as span:
+                    annotate(span, args, kwargs)
+                    return await fn(*args, **kwargs)
+
+            return cast(_F, async_wrapper)
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             if _live_tracer() is None:
                 return fn(*args, **kwargs)
             with traced_span(name) as span:
-                if rules and span is not None and span.is_recording():
-                    span.set_attributes(span_attributes(args, kwargs))
+                annotate(span, args, kwargs)
                 return fn(*args, **kwargs)
 
         return cast(_F, wrapper)

@@ -704,6 +704,32 @@ class TestLLMEngine:
         assert eng.appraise("x", {"obj": object()}) == GOOD_VEC
         assert "obj" in llm.calls[0][0]
 
+    @pytest.mark.parametrize("value", [10**400, -(10**400)], ids=["huge", "-huge"])
+    def test_int_beyond_float_range_named(self, value: int) -> None:
+        # float(10**400) raised OverflowError, which named no dimension
+        answer = json.dumps({**GOOD, "coping_potential": value})
+        eng = LLMAppraisalEngine(FakeLLM(answer), no_cache(fallback_on_error=False))
+        with pytest.raises(ValueError, match="coping_potential"):
+            eng.appraise("x")
+
+    def test_context_json_can_not_hold_is_named(self) -> None:
+        # sort_keys compared 1 with "b" ("'<' not supported ..."); a cycle gave
+        # "Circular reference detected": neither named the context, nor did the LLM
+        # get asked
+        circular: dict[str, Any] = {}
+        circular["self"] = circular
+        llm = FakeLLM(json.dumps(GOOD))
+        eng = LLMAppraisalEngine(llm)
+        for context in ({1: "a", "b": 2}, circular):
+            with pytest.raises((TypeError, ValueError), match="context"):
+                eng.appraise("x", context)
+        assert llm.calls == []
+
+    def test_deeply_nested_junk_before_the_answer_is_skipped(self) -> None:
+        answer = "[" * 100_000 + " then " + json.dumps(GOOD)
+        eng = LLMAppraisalEngine(FakeLLM(answer), no_cache(fallback_on_error=False))
+        assert eng.appraise("x") == GOOD_VEC
+
     def test_custom_system_prompt(self) -> None:
         llm = FakeLLM(json.dumps(GOOD))
         cfg = LLMAppraisalConfig(system_prompt="CUSTOM INSTRUCTIONS 123")

@@ -177,3 +177,21 @@ def test_schema_and_dimension_validation() -> None:
     with pytest.raises(TypeError, match="project_to_core_affect"):
         AppraisalSchema("s", (d,), "", None)  # type: ignore[arg-type]
     assert AppraisalSchema("s", [d], "", lambda v: CoreAffect.neutral()).dimensions == (d,)
+
+
+@pytest.mark.parametrize("bad", [10**400, -(10**400)], ids=["huge", "-huge"])
+def test_generic_vector_rejects_int_beyond_float_range_naming_the_dimension(bad: int) -> None:
+    # float(10**400) raised a bare OverflowError (an LLM can answer such a number)
+    with pytest.raises(ValueError, match="arousal"):
+        GenericAppraisalVector({"arousal": bad}, DIRECT_VAD_SCHEMA)
+
+
+@pytest.mark.parametrize(("field", "kw"), [
+    ("range", {"range": (True, 2.0), "neutral": 1.5}),
+    ("range", {"range": (0.0, True), "neutral": 0.5}),
+    ("neutral", {"range": (0.0, 1.0), "neutral": True}),
+])
+def test_dimension_rejects_bools_as_numbers(field: str, kw: dict[str, object]) -> None:
+    # pydantic's lax floats read True as 1.0
+    with pytest.raises((TypeError, ValueError), match=field):
+        AppraisalDimension(name="x", **kw)  # type: ignore[arg-type]

@@ -257,3 +257,79 @@ def test_drives_llm_query_classifier(server: FakeOpenAI) -> None:
     clf = LLMQueryClassifier(llm, fallback_on_error=False)
     assert clf.classify("When did we last meet?") == "temporal"
     llm.close()
+
+
+@pytest.mark.parametrize("body", [
+    "proxy refused header Authorization: Bearer sk-secret",
+    {"error": {"message": "Incorrect API key provided: sk-secret"}},
+], ids=["text", "json"])
+def test_api_key_echoed_by_the_server_is_redacted(server: FakeOpenAI, body: Any) -> None:
+    # the error detail quoted the server's body, key and all
+    server.replies.append(Reply(status=401, body=body))
+    llm = HttpxLLM(cfg(server, max_retries=0))
+    with pytest.raises(RuntimeError, match="401") as info:
+        llm("p", SCHEMA)
+    assert "sk-secret" not in str(info.value)
+    server.replies.append(Reply(body={"echo": "sk-secret"}))  # 200, not a completion
+    with pytest.raises(RuntimeError, match="choices") as info:
+        llm("p", SCHEMA)
+    assert "sk-secret" not in str(info.value)
+    llm.close()
+
+
+def test_base_url_password_stays_out_of_reprs_and_errors(server: FakeOpenAI) -> None:
+    url = server.base_url.replace("http://", "http://user:hunter2@")
+    config = cfg(server, base_url=url, max_retries=0)
+    server.replies.append(Reply(status=400, body={"error": "nope"}))
+    llm = HttpxLLM(config)
+    with pytest.raises(RuntimeError, match="400") as info:
+        llm("p", SCHEMA)
+    shown = f"{info.value} {llm!r} {config!r} {config.public_summary()}"
+    assert "hunter2" not in shown and "user:***@" in shown
+    assert len(server.requests) == 1
+    llm.close()
+
+
+def test_oversized_response_is_refused(server: FakeOpenAI, monkeypatch: pytest.MonkeyPatch) -> None:
+    from emotional_memory import llm_http
+
+    monkeypatch.setattr(llm_http, "MAX_RESPONSE_BYTES", 1000)
+    server.replies.append(Reply(body=completion("x" * 2000)))
+    llm = HttpxLLM(cfg(server, max_retries=0))
+    with pytest.raises(RuntimeError, match="MAX_RESPONSE_BYTES"):
+        llm("p", SCHEMA)
+    assert llm("p", SCHEMA) == '{"ok": true}'  # a small answer still goes through
+    llm.close()
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("timeout_seconds", float("inf")), ("timeout_seconds", float("nan")),
+    ("timeout_seconds", True), ("timeout_seconds", "5"),
+    ("backoff_seconds", float("inf")), ("backoff_seconds", "1"),
+    ("temperature", float("nan")), ("temperature", float("inf")), ("temperature", "0.5"),
+    ("max_retries", 10**9), ("max_retries", 2.0),
+])
+def test_config_rejects_bad_numbers_naming_the_field(field: str, value: Any) -> None:
+    with pytest.raises((TypeError, ValueError), match=field):
+        OpenAICompatibleLLMConfig(api_key="k", **{field: value})
+
+
+@pytest.mark.parametrize(("var", "value"), [
+    ("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "inf"),
+    ("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "nan"),
+    ("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "1000000000"),
+])
+def test_from_env_rejects_unbounded_values(var: str, value: str) -> None:
+    with pytest.raises(ValueError, match=var):
+        OpenAICompatibleLLMConfig.from_env({"EMOTIONAL_MEMORY_LLM_API_KEY": "k", var: value})
+
+
+@pytest.mark.parametrize("key", ["sk-QZX\ncret", "sk-QZX\r\nX-Injected: 1", "sk-QZXé", "sk QZX"])
+def test_api_key_that_cannot_be_a_header_is_refused_without_showing_it(key: str) -> None:
+    # '\n' went out as a header (injection), 'é' failed deep in httpx with the key in
+    # the UnicodeEncodeError's .object
+    with pytest.raises(ValueError, match="api_key") as info:
+        OpenAICompatibleLLMConfig(api_key=key)
+    assert "QZX" not in f"{info.value} {info.value!r}"
+    with pytest.raises(TypeError, match="api_key"):
+        OpenAICompatibleLLMConfig(api_key=b"sk")  # type: ignore[arg-type]

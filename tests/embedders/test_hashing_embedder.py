@@ -115,6 +115,21 @@ def test_hash_cache_is_used() -> None:
     assert _hash_feature.cache_info().hits > before
 
 
+def test_long_features_are_hashed_but_not_kept_in_the_cache() -> None:
+    # the LRU kept every feature string, so 65536 long unique tokens (1 MB each) stayed
+    # in memory for the process's life
+    emb = HashingEmbedder(dim=96, seed=12)
+    text = "Z" * 5000 + " " + "Y" * 3000
+    want = emb.embed(text)
+    feats = {p + f for p, group in zip(hashing._PREFIXES, emb._features(text), strict=True)
+             for f in group}
+    short = [f for f in feats if len(f) <= hashing.MAX_CACHED_FEATURE_CHARS]
+    assert len(short) < len(feats)  # the word and bigram features are long
+    _hash_feature.cache_clear()
+    assert emb.embed(text) == want
+    assert _hash_feature.cache_info().currsize == len(short)
+
+
 # --------------------------------------------------------------------------- shape & norm
 
 
@@ -200,7 +215,8 @@ def test_satisfies_embedder_protocol() -> None:
 # --------------------------------------------------------------------------- validation
 
 
-@pytest.mark.parametrize("dim", [0, 1, 7, -384, 7.0, 384.0, "384", None, True, [384]])
+@pytest.mark.parametrize("dim", [0, 1, 7, -384, 7.0, 384.0, "384", None, True, [384],
+                                 2**40, 10**400])
 def test_invalid_dim(dim: object) -> None:
     with pytest.raises(ValueError, match="dim"):
         HashingEmbedder(dim=dim)  # type: ignore[arg-type]
@@ -233,6 +249,8 @@ def test_single_str_batch_rejected() -> None:
         ({"ngram_range": (4, 3)}, "ngram_range"),
         ({"ngram_range": (3,)}, "ngram_range"),
         ({"ngram_range": (2.5, 4)}, "ngram_range"),
+        ({"ngram_range": (True, 4)}, "ngram_range"),
+        ({"ngram_range": (3, 10**9)}, "ngram_range"),  # O(len(token) * max_n**2) work
         ({"word_weight": -1.0}, "word_weight"),
         ({"char_weight": float("nan")}, "char_weight"),
         ({"bigram_weight": float("inf")}, "bigram_weight"),

@@ -396,6 +396,35 @@ def test_int_beyond_float_range_rejected_in_configs(cls: type, field: str, value
     assert_rejected(lambda: cls(**{field: value}), field)
 
 
+@pytest.mark.parametrize("value", [*HUGE, pytest.param(2**53 + 1, id="2**53+1")])
+@pytest.mark.parametrize("field", RESONANCE_INT_FIELDS)
+def test_resonance_int_field_beyond_bound_rejected(field: str, value: int) -> None:
+    # pydantic kept 10**400 links, which a SQL store's LIMIT cannot hold
+    assert_rejected(lambda: ResonanceConfig(**{field: value}), field)
+
+
+def test_resonance_link_candidates_product_bounded() -> None:
+    # each factor fits, their product (the encode-time search limit) does not
+    assert_rejected(lambda: ResonanceConfig(max_links=2**30, candidate_multiplier=2**30),
+                    "max_links", "candidate_multiplier")
+    cfg = ResonanceConfig(max_links=2**26, candidate_multiplier=2**26)
+    assert cfg.max_links * cfg.candidate_multiplier == 2**52
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True)], ids=["True", "False", "np"])
+@pytest.mark.parametrize("field", RESONANCE_INT_FIELDS)
+def test_resonance_int_field_rejects_bool(field: str, value: Any) -> None:
+    # pydantic's lax int took True as 1 link
+    with pytest.raises((TypeError, ValueError), match=field):
+        ResonanceConfig(**{field: value})
+
+
+def test_resonance_int_fields_keep_lax_numbers() -> None:
+    cfg = ResonanceConfig(max_links="7", candidate_multiplier=4.0, propagation_hops=np.int64(3))
+    assert (cfg.max_links, cfg.candidate_multiplier, cfg.propagation_hops) == (7, 4, 3)
+    assert type(cfg.max_links) is int
+
+
 @pytest.mark.parametrize("value", HUGE)
 @pytest.mark.parametrize(("factory", "field"), [
     (lambda v: CoreAffect(valence=v, arousal=0.5), "valence"),
@@ -414,3 +443,25 @@ def test_int_beyond_float_range_rejected_in_value_objects(
     factory: Callable[[int], Any], field: str, value: int
 ) -> None:
     assert_rejected(lambda: factory(value), field)
+
+
+@pytest.mark.parametrize("field", RESONANCE_INT_FIELDS)
+def test_resonance_int_beyond_str_digits_limit_named(field: str) -> None:
+    # the message must not try to print a 5000-digit int (str() raises past 4300 digits)
+    assert_rejected(lambda: ResonanceConfig(**{field: 10**5000}), field)
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (("P", {}), "retrieval_config"),
+    (("P", None, "x"), "decay_config"),
+    (("P", DecayConfig()), "retrieval_config"),  # arguments swapped
+    (("P", None, RetrievalConfig()), "decay_config"),
+    (("p",), "params"),
+])
+def test_params_to_config_names_a_wrong_argument(args: tuple[Any, ...], name: str) -> None:
+    # AttributeError "'dict' object has no attribute 'model_dump'", or a pydantic
+    # "extra inputs" error for swapped templates
+    params = params_from_config(RetrievalConfig(), DecayConfig())
+    call = tuple(params if a == "P" else a for a in args)
+    with pytest.raises(TypeError, match=name):
+        params_to_config(*call)

@@ -133,6 +133,19 @@ def test_unknown_keys_are_rejected_naming_them() -> None:
     assert len(fresh) == 0
 
 
+@pytest.mark.parametrize("stamp", [123, None, ["2026"], "yesterday", "2026-13-40T00:00:00"])
+def test_bad_history_timestamp_is_named_and_leaves_the_state(stamp: Any) -> None:
+    # datetime.fromisoformat raised "argument must be str" / "Invalid isoformat
+    # string", naming neither the history nor the point
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    before = engine.save_state()
+    bad = {**before, "_history": [["2026-01-01T00:00:00+00:00", 0.1, 0.2, 0.3],
+                                  [stamp, 0.1, 0.2, 0.3]]}
+    with pytest.raises((TypeError, ValueError), match=r"history\[1\]\.timestamp"):
+        engine.load_state(bad)
+    assert engine.save_state() == before
+
+
 def test_the_originals_snapshot_config_and_export_still_load() -> None:
     # Keys as emotional_memory 0.18.1 writes them: state snapshots keep the history
     # under "_history"; memory exports and configs use the same field names as ours.

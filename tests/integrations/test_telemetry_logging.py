@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import io
 import json
 import logging
@@ -150,6 +151,48 @@ def test_traced_skips_attributes_of_bad_input(exporter: InMemorySpanExporter) ->
     assert f(None) == 1 and f([1, 2]) == 1
     first, second = exporter.get_finished_spans()
     assert dict(first.attributes or {}) == {} and dict(second.attributes or {}) == {"size": 2}
+
+
+def test_traced_async_span_covers_the_awaited_body(exporter: InMemorySpanExporter) -> None:
+    import asyncio
+
+    from opentelemetry import trace
+
+    seen: list[Any] = []
+
+    @telemetry.traced("emotional_memory.async", size=("items", len))
+    async def f(items: list[int]) -> int:
+        await asyncio.sleep(0)
+        seen.append(trace.get_current_span())
+        if not items:
+            raise ValueError("empty")
+        return len(items)
+
+    assert inspect.iscoroutinefunction(f)  # frameworks await it only if so
+    assert asyncio.run(f([1, 2])) == 2
+    with pytest.raises(ValueError):
+        asyncio.run(f([]))
+    ok, failed = exporter.get_finished_spans()
+    # the body ran inside the span (it used to end when the coroutine was created)
+    assert seen[0].get_span_context().span_id == ok.context.span_id
+    assert dict(ok.attributes or {}) == {"size": 2}
+    assert failed.status.status_code is StatusCode.ERROR
+    assert [e.name for e in failed.events] == ["exception"]
+
+
+def test_traced_async_without_opentelemetry_stays_a_coroutine_function(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import asyncio
+
+    monkeypatch.setattr(telemetry, "_tracer", None)
+    monkeypatch.setattr(telemetry, "_otel_unavailable", True)
+
+    @telemetry.traced("y")
+    async def f(x: int) -> int:
+        return x + 1
+
+    assert inspect.iscoroutinefunction(f) and asyncio.run(f(1)) == 2
 
 
 def test_engine_error_marks_span(exporter: InMemorySpanExporter) -> None:

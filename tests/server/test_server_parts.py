@@ -414,6 +414,22 @@ def test_cli_refuses_a_state_store_without_scopes(
     assert "OneStateOnly cannot keep one state per scope" in capsys.readouterr().err
 
 
+def test_store_path_that_cannot_be_opened_is_a_usage_error_naming_the_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # FileNotFoundError / ValueError escaped build_service: main printed a traceback
+    from emotional_memory.server import cli
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({ALICE: {"scope": ["alice"]}}))
+    for url in (f"sqlite:///{tmp_path}/missing/x.db", f"sqlite:///{tmp_path}"):
+        with pytest.raises(cli.UsageError, match="--store"):
+            cli.build_service(url, "hashing", None)
+        assert cli.main(["serve", "--keys", str(keys), "--store", url,
+                         "--embedder", "hashing"]) == 2
+        assert "error: --store" in capsys.readouterr().err
+
+
 def test_config_file(tmp_path: Path) -> None:
     from emotional_memory.engine import EmotionalMemoryConfig
     from emotional_memory.retrieval import RetrievalConfig

@@ -36,6 +36,12 @@ _PREFIXES = ("w\x1f", "b\x1f", "c\x1f")
 _SIGN_BIT = 1 << 63
 _LOW_BITS = _SIGN_BIT - 1
 _MAX_SEED = 1 << 64
+MAX_DIM = 1 << 16
+"""Largest ``dim`` (an embedding row is ``dim`` float64s while it is built)."""
+MAX_NGRAM = 64
+"""Largest character n-gram length (a token costs ``len(token) * max_n**2`` work)."""
+MAX_CACHED_FEATURE_CHARS = 256
+"""Longer feature strings are hashed without the LRU (it would keep them alive)."""
 
 _STOPWORD_TEXT = """
     a about above after again against all am an and any are as at be because been
@@ -107,7 +113,16 @@ def _check_dim(dim: object) -> int:
         raise ValueError(f"dim must be an int >= 8, got {type(dim).__name__}") from None
     if value < 8:
         raise ValueError(f"dim must be an int >= 8, got {value}")
+    if value > MAX_DIM:
+        raise ValueError(f"dim must be <= MAX_DIM = {MAX_DIM}, got a larger int")
     return value
+
+
+def _feature_hash(feature: str, dim: int, seed: int) -> tuple[int, float]:
+    """:func:`_hash_feature`, through its cache only for short features."""
+    if len(feature) > MAX_CACHED_FEATURE_CHARS:
+        return _hash_feature.__wrapped__(feature, dim, seed)
+    return _hash_feature(feature, dim, seed)
 
 
 def _check_weight(name: str, value: object) -> float:
@@ -168,10 +183,10 @@ class HashingEmbedder:
         True
 
     Args:
-        dim: output dimension, an ``int >= 8``.
+        dim: output dimension, an ``int`` in ``[8, MAX_DIM]``.
         ngram_range: inclusive ``(min_n, max_n)`` lengths of character n-grams, taken
             from each token padded as ``"<token>"``.  A padded token shorter than
-            ``min_n`` contributes itself as a single n-gram.
+            ``min_n`` contributes itself as a single n-gram. ``max_n <= MAX_NGRAM``.
         word_weight: weight of the word-unigram channel.
         char_weight: weight of the character-n-gram channel.
         bigram_weight: weight of the word-bigram channel.
@@ -204,11 +219,16 @@ class HashingEmbedder:
     ) -> None:
         self._dim = _check_dim(dim)
         try:
+            if any(isinstance(n, bool) for n in ngram_range):
+                raise TypeError
             lo, hi = (operator.index(n) for n in ngram_range)
         except (TypeError, ValueError):
             raise ValueError(f"ngram_range must be a pair of ints, got {ngram_range!r}") from None
-        if not 1 <= lo <= hi:
-            raise ValueError(f"ngram_range must satisfy 1 <= min_n <= max_n, got {ngram_range!r}")
+        if not 1 <= lo <= hi <= MAX_NGRAM:
+            raise ValueError(
+                f"ngram_range must satisfy 1 <= min_n <= max_n <= MAX_NGRAM = {MAX_NGRAM}, "
+                f"got {ngram_range!r:.80}"
+            )
         self._ngram_range = (lo, hi)
         self._weights = np.array(
             [
@@ -347,7 +367,7 @@ class HashingEmbedder:
             for g in active:
                 prefix = _PREFIXES[g]
                 for feature, count in feats[g].items():
-                    col, sign = _hash_feature(prefix + feature, dim, seed)
+                    col, sign = _feature_hash(prefix + feature, dim, seed)
                     groups_idx.append(g)
                     rows.append(row)
                     cols.append(col)

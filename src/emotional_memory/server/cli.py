@@ -284,6 +284,7 @@ def build_service(
             URL that cannot be opened, or a store that records another embedder.
     """
     from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.redact import redact
     from emotional_memory.server.service import MemoryService
     from emotional_memory.server.stores import StoreURLError, open_store
     from emotional_memory.stores.base import VersionedStateStore
@@ -311,6 +312,8 @@ def build_service(
         opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
+    except (OSError, ValueError) as exc:  # a file path that cannot be a database
+        raise UsageError(f"--store/--state: {redact(str(exc))}") from None
     _record_embedder(opened, text_embedder, embedder, explicit)
     if not callable(getattr(opened.state_store, "scoped", None)):
         opened.close()
