@@ -417,7 +417,8 @@ class HttpxLLM:
         try:
             data = json.loads(body)
         except (ValueError, RecursionError) as exc:
-            text = self._scrub(body[:600].decode("utf-8", "replace"))[:300]
+            # scrubbed before the cut: a key split by the cut would show its start
+            text = self._scrub(body.decode("utf-8", "replace"))[:300]
             raise RuntimeError(
                 f"LLM response was not JSON ({self._context()}): {text!r}"
             ) from None if isinstance(exc, RecursionError) else exc
@@ -426,7 +427,7 @@ class HttpxLLM:
         except (KeyError, IndexError, TypeError) as exc:
             raise RuntimeError(
                 f"LLM response did not contain choices[0].message.content ({self._context()}): "
-                f"{self._scrub(str(data)[:600])[:300]}"
+                f"{self._scrub(str(data))[:300]}"
             ) from exc
         if not isinstance(content, str):
             raise RuntimeError(

@@ -275,6 +275,19 @@ def test_api_key_echoed_by_the_server_is_redacted(server: FakeOpenAI, body: Any)
     llm.close()
 
 
+def test_a_key_cut_by_the_quoted_window_is_not_shown_in_part(server: FakeOpenAI) -> None:
+    # masking shortens the text: a key cut at the raw window's end moved into the quote
+    # a key of no known shape (redact() masks sk-... tokens even in part)
+    echoed = "x" + "hunter2hun " * 100  # the 600th character falls inside a key
+    server.replies += [Reply(body=echoed), Reply(body={"echo": echoed})]
+    llm = HttpxLLM(cfg(server, api_key="hunter2hun", max_retries=0))
+    for match in ("not JSON", "choices"):
+        with pytest.raises(RuntimeError, match=match) as info:
+            llm("p", SCHEMA)
+        assert "hunter" not in str(info.value) and "***" in str(info.value)
+    llm.close()
+
+
 def test_base_url_password_stays_out_of_reprs_and_errors(server: FakeOpenAI) -> None:
     url = server.base_url.replace("http://", "http://user:hunter2@")
     config = cfg(server, base_url=url, max_retries=0)
