@@ -294,7 +294,9 @@ class AsyncEmotionalMemory:
             or not cfg.enable_appraisal
             or cfg.dual_path_encoding
             or isinstance(contents, str)
+            or not isinstance(contents, Sequence)  # an iterator: checking would consume it
             or not all(isinstance(c, str) for c in contents)
+            or (metadata is not None and not isinstance(metadata, Sequence))
             or (metadata is not None and len(metadata) != len(contents))
             or affect is not None
         ):

@@ -335,8 +335,8 @@ def _unit_float32(vector: np.ndarray) -> np.ndarray:
 
 
 def _check_queries(engine: EmotionalMemory, queries: Any) -> list[str]:
-    if isinstance(queries, str) or not isinstance(queries, Sequence):
-        raise TypeError("queries must be a sequence of str, not a str")
+    if isinstance(queries, str | bytes) or not isinstance(queries, Sequence):
+        raise TypeError(f"queries must be a sequence of str, got {type(queries).__name__}")
     return [engine._check_content(q, f"queries[{i}]") for i, q in enumerate(queries)]
 
 

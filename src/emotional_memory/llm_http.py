@@ -17,6 +17,8 @@ Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environm
 ``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30
 ``EMOTIONAL_MEMORY_LLM_OUTPUT_MODE``      ``plain`` | ``json_object`` | ``json_schema``
 ``EMOTIONAL_MEMORY_LLM_MAX_RETRIES``      retries after the first try, default 2
+``EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS`` total time of one attempt, default
+                                          ``3 * timeout_seconds``
 ========================================  ==========================================
 
 ``httpx`` is imported when a client is built, so importing this module never needs the
@@ -43,6 +45,7 @@ from emotional_memory._validation import strict_finite
 from emotional_memory.redact import MASK, redact
 
 __all__ = [
+    "DEADLINE_TIMEOUT_FACTOR",
     "DEFAULT_OPENAI_COMPAT_BASE_URL",
     "DEFAULT_OPENAI_COMPAT_MAX_RETRIES",
     "DEFAULT_OPENAI_COMPAT_MODEL",
@@ -65,6 +68,8 @@ DEFAULT_OPENAI_COMPAT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_OPENAI_COMPAT_MODEL = "gpt-5-mini"
 DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS = 30.0
 DEFAULT_OPENAI_COMPAT_MAX_RETRIES = 2
+DEADLINE_TIMEOUT_FACTOR = 3.0
+"""Default per-attempt deadline, in multiples of ``timeout_seconds``."""
 KNOWN_INVALID_PROJECT_MODELS: frozenset[str] = frozenset({"gpt-5.2-mini"})
 """Model names known not to exist; :func:`project_config_issues` reports them."""
 
@@ -79,6 +84,24 @@ MAX_OPENAI_COMPAT_RETRIES = 100
 """Most retries a configuration may ask for (each wait is capped at 30 s)."""
 MAX_RESPONSE_BYTES = 16 * 2**20
 """Largest response body read; a longer one fails the call (16 MiB)."""
+
+
+def _env_seconds(data: Mapping[str, str], name: str) -> float | None:
+    """A finite positive number of seconds from ``data[name]``, or None when unset."""
+    raw = data.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError as exc:
+        raise ValueError(f"{name} must be a number") from exc
+    if not (0 < value < math.inf):
+        raise ValueError(f"{name} must be finite and > 0")
+    return value
+
+
+class _DeadlineExceeded(Exception):
+    """One attempt ran past ``attempt_deadline_seconds``."""
 
 
 def _output_mode(raw: str) -> LLMOutputMode:
@@ -105,6 +128,9 @@ class OpenAICompatibleLLMConfig:
         backoff_seconds: First retry delay; doubled each retry, capped at 30 s. A
             ``Retry-After`` header, when present, is used instead (same cap).
         temperature: Sampling temperature sent in the payload, or None to omit it.
+        deadline_seconds: Total time one attempt may take (httpx's timeout is per
+            read, so a server dripping bytes could hold a call indefinitely); checked
+            as the body arrives. None: ``DEADLINE_TIMEOUT_FACTOR * timeout_seconds``.
     """
 
     api_key: str = field(repr=False)  # a secret: never in reprs, logs or errors
@@ -115,6 +141,7 @@ class OpenAICompatibleLLMConfig:
     max_retries: int = DEFAULT_OPENAI_COMPAT_MAX_RETRIES
     backoff_seconds: float = 0.5
     temperature: float | None = None
+    deadline_seconds: float | None = None
 
     def __post_init__(self) -> None:
         """Validate the fields.
@@ -123,8 +150,9 @@ class OpenAICompatibleLLMConfig:
             TypeError: A field of the wrong type (the key's value is never shown).
             ValueError: On a non-positive or non-finite timeout, retries outside
                 ``[0, MAX_OPENAI_COMPAT_RETRIES]``, a negative or non-finite backoff, a
-                non-finite temperature, an API key that cannot be a header, an unknown
-                output mode or an empty base URL or model.
+                non-finite temperature, a non-positive or non-finite deadline, an API
+                key that cannot be a header, an unknown output mode or an empty base
+                URL or model.
         """
         if not isinstance(self.api_key, str):
             raise TypeError(f"api_key must be a str, got {type(self.api_key).__name__}")
@@ -143,6 +171,10 @@ class OpenAICompatibleLLMConfig:
             raise ValueError("backoff_seconds must be >= 0")
         if self.temperature is not None:
             strict_finite("temperature", self.temperature)
+        if self.deadline_seconds is not None and not (
+            strict_finite("deadline_seconds", self.deadline_seconds) > 0
+        ):
+            raise ValueError("deadline_seconds must be > 0")
         if self.output_mode not in _OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {_OUTPUT_MODES}")
         if not self.base_url:
@@ -162,7 +194,7 @@ class OpenAICompatibleLLMConfig:
             or blank.
 
         Raises:
-            ValueError: On an invalid timeout, retry count or output mode.
+            ValueError: On an invalid timeout, deadline, retry count or output mode.
         """
         data = os.environ if env is None else env
         api_key = data.get("EMOTIONAL_MEMORY_LLM_API_KEY", "").strip()
@@ -183,6 +215,7 @@ class OpenAICompatibleLLMConfig:
             raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be a number") from exc
         if not (0 < timeout < math.inf):
             raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be finite and > 0")
+        deadline = _env_seconds(data, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS")
         retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()
         try:
             retries = int(retries_raw) if retries_raw else DEFAULT_OPENAI_COMPAT_MAX_RETRIES
@@ -199,7 +232,15 @@ class OpenAICompatibleLLMConfig:
             output_mode=mode,
             timeout_seconds=timeout,
             max_retries=retries,
+            deadline_seconds=deadline,
         )
+
+    @property
+    def attempt_deadline_seconds(self) -> float:
+        """The total time one attempt may take (``deadline_seconds`` or its default)."""
+        if self.deadline_seconds is not None:
+            return float(self.deadline_seconds)
+        return DEADLINE_TIMEOUT_FACTOR * float(self.timeout_seconds)
 
     def __repr__(self) -> str:
         """The dataclass repr without the key, with any password in ``base_url`` masked."""
@@ -221,6 +262,7 @@ class OpenAICompatibleLLMConfig:
             "output_mode": self.output_mode,
             "timeout_seconds": self.timeout_seconds,
             "max_retries": self.max_retries,
+            "deadline_seconds": self.attempt_deadline_seconds,
         }
 
 
@@ -354,9 +396,10 @@ class HttpxLLM:
             ``choices[0].message.content`` of the response.
 
         Raises:
-            RuntimeError: When every attempt failed (transport error or retryable
-                status), on a non-retryable HTTP error status, or when the response is
-                not a chat completion with string content, or its body exceeds
+            RuntimeError: When every attempt failed (transport error, an attempt past
+                ``config.attempt_deadline_seconds``, or a retryable status), on a
+                non-retryable HTTP error status, or when the response is not a chat
+                completion with string content, or its body exceeds
                 :data:`MAX_RESPONSE_BYTES`. The key and any URL password are never in
                 the message (masked also where the server echoes them).
         """
@@ -370,15 +413,21 @@ class HttpxLLM:
         delay = config.backoff_seconds
         last_error = ""
         transport_failed = False
+        transport_error = getattr(httpx, "TransportError", httpx.HTTPError)
         for attempt in range(config.max_retries + 1):
             with self._lock:
                 self.attempts += 1
             wait: float | None = None
+            deadline = time.monotonic() + config.attempt_deadline_seconds
             try:
-                with self._client.stream("POST", url, json=payload) as response:
-                    body = self._read_capped(response)
-            except httpx.TransportError as exc:  # connect/read timeouts, resets, ...
+                response, body = self._send(url, payload, deadline)
+            except transport_error as exc:  # connect/read timeouts, resets, ...
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")
+                transport_failed = True
+            except _DeadlineExceeded:
+                last_error = (
+                    f"attempt exceeded deadline_seconds={config.attempt_deadline_seconds:g}"
+                )
                 transport_failed = True
             else:
                 transport_failed = False
@@ -399,11 +448,26 @@ class HttpxLLM:
             f"({self._context()}): {last_error}"
         )
 
-    def _read_capped(self, response: Any) -> bytes:
-        """The body of a streamed response, refusing one over :data:`MAX_RESPONSE_BYTES`."""
+    def _send(self, url: str, payload: dict[str, Any], deadline: float) -> tuple[Any, bytes]:
+        """POST ``payload``; the response and its body, read by ``deadline`` (monotonic)."""
+        if not hasattr(self._client, "stream"):  # a client with only the original's post()
+            response = self._client.post(url, json=payload)
+            try:
+                body = json.dumps(response.json()) if response.status_code < 400 else None
+            except ValueError:
+                body = None
+            return response, (response.text if body is None else body).encode("utf-8")
+        with self._client.stream("POST", url, json=payload) as response:
+            return response, self._read_capped(response, deadline)
+
+    def _read_capped(self, response: Any, deadline: float = math.inf) -> bytes:
+        """The body of a streamed response, refusing one over :data:`MAX_RESPONSE_BYTES`
+        or still arriving after ``deadline`` (``time.monotonic()``)."""
         chunks: list[bytes] = []
         total = 0
         for chunk in response.iter_bytes():
+            if time.monotonic() > deadline:
+                raise _DeadlineExceeded
             total += len(chunk)
             if total > MAX_RESPONSE_BYTES:
                 raise RuntimeError(

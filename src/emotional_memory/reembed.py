@@ -21,6 +21,8 @@ from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from emotional_memory._progress import progress_iter
 from emotional_memory.embedder_identity import (
     EMBEDDER_SETTING,
@@ -99,14 +101,40 @@ def _start(store: Any, target: str | None) -> tuple[int, str | None]:
     return done, progress.get("from")
 
 
-def _new_vectors(embedder: Any, batch: list[Memory]) -> list[list[float]]:
-    """The batch's vectors (one per memory with an embedding), dimensions checked."""
-    embedded = [m for m in batch if m.embedding]
-    vectors = [list(map(float, v)) for v in embedder.embed_batch([m.content for m in embedded])]
-    if len(vectors) != len(embedded):
-        raise ValueError(
-            f"embedder: embed_batch returned {len(vectors)} vectors for {len(embedded)} texts"
+def _not_iterable(raw: object) -> bool:
+    return raw is None or isinstance(raw, str | bytes) or not hasattr(raw, "__iter__")
+
+
+def _vector(raw: object, memory: Memory) -> list[float]:
+    """``raw`` as a list of finite floats, or a TypeError / ValueError naming the memory."""
+    arr = np.asarray(None if _not_iterable(raw) else list(raw))  # type: ignore[call-overload]
+    if arr.ndim != 1 or arr.dtype.kind not in "iuf":
+        raise TypeError(
+            f"embedder: the vector for memory {memory.id!r} is not a 1-D sequence of "
+            f"numbers ({type(raw).__name__})"
         )
+    vector = arr.astype(np.float64)
+    if not np.isfinite(vector).all():
+        raise ValueError(f"embedder: the vector for memory {memory.id!r} holds NaN or inf")
+    out: list[float] = vector.tolist()
+    return out
+
+
+def _new_vectors(embedder: Any, batch: list[Memory]) -> list[list[float]]:
+    """The batch's vectors (one per memory with an embedding), checked: finite numbers
+    of the stored dimension."""
+    embedded = [m for m in batch if m.embedding]
+    raw = embedder.embed_batch([m.content for m in embedded])
+    if _not_iterable(raw):
+        raise TypeError(
+            f"embedder: embed_batch must return a sequence of vectors, got {type(raw).__name__}"
+        )
+    rows = list(raw)
+    if len(rows) != len(embedded):
+        raise ValueError(
+            f"embedder: embed_batch returned {len(rows)} vectors for {len(embedded)} texts"
+        )
+    vectors = [_vector(v, m) for v, m in zip(rows, embedded, strict=True)]
     for memory, vector in zip(embedded, vectors, strict=True):
         assert memory.embedding is not None
         if len(vector) != len(memory.embedding):

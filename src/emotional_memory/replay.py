@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from emotional_memory._validation import positive_int
 from emotional_memory.affect import CoreAffect
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
@@ -190,6 +191,10 @@ def load_dataset(path: str | os.PathLike[str]) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not valid JSON ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not valid JSON for a dataset (nested too deeply)") from None
     validate_dataset(data, str(path))
     return data
 
@@ -700,7 +705,7 @@ def replay_dataset(
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     from emotional_memory._progress import progress_iter
 
-    k = int(top_k if top_k is not None else data.get("default_top_k", 2))
+    k = positive_int("top_k", top_k if top_k is not None else data.get("default_top_k", 2))
     factory = engine_factory if engine_factory is not None else default_engine_factory(config)
     results: list[QueryResult] = []
     scenarios = list(iter_scenarios(data))

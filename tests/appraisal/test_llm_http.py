@@ -344,3 +344,32 @@ def test_api_key_that_cannot_be_a_header_is_refused_without_showing_it(key: str)
     assert "QZX" not in f"{info.value} {info.value!r}"
     with pytest.raises(TypeError, match="api_key"):
         OpenAICompatibleLLMConfig(api_key=b"sk")  # type: ignore[arg-type]
+
+
+def test_dripping_body_is_cut_by_the_attempt_deadline(server: FakeOpenAI) -> None:
+    # each byte arrives well inside the 2 s read timeout, but the ~150-byte body would
+    # take ~7 s: the 0.5 s deadline cuts the attempt, which is reported by name
+    server.replies.append(Reply(body=completion("late"), drip=0.05))
+    llm = HttpxLLM(cfg(server, timeout_seconds=2.0, deadline_seconds=0.5, max_retries=0))
+    with pytest.raises(RuntimeError, match=r"deadline_seconds=0\.5"):
+        llm("p", SCHEMA)
+    llm.close()
+    # the default deadline derives from the timeout; a dripping body still fits it
+    server.replies.append(Reply(body=completion("ok"), drip=0.001))
+    with HttpxLLM(cfg(server, timeout_seconds=5.0)) as ok:
+        assert ok.config.attempt_deadline_seconds == 15.0
+        assert ok("p", SCHEMA) == "ok"
+
+
+@pytest.mark.parametrize("value", [0, -1.0, float("inf"), float("nan"), True, "5"])
+def test_config_rejects_bad_deadline_naming_it(value: Any) -> None:
+    with pytest.raises((TypeError, ValueError), match="deadline_seconds"):
+        OpenAICompatibleLLMConfig(api_key="k", deadline_seconds=value)
+
+
+def test_from_env_reads_the_deadline() -> None:
+    env = {"EMOTIONAL_MEMORY_LLM_API_KEY": "k", "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS": "7"}
+    c = OpenAICompatibleLLMConfig.from_env(env)
+    assert c is not None and c.attempt_deadline_seconds == 7.0
+    with pytest.raises(ValueError, match="EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS"):
+        OpenAICompatibleLLMConfig.from_env({**env, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS": "0"})

@@ -245,3 +245,25 @@ def test_async_context_manager_closes_store(tmp_path: Any) -> None:
 
     asyncio.run(run())
     assert store.closed
+
+
+def test_async_encode_batch_refuses_iterators_like_the_sync_engine() -> None:
+    # with an async appraisal engine, a generator was consumed by the fast path's
+    # checks and an empty batch encoded: nothing stored, no error
+    class AsyncKeywords:
+        async def appraise(self, text: str, context: Any = None) -> Any:
+            return KeywordAppraisalEngine().appraise(text, context)
+
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=64), AsyncKeywords(), clock=TickClock(START)
+    )
+
+    async def run() -> None:
+        with pytest.raises(TypeError, match="contents"):
+            await aengine.encode_batch(t for t in ["a", "b"])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="metadata"):
+            await aengine.encode_batch(["a"], (m for m in [None]))  # type: ignore[arg-type]
+        assert await aengine.count() == 0
+        assert len(await aengine.encode_batch(["a", "b"])) == 2
+
+    asyncio.run(run())

@@ -215,3 +215,35 @@ def test_a_malformed_progress_record_is_a_value_error_naming_it(
         assert store.setting(REEMBED_SETTING) == record
     finally:
         store.close()
+
+
+class _Returning:
+    """NEW's identity, answering every batch with ``make(len(texts))``."""
+
+    def __init__(self, make: Any) -> None:
+        self.identity = NEW.identity
+        self.make = make
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        return self.make(len(texts))
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory"], indirect=True)
+def test_bad_vectors_are_named_errors_and_change_nothing(store: Any) -> None:
+    """NaN / inf vectors overwrote the stored ones, bools were stored as 1.0, None or
+    text were bare "not iterable" / "could not convert" errors."""
+    before = _filled(store)
+    cases: list[tuple[Any, type[Exception], str]] = [
+        (lambda n: [[float("nan")] * 32] * n, ValueError, "NaN or inf"),
+        (lambda n: [[1.0] * 31 + [float("inf")]] * n, ValueError, "NaN or inf"),
+        (lambda n: [[True] * 32] * n, TypeError, "numbers"),
+        (lambda n: ["x" * 32] * n, TypeError, "numbers"),
+        (lambda n: None, TypeError, "embed_batch must return a sequence"),
+    ]
+    for make, error, words in cases:
+        with pytest.raises(error, match=f"embedder: .*{words}"):
+            reembed_store(store, _Returning(make), batch_size=5, progress=False)
+    assert [m.model_dump() for m in store.list_all()] == before
+    if not isinstance(store, InMemoryStore):
+        assert recorded_embedder(store) == OLD.identity
+        EmotionalMemory(store, OLD)  # not left half-way

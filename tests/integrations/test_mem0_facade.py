@@ -109,3 +109,31 @@ def test_bad_arguments_are_named_and_change_nothing(call: Any, error: Any, named
         call(m)
     assert [(x.id, x.content, x.metadata) for x in m.em.list_all()] == before
     assert {u: m._user(u).get_state().snapshot() for u in ("alice", "bob")} == states
+
+
+def test_get_all_and_repr_read_no_more_memories_than_they_return() -> None:
+    """``get_all(limit=1)`` built every memory of the user and sliced; ``repr`` built
+    every memory of the store to count them."""
+    m = _with_memories()
+    for i in range(20):
+        m.add(f"note {i}", user_id="alice")
+    built: list[int] = []
+
+    def spy_on(owner: Any) -> None:
+        original = owner.list_all
+
+        def spy(*a: Any, **k: Any) -> Any:
+            out = original(*a, **k)
+            built.append(len(out))
+            return out
+
+        owner.list_all = spy
+
+    spy_on(m._user("alice"))
+    spy_on(m.em)
+    got = m.get_all(user_id="alice", limit=1)["results"]
+    assert [r["memory"] for r in got] == ["Hiking in the Alps"]
+    assert built == [1]
+    built.clear()
+    assert repr(m) == "EmotionalMemoryMem0Backend(memories=23, default_user_id='default')"
+    assert built == []

@@ -589,3 +589,26 @@ def test_lookup_embedder_drives_a_replay(tmp_path: Path) -> None:
     missing["scenarios"][0]["sessions"][0]["queries"][0]["query"] = "an unseen query"
     with pytest.raises(KeyError, match="an unseen query"):
         replay_dataset(missing, lookup)
+
+
+def test_replay_top_k_that_is_no_int_is_refused_naming_it() -> None:
+    """``int(top_k)`` turned True into 1, 2.7 into 2 and "3" into 3."""
+    emb = HashingEmbedder(dim=64)
+    for bad in (True, 2.7, "3"):
+        with pytest.raises(TypeError, match="top_k"):
+            replay_dataset(synthetic(), emb, top_k=bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="top_k"):
+        replay_dataset(synthetic(), emb, top_k=0)
+    assert all(len(r.retrieved) == 1 for r in replay_dataset(synthetic(), emb,
+                                                             top_k=np.int64(1)))  # type: ignore[arg-type]
+
+
+def test_load_dataset_undecodable_or_too_deep_names_the_file(tmp_path: Path) -> None:
+    """Latin-1 bytes raised a bare UnicodeDecodeError and deep nesting a RecursionError."""
+    latin = tmp_path / "latin.json"
+    latin.write_bytes('{"scenarios": [], "name": "caf\u00e9"}'.encode("latin-1"))
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    for path in (latin, deep):
+        with pytest.raises(ValueError, match=f"{path.name}: not valid"):
+            load_dataset(path)

@@ -150,3 +150,13 @@ def test_embedder_output_that_is_no_list_is_a_named_error_and_embed_alone_works(
     want = score_queries(_engine(HashingEmbedder(dim=16)), ["coffee", "storm"], top_k=3)
     got = score_queries(engine, ["coffee", "storm"], top_k=3)
     assert [[m.content for m, _ in r] for r in got] == [[m.content for m, _ in r] for r in want]
+
+
+def test_queries_that_are_no_sequence_of_str_name_their_type() -> None:
+    """bytes were split into ints ("queries[0] must be a str, got int") and a generator
+    was reported as "not a str"."""
+    engine = _engine(HashingEmbedder(dim=16))
+    for bad, kind in [(b"coffee", "bytes"), ((q for q in ["coffee"]), "generator"),
+                      ({"coffee": 1}, "dict")]:
+        with pytest.raises(TypeError, match=f"queries must be a sequence of str, got {kind}"):
+            score_queries(engine, bad)

@@ -13,12 +13,14 @@ from typing import Any
 
 @dataclass
 class Reply:
-    """One scripted reply: HTTP status, body, delay before answering, extra headers."""
+    """One scripted reply: HTTP status, body, delay before answering, extra headers,
+    and ``drip``: seconds between body bytes (0: the body in one write)."""
 
     status: int = 200
     body: Any = None  # dict -> JSON, str -> raw text
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    drip: float = 0.0
 
 
 class FakeOpenAI:
@@ -57,7 +59,12 @@ class FakeOpenAI:
                     for k, v in reply.headers.items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(raw)
+                    if not reply.drip:
+                        self.wfile.write(raw)
+                    for i in range(len(raw) if reply.drip else 0):
+                        self.wfile.write(raw[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(reply.drip)
                 except (BrokenPipeError, ConnectionResetError):
                     pass
 

@@ -303,8 +303,10 @@ class EmotionalMemoryMem0Backend:
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
         positive_int("limit", limit)
-        chosen = self._user(user_id).list_all(where=self._where(agent_id, run_id, filters))
-        return {"results": [_item(m) for m in chosen[:limit]]}
+        chosen = self._user(user_id).list_all(
+            where=self._where(agent_id, run_id, filters), limit=limit
+        )
+        return {"results": [_item(m) for m in chosen]}
 
     def update(self, memory_id: str, data: str) -> dict[str, Any]:
         """Replace a memory's text (re-embedded; its affective tag is kept).
@@ -373,6 +375,6 @@ class EmotionalMemoryMem0Backend:
 
     def __repr__(self) -> str:
         return (
-            f"{type(self).__name__}(memories={len(self._em.list_all())}, "
+            f"{type(self).__name__}(memories={len(self._em)}, "
             f"default_user_id={self._default_user_id!r})"
         )
