@@ -230,3 +230,70 @@ def test_training_lowers_the_loss_and_cached_scores_match_the_scorer() -> None:
         np.testing.assert_allclose(via_cache, direct, atol=2e-2)  # float16 cache
     with pytest.raises(ValueError):
         train_cross_encoder(model, cache, RerankTraining(layers=2, steps=1))
+
+
+@pytest.mark.parametrize(("option", "value", "error"), [
+    ("batch_size", 0, ValueError),  # scoring looped forever on an empty pass
+    ("batch_size", True, TypeError),
+    ("batch_size", 2.5, TypeError),
+    ("max_length", 1, ValueError),  # no room for [CLS] q [SEP] m [SEP]
+    ("max_length", 10**6, ValueError),  # beyond the position table: silently clamped
+    ("tokens_per_pass", 0, ValueError),
+    ("pad_id", -1, ValueError),
+])
+def test_pair_scorer_refuses_bad_options(option: str, value: Any, error: type) -> None:
+    with pytest.raises(error, match=option):
+        PairScorer(_model(), TinyEmbedder(), **{"max_length": 32, option: value})
+
+
+def test_pair_scorer_refuses_a_single_string_of_texts() -> None:
+    scorer = PairScorer(_model(), TinyEmbedder(), max_length=32)
+    with pytest.raises(TypeError, match="texts"):
+        scorer.score("alpha", "beta")  # would score "b", "e", "t", "a"
+    with pytest.raises(TypeError, match="query"):
+        scorer.score(5, ["beta"])  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, float("nan"), float("inf"), True])
+def test_init_cross_encoder_refuses_a_bad_scale(scale: float) -> None:
+    with pytest.raises((TypeError, ValueError), match="scale"):
+        init_cross_encoder(tiny_model(0), scale=scale)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"top_n": True}, TypeError, "top_n"),
+    ({"top_n": 2.5}, TypeError, "top_n"),
+    ({"mix": True}, TypeError, "mix"),
+    ({"base": [3.0, float("nan"), 1.0]}, ValueError, "finite"),
+    ({"ce": [float("nan"), 1.0]}, ValueError, "finite"),
+    ({"base": [[3.0, 2.0, 1.0]]}, ValueError, "1-D"),
+])
+def test_rerank_order_refuses_bad_input(kwargs: dict[str, Any], error: type,
+                                        field: str) -> None:
+    args: dict[str, Any] = {"base": [3.0, 2.0, 1.0], "ce": [1.0, 2.0], "top_n": 2, "mix": 1.0}
+    args.update(kwargs)
+    with pytest.raises(error, match=field):
+        rerank_order(args["base"], args["ce"], args["top_n"], args["mix"])
+
+
+@pytest.mark.parametrize(("option", "value", "error"), [
+    ("layers", True, TypeError), ("layers", 1.5, TypeError),
+    ("queries_per_step", "3", TypeError), ("steps", 2.5, TypeError),
+    ("steps", float("nan"), TypeError), ("steps", -1, ValueError),
+    ("seed", 0.5, TypeError), ("learning_rate", float("nan"), ValueError),
+    ("head_learning_rate", -1.0, ValueError), ("warmup", 1.5, ValueError),
+])
+def test_rerank_training_refuses_bad_options(option: str, value: Any, error: type) -> None:
+    with pytest.raises(error, match=option):
+        RerankTraining(**{option: value})
+
+
+def test_cached_scores_refuses_bad_arguments() -> None:
+    model = _model()
+    cache = build_pair_cache(model, TinyEmbedder(), _lists()[:2], start=2, hard_pool=6,
+                             max_length=32)
+    for kwargs, field in (({"rows": 0}, "rows"), ({"top_n": True}, "top_n"),
+                          ({"query": -1}, "query"), ({"query": 2}, "query")):
+        args: dict[str, Any] = {"query": 0, "top_n": 3, **kwargs}
+        with pytest.raises((TypeError, ValueError), match=field):
+            cached_scores(model, cache, **args)

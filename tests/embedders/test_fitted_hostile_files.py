@@ -44,6 +44,27 @@ def test_the_embedder_entry_refuses_unknown_keys(tmp_path: Path, extra: dict[str
         read_fitted_config(path)
 
 
+@pytest.mark.parametrize(("content", "words"), [
+    (b"\xff\xfe{", "not UTF-8"),
+    (b"{not json", "not valid JSON"),
+    (b'{"embedder": {"kind": "minilm-fitted", "weights": ""}}', "non-empty path"),
+])
+def test_an_unreadable_config_names_the_file(tmp_path: Path, content: bytes,
+                                             words: str) -> None:
+    path = tmp_path / "odd.json"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=words) as info:
+        read_fitted_config(path)
+    assert str(path) in str(info.value)
+
+
+def test_the_weights_argument_must_be_a_path() -> None:
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder
+
+    with pytest.raises(TypeError, match="weights"):
+        FittedMiniLMEmbedder(None)  # type: ignore[arg-type]
+
+
 def test_the_cli_reports_a_deep_config_as_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

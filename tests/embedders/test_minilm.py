@@ -70,6 +70,16 @@ def emb(minilm_deps: Any, model_dir: Path) -> Any:
     return minilm_deps.MiniLMEmbedder()
 
 
+def test_a_lone_surrogate_is_a_value_error_naming_the_text(emb: Any) -> None:
+    """The tokenizer's own TypeError ("TextEncodeInput must be Union[...]") named no
+    text; a text that is not valid Unicode is now refused by position."""
+    with pytest.raises(ValueError, match=r"texts\[1\].*not valid Unicode"):
+        emb.embed_array(["fine", "bad \ud800 text"])
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        emb.embed("\udcff")
+    assert len(emb.embed("fine")) == emb.dim  # still usable
+
+
 # --------------------------------------------------------------------------- parity
 
 

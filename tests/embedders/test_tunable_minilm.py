@@ -133,3 +133,39 @@ def test_embedder_path_gradients_match_finite_differences(mode: str) -> None:
             lambda b: jnp.asarray(rng.standard_normal(b.shape) * 0.3, jnp.float32), lora.b),
             scale=lora.scale)
     _directional_check(loss, params, seed=11)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"rank": True}, TypeError, "rank"),
+    ({"rank": 1.5}, TypeError, "rank"),
+    ({"rank": 0}, ValueError, "rank"),
+    ({"alpha": float("nan")}, ValueError, "alpha"),
+    ({"alpha": "4"}, TypeError, "alpha"),
+])
+def test_init_lora_refuses_bad_arguments(kwargs: dict[str, Any], error: type,
+                                         field: str) -> None:
+    args: dict[str, Any] = {"rank": 2, "alpha": 4.0, **kwargs}
+    with pytest.raises(error, match=field):
+        init_lora(tiny_model().layers[-1:], **args)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"rows": 0}, ValueError, "rows"),  # was range()'s "arg 3 must not be zero"
+    ({"rows": True}, TypeError, "rows"),
+    ({"start": -1}, ValueError, "start"),  # silently ran all layers but the last
+    ({"start": 99}, ValueError, "start"),  # silently ran every layer
+    ({"start": 1.0}, TypeError, "start"),
+])
+def test_lower_states_refuses_bad_arguments(kwargs: dict[str, Any], error: type,
+                                            field: str) -> None:
+    args: dict[str, Any] = {"start": 1, **kwargs}
+    with pytest.raises(error, match=field):
+        lower_states(tiny_model(), token_batch(), **args)
+
+
+def test_pad_states_refuses_nothing_to_pad_and_a_short_length() -> None:
+    with pytest.raises(ValueError, match="no text"):  # was a bare StopIteration
+        pad_states([], [])
+    states = lower_states(tiny_model(), token_batch(), 1)
+    with pytest.raises(ValueError, match="length"):
+        pad_states(states, [0, 1], length=1)

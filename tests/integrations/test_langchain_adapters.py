@@ -141,3 +141,19 @@ def test_bad_messages_leave_the_history_as_it_was(value: object, error: type, na
 def test_chat_history_scope_of_the_wrong_type_is_named() -> None:
     with pytest.raises(TypeError, match="scope must be a str or a sequence of str, got int"):
         EmotionalMemoryChatHistory(_engine(), scope=5)  # type: ignore[arg-type]
+
+
+def test_retriever_refuses_a_bool_top_k() -> None:
+    """``top_k=True`` was accepted as one document (pydantic's lax int)."""
+    with pytest.raises(TypeError, match="top_k"):
+        EmotionalMemoryRetriever(memory=_shared(), top_k=True)
+    retriever = EmotionalMemoryRetriever(memory=_shared(), top_k=2)
+    with pytest.raises(TypeError, match="top_k"):
+        retriever.top_k = False
+    assert retriever.top_k == 2
+
+
+def test_chat_history_refuses_something_that_is_no_engine() -> None:
+    """Was an AttributeError ("'str' object has no attribute 'observe'")."""
+    with pytest.raises(TypeError, match="em must be"):
+        EmotionalMemoryChatHistory("not an engine")  # type: ignore[arg-type]

@@ -396,3 +396,57 @@ def test_select_model_warns_when_one_scenario_leaves_no_inner_cv(
         warnings.filterwarnings("error", message="select_model")
         select_model(batch, info, train_mask=np.isin(scen, [scen[0], scen.max()]),
                      steps=2, tune=False)
+
+
+class _Untouchable:
+    """An embedder that must not be reached: bad arguments are refused before any
+    replay."""
+
+    dim = 8
+
+    def embed(self, text: str) -> list[float]:
+        raise AssertionError("the embedder ran before the arguments were checked")
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        raise AssertionError("the embedder ran before the arguments were checked")
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"select": "Model"}, ValueError, "select"),  # a typo silently ran fit_auto
+    ({"select": "none"}, ValueError, "select"),
+    ({"folds": True}, TypeError, "folds"),
+    ({"folds": 2.5}, TypeError, "folds"),
+    ({"folds": 1}, ValueError, "folds"),
+    ({"jobs": 0}, ValueError, "jobs"),
+    ({"jobs": 2.5}, TypeError, "jobs"),
+    ({"tune_folds": True}, TypeError, "tune_folds"),
+])
+def test_cross_validate_refuses_bad_arguments_before_any_work(
+    small: dict[str, Any], kwargs: dict[str, Any], error: type, field: str
+) -> None:
+    with pytest.raises(error, match=field):
+        cross_validate(small, _Untouchable(), **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("n", "folds", "error"), [
+    (5, True, TypeError), (5, 2.5, TypeError), (-1, 2, ValueError), (True, 2, TypeError),
+])
+def test_scenario_folds_refuses_non_ints(n: Any, folds: Any, error: type) -> None:
+    from emotional_memory.learn.cross_validation import scenario_folds
+
+    with pytest.raises(error, match=r"folds|n_scenarios"):
+        scenario_folds(n, folds)
+
+
+@pytest.mark.parametrize(("top_k", "error"), [(True, TypeError), (2.7, TypeError),
+                                              (0, ValueError), ("3", TypeError)])
+def test_batch_and_capture_refuse_a_bad_top_k(
+    small: dict[str, Any], top_k: Any, error: type
+) -> None:
+    """``int(top_k)`` turned 2.7 into 2 and True into 1, silently."""
+    from emotional_memory.learn.rerank import capture_candidates
+
+    with pytest.raises(error, match="top_k"):
+        build_recall_batch(small, _Untouchable(), top_k=top_k)  # type: ignore[arg-type]
+    with pytest.raises(error, match="top_k"):
+        capture_candidates(small, _Untouchable(), None, top_k=top_k)

@@ -264,3 +264,74 @@ def test_rest_search_takes_min_relevance() -> None:
             assert r.json()["detail"][0]["loc"] == ["body", "min_relevance"]
 
     asyncio.run(run())
+
+
+_T = np.asarray([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+_L = np.asarray([[True, False, False], [False, True, False]])
+_V = np.ones((2, 3), bool)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"top_n": 0}, ValueError, "top_n"),  # was silently replaced by 2 * top_k
+    ({"top_n": True}, TypeError, "top_n"),
+    ({"top_k": 0}, ValueError, "top_k"),  # was reported as top_n
+    ({"top_k": 1.5}, TypeError, "top_k"),
+    ({"keep": 2.0}, ValueError, "keep"),  # accepted: an index past the hits
+    ({"keep": 0.0}, ValueError, "keep"),
+    ({"keep": float("nan")}, ValueError, "keep"),
+    ({"labels": _L[:, :2]}, ValueError, "labels"),  # was an IndexError
+    ({"totals": np.where(_V, np.nan, 0.0)}, ValueError, "totals"),  # NaN silently dropped
+])
+def test_fit_relevance_calibration_refuses_bad_input(
+    kwargs: dict[str, Any], error: type, field: str
+) -> None:
+    args: dict[str, Any] = {"totals": _T, "labels": _L, "valid": _V, "top_k": 1, **kwargs}
+    with pytest.raises(error, match=field):
+        fit_relevance_calibration(args.pop("totals"), args.pop("labels"), args.pop("valid"),
+                                  **args)
+
+
+def test_a_nan_total_of_an_unused_query_or_padding_is_ignored() -> None:
+    totals = _T.copy()
+    totals[1, 2] = np.nan
+    valid = _V.copy()
+    valid[1, 2] = False  # padding: its total is never read
+    scores, relevant = top_candidates(totals, _L, valid, 2)
+    assert np.isfinite(scores).all() and len(scores) == len(relevant) == 4
+    kept = top_candidates(np.where(_V, np.nan, 0.0), _L, _V, 2, rows=np.asarray([0, 0]))
+    assert kept[0].size == 0
+
+
+@pytest.mark.parametrize(("scores", "relevant", "kwargs", "field"), [
+    ([1.0, np.nan, 2.0], [1, 0, 1], {}, "scores"),  # was the base rate, silently
+    ([1.0, np.inf, 2.0], [1, 0, 1], {}, "scores"),
+    ([1.0, 2.0, 3.0], [1], {}, "relevant"),  # was broadcast: one label for all
+    ([1.0, 2.0, 3.0], [1, 0, 1], {"ridge": -1.0}, "ridge"),
+    ([1.0, 2.0, 3.0], [1, 0, 1], {"iterations": 0}, "iterations"),
+    ([1.0, 2.0, 3.0], [1, 0, 1], {"iterations": True}, "iterations"),
+])
+def test_fit_platt_refuses_bad_input(scores: list[float], relevant: list[int],
+                                     kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises((TypeError, ValueError), match=field):
+        fit_platt(np.asarray(scores), np.asarray(relevant), **kwargs)
+
+
+def test_fit_platt_degenerate_but_valid_inputs() -> None:
+    slope, intercept = fit_platt(np.asarray([1.0, 1.0, 1.0]), np.asarray([1, 0, 1]))
+    assert slope == 0.0 and math.isclose(intercept, math.log(2), abs_tol=1e-5)
+    slope, intercept = fit_platt(np.asarray([1.0, 2.0, 3.0]), np.asarray([1, 1, 1]))
+    assert slope == 0.0 and math.isfinite(intercept)
+
+
+@pytest.mark.parametrize(("probs", "relevant", "bins", "field"), [
+    ([0.5, 0.2], [1, 0], 0, "bins"),  # was 0.0, silently
+    ([0.5, 0.2], [1, 0], True, "bins"),
+    ([np.nan, 0.2], [1, 0], 10, "probs"),
+    ([-3.0, 0.2], [1, 0], 10, "probs"),
+    ([0.3, 0.2], [1], 10, "relevant"),
+])
+def test_expected_calibration_error_refuses_bad_input(
+    probs: list[float], relevant: list[int], bins: Any, field: str
+) -> None:
+    with pytest.raises((TypeError, ValueError), match=field):
+        expected_calibration_error(np.asarray(probs), np.asarray(relevant), bins=bins)

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import positive, positive_int, strict_finite
 from emotional_memory.embedders.minilm import _bucket, _buckets, _plan_passes, _seq_buckets
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
@@ -106,7 +107,11 @@ def init_cross_encoder(encoder: MiniLMModel, scale: float = 20.0) -> CrossEncode
 
     Returns:
         The cross-encoder (head in float32).
+
+    Raises:
+        TypeError, ValueError: ``scale`` is not a finite number > 0.
     """
+    scale = positive("scale", strict_finite("scale", scale))
     head = ScoreHead(
         w=jnp.zeros((encoder.hidden_size,), jnp.float32),
         b=jnp.zeros((), jnp.float32),
@@ -294,16 +299,31 @@ class PairScorer:
         batch_size: most pairs per forward pass.
         tokens_per_pass: most padded positions of a pass of several pairs.
         pad_id: padding token id.
+
+    Raises:
+        TypeError: an option that is not an int (bools refused).
+        ValueError: ``max_length`` outside [4, the encoder's positions] (a pair needs
+            ``[CLS] q [SEP] m [SEP]``), ``batch_size`` / ``tokens_per_pass`` < 1 or
+            ``pad_id`` < 0.
     """
 
     def __init__(self, model: CrossEncoder, tokenizer: Tokenizer, *, max_length: int = 256,
                  batch_size: int = 32, tokens_per_pass: int = 512, pad_id: int = 0) -> None:
+        max_length = positive_int("max_length", max_length)
+        limit = int(model.encoder.max_positions)
+        if not 4 <= max_length <= limit:
+            raise ValueError(f"max_length must be in [4, {limit}] (the encoder's positions), "
+                             f"got {max_length}")
+        if isinstance(pad_id, bool) or not isinstance(pad_id, int | np.integer):
+            raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
+        if pad_id < 0:
+            raise ValueError(f"pad_id must be >= 0, got {pad_id}")
         self.model = model
         self._tokenizer = tokenizer
-        self._max_length = int(max_length)
-        self._row_buckets = _buckets(int(batch_size), 1)
+        self._max_length = max_length
+        self._row_buckets = _buckets(positive_int("batch_size", batch_size), 1)
         self._seq_buckets = _seq_buckets(self._max_length)
-        self._tokens_per_pass = int(tokens_per_pass)
+        self._tokens_per_pass = positive_int("tokens_per_pass", tokens_per_pass)
         self._pad_id = int(pad_id)
 
     def pairs(self, query: str, texts: Sequence[str]) -> list[tuple[list[int], list[int]]]:
@@ -352,5 +372,13 @@ class PairScorer:
 
         Returns:
             ``(len(texts),)`` float32 scores.
+
+        Raises:
+            TypeError: ``query`` is not a str, or ``texts`` is a single str (its
+                characters would be scored one by one) or holds a non-str.
         """
+        if not isinstance(query, str):
+            raise TypeError(f"query must be a str, got {type(query).__name__}")
+        if isinstance(texts, str):
+            raise TypeError("texts must be a sequence of str, not a single str")
         return self.score_pairs(self.pairs(query, texts)) if texts else np.zeros(0, np.float32)

@@ -175,6 +175,7 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
             ``batch_size``, ``dtype``, ``matmul_dtype``).
 
     Raises:
+        TypeError: when ``weights`` is not a path.
         FileNotFoundError: when the weights file or the base model is missing.
         ValueError: when the file is not a (readable) fitted weights file, holds a
             tensor that is not finite floating point, was fitted from another base,
@@ -185,6 +186,9 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
         self, weights: str | os.PathLike[str], model_dir: str | os.PathLike[str] | None = None,
         **kwargs: Any,
     ) -> None:
+        if not isinstance(weights, str | os.PathLike):
+            raise TypeError(f"weights must be a path (str or os.PathLike), got "
+                            f"{type(weights).__name__}")
         path = Path(weights).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"fitted embedder weights {str(path)!r} do not exist")
@@ -268,15 +272,20 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
         weights path (resolved against the config's folder), or None.
 
     Raises:
-        ValueError: when the config is not valid JSON (or nests too deeply to read), does
-            not validate, or names an unknown embedder kind or key.
+        ValueError: when the config is not UTF-8 JSON (or nests too deeply to read), does
+            not validate, or names an unknown embedder kind or key (the file named).
     """
     from emotional_memory.engine import EmotionalMemoryConfig
 
     source = Path(path)
-    text = source.read_text(encoding="utf-8")
     try:
+        text = source.read_text(encoding="utf-8")
         data = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{source} is not UTF-8 text: {exc.reason} at byte {exc.start}"
+                         ) from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{source} is not valid JSON: {exc}") from None
     except RecursionError:  # [[[...]]] thousands deep: more than the parser's stack
         raise ValueError(f"{source} nests too deeply to be a config") from None
     if not isinstance(data, dict) or CONFIG_KEY not in data:
@@ -285,8 +294,9 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
     config = EmotionalMemoryConfig.model_validate_json(json.dumps(data))
     if not isinstance(spec, dict) or spec.get("kind") != "minilm-fitted" or not isinstance(
         spec.get("weights"), str
-    ):
-        raise ValueError(f"{CONFIG_KEY!r} must be {{'kind': 'minilm-fitted', 'weights': PATH}}")
+    ) or not spec["weights"].strip():
+        raise ValueError(f"{CONFIG_KEY!r} must be {{'kind': 'minilm-fitted', 'weights': PATH}} "
+                         f"(a non-empty path), in {source}")
     unknown = sorted(set(spec) - {"kind", "weights"})
     if unknown:
         raise ValueError(f"{CONFIG_KEY!r} has an unknown key {unknown[0]!r} (its keys: "

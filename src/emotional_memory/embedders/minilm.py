@@ -26,6 +26,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import _check_text
+
 # The encoder maths; the private names are re-exported for the fitted and tunable
 # embedders of this package.
 from emotional_memory.embedders.minilm_model import (  # noqa: F401
@@ -517,8 +519,18 @@ class MiniLMEmbedder:
 
         Returns:
             One list of ids per text.
+
+        Raises:
+            TypeError: ``texts`` is a single str or holds a non-str.
+            ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
-        encodings = self._tokenizer.encode_batch([t.strip() for t in _check_texts(texts)])
+        items = [t.strip() for t in _check_texts(texts)]
+        try:
+            encodings = self._tokenizer.encode_batch(items)
+        except TypeError:  # a lone surrogate: the tokenizer's message names no text
+            for i, t in enumerate(items):
+                _check_text(f"text (texts[{i}])", t)
+            raise
         return [list(e.ids) for e in encodings]
 
     def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:

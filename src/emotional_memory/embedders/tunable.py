@@ -27,6 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import positive_int, strict_finite
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
     _embed_tokens,
@@ -82,10 +83,11 @@ def init_lora(layers: Sequence[_Layer], rank: int, alpha: float, seed: int = 0) 
         The adapters (float32).
 
     Raises:
-        ValueError: for a rank below 1.
+        TypeError: a rank that is not an int (or a bool), an alpha that is not a number.
+        ValueError: for a rank below 1 or a non-finite alpha.
     """
-    if rank < 1:
-        raise ValueError(f"LoRA rank must be >= 1, got {rank}")
+    rank = positive_int("rank", rank)
+    alpha = strict_finite("alpha", alpha)
     rng = np.random.default_rng(seed)
     a_all, b_all = [], []
     for layer in layers:
@@ -163,6 +165,16 @@ def _length_bucket(n: int) -> int:
     return size
 
 
+def _layer_index(field: str, value: object, n_layers: int) -> int:
+    """``value`` as a layer position in [0, ``n_layers``] (``TypeError`` / ``ValueError``
+    naming ``field``)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{field} must be an int, got {type(value).__name__}")
+    if not 0 <= value <= n_layers:
+        raise ValueError(f"{field} must be in [0, {n_layers}] (the model's layers), got {value}")
+    return int(value)
+
+
 def lower_states(
     model: MiniLMModel, token_ids: Sequence[Sequence[int]], start: int, *,
     rows: int = 32, pad_id: int = 0,
@@ -178,10 +190,15 @@ def lower_states(
 
     Returns:
         Per text a ``(len, H)`` float32 array.
+
+    Raises:
+        TypeError: ``start`` or ``rows`` is not an int (or is a bool).
+        ValueError: ``start`` outside [0, number of layers] or ``rows`` < 1.
     """
+    rows = positive_int("rows", rows)
+    start = _layer_index("start", start, len(model.layers))
     order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
     out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(token_ids)
-    start = int(start)
     for pos in range(0, len(order), rows):
         chunk = order[pos:pos + rows]
         length = _length_bucket(max(len(token_ids[i]) for i in chunk))
@@ -209,10 +226,17 @@ def pad_states(
 
     Returns:
         ``(x, mask)``: ``(N, L, H)`` float32 states and the ``(N, L)`` attention mask.
+
+    Raises:
+        ValueError: no text has states, or ``length`` is shorter than a chosen text.
     """
     longest = max((states[i].shape[0] for i in rows), default=1)
     size = _length_bucket(longest) if length is None else length
-    hidden = next(s.shape[1] for s in states if s.ndim == 2 and s.shape[0])
+    if size < longest:
+        raise ValueError(f"length {size} is shorter than the longest chosen text ({longest})")
+    hidden = next((s.shape[1] for s in states if s.ndim == 2 and s.shape[0]), None)
+    if hidden is None:
+        raise ValueError("states holds no text's token states (nothing to pad)")
     x = np.zeros((len(rows), size, hidden), np.float32)
     mask = np.zeros((len(rows), size), np.int32)
     for r, i in enumerate(rows):

@@ -44,6 +44,7 @@ MessagePolicy: TypeAlias = Callable[[BaseMessage], MessageHandlingMode]
 
 _MODES = ("store", "state_only", "ignore")
 _COMMAND_WORDS = ("recall", "remember")
+_ENGINE_METHODS = ("encode", "observe", "list_all", "delete", "reset_state")
 
 
 def _text(message: BaseMessage) -> str:
@@ -136,10 +137,14 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
-            TypeError: When ``message_policy`` is not callable or ``scope`` not a
-                sequence.
+            TypeError: When ``em`` lacks an engine method, ``message_policy`` is not
+                callable or ``scope`` not a sequence.
             ValueError: A malformed ``scope`` part.
         """
+        missing = [n for n in _ENGINE_METHODS if not callable(getattr(em, n, None))]
+        if missing:
+            raise TypeError(f"em must be an EmotionalMemory (or engine view), got "
+                            f"{type(em).__name__} without {missing[0]}()")
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:
@@ -337,6 +342,14 @@ class EmotionalMemoryRetriever(BaseRetriever):
     _view_cache: tuple[EmotionalMemory, tuple[str, ...] | None, EmotionalMemory] | None = (
         PrivateAttr(default=None)
     )
+
+    @field_validator("top_k", mode="before")
+    @classmethod
+    def _top_k_not_bool(cls, value: Any) -> Any:
+        """``top_k=True`` is a mistake, not one document."""
+        if isinstance(value, bool):
+            raise TypeError("top_k must be an int, got bool")
+        return value
 
     @field_validator("scope", mode="before")
     @classmethod

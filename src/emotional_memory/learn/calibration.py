@@ -13,7 +13,30 @@ import math
 
 import numpy as np
 
+from emotional_memory._validation import non_negative, positive_int, strict_finite
 from emotional_memory.retrieval.config import RelevanceCalibration
+
+
+def _same_shape(**arrays: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the arrays when their shapes differ."""
+    shapes = {name: np.shape(a) for name, a in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"the arrays must have one shape, got {listed}")
+
+
+def _no_nan(field: str, values: np.ndarray) -> None:
+    """Raise ``ValueError`` naming ``field`` when ``values`` holds a NaN."""
+    if np.isnan(values).any():
+        raise ValueError(f"{field} holds NaN")
+
+
+def _keep_share(keep: float) -> float:
+    """``keep`` checked to lie in (0, 1]."""
+    keep = strict_finite("keep", keep)
+    if not 0.0 < keep <= 1.0:
+        raise ValueError(f"keep must be in (0, 1], got {keep}")
+    return keep
 
 
 def top_candidates(
@@ -31,11 +54,17 @@ def top_candidates(
 
     Returns:
         ``(scores, relevant)``: flat float64 and bool arrays.
+
+    Raises:
+        TypeError: ``top_n`` is not an int (or is a bool).
+        ValueError: ``top_n`` < 1, arrays of different shapes, or a NaN total of a
+            real candidate.
     """
-    if top_n < 1:
-        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    top_n = positive_int("top_n", top_n)
+    _same_shape(totals=totals, labels=labels, valid=valid)
     totals = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = np.ones(totals.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    _no_nan("totals", totals[use])
     order = np.argsort(-totals, axis=1, kind="stable")[:, :top_n]
     scores = np.take_along_axis(totals, order, axis=1)[use]
     relevant = np.take_along_axis(np.asarray(labels, bool), order, axis=1)[use]
@@ -59,12 +88,19 @@ def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
         ``(slope, intercept)``.
 
     Raises:
-        ValueError: no scores.
+        TypeError: ``iterations`` is not an int.
+        ValueError: no scores, a non-finite score, ``scores`` and ``relevant`` of
+            different shapes, ``ridge`` not finite >= 0 or ``iterations`` < 1.
     """
     x = np.asarray(scores, np.float64)
     y = np.asarray(relevant, np.float64)
     if x.size == 0:
         raise ValueError("fit_platt needs at least one score")
+    _same_shape(scores=x, relevant=y)
+    if not np.isfinite(x).all():
+        raise ValueError("scores must be finite (a NaN or infinite score)")
+    ridge = non_negative("ridge", strict_finite("ridge", ridge))
+    iterations = positive_int("iterations", iterations)
     center, scale = float(x.mean()), float(x.std()) or 1.0
     z = (x - center) / scale  # standardised, so Newton is well conditioned
     w = np.zeros(2)
@@ -97,9 +133,18 @@ def expected_calibration_error(
 
     Returns:
         The ECE (0 for no probabilities).
+
+    Raises:
+        TypeError: ``bins`` is not an int.
+        ValueError: ``bins`` < 1, a probability outside [0, 1] (or NaN), or ``probs``
+            and ``relevant`` of different shapes.
     """
+    bins = positive_int("bins", bins)
     p = np.asarray(probs, np.float64)
     y = np.asarray(relevant, np.float64)
+    _same_shape(probs=p, relevant=y)
+    if not ((p >= 0.0) & (p <= 1.0)).all():
+        raise ValueError("probs must lie in [0, 1] (a value outside, or NaN)")
     if p.size == 0:
         return 0.0
     which = np.minimum((p * bins).astype(int), bins - 1)
@@ -129,9 +174,18 @@ def suggested_threshold(
 
     Returns:
         The threshold (0 when no query hits).
+
+    Raises:
+        TypeError: ``top_k`` is not an int, ``keep`` not a number.
+        ValueError: ``top_k`` < 1, ``keep`` outside (0, 1], arrays of different
+            shapes, or a NaN total of a real candidate.
     """
+    top_k = positive_int("top_k", top_k)
+    keep = _keep_share(keep)
+    _same_shape(totals=totals, labels=labels, valid=valid)
     t = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = np.ones(t.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    _no_nan("totals", t[use])
     order = np.argsort(-t, axis=1, kind="stable")[:, :top_k]
     hit_scores = np.where(np.take_along_axis(np.asarray(labels, bool), order, axis=1),
                           np.take_along_axis(t, order, axis=1), -np.inf)[use]
@@ -162,8 +216,15 @@ def fit_relevance_calibration(
 
     Returns:
         The :class:`RelevanceCalibration`.
+
+    Raises:
+        TypeError, ValueError: a bad ``top_k``, ``top_n`` or ``keep`` (named), arrays of
+            different shapes or a NaN total.
     """
-    scores, relevant = top_candidates(totals, labels, valid, top_n or 2 * top_k, rows)
+    top_k = positive_int("top_k", top_k)
+    keep = _keep_share(keep)
+    n = 2 * top_k if top_n is None else positive_int("top_n", top_n)
+    scores, relevant = top_candidates(totals, labels, valid, n, rows)
     slope, intercept = fit_platt(scores, relevant)
     calibration = RelevanceCalibration(slope=slope, intercept=intercept)
     threshold = suggested_threshold(calibration, totals, labels, valid, top_k, rows, keep)

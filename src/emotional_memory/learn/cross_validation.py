@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._progress import progress_iter
+from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
@@ -39,8 +40,11 @@ def scenario_folds(n_scenarios: int, folds: int, seed: int = 0) -> list[np.ndarr
         A list of sorted int arrays of scenario indices in [0, S), one per fold.
 
     Raises:
+        TypeError: ``n_scenarios`` or ``folds`` is not an int (or is a bool).
         ValueError: If ``folds`` lies outside [2, S].
     """
+    n_scenarios = positive_int("n_scenarios", n_scenarios)
+    folds = positive_int("folds", folds)
     if folds < 2 or folds > n_scenarios:
         raise ValueError(f"folds must lie in [2, {n_scenarios}], got {folds}")
     perm = np.random.default_rng(seed).permutation(n_scenarios)
@@ -143,9 +147,17 @@ def cross_validate(
         :class:`CVResult`.
 
     Raises:
-        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`)
-            or ``folds`` outside [2, number of scenarios with queries].
+        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`),
+            ``folds`` outside [2, number of scenarios with queries], ``select`` other
+            than True, False or ``"model"``, or ``jobs`` / ``tune_folds`` < 1.
+        TypeError: ``folds``, ``jobs`` or ``tune_folds`` is not an int (or is a bool).
     """
+    if select not in (True, False, "model") or not isinstance(select, bool | str):
+        raise ValueError(f"select must be True, False or 'model', got {select!r}")
+    if positive_int("folds", folds) < 2:
+        raise ValueError(f"folds must be >= 2, got {folds}")
+    positive_int("jobs", jobs)
+    positive_int("tune_folds", tune_folds)
     validate_dataset(data)
     cfg = config if config is not None else EmotionalMemoryConfig()
     settings = affect if affect is not None else ReplayAffect.prepare(data)

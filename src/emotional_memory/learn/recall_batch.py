@@ -23,6 +23,7 @@ from emotional_memory._bank import columns_from_memories
 from emotional_memory._context import neighbour_rows, view_neighbours
 from emotional_memory._precision import float64
 from emotional_memory._progress import progress_iter
+from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.kernel import (
@@ -302,10 +303,12 @@ def build_recall_batch(
         ``(batch, info)``: float64 numpy leaves, and host metadata.
 
     Raises:
-        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`).
+        ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`)
+            or ``top_k`` < 1.
+        TypeError: ``top_k`` is not an int (or is a bool).
     """
     validate_dataset(data)
-    k = int(top_k if top_k is not None else data.get("default_top_k", 2))
+    k = positive_int("top_k", top_k if top_k is not None else data.get("default_top_k", 2))
     cfg = config if config is not None else EmotionalMemoryConfig()
     if lexical or full_bank or context:
         cfg = cfg.model_copy(update={"retrieval": cfg.retrieval.model_copy(update={

@@ -28,6 +28,7 @@ import numpy.typing as npt
 import optax
 
 from emotional_memory._progress import progress_iter
+from emotional_memory._validation import non_negative, positive_int, strict_finite
 from emotional_memory.embedders.cross_encoder import (
     CrossEncoder,
     ScoreHead,
@@ -102,7 +103,7 @@ def capture_candidates(
         replay_scenario,
     )
 
-    k = int(top_k if top_k is not None else data.get("default_top_k", 2))
+    k = positive_int("top_k", top_k if top_k is not None else data.get("default_top_k", 2))
     affect = ReplayAffect.prepare(data)
     factory = default_engine_factory(config)
     lists: list[CandidateList] = []
@@ -156,14 +157,20 @@ def rerank_order(
         the base order), then the rest unchanged.
 
     Raises:
-        ValueError: for ``top_n < 1``, ``mix`` outside [0, 1] or a length mismatch.
+        TypeError: ``top_n`` is not an int or ``mix`` not a number (bools refused).
+        ValueError: for ``top_n < 1``, ``mix`` outside [0, 1], a length mismatch, or
+            scores that are not 1-D or not finite.
     """
     base = np.asarray(base_scores, np.float64)
     ce = np.asarray(rerank_scores, np.float64)
-    if top_n < 1:
-        raise ValueError(f"top_n must be >= 1, got {top_n}")
+    top_n = positive_int("top_n", top_n)
+    mix = strict_finite("mix", mix)
     if not 0.0 <= mix <= 1.0:
         raise ValueError(f"mix must be in [0, 1], got {mix}")
+    if base.ndim != 1:
+        raise ValueError(f"base_scores must be 1-D, got shape {base.shape}")
+    if not (np.isfinite(base).all() and np.isfinite(ce).all()):
+        raise ValueError("base_scores and rerank_scores must be finite (NaN or inf found)")
     n = min(len(base), top_n)
     if ce.shape != (n,):
         raise ValueError(f"rerank_scores must have shape ({n},), got {ce.shape}")
@@ -173,6 +180,13 @@ def rerank_order(
 
 
 # --------------------------------------------------------------------------- training
+
+
+def _index(field: str, value: object) -> int:
+    """``value`` as an int (numpy integers accepted), else ``TypeError`` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{field} must be an int, got {type(value).__name__}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -207,12 +221,16 @@ class RerankTraining:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        """Validate the options."""
+        """Validate the options (``TypeError`` / ``ValueError`` naming the option)."""
         for name in ("layers", "queries_per_step", "list_size", "max_positives", "hard_pool"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.steps < 0:
+            positive_int(name, getattr(self, name))
+        if _index("steps", self.steps) < 0:
             raise ValueError(f"steps must be >= 0, got {self.steps}")
+        _index("seed", self.seed)
+        for name in ("learning_rate", "head_learning_rate", "weight_decay"):
+            non_negative(name, strict_finite(name, getattr(self, name)))
+        if not 0.0 <= strict_finite("warmup", self.warmup) <= 1.0:
+            raise ValueError(f"warmup must be in [0, 1], got {self.warmup}")
         if self.list_size <= self.max_positives:
             raise ValueError("list_size must exceed max_positives (room for negatives)")
 
@@ -449,7 +467,13 @@ def cached_scores(model: CrossEncoder, cache: PairCache, query: int, top_n: int,
 
     Raises:
         KeyError: when one of them is not cached.
+        TypeError, ValueError: ``top_n`` or ``rows`` not an int >= 1, or ``query`` not
+            an index of the cache's queries (named).
     """
+    top_n = positive_int("top_n", top_n)
+    rows = positive_int("rows", rows)
+    if not 0 <= _index("query", query) < len(cache.queries):
+        raise ValueError(f"query must be in [0, {len(cache.queries)}), got {query}")
     n = min(top_n, len(cache.queries[query].ids))
     pair_rows = [cache.pair_index[query][i] for i in range(n)]
     out = np.zeros(n, np.float32)
