@@ -27,7 +27,8 @@ import numpy.typing as npt
 
 from emotional_memory.appraisal_embedding import AffectHead
 
-__all__ = ["RegisterCalibration", "calibrated_head", "fit_register_calibration"]
+__all__ = ["RegisterCalibration", "calibrated_head", "fit_register_calibration",
+           "scenario_fold_ids"]
 
 _RANGES = ((-1.0, 1.0), (0.0, 1.0))  # valence, arousal
 _AXES = ("valence", "arousal")
@@ -47,6 +48,27 @@ class RegisterCalibration:
     slope: tuple[float, float]
     intercept: tuple[float, float]
     report: dict[str, Any]
+
+
+def scenario_fold_ids(groups: npt.ArrayLike, folds: int) -> tuple[npt.NDArray[np.int64], int]:
+    """Assign each event's scenario to a fold (sorted scenario ids dealt round-robin).
+
+    Args:
+        groups: ``(M,)`` scenario ids.
+        folds: wanted folds, clipped to [2, number of scenarios].
+
+    Returns:
+        ``((M,) fold index per event, number of folds)``.
+
+    Raises:
+        ValueError: When the events come from fewer than two scenarios.
+    """
+    ids = np.asarray(groups).astype(str)
+    scenarios, which = np.unique(ids, return_inverse=True)  # sorted, as round-robin expects
+    if len(scenarios) < 2:
+        raise ValueError("grouped folds need events from at least two scenarios")
+    n_folds = max(2, min(folds, len(scenarios)))
+    return (which % n_folds).astype(np.int64), n_folds
 
 
 def _affine(p: npt.NDArray[np.float64], y: npt.NDArray[np.float64],
@@ -90,11 +112,7 @@ def fit_register_calibration(
         )
     if not (np.isfinite(p).all() and np.isfinite(y).all()):
         raise ValueError("oof and labels must be finite")
-    scenarios = sorted(set(g.tolist()))
-    if len(scenarios) < 2:
-        raise ValueError("calibration needs events from at least two scenarios")
-    n_folds = max(2, min(folds, len(scenarios)))
-    fold = np.array([scenarios.index(s) % n_folds for s in g.tolist()])
+    fold, n_folds = scenario_fold_ids(g, folds)
     slopes: list[float] = []
     intercepts: list[float] = []
     report: dict[str, Any] = {}

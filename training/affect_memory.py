@@ -30,6 +30,7 @@ import numpy.typing as npt
 
 from emotional_memory._progress import progress_iter
 from training.affect import FloatArray, HeadConfig, fit_head, pearson
+from training.affect_calibration import scenario_fold_ids
 
 __all__ = ["MemoryEvents", "WeightChoice", "load_memory_events", "select_memory_weight",
            "with_memory_rows"]
@@ -186,11 +187,7 @@ def select_memory_weight(
             raise ValueError(f"weights[{i}] must be >= 0, got {w}")
     if len(groups) != len(xm):
         raise ValueError(f"groups has {len(groups)} entries for {len(xm)} memory rows")
-    scenarios = sorted(set(groups.tolist()))
-    n_folds = max(2, min(folds, len(scenarios)))
-    if len(scenarios) < 2:
-        raise ValueError("memory events need at least two scenarios for grouped folds")
-    fold = np.array([scenarios.index(g) % n_folds for g in groups.tolist()])
+    fold, n_folds = scenario_fold_ids(groups, folds)
     candidates = sorted({0, *(int(w) for w in weights)})
     jobs = [(w, f) for w in candidates for f in range(n_folds)]
     preds = {w: np.zeros((len(xm), 2), np.float32) for w in candidates}

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 
 def finite(field: str, value: float) -> float:
     """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf
@@ -126,18 +128,34 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def not_bool(field: str, value: Any) -> Any:
+    """``value`` unless it is a bool (Python's or numpy's), which is a ``TypeError``
+    naming ``field`` (pydantic's lax int would take ``True`` as 1)."""
+    if isinstance(value, bool | np.bool_):
+        raise TypeError(f"{field} must be an int, got bool")
+    return value
+
+
+def integer(field: str, value: Any) -> int:
+    """An integer of any sign (numpy integers accepted; bools and floats rejected).
+
+    Raises:
+        TypeError: not an integer, naming ``field``.
+    """
+    not_bool(field, value)
+    try:
+        return operator.index(value)
+    except TypeError as exc:
+        raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
+
+
 def positive_int(field: str, value: Any) -> int:
     """An integer >= 1 (numpy integers accepted; bools and floats rejected).
 
     Raises:
         TypeError: not an integer. ValueError: < 1.
     """
-    if isinstance(value, bool):
-        raise TypeError(f"{field} must be an int, got bool")
-    try:
-        out = operator.index(value)
-    except TypeError as exc:
-        raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
+    out = integer(field, value)
     if out < 1:
         raise ValueError(f"{field} must be >= 1, got {out}")
     return out

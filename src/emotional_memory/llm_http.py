@@ -208,13 +208,8 @@ class OpenAICompatibleLLMConfig:
         mode = _output_mode(
             data.get("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE", "") or DEFAULT_OPENAI_COMPAT_OUTPUT_MODE
         )
-        timeout_raw = data.get("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS", "").strip()
-        try:
-            timeout = float(timeout_raw) if timeout_raw else DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS
-        except ValueError as exc:
-            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be a number") from exc
-        if not (0 < timeout < math.inf):
-            raise ValueError("EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS must be finite and > 0")
+        timeout = (_env_seconds(data, "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS")
+                   or DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS)
         deadline = _env_seconds(data, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS")
         retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()
         try:

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from emotional_memory._bank import adjacency_from_memories
 from emotional_memory._precision import float64
-from emotional_memory._validation import finite, in_range, non_negative, positive
+from emotional_memory._validation import finite, in_range, non_negative, not_bool, positive
 from emotional_memory.affect import MAX_PAD_DISTANCE
 from emotional_memory.kernel.activation import spreading_activation_jit
 from emotional_memory.kernel.columns import bucket_size
@@ -93,9 +93,7 @@ class ResonanceConfig(BaseModel):
     @field_validator("max_links", "candidate_multiplier", "propagation_hops", mode="before")
     @classmethod
     def _not_bool(cls, v: object, info: object) -> object:
-        if isinstance(v, bool | np.bool_):
-            raise TypeError(f"{getattr(info, 'field_name', 'value')} must be an int, got bool")
-        return v
+        return not_bool(getattr(info, "field_name", "value"), v)
 
     @field_validator("max_links", "candidate_multiplier", mode="after")
     @classmethod

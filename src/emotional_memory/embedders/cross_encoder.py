@@ -32,7 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory._validation import positive, positive_int, strict_finite
+from emotional_memory._validation import integer, positive, positive_int, strict_finite
 from emotional_memory.embedders.minilm import _bucket, _buckets, _plan_passes, _seq_buckets
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
@@ -314,9 +314,7 @@ class PairScorer:
         if not 4 <= max_length <= limit:
             raise ValueError(f"max_length must be in [4, {limit}] (the encoder's positions), "
                              f"got {max_length}")
-        if isinstance(pad_id, bool) or not isinstance(pad_id, int | np.integer):
-            raise TypeError(f"pad_id must be an int, got {type(pad_id).__name__}")
-        if pad_id < 0:
+        if integer("pad_id", pad_id) < 0:
             raise ValueError(f"pad_id must be >= 0, got {pad_id}")
         self.model = model
         self._tokenizer = tokenizer

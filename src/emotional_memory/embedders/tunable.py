@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory._validation import positive_int, strict_finite
+from emotional_memory._validation import integer, positive_int, strict_finite
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
     _embed_tokens,
@@ -168,11 +168,10 @@ def _length_bucket(n: int) -> int:
 def _layer_index(field: str, value: object, n_layers: int) -> int:
     """``value`` as a layer position in [0, ``n_layers``] (``TypeError`` / ``ValueError``
     naming ``field``)."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{field} must be an int, got {type(value).__name__}")
-    if not 0 <= value <= n_layers:
-        raise ValueError(f"{field} must be in [0, {n_layers}] (the model's layers), got {value}")
-    return int(value)
+    index = integer(field, value)
+    if not 0 <= index <= n_layers:
+        raise ValueError(f"{field} must be in [0, {n_layers}] (the model's layers), got {index}")
+    return index
 
 
 def lower_states(

@@ -28,7 +28,7 @@ import numpy.typing as npt
 import optax
 
 from emotional_memory._progress import progress_iter
-from emotional_memory._validation import non_negative, positive_int, strict_finite
+from emotional_memory._validation import integer, non_negative, positive_int, strict_finite
 from emotional_memory.embedders.cross_encoder import (
     CrossEncoder,
     ScoreHead,
@@ -182,13 +182,6 @@ def rerank_order(
 # --------------------------------------------------------------------------- training
 
 
-def _index(field: str, value: object) -> int:
-    """``value`` as an int (numpy integers accepted), else ``TypeError`` naming ``field``."""
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise TypeError(f"{field} must be an int, got {type(value).__name__}")
-    return int(value)
-
-
 @dataclass(frozen=True)
 class RerankTraining:
     """Options of :func:`train_cross_encoder`.
@@ -224,9 +217,9 @@ class RerankTraining:
         """Validate the options (``TypeError`` / ``ValueError`` naming the option)."""
         for name in ("layers", "queries_per_step", "list_size", "max_positives", "hard_pool"):
             positive_int(name, getattr(self, name))
-        if _index("steps", self.steps) < 0:
+        if integer("steps", self.steps) < 0:
             raise ValueError(f"steps must be >= 0, got {self.steps}")
-        _index("seed", self.seed)
+        integer("seed", self.seed)
         for name in ("learning_rate", "head_learning_rate", "weight_decay"):
             non_negative(name, strict_finite(name, getattr(self, name)))
         if not 0.0 <= strict_finite("warmup", self.warmup) <= 1.0:
@@ -472,7 +465,7 @@ def cached_scores(model: CrossEncoder, cache: PairCache, query: int, top_n: int,
     """
     top_n = positive_int("top_n", top_n)
     rows = positive_int("rows", rows)
-    if not 0 <= _index("query", query) < len(cache.queries):
+    if not 0 <= integer("query", query) < len(cache.queries):
         raise ValueError(f"query must be in [0, {len(cache.queries)}), got {query}")
     n = min(top_n, len(cache.queries[query].ids))
     pair_rows = [cache.pair_index[query][i] for i in range(n)]

@@ -11,6 +11,7 @@ from emotional_memory._validation import (
     finite,
     in_range,
     non_negative,
+    not_bool,
     positive,
     positive_int,
     weight_vector,
@@ -448,9 +449,7 @@ class RetrievalConfig(BaseModel):
     @field_validator("candidate_multiplier", mode="before")
     @classmethod
     def _multiplier_not_bool(cls, v: Any) -> Any:
-        if isinstance(v, bool | np.bool_):
-            raise TypeError("candidate_multiplier must be an int, got bool")
-        return v
+        return not_bool("candidate_multiplier", v)
 
     @field_validator("candidate_multiplier", mode="after")
     @classmethod
