@@ -20,6 +20,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory._engine import encoding  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
+from emotional_memory.stores.postgres.schema import SCHEMA_VERSION  # noqa: E402
 from support.engine_ops import dump  # noqa: E402
 from support.scopes import T0, Clock  # noqa: E402
 
@@ -254,7 +255,8 @@ def test_a_version_2_table_gets_the_indexed_links_trigger(pg_dsn: str) -> None:
             assert e.delete(victim.id)
         with psycopg.connect(pg_dsn) as conn:
             assert conn.execute(
-                f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+                f"SELECT value FROM {table}_meta WHERE key = 'version'"
+            ).fetchone() == (str(SCHEMA_VERSION),)
             body = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = %s",
                                 (f"{t}_track_links",)).fetchone()[0]
             assert "target = ANY (OLD.link_targets) AND source = OLD.seq" in body

@@ -204,6 +204,40 @@ def test_kill_9_during_encode_batch_keeps_whole_batches(pg_dsn: str) -> None:
         assert all(lk.target_id in ids for m in memories for lk in m.tag.resonance_links)
 
 
+def test_a_fitted_lexical_config_answers_as_over_the_in_memory_store(pg_dsn: str) -> None:
+    """What ``training fit`` chooses on real conversations (``NAME@stem``): the stemmed
+    analysis with query-term counts. On PostgreSQL (the rows keep their stems) every
+    answer, explanation and side effect equals the in-memory engine's, for the root
+    and for a scoped view."""
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.retrieval import RetrievalConfig
+
+    config = EmotionalMemoryConfig(retrieval=RetrievalConfig(
+        lexical_weight=0.6, lexical_stemmer="english", lexical_query_counts=True))
+    texts = ["she went running by the rivers", "the meetings ran late again",
+             "runners meet at the river", "quiet evening at home", "a meeting about running"]
+    queries = ["runs and runs by the river", "meeting runners", "evenings"]
+
+    def make(store: Any) -> EmotionalMemory:
+        clock = TickClock(T0, timedelta(seconds=30))
+        return EmotionalMemory(store, HashingEmbedder(dim=32), config=config, clock=clock)
+
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for oracle, other in ((make(InMemoryStore()), make(pg)),):
+            for root in (False, True):
+                a, b = (oracle, other) if root else (oracle.scoped("u"), other.scoped("u"))
+                for text in texts:
+                    a.encode(text)
+                    b.encode(text)
+                for q in queries:
+                    got = b.retrieve_with_explanations(q, top_k=3)
+                    want = a.retrieve_with_explanations(q, top_k=3)
+                    assert [(r.memory.content, r.score, r.breakdown) for r in got] == [
+                        (r.memory.content, r.score, r.breakdown) for r in want]
+                    assert any(r.breakdown.lexical_signal > 0 for r in got)
+            assert dump(other) == dump(oracle)
+
+
 # ----------------------------------------------------------------- scopes
 
 

@@ -7,6 +7,7 @@ tests/support/pg_server.py) on a free 127.0.0.1 port; each module gets its own d
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
@@ -18,7 +19,7 @@ from emotional_memory.stores.postgres import (  # noqa: E402
     redact_dsn,
 )
 from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore  # noqa: E402
-from support.banks import random_memories  # noqa: E402
+from support.banks import assert_same_bank, random_memories  # noqa: E402
 from support.engine_ops import op_engine  # noqa: E402
 from support.paths import README  # noqa: E402
 from support.pg_store import _new_table  # noqa: E402
@@ -87,17 +88,17 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A package whose schema moved on (here: pretend version 4 adds a column) migrates
-    a version-3 table on open, all in one transaction: a failing migration leaves the
-    table at version 3, untouched."""
+    """A package whose schema moved on (here: pretend version 5 adds a column) migrates
+    a version-4 table on open, all in one transaction: a failing migration leaves the
+    table at version 4, untouched."""
     import emotional_memory.stores.postgres.schema as pg_module
 
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
         (m,) = random_memories(2, 1, 0)
         old.save(m)
-    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 4)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 5)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {4: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
         "SELECT 1/0",  # fails: nothing of this migration may stay
     )})
@@ -105,18 +106,18 @@ def test_an_older_schema_is_migrated_in_one_transaction(
         PostgresStore(pg_dsn, table=table)
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("3",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("4",)
         assert conn.execute(
             "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
             "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {3: (
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {4: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
     )})
     with PostgresStore(pg_dsn, table=table) as migrated:
         assert migrated.list_all() == [m]
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("4",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("5",)
 
 
 def test_a_version_1_table_is_migrated_to_the_current_version(pg_dsn: str) -> None:
@@ -195,3 +196,52 @@ def test_the_readme_example_runs(
     assert out == ["['The launch slipped again and the team is exhausted']"] * 2
     with PostgresStore(pg_dsn, table="agent_memory") as store:
         assert len(store) == 2
+
+
+def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
+    """Version 3 kept the plain terms only; opening such a table adds every row's stems
+    (more rows than one migration batch), after which a stemmed search and its
+    statistics equal the in-memory store's."""
+    import emotional_memory.stores.postgres.schema as pg_module
+    from emotional_memory import InMemoryStore
+    from emotional_memory._bank import LexicalQuery
+    from emotional_memory.lexical import query_terms
+
+    table = _new_table()
+    memories = [m.model_copy(update={"content": f"{w} {i}"}) for i, (w, m) in enumerate(zip(
+        ["running late", "the runner runs", "meetings ran long", "quiet tea"] * 5,
+        random_memories(4, 20, 0), strict=True))]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=table) as store:
+        for m in memories:
+            store.save(m)
+            oracle.save(m)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 3's rows
+        t = f"{table}_memories"
+        conn.execute(
+            f"UPDATE {t} SET terms = ARRAY(SELECT x FROM unnest(terms) WITH ORDINALITY "
+            "AS u(x, i) WHERE x NOT LIKE '~%' ORDER BY i), tfs = ARRAY(SELECT f FROM "
+            "unnest(terms, tfs) WITH ORDINALITY AS u(x, f, i) WHERE x NOT LIKE '~%' "
+            "ORDER BY i)")
+        assert conn.execute(f"SELECT count(*) FROM {t} WHERE "
+                            "array_to_string(terms, ' ') LIKE '%~%'").fetchone() == (0,)
+        conn.execute(f"UPDATE {table}_meta SET value = '3' WHERE key = 'version'")
+    pg_module_batch = pg_module._STEM_BATCH
+    try:
+        pg_module._STEM_BATCH = 7  # three batches
+        store = PostgresStore(pg_dsn, table=table)
+    finally:
+        pg_module._STEM_BATCH = pg_module_batch
+    with store:
+        terms = query_terms("runs and meeting running", analysis="english")
+        lex = LexicalQuery(terms, 5, 1.2, 0.75, statistics=True, analysis="english")
+        now = memories[0].tag.timestamp
+        got, want = (s.candidate_bank(None, None, now, lexical=lex) for s in (store, oracle))
+        assert_same_bank(got, want)
+        assert float(np.asarray(got.lexical.df).max()) > 0
+        assert store.lexical_search(terms, 5, 1.2, 0.75, "english") == oracle.lexical_search(
+            terms, 5, 1.2, 0.75, "english")
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'"
+        ).fetchone() == (str(pg_module.SCHEMA_VERSION),)

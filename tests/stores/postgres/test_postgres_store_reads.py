@@ -45,10 +45,11 @@ from support.pg_store import _new_table  # noqa: E402
     deletes=st.integers(0, 4),
     extra=st.integers(0, 5),
     lexical=st.one_of(st.none(), st.builds(
-        LexicalQuery, terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz"]),
-                                     unique=True, max_size=3),
+        LexicalQuery,  # repeated terms: lexical_query_counts; stems: lexical_stemmer
+        terms=st.lists(st.sampled_from([*WORDS, "text", "7", "zzz", "bridg", "coffe"]),
+                       max_size=4),
         shortlist=st.integers(0, 6), k1=st.just(1.2), b=st.just(0.75),
-        statistics=st.booleans(),
+        statistics=st.booleans(), analysis=st.sampled_from(["none", "english"]),
     )),
 )
 def test_every_read_equals_the_in_memory_stores(
@@ -129,8 +130,12 @@ def test_every_read_equals_the_in_memory_stores(
         targets = [m.id for m in memories[:3]] + ["gone"]
         assert pg.linking_to(targets) == oracle.linking_to(targets)
         if lexical is not None and lexical.terms:
-            assert pg.lexical_search(lexical.terms, 5, 1.2, 0.75) == oracle.lexical_search(
-                lexical.terms, 5, 1.2, 0.75)
+            assert pg.lexical_search(
+                lexical.terms, 5, 1.2, 0.75, lexical.analysis
+            ) == oracle.lexical_search(lexical.terms, 5, 1.2, 0.75, lexical.analysis)
+            assert_same_bank(  # statistics of every candidate, repeated terms included
+                pg.candidate_bank(None, None, now, lexical=lexical),
+                oracle.candidate_bank(None, None, now, lexical=lexical))
 
 
 def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
@@ -233,3 +238,23 @@ def test_a_bad_option_is_refused_naming_it_before_anything_is_created(
         assert conn.execute(
             "SELECT count(*) FROM pg_class WHERE relname LIKE %s", (f"{table}\\_%",)
         ).fetchone() == (0,)
+
+
+def test_a_repeated_query_term_fills_each_of_its_columns(pg_dsn: str) -> None:
+    """``lexical_query_counts=True`` repeats a term: each repeat is a column of its own,
+    with the candidates' counts in every one of them, as in the in-memory index."""
+    memories = random_memories(5, 6, 0)
+    memories = [m.model_copy(update={"content": f"storm storm rain {i}"})
+                for i, m in enumerate(memories)]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for m in memories:
+            oracle.save(m)
+            pg.save(m)
+        terms = ["storm", "rain", "storm"]
+        ids = [m.id for m in memories]
+        got, want = pg.lexical_inputs(terms, ids), oracle.lexical_inputs(terms, ids)
+        assert np.asarray(want.tf)[:, 0].tolist() == [2.0] * 6  # the oracle's reading
+        for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
+                        strict=True):
+            assert np.asarray(a).tolist() == np.asarray(b).tolist()

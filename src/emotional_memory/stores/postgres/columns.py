@@ -20,13 +20,14 @@ from emotional_memory._bank import (
 )
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
+from emotional_memory.lexical import check_analysis
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.postgres.common import (
     _BANK_COLUMNS,
     _SEARCH_COLUMNS,
     _embedding_of,
     _search_row_memory_columns,
-    indexed_term,
+    analysis_term,
 )
 from emotional_memory.stores.postgres.ingest import _Ingesting
 
@@ -68,15 +69,11 @@ class _Columns(_Ingesting):
             The :class:`CandidateBank`.
 
         Raises:
-            ValueError: a query whose length differs from the stored embeddings, or a
-                lexical analysis other than the plain one (this store keeps the plain
-                terms only: ``lexical_stemmer`` is not supported here yet).
+            ValueError: a query whose length differs from the stored embeddings, or an
+                unknown lexical analysis.
         """
-        if lexical is not None and getattr(lexical, "analysis", "none") != "none":
-            raise ValueError(
-                f"PostgresStore keeps the plain lexical analysis only; got analysis "
-                f"{lexical.analysis!r} (set RetrievalConfig.lexical_stemmer='none')"
-            )
+        if lexical is not None:
+            check_analysis(lexical.analysis)
         # A plain semantic shortlist is one search (its row count only picks exact or
         # index search): no snapshot needed. Anything read besides needs one.
         plain = limit is not None and not also and lexical is None and not with_memories
@@ -98,7 +95,8 @@ class _Columns(_Ingesting):
             extra = list(also)
             if lexical is not None and lexical.shortlist and lexical.terms:
                 extra += self._lexical_search(
-                    cur, lexical.terms, lexical.shortlist, lexical.k1, lexical.b
+                    cur, lexical.terms, lexical.shortlist, lexical.k1, lexical.b,
+                    lexical.analysis,
                 )
             have = {r[1] for r in ordered}
             wanted = [mid for mid in dict.fromkeys(extra) if mid not in have]
@@ -113,7 +111,8 @@ class _Columns(_Ingesting):
                     self._memory(_search_row_memory_columns(r)) for r in ordered
                 ])
             if lexical is not None and lexical.statistics:
-                bank = replace(bank, lexical=self._lexical_inputs(cur, lexical.terms, bank.ids))
+                bank = replace(bank, lexical=self._lexical_inputs(
+                    cur, lexical.terms, bank.ids, lexical.analysis))
         if total is not None:
             bank = replace(bank, total=total)
         if self._current() is None:  # what modify_memories may start from
@@ -231,11 +230,11 @@ class _Columns(_Ingesting):
     # ------------------------------------------------------------------ lexical
 
     def _lexical_search(
-        self, cur: Any, terms: Sequence[str], k: int, k1: float, b: float
+        self, cur: Any, terms: Sequence[str], k: int, k1: float, b: float, analysis: str
     ) -> list[str]:
         if k <= 0 or not terms:
             return []
-        terms = [indexed_term(term) for term in terms]
+        terms = [analysis_term(term, analysis) for term in terms]  # as the rows hold them
         f, f_args = self._filter_args()
         n_docs, total = cur.execute(
             f"SELECT count(*), coalesce(sum(doc_len), 0) FROM {self._t} WHERE true{f}", f_args
@@ -273,9 +272,9 @@ class _Columns(_Ingesting):
         return [ids[i] for i in order.tolist()]
 
     def _lexical_inputs(
-        self, cur: Any, terms: Sequence[str], memory_ids: Sequence[str]
+        self, cur: Any, terms: Sequence[str], memory_ids: Sequence[str], analysis: str
     ) -> LexicalInputs:
-        terms = [indexed_term(term) for term in terms]  # as the rows hold them
+        terms = [analysis_term(term, analysis) for term in terms]  # as the rows hold them
         n = len(memory_ids)
         width = max(len(terms), 1)
         tf = np.zeros((n, width), dtype=np.float64)
@@ -295,7 +294,9 @@ class _Columns(_Ingesting):
                 df[j] = counts.get(term, 0)
         row_of = {mid: i for i, mid in enumerate(memory_ids)}
         if memory_ids:
-            column = {term: j for j, term in enumerate(terms)}
+            columns: dict[str, list[int]] = {}  # a repeated term is a column of its own
+            for j, term in enumerate(terms):
+                columns.setdefault(term, []).append(j)
             for mid, doc_len, row_terms, tfs in cur.execute(
                 f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){f}",
                 (list(memory_ids), *f_args),
@@ -303,8 +304,7 @@ class _Columns(_Ingesting):
                 i = row_of[mid]
                 length[i] = doc_len
                 for term, count in zip(row_terms, tfs, strict=True):
-                    at = column.get(term)
-                    if at is not None:
+                    for at in columns.get(term, ()):
                         tf[i, at] = count
         docs = int(n_docs)
         avg = int(total) / docs if docs else 0.0
@@ -313,7 +313,9 @@ class _Columns(_Ingesting):
             avg_length=np.asarray(avg, np.float64),
         )
 
-    def lexical_search(self, terms: Sequence[str], k: int, k1: float, b: float) -> list[str]:
+    def lexical_search(
+        self, terms: Sequence[str], k: int, k1: float, b: float, analysis: str = "none"
+    ) -> list[str]:
         """Up to ``k`` memory ids by BM25 of ``terms``, best first (lexical signal s7).
 
         Args:
@@ -321,22 +323,28 @@ class _Columns(_Ingesting):
             k: shortlist size.
             k1: BM25 k1.
             b: BM25 b.
+            analysis: the analysis of ``terms`` (``"none"`` or ``"english"``).
 
         Returns:
             Memory ids (ties in insertion order).
         """
+        check_analysis(analysis)
         with self._read() as cur:
-            return self._lexical_search(cur, terms, k, k1, b)
+            return self._lexical_search(cur, terms, k, k1, b, analysis)
 
-    def lexical_inputs(self, terms: Sequence[str], memory_ids: Sequence[str]) -> LexicalInputs:
+    def lexical_inputs(
+        self, terms: Sequence[str], memory_ids: Sequence[str], analysis: str = "none"
+    ) -> LexicalInputs:
         """Term statistics of candidates, in candidate order (lexical signal s7).
 
         Args:
-            terms: distinct query terms.
+            terms: query terms (a repeated term is a column of its own).
             memory_ids: the candidates.
+            analysis: the analysis of ``terms`` (``"none"`` or ``"english"``).
 
         Returns:
             Unpadded :class:`~emotional_memory.kernel.LexicalInputs`.
         """
+        check_analysis(analysis)
         with self._read() as cur:
-            return self._lexical_inputs(cur, terms, memory_ids)
+            return self._lexical_inputs(cur, terms, memory_ids, analysis)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory.interfaces import StoreTimeoutError
+from emotional_memory.lexical import analyze
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact
 from emotional_memory.stores._shared import records as _records
@@ -44,6 +45,45 @@ def indexed_term(term: str) -> str:
         return term
     data = term.encode("utf-8")
     return term if len(data) <= MAX_TERM_BYTES else "#" + hashlib.sha256(data).hexdigest()
+
+
+STEM_PREFIX = "~"
+"""Marks a stemmed term (``lexical_stemmer="english"``) in the ``terms`` column: a row
+holds its tokens and, prefixed, their Snowball stems, so one GIN index serves both
+analyses (``~`` never occurs in a token)."""
+
+
+def analysis_term(term: str, analysis: str) -> str:
+    """The form of a query term of ``analysis`` in the ``terms`` column.
+
+    Args:
+        term: a term of that analysis (a token, or a stem for ``"english"``).
+        analysis: ``"none"`` or ``"english"``.
+
+    Returns:
+        :func:`indexed_term` of ``term``, after :data:`STEM_PREFIX` for a stem.
+    """
+    return indexed_term(term if analysis == "none" else STEM_PREFIX + term)
+
+
+def row_terms(tokens: list[str]) -> tuple[list[str], list[int]]:
+    """The ``terms`` and ``tfs`` columns of a memory's tokens: every distinct token,
+    then every distinct stem (prefixed), each with its count.
+
+    Args:
+        tokens: the content's tokens (:func:`~emotional_memory.lexical.tokenize`).
+
+    Returns:
+        ``(terms, tfs)``, parallel lists.
+    """
+    counts: dict[str, int] = {}
+    for token in tokens:
+        key = indexed_term(token)
+        counts[key] = counts.get(key, 0) + 1
+    for stem in analyze(tokens, "english"):
+        key = indexed_term(STEM_PREFIX + stem)
+        counts[key] = counts.get(key, 0) + 1
+    return list(counts), list(counts.values())
 
 
 MAX_EF_SEARCH = 1000

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from emotional_memory.lexical import tokenize
 from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
     PostgresStoreError,
+    row_terms,
 )
 from emotional_memory.stores.postgres.core import _Core
 
 __all__ = ["SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The schema version this package writes; older ones are migrated on open."""
 
 # The check a conditional write ends with: it fails the transaction (serialization
@@ -87,7 +89,13 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     ),
     # 3: the links trigger finds its rows through the links table's primary key
     2: (_TRACK_LINKS_FUNCTION,),
+    # 4: the terms column also holds the tokens' stems (lexical_stemmer="english"),
+    # added to the existing rows by _add_stems (computed here, in Python)
+    3: (),
 }
+
+_STEM_BATCH = 2000
+"""Rows read and rewritten per batch by the migration to version 4."""
 
 
 class _Schema(_Core):
@@ -211,10 +219,30 @@ class _Schema(_Core):
         while version < SCHEMA_VERSION:  # one transaction: the caller's
             for statement in _MIGRATIONS[version]:
                 conn.execute(self._sql(statement))
+            if version == 3:
+                self._add_stems(conn)
             version += 1
             conn.execute(
                 f"UPDATE {self._meta} SET value = %s WHERE key = 'version'", (str(version),)
             )
+
+    def _add_stems(self, conn: Any) -> None:
+        """Rewrite every row's ``terms`` / ``tfs`` from its content, stems included
+        (the migration to version 4), in batches of :data:`_STEM_BATCH` rows."""
+        last = 0
+        while True:
+            rows = conn.execute(
+                f"SELECT seq, content FROM {self._t} WHERE seq > %s ORDER BY seq LIMIT %s",
+                (last, _STEM_BATCH),
+            ).fetchall()
+            if not rows:
+                return
+            with conn.cursor() as cur:  # psycopg pipelines executemany: few round trips
+                cur.executemany(
+                    f"UPDATE {self._t} SET terms = %s, tfs = %s WHERE seq = %s",
+                    [(*row_terms(tokenize(content)), seq) for seq, content in rows],
+                )
+            last = rows[-1][0]
 
     def _stored_dim(self, cur: Any) -> int | None:
         """The embedding dimension (None before the first embedding), cached for the

@@ -86,16 +86,17 @@ class PostgresStore(BackendStore, _Columns):
         database, are in ``stores/postgres/README.md``.
 
         Raises:
-            ImportError: psycopg / psycopg-pool / pgvector are not installed.
+            ImportError: psycopg / psycopg-pool / pgvector / PyStemmer are not installed.
             ValueError: a bad option (named).
             PostgresStoreError: the server cannot be reached, the DSN is invalid, or
                 the database holds a foreign or newer schema (nothing written).
         """
         try:
             import psycopg
+            import Stemmer  # noqa: F401  (every row keeps its stems: terms column)
         except ImportError as exc:
             raise ImportError(
-                "PostgresStore needs psycopg, psycopg-pool and pgvector: "
+                "PostgresStore needs psycopg, psycopg-pool, pgvector and PyStemmer: "
                 "pip install 'emotional-memory-jax[postgres]'"
             ) from exc
         check_options(

@@ -22,7 +22,7 @@ from emotional_memory.stores.postgres.common import (
     _float_bytes,
     _has_nul,
     _Tx,
-    indexed_term,
+    row_terms,
 )
 from emotional_memory.stores.postgres.schema import _Schema
 
@@ -96,11 +96,8 @@ class _Writer(_Schema):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
                 )
-        counts: dict[str, int] = {}
         tokens = tokenize(memory.content)
-        for token in tokens:
-            key = indexed_term(token)
-            counts[key] = counts.get(key, 0) + 1
+        terms, tfs = row_terms(tokens)
         scope = memory.scope
         return {
             "id": memory.id,
@@ -116,8 +113,8 @@ class _Writer(_Schema):
             "expires_at": memory.expires_at,
             "expires_us": None if memory.expires_at is None
             else _records.to_microseconds(memory.expires_at),
-            "terms": list(counts),
-            "tfs": list(counts.values()),
+            "terms": terms,
+            "tfs": tfs,
             "doc_len": len(tokens),
             "whole": None if _records.fits(memory) else dump_memory(memory),
         }
