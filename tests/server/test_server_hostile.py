@@ -329,3 +329,39 @@ def test_a_body_whose_media_type_fastapi_does_not_read_as_json_is_a_415(
                    headers={"Content-Type": "application/vnd.api+json; charset=utf-8"})
     assert ok.status_code == 201, ok.text
     assert [m["content"] for m in _stored(http, media)] == ["typed"]
+
+
+
+@pytest.mark.parametrize(("method", "path", "params", "body", "unknown"), [
+    ("DELETE", "/v1/memories/{id}", {"scop": "elsewhere"}, None, ["scop"]),
+    ("GET", "/v1/memories/{id}", {"scopes": "elsewhere"}, None, ["scopes"]),
+    ("GET", "/v1/memories", {"limt": "1", "scope": "unknown-query"}, None, ["limt"]),
+    ("GET", "/v1/memories", {"cursor": "abc", "offset": "0"}, None, ["cursor"]),
+    ("GET", "/v1/state", {"scope": "unknown-query", "where": "{}"}, None, ["where"]),
+    ("POST", "/v1/memories", {"scope": "elsewhere"}, {"content": "queried"}, ["scope"]),
+    ("POST", "/v1/memories/batch", {"dry_run": "1", "x": "2"},
+     {"items": [{"content": "queried"}]}, ["dry_run", "x"]),
+    ("POST", "/v1/search", {"top_k": "1"}, {"query": "kept"}, ["top_k"]),
+    ("PUT", "/v1/state/affect", {"scope": "elsewhere"}, {"valence": 0.9, "arousal": 0.9},
+     ["scope"]),
+])
+def test_an_unknown_query_parameter_is_a_422_naming_it_and_does_nothing(
+    http: httpx.Client, method: str, path: str, params: dict[str, str], body: Any,
+    unknown: list[str],
+) -> None:
+    """Bodies refuse fields they do not declare; a query parameter a route does not
+    take was dropped without a word: a misspelt ``?scope=`` on a DELETE deleted in the
+    key's whole scope, ``POST ...?scope=`` wrote in the key's own scope, ``?limt=``
+    read a page of the default size. Now a 422 at ``[query, name]`` for each, and
+    nothing is read (a search counts a retrieval), written, deleted or set."""
+    made = http.post("/v1/memories", json={"content": "kept", "scope": ["unknown-query"]})
+    assert made.status_code == 201, made.text
+    before = (http.get("/v1/memories", params={"limit": 1000}).json(),
+              http.get("/v1/state").json())
+    r = http.request(method, path.format(id=made.json()["id"]), params=params, json=body)
+    assert r.status_code == 422, r.text
+    assert [e["loc"] for e in r.json()["detail"]] == [["query", k] for k in unknown]
+    assert all(e["type"] == "extra_forbidden" for e in r.json()["detail"])
+    after = (http.get("/v1/memories", params={"limit": 1000}).json(),
+             http.get("/v1/state").json())
+    assert after == before

@@ -298,3 +298,36 @@ def test_large_answers_are_serialised_off_the_event_loop(
                                       ("/v1/search", "post", "200", "SearchOut")):
         schema = paths[path][method]["responses"][code]["content"]["application/json"]
         assert schema["schema"]["$ref"].endswith(f"/{model}")
+
+
+def test_mcp_bodies_are_bounded_by_max_body_bytes_as_rest_bodies_are(tmp_path: Path) -> None:
+    """The MCP SDK bounds its bodies by 4 MiB of its own, which once applied on /mcp
+    whatever ``--max-body-bytes`` said: a memory REST stored under raised limits was a
+    plain-text 413 over MCP. Now one limit for both, and one JSON 413 over it."""
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps(KEYS), encoding="utf-8")
+    srv = start(["--keys", str(keys), "--embedder", "hashing", "--max-content-bytes",
+                 "8000000", "--max-body-bytes", "6000000"], tmp_path / "server.log")
+    mcp = {**auth(ALICE), "Accept": "application/json, text/event-stream"}
+
+    def remember(content: str) -> httpx.Response:
+        return http.post("/mcp", headers=mcp, json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "remember", "arguments": {"content": content}}})
+
+    try:
+        with httpx.Client(base_url=srv.url, timeout=120.0) as http:
+            big = "m" * 5_000_000
+            rest = http.post("/v1/memories", json={"content": big}, headers=auth(ALICE))
+            assert rest.status_code == 201, rest.text[:300]
+            r = remember(big)
+            assert r.status_code == 200, r.text[:300]
+            assert r.json()["result"]["isError"] is False, r.text[:300]
+            for over in (http.post("/v1/memories", json={"content": big + "m" * 1_000_000},
+                                   headers=auth(ALICE)),
+                         remember(big + "m" * 1_000_000)):
+                assert over.status_code == 413
+                assert over.json() == {"detail": "request body too large"}
+            assert _count(http, ALICE) == 2
+    finally:
+        srv.stop()

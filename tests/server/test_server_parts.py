@@ -603,3 +603,42 @@ def test_reading_a_shared_state_never_blocks_the_event_loop(tmp_path: Path, via:
     finally:
         release.set()
         service.engine.close()
+
+
+def test_a_statement_timeout_is_a_tool_error_saying_so_over_mcp(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """REST answers a statement timeout 503 "ran past the statement timeout; nothing
+    was changed"; each MCP tool answered the bare "Error executing tool recall" and
+    logged a traceback as an unexpected crash. Now the tool error says what REST says."""
+    pytest.importorskip("mcp", reason="the server extra is not installed")
+    from mcp import Client
+
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.interfaces import StoreTimeoutError
+    from emotional_memory.server.mcp_tools import build_mcp, fixed_principal
+
+    service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16)))
+
+    async def timed_out(*args: Any, **kwargs: Any) -> Any:
+        raise StoreTimeoutError("canceling statement due to statement timeout")
+
+    for name in ("remember_felt", "search", "delete", "mood_change", "set_affect"):
+        monkeypatch.setattr(service, name, timed_out)
+    calls = [("remember", {"content": "x"}), ("recall", {"query": "x"}),
+             ("forget", {"id": "x"}), ("mood", {}),
+             ("set_mood", {"valence": 0.5, "arousal": 0.5})]
+
+    async def run() -> list[tuple[bool, str]]:
+        async with Client(build_mcp(service, fixed_principal(("a",)))) as client:
+            out = []
+            for name, args in calls:
+                got = await client.call_tool(name, args)
+                out.append((got.is_error, str(getattr(got.content[0], "text", ""))))
+            return out
+
+    for (name, _), (is_error, text) in zip(calls, asyncio.run(run()), strict=True):
+        assert is_error, name
+        assert "statement timeout" in text and "nothing was changed" in text, (name, text)
+    assert "unexpected exception" not in caplog.text

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import email.message
+import inspect
 import logging
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -340,9 +341,14 @@ def build_app(
                              for scheme in ("http", "https")],
         )
     mcp = build_mcp(service, http_principal)
+    # the SDK bounds /mcp bodies by a limit of its own (4 MiB, answered in plain text),
+    # which would override max_body_bytes there: the gate's limit is the one limit
+    extra: dict[str, Any] = {}
+    if "max_request_body_size" in inspect.signature(mcp.streamable_http_app).parameters:
+        extra["max_request_body_size"] = max_body_bytes
     mcp_app = mcp.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
-        transport_security=security,
+        transport_security=security, **extra,
     )
 
     @contextlib.asynccontextmanager

@@ -10,6 +10,7 @@ request the auth middleware authenticated; over stdio (``emotional-memory mcp
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, cast
 
@@ -19,6 +20,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
+from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.schemas import (
@@ -41,6 +43,8 @@ __all__ = [
     "fixed_principal",
     "http_principal",
 ]
+
+logger = logging.getLogger("emotional_memory.server")
 
 PrincipalOf = Callable[[Context], Principal]
 _WRITES = ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=False)
@@ -156,11 +160,16 @@ def _text(content: str, structured: BaseModel) -> CallToolResult:
 
 
 async def _guarded(call: Awaitable[Any]) -> Any:
-    """Await a service call; bad input -> a ToolError the model can read."""
+    """Await a service call; bad input, or a store's statement timeout (REST's 503),
+    -> a ToolError the model can read (not an unexpected crash)."""
     try:
         return await call
     except (TypeError, ValueError) as exc:
         raise ToolError(f"invalid input: {exc}") from None
+    except StoreTimeoutError:
+        logger.warning("statement timeout in an MCP tool call")
+        raise ToolError("the call's database work ran past the statement timeout "
+                        "(--statement-timeout); nothing was changed") from None
 
 
 def _affect(m: MemoryOut) -> str:
@@ -302,7 +311,7 @@ def _mood_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
 
     async def mood(ctx: Context) -> Annotated[CallToolResult, MoodOut]:
         principal = principal_of(ctx)
-        state, previous = await service.mood_change(principal.scope)
+        state, previous = await _guarded(service.mood_change(principal.scope))
         out = MoodOut(
             **state_out(state).model_dump(),
             previous_mood=previous,

@@ -170,7 +170,39 @@ async def _json_off_loop(build: Callable[[], BaseModel], status_code: int = 200)
     return Response(body, status_code=status_code, media_type="application/json")
 
 
-router = APIRouter(prefix="/v1", responses=_ERRORS)
+def _query_names(route: object) -> set[str]:
+    """The query parameters a route declares (its own and its dependencies'; a few
+    fields to walk, so not cached: FastAPI's routes are not hashable)."""
+    def names(dependant: Any) -> set[str]:
+        found = {p.alias for p in dependant.query_params}
+        for sub in dependant.dependencies:
+            found |= names(sub)
+        return found
+
+    dependant = getattr(route, "dependant", None)
+    return names(dependant) if dependant is not None else set()
+
+
+def _known_query(request: Request) -> None:
+    """Refuse a query parameter the route does not declare, as a body refuses an
+    unknown field: dropped, a misspelt ``?scope=`` would make a DELETE act on the
+    key's whole scope and a misspelt ``?limit=`` read a page of another size.
+
+    Raises:
+        HTTPException: 422, one error at ``["query", name]`` per unknown name.
+    """
+    declared = _query_names(request.scope.get("route"))
+    unknown = [k for k in dict.fromkeys(request.query_params.keys()) if k not in declared]
+    if unknown:
+        takes = ", ".join(sorted(declared)) or "none"
+        raise HTTPException(422, [
+            {"loc": ["query", k], "msg": f"unknown query parameter (this route takes: {takes})",
+             "type": "extra_forbidden"}
+            for k in unknown
+        ])
+
+
+router = APIRouter(prefix="/v1", responses=_ERRORS, dependencies=[Depends(_known_query)])
 
 
 @router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=MemoryOut)
