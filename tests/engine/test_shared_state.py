@@ -21,10 +21,12 @@ import pytest
 
 from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores.sqlite import SQLiteStore
 from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
 from support.paths import SUPPORT
+from support.shared_state_worker import engine_for
 
 
 def _sqlite_engine(path: Path, **kwargs: Any) -> EmotionalMemory:
@@ -152,3 +154,80 @@ def test_processes_on_one_postgres_database_lose_no_update(pg_dsn: str) -> None:
     run_workers("postgres", pg_dsn, workers=3, ops=5, mode="encode")
     assert len(store) == 15
     engine.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """``(kind, target)`` of ``support/shared_state_worker.py``: an SQLite file, or the
+    module's PostgreSQL database (table ``shared``, its memories and states cleared)."""
+    if request.param == "sqlite":
+        path = tmp_path / "shared.db"
+        _sqlite_engine(path).close()  # create the file once
+        return "sqlite", str(path)
+    dsn: str = request.getfixturevalue("pg_dsn")
+    engine_for("postgres", dsn).close()  # create the tables
+    _delete_states("postgres", dsn)
+    return "postgres", dsn
+
+
+def _delete_states(kind: str, target: str) -> None:
+    """Delete every stored affective state by hand (SQL on a connection of its own)."""
+    if kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        with conn:
+            conn.execute("DELETE FROM em_affective_state")
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        pg.execute("DELETE FROM shared_state")
+
+
+def test_every_read_of_the_state_answers_what_another_process_saved(
+    shared_target: tuple[str, str],
+) -> None:
+    """``save_state()`` (like ``get_state()``) answers the state as last saved by any
+    process, not the copy this engine held before another process changed it."""
+    kind, target = shared_target
+    engine = engine_for(kind, target)
+    view = engine.scoped("team")
+    held = view.get_state()
+    run_workers(kind, target, workers=1, ops=1, mode="affect")  # another process's update
+    stored = view.get_state()
+    assert stored.history != held.history
+    assert view.save_state() == stored.snapshot()
+    assert view.get_current_mood() == stored.mood
+    engine.close()
+
+
+@pytest.mark.parametrize("how", ["clear_persisted_state", "deleted by hand"])
+def test_a_cleared_state_is_the_initial_state_for_every_engine(
+    shared_target: tuple[str, str], how: str
+) -> None:
+    """Once the stored state is gone, every engine sharing it answers the initial
+    state, and that is the state the next operation (of any of them) starts from."""
+    kind, target = shared_target
+    first, second = engine_for(kind, target), engine_for(kind, target)
+    a, b = first.scoped("team"), second.scoped("team")
+    a.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    assert b.get_state().history == a.get_state().history != []
+    if how == "clear_persisted_state":
+        a.clear_persisted_state()
+    else:
+        _delete_states(kind, target)
+    neutral = AffectiveState.initial()
+    for view in (a, b):
+        state = view.get_state()
+        assert state.history == []
+        assert state.core_affect == neutral.core_affect
+        assert (state.mood.valence, state.mood.arousal) == (
+            neutral.mood.valence, neutral.mood.arousal)
+        assert view.save_state()["_history"] == []
+    after = b.set_affect(CoreAffect(valence=0.5, arousal=0.2))  # starts from the initial
+    assert len(after.history) == 1
+    assert a.get_state().history == after.history
+    first.close()
+    second.close()

@@ -91,9 +91,13 @@ class StateMixin(EngineCore):
         if states is None or self.__dict__.get("_sharing_depth", 0):
             return self._state
         snapshot, version = states.load_versioned()
-        if version == self.__dict__.get("_state_version") or snapshot is None:
+        if version == self.__dict__.get("_state_version"):
             return self._state
-        return AffectiveState.restore(snapshot)
+        # as _take_stored: no stored state (cleared, or its row deleted) is the initial one
+        return (
+            AffectiveState.restore(snapshot) if snapshot is not None
+            else AffectiveState.initial(self._now())
+        )
 
     def _joined_state_store(self) -> Any:
         """A state store whose saves join the store's transactions, or None.
@@ -195,9 +199,10 @@ class StateMixin(EngineCore):
         """A JSON-able snapshot of the state (see :meth:`load_state`).
 
         Returns:
-            ``AffectiveState.snapshot()`` of the current state, history included.
+            ``AffectiveState.snapshot()`` of the current state (as :meth:`get_state`
+            answers it), history included.
         """
-        return self._state.snapshot()
+        return self._current_state().snapshot()
 
     @_synchronized_state
     def load_state(self, data: dict[str, Any]) -> None:
@@ -264,7 +269,11 @@ class StateMixin(EngineCore):
 
     @_synchronized
     def clear_persisted_state(self) -> None:
-        """Forget the persisted state (the in-memory state is kept)."""
+        """Forget the persisted state (the in-memory state is kept).
+
+        With ``shared_state`` the state lives in the database, so every engine sharing
+        it (this one included) answers, and next operates on, the initial state.
+        """
         if self.state_store is not None:
             self.state_store.clear()
 
