@@ -231,3 +231,48 @@ def test_a_cleared_state_is_the_initial_state_for_every_engine(
     assert a.get_state().history == after.history
     first.close()
     second.close()
+
+
+def test_a_views_state_change_on_the_event_loop_starts_from_the_stored_state(
+    tmp_path: Path,
+) -> None:
+    """``AsyncEmotionalMemory.set_affect`` (synchronous, on the event loop) of a view
+    while an operation of its parent runs in a worker thread does not wait for its
+    turn (as in the original); with shared states it still starts from the view's
+    state as last saved by any process, so another process's update is not lost."""
+    import asyncio
+    import threading
+
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+
+    path = tmp_path / "shared.db"
+    _sqlite_engine(path).close()
+    store = SQLiteStore(path)
+    embedder = HashingEmbedder(dim=32)
+    root = AsyncEmotionalMemory(store, embedder,
+                                state_store=SQLiteAffectiveStateStore.from_store(store),
+                                shared_state=True)
+    view = root.scoped("team")
+    other = run_workers("sqlite", str(path), workers=1, ops=1, mode="affect")[0]
+    embed, entered, go = embedder.embed, threading.Event(), threading.Event()
+
+    def held_embed(text: str) -> Any:  # the root's encode holds its turn meanwhile
+        entered.set()
+        go.wait(timeout=60)
+        return embed(text)
+
+    embedder.embed = held_embed  # type: ignore[method-assign]
+
+    async def run() -> AffectiveState:
+        encoding = asyncio.ensure_future(root.encode("a note of the root"))
+        await asyncio.to_thread(entered.wait, 60)
+        try:
+            return view.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+        finally:
+            go.set()
+            await encoding
+
+    state = asyncio.run(run())
+    assert [state.history[-2][0].isoformat(), *state.history[-2][1:]] == other["last"]
+    assert view.get_state().history == state.history
+    store.close()

@@ -40,7 +40,9 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
     method runs at once instead of blocking the loop: the running operation may be
     waiting for that very loop (async stores and embedders are called back on it), so
     waiting could deadlock. That is the original's semantics: a state change between
-    two steps of a running operation.
+    two steps of a running operation. With ``shared_state`` it still starts from the
+    state as last saved (the running overlapping operation holds the database locks
+    that keep other processes from changing it meanwhile).
     """
 
     @functools.wraps(method)
@@ -48,6 +50,7 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
         engine = args[0]
         locks, path = engine._scope_locks, engine._scope  # type: ignore[attr-defined]
         if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
+            engine._catch_up()  # type: ignore[attr-defined]
             return method(*args, **kwargs)
         try:
             with engine._sharing():  # type: ignore[attr-defined]

@@ -74,6 +74,14 @@ class StateMixin(EngineCore):
         finally:
             self._sharing_depth = 0
 
+    def _catch_up(self) -> None:
+        """Adopt the stored state before a state change made outside this engine's
+        turn (an event loop's while an overlapping operation runs), unless this
+        engine's own operation is the one running (its state is the stored one)."""
+        states = self._shared_states()
+        if states is not None and not self.__dict__.get("_sharing_depth", 0):
+            self._take_stored(states)
+
     def _take_stored(self, states: VersionedStateStore) -> None:
         """Adopt the stored state when its version is not the one this engine holds."""
         snapshot, version = states.load_versioned()
