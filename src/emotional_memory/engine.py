@@ -142,7 +142,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 "PostgresAffectiveStateStore.from_store(store))"
             )
         if state_store is not None:
-            self.restore_persisted_state()
+            self._restore_new_view()  # restore_persisted_state, tolerating a bad shared one
 
     # ------------------------------------------------------------------ scopes
 

@@ -165,7 +165,9 @@ def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, 
         _sqlite_engine(path).close()  # create the file once
         return "sqlite", str(path)
     dsn: str = request.getfixturevalue("pg_dsn")
-    engine_for("postgres", dsn).close()  # create the tables
+    engine = engine_for("postgres", dsn)  # the tables created
+    engine.store.clear()  # type: ignore[attr-defined]
+    engine.close()
     _delete_states("postgres", dsn)
     return "postgres", dsn
 
@@ -276,3 +278,59 @@ def test_a_views_state_change_on_the_event_loop_starts_from_the_stored_state(
     assert [state.history[-2][0].isoformat(), *state.history[-2][1:]] == other["last"]
     assert view.get_state().history == state.history
     store.close()
+
+
+def _overwrite_states(kind: str, target: str, text: str) -> None:
+    """Overwrite every stored affective state's JSON by hand."""
+    if kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        with conn:
+            conn.execute("UPDATE em_affective_state SET snapshot = ?", (text,))
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        pg.execute("UPDATE shared_state SET snapshot_json = %s", (text,))
+
+
+@pytest.mark.parametrize("replace", ["reset_state", "load_state", "clear_persisted_state"])
+@pytest.mark.parametrize("garbage", ["not json", "[]", '{"core_affect": {"valence": 5}}'])
+def test_a_stored_state_edited_into_garbage_is_named_and_can_be_replaced(
+    shared_target: tuple[str, str], garbage: str, replace: str
+) -> None:
+    """A stored state edited by hand into something that is no state snapshot: every
+    operation needing it fails naming the state's key (nothing stored meanwhile), and
+    the operations that replace the state (reset, load, clear) still work."""
+    import re
+
+    from emotional_memory.stores._shared.state import StoredStateError
+
+    kind, target = shared_target
+    first, second = engine_for(kind, target), engine_for(kind, target)
+    view, other = first.scoped("team"), second.scoped("team")
+    view.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    _overwrite_states(kind, target, garbage)
+    key = re.escape(view.state_store.key)  # type: ignore[union-attr]
+    for operation in (view.get_state, lambda: view.encode("a note"),
+                      lambda: other.set_affect(CoreAffect(valence=0.2, arousal=0.2))):
+        with pytest.raises(StoredStateError, match=key):
+            operation()
+    assert first.list_all() == []
+    third = engine_for(kind, target)  # a new engine or view opens, to replace it
+    fresh = third.scoped("team")
+    if replace == "load_state":
+        snapshot = AffectiveState.initial().update(CoreAffect(valence=0.3, arousal=0.1)).snapshot()
+        fresh.load_state(snapshot)
+        expected = AffectiveState.restore(snapshot).history
+    else:
+        getattr(fresh, replace)()
+        expected = []
+    assert other.get_state().history == view.get_state().history == expected
+    after = other.set_affect(CoreAffect(valence=0.5, arousal=0.2))
+    assert len(after.history) == len(expected) + 1
+    assert fresh.get_state().history == after.history
+    for engine in (first, second, third):
+        engine.close()
