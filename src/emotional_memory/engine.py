@@ -76,11 +76,13 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             ``config.enable_appraisal`` is False.
         shared_state: share the affective state with engines in other processes or
             hosts over the same database: every operation runs on the state as last
-            saved (one read per operation, in its transaction), operations on one
-            scope are serialised by the database (PostgreSQL: an advisory lock per
-            scope; SQLite: the file's write lock), and each saves the new state
-            with a new version. Needs a state store made by ``from_store(store)``.
-            Off by default (each engine keeps its own copy, as in the original).
+            saved (its version read once per operation, while the operation holds
+            its scope), operations on one scope (or a scope and its parent) are
+            serialised across processes (PostgreSQL: advisory locks per scope;
+            SQLite: ``flock`` on files beside the database), and each saves the new
+            state, with a new version, in its write transaction. Needs a state
+            store made by ``from_store(store)``. Off by default (each engine keeps
+            its own copy, as in the original).
 
     Raises:
         TypeError: a store, embedder or ``affect_from_text`` without the methods
@@ -142,7 +144,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 "PostgresAffectiveStateStore.from_store(store))"
             )
         if state_store is not None:
-            self.restore_persisted_state()
+            self._restore_new_view()  # restore_persisted_state, tolerating a bad shared one
 
     # ------------------------------------------------------------------ scopes
 

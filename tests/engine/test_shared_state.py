@@ -21,10 +21,12 @@ import pytest
 
 from emotional_memory import CoreAffect, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores.sqlite import SQLiteStore
 from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
 from support.paths import SUPPORT
+from support.shared_state_worker import engine_for
 
 
 def _sqlite_engine(path: Path, **kwargs: Any) -> EmotionalMemory:
@@ -152,3 +154,183 @@ def test_processes_on_one_postgres_database_lose_no_update(pg_dsn: str) -> None:
     run_workers("postgres", pg_dsn, workers=3, ops=5, mode="encode")
     assert len(store) == 15
     engine.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def shared_target(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+    """``(kind, target)`` of ``support/shared_state_worker.py``: an SQLite file, or the
+    module's PostgreSQL database (table ``shared``, its memories and states cleared)."""
+    if request.param == "sqlite":
+        path = tmp_path / "shared.db"
+        _sqlite_engine(path).close()  # create the file once
+        return "sqlite", str(path)
+    dsn: str = request.getfixturevalue("pg_dsn")
+    engine = engine_for("postgres", dsn)  # the tables created
+    engine.store.clear()  # type: ignore[attr-defined]
+    engine.close()
+    _delete_states("postgres", dsn)
+    return "postgres", dsn
+
+
+def _delete_states(kind: str, target: str) -> None:
+    """Delete every stored affective state by hand (SQL on a connection of its own)."""
+    if kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        with conn:
+            conn.execute("DELETE FROM em_affective_state")
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        pg.execute("DELETE FROM shared_state")
+
+
+def test_every_read_of_the_state_answers_what_another_process_saved(
+    shared_target: tuple[str, str],
+) -> None:
+    """``save_state()`` (like ``get_state()``) answers the state as last saved by any
+    process, not the copy this engine held before another process changed it."""
+    kind, target = shared_target
+    engine = engine_for(kind, target)
+    view = engine.scoped("team")
+    held = view.get_state()
+    run_workers(kind, target, workers=1, ops=1, mode="affect")  # another process's update
+    stored = view.get_state()
+    assert stored.history != held.history
+    assert view.save_state() == stored.snapshot()
+    assert view.get_current_mood() == stored.mood
+    engine.close()
+
+
+@pytest.mark.parametrize("how", ["clear_persisted_state", "deleted by hand"])
+def test_a_cleared_state_is_the_initial_state_for_every_engine(
+    shared_target: tuple[str, str], how: str
+) -> None:
+    """Once the stored state is gone, every engine sharing it answers the initial
+    state, and that is the state the next operation (of any of them) starts from."""
+    kind, target = shared_target
+    first, second = engine_for(kind, target), engine_for(kind, target)
+    a, b = first.scoped("team"), second.scoped("team")
+    a.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    assert b.get_state().history == a.get_state().history != []
+    if how == "clear_persisted_state":
+        a.clear_persisted_state()
+    else:
+        _delete_states(kind, target)
+    neutral = AffectiveState.initial()
+    for view in (a, b):
+        state = view.get_state()
+        assert state.history == []
+        assert state.core_affect == neutral.core_affect
+        assert (state.mood.valence, state.mood.arousal) == (
+            neutral.mood.valence, neutral.mood.arousal)
+        assert view.save_state()["_history"] == []
+    after = b.set_affect(CoreAffect(valence=0.5, arousal=0.2))  # starts from the initial
+    assert len(after.history) == 1
+    assert a.get_state().history == after.history
+    first.close()
+    second.close()
+
+
+def test_a_views_state_change_on_the_event_loop_starts_from_the_stored_state(
+    tmp_path: Path,
+) -> None:
+    """``AsyncEmotionalMemory.set_affect`` (synchronous, on the event loop) of a view
+    while an operation of its parent runs in a worker thread does not wait for its
+    turn (as in the original); with shared states it still starts from the view's
+    state as last saved by any process, so another process's update is not lost."""
+    import asyncio
+    import threading
+
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+
+    path = tmp_path / "shared.db"
+    _sqlite_engine(path).close()
+    store = SQLiteStore(path)
+    embedder = HashingEmbedder(dim=32)
+    root = AsyncEmotionalMemory(store, embedder,
+                                state_store=SQLiteAffectiveStateStore.from_store(store),
+                                shared_state=True)
+    view = root.scoped("team")
+    other = run_workers("sqlite", str(path), workers=1, ops=1, mode="affect")[0]
+    embed, entered, go = embedder.embed, threading.Event(), threading.Event()
+
+    def held_embed(text: str) -> Any:  # the root's encode holds its turn meanwhile
+        entered.set()
+        go.wait(timeout=60)
+        return embed(text)
+
+    embedder.embed = held_embed  # type: ignore[method-assign]
+
+    async def run() -> AffectiveState:
+        encoding = asyncio.ensure_future(root.encode("a note of the root"))
+        await asyncio.to_thread(entered.wait, 60)
+        try:
+            return view.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+        finally:
+            go.set()
+            await encoding
+
+    state = asyncio.run(run())
+    assert [state.history[-2][0].isoformat(), *state.history[-2][1:]] == other["last"]
+    assert view.get_state().history == state.history
+    store.close()
+
+
+def _overwrite_states(kind: str, target: str, text: str) -> None:
+    """Overwrite every stored affective state's JSON by hand."""
+    if kind == "sqlite":
+        import sqlite3
+
+        conn = sqlite3.connect(target)
+        with conn:
+            conn.execute("UPDATE em_affective_state SET snapshot = ?", (text,))
+        conn.close()
+        return
+    import psycopg
+
+    with psycopg.connect(target, autocommit=True) as pg:
+        pg.execute("UPDATE shared_state SET snapshot_json = %s", (text,))
+
+
+@pytest.mark.parametrize("replace", ["reset_state", "load_state", "clear_persisted_state"])
+@pytest.mark.parametrize("garbage", ["not json", "[]", '{"core_affect": {"valence": 5}}'])
+def test_a_stored_state_edited_into_garbage_is_named_and_can_be_replaced(
+    shared_target: tuple[str, str], garbage: str, replace: str
+) -> None:
+    """A stored state edited by hand into something that is no state snapshot: every
+    operation needing it fails naming the state's key (nothing stored meanwhile), and
+    the operations that replace the state (reset, load, clear) still work."""
+    import re
+
+    from emotional_memory.stores._shared.state import StoredStateError
+
+    kind, target = shared_target
+    first, second = engine_for(kind, target), engine_for(kind, target)
+    view, other = first.scoped("team"), second.scoped("team")
+    view.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    _overwrite_states(kind, target, garbage)
+    key = re.escape(view.state_store.key)  # type: ignore[union-attr]
+    for operation in (view.get_state, lambda: view.encode("a note"),
+                      lambda: other.set_affect(CoreAffect(valence=0.2, arousal=0.2))):
+        with pytest.raises(StoredStateError, match=key):
+            operation()
+    assert first.list_all() == []
+    third = engine_for(kind, target)  # a new engine or view opens, to replace it
+    fresh = third.scoped("team")
+    if replace == "load_state":
+        snapshot = AffectiveState.initial().update(CoreAffect(valence=0.3, arousal=0.1)).snapshot()
+        fresh.load_state(snapshot)
+        expected = AffectiveState.restore(snapshot).history
+    else:
+        getattr(fresh, replace)()
+        expected = []
+    assert other.get_state().history == view.get_state().history == expected
+    after = other.set_affect(CoreAffect(valence=0.5, arousal=0.2))
+    assert len(after.history) == len(expected) + 1
+    assert fresh.get_state().history == after.history
+    for engine in (first, second, third):
+        engine.close()

@@ -160,3 +160,49 @@ def test_workers_need_a_shared_store(store: str, tmp_path: Path) -> None:
     )
     assert out.returncode == 2
     assert "--workers > 1 needs a store" in out.stderr
+
+
+def test_a_felt_memory_reports_the_mood_its_own_encode_started_from(tmp_path: Path) -> None:
+    """``remember_felt`` (the MCP ``remember`` tool's mood change) reads the mood before
+    and after its encode in the same turn as the encode, across processes: another
+    worker's write arriving just as the request starts is the "before" it reports, not
+    a change it attributes to its own memory."""
+    import asyncio
+    import sys
+
+    from emotional_memory import CoreAffect
+    from emotional_memory.server.service import BatchItem, MemoryService
+    from emotional_memory.state import AffectiveState
+    from support.paths import SUPPORT
+    from support.shared_state_worker import engine_for
+
+    path = str(tmp_path / "shared.db")
+    service = MemoryService(engine_for("sqlite", path))
+    other_worker = [sys.executable, str(SUPPORT / "shared_state_worker.py"), "sqlite", path,
+                    "0", "1", "affect"]
+
+    async def run() -> tuple[Any, Any]:
+        view = await service.view(("team",))
+        states = view.engine._shared_states()
+        assert states is not None
+        hold, moods = states.hold_scope, []
+
+        def arriving(scope: tuple[str, ...]) -> Any:
+            if not moods:  # another worker's write lands as this request starts
+                subprocess.run(other_worker, check=True, capture_output=True, timeout=120)
+                snapshot, _ = states.load_versioned()
+                moods.append(AffectiveState.restore(snapshot).mood)  # type: ignore[arg-type]
+            return hold(scope)
+
+        states.hold_scope = arriving  # type: ignore[method-assign]
+        done = await service.remember_felt(
+            ("team",), BatchItem("a memory", affect=CoreAffect(valence=0.6, arousal=0.3)))
+        return done, moods[0]
+
+    try:
+        done, other = asyncio.run(run())
+        assert done.mood_before == other
+        assert done.mood_after == done.memory.tag.mood_snapshot
+        assert done.mood_after == asyncio.run(service.state(("team",))).mood
+    finally:
+        service.engine.close()

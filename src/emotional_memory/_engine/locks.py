@@ -23,10 +23,15 @@ def _synchronized(method: Callable[_P, _R]) -> Callable[_P, _R]:
     lock, so an event loop calling them never waits for a running operation.
     """
 
+    replacing = getattr(method, "_replaces_state", False)
+
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         engine = args[0]
-        with engine._scope_locks.hold(engine._scope), engine._sharing():  # type: ignore[attr-defined]
+        with (
+            engine._scope_locks.hold(engine._scope),  # type: ignore[attr-defined]
+            engine._sharing(replacing),  # type: ignore[attr-defined]
+        ):
             return method(*args, **kwargs)
 
     return locked
@@ -40,19 +45,32 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
     method runs at once instead of blocking the loop: the running operation may be
     waiting for that very loop (async stores and embedders are called back on it), so
     waiting could deadlock. That is the original's semantics: a state change between
-    two steps of a running operation.
+    two steps of a running operation. With ``shared_state`` it still starts from the
+    state as last saved (the running overlapping operation holds the database locks
+    that keep other processes from changing it meanwhile).
     """
+
+    replacing = getattr(method, "_replaces_state", False)
 
     @functools.wraps(method)
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         engine = args[0]
         locks, path = engine._scope_locks, engine._scope  # type: ignore[attr-defined]
         if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
+            engine._catch_up(replacing)  # type: ignore[attr-defined]
             return method(*args, **kwargs)
         try:
-            with engine._sharing():  # type: ignore[attr-defined]
+            with engine._sharing(replacing):  # type: ignore[attr-defined]
                 return method(*args, **kwargs)
         finally:
             locks.release(path)
 
     return locked
+
+
+def _replaces_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Mark a state method that replaces the state whatever is stored (reset, load,
+    clear): with ``shared_state`` it still runs when the stored state is no snapshot
+    (edited by hand), from the initial state. Put it under the lock decorator."""
+    setattr(method, "_replaces_state", True)  # noqa: B010 - an attribute of a function
+    return method

@@ -8,11 +8,17 @@ from datetime import datetime
 from typing import Any
 
 from emotional_memory._engine.core import EngineCore
-from emotional_memory._engine.locks import _R, _synchronized, _synchronized_state
+from emotional_memory._engine.locks import (
+    _R,
+    _replaces_state,
+    _synchronized,
+    _synchronized_state,
+)
 from emotional_memory._validation import aware
 from emotional_memory.affect import CoreAffect
 from emotional_memory.mood import MoodField
 from emotional_memory.state import AffectiveState
+from emotional_memory.stores._shared.state import StoredStateError
 from emotional_memory.stores.base import VersionedStateStore
 
 
@@ -52,7 +58,7 @@ class StateMixin(EngineCore):
         return joined if isinstance(joined, VersionedStateStore) else None
 
     @contextmanager
-    def _sharing(self) -> Iterator[None]:
+    def _sharing(self, replacing: bool = False) -> Iterator[None]:
         """Run an operation on the database's current state, serialised across processes.
 
         With ``shared_state``, the outermost operation holds its scope against
@@ -60,7 +66,8 @@ class StateMixin(EngineCore):
         database locks, not a store transaction, so ranking and embedding run with
         nothing locked but the scope), reloads the state when its version moved
         (another process saved it), and saves the new state, with a new version, in
-        its write transaction.
+        its write transaction. ``replacing``: the operation replaces the state whatever
+        is stored (see :meth:`_take_stored`).
         """
         states = self._shared_states()
         if states is None or self.__dict__.get("_sharing_depth", 0):
@@ -69,20 +76,51 @@ class StateMixin(EngineCore):
         self._sharing_depth = 1
         try:
             with states.hold_scope(self._scope):
-                self._take_stored(states)
+                self._take_stored(states, replacing)
                 yield
         finally:
             self._sharing_depth = 0
 
-    def _take_stored(self, states: VersionedStateStore) -> None:
-        """Adopt the stored state when its version is not the one this engine holds."""
-        snapshot, version = states.load_versioned()
-        if version != self.__dict__.get("_state_version"):
-            self._state = (
-                AffectiveState.restore(snapshot) if snapshot is not None
-                else AffectiveState.initial(self._now())
-            )
-            self._state_version = version
+    def _catch_up(self, replacing: bool = False) -> None:
+        """Adopt the stored state before a state change made outside this engine's
+        turn (an event loop's while an overlapping operation runs), unless this
+        engine's own operation is the one running (its state is the stored one)."""
+        states = self._shared_states()
+        if states is not None and not self.__dict__.get("_sharing_depth", 0):
+            self._take_stored(states, replacing)
+
+    def _take_stored(self, states: VersionedStateStore, replacing: bool = False) -> None:
+        """Adopt the stored state when its version is not the one this engine holds.
+
+        Raises:
+            StoredStateError: the stored state is no snapshot (edited by hand), unless
+                ``replacing`` (an operation that overwrites it starts from the initial
+                state instead).
+        """
+        try:
+            snapshot, version = states.load_versioned()
+            if version == self.__dict__.get("_state_version"):
+                return
+            state = self._restored(states, snapshot)
+        except StoredStateError:
+            if not replacing:
+                raise
+            state, version = AffectiveState.initial(self._now()), ""
+        self._state = state
+        self._state_version = version
+
+    def _restored(self, states: VersionedStateStore, snapshot: Any) -> AffectiveState:
+        """The state of a stored ``snapshot``; None (nothing stored) is the initial one.
+
+        Raises:
+            StoredStateError: not a state snapshot (named by the state's key).
+        """
+        if snapshot is None:
+            return AffectiveState.initial(self._now())
+        try:
+            return AffectiveState.restore(snapshot)
+        except (TypeError, ValueError) as exc:
+            raise StoredStateError(str(getattr(states, "key", "?")), str(exc)) from None
 
     def _current_state(self) -> AffectiveState:
         """The state to answer with: the stored one when it moved (shared state), else
@@ -91,9 +129,10 @@ class StateMixin(EngineCore):
         if states is None or self.__dict__.get("_sharing_depth", 0):
             return self._state
         snapshot, version = states.load_versioned()
-        if version == self.__dict__.get("_state_version") or snapshot is None:
+        if version == self.__dict__.get("_state_version"):
             return self._state
-        return AffectiveState.restore(snapshot)
+        # as _take_stored: no stored state (cleared, or its row deleted) is the initial one
+        return self._restored(states, snapshot)
 
     def _joined_state_store(self) -> Any:
         """A state store whose saves join the store's transactions, or None.
@@ -187,6 +226,7 @@ class StateMixin(EngineCore):
         return self._adopt(self._update_state(core_affect, self._now()))
 
     @_synchronized_state
+    @_replaces_state
     def reset_state(self) -> None:
         """Back to the initial neutral state."""
         self._adopt(AffectiveState.initial(self._now()))
@@ -195,11 +235,13 @@ class StateMixin(EngineCore):
         """A JSON-able snapshot of the state (see :meth:`load_state`).
 
         Returns:
-            ``AffectiveState.snapshot()`` of the current state, history included.
+            ``AffectiveState.snapshot()`` of the current state (as :meth:`get_state`
+            answers it), history included.
         """
-        return self._state.snapshot()
+        return self._current_state().snapshot()
 
     @_synchronized_state
+    @_replaces_state
     def load_state(self, data: dict[str, Any]) -> None:
         """Restore a snapshot from :meth:`save_state` (of this library or the original).
 
@@ -230,18 +272,25 @@ class StateMixin(EngineCore):
         return self._restore_persisted()
 
     @_synchronized_state
+    @_replaces_state
     def _restore_new_view(self) -> bool:
         """:meth:`restore_persisted_state` for a view that ``scoped()`` just made.
 
         On a thread running an event loop (``AsyncEmotionalMemory.scoped``) it never
         waits for an overlapping operation in flight: that operation may be waiting
         for the loop (async stores and embedders), and a new view has no operation
-        of its own to wait for.
+        of its own to wait for. Also what a new engine with ``shared_state`` runs: a
+        stored state that is no snapshot (edited by hand) is not loaded, so that the
+        view or engine can replace it (every other operation raises
+        :class:`~emotional_memory.stores._shared.state.StoredStateError`).
 
         Returns:
             True when a stored state was loaded.
         """
-        return self._restore_persisted()
+        try:
+            return self._restore_persisted()
+        except StoredStateError:
+            return False
 
     def _restore_persisted(self) -> bool:
         """The body of :meth:`restore_persisted_state` (the caller holds the turn)."""
@@ -249,9 +298,10 @@ class StateMixin(EngineCore):
             return False
         states = self._shared_states()
         if states is not None:
-            snapshot, self._state_version = states.load_versioned()
+            snapshot, version = states.load_versioned()
             if snapshot is not None:
-                self._state = AffectiveState.restore(snapshot)
+                self._state = self._restored(states, snapshot)
+            self._state_version = version
             return snapshot is not None
         loaded: Any = self.state_store.load()
         if loaded is None:
@@ -263,8 +313,13 @@ class StateMixin(EngineCore):
         return True
 
     @_synchronized
+    @_replaces_state
     def clear_persisted_state(self) -> None:
-        """Forget the persisted state (the in-memory state is kept)."""
+        """Forget the persisted state (the in-memory state is kept).
+
+        With ``shared_state`` the state lives in the database, so every engine sharing
+        it (this one included) answers, and next operates on, the initial state.
+        """
         if self.state_store is not None:
             self.state_store.clear()
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import json_metadata
 from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
@@ -309,9 +310,8 @@ class MemoryService:
         source = "given" if item.affect is not None else "text" if self.rates_text else "current"
         with _unstorable_at(()):
             async with self._using(path) as view:
-                engine = view.engine
-
-                def felt() -> tuple[MoodField, Memory, MoodField]:
+                @_synchronized
+                def felt(engine: EmotionalMemory) -> tuple[MoodField, Memory, MoodField]:
                     before = engine.get_state().mood
                     memory = engine.encode(
                         item.content, metadata=item.metadata, affect=item.affect,
@@ -319,8 +319,10 @@ class MemoryService:
                     )
                     return before, memory, engine.get_state().mood
 
-                # one engine operation (its turn): nothing runs between the reads and encode
-                before, memory, after = await view._run(felt)
+                # one engine operation (its turn, held across processes with shared
+                # states): no other operation of any worker runs between the reads and
+                # the encode
+                before, memory, after = await view._run(felt, view.engine)
         return Remembered(memory, before, after, source)
 
     async def remember_batch(

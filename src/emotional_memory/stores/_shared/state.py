@@ -14,7 +14,37 @@ from typing import Any
 
 from emotional_memory.state import AffectiveState
 
-__all__ = ["scoped_key", "scoped_state_store", "snapshot_of"]
+__all__ = ["StoredStateError", "parse_stored", "scoped_key", "scoped_state_store", "snapshot_of"]
+
+
+class StoredStateError(RuntimeError):
+    """A stored affective state that is no state snapshot (e.g. its row edited by hand).
+
+    Attributes:
+        key: the state's key.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(
+            f"the stored affective state {key!r} is not a state snapshot ({problem}); "
+            "reset_state(), load_state(...) or clear_persisted_state() replace it"
+        )
+        self.key = key
+
+
+def parse_stored(key: str, text: str) -> dict[str, Any]:
+    """The snapshot dict stored as JSON ``text`` under ``key``.
+
+    Raises:
+        StoredStateError: ``text`` is not a JSON object.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise StoredStateError(key, f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise StoredStateError(key, f"a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def scoped_key(key: str, path: tuple[str, ...]) -> str:

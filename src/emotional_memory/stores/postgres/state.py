@@ -23,7 +23,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError, redact_dsn
 
@@ -273,7 +273,7 @@ class PostgresAffectiveStateStore:
             ).fetchone()
         if row is None:
             return None, ""
-        data: dict[str, Any] = json.loads(row[0])
+        data = parse_stored(self._key, row[0])
         return data, str(row[1])
 
     def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:

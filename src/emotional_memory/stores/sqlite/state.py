@@ -30,7 +30,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import open_connection
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
@@ -211,7 +211,7 @@ class SQLiteAffectiveStateStore:
             )
         if row is None:
             return None, ""
-        data: dict[str, Any] = json.loads(row[0])
+        data = parse_stored(self._key, row[0])
         return data, str(row[0])
 
     def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
