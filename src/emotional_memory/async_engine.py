@@ -688,7 +688,9 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
     starts from a copy of ``engine``'s affective state (history included): later
-    state changes of either engine do not affect the other.
+    state changes of either engine do not affect the other. An engine with
+    ``shared_state`` keeps its state in the database: the copy then shares it, as an
+    engine in another process would (same versions, same scope holds).
 
     Args:
         engine: A sync :class:`~emotional_memory.engine.EmotionalMemory`.
@@ -719,4 +721,12 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     core._clock = engine._clock
     core.state_store = engine.state_store
     core._state = state
+    if engine.__dict__.get("_shared_state", False):
+        # the state lives in the database: share it through the engine's own store
+        # (the adapters hide it from the state store's joined_with), never overwrite
+        # it from a private copy
+        core.store = engine.store
+        core._shared_state = True
+        if "_state_version" in engine.__dict__:
+            core._state_version = engine._state_version
     return out

@@ -334,3 +334,41 @@ def test_a_stored_state_edited_into_garbage_is_named_and_can_be_replaced(
     assert fresh.get_state().history == after.history
     for engine in (first, second, third):
         engine.close()
+
+
+def test_as_async_of_a_shared_engine_shares_the_state(tmp_path: Path) -> None:
+    """``as_async`` of an engine with ``shared_state`` shares the state through the
+    database as another engine would (a private copy would write the shared row
+    without versions or scope holds): a change through either is what the other
+    answers, and interleaved updates from threads on both lose none."""
+    import asyncio
+    import threading
+
+    from emotional_memory import as_async
+
+    engine = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    engine.set_affect(CoreAffect(valence=-0.5, arousal=0.5))
+    copy = as_async(engine)
+    assert copy.get_state() == engine.get_state()
+    asyncio.run(copy.encode("through the async copy", affect=CoreAffect(valence=0.9, arousal=0.9)))
+    assert engine.get_state() == copy.get_state()
+    assert engine.get_state().history == copy.get_state().history
+
+    lines: list[dict[str, Any]] = []
+
+    def updates(target: Any, sign: float) -> None:
+        for i in range(12):
+            state = target.set_affect(CoreAffect(valence=sign * (i + 1) / 13, arousal=0.4))
+            history = [[p[0].isoformat(), *p[1:]] for p in state.history]
+            lines.append({"last": history[-1], "prev": history[-2]})
+
+    threads = [threading.Thread(target=updates, args=(engine, 1.0)),
+               threading.Thread(target=updates, args=(copy, -1.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    last = check_one_chain(lines)
+    got = copy.get_state().history[-1]
+    assert [got[0].isoformat(), *got[1:]] == last
+    engine.close()
