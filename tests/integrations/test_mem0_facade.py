@@ -137,3 +137,29 @@ def test_get_all_and_repr_read_no_more_memories_than_they_return() -> None:
     built.clear()
     assert repr(m) == "EmotionalMemoryMem0Backend(memories=23, default_user_id='default')"
     assert built == []
+
+
+def test_reset_resets_the_moods_of_users_another_process_left(tmp_path: Any) -> None:
+    """``reset()`` resets every user's affective state, also of users this backend
+    object never served (a restarted process over the same files)."""
+    from emotional_memory.affect import CoreAffect
+    from emotional_memory.stores.sqlite import SQLiteStore
+    from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+    def open_engine() -> EmotionalMemory:
+        store = SQLiteStore(tmp_path / "m.db")
+        return EmotionalMemory(store, HashingEmbedder(dim=32),
+                               state_store=SQLiteAffectiveStateStore.from_store(store))
+
+    first = EmotionalMemoryMem0Backend(open_engine())
+    first.add("the storm broke the window", user_id="alice")
+    first.em.scoped("alice").set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    first.close()
+    restarted = EmotionalMemoryMem0Backend(open_engine())
+    assert restarted.em.scoped("alice").get_state().core_affect.valence == pytest.approx(-0.8)
+    restarted.reset()
+    assert restarted.get_all(user_id="alice")["results"] == []
+    restarted.close()
+    again = open_engine()
+    assert again.scoped("alice").get_state().core_affect.valence == 0.0
+    again.close()

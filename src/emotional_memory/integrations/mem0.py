@@ -362,12 +362,16 @@ class EmotionalMemoryMem0Backend:
         return {"message": DELETED_MESSAGE}
 
     def reset(self) -> None:
-        """Delete every memory of every user and reset every affective state."""
-        for memory in self._em.list_all():
+        """Delete every memory of every user and reset every affective state: the
+        root's, and that of each user this object served or who held a memory (also
+        users a previous process left in a persisted state store)."""
+        memories = self._em.list_all()
+        users = dict.fromkeys([*self._views, *(m.scope[0] for m in memories if m.scope)])
+        for memory in memories:
             self._em.delete(memory.id)
         self._em.reset_state()
-        for view in self._views.values():
-            view.reset_state()
+        for user in users:
+            self._user(user).reset_state()
 
     def close(self) -> None:
         """Close the engine (and its stores)."""
