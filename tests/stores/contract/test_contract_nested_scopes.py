@@ -105,3 +105,23 @@ def test_a_nested_view_answers_as_a_separate_engine_whatever_its_parent_does(
     for m in engine.list_all():
         seen = {s.id for s in (engine.scoped(*m.scope) if m.scope else engine).list_all()}
         assert {lk.target_id for lk in m.tag.resonance_links} <= seen, m.scope
+
+
+ODD_PARTS = ["%", "_", "\\", "/", "a/b", "a", "a%", "a_", "A", "[", '"', ",", " ", "*",
+             ".", "NULL", "{}", "\u2028", "\U0001f600", "\u00e9", "e\u0301", "'", "ß", "SS",
+             "\t", '"a","b"', '["a"]', 'a","b']
+ODD_PATHS = [(p,) for p in ODD_PARTS] + [("a", "b"), ("a", "%"), ("%", "a"), ("a/b", "c")]
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+def test_scope_parts_with_odd_characters_confine_by_exact_prefix(backend: Backend) -> None:
+    """Parts that are wildcards, separators, escapes, JSON or unicode look-alikes in
+    some database: a view sees exactly the memories whose path starts with its own."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=Clock())
+    made = {p: engine.scoped(*p).encode(f"rain bridge {i}").id for i, p in enumerate(ODD_PATHS)}
+    for p in ODD_PATHS:
+        want = sorted(made[q] for q in ODD_PATHS if q[: len(p)] == p)
+        view = engine.scoped(*p)
+        assert sorted(m.id for m in view.list_all()) == want, p
+        assert len(view) == len(want), p
+        assert sorted(m.id for m in view.retrieve("rain bridge", 50)) == want, p
