@@ -278,6 +278,36 @@ def test_one_view_per_scope_and_evicted_views_come_back_as_they_were() -> None:
     asyncio.run(run())
 
 
+def test_without_a_state_store_no_view_is_dropped_with_its_state() -> None:
+    """Without a state store a view's state lives only in the view: evicting it (to
+    keep ``max_views``) would reset the scope's mood, which a separate engine keeps."""
+    from emotional_memory.affect import CoreAffect
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.stores import InMemoryStore
+    from support.scopes import Clock
+
+    clock = Clock()  # both engines read the same moment
+    service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=clock),
+                            max_views=1)
+    alone = EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=clock)
+    affect = CoreAffect(valence=-0.7, arousal=0.6)
+
+    async def run() -> None:
+        await service.set_affect(("a",), affect)
+        await service.remember(("a",), BatchItem("a rainy day"))
+        for other in ("b", "c"):
+            await service.set_affect((other,), CoreAffect(valence=0.9, arousal=0.1))
+        again = await service.view(("a",))
+        alone.set_affect(affect)
+        alone.encode("a rainy day")
+        assert again.get_state().snapshot()["core_affect"] == \
+            alone.get_state().snapshot()["core_affect"]
+        assert again.get_state().mood == alone.get_state().mood
+
+    asyncio.run(run())
+
+
 def test_a_view_in_use_is_never_evicted() -> None:
     service = _service(max_views=1)
 

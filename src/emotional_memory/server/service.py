@@ -45,7 +45,8 @@ __all__ = ["MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered"
 MAX_VIEWS = 4096
 """Idle scope views kept open; beyond that the least recently used idle one is dropped
 (its state is persisted, so it comes back as it was). A view serving a request is
-never dropped."""
+never dropped, nor any view of an engine without a state store (its state is in
+the view only)."""
 
 
 class FieldError(ValueError):
@@ -113,7 +114,8 @@ class MemoryService:
     Args:
         engine: the root engine (its store, embedder, config and state store serve
             every scope).
-        max_views: scope views kept open (LRU).
+        max_views: scope views kept open (LRU) when the engine has a state store
+            (without one, every view is kept: its state lives only in it).
         limits: the bounds on one request (default: :class:`Limits`' defaults).
     """
 
@@ -210,9 +212,11 @@ class MemoryService:
             self._evict(keep=path)
 
     def _evict(self, keep: tuple[str, ...] = ()) -> None:
-        """Drop least recently used idle views (not ``keep``) beyond ``max_views``."""
+        """Drop least recently used idle views (not ``keep``) beyond ``max_views``;
+        none while the engine has no state store (a view's state lives only in it:
+        opened again, the scope would start from the initial state)."""
         excess = len(self._views) - self.max_views
-        if excess <= 0:
+        if excess <= 0 or self.engine.state_store is None:
             return
         idle = [p for p, (_, users) in self._views.items() if users == 0 and p != keep]
         for p in idle[:excess]:

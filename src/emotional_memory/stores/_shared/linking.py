@@ -278,6 +278,25 @@ def backward_slot(strengths: Sequence[float], strength: float, max_links: int) -
     return weakest if strength > strengths[weakest] else -1
 
 
+def backward_twin(memory: Memory, target: Memory) -> bool:
+    """Whether a forward link ``memory -> target`` gets its backward twin.
+
+    Only between memories of one scope path. A view links a new memory to what it
+    sees, its sub-scopes' memories included, but a twin held by a sub-scope's memory
+    would point at a memory that sub-scope's view does not see (and, once the target
+    is full, evict one of its own links): the sub-scope would no longer answer as a
+    separate engine holding only its memories.
+
+    Args:
+        memory: the new memory (the link's source).
+        target: the linked memory.
+
+    Returns:
+        True when both hold the same scope path.
+    """
+    return target.scope == memory.scope
+
+
 def backward(
     existing: list[Any], strengths: list[float], back: Any, strength: float, max_links: int
 ) -> bool:
@@ -388,7 +407,7 @@ class MemoryLinker(Linker):
         self._forward[memory.id] = memory
         for link in forward:
             target = self._store.get(link.target_id)
-            if target is None:
+            if target is None or not backward_twin(memory, target):
                 continue
             back = ResonanceLink(
                 source_id=target.id, target_id=memory.id, strength=link.strength,

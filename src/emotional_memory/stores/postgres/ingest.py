@@ -58,11 +58,13 @@ _UPDATE_CHUNK = 8000
 
 _COLUMNS = (
     "seq, id, exact, tagf[1:3], tagi[1:1], link_targets, link_strengths, norm, "
-    "embedding, link_types, whole IS NOT NULL"
+    "embedding, link_types, whole IS NOT NULL, scope"
 )
 """What linking reads of a stored row: insertion order, id, embedding (``exact``,
-``norm``, ``embedding``), core affect, timestamp, links, and whether it is kept
-whole (then its memory is read: :meth:`_BulkLinker._whole_memory`)."""
+``norm``, ``embedding``), core affect, timestamp, links, whether it is kept whole
+(then its memory is read: :meth:`_BulkLinker._whole_memory`) and its scope path
+(a backward twin only within one: :func:`~emotional_memory.stores._shared.linking.
+backward_twin`)."""
 
 _LINK_NAMES = {code: name for name, code in LINK_CODE.items()}
 
@@ -175,6 +177,7 @@ class _BulkLinker(Linker):
         self._final: dict[str, Links] = {}  # saved memories' links
         self._unread: list[str] = []  # saved ids whose stored copy is not read yet
         self._copies: dict[str, Memory] = {}
+        self._scopes: dict[str, tuple[str, ...]] = {}  # scope paths of new and old rows
 
     # ------------------------------------------------------------------ saving
 
@@ -207,6 +210,7 @@ class _BulkLinker(Linker):
                 exc.index = i  # within the block: the engine adds the block's offset
                 raise
             self._new.append(memory)
+            self._scopes[memory.id] = memory.scope
             self._links[memory.id] = ([], [], [])  # saved without links
         return vecs
 
@@ -371,7 +375,8 @@ class _BulkLinker(Linker):
         """Keep the old rows read (by id): their columns and current links."""
         for rows in groups:
             for r in rows:
-                self._old.setdefault(r[1], r)
+                if self._old.setdefault(r[1], r) is r:
+                    self._scopes[r[1]] = tuple(r[11])
 
     def _whole_memory(self, mid: str) -> Memory:
         """The memory of a stored row kept whole (read, and locked, once)."""
@@ -518,6 +523,8 @@ class _BulkLinker(Linker):
         )
         for lk in forward:
             target = lk.target_id
+            if self._scopes[target] != memory.scope:  # see backward_twin
+                continue
             held = self._links_of(target)
             if held is None:  # kept whole: its links as ResonanceLinks
                 whole = self._whole[target]

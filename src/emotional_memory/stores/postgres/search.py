@@ -15,6 +15,7 @@ from emotional_memory.stores._shared.linking import (
     LinkCandidates,
     MemoryLinker,
     backward,
+    backward_twin,
     forward_links,
     memory_candidates,
     with_links,
@@ -398,7 +399,7 @@ class _PostgresLinker(MemoryLinker):
         targets = {m.id: m for m in self._pg.memories([lk.target_id for lk in forward])}
         for link in forward:
             target = targets.get(link.target_id)
-            if target is None:
+            if target is None or not backward_twin(memory, target):
                 continue
             back = ResonanceLink(
                 source_id=target.id, target_id=memory.id, strength=link.strength,

@@ -229,8 +229,10 @@ class RowLinking(EmbeddingSearch, UndoLog):
                     tuple([strength for strength, _ in links]),
                     bytes([LINK_CODE[link_type] for _, link_type in links]),
                 )
+            scope_id = self._scope_id
             for t, (strength, link_type) in zip(targets, links, strict=True):
-                self._add_backward(t, own, strength, link_type, max_links, pending)
+                if scope_id[t] == scope_id[row]:  # see backward_twin
+                    self._add_backward(t, own, strength, link_type, max_links, pending)
 
     def _add_backward(
         self, row: int, source: str, strength: float, link_type: LinkType, max_links: int,
