@@ -1,12 +1,12 @@
 """Words for the opt-in lexical signal s7: tokens, stop words and an inverted index.
 
 The kernel scores BM25 from term statistics (:class:`~emotional_memory.kernel.LexicalInputs`);
-this module produces them. Tokens are the lowercased runs of Unicode letters and digits
-(``re.findall(r"[^\\W_]+", content.lower())``); every token of a memory is indexed and
-counts towards its length, while stop words are dropped from the *query* only, so the
-stop-word list can change without re-indexing. An *analysis* maps tokens to terms:
-``"none"`` (default) or the Snowball ``"english"`` stemmer (extra ``stem``), applied
-to memories and queries alike.
+this module produces them. Tokens are the runs of Unicode letters and digits of the
+case-folded NFC text (``re.findall(r"[^\\W_]+", fold(content))``); every token of a
+memory is indexed and counts towards its length, while stop words are dropped from
+the *query* only, so the stop-word list can change without re-indexing. An
+*analysis* maps tokens to terms: ``"none"`` (default) or the Snowball ``"english"``
+stemmer (extra ``stem``), applied to memories and queries alike.
 
 :class:`LexicalIndex` is incremental (add, replace, remove one memory in O(its
 tokens)), keeps one index per analysis in use, and answers both retrieval questions:
@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import re
 import threading
+import unicodedata
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "LexicalIndex",
     "analyze",
     "check_analysis",
+    "fold",
     "query_terms",
     "stop_word_set",
     "tokenize",
@@ -63,8 +65,25 @@ ENGLISH_STOP_WORDS: frozenset[str] = frozenset((
 """A short English stop-word list (function words; the default of ``lexical_stop_words``)."""
 
 
+def fold(text: str) -> str:
+    """``text`` as the tokenizer reads it: case-folded, in Unicode normal form C.
+
+    Canonically equivalent spellings ("é" as one code point or as "e" and a combining
+    accent) and case variants ("Straße" / "STRASSE") fold alike.
+
+    Args:
+        text: any string.
+
+    Returns:
+        ``NFC(casefold(NFC(text)))`` (``text.lower()`` for ASCII text, the same).
+    """
+    if text.isascii():
+        return text.lower()
+    return unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
+
+
 def tokenize(text: str) -> list[str]:
-    """The tokens of ``text``: lowercased runs of Unicode letters and digits.
+    """The tokens of ``text``: runs of Unicode letters and digits of the text after :func:`fold`.
 
     Args:
         text: any string.
@@ -72,7 +91,7 @@ def tokenize(text: str) -> list[str]:
     Returns:
         The tokens in order (repeats kept).
     """
-    return _TOKEN.findall(text.lower())
+    return _TOKEN.findall(fold(text))
 
 
 _STEMMERS = threading.local()  # PyStemmer objects are not thread-safe: one per thread

@@ -4,6 +4,7 @@ engines and datasets the lexical, context and query-adapter tests share."""
 from __future__ import annotations
 
 import math
+import unicodedata
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,17 +17,19 @@ from emotional_memory.replay import TickClock
 
 
 def oracle_tokens(text: str) -> list[str]:
-    """Char-by-char: maximal runs of ``ch.isalnum()`` characters of ``text.lower()``.
+    """Char-by-char: maximal runs of ``ch.isalnum()`` characters of the folded text.
 
-    The module documents ``re.findall(r"[^\\W_]+", content.lower())``: the text is
-    lowercased *as a whole* first (``str.lower`` is context-sensitive: a final capital
-    sigma lowers to 'ς', and 'İ' (U+0130) lowers to 'i' + U+0307, which is not
-    alphanumeric), then split. ``[^\\W_]`` matches exactly the ``isalnum()`` characters
-    (checked over every code point in :func:`test_word_class_is_isalnum`).
+    The module documents ``re.findall(r"[^\\W_]+", fold(content))``, where ``fold`` is
+    Unicode's full case folding between two NFC normalisations: the text is folded
+    *as a whole* first ('İ' (U+0130) folds to 'i' + U+0307, which is not alphanumeric;
+    every sigma folds to 'σ'; 'ß' to 'ss'), then split. ``[^\\W_]`` matches exactly
+    the ``isalnum()`` characters (checked over every code point in
+    :func:`test_word_class_is_isalnum`).
     """
+    folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
     out: list[str] = []
     run: list[str] = []
-    for ch in text.lower():
+    for ch in folded:
         if ch.isalnum():
             run.append(ch)
         elif run:
