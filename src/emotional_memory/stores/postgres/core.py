@@ -325,7 +325,7 @@ class _Core:
         (``scope[1:n] = path``, under the GIN index on ``scope``; ``expires_us >
         now``, or ``<= now`` for what ``prune`` removes; the ``where`` filter as one
         exact SQL expression over the typed columns and ``metadata jsonb``, see
-        ``stores/_where_sql.py``), so searches, lexical statistics and link
+        ``stores/postgres/where.py``), so searches, lexical statistics and link
         candidates see only those rows; writes are refused for memories it does not
         see (as unknown ids). A ``where`` filter without an exact SQL form (a range
         with a string operand) is served by the generic

@@ -20,7 +20,7 @@ from emotional_memory.stores.sqlite.records import (
 )
 
 # ------------------------------------------------------------------ schema
-# The whole table layout and its migrations are here, in _sqlite_records.py (a row's
+# The whole table layout and its migrations are here, in records.py (a row's
 # columns) and in original_layout.py.
 #
 # Version 3 (this one): ``meta(key, value)``; ``em_memories(seq, id, content,
@@ -28,7 +28,7 @@ from emotional_memory.stores.sqlite.records import (
 # ``changes(seq, id, deleted)``. A memory of the compact shape keeps its tag in ``rec``
 # (the tag's numbers and the embedding norm), ``label`` and ``link_ids`` /
 # ``link_data`` (its links) with ``tag = ''``; any other keeps the tag's JSON in
-# ``tag`` and NULL in the four (see _sqlite_records.py), so a reopen decodes the
+# ``tag`` and NULL in the four (see records.py), so a reopen decodes the
 # table in bulk.
 # Version 2 had no ``rec`` .. ``link_data``: the opening transaction adds them and
 # rewrites every row whose memory fits the compact shape.

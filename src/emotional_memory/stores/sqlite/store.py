@@ -342,7 +342,7 @@ class SQLiteStore(BackendStore):
         Kept by the in-memory cache, built from the durable ``content`` column when
         first needed after the file is opened (or refreshed) and updated with every
         write, in step with the transaction (a rollback reverts it). Values are those
-        of :class:`~emotional_memory.stores._shared.rows.store.InMemoryStore` for the same
+        of :class:`~emotional_memory.stores.memory.InMemoryStore` for the same
         memories.
 
         Returns:
