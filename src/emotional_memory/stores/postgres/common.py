@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory.interfaces import StoreTimeoutError
-from emotional_memory.lexical import analyze
+from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact
 from emotional_memory.stores._shared import records as _records
@@ -66,16 +66,18 @@ def analysis_term(term: str, analysis: str) -> str:
     return indexed_term(term if analysis == "none" else STEM_PREFIX + term)
 
 
-def row_terms(tokens: list[str]) -> tuple[list[str], list[int]]:
-    """The ``terms`` and ``tfs`` columns of a memory's tokens: every distinct token,
-    then every distinct stem (prefixed), each with its count.
+def lexical_columns(content: str) -> tuple[list[str], list[int], int]:
+    """The ``terms``, ``tfs`` and ``doc_len`` columns of a memory's content: every
+    distinct token, then every distinct stem (prefixed), each with its count, and
+    the number of tokens.
 
     Args:
-        tokens: the content's tokens (:func:`~emotional_memory.lexical.tokenize`).
+        content: the memory's content.
 
     Returns:
-        ``(terms, tfs)``, parallel lists.
+        ``(terms, tfs, doc_len)``.
     """
+    tokens = tokenize(content)
     counts: dict[str, int] = {}
     for token in tokens:
         key = indexed_term(token)
@@ -83,7 +85,7 @@ def row_terms(tokens: list[str]) -> tuple[list[str], list[int]]:
     for stem in analyze(tokens, "english"):
         key = indexed_term(STEM_PREFIX + stem)
         counts[key] = counts.get(key, 0) + 1
-    return list(counts), list(counts.values())
+    return list(counts), list(counts.values()), len(tokens)
 
 
 MAX_EF_SEARCH = 1000

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from emotional_memory.lexical import tokenize
 from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
     PostgresStoreError,
-    row_terms,
+    lexical_columns,
 )
 from emotional_memory.stores.postgres.core import _Core
 
@@ -227,8 +226,9 @@ class _Schema(_Core):
             )
 
     def _add_stems(self, conn: Any) -> None:
-        """Rewrite every row's ``terms`` / ``tfs`` from its content, stems included
-        (the migration to version 4), in batches of :data:`_STEM_BATCH` rows."""
+        """Rewrite every row's ``terms`` / ``tfs`` / ``doc_len`` from its content (the
+        migration to version 4: stems, tokens of the case-folded NFC text), in batches
+        of :data:`_STEM_BATCH` rows."""
         last = 0
         while True:
             rows = conn.execute(
@@ -239,8 +239,8 @@ class _Schema(_Core):
                 return
             with conn.cursor() as cur:  # psycopg pipelines executemany: few round trips
                 cur.executemany(
-                    f"UPDATE {self._t} SET terms = %s, tfs = %s WHERE seq = %s",
-                    [(*row_terms(tokenize(content)), seq) for seq, content in rows],
+                    f"UPDATE {self._t} SET terms = %s, tfs = %s, doc_len = %s WHERE seq = %s",
+                    [(*lexical_columns(content), seq) for seq, content in rows],
                 )
             last = rows[-1][0]
 

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 
 from emotional_memory.interfaces import UnstorableValueError
-from emotional_memory.lexical import tokenize
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
@@ -22,7 +21,7 @@ from emotional_memory.stores.postgres.common import (
     _float_bytes,
     _has_nul,
     _Tx,
-    row_terms,
+    lexical_columns,
 )
 from emotional_memory.stores.postgres.schema import _Schema
 
@@ -96,8 +95,7 @@ class _Writer(_Schema):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
                 )
-        tokens = tokenize(memory.content)
-        terms, tfs = row_terms(tokens)
+        terms, tfs, doc_len = lexical_columns(memory.content)
         scope = memory.scope
         return {
             "id": memory.id,
@@ -115,7 +113,7 @@ class _Writer(_Schema):
             else _records.to_microseconds(memory.expires_at),
             "terms": terms,
             "tfs": tfs,
-            "doc_len": len(tokens),
+            "doc_len": doc_len,
             "whole": None if _records.fits(memory) else dump_memory(memory),
         }
 
