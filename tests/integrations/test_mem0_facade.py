@@ -20,6 +20,11 @@ def _backend() -> EmotionalMemoryMem0Backend:
     )
 
 
+def _view(m: EmotionalMemoryMem0Backend, user: str) -> EmotionalMemory:
+    with m._user(user) as view:
+        return view
+
+
 def _untouched(m: EmotionalMemoryMem0Backend, before: dict[str, Any]) -> None:
     assert m.em.list_all() == [] and m.em.get_state().snapshot() == before
 
@@ -104,11 +109,11 @@ def test_get_all_takes_mem0_filters() -> None:
 def test_bad_arguments_are_named_and_change_nothing(call: Any, error: Any, named: str) -> None:
     m = _with_memories()
     before = [(x.id, x.content, x.metadata) for x in m.em.list_all()]
-    states = {u: m._user(u).get_state().snapshot() for u in ("alice", "bob")}
+    states = {u: _view(m, u).get_state().snapshot() for u in ("alice", "bob")}
     with pytest.raises(error, match=named):
         call(m)
     assert [(x.id, x.content, x.metadata) for x in m.em.list_all()] == before
-    assert {u: m._user(u).get_state().snapshot() for u in ("alice", "bob")} == states
+    assert {u: _view(m, u).get_state().snapshot() for u in ("alice", "bob")} == states
 
 
 def test_get_all_and_repr_read_no_more_memories_than_they_return() -> None:
@@ -129,7 +134,7 @@ def test_get_all_and_repr_read_no_more_memories_than_they_return() -> None:
 
         owner.list_all = spy
 
-    spy_on(m._user("alice"))
+    spy_on(_view(m, "alice"))
     spy_on(m.em)
     got = m.get_all(user_id="alice", limit=1)["results"]
     assert [r["memory"] for r in got] == ["Hiking in the Alps"]
@@ -163,3 +168,93 @@ def test_reset_resets_the_moods_of_users_another_process_left(tmp_path: Any) -> 
     again = open_engine()
     assert again.scoped("alice").get_state().core_affect.valence == 0.0
     again.close()
+
+
+class _WordRater:
+    """Affect from text by keyword: 'sad' texts negative, others positive (a test rater)."""
+
+    def rate_affect(self, texts: Any) -> list[Any]:
+        from emotional_memory import CoreAffect
+
+        return [
+            CoreAffect(valence=-0.8 if "sad" in t else 0.7, arousal=0.6, dominance=0.5)
+            for t in texts
+        ]
+
+
+def _rated(max_user_views: int, state_store: Any) -> EmotionalMemoryMem0Backend:
+    engine = EmotionalMemory(
+        InMemoryStore(),
+        HashingEmbedder(),
+        clock=lambda: NOW,
+        state_store=state_store,
+        affect_from_text=_WordRater(),
+    )
+    return EmotionalMemoryMem0Backend(engine, max_user_views=max_user_views)
+
+
+def _moods_after_many_users(m: EmotionalMemoryMem0Backend) -> dict[str, Any]:
+    users = [f"user{i}" for i in range(7)]
+    for round_ in range(3):
+        for i, user in enumerate(users):
+            text = "a sad day" if (i + round_) % 2 else "a bright day"
+            m.add(f"{text} {round_}", user_id=user)
+            m.search("day", user_id=user, limit=2)
+    out = {}
+    for user in users:
+        with m._user(user) as view:
+            out[user] = view.get_state().snapshot()
+    return out
+
+
+def test_user_views_are_bounded_with_a_state_store_and_moods_survive_eviction() -> None:
+    from emotional_memory import InMemoryAffectiveStateStore
+
+    bounded = _rated(2, InMemoryAffectiveStateStore())
+    oracle = _rated(4096, InMemoryAffectiveStateStore())
+    got, want = _moods_after_many_users(bounded), _moods_after_many_users(oracle)
+    assert got == want
+    assert len({str(s) for s in want.values()}) > 1  # the users' moods differ
+    assert len(bounded._views) <= 2 and len(oracle._views) == 7
+
+
+def test_without_a_state_store_every_user_view_is_kept() -> None:
+    m = _rated(1, None)
+    moods = _moods_after_many_users(m)
+    assert len(m._views) == 7
+    oracle = _rated(4096, None)
+    assert _moods_after_many_users(oracle) == moods
+
+
+def test_reset_reaches_the_moods_of_evicted_users_without_memories() -> None:
+    from emotional_memory import InMemoryAffectiveStateStore
+
+    m = _rated(1, InMemoryAffectiveStateStore())
+    initial = m.em.scoped("ghost").get_state().snapshot()
+    m.add("a sad loss", user_id="ghost")
+    m.delete_all(user_id="ghost")  # no memory left, but a moved mood
+    m.add("a bright day", user_id="other")  # evicts ghost's view
+    assert "ghost" not in m._views
+    assert m.em.scoped("ghost").get_state().snapshot() != initial
+    m.reset()
+    assert m.em.scoped("ghost").get_state().snapshot() == initial
+
+
+@pytest.mark.parametrize(("bad", "error"), [(0, ValueError), (True, TypeError), (1.5, TypeError)])
+def test_max_user_views_is_checked_by_name(bad: Any, error: type[Exception]) -> None:
+    with pytest.raises(error, match="max_user_views"):
+        EmotionalMemoryMem0Backend(
+            EmotionalMemory(InMemoryStore(), HashingEmbedder()), max_user_views=bad
+        )
+
+
+def test_a_view_in_use_by_another_thread_is_not_dropped() -> None:
+    from emotional_memory import InMemoryAffectiveStateStore
+
+    m = _rated(1, InMemoryAffectiveStateStore())
+    with m._user("busy") as busy:
+        m.add("a bright day", user_id="other")
+        m.add("a sad day", user_id="third")
+        assert "busy" in m._views and m._views["busy"][0] is busy
+    m.add("a bright day", user_id="other")
+    assert "busy" not in m._views

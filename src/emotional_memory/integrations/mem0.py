@@ -13,7 +13,10 @@ No dependency: the ``mem0`` extra is empty.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from emotional_memory._validation import positive_int
@@ -22,6 +25,7 @@ from emotional_memory.models import Memory
 
 __all__ = [
     "DELETED_MESSAGE",
+    "MAX_USER_VIEWS",
     "UPDATED_MESSAGE",
     "EmotionalMemoryMem0Backend",
     "messages_to_content",
@@ -32,6 +36,11 @@ DELETED_MESSAGE = "Memory deleted successfully!"
 
 UPDATED_MESSAGE = "Memory updated successfully!"
 """The ``message`` mem0 returns from ``update``."""
+
+MAX_USER_VIEWS = 4096
+"""Users' engine views kept when the engine has a state store; beyond that the least
+recently used idle one is dropped (its mood is persisted, so it comes back as it
+was). A view serving a call is never dropped."""
 
 
 def _message_dicts(
@@ -115,37 +124,86 @@ class EmotionalMemoryMem0Backend:
     ``where`` dialect, :mod:`emotional_memory.filters`), narrow the candidates inside
     the search: no over-fetch, no post-filter. As in mem0, any of the three ids may
     be given alone (``agent_id`` alone: that agent's memories of the default user).
+
+    A user's view holds the user's mood. With a state store on the engine the mood is
+    persisted after every operation, so at most ``max_user_views`` views are kept
+    (the least recently used idle one dropped); without one every view is kept, since
+    the mood lives only there. Safe to call from several threads.
     """
 
-    __slots__ = ("_default_user_id", "_em", "_views")
+    __slots__ = ("_default_user_id", "_em", "_lock", "_max_views", "_users", "_views")
 
-    def __init__(self, em: EmotionalMemory, *, default_user_id: str = "default") -> None:
+    def __init__(
+        self,
+        em: EmotionalMemory,
+        *,
+        default_user_id: str = "default",
+        max_user_views: int = MAX_USER_VIEWS,
+    ) -> None:
         """Wrap an engine.
 
         Args:
             em: The engine (store, embedder, appraisal already configured).
             default_user_id: The user of calls that give none.
+            max_user_views: users' views kept when ``em`` has a state store.
+
+        Raises:
+            ValueError: an empty ``default_user_id``, ``max_user_views`` < 1.
         """
         if not isinstance(default_user_id, str) or not default_user_id:
             raise ValueError("default_user_id must be a non-empty string")
+        bound = positive_int("max_user_views", max_user_views)
         self._em = em
         self._default_user_id = default_user_id
-        self._views: dict[str, EmotionalMemory] = {}
+        self._lock = threading.Lock()
+        self._max_views = bound if em.state_store is not None else None
+        # user -> [view, calls using it]; least recently used first
+        self._views: OrderedDict[str, list[Any]] = OrderedDict()
+        # every user served (names only), so that reset() reaches evicted users' moods
+        self._users: dict[str, None] = {}
 
     @property
     def em(self) -> EmotionalMemory:
         """The wrapped engine."""
         return self._em
 
-    def _user(self, user_id: str | None) -> EmotionalMemory:
-        """The engine view of a user (one per user, kept: it holds the user's mood)."""
+    @contextmanager
+    def _user(self, user_id: str | None) -> Iterator[EmotionalMemory]:
+        """The engine view of a user while a call uses it (kept: it holds the mood).
+
+        Raises:
+            ValueError: an empty or invalid ``user_id`` (named).
+        """
         user = self._default_user_id if user_id is None else user_id
         if not isinstance(user, str) or not user:
             raise ValueError(f"user_id must be a non-empty string, got {user!r}")
-        view = self._views.get(user)
-        if view is None:
-            view = self._views[user] = self._em.scoped(user)
-        return view
+        with self._lock:
+            entry = self._views.get(user)
+            if entry is not None:
+                entry[1] += 1  # in use: never dropped
+                self._views.move_to_end(user)
+        if entry is None:
+            fresh = self._em.scoped(user)  # may read the state store: not under the lock
+            with self._lock:
+                entry = self._views.setdefault(user, [fresh, 0])
+                entry[1] += 1
+                self._views.move_to_end(user)
+                self._users[user] = None
+        try:
+            yield entry[0]
+        finally:
+            with self._lock:
+                entry[1] -= 1
+                self._trim()
+
+    def _trim(self) -> None:
+        """Drop least recently used idle views beyond ``max_user_views`` (caller holds
+        the lock; nothing is dropped without a state store)."""
+        if self._max_views is None:
+            return
+        excess = len(self._views) - self._max_views
+        for user in [u for u, (_, calls) in self._views.items() if calls == 0][:excess]:
+            del self._views[user]
 
     @staticmethod
     def _where(
@@ -217,13 +275,13 @@ class EmotionalMemoryMem0Backend:
             roles = [m.get("role") for m in listed if m.get("content") and m.get("role")]
             if roles:
                 meta.setdefault("role", str(roles[0]))
-        view = self._user(user_id)
-        meta["user_id"] = view.scope[-1]
         if agent_id is not None:
             meta["agent_id"] = agent_id
         if run_id is not None:
             meta["run_id"] = run_id
-        memory = view.encode(content, metadata=meta)
+        with self._user(user_id) as view:
+            meta["user_id"] = view.scope[-1]
+            memory = view.encode(content, metadata=meta)
         return {"results": [{"id": memory.id, "memory": memory.content, "event": "ADD"}]}
 
     def search(
@@ -259,10 +317,9 @@ class EmotionalMemoryMem0Backend:
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
         positive_int("limit", limit)
-        view = self._user(user_id)
-        found = view.retrieve_with_explanations(
-            query, top_k=limit, where=self._where(agent_id, run_id, filters)
-        )
+        where = self._where(agent_id, run_id, filters)
+        with self._user(user_id) as view:
+            found = view.retrieve_with_explanations(query, top_k=limit, where=where)
         return {"results": [{**_item(e.memory), "score": float(e.score)} for e in found]}
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
@@ -303,9 +360,9 @@ class EmotionalMemoryMem0Backend:
             ValueError: When ``limit < 1`` or ``filters`` is malformed.
         """
         positive_int("limit", limit)
-        chosen = self._user(user_id).list_all(
-            where=self._where(agent_id, run_id, filters), limit=limit
-        )
+        where = self._where(agent_id, run_id, filters)
+        with self._user(user_id) as view:
+            chosen = view.list_all(where=where, limit=limit)
         return {"results": [_item(m) for m in chosen]}
 
     def update(self, memory_id: str, data: str) -> dict[str, Any]:
@@ -356,9 +413,10 @@ class EmotionalMemoryMem0Backend:
         Returns:
             ``{"message": "Memory deleted successfully!"}``.
         """
-        view = self._user(user_id)
-        for memory in view.list_all(where=self._where(agent_id, run_id)):
-            view.delete(memory.id)
+        where = self._where(agent_id, run_id)
+        with self._user(user_id) as view:
+            for memory in view.list_all(where=where):
+                view.delete(memory.id)
         return {"message": DELETED_MESSAGE}
 
     def reset(self) -> None:
@@ -366,12 +424,15 @@ class EmotionalMemoryMem0Backend:
         root's, and that of each user this object served or who held a memory (also
         users a previous process left in a persisted state store)."""
         memories = self._em.list_all()
-        users = dict.fromkeys([*self._views, *(m.scope[0] for m in memories if m.scope)])
+        with self._lock:
+            served = list(self._users)
+        users = dict.fromkeys([*served, *(m.scope[0] for m in memories if m.scope)])
         for memory in memories:
             self._em.delete(memory.id)
         self._em.reset_state()
         for user in users:
-            self._user(user).reset_state()
+            with self._user(user) as view:
+                view.reset_state()
 
     def close(self) -> None:
         """Close the engine (and its stores)."""
