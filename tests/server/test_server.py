@@ -207,6 +207,9 @@ BAD_BODIES: list[tuple[str, str, Any, int, str]] = [
     # (method, path, body, status, a field the error must name)
     ("POST", "/v1/memories", {}, 422, "content"),
     ("POST", "/v1/memories", {"content": 5}, 422, "content"),
+    ("POST", "/v1/memories", {"content": ""}, 422, "content"),  # as MCP's remember
+    ("POST", "/v1/memories/batch", {"items": [{"content": "ok"}, {"content": ""}]}, 422,
+     "content"),
     ("POST", "/v1/memories", {"content": "x", "affect": {"valence": 2, "arousal": 0.5}}, 422,
      "valence"),
     ("POST", "/v1/memories", {"content": "x", "affect": {"valence": 0, "arousal": -0.1}}, 422,

@@ -115,7 +115,7 @@ class AffectIn(_Strict):
 class ItemIn(_Strict):
     """One memory to store."""
 
-    content: Annotated[StrictStr, Field(description="The event text.")]
+    content: Annotated[StrictStr, Field(min_length=1, description="The event text (not empty).")]
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object stored with the memory (filterable with where)."
     )
