@@ -81,7 +81,7 @@ def test_a_relative_weights_name_may_not_leave_the_config_folder(tmp_path: Path,
     (tmp_path / "elsewhere" / "w.safetensors").write_bytes(b"x")
     (folder / "link.safetensors").symlink_to(outside)
     (folder / "linked_dir").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    with pytest.raises(ValueError, match="'embedder.weights'") as info:
+    with pytest.raises(ValueError, match=r"'embedder\.weights'") as info:
         read_fitted_config(_config_naming(folder, name))
     assert name in str(info.value) and "outside" in str(info.value)
 
