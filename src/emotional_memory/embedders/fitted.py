@@ -32,6 +32,7 @@ from emotional_memory.embedders.minilm import (
     _import_optional,
     _Layer,
     _load_config,
+    _load_tensors,
 )
 
 __all__ = [
@@ -200,8 +201,7 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
         if metadata.get("base") != self._model_name:
             raise ValueError(f"{path} was fitted from {metadata.get('base')!r}, the base "
                              f"model given is {self._model_name!r}")
-        safetensors_numpy = _import_optional("safetensors.numpy")
-        tensors = dict(safetensors_numpy.load_file(str(self.model_dir / "model.safetensors")))
+        tensors = _load_tensors(self.model_dir / "model.safetensors")
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
         for name, value in overlay.items():
             key = prefix + name
