@@ -58,6 +58,46 @@ def test_an_unreadable_config_names_the_file(tmp_path: Path, content: bytes,
     assert str(path) in str(info.value)
 
 
+def _config_naming(folder: Path, weights: str) -> Path:
+    path = folder / "fitted.json"
+    path.write_text(json.dumps({"embedder": {"kind": "minilm-fitted", "weights": weights}}))
+    return path
+
+
+@pytest.mark.parametrize("name", ["../outside.safetensors", "sub/../../outside.safetensors",
+                                  "link.safetensors", "linked_dir/w.safetensors"])
+def test_a_relative_weights_name_may_not_leave_the_config_folder(tmp_path: Path,
+                                                                 name: str) -> None:
+    """A relative ``weights`` was joined to the config's folder as it was: ``..`` or a
+    symlink inside the folder made a config read any file of the machine (the CLI
+    opens it at start). ``write_fitted_config`` writes a relative name only for
+    weights inside the folder (else an absolute path), so a relative name must stay
+    there after resolving links."""
+    folder = tmp_path / "fits"
+    folder.mkdir()
+    outside = tmp_path / "outside.safetensors"
+    outside.write_bytes(b"x")
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "w.safetensors").write_bytes(b"x")
+    (folder / "link.safetensors").symlink_to(outside)
+    (folder / "linked_dir").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(ValueError, match=r"'embedder\.weights'") as info:
+        read_fitted_config(_config_naming(folder, name))
+    assert name in str(info.value) and "outside" in str(info.value)
+
+
+def test_weights_inside_the_folder_or_absolute_are_read(tmp_path: Path) -> None:
+    folder = tmp_path / "fits"
+    (folder / "sub").mkdir(parents=True)
+    inside = folder / "sub" / "w.safetensors"
+    inside.write_bytes(b"x")
+    _, path = read_fitted_config(_config_naming(folder, "sub/../sub/w.safetensors"))
+    assert path is not None and path.resolve() == inside.resolve()
+    absolute = tmp_path / "abs.safetensors"  # documented: written for weights elsewhere
+    _, path = read_fitted_config(_config_naming(folder, str(absolute)))
+    assert path == absolute
+
+
 def test_the_weights_argument_must_be_a_path() -> None:
     from emotional_memory.embedders.fitted import FittedMiniLMEmbedder
 

@@ -102,3 +102,40 @@ def test_malformed_arguments_are_named_errors_before_xla(scorer: str) -> None:
                 signal_mask=args["signal_mask"])
     with pytest.raises(TypeError, match="k must be an int, got bool"):
         run(params, queries, cols, True, chunk_size=4)  # a k (and chunk) not yet compiled
+
+
+def _cols(cols: MemoryColumns, **leaves: Any) -> MemoryColumns:
+    return MemoryColumns(**{**_fields(cols), **leaves})
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_bank_columns_of_another_shape_are_named_errors(scorer: str) -> None:
+    """Only the bank's embedding was checked: a ``valid`` (or ``affect``, ...) column
+    shorter than the embeddings scored only its rows (the scan's length is taken from
+    ``valid``), an (N, 2) affect read its missing component from a clamped index, a
+    float ``valid`` counted 0.5 as True: wrong answers without an error. Longer or
+    shorter per-row columns were a ``vmap`` error naming none of them."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 3, seed=2)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    valid = np.asarray(cols.valid)
+    cases: list[tuple[dict[str, Any], type[Exception], str]] = [
+        ({"valid": valid[:10]}, ValueError, r"columns\.valid must be \(20,\)"),
+        ({"valid": np.concatenate([valid, valid])}, ValueError, r"columns\.valid"),
+        ({"valid": valid.astype(np.float32) * 0.5}, TypeError, r"columns\.valid must be bool"),
+        ({"affect": np.asarray(cols.affect)[:, :2]}, ValueError,
+         r"columns\.affect must be \(20, 3\)"),
+        ({"mood": np.asarray(cols.mood)[:12]}, ValueError, r"columns\.mood"),
+        ({"velocity": np.asarray(cols.velocity)[:, None]}, ValueError, r"columns\.velocity"),
+        ({"age_seconds": np.asarray(cols.age_seconds)[:5]}, ValueError,
+         r"columns\.age_seconds must be \(20,\)"),
+        ({"consolidation": np.asarray(cols.consolidation)[:, None]}, ValueError,
+         r"columns\.consolidation"),
+        ({"retrieval_count": np.zeros(21, np.float32)}, ValueError, r"columns\.retrieval_count"),
+        ({"activation": np.zeros(19, np.float32)}, ValueError, r"columns\.activation"),
+    ]
+    for change, error, message in cases:
+        with pytest.raises(error, match=message):
+            run(params, queries, _cols(cols, **change), 3, chunk_size=8)
+    index, _ = run(params, queries, cols, 3, chunk_size=8)  # the well-formed bank still runs
+    assert np.asarray(index).shape == (3, 3)

@@ -32,6 +32,7 @@ from emotional_memory.embedders.minilm import (
     _import_optional,
     _Layer,
     _load_config,
+    _load_tensors,
 )
 
 __all__ = [
@@ -200,8 +201,7 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
         if metadata.get("base") != self._model_name:
             raise ValueError(f"{path} was fitted from {metadata.get('base')!r}, the base "
                              f"model given is {self._model_name!r}")
-        safetensors_numpy = _import_optional("safetensors.numpy")
-        tensors = dict(safetensors_numpy.load_file(str(self.model_dir / "model.safetensors")))
+        tensors = _load_tensors(self.model_dir / "model.safetensors")
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in tensors else ""
         for name, value in overlay.items():
             key = prefix + name
@@ -268,12 +268,14 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
         path: the config file.
 
     Returns:
-        ``(config, weights)``: the validated ``EmotionalMemoryConfig`` and the absolute
-        weights path (resolved against the config's folder), or None.
+        ``(config, weights)``: the validated ``EmotionalMemoryConfig`` and the weights
+        path (an absolute name as it is; a relative one joined to the config's folder,
+        which it must not leave through ``..`` or symbolic links), or None.
 
     Raises:
         ValueError: when the config is not UTF-8 JSON (or nests too deeply to read), does
-            not validate, or names an unknown embedder kind or key (the file named).
+            not validate, names an unknown embedder kind or key, or a relative weights
+            name resolving outside the config's folder (the file named).
     """
     from emotional_memory.engine import EmotionalMemoryConfig
 
@@ -302,4 +304,23 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
         raise ValueError(f"{CONFIG_KEY!r} has an unknown key {unknown[0]!r} (its keys: "
                          "'kind', 'weights')")
     weights = Path(spec["weights"])
-    return config, weights if weights.is_absolute() else source.parent / weights
+    if weights.is_absolute():
+        return config, weights
+    return config, _inside(source.parent, weights, source)
+
+
+def _inside(folder: Path, name: Path, source: Path) -> Path:
+    """``folder / name``, refused when it resolves (``..``, symbolic links) outside
+    ``folder``: a relative name is read from the config's folder only.
+
+    Raises:
+        ValueError: the name leaves the folder (the field, the name and the file named).
+    """
+    path = folder / name
+    if not path.resolve().is_relative_to(folder.resolve()):
+        raise ValueError(
+            f"{CONFIG_KEY + '.weights'!r} {str(name)!r} in {source} resolves outside the "
+            "config's folder (a relative name must stay inside it; name weights "
+            "elsewhere by an absolute path)"
+        )
+    return path

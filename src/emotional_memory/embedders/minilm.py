@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -196,14 +197,101 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    """Load a JSON object from ``path`` (empty dict when the file does not exist)."""
+    """Load a JSON object from ``path`` (empty dict when the file does not exist).
+
+    Raises:
+        ValueError: not UTF-8 JSON, or no object (the file named).
+    """
     if not path.is_file():
         return {}
-    with path.open(encoding="utf-8") as fh:
-        data = json.load(fh)
+    try:
+        with path.open(encoding="utf-8") as fh:
+            data = json.load(fh)
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path} must hold a JSON object")
     return data
+
+
+#: ``config.json`` fields that are sizes (ints >= 1).
+_SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                "intermediate_size", "max_position_embeddings", "type_vocab_size")
+
+
+def _check_config(config: dict[str, Any], path: Path) -> None:
+    """Refuse ``config.json`` values that make no model (the field and file named): a
+    size that is no int >= 1 (a bool, 2.5, -1 or a string was truncated, divided by
+    or taken as no layers), a non-positive or non-finite ``layer_norm_eps`` (NaN
+    vectors), a ``pad_token_id`` outside the vocabulary.
+
+    Raises:
+        TypeError: a value of the wrong type. ValueError: one out of range.
+    """
+    for name in _SIZE_FIELDS:
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{path}: {name!r} must be an int, got {value!r}")
+        if value < 1:
+            raise ValueError(f"{path}: {name!r} must be >= 1, got {value}")
+    if config["hidden_size"] % config["num_attention_heads"]:
+        raise ValueError(f"{path}: 'hidden_size' must be a multiple of "
+                         f"'num_attention_heads', got {config['hidden_size']} and "
+                         f"{config['num_attention_heads']}")
+    eps = config["layer_norm_eps"]
+    if isinstance(eps, bool) or not isinstance(eps, int | float):
+        raise TypeError(f"{path}: 'layer_norm_eps' must be a number, got {eps!r}")
+    if not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{path}: 'layer_norm_eps' must be finite and > 0, got {eps}")
+    pad = config.get("pad_token_id")
+    if pad is not None and (isinstance(pad, bool) or not isinstance(pad, int)
+                            or not 0 <= pad < config["vocab_size"]):
+        raise ValueError(f"{path}: 'pad_token_id' must be an int in [0, vocab_size "
+                         f"{config['vocab_size']}), got {pad!r}")
+
+
+def _load_tensors(path: Path) -> dict[str, npt.NDArray[Any]]:
+    """The tensors of a safetensors file (:meth:`MiniLMModel.from_state_dict` checks
+    the ones it uses: finite floating point of the config's shapes).
+
+    Raises:
+        ValueError: not a (readable) safetensors file (named).
+    """
+    safetensors_numpy = _import_optional("safetensors.numpy")
+    safetensors = _import_optional("safetensors")
+    try:
+        tensors = dict(safetensors_numpy.load_file(str(path)))
+    except safetensors.SafetensorError as exc:  # a truncated or corrupt file
+        raise ValueError(f"{path} is not a safetensors file: {exc}") from None
+    return tensors
+
+
+def _build_model(tensors: Any, config: dict[str, Any], path: Path, **kwargs: Any
+                 ) -> MiniLMModel:
+    """:meth:`MiniLMModel.from_state_dict`, a missing, misshapen, non-float or
+    non-finite tensor a ValueError naming ``path`` (the weights file)."""
+    try:
+        return MiniLMModel.from_state_dict(tensors, config, **kwargs)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc.args[0] if exc.args else exc}") from None
+
+
+def _load_tokenizer(tokenizers: Any, path: Path, vocab_size: int) -> Any:
+    """The tokenizer of ``path``; refused when unreadable or when it makes ids past
+    the model's ``vocab_size`` (gathered as NaN rows: every vector NaN).
+
+    Raises:
+        ValueError: the file named.
+    """
+    try:
+        tokenizer = tokenizers.Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises a plain Exception
+        raise ValueError(f"{path} is not a readable tokenizer: {exc}") from None
+    size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+    if size > vocab_size:
+        raise ValueError(f"{path} has {size} tokens, more than config.json's 'vocab_size' "
+                         f"{vocab_size}")
+    return tokenizer
 
 
 def _load_config(folder: Path) -> dict[str, Any]:
@@ -226,8 +314,7 @@ def _load_config(folder: Path) -> dict[str, Any]:
         raise ValueError(
             f"unsupported position_embedding_type {config['position_embedding_type']!r}"
         )
-    if config["hidden_size"] % config["num_attention_heads"]:
-        raise ValueError("hidden_size must be a multiple of num_attention_heads")
+    _check_config(config, folder / "config.json")
     pooling = _read_json(folder / "1_Pooling" / "config.json")
     if pooling and not pooling.get("pooling_mode_mean_tokens", False):
         raise ValueError("only mean pooling (pooling_mode_mean_tokens) is supported")
@@ -391,8 +478,11 @@ class MiniLMEmbedder:
     Raises:
         ImportError: when ``tokenizers`` or ``safetensors`` is not installed.
         FileNotFoundError: when the model files cannot be found.
-        ValueError: for an invalid ``max_length`` or ``batch_size``, or an unsupported
-            architecture in ``config.json``.
+        ValueError: for an invalid ``max_length`` or ``batch_size``, an unsupported
+            architecture in ``config.json``, or model files that make no model (a
+            config field, a missing, misshapen, non-float or non-finite tensor, a
+            corrupt file, a tokenizer larger than ``vocab_size``: file and field named).
+        TypeError: a ``config.json`` field of the wrong type (named).
     """
 
     def __init__(
@@ -405,7 +495,7 @@ class MiniLMEmbedder:
         matmul_dtype: Any = None,
     ) -> None:
         tokenizers = _import_optional("tokenizers")
-        safetensors_numpy = _import_optional("safetensors.numpy")
+        _import_optional("safetensors.numpy")
         folder = _resolve_model_dir(model_dir)
         config = _load_config(folder)
 
@@ -440,17 +530,17 @@ class MiniLMEmbedder:
         self._tokens_per_pass = _TOKENS_PER_PASS
         self._single_fine_max = min(_SINGLE_FINE_MAX, max_length)
 
-        tokenizer = tokenizers.Tokenizer.from_file(str(folder / "tokenizer.json"))
+        tokenizer = _load_tokenizer(tokenizers, folder / "tokenizer.json",
+                                    config["vocab_size"])
         # tokenizer.json ships with fixed padding to 128 and truncation at 128; padding
         # is done here (to buckets) and truncation follows max_length.
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer = tokenizer
 
-        tensors = safetensors_numpy.load_file(str(folder / "model.safetensors"))
-        self._model = MiniLMModel.from_state_dict(
-            tensors, config, dtype=dtype, matmul_dtype=matmul_dtype
-        )
+        weights = folder / "model.safetensors"
+        self._model = _build_model(_load_tensors(weights), config, weights, dtype=dtype,
+                                   matmul_dtype=matmul_dtype)
 
     # ------------------------------------------------------------------ properties
 

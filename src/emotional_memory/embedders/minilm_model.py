@@ -211,7 +211,8 @@ class MiniLMModel(eqx.Module):
 
         Raises:
             KeyError: when a required tensor is missing.
-            ValueError: when a tensor has an unexpected shape.
+            ValueError: when a tensor has an unexpected shape, is not floating point
+                or holds NaN / infinities.
         """
         if not any(k.startswith("embeddings.") for k in tensors) and any(
             k.startswith("bert.embeddings.") for k in tensors
@@ -228,6 +229,10 @@ class MiniLMModel(eqx.Module):
                 raise KeyError(f"tensor {name!r} missing from the MiniLM weights") from None
             if arr.shape != shape:
                 raise ValueError(f"tensor {name!r} has shape {arr.shape}, expected {shape}")
+            if not np.issubdtype(arr.dtype, np.floating):
+                raise ValueError(f"tensor {name!r} is {arr.dtype}, not floating point")
+            if not np.isfinite(arr).all():  # NaN vectors for every text
+                raise ValueError(f"tensor {name!r} holds non-finite values")
             return arr
 
         def arr(x: npt.NDArray[Any]) -> jax.Array:

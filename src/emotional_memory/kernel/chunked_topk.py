@@ -393,8 +393,32 @@ def check_batch_inputs(
     if len(bank_shape) != 2 or bank_shape[1] != emb_shape[1]:
         raise ValueError(f"columns.embedding must be (N, {emb_shape[1]}) like the queries' "
                          f"dimension, got shape {bank_shape}")
+    _check_bank_rows(columns, bank_shape[0])
     if signal_mask is not None and jnp.shape(signal_mask) != (6,):
         raise ValueError(f"signal_mask must have shape (6,), got {jnp.shape(signal_mask)}")
+
+
+_ROW_SHAPES = (
+    ("affect", (3,)), ("mood", (3,)), ("velocity", (3,)), ("age_seconds", ()),
+    ("consolidation", ()), ("retrieval_count", ()), ("activation", ()), ("valid", ()),
+)
+
+
+def _check_bank_rows(columns: MemoryColumns, n: int) -> None:
+    """Every bank column has the embedding's N rows (and its own trailing shape), and
+    ``valid`` is bool: a column of another length was sliced with clamped indices (a
+    short ``valid`` scored only its rows), a float ``valid`` counted 0.5 as True.
+
+    Raises:
+        ValueError: a column of another shape (named). TypeError: ``valid`` not bool.
+    """
+    for name, tail in _ROW_SHAPES:
+        shape = jnp.shape(getattr(columns, name))
+        if shape != (n, *tail):
+            raise ValueError(f"columns.{name} must be {(n, *tail)} like columns.embedding's "
+                             f"N, got shape {shape}")
+    if jnp.result_type(columns.valid) != jnp.bool_:
+        raise TypeError(f"columns.valid must be bool, got {jnp.result_type(columns.valid)}")
 
 
 def score_batch_unjitted(
