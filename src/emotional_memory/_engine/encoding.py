@@ -97,6 +97,7 @@ class EncodingMixin(StateMixin):
         affect: CoreAffect | None,
         context: dict[str, Any] | None = None,
         rate_text: bool = True,
+        defer: bool = True,
     ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
         """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
 
@@ -105,6 +106,11 @@ class EncodingMixin(StateMixin):
         on the tag (whose ``appraisal`` field holds Scherer vectors only). Without
         affect, appraisal and appraisal engine, the ``affect_from_text`` rater (when
         set and ``rate_text``) rates ``content`` and its rating is the affect.
+
+        With ``dual_path_encoding``, an appraisal engine and neither appraisal nor
+        affect given, a ``defer`` call (``encode``) appraises nothing and marks the
+        memory pending, even with ``enable_appraisal`` off, as the original does;
+        ``observe`` (``defer=False``) appraises as without dual-path encoding.
         """
         if appraisal is not None and not isinstance(
             appraisal, AppraisalVector | GenericAppraisalVector
@@ -114,13 +120,14 @@ class EncodingMixin(StateMixin):
             )
         if affect is not None and not isinstance(affect, CoreAffect):
             raise TypeError("affect must be a CoreAffect or None")
-        pending = False
+        unset = appraisal is None and affect is None
+        pending = (
+            defer and unset and self.config.dual_path_encoding
+            and self.appraisal_engine is not None
+        )
         engine = self.appraisal_engine if self.config.enable_appraisal else None
-        if appraisal is None and affect is None and engine is not None:
-            if self.config.dual_path_encoding:
-                pending = True
-            else:
-                appraisal = engine.appraise(content, context)
+        if unset and not pending and engine is not None:
+            appraisal = engine.appraise(content, context)
         if rate_text and appraisal is None and affect is None and self._rates_text():
             affect = self._rate_texts([content])[0]
         kept = appraisal if isinstance(appraisal, AppraisalVector) else None
@@ -155,16 +162,18 @@ class EncodingMixin(StateMixin):
         now: datetime,
         expires_at: datetime | None = None,
         rate_text: bool = True,
+        defer: bool = True,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store.
 
         ``content``, ``embedding`` and ``metadata`` are the checked values of
         :meth:`_check_content`, :meth:`_clean_embedding` and :meth:`_check_metadata`
         (new objects of the caller's: the memory is built from them without
-        validating them again, and takes the list and the dict over).
+        validating them again, and takes the list and the dict over). ``defer``: see
+        :meth:`_event_affect`.
         """
         event, kept, pending = self._event_affect(
-            content, appraisal, affect, metadata, rate_text
+            content, appraisal, affect, metadata, rate_text, defer
         )
         event = event if event is not None else state.core_affect
         new_state = state.update(
@@ -504,14 +513,16 @@ class EncodingMixin(StateMixin):
             affect: Optional explicit event affect (takes precedence over ``appraisal``).
 
         Returns:
-            The tag ``encode`` would have stored for this event (as in the original).
+            The tag ``encode`` would have stored for this event (as in the original),
+            except that with ``dual_path_encoding`` the event is appraised now (there
+            is no memory to elaborate later), so the tag is never pending.
         """
         text = self._check_content(content if content is not None else "")
         metadata = self._check_metadata(metadata)
         now = self._now()
         memory, new_state = self._prepare(
             self._state, text, None, appraisal, metadata, affect, now,
-            rate_text=content is not None,
+            rate_text=content is not None, defer=False,
         )
         self._adopt(new_state)
         return memory.tag
@@ -542,7 +553,8 @@ class EncodingMixin(StateMixin):
         if memory is None or not memory.tag.pending_appraisal:
             return None
         now = self._now()
-        appraisal = self.appraisal_engine.appraise(memory.content, memory.metadata or None)
+        # the content alone, no context (as the original's elaborate)
+        appraisal = self.appraisal_engine.appraise(memory.content, None)
         appraised = appraisal.to_core_affect()
         tag = memory.tag
         new_tag = tag.model_copy(
