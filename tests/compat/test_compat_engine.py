@@ -145,6 +145,32 @@ def test_dual_path_with_appraisal_disabled_still_defers() -> None:
     assert elaborated[0].tag.core_affect == one.tag.core_affect.lerp(target, lr)
 
 
+def test_encode_batch_returns_what_repeated_encode_returns() -> None:
+    """``encode_batch`` = repeated ``encode`` (SPEC 8), return values included: each
+    memory as it was stored at its own step, with its forward links only; the
+    backward twins that later memories of the batch add are in the store, not in the
+    returned copies (as in the original)."""
+    texts = [f"event number {i}" for i in range(12)]
+    batched = engine(clock=TickClock(START, timedelta(0)))
+    one_by_one = engine(clock=TickClock(START, timedelta(0)))
+    got = batched.encode_batch(texts)
+    want = [one_by_one.encode(t) for t in texts]
+
+    def canon(memories: list[Memory], eng: EmotionalMemory) -> list[Any]:
+        name = {m.id: m.content for m in eng.list_all()}
+        return [
+            (m.content, [(name[lk.source_id], name[lk.target_id], lk.strength, lk.link_type)
+                         for lk in m.tag.resonance_links],
+             m.tag.model_dump(exclude={"resonance_links"}))
+            for m in memories
+        ]
+
+    assert canon(got, batched) == canon(want, one_by_one)
+    assert any(len(m.tag.resonance_links) < len(s.tag.resonance_links)
+               for m, s in zip(got, batched.list_all(), strict=True))  # twins came later
+    assert canon(batched.list_all(), batched) == canon(one_by_one.list_all(), one_by_one)
+
+
 def _signals_oracle(eng: EmotionalMemory, memory: Memory) -> float:
     """s2 by SPEC 4 from the state's mood as last updated."""
     mood = eng.get_state().mood

@@ -16,7 +16,13 @@ from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
 from emotional_memory.interfaces import UnstorableValueError
-from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
+from emotional_memory.models import (
+    EmotionalTag,
+    Memory,
+    ResonanceLink,
+    checked_memory,
+    consolidation_strength,
+)
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
@@ -24,7 +30,9 @@ from emotional_memory.stores._shared.linking import (  # noqa: F401  (BatchSearc
     BatchSearch,
     LinkCandidates,
     Linker,
+    forward_links,
     linker_for,
+    with_links,
 )
 from emotional_memory.stores.selection import SelectedStore
 from emotional_memory.telemetry import traced, traced_span
@@ -83,6 +91,11 @@ def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
         if a is not None and not isinstance(a, CoreAffect):
             raise TypeError(f"affect[{i}] must be a CoreAffect or None, got {type(a).__name__}")
     return list(affect)
+
+
+def _as_encoded(stored: Memory, forward: list[ResonanceLink]) -> Memory:
+    """``stored`` with the links it had when it was linked (``forward``)."""
+    return stored if stored.tag.resonance_links == forward else with_links(stored, forward)
 
 
 class EncodingMixin(StateMixin):
@@ -225,6 +238,7 @@ class EncodingMixin(StateMixin):
         memories: Iterable[Memory],
         vectors: Iterable[np.ndarray | None] | None = None,
         batch: bool = False,
+        forward: dict[str, list[ResonanceLink]] | None = None,
     ) -> list[Memory]:
         """Save new memories and build their forward and backward resonance links.
 
@@ -243,6 +257,8 @@ class EncodingMixin(StateMixin):
                 may write its rows from them (see :meth:`Linker.save`).
             batch: whether the memories are a batch's (an
                 :class:`UnstorableValueError` then names the memory's position).
+            forward: optionally, a dict that gets each linked memory's forward links
+                (by id), as they were when it was linked.
 
         Returns:
             The memories as given (without links), in order.
@@ -278,15 +294,15 @@ class EncodingMixin(StateMixin):
                     raise _located(exc, len(out) if batch else None) from None
                 if found is not None:
                     if waiting is not None:
-                        self._link_block(linker, *waiting)
+                        self._link_block(linker, *waiting, forward)
                         waiting = None
                     if linker.overlaps:
                         waiting = (block, found)
                     else:
-                        self._link_block(linker, block, found)
+                        self._link_block(linker, block, found, forward)
                 out.extend(block)
             if waiting is not None:
-                self._link_block(linker, *waiting)
+                self._link_block(linker, *waiting, forward)
         finally:
             # a failure may leave a search running: fetch it before the rollback
             # writes rows
@@ -294,20 +310,31 @@ class EncodingMixin(StateMixin):
         return out
 
     def _link_block(
-        self, linker: Linker, block: list[Memory], found: Iterator[LinkCandidates]
+        self,
+        linker: Linker,
+        block: list[Memory],
+        found: Iterator[LinkCandidates],
+        forward: dict[str, list[ResonanceLink]] | None = None,
     ) -> None:
         """Link a saved block's memories in order, from their candidates ``found``."""
         for memory, candidates in zip(block, found, strict=True):
-            self._link(linker, memory, candidates)
+            self._link(linker, memory, candidates, forward)
         linker.flush()
 
-    def _link(self, linker: Linker, memory: Memory, candidates: LinkCandidates) -> None:
+    def _link(
+        self,
+        linker: Linker,
+        memory: Memory,
+        candidates: LinkCandidates,
+        forward: dict[str, list[ResonanceLink]] | None = None,
+    ) -> None:
         """Score ``memory``'s links to ``candidates`` and write them with their twins.
 
         Args:
             linker: the store's linker.
             memory: the stored new memory.
             candidates: its resonance candidates (docs/behaviour.md §7), itself possibly included.
+            forward: see :meth:`_store_and_link`.
         """
         cfg = self.config.resonance
         affect = memory.tag.core_affect
@@ -325,6 +352,8 @@ class EncodingMixin(StateMixin):
         )
         if links:
             linker.link(memory, candidates, links, cfg.max_links)
+            if forward is not None:
+                forward[memory.id] = forward_links(memory.id, candidates, links)
 
     @_synchronized
     @traced("emotional_memory.encode", content_length=("content", len))
@@ -400,7 +429,9 @@ class EncodingMixin(StateMixin):
                 one ``rate_affect`` call.
 
         Returns:
-            The stored memories, in order.
+            The stored memories, in order, each as repeated ``encode`` would have
+            returned it (as in the original): with the links of its own step, not the
+            backward twins later memories of the batch gave it (those are stored).
         """
         if isinstance(contents, str):
             raise TypeError("contents must be a sequence of str, not a str")
@@ -487,10 +518,14 @@ class EncodingMixin(StateMixin):
             # transaction holds the store (the linker re-checks them inside it)
             cfg = self.config.resonance
             linker.prefetch(row_vectors, cfg.max_links * cfg.candidate_multiplier)
+        forward: dict[str, list[ResonanceLink]] = {}
         out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared(), row_vectors, batch=True), lambda: state
+            lambda: self._store_and_link(linker, prepared(), row_vectors, True, forward),
+            lambda: state,
         )
-        return [linker.stored(m) for m in out]
+        # each memory as repeated ``encode`` returns it (as the original's batch does):
+        # its own forward links, not the backward twins later memories gave it
+        return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
 
     @_synchronized
     @traced("emotional_memory.observe", content_length=("content", len))
