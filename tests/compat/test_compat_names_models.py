@@ -356,3 +356,15 @@ def test_engine_and_plain_store_reprs_of_the_original() -> None:
     assert repr(AsyncEmotionalMemory.from_engine(eng)) == (
         "AsyncEmotionalMemory(store=InMemoryStore(count=1))"
     )
+
+
+def test_wrapper_reprs_name_their_parts_as_the_original() -> None:
+    vector = em.AppraisalVector.neutral()
+    static = StaticAppraisalEngine(vector)
+    assert repr(static) == f"StaticAppraisalEngine(vector={vector!r})"
+    wrapped = SyncToAsyncAppraisalEngine(static)
+    assert repr(wrapped) == f"SyncToAsyncAppraisalEngine(inner={static!r})"
+    store = InMemoryStore()
+    assert repr(SyncToAsyncStore(store)) == "SyncToAsyncStore(inner=InMemoryStore(count=0))"
+    embedder = HashEmbedder()
+    assert repr(SyncToAsyncEmbedder(embedder)) == f"SyncToAsyncEmbedder(inner={embedder!r})"
