@@ -44,7 +44,7 @@ class SyncToAsyncEmbedder:
         self.sync = sync_embedder
 
     def __repr__(self) -> str:
-        return f"SyncToAsyncEmbedder({self.sync!r})"
+        return f"{type(self).__name__}(inner={self.sync!r})"
 
     async def embed(self, text: str) -> list[float]:
         """Embed one text in a worker thread.
@@ -81,7 +81,7 @@ class SyncToAsyncStore:
         self.sync = sync_store
 
     def __repr__(self) -> str:
-        return f"SyncToAsyncStore({self.sync!r})"
+        return f"{type(self).__name__}(inner={self.sync!r})"
 
     async def save(self, memory: Memory) -> None:
         """Insert (or replace) a memory.
@@ -168,7 +168,7 @@ class SyncToAsyncAppraisalEngine:
         self.sync = sync_engine
 
     def __repr__(self) -> str:
-        return f"SyncToAsyncAppraisalEngine({self.sync!r})"
+        return f"{type(self).__name__}(inner={self.sync!r})"
 
     async def appraise(
         self, event_text: str, context: dict[str, Any] | None = None

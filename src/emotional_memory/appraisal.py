@@ -243,7 +243,7 @@ class StaticAppraisalEngine:
         return self._vector
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self._vector!r})"
+        return f"{type(self).__name__}(vector={self._vector!r})"
 
 
 # --------------------------------------------------------------------------- keywords

@@ -120,6 +120,7 @@ class AsyncEmotionalMemory:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncScopeLocks] = (
             weakref.WeakKeyDictionary()
         )
+        self._given_store: Any = store  # shown by repr, as the original's
         self._engine = EmotionalMemory(
             bridge_store(store, self._bridge),
             bridge_embedder(embedder, self._bridge),
@@ -172,7 +173,16 @@ class AsyncEmotionalMemory:
         out._bridge = self._bridge
         out._locks = self._locks
         out._engine = self._engine.scoped(*path)
+        out._given_store = self._store_shown()
         return out
+
+    def _store_shown(self) -> Any:
+        """The store as given to the constructor (the sync engine's otherwise)."""
+        return self.__dict__.get("_given_store", self._engine.store)
+
+    def __repr__(self) -> str:
+        """``AsyncEmotionalMemory(store=<store repr>)``, as the original's."""
+        return f"{type(self).__name__}(store={self._store_shown()!r})"
 
     @property
     def scope(self) -> tuple[str, ...]:

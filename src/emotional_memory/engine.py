@@ -212,6 +212,15 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 if callable(close):
                     close()
 
+    def __repr__(self) -> str:
+        """``EmotionalMemory(store=<store repr>, memories=<n>)``, as the original's
+        (``memories``: what this engine or view sees)."""
+        try:
+            count: object = len(self)
+        except ValueError:  # a closed store
+            count = "closed"
+        return f"{type(self).__name__}(store={self.store!r}, memories={count})"
+
     def __enter__(self) -> EmotionalMemory:
         return self
 

@@ -105,6 +105,72 @@ def test_elaborate_returns_none() -> None:
     assert eng.elaborate("unknown") is None
 
 
+def test_dual_path_observe_appraises_and_elaborate_passes_no_context() -> None:
+    """Dual-path encoding defers only ``encode``'s appraisal: ``observe`` has no
+    ``elaborate`` to come back to, so it appraises (with the metadata as context) and
+    its tag is not pending; ``elaborate`` appraises the content alone, without the
+    memory's metadata as context (as the original does)."""
+    spy = ContextSpy(vad(-0.6, 0.8, 0.3))
+    eng = engine(appraisal_engine=spy, dual_path_encoding=True)
+    tag = eng.observe("a loud argument", metadata={"who": "boss"})
+    appraised = CoreAffect(valence=-0.6, arousal=0.8, dominance=0.3)
+    assert spy.calls == [("a loud argument", {"who": "boss"})]
+    assert not tag.pending_appraisal
+    assert tag.core_affect == appraised == eng.get_state().core_affect
+    m = eng.encode("a quiet walk", metadata={"where": "park"})
+    assert m.tag.pending_appraisal and len(spy.calls) == 1  # encode defers
+    assert m.tag.core_affect == appraised  # the current affect, fed again
+    done = eng.elaborate(m.id)
+    assert done is not None and not done.tag.pending_appraisal
+    assert spy.calls[1:] == [("a quiet walk", None)]
+
+
+def test_dual_path_with_appraisal_disabled_still_defers() -> None:
+    """``enable_appraisal=False`` turns off encode-time appraisal; with dual-path
+    encoding and an appraisal engine the memories are still marked pending (as in
+    the original), so ``elaborate`` / ``elaborate_pending`` appraise them later.
+    ``observe`` neither appraises nor marks anything."""
+    spy = ContextSpy(vad(0.7, 0.6, 0.8))
+    eng = engine(appraisal_engine=spy, dual_path_encoding=True, enable_appraisal=False)
+    assert not eng.observe("seen").pending_appraisal
+    one = eng.encode("one", metadata={"k": 1})
+    two, three = eng.encode_batch(["two", "three"])
+    assert spy.calls == []
+    assert all(m.tag.pending_appraisal for m in (one, two, three))
+    elaborated = eng.elaborate_pending()
+    assert [m.content for m in elaborated] == ["one", "two", "three"]
+    assert spy.calls == [("one", None), ("two", None), ("three", None)]
+    lr = eng.config.elaboration_learning_rate
+    target = CoreAffect(valence=0.7, arousal=0.6, dominance=0.8)
+    assert elaborated[0].tag.core_affect == one.tag.core_affect.lerp(target, lr)
+
+
+def test_encode_batch_returns_what_repeated_encode_returns() -> None:
+    """``encode_batch`` = repeated ``encode`` (SPEC 8), return values included: each
+    memory as it was stored at its own step, with its forward links only; the
+    backward twins that later memories of the batch add are in the store, not in the
+    returned copies (as in the original)."""
+    texts = [f"event number {i}" for i in range(12)]
+    batched = engine(clock=TickClock(START, timedelta(0)))
+    one_by_one = engine(clock=TickClock(START, timedelta(0)))
+    got = batched.encode_batch(texts)
+    want = [one_by_one.encode(t) for t in texts]
+
+    def canon(memories: list[Memory], eng: EmotionalMemory) -> list[Any]:
+        name = {m.id: m.content for m in eng.list_all()}
+        return [
+            (m.content, [(name[lk.source_id], name[lk.target_id], lk.strength, lk.link_type)
+                         for lk in m.tag.resonance_links],
+             m.tag.model_dump(exclude={"resonance_links"}))
+            for m in memories
+        ]
+
+    assert canon(got, batched) == canon(want, one_by_one)
+    assert any(len(m.tag.resonance_links) < len(s.tag.resonance_links)
+               for m, s in zip(got, batched.list_all(), strict=True))  # twins came later
+    assert canon(batched.list_all(), batched) == canon(one_by_one.list_all(), one_by_one)
+
+
 def _signals_oracle(eng: EmotionalMemory, memory: Memory) -> float:
     """s2 by SPEC 4 from the state's mood as last updated."""
     mood = eng.get_state().mood

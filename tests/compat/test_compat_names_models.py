@@ -326,3 +326,45 @@ def test_retrieval_plan_is_a_pydantic_model_with_named_weights() -> None:
     assert len(eight) == 8 and (eight.lexical, eight.context) == (0.2, 0.2)
     with pytest.raises(ValueError, match="6, 7 or 8"):
         RetrievalPlan(weights=[1.0, 2.0], pass1=[], pass2=[])
+
+
+def test_engine_and_plain_store_reprs_of_the_original() -> None:
+    """The engines and the stores that had the default ``object`` repr show what the
+    original's reprs show: the store and its memory count, whether a state is held,
+    the state file's path."""
+    from emotional_memory import (
+        AsyncEmotionalMemory,
+        InMemoryAffectiveStateStore,
+        SQLiteAffectiveStateStore,
+    )
+
+    store = InMemoryStore()
+    assert repr(store) == "InMemoryStore(count=0)"
+    eng = EmotionalMemory(store, HashEmbedder())
+    eng.encode("hello")
+    assert repr(store) == "InMemoryStore(count=1)"
+    assert repr(eng) == "EmotionalMemory(store=InMemoryStore(count=1), memories=1)"
+    states = InMemoryAffectiveStateStore()
+    assert repr(states) == "InMemoryAffectiveStateStore(has_state=False)"
+    states.save(eng.get_state())
+    assert repr(states) == "InMemoryAffectiveStateStore(has_state=True)"
+    assert repr(SQLiteAffectiveStateStore()) == "SQLiteAffectiveStateStore(path=':memory:')"
+    sync_store = InMemoryStore()
+    wrapped = SyncToAsyncStore(sync_store)
+    aeng = AsyncEmotionalMemory(wrapped, SyncToAsyncEmbedder(HashEmbedder()))
+    assert repr(aeng) == f"AsyncEmotionalMemory(store={wrapped!r})"
+    assert repr(AsyncEmotionalMemory.from_engine(eng)) == (
+        "AsyncEmotionalMemory(store=InMemoryStore(count=1))"
+    )
+
+
+def test_wrapper_reprs_name_their_parts_as_the_original() -> None:
+    vector = em.AppraisalVector.neutral()
+    static = StaticAppraisalEngine(vector)
+    assert repr(static) == f"StaticAppraisalEngine(vector={vector!r})"
+    wrapped = SyncToAsyncAppraisalEngine(static)
+    assert repr(wrapped) == f"SyncToAsyncAppraisalEngine(inner={static!r})"
+    store = InMemoryStore()
+    assert repr(SyncToAsyncStore(store)) == "SyncToAsyncStore(inner=InMemoryStore(count=0))"
+    embedder = HashEmbedder()
+    assert repr(SyncToAsyncEmbedder(embedder)) == f"SyncToAsyncEmbedder(inner={embedder!r})"

@@ -185,13 +185,16 @@ def test_fewer_memories_than_the_candidate_limit_link_to_all() -> None:
     batch = texts(12, 7, blank_every=2)
     out = engine.encode_batch(batch)
     assert store.batch_queries == [] and store.single_searches == 0
-    index = {m.id: i for i, m in enumerate(engine.list_all())}
-    for i, memory in enumerate(out):
+    stored = engine.list_all()
+    index = {m.id: i for i, m in enumerate(stored)}
+    for i, memory in enumerate(stored):
         # threshold -1: forward links to every earlier memory, blank ones (no
         # embedding) too, then the backward twins of every later one
         targets = [index[lk.target_id] for lk in memory.tag.resonance_links]
         assert sorted(targets[:i]) == list(range(i))
         assert sorted(targets[i:]) == list(range(i + 1, len(batch)))
+        # returned as repeated encode returns it: the forward links only
+        assert out[i].tag.resonance_links == memory.tag.resonance_links[:i]
     plain = make(PerMemoryStore(), cfg, GappyEmbedder())
     plain.encode_batch(batch)
     assert canon(engine) == canon(plain)

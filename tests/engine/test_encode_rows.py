@@ -354,10 +354,13 @@ def test_candidate_columns_read_in_chunks_match_the_protocol_path(
     assert canon(rows) == canon(plain)
     for a, b in zip(*outs, strict=True):
         assert returned(a, rows) == returned(b, plain)
-    for memory in outs[0][-1]:  # the store's copy, links included
+    for memory in outs[0][-1]:  # the store's copy, with the links of its own step
         stored = rows.store.get(memory.id)
         assert stored is not None
-        assert memory == stored and memory.model_dump() == stored.model_dump()
+        same = stored.model_copy(update={"tag": stored.tag.model_copy(
+            update={"resonance_links": memory.tag.resonance_links})})
+        assert memory == same and memory.model_dump() == same.model_dump()
+    assert outs[0][-1][-1] == rows.store.get(outs[0][-1][-1].id)  # the last: all of it
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])

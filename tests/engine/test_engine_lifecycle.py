@@ -82,14 +82,16 @@ def test_dual_path_explicit_affect_or_appraisal_not_pending() -> None:
         is False
 
 
-def test_dual_path_without_engine_or_disabled_not_pending() -> None:
+def test_dual_path_without_engine_not_pending() -> None:
     engine, _ = make(dual_path_encoding=True)
     assert engine.encode("x").tag.pending_appraisal is False
     assert engine.elaborate_pending() == []
     assert engine.elaborate(engine.list_all()[0].id) is None  # no engine: None
+    # enable_appraisal=False only stops encode-time appraisal: with an engine the
+    # memory is still deferred to elaborate (SPEC 8, as in the original)
     off, _ = make(appraisal_engine=SpyAppraisal(NEG), dual_path_encoding=True,
                   enable_appraisal=False)
-    assert off.encode("x").tag.pending_appraisal is False
+    assert off.encode("x").tag.pending_appraisal is True
 
 
 def test_elaborate_pending_handles_all() -> None:

@@ -16,7 +16,13 @@ from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
 from emotional_memory.interfaces import UnstorableValueError
-from emotional_memory.models import EmotionalTag, Memory, checked_memory, consolidation_strength
+from emotional_memory.models import (
+    EmotionalTag,
+    Memory,
+    ResonanceLink,
+    checked_memory,
+    consolidation_strength,
+)
 from emotional_memory.models import make_emotional_tag as _make_tag
 from emotional_memory.resonance import _microseconds, score_links
 from emotional_memory.state import AffectiveState
@@ -24,7 +30,9 @@ from emotional_memory.stores._shared.linking import (  # noqa: F401  (BatchSearc
     BatchSearch,
     LinkCandidates,
     Linker,
+    forward_links,
     linker_for,
+    with_links,
 )
 from emotional_memory.stores.selection import SelectedStore
 from emotional_memory.telemetry import traced, traced_span
@@ -85,6 +93,11 @@ def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
     return list(affect)
 
 
+def _as_encoded(stored: Memory, forward: list[ResonanceLink]) -> Memory:
+    """``stored`` with the links it had when it was linked (``forward``)."""
+    return stored if stored.tag.resonance_links == forward else with_links(stored, forward)
+
+
 class EncodingMixin(StateMixin):
     """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
@@ -97,6 +110,7 @@ class EncodingMixin(StateMixin):
         affect: CoreAffect | None,
         context: dict[str, Any] | None = None,
         rate_text: bool = True,
+        defer: bool = True,
     ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
         """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
 
@@ -105,6 +119,11 @@ class EncodingMixin(StateMixin):
         on the tag (whose ``appraisal`` field holds Scherer vectors only). Without
         affect, appraisal and appraisal engine, the ``affect_from_text`` rater (when
         set and ``rate_text``) rates ``content`` and its rating is the affect.
+
+        With ``dual_path_encoding``, an appraisal engine and neither appraisal nor
+        affect given, a ``defer`` call (``encode``) appraises nothing and marks the
+        memory pending, even with ``enable_appraisal`` off, as the original does;
+        ``observe`` (``defer=False``) appraises as without dual-path encoding.
         """
         if appraisal is not None and not isinstance(
             appraisal, AppraisalVector | GenericAppraisalVector
@@ -114,13 +133,14 @@ class EncodingMixin(StateMixin):
             )
         if affect is not None and not isinstance(affect, CoreAffect):
             raise TypeError("affect must be a CoreAffect or None")
-        pending = False
+        unset = appraisal is None and affect is None
+        pending = (
+            defer and unset and self.config.dual_path_encoding
+            and self.appraisal_engine is not None
+        )
         engine = self.appraisal_engine if self.config.enable_appraisal else None
-        if appraisal is None and affect is None and engine is not None:
-            if self.config.dual_path_encoding:
-                pending = True
-            else:
-                appraisal = engine.appraise(content, context)
+        if unset and not pending and engine is not None:
+            appraisal = engine.appraise(content, context)
         if rate_text and appraisal is None and affect is None and self._rates_text():
             affect = self._rate_texts([content])[0]
         kept = appraisal if isinstance(appraisal, AppraisalVector) else None
@@ -155,16 +175,18 @@ class EncodingMixin(StateMixin):
         now: datetime,
         expires_at: datetime | None = None,
         rate_text: bool = True,
+        defer: bool = True,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store.
 
         ``content``, ``embedding`` and ``metadata`` are the checked values of
         :meth:`_check_content`, :meth:`_clean_embedding` and :meth:`_check_metadata`
         (new objects of the caller's: the memory is built from them without
-        validating them again, and takes the list and the dict over).
+        validating them again, and takes the list and the dict over). ``defer``: see
+        :meth:`_event_affect`.
         """
         event, kept, pending = self._event_affect(
-            content, appraisal, affect, metadata, rate_text
+            content, appraisal, affect, metadata, rate_text, defer
         )
         event = event if event is not None else state.core_affect
         new_state = state.update(
@@ -216,6 +238,7 @@ class EncodingMixin(StateMixin):
         memories: Iterable[Memory],
         vectors: Iterable[np.ndarray | None] | None = None,
         batch: bool = False,
+        forward: dict[str, list[ResonanceLink]] | None = None,
     ) -> list[Memory]:
         """Save new memories and build their forward and backward resonance links.
 
@@ -234,6 +257,8 @@ class EncodingMixin(StateMixin):
                 may write its rows from them (see :meth:`Linker.save`).
             batch: whether the memories are a batch's (an
                 :class:`UnstorableValueError` then names the memory's position).
+            forward: optionally, a dict that gets each linked memory's forward links
+                (by id), as they were when it was linked.
 
         Returns:
             The memories as given (without links), in order.
@@ -269,15 +294,15 @@ class EncodingMixin(StateMixin):
                     raise _located(exc, len(out) if batch else None) from None
                 if found is not None:
                     if waiting is not None:
-                        self._link_block(linker, *waiting)
+                        self._link_block(linker, *waiting, forward)
                         waiting = None
                     if linker.overlaps:
                         waiting = (block, found)
                     else:
-                        self._link_block(linker, block, found)
+                        self._link_block(linker, block, found, forward)
                 out.extend(block)
             if waiting is not None:
-                self._link_block(linker, *waiting)
+                self._link_block(linker, *waiting, forward)
         finally:
             # a failure may leave a search running: fetch it before the rollback
             # writes rows
@@ -285,20 +310,31 @@ class EncodingMixin(StateMixin):
         return out
 
     def _link_block(
-        self, linker: Linker, block: list[Memory], found: Iterator[LinkCandidates]
+        self,
+        linker: Linker,
+        block: list[Memory],
+        found: Iterator[LinkCandidates],
+        forward: dict[str, list[ResonanceLink]] | None = None,
     ) -> None:
         """Link a saved block's memories in order, from their candidates ``found``."""
         for memory, candidates in zip(block, found, strict=True):
-            self._link(linker, memory, candidates)
+            self._link(linker, memory, candidates, forward)
         linker.flush()
 
-    def _link(self, linker: Linker, memory: Memory, candidates: LinkCandidates) -> None:
+    def _link(
+        self,
+        linker: Linker,
+        memory: Memory,
+        candidates: LinkCandidates,
+        forward: dict[str, list[ResonanceLink]] | None = None,
+    ) -> None:
         """Score ``memory``'s links to ``candidates`` and write them with their twins.
 
         Args:
             linker: the store's linker.
             memory: the stored new memory.
             candidates: its resonance candidates (docs/behaviour.md §7), itself possibly included.
+            forward: see :meth:`_store_and_link`.
         """
         cfg = self.config.resonance
         affect = memory.tag.core_affect
@@ -316,6 +352,8 @@ class EncodingMixin(StateMixin):
         )
         if links:
             linker.link(memory, candidates, links, cfg.max_links)
+            if forward is not None:
+                forward[memory.id] = forward_links(memory.id, candidates, links)
 
     @_synchronized
     @traced("emotional_memory.encode", content_length=("content", len))
@@ -391,7 +429,9 @@ class EncodingMixin(StateMixin):
                 one ``rate_affect`` call.
 
         Returns:
-            The stored memories, in order.
+            The stored memories, in order, each as repeated ``encode`` would have
+            returned it (as in the original): with the links of its own step, not the
+            backward twins later memories of the batch gave it (those are stored).
         """
         if isinstance(contents, str):
             raise TypeError("contents must be a sequence of str, not a str")
@@ -478,10 +518,14 @@ class EncodingMixin(StateMixin):
             # transaction holds the store (the linker re-checks them inside it)
             cfg = self.config.resonance
             linker.prefetch(row_vectors, cfg.max_links * cfg.candidate_multiplier)
+        forward: dict[str, list[ResonanceLink]] = {}
         out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared(), row_vectors, batch=True), lambda: state
+            lambda: self._store_and_link(linker, prepared(), row_vectors, True, forward),
+            lambda: state,
         )
-        return [linker.stored(m) for m in out]
+        # each memory as repeated ``encode`` returns it (as the original's batch does):
+        # its own forward links, not the backward twins later memories gave it
+        return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
 
     @_synchronized
     @traced("emotional_memory.observe", content_length=("content", len))
@@ -504,14 +548,16 @@ class EncodingMixin(StateMixin):
             affect: Optional explicit event affect (takes precedence over ``appraisal``).
 
         Returns:
-            The tag ``encode`` would have stored for this event (as in the original).
+            The tag ``encode`` would have stored for this event (as in the original),
+            except that with ``dual_path_encoding`` the event is appraised now (there
+            is no memory to elaborate later), so the tag is never pending.
         """
         text = self._check_content(content if content is not None else "")
         metadata = self._check_metadata(metadata)
         now = self._now()
         memory, new_state = self._prepare(
             self._state, text, None, appraisal, metadata, affect, now,
-            rate_text=content is not None,
+            rate_text=content is not None, defer=False,
         )
         self._adopt(new_state)
         return memory.tag
@@ -542,7 +588,8 @@ class EncodingMixin(StateMixin):
         if memory is None or not memory.tag.pending_appraisal:
             return None
         now = self._now()
-        appraisal = self.appraisal_engine.appraise(memory.content, memory.metadata or None)
+        # the content alone, no context (as the original's elaborate)
+        appraisal = self.appraisal_engine.appraise(memory.content, None)
         appraised = appraisal.to_core_affect()
         tag = memory.tag
         new_tag = tag.model_copy(

@@ -84,6 +84,10 @@ class InMemoryAffectiveStateStore:
         with self._lock:
             self._snapshot = None
 
+    def __repr__(self) -> str:
+        """``InMemoryAffectiveStateStore(has_state=<bool>)``, as the original's."""
+        return f"{type(self).__name__}(has_state={self._snapshot is not None})"
+
     def close(self) -> None:
         """Nothing to release (kept for interface parity with durable stores)."""
 

@@ -30,3 +30,7 @@ class InMemoryStore(RowStore):
     Nothing outlives the process; ``transaction()`` rolls back on an exception.
     See ``stores/memory/README.md`` for the layout and its costs.
     """
+
+    def __repr__(self) -> str:
+        """``InMemoryStore(count=<n>)``, as the original's."""
+        return f"{type(self).__name__}(count={len(self)})"

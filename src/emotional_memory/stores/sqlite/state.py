@@ -268,6 +268,10 @@ class SQLiteAffectiveStateStore:
                 self._conn.close()
             self._conn = None
 
+    def __repr__(self) -> str:
+        """``SQLiteAffectiveStateStore(path=<path>)``, as the original's."""
+        return f"{type(self).__name__}(path={self._path!r})"
+
     def __enter__(self) -> SQLiteAffectiveStateStore:
         """Context-manager entry: the store itself."""
         return self
