@@ -115,7 +115,9 @@ class AffectIn(_Strict):
 class ItemIn(_Strict):
     """One memory to store."""
 
-    content: Annotated[StrictStr, Field(min_length=1, description="The event text (not empty).")]
+    # not min_length: pydantic's constrained str would refuse a lone surrogate before
+    # unicode_text can name it
+    content: Annotated[StrictStr, Field(description="The event text (not empty).")]
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object stored with the memory (filterable with where)."
     )
@@ -130,6 +132,8 @@ class ItemIn(_Strict):
     @field_validator("content")
     @classmethod
     def _unicode_content(cls, v: str) -> str:
+        if not v:
+            raise ValueError("content must not be empty (as MCP's remember)")
         return unicode_text("content", v)
 
     @field_validator("metadata")
