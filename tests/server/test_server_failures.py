@@ -5,6 +5,10 @@
   request on that scope by ``--statement-timeout``: a 503 naming no secret, nothing
   stored, the scope's state unchanged, other scopes served meanwhile, and the scope
   served again once the hold ends.
+- Every PostgreSQL connection of a worker held by slow requests (their reads wait
+  for a table another session locked): another request waits a bounded time for a
+  connection, then gets a 503 saying the database is busy, with nothing stored; the
+  slow requests finish once the table is free, and the service goes on.
 
 Every wait here is bounded by the HTTP client's 60 s timeout ("does not hang"); no
 test asserts a duration.
@@ -12,8 +16,10 @@ test asserts a duration.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +31,7 @@ pytest.importorskip("fastapi", reason="the server extra is not installed")
 
 from emotional_memory.stores._shared.scope_hold import lock_plan
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
-from support.rest_keys import ALICE, BOB, KEYS, all_memories, auth, post_memory
+from support.rest_keys import ADMIN, ALICE, BOB, KEYS, all_memories, auth, post_memory
 from support.service_process import start
 
 HANG = 60.0
@@ -98,3 +104,61 @@ def test_a_scope_held_by_a_stuck_process_is_a_503_on_sqlite(
         _stuck_scope_is_refused(server.url, hold_scope(str(db), ("alice",)), None)
     finally:
         assert server.stop() == 0, server.log_text()
+
+
+def _wait_for_lock_waiters(dsn: str, count: int) -> None:
+    """Until ``count`` sessions wait for a heavyweight lock (polled, bounded; each
+    poll its own transaction: a transaction sees one snapshot of the statistics)."""
+    import psycopg
+
+    deadline = time.monotonic() + HANG
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        while True:
+            waiting = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            if waiting >= count:
+                return
+            assert time.monotonic() < deadline, f"only {waiting} of {count} requests wait"
+            time.sleep(0.05)
+
+
+def test_an_exhausted_postgresql_pool_is_a_503_not_a_hang(
+    keys_file: Path, tmp_path: Path, pg_server: Any
+) -> None:
+    import psycopg
+
+    from emotional_memory.stores.postgres.store import PostgresStore
+
+    dsn = pg_server.create_database("failures_pool")
+    # the service's data pool: PostgresStore's default size (url.py opens it so)
+    pool_size = PostgresStore.__init__.__kwdefaults__["max_connections"]
+    server = start(["--keys", str(keys_file), "--store", dsn, "--embedder", "hashing",
+                    "--statement-timeout", "0"], tmp_path / "serve.log")
+    scopes = [[f"slow{i}"] for i in range(pool_size)]
+    try:
+        with httpx.Client(base_url=server.url, timeout=HANG) as http:
+            for scope in [*scopes, ["late"]]:
+                post_memory(http, ADMIN, {"content": "a memory", "scope": scope})
+            before = [(m["id"], m["content"]) for m in all_memories(http, ADMIN)]
+            with (psycopg.connect(dsn) as blocker,
+                  concurrent.futures.ThreadPoolExecutor(pool_size) as pool):
+                blocker.execute("LOCK TABLE emotional_memory_memories IN ACCESS EXCLUSIVE MODE")
+                slow = [pool.submit(httpx.post, f"{server.url}/v1/search", headers=auth(ADMIN),
+                                    json={"query": "memory", "scope": scope}, timeout=HANG)
+                        for scope in scopes]
+                _wait_for_lock_waiters(dsn, pool_size)  # every connection is held
+                busy = http.post("/v1/memories", headers=auth(ADMIN),
+                                 json={"content": "no connection", "scope": ["late"]})
+                assert busy.status_code == 503, busy.text
+                assert "busy" in busy.json()["detail"], busy.text
+                assert pg_server.password not in busy.text
+                blocker.rollback()  # the table is free: the slow requests finish
+                for done in slow:
+                    assert done.result().status_code == 200, done.result().text
+            # the searches counted their retrievals; nothing else changed
+            assert [(m["id"], m["content"]) for m in all_memories(http, ADMIN)] == before
+            post_memory(http, ADMIN, {"content": "served again", "scope": ["late"]})
+    finally:
+        assert server.stop() == 0, server.log_text()
+    assert pg_server.password not in server.log_text()

@@ -35,7 +35,7 @@ from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
 from emotional_memory.server.rest import router
-from emotional_memory.server.service import FieldError, MemoryService
+from emotional_memory.server.service import FieldError, MemoryService, timeout_detail
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -288,13 +288,11 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
-    """A store's statement timeout: 503 (the operation rolled back)."""
-    logger.warning("statement timeout on %s %s", request.method, request.url.path)
-    return JSONResponse(
-        {"detail": "the request's database work ran past the statement timeout "
-         "(--statement-timeout); nothing was changed"},
-        status_code=503,
-    )
+    """A store's statement timeout, or no connection free: 503 (nothing changed)."""
+    assert isinstance(exc, StoreTimeoutError)
+    logger.warning("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+    return JSONResponse({"detail": timeout_detail(exc)}, status_code=503,
+                        headers={"Retry-After": "1"})
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
