@@ -208,9 +208,15 @@ class Gate:
         await self._bounded(scope, receive, send)
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the app, stopping a (chunked) body that grows past the limit."""
+        """Run the app, stopping a (chunked) body that grows past the limit.
+
+        An exception the app's 500 handler has answered (and logged) in full is not
+        passed on: Starlette re-raises it after the answer, and uvicorn then closed
+        the keep-alive connection without a word, so the client's next request on it
+        failed with a reset.
+        """
         seen = 0
-        started = False
+        started = finished = False
 
         async def counting_receive() -> Message:
             nonlocal seen
@@ -222,9 +228,11 @@ class Gate:
             return message
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, finished
             if message["type"] == "http.response.start":
                 started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
         try:
@@ -232,6 +240,9 @@ class Gate:
         except _BodyTooLarge:
             if not started:
                 await _reply(scope, receive, send, 413, "request body too large")
+        except Exception:
+            if not finished:  # no complete answer: the server's own handling
+                raise
 
 
 async def _reply(
