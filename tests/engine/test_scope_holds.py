@@ -189,3 +189,25 @@ def test_postgres_hold_waits_at_most_the_statement_timeout(pg_dsn: str) -> None:
             pass
     finally:
         store.close()
+
+
+def test_a_killed_idle_lock_connection_is_replaced_not_failed(pg_dsn: str) -> None:
+    """The scope-lock pool checks a connection idle past the store's threshold before
+    handing it out, as the data pool does (it used to hand out dead ones: after a
+    database restart each idle lock connection failed one operation)."""
+    import psycopg
+
+    store = PostgresStore(pg_dsn, table="killed_locks")
+    store._IDLE_CHECK_S = 0.0  # every pooled connection counts as idle: checked
+    states = PostgresAffectiveStateStore.from_store(store)
+    try:
+        with states.hold_scope(("a",)):
+            pass
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                          "datname = current_database() AND pid <> pg_backend_pid()")
+        with states.hold_scope(("a",)):
+            pass
+        assert store.count() == 0  # the data pool recovers too
+    finally:
+        store.close()

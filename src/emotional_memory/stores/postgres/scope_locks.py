@@ -56,6 +56,9 @@ class AdvisoryScopeLocks:
                     data.conninfo, min_size=0, max_size=LOCK_CONNECTIONS,
                     kwargs={**data.kwargs}, open=True,
                     name=f"{data.name}.scope_locks", configure=self._configure,
+                    # as the data pool: a connection idle for a while is pinged (and
+                    # replaced when dead) before it is handed out
+                    check=self._store._check_connection,
                 )
             return self._pool
 
