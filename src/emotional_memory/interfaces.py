@@ -330,6 +330,11 @@ class StoreTimeoutError(RuntimeError):
     statement timeout (``PostgresStore(statement_timeout=...)``)."""
 
 
+class StoreBusyError(StoreTimeoutError):
+    """No database connection of the store became free within its wait (every one
+    held by other operations); the operation did nothing. Worth retrying later."""
+
+
 class UnstorableValueError(ValueError):
     """A memory holds a value its store's database cannot hold (e.g. a NUL character
     in PostgreSQL text); nothing was written.

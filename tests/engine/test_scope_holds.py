@@ -137,3 +137,77 @@ def test_sqlite_holds_leave_a_bounded_number_of_lock_files(tmp_path: Path) -> No
         assert names[0] == "root" and plan[0][1] == (path == ())
         assert names[1:] == sorted(set(names[1:]))  # each stripe once, in order
         assert sum(exclusive for _, exclusive in plan) == 1
+
+
+def test_a_bounded_sqlite_hold_gives_up_and_keeps_nothing(tmp_path: Path) -> None:
+    """A hold with a timeout whose scope stays held elsewhere raises ScopeHoldTimeout
+    (a StoreTimeoutError: the service's 503) and releases what it took: the root,
+    which it holds shared, is free for the root's exclusive hold afterwards."""
+    from emotional_memory.interfaces import StoreTimeoutError
+    from emotional_memory.stores.sqlite.scope_locks import ScopeHoldTimeout
+
+    database = str(tmp_path / "m.db")
+    with hold_scope(database, ("a",)):
+        with (pytest.raises(ScopeHoldTimeout, match="stayed held") as caught,
+              hold_scope(database, ("a", "x"), 0.05)):
+            pytest.fail("entered a held scope")
+        assert isinstance(caught.value, StoreTimeoutError)
+        with hold_scope(database, ("b",), 0.05):  # a sibling: no wait
+            pass
+    with hold_scope(database, (), 5.0):
+        pass
+
+
+def test_postgres_hold_waits_at_most_the_statement_timeout(pg_dsn: str) -> None:
+    import psycopg
+
+    from emotional_memory.stores.postgres.common import StatementTimeout
+
+    store = PostgresStore(pg_dsn, table="bounded_holds", statement_timeout=0.2)
+    states = PostgresAffectiveStateStore.from_store(store)
+    try:
+        with states.hold_scope(("a",)):
+            done = threading.Event()
+            failed: list[BaseException] = []
+
+            def other() -> None:  # a thread with its own lock connection
+                try:
+                    with states.hold_scope(("a",)):
+                        pass
+                except BaseException as exc:
+                    failed.append(exc)
+                done.set()
+
+            t = threading.Thread(target=other)
+            t.start()
+            assert done.wait(60), "the overlapping hold never gave up"
+            t.join(60)
+            assert len(failed) == 1 and isinstance(failed[0], StatementTimeout), failed
+            password = str(psycopg.conninfo.conninfo_to_dict(pg_dsn)["password"])
+            assert password and password not in str(failed[0])
+        with states.hold_scope(()):  # nothing of the failed hold is left behind
+            pass
+    finally:
+        store.close()
+
+
+def test_a_killed_idle_lock_connection_is_replaced_not_failed(pg_dsn: str) -> None:
+    """The scope-lock pool checks a connection idle past the store's threshold before
+    handing it out, as the data pool does (it used to hand out dead ones: after a
+    database restart each idle lock connection failed one operation)."""
+    import psycopg
+
+    store = PostgresStore(pg_dsn, table="killed_locks")
+    store._IDLE_CHECK_S = 0.0  # every pooled connection counts as idle: checked
+    states = PostgresAffectiveStateStore.from_store(store)
+    try:
+        with states.hold_scope(("a",)):
+            pass
+        with psycopg.connect(pg_dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
+                          "datname = current_database() AND pid <> pg_backend_pid()")
+        with states.hold_scope(("a",)):
+            pass
+        assert store.count() == 0  # the data pool recovers too
+    finally:
+        store.close()

@@ -35,7 +35,7 @@ from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
 from emotional_memory.server.rest import router
-from emotional_memory.server.service import FieldError, MemoryService
+from emotional_memory.server.service import FieldError, MemoryService, timeout_detail
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -208,9 +208,15 @@ class Gate:
         await self._bounded(scope, receive, send)
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the app, stopping a (chunked) body that grows past the limit."""
+        """Run the app, stopping a (chunked) body that grows past the limit.
+
+        An exception the app's 500 handler has answered (and logged) in full is not
+        passed on: Starlette re-raises it after the answer, and uvicorn then closed
+        the keep-alive connection without a word, so the client's next request on it
+        failed with a reset.
+        """
         seen = 0
-        started = False
+        started = finished = False
 
         async def counting_receive() -> Message:
             nonlocal seen
@@ -222,9 +228,11 @@ class Gate:
             return message
 
         async def tracking_send(message: Message) -> None:
-            nonlocal started
+            nonlocal started, finished
             if message["type"] == "http.response.start":
                 started = True
+            elif message["type"] == "http.response.body" and not message.get("more_body"):
+                finished = True
             await send(message)
 
         try:
@@ -232,6 +240,9 @@ class Gate:
         except _BodyTooLarge:
             if not started:
                 await _reply(scope, receive, send, 413, "request body too large")
+        except Exception:
+            if not finished:  # no complete answer: the server's own handling
+                raise
 
 
 async def _reply(
@@ -288,13 +299,11 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
-    """A store's statement timeout: 503 (the operation rolled back)."""
-    logger.warning("statement timeout on %s %s", request.method, request.url.path)
-    return JSONResponse(
-        {"detail": "the request's database work ran past the statement timeout "
-         "(--statement-timeout); nothing was changed"},
-        status_code=503,
-    )
+    """A store's statement timeout, or no connection free: 503 (nothing changed)."""
+    assert isinstance(exc, StoreTimeoutError)
+    logger.warning("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+    return JSONResponse({"detail": timeout_detail(exc)}, status_code=503,
+                        headers={"Retry-After": "1"})
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:

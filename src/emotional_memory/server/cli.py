@@ -39,7 +39,8 @@ EMBEDDERS = ("minilm", "hashing")
 AFFECTS = ("text", "none")
 _CLI_NAMES = {"minilm-l6-v2/": "minilm", "hashing/": "hashing"}
 DEFAULT_STATEMENT_TIMEOUT = 10.0
-"""Seconds any one PostgreSQL statement of the service may run (``--statement-timeout``)."""
+"""Seconds any one PostgreSQL statement of the service may run, and a request may wait
+for its scope held by another worker's operation (``--statement-timeout``)."""
 _SERVER_MODULES = frozenset({"fastapi", "starlette", "uvicorn", "mcp", "anyio", "pydantic"})
 
 
@@ -183,7 +184,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--statement-timeout", type=float, default=DEFAULT_STATEMENT_TIMEOUT,
                        metavar="SECONDS",
                        help="longest any one database statement of a request may run "
-                       f"(PostgreSQL; default {DEFAULT_STATEMENT_TIMEOUT:g}; 0: no limit)")
+                       "(PostgreSQL), and longest a request waits for its scope while "
+                       "another worker's operation holds it (PostgreSQL, SQLite); "
+                       f"default {DEFAULT_STATEMENT_TIMEOUT:g}; 0: no limit")
         p.add_argument("--log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug"))
 

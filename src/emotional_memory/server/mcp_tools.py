@@ -32,7 +32,7 @@ from emotional_memory.server.schemas import (
     result_out,
     state_out,
 )
-from emotional_memory.server.service import BatchItem, MemoryService
+from emotional_memory.server.service import BatchItem, MemoryService, timeout_detail
 
 __all__ = [
     "ForgetOut",
@@ -166,10 +166,9 @@ async def _guarded(call: Awaitable[Any]) -> Any:
         return await call
     except (TypeError, ValueError) as exc:
         raise ToolError(f"invalid input: {exc}") from None
-    except StoreTimeoutError:
-        logger.warning("statement timeout in an MCP tool call")
-        raise ToolError("the call's database work ran past the statement timeout "
-                        "(--statement-timeout); nothing was changed") from None
+    except StoreTimeoutError as exc:
+        logger.warning("%s in an MCP tool call", type(exc).__name__)
+        raise ToolError(timeout_detail(exc)) from None
 
 
 def _affect(m: MemoryOut) -> str:

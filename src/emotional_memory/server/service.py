@@ -32,7 +32,7 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.filters import Where, parse_where
-from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError, UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
@@ -40,7 +40,9 @@ from emotional_memory.retrieval.config import check_min_relevance
 from emotional_memory.server.limits import Limits
 from emotional_memory.state import AffectiveState
 
-__all__ = ["MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered"]
+__all__ = [
+    "MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered", "timeout_detail",
+]
 
 MAX_VIEWS = 4096
 """Idle scope views kept open; beyond that the least recently used idle one is dropped
@@ -59,6 +61,16 @@ class FieldError(ValueError):
     def __init__(self, loc: tuple[str | int, ...], message: str) -> None:
         super().__init__(message)
         self.loc = loc
+
+
+def timeout_detail(exc: StoreTimeoutError) -> str:
+    """What a 503 (REST) or a tool error (MCP) says of a store's timeout (no secret:
+    the exception's own message, which names the database, is logged only by type)."""
+    if isinstance(exc, StoreBusyError):
+        return ("the database is busy: every connection stayed in use by other requests "
+                "for the whole wait; nothing was changed, try again")
+    return ("the request's database work ran past the statement timeout "
+            "(--statement-timeout); nothing was changed")
 
 
 @contextlib.contextmanager

@@ -133,7 +133,9 @@ def open_store(
         state: a state-store URL to use instead of the store's own (None: beside the
             memories when the store can hold them, else in process memory).
         statement_timeout: seconds any one database statement may run (PostgreSQL's
-            ``statement_timeout``); None: no limit. Stores without statements ignore it.
+            ``statement_timeout``), and an operation may wait for its scope while
+            another process's operation holds it (PostgreSQL, SQLite); None: no
+            limit. Other stores ignore it.
 
     Returns:
         The opened stores.

@@ -2,6 +2,7 @@
 
 from emotional_memory.stores.postgres.store import (
     SCHEMA_VERSION,
+    PoolBusy,
     PostgresStore,
     PostgresStoreError,
     StatementTimeout,
@@ -10,6 +11,7 @@ from emotional_memory.stores.postgres.store import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PoolBusy",
     "PostgresStore",
     "PostgresStoreError",
     "StatementTimeout",

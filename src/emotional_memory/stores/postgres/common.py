@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.interfaces import StoreTimeoutError
+from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError
 from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact
@@ -100,6 +100,11 @@ class PostgresStoreError(RuntimeError):
 class StatementTimeout(PostgresStoreError, StoreTimeoutError):
     """A statement ran past the store's ``statement_timeout`` and was cancelled (the
     transaction rolled back)."""
+
+
+class PoolBusy(PostgresStoreError, StoreBusyError):
+    """Every connection of a pool stayed in use for the pool's whole wait (slow
+    operations hold them): nothing was done."""
 
 
 # psycopg's prepare_threshold inside _prepared: a statement is prepared automatically

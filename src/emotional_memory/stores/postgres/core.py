@@ -15,6 +15,7 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
     MAX_EF_SEARCH,
+    PoolBusy,
     PostgresStoreError,
     StatementTimeout,
     _Labels,
@@ -105,11 +106,13 @@ class _Core:
         return redact_dsn(text)
 
     def _error(self, what: str, exc: BaseException) -> PostgresStoreError:
-        kind = (
-            StatementTimeout
-            if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms
-            else PostgresStoreError
-        )
+        from psycopg_pool import PoolTimeout
+
+        kind: type[PostgresStoreError] = PostgresStoreError
+        if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms:
+            kind = StatementTimeout
+        elif isinstance(exc, PoolTimeout):  # every pooled connection stayed busy
+            kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
     @property

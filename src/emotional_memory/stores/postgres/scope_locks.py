@@ -7,7 +7,10 @@ ranking and embedding run with no transaction open and other scopes' operations 
 The locks live on a small separate pool: a holder never waits for one of the store's
 data connections while holding a lock connection, so the two pools cannot starve each
 other. A connection lost mid-operation loses its locks with it (the server releases a
-session's locks when it ends).
+session's locks when it ends). The lock connections run under the store's statement
+timeout: waiting longer than it for a scope that another process holds (a stuck or
+very slow operation) fails with :class:`~emotional_memory.stores.postgres.common.
+StatementTimeout`, nothing held, rather than waiting without bound.
 """
 
 from __future__ import annotations
@@ -52,9 +55,20 @@ class AdvisoryScopeLocks:
                 self._pool = ConnectionPool(
                     data.conninfo, min_size=0, max_size=LOCK_CONNECTIONS,
                     kwargs={**data.kwargs}, open=True,
-                    name=f"{data.name}.scope_locks",
+                    name=f"{data.name}.scope_locks", configure=self._configure,
+                    # as the data pool: a connection idle for a while is pinged (and
+                    # replaced when dead) before it is handed out
+                    check=self._store._check_connection,
                 )
             return self._pool
+
+    def _configure(self, conn: Any) -> None:
+        """A new lock connection: the store's statement timeout bounds each wait."""
+        timeout_ms = self._store._timeout_ms
+        if timeout_ms:
+            conn.execute(
+                "SELECT set_config('statement_timeout', %s, false)", (f"{timeout_ms}ms",)
+            )
 
     @contextmanager
     def hold(self, path: tuple[str, ...]) -> Iterator[None]:
@@ -67,6 +81,8 @@ class AdvisoryScopeLocks:
             None, while the locks are held.
 
         Raises:
+            StatementTimeout: another holder kept an overlapping scope past the
+                store's statement timeout (nothing is held).
             PostgresStoreError: the locks could not be taken (the message names the
                 redacted DSN).
         """

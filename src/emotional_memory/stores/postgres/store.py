@@ -16,6 +16,7 @@ from emotional_memory.stores.base import BackendStore
 from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
+    PoolBusy,
     PostgresStoreError,
     StatementTimeout,
     _Labels,
@@ -27,6 +28,7 @@ from emotional_memory.stores.postgres.schema import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "PoolBusy",
     "PostgresStore",
     "PostgresStoreError",
     "StatementTimeout",

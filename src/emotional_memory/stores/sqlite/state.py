@@ -46,6 +46,13 @@ _UPSERT = """INSERT INTO em_affective_state (key, snapshot, updated_at) VALUES (
 ON CONFLICT(key) DO UPDATE SET snapshot = excluded.snapshot, updated_at = excluded.updated_at"""
 
 
+def _check_hold_timeout(value: float | None) -> float | None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                              or not 0 < value < float("inf")):
+        raise ValueError(f"hold_timeout must be None or positive seconds, got {value!r}")
+    return value
+
+
 def _create_table(conn: sqlite3.Connection) -> None:
     conn.execute(_CREATE)
 
@@ -70,6 +77,7 @@ class SQLiteAffectiveStateStore:
         key: str = "default",
         check_same_thread: bool = False,
         timeout: float = 30.0,
+        hold_timeout: float | None = None,
     ) -> None:
         """Open (creating if needed) the state table in the database at ``path``.
 
@@ -83,8 +91,11 @@ class SQLiteAffectiveStateStore:
             key: which state row this store reads and writes.
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
+            hold_timeout: seconds :meth:`hold_scope` waits for an overlapping scope
+                held elsewhere (None: as long as it is held).
         """
         self._key = _check_key(key)
+        self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
         self._lock: AbstractContextManager[Any] = threading.RLock()
@@ -101,12 +112,15 @@ class SQLiteAffectiveStateStore:
             raise
 
     @classmethod
-    def from_store(cls, store: SQLiteStore, *, key: str = "default") -> SQLiteAffectiveStateStore:
+    def from_store(
+        cls, store: SQLiteStore, *, key: str = "default", hold_timeout: float | None = None
+    ) -> SQLiteAffectiveStateStore:
         """A state store sharing ``store``'s connection, lock and transactions.
 
         Args:
             store: an open :class:`SQLiteStore`.
             key: which state row this store reads and writes.
+            hold_timeout: as for the constructor.
 
         Returns:
             The state store; closing it leaves ``store`` open.
@@ -115,6 +129,7 @@ class SQLiteAffectiveStateStore:
             raise TypeError(f"store must be a SQLiteStore, got {type(store).__name__}")
         self = cls.__new__(cls)
         self._key = _check_key(key)
+        self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared = store
         self._path = store.path
         self._lock = store._lock
@@ -144,7 +159,7 @@ class SQLiteAffectiveStateStore:
             return None
         if not _same_file(self._path, store.path):
             return None
-        return type(self).from_store(store, key=self._key)
+        return type(self).from_store(store, key=self._key, hold_timeout=self._hold_timeout)
 
     def scoped(self, path: tuple[str, ...]) -> SQLiteAffectiveStateStore:
         """The state store of scope ``path`` (an engine view's): the same connection,
@@ -190,15 +205,18 @@ class SQLiteAffectiveStateStore:
 
     def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
         """Hold scope ``path`` of this database for one operation, across processes
-        (:func:`~emotional_memory.stores.sqlite.scope_locks.hold_scope`).
+        (:func:`~emotional_memory.stores.sqlite.scope_locks.hold_scope`), waiting at
+        most ``hold_timeout`` seconds for overlapping holders.
 
         Args:
             path: the operation's scope path.
 
         Returns:
-            A context manager holding the locks.
+            A context manager holding the locks (entering it raises
+            :class:`~emotional_memory.stores.sqlite.scope_locks.ScopeHoldTimeout`
+            past the bound).
         """
-        return hold_scope(self._path or "", tuple(path))
+        return hold_scope(self._path or "", tuple(path), self._hold_timeout)
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version: the stored JSON text

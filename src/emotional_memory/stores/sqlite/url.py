@@ -10,10 +10,13 @@ from emotional_memory.stores.sqlite.store import SQLiteStore
 
 
 def open_sqlite(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
-    """:class:`SQLiteStore` and the state store sharing its file and transactions."""
+    """:class:`SQLiteStore` and the state store sharing its file and transactions
+    (``statement_timeout`` bounds an operation's wait for its scope held elsewhere)."""
     store = SQLiteStore(sqlite_path(url))
     try:
-        states = SQLiteAffectiveStateStore.from_store(store)
+        states = SQLiteAffectiveStateStore.from_store(
+            store, hold_timeout=options.get("statement_timeout")
+        )
     except BaseException:
         store.close()
         raise
