@@ -282,3 +282,35 @@ def test_killed_database_connections_answer_cleanly_and_the_service_recovers(
     assert pg_server.password not in log
     if len(stored) < 12:  # each 500's traceback is in the server's log
         assert "unhandled PostgresStoreError" in log, log
+
+
+def test_a_sqlite_file_locked_by_another_process_is_a_503_busy(
+    keys_file: Path, tmp_path: Path
+) -> None:
+    """Another process holding the file's write lock past the busy timeout (bounded by
+    --statement-timeout) is SQLite's "database is locked": a 503 'busy' with nothing
+    changed (was a 500), and the service goes on once the lock is released."""
+    db = tmp_path / "memories.db"
+    server = start(["--keys", str(keys_file), "--store", f"sqlite:///{db}", "--embedder",
+                    "hashing", "--statement-timeout", "1"], tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=server.url, timeout=HANG) as http:
+            post_memory(http, ALICE, {"content": "before the lock"})
+            state = http.get("/v1/state", headers=auth(ALICE)).json()
+            other = sqlite3.connect(db, isolation_level=None)
+            try:
+                other.execute("BEGIN IMMEDIATE")  # the file's one writer, as another process
+                refused = http.post("/v1/memories", headers=auth(ALICE), json={
+                    "content": "while locked", "affect": {"valence": -0.9, "arousal": 0.9}})
+                assert refused.status_code == 503, refused.text
+                assert "busy" in refused.json()["detail"]
+                assert refused.headers["retry-after"] == "1"
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+            assert [m["content"] for m in all_memories(http, ALICE)] == ["before the lock"]
+            assert http.get("/v1/state", headers=auth(ALICE)).json() == state
+            post_memory(http, ALICE, {"content": "after the lock"})
+    finally:
+        assert server.stop() == 0, server.log_text()
+    assert "database busy" in server.log_text()

@@ -672,3 +672,46 @@ def test_a_statement_timeout_is_a_tool_error_saying_so_over_mcp(
         assert is_error, name
         assert "statement timeout" in text and "nothing was changed" in text, (name, text)
     assert "unexpected exception" not in caplog.text
+
+
+def _real_busy_error(tmp_path: Path) -> Exception:
+    """SQLite's own "database is locked" (another connection holds the write lock)."""
+    import sqlite3
+
+    db = tmp_path / "busy.db"
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN IMMEDIATE")
+    waiter = sqlite3.connect(db, timeout=0)
+    try:
+        waiter.execute("INSERT INTO t VALUES (1)")
+    except sqlite3.OperationalError as exc:
+        return exc
+    finally:
+        waiter.close()
+        holder.close()
+    raise AssertionError("the second writer was not refused")
+
+
+def test_busy_sqlite_is_a_busy_tool_error_other_sqlite_errors_are_not(tmp_path: Path) -> None:
+    import sqlite3
+
+    pytest.importorskip("mcp", reason="the MCP tools need the server extra's mcp SDK")
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from emotional_memory.server.mcp_tools import _guarded
+    from emotional_memory.server.service import BUSY_DETAIL, database_busy
+
+    busy = _real_busy_error(tmp_path)
+    other = sqlite3.OperationalError("no such table: t")
+    assert database_busy(busy) and not database_busy(other)
+    assert not database_busy(ValueError("database is locked"))
+
+    async def raising(exc: Exception) -> None:
+        raise exc
+
+    with pytest.raises(ToolError, match="busy") as refused:
+        asyncio.run(_guarded(raising(busy)))
+    assert str(refused.value) == BUSY_DETAIL
+    with pytest.raises(sqlite3.OperationalError, match="no such table"):
+        asyncio.run(_guarded(raising(other)))

@@ -35,7 +35,13 @@ from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
 from emotional_memory.server.rest import router
-from emotional_memory.server.service import FieldError, MemoryService, timeout_detail
+from emotional_memory.server.service import (
+    BUSY_DETAIL,
+    FieldError,
+    MemoryService,
+    database_busy,
+    timeout_detail,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -307,6 +313,10 @@ async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
+    if database_busy(exc):  # SQLite's file held by another process: 503, as a full pool
+        logger.warning("database busy on %s %s", request.method, request.url.path)
+        return JSONResponse({"detail": BUSY_DETAIL}, status_code=503,
+                            headers={"Retry-After": "1"})
     logger.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
                  exc_info=exc)
     return JSONResponse({"detail": "internal server error"}, status_code=500)

@@ -11,6 +11,7 @@ request the auth middleware authenticated; over stdio (``emotional-memory mcp
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal, cast
 
@@ -32,7 +33,13 @@ from emotional_memory.server.schemas import (
     result_out,
     state_out,
 )
-from emotional_memory.server.service import BatchItem, MemoryService, timeout_detail
+from emotional_memory.server.service import (
+    BUSY_DETAIL,
+    BatchItem,
+    MemoryService,
+    database_busy,
+    timeout_detail,
+)
 
 __all__ = [
     "ForgetOut",
@@ -169,6 +176,11 @@ async def _guarded(call: Awaitable[Any]) -> Any:
     except StoreTimeoutError as exc:
         logger.warning("%s in an MCP tool call", type(exc).__name__)
         raise ToolError(timeout_detail(exc)) from None
+    except sqlite3.OperationalError as exc:
+        if not database_busy(exc):
+            raise
+        logger.warning("database busy in an MCP tool call")
+        raise ToolError(BUSY_DETAIL) from None
 
 
 def _affect(m: MemoryOut) -> str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -41,7 +42,8 @@ from emotional_memory.server.limits import Limits
 from emotional_memory.state import AffectiveState
 
 __all__ = [
-    "MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered", "timeout_detail",
+    "BUSY_DETAIL", "MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered",
+    "database_busy", "timeout_detail",
 ]
 
 MAX_VIEWS = 4096
@@ -63,12 +65,25 @@ class FieldError(ValueError):
         self.loc = loc
 
 
+def database_busy(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite's "database is locked" / "busy" (another process
+    held the file past the busy timeout; the statement did nothing)."""
+    return isinstance(exc, sqlite3.OperationalError) and getattr(
+        exc, "sqlite_errorname", ""
+    ).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
+
+
+BUSY_DETAIL = (
+    "the database is busy: every connection stayed in use by other requests "
+    "for the whole wait; nothing was changed, try again"
+)
+
+
 def timeout_detail(exc: StoreTimeoutError) -> str:
     """What a 503 (REST) or a tool error (MCP) says of a store's timeout (no secret:
     the exception's own message, which names the database, is logged only by type)."""
     if isinstance(exc, StoreBusyError):
-        return ("the database is busy: every connection stayed in use by other requests "
-                "for the whole wait; nothing was changed, try again")
+        return BUSY_DETAIL
     return ("the request's database work ran past the statement timeout "
             "(--statement-timeout); nothing was changed")
 

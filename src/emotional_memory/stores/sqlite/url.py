@@ -11,11 +11,13 @@ from emotional_memory.stores.sqlite.store import SQLiteStore
 
 def open_sqlite(url: str, description: str, options: dict[str, Any]) -> OpenedStore:
     """:class:`SQLiteStore` and the state store sharing its file and transactions
-    (``statement_timeout`` bounds an operation's wait for its scope held elsewhere)."""
-    store = SQLiteStore(sqlite_path(url))
+    (``statement_timeout`` bounds an operation's wait for its scope held elsewhere,
+    and for the file's write lock held by another process: SQLite's busy timeout)."""
+    wait = options.get("statement_timeout")
+    store = SQLiteStore(sqlite_path(url), **({"timeout": float(wait)} if wait else {}))
     try:
         states = SQLiteAffectiveStateStore.from_store(
-            store, hold_timeout=options.get("statement_timeout")
+            store, hold_timeout=wait
         )
     except BaseException:
         store.close()
