@@ -335,6 +335,13 @@ class StoreBusyError(StoreTimeoutError):
     held by other operations); the operation did nothing. Worth retrying later."""
 
 
+class StateConflictError(StoreBusyError):
+    """The scope's stored affective state changed under an operation that held the
+    scope (its cross-process lock was lost: e.g. the lock's database connection was
+    cut mid-operation, and another process's operation on the scope committed); the
+    operation rolled back, nothing changed. Retry it."""
+
+
 class UnstorableValueError(ValueError):
     """A memory holds a value its store's database cannot hold (e.g. a NUL character
     in PostgreSQL text); nothing was written.

@@ -372,3 +372,75 @@ def test_as_async_of_a_shared_engine_shares_the_state(tmp_path: Path) -> None:
     got = copy.get_state().history[-1]
     assert [got[0].isoformat(), *got[1:]] == last
     engine.close()
+
+
+class _GatedEmbedder(HashingEmbedder):
+    """Blocks the embedding of texts starting with "gated" until ``go`` is set."""
+
+    def __init__(self) -> None:
+        import threading
+
+        super().__init__(dim=32)
+        self.inside = threading.Event()
+        self.go = threading.Event()
+
+    def embed(self, text: str) -> Any:
+        if text.startswith("gated"):
+            self.inside.set()
+            assert self.go.wait(60)
+        return super().embed(text)
+
+
+def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
+    """The connection holding an operation's scope lock is cut mid-operation (the
+    server frees its locks), another engine's operation on the scope commits: the first
+    operation's save finds the state's version moved and rolls back (StateConflictError,
+    a retryable StoreBusyError), so no update is lost and the store holds one write."""
+    import threading
+
+    import psycopg
+
+    from emotional_memory.interfaces import StateConflictError, StoreBusyError
+    from emotional_memory.stores.postgres import PostgresStore
+    from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+
+    def engine(embedder: HashingEmbedder) -> EmotionalMemory:
+        store = PostgresStore(pg_dsn, table="lostlock")
+        return EmotionalMemory(store, embedder, shared_state=True,
+                               state_store=PostgresAffectiveStateStore.from_store(store))
+
+    gated = _GatedEmbedder()
+    a, b = engine(gated), engine(HashingEmbedder(dim=32))
+    a.store.clear()  # type: ignore[attr-defined]
+    a_team, b_team = a.scoped("team"), b.scoped("team")
+    b_team.set_affect(CoreAffect(valence=0.1, arousal=0.2))  # a stored state to move
+    failure: list[BaseException] = []
+
+    def encode_through_a() -> None:
+        try:
+            a_team.encode("gated event", affect=CoreAffect(valence=-0.9, arousal=0.9))
+        except BaseException as exc:  # noqa: BLE001 - checked below
+            failure.append(exc)
+
+    worker = threading.Thread(target=encode_through_a)
+    worker.start()
+    assert gated.inside.wait(60)
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:  # cut a's lock connection
+        holders = admin.execute(
+            "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+        ).fetchall()
+        assert len(holders) == 1
+        admin.execute("SELECT pg_terminate_backend(%s)", (holders[0][0],))
+    b_team.encode("b's event", affect=CoreAffect(valence=0.8, arousal=0.3))
+    after_b = b_team.get_state().snapshot()
+    gated.go.set()
+    worker.join(60)
+    assert len(failure) == 1 and isinstance(failure[0], StateConflictError), failure
+    assert isinstance(failure[0], StoreBusyError)
+    assert [m.content for m in b.list_all()] == ["b's event"]
+    assert b_team.get_state().snapshot() == after_b
+    assert a_team.get_state().snapshot() == after_b
+    a_team.encode("a retries", affect=CoreAffect(valence=-0.9, arousal=0.9))
+    assert [m.content for m in b.list_all()] == ["b's event", "a retries"]
+    a.close()
+    b.close()

@@ -44,7 +44,14 @@ class StateMixin(EngineCore):
         assert target is not None
         shared = self._shared_states()
         if shared is not None and shared is target:
-            self._state_version = shared.save_versioned(state)
+            # in the operation's turn, the save checks that the state is still the one
+            # the turn started from: a scope lock lost mid-operation (its connection
+            # cut) is a StateConflictError and a rollback, not a lost update
+            expected = (
+                self.__dict__.get("_state_version")
+                if self.__dict__.get("_sharing_depth", 0) else None
+            )
+            self._state_version: str | None = shared.save_versioned(state, expected=expected)
         else:
             target.save(state)  # the original's protocol: save(AffectiveState)
 
@@ -97,6 +104,7 @@ class StateMixin(EngineCore):
                 ``replacing`` (an operation that overwrites it starts from the initial
                 state instead).
         """
+        version: str | None
         try:
             snapshot, version = states.load_versioned()
             if version == self.__dict__.get("_state_version"):
@@ -105,7 +113,8 @@ class StateMixin(EngineCore):
         except StoredStateError:
             if not replacing:
                 raise
-            state, version = AffectiveState.initial(self._now()), ""
+            # a garbage row's version is unknown: its replacement is saved unchecked
+            state, version = AffectiveState.initial(self._now()), None
         self._state = state
         self._state_version = version
 

@@ -33,7 +33,12 @@ from emotional_memory.affect import CoreAffect
 from emotional_memory.async_engine import AsyncEmotionalMemory
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.filters import Where, parse_where
-from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError, UnstorableValueError
+from emotional_memory.interfaces import (
+    StateConflictError,
+    StoreBusyError,
+    StoreTimeoutError,
+    UnstorableValueError,
+)
 from emotional_memory.models import Memory
 from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
@@ -82,6 +87,9 @@ BUSY_DETAIL = (
 def timeout_detail(exc: StoreTimeoutError) -> str:
     """What a 503 (REST) or a tool error (MCP) says of a store's timeout (no secret:
     the exception's own message, which names the database, is logged only by type)."""
+    if isinstance(exc, StateConflictError):
+        return ("the scope's state changed during the request (its lock was lost, e.g. a "
+                "database connection cut); nothing was changed, try again")
     if isinstance(exc, StoreBusyError):
         return BUSY_DETAIL
     return ("the request's database work ran past the statement timeout "

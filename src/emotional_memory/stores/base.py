@@ -422,8 +422,11 @@ class VersionedStateStore(Protocol, metaclass=_Capability):
         """The stored snapshot (None when none) and its version token."""
         ...
 
-    def save_versioned(self, state: Any) -> str:
-        """Store ``state``; the new version token."""
+    def save_versioned(self, state: Any, expected: str | None = None) -> str:
+        """Store ``state``; the new version token. With ``expected`` (the version the
+        operation started from; ``""``: nothing stored), raise
+        :class:`~emotional_memory.interfaces.StateConflictError` and store nothing
+        when the stored version is another."""
         ...
 
     def joined_with(self, store: object) -> Any:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, cast
 
+from emotional_memory.interfaces import StateConflictError
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
@@ -46,6 +47,22 @@ def _row_key(key: str) -> str:
     """The ``key`` column's value for state key ``key`` (see :data:`MAX_ROW_KEY_BYTES`)."""
     raw = key.encode("utf-8")
     return key if len(raw) <= MAX_ROW_KEY_BYTES else "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def _snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
+    """The stored JSON of a state or snapshot.
+
+    Raises:
+        TypeError: neither, or not JSON-serialisable.
+        ValueError: NaN or infinite numbers.
+    """
+    snapshot = snapshot_of(state)
+    try:
+        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:
+        raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
 
 
 class PostgresAffectiveStateStore:
@@ -225,13 +242,7 @@ class PostgresAffectiveStateStore:
             TypeError: neither, or not JSON-serialisable.
             ValueError: NaN or infinite numbers.
         """
-        snapshot = snapshot_of(state)
-        try:
-            text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
-        except TypeError as exc:
-            raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
-        except ValueError as exc:
-            raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+        text = _snapshot_text(state)
         with self._transaction() as cur:
             cur.execute(
                 f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
@@ -276,10 +287,45 @@ class PostgresAffectiveStateStore:
         data = parse_stored(self._key, row[0])
         return data, str(row[1])
 
-    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
-        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
-        with self._transaction():
-            self.save(state)
+    def save_versioned(
+        self, state: AffectiveState | dict[str, Any], expected: str | None = None
+    ) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`).
+
+        Args:
+            state: the state or its snapshot.
+            expected: the version the caller's operation started from (``""``:
+                nothing stored), or None for no check.
+
+        Raises:
+            StateConflictError: the stored version is not ``expected`` (nothing saved;
+                the row is locked until the transaction ends, so a concurrent save
+                is seen).
+        """
+        with self._transaction() as cur:
+            if expected == "":  # nothing was stored: insert, unless another did meanwhile
+                text = _snapshot_text(state)
+                stored = cur.execute(  # (no rowcount in the store's pipeline)
+                    f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
+                    "ON CONFLICT (key) DO NOTHING RETURNING true",
+                    (_row_key(self._key), text, text, datetime.now(UTC)),
+                ).fetchone() is not None
+            elif expected is not None:
+                row = cur.execute(
+                    f"SELECT xmin::text FROM {self._table} WHERE key = %s FOR UPDATE",
+                    (_row_key(self._key),),
+                ).fetchone()
+                stored = row is not None and row[0] == expected
+                if stored:
+                    self.save(state)
+            else:
+                self.save(state)
+                stored = True
+            if not stored:
+                raise StateConflictError(
+                    f"the affective state {self._key!r} changed during the operation "
+                    "(its scope lock was lost); nothing was saved, retry"
+                )
             with self._transaction() as cur:
                 row = cur.execute(
                     f"SELECT xmin::text FROM {self._table} WHERE key = %s", (_row_key(self._key),)

@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from emotional_memory.interfaces import StateConflictError
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
@@ -232,10 +233,33 @@ class SQLiteAffectiveStateStore:
         data = parse_stored(self._key, row[0])
         return data, str(row[0])
 
-    def save_versioned(self, state: AffectiveState | dict[str, Any]) -> str:
-        """:meth:`save`, returning the new version (see :meth:`load_versioned`)."""
-        self.save(state)
-        return self.load_versioned()[1]
+    def save_versioned(
+        self, state: AffectiveState | dict[str, Any], expected: str | None = None
+    ) -> str:
+        """:meth:`save`, returning the new version (see :meth:`load_versioned`).
+
+        Args:
+            state: the state or its snapshot.
+            expected: the version the caller's operation started from (``""``:
+                nothing stored), or None for no check.
+
+        Raises:
+            StateConflictError: the stored version is not ``expected`` (nothing saved).
+        """
+        with self._lock:
+            if expected is not None:
+                row = (
+                    self._connection()
+                    .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
+                    .fetchone()
+                )
+                if (str(row[0]) if row is not None else "") != expected:
+                    raise StateConflictError(
+                        f"the affective state {self._key!r} changed during the operation "
+                        "(its scope lock was lost); nothing was saved, retry"
+                    )
+            self.save(state)
+            return self.load_versioned()[1]
 
     def load(self) -> AffectiveState | None:
         """The stored state (the original library's protocol).

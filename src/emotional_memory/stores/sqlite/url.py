@@ -14,7 +14,8 @@ def open_sqlite(url: str, description: str, options: dict[str, Any]) -> OpenedSt
     (``statement_timeout`` bounds an operation's wait for its scope held elsewhere,
     and for the file's write lock held by another process: SQLite's busy timeout)."""
     wait = options.get("statement_timeout")
-    store = SQLiteStore(sqlite_path(url), **({"timeout": float(wait)} if wait else {}))
+    path = sqlite_path(url)
+    store = SQLiteStore(path, timeout=float(wait)) if wait else SQLiteStore(path)
     try:
         states = SQLiteAffectiveStateStore.from_store(
             store, hold_timeout=wait
