@@ -16,14 +16,24 @@ filtered path. What is rendered:
   (missing or JSON null), ``$ne``, ``$in``, ``$nin``, ``$exists`` and numeric ranges.
 
 Not rendered (None): ranges with a string operand (SQL orders text by collation, the
-reference by code point), and metadata paths of more keys than metadata can nest
+reference by code point), metadata comparisons with a number of magnitude 2**53 or
+more (see below), and metadata paths of more keys than metadata can nest
 (``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path). Every
 leaf is wrapped in ``COALESCE(..., false)`` so SQL's NULL never leaks into ``NOT``.
 
 Every value of the filter is a bound parameter (named placeholders, see
 :class:`Bind`), never text of the statement: no quoting to get wrong, whatever the
 server's ``standard_conforming_strings``. Numbers are bound as their shortest text
-and cast to ``numeric`` (what a literal of them would be), so comparisons stay exact.
+and cast to ``numeric`` (what a literal of them would be).
+
+The reference compares an int with a float exactly (``10**23 != 1e23``, whose value
+is 99999999999999991611392), but the ``jsonb`` column holds a stored float as the
+decimal of its shortest text (``1e+23`` reads as 10**23) and cannot tell it from an
+int. Below 2**53 this never changes an answer (every integer there is a float, so
+no integer lies between a float and its shortest text); from 2**53 on it does, in
+both directions (a stored float against an int operand, a stored int against a float
+operand). A metadata comparison with such an operand is therefore not rendered (the
+generic path compares the Python values); the built-in columns are typed and exact.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ _NUMERIC_COLUMNS = {
     "timestamp": "created_us",
 }
 _RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_EXACT_BELOW = 2**53
+"""Metadata numbers compare exactly in SQL below this magnitude (see the module docs)."""
 
 
 class _Unrenderable(Exception):
@@ -176,6 +188,8 @@ def _metadata(c: Compare, bind: Bind) -> str:
     present = " AND ".join([*guards, f"{value} IS NOT NULL"])
 
     def number_test(sql_op: str, operand: Any) -> str:
+        if abs(operand) >= _EXACT_BELOW:
+            raise _Unrenderable  # int-or-float is lost in jsonb (see the module docs)
         return (
             f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
             f"THEN ({value})::numeric {sql_op} {_number(bind, operand)} ELSE false END, false)"
