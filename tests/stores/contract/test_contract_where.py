@@ -11,6 +11,9 @@
 * Numbers compare as Python compares them (exactly, ints with floats): every operator
   with ints and floats on both sides of 2**53 and 2**63 and floats whose shortest
   text is not their value (``1e+23``), alone and in random ``$and`` / ``$or`` trees.
+* A filter of tens of thousands of values (``$in``, ``$nin``, ``$or``, ``$and``) answers
+  as the dialect: past a database's limits (PostgreSQL's 65,535 parameters, the
+  depth of Chroma's SQLite expressions) it is narrowed in Python.
 """
 
 from __future__ import annotations
@@ -123,3 +126,25 @@ def test_number_filter_trees_select_what_the_dialect_selects(
     assert [m.content for m in engine.list_all(where=where)] == want
     assert [m.content for m in engine.retrieve("number", 3, where=where)] == [
         m.content for m in oracle.retrieve("number", 3, where=where)]
+
+
+def test_filters_of_many_values_select_what_the_dialect_selects(backend: Backend) -> None:
+    n = 5_000  # a few thousand comparisons crashed a Chroma server
+    engine, oracle = (EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+                      for store in (backend.new(), oracle_store()))
+    for i in range(4):
+        for e in (engine, oracle):
+            e.encode(f"memory {i}", metadata={"s": f"v{i}", "n": i},
+                     affect=CoreAffect(valence=0.1, arousal=0.5))
+    wheres: list[dict[str, Any]] = [
+        {"s": {"$in": [f"v{i}" for i in range(2, 70_000)]}},  # > 65,535 SQL parameters
+        {"n": {"$nin": list(range(2, n))}},
+        {"$or": [{"s": f"v{i}"} for i in range(2, n)]},
+        {"$and": [{"n": {"$ne": i}} for i in range(2, n)]},
+    ]
+    for where in wheres:
+        want = [m.content for m in oracle.list_all() if oracle_matches(m, where)]
+        assert [m.content for m in engine.list_all(where=where)] == want
+        assert engine.scoped("elsewhere").list_all(where=where) == []
+        assert [m.content for m in engine.retrieve("memory", 3, where=where)] == [
+            m.content for m in oracle.retrieve("memory", 3, where=where)]

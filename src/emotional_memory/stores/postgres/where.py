@@ -17,8 +17,10 @@ filtered path. What is rendered:
 
 Not rendered (None): ranges with a string operand (SQL orders text by collation, the
 reference by code point), metadata comparisons with a number of magnitude 2**53 or
-more (see below), and metadata paths of more keys than metadata can nest
-(``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path). Every
+more (see below), metadata paths of more keys than metadata can nest
+(``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path), and
+filters binding more than ``MAX_BOUND_VALUES`` values (a statement binds at most
+65,535, and a view's filter may appear in it more than once). Every
 leaf is wrapped in ``COALESCE(..., false)`` so SQL's NULL never leaks into ``NOT``.
 
 Every value of the filter is a bound parameter (named placeholders, see
@@ -46,7 +48,7 @@ from typing import Any
 from emotional_memory._validation import MAX_METADATA_DEPTH
 from emotional_memory.filters import And, Clause, Compare, Or
 
-__all__ = ["Bind", "positional", "where_sql"]
+__all__ = ["MAX_BOUND_VALUES", "Bind", "positional", "where_sql"]
 
 _NUMERIC_COLUMNS = {
     "valence": "valence",
@@ -56,6 +58,9 @@ _NUMERIC_COLUMNS = {
     "timestamp": "created_us",
 }
 _RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+MAX_BOUND_VALUES = 4096
+"""The most values one rendered filter binds (a ``$in`` of thousands of values is
+answered by the generic path instead: PostgreSQL takes 65,535 parameters a statement)."""
 _EXACT_BELOW = 2**53
 """Metadata numbers compare exactly in SQL below this magnitude (see the module docs)."""
 
@@ -234,6 +239,7 @@ def where_sql(clause: Clause, prefix: str = "w") -> tuple[str, dict[str, Any]] |
     """
     bind = Bind(prefix)
     try:
-        return _render(clause, bind), bind.values
+        sql = _render(clause, bind)
     except _Unrenderable:
         return None
+    return (sql, bind.values) if len(bind.values) <= MAX_BOUND_VALUES else None

@@ -70,6 +70,10 @@ class VectorDBStore(BackendStore, ABC):
     # fail half-way (``import_memories``) checks its embeddings against the store first.
     writes_atomic: ClassVar[bool] = False
     refuses_empty_embedding: ClassVar[bool] = True
+    # The most comparisons one database filter holds: a ``where`` filter translating
+    # to more (a $in of thousands of values) is read as a superset and narrowed in
+    # Python, instead of a request the database refuses or dies of.
+    filter_size_max: ClassVar[int | None] = 4096
 
     def __init__(self) -> None:
         """Read the next sequence number from the database."""
@@ -468,7 +472,7 @@ class VectorDBSelected:
         """``(rendered filter or None, exact, nothing)``: the database filter, whether
         it is exact, and whether the selection is empty whatever is stored."""
         if self._translated is None:
-            cond, exact = translate(self.selection)
+            cond, exact = translate(self.selection, self.store.filter_size_max)
             if cond == FALSE:
                 self._translated = (None, True, True)
             elif cond == TRUE:
