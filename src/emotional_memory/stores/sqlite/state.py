@@ -30,7 +30,12 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import (
+    check_key,
+    parse_stored,
+    scoped_key,
+    snapshot_of,
+)
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import open_connection
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
@@ -84,7 +89,7 @@ class SQLiteAffectiveStateStore:
             check_same_thread: passed to :func:`sqlite3.connect`.
             timeout: seconds to wait for another connection's write lock.
         """
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
         self._lock: AbstractContextManager[Any] = threading.RLock()
@@ -114,7 +119,7 @@ class SQLiteAffectiveStateStore:
         if not isinstance(store, SQLiteStore):
             raise TypeError(f"store must be a SQLiteStore, got {type(store).__name__}")
         self = cls.__new__(cls)
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._shared = store
         self._path = store.path
         self._lock = store._lock
@@ -158,7 +163,7 @@ class SQLiteAffectiveStateStore:
             The twin (closing the root closes their shared connection).
         """
         twin = copy.copy(self)
-        twin._key = scoped_key(self._key, tuple(path))
+        twin._key = scoped_key(self._key, path)
         return twin
 
     @property
@@ -318,7 +323,3 @@ def _same_file(a: str | None, b: str | None) -> bool:
         return False
 
 
-def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not key:
-        raise ValueError("key must be a non-empty string")
-    return key
