@@ -29,6 +29,10 @@ class ChromaStore(VectorDBStore):
     # number of comparisons: about 1,000 fail ("Expression tree is too large") and a
     # few thousand crashed a Chroma 1.x server. Larger filters are narrowed in Python.
     filter_size_max = 256
+    # A record of some 3,000 metadata keys made Chroma 1.x fail ("Error in compaction:
+    # Failed to apply logs to the metadata segment") and every later write to the
+    # collection with it; 2,000 are written and filtered.
+    metadata_paths_max = 2000
 
     def __init__(
         self,

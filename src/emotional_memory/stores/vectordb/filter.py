@@ -28,6 +28,7 @@ __all__ = [
     "Cond",
     "filter_fields",
     "metadata_key_kinds",
+    "metadata_paths",
     "translate",
 ]
 
@@ -81,6 +82,11 @@ def _leaves(
         yield path, value
         if isinstance(value, Mapping):
             yield from _leaves(value, path)
+
+
+def metadata_paths(metadata: Mapping[str, Any]) -> int:
+    """The metadata paths :func:`filter_fields` lists in ``me`` (see the module docs)."""
+    return sum(1 for _ in _leaves(metadata, ()))
 
 
 def filter_fields(memory: Memory) -> dict[str, Any]:
