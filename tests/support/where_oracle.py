@@ -166,3 +166,53 @@ TRICKY_WHERES: list[dict[str, Any]] = [
     {"huge": {"$ne": 3}},
 ]
 """Filters over ``TRICKY_METAS`` whose answers stores have got wrong."""
+
+NUMBER_VALUES: list[Any] = [
+    0, -0.0, 1, 1.0, True, False, 0.1, 0.30000000000000004, 5e-324,
+    2**53 - 1, 2**53, 2**53 + 1, float(2**53), 2**53 + 2.0,
+    1e16, 10**16, 10**16 + 1,
+    1e23, 10**23, 99999999999999991611392, 99999999999999991611393, -1e23, -(10**23),
+    2**63 - 1, 2**63, float(2**63), 2**64, float(2**64), 2**64 + 1,
+    -(2**63), -(2**63) - 1, float(-(2**63)),
+    2.0**70, 2**70, 2**70 + 1, 1e300, 10**300,
+]
+"""Numbers whose order and equality a translation gets wrong when it compares them in
+another form than Python's exact int/float comparison: ints and floats on both sides
+of 2**53 and 2**63, and floats whose shortest decimal text (``1e+23``) is not their
+value (99999999999999991611392): each one is a stored value and an operand."""
+
+NUMBER_METAS: list[Any] = [*NUMBER_VALUES, 10**400, "1", None, [1], {"a": 1}]
+"""The ``v`` of each memory of a numbers bank: ``NUMBER_VALUES`` and what a number
+must not match (an int beyond float's range, a string, null, a list, an object)."""
+
+_RANGES = ["$gt", "$gte", "$lt", "$lte"]
+
+_NON_BOOL = [v for v in NUMBER_VALUES if not isinstance(v, bool)]
+
+number_leaf = st.one_of(
+    st.builds(lambda op, v: {"v": {op: v}}, st.sampled_from(["$eq", "$ne"]),
+              st.sampled_from(NUMBER_VALUES)),
+    st.builds(lambda op, v: {"v": {op: v}}, st.sampled_from(_RANGES), st.sampled_from(_NON_BOOL)),
+    st.builds(lambda op, vs: {"v": {op: vs}}, st.sampled_from(["$in", "$nin"]),
+              st.lists(st.sampled_from(NUMBER_VALUES), min_size=0, max_size=3)),
+)
+number_wheres = st.recursive(  # $and / $or trees of number conditions on ``v``
+    number_leaf,
+    lambda inner: st.one_of(
+        st.builds(lambda cs: {"$and": cs}, st.lists(inner, min_size=1, max_size=3)),
+        st.builds(lambda cs: {"$or": cs}, st.lists(inner, min_size=1, max_size=3)),
+    ),
+    max_leaves=4,
+)
+"""Filters over a numbers bank (``NUMBER_METAS``): comparisons with ``NUMBER_VALUES``."""
+
+
+def number_sweep() -> list[dict[str, Any]]:
+    """Every operator with every one of ``NUMBER_VALUES`` (ranges with numbers only)."""
+    out: list[dict[str, Any]] = []
+    for value in NUMBER_VALUES:
+        for op in ["$eq", "$ne", *_RANGES, "$in", "$nin"]:
+            if op in _RANGES and isinstance(value, bool):
+                continue
+            out.append({"v": {op: [value] if op in ("$in", "$nin") else value}})
+    return out

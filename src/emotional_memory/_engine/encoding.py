@@ -454,6 +454,16 @@ class EncodingMixin(StateMixin):
             self._check_metadata(m, f"metadata[{i}]")
             for i, m in enumerate(metadata if metadata is not None else [None] * len(texts))
         ]
+        # a store without transactions refuses such metadata before anything is written
+        fits = getattr(self.store, "check_metadata", None)
+        if callable(fits):
+            for i, meta in enumerate(metas):
+                try:
+                    fits(meta or {})
+                except UnstorableValueError as exc:
+                    raise UnstorableValueError(
+                        exc.field, f"memory {i} of the batch: {exc}", i
+                    ) from None
         if expires_at is None or isinstance(expires_at, datetime):
             expiries = [_check_expiry(expires_at, "expires_at")] * len(texts)
         elif isinstance(expires_at, str) or not isinstance(expires_at, Sequence):

@@ -268,6 +268,7 @@ class RecordsMixin(EngineCore):
                 )
         self._check_import_links(memories, view)
         self._check_import_embeddings(memories)
+        self._check_import_storable(memories)
         written = 0
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads;
@@ -354,6 +355,26 @@ class RecordsMixin(EngineCore):
                 raise ValueError(
                     f"data[{i}].embedding has dimension {n}, but {want[1]} dimension {want[0]}"
                 )
+
+    def _check_import_storable(self, memories: Sequence[Memory]) -> None:
+        """Refuse, before any write, a memory a store without transactions cannot hold
+        (its ``check_storable``, e.g. Chroma's limit on metadata keys): the import
+        would otherwise stop half-way. Stores with transactions roll back instead.
+
+        Raises:
+            UnstorableValueError: naming ``data[i]`` and the field.
+        """
+        store = self.store
+        check = getattr(store, "check_storable", None)
+        if not callable(check) or (
+            getattr(store, "writes_atomic", True) and callable(getattr(store, "transaction", None))
+        ):
+            return
+        for i, mem in enumerate(memories):
+            try:
+                check(mem)
+            except UnstorableValueError as exc:
+                raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
 
     def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
         """Every link of an import targets a memory of the import or of the store."""

@@ -8,7 +8,8 @@ Over every state backend (in-memory, SQLite, PostgreSQL, Redis on a real server)
   ``clear`` forgets it; bad input is a TypeError and leaves the saved state.
 * ``scoped(path)`` is the state store of an engine view: one state per path, the
   root's untouched, each path's its own, under ``scoped_key`` of the root's key where
-  the backend keeps keys.
+  the backend keeps keys. A key or path no backend can hold (a NUL, a lone
+  surrogate, an empty part) is refused alike on every backend.
 * On the durable backends a store opened again on the same place and key finds the
   root's and every scope's state; a second engine restores them, per view.
 """
@@ -70,6 +71,31 @@ def test_bad_input_is_refused_and_changes_nothing(state_backend: StateBackend) -
     with pytest.raises(TypeError, match=r"state|snapshot"):
         store.save([1, 2])  # type: ignore[arg-type]
     assert store.load_snapshot() == {"b": 2}
+
+
+@pytest.mark.parametrize("key", ["k\x00", "k\ud800"])
+@pytest.mark.parametrize("state_backend", DURABLE_STATE_STORES, indirect=True)
+def test_a_key_no_backend_can_hold_is_refused_on_every_backend(
+    state_backend: StateBackend, key: str
+) -> None:
+    """PostgreSQL text holds no NUL and no driver encodes a lone surrogate: such a key
+    is a ValueError naming it when the store opens, on every backend alike (it was a
+    raw database error, or a UnicodeEncodeError at the first save)."""
+    with pytest.raises(ValueError, match="key"):
+        state_backend.new(key)
+
+
+@pytest.mark.parametrize("path", [("a\x00",), ("\ud800",), ("",), ("a", 1), "alice"])
+def test_a_scope_path_no_view_can_have_is_refused(
+    state_backend: StateBackend, path: object
+) -> None:
+    """``scoped`` checks its path as an engine view does (the engine checked it first,
+    a direct caller was not): a TypeError or ValueError naming it, nothing saved."""
+    root = state_backend.new(key="team")
+    root.save(moved_state(0.1))
+    with pytest.raises((TypeError, ValueError), match="path"):
+        root.scoped(path).save(moved_state(0.2))  # type: ignore[arg-type]
+    assert root.load_snapshot() == moved_state(0.1).snapshot()
 
 
 def test_scoped_stores_keep_one_state_per_path(state_backend: StateBackend) -> None:

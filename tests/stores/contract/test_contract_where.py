@@ -8,6 +8,12 @@
   booleans against numbers, arrays on the path, quotes, integers beyond float
   precision, a dotted key) select what the dialect selects, and ``retrieve`` with
   them answers as the in-memory engine.
+* Numbers compare as Python compares them (exactly, ints with floats): every operator
+  with ints and floats on both sides of 2**53 and 2**63 and floats whose shortest
+  text is not their value (``1e+23``), alone and in random ``$and`` / ``$or`` trees.
+* A filter of tens of thousands of values (``$in``, ``$nin``, ``$or``, ``$and``) answers
+  as the dialect: past a database's limits (PostgreSQL's 65,535 parameters, the
+  depth of Chroma's SQLite expressions) it is narrowed in Python.
 """
 
 from __future__ import annotations
@@ -23,7 +29,15 @@ from emotional_memory import CoreAffect, EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.embedders import HashingEmbedder
 from support.backends import ENGINES, Backend, oracle_store
 from support.scopes import T0, WORDS, Clock, explained, fill_bank, lexical_config, tags
-from support.where_oracle import TRICKY_METAS, TRICKY_WHERES, more_wheres, oracle_matches
+from support.where_oracle import (
+    NUMBER_METAS,
+    TRICKY_METAS,
+    TRICKY_WHERES,
+    more_wheres,
+    number_sweep,
+    number_wheres,
+    oracle_matches,
+)
 
 pytestmark = pytest.mark.parametrize("backend", ENGINES, indirect=True)
 
@@ -83,3 +97,54 @@ def test_tricky_values_select_what_the_dialect_selects(backend: Backend) -> None
         assert [m.content for m in engine.retrieve("memory", 4, where=where)] == [
             m.content for m in oracle.retrieve("memory", 4, where=where)], where
     assert tags(engine.list_all()) == tags(oracle.list_all())
+
+
+def _number_bank(store: Any) -> EmotionalMemory:
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+    for i, v in enumerate(NUMBER_METAS):
+        engine.encode(f"number {i}", metadata={"v": v},
+                      affect=CoreAffect(valence=0.1, arousal=0.5))
+    return engine
+
+
+def test_numbers_compare_exactly_as_python_compares_them(backend: Backend) -> None:
+    engine = _number_bank(backend.new())
+    memories = engine.list_all()
+    for where in number_sweep():
+        want = [m.content for m in memories if oracle_matches(m, where)]
+        assert [m.content for m in engine.list_all(where=where)] == want, where
+
+
+@settings(max_examples=15, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(where=number_wheres)
+def test_number_filter_trees_select_what_the_dialect_selects(
+    backend: Backend, where: dict[str, Any]
+) -> None:
+    engine, oracle = _number_bank(backend.new()), _number_bank(oracle_store())
+    want = [m.content for m in oracle.list_all() if oracle_matches(m, where)]
+    assert [m.content for m in engine.list_all(where=where)] == want
+    assert [m.content for m in engine.retrieve("number", 3, where=where)] == [
+        m.content for m in oracle.retrieve("number", 3, where=where)]
+
+
+def test_filters_of_many_values_select_what_the_dialect_selects(backend: Backend) -> None:
+    n = 5_000  # a few thousand comparisons crashed a Chroma server
+    engine, oracle = (EmotionalMemory(store, HashingEmbedder(dim=16), clock=Clock())
+                      for store in (backend.new(), oracle_store()))
+    for i in range(4):
+        for e in (engine, oracle):
+            e.encode(f"memory {i}", metadata={"s": f"v{i}", "n": i},
+                     affect=CoreAffect(valence=0.1, arousal=0.5))
+    wheres: list[dict[str, Any]] = [
+        {"s": {"$in": [f"v{i}" for i in range(2, 70_000)]}},  # > 65,535 SQL parameters
+        {"n": {"$nin": list(range(2, n))}},
+        {"$or": [{"s": f"v{i}"} for i in range(2, n)]},
+        {"$and": [{"n": {"$ne": i}} for i in range(2, n)]},
+    ]
+    for where in wheres:
+        want = [m.content for m in oracle.list_all() if oracle_matches(m, where)]
+        assert [m.content for m in engine.list_all(where=where)] == want
+        assert engine.scoped("elsewhere").list_all(where=where) == []
+        assert [m.content for m in engine.retrieve("memory", 3, where=where)] == [
+            m.content for m in oracle.retrieve("memory", 3, where=where)]

@@ -311,6 +311,28 @@ def test_a_metadata_path_deeper_than_metadata_nests_is_answered_without_sql(
     assert _contents(pg.list_all(where={deepest: 1})) == ["deep"]
 
 
+def test_a_metadata_number_from_2_to_the_53_on_is_compared_without_sql() -> None:
+    """jsonb keeps ``1e+23`` as 10**23, not the float's value 99999999999999991611392,
+    and cannot tell a stored float from an int: from 2**53 on, where an integer can lie
+    between a float and its shortest text, a metadata comparison is left to the
+    generic path (the contract suite checks the answers); built-in columns stay SQL."""
+    from emotional_memory.filters import parse_where
+    from emotional_memory.stores.postgres.where import where_sql
+
+    def in_sql(where: dict[str, Any]) -> bool:
+        parsed = parse_where(where)
+        assert parsed is not None
+        return where_sql(parsed.clause) is not None
+
+    for small in (2**53 - 1, -(2**53 - 1), 0.1, 1e15, -0.0):
+        assert in_sql({"v": small}) and in_sql({"v": {"$gt": small}})
+    for big in (2**53, -(2**53), 1e23, 10**23, float(2**64), 2**64 + 1):
+        assert not in_sql({"v": big})
+        assert not in_sql({"v": {"$lte": big}})
+        assert not in_sql({"v": {"$nin": [1, big]}})
+        assert in_sql({"retrieval_count": {"$lt": big}})
+
+
 def test_a_state_row_an_earlier_version_kept_under_a_long_raw_key_is_found(
     pg_dsn: str,
 ) -> None:

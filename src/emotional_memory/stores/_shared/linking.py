@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.interfaces import MemoryStore
+from emotional_memory.interfaces import MemoryStore, UnstorableValueError
 from emotional_memory.models import LinkType, Memory, ResonanceLink
 from emotional_memory.stores._shared.records import (
     to_microseconds,
@@ -357,8 +357,13 @@ class MemoryLinker(Linker):
         self, memories: Sequence[Memory], vectors: Sequence[np.ndarray | None] | None = None
     ) -> None:
         """See :meth:`Linker.save` (``vectors`` unused: the store converts the lists)."""
-        for memory in memories:
-            self._store.save(memory)
+        for i, memory in enumerate(memories):
+            try:
+                self._store.save(memory)
+            except UnstorableValueError as exc:
+                if exc.index is None:
+                    exc.index = i  # its place in the block, as a store's batch names it
+                raise
 
     def save_and_find(
         self,

@@ -12,9 +12,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from emotional_memory.models import scope_path
 from emotional_memory.state import AffectiveState
 
-__all__ = ["StoredStateError", "parse_stored", "scoped_key", "scoped_state_store", "snapshot_of"]
+__all__ = [
+    "StoredStateError",
+    "check_key",
+    "check_path",
+    "parse_stored",
+    "scoped_key",
+    "scoped_state_store",
+    "snapshot_of",
+]
 
 
 class StoredStateError(RuntimeError):
@@ -47,6 +56,41 @@ def parse_stored(key: str, text: str) -> dict[str, Any]:
     return data
 
 
+def check_key(key: object) -> str:
+    """A state store's ``key``, checked the same on every backend.
+
+    Args:
+        key: the key given.
+
+    Returns:
+        ``key``.
+
+    Raises:
+        ValueError: not a non-empty string, not valid Unicode (a lone surrogate,
+            which no database driver encodes), or holding a NUL character (which
+            PostgreSQL text cannot hold; refused on every backend alike).
+    """
+    if not isinstance(key, str) or not key:
+        raise ValueError("key must be a non-empty string")
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("key is not valid Unicode text (a lone surrogate)") from None
+    if "\x00" in key:
+        raise ValueError("key must not contain NUL characters")
+    return key
+
+
+def check_path(path: object) -> tuple[str, ...]:
+    """A state store's ``scoped(path)`` argument, checked as an engine view's path.
+
+    Raises:
+        TypeError: not a tuple (or list) of strings. ValueError: an empty part, a
+            NUL character, a lone surrogate, a part over ``MAX_SCOPE_PART_BYTES``.
+    """
+    return scope_path("path", path)
+
+
 def scoped_key(key: str, path: tuple[str, ...]) -> str:
     """The key of ``path``'s state next to the root state's ``key``.
 
@@ -58,6 +102,7 @@ def scoped_key(key: str, path: tuple[str, ...]) -> str:
         ``key`` for the root, else ``key + "/scope:" + the path as a JSON array``
         (unambiguous whatever characters the parts hold).
     """
+    path = check_path(path)
     if not path:
         return key
     return f"{key}/scope:{json.dumps(list(path), ensure_ascii=False, separators=(',', ':'))}"

@@ -8,7 +8,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import snapshot_of
+from emotional_memory.stores._shared.state import check_path, snapshot_of
 
 
 class InMemoryAffectiveStateStore:
@@ -36,7 +36,7 @@ class InMemoryAffectiveStateStore:
         Returns:
             The child store.
         """
-        path = tuple(path)
+        path = check_path(path)
         if not path:
             return self
         with self._lock:

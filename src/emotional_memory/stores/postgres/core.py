@@ -331,7 +331,8 @@ class _Core:
         ``stores/postgres/where.py``), so searches, lexical statistics and link
         candidates see only those rows; writes are refused for memories it does not
         see (as unknown ids). A ``where`` filter without an exact SQL form (a range
-        with a string operand) is served by the generic
+        with a string operand, a metadata number of magnitude 2**53 or more, more
+        than ``where.MAX_BOUND_VALUES`` values) is served by the generic
         :class:`~emotional_memory.stores.selection.SelectedStore` (its memories
         filtered in Python, O(N) per operation).
 

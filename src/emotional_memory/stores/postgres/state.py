@@ -24,17 +24,17 @@ from typing import Any, cast
 
 from emotional_memory.interfaces import StateConflictError
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import (
+    check_key,
+    parse_stored,
+    scoped_key,
+    snapshot_of,
+)
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError, redact_dsn
 
 __all__ = ["PostgresAffectiveStateStore"]
 
-
-def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not key:
-        raise ValueError("key must be a non-empty string")
-    return key
 
 
 MAX_ROW_KEY_BYTES = 2000
@@ -98,7 +98,7 @@ class PostgresAffectiveStateStore:
                 "PostgresAffectiveStateStore needs psycopg: "
                 "pip install 'emotional-memory-jax[postgres]'"
             ) from exc
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._psycopg = psycopg
         self._redacted = redact_dsn(dsn)
         self._table = f"{_table(table)}_state"
@@ -136,7 +136,7 @@ class PostgresAffectiveStateStore:
         if not isinstance(store, PostgresStore):
             raise TypeError(f"store must be a PostgresStore, got {type(store).__name__}")
         self = cls.__new__(cls)
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._psycopg = store._psycopg
         self._redacted = store.dsn
         self._table = f"{store.table}_state"
@@ -170,7 +170,7 @@ class PostgresAffectiveStateStore:
             The twin (closing the root closes their shared connection).
         """
         twin = copy.copy(self)
-        twin._key = scoped_key(self._key, tuple(path))
+        twin._key = scoped_key(self._key, path)
         return twin
 
     @property

@@ -16,14 +16,26 @@ filtered path. What is rendered:
   (missing or JSON null), ``$ne``, ``$in``, ``$nin``, ``$exists`` and numeric ranges.
 
 Not rendered (None): ranges with a string operand (SQL orders text by collation, the
-reference by code point), and metadata paths of more keys than metadata can nest
-(``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path). Every
+reference by code point), metadata comparisons with a number of magnitude 2**53 or
+more (see below), metadata paths of more keys than metadata can nest
+(``MAX_METADATA_DEPTH``: their SQL would grow with the square of the path), and
+filters binding more than ``MAX_BOUND_VALUES`` values (a statement binds at most
+65,535, and a view's filter may appear in it more than once). Every
 leaf is wrapped in ``COALESCE(..., false)`` so SQL's NULL never leaks into ``NOT``.
 
 Every value of the filter is a bound parameter (named placeholders, see
 :class:`Bind`), never text of the statement: no quoting to get wrong, whatever the
 server's ``standard_conforming_strings``. Numbers are bound as their shortest text
-and cast to ``numeric`` (what a literal of them would be), so comparisons stay exact.
+and cast to ``numeric`` (what a literal of them would be).
+
+The reference compares an int with a float exactly (``10**23 != 1e23``, whose value
+is 99999999999999991611392), but the ``jsonb`` column holds a stored float as the
+decimal of its shortest text (``1e+23`` reads as 10**23) and cannot tell it from an
+int. Below 2**53 this never changes an answer (every integer there is a float, so
+no integer lies between a float and its shortest text); from 2**53 on it does, in
+both directions (a stored float against an int operand, a stored int against a float
+operand). A metadata comparison with such an operand is therefore not rendered (the
+generic path compares the Python values); the built-in columns are typed and exact.
 """
 
 from __future__ import annotations
@@ -36,7 +48,7 @@ from typing import Any
 from emotional_memory._validation import MAX_METADATA_DEPTH
 from emotional_memory.filters import And, Clause, Compare, Or
 
-__all__ = ["Bind", "positional", "where_sql"]
+__all__ = ["MAX_BOUND_VALUES", "Bind", "positional", "where_sql"]
 
 _NUMERIC_COLUMNS = {
     "valence": "valence",
@@ -46,6 +58,11 @@ _NUMERIC_COLUMNS = {
     "timestamp": "created_us",
 }
 _RANGE_SQL = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+MAX_BOUND_VALUES = 4096
+"""The most values one rendered filter binds (a ``$in`` of thousands of values is
+answered by the generic path instead: PostgreSQL takes 65,535 parameters a statement)."""
+_EXACT_BELOW = 2**53
+"""Metadata numbers compare exactly in SQL below this magnitude (see the module docs)."""
 
 
 class _Unrenderable(Exception):
@@ -176,6 +193,8 @@ def _metadata(c: Compare, bind: Bind) -> str:
     present = " AND ".join([*guards, f"{value} IS NOT NULL"])
 
     def number_test(sql_op: str, operand: Any) -> str:
+        if abs(operand) >= _EXACT_BELOW:
+            raise _Unrenderable  # int-or-float is lost in jsonb (see the module docs)
         return (
             f"COALESCE({present} AND CASE WHEN jsonb_typeof({value}) = 'number' "
             f"THEN ({value})::numeric {sql_op} {_number(bind, operand)} ELSE false END, false)"
@@ -220,6 +239,7 @@ def where_sql(clause: Clause, prefix: str = "w") -> tuple[str, dict[str, Any]] |
     """
     bind = Bind(prefix)
     try:
-        return _render(clause, bind), bind.values
+        sql = _render(clause, bind)
     except _Unrenderable:
         return None
+    return (sql, bind.values) if len(bind.values) <= MAX_BOUND_VALUES else None

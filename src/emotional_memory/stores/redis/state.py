@@ -20,7 +20,7 @@ from typing import Any
 
 from emotional_memory._extras import install_hint
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import check_key, scoped_key, snapshot_of
 
 __all__ = ["DEFAULT_REDIS_KEY", "DEFAULT_REDIS_URL", "RedisAffectiveStateStore"]
 
@@ -64,8 +64,7 @@ class RedisAffectiveStateStore:
             ImportError: When ``client`` is None and ``redis`` is not installed.
             ValueError: When ``key`` is empty.
         """
-        if not isinstance(key, str) or not key:
-            raise ValueError("key must be a non-empty str")
+        check_key(key)
         self._url = url
         self._key = key
         self._strict = bool(strict)
@@ -93,7 +92,7 @@ class RedisAffectiveStateStore:
             The twin.
         """
         twin = copy.copy(self)
-        twin._key = scoped_key(self._key, tuple(path))
+        twin._key = scoped_key(self._key, path)
         return twin
 
     @property

@@ -31,7 +31,12 @@ from typing import Any
 
 from emotional_memory.interfaces import StateConflictError
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import parse_stored, scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import (
+    check_key,
+    parse_stored,
+    scoped_key,
+    snapshot_of,
+)
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import open_connection
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
@@ -95,7 +100,7 @@ class SQLiteAffectiveStateStore:
             hold_timeout: seconds :meth:`hold_scope` waits for an overlapping scope
                 held elsewhere (None: as long as it is held).
         """
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
@@ -129,7 +134,7 @@ class SQLiteAffectiveStateStore:
         if not isinstance(store, SQLiteStore):
             raise TypeError(f"store must be a SQLiteStore, got {type(store).__name__}")
         self = cls.__new__(cls)
-        self._key = _check_key(key)
+        self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared = store
         self._path = store.path
@@ -174,7 +179,7 @@ class SQLiteAffectiveStateStore:
             The twin (closing the root closes their shared connection).
         """
         twin = copy.copy(self)
-        twin._key = scoped_key(self._key, tuple(path))
+        twin._key = scoped_key(self._key, path)
         return twin
 
     @property
@@ -364,7 +369,3 @@ def _same_file(a: str | None, b: str | None) -> bool:
         return False
 
 
-def _check_key(key: str) -> str:
-    if not isinstance(key, str) or not key:
-        raise ValueError("key must be a non-empty string")
-    return key

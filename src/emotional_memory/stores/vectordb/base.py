@@ -20,11 +20,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
 from emotional_memory.stores._shared.records import dump_memory, load_memory, storable_id
 from emotional_memory.stores.base import BackendStore, Selection
-from emotional_memory.stores.vectordb.filter import FALSE, TRUE, Cond, filter_fields, translate
+from emotional_memory.stores.vectordb.filter import (
+    FALSE,
+    TRUE,
+    Cond,
+    filter_fields,
+    metadata_paths,
+    translate,
+)
 
 __all__ = ["Record", "VectorDBSelected", "VectorDBStore"]
 
@@ -70,6 +78,14 @@ class VectorDBStore(BackendStore, ABC):
     # fail half-way (``import_memories``) checks its embeddings against the store first.
     writes_atomic: ClassVar[bool] = False
     refuses_empty_embedding: ClassVar[bool] = True
+    # The most comparisons one database filter holds: a ``where`` filter translating
+    # to more (a $in of thousands of values) is read as a superset and narrowed in
+    # Python, instead of a request the database refuses or dies of.
+    filter_size_max: ClassVar[int | None] = 4096
+    # The most metadata paths (``me`` entries of ``filter_fields``) one record may
+    # carry, None: no limit. A memory with more is refused (UnstorableValueError)
+    # before anything is written.
+    metadata_paths_max: ClassVar[int | None] = None
 
     def __init__(self) -> None:
         """Read the next sequence number from the database."""
@@ -186,7 +202,44 @@ class VectorDBStore(BackendStore, ABC):
                 return found[0]
         return None
 
+    def check_storable(self, memory: Memory) -> dict[str, Any]:
+        """The filter fields of ``memory``, or the reason this database cannot hold it.
+
+        Args:
+            memory: the memory to write.
+
+        Returns:
+            Its :func:`~emotional_memory.stores.vectordb.filter.filter_fields`.
+
+        Raises:
+            UnstorableValueError: its metadata has more paths than
+                ``metadata_paths_max`` (field ``"metadata"``).
+        """
+        self.check_metadata(memory.metadata)
+        return filter_fields(memory)
+
+    def check_metadata(self, metadata: dict[str, Any]) -> None:
+        """Refuse metadata of more paths than ``metadata_paths_max``.
+
+        Args:
+            metadata: a memory's metadata.
+
+        Raises:
+            UnstorableValueError: too many paths (field ``"metadata"``).
+        """
+        most = self.metadata_paths_max
+        if most is None:
+            return
+        paths = metadata_paths(metadata)
+        if paths > most:
+            raise UnstorableValueError(
+                "metadata",
+                f"metadata has {paths} keys (nested keys included), over the {most} a "
+                f"record of {type(self).__name__} can hold",
+            )
+
     def _put(self, memory: Memory, *, must_exist: bool) -> None:
+        fields = self.check_storable(memory)
         self._writes += 1
         embedding = memory.embedding
         if embedding is not None:
@@ -202,7 +255,6 @@ class VectorDBStore(BackendStore, ABC):
             raise KeyError(memory.id)
         seq = self._next_seq if old is None else old.seq
         data = dump_memory(memory)
-        fields = filter_fields(memory)
         if embedding is None:
             self._remove(True, [memory.id])
             self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
@@ -468,7 +520,7 @@ class VectorDBSelected:
         """``(rendered filter or None, exact, nothing)``: the database filter, whether
         it is exact, and whether the selection is empty whatever is stored."""
         if self._translated is None:
-            cond, exact = translate(self.selection)
+            cond, exact = translate(self.selection, self.store.filter_size_max)
             if cond == FALSE:
                 self._translated = (None, True, True)
             elif cond == TRUE:

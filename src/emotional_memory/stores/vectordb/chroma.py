@@ -25,6 +25,15 @@ _PAGE = 512
 class ChromaStore(VectorDBStore):
     """A :class:`~emotional_memory.interfaces.MemoryStore` in a Chroma collection."""
 
+    # Chroma compiles a where into one SQLite expression, whose depth grows with the
+    # number of comparisons: about 1,000 fail ("Expression tree is too large") and a
+    # few thousand crashed a Chroma 1.x server. Larger filters are narrowed in Python.
+    filter_size_max = 256
+    # A record of some 3,000 metadata keys made Chroma 1.x fail ("Error in compaction:
+    # Failed to apply logs to the metadata segment") and every later write to the
+    # collection with it; 2,000 are written and filtered.
+    metadata_paths_max = 2000
+
     def __init__(
         self,
         *,

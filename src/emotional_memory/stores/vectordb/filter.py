@@ -28,6 +28,7 @@ __all__ = [
     "Cond",
     "filter_fields",
     "metadata_key_kinds",
+    "metadata_paths",
     "translate",
 ]
 
@@ -81,6 +82,11 @@ def _leaves(
         yield path, value
         if isinstance(value, Mapping):
             yield from _leaves(value, path)
+
+
+def metadata_paths(metadata: Mapping[str, Any]) -> int:
+    """The metadata paths :func:`filter_fields` lists in ``me`` (see the module docs)."""
+    return sum(1 for _ in _leaves(metadata, ()))
 
 
 def filter_fields(memory: Memory) -> dict[str, Any]:
@@ -276,11 +282,21 @@ class _Translator:
         return Cond("range", key, x, op[1:])
 
 
-def translate(selection: Selection) -> tuple[Cond, bool]:
+def _size(cond: Cond) -> int:
+    """The comparisons in a condition tree."""
+    if cond.kind in ("and", "or"):
+        return sum(_size(c) for c in cond.items)
+    return 1
+
+
+def translate(selection: Selection, max_size: int | None = None) -> tuple[Cond, bool]:
     """``selection`` as a condition tree over the filter fields.
 
     Args:
         selection: what an operation sees.
+        max_size: the most comparisons the database takes in one filter (None: no
+            limit); a ``where`` filter translating to more becomes "true" (a
+            superset, inexact), which the store narrows in Python.
 
     Returns:
         ``(tree, exact)``: the tree (:data:`TRUE` for no condition, :data:`FALSE`
@@ -299,7 +315,10 @@ def translate(selection: Selection) -> tuple[Cond, bool]:
     else:
         parts.append(Cond("range", "x_exp", now, "gt"))
     if selection.where is not None:
-        parts.append(t.clause(selection.where.clause))
+        where = t.clause(selection.where.clause)
+        if max_size is not None and _size(where) > max_size:
+            where = t.loose()  # e.g. a $in of thousands of values
+        parts.append(where)
     return _all(parts), t.exact
 
 
