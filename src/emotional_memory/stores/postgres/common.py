@@ -14,7 +14,7 @@ import numpy as np
 from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError
 from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 from emotional_memory.stores._shared import records as _records
 
 _SCHEMA_NAME = "emotional_memory.postgres"
@@ -136,8 +136,8 @@ def _prepared(conn: Any, prepare: bool) -> Iterator[None]:
 
 
 def redact_dsn(dsn: str) -> str:
-    """:func:`emotional_memory.redact.redact` (kept under this name)."""
-    return redact(dsn)
+    """:func:`emotional_memory.redact.redact_address` (kept under this name)."""
+    return redact_address(dsn)
 
 
 def _float_bytes(values: np.ndarray) -> bytes:
