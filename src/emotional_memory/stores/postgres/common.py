@@ -19,7 +19,8 @@ from emotional_memory.stores._shared import records as _records
 
 _SCHEMA_NAME = "emotional_memory.postgres"
 LINK_CODE = {name: i for i, name in enumerate(LINK_TYPES)}
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+# fullmatch: a "$" would also match before a final newline ("mem\n" passed)
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _LE_F64 = np.dtype("<f8")
 
 
@@ -280,7 +281,7 @@ def check_options(
     """
     if not isinstance(dsn, str):
         raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
-    if not isinstance(table, str) or not _IDENT.match(table):
+    if not isinstance(table, str) or not _IDENT.fullmatch(table):
         raise ValueError(
             "table must be 1-41 characters of lowercase letters, digits and '_' "
             f"(starting with a letter or '_'), got {table!r}"

@@ -390,8 +390,8 @@ class PostgresAffectiveStateStore:
 
 
 def _table(name: str) -> str:
-    import re
+    from emotional_memory.stores.postgres.common import _IDENT
 
-    if not isinstance(name, str) or not re.match(r"^[a-z_][a-z0-9_]{0,40}$", name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise ValueError(f"table must be lowercase letters, digits and '_', got {name!r}")
     return name
