@@ -42,7 +42,7 @@ from typing import Any, Literal, TypeAlias
 from emotional_memory._extras import install_hint
 from emotional_memory._llm import LLMCallable
 from emotional_memory._validation import strict_finite
-from emotional_memory.redact import MASK, redact
+from emotional_memory.redact import MASK, address_secrets, redact, redact_address
 
 __all__ = [
     "DEADLINE_TIMEOUT_FACTOR",
@@ -240,7 +240,7 @@ class OpenAICompatibleLLMConfig:
     def __repr__(self) -> str:
         """The dataclass repr without the key, with any password in ``base_url`` masked."""
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.repr}
-        values["base_url"] = redact(self.base_url)
+        values["base_url"] = redact_address(self.base_url)
         shown = [f"{name}={value!r}" for name, value in values.items()]
         return f"{type(self).__name__}({', '.join(shown)})"
 
@@ -252,7 +252,7 @@ class OpenAICompatibleLLMConfig:
         """
         return {
             "api_key_set": bool(self.api_key),
-            "base_url": redact(self.base_url),
+            "base_url": redact_address(self.base_url),
             "model": self.model,
             "output_mode": self.output_mode,
             "timeout_seconds": self.timeout_seconds,
@@ -329,6 +329,21 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+def _check_base_url(httpx: Any, base_url: str) -> None:
+    """Refuse a base URL httpx cannot parse; its own words may quote a piece of the
+    password (a raw '/' in it makes the rest of the password read as the port)."""
+    try:
+        httpx.URL(f"{base_url.rstrip('/')}/chat/completions")
+    except httpx.InvalidURL:
+        pass
+    else:
+        return
+    raise ValueError(  # outside the except: no chained httpx error quoting the URL
+        f"base_url {redact_address(base_url)!r} is not a valid URL (percent-encode any "
+        "'/', '?', '#', '@' or ':' in a user name or password)"
+    )
+
+
 class HttpxLLM:
     """The ``LLMCallable`` over one ``httpx.Client`` (thread-safe, keep-alive pool).
 
@@ -347,6 +362,8 @@ class HttpxLLM:
 
         Raises:
             ImportError: When httpx is not installed.
+            ValueError: ``config.base_url`` is no URL httpx can send to (the message
+                shows it with any password masked).
         """
         try:
             import httpx
@@ -354,6 +371,7 @@ class HttpxLLM:
             raise ImportError(
                 f"the OpenAI-compatible client needs httpx: {install_hint('llm')}"
             ) from exc
+        _check_base_url(httpx, config.base_url)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
@@ -373,12 +391,13 @@ class HttpxLLM:
         return self._config
 
     def _context(self) -> str:
-        return f"model={self._config.model!r}, base_url={redact(self._config.base_url)!r}"
+        return f"model={self._config.model!r}, base_url={redact_address(self._config.base_url)!r}"
 
     def _scrub(self, text: str) -> str:
         """``text`` (a server's or transport's words) without the key or URL passwords."""
         key = self._config.api_key
-        return redact(text.replace(key, MASK) if key else text)
+        return redact(text.replace(key, MASK) if key else text,
+                      address_secrets(self._config.base_url))
 
     def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
         """Send ``prompt`` and return the model's text.

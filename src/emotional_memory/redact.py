@@ -7,8 +7,9 @@ through :func:`redact` first.
 from __future__ import annotations
 
 import re
+from urllib.parse import unquote
 
-__all__ = ["MASK", "redact"]
+__all__ = ["MASK", "address_secrets", "redact", "redact_address"]
 
 MASK = "***"
 
@@ -44,7 +45,79 @@ _QUERY = re.compile(r"(?i)([?&;#]" + _ENCODED_SECRET_KEYS + r"(?:=|%3d))[^&#\s]*
 _USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\s]*@")
 
 
-def redact(text: str) -> str:
+# A lone address's user-info password may hold a raw '/', '?' or space (a generated
+# password, not percent-encoded): libpq and urllib then read another host or fail, and
+# their messages quote pieces of it. Seen alone, the whole address is known: the
+# secret runs from the first ':' after the user to the last '@' before any '?'/'#'
+# (first pattern) or to the last '@' before any '/' (second, a password with '?').
+_LONE_USERINFO = (
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^?#]*)@"),
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^/\s]*)@"),
+)
+# a lone address's secret query parameter, its value up to the next '&' or '#'
+# (spaces included: libpq quotes such a value back in its error)
+_LONE_QUERY = re.compile(r"(?i)([?&;#]" + _ENCODED_SECRET_KEYS + r"(?:=|%3d))([^&#]*)")
+
+
+def _unquoted(value: str) -> str:
+    """A libpq keyword value without its quotes and backslash escapes."""
+    if value.startswith("'"):
+        value = re.sub(r"\\(.)", r"\1", value[1:].removesuffix("'"))
+    return value
+
+
+def address_secrets(address: str) -> tuple[str, ...]:
+    """Every secret value in one store or service address, as written and decoded.
+
+    A driver's error about the address may quote a secret in either form (libpq's
+    ``invalid percent-encoded token: "pw%zz"``); pass these to :func:`redact`'s
+    ``secrets`` to mask them in such messages.
+
+    Args:
+        address: one URL or libpq conninfo string (nothing else around it).
+
+    Returns:
+        The user-info password, the secret query parameters' and libpq keywords'
+        values (also percent-decoded, or unquoted), longest first; empty when none.
+    """
+    if not isinstance(address, str):
+        return ()
+    found: set[str] = set()
+    for pattern in _LONE_USERINFO:
+        m = pattern.match(address)
+        if m:
+            found.add(m.group(2))
+    found.update(m.group(2) for m in _LONE_QUERY.finditer(address))
+    found.update(_unquoted(m.group(3)) for m in _KEYWORD.finditer(address))
+    found.update(m.group(3) for m in _KEYWORD.finditer(address))
+    found |= {unquote(value) for value in found}
+    found -= {"", MASK}
+    return tuple(sorted(found, key=lambda s: (-len(s), s)))
+
+
+def redact_address(address: str) -> str:
+    """One store or service address (URL or DSN) with every secret masked.
+
+    :func:`redact`, and also a user-info password holding a raw ``/``, ``?`` or
+    space, and a secret query value holding spaces, which in running text could not
+    be told from what follows them.
+
+    Args:
+        address: one URL or libpq conninfo string.
+
+    Returns:
+        The address with each secret value replaced by ``***``.
+    """
+    if not isinstance(address, str):
+        address = str(address)
+    out = address
+    for pattern in _LONE_USERINFO:
+        out = pattern.sub(lambda m: f"{m.group(1)}:{MASK}@", out, count=1)
+    out = _LONE_QUERY.sub(lambda m: f"{m.group(1)}{MASK}", out)
+    return redact(out)
+
+
+def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
     """``text`` with every password-like secret replaced by ``***``.
 
     Covers URL user-info (``postgresql://u:pw@host``, ``redis://:pw@host``), secret
@@ -55,12 +128,17 @@ def redact(text: str) -> str:
 
     Args:
         text: a URL, a DSN, or a message containing some.
+        secrets: known secret values (:func:`address_secrets` of the address the
+            message is about) masked wherever they occur, first.
 
     Returns:
         The text with each secret value masked; everything else kept.
     """
     if not isinstance(text, str):
         text = str(text)
+    for secret in sorted(secrets, key=len, reverse=True):
+        if secret:
+            text = text.replace(secret, MASK)
     out = _USERINFO.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     out = _QUERY.sub(lambda m: f"{m.group(1)}{MASK}", out)
     return _KEYWORD.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", out)

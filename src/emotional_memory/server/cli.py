@@ -137,6 +137,26 @@ def resolve_choices(
     return embedder, affect, notice
 
 
+def keys_file_warning(path: str | os.PathLike[str]) -> str | None:
+    """A warning when a keys file may be read by other users (POSIX permissions).
+
+    Args:
+        path: the ``--keys`` file.
+
+    Returns:
+        The warning, or None (only its owner may read it, or no POSIX modes).
+    """
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None
+    if os.name != "posix" or not mode & 0o044:
+        return None
+    who = "every user" if mode & 0o004 else "its group"
+    return (f"--keys {os.fspath(path)!r} may be read by {who} (mode {mode & 0o777:o}); "
+            f"its keys grant access: chmod 600 it")
+
+
 def describe(service: Any) -> str:
     """What a service embeds with and how it gets affect, for the start-up line.
 
@@ -494,6 +514,9 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
             raise UsageError(f"cannot read --keys {args.keys!r}: {exc.strerror}") from None
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        warning = keys_file_warning(args.keys)
+        if warning is not None:
+            print(f"emotional-memory: warning: {warning}", file=sys.stderr, flush=True)
 
     from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, TrustedHosts, build_app
     from emotional_memory.server.stores import redact_url

@@ -10,7 +10,7 @@ Messages never contain a secret (:func:`emotional_memory.redact.redact`).
 
 from __future__ import annotations
 
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 from emotional_memory.stores._shared.urls import QDRANT_API_KEY_ENV
 from emotional_memory.stores.registry import (
     OpenedStore,
@@ -45,7 +45,7 @@ def __getattr__(name: str) -> tuple[str, ...]:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with every secret masked (:func:`emotional_memory.redact.redact`).
+    """``url`` with every secret masked (:func:`emotional_memory.redact.redact_address`).
 
     Args:
         url: a store or state-store URL.
@@ -53,4 +53,4 @@ def redact_url(url: str) -> str:
     Returns:
         The URL safe to print.
     """
-    return redact(url)
+    return redact_address(url)

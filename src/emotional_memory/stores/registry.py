@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 from emotional_memory.stores._shared.urls import Backend, OpenedStore, StoreURLError
 
 __all__ = [
@@ -96,7 +96,7 @@ def _scheme(url: object, table: dict[str, Backend], what: str) -> Backend:
     scheme, sep, _ = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in table:
-        shown = scheme if sep else redact(url)
+        shown = scheme if sep else redact_address(url)
         listed = ", ".join(f"{s}://" for s in sorted(table))
         raise StoreURLError(f"unknown {what} URL scheme {shown!r}: use one of {listed}")
     return table[scheme]
@@ -147,7 +147,7 @@ def open_store(
     """
     backend = _scheme(url, _stores, "store")
     assert backend.open is not None
-    description = redact(url)
+    description = redact_address(url)
     states = open_state_store(state) if state is not None else None
     try:
         opened = backend.open(url, description, {"statement_timeout": statement_timeout})
@@ -167,6 +167,6 @@ def open_store(
     if callable(close):
         close()
     return OpenedStore(
-        opened.store, states, f"{description} (states: {redact(state or '')})",
+        opened.store, states, f"{description} (states: {redact_address(state or '')})",
         opened.durable, not isinstance(states, InMemoryAffectiveStateStore),
     )

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 
 __all__ = [
     "QDRANT_API_KEY_ENV",
@@ -142,7 +142,7 @@ def server_parts(url: str, default_port: int) -> tuple[str, int, str | None]:
         parts = urlsplit(url)
         port = parts.port
     except ValueError:
-        raise StoreURLError(f"malformed store URL {redact(url)!r}") from None
+        raise StoreURLError(f"malformed store URL {redact_address(url)!r}") from None
     if not parts.hostname or parts.query or parts.fragment or parts.username:
         raise StoreURLError(
             f"a {parts.scheme} store URL is {parts.scheme}://HOST[:PORT][/COLLECTION] "

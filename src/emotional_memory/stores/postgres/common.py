@@ -14,12 +14,13 @@ import numpy as np
 from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError
 from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 from emotional_memory.stores._shared import records as _records
 
 _SCHEMA_NAME = "emotional_memory.postgres"
 LINK_CODE = {name: i for i, name in enumerate(LINK_TYPES)}
-_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,40}$")
+# fullmatch: a "$" would also match before a final newline ("mem\n" passed)
+_IDENT = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _LE_F64 = np.dtype("<f8")
 
 
@@ -136,8 +137,8 @@ def _prepared(conn: Any, prepare: bool) -> Iterator[None]:
 
 
 def redact_dsn(dsn: str) -> str:
-    """:func:`emotional_memory.redact.redact` (kept under this name)."""
-    return redact(dsn)
+    """:func:`emotional_memory.redact.redact_address` (kept under this name)."""
+    return redact_address(dsn)
 
 
 def _float_bytes(values: np.ndarray) -> bytes:
@@ -280,7 +281,7 @@ def check_options(
     """
     if not isinstance(dsn, str):
         raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
-    if not isinstance(table, str) or not _IDENT.match(table):
+    if not isinstance(table, str) or not _IDENT.fullmatch(table):
         raise ValueError(
             "table must be 1-41 characters of lowercase letters, digits and '_' "
             f"(starting with a letter or '_'), got {table!r}"

@@ -11,6 +11,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, cast
 
 from emotional_memory.interfaces import MemoryStore
+from emotional_memory.redact import address_secrets, redact
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
@@ -21,7 +22,6 @@ from emotional_memory.stores.postgres.common import (
     _Labels,
     _Shared,
     _Tx,
-    redact_dsn,
 )
 from emotional_memory.stores.postgres.where import positional, where_sql
 
@@ -32,7 +32,7 @@ class _Core:
     # set by PostgresStore.__init__
     _psycopg: Any
     _redacted: str
-    _password: str | None
+    _secrets: tuple[str, ...]  # the DSN's secrets, masked in every message
     _table: str
     _t: str  # the memories table
     _meta: str  # the meta table
@@ -79,14 +79,17 @@ class _Core:
         self._last_use[conn] = now
 
     @staticmethod
-    def _find_password(dsn: str) -> str | None:
+    def _find_secrets(dsn: str) -> tuple[str, ...]:
+        """The DSN's secrets as written (a DSN libpq refuses may quote them) and the
+        password as libpq reads it."""
+        found = address_secrets(dsn)
         try:
             import psycopg
 
             password = psycopg.conninfo.conninfo_to_dict(dsn).get("password")
         except Exception:
-            return None
-        return str(password) if password else None
+            return found
+        return (*found, str(password)) if password else found
 
     def _configure(self, conn: Any) -> None:
         """Set up a new pooled connection: pgvector's types, the statement timeout."""
@@ -99,11 +102,8 @@ class _Core:
             )
 
     def _clean(self, exc: BaseException) -> str:
-        """An exception's message with the password (if any) removed."""
-        text = str(exc).strip() or type(exc).__name__
-        if self._password:
-            text = text.replace(self._password, "***")
-        return redact_dsn(text)
+        """An exception's message with the DSN's secrets (if any) removed."""
+        return redact(str(exc).strip() or type(exc).__name__, self._secrets)
 
     def _error(self, what: str, exc: BaseException) -> PostgresStoreError:
         from psycopg_pool import PoolTimeout

@@ -23,6 +23,7 @@ from types import TracebackType
 from typing import Any, cast
 
 from emotional_memory.interfaces import StateConflictError
+from emotional_memory.redact import redact, redact_address
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
@@ -31,7 +32,7 @@ from emotional_memory.stores._shared.state import (
     snapshot_of,
 )
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
-from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError, redact_dsn
+from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError
 
 __all__ = ["PostgresAffectiveStateStore"]
 
@@ -100,19 +101,21 @@ class PostgresAffectiveStateStore:
             ) from exc
         self._key = check_key(key)
         self._psycopg = psycopg
-        self._redacted = redact_dsn(dsn)
+        self._redacted = redact_address(dsn)
+        self._secrets = PostgresStore._find_secrets(dsn)
         self._table = f"{_table(table)}_state"
         self._shared: PostgresStore | None = None
         self._lock = threading.RLock()
+        failed: str | None = None  # raised outside the except: no driver error as its __context__
         try:
             self._conn: Any = psycopg.connect(
                 dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))
             )
         except psycopg.Error as exc:
-            raise PostgresStoreError(
-                f"cannot connect to PostgreSQL at {self._redacted!r}: "
-                f"{redact_dsn(str(exc)).strip()}"
-            ) from None
+            failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
+                      f"{redact(str(exc), self._secrets).strip()}")
+        if failed is not None:
+            raise PostgresStoreError(failed)
         try:
             with self._transaction() as cur:
                 self._prepare(cur)
@@ -139,6 +142,7 @@ class PostgresAffectiveStateStore:
         self._key = check_key(key)
         self._psycopg = store._psycopg
         self._redacted = store.dsn
+        self._secrets = store._secrets
         self._table = f"{store.table}_state"
         self._shared = store
         self._lock = threading.RLock()
@@ -208,7 +212,7 @@ class PostgresAffectiveStateStore:
             except psycopg.OperationalError as exc:
                 raise PostgresStoreError(
                     f"saving the state failed on {self._redacted!r}: "
-                    f"{redact_dsn(str(exc)).strip()}"
+                    f"{redact(str(exc), self._secrets).strip()}"
                 ) from None
             return
         with self._lock:
@@ -220,7 +224,7 @@ class PostgresAffectiveStateStore:
             except psycopg.OperationalError as exc:
                 raise PostgresStoreError(
                     f"a state transaction failed on {self._redacted!r}: "
-                    f"{redact_dsn(str(exc)).strip()}"
+                    f"{redact(str(exc), self._secrets).strip()}"
                 ) from None
 
     @contextmanager
@@ -386,8 +390,8 @@ class PostgresAffectiveStateStore:
 
 
 def _table(name: str) -> str:
-    import re
+    from emotional_memory.stores.postgres.common import _IDENT
 
-    if not isinstance(name, str) or not re.match(r"^[a-z_][a-z0-9_]{0,40}$", name):
+    if not isinstance(name, str) or not _IDENT.fullmatch(name):
         raise ValueError(f"table must be lowercase letters, digits and '_', got {name!r}")
     return name

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from types import TracebackType
 from typing import Any
 
-from emotional_memory.redact import redact
+from emotional_memory.redact import redact_address
 from emotional_memory.stores.base import BackendStore
 from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
@@ -109,8 +109,8 @@ class PostgresStore(BackendStore, _Columns):
         )
         self._timeout_ms = 0 if statement_timeout is None else round(statement_timeout * 1000)
         self._psycopg = psycopg
-        self._redacted = redact(dsn)
-        self._password = self._find_password(dsn)
+        self._redacted = redact_address(dsn)
+        self._secrets = self._find_secrets(dsn)
         self._table = table
         self._t = f"{table}_memories"
         self._meta = f"{table}_meta"
@@ -150,19 +150,22 @@ class PostgresStore(BackendStore, _Columns):
         psycopg = self._psycopg
         from psycopg_pool import ConnectionPool
 
+        # each error is raised outside its except block: the driver's exception, whose
+        # words may quote the DSN as written, is not kept as the error's __context__
+        failed: str | None = None
         try:
             psycopg.conninfo.conninfo_to_dict(dsn)
         except psycopg.Error as exc:
-            raise PostgresStoreError(
-                f"invalid PostgreSQL DSN {self._redacted!r}: {self._clean(exc)}"
-            ) from None
+            failed = f"invalid PostgreSQL DSN {self._redacted!r}: {self._clean(exc)}"
+        if failed is not None:
+            raise PostgresStoreError(failed)
         seconds = max(1, math.ceil(connect_timeout))
         try:
             conn = psycopg.connect(dsn, autocommit=True, connect_timeout=seconds)
         except psycopg.Error as exc:
-            raise PostgresStoreError(
-                f"cannot connect to PostgreSQL at {self._redacted!r}: {self._clean(exc)}"
-            ) from None
+            failed = f"cannot connect to PostgreSQL at {self._redacted!r}: {self._clean(exc)}"
+        if failed is not None:
+            raise PostgresStoreError(failed)
         try:
             self._ensure_schema(conn)
         finally:

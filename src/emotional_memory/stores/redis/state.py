@@ -19,6 +19,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.redact import redact_address
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import check_key, scoped_key, snapshot_of
 
@@ -79,7 +80,14 @@ class RedisAffectiveStateStore:
             raise ImportError(
                 f"RedisAffectiveStateStore needs the redis package: {install_hint('redis')}"
             ) from exc
-        return redis_module.Redis.from_url(url, decode_responses=True)
+        try:
+            return redis_module.Redis.from_url(url, decode_responses=True)
+        except ValueError:  # urllib's words may quote a piece of the password
+            pass
+        raise ValueError(  # outside the except: urllib's error is not its __context__
+            f"malformed Redis URL {redact_address(url)!r} (percent-encode any '/', "
+            "'?', '#', '@' or ':' in the user name or password)"
+        )
 
     def scoped(self, path: tuple[str, ...]) -> RedisAffectiveStateStore:
         """The state store of scope ``path`` (an engine view's): the same client,
@@ -199,4 +207,5 @@ class RedisAffectiveStateStore:
         self.close()
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(url={self._url!r}, key={self._key!r}, strict={self._strict})"
+        url = redact_address(self._url)
+        return f"{type(self).__name__}(url={url!r}, key={self._key!r}, strict={self._strict})"

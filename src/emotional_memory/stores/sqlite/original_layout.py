@@ -66,8 +66,15 @@ _ORIGINAL_SLOT = "current"
 _DEFAULT_KEY = "default"
 
 
+def _quoted(table: str) -> str:
+    """An SQL identifier for ``table``: double-quoted, inner quotes doubled."""
+    if not isinstance(table, str) or not table or "\x00" in table:
+        raise ValueError(f"table must be a non-empty str without NUL, got {table!r}")
+    return '"' + table.replace('"', '""') + '"'
+
+
 def _columns(conn: sqlite3.Connection, table: str) -> set[str]:
-    return {row[1] for row in conn.execute(f'PRAGMA table_info("{table}")')}
+    return {row[1] for row in conn.execute(f"PRAGMA table_info({_quoted(table)})")}
 
 
 def _memory_steps(conn: sqlite3.Connection) -> list[str]:
@@ -163,7 +170,7 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
     Raises:
         ValueError: a row whose ``data`` is not a valid memory (the rowid and id named).
     """
-    rows = conn.execute(f'SELECT rowid, id, data FROM "{table}" ORDER BY rowid').fetchall()
+    rows = conn.execute(f"SELECT rowid, id, data FROM {_quoted(table)} ORDER BY rowid").fetchall()
     out: list[Memory] = []
     for rowid, memory_id, data in rows:
         try:
@@ -194,7 +201,7 @@ def original_states(
     Raises:
         ValueError: a row whose ``data`` is not a JSON object (the slot named).
     """
-    rows = conn.execute(f'SELECT slot, data FROM "{table}" ORDER BY rowid').fetchall()
+    rows = conn.execute(f"SELECT slot, data FROM {_quoted(table)} ORDER BY rowid").fetchall()
     slots = {slot for slot, _ in rows}
     out: list[tuple[str, str]] = []
     for slot, data in rows:

@@ -14,6 +14,7 @@ import os
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.redact import redact_address
 from emotional_memory.stores.vectordb.base import Record, VectorDBStore
 from emotional_memory.stores.vectordb.filter import Cond
 
@@ -225,4 +226,5 @@ class ChromaStore(VectorDBStore):
         self._collections = {}
 
     def __repr__(self) -> str:
-        return f"ChromaStore({self._where!r}, collection_name={self._names[0]!r})"
+        where = None if self._where is None else redact_address(self._where)
+        return f"ChromaStore({where!r}, collection_name={self._names[0]!r})"

@@ -15,6 +15,7 @@ import uuid
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.redact import redact_address
 from emotional_memory.stores.vectordb.base import Record, VectorDBStore
 from emotional_memory.stores.vectordb.filter import NEVER, Cond
 
@@ -325,6 +326,6 @@ class QdrantStore(VectorDBStore):
             self._client.close()
 
     def __repr__(self) -> str:
-        where = self._url or self._path or ":memory:"
+        where = redact_address(self._url) if self._url else self._path or ":memory:"
         count = "closed" if self._closed else len(self)
         return f"QdrantStore({where!r}, collection={self._main!r}, count={count})"
