@@ -33,6 +33,7 @@ from emotional_memory.learn import (
     RecallInfo,
     evaluate_batch,
     fit,
+    fit_auto,
     fit_many,
 )
 from emotional_memory.scoring_config import params_from_config
@@ -221,3 +222,10 @@ def test_any_learning_rate_leaves_a_config_that_scores_finite(
     scores = _reloaded_scores(result.config, batch)
     assert np.isfinite(scores[valid]).all()
     np.testing.assert_array_equal(scores, evaluate_batch(result.params, batch, result.config))
+
+
+def test_inner_cv_with_no_query_names_the_mask() -> None:
+    # fit refused this already; fit_auto failed in numpy ("number sections ...")
+    batch, info = tiny_batch()
+    with pytest.raises(ValueError, match="train_mask selects no query"):
+        fit_auto(batch, info, steps=1, train_mask=np.zeros(Q, bool))
