@@ -31,10 +31,14 @@ def accurate_tanh(z: Scalar) -> Scalar:
     Returns:
         tanh(z), same shape and dtype.
     """
-    a = jnp.abs(z)
+    # the sign flip as selects, not ``sign(z) * ...`` / ``abs(z)``: their derivatives
+    # at z == 0 are 0, which made the gate's derivative 0 at its centre (it is 1 there)
+    negative = z < 0
+    a = jnp.where(negative, -z, z)
     e = jnp.exp(-2.0 * a)
     far = 1.0 - 2.0 * e / (1.0 + e)
-    return jnp.sign(z) * jnp.where(a < 0.55, jnp.tanh(a), far)
+    t = jnp.where(a < 0.55, jnp.tanh(a), far)
+    return jnp.where(negative, -t, t)
 
 
 def smooth_gate(x: Scalar, center: Scalar, sharpness: Scalar) -> Scalar:

@@ -76,7 +76,9 @@ def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
               iterations: int = 100) -> tuple[float, float]:
     """Logistic regression of ``relevant`` on ``scores`` (Newton's method).
 
-    The slope is kept >= 0 (a negative fitted slope gives slope 0 and the base rate).
+    The slope is kept >= 0 (a negative fitted slope gives slope 0 and the base rate);
+    scores all equal (up to rounding), or labels all alike, carry no information on
+    the slope: slope 0 and the base rate.
 
     Args:
         scores: (N,) scores.
@@ -101,22 +103,31 @@ def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
         raise ValueError("scores must be finite (a NaN or infinite score)")
     ridge = non_negative("ridge", strict_finite("ridge", ridge))
     iterations = positive_int("iterations", iterations)
-    center, scale = float(x.mean()), float(x.std()) or 1.0
-    z = (x - center) / scale  # standardised, so Newton is well conditioned
+    # standardised (after scaling by the largest |score|, so squares cannot overflow),
+    # so Newton is well conditioned
+    size = float(np.max(np.abs(x)))
+    size = size if size > 0 else 1.0
+    xs = x / size
+    center, scale = float(xs.mean()), float(xs.std())
+    base_rate = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
+    one_label = bool(y.min() == y.max())
+    if one_label or scale <= 1e-12 * max(1.0, abs(center)):
+        # one label, or equal scores (up to rounding): nothing to rank by, no slope
+        return 0.0, math.log(base_rate / (1 - base_rate))
+    z = (xs - center) / scale
     w = np.zeros(2)
     design = np.stack([z, np.ones_like(z)], axis=1)
     for _ in range(iterations):
-        p = 1.0 / (1.0 + np.exp(-(design @ w)))
+        p = np.exp(-np.logaddexp(0.0, -(design @ w)))  # the sigmoid, without overflow
         grad = design.T @ (p - y) + ridge * w
         hess = (design * (p * (1 - p))[:, None]).T @ design + ridge * np.eye(2)
         step = np.linalg.solve(hess, grad)
         w -= step
         if np.max(np.abs(step)) < 1e-10:
             break
-    slope, intercept = w[0] / scale, w[1] - w[0] * center / scale
+    slope, intercept = w[0] / scale / size, w[1] - w[0] * center / scale
     if slope < 0 or not math.isfinite(slope):
-        rate = float(np.clip(y.mean(), 1e-6, 1 - 1e-6))
-        return 0.0, math.log(rate / (1 - rate))
+        return 0.0, math.log(base_rate / (1 - base_rate))
     return float(slope), float(intercept)
 
 

@@ -224,6 +224,75 @@ def batch_for(
     return dataclasses.replace(batch, context=None)
 
 
+_CANDIDATE_FIELDS = ("affect", "mood", "velocity", "age_seconds", "consolidation",
+                     "retrieval_count", "activation")
+_QUERY_FIELDS = ("affect", "mood", "velocity")
+_LEXICAL_ROWS = ("tf", "length")
+_LEXICAL_QUERY = ("df", "n_docs", "avg_length")
+
+
+def _first_bad(name: str, values: np.ndarray, rows: np.ndarray, info: Any = None) -> None:
+    """Raise ``ValueError`` naming ``name`` when ``values`` is not finite on ``rows``."""
+    bad = ~np.isfinite(values)
+    bad = bad.any(axis=tuple(range(rows.ndim, bad.ndim))) & rows
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = f"query {where[0]}" + (f", candidate {where[1]}" if len(where) > 1 else "")
+        raise ValueError(
+            f"batch.{name} holds a NaN or infinite value ({at}): the scores would be "
+            f"NaN and nothing could be fitted; repair or drop that query"
+        )
+
+
+def checked_inputs(batch: RecallBatch) -> RecallBatch:
+    """``batch`` checked to hold finite numbers wherever they are scored.
+
+    Every input of a real candidate (``semantic`` and the candidate columns) and of
+    every query (affect, mood, velocity; the lexical statistics) must be finite:
+    a NaN there makes the loss NaN from the first step. Embeddings are exempt (a
+    NaN or zero-norm embedding has cosine 0). A non-finite value on a padding row of
+    ``semantic`` or the candidate columns is replaced by 0 (it is never scored, but
+    would make the gradient NaN); the lexical statistics must be finite everywhere.
+
+    Args:
+        batch: the recall batch.
+
+    Returns:
+        The batch, padding rows made finite (the same object when nothing changed).
+
+    Raises:
+        ValueError: naming the field and the first query (and candidate) holding a
+            NaN or infinite value.
+    """
+    valid = np.asarray(batch.columns.valid, bool)
+    every = np.ones(valid.shape[:1], bool)
+    _first_bad("semantic", np.asarray(batch.semantic), valid)
+    for name in _CANDIDATE_FIELDS:
+        _first_bad(f"columns.{name}", np.asarray(getattr(batch.columns, name)), valid)
+    for name in _QUERY_FIELDS:
+        _first_bad(f"query.{name}", np.asarray(getattr(batch.query, name)), every)
+    if batch.lexical is not None:
+        for name in _LEXICAL_ROWS:
+            # padding rows too: the term statistics are zero-filled there
+            _first_bad(f"lexical.{name}", np.asarray(getattr(batch.lexical, name)),
+                       np.ones_like(valid))
+        for name in _LEXICAL_QUERY:
+            _first_bad(f"lexical.{name}", np.asarray(getattr(batch.lexical, name)), every)
+
+    def padded(x: Any) -> Any:
+        x = np.asarray(x)
+        pad = ~valid.reshape(valid.shape + (1,) * (x.ndim - 2))
+        return np.where(pad & ~np.isfinite(x), 0.0, x)
+
+    leaves = [batch.semantic, *(getattr(batch.columns, n) for n in _CANDIDATE_FIELDS)]
+    if all(np.isfinite(np.asarray(x)).all() for x in leaves):
+        return batch
+    columns = dataclasses.replace(batch.columns, **{
+        n: padded(getattr(batch.columns, n)) for n in _CANDIDATE_FIELDS
+    })
+    return dataclasses.replace(batch, columns=columns, semantic=padded(batch.semantic))
+
+
 def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax.Array:
     """Per-query ``-log(sum of softmax(totals / T) over the positives)``.
 

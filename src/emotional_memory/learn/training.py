@@ -29,6 +29,7 @@ from emotional_memory.learn.losses import (
     batch_for,
     batch_scores,
     batch_signal_mask,
+    checked_inputs,
     compact_rows,
     listwise_loss,
 )
@@ -242,6 +243,12 @@ def _train_step(
     return out, train_loss, val_loss
 
 
+@eqx.filter_jit
+def _run_losses(u: dict[str, Any], p: _Problem) -> jax.Array:
+    """(G,) training objective of each run at ``u`` (leading axis G)."""
+    return jax.vmap(lambda u, p: _objective(u, p)[0], in_axes=(0, _RUN_AXES))(u, p)
+
+
 @dataclass
 class _Trained:
     """One run's outcome: its kept parameters, the step they come from, its history."""
@@ -305,15 +312,37 @@ def _train(
             histories[r]["train_loss"].append(float(losses[0][r]))
             histories[r]["val_loss"].append(float(losses[1][r]))
     best_step = np.asarray(runs.best_step)
+    stepped = np.asarray([len(h["train_loss"]) > 0 for h in histories])
+    last, fell_back = _last_checked(runs, problem, has_val, stepped)
     out = []
     for r in range(g):
-        kept = runs.best_u if has_val[r] else runs.u  # no validation: the last step
+        kept = runs.best_u if has_val[r] else last  # no validation: the last step
+        n = len(histories[r]["train_loss"])
         out.append(_Trained(
             u={k: np.asarray(v[r]) for k, v in kept.items()},
-            best_step=int(best_step[r]) if has_val[r] else len(histories[r]["train_loss"]),
+            best_step=int(best_step[r]) if has_val[r] else max(n - int(fell_back[r]), 0),
             history=histories[r],
         ))
     return out
+
+
+def _last_checked(
+    runs: _Runs, problem: _Problem, has_val: np.ndarray, stepped: np.ndarray
+) -> tuple[dict[str, Any], np.ndarray]:
+    """The parameters a run without validation queries keeps: its last ones, unless
+    their loss is not finite (the last update overflowed, or a NaN gradient made them
+    NaN: nothing evaluated them yet), then the last ones whose loss was.
+
+    Returns:
+        ``(u, fell_back)``: the (G, ...) parameters, and (G,) the runs that fell back
+        (at the last step or earlier, when they diverged).
+    """
+    stopped = ~np.asarray(runs.active)  # a run without validation stops only diverging
+    check = ~has_val & ~stopped & stepped
+    if not check.any():
+        return runs.u, stopped
+    bad = check & ~np.isfinite(np.asarray(_run_losses(runs.u, problem)))
+    return _where(jnp.asarray(bad), runs.last_good, runs.u), stopped | bad
 
 
 def _problem(
@@ -346,6 +375,20 @@ def _problem(
         l2=jnp.asarray(l2, jnp.float64),
         adapter_l2=jnp.asarray(adapter_l2, jnp.float64),
     )
+
+
+def _check_started(trained: Sequence[_Trained], steps: int) -> None:
+    """Raise ``ValueError`` when a run could not take its first step: the loss at the
+    starting parameters is not finite, so it would return them silently unfitted."""
+    for r, t in enumerate(trained):
+        if steps > 0 and not t.history["train_loss"]:
+            run = f" (run {r})" if len(trained) > 1 else ""
+            raise ValueError(
+                f"the loss at the starting parameters is not finite{run}: the batch's "
+                f"scores overflow (an input too large to square, e.g. a velocity or an "
+                f"embedding near 1e155) or the starting config scales them to inf; "
+                f"nothing was fitted"
+            )
 
 
 def _patience_steps(patience: float) -> int:
@@ -488,13 +531,14 @@ def fit(
         raise ValueError("train_mask selects no query to fit")
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
     trainable = tuple(trainable)
-    batch = batch_for(batch, cfg, trainable)
+    batch = checked_inputs(batch_for(batch, cfg, trainable))
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2],
                            adapter_l2)
         (trained,) = _train(reparam, batched, np.asarray([val_mask.any()]), learning_rate,
                             steps, patience, progress)
+        _check_started([trained], steps)
         exported = reparam.export(trained.u)
         problem = eqx.tree_at(  # the one run, without the run axis
             lambda q: (q.fit_weight, q.val_weight, q.temperature, q.l2), batched,
@@ -608,7 +652,7 @@ def _fit_many(
     _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
     trainable = tuple(trainable)
-    batch = batch_for(batch, cfg, trainable)
+    batch = checked_inputs(batch_for(batch, cfg, trainable))
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
         problem = _problem(
@@ -617,6 +661,7 @@ def _fit_many(
         )
         has_val = np.asarray([val.any() for _, val in splits])
         trained = _train(reparam, problem, has_val, learning_rate, steps, patience, progress)
+        _check_started(trained, steps)
         out = []
         for t in trained:
             params = reparam.export(t.u)

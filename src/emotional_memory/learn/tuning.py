@@ -41,8 +41,13 @@ def inner_folds(
     Returns:
         ``(available, scenario, parts)``: (Q,) available mask, (Q,) scenario index,
         and the sorted scenario indices of each part.
+
+    Raises:
+        ValueError: ``train_mask`` selects no query.
     """
     available = available_queries(batch, train_mask)
+    if not available.any():  # was numpy's "number sections must be larger than 0"
+        raise ValueError("train_mask selects no query to fit")
     scen = np.asarray(batch.scenario)
     pool = np.unique(scen[available])
     perm = np.random.default_rng(seed).permutation(pool)
