@@ -419,7 +419,7 @@ def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
     def encode_through_a() -> None:
         try:
             a_team.encode("gated event", affect=CoreAffect(valence=-0.9, arousal=0.9))
-        except BaseException as exc:  # noqa: BLE001 - checked below
+        except BaseException as exc:  # checked below
             failure.append(exc)
 
     worker = threading.Thread(target=encode_through_a)
