@@ -16,7 +16,11 @@ MASK = "***"
 # the words that make a parameter name a secret's: the name is one of them or ends in
 # one (``sslpassword``, ``access_token``, ``client_secret``)
 _SECRET_WORDS = ("password", "passwd", "pwd", "api_key", "api-key", "apikey", "token",
-                 "secret")
+                 "secret", "credential", "credentials")
+# URL query parameters also: ``?key=`` (an API key in the URL), ``?auth=``, signed
+# URLs' ``?signature=`` / ``?sig=`` (not as words in running text: ``key=`` names
+# state keys there)
+_QUERY_WORDS = (*_SECRET_WORDS, "key", "auth", "signature", "sig")
 _SECRET_KEYS = r"[\w.-]*?(?:" + "|".join(re.escape(w) for w in _SECRET_WORDS) + ")"
 
 
@@ -30,7 +34,7 @@ def _encodable(word: str) -> str:
 
 
 _ENCODED_SECRET_KEYS = (
-    r"(?:[\w.-]|%[0-9a-f]{2})*?(?:" + "|".join(_encodable(w) for w in _SECRET_WORDS) + ")"
+    r"(?:[\w.-]|%[0-9a-f]{2})*?(?:" + "|".join(_encodable(w) for w in _QUERY_WORDS) + ")"
 )
 
 # libpq ``key=value`` keywords: a quoted value (backslash escapes) or a bare word
@@ -39,6 +43,18 @@ _KEYWORD = re.compile(
 )
 # URL query / fragment parameters (the '=' may itself be percent-encoded)
 _QUERY = re.compile(r"(?i)([?&;#]" + _ENCODED_SECRET_KEYS + r"(?:=|%3d))[^&#\s]*")
+# HTTP credentials in text: ``Authorization: Bearer <token>``, ``Basic <b64>``
+# (a word of 8 or more characters holding a digit, a symbol or both cases: "the bearer
+# of bad news" and "basic authentication" stay)
+_SCHEME_CREDENTIAL = re.compile(r"(?i)\b((?:bearer|basic)\s+)([\w.~+/=-]{8,})")
+
+
+def _credential(m: re.Match[str]) -> str:
+    value = m.group(2)
+    token_like = any(not c.isalpha() for c in value) or (
+        any(c.isupper() for c in value) and any(c.islower() for c in value)
+    )
+    return f"{m.group(1)}{MASK}" if token_like else m.group(0)
 # URL user-info: ``scheme://user:secret@`` (the user may hold an unescaped '@', the
 # secret ':' or '@': it runs up to the last '@' before the host). The scheme starts
 # a word: a match tried at every letter of a long word rescanned it (quadratic time).
@@ -123,8 +139,10 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
     Covers URL user-info (``postgresql://u:pw@host``, ``redis://:pw@host``), secret
     query and fragment parameters (``?password=``, ``&sslpassword=``, ``?api_key=``,
     ``#access_token=``: any name that is or ends in password, passwd, pwd, api key,
-    token or secret, also when percent-encoded) and libpq keywords (``password=pw``,
-    ``password='p w'``), anywhere in the text.
+    token, secret or credential(s), also when percent-encoded; in URL queries also
+    key, auth, signature and sig: ``?key=``), HTTP credentials (``Bearer <token>``,
+    ``Basic <value>``) and libpq keywords (``password=pw``, ``password='p w'``),
+    anywhere in the text.
 
     Args:
         text: a URL, a DSN, or a message containing some.
@@ -141,4 +159,5 @@ def redact(text: str, secrets: tuple[str, ...] | list[str] = ()) -> str:
             text = text.replace(secret, MASK)
     out = _USERINFO.sub(lambda m: f"{m.group(1)}:{MASK}@", text)
     out = _QUERY.sub(lambda m: f"{m.group(1)}{MASK}", out)
+    out = _SCHEME_CREDENTIAL.sub(_credential, out)
     return _KEYWORD.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}", out)

@@ -38,6 +38,16 @@ FORMS = [
     (f"https://h/cb#access_token={SECRET}&x=1", "#access_token=***&x=1"),
     (f"https://h/x?auth_token={SECRET}", "?auth_token=***"),
     (f"https://h/x?a=1&client_secret={SECRET}", "&client_secret=***"),
+    # API keys, auth values and signatures in URL queries (an LLM base URL, a signed URL)
+    (f"https://llm.example.com/v1?key={SECRET}&alt=json", "?key=***&alt=json"),
+    (f"https://h/x?auth={SECRET}", "?auth=***"),
+    (f"https://blob.example.com/c/f?sv=2024&sig={SECRET}", "&sig=***"),
+    (f"https://h/f?X-Amz-Signature={SECRET}", "?X-Amz-Signature=***"),
+    (f"https://h/x?credentials={SECRET}", "?credentials=***"),
+    # HTTP credentials in a message
+    (f"sent Authorization: Bearer {SECRET}", "Authorization: Bearer ***"),
+    (f"header Basic {SECRET}==", "Basic ***"),
+    (f"credentials={SECRET} rejected", "credentials=*** rejected"),
     # inside a message
     (f"cannot connect to postgresql://bob:{SECRET}@h/db: refused", "bob:***@h/db: refused"),
 ]
@@ -62,6 +72,9 @@ def test_every_form_is_masked(text: str, kept: str) -> None:
     "postgresql://alice@db:5432/mem?sslmode=require&passfile=/home/a/.pgpass",
     "https://h/x?tokens=3&secretary=bob#section",
     "host=db passfile=/p dbname=mem",
+    "the bearer of bad news; basic authentication needed",
+    "RedisAffectiveStateStore(url='redis://h', key='default', strict=True)",
+    "https://h/?config=1&design=2",
 ])
 def test_text_without_a_secret_is_unchanged(text: str) -> None:
     assert redact(text) == text
