@@ -331,10 +331,15 @@ def _retry_after(value: str | None) -> float | None:
 
 def _check_base_url(httpx: Any, base_url: str) -> None:
     """Refuse a base URL httpx cannot parse; its own words may quote a piece of the
-    password (a raw '/' in it makes the rest of the password read as the port)."""
+    password (a raw '/' in it makes the rest of the password read as the port). A
+    stand-in module with only the original's surface (``Client``, ``HTTPError``) is
+    not checked here."""
+    url_type, invalid = getattr(httpx, "URL", None), getattr(httpx, "InvalidURL", None)
+    if url_type is None or invalid is None:
+        return
     try:
-        httpx.URL(f"{base_url.rstrip('/')}/chat/completions")
-    except httpx.InvalidURL:
+        url_type(f"{base_url.rstrip('/')}/chat/completions")
+    except invalid:
         pass
     else:
         return
