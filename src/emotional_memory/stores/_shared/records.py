@@ -82,6 +82,29 @@ def to_microseconds(moment: datetime) -> int:
     return (moment - _EPOCH) // _MICROSECOND
 
 
+TIME_US = range(
+    (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND,
+    (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND + 1,
+)
+"""Microseconds since the epoch a ``datetime`` can hold (years 1 to 9999)."""
+TIME_RANGE = f"[{TIME_US.start}, {TIME_US.stop - 1}] microseconds since 1970 (years 1-9999)"
+
+
+def in_time_range(us: np.ndarray) -> np.ndarray:
+    """Which of these int64 microsecond counts lie in :data:`TIME_US`."""
+    return (us >= TIME_US.start) & (us < TIME_US.stop)
+
+
+def times_valid(tagi: np.ndarray) -> bool:
+    """Whether every time of these int64 record rows is one a ``datetime`` holds (a
+    hand-edited row's would otherwise fail every later read with an OverflowError)."""
+    always = tagi[:, [I_TIMESTAMP, I_MOOD_TIME]]
+    maybe = tagi[:, [I_LAST_RETRIEVED, I_WINDOW]]
+    return bool(
+        in_time_range(always).all() and (in_time_range(maybe) | (maybe == NO_TIME)).all()
+    )
+
+
 def _time(us: int) -> datetime:
     return _EPOCH + timedelta(microseconds=us)
 

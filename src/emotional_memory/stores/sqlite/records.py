@@ -51,12 +51,6 @@ if TYPE_CHECKING:
     from emotional_memory.stores._shared.rows.store import RowStore
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-TIME_US = range(
-    (datetime.min.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1),
-    (datetime.max.replace(tzinfo=UTC) - _EPOCH) // timedelta(microseconds=1) + 1,
-)
-"""Microseconds since the epoch a ``datetime`` can hold (years 1 to 9999)."""
-_TIME_RANGE = f"[{TIME_US.start}, {TIME_US.stop - 1}] microseconds since 1970 (years 1-9999)"
 _ZERO = timedelta(0)
 _FLOAT32_LE = np.dtype("<f4")
 _FLOAT64_LE = np.dtype("<f8")
@@ -111,8 +105,8 @@ def decode_place(
         if expires_us is not None:
             if not isinstance(expires_us, int):
                 raise ValueError(f"expires_at {expires_us!r} is not an integer")
-            if expires_us not in TIME_US:
-                raise ValueError(f"expires_at {expires_us} is out of range {_TIME_RANGE}")
+            if expires_us not in _records.TIME_US:
+                raise ValueError(f"expires_at {expires_us} is out of range {_records.TIME_RANGE}")
     except (ValueError, TypeError) as exc:
         raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
     expires = None if expires_us is None else _EPOCH + timedelta(microseconds=expires_us)
@@ -314,20 +308,6 @@ def row_params(cache: RowStore, row: int) -> Row | None:
     )
 
 
-def _in_time_range(us: np.ndarray) -> np.ndarray:
-    return (us >= TIME_US.start) & (us < TIME_US.stop)
-
-
-def _times_valid(tagi: np.ndarray) -> bool:
-    """Whether every time of these int64 record rows is one a ``datetime`` holds."""
-    always = tagi[:, [_records.I_TIMESTAMP, _records.I_MOOD_TIME]]
-    maybe = tagi[:, [_records.I_LAST_RETRIEVED, _records.I_WINDOW]]
-    return bool(
-        _in_time_range(always).all()
-        and (_in_time_range(maybe) | (maybe == _records.NO_TIME)).all()
-    )
-
-
 def _check_row(memory_id: Any, content: Any, metadata_json: Any) -> dict[str, Any]:
     """The metadata of a row whose id, content and metadata are well typed."""
     if not isinstance(memory_id, str) or not memory_id:
@@ -397,8 +377,8 @@ def row_memory(row: Row) -> Memory:
         values = _REC.unpack(rec)
         floats = list(values[: _records.TAG_F])
         ints = list(values[REC_F:])
-        if not _times_valid(np.array([ints], dtype=np.int64)):
-            raise ValueError(f"rec holds a time outside {_TIME_RANGE}")
+        if not _records.times_valid(np.array([ints], dtype=np.int64)):
+            raise ValueError(f"rec holds a time outside {_records.TIME_RANGE}")
         labels = _records.LabelTable()
         if label_json is not None:
             ints[_records.I_LABEL] = labels.code_of(_label_of(label_json))
@@ -481,7 +461,7 @@ def decode_rows(rows: Sequence[Row]) -> RowBlock | None:
             [NEVER_US if e is None else e for e in expires], dtype=np.int64
         )
         never = np.array([e is None for e in expires], dtype=bool)
-        if not (never | _in_time_range(expires_us)).all() or not _times_valid(tagi):
+        if not (never | _records.in_time_range(expires_us)).all() or not _records.times_valid(tagi):
             return None
         embedding = _embedding_columns(blobs, dims, n)
     except (ValueError, TypeError, OverflowError, RecursionError):
