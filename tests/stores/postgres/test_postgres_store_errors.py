@@ -261,6 +261,8 @@ def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
         ("tagi[1] = %s", 10**18, "tagi holds a time outside"),
         ("tagi = %s", [1, 2], "tagi holds 2 values"),
         ("expires_us = %s", 10**18, "expires_at 1000000000000000000 is out of range"),
+        ("whole = %s", "[" * 10_000 + "]" * 10_000, "whole: the stored memory nests too deeply"),
+        ("whole = %s", '{"id": 1}', "whole: .*validation error"),
     ],
 )
 def test_a_hand_edited_row_names_its_memory_and_field(

@@ -493,5 +493,13 @@ def dump_memory(memory: Memory) -> str:
 
 
 def load_memory(data: str) -> Memory:
-    """The memory stored by :func:`dump_memory`."""
-    return Memory.model_validate(json.loads(data))
+    """The memory stored by :func:`dump_memory`.
+
+    Raises:
+        ValueError: ``data`` is no such memory (a hand-edited one: not JSON, nested past
+            the parser's limit, or failing the model's validation).
+    """
+    try:
+        return Memory.model_validate(json.loads(data))
+    except RecursionError:
+        raise ValueError("the stored memory nests too deeply") from None

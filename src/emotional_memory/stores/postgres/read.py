@@ -60,7 +60,10 @@ class _Reader(_Writer):
         (_, mid, content, exact, tagf, tagi, label, targets, strengths, types,
          metadata_json, whole, vector, scope, expires_us) = row
         if whole is not None:
-            return load_memory(whole)
+            try:
+                return load_memory(whole)
+            except ValueError as exc:
+                raise ValueError(f"memory {mid!r} has an invalid row: whole: {exc}") from None
         ints = list(tagi)
         try:
             metadata = _checked_columns(tagf, ints, metadata_json, expires_us)
