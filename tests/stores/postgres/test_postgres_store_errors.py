@@ -263,6 +263,8 @@ def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
         ("expires_us = %s", 10**18, "expires_at 1000000000000000000 is out of range"),
         ("whole = %s", "[" * 10_000 + "]" * 10_000, "whole: the stored memory nests too deeply"),
         ("whole = %s", '{"id": 1}', "whole: .*validation error"),
+        ("scope = %s", ["team", None], "scope .* is not a list of non-empty strings"),
+        ("scope = %s", ["team", ""], "scope .* is not a list of non-empty strings"),
     ],
 )
 def test_a_hand_edited_row_names_its_memory_and_field(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -102,6 +103,13 @@ def times_valid(tagi: np.ndarray) -> bool:
     maybe = tagi[:, [I_LAST_RETRIEVED, I_WINDOW]]
     return bool(
         in_time_range(always).all() and (in_time_range(maybe) | (maybe == NO_TIME)).all()
+    )
+
+
+def row_times_valid(ints: Sequence[int]) -> bool:
+    """:func:`times_valid` of one record row given as Python ints (no array built)."""
+    return all(ints[k] in TIME_US for k in (I_TIMESTAMP, I_MOOD_TIME)) and all(
+        ints[k] == NO_TIME or ints[k] in TIME_US for k in (I_LAST_RETRIEVED, I_WINDOW)
     )
 
 

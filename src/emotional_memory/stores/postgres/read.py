@@ -6,8 +6,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.records import load_memory, storable_id
@@ -25,7 +23,8 @@ _PAGE_WALK_MIN = 256
 _PAGE_WALK_FACTOR = 4
 
 def _checked_columns(
-    tagf: Sequence[float], ints: list[int], metadata_json: str, expires_us: int | None
+    tagf: Sequence[float], ints: list[int], metadata_json: str, expires_us: int | None,
+    scope: Sequence[Any],
 ) -> dict[str, Any]:
     """The metadata of a row whose record columns a memory can be decoded from.
 
@@ -36,8 +35,10 @@ def _checked_columns(
         raise ValueError(f"tagf holds {len(tagf)} values, not {_records.TAG_F}")
     if len(ints) != _records.TAG_I:
         raise ValueError(f"tagi holds {len(ints)} values, not {_records.TAG_I}")
-    if not _records.times_valid(np.array([ints], dtype=np.int64)):
+    if not _records.row_times_valid(ints):
         raise ValueError(f"tagi holds a time outside {_records.TIME_RANGE}")
+    if any(not isinstance(part, str) or not part for part in scope):
+        raise ValueError(f"scope {list(scope)!r} is not a list of non-empty strings")
     if expires_us is not None and expires_us not in _records.TIME_US:
         raise ValueError(f"expires_at {expires_us} is out of range {_records.TIME_RANGE}")
     try:
@@ -66,7 +67,7 @@ class _Reader(_Writer):
                 raise ValueError(f"memory {mid!r} has an invalid row: whole: {exc}") from None
         ints = list(tagi)
         try:
-            metadata = _checked_columns(tagf, ints, metadata_json, expires_us)
+            metadata = _checked_columns(tagf, ints, metadata_json, expires_us, scope)
         except ValueError as exc:  # a hand-edited row: name the memory and the field
             raise ValueError(f"memory {mid!r} has an invalid row: {exc}") from None
         if label is not None:

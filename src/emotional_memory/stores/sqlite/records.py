@@ -377,7 +377,7 @@ def row_memory(row: Row) -> Memory:
         values = _REC.unpack(rec)
         floats = list(values[: _records.TAG_F])
         ints = list(values[REC_F:])
-        if not _records.times_valid(np.array([ints], dtype=np.int64)):
+        if not _records.row_times_valid(ints):
             raise ValueError(f"rec holds a time outside {_records.TIME_RANGE}")
         labels = _records.LabelTable()
         if label_json is not None:
