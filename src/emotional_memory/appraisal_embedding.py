@@ -270,11 +270,18 @@ def save_affect_head(
             the file; everything else is float32).
 
     Returns:
-        The path written.
+        The path written (exactly ``path``: no ``.npz`` is appended to it).
     """
     out = Path(path)
+    # a file object, not the name: numpy appends ".npz" to a name without it
+    with out.open("wb") as file:
+        _write_head(file, head, metadata, dtype)
+    return out
+
+
+def _write_head(file: Any, head: AffectHead, metadata: str, dtype: Any) -> None:
     np.savez_compressed(
-        out,
+        file,
         format_version=np.int32(_FORMAT_VERSION),
         feature=np.str_(head.feature),
         layers=np.asarray(head.layers, dtype=np.int32),
@@ -289,7 +296,6 @@ def save_affect_head(
         y_scale=np.asarray(head.y_scale, np.float32),
         metadata=np.str_(metadata),
     )
-    return out
 
 
 def default_head_path() -> Path:

@@ -329,20 +329,29 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
-def _check_base_url(httpx: Any, base_url: str) -> None:
-    """Refuse a base URL httpx cannot parse; its own words may quote a piece of the
+def _check_base_url(httpx: Any, base_url: str) -> tuple[str, Any]:
+    """The chat-completions URL without user info, and the Basic auth that user info
+    asked for (None without it); httpx logs each request's URL at INFO, so a password
+    must not be part of it.
+
+    Refuses a base URL httpx cannot parse; its own words may quote a piece of the
     password (a raw '/' in it makes the rest of the password read as the port). A
-    stand-in module with only the original's surface (``Client``, ``HTTPError``) is
-    not checked here."""
+    stand-in module with only the original's surface (``Client``, ``HTTPError``) gets
+    the URL as given."""
+    text = f"{base_url.rstrip('/')}/chat/completions"
     url_type, invalid = getattr(httpx, "URL", None), getattr(httpx, "InvalidURL", None)
     if url_type is None or invalid is None:
-        return
+        return text, None
     try:
-        url_type(f"{base_url.rstrip('/')}/chat/completions")
+        url = url_type(text)
     except invalid:
         pass
     else:
-        return
+        if not url.userinfo:
+            return text, None
+        # what httpx would do with user info in the URL: Basic auth from it
+        bare = str(url.copy_with(username=None, password=None))
+        return bare, httpx.BasicAuth(url.username, url.password)
     raise ValueError(  # outside the except: no chained httpx error quoting the URL
         f"base_url {redact_address(base_url)!r} is not a valid URL (percent-encode any "
         "'/', '?', '#', '@' or ':' in a user name or password)"
@@ -356,7 +365,7 @@ class HttpxLLM:
     ``close()`` releases the pool (``LLMAppraisalEngine.close()`` calls it).
     """
 
-    __slots__ = ("_client", "_closed", "_config", "_lock", "attempts")
+    __slots__ = ("_client", "_closed", "_config", "_lock", "_url", "attempts")
 
     def __init__(self, config: OpenAICompatibleLLMConfig, *, transport: Any | None = None) -> None:
         """Create the client.
@@ -376,7 +385,7 @@ class HttpxLLM:
             raise ImportError(
                 f"the OpenAI-compatible client needs httpx: {install_hint('llm')}"
             ) from exc
-        _check_base_url(httpx, config.base_url)
+        self._url, auth = _check_base_url(httpx, config.base_url)
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
@@ -384,6 +393,8 @@ class HttpxLLM:
         # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike); only
         # the arguments the original passes are given unless a transport is asked for.
         options: dict[str, Any] = {} if transport is None else {"transport": transport}
+        if auth is not None:
+            options["auth"] = auth
         self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds, **options)
         self._lock = threading.Lock()
         self._closed = False
@@ -427,7 +438,7 @@ class HttpxLLM:
         if self._closed:
             raise RuntimeError("the LLM client is closed")
         config = self._config
-        url = f"{config.base_url.rstrip('/')}/chat/completions"
+        url = self._url
         payload = build_openai_compatible_payload(prompt, json_schema, config)
         delay = config.backoff_seconds
         last_error = ""

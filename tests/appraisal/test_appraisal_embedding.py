@@ -198,6 +198,16 @@ def test_save_load_round_trip(tmp_path: Path, dtype: Any) -> None:
         load_affect_head(tmp_path / "missing.npz")
 
 
+def test_a_head_is_written_at_exactly_the_path_named(tmp_path: Path) -> None:
+    # numpy's savez appends ".npz" to a name without it: the head went to h.bin.npz
+    # while the path returned (h.bin) did not exist
+    head = random_head(6, feature="minilm_pooled", layers=(0,), poolings=("mean",))
+    path = save_affect_head(head, tmp_path / "h.bin")
+    assert path == tmp_path / "h.bin"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.bin"]
+    assert load_affect_head(path).feature == "minilm_pooled"
+
+
 def test_shipped_head_loads_and_is_small() -> None:
     path = default_head_path()
     assert path.is_file()

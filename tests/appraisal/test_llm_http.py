@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -373,3 +374,23 @@ def test_from_env_reads_the_deadline() -> None:
     assert c is not None and c.attempt_deadline_seconds == 7.0
     with pytest.raises(ValueError, match="EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS"):
         OpenAICompatibleLLMConfig.from_env({**env, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS": "0"})
+
+
+def test_a_base_url_password_reaches_no_log_record_and_still_authenticates(
+    server: FakeOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
+    # httpx logs every request's URL at INFO ("HTTP Request: POST <url> ..."): a
+    # password in base_url's userinfo must not be part of that URL
+    import base64
+
+    server.replies.append(Reply(body=completion('{"x": 1}')))
+    base = server.base_url.replace("http://", "http://user:pw%2FPWSECRET@")
+    caplog.set_level(logging.DEBUG)
+    with HttpxLLM(cfg(server, base_url=base, api_key="")) as llm:
+        assert llm("hello", SCHEMA) == '{"x": 1}'
+    assert "PWSECRET" not in caplog.text
+    assert "HTTP Request: POST" in caplog.text  # httpx did log the request
+    (req,) = server.requests
+    assert req["path"] == "/v1/chat/completions"
+    expected = base64.b64encode(b"user:pw/PWSECRET").decode()
+    assert req["headers"]["Authorization"] == f"Basic {expected}"

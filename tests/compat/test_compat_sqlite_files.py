@@ -185,6 +185,25 @@ def test_interrupt_mid_migration_rolls_back(tmp_path: Path, monkeypatch: Any) ->
         assert [m.id for m in store.list_all()] == [m.id for m in memories]
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [("[" * 10_000 + "]" * 10_000, "is not JSON: nested too deeply"),
+     ("{not json", "is not JSON"), ("[1]", "is not a JSON object")],
+)
+def test_an_originals_state_slot_that_is_no_snapshot_is_named(
+    tmp_path: Path, data: str, message: str
+) -> None:
+    # a slot nested past the parser was a raw RecursionError
+    path = tmp_path / "state.db"
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE affective_state (slot TEXT PRIMARY KEY, data TEXT NOT NULL)")
+    conn.execute("INSERT INTO affective_state VALUES ('current', ?)", (data,))
+    conn.commit()
+    conn.close()
+    with pytest.raises(ValueError, match=f"affective_state slot 'current' {message}"):
+        SQLiteAffectiveStateStore(path)
+
+
 def test_sqlite_state_store_opens_the_originals_state_file(tmp_path: Path) -> None:
     state = AffectiveState.initial(START)
     for i in range(3):

@@ -243,6 +243,15 @@ def test_sqlite_refuses_paths_that_keep_nothing(path: str, tmp_path: Path,
     assert list(tmp_path.iterdir()) == []  # no stray file either
 
 
+def test_sqlite_a_nul_in_the_path_is_named(tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # it was sqlite3's bare "embedded null byte", naming neither the path nor the field
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=r"path 'a\\x00b\.db' holds a NUL character"):
+        SQLiteStore("a\x00b.db")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_sqlite_on_a_foreign_database_changes_nothing(tmp_path: Path) -> None:
     foreign = tmp_path / "app.db"
     conn = sqlite3.connect(foreign)

@@ -297,7 +297,8 @@ def _overwrite_states(kind: str, target: str, text: str) -> None:
 
 
 @pytest.mark.parametrize("replace", ["reset_state", "load_state", "clear_persisted_state"])
-@pytest.mark.parametrize("garbage", ["not json", "[]", '{"core_affect": {"valence": 5}}'])
+@pytest.mark.parametrize("garbage", ["not json", "[]", '{"core_affect": {"valence": 5}}',
+                                     "[" * 10_000 + "]" * 10_000])  # nested past the parser
 def test_a_stored_state_edited_into_garbage_is_named_and_can_be_replaced(
     shared_target: tuple[str, str], garbage: str, replace: str
 ) -> None:

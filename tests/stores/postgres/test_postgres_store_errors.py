@@ -250,3 +250,40 @@ def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
         assert conn.execute(
             f"SELECT value FROM {table}_meta WHERE key = 'version'"
         ).fetchone() == (str(pg_module.SCHEMA_VERSION),)
+
+
+@pytest.mark.parametrize(
+    ("assignment", "value", "message"),
+    [
+        ("metadata_json = %s", "[" * 10_000 + "]" * 10_000, "metadata nests too deeply"),
+        ("metadata_json = %s", "[1]", "metadata is a list, not a JSON object"),
+        ("metadata_json = %s", "{not json", "metadata is not JSON"),
+        ("tagi[1] = %s", 10**18, "tagi holds a time outside"),
+        ("tagi = %s", [1, 2], "tagi holds 2 values"),
+        ("expires_us = %s", 10**18, "expires_at 1000000000000000000 is out of range"),
+        ("whole = %s", "[" * 10_000 + "]" * 10_000, "whole: the stored memory nests too deeply"),
+        ("whole = %s", '{"id": 1}', "whole: .*validation error"),
+        ("scope = %s", ["team", None], "scope .* is not a list of non-empty strings"),
+        ("scope = %s", ["team", ""], "scope .* is not a list of non-empty strings"),
+    ],
+)
+def test_a_hand_edited_row_names_its_memory_and_field(
+    pg_dsn: str, assignment: str, value: object, message: str
+) -> None:
+    # it used to give a raw RecursionError / OverflowError / IndexError on every read,
+    # or a non-object as the memory's metadata
+    table = _new_table()
+    memories = random_memories(4, 3, 0)
+    with PostgresStore(pg_dsn, table=table) as store:
+        for m in memories:
+            store.save(m)
+    bad = memories[1].id
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {table}_memories SET {assignment} WHERE id = %s", (value, bad))
+    with PostgresStore(pg_dsn, table=table) as store:
+        expected = f"memory '{bad}' has an invalid row: {message}"
+        with pytest.raises(ValueError, match=expected):
+            store.get(bad)
+        with pytest.raises(ValueError, match=expected):
+            store.list_all()
+        assert store.get(memories[0].id) == memories[0]

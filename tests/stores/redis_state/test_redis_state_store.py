@@ -97,7 +97,8 @@ def test_persist_state_writes_the_engine_state_under_the_key(redis_url: str) -> 
         state_store.clear()
 
 
-@pytest.mark.parametrize("raw", ["not json", '{"core_affect":', "[1]", "NaN", b"\xff\xfe"])
+@pytest.mark.parametrize("raw", ["not json", '{"core_affect":', "[1]", "NaN", b"\xff\xfe",
+                                 "[" * 10_000 + "]" * 10_000])
 def test_a_key_holding_no_snapshot_is_a_value_error_naming_it(
     redis_url: str, raw: str | bytes
 ) -> None:

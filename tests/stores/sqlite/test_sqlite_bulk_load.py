@@ -285,6 +285,12 @@ def _compact_memory(mid: str, **tag: Any) -> Memory:
         ("metadata", "[1]", "metadata is a list, not a JSON object"),
         # no link type 9
         ("link_data", b"\x00" * 8 + b"\x09", "link_ids and link_data do not hold links"),
+        # hand-edited: a scope that is not a list, or nested past the parser's stack;
+        # an expiry past what a datetime holds (it used to fail every later read)
+        ("scope", '"abc"', "scope '\"abc\"' is not a list of non-empty strings"),
+        ("scope", "[" * 10_000 + "]" * 10_000, "scope nests too deeply"),
+        ("expires_at", 10**18, "expires_at 1000000000000000000 is out of range"),
+        ("expires_at", -(10**18), "expires_at -1000000000000000000 is out of range"),
     ],
 )
 def test_a_malformed_record_names_its_memory(
@@ -302,6 +308,26 @@ def test_a_malformed_record_names_its_memory(
         conn.execute(f"UPDATE em_memories SET {column} = ? WHERE id = 'bad'", (value,))
     conn.close()
     with pytest.raises(ValueError, match=f"memory 'bad' has an invalid row: {message}"):
+        SQLiteStore(path)
+
+
+@pytest.mark.parametrize("slot", ["I_TIMESTAMP", "I_MOOD_TIME", "I_LAST_RETRIEVED", "I_WINDOW"])
+def test_a_record_time_a_datetime_cannot_hold_names_its_memory(tmp_path: Path, slot: str) -> None:
+    # it used to load, then fail every get / list_all / retrieve with an OverflowError
+    from emotional_memory.stores._shared import records as shared
+
+    path = tmp_path / "m.db"
+    with SQLiteStore(path) as store:
+        store.save(_compact_memory("m0"))
+        store.save(_compact_memory("bad"))
+    conn = sqlite3.connect(path)
+    with conn:
+        (rec,) = conn.execute("SELECT rec FROM em_memories WHERE id = 'bad'").fetchone()
+        at = 8 * (_sqlite_records.REC_F + getattr(shared, slot))
+        rec = rec[:at] + (10**18).to_bytes(8, "little", signed=True) + rec[at + 8:]
+        conn.execute("UPDATE em_memories SET rec = ? WHERE id = 'bad'", (rec,))
+    conn.close()
+    with pytest.raises(ValueError, match="memory 'bad' has an invalid row: rec holds a time"):
         SQLiteStore(path)
 
 

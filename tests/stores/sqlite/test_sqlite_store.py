@@ -227,6 +227,23 @@ def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:
         assert s.load_snapshot() == {"ok": True}
 
 
+def test_a_state_snapshot_nested_past_the_parser_names_its_key(tmp_path: Path) -> None:
+    # a hand-edited row: it was a raw RecursionError
+    path = tmp_path / "s.db"
+    with SQLiteAffectiveStateStore(path, key="k1") as s:
+        s.save({"ok": True})
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("UPDATE em_affective_state SET snapshot = ?", ("[" * 10_000 + "]" * 10_000,))
+    conn.close()
+    with SQLiteAffectiveStateStore(path, key="k1") as s:
+        for read in (s.load_snapshot, s.load):
+            with pytest.raises(ValueError, match=r"'k1' is JSON nested too deeply"):
+                read()
+        with pytest.raises(RuntimeError, match=r"'k1'.*JSON nested too deeply"):
+            s.load_versioned()
+
+
 def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     snap = moved_state().snapshot()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -80,6 +81,36 @@ _FIELDS: dict[type[Any], set[str]] = {
 def to_microseconds(moment: datetime) -> int:
     """An aware datetime as integer microseconds since the Unix epoch (exact)."""
     return (moment - _EPOCH) // _MICROSECOND
+
+
+TIME_US = range(
+    (datetime.min.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND,
+    (datetime.max.replace(tzinfo=UTC) - _EPOCH) // _MICROSECOND + 1,
+)
+"""Microseconds since the epoch a ``datetime`` can hold (years 1 to 9999)."""
+TIME_RANGE = f"[{TIME_US.start}, {TIME_US.stop - 1}] microseconds since 1970 (years 1-9999)"
+
+
+def in_time_range(us: np.ndarray) -> np.ndarray:
+    """Which of these int64 microsecond counts lie in :data:`TIME_US`."""
+    return (us >= TIME_US.start) & (us < TIME_US.stop)
+
+
+def times_valid(tagi: np.ndarray) -> bool:
+    """Whether every time of these int64 record rows is one a ``datetime`` holds (a
+    hand-edited row's would otherwise fail every later read with an OverflowError)."""
+    always = tagi[:, [I_TIMESTAMP, I_MOOD_TIME]]
+    maybe = tagi[:, [I_LAST_RETRIEVED, I_WINDOW]]
+    return bool(
+        in_time_range(always).all() and (in_time_range(maybe) | (maybe == NO_TIME)).all()
+    )
+
+
+def row_times_valid(ints: Sequence[int]) -> bool:
+    """:func:`times_valid` of one record row given as Python ints (no array built)."""
+    return all(ints[k] in TIME_US for k in (I_TIMESTAMP, I_MOOD_TIME)) and all(
+        ints[k] == NO_TIME or ints[k] in TIME_US for k in (I_LAST_RETRIEVED, I_WINDOW)
+    )
 
 
 def _time(us: int) -> datetime:
@@ -470,5 +501,13 @@ def dump_memory(memory: Memory) -> str:
 
 
 def load_memory(data: str) -> Memory:
-    """The memory stored by :func:`dump_memory`."""
-    return Memory.model_validate(json.loads(data))
+    """The memory stored by :func:`dump_memory`.
+
+    Raises:
+        ValueError: ``data`` is no such memory (a hand-edited one: not JSON, nested past
+            the parser's limit, or failing the model's validation).
+    """
+    try:
+        return Memory.model_validate(json.loads(data))
+    except RecursionError:
+        raise ValueError("the stored memory nests too deeply") from None

@@ -19,6 +19,7 @@ __all__ = [
     "StoredStateError",
     "check_key",
     "check_path",
+    "loads_snapshot",
     "parse_stored",
     "scoped_key",
     "scoped_state_store",
@@ -41,6 +42,21 @@ class StoredStateError(RuntimeError):
         self.key = key
 
 
+def loads_snapshot(key: str, text: str | bytes) -> Any:
+    """``json.loads(text)`` of the snapshot stored under ``key``.
+
+    Raises:
+        ValueError: ``text`` is not JSON, or nests past the parser's limit (named, not
+            a RecursionError).
+    """
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError(
+            f"the stored affective state {key!r} is JSON nested too deeply"
+        ) from None
+
+
 def parse_stored(key: str, text: str) -> dict[str, Any]:
     """The snapshot dict stored as JSON ``text`` under ``key``.
 
@@ -51,6 +67,8 @@ def parse_stored(key: str, text: str) -> dict[str, Any]:
         data = json.loads(text)
     except ValueError as exc:
         raise StoredStateError(key, f"not JSON: {exc}") from None
+    except RecursionError:
+        raise StoredStateError(key, "JSON nested too deeply") from None
     if not isinstance(data, dict):
         raise StoredStateError(key, f"a JSON {type(data).__name__}, not an object")
     return data

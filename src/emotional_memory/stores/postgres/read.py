@@ -22,6 +22,36 @@ from emotional_memory.stores.postgres.write import _Writer
 _PAGE_WALK_MIN = 256
 _PAGE_WALK_FACTOR = 4
 
+def _checked_columns(
+    tagf: Sequence[float], ints: list[int], metadata_json: str, expires_us: int | None,
+    scope: Sequence[Any],
+) -> dict[str, Any]:
+    """The metadata of a row whose record columns a memory can be decoded from.
+
+    Raises:
+        ValueError: a column (named) holds what the store never writes.
+    """
+    if len(tagf) != _records.TAG_F:
+        raise ValueError(f"tagf holds {len(tagf)} values, not {_records.TAG_F}")
+    if len(ints) != _records.TAG_I:
+        raise ValueError(f"tagi holds {len(ints)} values, not {_records.TAG_I}")
+    if not _records.row_times_valid(ints):
+        raise ValueError(f"tagi holds a time outside {_records.TIME_RANGE}")
+    if any(not isinstance(part, str) or not part for part in scope):
+        raise ValueError(f"scope {list(scope)!r} is not a list of non-empty strings")
+    if expires_us is not None and expires_us not in _records.TIME_US:
+        raise ValueError(f"expires_at {expires_us} is out of range {_records.TIME_RANGE}")
+    try:
+        metadata = json.loads(metadata_json)
+    except RecursionError:
+        raise ValueError("metadata nests too deeply") from None
+    except ValueError as exc:
+        raise ValueError(f"metadata is not JSON: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise ValueError(f"metadata is a {type(metadata).__name__}, not a JSON object")
+    return metadata
+
+
 class _Reader(_Writer):
     """PostgreSQL backend of :class:`~emotional_memory.stores.postgres.PostgresStore`."""
 
@@ -31,8 +61,15 @@ class _Reader(_Writer):
         (_, mid, content, exact, tagf, tagi, label, targets, strengths, types,
          metadata_json, whole, vector, scope, expires_us) = row
         if whole is not None:
-            return load_memory(whole)
+            try:
+                return load_memory(whole)
+            except ValueError as exc:
+                raise ValueError(f"memory {mid!r} has an invalid row: whole: {exc}") from None
         ints = list(tagi)
+        try:
+            metadata = _checked_columns(tagf, ints, metadata_json, expires_us, scope)
+        except ValueError as exc:  # a hand-edited row: name the memory and the field
+            raise ValueError(f"memory {mid!r} has an invalid row: {exc}") from None
         if label is not None:
             with self._labels_lock:
                 ints[_records.I_LABEL] = self._labels.intern(label)
@@ -43,7 +80,6 @@ class _Reader(_Writer):
             links = _records.pack_link_columns(
                 tuple(targets), tuple(strengths), bytes(int(c) for c in types)
             )
-        metadata = json.loads(metadata_json)
         return _records.decode_memory(
             mid, content, embedding, list(tagf), ints, links, metadata or None, self._labels,
             tuple(scope), expires_us,

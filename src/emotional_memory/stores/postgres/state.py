@@ -27,6 +27,7 @@ from emotional_memory.redact import redact, redact_address
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
+    loads_snapshot,
     parse_stored,
     scoped_key,
     snapshot_of,
@@ -349,7 +350,7 @@ class PostgresAffectiveStateStore:
             ).fetchone()
         if row is None:
             return None
-        data: dict[str, Any] = json.loads(row[0])
+        data: dict[str, Any] = loads_snapshot(self._key, row[0])
         return data
 
     def updated_at(self) -> datetime | None:

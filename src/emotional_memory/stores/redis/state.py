@@ -166,6 +166,10 @@ class RedisAffectiveStateStore:
             if isinstance(raw, bytes):
                 raw = raw.decode("utf-8")
             data = json.loads(raw)
+        except RecursionError:
+            raise ValueError(
+                f"Redis key {self._key!r} holds no state snapshot (JSON nested too deeply)"
+            ) from None
         except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
             raise ValueError(
                 f"Redis key {self._key!r} holds no state snapshot (not JSON text: {exc})"

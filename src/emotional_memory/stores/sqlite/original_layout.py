@@ -209,6 +209,10 @@ def original_states(
             snapshot = json.loads(data)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"affective_state slot {slot!r} is not JSON: {exc}") from exc
+        except RecursionError:
+            raise ValueError(
+                f"affective_state slot {slot!r} is not JSON: nested too deeply"
+            ) from None
         if not isinstance(snapshot, dict):
             raise ValueError(f"affective_state slot {slot!r} is not a JSON object")
         key = _DEFAULT_KEY if slot == _ORIGINAL_SLOT and _DEFAULT_KEY not in slots else slot

@@ -95,11 +95,18 @@ def decode_place(
 ) -> tuple[tuple[str, ...], datetime | None]:
     """A row's scope path and expiry (errors name the memory id)."""
     try:
-        scope = tuple(json.loads(scope_json)) if scope_json else ()
-        if any(not isinstance(p, str) or not p for p in scope):
+        try:
+            path = json.loads(scope_json) if scope_json else []
+        except RecursionError:
+            raise ValueError("scope nests too deeply") from None
+        if not isinstance(path, list) or any(not isinstance(p, str) or not p for p in path):
             raise ValueError(f"scope {scope_json!r} is not a list of non-empty strings")
-        if expires_us is not None and not isinstance(expires_us, int):
-            raise ValueError(f"expires_at {expires_us!r} is not an integer")
+        scope = tuple(path)
+        if expires_us is not None:
+            if not isinstance(expires_us, int):
+                raise ValueError(f"expires_at {expires_us!r} is not an integer")
+            if expires_us not in _records.TIME_US:
+                raise ValueError(f"expires_at {expires_us} is out of range {_records.TIME_RANGE}")
     except (ValueError, TypeError) as exc:
         raise ValueError(f"memory {memory_id!r} has an invalid row: {exc}") from None
     expires = None if expires_us is None else _EPOCH + timedelta(microseconds=expires_us)
@@ -370,6 +377,8 @@ def row_memory(row: Row) -> Memory:
         values = _REC.unpack(rec)
         floats = list(values[: _records.TAG_F])
         ints = list(values[REC_F:])
+        if not _records.row_times_valid(ints):
+            raise ValueError(f"rec holds a time outside {_records.TIME_RANGE}")
         labels = _records.LabelTable()
         if label_json is not None:
             ints[_records.I_LABEL] = labels.code_of(_label_of(label_json))
@@ -451,6 +460,9 @@ def decode_rows(rows: Sequence[Row]) -> RowBlock | None:
         expires_us = np.array(
             [NEVER_US if e is None else e for e in expires], dtype=np.int64
         )
+        never = np.array([e is None for e in expires], dtype=bool)
+        if not (never | _records.in_time_range(expires_us)).all() or not _records.times_valid(tagi):
+            return None
         embedding = _embedding_columns(blobs, dims, n)
     except (ValueError, TypeError, OverflowError, RecursionError):
         return None

@@ -248,7 +248,7 @@ def check_path(path: str | os.PathLike[str]) -> str:
 
     Raises:
         TypeError: not a str or path-like.
-        ValueError: ``""``, a ``file:`` URI, or a directory.
+        ValueError: ``""``, a NUL character, a ``file:`` URI, or a directory.
         FileNotFoundError: the directory the file would live in does not exist.
     """
     try:
@@ -262,6 +262,8 @@ def check_path(path: str | os.PathLike[str]) -> str:
             "path is '': sqlite3 would open a temporary database that keeps nothing; "
             "pass a file path, or ':memory:' for a private in-memory database"
         )
+    if "\x00" in name:
+        raise ValueError(f"path {name!r} holds a NUL character, which no file name can")
     if name.startswith("file:"):
         raise ValueError(
             f"path {name!r} is a URI; pass a file path (or ':memory:'): URIs are not "
