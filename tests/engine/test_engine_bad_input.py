@@ -279,10 +279,11 @@ def test_embedder_returning_nan_warns_and_stores() -> None:
     nan_hit = [r for r in res if r.memory.id == m.id]
     assert nan_hit and nan_hit[0].breakdown.raw_signals.semantic_similarity == 0.0
     emb.mode = "nan"
-    with pytest.warns(RuntimeWarning):
+    with pytest.warns(RuntimeWarning) as caught:
         out = engine.encode_batch(["nan a", "nan b"])
     assert len(out) == 2
     assert len(engine) == 6
+    assert {w.filename for w in caught} == {__file__}  # the caller's line, not the engine's
 
 
 # --------------------------------------------------------------------------- import / update

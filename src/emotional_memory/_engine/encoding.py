@@ -399,39 +399,17 @@ class EncodingMixin(StateMixin):
         # The store's copy (a durable store may round embeddings, e.g. to float32).
         return linker.stored(memory)
 
-    @_synchronized
-    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
-    def encode_batch(
+    def _batch_inputs(
         self,
-        contents: Sequence[str],
-        metadata: Sequence[dict[str, Any] | None] | None = None,
-        *,
-        expires_at: datetime | Sequence[datetime | None] | None = None,
-        affect: CoreAffect | Sequence[CoreAffect | None] | None = None,
-    ) -> list[Memory]:
-        """Encode many events with one ``embed_batch`` call; same result as repeated encode.
+        contents: Any,
+        metadata: Any,
+        expires_at: Any,
+    ) -> tuple[list[str], list[dict[str, Any] | None], list[datetime | None]]:
+        """``encode_batch``'s texts, metadata and expiries, checked (nothing stored).
 
-        The whole batch is one transaction: either every memory is stored or none.
-        Links, their order and the final state equal those of repeated ``encode``;
-        stores that can search in batches find a block's candidates in one search
-        (``stores/_shared/README.md``, "Linking new memories").
-
-        Args:
-            contents: event texts.
-            metadata: optional per-event metadata (same length as ``contents``).
-            expires_at: optional expiry: one aware datetime for every memory, or one
-                (or None) per content.
-
-            affect: opt-in event affects, as ``encode(..., affect=)`` takes one: a
-                :class:`CoreAffect` for every memory, or one (or None: the current
-                state's, as without ``affect``) per content. With ``affect_from_text``
-                (and no appraisal engine) the contents without one are rated, all in
-                one ``rate_affect`` call.
-
-        Returns:
-            The stored memories, in order, each as repeated ``encode`` would have
-            returned it (as in the original): with the links of its own step, not the
-            backward twins later memories of the batch gave it (those are stored).
+        Raises:
+            TypeError / ValueError: an argument of the wrong type or length (named).
+            UnstorableValueError: metadata the store cannot hold (its position named).
         """
         if isinstance(contents, str):
             raise TypeError("contents must be a sequence of str, not a str")
@@ -478,15 +456,11 @@ class EncodingMixin(StateMixin):
             )
         else:
             expiries = [_check_expiry(e, f"expires_at[{i}]") for i, e in enumerate(expires_at)]
-        affects = _per_item_affects(affect, len(texts))
-        if not texts:
-            return []
-        if self._rates_text():  # the texts without an affect, rated in one call
-            unrated = [i for i, a in enumerate(affects) if a is None]
-            if unrated:
-                rated = self._rate_texts([texts[i] for i in unrated])
-                for i, a in zip(unrated, rated, strict=True):
-                    affects[i] = a
+        return texts, metas, expiries
+
+    def _batch_vectors(self, texts: list[str]) -> list[np.ndarray | None]:
+        """The texts' embeddings in one ``embed_batch`` call, checked as float64
+        vectors (None: no embedding)."""
         batch = getattr(self.embedder, "embed_batch", None)
         # Embedders with only ``embed`` still work (one call per text).
         with traced_span("emotional_memory.embed", {"count": len(texts)}):
@@ -501,8 +475,55 @@ class EncodingMixin(StateMixin):
         del raw
         vectors: list[np.ndarray | None] = []
         for i in range(len(pending)):
-            vectors.append(self._embedding_array(pending[i], f"contents[{i}]", stacklevel=3))
+            vectors.append(self._embedding_array(pending[i], f"contents[{i}]", stacklevel=6))
             pending[i] = None
+        return vectors
+
+    @_synchronized
+    @traced("emotional_memory.encode_batch", batch_size=("contents", len))
+    def encode_batch(
+        self,
+        contents: Sequence[str],
+        metadata: Sequence[dict[str, Any] | None] | None = None,
+        *,
+        expires_at: datetime | Sequence[datetime | None] | None = None,
+        affect: CoreAffect | Sequence[CoreAffect | None] | None = None,
+    ) -> list[Memory]:
+        """Encode many events with one ``embed_batch`` call; same result as repeated encode.
+
+        The whole batch is one transaction: either every memory is stored or none.
+        Links, their order and the final state equal those of repeated ``encode``;
+        stores that can search in batches find a block's candidates in one search
+        (``stores/_shared/README.md``, "Linking new memories").
+
+        Args:
+            contents: event texts.
+            metadata: optional per-event metadata (same length as ``contents``).
+            expires_at: optional expiry: one aware datetime for every memory, or one
+                (or None) per content.
+
+            affect: opt-in event affects, as ``encode(..., affect=)`` takes one: a
+                :class:`CoreAffect` for every memory, or one (or None: the current
+                state's, as without ``affect``) per content. With ``affect_from_text``
+                (and no appraisal engine) the contents without one are rated, all in
+                one ``rate_affect`` call.
+
+        Returns:
+            The stored memories, in order, each as repeated ``encode`` would have
+            returned it (as in the original): with the links of its own step, not the
+            backward twins later memories of the batch gave it (those are stored).
+        """
+        texts, metas, expiries = self._batch_inputs(contents, metadata, expires_at)
+        affects = _per_item_affects(affect, len(texts))
+        if not texts:
+            return []
+        if self._rates_text():  # the texts without an affect, rated in one call
+            unrated = [i for i, a in enumerate(affects) if a is None]
+            if unrated:
+                rated = self._rate_texts([texts[i] for i in unrated])
+                for i, a in zip(unrated, rated, strict=True):
+                    affects[i] = a
+        vectors = self._batch_vectors(texts)
         state = self._state
         latest: list[datetime] = []  # the time of the last memory prepared
 
