@@ -23,7 +23,8 @@ WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "hello", "world", "rain", "coffee"]
 
 
 def _tokenizer(path: Path, words: list[str]) -> None:
-    tokenizers = pytest.importorskip("tokenizers")
+    tokenizers = pytest.importorskip(
+        "tokenizers", reason="the minilm extra (tokenizers) is not installed")
     tok = tokenizers.Tokenizer(tokenizers.models.WordLevel(
         {w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
@@ -34,7 +35,8 @@ def _tokenizer(path: Path, words: list[str]) -> None:
 
 def _folder(root: Path, config: Any = None, tensors: Any = None,
             words: list[str] | None = None) -> Path:
-    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    safetensors_numpy = pytest.importorskip(
+        "safetensors.numpy", reason="the minilm extra (safetensors) is not installed")
     root.mkdir(parents=True, exist_ok=True)
     _tokenizer(root / "tokenizer.json", WORDS if words is None else words)
     safetensors_numpy.save_file(tiny_tensors() if tensors is None else tensors,

@@ -54,7 +54,7 @@ def test_address_secrets_mask_the_forms_a_driver_quotes() -> None:
     f"postgresql://u:{SECRET}@[::1:1/mem",
 ])
 def test_postgres_errors_never_quote_the_password(dsn: str) -> None:
-    pytest.importorskip("psycopg")
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
     from emotional_memory.stores.postgres import PostgresStore, PostgresStoreError
     from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
 
@@ -71,7 +71,7 @@ def test_postgres_errors_never_quote_the_password(dsn: str) -> None:
     f"redis://127.0.0.1:1/0?password={SECRET}",
 ])
 def test_the_redis_state_store_repr_masks_the_password(url: str) -> None:
-    pytest.importorskip("redis")
+    pytest.importorskip("redis", reason="the redis extra is not installed")
     from emotional_memory.stores.redis.state import RedisAffectiveStateStore
 
     store = RedisAffectiveStateStore(url)
@@ -80,7 +80,7 @@ def test_the_redis_state_store_repr_masks_the_password(url: str) -> None:
 
 
 def test_a_malformed_redis_url_error_quotes_no_piece_of_the_password() -> None:
-    pytest.importorskip("redis")
+    pytest.importorskip("redis", reason="the redis extra is not installed")
     from emotional_memory.server.stores import open_store
     from emotional_memory.stores.redis.state import RedisAffectiveStateStore
 
@@ -94,7 +94,7 @@ def test_a_malformed_redis_url_error_quotes_no_piece_of_the_password() -> None:
 
 
 def test_the_qdrant_store_repr_masks_the_url_password(monkeypatch: pytest.MonkeyPatch) -> None:
-    qdrant_client = pytest.importorskip("qdrant_client")
+    qdrant_client = pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
     from emotional_memory.stores.vectordb.qdrant import QdrantStore
 
     real = qdrant_client.QdrantClient
@@ -108,7 +108,7 @@ def test_the_qdrant_store_repr_masks_the_url_password(monkeypatch: pytest.Monkey
 
 
 def test_an_llm_base_url_httpx_cannot_parse_quotes_no_piece_of_the_password() -> None:
-    pytest.importorskip("httpx")
+    pytest.importorskip("httpx", reason="the llm extra (httpx) is not installed")
     from emotional_memory.llm_http import HttpxLLM, OpenAICompatibleLLMConfig
 
     # a raw '/' in the password: httpx reads what precedes it as the port
