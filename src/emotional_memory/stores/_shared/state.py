@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from emotional_memory.interfaces import StateConflictError
 from emotional_memory.models import scope_path
 from emotional_memory.state import AffectiveState
 
@@ -24,6 +25,7 @@ __all__ = [
     "scoped_key",
     "scoped_state_store",
     "snapshot_of",
+    "state_conflict",
 ]
 
 
@@ -40,6 +42,15 @@ class StoredStateError(RuntimeError):
             "reset_state(), load_state(...) or clear_persisted_state() replace it"
         )
         self.key = key
+
+
+def state_conflict(key: str) -> StateConflictError:
+    """The error of a versioned save whose stored version moved (see
+    :class:`~emotional_memory.interfaces.StateConflictError`)."""
+    return StateConflictError(
+        f"the affective state {key!r} changed during the operation "
+        "(its scope lock was lost); nothing was saved, retry"
+    )
 
 
 def loads_snapshot(key: str, text: str | bytes) -> Any:

@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any, cast
 
-from emotional_memory.interfaces import StateConflictError
 from emotional_memory.redact import redact, redact_address
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
@@ -31,6 +30,7 @@ from emotional_memory.stores._shared.state import (
     parse_stored,
     scoped_key,
     snapshot_of,
+    state_conflict,
 )
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError
@@ -327,10 +327,7 @@ class PostgresAffectiveStateStore:
                 self.save(state)
                 stored = True
             if not stored:
-                raise StateConflictError(
-                    f"the affective state {self._key!r} changed during the operation "
-                    "(its scope lock was lost); nothing was saved, retry"
-                )
+                raise state_conflict(self._key)
             with self._transaction() as cur:
                 row = cur.execute(
                     f"SELECT xmin::text FROM {self._table} WHERE key = %s", (_row_key(self._key),)

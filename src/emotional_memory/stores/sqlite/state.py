@@ -29,7 +29,6 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from emotional_memory.interfaces import StateConflictError
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
@@ -37,6 +36,7 @@ from emotional_memory.stores._shared.state import (
     parse_stored,
     scoped_key,
     snapshot_of,
+    state_conflict,
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import open_connection
@@ -260,10 +260,7 @@ class SQLiteAffectiveStateStore:
                     .fetchone()
                 )
                 if (str(row[0]) if row is not None else "") != expected:
-                    raise StateConflictError(
-                        f"the affective state {self._key!r} changed during the operation "
-                        "(its scope lock was lost); nothing was saved, retry"
-                    )
+                    raise state_conflict(self._key)
             self.save(state)
             return self.load_versioned()[1]
 
