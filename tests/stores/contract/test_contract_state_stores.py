@@ -169,3 +169,31 @@ def test_engine_views_keep_and_restore_one_state_each(state_backend: StateBacken
     for path, snapshot in want.items():
         assert second.scoped(*path).get_state().snapshot() == snapshot
     assert second.scoped("carol").get_state().core_affect.valence == 0.0
+
+
+@pytest.mark.parametrize("state_backend", ["sqlite", "postgres"], indirect=True)
+def test_a_versioned_save_is_a_compare_and_set(state_backend: StateBackend) -> None:
+    """``save_versioned(state, expected=v)`` stores only over version ``v`` (``""``:
+    nothing stored) and returns the new version; otherwise it raises
+    StateConflictError and the stored state stays as it was."""
+    from emotional_memory.interfaces import StateConflictError
+
+    store = state_backend.new()
+    assert store.load_versioned() == (None, "")
+    first = store.save_versioned(moved_state(0.1), expected="")
+    assert store.load_versioned() == (moved_state(0.1).snapshot(), first)
+    with pytest.raises(StateConflictError, match="default"):
+        store.save_versioned(moved_state(0.2), expected="")  # another saved first
+    second = store.save_versioned(moved_state(0.3), expected=first)
+    assert second != first and store.load_versioned() == (moved_state(0.3).snapshot(), second)
+    for stale in (first, "0", "not a version"):
+        with pytest.raises(StateConflictError):
+            store.save_versioned(moved_state(0.4), expected=stale)
+    assert store.load_versioned() == (moved_state(0.3).snapshot(), second)
+    third = store.save_versioned(moved_state(0.5))  # unchecked
+    assert store.load_versioned() == (moved_state(0.5).snapshot(), third)
+    store.clear()
+    with pytest.raises(StateConflictError):
+        store.save_versioned(moved_state(0.6), expected=third)  # the row is gone
+    assert store.load_versioned() == (None, "")
+    assert store.load_versioned()[1] == "" and store.save_versioned(moved_state(0.7)) != ""

@@ -307,31 +307,25 @@ class PostgresAffectiveStateStore:
                 the row is locked until the transaction ends, so a concurrent save
                 is seen).
         """
+        text = _snapshot_text(state)
+        values: tuple[Any, ...] = (_row_key(self._key), text, text, datetime.now(UTC))
+        if expected == "":  # nothing was stored: insert, unless another did meanwhile
+            sql = (f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
+                   "ON CONFLICT (key) DO NOTHING RETURNING xmin::text")
+        elif expected is not None:  # the row as read, or nothing (a concurrent save
+            # waits for ours, or ours re-reads its row after it and matches no more)
+            sql = (f"UPDATE {self._table} SET snapshot = %s::jsonb, snapshot_json = %s, "
+                   "updated_at = %s WHERE key = %s AND xmin::text = %s RETURNING xmin::text")
+            values = (*values[1:], values[0], expected)
+        else:
+            sql = (f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
+                   "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
+                   "snapshot_json = excluded.snapshot_json, "
+                   "updated_at = excluded.updated_at RETURNING xmin::text")
         with self._transaction() as cur:
-            if expected == "":  # nothing was stored: insert, unless another did meanwhile
-                text = _snapshot_text(state)
-                stored = cur.execute(  # (no rowcount in the store's pipeline)
-                    f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
-                    "ON CONFLICT (key) DO NOTHING RETURNING true",
-                    (_row_key(self._key), text, text, datetime.now(UTC)),
-                ).fetchone() is not None
-            elif expected is not None:
-                row = cur.execute(
-                    f"SELECT xmin::text FROM {self._table} WHERE key = %s FOR UPDATE",
-                    (_row_key(self._key),),
-                ).fetchone()
-                stored = row is not None and row[0] == expected
-                if stored:
-                    self.save(state)
-            else:
-                self.save(state)
-                stored = True
-            if not stored:
-                raise state_conflict(self._key)
-            with self._transaction() as cur:
-                row = cur.execute(
-                    f"SELECT xmin::text FROM {self._table} WHERE key = %s", (_row_key(self._key),)
-                ).fetchone()
+            row = cur.execute(sql, values).fetchone()  # one round trip
+        if row is None:
+            raise state_conflict(self._key)
         return str(row[0])
 
     def load(self) -> AffectiveState | None:
