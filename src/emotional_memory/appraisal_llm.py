@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,7 @@ from emotional_memory._llm import (
     copy_schema,
     find_json,
 )
+from emotional_memory._warn import warn_caller
 from emotional_memory.appraisal import (
     APPRAISAL_DIMENSIONS,
     AppraisalVector,
@@ -415,11 +415,7 @@ class LLMAppraisalEngine:
         """Warn about ``exc``, count it, and answer with the fallback vector."""
         reason = f"{type(exc).__name__}: {exc}"
         self._fallback_count += 1
-        warnings.warn(
-            f"LLM appraisal failed ({reason}); using the fallback vector",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        warn_caller(f"LLM appraisal failed ({reason}); using the fallback vector")
         return self._fallback
 
     def __repr__(self) -> str:

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.affect import CoreAffect
 from emotional_memory.appraisal import (
     APPRAISAL_DIMENSIONS,
@@ -23,6 +24,7 @@ from emotional_memory.appraisal import (
     LLMCallable,
     StaticAppraisalEngine,
 )
+from emotional_memory.embedders import HashingEmbedder
 from support.fake_llm import FakeLLM
 
 DIMS = list(APPRAISAL_DIMENSIONS)
@@ -572,10 +574,15 @@ class TestLLMEngine:
 
     def test_fallback_with_warning_default_neutral(self) -> None:
         eng = LLMAppraisalEngine(FakeLLM("garbage"))
-        with pytest.warns(RuntimeWarning, match="LLM appraisal failed"):
+        with pytest.warns(RuntimeWarning, match="LLM appraisal failed") as caught:
             v = eng.appraise("x")
         assert v == AppraisalVector.neutral()
         assert eng.fallback == AppraisalVector.neutral()
+        assert [w.filename for w in caught] == [__file__]  # the caller's line
+        engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), appraisal_engine=eng)
+        with pytest.warns(RuntimeWarning, match="LLM appraisal failed") as through:
+            engine.encode("through the engine, whose internals the warning skips")
+        assert [w.filename for w in through] == [__file__]
 
     def test_fallback_custom_vector(self) -> None:
         fb = make_vec(novelty=-0.2, self_relevance=0.1)

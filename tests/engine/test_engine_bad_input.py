@@ -268,8 +268,9 @@ def test_embedder_wrong_batch_length(engine: EmotionalMemory) -> None:
 def test_embedder_returning_nan_warns_and_stores() -> None:
     engine, emb = build()
     emb.mode = "nan"
-    with pytest.warns(RuntimeWarning):
+    with pytest.warns(RuntimeWarning) as first:
         m = engine.encode("nan embedding event")
+    assert [w.filename for w in first] == [__file__]  # the caller's line, not the engine's
     assert len(engine) == 4
     stored = engine.get(m.id)
     assert stored is not None
@@ -284,6 +285,11 @@ def test_embedder_returning_nan_warns_and_stores() -> None:
     assert len(out) == 2
     assert len(engine) == 6
     assert {w.filename for w in caught} == {__file__}  # the caller's line, not the engine's
+    with pytest.warns(RuntimeWarning) as query:
+        engine.retrieve("nan query", top_k=2)
+    with pytest.warns(RuntimeWarning) as updated:
+        engine.update_memory(m.id, content="nan again")
+    assert [w.filename for w in [*query, *updated]] == [__file__, __file__]
 
 
 # --------------------------------------------------------------------------- import / update

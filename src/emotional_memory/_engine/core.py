@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -12,6 +11,7 @@ import numpy as np
 from emotional_memory._engine.config import EmotionalMemoryConfig
 from emotional_memory._scope_locks import ScopeLocks
 from emotional_memory._validation import aware, json_metadata
+from emotional_memory._warn import warn_caller
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
     AffectiveStateStore,
@@ -121,11 +121,11 @@ class EngineCore:
     @staticmethod
     def _clean_embedding(raw: object, what: str) -> list[float] | None:
         """Validate an embedder's output; NaN is warned about, not fatal (docs/behaviour.md §9)."""
-        arr = EngineCore._embedding_array(raw, what, stacklevel=4)
+        arr = EngineCore._embedding_array(raw, what)
         return None if arr is None else arr.tolist()
 
     @staticmethod
-    def _embedding_array(raw: object, what: str, stacklevel: int = 3) -> np.ndarray | None:
+    def _embedding_array(raw: object, what: str) -> np.ndarray | None:
         """:meth:`_clean_embedding` as a float64 (D,) array (a query's, used as is)."""
         if raw is None:
             return None
@@ -140,11 +140,9 @@ class EngineCore:
         if not (isinstance(raw, list) and arr.dtype == np.float64):
             arr = arr.astype(np.float64)
         if not np.isfinite(arr).all():
-            warnings.warn(
+            warn_caller(
                 f"embedder returned NaN/inf values for {what}; its semantic similarity "
-                "will count as 0",
-                RuntimeWarning,
-                stacklevel=stacklevel,
+                "will count as 0"
             )
         return arr
 

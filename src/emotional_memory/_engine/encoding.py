@@ -475,7 +475,7 @@ class EncodingMixin(StateMixin):
         del raw
         vectors: list[np.ndarray | None] = []
         for i in range(len(pending)):
-            vectors.append(self._embedding_array(pending[i], f"contents[{i}]", stacklevel=6))
+            vectors.append(self._embedding_array(pending[i], f"contents[{i}]"))
             pending[i] = None
         return vectors
 
