@@ -144,3 +144,59 @@ def test_chroma_opens_a_collection_in_the_original_layout(tmp_path: Path) -> Non
         assert store.delete(old[2].id) and len(store) == 3
     finally:
         store.close()
+
+
+@pytest.mark.parametrize(
+    "edit", ["data not json", "data not a memory", "no id", "seq not a number"]
+)
+def test_a_hand_edited_qdrant_point_is_a_named_error(edit: str) -> None:
+    """A point whose payload was edited by hand (not JSON, not a memory, its id or
+    sequence number broken) is a ValueError naming the point and what is wrong, on
+    every read, never a KeyError or a pydantic error without the memory's id."""
+    pytest.importorskip("qdrant_client", reason="the qdrant extra is not installed")
+    from emotional_memory.stores.vectordb.qdrant import QdrantStore, _point_id
+
+    store = QdrantStore()
+    for i in range(3):
+        store.save(mem(i, [1.0, float(i), 0.5]))
+    victim = store.list_all()[1].id
+    payload = {"data not json": {"data": "{not json"},
+               "data not a memory": {"data": '{"id": 3}'},
+               "seq not a number": {"seq": "x"}}.get(edit)
+    client = store._client
+    if payload is not None:
+        client.set_payload(store._main, payload=payload, points=[_point_id(victim)], wait=True)
+    else:
+        client.delete_payload(store._main, keys=["id"], points=[_point_id(victim)], wait=True)
+    named = victim if edit != "no id" else _point_id(victim)
+    for read in (lambda: store.get(victim), store.list_all,
+                 lambda: store.search_by_embedding([1.0, 1.0, 0.5], 3)):
+        with pytest.raises(ValueError, match=named) as info:
+            read()
+        assert "memory" in str(info.value) and store._main in str(info.value)
+
+
+@pytest.mark.parametrize("edit", ["document not json", "document of another memory",
+                                  "seq not a number"])
+def test_a_hand_edited_chroma_record_is_a_named_error(edit: str, tmp_path: Path) -> None:
+    """As for Qdrant: a record edited by hand is a ValueError naming the memory and
+    its collection on every read."""
+    pytest.importorskip("chromadb", reason="the chroma extra is not installed")
+    from emotional_memory.stores.vectordb.chroma import ChromaStore
+
+    store = ChromaStore(path=tmp_path / "db")
+    memories = [mem(i, [1.0, float(i), 0.5]) for i in range(3)]
+    for m in memories:
+        store.save(m)
+    victim = memories[1].id
+    collection = store._collections[True]
+    if edit == "seq not a number":
+        collection.update(ids=[victim], metadatas=[{"seq": "x"}])
+    else:
+        document = "{not json" if edit == "document not json" else memories[2].model_dump_json()
+        collection.update(ids=[victim], documents=[document], embeddings=[[1.0, 1.0, 0.5]])
+    for read in (lambda: store.get(victim), store.list_all,
+                 lambda: store.search_by_embedding([1.0, 1.0, 0.5], 3)):
+        with pytest.raises(ValueError, match=victim) as info:
+            read()
+        assert "memory" in str(info.value) and collection.name in str(info.value)

@@ -52,6 +52,28 @@ class Record:
     data: str
     novec: bool = False
     fields: dict[str, Any] | None = None  # the filter fields to write (writes only)
+    collection: str = ""  # where it was read (reads only; for errors)
+
+    def memory(self) -> Memory:
+        """The stored memory.
+
+        Raises:
+            ValueError: the record's data is no memory, or another memory's (edited
+                by hand), naming the memory and its collection.
+        """
+        try:
+            memory = load_memory(self.data)
+        except ValueError as exc:
+            raise ValueError(
+                f"memory {self.id!r} in collection {self.collection!r} has an invalid "
+                f"stored record: {exc}"
+            ) from None
+        if memory.id != self.id:
+            raise ValueError(
+                f"memory {self.id!r} in collection {self.collection!r} has an invalid "
+                f"stored record: its data holds memory {memory.id!r}"
+            )
+        return memory
 
 
 def _direction(embedding: Sequence[float]) -> list[float] | None:
@@ -109,7 +131,7 @@ class VectorDBStore(BackendStore, ABC):
         for start in range(0, len(ids), 256):
             records = self._fetch(main, ids[start : start + 256])
             self._set_fields(
-                main, [(r.id, filter_fields(load_memory(r.data))) for r in records]
+                main, [(r.id, filter_fields(r.memory())) for r in records]
             )
 
     # ---------------------------------------------------------- backend primitives
@@ -285,7 +307,7 @@ class VectorDBStore(BackendStore, ABC):
             return None
         with self._lock:
             record = self._existing(memory_id)
-        return None if record is None else load_memory(record.data)
+        return None if record is None else record.memory()
 
     def delete(self, memory_id: str) -> bool:
         """Remove a memory.
@@ -379,7 +401,7 @@ class VectorDBStore(BackendStore, ABC):
             direction = _direction(query.tolist()) if query.shape[0] else None
             if direction is None:  # zero-norm (or NaN) query: insertion order
                 records = sorted(self._scan(True, flt=flt), key=lambda r: r.seq)[:top_k]
-                return [load_memory(r.data) for r in records]
+                return [r.memory() for r in records]
             total = self._count(True, flt) if count is None else count()
             want = top_k + _MARGIN
             # A filtered nearest-neighbour query on an approximate index (HNSW) may
@@ -400,14 +422,14 @@ class VectorDBStore(BackendStore, ABC):
                 for r in self._scan(True, novec_only=True, flt=flt):
                     candidates.setdefault(r.id, r)
                 ranked = self._rank(query, list(candidates.values()))
-        return [load_memory(r.data) for _, _, r in ranked[:top_k]]
+        return [r.memory() for _, _, r in ranked[:top_k]]
 
     def _list(self, flt: Any) -> list[Memory]:
         """The memories ``flt`` selects (None: all), in insertion order."""
         with self._lock:
             records = self._scan(True, flt=flt) + self._scan(False, flt=flt)
         records.sort(key=lambda r: r.seq)
-        return [load_memory(r.data) for r in records]
+        return [r.memory() for r in records]
 
     def linking_to(self, memory_ids: Iterable[str]) -> list[str]:
         """Ids of the memories holding a resonance link to any of ``memory_ids``, in
@@ -449,7 +471,7 @@ class VectorDBStore(BackendStore, ABC):
         if not records:
             return []
         records = sorted(records, key=lambda r: r.seq)
-        rows = np.asarray([load_memory(r.data).embedding for r in records], dtype=np.float64)
+        rows = np.asarray([r.memory().embedding for r in records], dtype=np.float64)
         query_norm = norm(query)
         if query_norm == 0.0 or not np.isfinite(query_norm):
             return [(0.0, r.seq, r) for r in records]

@@ -106,21 +106,28 @@ class ChromaStore(VectorDBStore):
     def _create_main(self, dim: int) -> None:
         del dim  # Chroma fixes the dimension with the first record
 
-    @staticmethod
-    def _records(result: dict[str, Any]) -> list[Record]:
+    def _records(self, main: bool, result: dict[str, Any]) -> list[Record]:
         # Records written by the original library have the JSON document and only
         # ``id`` in their metadata: they sort first (seq -1) and have a direction.
-        return [
-            Record(
-                str(i),
-                int((meta or {}).get("seq", -1)),
-                str(doc),
-                bool((meta or {}).get("novec", False)),
+        name = self._collections[main].name
+        out = []
+        for i, meta, doc in zip(
+            result["ids"], result["metadatas"], result["documents"], strict=True
+        ):
+            seq, novec = (meta or {}).get("seq", -1), (meta or {}).get("novec", False)
+            wrong = (
+                "no document" if not isinstance(doc, str)
+                else "an 'seq' that is no integer" if type(seq) is not int
+                else "a 'novec' that is no boolean" if not isinstance(novec, bool)
+                else None
             )
-            for i, meta, doc in zip(
-                result["ids"], result["metadatas"], result["documents"], strict=True
-            )
-        ]
+            if wrong is not None:
+                raise ValueError(
+                    f"memory {str(i)!r} in collection {name!r} holds no memory record: "
+                    f"it has {wrong}"
+                )
+            out.append(Record(str(i), seq, doc, novec, collection=name))
+        return out
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         self._collections[main].upsert(
@@ -137,6 +144,7 @@ class ChromaStore(VectorDBStore):
         if not ids:
             return []
         return self._records(
+            main,
             self._collections[main].get(ids=ids, include=["metadatas", "documents"])
         )
 
@@ -155,7 +163,7 @@ class ChromaStore(VectorDBStore):
             page = collection.get(
                 where=where, limit=_PAGE, offset=offset, include=["metadatas", "documents"]
             )
-            records = self._records(page)
+            records = self._records(main, page)
             out.extend(records)
             if len(records) < _PAGE:
                 return out

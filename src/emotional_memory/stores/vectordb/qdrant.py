@@ -173,16 +173,26 @@ class QdrantStore(VectorDBStore):
             )
             self._indexes.add(key)
 
-    @staticmethod
-    def _record(payload: dict[str, Any]) -> Record:
+    def _record(self, main: bool, point: Any) -> Record:
         # Points written by the original library carry only ``id`` and ``data``: they
         # sort first (seq -1, in scroll order) and count as having a direction.
-        return Record(
-            str(payload["id"]),
-            int(payload.get("seq", -1)),
-            str(payload["data"]),
-            bool(payload.get("novec", False)),
+        payload = point.payload or {}
+        memory_id, data = payload.get("id"), payload.get("data")
+        seq, novec = payload.get("seq", -1), payload.get("novec", False)
+        wrong = (
+            "no string 'id'" if not isinstance(memory_id, str)
+            else "no string 'data'" if not isinstance(data, str)
+            else "an 'seq' that is no integer" if type(seq) is not int
+            else "a 'novec' that is no boolean" if not isinstance(novec, bool)
+            else None
         )
+        if wrong is not None:
+            of = f" (memory {memory_id!r})" if isinstance(memory_id, str) else ""
+            raise ValueError(
+                f"point {str(point.id)!r}{of} in collection {self._name(main)!r} holds no "
+                f"memory record: its payload has {wrong}"
+            )
+        return Record(memory_id, seq, data, novec, collection=self._name(main))
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         if not main and not self._exists(False):
@@ -206,7 +216,7 @@ class QdrantStore(VectorDBStore):
         points = self._client.retrieve(
             self._name(main), ids=[_point_id(i) for i in ids], with_payload=_PAYLOAD
         )
-        return [self._record(p.payload) for p in points]
+        return [self._record(main, p) for p in points]
 
     def _remove(self, main: bool, ids: list[str]) -> None:
         if not ids or not self._exists(main):
@@ -232,7 +242,7 @@ class QdrantStore(VectorDBStore):
                 with_payload=_PAYLOAD,
                 with_vectors=False,
             )
-            out.extend(self._record(p.payload) for p in points)
+            out.extend(self._record(main, p) for p in points)
             if offset is None:
                 return out
 
