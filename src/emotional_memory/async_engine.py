@@ -77,18 +77,6 @@ def _engine_executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
-class _ReplayAppraisal:
-    """Answers a batch's appraisals, computed beforehand, in their order."""
-
-    def __init__(self, texts: list[str], results: list[Any]) -> None:
-        self._pending = list(zip(texts, results, strict=True))
-
-    def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
-        text, result = self._pending.pop(0)
-        assert text == event_text, "appraisals replayed out of order"
-        return result
-
-
 class AsyncEmotionalMemory:
     """Async affective memory with the same methods as :class:`EmotionalMemory`.
 
@@ -324,14 +312,12 @@ class AsyncEmotionalMemory:
                 return await appraiser.inner.appraise(text, meta)
 
         results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
-        replay = _ReplayAppraisal(texts, results)
 
         def encode_with_results() -> list[Memory]:
-            engine.appraisal_engine = replay
-            try:
+            # the worker thread's appraisals replay the results (the engine itself is
+            # not touched: a view scoped() meanwhile copies it, and keeps appraising)
+            with appraiser.replaying(texts, results):
                 return engine.encode_batch(texts, metadata, expires_at=expires_at)
-            finally:
-                engine.appraisal_engine = appraiser
 
         return await self._run(encode_with_results)
 
