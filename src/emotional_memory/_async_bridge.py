@@ -200,10 +200,29 @@ class _LoopBridge:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self.loop is None:
+        """Run ``coro`` on the owning loop and wait for its result (off that loop).
+
+        Raises:
+            RuntimeError: no loop yet, a closed one, or called on the loop's own
+                thread (waiting there would hang it: the sync engine was called
+                directly instead of awaiting the ``AsyncEmotionalMemory`` method).
+        """
+        loop = self.loop
+        if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
             coro.close()
-            raise RuntimeError("async component used outside AsyncEmotionalMemory")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+            if loop is None:
+                raise RuntimeError("async component used outside AsyncEmotionalMemory")
+            if loop.is_closed():
+                raise RuntimeError(
+                    "the event loop of the async components is closed; await the "
+                    "AsyncEmotionalMemory methods in a running loop"
+                )
+            raise RuntimeError(
+                "the sync engine of an AsyncEmotionalMemory with async components was "
+                "called on its event loop's thread, which would hang the loop; await "
+                "the AsyncEmotionalMemory method instead"
+            )
+        return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 class _AsyncToSyncStore:

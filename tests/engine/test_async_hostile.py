@@ -9,6 +9,8 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from emotional_memory import AsyncEmotionalMemory, InMemoryStore, KeywordAppraisalEngine
 from emotional_memory.embedders import HashingEmbedder
 
@@ -70,3 +72,59 @@ def test_a_view_made_while_a_batch_runs_appraises_its_own_events() -> None:
     assert got.tag.appraisal == want.tag.appraisal
     assert got.tag.core_affect == want.tag.core_affect
     assert view.engine.appraisal_engine is engine.engine.appraisal_engine
+
+
+class _AsyncStore:
+    """An async memory store over an in-memory one."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+
+    async def save(self, memory: Any) -> None:
+        self.inner.save(memory)
+
+    async def get(self, memory_id: str) -> Any:
+        return self.inner.get(memory_id)
+
+    async def update(self, memory: Any) -> None:
+        self.inner.update(memory)
+
+    async def delete(self, memory_id: str) -> bool:
+        return self.inner.delete(memory_id)
+
+    async def list_all(self) -> list[Any]:
+        return self.inner.list_all()
+
+    async def search_by_embedding(self, embedding: Any, top_k: int) -> list[Any]:
+        return self.inner.search_by_embedding(embedding, top_k)
+
+    async def count(self) -> int:
+        return len(self.inner)
+
+
+def test_the_sync_engine_called_on_the_loop_thread_raises_instead_of_hanging() -> None:
+    # the bridge waited on the loop for a coroutine that only that (now blocked) loop
+    # could run: ``aengine.engine.list_all()`` or ``repr(aengine.engine)`` in a
+    # coroutine hung forever
+    aengine = AsyncEmotionalMemory(_AsyncStore(), HashingEmbedder(dim=16), clock=lambda: NOW)
+    outcome: list[BaseException | None] = []
+
+    async def on_the_loop() -> None:
+        await aengine.encode("hello")
+        try:
+            aengine.engine.list_all()
+        except RuntimeError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        assert [m.content for m in await aengine.list_all()] == ["hello"]  # still works
+
+    runner = threading.Thread(target=asyncio.run, args=(on_the_loop(),), daemon=True)
+    runner.start()
+    runner.join(60)  # a guard against the hang, not a timing
+    assert not runner.is_alive(), "the sync engine call hung the event loop"
+    assert len(outcome) == 1 and outcome[0] is not None
+    assert "event loop" in str(outcome[0]) and "await" in str(outcome[0])
+    with pytest.raises(RuntimeError, match="closed"):  # the loop is gone now
+        aengine.engine.list_all()
+
