@@ -66,9 +66,13 @@ class SyncToAsyncEmbedder:
             texts: The texts to embed.
 
         Returns:
-            One embedding per text, in order, shape (len(texts), D).
+            One embedding per text, in order, shape (len(texts), D); an embedder
+            with ``embed`` alone embeds them one by one (as the sync engine does).
         """
-        return await asyncio.to_thread(self.sync.embed_batch, texts)
+        batch = getattr(self.sync, "embed_batch", None)
+        if not callable(batch):
+            return await asyncio.to_thread(lambda: [self.sync.embed(t) for t in texts])
+        return await asyncio.to_thread(batch, texts)
 
 
 class SyncToAsyncStore:
@@ -270,7 +274,10 @@ class _AsyncToSyncEmbedder:
         return self.bridge.run(self.inner.embed(text))
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        return self.bridge.run(self.inner.embed_batch(texts))
+        batch = getattr(self.inner, "embed_batch", None)
+        if not callable(batch):  # ``embed`` alone: one call per text, as the sync engine
+            return [self.embed(t) for t in texts]
+        return self.bridge.run(batch(texts))
 
 
 class _AsyncToSyncAppraisal:

@@ -11,7 +11,13 @@ from typing import Any
 
 import pytest
 
-from emotional_memory import AsyncEmotionalMemory, InMemoryStore, KeywordAppraisalEngine
+from emotional_memory import (
+    AsyncEmotionalMemory,
+    EmotionalMemory,
+    InMemoryStore,
+    KeywordAppraisalEngine,
+    SyncToAsyncEmbedder,
+)
 from emotional_memory.embedders import HashingEmbedder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -128,3 +134,33 @@ def test_the_sync_engine_called_on_the_loop_thread_raises_instead_of_hanging() -
     with pytest.raises(RuntimeError, match="closed"):  # the loop is gone now
         aengine.engine.list_all()
 
+
+class _AsyncEmbedOnly:
+    """An async embedder with ``embed`` alone (the sync engine accepts such ones)."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    async def embed(self, text: str) -> list[float]:
+        return self.inner.embed(text)
+
+
+class _EmbedOnly:
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    def embed(self, text: str) -> list[float]:
+        return self.inner.embed(text)
+
+
+def test_an_async_embedder_with_embed_alone_encodes_batches_like_a_sync_one() -> None:
+    # the bridge always called the inner embedder's embed_batch: AttributeError from
+    # encode_batch, where the sync engine embeds such an embedder's texts one by one
+    texts = ["the server crashed", "coffee with a friend", "a quiet walk"]
+    reference = EmotionalMemory(InMemoryStore(), _EmbedOnly(), clock=lambda: NOW)
+    aengine = AsyncEmotionalMemory(InMemoryStore(), _AsyncEmbedOnly(), clock=lambda: NOW)
+    want = [m.embedding for m in reference.encode_batch(texts)]
+    got = asyncio.run(aengine.encode_batch(texts))
+    assert [m.embedding for m in got] == want
+    adapted = SyncToAsyncEmbedder(_EmbedOnly())  # the adapter's batch form, too
+    assert asyncio.run(adapted.embed_batch(texts)) == want
