@@ -277,9 +277,10 @@ class AsyncEmotionalMemory:
             expires_at: Optional expiry, one for all or one per content.
             affect: Optional event affects, one for all or one (or None) per content.
 
-        With an async appraisal engine, the batch's appraisals run concurrently first,
-        at most ``config.appraisal_max_concurrency`` at a time (as in the original);
-        the memories, links and state are then exactly those of sequential encoding.
+        With an async appraisal engine, the batch's arguments are checked, then its
+        appraisals run concurrently, at most ``config.appraisal_max_concurrency`` at a
+        time (as in the original); the memories, links and state are then exactly
+        those of sequential encoding.
 
         Returns:
             The stored memories, in order.
@@ -303,6 +304,8 @@ class AsyncEmotionalMemory:
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
+        # checked before any appraisal (each may be a paid LLM call), off the loop
+        await asyncio.to_thread(engine._batch_inputs, contents, metadata, expires_at)
         texts = list(contents)
         metas = list(metadata) if metadata is not None else [None] * len(texts)
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)

@@ -14,6 +14,7 @@ import pytest
 from emotional_memory import (
     AsyncEmotionalMemory,
     EmotionalMemory,
+    EmotionalMemoryConfig,
     InMemoryStore,
     KeywordAppraisalEngine,
     SyncToAsyncEmbedder,
@@ -164,3 +165,41 @@ def test_an_async_embedder_with_embed_alone_encodes_batches_like_a_sync_one() ->
     assert [m.embedding for m in got] == want
     adapted = SyncToAsyncEmbedder(_EmbedOnly())  # the adapter's batch form, too
     assert asyncio.run(adapted.embed_batch(texts)) == want
+
+
+class _CountingAsyncAppraiser:
+    """An async appraisal engine (think: one paid LLM call each) counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def appraise(self, text: str, context: Any = None) -> Any:
+        self.calls += 1
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"expires_at": "tomorrow"}, TypeError, "expires_at"),
+        ({"metadata": [{"ok": 1}, {"bad": object()}]}, TypeError, r"metadata\[1\]"),
+        ({"contents": ["fine", "x" * 50]}, ValueError, r"contents\[1\]"),
+    ],
+)
+def test_a_bad_batch_is_refused_before_any_async_appraisal(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    # the batch's appraisals ran (concurrently, before its turn) and only then did
+    # the engine check its arguments: every event appraised for nothing
+    appraiser = _CountingAsyncAppraiser()
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), appraiser,
+        EmotionalMemoryConfig(max_content_length=20), clock=lambda: NOW,
+    )
+    call = {"contents": ["fine", "also fine"], **kwargs}
+    with pytest.raises(error, match=match):
+        asyncio.run(aengine.encode_batch(**call))
+    assert appraiser.calls == 0
+    assert asyncio.run(aengine.count()) == 0
+    assert len(asyncio.run(aengine.encode_batch(["fine", "also fine"]))) == 2
+    assert appraiser.calls == 2
