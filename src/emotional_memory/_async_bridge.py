@@ -15,7 +15,9 @@ finds one free, whatever the number of engines and cores.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import inspect
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
@@ -32,6 +34,9 @@ from emotional_memory.interfaces import (
 from emotional_memory.models import Memory
 
 T = TypeVar("T")
+
+_CLOSED_LOOP_POLL_S = 0.25
+"""How often a worker waiting for the loop checks that the loop is still open."""
 
 
 class SyncToAsyncEmbedder:
@@ -207,9 +212,11 @@ class _LoopBridge:
         """Run ``coro`` on the owning loop and wait for its result (off that loop).
 
         Raises:
-            RuntimeError: no loop yet, a closed one, or called on the loop's own
-                thread (waiting there would hang it: the sync engine was called
-                directly instead of awaiting the ``AsyncEmotionalMemory`` method).
+            RuntimeError: no loop yet, a closed one (also one closing while waited
+                for: an operation cancelled by a caller whose ``asyncio.run`` ended),
+                or called on the loop's own thread (waiting there would hang it: the
+                sync engine was called directly instead of awaiting the
+                ``AsyncEmotionalMemory`` method).
         """
         loop = self.loop
         if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
@@ -226,7 +233,19 @@ class _LoopBridge:
                 "called on its event loop's thread, which would hang the loop; await "
                 "the AsyncEmotionalMemory method instead"
             )
-        return asyncio.run_coroutine_threadsafe(coro, loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        while True:  # a loop closed meanwhile never answers: the wait must end then
+            try:
+                return future.result(timeout=_CLOSED_LOOP_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed():
+                    future.cancel()
+                    if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                        coro.close()  # never started: no "never awaited" warning
+                    raise RuntimeError(
+                        "the event loop of the async components closed before they "
+                        "answered (the operation was cancelled and its loop ended)"
+                    ) from None
 
 
 class _AsyncToSyncStore:

@@ -198,7 +198,8 @@ class AsyncEmotionalMemory:
         ``CancelledError`` at once but the operation completes entirely in the
         background, and the next operation of an overlapping scope starts only
         after it: the turn is handed on when the worker finishes, not when the
-        caller stops waiting. Each event loop gets its own turns, so the engine works
+        caller stops waiting (an operation waiting on async components of a loop
+        that closes meanwhile fails instead, and hands the turn on). Each event loop gets its own turns, so the engine works
         across ``asyncio.run`` calls (the sync engine's own scope locks keep
         operations from different loops apart).
         """

@@ -203,3 +203,44 @@ def test_a_bad_batch_is_refused_before_any_async_appraisal(
     assert asyncio.run(aengine.count()) == 0
     assert len(asyncio.run(aengine.encode_batch(["fine", "also fine"]))) == 2
     assert appraiser.calls == 2
+
+
+def test_an_operation_whose_loop_closes_under_it_fails_instead_of_holding_the_engine() -> None:
+    # a call cancelled while running goes on in the background; when its caller's
+    # loop then closed (``asyncio.run`` over) before answering one of its async store
+    # calls, the worker waited forever, holding the engine's turn: every later call,
+    # from any loop, hung
+    scheduled = threading.Event()
+
+    class _Loop(asyncio.SelectorEventLoop):
+        def call_soon_threadsafe(self, *args: Any, **kwargs: Any) -> Any:
+            handle = super().call_soon_threadsafe(*args, **kwargs)
+            scheduled.set()
+            return handle
+
+    embedder = _HeldEmbedder()
+    aengine = AsyncEmotionalMemory(_AsyncStore(), embedder, clock=lambda: NOW)
+
+    async def start() -> None:
+        embedder.release.clear()
+        embedder.entered.clear()
+        task = asyncio.ensure_future(aengine.encode("first"))
+        await asyncio.to_thread(embedder.entered.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    loop = _Loop()
+    loop.run_until_complete(start())
+    scheduled.clear()
+    embedder.release.set()
+    assert scheduled.wait(30)  # the worker asked the stopped loop for its store ...
+    loop.close()  # ... which will never answer
+    counted: list[int] = []
+    runner = threading.Thread(
+        target=lambda: counted.append(asyncio.run(aengine.count())), daemon=True
+    )
+    runner.start()
+    runner.join(60)  # a guard against the hang, not a timing
+    assert not runner.is_alive(), "the engine's turn was never given back"
+    assert counted == [0]  # the interrupted encode stored nothing
