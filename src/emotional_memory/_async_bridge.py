@@ -15,7 +15,11 @@ finds one free, whatever the number of engines and cores.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine, Sequence
+import concurrent.futures
+import contextlib
+import inspect
+import threading
+from collections.abc import Coroutine, Iterator, Sequence
 from typing import Any, TypeVar
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -30,6 +34,9 @@ from emotional_memory.interfaces import (
 from emotional_memory.models import Memory
 
 T = TypeVar("T")
+
+_CLOSED_LOOP_POLL_S = 0.25
+"""How often a worker waiting for the loop checks that the loop is still open."""
 
 
 class SyncToAsyncEmbedder:
@@ -64,9 +71,13 @@ class SyncToAsyncEmbedder:
             texts: The texts to embed.
 
         Returns:
-            One embedding per text, in order, shape (len(texts), D).
+            One embedding per text, in order, shape (len(texts), D); an embedder
+            with ``embed`` alone embeds them one by one (as the sync engine does).
         """
-        return await asyncio.to_thread(self.sync.embed_batch, texts)
+        batch = getattr(self.sync, "embed_batch", None)
+        if not callable(batch):
+            return await asyncio.to_thread(lambda: [self.sync.embed(t) for t in texts])
+        return await asyncio.to_thread(batch, texts)
 
 
 class SyncToAsyncStore:
@@ -198,10 +209,43 @@ class _LoopBridge:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self.loop is None:
+        """Run ``coro`` on the owning loop and wait for its result (off that loop).
+
+        Raises:
+            RuntimeError: no loop yet, a closed one (also one closing while waited
+                for: an operation cancelled by a caller whose ``asyncio.run`` ended),
+                or called on the loop's own thread (waiting there would hang it: the
+                sync engine was called directly instead of awaiting the
+                ``AsyncEmotionalMemory`` method).
+        """
+        loop = self.loop
+        if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
             coro.close()
-            raise RuntimeError("async component used outside AsyncEmotionalMemory")
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+            if loop is None:
+                raise RuntimeError("async component used outside AsyncEmotionalMemory")
+            if loop.is_closed():
+                raise RuntimeError(
+                    "the event loop of the async components is closed; await the "
+                    "AsyncEmotionalMemory methods in a running loop"
+                )
+            raise RuntimeError(
+                "the sync engine of an AsyncEmotionalMemory with async components was "
+                "called on its event loop's thread, which would hang the loop; await "
+                "the AsyncEmotionalMemory method instead"
+            )
+        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        while True:  # a loop closed meanwhile never answers: the wait must end then
+            try:
+                return future.result(timeout=_CLOSED_LOOP_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if loop.is_closed():
+                    future.cancel()
+                    if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
+                        coro.close()  # never started: no "never awaited" warning
+                    raise RuntimeError(
+                        "the event loop of the async components closed before they "
+                        "answered (the operation was cancelled and its loop ended)"
+                    ) from None
 
 
 class _AsyncToSyncStore:
@@ -249,17 +293,37 @@ class _AsyncToSyncEmbedder:
         return self.bridge.run(self.inner.embed(text))
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        return self.bridge.run(self.inner.embed_batch(texts))
+        batch = getattr(self.inner, "embed_batch", None)
+        if not callable(batch):  # ``embed`` alone: one call per text, as the sync engine
+            return [self.embed(t) for t in texts]
+        return self.bridge.run(batch(texts))
 
 
 class _AsyncToSyncAppraisal:
     def __init__(self, engine: AsyncAppraisalEngine, bridge: _LoopBridge) -> None:
         self.inner = engine
         self.bridge = bridge
+        self._replay = threading.local()
+
+    @contextlib.contextmanager
+    def replaying(self, texts: list[str], results: list[Any]) -> Iterator[None]:
+        """Answer this thread's next appraisals with ``results`` (computed beforehand
+        for ``texts``, in order), as ``encode_batch`` does. Per thread: the engine and
+        its views share this object, and other threads' calls still appraise."""
+        self._replay.pending = list(zip(texts, results, strict=True))
+        try:
+            yield
+        finally:
+            del self._replay.pending
 
     def appraise(
         self, event_text: str, context: dict[str, Any] | None = None
     ) -> AppraisalVector | GenericAppraisalVector:
+        pending: list[tuple[str, Any]] | None = getattr(self._replay, "pending", None)
+        if pending is not None:
+            text, result = pending.pop(0)
+            assert text == event_text, "appraisals replayed out of order"
+            return result
         return self.bridge.run(self.inner.appraise(event_text, context))
 
     def close(self) -> None:

@@ -77,18 +77,6 @@ def _engine_executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
-class _ReplayAppraisal:
-    """Answers a batch's appraisals, computed beforehand, in their order."""
-
-    def __init__(self, texts: list[str], results: list[Any]) -> None:
-        self._pending = list(zip(texts, results, strict=True))
-
-    def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
-        text, result = self._pending.pop(0)
-        assert text == event_text, "appraisals replayed out of order"
-        return result
-
-
 class AsyncEmotionalMemory:
     """Async affective memory with the same methods as :class:`EmotionalMemory`.
 
@@ -210,7 +198,8 @@ class AsyncEmotionalMemory:
         ``CancelledError`` at once but the operation completes entirely in the
         background, and the next operation of an overlapping scope starts only
         after it: the turn is handed on when the worker finishes, not when the
-        caller stops waiting. Each event loop gets its own turns, so the engine works
+        caller stops waiting (an operation waiting on async components of a loop
+        that closes meanwhile fails instead, and hands the turn on). Each event loop gets its own turns, so the engine works
         across ``asyncio.run`` calls (the sync engine's own scope locks keep
         operations from different loops apart).
         """
@@ -289,9 +278,10 @@ class AsyncEmotionalMemory:
             expires_at: Optional expiry, one for all or one per content.
             affect: Optional event affects, one for all or one (or None) per content.
 
-        With an async appraisal engine, the batch's appraisals run concurrently first,
-        at most ``config.appraisal_max_concurrency`` at a time (as in the original);
-        the memories, links and state are then exactly those of sequential encoding.
+        With an async appraisal engine, the batch's arguments are checked, then its
+        appraisals run concurrently, at most ``config.appraisal_max_concurrency`` at a
+        time (as in the original); the memories, links and state are then exactly
+        those of sequential encoding.
 
         Returns:
             The stored memories, in order.
@@ -315,6 +305,8 @@ class AsyncEmotionalMemory:
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
+        # checked before any appraisal (each may be a paid LLM call), off the loop
+        await asyncio.to_thread(engine._batch_inputs, contents, metadata, expires_at)
         texts = list(contents)
         metas = list(metadata) if metadata is not None else [None] * len(texts)
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
@@ -324,14 +316,12 @@ class AsyncEmotionalMemory:
                 return await appraiser.inner.appraise(text, meta)
 
         results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
-        replay = _ReplayAppraisal(texts, results)
 
         def encode_with_results() -> list[Memory]:
-            engine.appraisal_engine = replay
-            try:
+            # the worker thread's appraisals replay the results (the engine itself is
+            # not touched: a view scoped() meanwhile copies it, and keeps appraising)
+            with appraiser.replaying(texts, results):
                 return engine.encode_batch(texts, metadata, expires_at=expires_at)
-            finally:
-                engine.appraisal_engine = appraiser
 
         return await self._run(encode_with_results)
 

@@ -11,7 +11,7 @@ pytest.importorskip("langchain_core", reason="the langchain extra is not install
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import AsyncEmotionalMemory, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.integrations.langchain import (
     EmotionalMemoryChatHistory,
@@ -157,3 +157,14 @@ def test_chat_history_refuses_something_that_is_no_engine() -> None:
     """Was an AttributeError ("'str' object has no attribute 'observe'")."""
     with pytest.raises(TypeError, match="em must be"):
         EmotionalMemoryChatHistory("not an engine")  # type: ignore[arg-type]
+
+
+def test_chat_history_refuses_an_async_engine_by_name() -> None:
+    """An AsyncEmotionalMemory has every method by name, as coroutines: the history
+    failed with "'coroutine' object is not iterable" and a never-awaited warning."""
+    aengine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder())
+    with pytest.raises(TypeError, match=r"AsyncEmotionalMemory.*\.engine"):
+        EmotionalMemoryChatHistory(aengine)  # type: ignore[arg-type]
+    history = EmotionalMemoryChatHistory(aengine.engine)  # its sync engine works
+    history.add_user_message("I love hiking")
+    assert [m.content for m in aengine.engine.list_all()] == ["I love hiking"]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import AsyncEmotionalMemory, EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend, messages_to_content
 
@@ -258,3 +258,29 @@ def test_a_view_in_use_by_another_thread_is_not_dropped() -> None:
         assert "busy" in m._views and m._views["busy"][0] is busy
     m.add("a bright day", user_id="other")
     assert "busy" not in m._views
+
+
+@pytest.mark.parametrize("messages", ["", [], [{"role": "user", "content": ""}]])
+@pytest.mark.parametrize("user_id", [5, "", ["alice"]])
+def test_add_refuses_a_bad_user_even_with_nothing_to_store(messages: Any, user_id: Any) -> None:
+    """A bad ``user_id`` was accepted silently when the messages held no content
+    (``{"results": []}``), while ``agent_id`` / ``run_id`` were checked first."""
+    m = _backend()
+    with pytest.raises(ValueError, match="user_id must be a non-empty string"):
+        m.add(messages, user_id=user_id)
+    assert m.add(messages, user_id="alice") == {"results": []}
+    assert m.em.list_all() == []
+
+
+@pytest.mark.parametrize("em", [None, "engine", object()])
+def test_the_backend_refuses_something_that_is_no_engine_by_name(em: Any) -> None:
+    """Was an AttributeError ("'NoneType' object has no attribute 'state_store'")."""
+    with pytest.raises(TypeError, match="em must be an EmotionalMemory"):
+        EmotionalMemoryMem0Backend(em)
+
+
+def test_the_backend_refuses_an_async_engine_by_name() -> None:
+    """An AsyncEmotionalMemory (coroutine methods) failed with an AttributeError."""
+    aengine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder())
+    with pytest.raises(TypeError, match=r"AsyncEmotionalMemory.*\.engine"):
+        EmotionalMemoryMem0Backend(aengine)  # type: ignore[arg-type]

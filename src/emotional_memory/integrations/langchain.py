@@ -137,14 +137,19 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
-            TypeError: When ``em`` lacks an engine method, ``message_policy`` is not
-                callable or ``scope`` not a sequence.
+            TypeError: When ``em`` lacks an engine method or has coroutine ones (an
+                ``AsyncEmotionalMemory``), ``message_policy`` is not callable or
+                ``scope`` not a sequence.
             ValueError: A malformed ``scope`` part.
         """
         missing = [n for n in _ENGINE_METHODS if not callable(getattr(em, n, None))]
         if missing:
             raise TypeError(f"em must be an EmotionalMemory (or engine view), got "
                             f"{type(em).__name__} without {missing[0]}()")
+        if inspect.iscoroutinefunction(em.encode):
+            raise TypeError(f"em must be an EmotionalMemory (or engine view), got "
+                            f"{type(em).__name__} with coroutine methods (for an "
+                            "AsyncEmotionalMemory, pass its .engine)")
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:

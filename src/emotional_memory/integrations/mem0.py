@@ -13,6 +13,7 @@ No dependency: the ``mem0`` extra is empty.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -110,6 +111,25 @@ def _check_id(name: str, value: object) -> None:
         raise ValueError(f"{name} must be a non-empty string")
 
 
+_ENGINE_METHODS = ("scoped", "encode", "retrieve_with_explanations", "list_all", "get",
+                   "update_memory", "delete", "reset_state", "close")
+
+
+def _check_engine(em: object) -> None:
+    """``em`` is a synchronous engine (or view).
+
+    Raises:
+        TypeError: a method missing, or coroutine methods (an async engine), named.
+    """
+    missing = [n for n in _ENGINE_METHODS if not callable(getattr(em, n, None))]
+    if missing:
+        raise TypeError(f"em must be an EmotionalMemory, got {type(em).__name__} "
+                        f"without {missing[0]}()")
+    if inspect.iscoroutinefunction(getattr(em, "encode", None)):
+        raise TypeError(f"em must be an EmotionalMemory, got {type(em).__name__} with "
+                        "coroutine methods (for an AsyncEmotionalMemory, pass its .engine)")
+
+
 def _item(memory: Memory) -> dict[str, Any]:
     return {"id": memory.id, "memory": memory.content, "metadata": dict(memory.metadata)}
 
@@ -148,8 +168,11 @@ class EmotionalMemoryMem0Backend:
             max_user_views: users' views kept when ``em`` has a state store.
 
         Raises:
+            TypeError: ``em`` is no synchronous engine (an ``AsyncEmotionalMemory``:
+                pass its ``.engine``).
             ValueError: an empty ``default_user_id``, ``max_user_views`` < 1.
         """
+        _check_engine(em)
         if not isinstance(default_user_id, str) or not default_user_id:
             raise ValueError("default_user_id must be a non-empty string")
         bound = positive_int("max_user_views", max_user_views)
@@ -174,9 +197,7 @@ class EmotionalMemoryMem0Backend:
         Raises:
             ValueError: an empty or invalid ``user_id`` (named).
         """
-        user = self._default_user_id if user_id is None else user_id
-        if not isinstance(user, str) or not user:
-            raise ValueError(f"user_id must be a non-empty string, got {user!r}")
+        user = self._user_name(user_id)
         with self._lock:
             entry = self._views.get(user)
             if entry is not None:
@@ -195,6 +216,17 @@ class EmotionalMemoryMem0Backend:
             with self._lock:
                 entry[1] -= 1
                 self._trim()
+
+    def _user_name(self, user_id: object) -> str:
+        """The user of a call (``default_user_id`` for None), checked.
+
+        Raises:
+            ValueError: an empty or invalid ``user_id`` (named).
+        """
+        user = self._default_user_id if user_id is None else user_id
+        if not isinstance(user, str) or not user:
+            raise ValueError(f"user_id must be a non-empty string, got {user!r}")
+        return user
 
     def _trim(self) -> None:
         """Drop least recently used idle views beyond ``max_user_views`` (caller holds
@@ -259,9 +291,11 @@ class EmotionalMemoryMem0Backend:
         Raises:
             TypeError: ``messages``, ``metadata``, ``agent_id`` or ``run_id`` of the
                 wrong type (named); nothing is stored.
-            ValueError: an empty ``user_id`` / ``agent_id`` / ``run_id``.
+            ValueError: an empty or non-string ``user_id``, an empty ``agent_id`` /
+                ``run_id``.
         """
         del infer
+        self._user_name(user_id)  # checked even when there is nothing to store
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a dict, got {type(metadata).__name__}")
         _check_id("agent_id", agent_id)

@@ -1,0 +1,246 @@
+"""AsyncEmotionalMemory under hostile use (views made while a batch runs, ...).
+
+Events decide every order; nothing asserts wall-clock time."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from emotional_memory import (
+    AsyncEmotionalMemory,
+    EmotionalMemory,
+    EmotionalMemoryConfig,
+    InMemoryStore,
+    KeywordAppraisalEngine,
+    SyncToAsyncEmbedder,
+)
+from emotional_memory.embedders import HashingEmbedder
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class _AsyncKeywords:
+    """An async appraisal engine (keyword appraisal, one loop step per call)."""
+
+    async def appraise(self, text: str, context: Any = None) -> Any:
+        await asyncio.sleep(0)
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+class _HeldEmbedder:
+    """A hashing embedder that can be held inside ``embed`` until released."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.release.set()
+
+    def embed(self, text: str) -> list[float]:
+        self.entered.set()
+        assert self.release.wait(timeout=60)
+        return self.inner.embed(text)
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def test_a_view_made_while_a_batch_runs_appraises_its_own_events() -> None:
+    # encode_batch with an async appraiser swapped the engine's appraisal engine for
+    # a replay of the batch's appraisals while it ran: scoped() (synchronous, on the
+    # loop) copied the replay into the new view, whose next encode then failed
+    # (IndexError: pop from empty list) or took another event's appraisal
+    embedder = _HeldEmbedder()
+    engine = AsyncEmotionalMemory(
+        InMemoryStore(), embedder, _AsyncKeywords(), clock=lambda: NOW
+    )
+    reference = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), _AsyncKeywords(), clock=lambda: NOW
+    )
+
+    async def scenario() -> tuple[Any, Any, AsyncEmotionalMemory]:
+        embedder.release.clear()
+        embedder.entered.clear()
+        batch = asyncio.ensure_future(engine.encode_batch(["I was furious", "a happy day"]))
+        await asyncio.to_thread(embedder.entered.wait, 30)  # the batch is storing now
+        view = engine.scoped("alice")
+        embedder.release.set()
+        await batch
+        got = await view.encode("I was furious about the broken build")
+        want = await reference.scoped("alice").encode("I was furious about the broken build")
+        return got, want, view
+
+    got, want, view = asyncio.run(scenario())
+    assert got.tag.appraisal == want.tag.appraisal
+    assert got.tag.core_affect == want.tag.core_affect
+    assert view.engine.appraisal_engine is engine.engine.appraisal_engine
+
+
+class _AsyncStore:
+    """An async memory store over an in-memory one."""
+
+    def __init__(self) -> None:
+        self.inner = InMemoryStore()
+
+    async def save(self, memory: Any) -> None:
+        self.inner.save(memory)
+
+    async def get(self, memory_id: str) -> Any:
+        return self.inner.get(memory_id)
+
+    async def update(self, memory: Any) -> None:
+        self.inner.update(memory)
+
+    async def delete(self, memory_id: str) -> bool:
+        return self.inner.delete(memory_id)
+
+    async def list_all(self) -> list[Any]:
+        return self.inner.list_all()
+
+    async def search_by_embedding(self, embedding: Any, top_k: int) -> list[Any]:
+        return self.inner.search_by_embedding(embedding, top_k)
+
+    async def count(self) -> int:
+        return len(self.inner)
+
+
+def test_the_sync_engine_called_on_the_loop_thread_raises_instead_of_hanging() -> None:
+    # the bridge waited on the loop for a coroutine that only that (now blocked) loop
+    # could run: ``aengine.engine.list_all()`` or ``repr(aengine.engine)`` in a
+    # coroutine hung forever
+    aengine = AsyncEmotionalMemory(_AsyncStore(), HashingEmbedder(dim=16), clock=lambda: NOW)
+    outcome: list[BaseException | None] = []
+
+    async def on_the_loop() -> None:
+        await aengine.encode("hello")
+        try:
+            aengine.engine.list_all()
+        except RuntimeError as exc:
+            outcome.append(exc)
+        else:
+            outcome.append(None)
+        assert [m.content for m in await aengine.list_all()] == ["hello"]  # still works
+
+    runner = threading.Thread(target=asyncio.run, args=(on_the_loop(),), daemon=True)
+    runner.start()
+    runner.join(60)  # a guard against the hang, not a timing
+    assert not runner.is_alive(), "the sync engine call hung the event loop"
+    assert len(outcome) == 1 and outcome[0] is not None
+    assert "event loop" in str(outcome[0]) and "await" in str(outcome[0])
+    with pytest.raises(RuntimeError, match="closed"):  # the loop is gone now
+        aengine.engine.list_all()
+
+
+class _AsyncEmbedOnly:
+    """An async embedder with ``embed`` alone (the sync engine accepts such ones)."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    async def embed(self, text: str) -> list[float]:
+        return self.inner.embed(text)
+
+
+class _EmbedOnly:
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    def embed(self, text: str) -> list[float]:
+        return self.inner.embed(text)
+
+
+def test_an_async_embedder_with_embed_alone_encodes_batches_like_a_sync_one() -> None:
+    # the bridge always called the inner embedder's embed_batch: AttributeError from
+    # encode_batch, where the sync engine embeds such an embedder's texts one by one
+    texts = ["the server crashed", "coffee with a friend", "a quiet walk"]
+    reference = EmotionalMemory(InMemoryStore(), _EmbedOnly(), clock=lambda: NOW)
+    aengine = AsyncEmotionalMemory(InMemoryStore(), _AsyncEmbedOnly(), clock=lambda: NOW)
+    want = [m.embedding for m in reference.encode_batch(texts)]
+    got = asyncio.run(aengine.encode_batch(texts))
+    assert [m.embedding for m in got] == want
+    adapted = SyncToAsyncEmbedder(_EmbedOnly())  # the adapter's batch form, too
+    assert asyncio.run(adapted.embed_batch(texts)) == want
+
+
+class _CountingAsyncAppraiser:
+    """An async appraisal engine (think: one paid LLM call each) counting its calls."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def appraise(self, text: str, context: Any = None) -> Any:
+        self.calls += 1
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"expires_at": "tomorrow"}, TypeError, "expires_at"),
+        ({"metadata": [{"ok": 1}, {"bad": object()}]}, TypeError, r"metadata\[1\]"),
+        ({"contents": ["fine", "x" * 50]}, ValueError, r"contents\[1\]"),
+    ],
+)
+def test_a_bad_batch_is_refused_before_any_async_appraisal(
+    kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    # the batch's appraisals ran (concurrently, before its turn) and only then did
+    # the engine check its arguments: every event appraised for nothing
+    appraiser = _CountingAsyncAppraiser()
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), appraiser,
+        EmotionalMemoryConfig(max_content_length=20), clock=lambda: NOW,
+    )
+    call = {"contents": ["fine", "also fine"], **kwargs}
+    with pytest.raises(error, match=match):
+        asyncio.run(aengine.encode_batch(**call))
+    assert appraiser.calls == 0
+    assert asyncio.run(aengine.count()) == 0
+    assert len(asyncio.run(aengine.encode_batch(["fine", "also fine"]))) == 2
+    assert appraiser.calls == 2
+
+
+def test_an_operation_whose_loop_closes_under_it_fails_instead_of_holding_the_engine() -> None:
+    # a call cancelled while running goes on in the background; when its caller's
+    # loop then closed (``asyncio.run`` over) before answering one of its async store
+    # calls, the worker waited forever, holding the engine's turn: every later call,
+    # from any loop, hung
+    scheduled = threading.Event()
+
+    class _Loop(asyncio.SelectorEventLoop):
+        def call_soon_threadsafe(self, *args: Any, **kwargs: Any) -> Any:
+            handle = super().call_soon_threadsafe(*args, **kwargs)
+            scheduled.set()
+            return handle
+
+    embedder = _HeldEmbedder()
+    aengine = AsyncEmotionalMemory(_AsyncStore(), embedder, clock=lambda: NOW)
+
+    async def start() -> None:
+        embedder.release.clear()
+        embedder.entered.clear()
+        task = asyncio.ensure_future(aengine.encode("first"))
+        await asyncio.to_thread(embedder.entered.wait, 30)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    loop = _Loop()
+    loop.run_until_complete(start())
+    scheduled.clear()
+    embedder.release.set()
+    assert scheduled.wait(30)  # the worker asked the stopped loop for its store ...
+    loop.close()  # ... which will never answer
+    counted: list[int] = []
+    runner = threading.Thread(
+        target=lambda: counted.append(asyncio.run(aengine.count())), daemon=True
+    )
+    runner.start()
+    runner.join(60)  # a guard against the hang, not a timing
+    assert not runner.is_alive(), "the engine's turn was never given back"
+    assert counted == [0]  # the interrupted encode stored nothing
