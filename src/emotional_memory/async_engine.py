@@ -199,9 +199,9 @@ class AsyncEmotionalMemory:
         background, and the next operation of an overlapping scope starts only
         after it: the turn is handed on when the worker finishes, not when the
         caller stops waiting (an operation waiting on async components of a loop
-        that closes meanwhile fails instead, and hands the turn on). Each event loop gets its own turns, so the engine works
-        across ``asyncio.run`` calls (the sync engine's own scope locks keep
-        operations from different loops apart).
+        that closes meanwhile fails instead, and hands the turn on). Each event loop
+        gets its own turns, so the engine works across ``asyncio.run`` calls (the
+        sync engine's own scope locks keep operations from different loops apart).
         """
         loop = asyncio.get_running_loop()
         locks = self._locks.get(loop)
