@@ -9,6 +9,7 @@ and the small one's.
 
 Usage:
     python benchmarks/list_paging.py [--store sqlite|postgres] [--big 3000] [--small 30]
+        [--requests 100]
 """
 
 from __future__ import annotations
