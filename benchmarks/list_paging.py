@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--small", type=int, default=30)
     parser.add_argument("--requests", type=int, default=100)
     args = parser.parse_args(argv)
+    if min(args.big, args.small) < 20:  # the middle page (offset n // 2) must hold 10 items
+        parser.error("--big and --small must be at least 20")
     print(json.dumps(run(args.store, args.big, args.small, args.requests), indent=2))
 
 
