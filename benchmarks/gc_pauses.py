@@ -9,7 +9,7 @@ pause every thread of the process, other tenants' requests included, takes when
 the collector reaches its oldest generation) before and after :func:`gc.freeze`,
 which ``serve`` calls once the app is built. The ratio is timed in this process.
 
-    .venv/bin/python benchmarks/gc_pauses.py
+    .venv/bin/python benchmarks/gc_pauses.py [--repeats 7] [--requests 20] [--items 1000]
 """
 
 from __future__ import annotations

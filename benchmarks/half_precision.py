@@ -16,7 +16,7 @@ random Gaussian float32 embeddings, D 384) and reports, in the same process:
 
 Usage:
     python benchmarks/half_precision.py [--n 100000] [--dim 384] [--queries 400]
-        [--json OUT]
+        [--repeats 15] [--json OUT]
 """
 
 from __future__ import annotations

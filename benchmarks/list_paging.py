@@ -9,6 +9,7 @@ and the small one's.
 
 Usage:
     python benchmarks/list_paging.py [--store sqlite|postgres] [--big 3000] [--small 30]
+        [--requests 100]
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--small", type=int, default=30)
     parser.add_argument("--requests", type=int, default=100)
     args = parser.parse_args(argv)
+    if min(args.big, args.small) < 20:  # the middle page (offset n // 2) must hold 10 items
+        parser.error("--big and --small must be at least 20")
     print(json.dumps(run(args.store, args.big, args.small, args.requests), indent=2))
 
 

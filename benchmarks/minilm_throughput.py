@@ -36,7 +36,8 @@ On an oversubscribed machine sentence-transformers' OpenMP threads stall now and
 so the per-round ratios swing with the load; the fastest-of-the-rounds figure is the
 steadier one.
 
-Usage: python benchmarks/minilm_throughput.py [--repeats N] [--json OUT]
+Usage: python benchmarks/minilm_throughput.py [--data DIR] [--repeats N]
+    [--batch-sizes 1 32 256] [--json OUT]
     [--st-python PATH [--rounds 5] [--single 64] [--variants ...] [--no-table]]
 """
 

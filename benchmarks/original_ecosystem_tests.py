@@ -37,8 +37,8 @@ message, as pytest reported it).
 
 Usage:
     python benchmarks/original_ecosystem_tests.py --tests /path/to/original/tests
-        [--original-python /work/venv-orig/bin/python] [--extra-path DIR ...]
-        [--json OUT.json]
+        [--original-python /work/venv-orig/bin/python] [--ours-python PATH]
+        [--extra-path DIR ...] [--files test_x.py ...] [--json OUT.json]
 """
 
 from __future__ import annotations

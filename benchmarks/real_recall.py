@@ -35,7 +35,7 @@ chart (``--plot``, PNG) and a JSON report (``--json``).
 Usage: python benchmarks/real_recall.py [--data DIR] [--folds 5] [--affect estimate]
        [--datasets locomo10_dev,realistic_recall_v2] [--ablation] [--batch-ablation]
        [--rankings R,...]
-       [--plot out.png] [--json out.json]
+       [--plot out.png] [--json out.json] [--quiet]
        python benchmarks/real_recall.py --plot-from a.json b.json --plot out.png
 """
 

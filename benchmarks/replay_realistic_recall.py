@@ -5,6 +5,7 @@ hit@k and MRR next to the original library's published figures (0.560 / 0.825).
 Also times the replay against a pure-cosine ranking baseline in the same process.
 
 Usage: python benchmarks/replay_realistic_recall.py [--data DIR] [--json OUT]
+       [--embedder lookup|minilm]
 """
 
 from __future__ import annotations

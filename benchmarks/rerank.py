@@ -21,8 +21,8 @@ re-ranking, with the re-ranking's per-query latency (p50 / p90 ms) and its per-q
 gains and losses against the base (paired bootstrap interval of the difference).
 
 Usage: python benchmarks/rerank.py [--data DIR] [--train c26,c30,c41]
-       [--config FITTED.json] [--steps 250] [--layers 1] [--list-size 8] [--mix A]
-       [--json OUT]
+       [--config FITTED.json] [--steps 250] [--layers 1] [--queries-per-step 8]
+       [--list-size 8] [--mix A] [--json OUT]
 """
 
 from __future__ import annotations

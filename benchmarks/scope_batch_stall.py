@@ -9,7 +9,7 @@ the default) and without (the earlier behaviour: searched inside it), and with t
 log's checkpoint after the lock is released (the default) against SQLite's automatic
 one inside the commit, all timed in the same process, and their ratios.
 
-    .venv/bin/python benchmarks/scope_batch_stall.py --items 1000 --words 4096
+    .venv/bin/python benchmarks/scope_batch_stall.py [--items 1000] [--words 4096] [--stored 2000]
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ alone, against the in-process engine's.
 
 Usage:
     python benchmarks/service_throughput.py [--store memory|sqlite|postgres]
-        [--workers 1,2] [--clients 16] [--requests 25] [--rounds 2]
+        [--workers 1,2] [--clients 16] [--requests 25] [--rounds 2] [--json OUT]
 """
 
 from __future__ import annotations

@@ -22,8 +22,9 @@ p50 <= 2x, p99 <= 5x), and the longest single request of each phase (one request
 a time: a stall of a few seconds is one sample, which p99 hides), all from this run.
 
 Usage:
-    python benchmarks/tenant_fairness.py [--store sqlite|postgres] [--samples 200]
-        [--writes] [--workers 1] [--rate 0] [--max-batch-items N]
+    python benchmarks/tenant_fairness.py [--store sqlite|postgres] [--attacker-memories 2000]
+        [--victim-memories 200] [--samples 200] [--writes] [--workers 1] [--rate 0]
+        [--max-batch-items N] [--min-batches 0]
 """
 
 from __future__ import annotations
