@@ -3,7 +3,9 @@
 For each size N (default 30,000; ``--large`` adds 100,000, whose loading takes
 several minutes) the script fills a ``PostgresStore``
 with N memories (384-d embeddings, random tags over 30 days), then, in the same
-process and interleaved:
+process and interleaved (below the store's ``exact_rows``, 2,048 by default, a search
+ranks every row exactly instead of asking the HNSW index, so the retrieve / bare ratio
+of such a small N measures another path):
 
 - ``retrieve``: ``engine.retrieve(query, top_k)`` end to end (the query embedding is
   a table lookup; candidates from the HNSW index over-fetched and re-ranked exactly,
