@@ -192,7 +192,7 @@ class QdrantStore(VectorDBStore):
                 f"point {str(point.id)!r}{of} in collection {self._name(main)!r} holds no "
                 f"memory record: its payload has {wrong}"
             )
-        return Record(memory_id, seq, data, novec, collection=self._name(main))
+        return Record(str(memory_id), seq, str(data), novec, collection=self._name(main))
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         if not main and not self._exists(False):
