@@ -247,3 +247,18 @@ def test_bad_vectors_are_named_errors_and_change_nothing(store: Any) -> None:
     if not isinstance(store, InMemoryStore):
         assert recorded_embedder(store) == OLD.identity
         EmotionalMemory(store, OLD)  # not left half-way
+
+
+@pytest.mark.parametrize("password", ["Zq7Pw/Kx9?Wm4", "Zq7Pw?Kx9/Wm4", "Zq7Pw#Kx9/Wm4"])
+def test_the_command_line_never_shows_the_store_password(
+    password: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A password holding a '/' and a '?' (or '#') was printed whole in the error."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    url = f"postgresql://app:{password}@127.0.0.1:1/mem"
+    assert training_main(["reembed", "--store", url, "--embedder", "hashing"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: --store: ")
+    assert "127.0.0.1:1/mem" in captured.err
+    for piece in password.replace("?", "/").replace("#", "/").split("/"):
+        assert piece not in captured.err + captured.out
