@@ -262,3 +262,18 @@ def test_the_command_line_never_shows_the_store_password(
     assert "127.0.0.1:1/mem" in captured.err
     for piece in password.replace("?", "/").replace("#", "/").split("/"):
         assert piece not in captured.err + captured.out
+
+
+def test_the_command_line_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped SQLite path made a new, empty store (recording the embedder) and
+    reported success; memory:// (always empty) did too."""
+    typo = tmp_path / "typo.db"
+    for url in (f"sqlite:///{typo}", "memory://"):
+        assert training_main(["reembed", "--store", url, "--embedder", "hashing",
+                              "--quiet"]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith("error: --store: ") and captured.out == ""
+    assert not typo.exists()
+    assert list(tmp_path.iterdir()) == []
