@@ -250,6 +250,18 @@ def _peak_rss_mb() -> float | None:
     return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
+def _check_plot_folder(plot: str | None) -> None:
+    """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
+    folder above it, is not a directory (checked before the fit, not after it)."""
+    if plot is None:
+        return
+    path = Path(plot)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
+        raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit on the whole dataset and write the config.
 
@@ -265,8 +277,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--out: directory {str(out_path.parent)!r} does not exist")
     if out_path.is_dir():
         raise ValueError(f"--out: {str(out_path)!r} is a directory, not a config file path")
-    if args.plot is not None and Path(args.plot).exists() and not Path(args.plot).is_dir():
-        raise ValueError(f"--plot: {args.plot!r} exists and is not a directory")
+    _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
         args.config
@@ -314,7 +325,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         result.config, fitted_embedder, weights, tuned = tune_embedder.tune_after_fit(
             args, data, used, used_info, result.config, embedder)
     seconds = time.perf_counter() - t0
-    write_fitted_config(out_path, result.config, weights)
+    try:
+        write_fitted_config(out_path, result.config, weights)
+    except OSError as exc:  # disk full, no permission: the file named, the old one kept
+        raise OSError(f"--out {out_path}: cannot write it ({exc.strerror or exc})") from None
     default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,
                                        affect=affect))
     fitted = summarize(replay_dataset(data, fitted_embedder, result.config,
