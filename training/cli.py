@@ -77,12 +77,29 @@ def _load_data(name: str) -> dict[str, Any]:
     return load_dataset(name)
 
 
-def _embedder(path: str | None) -> Embedder:
+def _dataset_texts(data: dict[str, Any]) -> list[str]:
+    """Every event and query text of a dataset, each once, in order."""
+    texts: dict[str, None] = {}
+    for scenario in data["scenarios"]:
+        for session in scenario["sessions"]:
+            texts.update((e["content"], None) for e in session.get("events", []))
+            texts.update((q["query"], None) for q in session.get("queries", []))
+    return list(texts)
+
+
+def _embedder(path: str | None, data: dict[str, Any]) -> Embedder:
+    """The hashing embedder, or the ``--embeddings`` table, which must hold every text
+    of ``data`` (checked before any replay)."""
     if path is None:
         from emotional_memory.embedders import HashingEmbedder
 
         return HashingEmbedder(dim=384)
-    return LookupEmbedder.from_npz(path)
+    table = LookupEmbedder.from_npz(path)
+    missing = [t for t in _dataset_texts(data) if t not in table]
+    if missing:
+        raise ValueError(f"embeddings {path}: lacks {len(missing)} text(s) of the dataset, "
+                         f"the first {missing[0][:60]!r} (embed every event and query)")
+    return table
 
 
 def _config(path: str | None) -> EmotionalMemoryConfig:
@@ -279,9 +296,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise ValueError(f"--out: {str(out_path)!r} is a directory, not a config file path")
     _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
-    data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
-        args.config
-    )
+    data, start = _load_data(args.dataset), _config(args.config)
+    embedder = _embedder(args.embeddings, data)
     if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
@@ -381,7 +397,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     if args.folds > scenarios:  # before the replays, not after them
         raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
                          f"queries), got {args.folds}")
-    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:
@@ -441,7 +457,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         Exit status 0; the replay metrics are printed.
     """
     data, cfg = _load_data(args.dataset), _config(args.config)
-    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
     metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet,
                                        affect=_affect(args, data)))
     _print({k: metrics[k] for k in (*METRICS, "n_queries", "by_challenge")}, args.json)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from emotional_memory.data import load_builtin_dataset
@@ -76,3 +77,47 @@ def test_a_plot_folder_under_a_file_is_refused_before_the_fit(
     captured: Any = capsys.readouterr()
     assert captured.err.startswith("error: --plot: ") and captured.out == ""
     assert not out.exists()
+
+
+def _table(small: Path, tmp_path: Path, name: str, **change: Any) -> Path:
+    """An embedding table of every text of ``small`` (hashing embedder), changed."""
+    from emotional_memory.embedders import HashingEmbedder
+
+    texts: list[str] = []
+    for scenario in json.loads(small.read_text(encoding="utf-8"))["scenarios"]:
+        for session in scenario["sessions"]:
+            texts += [e["content"] for e in session["events"]]
+            texts += [q["query"] for q in session["queries"]]
+    texts = list(dict.fromkeys(texts))
+    arrays = {"texts": np.asarray(texts),
+              "embeddings": np.asarray(HashingEmbedder(dim=16).embed_batch(texts), np.float32)}
+    arrays.update({k: v(arrays[k]) for k, v in change.items()})
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize(("name", "change", "words"), [
+    # object arrays: numpy's "Object arrays cannot be loaded when allow_pickle=False"
+    ("objects.npz", {"texts": lambda t: t.astype(object)}, "cannot be read"),
+    # a dataset text missing: a KeyError's repr half-way through the replay
+    ("short.npz", {"texts": lambda t: t[1:], "embeddings": lambda e: e[1:]},
+     "lacks 1 text(s) of the dataset"),
+])
+@pytest.mark.parametrize("command", ["evaluate", "cv", "fit"])
+def test_a_bad_embedding_table_is_one_line_naming_it(
+    name: str, change: dict[str, Any], words: str, command: str, small: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = _table(small, tmp_path, name, **change)
+    argv = [command, "--dataset", str(small), "--embeddings", str(table)]
+    if command == "evaluate":
+        argv += ["--quiet", "--json"]
+    else:
+        argv += QUICK + (["--out", str(tmp_path / "x.json")] if command == "fit" else
+                         ["--folds", "2", "--jobs", "1"])
+    assert _main(argv, monkeypatch) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: embeddings {table}: ") and words in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+    assert not (tmp_path / "x.json").exists()
