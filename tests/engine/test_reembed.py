@@ -277,3 +277,15 @@ def test_the_command_line_refuses_a_store_that_does_not_exist(
         assert captured.err.startswith("error: --store: ") and captured.out == ""
     assert not typo.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_says_why_postgres_could_not_be_opened(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error said only "PostgresStoreError" (not: refused, no such host, bad DSN)."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    url = "postgresql://app:Zq7Pw@127.0.0.1:1/mem"  # nothing listens on port 1
+    assert training_main(["reembed", "--store", url, "--embedder", "hashing"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --store: ") and len(err.strip().splitlines()) == 1
+    assert "refused" in err.lower() and "Zq7Pw" not in err
