@@ -77,12 +77,29 @@ def _load_data(name: str) -> dict[str, Any]:
     return load_dataset(name)
 
 
-def _embedder(path: str | None) -> Embedder:
+def _dataset_texts(data: dict[str, Any]) -> list[str]:
+    """Every event and query text of a dataset, each once, in order."""
+    texts: dict[str, None] = {}
+    for scenario in data["scenarios"]:
+        for session in scenario["sessions"]:
+            texts.update((e["content"], None) for e in session.get("events", []))
+            texts.update((q["query"], None) for q in session.get("queries", []))
+    return list(texts)
+
+
+def _embedder(path: str | None, data: dict[str, Any]) -> Embedder:
+    """The hashing embedder, or the ``--embeddings`` table, which must hold every text
+    of ``data`` (checked before any replay)."""
     if path is None:
         from emotional_memory.embedders import HashingEmbedder
 
         return HashingEmbedder(dim=384)
-    return LookupEmbedder.from_npz(path)
+    table = LookupEmbedder.from_npz(path)
+    missing = [t for t in _dataset_texts(data) if t not in table]
+    if missing:
+        raise ValueError(f"embeddings {path}: lacks {len(missing)} text(s) of the dataset, "
+                         f"the first {missing[0][:60]!r} (embed every event and query)")
+    return table
 
 
 def _config(path: str | None) -> EmotionalMemoryConfig:
@@ -250,6 +267,18 @@ def _peak_rss_mb() -> float | None:
     return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
+def _check_plot_folder(plot: str | None) -> None:
+    """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
+    folder above it, is not a directory (checked before the fit, not after it)."""
+    if plot is None:
+        return
+    path = Path(plot)
+    existing = next((p for p in (path, *path.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
+        raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit on the whole dataset and write the config.
 
@@ -265,12 +294,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise FileNotFoundError(f"--out: directory {str(out_path.parent)!r} does not exist")
     if out_path.is_dir():
         raise ValueError(f"--out: {str(out_path)!r} is a directory, not a config file path")
-    if args.plot is not None and Path(args.plot).exists() and not Path(args.plot).is_dir():
-        raise ValueError(f"--plot: {args.plot!r} exists and is not a directory")
+    _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
-    data, embedder, start = _load_data(args.dataset), _embedder(args.embeddings), _config(
-        args.config
-    )
+    data, start = _load_data(args.dataset), _config(args.config)
+    embedder = _embedder(args.embeddings, data)
     if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
@@ -314,7 +341,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
         result.config, fitted_embedder, weights, tuned = tune_embedder.tune_after_fit(
             args, data, used, used_info, result.config, embedder)
     seconds = time.perf_counter() - t0
-    write_fitted_config(out_path, result.config, weights)
+    try:
+        write_fitted_config(out_path, result.config, weights)
+    except OSError as exc:  # disk full, no permission: the file named, the old one kept
+        raise OSError(f"--out {out_path}: cannot write it ({exc.strerror or exc})") from None
     default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,
                                        affect=affect))
     fitted = summarize(replay_dataset(data, fitted_embedder, result.config,
@@ -367,7 +397,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     if args.folds > scenarios:  # before the replays, not after them
         raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
                          f"queries), got {args.folds}")
-    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:
@@ -427,7 +457,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         Exit status 0; the replay metrics are printed.
     """
     data, cfg = _load_data(args.dataset), _config(args.config)
-    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings)
+    embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
     metrics = summarize(replay_dataset(data, embedder, cfg, progress=not args.quiet,
                                        affect=_affect(args, data)))
     _print({k: metrics[k] for k in (*METRICS, "n_queries", "by_challenge")}, args.json)

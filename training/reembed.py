@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 __all__ = ["add_parser", "run"]
@@ -53,6 +54,28 @@ def _embedder(name: str) -> Any:
     return MiniLMEmbedder()
 
 
+def _check_exists(url: str) -> None:
+    """Refuse a store that would be made new and empty by opening it: a SQLite file
+    that does not exist (a mistyped path), ``memory://``.
+
+    Raises:
+        ValueError: naming ``--store``.
+    """
+    from emotional_memory.stores._shared.urls import StoreURLError, sqlite_path
+
+    scheme = url.partition("://")[0].lower()
+    if scheme == "memory":
+        raise ValueError("--store: memory:// is a new, empty store: nothing to re-embed")
+    if scheme == "sqlite":
+        try:
+            path = Path(sqlite_path(url))
+        except StoreURLError as exc:
+            raise ValueError(f"--store: {exc}") from None
+        if not path.is_file():
+            raise ValueError(f"--store: no SQLite store at {str(path)!r} (nothing is "
+                             "created: check the path)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Re-embed ``--store`` with ``--embedder``; print the report as JSON.
 
@@ -63,11 +86,13 @@ def run(args: argparse.Namespace) -> int:
         0.
 
     Raises:
-        ValueError: a bad URL, batch size, embedder or config (printed by the CLI).
+        ValueError: a bad URL, a store that does not exist, a bad batch size,
+            embedder or config (printed by the CLI).
     """
     from emotional_memory.reembed import reembed_store
     from emotional_memory.stores.registry import StoreURLError, open_store
 
+    _check_exists(args.store)
     try:
         opened = open_store(args.store)
     except StoreURLError as exc:
@@ -90,7 +115,7 @@ def add_parser(sub: Any) -> None:
     """
     p = sub.add_parser("reembed", help="embed every memory of a store again (resumable)")
     p.add_argument("--store", required=True,
-                   help="the store's URL (sqlite:///PATH, postgresql://..., memory://, ...)")
+                   help="the URL of an existing store (sqlite:///PATH, postgresql://..., ...)")
     new = p.add_mutually_exclusive_group(required=True)
     new.add_argument("--embedder", choices=("minilm", "hashing"), help="the new embedder")
     new.add_argument("--config", metavar="FITTED.json",

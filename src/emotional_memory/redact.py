@@ -66,10 +66,23 @@ _USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\
 # their messages quote pieces of it. Seen alone, the whole address is known: the
 # secret runs from the first ':' after the user to the last '@' before any '?'/'#'
 # (first pattern) or to the last '@' before any '/' (second, a password with '?').
+# When neither matches (a password with a '/' and a '?' or '#'), it runs to the last
+# '@' of the address (_LONE_USERINFO_ANY: more than the password when a query holds
+# an '@' too, never less).
 _LONE_USERINFO = (
     re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^?#]*)@"),
     re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^/\s]*)@"),
 )
+_LONE_USERINFO_ANY = re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):(.*)@")
+
+
+def _lone_userinfo(address: str) -> list[re.Match[str]]:
+    """The matches of a lone address's user-info password (see _LONE_USERINFO)."""
+    found = [m for m in (p.match(address) for p in _LONE_USERINFO) if m]
+    if not found:
+        last = _LONE_USERINFO_ANY.match(address)
+        found = [last] if last else []
+    return found
 # a lone address's secret query parameter, its value up to the next '&' or '#'
 # (spaces included: libpq quotes such a value back in its error)
 _LONE_QUERY = re.compile(r"(?i)([?&;#]" + _ENCODED_SECRET_KEYS + r"(?:=|%3d))([^&#]*)")
@@ -94,15 +107,19 @@ def address_secrets(address: str) -> tuple[str, ...]:
 
     Returns:
         The user-info password, the secret query parameters' and libpq keywords'
-        values (also percent-decoded, or unquoted), longest first; empty when none.
+        values (also percent-decoded, or unquoted), and the tails of a password
+        after each of its '/', '?' and '#' (with the '@'), longest first; empty when
+        none.
     """
     if not isinstance(address, str):
         return ()
     found: set[str] = set()
-    for pattern in _LONE_USERINFO:
-        m = pattern.match(address)
-        if m:
-            found.add(m.group(2))
+    for m in _lone_userinfo(address):
+        found.add(m.group(2))
+        # a driver reading the password's '/', '?' or '#' as the address's next part
+        # quotes what follows it, up to the host: each such tail with its '@'
+        found.update(m.group(2)[i + 1:] + "@" for i, ch in enumerate(m.group(2))
+                     if ch in "/?#" and i + 1 < len(m.group(2)))
     found.update(m.group(2) for m in _LONE_QUERY.finditer(address))
     found.update(_unquoted(m.group(3)) for m in _KEYWORD.finditer(address))
     found.update(m.group(3) for m in _KEYWORD.finditer(address))
@@ -127,8 +144,10 @@ def redact_address(address: str) -> str:
     if not isinstance(address, str):
         address = str(address)
     out = address
-    for pattern in _LONE_USERINFO:
-        out = pattern.sub(lambda m: f"{m.group(1)}:{MASK}@", out, count=1)
+    matches = _lone_userinfo(address)
+    if matches:  # the widest reading of the password
+        m = max(matches, key=lambda m: m.end())
+        out = f"{m.group(1)}:{MASK}@{address[m.end():]}"
     out = _LONE_QUERY.sub(lambda m: f"{m.group(1)}{MASK}", out)
     return redact(out)
 

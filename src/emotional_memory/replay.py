@@ -121,7 +121,12 @@ class LookupEmbedder:
                 raise ValueError(f"embeddings {path}: lacks the array(s) {missing} (has "
                                  f"{sorted(archive.files)}; needs 'texts' (N,) and "
                                  "'embeddings' (N, D))")
-            texts, emb = archive["texts"], archive["embeddings"]
+            try:
+                texts, emb = archive["texts"], archive["embeddings"]
+            except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+                # object arrays (pickles) are refused here, and damaged members
+                raise ValueError(f"embeddings {path}: an array cannot be read ({exc})"
+                                 ) from None
         if texts.ndim != 1 or texts.dtype.kind not in "US":
             raise ValueError(f"embeddings {path}: 'texts' must be a 1-d array of strings, "
                              f"got dtype {texts.dtype} shape {texts.shape}")

@@ -247,3 +247,45 @@ def test_bad_vectors_are_named_errors_and_change_nothing(store: Any) -> None:
     if not isinstance(store, InMemoryStore):
         assert recorded_embedder(store) == OLD.identity
         EmotionalMemory(store, OLD)  # not left half-way
+
+
+@pytest.mark.parametrize("password", ["Zq7Pw/Kx9?Wm4", "Zq7Pw?Kx9/Wm4", "Zq7Pw#Kx9/Wm4"])
+def test_the_command_line_never_shows_the_store_password(
+    password: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A password holding a '/' and a '?' (or '#') was printed whole in the error."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    url = f"postgresql://app:{password}@127.0.0.1:1/mem"
+    assert training_main(["reembed", "--store", url, "--embedder", "hashing"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: --store: ")
+    assert "127.0.0.1:1/mem" in captured.err
+    for piece in password.replace("?", "/").replace("#", "/").split("/"):
+        assert piece not in captured.err + captured.out
+
+
+def test_the_command_line_refuses_a_store_that_does_not_exist(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A mistyped SQLite path made a new, empty store (recording the embedder) and
+    reported success; memory:// (always empty) did too."""
+    typo = tmp_path / "typo.db"
+    for url in (f"sqlite:///{typo}", "memory://"):
+        assert training_main(["reembed", "--store", url, "--embedder", "hashing",
+                              "--quiet"]) == 2
+        captured = capsys.readouterr()
+        assert captured.err.startswith("error: --store: ") and captured.out == ""
+    assert not typo.exists()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_command_line_says_why_postgres_could_not_be_opened(
+    capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The error said only "PostgresStoreError" (not: refused, no such host, bad DSN)."""
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    url = "postgresql://app:Zq7Pw@127.0.0.1:1/mem"  # nothing listens on port 1
+    assert training_main(["reembed", "--store", url, "--embedder", "hashing"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --store: ") and len(err.strip().splitlines()) == 1
+    assert "refused" in err.lower() and "Zq7Pw" not in err

@@ -31,6 +31,10 @@ def _everything(exc: BaseException) -> str:
     (f"redis://:{SECRET}/x@cache:6379/0", "redis://:***@cache:6379/0"),
     (f"postgresql://u@db/mem?password={SECRET} x&a=1", "postgresql://u@db/mem?password=***&a=1"),
     ("postgresql://u:pw@db/mem?application_name=a@b", "postgresql://u:***@db/mem?application_name=a@b"),
+    # both a '/' and a '?' (or '#') in the password: masked up to the last '@'
+    (f"postgresql://u:{SECRET}/x?y@db:5432/mem", "postgresql://u:***@db:5432/mem"),
+    (f"postgresql://u:{SECRET}?x/y@db/mem", "postgresql://u:***@db/mem"),
+    (f"postgresql://u:{SECRET}#x/y@db/mem", "postgresql://u:***@db/mem"),
 ])
 def test_a_lone_address_is_masked_whole(address: str, shown: str) -> None:
     assert redact_address(address) == shown
@@ -43,6 +47,8 @@ def test_address_secrets_mask_the_forms_a_driver_quotes() -> None:
     assert SECRET not in out
     assert "invalid percent-encoded token" in out
     assert address_secrets("postgresql://u@db/mem") == ()
+    assert address_secrets(f"postgresql://u:{SECRET}/x?y@db/mem") == (
+        f"{SECRET}/x?y", "x?y@", "y@")  # and the tails a driver may quote
 
 
 @pytest.mark.parametrize("dsn", [
@@ -52,6 +58,8 @@ def test_address_secrets_mask_the_forms_a_driver_quotes() -> None:
     f"postgresql://u:{SECRET} x@127.0.0.1:1/mem",
     f"postgresql://u:{SECRET}/x@127.0.0.1:1/mem",
     f"postgresql://u:{SECRET}@[::1:1/mem",
+    f"postgresql://u:a/b?{SECRET}@127.0.0.1:1/mem",  # libpq quotes the part after '?'
+    f"postgresql://u:a?b/{SECRET}@127.0.0.1:1/mem",
 ])
 def test_postgres_errors_never_quote_the_password(dsn: str) -> None:
     pytest.importorskip("psycopg", reason="the postgres extra is not installed")

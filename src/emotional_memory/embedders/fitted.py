@@ -246,6 +246,9 @@ def write_fitted_config(
         config: the :class:`~emotional_memory.engine.EmotionalMemoryConfig`.
         weights: the weights file (stored relative to the config's folder when it lies
             inside it), or None for a plain config (exactly ``model_dump_json(indent=2)``).
+
+    The file is replaced whole (a temporary file beside it, then renamed): a write that
+    fails leaves the previous file as it was and no temporary file.
     """
     target = Path(path)
     text = config.model_dump_json(indent=2)
@@ -258,7 +261,16 @@ def write_fitted_config(
             name = str(wpath.resolve())
         data[CONFIG_KEY] = {"kind": "minilm-fitted", "weights": name}
         text = json.dumps(data, indent=2)
-    target.write_text(text, encoding="utf-8")
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with temporary.open("w", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
 
 
 def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:

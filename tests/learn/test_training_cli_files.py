@@ -1,0 +1,123 @@
+"""The training command line against a user's file mistakes: an output that cannot be
+written whole, a plot folder under a file, malformed embedding tables. Each is one
+``error: ...`` line naming the argument or file, exit status 2, and nothing written or
+changed. Runs on three built-in scenarios, a few optimisation steps."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from emotional_memory.data import load_builtin_dataset
+from support.paths import ROOT
+
+QUICK = ["--quiet", "--json", "--affect", "neutral", "--trainable", "base_weights",
+         "--l2", "0.01", "--temperature", "0.05", "--steps", "3"]
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> Path:
+    """Three built-in scenarios as a dataset file."""
+    data = load_builtin_dataset()
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({**data, "scenarios": data["scenarios"][:3]}), encoding="utf-8")
+    return path
+
+
+def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import main
+
+    return main(argv)
+
+
+def _limit_file_size() -> None:  # pragma: no cover - runs in the child
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))  # a config is ~2.5 kB
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_a_config_that_cannot_be_written_whole_leaves_the_old_one(
+    small: Path, tmp_path: Path
+) -> None:
+    """A write cut short (disk full, file size limit) truncated the existing --out to a
+    half config, and the error named no file."""
+    out = tmp_path / "fitted.json"
+    out.write_text('{"old": true}', encoding="utf-8")
+    proc = subprocess.run(
+        [sys.executable, "-m", "training", "fit", "--dataset", str(small), *QUICK,
+         "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: --out ") and str(out) in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert out.read_text(encoding="utf-8") == '{"old": true}'
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fitted.json", "small.json"]
+
+
+def test_a_plot_folder_under_a_file_is_refused_before_the_fit(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot below a file: the config was written and the fit done, then a bare
+    "[Errno 20] Not a directory"."""
+    (tmp_path / "afile").write_text("x", encoding="utf-8")
+    out = tmp_path / "fitted.json"
+    argv = ["fit", "--dataset", str(small), *QUICK, "--out", str(out),
+            "--plot", str(tmp_path / "afile" / "plots")]
+    assert _main(argv, monkeypatch) == 2
+    captured: Any = capsys.readouterr()
+    assert captured.err.startswith("error: --plot: ") and captured.out == ""
+    assert not out.exists()
+
+
+def _table(small: Path, tmp_path: Path, name: str, **change: Any) -> Path:
+    """An embedding table of every text of ``small`` (hashing embedder), changed."""
+    from emotional_memory.embedders import HashingEmbedder
+
+    texts: list[str] = []
+    for scenario in json.loads(small.read_text(encoding="utf-8"))["scenarios"]:
+        for session in scenario["sessions"]:
+            texts += [e["content"] for e in session["events"]]
+            texts += [q["query"] for q in session["queries"]]
+    texts = list(dict.fromkeys(texts))
+    arrays = {"texts": np.asarray(texts),
+              "embeddings": np.asarray(HashingEmbedder(dim=16).embed_batch(texts), np.float32)}
+    arrays.update({k: v(arrays[k]) for k, v in change.items()})
+    path = tmp_path / name
+    np.savez(path, **arrays)
+    return path
+
+
+@pytest.mark.parametrize(("name", "change", "words"), [
+    # object arrays: numpy's "Object arrays cannot be loaded when allow_pickle=False"
+    ("objects.npz", {"texts": lambda t: t.astype(object)}, "cannot be read"),
+    # a dataset text missing: a KeyError's repr half-way through the replay
+    ("short.npz", {"texts": lambda t: t[1:], "embeddings": lambda e: e[1:]},
+     "lacks 1 text(s) of the dataset"),
+])
+@pytest.mark.parametrize("command", ["evaluate", "cv", "fit"])
+def test_a_bad_embedding_table_is_one_line_naming_it(
+    name: str, change: dict[str, Any], words: str, command: str, small: Path,
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    table = _table(small, tmp_path, name, **change)
+    argv = [command, "--dataset", str(small), "--embeddings", str(table)]
+    if command == "evaluate":
+        argv += ["--quiet", "--json"]
+    else:
+        argv += QUICK + (["--out", str(tmp_path / "x.json")] if command == "fit" else
+                         ["--folds", "2", "--jobs", "1"])
+    assert _main(argv, monkeypatch) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: embeddings {table}: ") and words in captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+    assert not (tmp_path / "x.json").exists()
