@@ -426,7 +426,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     out.update({
         "n_queries": result.metrics["n_queries"],
         "folds": args.folds,
-        "jobs": jobs,
+        "jobs": min(jobs, args.folds),  # the processes that ran (one per fold at most)
         "seconds": seconds,
         "chosen": [c if isinstance(c, str | None) else dict(c) for c in result.chosen],
         "by_challenge": result.metrics["by_challenge"],

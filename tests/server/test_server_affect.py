@@ -270,3 +270,26 @@ def test_hashing_is_selectable_and_a_mismatch_is_refused(
     assert "hashing/384" in err and "minilm-l6-v2/384" in err and "--embedder hashing" in err
     err = _refused(["mcp", "--store", f"sqlite:///{other}"])  # the default is MiniLM too
     assert "written with the embedder hashing/384" in err
+
+
+def test_a_store_of_another_hashing_dimension_is_not_told_to_use_hashing(
+    tmp_path: Path,
+) -> None:
+    """A store the library wrote with ``HashingEmbedder(dim=32)`` is refused by
+    ``--embedder hashing`` (384-d), naming both, without advising the very option
+    that was refused."""
+    from emotional_memory import EmotionalMemory
+    from emotional_memory.embedder_identity import record_embedder
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    path = tmp_path / "dim32.db"
+    store = SQLiteStore(path)
+    record_embedder(store, HashingEmbedder(dim=32))
+    EmotionalMemory(store, HashingEmbedder(dim=32)).encode("written by the library")
+    store.close()
+    err = _refused(["serve", "--no-auth", "--store", f"sqlite:///{path}",
+                    "--embedder", "hashing"])
+    assert "hashing/32" in err and "hashing/384" in err
+    assert "start it with --embedder hashing" not in err
+    assert "the embedder that wrote it" in err

@@ -437,9 +437,12 @@ def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) ->
         record_embedder(store, embedder)
     except EmbedderMismatchError as exc:
         opened.close()
-        names = [cli for prefix, cli in _CLI_NAMES.items() if exc.recorded.startswith(prefix)]
+        # another CLI embedder's record: name that option; the refused option's own
+        # family at another dimension (written by the library): no option serves it
+        names = [cli for prefix, cli in _CLI_NAMES.items()
+                 if exc.recorded.startswith(prefix) and cli != option]
         hint = (f"start it with --embedder {names[0]}" if names
-                else "open it with the embedder that wrote it")
+                else "open it with the embedder that wrote it (in the library)")
         raise UsageError(
             f"--embedder {option}: the store {opened.description} was written with the "
             f"embedder {exc.recorded}, not {exc.given}; {hint}, or use another store"
