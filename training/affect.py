@@ -392,6 +392,9 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; a report is printed (one JSON object with ``--json``).
     """
+    from training.cli import check_out_file
+
+    check_out_file("--out", args.out)  # before minutes of features and training
     progress = not args.quiet
     t0 = time.perf_counter()
     texts, splits, vad = load_emobank(args.emobank)

@@ -267,6 +267,28 @@ def _peak_rss_mb() -> float | None:
     return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
+def check_out_file(option: str, value: str) -> Path:
+    """The file path an option writes, checked before the work that produces it.
+
+    Args:
+        option: the option's name (``--out``), for the errors.
+        value: its value.
+
+    Returns:
+        The path.
+
+    Raises:
+        FileNotFoundError: its folder does not exist.
+        ValueError: it names a folder.
+    """
+    path = Path(value)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"{option}: directory {str(path.parent)!r} does not exist")
+    if path.is_dir():
+        raise ValueError(f"{option}: {str(path)!r} is a directory, not a file path")
+    return path
+
+
 def _check_plot_folder(plot: str | None) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
     folder above it, is not a directory (checked before the fit, not after it)."""
@@ -289,11 +311,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; the report (default vs fitted replay metrics) is printed.
     """
-    out_path = Path(args.out)
-    if not out_path.parent.is_dir():  # fail before the fit, not after it
-        raise FileNotFoundError(f"--out: directory {str(out_path.parent)!r} does not exist")
-    if out_path.is_dir():
-        raise ValueError(f"--out: {str(out_path)!r} is a directory, not a config file path")
+    out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     data, start = _load_data(args.dataset), _config(args.config)

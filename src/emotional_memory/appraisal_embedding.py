@@ -30,6 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._files import replaced_whole
+
 __all__ = [
     "DEFAULT_HEAD_RESOURCE",
     "FEATURE_KINDS",
@@ -274,7 +276,7 @@ def save_affect_head(
     """
     out = Path(path)
     # a file object, not the name: numpy appends ".npz" to a name without it
-    with out.open("wb") as file:
+    with replaced_whole(out) as temporary, temporary.open("wb") as file:
         _write_head(file, head, metadata, dtype)
     return out
 

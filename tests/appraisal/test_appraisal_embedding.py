@@ -208,6 +208,29 @@ def test_a_head_is_written_at_exactly_the_path_named(tmp_path: Path) -> None:
     assert load_affect_head(path).feature == "minilm_pooled"
 
 
+def test_a_head_write_that_fails_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write cut short (disk full, an error of the writer) used to leave half an
+    .npz where the previous head was; now the old file stays, and no temporary."""
+    import emotional_memory.appraisal_embedding as module
+
+    head = random_head(6, feature="minilm_pooled", layers=(0,), poolings=("mean",))
+    path = save_affect_head(head, tmp_path / "h.npz")
+    before = path.read_bytes()
+
+    def broken(file: Any, *args: Any) -> None:
+        file.write(b"PK\x03\x04 half a zip")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "_write_head", broken)
+    with pytest.raises(OSError, match="No space"):
+        save_affect_head(random_head(6, feature="minilm_pooled", layers=(0,),
+                                     poolings=("mean",), seed=1), path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.npz"]
+
+
 def test_shipped_head_loads_and_is_small() -> None:
     path = default_head_path()
     assert path.is_file()

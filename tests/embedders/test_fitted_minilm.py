@@ -51,6 +51,30 @@ def _embed_with(base: Any, model: Any, texts: list[str]) -> np.ndarray:
     return other.embed_array(texts)
 
 
+def test_a_weights_write_that_fails_leaves_the_old_file(
+    base: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """safetensors wrote straight to the target: a write cut short left half a file
+    where the previous weights were; now they stay, and no temporary file."""
+    import safetensors.numpy
+
+    from emotional_memory.embedders.fitted import save_fitted_weights
+
+    path = tmp_path / "fit.embedder.safetensors"
+    save_fitted_weights(_moved(base, seed=0), base.model, path)
+    before = path.read_bytes()
+
+    def broken(tensors: Any, filename: str, metadata: Any = None) -> None:
+        Path(filename).write_bytes(before[:100])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", broken)
+    with pytest.raises(OSError, match="No space"):
+        save_fitted_weights(_moved(base, seed=1), base.model, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
 def test_saved_weights_load_back_to_identical_vectors(base: Any, tmp_path: Path) -> None:
     from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, save_fitted_weights
 

@@ -121,3 +121,20 @@ def test_a_bad_embedding_table_is_one_line_naming_it(
     assert captured.err.startswith(f"error: embeddings {table}: ") and words in captured.err
     assert len(captured.err.strip().splitlines()) == 1 and captured.out == ""
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_an_affect_head_out_that_cannot_be_written_is_refused_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+    where: str,
+) -> None:
+    """``affect --out`` in a folder that does not exist (or naming a folder) failed
+    only after the features and the training (minutes); now before reading EmoBank."""
+    out = tmp_path / "nowhere" / "head.npz" if where == "missing folder" else tmp_path
+    csv = tmp_path / "emobank.csv"  # never read: the --out check comes first
+    assert _main(["affect", "--emobank", str(csv), "--out", str(out), "--quick"],
+                 monkeypatch) == 2
+    err = capsys.readouterr().err
+    named = out.parent if where == "missing folder" else out
+    assert err.startswith("error: --out") and str(named) in err and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._files import replaced_whole
 from emotional_memory.embedders.minilm import (
     MiniLMEmbedder,
     MiniLMModel,
@@ -136,7 +137,8 @@ def save_fitted_weights(
     digest = _digest(tensors)
     metadata = {"format": FORMAT, "base": base_name,
                 "layers": ",".join(str(i) for i in changed), "digest": digest}
-    safetensors_numpy.save_file(tensors, str(path), metadata=metadata)
+    with replaced_whole(path) as temporary:  # whole or not at all
+        safetensors_numpy.save_file(tensors, str(temporary), metadata=metadata)
     return digest
 
 
@@ -261,16 +263,8 @@ def write_fitted_config(
             name = str(wpath.resolve())
         data[CONFIG_KEY] = {"kind": "minilm-fitted", "weights": name}
         text = json.dumps(data, indent=2)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-    try:
-        with temporary.open("w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, target)
-    except BaseException:
-        temporary.unlink(missing_ok=True)
-        raise
+    with replaced_whole(target) as temporary:
+        temporary.write_text(text, encoding="utf-8")
 
 
 def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
