@@ -199,16 +199,9 @@ class SQLiteAffectiveStateStore:
             TypeError: when ``state`` is neither, or not JSON-serialisable.
             ValueError: when it holds NaN or infinite numbers.
         """
-        snapshot = snapshot_of(state)
-        try:
-            text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
-        except TypeError as exc:
-            raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
-        except ValueError as exc:
-            raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
-        now = datetime.now(UTC).isoformat()
+        text = _snapshot_text(state)
         with self._transaction():
-            self._connection().execute(_UPSERT, (self._key, text, now))
+            self._connection().execute(_UPSERT, (self._key, text, datetime.now(UTC).isoformat()))
 
     def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
         """Hold scope ``path`` of this database for one operation, across processes
@@ -252,17 +245,19 @@ class SQLiteAffectiveStateStore:
         Raises:
             StateConflictError: the stored version is not ``expected`` (nothing saved).
         """
-        with self._lock:
+        text = _snapshot_text(state)
+        # the check and the write in one write transaction (BEGIN IMMEDIATE, or the
+        # store's): no other process's save comes between them
+        with self._lock, self._transaction():
+            conn = self._connection()
             if expected is not None:
-                row = (
-                    self._connection()
-                    .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
-                    .fetchone()
-                )
+                row = conn.execute(
+                    "SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,)
+                ).fetchone()
                 if (str(row[0]) if row is not None else "") != expected:
                     raise state_conflict(self._key)
-            self.save(state)
-            return self.load_versioned()[1]
+            conn.execute(_UPSERT, (self._key, text, datetime.now(UTC).isoformat()))
+        return text  # the version is the stored text
 
     def load(self) -> AffectiveState | None:
         """The stored state (the original library's protocol).
@@ -355,6 +350,22 @@ class SQLiteAffectiveStateStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
+
+
+def _snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
+    """The JSON text stored for ``state`` (which is also its version).
+
+    Raises:
+        TypeError: neither a state nor a snapshot dict, or not JSON-serialisable.
+        ValueError: NaN or infinite numbers.
+    """
+    snapshot = snapshot_of(state)
+    try:
+        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:
+        raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
 
 
 def _same_file(a: str | None, b: str | None) -> bool:
