@@ -51,10 +51,11 @@ class _Columns(_Ingesting):
         """The retrieval candidates of a query as columns, in one snapshot (see
         :meth:`~emotional_memory.stores.columnar.ColumnarStore.candidate_bank`).
 
-        The store counts its memories in the same round trip
-        (:attr:`counts_candidates`): with ``everything_upto``, a store (view) holding
-        at most that many memories answers as with ``limit=None``, and the bank's
-        ``total`` is the number of memories it holds.
+        The store counts its memories in the same round trip (a
+        :class:`~emotional_memory.stores.base.CountingStore`): with
+        ``everything_upto``, a store (view) holding at most that many memories answers
+        as with ``limit=None``, and the bank's ``total`` is the number of memories it
+        holds.
 
         Args:
             embedding: the query embedding, shape (D,), or None.
