@@ -37,10 +37,14 @@ def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     return main(argv)
 
 
-def _limit_file_size() -> None:  # pragma: no cover - runs in the child
-    import resource
-
-    resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500))  # a config is ~2.5 kB
+# ``python -m training`` under a file-size limit the child sets itself (a preexec_fn
+# would fork this multithreaded, JAX-running process); a config is ~2.5 kB
+_LIMITED_TRAINING = [
+    sys.executable, "-c",
+    "import resource, runpy, sys; "
+    "resource.setrlimit(resource.RLIMIT_FSIZE, (1500, 1500)); "
+    "sys.argv[0] = 'training'; runpy.run_module('training', run_name='__main__')",
+]
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
@@ -52,9 +56,8 @@ def test_a_config_that_cannot_be_written_whole_leaves_the_old_one(
     out = tmp_path / "fitted.json"
     out.write_text('{"old": true}', encoding="utf-8")
     proc = subprocess.run(
-        [sys.executable, "-m", "training", "fit", "--dataset", str(small), *QUICK,
-         "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size,
+        [*_LIMITED_TRAINING, "fit", "--dataset", str(small), *QUICK, "--out", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: --out ") and str(out) in proc.stderr
