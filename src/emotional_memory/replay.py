@@ -102,8 +102,8 @@ class LookupEmbedder:
         Raises:
             FileNotFoundError: If there is no such file.
             ValueError: Naming the file, when it is not an ``.npz`` archive, lacks one
-                of the arrays, or ``embeddings`` is not a finite (len(texts), D) array
-                of numbers with D >= 1.
+                of the arrays, ``embeddings`` is not a finite (len(texts), D) array
+                of numbers with D >= 1, or a text repeats with another embedding.
         """
         try:
             archive = np.load(path, allow_pickle=False)
@@ -141,7 +141,14 @@ class LookupEmbedder:
         if bad.size:
             raise ValueError(f"embeddings {path}: {bad.size} row(s) hold NaN or inf, the "
                              f"first for text {str(texts[bad[0]])[:60]!r}")
-        return cls([str(t) for t in texts], emb)
+        names = [str(t) for t in texts]
+        first: dict[str, int] = {}
+        for i, name in enumerate(names):  # a repeated text must mean one embedding
+            j = first.setdefault(name, i)
+            if j != i and not np.array_equal(emb[i], emb[j]):
+                raise ValueError(f"embeddings {path}: the text {name[:60]!r} appears twice "
+                                 f"with different embeddings (rows {j} and {i})")
+        return cls(names, emb)
 
     def __contains__(self, text: object) -> bool:
         return text in self._index

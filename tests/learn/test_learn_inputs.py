@@ -233,7 +233,18 @@ BAD_NPZ: list[tuple[dict[str, Any], tuple[str, ...]]] = [
     ({"texts": np.arange(3), "embeddings": TABLE}, ("'texts'", "strings")),
     # a NaN row used to rank its memory with semantic similarity 0, with only a warning
     ({"texts": TEXTS, "embeddings": _nan_row()}, ("NaN", "'beta'")),
+    # a text twice with two embeddings: the last one was kept, silently
+    ({"texts": np.array(["alpha", "beta", "alpha"]), "embeddings": TABLE},
+     ("'alpha'", "twice", "rows 0 and 2")),
 ]
+
+
+def test_a_text_repeated_with_the_same_embedding_is_accepted(tmp_path: Path) -> None:
+    path = tmp_path / "mine.npz"
+    np.savez(path, texts=np.array(["alpha", "beta", "alpha"]),
+             embeddings=np.stack([TABLE[0], TABLE[1], TABLE[0]]))
+    lookup = LookupEmbedder.from_npz(path)
+    assert lookup.embed("alpha") == pytest.approx(TABLE[0].tolist())
 
 
 @pytest.mark.parametrize(("arrays", "words"), BAD_NPZ)
