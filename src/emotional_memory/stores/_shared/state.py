@@ -182,3 +182,25 @@ def snapshot_of(state: AffectiveState | dict[str, Any]) -> dict[str, Any]:
     raise TypeError(
         f"state must be an AffectiveState or a snapshot dict, got {type(state).__name__}"
     )
+
+
+def snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
+    """The JSON text stored for a state or snapshot (every state backend's).
+
+    Args:
+        state: an :class:`AffectiveState` or a snapshot dict.
+
+    Returns:
+        Compact JSON, non-ASCII kept.
+
+    Raises:
+        TypeError: neither, or not JSON-serialisable.
+        ValueError: NaN or infinite numbers.
+    """
+    snapshot = snapshot_of(state)
+    try:
+        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+    except TypeError as exc:
+        raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc

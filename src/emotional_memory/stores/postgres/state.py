@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -29,7 +28,7 @@ from emotional_memory.stores._shared.state import (
     loads_snapshot,
     parse_stored,
     scoped_key,
-    snapshot_of,
+    snapshot_text,
     state_conflict,
 )
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
@@ -49,22 +48,6 @@ def _row_key(key: str) -> str:
     """The ``key`` column's value for state key ``key`` (see :data:`MAX_ROW_KEY_BYTES`)."""
     raw = key.encode("utf-8")
     return key if len(raw) <= MAX_ROW_KEY_BYTES else "sha256:" + hashlib.sha256(raw).hexdigest()
-
-
-def _snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
-    """The stored JSON of a state or snapshot.
-
-    Raises:
-        TypeError: neither, or not JSON-serialisable.
-        ValueError: NaN or infinite numbers.
-    """
-    snapshot = snapshot_of(state)
-    try:
-        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
-    except TypeError as exc:
-        raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
 
 
 class PostgresAffectiveStateStore:
@@ -247,7 +230,7 @@ class PostgresAffectiveStateStore:
             TypeError: neither, or not JSON-serialisable.
             ValueError: NaN or infinite numbers.
         """
-        text = _snapshot_text(state)
+        text = snapshot_text(state)
         with self._transaction() as cur:
             cur.execute(
                 f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
@@ -307,7 +290,7 @@ class PostgresAffectiveStateStore:
                 the row is locked until the transaction ends, so a concurrent save
                 is seen).
         """
-        text = _snapshot_text(state)
+        text = snapshot_text(state)
         values: tuple[Any, ...] = (_row_key(self._key), text, text, datetime.now(UTC))
         if expected == "":  # nothing was stored: insert, unless another did meanwhile
             sql = (f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "

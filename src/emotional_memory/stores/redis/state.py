@@ -21,7 +21,7 @@ from typing import Any
 from emotional_memory._extras import install_hint
 from emotional_memory.redact import redact_address
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import check_key, scoped_key, snapshot_of
+from emotional_memory.stores._shared.state import check_key, scoped_key, snapshot_text
 
 __all__ = ["DEFAULT_REDIS_KEY", "DEFAULT_REDIS_URL", "RedisAffectiveStateStore"]
 
@@ -129,7 +129,7 @@ class RedisAffectiveStateStore:
             TypeError: When ``state`` is neither (always raised, even when not strict).
             ValueError: When the snapshot holds NaN or infinite numbers.
         """
-        text = json.dumps(snapshot_of(state), ensure_ascii=False, allow_nan=False)
+        text = snapshot_text(state)
         try:
             self._client.set(self._key, text)
         except Exception as exc:

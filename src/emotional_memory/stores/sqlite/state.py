@@ -19,7 +19,6 @@ their states in one file. The file may also hold a
 from __future__ import annotations
 
 import copy
-import json
 import os
 import sqlite3
 import threading
@@ -35,7 +34,7 @@ from emotional_memory.stores._shared.state import (
     loads_snapshot,
     parse_stored,
     scoped_key,
-    snapshot_of,
+    snapshot_text,
     state_conflict,
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
@@ -199,7 +198,7 @@ class SQLiteAffectiveStateStore:
             TypeError: when ``state`` is neither, or not JSON-serialisable.
             ValueError: when it holds NaN or infinite numbers.
         """
-        text = _snapshot_text(state)
+        text = snapshot_text(state)
         with self._transaction():
             self._connection().execute(_UPSERT, (self._key, text, datetime.now(UTC).isoformat()))
 
@@ -245,7 +244,7 @@ class SQLiteAffectiveStateStore:
         Raises:
             StateConflictError: the stored version is not ``expected`` (nothing saved).
         """
-        text = _snapshot_text(state)
+        text = snapshot_text(state)
         # the check and the write in one write transaction (BEGIN IMMEDIATE, or the
         # store's): no other process's save comes between them
         with self._lock, self._transaction():
@@ -350,22 +349,6 @@ class SQLiteAffectiveStateStore:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
                 raise
-
-
-def _snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
-    """The JSON text stored for ``state`` (which is also its version).
-
-    Raises:
-        TypeError: neither a state nor a snapshot dict, or not JSON-serialisable.
-        ValueError: NaN or infinite numbers.
-    """
-    snapshot = snapshot_of(state)
-    try:
-        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
-    except TypeError as exc:
-        raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
 
 
 def _same_file(a: str | None, b: str | None) -> bool:
