@@ -37,6 +37,7 @@ from emotional_memory.learn import (
     fit_many,
 )
 from emotional_memory.scoring_config import params_from_config
+from support.recall_data import synthetic_recall_info
 
 
 def _affect(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -72,14 +73,7 @@ def tiny_batch(q: int = 4, c: int = 5, dim: int = 0, seed: int = 0,
                         labels=f["labels"], challenge=np.zeros(q, np.int32),
                         scenario=f["scenario"])
     n_scenarios = int(np.max(f["scenario"])) + 1
-    info = RecallInfo(
-        query_ids=tuple(f"q{i}" for i in range(q)),
-        scenario_ids=tuple(f"s{i}" for i in range(n_scenarios)),
-        challenge_names=("x",),
-        candidate_ids=tuple(tuple(f"q{i}m{j}" for j in range(c)) for i in range(q)),
-        top_k=2,
-    )
-    return batch, info
+    return batch, synthetic_recall_info(q, c, n_scenarios, challenge="x")
 
 
 def _all_finite(tree: Any) -> bool:

@@ -49,6 +49,7 @@ from emotional_memory.learn.params import constrained_params, leaf_vector
 from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset, summarize
 from emotional_memory.scoring_config import params_from_config
 from support.paths import SHARED_DATA
+from support.recall_data import synthetic_recall_info
 
 DATA_DIR = SHARED_DATA
 V2_JSON = DATA_DIR / "realistic_recall_v2.json"
@@ -154,14 +155,7 @@ def synthetic_batch(
         challenge=np.zeros(q, np.int32),
         scenario=np.arange(q, dtype=np.int32),
     )
-    info = RecallInfo(
-        query_ids=tuple(f"q{i}" for i in range(q)),
-        scenario_ids=tuple(f"s{i}" for i in range(q)),
-        challenge_names=("synthetic",),
-        candidate_ids=tuple(tuple(f"q{i}m{j}" for j in range(c)) for i in range(q)),
-        top_k=2,
-    )
-    return batch, info
+    return batch, synthetic_recall_info(q, c, q)
 
 
 def labelled_by(

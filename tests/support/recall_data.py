@@ -38,3 +38,19 @@ def unlabelled_dataset(n_scenarios: int = 2) -> dict[str, Any]:
                          {"session_id": "two", "events": events[3:], "queries": queries}],
         })
     return {"name": "tiny", "default_top_k": 2, "scenarios": scenarios}
+
+
+def synthetic_recall_info(
+    q: int, c: int, n_scenarios: int, challenge: str = "synthetic", top_k: int = 2
+) -> Any:
+    """The :class:`~emotional_memory.learn.RecallInfo` of a synthetic (q, c) batch:
+    queries ``q{i}``, scenarios ``s{i}``, candidates ``q{i}m{j}``, one challenge."""
+    from emotional_memory.learn.recall_batch import RecallInfo
+
+    return RecallInfo(
+        query_ids=tuple(f"q{i}" for i in range(q)),
+        scenario_ids=tuple(f"s{i}" for i in range(n_scenarios)),
+        challenge_names=(challenge,),
+        candidate_ids=tuple(tuple(f"q{i}m{j}" for j in range(c)) for i in range(q)),
+        top_k=top_k,
+    )
