@@ -24,6 +24,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from emotional_memory.engine import EmotionalMemory
+from emotional_memory.integrations._engine import check_sync_engine
 from emotional_memory.retrieval import RetrievalExplanation
 
 __all__ = [
@@ -142,14 +143,7 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 ``scope`` not a sequence.
             ValueError: A malformed ``scope`` part.
         """
-        missing = [n for n in _ENGINE_METHODS if not callable(getattr(em, n, None))]
-        if missing:
-            raise TypeError(f"em must be an EmotionalMemory (or engine view), got "
-                            f"{type(em).__name__} without {missing[0]}()")
-        if inspect.iscoroutinefunction(em.encode):
-            raise TypeError(f"em must be an EmotionalMemory (or engine view), got "
-                            f"{type(em).__name__} with coroutine methods (for an "
-                            "AsyncEmotionalMemory, pass its .engine)")
+        check_sync_engine(em, _ENGINE_METHODS)
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:

@@ -13,7 +13,6 @@ No dependency: the ``mem0`` extra is empty.
 
 from __future__ import annotations
 
-import inspect
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -22,6 +21,7 @@ from typing import Any
 
 from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemory
+from emotional_memory.integrations._engine import check_sync_engine
 from emotional_memory.models import Memory
 
 __all__ = [
@@ -115,21 +115,6 @@ _ENGINE_METHODS = ("scoped", "encode", "retrieve_with_explanations", "list_all",
                    "update_memory", "delete", "reset_state", "close")
 
 
-def _check_engine(em: object) -> None:
-    """``em`` is a synchronous engine (or view).
-
-    Raises:
-        TypeError: a method missing, or coroutine methods (an async engine), named.
-    """
-    missing = [n for n in _ENGINE_METHODS if not callable(getattr(em, n, None))]
-    if missing:
-        raise TypeError(f"em must be an EmotionalMemory, got {type(em).__name__} "
-                        f"without {missing[0]}()")
-    if inspect.iscoroutinefunction(getattr(em, "encode", None)):
-        raise TypeError(f"em must be an EmotionalMemory, got {type(em).__name__} with "
-                        "coroutine methods (for an AsyncEmotionalMemory, pass its .engine)")
-
-
 def _item(memory: Memory) -> dict[str, Any]:
     return {"id": memory.id, "memory": memory.content, "metadata": dict(memory.metadata)}
 
@@ -172,7 +157,7 @@ class EmotionalMemoryMem0Backend:
                 pass its ``.engine``).
             ValueError: an empty ``default_user_id``, ``max_user_views`` < 1.
         """
-        _check_engine(em)
+        check_sync_engine(em, _ENGINE_METHODS)
         if not isinstance(default_user_id, str) or not default_user_id:
             raise ValueError("default_user_id must be a non-empty string")
         bound = positive_int("max_user_views", max_user_views)
