@@ -231,13 +231,14 @@ class PostgresAffectiveStateStore:
             ValueError: NaN or infinite numbers.
         """
         text = snapshot_text(state)
-        with self._transaction() as cur:
-            cur.execute(
-                f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
+        with self._transaction() as cur:  # nothing fetched: stays in the store's pipeline
+            cur.execute(self._upsert_sql(), (_row_key(self._key), text, text, datetime.now(UTC)))
+
+    def _upsert_sql(self) -> str:
+        """The state row's upsert (parameters: key, snapshot, snapshot, updated_at)."""
+        return (f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
                 "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
-                "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at",
-                (_row_key(self._key), text, text, datetime.now(UTC)),
-            )
+                "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at")
 
     def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
         """Hold scope ``path`` of the store's table for one operation, across processes
@@ -301,10 +302,7 @@ class PostgresAffectiveStateStore:
                    "updated_at = %s WHERE key = %s AND xmin::text = %s RETURNING xmin::text")
             values = (*values[1:], values[0], expected)
         else:
-            sql = (f"INSERT INTO {self._table} VALUES (%s, %s::jsonb, %s, %s) "
-                   "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
-                   "snapshot_json = excluded.snapshot_json, "
-                   "updated_at = excluded.updated_at RETURNING xmin::text")
+            sql = self._upsert_sql() + " RETURNING xmin::text"
         with self._transaction() as cur:
             row = cur.execute(sql, values).fetchone()  # one round trip
         if row is None:

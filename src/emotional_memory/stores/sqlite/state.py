@@ -198,9 +198,7 @@ class SQLiteAffectiveStateStore:
             TypeError: when ``state`` is neither, or not JSON-serialisable.
             ValueError: when it holds NaN or infinite numbers.
         """
-        text = snapshot_text(state)
-        with self._transaction():
-            self._connection().execute(_UPSERT, (self._key, text, datetime.now(UTC).isoformat()))
+        self.save_versioned(state)
 
     def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
         """Hold scope ``path`` of this database for one operation, across processes
