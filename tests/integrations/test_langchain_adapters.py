@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
@@ -168,3 +169,23 @@ def test_chat_history_refuses_an_async_engine_by_name() -> None:
     history = EmotionalMemoryChatHistory(aengine.engine)  # its sync engine works
     history.add_user_message("I love hiking")
     assert [m.content for m in aengine.engine.list_all()] == ["I love hiking"]
+
+
+@pytest.mark.parametrize("top_k", ["3", 2.0, 2.5])
+def test_retriever_refuses_a_top_k_the_engine_refuses(top_k: object) -> None:
+    """``top_k="3"`` and ``2.0`` were coerced (pydantic's lax int) where the engine's
+    ``retrieve`` refuses them; numpy integers stay accepted, as there."""
+    with pytest.raises(TypeError, match="top_k"):
+        EmotionalMemoryRetriever(memory=_shared(), top_k=top_k)
+    assert EmotionalMemoryRetriever(memory=_shared(), top_k=np.int64(3)).top_k == 3
+
+
+def test_retriever_refuses_an_empty_scope() -> None:
+    """``scope=()`` silently meant the whole engine (every tenant), where the chat
+    history and ``scoped()`` refuse an empty path; None is the whole engine."""
+    with pytest.raises(ValueError, match="scope"):
+        EmotionalMemoryRetriever(memory=_shared(), scope=())
+    retriever = EmotionalMemoryRetriever(memory=_shared(), scope="alice")
+    with pytest.raises(ValueError, match="scope"):
+        retriever.scope = ()
+    assert retriever.scope == ("alice",)

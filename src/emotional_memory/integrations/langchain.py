@@ -344,17 +344,23 @@ class EmotionalMemoryRetriever(BaseRetriever):
 
     @field_validator("top_k", mode="before")
     @classmethod
-    def _top_k_not_bool(cls, value: Any) -> Any:
-        """``top_k=True`` is a mistake, not one document."""
-        if isinstance(value, bool):
-            raise TypeError("top_k must be an int, got bool")
-        return value
+    def _top_k_an_int(cls, value: Any) -> Any:
+        """An int as the engine's ``retrieve`` takes it (numpy integers too): ``True``,
+        ``2.0`` or ``"3"`` is a mistake, not a number of documents."""
+        from emotional_memory._validation import integer
+
+        return integer("top_k", value)
 
     @field_validator("scope", mode="before")
     @classmethod
     def _scope_from_str(cls, value: Any) -> Any:
-        """A single string is a one-part scope, as in the chat history."""
-        return (value,) if isinstance(value, str) else value
+        """A single string is a one-part scope, as in the chat history; an empty path
+        is refused as ``scoped()`` refuses it (None is the whole engine)."""
+        if isinstance(value, str):
+            return (value,)
+        if value is not None and isinstance(value, Sequence) and len(value) == 0:
+            raise ValueError("scope needs at least one path part (None for the whole engine)")
+        return value
 
     @field_validator("where")
     @classmethod
