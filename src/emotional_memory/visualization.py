@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emotional_memory._extras import install_hint
-from emotional_memory._validation import in_range, weight_vector
+from emotional_memory._validation import finite, in_range, weight_vector
 from emotional_memory._viz_model import DEFAULT_MOODS as _DEFAULT_MOODS
 from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
 from emotional_memory._viz_model import engine_config as _engine_config
@@ -140,7 +140,7 @@ def plot_circumplex(
 
     Raises:
         TypeError: For an item that is neither a memory nor a tuple.
-        ValueError: For a tuple that does not hold three values.
+        ValueError: For a tuple that does not hold three finite values.
     """
     fig, axes = _figure(ax, (6.5, 5.0))
     points = []
@@ -161,8 +161,8 @@ def plot_circumplex(
                 f"memories[{i}] must be (valence, arousal, consolidation_strength), "
                 f"got {len(m)} values"
             )
-        v, a, c = m
-        points.append((float(v), float(a), float(c)))
+        valence, arousal, strength = (finite(f"memories[{i}]", x) for x in m)
+        points.append((valence, arousal, strength))
     axes.axhline(0.5, color="0.8", linewidth=0.8, zorder=0)
     axes.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
     if points:
@@ -367,7 +367,7 @@ def plot_mood_evolution(
         The figure.
 
     Raises:
-        ValueError: For a tuple that does not hold four values.
+        ValueError: For a tuple that does not hold four values, or a NaN / inf.
         TypeError: When datetimes and numbers are mixed as times.
     """
     rows: list[tuple[Any, float, float, float]] = []
@@ -379,8 +379,9 @@ def plot_mood_evolution(
                 raise ValueError(
                     f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
                 )
-            t, v, a, d = h
-            rows.append((t, float(v), float(a), float(d)))
+            t = h[0] if isinstance(h[0], datetime) else finite(f"history[{i}]", h[0])
+            v, a, d = (finite(f"history[{i}]", x) for x in h[1:])
+            rows.append((t, v, a, d))
     if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
         raise TypeError("history times must be all datetimes or all numbers (seconds)")
     fig, axes = _figure(ax, (9.0, 4.5))

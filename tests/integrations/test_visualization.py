@@ -361,3 +361,14 @@ def test_resonance_network_labels_memories_as_documented(engine: EmotionalMemory
     fig = viz.plot_resonance_network(memories)
     texts = {t.get_text() for t in fig.axes[0].texts}
     assert {m.content[:16] for m in memories} <= texts
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_points_that_cannot_be_drawn_are_named(bad: float) -> None:
+    """A NaN / inf point was left out of the figure without a word."""
+    with pytest.raises(ValueError, match=r"memories\[1\]"):
+        viz.plot_circumplex([(0.1, 0.5, 0.5), (0.2, bad, 0.5)])
+    with pytest.raises(ValueError, match=r"history\[1\]"):
+        viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2, 0.5, bad)])
+    with pytest.raises(ValueError, match=r"history\[0\]"):
+        viz.plot_mood_evolution([(bad, 0.1, 0.5, 0.4)])
