@@ -14,19 +14,27 @@ import numpy as np
 
 from emotional_memory.retrieval import SIGNAL_FIELDS
 
-__all__ = ["SIGNAL_FIELDS", "configs", "six_values", "weights_grid"]
+__all__ = ["DEFAULT_MOODS", "SIGNAL_FIELDS", "configs", "engine_config", "six_values",
+           "weights_grid"]
+
+DEFAULT_MOODS: dict[str, tuple[float, float]] = {
+    "calm +": (0.6, 0.2),
+    "excited +": (0.6, 0.9),
+    "neutral": (0.0, 0.3),
+    "sad -": (-0.6, 0.2),
+    "anxious -": (-0.6, 0.9),
+}
+"""``label -> (valence, arousal)``: the moods :func:`plot_fitted_weights` compares."""
 
 
 def six_values(values: Any) -> list[float]:
-    """Six signal values from a sequence, RetrievalSignals, breakdown or explanation."""
+    """The six signal values of a RetrievalSignals, breakdown or explanation (its
+    weighted signals), else the values of a sequence or array, as many as it holds."""
     breakdown = getattr(values, "breakdown", values)
     signals = getattr(breakdown, "weighted_signals", breakdown)
     if all(hasattr(signals, f) for f in SIGNAL_FIELDS):
         return [float(getattr(signals, f)) for f in SIGNAL_FIELDS]
-    out = [float(v) for v in values]
-    if len(out) != 6:
-        raise ValueError(f"expected 6 signal values, got {len(out)}")
-    return out
+    return [float(v) for v in values]
 
 
 def weights_grid(
@@ -60,3 +68,14 @@ def configs(config: Any) -> tuple[Any, Any]:
     if config is None:
         return RetrievalConfig(), DecayConfig()
     return config.retrieval, config.decay
+
+
+def engine_config(name: str, value: Any) -> Any:
+    """``value`` when it is an ``EmotionalMemoryConfig``, else a ``TypeError`` naming
+    ``name`` (and, for a ``FitResult``, its ``.config``)."""
+    from emotional_memory.engine import EmotionalMemoryConfig
+
+    if isinstance(value, EmotionalMemoryConfig):
+        return value
+    hint = " (for a FitResult pass its .config)" if hasattr(value, "config") else ""
+    raise TypeError(f"{name} must be an EmotionalMemoryConfig, got {type(value).__name__}{hint}")

@@ -127,7 +127,15 @@ def label_tag(tag: _Tag, dominance: float | None = None) -> _Tag:
 
     Returns:
         The labelled copy (``tag`` itself is unchanged).
+
+    Raises:
+        TypeError: If ``tag`` has no ``CoreAffect`` ``core_affect`` to label (e.g. a
+            bare ``CoreAffect``: use :func:`categorize_affect`).
     """
+    if not isinstance(getattr(tag, "core_affect", None), CoreAffect) or not hasattr(
+        tag, "model_copy"
+    ):
+        raise TypeError(f"tag must be an EmotionalTag, got {type(tag).__name__}")
     if dominance is None and tag.mood_snapshot is not None:
         dominance = tag.mood_snapshot.dominance
     label = categorize_affect(tag.core_affect, dominance=dominance)

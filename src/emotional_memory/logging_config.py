@@ -23,13 +23,17 @@ _LEVEL_ENV = "EMOTIONAL_MEMORY_LOG_LEVEL"
 _HANDLER_MARK = "_emotional_memory_handler"
 # Attributes every LogRecord has; anything else came from ``extra=`` and is kept.
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+# The JSON line's own fields: an ``extra=`` field of the same name must not replace them.
+_RECORD_FIELDS = frozenset({"timestamp", "level", "logger", "message", "exc_info",
+                            "stack_info"})
 
 
 class JsonFormatter(logging.Formatter):
     """Formats a record as one line of JSON.
 
     Fields: ``timestamp`` (ISO 8601, UTC), ``level``, ``logger``, ``message``, plus
-    ``exc_info`` / ``stack_info`` when present and any ``extra=`` fields. Objects JSON
+    ``exc_info`` / ``stack_info`` when present and any ``extra=`` fields (one named like
+    a record field, e.g. ``level``, is written as ``extra_level``). Objects JSON
     cannot hold are written as ``str(value)``; so is an ``extra=`` field JSON cannot
     encode as given (a NaN or infinite float, a dict with non-string keys, a cycle),
     so every line is strict JSON.
@@ -56,7 +60,7 @@ class JsonFormatter(logging.Formatter):
             payload["stack_info"] = self.formatStack(record.stack_info)
         for key, value in vars(record).items():
             if key not in _STANDARD_ATTRS and not key.startswith("_"):
-                payload[key] = value
+                payload[f"extra_{key}" if key in _RECORD_FIELDS else key] = value
         try:
             return json.dumps(payload, default=str, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError):

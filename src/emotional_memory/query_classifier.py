@@ -243,7 +243,8 @@ class LLMQueryClassifier:
             cache_size: Maximum number of successful answers kept in the LRU cache,
                 keyed by query string; ``0`` disables caching.
             fallback_on_error: If true, any failure yields ``default_type``;
-                otherwise a ``ValueError`` is raised.
+                otherwise the callable's own exception propagates unchanged, and an
+                answer that cannot be parsed raises ``ValueError``.
             default_type: Type returned on failure; must be in :data:`QUERY_TYPES`.
 
         Raises:

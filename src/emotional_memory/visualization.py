@@ -27,8 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from emotional_memory._extras import install_hint
-from emotional_memory._validation import weight_vector
+from emotional_memory._validation import finite, in_range, weight_vector
+from emotional_memory._viz_model import DEFAULT_MOODS as _DEFAULT_MOODS
 from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
+from emotional_memory._viz_model import engine_config as _engine_config
 from emotional_memory._viz_model import six_values as _six
 from emotional_memory._viz_model import weights_grid as _weights_grid
 
@@ -81,13 +83,6 @@ _APPRAISAL_FIELDS = (
     "norm_congruence",
     "self_relevance",
 )
-_DEFAULT_MOODS: dict[str, tuple[float, float]] = {
-    "calm +": (0.6, 0.2),
-    "excited +": (0.6, 0.9),
-    "neutral": (0.0, 0.3),
-    "sad -": (-0.6, 0.2),
-    "anxious -": (-0.6, 0.9),
-}
 
 
 def _require_matplotlib() -> None:
@@ -145,7 +140,7 @@ def plot_circumplex(
 
     Raises:
         TypeError: For an item that is neither a memory nor a tuple.
-        ValueError: For a tuple that does not hold three values.
+        ValueError: For a tuple that does not hold three finite values.
     """
     fig, axes = _figure(ax, (6.5, 5.0))
     points = []
@@ -166,8 +161,8 @@ def plot_circumplex(
                 f"memories[{i}] must be (valence, arousal, consolidation_strength), "
                 f"got {len(m)} values"
             )
-        v, a, c = m
-        points.append((float(v), float(a), float(c)))
+        valence, arousal, strength = (finite(f"memories[{i}]", x) for x in m)
+        points.append((valence, arousal, strength))
     axes.axhline(0.5, color="0.8", linewidth=0.8, zorder=0)
     axes.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
     if points:
@@ -217,12 +212,17 @@ def plot_decay_curves(
 
     Returns:
         The figure.
+
+    Raises:
+        ValueError: ``initial_strength`` outside [0, 1] (NaN included), or a decay
+            field, arousal or retrieval count the model refuses (named).
     """
     from emotional_memory.affect import AffectiveMomentum, CoreAffect
     from emotional_memory.decay import DecayConfig, compute_effective_strength_batch
     from emotional_memory.models import EmotionalTag
     from emotional_memory.mood import MoodField
 
+    initial_strength = in_range("initial_strength", initial_strength, 0.0, 1.0)
     config = DecayConfig(
         base_decay=base_decay,
         arousal_modulation=arousal_modulation,
@@ -333,7 +333,7 @@ def plot_retrieval_radar(
         ValueError: When the number of values and labels differ, there is no value,
             or a value is outside [0, 1] (NaN included), as in the original.
     """
-    values = _six(scores) if not isinstance(scores, Sequence) else [float(s) for s in scores]
+    values = _six(scores)
     if len(values) != len(labels):
         raise ValueError(
             f"scores and labels must have the same length, got {len(values)} and {len(labels)}"
@@ -367,7 +367,7 @@ def plot_mood_evolution(
         The figure.
 
     Raises:
-        ValueError: For a tuple that does not hold four values.
+        ValueError: For a tuple that does not hold four values, or a NaN / inf.
         TypeError: When datetimes and numbers are mixed as times.
     """
     rows: list[tuple[Any, float, float, float]] = []
@@ -379,8 +379,9 @@ def plot_mood_evolution(
                 raise ValueError(
                     f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
                 )
-            t, v, a, d = h
-            rows.append((t, float(v), float(a), float(d)))
+            t = h[0] if isinstance(h[0], datetime) else finite(f"history[{i}]", h[0])
+            v, a, d = (finite(f"history[{i}]", x) for x in h[1:])
+            rows.append((t, v, a, d))
     if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
         raise TypeError("history times must be all datetimes or all numbers (seconds)")
     fig, axes = _figure(ax, (9.0, 4.5))
@@ -471,8 +472,8 @@ def plot_resonance_network(
         links: :class:`~emotional_memory.models.ResonanceLink` objects, or
             :class:`~emotional_memory.models.Memory` objects (their tags' links are
             drawn, and every memory is a node).
-        node_labels: Optional ``memory id -> label`` (default: the first 8 characters of
-            the id, or of the content for memories).
+        node_labels: Optional ``memory id -> label`` (default: the first 16 characters
+            of the content for memories, the first 8 of the id for other nodes).
         ax: Axes to draw into (default: a new figure).
         title: Axes title.
 
@@ -583,7 +584,7 @@ def plot_appraisal_radar(
         raw = [float(v) for v in appraisal.values()]
         ranges = [None] * len(raw)
     elif all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS) or (
-        isinstance(appraisal, Sequence) and not isinstance(appraisal, str)
+        isinstance(appraisal, Sequence | np.ndarray) and not isinstance(appraisal, str)
     ):
         if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
             raw = [float(getattr(appraisal, f)) for f in _APPRAISAL_FIELDS]
@@ -634,6 +635,7 @@ def plot_fitted_weights(
         baseline, solid bars the fitted weights.
 
     Raises:
+        TypeError: When ``fitted`` or ``baseline`` is not an ``EmotionalMemoryConfig``.
         ValueError: When ``moods`` is empty.
     """
     from emotional_memory.engine import EmotionalMemoryConfig
@@ -641,7 +643,8 @@ def plot_fitted_weights(
     from emotional_memory.retrieval import mood_weights
     from emotional_memory.scoring_config import params_from_config
 
-    base_cfg = baseline if baseline is not None else EmotionalMemoryConfig()
+    fitted = _engine_config("fitted", fitted)
+    base_cfg = EmotionalMemoryConfig() if baseline is None else _engine_config("baseline", baseline)
     chosen = dict(moods) if moods is not None else dict(_DEFAULT_MOODS)
     if not chosen:
         raise ValueError("moods must hold at least one mood, got an empty mapping")
@@ -709,9 +712,17 @@ def plot_learning_curves(
 
     Returns:
         The figure; a dotted line marks the kept step of a ``FitResult``.
+
+    Raises:
+        TypeError: When ``history`` is neither a ``FitResult`` nor a mapping.
     """
     best = getattr(history, "best_step", None)
     series: Mapping[str, Sequence[float]] = getattr(history, "history", history)
+    if not isinstance(series, Mapping):
+        raise TypeError(
+            "history must be a FitResult or a mapping of series name to values, got "
+            f"{type(history).__name__}"
+        )
     # every series converted first: a bad one leaves a given Axes untouched
     arrays = {name: np.asarray(list(values), dtype=float) for name, values in series.items()}
     fig, axes = _figure(ax, (8.0, 4.5))

@@ -78,3 +78,22 @@ def test_categorize_dominance_still_splits_fear_and_anger() -> None:
     assert categorize_affect(FEAR, dominance=0.49).primary == "fear"
     assert categorize_affect(FEAR, dominance=0.5).primary == "anger"
     assert categorize_affect(FEAR, dominance=3).primary == "anger"
+
+
+@pytest.mark.parametrize("tag", [None, AFFECT, "tag"], ids=["None", "CoreAffect", "str"])
+def test_label_tag_names_an_argument_that_is_not_a_tag(tag: Any) -> None:
+    """AttributeError: 'CoreAffect' object has no attribute 'mood_snapshot'."""
+    from emotional_memory.categorize import label_tag
+
+    with pytest.raises(TypeError, match=r"tag must be an EmotionalTag, got "):
+        label_tag(tag)
+
+
+def test_label_tag_still_labels_a_tag() -> None:
+    from emotional_memory.categorize import label_tag
+    from emotional_memory.models import make_emotional_tag
+
+    tag = make_emotional_tag(FEAR, AffectiveMomentum.zero(), MOOD, 0.5, now=T0)
+    assert label_tag(tag).emotion_label == categorize_affect(FEAR, dominance=0.5)
+    assert label_tag(tag, dominance=0.0).emotion_label == categorize_affect(FEAR)
+    assert tag.emotion_label is None

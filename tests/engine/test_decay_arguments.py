@@ -46,3 +46,22 @@ def test_valid_calls_agree() -> None:
     assert compute_effective_strength(TAG, NOW) == one
     assert compute_effective_strength_batch([TAG, TAG], NOW).tolist() == [one, one]
     assert compute_effective_strength_batch([], NOW).shape == (0,)
+
+
+def _tag(consolidation: float, arousal: float) -> Any:
+    return TAG.model_copy(update={
+        "consolidation_strength": consolidation,
+        "core_affect": TAG.core_affect.model_copy(update={"arousal": arousal}),
+        "timestamp": NOW,
+    })
+
+
+@pytest.mark.parametrize("arousal", [0.0, 0.5, 0.9])
+def test_zero_consolidation_stays_zero_where_the_power_law_overflows(arousal: float) -> None:
+    # age 0 counts as min_seconds < 1: min_seconds ** -(rate * power) overflows to inf,
+    # and 0 * inf was NaN. docs/behaviour.md §3: s = clamp(c * t ** -x, 0, c) = 0 for c = 0.
+    cfg = DecayConfig(base_decay=1000.0, min_seconds=1e-3, power=2.0)
+    zero, one = _tag(0.0, arousal), _tag(1.0, arousal)
+    assert compute_effective_strength(zero, NOW, cfg) == 0.0
+    assert compute_effective_strength(one, NOW, cfg) == 1.0  # clamped to c, as before
+    assert compute_effective_strength_batch([zero, one], NOW, cfg).tolist() == [0.0, 1.0]

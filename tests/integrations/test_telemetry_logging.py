@@ -377,3 +377,16 @@ def test_bad_level_in_the_environment_is_named(
     assert clean_logger.handlers == handlers  # nothing changed
     with pytest.raises(ValueError, match=r"^unknown log level 'LOUD'$"):
         configure_logging("LOUD", stream=io.StringIO())  # an argument: no variable named
+
+
+def test_json_extra_fields_never_replace_the_record_fields(clean_logger: logging.Logger) -> None:
+    """``extra={"level": "db"}`` wrote "level": "db": a collector lost the severity."""
+    buf = io.StringIO()
+    configure_logging("info", json_format=True, stream=buf)
+    extra = {"level": "db", "logger": "pool", "timestamp": 0, "memory_id": "m1"}
+    logging.getLogger("emotional_memory.engine").error("disk full", extra=extra)
+    line = _strict_json(buf.getvalue())
+    assert line["level"] == "ERROR" and line["logger"] == "emotional_memory.engine"
+    assert line["message"] == "disk full" and line["timestamp"].endswith("+00:00")
+    assert line["extra_level"] == "db" and line["extra_logger"] == "pool"
+    assert line["extra_timestamp"] == 0 and line["memory_id"] == "m1"

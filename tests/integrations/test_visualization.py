@@ -309,3 +309,66 @@ def test_circumplex_names_a_point_it_cannot_read(engine: EmotionalMemory) -> Non
     rows = np.array([[0.1, 0.5, 0.5], [-0.4, 0.8, 0.9]])  # array rows are points too
     fig = viz.plot_circumplex(rows)
     np.testing.assert_allclose(fig.axes[0].collections[0].get_offsets(), rows[:, :2])
+
+
+def test_fitted_weights_names_an_argument_that_is_not_a_config() -> None:
+    """A FitResult (or None) failed with AttributeError: no attribute 'retrieval'."""
+    from emotional_memory.learn.training import FitResult
+    from emotional_memory.scoring_config import params_from_config
+
+    config = EmotionalMemoryConfig()
+    result = FitResult(config=config, params=params_from_config(config.retrieval, config.decay))
+    with pytest.raises(TypeError, match=r"fitted must be an EmotionalMemoryConfig.*\.config"):
+        viz.plot_fitted_weights(result)
+    with pytest.raises(TypeError, match="fitted must be an EmotionalMemoryConfig, got NoneType"):
+        viz.plot_fitted_weights(None)
+    with pytest.raises(TypeError, match="baseline must be an EmotionalMemoryConfig, got dict"):
+        viz.plot_fitted_weights(result.config, {"retrieval": {}})
+
+
+@pytest.mark.parametrize("history", [None, 3.0, [0.5, 0.4]], ids=["None", "float", "list"])
+def test_learning_curves_names_a_history_it_cannot_read(history: Any) -> None:
+    """None failed with AttributeError: 'NoneType' object has no attribute 'items'."""
+    with pytest.raises(TypeError, match="history must be a FitResult or a mapping"):
+        viz.plot_learning_curves(history)
+
+
+@pytest.mark.parametrize("strength", [1.5, -0.1, float("nan")])
+def test_decay_curves_name_initial_strength(strength: float) -> None:
+    """The error named the tag's consolidation_strength, not the argument given."""
+    with pytest.raises(ValueError, match="initial_strength"):
+        viz.plot_decay_curves(initial_strength=strength)
+
+
+def test_radars_take_arrays_as_they_take_lists() -> None:
+    """An array of five scores with five labels was refused: 'expected 6 signal values';
+    an array of five appraisal values: 'appraisal must be AppraisalVector, ...'."""
+    scores, labels = [0.1, 0.2, 0.3, 0.4, 0.5], list("abcde")
+    as_list = viz.plot_retrieval_radar(scores, labels).axes[0].get_lines()[0].get_ydata()
+    as_array = viz.plot_retrieval_radar(np.array(scores), labels).axes[0].get_lines()[0]
+    np.testing.assert_array_equal(as_array.get_ydata(), as_list)
+    with pytest.raises(ValueError, match="scores must be in"):
+        viz.plot_retrieval_radar(np.array([0.1, 0.2, 0.3, 0.4, 0.5, 2.0]))
+    appraisal = [0.0, 0.5, 0.5, -0.5, 1.0]
+    drawn = viz.plot_appraisal_radar(appraisal).axes[0].get_lines()[0].get_ydata()
+    from_array = viz.plot_appraisal_radar(np.array(appraisal)).axes[0].get_lines()[0]
+    np.testing.assert_array_equal(from_array.get_ydata(), drawn)
+    np.testing.assert_allclose(drawn[:5], [0.5, 0.75, 0.5, 0.25, 1.0])
+
+
+def test_resonance_network_labels_memories_as_documented(engine: EmotionalMemory) -> None:
+    memories = engine.list_all()
+    fig = viz.plot_resonance_network(memories)
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {m.content[:16] for m in memories} <= texts
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_points_that_cannot_be_drawn_are_named(bad: float) -> None:
+    """A NaN / inf point was left out of the figure without a word."""
+    with pytest.raises(ValueError, match=r"memories\[1\]"):
+        viz.plot_circumplex([(0.1, 0.5, 0.5), (0.2, bad, 0.5)])
+    with pytest.raises(ValueError, match=r"history\[1\]"):
+        viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2, 0.5, bad)])
+    with pytest.raises(ValueError, match=r"history\[0\]"):
+        viz.plot_mood_evolution([(bad, 0.1, 0.5, 0.4)])

@@ -136,9 +136,11 @@ def effective_strength(
         0.0, base_decay * (1.0 - modulation * arousal) / (1.0 + boost * retrieval_count)
     )
     positive = elapsed > 0
-    safe_elapsed = jnp.where(positive, elapsed, 1.0)
     # elapsed <= 0 only happens with min_seconds <= 0; the power law then diverges
-    # and the clip below would return the consolidation strength anyway.
+    # and the clip below would return the consolidation strength anyway. A zero
+    # consolidation is 0 at any age: its power term may overflow to inf (an age
+    # below 1 s, a steep law) and 0 * inf is NaN, so it is taken at age 1.
+    safe_elapsed = jnp.where(positive & (consolidation > 0), elapsed, 1.0)
     decayed = jnp.where(positive, consolidation * safe_elapsed ** (-rate * power), consolidation)
     strength = jnp.clip(decayed, 0.0, consolidation)
     floored = jnp.maximum(strength, jnp.minimum(floor_value, consolidation))
