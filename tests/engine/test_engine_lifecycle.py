@@ -21,6 +21,7 @@ from emotional_memory import (
     InMemoryAffectiveStateStore,
     InMemoryStore,
     MoodDecayConfig,
+    SQLiteAffectiveStateStore,
     SQLiteStore,
     categorize_affect,
     consolidation_strength,
@@ -356,6 +357,27 @@ def test_context_manager_closes_store(tmp_path: Any) -> None:
         engine.encode("x")
     assert spy.closed_count == 1
     assert ClosingStateStore.closed == 1
+
+
+@pytest.mark.parametrize("memory_store", [InMemoryStore, SQLiteStore])
+def test_a_view_made_before_close_fails_as_the_root_does(memory_store: Any) -> None:
+    """The root engine's close closes the state store its views write through: a view
+    then fails with the root's clear error, naming the closed store, nothing changed."""
+    store = memory_store()
+    engine = make(store=store, state_store=SQLiteAffectiveStateStore())[0]
+    view = engine.scoped("alice")
+    engine.close()
+    for who in (engine, view):
+        state = who.get_state().snapshot()
+        for name, args in (("set_affect", (CoreAffect(valence=0.3, arousal=0.4),)),
+                           ("persist_state", ()), ("observe", ("x",))):
+            with pytest.raises(ValueError, match="is closed"):
+                getattr(who, name)(*args)
+        assert who.get_state().snapshot() == state
+    if memory_store is InMemoryStore:
+        with pytest.raises(ValueError, match="SQLiteAffectiveStateStore is closed"):
+            view.encode("hello")
+        assert len(store) == 0
 
 
 def test_delete_removes_backward_links_to_the_deleted_memory() -> None:

@@ -16,7 +16,7 @@ from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
 from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
-from emotional_memory.stores.base import PagingStore
+from emotional_memory.stores.base import Now, PagingStore
 from emotional_memory.telemetry import traced
 
 
@@ -232,9 +232,22 @@ class RecordsMixin(EngineCore):
 
         Returns:
             One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
-            :meth:`import_memories`.
+            :meth:`import_memories`. Links to memories this view no longer sees
+            (expired ones) are left out, as ``prune`` would drop them.
         """
-        return [m.model_dump(mode="json") for m in self._view(None, parse_where(where)).list_all()]
+        parsed = parse_where(where)
+        now = Now(self._now)  # one time for both reads, read only if expiry is checked
+        memories = self._view(now, parsed).list_all()
+        ids = {m.id for m in memories}
+        outside = list(dict.fromkeys(
+            lk.target_id for m in memories for lk in m.tag.resonance_links
+            if lk.target_id not in ids
+        ))
+        if outside and parsed is not None:  # memories the filter left out are still seen
+            ids.update(m.id for m in self._view(now).memories(outside))
+        if outside:
+            memories = [_links_within(m, ids) for m in memories]
+        return [m.model_dump(mode="json") for m in memories]
 
     @_synchronized
     def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
@@ -396,6 +409,17 @@ class RecordsMixin(EngineCore):
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"
                     )
+
+
+def _links_within(memory: Memory, ids: set[str]) -> Memory:
+    """``memory`` without its links to targets outside ``ids`` (itself when none)."""
+    links = memory.tag.resonance_links
+    kept = [lk for lk in links if lk.target_id in ids]
+    if len(kept) == len(links):
+        return memory
+    return memory.model_copy(
+        update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
+    )
 
 
 def _non_negative(name: str, value: object) -> int:

@@ -76,6 +76,10 @@ class SQLiteAffectiveStateStore:
     Thread-safe (a lock guards the connection).
     """
 
+    # the store a scoped() twin was made from (None: this is one): closing either
+    # closes both, and both then raise the same "closed" error
+    _origin: SQLiteAffectiveStateStore | None = None
+
     def __init__(
         self,
         path: str | os.PathLike[str] = ":memory:",
@@ -161,7 +165,7 @@ class SQLiteAffectiveStateStore:
         """
         if self._shared is not None:
             return self if self._shared is store else None
-        if not isinstance(store, SQLiteStore) or store.closed or self._conn is None:
+        if not isinstance(store, SQLiteStore) or store.closed or self._closed:
             return None
         if not _same_file(self._path, store.path):
             return None
@@ -180,6 +184,7 @@ class SQLiteAffectiveStateStore:
         """
         twin = copy.copy(self)
         twin._key = scoped_key(self._key, path)
+        twin._origin = self._origin or self
         return twin
 
     @property
@@ -300,6 +305,8 @@ class SQLiteAffectiveStateStore:
 
     def close(self) -> None:
         """Close the connection (idempotent); a shared store's connection stays open."""
+        if self._origin is not None:
+            self._origin.close()
         with self._lock:
             if self._conn is not None and self._shared is None:
                 self._conn.close()
@@ -322,12 +329,18 @@ class SQLiteAffectiveStateStore:
         """Context-manager exit: :meth:`close`."""
         self.close()
 
+    @property
+    def _closed(self) -> bool:
+        """Whether this store (or the one its scoped twin was made from) is closed."""
+        return self._conn is None or (self._origin is not None and self._origin._conn is None)
+
     def _connection(self) -> sqlite3.Connection:
-        if self._conn is None:
+        conn = self._conn
+        if conn is None or self._closed:
             raise ValueError("the SQLiteAffectiveStateStore is closed")
         if self._shared is not None:
             return self._shared._connection()
-        return self._conn
+        return conn
 
     def _transaction(self) -> AbstractContextManager[None]:
         if self._shared is not None:
