@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import jax
@@ -17,6 +16,7 @@ from emotional_memory.kernel import (
     spreading_activation_dense,
     stable_rank,
 )
+from support.kernel_banks import oracle_activation
 
 # --------------------------------------------------------------------------- activation
 
@@ -31,26 +31,6 @@ def dense_graph(
             targets[src, j] = t
             strengths[src, j] = s
     return targets, strengths
-
-
-def oracle_activation(
-    seeds: set[int], links: dict[int, list[tuple[int, float]]], hops: int
-) -> dict[int, float]:
-    """SPEC 5 spreading_activation written literally over dicts."""
-    result: dict[int, float] = {}
-    wave = {s: 1.0 for s in seeds}
-    for _ in range(hops):
-        nxt: dict[int, float] = {}
-        for node, act in wave.items():
-            for target, strength in links.get(node, []):
-                if target in seeds:
-                    continue
-                spread = act * strength
-                nxt[target] = max(nxt.get(target, -math.inf), spread)
-        for target, value in nxt.items():
-            result[target] = max(result.get(target, -math.inf), min(1.0, value))
-        wave = nxt
-    return result
 
 
 GRAPH_NODES = 9

@@ -5,7 +5,6 @@ inside JAX's local x64 context; the global flag is never touched.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import equinox as eqx
@@ -35,10 +34,10 @@ from support.kernel_banks import (
     SMOOTH_LEAVES,
     SPEC_BASE_WEIGHTS,
     SPEC_DECAY,
-    SQRT6,
     _score_bank_jit,
     default_params,
     edge_bank,
+    oracle_signals,
     oracle_weights,
     params_variant,
     random_bank,
@@ -46,50 +45,6 @@ from support.kernel_banks import (
 )
 
 # --------------------------------------------------------------------------- oracle
-
-
-def oracle_signals(
-    query: QueryFeatures, cols: MemoryColumns, i: int, decay: dict[str, float]
-) -> list[float]:
-    """SPEC 4 signals for row ``i`` in plain Python floats (independent of the kernel)."""
-    qe = [float(x) for x in np.asarray(query.embedding)]
-    me = [float(x) for x in np.asarray(cols.embedding)[i]]
-
-    def norm(v: list[float]) -> float:
-        return math.sqrt(sum(x * x for x in v))
-
-    if any(math.isnan(x) for x in qe + me) or norm(qe) == 0 or norm(me) == 0:
-        s1 = 0.0
-    else:
-        s1 = sum(a * b for a, b in zip(qe, me, strict=True)) / (norm(qe) * norm(me))
-
-    def prox(a: Any, b: Any) -> float:
-        dist = math.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b, strict=True)))
-        return max(0.0, 1.0 - dist / SQRT6)
-
-    s2 = prox(query.mood, np.asarray(cols.mood)[i])
-    s3 = prox(query.affect, np.asarray(cols.affect)[i])
-    vq = [float(x) for x in np.asarray(query.velocity)]
-    vm = [float(x) for x in np.asarray(cols.velocity)[i]]
-    if norm(vq) < 1e-12 or norm(vm) < 1e-12:
-        s4 = 0.5
-    else:
-        s4 = (sum(a * b for a, b in zip(vq, vm, strict=True)) / (norm(vq) * norm(vm)) + 1) / 2
-    a = float(np.asarray(cols.affect)[i, 1])
-    c = float(np.asarray(cols.consolidation)[i])
-    elapsed = max(float(np.asarray(cols.age_seconds)[i]), decay["min_seconds"])
-    rate = max(
-        0.0,
-        decay["base_decay"]
-        * (1 - decay["arousal_modulation"] * a)
-        / (1 + decay["retrieval_boost"] * float(np.asarray(cols.retrieval_count)[i])),
-    )
-    s = c * elapsed ** (-rate * decay["power"])
-    s = min(max(s, 0.0), c)
-    if a >= decay["floor_arousal_threshold"]:
-        s = max(s, min(decay["floor_value"], c))
-    s6 = float(np.asarray(cols.activation)[i])
-    return [s1, s2, s3, s4, s, s6]
 
 
 def test_oracle_agrees_on_edge_bank_x64() -> None:

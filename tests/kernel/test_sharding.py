@@ -5,7 +5,9 @@ Python process with ``--xla_force_host_platform_device_count=8`` on the CPU; it 
 a JSON report that this test checks: the sharded top-k equals the single-device
 ``score_batch`` (same indices exactly, scores to 1e-6), for host-placed and
 pre-sharded banks, a bank size that is not a multiple of 8, ties, an ablation mask,
-and a k larger than the rows of one shard.
+and a k larger than the rows of one shard; a bank of fewer rows than devices with k
+above it; and the one-query ``score_bank`` / ``retrieval_plan`` on rows placed over the
+8 devices (GSPMD) answering as on one.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ SCRIPT = textwrap.dedent(
     from emotional_memory.kernel import MemoryColumns, QueryFeatures
     from emotional_memory.kernel.chunked_topk import score_batch
     from emotional_memory.kernel.sharding import (
-        memory_mesh, score_batch_sharded, shard_columns,
+        MEMORY_AXIS, memory_mesh, score_batch_sharded, shard_columns,
     )
     from emotional_memory.retrieval import RetrievalConfig
     from emotional_memory.scoring_config import params_from_config
@@ -110,6 +112,37 @@ SCRIPT = textwrap.dedent(
         # query 0 has no embedding: the tied rows win there and cross the shard edge
         case["ties_present"] = len(tied & set(s_idx[0].tolist())) >= min(k, len(tied)) // 2
         report["cases"].append(case)
+    # Fewer rows than devices, and k above the whole bank: every row, then -1 / -inf.
+    tiny = bank(3, 16)
+    qs = queries(4, 16)
+    single = score_batch(params, qs, tiny, 10, chunk_size=4)
+    host = score_batch_sharded(params, qs, tiny, 10, chunk_size=4)
+    report["tiny_same_indices"] = bool(np.array_equal(np.asarray(host[0]), np.asarray(single[0])))
+    report["tiny_found"] = int(np.sum(np.asarray(host[0]) >= 0, axis=1).max())
+
+    # The one-query kernel under GSPMD: rows placed over the 8 devices, same answers.
+    from jax.sharding import NamedSharding, PartitionSpec as P
+    from emotional_memory.kernel import score_bank
+    from emotional_memory.kernel.plan import retrieval_plan
+    n = 64
+    cols = bank(n, 16)
+    q1 = jax.tree.map(lambda x: x[1], queries(2, 16))
+    targets = rng.integers(-1, n, (n, 4)).astype(np.int32)
+    strengths = np.where(targets >= 0, rng.uniform(0.1, 0.9, (n, 4)), 0.0).astype(f32)
+    rows = NamedSharding(mesh, P(MEMORY_AXIS))
+    placed = [jax.device_put(x, rows) for x in (cols, targets, strengths)]
+    one = jax.jit(score_bank)(params, q1, cols)
+    spread = jax.jit(score_bank)(params, q1, placed[0])
+    plan = dict(top_k=5, hops=2, spread=True)
+    ref = retrieval_plan(params, q1, cols, targets, strengths, **plan)
+    got = retrieval_plan(params, q1, *placed, **plan)
+    report["gspmd_shards"] = len(placed[0].embedding.addressable_shards)
+    report["gspmd_score_diff"] = float(np.max(np.abs(
+        np.asarray(one.totals) - np.asarray(spread.totals))[np.asarray(cols.valid)]))
+    report["gspmd_plan_same"] = all(
+        bool(np.array_equal(np.asarray(getattr(ref, name)), np.asarray(getattr(got, name))))
+        for name in ("order1", "seeds", "reached", "order2"))
+    report["gspmd_plan_reached"] = bool(np.asarray(ref.reached).any())
     print("REPORT" + json.dumps(report))
     """
 )
@@ -135,6 +168,10 @@ def test_sharded_scorer_equals_single_device_on_8_host_devices() -> None:
             assert case[name + "_max_score_diff"] <= 1e-6, case
         assert case["valid_only"], case
         assert case["ties_ranked"] and case["ties_present"], case
+    assert report["tiny_same_indices"] and report["tiny_found"] == 3, report
+    assert report["gspmd_shards"] == 8, report
+    assert report["gspmd_score_diff"] <= 1e-6, report
+    assert report["gspmd_plan_same"] and report["gspmd_plan_reached"], report
 
 
 def test_memory_mesh_single_process() -> None:

@@ -315,5 +315,69 @@ def oracle_weights(mood_valence: float, mood_arousal: float, base: list[float]) 
     return [x / total for x in w] if total > 0 else [1 / 6] * 6
 
 
+def oracle_signals(
+    query: QueryFeatures, cols: MemoryColumns, i: int, decay: dict[str, float]
+) -> list[float]:
+    """SPEC 4 signals for row ``i`` in plain Python floats (independent of the kernel)."""
+    qe = [float(x) for x in np.asarray(query.embedding)]
+    me = [float(x) for x in np.asarray(cols.embedding)[i]]
+
+    def norm(v: list[float]) -> float:
+        return math.sqrt(sum(x * x for x in v))
+
+    if any(math.isnan(x) for x in qe + me) or norm(qe) == 0 or norm(me) == 0:
+        s1 = 0.0
+    else:
+        s1 = sum(a * b for a, b in zip(qe, me, strict=True)) / (norm(qe) * norm(me))
+
+    def prox(a: Any, b: Any) -> float:
+        dist = math.sqrt(sum((float(x) - float(y)) ** 2 for x, y in zip(a, b, strict=True)))
+        return max(0.0, 1.0 - dist / SQRT6)
+
+    s2 = prox(query.mood, np.asarray(cols.mood)[i])
+    s3 = prox(query.affect, np.asarray(cols.affect)[i])
+    vq = [float(x) for x in np.asarray(query.velocity)]
+    vm = [float(x) for x in np.asarray(cols.velocity)[i]]
+    if norm(vq) < 1e-12 or norm(vm) < 1e-12:
+        s4 = 0.5
+    else:
+        s4 = (sum(a * b for a, b in zip(vq, vm, strict=True)) / (norm(vq) * norm(vm)) + 1) / 2
+    a = float(np.asarray(cols.affect)[i, 1])
+    c = float(np.asarray(cols.consolidation)[i])
+    elapsed = max(float(np.asarray(cols.age_seconds)[i]), decay["min_seconds"])
+    rate = max(
+        0.0,
+        decay["base_decay"]
+        * (1 - decay["arousal_modulation"] * a)
+        / (1 + decay["retrieval_boost"] * float(np.asarray(cols.retrieval_count)[i])),
+    )
+    s = c * elapsed ** (-rate * decay["power"])
+    s = min(max(s, 0.0), c)
+    if a >= decay["floor_arousal_threshold"]:
+        s = max(s, min(decay["floor_value"], c))
+    s6 = float(np.asarray(cols.activation)[i])
+    return [s1, s2, s3, s4, s, s6]
+
+
+def oracle_activation(
+    seeds: set[int], links: dict[int, list[tuple[int, float]]], hops: int
+) -> dict[int, float]:
+    """SPEC 5 spreading_activation written literally over dicts."""
+    result: dict[int, float] = {}
+    wave = {s: 1.0 for s in seeds}
+    for _ in range(hops):
+        nxt: dict[int, float] = {}
+        for node, act in wave.items():
+            for target, strength in links.get(node, []):
+                if target in seeds:
+                    continue
+                spread = act * strength
+                nxt[target] = max(nxt.get(target, -math.inf), spread)
+        for target, value in nxt.items():
+            result[target] = max(result.get(target, -math.inf), min(1.0, value))
+        wave = nxt
+    return result
+
+
 SMOOTH_LEAVES = ("base_weights", "gates", "decay", "distance_scale", "signal_scale",
                  "signal_shift")

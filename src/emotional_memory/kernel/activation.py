@@ -59,7 +59,9 @@ def spreading_activation_dense(
         active = live & wave_reached[:, None]
         if one_hot is not None:
             hit = one_hot & active[:, :, None]
-            new_value = jnp.max(jnp.where(hit, spread[:, :, None], -jnp.inf), axis=(0, 1))
+            # initial: an empty bank or rows without link slots reduce over nothing
+            new_value = jnp.max(jnp.where(hit, spread[:, :, None], -jnp.inf), axis=(0, 1),
+                                initial=-jnp.inf)
             new_reached = jnp.any(hit, axis=(0, 1))
         else:
             contrib = jnp.where(active, spread, -jnp.inf).ravel()

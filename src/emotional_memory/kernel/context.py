@@ -76,7 +76,7 @@ def context_signal(
     safe = jnp.where(inside, idx, 0)
     present = inside & jnp.asarray(valid)[safe] & jnp.asarray(valid)[:, None]
     values = jnp.where(present, lent[safe], -jnp.inf)
-    best = jnp.max(values, axis=-1)
+    best = jnp.max(values, axis=-1, initial=-jnp.inf)  # K = 0: no neighbour slots
     any_present = jnp.any(present, axis=-1)
     # rows without a neighbour: 0 (their -inf maximum never reaches the gradient)
     return jnp.where(any_present, best, 0.0).astype(lent.dtype)

@@ -95,7 +95,7 @@ def lexical_signal(
         (N,) values in [0, 1]; padding rows 0.
     """
     scores = jnp.where(valid, bm25(k1, b, lex), 0.0)
-    top = jnp.max(scores)
+    top = jnp.max(scores, initial=-jnp.inf)  # an empty bank: not ok, every row 0
     ok = top > 0
     ratio = scores / jnp.where(ok, top, 1.0)
     # XLA may compute the division as a product with the reciprocal (not correctly

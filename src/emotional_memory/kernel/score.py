@@ -53,8 +53,14 @@ def weighted_total(
     Returns:
         (...) weighted totals, e.g. (N,).
     """
+    size = raw.shape[-1]
+    count = size if terms is None else terms
+    if not 0 <= count <= size:  # an index past S would be clamped to the last signal
+        raise ValueError(f"terms must lie in [0, {size}], got {terms}")
+    if count == 0:
+        return jnp.zeros(raw.shape[:-1], jnp.result_type(weights, raw))
     total = weights[0] * raw[..., 0]
-    for i in range(1, raw.shape[-1] if terms is None else terms):
+    for i in range(1, count):
         total = total + weights[i] * raw[..., i]
     return total
 
