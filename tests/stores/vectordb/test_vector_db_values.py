@@ -1,0 +1,42 @@
+"""QdrantStore (local mode on disk) and ChromaStore (the session's ``chroma run``
+server) with values the engine never writes but a store's own caller may: each is
+kept as the in-memory store keeps it, or refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from emotional_memory.filters import parse_where
+from emotional_memory.stores.base import Selection
+from support.backends import Backend, oracle_store
+from support.memories import basic_memory as mem
+from support.memories import memory_key as key
+
+
+@pytest.fixture(params=["qdrant", "chroma"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """Qdrant (local mode) or Chroma (the session's ``chroma run`` server) stores."""
+    opened = Backend(request.param, request)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_non_finite_metadata_comes_back_as_saved(backend: Backend) -> None:
+    """NaN and infinite metadata numbers (which the in-memory and SQLite stores keep)
+    were stored as null."""
+    store, oracle = backend.new(), oracle_store()
+    odd = mem("odd", [1.0, 0.0], metadata={
+        "nan": math.nan, "inf": math.inf, "deep": {"l": [-math.inf, 1, None]}})
+    for s in (store, oracle):
+        s.save(odd)
+    assert key(store.get(odd.id)) == key(oracle.get(odd.id)) == key(odd)
+    again = backend.reopen(store)
+    assert [key(m) for m in again.list_all()] == [key(odd)]
+    not_null = again.selected(Selection(where=parse_where({"nan": None})))
+    assert not_null.list_all() == []
