@@ -5,6 +5,7 @@ kept as the in-memory store keeps it, or refused before anything is written.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 
@@ -40,3 +41,22 @@ def test_non_finite_metadata_comes_back_as_saved(backend: Backend) -> None:
     assert [key(m) for m in again.list_all()] == [key(odd)]
     not_null = again.selected(Selection(where=parse_where({"nan": None})))
     assert not_null.list_all() == []
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_failed_write_keeps_the_memory_it_would_replace(
+    backend: Backend, embedded: bool
+) -> None:
+    """A replace that moves a memory between the collection of embedded memories and
+    the other one removed the old record before writing the new: a write the database
+    then refused (Chroma: a lone surrogate) lost the memory."""
+    store = backend.new()
+    old = mem("old", [1.0, 0.0] if embedded else None)
+    store.save(old)
+    bad = old.model_copy(update={"content": "bad \ud800",
+                                 "embedding": None if embedded else [1.0, 0.0]})
+    with contextlib.suppress(TypeError, ValueError):
+        store.update(bad)
+    if key(store.get(old.id)) != key(bad):  # refused: nothing changed
+        assert key(store.get(old.id)) == key(old)
+        assert [key(m) for m in store.list_all()] == [key(old)] and len(store) == 1

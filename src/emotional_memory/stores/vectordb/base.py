@@ -277,9 +277,11 @@ class VectorDBStore(BackendStore, ABC):
             raise KeyError(memory.id)
         seq = self._next_seq if old is None else old.seq
         data = dump_memory(memory)
+        # written before the old record (in the other collection) is removed: a write
+        # the database refuses leaves the memory as it was
         if embedding is None:
-            self._remove(True, [memory.id])
             self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
+            self._remove(True, [memory.id])
         else:
             if self._dim is None:
                 self._create_main(len(embedding))
@@ -287,8 +289,8 @@ class VectorDBStore(BackendStore, ABC):
             direction = _direction(embedding)
             novec = direction is None
             vector = direction if direction is not None else [1.0] + [0.0] * (self._dim - 1)
-            self._remove(False, [memory.id])
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
+            self._remove(False, [memory.id])
         if old is None:
             self._next_seq += 1
         if memory.expires_at is not None and self._may_expire is False:
