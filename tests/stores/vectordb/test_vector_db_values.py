@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from emotional_memory.filters import parse_where
+from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.models import Memory
 from emotional_memory.stores.base import Selection
 from support.backends import Backend, oracle_store
 from support.memories import basic_memory as mem
@@ -60,3 +62,36 @@ def test_a_failed_write_keeps_the_memory_it_would_replace(
     if key(store.get(old.id)) != key(bad):  # refused: nothing changed
         assert key(store.get(old.id)) == key(old)
         assert [key(m) for m in store.list_all()] == [key(old)] and len(store) == 1
+
+
+def _unstorable(backend: Backend) -> list[tuple[str, Memory]]:
+    base = mem("m", [1.0, 0.0])
+    cases = [("id", base.model_copy(update={"id": i})) for i in ("a\x00b", "\x00", "a\ud800")]
+    if backend.name == "chroma":  # Qdrant's local mode holds these as the oracle does
+        cases += [
+            ("id", base.model_copy(update={"id": ""})),
+            ("content", mem("c \udfff", [1.0, 0.0])),
+            ("metadata", mem("m", None, metadata={"k": ["\ud800"]})),
+            ("metadata", mem("m", [1.0, 0.0], metadata={"k\udfff": 1})),
+        ]
+    return cases
+
+
+def test_a_value_the_database_cannot_hold_is_refused_naming_it(backend: Backend) -> None:
+    """An id with a NUL was stored but never found again (``get`` None, ``delete``
+    False, listed for good); a lone surrogate or (Chroma) an empty id was the client's
+    own error, naming no field: now an UnstorableValueError naming it, nothing written,
+    as PostgreSQL refuses what it cannot hold."""
+    store = backend.new()
+    kept = mem("kept", None)
+    store.save(kept)
+    for field, memory in _unstorable(backend):
+        for write in (store.save, store.update):
+            with pytest.raises(UnstorableValueError, match=field) as caught:
+                write(memory)
+            assert caught.value.field == field
+        assert [key(m) for m in store.list_all()] == [key(kept)] and len(store) == 1
+        assert store.dim is None
+    with pytest.raises(UnstorableValueError):
+        store.update(kept.model_copy(update={"id": "kept\x00"}))
+    assert store.get(kept.id) == kept
