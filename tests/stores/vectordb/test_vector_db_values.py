@@ -11,6 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from emotional_memory import EmotionalMemory
+from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.filters import parse_where
 from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
@@ -95,3 +97,14 @@ def test_a_value_the_database_cannot_hold_is_refused_naming_it(backend: Backend)
     with pytest.raises(UnstorableValueError):
         store.update(kept.model_copy(update={"id": "kept\x00"}))
     assert store.get(kept.id) == kept
+
+
+def test_an_import_holding_such_an_id_is_refused_whole(backend: Backend) -> None:
+    """The engine checks an import against the store first: nothing is written."""
+    source = EmotionalMemory(oracle_store(), HashingEmbedder(dim=8))
+    source.encode("fine")
+    source.store.save(mem("odd", None).model_copy(update={"id": "x\x00y"}))
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    with pytest.raises(UnstorableValueError, match=r"data\[1\]") as caught:
+        engine.import_memories(source.export_memories())
+    assert caught.value.field == "id" and len(engine.store) == 0
