@@ -496,8 +496,13 @@ def storable_id(memory_id: str) -> bool:
 
 
 def dump_memory(memory: Memory) -> str:
-    """The memory as JSON text (NaN/inf embeddings survive: ``NaN`` tokens)."""
-    return json.dumps(memory.model_dump(mode="json"), ensure_ascii=False)
+    """The memory as JSON text (NaN/inf embeddings and metadata survive: ``NaN``
+    tokens; pydantic's JSON mode would turn such metadata into null)."""
+    data = memory.model_dump(mode="json")
+    try:
+        return json.dumps({**data, "metadata": memory.metadata}, ensure_ascii=False)
+    except (TypeError, ValueError):  # a value only pydantic's JSON form holds
+        return json.dumps(data, ensure_ascii=False)
 
 
 def load_memory(data: str) -> Memory:

@@ -10,6 +10,7 @@ in the database's own filter. Record layout: ``stores/vectordb/README.md``.
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -108,6 +109,9 @@ class VectorDBStore(BackendStore, ABC):
     # carry, None: no limit. A memory with more is refused (UnstorableValueError)
     # before anything is written.
     metadata_paths_max: ClassVar[int | None] = None
+    # Whether the database takes only UTF-8 text and non-empty ids (refused, as
+    # UnstorableValueError, before anything is written).
+    utf8_only: ClassVar[bool] = False
 
     def __init__(self) -> None:
         """Read the next sequence number from the database."""
@@ -234,11 +238,37 @@ class VectorDBStore(BackendStore, ABC):
             Its :func:`~emotional_memory.stores.vectordb.filter.filter_fields`.
 
         Raises:
-            UnstorableValueError: its metadata has more paths than
+            UnstorableValueError: an id with a NUL or a lone surrogate, which ``get``
+                and ``delete`` answer as unknown (field ``"id"``); text that is not
+                UTF-8 where ``utf8_only``; metadata of more paths than
                 ``metadata_paths_max`` (field ``"metadata"``).
         """
+        if not storable_id(memory.id):
+            raise UnstorableValueError(
+                "id", f"memory id {memory.id!r} holds a NUL character or a lone "
+                f"surrogate, which {type(self).__name__} cannot hold"
+            )
+        if self.utf8_only:
+            self._check_utf8(memory)
         self.check_metadata(memory.metadata)
         return filter_fields(memory)
+
+    def _check_utf8(self, memory: Memory) -> None:
+        """Refuse an empty id, or content or metadata text UTF-8 cannot encode."""
+        if not memory.id:
+            raise UnstorableValueError(
+                "id", f"{type(self).__name__} cannot hold an empty memory id"
+            )
+        for name, value in (("content", memory.content), ("metadata", memory.metadata)):
+            try:
+                json.dumps(value, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError:
+                raise UnstorableValueError(
+                    name, f"{name} holds a lone surrogate, which {type(self).__name__} "
+                    "cannot hold (not UTF-8 text)"
+                ) from None
+            except (TypeError, ValueError):  # not JSON data: the client's to refuse
+                pass
 
     def check_metadata(self, metadata: dict[str, Any]) -> None:
         """Refuse metadata of more paths than ``metadata_paths_max``.
@@ -277,9 +307,11 @@ class VectorDBStore(BackendStore, ABC):
             raise KeyError(memory.id)
         seq = self._next_seq if old is None else old.seq
         data = dump_memory(memory)
+        # written before the old record (in the other collection) is removed: a write
+        # the database refuses leaves the memory as it was
         if embedding is None:
-            self._remove(True, [memory.id])
             self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
+            self._remove(True, [memory.id])
         else:
             if self._dim is None:
                 self._create_main(len(embedding))
@@ -287,8 +319,8 @@ class VectorDBStore(BackendStore, ABC):
             direction = _direction(embedding)
             novec = direction is None
             vector = direction if direction is not None else [1.0] + [0.0] * (self._dim - 1)
-            self._remove(False, [memory.id])
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
+            self._remove(False, [memory.id])
         if old is None:
             self._next_seq += 1
         if memory.expires_at is not None and self._may_expire is False:

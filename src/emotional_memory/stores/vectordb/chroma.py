@@ -34,6 +34,8 @@ class ChromaStore(VectorDBStore):
     # Failed to apply logs to the metadata segment") and every later write to the
     # collection with it; 2,000 are written and filtered.
     metadata_paths_max = 2000
+    # Its client refuses an empty id and text that is not UTF-8 (a lone surrogate).
+    utf8_only = True
 
     def __init__(
         self,

@@ -1,0 +1,110 @@
+"""QdrantStore (local mode on disk) and ChromaStore (the session's ``chroma run``
+server) with values the engine never writes but a store's own caller may: each is
+kept as the in-memory store keeps it, or refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import pytest
+
+from emotional_memory import EmotionalMemory
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.filters import parse_where
+from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.models import Memory
+from emotional_memory.stores.base import Selection
+from support.backends import Backend, oracle_store
+from support.memories import basic_memory as mem
+from support.memories import memory_key as key
+
+
+@pytest.fixture(params=["qdrant", "chroma"])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """Qdrant (local mode) or Chroma (the session's ``chroma run`` server) stores."""
+    opened = Backend(request.param, request)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def test_non_finite_metadata_comes_back_as_saved(backend: Backend) -> None:
+    """NaN and infinite metadata numbers (which the in-memory and SQLite stores keep)
+    were stored as null."""
+    store, oracle = backend.new(), oracle_store()
+    odd = mem("odd", [1.0, 0.0], metadata={
+        "nan": math.nan, "inf": math.inf, "deep": {"l": [-math.inf, 1, None]}})
+    for s in (store, oracle):
+        s.save(odd)
+    assert key(store.get(odd.id)) == key(oracle.get(odd.id)) == key(odd)
+    again = backend.reopen(store)
+    assert [key(m) for m in again.list_all()] == [key(odd)]
+    not_null = again.selected(Selection(where=parse_where({"nan": None})))
+    assert not_null.list_all() == []
+
+
+@pytest.mark.parametrize("embedded", [False, True])
+def test_a_failed_write_keeps_the_memory_it_would_replace(
+    backend: Backend, embedded: bool
+) -> None:
+    """A replace that moves a memory between the collection of embedded memories and
+    the other one removed the old record before writing the new: a write the database
+    then refused (Chroma: a lone surrogate) lost the memory."""
+    store = backend.new()
+    old = mem("old", [1.0, 0.0] if embedded else None)
+    store.save(old)
+    bad = old.model_copy(update={"content": "bad \ud800",
+                                 "embedding": None if embedded else [1.0, 0.0]})
+    with contextlib.suppress(TypeError, ValueError):
+        store.update(bad)
+    if key(store.get(old.id)) != key(bad):  # refused: nothing changed
+        assert key(store.get(old.id)) == key(old)
+        assert [key(m) for m in store.list_all()] == [key(old)] and len(store) == 1
+
+
+def _unstorable(backend: Backend) -> list[tuple[str, Memory]]:
+    base = mem("m", [1.0, 0.0])
+    cases = [("id", base.model_copy(update={"id": i})) for i in ("a\x00b", "\x00", "a\ud800")]
+    if backend.name == "chroma":  # Qdrant's local mode holds these as the oracle does
+        cases += [
+            ("id", base.model_copy(update={"id": ""})),
+            ("content", mem("c \udfff", [1.0, 0.0])),
+            ("metadata", mem("m", None, metadata={"k": ["\ud800"]})),
+            ("metadata", mem("m", [1.0, 0.0], metadata={"k\udfff": 1})),
+        ]
+    return cases
+
+
+def test_a_value_the_database_cannot_hold_is_refused_naming_it(backend: Backend) -> None:
+    """An id with a NUL was stored but never found again (``get`` None, ``delete``
+    False, listed for good); a lone surrogate or (Chroma) an empty id was the client's
+    own error, naming no field: now an UnstorableValueError naming it, nothing written,
+    as PostgreSQL refuses what it cannot hold."""
+    store = backend.new()
+    kept = mem("kept", None)
+    store.save(kept)
+    for field, memory in _unstorable(backend):
+        for write in (store.save, store.update):
+            with pytest.raises(UnstorableValueError, match=field) as caught:
+                write(memory)
+            assert caught.value.field == field
+        assert [key(m) for m in store.list_all()] == [key(kept)] and len(store) == 1
+        assert store.dim is None
+    with pytest.raises(UnstorableValueError):
+        store.update(kept.model_copy(update={"id": "kept\x00"}))
+    assert store.get(kept.id) == kept
+
+
+def test_an_import_holding_such_an_id_is_refused_whole(backend: Backend) -> None:
+    """The engine checks an import against the store first: nothing is written."""
+    source = EmotionalMemory(oracle_store(), HashingEmbedder(dim=8))
+    source.encode("fine")
+    source.store.save(mem("odd", None).model_copy(update={"id": "x\x00y"}))
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    with pytest.raises(UnstorableValueError, match=r"data\[1\]") as caught:
+        engine.import_memories(source.export_memories())
+    assert caught.value.field == "id" and len(engine.store) == 0
