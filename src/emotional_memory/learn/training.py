@@ -647,6 +647,9 @@ def _fit_many(
     if not len(runs):
         raise ValueError("runs must hold at least one run")
     settings = [_run_settings(batch, run) for run in runs]
+    for i, (_, _, available) in enumerate(settings):
+        if not available.any():  # fit refuses it; the run would return its start
+            raise ValueError(f"runs[{i}]: train_mask selects no query to fit")
     for l2, temperature, _ in settings:
         _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)
