@@ -16,6 +16,9 @@
 * An inner CV that cannot hold out anything (folds < 2, one scenario) is an error, as
   is a ``fit_many`` run selecting no query and a grid key that is unknown or empty:
   they used to "tune" on fits that saw no query and report the tie-break as chosen.
+* A hand-built batch whose fields disagree in shape or dtype is refused naming the
+  field (was a JAX broadcasting error, numpy's IndexError, or float labels failing
+  in ``&``).
 """
 
 from __future__ import annotations
@@ -290,3 +293,32 @@ def test_a_bad_grid_is_named(grid: dict[str, Any], error: type, field: str) -> N
     batch, info = tiny_batch()
     with pytest.raises(error, match=field):
         select_hyperparameters(batch, info, grid=grid, steps=1)
+
+
+# ------------------------------------------------------------------ batch shapes
+
+_BAD_SHAPES: list[tuple[str, type, dict[str, Any]]] = [
+    # each was a JAX broadcasting TypeError, numpy's ValueError or an IndexError
+    ("labels", ValueError, {"labels": np.eye(Q, C + 1, dtype=bool)}),
+    ("semantic", ValueError, {"semantic": np.zeros((Q, C - 1))}),
+    ("scenario", ValueError, {"scenario": np.arange(Q - 1, dtype=np.int32)}),
+    ("columns.affect", ValueError, {"affect": np.zeros((Q, C, 2))}),
+    ("columns.age_seconds", ValueError, {"age_seconds": np.ones((Q, C + 1))}),
+    ("query.affect", ValueError, {"q_affect": np.zeros((Q, 2))}),
+    ("query.embedding", ValueError, {"q_embedding": np.zeros((Q, 4))}),
+    ("labels", TypeError, {"labels": np.eye(Q, C)}),  # float labels
+    ("columns.valid", TypeError, {"valid": np.ones((Q, C), int)}),
+    ("scenario", TypeError, {"scenario": np.arange(Q) + 0.5}),
+]
+
+
+@pytest.mark.parametrize(("field", "error", "override"), _BAD_SHAPES,
+                         ids=[f"{f}-{e.__name__}" for f, e, _ in _BAD_SHAPES])
+def test_a_batch_of_mismatched_shapes_is_named(field: str, error: type,
+                                               override: dict[str, Any]) -> None:
+    batch, info = tiny_batch(dim=3, **override)
+    with pytest.raises(error, match=rf"batch\.{field}\b"):
+        fit(batch, info, steps=1)
+    with pytest.raises(error, match=rf"batch\.{field}\b"):
+        evaluate_batch(params_from_config(EmotionalMemoryConfig().retrieval,
+                                          EmotionalMemoryConfig().decay), batch)
