@@ -13,6 +13,12 @@
   memory, identical embeddings, zero-norm and NaN embeddings, ages at and far beyond
   the decay floor) fits to finite parameters whose saved config scores exactly as
   the in-memory model.
+* An inner CV that cannot hold out anything (folds < 2, one scenario) is an error, as
+  is a ``fit_many`` run selecting no query and a grid key that is unknown or empty:
+  they used to "tune" on fits that saw no query and report the tie-break as chosen.
+* A hand-built batch whose fields disagree in shape or dtype is refused naming the
+  field (was a JAX broadcasting error, numpy's IndexError, or float labels failing
+  in ``&``).
 """
 
 from __future__ import annotations
@@ -26,18 +32,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emotional_memory import EmotionalMemoryConfig
+from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.kernel import MemoryColumns, QueryFeatures
 from emotional_memory.learn import (
     GROUPS,
     RecallBatch,
     RecallInfo,
+    build_recall_batch,
     evaluate_batch,
     fit,
     fit_auto,
     fit_many,
+    select_adapter,
+    select_hyperparameters,
+    select_model,
 )
 from emotional_memory.scoring_config import params_from_config
-from support.recall_data import synthetic_recall_info
+from support.recall_data import synthetic_recall_info, unlabelled_dataset
 
 
 def _affect(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -223,3 +234,91 @@ def test_inner_cv_with_no_query_names_the_mask() -> None:
     batch, info = tiny_batch()
     with pytest.raises(ValueError, match="train_mask selects no query"):
         fit_auto(batch, info, steps=1, train_mask=np.zeros(Q, bool))
+
+
+# ------------------------------------------------------------------ inner CV
+
+
+def test_fit_many_refuses_a_run_that_selects_no_query() -> None:
+    # fit refuses it; fit_many returned the starting parameters as if fitted
+    batch, _ = tiny_batch()
+    runs = [{"l2": 0.01}, {"train_mask": np.zeros(Q, bool)}]
+    with pytest.raises(ValueError, match=r"runs\[1\].*no query"):
+        fit_many(batch, None, runs, steps=1)
+
+
+@pytest.mark.parametrize(("folds", "error"), [(1, ValueError), (0, ValueError),
+                                              (True, TypeError), (2.5, TypeError)])
+def test_inner_cv_folds_are_checked(folds: Any, error: type) -> None:
+    # folds=1 "tuned" on fits that saw no query, folds=0 was numpy's "number sections"
+    batch, info = tiny_batch()
+    with pytest.raises(error, match="folds"):
+        select_hyperparameters(batch, info, folds=folds, steps=1)
+    with pytest.raises(error, match="inner_folds"):
+        fit_auto(batch, info, inner_folds=folds, steps=1)
+    embedded, info = tiny_batch(dim=3)
+    with pytest.raises(error, match="folds"):
+        select_adapter(embedded, info, folds=folds, steps=1, trainable=("adapter",))
+
+
+def test_inner_cv_on_one_scenario_is_an_error() -> None:
+    # every grid point was "fitted" on no query and the tie-break won, silently
+    batch, info = tiny_batch(dim=3)
+    one = np.arange(Q) == 0
+    with pytest.raises(ValueError, match="at least 2 scenarios"):
+        fit_auto(batch, info, train_mask=one, steps=1)
+    with pytest.raises(ValueError, match="at least 2 scenarios"):
+        select_adapter(batch, info, train_mask=one, steps=1, trainable=("adapter",))
+
+
+def test_select_model_on_one_scenario_does_not_report_tuned_values() -> None:
+    # the lexical model wins here; its l2/temperature were "chosen" by an inner CV whose
+    # fits saw no query: the tie-break (0.1, 0.2) was reported as tuned
+    batch, info = build_recall_batch(unlabelled_dataset(2), HashingEmbedder(dim=64),
+                                     lexical=True)
+    one = np.asarray(batch.scenario) == 0
+    with pytest.warns(UserWarning, match="one scenario"):
+        result = select_model(batch, info, train_mask=one, steps=2)
+    assert result.selection["chosen"].startswith("lexical")
+    assert "hyperparameters" not in result.selection
+    assert _all_finite(result.params)
+
+
+@pytest.mark.parametrize(("grid", "error", "field"), [
+    ({"L2": [0.5]}, ValueError, "L2"),  # a typo searched the default grid silently
+    ({"l2": []}, ValueError, "l2"),  # was "runs must hold at least one run"
+    ({"temperature": 0.1}, TypeError, "temperature"),  # 'float' object is not iterable
+])
+def test_a_bad_grid_is_named(grid: dict[str, Any], error: type, field: str) -> None:
+    batch, info = tiny_batch()
+    with pytest.raises(error, match=field):
+        select_hyperparameters(batch, info, grid=grid, steps=1)
+
+
+# ------------------------------------------------------------------ batch shapes
+
+_BAD_SHAPES: list[tuple[str, type, dict[str, Any]]] = [
+    # each was a JAX broadcasting TypeError, numpy's ValueError or an IndexError
+    ("labels", ValueError, {"labels": np.eye(Q, C + 1, dtype=bool)}),
+    ("semantic", ValueError, {"semantic": np.zeros((Q, C - 1))}),
+    ("scenario", ValueError, {"scenario": np.arange(Q - 1, dtype=np.int32)}),
+    ("columns.affect", ValueError, {"affect": np.zeros((Q, C, 2))}),
+    ("columns.age_seconds", ValueError, {"age_seconds": np.ones((Q, C + 1))}),
+    ("query.affect", ValueError, {"q_affect": np.zeros((Q, 2))}),
+    ("query.embedding", ValueError, {"q_embedding": np.zeros((Q, 4))}),
+    ("labels", TypeError, {"labels": np.eye(Q, C)}),  # float labels
+    ("columns.valid", TypeError, {"valid": np.ones((Q, C), int)}),
+    ("scenario", TypeError, {"scenario": np.arange(Q) + 0.5}),
+]
+
+
+@pytest.mark.parametrize(("field", "error", "override"), _BAD_SHAPES,
+                         ids=[f"{f}-{e.__name__}" for f, e, _ in _BAD_SHAPES])
+def test_a_batch_of_mismatched_shapes_is_named(field: str, error: type,
+                                               override: dict[str, Any]) -> None:
+    batch, info = tiny_batch(dim=3, **override)
+    with pytest.raises(error, match=rf"batch\.{field}\b"):
+        fit(batch, info, steps=1)
+    with pytest.raises(error, match=rf"batch\.{field}\b"):
+        evaluate_batch(params_from_config(EmotionalMemoryConfig().retrieval,
+                                          EmotionalMemoryConfig().decay), batch)

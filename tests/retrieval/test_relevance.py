@@ -298,7 +298,7 @@ def test_a_nan_total_of_an_unused_query_or_padding_is_ignored() -> None:
     valid[1, 2] = False  # padding: its total is never read
     scores, relevant = top_candidates(totals, _L, valid, 2)
     assert np.isfinite(scores).all() and len(scores) == len(relevant) == 4
-    kept = top_candidates(np.where(_V, np.nan, 0.0), _L, _V, 2, rows=np.asarray([0, 0]))
+    kept = top_candidates(np.where(_V, np.nan, 0.0), _L, _V, 2, rows=np.zeros(2, bool))
     assert kept[0].size == 0
 
 

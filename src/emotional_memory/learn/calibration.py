@@ -31,6 +31,18 @@ def _no_nan(field: str, values: np.ndarray) -> None:
         raise ValueError(f"{field} holds NaN")
 
 
+def _rows(rows: np.ndarray | None, n_queries: int) -> np.ndarray:
+    """``rows`` checked as a (Q,) bool mask (None: every query)."""
+    if rows is None:
+        return np.ones(n_queries, bool)
+    mask = np.asarray(rows)
+    if mask.dtype != bool:  # integer indices would read as a mask
+        raise TypeError(f"rows must be a ({n_queries},) bool mask, got dtype {mask.dtype}")
+    if mask.shape != (n_queries,):
+        raise ValueError(f"rows must have shape ({n_queries},), got {mask.shape}")
+    return mask
+
+
 def _keep_share(keep: float) -> float:
     """``keep`` checked to lie in (0, 1]."""
     keep = strict_finite("keep", keep)
@@ -50,20 +62,20 @@ def top_candidates(
         labels: (Q, C) relevant candidates.
         valid: (Q, C) real candidates.
         top_n: candidates per query (>= 1).
-        rows: (Q,) queries to use (default: all).
+        rows: (Q,) bool mask of the queries to use (default: all).
 
     Returns:
         ``(scores, relevant)``: flat float64 and bool arrays.
 
     Raises:
-        TypeError: ``top_n`` is not an int (or is a bool).
-        ValueError: ``top_n`` < 1, arrays of different shapes, or a NaN total of a
-            real candidate.
+        TypeError: ``top_n`` is not an int (or is a bool), ``rows`` not a bool mask.
+        ValueError: ``top_n`` < 1, arrays of different shapes, ``rows`` not (Q,), or
+            a NaN total of a real candidate.
     """
     top_n = positive_int("top_n", top_n)
     _same_shape(totals=totals, labels=labels, valid=valid)
     totals = np.where(valid, np.asarray(totals, np.float64), -np.inf)
-    use = np.ones(totals.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    use = _rows(rows, totals.shape[0])
     _no_nan("totals", totals[use])
     order = np.argsort(-totals, axis=1, kind="stable")[:, :top_n]
     scores = np.take_along_axis(totals, order, axis=1)[use]
@@ -180,22 +192,23 @@ def suggested_threshold(
         calibration: the fitted map.
         totals, labels, valid: (Q, C) scores, relevant and real candidates.
         top_k: results per query.
-        rows: (Q,) queries to use (default: all).
+        rows: (Q,) bool mask of the queries to use (default: all).
         keep: share of the hits to keep, in (0, 1].
 
     Returns:
         The threshold (0 when no query hits).
 
     Raises:
-        TypeError: ``top_k`` is not an int, ``keep`` not a number.
+        TypeError: ``top_k`` is not an int, ``keep`` not a number, ``rows`` not a
+            bool mask.
         ValueError: ``top_k`` < 1, ``keep`` outside (0, 1], arrays of different
-            shapes, or a NaN total of a real candidate.
+            shapes, ``rows`` not (Q,), or a NaN total of a real candidate.
     """
     top_k = positive_int("top_k", top_k)
     keep = _keep_share(keep)
     _same_shape(totals=totals, labels=labels, valid=valid)
     t = np.where(valid, np.asarray(totals, np.float64), -np.inf)
-    use = np.ones(t.shape[0], bool) if rows is None else np.asarray(rows, bool)
+    use = _rows(rows, t.shape[0])
     _no_nan("totals", t[use])
     order = np.argsort(-t, axis=1, kind="stable")[:, :top_k]
     hit_scores = np.where(np.take_along_axis(np.asarray(labels, bool), order, axis=1),
@@ -220,7 +233,7 @@ def fit_relevance_calibration(
         labels: (Q, C) relevant candidates.
         valid: (Q, C) real candidates.
         top_k: results per query (the threshold keeps ``keep`` of hit@k).
-        rows: (Q,) queries to use (default: all).
+        rows: (Q,) bool mask of the queries to use (default: all).
         top_n: candidates per query in the fit (default ``2 * top_k``: the results
             and the ones just below).
         keep: share of hit@k the suggested threshold keeps.
@@ -229,8 +242,8 @@ def fit_relevance_calibration(
         The :class:`RelevanceCalibration`.
 
     Raises:
-        TypeError, ValueError: a bad ``top_k``, ``top_n`` or ``keep`` (named), arrays of
-            different shapes or a NaN total.
+        TypeError, ValueError: a bad ``top_k``, ``top_n``, ``keep`` or ``rows``
+            (named), arrays of different shapes or a NaN total.
     """
     top_k = positive_int("top_k", top_k)
     keep = _keep_share(keep)

@@ -167,8 +167,13 @@ def evaluate_batch(
 
     Returns:
         (Q, C) numpy totals.
+
+    Raises:
+        ValueError, TypeError: a batch field of the wrong shape or dtype, named
+            (:func:`checked_shapes`).
     """
     cfg = config or EmotionalMemoryConfig()
+    checked_shapes(batch)
     batch = batch_for(batch, cfg)
     mask = batch_signal_mask(cfg, batch)
     spec = cfg.retrieval.query_adapter
@@ -229,6 +234,62 @@ _CANDIDATE_FIELDS = ("affect", "mood", "velocity", "age_seconds", "consolidation
 _QUERY_FIELDS = ("affect", "mood", "velocity")
 _LEXICAL_ROWS = ("tf", "length")
 _LEXICAL_QUERY = ("df", "n_docs", "avg_length")
+
+
+def _dtype(name: str, x: Any, kind: str, what: str) -> None:
+    if np.asarray(x).dtype.kind not in kind:
+        raise TypeError(f"batch.{name} must hold {what}, got dtype {np.asarray(x).dtype}")
+
+
+def checked_shapes(batch: RecallBatch) -> None:
+    """Check that every leaf of ``batch`` has the shape and dtype the scorer expects.
+
+    (Q, C) come from ``batch.labels``; a field of another shape would fail deep
+    inside JAX (a broadcasting error) or numpy.
+
+    Raises:
+        TypeError: ``labels`` / ``columns.valid`` not bool, ``scenario`` /
+            ``challenge`` / ``context.neighbours`` not integers.
+        ValueError: naming the first field whose shape does not fit (Q, C).
+    """
+    _dtype("labels", batch.labels, "b", "bools")
+    _dtype("columns.valid", batch.columns.valid, "b", "bools")
+    for name in ("scenario", "challenge"):
+        _dtype(name, getattr(batch, name), "iu", "integers")
+    if np.ndim(batch.labels) != 2:
+        raise ValueError(f"batch.labels must be (Q, C), got shape {np.shape(batch.labels)}")
+    q, c = np.shape(batch.labels)
+    cols, query, lex = batch.columns, batch.query, batch.lexical
+    t = np.shape(lex.df)[-1] if lex is not None and np.ndim(lex.df) == 2 else None
+    rows = np.shape(cols.embedding)[-1] if np.ndim(cols.embedding) == 3 else None
+    expected: dict[str, tuple[Any, tuple[int | None, ...]]] = {
+        "semantic": (batch.semantic, (q, c)), "scenario": (batch.scenario, (q,)),
+        "challenge": (batch.challenge, (q,)),
+        **{f"columns.{n}": (getattr(cols, n), (q, c, 3)) for n in ("affect", "mood",
+                                                                    "velocity")},
+        **{f"columns.{n}": (getattr(cols, n), (q, c)) for n in (
+            "age_seconds", "consolidation", "retrieval_count", "activation", "valid")},
+        "columns.embedding": (cols.embedding, (q, c, None)),
+        **{f"query.{n}": (getattr(query, n), (q, 3)) for n in ("affect", "mood", "velocity")},
+        # the candidates' rows may be dropped (D = 0) while the queries keep theirs
+        "query.embedding": (query.embedding, (q, rows if rows else None)),
+    }
+    if lex is not None:
+        expected.update({
+            "lexical.tf": (lex.tf, (q, c, t)), "lexical.length": (lex.length, (q, c)),
+            "lexical.df": (lex.df, (q, None)), "lexical.n_docs": (lex.n_docs, (q,)),
+            "lexical.avg_length": (lex.avg_length, (q,)),
+        })
+    if batch.context is not None:
+        _dtype("context.neighbours", batch.context.neighbours, "iu", "integers")
+        expected["context.neighbours"] = (batch.context.neighbours, (q, c, None))
+    for name, (x, want) in expected.items():
+        got = np.shape(x)
+        if len(got) != len(want) or any(w is not None and g != w
+                                        for g, w in zip(got, want, strict=True)):
+            shown = tuple("*" if w is None else w for w in want)
+            raise ValueError(f"batch.{name} has shape {got}, expected {shown} "
+                             f"(Q, C = {q}, {c} from batch.labels)")
 
 
 def _first_bad(name: str, values: np.ndarray, rows: np.ndarray, info: Any = None) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory._validation import positive_int
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
 
 
@@ -21,10 +22,23 @@ def ranking_metrics(
 
     Returns:
         Dict of (Q,) float arrays ``top1``, ``hit_at_k``, ``rr``.
+
+    Raises:
+        TypeError: ``k`` is not an int (or is a bool).
+        ValueError: ``k`` < 1, arrays of different or non-(Q, C) shapes, or a NaN
+            total of a real candidate (it would be ranked last silently).
     """
-    keys = np.where(valid, -np.asarray(totals, np.float64), np.inf)
+    k = positive_int("k", k)
+    totals, labels, valid = (np.asarray(totals, np.float64), np.asarray(labels, bool),
+                             np.asarray(valid, bool))
+    if totals.ndim != 2 or not totals.shape == labels.shape == valid.shape:
+        raise ValueError(f"totals, labels and valid must be (Q, C) arrays of one shape, got "
+                         f"{totals.shape}, {labels.shape} and {valid.shape}")
+    if np.isnan(totals[valid]).any():
+        raise ValueError("totals holds NaN for a real candidate")
+    keys = np.where(valid, -totals, np.inf)
     order = np.argsort(keys, axis=-1, kind="stable")
-    ranked = np.take_along_axis(np.asarray(labels) & np.asarray(valid), order, axis=-1)
+    ranked = np.take_along_axis(labels & valid, order, axis=-1)
     first = np.where(ranked.any(axis=-1), ranked.argmax(axis=-1), -1)
     return {
         "top1": ranked[:, 0].astype(float),

@@ -212,7 +212,8 @@ def select_model(
     by that criterion. The winner is then fitted
     (or taken as is) on every available query, with ``l2``/``temperature`` chosen by
     another inner CV (:func:`fit_auto`) when ``tune`` (values given in ``fit_kwargs``
-    are kept fixed).
+    are kept fixed). With available queries from one scenario there is no inner CV:
+    a warning, the candidates compared unfitted, the winner fitted untuned.
 
     Args:
         batch: the recall batch (with lexical statistics, the lexical models compete).
@@ -256,10 +257,11 @@ def select_model(
         warnings.warn(
             "select_model: the training queries come from one scenario, so there is no "
             "inner cross-validation: the candidates are compared unfitted (on their "
-            "starting configs); give queries from at least two scenarios (conversations) "
-            "to choose a fitted model",
+            "starting configs) and the winner is fitted untuned; give queries from at "
+            "least two scenarios (conversations) to choose a fitted model",
             UserWarning, stacklevel=2,
         )
+        tune = tune_adapter = False  # nothing to choose their values by
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
                               adapter=adapter, context=batch.context is not None)
 

@@ -30,6 +30,7 @@ from emotional_memory.learn.losses import (
     batch_scores,
     batch_signal_mask,
     checked_inputs,
+    checked_shapes,
     compact_rows,
     listwise_loss,
 )
@@ -526,6 +527,7 @@ def fit(
     cfg = config if config is not None else EmotionalMemoryConfig()
     _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)
+    checked_shapes(batch)
     available = available_queries(batch, train_mask)
     if not available.any():
         raise ValueError("train_mask selects no query to fit")
@@ -646,7 +648,11 @@ def _fit_many(
     cfg = config if config is not None else EmotionalMemoryConfig()
     if not len(runs):
         raise ValueError("runs must hold at least one run")
+    checked_shapes(batch)
     settings = [_run_settings(batch, run) for run in runs]
+    for i, (_, _, available) in enumerate(settings):
+        if not available.any():  # fit refuses it; the run would return its start
+            raise ValueError(f"runs[{i}]: train_mask selects no query to fit")
     for l2, temperature, _ in settings:
         _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)

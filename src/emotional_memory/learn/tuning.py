@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.learn.losses import evaluate_batch
 from emotional_memory.learn.metrics import ranking_metrics
@@ -54,6 +55,43 @@ def inner_folds(
     return available, scen, [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
 
 
+def _checked_folds(field: str, folds: int) -> int:
+    """``folds`` checked to be an int >= 2 (``field`` names it)."""
+    if positive_int(field, folds) < 2:
+        raise ValueError(f"{field} must be >= 2, got {folds}")
+    return folds
+
+
+def _cv_parts(
+    who: str, batch: RecallBatch, train_mask: np.ndarray | None, folds: int, seed: int
+) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
+    """:func:`inner_folds` for a grid search: at least two parts, else a ``ValueError``
+    (a fit on the other parts would see no query)."""
+    available, scen, parts = inner_folds(batch, train_mask, folds, seed)
+    if len(parts) < 2:
+        raise ValueError(
+            f"{who} chooses by inner cross-validation over scenarios: the training "
+            f"queries must come from at least 2 scenarios, got 1 (fit with given values "
+            f"instead)"
+        )
+    return available, scen, parts
+
+
+def _grid(defaults: Mapping[str, Sequence[float]],
+          grid: Mapping[str, Sequence[float]] | None) -> dict[str, Sequence[float]]:
+    """``defaults`` updated by ``grid``, its keys and values checked."""
+    given = dict(grid or {})
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown grid key(s) {unknown}; a grid sets {sorted(defaults)}")
+    for key, values in given.items():
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+            raise TypeError(f"grid[{key!r}] must be a sequence of values, got {values!r}")
+        if len(values) == 0:
+            raise ValueError(f"grid[{key!r}] holds no value")
+    return {**defaults, **given}
+
+
 def select_hyperparameters(
     batch: RecallBatch,
     info: RecallInfo,
@@ -83,9 +121,15 @@ def select_hyperparameters(
 
     Returns:
         ``(best, table)``: the chosen values and one row per grid point.
+
+    Raises:
+        ValueError: ``folds`` < 2, an unknown or empty grid entry, or training
+            queries from fewer than 2 scenarios (no inner CV is possible).
+        TypeError: ``folds`` is not an int, a grid entry is not a sequence.
     """
-    g = {**DEFAULT_GRID, **(grid or {})}
-    available, scen, parts = inner_folds(batch, train_mask, folds, seed + 1)
+    g = _grid(DEFAULT_GRID, grid)
+    available, scen, parts = _cv_parts("select_hyperparameters", batch, train_mask,
+                                       _checked_folds("folds", folds), seed + 1)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
     held_masks = [available & np.isin(scen, held) for held in parts]
@@ -154,11 +198,16 @@ def select_adapter(
     Returns:
         ``(best, table)``: ``{"adapter_rank": int, "adapter_l2": float}`` and one row
         per grid point.
+
+    Raises:
+        ValueError, TypeError: as :func:`select_hyperparameters`, or no ``adapter``
+            in ``trainable``.
     """
     if "adapter" not in tuple(fit_kwargs.get("trainable", ())):
         raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
-    g = {**ADAPTER_GRID, **(grid or {})}
-    available, scen, parts = inner_folds(batch, train_mask, folds, seed + 3)
+    g = _grid(ADAPTER_GRID, grid)
+    available, scen, parts = _cv_parts("select_adapter", batch, train_mask,
+                                       _checked_folds("folds", folds), seed + 3)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     held_masks = [available & np.isin(scen, held) for held in parts]
     per_run: dict[str, Any] = {
@@ -214,9 +263,14 @@ def fit_auto(
 
     Returns:
         The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
+
+    Raises:
+        ValueError, TypeError: as :func:`select_hyperparameters` (``inner_folds``
+            named for its ``folds``).
     """
     best, table = select_hyperparameters(
-        batch, info, config, grid=grid, folds=inner_folds, train_mask=train_mask, seed=seed,
+        batch, info, config, grid=grid, folds=_checked_folds("inner_folds", inner_folds),
+        train_mask=train_mask, seed=seed,
         **fit_kwargs,
     )
     result = fit(batch, info, config, train_mask=train_mask, seed=seed, l2=best["l2"],
