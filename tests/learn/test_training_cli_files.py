@@ -6,6 +6,7 @@ changed. Runs on three built-in scenarios, a few optimisation steps."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,10 @@ def _main(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
 
 
 # ``python -m training`` under a file-size limit the child sets itself (a preexec_fn
-# would fork this multithreaded, JAX-running process); a config is ~2.5 kB
+# would fork this multithreaded, JAX-running process); a config is ~2.5 kB. JAX's
+# persistent compilation cache is off in that child: a cold cache writes programs
+# larger than the limit, and its warning would come before the error line.
+_NO_COMPILE_CACHE = {**os.environ, "JAX_ENABLE_COMPILATION_CACHE": "false"}
 _LIMITED_TRAINING = [
     sys.executable, "-c",
     "import resource, runpy, sys; "
@@ -57,7 +61,7 @@ def test_a_config_that_cannot_be_written_whole_leaves_the_old_one(
     out.write_text('{"old": true}', encoding="utf-8")
     proc = subprocess.run(
         [*_LIMITED_TRAINING, "fit", "--dataset", str(small), *QUICK, "--out", str(out)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_NO_COMPILE_CACHE,
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert proc.stderr.startswith("error: --out ") and str(out) in proc.stderr
