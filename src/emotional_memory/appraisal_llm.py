@@ -360,8 +360,10 @@ class LLMAppraisalEngine:
             nested = [v for v in obj.values() if isinstance(v, Mapping)]
             if len(nested) == 1:
                 obj = dict(nested[0])
-        if not any(k in obj for k in names):
-            raise ValueError(f"LLM answer has none of the dimensions {list(names)}")
+        # a partial answer is a failure (as the original), not neutral-filled
+        missing = [k for k in names if k not in obj]
+        if missing:
+            raise ValueError(f"LLM answer is missing field(s) {missing}")
         return GenericAppraisalVector(obj, self._schema)
 
     def appraise(

@@ -444,6 +444,8 @@ class HttpxLLM:
         last_error = ""
         transport_failed = False
         transport_error = getattr(httpx, "TransportError", httpx.HTTPError)
+        # a URL whose scheme httpx cannot send to: no retry can succeed
+        unsendable = getattr(httpx, "UnsupportedProtocol", ())
         for attempt in range(config.max_retries + 1):
             with self._lock:
                 self.attempts += 1
@@ -451,6 +453,11 @@ class HttpxLLM:
             deadline = time.monotonic() + config.attempt_deadline_seconds
             try:
                 response, body = self._send(url, payload, deadline)
+            except unsendable as exc:
+                raise RuntimeError(
+                    f"LLM transport failed ({self._context()}): "
+                    + self._scrub(f"{type(exc).__name__}: {exc}")
+                ) from None
             except transport_error as exc:  # connect/read timeouts, resets, ...
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")
                 transport_failed = True
@@ -461,7 +468,7 @@ class HttpxLLM:
                 transport_failed = True
             else:
                 transport_failed = False
-                if response.status_code < 400:
+                if response.status_code < 300:  # a 3xx (not followed) is a failure
                     return self._content(body)
                 text = body.decode("utf-8", "replace")
                 detail = self._scrub(text.strip().replace("\n", " "))[:300]

@@ -11,7 +11,7 @@ optional query-time state). The protocol follows the published figures:
 
 A deterministic clock (1 ms per reading) replaces the wall clock, so a replay gives
 the same numbers on any machine, however slow. Events with a ``timestamp`` (ISO 8601)
-are encoded at that time on the clock; queries are then asked at the last event's time.
+are encoded at that time on the clock; queries are then asked at the latest event time.
 
 Real conversations come without affect labels. :class:`ReplayAffect` says what to do
 then: events without ``valence``/``arousal`` get the affect a text model estimates
@@ -642,7 +642,8 @@ def replay_scenario(
             :class:`ReplayAffect` ``("estimate", "keep")`` with no estimates, enough
             for labelled data).
         clock: the engine's clock; events with a ``timestamp`` are encoded at it
-            (queries at the last event's time). Without one, timestamps are ignored.
+            (queries at the latest event time so far). Without one, timestamps are
+            ignored.
 
     Returns:
         One :class:`QueryResult` per query.
@@ -657,7 +658,7 @@ def replay_scenario(
             ts = _timestamp(event) if clock is not None else None
             if clock is not None and ts is not None:
                 clock.now = ts
-                last_event = ts
+                last_event = ts if last_event is None else max(last_event, ts)
             engine.set_affect(settings.event_affect(event))
             memory = engine.encode(event["content"], metadata=dict(event.get("metadata") or {}))
             id_map[memory.id] = str(event["memory_id"])

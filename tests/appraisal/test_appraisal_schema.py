@@ -195,3 +195,26 @@ def test_dimension_rejects_bools_as_numbers(field: str, kw: dict[str, object]) -
     # pydantic's lax floats read True as 1.0
     with pytest.raises((TypeError, ValueError), match=field):
         AppraisalDimension(name="x", **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("answer", [
+    '{"valence": 0.9}',
+    '{"valence": 0.9, "arousal": 0.2}',
+    '{"appraisal": {"dominance": 0.1}}',
+])
+def test_llm_answer_missing_a_schema_dimension_is_a_failure_not_neutral(answer: str) -> None:
+    # a partial answer was neutral-filled ({"valence": 0.9} gave arousal 0.5, dominance
+    # 0.5) and counted as a genuine appraisal; the original, like the Scherer path,
+    # refuses it: fallback (counted, warned) or, without fallback, an error
+    from emotional_memory.appraisal_llm import LLMAppraisalConfig, LLMAppraisalEngine
+
+    cfg = LLMAppraisalConfig(appraisal_schema=DIRECT_VAD_SCHEMA, fallback_on_error=False)
+    strict = LLMAppraisalEngine(lambda prompt, schema: answer, cfg)
+    with pytest.raises(ValueError, match=r"missing field\(s\) \['(valence|arousal|dominance)'"):
+        strict.appraise("x")
+    assert strict.cache_len() == 0
+    lenient = LLMAppraisalEngine(lambda prompt, schema: answer,
+                                 LLMAppraisalConfig(appraisal_schema=DIRECT_VAD_SCHEMA))
+    with pytest.warns(RuntimeWarning, match="missing"):
+        got = lenient.appraise("x")
+    assert got is lenient.fallback and lenient.fallback_count == 1

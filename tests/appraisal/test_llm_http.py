@@ -394,3 +394,29 @@ def test_a_base_url_password_reaches_no_log_record_and_still_authenticates(
     assert req["path"] == "/v1/chat/completions"
     expected = base64.b64encode(b"user:pw/PWSECRET").decode()
     assert req["headers"]["Authorization"] == f"Basic {expected}"
+
+
+@pytest.mark.parametrize("base_url", ["127.0.0.1:{port}/v1", "ftp://127.0.0.1:{port}/v1"])
+def test_a_base_url_without_http_scheme_fails_at_once_not_after_retries(
+    server: FakeOpenAI, base_url: str
+) -> None:
+    # httpx's UnsupportedProtocol is a TransportError: it was retried max_retries times
+    # with backoff (up to 100 x 30 s), though no retry can succeed
+    port = server.base_url.split(":")[2].split("/")[0]
+    llm = HttpxLLM(cfg(server, base_url=base_url.format(port=port), max_retries=5))
+    with pytest.raises(RuntimeError, match="UnsupportedProtocol") as info:
+        llm("p", SCHEMA)
+    assert llm.attempts == 1 and "sk-secret" not in str(info.value)
+    llm.close()
+
+
+@pytest.mark.parametrize("status", [301, 307, 308])
+def test_a_redirect_is_a_failed_request_naming_the_status(server: FakeOpenAI, status: int) -> None:
+    # httpx does not follow redirects here; a 3xx was read as a completion and reported
+    # as "LLM response was not JSON: ''" (the original: "request failed ... status=3xx")
+    server.replies.append(Reply(status=status, body="", headers={"Location": "https://x/v1"}))
+    llm = HttpxLLM(cfg(server, max_retries=2))
+    with pytest.raises(RuntimeError, match=f"LLM request failed.*status={status}"):
+        llm("p", SCHEMA)
+    assert len(server.requests) == 1
+    llm.close()

@@ -3,7 +3,7 @@
 * :class:`ReplayAffect`: labelled events keep their labels; unlabelled events get the
   estimator's affect (estimated once per distinct text) or the neutral point; queries
   keep the state or take their estimated affect; a missing estimate is a clear error.
-* Event timestamps drive the replay clock; queries are asked at the last event's time.
+* Event timestamps drive the replay clock; queries are asked at the latest event time.
 * nDCG@k and recall@k against hand-computed values.
 * :func:`select_model` never chooses worse than the better of the default config and
   plain cosine on its own inner folds, and its result drives the engine.
@@ -151,6 +151,31 @@ def test_timestamps_drive_the_clock() -> None:
         assert abs(stamp - datetime.fromisoformat(event["timestamp"])) < timedelta(seconds=1)
     last = datetime.fromisoformat(events[-1]["timestamp"])
     assert asked and all(timedelta(0) <= t - last < timedelta(seconds=1) for t in asked)
+
+
+def test_unsorted_timestamps_ask_queries_after_every_event() -> None:
+    # queries were asked at the timestamp of the last event in file order: with an
+    # earlier one last, they were asked before some memories existed (those then
+    # read as encoded in the future, at full strength)
+    data = unlabelled_dataset(1)
+    scenario = data["scenarios"][0]
+    events = [e for s in scenario["sessions"] for e in s["events"]]
+    stamps = [e["timestamp"] for e in events]
+    for event, stamp in zip(events, reversed(stamps), strict=True):
+        event["timestamp"] = stamp  # newest first
+    clock = TickClock()
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=clock)
+    asked: list[datetime] = []
+
+    def hook(eng: EmotionalMemory, query: dict[str, Any], ids: Any, plan: Any) -> None:
+        asked.append(plan.now)
+
+    replay_scenario(scenario, engine, 2, on_query=hook,
+                    affect=ReplayAffect.prepare(data, "neutral"), clock=clock)
+    latest = datetime.fromisoformat(max(stamps))
+    newest_memory = max(m.tag.timestamp for m in engine.list_all())
+    assert timedelta(0) <= newest_memory - latest < timedelta(seconds=1)
+    assert asked and all(timedelta(0) <= t - latest < timedelta(seconds=1) for t in asked)
 
 
 def test_naive_timestamp_is_rejected() -> None:
