@@ -365,3 +365,86 @@ def test_an_unknown_query_parameter_is_a_422_naming_it_and_does_nothing(
     after = (http.get("/v1/memories", params={"limit": 1000}).json(),
              http.get("/v1/state").json())
     assert after == before
+
+
+def _unknown_fields(n: int) -> str:
+    """``n`` distinct unknown names as JSON members (no braces)."""
+    return ",".join(f'"f{i}": 0' for i in range(n))
+
+
+@pytest.mark.parametrize(("method", "path", "body", "loc"), [
+    ("POST", "/v1/memories", '{"content": "x", "scope": ["many"], %s}', ["body"]),
+    ("POST", "/v1/memories",
+     '{"content": "x", "scope": ["many"], "affect": {"valence": 0, "arousal": 0, %s}}',
+     ["body", "affect"]),
+    ("POST", "/v1/memories/batch", '{"items": [{"content": "x", %s}], "scope": ["many"]}',
+     ["body", "items", 0]),
+    ("POST", "/v1/search", '{"query": "x", "scope": ["many"], %s}', ["body"]),
+    ("PUT", "/v1/state/affect",
+     '{"valence": 0.9, "arousal": 0.9, "scope": ["many"], %s}', ["body"]),
+])
+def test_many_unknown_body_fields_are_one_small_422(
+    http: httpx.Client, method: str, path: str, body: str, loc: list[Any]
+) -> None:
+    """200,000 unknown fields (a 2.6 MB body) once got one error each: a 17 MB 422,
+    built on the event loop (a 10 MB body held every other request ~10 s). Past a
+    few, one error at the object names their count; a few are still named each."""
+    before = http.get("/v1/state", params={"scope": "many"}).json()
+    r = http.request(method, path, content=(body % _unknown_fields(200_000)).encode(),
+                     headers={"Content-Type": "application/json"})
+    assert r.status_code == 422, r.text[:300]
+    assert len(r.content) < 2048
+    (error,) = r.json()["detail"]
+    assert error["loc"] == loc and "200000 unknown fields" in error["msg"], error
+    assert error["type"] == "extra_forbidden"
+    few = http.request(method, path, content=(body % _unknown_fields(2)).encode(),
+                       headers={"Content-Type": "application/json"})
+    assert [e["loc"] for e in few.json()["detail"]] == [[*loc, "f0"], [*loc, "f1"]]
+    assert _stored(http, "many") == []
+    assert http.get("/v1/state", params={"scope": "many"}).json() == before
+
+
+def test_many_unknown_mcp_arguments_are_one_short_tool_error(
+    server: Server, http: httpx.Client
+) -> None:
+    """The same over MCP: each unknown argument was a line of the tool error (a 1 MB
+    call answered 18 MB); now one line naming their count, and nothing done."""
+    many = {f"f{i}": 0 for i in range(200_000)}
+    calls = [("recall", {"query": "x", **many}), ("remember", {"content": "mcp-many", **many}),
+             ("set_mood", {"valence": 0.9, "arousal": 0.9, **many}),
+             ("remember", {"content": "mcp-many",
+                           "affect": {"valence": 0.9, "arousal": 0.9, **many}})]
+
+    async def run() -> tuple[list[tuple[bool, str]], Any, Any]:
+        client = httpx2.AsyncClient(headers=HEADERS, timeout=120.0)
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=client)) as c:
+            before = (await c.call_tool("mood", {})).structured_content
+            out = []
+            for name, args in calls:
+                got = await c.call_tool(name, args)
+                out.append((got.is_error, str(got.content[0].text if got.content else "")))
+            after = (await c.call_tool("mood", {})).structured_content
+            return out, before, after
+
+    out, before, after = asyncio.run(run())
+    for is_error, text in out:
+        assert is_error and len(text) < 2048, text[:300]
+        assert "200000 unknown" in text, text[:300]
+    assert before is not None and after is not None
+    assert after["core_affect"] == before["core_affect"]
+    r = http.get("/v1/memories", params={"limit": 1000})
+    assert all(m["content"] != "mcp-many" for m in r.json()["memories"])
+
+
+def test_many_unknown_query_parameters_are_one_small_422(http: httpx.Client) -> None:
+    """Each unknown query parameter was an error of its own: a 40 KB query string
+    answered a 700 KB 422. Past a few, one error at ``["query"]`` names their count."""
+    params = {f"q{i}": "" for i in range(5000)}
+    r = http.get("/v1/memories", params={**params, "scope": "many-query"})
+    assert r.status_code == 422, r.text[:300]
+    assert len(r.content) < 2048
+    (error,) = r.json()["detail"]
+    assert error["loc"] == ["query"] and error["type"] == "extra_forbidden"
+    assert "5000 unknown query parameters" in error["msg"] and "scope" in error["msg"]
+    few = http.get("/v1/memories", params={"q0": "", "q1": ""})
+    assert [e["loc"] for e in few.json()["detail"]] == [["query", "q0"], ["query", "q1"]]

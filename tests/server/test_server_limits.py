@@ -196,6 +196,23 @@ def test_a_keyless_server_answers_only_its_own_host(tmp_path: Path) -> None:
         srv.stop()
 
 
+def test_a_keyed_loopback_server_answers_any_host_on_mcp_as_on_rest(
+    http: httpx.Client,
+) -> None:
+    """With keys and no --allowed-host, REST and MCP answer any ``Host`` (the help's
+    default). Behind a proxy passing its own name (``Host: memories.example``), MCP
+    once answered 421 "Invalid Host header" on a 127.0.0.1 bind while REST answered."""
+    mcp = {**auth(ALICE), "Accept": "application/json, text/event-stream"}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    for headers in ({"Host": "memories.example"},
+                    {"Host": "memories.example:443", "Origin": "https://memories.example"}):
+        assert http.get("/v1/state", headers={**auth(ALICE), **headers}).status_code == 200
+        r = http.post("/mcp", json=call, headers={**mcp, **headers})
+        assert r.status_code == 200, r.text
+        assert "remember" in r.text
+    assert http.post("/mcp", json=call, headers={"Host": "memories.example"}).status_code == 401
+
+
 def test_configured_hosts_gate_rest_and_mcp_alike() -> None:
     from emotional_memory import EmotionalMemory, InMemoryStore
     from emotional_memory.embedders import HashingEmbedder

@@ -336,12 +336,13 @@ def build_app(
         service: the engine and its scope views.
         keys: the key ring; None serves without authentication (``--no-auth``:
             every request acts as the root; the CLI allows it on loopback only).
-        host: the address served (the MCP endpoint checks ``Host`` / ``Origin``
-            against it on loopback, against DNS rebinding).
+        host: the address served (without keys or ``allowed_hosts``, the MCP
+            endpoint checks ``Host`` / ``Origin`` against it on loopback).
         max_body_bytes: largest accepted request body.
         allowed_hosts: the ``Host`` values REST and MCP answer (``host``,
-            ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` for REST
-            without keys (MCP's own loopback default otherwise), any host with keys.
+            ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` without keys
+            (MCP: its own loopback default), any host with keys (a rebound page
+            has no key; a proxy in front passes its own name).
 
     Returns:
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
@@ -350,11 +351,11 @@ def build_app(
         TrustedHosts(LOOPBACK_HOSTS) if keys is None else None
     )
     security = None
-    if allowed_hosts is not None:
+    if allowed_hosts is not None or keys is not None:
         from mcp.server.transport_security import TransportSecuritySettings
 
         security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
+            enable_dns_rebinding_protection=hosts is not None,
             allowed_hosts=list(hosts.patterns) if hosts is not None else [],
             allowed_origins=[f"{scheme}://{p}" for p in (hosts.patterns if hosts else ())
                              for scheme in ("http", "https")],

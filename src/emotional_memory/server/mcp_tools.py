@@ -26,6 +26,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.schemas import (
     AffectIn,
+    FewUnknown,
     MemoryOut,
     ResultOut,
     StateOut,
@@ -148,9 +149,10 @@ def fixed_principal(path: tuple[str, ...]) -> PrincipalOf:
 
 def _strict(tool: Tool) -> Tool:
     """``tool`` refusing arguments it does not declare (a misspelt or unsupported
-    argument would otherwise be dropped without a word) and listing that in its schema."""
+    argument would otherwise be dropped without a word; many are one error, see
+    :func:`~emotional_memory.server.schemas.few_unknown`) and listing that in its schema."""
     base = tool.fn_metadata.arg_model
-    strict = cast("type[BaseModel]", type(base.__name__, (base,), {
+    strict = cast("type[BaseModel]", type(base.__name__, (base, FewUnknown), {
         "__module__": base.__module__,
         "model_config": ConfigDict(**{**base.model_config, "extra": "forbid"}),
     }))

@@ -20,6 +20,7 @@ from emotional_memory.filters import Where
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal, narrowed
 from emotional_memory.server.schemas import (
     MAX_SCOPE_DEPTH,
+    MAX_UNKNOWN_NAMED,
     BatchIn,
     ErrorOut,
     MemoriesOut,
@@ -189,12 +190,19 @@ def _known_query(request: Request) -> None:
     key's whole scope and a misspelt ``?limit=`` read a page of another size.
 
     Raises:
-        HTTPException: 422, one error at ``["query", name]`` per unknown name.
+        HTTPException: 422, one error at ``["query", name]`` per unknown name, or
+            one at ``["query"]`` naming their count past ``MAX_UNKNOWN_NAMED``.
     """
     declared = _query_names(request.scope.get("route"))
     unknown = [k for k in dict.fromkeys(request.query_params.keys()) if k not in declared]
+    takes = ", ".join(sorted(declared)) or "none"
+    if len(unknown) > MAX_UNKNOWN_NAMED:
+        names = ", ".join(repr(k[:32]) for k in unknown[:3])
+        raise HTTPException(422, [
+            {"loc": ["query"], "type": "extra_forbidden",
+             "msg": f"{len(unknown)} unknown query parameters (such as {names}); this "
+                    f"route takes: {takes}"}])
     if unknown:
-        takes = ", ".join(sorted(declared)) or "none"
         raise HTTPException(422, [
             {"loc": ["query", k], "msg": f"unknown query parameter (this route takes: {takes})",
              "type": "extra_forbidden"}

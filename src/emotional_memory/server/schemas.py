@@ -23,7 +23,9 @@ from pydantic import (
     StrictBool,
     StrictStr,
     field_validator,
+    model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.categorize import EmotionLabel
@@ -94,7 +96,50 @@ def finite_json(path: str, value: Any) -> None:
             finite_json(f"{path}[{i}]", v)
 
 
-class _Strict(BaseModel):
+MAX_UNKNOWN_NAMED = 8
+"""Unknown fields (or MCP arguments) of one object answered one error each; more are
+one error naming their count."""
+
+
+def few_unknown(model: type[BaseModel], data: Any) -> Any:
+    """``data``, refused whole when it holds over :data:`MAX_UNKNOWN_NAMED` names
+    ``model`` does not declare: ``extra="forbid"`` lists each, an answer (and work on
+    the event loop) proportional to the body rather than to the model.
+
+    Args:
+        model: the model ``data`` is validated as.
+        data: the input before validation.
+
+    Returns:
+        ``data``.
+
+    Raises:
+        PydanticCustomError: ``extra_forbidden``, naming the count and a few names.
+    """
+    if not isinstance(data, dict) or len(data) <= MAX_UNKNOWN_NAMED:
+        return data
+    fields = model.model_fields
+    known = set(fields) | {f.alias for f in fields.values() if f.alias}
+    unknown = [k for k in data if k not in known]
+    if len(unknown) > MAX_UNKNOWN_NAMED:
+        raise PydanticCustomError(
+            "extra_forbidden", "{count} unknown fields (such as {names}); this takes: {takes}",
+            {"count": len(unknown), "names": ", ".join(ascii(str(k)[:32]) for k in unknown[:3]),
+             "takes": ", ".join(fields) or "nothing"},
+        )
+    return data
+
+
+class FewUnknown(BaseModel):
+    """A model that refuses many unknown names as one error (:func:`few_unknown`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _few_unknown(cls, data: Any) -> Any:
+        return few_unknown(cls, data)
+
+
+class _Strict(FewUnknown):
     model_config = ConfigDict(extra="forbid")
 
 
