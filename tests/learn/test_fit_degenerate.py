@@ -13,7 +13,8 @@
   memory, identical embeddings, zero-norm and NaN embeddings, ages at and far beyond
   the decay floor) fits to finite parameters whose saved config scores exactly as
   the in-memory model.
-* An inner CV that cannot hold out anything (folds < 2, one scenario) is an error, as
+* An inner CV that cannot hold out anything (folds < 2, one scenario) is an error
+  (``fit_auto`` on one scenario warns and fits at the given values instead), as
   is a ``fit_many`` run selecting no query and a grid key that is unknown or empty:
   they used to "tune" on fits that saw no query and report the tie-break as chosen.
 * A hand-built batch whose fields disagree in shape or dtype is refused naming the
@@ -47,6 +48,7 @@ from emotional_memory.learn import (
     select_hyperparameters,
     select_model,
 )
+from emotional_memory.learn.cross_validation import cross_validate
 from emotional_memory.scoring_config import params_from_config
 from support.recall_data import synthetic_recall_info, unlabelled_dataset
 
@@ -261,14 +263,37 @@ def test_inner_cv_folds_are_checked(folds: Any, error: type) -> None:
         select_adapter(embedded, info, folds=folds, steps=1, trainable=("adapter",))
 
 
-def test_inner_cv_on_one_scenario_is_an_error() -> None:
-    # every grid point was "fitted" on no query and the tie-break won, silently
+def test_inner_cv_on_one_scenario_is_named() -> None:
+    # every grid point was "fitted" on no query and the tie-break won, silently: the
+    # search itself refuses; fit_auto warns and fits at the given (or fit's) values,
+    # as select_model does, so cross_validate with folds = scenarios still runs
     batch, info = tiny_batch(dim=3)
     one = np.arange(Q) == 0
     with pytest.raises(ValueError, match="at least 2 scenarios"):
-        fit_auto(batch, info, train_mask=one, steps=1)
+        select_hyperparameters(batch, info, train_mask=one, steps=1)
     with pytest.raises(ValueError, match="at least 2 scenarios"):
         select_adapter(batch, info, train_mask=one, steps=1, trainable=("adapter",))
+    with pytest.warns(UserWarning, match="one scenario"):
+        auto = fit_auto(batch, info, train_mask=one, steps=2)
+    plain = fit(batch, info, train_mask=one, steps=2)
+    assert auto.selection["chosen"] is None and auto.selection["table"] == []
+    assert "one scenario" in auto.selection["untuned"]
+    np.testing.assert_array_equal(np.asarray(auto.params.base_weights),
+                                  np.asarray(plain.params.base_weights))
+    with pytest.warns(UserWarning, match="one scenario"):
+        given = fit_auto(batch, info, train_mask=one, steps=2, l2=0.5)
+    np.testing.assert_array_equal(
+        np.asarray(given.params.base_weights),
+        np.asarray(fit(batch, info, train_mask=one, steps=2, l2=0.5).params.base_weights))
+
+
+def test_cross_validate_with_as_many_folds_as_scenarios() -> None:
+    # each outer fold trains on one scenario: fit_auto raised (after the batches were
+    # built) where the docs allow folds up to the number of scenarios
+    with pytest.warns(UserWarning, match="one scenario"):
+        result = cross_validate(unlabelled_dataset(2), HashingEmbedder(dim=64), folds=2,
+                                steps=2)
+    assert len(result.chosen) == 2
 
 
 def test_select_model_on_one_scenario_does_not_report_tuned_values() -> None:

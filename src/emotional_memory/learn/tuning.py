@@ -3,6 +3,7 @@ by inner scenario-grouped cross-validation."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -263,11 +264,23 @@ def fit_auto(
 
     Returns:
         The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
+        With training queries from one scenario there is nothing to hold out: a
+        warning, a fit at the given (or :func:`fit`'s) values, ``chosen`` None and the
+        reason under ``untuned`` (as :func:`select_model` does).
 
     Raises:
         ValueError, TypeError: as :func:`select_hyperparameters` (``inner_folds``
-            named for its ``folds``).
+            named for its ``folds``), except for the one-scenario case.
     """
+    _checked_folds("inner_folds", inner_folds)
+    scenarios = np.asarray(batch.scenario)[available_queries(batch, train_mask)]
+    if np.unique(scenarios).size == 1:
+        reason = "the training queries come from one scenario: no inner cross-validation"
+        warnings.warn(f"fit_auto: {reason}; l2 and temperature are not tuned (give queries "
+                      "from at least two scenarios to tune them)", UserWarning, stacklevel=2)
+        result = fit(batch, info, config, train_mask=train_mask, seed=seed, **fit_kwargs)
+        result.selection = {"chosen": None, "table": [], "untuned": reason}
+        return result
     best, table = select_hyperparameters(
         batch, info, config, grid=grid, folds=_checked_folds("inner_folds", inner_folds),
         train_mask=train_mask, seed=seed,
