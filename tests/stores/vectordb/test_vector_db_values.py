@@ -5,7 +5,6 @@ kept as the in-memory store keeps it, or refused before anything is written.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Iterator
 
@@ -47,23 +46,35 @@ def test_non_finite_metadata_comes_back_as_saved(backend: Backend) -> None:
     assert not_null.list_all() == []
 
 
+class _Refused(RuntimeError):
+    """The database's refusal of a write, as a network or server error would be."""
+
+
 @pytest.mark.parametrize("embedded", [False, True])
 def test_a_failed_write_keeps_the_memory_it_would_replace(
-    backend: Backend, embedded: bool
+    backend: Backend, embedded: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A replace that moves a memory between the collection of embedded memories and
     the other one removed the old record before writing the new: a write the database
-    then refused (Chroma: a lone surrogate) lost the memory."""
+    then refused (Chroma: a lone surrogate, before it was refused up front) lost the
+    memory. The database's refusal is a write that raises."""
     store = backend.new()
     old = mem("old", [1.0, 0.0] if embedded else None)
     store.save(old)
-    bad = old.model_copy(update={"content": "bad \ud800",
-                                 "embedding": None if embedded else [1.0, 0.0]})
-    with contextlib.suppress(TypeError, ValueError):
-        store.update(bad)
-    if key(store.get(old.id)) != key(bad):  # refused: nothing changed
-        assert key(store.get(old.id)) == key(old)
-        assert [key(m) for m in store.list_all()] == [key(old)] and len(store) == 1
+    moved = old.model_copy(update={"content": "moved",
+                                   "embedding": None if embedded else [1.0, 0.0]})
+
+    def refuse(*_: object) -> None:
+        raise _Refused("the database refused the write")
+
+    monkeypatch.setattr(store, "_upsert", refuse)
+    with pytest.raises(_Refused):
+        store.update(moved)
+    monkeypatch.undo()
+    assert key(store.get(old.id)) == key(old)
+    assert [key(m) for m in store.list_all()] == [key(old)] and len(store) == 1
+    store.update(moved)  # the same move, accepted, replaces it
+    assert [key(m) for m in store.list_all()] == [key(moved)] and len(store) == 1
 
 
 def _unstorable(backend: Backend) -> list[tuple[str, Memory]]:
