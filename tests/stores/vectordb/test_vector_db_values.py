@@ -14,7 +14,7 @@ from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.filters import parse_where
 from emotional_memory.interfaces import UnstorableValueError
-from emotional_memory.models import Memory
+from emotional_memory.models import Memory, ResonanceLink
 from emotional_memory.stores.base import Selection
 from support.backends import Backend, oracle_store
 from support.memories import basic_memory as mem
@@ -77,6 +77,13 @@ def test_a_failed_write_keeps_the_memory_it_would_replace(
     assert [key(m) for m in store.list_all()] == [key(moved)] and len(store) == 1
 
 
+def _linked(memory: Memory, target: str) -> Memory:
+    link = ResonanceLink(source_id=memory.id, target_id=target, strength=0.5,
+                         link_type="semantic")
+    tag = memory.tag.model_copy(update={"resonance_links": [link]})
+    return memory.model_copy(update={"tag": tag})
+
+
 def _unstorable(backend: Backend) -> list[tuple[str, Memory]]:
     base = mem("m", [1.0, 0.0])
     cases = [("id", base.model_copy(update={"id": i})) for i in ("a\x00b", "\x00", "a\ud800")]
@@ -86,6 +93,8 @@ def _unstorable(backend: Backend) -> list[tuple[str, Memory]]:
             ("content", mem("c \udfff", [1.0, 0.0])),
             ("metadata", mem("m", None, metadata={"k": ["\ud800"]})),
             ("metadata", mem("m", [1.0, 0.0], metadata={"k\udfff": 1})),
+            ("scope", base.model_copy(update={"scope": ("a\ud800",)})),
+            ("tag", _linked(base, "t\udfff")),
         ]
     return cases
 

@@ -254,21 +254,26 @@ class VectorDBStore(BackendStore, ABC):
         return filter_fields(memory)
 
     def _check_utf8(self, memory: Memory) -> None:
-        """Refuse an empty id, or content or metadata text UTF-8 cannot encode."""
+        """Refuse an empty id, or text of the record UTF-8 cannot encode (a lone
+        surrogate), naming its field: content, metadata, scope or tag (link ids)."""
         if not memory.id:
             raise UnstorableValueError(
                 "id", f"{type(self).__name__} cannot hold an empty memory id"
             )
-        for name, value in (("content", memory.content), ("metadata", memory.metadata)):
-            try:
-                json.dumps(value, ensure_ascii=False).encode("utf-8")
-            except UnicodeEncodeError:
-                raise UnstorableValueError(
-                    name, f"{name} holds a lone surrogate, which {type(self).__name__} "
-                    "cannot hold (not UTF-8 text)"
-                ) from None
-            except (TypeError, ValueError):  # not JSON data: the client's to refuse
-                pass
+        try:
+            dump_memory(memory).encode("utf-8")
+            return
+        except UnicodeEncodeError:
+            pass
+        except (TypeError, ValueError):  # not JSON data: the write's own error says so
+            return
+        parts = (("content", memory.content), ("metadata", memory.metadata),
+                 ("scope", list(memory.scope)), ("tag", memory.tag.model_dump(mode="json")))
+        name = next((name for name, value in parts if not _utf8(value)), "memory")
+        raise UnstorableValueError(
+            name, f"{name} holds a lone surrogate, which {type(self).__name__} cannot hold "
+            "(not UTF-8 text)"
+        )
 
     def check_metadata(self, metadata: dict[str, Any]) -> None:
         """Refuse metadata of more paths than ``metadata_paths_max``.
@@ -665,3 +670,15 @@ class VectorDBSelected:
         import contextlib
 
         return contextlib.nullcontext()
+
+
+def _utf8(value: Any) -> bool:
+    """Whether ``value`` as JSON text encodes as UTF-8 (True for values JSON cannot hold:
+    the client's to refuse)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    except (TypeError, ValueError):
+        return True
+    return True
