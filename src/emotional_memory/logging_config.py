@@ -23,11 +23,6 @@ _LEVEL_ENV = "EMOTIONAL_MEMORY_LOG_LEVEL"
 _HANDLER_MARK = "_emotional_memory_handler"
 # Attributes every LogRecord has; anything else came from ``extra=`` and is kept.
 _STANDARD_ATTRS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
-# The JSON line's own fields: an ``extra=`` field of the same name must not replace them.
-_RECORD_FIELDS = frozenset({"timestamp", "level", "logger", "message", "exc_info",
-                            "stack_info"})
-
-
 class JsonFormatter(logging.Formatter):
     """Formats a record as one line of JSON.
 
@@ -60,7 +55,10 @@ class JsonFormatter(logging.Formatter):
             payload["stack_info"] = self.formatStack(record.stack_info)
         for key, value in vars(record).items():
             if key not in _STANDARD_ATTRS and not key.startswith("_"):
-                payload[f"extra_{key}" if key in _RECORD_FIELDS else key] = value
+                name = key
+                while name in payload:  # a record field, or a prefixed name taken already
+                    name = f"extra_{name}"
+                payload[name] = value
         try:
             return json.dumps(payload, default=str, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError, RecursionError):

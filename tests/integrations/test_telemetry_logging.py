@@ -390,3 +390,9 @@ def test_json_extra_fields_never_replace_the_record_fields(clean_logger: logging
     assert line["message"] == "disk full" and line["timestamp"].endswith("+00:00")
     assert line["extra_level"] == "db" and line["extra_logger"] == "pool"
     assert line["extra_timestamp"] == 0 and line["memory_id"] == "m1"
+    buf.truncate(0)
+    buf.seek(0)
+    both = {"level": "db", "extra_level": "cache"}  # the prefixed name is taken too
+    logging.getLogger("emotional_memory.engine").error("both", extra=both)
+    values = sorted(v for k, v in _strict_json(buf.getvalue()).items() if "level" in k)
+    assert values == ["ERROR", "cache", "db"]
