@@ -313,6 +313,7 @@ def test_select_model_on_one_scenario_does_not_report_tuned_values() -> None:
     ({"L2": [0.5]}, ValueError, "L2"),  # a typo searched the default grid silently
     ({"l2": []}, ValueError, "l2"),  # was "runs must hold at least one run"
     ({"temperature": 0.1}, TypeError, "temperature"),  # 'float' object is not iterable
+    ({"l2": np.array(0.1)}, TypeError, "l2"),  # len() of unsized object
 ])
 def test_a_bad_grid_is_named(grid: dict[str, Any], error: type, field: str) -> None:
     batch, info = tiny_batch()

@@ -86,7 +86,8 @@ def _grid(defaults: Mapping[str, Sequence[float]],
     if unknown:
         raise ValueError(f"unknown grid key(s) {unknown}; a grid sets {sorted(defaults)}")
     for key, values in given.items():
-        if isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray):
+        if (isinstance(values, str | bytes) or not isinstance(values, Sequence | np.ndarray)
+                or np.ndim(values) != 1):
             raise TypeError(f"grid[{key!r}] must be a sequence of values, got {values!r}")
         if len(values) == 0:
             raise ValueError(f"grid[{key!r}] holds no value")
