@@ -180,7 +180,8 @@ class SQLiteAffectiveStateStore:
             path: the view's full scope path.
 
         Returns:
-            The twin (closing the root closes their shared connection).
+            The twin. Closing either closes both (the root's connection is theirs;
+            an engine view's ``close`` closes nothing, its root owns the store).
         """
         twin = copy.copy(self)
         twin._key = scoped_key(self._key, path)
