@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import math
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -429,3 +430,20 @@ def test_columnar_fast_paths_equal_the_generic_paths() -> None:
     assert runs[0][0] > 0 and all(runs[0][1])
     assert any(m["tag"]["resonance_links"] for m in runs[0][3])
     assert runs[0] == runs[1]
+
+
+def test_a_view_on_one_file_fails_once_the_state_store_is_closed(tmp_path: Path) -> None:
+    """Memories and state in one SQLite file (the state store writes in the memory
+    operation's transaction): closing the state store left views made before it
+    encoding through their twin, with no state saved."""
+    path = tmp_path / "m.db"
+    store = SQLiteStore(path)
+    state_store = SQLiteAffectiveStateStore(path)
+    engine = make(store=store, state_store=state_store)[0]
+    view = engine.scoped("alice")
+    state_store.close()
+    for who in (engine, view):
+        with pytest.raises(ValueError, match="SQLiteAffectiveStateStore is closed"):
+            who.encode("hello")
+    assert len(store) == 0
+    store.close()
