@@ -25,6 +25,9 @@ from emotional_memory.affect import CoreAffect
 
 __all__ = ["AffectRater", "TextAffectRater", "checked_ratings"]
 
+#: The embedder whose features the shipped head was trained on.
+_HEAD_EMBEDDER = "minilm-l6-v2/384"
+
 
 @runtime_checkable
 class AffectRater(Protocol):
@@ -86,7 +89,8 @@ class TextAffectRater:
 
     Args:
         embedder: the :class:`~emotional_memory.embedders.MiniLMEmbedder` whose
-            features the head reads (share the engine's to load the weights once);
+            features the head reads (share the engine's to load the weights once,
+            unless it is a fitted one: the shipped head reads the base model's);
             ``None`` creates one.
         head: an :class:`~emotional_memory.appraisal_embedding.AffectHead`, a path to a
             head ``.npz``, or ``None`` for the shipped head.
@@ -94,13 +98,23 @@ class TextAffectRater:
     Raises:
         ImportError: ``embedder`` is None and MiniLM is not installed (the message
             says how to install it).
+        ValueError: the shipped head (``head`` None) with an embedder of another
+            identity than the base all-MiniLM-L6-v2's (e.g. a fitted MiniLM), named.
     """
 
     name = "emobank-head"
 
     def __init__(self, embedder: Any = None, head: Any | str | os.PathLike[str] = None) -> None:
         from emotional_memory.appraisal_embedding import EmbeddingAppraisalEngine
+        from emotional_memory.embedder_identity import embedder_identity
 
+        given = embedder_identity(embedder)
+        if head is None and given not in (None, _HEAD_EMBEDDER):
+            raise ValueError(
+                f"the shipped affect head reads the features of {_HEAD_EMBEDDER!r}, not of "
+                f"the embedder given ({given!r}): pass MiniLMEmbedder() (or embedder=None) "
+                "for the rater, or a head trained on this embedder's features"
+            )
         self._engine = EmbeddingAppraisalEngine(embedder, head)
 
     @property

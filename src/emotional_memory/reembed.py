@@ -31,7 +31,7 @@ from emotional_memory.embedder_identity import (
     recorded_embedder,
 )
 from emotional_memory.models import Memory
-from emotional_memory.stores.base import PagingStore, SettingsStore
+from emotional_memory.stores.base import PagingStore, Selection, SettingsStore
 
 __all__ = ["ReembedReport", "reembed_store"]
 
@@ -61,6 +61,28 @@ def _check_batch_size(batch_size: object) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     return batch_size
+
+
+def _check_whole_store(store: object) -> None:
+    """Refuse an engine (or an engine view) and a store's confined view: the store
+    records one embedder for all its memories, so only the whole store is re-embedded.
+
+    Raises:
+        TypeError: naming what to pass instead.
+    """
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+    from emotional_memory.engine import EmotionalMemory
+
+    if isinstance(store, EmotionalMemory | AsyncEmotionalMemory):
+        raise TypeError(
+            f"reembed_store re-embeds a whole store: pass the engine's store "
+            f"(engine.store), not the {type(store).__name__} itself"
+        )
+    if isinstance(getattr(store, "selection", None), Selection):
+        raise TypeError(
+            "reembed_store re-embeds a whole store, not a view confined to a scope or "
+            "filter (the store records one embedder for all its memories): pass the store"
+        )
 
 
 def _transaction(store: Any) -> Any:
@@ -163,11 +185,14 @@ def reembed_store(
         A :class:`ReembedReport`.
 
     Raises:
+        TypeError: ``store`` is an engine (or an engine's scoped view) or a store's
+            confined view, not the store.
         ValueError: ``batch_size`` is not a positive int; the embedder's dimension
             differs from the stored vectors'; an unfinished re-embedding of this store
             is to another embedder. Nothing of the failing batch is written.
     """
     batch_size = _check_batch_size(batch_size)
+    _check_whole_store(store)
     target = embedder_identity(embedder)
     start, previous = _start(store, target)
     settings = isinstance(store, SettingsStore)

@@ -297,3 +297,18 @@ def test_cached_scores_refuses_bad_arguments() -> None:
         args: dict[str, Any] = {"query": 0, "top_n": 3, **kwargs}
         with pytest.raises((TypeError, ValueError), match=field):
             cached_scores(model, cache, **args)
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"rows": 0}, ValueError, "rows"),  # was range()'s "arg 3 must not be zero"
+    ({"rows": True}, TypeError, "rows"),
+    ({"start": -1}, ValueError, "start"),  # silently ran all layers but the last
+    ({"start": 99}, ValueError, "start"),  # silently ran every layer
+    ({"start": 1.5}, TypeError, "start"),  # silently int(1.5) = 1
+])
+def test_pair_lower_states_refuses_bad_arguments(kwargs: dict[str, Any], error: type,
+                                                 field: str) -> None:
+    """As :func:`lower_states` does (the same arguments)."""
+    args: dict[str, Any] = {"start": 1, **kwargs}
+    with pytest.raises(error, match=field):
+        pair_lower_states(tiny_model(), _pairs(), **args)

@@ -272,3 +272,23 @@ def test_engine_with_the_shipped_rater_feels_what_it_stores(minilm: Any) -> None
                  "My dog was hit by a car"):
         assert engine.encode(text).tag.core_affect.valence < -0.3
     assert engine.get_state().mood.valence < 0
+
+
+def test_the_shipped_head_refuses_a_fitted_minilm(minilm: Any, tmp_path: Any) -> None:
+    """The shipped head reads the base MiniLM's layers; given the engine's fitted MiniLM
+    (as the docs say: "pass it the engine's own MiniLMEmbedder") it rated the fitted
+    model's features without a word, other numbers than the head was trained on."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    from emotional_memory.embedders.fitted import FORMAT, FittedMiniLMEmbedder, _digest
+
+    tensors = {"encoder.layer.5.output.LayerNorm.bias": np.full(384, 0.05, np.float32)}
+    save_file(tensors, str(tmp_path / "fit.safetensors"), metadata={
+        "format": FORMAT, "base": "minilm-l6-v2", "layers": "5", "digest": _digest(tensors)})
+    fitted = FittedMiniLMEmbedder(tmp_path / "fit.safetensors")
+    with pytest.raises(ValueError, match=r"'minilm-l6-v2/384'.*'minilm-l6-v2\+fit\."):
+        TextAffectRater(fitted)
+    from emotional_memory.appraisal_embedding import load_affect_head
+
+    TextAffectRater(fitted, load_affect_head())  # a head given explicitly is the caller's

@@ -22,6 +22,7 @@ from emotional_memory.embedder_identity import (
 )
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.stores.sqlite import SQLiteStore
+from support.minilm import require_minilm
 
 
 def test_hashing_identity_names_its_settings() -> None:
@@ -46,6 +47,42 @@ def test_minilm_identity() -> None:
         pytest.skip("the MiniLM weights are not installed (`make minilm`)")
     assert MiniLMEmbedder().identity == "minilm-l6-v2/384"
     assert MiniLMEmbedder(model_dir=folder).identity == "minilm-l6-v2/384"
+
+
+def test_minilm_folders_are_told_apart_by_their_weights(tmp_path: Path) -> None:
+    """The identity of a model folder was ``minilm:<folder name>``: two different
+    models in folders of one name shared it (a store opened with the other one without a
+    word), and a copy of the installed weights got another identity than theirs."""
+    require_minilm()
+    from safetensors.numpy import load_file, save_file
+
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    installed = default_model_dir()
+    assert installed is not None
+    tensors = load_file(str(installed / "model.safetensors"))
+    bias = next(name for name in tensors if name.endswith("5.output.LayerNorm.bias"))
+
+    def folder(name: str, shift: float | None) -> Path:
+        made = tmp_path / name / "model"  # every folder is named "model"
+        made.mkdir(parents=True)
+        for file in ("tokenizer.json", "config.json"):
+            (made / file).symlink_to(installed / file)
+        if shift is None:
+            (made / "model.safetensors").symlink_to(installed / "model.safetensors")
+        else:
+            save_file({**tensors, bias: tensors[bias] + shift}, str(made / "model.safetensors"))
+        return made
+
+    copy, one, other = folder("copy", None), folder("one", 0.01), folder("other", 0.02)
+    assert MiniLMEmbedder(copy).identity == "minilm-l6-v2/384"
+    first, second = MiniLMEmbedder(one).identity, MiniLMEmbedder(other).identity
+    assert first.startswith("minilm:") and second.startswith("minilm:") and first != second
+    assert first == MiniLMEmbedder(tmp_path / "one" / "model").identity  # deterministic
+    with SQLiteStore(str(tmp_path / "m.db")) as store:
+        record_embedder(store, MiniLMEmbedder(one))
+        with pytest.raises(EmbedderMismatchError):
+            check_embedder(store, MiniLMEmbedder(other))
 
 
 def _exercise(store: Any, reopen: Any) -> None:

@@ -289,3 +289,25 @@ def test_the_command_line_says_why_postgres_could_not_be_opened(
     err = capsys.readouterr().err
     assert err.startswith("error: --store: ") and len(err.strip().splitlines()) == 1
     assert "refused" in err.lower() and "Zq7Pw" not in err
+
+
+@pytest.mark.parametrize("store", ["sqlite", "memory"], indirect=True)
+def test_an_engine_or_a_scoped_view_is_refused_naming_the_store(store: Any) -> None:
+    """An engine failed with "'EmotionalMemory' object has no attribute 'update'"; a
+    store's scoped view re-embedded its scope only and left the store recording the
+    old embedder (its vectors then of two embedders, which no engine noticed)."""
+    from emotional_memory import AsyncEmotionalMemory
+    from emotional_memory.stores.base import Selection
+
+    record_embedder(store, OLD)
+    engine = EmotionalMemory(store, OLD)
+    engine.scoped("a").encode_batch(TEXTS[:3])
+    engine.scoped("b").encode_batch(TEXTS[3:6])
+    before = [m.model_dump() for m in store.list_all()]
+    targets = [engine, engine.scoped("a"), AsyncEmotionalMemory(store, OLD),
+               store.selected(Selection(scope=("a",)))]
+    for target in targets:
+        with pytest.raises(TypeError, match="whole store"):
+            reembed_store(target, NEW, batch_size=2, progress=False)
+    assert [m.model_dump() for m in store.list_all()] == before
+    assert reembed_store(store, NEW, progress=False).reembedded == 6  # the store itself

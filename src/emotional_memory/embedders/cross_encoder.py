@@ -41,6 +41,7 @@ from emotional_memory.embedders.minilm_model import (
     _Layer,
     _layer_forward,
 )
+from emotional_memory.embedders.tunable import _layer_index
 
 __all__ = [
     "CrossEncoder",
@@ -261,7 +262,13 @@ def pair_lower_states(
 
     Returns:
         Per pair a ``(len, H)`` array.
+
+    Raises:
+        TypeError: ``start`` or ``rows`` is not an int (or is a bool).
+        ValueError: ``start`` outside [0, number of layers] or ``rows`` < 1.
     """
+    rows = positive_int("rows", rows)
+    start = _layer_index("start", start, len(model.layers))
     order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
     out: list[npt.NDArray[Any]] = [np.zeros((0, 0), dtype)] * len(pairs)
     buckets = _seq_buckets(model.max_positions)
@@ -270,7 +277,7 @@ def pair_lower_states(
         length = _bucket(max(len(pairs[i][0]) for i in chunk), buckets)
         ids, types, mask = _pad_pairs([pairs[i] for i in chunk], rows, length, pad_id)
         states = np.asarray(_lower_pairs(model, jnp.asarray(ids), jnp.asarray(types),
-                                         jnp.asarray(mask), int(start)))
+                                         jnp.asarray(mask), start))
         for r, i in enumerate(chunk):
             out[i] = states[r, : len(pairs[i][0])].astype(dtype)
     return out

@@ -13,6 +13,7 @@ planning, bfloat16 products) is in ``embedders/README.md``, its time profile in
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import importlib.util
 import json
@@ -194,6 +195,23 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
             f"(it needs {', '.join(REQUIRED_FILES)}; config.json is optional)"
         )
     return folder
+
+
+#: SHA-256 of all-MiniLM-L6-v2's ``model.safetensors`` (the installed package's, and
+#: the Hugging Face repository's): a copy of it in any folder is that model.
+_INSTALLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
+
+
+def _model_name(folder: Path, *, default: bool) -> str:
+    """``"minilm-l6-v2"`` for the installed weights (or a copy of them), else
+    ``"minilm:<first 16 hex digits of the weights file's SHA-256>"``: the weights, not
+    the folder's name, tell two models apart (the identity's model part)."""
+    installed = folder if default else default_model_dir()
+    if installed is not None and folder.resolve() == installed.resolve():
+        return "minilm-l6-v2"
+    with (folder / "model.safetensors").open("rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -514,12 +532,7 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
-        installed = default_model_dir() if model_dir is not None else folder
-        self._model_name = (
-            "minilm-l6-v2"
-            if installed is not None and folder.resolve() == installed.resolve()
-            else f"minilm:{folder.name}"
-        )
+        self._model_name = _model_name(folder, default=model_dir is None)
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -551,8 +564,8 @@ class MiniLMEmbedder:
 
     @property
     def identity(self) -> str:
-        """``"minilm-l6-v2/384"`` for the installed all-MiniLM-L6-v2 weights, else
-        ``"minilm:<model folder name>/<dim>"``.
+        """``"minilm-l6-v2/384"`` for the all-MiniLM-L6-v2 weights (installed, or a copy),
+        else ``"minilm:<digest of model.safetensors>/<dim>"``.
 
         What a store records of its embedder
         (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
