@@ -23,6 +23,7 @@ from support.banks import assert_same_bank, random_memories  # noqa: E402
 from support.engine_ops import op_engine  # noqa: E402
 from support.paths import README  # noqa: E402
 from support.pg_store import _new_table  # noqa: E402
+from support.states import moved_state  # noqa: E402
 
 # ----------------------------------------------------------------- errors
 
@@ -177,6 +178,30 @@ def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str)
     assert password not in str(info.value) and ":***@" in str(info.value)
     assert store.list_all() == [a]  # the pool replaced the dropped connection
     store.close()
+
+
+def test_a_state_store_with_its_own_connection_reconnects_after_a_drop(pg_dsn: str) -> None:
+    """A ``PostgresAffectiveStateStore(dsn)`` whose connection the server dropped fails
+    that call (DSN redacted), then connects again, for its scoped twins too."""
+    state = PostgresAffectiveStateStore(pg_dsn, key="k", table=_new_table())
+    twin = state.scoped(("alice",))
+    state.save(moved_state(0.1))
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"  # the state store's connection
+        )
+    with pytest.raises(PostgresStoreError) as info:
+        state.load()
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in str(info.value) and ":***@" in str(info.value)
+    assert state.load() == moved_state(0.1)
+    twin.save(moved_state(0.2))
+    assert twin.load() == moved_state(0.2) and state.load() == moved_state(0.1)
+    state.close()
+    with pytest.raises(ValueError, match="closed"):
+        twin.load()
 
 
 def test_the_readme_example_runs(

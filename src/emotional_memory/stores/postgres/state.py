@@ -90,21 +90,12 @@ class PostgresAffectiveStateStore:
         self._table = f"{_table(table)}_state"
         self._shared: PostgresStore | None = None
         self._lock = threading.RLock()
-        failed: str | None = None  # raised outside the except: no driver error as its __context__
-        try:
-            self._conn: Any = psycopg.connect(
-                dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))
-            )
-        except psycopg.Error as exc:
-            failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
-                      f"{redact(str(exc), self._secrets).strip()}")
-        if failed is not None:
-            raise PostgresStoreError(failed)
+        self._own: _Own | None = _Own(dsn, max(1, int(connect_timeout)))
         try:
             with self._transaction() as cur:
                 self._prepare(cur)
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
 
     @classmethod
@@ -130,7 +121,7 @@ class PostgresAffectiveStateStore:
         self._table = f"{store.table}_state"
         self._shared = store
         self._lock = threading.RLock()
-        self._conn = None
+        self._own = None
         with self._transaction() as cur:
             self._prepare(cur)
         return self
@@ -200,16 +191,33 @@ class PostgresAffectiveStateStore:
                 ) from None
             return
         with self._lock:
-            if self._conn is None:
+            own = self._own
+            if own is None or own.closed:
                 raise ValueError("the PostgresAffectiveStateStore is closed")
+            conn = self._connection(own)
             try:
-                with self._conn.transaction(), self._conn.cursor() as cur:
+                with conn.transaction(), conn.cursor() as cur:
                     yield cur
             except psycopg.OperationalError as exc:
                 raise PostgresStoreError(
                     f"a state transaction failed on {self._redacted!r}: "
                     f"{redact(str(exc), self._secrets).strip()}"
                 ) from None
+
+    def _connection(self, own: _Own) -> Any:
+        """The own connection, opened again when the last one was dropped or lost."""
+        psycopg = self._psycopg
+        if own.conn is not None and not own.conn.closed:
+            return own.conn
+        failed: str | None = None  # raised outside the except: no driver error as its __context__
+        try:
+            own.conn = psycopg.connect(own.dsn, autocommit=True, connect_timeout=own.timeout)
+        except psycopg.Error as exc:
+            failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
+                      f"{redact(str(exc), self._secrets).strip()}")
+        if failed is not None:
+            raise PostgresStoreError(failed)
+        return own.conn
 
     @contextmanager
     def _reading(self) -> Iterator[Any]:
@@ -341,9 +349,12 @@ class PostgresAffectiveStateStore:
     def close(self) -> None:
         """Close the own connection (idempotent); a shared store stays open."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
+            own = self._own
+            if own is not None and not own.closed:
+                own.closed = True
+                if own.conn is not None:
+                    own.conn.close()
+                own.conn = None
 
     def __enter__(self) -> PostgresAffectiveStateStore:
         """Context-manager entry: the store itself."""
@@ -360,6 +371,20 @@ class PostgresAffectiveStateStore:
 
     def __repr__(self) -> str:
         return f"PostgresAffectiveStateStore({self._redacted!r}, key={self._key!r})"
+
+
+class _Own:
+    """A state store's own connection, shared with its scoped twins: opened on first
+    use and again after the server dropped it (a closed connection)."""
+
+    def __init__(self, dsn: str, timeout: int) -> None:
+        self.dsn = dsn
+        self.timeout = timeout
+        self.conn: Any = None
+        self.closed = False
+
+    def __repr__(self) -> str:  # never the DSN, whose password it holds
+        return f"_Own(closed={self.closed})"
 
 
 def _table(name: str) -> str:
