@@ -86,6 +86,32 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
         PostgresStore(pg_dsn, table=newer)
 
 
+def test_a_foreign_state_table_is_refused_and_left_as_it_was(pg_dsn: str) -> None:
+    """A ``{table}_state`` that the state store did not make (another layout, no
+    primary key on ``key``, a view) is refused by name, on its own connection and
+    through ``from_store``; its rows are not touched (a long ``key`` stays as it
+    was: no digest migration)."""
+    long_key = "k" * 3000
+    for ddl in ("CREATE TABLE {t}_state (key text PRIMARY KEY, value int)",
+                "CREATE TABLE {t}_state (key text, snapshot jsonb, snapshot_json text, "
+                "updated_at timestamptz)",
+                "CREATE VIEW {t}_state AS SELECT 'k'::text AS key"):
+        table = _new_table()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(ddl.format(t=table))
+            if "value int" in ddl:
+                conn.execute(f"INSERT INTO {table}_state VALUES (%s, 1)", (long_key,))
+        with pytest.raises(PostgresStoreError, match=f"{table}_state.*not made by"):
+            PostgresAffectiveStateStore(pg_dsn, table=table)
+        with PostgresStore(pg_dsn, table=table) as store, \
+                pytest.raises(PostgresStoreError, match=f"{table}_state.*not made by"):
+            PostgresAffectiveStateStore.from_store(store)
+        if "value int" in ddl:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                rows = conn.execute(f"SELECT key, value FROM {table}_state").fetchall()
+            assert rows == [(long_key, 1)]
+
+
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -44,6 +44,11 @@ deep scope of long parts: 32 x 1,024 bytes) is kept as ``sha256:`` + its digest,
 since a btree index entry holds at most about 2,700 bytes."""
 
 
+_LAYOUT = ["key text key", "snapshot jsonb", "snapshot_json text",
+           "updated_at timestamp with time zone"]
+"""The state table's columns as ``_prepare`` reads them (``key``: the primary key)."""
+
+
 def _row_key(key: str) -> str:
     """The ``key`` column's value for state key ``key`` (see :data:`MAX_ROW_KEY_BYTES`)."""
     raw = key.encode("utf-8")
@@ -160,8 +165,27 @@ class PostgresAffectiveStateStore:
     def _prepare(self, cur: Any) -> None:
         """Create the table if needed, and move rows that an earlier version kept under
         a raw key longer than :data:`MAX_ROW_KEY_BYTES` (it could store up to a btree
-        entry's ~2,700 bytes) to the ``sha256:`` key this version reads them by."""
+        entry's ~2,700 bytes) to the ``sha256:`` key this version reads them by.
+
+        Raises:
+            PostgresStoreError: a relation of that name has another layout (not made
+                by this class): nothing is written to it.
+        """
         cur.execute(self._create())
+        layout = cur.execute(
+            "SELECT array_agg(a.attname::text || ' ' || format_type(a.atttypid, a.atttypmod) "
+            "|| CASE WHEN a.attnum = ANY(i.indkey) THEN ' key' ELSE '' END ORDER BY a.attnum) "
+            "FROM pg_attribute AS a LEFT JOIN pg_index AS i "
+            "ON i.indrelid = a.attrelid AND i.indisprimary "
+            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            (self._table,),
+        ).fetchone()[0]
+        if layout != _LAYOUT:
+            raise PostgresStoreError(
+                f"{self._redacted!r}: {self._table!r} exists but was not made by "
+                "emotional_memory's PostgresAffectiveStateStore; choose another table= "
+                "prefix (nothing was written)"
+            )
         digest = "'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex')"
         cur.execute(
             f"UPDATE {self._table} AS o SET key = h.k FROM (SELECT key AS old, {digest} AS k "
