@@ -112,6 +112,36 @@ def test_a_foreign_state_table_is_refused_and_left_as_it_was(pg_dsn: str) -> Non
             assert rows == [(long_key, 1)]
 
 
+def test_state_stores_opened_at_once_on_a_fresh_table_all_open(pg_dsn: str) -> None:
+    """Workers starting together (own connections and ``from_store``) each create the
+    state table if missing: they take turns, none fails on the others' CREATE."""
+    import threading
+
+    for _ in range(3):
+        table = _new_table()
+        start = threading.Barrier(6)
+        failed: list[BaseException] = []
+
+        def open_one(shared: bool, table: str = table, start: threading.Barrier = start,
+                     failed: list[BaseException] = failed) -> None:
+            start.wait()
+            try:
+                if shared:
+                    with PostgresStore(pg_dsn, table=table) as store:
+                        PostgresAffectiveStateStore.from_store(store).close()
+                else:
+                    PostgresAffectiveStateStore(pg_dsn, table=table).close()
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=open_one, args=(i % 3 == 0,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+
+
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -136,6 +136,20 @@ def _prepared(conn: Any, prepare: bool) -> Iterator[None]:
         conn.prepare_threshold = None
 
 
+def table_lock_key(table: str) -> int:
+    """The advisory lock of the tables with prefix ``table``: taken by every write
+    transaction of a :class:`PostgresStore` and while the schema is created or checked.
+
+    Args:
+        table: the tables' prefix.
+
+    Returns:
+        A signed 64-bit key.
+    """
+    digest = hashlib.sha256(f"{_SCHEMA_NAME}:{table}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def redact_dsn(dsn: str) -> str:
     """:func:`emotional_memory.redact.redact_address` (kept under this name)."""
     return redact_address(dsn)

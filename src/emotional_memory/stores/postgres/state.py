@@ -31,6 +31,7 @@ from emotional_memory.stores._shared.state import (
     snapshot_text,
     state_conflict,
 )
+from emotional_memory.stores.postgres.common import table_lock_key
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError
 
@@ -92,12 +93,16 @@ class PostgresAffectiveStateStore:
         self._psycopg = psycopg
         self._redacted = redact_address(dsn)
         self._secrets = PostgresStore._find_secrets(dsn)
-        self._table = f"{_table(table)}_state"
+        prefix = _table(table)
+        self._table = f"{prefix}_state"
         self._shared: PostgresStore | None = None
         self._lock = threading.RLock()
         self._own: _Own | None = _Own(dsn, max(1, int(connect_timeout)))
         try:
             with self._transaction() as cur:
+                # the tables' schema lock (a PostgresStore's and from_store's too):
+                # workers creating the table at once take turns
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (table_lock_key(prefix),))
                 self._prepare(cur)
         except BaseException:
             self.close()
