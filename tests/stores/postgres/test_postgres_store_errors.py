@@ -7,6 +7,8 @@ tests/support/pg_server.py) on a free 127.0.0.1 port; each module gets its own d
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -140,6 +142,41 @@ def test_state_stores_opened_at_once_on_a_fresh_table_all_open(pg_dsn: str) -> N
         for thread in threads:
             thread.join()
         assert failed == []
+
+
+def test_stores_of_several_tables_opened_at_once_on_a_fresh_database_all_open(
+    pg_server: Any,
+) -> None:
+    """Several tables' stores opening together on a database without the vector
+    extension each create it if missing: they take turns, none fails on another's
+    CREATE EXTENSION."""
+    import threading
+    import uuid
+
+    name = f"fresh_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server.dsn(name)
+    start = threading.Barrier(4)
+    failed: list[BaseException] = []
+
+    def open_one(table: str) -> None:
+        start.wait()
+        try:
+            PostgresStore(dsn, table=table).close()
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(f"t{i}",)) for i in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+    finally:
+        with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_an_older_schema_is_migrated_in_one_transaction(
