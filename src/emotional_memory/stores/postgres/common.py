@@ -89,6 +89,12 @@ def lexical_columns(content: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), len(tokens)
 
 
+MOST_ROWS = 2**60
+"""More rows than any table holds: a larger ``top_k``, page ``limit`` or ``offset``
+answers as this one does (SQL's ``LIMIT`` and ``OFFSET`` take a bigint, and the
+statements add to and multiply them)."""
+
+
 MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
 from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
