@@ -369,3 +369,30 @@ def test_a_state_row_an_earlier_version_kept_under_a_long_raw_key_is_found(
         conn.execute(f"INSERT INTO {full} VALUES (%s, %s::jsonb, %s, now())", (key, text, text))
     with PostgresAffectiveStateStore(pg_dsn, key=key, table=table) as store:
         assert store.load_snapshot() == state.snapshot()
+
+
+def test_a_top_k_limit_or_offset_past_sqls_bigint_answers_as_in_memory(
+    engines: tuple[EmotionalMemory, EmotionalMemory],
+) -> None:
+    """``top_k``, ``limit`` and ``offset`` of 2**63 and more (past SQL's bigint ``LIMIT``)
+    answer as over the in-memory store: every memory, or none past the end."""
+    pg, oracle = engines
+    texts = [f"rain over the harbour {i}" for i in range(5)]
+    for engine in (pg, oracle):
+        engine.encode_batch(texts)
+        engine.scoped("alice").encode_batch(texts[:2], metadata=[{"n": 1}, {"n": 2}])
+    for huge in (2**63 - 1, 2**63, 2**80):
+        for page in ({"limit": huge}, {"offset": 1, "limit": huge}, {"offset": huge},
+                     {"offset": huge, "limit": 1}):
+            assert [m.content for m in pg.list_all(**page)] == \
+                [m.content for m in oracle.list_all(**page)]
+        for view in (lambda e: e, lambda e: e.scoped("alice")):
+            for where in (None, {"n": {"$gte": 1}}):
+                got, want = (view(e).retrieve("rain harbour", top_k=huge, where=where)
+                             for e in (pg, oracle))
+                assert _contents(got) == _contents(want) and len(got) in (2, 7)
+        store = pg.store
+        assert len(store.search_by_embedding([1.0] * 16, huge)) == 7
+        assert [len(r) for r in store.search_by_embedding_batch([[1.0] * 16, None], huge)] \
+            == [7, 7]
+        assert store.list_page(huge, 1) == [] and len(store.list_page(2, huge)) == 5

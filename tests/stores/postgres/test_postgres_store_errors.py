@@ -7,6 +7,8 @@ tests/support/pg_server.py) on a free 127.0.0.1 port; each module gets its own d
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,7 @@ from support.banks import assert_same_bank, random_memories  # noqa: E402
 from support.engine_ops import op_engine  # noqa: E402
 from support.paths import README  # noqa: E402
 from support.pg_store import _new_table  # noqa: E402
+from support.states import moved_state  # noqa: E402
 
 # ----------------------------------------------------------------- errors
 
@@ -83,6 +86,97 @@ def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn:
         conn.execute(f"UPDATE {newer}_meta SET value = '99' WHERE key = 'version'")
     with pytest.raises(PostgresStoreError, match="version '99'"):
         PostgresStore(pg_dsn, table=newer)
+
+
+def test_a_foreign_state_table_is_refused_and_left_as_it_was(pg_dsn: str) -> None:
+    """A ``{table}_state`` that the state store did not make (another layout, no
+    primary key on ``key``, a view) is refused by name, on its own connection and
+    through ``from_store``; its rows are not touched (a long ``key`` stays as it
+    was: no digest migration)."""
+    long_key = "k" * 3000
+    for ddl in ("CREATE TABLE {t}_state (key text PRIMARY KEY, value int)",
+                "CREATE TABLE {t}_state (key text, snapshot jsonb, snapshot_json text, "
+                "updated_at timestamptz)",
+                "CREATE VIEW {t}_state AS SELECT 'k'::text AS key"):
+        table = _new_table()
+        with psycopg.connect(pg_dsn, autocommit=True) as conn:
+            conn.execute(ddl.format(t=table))
+            if "value int" in ddl:
+                conn.execute(f"INSERT INTO {table}_state VALUES (%s, 1)", (long_key,))
+        with pytest.raises(PostgresStoreError, match=f"{table}_state.*not made by"):
+            PostgresAffectiveStateStore(pg_dsn, table=table)
+        with PostgresStore(pg_dsn, table=table) as store, \
+                pytest.raises(PostgresStoreError, match=f"{table}_state.*not made by"):
+            PostgresAffectiveStateStore.from_store(store)
+        if "value int" in ddl:
+            with psycopg.connect(pg_dsn, autocommit=True) as conn:
+                rows = conn.execute(f"SELECT key, value FROM {table}_state").fetchall()
+            assert rows == [(long_key, 1)]
+
+
+def test_state_stores_opened_at_once_on_a_fresh_table_all_open(pg_dsn: str) -> None:
+    """Workers starting together (own connections and ``from_store``) each create the
+    state table if missing: they take turns, none fails on the others' CREATE."""
+    import threading
+
+    for _ in range(3):
+        table = _new_table()
+        start = threading.Barrier(6)
+        failed: list[BaseException] = []
+
+        def open_one(shared: bool, table: str = table, start: threading.Barrier = start,
+                     failed: list[BaseException] = failed) -> None:
+            start.wait()
+            try:
+                if shared:
+                    with PostgresStore(pg_dsn, table=table) as store:
+                        PostgresAffectiveStateStore.from_store(store).close()
+                else:
+                    PostgresAffectiveStateStore(pg_dsn, table=table).close()
+            except BaseException as exc:
+                failed.append(exc)
+
+        threads = [threading.Thread(target=open_one, args=(i % 3 == 0,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+
+
+def test_stores_of_several_tables_opened_at_once_on_a_fresh_database_all_open(
+    pg_server: Any,
+) -> None:
+    """Several tables' stores opening together on a database without the vector
+    extension each create it if missing: they take turns, none fails on another's
+    CREATE EXTENSION."""
+    import threading
+    import uuid
+
+    name = f"fresh_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    dsn = pg_server.dsn(name)
+    start = threading.Barrier(4)
+    failed: list[BaseException] = []
+
+    def open_one(table: str) -> None:
+        start.wait()
+        try:
+            PostgresStore(dsn, table=table).close()
+        except BaseException as exc:
+            failed.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(f"t{i}",)) for i in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert failed == []
+    finally:
+        with psycopg.connect(pg_server.dsn(), autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 def test_an_older_schema_is_migrated_in_one_transaction(
@@ -177,6 +271,30 @@ def test_a_dropped_connection_names_the_dsn_and_half_writes_nothing(pg_dsn: str)
     assert password not in str(info.value) and ":***@" in str(info.value)
     assert store.list_all() == [a]  # the pool replaced the dropped connection
     store.close()
+
+
+def test_a_state_store_with_its_own_connection_reconnects_after_a_drop(pg_dsn: str) -> None:
+    """A ``PostgresAffectiveStateStore(dsn)`` whose connection the server dropped fails
+    that call (DSN redacted), then connects again, for its scoped twins too."""
+    state = PostgresAffectiveStateStore(pg_dsn, key="k", table=_new_table())
+    twin = state.scoped(("alice",))
+    state.save(moved_state(0.1))
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+            "AND backend_type = 'client backend'"  # the state store's connection
+        )
+    with pytest.raises(PostgresStoreError) as info:
+        state.load()
+    password = pg_dsn.split(":")[2].split("@")[0]
+    assert password not in str(info.value) and ":***@" in str(info.value)
+    assert state.load() == moved_state(0.1)
+    twin.save(moved_state(0.2))
+    assert twin.load() == moved_state(0.2) and state.load() == moved_state(0.1)
+    state.close()
+    with pytest.raises(ValueError, match="closed"):
+        twin.load()
 
 
 def test_the_readme_example_runs(

@@ -290,6 +290,24 @@ def test_nul_characters_are_refused_before_anything_is_written(store: PostgresSt
     assert store.list_all() == [m]
 
 
+def test_lone_surrogates_are_refused_when_saved_naming_the_field(store: PostgresStore) -> None:
+    """A lone surrogate (not UTF-8 text) is refused by ``save`` itself, as a NUL is:
+    an ``UnstorableValueError`` naming the field, nothing queued, so the transaction
+    goes on and commits the rest."""
+    m, other = random_memories(4, 2, 0)
+    for update, field in (({"content": "a\ud800b"}, "content"),
+                          ({"metadata": {"k": ["\udfff"]}}, "metadata"),
+                          ({"metadata": {"\ud800": 1}}, "metadata"),
+                          ({"id": "x\udc00"}, "id")):
+        with store.transaction():
+            with pytest.raises(UnstorableValueError, match=field) as info:
+                store.save(m.model_copy(update=update))
+            assert info.value.field == field
+            store.save(other)
+        assert store.list_all() == [other]
+        assert store.delete(other.id)
+
+
 def test_a_nul_in_a_batch_names_the_memory_and_keeps_nothing(
     store: PostgresStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:

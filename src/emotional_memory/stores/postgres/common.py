@@ -89,6 +89,12 @@ def lexical_columns(content: str) -> tuple[list[str], list[int], int]:
     return list(counts), list(counts.values()), len(tokens)
 
 
+MOST_ROWS = 2**60
+"""More rows than any table holds: a larger ``top_k``, page ``limit`` or ``offset``
+answers as this one does (SQL's ``LIMIT`` and ``OFFSET`` take a bigint, and the
+statements add to and multiply them)."""
+
+
 MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
 from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
@@ -136,6 +142,20 @@ def _prepared(conn: Any, prepare: bool) -> Iterator[None]:
         conn.prepare_threshold = None
 
 
+def table_lock_key(table: str) -> int:
+    """The advisory lock of the tables with prefix ``table``: taken by every write
+    transaction of a :class:`PostgresStore` and while the schema is created or checked.
+
+    Args:
+        table: the tables' prefix.
+
+    Returns:
+        A signed 64-bit key.
+    """
+    digest = hashlib.sha256(f"{_SCHEMA_NAME}:{table}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
 def redact_dsn(dsn: str) -> str:
     """:func:`emotional_memory.redact.redact_address` (kept under this name)."""
     return redact_address(dsn)
@@ -154,6 +174,17 @@ def _has_nul(value: Any) -> bool:
     if isinstance(value, list | tuple):
         return any(_has_nul(v) for v in value)
     return False
+
+
+def _is_utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _embedding_of(exact: bytes | None, vector: Any) -> np.ndarray | None:

@@ -11,6 +11,7 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.records import load_memory, storable_id
 from emotional_memory.stores.postgres.common import (
     _MEMORY_COLUMNS,
+    MOST_ROWS,
     _embedding_of,
     _prepared,
     _search_row_memory_columns,
@@ -269,8 +270,9 @@ class _Reader(_Writer):
         Returns:
             The page, in insertion order.
         """
-        if limit <= 0:
+        if limit <= 0 or offset >= MOST_ROWS:
             return []
+        limit = min(limit, MOST_ROWS)
         lock = self._lock_rows()
         wanted = offset + limit
         with self._read() as cur:  # one snapshot for the walk and the page's rows

@@ -8,6 +8,7 @@ from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
     PostgresStoreError,
     lexical_columns,
+    table_lock_key,
 )
 from emotional_memory.stores.postgres.core import _Core
 
@@ -93,6 +94,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     3: (),
 }
 
+_EXTENSION_LOCK = table_lock_key(" vector extension")
+"""The advisory lock under which a new store's tables are created (any table: each
+creation runs ``CREATE EXTENSION IF NOT EXISTS vector``). No table prefix has a
+space, so no table's own lock shares its key."""
+
 _STEM_BATCH = 2000
 """Rows read and rewritten per batch by the migration to version 4."""
 
@@ -175,6 +181,9 @@ class _Schema(_Core):
                 ).fetchall()
                 found = {r[0] for r in rows}
                 if not found:
+                    # every table's creation runs CREATE EXTENSION IF NOT EXISTS, which
+                    # fails when another runs it at once: they take turns
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_EXTENSION_LOCK,))
                     for statement in self._schema_statements():
                         conn.execute(statement)
                 else:

@@ -23,6 +23,7 @@ from emotional_memory.stores._shared.linking import (
 from emotional_memory.stores._shared.ranking import norm, rank
 from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
+    MOST_ROWS,
     _embedding_of,
     _prepared,
     _search_row_memory_columns,
@@ -65,6 +66,8 @@ class _Searcher(_Reader):
         t = self._t
         if k <= 0 and upto is None:
             return [], None
+        k = min(k, MOST_ROWS)
+        upto = None if upto is None else min(upto, MOST_ROWS)
         query_norm = norm(query) if query.shape[0] else 0.0
         zero = query_norm == 0.0 or not math.isfinite(query_norm)
         want = max(k, 0) + self._margin
@@ -250,6 +253,7 @@ class _Searcher(_Reader):
         out: list[list[Any]] = [[] for _ in queries]
         if k <= 0 or not queries:
             return out
+        k = min(k, MOST_ROWS)
         want = k + self._margin
         bound = max(self._exact_rows, want) + 1
         view, params, _ = self._view_filter()

@@ -31,6 +31,7 @@ from emotional_memory.stores._shared.state import (
     snapshot_text,
     state_conflict,
 )
+from emotional_memory.stores.postgres.common import table_lock_key
 from emotional_memory.stores.postgres.scope_locks import AdvisoryScopeLocks
 from emotional_memory.stores.postgres.store import PostgresStore, PostgresStoreError
 
@@ -42,6 +43,11 @@ MAX_ROW_KEY_BYTES = 2000
 """Longest key kept as it is in the ``key`` column (UTF-8 bytes); a longer one (a
 deep scope of long parts: 32 x 1,024 bytes) is kept as ``sha256:`` + its digest,
 since a btree index entry holds at most about 2,700 bytes."""
+
+
+_LAYOUT = ["key text key", "snapshot jsonb", "snapshot_json text",
+           "updated_at timestamp with time zone"]
+"""The state table's columns as ``_prepare`` reads them (``key``: the primary key)."""
 
 
 def _row_key(key: str) -> str:
@@ -87,24 +93,19 @@ class PostgresAffectiveStateStore:
         self._psycopg = psycopg
         self._redacted = redact_address(dsn)
         self._secrets = PostgresStore._find_secrets(dsn)
-        self._table = f"{_table(table)}_state"
+        prefix = _table(table)
+        self._table = f"{prefix}_state"
         self._shared: PostgresStore | None = None
         self._lock = threading.RLock()
-        failed: str | None = None  # raised outside the except: no driver error as its __context__
-        try:
-            self._conn: Any = psycopg.connect(
-                dsn, autocommit=True, connect_timeout=max(1, int(connect_timeout))
-            )
-        except psycopg.Error as exc:
-            failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
-                      f"{redact(str(exc), self._secrets).strip()}")
-        if failed is not None:
-            raise PostgresStoreError(failed)
+        self._own: _Own | None = _Own(dsn, max(1, int(connect_timeout)))
         try:
             with self._transaction() as cur:
+                # the tables' schema lock (a PostgresStore's and from_store's too):
+                # workers creating the table at once take turns
+                cur.execute("SELECT pg_advisory_xact_lock(%s)", (table_lock_key(prefix),))
                 self._prepare(cur)
         except BaseException:
-            self._conn.close()
+            self.close()
             raise
 
     @classmethod
@@ -130,7 +131,7 @@ class PostgresAffectiveStateStore:
         self._table = f"{store.table}_state"
         self._shared = store
         self._lock = threading.RLock()
-        self._conn = None
+        self._own = None
         with self._transaction() as cur:
             self._prepare(cur)
         return self
@@ -169,8 +170,27 @@ class PostgresAffectiveStateStore:
     def _prepare(self, cur: Any) -> None:
         """Create the table if needed, and move rows that an earlier version kept under
         a raw key longer than :data:`MAX_ROW_KEY_BYTES` (it could store up to a btree
-        entry's ~2,700 bytes) to the ``sha256:`` key this version reads them by."""
+        entry's ~2,700 bytes) to the ``sha256:`` key this version reads them by.
+
+        Raises:
+            PostgresStoreError: a relation of that name has another layout (not made
+                by this class): nothing is written to it.
+        """
         cur.execute(self._create())
+        layout = cur.execute(
+            "SELECT array_agg(a.attname::text || ' ' || format_type(a.atttypid, a.atttypmod) "
+            "|| CASE WHEN a.attnum = ANY(i.indkey) THEN ' key' ELSE '' END ORDER BY a.attnum) "
+            "FROM pg_attribute AS a LEFT JOIN pg_index AS i "
+            "ON i.indrelid = a.attrelid AND i.indisprimary "
+            "WHERE a.attrelid = to_regclass(%s) AND a.attnum > 0 AND NOT a.attisdropped",
+            (self._table,),
+        ).fetchone()[0]
+        if layout != _LAYOUT:
+            raise PostgresStoreError(
+                f"{self._redacted!r}: {self._table!r} exists but was not made by "
+                "emotional_memory's PostgresAffectiveStateStore; choose another table= "
+                "prefix (nothing was written)"
+            )
         digest = "'sha256:' || encode(sha256(convert_to(key, 'UTF8')), 'hex')"
         cur.execute(
             f"UPDATE {self._table} AS o SET key = h.k FROM (SELECT key AS old, {digest} AS k "
@@ -200,16 +220,33 @@ class PostgresAffectiveStateStore:
                 ) from None
             return
         with self._lock:
-            if self._conn is None:
+            own = self._own
+            if own is None or own.closed:
                 raise ValueError("the PostgresAffectiveStateStore is closed")
+            conn = self._connection(own)
             try:
-                with self._conn.transaction(), self._conn.cursor() as cur:
+                with conn.transaction(), conn.cursor() as cur:
                     yield cur
             except psycopg.OperationalError as exc:
                 raise PostgresStoreError(
                     f"a state transaction failed on {self._redacted!r}: "
                     f"{redact(str(exc), self._secrets).strip()}"
                 ) from None
+
+    def _connection(self, own: _Own) -> Any:
+        """The own connection, opened again when the last one was dropped or lost."""
+        psycopg = self._psycopg
+        if own.conn is not None and not own.conn.closed:
+            return own.conn
+        failed: str | None = None  # raised outside the except: no driver error as its __context__
+        try:
+            own.conn = psycopg.connect(own.dsn, autocommit=True, connect_timeout=own.timeout)
+        except psycopg.Error as exc:
+            failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
+                      f"{redact(str(exc), self._secrets).strip()}")
+        if failed is not None:
+            raise PostgresStoreError(failed)
+        return own.conn
 
     @contextmanager
     def _reading(self) -> Iterator[Any]:
@@ -341,9 +378,12 @@ class PostgresAffectiveStateStore:
     def close(self) -> None:
         """Close the own connection (idempotent); a shared store stays open."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-            self._conn = None
+            own = self._own
+            if own is not None and not own.closed:
+                own.closed = True
+                if own.conn is not None:
+                    own.conn.close()
+                own.conn = None
 
     def __enter__(self) -> PostgresAffectiveStateStore:
         """Context-manager entry: the store itself."""
@@ -360,6 +400,20 @@ class PostgresAffectiveStateStore:
 
     def __repr__(self) -> str:
         return f"PostgresAffectiveStateStore({self._redacted!r}, key={self._key!r})"
+
+
+class _Own:
+    """A state store's own connection, shared with its scoped twins: opened on first
+    use and again after the server dropped it (a closed connection)."""
+
+    def __init__(self, dsn: str, timeout: int) -> None:
+        self.dsn = dsn
+        self.timeout = timeout
+        self.conn: Any = None
+        self.closed = False
+
+    def __repr__(self) -> str:  # never the DSN, whose password it holds
+        return f"_Own(closed={self.closed})"
 
 
 def _table(name: str) -> str:

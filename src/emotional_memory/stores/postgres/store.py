@@ -3,7 +3,6 @@ beside this file."""
 
 from __future__ import annotations
 
-import hashlib
 import math
 import threading
 import weakref
@@ -15,7 +14,6 @@ from emotional_memory.redact import redact_address
 from emotional_memory.stores.base import BackendStore
 from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
-    _SCHEMA_NAME,
     PoolBusy,
     PostgresStoreError,
     StatementTimeout,
@@ -23,6 +21,7 @@ from emotional_memory.stores.postgres.common import (
     _Shared,
     check_options,
     redact_dsn,
+    table_lock_key,
 )
 from emotional_memory.stores.postgres.schema import SCHEMA_VERSION
 
@@ -115,10 +114,7 @@ class PostgresStore(BackendStore, _Columns):
         self._t = f"{table}_memories"
         self._meta = f"{table}_meta"
         self._links = f"{table}_links"
-        self._lock_key = int.from_bytes(
-            hashlib.sha256(f"{_SCHEMA_NAME}:{table}".encode()).digest()[:8],
-            "big", signed=True,
-        )
+        self._lock_key = table_lock_key(table)
         self._exact_rows = exact_rows
         self._ef_search = ef_search
         self._margin = margin

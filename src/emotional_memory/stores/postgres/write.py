@@ -20,6 +20,7 @@ from emotional_memory.stores.postgres.common import (
     _embedding_of,
     _float_bytes,
     _has_nul,
+    _is_utf8,
     _Tx,
     lexical_columns,
 )
@@ -61,7 +62,7 @@ class _Writer(_Schema):
 
         Raises:
             ValueError: metadata that is not JSON.
-            UnstorableValueError: a NUL character in a text.
+            UnstorableValueError: a NUL character or a lone surrogate in a text.
         """
         tag = memory.tag
         embedding = memory.embedding
@@ -88,12 +89,18 @@ class _Writer(_Schema):
             metadata_json = json.dumps(memory.metadata, ensure_ascii=False, allow_nan=False)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
-        # PostgreSQL text (and JSONB) cannot hold NUL characters: refuse them up front
-        for name, value in (("id", memory.id), ("content", memory.content),
-                            ("metadata", memory.metadata)):
+        # PostgreSQL text (and JSONB) holds UTF-8 without NUL: refuse the rest up front
+        for name, value, text in (("id", memory.id, memory.id),
+                                  ("content", memory.content, memory.content),
+                                  ("metadata", memory.metadata, metadata_json)):
             if _has_nul(value):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
+                )
+            if not _is_utf8(text):
+                raise UnstorableValueError(
+                    name, f"{name} holds a lone surrogate, which PostgreSQL text cannot "
+                    "store (not UTF-8)"
                 )
         terms, tfs, doc_len = lexical_columns(memory.content)
         scope = memory.scope
