@@ -245,3 +245,38 @@ def test_any_sequence_of_writes_leaves_what_the_oracle_holds(
         for k in (1, 3, 11):
             assert [m.id for m in store.search_by_embedding(query, k)] == [
                 m.id for m in oracle.search_by_embedding(query, k)]
+
+
+def _with_surrogate(field: str) -> Memory:
+    base = mem("fine", [1, 0])
+    if field == "id":
+        return base.model_copy(update={"id": "x\udc00"})
+    if field == "content":
+        return base.model_copy(update={"content": "a\ud800b"})
+    return base.model_copy(update={"metadata": {"k": ["\ud800"]}})
+
+
+@pytest.mark.parametrize("field", ["id", "content", "metadata"])
+def test_a_lone_surrogate_is_kept_or_refused_naming_its_field(
+    backend: Backend, field: str
+) -> None:
+    """A lone surrogate (valid in a Python str, not in UTF-8) is kept as the oracle
+    keeps it, or refused by the write itself with an UnstorableValueError naming the
+    field, nothing written (SQLite raised the driver's UnicodeEncodeError, naming no
+    field)."""
+    from emotional_memory.interfaces import UnstorableValueError
+
+    store, oracle = backend.new(), oracle_store()
+    kept = mem("kept", [0, 1])
+    store.save(kept)
+    odd = _with_surrogate(field)
+    try:
+        store.save(odd)
+    except UnstorableValueError as exc:
+        assert exc.field == field
+        assert store.list_all() == [kept] and len(store) == 1
+        return
+    oracle.save(kept)
+    oracle.save(odd)
+    assert [key(m) for m in store.list_all()] == [key(m) for m in oracle.list_all()]
+    assert key(store.get(odd.id)) == key(oracle.get(odd.id)) == key(odd)

@@ -22,6 +22,7 @@ from emotional_memory._validation import memory_id as check_id
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import EmotionLabel
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import LINK_TYPES, EmotionalTag, Memory, ResonanceLink
 from emotional_memory.mood import MoodField
 
@@ -493,6 +494,47 @@ def storable_id(memory_id: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def _utf8(text: str) -> bool:
+    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
+    if text.isascii():
+        return True
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_utf8(memory: Memory, store: str, metadata_json: str | None = None) -> None:
+    """Refuse a memory holding text UTF-8 cannot encode (a lone surrogate), naming the
+    field, for a store whose database holds UTF-8 text only.
+
+    Args:
+        memory: the memory to write.
+        store: the store's name, for the message.
+        metadata_json: its metadata as JSON text when already built (else built here).
+
+    Raises:
+        UnstorableValueError: field ``id``, ``content``, ``metadata``, ``scope`` or
+            ``tag`` (a link's ids).
+    """
+    if metadata_json is None:
+        try:
+            metadata_json = json.dumps(memory.metadata, ensure_ascii=False)
+        except (TypeError, ValueError):  # not JSON: the write's own error says so
+            metadata_json = ""
+    links = memory.tag.resonance_links
+    fields = (("id", (memory.id,)), ("content", (memory.content,)),
+              ("metadata", (metadata_json,)), ("scope", memory.scope),
+              ("tag", [i for lk in links for i in (lk.source_id, lk.target_id)]))
+    for name, texts in fields:
+        if not all(_utf8(text) for text in texts):
+            raise UnstorableValueError(
+                name, f"{name} holds a lone surrogate, which {store} cannot hold (not UTF-8 "
+                "text)"
+            )
 
 
 def dump_memory(memory: Memory) -> str:

@@ -176,17 +176,6 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def _is_utf8(text: str) -> bool:
-    """Whether ``text`` encodes as UTF-8 (holds no lone surrogate)."""
-    if text.isascii():
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
 def _embedding_of(exact: bytes | None, vector: Any) -> np.ndarray | None:
     """A stored embedding as float64: the float64 bytes when kept, else the values of
     the vector column (float32 numbers, so exact), else None."""

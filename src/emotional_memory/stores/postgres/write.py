@@ -12,7 +12,7 @@ from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
-from emotional_memory.stores._shared.records import dump_memory, storable_id
+from emotional_memory.stores._shared.records import check_utf8, dump_memory, storable_id
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,
@@ -20,7 +20,6 @@ from emotional_memory.stores.postgres.common import (
     _embedding_of,
     _float_bytes,
     _has_nul,
-    _is_utf8,
     _Tx,
     lexical_columns,
 )
@@ -90,18 +89,13 @@ class _Writer(_Schema):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
         # PostgreSQL text (and JSONB) holds UTF-8 without NUL: refuse the rest up front
-        for name, value, text in (("id", memory.id, memory.id),
-                                  ("content", memory.content, memory.content),
-                                  ("metadata", memory.metadata, metadata_json)):
+        for name, value in (("id", memory.id), ("content", memory.content),
+                            ("metadata", memory.metadata)):
             if _has_nul(value):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
                 )
-            if not _is_utf8(text):
-                raise UnstorableValueError(
-                    name, f"{name} holds a lone surrogate, which PostgreSQL text cannot "
-                    "store (not UTF-8)"
-                )
+        check_utf8(memory, "PostgreSQL text", metadata_json)
         terms, tfs, doc_len = lexical_columns(memory.content)
         scope = memory.scope
         return {

@@ -243,9 +243,11 @@ def memory_params(memory: Memory) -> tuple[Memory, Row]:
 
     Raises:
         ValueError: the embedding is not flat. TypeError: the metadata is not JSON.
+        UnstorableValueError: text UTF-8 cannot encode (a lone surrogate), naming it.
     """
     blob, dim = encode_embedding(memory.embedding, memory.id)
     metadata_json = encode_metadata(memory.metadata)
+    _records.check_utf8(memory, "SQLite", metadata_json)
     stored = utc_memory(memory).model_copy(
         update={
             "embedding": decode_embedding(blob, dim, memory.id),

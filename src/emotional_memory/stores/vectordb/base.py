@@ -10,7 +10,6 @@ in the database's own filter. Record layout: ``stores/vectordb/README.md``.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from abc import ABC, abstractmethod
@@ -24,7 +23,12 @@ import numpy as np
 from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
-from emotional_memory.stores._shared.records import dump_memory, load_memory, storable_id
+from emotional_memory.stores._shared.records import (
+    check_utf8,
+    dump_memory,
+    load_memory,
+    storable_id,
+)
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.vectordb.filter import (
     FALSE,
@@ -254,26 +258,13 @@ class VectorDBStore(BackendStore, ABC):
         return filter_fields(memory)
 
     def _check_utf8(self, memory: Memory) -> None:
-        """Refuse an empty id, or text of the record UTF-8 cannot encode (a lone
-        surrogate), naming its field: content, metadata, scope or tag (link ids)."""
+        """Refuse an empty id, or text UTF-8 cannot encode (a lone surrogate) naming
+        its field (:func:`~emotional_memory.stores._shared.records.check_utf8`)."""
         if not memory.id:
             raise UnstorableValueError(
                 "id", f"{type(self).__name__} cannot hold an empty memory id"
             )
-        try:
-            dump_memory(memory).encode("utf-8")
-            return
-        except UnicodeEncodeError:
-            pass
-        except (TypeError, ValueError):  # not JSON data: the write's own error says so
-            return
-        parts = (("content", memory.content), ("metadata", memory.metadata),
-                 ("scope", list(memory.scope)), ("tag", memory.tag.model_dump(mode="json")))
-        name = next((name for name, value in parts if not _utf8(value)), "memory")
-        raise UnstorableValueError(
-            name, f"{name} holds a lone surrogate, which {type(self).__name__} cannot hold "
-            "(not UTF-8 text)"
-        )
+        check_utf8(memory, type(self).__name__)
 
     def check_metadata(self, metadata: dict[str, Any]) -> None:
         """Refuse metadata of more paths than ``metadata_paths_max``.
@@ -670,15 +661,3 @@ class VectorDBSelected:
         import contextlib
 
         return contextlib.nullcontext()
-
-
-def _utf8(value: Any) -> bool:
-    """Whether ``value`` as JSON text encodes as UTF-8 (True for values JSON cannot hold:
-    the client's to refuse)."""
-    try:
-        json.dumps(value, ensure_ascii=False).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    except (TypeError, ValueError):
-        return True
-    return True
