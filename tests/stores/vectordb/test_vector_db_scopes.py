@@ -15,7 +15,6 @@ expiry, selections) is the contract suite's (``tests/stores/contract/``); here:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -43,16 +42,6 @@ from support.scopes import (
 )
 from support.selections import CASES, check_selections, fill_selection_bank
 from support.where_oracle import oracle_matches, where_dicts
-
-
-@pytest.fixture(params=["qdrant", "chroma"])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """Qdrant (local mode) or Chroma (the session's ``chroma run`` server) stores."""
-    opened = Backend(request.param, request)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 class Spy:

@@ -6,7 +6,6 @@ kept as the in-memory store keeps it, or refused before anything is written.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 
 import pytest
 
@@ -19,16 +18,6 @@ from emotional_memory.stores.base import Selection
 from support.backends import Backend, oracle_store
 from support.memories import basic_memory as mem
 from support.memories import memory_key as key
-
-
-@pytest.fixture(params=["qdrant", "chroma"])
-def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
-    """Qdrant (local mode) or Chroma (the session's ``chroma run`` server) stores."""
-    opened = Backend(request.param, request)
-    try:
-        yield opened
-    finally:
-        opened.close()
 
 
 def test_non_finite_metadata_comes_back_as_saved(backend: Backend) -> None:
