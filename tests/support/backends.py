@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +215,13 @@ class StateBackend:
             store = RedisAffectiveStateStore(url, key=f"{place}:{key}", strict=True)
         self._opened.append(store)
         return store
+
+
+def opened_backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    """The body of a ``backend`` fixture: stores of the backend named by the
+    fixture's parameter, closed afterwards (``yield from`` it)."""
+    opened = Backend(request.param, request)
+    try:
+        yield opened
+    finally:
+        opened.close()

@@ -16,17 +16,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.backends import STATE_STORES, STORES, Backend, StateBackend
+from support.backends import STATE_STORES, STORES, Backend, StateBackend, opened_backend
 
 
 @pytest.fixture(params=STORES)
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Opens stores of the backend named by the parameter; closes them afterwards."""
-    opened = Backend(request.param, request)
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from opened_backend(request)
 
 
 @pytest.fixture(params=STATE_STORES)

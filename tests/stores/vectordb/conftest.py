@@ -6,14 +6,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from support.backends import Backend
+from support.backends import Backend, opened_backend
 
 
 @pytest.fixture(params=["qdrant", "chroma"])
 def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     """Qdrant (local mode) or Chroma (the session's ``chroma run`` server) stores."""
-    opened = Backend(request.param, request)
-    try:
-        yield opened
-    finally:
-        opened.close()
+    yield from opened_backend(request)

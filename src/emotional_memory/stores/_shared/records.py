@@ -487,13 +487,7 @@ def storable_id(memory_id: str) -> bool:
             the database clients would answer with their own, unrelated errors).
     """
     check_id(memory_id)
-    if "\x00" in memory_id:
-        return False
-    try:
-        memory_id.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return "\x00" not in memory_id and _utf8(memory_id)
 
 
 def _utf8(text: str) -> bool:
