@@ -14,21 +14,8 @@ import math
 import numpy as np
 
 from emotional_memory._validation import non_negative, positive_int, strict_finite
+from emotional_memory.learn.metrics import no_nan, same_shape
 from emotional_memory.retrieval.config import RelevanceCalibration
-
-
-def _same_shape(**arrays: np.ndarray) -> None:
-    """Raise ``ValueError`` naming the arrays when their shapes differ."""
-    shapes = {name: np.shape(a) for name, a in arrays.items()}
-    if len(set(shapes.values())) > 1:
-        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
-        raise ValueError(f"the arrays must have one shape, got {listed}")
-
-
-def _no_nan(field: str, values: np.ndarray) -> None:
-    """Raise ``ValueError`` naming ``field`` when ``values`` holds a NaN."""
-    if np.isnan(values).any():
-        raise ValueError(f"{field} holds NaN")
 
 
 def _rows(rows: np.ndarray | None, n_queries: int) -> np.ndarray:
@@ -73,10 +60,10 @@ def top_candidates(
             a NaN total of a real candidate.
     """
     top_n = positive_int("top_n", top_n)
-    _same_shape(totals=totals, labels=labels, valid=valid)
+    same_shape(totals=totals, labels=labels, valid=valid)
     totals = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = _rows(rows, totals.shape[0])
-    _no_nan("totals", totals[use])
+    no_nan("totals", totals[use])
     order = np.argsort(-totals, axis=1, kind="stable")[:, :top_n]
     scores = np.take_along_axis(totals, order, axis=1)[use]
     relevant = np.take_along_axis(np.asarray(labels, bool), order, axis=1)[use]
@@ -110,7 +97,7 @@ def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
     y = np.asarray(relevant, np.float64)
     if x.size == 0:
         raise ValueError("fit_platt needs at least one score")
-    _same_shape(scores=x, relevant=y)
+    same_shape(scores=x, relevant=y)
     if not np.isfinite(x).all():
         raise ValueError("scores must be finite (a NaN or infinite score)")
     ridge = non_negative("ridge", strict_finite("ridge", ridge))
@@ -165,7 +152,7 @@ def expected_calibration_error(
     bins = positive_int("bins", bins)
     p = np.asarray(probs, np.float64)
     y = np.asarray(relevant, np.float64)
-    _same_shape(probs=p, relevant=y)
+    same_shape(probs=p, relevant=y)
     if not ((p >= 0.0) & (p <= 1.0)).all():
         raise ValueError("probs must lie in [0, 1] (a value outside, or NaN)")
     if p.size == 0:
@@ -206,10 +193,10 @@ def suggested_threshold(
     """
     top_k = positive_int("top_k", top_k)
     keep = _keep_share(keep)
-    _same_shape(totals=totals, labels=labels, valid=valid)
+    same_shape(totals=totals, labels=labels, valid=valid)
     t = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = _rows(rows, t.shape[0])
-    _no_nan("totals", t[use])
+    no_nan("totals", t[use])
     order = np.argsort(-t, axis=1, kind="stable")[:, :top_k]
     hit_scores = np.where(np.take_along_axis(np.asarray(labels, bool), order, axis=1),
                           np.take_along_axis(t, order, axis=1), -np.inf)[use]

@@ -11,6 +11,20 @@ from emotional_memory._validation import positive_int
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
 
 
+def same_shape(**arrays: np.ndarray) -> None:
+    """Raise ``ValueError`` naming the arrays when their shapes differ."""
+    shapes = {name: np.shape(a) for name, a in arrays.items()}
+    if len(set(shapes.values())) > 1:
+        listed = ", ".join(f"{name} {shape}" for name, shape in shapes.items())
+        raise ValueError(f"the arrays must have one shape, got {listed}")
+
+
+def no_nan(field: str, values: np.ndarray) -> None:
+    """Raise ``ValueError`` naming ``field`` when ``values`` holds a NaN."""
+    if np.isnan(values).any():
+        raise ValueError(f"{field} holds NaN")
+
+
 def ranking_metrics(
     totals: np.ndarray, labels: np.ndarray, valid: np.ndarray, k: int
 ) -> dict[str, np.ndarray]:
@@ -31,11 +45,11 @@ def ranking_metrics(
     k = positive_int("k", k)
     totals, labels, valid = (np.asarray(totals, np.float64), np.asarray(labels, bool),
                              np.asarray(valid, bool))
-    if totals.ndim != 2 or not totals.shape == labels.shape == valid.shape:
-        raise ValueError(f"totals, labels and valid must be (Q, C) arrays of one shape, got "
-                         f"{totals.shape}, {labels.shape} and {valid.shape}")
-    if np.isnan(totals[valid]).any():
-        raise ValueError("totals holds NaN for a real candidate")
+    same_shape(totals=totals, labels=labels, valid=valid)
+    if totals.ndim != 2:
+        raise ValueError(f"totals, labels and valid must be (Q, C) arrays, got shape "
+                         f"{totals.shape}")
+    no_nan("totals", totals[valid])
     keys = np.where(valid, -totals, np.inf)
     order = np.argsort(keys, axis=-1, kind="stable")
     ranked = np.take_along_axis(labels & valid, order, axis=-1)
