@@ -19,6 +19,7 @@ import cachetools
 
 __all__ = [
     "FENCE_RE",
+    "MAX_JSON_STARTS",
     "LLMCallable",
     "LRUCache",
     "ask_llm",
@@ -51,6 +52,16 @@ class LLMCallable(Protocol):
 
 #: A Markdown code fence with any (or no) language tag; group 1 is its body.
 FENCE_RE: re.Pattern[str] = re.compile(r"```[A-Za-z0-9_-]*\s*(.*?)```", re.DOTALL)
+
+MAX_JSON_STARTS = 64
+"""Most places in an answer's prose where :func:`find_json` tries to decode an object.
+
+Each failed try may scan to the end of the answer, so trying every ``{`` was
+quadratic in the answer's length (160 KB of junk braces took seconds)."""
+
+#: Where a JSON object can start: a brace followed by a key's quote or its close.
+_OBJECT_START_RE = re.compile(r'\{\s*["}]')
+_DECODER = json.JSONDecoder()
 
 _T = TypeVar("_T")
 _K = TypeVar("_K", bound=Hashable)
@@ -132,7 +143,8 @@ def find_json(
     """Find the first JSON value in an LLM answer that ``pick`` accepts.
 
     Candidates, in order: the whole (stripped) answer, the body of each code fence
-    matched by ``fence``, then every JSON value that starts at a ``{`` in the text.
+    matched by ``fence``, then the JSON objects that start at a ``{`` in the text
+    (the first :data:`MAX_JSON_STARTS` places where an object can start).
     Text that does not decode is skipped; ``pick`` decides what a decoded value
     yields (``None`` to keep looking) and may raise to reject the answer outright.
 
@@ -159,10 +171,11 @@ def find_json(
         found = pick(obj)
         if found is not None:
             return found
-    decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", text):
+    for tried, match in enumerate(_OBJECT_START_RE.finditer(text)):
+        if tried == MAX_JSON_STARTS:
+            break
         try:
-            obj, _ = decoder.raw_decode(text, match.start())
+            obj, _ = _DECODER.raw_decode(text, match.start())
         except (ValueError, RecursionError):  # RecursionError: nested too deeply
             continue
         found = pick(obj)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from typing import Any
 
 import pytest
 
+from emotional_memory import _llm
 from emotional_memory._llm import (
     LLMCallable,
     LRUCache,
@@ -211,3 +213,47 @@ def test_copy_schema_is_independent() -> None:
     copy["required"].append("b")
     copy["properties"]["a"]["type"] = "number"
     assert schema == {"type": "object", "required": ["a"], "properties": {"a": {}}}
+
+
+class _CountingDecoder(json.JSONDecoder):
+    """A JSON decoder that counts the places it is asked to start at."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.starts = 0
+
+    def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+        self.starts += 1
+        return super().raw_decode(s, idx)
+
+
+@pytest.mark.parametrize(
+    ("junk", "found"),
+    [
+        ("{" * 20_000, {"a": 1}),  # no object can start at any of them: none tried
+        ('{"a":' * 4_000, None),  # each start decodes to the end (or recursion limit)
+        ('{"k" ' * 4_000, None),  # each fails at once, but its error counts lines up to it
+    ],
+)
+def test_find_json_bounds_the_embedded_starts_it_tries(
+    monkeypatch: pytest.MonkeyPatch, junk: str, found: object
+) -> None:
+    # Every failed start scans up to the end of the text, so trying all of them was
+    # quadratic (160 KB of such junk: 1.7-4.1 s); only MAX_JSON_STARTS are tried.
+    decoder = _CountingDecoder()
+    monkeypatch.setattr(_llm, "_DECODER", decoder)
+    assert find_json(junk + ' {"a": 1}', _dict_or_none) == found
+    assert decoder.starts <= _llm.MAX_JSON_STARTS
+
+
+def test_find_json_skips_braces_no_object_can_start_at() -> None:
+    # "{{{" and "{ x" cannot start a JSON object: they do not count against the bound.
+    answer = "{" * 10_000 + " {not json} " * 500 + '{"a": 1}'
+    assert find_json(answer, _dict_or_none) == {"a": 1}
+
+
+def test_find_json_finds_an_object_after_fewer_failed_starts_than_the_bound() -> None:
+    answer = '{"k" ' * (_llm.MAX_JSON_STARTS - 1) + '{"a": 1}'
+    assert find_json(answer, _dict_or_none) == {"a": 1}
+    answer = '{"k" ' * _llm.MAX_JSON_STARTS + '{"a": 1}'
+    assert find_json(answer, _dict_or_none) is None
