@@ -17,7 +17,8 @@ Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environm
 ``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30
 ``EMOTIONAL_MEMORY_LLM_OUTPUT_MODE``      ``plain`` | ``json_object`` | ``json_schema``
 ``EMOTIONAL_MEMORY_LLM_MAX_RETRIES``      retries after the first try, default 2
-``EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS`` total time of one attempt, default
+``EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS`` total time of one attempt (connect,
+                                          headers, body), default
                                           ``3 * timeout_seconds``
 ========================================  ==========================================
 
@@ -365,14 +366,18 @@ class HttpxLLM:
     ``close()`` releases the pool (``LLMAppraisalEngine.close()`` calls it).
     """
 
-    __slots__ = ("_client", "_closed", "_config", "_lock", "_url", "attempts")
+    __slots__ = (
+        "_client", "_closed", "_config", "_lock", "_url", "attempts", "deadline_covers_headers",
+    )
 
     def __init__(self, config: OpenAICompatibleLLMConfig, *, transport: Any | None = None) -> None:
         """Create the client.
 
         Args:
             config: Endpoint, model, timeout and retry settings.
-            transport: Optional ``httpx.BaseTransport`` (proxies, unix sockets, ...).
+            transport: Optional ``httpx.BaseTransport`` (proxies, unix sockets, ...),
+                used as is: the attempt deadline then bounds the body only (the
+                transport httpx_llm builds itself bounds the headers too).
 
         Raises:
             ImportError: When httpx is not installed.
@@ -390,8 +395,10 @@ class HttpxLLM:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._config = config
-        # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike); only
-        # the arguments the original passes are given unless a transport is asked for.
+        # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike). The
+        # default transport's socket operations also end by the attempt's deadline.
+        from emotional_memory._http_deadline import wrap_client
+
         options: dict[str, Any] = {} if transport is None else {"transport": transport}
         if auth is not None:
             options["auth"] = auth
@@ -400,6 +407,9 @@ class HttpxLLM:
         self._closed = False
         self.attempts = 0
         """HTTP requests sent so far (retries included)."""
+        self.deadline_covers_headers = transport is None and wrap_client(self._client)
+        """Whether the attempt deadline bounds the whole exchange (connect, headers,
+        body), not only the body: true on the transports httpx builds for it."""
 
     @property
     def config(self) -> OpenAICompatibleLLMConfig:
@@ -487,6 +497,8 @@ class HttpxLLM:
 
     def _send(self, url: str, payload: dict[str, Any], deadline: float) -> tuple[Any, bytes]:
         """POST ``payload``; the response and its body, read by ``deadline`` (monotonic)."""
+        from emotional_memory._http_deadline import DeadlineExceeded, deadline_at
+
         if not hasattr(self._client, "stream"):  # a client with only the original's post()
             response = self._client.post(url, json=payload)
             try:
@@ -494,8 +506,11 @@ class HttpxLLM:
             except ValueError:
                 body = None
             return response, (response.text if body is None else body).encode("utf-8")
-        with self._client.stream("POST", url, json=payload) as response:
-            return response, self._read_capped(response, deadline)
+        try:
+            with deadline_at(deadline), self._client.stream("POST", url, json=payload) as response:
+                return response, self._read_capped(response, deadline)
+        except DeadlineExceeded:
+            raise _DeadlineExceeded from None
 
     def _read_capped(self, response: Any, deadline: float = math.inf) -> bytes:
         """The body of a streamed response, refusing one over :data:`MAX_RESPONSE_BYTES`

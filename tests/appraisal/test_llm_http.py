@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 
 pytest.importorskip("httpx", reason="the llm extra is not installed")
@@ -362,6 +364,36 @@ def test_dripping_body_is_cut_by_the_attempt_deadline(server: FakeOpenAI) -> Non
         assert ok("p", SCHEMA) == "ok"
 
 
+def test_dripping_headers_are_cut_by_the_attempt_deadline(server: FakeOpenAI) -> None:
+    # the status line and headers arrive a byte per 50 ms, each well inside the 2 s read
+    # timeout: before the response exists only httpx's per-read timeout applied, so the
+    # ~80 bytes were read in ~4 s and answered; the 0.5 s deadline now covers them too
+    server.replies.append(Reply(body=completion("late"), header_drip=0.05))
+    llm = HttpxLLM(cfg(server, timeout_seconds=2.0, deadline_seconds=0.5, max_retries=0))
+    with pytest.raises(RuntimeError, match=r"deadline_seconds=0\.5"):
+        llm("p", SCHEMA)
+    llm.close()
+    for _ in range(100):  # the server notices the closed connection at its next byte
+        if server.header_drips:
+            break
+        time.sleep(0.05)
+    assert server.header_drips == ["cut"]  # not read to the end, then refused
+
+
+def test_the_deadline_covers_the_transport_httpx_llm_builds() -> None:
+    # the header deadline rests on a network backend wrapped into httpx's pool; if a
+    # future httpx moved its pool, this fails instead of the deadline silently going
+    config = OpenAICompatibleLLMConfig(api_key="k", base_url="http://127.0.0.1:9/v1")
+    llm = HttpxLLM(config)
+    try:
+        assert llm.deadline_covers_headers
+    finally:
+        llm.close()
+    # a transport the caller passes is used as is (the deadline bounds its body only)
+    with HttpxLLM(config, transport=httpx.HTTPTransport()) as own:
+        assert not own.deadline_covers_headers
+
+
 @pytest.mark.parametrize("value", [0, -1.0, float("inf"), float("nan"), True, "5"])
 def test_config_rejects_bad_deadline_naming_it(value: Any) -> None:
     with pytest.raises((TypeError, ValueError), match="deadline_seconds"):
@@ -420,3 +452,16 @@ def test_a_redirect_is_a_failed_request_naming_the_status(server: FakeOpenAI, st
         llm("p", SCHEMA)
     assert len(server.requests) == 1
     llm.close()
+
+
+def test_the_deadline_covers_environment_proxies(monkeypatch: pytest.MonkeyPatch) -> None:
+    # httpx mounts a transport per proxy found in the environment: each is covered,
+    # and the client still routes through the proxy (its own transport kept them)
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")
+    llm = HttpxLLM(OpenAICompatibleLLMConfig(api_key="k"))
+    try:
+        mounts = llm._client._mounts
+        assert mounts and all(t is not None for t in mounts.values())
+        assert llm.deadline_covers_headers
+    finally:
+        llm.close()

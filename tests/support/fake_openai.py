@@ -14,13 +14,15 @@ from typing import Any
 @dataclass
 class Reply:
     """One scripted reply: HTTP status, body, delay before answering, extra headers,
-    and ``drip``: seconds between body bytes (0: the body in one write)."""
+    ``drip``: seconds between body bytes (0: the body in one write), and
+    ``header_drip``: seconds between the bytes of the status line and headers."""
 
     status: int = 200
     body: Any = None  # dict -> JSON, str -> raw text
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     drip: float = 0.0
+    header_drip: float = 0.0
 
 
 class FakeOpenAI:
@@ -30,6 +32,7 @@ class FakeOpenAI:
         self.replies: list[Reply] = []
         self.default_content = '{"ok": true}'
         self.requests: list[dict[str, Any]] = []
+        self.header_drips: list[str] = []  # "sent" or "cut", per header_drip reply
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -53,6 +56,22 @@ class FakeOpenAI:
                     else json.dumps(reply.body).encode()
                 )
                 try:
+                    if reply.header_drip:
+                        head = (
+                            f"HTTP/1.1 {reply.status} X\r\nContent-Type: application/json\r\n"
+                            f"Content-Length: {len(raw)}\r\n\r\n"
+                        ).encode()
+                        try:
+                            for i in range(len(head)):
+                                self.wfile.write(head[i : i + 1])
+                                self.wfile.flush()
+                                time.sleep(reply.header_drip)
+                            self.wfile.write(raw)
+                        except OSError:
+                            owner.header_drips.append("cut")
+                            raise
+                        owner.header_drips.append("sent")
+                        return
                     self.send_response(reply.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(raw)))
