@@ -35,6 +35,7 @@ import argparse
 import csv
 import itertools
 import json
+import math
 import sys
 import time
 import zipfile
@@ -334,6 +335,7 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
     Raises:
         FileNotFoundError: when the file does not exist.
         KeyError: when a required column is missing.
+        ValueError: a rating that is no number in [1, 5] (the row named).
     """
     p = Path(path)
     if not p.is_file():
@@ -344,10 +346,26 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
         if missing:
             raise KeyError(f"EmoBank CSV lacks columns {sorted(missing)}")
         rows = list(reader)
-    texts = [r["text"] for r in rows]
-    splits = np.array([r["split"] for r in rows])
-    vad = np.array([[float(r["V"]), float(r["A"]), float(r["D"])] for r in rows], np.float32)
+    texts = [r["text"] or "" for r in rows]
+    splits = np.array([r["split"] or "" for r in rows])
+    # row 1 is the header: a data row's number is its line's in a spreadsheet
+    vad = np.array([[_rating(p, i + 2, r, k) for k in "VAD"] for i, r in enumerate(rows)],
+                   np.float32).reshape(len(rows), 3)
     return texts, splits, vad
+
+
+def _rating(path: Path, row: int, record: dict[str, Any], key: str) -> float:
+    """One EmoBank rating: a finite number on the 1-5 scale (ValueError naming the
+    file, row and column otherwise)."""
+    raw = record.get(key)
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if not 1.0 <= value <= 5.0:  # NaN fails too
+        raise ValueError(f"EmoBank CSV {str(path)!r} row {row}: {key!r} must be a number "
+                         f"in [1, 5], got {raw!r}")
+    return value
 
 
 def _cached_features(cache: str, texts: list[str]) -> FloatArray | None:

@@ -87,3 +87,24 @@ def test_a_cache_that_cannot_be_written_is_refused_before_the_work(
     assert err.startswith("error: --cache") and str(named) in err
     assert CountingMiniLM.calls == 0  # refused before the features
     assert sorted(p.name for p in tmp_path.iterdir()) == ["emobank.csv"]
+
+
+@pytest.mark.parametrize(("row", "named"), [
+    ("3,train,nan,3,3,calm sea", "'V'"),
+    ("3,train,3,inf,3,calm sea", "'A'"),
+    ("3,train,3,3,seven,calm sea", "'D'"),
+    ("3,train,3,3,9,calm sea", "'D'"),
+    ("3,train,3,3", "'D'"),
+])
+def test_an_emobank_rating_that_is_no_number_on_its_scale_names_the_row(
+    features: Any, tmp_path: Path, row: str, named: str
+) -> None:
+    """A NaN or infinite rating was read as it is (the head then trained on NaN and
+    was written); text, a number off EmoBank's 1-5 scale, or a short row gave an
+    error naming neither the file nor the row."""
+    from training.affect import load_emobank
+
+    csv = tmp_path / "emobank.csv"
+    csv.write_text(f"id,split,V,A,D,text\n1,train,3,3,3,fine\n{row}\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=rf"emobank.csv.* row 3: {named}"):
+        load_emobank(csv)
