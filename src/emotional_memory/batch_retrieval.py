@@ -217,8 +217,9 @@ def _score_with_context(
 
     Returns:
         ``(index (Q, top_k) int64, scores (Q, top_k) float64, ids)``: rows index
-        ``ids``, the view's memories in insertion order; -1 / -inf where the store
-        holds fewer.
+        ``ids``, every query's winners in turn (each query reads the store once, so
+        rows of one read do not index another's); -1 / -inf where the store holds
+        fewer.
     """
     derived = engine._derived()
     cfg = engine.config.retrieval
@@ -238,7 +239,6 @@ def _score_with_context(
         )
         if not len(bank) or bank.lexical is None:
             continue
-        ids = list(bank.ids)
         size = bank.columns.size
         context = None
         if links is not None:
@@ -256,7 +256,9 @@ def _score_with_context(
                 None if derived.mask is None else np.asarray(derived.mask),
             ))
         order = np.argsort(-totals[: len(bank)], kind="stable")[:top_k]
-        index[i, : len(order)] = order
+        # this query's winners by id now: a later query's read may see other rows
+        index[i, : len(order)] = np.arange(len(ids), len(ids) + len(order))
+        ids.extend(bank.ids[int(j)] for j in order)
         scores[i, : len(order)] = totals[order]
     return index, scores, ids
 

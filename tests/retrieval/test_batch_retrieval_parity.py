@@ -68,3 +68,40 @@ def test_score_queries_ranks_as_a_full_bank_retrieve_without_resonance(
         assert [m.content for m, _ in results] == [e.memory.content for e in want], query
         np.testing.assert_allclose([s for _, s in results], [e.score for e in want],
                                    rtol=0, atol=1e-5, err_msg=query)
+
+
+def test_a_memory_deleted_between_queries_does_not_shift_earlier_answers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With s7 on, each query reads the store once: a memory deleted (by another
+    thread) after the first query's read shifted every row of the later bank, and the
+    first query's rows were read against it (other memories, other scores)."""
+    config = EmotionalMemoryConfig(enable_resonance=False,
+                                   retrieval=RetrievalConfig(lexical_weight=0.5))
+    engine = _engine(config, None)
+    want = score_queries(_engine(config, None), ["coffee"], top_k=3)[0]
+    assert "the launch party" not in [m.content for m, _ in want]
+    view = engine._view
+    reads = []
+
+    class DeletingView:
+        """The engine's view; the second candidate read first deletes a memory."""
+
+        def __init__(self, store: Any) -> None:
+            self.store = store
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.store, name)
+
+        def candidate_bank(self, *args: Any, **kwargs: Any) -> Any:
+            reads.append(1)
+            if len(reads) == 2:
+                (gone,) = [m for m in engine.list_all() if m.content == "the launch party"]
+                engine.store.delete(gone.id)
+            return self.store.candidate_bank(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "_view", lambda *a, **k: DeletingView(view(*a, **k)))
+    got = score_queries(engine, ["coffee", "storm night"], top_k=3)[0]
+    assert len(reads) == 2
+    assert [m.content for m, _ in got] == [m.content for m, _ in want]
+    np.testing.assert_allclose([s for _, s in got], [s for _, s in want], rtol=0, atol=1e-9)
