@@ -35,8 +35,10 @@ import argparse
 import csv
 import itertools
 import json
+import math
 import sys
 import time
+import zipfile
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -49,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 import optax
 
+from emotional_memory._files import replaced_whole
 from emotional_memory._progress import progress_iter
 from emotional_memory.appraisal_embedding import (
     AffectHead,
@@ -332,6 +335,7 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
     Raises:
         FileNotFoundError: when the file does not exist.
         KeyError: when a required column is missing.
+        ValueError: a rating that is no number in [1, 5] (the row named).
     """
     p = Path(path)
     if not p.is_file():
@@ -342,19 +346,51 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
         if missing:
             raise KeyError(f"EmoBank CSV lacks columns {sorted(missing)}")
         rows = list(reader)
-    texts = [r["text"] for r in rows]
-    splits = np.array([r["split"] for r in rows])
-    vad = np.array([[float(r["V"]), float(r["A"]), float(r["D"])] for r in rows], np.float32)
+    texts = [r["text"] or "" for r in rows]
+    splits = np.array([r["split"] or "" for r in rows])
+    # row 1 is the header: a data row's number is its line's in a spreadsheet
+    vad = np.array([[_rating(p, i + 2, r, k) for k in "VAD"] for i, r in enumerate(rows)],
+                   np.float32).reshape(len(rows), 3)
     return texts, splits, vad
 
 
-def _features(texts: list[str], cache: str | None, progress: bool) -> FloatArray:
-    """``(N, n_layers, 2, H)`` pooled MiniLM states, read from / written to ``cache``."""
-    if cache is not None and Path(cache).is_file():
+def _rating(path: Path, row: int, record: dict[str, Any], key: str) -> float:
+    """One EmoBank rating: a finite number on the 1-5 scale (ValueError naming the
+    file, row and column otherwise)."""
+    raw = record.get(key)
+    try:
+        value = float(raw) if raw is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if not 1.0 <= value <= 5.0:  # NaN fails too
+        raise ValueError(f"EmoBank CSV {str(path)!r} row {row}: {key!r} must be a number "
+                         f"in [1, 5], got {raw!r}")
+    return value
+
+
+def _cached_features(cache: str, texts: list[str]) -> FloatArray | None:
+    """The pooled states ``cache`` holds for exactly ``texts``, or None (a cache of
+    other texts, or one that cannot be read: said on stderr)."""
+    try:
         with np.load(cache, allow_pickle=False) as z:
-            if list(z["texts"]) == texts:
-                return np.asarray(z["pooled"], dtype=np.float32)
-        print(f"cache {cache} holds other texts; recomputing", file=sys.stderr)
+            cached_texts, pooled = list(z["texts"]), np.asarray(z["pooled"], np.float32)
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
+        print(f"cache {cache} cannot be read ({type(exc).__name__}); recomputing",
+              file=sys.stderr)
+        return None
+    if cached_texts == texts and pooled.ndim == 4 and pooled.shape[0] == len(texts):
+        return pooled
+    print(f"cache {cache} holds other texts; recomputing", file=sys.stderr)
+    return None
+
+
+def _features(texts: list[str], cache: str | None, progress: bool) -> FloatArray:
+    """``(N, n_layers, 2, H)`` pooled MiniLM states, read from / written to ``cache``
+    (that very file, written whole; one that cannot be read is recomputed)."""
+    if cache is not None and Path(cache).is_file():
+        cached = _cached_features(cache, texts)
+        if cached is not None:
+            return cached
     from emotional_memory.embedders.minilm import MiniLMEmbedder
 
     embedder = MiniLMEmbedder()
@@ -364,8 +400,9 @@ def _features(texts: list[str], cache: str | None, progress: bool) -> FloatArray
         for i in progress_iter(range(0, len(texts), chunk), "MiniLM", enabled=progress)
     ]
     pooled = np.concatenate(parts) if parts else np.zeros((0, 6, 2, embedder.dim), np.float32)
-    if cache is not None:
-        np.savez(cache, texts=np.array(texts), pooled=pooled)
+    if cache is not None:  # a file object: np.savez adds no ".npz" to the name
+        with replaced_whole(cache) as temporary, temporary.open("wb") as file:
+            np.savez(file, texts=np.array(texts), pooled=pooled)
     return pooled
 
 
@@ -395,6 +432,8 @@ def run(args: argparse.Namespace) -> int:
     from training.cli import check_out_file
 
     check_out_file("--out", args.out)  # before minutes of features and training
+    if args.cache is not None:
+        check_out_file("--cache", args.cache)
     progress = not args.quiet
     t0 = time.perf_counter()
     texts, splits, vad = load_emobank(args.emobank)

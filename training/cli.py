@@ -289,6 +289,21 @@ def check_out_file(option: str, value: str) -> Path:
     return path
 
 
+def _check_not_an_input(out: Path, inputs: dict[str, str | None]) -> None:
+    """Refuse an ``--out`` that is one of the input files (any spelling of its path):
+    the fitted config would replace the data it was fitted on.
+
+    Raises:
+        ValueError: naming both options.
+    """
+    if not out.is_file():
+        return
+    for option, value in inputs.items():
+        if value is not None and Path(value).is_file() and out.samefile(value):
+            raise ValueError(f"--out: {str(out)!r} is the {option} file; write the config "
+                             "elsewhere")
+
+
 def _check_plot_folder(plot: str | None) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
     folder above it, is not a directory (checked before the fit, not after it)."""
@@ -312,6 +327,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         Exit status 0; the report (default vs fitted replay metrics) is printed.
     """
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
+    dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
+    _check_not_an_input(out_path, {"--dataset": dataset, "--embeddings": args.embeddings})
     _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     data, start = _load_data(args.dataset), _config(args.config)

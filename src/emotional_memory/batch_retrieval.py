@@ -6,9 +6,9 @@
 Unlike :meth:`EmotionalMemory.retrieve` it computes the pass-1 score only
 (docs/behaviour.md §4, in float32), scores every memory (no prefilter), runs no
 spreading activation (resonance 0) and writes nothing (no side effects, no state
-change). With the context signal s8 on, every query is scored in float64 with s7 and
-s8 over the whole bank, one store read per query. See ``docs/scale.md``, "Read-only
-batch API".
+change). With the lexical signal s7 on (and with the context signal s8, which brings
+s7), every query is scored in float64 with s7 (and s8) over the whole bank, one store
+read per query. See ``docs/scale.md``, "Read-only batch API".
 """
 
 from __future__ import annotations
@@ -143,7 +143,7 @@ class BatchRetriever:
             velocity=np.tile(np.asarray(state.momentum.velocity(), np.float32), (padded_q, 1)),
         )
 
-        if engine._derived().context_on:
+        if engine._derived().context_on or engine._derived().lexical_on:
             adapted = [
                 adapt_embedding(adapter, np.asarray(e, np.float64)) if e else None
                 for e in embeddings
@@ -199,12 +199,13 @@ def _score_with_context(
     engine: EmotionalMemory, texts: Sequence[str], embeddings: Sequence[np.ndarray | None],
     affects: Sequence[CoreAffect], top_k: int, now: datetime,
 ) -> tuple[np.ndarray, np.ndarray, list[str | None]]:
-    """Pass-1 scores of every memory with s7 and s8 (the context signal), per query.
+    """Pass-1 scores of every memory with s7 and, when on, s8 (the context signal),
+    per query.
 
     Each query reads the whole view as one candidate bank with its term statistics
     (the store's own answer to a full-bank lexical read) and scores it with the
-    kernel's eight-signal score: the very weights, s7 and s8 a retrieve over every
-    memory computes in pass 1.
+    kernel's seven- or eight-signal score: the very weights, s7 and s8 a retrieve over
+    every memory computes in pass 1.
 
     Args:
         engine: the engine.
@@ -216,13 +217,14 @@ def _score_with_context(
 
     Returns:
         ``(index (Q, top_k) int64, scores (Q, top_k) float64, ids)``: rows index
-        ``ids``, the view's memories in insertion order; -1 / -inf where the store
-        holds fewer.
+        ``ids``, every query's winners in turn (each query reads the store once, so
+        rows of one read do not index another's); -1 / -inf where the store holds
+        fewer.
     """
     derived = engine._derived()
     cfg = engine.config.retrieval
     store = engine._view(now)
-    links = view_neighbours(store, now, derived.context_window)
+    links = view_neighbours(store, now, derived.context_window) if derived.context_on else None
     state = engine.get_state()
     index = np.full((len(texts), top_k), -1, dtype=np.int64)
     scores = np.full((len(texts), top_k), -np.inf, dtype=np.float64)
@@ -237,10 +239,12 @@ def _score_with_context(
         )
         if not len(bank) or bank.lexical is None:
             continue
-        ids = list(bank.ids)
         size = bank.columns.size
-        rows = np.full((size, 2), -1, np.int32)
-        rows[: len(bank)] = neighbour_rows(bank.ids, links)
+        context = None
+        if links is not None:
+            rows = np.full((size, 2), -1, np.int32)
+            rows[: len(bank)] = neighbour_rows(bank.ids, links)
+            context = ContextInputs(neighbours=rows)
         embedding = embeddings[i]
         query = query_features(embedding, affects[i], state.mood, state.momentum, bank.dim)
         params = params_from_config(cfg, engine.config.decay,
@@ -248,11 +252,13 @@ def _score_with_context(
         with float64():
             totals = np.asarray(_context_scores(
                 params, query, bank.columns, pad_lexical(bank.lexical, size),
-                ContextInputs(neighbours=rows),
+                context,
                 None if derived.mask is None else np.asarray(derived.mask),
             ))
         order = np.argsort(-totals[: len(bank)], kind="stable")[:top_k]
-        index[i, : len(order)] = order
+        # this query's winners by id now: a later query's read may see other rows
+        index[i, : len(order)] = np.arange(len(ids), len(ids) + len(order))
+        ids.extend(bank.ids[int(j)] for j in order)
         scores[i, : len(order)] = totals[order]
     return index, scores, ids
 

@@ -145,3 +145,28 @@ def test_an_affect_head_out_that_cannot_be_written_is_refused_before_training(
     named = out.parent if where == "missing folder" else out
     assert err.startswith("error: --out") and str(named) in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("which", ["--dataset", "--embeddings"])
+def test_an_out_that_is_an_input_file_is_refused_before_the_fit(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch, which: str,
+) -> None:
+    """``fit --out`` naming the dataset or the embedding table (through another
+    spelling of the path) replaced that input with the fitted config. (A start
+    ``--config`` may be refitted in place: the config is written whole.)"""
+    table = _table(small, tmp_path, "table.npz")
+    start = tmp_path / "start.json"
+    start.write_text("{}", encoding="utf-8")
+    inputs = {"--dataset": small, "--embeddings": table, "--config": start}
+    before = {p: p.read_bytes() for p in inputs.values()}
+    out = tmp_path / "sub" / ".." / inputs[which].name
+    (tmp_path / "sub").mkdir()
+    argv = ["fit", *QUICK, "--out", str(out)]
+    for option, path in inputs.items():
+        argv += [option, str(path)]
+    assert _main(argv, monkeypatch) == 2
+    captured: Any = capsys.readouterr()
+    assert captured.err.startswith("error: --out") and which in captured.err
+    assert captured.out == ""
+    assert {p: p.read_bytes() for p in inputs.values()} == before
