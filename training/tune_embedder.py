@@ -7,14 +7,17 @@ After the usual model choice, the MiniLM's top layers (``last-layers``) or low-r
 adapters on them (``lora``) are trained jointly with the chosen model's base weights
 (:mod:`emotional_memory.learn.embedder_tuning`); inner scenario-grouped CV keeps them
 only when they rank held-out queries better. The weights then go beside the config
-(``fit.embedder.safetensors``), which names them; ``evaluate`` and ``cv`` with that
+(``fit.embedder.<digest>.safetensors``: a refit never overwrites the weights an
+existing config names), which names them; ``evaluate`` and ``cv`` with that
 config embed with them (:class:`~emotional_memory.embedders.fitted.FittedMiniLMEmbedder`).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,17 +75,22 @@ def tuning_options(args: argparse.Namespace) -> Any:
                           steps=args.tune_steps, rank=args.tune_rank)
 
 
-def weights_path(out: str | Path) -> Path:
-    """Where the fitted weights of config ``out`` go: ``<stem>.embedder.safetensors``.
+def weights_path(out: str | Path, digest: str) -> Path:
+    """Where the fitted weights of config ``out`` go: ``<stem>.embedder.<digest>.safetensors``.
+
+    Named by their digest, so the weights an earlier config names are never replaced
+    (the weights are written before the config, which may then fail to be written).
 
     Args:
         out: the config path.
+        digest: the digest :func:`~emotional_memory.embedders.fitted.save_fitted_weights`
+            returned.
 
     Returns:
         The weights path, in the config's folder.
     """
     path = Path(out)
-    return path.with_name(f"{path.stem}.embedder.safetensors")
+    return path.with_name(f"{path.stem}.embedder.{digest}.safetensors")
 
 
 def fitted_embedder(config_path: str | None) -> Embedder | None:
@@ -135,9 +143,13 @@ def tune_after_fit(
                               "table": result.table, "seconds": result.seconds}
     if result.model is None:
         return config, embedder, None, report
-    target = weights_path(args.out)
-    digest = save_fitted_weights(result.model, base.model, target,
-                                 base_name=base.identity.rsplit("/", 1)[0])
+    folder = Path(args.out).parent
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".weights-") as staging:
+        staged = Path(staging) / "weights.safetensors"
+        digest = save_fitted_weights(result.model, base.model, staged,
+                                     base_name=base.identity.rsplit("/", 1)[0])
+        target = weights_path(args.out, digest)
+        os.replace(staged, target)  # same folder: whole or not at all
     fitted = FittedMiniLMEmbedder(target, base.model_dir)
     report.update(weights=str(target), identity=fitted.identity, digest=digest)
     if not args.quiet:

@@ -51,10 +51,12 @@ def test_fit_with_tune_embedder_writes_what_it_selected(minilm: Any, tmp_path: P
     wins = (round(tuned["mrr"], 9), round(tuned["top1"], 9)) > (
         round(untuned["mrr"], 9), round(untuned["top1"], 9))
     assert tuning["selected"] == wins
-    weights = tmp_path / "fit.embedder.safetensors"
+    written = sorted(tmp_path.glob("fit.embedder.*.safetensors"))
     named = json.loads(out.read_text()).get("embedder")
-    assert weights.is_file() == wins
-    assert named == ({"kind": "minilm-fitted", "weights": weights.name} if wins else None)
+    assert len(written) == int(wins)
+    assert named == ({"kind": "minilm-fitted", "weights": written[0].name} if wins else None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(  # no staging folder left
+        ["fit.json", *(p.name for p in written)])
     evaluated = run_cli("evaluate", "--dataset", "builtin", "--config", str(out), "--json",
                         "--quiet")
     assert 0.0 <= evaluated["top1"] <= evaluated["mrr"] <= evaluated["hit_at_k"] <= 1.0
@@ -153,3 +155,45 @@ def test_a_fold_whose_winner_is_stemmed_tunes_the_stemmed_batch(
     held = {q["query_id"] for s in data["scenarios"][:1] for ss in s["sessions"]
             for q in ss["queries"]}
     assert {r.query_id for r in results} == held
+
+
+def test_a_new_fit_never_overwrites_the_weights_an_existing_config_names(
+    minilm: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The weights are written before the config; when they went to one fixed name, a
+    refit whose config write then failed (disk full) left the old config naming the new
+    weights. Each weights file is now named by its digest."""
+    import argparse
+
+    import jax
+    import jax.numpy as jnp
+    from training import tune_embedder
+
+    from emotional_memory.embedders.fitted import read_fitted_config, write_fitted_config
+    from emotional_memory.embedders.tunable import fitted_model
+    from emotional_memory.learn import embedder_tuning
+
+    def moved(scale: float) -> Any:
+        rng = np.random.default_rng(int(scale * 100))
+        top = jax.tree_util.tree_map(
+            lambda w: w + jnp.asarray(rng.standard_normal(w.shape) * scale, w.dtype),
+            minilm.model.layers[-1])
+        return fitted_model(minilm.model, (top,))
+
+    cfg = EmotionalMemoryConfig()
+    out = tmp_path / "fit.json"
+    args = argparse.Namespace(out=str(out), quiet=True, tune_embedder="lora", tune_layers=1,
+                              tune_steps=1, tune_rank=2, tune_folds=2, select_by="mrr")
+    paths = []
+    for scale in (0.1, 0.2):
+        result = embedder_tuning.TuningResult(model=moved(scale), config=cfg, selected=True)
+        monkeypatch.setattr(embedder_tuning, "tune_embedder", lambda *a, r=result, **k: r)
+        _, _, weights, _ = tune_embedder.tune_after_fit(args, {}, None, None, cfg, minilm)
+        assert weights is not None and weights.parent == tmp_path
+        paths.append(weights)
+        if scale == 0.1:  # the first fit completes: its config names its weights
+            write_fitted_config(out, cfg, weights)
+            kept = weights.read_bytes()
+    assert paths[0] != paths[1]
+    # the second fit's config was never written: the first pair is intact
+    assert read_fitted_config(out)[1] == paths[0] and paths[0].read_bytes() == kept
