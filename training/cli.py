@@ -332,7 +332,13 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     data, start = _load_data(args.dataset), _config(args.config)
-    embedder = _embedder(args.embeddings, data)
+    # a config naming fitted weights embeds with them, as evaluate and cv do with it
+    named = tune_embedder.fitted_embedder(args.config)
+    if named is not None and args.tune_embedder:
+        raise ValueError(f"--tune-embedder tunes the installed MiniLM, but --config "
+                         f"{args.config} names fitted weights: start from a config "
+                         "without an embedder entry")
+    embedder = named or _embedder(args.embeddings, data)
     if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
@@ -367,7 +373,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         else:
             result = fit(batch, info, start, progress=not args.quiet, **kwargs)
     tuned: dict[str, Any] | None = None
-    fitted_embedder, weights = embedder, None
+    fitted_embedder, weights = embedder, getattr(named, "weights", None)
     if args.tune_embedder:
         chosen = str(result.selection.get("chosen", ""))
         used, used_info = batch, info
@@ -514,7 +520,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="realistic-recall JSON, or 'builtin' (default)")
         p.add_argument("--embeddings", default=None,
                        help=".npz with 'texts' and 'embeddings' (default: hashing embedder)")
-        p.add_argument("--config", default=None, help="starting EmotionalMemoryConfig JSON")
+        p.add_argument("--config", default=None,
+                       help="starting EmotionalMemoryConfig JSON (one naming fitted "
+                            "embedder weights embeds with them, --embeddings ignored)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--affect", choices=("estimate", "neutral"), default="estimate",

@@ -197,3 +197,57 @@ def test_a_new_fit_never_overwrites_the_weights_an_existing_config_names(
     assert paths[0] != paths[1]
     # the second fit's config was never written: the first pair is intact
     assert read_fitted_config(out)[1] == paths[0] and paths[0].read_bytes() == kept
+
+
+def _moved_weights(minilm: Any, folder: Path) -> tuple[Path, Path]:
+    """A config naming weights whose top layer clearly differs from the MiniLM's."""
+    import jax
+    import jax.numpy as jnp
+
+    from emotional_memory.embedders.fitted import save_fitted_weights, write_fitted_config
+    from emotional_memory.embedders.tunable import fitted_model
+
+    rng = np.random.default_rng(0)
+    top = jax.tree_util.tree_map(
+        lambda w: w + jnp.asarray(rng.standard_normal(w.shape) * 0.2, w.dtype),
+        minilm.model.layers[-1])
+    weights = folder / "moved.embedder.safetensors"
+    save_fitted_weights(fitted_model(minilm.model, (top,)), minilm.model, weights)
+    config = folder / "moved.json"
+    write_fitted_config(config, EmotionalMemoryConfig(), weights)
+    return config, weights
+
+
+def test_fit_from_a_config_naming_weights_embeds_with_them_and_keeps_them(
+    minilm: Any, tmp_path: Path
+) -> None:
+    """``fit --config X`` embedded with the hashing embedder (or --embeddings) although X
+    names fitted weights, and wrote a config without them: what ``cv --config X`` and
+    ``evaluate`` measure was not what ``fit`` produced."""
+    from emotional_memory.data import load_builtin_dataset
+    from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, read_fitted_config
+    from emotional_memory.replay import replay_dataset, summarize
+
+    config, weights = _moved_weights(minilm, tmp_path)
+    out = tmp_path / "refit.json"
+    report = run_cli("fit", "--dataset", "builtin", "--config", str(config), "--trainable",
+                     "base_weights", "--steps", "2", "--out", str(out), "--json", "--quiet")
+    fitted, named = read_fitted_config(out)
+    assert named is not None and named.resolve() == weights.resolve()
+    expected = summarize(replay_dataset(load_builtin_dataset(),
+                                        FittedMiniLMEmbedder(weights), fitted))
+    assert report["fitted_top1"] == pytest.approx(expected["top1"], abs=1e-12)
+    assert report["fitted_mrr"] == pytest.approx(expected["mrr"], abs=1e-12)
+
+
+def test_tuning_from_a_config_naming_weights_is_refused_before_the_fit(
+    minilm: Any, tmp_path: Path
+) -> None:
+    config, _ = _moved_weights(minilm, tmp_path)
+    out = tmp_path / "refit.json"
+    proc = subprocess.run([sys.executable, "-m", "training", "fit", "--dataset", "builtin",
+                           "--config", str(config), "--tune-embedder", "--out", str(out)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "--tune-embedder" in proc.stderr and "Traceback" not in proc.stderr
+    assert not out.exists()
