@@ -53,19 +53,30 @@ def state_conflict(key: str) -> StateConflictError:
     )
 
 
-def loads_snapshot(key: str, text: str | bytes) -> Any:
-    """``json.loads(text)`` of the snapshot stored under ``key``.
+def loads_snapshot(key: str, text: str | bytes) -> dict[str, Any]:
+    """The snapshot dict stored as JSON ``text`` under ``key`` (a state store's
+    ``load_snapshot``).
 
     Raises:
-        ValueError: ``text`` is not JSON, or nests past the parser's limit (named, not
-            a RecursionError).
+        ValueError: ``text`` is not JSON, nests past the parser's limit, or is no JSON
+            object; the message names ``key`` (not a bare JSONDecodeError).
     """
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except RecursionError:
         raise ValueError(
             f"the stored affective state {key!r} is JSON nested too deeply"
         ) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(
+            f"the stored affective state {key!r} is not a state snapshot (not JSON: {exc})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"the stored affective state {key!r} is not a state snapshot (a JSON "
+            f"{type(data).__name__}, not an object)"
+        )
+    return data
 
 
 def parse_stored(key: str, text: str) -> dict[str, Any]:
