@@ -254,3 +254,18 @@ def test_a_snapshot_no_backend_can_store_is_refused_on_every_backend(
     with pytest.raises(error, match="snapshot"):
         store.save(bad)  # type: ignore[arg-type]
     assert store.load_snapshot() == moved_state().snapshot()
+
+
+@pytest.mark.parametrize("bad", [{"x": "\ud800"}, {"\udfff": 1}, {"x": ["ok", {"y": "a\ud83d"}]}])
+def test_a_snapshot_holding_a_lone_surrogate_is_refused_naming_it(
+    state_backend: StateBackend, bad: dict[str, object]
+) -> None:
+    """No database driver (nor Redis's client) encodes a lone surrogate: a snapshot
+    holding one is a ValueError naming the snapshot on every backend, the saved
+    state untouched (SQLite and PostgreSQL raised the driver's UnicodeEncodeError,
+    Redis logged it and dropped the save unless strict, the in-memory store took it)."""
+    store = state_backend.new()
+    store.save(moved_state())
+    with pytest.raises(ValueError, match=r"snapshot.*surrogate"):
+        store.save(bad)
+    assert store.load_snapshot() == moved_state().snapshot()

@@ -206,12 +206,20 @@ def snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
 
     Raises:
         TypeError: neither, or not JSON-serialisable.
-        ValueError: NaN or infinite numbers.
+        ValueError: NaN or infinite numbers, or a lone surrogate in a string (which
+            no database driver encodes).
     """
     snapshot = snapshot_of(state)
     try:
-        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
     except TypeError as exc:
         raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
     except ValueError as exc:
         raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "snapshot holds a lone surrogate in a string (not valid Unicode text)"
+        ) from None
+    return text
