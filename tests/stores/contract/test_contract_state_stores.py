@@ -269,3 +269,39 @@ def test_a_snapshot_holding_a_lone_surrogate_is_refused_naming_it(
     with pytest.raises(ValueError, match=r"snapshot.*surrogate"):
         store.save(bad)
     assert store.load_snapshot() == moved_state().snapshot()
+
+
+def _nested(depth: int) -> dict[str, object]:
+    inner: list[object] = []
+    snapshot: dict[str, object] = {"x": inner}
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    return snapshot
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [({"x": "a\x00b"}, "NUL"), ({"k\x00": 1}, "NUL"), ({"x": [{"y": "\x00"}]}, "NUL"),
+     (_nested(100_000), "nest")],
+)
+def test_a_snapshot_no_backend_can_hold_is_a_value_error_naming_it(
+    state_backend: StateBackend, bad: dict[str, object], words: str
+) -> None:
+    """A NUL character (which PostgreSQL's jsonb cannot hold: its raw driver error)
+    or nesting past the JSON encoder (a RecursionError): a ValueError naming the
+    snapshot on every backend alike, the saved state untouched."""
+    store = state_backend.new()
+    store.save(moved_state())
+    with pytest.raises(ValueError, match=rf"snapshot.*{words}"):
+        store.save(bad)
+    assert store.load_snapshot() == moved_state().snapshot()
+
+
+@pytest.mark.parametrize("text", ["\\u0000", "a\\\\u0000", "\\", "\\\\\\"])
+def test_backslashes_that_spell_no_nul_are_kept(state_backend: StateBackend, text: str) -> None:
+    """Only a real NUL is refused: backslashes and the six characters ``\\u0000``
+    written as text are stored and read back as they were."""
+    store = state_backend.new()
+    store.save({"x": text, text: 1})
+    assert store.load_snapshot() == {"x": text, text: 1}

@@ -10,6 +10,7 @@ offering the same method.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from emotional_memory.interfaces import StateConflictError
@@ -27,6 +28,11 @@ __all__ = [
     "snapshot_of",
     "state_conflict",
 ]
+
+
+# ``\u0000`` in JSON text not preceded by an escaping backslash: a NUL in a string
+# (json.dumps writes a NUL so, and a literal backslash as two)
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class StoredStateError(RuntimeError):
@@ -206,8 +212,9 @@ def snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
 
     Raises:
         TypeError: neither, or not JSON-serialisable.
-        ValueError: NaN or infinite numbers, or a lone surrogate in a string (which
-            no database driver encodes).
+        ValueError: NaN or infinite numbers, nesting past the encoder's limit, a NUL
+            character (which PostgreSQL's jsonb cannot hold; refused on every backend
+            alike) or a lone surrogate (which no database driver encodes) in a string.
     """
     snapshot = snapshot_of(state)
     try:
@@ -216,6 +223,10 @@ def snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
         raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
     except ValueError as exc:
         raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+    except RecursionError:
+        raise ValueError("snapshot nests too deeply to be stored as JSON") from None
+    if _JSON_NUL.search(text):
+        raise ValueError("snapshot holds a NUL character in a string (key or value)")
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
