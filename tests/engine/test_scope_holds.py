@@ -211,3 +211,23 @@ def test_a_killed_idle_lock_connection_is_replaced_not_failed(pg_dsn: str) -> No
         assert store.count() == 0  # the data pool recovers too
     finally:
         store.close()
+
+
+def test_sqlite_holds_of_one_file_named_through_a_symlink_exclude_each_other(
+    tmp_path: Path,
+) -> None:
+    """Two workers configured with different paths to one database (the file, and a
+    symlink to it) must share its scope locks: each used the lock directory beside
+    the path it was given, so their holds never met."""
+    from emotional_memory.stores.sqlite.scope_locks import ScopeHoldTimeout
+
+    database = tmp_path / "data" / "m.db"
+    database.parent.mkdir()
+    database.write_bytes(b"")
+    alias = tmp_path / "alias.db"
+    alias.symlink_to(database)
+    with (hold_scope(str(database), ("a",)), pytest.raises(ScopeHoldTimeout),
+          hold_scope(str(alias), ("a",), 0.05)):
+        pytest.fail("entered a scope held through the other path")
+    with hold_scope(str(alias), ("a",), 5.0):  # released: free through either path
+        pass

@@ -197,3 +197,111 @@ def test_a_versioned_save_is_a_compare_and_set(state_backend: StateBackend) -> N
         store.save_versioned(moved_state(0.6), expected=third)  # the row is gone
     assert store.load_versioned() == (None, "")
     assert store.load_versioned()[1] == "" and store.save_versioned(moved_state(0.7)) != ""
+
+
+@pytest.mark.parametrize("garbage", ["not json", '{"core_affect":', "[1]", '"text"',
+                                     "[" * 10_000 + "]" * 10_000])
+@pytest.mark.parametrize("state_backend", DURABLE_STATE_STORES, indirect=True)
+def test_a_stored_value_that_is_no_snapshot_is_a_value_error_naming_the_key(
+    state_backend: StateBackend, garbage: str
+) -> None:
+    """Another program's value (or a truncated one) where the state is kept: ``load``
+    and ``load_snapshot`` raise a ValueError naming the key on every backend (SQLite
+    and PostgreSQL raised a bare JSONDecodeError, or returned a list as the snapshot
+    dict), and the value stays as it was."""
+    import re
+
+    store = state_backend.new(key="garbled")
+    store.save(moved_state())
+    state_backend.overwrite(store, garbage)
+    for read in (store.load_snapshot, store.load):
+        with pytest.raises(ValueError, match=re.escape(repr(store.key))):
+            read()
+    state_backend.overwrite(store, json.dumps(moved_state().snapshot()))
+    assert store.load_snapshot() == moved_state().snapshot()  # the key is readable again
+
+
+@pytest.mark.parametrize(
+    ("given", "read_back"),
+    [({1: 2}, {"1": 2}), ({"t": (1, 2)}, {"t": [1, 2]}), ({"n": None, "s": "é"},
+                                                          {"n": None, "s": "é"})],
+)
+def test_a_snapshot_reads_back_as_every_backend_stores_it(
+    state_backend: StateBackend, given: dict[object, object], read_back: dict[str, object]
+) -> None:
+    """The same snapshot dict reads back the same from every backend: as JSON keeps
+    it (the in-memory store kept integer keys and tuples the durable ones turn into
+    strings and lists)."""
+    store = state_backend.new()
+    store.save(given)  # type: ignore[arg-type]
+    assert store.load_snapshot() == read_back
+    assert json.dumps(store.load_snapshot()) == json.dumps(read_back)
+
+
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [({"x": float("nan")}, ValueError), ({"x": [float("inf")]}, ValueError),
+     ({"x": object()}, TypeError), ({(1, 2): 0}, TypeError)],
+)
+def test_a_snapshot_no_backend_can_store_is_refused_on_every_backend(
+    state_backend: StateBackend, bad: dict[object, object], error: type[Exception]
+) -> None:
+    """A NaN or infinite number, or a value JSON cannot hold: refused alike on every
+    backend (the in-memory store took it, so code that worked there failed on a
+    durable store), and the saved state stays as it was."""
+    store = state_backend.new()
+    store.save(moved_state())
+    with pytest.raises(error, match="snapshot"):
+        store.save(bad)  # type: ignore[arg-type]
+    assert store.load_snapshot() == moved_state().snapshot()
+
+
+@pytest.mark.parametrize("bad", [{"x": "\ud800"}, {"\udfff": 1}, {"x": ["ok", {"y": "a\ud83d"}]}])
+def test_a_snapshot_holding_a_lone_surrogate_is_refused_naming_it(
+    state_backend: StateBackend, bad: dict[str, object]
+) -> None:
+    """No database driver (nor Redis's client) encodes a lone surrogate: a snapshot
+    holding one is a ValueError naming the snapshot on every backend, the saved
+    state untouched (SQLite and PostgreSQL raised the driver's UnicodeEncodeError,
+    Redis logged it and dropped the save unless strict, the in-memory store took it)."""
+    store = state_backend.new()
+    store.save(moved_state())
+    with pytest.raises(ValueError, match=r"snapshot.*surrogate"):
+        store.save(bad)
+    assert store.load_snapshot() == moved_state().snapshot()
+
+
+def _nested(depth: int) -> dict[str, object]:
+    inner: list[object] = []
+    snapshot: dict[str, object] = {"x": inner}
+    for _ in range(depth):
+        inner.append([])
+        inner = inner[0]  # type: ignore[assignment]
+    return snapshot
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [({"x": "a\x00b"}, "NUL"), ({"k\x00": 1}, "NUL"), ({"x": [{"y": "\x00"}]}, "NUL"),
+     (_nested(100_000), "nest")],
+)
+def test_a_snapshot_no_backend_can_hold_is_a_value_error_naming_it(
+    state_backend: StateBackend, bad: dict[str, object], words: str
+) -> None:
+    """A NUL character (which PostgreSQL's jsonb cannot hold: its raw driver error)
+    or nesting past the JSON encoder (a RecursionError): a ValueError naming the
+    snapshot on every backend alike, the saved state untouched."""
+    store = state_backend.new()
+    store.save(moved_state())
+    with pytest.raises(ValueError, match=rf"snapshot.*{words}"):
+        store.save(bad)
+    assert store.load_snapshot() == moved_state().snapshot()
+
+
+@pytest.mark.parametrize("text", ["\\u0000", "a\\\\u0000", "\\", "\\\\\\"])
+def test_backslashes_that_spell_no_nul_are_kept(state_backend: StateBackend, text: str) -> None:
+    """Only a real NUL is refused: backslashes and the six characters ``\\u0000``
+    written as text are stored and read back as they were."""
+    store = state_backend.new()
+    store.save({"x": text, text: 1})
+    assert store.load_snapshot() == {"x": text, text: 1}

@@ -114,3 +114,11 @@ def test_a_key_holding_no_snapshot_is_a_value_error_naming_it(
     finally:
         store.clear()
         store.close()
+
+
+@pytest.mark.parametrize("url", [None, 6379, b"redis://127.0.0.1:6379/0", ["redis://x"]])
+def test_a_url_that_is_no_string_is_a_type_error_naming_it(url: object) -> None:
+    """A URL of another type: a TypeError naming ``url`` (was an AttributeError from
+    inside redis-py, or a bytes/str TypeError that named nothing)."""
+    with pytest.raises(TypeError, match="url must be a str"):
+        RedisAffectiveStateStore(url)  # type: ignore[arg-type]

@@ -295,3 +295,31 @@ def test_state_store_from_store_joins_transactions(db: Path) -> None:
     store.close()
     with SQLiteStore(db) as s2, SQLiteAffectiveStateStore(db) as st2:
         assert len(s2) == 1 and st2.load_snapshot() == {"v": 2}
+
+
+@pytest.mark.parametrize(
+    "foreign",
+    ["CREATE TABLE em_affective_state (a TEXT, b TEXT)",
+     "CREATE TABLE em_affective_state (key TEXT, snapshot TEXT, updated_at TEXT)",
+     "CREATE TABLE users (name TEXT PRIMARY KEY)"],
+)
+def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, foreign: str) -> None:
+    """A table of that name with another layout (no ``key`` primary key: upserts
+    would add rows) or another application's database: a ValueError naming the file
+    when the store opens (it opened, then failed at the first save with a raw
+    OperationalError or kept duplicate rows), the file untouched (no WAL switch)."""
+    path = tmp_path / "foreign.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute(foreign)
+    conn.close()
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"foreign\.db"):
+        SQLiteAffectiveStateStore(path)
+    assert path.read_bytes() == before
+    assert not (tmp_path / "foreign.db-wal").exists()
+    if "em_affective_state" in foreign:  # a store's file: the shared connection checks
+        with SQLiteStore(tmp_path / "mine.db") as store:
+            store._connection().execute(foreign)
+            with pytest.raises(ValueError, match=r"mine\.db.*em_affective_state"):
+                SQLiteAffectiveStateStore.from_store(store)

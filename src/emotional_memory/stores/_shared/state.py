@@ -10,6 +10,7 @@ offering the same method.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from emotional_memory.interfaces import StateConflictError
@@ -27,6 +28,11 @@ __all__ = [
     "snapshot_of",
     "state_conflict",
 ]
+
+
+# ``\u0000`` in JSON text not preceded by an escaping backslash: a NUL in a string
+# (json.dumps writes a NUL so, and a literal backslash as two)
+_JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
 
 
 class StoredStateError(RuntimeError):
@@ -53,19 +59,30 @@ def state_conflict(key: str) -> StateConflictError:
     )
 
 
-def loads_snapshot(key: str, text: str | bytes) -> Any:
-    """``json.loads(text)`` of the snapshot stored under ``key``.
+def loads_snapshot(key: str, text: str | bytes) -> dict[str, Any]:
+    """The snapshot dict stored as JSON ``text`` under ``key`` (a state store's
+    ``load_snapshot``).
 
     Raises:
-        ValueError: ``text`` is not JSON, or nests past the parser's limit (named, not
-            a RecursionError).
+        ValueError: ``text`` is not JSON, nests past the parser's limit, or is no JSON
+            object; the message names ``key`` (not a bare JSONDecodeError).
     """
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except RecursionError:
         raise ValueError(
             f"the stored affective state {key!r} is JSON nested too deeply"
         ) from None
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(
+            f"the stored affective state {key!r} is not a state snapshot (not JSON: {exc})"
+        ) from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"the stored affective state {key!r} is not a state snapshot (a JSON "
+            f"{type(data).__name__}, not an object)"
+        )
+    return data
 
 
 def parse_stored(key: str, text: str) -> dict[str, Any]:
@@ -195,12 +212,25 @@ def snapshot_text(state: AffectiveState | dict[str, Any]) -> str:
 
     Raises:
         TypeError: neither, or not JSON-serialisable.
-        ValueError: NaN or infinite numbers.
+        ValueError: NaN or infinite numbers, nesting past the encoder's limit, a NUL
+            character (which PostgreSQL's jsonb cannot hold; refused on every backend
+            alike) or a lone surrogate (which no database driver encodes) in a string.
     """
     snapshot = snapshot_of(state)
     try:
-        return json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
+        text = json.dumps(snapshot, ensure_ascii=False, allow_nan=False)
     except TypeError as exc:
         raise TypeError(f"snapshot must be JSON-serialisable: {exc}") from exc
     except ValueError as exc:
         raise ValueError(f"snapshot must hold only finite numbers: {exc}") from exc
+    except RecursionError:
+        raise ValueError("snapshot nests too deeply to be stored as JSON") from None
+    if _JSON_NUL.search(text):
+        raise ValueError("snapshot holds a NUL character in a string (key or value)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            "snapshot holds a lone surrogate in a string (not valid Unicode text)"
+        ) from None
+    return text

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-import copy
+import json
 import threading
 from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import check_path, snapshot_of
+from emotional_memory.stores._shared.state import check_path, snapshot_text
 
 
 class InMemoryAffectiveStateStore:
     """An :class:`~emotional_memory.interfaces.AffectiveStateStore` in process memory.
 
-    The state is kept as its snapshot dict, deep-copied on the way in and on the way
-    out, so neither the caller nor later readers can change the stored state by
+    The state is kept as its snapshot's JSON text, as the durable stores keep it: a
+    snapshot reads back as it does from them (integer keys as strings, tuples as
+    lists), one they cannot store (NaN, a value JSON cannot hold) is refused here
+    too, and neither the caller nor later readers can change the stored state by
     mutating a dict. ``save(state)`` / ``load() -> AffectiveState`` is the original
     library's protocol; :meth:`load_snapshot` reads the raw dict.
     """
@@ -23,7 +25,7 @@ class InMemoryAffectiveStateStore:
     def __init__(self) -> None:
         """Create an empty store."""
         self._lock = threading.Lock()
-        self._snapshot: dict[str, Any] | None = None
+        self._snapshot: str | None = None
         self._children: dict[tuple[str, ...], InMemoryAffectiveStateStore] = {}
 
     def scoped(self, path: tuple[str, ...]) -> InMemoryAffectiveStateStore:
@@ -53,11 +55,12 @@ class InMemoryAffectiveStateStore:
                 :meth:`AffectiveState.snapshot` returns.
 
         Raises:
-            TypeError: when ``state`` is neither.
+            TypeError: when ``state`` is neither, or not JSON-serialisable.
+            ValueError: when it holds NaN or infinite numbers.
         """
-        copied = copy.deepcopy(snapshot_of(state))
+        text = snapshot_text(state)
         with self._lock:
-            self._snapshot = copied
+            self._snapshot = text
 
     def load(self) -> AffectiveState | None:
         """The stored state.
@@ -73,11 +76,14 @@ class InMemoryAffectiveStateStore:
         """The stored snapshot dict.
 
         Returns:
-            A deep copy of the stored dict, or None when nothing is stored.
+            A new dict, or None when nothing is stored.
         """
         with self._lock:
             stored = self._snapshot
-        return None if stored is None else copy.deepcopy(stored)
+        if stored is None:
+            return None
+        data: dict[str, Any] = json.loads(stored)
+        return data
 
     def clear(self) -> None:
         """Forget the stored snapshot."""

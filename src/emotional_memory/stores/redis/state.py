@@ -63,9 +63,12 @@ class RedisAffectiveStateStore:
 
         Raises:
             ImportError: When ``client`` is None and ``redis`` is not installed.
+            TypeError: When ``client`` is None and ``url`` is not a string.
             ValueError: When ``key`` is empty.
         """
         check_key(key)
+        if client is None and not isinstance(url, str):
+            raise TypeError(f"url must be a str (a redis:// URL), got {type(url).__name__}")
         self._url = url
         self._key = key
         self._strict = bool(strict)
@@ -211,5 +214,5 @@ class RedisAffectiveStateStore:
         self.close()
 
     def __repr__(self) -> str:
-        url = redact_address(self._url)
+        url = redact_address(self._url) if isinstance(self._url, str) else None
         return f"{type(self).__name__}(url={url!r}, key={self._key!r}, strict={self._strict})"

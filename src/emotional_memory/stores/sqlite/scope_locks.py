@@ -82,11 +82,13 @@ def lock_directory(database: str) -> str | None:
         database: the SQLite file's path (``":memory:"`` or ``""``: private).
 
     Returns:
-        ``<absolute path>.scope-locks``, or None.
+        ``<real path>.scope-locks``, or None. The path with symlinks resolved (as
+        SQLite resolves them for its WAL file): workers naming one file by different
+        paths share its locks.
     """
     if database in ("", ":memory:") or database.startswith("file:"):
         return None
-    return os.path.abspath(database) + ".scope-locks"
+    return os.path.realpath(database) + ".scope-locks"
 
 
 def stripe_plan(path: tuple[str, ...]) -> list[tuple[str, bool]]:

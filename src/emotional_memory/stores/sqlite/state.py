@@ -14,6 +14,10 @@ their states in one file. The file may also hold a
 - ``SQLiteAffectiveStateStore.from_store(store)`` shares the store's connection and
   lock instead; its saves join an open ``store.transaction()``, so memories and
   state commit (or roll back) together.
+
+Another application's database (as :class:`SQLiteStore` refuses it), or an
+``em_affective_state`` table of another layout, is refused with a ValueError naming
+the file before anything is written.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import copy
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from types import TracebackType
@@ -38,7 +42,7 @@ from emotional_memory.stores._shared.state import (
     state_conflict,
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
-from emotional_memory.stores.sqlite.schema import open_connection
+from emotional_memory.stores.sqlite.schema import _check_foreign, open_connection
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
 from emotional_memory.stores.sqlite.store import SQLiteStore
 
@@ -57,6 +61,39 @@ def _check_hold_timeout(value: float | None) -> float | None:
                               or not 0 < value < float("inf")):
         raise ValueError(f"hold_timeout must be None or positive seconds, got {value!r}")
     return value
+
+
+# (name, pk) of the table's columns, as ``PRAGMA table_info`` lists them
+_LAYOUT = (("key", 1), ("snapshot", 0), ("updated_at", 0))
+
+
+def _check_layout(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse an ``em_affective_state`` table this class did not make (nothing written).
+
+    Raises:
+        ValueError: the table exists with other columns, or without ``key`` as its
+            primary key (an upsert would fail, or add rows), naming the file.
+    """
+    rows = conn.execute("PRAGMA table_info(em_affective_state)").fetchall()
+    layout = tuple((str(row[1]).lower(), int(row[5])) for row in rows)
+    if rows and layout != _LAYOUT:
+        raise ValueError(
+            f"{name!r}: its table em_affective_state (columns {[c for c, _ in layout]}) "
+            "was not made by emotional_memory's SQLiteAffectiveStateStore; refusing to "
+            "change it (use another file)"
+        )
+
+
+def _check_file(name: str) -> Callable[[sqlite3.Connection], None]:
+    """The check :func:`open_connection` runs before it writes anything: another
+    application's database (as :class:`SQLiteStore` refuses it) or a foreign
+    ``em_affective_state`` table is a ValueError naming the file."""
+
+    def check(conn: sqlite3.Connection) -> None:
+        _check_foreign(conn, name)
+        _check_layout(conn, name)
+
+    return check
 
 
 def _create_table(conn: sqlite3.Connection) -> None:
@@ -111,7 +148,8 @@ class SQLiteAffectiveStateStore:
         self._lock: AbstractContextManager[Any] = threading.RLock()
         prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
-            path, timeout=timeout, check_same_thread=check_same_thread
+            path, timeout=timeout, check_same_thread=check_same_thread,
+            check=_check_file(str(self._path)),
         )
         try:
             with self._transaction():
@@ -145,7 +183,9 @@ class SQLiteAffectiveStateStore:
         self._lock = store._lock
         self._conn = store._connection()
         with self._transaction():
-            prepare_state_tables(self._connection(), _create_table, _fill_states)
+            conn = self._connection()
+            _check_layout(conn, self._path or ":memory:")
+            prepare_state_tables(conn, _create_table, _fill_states)
         return self
 
     def joined_with(self, store: object) -> SQLiteAffectiveStateStore | None:
