@@ -8,6 +8,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -323,3 +324,29 @@ def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, forei
             store._connection().execute(foreign)
             with pytest.raises(ValueError, match=r"mine\.db.*em_affective_state"):
                 SQLiteAffectiveStateStore.from_store(store)
+
+
+@pytest.mark.parametrize(("stored", "expected"), [
+    ("not a time", None),
+    ("2026-12-07T03:00:00", datetime(2026, 12, 7, 3, tzinfo=UTC)),  # written without a zone
+    ("2026-12-07T04:00:00+01:00", datetime(2026, 12, 7, 3, tzinfo=UTC)),
+])
+def test_a_hand_edited_updated_at_names_the_key_or_reads_as_utc(
+    tmp_path: Path, stored: str, expected: datetime | None
+) -> None:
+    # an unreadable stamp was fromisoformat's "Invalid isoformat string" naming nothing,
+    # one without a zone came back naive (the docstring promises aware UTC)
+    path = tmp_path / "s.db"
+    with SQLiteAffectiveStateStore(path, key="k1") as s:
+        s.save({"a": 1})
+        conn = sqlite3.connect(path)
+        with conn:
+            conn.execute("UPDATE em_affective_state SET updated_at = ?", (stored,))
+        conn.close()
+        if expected is None:
+            with pytest.raises(ValueError, match=r"'k1'.*updated_at"):
+                s.updated_at()
+        else:
+            got = s.updated_at()
+            assert got == expected and got is not None and got.utcoffset() is not None
+            assert got.tzinfo == UTC

@@ -337,7 +337,15 @@ class SQLiteAffectiveStateStore:
                 .execute("SELECT updated_at FROM em_affective_state WHERE key = ?", (self._key,))
                 .fetchone()
             )
-        return None if row is None else datetime.fromisoformat(row[0])
+        if row is None:
+            return None
+        try:
+            stamp = datetime.fromisoformat(row[0])
+        except (TypeError, ValueError):  # a hand-edited row
+            raise ValueError(f"the state of key {self._key!r} has an unreadable updated_at "
+                             f"{str(row[0])[:40]!r}") from None
+        # written as aware UTC; a stamp written without a zone is read as UTC
+        return stamp.replace(tzinfo=UTC) if stamp.tzinfo is None else stamp.astimezone(UTC)
 
     def clear(self) -> None:
         """Forget the stored snapshot."""
