@@ -149,6 +149,27 @@ def integer(field: str, value: Any) -> int:
         raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
 
 
+def non_negative_int(field: str, value: Any) -> int:
+    """An integer >= 0 (numpy integers accepted; bools and floats rejected).
+
+    Raises:
+        TypeError: not an integer. ValueError: < 0.
+    """
+    out = integer(field, value)
+    if out < 0:
+        raise ValueError(f"{field} must be >= 0, got {out}")
+    return out
+
+
+def check_page(offset: Any, limit: Any) -> tuple[int, int]:
+    """A store's ``list_page`` arguments: both integers >= 0, each named when not.
+
+    Returns:
+        ``(offset, limit)`` as ints.
+    """
+    return non_negative_int("offset", offset), non_negative_int("limit", limit)
+
+
 def positive_int(field: str, value: Any) -> int:
     """An integer >= 1 (numpy integers accepted; bools and floats rejected).
 

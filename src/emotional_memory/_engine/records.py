@@ -10,7 +10,7 @@ import numpy as np
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
-from emotional_memory._validation import in_range, json_metadata, strict_finite
+from emotional_memory._validation import in_range, json_metadata, non_negative_int, strict_finite
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
@@ -170,8 +170,8 @@ class RecordsMixin(EngineCore):
         """
         parsed = parse_where(where)
         if limit is not None:
-            limit = _non_negative("limit", limit)
-        offset = _non_negative("offset", offset)
+            limit = non_negative_int("limit", limit)
+        offset = non_negative_int("offset", offset)
         view = self._view(None, parsed)
         if limit is None and offset == 0:
             return view.list_all()
@@ -421,11 +421,3 @@ def _links_within(memory: Memory, ids: set[str]) -> Memory:
         update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
     )
 
-
-def _non_negative(name: str, value: object) -> int:
-    """An int >= 0 (bools refused), named in the error."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
-    return value

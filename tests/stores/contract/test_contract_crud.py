@@ -35,6 +35,7 @@ from support.memories import memory_key as key
 
 DIM_FIXED_FOR_GOOD = {"postgres", "qdrant", "chroma"}
 EMPTY_EMBEDDING_REFUSED = {"qdrant", "chroma"}
+PAGING = {"memory", "sqlite", "postgres"}  # the stores with list_page
 
 
 def observe(store: Any, ids: list[str]) -> dict[str, Any]:
@@ -280,3 +281,28 @@ def test_a_lone_surrogate_is_kept_or_refused_naming_its_field(
     oracle.save(odd)
     assert [key(m) for m in store.list_all()] == [key(m) for m in oracle.list_all()]
     assert key(store.get(odd.id)) == key(oracle.get(odd.id)) == key(odd)
+
+
+@pytest.mark.parametrize(("offset", "limit", "error", "named"), [
+    (-1, 2, ValueError, "offset"),
+    (0, -1, ValueError, "limit"),
+    (1.5, 2, TypeError, "offset"),
+    (0, None, TypeError, "limit"),
+    (True, 2, TypeError, "offset"),
+])
+def test_list_page_refuses_what_is_no_page_naming_the_argument(
+    backend: Backend, offset: Any, limit: Any, error: type[Exception], named: str
+) -> None:
+    # a negative offset read as a Python slice (the last memories) on some backends,
+    # an SQL error or "can't multiply" on others; the engine checks before calling, a
+    # store's direct caller did not get the same answer from every backend
+    store = backend.new()
+    if backend.name not in PAGING:  # the vector databases page through list_all
+        assert not callable(getattr(store, "list_page", None))
+        return
+    saved = [mem(f"m{i}", [1, float(i)]) for i in range(3)]
+    for m in saved:
+        store.save(m)
+    with pytest.raises(error, match=named):
+        store.list_page(offset, limit)
+    assert store.list_page(1, 5) == saved[1:]

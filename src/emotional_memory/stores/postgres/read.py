@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from emotional_memory._validation import check_page
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.records import load_memory, storable_id
@@ -270,6 +271,7 @@ class _Reader(_Writer):
         Returns:
             The page, in insertion order.
         """
+        offset, limit = check_page(offset, limit)
         if limit <= 0 or offset >= MOST_ROWS:
             return []
         limit = min(limit, MOST_ROWS)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._validation import check_page
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
@@ -332,6 +333,7 @@ class SQLiteStore(BackendStore):
 
     def list_page(self, offset: int, limit: int) -> list[Memory]:
         """``list_all()[offset:offset + limit]`` (from the cache: O(limit) memories)."""
+        offset, limit = check_page(offset, limit)
         with self._lock:
             self._sync()
             return self._cache.list_page(offset, limit)

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
+from emotional_memory._validation import check_page
 from emotional_memory.filters import (
     And,
     Clause,
@@ -619,6 +620,7 @@ class SelectedRows:
         Returns:
             The page, in insertion order.
         """
+        offset, limit = check_page(offset, limit)
         self._prime()
         with self._lock:
             store = self._store()

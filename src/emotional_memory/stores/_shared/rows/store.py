@@ -12,6 +12,7 @@ from typing import Any
 import cachetools
 import numpy as np
 
+from emotional_memory._validation import check_page
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
@@ -273,6 +274,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         Returns:
             The page, in insertion order.
         """
+        offset, limit = check_page(offset, limit)
         with self._lock:
             live = self._live_rows()
             rows = (
