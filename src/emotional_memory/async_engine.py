@@ -440,7 +440,8 @@ class AsyncEmotionalMemory:
         )
 
     async def plan_retrieval(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None,
+        where: Any = None,
     ) -> RetrievalPlan:
         """See :meth:`EmotionalMemory.plan_retrieval` (no side effects).
 
@@ -448,12 +449,13 @@ class AsyncEmotionalMemory:
             query: Query text.
             top_k: Number of seeds / results (>= 1).
             query_affect: Optional override for affect proximity.
+            where: Optional filter deciding the candidates.
 
         Returns:
             The two-pass :class:`RetrievalPlan`.
         """
         return await self._run(
-            self._engine.plan_retrieval, query, top_k, query_affect=query_affect
+            self._engine.plan_retrieval, query, top_k, query_affect=query_affect, where=where
         )
 
     async def current_weights(self, query: str = "", now: datetime | None = None) -> Any:

@@ -267,3 +267,19 @@ def test_async_encode_batch_refuses_iterators_like_the_sync_engine() -> None:
         assert len(await aengine.encode_batch(["a", "b"])) == 2
 
     asyncio.run(run())
+
+
+def test_async_plan_retrieval_takes_where_like_the_sync_engine() -> None:
+    # the async form had no ``where``: TypeError (unexpected keyword) where the sync
+    # engine plans over the filtered candidates
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=lambda: START)
+    aengine = as_async(engine)
+    engine.encode("the server crashed", metadata={"team": "ops"})
+    engine.encode("the server rebooted", metadata={"team": "dev"})
+    want = engine.plan_retrieval("server", 2, where={"team": "ops"})
+    got = asyncio.run(aengine.plan_retrieval("server", 2, where={"team": "ops"}))
+    assert [m.content for m in got.candidates] == ["the server crashed"]
+    assert [m.id for m in got.candidates] == [m.id for m in want.candidates]
+    assert got.model_dump() == want.model_dump()
+    with pytest.raises(ValueError):
+        asyncio.run(aengine.plan_retrieval("server", 2, where={"team": {"$bad": 1}}))
