@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import inspect
 import threading
 from collections.abc import Coroutine, Iterator, Sequence
@@ -37,6 +38,13 @@ T = TypeVar("T")
 
 _CLOSED_LOOP_POLL_S = 0.25
 """How often a worker waiting for the loop checks that the loop is still open."""
+
+CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "emotional_memory_caller_loop", default=None
+)
+"""The event loop of the ``AsyncEmotionalMemory`` call a worker thread is running (set
+in the worker's context only): its async components are called back on that loop,
+whichever loop called the engine last (one engine may serve several loops at once)."""
 
 
 class SyncToAsyncEmbedder:
@@ -203,13 +211,18 @@ class SyncToAsyncAppraisalEngine:
 
 
 class _LoopBridge:
-    """Runs coroutines on the owning event loop from a worker thread."""
+    """Runs coroutines on the calling operation's event loop from a worker thread.
+
+    ``loop`` is the loop of the engine's latest call: the loop used outside an
+    operation's worker (the sync engine called directly), for its error messages.
+    """
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the owning loop and wait for its result (off that loop).
+        """Run ``coro`` on the operation's loop (:data:`CALLER_LOOP`, else the latest
+        caller's) and wait for its result (off that loop).
 
         Raises:
             RuntimeError: no loop yet, a closed one (also one closing while waited
@@ -218,7 +231,7 @@ class _LoopBridge:
                 sync engine was called directly instead of awaiting the
                 ``AsyncEmotionalMemory`` method).
         """
-        loop = self.loop
+        loop = CALLER_LOOP.get() or self.loop
         if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
             coro.close()
             if loop is None:

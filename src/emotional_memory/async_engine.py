@@ -30,6 +30,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from emotional_memory._async_bridge import (
+    CALLER_LOOP,
     SyncToAsyncAppraisalEngine,
     SyncToAsyncEmbedder,
     SyncToAsyncStore,
@@ -200,8 +201,10 @@ class AsyncEmotionalMemory:
         after it: the turn is handed on when the worker finishes, not when the
         caller stops waiting (an operation waiting on async components of a loop
         that closes meanwhile fails instead, and hands the turn on). Each event loop
-        gets its own turns, so the engine works across ``asyncio.run`` calls (the
-        sync engine's own scope locks keep operations from different loops apart).
+        gets its own turns, so the engine works across ``asyncio.run`` calls and from
+        several loops at once (the sync engine's own scope locks keep operations
+        from different loops apart); each operation's async components are called
+        back on the loop that awaits it.
         """
         loop = asyncio.get_running_loop()
         locks = self._locks.get(loop)
@@ -212,6 +215,9 @@ class AsyncEmotionalMemory:
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
+            # this operation's async components answer on this loop, even while
+            # another loop's operation (a disjoint scope) runs on the engine
+            context.run(CALLER_LOOP.set, loop)
             # the library's own pool, never the loop's default executor: an engine
             # call that waits on a coroutine needing a default-executor thread
             # (SyncToAsync adapters) cannot starve it (no deadlock under gather)
