@@ -47,6 +47,66 @@ in the worker's context only): its async components are called back on that loop
 whichever loop called the engine last (one engine may serve several loops at once)."""
 
 
+STORE_METHODS = ("save", "get", "update", "delete", "list_all", "search_by_embedding", "count")
+"""A memory store's protocol methods (async ones, or blocking ones, all alike)."""
+STORE_REQUIRED = ("save", "get", "update", "delete")
+"""The store methods every engine needs (the rest are used when present)."""
+EMBEDDER_METHODS = ("embed", "embed_batch")
+APPRAISAL_METHODS = ("appraise",)
+
+
+def async_methods(obj: object, methods: Sequence[str]) -> list[str]:
+    """The names among ``methods`` that ``obj`` has as coroutine functions.
+
+    Args:
+        obj: A component.
+        methods: Its protocol's method names.
+
+    Returns:
+        Those that are ``async def`` on ``obj``, in order.
+    """
+    return [m for m in methods if _is_async_method(obj, m)]
+
+
+def check_consistent(kind: str, obj: object, methods: Sequence[str]) -> bool:
+    """Whether ``obj`` is an async component (its protocol methods coroutine
+    functions), after checking that it is wholly one or the other.
+
+    Args:
+        kind: What it is, for the message ("store", "embedder", ...).
+        obj: The component.
+        methods: Its protocol's method names.
+
+    Returns:
+        True for an async component.
+
+    Raises:
+        TypeError: some of the methods it has are ``async def`` and others are not
+            (named): an async component's would return coroutines never awaited, or
+            a blocking one's be awaited in vain.
+    """
+    present = [m for m in methods if callable(getattr(obj, m, None))]
+    is_async = async_methods(obj, present)
+    if is_async and len(is_async) != len(present):
+        blocking = [m for m in present if m not in is_async]
+        raise TypeError(
+            f"{kind} {type(obj).__name__} mixes async and blocking methods: "
+            f"{', '.join(is_async)} async def, {', '.join(blocking)} not; an async "
+            f"{kind}'s methods must all be coroutine functions, a blocking one's none"
+        )
+    return bool(is_async)
+
+
+def _refuse_async(adapter: str, obj: object, methods: Sequence[str]) -> None:
+    """A ``SyncToAsync*`` adapter wraps blocking components only."""
+    found = async_methods(obj, methods)
+    if found:
+        raise TypeError(
+            f"{adapter} wraps a blocking component, but {type(obj).__name__}.{found[0]} is "
+            "a coroutine function (async def): pass the async component itself"
+        )
+
+
 class SyncToAsyncEmbedder:
     """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
 
@@ -55,7 +115,12 @@ class SyncToAsyncEmbedder:
 
         Args:
             sync_embedder: The blocking embedder (``embed`` and ``embed_batch``).
+
+        Raises:
+            TypeError: ``sync_embedder`` is async (its methods would return coroutines
+                that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_embedder, EMBEDDER_METHODS)
         self.sync = sync_embedder
 
     def __repr__(self) -> str:
@@ -96,7 +161,12 @@ class SyncToAsyncStore:
 
         Args:
             sync_store: The blocking memory store.
+
+        Raises:
+            TypeError: ``sync_store`` is async (its methods would return coroutines
+                that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_store, STORE_METHODS)
         self.sync = sync_store
 
     def __repr__(self) -> str:
@@ -183,7 +253,12 @@ class SyncToAsyncAppraisalEngine:
 
         Args:
             sync_engine: The blocking appraisal engine.
+
+        Raises:
+            TypeError: ``sync_engine`` is async (its ``appraise`` would return
+                coroutines that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_engine, APPRAISAL_METHODS)
         self.sync = sync_engine
 
     def __repr__(self) -> str:
@@ -361,10 +436,23 @@ def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
     Returns:
         ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
         (called directly from the engine's thread), else a sync facade over it.
+
+    Raises:
+        TypeError: an async store without one of ``save, get, update, delete`` (as
+            the sync engine refuses a blocking one), or one mixing async and blocking
+            methods (named).
     """
     if isinstance(store, SyncToAsyncStore):
         return store.sync
-    return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
+    if not check_consistent("store", store, STORE_METHODS):
+        return store
+    missing = [m for m in STORE_REQUIRED if not callable(getattr(store, m, None))]
+    if missing:
+        raise TypeError(
+            f"store must provide {', '.join(STORE_REQUIRED)}; got {type(store).__name__} "
+            f"without {', '.join(missing)}"
+        )
+    return _AsyncToSyncStore(store, bridge)
 
 
 def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
@@ -377,10 +465,13 @@ def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
     Returns:
         ``embedder`` itself when sync, the wrapped embedder of a
         :class:`SyncToAsyncEmbedder`, else a sync facade over it.
+
+    Raises:
+        TypeError: an embedder mixing async and blocking methods (named).
     """
     if isinstance(embedder, SyncToAsyncEmbedder):
         return embedder.sync
-    if _is_async_method(embedder, "embed"):
+    if check_consistent("embedder", embedder, EMBEDDER_METHODS):
         return _AsyncToSyncEmbedder(embedder, bridge)
     return embedder
 

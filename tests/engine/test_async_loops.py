@@ -9,7 +9,18 @@ import threading
 from datetime import UTC, datetime
 from typing import Any
 
-from emotional_memory import AsyncEmotionalMemory
+import pytest
+
+from emotional_memory import (
+    AsyncEmotionalMemory,
+    EmotionalMemory,
+    InMemoryStore,
+    KeywordAppraisalEngine,
+    SyncToAsyncAppraisalEngine,
+    SyncToAsyncEmbedder,
+    SyncToAsyncStore,
+)
+from emotional_memory.embedders import HashingEmbedder
 from support.async_parts import HeldEmbedder, LoopRecordingStore
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -46,3 +57,97 @@ def test_each_operation_calls_its_async_components_on_its_own_loop() -> None:
     a_calls = store.loops[after_b:]
     assert a_calls and all(loop is outcome["loop"] for loop in a_calls)
     assert [m.content for m in store.inner.list_all()] == ["hello from A"]
+
+
+class _AsyncEmbedder:
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+
+    async def embed(self, text: str) -> list[float]:
+        return self.inner.embed(text)
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.inner.embed(t) for t in texts]
+
+
+class _AsyncAppraiser:
+    async def appraise(self, text: str, context: Any = None) -> Any:
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+def _with_blocking(obj: Any, name: str) -> Any:
+    """``obj`` with its method ``name`` replaced by a blocking one (same answers)."""
+    inner = getattr(type(obj), name)
+
+    def blocking(*args: Any) -> Any:
+        coro = inner(obj, *args)
+        try:
+            coro.send(None)
+        except StopIteration as done:
+            return done.value
+        raise AssertionError("the test's async method awaited something")
+
+    setattr(obj, name, blocking)
+    return obj
+
+
+@pytest.mark.parametrize(
+    "method", ["get", "update", "delete", "list_all", "search_by_embedding", "count"]
+)
+def test_an_async_store_with_a_blocking_method_is_refused_naming_it(method: str) -> None:
+    # it was taken, and failed on first use with "A coroutine object is required"
+    # (naming neither the store nor the method), after part of an encode had run
+    store = _with_blocking(LoopRecordingStore(), method)
+    with pytest.raises(TypeError, match=rf"LoopRecordingStore.*\b{method}\b"):
+        AsyncEmotionalMemory(store, HashingEmbedder(dim=16), clock=lambda: NOW)
+
+
+def test_an_async_store_without_a_required_method_is_refused_like_the_sync_engine() -> None:
+    # the sync engine refuses a store without update at construction; the async one
+    # took it (its bridge has every method) and failed with AttributeError on use
+    class NoUpdate:
+        async def save(self, memory: Any) -> None: ...
+        async def get(self, memory_id: str) -> Any: ...
+        async def delete(self, memory_id: str) -> bool: ...
+
+    with pytest.raises(TypeError, match=r"store must provide.*without update"):
+        AsyncEmotionalMemory(NoUpdate(), HashingEmbedder(dim=16), clock=lambda: NOW)
+
+
+def test_mixed_embedders_are_refused_naming_the_method() -> None:
+    with pytest.raises(TypeError, match=r"_AsyncEmbedder.*\bembed_batch\b"):
+        AsyncEmotionalMemory(
+            InMemoryStore(), _with_blocking(_AsyncEmbedder(), "embed_batch"), clock=lambda: NOW
+        )
+    with pytest.raises(TypeError, match=r"_AsyncEmbedder.*\bembed\b"):
+        AsyncEmotionalMemory(
+            InMemoryStore(), _with_blocking(_AsyncEmbedder(), "embed"), clock=lambda: NOW
+        )
+
+
+def test_the_sync_adapters_refuse_async_components() -> None:
+    # ``SyncToAsyncStore(async_store).get(id)`` returned the un-awaited coroutine
+    # (a "never awaited" warning), and an engine given the adapter failed with
+    # "object of type ... has no len()"
+    with pytest.raises(TypeError, match=r"SyncToAsyncStore.*LoopRecordingStore\.save"):
+        SyncToAsyncStore(LoopRecordingStore())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"SyncToAsyncEmbedder.*_AsyncEmbedder\.embed"):
+        SyncToAsyncEmbedder(_AsyncEmbedder())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"SyncToAsyncAppraisalEngine.*_AsyncAppraiser\.appraise"):
+        SyncToAsyncAppraisalEngine(_AsyncAppraiser())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("part", ["store", "embedder", "appraisal_engine"])
+def test_the_sync_engine_refuses_async_components_naming_them(part: str) -> None:
+    # it took them and failed on use: "object of type ... has no len()" (store),
+    # "non 1-D embedding" (embedder), "'coroutine' object has no attribute" (appraiser)
+    parts: dict[str, Any] = {
+        "store": InMemoryStore(), "embedder": HashingEmbedder(dim=16), "appraisal_engine": None,
+    }
+    parts[part] = {
+        "store": LoopRecordingStore, "embedder": _AsyncEmbedder,
+        "appraisal_engine": _AsyncAppraiser,
+    }[part]()
+    with pytest.raises(TypeError, match=rf"{part}.*AsyncEmotionalMemory"):
+        EmotionalMemory(**parts, clock=lambda: NOW)
+    AsyncEmotionalMemory(**parts, clock=lambda: NOW)  # where they belong
