@@ -311,10 +311,12 @@ class AsyncEmotionalMemory:
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
-        # checked before any appraisal (each may be a paid LLM call), off the loop
-        await asyncio.to_thread(engine._batch_inputs, contents, metadata, expires_at)
-        texts = list(contents)
-        metas = list(metadata) if metadata is not None else [None] * len(texts)
+        # checked before any appraisal (each may be a paid LLM call), off the loop;
+        # the appraisals and the encoding use the checked private copies, as the sync
+        # engine does (its appraiser gets the metadata stored, lists for tuples)
+        texts, metas, expiries = await asyncio.to_thread(
+            engine._batch_inputs, contents, metadata, expires_at
+        )
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
 
         async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
@@ -327,7 +329,9 @@ class AsyncEmotionalMemory:
             # the worker thread's appraisals replay the results (the engine itself is
             # not touched: a view scoped() meanwhile copies it, and keeps appraising)
             with appraiser.replaying(texts, results):
-                return engine.encode_batch(texts, metadata, expires_at=expires_at)
+                return engine.encode_batch(
+                    texts, metas if metadata is not None else None, expires_at=expiries
+                )
 
         return await self._run(encode_with_results)
 

@@ -244,3 +244,44 @@ def test_an_operation_whose_loop_closes_under_it_fails_instead_of_holding_the_en
     runner.join(60)  # a guard against the hang, not a timing
     assert not runner.is_alive(), "the engine's turn was never given back"
     assert counted == [0]  # the interrupted encode stored nothing
+
+
+class _NotingAppraiser:
+    """Keyword appraisal that notes each context it is given, and writes into it."""
+
+    def __init__(self) -> None:
+        self.contexts: list[Any] = []
+
+    def appraise(self, text: str, context: Any = None) -> Any:
+        self.contexts.append(repr(context))
+        if context is not None:
+            context["seen_by_appraiser"] = True
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+class _AsyncNotingAppraiser(_NotingAppraiser):
+    async def appraise(self, text: str, context: Any = None) -> Any:  # type: ignore[override]
+        return _NotingAppraiser.appraise(self, text, context)
+
+
+def test_a_batch_appraised_concurrently_gives_the_appraiser_the_sync_engines_context() -> None:
+    # the concurrent path handed the caller's own metadata to the async appraiser
+    # (tuples not yet lists) and validated a copy only afterwards, so what the
+    # appraiser wrote into its context was stored; the sync engine appraises its
+    # validated private copy
+    def batch() -> tuple[list[str], list[Any]]:
+        return ["I was furious", "a happy day"], [{"tags": ("a", "b")}, None]
+
+    sync_appraiser = _NotingAppraiser()
+    reference = EmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), sync_appraiser, clock=lambda: NOW
+    )
+    want = reference.encode_batch(*batch())
+    async_appraiser = _AsyncNotingAppraiser()
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), async_appraiser, clock=lambda: NOW
+    )
+    got = asyncio.run(aengine.encode_batch(*batch()))
+    assert async_appraiser.contexts == sync_appraiser.contexts
+    assert [m.metadata for m in got] == [m.metadata for m in want]
+    assert [m.tag.appraisal for m in got] == [m.tag.appraisal for m in want]
