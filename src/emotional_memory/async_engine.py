@@ -24,7 +24,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -323,7 +323,7 @@ class AsyncEmotionalMemory:
             async with gate:
                 return await appraiser.inner.appraise(text, meta)
 
-        results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
+        results = await _all_or_none(appraise(t, m) for t, m in zip(texts, metas, strict=True))
 
         def encode_with_results() -> list[Memory]:
             # the worker thread's appraisals replay the results (the engine itself is
@@ -683,6 +683,27 @@ class AsyncEmotionalMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+async def _all_or_none(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``coros`` run concurrently, in order; the first failure (or a
+    cancellation) cancels the others and waits for them before it propagates, with
+    its own type (no task, such as a paid appraisal, runs on once the call is over).
+
+    Args:
+        coros: The coroutines.
+
+    Returns:
+        Their results, in order.
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _finish_detached(

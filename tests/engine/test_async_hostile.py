@@ -285,3 +285,32 @@ def test_a_batch_appraised_concurrently_gives_the_appraiser_the_sync_engines_con
     assert async_appraiser.contexts == sync_appraiser.contexts
     assert [m.metadata for m in got] == [m.metadata for m in want]
     assert [m.tag.appraisal for m in got] == [m.tag.appraisal for m in want]
+
+
+def test_a_failed_concurrent_appraisal_stops_the_batchs_other_appraisals() -> None:
+    # the batch raised the first appraisal error while its other appraisals (each
+    # maybe a paid LLM call) kept running in the background, the queued ones
+    # starting after the call had returned
+    calls: list[str] = []
+
+    class FailsOnBad:
+        async def appraise(self, text: str, context: Any = None) -> Any:
+            calls.append(text)
+            await asyncio.sleep(0)
+            if text == "bad":
+                raise LookupError("appraiser failed on 'bad'")
+            return KeywordAppraisalEngine().appraise(text, context)
+
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), FailsOnBad(),
+        EmotionalMemoryConfig(appraisal_max_concurrency=2), clock=lambda: NOW,
+    )
+
+    async def run() -> set[asyncio.Task[Any]]:
+        with pytest.raises(LookupError, match="bad"):  # its own type, as the sync engine's
+            await aengine.encode_batch(["fine", "bad", *(f"event {i}" for i in range(8))])
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    assert asyncio.run(run()) == set()
+    assert "event 7" not in calls and len(calls) <= 4
+    assert asyncio.run(aengine.count()) == 0
