@@ -720,6 +720,7 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
 
     The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
+    is confined to ``engine``'s scope when ``engine`` is a scoped view, and
     starts from a copy of ``engine``'s affective state (history included): later
     state changes of either engine do not affect the other. An engine with
     ``shared_state`` keeps its state in the database: the copy then shares it, as an
@@ -754,6 +755,9 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     core._clock = engine._clock
     core.state_store = engine.state_store
     core._state = state
+    if engine.scope:  # a view: the new engine is confined to the same scope
+        core._scope = engine.scope
+        core._root_state_store = engine.__dict__.get("_root_state_store", engine.state_store)
     if engine.__dict__.get("_shared_state", False):
         # the state lives in the database: share it through the engine's own store
         # (the adapters hide it from the state store's joined_with), never overwrite
