@@ -142,6 +142,12 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 "affect_from_text must provide rate_affect(texts) -> list[CoreAffect]; got "
                 f"{type(affect_from_text).__name__}"
             )
+        if async_methods(affect_from_text, ("rate_affect",)):
+            raise TypeError(
+                f"affect_from_text {type(affect_from_text).__name__}.rate_affect is async "
+                "def: the text rater must be synchronous (it runs in the engine's thread, "
+                "also under AsyncEmotionalMemory)"
+            )
         check_embedder(store, embedder)
         self._scope_locks = ScopeLocks()
         self.store = store

@@ -151,3 +151,18 @@ def test_the_sync_engine_refuses_async_components_naming_them(part: str) -> None
     with pytest.raises(TypeError, match=rf"{part}.*AsyncEmotionalMemory"):
         EmotionalMemory(**parts, clock=lambda: NOW)
     AsyncEmotionalMemory(**parts, clock=lambda: NOW)  # where they belong
+
+
+def test_an_async_text_rater_is_refused_at_construction() -> None:
+    # it was taken, and each encode failed ("must return a sequence of CoreAffect,
+    # got coroutine") leaving a coroutine never awaited
+    class AsyncRater:
+        async def rate_affect(self, texts: list[str]) -> list[Any]:
+            return []
+
+    for engine_class in (EmotionalMemory, AsyncEmotionalMemory):
+        with pytest.raises(TypeError, match=r"affect_from_text AsyncRater\.rate_affect"):
+            engine_class(
+                InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW,
+                affect_from_text=AsyncRater(),
+            )
