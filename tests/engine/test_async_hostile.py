@@ -314,3 +314,43 @@ def test_a_failed_concurrent_appraisal_stops_the_batchs_other_appraisals() -> No
     assert asyncio.run(run()) == set()
     assert "event 7" not in calls and len(calls) <= 4
     assert asyncio.run(aengine.count()) == 0
+
+
+class _CountingAsyncEmbedder:
+    """An async embedder (think: a paid embedding API) counting its calls."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+        self.calls = 0
+
+    async def embed(self, text: str) -> list[float]:
+        self.calls += 1
+        return self.inner.embed(text)
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "error", "match"),
+    [
+        ("encode", ("x",), {"affect": "happy"}, TypeError, "affect"),
+        ("encode", ("x", "not an appraisal"), {}, TypeError, "appraisal"),
+        ("retrieve_with_query_appraisal", ("q",), {"top_k": 0}, ValueError, "top_k"),
+        ("retrieve_with_query_appraisal", ("q",), {"top_k": "3"}, TypeError, "top_k"),
+        ("retrieve_query_gated", ("q",), {"top_k": 0}, ValueError, "top_k"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_embedding_or_appraisal(
+    method: str, args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception],
+    match: str,
+) -> None:
+    # the event was embedded (encode) or the query appraised (the query-appraisal
+    # retrievals) - each maybe a paid call - before the argument was checked
+    embedder, appraiser = _CountingAsyncEmbedder(), _CountingAsyncAppraiser()
+    aengine = AsyncEmotionalMemory(InMemoryStore(), embedder, appraiser, clock=lambda: NOW)
+    asyncio.run(aengine.encode("a first memory"))
+    before = (embedder.calls, appraiser.calls, asyncio.run(aengine.export_memories()),
+              aengine.save_state())
+    with pytest.raises(error, match=match):
+        asyncio.run(getattr(aengine, method)(*args, **kwargs))
+    after = (embedder.calls, appraiser.calls, asyncio.run(aengine.export_memories()),
+             aengine.save_state())
+    assert after == before
