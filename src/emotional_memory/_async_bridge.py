@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import inspect
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -420,6 +420,27 @@ class _AsyncToSyncAppraisal:
             result = close()
             if asyncio.iscoroutine(result):
                 self.bridge.run(result)
+
+
+async def all_or_none(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``coros`` run concurrently, in order; the first failure (or a
+    cancellation) cancels the others and waits for them before it propagates, with
+    its own type (no task, such as a paid appraisal, runs on once the call is over).
+
+    Args:
+        coros: The coroutines.
+
+    Returns:
+        Their results, in order.
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
 
 
 def _is_async_method(obj: object, name: str) -> bool:

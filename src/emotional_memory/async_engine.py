@@ -24,7 +24,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ from emotional_memory._async_bridge import (
     SyncToAsyncStore,
     _AsyncToSyncAppraisal,
     _LoopBridge,
+    all_or_none,
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
@@ -206,12 +207,31 @@ class AsyncEmotionalMemory:
         from different loops apart); each operation's async components are called
         back on the loop that awaits it.
         """
+        locks, path = await self._turn()
+        return await self._in_turn(locks, path, fn, *args, **kwargs)
+
+    async def _turn(self) -> tuple[AsyncScopeLocks, tuple[str, ...]]:
+        """Wait for this view's turn on the running loop (see :meth:`_run`).
+
+        Returns:
+            The loop's turns and the path now held (hand it to :meth:`_in_turn`,
+            or release it).
+        """
         loop = asyncio.get_running_loop()
         locks = self._locks.get(loop)
         if locks is None:
             locks = self._locks.setdefault(loop, AsyncScopeLocks())
         path = self._engine.scope
         await locks.acquire(path)
+        return locks, path
+
+    async def _in_turn(
+        self, locks: AsyncScopeLocks, path: tuple[str, ...], fn: Callable[..., T],
+        *args: Any, **kwargs: Any,
+    ) -> T:
+        """Run ``fn`` in a worker thread in the turn ``path`` held, and hand the turn
+        on when the worker finishes (see :meth:`_run`)."""
+        loop = asyncio.get_running_loop()
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
@@ -284,10 +304,10 @@ class AsyncEmotionalMemory:
             expires_at: Optional expiry, one for all or one per content.
             affect: Optional event affects, one for all or one (or None) per content.
 
-        With an async appraisal engine, the batch's arguments are checked, then its
-        appraisals run concurrently, at most ``config.appraisal_max_concurrency`` at a
-        time (as in the original); the memories, links and state are then exactly
-        those of sequential encoding.
+        With an async appraisal engine, the batch's arguments are checked, then, in
+        the batch's turn, its appraisals run concurrently, at most
+        ``config.appraisal_max_concurrency`` at a time (as in the original); the
+        memories, links and state are then exactly those of sequential encoding.
 
         Returns:
             The stored memories, in order.
@@ -311,19 +331,28 @@ class AsyncEmotionalMemory:
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
-        # checked before any appraisal (each may be a paid LLM call), off the loop;
-        # the appraisals and the encoding use the checked private copies, as the sync
-        # engine does (its appraiser gets the metadata stored, lists for tuples)
-        texts, metas, expiries = await asyncio.to_thread(
-            engine._batch_inputs, contents, metadata, expires_at
-        )
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
 
         async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
             async with gate:
                 return await appraiser.inner.appraise(text, meta)
 
-        results = await _all_or_none(appraise(t, m) for t, m in zip(texts, metas, strict=True))
+        # the batch's turn is taken first (as the serial path's), so that operations
+        # arriving while it is checked and appraised run after it, in arrival order
+        locks, path = await self._turn()
+        try:
+            # checked before any appraisal (each may be a paid LLM call), off the
+            # loop; the appraisals and the encoding use the checked private copies,
+            # as the sync engine does (its appraiser gets the metadata it stores)
+            texts, metas, expiries = await asyncio.to_thread(
+                engine._batch_inputs, contents, metadata, expires_at
+            )
+            results = await all_or_none(
+                appraise(t, m) for t, m in zip(texts, metas, strict=True)
+            )
+        except BaseException:
+            locks.release(path)
+            raise
 
         def encode_with_results() -> list[Memory]:
             # the worker thread's appraisals replay the results (the engine itself is
@@ -333,7 +362,7 @@ class AsyncEmotionalMemory:
                     texts, metas if metadata is not None else None, expires_at=expiries
                 )
 
-        return await self._run(encode_with_results)
+        return await self._in_turn(locks, path, encode_with_results)
 
     async def observe(
         self,
@@ -683,27 +712,6 @@ class AsyncEmotionalMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-async def _all_or_none(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
-    """The results of ``coros`` run concurrently, in order; the first failure (or a
-    cancellation) cancels the others and waits for them before it propagates, with
-    its own type (no task, such as a paid appraisal, runs on once the call is over).
-
-    Args:
-        coros: The coroutines.
-
-    Returns:
-        Their results, in order.
-    """
-    tasks = [asyncio.ensure_future(c) for c in coros]
-    try:
-        return list(await asyncio.gather(*tasks))
-    except BaseException:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        raise
 
 
 def _finish_detached(

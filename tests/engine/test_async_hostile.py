@@ -354,3 +354,27 @@ def test_bad_arguments_are_refused_before_any_embedding_or_appraisal(
     after = (embedder.calls, appraiser.calls, asyncio.run(aengine.export_memories()),
              aengine.save_state())
     assert after == before
+
+
+def test_a_concurrently_appraised_batch_keeps_its_turn_in_arrival_order() -> None:
+    # operations on one scope run in arrival order; a batch appraised concurrently
+    # (async appraiser) queued for its turn only after its appraisals, so an encode
+    # that arrived after it ran first: another order of memories, links and state
+    # than with a sync appraiser
+    def run(appraiser: Any) -> list[str]:
+        aengine = AsyncEmotionalMemory(
+            InMemoryStore(), HashingEmbedder(dim=16), appraiser, clock=lambda: NOW
+        )
+
+        async def scenario() -> list[str]:
+            await asyncio.gather(
+                aengine.encode_batch(["I was furious", "a happy day"]),
+                aengine.encode("a calm walk afterwards"),
+            )
+            return [m.content for m in await aengine.list_all()]
+
+        return asyncio.run(scenario())
+
+    want = run(KeywordAppraisalEngine())
+    assert want == ["I was furious", "a happy day", "a calm walk afterwards"]
+    assert run(_AsyncKeywords()) == want
