@@ -378,3 +378,18 @@ def test_a_concurrently_appraised_batch_keeps_its_turn_in_arrival_order() -> Non
     want = run(KeywordAppraisalEngine())
     assert want == ["I was furious", "a happy day", "a calm walk afterwards"]
     assert run(_AsyncKeywords()) == want
+
+
+def test_import_memories_refuses_an_overwrite_that_is_not_a_bool() -> None:
+    # overwrite="false" (say, from a form or a CLI) was truthy: the import replaced
+    # the existing memory it was asked to keep
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW)
+    kept = engine.encode("the original text")
+    record = {**engine.export_memories()[0], "content": "an imported replacement"}
+    aengine = AsyncEmotionalMemory.from_engine(engine)
+    with pytest.raises(TypeError, match="overwrite"):
+        engine.import_memories([record], "false")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="overwrite"):
+        asyncio.run(aengine.import_memories([record], "false"))  # type: ignore[arg-type]
+    assert engine.get(kept.id) == kept
+    assert engine.import_memories([record], overwrite=True) == 1
