@@ -39,6 +39,21 @@ T = TypeVar("T")
 _CLOSED_LOOP_POLL_S = 0.25
 """How often a worker waiting for the loop checks that the loop is still open."""
 
+_EXITING = threading.Event()
+"""Set as the interpreter starts exiting, before it joins the engine's worker threads."""
+
+
+def watch_exit() -> None:
+    """Have :data:`_EXITING` set when the interpreter exits, before the worker threads
+    of the pools made so far are joined (``threading``'s exit hooks run last registered
+    first): a worker waiting on a loop that no longer runs then gives up, instead of
+    keeping the interpreter from exiting. Call it after creating a pool."""
+    register = getattr(threading, "_register_atexit", None)
+    if callable(register):
+        with contextlib.suppress(RuntimeError):  # already exiting
+            register(_EXITING.set)
+
+
 CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
     "emotional_memory_caller_loop", default=None
 )
@@ -301,7 +316,8 @@ class _LoopBridge:
 
         Raises:
             RuntimeError: no loop yet, a closed one (also one closing while waited
-                for: an operation cancelled by a caller whose ``asyncio.run`` ended),
+                for: an operation cancelled by a caller whose ``asyncio.run`` ended,
+                or one stopped when the interpreter exits),
                 or called on the loop's own thread (waiting there would hang it: the
                 sync engine was called directly instead of awaiting the
                 ``AsyncEmotionalMemory`` method).
@@ -326,13 +342,15 @@ class _LoopBridge:
             try:
                 return future.result(timeout=_CLOSED_LOOP_POLL_S)
             except concurrent.futures.TimeoutError:
-                if loop.is_closed():
+                # a stopped loop may run again, unless the interpreter is exiting
+                if loop.is_closed() or (_EXITING.is_set() and not loop.is_running()):
                     future.cancel()
                     if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
                         coro.close()  # never started: no "never awaited" warning
                     raise RuntimeError(
-                        "the event loop of the async components closed before they "
-                        "answered (the operation was cancelled and its loop ended)"
+                        "the event loop of the async components closed (or stopped as "
+                        "the interpreter exits) before they answered (the operation was "
+                        "cancelled and its loop ended)"
                     ) from None
 
 

@@ -40,6 +40,7 @@ from emotional_memory._async_bridge import (
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
+    watch_exit,
 )
 from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
@@ -76,6 +77,7 @@ def _engine_executor() -> ThreadPoolExecutor:
                 max_workers=max(32, 4 * (os.cpu_count() or 1)),
                 thread_name_prefix="emotional_memory-engine",
             )
+            watch_exit()  # a worker waiting on a stopped loop must not block the exit
         return _EXECUTOR
 
 

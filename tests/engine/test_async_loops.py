@@ -5,6 +5,9 @@ Events decide every order; timeouts are hang guards only."""
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 from typing import Any
@@ -166,3 +169,48 @@ def test_an_async_text_rater_is_refused_at_construction() -> None:
                 InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW,
                 affect_from_text=AsyncRater(),
             )
+
+
+_STOPPED_LOOP_SCRIPT = """
+import asyncio
+from datetime import UTC, datetime
+from emotional_memory import AsyncEmotionalMemory
+from support.async_parts import HeldEmbedder, LoopRecordingStore
+
+embedder = HeldEmbedder()
+aengine = AsyncEmotionalMemory(
+    LoopRecordingStore(), embedder, clock=lambda: datetime(2026, 1, 1, tzinfo=UTC)
+)
+
+async def start() -> None:
+    embedder.hold()
+    task = asyncio.ensure_future(aengine.encode("cancelled while embedding"))
+    await asyncio.to_thread(embedder.entered.wait, 30)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+
+loop = asyncio.new_event_loop()
+loop.run_until_complete(start())  # the loop is stopped now, never closed
+embedder.release.set()  # the encode goes on, and asks the stopped loop for its store
+print("main thread done", flush=True)
+"""
+
+
+def test_an_operation_waiting_on_a_stopped_loop_does_not_hang_the_interpreters_exit() -> None:
+    # an operation cancelled with ``run_until_complete`` went on in the background
+    # and asked its loop, stopped but never closed, for the async store: its worker
+    # waited forever, and the interpreter, which joins the engine's worker threads
+    # at exit, never exited
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _STOPPED_LOOP_SCRIPT], capture_output=True, text=True,
+            timeout=120, env=env, check=False,  # a guard against the hang, not a timing
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("the interpreter did not exit: a worker waits on a stopped loop")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "main thread done" in proc.stdout
