@@ -17,9 +17,10 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import contextvars
 import inspect
 import threading
-from collections.abc import Coroutine, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -38,6 +39,88 @@ T = TypeVar("T")
 _CLOSED_LOOP_POLL_S = 0.25
 """How often a worker waiting for the loop checks that the loop is still open."""
 
+_EXITING = threading.Event()
+"""Set as the interpreter starts exiting, before it joins the engine's worker threads."""
+
+
+def watch_exit() -> None:
+    """Have :data:`_EXITING` set when the interpreter exits, before the worker threads
+    of the pools made so far are joined (``threading``'s exit hooks run last registered
+    first): a worker waiting on a loop that no longer runs then gives up, instead of
+    keeping the interpreter from exiting. Call it after creating a pool."""
+    register = getattr(threading, "_register_atexit", None)
+    if callable(register):
+        with contextlib.suppress(RuntimeError):  # already exiting
+            register(_EXITING.set)
+
+
+CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextvars.ContextVar(
+    "emotional_memory_caller_loop", default=None
+)
+"""The event loop of the ``AsyncEmotionalMemory`` call a worker thread is running (set
+in the worker's context only): its async components are called back on that loop,
+whichever loop called the engine last (one engine may serve several loops at once)."""
+
+
+STORE_METHODS = ("save", "get", "update", "delete", "list_all", "search_by_embedding", "count")
+"""A memory store's protocol methods (async ones, or blocking ones, all alike)."""
+STORE_REQUIRED = ("save", "get", "update", "delete")
+"""The store methods every engine needs (the rest are used when present)."""
+EMBEDDER_METHODS = ("embed", "embed_batch")
+APPRAISAL_METHODS = ("appraise",)
+
+
+def async_methods(obj: object, methods: Sequence[str]) -> list[str]:
+    """The names among ``methods`` that ``obj`` has as coroutine functions.
+
+    Args:
+        obj: A component.
+        methods: Its protocol's method names.
+
+    Returns:
+        Those that are ``async def`` on ``obj``, in order.
+    """
+    return [m for m in methods if _is_async_method(obj, m)]
+
+
+def check_consistent(kind: str, obj: object, methods: Sequence[str]) -> bool:
+    """Whether ``obj`` is an async component (its protocol methods coroutine
+    functions), after checking that it is wholly one or the other.
+
+    Args:
+        kind: What it is, for the message ("store", "embedder", ...).
+        obj: The component.
+        methods: Its protocol's method names.
+
+    Returns:
+        True for an async component.
+
+    Raises:
+        TypeError: some of the methods it has are ``async def`` and others are not
+            (named): an async component's would return coroutines never awaited, or
+            a blocking one's be awaited in vain.
+    """
+    present = [m for m in methods if callable(getattr(obj, m, None))]
+    is_async = async_methods(obj, present)
+    if is_async and len(is_async) != len(present):
+        blocking = [m for m in present if m not in is_async]
+        raise TypeError(
+            f"{kind} {type(obj).__name__} mixes async and blocking methods: "
+            f"{', '.join(is_async)} async def, {', '.join(blocking)} not; an async "
+            f"{kind}'s methods must all be coroutine functions, a blocking one's none"
+        )
+    return bool(is_async)
+
+
+def _refuse_async(adapter: str, obj: object, methods: Sequence[str]) -> None:
+    """A ``SyncToAsync*`` adapter wraps blocking components only."""
+    found = async_methods(obj, methods)
+    if found:
+        raise TypeError(
+            f"{adapter} wraps a blocking component, but {type(obj).__name__}.{found[0]} is "
+            "a coroutine function (async def): pass the async component itself"
+        )
+
 
 class SyncToAsyncEmbedder:
     """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
@@ -47,7 +130,12 @@ class SyncToAsyncEmbedder:
 
         Args:
             sync_embedder: The blocking embedder (``embed`` and ``embed_batch``).
+
+        Raises:
+            TypeError: ``sync_embedder`` is async (its methods would return coroutines
+                that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_embedder, EMBEDDER_METHODS)
         self.sync = sync_embedder
 
     def __repr__(self) -> str:
@@ -88,7 +176,12 @@ class SyncToAsyncStore:
 
         Args:
             sync_store: The blocking memory store.
+
+        Raises:
+            TypeError: ``sync_store`` is async (its methods would return coroutines
+                that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_store, STORE_METHODS)
         self.sync = sync_store
 
     def __repr__(self) -> str:
@@ -175,7 +268,12 @@ class SyncToAsyncAppraisalEngine:
 
         Args:
             sync_engine: The blocking appraisal engine.
+
+        Raises:
+            TypeError: ``sync_engine`` is async (its ``appraise`` would return
+                coroutines that nobody awaits).
         """
+        _refuse_async(type(self).__name__, sync_engine, APPRAISAL_METHODS)
         self.sync = sync_engine
 
     def __repr__(self) -> str:
@@ -203,22 +301,28 @@ class SyncToAsyncAppraisalEngine:
 
 
 class _LoopBridge:
-    """Runs coroutines on the owning event loop from a worker thread."""
+    """Runs coroutines on the calling operation's event loop from a worker thread.
+
+    ``loop`` is the loop of the engine's latest call: the loop used outside an
+    operation's worker (the sync engine called directly), for its error messages.
+    """
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
 
     def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        """Run ``coro`` on the owning loop and wait for its result (off that loop).
+        """Run ``coro`` on the operation's loop (:data:`CALLER_LOOP`, else the latest
+        caller's) and wait for its result (off that loop).
 
         Raises:
             RuntimeError: no loop yet, a closed one (also one closing while waited
-                for: an operation cancelled by a caller whose ``asyncio.run`` ended),
+                for: an operation cancelled by a caller whose ``asyncio.run`` ended,
+                or one stopped when the interpreter exits),
                 or called on the loop's own thread (waiting there would hang it: the
                 sync engine was called directly instead of awaiting the
                 ``AsyncEmotionalMemory`` method).
         """
-        loop = self.loop
+        loop = CALLER_LOOP.get() or self.loop
         if loop is None or loop.is_closed() or asyncio._get_running_loop() is loop:
             coro.close()
             if loop is None:
@@ -238,13 +342,15 @@ class _LoopBridge:
             try:
                 return future.result(timeout=_CLOSED_LOOP_POLL_S)
             except concurrent.futures.TimeoutError:
-                if loop.is_closed():
+                # a stopped loop may run again, unless the interpreter is exiting
+                if loop.is_closed() or (_EXITING.is_set() and not loop.is_running()):
                     future.cancel()
                     if inspect.getcoroutinestate(coro) == inspect.CORO_CREATED:
                         coro.close()  # never started: no "never awaited" warning
                     raise RuntimeError(
-                        "the event loop of the async components closed before they "
-                        "answered (the operation was cancelled and its loop ended)"
+                        "the event loop of the async components closed (or stopped as "
+                        "the interpreter exits) before they answered (the operation was "
+                        "cancelled and its loop ended)"
                     ) from None
 
 
@@ -334,6 +440,27 @@ class _AsyncToSyncAppraisal:
                 self.bridge.run(result)
 
 
+async def all_or_none(coros: Iterable[Coroutine[Any, Any, T]]) -> list[T]:
+    """The results of ``coros`` run concurrently, in order; the first failure (or a
+    cancellation) cancels the others and waits for them before it propagates, with
+    its own type (no task, such as a paid appraisal, runs on once the call is over).
+
+    Args:
+        coros: The coroutines.
+
+    Returns:
+        Their results, in order.
+    """
+    tasks = [asyncio.ensure_future(c) for c in coros]
+    try:
+        return list(await asyncio.gather(*tasks))
+    except BaseException:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+
+
 def _is_async_method(obj: object, name: str) -> bool:
     return asyncio.iscoroutinefunction(getattr(obj, name, None))
 
@@ -348,10 +475,23 @@ def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
     Returns:
         ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
         (called directly from the engine's thread), else a sync facade over it.
+
+    Raises:
+        TypeError: an async store without one of ``save, get, update, delete`` (as
+            the sync engine refuses a blocking one), or one mixing async and blocking
+            methods (named).
     """
     if isinstance(store, SyncToAsyncStore):
         return store.sync
-    return _AsyncToSyncStore(store, bridge) if _is_async_method(store, "save") else store
+    if not check_consistent("store", store, STORE_METHODS):
+        return store
+    missing = [m for m in STORE_REQUIRED if not callable(getattr(store, m, None))]
+    if missing:
+        raise TypeError(
+            f"store must provide {', '.join(STORE_REQUIRED)}; got {type(store).__name__} "
+            f"without {', '.join(missing)}"
+        )
+    return _AsyncToSyncStore(store, bridge)
 
 
 def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
@@ -364,10 +504,13 @@ def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
     Returns:
         ``embedder`` itself when sync, the wrapped embedder of a
         :class:`SyncToAsyncEmbedder`, else a sync facade over it.
+
+    Raises:
+        TypeError: an embedder mixing async and blocking methods (named).
     """
     if isinstance(embedder, SyncToAsyncEmbedder):
         return embedder.sync
-    if _is_async_method(embedder, "embed"):
+    if check_consistent("embedder", embedder, EMBEDDER_METHODS):
         return _AsyncToSyncEmbedder(embedder, bridge)
     return embedder
 

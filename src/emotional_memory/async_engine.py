@@ -30,14 +30,17 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from emotional_memory._async_bridge import (
+    CALLER_LOOP,
     SyncToAsyncAppraisalEngine,
     SyncToAsyncEmbedder,
     SyncToAsyncStore,
     _AsyncToSyncAppraisal,
     _LoopBridge,
+    all_or_none,
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
+    watch_exit,
 )
 from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
@@ -74,6 +77,7 @@ def _engine_executor() -> ThreadPoolExecutor:
                 max_workers=max(32, 4 * (os.cpu_count() or 1)),
                 thread_name_prefix="emotional_memory-engine",
             )
+            watch_exit()  # a worker waiting on a stopped loop must not block the exit
         return _EXECUTOR
 
 
@@ -200,8 +204,20 @@ class AsyncEmotionalMemory:
         after it: the turn is handed on when the worker finishes, not when the
         caller stops waiting (an operation waiting on async components of a loop
         that closes meanwhile fails instead, and hands the turn on). Each event loop
-        gets its own turns, so the engine works across ``asyncio.run`` calls (the
-        sync engine's own scope locks keep operations from different loops apart).
+        gets its own turns, so the engine works across ``asyncio.run`` calls and from
+        several loops at once (the sync engine's own scope locks keep operations
+        from different loops apart); each operation's async components are called
+        back on the loop that awaits it.
+        """
+        locks, path = await self._turn()
+        return await self._in_turn(locks, path, fn, *args, **kwargs)
+
+    async def _turn(self) -> tuple[AsyncScopeLocks, tuple[str, ...]]:
+        """Wait for this view's turn on the running loop (see :meth:`_run`).
+
+        Returns:
+            The loop's turns and the path now held (hand it to :meth:`_in_turn`,
+            or release it).
         """
         loop = asyncio.get_running_loop()
         locks = self._locks.get(loop)
@@ -209,9 +225,21 @@ class AsyncEmotionalMemory:
             locks = self._locks.setdefault(loop, AsyncScopeLocks())
         path = self._engine.scope
         await locks.acquire(path)
+        return locks, path
+
+    async def _in_turn(
+        self, locks: AsyncScopeLocks, path: tuple[str, ...], fn: Callable[..., T],
+        *args: Any, **kwargs: Any,
+    ) -> T:
+        """Run ``fn`` in a worker thread in the turn ``path`` held, and hand the turn
+        on when the worker finishes (see :meth:`_run`)."""
+        loop = asyncio.get_running_loop()
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
+            # this operation's async components answer on this loop, even while
+            # another loop's operation (a disjoint scope) runs on the engine
+            context.run(CALLER_LOOP.set, loop)
             # the library's own pool, never the loop's default executor: an engine
             # call that waits on a coroutine needing a default-executor thread
             # (SyncToAsync adapters) cannot starve it (no deadlock under gather)
@@ -278,10 +306,10 @@ class AsyncEmotionalMemory:
             expires_at: Optional expiry, one for all or one per content.
             affect: Optional event affects, one for all or one (or None) per content.
 
-        With an async appraisal engine, the batch's arguments are checked, then its
-        appraisals run concurrently, at most ``config.appraisal_max_concurrency`` at a
-        time (as in the original); the memories, links and state are then exactly
-        those of sequential encoding.
+        With an async appraisal engine, the batch's arguments are checked, then, in
+        the batch's turn, its appraisals run concurrently, at most
+        ``config.appraisal_max_concurrency`` at a time (as in the original); the
+        memories, links and state are then exactly those of sequential encoding.
 
         Returns:
             The stored memories, in order.
@@ -305,25 +333,38 @@ class AsyncEmotionalMemory:
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
-        # checked before any appraisal (each may be a paid LLM call), off the loop
-        await asyncio.to_thread(engine._batch_inputs, contents, metadata, expires_at)
-        texts = list(contents)
-        metas = list(metadata) if metadata is not None else [None] * len(texts)
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
 
         async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
             async with gate:
                 return await appraiser.inner.appraise(text, meta)
 
-        results = await asyncio.gather(*(appraise(t, m) for t, m in zip(texts, metas, strict=True)))
+        # the batch's turn is taken first (as the serial path's), so that operations
+        # arriving while it is checked and appraised run after it, in arrival order
+        locks, path = await self._turn()
+        try:
+            # checked before any appraisal (each may be a paid LLM call), off the
+            # loop; the appraisals and the encoding use the checked private copies,
+            # as the sync engine does (its appraiser gets the metadata it stores)
+            texts, metas, expiries = await asyncio.to_thread(
+                engine._batch_inputs, contents, metadata, expires_at
+            )
+            results = await all_or_none(
+                appraise(t, m) for t, m in zip(texts, metas, strict=True)
+            )
+        except BaseException:
+            locks.release(path)
+            raise
 
         def encode_with_results() -> list[Memory]:
             # the worker thread's appraisals replay the results (the engine itself is
             # not touched: a view scoped() meanwhile copies it, and keeps appraising)
             with appraiser.replaying(texts, results):
-                return engine.encode_batch(texts, metadata, expires_at=expires_at)
+                return engine.encode_batch(
+                    texts, metas if metadata is not None else None, expires_at=expiries
+                )
 
-        return await self._run(encode_with_results)
+        return await self._in_turn(locks, path, encode_with_results)
 
     async def observe(
         self,
@@ -440,7 +481,8 @@ class AsyncEmotionalMemory:
         )
 
     async def plan_retrieval(
-        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None
+        self, query: str, top_k: int = 5, *, query_affect: CoreAffect | None = None,
+        where: Any = None,
     ) -> RetrievalPlan:
         """See :meth:`EmotionalMemory.plan_retrieval` (no side effects).
 
@@ -448,12 +490,13 @@ class AsyncEmotionalMemory:
             query: Query text.
             top_k: Number of seeds / results (>= 1).
             query_affect: Optional override for affect proximity.
+            where: Optional filter deciding the candidates.
 
         Returns:
             The two-pass :class:`RetrievalPlan`.
         """
         return await self._run(
-            self._engine.plan_retrieval, query, top_k, query_affect=query_affect
+            self._engine.plan_retrieval, query, top_k, query_affect=query_affect, where=where
         )
 
     async def current_weights(self, query: str = "", now: datetime | None = None) -> Any:
@@ -687,6 +730,7 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
 
     The new async engine uses the same store, embedder, appraisal engine, text rater, config,
     state store and query classifier, wrapped in the ``SyncToAsync*`` adapters, and
+    is confined to ``engine``'s scope when ``engine`` is a scoped view, and
     starts from a copy of ``engine``'s affective state (history included): later
     state changes of either engine do not affect the other. An engine with
     ``shared_state`` keeps its state in the database: the copy then shares it, as an
@@ -721,6 +765,9 @@ def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:
     core._clock = engine._clock
     core.state_store = engine.state_store
     core._state = state
+    if engine.scope:  # a view: the new engine is confined to the same scope
+        core._scope = engine.scope
+        core._root_state_store = engine.__dict__.get("_root_state_store", engine.state_store)
     if engine.__dict__.get("_shared_state", False):
         # the state lives in the database: share it through the engine's own store
         # (the adapters hide it from the state store's joined_with), never overwrite

@@ -24,6 +24,12 @@ from datetime import datetime
 
 # The engine's parts, by concern. The names below that engine.py does not use itself
 # were defined here before the split and stay importable from this module.
+from emotional_memory._async_bridge import (
+    APPRAISAL_METHODS,
+    EMBEDDER_METHODS,
+    STORE_METHODS,
+    async_methods,
+)
 from emotional_memory._engine.config import EmotionalMemoryConfig, _ConfigDerived  # noqa: F401
 from emotional_memory._engine.core import Clock
 from emotional_memory._engine.encoding import (  # noqa: F401
@@ -86,7 +92,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
 
     Raises:
         TypeError: a store, embedder or ``affect_from_text`` without the methods
-            needed, a config or clock of the wrong type.
+            needed, an async store, embedder or appraisal engine (the async engine's),
+            a config or clock of the wrong type.
         ValueError: the store records another embedder than ``embedder`` (see
             :mod:`emotional_memory.embedder_identity`), or ``shared_state`` without a
             state store in the store's database.
@@ -117,12 +124,29 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     f"{name} must provide {', '.join(methods)}; got {type(obj).__name__} "
                     f"without {', '.join(missing)}"
                 )
+        parts: tuple[tuple[str, object, tuple[str, ...]], ...] = (
+            ("store", store, STORE_METHODS), ("embedder", embedder, EMBEDDER_METHODS),
+            ("appraisal_engine", appraisal_engine, APPRAISAL_METHODS),
+        )
+        for name, part, protocol in parts:
+            found = async_methods(part, protocol)
+            if found:  # its calls would return coroutines that nobody awaits
+                raise TypeError(
+                    f"{name} {type(part).__name__} is async ({found[0]} is async def): the "
+                    "sync engine needs blocking components; use AsyncEmotionalMemory"
+                )
         if affect_from_text is not None and not callable(
             getattr(affect_from_text, "rate_affect", None)
         ):
             raise TypeError(
                 "affect_from_text must provide rate_affect(texts) -> list[CoreAffect]; got "
                 f"{type(affect_from_text).__name__}"
+            )
+        if async_methods(affect_from_text, ("rate_affect",)):
+            raise TypeError(
+                f"affect_from_text {type(affect_from_text).__name__}.rate_affect is async "
+                "def: the text rater must be synchronous (it runs in the engine's thread, "
+                "also under AsyncEmotionalMemory)"
             )
         check_embedder(store, embedder)
         self._scope_locks = ScopeLocks()

@@ -267,3 +267,43 @@ def test_async_encode_batch_refuses_iterators_like_the_sync_engine() -> None:
         assert len(await aengine.encode_batch(["a", "b"])) == 2
 
     asyncio.run(run())
+
+
+def test_async_plan_retrieval_takes_where_like_the_sync_engine() -> None:
+    # the async form had no ``where``: TypeError (unexpected keyword) where the sync
+    # engine plans over the filtered candidates
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=lambda: START)
+    aengine = as_async(engine)
+    engine.encode("the server crashed", metadata={"team": "ops"})
+    engine.encode("the server rebooted", metadata={"team": "dev"})
+    want = engine.plan_retrieval("server", 2, where={"team": "ops"})
+    got = asyncio.run(aengine.plan_retrieval("server", 2, where={"team": "ops"}))
+    assert [m.content for m in got.candidates] == ["the server crashed"]
+    assert [m.id for m in got.candidates] == [m.id for m in want.candidates]
+    assert got.model_dump() == want.model_dump()
+    with pytest.raises(ValueError):
+        asyncio.run(aengine.plan_retrieval("server", 2, where={"team": {"$bad": 1}}))
+
+
+def test_as_async_of_a_scoped_view_stays_in_its_scope() -> None:
+    # as_async built a root engine from the view's parts: it saw every scope's
+    # memories (another user's included) and stored its own outside the scope
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64), clock=lambda: START)
+    engine.scoped("bob").encode("bob's private note")
+    view = engine.scoped("alice")
+    view.encode("alice's first note")
+    aview = as_async(view)
+    assert aview.scope == view.scope == ("alice",)
+
+    async def run() -> tuple[list[str], Any, list[str]]:
+        seen = [m.content for m in await aview.list_all()]
+        stored = await aview.encode("alice's second note")
+        found = [m.content for m in await aview.retrieve("private note", top_k=5)]
+        return seen, stored, found
+
+    seen, stored, found = asyncio.run(run())
+    assert seen == ["alice's first note"]
+    assert stored.scope == ("alice",)
+    assert "bob's private note" not in found
+    assert [m.content for m in view.list_all()] == ["alice's first note", "alice's second note"]
+    assert asyncio.run(aview.close()) is None and len(engine) == 3  # a view closes nothing

@@ -244,3 +244,152 @@ def test_an_operation_whose_loop_closes_under_it_fails_instead_of_holding_the_en
     runner.join(60)  # a guard against the hang, not a timing
     assert not runner.is_alive(), "the engine's turn was never given back"
     assert counted == [0]  # the interrupted encode stored nothing
+
+
+class _NotingAppraiser:
+    """Keyword appraisal that notes each context it is given, and writes into it."""
+
+    def __init__(self) -> None:
+        self.contexts: list[Any] = []
+
+    def appraise(self, text: str, context: Any = None) -> Any:
+        self.contexts.append(repr(context))
+        if context is not None:
+            context["seen_by_appraiser"] = True
+        return KeywordAppraisalEngine().appraise(text, context)
+
+
+class _AsyncNotingAppraiser(_NotingAppraiser):
+    async def appraise(self, text: str, context: Any = None) -> Any:  # type: ignore[override]
+        return _NotingAppraiser.appraise(self, text, context)
+
+
+def test_a_batch_appraised_concurrently_gives_the_appraiser_the_sync_engines_context() -> None:
+    # the concurrent path handed the caller's own metadata to the async appraiser
+    # (tuples not yet lists) and validated a copy only afterwards, so what the
+    # appraiser wrote into its context was stored; the sync engine appraises its
+    # validated private copy
+    def batch() -> tuple[list[str], list[Any]]:
+        return ["I was furious", "a happy day"], [{"tags": ("a", "b")}, None]
+
+    sync_appraiser = _NotingAppraiser()
+    reference = EmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), sync_appraiser, clock=lambda: NOW
+    )
+    want = reference.encode_batch(*batch())
+    async_appraiser = _AsyncNotingAppraiser()
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), async_appraiser, clock=lambda: NOW
+    )
+    got = asyncio.run(aengine.encode_batch(*batch()))
+    assert async_appraiser.contexts == sync_appraiser.contexts
+    assert [m.metadata for m in got] == [m.metadata for m in want]
+    assert [m.tag.appraisal for m in got] == [m.tag.appraisal for m in want]
+
+
+def test_a_failed_concurrent_appraisal_stops_the_batchs_other_appraisals() -> None:
+    # the batch raised the first appraisal error while its other appraisals (each
+    # maybe a paid LLM call) kept running in the background, the queued ones
+    # starting after the call had returned
+    calls: list[str] = []
+
+    class FailsOnBad:
+        async def appraise(self, text: str, context: Any = None) -> Any:
+            calls.append(text)
+            await asyncio.sleep(0)
+            if text == "bad":
+                raise LookupError("appraiser failed on 'bad'")
+            return KeywordAppraisalEngine().appraise(text, context)
+
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), FailsOnBad(),
+        EmotionalMemoryConfig(appraisal_max_concurrency=2), clock=lambda: NOW,
+    )
+
+    async def run() -> set[asyncio.Task[Any]]:
+        with pytest.raises(LookupError, match="bad"):  # its own type, as the sync engine's
+            await aengine.encode_batch(["fine", "bad", *(f"event {i}" for i in range(8))])
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    assert asyncio.run(run()) == set()
+    assert "event 7" not in calls and len(calls) <= 4
+    assert asyncio.run(aengine.count()) == 0
+
+
+class _CountingAsyncEmbedder:
+    """An async embedder (think: a paid embedding API) counting its calls."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=16)
+        self.calls = 0
+
+    async def embed(self, text: str) -> list[float]:
+        self.calls += 1
+        return self.inner.embed(text)
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "error", "match"),
+    [
+        ("encode", ("x",), {"affect": "happy"}, TypeError, "affect"),
+        ("encode", ("x", "not an appraisal"), {}, TypeError, "appraisal"),
+        ("retrieve_with_query_appraisal", ("q",), {"top_k": 0}, ValueError, "top_k"),
+        ("retrieve_with_query_appraisal", ("q",), {"top_k": "3"}, TypeError, "top_k"),
+        ("retrieve_query_gated", ("q",), {"top_k": 0}, ValueError, "top_k"),
+    ],
+)
+def test_bad_arguments_are_refused_before_any_embedding_or_appraisal(
+    method: str, args: tuple[Any, ...], kwargs: dict[str, Any], error: type[Exception],
+    match: str,
+) -> None:
+    # the event was embedded (encode) or the query appraised (the query-appraisal
+    # retrievals) - each maybe a paid call - before the argument was checked
+    embedder, appraiser = _CountingAsyncEmbedder(), _CountingAsyncAppraiser()
+    aengine = AsyncEmotionalMemory(InMemoryStore(), embedder, appraiser, clock=lambda: NOW)
+    asyncio.run(aengine.encode("a first memory"))
+    before = (embedder.calls, appraiser.calls, asyncio.run(aengine.export_memories()),
+              aengine.save_state())
+    with pytest.raises(error, match=match):
+        asyncio.run(getattr(aengine, method)(*args, **kwargs))
+    after = (embedder.calls, appraiser.calls, asyncio.run(aengine.export_memories()),
+             aengine.save_state())
+    assert after == before
+
+
+def test_a_concurrently_appraised_batch_keeps_its_turn_in_arrival_order() -> None:
+    # operations on one scope run in arrival order; a batch appraised concurrently
+    # (async appraiser) queued for its turn only after its appraisals, so an encode
+    # that arrived after it ran first: another order of memories, links and state
+    # than with a sync appraiser
+    def run(appraiser: Any) -> list[str]:
+        aengine = AsyncEmotionalMemory(
+            InMemoryStore(), HashingEmbedder(dim=16), appraiser, clock=lambda: NOW
+        )
+
+        async def scenario() -> list[str]:
+            await asyncio.gather(
+                aengine.encode_batch(["I was furious", "a happy day"]),
+                aengine.encode("a calm walk afterwards"),
+            )
+            return [m.content for m in await aengine.list_all()]
+
+        return asyncio.run(scenario())
+
+    want = run(KeywordAppraisalEngine())
+    assert want == ["I was furious", "a happy day", "a calm walk afterwards"]
+    assert run(_AsyncKeywords()) == want
+
+
+def test_import_memories_refuses_an_overwrite_that_is_not_a_bool() -> None:
+    # overwrite="false" (say, from a form or a CLI) was truthy: the import replaced
+    # the existing memory it was asked to keep
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW)
+    kept = engine.encode("the original text")
+    record = {**engine.export_memories()[0], "content": "an imported replacement"}
+    aengine = AsyncEmotionalMemory.from_engine(engine)
+    with pytest.raises(TypeError, match="overwrite"):
+        engine.import_memories([record], "false")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="overwrite"):
+        asyncio.run(aengine.import_memories([record], "false"))  # type: ignore[arg-type]
+    assert engine.get(kept.id) == kept
+    assert engine.import_memories([record], overwrite=True) == 1

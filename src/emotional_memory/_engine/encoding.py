@@ -125,14 +125,7 @@ class EncodingMixin(StateMixin):
         memory pending, even with ``enable_appraisal`` off, as the original does;
         ``observe`` (``defer=False``) appraises as without dual-path encoding.
         """
-        if appraisal is not None and not isinstance(
-            appraisal, AppraisalVector | GenericAppraisalVector
-        ):
-            raise TypeError(
-                "appraisal must be an AppraisalVector, a GenericAppraisalVector or None"
-            )
-        if affect is not None and not isinstance(affect, CoreAffect):
-            raise TypeError("affect must be a CoreAffect or None")
+        _check_event_args(appraisal, affect)
         unset = appraisal is None and affect is None
         pending = (
             defer and unset and self.config.dual_path_encoding
@@ -388,6 +381,7 @@ class EncodingMixin(StateMixin):
         content = self._check_content(content)
         metadata = self._check_metadata(metadata)
         expires = _check_expiry(expires_at, "expires_at")
+        _check_event_args(appraisal, affect)  # before the embedder's (maybe paid) call
         now = self._now()
         with traced_span("emotional_memory.embed"):
             embedding = self._clean_embedding(self.embedder.embed(content), "content")
@@ -668,3 +662,13 @@ def _located(exc: UnstorableValueError, offset: int | None) -> UnstorableValueEr
         return exc
     at = offset + exc.index
     return UnstorableValueError(exc.field, f"memory {at} of the batch: {exc}", at)
+
+
+def _check_event_args(appraisal: object, affect: object) -> None:
+    """Refuse an event's ``appraisal`` or ``affect`` of the wrong type (named)."""
+    if appraisal is not None and not isinstance(
+        appraisal, AppraisalVector | GenericAppraisalVector
+    ):
+        raise TypeError("appraisal must be an AppraisalVector, a GenericAppraisalVector or None")
+    if affect is not None and not isinstance(affect, CoreAffect):
+        raise TypeError("affect must be a CoreAffect or None")

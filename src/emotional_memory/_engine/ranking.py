@@ -517,6 +517,7 @@ class RankingMixin(EffectsMixin):
         Raises:
             RuntimeError: without an appraisal engine.
         """
+        positive_int("top_k", top_k)  # before the appraiser's (maybe paid) call
         affect = self._appraise_query(query)
         return self.retrieve(query, top_k, query_affect=affect)
 
@@ -543,6 +544,7 @@ class RankingMixin(EffectsMixin):
         """
         gate = self.config.query_affect_gate_tau if tau is None else tau
         gate = in_range("tau", gate, 0.0, float("inf"))
+        positive_int("top_k", top_k)  # before the appraiser's (maybe paid) call
         affect = self._appraise_query(query)
         if abs(affect.valence) < gate:
             return self.retrieve(query, top_k, precomputed_weights=_SEMANTIC_ONLY)

@@ -267,6 +267,8 @@ class RecordsMixin(EngineCore):
         """
         if isinstance(data, dict | str) or not isinstance(data, Sequence):
             raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
+        if not isinstance(overwrite, bool | np.bool_):  # "false" would be truthy
+            raise TypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
         view = self._view()
         base = self._columnar
