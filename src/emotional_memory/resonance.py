@@ -429,7 +429,9 @@ def spreading_activation(
         hops: number of hops (>= 0; an integral float such as 2.0 is accepted).
 
     Returns:
-        id -> activation in [0, 1] for every non-seed memory reached.
+        id -> activation in (0, 1] for every non-seed memory a positive spread reached
+        (as the original 0.18.1, a zero spread, e.g. over a link of strength 0, is not
+        recorded).
 
     Raises:
         TypeError: ``hops`` is not a number (a bool or a str included).
@@ -459,7 +461,8 @@ def spreading_activation(
         )
         act_np = np.asarray(act, dtype=np.float64)
         reached_np = np.asarray(reached)
-    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np[:n])}
+    hit = reached_np[:n] & (act_np[:n] > 0)
+    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(hit)}
 
 
 def _hop_count(hops: object) -> int:
