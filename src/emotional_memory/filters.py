@@ -37,6 +37,7 @@ SQL, the vector databases' filters).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Mapping
@@ -310,7 +311,7 @@ class Where:
     """
 
     clause: Clause
-    source: Any = None
+    source: Any = dataclasses.field(default=None, hash=False)  # a dict: hash the clause
 
     def evaluate(self, value_of: Callable[[Compare], Any]) -> bool:
         """The predicate over a record whose field values ``value_of`` gives.

@@ -160,7 +160,9 @@ def stop_word_set(stop_words: str | Iterable[str] | None) -> frozenset[str]:
 
     Args:
         stop_words: ``"english"``, ``"none"``/None, or an iterable of words (each is
-            lowercased).
+            read as the tokenizer reads text, :func:`fold`: case-folded and NFC, so
+            ``"Straße"`` drops the token ``"strasse"`` and a decomposed ``"café"`` the
+            composed one).
 
     Returns:
         The set of words to drop from queries.
@@ -173,7 +175,7 @@ def stop_word_set(stop_words: str | Iterable[str] | None) -> frozenset[str]:
         raise ValueError(
             f"lexical_stop_words must be 'english', 'none' or a list, got {stop_words!r}"
         )
-    return frozenset(str(w).lower() for w in stop_words)
+    return frozenset(fold(str(w)) for w in stop_words)
 
 
 def query_terms(

@@ -74,37 +74,46 @@ class QueryClassifier(Protocol):
 
 _FLAGS = re.IGNORECASE
 
+# The original 0.18.1's rules, word for word: cue phrases are separated by exactly one
+# space (``"how  long"`` or ``"how\nlong"`` is no cue), units take an optional plural
+# ``s`` (``"how much time"`` is temporal), matching is ``re.IGNORECASE`` (so ``"İs "``
+# counts as ``"is "``, as ``re`` folds it). docs/behaviour.md §4.
 _TEMPORAL_PATTERNS: tuple[re.Pattern[str], ...] = (
-    re.compile(r"\b(?:when|after|before|until|since|during)\b", _FLAGS),
-    re.compile(r"\bhow\s+long\b", _FLAGS),
-    re.compile(r"\bat\s+what\s+(?:time|point)\b", _FLAGS),
-    re.compile(r"\bhow\s+(?:many|much)\s+(?:years|months|days|weeks|hours|times)\b", _FLAGS),
-    re.compile(r"\bhow\s+(?:soon|late|early|often|frequently)\b", _FLAGS),
+    re.compile(r"\b(?:when|after|before|how long|until|since|during)\b", _FLAGS),
+    re.compile(r"\bat what (?:time|point)\b", _FLAGS),
+    re.compile(r"\bhow (?:many|much) (?:years?|months?|days?|weeks?|hours?|times?)\b", _FLAGS),
+    re.compile(r"\bhow (?:soon|late|early|often|frequently)\b", _FLAGS),
 )
 
-# "did ... before/after/first/last": one search for the first "did", one for an order
-# word after it. Linear time; the single pattern ``\bdid\b.*?\b(?:...)\b`` rescanned
-# the rest of the text from every "did" (quadratic on hostile input).
-_DID: re.Pattern[str] = re.compile(r"\bdid\b", _FLAGS)
-_ORDER_WORD: re.Pattern[str] = re.compile(r"\b(?:before|after|first|last)\b", _FLAGS)
+# "did ... before/after/first/last": "did" and a space, at least one character, a
+# space and the order word, all on one line (the original's ``did .+ (...)\b``, where
+# ``.`` stops at a newline). Linear time: per line, the first "did " leaves the most
+# room, so one search for it and one for a later " <order word>" decide the line (the
+# single ``.+`` pattern rescanned the rest of the line from every "did").
+_DID: re.Pattern[str] = re.compile(r"\bdid ", _FLAGS)
+_ORDER_WORD: re.Pattern[str] = re.compile(r" (?:before|after|first|last)\b", _FLAGS)
 
 
 def _did_then_order_word(text: str) -> bool:
-    """Whether ``did`` is followed, anywhere later, by before/after/first/last."""
-    did = _DID.search(text)
-    return did is not None and _ORDER_WORD.search(text, did.end()) is not None
+    """Whether a line holds ``did``, a space, something, a space and an order word."""
+    for line in text.split("\n"):
+        did = _DID.search(line)
+        if did is not None and _ORDER_WORD.search(line, did.end() + 1) is not None:
+            return True
+    return False
 
 
 _MULTI_HOP_PATTERN: re.Pattern[str] = re.compile(
-    r"\b(?:and\s+then|both|also|in\s+addition|as\s+well\s+as|additionally|furthermore"
-    r"|at\s+the\s+same\s+time|meanwhile|alongside|together\s+with)\b",
+    r"\b(?:and then|both|also|in addition|as well as|additionally|furthermore"
+    r"|at the same time|meanwhile|alongside|together with)\b",
     _FLAGS,
 )
 
 # docs/behaviour.md §4: who/what/where/which are plain prefixes (so "what's" counts), unlike
 # the auxiliary verbs, which carry a trailing space.
-_SINGLE_HOP_WH: tuple[str, ...] = ("who", "what", "where", "which")
-_SINGLE_HOP_PREFIXES: tuple[str, ...] = ("is ", "are ", "does ", "did ", "was ", "were ")
+_SINGLE_HOP_START: re.Pattern[str] = re.compile(
+    r"(?:who|what|where|which|is |are |does |did |was |were )", _FLAGS
+)
 _SINGLE_HOP_MAX_LEN = 100
 
 
@@ -140,10 +149,8 @@ class HeuristicQueryClassifier:
         if _MULTI_HOP_PATTERN.search(text):
             return "multi_hop"
         stripped = text.strip()
-        if len(stripped) <= _SINGLE_HOP_MAX_LEN:
-            lowered = stripped.lower()
-            if lowered.startswith(_SINGLE_HOP_WH) or lowered.startswith(_SINGLE_HOP_PREFIXES):
-                return "single_hop"
+        if len(stripped) <= _SINGLE_HOP_MAX_LEN and _SINGLE_HOP_START.match(stripped):
+            return "single_hop"
         return "open_domain"
 
     def __repr__(self) -> str:

@@ -44,7 +44,8 @@ class ResonanceConfig(BaseModel):
         propagation_hops: hops of spreading activation (1..5).
         hebbian_increment: strengthening per co-retrieval (0..0.5).
         contrastive_temporal_threshold, contrastive_valence_threshold,
-        causal_temporal_threshold, causal_semantic_threshold: link typing rules.
+        causal_temporal_threshold, causal_semantic_threshold: link typing rules
+            (each in [0, 1], the valence one in [0, 2], as in the original).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -64,13 +65,25 @@ class ResonanceConfig(BaseModel):
     causal_semantic_threshold: float = 0.6
 
     @field_validator(
-        "threshold", "semantic_weight", "emotional_weight", "temporal_weight",
-        "contrastive_temporal_threshold", "contrastive_valence_threshold",
-        "causal_temporal_threshold", "causal_semantic_threshold", mode="before",
+        "threshold", "semantic_weight", "emotional_weight", "temporal_weight", mode="before",
     )
     @classmethod
     def _finite(cls, v: float, info: object) -> float:
         return finite(str(getattr(info, "field_name", "value")), v)
+
+    @field_validator(
+        "contrastive_temporal_threshold", "causal_temporal_threshold",
+        "causal_semantic_threshold", mode="before",
+    )
+    @classmethod
+    def _unit_threshold(cls, v: float, info: object) -> float:
+        # the original 0.18.1's ranges: a threshold outside never (or always) fires
+        return in_range(str(getattr(info, "field_name", "value")), v, 0.0, 1.0)
+
+    @field_validator("contrastive_valence_threshold", mode="before")
+    @classmethod
+    def _valence_threshold(cls, v: float) -> float:
+        return in_range("contrastive_valence_threshold", v, 0.0, 2.0)
 
     @field_validator("temporal_half_life_seconds", mode="before")
     @classmethod
@@ -416,7 +429,9 @@ def spreading_activation(
         hops: number of hops (>= 0; an integral float such as 2.0 is accepted).
 
     Returns:
-        id -> activation in [0, 1] for every non-seed memory reached.
+        id -> activation in (0, 1] for every non-seed memory a positive spread reached
+        (as the original 0.18.1, a zero spread, e.g. over a link of strength 0, is not
+        recorded).
 
     Raises:
         TypeError: ``hops`` is not a number (a bool or a str included).
@@ -446,7 +461,8 @@ def spreading_activation(
         )
         act_np = np.asarray(act, dtype=np.float64)
         reached_np = np.asarray(reached)
-    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(reached_np[:n])}
+    hit = reached_np[:n] & (act_np[:n] > 0)
+    return {cands[i].id: float(act_np[i]) for i in np.flatnonzero(hit)}
 
 
 def _hop_count(hops: object) -> int:

@@ -86,6 +86,23 @@ def test_a_relative_weights_name_may_not_leave_the_config_folder(tmp_path: Path,
     assert name in str(info.value) and "outside" in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["loop", "loop/w.safetensors", "w\x00.safetensors",
+                                  "/abs/w\x00.safetensors"])
+def test_an_unresolvable_weights_name_is_a_value_error_naming_the_field(
+    tmp_path: Path, name: str
+) -> None:
+    """A symbolic-link loop (RuntimeError from ``Path.resolve`` on Python 3.11, which
+    the CLI did not catch) or a NUL character is a ValueError naming the field and the
+    file, like any other bad name."""
+    folder = tmp_path / "fits"
+    folder.mkdir()
+    (folder / "loop").symlink_to(folder / "loop")
+    config = _config_naming(folder, name)
+    with pytest.raises(ValueError, match=r"'embedder\.weights'") as info:
+        read_fitted_config(config)
+    assert str(config) in str(info.value)
+
+
 def test_weights_inside_the_folder_or_absolute_are_read(tmp_path: Path) -> None:
     folder = tmp_path / "fits"
     (folder / "sub").mkdir(parents=True)

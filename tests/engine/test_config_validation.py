@@ -236,6 +236,14 @@ OUT_OF_RANGE: list[tuple[type, str, Any]] = [
     *((ResonanceConfig, "propagation_hops", v) for v in (0, 6, -1, 100)),
     *((ResonanceConfig, "hebbian_increment", v) for v in (-0.01, 0.51, 1.0)),
     *((ResonanceConfig, "temporal_half_life_seconds", v) for v in (0.0, -1.0)),
+    # the link-typing thresholds keep the original 0.18.1's ranges
+    *(
+        (ResonanceConfig, f, v)
+        for f in ("contrastive_temporal_threshold", "causal_temporal_threshold",
+                  "causal_semantic_threshold")
+        for v in (-0.01, 1.01, -0.5, 6.0)
+    ),
+    *((ResonanceConfig, "contrastive_valence_threshold", v) for v in (-0.01, 2.01, 10.0)),
     *((ResonanceConfig, "candidate_multiplier", v) for v in (0, -1)),
     *((RetrievalConfig, "candidate_multiplier", v) for v in (0, -3)),
     *((DecayConfig, "min_seconds", v) for v in (0.0, -1.0, -1e-12)),
@@ -270,6 +278,13 @@ BOUNDARY_OK: list[tuple[type, str, Any]] = [
     *((ResonanceConfig, "propagation_hops", v) for v in (1, 5)),
     *((ResonanceConfig, "hebbian_increment", v) for v in (0.0, 0.5)),
     (ResonanceConfig, "temporal_half_life_seconds", 1e-3),
+    *(
+        (ResonanceConfig, f, v)
+        for f in ("contrastive_temporal_threshold", "causal_temporal_threshold",
+                  "causal_semantic_threshold")
+        for v in (0.0, 1.0)
+    ),
+    *((ResonanceConfig, "contrastive_valence_threshold", v) for v in (0.0, 2.0)),
     (ResonanceConfig, "candidate_multiplier", 1),
     (RetrievalConfig, "candidate_multiplier", 1),
     (DecayConfig, "min_seconds", 1e-6),

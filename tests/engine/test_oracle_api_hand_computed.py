@@ -274,6 +274,34 @@ def test_hand_spreading_activation_and_plan() -> None:
     assert [r.memory.id for r in plan.pass2] == [r.memory.id for r in plan.pass1]
 
 
+def test_zero_spreads_activate_nothing() -> None:
+    # As the original 0.18.1: a spread of 0 (a link of strength 0, or onward from a
+    # node it reached) is never recorded, so such a node is not in the activation map
+    tag = neutral_tag()
+
+    def node(i: str, links: list[ResonanceLink]) -> Memory:
+        return Memory(id=i, content=i, tag=tag.model_copy(update={"resonance_links": links}))
+
+    mems = [
+        node("A", [_link("A", "B", 0.0), _link("A", "C", 0.5)]),
+        node("B", [_link("B", "D", 1.0)]),
+        node("C", [_link("C", "E", 0.0)]),
+        node("D", []),
+        node("E", []),
+    ]
+    assert spreading_activation(["A"], mems, hops=3) == {"C": 0.5}
+    assert O.spreading_activation(["A"], [omem(m) for m in mems], 3) == {"C": 0.5}
+    assert spreading_activation(["A"], mems[:2] + mems[3:4], hops=2) == {}
+    rc = RetrievalConfig(base_weights=[0, 0, 0, 0, 0, 1.0])
+    plan = build_retrieval_plan(
+        None, CoreAffect.neutral(), MoodField.neutral(BASE), AffectiveMomentum.zero(),
+        mems, BASE, DecayConfig(), rc, 1,
+    )
+    assert list(plan.seed_ids) == ["A"]
+    assert plan.activation_map == {"C": 0.5}
+    assert [r.memory.id for r in plan.pass2] == ["C", "A", "B", "D", "E"]
+
+
 def test_hand_resonance_links_and_helpers() -> None:
     def mem(emb: list[float] | None, v: float, a: float, ts: datetime) -> Memory:
         tag = em.make_emotional_tag(

@@ -151,7 +151,7 @@ resonance_configs = st.one_of(
         contrastive_temporal_threshold=unit,
         contrastive_valence_threshold=st.floats(0.0, 2.0),
         causal_temporal_threshold=unit,
-        causal_semantic_threshold=signed,
+        causal_semantic_threshold=unit,
     ),
 )
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from emotional_memory.lexical import (
     LexicalIndex,
     analyze,
     query_terms,
+    stop_word_set,
 )
 from emotional_memory.retrieval import RetrievalConfig
 from support.lexical import (
@@ -124,6 +126,20 @@ def test_query_terms_options() -> None:
     assert query_terms(q, analysis="english", counts=True) == \
         ["run", "dog", "ran", "run", "dog", "run"]
     assert query_terms(q, frozenset(), counts=True)[:2] == ["having", "run"]
+
+
+@pytest.mark.parametrize("word", ["Straße", "STRASSE", "café", "cafe\u0301", "CAFÉ",
+                                  "ΣΟΦΟΣ", "σοφος", "Ørsted", "ﬁre", "naïve"])
+@pytest.mark.parametrize("spell", [str, str.upper, str.lower, str.title,
+                                   lambda w: unicodedata.normalize("NFD", w)])
+def test_a_stop_word_list_drops_its_words_in_any_case_or_form(
+    word: str, spell: Any
+) -> None:
+    # the query's tokens are case-folded and NFC-normalised: a stop word given in
+    # any case or normal form drops the word it spells
+    query = f"{spell(word)} keep"
+    assert query_terms(query, stop_word_set([word])) == ["keep"]
+    assert query_terms(query, stop_word_set([spell(word)])) == ["keep"]
 
 
 @settings(max_examples=40, deadline=None)

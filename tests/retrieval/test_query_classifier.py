@@ -209,8 +209,116 @@ def test_temporal_rule_boundaries(heur: HeuristicQueryClassifier, query: str) ->
     assert heur.classify(query) == "open_domain"
 
 
-def test_did_then_first_spans_lines(heur: HeuristicQueryClassifier) -> None:
-    assert heur.classify("Tell me what Bob did\nand who came first") == "temporal"
+# Answers of the original 0.18.1's classifier (run on these very strings): cue phrases
+# take exactly one space, units an optional plural "s", "did ... <order word>" stays on
+# one line and needs a space after "did" and before the order word, and the prefixes
+# match as ``re.IGNORECASE`` folds them ("İs ", "ıs ", "iſ ").
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ('Tell me what Bob did\nand who came first', 'open_domain'),
+        ('how many day', 'temporal'),
+        ('How much time', 'temporal'),
+        ('how many year did it take', 'temporal'),
+        ('how\nlong was it', 'open_domain'),
+        ('how  long', 'open_domain'),
+        ('at what\ttime', 'open_domain'),
+        ('how\xa0often', 'open_domain'),
+        ('me and\nthen you', 'open_domain'),
+        ('both\u2003', 'multi_hop'),
+        ('did first', 'single_hop'),
+        ('Did  first?', 'single_hop'),
+        ('did it first', 'temporal'),
+        ('did.  first', 'open_domain'),
+        ('did-is-\t-last', 'open_domain'),
+        ('İs it so', 'single_hop'),
+        ('ıs it so', 'single_hop'),
+        ('iſ it so', 'single_hop'),
+        ('waſ it', 'single_hop'),
+        ('WHO', 'single_hop'),
+        ('\nWhat?', 'single_hop'),
+        ('did it\nfirst', 'single_hop'),
+        ('Tell me what you did today, and the day before', 'temporal'),
+        ('did x before\nfirst', 'temporal'),
+        ('x\ndid it last', 'temporal'),
+        ("didn't it last", 'open_domain'),
+        ('did x firstly', 'single_hop'),
+        ('how many hour', 'temporal'),
+        ('how many timesheets', 'open_domain'),
+        ('at what  point', 'open_domain'),
+        ('in  addition', 'open_domain'),
+        ('as well  as', 'open_domain'),
+        ('at the same\ntime', 'open_domain'),
+        ('together\twith', 'open_domain'),
+        ('DID it LAST', 'temporal'),
+        ('dıd it last', 'temporal'),
+        ('did it fırst', 'temporal'),
+    ],
+)
+def test_answers_as_the_original(
+    heur: HeuristicQueryClassifier, query: str, expected: str
+) -> None:
+    assert heur.classify(query) == expected
+
+
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_")  # \\w on ASCII
+
+
+def _phrase_at(text: str, start: int, phrase: str) -> bool:
+    """Whether ``phrase`` (lower case) is at ``start`` of ``text`` as whole words."""
+    end = start + len(phrase)
+    return (
+        text[start:end].lower() == phrase
+        and (start == 0 or text[start - 1].lower() not in _WORD_CHARS)
+        and (end == len(text) or text[end].lower() not in _WORD_CHARS)
+    )
+
+
+def _has(text: str, phrases: list[str]) -> bool:
+    return any(_phrase_at(text, i, p) for i in range(len(text)) for p in phrases)
+
+
+def _oracle(query: str) -> str:
+    """The rules of docs/behaviour.md §4 on ASCII text, position by position: phrases
+    with single spaces, plural "s" optional on units, "did <x> <order word>" on one
+    line."""
+    units = [u + s for u in ("year", "month", "day", "week", "hour", "time") for s in ("", "s")]
+    temporal = ["when", "after", "before", "how long", "until", "since", "during",
+                "at what time", "at what point",
+                *(f"how {q} {u}" for q in ("many", "much") for u in units),
+                *(f"how {w}" for w in ("soon", "late", "early", "often", "frequently"))]
+    order = ("before", "after", "first", "last")
+    did = any(
+        _phrase_at(query, i, "did") and query[i + 3:i + 4] == " "
+        and any(query[j] == " " and _phrase_at(query, j + 1, w) and "\n" not in query[i:j]
+                for j in range(i + 5, len(query)) for w in order)
+        for i in range(len(query))
+    )
+    if did or _has(query, temporal):
+        return "temporal"
+    if _has(query, ["and then", "both", "also", "in addition", "as well as", "additionally",
+                    "furthermore", "at the same time", "meanwhile", "alongside",
+                    "together with"]):
+        return "multi_hop"
+    stripped = query.strip()
+    starts = ("who", "what", "where", "which", "is ", "are ", "does ", "did ", "was ",
+              "were ")
+    if len(stripped) <= 100 and stripped.lower().startswith(starts):
+        return "single_hop"
+    return "open_domain"
+
+
+_WORDS = ["did", "Did", "how", "HOW", "many", "much", "time", "times", "day", "long", "at",
+          "what", "point", "first", "last", "before", "and", "then", "both", "in",
+          "addition", "is", "who", "x", "didn't", ""]
+_GAPS = [" ", " ", " ", "  ", "\n", "\t", "-", ".", "?"]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_WORDS), st.sampled_from(_GAPS)), max_size=8))
+def test_heuristic_matches_a_plain_oracle(parts: list[tuple[str, str]]) -> None:
+    query = "".join(word + gap for word, gap in parts)
+    assert HeuristicQueryClassifier().classify(query) == _oracle(query)
 
 
 def test_single_hop_length_limit(heur: HeuristicQueryClassifier) -> None:

@@ -96,6 +96,35 @@ def test_probability_in_unit_interval_and_monotone(
     assert np.all(np.diff(p) >= 0)
 
 
+@pytest.mark.parametrize(("slope", "intercept", "scores"), [
+    (1e308, 0.0, [-2.0, 0.1, 1.0, 2.0]),
+    (1e300, 0.0, [1e-300, 1e8, 1e9]),
+    (1e308, 1e308, [0.5, 1.0, 2.0]),
+    (1e308, -1e308, [-1.0, 0.5, 1.0, 3.0]),
+])
+def test_probability_of_an_overflowing_score_is_its_limit(
+    slope: float, intercept: float, scores: list[float]
+) -> None:
+    # slope * score may overflow float64: the probability is then its limit (1 for
+    # +inf), never the 0 of a non-finite score, so the order of the scores is kept
+    cal = RelevanceCalibration(slope=slope, intercept=intercept)
+    got = cal.probability(np.asarray(scores)).tolist()
+    assert got == [_sigmoid(slope * s + intercept) for s in scores]
+    assert got == sorted(got)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0, 1.7e308), st.floats(-1.7e308, 1.7e308),
+       st.lists(st.floats(-1e300, 1e300), min_size=1, max_size=20))
+def test_probability_monotone_for_every_accepted_calibration(
+    slope: float, intercept: float, scores: list[float]
+) -> None:
+    cal = RelevanceCalibration(slope=slope, intercept=intercept)
+    p = cal.probability(np.sort(np.asarray(scores)))
+    assert np.all((p >= 0) & (p <= 1))
+    assert np.all(np.diff(p) >= 0)
+
+
 @settings(max_examples=15, deadline=None)
 @given(st.integers(0, 10_000))
 def test_platt_matches_a_plain_log_loss_minimiser(seed: int) -> None:

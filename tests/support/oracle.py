@@ -361,7 +361,7 @@ def spreading_activation(
                 if target in seeds:
                     continue
                 spread = act * strength
-                if target not in nxt or spread > nxt[target]:
+                if spread > nxt.get(target, 0.0):  # a zero spread is never recorded
                     nxt[target] = spread
         for target, value in nxt.items():
             v = min(1.0, value)

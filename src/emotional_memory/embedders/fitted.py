@@ -280,8 +280,9 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
 
     Raises:
         ValueError: when the config is not UTF-8 JSON (or nests too deeply to read), does
-            not validate, names an unknown embedder kind or key, or a relative weights
-            name resolving outside the config's folder (the file named).
+            not validate, names an unknown embedder kind or key, a weights name holding
+            a NUL character, or a relative weights name resolving outside the config's
+            folder or not at all (a symbolic-link loop) (the file named).
     """
     from emotional_memory.engine import EmotionalMemoryConfig
 
@@ -309,6 +310,9 @@ def read_fitted_config(path: str | os.PathLike[str]) -> tuple[Any, Path | None]:
     if unknown:
         raise ValueError(f"{CONFIG_KEY!r} has an unknown key {unknown[0]!r} (its keys: "
                          "'kind', 'weights')")
+    if "\x00" in spec["weights"]:
+        raise ValueError(f"{CONFIG_KEY + '.weights'!r} in {source} holds a NUL character, "
+                         "which no file name can")
     weights = Path(spec["weights"])
     if weights.is_absolute():
         return config, weights
@@ -320,10 +324,16 @@ def _inside(folder: Path, name: Path, source: Path) -> Path:
     ``folder``: a relative name is read from the config's folder only.
 
     Raises:
-        ValueError: the name leaves the folder (the field, the name and the file named).
+        ValueError: the name leaves the folder or cannot be resolved (a symbolic-link
+            loop): the field, the name and the file named.
     """
     path = folder / name
-    if not path.resolve().is_relative_to(folder.resolve()):
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symbolic-link loop (RuntimeError on 3.11)
+        raise ValueError(f"{CONFIG_KEY + '.weights'!r} {str(name)!r} in {source} cannot be "
+                         f"resolved: {exc}") from None
+    if not resolved.is_relative_to(folder.resolve()):
         raise ValueError(
             f"{CONFIG_KEY + '.weights'!r} {str(name)!r} in {source} resolves outside the "
             "config's folder (a relative name must stay inside it; name weights "

@@ -251,13 +251,16 @@ class RelevanceCalibration(BaseModel):
             scores: pass-2 total scores (any shape).
 
         Returns:
-            float64 probabilities in [0, 1], same shape (a non-finite score gives 0).
+            float64 probabilities in [0, 1], same shape (a non-finite score gives 0;
+            a finite score whose ``slope * score + intercept`` overflows float64 gets
+            the limit, 1 or 0, so the probability still never falls as the score rises).
         """
-        z = self.slope * np.asarray(scores, np.float64) + self.intercept
-        with np.errstate(over="ignore"):
+        s = np.asarray(scores, np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = self.slope * s + self.intercept
             p = np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))),
                          np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
-        return np.where(np.isfinite(z), p, 0.0)
+        return np.where(np.isfinite(s), p, 0.0)
 
 
 def check_min_relevance(value: Any) -> float | None:

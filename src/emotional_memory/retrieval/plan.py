@@ -429,8 +429,9 @@ def plan_from_arrays(
 
     pass1 = ranked(arrays.order1, arrays.raw1)
     pass2 = ranked(arrays.order2, arrays.raw2) if arrays.reached.any() else pass1
-    activation_map = {
-        candidates[i].id: float(arrays.activation[i]) for i in np.flatnonzero(arrays.reached)
+    activation_map = {  # positive spreads only, as the original records them
+        candidates[i].id: float(arrays.activation[i])
+        for i in np.flatnonzero(arrays.reached & (arrays.activation > 0))
     }
     return RetrievalPlan(
         weights=np.asarray(w, dtype=np.float64),
