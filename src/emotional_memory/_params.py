@@ -75,9 +75,9 @@ def params_from_config(
 def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[str, float]]:
     """Return plain ``(retrieval_fields, decay_fields)`` dicts of Python floats.
 
-    ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict)
-    and, only when they differ from the identity, ``signal_scale``/``signal_shift``,
-    and the :data:`LEXICAL_FIELDS` and :data:`CONTEXT_FIELDS`.
+    ``retrieval_fields`` holds ``base_weights``, ``adaptive_weights_config`` (a dict),
+    ``signal_scale``/``signal_shift`` (each None when it is the identity), and the
+    :data:`LEXICAL_FIELDS` and :data:`CONTEXT_FIELDS`.
 
     Args:
         params: the parameters to read.
@@ -98,9 +98,9 @@ def params_to_config_dicts(params: ScoringParams) -> tuple[dict[str, Any], dict[
         "adaptive_weights_config": as_dict(params.gates, GATE_FIELDS),
     }
     scale, shift = as_list(params.signal_scale), as_list(params.signal_shift)
-    if scale != [1.0] * 6 or shift != [0.0] * 6:
-        retrieval["signal_scale"] = scale
-        retrieval["signal_shift"] = shift
+    # each None when it is the identity: "none" overrides a template's calibration
+    retrieval["signal_scale"] = None if scale == [1.0] * 6 else scale
+    retrieval["signal_shift"] = None if shift == [0.0] * 6 else shift
     retrieval.update(as_dict(params.lexical, LEXICAL_FIELDS))
     retrieval.update(as_dict(params.context, CONTEXT_FIELDS))
     decay = as_dict(params.decay, DECAY_FIELDS)

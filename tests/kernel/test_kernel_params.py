@@ -51,7 +51,9 @@ def test_default_to_config_dicts_reproduce_spec() -> None:
                          # the opt-in lexical signal: off (weight 0), BM25's usual k1 and b
                          "lexical_weight": 0.0, "lexical_k1": 1.2, "lexical_b": 0.75,
                          # the opt-in context signal: off (weight 0), mix 0.5
-                         "context_weight": 0.0, "context_mix": 0.5}
+                         "context_weight": 0.0, "context_mix": 0.5,
+                         # no calibration: the SPEC score
+                         "signal_scale": None, "signal_shift": None}
     assert decay == SPEC_DECAY
     for value in [*retrieval["base_weights"], *retrieval["adaptive_weights_config"].values(),
                   *decay.values()]:
@@ -367,3 +369,19 @@ def test_group_vector_keeps_float64_when_a_leaf_is_a_device_array() -> None:
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, p.decay.vector())
     assert params_to_config_dicts(mixed)[1] == SPEC_DECAY
+
+
+@pytest.mark.parametrize(("scale", "shift"), [
+    (None, None), ([2.0] * 6, None), (None, [0.1] * 6), ([0.5] * 6, [-0.2] * 6),
+])
+@pytest.mark.parametrize("template", [
+    RetrievalConfig(), RetrievalConfig(signal_scale=[3.0] * 6, signal_shift=[0.3] * 6),
+])
+def test_params_write_their_calibration_whatever_the_template_holds(
+    scale: list[float] | None, shift: list[float] | None, template: RetrievalConfig
+) -> None:
+    # identity params over a template with a calibration kept the template's; a shift
+    # without a scale came back as scale [1.0] * 6 (the config no longer equal)
+    source = RetrievalConfig(signal_scale=scale, signal_shift=shift)
+    written, _ = params_to_config(params_from_config(source, DecayConfig()), template)
+    assert (written.signal_scale, written.signal_shift) == (scale, shift)
