@@ -5,7 +5,8 @@
 :class:`~emotional_memory.query_classifier.LLMQueryClassifier` take. It speaks to any
 server with a ``POST {base_url}/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp,
 Ollama, LiteLLM, ...), reuses one connection pool, applies a timeout to every request
-and retries transport errors, 408, 429 and 5xx answers a bounded number of times.
+and retries transport errors and 408, 409, 425, 429, 500, 502, 503 and 504 answers a
+bounded number of times.
 
 Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environment
 (:meth:`OpenAICompatibleLLMConfig.from_env`):

@@ -220,3 +220,21 @@ def test_the_readme_fit_section_runs_as_written(
     assert 0.0 < threshold < 1.0
     for result in namespace["found"]:
         assert result.relevance >= threshold
+
+
+def test_every_training_flag_the_readme_names_exists(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each ``--flag`` of the README's fitting sections ("Affect from text" through
+    "Recall on real conversations") is a ``python -m training`` flag, or one of
+    ``benchmarks/real_recall.py``'s where the README names that script."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a.choices, dict)).choices
+    flags = {o for p in sub.values() for a in p._actions for o in a.option_strings}
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    sections = (text.split("\n### Affect from text, no LLM\n", 1)[1].split("\n## ", 1)[0]
+                + text.split("\n## Fit the ranking to your data\n", 1)[1].split("\n## Scale\n")[0])
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]", sections))
+    bench = (ROOT / "benchmarks" / "real_recall.py").read_text(encoding="utf-8")
+    unknown = {f for f in named - flags if f'"{f}"' not in bench}
+    assert "--tune-embedder" in named and not unknown, sorted(unknown)

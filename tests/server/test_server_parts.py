@@ -715,3 +715,51 @@ def test_busy_sqlite_is_a_busy_tool_error_other_sqlite_errors_are_not(tmp_path: 
     assert str(refused.value) == BUSY_DETAIL
     with pytest.raises(sqlite3.OperationalError, match="no such table"):
         asyncio.run(_guarded(raising(other)))
+
+
+# ---------------------------------------------------------------------- README drift
+
+
+def _readme_section(start: str, end: str) -> str:
+    from support.paths import README
+
+    text = README.read_text(encoding="utf-8")
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def test_the_readme_limits_table_is_the_clis() -> None:
+    """The README's Limits table names every limit flag of ``serve`` and ``mcp`` with
+    the default the CLI applies."""
+    import re
+    from dataclasses import fields
+
+    from emotional_memory.server import cli
+    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES
+    from emotional_memory.server.limits import LIMIT_FLAGS, Limits
+
+    table = _readme_section("| limit (flag) | default | over it |", "\n\n")
+    rows = dict(re.findall(r"^\s*\| `--([a-z-]+)`[^|]*\| ([^|]+) \|", table, re.M))
+    defaults = Limits()
+    expected = {LIMIT_FLAGS[f.name]: f"{getattr(defaults, f.name):,}" for f in fields(Limits)}
+    expected["statement-timeout"] = f"{cli.DEFAULT_STATEMENT_TIMEOUT:g}"
+    expected["max-body-bytes"] = f"{DEFAULT_MAX_BODY_BYTES // 2**20} MiB"
+    assert {k: v.strip() for k, v in rows.items()} == expected
+    sub = next(a for a in cli._parser()._actions if a.dest == "command").choices
+    for command in ("serve", "mcp"):
+        flags = {o for a in sub[command]._actions for o in a.option_strings}
+        assert {f"--{name}" for name in LIMIT_FLAGS.values()} <= flags, command
+
+
+def test_every_flag_the_readme_service_section_names_exists() -> None:
+    """Each ``--flag`` of the README's Service section is a ``serve`` or ``mcp`` flag
+    (``--tune-embedder`` is ``python -m training fit``'s, named there as the source of
+    a config)."""
+    import re
+
+    from emotional_memory.server import cli
+
+    section = _readme_section("\n## Service\n", "\n## Production: PostgreSQL\n")
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*[a-z]", section)) - {"--tune-embedder"}
+    sub = next(a for a in cli._parser()._actions if a.dest == "command").choices
+    flags = {o for p in sub.values() for a in p._actions for o in a.option_strings}
+    assert named and named <= flags, sorted(named - flags)
