@@ -189,3 +189,35 @@ def test_retriever_refuses_an_empty_scope() -> None:
     with pytest.raises(ValueError, match="scope"):
         retriever.scope = ()
     assert retriever.scope == ("alice",)
+
+
+def _original_command(text: str) -> bool:
+    """The original 0.18.1's rule: after strip + lower, exactly the word or the word
+    followed by one ASCII space."""
+    t = text.strip().lower()
+    return any(t == w or t.startswith(w + " ") for w in ("recall", "remember"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "remember\nI like cats",
+        "Recall\tmy trip to Rome",
+        "recall\u00a0the lake",
+        "Recall my promotion",
+        "  REMEMBER  ",
+        "recall",
+        "recalling the lake",
+        "recall: the lake",
+    ],
+)
+def test_recommended_policy_treats_commands_as_the_original_does(text: str) -> None:
+    """A message such as "Remember\\nI like cats" was taken for a command (split on
+    any whitespace) and never stored, where the original stores it."""
+    from emotional_memory.integrations.langchain import recommended_conversation_policy
+
+    expected = "ignore" if _original_command(text) else "store"
+    assert recommended_conversation_policy(HumanMessage(text)) == expected
+    h = EmotionalMemoryChatHistory(_engine(), message_policy=recommended_conversation_policy)
+    h.add_user_message(text)
+    assert [m.content for m in h.em.list_all()] == ([] if expected == "ignore" else [text])

@@ -76,9 +76,13 @@ def store_all_messages(message: BaseMessage) -> MessageHandlingMode:
 
 
 def _is_control_message(content: str) -> bool:
-    """Whether ``content`` is a ``recall`` / ``remember`` command rather than an event."""
-    first = content.strip().lower().split(maxsplit=1)
-    return bool(first) and first[0] in _COMMAND_WORDS
+    """Whether ``content`` is a ``recall`` / ``remember`` command rather than an event.
+
+    As in the original: after stripping and lower-casing, the text is the command word
+    alone or the word followed by a space (``"remember\\nI like cats"`` is an event).
+    """
+    text = content.strip().lower()
+    return any(text == word or text.startswith(word + " ") for word in _COMMAND_WORDS)
 
 
 _coerce_content = _text

@@ -134,9 +134,14 @@ class EmotionalMemoryMem0Backend:
     persisted after every operation, so at most ``max_user_views`` views are kept
     (the least recently used idle one dropped); without one every view is kept, since
     the mood lives only there. Safe to call from several threads.
+
+    Memories the original library's facade wrote (in the engine itself, tagged
+    ``metadata["user_id"]``) move into their user's scope before that user's first
+    call, ids, tags and links kept: a store it filled answers as before.
     """
 
-    __slots__ = ("_default_user_id", "_em", "_lock", "_max_views", "_users", "_views")
+    __slots__ = ("_adopt_lock", "_adopted", "_default_user_id", "_em", "_lock", "_max_views",
+                 "_users", "_views")
 
     def __init__(
         self,
@@ -169,6 +174,9 @@ class EmotionalMemoryMem0Backend:
         self._views: OrderedDict[str, list[Any]] = OrderedDict()
         # every user served (names only), so that reset() reaches evicted users' moods
         self._users: dict[str, None] = {}
+        # users whose memories written by the original's facade were moved to their scope
+        self._adopted: set[str] = set()
+        self._adopt_lock = threading.Lock()
 
     @property
     def em(self) -> EmotionalMemory:
@@ -183,6 +191,8 @@ class EmotionalMemoryMem0Backend:
             ValueError: an empty or invalid ``user_id`` (named).
         """
         user = self._user_name(user_id)
+        if user not in self._adopted:
+            self._adopt_original(user)
         with self._lock:
             entry = self._views.get(user)
             if entry is not None:
@@ -201,6 +211,34 @@ class EmotionalMemoryMem0Backend:
             with self._lock:
                 entry[1] -= 1
                 self._trim()
+
+    def _adopt_original(self, user: str) -> None:
+        """Move ``user``'s memories written by the original's facade into their scope.
+
+        The original kept every user's memories in the engine itself, tagged
+        ``metadata["user_id"]``; here a user is a scope. Once per user (and object),
+        before the user's first call, the memories of the wrapped engine's own scope
+        tagged with this user move into the user's scope, ids, tags and links kept, so
+        a store the original filled answers each user with their memories alone.
+
+        Raises:
+            ValueError: an invalid ``user_id`` for a scope (named), nothing moved.
+        """
+        with self._adopt_lock:
+            if user in self._adopted:
+                return
+            target = (*self._em.scope, user)
+            self._em.scoped(user)  # the user is a valid scope part, or a named error
+            held = self._em.list_all(where={"user_id": user})
+            ids = {m.id for m in held if m.scope == self._em.scope}
+            if ids:
+                records = [
+                    {**r, "scope": list(target)}
+                    for r in self._em.export_memories(where={"user_id": user})
+                    if r["id"] in ids
+                ]
+                self._em.import_memories(records, overwrite=True)
+            self._adopted.add(user)
 
     def _user_name(self, user_id: object) -> str:
         """The user of a call (``default_user_id`` for None), checked.
