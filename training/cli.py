@@ -44,6 +44,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from emotional_memory import EmotionalMemoryConfig
+from emotional_memory._extras import installed
 from emotional_memory.embedders.fitted import write_fitted_config
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
@@ -202,6 +203,20 @@ def _analyses(args: argparse.Namespace) -> tuple[str, ...]:
     return args.analyses
 
 
+def _check_analyses_installed(args: argparse.Namespace) -> None:
+    """Refuse, before any replay, a selection whose analyses need a missing package.
+
+    Raises:
+        ValueError: ``stem`` competes (the default) but PyStemmer is not installed.
+    """
+    if "stem" in _analyses(args) and not installed("Stemmer"):
+        raise ValueError(
+            "the model selection also scores the stemmed lexical analysis (--analyses "
+            "stem, the default), which needs PyStemmer: pip install "
+            "'emotional-memory-jax[stem]', or pass --analyses none"
+        )
+
+
 def _analysis_list(text: str) -> tuple[str, ...]:
     names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
     bad = [n for n in names if n not in LEXICAL_ANALYSES]
@@ -331,6 +346,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     _check_not_an_input(out_path, {"--dataset": dataset, "--embeddings": args.embeddings})
     _check_plot_folder(args.plot)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
+    _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     # a config naming fitted weights embeds with them, as evaluate and cv do with it
     named = tune_embedder.fitted_embedder(args.config)
@@ -433,6 +449,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         The report: out-of-fold metrics, the default config's (``default_*``), the
         queries, folds, jobs, seconds and what each fold chose.
     """
+    _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
     if args.folds > scenarios:  # before the replays, not after them
@@ -624,12 +641,13 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns:
         The exit status: the handler's (0), or 2 after printing a ``ValueError``,
-        ``TypeError``, ``KeyError`` or ``OSError`` (a missing file, a directory) to
+        ``TypeError``, ``KeyError``, ``OSError`` (a missing file, a directory) or
+        ``ImportError`` (an optional package a config needs, naming its extra) to
         stderr.
     """
     args = build_parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except (ValueError, TypeError, KeyError, OSError) as exc:
+    except (ValueError, TypeError, KeyError, OSError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

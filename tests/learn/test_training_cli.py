@@ -189,6 +189,46 @@ def test_errors_in_process(
     assert not (tmp_path / "x.json").exists()
 
 
+@pytest.mark.parametrize("command", [["fit", "--out", "{tmp}/x.json"], ["cv", "--folds", "3"]])
+def test_default_selection_without_pystemmer_is_refused_up_front(
+    command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default model selection also scores the stemmed analysis: without PyStemmer
+    (a wheel installed without ``[stem]``) that is one line naming the extra and
+    ``--analyses none``, before any replay, not an ImportError traceback mid-fit."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setitem(sys.modules, "Stemmer", None)  # `import Stemmer` fails
+    from training.cli import main
+
+    argv = [a.format(tmp=tmp_path) for a in command] + ["--quiet", "--json"]
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and captured.out == ""
+    assert "pip install 'emotional-memory-jax[stem]'" in captured.err
+    assert "--analyses none" in captured.err
+    assert not (tmp_path / "x.json").exists()
+
+
+def test_an_extra_missing_mid_command_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A config that stems its lexical terms, evaluated without PyStemmer."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.setitem(sys.modules, "Stemmer", None)
+    from training.cli import main
+
+    config = EmotionalMemoryConfig()
+    config = config.model_copy(update={"retrieval": config.retrieval.model_copy(
+        update={"lexical_weight": 0.1, "lexical_stemmer": "english"})})
+    path = tmp_path / "stemmed.json"
+    path.write_text(config.model_dump_json(), encoding="utf-8")
+    assert main(["evaluate", "--config", str(path), "--quiet", "--json"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err.startswith("error: ") and "emotional-memory-jax[stem]" in captured.err
+    assert captured.out == ""
+
+
 def test_bad_trainable_is_a_usage_error(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -274,6 +274,7 @@ def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
     heredoc = "\n".join(line for line in lines if line != serve)
     subprocess.run(["bash", "-euc", heredoc], cwd=tmp_path, check=True)
     keys = json.loads((tmp_path / "keys.json").read_text())
+    assert (tmp_path / "keys.json").stat().st_mode & 0o077 == 0  # only its owner reads it
     argv = shlex.split(serve.split("#", 1)[0])[2:]  # after `emotional-memory serve`
     srv = start(argv, tmp_path / "readme.log", cwd=tmp_path)
     try:
@@ -288,6 +289,7 @@ def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
     finally:
         srv.stop()
     assert (tmp_path / "memories.db").exists()
+    assert "chmod 600" not in (tmp_path / "readme.log").read_text()  # no start-up warning
 
     config = json.loads(re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)[0])
     local, remote = config["mcpServers"].values()

@@ -16,12 +16,20 @@ import inspect
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
-from langchain_core.chat_history import BaseChatMessageHistory
-from langchain_core.documents import Document
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
+
+from emotional_memory._extras import install_hint
+
+try:
+    from langchain_core.callbacks import CallbackManagerForRetrieverRun
+    from langchain_core.chat_history import BaseChatMessageHistory
+    from langchain_core.documents import Document
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+    from langchain_core.retrievers import BaseRetriever
+except ImportError as exc:  # the README's import path, without the extra
+    raise ImportError(
+        f"the LangChain adapters need langchain-core: {install_hint('langchain')}"
+    ) from exc
 
 from emotional_memory.engine import EmotionalMemory
 from emotional_memory.integrations._engine import check_sync_engine
