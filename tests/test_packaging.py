@@ -3,7 +3,7 @@
 these tests read the files instead).
 
 * The build backend pinned by ``[build-system]`` understands ``[project]`` as written:
-  ``license = "MIT"`` (an SPDX expression, PEP 639) needs setuptools 77; an older one
+  ``license = "MIT AND CC-BY-SA-4.0"`` (an SPDX expression, PEP 639) needs setuptools 77; an older one
   refuses the file (``project.license must be valid exactly by one definition``).
 * Every file the library reads at run time from its package (the affect head, the
   built-in data set, ``py.typed``) is listed as package data.
@@ -33,6 +33,18 @@ def _setuptools_floor() -> tuple[int, ...]:
 def test_build_backend_floor_reads_the_spdx_licence() -> None:
     assert isinstance(PYPROJECT["project"]["license"], str)  # PEP 639 form
     assert _setuptools_floor() >= (77,)
+
+
+def test_the_licence_covers_what_the_wheel_ships() -> None:
+    # the affect head is derived from EmoBank (CC-BY-SA 4.0): "MIT" alone misstated
+    # the wheel, which also carried no licence text
+    project = PYPROJECT["project"]
+    assert set(re.split(r"\s+AND\s+", project["license"])) == {"MIT", "CC-BY-SA-4.0"}
+    for name in project["license-files"]:
+        assert (ROOT / name).is_file(), name
+    assert "MIT License" in (ROOT / "LICENSE").read_text(encoding="utf-8")
+    notice = (ROOT / "src/emotional_memory/data/AFFECT_HEAD_NOTICE.md").read_text("utf-8")
+    assert "CC-BY-SA 4.0" in notice
 
 
 def test_every_package_file_read_at_run_time_is_package_data() -> None:
