@@ -3,8 +3,9 @@
 these tests read the files instead).
 
 * The build backend pinned by ``[build-system]`` understands ``[project]`` as written:
-  ``license = "MIT AND CC-BY-SA-4.0"`` (an SPDX expression, PEP 639) needs setuptools 77; an older one
-  refuses the file (``project.license must be valid exactly by one definition``).
+  ``license = "MIT AND CC-BY-SA-4.0"`` (an SPDX expression, PEP 639) needs setuptools
+  77; an older one refuses the file (``project.license must be valid exactly by one
+  definition``).
 * Every file the library reads at run time from its package (the affect head, the
   built-in data set, ``py.typed``) is listed as package data.
 * The sdist carries no stray half of ``tests/`` (setuptools adds ``tests/test*.py`` by

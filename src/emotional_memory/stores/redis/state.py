@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import importlib
-import json
 import logging
 from types import TracebackType
 from typing import Any
@@ -21,7 +20,12 @@ from typing import Any
 from emotional_memory._extras import install_hint
 from emotional_memory.redact import redact_address
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import check_key, scoped_key, snapshot_text
+from emotional_memory.stores._shared.state import (
+    check_key,
+    loads_snapshot,
+    scoped_key,
+    snapshot_text,
+)
 
 __all__ = ["DEFAULT_REDIS_KEY", "DEFAULT_REDIS_URL", "RedisAffectiveStateStore"]
 
@@ -165,24 +169,7 @@ class RedisAffectiveStateStore:
             return None
         if raw is None:
             return None
-        try:
-            if isinstance(raw, bytes):
-                raw = raw.decode("utf-8")
-            data = json.loads(raw)
-        except RecursionError:
-            raise ValueError(
-                f"Redis key {self._key!r} holds no state snapshot (JSON nested too deeply)"
-            ) from None
-        except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-            raise ValueError(
-                f"Redis key {self._key!r} holds no state snapshot (not JSON text: {exc})"
-            ) from None
-        if not isinstance(data, dict):
-            raise ValueError(
-                f"Redis key {self._key!r} holds no state snapshot (JSON "
-                f"{type(data).__name__}, expected an object)"
-            )
-        return data
+        return loads_snapshot(self._key, raw)
 
     def clear(self) -> None:
         """Delete the key (nothing happens when it is absent)."""
