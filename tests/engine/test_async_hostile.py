@@ -20,6 +20,7 @@ from emotional_memory import (
     SyncToAsyncEmbedder,
 )
 from emotional_memory.embedders import HashingEmbedder
+from support.async_parts import HeldEmbedder
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -32,30 +33,12 @@ class _AsyncKeywords:
         return KeywordAppraisalEngine().appraise(text, context)
 
 
-class _HeldEmbedder:
-    """A hashing embedder that can be held inside ``embed`` until released."""
-
-    def __init__(self) -> None:
-        self.inner = HashingEmbedder(dim=16)
-        self.entered = threading.Event()
-        self.release = threading.Event()
-        self.release.set()
-
-    def embed(self, text: str) -> list[float]:
-        self.entered.set()
-        assert self.release.wait(timeout=60)
-        return self.inner.embed(text)
-
-    def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        return [self.embed(t) for t in texts]
-
-
 def test_a_view_made_while_a_batch_runs_appraises_its_own_events() -> None:
     # encode_batch with an async appraiser swapped the engine's appraisal engine for
     # a replay of the batch's appraisals while it ran: scoped() (synchronous, on the
     # loop) copied the replay into the new view, whose next encode then failed
     # (IndexError: pop from empty list) or took another event's appraisal
-    embedder = _HeldEmbedder()
+    embedder = HeldEmbedder()
     engine = AsyncEmotionalMemory(
         InMemoryStore(), embedder, _AsyncKeywords(), clock=lambda: NOW
     )
@@ -218,7 +201,7 @@ def test_an_operation_whose_loop_closes_under_it_fails_instead_of_holding_the_en
             scheduled.set()
             return handle
 
-    embedder = _HeldEmbedder()
+    embedder = HeldEmbedder()
     aengine = AsyncEmotionalMemory(_AsyncStore(), embedder, clock=lambda: NOW)
 
     async def start() -> None:
