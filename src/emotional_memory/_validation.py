@@ -149,16 +149,21 @@ def integer(field: str, value: Any) -> int:
         raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
 
 
-def non_negative_int(field: str, value: Any) -> int:
-    """An integer >= 0 (numpy integers accepted; bools and floats rejected).
+def int_at_least(field: str, value: Any, low: int) -> int:
+    """An integer >= ``low`` (numpy integers accepted; bools and floats rejected).
 
     Raises:
-        TypeError: not an integer. ValueError: < 0.
+        TypeError: not an integer. ValueError: < ``low``.
     """
     out = integer(field, value)
-    if out < 0:
-        raise ValueError(f"{field} must be >= 0, got {out}")
+    if out < low:
+        raise ValueError(f"{field} must be >= {low}, got {out}")
     return out
+
+
+def non_negative_int(field: str, value: Any) -> int:
+    """An integer >= 0 (see :func:`int_at_least`)."""
+    return int_at_least(field, value, 0)
 
 
 def check_page(offset: Any, limit: Any) -> tuple[int, int]:
@@ -171,15 +176,8 @@ def check_page(offset: Any, limit: Any) -> tuple[int, int]:
 
 
 def positive_int(field: str, value: Any) -> int:
-    """An integer >= 1 (numpy integers accepted; bools and floats rejected).
-
-    Raises:
-        TypeError: not an integer. ValueError: < 1.
-    """
-    out = integer(field, value)
-    if out < 1:
-        raise ValueError(f"{field} must be >= 1, got {out}")
-    return out
+    """An integer >= 1 (see :func:`int_at_least`)."""
+    return int_at_least(field, value, 1)
 
 
 MAX_METADATA_DEPTH = 32
