@@ -199,6 +199,7 @@ def test_default_selection_without_pystemmer_is_refused_up_front(
     ``--analyses none``, before any replay, not an ImportError traceback mid-fit."""
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.setitem(sys.modules, "Stemmer", None)  # `import Stemmer` fails
+    _forget_stemmers(monkeypatch)
     from training.cli import main
 
     argv = [a.format(tmp=tmp_path) for a in command] + ["--quiet", "--json"]
@@ -210,12 +211,21 @@ def test_default_selection_without_pystemmer_is_refused_up_front(
     assert not (tmp_path / "x.json").exists()
 
 
+def _forget_stemmers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Empty this thread's stemmer cache: a stemmer an earlier test of the same worker
+    built would be used without importing PyStemmer again."""
+    from emotional_memory import lexical
+
+    monkeypatch.setattr(lexical._STEMMERS, "cache", {}, raising=False)
+
+
 def test_an_extra_missing_mid_command_is_one_error_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A config that stems its lexical terms, evaluated without PyStemmer."""
     monkeypatch.syspath_prepend(str(ROOT))
     monkeypatch.setitem(sys.modules, "Stemmer", None)
+    _forget_stemmers(monkeypatch)
     from training.cli import main
 
     config = EmotionalMemoryConfig()
