@@ -53,6 +53,10 @@ class ScopeLocks:
         self._held: dict[Path, tuple[int, int]] = {}  # path -> (owner thread, depth)
         self._waiting: dict[int, Path] = {}  # ticket -> path, in arrival order
         self._tickets = itertools.count()
+        # shared states: paths whose cross-process locks a holder here has taken (count),
+        # and the out-of-turn state changes pinning them (path -> count)
+        self._database: dict[Path, int] = {}
+        self._pins: dict[Path, int] = {}
 
     def _blocked(self, path: Path, me: int, ticket: int | None) -> bool:
         if any(owner != me and overlap(path, p) for p, (owner, _) in self._held.items()):
@@ -111,6 +115,47 @@ class ScopeLocks:
             yield
         finally:
             self.release(path)
+
+    @contextlib.contextmanager
+    def database_held(self, path: Path) -> Iterator[None]:
+        """Mark ``path``'s cross-process locks (shared states) as held by an operation
+        of this process while the block runs. Leaving it waits for the out-of-turn
+        state changes pinning an overlapping path (:meth:`pin`): they write under the
+        locks this operation holds, so the locks outlive their writes."""
+        with self._cond:
+            self._database[path] = self._database.get(path, 0) + 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._cond.wait_for(lambda: not any(overlap(path, p) for p in self._pins))
+                if self._database[path] > 1:
+                    self._database[path] -= 1
+                else:
+                    del self._database[path]
+
+    def pin(self, path: Path) -> bool:
+        """Pin the cross-process locks of an operation of this process on a path
+        overlapping ``path`` (never waits; undo with :meth:`unpin`).
+
+        Returns:
+            False when no such operation holds its locks (none runs, or the one whose
+            turn it is still waits for them): nothing is pinned.
+        """
+        with self._cond:
+            if not any(overlap(path, p) for p in self._database):
+                return False
+            self._pins[path] = self._pins.get(path, 0) + 1
+            return True
+
+    def unpin(self, path: Path) -> None:
+        """Undo one :meth:`pin` of ``path``."""
+        with self._cond:
+            if self._pins[path] > 1:
+                self._pins[path] -= 1
+            else:
+                del self._pins[path]
+            self._cond.notify_all()
 
 
 class AsyncScopeLocks:

@@ -445,3 +445,84 @@ def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
     assert [m.content for m in b.list_all()] == ["b's event", "a retries"]
     a.close()
     b.close()
+
+
+def _engine_on(kind: str, target: str, embedder: HashingEmbedder, **kwargs: Any) -> Any:
+    """An engine (``EmotionalMemory``, or another class taking its arguments) with
+    shared states on the SQLite file or PostgreSQL database ``target``."""
+    cls = kwargs.pop("cls", EmotionalMemory)
+    if kind == "sqlite":
+        store: Any = SQLiteStore(target)
+        states: Any = SQLiteAffectiveStateStore.from_store(store)
+    else:
+        from emotional_memory.stores.postgres import PostgresStore
+        from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+
+        store = PostgresStore(target, table="loopwrite")
+        states = PostgresAffectiveStateStore.from_store(store)
+    return cls(store, embedder, state_store=states, shared_state=True, **kwargs)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_scope(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+) -> None:
+    """``AsyncEmotionalMemory.set_affect`` on the event loop, while this process's
+    root operation waits for its database locks (another process holds scope
+    ``team``): the view's state change may not write ``team``'s state under the other
+    process's operation (which would then fail its save, or lose its update). It
+    raises a retryable error at once (it may not wait: the loop must go on), and the
+    other process's operation commits."""
+    import asyncio
+    import threading
+
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+    from emotional_memory.interfaces import StoreTimeoutError
+
+    target = str(tmp_path / "shared.db")
+    if kind == "postgres":
+        target = request.getfixturevalue("pg_dsn")
+    gated = _GatedEmbedder()
+    other = _engine_on(kind, target, gated)  # the other process: its connections, locks
+    if kind == "postgres":
+        other.store.clear()  # the module's database: no earlier test's rows
+    failure: list[BaseException] = []
+
+    def other_encodes() -> None:
+        try:
+            other.scoped("team").encode("gated event", affect=CoreAffect(valence=-0.9,
+                                                                          arousal=0.9))
+        except BaseException as exc:  # checked below
+            failure.append(exc)
+
+    root = _engine_on(kind, target, HashingEmbedder(dim=32), cls=AsyncEmotionalMemory)
+    view = root.scoped("team")
+    worker = threading.Thread(target=other_encodes, daemon=True)
+    worker.start()
+    assert gated.inside.wait(60)  # the other process holds team (and the root shared)
+
+    async def run() -> BaseException | None:
+        encoding = asyncio.ensure_future(root.encode("a note of the root"))
+        while not root.engine._scope_locks._held:  # its turn taken, the database's awaited
+            await asyncio.sleep(0.01)
+        try:
+            view.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+        except StoreTimeoutError as exc:
+            return exc
+        finally:
+            gated.go.set()
+            await encoding
+        return None
+
+    refused = asyncio.run(run())
+    worker.join(60)
+    assert not worker.is_alive()
+    assert failure == []  # the other process's operation held its scope: it commits
+    assert isinstance(refused, StoreTimeoutError)
+    stored = other.scoped("team").get_state()
+    assert stored.core_affect == CoreAffect(valence=-0.9, arousal=0.9)
+    assert view.get_state() == stored
+    view.set_affect(CoreAffect(valence=0.7, arousal=0.2))  # nothing held now: it runs
+    assert other.scoped("team").get_state().history[-2] == stored.history[-1]
+    root.engine.close()
+    other.close()

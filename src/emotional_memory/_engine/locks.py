@@ -46,8 +46,10 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
     waiting for that very loop (async stores and embedders are called back on it), so
     waiting could deadlock. That is the original's semantics: a state change between
     two steps of a running operation. With ``shared_state`` it still starts from the
-    state as last saved (the running overlapping operation holds the database locks
-    that keep other processes from changing it meanwhile).
+    state as last saved and writes only under database locks covering the scope
+    (``_out_of_turn``): the running overlapping operation's, or, while that one still
+    waits for them, the scope's own taken without waiting (``ScopeHoldTimeout`` when
+    another process holds it).
     """
 
     replacing = getattr(method, "_replaces_state", False)
@@ -57,8 +59,8 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
         engine = args[0]
         locks, path = engine._scope_locks, engine._scope  # type: ignore[attr-defined]
         if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
-            engine._catch_up(replacing)  # type: ignore[attr-defined]
-            return method(*args, **kwargs)
+            with engine._out_of_turn(replacing):  # type: ignore[attr-defined]
+                return method(*args, **kwargs)
         try:
             with engine._sharing(replacing):  # type: ignore[attr-defined]
                 return method(*args, **kwargs)

@@ -82,11 +82,44 @@ class StateMixin(EngineCore):
             return
         self._sharing_depth = 1
         try:
-            with states.hold_scope(self._scope):
+            with states.hold_scope(self._scope), self._scope_locks.database_held(self._scope):
                 self._take_stored(states, replacing)
                 yield
         finally:
             self._sharing_depth = 0
+
+    @contextmanager
+    def _out_of_turn(self, replacing: bool = False) -> Iterator[None]:
+        """Run a state change outside this engine's turn (on an event loop's thread
+        while an overlapping operation of this process has the turn), never waiting.
+
+        With ``shared_state`` the change writes the scope's state only under
+        cross-process locks covering the scope: the running overlapping operation's
+        (pinned meanwhile), or, when that one still waits for its locks (another
+        process holds the scope), the scope's own taken without waiting.
+
+        Raises:
+            ScopeHoldTimeout: another process holds the scope (nothing changed; the
+                change may not wait here: retry it).
+        """
+        states = self._shared_states()
+        locks, path = self._scope_locks, self._scope
+        if states is None or locks.pin(path):
+            try:
+                self._catch_up(replacing)
+                yield
+            finally:
+                if states is not None:
+                    locks.unpin(path)
+            return
+        with states.hold_scope(path, wait=False):
+            depth = self.__dict__.get("_sharing_depth", 0)
+            self._sharing_depth = 1  # a turn of its own: the save checks its version
+            try:
+                self._take_stored(states, replacing)
+                yield
+            finally:
+                self._sharing_depth = depth
 
     def _catch_up(self, replacing: bool = False) -> None:
         """Adopt the stored state before a state change made outside this engine's

@@ -412,10 +412,14 @@ class VersionedStateStore(Protocol, metaclass=_Capability):
     and a lock that spans processes: engines in several processes (or hosts) share
     one affective state per key (``EmotionalMemory(..., shared_state=True)``)."""
 
-    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+    def hold_scope(
+        self, path: tuple[str, ...], wait: bool = True
+    ) -> AbstractContextManager[None]:
         """Hold scope ``path`` for one operation against overlapping operations of
         every process (``path`` exclusive, its prefixes shared; outside any store
-        transaction)."""
+        transaction). ``wait=False``: take the locks only if they are free at once,
+        else raise :class:`~emotional_memory.stores._shared.scope_hold.
+        ScopeHoldTimeout` holding nothing."""
         ...
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:

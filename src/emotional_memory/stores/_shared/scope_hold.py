@@ -17,7 +17,15 @@ from __future__ import annotations
 import hashlib
 import json
 
-__all__ = ["lock_name", "lock_plan"]
+from emotional_memory.interfaces import StoreTimeoutError
+
+__all__ = ["ScopeHoldTimeout", "lock_name", "lock_plan"]
+
+
+class ScopeHoldTimeout(StoreTimeoutError):
+    """An overlapping scope stayed held by another operation (of this or another
+    process) past the wait's bound, or was held at once where no wait was allowed;
+    nothing was held, nothing changed."""
 
 
 def lock_name(namespace: str, prefix: tuple[str, ...]) -> bytes:

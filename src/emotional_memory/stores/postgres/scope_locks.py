@@ -20,13 +20,21 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from emotional_memory.stores._shared.scope_hold import lock_plan
+from emotional_memory.stores._shared.scope_hold import ScopeHoldTimeout, lock_plan
 
 __all__ = ["LOCK_CONNECTIONS", "AdvisoryScopeLocks"]
 
 LOCK_CONNECTIONS = 64
 """At most this many operations of one process hold scope locks at once (more wait for
 a lock connection, up to the pool's 30 s timeout)."""
+
+
+_LOCK_SQL = {  # (exclusive, wait) -> the statement taking one lock
+    (True, True): "SELECT pg_advisory_lock(%s)",
+    (False, True): "SELECT pg_advisory_lock_shared(%s)",
+    (True, False): "SELECT pg_try_advisory_lock(%s)",
+    (False, False): "SELECT pg_try_advisory_lock_shared(%s)",
+}
 
 
 class AdvisoryScopeLocks:
@@ -71,11 +79,12 @@ class AdvisoryScopeLocks:
             )
 
     @contextmanager
-    def hold(self, path: tuple[str, ...]) -> Iterator[None]:
+    def hold(self, path: tuple[str, ...], wait: bool = True) -> Iterator[None]:
         """Hold scope ``path`` against overlapping operations of every process.
 
         Args:
             path: the operation's scope path (``()``: the root, which excludes all).
+            wait: False: ``pg_try_advisory_lock``, no wait for a holder.
 
         Yields:
             None, while the locks are held.
@@ -83,6 +92,8 @@ class AdvisoryScopeLocks:
         Raises:
             StatementTimeout: another holder kept an overlapping scope past the
                 store's statement timeout (nothing is held).
+            ScopeHoldTimeout: ``wait=False`` and an overlapping scope is held
+                (nothing is held).
             PostgresStoreError: the locks could not be taken (the message names the
                 redacted DSN).
         """
@@ -95,11 +106,13 @@ class AdvisoryScopeLocks:
             try:
                 for name, exclusive in lock_plan(self._namespace, path):
                     key = int.from_bytes(name[:8], "big", signed=True)
-                    sql = (
-                        "SELECT pg_advisory_lock(%s)" if exclusive
-                        else "SELECT pg_advisory_lock_shared(%s)"
-                    )
-                    conn.execute(sql, (key,))
+                    sql = _LOCK_SQL[(exclusive, wait)]
+                    row = conn.execute(sql, (key,)).fetchone()
+                    if not wait and not row[0]:
+                        raise ScopeHoldTimeout(
+                            f"scope {list(path)} is held by another operation; "
+                            "nothing was changed"
+                        )
             except self._store._psycopg.Error as exc:
                 raise self._store._error("taking a scope lock", exc) from None
             yield

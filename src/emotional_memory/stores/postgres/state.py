@@ -277,7 +277,9 @@ class PostgresAffectiveStateStore:
                 "ON CONFLICT (key) DO UPDATE SET snapshot = excluded.snapshot, "
                 "snapshot_json = excluded.snapshot_json, updated_at = excluded.updated_at")
 
-    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+    def hold_scope(
+        self, path: tuple[str, ...], wait: bool = True
+    ) -> AbstractContextManager[None]:
         """Hold scope ``path`` of the store's table for one operation, across processes
         (:class:`~emotional_memory.stores.postgres.scope_locks.AdvisoryScopeLocks`).
 
@@ -298,7 +300,7 @@ class PostgresAffectiveStateStore:
         with self._lock:
             if shared.scope_locks is None:
                 shared.scope_locks = AdvisoryScopeLocks(store)
-        return cast(AbstractContextManager[None], shared.scope_locks.hold(tuple(path)))
+        return cast(AbstractContextManager[None], shared.scope_locks.hold(tuple(path), wait))
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version (the row's ``xmin``,

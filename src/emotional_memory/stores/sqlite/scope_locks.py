@@ -27,8 +27,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from emotional_memory.interfaces import StoreTimeoutError
-from emotional_memory.stores._shared.scope_hold import lock_plan
+from emotional_memory.stores._shared.scope_hold import ScopeHoldTimeout, lock_plan
 
 try:
     import fcntl
@@ -39,11 +38,6 @@ __all__ = ["STRIPES", "ScopeHoldTimeout", "hold_scope", "lock_directory", "strip
 
 STRIPES = 4096
 """Lock files the scope paths other than the root share (by hash)."""
-
-
-class ScopeHoldTimeout(StoreTimeoutError):
-    """An overlapping scope stayed held by another operation (of this or another
-    process) past the wait's bound; nothing was held, nothing changed."""
 
 
 _POLL_MAX_S = 0.05

@@ -246,20 +246,24 @@ class SQLiteAffectiveStateStore:
         """
         self.save_versioned(state)
 
-    def hold_scope(self, path: tuple[str, ...]) -> AbstractContextManager[None]:
+    def hold_scope(
+        self, path: tuple[str, ...], wait: bool = True
+    ) -> AbstractContextManager[None]:
         """Hold scope ``path`` of this database for one operation, across processes
         (:func:`~emotional_memory.stores.sqlite.scope_locks.hold_scope`), waiting at
         most ``hold_timeout`` seconds for overlapping holders.
 
         Args:
             path: the operation's scope path.
+            wait: False: one try, no wait (held elsewhere: ``ScopeHoldTimeout``).
 
         Returns:
             A context manager holding the locks (entering it raises
             :class:`~emotional_memory.stores.sqlite.scope_locks.ScopeHoldTimeout`
             past the bound).
         """
-        return hold_scope(self._path or "", tuple(path), self._hold_timeout)
+        timeout = self._hold_timeout if wait else 0.0
+        return hold_scope(self._path or "", tuple(path), timeout)
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version: the stored JSON text
