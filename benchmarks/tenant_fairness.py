@@ -282,6 +282,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --rate and --writes: the victim goes on past --samples "
                         "until this many batches have ended (been written) in its window")
     args = parser.parse_args(argv)
+    if args.samples < 1 or args.workers < 1 or args.rate < 0:
+        parser.error("--samples and --workers must be at least 1, --rate at least 0")
+    if min(args.attacker_memories, args.victim_memories) < 0:
+        parser.error("--attacker-memories and --victim-memories must be at least 0")
+    if args.min_batches and not (args.rate and args.writes):
+        parser.error("--min-batches needs --rate and --writes (the open-loop victim's "
+                     "window is what it extends)")
     print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
                          args.samples, args.writes, args.workers, args.rate,
                          args.max_batch_items, args.min_batches), indent=2))
