@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _args import positive_int
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.embedders.cross_encoder import CrossEncoder, PairScorer, init_cross_encoder
@@ -162,10 +163,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--train", default="c26,c30,c41")
     parser.add_argument("--config", type=Path, default=None)
-    parser.add_argument("--layers", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=250)
-    parser.add_argument("--queries-per-step", type=int, default=8)
-    parser.add_argument("--list-size", type=int, default=8)
+    parser.add_argument("--layers", type=positive_int, default=1)
+    parser.add_argument("--steps", type=positive_int, default=250)
+    parser.add_argument("--queries-per-step", type=positive_int, default=8)
+    parser.add_argument("--list-size", type=positive_int, default=8)
     parser.add_argument("--mix", type=float, default=None,
                         help="use this mix for every N instead of choosing it on the last "
                              "training conversation (skips the inner training)")
