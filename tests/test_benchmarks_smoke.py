@@ -159,6 +159,13 @@ def test_state_save_sqlite_report() -> None:
     ("list_paging.py", ["--big", "10"], "--big and --small must be at least 20"),
     ("retrieve_vs_original.py", ["--rounds", "1"], "--rounds must be at least 2"),
     ("minilm_throughput.py", ["--no-table"], "--no-table leaves nothing to measure"),
+    ("retrieve_latency.py", ["--repeats", "0"], "--repeats: must be at least 1"),
+    ("retrieve_latency.py", ["--n", "10", "--top-k", "20"], "exceeds the smallest --n 10"),
+    ("batch_throughput.py", ["--n", "5", "--k", "10"], "--k 10 exceeds the bank's --n 5"),
+    ("encode_scale.py", ["--n", "-1"], "--n: must be at least 0"),
+    ("state_save.py", ["--rounds", "0"], "--rounds: must be at least 1"),
+    ("postgres_scale.py", ["--n", "50"], "--n: every size at least 100"),
+    ("real_recall.py", ["--datasets", "nope"], "--datasets: no NAME.json"),
 ])
 def test_argument_errors_name_the_option(script: str, args: list[str], message: str) -> None:
     proc = run_benchmark(script, *args, check=False)
