@@ -128,7 +128,7 @@ def cosine_ceiling(data: dict[str, Any], embedder: LookupEmbedder) -> dict[str, 
             "thresholds": rows}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--train", default="c26,c30,c41")
@@ -136,22 +136,28 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--cosine-only", action="store_true",
                         help="only the max-cosine diagnostic, on every conversation")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     data = load_dataset(args.data / "locomo10_dev.json")
     npz = args.data / "locomo10_dev.minilm.npz"
     embedder = LookupEmbedder.from_npz(npz)
     if args.cosine_only:
         print(json.dumps(cosine_ceiling(data, embedder), indent=1))
         return
+    every = {s["scenario_id"] for s in data["scenarios"]}
     train = set(args.train.split(","))
-    test = {s["scenario_id"] for s in data["scenarios"]} - train
+    if not train <= every or not every - train:
+        parser.error(f"--train: conversations of {sorted(every)}, leaving one held out "
+                     f"(unknown: {sorted(train - every)})")
+    test = every - train
     fit_seconds = None
     if args.config is None:
         args.config = Path(tempfile.mkdtemp()) / "fitted.json"
         fit_seconds = _fit(_subset(data, train), npz, args.config)
     cfg = EmotionalMemoryConfig.model_validate_json(args.config.read_text(encoding="utf-8"))
     cal = cfg.retrieval.relevance_calibration
-    assert cal is not None, "the config has no relevance calibration"
+    if cal is None:
+        parser.error(f"--config {args.config}: no relevance calibration "
+                     "(python -m training fit writes one)")
     held = _subset(data, test)
     t0 = time.perf_counter()
     with_evidence = replay_dataset(held, embedder, cfg, affect=ReplayAffect.prepare(held))

@@ -36,6 +36,7 @@ import optax
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _args import positive_int  # noqa: E402
 from training.affect import load_emobank, pearson  # noqa: E402
 
 from emotional_memory._progress import progress_iter  # noqa: E402
@@ -211,9 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--emobank", default=str(ROOT.parent / "shared/data/emobank_traindev.csv"))
-    p.add_argument("--layers", type=int, default=2, help="top encoder layers adapted")
-    p.add_argument("--rank", type=int, default=8, help="LoRA rank")
-    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--layers", type=positive_int, default=2, help="top encoder layers adapted")
+    p.add_argument("--rank", type=positive_int, default=8, help="LoRA rank")
+    p.add_argument("--epochs", type=positive_int, default=2)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--dropout", type=float, default=0.3)
     p.add_argument("--seed", type=int, default=0)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -122,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="an affect head .npz (repeatable; default: the shipped head)")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args(argv)
+    for head in args.head or []:
+        if not Path(head).is_file():
+            parser.error(f"--head {head}: no such file")
     embedder = MiniLMEmbedder()
     heads = args.head or [None]
     rows = {str(h or "shipped"): probe(TextAffectRater(embedder, load_affect_head(h)))

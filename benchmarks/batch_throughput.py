@@ -30,6 +30,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _args import positive_int
 
 from emotional_memory.decay import DecayConfig
 from emotional_memory.kernel import MemoryColumns, QueryFeatures
@@ -106,16 +107,18 @@ def agreement(params: Any, queries: Any, cols: MemoryColumns, chunk: int) -> dic
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--q", type=int, default=256)
-    parser.add_argument("--k", type=int, default=10)
-    parser.add_argument("--chunk", type=int, nargs="+", default=[16384, 65536])
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--n", type=positive_int, default=100_000)
+    parser.add_argument("--dim", type=positive_int, default=384)
+    parser.add_argument("--q", type=positive_int, default=256)
+    parser.add_argument("--k", type=positive_int, default=10)
+    parser.add_argument("--chunk", type=positive_int, nargs="+", default=[16384, 65536])
+    parser.add_argument("--repeats", type=positive_int, default=5)
     parser.add_argument("--agreement", action="store_true")
     parser.add_argument("--sharded", action="store_true")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.k > args.n:
+        parser.error(f"--k {args.k} exceeds the bank's --n {args.n}")
 
     cols = jax.device_put(random_bank(args.n, args.dim))
     queries = jax.device_put(random_queries(args.q, args.dim))

@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _args import positive_int
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
@@ -66,8 +68,8 @@ def child(n: int, cache_dir: Path, enabled: bool) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--memories", type=int, default=100)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--memories", type=positive_int, default=100)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     args = parser.parse_args()
     cold, warm, off = [], [], []
     for _ in range(args.repeats):

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _args import non_negative_int, positive_int
 
 from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
@@ -325,24 +326,24 @@ def check_identical(n: int, embedder_factory: Any) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--yardstick-n", type=int, default=20_000,
+    parser.add_argument("--yardstick-n", type=non_negative_int, default=20_000,
                         help="memories of the engine vs bare batched search yardstick (0 skips)")
-    parser.add_argument("--block", type=int, default=1000,
+    parser.add_argument("--block", type=positive_int, default=1000,
                         help="texts per encode_batch call in the yardstick")
-    parser.add_argument("--n", type=int, default=100_000,
+    parser.add_argument("--n", type=non_negative_int, default=100_000,
                         help="memories of one encode_batch call (0 skips it, --tail and "
                              "--mem-n's default)")
-    parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--engine-n", type=int, default=20_000,
+    parser.add_argument("--dim", type=positive_int, default=384)
+    parser.add_argument("--engine-n", type=non_negative_int, default=20_000,
                         help="memories encoded by both paths (per-memory is quadratic; 0 skips)")
-    parser.add_argument("--mem-n", type=int, default=None,
+    parser.add_argument("--mem-n", type=non_negative_int, default=None,
                         help="memories for the tracemalloc run (default: --n; 0 skips)")
-    parser.add_argument("--tail", type=int, default=2000,
+    parser.add_argument("--tail", type=non_negative_int, default=2000,
                         help="memories added at size N by both paths (marginal cost; 0 skips)")
-    parser.add_argument("--single", type=int, default=20,
+    parser.add_argument("--single", type=non_negative_int, default=20,
                         help="single encode() calls timed at size N (0 skips)")
     parser.add_argument("--embedder", choices=["hashing", "random"], default="hashing")
-    parser.add_argument("--check", type=int, default=3000,
+    parser.add_argument("--check", type=non_negative_int, default=3000,
                         help="verify identical stores on this many memories (0 skips)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()

@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _args import positive_int
+
 from emotional_memory.server.app import build_app
 from emotional_memory.server.cli import build_service, resolve_choices
 from emotional_memory.server.service import MemoryService
@@ -55,9 +57,10 @@ def _request_objects(service: MemoryService, items: int) -> list[Any]:
 def main() -> None:
     """Print the pauses (milliseconds) and their ratio as JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=7, help="collections timed per side")
-    parser.add_argument("--requests", type=int, default=20, help="warm-up retrieves")
-    parser.add_argument("--items", type=int, default=1000,
+    parser.add_argument("--repeats", type=positive_int, default=7,
+                        help="collections timed per side")
+    parser.add_argument("--requests", type=positive_int, default=20, help="warm-up retrieves")
+    parser.add_argument("--items", type=positive_int, default=1000,
                         help="memories of a batch alive while collections are timed")
     args = parser.parse_args()
     embedder, affect, _ = resolve_choices(None, None)

@@ -32,6 +32,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _args import positive_int
 from batch_throughput import agreement, random_bank, random_queries
 
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
@@ -79,10 +80,10 @@ def kernel_agreement(bank: np.ndarray, queries: np.ndarray) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=100_000)
-    parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--queries", type=int, default=400)
-    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--n", type=positive_int, default=100_000)
+    parser.add_argument("--dim", type=positive_int, default=384)
+    parser.add_argument("--queries", type=positive_int, default=400)
+    parser.add_argument("--repeats", type=positive_int, default=15)
     parser.add_argument("--json", type=str, default=None)
     args = parser.parse_args()
 

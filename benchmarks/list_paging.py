@@ -96,6 +96,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if min(args.big, args.small) < 20:  # the middle page (offset n // 2) must hold 10 items
         parser.error("--big and --small must be at least 20")
+    if args.requests < 1:
+        parser.error("--requests must be at least 1")
     print(json.dumps(run(args.store, args.big, args.small, args.requests), indent=2))
 
 

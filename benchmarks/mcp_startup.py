@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _args import positive_int
 from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
@@ -86,7 +87,7 @@ def floor_run() -> float:
 def main() -> None:
     """Run the comparison and print medians and ratios."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=3, help="runs of each server")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="runs of each server")
     opts = parser.parse_args()
     kinds = {"minilm": [], "hashing": ["--embedder", "hashing"]}
     cold: dict[str, dict[str, float]] = {}

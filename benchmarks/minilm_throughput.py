@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import time
 from collections.abc import Callable, Sequence
@@ -434,7 +435,7 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t0
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--repeats", type=int, default=3)
@@ -455,7 +456,13 @@ def main() -> None:
     parser.add_argument(
         "--no-table", action="store_true", help="only the sentence-transformers comparison"
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.no_table and not args.st_python:
+        parser.error("--no-table leaves nothing to measure without --st-python")
+    if args.st_python and not os.access(args.st_python, os.X_OK):
+        parser.error(f"--st-python {args.st_python}: no such executable")
+    if min(args.repeats, args.rounds, args.single, *args.batch_sizes) < 1:
+        parser.error("--repeats, --rounds, --single and --batch-sizes must be at least 1")
     print(f"JAX backend: {jax.default_backend()} ({', '.join(str(d) for d in jax.devices())})")
     results: dict[str, Any] = {}
     if not args.no_table:

@@ -180,7 +180,7 @@ def _cause(message: str) -> str:
     return line[:160]
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tests", type=Path, required=True, help="the original's tests/")
     parser.add_argument("--original-python", default="/work/venv-orig/bin/python")
@@ -188,10 +188,16 @@ def main() -> int:
     parser.add_argument("--extra-path", action="append", default=[], help="test-only deps")
     parser.add_argument("--files", nargs="*", default=list(OPTIONAL_MODULE_TESTS))
     parser.add_argument("--json", type=Path, help="write the per-test outcomes here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    for option in ("original_python", "ours_python"):
+        if not os.access(getattr(args, option), os.X_OK):
+            parser.error(f"--{option.replace('_', '-')} {getattr(args, option)}: "
+                         "no such executable")
 
     files = [f for f in args.files if (args.tests / f).exists()]
     missing = sorted(set(args.files) - set(files))
+    if not files:
+        parser.error(f"--tests {args.tests}: none of the test files ({', '.join(args.files)})")
     if missing:
         print(f"not found in {args.tests} (skipped): {', '.join(missing)}")
 

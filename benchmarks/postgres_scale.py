@@ -436,6 +436,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--dsn", default=None)
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
+    if min(args.n) < 100:  # the floor's engine runs over 100 of the memories
+        parser.error("--n: every size at least 100")
+    if min(args.queries, args.top_k, args.repeats, args.batch) < 1:
+        parser.error("--queries, --top-k, --repeats and --batch must be at least 1")
+    if args.fillfactor is not None and not 10 <= args.fillfactor <= 100:
+        parser.error("--fillfactor must be in 10..100 (PostgreSQL's range)")
     server = None
     dsn = args.dsn
     if dsn is None:

@@ -268,7 +268,7 @@ def plot(report: dict[str, Any], path: Path) -> Path:
     return path
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -289,7 +289,7 @@ def main() -> None:
     parser.add_argument("--plot-from", type=Path, nargs="+", default=None,
                         help="draw --plot from saved --json reports (merged, in order) "
                              "instead of running")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.plot_from:
         merged: dict[str, Any] = {}
         for path in args.plot_from:
@@ -308,8 +308,18 @@ def main() -> None:
         unknown = [r for r in rankings if r not in known]
         if unknown:
             parser.error(f"--rankings: unknown {unknown}; choose from {known}")
+    if not rankings and not args.batch_ablation:
+        parser.error("--rankings: nothing to run (name a ranking or add --batch-ablation)")
+    if args.folds < 2:
+        parser.error("--folds must be at least 2 (scenario-grouped cross-validation)")
+    datasets = [n.strip() for n in args.datasets.split(",") if n.strip()]
+    absent = [n for n in datasets if not (args.data / f"{n}.json").is_file()
+              or not (args.data / f"{n}.minilm.npz").is_file()]
+    if absent or not datasets:
+        parser.error(f"--datasets: no NAME.json and NAME.minilm.npz in {args.data} for "
+                     f"{absent or args.datasets!r}")
     report: dict[str, Any] = {}
-    for name in [n.strip() for n in args.datasets.split(",") if n.strip()]:
+    for name in datasets:
         if rankings:
             report[name] = run_dataset(name, args.data, args.folds, affect,
                                        not args.quiet, rankings)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _args import positive_int
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.embedders.cross_encoder import CrossEncoder, PairScorer, init_cross_encoder
@@ -157,26 +158,33 @@ def _train(model: CrossEncoder, cache: PairCache, opts: RerankTraining, rows: li
     return trained, info
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--train", default="c26,c30,c41")
     parser.add_argument("--config", type=Path, default=None)
-    parser.add_argument("--layers", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=250)
-    parser.add_argument("--queries-per-step", type=int, default=8)
-    parser.add_argument("--list-size", type=int, default=8)
+    parser.add_argument("--layers", type=positive_int, default=1)
+    parser.add_argument("--steps", type=positive_int, default=250)
+    parser.add_argument("--queries-per-step", type=positive_int, default=8)
+    parser.add_argument("--list-size", type=positive_int, default=8)
     parser.add_argument("--mix", type=float, default=None,
                         help="use this mix for every N instead of choosing it on the last "
                              "training conversation (skips the inner training)")
     parser.add_argument("--json", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     ns = (10, 20)
     data = load_dataset(args.data / "locomo10_dev.json")
     npz = args.data / "locomo10_dev.minilm.npz"
     lookup = LookupEmbedder.from_npz(npz)
     train_ids = args.train.split(",")
-    test = sorted({s["scenario_id"] for s in data["scenarios"]} - set(train_ids))
+    every = {s["scenario_id"] for s in data["scenarios"]}
+    if not set(train_ids) <= every or not every - set(train_ids):
+        parser.error(f"--train: conversations of {sorted(every)}, leaving one held out "
+                     f"(unknown: {sorted(set(train_ids) - every)})")
+    if args.mix is None and len(set(train_ids)) < 2:
+        parser.error("--train: two conversations at least (the mix is chosen on the last, "
+                     "trained on the others), or give --mix")
+    test = sorted(every - set(train_ids))
     fit_seconds = None
     if args.config is None:
         args.config = Path(tempfile.mkdtemp()) / "fitted.json"

@@ -42,6 +42,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _args import positive_int
 
 from emotional_memory import EmotionalMemory
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
@@ -228,17 +229,21 @@ def bench_size(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, nargs="+", default=[1000, 10_000, 100_000])
+    parser.add_argument("--n", type=positive_int, nargs="+", default=[1000, 10_000, 100_000])
     parser.add_argument("--million", action="store_true", help="also N = 1,000,000 (slow)")
-    parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--top-k", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--dim", type=positive_int, default=384)
+    parser.add_argument("--top-k", type=positive_int, default=5)
+    parser.add_argument("--repeats", type=positive_int, default=30)
     parser.add_argument("--dtype", default="float32",
                         choices=["float64", "float32", "float16", "bfloat16"])
     parser.add_argument("--links", type=int, default=0,
                         help="links per candidate among each query's candidates (0: none)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.top_k > min(args.n):
+        parser.error(f"--top-k {args.top_k} exceeds the smallest --n {min(args.n)}")
+    if args.links < 0:
+        parser.error("--links must be at least 0")
     sizes = list(args.n) + ([1_000_000] if args.million else [])
     rows = []
     header = (f"{'N':>9} {'retrieve':>9} {'bare':>7} {'ratio':>6} | {'embed':>6} "

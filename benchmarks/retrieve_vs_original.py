@@ -166,7 +166,7 @@ def compare(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=40, help="turns of each side")
@@ -185,7 +185,16 @@ def main() -> None:
         "(jax.config.update('jax_cpu_enable_async_dispatch', False), a process-wide "
         "JAX setting a latency-bound service may choose; not a library default)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.rounds < 2:  # the per-turn quartiles need two turns
+        parser.error("--rounds must be at least 2")
+    if min(args.memories, args.burst, args.runs) < 1 or args.large < 0:
+        parser.error("--memories, --burst and --runs must be at least 1, --large at least 0")
+    if not os.access(args.original_python, os.X_OK):
+        parser.error(f"--original-python {args.original_python}: no such executable "
+                     "(a venv with pip install emotional-memory==0.18.1)")
+    if args.before_src is not None and not args.before_src.is_dir():
+        parser.error(f"--before-src {args.before_src}: no such folder")
 
     results = [compare(args) for _ in range(args.runs)]
     print(f"retrieve, {args.memories} memories, top_k 5: median per call over "

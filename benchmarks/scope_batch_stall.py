@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _args import positive_int
 
 from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
@@ -122,8 +123,8 @@ def run_once(items: int, words: int, stored: int, prefetch: bool,
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=1000, help="memories in the batch")
-    parser.add_argument("--words", type=int, default=4096, help="words per memory")
+    parser.add_argument("--items", type=positive_int, default=1000, help="memories in the batch")
+    parser.add_argument("--words", type=positive_int, default=4096, help="words per memory")
     parser.add_argument("--stored", type=int, default=2000,
                         help="memories the attacker's scope holds before the batch")
     args = parser.parse_args(argv)

@@ -81,17 +81,21 @@ def fill(store: Any, memories: list[Memory]) -> None:
             store.save(m)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scopes", type=int, default=500)
     parser.add_argument("--per-scope", type=int, default=100)
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=40)
-    parser.add_argument("--sqlite", action="store_true", help="SQLiteStore instead")
-    parser.add_argument("--qdrant", action="store_true", help="QdrantStore (local mode)")
-    parser.add_argument("--chroma", action="store_true", help="ChromaStore (in process)")
-    args = parser.parse_args()
+    kind = parser.add_mutually_exclusive_group()
+    kind.add_argument("--sqlite", action="store_true", help="SQLiteStore instead")
+    kind.add_argument("--qdrant", action="store_true", help="QdrantStore (local mode)")
+    kind.add_argument("--chroma", action="store_true", help="ChromaStore (in process)")
+    args = parser.parse_args(argv)
+    for name in ("scopes", "per_scope", "dim", "top_k", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1")
     n = args.scopes * args.per_scope
     memories, _ = random_memories(n, args.dim)
     scoped = [
@@ -101,8 +105,9 @@ def main() -> None:
         })
         for i, m in enumerate(memories)
     ]
-    target = ("user7",)
+    target = (f"user{7 % args.scopes}",)  # user7 at the default 500 scopes
     own = [m for m in scoped if m.scope == target]
+    assert len(own) == args.per_scope, (target, len(own))
     alone_memories = [m.model_copy(update={"scope": ()}) for m in own]
     tmp = Path(tempfile.mkdtemp())
 

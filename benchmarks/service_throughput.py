@@ -174,7 +174,7 @@ def run(kind: str, workers: int, clients: int, requests: int, rounds: int) -> li
     return rows
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", choices=("memory", "sqlite", "postgres"), default="memory")
     parser.add_argument("--workers", default="1",
@@ -183,9 +183,20 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=25)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--json", type=Path, help="also write the rows here")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        worker_counts = [int(w) for w in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers must be comma-separated integers, not {args.workers!r}")
+    if min(worker_counts) < 1 or (args.store == "memory" and max(worker_counts) > 1):
+        parser.error("--workers: counts >= 1, and 1 only with --store memory "
+                     "(worker processes share a SQLite or PostgreSQL store)")
+    if args.requests < 5:  # every fifth request of a client is its search
+        parser.error("--requests must be at least 5 (each client's fifth is a search)")
+    if args.clients < 1 or args.rounds < 1:
+        parser.error("--clients and --rounds must be at least 1")
     rows: list[dict[str, Any]] = []
-    for workers in (int(w) for w in args.workers.split(",")):
+    for workers in worker_counts:
         rows += run(args.store, workers, args.clients, args.requests, args.rounds)
     print("best per worker count (fastest round):")
     for workers in sorted({r["workers"] for r in rows}):

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _args import positive_int
 
 from emotional_memory import EmotionalMemory, InMemoryStore, SQLiteStore
 from emotional_memory.replay import TickClock
@@ -81,11 +82,11 @@ def encode_all(store: object, vectors: np.ndarray, n: int, block: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=20_000)
-    parser.add_argument("--block", type=int, default=1_000)
-    parser.add_argument("--dim", type=int, default=384)
-    parser.add_argument("--repeats", type=int, default=3, help="encode runs per store")
-    parser.add_argument("--reopen-repeats", type=int, default=9)
+    parser.add_argument("--n", type=positive_int, default=20_000)
+    parser.add_argument("--block", type=positive_int, default=1_000)
+    parser.add_argument("--dim", type=positive_int, default=384)
+    parser.add_argument("--repeats", type=positive_int, default=3, help="encode runs per store")
+    parser.add_argument("--reopen-repeats", type=positive_int, default=9)
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     vectors = rng.standard_normal((args.n, args.dim)).astype(np.float32)

@@ -35,6 +35,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from _args import positive_int
+
 from emotional_memory import CoreAffect, EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.state import AffectiveState
@@ -123,7 +125,7 @@ def run(kind: str, rounds: int) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", choices=("postgres", "sqlite", "both"), default="both")
-    parser.add_argument("--rounds", type=int, default=300)
+    parser.add_argument("--rounds", type=positive_int, default=300)
     args = parser.parse_args(argv)
     kinds = ("postgres", "sqlite") if args.store == "both" else (args.store,)
     for kind in kinds:

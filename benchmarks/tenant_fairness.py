@@ -158,6 +158,17 @@ def attack(url: str, stop: threading.Event, make: Any, path: str,
             counts.append((path, t0, time.perf_counter()))
 
 
+def warm_up(client: httpx.Client, heavy: dict[str, Any], limits: Limits) -> None:
+    """Compile what the timed phases run, in the worker behind ``client``'s connection:
+    every top_k bucket of the attacker's heaviest search, and the victim's search."""
+    for k in (1, 8, 9, 16, 17, 32, 33, 64, 65, limits.max_top_k):
+        client.post("/v1/search", json={**heavy, "top_k": min(k, limits.max_top_k)},
+                    headers={"Authorization": f"Bearer {ATTACKER}"}).raise_for_status()
+    for i in range(3):
+        client.post("/v1/search", json={"query": f"{WORDS[i]} harbour", "top_k": 5},
+                    headers={"Authorization": f"Bearer {VICTIM}"}).raise_for_status()
+
+
 def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
         workers: int = 1, rate: float = 0.0, max_batch_items: int | None = None,
         min_batches: int = 0) -> dict[str, Any]:
@@ -184,12 +195,13 @@ def run(store: str, attacker_n: int, victim_n: int, samples: int, writes: bool,
         with httpx.Client(base_url=srv.url, timeout=600.0) as client:
             _seed(client, ["attacker"], attacker_n, rng, limits.max_batch_items)
             _seed(client, ["victim"], victim_n, rng, limits.max_batch_items)
-            # warm-up: every top_k bucket of the attacker's searches, the victim's
             heavy = heaviest_search(limits, rng)
-            for k in (1, 8, 9, 16, 17, 32, 33, 64, 65, limits.max_top_k):
-                r = client.post("/v1/search", json={**heavy, "top_k": min(k, limits.max_top_k)},
-                                headers={"Authorization": f"Bearer {ATTACKER}"})
-                r.raise_for_status()
+            if workers == 1:
+                warm_up(client, heavy, limits)
+            else:  # the kernel hands each connection to a worker: warm every one of them
+                for _ in range(4 * workers):
+                    with httpx.Client(base_url=srv.url, timeout=600.0) as fresh:
+                        warm_up(fresh, heavy, limits)
             t0 = time.perf_counter()
             client.post("/v1/search", json=heavy,
                         headers={"Authorization": f"Bearer {ATTACKER}"}).raise_for_status()
@@ -282,6 +294,13 @@ def main(argv: list[str] | None = None) -> None:
                         help="with --rate and --writes: the victim goes on past --samples "
                         "until this many batches have ended (been written) in its window")
     args = parser.parse_args(argv)
+    if args.samples < 1 or args.workers < 1 or args.rate < 0:
+        parser.error("--samples and --workers must be at least 1, --rate at least 0")
+    if min(args.attacker_memories, args.victim_memories) < 0:
+        parser.error("--attacker-memories and --victim-memories must be at least 0")
+    if args.min_batches and not (args.rate and args.writes):
+        parser.error("--min-batches needs --rate and --writes (the open-loop victim's "
+                     "window is what it extends)")
     print(json.dumps(run(args.store, args.attacker_memories, args.victim_memories,
                          args.samples, args.writes, args.workers, args.rate,
                          args.max_batch_items, args.min_batches), indent=2))
