@@ -205,6 +205,34 @@ def test_sqlite_failed_statement_leaves_cache_unchanged(db: Path) -> None:
         assert_same_state(before, state_of(reopened, QUERIES))
 
 
+class _FailingReadConnection(_FailingConnection):
+    """Fails the first read of memory rows (a transient disk error stand-in)."""
+
+    failed = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if not self.failed and "FROM em_memories" in sql and sql.lstrip().startswith("SELECT"):
+            self.failed = True
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+
+@pytest.mark.parametrize("how", ["sync", "refresh"])
+def test_a_failed_read_of_other_commits_is_retried_not_forgotten(db: Path, how: str) -> None:
+    # A read that fails while picking up another connection's commit must not mark
+    # the cache current: the next read retries, and never serves the old rows.
+    with SQLiteStore(db) as reader, SQLiteStore(db) as writer:
+        writer.save(mem("a", [1, 0]))
+        assert len(reader) == 1
+        writer.save(mem("b", [0, 1]))
+        reader._conn = _FailingReadConnection(reader._conn)  # type: ignore[arg-type, assignment]
+        with pytest.raises(sqlite3.OperationalError):
+            reader.refresh() if how == "refresh" else len(reader)
+        assert ids(reader.list_all()) == ids(writer.list_all())
+        queries = [[1, 0], [1, 1]]
+        assert_same_state(state_of(writer, queries), state_of(reader, queries))
+
+
 def test_sqlite_closed_store_raises(db: Path) -> None:
     store = SQLiteStore(db)
     a = mem("a")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -181,6 +182,35 @@ def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
         raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
     conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
+
+
+def read_changed(
+    conn: sqlite3.Connection, since: int
+) -> tuple[list[tuple[int, str, int]], list[str], set[str], list[Any]] | None:
+    """The change log after sequence number ``since`` and the rows it names.
+
+    Returns:
+        ``(log, changed ids in log order, deleted ids, their present rows as
+        (seq, *ROW_COLUMNS) in seq order)``, or None when the log no longer reaches
+        back to ``since`` (or holds nothing after it).
+    """
+    log = conn.execute(
+        "SELECT seq, id, deleted FROM changes WHERE seq > ? ORDER BY seq", (since,)
+    ).fetchall()
+    oldest = conn.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
+    if not log or oldest is None or oldest > since + 1:
+        return None
+    changed = list(dict.fromkeys(memory_id for _, memory_id, _ in log))
+    deleted = {memory_id for _, memory_id, gone in log if gone}
+    rows: list[Any] = []
+    for start in range(0, len(changed), 500):
+        chunk = changed[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows += conn.execute(
+            f"SELECT seq, {_ROW_COLUMNS} FROM em_memories WHERE id IN ({marks})", chunk
+        ).fetchall()
+    rows.sort(key=lambda row: row[0])
+    return log, changed, deleted, rows
 
 # ------------------------------------------------------------- end of schema
 
