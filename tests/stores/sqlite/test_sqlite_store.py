@@ -68,6 +68,22 @@ def test_sqlite_rejects_newer_schema(db: Path) -> None:
         SQLiteStore(db)
 
 
+def test_a_newer_schema_file_is_refused_byte_for_byte_unchanged(db: Path) -> None:
+    # A newer library may keep its file out of WAL mode: refusing it must not switch
+    # it (nor create tables), as for a foreign database.
+    with SQLiteStore(db) as store:
+        store.save(mem("a", [1, 0]))
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.execute("PRAGMA journal_mode=DELETE")
+    raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    raw.close()
+    before = db.read_bytes()
+    with pytest.raises(ValueError, match=r"memories\.db.*schema version 99"):
+        SQLiteStore(db)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+
+
 def test_sqlite_embeddings_kept_exactly(db: Path) -> None:
     vec = [0.1, 1 / 3, 2.0**-30 + 1.0]
     a = mem("a", vec)

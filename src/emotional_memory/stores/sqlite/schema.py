@@ -157,6 +157,20 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         )
 
 
+def check_version(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a file of a newer schema version before anything is written (the open's
+    switch to WAL included), as :func:`_create_tables` would in its transaction."""
+    if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone() is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+        raise ValueError(
+            f"{name!r} has schema version {row[0]}; this library reads up to {SCHEMA_VERSION}"
+        )
+
+
 def _upgrade_records(conn: sqlite3.Connection) -> None:
     """Rewrite the rows of an older version whose memory fits the compact shape as
     records (in the opening transaction; the memories themselves do not change, so
