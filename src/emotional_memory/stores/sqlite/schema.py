@@ -157,9 +157,11 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         )
 
 
-def check_version(conn: sqlite3.Connection, name: str) -> None:
-    """Refuse a file of a newer schema version before anything is written (the open's
-    switch to WAL included), as :func:`_create_tables` would in its transaction."""
+def check_memory_file(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a foreign database (:func:`_check_foreign`) or a file of a newer schema
+    version before anything is written (the open's switch to WAL included), as
+    :func:`_create_tables` would in its transaction."""
+    _check_foreign(conn, name)
     if conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
     ).fetchone() is None:

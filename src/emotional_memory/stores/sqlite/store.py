@@ -45,11 +45,10 @@ from emotional_memory.stores.sqlite.schema import (
     _UPSERT,
     SQLiteClosedError,
     SQLiteDimensionError,
-    _check_foreign,
     _create_tables,
     _fill_memories,
+    check_memory_file,
     check_path,
-    check_version,
     open_connection,
     read_changed,
 )
@@ -96,7 +95,7 @@ class SQLiteStore(BackendStore):
         prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
-            check=lambda conn: (_check_foreign(conn, self._path), check_version(conn, self._path)),
+            check=lambda conn: check_memory_file(conn, self._path),
         )
         self._depth = 0
         self._dirty = False  # the open transaction wrote memories
