@@ -249,6 +249,43 @@ def test_a_failed_read_of_other_commits_is_retried_not_forgotten(db: Path, how: 
         assert_same_state(state_of(writer, queries), state_of(reader, queries))
 
 
+class _CommitBeforeRowsConnection(_FailingConnection):
+    """Runs ``commit`` (another connection's transaction) just before the first read of
+    the changed rows, i.e. after the change log was read."""
+
+    def __init__(self, conn: sqlite3.Connection, commit: Any) -> None:
+        super().__init__(conn)
+        self.commit = commit
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if self.commit is not None and "FROM em_memories WHERE id IN" in sql:
+            commit, self.commit = self.commit, None
+            commit()
+        return self.conn.execute(sql, *args)
+
+
+def test_picking_up_commits_never_shows_half_of_another_transaction(db: Path) -> None:
+    # The change log and the rows it names are read in one snapshot: a transaction
+    # another connection commits meanwhile shows whole on the next read, not half now.
+    with SQLiteStore(db) as reader, SQLiteStore(db) as writer:
+        a, b = mem("a", [1, 0]), mem("b", [0, 1])
+        writer.save(a)
+        writer.save(b)
+        assert len(reader) == 2
+        writer.update(a.model_copy(update={"content": "a1"}))
+
+        def both() -> None:
+            with writer.transaction():
+                writer.update(a.model_copy(update={"content": "a2"}))
+                writer.update(b.model_copy(update={"content": "b2"}))
+
+        inner = reader._conn
+        reader._conn = _CommitBeforeRowsConnection(inner, both)  # type: ignore[arg-type, assignment]
+        assert [m.content for m in reader.list_all()] in (["a1", "b"], ["a2", "b2"])
+        reader._conn = inner
+        assert [m.content for m in reader.list_all()] == ["a2", "b2"]
+
+
 def test_sqlite_closed_store_raises(db: Path) -> None:
     store = SQLiteStore(db)
     a = mem("a")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -198,6 +199,21 @@ def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
         raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
     conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around the block (none when one is open already): its
+    statements see one committed state of the file, not parts of several."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
 
 
 def read_changed(

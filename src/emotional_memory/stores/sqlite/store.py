@@ -51,10 +51,10 @@ from emotional_memory.stores.sqlite.schema import (
     check_path,
     open_connection,
     read_changed,
+    read_snapshot,
 )
 
-# ``_changes`` of a cache that failed to pick up the file's changes: below every change
-# sequence number, so the next operation rebuilds the cache from the table.
+# ``_changes`` of a cache that failed to pick up the file's changes: the next read reloads.
 _STALE = -1
 
 
@@ -701,12 +701,10 @@ class SQLiteStore(BackendStore):
 
         One ``PRAGMA data_version`` when nobody else committed; when someone did, the
         ``changes`` log says which memories changed, and only those rows are read
-        again (the whole cache is rebuilt when the log no longer reaches back far
-        enough, or when a memory was deleted and saved again, which moves it to the
-        end of the insertion order). Inside a transaction nothing is done: its ``BEGIN
-        IMMEDIATE`` synced, and no other connection can commit while it holds the
-        write lock.
-        """
+        again, in one read transaction (the whole cache is rebuilt when the log no longer
+        reaches back far enough, or when a memory was deleted and saved again, which
+        moves it in the insertion order). Inside a transaction nothing is done: its
+        ``BEGIN IMMEDIATE`` synced, and no other connection commits meanwhile."""
         conn = self._connection()
         if self._depth:
             return
@@ -714,8 +712,9 @@ class SQLiteStore(BackendStore):
         if version == self._data_version:
             return
         try:
-            if self._read_changes() != self._changes:
-                self._refresh_changed()
+            with read_snapshot(conn):  # the log and the rows it names, as of one commit
+                if self._read_changes() != self._changes:
+                    self._refresh_changed()
         except BaseException:
             # the cache may hold part of the changes: the next operation reloads it
             self._changes = _STALE
@@ -761,14 +760,15 @@ class SQLiteStore(BackendStore):
 
     def _load(self) -> None:
         """Rebuild the cache from the table, in insertion (``seq``) order."""
-        changes = self._read_changes()
         # Loading builds many small containers (embedding lists, models) that all
         # survive; the cyclic GC would rescan them repeatedly, roughly doubling the
         # load time of a large store. Pause it for the load.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self._load_rows()
+            with read_snapshot(self._connection()):  # the log's end and the rows agree
+                changes = self._read_changes()
+                self._load_rows()
         except BaseException:
             self._changes = _STALE  # the cache is not the file's: the next operation reloads
             raise
