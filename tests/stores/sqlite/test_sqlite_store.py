@@ -84,6 +84,29 @@ def test_a_newer_schema_file_is_refused_byte_for_byte_unchanged(db: Path) -> Non
     assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
 
 
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TABLE memories (seq INTEGER PRIMARY KEY, title TEXT)",
+        "CREATE TABLE memories_v0_18 (x INTEGER); CREATE TABLE notes (y TEXT)",
+    ],
+    ids=["memories-with-seq", "memories_v0_18"],
+)
+def test_a_foreign_table_named_like_an_earlier_layout_is_refused_unchanged(
+    tmp_path: Path, ddl: str
+) -> None:
+    # Another application's table that merely has the name (and a `seq` column) of an
+    # earlier version's layout is not renamed before the file is refused.
+    path = tmp_path / "app.db"
+    raw = sqlite3.connect(path)
+    raw.executescript(ddl)
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"app\.db.*not an emotional_memory database"):
+        SQLiteStore(path)
+    assert path.read_bytes() == before
+
+
 def test_sqlite_embeddings_kept_exactly(db: Path) -> None:
     vec = [0.1, 1 / 3, 2.0**-30 + 1.0]
     a = mem("a", vec)
