@@ -4,6 +4,7 @@ statements, closing, one file for memories and states, joined transactions."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
@@ -406,7 +407,8 @@ def test_state_store_from_store_joins_transactions(db: Path) -> None:
     "foreign",
     ["CREATE TABLE em_affective_state (a TEXT, b TEXT)",
      "CREATE TABLE em_affective_state (key TEXT, snapshot TEXT, updated_at TEXT)",
-     "CREATE TABLE users (name TEXT PRIMARY KEY)"],
+     "CREATE TABLE users (name TEXT PRIMARY KEY)",
+     "CREATE TABLE affective_state_v0_18 (x INTEGER)"],
 )
 def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, foreign: str) -> None:
     """A table of that name with another layout (no ``key`` primary key: upserts
@@ -428,6 +430,24 @@ def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, forei
             store._connection().execute(foreign)
             with pytest.raises(ValueError, match=r"mine\.db.*em_affective_state"):
                 SQLiteAffectiveStateStore.from_store(store)
+
+
+def test_a_state_store_never_renames_another_applications_affective_state(
+    tmp_path: Path,
+) -> None:
+    # A table named like an earlier version's (with a `key` column) but of another
+    # layout is not moved to em_affective_state: it stays the application's.
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE affective_state (key TEXT, mood TEXT)")
+        conn.execute("INSERT INTO affective_state VALUES ('k', 'calm')")
+    conn.close()
+    with contextlib.suppress(ValueError):  # refusing the file is fine too
+        SQLiteAffectiveStateStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT key, mood FROM affective_state").fetchall() == [("k", "calm")]
+    conn.close()
 
 
 @pytest.mark.parametrize(("stored", "expected"), [

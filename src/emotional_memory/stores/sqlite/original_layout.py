@@ -103,10 +103,10 @@ def _state_steps(conn: sqlite3.Connection) -> list[str]:
     steps: list[str] = []
     cols = _columns(conn, "affective_state")
     has_ours = bool(_columns(conn, STATE_TABLE))
-    if "key" in cols and not has_ours:
+    if cols >= {"key", "snapshot"} and not has_ours:  # an earlier version's own table
         steps.append("rename_ours")
         has_ours, cols = True, set()
-    if not cols and _columns(conn, ORIGINAL_STATE_BACKUP):
+    if not cols and _columns(conn, ORIGINAL_STATE_BACKUP) >= {"slot", "data"}:
         steps.append("restore_original")
         cols = _columns(conn, ORIGINAL_STATE_BACKUP)
     if {"slot", "data"} <= cols and not has_ours:
