@@ -4,6 +4,7 @@ statements, closing, one file for memories and states, joined transactions."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import subprocess
@@ -66,6 +67,45 @@ def test_sqlite_rejects_newer_schema(db: Path) -> None:
     raw.close()
     with pytest.raises(ValueError, match="schema version"):
         SQLiteStore(db)
+
+
+def test_a_newer_schema_file_is_refused_byte_for_byte_unchanged(db: Path) -> None:
+    # A newer library may keep its file out of WAL mode: refusing it must not switch
+    # it (nor create tables), as for a foreign database.
+    with SQLiteStore(db) as store:
+        store.save(mem("a", [1, 0]))
+    raw = sqlite3.connect(db, isolation_level=None)
+    raw.execute("PRAGMA journal_mode=DELETE")
+    raw.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    raw.close()
+    before = db.read_bytes()
+    with pytest.raises(ValueError, match=r"memories\.db.*schema version 99"):
+        SQLiteStore(db)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in db.parent.iterdir()) == [db.name]
+
+
+@pytest.mark.parametrize(
+    "ddl",
+    [
+        "CREATE TABLE memories (seq INTEGER PRIMARY KEY, title TEXT)",
+        "CREATE TABLE memories_v0_18 (x INTEGER); CREATE TABLE notes (y TEXT)",
+    ],
+    ids=["memories-with-seq", "memories_v0_18"],
+)
+def test_a_foreign_table_named_like_an_earlier_layout_is_refused_unchanged(
+    tmp_path: Path, ddl: str
+) -> None:
+    # Another application's table that merely has the name (and a `seq` column) of an
+    # earlier version's layout is not renamed before the file is refused.
+    path = tmp_path / "app.db"
+    raw = sqlite3.connect(path)
+    raw.executescript(ddl)
+    raw.close()
+    before = path.read_bytes()
+    with pytest.raises(ValueError, match=r"app\.db.*not an emotional_memory database"):
+        SQLiteStore(path)
+    assert path.read_bytes() == before
 
 
 def test_sqlite_embeddings_kept_exactly(db: Path) -> None:
@@ -205,6 +245,71 @@ def test_sqlite_failed_statement_leaves_cache_unchanged(db: Path) -> None:
         assert_same_state(before, state_of(reopened, QUERIES))
 
 
+class _FailingReadConnection(_FailingConnection):
+    """Fails the first read of memory rows (a transient disk error stand-in)."""
+
+    failed = False
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if not self.failed and "FROM em_memories" in sql and sql.lstrip().startswith("SELECT"):
+            self.failed = True
+            raise sqlite3.OperationalError("disk I/O error")
+        return self.conn.execute(sql, *args)
+
+
+@pytest.mark.parametrize("how", ["sync", "refresh"])
+def test_a_failed_read_of_other_commits_is_retried_not_forgotten(db: Path, how: str) -> None:
+    # A read that fails while picking up another connection's commit must not mark
+    # the cache current: the next read retries, and never serves the old rows.
+    with SQLiteStore(db) as reader, SQLiteStore(db) as writer:
+        writer.save(mem("a", [1, 0]))
+        assert len(reader) == 1
+        writer.save(mem("b", [0, 1]))
+        reader._conn = _FailingReadConnection(reader._conn)  # type: ignore[arg-type, assignment]
+        with pytest.raises(sqlite3.OperationalError):
+            reader.refresh() if how == "refresh" else len(reader)
+        assert ids(reader.list_all()) == ids(writer.list_all())
+        queries = [[1, 0], [1, 1]]
+        assert_same_state(state_of(writer, queries), state_of(reader, queries))
+
+
+class _CommitBeforeRowsConnection(_FailingConnection):
+    """Runs ``commit`` (another connection's transaction) just before the first read of
+    the changed rows, i.e. after the change log was read."""
+
+    def __init__(self, conn: sqlite3.Connection, commit: Any) -> None:
+        super().__init__(conn)
+        self.commit = commit
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if self.commit is not None and "FROM em_memories WHERE id IN" in sql:
+            commit, self.commit = self.commit, None
+            commit()
+        return self.conn.execute(sql, *args)
+
+
+def test_picking_up_commits_never_shows_half_of_another_transaction(db: Path) -> None:
+    # The change log and the rows it names are read in one snapshot: a transaction
+    # another connection commits meanwhile shows whole on the next read, not half now.
+    with SQLiteStore(db) as reader, SQLiteStore(db) as writer:
+        a, b = mem("a", [1, 0]), mem("b", [0, 1])
+        writer.save(a)
+        writer.save(b)
+        assert len(reader) == 2
+        writer.update(a.model_copy(update={"content": "a1"}))
+
+        def both() -> None:
+            with writer.transaction():
+                writer.update(a.model_copy(update={"content": "a2"}))
+                writer.update(b.model_copy(update={"content": "b2"}))
+
+        inner = reader._conn
+        reader._conn = _CommitBeforeRowsConnection(inner, both)  # type: ignore[arg-type, assignment]
+        assert [m.content for m in reader.list_all()] in (["a1", "b"], ["a2", "b2"])
+        reader._conn = inner
+        assert [m.content for m in reader.list_all()] == ["a2", "b2"]
+
+
 def test_sqlite_closed_store_raises(db: Path) -> None:
     store = SQLiteStore(db)
     a = mem("a")
@@ -302,7 +407,8 @@ def test_state_store_from_store_joins_transactions(db: Path) -> None:
     "foreign",
     ["CREATE TABLE em_affective_state (a TEXT, b TEXT)",
      "CREATE TABLE em_affective_state (key TEXT, snapshot TEXT, updated_at TEXT)",
-     "CREATE TABLE users (name TEXT PRIMARY KEY)"],
+     "CREATE TABLE users (name TEXT PRIMARY KEY)",
+     "CREATE TABLE affective_state_v0_18 (x INTEGER)"],
 )
 def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, foreign: str) -> None:
     """A table of that name with another layout (no ``key`` primary key: upserts
@@ -324,6 +430,24 @@ def test_a_state_store_refuses_a_foreign_table_or_database(tmp_path: Path, forei
             store._connection().execute(foreign)
             with pytest.raises(ValueError, match=r"mine\.db.*em_affective_state"):
                 SQLiteAffectiveStateStore.from_store(store)
+
+
+def test_a_state_store_never_renames_another_applications_affective_state(
+    tmp_path: Path,
+) -> None:
+    # A table named like an earlier version's (with a `key` column) but of another
+    # layout is not moved to em_affective_state: it stays the application's.
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE affective_state (key TEXT, mood TEXT)")
+        conn.execute("INSERT INTO affective_state VALUES ('k', 'calm')")
+    conn.close()
+    with contextlib.suppress(ValueError):  # refusing the file is fine too
+        SQLiteAffectiveStateStore(path).close()
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT key, mood FROM affective_state").fetchall() == [("k", "calm")]
+    conn.close()
 
 
 @pytest.mark.parametrize(("stored", "expected"), [

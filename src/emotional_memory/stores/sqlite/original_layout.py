@@ -64,6 +64,9 @@ ORIGINAL_STATE_BACKUP = "affective_state_v0_18"
 #: The original's state slot, and the key this library's state store reads by default.
 _ORIGINAL_SLOT = "current"
 _DEFAULT_KEY = "default"
+#: The columns of the original's ``memories`` and of an earlier version's own table.
+_ORIGINAL_COLUMNS = frozenset({"id", "content", "data"})
+_EARLIER_COLUMNS = frozenset({"seq", "id", "content", "embedding", "dim", "tag", "metadata"})
 
 
 def _quoted(table: str) -> str:
@@ -82,13 +85,15 @@ def _memory_steps(conn: sqlite3.Connection) -> list[str]:
     steps: list[str] = []
     cols = _columns(conn, "memories")
     has_ours = bool(_columns(conn, MEMORY_TABLE))
-    if "seq" in cols and not has_ours:  # an earlier version's own table
+    # only tables of these layouts: another application's same-named table stays as
+    # it is (the store's open then refuses the file, unchanged)
+    if cols >= _EARLIER_COLUMNS and not has_ours:  # an earlier version's own table
         steps.append("rename_ours")
         has_ours, cols = True, set()
-    if not cols and _columns(conn, ORIGINAL_MEMORIES_BACKUP):
+    if not cols and _columns(conn, ORIGINAL_MEMORIES_BACKUP) >= _ORIGINAL_COLUMNS:
         steps.append("restore_original")
         cols = _columns(conn, ORIGINAL_MEMORIES_BACKUP)
-    if {"id", "content", "data"} <= cols and not has_ours:
+    if cols >= _ORIGINAL_COLUMNS and not has_ours:
         steps.append("copy_original")
     return steps
 
@@ -98,10 +103,10 @@ def _state_steps(conn: sqlite3.Connection) -> list[str]:
     steps: list[str] = []
     cols = _columns(conn, "affective_state")
     has_ours = bool(_columns(conn, STATE_TABLE))
-    if "key" in cols and not has_ours:
+    if cols >= {"key", "snapshot"} and not has_ours:  # an earlier version's own table
         steps.append("rename_ours")
         has_ours, cols = True, set()
-    if not cols and _columns(conn, ORIGINAL_STATE_BACKUP):
+    if not cols and _columns(conn, ORIGINAL_STATE_BACKUP) >= {"slot", "data"}:
         steps.append("restore_original")
         cols = _columns(conn, ORIGINAL_STATE_BACKUP)
     if {"slot", "data"} <= cols and not has_ours:

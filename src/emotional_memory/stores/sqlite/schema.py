@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -156,6 +158,22 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         )
 
 
+def check_memory_file(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a foreign database (:func:`_check_foreign`) or a file of a newer schema
+    version before anything is written (the open's switch to WAL included), as
+    :func:`_create_tables` would in its transaction."""
+    _check_foreign(conn, name)
+    if conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+    ).fetchone() is None:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+        raise ValueError(
+            f"{name!r} has schema version {row[0]}; this library reads up to {SCHEMA_VERSION}"
+        )
+
+
 def _upgrade_records(conn: sqlite3.Connection) -> None:
     """Rewrite the rows of an older version whose memory fits the compact shape as
     records (in the opening transaction; the memories themselves do not change, so
@@ -181,6 +199,50 @@ def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
         raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
     conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[None]:
+    """One read transaction around the block (none when one is open already): its
+    statements see one committed state of the file, not parts of several."""
+    if conn.in_transaction:
+        yield
+        return
+    conn.execute("BEGIN")
+    try:
+        yield
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+
+
+def read_changed(
+    conn: sqlite3.Connection, since: int
+) -> tuple[list[tuple[int, str, int]], list[str], set[str], list[Any]] | None:
+    """The change log after sequence number ``since`` and the rows it names.
+
+    Returns:
+        ``(log, changed ids in log order, deleted ids, their present rows as
+        (seq, *ROW_COLUMNS) in seq order)``, or None when the log no longer reaches
+        back to ``since`` (or holds nothing after it).
+    """
+    log = conn.execute(
+        "SELECT seq, id, deleted FROM changes WHERE seq > ? ORDER BY seq", (since,)
+    ).fetchall()
+    oldest = conn.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
+    if not log or oldest is None or oldest > since + 1:
+        return None
+    changed = list(dict.fromkeys(memory_id for _, memory_id, _ in log))
+    deleted = {memory_id for _, memory_id, gone in log if gone}
+    rows: list[Any] = []
+    for start in range(0, len(changed), 500):
+        chunk = changed[start:start + 500]
+        marks = ",".join("?" * len(chunk))
+        rows += conn.execute(
+            f"SELECT seq, {_ROW_COLUMNS} FROM em_memories WHERE id IN ({marks})", chunk
+        ).fetchall()
+    rows.sort(key=lambda row: row[0])
+    return log, changed, deleted, rows
 
 # ------------------------------------------------------------- end of schema
 

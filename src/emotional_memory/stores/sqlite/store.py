@@ -45,12 +45,17 @@ from emotional_memory.stores.sqlite.schema import (
     _UPSERT,
     SQLiteClosedError,
     SQLiteDimensionError,
-    _check_foreign,
     _create_tables,
     _fill_memories,
+    check_memory_file,
     check_path,
     open_connection,
+    read_changed,
+    read_snapshot,
 )
+
+# ``_changes`` of a cache that failed to pick up the file's changes: the next read reloads.
+_STALE = -1
 
 
 class SQLiteStore(BackendStore):
@@ -90,7 +95,7 @@ class SQLiteStore(BackendStore):
         prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
-            check=lambda conn: _check_foreign(conn, self._path),
+            check=lambda conn: check_memory_file(conn, self._path),
         )
         self._depth = 0
         self._dirty = False  # the open transaction wrote memories
@@ -696,21 +701,25 @@ class SQLiteStore(BackendStore):
 
         One ``PRAGMA data_version`` when nobody else committed; when someone did, the
         ``changes`` log says which memories changed, and only those rows are read
-        again (the whole cache is rebuilt when the log no longer reaches back far
-        enough, or when a memory was deleted and saved again, which moves it to the
-        end of the insertion order). Inside a transaction nothing is done: its ``BEGIN
-        IMMEDIATE`` synced, and no other connection can commit while it holds the
-        write lock.
-        """
+        again, in one read transaction (the whole cache is rebuilt when the log no longer
+        reaches back far enough, or when a memory was deleted and saved again, which
+        moves it in the insertion order). Inside a transaction nothing is done: its
+        ``BEGIN IMMEDIATE`` synced, and no other connection commits meanwhile."""
         conn = self._connection()
         if self._depth:
             return
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         if version == self._data_version:
             return
+        try:
+            with read_snapshot(conn):  # the log and the rows it names, as of one commit
+                if self._read_changes() != self._changes:
+                    self._refresh_changed()
+        except BaseException:
+            # the cache may hold part of the changes: the next operation reloads it
+            self._changes = _STALE
+            raise
         self._data_version = version
-        if self._read_changes() != self._changes:
-            self._refresh_changed()
 
     def _read_changes(self) -> int:
         """The newest change sequence number of the file (0 when none)."""
@@ -719,25 +728,11 @@ class SQLiteStore(BackendStore):
 
     def _refresh_changed(self) -> None:
         """Re-read the memories other connections changed since the cache's state."""
-        conn = self._connection()
-        log = conn.execute(
-            "SELECT seq, id, deleted FROM changes WHERE seq > ? ORDER BY seq", (self._changes,)
-        ).fetchall()
-        oldest = conn.execute("SELECT MIN(seq) FROM changes").fetchone()[0]
-        if not log or oldest is None or oldest > self._changes + 1:
+        found = read_changed(self._connection(), self._changes)
+        if found is None:
             self._load()  # the log was pruned past this cache's state
             return
-        changed = list(dict.fromkeys(memory_id for _, memory_id, _ in log))
-        deleted = {memory_id for _, memory_id, gone in log if gone}
-        rows: list[Any] = []
-        for start in range(0, len(changed), 500):
-            chunk = changed[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            rows += conn.execute(
-                f"SELECT seq, {_ROW_COLUMNS} FROM em_memories "
-                f"WHERE id IN ({marks})", chunk,
-            ).fetchall()
-        rows.sort(key=lambda row: row[0])
+        log, changed, deleted, rows = found
         present = {row[1] for row in rows}
         if present & deleted & set(self._cache._row_of):
             self._load()  # deleted and saved again: its insertion position moved
@@ -765,17 +760,22 @@ class SQLiteStore(BackendStore):
 
     def _load(self) -> None:
         """Rebuild the cache from the table, in insertion (``seq``) order."""
-        self._changes = self._read_changes()
         # Loading builds many small containers (embedding lists, models) that all
         # survive; the cyclic GC would rescan them repeatedly, roughly doubling the
         # load time of a large store. Pause it for the load.
         gc_was_enabled = gc.isenabled()
         gc.disable()
         try:
-            self._load_rows()
+            with read_snapshot(self._connection()):  # the log's end and the rows agree
+                changes = self._read_changes()
+                self._load_rows()
+        except BaseException:
+            self._changes = _STALE  # the cache is not the file's: the next operation reloads
+            raise
         finally:
             if gc_was_enabled:
                 gc.enable()
+        self._changes = changes
 
     def _load_rows(self) -> None:
         rows = (
