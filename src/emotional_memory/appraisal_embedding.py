@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -317,31 +318,77 @@ def load_affect_head(path: str | os.PathLike[str] | None = None) -> AffectHead:
 
     Raises:
         FileNotFoundError: when the file does not exist.
-        ValueError: for a file of another format version.
+        ValueError: a file that is not a valid head (not an ``.npz``, cut short, a
+            foreign archive, a missing or misshapen array, a non-finite weight, a zero
+            feature scale, another format version), naming the file. Nothing in it
+            is unpickled.
     """
     if path is None:
         data_bytes = resources.files("emotional_memory.data").joinpath(
             DEFAULT_HEAD_RESOURCE
         ).read_bytes()
         source: Any = io.BytesIO(data_bytes)
+        name = str(default_head_path())
     else:
         source = Path(path)
+        name = str(source)
         if not source.is_file():
-            raise FileNotFoundError(f"affect head file {str(source)!r} does not exist")
+            raise FileNotFoundError(f"affect head file {name!r} does not exist")
+    try:
+        return _read_head(source)
+    except (ValueError, TypeError, KeyError, IndexError, EOFError, OSError,
+            zipfile.BadZipFile) as exc:
+        raise ValueError(f"{name!r} is not a valid affect head file: {exc}") from exc
+
+
+#: The float arrays of a head file.
+_HEAD_ARRAYS = ("x_mean", "x_scale", "w1", "b1", "w2", "b2", "y_mean", "y_scale")
+
+
+def _read_head(source: Any) -> AffectHead:
+    """The head in ``source`` (a path or a binary file), or an error saying why not."""
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            magic = file.read(4)
+    else:
+        magic = source.getvalue()[:4]
+    if magic[:2] != b"PK":  # numpy would take it for a pickle (and suggest unpickling)
+        raise ValueError("not an .npz (zip) archive")
     with np.load(source, allow_pickle=False) as z:
-        version = int(z["format_version"])
-        if version != _FORMAT_VERSION:
-            raise ValueError(f"unsupported affect head format version {version}")
-
-        def f32(name: str) -> jax.Array:
-            return jnp.asarray(np.asarray(z[name], dtype=np.float32))
-
+        missing = [k for k in ("format_version", "feature", "layers", "poolings",
+                               *_HEAD_ARRAYS) if k not in z.files]
+        if missing:
+            raise ValueError(f"the archive lacks {', '.join(missing)}")
+        version = np.asarray(z["format_version"])
+        if version.shape != () or version.dtype.kind not in "iu":
+            raise ValueError(f"format_version is not an integer: {version!r}")
+        if int(version) != _FORMAT_VERSION:
+            raise ValueError(f"unsupported affect head format version {int(version)}")
+        arrays = {}
+        for key in _HEAD_ARRAYS:
+            value = np.asarray(z[key])
+            if value.dtype.kind not in "fiu":
+                raise ValueError(f"{key} holds {value.dtype}, not real numbers")
+            value = value.astype(np.float32)
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{key} holds a non-finite value")
+            arrays[key] = value
+        if np.any(arrays["x_scale"] == 0.0):
+            raise ValueError("x_scale holds a zero (the features would divide by it)")
+        if arrays["w1"].ndim != 3:
+            raise ValueError(f"w1 has shape {arrays['w1'].shape}, expected (S, F, H)")
+        layers = np.asarray(z["layers"])
+        if layers.ndim != 1 or (layers.size and layers.dtype.kind not in "iu"):
+            raise ValueError(f"layers must be integers, got {layers!r}")
+        feature, poolings = np.asarray(z["feature"]), np.asarray(z["poolings"])
+        if feature.shape != () or feature.dtype.kind != "U" or poolings.ndim != 1 or (
+            poolings.size and poolings.dtype.kind != "U"
+        ):
+            raise ValueError("feature must be one string and poolings a list of strings")
         return AffectHead(
-            x_mean=f32("x_mean"), x_scale=f32("x_scale"), w1=f32("w1"), b1=f32("b1"),
-            w2=f32("w2"), b2=f32("b2"), y_mean=f32("y_mean"), y_scale=f32("y_scale"),
-            feature=str(z["feature"]),
-            layers=tuple(int(i) for i in z["layers"]),
-            poolings=tuple(str(p) for p in z["poolings"]),
+            **{k: jnp.asarray(v) for k, v in arrays.items()},
+            feature=str(feature), layers=tuple(int(i) for i in layers),
+            poolings=tuple(str(p) for p in poolings),
         )
 
 

@@ -198,6 +198,57 @@ def test_save_load_round_trip(tmp_path: Path, dtype: Any) -> None:
         load_affect_head(tmp_path / "missing.npz")
 
 
+def _head_file_variants(tmp_path: Path) -> dict[str, Path]:
+    """Head files that are not heads: garbage, cut short, empty, another npz, a lone
+    array, a missing weight, non-finite weights, a zero feature scale, a flat w1,
+    a fractional layer index, a format version that is not a number."""
+    import io
+
+    good = tmp_path / "good.npz"
+    save_affect_head(random_head(6, feature="minilm_pooled", layers=(0, 2),
+                                 poolings=("mean",)), good, dtype=np.float32)
+    raw = good.read_bytes()
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+
+    def npz(**over: Any) -> bytes:
+        merged = {**arrays, **over}
+        buf = io.BytesIO()
+        np.savez(buf, **{k: v for k, v in merged.items() if v is not None})
+        return buf.getvalue()
+
+    lone = io.BytesIO()
+    np.save(lone, np.zeros(3))
+    contents = {
+        "garbage": b"not a head at all", "truncated": raw[: len(raw) // 2], "empty": b"",
+        "foreign": npz(format_version=None, w1=None), "lone_array": lone.getvalue(),
+        "no_w2": npz(w2=None), "nan_w1": npz(w1=np.full_like(arrays["w1"], np.nan)),
+        "inf_b2": npz(b2=np.full_like(arrays["b2"], np.inf)),
+        "zero_scale": npz(x_scale=np.zeros_like(arrays["x_scale"])),
+        "flat_w1": npz(w1=arrays["w1"][0]),
+        "fractional_layer": npz(layers=np.asarray([0.5, 2.0])),
+        "version_text": npz(format_version=np.str_("one")),
+    }
+    out = {}
+    for name, data in contents.items():
+        out[name] = tmp_path / f"{name}.npz"
+        out[name].write_bytes(data)
+    return out
+
+
+def test_a_file_that_is_not_a_head_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    """A corrupt, cut-short or foreign .npz raised BadZipFile, EOFError, KeyError or
+    TypeError (or a pickle hint), and NaN/inf weights or a zero scale loaded without a
+    word (every rating then NaN, refused only at encode time): now each is a
+    ValueError naming the file, and nothing is unpickled."""
+    for name, path in _head_file_variants(tmp_path).items():
+        with pytest.raises(ValueError, match="not a valid affect head") as info:
+            load_affect_head(path)
+        assert str(path) in str(info.value), name
+        with pytest.raises(ValueError, match=str(path)):
+            EmbeddingAppraisalEngine(FakeEmbedder(), path)
+
+
 def test_a_head_is_written_at_exactly_the_path_named(tmp_path: Path) -> None:
     # numpy's savez appends ".npz" to a name without it: the head went to h.bin.npz
     # while the path returned (h.bin) did not exist
