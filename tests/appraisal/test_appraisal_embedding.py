@@ -341,6 +341,27 @@ def test_pooled_features_route_through_pooled_layers() -> None:
         head_features(FakeEmbedder(), texts, random_head(5))
 
 
+def test_an_embedder_that_cannot_feed_the_head_is_refused_at_construction() -> None:
+    """A pooled-layer head (the shipped one) given an embedder without pooled_layers,
+    or an embedding head given an embedder of another width, was accepted: every
+    rating then failed, inside each encode of an engine with ``affect_from_text``.
+    Now the engine (and the rater wrapping it) refuses the pair when built."""
+    from emotional_memory.affect_rater import TextAffectRater
+
+    pooled = random_head(4, feature="minilm_pooled", layers=(0,), poolings=("mean",))
+    with pytest.raises(TypeError, match="FakeEmbedder has no pooled_layers"):
+        EmbeddingAppraisalEngine(embedder=FakeEmbedder(), head=pooled)
+    with pytest.raises(TypeError, match="pooled_layers"):
+        TextAffectRater(FakeEmbedder())  # the shipped head, an embedder of no identity
+    with pytest.raises(ValueError, match=r"8-dimensional.*expects 5"):
+        EmbeddingAppraisalEngine(embedder=FakeEmbedder(), head=random_head(5))
+    # the pairs that fit are still accepted, and rate
+    assert EmbeddingAppraisalEngine(FakePooledEmbedder(), pooled).predict_affect(["x"]).shape \
+        == (1, 3)
+    assert EmbeddingAppraisalEngine(FakeEmbedder(), random_head(8)).predict_affect(
+        ["x"]).shape == (1, 3)
+
+
 def test_appraise_returns_direct_vad_vector() -> None:
     from emotional_memory.appraisal import GenericAppraisalVector
     from emotional_memory.appraisal_schema import DIRECT_VAD_SCHEMA
