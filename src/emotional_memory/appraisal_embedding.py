@@ -234,7 +234,8 @@ def head_features(
 
     Raises:
         TypeError: when the embedder cannot produce the head's feature kind.
-        ValueError: when the features do not have the head's width.
+        ValueError: when the features do not have the head's width, or are not
+            finite (the first such text named).
     """
     texts = list(texts)
     if head.feature == "minilm_pooled":
@@ -253,6 +254,13 @@ def head_features(
         raise ValueError(
             f"the embedder gives features of shape {x.shape}; the head expects "
             f"{head.n_features} per text"
+        )
+    finite = np.isfinite(x).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(
+            f"{type(embedder).__name__} gave non-finite features for texts[{bad}] "
+            f"({texts[bad][:40]!r}): it cannot be rated"
         )
     return x
 
@@ -485,6 +493,8 @@ class EmbeddingAppraisalEngine:
 
         Raises:
             TypeError: when ``texts`` is a single ``str`` or holds a non-``str``.
+            ValueError: the embedder gave features of another width, or non-finite
+                ones (see :func:`head_features`).
         """
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")

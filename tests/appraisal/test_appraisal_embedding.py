@@ -362,6 +362,30 @@ def test_an_embedder_that_cannot_feed_the_head_is_refused_at_construction() -> N
         ["x"]).shape == (1, 3)
 
 
+class NaNEmbedder(FakeEmbedder):
+    """Features with a NaN in the second text's row (a broken encoder)."""
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        x = super().embed_array(texts)
+        if len(texts) > 1:
+            x[1, 2] = np.nan
+        return x
+
+
+def test_non_finite_features_are_refused_not_rated_nan() -> None:
+    """Features with a NaN gave a NaN rating from predict_affect (documented in
+    [-1, 1] / [0, 1]) and a bare CoreAffect validation error from the rater; now a
+    ValueError names the embedder and the text."""
+    from emotional_memory.affect_rater import TextAffectRater
+
+    engine = EmbeddingAppraisalEngine(NaNEmbedder(), random_head(8))
+    with pytest.raises(ValueError, match=r"NaNEmbedder gave non-finite features for texts\[1\]"):
+        engine.predict_affect(["a", "b", "c"])
+    with pytest.raises(ValueError, match="non-finite"):
+        TextAffectRater(NaNEmbedder(), random_head(8)).rate_affect(["a", "b"])
+    assert np.all(np.isfinite(engine.predict_affect(["a"])))
+
+
 def test_appraise_returns_direct_vad_vector() -> None:
     from emotional_memory.appraisal import GenericAppraisalVector
     from emotional_memory.appraisal_schema import DIRECT_VAD_SCHEMA
