@@ -207,10 +207,20 @@ def pooled_feature_matrix(
     Returns:
         ``(N, len(layers) * len(poolings) * H)`` float32: for each layer in order, each
         pooling in order, the ``H`` values.
+
+    Raises:
+        ValueError: ``pooled`` of another shape, a layer it lacks (named), or no
+            layers or poolings.
     """
     arr = np.asarray(pooled, dtype=np.float32)
     if arr.ndim != 4 or arr.shape[2] != len(POOLINGS):
         raise ValueError(f"pooled must have shape (N, n_layers, 2, H), got {arr.shape}")
+    for layer in layers:
+        if not -arr.shape[1] <= layer < arr.shape[1]:
+            raise ValueError(
+                f"layer {layer} is not among the encoder's {arr.shape[1]} layers (a head "
+                "of another model?)"
+            )
     idx = [POOLINGS.index(p) for p in poolings]
     parts = [arr[:, layer, i, :] for layer in layers for i in idx]
     if not parts:

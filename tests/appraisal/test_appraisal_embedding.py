@@ -181,6 +181,20 @@ def test_pooled_feature_matrix_order() -> None:
         pooled_feature_matrix(pooled[:, :, :1], (0,), ("mean",))
 
 
+def test_a_layer_the_encoder_lacks_is_a_value_error() -> None:
+    """A head naming layer 7 of a 3-layer encoder (a head of another model, or an
+    edited file) raised numpy's bare IndexError at every rating; now a ValueError
+    names the layer and the encoder's layer count."""
+    pooled = np.zeros((2, 3, 2, 4), dtype=np.float32)
+    for layers in ((0, 7), (-4,)):
+        with pytest.raises(ValueError, match=rf"layer {layers[-1]}.*3 layers"):
+            pooled_feature_matrix(pooled, layers, ("mean",))
+    head = random_head(8, feature="minilm_pooled", layers=(0, 7), poolings=("mean",))
+    engine = EmbeddingAppraisalEngine(FakePooledEmbedder(), head)
+    with pytest.raises(ValueError, match="layer 7"):
+        engine.predict_affect(["x"])
+
+
 # --------------------------------------------------------------------------- files
 
 
