@@ -134,6 +134,10 @@ class AffectHead(eqx.Module):
             bad = [p for p in self.poolings if p not in POOLINGS]
             if bad:
                 raise ValueError(f"poolings must be a subset of {POOLINGS}, got {bad}")
+        if len(self.w1.shape) != 3:
+            raise ValueError(
+                f"AffectHead.w1 has shape {tuple(self.w1.shape)}, expected (S, F, H)"
+            )
         s, f, h = self.w1.shape
         expected = {
             "x_mean": (f,), "x_scale": (f,), "b1": (s, h), "w2": (s, h, 3), "b2": (s, 3),
@@ -393,8 +397,6 @@ def _read_head(source: Any) -> AffectHead:
             arrays[key] = value
         if np.any(arrays["x_scale"] == 0.0):
             raise ValueError("x_scale holds a zero (the features would divide by it)")
-        if arrays["w1"].ndim != 3:
-            raise ValueError(f"w1 has shape {arrays['w1'].shape}, expected (S, F, H)")
         layers = np.asarray(z["layers"])
         if layers.ndim != 1 or (layers.size and layers.dtype.kind not in "iu"):
             raise ValueError(f"layers must be integers, got {layers!r}")

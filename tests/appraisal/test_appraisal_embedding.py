@@ -157,6 +157,10 @@ def test_head_validates_shapes_and_features() -> None:
         random_head(4, feature="minilm_pooled")
     with pytest.raises(ValueError, match="poolings"):
         random_head(4, feature="minilm_pooled", layers=(0,), poolings=("median",))
+    # a flat w1 (one member's matrix) raised "not enough values to unpack"
+    with pytest.raises(ValueError, match=r"AffectHead.w1 has shape \(4, 5\), expected \(S, F, H\)"):
+        AffectHead(x_mean=head.x_mean, x_scale=head.x_scale, w1=head.w1[0], b1=head.b1,
+                   w2=head.w2, b2=head.b2, y_mean=head.y_mean, y_scale=head.y_scale)
 
 
 def test_emobank_mapping() -> None:
