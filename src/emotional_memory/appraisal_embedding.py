@@ -45,6 +45,7 @@ __all__ = [
     "load_affect_head",
     "pooled_feature_matrix",
     "save_affect_head",
+    "trace_count",
 ]
 
 #: File name of the shipped head inside ``emotional_memory/data``.
@@ -189,10 +190,48 @@ class AffectHead(eqx.Module):
         return jnp.clip(self.raw(x), jnp.asarray(_LOW), jnp.asarray(_HIGH))
 
 
+_TRACES = 0
+
+
+def trace_count() -> int:
+    """Number of times the jitted head has been traced (compiled): once per head
+    architecture and row bucket (see :func:`_predict_rows`), not per batch size.
+
+    Returns:
+        The process-wide trace counter.
+    """
+    return _TRACES
+
+
 @eqx.filter_jit
 def _predict(head: AffectHead, x: jax.Array) -> jax.Array:
-    """Jitted :meth:`AffectHead.__call__`."""
+    """Jitted :meth:`AffectHead.__call__`; counts traces as a Python side effect."""
+    global _TRACES
+    _TRACES += 1
     return head(x)
+
+
+#: The smallest row bucket, and the step of buckets above :data:`_ROW_STEP`.
+_MIN_ROWS = 8
+_ROW_STEP = 1024
+
+
+def _row_bucket(n: int) -> int:
+    """The padded row count for ``n`` rows: a power of two from :data:`_MIN_ROWS` up to
+    :data:`_ROW_STEP`, then a multiple of it."""
+    if n > _ROW_STEP:
+        return -(-n // _ROW_STEP) * _ROW_STEP
+    return max(_MIN_ROWS, 1 << (n - 1).bit_length())
+
+
+def _predict_rows(head: AffectHead, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The head's ratings of the rows of ``x``, computed on ``x`` padded with zero rows
+    to its row bucket (the head is row-wise: a padded row changes no other), so that
+    batches of new sizes reuse the compiled program."""
+    n = x.shape[0]
+    padded = np.zeros((_row_bucket(n), x.shape[1]), dtype=np.float32)
+    padded[:n] = x
+    return np.asarray(_predict(head, jnp.asarray(padded)), dtype=np.float32)[:n]
 
 
 # --------------------------------------------------------------------------- features
@@ -517,7 +556,7 @@ class EmbeddingAppraisalEngine:
         if not items:
             return np.zeros((0, 3), dtype=np.float32)
         x = head_features(self._embedder, items, self._head)
-        return np.asarray(_predict(self._head, jnp.asarray(x)), dtype=np.float32)
+        return _predict_rows(self._head, x)
 
     def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
         """Rate one event.

@@ -404,6 +404,25 @@ def test_non_finite_features_are_refused_not_rated_nan() -> None:
     assert np.all(np.isfinite(engine.predict_affect(["a"])))
 
 
+def test_batches_of_new_sizes_reuse_the_compiled_head() -> None:
+    """The jitted head was traced (compiled, ~0.2 s each) once per distinct batch
+    size: a service rating batches of 1..N texts compiled N programs and kept them
+    all. Rows are now padded to size buckets: 1..40 texts trace a handful of times,
+    and the ratings are still each text's own (the numpy oracle)."""
+    import emotional_memory.appraisal_embedding as module
+
+    head = random_head(8, seed=11)
+    engine = EmbeddingAppraisalEngine(FakeEmbedder(), head)
+    before = module.trace_count()
+    for n in range(1, 41):
+        texts = [f"text {i} of {n}" for i in range(n)]
+        got = engine.predict_affect(texts)
+        assert got.shape == (n, 3)
+        x = head_features(FakeEmbedder(), texts, head)
+        np.testing.assert_allclose(got, numpy_oracle(head, x), atol=1e-4)
+    assert module.trace_count() - before <= 4  # buckets 8, 16, 32, 64
+
+
 def test_appraise_returns_direct_vad_vector() -> None:
     from emotional_memory.appraisal import GenericAppraisalVector
     from emotional_memory.appraisal_schema import DIRECT_VAD_SCHEMA
