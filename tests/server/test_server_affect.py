@@ -114,6 +114,17 @@ def test_a_given_affect_overrides_the_estimate(http: httpx.Client) -> None:
     assert rated["affect"]["valence"] > 0.3 and kept["affect"] == given
 
 
+def test_the_schema_says_an_omitted_affect_may_be_estimated() -> None:
+    """The OpenAPI description of an item's affect said an omitted one is "the scope's
+    current affective state", while the default service (MiniLM, ``--affect text``)
+    estimates it from the content, as the test above shows."""
+    from emotional_memory.server.schemas import ItemIn
+
+    description = ItemIn.model_fields["affect"].description or ""
+    assert "estimated from the content" in description and "--affect text" in description
+    assert "current affective state" in description  # --affect none
+
+
 @pytest.mark.parametrize(("affect", "field"), [
     ({"valence": 1.5, "arousal": 0.2}, "valence"),
     ({"valence": 0.5, "arousal": -0.1}, "arousal"),

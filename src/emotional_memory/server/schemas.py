@@ -168,7 +168,9 @@ class ItemIn(_Strict):
     )
     affect: AffectIn | None = Field(
         default=None,
-        description="The event's own affect; omitted: the scope's current affective state.",
+        description="The event's own affect; omitted: estimated from the content when the "
+        "service rates text (--affect text, the default with MiniLM), else the scope's "
+        "current affective state.",
     )
     expires_at: AwareDatetime | None = Field(
         default=None, description="ISO-8601 time with offset after which the memory is invisible."
