@@ -292,12 +292,7 @@ def head_features(
     """
     texts = list(texts)
     if head.feature == "minilm_pooled":
-        if not callable(getattr(embedder, "pooled_layers", None)):
-            raise TypeError(
-                f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
-                "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
-                "on 'embedding' features)"
-            )
+        _require_pooled(embedder)
         x = pooled_feature_matrix(embedder.pooled_layers(texts), head.layers, head.poolings)
     elif callable(getattr(embedder, "embed_array", None)):
         x = np.asarray(embedder.embed_array(texts), dtype=np.float32)
@@ -464,16 +459,21 @@ def _default_embedder() -> Any:
         raise ImportError(f"{_INSTALL_HINT} ({exc})") from exc
 
 
+def _require_pooled(embedder: Any) -> None:
+    """Refuse an embedder without ``pooled_layers`` (a pooled-layer head's features)."""
+    if not callable(getattr(embedder, "pooled_layers", None)):
+        raise TypeError(
+            f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
+            "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
+            "on 'embedding' features)"
+        )
+
+
 def _check_fits(embedder: Any, head: AffectHead) -> None:
     """Refuse an embedder that cannot give ``head`` its features (known before any
     rating: the head's feature kind, and the embedder's ``dim`` when it has one)."""
     if head.feature == "minilm_pooled":
-        if not callable(getattr(embedder, "pooled_layers", None)):
-            raise TypeError(
-                f"this head uses pooled MiniLM layer features; {type(embedder).__name__} "
-                "has no pooled_layers(texts) method (use MiniLMEmbedder, or a head trained "
-                "on 'embedding' features)"
-            )
+        _require_pooled(embedder)
         return
     dim = getattr(embedder, "dim", None)
     if isinstance(dim, int) and not isinstance(dim, bool) and dim != head.n_features:
