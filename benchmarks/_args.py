@@ -4,25 +4,32 @@ a script's own folder is first on ``sys.path``)."""
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 1 (sizes, repeats, rounds), else a usage error."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+def int_at_least(low: int) -> Callable[[str], int]:
+    """An ``argparse`` type: an integer >= ``low``, else a usage error.
+
+    Args:
+        low: the smallest value accepted.
+
+    Returns:
+        The parser of one argument.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An ``argparse`` type: an integer >= 0 (a size where 0 skips a part)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
-    return value
+positive_int = int_at_least(1)
+"""An integer >= 1 (sizes, repeats, rounds)."""
+non_negative_int = int_at_least(0)
+"""An integer >= 0 (a size where 0 skips a part)."""
