@@ -474,3 +474,37 @@ def test_a_hand_edited_updated_at_names_the_key_or_reads_as_utc(
             got = s.updated_at()
             assert got == expected and got is not None and got.utcoffset() is not None
             assert got.tzinfo == UTC
+
+
+def test_a_write_blocked_past_the_timeout_names_the_file_and_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    # Another connection holds the write lock past the busy timeout: the error names
+    # the file and the wait (a bare "database is locked" does not say which of a
+    # service's files), stays an SQLite busy error, and nothing is written.
+    db = tmp_path / "busy memories.db"
+    with SQLiteStore(db, timeout=0.05) as store, SQLiteAffectiveStateStore(
+        tmp_path / "busy state.db", timeout=0.05
+    ) as states:
+        store.save(mem("kept", [1, 0]))
+        states.save({"kept": True})
+        for path in (db, tmp_path / "busy state.db"):
+            holder = sqlite3.connect(path, isolation_level=None)
+            holder.execute("BEGIN IMMEDIATE")
+            try:
+                with pytest.raises(sqlite3.OperationalError) as caught:
+                    if path == db:
+                        store.save(mem("blocked", [0, 1]))
+                    else:
+                        states.save({"blocked": True})
+            finally:
+                holder.execute("ROLLBACK")
+                holder.close()
+            message = str(caught.value)
+            assert str(path) in message and "locked" in message
+            assert "0.05 s" in message
+            assert caught.value.sqlite_errorname.startswith("SQLITE_BUSY")
+        assert [m.content for m in store.list_all()] == ["kept"]
+        assert states.load_snapshot() == {"kept": True}
+        store.save(mem("after", [0, 1]))  # the store is usable once the lock is gone
+        assert len(store) == 2

@@ -2,6 +2,7 @@
 
 from emotional_memory.stores.sqlite.schema import (
     SCHEMA_VERSION,
+    SQLiteBusyError,
     SQLiteClosedError,
     SQLiteDimensionError,
     check_path,
@@ -11,6 +12,7 @@ from emotional_memory.stores.sqlite.store import SQLiteStore
 
 __all__ = [
     "SCHEMA_VERSION",
+    "SQLiteBusyError",
     "SQLiteClosedError",
     "SQLiteDimensionError",
     "SQLiteStore",

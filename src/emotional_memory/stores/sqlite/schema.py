@@ -129,6 +129,39 @@ class SQLiteClosedError(ValueError, sqlite3.ProgrammingError):
     """
 
 
+class SQLiteBusyError(sqlite3.OperationalError):
+    """SQLite's "database is locked": another connection held the file's write lock
+    for the whole busy timeout (nothing was written). The message names the file and
+    the wait; ``sqlite_errorcode`` / ``sqlite_errorname`` are SQLite's, as on the
+    :class:`sqlite3.OperationalError` it replaces."""
+
+
+def begin_immediate(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+    """``BEGIN IMMEDIATE`` on ``conn``; a busy timeout -> :class:`SQLiteBusyError`.
+
+    Args:
+        conn: an open connection in autocommit mode, outside any transaction.
+        path: the database file (for the message).
+        timeout: the connection's busy timeout in seconds (for the message).
+
+    Raises:
+        SQLiteBusyError: another connection kept the write lock past ``timeout``.
+    """
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError as exc:
+        name = getattr(exc, "sqlite_errorname", "")
+        if not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+            raise
+        busy = SQLiteBusyError(
+            f"{exc}: {path!r} (another connection held its write lock for the whole "
+            f"busy timeout of {timeout:g} s; nothing was written)"
+        )
+        busy.sqlite_errorname = name
+        busy.sqlite_errorcode = exc.sqlite_errorcode
+        raise busy from exc
+
+
 def _create_tables(conn: sqlite3.Connection) -> None:
     """This version's tables (if missing) and its schema version, on an open
     transaction; refuses a file of a newer version."""

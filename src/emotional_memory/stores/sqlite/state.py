@@ -42,7 +42,7 @@ from emotional_memory.stores._shared.state import (
     state_conflict,
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
-from emotional_memory.stores.sqlite.schema import _check_foreign, open_connection
+from emotional_memory.stores.sqlite.schema import _check_foreign, begin_immediate, open_connection
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
 from emotional_memory.stores.sqlite.store import SQLiteStore
 
@@ -145,6 +145,7 @@ class SQLiteAffectiveStateStore:
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
+        self._timeout = timeout
         self._lock: AbstractContextManager[Any] = threading.RLock()
         prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
@@ -180,6 +181,7 @@ class SQLiteAffectiveStateStore:
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared = store
         self._path = store.path
+        self._timeout = store._timeout
         self._lock = store._lock
         self._conn = store._connection()
         with self._transaction():
@@ -405,7 +407,7 @@ class SQLiteAffectiveStateStore:
     def _own_transaction(self) -> Iterator[None]:
         with self._lock:
             conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
+            begin_immediate(conn, str(self._path), self._timeout)
             try:
                 yield
                 conn.execute("COMMIT")

@@ -47,6 +47,7 @@ from emotional_memory.stores.sqlite.schema import (
     SQLiteDimensionError,
     _create_tables,
     _fill_memories,
+    begin_immediate,
     check_memory_file,
     check_path,
     open_connection,
@@ -91,6 +92,7 @@ class SQLiteStore(BackendStore):
             ValueError: when the file holds a newer schema version than this library.
         """
         self._path = check_path(path)
+        self._timeout = timeout
         self._lock = threading.RLock()
         prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
@@ -206,7 +208,10 @@ class SQLiteStore(BackendStore):
             conn = self._connection()
             depth = self._depth
             savepoint = f"emotional_memory_sp{depth}"
-            conn.execute("BEGIN IMMEDIATE" if depth == 0 else f"SAVEPOINT {savepoint}")
+            if depth == 0:
+                begin_immediate(conn, self._path, self._timeout)
+            else:
+                conn.execute(f"SAVEPOINT {savepoint}")
             if depth == 0:
                 self._dirty = False
                 self._tx_changes = []
