@@ -321,6 +321,8 @@ def test_sqlite_closed_store_raises(db: Path) -> None:
         store.get(a.id)
     with pytest.raises(ValueError, match="closed"):
         store.save(mem("b"))
+    with pytest.raises(ValueError, match="closed"):
+        store.dim  # noqa: B018 (a read like any other, not the last known answer)
 
 
 def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:

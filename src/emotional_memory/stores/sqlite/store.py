@@ -560,8 +560,14 @@ class SQLiteStore(BackendStore):
 
     @property
     def dim(self) -> int | None:
-        """The common embedding dimension, or None while no memory has an embedding."""
-        return self._cache.dim
+        """The common embedding dimension, or None while no memory has an embedding.
+
+        Raises:
+            SQLiteClosedError: the store is closed (as every read).
+        """
+        with self._lock:
+            self._connection()
+            return self._cache.dim
 
     @property
     def capacity(self) -> int:
