@@ -506,6 +506,16 @@ def test_a_write_blocked_past_the_timeout_names_the_file_and_changes_nothing(
             assert str(path) in message and "locked" in message
             assert "0.05 s" in message
             assert caught.value.sqlite_errorname.startswith("SQLITE_BUSY")
+        holder = sqlite3.connect(db, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:  # opening the file while it is held says the same
+            with pytest.raises(sqlite3.OperationalError, match=r"timeout of 0\.05 s") as caught:
+                SQLiteStore(db, timeout=0.05)
+            assert str(caught.value).count(str(db)) == 1
+            assert caught.value.sqlite_errorname.startswith("SQLITE_BUSY")
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
         assert [m.content for m in store.list_all()] == ["kept"]
         assert states.load_snapshot() == {"kept": True}
         store.save(mem("after", [0, 1]))  # the store is usable once the lock is gone

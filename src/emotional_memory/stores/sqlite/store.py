@@ -43,6 +43,7 @@ from emotional_memory.stores.sqlite.schema import (
     _ROW_COLUMNS,
     _UPDATE_LINKS,
     _UPSERT,
+    SQLiteBusyError,
     SQLiteClosedError,
     SQLiteDimensionError,
     _create_tables,
@@ -113,13 +114,11 @@ class SQLiteStore(BackendStore):
             self._create_schema()
             self._load()
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
+        except BaseException as exc:
             self._conn.close()
             self._conn = None
-            raise type(exc)(f"{self._path!r}: {exc}") from exc
-        except BaseException:
-            self._conn.close()
-            self._conn = None
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, SQLiteBusyError):
+                raise type(exc)(f"{self._path!r}: {exc}") from exc  # the file named
             raise
 
     # ---------------------------------------------------------------- lifecycle
@@ -560,11 +559,8 @@ class SQLiteStore(BackendStore):
 
     @property
     def dim(self) -> int | None:
-        """The common embedding dimension, or None while no memory has an embedding.
-
-        Raises:
-            SQLiteClosedError: the store is closed (as every read).
-        """
+        """The common embedding dimension, or None while no memory has an embedding
+        (``SQLiteClosedError`` once closed, as every read)."""
         with self._lock:
             self._connection()
             return self._cache.dim
@@ -758,7 +754,7 @@ class SQLiteStore(BackendStore):
 
     def _create_schema(self) -> None:
         conn = self._connection()
-        conn.execute("BEGIN IMMEDIATE")
+        begin_immediate(conn, self._path, self._timeout)
         try:
             try:
                 _create_tables(conn)
@@ -789,11 +785,8 @@ class SQLiteStore(BackendStore):
         self._changes = changes
 
     def _load_rows(self) -> None:
-        rows = (
-            self._connection()
-            .execute(f"SELECT {_ROW_COLUMNS} FROM em_memories ORDER BY seq")
-            .fetchall()
-        )
+        sql = f"SELECT {_ROW_COLUMNS} FROM em_memories ORDER BY seq"
+        rows = self._connection().execute(sql).fetchall()
         cache = RowStore()
         block = decode_rows(rows)
         if block is not None:  # every row a record: decoded column by column
@@ -802,8 +795,5 @@ class SQLiteStore(BackendStore):
             cache._load_bulk([row_memory(row) for row in rows], None)
         self._cache = cache
 
-    @staticmethod
-    def _prepare(memory: Memory) -> tuple[Memory, tuple[Any, ...]]:
-        """The memory as a reopen would read it back, and the row's SQL parameters
-        (:func:`~emotional_memory.stores.sqlite.records.memory_params`)."""
-        return memory_params(memory)
+    # the memory as a reopen reads it back, and its row's SQL parameters
+    _prepare = staticmethod(memory_params)
