@@ -6,6 +6,7 @@ ages exist.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -408,8 +409,44 @@ def link_width(longest: int, min_width: int = 8) -> int:
     return max(min_width, 1 << max(longest - 1, 0).bit_length())
 
 
+FAR_ROW_EXPONENT = 64
+"""Rows whose largest entry lies outside ``[2**-64, 2**64]`` are rescaled for scoring."""
+
+
+def rescale_far_rows(emb: np.ndarray) -> np.ndarray:
+    """Embedding rows too large or too small for float32 scoring, rescaled exactly.
+
+    A row whose largest magnitude is finite, nonzero and outside
+    ``[2**-64, 2**64]`` is multiplied by the power of two that brings it into
+    [0.5, 1): exact in float64 and cosine-preserving, while a float32 cast of the
+    raw values would overflow to inf or underflow to 0 (cosine 0). Other rows, zero
+    rows and rows holding NaN or an infinity are kept as they are.
+
+    Args:
+        emb: (N, D) float embeddings.
+
+    Returns:
+        ``emb`` itself when no row is far, else a float64 copy with far rows rescaled.
+    """
+    if emb.ndim != 2 or emb.shape[1] == 0 or emb.dtype.kind != "f":
+        return emb
+    with np.errstate(invalid="ignore"):
+        peak = np.max(np.abs(emb), axis=1)
+    far = np.isfinite(peak) & (peak > 0)
+    far &= (peak > 2.0**FAR_ROW_EXPONENT) | (peak < 2.0**-FAR_ROW_EXPONENT)
+    if not far.any():
+        return emb
+    out = emb.astype(np.float64)  # a copy
+    _, exponent = np.frexp(peak[far])
+    out[far] = np.ldexp(out[far], -exponent[:, None])
+    return out
+
+
 def device_columns(cols: MemoryColumns, dtype: Any) -> MemoryColumns:
     """Numpy columns as JAX device arrays, every float leaf as ``dtype``.
+
+    Embedding rows beyond float32's comfortable range are rescaled first
+    (:func:`rescale_far_rows`): the rows keep their cosines, not their values.
 
     Args:
         cols: numpy columns.
@@ -423,5 +460,6 @@ def device_columns(cols: MemoryColumns, dtype: Any) -> MemoryColumns:
         arr = np.asarray(x)
         return arr.astype(dtype) if arr.dtype.kind == "f" else arr
 
-    out: MemoryColumns = jax.device_put(jax.tree_util.tree_map(cast, cols))
+    scaled = dataclasses.replace(cols, embedding=rescale_far_rows(np.asarray(cols.embedding)))
+    out: MemoryColumns = jax.device_put(jax.tree_util.tree_map(cast, scaled))
     return out

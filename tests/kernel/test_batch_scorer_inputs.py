@@ -139,3 +139,28 @@ def test_bank_columns_of_another_shape_are_named_errors(scorer: str) -> None:
             run(params, queries, _cols(cols, **change), 3, chunk_size=8)
     index, _ = run(params, queries, cols, 3, chunk_size=8)  # the well-formed bank still runs
     assert np.asarray(index).shape == (3, 3)
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+@pytest.mark.parametrize("exponent", [70, -80])
+def test_embeddings_whose_squares_leave_float32_score_as_unscaled(
+    scorer: str, exponent: int
+) -> None:
+    """Rows and queries with entries near 2**70 (or 2**-80) are finite float32, but
+    their squared norms overflowed to inf (or underflowed to 0): cosine 0 for the
+    rows, every row cosine 0 for the query, a different ranking. A power-of-two scale
+    changes no cosine, and the norms are now taken of exactly rescaled vectors: the
+    answer is the unscaled one, scores bit for bit."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(40, 6, 4, seed=7)
+    scale = np.float32(2.0**exponent)
+    emb = np.array(cols.embedding)
+    emb[::2] *= scale
+    q_emb = np.array(queries.embedding)
+    q_emb[1] *= scale
+    scaled_queries = _replace(queries, embedding=q_emb)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    want_index, want_scores = run(params, queries, cols, 40, chunk_size=16)
+    index, scores = run(params, scaled_queries, _cols(cols, embedding=emb), 40, chunk_size=16)
+    np.testing.assert_array_equal(np.asarray(index), np.asarray(want_index))
+    np.testing.assert_array_equal(np.asarray(scores), np.asarray(want_scores))

@@ -21,6 +21,7 @@ from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.kernel.chunked_topk import score_batch
 from emotional_memory.retrieval import build_retrieval_plan
 from emotional_memory.stores import InMemoryStore
+from support.plain_store import PerMemoryStore
 
 TEXTS = ["coffee with Ana", "the launch party", "rain in Lisbon", "budget meeting",
          "coffee again", "a storm at night", "the train was late", "exam results"]
@@ -90,6 +91,48 @@ def test_query_embeddings_out_of_float32_range_rank_like_float64() -> None:
     assert huge == tiny == plain
     assert huge == _float64_pass1(engine, "coffee Lisbon", now, 5)
     assert inf == _float64_pass1(engine, "inf: coffee", now, 5)
+
+
+class PrefixScaledEmbedder:
+    """A hashing embedder: ``"s: x"`` embeds as ``x`` times ``factor``."""
+
+    def __init__(self, factor: float) -> None:
+        self.inner = HashingEmbedder(dim=16)
+        self.factor = factor
+
+    def embed(self, text: str) -> list[float]:
+        kind, _, rest = text.partition(": ")
+        if kind != "s" or not rest:
+            return list(self.inner.embed(text))
+        return (np.asarray(self.inner.embed(rest), np.float64) * self.factor).tolist()
+
+
+STORES = {
+    "float32": lambda: InMemoryStore(),
+    "float64": lambda: InMemoryStore(embedding_dtype="float64"),
+    "bfloat16": lambda: InMemoryStore(embedding_dtype="bfloat16"),
+    "plain": lambda: PerMemoryStore(),
+}
+
+
+@pytest.mark.parametrize("store", sorted(STORES))
+@pytest.mark.parametrize("factor", [1e25, 1e-25, 1e60, 1e-60])
+def test_memories_whose_squared_norms_leave_float32_rank_like_float64(
+    factor: float, store: str
+) -> None:
+    """Memory embeddings scaled by 1e25 (1e-25) are finite in float32, their squared
+    norms are not (inf, 0); scaled by 1e60 they are not even finite. Those memories
+    scored cosine 0 (the kernel's norms; the rows a float32 store keeps aside as
+    zeros; the float32 cast of float64 rows) and ranked apart from ``retrieve``'s
+    float64 pass 1."""
+    engine = EmotionalMemory(STORES[store](), PrefixScaledEmbedder(factor))
+    for i, text in enumerate(TEXTS):
+        engine.set_affect(CoreAffect(valence=math.sin(i), arousal=0.5 + 0.4 * math.cos(i)))
+        engine.encode(f"s: {text} ({i})" if i % 2 == 0 else f"{text} ({i})")
+    now = engine._now()
+    engine._clock = lambda: now
+    got = [m.id for m, _ in score_queries(engine, ["coffee Lisbon"], top_k=8)[0]]
+    assert got == _float64_pass1(engine, "coffee Lisbon", now, 8)
 
 
 def test_every_top_k_answers_the_prefix_with_few_compiled_programs() -> None:

@@ -424,3 +424,29 @@ def test_sqlite_lexical_queries_see_other_connections_commits(tmp_path: Path) ->
     finally:
         a.close()
         b.close()
+
+
+def test_six_precomputed_weights_with_the_lexical_signal_weigh_s7_zero() -> None:
+    """With ``lexical_weight > 0``, six ``precomputed_weights`` ("used as they are")
+    scored s7 with the sixth weight (the kernel indexed a six-vector seven times and
+    JAX clamped the index), and ``retrieve_with_explanations`` crashed ("need 6, 7 or
+    8 weights and as many signals, got 6 and 7"). s7 now gets weight 0: the score is
+    the six weighted signals."""
+    engine = make_engine(retrieval=RetrievalConfig(lexical_weight=0.5,
+                                                   full_bank_candidates=True))
+    fill(engine, bank())
+    weights = [0.1, 0.1, 0.1, 0.1, 0.1, 0.5]
+    explained = engine.retrieve_with_explanations(QUERY, top_k=8, precomputed_weights=weights)
+    assert any((r.breakdown.lexical_signal or 0.0) > 0 for r in explained)
+    for ranked in explained:
+        bd = ranked.breakdown
+        assert bd.lexical_weight == 0.0
+        raw = bd.raw_signals
+        six = [raw.semantic_similarity, raw.mood_congruence, raw.affect_proximity,
+               raw.momentum_alignment, raw.recency, raw.resonance]
+        want = 0.0
+        for w, s in zip(weights, six, strict=True):
+            want += w * s
+        assert ranked.score == pytest.approx(want, abs=1e-12)
+    scores = [r.score for r in explained]
+    assert scores == sorted(scores, reverse=True)

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 from jaxtyping import Float, Int
 
 from emotional_memory.kernel._types import Array
-from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, check_bank_rows
 from emotional_memory.kernel.gates import adaptive_weights, apply_signal_mask
 from emotional_memory.kernel.params import ScoringParams
 from emotional_memory.kernel.signals import MOMENTUM_EPS, effective_strength
@@ -100,6 +100,36 @@ def _inverse(x: Array, ok: Array) -> Array:
     return jnp.where(ok, 1.0 / jnp.where(ok, x, 1.0), 0.0)
 
 
+def _pow2_factor(x: Float[Array, "M D"]) -> Float[Array, " M"]:
+    """Per row, the power of two ``2**-e`` that brings ``max |x|`` into [0.5, 1).
+
+    Multiplying by it is exact, changes no cosine, and keeps the squared norm of a
+    finite row from overflowing (entries ~1e20 in float32) or underflowing (~1e-20).
+    1 for zero and non-finite rows; ``e`` is capped so the factor is a normal number.
+    """
+    peak = jnp.max(jnp.abs(x), axis=-1, initial=0.0)
+    usable = jnp.isfinite(peak) & (peak > 0)
+    _, exponent = jnp.frexp(jnp.where(usable, peak, 1.0))
+    limit = jnp.finfo(x.dtype).maxexp - 2
+    exponent = jnp.where(usable, jnp.clip(exponent, -limit, limit), 0)
+    return jnp.ldexp(jnp.ones_like(peak), -exponent)
+
+
+def _scaled_inverse_norm(x: Float[Array, "M D"]) -> tuple[Array, Array, Array]:
+    """``(factor, inv_norm, ok)`` of every row of ``x``, free of overflow and underflow.
+
+    ``factor`` is :func:`_pow2_factor`; ``inv_norm`` is ``1 / |x * factor|`` (0 where
+    not ``ok``); ``ok`` is False for zero, NaN, infinite rows and rows too small for
+    the inverse norm to be finite. With ``factor`` 1 (the usual |x| near 1) the norm
+    is the plain one, bit for bit; otherwise exactly the plain one rescaled.
+    """
+    factor = _pow2_factor(x)
+    scaled = x * factor[:, None]
+    norm, ok = _safe_sqrt(jnp.sum(scaled * scaled, axis=-1))
+    inv = _inverse(norm, ok)
+    return factor, inv, ok & jnp.isfinite(inv)
+
+
 class RowFeatures(NamedTuple):
     """Query-independent row quantities, computed once per bank before the scan.
 
@@ -131,11 +161,11 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     as a zero row (cosine 0).
     """
     emb = columns.embedding
-    as_dtype = emb.astype(dtype)
     # A squared norm is NaN exactly when the row holds a NaN (squares are >= 0, so no
-    # inf - inf) and inf when it holds an infinity (or overflows): one reduction and
-    # ``0 < sq < inf`` find zero, NaN and infinite rows alike.
-    norm, ok = _safe_sqrt(jnp.sum(as_dtype * as_dtype, axis=-1))
+    # inf - inf) and inf when it holds an infinity: one reduction and ``0 < sq < inf``
+    # find zero, NaN and infinite rows alike. Rows are rescaled by a power of two
+    # first, so a finite row's square neither overflows nor underflows.
+    factor, inv_scaled, ok = _scaled_inverse_norm(emb.astype(dtype))
     scale = jnp.asarray(params.signal_scale, dtype)
     shift = jnp.asarray(params.signal_shift, dtype)
     recency = jax.vmap(effective_strength, in_axes=(None, 0, 0, 0, 0))(
@@ -147,7 +177,7 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     )
     return RowFeatures(
         embedding=emb,
-        inv_norm=_inverse(norm, ok),
+        inv_norm=jnp.where(ok, inv_scaled * factor, 0.0),  # 1 / |row| of the raw row
         ok=ok,
         mood=_components(jnp.asarray(columns.mood, dtype)),
         affect=_components(jnp.asarray(columns.affect, dtype)),
@@ -189,11 +219,12 @@ def prepare_queries(
     emb = jnp.asarray(queries.embedding, dtype)
     q_bad = jnp.any(~jnp.isfinite(emb), axis=-1)
     emb = jnp.where(q_bad[:, None], 0.0, emb)
-    norm, ok = _safe_sqrt(jnp.sum(emb * emb, axis=-1))
+    # scaled by a power of two (no cosine changes): no overflow in the norm or product
+    factor, inv_norm, ok = _scaled_inverse_norm(emb)
     mood = jnp.asarray(queries.mood, dtype)
     return PreparedQueries(
-        embedding=emb,
-        inv_norm=_inverse(norm, ok),
+        embedding=emb * factor[:, None],
+        inv_norm=inv_norm,
         ok=ok,
         affect=jnp.asarray(queries.affect, dtype),
         mood=mood,
@@ -393,32 +424,9 @@ def check_batch_inputs(
     if len(bank_shape) != 2 or bank_shape[1] != emb_shape[1]:
         raise ValueError(f"columns.embedding must be (N, {emb_shape[1]}) like the queries' "
                          f"dimension, got shape {bank_shape}")
-    _check_bank_rows(columns, bank_shape[0])
+    check_bank_rows(columns, bank_shape[0])
     if signal_mask is not None and jnp.shape(signal_mask) != (6,):
         raise ValueError(f"signal_mask must have shape (6,), got {jnp.shape(signal_mask)}")
-
-
-_ROW_SHAPES = (
-    ("affect", (3,)), ("mood", (3,)), ("velocity", (3,)), ("age_seconds", ()),
-    ("consolidation", ()), ("retrieval_count", ()), ("activation", ()), ("valid", ()),
-)
-
-
-def _check_bank_rows(columns: MemoryColumns, n: int) -> None:
-    """Every bank column has the embedding's N rows (and its own trailing shape), and
-    ``valid`` is bool: a column of another length was sliced with clamped indices (a
-    short ``valid`` scored only its rows), a float ``valid`` counted 0.5 as True.
-
-    Raises:
-        ValueError: a column of another shape (named). TypeError: ``valid`` not bool.
-    """
-    for name, tail in _ROW_SHAPES:
-        shape = jnp.shape(getattr(columns, name))
-        if shape != (n, *tail):
-            raise ValueError(f"columns.{name} must be {(n, *tail)} like columns.embedding's "
-                             f"N, got shape {shape}")
-    if jnp.result_type(columns.valid) != jnp.bool_:
-        raise TypeError(f"columns.valid must be bool, got {jnp.result_type(columns.valid)}")
 
 
 def score_batch_unjitted(

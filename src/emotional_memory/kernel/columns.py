@@ -171,3 +171,52 @@ def pad_columns(columns: MemoryColumns, size: int | None = None) -> MemoryColumn
     # tree_map rebuilds the module by unflattening (no __init__ checks per call).
     padded: MemoryColumns = jax.tree_util.tree_map(pad, columns)
     return padded
+
+
+_ROW_SHAPES = (
+    ("affect", (3,)), ("mood", (3,)), ("velocity", (3,)), ("age_seconds", ()),
+    ("consolidation", ()), ("retrieval_count", ()), ("activation", ()), ("valid", ()),
+)
+
+
+def check_bank_rows(columns: MemoryColumns, n: int) -> None:
+    """Every bank column has the embedding's N rows (and its own trailing shape), and
+    ``valid`` is bool: a column of another length was sliced with clamped indices (a
+    short ``valid`` scored only its rows), a float ``valid`` counted 0.5 as True.
+
+    Args:
+        columns: the bank (leaves only read for their shapes and dtypes).
+        n: the number of rows N.
+
+    Raises:
+        ValueError: a column of another shape (named). TypeError: ``valid`` not bool.
+    """
+    for name, tail in _ROW_SHAPES:
+        shape = jnp.shape(getattr(columns, name))
+        if shape != (n, *tail):
+            raise ValueError(f"columns.{name} must be {(n, *tail)} like columns.embedding's "
+                             f"N, got shape {shape}")
+    if jnp.result_type(columns.valid) != jnp.bool_:
+        raise TypeError(f"columns.valid must be bool, got {jnp.result_type(columns.valid)}")
+
+
+def check_query(query: QueryFeatures) -> None:
+    """An unbatched query's static shapes and its compute dtype (no device sync).
+
+    Args:
+        query: the query features.
+
+    Raises:
+        ValueError: ``embedding`` not (D,) or a state leaf not (3,) (named).
+        TypeError: ``affect`` (the compute dtype) not floating point.
+    """
+    shape = jnp.shape(query.embedding)
+    if len(shape) != 1:
+        raise ValueError(f"query.embedding must be (D,), got shape {shape}")
+    for name in ("affect", "mood", "velocity"):
+        shape = jnp.shape(getattr(query, name))
+        if shape != (3,):
+            raise ValueError(f"query.{name} must be (3,), got shape {shape}")
+    if not jnp.issubdtype(jnp.result_type(query.affect), jnp.floating):
+        raise TypeError("query.affect must be floating point (it sets the compute dtype), "
+                        f"got {jnp.result_type(query.affect)}")

@@ -40,7 +40,13 @@ from emotional_memory.kernel.gates import (
 )
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.kernel.params import ScoringParams, unpack_params
-from emotional_memory.kernel.score import score_with_weights, stable_rank, weighted_total
+from emotional_memory.kernel.score import (
+    check_signal_vector,
+    score_with_weights,
+    signal_count,
+    stable_rank,
+    weighted_total,
+)
 
 RESONANCE = 5
 """Index of the resonance signal s6 (the only one pass 2 changes)."""
@@ -95,7 +101,14 @@ def retrieval_plan_unjitted(
     Args and Returns: as :func:`retrieval_plan`; ``seed_count`` as
     :func:`retrieval_plan_packed`'s.
     """
+    n_signals = signal_count(lexical, context)
+    check_signal_vector("signal_mask", signal_mask, n_signals)
     dtype = jnp.result_type(query.affect)
+    if weights is not None and jnp.shape(weights) == (6,) and n_signals > 6:
+        # six final weights (the engine's precomputed_weights) with s7 / s8 scored:
+        # the six are used as they are, the opt-in signals weigh 0
+        weights = jnp.concatenate([jnp.asarray(weights, dtype),
+                                   jnp.zeros((n_signals - 6,), dtype)])
     if weights is None:
         source = params if weight_params is None else weight_params
         if lexical is None:
@@ -178,7 +191,8 @@ def retrieval_plan(
         top_k: number of seeds (static).
         hops: spreading-activation hops (static).
         spread: False skips spreading activation (static; resonance disabled).
-        weights: optional (6,) final weights, used as they are.
+        weights: optional (S,) final weights, used as they are; six with ``lexical``
+            (or ``context``) give s7 (and s8) weight 0.
         weight_params: parameters of the mood-adaptive weights (a query route's base
             weights and the gates) when ``weights`` is None (default: ``params``).
         signal_mask: optional (S,) ablation mask applied to the adaptive weights.

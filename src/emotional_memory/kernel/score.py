@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 from jaxtyping import Bool, Float, Int
 
 from emotional_memory.kernel._types import Array
-from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures
+from emotional_memory.kernel.columns import (
+    MemoryColumns,
+    QueryFeatures,
+    check_bank_rows,
+    check_query,
+)
 from emotional_memory.kernel.context import ContextInputs, context_signal, neighbour_blend
 from emotional_memory.kernel.gates import (
     adaptive_weights,
@@ -34,6 +41,84 @@ class ScoreOutput(eqx.Module):
     raw: Float[Array, "N S"]
     weights: Float[Array, " S"]
     totals: Float[Array, " N"]
+
+
+def signal_count(lexical: Any = None, context: Any = None) -> int:
+    """S, the number of signals: 6, 7 with lexical inputs, 8 with context inputs too."""
+    return 6 + (lexical is not None) + (context is not None)
+
+
+def check_signal_vector(name: str, value: Any, n_signals: int) -> None:
+    """``value`` (a mask or weights) is None or has one entry per signal.
+
+    Raises:
+        ValueError: naming ``name``; a short vector was indexed with a clamped index
+            (the last entry reused) or broadcast.
+    """
+    if value is not None and jnp.shape(value) != (n_signals,):
+        raise ValueError(f"{name} must have shape ({n_signals},) (one entry per signal), "
+                         f"got {jnp.shape(value)}")
+
+
+def check_score_inputs(
+    query: QueryFeatures,
+    columns: MemoryColumns,
+    *,
+    embeddings: bool,
+    semantic: Any = None,
+    signal_mask: Any = None,
+    weights: Any = None,
+    lexical: LexicalInputs | None = None,
+    context: ContextInputs | None = None,
+) -> None:
+    """Static shapes and dtypes of one query's scoring inputs (no device sync; works
+    while tracing, under ``jit`` and ``vmap``).
+
+    Args:
+        query, columns, semantic, signal_mask, weights, lexical, context: as the
+            scorers take them.
+        embeddings: the scorer reads the embeddings (their D must agree).
+
+    Raises:
+        ValueError / TypeError: naming the malformed argument.
+    """
+    if context is not None and lexical is None:
+        raise ValueError("the context signal s8 needs lexical inputs (it blends s1 and s7)")
+    check_query(query)
+    bank = jnp.shape(columns.embedding)
+    dim = jnp.shape(query.embedding)[0] if embeddings else "D"
+    if len(bank) != 2 or (embeddings and bank[1] != dim):
+        raise ValueError(f"columns.embedding must be (N, {dim}) like query.embedding's D, "
+                         f"got shape {bank}")
+    n = bank[0]
+    check_bank_rows(columns, n)
+    if semantic is not None and jnp.shape(semantic) != (n,):
+        raise ValueError(f"semantic must be ({n},), one per row, got shape {jnp.shape(semantic)}")
+    n_signals = signal_count(lexical, context)
+    check_signal_vector("signal_mask", signal_mask, n_signals)
+    check_signal_vector("weights", weights, n_signals)
+    if lexical is not None:
+        _check_lexical(lexical, n)
+    if context is not None:
+        shape = jnp.shape(context.neighbours)
+        if len(shape) != 2 or shape[0] != n:
+            raise ValueError(f"context.neighbours must be ({n}, K), got shape {shape}")
+
+
+def _check_lexical(lexical: LexicalInputs, n: int) -> None:
+    """The lexical inputs of ``n`` rows: tf (n, T), length (n,), df (T,), scalars."""
+    df = jnp.shape(lexical.df)
+    if len(df) != 1:
+        raise ValueError(f"lexical.df must be (T,), got shape {df}")
+    for name, want in (("tf", (n, df[0])), ("length", (n,))):
+        shape = jnp.shape(getattr(lexical, name))
+        if shape != want:
+            raise ValueError(f"lexical.{name} must be {want} (rows, lexical.df's terms), "
+                             f"got shape {shape}")
+    for name in ("n_docs", "avg_length"):
+        shape = jnp.shape(getattr(lexical, name))
+        if shape != ():
+            raise ValueError(f"lexical.{name} must be a scalar, got shape {shape}")
 
 
 def weighted_total(
@@ -88,6 +173,8 @@ def score_bank(
         :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,); S = 6, 7
         with ``lexical``, 8 with ``context`` too.
     """
+    check_score_inputs(query, columns, embeddings=True, signal_mask=signal_mask,
+                       lexical=lexical, context=context)
     semantic = bank_cosine(query.embedding, columns.embedding)
     return score_given_semantic(params, query, columns, semantic, signal_mask, lexical,
                                 context)
@@ -122,6 +209,8 @@ def score_given_semantic(
     Returns:
         :class:`ScoreOutput` with raw (N, S), weights (S,), totals (N,).
     """
+    check_score_inputs(query, columns, embeddings=False, semantic=semantic,
+                       signal_mask=signal_mask, lexical=lexical, context=context)
     dtype = jnp.result_type(query.affect)
     weigh = (adaptive_weights if lexical is None
              else adaptive_weights_lexical if context is None else adaptive_weights_context)
@@ -153,6 +242,8 @@ def score_with_weights(
     Returns:
         :class:`ScoreOutput`.
     """
+    check_score_inputs(query, columns, embeddings=True, weights=weights, lexical=lexical,
+                       context=context)
     semantic = bank_cosine(query.embedding, columns.embedding)
     return _score_rows(weights, params, query, columns, semantic, lexical, context)
 
@@ -166,9 +257,8 @@ def _score_rows(
     lexical: LexicalInputs | None = None,
     context: ContextInputs | None = None,
 ) -> ScoreOutput:
-    """The one place signals, weighted totals and the padding mask are put together."""
-    if context is not None and lexical is None:
-        raise ValueError("the context signal s8 needs lexical inputs (it blends s1 and s7)")
+    """The one place signals, weighted totals and the padding mask are put together
+    (inputs checked by the caller, :func:`check_score_inputs`)."""
     dtype = jnp.result_type(query.affect)
     weights = jnp.asarray(weights, dtype)
     raw = jax.vmap(signals_given_semantic, in_axes=(None, None, 0, 0))(

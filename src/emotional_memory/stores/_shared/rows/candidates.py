@@ -27,6 +27,7 @@ from emotional_memory._bank import (
     CandidateBank,
     LexicalQuery,
     padded_adjacency,
+    rescale_far_rows,
 )
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size
 from emotional_memory.kernel.plan import FEATURE_WIDTH
@@ -147,8 +148,23 @@ class CandidateRows(EmbeddingSearch):
             # would be copied a second time).
             private = aligned_zeros(cols.embedding.shape, cols.embedding.dtype)
             private[...] = cols.embedding
+            self._write_far_rows(private)
             cols = dataclasses.replace(cols, embedding=private)
             return row_ids, jax.device_put(cols), self._dim
+
+    def _write_far_rows(self, private: np.ndarray) -> None:
+        """Make every embedded row of ``private`` (a copy of the search matrix) score
+        its exact cosine in float32: rows kept aside as zeros (norm outside the
+        precision's range) get their float64 embedding, and rows beyond float32's
+        range (float64 mode) are rescaled, by :func:`rescale_far_rows`."""
+        if private.dtype == np.float64:
+            scaled = rescale_far_rows(private)
+            if scaled is not private:
+                private[...] = scaled
+            return
+        for row in np.flatnonzero(self._special[: private.shape[0]]).tolist():
+            vec = np.asarray(self._exact_row(row), np.float64)
+            private[row, : vec.shape[0]] = rescale_far_rows(vec[None, :])[0]
 
     def _bank_of_rows(
         self, rows: list[int], embedding: Sequence[float] | np.ndarray | None, now: datetime
