@@ -14,8 +14,18 @@ from hypothesis import strategies as st
 
 from emotional_memory import (
     CoreAffect,
+    EmotionalMemory,
+    InMemoryStore,
+    Memory,
+    ResonanceLink,
     categorize_affect,
+    hebbian_strengthen,
+    make_emotional_tag,
 )
+from emotional_memory.affect import AffectiveMomentum
+from emotional_memory.mood import MoodField
+from emotional_memory.replay import TickClock
+from support.compat_original import START, HashEmbedder
 
 _TIERS = {
     "joy": ("serenity", "joy", "ecstasy"),
@@ -74,3 +84,41 @@ def test_categorize_matches_the_original_near_tier_edges(
     assert (label.primary, label.name) == _original_label(
         affect.valence, affect.arousal, dominance
     )
+
+
+def _memory_with_links(targets: list[tuple[str, float]]) -> Memory:
+    tag = make_emotional_tag(
+        CoreAffect(valence=0.1, arousal=0.2), AffectiveMomentum(), MoodField.neutral(), 0.5
+    )
+    links = [
+        ResonanceLink(source_id="self", target_id=t, strength=s, link_type="semantic")
+        for t, s in targets
+    ]
+    return Memory(
+        id="self", content="x", tag=tag.model_copy(update={"resonance_links": links})
+    )
+
+
+def test_hebbian_strengthen_helper_strengthens_every_listed_target_as_the_original() -> None:
+    # The original's helper strengthens each link whose target is in the given ids,
+    # a link to the memory itself included (its engine leaves the memory's own id out).
+    memory = _memory_with_links([("self", 0.5), ("b", 0.2), ("c", 0.3)])
+    links = hebbian_strengthen(memory, {"self", "b"}, 0.25)
+    assert [lk.strength for lk in links] == [0.75, 0.45, 0.3]
+
+
+def test_engine_hebbian_leaves_a_link_to_the_memory_itself_alone() -> None:
+    engine = EmotionalMemory(InMemoryStore(), HashEmbedder(), clock=TickClock(START))
+    first = engine.encode("rain on the roof")
+    engine.encode("rain on the roof again")
+    links = [
+        *first.tag.resonance_links,
+        ResonanceLink(source_id=first.id, target_id=first.id, strength=0.5,
+                      link_type="semantic"),
+    ]
+    engine.update_memory(first.id, tag=first.tag.model_copy(update={"resonance_links": links}))
+    engine.retrieve("rain on the roof", top_k=2)
+    stored = engine.get(first.id)
+    assert stored is not None
+    self_links = [lk for lk in stored.tag.resonance_links if lk.target_id == first.id]
+    assert [lk.strength for lk in self_links] == [0.5]
