@@ -13,11 +13,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from emotional_memory import (
+    AppraisalVector,
     CoreAffect,
     EmotionalMemory,
+    EmotionalMemoryConfig,
     InMemoryStore,
     Memory,
     ResonanceLink,
+    StaticAppraisalEngine,
     categorize_affect,
     hebbian_strengthen,
     make_emotional_tag,
@@ -122,3 +125,26 @@ def test_engine_hebbian_leaves_a_link_to_the_memory_itself_alone() -> None:
     assert stored is not None
     self_links = [lk for lk in stored.tag.resonance_links if lk.target_id == first.id]
     assert [lk.strength for lk in self_links] == [0.5]
+
+
+def test_elaborate_keeps_the_label_given_at_encode_time() -> None:
+    # The original labels a tag once, at encode; elaboration blends the affect but
+    # leaves emotion_label as it was.
+    appraisal = AppraisalVector(
+        novelty=0.9, goal_relevance=-0.9, coping_potential=0.1, norm_congruence=-0.9,
+        self_relevance=0.9,
+    )
+    engine = EmotionalMemory(
+        InMemoryStore(), HashEmbedder(), StaticAppraisalEngine(appraisal),
+        EmotionalMemoryConfig(dual_path_encoding=True, auto_categorize=True),
+        clock=TickClock(START),
+    )
+    engine.set_affect(CoreAffect(valence=0.8, arousal=0.5))
+    memory = engine.encode("a sunny walk")
+    assert memory.tag.emotion_label is not None
+    assert memory.tag.emotion_label.primary == "joy"
+    elaborated = engine.elaborate(memory.id)
+    assert elaborated is not None
+    assert elaborated.tag.core_affect != memory.tag.core_affect
+    assert categorize_affect(elaborated.tag.core_affect).primary != "joy"
+    assert elaborated.tag.emotion_label == memory.tag.emotion_label
