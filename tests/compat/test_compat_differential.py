@@ -8,20 +8,30 @@ it); nothing here imports or needs the original.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from emotional_memory import (
+    AdaptiveWeightsConfig,
     AppraisalVector,
     CoreAffect,
+    DecayConfig,
     EmotionalMemory,
     EmotionalMemoryConfig,
     InMemoryStore,
     Memory,
+    MoodDecayConfig,
+    ResonanceConfig,
     ResonanceLink,
+    RetrievalConfig,
     StaticAppraisalEngine,
     categorize_affect,
+    consolidation_strength,
     hebbian_strengthen,
     make_emotional_tag,
 )
@@ -148,3 +158,51 @@ def test_elaborate_keeps_the_label_given_at_encode_time() -> None:
     assert elaborated.tag.core_affect != memory.tag.core_affect
     assert categorize_affect(elaborated.tag.core_affect).primary != "joy"
     assert elaborated.tag.emotion_label == memory.tag.emotion_label
+
+
+_WRONG_TYPES = [pytest.param("abc", id="str"), pytest.param(None, id="None"),
+                pytest.param([0.5], id="list"), pytest.param(True, id="bool")]
+_FIELD_CASES: list[tuple[str, Callable[[Any], Any]]] = [
+    ("valence", lambda v: CoreAffect(valence=v, arousal=0.5)),
+    ("dominance", lambda v: CoreAffect(valence=0.0, arousal=0.5, dominance=v)),
+    ("dd_arousal", lambda v: AffectiveMomentum(dd_arousal=v)),
+    ("inertia", lambda v: MoodField(valence=0, arousal=0, dominance=0, inertia=v,
+                                    timestamp=START)),
+    ("base_half_life_seconds", lambda v: MoodDecayConfig(base_half_life_seconds=v)),
+    ("power", lambda v: DecayConfig(power=v)),
+    ("threshold", lambda v: ResonanceConfig(threshold=v)),
+    ("ape_threshold", lambda v: RetrievalConfig(ape_threshold=v)),
+    ("calm_sharpness", lambda v: AdaptiveWeightsConfig(calm_sharpness=v)),
+    ("novelty", lambda v: AppraisalVector(novelty=v, goal_relevance=0, coping_potential=0,
+                                          norm_congruence=0, self_relevance=0)),
+    ("strength", lambda v: ResonanceLink(source_id="a", target_id="b", strength=v,
+                                         link_type="semantic")),
+    ("mood_alpha", lambda v: EmotionalMemoryConfig(mood_alpha=v)),
+    ("base_weights", lambda v: RetrievalConfig(base_weights=[v, 0.2, 0.2, 0.2, 0.1, 0.1])),
+]
+
+
+@pytest.mark.parametrize("value", _WRONG_TYPES)
+@pytest.mark.parametrize(("field", "build"), _FIELD_CASES, ids=[f for f, _ in _FIELD_CASES])
+def test_a_wrongly_typed_model_field_is_a_validation_error(
+    field: str, build: Callable[[Any], Any], value: Any
+) -> None:
+    # The original's models are plain pydantic: a value that is not a number is a
+    # ValidationError (a ValueError), which code written for it catches.
+    with pytest.raises(ValidationError, match=field):
+        build(value)
+
+
+@pytest.mark.parametrize("field", ["max_links", "candidate_multiplier", "propagation_hops"])
+@pytest.mark.parametrize("value", ["abc", None, True, 1.5], ids=["str", "None", "bool", "float"])
+def test_a_wrongly_typed_int_field_is_a_validation_error(field: str, value: Any) -> None:
+    with pytest.raises(ValidationError, match=field):
+        ResonanceConfig(**{field: value})
+
+
+def test_a_wrongly_typed_plain_argument_stays_a_type_error() -> None:
+    # outside the models the original fails with a TypeError (its arithmetic on a str)
+    with pytest.raises(TypeError, match="alpha"):
+        CoreAffect.neutral().lerp(CoreAffect.neutral(), None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="arousal"):
+        consolidation_strength([0.5], 0.5)  # type: ignore[arg-type]
