@@ -15,15 +15,28 @@ from typing import Any
 import numpy as np
 
 
+class NumberTypeError(TypeError, ValueError):
+    """A value that is not a number (or is a bool) where a number is wanted.
+
+    A ``TypeError`` (what a plain argument of the wrong type raises) that is also a
+    ``ValueError``, so that raised in a pydantic validator it becomes a
+    ``ValidationError`` naming the field, as the original's models raise for a
+    wrongly typed field (docs/behaviour.md §11).
+    """
+
+
 def finite(field: str, value: float) -> float:
     """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf
-    or an int too large for a float, ``TypeError`` if not a number (or a bool)."""
+    or an int too large for a float, :class:`NumberTypeError` if not a number (or a
+    bool)."""
     if isinstance(value, bool):
-        raise TypeError(f"{field} must be a number, got bool")
+        raise NumberTypeError(f"{field} must be a number, got bool")
     try:
         out = float(value)
     except (TypeError, ValueError) as exc:
-        raise TypeError(f"{field} must be a number, got {type(value).__name__}") from exc
+        raise NumberTypeError(
+            f"{field} must be a number, got {type(value).__name__}"
+        ) from exc
     except OverflowError:  # an int beyond the float range (10**400)
         raise ValueError(
             f"{field} must be finite, got an int too large for a float"
@@ -39,7 +52,7 @@ def strict_finite(field: str, value: float) -> float:
     For plain arguments; pydantic fields keep their lax parsing of numeric strings.
     """
     if isinstance(value, str | bytes | bytearray):
-        raise TypeError(f"{field} must be a number, got {type(value).__name__}")
+        raise NumberTypeError(f"{field} must be a number, got {type(value).__name__}")
     return finite(field, value)
 
 
@@ -129,10 +142,11 @@ def utc_now() -> datetime:
 
 
 def not_bool(field: str, value: Any) -> Any:
-    """``value`` unless it is a bool (Python's or numpy's), which is a ``TypeError``
-    naming ``field`` (pydantic's lax int would take ``True`` as 1)."""
+    """``value`` unless it is a bool (Python's or numpy's), which is a
+    :class:`NumberTypeError` naming ``field`` (pydantic's lax int would take ``True``
+    as 1)."""
     if isinstance(value, bool | np.bool_):
-        raise TypeError(f"{field} must be an int, got bool")
+        raise NumberTypeError(f"{field} must be an int, got bool")
     return value
 
 
@@ -140,13 +154,15 @@ def integer(field: str, value: Any) -> int:
     """An integer of any sign (numpy integers accepted; bools and floats rejected).
 
     Raises:
-        TypeError: not an integer, naming ``field``.
+        NumberTypeError: not an integer (a ``TypeError``), naming ``field``.
     """
     not_bool(field, value)
     try:
         return operator.index(value)
     except TypeError as exc:
-        raise TypeError(f"{field} must be an int, got {type(value).__name__}") from exc
+        raise NumberTypeError(
+            f"{field} must be an int, got {type(value).__name__}"
+        ) from exc
 
 
 def int_at_least(field: str, value: Any, low: int) -> int:

@@ -79,7 +79,9 @@ def categorize_affect(core_affect: CoreAffect, dominance: float | None = None) -
     valence = core_affect.valence
     arousal = core_affect.arousal
     a_prime = 2.0 * (arousal - 0.5)
-    radius = math.hypot(valence, a_prime)
+    # sqrt of the sum of squares, as the original (hypot rounds differently, which
+    # flips the intensity tier of points a last bit away from 0.3 or 0.7)
+    radius = math.sqrt(valence**2 + a_prime**2)
     near_origin = radius < 0.05 or (abs(valence) < 0.05 and arousal < 0.05)
     angle = math.degrees(math.atan2(a_prime, valence)) % 360.0
     sector = int((angle + 22.5) / 45.0) % 8

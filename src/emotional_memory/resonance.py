@@ -484,7 +484,8 @@ def hebbian_strengthen(
 
     Args:
         memory: the memory whose links change.
-        co_retrieved_ids: ids retrieved together with it.
+        co_retrieved_ids: ids retrieved together with it (a link to one of them is
+            strengthened, a link to the memory itself too when its id is listed).
         increment: added strength (>= 0), capped at 1.0.
 
     Returns:
@@ -495,7 +496,9 @@ def hebbian_strengthen(
             NaN or infinite.
     """
     inc = non_negative("increment", increment)
-    co = set(co_retrieved_ids) - {memory.id}
+    # every listed id, the memory's own included (as the original; the engine leaves
+    # a memory's own id out of its co-retrieved ids)
+    co = set(co_retrieved_ids)
     return [
         with_fields(link, {"strength": min(1.0, link.strength + inc)})
         if link.target_id in co else link

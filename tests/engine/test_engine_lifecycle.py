@@ -24,7 +24,6 @@ from emotional_memory import (
     MoodDecayConfig,
     SQLiteAffectiveStateStore,
     SQLiteStore,
-    categorize_affect,
     consolidation_strength,
 )
 from emotional_memory.embedders import HashingEmbedder
@@ -101,6 +100,7 @@ def test_elaborate_pending_handles_all() -> None:
     engine, _ = make(appraisal_engine=spy, dual_path_encoding=True, auto_categorize=True)
     ids = [engine.encode(f"event {i}").id for i in range(3)]
     engine.encode("explicit", affect=CoreAffect(valence=-0.5, arousal=0.5))
+    labels = {mid: engine.get(mid).tag.emotion_label for mid in ids}
     out = engine.elaborate_pending()
     assert sorted(m.id for m in out) == sorted(ids)
     assert spy.calls == ["event 0", "event 1", "event 2"]
@@ -110,10 +110,9 @@ def test_elaborate_pending_handles_all() -> None:
         tag = engine.get(mid).tag
         assert tag.appraisal == POS
         assert tag.window_opened_at is not None
-        # auto_categorize labels through label_tag: the mood snapshot's dominance
-        assert tag.emotion_label == categorize_affect(
-            tag.core_affect, tag.mood_snapshot.dominance
-        )
+        # the label auto_categorize gave at encode time (label_tag: the mood
+        # snapshot's dominance) stays: the original does not relabel on elaboration
+        assert labels[mid] is not None and tag.emotion_label == labels[mid]
     assert engine.elaborate_pending() == []
     assert engine.elaborate("no-such-id") is None
 

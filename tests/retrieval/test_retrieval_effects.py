@@ -60,7 +60,10 @@ def _chained(engine: EmotionalMemory, winners: list[Memory], now: datetime) -> l
     if increment > 0 and len(winners) > 1:
         ids = [m.id for m in winners]
         tags = [
-            with_fields(tag, {"resonance_links": hebbian_strengthen(m, ids, increment)})
+            # the original's engine: each memory's co-retrieved ids without its own
+            with_fields(tag, {"resonance_links": hebbian_strengthen(
+                m, [i for i in ids if i != m.id], increment
+            )})
             for m, tag in zip(winners, tags, strict=True)
         ]
     return [with_fields(m, {"tag": tag}) for m, tag in zip(winners, tags, strict=True)]

@@ -84,6 +84,8 @@ class EffectsMixin(EngineCore):
             changes.update(prediction_fields(tag, affect, ape, changes.get("core_affect")))
             if hebbian:
                 # the links as stored: the updates above leave them alone
-                changes["resonance_links"] = hebbian_strengthen(memory, ids, increment)
+                changes["resonance_links"] = hebbian_strengthen(
+                    memory, [i for i in ids if i != memory.id], increment
+                )
             out.append(with_fields(memory, {"tag": with_fields(tag, changes)}))
         return out

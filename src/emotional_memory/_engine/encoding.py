@@ -630,8 +630,7 @@ class EncodingMixin(StateMixin):
                 "window_opened_at": now,
             }
         )
-        if self.config.auto_categorize:
-            new_tag = label_tag(new_tag)
+        # emotion_label stays the one given at encode time, as in the original
         updated = memory.model_copy(update={"tag": new_tag})
         with view.transaction():
             current = view.get(memory_id)
