@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -233,7 +234,9 @@ class RecordsMixin(EngineCore):
         Returns:
             One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
             :meth:`import_memories`. Links to memories this view no longer sees
-            (expired ones) are left out, as ``prune`` would drop them.
+            (expired ones) are left out, as ``prune`` would drop them. An embedding
+            holding NaN or inf (an embedder's, stored with a warning) is exported as
+            ``null``: it scores as no embedding, and JSON cannot hold it.
         """
         parsed = parse_where(where)
         now = Now(self._now)  # one time for both reads, read only if expiry is checked
@@ -247,7 +250,7 @@ class RecordsMixin(EngineCore):
             ids.update(m.id for m in self._view(now).memories(outside))
         if outside:
             memories = [_links_within(m, ids) for m in memories]
-        return [m.model_dump(mode="json") for m in memories]
+        return [_exported(m) for m in memories]
 
     @_synchronized
     def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
@@ -411,6 +414,16 @@ class RecordsMixin(EngineCore):
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"
                     )
+
+
+def _exported(memory: Memory) -> dict[str, Any]:
+    """``memory`` as an export record: its JSON dump, with a non-finite embedding as
+    ``None`` (what ``import_memories`` takes and scores alike)."""
+    data: dict[str, Any] = memory.model_dump(mode="json")
+    embedding = data["embedding"]
+    if embedding and not all(map(math.isfinite, embedding)):
+        data["embedding"] = None
+    return data
 
 
 def _links_within(memory: Memory, ids: set[str]) -> Memory:
