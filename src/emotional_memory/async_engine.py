@@ -24,7 +24,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -620,7 +620,7 @@ class AsyncEmotionalMemory:
         return await self._run(self._engine.export_memories, where=where)
 
     async def import_memories(
-        self, data: Sequence[dict[str, Any]], overwrite: bool = False
+        self, data: Iterable[dict[str, Any]], overwrite: bool = False
     ) -> int:
         """See :meth:`EmotionalMemory.import_memories`.
 

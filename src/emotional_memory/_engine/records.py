@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
@@ -253,7 +254,7 @@ class RecordsMixin(EngineCore):
         return [_exported(m) for m in memories]
 
     @_synchronized
-    def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
+    def import_memories(self, data: Iterable[dict[str, Any]], overwrite: bool = False) -> int:
         """Import memories exported by :meth:`export_memories`.
 
         Everything is validated before anything is written. Through a scoped view,
@@ -262,14 +263,15 @@ class RecordsMixin(EngineCore):
         naming another scope is refused, as is an id held outside the view.
 
         Args:
-            data: list of memory dicts.
+            data: list (or other iterable, as the original took) of memory dicts.
             overwrite: replace memories whose id already exists (else skip them).
 
         Returns:
             Number of memories written.
         """
-        if isinstance(data, dict | str) or not isinstance(data, Sequence):
+        if isinstance(data, Mapping | str | bytes | BaseModel) or not isinstance(data, Iterable):
             raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
+        data = data if isinstance(data, Sequence) else list(data)  # a generator, as before
         if not isinstance(overwrite, bool | np.bool_):  # "false" would be truthy
             raise TypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
