@@ -317,6 +317,8 @@ class RecordsMixin(EngineCore):
             mem = Memory.model_validate(item)  # unknown keys rejected at every level
         except ValueError as exc:
             raise ValueError(f"data[{i}]: {exc}") from exc
+        except TypeError as exc:  # a field validator's, which pydantic does not wrap
+            raise TypeError(f"data[{i}]: {exc}") from exc
         if not mem.id:
             raise ValueError(f"data[{i}].id must be a non-empty string")
         self._check_content(mem.content, f"data[{i}].content")
