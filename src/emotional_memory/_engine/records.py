@@ -260,7 +260,9 @@ class RecordsMixin(EngineCore):
         Everything is validated before anything is written. Through a scoped view,
         records land in the view's scope: a record without a scope (or exported at
         the root) takes the view's path, one under the view's path keeps it, and one
-        naming another scope is refused, as is an id held outside the view.
+        naming another scope is refused, as is an id held outside the view. An
+        expired memory of this view with a record's id is pruned (as :meth:`prune`
+        would) and the record written.
 
         Args:
             data: list (or other iterable, as the original took) of memory dicts.
@@ -275,26 +277,18 @@ class RecordsMixin(EngineCore):
         if not isinstance(overwrite, bool | np.bool_):  # "false" would be truthy
             raise TypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
-        view = self._view()
-        base = self._columnar
+        now = Now(self._now)  # one time for every read of the import
+        view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
-        # one read of each (not one per memory): a store answers many ids at once
-        held = {m.id for m in base.memories(ids)}
-        seen = {m.id for m in view.memories(ids)} if held else set()
-        for i, mem in enumerate(memories):
-            if mem.id in held and mem.id not in seen:
-                raise ValueError(
-                    f"data[{i}].id {mem.id!r} belongs to a memory this view cannot write"
-                )
+        self._import_targets(ids, view, expired)  # refuses another view's memory
         self._check_import_links(memories, view)
         self._check_import_embeddings(memories)
         self._check_import_storable(memories)
         written = 0
         with view.transaction():
-            # read again inside the transaction (a durable store locks what it reads;
-            # the whole store's read also tells it which ids no row holds)
-            held = {m.id for m in base.memories(ids)}
-            seen = {m.id for m in view.memories(ids)} if held else set()
+            # read again inside the transaction (a durable store locks what it reads)
+            seen, stale = self._import_targets(ids, view, expired)
+            self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
                 if exists and not overwrite:
@@ -308,6 +302,26 @@ class RecordsMixin(EngineCore):
                     raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
                 written += 1
         return written
+
+    def _import_targets(
+        self, ids: Sequence[str], view: Any, expired: Any
+    ) -> tuple[set[str], list[str]]:
+        """Which of an import's ids this view sees, and which are this view's expired
+        memories (one read of each, not one per memory).
+
+        Raises:
+            ValueError: an id held by a memory this view cannot write (another scope's).
+        """
+        held = {m.id for m in self._columnar.memories(ids)}
+        seen = {m.id for m in view.memories(ids)} if held else set()
+        hidden = [mid for mid in ids if mid in held and mid not in seen]
+        stale = {m.id for m in expired.memories(hidden)} if hidden else set()
+        for i, mid in enumerate(ids):
+            if mid in held and mid not in seen and mid not in stale:
+                raise ValueError(
+                    f"data[{i}].id {mid!r} belongs to a memory this view cannot write"
+                )
+        return seen, [mid for mid in hidden if mid in stale]
 
     def _import_item(self, i: int, item: object) -> Memory:
         """One import payload entry, validated as ``encode`` validates its input."""
