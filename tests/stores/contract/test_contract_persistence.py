@@ -93,3 +93,19 @@ def test_an_engine_over_the_reopened_store_answers_as_one_that_kept_running(
             (x.memory.content, x.score, tuple(x.breakdown.raw_signals)) for x in b]
     assert [m.content for m in reopened.scoped("alice").list_all()] == TEXTS[10:14]
     assert dump(reopened) == dump(oracle)
+
+
+def test_a_closed_store_says_so_on_every_operation(backend: Backend) -> None:
+    # a closed ChromaStore answered KeyError: True
+    store = backend.new()
+    memory = indexed_memory(0, [1.0, 0.0, 0.0])
+    store.save(memory)
+    store.close()
+    for operation in (
+        lambda: store.get(memory.id), store.list_all, lambda: len(store),
+        lambda: store.save(indexed_memory(1, [0.0, 1.0, 0.0])),
+        lambda: store.update(memory), lambda: store.delete(memory.id),
+        lambda: store.search_by_embedding([1.0, 0.0, 0.0], 1),
+    ):
+        with pytest.raises((ValueError, RuntimeError), match="(?i)closed"):
+            operation()
