@@ -107,5 +107,5 @@ def test_a_closed_store_says_so_on_every_operation(backend: Backend) -> None:
         lambda: store.update(memory), lambda: store.delete(memory.id),
         lambda: store.search_by_embedding([1.0, 0.0, 0.0], 1),
     ):
-        with pytest.raises((ValueError, RuntimeError), match="(?i)closed"):
+        with pytest.raises((ValueError, RuntimeError), match=r"(?i)closed"):
             operation()
