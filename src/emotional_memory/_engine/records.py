@@ -254,7 +254,9 @@ class RecordsMixin(EngineCore):
         return [_exported(m) for m in memories]
 
     @_synchronized
-    def import_memories(self, data: Iterable[dict[str, Any]], overwrite: bool = False) -> int:
+    def import_memories(
+        self, data: Iterable[dict[str, Any]], overwrite: bool = False, *, reembed: bool = False
+    ) -> int:
         """Import memories exported by :meth:`export_memories`.
 
         Everything is validated before anything is written. Through a scoped view,
@@ -267,6 +269,9 @@ class RecordsMixin(EngineCore):
         Args:
             data: list (or other iterable, as the original took) of memory dicts.
             overwrite: replace memories whose id already exists (else skip them).
+            reembed: give every record this engine's embedding of its content (one
+                ``embed_batch`` call) instead of the one it carries: memories move to
+                an embedder of another dimension (``reembed_store`` keeps it).
 
         Returns:
             Number of memories written.
@@ -274,9 +279,16 @@ class RecordsMixin(EngineCore):
         if isinstance(data, Mapping | str | bytes | BaseModel) or not isinstance(data, Iterable):
             raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
         data = data if isinstance(data, Sequence) else list(data)  # a generator, as before
-        if not isinstance(overwrite, bool | np.bool_):  # "false" would be truthy
-            raise TypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
+        for name, flag in (("overwrite", overwrite), ("reembed", reembed)):
+            if not isinstance(flag, bool | np.bool_):  # "false" would be truthy
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
         memories = [self._import_item(i, item) for i, item in enumerate(data)]
+        if reembed and memories:
+            vectors = self._batch_vectors([m.content for m in memories], "data.content")
+            memories = [
+                m.model_copy(update={"embedding": None if v is None else v.tolist()})
+                for m, v in zip(memories, vectors, strict=True)
+            ]
         now = Now(self._now)  # one time for every read of the import
         view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
