@@ -147,6 +147,7 @@ def test_another_dimension_moves_by_export_and_an_import_that_embeds_again(
         reembed_store(store, HashingEmbedder(dim=16), progress=False)
     wider = HashingEmbedder(dim=48, seed=3)
     data = EmotionalMemory(store, OLD).export_memories()
+    data[4]["embedding"] = [float("nan")] * 32  # replaced unread (the original's NaN)
     target = SQLiteStore(tmp_path / "wider.db")
     engine = EmotionalMemory(target, wider)
     assert engine.import_memories(data, reembed=True) == len(TEXTS)

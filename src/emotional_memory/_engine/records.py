@@ -282,7 +282,7 @@ class RecordsMixin(EngineCore):
         for name, flag in (("overwrite", overwrite), ("reembed", reembed)):
             if not isinstance(flag, bool | np.bool_):  # "false" would be truthy
                 raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
-        memories = [self._import_item(i, item) for i, item in enumerate(data)]
+        memories = [self._import_item(i, item, bool(reembed)) for i, item in enumerate(data)]
         if reembed and memories:
             vectors = self._batch_vectors([m.content for m in memories], "data.content")
             memories = [
@@ -335,10 +335,14 @@ class RecordsMixin(EngineCore):
                 )
         return seen, [mid for mid in hidden if mid in stale]
 
-    def _import_item(self, i: int, item: object) -> Memory:
-        """One import payload entry, validated as ``encode`` validates its input."""
+    def _import_item(self, i: int, item: object, reembed: bool = False) -> Memory:
+        """One import payload entry, validated as ``encode`` validates its input
+        (``reembed``: its embedding, to be replaced, is dropped unchecked)."""
         if not isinstance(item, dict | Memory):
             raise ValueError(f"data[{i}] must be a memory dict, got {type(item).__name__}")
+        if reembed:
+            item = {**item, "embedding": None} if isinstance(item, dict) else item.model_copy(
+                update={"embedding": None})
         try:
             mem = Memory.model_validate(item)  # unknown keys rejected at every level
         except ValueError as exc:
