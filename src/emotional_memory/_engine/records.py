@@ -455,7 +455,8 @@ def _exported(memory: Memory) -> dict[str, Any]:
     ``None`` (what ``import_memories`` takes and scores alike)."""
     data: dict[str, Any] = memory.model_dump(mode="json")
     embedding = data["embedding"]
-    if embedding and not all(map(math.isfinite, embedding)):
+    # a finite sum means finite values (the sum is the quick test, the values the sure one)
+    if embedding and not math.isfinite(sum(embedding)) and not all(map(math.isfinite, embedding)):
         data["embedding"] = None
     return data
 
