@@ -24,7 +24,7 @@ import functools
 import os
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
@@ -620,18 +620,19 @@ class AsyncEmotionalMemory:
         return await self._run(self._engine.export_memories, where=where)
 
     async def import_memories(
-        self, data: Sequence[dict[str, Any]], overwrite: bool = False
+        self, data: Iterable[dict[str, Any]], overwrite: bool = False, *, reembed: bool = False
     ) -> int:
         """See :meth:`EmotionalMemory.import_memories`.
 
         Args:
             data: Memory dicts from :meth:`export_memories`.
             overwrite: Replace memories whose id already exists (else skip them).
+            reembed: Embed every record's content with this engine's embedder.
 
         Returns:
             Number of memories written.
         """
-        return await self._run(self._engine.import_memories, data, overwrite)
+        return await self._run(self._engine.import_memories, data, overwrite, reembed=reembed)
 
     # state: plain synchronous methods, as in the original
     def get_state(self) -> AffectiveState:

@@ -163,7 +163,8 @@ def _new_vectors(embedder: Any, batch: list[Memory]) -> list[list[float]]:
             raise ValueError(
                 f"embedder: its vectors have {len(vector)} dimensions, the store's "
                 f"{len(memory.embedding)}; re-embedding keeps the dimension (export the "
-                "memories and import them into a new store instead)"
+                "memories and import them into a new store with an engine of the new "
+                "embedder: import_memories(data, reembed=True))"
             )
     return vectors
 

@@ -259,8 +259,9 @@ def _check_event(where: str, event: object) -> str:
     return str(event["memory_id"])
 
 
-def _check_query(where: str, query: object, encoded: set[str]) -> None:
-    """Check one query; ``encoded``: the scenario's memory ids encoded before it."""
+def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
+    """Check one query; ``encoded``: the scenario's memory ids encoded before it
+    (None: expected ids need not name events)."""
     if not isinstance(query, dict):
         raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
     if query.get("query_id") is not None:
@@ -275,7 +276,7 @@ def _check_query(where: str, query: object, encoded: set[str]) -> None:
     if not isinstance(expected, list) or not all(_is_id(x) for x in expected):
         raise ValueError(f"{where}: 'expected_memory_ids' must be a list of memory ids, "
                          f"got {expected!r}")
-    unknown = [x for x in expected if str(x) not in encoded]
+    unknown = [] if encoded is None else [x for x in expected if str(x) not in encoded]
     if unknown:
         raise ValueError(f"{where}: 'expected_memory_ids' {unknown!r} name no event of "
                          "this scenario encoded before the query (this or an earlier "
@@ -297,8 +298,9 @@ def _entries(where: str, holder: dict[str, Any], key: str) -> list[Any]:
     return value
 
 
-def _check_scenario(where: str, scenario: dict[str, Any]) -> int:
-    """Check one scenario's sessions; its number of queries."""
+def _check_scenario(where: str, scenario: dict[str, Any], labelled: bool = True) -> int:
+    """Check one scenario's sessions (``labelled``: expected ids name earlier events);
+    its number of queries."""
     sessions = scenario.get("sessions")
     if not isinstance(sessions, list):
         raise ValueError(f"{where}: 'sessions' must be a list, got {type(sessions).__name__}")
@@ -316,12 +318,12 @@ def _check_scenario(where: str, scenario: dict[str, Any]) -> int:
             encoded.add(mid)
         queries = _entries(at, session, "queries")
         for k, query in enumerate(queries):
-            _check_query(f"{at} queries[{k}]", query, encoded)
+            _check_query(f"{at} queries[{k}]", query, encoded if labelled else None)
         n_queries += len(queries)
     return n_queries
 
 
-def validate_dataset(data: object, source: str = "dataset") -> None:
+def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = True) -> None:
     """Check a realistic-recall dataset before anything is replayed or fitted.
 
     Every scenario needs a unique ``scenario_id`` and a ``sessions`` list; events a
@@ -335,6 +337,8 @@ def validate_dataset(data: object, source: str = "dataset") -> None:
     Args:
         data: the parsed JSON.
         source: what to name in the messages (the file).
+        labelled: False checks every field but lets expected ids name no event and
+            the dataset hold no query (what a replay of an ablation needs).
 
     Raises:
         ValueError: one line naming ``source``, the place (``scenarios[i] sessions[j]
@@ -358,8 +362,8 @@ def validate_dataset(data: object, source: str = "dataset") -> None:
         if str(sid) in seen:
             raise ValueError(f"{where}: duplicate scenario_id {sid!r}")
         seen.add(str(sid))
-        n_queries += _check_scenario(f"{where} ({sid!r})", scenario)
-    if n_queries == 0:
+        n_queries += _check_scenario(f"{where} ({sid!r})", scenario, labelled)
+    if n_queries == 0 and labelled:
         raise ValueError(f"{source}: no queries (a dataset needs labelled queries)")
 
 
@@ -648,6 +652,9 @@ def replay_scenario(
     Returns:
         One :class:`QueryResult` per query.
     """
+    if not isinstance(scenario, dict):
+        raise ValueError(f"scenario: expected an object, got {type(scenario).__name__}")
+    _check_scenario(f"scenario {scenario.get('scenario_id')!r}", scenario, labelled=False)
     settings = affect if affect is not None else ReplayAffect()
     last_event: datetime | None = None
     id_map: dict[str, str] = {}
@@ -715,6 +722,7 @@ def replay_dataset(
     Returns:
         All :class:`QueryResult` objects in dataset order.
     """
+    validate_dataset(data, labelled=False)  # values and shape (data from anywhere)
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     from emotional_memory._progress import progress_iter
 

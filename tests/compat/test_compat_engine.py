@@ -258,6 +258,47 @@ def test_update_memory_tag_and_config_fields() -> None:
         EmotionalMemoryConfig(query_affect_gate_tau=2.5)
 
 
+# A record as the original's export_memories() writes it (no scope, no expires_at).
+ORIGINAL_RECORD: dict[str, Any] = {
+    "id": "c6941e5f-4647-481a-a778-f3f974eb1560", "content": "rain on the bridge",
+    "embedding": [0.5, 0.5, 0.5, 0.0, 0.0, 0.0, 0.0, 0.5],
+    "tag": {
+        "core_affect": {"valence": 0.18158, "arousal": 0.45363, "dominance": 0.7},
+        "momentum": {"d_valence": 0.0, "d_arousal": 0.0, "d_dominance": 0.0,
+                     "dd_valence": 0.0, "dd_arousal": 0.0, "dd_dominance": 0.0},
+        "mood_snapshot": {"valence": 0.009079, "arousal": 0.0226815, "dominance": 0.51,
+                          "inertia": 0.5, "timestamp": "2026-12-07T05:57:32.859778Z"},
+        "appraisal": {"novelty": 0.5, "goal_relevance": 0.3, "coping_potential": 0.7,
+                      "norm_congruence": -0.2, "self_relevance": 0.4},
+        "resonance_links": [], "timestamp": "2026-12-07T05:57:32.859870Z",
+        "consolidation_strength": 0.43553463625719,
+        "last_retrieved": "2026-12-07T05:57:32.860587Z", "retrieval_count": 1,
+        "reconsolidation_count": 0, "pending_appraisal": False, "window_opened_at": None,
+        "expected_affect": {"valence": 0.18158, "arousal": 0.45363, "dominance": 0.7},
+        "prediction_learning_rate": 0.17, "emotion_label": None,
+    },
+    "metadata": {"k": "\u00fc\u65e5\u672c", "nested": {"a": [1, 2.5, None, True]}},
+}
+
+
+def test_import_takes_the_originals_records_from_any_iterable() -> None:
+    # the original loops over ``data``: records streamed from a file (a generator)
+    # import as a list does, in the sync and the async engine
+    lines = [json.dumps(ORIGINAL_RECORD)]
+    eng = engine()
+    assert eng.import_memories(json.loads(line) for line in lines) == 1
+    got = eng.export_memories()[0]
+    assert {k: v for k, v in got.items() if k not in ("scope", "expires_at")} == ORIGINAL_RECORD
+    assert eng.import_memories(iter([ORIGINAL_RECORD]), overwrite=True) == 1
+    aeng = AsyncEmotionalMemory(InMemoryStore(), HashEmbedder())
+    assert asyncio.run(aeng.import_memories(json.loads(line) for line in lines)) == 1
+    with pytest.raises(ValueError, match=r"data\[0\] must be a memory dict"):
+        eng.import_memories(iter(["not a record"]))  # type: ignore[list-item]
+    with pytest.raises(TypeError, match="data must be"):  # one record, not a list of them
+        eng.import_memories(Memory.model_validate(ORIGINAL_RECORD))  # type: ignore[arg-type]
+    assert len(eng) == 1
+
+
 def test_close_closes_the_appraisal_engine() -> None:
     spy = ContextSpy(AppraisalVector.neutral())
     with engine(appraisal_engine=spy):

@@ -5,6 +5,7 @@ affective state exactly as they were (checked via ``export_memories`` and ``save
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -312,6 +313,29 @@ def test_import_with_one_invalid_item_imports_nothing(engine: EmotionalMemory) -
     check(engine, TypeError, lambda: engine.import_memories("data"))
     assert engine.import_memories(data) == 3
     assert len(engine) == 6
+
+
+@pytest.mark.parametrize(("path", "value", "field"), [
+    (("scope",), "alice", "scope"),
+    (("scope",), [5], "scope[0]"),
+    (("tag", "core_affect", "valence"), None, "valence"),
+    (("tag", "momentum", "d_valence"), "x", "d_valence"),
+    (("tag", "resonance_links", 0, "strength"), [1], "strength"),
+    (("tag", "prediction_learning_rate"), None, "prediction_learning_rate"),
+])
+def test_an_import_field_of_the_wrong_type_names_the_record(
+    engine: EmotionalMemory, path: tuple[Any, ...], value: Any, field: str
+) -> None:
+    # a field validator's TypeError left pydantic unwrapped: "valence must be a
+    # number, got NoneType", naming no record of a long import
+    donor, _ = build()
+    data = donor.export_memories()
+    holder = data[1]
+    for key in path[:-1]:
+        holder = holder[key]
+    holder[path[-1]] = value
+    with unchanged(engine), pytest.raises(TypeError, match=rf"^data\[1\]: .*{re.escape(field)}"):
+        engine.import_memories(data)
 
 
 @pytest.mark.parametrize("bad", [NAN, INF])

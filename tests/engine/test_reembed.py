@@ -9,6 +9,7 @@ nothing.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from training.cli import main as training_main
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import AsyncEmotionalMemory, EmotionalMemory, InMemoryStore
 from emotional_memory.embedder_identity import (
     REEMBED_SETTING,
     EmbedderMismatchError,
@@ -133,6 +134,39 @@ def test_bad_input_changes_nothing(store: Any) -> None:
     if not isinstance(store, InMemoryStore):
         assert recorded_embedder(store) == OLD.identity
         EmotionalMemory(store, OLD)  # not left half-way
+
+
+def test_another_dimension_moves_by_export_and_an_import_that_embeds_again(
+    store: Any, tmp_path: Path
+) -> None:
+    """reembed_store keeps the dimension and says to export and import into a new
+    store; the import kept the old vectors, leaving an engine whose every encode and
+    retrieve failed on the dimension, which no re-embedding could then change."""
+    before = _filled(store)
+    with pytest.raises(ValueError, match=r"import_memories\(data, reembed=True\)"):
+        reembed_store(store, HashingEmbedder(dim=16), progress=False)
+    wider = HashingEmbedder(dim=48, seed=3)
+    data = EmotionalMemory(store, OLD).export_memories()
+    data[4]["embedding"] = [float("nan")] * 32  # replaced unread (the original's NaN)
+    target = SQLiteStore(tmp_path / "wider.db")
+    engine = EmotionalMemory(target, wider)
+    assert engine.import_memories(data, reembed=True) == len(TEXTS)
+    after = [m.model_dump() for m in target.list_all()]
+    for old, new in zip(before, after, strict=True):
+        assert new["embedding"] == pytest.approx(wider.embed(old["content"]), abs=1e-6)
+        assert {k: v for k, v in new.items() if k != "embedding"} == {
+            k: v for k, v in old.items() if k != "embedding"}
+    assert engine.retrieve(TEXTS[3], top_k=1)[0].content == TEXTS[3]
+    engine.encode("a new memory, of the new dimension")
+    with pytest.raises(TypeError, match="reembed must be a bool"):
+        engine.import_memories(data, reembed="yes")  # type: ignore[arg-type]
+    target.close()
+    aengine = AsyncEmotionalMemory(InMemoryStore(), wider)
+    assert asyncio.run(aengine.import_memories(data, reembed=True)) == len(TEXTS)
+    stored = asyncio.run(aengine.list_all())
+    assert len(stored) == len(TEXTS)
+    for memory in stored:
+        assert memory.embedding == pytest.approx(wider.embed(memory.content), abs=1e-6)
 
 
 def test_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -317,6 +318,31 @@ def test_load_dataset_requires_scenarios(tmp_path: Path, bad: object) -> None:
 def test_load_dataset_rejects_an_expected_id_never_encoded(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="never_encoded"):
         load_dataset(_write(tmp_path, synthetic()))
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: d["scenarios"][0]["sessions"][0]["events"][1].update(valence=2.0), "valence"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["events"][1].pop("memory_id"), "memory_id"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["events"][1].pop("content"), "content"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["queries"][0].pop("expected_memory_ids"),
+     "expected_memory_ids"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["queries"][0].update(state={"valence": 0.1}),
+     "arousal"),
+    (lambda d: d.update(scenarios="none"), "scenarios"),
+])
+def test_replay_refuses_a_malformed_dataset_naming_the_field(
+    edit: Callable[[dict[str, Any]], Any], field: str
+) -> None:
+    # replay_dataset / replay_scenario take data not read by load_dataset: a valence
+    # of 2 was silently clamped, a missing id a KeyError, a bad list an AttributeError
+    data = synthetic()  # an expected id no event has is allowed here (ablations)
+    edit(data)
+    with pytest.raises(ValueError, match=field):
+        replay_dataset(data, HashingEmbedder(dim=16))
+    if isinstance(data["scenarios"], list):
+        with pytest.raises(ValueError, match=field):
+            replay_scenario(data["scenarios"][0], default_engine_factory()(
+                HashingEmbedder(dim=16), TickClock()), 2)
 
 
 @pytest.mark.parametrize("expected", [None, []])

@@ -23,6 +23,7 @@ from emotional_memory.query_classifier import HeuristicQueryClassifier, QueryCla
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores.columnar import ColumnarStore, columnar
 from emotional_memory.stores.selection import Now, Selection, select
+from emotional_memory.telemetry import traced_span
 
 Clock = Callable[[], datetime]
 
@@ -145,6 +146,29 @@ class EngineCore:
                 "will count as 0"
             )
         return arr
+
+    def _batch_vectors(
+        self, texts: list[str], what: str = "contents"
+    ) -> list[np.ndarray | None]:
+        """The texts' embeddings in one ``embed_batch`` call, checked as float64
+        vectors (None: no embedding); ``what[i]`` names text ``i`` in messages."""
+        batch = getattr(self.embedder, "embed_batch", None)
+        # Embedders with only ``embed`` still work (one call per text).
+        with traced_span("emotional_memory.embed", {"count": len(texts)}):
+            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
+        if len(raw) != len(texts):
+            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
+        # Each raw vector is dropped once cleaned: one copy of the batch at a time.
+        # Cleaned as float64 vectors (what _clean_embedding checks, before anything is
+        # stored); a memory's list is made from its vector when it is prepared, and
+        # the store writes the row from the vector itself (no second conversion).
+        pending: list[Any] = list(raw)
+        del raw
+        vectors: list[np.ndarray | None] = []
+        for i in range(len(pending)):
+            vectors.append(self._embedding_array(pending[i], f"{what}[{i}]"))
+            pending[i] = None
+        return vectors
 
 
 def _non_numeric(raw: object, what: str) -> str:

@@ -452,27 +452,6 @@ class EncodingMixin(StateMixin):
             expiries = [_check_expiry(e, f"expires_at[{i}]") for i, e in enumerate(expires_at)]
         return texts, metas, expiries
 
-    def _batch_vectors(self, texts: list[str]) -> list[np.ndarray | None]:
-        """The texts' embeddings in one ``embed_batch`` call, checked as float64
-        vectors (None: no embedding)."""
-        batch = getattr(self.embedder, "embed_batch", None)
-        # Embedders with only ``embed`` still work (one call per text).
-        with traced_span("emotional_memory.embed", {"count": len(texts)}):
-            raw = batch(texts) if callable(batch) else [self.embedder.embed(t) for t in texts]
-        if len(raw) != len(texts):
-            raise ValueError(f"embedder returned {len(raw)} embeddings for {len(texts)} texts")
-        # Each raw vector is dropped once cleaned: one copy of the batch at a time.
-        # Cleaned as float64 vectors (what _clean_embedding checks, before anything is
-        # stored); a memory's list is made from its vector when it is prepared, and
-        # the store writes the row from the vector itself (no second conversion).
-        pending: list[Any] = list(raw)
-        del raw
-        vectors: list[np.ndarray | None] = []
-        for i in range(len(pending)):
-            vectors.append(self._embedding_array(pending[i], f"contents[{i}]"))
-            pending[i] = None
-        return vectors
-
     @_synchronized
     @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel
 
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
@@ -233,7 +235,9 @@ class RecordsMixin(EngineCore):
         Returns:
             One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
             :meth:`import_memories`. Links to memories this view no longer sees
-            (expired ones) are left out, as ``prune`` would drop them.
+            (expired ones) are left out, as ``prune`` would drop them. An embedding
+            holding NaN or inf (an embedder's, stored with a warning) is exported as
+            ``null``: it scores as no embedding, and JSON cannot hold it.
         """
         parsed = parse_where(where)
         now = Now(self._now)  # one time for both reads, read only if expiry is checked
@@ -247,49 +251,56 @@ class RecordsMixin(EngineCore):
             ids.update(m.id for m in self._view(now).memories(outside))
         if outside:
             memories = [_links_within(m, ids) for m in memories]
-        return [m.model_dump(mode="json") for m in memories]
+        return [_exported(m) for m in memories]
 
     @_synchronized
-    def import_memories(self, data: Sequence[dict[str, Any]], overwrite: bool = False) -> int:
+    def import_memories(
+        self, data: Iterable[dict[str, Any]], overwrite: bool = False, *, reembed: bool = False
+    ) -> int:
         """Import memories exported by :meth:`export_memories`.
 
         Everything is validated before anything is written. Through a scoped view,
         records land in the view's scope: a record without a scope (or exported at
         the root) takes the view's path, one under the view's path keeps it, and one
-        naming another scope is refused, as is an id held outside the view.
+        naming another scope is refused, as is an id held outside the view. An
+        expired memory of this view with a record's id is pruned (as :meth:`prune`
+        would) and the record written.
 
         Args:
-            data: list of memory dicts.
+            data: list (or other iterable, as the original took) of memory dicts.
             overwrite: replace memories whose id already exists (else skip them).
+            reembed: give every record this engine's embedding of its content (one
+                ``embed_batch`` call) instead of the one it carries: memories move to
+                an embedder of another dimension (``reembed_store`` keeps it).
 
         Returns:
             Number of memories written.
         """
-        if isinstance(data, dict | str) or not isinstance(data, Sequence):
+        if isinstance(data, Mapping | str | bytes | BaseModel) or not isinstance(data, Iterable):
             raise TypeError(f"data must be a list of memory dicts, got {type(data).__name__}")
-        if not isinstance(overwrite, bool | np.bool_):  # "false" would be truthy
-            raise TypeError(f"overwrite must be a bool, got {type(overwrite).__name__}")
-        memories = [self._import_item(i, item) for i, item in enumerate(data)]
-        view = self._view()
-        base = self._columnar
+        data = data if isinstance(data, Sequence) else list(data)  # a generator, as before
+        for name, flag in (("overwrite", overwrite), ("reembed", reembed)):
+            if not isinstance(flag, bool | np.bool_):  # "false" would be truthy
+                raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
+        memories = [self._import_item(i, item, bool(reembed)) for i, item in enumerate(data)]
+        if reembed and memories:
+            vectors = self._batch_vectors([m.content for m in memories], "data.content")
+            memories = [
+                m.model_copy(update={"embedding": None if v is None else v.tolist()})
+                for m, v in zip(memories, vectors, strict=True)
+            ]
+        now = Now(self._now)  # one time for every read of the import
+        view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
-        # one read of each (not one per memory): a store answers many ids at once
-        held = {m.id for m in base.memories(ids)}
-        seen = {m.id for m in view.memories(ids)} if held else set()
-        for i, mem in enumerate(memories):
-            if mem.id in held and mem.id not in seen:
-                raise ValueError(
-                    f"data[{i}].id {mem.id!r} belongs to a memory this view cannot write"
-                )
+        self._import_targets(ids, view, expired)  # refuses another view's memory
         self._check_import_links(memories, view)
         self._check_import_embeddings(memories)
         self._check_import_storable(memories)
         written = 0
         with view.transaction():
-            # read again inside the transaction (a durable store locks what it reads;
-            # the whole store's read also tells it which ids no row holds)
-            held = {m.id for m in base.memories(ids)}
-            seen = {m.id for m in view.memories(ids)} if held else set()
+            # read again inside the transaction (a durable store locks what it reads)
+            seen, stale = self._import_targets(ids, view, expired)
+            self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
                 if exists and not overwrite:
@@ -304,14 +315,40 @@ class RecordsMixin(EngineCore):
                 written += 1
         return written
 
-    def _import_item(self, i: int, item: object) -> Memory:
-        """One import payload entry, validated as ``encode`` validates its input."""
+    def _import_targets(
+        self, ids: Sequence[str], view: Any, expired: Any
+    ) -> tuple[set[str], list[str]]:
+        """Which of an import's ids this view sees, and which are this view's expired
+        memories (one read of each, not one per memory).
+
+        Raises:
+            ValueError: an id held by a memory this view cannot write (another scope's).
+        """
+        held = {m.id for m in self._columnar.memories(ids)}
+        seen = {m.id for m in view.memories(ids)} if held else set()
+        hidden = [mid for mid in ids if mid in held and mid not in seen]
+        stale = {m.id for m in expired.memories(hidden)} if hidden else set()
+        for i, mid in enumerate(ids):
+            if mid in held and mid not in seen and mid not in stale:
+                raise ValueError(
+                    f"data[{i}].id {mid!r} belongs to a memory this view cannot write"
+                )
+        return seen, [mid for mid in hidden if mid in stale]
+
+    def _import_item(self, i: int, item: object, reembed: bool = False) -> Memory:
+        """One import payload entry, validated as ``encode`` validates its input
+        (``reembed``: its embedding, to be replaced, is dropped unchecked)."""
         if not isinstance(item, dict | Memory):
             raise ValueError(f"data[{i}] must be a memory dict, got {type(item).__name__}")
+        if reembed:
+            item = {**item, "embedding": None} if isinstance(item, dict) else item.model_copy(
+                update={"embedding": None})
         try:
             mem = Memory.model_validate(item)  # unknown keys rejected at every level
         except ValueError as exc:
             raise ValueError(f"data[{i}]: {exc}") from exc
+        except TypeError as exc:  # a field validator's, which pydantic does not wrap
+            raise TypeError(f"data[{i}]: {exc}") from exc
         if not mem.id:
             raise ValueError(f"data[{i}].id must be a non-empty string")
         self._check_content(mem.content, f"data[{i}].content")
@@ -411,6 +448,17 @@ class RecordsMixin(EngineCore):
                         f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
                         "in data nor in the store"
                     )
+
+
+def _exported(memory: Memory) -> dict[str, Any]:
+    """``memory`` as an export record: its JSON dump, with a non-finite embedding as
+    ``None`` (what ``import_memories`` takes and scores alike)."""
+    data: dict[str, Any] = memory.model_dump(mode="json")
+    embedding = data["embedding"]
+    # a finite sum means finite values (the sum is the quick test, the values the sure one)
+    if embedding and not math.isfinite(sum(embedding)) and not all(map(math.isfinite, embedding)):
+        data["embedding"] = None
+    return data
 
 
 def _links_within(memory: Memory, ids: set[str]) -> Memory:

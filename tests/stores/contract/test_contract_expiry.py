@@ -83,3 +83,34 @@ def test_an_expired_memory_is_no_link_target_of_the_root(backend: Backend) -> No
     targets = {lk.target_id for m in (late, later) for lk in m.tag.resonance_links}
     assert batch[0].id in targets  # it links, but to the living only
     assert targets.isdisjoint({brief.id, batch[1].id})
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_an_import_replaces_an_expired_memory_of_the_same_id(
+    backend: Backend, overwrite: bool
+) -> None:
+    """An expired memory is invisible to every read and waits for ``prune``: importing
+    a record of its id (a backup restored, a memory renewed) is no write into another
+    view's memory. It is pruned first, links to it dropped, and the record written,
+    by the root and by the view holding it; another view still may not."""
+    clock = Clock()
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)
+    for view in (engine, engine.scoped("alice")):
+        brief = view.encode("rain on the harbour", expires_at=T0 + timedelta(hours=1))
+        kept = view.encode("rain on the harbour at night")
+        record = next(r for r in view.export_memories() if r["id"] == brief.id)
+        assert {lk.target_id for lk in view.get(kept.id).tag.resonance_links} == {brief.id}
+        clock.now = T0 + timedelta(hours=2)
+        renewed = {**record, "content": "renewed", "expires_at": None,
+                   "tag": {**record["tag"], "resonance_links": []}}
+        with pytest.raises(ValueError, match="cannot write"):
+            engine.scoped("bob").import_memories([{**renewed, "scope": []}], overwrite=overwrite)
+        assert view.import_memories([renewed], overwrite=overwrite) == 1
+        assert view.get(brief.id).content == "renewed"
+        assert view.get(kept.id).tag.resonance_links == []  # as prune would leave it
+        assert [m.id for m in view.list_all()] == [kept.id, brief.id]
+        assert view.prune(0.0) == 0
+        clock.now = T0
+        engine.delete(brief.id)
+        engine.delete(kept.id)

@@ -6,6 +6,9 @@ empty one where refused) is refused before the first write, naming ``data[i]``.
 
 from __future__ import annotations
 
+import json
+import math
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from emotional_memory.embedders import HashingEmbedder
 from support.backends import ENGINES, Backend, oracle_store
 
 pytestmark = pytest.mark.parametrize("backend", ENGINES, indirect=True)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
 def _fingerprint(engine: EmotionalMemory) -> list[tuple[Any, ...]]:
@@ -56,3 +60,42 @@ def test_an_import_with_an_empty_embedding_writes_all_or_nothing(backend: Backen
         assert _fingerprint(engine) == before
     else:
         assert written == 3 and len(engine.list_all()) == 4
+
+
+class _NaNForSome:
+    """An embedder returning NaN (or inf) for texts naming it: the engine warns and
+    stores the memory with that vector, which scores as no embedding."""
+
+    def __init__(self) -> None:
+        self.inner = HashingEmbedder(dim=8)
+
+    def embed(self, text: str) -> list[float]:
+        vector = self.inner.embed(text)
+        if "nan" in text:
+            return [math.nan, *vector[1:]]
+        return [math.inf] * 8 if "inf" in text else vector
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def test_an_export_holding_an_embedders_nan_vector_imports_with_the_same_answers(
+    backend: Backend,
+) -> None:
+    """Encode stores (with a warning) a vector the embedder made NaN or infinite; the
+    export must still be strict JSON that ``import_memories`` (which refuses NaN from
+    the caller) takes back, here or into a fresh store, ranking as before."""
+    embedder = _NaNForSome()
+    clock = lambda: T0  # noqa: E731  (one instant: the same decay on both sides)
+    source = EmotionalMemory(backend.new(), embedder, clock=clock)
+    with pytest.warns(RuntimeWarning):
+        for text in ("rain on the bridge", "a nan rain", "rain inf again", "rain at noon"):
+            source.encode(text)
+    data = json.loads(json.dumps(source.export_memories(), allow_nan=False))
+    assert [d["embedding"] is None for d in data] == [False, True, True, False]
+    fresh = EmotionalMemory(backend.new(), embedder, clock=clock)
+    assert fresh.import_memories(data) == 4
+    fresh.load_state(source.save_state())
+    assert [(r.memory.id, r.score) for r in fresh.retrieve_with_explanations("rain", top_k=4)] \
+        == [(r.memory.id, r.score) for r in source.retrieve_with_explanations("rain", top_k=4)]
+    assert source.import_memories(data, overwrite=True) == 4

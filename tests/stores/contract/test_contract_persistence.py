@@ -13,7 +13,7 @@ The SQLite-only checks (fresh processes, SIGKILL in a batch, a failed batch) are
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -48,6 +48,24 @@ def test_a_reopened_store_holds_the_same_memories(backend: Backend) -> None:
     assert again.list_all() == [*kept, later]
 
 
+
+def test_a_reopened_store_gives_the_json_it_gave_before(backend: Backend) -> None:
+    # datetimes at a non-zero offset: the store may keep the offset or move them to
+    # UTC (the same instant), but what it answers before and after a reopen agrees,
+    # so an export does not change with a restart
+    store = backend.new()
+    east = timezone(timedelta(hours=5, minutes=30))
+    memory = indexed_memory(0, [1.0, 0.0, 0.0])
+    tag = memory.tag.model_copy(update={"timestamp": memory.tag.timestamp.astimezone(east)})
+    memory = memory.model_copy(update={
+        "tag": tag, "expires_at": datetime(2099, 1, 1, 12, tzinfo=east)})
+    store.save(memory)
+    before = [m.model_dump(mode="json") for m in store.list_all()]
+    assert store.list_all() == [memory]
+    again = backend.reopen(store)
+    assert [m.model_dump(mode="json") for m in again.list_all()] == before
+
+
 def test_an_engine_over_the_reopened_store_answers_as_one_that_kept_running(
     backend: Backend,
 ) -> None:
@@ -75,3 +93,19 @@ def test_an_engine_over_the_reopened_store_answers_as_one_that_kept_running(
             (x.memory.content, x.score, tuple(x.breakdown.raw_signals)) for x in b]
     assert [m.content for m in reopened.scoped("alice").list_all()] == TEXTS[10:14]
     assert dump(reopened) == dump(oracle)
+
+
+def test_a_closed_store_says_so_on_every_operation(backend: Backend) -> None:
+    # a closed ChromaStore answered KeyError: True
+    store = backend.new()
+    memory = indexed_memory(0, [1.0, 0.0, 0.0])
+    store.save(memory)
+    store.close()
+    for operation in (
+        lambda: store.get(memory.id), store.list_all, lambda: len(store),
+        lambda: store.save(indexed_memory(1, [0.0, 1.0, 0.0])),
+        lambda: store.update(memory), lambda: store.delete(memory.id),
+        lambda: store.search_by_embedding([1.0, 0.0, 0.0], 1),
+    ):
+        with pytest.raises((ValueError, RuntimeError), match=r"(?i)closed"):
+            operation()

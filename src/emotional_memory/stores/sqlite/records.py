@@ -238,8 +238,9 @@ def memory_params(memory: Memory) -> tuple[Memory, Row]:
         memory: the memory.
 
     Returns:
-        ``(stored, params)``: ``stored`` holds the embedding as the blob keeps it and
-        the JSON round-tripped metadata (zero-offset datetimes in ``datetime.UTC``).
+        ``(stored, params)``: ``stored`` holds the embedding as the blob keeps it,
+        the JSON round-tripped metadata (zero-offset datetimes in ``datetime.UTC``)
+        and ``expires_at`` in UTC.
 
     Raises:
         ValueError: the embedding is not flat. TypeError: the metadata is not JSON.
@@ -248,13 +249,15 @@ def memory_params(memory: Memory) -> tuple[Memory, Row]:
     blob, dim = encode_embedding(memory.embedding, memory.id)
     metadata_json = encode_metadata(memory.metadata)
     _records.check_utf8(memory, "SQLite", metadata_json)
-    stored = utc_memory(memory).model_copy(
-        update={
-            "embedding": decode_embedding(blob, dim, memory.id),
-            "metadata": json.loads(metadata_json),
-        }
-    )
-    expires = stored.expires_at
+    update: dict[str, Any] = {
+        "embedding": decode_embedding(blob, dim, memory.id),
+        "metadata": json.loads(metadata_json),
+    }
+    expires = memory.expires_at
+    if expires is not None and expires.tzinfo is not UTC:
+        # the column keeps the instant, not the offset: as a reopen reads it
+        update["expires_at"] = expires = expires.astimezone(UTC)
+    stored = utc_memory(memory).model_copy(update=update)
     place = (
         encode_scope(stored.scope),
         None if expires is None else _records.to_microseconds(expires),

@@ -99,7 +99,7 @@ class ChromaStore(VectorDBStore):
         return self._names[0]
 
     def _stored_dim(self) -> int | None:
-        peek = self._collections[True].get(limit=1, include=["embeddings"])
+        peek = self._collection(True).get(limit=1, include=["embeddings"])
         embeddings = peek.get("embeddings")
         if embeddings is None or len(embeddings) == 0:
             return None
@@ -111,7 +111,7 @@ class ChromaStore(VectorDBStore):
     def _records(self, main: bool, result: dict[str, Any]) -> list[Record]:
         # Records written by the original library have the JSON document and only
         # ``id`` in their metadata: they sort first (seq -1) and have a direction.
-        name = self._collections[main].name
+        name = self._collection(main).name
         out = []
         for i, meta, doc in zip(
             result["ids"], result["metadatas"], result["documents"], strict=True
@@ -132,7 +132,7 @@ class ChromaStore(VectorDBStore):
         return out
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
-        self._collections[main].upsert(
+        self._collection(main).upsert(
             ids=[r.id for r in records],
             embeddings=vectors,
             documents=[r.data for r in records],
@@ -147,15 +147,15 @@ class ChromaStore(VectorDBStore):
             return []
         return self._records(
             main,
-            self._collections[main].get(ids=ids, include=["metadatas", "documents"])
+            self._collection(main).get(ids=ids, include=["metadatas", "documents"])
         )
 
     def _remove(self, main: bool, ids: list[str]) -> None:
         if ids:
-            self._collections[main].delete(ids=ids)
+            self._collection(main).delete(ids=ids)
 
     def _scan(self, main: bool, novec_only: bool = False, flt: Any = None) -> list[Record]:
-        collection = self._collections[main]
+        collection = self._collection(main)
         where = flt
         if novec_only:
             where = {"novec": True} if flt is None else {"$and": [{"novec": True}, flt]}
@@ -174,7 +174,7 @@ class ChromaStore(VectorDBStore):
     def _seq_and_legacy(self, main: bool) -> tuple[int, list[str]]:
         """The largest ``seq`` and the records without filter fields, reading only
         the metadata."""
-        collection = self._collections[main]
+        collection = self._collection(main)
         best = -1
         legacy: list[str] = []
         offset = 0
@@ -191,7 +191,7 @@ class ChromaStore(VectorDBStore):
 
     def _set_fields(self, main: bool, fields: list[tuple[str, dict[str, Any]]]) -> None:
         if fields:  # Chroma's update merges metadata keys
-            self._collections[main].update(
+            self._collection(main).update(
                 ids=[i for i, _ in fields], metadatas=[f for _, f in fields]
             )
 
@@ -213,13 +213,13 @@ class ChromaStore(VectorDBStore):
             return []
         # directionless records hold a placeholder vector: never candidates
         where = {"novec": False} if flt is None else {"$and": [{"novec": False}, flt]}
-        result = self._collections[True].query(
+        result = self._collection(True).query(
             query_embeddings=[vector], n_results=k, where=where, include=["distances"]
         )
         return [str(i) for i in result["ids"][0]]
 
     def _count(self, main: bool, flt: Any = None) -> int:
-        collection = self._collections[main]
+        collection = self._collection(main)
         if flt is None:
             return int(collection.count())
         total = 0
@@ -230,6 +230,17 @@ class ChromaStore(VectorDBStore):
             if len(page["ids"]) < 4 * _PAGE:
                 return total
             offset += 4 * _PAGE
+
+    def _collection(self, main: bool) -> Any:
+        """The collection of embedded (``main``) or unembedded memories.
+
+        Raises:
+            ValueError: the store is closed.
+        """
+        try:
+            return self._collections[main]
+        except KeyError:
+            raise ValueError("the ChromaStore is closed") from None
 
     def close(self) -> None:
         """Drop the references to the collections (Chroma clients need no closing)."""
