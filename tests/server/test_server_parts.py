@@ -403,7 +403,6 @@ def test_bad_vector_db_urls(url: str, message: str) -> None:
 def test_state_urls(tmp_path: Path) -> None:
     from emotional_memory.state_stores import (
         InMemoryAffectiveStateStore,
-        RedisAffectiveStateStore,
         SQLiteAffectiveStateStore,
     )
 
@@ -415,9 +414,6 @@ def test_state_urls(tmp_path: Path) -> None:
     assert isinstance(opened.state_store, InMemoryAffectiveStateStore)
     assert opened.durable and not opened.durable_state
     opened.close()
-    pytest.importorskip("redis", reason="the redis extra is not installed")
-    opened = open_store("memory://", "redis://127.0.0.1:1/0")  # connects on first use
-    assert isinstance(opened.state_store, RedisAffectiveStateStore)
     for bad in ("postgresql://x/y", "memory://x", "sqlite://"):
         with pytest.raises(StoreURLError):
             open_store("memory://", bad)

@@ -1,0 +1,48 @@
+"""``--state redis://...`` on the command line: refused up front, one line, no secret."""
+
+from __future__ import annotations
+
+import pytest
+
+from emotional_memory.server import cli
+from emotional_memory.server.stores import StoreURLError, open_store
+
+SECRET = "redis-pw-7f3a9c1e"
+
+
+def test_an_unreachable_redis_state_store_is_a_usage_error_without_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # serve printed a redis ConnectionError traceback (exit 1) from the engine's
+    # first state load; PostgreSQL's unreachable server was already one line
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    from support.service_process import free_port
+
+    url = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0"  # nothing listens there
+    with pytest.raises(StoreURLError, match="127.0.0.1") as info:
+        open_store("memory://", url)
+    assert SECRET not in str(info.value)
+    for command in (["serve", "--no-auth"], ["mcp"]):
+        assert cli.main([*command, "--embedder", "hashing", "--state", url]) == 2
+        err = capsys.readouterr().err
+        assert "emotional-memory: error: --store/--state:" in err
+        assert "Traceback" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize("db", ["1abc", "abc", "0/extra", "-1"])
+def test_a_redis_state_url_whose_database_is_no_number_is_refused(db: str) -> None:
+    # redis-py reads such a path as no database at all: the states went to db 0
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    with pytest.raises(StoreURLError, match="database"):
+        open_store("memory://", f"redis://127.0.0.1:1/{db}")
+
+
+def test_a_reachable_redis_state_store_opens(redis_url: str) -> None:
+    from emotional_memory.state_stores import RedisAffectiveStateStore
+
+    opened = open_store("memory://", redis_url)
+    try:
+        assert isinstance(opened.state_store, RedisAffectiveStateStore)
+        assert opened.durable_state and opened.state_store.client.ping()
+    finally:
+        opened.close()
