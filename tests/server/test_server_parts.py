@@ -378,13 +378,17 @@ def test_unreachable_vector_db_servers_are_clear_errors(monkeypatch: pytest.Monk
 
     monkeypatch.setenv("EMOTIONAL_MEMORY_QDRANT_API_KEY", "qdrant-secret-xyz")
     port = free_port()  # nothing listens there
-    for url, extra in ((f"qdrant://127.0.0.1:{port}/mem", "qdrant_client"),
-                       (f"chroma://127.0.0.1:{port}/mem", "chromadb")):
+    # the driver's reason is named (it said only "ValueError"), on one line
+    for url, extra, reason in (
+        (f"qdrant://127.0.0.1:{port}/mem", "qdrant_client", "Connection refused"),
+        (f"chroma://127.0.0.1:{port}/mem", "chromadb", "Could not connect to a Chroma server"),
+    ):
         pytest.importorskip(extra, reason="the vector database extras are not installed")
         with pytest.raises(StoreURLError) as info:
             open_store(url)
         text = str(info.value)
         assert f"could not open the store at {url}" in text
+        assert reason in text and "\n" not in text
         assert "qdrant-secret-xyz" not in text
 
 
