@@ -334,10 +334,13 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
 
     Raises:
         FileNotFoundError: when the file does not exist.
+        IsADirectoryError: when ``path`` is a folder.
         KeyError: when a required column is missing.
         ValueError: a rating that is no number in [1, 5] (the row named).
     """
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"EmoBank CSV {str(p)!r} is a directory, not a CSV file")
     if not p.is_file():
         raise FileNotFoundError(f"EmoBank CSV {str(p)!r} does not exist")
     with p.open(encoding="utf-8", newline="") as fh:

@@ -70,12 +70,20 @@ from training import tune_embedder
 METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
 
+def _unreadable(option: str, path: str, exc: OSError) -> OSError:
+    """``exc`` as one line naming ``option`` and ``path`` (a missing file, a folder)."""
+    return type(exc)(f"{option} {path}: cannot read it ({exc.strerror or exc})")
+
+
 def _load_data(name: str) -> dict[str, Any]:
     if name == "builtin":
         from emotional_memory.data import load_builtin_dataset
 
         return load_builtin_dataset()
-    return load_dataset(name)
+    try:
+        return load_dataset(name)
+    except OSError as exc:
+        raise _unreadable("--dataset", name, exc) from None
 
 
 def _dataset_texts(data: dict[str, Any]) -> list[str]:
@@ -95,7 +103,10 @@ def _embedder(path: str | None, data: dict[str, Any]) -> Embedder:
         from emotional_memory.embedders import HashingEmbedder
 
         return HashingEmbedder(dim=384)
-    table = LookupEmbedder.from_npz(path)
+    try:
+        table = LookupEmbedder.from_npz(path)
+    except OSError as exc:
+        raise _unreadable("--embeddings", path, exc) from None
     missing = [t for t in _dataset_texts(data) if t not in table]
     if missing:
         raise ValueError(f"embeddings {path}: lacks {len(missing)} text(s) of the dataset, "
@@ -110,6 +121,8 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
 
     try:  # a fitted config may name its embedder's weights (training/tune_embedder.py)
         return read_fitted_config(path)[0]
+    except OSError as exc:
+        raise _unreadable("--config", path, exc) from None
     except ValidationError as exc:  # unknown or misspelt keys, bad values: one line
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
                              for e in exc.errors())
@@ -613,7 +626,8 @@ def build_parser() -> argparse.ArgumentParser:
     fitting(p_cv)
     p_cv.add_argument("--folds", type=int_at_least(2), default=5,
                       help="outer folds (2 to the number of scenarios with queries)")
-    p_cv.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    p_cv.add_argument("--seed", type=int_at_least(0), default=0,
+                      help="fold assignment seed (>= 0)")
     p_cv.add_argument("--jobs", type=int_at_least(1), default=None,
                       help="folds fitted at once, one process each (default: one per CPU "
                       "core and 4 GiB of free memory, at most one per fold); the result "

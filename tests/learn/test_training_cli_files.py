@@ -170,3 +170,43 @@ def test_an_out_that_is_an_input_file_is_refused_before_the_fit(
     assert captured.err.startswith("error: --out") and which in captured.err
     assert captured.out == ""
     assert {p: p.read_bytes() for p in inputs.values()} == before
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--dataset", "FOLDER"),
+    ("--dataset", "MISSING"),
+    ("--embeddings", "FOLDER"),
+    ("--embeddings", "MISSING"),
+    ("--config", "FOLDER"),
+    ("--config", "MISSING"),
+])
+def test_an_input_file_that_cannot_be_read_is_one_line_naming_its_option(
+    option: str, value: str, tmp_path: Path, small: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "error: [Errno 21] Is a directory: '...'" named the path but not the option
+    path = tmp_path if value == "FOLDER" else tmp_path / "missing.json"
+    argv = ["evaluate", "--dataset", str(small), "--quiet", "--affect", "neutral",
+            option, str(path)]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {option} ") and str(path) in err and "\n" not in err
+
+
+def test_an_emobank_folder_is_not_said_to_be_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _main(["affect", "--emobank", str(tmp_path), "--quick", "--quiet"],
+                 monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "does not exist" not in err
+
+
+def test_a_negative_cv_seed_is_an_argument_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # it failed after loading the data, as numpy's "expected non-negative integer"
+    with pytest.raises(SystemExit) as info:
+        _main(["cv", "--seed", "-1", "--quiet"], monkeypatch)
+    assert info.value.code == 2
+    assert "argument --seed: must be >= 0, got -1" in capsys.readouterr().err
