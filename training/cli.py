@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory._extras import installed
+from emotional_memory._validation import validation_summary
 from emotional_memory.embedders.fitted import write_fitted_config
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
@@ -124,9 +125,8 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
     except OSError as exc:
         raise _unreadable("--config", path, exc) from None
     except ValidationError as exc:  # unknown or misspelt keys, bad values: one line
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
-                             for e in exc.errors())
-        raise ValueError(f"config {path}: not an EmotionalMemoryConfig ({problems})") from None
+        raise ValueError(f"config {path}: not an EmotionalMemoryConfig "
+                         f"({validation_summary(exc)})") from None
     except ValueError as exc:  # not JSON, a bad embedder entry: name the file
         raise ValueError(f"config {path}: {exc}") from exc
 

@@ -210,3 +210,20 @@ def test_a_negative_cv_seed_is_an_argument_error_naming_it(
         _main(["cv", "--seed", "-1", "--quiet"], monkeypatch)
     assert info.value.code == 2
     assert "argument --seed: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_reembed_with_an_invalid_config_is_one_line_naming_each_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # pydantic's multi-line dump (with its documentation URLs) was printed
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    SQLiteStore(str(tmp_path / "m.db")).close()
+    config = tmp_path / "bad.json"
+    config.write_text('{"retrieval": {"base_weights": [1, 2]}}', encoding="utf-8")
+    argv = ["reembed", "--store", f"sqlite:///{tmp_path / 'm.db'}", "--config", str(config),
+            "--quiet"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --config {config}: ") and "\n" not in err
+    assert "retrieval.base_weights:" in err and "pydantic.dev" not in err

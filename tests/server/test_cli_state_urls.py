@@ -1,4 +1,4 @@
-"""``--state redis://...`` on the command line: refused up front, one line, no secret."""
+"""The command line's store, state and config arguments: refused up front, one line, no secret."""
 
 from __future__ import annotations
 
@@ -46,3 +46,16 @@ def test_a_reachable_redis_state_store_opens(redis_url: str) -> None:
         assert opened.durable_state and opened.state_store.client.ping()
     finally:
         opened.close()
+
+
+def test_an_invalid_config_file_is_one_line_naming_each_field(tmp_path: object) -> None:
+    # the error was pydantic's multi-line dump with its documentation URLs
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "bad.json"
+    path.write_text('{"retrieval": {"base_weights": [1, 2]}, "bogus": 1}')
+    with pytest.raises(cli.UsageError) as info:
+        cli.build_service("memory://", "hashing", str(path))
+    text = str(info.value)
+    assert "\n" not in text and "pydantic.dev" not in text
+    assert "retrieval.base_weights:" in text and "bogus:" in text

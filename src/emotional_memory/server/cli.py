@@ -367,6 +367,9 @@ def build_service(
 def _read_config(config_path: str | None) -> tuple[Any, Any]:
     """The ``--config`` file's config and the fitted-embedder weights it names (or
     None); the defaults without a file."""
+    from pydantic import ValidationError
+
+    from emotional_memory._validation import validation_summary
     from emotional_memory.embedders.fitted import read_fitted_config
     from emotional_memory.engine import EmotionalMemoryConfig
 
@@ -376,6 +379,9 @@ def _read_config(config_path: str | None) -> tuple[Any, Any]:
         return read_fitted_config(config_path)
     except OSError as exc:
         raise UsageError(f"cannot read --config {config_path!r}: {exc.strerror}") from None
+    except ValidationError as exc:  # one line per field, not pydantic's dump
+        raise UsageError(f"--config {config_path!r} is not a valid config: "
+                         f"{validation_summary(exc)}") from None
     except ValueError as exc:
         raise UsageError(f"--config {config_path!r} is not a valid config: {exc}") from None
 
