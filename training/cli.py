@@ -545,14 +545,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser,
+               config: str = "starting EmotionalMemoryConfig JSON") -> None:
         p.add_argument("--dataset", default="builtin",
                        help="realistic-recall JSON, or 'builtin' (default)")
         p.add_argument("--embeddings", default=None,
                        help=".npz with 'texts' and 'embeddings' (default: hashing embedder)")
         p.add_argument("--config", default=None,
-                       help="starting EmotionalMemoryConfig JSON (one naming fitted "
-                            "embedder weights embeds with them, --embeddings ignored)")
+                       help=f"{config}; one naming fitted embedder weights embeds with "
+                            "them (--embeddings ignored)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--affect", choices=("estimate", "neutral"), default="estimate",
@@ -636,7 +637,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_cv.set_defaults(func=cmd_cv)
 
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
-    common(p_ev)
+    common(p_ev, config="the EmotionalMemoryConfig JSON evaluated (default: the "
+                        "library's defaults)")
     p_ev.set_defaults(func=cmd_evaluate)
 
     from training.affect import add_parser as add_affect
