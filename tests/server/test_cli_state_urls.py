@@ -19,7 +19,7 @@ def test_an_unreachable_redis_state_store_is_a_usage_error_without_the_password(
     from support.service_process import free_port
 
     url = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0"  # nothing listens there
-    with pytest.raises(StoreURLError, match="127.0.0.1") as info:
+    with pytest.raises(StoreURLError, match=r"127\.0\.0\.1") as info:
         open_store("memory://", url)
     assert SECRET not in str(info.value)
     for command in (["serve", "--no-auth"], ["mcp"]):
