@@ -59,3 +59,23 @@ def test_an_invalid_config_file_is_one_line_naming_each_field(tmp_path: object) 
     text = str(info.value)
     assert "\n" not in text and "pydantic.dev" not in text
     assert "retrieval.base_weights:" in text and "bogus:" in text
+
+
+@pytest.mark.parametrize(("host", "shown"), [
+    ("::1", "http://[::1]:8123"),
+    ("[::1]", "http://[::1]:8123"),
+    ("127.0.0.1", "http://127.0.0.1:8123"),
+])
+def test_the_startup_line_shows_a_url_that_works_for_ipv6_hosts(
+    host: str, shown: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "serving http://::1:8123" is no URL (an IPv6 address needs brackets in one)
+    uvicorn = pytest.importorskip("uvicorn", reason="the server extra is not installed")
+    ran: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(kw))
+    monkeypatch.setattr(cli, "_freeze_startup_heap", lambda: None)
+    assert cli.main(["serve", "--no-auth", "--embedder", "hashing", "--host", host,
+                     "--port", "8123"]) == 0
+    assert f"serving {shown} " in capsys.readouterr().err
+    assert ran["host"] == host.strip("[]")  # what the socket binds: no brackets

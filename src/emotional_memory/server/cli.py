@@ -474,6 +474,8 @@ def _serve(args: argparse.Namespace) -> None:
         raise UsageError(f"--no-auth is allowed on a loopback address only, not {args.host!r}")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    if args.host.startswith("[") and args.host.endswith("]"):
+        args.host = args.host[1:-1]  # an IPv6 literal as in a URL: the socket binds it bare
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.workers > 1 and (
@@ -492,8 +494,9 @@ def _serve(args: argparse.Namespace) -> None:
         return
     _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
     os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
-    print(f"emotional-memory: {args.workers} worker processes on http://{args.host}:"
-          f"{args.port}, one shared state per scope in the store's database",
+    print(f"emotional-memory: {args.workers} worker processes on "
+          f"{_http_url(args.host, args.port)}, one shared state per scope in the store's "
+          "database",
           file=sys.stderr, flush=True)
     uvicorn.run("emotional_memory.server.cli:worker_app", factory=True, workers=args.workers,
                 host=args.host, port=args.port, log_level=args.log_level,
@@ -548,12 +551,17 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
                     allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
-        f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
+        f"emotional-memory: serving {_http_url(args.host, args.port)} (REST /v1, MCP /mcp; "
         f"store {redact_url(args.store)}; {describe(service)}; {auth}; pid {os.getpid()})",
         file=sys.stderr, flush=True,
     )
     _freeze_startup_heap()
     return app
+
+
+def _http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _freeze_startup_heap() -> None:
