@@ -545,13 +545,14 @@ def add_parser(sub: Any) -> None:
     """
     p = sub.add_parser("affect", help="train the text-to-affect head on EmoBank")
     p.add_argument("--emobank", required=True, help="EmoBank CSV (split, V, A, D, text)")
-    p.add_argument("--out", default="affect_head.npz", help="where to write the head")
+    p.add_argument("--out", default="affect_head.npz",
+                   help="where to write the head (default affect_head.npz)")
     p.add_argument("--cache", default=None,
                    help=".npz to cache the MiniLM features in (reused when it matches)")
     from training.cli import int_at_least
 
     p.add_argument("--members", type=int_at_least(1), default=5,
-                   help="ensemble size (seeds)")
+                   help="ensemble size (seeds; default 5)")
     p.add_argument("--memory-events", default=None, metavar="DATASET.json",
                    help="realistic-recall-format events with valence/arousal, added to the "
                         "training rows (training/affect_memory.py)")
