@@ -79,3 +79,21 @@ def test_the_startup_line_shows_a_url_that_works_for_ipv6_hosts(
                      "--port", "8123"]) == 0
     assert f"serving {shown} " in capsys.readouterr().err
     assert ran["host"] == host.strip("[]")  # what the socket binds: no brackets
+
+
+@pytest.mark.parametrize(("parts", "shown"), [
+    ([], "scope the root;"),
+    (["alice", "work"], "scope alice/work;"),
+    (["alice/work"], 'scope ["alice/work"];'),
+])
+def test_the_mcp_startup_line_tells_nested_parts_from_a_part_with_a_slash(
+    parts: list[str], shown: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --scope alice/work is one part named "alice/work", not alice nested in work,
+    # yet both were shown as "scope alice/work"
+    anyio = pytest.importorskip("anyio", reason="the server extra is not installed")
+    monkeypatch.setattr(anyio, "run", lambda fn: None)
+    argv = ["mcp", "--embedder", "hashing"] + [a for p in parts for a in ("--scope", p)]
+    assert cli.main(argv) == 0
+    assert shown in capsys.readouterr().err

@@ -590,7 +590,9 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
                             _limits(args), _statement_timeout(args))
-    where = "/".join(path) if path else "the root"
+    # a part may hold a '/': then the parts as JSON, else "a/b" would read as nesting
+    where = (json.dumps(list(path), ensure_ascii=False) if any("/" in p for p in path)
+             else "/".join(path) or "the root")
     print(
         f"emotional-memory: MCP over stdio (store {redact_url(args.store)}; scope {where}; "
         f"{describe(service)})",
