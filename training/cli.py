@@ -332,12 +332,17 @@ def _check_not_an_input(out: Path, inputs: dict[str, str | None]) -> None:
                              "elsewhere")
 
 
-def _check_plot_folder(plot: str | None) -> None:
+def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
-    folder above it, is not a directory (checked before the fit, not after it)."""
+    folder above it, is not a directory, or it is (or lies below) the ``--out`` file
+    (checked before the fit, not after it)."""
     if plot is None:
         return
     path = Path(plot)
+    target = out.resolve()
+    if path.resolve() == target or target in path.resolve().parents:
+        raise ValueError(f"--plot: {plot!r} is (or lies below) the --out file {str(out)!r}; "
+                         "give the plots a folder of their own")
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
         what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
@@ -357,7 +362,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
     _check_not_an_input(out_path, {"--dataset": dataset, "--embeddings": args.embeddings})
-    _check_plot_folder(args.plot)
+    _check_plot_folder(args.plot, out_path)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)

@@ -227,3 +227,18 @@ def test_reembed_with_an_invalid_config_is_one_line_naming_each_field(
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: --config {config}: ") and "\n" not in err
     assert "retrieval.base_weights:" in err and "pydantic.dev" not in err
+
+
+@pytest.mark.parametrize("plot", ["fitted.json", "fitted.json/plots", "./fitted.json"])
+def test_a_plot_folder_at_or_below_the_out_file_is_refused_before_the_fit(
+    plot: str, small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot naming the --out file (or a folder below it): the config was written,
+    then "[Errno 17] File exists" after the fit."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["fit", "--dataset", str(small), *QUICK, "--out", "fitted.json", "--plot", plot]
+    assert _main(argv, monkeypatch) == 2
+    captured: Any = capsys.readouterr()
+    assert captured.err.startswith("error: --plot: ") and "--out" in captured.err
+    assert captured.out == "" and not (tmp_path / "fitted.json").exists()
