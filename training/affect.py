@@ -432,11 +432,14 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; a report is printed (one JSON object with ``--json``).
     """
-    from training.cli import check_out_file
+    from training.cli import check_not_an_input, check_out_file
 
-    check_out_file("--out", args.out)  # before minutes of features and training
+    # before minutes of features and training; no output may replace an input
+    inputs = {"--emobank": args.emobank, "--memory-events": args.memory_events}
+    check_not_an_input("--out", check_out_file("--out", args.out), inputs)
     if args.cache is not None:
-        check_out_file("--cache", args.cache)
+        check_not_an_input("--cache", check_out_file("--cache", args.cache),
+                           {**inputs, "--out": args.out})
     progress = not args.quiet
     t0 = time.perf_counter()
     texts, splits, vad = load_emobank(args.emobank)

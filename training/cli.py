@@ -317,18 +317,25 @@ def check_out_file(option: str, value: str) -> Path:
     return path
 
 
-def _check_not_an_input(out: Path, inputs: dict[str, str | None]) -> None:
-    """Refuse an ``--out`` that is one of the input files (any spelling of its path):
-    the fitted config would replace the data it was fitted on.
+def check_not_an_input(option: str, out: Path, inputs: dict[str, str | None]) -> None:
+    """Refuse an output file that is one of the input files (any spelling of its path,
+    a link to it): the output would replace the data it was made from.
+
+    Args:
+        option: the output's option (``--out``), for the error.
+        out: its path.
+        inputs: input option -> its path (None: not given).
 
     Raises:
         ValueError: naming both options.
     """
-    if not out.is_file():
-        return
-    for option, value in inputs.items():
-        if value is not None and Path(value).is_file() and out.samefile(value):
-            raise ValueError(f"--out: {str(out)!r} is the {option} file; write the config "
+    for other, value in inputs.items():
+        if value is None:
+            continue
+        same = out.resolve() == Path(value).resolve() or (
+            out.is_file() and Path(value).is_file() and out.samefile(value))
+        if same:
+            raise ValueError(f"{option}: {str(out)!r} is the {other} file; write it "
                              "elsewhere")
 
 
@@ -361,7 +368,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     """
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
-    _check_not_an_input(out_path, {"--dataset": dataset, "--embeddings": args.embeddings})
+    check_not_an_input("--out", out_path,
+                       {"--dataset": dataset, "--embeddings": args.embeddings})
     _check_plot_folder(args.plot, out_path)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     _check_analyses_installed(args)

@@ -242,3 +242,28 @@ def test_a_plot_folder_at_or_below_the_out_file_is_refused_before_the_fit(
     captured: Any = capsys.readouterr()
     assert captured.err.startswith("error: --plot: ") and "--out" in captured.err
     assert captured.out == "" and not (tmp_path / "fitted.json").exists()
+
+
+@pytest.mark.parametrize(("writes", "reads"), [
+    ("--out", "--emobank"), ("--out", "--memory-events"),
+    ("--cache", "--emobank"), ("--cache", "--memory-events"), ("--cache", "--out"),
+])
+def test_affect_outputs_that_are_its_inputs_are_refused_before_training(
+    writes: str, reads: str, tmp_path: Path, small: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``affect --out eb.csv --emobank eb.csv`` trained, then replaced the EmoBank CSV
+    with the head (``--cache`` likewise with the features)."""
+    csv = tmp_path / "eb.csv"
+    csv.write_text("split,V,A,D,text\ntrain,3,3,3,a\ndev,3,3,3,b\n", encoding="utf-8")
+    paths = {"--emobank": str(csv), "--memory-events": str(small),
+             "--out": str(tmp_path / "head.npz"), "--cache": str(tmp_path / "cache.npz")}
+    paths[writes] = str(tmp_path / "sub" / ".." / Path(paths[reads]).name)
+    (tmp_path / "sub").mkdir()
+    before = {p: Path(p).read_bytes() for p in (str(csv), str(small))}
+    argv = ["affect", "--quick", "--quiet", *(a for kv in paths.items() for a in kv)]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {writes}: ") and reads in err
+    assert {p: Path(p).read_bytes() for p in before} == before
+    assert not (tmp_path / "head.npz").exists() and not (tmp_path / "cache.npz").exists()
