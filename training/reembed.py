@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     _check_exists(args.store)
     try:
         opened = open_store(args.store)
-    except StoreURLError as exc:
+    except (StoreURLError, sqlite3.Error) as exc:  # also a file that is no database
         raise ValueError(f"--store: {exc}") from None
     try:
         embedder = _fitted(args.config) if args.config else _embedder(args.embedder)

@@ -267,3 +267,15 @@ def test_affect_outputs_that_are_its_inputs_are_refused_before_training(
     assert err.startswith(f"error: {writes}: ") and reads in err
     assert {p: Path(p).read_bytes() for p in before} == before
     assert not (tmp_path / "head.npz").exists() and not (tmp_path / "cache.npz").exists()
+
+
+def test_reembed_of_a_file_that_is_no_database_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sqlite3.DatabaseError ("file is not a database") escaped as a traceback."""
+    path = tmp_path / "notes.json"
+    path.write_text('{"a": 1}\n' * 100, encoding="utf-8")
+    argv = ["reembed", "--store", f"sqlite:///{path}", "--embedder", "hashing", "--quiet"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --store: ") and "not a database" in err

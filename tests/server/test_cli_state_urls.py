@@ -97,3 +97,21 @@ def test_the_mcp_startup_line_tells_nested_parts_from_a_part_with_a_slash(
     argv = ["mcp", "--embedder", "hashing"] + [a for p in parts for a in ("--scope", p)]
     assert cli.main(argv) == 0
     assert shown in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--store", "--state"])
+def test_a_file_that_is_no_database_is_a_usage_error(
+    flag: str, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # sqlite3.DatabaseError ("file is not a database") escaped as a traceback, exit 1
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "notes.json"
+    path.write_text('{"a": 1}\n' * 100)
+    before = path.read_bytes()
+    assert cli.main(["serve", "--no-auth", "--embedder", "hashing", flag,
+                     f"sqlite:///{path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("emotional-memory: error: --store/--state: ")
+    assert "not a database" in err and "Traceback" not in err
+    assert path.read_bytes() == before

@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -335,7 +336,7 @@ def build_service(
         opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
-    except (OSError, ValueError) as exc:  # a file path that cannot be a database
+    except (OSError, ValueError, sqlite3.Error) as exc:  # a path that is no database
         raise UsageError(f"--store/--state: {redact(str(exc))}") from None
     _record_embedder(opened, text_embedder, embedder, explicit)
     if not callable(getattr(opened.state_store, "scoped", None)):
