@@ -45,8 +45,23 @@ def test_the_whole_demo_runs_without_the_network(
     monkeypatch.setattr(socket.socket, "connect", refuse)
     monkeypatch.setattr(socket, "create_connection", refuse)
     monkeypatch.chdir(tmp_path)  # no ../shared beside it
-    demo.main()
+    demo.main([])
     out = capsys.readouterr().out
     assert "=== Fitting on the built-in labelled set (30 scenarios) ===" in out
     assert "fitted base weights: [" in out
     assert not re.search(r"\bnan\b", out, re.IGNORECASE)
+
+
+def test_help_describes_the_demo_without_running_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m emotional_memory.demo --help`` ran the whole demo (arguments were
+    ignored); an unknown argument is a usage error."""
+    monkeypatch.setattr(demo, "journal_demo", lambda: pytest.fail("the demo ran"))
+    with pytest.raises(SystemExit) as info:
+        demo.main(["--help"])
+    assert info.value.code == 0
+    assert "usage: python -m emotional_memory.demo" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as info:
+        demo.main(["--bogus"])
+    assert info.value.code == 2
