@@ -334,10 +334,13 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
 
     Raises:
         FileNotFoundError: when the file does not exist.
+        IsADirectoryError: when ``path`` is a folder.
         KeyError: when a required column is missing.
         ValueError: a rating that is no number in [1, 5] (the row named).
     """
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"EmoBank CSV {str(p)!r} is a directory, not a CSV file")
     if not p.is_file():
         raise FileNotFoundError(f"EmoBank CSV {str(p)!r} does not exist")
     with p.open(encoding="utf-8", newline="") as fh:
@@ -429,11 +432,14 @@ def run(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; a report is printed (one JSON object with ``--json``).
     """
-    from training.cli import check_out_file
+    from training.cli import check_not_an_input, check_out_file
 
-    check_out_file("--out", args.out)  # before minutes of features and training
+    # before minutes of features and training; no output may replace an input
+    inputs = {"--emobank": args.emobank, "--memory-events": args.memory_events}
+    check_not_an_input("--out", check_out_file("--out", args.out), inputs)
     if args.cache is not None:
-        check_out_file("--cache", args.cache)
+        check_not_an_input("--cache", check_out_file("--cache", args.cache),
+                           {**inputs, "--out": args.out})
     progress = not args.quiet
     t0 = time.perf_counter()
     texts, splits, vad = load_emobank(args.emobank)
@@ -542,13 +548,14 @@ def add_parser(sub: Any) -> None:
     """
     p = sub.add_parser("affect", help="train the text-to-affect head on EmoBank")
     p.add_argument("--emobank", required=True, help="EmoBank CSV (split, V, A, D, text)")
-    p.add_argument("--out", default="affect_head.npz", help="where to write the head")
+    p.add_argument("--out", default="affect_head.npz",
+                   help="where to write the head (default affect_head.npz)")
     p.add_argument("--cache", default=None,
                    help=".npz to cache the MiniLM features in (reused when it matches)")
     from training.cli import int_at_least
 
     p.add_argument("--members", type=int_at_least(1), default=5,
-                   help="ensemble size (seeds)")
+                   help="ensemble size (seeds; default 5)")
     p.add_argument("--memory-events", default=None, metavar="DATASET.json",
                    help="realistic-recall-format events with valence/arousal, added to the "
                         "training rows (training/affect_memory.py)")

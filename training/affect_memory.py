@@ -92,9 +92,12 @@ def load_memory_events(path: str | Path) -> MemoryEvents:
 
     Raises:
         FileNotFoundError: when the file does not exist.
+        IsADirectoryError: when ``path`` is a folder.
         ValueError: on a malformed file, a label out of range, or no labelled event.
     """
     p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"memory events file {str(p)!r} is a directory, not a file")
     if not p.is_file():
         raise FileNotFoundError(f"memory events file {str(p)!r} does not exist")
     data = json.loads(p.read_text(encoding="utf-8"))

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory._extras import installed
+from emotional_memory._validation import validation_summary
 from emotional_memory.embedders.fitted import write_fitted_config
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn import (
@@ -70,12 +71,20 @@ from training import tune_embedder
 METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
 
+def _unreadable(option: str, path: str, exc: OSError) -> OSError:
+    """``exc`` as one line naming ``option`` and ``path`` (a missing file, a folder)."""
+    return type(exc)(f"{option} {path}: cannot read it ({exc.strerror or exc})")
+
+
 def _load_data(name: str) -> dict[str, Any]:
     if name == "builtin":
         from emotional_memory.data import load_builtin_dataset
 
         return load_builtin_dataset()
-    return load_dataset(name)
+    try:
+        return load_dataset(name)
+    except OSError as exc:
+        raise _unreadable("--dataset", name, exc) from None
 
 
 def _dataset_texts(data: dict[str, Any]) -> list[str]:
@@ -95,7 +104,10 @@ def _embedder(path: str | None, data: dict[str, Any]) -> Embedder:
         from emotional_memory.embedders import HashingEmbedder
 
         return HashingEmbedder(dim=384)
-    table = LookupEmbedder.from_npz(path)
+    try:
+        table = LookupEmbedder.from_npz(path)
+    except OSError as exc:
+        raise _unreadable("--embeddings", path, exc) from None
     missing = [t for t in _dataset_texts(data) if t not in table]
     if missing:
         raise ValueError(f"embeddings {path}: lacks {len(missing)} text(s) of the dataset, "
@@ -110,10 +122,11 @@ def _config(path: str | None) -> EmotionalMemoryConfig:
 
     try:  # a fitted config may name its embedder's weights (training/tune_embedder.py)
         return read_fitted_config(path)[0]
+    except OSError as exc:
+        raise _unreadable("--config", path, exc) from None
     except ValidationError as exc:  # unknown or misspelt keys, bad values: one line
-        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'config'}: {e['msg']}"
-                             for e in exc.errors())
-        raise ValueError(f"config {path}: not an EmotionalMemoryConfig ({problems})") from None
+        raise ValueError(f"config {path}: not an EmotionalMemoryConfig "
+                         f"({validation_summary(exc)})") from None
     except ValueError as exc:  # not JSON, a bad embedder entry: name the file
         raise ValueError(f"config {path}: {exc}") from exc
 
@@ -304,27 +317,39 @@ def check_out_file(option: str, value: str) -> Path:
     return path
 
 
-def _check_not_an_input(out: Path, inputs: dict[str, str | None]) -> None:
-    """Refuse an ``--out`` that is one of the input files (any spelling of its path):
-    the fitted config would replace the data it was fitted on.
+def check_not_an_input(option: str, out: Path, inputs: dict[str, str | None]) -> None:
+    """Refuse an output file that is one of the input files (any spelling of its path,
+    a link to it): the output would replace the data it was made from.
+
+    Args:
+        option: the output's option (``--out``), for the error.
+        out: its path.
+        inputs: input option -> its path (None: not given).
 
     Raises:
         ValueError: naming both options.
     """
-    if not out.is_file():
-        return
-    for option, value in inputs.items():
-        if value is not None and Path(value).is_file() and out.samefile(value):
-            raise ValueError(f"--out: {str(out)!r} is the {option} file; write the config "
+    for other, value in inputs.items():
+        if value is None:
+            continue
+        same = out.resolve() == Path(value).resolve() or (
+            out.is_file() and Path(value).is_file() and out.samefile(value))
+        if same:
+            raise ValueError(f"{option}: {str(out)!r} is the {other} file; write it "
                              "elsewhere")
 
 
-def _check_plot_folder(plot: str | None) -> None:
+def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
-    folder above it, is not a directory (checked before the fit, not after it)."""
+    folder above it, is not a directory, or it is (or lies below) the ``--out`` file
+    (checked before the fit, not after it)."""
     if plot is None:
         return
     path = Path(plot)
+    target = out.resolve()
+    if path.resolve() == target or target in path.resolve().parents:
+        raise ValueError(f"--plot: {plot!r} is (or lies below) the --out file {str(out)!r}; "
+                         "give the plots a folder of their own")
     existing = next((p for p in (path, *path.parents) if p.exists()), None)
     if existing is not None and not existing.is_dir():
         what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
@@ -343,8 +368,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
     """
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
-    _check_not_an_input(out_path, {"--dataset": dataset, "--embeddings": args.embeddings})
-    _check_plot_folder(args.plot)
+    check_not_an_input("--out", out_path,
+                       {"--dataset": dataset, "--embeddings": args.embeddings})
+    _check_plot_folder(args.plot, out_path)
     tune_embedder.tuning_options(args)  # its option errors before the fit, not after it
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
@@ -532,14 +558,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
+    def common(p: argparse.ArgumentParser,
+               config: str = "starting EmotionalMemoryConfig JSON") -> None:
         p.add_argument("--dataset", default="builtin",
                        help="realistic-recall JSON, or 'builtin' (default)")
         p.add_argument("--embeddings", default=None,
                        help=".npz with 'texts' and 'embeddings' (default: hashing embedder)")
         p.add_argument("--config", default=None,
-                       help="starting EmotionalMemoryConfig JSON (one naming fitted "
-                            "embedder weights embeds with them, --embeddings ignored)")
+                       help=f"{config}; one naming fitted embedder weights embeds with "
+                            "them (--embeddings ignored)")
         p.add_argument("--json", action="store_true", help="print one JSON object")
         p.add_argument("--quiet", action="store_true", help="no progress bars")
         p.add_argument("--affect", choices=("estimate", "neutral"), default="estimate",
@@ -613,7 +640,8 @@ def build_parser() -> argparse.ArgumentParser:
     fitting(p_cv)
     p_cv.add_argument("--folds", type=int_at_least(2), default=5,
                       help="outer folds (2 to the number of scenarios with queries)")
-    p_cv.add_argument("--seed", type=int, default=0, help="fold assignment seed")
+    p_cv.add_argument("--seed", type=int_at_least(0), default=0,
+                      help="fold assignment seed (>= 0)")
     p_cv.add_argument("--jobs", type=int_at_least(1), default=None,
                       help="folds fitted at once, one process each (default: one per CPU "
                       "core and 4 GiB of free memory, at most one per fold); the result "
@@ -622,7 +650,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_cv.set_defaults(func=cmd_cv)
 
     p_ev = sub.add_parser("evaluate", help="replay through the engine with a config")
-    common(p_ev)
+    common(p_ev, config="the EmotionalMemoryConfig JSON evaluated (default: the "
+                        "library's defaults)")
     p_ev.set_defaults(func=cmd_evaluate)
 
     from training.affect import add_parser as add_affect

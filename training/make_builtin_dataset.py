@@ -216,17 +216,22 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="only verify that the file is up to date"
     )
     args = parser.parse_args(argv)
+    if args.output.is_dir():
+        parser.error(f"--output {args.output} is a directory, not a JSON file")
     data = build(args.seed)
     text = dumps(data)
-    if args.check:
-        current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
-        if current != text:
-            print(f"{args.output} is stale; rerun training/make_builtin_dataset.py")
-            return 1
-        print(f"{args.output} is up to date")
-        return 0
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(text, encoding="utf-8")
+    try:
+        if args.check:
+            current = args.output.read_text(encoding="utf-8") if args.output.exists() else ""
+            if current != text:
+                print(f"{args.output} is stale; rerun training/make_builtin_dataset.py")
+                return 1
+            print(f"{args.output} is up to date")
+            return 0
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as exc:  # a file in the way of its folder, no permission, ...
+        parser.error(f"--output {args.output}: {exc.strerror or exc}")
     print(f"wrote {args.output}: {json.dumps(stats(data))}")
     return 0
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,9 @@ def _fitted(config: str) -> Any:
         ValueError: the config cannot be read, is invalid, names no fitted embedder,
             or its weights cannot be loaded (the message names the config).
     """
+    from pydantic import ValidationError
+
+    from emotional_memory._validation import validation_summary
     from emotional_memory.embedders.fitted import FittedMiniLMEmbedder, read_fitted_config
 
     try:
@@ -40,6 +44,8 @@ def _fitted(config: str) -> Any:
         return FittedMiniLMEmbedder(weights)
     except OSError as exc:  # the config or the weights file missing or unreadable
         raise ValueError(f"--config {config}: {exc.strerror or exc}") from None
+    except ValidationError as exc:  # one line per field, not pydantic's dump
+        raise ValueError(f"--config {config}: {validation_summary(exc)}") from None
     except ValueError as exc:
         raise ValueError(f"--config {config}: {exc}") from None
 
@@ -95,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
     _check_exists(args.store)
     try:
         opened = open_store(args.store)
-    except StoreURLError as exc:
+    except (StoreURLError, sqlite3.Error) as exc:  # also a file that is no database
         raise ValueError(f"--store: {exc}") from None
     try:
         embedder = _fitted(args.config) if args.config else _embedder(args.embedder)

@@ -35,16 +35,18 @@ __all__ = [
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    """The ``--tune-embedder`` options of ``fit``.
+    """The ``--tune-embedder`` options of ``fit`` and ``cv``.
 
     Args:
-        p: the ``fit`` parser.
+        p: the ``fit`` or ``cv`` parser.
     """
+    where = ("weights beside --out" if p.prog.endswith(" fit")
+             else "in each fold, nothing written")
     p.add_argument("--tune-embedder", choices=("last-layers", "lora"), default=None,
                    nargs="?", const="lora",
                    help="also fine-tune the MiniLM (LoRA adapters on its top layers, the "
                         "default, or the top layers themselves) when inner CV says it "
-                        "pays; weights beside --out")
+                        f"pays; {where}")
     from training.cli import int_at_least
 
     p.add_argument("--tune-layers", type=int_at_least(1), default=1,

@@ -281,3 +281,18 @@ def _json_copy(path: str, value: Any, depth: int) -> Any:
         f"{path} is a {type(value).__name__}, which is not JSON-serialisable "
         "(metadata holds str, int, float, bool, None, lists and dicts)"
     )
+
+
+def validation_summary(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: ``field.path: message`` per error.
+
+    Args:
+        exc: the error (anything with pydantic's ``errors()``).
+
+    Returns:
+        The problems joined by ``"; "`` (``config`` names an error of the whole object).
+    """
+    return "; ".join(
+        f"{'.'.join(map(str, e['loc'])) or 'config'}: {' '.join(str(e['msg']).split())}"
+        for e in exc.errors()
+    )

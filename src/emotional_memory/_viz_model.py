@@ -79,3 +79,73 @@ def engine_config(name: str, value: Any) -> Any:
         return value
     hint = " (for a FitResult pass its .config)" if hasattr(value, "config") else ""
     raise TypeError(f"{name} must be an EmotionalMemoryConfig, got {type(value).__name__}{hint}")
+
+
+def finite_values(field: str, items: Any) -> list[float]:
+    """``[(key, value), ...]`` as floats, a NaN / inf / non-number named ``field[key]``."""
+    from emotional_memory._validation import finite
+
+    return [finite(f"{field}[{key!r}]", value) for key, value in items]
+
+
+def history_row(i: int, h: Any) -> tuple[Any, float, float, float]:
+    """``(t, valence, arousal, dominance)`` of one mood-history entry (a MoodField or a
+    4-tuple, ``t`` a datetime or seconds), each problem named ``history[i]``."""
+    from emotional_memory._validation import finite
+
+    if hasattr(h, "valence") and hasattr(h, "timestamp"):
+        return h.timestamp, h.valence, h.arousal, h.dominance
+    if isinstance(h, str | bytes) or not hasattr(h, "__len__"):
+        raise TypeError(f"history[{i}] must be a MoodField or a (t, valence, arousal, "
+                        f"dominance) tuple, got {type(h).__name__}")
+    if len(h) != 4:
+        raise ValueError(
+            f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
+        )
+    t = h[0] if isinstance(h[0], datetime) else finite(f"history[{i}]", h[0])
+    v, a, d = (finite(f"history[{i}]", x) for x in h[1:])
+    return t, v, a, d
+
+
+def breakdown_of(explanation: Any) -> Any:
+    """The ``RetrievalBreakdown`` of an explanation (or a breakdown itself), else a
+    ``TypeError`` naming ``explanation``."""
+    breakdown = getattr(explanation, "breakdown", explanation)
+    parts = ("raw_signals", "weights", "weighted_signals", "total_score")
+    if not all(hasattr(breakdown, p) for p in parts):
+        raise TypeError("explanation must be a RetrievalExplanation or a RetrievalBreakdown, "
+                        f"got {type(explanation).__name__}")
+    return breakdown
+
+
+def mood_pairs(moods: Any) -> dict[str, tuple[float, float]]:
+    """``label -> (valence, arousal)`` with each pair checked, named ``moods[label]``."""
+    from emotional_memory._validation import finite
+
+    chosen = dict(moods) if moods is not None else dict(DEFAULT_MOODS)
+    out = {}
+    for label, pair in chosen.items():
+        field = f"moods[{label!r}]"
+        if isinstance(pair, str | bytes) or not hasattr(pair, "__len__"):
+            raise TypeError(f"{field} must be a (valence, arousal) pair, "
+                            f"got {type(pair).__name__}")
+        if len(pair) != 2:
+            raise ValueError(f"{field} must be a (valence, arousal) pair, got {len(pair)} values")
+        out[label] = (finite(field, pair[0]), finite(field, pair[1]))
+    return out
+
+
+def flat_series(series: Any) -> dict[str, np.ndarray]:
+    """Each learning-curve series as a 1-d float array (a series that is not one is a
+    ``ValueError`` naming it)."""
+    arrays = {}
+    for name, values in series.items():
+        try:
+            ys = np.asarray(list(values), dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"history {name!r} must be a sequence of numbers: {exc}") from None
+        if ys.ndim != 1:
+            raise ValueError(f"history {name!r} must be one value per step, got shape "
+                             f"{ys.shape}")
+        arrays[name] = ys
+    return arrays

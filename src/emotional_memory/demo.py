@@ -9,6 +9,8 @@ scenarios and compares default and fitted rankings through the engine.
 
 from __future__ import annotations
 
+import argparse
+from collections.abc import Sequence
 from datetime import timedelta
 
 from emotional_memory import CoreAffect, EmotionalMemory
@@ -95,8 +97,17 @@ def fitting_demo() -> None:
           "out-of-fold numbers)")
 
 
-def main() -> None:
-    """Run both parts of the demo."""
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run both parts of the demo (it takes no arguments but ``--help``).
+
+    Args:
+        argv: the command line's arguments (default ``sys.argv[1:]``).
+    """
+    argparse.ArgumentParser(
+        prog="python -m emotional_memory.demo",
+        description="Encode a built-in journal, retrieve under two moods, then fit the "
+        "scoring model on the built-in labelled scenarios (no network, no files).",
+    ).parse_args(argv)
     journal_demo()
     fitting_demo()
 

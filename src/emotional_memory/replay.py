@@ -101,13 +101,14 @@ class LookupEmbedder:
 
         Raises:
             FileNotFoundError: If there is no such file.
+            IsADirectoryError: If ``path`` is a folder.
             ValueError: Naming the file, when it is not an ``.npz`` archive, lacks one
                 of the arrays, ``embeddings`` is not a finite (len(texts), D) array
                 of numbers with D >= 1, or a text repeats with another embedding.
         """
         try:
             archive = np.load(path, allow_pickle=False)
-        except FileNotFoundError:
+        except (FileNotFoundError, IsADirectoryError):
             raise
         except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
             # numpy reads any other file as a pickle, which allow_pickle=False refuses

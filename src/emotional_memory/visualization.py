@@ -28,9 +28,13 @@ import numpy as np
 
 from emotional_memory._extras import install_hint
 from emotional_memory._validation import finite, in_range, weight_vector
-from emotional_memory._viz_model import DEFAULT_MOODS as _DEFAULT_MOODS
 from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
+from emotional_memory._viz_model import breakdown_of as _breakdown_of
 from emotional_memory._viz_model import engine_config as _engine_config
+from emotional_memory._viz_model import finite_values as _finite_values
+from emotional_memory._viz_model import flat_series as _flat_series
+from emotional_memory._viz_model import history_row as _history_row
+from emotional_memory._viz_model import mood_pairs as _mood_pairs
 from emotional_memory._viz_model import six_values as _six
 from emotional_memory._viz_model import weights_grid as _weights_grid
 
@@ -368,20 +372,10 @@ def plot_mood_evolution(
 
     Raises:
         ValueError: For a tuple that does not hold four values, or a NaN / inf.
-        TypeError: When datetimes and numbers are mixed as times.
+        TypeError: For an entry that is neither, or datetimes and numbers mixed as
+            times.
     """
-    rows: list[tuple[Any, float, float, float]] = []
-    for i, h in enumerate(history):
-        if hasattr(h, "valence") and hasattr(h, "timestamp"):
-            rows.append((h.timestamp, h.valence, h.arousal, h.dominance))
-        else:
-            if len(h) != 4:
-                raise ValueError(
-                    f"history[{i}] must be (t, valence, arousal, dominance), got {len(h)} values"
-                )
-            t = h[0] if isinstance(h[0], datetime) else finite(f"history[{i}]", h[0])
-            v, a, d = (finite(f"history[{i}]", x) for x in h[1:])
-            rows.append((t, v, a, d))
+    rows = [_history_row(i, h) for i, h in enumerate(history)]
     if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
         raise TypeError("history times must be all datetimes or all numbers (seconds)")
     fig, axes = _figure(ax, (9.0, 4.5))
@@ -566,7 +560,8 @@ def plot_appraisal_radar(
 
     Raises:
         TypeError: For any other ``appraisal`` (as in the original).
-        ValueError: For a sequence that does not hold five values, or an empty dict.
+        ValueError: For a sequence that does not hold five values, an empty dict, or a
+            NaN / inf value (named ``appraisal[key]``).
     """
     from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
     from emotional_memory.appraisal_schema import GenericAppraisalVector
@@ -581,7 +576,7 @@ def plot_appraisal_radar(
         if not appraisal:
             raise ValueError("appraisal must hold at least one dimension, got an empty dict")
         labels = [str(k).replace("_", " ").title() for k in appraisal]
-        raw = [float(v) for v in appraisal.values()]
+        raw = _finite_values("appraisal", appraisal.items())
         ranges = [None] * len(raw)
     elif all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS) or (
         isinstance(appraisal, Sequence | np.ndarray) and not isinstance(appraisal, str)
@@ -589,7 +584,7 @@ def plot_appraisal_radar(
         if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
             raw = [float(getattr(appraisal, f)) for f in _APPRAISAL_FIELDS]
         else:
-            raw = [float(v) for v in appraisal]
+            raw = _finite_values("appraisal", enumerate(appraisal))
             if len(raw) != 5:
                 raise ValueError(f"expected 5 appraisal values, got {len(raw)}")
         labels = list(APPRAISAL_LABELS)
@@ -636,7 +631,7 @@ def plot_fitted_weights(
 
     Raises:
         TypeError: When ``fitted`` or ``baseline`` is not an ``EmotionalMemoryConfig``.
-        ValueError: When ``moods`` is empty.
+        ValueError: When ``moods`` is empty or a mood is not a finite pair (named).
     """
     from emotional_memory.engine import EmotionalMemoryConfig
     from emotional_memory.mood import MoodField
@@ -645,7 +640,7 @@ def plot_fitted_weights(
 
     fitted = _engine_config("fitted", fitted)
     base_cfg = EmotionalMemoryConfig() if baseline is None else _engine_config("baseline", baseline)
-    chosen = dict(moods) if moods is not None else dict(_DEFAULT_MOODS)
+    chosen = _mood_pairs(moods)
     if not chosen:
         raise ValueError("moods must hold at least one mood, got an empty mapping")
     now = datetime(2026, 1, 1, tzinfo=UTC)
@@ -715,6 +710,7 @@ def plot_learning_curves(
 
     Raises:
         TypeError: When ``history`` is neither a ``FitResult`` nor a mapping.
+        ValueError: A series that is not one number per step (named).
     """
     best = getattr(history, "best_step", None)
     series: Mapping[str, Sequence[float]] = getattr(history, "history", history)
@@ -724,7 +720,7 @@ def plot_learning_curves(
             f"{type(history).__name__}"
         )
     # every series converted first: a bad one leaves a given Axes untouched
-    arrays = {name: np.asarray(list(values), dtype=float) for name, values in series.items()}
+    arrays = _flat_series(series)
     fig, axes = _figure(ax, (8.0, 4.5))
     right = None
     for name, ys in arrays.items():
@@ -767,8 +763,11 @@ def plot_signal_breakdown(
     Returns:
         The figure: grouped horizontal bars per signal (a seventh, "Lexical", when
         the opt-in lexical signal s7 took part).
+
+    Raises:
+        TypeError: ``explanation`` is neither.
     """
-    breakdown = getattr(explanation, "breakdown", explanation)
+    breakdown = _breakdown_of(explanation)
     raw = [float(getattr(breakdown.raw_signals, f)) for f in _SIGNAL_FIELDS]
     weights = [float(getattr(breakdown.weights, f)) for f in _SIGNAL_FIELDS]
     weighted = [float(getattr(breakdown.weighted_signals, f)) for f in _SIGNAL_FIELDS]

@@ -60,6 +60,8 @@ def test_bad_events_are_refused_naming_the_field(
 def test_files_without_labels_or_shape_are_refused(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match="does not exist"):
         load_memory_events(tmp_path / "missing.json")
+    with pytest.raises(IsADirectoryError, match="is a directory"):  # said "does not exist"
+        load_memory_events(tmp_path)
     with pytest.raises(ValueError, match="'scenarios' list"):
         load_memory_events(_write(tmp_path, [1, 2]))
     with pytest.raises(ValueError, match="no event carries both"):

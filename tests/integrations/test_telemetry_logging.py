@@ -396,3 +396,20 @@ def test_json_extra_fields_never_replace_the_record_fields(clean_logger: logging
     logging.getLogger("emotional_memory.engine").error("both", extra=both)
     values = sorted(v for k, v in _strict_json(buf.getvalue()).items() if "level" in k)
     assert values == ["ERROR", "cache", "db"]
+
+
+def test_configure_logging_leaves_the_host_applications_handlers(
+    clean_logger: logging.Logger,
+) -> None:
+    """Only the handler configure_logging installed is replaced on a second call."""
+    host = logging.StreamHandler(io.StringIO())
+    root_before = list(logging.getLogger().handlers)
+    clean_logger.addHandler(host)
+    ours = io.StringIO()
+    configure_logging("info", stream=ours)
+    configure_logging("info", json_format=True, stream=ours)
+    assert host in clean_logger.handlers
+    assert logging.getLogger().handlers == root_before
+    logging.getLogger("emotional_memory.x").warning("seen")
+    assert "seen" in host.stream.getvalue()
+    assert ours.getvalue().count("seen") == 1

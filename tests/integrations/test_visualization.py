@@ -372,3 +372,47 @@ def test_points_that_cannot_be_drawn_are_named(bad: float) -> None:
         viz.plot_mood_evolution([(0.0, 0.1, 0.5, 0.4), (60.0, 0.2, 0.5, bad)])
     with pytest.raises(ValueError, match=r"history\[0\]"):
         viz.plot_mood_evolution([(bad, 0.1, 0.5, 0.4)])
+
+
+@pytest.mark.parametrize("appraisal", [
+    [0.1, float("nan"), 0.5, 0.0, 0.5],
+    {"novelty": 0.2, "goal_relevance": float("inf")},
+    {"novelty": float("nan")},
+], ids=["sequence-nan", "dict-inf", "dict-nan"])
+def test_appraisal_radar_names_a_value_it_cannot_draw(appraisal: Any) -> None:
+    """A NaN / inf dimension drew a radar with a hole in it, without a word."""
+    with pytest.raises(ValueError, match=r"appraisal\["):
+        viz.plot_appraisal_radar(appraisal)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: viz.plot_mood_evolution([5]),
+    lambda: viz.plot_mood_evolution([None]),
+], ids=["int", "None"])
+def test_mood_evolution_names_an_entry_that_is_no_tuple(call: Any) -> None:
+    """``TypeError: object of type 'int' has no len()`` named nothing."""
+    with pytest.raises(TypeError, match=r"history\[0\]"):
+        call()
+
+
+@pytest.mark.parametrize("bad", [None, [1, 2, 3], "explanation"])
+def test_signal_breakdown_names_what_it_cannot_read(bad: Any) -> None:
+    """An AttributeError about ``raw_signals`` came out of the figure's code."""
+    with pytest.raises(TypeError, match="explanation must be a RetrievalExplanation"):
+        viz.plot_signal_breakdown(bad)
+
+
+@pytest.mark.parametrize("mood", [(0.5,), (0.1, 0.2, 0.3), "ab", 0.5])
+def test_fitted_weights_names_a_mood_that_is_no_pair(mood: Any) -> None:
+    """``not enough values to unpack`` named neither the argument nor the mood."""
+    with pytest.raises((TypeError, ValueError), match=r"moods\['calm'\]"):
+        viz.plot_fitted_weights(EmotionalMemoryConfig(), moods={"calm": mood})
+
+
+def test_learning_curves_names_a_series_that_is_not_flat() -> None:
+    """A 2-d series failed inside matplotlib after the others were drawn."""
+    fig = Figure()
+    ax = fig.add_subplot()
+    with pytest.raises(ValueError, match="history 'val_loss'"):
+        viz.plot_learning_curves({"train_loss": [1.0, 0.5], "val_loss": [[1.0, 2.0]]}, ax=ax)
+    assert not ax.lines

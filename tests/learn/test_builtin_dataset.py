@@ -146,3 +146,16 @@ def test_replay_with_hashing_embedder(data: dict[str, Any]) -> None:
     assert set(metrics["by_challenge"]) == CHALLENGE_TYPES
     assert all(0.0 <= v <= 1.0 for v in metrics["by_challenge"].values())
     assert all(len(r.retrieved) <= data["default_top_k"] for r in results)
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_generator_output_that_is_a_folder_is_a_usage_error(
+    check: bool, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # IsADirectoryError's traceback was printed instead
+    argv = ["--output", str(tmp_path), *(["--check"] if check else [])]
+    with pytest.raises(SystemExit) as info:
+        _generator().main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "--output" in err and str(tmp_path) in err and "Traceback" not in err

@@ -288,3 +288,22 @@ def test_every_training_flag_the_readme_names_exists(monkeypatch: pytest.MonkeyP
     bench = (ROOT / "benchmarks" / "real_recall.py").read_text(encoding="utf-8")
     unknown = {f for f in named - flags if f'"{f}"' not in bench}
     assert "--tune-embedder" in named and not unknown, sorted(unknown)
+
+
+def test_every_flag_a_subcommands_help_names_is_one_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cv --help`` said the tuned weights go "beside --out" (cv has no --out);
+    ``evaluate``'s --config was the "starting" config (it is the one evaluated)."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a.choices, dict)).choices
+    for name, parser in sub.items():
+        own = {o for a in parser._actions for o in a.option_strings}
+        helps = " ".join(str(a.help) for a in parser._actions)
+        helps = re.sub(r"\bfit --[a-z-]+", "", helps)  # another subcommand's, named so
+        named = set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9]", helps))
+        assert named <= own, (name, sorted(named - own))
+    evaluate = next(a for a in sub["evaluate"]._actions if "--config" in a.option_strings)
+    assert "starting" not in str(evaluate.help)

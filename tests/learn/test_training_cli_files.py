@@ -170,3 +170,112 @@ def test_an_out_that_is_an_input_file_is_refused_before_the_fit(
     assert captured.err.startswith("error: --out") and which in captured.err
     assert captured.out == ""
     assert {p: p.read_bytes() for p in inputs.values()} == before
+
+
+@pytest.mark.parametrize(("option", "value"), [
+    ("--dataset", "FOLDER"),
+    ("--dataset", "MISSING"),
+    ("--embeddings", "FOLDER"),
+    ("--embeddings", "MISSING"),
+    ("--config", "FOLDER"),
+    ("--config", "MISSING"),
+])
+def test_an_input_file_that_cannot_be_read_is_one_line_naming_its_option(
+    option: str, value: str, tmp_path: Path, small: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "error: [Errno 21] Is a directory: '...'" named the path but not the option
+    path = tmp_path if value == "FOLDER" else tmp_path / "missing.json"
+    argv = ["evaluate", "--dataset", str(small), "--quiet", "--affect", "neutral",
+            option, str(path)]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {option} ") and str(path) in err and "\n" not in err
+
+
+def test_an_emobank_folder_is_not_said_to_be_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert _main(["affect", "--emobank", str(tmp_path), "--quick", "--quiet"],
+                 monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "does not exist" not in err
+
+
+def test_a_negative_cv_seed_is_an_argument_error_naming_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # it failed after loading the data, as numpy's "expected non-negative integer"
+    with pytest.raises(SystemExit) as info:
+        _main(["cv", "--seed", "-1", "--quiet"], monkeypatch)
+    assert info.value.code == 2
+    assert "argument --seed: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_reembed_with_an_invalid_config_is_one_line_naming_each_field(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # pydantic's multi-line dump (with its documentation URLs) was printed
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    SQLiteStore(str(tmp_path / "m.db")).close()
+    config = tmp_path / "bad.json"
+    config.write_text('{"retrieval": {"base_weights": [1, 2]}}', encoding="utf-8")
+    argv = ["reembed", "--store", f"sqlite:///{tmp_path / 'm.db'}", "--config", str(config),
+            "--quiet"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: --config {config}: ") and "\n" not in err
+    assert "retrieval.base_weights:" in err and "pydantic.dev" not in err
+
+
+@pytest.mark.parametrize("plot", ["fitted.json", "fitted.json/plots", "./fitted.json"])
+def test_a_plot_folder_at_or_below_the_out_file_is_refused_before_the_fit(
+    plot: str, small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot naming the --out file (or a folder below it): the config was written,
+    then "[Errno 17] File exists" after the fit."""
+    monkeypatch.chdir(tmp_path)
+    argv = ["fit", "--dataset", str(small), *QUICK, "--out", "fitted.json", "--plot", plot]
+    assert _main(argv, monkeypatch) == 2
+    captured: Any = capsys.readouterr()
+    assert captured.err.startswith("error: --plot: ") and "--out" in captured.err
+    assert captured.out == "" and not (tmp_path / "fitted.json").exists()
+
+
+@pytest.mark.parametrize(("writes", "reads"), [
+    ("--out", "--emobank"), ("--out", "--memory-events"),
+    ("--cache", "--emobank"), ("--cache", "--memory-events"), ("--cache", "--out"),
+])
+def test_affect_outputs_that_are_its_inputs_are_refused_before_training(
+    writes: str, reads: str, tmp_path: Path, small: Path,
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``affect --out eb.csv --emobank eb.csv`` trained, then replaced the EmoBank CSV
+    with the head (``--cache`` likewise with the features)."""
+    csv = tmp_path / "eb.csv"
+    csv.write_text("split,V,A,D,text\ntrain,3,3,3,a\ndev,3,3,3,b\n", encoding="utf-8")
+    paths = {"--emobank": str(csv), "--memory-events": str(small),
+             "--out": str(tmp_path / "head.npz"), "--cache": str(tmp_path / "cache.npz")}
+    paths[writes] = str(tmp_path / "sub" / ".." / Path(paths[reads]).name)
+    (tmp_path / "sub").mkdir()
+    before = {p: Path(p).read_bytes() for p in (str(csv), str(small))}
+    argv = ["affect", "--quick", "--quiet", *(a for kv in paths.items() for a in kv)]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {writes}: ") and reads in err
+    assert {p: Path(p).read_bytes() for p in before} == before
+    assert not (tmp_path / "head.npz").exists() and not (tmp_path / "cache.npz").exists()
+
+
+def test_reembed_of_a_file_that_is_no_database_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """sqlite3.DatabaseError ("file is not a database") escaped as a traceback."""
+    path = tmp_path / "notes.json"
+    path.write_text('{"a": 1}\n' * 100, encoding="utf-8")
+    argv = ["reembed", "--store", f"sqlite:///{path}", "--embedder", "hashing", "--quiet"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --store: ") and "not a database" in err

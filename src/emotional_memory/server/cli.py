@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import os
+import sqlite3
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
@@ -335,7 +336,7 @@ def build_service(
         opened = open_store(store_url, state_url, statement_timeout or None)
     except StoreURLError as exc:
         raise UsageError(f"--store/--state: {exc}") from None
-    except (OSError, ValueError) as exc:  # a file path that cannot be a database
+    except (OSError, ValueError, sqlite3.Error) as exc:  # a path that is no database
         raise UsageError(f"--store/--state: {redact(str(exc))}") from None
     _record_embedder(opened, text_embedder, embedder, explicit)
     if not callable(getattr(opened.state_store, "scoped", None)):
@@ -367,6 +368,9 @@ def build_service(
 def _read_config(config_path: str | None) -> tuple[Any, Any]:
     """The ``--config`` file's config and the fitted-embedder weights it names (or
     None); the defaults without a file."""
+    from pydantic import ValidationError
+
+    from emotional_memory._validation import validation_summary
     from emotional_memory.embedders.fitted import read_fitted_config
     from emotional_memory.engine import EmotionalMemoryConfig
 
@@ -376,6 +380,9 @@ def _read_config(config_path: str | None) -> tuple[Any, Any]:
         return read_fitted_config(config_path)
     except OSError as exc:
         raise UsageError(f"cannot read --config {config_path!r}: {exc.strerror}") from None
+    except ValidationError as exc:  # one line per field, not pydantic's dump
+        raise UsageError(f"--config {config_path!r} is not a valid config: "
+                         f"{validation_summary(exc)}") from None
     except ValueError as exc:
         raise UsageError(f"--config {config_path!r} is not a valid config: {exc}") from None
 
@@ -468,6 +475,8 @@ def _serve(args: argparse.Namespace) -> None:
         raise UsageError(f"--no-auth is allowed on a loopback address only, not {args.host!r}")
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port must be in 0..65535, got {args.port}")
+    if args.host.startswith("[") and args.host.endswith("]"):
+        args.host = args.host[1:-1]  # an IPv6 literal as in a URL: the socket binds it bare
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
     if args.workers > 1 and (
@@ -486,8 +495,9 @@ def _serve(args: argparse.Namespace) -> None:
         return
     _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
     os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
-    print(f"emotional-memory: {args.workers} worker processes on http://{args.host}:"
-          f"{args.port}, one shared state per scope in the store's database",
+    print(f"emotional-memory: {args.workers} worker processes on "
+          f"{_http_url(args.host, args.port)}, one shared state per scope in the store's "
+          "database",
           file=sys.stderr, flush=True)
     uvicorn.run("emotional_memory.server.cli:worker_app", factory=True, workers=args.workers,
                 host=args.host, port=args.port, log_level=args.log_level,
@@ -542,12 +552,17 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
                     allowed_hosts=args.allowed_host)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
-        f"emotional-memory: serving http://{args.host}:{args.port} (REST /v1, MCP /mcp; "
+        f"emotional-memory: serving {_http_url(args.host, args.port)} (REST /v1, MCP /mcp; "
         f"store {redact_url(args.store)}; {describe(service)}; {auth}; pid {os.getpid()})",
         file=sys.stderr, flush=True,
     )
     _freeze_startup_heap()
     return app
+
+
+def _http_url(host: str, port: int) -> str:
+    """``http://HOST:PORT``, an IPv6 address in brackets."""
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 def _freeze_startup_heap() -> None:
@@ -576,7 +591,9 @@ def _mcp_stdio(args: argparse.Namespace) -> None:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr)
     service = build_service(args.store, args.embedder, args.config, args.state, args.affect,
                             _limits(args), _statement_timeout(args))
-    where = "/".join(path) if path else "the root"
+    # a part may hold a '/': then the parts as JSON, else "a/b" would read as nesting
+    where = (json.dumps(list(path), ensure_ascii=False) if any("/" in p for p in path)
+             else "/".join(path) or "the root")
     print(
         f"emotional-memory: MCP over stdio (store {redact_url(args.store)}; scope {where}; "
         f"{describe(service)})",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from emotional_memory.redact import address_secrets, redact
 from emotional_memory.stores._shared.urls import (
     QDRANT_API_KEY_ENV,
     Backend,
@@ -43,8 +44,11 @@ def open_vector_db(url: str, description: str, options: dict[str, Any]) -> Opene
     try:
         store = factory(**kwargs)
     except Exception as exc:  # unreachable server, refused key, ...
+        secrets = (*address_secrets(url), kwargs.get("api_key") or "")
+        reason = " ".join(redact(str(exc), secrets).split())[:300]
         raise StoreURLError(
             f"could not open the store at {description}: {type(exc).__name__}"
+            + (f": {reason}" if reason else "")
         ) from None
     return OpenedStore(store, None, description, True, False)  # states: the registry's default
 

@@ -1,0 +1,117 @@
+"""The command line's store, state and config arguments: refused up front, one line, no secret."""
+
+from __future__ import annotations
+
+import pytest
+
+from emotional_memory.server import cli
+from emotional_memory.server.stores import StoreURLError, open_store
+
+SECRET = "redis-pw-7f3a9c1e"
+
+
+def test_an_unreachable_redis_state_store_is_a_usage_error_without_the_password(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # serve printed a redis ConnectionError traceback (exit 1) from the engine's
+    # first state load; PostgreSQL's unreachable server was already one line
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    from support.service_process import free_port
+
+    url = f"redis://:{SECRET}@127.0.0.1:{free_port()}/0"  # nothing listens there
+    with pytest.raises(StoreURLError, match=r"127\.0\.0\.1") as info:
+        open_store("memory://", url)
+    assert SECRET not in str(info.value)
+    for command in (["serve", "--no-auth"], ["mcp"]):
+        assert cli.main([*command, "--embedder", "hashing", "--state", url]) == 2
+        err = capsys.readouterr().err
+        assert "emotional-memory: error: --store/--state:" in err
+        assert "Traceback" not in err and SECRET not in err
+
+
+@pytest.mark.parametrize("db", ["1abc", "abc", "0/extra", "-1"])
+def test_a_redis_state_url_whose_database_is_no_number_is_refused(db: str) -> None:
+    # redis-py reads such a path as no database at all: the states went to db 0
+    pytest.importorskip("redis", reason="the redis extra is not installed")
+    with pytest.raises(StoreURLError, match="database"):
+        open_store("memory://", f"redis://127.0.0.1:1/{db}")
+
+
+def test_a_reachable_redis_state_store_opens(redis_url: str) -> None:
+    from emotional_memory.state_stores import RedisAffectiveStateStore
+
+    opened = open_store("memory://", redis_url)
+    try:
+        assert isinstance(opened.state_store, RedisAffectiveStateStore)
+        assert opened.durable_state and opened.state_store.client.ping()
+    finally:
+        opened.close()
+
+
+def test_an_invalid_config_file_is_one_line_naming_each_field(tmp_path: object) -> None:
+    # the error was pydantic's multi-line dump with its documentation URLs
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "bad.json"
+    path.write_text('{"retrieval": {"base_weights": [1, 2]}, "bogus": 1}')
+    with pytest.raises(cli.UsageError) as info:
+        cli.build_service("memory://", "hashing", str(path))
+    text = str(info.value)
+    assert "\n" not in text and "pydantic.dev" not in text
+    assert "retrieval.base_weights:" in text and "bogus:" in text
+
+
+@pytest.mark.parametrize(("host", "shown"), [
+    ("::1", "http://[::1]:8123"),
+    ("[::1]", "http://[::1]:8123"),
+    ("127.0.0.1", "http://127.0.0.1:8123"),
+])
+def test_the_startup_line_shows_a_url_that_works_for_ipv6_hosts(
+    host: str, shown: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "serving http://::1:8123" is no URL (an IPv6 address needs brackets in one)
+    uvicorn = pytest.importorskip("uvicorn", reason="the server extra is not installed")
+    ran: dict[str, object] = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(kw))
+    monkeypatch.setattr(cli, "_freeze_startup_heap", lambda: None)
+    assert cli.main(["serve", "--no-auth", "--embedder", "hashing", "--host", host,
+                     "--port", "8123"]) == 0
+    assert f"serving {shown} " in capsys.readouterr().err
+    assert ran["host"] == host.strip("[]")  # what the socket binds: no brackets
+
+
+@pytest.mark.parametrize(("parts", "shown"), [
+    ([], "scope the root;"),
+    (["alice", "work"], "scope alice/work;"),
+    (["alice/work"], 'scope ["alice/work"];'),
+])
+def test_the_mcp_startup_line_tells_nested_parts_from_a_part_with_a_slash(
+    parts: list[str], shown: str, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # --scope alice/work is one part named "alice/work", not alice nested in work,
+    # yet both were shown as "scope alice/work"
+    anyio = pytest.importorskip("anyio", reason="the server extra is not installed")
+    monkeypatch.setattr(anyio, "run", lambda fn: None)
+    argv = ["mcp", "--embedder", "hashing"] + [a for p in parts for a in ("--scope", p)]
+    assert cli.main(argv) == 0
+    assert shown in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--store", "--state"])
+def test_a_file_that_is_no_database_is_a_usage_error(
+    flag: str, tmp_path: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # sqlite3.DatabaseError ("file is not a database") escaped as a traceback, exit 1
+    from pathlib import Path
+
+    path = Path(str(tmp_path)) / "notes.json"
+    path.write_text('{"a": 1}\n' * 100)
+    before = path.read_bytes()
+    assert cli.main(["serve", "--no-auth", "--embedder", "hashing", flag,
+                     f"sqlite:///{path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("emotional-memory: error: --store/--state: ")
+    assert "not a database" in err and "Traceback" not in err
+    assert path.read_bytes() == before
