@@ -15,14 +15,19 @@ from typing import Any
 import numpy as np
 
 
-class NumberTypeError(TypeError, ValueError):
-    """A value that is not a number (or is a bool) where a number is wanted.
+class FieldTypeError(TypeError, ValueError):
+    """A field given a value of the wrong type, where the original's model raised
+    pydantic's ``ValidationError``.
 
     A ``TypeError`` (what a plain argument of the wrong type raises) that is also a
-    ``ValueError``, so that raised in a pydantic validator it becomes a
-    ``ValidationError`` naming the field, as the original's models raise for a
-    wrongly typed field (docs/behaviour.md §11).
+    ``ValueError``, so code written for the original that catches ``ValueError`` keeps
+    working; raised in a pydantic validator it becomes a ``ValidationError`` naming
+    the field (docs/behaviour.md §11).
     """
+
+
+class NumberTypeError(FieldTypeError):
+    """A value that is not a number (or is a bool) where a number is wanted."""
 
 
 def finite(field: str, value: float) -> float:
@@ -234,13 +239,14 @@ def json_metadata(field: str, value: Any) -> dict[str, Any]:
         A deep copy of ``value``.
 
     Raises:
-        TypeError: ``value`` is not a dict, or holds a value JSON cannot represent
-            (the message names its path, e.g. ``metadata['a'][2]``).
+        TypeError: ``value`` is not a dict (a :class:`FieldTypeError`, also a
+            ``ValueError``), or holds a value JSON cannot represent (the message
+            names its path, e.g. ``metadata['a'][2]``).
         ValueError: nesting deeper than the limit, a string that is not valid
             Unicode, or a NaN/infinite float (the path is named).
     """
     if not isinstance(value, dict):
-        raise TypeError(f"{field} must be a dict or None, got {type(value).__name__}")
+        raise FieldTypeError(f"{field} must be a dict or None, got {type(value).__name__}")
     out: dict[str, Any] = _json_copy(field, value, 1)
     return out
 

@@ -206,3 +206,20 @@ def test_a_wrongly_typed_plain_argument_stays_a_type_error() -> None:
         CoreAffect.neutral().lerp(CoreAffect.neutral(), None)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="arousal"):
         consolidation_strength([0.5], 0.5)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("metadata", ["m", 5, [1], ("a", 1)])
+def test_metadata_that_is_no_dict_is_a_type_and_a_value_error(metadata: Any) -> None:
+    # the original's Memory model raises pydantic's ValidationError (a ValueError) for
+    # it: code written for the original that catches ValueError keeps working, and it
+    # is still the TypeError our other plain arguments raise, naming the field
+    engine = EmotionalMemory(InMemoryStore(), HashEmbedder())
+    for call in (
+        lambda: engine.encode("hi", metadata=metadata),
+        lambda: engine.encode_batch(["hi"], metadata=[metadata]),
+    ):
+        with pytest.raises(ValueError, match="metadata") as caught:
+            call()
+        assert isinstance(caught.value, TypeError)
+    assert len(engine) == 0
+
