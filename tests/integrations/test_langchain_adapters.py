@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 pytest.importorskip("langchain_core", reason="the langchain extra is not installed")
 
@@ -145,11 +146,13 @@ def test_chat_history_scope_of_the_wrong_type_is_named() -> None:
 
 
 def test_retriever_refuses_a_bool_top_k() -> None:
-    """``top_k=True`` was accepted as one document (pydantic's lax int)."""
-    with pytest.raises(TypeError, match="top_k"):
+    """``top_k=True`` was accepted as one document (pydantic's lax int); a wrongly
+    typed field of this pydantic model is a ValidationError naming it, as the
+    original's models answer a wrongly typed field."""
+    with pytest.raises(ValidationError, match="top_k"):
         EmotionalMemoryRetriever(memory=_shared(), top_k=True)
     retriever = EmotionalMemoryRetriever(memory=_shared(), top_k=2)
-    with pytest.raises(TypeError, match="top_k"):
+    with pytest.raises(ValidationError, match="top_k"):
         retriever.top_k = False
     assert retriever.top_k == 2
 
@@ -175,7 +178,7 @@ def test_chat_history_refuses_an_async_engine_by_name() -> None:
 def test_retriever_refuses_a_top_k_the_engine_refuses(top_k: object) -> None:
     """``top_k="3"`` and ``2.0`` were coerced (pydantic's lax int) where the engine's
     ``retrieve`` refuses them; numpy integers stay accepted, as there."""
-    with pytest.raises(TypeError, match="top_k"):
+    with pytest.raises(ValidationError, match="top_k"):
         EmotionalMemoryRetriever(memory=_shared(), top_k=top_k)
     assert EmotionalMemoryRetriever(memory=_shared(), top_k=np.int64(3)).top_k == 3
 
