@@ -18,6 +18,8 @@
   counted as relevant, 0.5 as relevant; ``listwise_loss`` with integer labels read a
   graded label 2 as irrelevant (``2 & True == 0``).
 * ``subset_dataset`` with one id as a string kept the scenarios named by its letters.
+* ``select_model`` names a bad ``folds`` (a string failed in a comparison, 2.5 was
+  accepted) and ``info`` (an AttributeError).
 """
 
 from __future__ import annotations
@@ -231,3 +233,18 @@ def test_subset_dataset_refuses_one_id_as_a_string() -> None:
     with pytest.raises(TypeError, match="scenario_ids"):
         subset_dataset(data, "ab")
     assert subset_dataset(data, ["ab"])["scenarios"] == [{"scenario_id": "ab"}]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "field"), [
+    ({"folds": "3"}, TypeError, "folds"),  # was a comparison naming nothing
+    ({"folds": 2.5}, TypeError, "folds"),  # was accepted (numpy split it in 2 parts)
+    ({"info": None}, TypeError, "info"),  # was an AttributeError
+])
+def test_select_model_names_a_bad_argument(
+    small: tuple[dict[str, Any], RecallBatch, RecallInfo], kwargs: dict[str, Any],
+    error: type, field: str,
+) -> None:
+    _, batch, info = small
+    args = {"info": info, **kwargs}
+    with pytest.raises(error, match=field):
+        select_model(batch, steps=2, tune=False, **args)

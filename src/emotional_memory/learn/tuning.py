@@ -56,7 +56,7 @@ def inner_folds(
     return available, scen, [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
 
 
-def _checked_folds(field: str, folds: int) -> int:
+def checked_folds(field: str, folds: int) -> int:
     """``folds`` checked to be an int >= 2 (``field`` names it)."""
     if positive_int(field, folds) < 2:
         raise ValueError(f"{field} must be >= 2, got {folds}")
@@ -151,7 +151,7 @@ def select_hyperparameters(
     fit_kwargs = dict(fit_kwargs)
     g = _grid(DEFAULT_GRID, _fixed_grid(grid, fit_kwargs))
     available, scen, parts = _cv_parts("select_hyperparameters", batch, train_mask,
-                                       _checked_folds("folds", folds), seed + 1)
+                                       checked_folds("folds", folds), seed + 1)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
     held_masks = [available & np.isin(scen, held) for held in parts]
@@ -229,7 +229,7 @@ def select_adapter(
         raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
     g = _grid(ADAPTER_GRID, grid)
     available, scen, parts = _cv_parts("select_adapter", batch, train_mask,
-                                       _checked_folds("folds", folds), seed + 3)
+                                       checked_folds("folds", folds), seed + 3)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     held_masks = [available & np.isin(scen, held) for held in parts]
     per_run: dict[str, Any] = {
@@ -294,7 +294,7 @@ def fit_auto(
         ValueError, TypeError: as :func:`select_hyperparameters` (``inner_folds``
             named for its ``folds``), except for the one-scenario case.
     """
-    _checked_folds("inner_folds", inner_folds)
+    checked_folds("inner_folds", inner_folds)
     scenarios = np.asarray(batch.scenario)[available_queries(batch, train_mask)]
     if np.unique(scenarios).size == 1:
         reason = "the training queries come from one scenario: no inner cross-validation"
@@ -306,7 +306,7 @@ def fit_auto(
     rest = dict(fit_kwargs)
     grid = _fixed_grid(grid, rest)
     best, table = select_hyperparameters(
-        batch, info, config, grid=grid, folds=_checked_folds("inner_folds", inner_folds),
+        batch, info, config, grid=grid, folds=checked_folds("inner_folds", inner_folds),
         train_mask=train_mask, seed=seed,
         **rest,
     )
