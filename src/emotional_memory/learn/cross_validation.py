@@ -15,6 +15,7 @@ from emotional_memory._progress import progress_iter
 from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
+from emotional_memory.learn.losses import unrouted
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
 from emotional_memory.learn.selection import analysis_config, select_model
 from emotional_memory.learn.training import fit
@@ -61,7 +62,13 @@ def subset_dataset(data: dict[str, Any], scenario_ids: Sequence[str]) -> dict[st
 
     Returns:
         A shallow copy of ``data`` whose ``scenarios`` list holds only those scenarios.
+
+    Raises:
+        TypeError: ``scenario_ids`` is one string (its letters would be the ids).
     """
+    if isinstance(scenario_ids, str | bytes):
+        raise TypeError(f"scenario_ids must be a sequence of ids, got the string "
+                        f"{scenario_ids!r} (write [{scenario_ids!r}])")
     keep = {str(s) for s in scenario_ids}
     return {**data, "scenarios": [s for s in data["scenarios"]
                                   if str(s.get("scenario_id", "")) in keep]}
@@ -149,7 +156,8 @@ def cross_validate(
     Raises:
         ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`),
             ``folds`` outside [2, number of scenarios with queries], ``select`` other
-            than True, False or ``"model"``, or ``jobs`` / ``tune_folds`` < 1.
+            than True, False or ``"model"``, ``jobs`` / ``tune_folds`` < 1, or a
+            config that routes its base weights per query type (fits ignore routing).
         TypeError: ``folds``, ``jobs`` or ``tune_folds`` is not an int (or is a bool).
     """
     if select not in (True, False, "model") or not isinstance(select, bool | str):
@@ -159,7 +167,7 @@ def cross_validate(
     positive_int("jobs", jobs)
     positive_int("tune_folds", tune_folds)
     validate_dataset(data)
-    cfg = config if config is not None else EmotionalMemoryConfig()
+    cfg = unrouted(config if config is not None else EmotionalMemoryConfig())
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
         data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter,

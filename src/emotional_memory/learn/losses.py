@@ -170,9 +170,11 @@ def evaluate_batch(
 
     Raises:
         ValueError, TypeError: a batch field of the wrong shape or dtype, named
-            (:func:`checked_shapes`).
+            (:func:`checked_shapes`); a config that routes its base weights
+            (:func:`unrouted`).
     """
     cfg = config or EmotionalMemoryConfig()
+    unrouted(cfg)
     checked_shapes(batch)
     batch = batch_for(batch, cfg)
     mask = batch_signal_mask(cfg, batch)
@@ -186,6 +188,34 @@ def evaluate_batch(
             jax.tree_util.tree_map(jnp.asarray, batch),
             jnp.asarray(mask, jnp.float64), adapter,
         ))
+
+
+def unrouted(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
+    """``config``, checked not to route its base weights per query type.
+
+    The batch forward (and so every fit) scores with ``retrieval.base_weights``; the
+    engine replaces them by the routed vector of the query's type, so a fit would
+    tune weights the engine never uses, and batch metrics would not be the engine's.
+
+    Args:
+        config: the configuration a batch is scored or fitted under.
+
+    Returns:
+        ``config``.
+
+    Raises:
+        ValueError: ``retrieval.query_classifier`` routes (a mode other than
+            ``"disabled"`` with routed weights).
+    """
+    qc = config.retrieval.query_classifier
+    if qc is not None and qc.mode != "disabled" and qc.routed_weights:
+        raise ValueError(
+            f"retrieval.query_classifier routes the base weights per query type (mode "
+            f"{qc.mode!r}), which batch scoring and fitting do not model: the fitted "
+            f"base_weights would not be the ones the engine uses; set "
+            f"retrieval.query_classifier to None (or mode 'disabled') to fit or score"
+        )
+    return config
 
 
 def batch_signal_mask(config: EmotionalMemoryConfig, batch: RecallBatch) -> list[float]:
@@ -365,7 +395,14 @@ def listwise_loss(totals: Any, labels: Any, valid: Any, temperature: Any) -> jax
 
     Returns:
         (Q,) losses (0 for queries without a positive candidate).
+
+    Raises:
+        TypeError: ``labels`` or ``valid`` is not a bool array (``&`` would read a
+            graded label 2 as irrelevant).
     """
+    for name, x in (("labels", labels), ("valid", valid)):
+        if jnp.result_type(x) != jnp.bool_:
+            raise TypeError(f"{name} must be a bool array, got dtype {jnp.result_type(x)}")
     z = jnp.where(valid, totals / temperature, _NEG)
     pos = labels & valid
     has_pos = jnp.any(pos, axis=-1)

@@ -25,6 +25,22 @@ def no_nan(field: str, values: np.ndarray) -> None:
         raise ValueError(f"{field} holds NaN")
 
 
+def as_mask(field: str, values: Any) -> np.ndarray:
+    """``values`` as a bool array: booleans, or numbers that are all 0 or 1.
+
+    Raises:
+        ValueError: naming ``field`` when a number is neither 0 nor 1 (a NaN or a 0.5
+            would be read as true, a graded label as relevant).
+    """
+    x = np.asarray(values)
+    if x.dtype == bool:
+        return x
+    if x.dtype.kind not in "iuf" or not np.isin(x, (0, 1)).all():
+        raise ValueError(f"{field} must hold booleans (or 0/1), got values outside "
+                         f"{{0, 1}} (dtype {x.dtype})")
+    return x.astype(bool)
+
+
 def ranking_metrics(
     totals: np.ndarray, labels: np.ndarray, valid: np.ndarray, k: int
 ) -> dict[str, np.ndarray]:
@@ -39,12 +55,13 @@ def ranking_metrics(
 
     Raises:
         TypeError: ``k`` is not an int (or is a bool).
-        ValueError: ``k`` < 1, arrays of different or non-(Q, C) shapes, or a NaN
-            total of a real candidate (it would be ranked last silently).
+        ValueError: ``k`` < 1, arrays of different or non-(Q, C) shapes, labels or
+            valid entries other than booleans or 0/1 (a NaN label was relevant), or a
+            NaN total of a real candidate (it would be ranked last silently).
     """
     k = positive_int("k", k)
-    totals, labels, valid = (np.asarray(totals, np.float64), np.asarray(labels, bool),
-                             np.asarray(valid, bool))
+    totals, labels, valid = (np.asarray(totals, np.float64), as_mask("labels", labels),
+                             as_mask("valid", valid))
     same_shape(totals=totals, labels=labels, valid=valid)
     if totals.ndim != 2:
         raise ValueError(f"totals, labels and valid must be (Q, C) arrays, got shape "

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._progress import progress_iter
+from emotional_memory._validation import instance
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.learn.calibration import fit_relevance_calibration
 from emotional_memory.learn.losses import evaluate_batch
@@ -17,6 +18,7 @@ from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
 from emotional_memory.learn.training import FitResult, fit
 from emotional_memory.learn.tuning import (
     DEFAULT_GRID,
+    checked_folds,
     fit_auto,
     inner_folds,
     select_adapter,
@@ -147,12 +149,12 @@ def _analysis_of(name: str) -> str | None:
 
 
 def _checked_selection(
-    batch: RecallBatch, folds: int, select_by: str,
+    batch: RecallBatch, info: RecallInfo, folds: int, select_by: str,
     analysis_batches: Mapping[str, RecallBatch] | None,
 ) -> dict[str, RecallBatch]:
     """Check :func:`select_model`'s arguments; the extra analyses' batches."""
-    if folds < 2:
-        raise ValueError(f"folds must be >= 2, got {folds}")
+    instance("info", info, RecallInfo)
+    checked_folds("folds", folds)
     if select_by not in ("mrr", "top1"):
         raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
     extra = dict(analysis_batches or {})
@@ -251,7 +253,7 @@ def select_model(
         ``"adapter"`` when the adapter's rank and pull were chosen).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    extra = _checked_selection(batch, folds, select_by, analysis_batches)
+    extra = _checked_selection(batch, info, folds, select_by, analysis_batches)
     available, scen, parts = inner_folds(batch, train_mask, folds, seed + 7)
     if len(parts) < 2:
         warnings.warn(

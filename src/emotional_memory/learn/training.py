@@ -22,6 +22,7 @@ import optax
 
 from emotional_memory._precision import float64
 from emotional_memory._progress import progress_iter
+from emotional_memory._validation import instance, non_negative_int, strict_finite
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.kernel import ScoringParams
 from emotional_memory.learn.losses import (
@@ -33,6 +34,7 @@ from emotional_memory.learn.losses import (
     checked_shapes,
     compact_rows,
     listwise_loss,
+    unrouted,
 )
 from emotional_memory.learn.metrics import ranking_metrics, summarize_metrics
 from emotional_memory.learn.params import (
@@ -408,16 +410,56 @@ def _check_fit_args(temperature: float, l2: float, steps: int, val_fraction: flo
                     learning_rate: float) -> None:
     if isinstance(steps, bool) or not isinstance(steps, int | np.integer):
         raise TypeError(f"steps must be an int, got {steps!r}")
-    if not learning_rate > 0 or not math.isfinite(learning_rate):
+    if strict_finite("learning_rate", learning_rate) <= 0:
         raise ValueError(f"learning_rate must be > 0, got {learning_rate}")
-    if temperature <= 0 or not math.isfinite(temperature):
+    if strict_finite("temperature", temperature) <= 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    if l2 < 0 or not math.isfinite(l2):
+    if strict_finite("l2", l2) < 0:
         raise ValueError(f"l2 must be >= 0, got {l2}")
     if steps < 0:
         raise ValueError(f"steps must be >= 0, got {steps}")
-    if not 0 <= val_fraction < 1:
+    if not 0 <= strict_finite("val_fraction", val_fraction) < 1:
         raise ValueError(f"val_fraction must lie in [0, 1), got {val_fraction}")
+
+
+def _check_run_args(patience: float, seed: int, progress: bool) -> None:
+    """The arguments every run of a fit shares besides the numbers of
+    :func:`_check_fit_args`: each named when it is not what :func:`fit` takes."""
+    if isinstance(patience, bool | str | bytes) or not isinstance(
+            patience, int | float | np.integer | np.floating):
+        raise TypeError(f"patience must be a number, got {type(patience).__name__}")
+    if math.isnan(patience):
+        raise ValueError("patience must be a number of steps, got nan")
+    non_negative_int("seed", seed)
+    if not isinstance(progress, bool | np.bool_):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
+
+
+def trainable_groups(trainable: Iterable[str]) -> tuple[str, ...]:
+    """``trainable`` as a tuple of group names, checked to be names (a single string
+    would be split into its letters).
+
+    Raises:
+        TypeError: a string, or a name that is not a string.
+    """
+    if isinstance(trainable, str | bytes):
+        raise TypeError(f"trainable must be a sequence of group names, got the string "
+                        f"{trainable!r} (write ({trainable!r},))")
+    groups = tuple(trainable)
+    for g in groups:
+        if not isinstance(g, str):
+            raise TypeError(f"trainable must hold group names (str), got {g!r}")
+    return groups
+
+
+def _checked_start(config: Any, info: Any = None, *, with_info: bool = False
+                   ) -> EmotionalMemoryConfig:
+    """The starting config (defaults for None); ``config`` and ``info`` named when
+    they are not a config and a :class:`RecallInfo`, and a routing config refused."""
+    instance("config", config, EmotionalMemoryConfig, optional=True)
+    if with_info:
+        instance("info", info, RecallInfo)
+    return unrouted(config if config is not None else EmotionalMemoryConfig())
 
 
 def available_queries(batch: RecallBatch, train_mask: Any) -> np.ndarray:
@@ -458,7 +500,8 @@ def _run_settings(batch: RecallBatch, run: Any) -> tuple[float, float, np.ndarra
             f"unknown run setting(s) {sorted(unknown)}; a run sets {sorted(_RUN_KEYS)}"
         )
     available = available_queries(batch, run.get("train_mask"))
-    return float(run.get("l2", 0.01)), float(run.get("temperature", 0.05)), available
+    return (strict_finite("l2", run.get("l2", 0.01)),
+            strict_finite("temperature", run.get("temperature", 0.05)), available)
 
 
 @eqx.filter_jit
@@ -523,16 +566,23 @@ def fit(
     Returns:
         :class:`FitResult` (with the ``adapter`` group, ``config.retrieval.
         query_adapter`` holds the fitted factors).
+
+    Raises:
+        TypeError, ValueError: an argument of the wrong type or out of range, named,
+            before anything is trained (``trainable`` must be a sequence of names, not
+            one string); a config that routes its base weights per query type
+            (:func:`~emotional_memory.learn.losses.unrouted`); a malformed batch.
     """
-    cfg = config if config is not None else EmotionalMemoryConfig()
+    cfg = _checked_start(config, info, with_info=True)
     _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
+    _check_run_args(patience, seed, progress)
     _check_adapter_args(adapter_rank, adapter_l2)
+    trainable = trainable_groups(trainable)
     checked_shapes(batch)
     available = available_queries(batch, train_mask)
     if not available.any():
         raise ValueError("train_mask selects no query to fit")
     fit_mask, val_mask = _split(batch, available, val_fraction, seed)
-    trainable = tuple(trainable)
     batch = checked_inputs(batch_for(batch, cfg, trainable))
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
@@ -645,9 +695,11 @@ def _fit_many(
     adapter_rank: int = 16,
     adapter_l2: float = 0.1,
 ) -> list[tuple[ScoringParams, EmotionalMemoryConfig]]:
-    cfg = config if config is not None else EmotionalMemoryConfig()
+    cfg = _checked_start(config)
     if not len(runs):
         raise ValueError("runs must hold at least one run")
+    _check_run_args(patience, seed, progress)
+    trainable = trainable_groups(trainable)
     checked_shapes(batch)
     settings = [_run_settings(batch, run) for run in runs]
     for i, (_, _, available) in enumerate(settings):
@@ -657,7 +709,6 @@ def _fit_many(
         _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
     _check_adapter_args(adapter_rank, adapter_l2)
     splits = [_split(batch, available, val_fraction, seed) for _, _, available in settings]
-    trainable = tuple(trainable)
     batch = checked_inputs(batch_for(batch, cfg, trainable))
     reparam = _reparam(cfg, trainable, batch, adapter_rank, seed)
     with float64():
@@ -678,7 +729,7 @@ def _fit_many(
 def _check_adapter_args(rank: int, l2: float) -> None:
     if isinstance(rank, bool) or not isinstance(rank, int | np.integer) or rank < 1:
         raise ValueError(f"adapter_rank must be an int >= 1, got {rank!r}")
-    if l2 < 0 or not math.isfinite(l2):
+    if strict_finite("adapter_l2", l2) < 0:
         raise ValueError(f"adapter_l2 must be >= 0, got {l2}")
 
 

@@ -56,7 +56,7 @@ def inner_folds(
     return available, scen, [np.sort(p) for p in np.array_split(perm, min(folds, len(pool)))]
 
 
-def _checked_folds(field: str, folds: int) -> int:
+def checked_folds(field: str, folds: int) -> int:
     """``folds`` checked to be an int >= 2 (``field`` names it)."""
     if positive_int(field, folds) < 2:
         raise ValueError(f"{field} must be >= 2, got {folds}")
@@ -94,6 +94,24 @@ def _grid(defaults: Mapping[str, Sequence[float]],
     return {**defaults, **given}
 
 
+def _fixed_grid(grid: Mapping[str, Sequence[float]] | None,
+                fit_kwargs: dict[str, Any]) -> dict[str, Sequence[float]]:
+    """The grid with an ``l2`` / ``temperature`` given among ``fit_kwargs`` (removed
+    from them) as its one value.
+
+    Raises:
+        ValueError: a value given both ways.
+    """
+    out = dict(grid or {})
+    for key in DEFAULT_GRID:
+        if key in fit_kwargs:
+            if key in out:
+                raise ValueError(f"{key} is given both as a fixed value and in grid; "
+                                 f"give one")
+            out[key] = (fit_kwargs.pop(key),)
+    return out
+
+
 def select_hyperparameters(
     batch: RecallBatch,
     info: RecallInfo,
@@ -119,7 +137,8 @@ def select_hyperparameters(
         folds: inner folds (>= 2).
         train_mask: (Q,) queries available (default: all).
         seed: fold seed.
-        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ...).
+        **fit_kwargs: other :func:`fit` arguments (``trainable``, ``steps``, ...); an
+            ``l2`` or ``temperature`` given here is kept fixed (a one-value grid).
 
     Returns:
         ``(best, table)``: the chosen values and one row per grid point.
@@ -129,9 +148,10 @@ def select_hyperparameters(
             queries from fewer than 2 scenarios (no inner CV is possible).
         TypeError: ``folds`` is not an int, a grid entry is not a sequence.
     """
-    g = _grid(DEFAULT_GRID, grid)
+    fit_kwargs = dict(fit_kwargs)
+    g = _grid(DEFAULT_GRID, _fixed_grid(grid, fit_kwargs))
     available, scen, parts = _cv_parts("select_hyperparameters", batch, train_mask,
-                                       _checked_folds("folds", folds), seed + 1)
+                                       checked_folds("folds", folds), seed + 1)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     points = [(l2, temperature) for l2 in g["l2"] for temperature in g["temperature"]]
     held_masks = [available & np.isin(scen, held) for held in parts]
@@ -209,7 +229,7 @@ def select_adapter(
         raise ValueError("select_adapter needs trainable groups that hold 'adapter'")
     g = _grid(ADAPTER_GRID, grid)
     available, scen, parts = _cv_parts("select_adapter", batch, train_mask,
-                                       _checked_folds("folds", folds), seed + 3)
+                                       checked_folds("folds", folds), seed + 3)
     lab, val = np.asarray(batch.labels), np.asarray(batch.columns.valid)
     held_masks = [available & np.isin(scen, held) for held in parts]
     per_run: dict[str, Any] = {
@@ -261,7 +281,8 @@ def fit_auto(
         inner_folds: Inner cross-validation folds (>= 2).
         train_mask: (Q,) queries available (default: all).
         seed: Fold and split seed.
-        **fit_kwargs: Other :func:`fit` arguments (``trainable``, ``steps``, ...).
+        **fit_kwargs: Other :func:`fit` arguments (``trainable``, ``steps``, ...); an
+            ``l2`` or ``temperature`` given here is kept fixed, the other is tuned.
 
     Returns:
         The :class:`FitResult`; ``result.selection`` holds the chosen values and table.
@@ -273,7 +294,7 @@ def fit_auto(
         ValueError, TypeError: as :func:`select_hyperparameters` (``inner_folds``
             named for its ``folds``), except for the one-scenario case.
     """
-    _checked_folds("inner_folds", inner_folds)
+    checked_folds("inner_folds", inner_folds)
     scenarios = np.asarray(batch.scenario)[available_queries(batch, train_mask)]
     if np.unique(scenarios).size == 1:
         reason = "the training queries come from one scenario: no inner cross-validation"
@@ -282,12 +303,14 @@ def fit_auto(
         result = fit(batch, info, config, train_mask=train_mask, seed=seed, **fit_kwargs)
         result.selection = {"chosen": None, "table": [], "untuned": reason}
         return result
+    rest = dict(fit_kwargs)
+    grid = _fixed_grid(grid, rest)
     best, table = select_hyperparameters(
-        batch, info, config, grid=grid, folds=_checked_folds("inner_folds", inner_folds),
+        batch, info, config, grid=grid, folds=checked_folds("inner_folds", inner_folds),
         train_mask=train_mask, seed=seed,
-        **fit_kwargs,
+        **rest,
     )
     result = fit(batch, info, config, train_mask=train_mask, seed=seed, l2=best["l2"],
-                 temperature=best["temperature"], **fit_kwargs)
+                 temperature=best["temperature"], **rest)
     result.selection = {"chosen": best, "table": table}
     return result
