@@ -17,7 +17,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
 from emotional_memory.interfaces import UnstorableValueError  # noqa: E402
-from emotional_memory.models import Memory  # noqa: E402
+from emotional_memory.models import Memory, ResonanceLink  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, columnar  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
 from support.banks import (  # noqa: E402
@@ -288,6 +288,27 @@ def test_nul_characters_are_refused_before_anything_is_written(store: PostgresSt
     assert len(store) == 0
     store.save(m)
     assert store.list_all() == [m]
+
+
+def test_a_nul_in_a_scope_part_or_a_link_id_is_refused_naming_the_field(
+    store: PostgresStore,
+) -> None:
+    """A NUL in a scope part or in a link's ids (``text[]`` columns) is refused as one
+    in the content is: an ``UnstorableValueError`` naming the field, nothing queued, so
+    the transaction goes on and commits the rest (not the driver's ``DataError``)."""
+    m, other = random_memories(4, 2, 0)
+    link = ResonanceLink(source_id=m.id, target_id="t\x00", strength=0.5,
+                         link_type="semantic")
+    for update, field in (({"scope": ("a", "b\x00")}, "scope"),
+                          ({"tag": m.tag.model_copy(update={"resonance_links": [link]})},
+                           "tag")):
+        with store.transaction():
+            with pytest.raises(UnstorableValueError, match=field) as info:
+                store.save(m.model_copy(update=update))
+            assert info.value.field == field
+            store.save(other)
+        assert store.list_all() == [other]
+        assert store.delete(other.id)
 
 
 def test_lone_surrogates_are_refused_when_saved_naming_the_field(store: PostgresStore) -> None:

@@ -89,8 +89,10 @@ class _Writer(_Schema):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
         # PostgreSQL text (and JSONB) holds UTF-8 without NUL: refuse the rest up front
+        links = [i for lk in tag.resonance_links for i in (lk.source_id, lk.target_id)]
         for name, value in (("id", memory.id), ("content", memory.content),
-                            ("metadata", memory.metadata)):
+                            ("metadata", memory.metadata), ("scope", memory.scope),
+                            ("tag", links)):
             if _has_nul(value):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
