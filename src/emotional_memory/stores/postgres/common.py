@@ -99,6 +99,13 @@ MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
 from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
 
+MAX_HNSW_DIM = 2000
+"""pgvector's largest dimension an HNSW index over ``vector`` holds: a store of
+longer embeddings has no index (every search scans the rows, then re-ranks exactly)."""
+MAX_VECTOR_DIM = 16000
+"""pgvector's largest ``vector`` dimension: a longer embedding is refused."""
+
+
 
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""

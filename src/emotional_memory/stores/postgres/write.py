@@ -16,6 +16,7 @@ from emotional_memory.stores._shared.records import check_utf8, dump_memory, sto
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,
+    MAX_VECTOR_DIM,
     UPSERT_CHUNK,
     _embedding_of,
     _float_bytes,
@@ -284,9 +285,15 @@ class _Writer(_Schema):
             length: the embedding's length (> 0).
 
         Raises:
-            ValueError: another length than the store's dimension.
+            ValueError: another length than the store's dimension, or one past
+                pgvector's :data:`MAX_VECTOR_DIM`.
         """
         dim = self._dim
+        if dim is None and length > MAX_VECTOR_DIM:
+            raise ValueError(
+                f"embedding has {length} dimensions; PostgreSQL's vector type holds at "
+                f"most {MAX_VECTOR_DIM}"
+            )
         if dim is None:
             with self._write() as cur:
                 dim = self._stored_dim(cur)
