@@ -382,3 +382,38 @@ def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
             store.save(c)
             raise RuntimeError("inner only")
     assert store.list_all() == [a, b]
+
+
+def test_a_utc_offset_of_seconds_is_kept_exactly(pg_dsn: str) -> None:
+    """A datetime whose UTC offset has seconds (``timezone(timedelta(seconds=1))``, a
+    zone's local mean time) is read back at the same instant with the same offset,
+    by another store on the table (not the writer's cache); pydantic's JSON form
+    would drop the offset's seconds and move the instant."""
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    m, other = random_memories(4, 2, 0)
+    zones = [timezone(timedelta(seconds=1)),
+             timezone(-timedelta(hours=23, minutes=59, seconds=59, microseconds=1))]
+    tag = m.tag.model_copy(update={
+        "timestamp": m.tag.timestamp.astimezone(zones[0]),
+        "last_retrieved": m.tag.timestamp.astimezone(zones[1]),
+        "mood_snapshot": m.tag.mood_snapshot.model_copy(update={
+            "timestamp": datetime(1900, 6, 1, 12, tzinfo=ZoneInfo("Europe/Amsterdam"))}),
+    })
+    odd = m.model_copy(update={"tag": tag, "expires_at": datetime(
+        2999, 1, 1, tzinfo=zones[0])})
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as pg:
+        pg.save(odd)
+        pg.save(other)
+    with PostgresStore(pg_dsn, table=table) as pg:
+        got = pg.get(odd.id)
+        assert got is not None
+        for a, b in ((got.tag.timestamp, odd.tag.timestamp),
+                     (got.tag.last_retrieved, odd.tag.last_retrieved),
+                     (got.tag.mood_snapshot.timestamp, odd.tag.mood_snapshot.timestamp),
+                     (got.expires_at, odd.expires_at)):
+            assert a == b and a is not None and b is not None
+            assert a.utcoffset() == b.utcoffset()
+        assert pg.list_all() == [odd, other]
