@@ -18,8 +18,8 @@ from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
 from emotional_memory.interfaces import UnstorableValueError  # noqa: E402
 from emotional_memory.models import Memory, ResonanceLink  # noqa: E402
-from emotional_memory.stores.in_memory import EmbeddingDimensionError  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, columnar  # noqa: E402
+from emotional_memory.stores.in_memory import EmbeddingDimensionError  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
 from support.banks import (  # noqa: E402
     T0,
