@@ -4,6 +4,8 @@
 query, printing the ids each retrieve returned as one JSON line per retrieve.
 ``batches DSN TABLE B``: encode_batch blocks of B memories forever (metadata marks
 the block), printing each committed block's number (the parent kills it).
+``scoped DSN TABLE NAME K B``: K ``encode_batch`` calls of B memories each through
+the engine's ``scoped("team")`` view, printing each batch's number once committed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,11 @@ def _engine(dsn: str, table: str) -> EmotionalMemory:
     store = PostgresStore(dsn, table=table)
     clock = TickClock(datetime(2025, 3, 1, tzinfo=UTC), timedelta(seconds=7))
     return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock)
+
+
+def batch_text(name: str, batch: int, item: int) -> str:
+    """The text of a ``scoped`` worker's memory (words shared across workers)."""
+    return f"{name} batch {batch} item {item} rain coffee {'harbour' * (item % 3)}"
 
 
 def main(argv: list[str]) -> None:
@@ -46,6 +53,12 @@ def main(argv: list[str]) -> None:
             )
             print(block, flush=True)
             block += 1
+    elif kind == "scoped":
+        name, k, b = argv[3], int(argv[4]), int(argv[5])
+        team = engine.scoped("team")
+        for batch in range(k):
+            team.encode_batch([batch_text(name, batch, j) for j in range(b)])
+            print(batch, flush=True)
     else:
         raise SystemExit(f"unknown worker {kind!r}")
 

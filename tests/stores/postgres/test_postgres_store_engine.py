@@ -315,3 +315,45 @@ def test_where_in_sql_never_lists_the_table(pg_dsn: str) -> None:
     assert in_sql >= len(TRICKY_WHERES) // 2
     pg.close()
     pg.store.close()
+
+
+def test_two_processes_batching_into_one_scope_equal_a_serial_replay(pg_dsn: str) -> None:
+    """Two processes ``encode_batch`` into one scope of one table at once: no row is
+    lost, and the table equals the same batches replayed one after another (in the
+    order they were stored) by two engines over one ``InMemoryStore``: the same
+    memories, the same links both ways (each batch linked against everything
+    committed before it)."""
+    from support.pg_workers import _engine, batch_text
+
+    table = _new_table()
+    PostgresStore(pg_dsn, table=table).close()  # the schema, before the race
+    k, b = 4, 15
+    procs = [_worker("scoped", pg_dsn, table, name, str(k), str(b)) for name in ("a", "b")]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-3000:]
+        assert out.split() == [str(i) for i in range(k)]
+    with PostgresStore(pg_dsn, table=table) as store:
+        stored = store.list_all()
+    assert len(stored) == 2 * k * b
+    order = []  # (worker, batch) in the order the batches were stored
+    for m in stored:
+        name, _, batch = m.content.split()[:3]
+        if (name, int(batch)) not in order:
+            order.append((name, int(batch)))
+    oracle = InMemoryStore()
+    engines = {name: _engine(pg_dsn, table) for name in ("a", "b")}
+    for name, e in engines.items():  # the same clocks and embedder, over the oracle
+        engines[name] = EmotionalMemory(oracle, e.embedder, clock=e._clock).scoped("team")
+        e.store.close()
+    for name, batch in order:
+        engines[name].encode_batch([batch_text(name, batch, j) for j in range(b)])
+
+    def shape(memories: list[Any]) -> list[Any]:
+        content = {m.id: m.content for m in memories}
+        return [(m.content, m.scope, m.tag.core_affect,  # not the time: how often a
+                 # store reads its engine's tick clock differs between backends
+                 [(content.get(lk.target_id), lk.strength, lk.link_type)
+                  for lk in m.tag.resonance_links]) for m in memories]
+
+    assert shape(stored) == shape(oracle.list_all())

@@ -405,3 +405,61 @@ def test_a_hand_edited_row_names_its_memory_and_field(
         with pytest.raises(ValueError, match=expected):
             store.list_all()
         assert store.get(memories[0].id) == memories[0]
+
+
+def test_a_closed_store_and_its_views_refuse_every_call_alike(pg_dsn: str) -> None:
+    """After ``close()`` (twice: idempotent) the store and every view made from it
+    before say they are closed and refuse reads and writes with the same
+    ``ValueError`` (a view does not reach for the closed pool)."""
+    from emotional_memory.stores.base import Selection
+
+    memory, other = random_memories(4, 2, 0)
+    store = PostgresStore(pg_dsn, table=_new_table())
+    store.save(memory)
+    views = [store.selected(Selection(scope=("a",))),
+             store.selected(Selection(expired=True))]
+    store.close()
+    store.close()
+    for s in (store, *views):
+        assert s.closed
+        for call in (s.list_all, lambda s=s: len(s), lambda s=s: s.get(memory.id),
+                     lambda s=s: s.search_by_embedding([1.0, 0.0, 0.0, 0.0], 2),
+                     lambda s=s: s.save(other)):
+            with pytest.raises(ValueError, match="closed"):
+                call()
+
+
+def test_a_pool_whose_connections_stay_busy_answers_pool_busy(pg_dsn: str) -> None:
+    """With every pooled connection held by another thread's transaction past the
+    pool's wait, a call fails with ``PoolBusy`` (a ``StoreBusyError`` naming the
+    redacted DSN), having done nothing; once the connection is back it goes on."""
+    import threading
+
+    from emotional_memory.interfaces import StoreBusyError
+    from emotional_memory.stores.postgres import PoolBusy
+
+    memory, other = random_memories(4, 2, 0)
+    with PostgresStore(pg_dsn, table=_new_table(), max_connections=1) as store:
+        store.save(memory)
+        store._pool.timeout = 0.2  # the pool's wait, short for the test
+        held, release = threading.Event(), threading.Event()
+
+        def hold() -> None:
+            with store.transaction():
+                store.get(memory.id)
+                held.set()
+                release.wait(30)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            assert held.wait(30)
+            for call in (lambda: store.save(other), store.list_all):
+                with pytest.raises(PoolBusy) as info:
+                    call()
+                assert isinstance(info.value, StoreBusyError)
+                assert ":***@" in str(info.value)
+        finally:
+            release.set()
+            thread.join()
+        assert store.list_all() == [memory]

@@ -258,3 +258,38 @@ def test_a_repeated_query_term_fills_each_of_its_columns(pg_dsn: str) -> None:
         for a, b in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(want),
                         strict=True):
             assert np.asarray(a).tolist() == np.asarray(b).tolist()
+
+
+def test_embeddings_past_the_hnsw_limit_are_stored_and_searched_exactly(pg_dsn: str) -> None:
+    """pgvector indexes at most 2,000 dimensions with HNSW: a store of 3,072-d
+    embeddings (a common embedder's size) has no index and answers every search, on
+    the path taken above ``exact_rows`` too, as the in-memory store does; past the
+    vector type's 16,000 dimensions an embedding is refused naming the field, before
+    anything is written."""
+    rng = np.random.default_rng(7)
+    base = random_memories(13, 12, 0)
+    memories = [  # float32 values (kept as they are) and float64 ones (kept exactly)
+        m.model_copy(update={"embedding": (
+            rng.standard_normal(3072).astype(np.float32) if i % 2 else
+            rng.standard_normal(3072)).tolist()})
+        for i, m in enumerate(base)
+    ]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0) as pg:
+        for m in memories:
+            oracle.save(m)
+            pg.save(m)
+        assert pg.list_all() == oracle.list_all()
+        for _ in range(3):
+            query = rng.standard_normal(3072).tolist()
+            for k in (1, 5, 20):
+                assert pg.search_by_embedding(query, k) == oracle.search_by_embedding(query, k)
+            now = T0 + timedelta(days=100)
+            assert_same_bank(pg.candidate_bank(query, 4, now), oracle.candidate_bank(query, 4, now))
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        huge = base[0].model_copy(update={"embedding": [0.5] * 16_001})
+        with pytest.raises(ValueError, match="embedding"):
+            pg.save(huge)
+        assert len(pg) == 0 and pg.dim is None
+        pg.save(base[1])
+        assert pg.list_all() == [base[1]]

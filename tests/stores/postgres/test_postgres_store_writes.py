@@ -17,8 +17,9 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
 from emotional_memory.interfaces import UnstorableValueError  # noqa: E402
-from emotional_memory.models import Memory  # noqa: E402
+from emotional_memory.models import Memory, ResonanceLink  # noqa: E402
 from emotional_memory.stores.columnar import ColumnarStore, columnar  # noqa: E402
+from emotional_memory.stores.in_memory import EmbeddingDimensionError  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
 from support.banks import (  # noqa: E402
     T0,
@@ -245,8 +246,10 @@ def test_an_embedding_of_another_dimension_is_refused_and_nothing_written(
     first = first.model_copy(update={"embedding": [0.5] * 6})
     store.save(first)
     bad = second.model_copy(update={"embedding": [0.5] * 5})
-    with pytest.raises(ValueError, match="dimension 6"):
-        store.save(bad)
+    # the in-memory store's error (a ValueError) naming the memory, on every path
+    for write in (store.save, lambda m: store.row_linker(16).save([m])):
+        with pytest.raises(EmbeddingDimensionError, match=f"{bad.id!r} has 5.*dimension 6"):
+            write(bad)
     with pytest.raises(ValueError, match="length mismatch"):
         store.search_by_embedding([1.0] * 5, 3)
     assert store.list_all() == [first]
@@ -288,6 +291,27 @@ def test_nul_characters_are_refused_before_anything_is_written(store: PostgresSt
     assert len(store) == 0
     store.save(m)
     assert store.list_all() == [m]
+
+
+def test_a_nul_in_a_scope_part_or_a_link_id_is_refused_naming_the_field(
+    store: PostgresStore,
+) -> None:
+    """A NUL in a scope part or in a link's ids (``text[]`` columns) is refused as one
+    in the content is: an ``UnstorableValueError`` naming the field, nothing queued, so
+    the transaction goes on and commits the rest (not the driver's ``DataError``)."""
+    m, other = random_memories(4, 2, 0)
+    link = ResonanceLink(source_id=m.id, target_id="t\x00", strength=0.5,
+                         link_type="semantic")
+    for update, field in (({"scope": ("a", "b\x00")}, "scope"),
+                          ({"tag": m.tag.model_copy(update={"resonance_links": [link]})},
+                           "tag")):
+        with store.transaction():
+            with pytest.raises(UnstorableValueError, match=field) as info:
+                store.save(m.model_copy(update=update))
+            assert info.value.field == field
+            store.save(other)
+        assert store.list_all() == [other]
+        assert store.delete(other.id)
 
 
 def test_lone_surrogates_are_refused_when_saved_naming_the_field(store: PostgresStore) -> None:
@@ -361,3 +385,38 @@ def test_a_failed_transaction_leaves_nothing(store: PostgresStore) -> None:
             store.save(c)
             raise RuntimeError("inner only")
     assert store.list_all() == [a, b]
+
+
+def test_a_utc_offset_of_seconds_is_kept_exactly(pg_dsn: str) -> None:
+    """A datetime whose UTC offset has seconds (``timezone(timedelta(seconds=1))``, a
+    zone's local mean time) is read back at the same instant with the same offset,
+    by another store on the table (not the writer's cache); pydantic's JSON form
+    would drop the offset's seconds and move the instant."""
+    from datetime import datetime, timedelta, timezone
+    from zoneinfo import ZoneInfo
+
+    m, other = random_memories(4, 2, 0)
+    zones = [timezone(timedelta(seconds=1)),
+             timezone(-timedelta(hours=23, minutes=59, seconds=59, microseconds=1))]
+    tag = m.tag.model_copy(update={
+        "timestamp": m.tag.timestamp.astimezone(zones[0]),
+        "last_retrieved": m.tag.timestamp.astimezone(zones[1]),
+        "mood_snapshot": m.tag.mood_snapshot.model_copy(update={
+            "timestamp": datetime(1900, 6, 1, 12, tzinfo=ZoneInfo("Europe/Amsterdam"))}),
+    })
+    odd = m.model_copy(update={"tag": tag, "expires_at": datetime(
+        2999, 1, 1, tzinfo=zones[0])})
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as pg:
+        pg.save(odd)
+        pg.save(other)
+    with PostgresStore(pg_dsn, table=table) as pg:
+        got = pg.get(odd.id)
+        assert got is not None
+        for a, b in ((got.tag.timestamp, odd.tag.timestamp),
+                     (got.tag.last_retrieved, odd.tag.last_retrieved),
+                     (got.tag.mood_snapshot.timestamp, odd.tag.mood_snapshot.timestamp),
+                     (got.expires_at, odd.expires_at)):
+            assert a == b and a is not None and b is not None
+            assert a.utcoffset() == b.utcoffset()
+        assert pg.list_all() == [odd, other]

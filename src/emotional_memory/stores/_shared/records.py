@@ -531,10 +531,58 @@ def check_utf8(memory: Memory, store: str, metadata_json: str | None = None) -> 
             )
 
 
+_DATETIME_PATHS = (
+    ("expires_at",), ("tag", "timestamp"), ("tag", "last_retrieved"),
+    ("tag", "window_opened_at"), ("tag", "mood_snapshot", "timestamp"),
+)
+"""Where a memory's JSON form holds datetimes."""
+
+
+def _odd_offset(moment: Any) -> bool:
+    """Whether ``moment`` is a datetime whose UTC offset is not whole minutes (its
+    seconds are lost by pydantic's JSON form, which moves the instant)."""
+    offset = moment.utcoffset() if isinstance(moment, datetime) else None
+    return offset is not None and offset % timedelta(minutes=1) != timedelta(0)
+
+
+def _fix_datetimes(memory: Memory, data: dict[str, Any]) -> None:
+    """Write a datetime with seconds in its UTC offset as Python's ISO form (which
+    keeps them) into ``data``, pydantic's JSON form of ``memory``."""
+    for path in _DATETIME_PATHS:
+        value: Any = memory
+        for part in path:
+            value = getattr(value, part, None)
+        if _odd_offset(value):
+            node = data
+            for part in path[:-1]:
+                node = node[part]
+            node[path[-1]] = value.isoformat()
+
+
+def _read_datetimes(data: Any) -> None:
+    """Parse the datetimes :func:`_fix_datetimes` wrote (pydantic refuses an offset
+    with seconds) in place; every other value is left to the model's validation."""
+    for path in _DATETIME_PATHS:
+        node = data
+        for part in path[:-1]:
+            node = node.get(part) if isinstance(node, dict) else None
+        text = node.get(path[-1]) if isinstance(node, dict) else None
+        if isinstance(text, str):
+            try:
+                moment = datetime.fromisoformat(text)
+            except ValueError:
+                continue
+            if _odd_offset(moment):
+                assert isinstance(node, dict)
+                node[path[-1]] = moment
+
+
 def dump_memory(memory: Memory) -> str:
     """The memory as JSON text (NaN/inf embeddings and metadata survive: ``NaN``
-    tokens; pydantic's JSON mode would turn such metadata into null)."""
+    tokens; pydantic's JSON mode would turn such metadata into null; a UTC offset's
+    seconds survive too)."""
     data = memory.model_dump(mode="json")
+    _fix_datetimes(memory, data)
     try:
         return json.dumps({**data, "metadata": memory.metadata}, ensure_ascii=False)
     except (TypeError, ValueError):  # a value only pydantic's JSON form holds
@@ -549,6 +597,8 @@ def load_memory(data: str) -> Memory:
             the parser's limit, or failing the model's validation).
     """
     try:
-        return Memory.model_validate(json.loads(data))
+        parsed = json.loads(data)
+        _read_datetimes(parsed)
+        return Memory.model_validate(parsed)
     except RecursionError:
         raise ValueError("the stored memory nests too deeply") from None

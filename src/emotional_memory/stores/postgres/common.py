@@ -99,6 +99,12 @@ MAX_EF_SEARCH = 1000
 """pgvector's largest ``hnsw.ef_search``: searches wanting more candidates get them
 from the iterative scan (``hnsw.iterative_scan = strict_order``)."""
 
+MAX_HNSW_DIM = 2000
+"""pgvector's largest dimension an HNSW index over ``vector`` holds: a store of
+longer embeddings has no index (every search scans the rows, then re-ranks exactly)."""
+MAX_VECTOR_DIM = 16000
+"""pgvector's largest ``vector`` dimension: a longer embedding is refused."""
+
 
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
@@ -220,10 +226,11 @@ class _Shared:
     embedding dimension once known (fixed for good by the first embedding: ``clear``
     keeps it), so a retrieve through a view asks for it no more than once; and the
     connections that hold scope locks (:mod:`~emotional_memory.stores.postgres.scope_locks`,
-    made on first use)."""
+    made on first use); and whether the store is closed."""
 
     dim: int | None = None
     scope_locks: Any = None
+    closed: bool = False
 
 
 class _Labels(_records.LabelTable):

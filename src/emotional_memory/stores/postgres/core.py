@@ -57,7 +57,6 @@ class _Core:
     _labels: _Labels
     _labels_lock: threading.Lock
     _shared: _Shared
-    _closed: bool
     _pool: Any
     _TAG_COLUMNS: tuple[str, ...]
 
@@ -128,7 +127,7 @@ class _Core:
     @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
-        return self._closed
+        return self._shared.closed
 
     def _current(self) -> _Tx | None:
         tx: _Tx | None = getattr(self._local, "tx", None)
@@ -189,7 +188,7 @@ class _Core:
     @contextmanager
     def _connection(self) -> Iterator[Any]:
         """A pooled connection (errors name the redacted DSN)."""
-        if self._closed:
+        if self._shared.closed:  # the store's and every view's
             raise ValueError("the PostgresStore is closed")
         try:
             conn_cm = self._pool.connection()

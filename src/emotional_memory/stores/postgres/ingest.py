@@ -202,7 +202,7 @@ class _BulkLinker(Linker):
                 raise TypeError(f"memory must be a Memory, got {type(memory).__name__}")
             vec = vectors[i] if vectors is not None else embedding_vector(memory)
             if vec is not None:
-                pg._ingest_dim(len(vec))
+                pg._ingest_dim(len(vec), memory.id)
             vecs.append(vec)
             try:
                 self._values.append(pg._row_values(memory, vec))

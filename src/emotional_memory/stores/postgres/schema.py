@@ -6,6 +6,7 @@ from typing import Any
 
 from emotional_memory.stores.postgres.common import (
     _SCHEMA_NAME,
+    MAX_HNSW_DIM,
     PostgresStoreError,
     lexical_columns,
     table_lock_key,
@@ -321,7 +322,8 @@ class _Schema(_Core):
 
     def _fix_dim(self, cur: Any, dim: int) -> None:
         """Record the embedding dimension on the first embedding: type the vector
-        column and build the HNSW index (inside the writing transaction)."""
+        column and build the HNSW index (none past :data:`MAX_HNSW_DIM` dimensions),
+        inside the writing transaction."""
         row = cur.execute(
             f"SELECT value FROM {self._meta} WHERE key = 'dim' FOR UPDATE"
         ).fetchone()
@@ -331,10 +333,11 @@ class _Schema(_Core):
         t = self._t
         m, ef = self._hnsw
         cur.execute(f"ALTER TABLE {t} ALTER COLUMN embedding TYPE vector({dim})")
-        cur.execute(
-            f"CREATE INDEX {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
-            f"WITH (m = {m}, ef_construction = {ef})"
-        )
+        if dim <= MAX_HNSW_DIM:  # longer: no index, searches scan (still exact)
+            cur.execute(
+                f"CREATE INDEX {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops) "
+                f"WITH (m = {m}, ef_construction = {ef})"
+            )
         cur.execute(f"INSERT INTO {self._meta} VALUES ('dim', %s)", (str(dim),))
         tx = self._current()
         assert tx is not None and tx.write

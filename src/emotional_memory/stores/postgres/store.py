@@ -136,7 +136,6 @@ class PostgresStore(BackendStore, _Columns):
         self._labels = _Labels()
         self._labels_lock = threading.Lock()
         self._shared = _Shared()
-        self._closed = False
         self._connect(dsn, table, min_connections, max_connections, connect_timeout)
 
     def _connect(
@@ -244,9 +243,10 @@ class PostgresStore(BackendStore, _Columns):
             tx.rows.clear()
 
     def close(self) -> None:
-        """Close the connection pool (idempotent)."""
-        if not self._closed:
-            self._closed = True
+        """Close the connection pool (idempotent; the views made from the store are
+        closed with it)."""
+        if not self._shared.closed:
+            self._shared.closed = True
             self._pool.close()
             if self._shared.scope_locks is not None:
                 self._shared.scope_locks.close()

@@ -13,9 +13,11 @@ from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
 from emotional_memory.stores._shared.records import check_utf8, dump_memory, storable_id
+from emotional_memory.stores._shared.rows.writes import EmbeddingDimensionError
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,
+    MAX_VECTOR_DIM,
     UPSERT_CHUNK,
     _embedding_of,
     _float_bytes,
@@ -89,8 +91,10 @@ class _Writer(_Schema):
         except (TypeError, ValueError) as exc:
             raise ValueError(f"metadata must be JSON-serialisable finite values: {exc}") from None
         # PostgreSQL text (and JSONB) holds UTF-8 without NUL: refuse the rest up front
+        links = [i for lk in tag.resonance_links for i in (lk.source_id, lk.target_id)]
         for name, value in (("id", memory.id), ("content", memory.content),
-                            ("metadata", memory.metadata)):
+                            ("metadata", memory.metadata), ("scope", memory.scope),
+                            ("tag", links)):
             if _has_nul(value):
                 raise UnstorableValueError(
                     name, f"{name} contains a NUL character, which PostgreSQL text cannot store"
@@ -229,7 +233,7 @@ class _Writer(_Schema):
         psycopg = self._psycopg
         try:
             if embedding:
-                self._ingest_dim(len(embedding))
+                self._ingest_dim(len(embedding), memory.id)
             if cached is not None:
                 pass  # locked or written by this transaction, and visible here
             elif (
@@ -274,17 +278,24 @@ class _Writer(_Schema):
         except psycopg.OperationalError as exc:
             raise self._error("saving a memory", exc) from None
 
-    def _ingest_dim(self, length: int) -> None:
+    def _ingest_dim(self, length: int, memory_id: str) -> None:
         """Check a new embedding's length against the store's dimension, fixing the
         dimension (typing the vector column, building the index) on the first one.
 
         Args:
             length: the embedding's length (> 0).
+            memory_id: its memory's id (for the message).
 
         Raises:
-            ValueError: another length than the store's dimension.
+            EmbeddingDimensionError: another length than the store's dimension.
+            ValueError: a length past pgvector's :data:`MAX_VECTOR_DIM`.
         """
         dim = self._dim
+        if dim is None and length > MAX_VECTOR_DIM:
+            raise ValueError(
+                f"embedding has {length} dimensions; PostgreSQL's vector type holds at "
+                f"most {MAX_VECTOR_DIM}"
+            )
         if dim is None:
             with self._write() as cur:
                 dim = self._stored_dim(cur)
@@ -292,8 +303,8 @@ class _Writer(_Schema):
                     self._fix_dim(cur, length)
                     dim = length
         if length != dim:
-            raise ValueError(
-                f"embedding length mismatch: memory has {length}, "
+            raise EmbeddingDimensionError(
+                f"embedding dimension mismatch: memory {memory_id!r} has {length}, "
                 f"the store holds dimension {dim}"
             )
 
