@@ -138,3 +138,34 @@ def test_postgres_store_records_its_embedder(pg_dsn: str) -> None:
     with PostgresStore(pg_dsn, table=table) as store:
         _exercise(store, lambda: PostgresStore(pg_dsn, table=table))
         assert len(store) == 1
+
+
+class _AsyncIdentified:
+    """A native async embedder that names itself."""
+
+    identity = "other-model/16"
+
+    async def embed(self, text: str) -> list[float]:
+        return [1.0] * 16
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] * 16 for _ in texts]
+
+
+def test_async_engine_refuses_an_async_embedder_of_another_identity() -> None:
+    """The async engine bridges an async embedder to a sync facade, which hid its
+    ``identity``: a store of another embedder was opened without a word."""
+    import asyncio
+
+    from emotional_memory import AsyncEmotionalMemory, SyncToAsyncEmbedder
+
+    store = SQLiteStore(":memory:")
+    record_embedder(store, HashingEmbedder(dim=16))
+
+    async def open_it() -> None:
+        AsyncEmotionalMemory(store, _AsyncIdentified())
+
+    with pytest.raises(EmbedderMismatchError):
+        asyncio.run(open_it())
+    assert embedder_identity(SyncToAsyncEmbedder(HashingEmbedder(dim=16))) == "hashing/16"
+    assert embedder_identity(SyncToAsyncEmbedder(type("E", (), {"embed": len})())) is None
