@@ -169,3 +169,19 @@ def test_async_engine_refuses_an_async_embedder_of_another_identity() -> None:
         asyncio.run(open_it())
     assert embedder_identity(SyncToAsyncEmbedder(HashingEmbedder(dim=16))) == "hashing/16"
     assert embedder_identity(SyncToAsyncEmbedder(type("E", (), {"embed": len})())) is None
+
+
+def test_minilm_identity_names_a_max_length_that_truncates_otherwise() -> None:
+    """``max_length`` truncates long texts to other vectors, yet every ``max_length`` had
+    the identity ``minilm-l6-v2/384``: a store written at 512 tokens opened at 128
+    without a word, mixing vectors of two truncations."""
+    require_minilm()
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+    base, short = MiniLMEmbedder(), MiniLMEmbedder(max_length=128)
+    text = " ".join(f"word{i}" for i in range(300))
+    assert len(base.tokenize([text])[0]) > 128  # so the vectors differ
+    assert base.embed(text) != pytest.approx(short.embed(text), abs=1e-3)
+    assert base.identity == MiniLMEmbedder(max_length=256).identity == "minilm-l6-v2/384"
+    assert short.identity == "minilm-l6-v2,max_length=128/384"
+    assert MiniLMEmbedder(max_length=512).identity == "minilm-l6-v2,max_length=512/384"

@@ -77,6 +77,8 @@ _DEFAULT_CONFIG: dict[str, Any] = {
     "pad_token_id": 0,
 }
 
+#: sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2 (the default).
+_DEFAULT_MAX_LENGTH = 256
 _MIN_SEQ_BUCKET = 8
 #: Padded positions (rows x length bucket) a forward pass holds at most, unless it
 #: holds a single text: small passes keep their activations in L2 (docs/scale.md,
@@ -507,7 +509,7 @@ class MiniLMEmbedder:
         self,
         model_dir: str | os.PathLike[str] | None = None,
         *,
-        max_length: int = 256,
+        max_length: int = _DEFAULT_MAX_LENGTH,
         batch_size: int = 64,
         dtype: Any = jnp.float32,
         matmul_dtype: Any = None,
@@ -565,13 +567,19 @@ class MiniLMEmbedder:
     @property
     def identity(self) -> str:
         """``"minilm-l6-v2/384"`` for the all-MiniLM-L6-v2 weights (installed, or a copy),
-        else ``"minilm:<digest of model.safetensors>/<dim>"``.
+        else ``"minilm:<digest of model.safetensors>/<dim>"``; a ``max_length`` other
+        than 256 adds ``",max_length=<n>"`` before the ``/`` (it truncates long texts
+        to other vectors).
 
         What a store records of its embedder
         (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
         (they change embeddings by rounding only).
         """
-        return f"{self._model_name}/{self.dim}"
+        return f"{self._model_name}{self._length_tag()}/{self.dim}"
+
+    def _length_tag(self) -> str:
+        """``""`` at the default ``max_length`` (256), else ``",max_length=<n>"``."""
+        return "" if self._max_length == _DEFAULT_MAX_LENGTH else f",max_length={self._max_length}"
 
     @property
     def max_length(self) -> int:
