@@ -22,6 +22,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import check_texts
+
 __all__ = ["DEFAULT_STOPWORDS", "HashingEmbedder"]
 
 _TOKEN_RE = re.compile(r"\w+")
@@ -476,11 +478,10 @@ class HashingEmbedder:
             The texts as a list.
 
         Raises:
-            TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+            TypeError: when ``texts`` is a single ``str``, bytes or no iterable, or any
+                item is not a ``str``.
         """
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str (use embed)")
-        return [_check_text(t, f"text (texts[{i}])") for i, t in enumerate(texts)]
+        return check_texts(texts)
 
 
 def _normalise_rows(arr: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory._validation import _check_text
+from emotional_memory._validation import _check_text, check_texts
 
 # The encoder maths; the private names are re-exported for the fitted and tunable
 # embedders of this package.
@@ -446,21 +446,6 @@ def _plan_passes(
     return chunks
 
 
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    """Validate a batch of texts.
-
-    Raises:
-        TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
-    """
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not a single str (use embed)")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"text (texts[{i}]) must be str, got {type(t).__name__}")
-    return out
-
-
 class MiniLMEmbedder:
     """Sentence embeddings of all-MiniLM-L6-v2, computed in JAX.
 
@@ -635,7 +620,7 @@ class MiniLMEmbedder:
             TypeError: ``texts`` is a single str or holds a non-str.
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
-        items = [t.strip() for t in _check_texts(texts)]
+        items = [t.strip() for t in check_texts(texts)]
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -759,9 +744,11 @@ class MiniLMEmbedder:
 
         Raises:
             TypeError: when ``text`` is not a ``str``.
+            ValueError: when ``text`` is not valid Unicode (a lone surrogate).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
+        _check_text("text", text)
         return self._run_chunk(self.tokenize([text]))[0].tolist()
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
