@@ -145,7 +145,7 @@ def _check_weight(name: str, value: object) -> float:
     out = float(value)
     if not math.isfinite(out) or out < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return out
+    return out + 0.0  # -0.0 -> 0.0: the same vectors, so the same identity
 
 
 def _check_text(text: object, where: str = "text") -> str:
@@ -195,7 +195,8 @@ class HashingEmbedder:
         stopword_weight: multiplier for unigrams and character n-grams of stopwords
             (``1.0`` disables down-weighting, ``0.0`` ignores their unigram/char
             features; bigrams are never down-weighted).
-        stopwords: words to down-weight (matched after casefolding); defaults to
+        stopwords: words to down-weight (NFKC-normalised and casefolded, as the text's
+            tokens); defaults to
             :data:`DEFAULT_STOPWORDS`.
         sublinear_tf: use ``1 + ln(count)`` instead of the raw count of a feature.
         seed: non-negative integer below ``2**64``; different seeds give different,
@@ -249,7 +250,8 @@ class HashingEmbedder:
             if isinstance(stopwords, str):
                 raise ValueError("stopwords must be an iterable of words, not a single str")
             self._stopwords = frozenset(
-                _check_text(w, "stopwords item").casefold() for w in stopwords
+                unicodedata.normalize("NFKC", _check_text(w, "stopwords item")).casefold()
+                for w in stopwords
             )
         self._sublinear_tf = bool(sublinear_tf)
         if isinstance(seed, bool):
