@@ -141,6 +141,11 @@ class SyncToAsyncEmbedder:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(inner={self.sync!r})"
 
+    @property
+    def identity(self) -> Any:
+        """The wrapped embedder's ``identity`` (None without one)."""
+        return getattr(self.sync, "identity", None)
+
     async def embed(self, text: str) -> list[float]:
         """Embed one text in a worker thread.
 
@@ -394,6 +399,12 @@ class _AsyncToSyncEmbedder:
     def __init__(self, embedder: AsyncEmbedder, bridge: _LoopBridge) -> None:
         self.inner = embedder
         self.bridge = bridge
+
+    @property
+    def identity(self) -> Any:
+        """The wrapped embedder's ``identity`` (None without one): the engine checks it
+        against the store's (:mod:`emotional_memory.embedder_identity`)."""
+        return getattr(self.inner, "identity", None)
 
     def embed(self, text: str) -> list[float]:
         return self.bridge.run(self.inner.embed(text))

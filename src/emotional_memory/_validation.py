@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -248,6 +248,31 @@ def json_metadata(field: str, value: Any) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise FieldTypeError(f"{field} must be a dict or None, got {type(value).__name__}")
     out: dict[str, Any] = _json_copy(field, value, 1)
+    return out
+
+
+def check_texts(texts: Any, name: str = "texts") -> list[str]:
+    """A batch of texts as a list, each item a ``str``.
+
+    Args:
+        texts: candidate batch (any iterable of str but a str or bytes).
+        name: how to refer to it in error messages.
+
+    Returns:
+        The texts as a new list.
+
+    Raises:
+        TypeError: ``texts`` is a single str, bytes or no iterable (``name`` named), or
+            an item is no str (``text (<name>[i])`` named).
+    """
+    if isinstance(texts, str):
+        raise TypeError(f"{name} must be a sequence of str, not a single str (use embed)")
+    if isinstance(texts, bytes | bytearray | memoryview) or not isinstance(texts, Iterable):
+        raise TypeError(f"{name} must be a sequence of str, got {type(texts).__name__}")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"text ({name}[{i}]) must be str, got {type(t).__name__}")
     return out
 
 

@@ -88,6 +88,9 @@ def test_saved_weights_load_back_to_identical_vectors(base: Any, tmp_path: Path)
     assert not np.allclose(got, base.embed_array(TEXTS), atol=1e-4)  # and not the base's
     assert loaded.identity == f"minilm-l6-v2+fit.{digest}/384"
     assert loaded.identity != base.identity
+    # a max_length that truncates long texts otherwise is named, as in the base's
+    short = FittedMiniLMEmbedder(path, max_length=64).identity
+    assert short == f"minilm-l6-v2+fit.{digest},max_length=64/384"
     # only the changed layer is stored
     from safetensors import safe_open
 

@@ -456,3 +456,23 @@ def test_ascii_case_insensitivity_property(text: str) -> None:
 def test_batch_equals_single_property(texts: list[str]) -> None:
     emb = HashingEmbedder(dim=32)
     assert emb.embed_batch(texts) == [emb.embed(t) for t in texts]
+
+
+def test_stopwords_are_normalised_like_the_text() -> None:
+    """Tokens are NFKC-normalised before casefolding, stopwords were only casefolded: a
+    stopword written with a combining accent ("cafe\\u0301") or a compatibility form
+    ("\\ufb01le", the fi ligature) never matched its token, and was not down-weighted."""
+    plain = HashingEmbedder(dim=64, stopwords=["café", "file"], stopword_weight=0.0)
+    other = HashingEmbedder(dim=64, stopwords=["cafe\u0301", "\ufb01le"], stopword_weight=0.0)
+    for text in ("café open", "file open", "cafe\u0301 open"):
+        assert other.embed(text) == plain.embed(text)
+    assert other.identity == plain.identity
+
+
+def test_a_negative_zero_weight_is_the_same_embedder() -> None:
+    """``-0.0`` gives the vectors of ``0.0`` but had another identity (a store refused
+    the very same embedder)."""
+    assert (HashingEmbedder(bigram_weight=-0.0).identity
+            == HashingEmbedder(bigram_weight=0.0).identity)
+    assert (HashingEmbedder(stopword_weight=-0.0).identity
+            == HashingEmbedder(stopword_weight=0.0).identity)

@@ -138,3 +138,50 @@ def test_postgres_store_records_its_embedder(pg_dsn: str) -> None:
     with PostgresStore(pg_dsn, table=table) as store:
         _exercise(store, lambda: PostgresStore(pg_dsn, table=table))
         assert len(store) == 1
+
+
+class _AsyncIdentified:
+    """A native async embedder that names itself."""
+
+    identity = "other-model/16"
+
+    async def embed(self, text: str) -> list[float]:
+        return [1.0] * 16
+
+    async def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0] * 16 for _ in texts]
+
+
+def test_async_engine_refuses_an_async_embedder_of_another_identity() -> None:
+    """The async engine bridges an async embedder to a sync facade, which hid its
+    ``identity``: a store of another embedder was opened without a word."""
+    import asyncio
+
+    from emotional_memory import AsyncEmotionalMemory, SyncToAsyncEmbedder
+
+    store = SQLiteStore(":memory:")
+    record_embedder(store, HashingEmbedder(dim=16))
+
+    async def open_it() -> None:
+        AsyncEmotionalMemory(store, _AsyncIdentified())
+
+    with pytest.raises(EmbedderMismatchError):
+        asyncio.run(open_it())
+    assert embedder_identity(SyncToAsyncEmbedder(HashingEmbedder(dim=16))) == "hashing/16"
+    assert embedder_identity(SyncToAsyncEmbedder(type("E", (), {"embed": len})())) is None
+
+
+def test_minilm_identity_names_a_max_length_that_truncates_otherwise() -> None:
+    """``max_length`` truncates long texts to other vectors, yet every ``max_length`` had
+    the identity ``minilm-l6-v2/384``: a store written at 512 tokens opened at 128
+    without a word, mixing vectors of two truncations."""
+    require_minilm()
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+    base, short = MiniLMEmbedder(), MiniLMEmbedder(max_length=128)
+    text = " ".join(f"word{i}" for i in range(300))
+    assert len(base.tokenize([text])[0]) > 128  # so the vectors differ
+    assert base.embed(text) != pytest.approx(short.embed(text), abs=1e-3)
+    assert base.identity == MiniLMEmbedder(max_length=256).identity == "minilm-l6-v2/384"
+    assert short.identity == "minilm-l6-v2,max_length=128/384"
+    assert MiniLMEmbedder(max_length=512).identity == "minilm-l6-v2,max_length=512/384"

@@ -32,7 +32,14 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory._validation import integer, positive, positive_int, strict_finite
+from emotional_memory._validation import (
+    _check_text,
+    check_texts,
+    integer,
+    positive,
+    positive_int,
+    strict_finite,
+)
 from emotional_memory.embedders.minilm import _bucket, _buckets, _plan_passes, _seq_buckets
 from emotional_memory.embedders.minilm_model import (
     MiniLMModel,
@@ -380,10 +387,16 @@ class PairScorer:
 
         Raises:
             TypeError: ``query`` is not a str, or ``texts`` is a single str (its
-                characters would be scored one by one) or holds a non-str.
+                characters would be scored one by one), no iterable or holds a non-str
+                (``texts[i]`` named).
+            ValueError: ``query`` or a text is not valid Unicode (a lone surrogate).
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be a str, got {type(query).__name__}")
         if isinstance(texts, str):
             raise TypeError("texts must be a sequence of str, not a single str")
-        return self.score_pairs(self.pairs(query, texts)) if texts else np.zeros(0, np.float32)
+        items = check_texts(texts)
+        _check_text("query", query)
+        for i, text in enumerate(items):
+            _check_text(f"text (texts[{i}])", text)
+        return self.score_pairs(self.pairs(query, items)) if items else np.zeros(0, np.float32)

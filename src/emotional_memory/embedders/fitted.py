@@ -228,9 +228,10 @@ class FittedMiniLMEmbedder(MiniLMEmbedder):
     @property
     def identity(self) -> str:
         """``"<base name>+fit.<digest>/<dim>"``, e.g. ``"minilm-l6-v2+fit.1a2b.../384"``:
-        differs from the base's and from every other fit's (the digest of the weights).
+        differs from the base's and from every other fit's (the digest of the weights);
+        a ``max_length`` other than 256 is named as in the base's identity.
         """
-        return f"{self._model_name}+fit.{self._digest}/{self.dim}"
+        return f"{self._model_name}+fit.{self._digest}{self._length_tag()}/{self.dim}"
 
     def __repr__(self) -> str:
         """Constructor-style representation."""

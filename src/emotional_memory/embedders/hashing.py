@@ -22,6 +22,8 @@ from functools import lru_cache
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import check_texts
+
 __all__ = ["DEFAULT_STOPWORDS", "HashingEmbedder"]
 
 _TOKEN_RE = re.compile(r"\w+")
@@ -143,7 +145,7 @@ def _check_weight(name: str, value: object) -> float:
     out = float(value)
     if not math.isfinite(out) or out < 0:
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
-    return out
+    return out + 0.0  # -0.0 -> 0.0: the same vectors, so the same identity
 
 
 def _check_text(text: object, where: str = "text") -> str:
@@ -193,7 +195,8 @@ class HashingEmbedder:
         stopword_weight: multiplier for unigrams and character n-grams of stopwords
             (``1.0`` disables down-weighting, ``0.0`` ignores their unigram/char
             features; bigrams are never down-weighted).
-        stopwords: words to down-weight (matched after casefolding); defaults to
+        stopwords: words to down-weight (NFKC-normalised and casefolded, as the text's
+            tokens); defaults to
             :data:`DEFAULT_STOPWORDS`.
         sublinear_tf: use ``1 + ln(count)`` instead of the raw count of a feature.
         seed: non-negative integer below ``2**64``; different seeds give different,
@@ -247,7 +250,8 @@ class HashingEmbedder:
             if isinstance(stopwords, str):
                 raise ValueError("stopwords must be an iterable of words, not a single str")
             self._stopwords = frozenset(
-                _check_text(w, "stopwords item").casefold() for w in stopwords
+                unicodedata.normalize("NFKC", _check_text(w, "stopwords item")).casefold()
+                for w in stopwords
             )
         self._sublinear_tf = bool(sublinear_tf)
         if isinstance(seed, bool):
@@ -476,11 +480,10 @@ class HashingEmbedder:
             The texts as a list.
 
         Raises:
-            TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
+            TypeError: when ``texts`` is a single ``str``, bytes or no iterable, or any
+                item is not a ``str``.
         """
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str (use embed)")
-        return [_check_text(t, f"text (texts[{i}])") for i, t in enumerate(texts)]
+        return check_texts(texts)
 
 
 def _normalise_rows(arr: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpy.typing as npt
 
-from emotional_memory._validation import _check_text
+from emotional_memory._validation import _check_text, check_texts
 
 # The encoder maths; the private names are re-exported for the fitted and tunable
 # embedders of this package.
@@ -77,6 +77,8 @@ _DEFAULT_CONFIG: dict[str, Any] = {
     "pad_token_id": 0,
 }
 
+#: sentence-transformers' ``max_seq_length`` of all-MiniLM-L6-v2 (the default).
+_DEFAULT_MAX_LENGTH = 256
 _MIN_SEQ_BUCKET = 8
 #: Padded positions (rows x length bucket) a forward pass holds at most, unless it
 #: holds a single text: small passes keep their activations in L2 (docs/scale.md,
@@ -444,21 +446,6 @@ def _plan_passes(
     return chunks
 
 
-def _check_texts(texts: Sequence[str]) -> list[str]:
-    """Validate a batch of texts.
-
-    Raises:
-        TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
-    """
-    if isinstance(texts, str):
-        raise TypeError("texts must be a sequence of str, not a single str (use embed)")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise TypeError(f"text (texts[{i}]) must be str, got {type(t).__name__}")
-    return out
-
-
 class MiniLMEmbedder:
     """Sentence embeddings of all-MiniLM-L6-v2, computed in JAX.
 
@@ -507,7 +494,7 @@ class MiniLMEmbedder:
         self,
         model_dir: str | os.PathLike[str] | None = None,
         *,
-        max_length: int = 256,
+        max_length: int = _DEFAULT_MAX_LENGTH,
         batch_size: int = 64,
         dtype: Any = jnp.float32,
         matmul_dtype: Any = None,
@@ -565,13 +552,19 @@ class MiniLMEmbedder:
     @property
     def identity(self) -> str:
         """``"minilm-l6-v2/384"`` for the all-MiniLM-L6-v2 weights (installed, or a copy),
-        else ``"minilm:<digest of model.safetensors>/<dim>"``.
+        else ``"minilm:<digest of model.safetensors>/<dim>"``; a ``max_length`` other
+        than 256 adds ``",max_length=<n>"`` before the ``/`` (it truncates long texts
+        to other vectors).
 
         What a store records of its embedder
         (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
         (they change embeddings by rounding only).
         """
-        return f"{self._model_name}/{self.dim}"
+        return f"{self._model_name}{self._length_tag()}/{self.dim}"
+
+    def _length_tag(self) -> str:
+        """``""`` at the default ``max_length`` (256), else ``",max_length=<n>"``."""
+        return "" if self._max_length == _DEFAULT_MAX_LENGTH else f",max_length={self._max_length}"
 
     @property
     def max_length(self) -> int:
@@ -627,7 +620,7 @@ class MiniLMEmbedder:
             TypeError: ``texts`` is a single str or holds a non-str.
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
-        items = [t.strip() for t in _check_texts(texts)]
+        items = [t.strip() for t in check_texts(texts)]
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -751,9 +744,11 @@ class MiniLMEmbedder:
 
         Raises:
             TypeError: when ``text`` is not a ``str``.
+            ValueError: when ``text`` is not valid Unicode (a lone surrogate).
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
+        _check_text("text", text)
         return self._run_chunk(self.tokenize([text]))[0].tolist()
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:

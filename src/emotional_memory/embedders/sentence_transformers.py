@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from emotional_memory._validation import check_texts
+
 __all__ = ["SentenceTransformerEmbedder"]
 
 
@@ -94,12 +96,7 @@ class SentenceTransformerEmbedder:
         Raises:
             TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
         """
-        if isinstance(texts, str):
-            raise TypeError("texts must be a sequence of str, not a single str (use embed)")
-        items = list(texts)
-        for i, t in enumerate(items):
-            if not isinstance(t, str):
-                raise TypeError(f"text (texts[{i}]) must be str, got {type(t).__name__}")
+        items = check_texts(texts)
         if not items:
             return np.zeros((0, 0), dtype=np.float32)
         out = self._model.encode(
