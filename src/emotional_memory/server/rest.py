@@ -26,6 +26,7 @@ from emotional_memory.server.schemas import (
     MemoriesOut,
     MemoryIn,
     MemoryOut,
+    ScopePart,
     SearchIn,
     SearchOut,
     StateAffectIn,
@@ -43,6 +44,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
           "metadata, batch items, body); detail names the field and the limit."},
     422: {"model": ErrorOut, "description": "An invalid value, or a count over the service's "
           "limits (top_k, limit, filter clauses or depth); detail names the field."},
+    503: {"model": ErrorOut, "description": "A database statement, or a wait for the "
+          "scope or for a connection, past the service's timeout; nothing was changed, "
+          "try again (Retry-After)."},
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
@@ -54,7 +58,7 @@ DEFAULT_PAGE = 100
 """``GET /v1/memories``'s page size when ``limit`` is not given."""
 
 ScopeQuery = Annotated[
-    list[str] | None,
+    list[ScopePart] | None,
     Query(max_length=MAX_SCOPE_DEPTH,
           description="Sub-scope (repeat for each part), appended to the key's scope."),
 ]

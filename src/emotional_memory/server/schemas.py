@@ -162,7 +162,8 @@ class ItemIn(_Strict):
 
     # not min_length: pydantic's constrained str would refuse a lone surrogate before
     # unicode_text can name it
-    content: Annotated[StrictStr, Field(description="The event text (not empty).")]
+    content: Annotated[StrictStr, Field(description="The event text (not empty).",
+                                        json_schema_extra={"minLength": 1})]
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object stored with the memory (filterable with where)."
     )
