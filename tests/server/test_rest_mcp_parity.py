@@ -156,3 +156,32 @@ def test_the_limits_refuse_the_same_input_on_rest_and_mcp() -> None:
                 assert not got.is_error, got.content
 
     asyncio.run(run())
+
+
+def test_a_search_without_top_k_under_a_smaller_max_top_k_answers_on_both() -> None:
+    """``--max-top-k 3``: a search that sends no ``top_k`` was refused 422 "top_k is
+    5, over the limit" (on REST and MCP), for a value the client never sent; the
+    list's default page already shrinks to ``max_list_limit``. Now the default is
+    min(5, max_top_k); an explicit top_k over the limit is still refused."""
+    service = MemoryService(_engine(), limits=Limits(max_top_k=3))
+    app = build_app(service, None)
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http, \
+                Client(build_mcp(service, fixed_principal(()))) as mcp:
+            for i in range(6):
+                await http.post("/v1/memories", json={"content": f"memory {i}"})
+            r = await http.post("/v1/search", json={"query": "memory"})
+            assert r.status_code == 200, r.text
+            assert len(r.json()["results"]) == 3
+            got = await mcp.call_tool("recall", {"query": "memory"})
+            assert not got.is_error, got.content
+            assert got.structured_content is not None
+            assert len(got.structured_content["results"]) == 3
+            r = await http.post("/v1/search", json={"query": "memory", "top_k": 5})
+            assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "top_k"]
+            got = await mcp.call_tool("recall", {"query": "memory", "top_k": 5})
+            assert got.is_error and "max_top_k" in str(getattr(got.content[0], "text", ""))
+
+    asyncio.run(run())

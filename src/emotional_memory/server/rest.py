@@ -257,10 +257,11 @@ async def search(body: SearchIn, request: Request) -> Response:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
     service = _service(request)
+    top_k = body.top_k if "top_k" in body.model_fields_set else service.default_top_k
     service.limits.check_text(body.query, ("query",))
-    service.limits.check_top_k(body.top_k, ("top_k",))
+    service.limits.check_top_k(top_k, ("top_k",))
     where = _filter(request, body.where, "body")
-    found = await service.search(path, body.query, body.top_k, where, body.min_relevance)
+    found = await service.search(path, body.query, top_k, where, body.min_relevance)
     return await _json_off_loop(
         lambda: SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
     )
