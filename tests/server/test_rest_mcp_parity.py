@@ -175,10 +175,13 @@ def test_a_search_without_top_k_under_a_smaller_max_top_k_answers_on_both() -> N
             r = await http.post("/v1/search", json={"query": "memory"})
             assert r.status_code == 200, r.text
             assert len(r.json()["results"]) == 3
-            got = await mcp.call_tool("recall", {"query": "memory"})
-            assert not got.is_error, got.content
-            assert got.structured_content is not None
-            assert len(got.structured_content["results"]) == 3
+            r = await http.post("/v1/search", json={"query": "memory", "top_k": None})
+            assert r.status_code == 200 and len(r.json()["results"]) == 3, r.text
+            for args in ({"query": "memory"}, {"query": "memory", "top_k": None}):
+                got = await mcp.call_tool("recall", args)
+                assert not got.is_error, got.content
+                assert got.structured_content is not None
+                assert len(got.structured_content["results"]) == 3
             r = await http.post("/v1/search", json={"query": "memory", "top_k": 5})
             assert r.status_code == 422 and r.json()["detail"][0]["loc"] == ["body", "top_k"]
             got = await mcp.call_tool("recall", {"query": "memory", "top_k": 5})

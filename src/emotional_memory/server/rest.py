@@ -257,7 +257,8 @@ async def search(body: SearchIn, request: Request) -> Response:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
     service = _service(request)
-    top_k = body.top_k if "top_k" in body.model_fields_set else service.default_top_k
+    given = body.top_k if "top_k" in body.model_fields_set else None
+    top_k = given if given is not None else service.default_top_k
     service.limits.check_text(body.query, ("query",))
     service.limits.check_top_k(top_k, ("top_k",))
     where = _filter(request, body.where, "body")

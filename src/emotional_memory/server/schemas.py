@@ -234,8 +234,8 @@ class SearchIn(_Strict):
 
     query: StrictStr
     top_k: Annotated[
-        int, Field(strict=True, ge=1, description="At most the service's max_top_k; "
-                   "default 5 (or max_top_k when smaller).")
+        int | None, Field(strict=True, ge=1, description="At most the service's max_top_k; "
+                          "default (omitted or null) 5, or max_top_k when smaller.")
     ] = DEFAULT_TOP_K
     where: dict[str, Any] | None = Field(
         default=None,
