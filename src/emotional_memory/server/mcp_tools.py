@@ -252,12 +252,12 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         top_k: Annotated[
-            int,
+            int | None,
             Field(
-                description="How many memories at most (the service's max_top_k bounds it).", ge=1,
-                strict=True,
+                description="How many memories at most (the service's max_top_k bounds it); "
+                "default 5 (or max_top_k when smaller).", ge=1, strict=True,
             ),
-        ] = 5,
+        ] = None,
         where: Annotated[
             dict[str, Any] | None,
             Field(
@@ -278,7 +278,8 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         ] = None,
     ) -> Annotated[CallToolResult, RecallOut]:
         principal = principal_of(ctx)
-        found = await _guarded(service.search(principal.scope, query, top_k, where, min_relevance))
+        k = service.default_top_k if top_k is None else top_k
+        found = await _guarded(service.search(principal.scope, query, k, where, min_relevance))
         out = RecallOut(results=[result_out(f, principal.scope, False) for f in found])
         if not out.results:
             return _text("No memories found.", out)

@@ -26,6 +26,7 @@ from emotional_memory.server.schemas import (
     MemoriesOut,
     MemoryIn,
     MemoryOut,
+    ScopePart,
     SearchIn,
     SearchOut,
     StateAffectIn,
@@ -43,6 +44,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
           "metadata, batch items, body); detail names the field and the limit."},
     422: {"model": ErrorOut, "description": "An invalid value, or a count over the service's "
           "limits (top_k, limit, filter clauses or depth); detail names the field."},
+    503: {"model": ErrorOut, "description": "A database statement, or a wait for the "
+          "scope or for a connection, past the service's timeout; nothing was changed, "
+          "try again (Retry-After)."},
 }
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
@@ -54,7 +58,7 @@ DEFAULT_PAGE = 100
 """``GET /v1/memories``'s page size when ``limit`` is not given."""
 
 ScopeQuery = Annotated[
-    list[str] | None,
+    list[ScopePart] | None,
     Query(max_length=MAX_SCOPE_DEPTH,
           description="Sub-scope (repeat for each part), appended to the key's scope."),
 ]
@@ -253,10 +257,12 @@ async def search(body: SearchIn, request: Request) -> Response:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
     service = _service(request)
+    given = body.top_k if "top_k" in body.model_fields_set else None
+    top_k = given if given is not None else service.default_top_k
     service.limits.check_text(body.query, ("query",))
-    service.limits.check_top_k(body.top_k, ("top_k",))
+    service.limits.check_top_k(top_k, ("top_k",))
     where = _filter(request, body.where, "body")
-    found = await service.search(path, body.query, body.top_k, where, body.min_relevance)
+    found = await service.search(path, body.query, top_k, where, body.min_relevance)
     return await _json_off_loop(
         lambda: SearchOut(results=[result_out(f, principal.scope, body.explain) for f in found])
     )

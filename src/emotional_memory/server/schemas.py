@@ -35,6 +35,8 @@ from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+DEFAULT_TOP_K = 5
+"""A search's ``top_k`` when not given (or the service's ``max_top_k`` when smaller)."""
 MAX_SCOPE_DEPTH = 32
 """Most parts a request's ``scope`` may append to its key's path (body or query)."""
 ScopePart = Annotated[StrictStr, Field(min_length=1, pattern=r"^[^\x00]+$")]
@@ -162,7 +164,8 @@ class ItemIn(_Strict):
 
     # not min_length: pydantic's constrained str would refuse a lone surrogate before
     # unicode_text can name it
-    content: Annotated[StrictStr, Field(description="The event text (not empty).")]
+    content: Annotated[StrictStr, Field(description="The event text (not empty).",
+                                        json_schema_extra={"minLength": 1})]
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object stored with the memory (filterable with where)."
     )
@@ -231,8 +234,9 @@ class SearchIn(_Strict):
 
     query: StrictStr
     top_k: Annotated[
-        int, Field(strict=True, ge=1, description="At most the service's max_top_k.")
-    ] = 5
+        int | None, Field(strict=True, ge=1, description="At most the service's max_top_k; "
+                          "default (omitted or null) 5, or max_top_k when smaller.")
+    ] = DEFAULT_TOP_K
     where: dict[str, Any] | None = Field(
         default=None,
         description='Filter: {"field": value}, $eq $ne $gt $gte $lt $lte $in $nin $exists, '

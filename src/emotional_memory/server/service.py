@@ -44,6 +44,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.retrieval import RetrievalExplanation
 from emotional_memory.retrieval.config import check_min_relevance
 from emotional_memory.server.limits import Limits
+from emotional_memory.server.schemas import DEFAULT_TOP_K
 from emotional_memory.state import AffectiveState
 
 __all__ = [
@@ -191,6 +192,12 @@ class MemoryService:
             and engine.appraisal_engine is None
             and engine.config.enable_appraisal
         )
+
+    @property
+    def default_top_k(self) -> int:
+        """A search's ``top_k`` when the request gives none: 5, or ``max_top_k`` when
+        smaller (a request that sends no ``top_k`` is never over the limit)."""
+        return min(DEFAULT_TOP_K, self.limits.max_top_k)
 
     async def view(self, path: tuple[str, ...]) -> AsyncEmotionalMemory:
         """The engine as scope ``path`` sees it (opened on first use, then kept).
