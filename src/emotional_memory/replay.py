@@ -438,8 +438,10 @@ def summarize(results: Sequence[QueryResult]) -> dict[str, Any]:
 
     Returns:
         ``{"top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k"}`` means (0.0 when
-        empty), ``"n_queries"`` and ``"by_challenge"`` (challenge type -> top-1 rate,
-        sorted by type).
+        empty; ``mrr`` is over the top k retrieved, a reciprocal rank of 0 when no
+        expected memory was retrieved, so it can be below the fitting metrics'
+        all-candidate MRR), ``"n_queries"`` and ``"by_challenge"`` (challenge type ->
+        top-1 rate, sorted by type).
     """
     n = len(results)
     by: dict[str, list[QueryResult]] = {}

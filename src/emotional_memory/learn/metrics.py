@@ -51,7 +51,9 @@ def ranking_metrics(
         k: cut-off for hit@k.
 
     Returns:
-        Dict of (Q,) float arrays ``top1``, ``hit_at_k``, ``rr``.
+        Dict of (Q,) float arrays ``top1``, ``hit_at_k``, ``rr`` (the reciprocal rank
+        over all C candidates; :func:`emotional_memory.replay.summarize`'s ``mrr``
+        counts only the top k the engine returned, 0 beyond it).
 
     Raises:
         TypeError: ``k`` is not an int (or is a bool).
@@ -91,7 +93,8 @@ def summarize_metrics(
         info: Its metadata (for ``challenge_names``).
 
     Returns:
-        Dict with ``top1``, ``hit_at_k``, ``mrr`` (NaN when the mask is empty),
+        Dict with ``top1``, ``hit_at_k``, ``mrr`` (over all candidates; NaN when the
+            mask is empty),
         ``n_queries`` and ``by_challenge`` (name -> top-1, present types only).
     """
     m = np.asarray(mask, bool)

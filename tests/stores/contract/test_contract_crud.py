@@ -20,6 +20,7 @@ id with an embedding of another dimension raises (KeyError or ValueError) is lef
 from __future__ import annotations
 
 import math
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -191,6 +192,28 @@ def test_the_dimension_is_fixed_by_the_first_embedding(backend: Backend) -> None
     store.save(b)
     assert store.dim == 5
     assert [m.id for m in store.search_by_embedding([1, 0, 0, 0, 0], 3)] == [b.id]
+
+
+@pytest.mark.parametrize("field", ["timestamp", "last_retrieved", "window_opened_at"])
+def test_a_naive_datetime_skipping_the_models_check_is_refused_unchanged(
+    backend: Backend, field: str
+) -> None:
+    # model_copy skips the models' validators: a naive datetime reaches the store,
+    # which refuses it naming the field and keeps no half-written row
+    store = backend.new()
+    kept = mem("kept", [1, 0, 0])
+    store.save(kept)
+    before = observe(store, [kept.id])
+    naive = datetime(2020, 1, 1, 12)
+    new = mem("new", [0, 1, 0])
+    for bad in (
+        new.model_copy(update={"tag": new.tag.model_copy(update={field: naive})}),
+        kept.model_copy(update={"tag": kept.tag.model_copy(update={field: naive})}),
+    ):
+        with pytest.raises(ValueError, match=rf"{field}.*timezone"):
+            store.save(bad)
+    assert observe(store, [kept.id]) == before
+    assert [m.id for m in store.list_all()] == [kept.id] and len(store) == 1
 
 
 # ------------------------------------------------ any sequence of writes, vs the oracle

@@ -49,14 +49,22 @@ def test_a_reopened_store_holds_the_same_memories(backend: Backend) -> None:
 
 
 
-def test_a_reopened_store_gives_the_json_it_gave_before(backend: Backend) -> None:
+@pytest.mark.parametrize("offset", [
+    timedelta(hours=5, minutes=30),
+    timedelta(seconds=1),  # JSON forms drop an offset's seconds (a local mean time)
+    timedelta(hours=-4, minutes=-56, seconds=-2),
+])
+def test_a_reopened_store_gives_the_json_it_gave_before(
+    backend: Backend, offset: timedelta
+) -> None:
     # datetimes at a non-zero offset: the store may keep the offset or move them to
     # UTC (the same instant), but what it answers before and after a reopen agrees,
-    # so an export does not change with a restart
+    # so an export does not change with a restart, and the instants are kept
     store = backend.new()
-    east = timezone(timedelta(hours=5, minutes=30))
+    east = timezone(offset)
     memory = indexed_memory(0, [1.0, 0.0, 0.0])
-    tag = memory.tag.model_copy(update={"timestamp": memory.tag.timestamp.astimezone(east)})
+    stamp = memory.tag.timestamp.astimezone(east)
+    tag = memory.tag.model_copy(update={"timestamp": stamp, "last_retrieved": stamp})
     memory = memory.model_copy(update={
         "tag": tag, "expires_at": datetime(2099, 1, 1, 12, tzinfo=east)})
     store.save(memory)
@@ -64,6 +72,7 @@ def test_a_reopened_store_gives_the_json_it_gave_before(backend: Backend) -> Non
     assert store.list_all() == [memory]
     again = backend.reopen(store)
     assert [m.model_dump(mode="json") for m in again.list_all()] == before
+    assert again.list_all() == [memory]  # the same instants
 
 
 def test_an_engine_over_the_reopened_store_answers_as_one_that_kept_running(

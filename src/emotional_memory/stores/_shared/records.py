@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory._validation import aware
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
@@ -602,3 +603,24 @@ def load_memory(data: str) -> Memory:
         return Memory.model_validate(parsed)
     except RecursionError:
         raise ValueError("the stored memory nests too deeply") from None
+
+
+def check_times(memory: Memory) -> None:
+    """Require every datetime of ``memory`` timezone-aware (a ``model_copy`` skips the
+    models' own check); stores call it before writing anything.
+
+    Args:
+        memory: the memory about to be written.
+
+    Raises:
+        ValueError: a naive datetime, naming its field (``tag.timestamp`` ...).
+    """
+    tag = memory.tag
+    for field, value in (
+        ("tag.timestamp", tag.timestamp),
+        ("tag.last_retrieved", tag.last_retrieved),
+        ("tag.window_opened_at", tag.window_opened_at),
+        ("expires_at", memory.expires_at),
+    ):
+        if value is not None:
+            aware(field, value)

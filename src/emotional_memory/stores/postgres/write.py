@@ -12,7 +12,12 @@ from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
-from emotional_memory.stores._shared.records import check_utf8, dump_memory, storable_id
+from emotional_memory.stores._shared.records import (
+    check_times,
+    check_utf8,
+    dump_memory,
+    storable_id,
+)
 from emotional_memory.stores._shared.rows.writes import EmbeddingDimensionError
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
@@ -65,6 +70,7 @@ class _Writer(_Schema):
             ValueError: metadata that is not JSON.
             UnstorableValueError: a NUL character or a lone surrogate in a text.
         """
+        check_times(memory)
         tag = memory.tag
         embedding = memory.embedding
         exact: bytes | None = None

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ZERO = timedelta(0)
+_MINUTE = timedelta(minutes=1)
 _FLOAT32_LE = np.dtype("<f4")
 _FLOAT64_LE = np.dtype("<f8")
 
@@ -181,14 +182,22 @@ def encode_metadata(metadata: dict[str, Any]) -> str:
 
 def _as_utc(moment: datetime | None) -> datetime | None:
     """A zero-offset aware datetime with ``datetime.UTC`` as its tzinfo (the same
-    instant; a JSON round trip keeps only the offset anyway); others unchanged."""
-    if moment is None or moment.tzinfo is UTC or moment.utcoffset() != _ZERO:
+    instant; a JSON round trip keeps only the offset anyway); one whose offset has
+    seconds, which the JSON form drops (moving the instant), as the same instant in
+    UTC; others unchanged."""
+    if moment is None or moment.tzinfo is UTC:
         return moment
-    return moment.replace(tzinfo=UTC)
+    offset = moment.utcoffset()
+    if offset == _ZERO:
+        return moment.replace(tzinfo=UTC)
+    if offset is not None and offset % _MINUTE:
+        return moment.astimezone(UTC)
+    return moment
 
 
 def utc_memory(memory: Memory) -> Memory:
-    """``memory`` with every zero-offset datetime of its tag in ``datetime.UTC``.
+    """``memory`` with every zero-offset datetime of its tag in ``datetime.UTC`` (and
+    one whose offset has seconds as the same instant in UTC).
 
     Pydantic parses ``"...Z"`` with a timezone object of its own; the memories of a
     JSON tag (version 2 rows, the original library's files) then fit the compact
@@ -265,7 +274,7 @@ def memory_params(memory: Memory) -> tuple[Memory, Row]:
     head = (memory.id, memory.content, blob, dim)
     if not _records.fits(stored):
         return stored, (
-            *head, memory.tag.model_dump_json(), metadata_json, *place, None, None, None, None,
+            *head, stored.tag.model_dump_json(), metadata_json, *place, None, None, None, None,
         )
     tag = stored.tag
     labels = _records.LabelTable()

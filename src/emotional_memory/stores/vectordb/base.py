@@ -24,6 +24,7 @@ from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
 from emotional_memory.stores._shared.records import (
+    check_times,
     check_utf8,
     dump_memory,
     load_memory,
@@ -255,6 +256,7 @@ class VectorDBStore(BackendStore, ABC):
         if self.utf8_only:
             self._check_utf8(memory)
         self.check_metadata(memory.metadata)
+        check_times(memory)
         return filter_fields(memory)
 
     def _check_utf8(self, memory: Memory) -> None:

@@ -103,6 +103,7 @@ class RowWrites(UndoLog):
             remember: keep a copy among the recent objects (False: the row is about
                 to change, as a new memory's links do while a block is linked).
         """
+        _records.check_times(memory)
         memory_id = memory.id
         row = self._row_of.get(memory_id)
         known = self._recent.get(memory_id) if row is not None else None
@@ -273,3 +274,4 @@ class RowWrites(UndoLog):
         self._ensure_capacity(len(memories))
         for memory in memories:
             self._put(memory)
+
