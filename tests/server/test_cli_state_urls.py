@@ -72,13 +72,26 @@ def test_the_startup_line_shows_a_url_that_works_for_ipv6_hosts(
 ) -> None:
     # "serving http://::1:8123" is no URL (an IPv6 address needs brackets in one)
     uvicorn = pytest.importorskip("uvicorn", reason="the server extra is not installed")
-    ran: dict[str, object] = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: ran.update(kw))
+    bound: list[tuple[str, int]] = []
+
+    class Bound:  # the socket _bind returns, not bound (::1 may not exist here)
+        def getsockname(self) -> tuple[str, int]:
+            return bound[-1]
+
+        def close(self) -> None:
+            pass
+
+    def bind(host: str, port: int) -> Bound:
+        bound.append((host, port))
+        return Bound()
+
+    monkeypatch.setattr(cli, "_bind", bind)
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
     monkeypatch.setattr(cli, "_freeze_startup_heap", lambda: None)
     assert cli.main(["serve", "--no-auth", "--embedder", "hashing", "--host", host,
                      "--port", "8123"]) == 0
     assert f"serving {shown} " in capsys.readouterr().err
-    assert ran["host"] == host.strip("[]")  # what the socket binds: no brackets
+    assert bound == [(host.strip("[]"), 8123)]  # what the socket binds: no brackets
 
 
 @pytest.mark.parametrize(("parts", "shown"), [

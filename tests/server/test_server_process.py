@@ -7,8 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
+import signal
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +26,7 @@ from mcp import Client, StdioServerParameters
 
 from support.paths import README
 from support.rest_keys import ADMIN, ALICE, BOB, KEYS, all_memories, auth, post_memory
-from support.service_process import child_env, command, start
+from support.service_process import START_TIMEOUT, child_env, command, start
 
 
 @pytest.fixture(scope="module")
@@ -299,3 +304,59 @@ def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
     assert remote["url"].endswith(":8765/mcp")
     key = remote["headers"]["Authorization"].removeprefix("Bearer ")
     assert keys[key] == {"scope": ["alice"]}
+
+
+def _serve_process(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """``emotional-memory serve --embedder hashing ARGS``, output to ``log``."""
+    with log.open("wb") as out:
+        proc = subprocess.Popen(command("serve", "--embedder", "hashing", *args),
+                                stdout=out, stderr=subprocess.STDOUT, env=child_env())
+    return proc, log
+
+
+def test_serve_on_port_0_prints_the_port_the_os_chose(tmp_path: Path) -> None:
+    proc, log = _serve_process(["--no-auth", "--host", "127.0.0.1", "--port", "0"],
+                               tmp_path / "p0.log")
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        found = None
+        while found is None and proc.poll() is None and time.monotonic() < deadline:
+            found = re.search(r"serving (http://127\.0\.0\.1:(\d+)) ", log.read_text())
+            time.sleep(0.1)
+        assert found is not None, log.read_text()
+        assert found.group(2) != "0"
+        while True:  # the printed URL answers (uvicorn listens a moment later)
+            try:
+                assert httpx.get(f"{found.group(1)}/healthz", timeout=5).status_code == 200
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    assert proc.returncode == 0, log.read_text()
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "no-such-host.invalid"])
+def test_serve_on_an_address_it_cannot_bind_exits_2_in_one_line(
+    tmp_path: Path, keys_file: Path, host: str
+) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        proc, log = _serve_process(["--keys", str(keys_file), "--host", host,
+                                    "--port", str(port)], tmp_path / "b.log")
+        try:
+            proc.wait(timeout=START_TIMEOUT)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    text = log.read_text()
+    assert proc.returncode == 2, text
+    errors = [line for line in text.splitlines() if "error" in line.lower()]
+    assert errors == [line for line in errors if line.startswith("emotional-memory: error: ")]
+    assert len(errors) == 1 and f"{host}:{port}" in errors[0], text
+    assert "Traceback" not in text

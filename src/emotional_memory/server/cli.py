@@ -22,12 +22,14 @@ prints one start-up line naming its embedder and affect rater.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib.util
 import ipaddress
 import json
 import logging
 import os
+import socket
 import sqlite3
 import sys
 from collections.abc import Sequence
@@ -487,21 +489,50 @@ def _serve(args: argparse.Namespace) -> None:
             "memories: --store sqlite:///PATH or postgresql://... (and no --state)"
         )
     import uvicorn
+    from uvicorn.supervisors import Multiprocess
 
-    if args.workers == 1:
-        app = _serve_app(args)
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level,
-                    server_header=False, lifespan="on")
-        return
-    _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
-    os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
-    print(f"emotional-memory: {args.workers} worker processes on "
-          f"{_http_url(args.host, args.port)}, one shared state per scope in the store's "
-          "database",
-          file=sys.stderr, flush=True)
-    uvicorn.run("emotional_memory.server.cli:worker_app", factory=True, workers=args.workers,
-                host=args.host, port=args.port, log_level=args.log_level,
-                server_header=False, lifespan="on")
+    sock = _bind(args.host, args.port)
+    args.port = sock.getsockname()[1]  # the port the OS chose for --port 0
+    try:
+        if args.workers == 1:
+            app = _serve_app(args)
+            config = uvicorn.Config(app, host=args.host, port=args.port,
+                                    log_level=args.log_level, server_header=False,
+                                    lifespan="on")
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: a clean stop
+                uvicorn.Server(config).run(sockets=[sock])
+            return
+        _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
+        os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
+        print(f"emotional-memory: {args.workers} worker processes on "
+              f"{_http_url(args.host, args.port)}, one shared state per scope in the "
+              "store's database",
+              file=sys.stderr, flush=True)
+        config = uvicorn.Config("emotional_memory.server.cli:worker_app", factory=True,
+                                workers=args.workers, host=args.host, port=args.port,
+                                log_level=args.log_level, server_header=False,
+                                lifespan="on")
+        with contextlib.suppress(KeyboardInterrupt):
+            Multiprocess(config, sockets=[sock]).run()
+    finally:
+        sock.close()
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (as uvicorn binds one), for uvicorn to
+    listen on; a refused address is a :class:`UsageError` naming it, not uvicorn's
+    log lines and exit code 3."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        reason = exc.strerror or str(exc)
+        raise UsageError(f"cannot listen on {_http_url(host, port)}: {reason}") from None
+    sock.set_inheritable(True)  # the worker processes of --workers N share it
+    return sock
 
 
 def worker_app() -> Any:
@@ -616,7 +647,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv: the arguments (default ``sys.argv[1:]``).
 
     Returns:
-        The exit status: 0 after a clean shutdown, 2 for a refused command line.
+        The exit status: 0 after a clean shutdown, 2 for a refused command line
+        (an address ``serve`` cannot listen on included).
     """
     args = _parser().parse_args(argv)
     quiet_jax(debug=args.log_level == "debug")
