@@ -342,6 +342,14 @@ class StateConflictError(StoreBusyError):
     operation rolled back, nothing changed. Retry it."""
 
 
+class EmbeddingDimensionError(ValueError):
+    """A memory's embedding length differs from the dimension the store holds.
+
+    A :class:`ValueError`; the message names the memory and both dimensions, and the
+    store is left unchanged.
+    """
+
+
 class UnstorableValueError(ValueError):
     """A memory holds a value its store's database cannot hold (e.g. a NUL character
     in PostgreSQL text); nothing was written.

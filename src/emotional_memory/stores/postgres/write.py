@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.interfaces import EmbeddingDimensionError, UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.ranking import F32_NORM_MAX, F32_NORM_MIN, row_norm
@@ -18,7 +18,6 @@ from emotional_memory.stores._shared.records import (
     dump_memory,
     storable_id,
 )
-from emotional_memory.stores._shared.rows.writes import EmbeddingDimensionError
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
     LINK_CODE,

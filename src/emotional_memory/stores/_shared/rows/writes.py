@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from emotional_memory.interfaces import EmbeddingDimensionError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.linking import embedding_vector as _embedding_vector
@@ -22,13 +23,6 @@ from emotional_memory.stores._shared.rows.undo import UndoLog, undo_entry
 RECENT = 256
 """Memory objects kept after a save or a read (least recent dropped first)."""
 
-
-class EmbeddingDimensionError(ValueError):
-    """A memory's embedding length differs from the dimension the store holds.
-
-    A :class:`ValueError`; the message names the memory and both dimensions, and the
-    store is left unchanged.
-    """
 
 # Memory objects kept after a save or a read (most recent first out last).
 _RECENT = 256
