@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, score_bank
-from emotional_memory.kernel.chunked_topk import score_batch
+from emotional_memory.kernel.chunked_topk import row_features, score_batch
 from emotional_memory.kernel.sharding import score_batch_sharded
 from support.kernel_banks import default_params, random_bank, to_dtype
 
@@ -149,8 +149,9 @@ def test_embeddings_whose_squares_leave_float32_score_as_unscaled(
     """Rows and queries with entries near 2**70 (or 2**-80) are finite float32, but
     their squared norms overflowed to inf (or underflowed to 0): cosine 0 for the
     rows, every row cosine 0 for the query, a different ranking. A power-of-two scale
-    changes no cosine, and the norms are now taken of exactly rescaled vectors: the
-    answer is the unscaled one, scores bit for bit."""
+    changes no cosine, and the norms of such rows are now taken of exactly rescaled
+    vectors: the answer is the unscaled one (scores to float32 rounding: the rescaled
+    rows' sums may be reduced in another order)."""
     params = default_params().astype(jnp.float32)
     queries, cols = _bank(40, 6, 4, seed=7)
     scale = np.float32(2.0**exponent)
@@ -163,4 +164,28 @@ def test_embeddings_whose_squares_leave_float32_score_as_unscaled(
     want_index, want_scores = run(params, queries, cols, 40, chunk_size=16)
     index, scores = run(params, scaled_queries, _cols(cols, embedding=emb), 40, chunk_size=16)
     np.testing.assert_array_equal(np.asarray(index), np.asarray(want_index))
-    np.testing.assert_array_equal(np.asarray(scores), np.asarray(want_scores))
+    np.testing.assert_allclose(np.asarray(scores), np.asarray(want_scores), rtol=4e-7, atol=0)
+
+
+def test_an_odd_row_leaves_every_other_rows_norm_as_it_was() -> None:
+    """The rescaling pass runs only when some row needs it, and then changes only
+    those rows: every other row's inverse norm is the plain one, bit for bit (one
+    memory at 1e25 does not move the scores of the rest)."""
+    params = default_params().astype(jnp.float32)
+    _, cols = _bank(24, 5, 1, seed=3)
+    emb = np.array(cols.embedding)
+    emb[0] = 0.0  # zero, NaN and inf rows need no rescaling: still the plain path
+    emb[1, 0] = np.nan
+    plain = row_features(params, _cols(cols, embedding=emb), jnp.float32)
+    odd = emb.copy()
+    odd[5] *= np.float32(2.0**70)
+    odd[9] *= np.float32(2.0**-80)
+    mixed = row_features(params, _cols(cols, embedding=odd), jnp.float32)
+    others = np.setdiff1d(np.arange(24), [5, 9])
+    np.testing.assert_array_equal(np.asarray(mixed.inv_norm)[others],
+                                  np.asarray(plain.inv_norm)[others])
+    np.testing.assert_array_equal(np.asarray(mixed.ok), np.asarray(plain.ok))
+    assert not np.asarray(plain.ok)[:2].any()
+    for row, scale in ((5, 2.0**70), (9, 2.0**-80)):  # the same row's norm, rescaled
+        np.testing.assert_allclose(float(mixed.inv_norm[row]) * scale,
+                                   float(plain.inv_norm[row]), rtol=4e-7)

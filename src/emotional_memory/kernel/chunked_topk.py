@@ -130,6 +130,34 @@ def _scaled_inverse_norm(x: Float[Array, "M D"]) -> tuple[Array, Array, Array]:
     return factor, inv, ok & jnp.isfinite(inv)
 
 
+def _bank_inverse_norm(x: Float[Array, "N D"]) -> tuple[Array, Array]:
+    """``(inv_norm, ok)`` of every bank row: ``1 / |row|`` (0 where not ``ok``).
+
+    One reduction when every squared norm is a normal number, zero, NaN or inf (the
+    usual bank: the plain norm, bit for bit); when some finite nonzero row's square
+    leaves that range (entries ~1e20 or ~1e-20 in float32), those rows are rescaled
+    as :func:`_scaled_inverse_norm` does (a second pass over the bank).
+    """
+    sq = jnp.sum(x * x, axis=-1)
+    tiny = jnp.finfo(x.dtype).tiny
+    # finite rows whose square overflowed (inf from finite entries) or left the
+    # normal range; a zero square from nonzero entries needs its row's peak
+    peak = jnp.max(jnp.abs(x), axis=-1, initial=0.0)
+    odd = jnp.isfinite(peak) & (peak > 0) & ~((sq >= tiny) & (sq < jnp.inf))
+
+    def plain(_: None) -> tuple[Array, Array]:
+        norm, ok = _safe_sqrt(sq)
+        return _inverse(norm, ok), ok
+
+    def rescaled(_: None) -> tuple[Array, Array]:  # only the odd rows change
+        factor, inv_scaled, ok_scaled = _scaled_inverse_norm(x)
+        inv, ok = plain(None)
+        inv = jnp.where(odd, jnp.where(ok_scaled, inv_scaled * factor, 0.0), inv)
+        return inv, jnp.where(odd, ok_scaled, ok)
+
+    return jax.lax.cond(jnp.any(odd), rescaled, plain, None)
+
+
 class RowFeatures(NamedTuple):
     """Query-independent row quantities, computed once per bank before the scan.
 
@@ -165,7 +193,7 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     # inf - inf) and inf when it holds an infinity: one reduction and ``0 < sq < inf``
     # find zero, NaN and infinite rows alike. Rows are rescaled by a power of two
     # first, so a finite row's square neither overflows nor underflows.
-    factor, inv_scaled, ok = _scaled_inverse_norm(emb.astype(dtype))
+    inv_norm, ok = _bank_inverse_norm(jnp.asarray(emb, dtype))
     scale = jnp.asarray(params.signal_scale, dtype)
     shift = jnp.asarray(params.signal_shift, dtype)
     recency = jax.vmap(effective_strength, in_axes=(None, 0, 0, 0, 0))(
@@ -177,7 +205,7 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     )
     return RowFeatures(
         embedding=emb,
-        inv_norm=jnp.where(ok, inv_scaled * factor, 0.0),  # 1 / |row| of the raw row
+        inv_norm=inv_norm,  # 1 / |row| of the raw row
         ok=ok,
         mood=_components(jnp.asarray(columns.mood, dtype)),
         affect=_components(jnp.asarray(columns.affect, dtype)),
