@@ -85,8 +85,16 @@ def test_the_startup_line_shows_a_url_that_works_for_ipv6_hosts(
         bound.append((host, port))
         return Bound()
 
+    class Stub:  # uvicorn.Config would configure logging process-wide (pytest's too)
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        def run(self, sockets: object = None) -> None:
+            pass
+
     monkeypatch.setattr(cli, "_bind", bind)
-    monkeypatch.setattr(uvicorn.Server, "run", lambda self, sockets=None: None)
+    monkeypatch.setattr(uvicorn, "Config", Stub)
+    monkeypatch.setattr(uvicorn, "Server", Stub)
     monkeypatch.setattr(cli, "_freeze_startup_heap", lambda: None)
     assert cli.main(["serve", "--no-auth", "--embedder", "hashing", "--host", host,
                      "--port", "8123"]) == 0
