@@ -326,14 +326,14 @@ class RecordsMixin(EngineCore):
         """
         held = {m.id for m in self._columnar.memories(ids)}
         seen = {m.id for m in view.memories(ids)} if held else set()
-        hidden = [mid for mid in ids if mid in held and mid not in seen]
-        stale = {m.id for m in expired.memories(hidden)} if hidden else set()
-        for i, mid in enumerate(ids):
-            if mid in held and mid not in seen and mid not in stale:
+        hidden = [(i, mid) for i, mid in enumerate(ids) if mid in held and mid not in seen]
+        stale = {m.id for m in expired.memories([mid for _, mid in hidden])} if hidden else set()
+        for i, mid in hidden:
+            if mid not in stale:
                 raise ValueError(
                     f"data[{i}].id {mid!r} belongs to a memory this view cannot write"
                 )
-        return seen, [mid for mid in hidden if mid in stale]
+        return seen, [mid for _, mid in hidden if mid in stale]
 
     def _import_item(self, i: int, item: object, reembed: bool = False) -> Memory:
         """One import payload entry, validated as ``encode`` validates its input
