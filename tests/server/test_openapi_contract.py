@@ -77,3 +77,38 @@ def test_every_v1_route_documents_the_503_it_answers() -> None:
         if path.startswith("/v1/"):
             for method, op in ops.items():
                 assert "503" in op["responses"], (path, method)
+
+
+def test_every_json_body_route_documents_the_415_it_answers() -> None:
+    """A body without ``Content-Type: application/json`` is a 415 (the gate's), on
+    each route that takes a JSON body; the schema never listed 415."""
+    app = _app()
+    doc = app.app.openapi()
+    body_ops = [(m.upper(), p) for p, ops in doc["paths"].items() for m, op in ops.items()
+                if "requestBody" in op]
+    assert len(body_ops) == 4
+    answers = _calls(app, [(m, p, None, None) for m, p in body_ops])
+    for (method, path), r in zip(body_ops, answers, strict=True):
+        assert r.status_code == 415, (method, path, r.text)
+        assert "415" in doc["paths"][path][method.lower()]["responses"], (method, path)
+
+
+def test_an_undocumented_method_or_path_answers_405_or_404_not_415() -> None:
+    """The gate answered 415 (Content-Type) to ``PUT /v1/state`` or ``POST
+    /v1/nowhere`` sent without a JSON body: a method a path does not take is 405
+    (with ``Allow``), an unknown path 404, whatever the body."""
+    app = _app()
+    doc = app.app.openapi()
+    calls: list[tuple[str, str, Any, Any]] = []
+    for path, ops in doc["paths"].items():
+        concrete = path.replace("{memory_id}", "m-1")
+        for method in ("POST", "PUT", "PATCH", "DELETE"):
+            taken_as_an_id = path == "/v1/memories/batch" and method == "DELETE"
+            if method.lower() not in ops and not taken_as_an_id:
+                calls.append((method, concrete, None, None))
+    calls += [("POST", "/v1/nowhere", None, None), ("PUT", "/v1/memories/a/b", None, None)]
+    for (method, path, _, _), r in zip(calls, _calls(app, calls), strict=True):
+        expected = 404 if path in ("/v1/nowhere", "/v1/memories/a/b") else 405
+        assert r.status_code == expected, (method, path, r.status_code, r.text)
+        if expected == 405:
+            assert method not in r.headers["allow"], (method, path)

@@ -19,15 +19,16 @@ import contextlib
 import email.message
 import inspect
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from emotional_memory.interfaces import StoreTimeoutError
@@ -154,13 +155,17 @@ class Gate:
     routes and the MCP tools. Without ``keys`` (``--no-auth``) every request acts as
     the root. Bodies over ``max_body_bytes`` get 413. With ``hosts``, a request whose
     ``Host`` is not listed gets 421 and one whose ``Origin`` is not gets 403 (as the
-    MCP endpoint answers).
+    MCP endpoint answers). A body without a JSON ``Content-Type`` sent to a route that
+    takes JSON gets 415.
 
     Args:
         app: the wrapped app.
         keys: the key ring, or None for no authentication.
         max_body_bytes: the body limit.
         hosts: the trusted hosts, or None to answer any ``Host``.
+        takes_json: whether a request goes to a route that reads a JSON body (the
+            others, an unknown path or method included, are the app's to answer:
+            404, 405); None: every POST, PUT or PATCH under ``/v1/``.
     """
 
     def __init__(
@@ -169,11 +174,15 @@ class Gate:
         keys: KeyRing | None,
         max_body_bytes: int,
         hosts: TrustedHosts | None = None,
+        takes_json: Callable[[Scope], bool] | None = None,
     ) -> None:
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.hosts = hosts
+        self.takes_json = takes_json if takes_json is not None else (
+            lambda scope: scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/")
+        )
         self._anonymous = Principal((), "no-auth")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -205,8 +214,7 @@ class Gate:
             return
         # no Content-Type is no JSON: FastAPI leaves such a body unread (its
         # strict_content_type, against CSRF), which would answer a puzzling 422
-        if (scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/")
-                and not _is_json(headers.get("content-type", ""))):
+        if self.takes_json(scope) and not _is_json(headers.get("content-type", "")):
             await _reply(scope, receive, send, 415, "Content-Type must be application/json")
             return
         scope = dict(scope)
@@ -406,7 +414,25 @@ def build_app(
     api.add_exception_handler(TypeError, _on_library_error)
     api.add_exception_handler(StoreTimeoutError, _on_timeout)
     api.add_exception_handler(Exception, _on_crash)
-    return Gate(api, keys, max_body_bytes, hosts)
+    return Gate(api, keys, max_body_bytes, hosts, _json_routes(router.routes))
+
+
+def _json_routes(routes: Sequence[BaseRoute]) -> Callable[[Scope], bool]:
+    """Whether a request matches (path and method) one of ``routes`` with a body.
+
+    Args:
+        routes: the REST routes (paths with their prefix).
+
+    Returns:
+        The predicate :class:`Gate` checks ``Content-Type`` by.
+    """
+    with_body = [r for r in routes if isinstance(r, APIRoute) and r.body_field is not None]
+
+    def takes_json(scope: Scope) -> bool:
+        return scope["method"] in _BODY_METHODS and any(
+            r.matches(scope)[0] == Match.FULL for r in with_body)
+
+    return takes_json
 
 
 def _version() -> str:

@@ -48,6 +48,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
           "scope or for a connection, past the service's timeout; nothing was changed, "
           "try again (Retry-After)."},
 }
+_JSON_BODY: dict[int | str, dict[str, Any]] = {
+    415: {"model": ErrorOut, "description": "A body without Content-Type: application/json."}
+}
 _NOT_FOUND: dict[int | str, dict[str, Any]] = {
     404: {"model": ErrorOut, "description": "No memory with this id in the key's scope."}
 }
@@ -217,7 +220,8 @@ def _known_query(request: Request) -> None:
 router = APIRouter(prefix="/v1", responses=_ERRORS, dependencies=[Depends(_known_query)])
 
 
-@router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=MemoryOut)
+@router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=MemoryOut,
+             responses=_JSON_BODY)
 async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
     """Store one memory with its affective fingerprint."""
     principal, path = _scope(request, body.scope, "body")
@@ -232,7 +236,7 @@ async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
 
 
 @router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut,
-             dependencies=[Depends(_batch_count)])
+             dependencies=[Depends(_batch_count)], responses=_JSON_BODY)
 async def create_memories(body: BatchIn, request: Request) -> Response:
     """Store many memories in one transaction: all of them or, on any error, none."""
     principal, path = _scope(request, body.scope, "body")
@@ -252,7 +256,7 @@ async def create_memories(body: BatchIn, request: Request) -> Response:
     )
 
 
-@router.post("/search", response_model=SearchOut)
+@router.post("/search", response_model=SearchOut, responses=_JSON_BODY)
 async def search(body: SearchIn, request: Request) -> Response:
     """Retrieve the memories that best match a query under the scope's current mood."""
     principal, path = _scope(request, body.scope, "body")
@@ -323,7 +327,7 @@ async def get_state(request: Request, scope: ScopeQuery = None) -> StateOut:
     return state_out(await _service(request).state(path))
 
 
-@router.put("/state/affect", response_model=StateOut)
+@router.put("/state/affect", response_model=StateOut, responses=_JSON_BODY)
 async def put_affect(body: StateAffectIn, request: Request) -> StateOut:
     """Feed an observed affect into the scope's state; momentum and mood follow."""
     _, path = _scope(request, body.scope, "body")

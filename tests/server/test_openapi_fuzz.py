@@ -1,0 +1,116 @@
+"""Schema-driven fuzzing of the REST service: ``/openapi.json`` against the routes.
+
+Schemathesis reads the published schema from the in-process ASGI app and sends
+every operation requests generated from it, valid (positive) and invalid
+(negative), then checks each answer: no 5xx, a documented status code, the
+documented content type, a body that matches the documented response schema, and
+invalid input refused. The apps: no keys over an in-memory store, keys (a scoped
+and a root key), and an SQLite store in ``tmp_path``. A state machine chains the
+operations through the links schemathesis infers (create a memory, then get,
+list or delete it).
+
+(Schemathesis's positive_data_acceptance is not among the checks: the schema
+cannot say that ``where`` is a filter, nor the service's configured limits.)
+
+Example counts are small (a 2-core CI runner runs the file in well under a
+minute); the same test at higher counts is a deeper run
+(``EM_FUZZ_EXAMPLES=200``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the server extra is not installed")
+schemathesis = pytest.importorskip("schemathesis", reason="schemathesis is not installed")
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
+
+from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.server.app import build_app  # noqa: E402
+from emotional_memory.server.keys import KeyRing  # noqa: E402
+from emotional_memory.server.service import MemoryService  # noqa: E402
+from emotional_memory.stores import SQLiteStore  # noqa: E402
+
+EXAMPLES = int(os.environ.get("EM_FUZZ_EXAMPLES", "10"))
+ALICE = "k-alice-0123456789abcdef"
+ROOT = "k-root-0123456789abcdef0"
+BASE_URL = "http://127.0.0.1"
+
+
+def _checks() -> list[Callable[..., Any]]:
+    from schemathesis import checks
+
+    return [checks.not_a_server_error, checks.status_code_conformance,
+            checks.content_type_conformance, checks.response_schema_conformance,
+            checks.response_headers_conformance, checks.negative_data_rejection]
+
+
+def _app(kind: str, tmp_path: Any) -> Any:
+    store = SQLiteStore(str(tmp_path / "m.db")) if kind == "sqlite" else InMemoryStore()
+    keys = (KeyRing.from_mapping({ALICE: {"scope": ["alice"]}, ROOT: {"scope": []}})
+            if kind == "keys" else None)
+    return build_app(MemoryService(EmotionalMemory(store, HashingEmbedder(dim=16))), keys)
+
+
+APPS = {"memory": None, "keys": ALICE, "sqlite": None}
+
+
+@pytest.fixture(params=sorted(APPS))
+def api(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[Any, dict[str, str]]]:
+    app = _app(request.param, tmp_path)
+    key = APPS[request.param]
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    schema = schemathesis.openapi.from_asgi("/openapi.json", app)
+    schema.config.update(base_url=BASE_URL, headers=headers)
+    yield schema, headers
+
+
+def _operations(schema: Any) -> list[Any]:
+    return [result.ok() for result in schema.get_all_operations()]
+
+
+@pytest.mark.parametrize("mode", [GenerationMode.POSITIVE, GenerationMode.NEGATIVE],
+                         ids=["positive", "negative"])
+def test_every_operation_answers_as_documented(api: tuple[Any, dict[str, str]],
+                                               mode: GenerationMode) -> None:
+    schema, headers = api
+    operations = _operations(schema)
+    assert {op.label for op in operations} >= {"POST /v1/memories", "GET /v1/memories/{memory_id}",
+                                              "DELETE /v1/memories/{memory_id}"}
+    strategy = st.one_of([op.as_strategy(generation_mode=mode) for op in operations])
+    answered: set[tuple[str, int]] = set()
+
+    @settings(max_examples=EXAMPLES * len(operations), deadline=None, database=None,
+              derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(case=strategy)
+    def run(case: Any) -> None:
+        response = case.call_and_validate(base_url=BASE_URL, headers=headers, checks=_checks())
+        answered.add((case.operation.label, response.status_code))
+
+    run()
+    if mode == GenerationMode.POSITIVE:  # the key let the requests in: the routes answered
+        assert {("POST /v1/memories", 201), ("GET /v1/state", 200)} <= answered, answered
+
+
+def test_linked_sequences_answer_as_documented(api: tuple[Any, dict[str, str]]) -> None:
+    schema, headers = api
+    machine = schema.as_state_machine()
+
+    class Sequences(machine):  # type: ignore[misc, valid-type]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"base_url": BASE_URL, "headers": headers}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            case.validate_response(response, checks=_checks(), headers=headers)
+
+    Sequences.run(settings=settings(max_examples=EXAMPLES, stateful_step_count=6,
+                                    deadline=None, database=None, derandomize=True,
+                                    suppress_health_check=list(HealthCheck)))
