@@ -8,7 +8,10 @@ is bounded in count; nothing asserts wall-clock time.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -313,3 +316,91 @@ def test_async_scoped_never_waits_on_the_loop_for_a_running_operation() -> None:
 
     asyncio.run(scenario())
     assert waits == [True]  # scoped() returned while the root encode was held
+
+
+# ------------------------------------------- 6. the loop and the store's lock
+
+_LOOP_AND_STORE_LOCK_SCRIPT = """
+import asyncio, faulthandler, os, sys, tempfile
+from emotional_memory import AsyncEmotionalMemory, CoreAffect, SQLiteStore
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state_stores import SQLiteAffectiveStateStore
+
+faulthandler.dump_traceback_later(60, exit=True)  # a hang is a failure, not a stall
+operation, action = sys.argv[1], sys.argv[2]
+store = SQLiteStore(os.path.join(tempfile.mkdtemp(), "m.db"))
+states = SQLiteAffectiveStateStore.from_store(store)  # shares the store's lock
+plain = HashingEmbedder(dim=16)
+
+class Held:
+    # an async component that answers only once the loop has run ``action``
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.entered.set()
+        await self.go.wait()
+
+class Appraiser(Held):
+    async def appraise(self, text, context=None):
+        await self.wait()
+        return AppraisalVector(novelty=0.5, goal_relevance=0.5, coping_potential=0.5,
+                               norm_congruence=0.2, self_relevance=0.4)
+
+class Embedder(Held):
+    armed = False
+    async def embed(self, text):
+        if self.armed:
+            await self.wait()
+        return plain.embed(text)
+    async def embed_batch(self, texts):
+        return [await self.embed(t) for t in texts]
+
+async def main() -> None:
+    held = Appraiser() if operation == "encode_batch" else Embedder()
+    if operation == "encode_batch":
+        engine = AsyncEmotionalMemory(store, plain, held, state_store=states)
+        # given affects for some events: the others are appraised in the batch's turn
+        task = asyncio.ensure_future(engine.encode_batch(
+            ["calm sea", "storm"], affect=[CoreAffect(valence=0.2, arousal=0.1), None]))
+    else:
+        engine = AsyncEmotionalMemory(store, held, state_store=states)
+        first = await engine.encode("calm sea")
+        held.armed = True
+        task = asyncio.ensure_future(engine.update_memory(first.id, content="storm"))
+    await held.entered.wait()  # the worker waits for the loop now
+    if action == "set_affect":
+        engine.set_affect(CoreAffect(valence=0.5, arousal=0.5))
+    else:
+        engine.scoped("alice")
+    held.go.set()
+    await task
+    print("done", len(store), flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("operation", ["encode_batch", "update_memory"])
+@pytest.mark.parametrize("action", ["set_affect", "scoped"])
+def test_a_worker_never_waits_for_the_loop_holding_the_stores_lock(
+    operation: str, action: str
+) -> None:
+    """An operation calls its async components (bridged to the loop) with the SQLite
+    store's lock free: the loop's synchronous state methods and ``scoped`` use a
+    state store sharing that lock (``from_store``). ``encode_batch`` appraised the
+    events without a given affect, and ``update_memory`` embedded a new content,
+    inside the store's transaction: the loop then waited for the lock and the worker
+    for the loop (a deadlock)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LOOP_AND_STORE_LOCK_SCRIPT, operation, action],
+            capture_output=True, text=True, timeout=180, env=env, check=False,
+        )  # the timeout guards against a hang; it measures nothing
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{operation} and the loop's {action} deadlocked")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["done", "2" if operation == "encode_batch" else "1"]
