@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -404,3 +405,53 @@ def test_a_worker_never_waits_for_the_loop_holding_the_stores_lock(
         pytest.fail(f"{operation} and the loop's {action} deadlocked")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split() == ["done", "2" if operation == "encode_batch" else "1"]
+
+
+# ------------------------------------ 7. two engines on one store, one deleting
+
+
+class _DeleteBeforeReadBack(InMemoryStore):
+    """An in-memory store that, as an encode reads its new memory back, first lets
+    another engine on the store delete it from another thread (the interleaving of a
+    delete landing right after the encode's commit). The deleting thread is waited
+    for a short while only: when the encode still holds the store, it runs after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other: EmotionalMemory | None = None
+        self.deleters: list[threading.Thread] = []
+
+    def _link_stored(self, memory: Any) -> Any:
+        if self.other is not None and not self.deleters:
+            deleter = threading.Thread(target=self.other.delete, args=(memory.id,))
+            self.deleters.append(deleter)
+            deleter.start()
+            deleter.join(timeout=1)  # an ordering aid: nothing is asserted on time
+        return super()._link_stored(memory)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_encode_answers_its_memories_though_another_engine_deletes_them(
+    batch: bool,
+) -> None:
+    """Two engines on one store (``as_async(engine)`` makes such a pair): an encode's
+    answer is read inside its own transaction. Read after the commit, a memory the
+    other engine deleted meanwhile raised ``KeyError`` from an encode that had
+    stored everything."""
+    store = _DeleteBeforeReadBack()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16))
+    engine.encode("rain on the bridge")
+    store.other = EmotionalMemory(store, HashingEmbedder(dim=16))
+    if batch:
+        got = engine.encode_batch(["rain at night", "rain and storm"])
+    else:
+        got = [engine.encode("rain at night")]
+    assert [m.content for m in got] == (
+        ["rain at night", "rain and storm"] if batch else ["rain at night"]
+    )
+    assert got[0].tag.resonance_links  # linked to the first memory, as encoded
+    for deleter in store.deleters:
+        deleter.join(timeout=60)
+        assert not deleter.is_alive()
+    assert got[0].id not in {m.id for m in engine.list_all()}  # the delete ran after
+    _check_consistent(engine)

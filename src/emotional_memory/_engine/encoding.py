@@ -399,9 +399,15 @@ class EncodingMixin(StateMixin):
             self._state, content, embedding, appraisal, metadata, affect, now, expires
         )
         linker = self._linker(batched=False, now=now)
-        self._store_with_state(lambda: self._store_and_link(linker, [memory]), lambda: new_state)
-        # The store's copy (a durable store may round embeddings, e.g. to float32).
-        return linker.stored(memory)
+
+        def write() -> Memory:
+            self._store_and_link(linker, [memory])
+            # The store's copy (a durable store may round embeddings, e.g. to
+            # float32), read in the transaction: another engine on the store may
+            # change or delete it as soon as it commits.
+            return linker.stored(memory)
+
+        return self._store_with_state(write, lambda: new_state)
 
     def _batch_inputs(
         self,
@@ -475,6 +481,9 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
+        The appraisal engine appraises the events (those without a given affect) in
+        order before anything is stored (as the original does), so it never runs
+        while the store's write lock is held.
         Links, their order and the final state equal those of repeated ``encode``;
         stores that can search in batches find a block's candidates in one search
         (``stores/_shared/README.md``, "Linking new memories").
@@ -535,13 +544,16 @@ class EncodingMixin(StateMixin):
             cfg = self.config.resonance
             linker.prefetch(row_vectors, cfg.max_links * cfg.candidate_multiplier)
         forward: dict[str, list[ResonanceLink]] = {}
-        out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared(), row_vectors, True, forward),
-            lambda: state,
-        )
-        # each memory as repeated ``encode`` returns it (as the original's batch does):
-        # its own forward links, not the backward twins later memories gave it
-        return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
+
+        def write() -> list[Memory]:
+            out = self._store_and_link(linker, prepared(), row_vectors, True, forward)
+            # each memory as repeated ``encode`` returns it (as the original's batch
+            # does): its own forward links, not the backward twins later memories gave
+            # it; read in the transaction (another engine on the store may change or
+            # delete them as soon as it commits)
+            return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
+
+        return self._store_with_state(write, lambda: state)
 
     def _batch_appraisals(
         self,
