@@ -13,6 +13,7 @@ import random
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from emotional_memory import (
     SQLiteStore,
 )
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.state_stores import InMemoryAffectiveStateStore
+from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
 from support.reliability import (
     WORDS,
     _check_consistent,
@@ -454,4 +455,111 @@ def test_an_encode_answers_its_memories_though_another_engine_deletes_them(
         deleter.join(timeout=60)
         assert not deleter.is_alive()
     assert got[0].id not in {m.id for m in engine.list_all()}  # the delete ran after
+    _check_consistent(engine)
+
+
+# ------------------------------- 8. disjoint scopes at once equal a serial replay
+
+_SCOPES = [("a",), ("b",), ("c", "x"), ("c", "y")]
+
+
+def _scope_ops(seed: int, n: int = 24) -> list[tuple[str, Any]]:
+    rng, out, k = random.Random(seed), [], 0
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.3:
+            out.append(("encode", f"s{seed} e{k} {_text(rng)}"))
+            k += 1
+        elif r < 0.45:
+            out.append(("batch", [f"s{seed} e{k + j} {_text(rng)}" for j in range(3)]))
+            k += 3
+        elif r < 0.7:
+            out.append(("retrieve", _text(rng)))
+        elif r < 0.8:
+            out.append(("delete", rng.random()))
+        elif r < 0.9:
+            out.append(("affect", (rng.uniform(-1, 1), rng.uniform(0, 1))))
+        else:
+            out.append(("update", rng.random()))
+    return out
+
+
+def _apply(view: EmotionalMemory, ops: list[tuple[str, Any]]) -> None:
+    for op, arg in ops:
+        if op == "encode":
+            view.encode(arg)
+        elif op == "batch":
+            view.encode_batch(arg)
+        elif op == "retrieve":
+            view.retrieve(arg, top_k=3)
+        elif op == "affect":
+            view.set_affect(CoreAffect(valence=arg[0], arousal=arg[1]))
+        elif memories := view.list_all():
+            target = memories[int(arg * len(memories))]
+            if op == "delete":
+                view.delete(target.id)
+            else:
+                view.update_memory(target.id, content=target.content + " again")
+
+
+def _canon(view: EmotionalMemory) -> tuple[list[Any], dict[str, Any]]:
+    """The view's memories and state, ids replaced by contents (unique here)."""
+    exported = view.export_memories()
+    name = {m["id"]: m["content"] for m in exported}
+    out = []
+    for m in exported:
+        links = sorted(
+            (name[lk["source_id"]], name[lk["target_id"]], lk["strength"], lk["link_type"])
+            for lk in m["tag"]["resonance_links"]
+        )
+        out.append({**m, "id": None, "tag": {**m["tag"], "resonance_links": links}})
+    return out, view.save_state()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_disjoint_scopes_run_at_once_as_each_alone(kind: str, tmp_path: Path) -> None:
+    """README ("Threads"): calls on disjoint scopes run at once and share nothing: each
+    scope's memories, links and persisted state after four threads drove four
+    disjoint scopes equal those of its operations replayed alone into a fresh engine
+    (each thread's clock ticks on its own, so the replay sees the same times)."""
+    ticks = threading.local()
+
+    def clock() -> datetime:
+        ticks.n = getattr(ticks, "n", 0) + 1
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=ticks.n)
+
+    def make(name: str) -> EmotionalMemory:
+        if kind == "memory":
+            return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32),
+                                   state_store=InMemoryAffectiveStateStore(), clock=clock)
+        store = SQLiteStore(tmp_path / f"{name}.db")
+        return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                               state_store=SQLiteAffectiveStateStore.from_store(store))
+
+    plans = {scope: _scope_ops(seed) for seed, scope in enumerate(_SCOPES)}
+    engine = make("shared")
+    start = threading.Barrier(len(_SCOPES))
+    errors: list[BaseException] = []
+
+    def drive(scope: tuple[str, ...]) -> None:
+        try:
+            ticks.n = 0
+            view = engine.scoped(*scope)
+            start.wait(timeout=60)
+            _apply(view, plans[scope])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(s,)) for s in _SCOPES]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads) and errors == []
+    for scope in _SCOPES:
+        alone = make("alone_" + "_".join(scope))
+        ticks.n = 0
+        replayed = alone.scoped(*scope)
+        _apply(replayed, plans[scope])
+        assert _canon(engine.scoped(*scope)) == _canon(replayed), scope
     _check_consistent(engine)
