@@ -83,10 +83,11 @@ class StateMixin(EngineCore):
             yield
             return
         self._sharing_depth = 1
+        path = self._scope
         try:
             with (
-                states.hold_scope(self._scope, wait=wait),
-                self._scope_locks.database_held(self._scope),
+                states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
+                self._scope_locks.database_held(path),
             ):
                 self._take_stored(states, replacing)
                 yield
