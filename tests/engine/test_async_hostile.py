@@ -376,3 +376,42 @@ def test_import_memories_refuses_an_overwrite_that_is_not_a_bool() -> None:
         asyncio.run(aengine.import_memories([record], "false"))  # type: ignore[arg-type]
     assert engine.get(kept.id) == kept
     assert engine.import_memories([record], overwrite=True) == 1
+
+
+
+@pytest.mark.parametrize("how", ["cancel", "wait_for"])
+def test_a_batch_cancelled_while_appraised_concurrently_stores_nothing(how: str) -> None:
+    """README ("Async"): a batch cancelled while its appraisals run never runs: no
+    memory, no state change, no appraisal left running, and the next call on the
+    scope gets its turn."""
+    entered = asyncio.Event()
+
+    class Held:
+        async def appraise(self, text: str, context: Any = None) -> Any:
+            entered.set()
+            await asyncio.Event().wait()  # never answers: the batch must be cancelled
+
+    aengine = AsyncEmotionalMemory(
+        InMemoryStore(), HashingEmbedder(dim=16), Held(), clock=lambda: NOW
+    )
+    before = aengine.save_state()
+
+    async def scenario() -> set[asyncio.Task[Any]]:
+        if how == "cancel":
+            batch = asyncio.ensure_future(aengine.encode_batch(["a", "b", "c"]))
+            await asyncio.wait_for(entered.wait(), 60)
+            batch.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await batch
+        else:  # the appraiser never answers: the timeout always ends the batch
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(aengine.encode_batch(["a", "b", "c"]), 0.05)
+        assert entered.is_set()
+        assert aengine.save_state() == before and await aengine.count() == 0
+        # the turn was handed on: an encode with a given affect needs no appraisal
+        affect = aengine.get_state().core_affect
+        await asyncio.wait_for(aengine.encode("after", affect=affect), 60)
+        return asyncio.all_tasks() - {asyncio.current_task()}  # type: ignore[operator]
+
+    assert asyncio.run(scenario()) == set()
+    assert [m.content for m in aengine.engine.list_all()] == ["after"]

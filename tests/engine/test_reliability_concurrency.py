@@ -8,9 +8,14 @@ is bounded in count; nothing asserts wall-clock time.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import subprocess
+import sys
 import threading
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,7 +27,7 @@ from emotional_memory import (
     SQLiteStore,
 )
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.state_stores import InMemoryAffectiveStateStore
+from emotional_memory.state_stores import InMemoryAffectiveStateStore, SQLiteAffectiveStateStore
 from support.reliability import (
     WORDS,
     _check_consistent,
@@ -313,3 +318,248 @@ def test_async_scoped_never_waits_on_the_loop_for_a_running_operation() -> None:
 
     asyncio.run(scenario())
     assert waits == [True]  # scoped() returned while the root encode was held
+
+
+# ------------------------------------------- 6. the loop and the store's lock
+
+_LOOP_AND_STORE_LOCK_SCRIPT = """
+import asyncio, faulthandler, os, sys, tempfile
+from emotional_memory import AsyncEmotionalMemory, CoreAffect, SQLiteStore
+from emotional_memory.appraisal import AppraisalVector
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.state_stores import SQLiteAffectiveStateStore
+
+faulthandler.dump_traceback_later(60, exit=True)  # a hang is a failure, not a stall
+operation, action = sys.argv[1], sys.argv[2]
+store = SQLiteStore(os.path.join(tempfile.mkdtemp(), "m.db"))
+states = SQLiteAffectiveStateStore.from_store(store)  # shares the store's lock
+plain = HashingEmbedder(dim=16)
+
+class Held:
+    # an async component that answers only once the loop has run ``action``
+    def __init__(self) -> None:
+        self.entered = asyncio.Event()
+        self.go = asyncio.Event()
+
+    async def wait(self) -> None:
+        self.entered.set()
+        await self.go.wait()
+
+class Appraiser(Held):
+    async def appraise(self, text, context=None):
+        await self.wait()
+        return AppraisalVector(novelty=0.5, goal_relevance=0.5, coping_potential=0.5,
+                               norm_congruence=0.2, self_relevance=0.4)
+
+class Embedder(Held):
+    armed = False
+    async def embed(self, text):
+        if self.armed:
+            await self.wait()
+        return plain.embed(text)
+    async def embed_batch(self, texts):
+        return [await self.embed(t) for t in texts]
+
+async def main() -> None:
+    held = Appraiser() if operation == "encode_batch" else Embedder()
+    if operation == "encode_batch":
+        engine = AsyncEmotionalMemory(store, plain, held, state_store=states)
+        # given affects for some events: the others are appraised in the batch's turn
+        task = asyncio.ensure_future(engine.encode_batch(
+            ["calm sea", "storm"], affect=[CoreAffect(valence=0.2, arousal=0.1), None]))
+    else:
+        engine = AsyncEmotionalMemory(store, held, state_store=states)
+        first = await engine.encode("calm sea")
+        held.armed = True
+        task = asyncio.ensure_future(engine.update_memory(first.id, content="storm"))
+    await held.entered.wait()  # the worker waits for the loop now
+    if action == "set_affect":
+        engine.set_affect(CoreAffect(valence=0.5, arousal=0.5))
+    else:
+        engine.scoped("alice")
+    held.go.set()
+    await task
+    print("done", len(store), flush=True)
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("operation", ["encode_batch", "update_memory"])
+@pytest.mark.parametrize("action", ["set_affect", "scoped"])
+def test_a_worker_never_waits_for_the_loop_holding_the_stores_lock(
+    operation: str, action: str
+) -> None:
+    """An operation calls its async components (bridged to the loop) with the SQLite
+    store's lock free: the loop's synchronous state methods and ``scoped`` use a
+    state store sharing that lock (``from_store``). ``encode_batch`` appraised the
+    events without a given affect, and ``update_memory`` embedded a new content,
+    inside the store's transaction: the loop then waited for the lock and the worker
+    for the loop (a deadlock)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", _LOOP_AND_STORE_LOCK_SCRIPT, operation, action],
+            capture_output=True, text=True, timeout=180, env=env, check=False,
+        )  # the timeout guards against a hang; it measures nothing
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{operation} and the loop's {action} deadlocked")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split() == ["done", "2" if operation == "encode_batch" else "1"]
+
+
+# ------------------------------------ 7. two engines on one store, one deleting
+
+
+class _DeleteBeforeReadBack(InMemoryStore):
+    """An in-memory store that, as an encode reads its new memory back, first lets
+    another engine on the store delete it from another thread (the interleaving of a
+    delete landing right after the encode's commit). The deleting thread is waited
+    for a short while only: when the encode still holds the store, it runs after."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.other: EmotionalMemory | None = None
+        self.deleters: list[threading.Thread] = []
+
+    def _link_stored(self, memory: Any) -> Any:
+        if self.other is not None and not self.deleters:
+            deleter = threading.Thread(target=self.other.delete, args=(memory.id,))
+            self.deleters.append(deleter)
+            deleter.start()
+            deleter.join(timeout=1)  # an ordering aid: nothing is asserted on time
+        return super()._link_stored(memory)
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_an_encode_answers_its_memories_though_another_engine_deletes_them(
+    batch: bool,
+) -> None:
+    """Two engines on one store (``as_async(engine)`` makes such a pair): an encode's
+    answer is read inside its own transaction. Read after the commit, a memory the
+    other engine deleted meanwhile raised ``KeyError`` from an encode that had
+    stored everything."""
+    store = _DeleteBeforeReadBack()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16))
+    engine.encode("rain on the bridge")
+    store.other = EmotionalMemory(store, HashingEmbedder(dim=16))
+    if batch:
+        got = engine.encode_batch(["rain at night", "rain and storm"])
+    else:
+        got = [engine.encode("rain at night")]
+    assert [m.content for m in got] == (
+        ["rain at night", "rain and storm"] if batch else ["rain at night"]
+    )
+    assert got[0].tag.resonance_links  # linked to the first memory, as encoded
+    for deleter in store.deleters:
+        deleter.join(timeout=60)
+        assert not deleter.is_alive()
+    assert got[0].id not in {m.id for m in engine.list_all()}  # the delete ran after
+    _check_consistent(engine)
+
+
+# ------------------------------- 8. disjoint scopes at once equal a serial replay
+
+_SCOPES = [("a",), ("b",), ("c", "x"), ("c", "y")]
+
+
+def _scope_ops(seed: int, n: int = 24) -> list[tuple[str, Any]]:
+    rng, out, k = random.Random(seed), [], 0
+    for _ in range(n):
+        r = rng.random()
+        if r < 0.3:
+            out.append(("encode", f"s{seed} e{k} {_text(rng)}"))
+            k += 1
+        elif r < 0.45:
+            out.append(("batch", [f"s{seed} e{k + j} {_text(rng)}" for j in range(3)]))
+            k += 3
+        elif r < 0.7:
+            out.append(("retrieve", _text(rng)))
+        elif r < 0.8:
+            out.append(("delete", rng.random()))
+        elif r < 0.9:
+            out.append(("affect", (rng.uniform(-1, 1), rng.uniform(0, 1))))
+        else:
+            out.append(("update", rng.random()))
+    return out
+
+
+def _apply(view: EmotionalMemory, ops: list[tuple[str, Any]]) -> None:
+    for op, arg in ops:
+        if op == "encode":
+            view.encode(arg)
+        elif op == "batch":
+            view.encode_batch(arg)
+        elif op == "retrieve":
+            view.retrieve(arg, top_k=3)
+        elif op == "affect":
+            view.set_affect(CoreAffect(valence=arg[0], arousal=arg[1]))
+        elif memories := view.list_all():
+            target = memories[int(arg * len(memories))]
+            if op == "delete":
+                view.delete(target.id)
+            else:
+                view.update_memory(target.id, content=target.content + " again")
+
+
+def _canon(view: EmotionalMemory) -> tuple[list[Any], dict[str, Any]]:
+    """The view's memories and state, ids replaced by contents (unique here)."""
+    exported = view.export_memories()
+    name = {m["id"]: m["content"] for m in exported}
+    out = []
+    for m in exported:
+        links = sorted(
+            (name[lk["source_id"]], name[lk["target_id"]], lk["strength"], lk["link_type"])
+            for lk in m["tag"]["resonance_links"]
+        )
+        out.append({**m, "id": None, "tag": {**m["tag"], "resonance_links": links}})
+    return out, view.save_state()
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite"])
+def test_disjoint_scopes_run_at_once_as_each_alone(kind: str, tmp_path: Path) -> None:
+    """README ("Threads"): calls on disjoint scopes run at once and share nothing: each
+    scope's memories, links and persisted state after four threads drove four
+    disjoint scopes equal those of its operations replayed alone into a fresh engine
+    (each thread's clock ticks on its own, so the replay sees the same times)."""
+    ticks = threading.local()
+
+    def clock() -> datetime:
+        ticks.n = getattr(ticks, "n", 0) + 1
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=ticks.n)
+
+    def make(name: str) -> EmotionalMemory:
+        if kind == "memory":
+            return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32),
+                                   state_store=InMemoryAffectiveStateStore(), clock=clock)
+        store = SQLiteStore(tmp_path / f"{name}.db")
+        return EmotionalMemory(store, HashingEmbedder(dim=32), clock=clock,
+                               state_store=SQLiteAffectiveStateStore.from_store(store))
+
+    plans = {scope: _scope_ops(seed) for seed, scope in enumerate(_SCOPES)}
+    engine = make("shared")
+    start = threading.Barrier(len(_SCOPES))
+    errors: list[BaseException] = []
+
+    def drive(scope: tuple[str, ...]) -> None:
+        try:
+            ticks.n = 0
+            view = engine.scoped(*scope)
+            start.wait(timeout=60)
+            _apply(view, plans[scope])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=drive, args=(s,)) for s in _SCOPES]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(t.is_alive() for t in threads) and errors == []
+    for scope in _SCOPES:
+        alone = make("alone_" + "_".join(scope))
+        ticks.n = 0
+        replayed = alone.scoped(*scope)
+        _apply(replayed, plans[scope])
+        assert _canon(engine.scoped(*scope)) == _canon(replayed), scope
+    _check_consistent(engine)

@@ -526,3 +526,69 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
     assert other.scoped("team").get_state().history[-2] == stored.history[-1]
     root.engine.close()
     other.close()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+) -> None:
+    """On the event loop, with no operation of its own running: constructing an
+    ``AsyncEmotionalMemory``, ``scoped`` and ``set_affect``, while another engine
+    holds scope ``team`` (here one whose operation goes on only once the loop has
+    gone on, as an async engine of the same process waiting for its embedder on this
+    loop would). They waited for the holder's database locks, blocking the loop
+    that holder was waiting for (a deadlock). Now the construction and ``scoped``
+    read the stored state without locks, and ``set_affect`` raises the retryable
+    ``ScopeHoldTimeout`` at once (as it does while an operation of its own waits
+    for its locks); the holder's operation commits."""
+    import asyncio
+    import threading
+
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+    from emotional_memory.interfaces import StoreTimeoutError
+
+    target = str(tmp_path / "shared.db")
+    if kind == "postgres":
+        target = request.getfixturevalue("pg_dsn")
+    gated = _GatedEmbedder()
+    other = _engine_on(kind, target, gated)
+    if kind == "postgres":
+        other.store.clear()  # the module's database: no earlier test's rows
+    other.scoped("team").set_affect(CoreAffect(valence=0.25, arousal=0.5))
+    failure: list[BaseException] = []
+
+    def other_encodes() -> None:
+        try:
+            other.scoped("team").encode("gated event", affect=CoreAffect(valence=-0.9,
+                                                                          arousal=0.9))
+        except BaseException as exc:  # checked below
+            failure.append(exc)
+
+    worker = threading.Thread(target=other_encodes, daemon=True)
+    worker.start()
+    assert gated.inside.wait(60)  # the other engine holds team (and the root shared)
+
+    async def run() -> tuple[Any, Any, BaseException | None]:
+        try:
+            root = _engine_on(kind, target, HashingEmbedder(dim=32), cls=AsyncEmotionalMemory)
+            view = root.scoped("team")
+            try:
+                view.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+            except StoreTimeoutError as exc:
+                return root, view, exc
+            return root, view, None
+        finally:
+            gated.go.set()  # the holder goes on only now
+
+    root, view, refused = asyncio.run(run())
+    worker.join(60)
+    assert not worker.is_alive()
+    assert failure == []  # the holder's operation went on and committed
+    assert isinstance(refused, StoreTimeoutError)
+    assert view.engine.save_state()["core_affect"]["valence"] == -0.9  # as last saved
+    view.set_affect(CoreAffect(valence=0.7, arousal=0.2))  # nothing held now: it runs
+    assert other.scoped("team").get_state().core_affect.valence == pytest.approx(
+        view.get_state().core_affect.valence
+    )
+    root.engine.close()
+    other.close()

@@ -57,12 +57,22 @@ class ZoneClock:
         return now
 
 
+class _FailsOnProjection:
+    """An appraisal whose projection to an affect fails."""
+
+    def to_core_affect(self) -> CoreAffect:
+        raise RuntimeError("appraisal failed")
+
+
 class FailingAppraisal(KeywordAppraisalEngine):
-    """Keyword appraisal that raises on texts containing "boom"."""
+    """Keyword appraisal whose answer for a text containing "boom" fails once the
+    engine projects it to an affect, as it prepares that memory: in ``encode_batch``
+    (whose appraisals all run before anything is stored) after the blocks before it
+    were saved and linked."""
 
     def appraise(self, content: str, context: dict[str, Any] | None = None) -> Any:
         if "boom" in content:
-            raise RuntimeError("appraisal failed")
+            return _FailsOnProjection()
         return super().appraise(content, context)
 
 

@@ -98,6 +98,10 @@ def _as_encoded(stored: Memory, forward: list[ResonanceLink]) -> Memory:
     return stored if stored.tag.resonance_links == forward else with_links(stored, forward)
 
 
+NOT_APPRAISED: Any = object()
+"""No appraisal made beforehand: the event is appraised when it is prepared."""
+
+
 class EncodingMixin(StateMixin):
     """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
@@ -111,6 +115,7 @@ class EncodingMixin(StateMixin):
         context: dict[str, Any] | None = None,
         rate_text: bool = True,
         defer: bool = True,
+        appraised: Any = NOT_APPRAISED,
     ) -> tuple[CoreAffect | None, AppraisalVector | None, bool]:
         """Decide the event's affect: ``(affect or None for current, appraisal, pending)``.
 
@@ -124,6 +129,8 @@ class EncodingMixin(StateMixin):
         affect given, a ``defer`` call (``encode``) appraises nothing and marks the
         memory pending, even with ``enable_appraisal`` off, as the original does;
         ``observe`` (``defer=False``) appraises as without dual-path encoding.
+        ``appraised``: what the appraisal engine answered beforehand for this event
+        (:meth:`_batch_appraisals`), used instead of appraising it here.
         """
         _check_event_args(appraisal, affect)
         unset = appraisal is None and affect is None
@@ -133,7 +140,9 @@ class EncodingMixin(StateMixin):
         )
         engine = self.appraisal_engine if self.config.enable_appraisal else None
         if unset and not pending and engine is not None:
-            appraisal = engine.appraise(content, context)
+            appraisal = (
+                engine.appraise(content, context) if appraised is NOT_APPRAISED else appraised
+            )
         if rate_text and appraisal is None and affect is None and self._rates_text():
             affect = self._rate_texts([content])[0]
         kept = appraisal if isinstance(appraisal, AppraisalVector) else None
@@ -169,17 +178,18 @@ class EncodingMixin(StateMixin):
         expires_at: datetime | None = None,
         rate_text: bool = True,
         defer: bool = True,
+        appraised: Any = NOT_APPRAISED,
     ) -> tuple[Memory, AffectiveState]:
         """Pure part of encoding: the new state and the memory to store.
 
         ``content``, ``embedding`` and ``metadata`` are the checked values of
         :meth:`_check_content`, :meth:`_clean_embedding` and :meth:`_check_metadata`
         (new objects of the caller's: the memory is built from them without
-        validating them again, and takes the list and the dict over). ``defer``: see
-        :meth:`_event_affect`.
+        validating them again, and takes the list and the dict over). ``defer`` and
+        ``appraised``: see :meth:`_event_affect`.
         """
         event, kept, pending = self._event_affect(
-            content, appraisal, affect, metadata, rate_text, defer
+            content, appraisal, affect, metadata, rate_text, defer, appraised
         )
         event = event if event is not None else state.core_affect
         new_state = state.update(
@@ -389,9 +399,15 @@ class EncodingMixin(StateMixin):
             self._state, content, embedding, appraisal, metadata, affect, now, expires
         )
         linker = self._linker(batched=False, now=now)
-        self._store_with_state(lambda: self._store_and_link(linker, [memory]), lambda: new_state)
-        # The store's copy (a durable store may round embeddings, e.g. to float32).
-        return linker.stored(memory)
+
+        def write() -> Memory:
+            self._store_and_link(linker, [memory])
+            # The store's copy (a durable store may round embeddings, e.g. to
+            # float32), read in the transaction: another engine on the store may
+            # change or delete it as soon as it commits.
+            return linker.stored(memory)
+
+        return self._store_with_state(write, lambda: new_state)
 
     def _batch_inputs(
         self,
@@ -465,6 +481,9 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
+        The appraisal engine appraises the events (those without a given affect) in
+        order before anything is stored (as the original does), so it never runs
+        while the store's write lock is held.
         Links, their order and the final state equal those of repeated ``encode``;
         stores that can search in batches find a block's candidates in one search
         (``stores/_shared/README.md``, "Linking new memories").
@@ -497,19 +516,21 @@ class EncodingMixin(StateMixin):
                 for i, a in zip(unrated, rated, strict=True):
                     affects[i] = a
         vectors = self._batch_vectors(texts)
+        appraisals = self._batch_appraisals(texts, metas, affects)
         state = self._state
         latest: list[datetime] = []  # the time of the last memory prepared
 
         def prepared() -> Iterator[Memory]:
             """The batch's memories, prepared one at a time as they are consumed."""
             nonlocal state
-            for text, vec, meta, expires, event in zip(
-                texts, vectors, metas, expiries, affects, strict=True
+            for text, vec, meta, expires, event, appraised in zip(
+                texts, vectors, metas, expiries, affects, appraisals, strict=True
             ):
                 emb = None if vec is None else vec.tolist()  # what _clean_embedding gives
                 latest[:] = [self._now()]
                 memory, state = self._prepare(
-                    state, text, emb, None, meta, event, latest[0], expires
+                    state, text, emb, None, meta, event, latest[0], expires,
+                    appraised=appraised,
                 )
                 yield memory
 
@@ -523,13 +544,44 @@ class EncodingMixin(StateMixin):
             cfg = self.config.resonance
             linker.prefetch(row_vectors, cfg.max_links * cfg.candidate_multiplier)
         forward: dict[str, list[ResonanceLink]] = {}
-        out = self._store_with_state(
-            lambda: self._store_and_link(linker, prepared(), row_vectors, True, forward),
-            lambda: state,
-        )
-        # each memory as repeated ``encode`` returns it (as the original's batch does):
-        # its own forward links, not the backward twins later memories gave it
-        return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
+
+        def write() -> list[Memory]:
+            out = self._store_and_link(linker, prepared(), row_vectors, True, forward)
+            # each memory as repeated ``encode`` returns it (as the original's batch
+            # does): its own forward links, not the backward twins later memories gave
+            # it; read in the transaction (another engine on the store may change or
+            # delete them as soon as it commits)
+            return [_as_encoded(linker.stored(m), forward.get(m.id, [])) for m in out]
+
+        return self._store_with_state(write, lambda: state)
+
+    def _batch_appraisals(
+        self,
+        texts: list[str],
+        metas: list[dict[str, Any] | None],
+        affects: list[CoreAffect | None],
+    ) -> list[Any]:
+        """What the appraisal engine answers for each of a batch's events without a
+        given affect, in order, asked before the store's transaction: an appraiser (a
+        slow LLM's, or an async one waiting for its event loop) never runs while the
+        store's lock is held (the loop's own state calls may wait for that lock).
+
+        Args:
+            texts: the checked contents.
+            metas: their checked metadata (the appraiser's context, as in ``encode``).
+            affects: the given affects (None: none given).
+
+        Returns:
+            Per event, the appraiser's answer, or ``NOT_APPRAISED`` (an affect was
+            given, no appraisal engine is used, or dual-path encoding defers it).
+        """
+        engine = self.appraisal_engine if self.config.enable_appraisal else None
+        if engine is None or self.config.dual_path_encoding:
+            return [NOT_APPRAISED] * len(texts)
+        return [
+            engine.appraise(text, meta) if event is None else NOT_APPRAISED
+            for text, meta, event in zip(texts, metas, affects, strict=True)
+        ]
 
     @_synchronized
     @traced("emotional_memory.observe", content_length=("content", len))

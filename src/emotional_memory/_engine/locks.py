@@ -49,7 +49,9 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
     state as last saved and writes only under database locks covering the scope
     (``_out_of_turn``): the running overlapping operation's, or, while that one still
     waits for them, the scope's own taken without waiting (``ScopeHoldTimeout`` when
-    another process holds it).
+    another process holds it). In its own turn on such a thread it likewise takes the
+    scope's database locks without waiting: their holder (another engine of this
+    process included) may be waiting for that very loop.
     """
 
     replacing = getattr(method, "_replaces_state", False)
@@ -58,11 +60,12 @@ def _synchronized_state(method: Callable[_P, _R]) -> Callable[_P, _R]:
     def locked(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         engine = args[0]
         locks, path = engine._scope_locks, engine._scope  # type: ignore[attr-defined]
-        if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
+        on_loop = asyncio._get_running_loop() is not None
+        if not locks.acquire(path, blocking=not on_loop):
             with engine._out_of_turn(replacing):  # type: ignore[attr-defined]
                 return method(*args, **kwargs)
         try:
-            with engine._sharing(replacing):  # type: ignore[attr-defined]
+            with engine._sharing(replacing, wait=not on_loop):  # type: ignore[attr-defined]
                 return method(*args, **kwargs)
         finally:
             locks.release(path)

@@ -117,10 +117,18 @@ class RecordsMixin(EngineCore):
             ValueError: bad content length or embedding values.
         """
         view = self._view()
+        # checked and embedded before the transaction: the embedder (a remote one, or
+        # an async one waiting for its event loop) never runs holding the store's lock
+        updates = self._memory_updates(view, memory_id, content, tag, metadata, embedding)
         with view.transaction():  # the current row, changed in one transaction
-            return self._update_memory(view, memory_id, content, tag, metadata, embedding)
+            memory = view.get(memory_id)
+            if memory is None:
+                raise KeyError(memory_id)
+            updated = memory.model_copy(update=updates)
+            view.update(updated)
+            return updated
 
-    def _update_memory(
+    def _memory_updates(
         self,
         view: Any,
         memory_id: str,
@@ -128,9 +136,14 @@ class RecordsMixin(EngineCore):
         tag: EmotionalTag | None,
         metadata: dict[str, Any] | None,
         embedding: Sequence[float] | None,
-    ) -> Memory:
-        memory = view.get(memory_id)
-        if memory is None:
+    ) -> dict[str, Any]:
+        """``update_memory``'s checked changes, a new content's embedding included
+        (nothing written).
+
+        Raises:
+            KeyError: unknown id (checked first, as before anything is embedded).
+        """
+        if view.get(memory_id) is None:
             raise KeyError(memory_id)
         updates: dict[str, Any] = {}
         if content is not None:
@@ -145,9 +158,7 @@ class RecordsMixin(EngineCore):
             updates["embedding"] = as_float_list("embedding", embedding)
         elif content is not None:
             updates["embedding"] = self._clean_embedding(self.embedder.embed(content), "content")
-        updated = memory.model_copy(update=updates)
-        view.update(updated)
-        return updated
+        return updates
 
     @_synchronized
     def list_all(

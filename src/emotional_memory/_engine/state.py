@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -65,7 +66,7 @@ class StateMixin(EngineCore):
         return joined if isinstance(joined, VersionedStateStore) else None
 
     @contextmanager
-    def _sharing(self, replacing: bool = False) -> Iterator[None]:
+    def _sharing(self, replacing: bool = False, wait: bool = True) -> Iterator[None]:
         """Run an operation on the database's current state, serialised across processes.
 
         With ``shared_state``, the outermost operation holds its scope against
@@ -74,15 +75,20 @@ class StateMixin(EngineCore):
         nothing locked but the scope), reloads the state when its version moved
         (another process saved it), and saves the new state, with a new version, in
         its write transaction. ``replacing``: the operation replaces the state whatever
-        is stored (see :meth:`_take_stored`).
+        is stored (see :meth:`_take_stored`). ``wait=False``: the database locks are
+        taken only if free at once (else ``ScopeHoldTimeout``, nothing changed).
         """
         states = self._shared_states()
         if states is None or self.__dict__.get("_sharing_depth", 0):
             yield
             return
         self._sharing_depth = 1
+        path = self._scope
         try:
-            with states.hold_scope(self._scope), self._scope_locks.database_held(self._scope):
+            with (
+                states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
+                self._scope_locks.database_held(path),
+            ):
                 self._take_stored(states, replacing)
                 yield
         finally:
@@ -313,8 +319,6 @@ class StateMixin(EngineCore):
         """
         return self._restore_persisted()
 
-    @_synchronized_state
-    @_replaces_state
     def _restore_new_view(self) -> bool:
         """:meth:`restore_persisted_state` for a view that ``scoped()`` just made.
 
@@ -324,15 +328,23 @@ class StateMixin(EngineCore):
         of its own to wait for. Also what a new engine with ``shared_state`` runs: a
         stored state that is no snapshot (edited by hand) is not loaded, so that the
         view or engine can replace it (every other operation raises
-        :class:`~emotional_memory.stores._shared.state.StoredStateError`).
+        :class:`~emotional_memory.stores._shared.state.StoredStateError`). It only
+        reads the state as last saved, so it takes no database lock (with
+        ``shared_state`` their holder, another engine of this process included, may
+        be waiting for the loop).
 
         Returns:
             True when a stored state was loaded.
         """
+        locks, path = self._scope_locks, self._scope
+        took = locks.acquire(path, blocking=asyncio._get_running_loop() is None)
         try:
             return self._restore_persisted()
         except StoredStateError:
             return False
+        finally:
+            if took:
+                locks.release(path)
 
     def _restore_persisted(self) -> bool:
         """The body of :meth:`restore_persisted_state` (the caller holds the turn)."""
