@@ -16,9 +16,11 @@ import pytest
 pytest.importorskip("fastapi", reason="the server extra is not installed")
 
 import httpx
+from hypothesis import strategies as st
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.retrieval import RelevanceCalibration, RetrievalConfig
 from emotional_memory.server.app import build_app
 from emotional_memory.server.limits import Limits
 from emotional_memory.server.mcp_tools import build_mcp, fixed_principal
@@ -130,7 +132,10 @@ def test_the_list_filter_is_documented_as_a_json_object_in_the_query() -> None:
     op = doc["paths"]["/v1/memories"]["get"]
     where, = [p for p in op["parameters"] if p["name"] == "where"]
     assert "schema" not in where, where
-    assert where["content"]["application/json"]["schema"]["type"] == "object"
+    value = where["content"]["application/json"]["schema"]
+    value = doc["components"]["schemas"][value["$ref"].rsplit("/", 1)[-1]] if "$ref" in value \
+        else value
+    assert value["type"] == "object", value
     for path, ops in doc["paths"].items():
         for method, other in ops.items():
             for p in other.get("parameters", []):
@@ -238,3 +243,94 @@ def test_a_whole_number_float_is_an_integer_on_rest_and_mcp() -> None:
                     top_k, got.content)
 
     asyncio.run(run())
+
+
+@pytest.mark.parametrize("calibrated", [False, True], ids=["plain", "calibrated"])
+def test_min_relevance_is_published_as_the_service_takes_it(calibrated: bool) -> None:
+    """Without a relevance calibration every ``min_relevance`` but null is a 422, yet
+    the schema (REST and MCP) offered any number in 0..1; it says null only there,
+    and the numbers where the service has a calibration."""
+    calibration = RelevanceCalibration(slope=8.0, intercept=-3.0) if calibrated else None
+    cfg = EmotionalMemoryConfig(retrieval=RetrievalConfig(relevance_calibration=calibration))
+    service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16),
+                                            config=cfg))
+    app = build_app(service, None)
+    rest = app.app.openapi()["components"]["schemas"]["SearchIn"]["properties"]["min_relevance"]
+    tools = asyncio.run(build_mcp(service, fixed_principal(())).list_tools())
+    mcp, = [t.input_schema["properties"]["min_relevance"] for t in tools if t.name == "recall"]
+    answers = _calls(app, [("POST", "/v1/search", {"query": "q", "min_relevance": v}, None)
+                           for v in (None, 0.5)])
+    assert answers[0].status_code == 200, answers[0].text
+    assert answers[1].status_code == (200 if calibrated else 422), answers[1].text
+    for schema in (rest, mcp):
+        types = {s.get("type") for s in schema.get("anyOf", [schema])}
+        assert types == ({"number", "null"} if calibrated else {"null"}), schema
+
+
+KEYS = ["a", "b.c", "metadata.n", "valence", "retrieval_count", "emotion", "timestamp",
+        "$and", "$or", "", "$x", "a..b", "b.", ".a", "$eq", "$in", "$gt", "$exists"]
+SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(
+    [0.5, "x", "joy", 2**1100, "2024-01-02T03:04:05Z", "2024-01-02T03:04:05.25+02:00",
+     "2024-01-02t03:04:05z", "2024-01-02T03:04:60Z", "2024-01-02 03:04:05",
+     "0000-01-01T00:00:00Z", "2024-02-30T00:00:00Z"]))
+JSONISH = st.recursive(SCALARS, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.dictionaries(st.sampled_from(KEYS), inner, max_size=3)),
+    max_leaves=12)
+
+OPS = ["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$x"]
+GOOD = st.sampled_from(["a", "b.c", "metadata.n", "valence", "retrieval_count", "emotion",
+                        "timestamp"])
+FIELDS = st.one_of(GOOD, GOOD, GOOD, st.sampled_from(["", "$x", "a..b", "b.", ".a", "$eq"]))
+PLAIN = st.one_of(st.integers(-3, 3), st.sampled_from([None, "x", "2024-01-02T03:04:05Z"]))
+OPERATORS = st.dictionaries(st.sampled_from(OPS), st.one_of(
+    PLAIN, st.booleans(), st.lists(PLAIN, max_size=2)), min_size=1, max_size=2)
+CLAUSES = st.recursive(
+    st.dictionaries(FIELDS, st.one_of(PLAIN, OPERATORS), min_size=1,
+                    max_size=2),
+    lambda inner: st.dictionaries(st.sampled_from(["$and", "$or"]),
+                                  st.lists(inner, min_size=1, max_size=2), min_size=1),
+    max_leaves=6)
+"""Filters mostly of the grammar's shape (about half of them valid)."""
+
+
+@pytest.mark.parametrize("depth", [2, 6])
+def test_the_published_filter_schema_is_what_the_filter_parser_takes(depth: int) -> None:
+    """The filter (``where`` of search and list) was published as any object; the
+    parser refuses most objects (an empty clause, an unknown operator, a list as a
+    value, a string compared with valence, a naive timestamp...). The published
+    ``Filter`` takes exactly the filters the service takes, its $and/$or nesting
+    bounded by the app's max_filter_depth (small filters: the clause count is in the
+    text only)."""
+    import jsonschema_rs
+    from hypothesis import HealthCheck, given, settings
+
+    service = _service(Limits(max_filter_depth=depth, max_filter_clauses=1000))
+    doc = build_app(service, None).app.openapi()
+    validator = jsonschema_rs.validator_for(
+        {**doc, "$ref": "#/components/schemas/Filter"}, validate_formats=True)
+
+    def takes(where: Any) -> bool:
+        try:
+            service.parse_filter(where)
+        except ValueError:
+            return False
+        return True
+
+    nested: Any = {"a": 1}
+    for _ in range(depth):
+        nested = {"$or": [nested]}
+    fixed = [{"a": 1}, {"valence": {"$gte": -0.5, "$lt": 1}}, {"emotion": {"$in": ["joy", None]}},
+             {"timestamp": {"$gt": "2024-01-02T03:04:05+01:00"}}, nested, {"$and": [nested]},
+             {}, {"a": {}}, {"a": [1]}, {"$x": 1}, {"a": {"$x": 1}}, {"valence": "x"},
+             {"timestamp": "2024-01-02 03:04:05"}, {"a": {"$in": 1}}, {"a": {"$exists": 1}},
+             {"$and": []}, {"$and": [1]}, {"a..b": 1}, {"a": 2**1100}]
+    for where in fixed:
+        assert validator.is_valid(where) == takes(where), where
+
+    @settings(max_examples=400, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(where=st.one_of(CLAUSES, st.dictionaries(st.sampled_from(KEYS), JSONISH, max_size=3)))
+    def agree(where: dict[str, Any]) -> None:
+        assert validator.is_valid(where) == takes(where), where
+
+    agree()

@@ -396,7 +396,7 @@ def build_app(
     )
     api.state.service = service
     api.include_router(router)
-    install_openapi(api, service.limits)
+    install_openapi(api, service.limits, service.calibrated)
 
     @api.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

@@ -32,6 +32,7 @@ from emotional_memory.server.schemas import (
     ResultOut,
     StateOut,
     memory_fields,
+    publish_uncalibrated,
     result_out,
     state_out,
 )
@@ -305,6 +306,8 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
     top_k = next(s for s in tool.parameters["properties"]["top_k"]["anyOf"]
                  if s.get("type") == "integer")
     top_k["maximum"] = service.limits.max_top_k
+    if not service.calibrated:
+        publish_uncalibrated(tool.parameters["properties"]["min_relevance"])
     return tool
 
 

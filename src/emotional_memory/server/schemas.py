@@ -122,6 +122,23 @@ def finite_json(path: str, value: Any) -> None:
             finite_json(f"{path}[{i}]", v)
 
 
+UNCALIBRATED = ("This service has no relevance calibration: only null (or omitted) is "
+                "accepted.")
+"""What an uncalibrated service's schema says of ``min_relevance``."""
+
+
+def publish_uncalibrated(schema: dict[str, Any]) -> None:
+    """Make a published ``min_relevance`` schema (number or null) say null only: a
+    service without a relevance calibration refuses every number (422).
+
+    Args:
+        schema: the property's JSON Schema, changed in place.
+    """
+    schema.pop("anyOf", None)
+    schema["type"] = "null"
+    schema["description"] = f"{schema.get('description', '').rstrip()} {UNCALIBRATED}".strip()
+
+
 MAX_UNKNOWN_NAMED = 8
 """Unknown fields (or MCP arguments) of one object answered one error each; more are
 one error naming their count."""
