@@ -6,9 +6,11 @@ app; what depends on one app is put in here, per app: the service's configured
 :class:`~emotional_memory.server.limits.Limits` as JSON Schema bounds (``maximum``
 of ``top_k`` and of the list's ``limit``, ``maxItems`` of a batch's ``items``), and
 in the descriptions those with no exact keyword (bytes of content and metadata:
-``maxLength`` counts characters; a filter's clauses and depth). A query parameter
-read as JSON (``where``) is published as ``content: application/json``, so that
-clients and fuzzers send a JSON object rather than any string. Without a relevance
+``maxLength`` counts characters; a filter's clause count). A filter is published
+as its grammar (:func:`filter_schemas`), its ``$and``/``$or`` nesting unrolled to
+the app's ``max_filter_depth``. A query parameter read as JSON (``where``) is
+published as ``content: application/json``, so that clients and fuzzers send a
+JSON object rather than any string. Without a relevance
 calibration, ``min_relevance`` is published as null only (a number is a 422).
 """
 
