@@ -5,12 +5,16 @@ every operation requests generated from it, valid (positive) and invalid
 (negative), then checks each answer: no 5xx, a documented status code, the
 documented content type, a body that matches the documented response schema, and
 invalid input refused. The apps: no keys over an in-memory store, keys (a scoped
-and a root key), and an SQLite store in ``tmp_path``. A state machine chains the
-operations through the links schemathesis infers (create a memory, then get,
-list or delete it).
+and a root key), and an SQLite store in ``tmp_path`` with a relevance calibration.
+A state machine chains the operations through the links schemathesis infers
+(create a memory, then get, list or delete it).
 
-(Schemathesis's positive_data_acceptance is not among the checks: the schema
-cannot say that ``where`` is a filter, nor the service's configured limits.)
+Valid data must be accepted (positive_data_acceptance): the schema publishes the
+filter grammar, each app's configured limits and, without a relevance calibration,
+``min_relevance`` as null only. The apps run non-default limits (small ones keep
+the runs short); the filter's clause count, which no JSON Schema keyword states,
+is set far above what generated filters reach. A batch over its ``maxItems`` is
+refused 413 (a size), which counts as a rejection.
 
 Example counts are small (a 2-core CI runner runs the file in well under a
 minute); the same test at higher counts is a deeper run
@@ -32,10 +36,12 @@ from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 
-from emotional_memory import EmotionalMemory, InMemoryStore  # noqa: E402
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.retrieval import RelevanceCalibration, RetrievalConfig  # noqa: E402
 from emotional_memory.server.app import build_app  # noqa: E402
 from emotional_memory.server.keys import KeyRing  # noqa: E402
+from emotional_memory.server.limits import Limits  # noqa: E402
 from emotional_memory.server.service import MemoryService  # noqa: E402
 from emotional_memory.stores import SQLiteStore  # noqa: E402
 
@@ -50,14 +56,24 @@ def _checks() -> list[Callable[..., Any]]:
 
     return [checks.not_a_server_error, checks.status_code_conformance,
             checks.content_type_conformance, checks.response_schema_conformance,
-            checks.response_headers_conformance, checks.negative_data_rejection]
+            checks.response_headers_conformance, checks.negative_data_rejection,
+            checks.positive_data_acceptance]
 
 
 def _app(kind: str, tmp_path: Any) -> Any:
     store = SQLiteStore(str(tmp_path / "m.db")) if kind == "sqlite" else InMemoryStore()
     keys = (KeyRing.from_mapping({ALICE: {"scope": ["alice"]}, ROOT: {"scope": []}})
             if kind == "keys" else None)
-    return build_app(MemoryService(EmotionalMemory(store, HashingEmbedder(dim=16))), keys)
+    # the clause count of a filter has no JSON Schema keyword (its limit is in the
+    # text; tests/server/test_server_limits.py checks it): a limit far above what
+    # the generated filters reach, so that a valid one is one the service takes
+    limits = Limits(max_filter_clauses=100_000, max_filter_depth=2, max_batch_items=20,
+                    max_top_k=20, max_list_limit=50)
+    # the SQLite app has a relevance calibration: min_relevance takes numbers there
+    calibration = RelevanceCalibration(slope=8.0, intercept=-3.0) if kind == "sqlite" else None
+    config = EmotionalMemoryConfig(retrieval=RetrievalConfig(relevance_calibration=calibration))
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), config=config)
+    return build_app(MemoryService(engine, limits=limits), keys)
 
 
 APPS = {"memory": None, "keys": ALICE, "sqlite": None}
@@ -70,6 +86,9 @@ def api(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[tuple[Any, di
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     schema = schemathesis.openapi.from_asgi("/openapi.json", app)
     schema.config.update(base_url=BASE_URL, headers=headers)
+    # a size over a limit (batch items past maxItems) is refused 413, as documented
+    rejection = schema.config.checks.negative_data_rejection
+    rejection.expected_statuses = [*rejection.expected_statuses, "413"]  # a new list
     yield schema, headers
 
 

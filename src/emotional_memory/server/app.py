@@ -35,6 +35,7 @@ from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
+from emotional_memory.server.openapi import install_openapi
 from emotional_memory.server.rest import router
 from emotional_memory.server.service import (
     BUSY_DETAIL,
@@ -395,6 +396,7 @@ def build_app(
     )
     api.state.service = service
     api.include_router(router)
+    install_openapi(api, service.limits, service.calibrated)
 
     @api.get("/healthz", tags=["health"])
     async def healthz() -> dict[str, str]:

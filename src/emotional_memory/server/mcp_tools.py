@@ -28,9 +28,11 @@ from emotional_memory.server.schemas import (
     AffectIn,
     FewUnknown,
     MemoryOut,
+    PositiveInt,
     ResultOut,
     StateOut,
     memory_fields,
+    publish_uncalibrated,
     result_out,
     state_out,
 )
@@ -252,10 +254,10 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         ctx: Context,
         query: Annotated[str, Field(description="What to look for, in natural language.")],
         top_k: Annotated[
-            int | None,
+            PositiveInt | None,
             Field(
                 description="How many memories at most (the service's max_top_k bounds it); "
-                "default 5 (or max_top_k when smaller).", ge=1, strict=True,
+                "default 5 (or max_top_k when smaller).",
             ),
         ] = None,
         where: Annotated[
@@ -289,7 +291,7 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         ]
         return _text("\n".join(lines), out)
 
-    return _strict(Tool.from_function(
+    tool = _strict(Tool.from_function(
         recall,
         description=(
             "Find the memories most relevant to a query, ranked by meaning and by the "
@@ -299,6 +301,14 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         ),
         annotations=_WRITES,
     ))
+    # the service's bound, published as the REST schema publishes it (the check
+    # itself stays the service's, whose error names the limit and its flag)
+    top_k = next(s for s in tool.parameters["properties"]["top_k"]["anyOf"]
+                 if s.get("type") == "integer")
+    top_k["maximum"] = service.limits.max_top_k
+    if not service.calibrated:
+        publish_uncalibrated(tool.parameters["properties"]["min_relevance"])
+    return tool
 
 
 def _forget_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:

@@ -38,7 +38,8 @@ from emotional_memory.server.schemas import (
 from emotional_memory.server.service import BatchItem, FieldError, MemoryService
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorOut, "description": "Malformed JSON."},
+    400: {"model": ErrorOut, "description": "Malformed JSON (the body, or a query "
+          "parameter read as JSON: where)."},
     401: {"model": ErrorOut, "description": "No API key, or an unknown one."},
     413: {"model": ErrorOut, "description": "A size over the service's limits (content, "
           "metadata, batch items, body); detail names the field and the limit."},
@@ -299,7 +300,8 @@ async def delete_memory(memory_id: str, request: Request, scope: ScopeQuery = No
 @router.get("/memories", response_model=MemoriesOut)
 async def list_memories(
     request: Request,
-    where: Annotated[str | None, Query(description="A JSON filter (see POST /v1/search).")] = None,
+    where: Annotated[str | None, Query(
+        description="A JSON filter object (see POST /v1/search), URL-encoded.")] = None,
     limit: Annotated[
         int | None,
         Query(ge=1, description="Page size: at most the service's max_list_limit; "

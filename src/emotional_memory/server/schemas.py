@@ -18,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -51,6 +52,29 @@ Scope = Annotated[
 ]
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 """A finite JSON number (an integer is taken as a float; a boolean or a string is not)."""
+
+
+def whole_number(value: Any) -> Any:
+    """A whole-number float as the integer it is (``5.0`` -> 5: JSON Schema's
+    ``integer`` includes it, and a JavaScript client may send it); anything else as
+    it is, for strict integer validation to take or refuse (a fraction, a boolean,
+    a string, a non-finite number).
+
+    Args:
+        value: the input before validation.
+
+    Returns:
+        ``int(value)`` for a finite float without a fractional part, else ``value``.
+    """
+    if isinstance(value, float) and value.is_integer():  # False for inf and nan
+        return int(value)
+    return value
+
+
+PositiveInt = Annotated[int, Field(strict=True, ge=1), BeforeValidator(whole_number)]
+"""A JSON integer >= 1: an int or a whole-number float (``5.0``); not a boolean, a
+string, a fraction or a non-finite number. (The bound is inside: one given outside
+the validator is published as ``ge``, which JSON Schema does not know.)"""
 
 
 def unicode_text(path: str, text: str) -> str:
@@ -96,6 +120,23 @@ def finite_json(path: str, value: Any) -> None:
     elif isinstance(value, list):
         for i, v in enumerate(value):
             finite_json(f"{path}[{i}]", v)
+
+
+UNCALIBRATED = ("This service has no relevance calibration: only null (or omitted) is "
+                "accepted.")
+"""What an uncalibrated service's schema says of ``min_relevance``."""
+
+
+def publish_uncalibrated(schema: dict[str, Any]) -> None:
+    """Make a published ``min_relevance`` schema (number or null) say null only: a
+    service without a relevance calibration refuses every number (422).
+
+    Args:
+        schema: the property's JSON Schema, changed in place.
+    """
+    schema.pop("anyOf", None)
+    schema["type"] = "null"
+    schema["description"] = f"{schema.get('description', '').rstrip()} {UNCALIBRATED}".strip()
 
 
 MAX_UNKNOWN_NAMED = 8
@@ -234,7 +275,7 @@ class SearchIn(_Strict):
 
     query: StrictStr
     top_k: Annotated[
-        int | None, Field(strict=True, ge=1, description="At most the service's max_top_k; "
+        PositiveInt | None, Field(description="At most the service's max_top_k; "
                           "default (omitted or null) 5, or max_top_k when smaller.")
     ] = DEFAULT_TOP_K
     where: dict[str, Any] | None = Field(

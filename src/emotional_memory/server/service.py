@@ -194,6 +194,11 @@ class MemoryService:
         )
 
     @property
+    def calibrated(self) -> bool:
+        """Whether the engine has a relevance calibration (``min_relevance`` works)."""
+        return self.engine.config.retrieval.relevance_calibration is not None
+
+    @property
     def default_top_k(self) -> int:
         """A search's ``top_k`` when the request gives none: 5, or ``max_top_k`` when
         smaller (a request that sends no ``top_k`` is never over the limit)."""
@@ -435,7 +440,7 @@ class MemoryService:
             threshold = check_min_relevance(min_relevance)
         except ValueError as exc:
             raise FieldError(("min_relevance",), str(exc)) from None
-        if threshold is not None and self.engine.config.retrieval.relevance_calibration is None:
+        if threshold is not None and not self.calibrated:
             raise FieldError(("min_relevance",), "min_relevance needs a fitted relevance "
                              "calibration (retrieval.relevance_calibration in the config)")
         async with self._using(path) as view:
