@@ -45,6 +45,7 @@ from emotional_memory.server.service import (
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_IN_FLIGHT",
     "LOOPBACK_HOSTS",
     "PUBLIC_PATHS",
     "Gate",
@@ -56,6 +57,9 @@ logger = logging.getLogger("emotional_memory.server")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest request body accepted (bytes); larger ones get 413."""
+DEFAULT_MAX_IN_FLIGHT = 64
+"""Requests of one API key served at once (running or waiting for their scope's turn,
+each holding its body); more get 429 at once, before their body is read."""
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 """Paths served without a key."""
 
@@ -154,13 +158,16 @@ class Gate:
     routes and the MCP tools. Without ``keys`` (``--no-auth``) every request acts as
     the root. Bodies over ``max_body_bytes`` get 413. With ``hosts``, a request whose
     ``Host`` is not listed gets 421 and one whose ``Origin`` is not gets 403 (as the
-    MCP endpoint answers).
+    MCP endpoint answers). A key with ``max_in_flight`` requests in progress gets
+    429 for the next one (its body unread), so that no key can pile up requests
+    (each holding a body of up to ``max_body_bytes``) without bound.
 
     Args:
         app: the wrapped app.
         keys: the key ring, or None for no authentication.
         max_body_bytes: the body limit.
         hosts: the trusted hosts, or None to answer any ``Host``.
+        max_in_flight: requests of one key in progress at most.
     """
 
     def __init__(
@@ -169,11 +176,19 @@ class Gate:
         keys: KeyRing | None,
         max_body_bytes: int,
         hosts: TrustedHosts | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) \
+                or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be an integer >= 1, got {max_in_flight!r}")
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
         self.hosts = hosts
+        self.max_in_flight = max_in_flight
+        # principal -> its requests in progress (an entry only while some are): touched
+        # on the event loop's thread only
+        self._in_flight: dict[Principal, int] = {}
         self._anonymous = Principal((), "no-auth")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -209,9 +224,24 @@ class Gate:
                 and not _is_json(headers.get("content-type", ""))):
             await _reply(scope, receive, send, 415, "Content-Type must be application/json")
             return
+        running = self._in_flight.get(principal, 0)
+        if running >= self.max_in_flight:
+            await _reply(scope, receive, send, 429,
+                         f"too many requests of this API key in progress (at most "
+                         f"{self.max_in_flight}, --max-in-flight); try again",
+                         {"Retry-After": "1"})
+            return
+        self._in_flight[principal] = running + 1
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
-        await self._bounded(scope, receive, send)
+        try:
+            await self._bounded(scope, receive, send)
+        finally:
+            left = self._in_flight[principal] - 1
+            if left:
+                self._in_flight[principal] = left
+            else:
+                del self._in_flight[principal]
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app, stopping a (chunked) body that grows past the limit.
@@ -329,6 +359,7 @@ def build_app(
     host: str = "127.0.0.1",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_hosts: Sequence[str] | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Gate:
     """The whole service as one ASGI app.
 
@@ -343,6 +374,7 @@ def build_app(
             ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` without keys
             (MCP: its own loopback default), any host with keys (a rebound page
             has no key; a proxy in front passes its own name).
+        max_in_flight: requests of one key in progress at once (more: 429).
 
     Returns:
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
@@ -406,7 +438,7 @@ def build_app(
     api.add_exception_handler(TypeError, _on_library_error)
     api.add_exception_handler(StoreTimeoutError, _on_timeout)
     api.add_exception_handler(Exception, _on_crash)
-    return Gate(api, keys, max_body_bytes, hosts)
+    return Gate(api, keys, max_body_bytes, hosts, max_in_flight)
 
 
 def _version() -> str:
