@@ -734,7 +734,7 @@ def test_the_readme_limits_table_is_the_clis() -> None:
     from dataclasses import fields
 
     from emotional_memory.server import cli
-    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES
+    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_IN_FLIGHT
     from emotional_memory.server.limits import LIMIT_FLAGS, Limits
 
     table = _readme_section("| limit (flag) | default | over it |", "\n\n")
@@ -743,6 +743,7 @@ def test_the_readme_limits_table_is_the_clis() -> None:
     expected = {LIMIT_FLAGS[f.name]: f"{getattr(defaults, f.name):,}" for f in fields(Limits)}
     expected["statement-timeout"] = f"{cli.DEFAULT_STATEMENT_TIMEOUT:g}"
     expected["max-body-bytes"] = f"{DEFAULT_MAX_BODY_BYTES // 2**20} MiB"
+    expected["max-in-flight"] = f"{DEFAULT_MAX_IN_FLIGHT:,}"
     assert {k: v.strip() for k, v in rows.items()} == expected
     sub = next(a for a in cli._parser()._actions if a.dest == "command").choices
     for command in ("serve", "mcp"):

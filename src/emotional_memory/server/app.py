@@ -47,6 +47,7 @@ from emotional_memory.server.service import (
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
+    "DEFAULT_MAX_IN_FLIGHT",
     "LOOPBACK_HOSTS",
     "PUBLIC_PATHS",
     "Gate",
@@ -58,6 +59,9 @@ logger = logging.getLogger("emotional_memory.server")
 
 DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 """Largest request body accepted (bytes); larger ones get 413."""
+DEFAULT_MAX_IN_FLIGHT = 64
+"""Requests of one API key served at once (running or waiting for their scope's turn,
+each holding its body); more get 429 at once, before their body is read."""
 PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 """Paths served without a key."""
 
@@ -157,7 +161,9 @@ class Gate:
     the root. Bodies over ``max_body_bytes`` get 413. With ``hosts``, a request whose
     ``Host`` is not listed gets 421 and one whose ``Origin`` is not gets 403 (as the
     MCP endpoint answers). A body without a JSON ``Content-Type`` sent to a route that
-    takes JSON gets 415.
+    takes JSON gets 415. A key with ``max_in_flight`` requests in progress gets
+    429 for the next one (its body unread), so that no key can pile up requests
+    (each holding a body of up to ``max_body_bytes``) without bound.
 
     Args:
         app: the wrapped app.
@@ -167,6 +173,7 @@ class Gate:
         takes_json: whether a request goes to a route that reads a JSON body (the
             others, an unknown path or method included, are the app's to answer:
             404, 405); None: every POST, PUT or PATCH under ``/v1/``.
+        max_in_flight: requests of one key in progress at most.
     """
 
     def __init__(
@@ -176,7 +183,11 @@ class Gate:
         max_body_bytes: int,
         hosts: TrustedHosts | None = None,
         takes_json: Callable[[Scope], bool] | None = None,
+        max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
     ) -> None:
+        if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) \
+                or max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be an integer >= 1, got {max_in_flight!r}")
         self.app = app
         self.keys = keys
         self.max_body_bytes = max_body_bytes
@@ -184,6 +195,10 @@ class Gate:
         self.takes_json = takes_json if takes_json is not None else (
             lambda scope: scope["method"] in _BODY_METHODS and scope["path"].startswith("/v1/")
         )
+        self.max_in_flight = max_in_flight
+        # principal -> its requests in progress (an entry only while some are): touched
+        # on the event loop's thread only
+        self._in_flight: dict[Principal, int] = {}
         self._anonymous = Principal((), "no-auth")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -218,9 +233,24 @@ class Gate:
         if self.takes_json(scope) and not _is_json(headers.get("content-type", "")):
             await _reply(scope, receive, send, 415, "Content-Type must be application/json")
             return
+        running = self._in_flight.get(principal, 0)
+        if running >= self.max_in_flight:
+            await _reply(scope, receive, send, 429,
+                         f"too many requests of this API key in progress (at most "
+                         f"{self.max_in_flight}, --max-in-flight); try again",
+                         {"Retry-After": "1"})
+            return
+        self._in_flight[principal] = running + 1
         scope = dict(scope)
         scope[PRINCIPAL_KEY] = principal
-        await self._bounded(scope, receive, send)
+        try:
+            await self._bounded(scope, receive, send)
+        finally:
+            left = self._in_flight[principal] - 1
+            if left:
+                self._in_flight[principal] = left
+            else:
+                del self._in_flight[principal]
 
     async def _bounded(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app, stopping a (chunked) body that grows past the limit.
@@ -338,6 +368,7 @@ def build_app(
     host: str = "127.0.0.1",
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     allowed_hosts: Sequence[str] | None = None,
+    max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
 ) -> Gate:
     """The whole service as one ASGI app.
 
@@ -352,6 +383,7 @@ def build_app(
             ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` without keys
             (MCP: its own loopback default), any host with keys (a rebound page
             has no key; a proxy in front passes its own name).
+        max_in_flight: requests of one key in progress at once (more: 429).
 
     Returns:
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
@@ -416,7 +448,7 @@ def build_app(
     api.add_exception_handler(TypeError, _on_library_error)
     api.add_exception_handler(StoreTimeoutError, _on_timeout)
     api.add_exception_handler(Exception, _on_crash)
-    return Gate(api, keys, max_body_bytes, hosts, _json_routes(router.routes))
+    return Gate(api, keys, max_body_bytes, hosts, _json_routes(router.routes), max_in_flight)
 
 
 def _json_routes(routes: Sequence[BaseRoute]) -> Callable[[Scope], bool]:

@@ -227,6 +227,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="serve without keys, every request as the root (loopback only)")
     serve.add_argument("--max-body-bytes", type=int, default=None,
                        help="largest request body (default 32 MiB)")
+    serve.add_argument("--max-in-flight", type=int, default=None, metavar="N",
+                       help="requests of one API key in progress at once (default 64; "
+                       "more: 429)")
     serve.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
                        help="a Host value REST and MCP answer (host, host:port or host:*; "
                        "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* without keys, "
@@ -562,12 +565,20 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
         if warning is not None:
             print(f"emotional-memory: warning: {warning}", file=sys.stderr, flush=True)
 
-    from emotional_memory.server.app import DEFAULT_MAX_BODY_BYTES, TrustedHosts, build_app
+    from emotional_memory.server.app import (
+        DEFAULT_MAX_BODY_BYTES,
+        DEFAULT_MAX_IN_FLIGHT,
+        TrustedHosts,
+        build_app,
+    )
     from emotional_memory.server.stores import redact_url
 
     limit = args.max_body_bytes if args.max_body_bytes is not None else DEFAULT_MAX_BODY_BYTES
     if limit < 1:
         raise UsageError(f"--max-body-bytes must be >= 1, got {limit}")
+    in_flight = args.max_in_flight if args.max_in_flight is not None else DEFAULT_MAX_IN_FLIGHT
+    if in_flight < 1:
+        raise UsageError(f"--max-in-flight must be >= 1, got {in_flight}")
     limits = _limits(args)
     if args.allowed_host is not None:
         try:
@@ -580,7 +591,7 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
         service.engine.close()
         return None
     app = build_app(service, keys, host=args.host, max_body_bytes=limit,
-                    allowed_hosts=args.allowed_host)
+                    allowed_hosts=args.allowed_host, max_in_flight=in_flight)
     auth = f"{len(keys)} API keys" if keys is not None else "NO AUTHENTICATION"
     print(
         f"emotional-memory: serving {_http_url(args.host, args.port)} (REST /v1, MCP /mcp; "

@@ -45,6 +45,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
           "metadata, batch items, body); detail names the field and the limit."},
     422: {"model": ErrorOut, "description": "An invalid value, or a count over the service's "
           "limits (top_k, limit, filter clauses or depth); detail names the field."},
+    429: {"model": ErrorOut, "description": "The API key already has --max-in-flight "
+          "requests in progress; nothing was read or changed, try again (Retry-After)."},
     503: {"model": ErrorOut, "description": "A database statement, or a wait for the "
           "scope or for a connection, past the service's timeout; nothing was changed, "
           "try again (Retry-After)."},

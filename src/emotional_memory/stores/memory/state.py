@@ -24,28 +24,29 @@ class InMemoryAffectiveStateStore:
 
     def __init__(self) -> None:
         """Create an empty store."""
+        # every scope's snapshot JSON text, by path (``()``: the root's), shared by the
+        # root store and all its scoped stores: only saved states take room, so a
+        # scope that is only read leaves nothing behind
         self._lock = threading.Lock()
-        self._snapshot: str | None = None
-        self._children: dict[tuple[str, ...], InMemoryAffectiveStateStore] = {}
+        self._table: dict[tuple[str, ...], str] = {}
+        self._path: tuple[str, ...] = ()
 
     def scoped(self, path: tuple[str, ...]) -> InMemoryAffectiveStateStore:
-        """The state store of scope ``path`` (an engine view's): one child store per
-        path, the same object every time, so a view made again restores its state.
+        """The state store of scope ``path`` (an engine view's): a store over this
+        one's table, so a view made again restores the state its path holds.
 
         Args:
             path: the view's full scope path (``()``: this store).
 
         Returns:
-            The child store.
+            The scope's store (this store for ``()``).
         """
         path = check_path(path)
         if not path:
             return self
-        with self._lock:
-            child = self._children.get(path)
-            if child is None:
-                child = self._children[path] = InMemoryAffectiveStateStore()
-            return child
+        child = InMemoryAffectiveStateStore.__new__(InMemoryAffectiveStateStore)
+        child._lock, child._table, child._path = self._lock, self._table, self._path + path
+        return child
 
     def save(self, state: AffectiveState | dict[str, Any]) -> None:
         """Store ``state``, replacing any previous one.
@@ -60,7 +61,7 @@ class InMemoryAffectiveStateStore:
         """
         text = snapshot_text(state)
         with self._lock:
-            self._snapshot = text
+            self._table[self._path] = text
 
     def load(self) -> AffectiveState | None:
         """The stored state.
@@ -79,7 +80,7 @@ class InMemoryAffectiveStateStore:
             A new dict, or None when nothing is stored.
         """
         with self._lock:
-            stored = self._snapshot
+            stored = self._table.get(self._path)
         if stored is None:
             return None
         data: dict[str, Any] = json.loads(stored)
@@ -88,11 +89,11 @@ class InMemoryAffectiveStateStore:
     def clear(self) -> None:
         """Forget the stored snapshot."""
         with self._lock:
-            self._snapshot = None
+            self._table.pop(self._path, None)
 
     def __repr__(self) -> str:
         """``InMemoryAffectiveStateStore(has_state=<bool>)``, as the original's."""
-        return f"{type(self).__name__}(has_state={self._snapshot is not None})"
+        return f"{type(self).__name__}(has_state={self._path in self._table})"
 
     def close(self) -> None:
         """Nothing to release (kept for interface parity with durable stores)."""
