@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
+from emotional_memory._validation import in_utc
 from emotional_memory.affect import CoreAffect
 from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -55,12 +56,7 @@ def _check_expiry(value: object, field: str) -> datetime | None:
         raise TypeError(f"{field} must be an aware datetime or None, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{field} must be timezone-aware")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(
-            f"{field} is outside the years 1 to 9999 in UTC, got {value.isoformat()}"
-        ) from None
+    return in_utc(field, value)
 
 
 def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:

@@ -13,7 +13,7 @@ itself, expiry included, so its root engine links through that view.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
@@ -114,3 +114,66 @@ def test_an_import_replaces_an_expired_memory_of_the_same_id(
         clock.now = T0
         engine.delete(brief.id)
         engine.delete(kept.id)
+
+
+_EAST, _WEST = timezone(timedelta(hours=14)), timezone(timedelta(hours=-12))
+_ODD = timezone(timedelta(hours=5, minutes=30, seconds=17, microseconds=3))
+_US = timedelta(microseconds=1)
+_BOUNDARIES = {
+    "now": T0, "1us before": T0 - _US, "1us after": T0 + _US,
+    "now at +14:00": T0.astimezone(_EAST), "1us after at -12:00": (T0 + _US).astimezone(_WEST),
+    "1us before, odd offset": (T0 - _US).astimezone(_ODD),
+    "1us after, odd offset": (T0 + _US).astimezone(_ODD),
+    "year 1": datetime(1, 1, 1, tzinfo=UTC), "year 9999": datetime.max.replace(tzinfo=UTC),
+    "year 9999 at +14:00": datetime.max.replace(tzinfo=_EAST),
+}
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+def test_expiry_boundaries_agree_with_the_instant(backend: Backend) -> None:
+    """At the clock's instant, a memory is seen exactly when ``expires_at > now`` as
+    instants (whatever the offset), by every read, encoded or imported alike."""
+    clock = Clock()
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)
+    clock.now = T0 - timedelta(days=1)
+    names = {}
+    for name, moment in _BOUNDARIES.items():
+        names[engine.encode(f"rain {name}", expires_at=moment).id] = name
+    records = [{**r, "id": r["id"][::-1], "content": "i" + r["content"],
+                "tag": {**r["tag"], "resonance_links": []},
+                "expires_at": _BOUNDARIES[names[r["id"]]]}
+               for r in engine.export_memories()]
+    for record in records:
+        names[record["id"]] = names[record["id"][::-1]]
+    assert engine.import_memories(records) == len(records)
+    clock.now = T0
+    alive = sorted(mid for mid, name in names.items() if _BOUNDARIES[name] > T0)
+    assert sorted(m.id for m in engine.list_all()) == alive
+    everything = [m.id for m in engine.list_all()]
+    assert [m.id for m in engine.list_all(limit=3, offset=1)] == everything[1:4]
+    assert [m.id for m in engine.list_all(offset=len(alive) - 1)] == everything[-1:]
+    assert sorted(r["id"] for r in engine.export_memories()) == alive
+    assert sorted(mid for mid in names if engine.get(mid) is not None) == alive
+    assert sorted(m.id for m in engine.retrieve("rain", len(names))) == alive
+    for mid in alive:
+        assert engine.get(mid).expires_at == _BOUNDARIES[names[mid]]
+    if not backend.generic:
+        assert len(engine) == len(alive)
+    assert engine.prune(0.0) == len(names) - len(alive)
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+@pytest.mark.parametrize("text", ["9999-12-31T23:59:59.999999-12:00",
+                                  "0001-01-01T00:00:00+14:00"])
+def test_an_expiry_outside_the_utc_years_is_refused_on_import(
+    backend: Backend, text: str
+) -> None:
+    """An ``expires_at`` whose instant lies outside the years 1..9999 in UTC (which
+    ``encode`` refuses) is a ValueError naming the field on import, nothing written."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=Clock())
+    engine.encode("rain")
+    record = {**engine.export_memories()[0], "id": "renewed", "expires_at": text}
+    with pytest.raises(ValueError, match="expires_at"):
+        engine.import_memories([record])
+    assert [m.content for m in engine.list_all()] == ["rain"]
+    assert engine.get("renewed") is None
