@@ -10,7 +10,7 @@ import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
 from emotional_memory._scope_locks import ScopeLocks
-from emotional_memory._validation import aware, json_metadata
+from emotional_memory._validation import aware, in_utc, json_metadata
 from emotional_memory._warn import warn_caller
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
@@ -96,7 +96,13 @@ class EngineCore:
     # ------------------------------------------------------------------ helpers
 
     def _now(self) -> datetime:
-        return aware("clock()", self._clock())
+        """The clock's reading in UTC (a zone's datetimes subtract and compare by wall
+        time when they share a tzinfo, wrong across a DST fold).
+
+        Raises:
+            ValueError: a naive reading, or one outside the years 1..9999 in UTC.
+        """
+        return in_utc("clock()", aware("clock()", self._clock()))
 
     def _check_content(self, content: object, field: str = "content") -> str:
         if not isinstance(content, str):

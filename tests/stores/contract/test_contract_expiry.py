@@ -14,6 +14,7 @@ itself, expiry included, so its root engine links through that view.
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -177,3 +178,27 @@ def test_an_expiry_outside_the_utc_years_is_refused_on_import(
         engine.import_memories([record])
     assert [m.content for m in engine.list_all()] == ["rain"]
     assert engine.get("renewed") is None
+
+
+_ST_JOHNS = ZoneInfo("America/St_Johns")
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+def test_expiry_in_a_zone_is_judged_as_an_instant_across_a_dst_fold(backend: Backend) -> None:
+    """A clock and an expiry in one DST zone compare as instants: the second 01:10 of
+    the night the clocks go back is 40 minutes after the first 01:30 (Python compares
+    two datetimes of one tzinfo by wall time, ignoring ``fold``)."""
+    first = datetime(2026, 11, 1, 1, 30, tzinfo=_ST_JOHNS)  # 04:00 UTC
+    later = datetime(2026, 11, 1, 1, 10, tzinfo=_ST_JOHNS, fold=1)  # 04:40 UTC
+    assert later.astimezone(UTC) > first.astimezone(UTC)
+    clock = Clock()
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)
+    kept = engine.encode("rain at the harbour")
+    record = {**engine.export_memories()[0], "id": "until-first", "expires_at": first}
+    assert engine.import_memories([record]) == 1
+    engine.encode("rain on the bridge", expires_at=first)
+    clock.now = later
+    assert [m.id for m in engine.list_all()] == [kept.id]
+    assert engine.get("until-first") is None
+    assert [r["id"] for r in engine.export_memories()] == [kept.id]
+    assert engine.prune(0.0) == 2
