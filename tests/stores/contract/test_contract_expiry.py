@@ -120,35 +120,45 @@ def test_an_import_replaces_an_expired_memory_of_the_same_id(
 _EAST, _WEST = timezone(timedelta(hours=14)), timezone(timedelta(hours=-12))
 _ODD = timezone(timedelta(hours=5, minutes=30, seconds=17, microseconds=3))
 _US = timedelta(microseconds=1)
-_BOUNDARIES = {
-    "now": T0, "1us before": T0 - _US, "1us after": T0 + _US,
-    "now at +14:00": T0.astimezone(_EAST), "1us after at -12:00": (T0 + _US).astimezone(_WEST),
-    "1us before, odd offset": (T0 - _US).astimezone(_ODD),
-    "1us after, odd offset": (T0 + _US).astimezone(_ODD),
-    "year 1": datetime(1, 1, 1, tzinfo=UTC), "year 9999": datetime.max.replace(tzinfo=UTC),
-    "year 9999 at +14:00": datetime.max.replace(tzinfo=_EAST),
-}
+
+
+def _boundaries(at: datetime) -> dict[str, datetime]:
+    """Expiries around the instant ``at``, named."""
+    return {
+        "now": at, "1us before": at - _US, "1us after": at + _US,
+        "now at +14:00": at.astimezone(_EAST),
+        "1us after at -12:00": (at + _US).astimezone(_WEST),
+        "1us before, odd offset": (at - _US).astimezone(_ODD),
+        "1us after, odd offset": (at + _US).astimezone(_ODD),
+        "year 1": datetime(1, 1, 1, tzinfo=UTC), "year 9999": datetime.max.replace(tzinfo=UTC),
+        "year 9999 at +14:00": datetime.max.replace(tzinfo=_EAST),
+    }
 
 
 @pytest.mark.parametrize("backend", ENGINES, indirect=True)
-def test_expiry_boundaries_agree_with_the_instant(backend: Backend) -> None:
+@pytest.mark.parametrize("at", [T0, datetime(9000, 6, 1, 12, tzinfo=UTC),
+                                datetime(1000, 6, 1, 12, tzinfo=UTC)],
+                         ids=["now", "year 9000", "year 1000"])
+def test_expiry_boundaries_agree_with_the_instant(backend: Backend, at: datetime) -> None:
     """At the clock's instant, a memory is seen exactly when ``expires_at > now`` as
-    instants (whatever the offset), by every read, encoded or imported alike."""
+    instants (whatever the offset), by every read, encoded or imported alike; also
+    where microseconds since 1970 pass 2**53 (a vector database's float field)."""
+    bounds = _boundaries(at)
     clock = Clock()
     engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)
-    clock.now = T0 - timedelta(days=1)
+    clock.now = at - timedelta(days=1)
     names = {}
-    for name, moment in _BOUNDARIES.items():
+    for name, moment in bounds.items():
         names[engine.encode(f"rain {name}", expires_at=moment).id] = name
     records = [{**r, "id": r["id"][::-1], "content": "i" + r["content"],
                 "tag": {**r["tag"], "resonance_links": []},
-                "expires_at": _BOUNDARIES[names[r["id"]]]}
+                "expires_at": bounds[names[r["id"]]]}
                for r in engine.export_memories()]
     for record in records:
         names[record["id"]] = names[record["id"][::-1]]
     assert engine.import_memories(records) == len(records)
-    clock.now = T0
-    alive = sorted(mid for mid, name in names.items() if _BOUNDARIES[name] > T0)
+    clock.now = at
+    alive = sorted(mid for mid, name in names.items() if bounds[name] > at)
     assert sorted(m.id for m in engine.list_all()) == alive
     everything = [m.id for m in engine.list_all()]
     assert [m.id for m in engine.list_all(limit=3, offset=1)] == everything[1:4]
@@ -157,7 +167,7 @@ def test_expiry_boundaries_agree_with_the_instant(backend: Backend) -> None:
     assert sorted(mid for mid in names if engine.get(mid) is not None) == alive
     assert sorted(m.id for m in engine.retrieve("rain", len(names))) == alive
     for mid in alive:
-        assert engine.get(mid).expires_at == _BOUNDARIES[names[mid]]
+        assert engine.get(mid).expires_at == bounds[names[mid]]
     if not backend.generic:
         assert len(engine) == len(alive)
     assert engine.prune(0.0) == len(names) - len(alive)
