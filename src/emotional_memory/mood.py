@@ -18,6 +18,7 @@ from emotional_memory._validation import (
     clamp,
     finite,
     instance,
+    json_time,
     non_negative,
     positive,
     utc_now,
@@ -89,7 +90,7 @@ class MoodField(BaseModel):
     @field_validator("timestamp", mode="after")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
-        return aware("timestamp", v)
+        return json_time("timestamp", v)
 
     @classmethod
     def neutral(cls, now: datetime | None = None) -> MoodField:
