@@ -21,7 +21,7 @@ import pytest
 from emotional_memory import EmotionalMemory
 from emotional_memory.embedders import HashingEmbedder
 from support.backends import ENGINES, STORES, Backend
-from support.scopes import T0, Clock
+from support.scopes import T0, Clock, lexical_config
 
 
 @pytest.mark.parametrize("backend", ENGINES, indirect=True)
@@ -212,3 +212,29 @@ def test_expiry_in_a_zone_is_judged_as_an_instant_across_a_dst_fold(backend: Bac
     assert engine.get("until-first") is None
     assert [r["id"] for r in engine.export_memories()] == [kept.id]
     assert engine.prune(0.0) == 2
+
+
+def _ranked(engine: EmotionalMemory, query: str) -> list[tuple[str, float, float]]:
+    plan = engine.plan_retrieval(query, 3)
+    return [(e.memory.content, e.score, e.breakdown.lexical_signal) for e in plan.pass2]
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+def test_expired_memories_leave_the_lexical_statistics(backend: Backend) -> None:
+    """Term statistics (document counts, frequencies, mean length) are those of the
+    memories seen: the ranking is the same before and after ``prune`` removes the
+    expired ones."""
+    clock = Clock()
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=32), clock=clock,
+                             config=lexical_config(True))
+    texts = ["rain harbour storm", "storm storm storm bridge", "coffee garden",
+             "rain rain exam", "harbour dog music", "train rain"]
+    for i, text in enumerate(texts):
+        engine.encode(text, expires_at=T0 + timedelta(hours=1) if i % 2 else None)
+    clock.now = T0 + timedelta(hours=2)
+    before = _ranked(engine, "rain storm harbour")
+    assert engine.prune(0.0) == 3
+    after = _ranked(engine, "rain storm harbour")
+    assert [c for c, _, _ in before] == [c for c, _, _ in after]
+    for (_, s0, l0), (_, s1, l1) in zip(before, after, strict=True):
+        assert s0 == pytest.approx(s1, rel=1e-6) and l0 == pytest.approx(l1, rel=1e-6)
