@@ -73,6 +73,7 @@ class EngineCore:
         where: Where | None = None,
         *,
         expired: bool = False,
+        expiring: bool = False,
     ) -> ColumnarStore:
         """The store as this view sees it in one operation: its scope, ``where`` and
         expiry at ``now`` (see :mod:`emotional_memory.stores.selection`).
@@ -83,12 +84,14 @@ class EngineCore:
                 memory never needs it).
             where: a parsed filter (:func:`~emotional_memory.filters.parse_where`).
             expired: see the expired memories instead (``prune``).
+            expiring: the operation writes memories with an expiry (see
+                :class:`~emotional_memory.stores.base.Selection`).
 
         Returns:
             The confined columnar store (the store itself when nothing is confined).
         """
         selection = Selection(
-            self._scope, where, Now(now if now is not None else self._now), expired
+            self._scope, where, Now(now if now is not None else self._now), expired, expiring
         )
         out: ColumnarStore = select(self._columnar, self.store, selection)
         return out

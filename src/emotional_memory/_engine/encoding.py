@@ -195,7 +195,8 @@ class EncodingMixin(StateMixin):
         ), new_state
 
     def _linker(
-        self, batched: bool, now: datetime | Callable[[], datetime] | None = None
+        self, batched: bool, now: datetime | Callable[[], datetime] | None = None,
+        expiring: bool = False,
     ) -> Linker:
         """The store's :class:`~emotional_memory.stores._shared.linking.Linker`, confined to
         this view (resonance candidates and backward twins only among what it sees).
@@ -205,11 +206,13 @@ class EncodingMixin(StateMixin):
                 (``encode_batch``) rather than one at a time (``encode``).
             now: the operation's time, or a callable giving it when first needed
                 (expired memories are never link targets).
+            expiring: some of the new memories have an expiry (one may have expired
+                on arrival: the view confines by expiry even if the store held none).
 
         Returns:
             The linker.
         """
-        view = self._view(now)
+        view = self._view(now, expiring=expiring)
         # The root of a store without selections of its own links through the store's
         # own searches (expired memories of such a store may be link targets); a store
         # that confines views itself (a vector database) links through the view.
@@ -512,7 +515,10 @@ class EncodingMixin(StateMixin):
         row_vectors = [None if vec is None or vec.size == 0 else vec for vec in vectors]
         # link targets' expiry is judged at the time of the block's last memory (saved
         # before its search); a store asking before any is prepared reads the clock
-        linker = self._linker(batched=True, now=lambda: latest[0] if latest else self._now())
+        linker = self._linker(
+            batched=True, now=lambda: latest[0] if latest else self._now(),
+            expiring=any(e is not None for e in expiries),
+        )
         if self.config.enable_resonance:
             # candidates among the memories already stored, searched before the
             # transaction holds the store (the linker re-checks them inside it)

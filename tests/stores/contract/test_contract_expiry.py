@@ -238,3 +238,32 @@ def test_expired_memories_leave_the_lexical_statistics(backend: Backend) -> None
     assert [c for c, _, _ in before] == [c for c, _, _ in after]
     for (_, s0, l0), (_, s1, l1) in zip(before, after, strict=True):
         assert s0 == pytest.approx(s1, rel=1e-6) and l0 == pytest.approx(l1, rel=1e-6)
+
+
+def _links_by_content(engine: EmotionalMemory) -> dict[str, list[tuple[str, float]]]:
+    content = {m.id: m.content for m in engine.store.list_all()}
+    return {m.content: [(content[lk.target_id], round(lk.strength, 9))
+                        for lk in m.tag.resonance_links] for m in engine.store.list_all()}
+
+
+@pytest.mark.parametrize("backend", ENGINES, indirect=True)
+@pytest.mark.parametrize("primed", [False, True], ids=["fresh", "primed"])
+def test_a_batch_links_as_repeated_encode_around_its_own_expired_memories(
+    backend: Backend, primed: bool
+) -> None:
+    """A batch memory already expired when stored (``expires_at`` at or before the
+    clock) is no link target of the later ones, as with repeated ``encode``, whether
+    or not the store held an expiring memory before the batch."""
+    texts = ["rain on the harbour", "rain on the harbour again",
+             "rain on the harbour once more", "rain harbour"]
+    expiries = [T0 - timedelta(hours=1), None, T0, None]
+    engines = [EmotionalMemory(store, HashingEmbedder(dim=32), clock=Clock())
+               for store in (backend.new(), backend.new())]
+    for engine in engines if primed else ():
+        engine.encode("a garden", expires_at=T0 + timedelta(days=9))
+    returned = engines[0].encode_batch(texts, expires_at=expiries)
+    singles = [engines[1].encode(t, expires_at=e) for t, e in zip(texts, expiries, strict=True)]
+    assert _links_by_content(engines[0]) == _links_by_content(engines[1])
+    assert [[lk.strength for lk in m.tag.resonance_links] for m in returned] == [
+        [lk.strength for lk in m.tag.resonance_links] for m in singles]
+    assert [m.content for m in engines[0].list_all()] == ["a garden"] * primed + texts[1::2]
