@@ -9,12 +9,10 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
-
-_MINUTE = timedelta(minutes=1)
 
 
 class FieldTypeError(TypeError, ValueError):
@@ -154,26 +152,6 @@ def in_utc(field: str, value: datetime) -> datetime:
         raise ValueError(
             f"{field} is outside the years 1 to 9999 in UTC, got {value.isoformat()}"
         ) from None
-
-
-def json_time(field: str, value: datetime) -> datetime:
-    """A model's aware datetime, in a form JSON keeps exactly.
-
-    Args:
-        field: the name a failure gives.
-        value: the datetime.
-
-    Returns:
-        ``value``, or the same instant in UTC when its UTC offset has seconds (JSON
-        keeps an offset's hours and minutes only, which would move the instant).
-
-    Raises:
-        TypeError / ValueError: as :func:`aware`; ValueError as :func:`in_utc`.
-    """
-    offset = aware(field, value).utcoffset()
-    if offset is not None and offset % _MINUTE:
-        return in_utc(field, value)
-    return value
 
 
 def instance(field: str, value: Any, cls: type[Any], *, optional: bool = False) -> Any:

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._unvalidated import unvalidated as _unvalidated
-from emotional_memory._validation import aware, clamp, finite, in_utc, json_time, utc_now
+from emotional_memory._validation import aware, clamp, finite, in_utc, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import EmotionLabel
@@ -115,12 +115,12 @@ class EmotionalTag(BaseModel):
     @field_validator("timestamp", mode="after")
     @classmethod
     def _ts(cls, v: datetime) -> datetime:
-        return json_time("timestamp", v)
+        return aware("timestamp", v)
 
     @field_validator("last_retrieved", "window_opened_at", mode="after")
     @classmethod
     def _opt_ts(cls, v: datetime | None, info: object) -> datetime | None:
-        return None if v is None else json_time(str(getattr(info, "field_name", "time")), v)
+        return None if v is None else aware(str(getattr(info, "field_name", "time")), v)
 
     @field_validator("retrieval_count", "reconsolidation_count", mode="after")
     @classmethod
@@ -164,7 +164,7 @@ class Memory(BaseModel):
         if v is None:
             return None
         in_utc("expires_at", aware("expires_at", v))  # a store keeps it in UTC
-        return json_time("expires_at", v)
+        return v
 
     @classmethod
     def create(

@@ -18,7 +18,6 @@ from emotional_memory._validation import (
     clamp,
     finite,
     instance,
-    json_time,
     non_negative,
     positive,
     utc_now,
@@ -90,7 +89,7 @@ class MoodField(BaseModel):
     @field_validator("timestamp", mode="after")
     @classmethod
     def _aware(cls, v: datetime) -> datetime:
-        return json_time("timestamp", v)
+        return aware("timestamp", v)
 
     @classmethod
     def neutral(cls, now: datetime | None = None) -> MoodField:
