@@ -470,8 +470,8 @@ def _json_exact(memory: Memory) -> Memory:
     UTC (itself when there is none), so that its JSON dump holds the same instants."""
     tag = memory.tag
     mood = tag.mood_snapshot
-    stamps = {k: _json_time(getattr(tag, k))
-              for k in ("timestamp", "last_retrieved", "window_opened_at")}
+    stamps: dict[str, Any] = {k: _json_time(getattr(tag, k))
+                              for k in ("timestamp", "last_retrieved", "window_opened_at")}
     mood_time, expires = _json_time(mood.timestamp), _json_time(memory.expires_at)
     if (all(v is getattr(tag, k) for k, v in stamps.items()) and mood_time is mood.timestamp
             and expires is memory.expires_at):
