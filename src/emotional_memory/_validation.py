@@ -132,6 +132,28 @@ def aware(field: str, value: datetime) -> datetime:
     return value
 
 
+def in_utc(field: str, value: datetime) -> datetime:
+    """An aware datetime as UTC, when its instant lies in the years 1..9999 there.
+
+    Args:
+        field: the name a failure gives.
+        value: an aware datetime (see :func:`aware`).
+
+    Returns:
+        ``value`` in ``UTC``.
+
+    Raises:
+        ValueError: the instant is outside the years 1 to 9999 in UTC (e.g.
+            ``9999-12-31T23:59:59-12:00``), which no store can keep.
+    """
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError(
+            f"{field} is outside the years 1 to 9999 in UTC, got {value.isoformat()}"
+        ) from None
+
+
 def instance(field: str, value: Any, cls: type[Any], *, optional: bool = False) -> Any:
     """``value`` when it is a ``cls`` (or None with ``optional``), else ``TypeError``
     naming ``field`` and the type it got."""

@@ -179,9 +179,11 @@ def _timestamp_operand(where: str, value: object) -> int:
     return _microseconds(value)
 
 
-def _operand(field: str, op: str, value: object) -> Any:
-    """The checked operand of ``field op value`` (see the module docs)."""
-    where = f"{field!r} {op}"
+def _operand(field: str, op: str, value: object, label: str | None = None) -> Any:
+    """The checked operand of ``field op value`` (see the module docs); a failure
+    names ``label`` (default ``op``), e.g. ``$in[2]`` for an element checked as
+    ``$eq``."""
+    where = f"{field!r} {label or op}"
     if op == "$exists":
         if not isinstance(value, bool):
             raise ValueError(f"where: {where} takes true or false, got {value!r}")
@@ -189,7 +191,7 @@ def _operand(field: str, op: str, value: object) -> Any:
     if op in ("$in", "$nin"):
         if not isinstance(value, list | tuple):
             raise ValueError(f"where: {where} takes a list, got {type(value).__name__}")
-        return tuple(_operand(field, "$eq", v) for v in value)
+        return tuple(_operand(field, "$eq", v, f"{op}[{i}]") for i, v in enumerate(value))
     if field == "timestamp":
         if value is None and op in ("$eq", "$ne"):
             return None

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from emotional_memory._unvalidated import unvalidated as _unvalidated
-from emotional_memory._validation import aware, clamp, finite, utc_now
+from emotional_memory._validation import aware, clamp, finite, in_utc, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.categorize import EmotionLabel
@@ -161,7 +161,10 @@ class Memory(BaseModel):
     @field_validator("expires_at")
     @classmethod
     def _expires(cls, v: datetime | None) -> datetime | None:
-        return None if v is None else aware("expires_at", v)
+        if v is None:
+            return None
+        in_utc("expires_at", aware("expires_at", v))  # a store keeps it in UTC
+        return v
 
     @classmethod
     def create(

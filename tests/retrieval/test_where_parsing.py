@@ -23,3 +23,17 @@ def test_a_parsed_filter_is_hashable_and_equal_filters_hash_equal(where: dict[st
     assert first is not None and again is not None
     assert first == again and hash(first) == hash(again)
     assert {first: "cached"}[again] == "cached"
+
+
+@pytest.mark.parametrize(("where", "named"), [
+    ({"timestamp": {"$in": ["2030-01-01T00:00:00Z", "garbage"]}}, r"'timestamp' \$in\[1\]"),
+    ({"timestamp": {"$nin": ["2030-01-01T00:00:00"]}}, r"'timestamp' \$nin\[0\]"),
+    ({"v": {"$in": [1, float("nan")]}}, r"'v' \$in\[1\]"),
+])
+def test_a_bad_list_element_is_named_by_its_operator_and_position(
+    where: dict[str, Any], named: str
+) -> None:
+    """An element of ``$in`` / ``$nin`` that is refused is named as such (it was
+    named ``$eq``, an operator the filter does not hold)."""
+    with pytest.raises(ValueError, match=named):
+        parse_where(where)

@@ -10,7 +10,7 @@ import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
 from emotional_memory._scope_locks import ScopeLocks
-from emotional_memory._validation import aware, json_metadata
+from emotional_memory._validation import aware, in_utc, json_metadata
 from emotional_memory._warn import warn_caller
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
@@ -73,6 +73,7 @@ class EngineCore:
         where: Where | None = None,
         *,
         expired: bool = False,
+        expiring: bool = False,
     ) -> ColumnarStore:
         """The store as this view sees it in one operation: its scope, ``where`` and
         expiry at ``now`` (see :mod:`emotional_memory.stores.selection`).
@@ -83,12 +84,14 @@ class EngineCore:
                 memory never needs it).
             where: a parsed filter (:func:`~emotional_memory.filters.parse_where`).
             expired: see the expired memories instead (``prune``).
+            expiring: the operation writes memories with an expiry (see
+                :class:`~emotional_memory.stores.base.Selection`).
 
         Returns:
             The confined columnar store (the store itself when nothing is confined).
         """
         selection = Selection(
-            self._scope, where, Now(now if now is not None else self._now), expired
+            self._scope, where, Now(now if now is not None else self._now), expired, expiring
         )
         out: ColumnarStore = select(self._columnar, self.store, selection)
         return out
@@ -96,7 +99,13 @@ class EngineCore:
     # ------------------------------------------------------------------ helpers
 
     def _now(self) -> datetime:
-        return aware("clock()", self._clock())
+        """The clock's reading in UTC (a zone's datetimes subtract and compare by wall
+        time when they share a tzinfo, wrong across a DST fold).
+
+        Raises:
+            ValueError: a naive reading, or one outside the years 1..9999 in UTC.
+        """
+        return in_utc("clock()", aware("clock()", self._clock()))
 
     def _check_content(self, content: object, field: str = "content") -> str:
         if not isinstance(content, str):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
+from emotional_memory._validation import in_utc
 from emotional_memory.affect import CoreAffect
 from emotional_memory.affect_rater import checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -55,12 +56,7 @@ def _check_expiry(value: object, field: str) -> datetime | None:
         raise TypeError(f"{field} must be an aware datetime or None, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValueError(f"{field} must be timezone-aware")
-    try:
-        return value.astimezone(UTC)
-    except OverflowError:
-        raise ValueError(
-            f"{field} is outside the years 1 to 9999 in UTC, got {value.isoformat()}"
-        ) from None
+    return in_utc(field, value)
 
 
 def _per_item_affects(affect: object, count: int) -> list[CoreAffect | None]:
@@ -209,7 +205,8 @@ class EncodingMixin(StateMixin):
         ), new_state
 
     def _linker(
-        self, batched: bool, now: datetime | Callable[[], datetime] | None = None
+        self, batched: bool, now: datetime | Callable[[], datetime] | None = None,
+        expiring: bool = False,
     ) -> Linker:
         """The store's :class:`~emotional_memory.stores._shared.linking.Linker`, confined to
         this view (resonance candidates and backward twins only among what it sees).
@@ -219,11 +216,13 @@ class EncodingMixin(StateMixin):
                 (``encode_batch``) rather than one at a time (``encode``).
             now: the operation's time, or a callable giving it when first needed
                 (expired memories are never link targets).
+            expiring: some of the new memories have an expiry (one may have expired
+                on arrival: the view confines by expiry even if the store held none).
 
         Returns:
             The linker.
         """
-        view = self._view(now)
+        view = self._view(now, expiring=expiring)
         # The root of a store without selections of its own links through the store's
         # own searches (expired memories of such a store may be link targets); a store
         # that confines views itself (a vector database) links through the view.
@@ -537,7 +536,10 @@ class EncodingMixin(StateMixin):
         row_vectors = [None if vec is None or vec.size == 0 else vec for vec in vectors]
         # link targets' expiry is judged at the time of the block's last memory (saved
         # before its search); a store asking before any is prepared reads the clock
-        linker = self._linker(batched=True, now=lambda: latest[0] if latest else self._now())
+        linker = self._linker(
+            batched=True, now=lambda: latest[0] if latest else self._now(),
+            expiring=any(e is not None for e in expiries),
+        )
         if self.config.enable_resonance:
             # candidates among the memories already stored, searched before the
             # transaction holds the store (the linker re-checks them inside it)

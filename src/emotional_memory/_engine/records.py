@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.base import Now, PagingStore
 from emotional_memory.telemetry import traced
+
+_MINUTE = timedelta(minutes=1)
 
 
 class RecordsMixin(EngineCore):
@@ -461,10 +464,40 @@ class RecordsMixin(EngineCore):
                     )
 
 
+def _json_time(moment: datetime | None) -> datetime | None:
+    """``moment``, or its instant in UTC when its UTC offset has seconds (JSON keeps
+    an offset's hours and minutes only, which would move the instant)."""
+    offset = None if moment is None else moment.utcoffset()
+    if moment is None or offset is None or not offset % _MINUTE:
+        return moment
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # no UTC datetime holds it: exported as JSON writes it
+        return moment
+
+
+def _json_exact(memory: Memory) -> Memory:
+    """``memory`` with every datetime whose UTC offset has seconds as its instant in
+    UTC (itself when there is none), so that its JSON dump holds the same instants."""
+    tag = memory.tag
+    mood = tag.mood_snapshot
+    stamps: dict[str, Any] = {k: _json_time(getattr(tag, k))
+                              for k in ("timestamp", "last_retrieved", "window_opened_at")}
+    mood_time, expires = _json_time(mood.timestamp), _json_time(memory.expires_at)
+    if (all(v is getattr(tag, k) for k, v in stamps.items()) and mood_time is mood.timestamp
+            and expires is memory.expires_at):
+        return memory
+    if mood_time is not mood.timestamp:
+        stamps["mood_snapshot"] = mood.model_copy(update={"timestamp": mood_time})
+    return memory.model_copy(update={"tag": tag.model_copy(update=stamps),
+                                     "expires_at": expires})
+
+
 def _exported(memory: Memory) -> dict[str, Any]:
-    """``memory`` as an export record: its JSON dump, with a non-finite embedding as
-    ``None`` (what ``import_memories`` takes and scores alike)."""
-    data: dict[str, Any] = memory.model_dump(mode="json")
+    """``memory`` as an export record: its JSON dump (every instant as stored, see
+    :func:`_json_exact`), with a non-finite embedding as ``None`` (what
+    ``import_memories`` takes and scores alike)."""
+    data: dict[str, Any] = _json_exact(memory).model_dump(mode="json")
     embedding = data["embedding"]
     # a finite sum means finite values (the sum is the quick test, the values the sure one)
     if embedding and not math.isfinite(sum(embedding)) and not all(map(math.isfinite, embedding)):

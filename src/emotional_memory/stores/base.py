@@ -91,12 +91,17 @@ class Selection:
             seen); read lazily.
         expired: select the memories that HAVE expired instead (what ``prune``
             removes); False for every other operation.
+        expiring: the operation writes memories with an expiry (``encode_batch``):
+            a store confines the view by expiry even while it holds no expiring
+            memory (a batch memory may have expired on arrival, and must be no
+            link target of the later ones).
     """
 
     scope: tuple[str, ...] = ()
     where: Where | None = None
     now: Now = field(default_factory=lambda: Now(_utc_now), compare=False)
     expired: bool = False
+    expiring: bool = False
 
     @property
     def unconfined(self) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -99,3 +99,30 @@ def test_an_export_holding_an_embedders_nan_vector_imports_with_the_same_answers
     assert [(r.memory.id, r.score) for r in fresh.retrieve_with_explanations("rain", top_k=4)] \
         == [(r.memory.id, r.score) for r in source.retrieve_with_explanations("rain", top_k=4)]
     assert source.import_memories(data, overwrite=True) == 4
+
+
+_ODD = timezone(timedelta(hours=5, minutes=30, seconds=17, microseconds=3))
+
+
+def test_an_offset_with_seconds_keeps_its_instant_when_stored_and_exported(
+    backend: Backend,
+) -> None:
+    """JSON keeps only the hours and minutes of an offset (pydantic's form): a datetime
+    whose offset has seconds must be stored, read and exported as its instant, not
+    moved by them."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    engine.encode("rain on the harbour")
+    (record,) = engine.export_memories()
+    odd = datetime(2100, 3, 1, 9, tzinfo=UTC).astimezone(_ODD)
+    tag = record["tag"]
+    record = {**record, "id": "odd", "expires_at": odd, "tag": {
+        **tag, "timestamp": odd, "last_retrieved": odd, "window_opened_at": odd,
+        "mood_snapshot": {**tag["mood_snapshot"], "timestamp": odd}}}
+    assert engine.import_memories([record]) == 1
+    fresh = EmotionalMemory(oracle_store(), HashingEmbedder(dim=8))
+    exported = next(r for r in engine.export_memories() if r["id"] == "odd")
+    assert fresh.import_memories([json.loads(json.dumps(exported))]) == 1
+    for back in (engine.get("odd"), fresh.get("odd")):
+        assert back is not None and back.expires_at == odd
+        assert back.tag.timestamp == odd and back.tag.mood_snapshot.timestamp == odd
+        assert back.tag.last_retrieved == odd and back.tag.window_opened_at == odd

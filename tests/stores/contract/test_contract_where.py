@@ -18,7 +18,8 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+import operator
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
@@ -148,3 +149,51 @@ def test_filters_of_many_values_select_what_the_dialect_selects(backend: Backend
         assert engine.scoped("elsewhere").list_all(where=where) == []
         assert [m.content for m in engine.retrieve("memory", 3, where=where)] == [
             m.content for m in oracle.retrieve("memory", 3, where=where)]
+
+
+_TIMES = [T0, T0 + timedelta(microseconds=1), datetime(1, 1, 2, tzinfo=UTC),
+          datetime(9000, 6, 1, 12, tzinfo=UTC), datetime.max.replace(tzinfo=UTC)]
+
+
+def _time_operands() -> list[Any]:
+    """Operands around each stored time, in several forms, and beyond the years."""
+    east, west = timezone(timedelta(hours=14)), timezone(timedelta(hours=-12))
+    out: list[Any] = [datetime.min.replace(tzinfo=east),
+                      "9999-12-31T23:59:59.999999-12:00", "0001-01-01T00:00:00+14:00"]
+    for t in _TIMES:
+        for d in (-1, 0, 1):
+            try:
+                moment = t + timedelta(microseconds=d)
+                out += [moment, moment.astimezone(west if d else east)]
+            except OverflowError:  # past datetime.max (or its in another zone)
+                continue
+            out.append(moment.isoformat().replace("+00:00", "Z"))
+    return out
+
+
+def test_timestamps_compare_as_instants_as_python_compares_them(backend: Backend) -> None:
+    clock = Clock()
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=16), clock=clock)
+    for i, t in enumerate(_TIMES):
+        clock.now = t
+        engine.encode(f"moment {i}")
+    clock.now = T0
+    memories = engine.list_all()
+    assert len(memories) == len(_TIMES)
+    for value in _time_operands():
+        moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+        for op, holds in _TIME_OPS.items():
+            where = {"timestamp": {op: [value] if op in ("$in", "$nin") else value}}
+            want = [m.content for m in memories if holds(_us(m.tag.timestamp), _us(moment))]
+            assert [m.content for m in engine.list_all(where=where)] == want, where
+
+
+def _us(moment: datetime) -> int:
+    """Microseconds since 1970 (exact, for any aware datetime)."""
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+
+
+_TIME_OPS: dict[str, Any] = {
+    "$eq": operator.eq, "$ne": operator.ne, "$gt": operator.gt, "$gte": operator.ge,
+    "$lt": operator.lt, "$lte": operator.le, "$in": operator.eq, "$nin": operator.ne,
+}

@@ -370,10 +370,12 @@ class _Core:
             values["vft"] = now
             parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")
         else:
-            with self._read(single=True) as cur:
-                expiring = cur.execute(  # kept by every write, like the counts
-                    f"SELECT value::bigint > 0 FROM {self._meta} WHERE key = 'expiring'"
-                ).fetchone()[0]
+            expiring = selection.expiring  # (memories written with an expiry)
+            if not expiring:
+                with self._read(single=True) as cur:
+                    expiring = cur.execute(  # kept by every write, like the counts
+                        f"SELECT value::bigint > 0 FROM {self._meta} WHERE key = 'expiring'"
+                    ).fetchone()[0]
             if expiring:  # the clock is read only when some memory can expire
                 values["vft"] = _records.to_microseconds(selection.now())
                 parts.append(" AND (expires_us IS NULL OR expires_us > %(vft)s)")

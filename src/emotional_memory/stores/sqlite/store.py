@@ -450,7 +450,7 @@ class SQLiteStore(BackendStore):
         """
         with self._lock:
             self._sync()
-            if selection.unconfined and not self._cache._any_expiry:
+            if selection.unconfined and not (selection.expiring or self._cache._any_expiry):
                 return self
         return SelectedRows(
             lambda: self._cache, self, selection, sync=self._sync_if_open,

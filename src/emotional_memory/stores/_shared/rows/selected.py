@@ -168,9 +168,9 @@ class RowSelecting:
 
         Returns:
             A :class:`SelectedRows` view, or the store itself for the root without a
-            filter while no memory has an expiry.
+            filter while no memory has (or is being written with) an expiry.
         """
-        if selection.unconfined and not self._any_expiry:
+        if selection.unconfined and not (selection.expiring or self._any_expiry):
             return self
         return SelectedRows(lambda: self, self, selection)
 
