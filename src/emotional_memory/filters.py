@@ -15,9 +15,9 @@ Fields are metadata keys, with dotted paths into nested dicts (``"tags.priority"
 ``"metadata.valence"`` names the metadata key ``valence`` itself), and the built-ins
 ``timestamp`` (compared as an instant: operands are aware datetimes or RFC 3339
 strings with an offset, as ``expires_at`` takes them: see
-:data:`~emotional_memory._validation.INSTANT_PATTERN`), ``valence``, ``arousal``, ``dominance``, ``emotion`` (the
-Plutchik primary of the memory's label, None when it has none) and
-``retrieval_count``.
+:data:`~emotional_memory._validation.INSTANT_PATTERN`), ``valence``, ``arousal``,
+``dominance``, ``emotion`` (the Plutchik primary of the memory's label, None when it
+has none) and ``retrieval_count``.
 
 Semantics (MongoDB's, which mem0 and Chroma follow where they agree):
 

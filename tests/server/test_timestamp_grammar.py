@@ -22,7 +22,7 @@ import httpx
 
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.filters import parse_where
+from emotional_memory.filters import Compare, parse_where
 from emotional_memory.server.app import build_app
 from emotional_memory.server.service import MemoryService
 
@@ -89,7 +89,8 @@ def _library(text: str) -> int | None:
     except ValueError as exc:
         assert "timestamp" in str(exc), exc
         return None
-    return int(getattr(clause, "value")) - round(BASE.timestamp() * 1_000_000)
+    assert isinstance(clause, Compare)
+    return int(clause.value) - round(BASE.timestamp() * 1_000_000)
 
 
 def test_where_and_expires_at_take_the_same_timestamp_strings() -> None:
