@@ -13,10 +13,11 @@ several operators is the ``$and`` of its operators.
 
 Fields are metadata keys, with dotted paths into nested dicts (``"tags.priority"``;
 ``"metadata.valence"`` names the metadata key ``valence`` itself), and the built-ins
-``timestamp`` (compared as an instant: operands are aware datetimes or ISO-8601
-strings with an offset), ``valence``, ``arousal``, ``dominance``, ``emotion`` (the
-Plutchik primary of the memory's label, None when it has none) and
-``retrieval_count``.
+``timestamp`` (compared as an instant: operands are aware datetimes or RFC 3339
+strings with an offset, as ``expires_at`` takes them: see
+:data:`~emotional_memory._validation.INSTANT_PATTERN`), ``valence``, ``arousal``,
+``dominance``, ``emotion`` (the Plutchik primary of the memory's label, None when it
+has none) and ``retrieval_count``.
 
 Semantics (MongoDB's, which mem0 and Chroma follow where they agree):
 
@@ -44,6 +45,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from emotional_memory._validation import parse_instant
 
 __all__ = [
     "BUILTIN_FIELDS",
@@ -162,16 +165,10 @@ def _check_scalar(where: str, value: object) -> Scalar:
 
 def _timestamp_operand(where: str, value: object) -> int:
     if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(
-                f"where: {where} must be an aware datetime or an ISO-8601 string, "
-                f"got {value!r}"
-            ) from None
+        value = parse_instant(f"where: {where}", value)
     if not isinstance(value, datetime):
         raise ValueError(
-            f"where: {where} must be an aware datetime or an ISO-8601 string, "
+            f"where: {where} must be an aware datetime or an RFC 3339 string, "
             f"got {type(value).__name__}"
         )
     if value.tzinfo is None or value.utcoffset() is None:

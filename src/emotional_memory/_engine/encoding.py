@@ -534,8 +534,11 @@ class EncodingMixin(StateMixin):
                 yield memory
 
         row_vectors = [None if vec is None or vec.size == 0 else vec for vec in vectors]
-        # link targets' expiry is judged at the time of the block's last memory (saved
-        # before its search); a store asking before any is prepared reads the clock
+        # link targets' expiry is judged at one time for the whole batch (the view's
+        # Now keeps its first reading): the last memory prepared when a store first
+        # asks (the first block's, saved before its search), or the clock when one asks
+        # before any is prepared; with a clock that moves, a target expiring during
+        # the batch stays one for its later blocks (repeated encode would drop it)
         linker = self._linker(
             batched=True, now=lambda: latest[0] if latest else self._now(),
             expiring=any(e is not None for e in expiries),

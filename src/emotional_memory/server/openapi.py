@@ -24,7 +24,7 @@ from fastapi import FastAPI
 
 from emotional_memory.filters import BUILTIN_FIELDS
 from emotional_memory.server.limits import LIMIT_FLAGS, Limits
-from emotional_memory.server.schemas import publish_uncalibrated
+from emotional_memory.server.schemas import INSTANT_SCHEMA, publish_uncalibrated
 
 __all__ = ["FILTER_REF", "JSON_QUERY", "filter_schemas", "install_openapi", "publish"]
 
@@ -35,12 +35,8 @@ PARSER_DEPTH = 32
 """The deepest ``$and``/``$or`` nesting the filter parser reads, whatever the limit."""
 FIELD_NAME = r"^[^$.][^.]*(\.[^.]+)*$"
 """A metadata field: not an operator, no empty dotted segment."""
-DATE_TIME = {
-    "type": "string", "format": "date-time",
-    # RFC 3339 as Python reads it: upper-case T and Z, no leap second, no year 0
-    "pattern": r"^(?!0000)[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-5][0-9]"
-               r"(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})$",
-}
+DATE_TIME = INSTANT_SCHEMA
+"""A filter's timestamp: the strings ``expires_at`` takes too."""
 _BOUNDS = {"minimum": -sys.float_info.max, "maximum": sys.float_info.max}
 """A filter's numbers: those a float holds (a longer integer is refused)."""
 _NUMERIC = ("valence", "arousal", "dominance", "retrieval_count")

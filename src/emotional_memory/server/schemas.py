@@ -23,11 +23,13 @@ from pydantic import (
     Field,
     StrictBool,
     StrictStr,
+    WithJsonSchema,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from emotional_memory._validation import INSTANT_PATTERN, parse_instant
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.categorize import EmotionLabel
 from emotional_memory.models import Memory
@@ -36,6 +38,10 @@ from emotional_memory.retrieval import RetrievalBreakdown, RetrievalExplanation
 from emotional_memory.state import AffectiveState
 
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+INSTANT_SCHEMA: dict[str, Any] = {
+    "type": "string", "format": "date-time", "pattern": INSTANT_PATTERN,
+}
+"""The timestamp strings taken (``expires_at``, a filter's ``timestamp``)."""
 DEFAULT_TOP_K = 5
 """A search's ``top_k`` when not given (or the service's ``max_top_k`` when smaller)."""
 MAX_SCOPE_DEPTH = 32
@@ -216,8 +222,8 @@ class ItemIn(_Strict):
         "service rates text (--affect text, the default with MiniLM), else the scope's "
         "current affective state.",
     )
-    expires_at: AwareDatetime | None = Field(
-        default=None, description="ISO-8601 time with offset after which the memory is invisible."
+    expires_at: Annotated[AwareDatetime, WithJsonSchema(INSTANT_SCHEMA)] | None = Field(
+        default=None, description="RFC 3339 time with offset after which the memory is invisible."
     )
 
     @field_validator("content")
@@ -243,6 +249,8 @@ class ItemIn(_Strict):
             raise ValueError(f"expires_at must be an ISO-8601 string, got {type(v).__name__}")
         if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
             raise ValueError("expires_at must be an ISO-8601 string, not a number of seconds")
+        if isinstance(v, str):  # the grammar of a filter's timestamp, not pydantic's
+            return parse_instant("expires_at", v)
         return v
 
     @field_validator("expires_at")
