@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -463,6 +464,27 @@ def _engine_on(kind: str, target: str, embedder: HashingEmbedder, **kwargs: Any)
     return cls(store, embedder, state_store=states, shared_state=True, **kwargs)
 
 
+def _encoder_thread(other: Any) -> tuple[threading.Thread, list[BaseException]]:
+    """A thread (not started) encoding one event into ``other``'s scope "team".
+
+    Args:
+        other: the engine standing for another process.
+
+    Returns:
+        The thread and the list its failure (if any) is appended to.
+    """
+    failure: list[BaseException] = []
+
+    def other_encodes() -> None:
+        try:
+            other.scoped("team").encode("gated event", affect=CoreAffect(valence=-0.9,
+                                                                          arousal=0.9))
+        except BaseException as exc:  # checked by the caller
+            failure.append(exc)
+
+    return threading.Thread(target=other_encodes, daemon=True), failure
+
+
 @pytest.mark.parametrize("kind", ["sqlite", "postgres"])
 def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_scope(
     kind: str, tmp_path: Path, request: pytest.FixtureRequest,
@@ -474,7 +496,6 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
     raises a retryable error at once (it may not wait: the loop must go on), and the
     other process's operation commits."""
     import asyncio
-    import threading
 
     from emotional_memory.async_engine import AsyncEmotionalMemory
     from emotional_memory.interfaces import StoreTimeoutError
@@ -486,18 +507,10 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
     other = _engine_on(kind, target, gated)  # the other process: its connections, locks
     if kind == "postgres":
         other.store.clear()  # the module's database: no earlier test's rows
-    failure: list[BaseException] = []
-
-    def other_encodes() -> None:
-        try:
-            other.scoped("team").encode("gated event", affect=CoreAffect(valence=-0.9,
-                                                                          arousal=0.9))
-        except BaseException as exc:  # checked below
-            failure.append(exc)
+    worker, failure = _encoder_thread(other)
 
     root = _engine_on(kind, target, HashingEmbedder(dim=32), cls=AsyncEmotionalMemory)
     view = root.scoped("team")
-    worker = threading.Thread(target=other_encodes, daemon=True)
     worker.start()
     assert gated.inside.wait(60)  # the other process holds team (and the root shared)
 
@@ -542,7 +555,6 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     ``ScopeHoldTimeout`` at once (as it does while an operation of its own waits
     for its locks); the holder's operation commits."""
     import asyncio
-    import threading
 
     from emotional_memory.async_engine import AsyncEmotionalMemory
     from emotional_memory.interfaces import StoreTimeoutError
@@ -555,16 +567,8 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     if kind == "postgres":
         other.store.clear()  # the module's database: no earlier test's rows
     other.scoped("team").set_affect(CoreAffect(valence=0.25, arousal=0.5))
-    failure: list[BaseException] = []
+    worker, failure = _encoder_thread(other)
 
-    def other_encodes() -> None:
-        try:
-            other.scoped("team").encode("gated event", affect=CoreAffect(valence=-0.9,
-                                                                          arousal=0.9))
-        except BaseException as exc:  # checked below
-            failure.append(exc)
-
-    worker = threading.Thread(target=other_encodes, daemon=True)
     worker.start()
     assert gated.inside.wait(60)  # the other engine holds team (and the root shared)
 
