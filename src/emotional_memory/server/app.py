@@ -7,7 +7,9 @@ on its own), ``GET /healthz`` and ``/openapi.json``, behind :class:`Gate`, an AS
 middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
-key, 404, 413 for a body over the limit, 415 for a body that is not JSON, 422
+key, 404 / 405 for an unknown path / method, 413 for a body over the limit, 415 for
+a JSON-body route's request without a JSON ``Content-Type``, 421 / 403 for a
+``Host`` / ``Origin`` not allowed, 429 for a key past its requests in flight, 422
 naming the invalid field, 503 when a database statement ran past the statement
 timeout, 500 with a generic message (the traceback goes to the server's log
 only). Keys never appear in responses or logs.

@@ -115,7 +115,7 @@ def filter_schemas(limits: Limits) -> dict[str, dict[str, Any]]:
     out["Filter"]["description"] = (
         '{"field": value} or {"field": {"$op": value}}; ops $eq $ne $gt $gte $lt $lte '
         "$in $nin $exists; $and / $or take lists of clauses. Fields are metadata keys "
-        "(dotted paths) and the built-ins timestamp (ISO-8601 with offset), valence, "
+        "(dotted paths) and the built-ins timestamp (RFC 3339 with offset), valence, "
         "arousal, dominance, retrieval_count (numbers) and emotion (a label). "
         + _filter_text(limits))
     return out

@@ -243,12 +243,14 @@ class ItemIn(_Strict):
     @field_validator("expires_at", mode="before")
     @classmethod
     def _iso_expiry(cls, v: Any) -> Any:
-        """Take a string only: a JSON number is no ISO-8601 time (pydantic would read
+        """Take a string only: a JSON number is no RFC 3339 time (pydantic would read
         it as Unix seconds or milliseconds)."""
         if v is not None and not isinstance(v, str | datetime):
-            raise ValueError(f"expires_at must be an ISO-8601 string, got {type(v).__name__}")
+            raise ValueError(
+                f"expires_at must be an RFC 3339 (ISO-8601) string, got {type(v).__name__}")
         if isinstance(v, str) and _NUMBER.fullmatch(v.strip()):
-            raise ValueError("expires_at must be an ISO-8601 string, not a number of seconds")
+            raise ValueError(
+                "expires_at must be an RFC 3339 (ISO-8601) string, not a number of seconds")
         if isinstance(v, str):  # the grammar of a filter's timestamp, not pydantic's
             return parse_instant("expires_at", v)
         return v
