@@ -206,6 +206,30 @@ def in_utc(field: str, value: datetime) -> datetime:
         ) from None
 
 
+_MINUTE = timedelta(minutes=1)
+
+
+def json_instant(moment: datetime | None) -> datetime | None:
+    """``moment``, or its instant in UTC when its UTC offset has seconds: JSON (as
+    pydantic writes it) keeps an offset's hours and minutes only, which would move
+    the instant.
+
+    Args:
+        moment: an aware datetime, or None.
+
+    Returns:
+        ``moment`` itself, or the same instant in UTC (``moment`` again when no UTC
+        datetime holds it).
+    """
+    offset = None if moment is None else moment.utcoffset()
+    if moment is None or offset is None or not offset % _MINUTE:
+        return moment
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # no UTC datetime holds it: written as JSON writes it
+        return moment
+
+
 def instance(field: str, value: Any, cls: type[Any], *, optional: bool = False) -> Any:
     """``value`` when it is a ``cls`` (or None with ``optional``), else ``TypeError``
     naming ``field`` and the type it got."""

@@ -164,6 +164,8 @@ def _check_scalar(where: str, value: object) -> Scalar:
 
 
 def _timestamp_operand(where: str, value: object) -> int:
+    """A ``timestamp`` operand (an aware datetime or an RFC 3339 string) as its
+    instant in microseconds since 1970 UTC; a failure names ``where``."""
     if isinstance(value, str):
         value = parse_instant(f"where: {where}", value)
     if not isinstance(value, datetime):

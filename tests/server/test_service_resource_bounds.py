@@ -139,3 +139,58 @@ def test_a_key_has_at_most_max_in_flight_requests_at_once() -> None:
         assert app._in_flight == {}
 
     asyncio.run(run())
+
+
+def test_a_cancelled_or_disconnected_request_frees_its_place() -> None:
+    """A request whose client goes away frees its place: cancelled (as a server that
+    cancels on disconnect does) while its operation runs, or cut off while its body
+    is read; the key's next request is served, not refused with 429."""
+    import httpx
+
+    from emotional_memory.server.app import build_app
+
+    embedder = _Gated()
+    engine = EmotionalMemory(InMemoryStore(), embedder,
+                             state_store=InMemoryAffectiveStateStore())
+    app = build_app(MemoryService(engine), None, max_in_flight=1)
+
+    async def cut_off_body() -> None:
+        sent: list[Any] = []
+
+        async def receive() -> Any:
+            if not sent:
+                sent.append(1)
+                return {"type": "http.request", "body": b'{"conte', "more_body": True}
+            return {"type": "http.disconnect"}
+
+        async def send(message: Any) -> None:
+            return None
+
+        scope = {"type": "http", "method": "POST", "path": "/v1/memories",
+                 "raw_path": b"/v1/memories", "query_string": b"", "root_path": "",
+                 "scheme": "http", "server": ("t", 80), "http_version": "1.1",
+                 "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]}
+        await asyncio.gather(app(scope, receive, send), return_exceptions=True)
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+            seeded = await client.post("/v1/memories", json={"content": "seed"})
+            assert seeded.status_code == 201, seeded.text
+            held = asyncio.ensure_future(client.post("/v1/search", json={"query": "block"}))
+            for _ in range(3000):
+                if embedder.entered.is_set():
+                    break
+                await asyncio.sleep(0.01)
+            assert embedder.entered.is_set() and sum(app._in_flight.values()) == 1
+            held.cancel()
+            await asyncio.gather(held, return_exceptions=True)
+            assert app._in_flight == {}
+            embedder.go.set()
+            await cut_off_body()
+            assert app._in_flight == {}
+            made = await client.post("/v1/memories", json={"content": "next"})
+            assert made.status_code == 201, made.text
+        assert app._in_flight == {}
+
+    asyncio.run(run())

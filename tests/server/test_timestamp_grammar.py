@@ -137,3 +137,37 @@ def test_the_published_schemas_state_the_same_grammar() -> None:
         taken = text in TAKEN
         assert where.is_valid({"timestamp": {"$gte": text}}) == taken, text
         assert body.is_valid(text) == taken, text
+
+
+def test_a_served_memory_keeps_an_instant_whose_offset_has_seconds() -> None:
+    """A memory imported with times whose UTC offset has seconds (the library keeps
+    them as given) is served with the same instants: JSON writes an offset's hours
+    and minutes only, so REST (and MCP, same fields) answer such a time in UTC."""
+    from datetime import timedelta, timezone
+
+    from emotional_memory.server.schemas import memory_out
+
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder())
+    record = engine.encode("seed").model_dump()
+    odd = timezone(timedelta(hours=5, seconds=30))
+    record |= {"id": "odd", "expires_at": datetime(2100, 1, 1, 12, tzinfo=odd)}
+    record["tag"]["timestamp"] = datetime(2020, 6, 1, 8, 0, 15, tzinfo=odd)
+    engine.import_memories([record])
+    stored = engine.get("odd")
+    assert stored is not None and stored.expires_at is not None
+    served = memory_out(stored, ()).model_dump(mode="json")
+    assert datetime.fromisoformat(served["expires_at"]) == stored.expires_at
+    assert datetime.fromisoformat(served["timestamp"]) == stored.tag.timestamp
+    app = build_app(MemoryService(engine), None)
+
+    async def run() -> dict[str, Any]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as c:
+            got = await c.get("/v1/memories/odd")
+            assert got.status_code == 200, got.text
+            body: dict[str, Any] = got.json()
+            return body
+
+    body = asyncio.run(run())
+    assert datetime.fromisoformat(body["expires_at"]) == stored.expires_at
+    assert datetime.fromisoformat(body["timestamp"]) == stored.tag.timestamp

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,13 @@ from pydantic import BaseModel
 from emotional_memory._bank import as_float_list
 from emotional_memory._engine.core import EngineCore
 from emotional_memory._engine.locks import _synchronized
-from emotional_memory._validation import in_range, json_metadata, non_negative_int, strict_finite
+from emotional_memory._validation import (
+    in_range,
+    json_instant,
+    json_metadata,
+    non_negative_int,
+    strict_finite,
+)
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
@@ -21,8 +26,6 @@ from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.base import Now, PagingStore
 from emotional_memory.telemetry import traced
-
-_MINUTE = timedelta(minutes=1)
 
 
 class RecordsMixin(EngineCore):
@@ -464,26 +467,14 @@ class RecordsMixin(EngineCore):
                     )
 
 
-def _json_time(moment: datetime | None) -> datetime | None:
-    """``moment``, or its instant in UTC when its UTC offset has seconds (JSON keeps
-    an offset's hours and minutes only, which would move the instant)."""
-    offset = None if moment is None else moment.utcoffset()
-    if moment is None or offset is None or not offset % _MINUTE:
-        return moment
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:  # no UTC datetime holds it: exported as JSON writes it
-        return moment
-
-
 def _json_exact(memory: Memory) -> Memory:
     """``memory`` with every datetime whose UTC offset has seconds as its instant in
     UTC (itself when there is none), so that its JSON dump holds the same instants."""
     tag = memory.tag
     mood = tag.mood_snapshot
-    stamps: dict[str, Any] = {k: _json_time(getattr(tag, k))
+    stamps: dict[str, Any] = {k: json_instant(getattr(tag, k))
                               for k in ("timestamp", "last_retrieved", "window_opened_at")}
-    mood_time, expires = _json_time(mood.timestamp), _json_time(memory.expires_at)
+    mood_time, expires = json_instant(mood.timestamp), json_instant(memory.expires_at)
     if (all(v is getattr(tag, k) for k, v in stamps.items()) and mood_time is mood.timestamp
             and expires is memory.expires_at):
         return memory

@@ -165,7 +165,12 @@ class Gate:
     MCP endpoint answers). A body without a JSON ``Content-Type`` sent to a route that
     takes JSON gets 415. A key with ``max_in_flight`` requests in progress gets
     429 for the next one (its body unread), so that no key can pile up requests
-    (each holding a body of up to ``max_body_bytes``) without bound.
+    (each holding a body of up to ``max_body_bytes``) without bound. A request is in
+    progress until the app returns for it: a client that disconnects leaves it counted
+    until its operation ends (uvicorn does not cancel it), but a request cancelled (by
+    a server that cancels on disconnect) frees its place at once, while its operation
+    completes in the background (its scope's next operation waits for it). The count
+    is kept on the one event loop the app serves on (as the service's views are).
 
     Args:
         app: the wrapped app.
@@ -199,7 +204,7 @@ class Gate:
         )
         self.max_in_flight = max_in_flight
         # principal -> its requests in progress (an entry only while some are): touched
-        # on the event loop's thread only
+        # only on the serving event loop's thread, with no await between read and write
         self._in_flight: dict[Principal, int] = {}
         self._anonymous = Principal((), "no-auth")
 

@@ -43,6 +43,7 @@ _NUMERIC = ("valence", "arousal", "dominance", "retrieval_count")
 
 
 def _limit(limits: Limits, name: str) -> str:
+    """A limit's value with the ``serve`` flag that sets it, for a description."""
     return f"{getattr(limits, name)} (--{LIMIT_FLAGS[name]})"
 
 
@@ -56,10 +57,12 @@ def _integer(schema: dict[str, Any]) -> dict[str, Any]:
 
 
 def _add_text(schema: dict[str, Any], text: str) -> None:
+    """Append ``text`` to ``schema``'s description (in place)."""
     schema["description"] = f"{schema.get('description', '').rstrip()} {text}".strip()
 
 
 def _filter_text(limits: Limits) -> str:
+    """What a filter's description says of the app's clause and depth limits."""
     return (f"At most {_limit(limits, 'max_filter_clauses')} clauses (comparisons and "
             f"$in/$nin values) and $and/$or nesting {_limit(limits, 'max_filter_depth')}.")
 

@@ -29,7 +29,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from emotional_memory._validation import INSTANT_PATTERN, parse_instant
+from emotional_memory._validation import INSTANT_PATTERN, json_instant, parse_instant
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.categorize import EmotionLabel
 from emotional_memory.models import Memory
@@ -394,10 +394,11 @@ def memory_fields(memory: Memory, base: tuple[str, ...]) -> dict[str, Any]:
         "content": memory.content,
         "metadata": memory.metadata,
         "scope": _relative(tuple(getattr(memory, "scope", ())), base),
-        "timestamp": tag.timestamp,
+        # an offset with seconds as UTC: JSON would drop the seconds (and move it)
+        "timestamp": json_instant(tag.timestamp),
         "affect": tag.core_affect,
         "emotion": tag.emotion_label,
-        "expires_at": getattr(memory, "expires_at", None),
+        "expires_at": json_instant(getattr(memory, "expires_at", None)),
         "retrieval_count": tag.retrieval_count,
     }
 
