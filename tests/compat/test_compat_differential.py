@@ -39,18 +39,7 @@ from emotional_memory.affect import AffectiveMomentum
 from emotional_memory.mood import MoodField
 from emotional_memory.replay import TickClock
 from support.compat_original import START, HashEmbedder
-
-_TIERS = {
-    "joy": ("serenity", "joy", "ecstasy"),
-    "anticipation": ("interest", "anticipation", "vigilance"),
-    "surprise": ("distraction", "surprise", "amazement"),
-    "fear": ("apprehension", "fear", "terror"),
-    "anger": ("annoyance", "anger", "rage"),
-    "disgust": ("boredom", "disgust", "loathing"),
-    "sadness": ("pensiveness", "sadness", "grief"),
-    "trust": ("acceptance", "trust", "admiration"),
-}
-_SECTORS = ("joy", "anticipation", "surprise", "fear", "disgust", "sadness", "disgust", "trust")
+from support.oracle import SECTORS, TIER_NAMES
 
 
 def _original_label(valence: float, arousal: float, dominance: float | None) -> tuple[str, str]:
@@ -60,12 +49,12 @@ def _original_label(valence: float, arousal: float, dominance: float | None) -> 
     r = math.sqrt(valence**2 + a**2)
     angle = math.degrees(math.atan2(a, valence)) % 360.0
     sector = int((angle + 22.5) / 45.0) % 8
-    primary = _SECTORS[sector]
+    primary = SECTORS[sector]
     if sector == 3 and dominance is not None:
         primary = "anger" if dominance >= 0.5 else "fear"
     flat = r < 0.05 or (abs(valence) < 0.05 and arousal < 0.05)
     tier = 0 if flat or r < 0.3 else (1 if r < 0.7 else 2)
-    return primary, _TIERS[primary][tier]
+    return primary, TIER_NAMES[primary][tier]
 
 
 def test_categorize_radius_rounds_as_the_original_at_the_high_tier_edge() -> None:

@@ -9,8 +9,6 @@ worker thread by an embedder that waits for an event, so no test sleeps.
 from __future__ import annotations
 
 import asyncio
-import threading
-from typing import Any
 
 from emotional_memory.affect import CoreAffect
 from emotional_memory.embedders import HashingEmbedder
@@ -18,29 +16,9 @@ from emotional_memory.engine import EmotionalMemory
 from emotional_memory.server.service import BatchItem, MemoryService
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores import InMemoryStore
+from support.async_parts import WordHeldEmbedder
 
 WAIT = 60.0  # seconds: only ever reached when something hangs
-
-
-class HeldEmbedder(HashingEmbedder):
-    """Embeds as the hashing embedder; a text containing "HOLD" waits for ``release``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def embed(self, text: str) -> Any:
-        if "HOLD" in text:
-            self.entered.set()
-            assert self.release.wait(WAIT), "never released"
-        return super().embed(text)
-
-    def embed_batch(self, texts: Any) -> Any:
-        if any("HOLD" in t for t in texts):
-            self.entered.set()
-            assert self.release.wait(WAIT), "never released"
-        return super().embed_batch(texts)
 
 
 def _service(embedder: HashingEmbedder, max_views: int) -> MemoryService:
@@ -53,7 +31,7 @@ def test_a_cancelled_operation_keeps_its_scope_view_until_it_finishes() -> None:
     operation still runs; opened again meanwhile, the new view loads the scope's
     state only once that operation has saved it (the engine's scope lock), so the
     next operation starts from it: the scope's state holds both encodes."""
-    embedder = HeldEmbedder()
+    embedder = WordHeldEmbedder("HOLD", WAIT)
     service = _service(embedder, max_views=1)
     first = CoreAffect(valence=-0.8, arousal=0.9)
     second = CoreAffect(valence=0.6, arousal=0.2)

@@ -13,6 +13,7 @@ from emotional_memory.engine import EmotionalMemory
 from emotional_memory.server.service import MemoryService
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores import InMemoryStore
+from support.async_parts import WordHeldEmbedder
 
 
 def _live(kind: type) -> int:
@@ -66,34 +67,6 @@ def test_a_saved_in_memory_state_outlives_its_evicted_view() -> None:
     assert states.scoped(("a",)).load() is None
 
 
-class _Gated(HashingEmbedder):
-    """Embeds ``"block"`` only once :attr:`go` is set (a request held in flight)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        super().__init__()
-        self.go = threading.Event()
-        self.entered = threading.Event()
-
-    def _hold(self, texts: Any) -> None:
-        if "block" in list(texts):
-            self.entered.set()
-            assert self.go.wait(30)
-
-    def embed(self, text: str) -> list[float]:
-        self._hold([text])
-        return super().embed(text)
-
-    def embed_batch(self, texts: Any) -> list[list[float]]:
-        self._hold(texts)
-        return super().embed_batch(texts)
-
-    def embed_array(self, texts: Any) -> Any:
-        self._hold(texts)
-        return super().embed_array(texts)
-
-
 def test_a_key_has_at_most_max_in_flight_requests_at_once() -> None:
     """Requests of one key past ``max_in_flight`` (running or queued for their scope,
     each holding its parsed body) are refused at once with 429; another key's are not
@@ -106,7 +79,7 @@ def test_a_key_has_at_most_max_in_flight_requests_at_once() -> None:
 
     assert DEFAULT_MAX_IN_FLIGHT >= 1
     alice, bob = "alice-key-0a1b2c3d4e5f6a7b", "bob-key-99887766554433221"
-    embedder = _Gated()
+    embedder = WordHeldEmbedder("block")
     engine = EmotionalMemory(InMemoryStore(), embedder,
                              state_store=InMemoryAffectiveStateStore())
     keys = KeyRing.from_mapping({alice: {"scope": ["alice"]}, bob: {"scope": ["bob"]}})
@@ -133,7 +106,7 @@ def test_a_key_has_at_most_max_in_flight_requests_at_once() -> None:
             assert over.status_code == 429, over.text
             assert "max-in-flight" in over.json()["detail"]
             assert (await search(bob, "anything")).status_code == 200
-            embedder.go.set()
+            embedder.release.set()
             assert [r.status_code for r in await asyncio.gather(*held)] == [200, 200]
             assert (await search(alice, "anything")).status_code == 200
         assert app._in_flight == {}
@@ -149,7 +122,7 @@ def test_a_cancelled_or_disconnected_request_frees_its_place() -> None:
 
     from emotional_memory.server.app import build_app
 
-    embedder = _Gated()
+    embedder = WordHeldEmbedder("block")
     engine = EmotionalMemory(InMemoryStore(), embedder,
                              state_store=InMemoryAffectiveStateStore())
     app = build_app(MemoryService(engine), None, max_in_flight=1)
@@ -186,7 +159,7 @@ def test_a_cancelled_or_disconnected_request_frees_its_place() -> None:
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)
             assert app._in_flight == {}
-            embedder.go.set()
+            embedder.release.set()
             await cut_off_body()
             assert app._in_flight == {}
             made = await client.post("/v1/memories", json={"content": "next"})

@@ -72,3 +72,38 @@ class HeldEmbedder:
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
         return [self.embed(t) for t in texts]
+
+
+class WordHeldEmbedder(HashingEmbedder):
+    """The hashing embedder, except that a text containing ``word`` waits for ``release``.
+
+    Args:
+        word: the marker a held text contains.
+        wait: seconds to wait for ``release`` (only reached when something hangs).
+    """
+
+    def __init__(self, word: str, wait: float = 60.0) -> None:
+        super().__init__()
+        self.word = word
+        self.wait = wait
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def _hold(self, texts: Any) -> None:
+        if any(self.word in t for t in texts):
+            self.entered.set()
+            assert self.release.wait(self.wait), "never released"
+
+    def embed(self, text: str) -> list[float]:
+        self._hold([text])
+        return super().embed(text)
+
+    def embed_batch(self, texts: Any) -> list[list[float]]:
+        texts = list(texts)
+        self._hold(texts)
+        return super().embed_batch(texts)
+
+    def embed_array(self, texts: Any) -> Any:
+        texts = list(texts)
+        self._hold(texts)
+        return super().embed_array(texts)
