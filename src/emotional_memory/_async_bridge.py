@@ -433,6 +433,11 @@ class _AsyncToSyncAppraisal:
         finally:
             del self._replay.pending
 
+    def replaying_here(self) -> bool:
+        """Whether this thread's appraisals replay results (:meth:`replaying`); the
+        engine then asks for them in this thread, in order, not from a pool."""
+        return getattr(self._replay, "pending", None) is not None
+
     def appraise(
         self, event_text: str, context: dict[str, Any] | None = None
     ) -> AppraisalVector | GenericAppraisalVector:

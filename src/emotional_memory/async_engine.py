@@ -329,7 +329,7 @@ class AsyncEmotionalMemory:
             or affect is not None
         ):
             # Nothing to overlap, bad input the engine itself reports, or given affects
-            # (the events without one are appraised in order, through the bridge).
+            # (the events without one are appraised by the sync engine, through the bridge).
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )

@@ -145,8 +145,8 @@ class EmotionalMemoryConfig(BaseModel):
         enable_lexical: ablation switch of the opt-in lexical signal s7 (it takes part
             only when also ``retrieval.lexical_weight > 0``).
         max_content_length: optional limit on the content length (characters).
-        appraisal_max_concurrency: most appraisals an async engine runs at once
-            (>= 1; the original's field, kept for compatibility).
+        appraisal_max_concurrency: most appraisals a batch runs at once (>= 1; as in
+            the original: threads for a sync engine, tasks for an async one).
         query_affect_gate_tau: |valence| below which :meth:`EmotionalMemory.
             retrieve_query_gated` treats the query as affect-neutral ([0, 2]).
     """

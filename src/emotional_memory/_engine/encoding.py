@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import contextvars
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
 import numpy as np
 
+from emotional_memory._async_bridge import _AsyncToSyncAppraisal
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
 from emotional_memory._validation import in_utc
@@ -480,9 +483,11 @@ class EncodingMixin(StateMixin):
         """Encode many events with one ``embed_batch`` call; same result as repeated encode.
 
         The whole batch is one transaction: either every memory is stored or none.
-        The appraisal engine appraises the events (those without a given affect) in
-        order before anything is stored (as the original does), so it never runs
-        while the store's write lock is held.
+        The appraisal engine appraises the events (those without a given affect)
+        before anything is stored, so it never runs while the store's write lock is
+        held: as in the original, in a pool of ``config.appraisal_max_concurrency``
+        threads (the appraiser must then be thread-safe; set it to 1 to appraise one
+        event after another), the answers used in order.
         Links, their order and the final state equal those of repeated ``encode``;
         stores that can search in batches find a block's candidates in one search
         (``stores/_shared/README.md``, "Linking new memories").
@@ -567,7 +572,8 @@ class EncodingMixin(StateMixin):
         affects: list[CoreAffect | None],
     ) -> list[Any]:
         """What the appraisal engine answers for each of a batch's events without a
-        given affect, in order, asked before the store's transaction: an appraiser (a
+        given affect, asked before the store's transaction (up to ``config.
+        appraisal_max_concurrency`` at once, answers in order): an appraiser (a
         slow LLM's, or an async one waiting for its event loop) never runs while the
         store's lock is held (the loop's own state calls may wait for that lock).
 
@@ -581,12 +587,29 @@ class EncodingMixin(StateMixin):
             given, no appraisal engine is used, or dual-path encoding defers it).
         """
         engine = self.appraisal_engine if self.config.enable_appraisal else None
+        out: list[Any] = [NOT_APPRAISED] * len(texts)
         if engine is None or self.config.dual_path_encoding:
-            return [NOT_APPRAISED] * len(texts)
-        return [
-            engine.appraise(text, meta) if event is None else NOT_APPRAISED
-            for text, meta, event in zip(texts, metas, affects, strict=True)
-        ]
+            return out
+        todo = [i for i, event in enumerate(affects) if event is None]
+        workers = min(self.config.appraisal_max_concurrency, len(todo))
+        if workers <= 1 or (
+            isinstance(engine, _AsyncToSyncAppraisal) and engine.replaying_here()
+        ):  # an async engine's batch: appraised already, replayed in this thread
+            for i in todo:
+                out[i] = engine.appraise(texts[i], metas[i])
+            return out
+        # as the original: a bounded pool, answers in order (the first failure, in
+        # order, is raised); each call runs in a copy of the caller's context so that
+        # its spans and context variables are the caller's
+        contexts = [contextvars.copy_context() for _ in todo]
+        with ThreadPoolExecutor(max_workers=workers,
+                                thread_name_prefix="emotional-memory-appraise") as pool:
+            answers = list(pool.map(
+                lambda ctx, i: ctx.run(engine.appraise, texts[i], metas[i]), contexts, todo
+            ))
+        for i, answer in zip(todo, answers, strict=True):
+            out[i] = answer
+        return out
 
     @_synchronized
     @traced("emotional_memory.observe", content_length=("content", len))
