@@ -203,6 +203,11 @@ def test_the_configured_limits_are_published_as_numbers(limits: Limits) -> None:
     recall = asyncio.run(build_mcp(app.app.state.service, fixed_principal(())).list_tools())
     top_k, = [t.input_schema["properties"]["top_k"] for t in recall if t.name == "recall"]
     assert _integer(top_k)["maximum"] == limits.max_top_k
+    # and says the filter's limits, as the REST schema does
+    where, = [t.input_schema["properties"]["where"]["description"]
+              for t in recall if t.name == "recall"]
+    assert str(limits.max_filter_clauses) in where and str(limits.max_filter_depth) in where
+    assert "--max-filter-clauses" in where and "retrieval_count" in where
 
 
 def test_a_whole_number_float_is_an_integer_on_rest_and_mcp() -> None:

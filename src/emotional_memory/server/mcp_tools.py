@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from emotional_memory.interfaces import StoreTimeoutError
 from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
+from emotional_memory.server.openapi import filter_limits_text
 from emotional_memory.server.schemas import (
     AffectIn,
     FewUnknown,
@@ -264,7 +265,10 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
             dict[str, Any] | None,
             Field(
                 description="Optional filter: {field: value} or {field: {$op: value}}; "
-                "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or."
+                "ops $eq $ne $gt $gte $lt $lte $in $nin $exists, and $and / $or lists of "
+                "clauses. Fields: metadata keys (dotted paths) and the built-ins "
+                "timestamp (RFC 3339 with offset), valence, arousal, dominance, "
+                "retrieval_count (numbers) and emotion (a label)."
             ),
         ] = None,
         min_relevance: Annotated[
@@ -306,6 +310,8 @@ def _recall_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
     top_k = next(s for s in tool.parameters["properties"]["top_k"]["anyOf"]
                  if s.get("type") == "integer")
     top_k["maximum"] = service.limits.max_top_k
+    where = tool.parameters["properties"]["where"]
+    where["description"] = f"{where['description']} {filter_limits_text(service.limits)}"
     if not service.calibrated:
         publish_uncalibrated(tool.parameters["properties"]["min_relevance"])
     return tool

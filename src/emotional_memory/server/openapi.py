@@ -26,7 +26,10 @@ from emotional_memory.filters import BUILTIN_FIELDS
 from emotional_memory.server.limits import LIMIT_FLAGS, Limits
 from emotional_memory.server.schemas import INSTANT_SCHEMA, publish_uncalibrated
 
-__all__ = ["FILTER_REF", "JSON_QUERY", "filter_schemas", "install_openapi", "publish"]
+__all__ = [
+    "FILTER_REF", "JSON_QUERY", "filter_limits_text", "filter_schemas", "install_openapi",
+    "publish",
+]
 
 FILTER_REF = "#/components/schemas/Filter"
 JSON_QUERY: dict[str, dict[str, Any]] = {"where": {"$ref": FILTER_REF}}
@@ -61,8 +64,15 @@ def _add_text(schema: dict[str, Any], text: str) -> None:
     schema["description"] = f"{schema.get('description', '').rstrip()} {text}".strip()
 
 
-def _filter_text(limits: Limits) -> str:
-    """What a filter's description says of the app's clause and depth limits."""
+def filter_limits_text(limits: Limits) -> str:
+    """What a filter's description says of the app's clause and depth limits.
+
+    Args:
+        limits: the app's limits.
+
+    Returns:
+        One sentence naming each limit's value and its ``serve`` flag.
+    """
     return (f"At most {_limit(limits, 'max_filter_clauses')} clauses (comparisons and "
             f"$in/$nin values) and $and/$or nesting {_limit(limits, 'max_filter_depth')}.")
 
@@ -120,7 +130,7 @@ def filter_schemas(limits: Limits) -> dict[str, dict[str, Any]]:
         "$in $nin $exists; $and / $or take lists of clauses. Fields are metadata keys "
         "(dotted paths) and the built-ins timestamp (RFC 3339 with offset), valence, "
         "arousal, dominance, retrieval_count (numbers) and emotion (a label). "
-        + _filter_text(limits))
+        + filter_limits_text(limits))
     return out
 
 
@@ -130,7 +140,7 @@ def _json_query(param: dict[str, Any], limits: Limits) -> None:
     param.pop("schema", None)
     param["content"] = {"application/json": {"schema": value}}
     if param["name"] == "where":
-        _add_text(param, _filter_text(limits))
+        _add_text(param, filter_limits_text(limits))
 
 
 def _bodies(schemas: dict[str, Any], limits: Limits, calibrated: bool) -> None:
@@ -145,7 +155,7 @@ def _bodies(schemas: dict[str, Any], limits: Limits, calibrated: bool) -> None:
         _add_text(props["metadata"], f"At most {metadata} bytes as compact JSON.")
     search = schemas["SearchIn"]["properties"]
     _add_text(search["query"], f"At most {content} UTF-8 bytes.")
-    _add_text(search["where"], _filter_text(limits))
+    _add_text(search["where"], filter_limits_text(limits))
     search["where"]["anyOf"] = [{"$ref": FILTER_REF}, {"type": "null"}]
     schemas.update(filter_schemas(limits))
     if not calibrated:
