@@ -26,6 +26,7 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import InMemoryAffectiveStateStore
 from emotional_memory.stores.sqlite import SQLiteStore
 from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+from support.async_parts import WordHeldEmbedder
 from support.paths import SUPPORT
 from support.shared_state_worker import engine_for
 
@@ -376,23 +377,6 @@ def test_as_async_of_a_shared_engine_shares_the_state(tmp_path: Path) -> None:
     engine.close()
 
 
-class _GatedEmbedder(HashingEmbedder):
-    """Blocks the embedding of texts starting with "gated" until ``go`` is set."""
-
-    def __init__(self) -> None:
-        import threading
-
-        super().__init__(dim=32)
-        self.inside = threading.Event()
-        self.go = threading.Event()
-
-    def embed(self, text: str) -> Any:
-        if text.startswith("gated"):
-            self.inside.set()
-            assert self.go.wait(60)
-        return super().embed(text)
-
-
 def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
     """The connection holding an operation's scope lock is cut mid-operation (the
     server frees its locks), another engine's operation on the scope commits: the first
@@ -411,7 +395,7 @@ def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
         return EmotionalMemory(store, embedder, shared_state=True,
                                state_store=PostgresAffectiveStateStore.from_store(store))
 
-    gated = _GatedEmbedder()
+    gated = WordHeldEmbedder("gated", dim=32)
     a, b = engine(gated), engine(HashingEmbedder(dim=32))
     a.store.clear()  # type: ignore[attr-defined]
     a_team, b_team = a.scoped("team"), b.scoped("team")
@@ -426,7 +410,7 @@ def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
 
     worker = threading.Thread(target=encode_through_a)
     worker.start()
-    assert gated.inside.wait(60)
+    assert gated.entered.wait(60)
     with psycopg.connect(pg_dsn, autocommit=True) as admin:  # cut a's lock connection
         holders = admin.execute(
             "SELECT DISTINCT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
@@ -435,7 +419,7 @@ def test_an_operation_whose_scope_lock_was_lost_rolls_back(pg_dsn: str) -> None:
         admin.execute("SELECT pg_terminate_backend(%s)", (holders[0][0],))
     b_team.encode("b's event", affect=CoreAffect(valence=0.8, arousal=0.3))
     after_b = b_team.get_state().snapshot()
-    gated.go.set()
+    gated.release.set()
     worker.join(60)
     assert len(failure) == 1 and isinstance(failure[0], StateConflictError), failure
     assert isinstance(failure[0], StoreBusyError)
@@ -503,7 +487,7 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
     target = str(tmp_path / "shared.db")
     if kind == "postgres":
         target = request.getfixturevalue("pg_dsn")
-    gated = _GatedEmbedder()
+    gated = WordHeldEmbedder("gated", dim=32)
     other = _engine_on(kind, target, gated)  # the other process: its connections, locks
     if kind == "postgres":
         other.store.clear()  # the module's database: no earlier test's rows
@@ -512,7 +496,7 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
     root = _engine_on(kind, target, HashingEmbedder(dim=32), cls=AsyncEmotionalMemory)
     view = root.scoped("team")
     worker.start()
-    assert gated.inside.wait(60)  # the other process holds team (and the root shared)
+    assert gated.entered.wait(60)  # the other process holds team (and the root shared)
 
     async def run() -> BaseException | None:
         encoding = asyncio.ensure_future(root.encode("a note of the root"))
@@ -523,7 +507,7 @@ def test_a_state_change_on_the_event_loop_waits_for_no_one_yet_writes_no_held_sc
         except StoreTimeoutError as exc:
             return exc
         finally:
-            gated.go.set()
+            gated.release.set()
             await encoding
         return None
 
@@ -562,7 +546,7 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     target = str(tmp_path / "shared.db")
     if kind == "postgres":
         target = request.getfixturevalue("pg_dsn")
-    gated = _GatedEmbedder()
+    gated = WordHeldEmbedder("gated", dim=32)
     other = _engine_on(kind, target, gated)
     if kind == "postgres":
         other.store.clear()  # the module's database: no earlier test's rows
@@ -570,7 +554,7 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     worker, failure = _encoder_thread(other)
 
     worker.start()
-    assert gated.inside.wait(60)  # the other engine holds team (and the root shared)
+    assert gated.entered.wait(60)  # the other engine holds team (and the root shared)
 
     async def run() -> tuple[Any, Any, BaseException | None]:
         try:
@@ -582,7 +566,7 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
                 return root, view, exc
             return root, view, None
         finally:
-            gated.go.set()  # the holder goes on only now
+            gated.release.set()  # the holder goes on only now
 
     root, view, refused = asyncio.run(run())
     worker.join(60)

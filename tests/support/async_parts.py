@@ -80,10 +80,14 @@ class WordHeldEmbedder(HashingEmbedder):
     Args:
         word: the marker a held text contains.
         wait: seconds to wait for ``release`` (only reached when something hangs).
+        dim: the hashing embedder's dimension (its default when None).
     """
 
-    def __init__(self, word: str, wait: float = 60.0) -> None:
-        super().__init__()
+    def __init__(self, word: str, wait: float = 60.0, dim: int | None = None) -> None:
+        if dim is None:
+            super().__init__()
+        else:
+            super().__init__(dim=dim)
         self.word = word
         self.wait = wait
         self.entered = threading.Event()
