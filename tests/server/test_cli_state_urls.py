@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from emotional_memory.server import cli
@@ -136,3 +138,51 @@ def test_a_file_that_is_no_database_is_a_usage_error(
     assert err.startswith("emotional-memory: error: --store/--state: ")
     assert "not a database" in err and "Traceback" not in err
     assert path.read_bytes() == before
+
+
+def _store_recording(path: Path, identity: str, memories: int) -> str:
+    """A SQLite store that records ``identity`` as its embedder and holds ``memories``."""
+    from emotional_memory import CoreAffect, EmotionalMemory
+    from emotional_memory.embedder_identity import EMBEDDER_SETTING
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    store = SQLiteStore(path)
+    engine = EmotionalMemory(store, HashingEmbedder())
+    for i in range(memories):
+        engine.encode(f"memory {i}", affect=CoreAffect(valence=0.1, arousal=0.2))
+    store.replace_setting(EMBEDDER_SETTING, identity)
+    store.close()
+    return f"sqlite:///{path}"
+
+
+def test_an_empty_store_of_another_embedder_is_refused_with_the_way_to_switch(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a first start without the MiniLM weights records hashing/384 in a store that
+    # holds nothing; after installing the weights every start was refused, the only
+    # advice being --embedder hashing or another store
+    url = _store_recording(tmp_path / "empty.db", "minilm-l6-v2/384", 0)
+    assert cli.main(["mcp", "--embedder", "hashing", "--store", url]) == 2
+    err = capsys.readouterr().err
+    assert "was written with the embedder minilm-l6-v2/384, not hashing/384" in err
+    assert "holds no memories" in err
+    assert f"python -m training reembed --store {url} --embedder hashing" in err
+    # the advice works: the store then opens with hashing, unchanged otherwise
+    from training.cli import main as training_main
+
+    assert training_main(["reembed", "--store", url, "--embedder", "hashing"]) == 0
+    from emotional_memory.stores.sqlite import SQLiteStore
+
+    with SQLiteStore(tmp_path / "empty.db") as store:
+        assert store.setting("embedder") == "hashing/384" and len(store) == 0
+
+
+def test_a_store_with_memories_of_another_embedder_gets_no_empty_store_advice(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = _store_recording(tmp_path / "full.db", "minilm-l6-v2/384", 2)
+    assert cli.main(["mcp", "--embedder", "hashing", "--store", url]) == 2
+    err = capsys.readouterr().err
+    assert "was written with the embedder minilm-l6-v2/384" in err
+    assert "start it with --embedder minilm" in err and "holds no memories" not in err

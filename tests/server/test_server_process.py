@@ -298,7 +298,8 @@ def test_readme_service_examples_run_as_written(tmp_path: Path) -> None:
 
     config = json.loads(re.findall(r"```json\n(.*?)```", section, flags=re.DOTALL)[0])
     local, remote = config["mcpServers"].values()
-    assert local["command"] == "emotional-memory"
+    # a desktop app starts the command without the venv's PATH: the script's full path
+    assert local["command"] == "/home/me/.emotional-memory/bin/emotional-memory"
     parsed = _parser().parse_args(local["args"])
     assert parsed.command == "mcp" and parsed.scope == ["alice"]
     assert remote["url"].endswith(":8765/mcp")

@@ -448,6 +448,9 @@ def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) ->
             )
         record_embedder(store, embedder)
     except EmbedderMismatchError as exc:
+        # nothing embedded depends on an empty store's record (e.g. one a first start
+        # without the MiniLM weights made): say how to switch it
+        empty = len(store) == 0
         opened.close()
         # another CLI embedder's record: name that option; the refused option's own
         # family at another dimension (written by the library): no option serves it
@@ -455,6 +458,10 @@ def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) ->
                  if exc.recorded.startswith(prefix) and cli != option]
         hint = (f"start it with --embedder {names[0]}" if names
                 else "open it with the embedder that wrote it (in the library)")
+        if empty:
+            hint = (f"it holds no memories, so `python -m training reembed --store "
+                    f"{opened.description} --embedder {option}` records {exc.given} "
+                    f"instead; or {hint}")
         raise UsageError(
             f"--embedder {option}: the store {opened.description} was written with the "
             f"embedder {exc.recorded}, not {exc.given}; {hint}, or use another store"
