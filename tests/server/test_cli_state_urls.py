@@ -186,3 +186,15 @@ def test_a_store_with_memories_of_another_embedder_gets_no_empty_store_advice(
     err = capsys.readouterr().err
     assert "was written with the embedder minilm-l6-v2/384" in err
     assert "start it with --embedder minilm" in err and "holds no memories" not in err
+
+
+def test_the_empty_store_advice_names_the_store_url_alone_when_states_live_elsewhere(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], redis_url: str,
+) -> None:
+    # the advice's --store was the opened stores' description, which with --state
+    # reads "<store> (states: <state>)": a command that could not run
+    url = _store_recording(tmp_path / "empty states.db", "minilm-l6-v2/384", 0)
+    assert cli.main(["mcp", "--embedder", "hashing", "--store", url,
+                     "--state", redis_url]) == 2
+    err = capsys.readouterr().err
+    assert f"python -m training reembed --store '{url}' --embedder hashing`" in err

@@ -29,6 +29,7 @@ import ipaddress
 import json
 import logging
 import os
+import shlex
 import socket
 import sqlite3
 import sys
@@ -313,7 +314,7 @@ def build_service(
             URL that cannot be opened, or a store that records another embedder.
     """
     from emotional_memory.engine import EmotionalMemory
-    from emotional_memory.redact import redact
+    from emotional_memory.redact import redact, redact_address
     from emotional_memory.server.service import MemoryService
     from emotional_memory.server.stores import StoreURLError, open_store
     from emotional_memory.stores.base import VersionedStateStore
@@ -343,7 +344,7 @@ def build_service(
         raise UsageError(f"--store/--state: {exc}") from None
     except (OSError, ValueError, sqlite3.Error) as exc:  # a path that is no database
         raise UsageError(f"--store/--state: {redact(str(exc))}") from None
-    _record_embedder(opened, text_embedder, embedder, explicit)
+    _record_embedder(opened, text_embedder, embedder, explicit, redact_address(store_url))
     if not callable(getattr(opened.state_store, "scoped", None)):
         opened.close()
         raise UsageError(
@@ -425,11 +426,14 @@ def _rater(affect: str, minilm: Any) -> Any:
         raise UsageError(f"--affect text needs MiniLM: {exc}") from None
 
 
-def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) -> None:
+def _record_embedder(
+    opened: Any, embedder: Any, option: str, explicit: bool, store_url: str
+) -> None:
     """Record the embedder in the store, or refuse a store that records another one
     (the store is closed then). A store holding memories but no record (written
     before stores kept one) is recorded only with an explicit ``--embedder``: the
-    default may not be the embedder that wrote it."""
+    default may not be the embedder that wrote it. ``store_url``: ``--store``,
+    redacted (named in the command an empty store's refusal suggests)."""
     from emotional_memory.embedder_identity import (
         EmbedderMismatchError,
         record_embedder,
@@ -460,7 +464,7 @@ def _record_embedder(opened: Any, embedder: Any, option: str, explicit: bool) ->
                 else "open it with the embedder that wrote it (in the library)")
         if empty:
             hint = (f"it holds no memories, so `python -m training reembed --store "
-                    f"{opened.description} --embedder {option}` records {exc.given} "
+                    f"{shlex.quote(store_url)} --embedder {option}` records {exc.given} "
                     f"instead; or {hint}")
         raise UsageError(
             f"--embedder {option}: the store {opened.description} was written with the "
