@@ -192,6 +192,20 @@ def test_a_keyless_server_answers_only_its_own_host(tmp_path: Path) -> None:
                 assert r.status_code == 201, r.text
             assert http.post("/v1/memories", json=body, headers={
                 "Origin": f"http://localhost:{port}"}).status_code == 201
+            # "any port" includes none (port 80) and a name in any case, on REST and
+            # MCP alike; MCP once refused these with the SDK's own stricter check
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            accept = {"Accept": "application/json, text/event-stream"}
+            for host in ("localhost", "[::1]", f"LOCALHOST:{port}", "127.0.0.1"):
+                assert http.get("/v1/state", headers={"Host": host}).status_code == 200, host
+                r = http.post("/mcp", json=ping, headers={**accept, "Host": host})
+                assert r.status_code == 200, (host, r.text)
+            # a port that is not digits is no loopback Host (the SDK took a prefix)
+            for host in ("127.0.0.1:80@attacker.example", "[::1]attacker.example",
+                         "localhost:1:2", f"localhost:{port}.attacker.example"):
+                assert http.get("/v1/state", headers={"Host": host}).status_code == 421, host
+                r = http.post("/mcp", json=ping, headers={**accept, "Host": host})
+                assert r.status_code == 421, (host, r.text)
     finally:
         srv.stop()
 
