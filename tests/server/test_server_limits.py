@@ -257,6 +257,29 @@ def test_configured_hosts_gate_rest_and_mcp_alike() -> None:
     asyncio.run(run())
 
 
+def test_a_keyless_server_on_another_loopback_address_answers_its_own_host() -> None:
+    """``--no-auth --host 127.0.0.2`` (or ``0:0:0:0:0:0:0:1``) is a loopback bind the CLI
+    accepts; its default Host list once held only 127.0.0.1, localhost and [::1], so it
+    answered 421 to every request addressed to it."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+
+    async def status(app: Any, host: str) -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return (await client.get("/v1/state", headers={"Host": host})).status_code
+
+    for bind, own in (("127.0.0.2", "127.0.0.2:8765"),
+                      ("0:0:0:0:0:0:0:1", "[0:0:0:0:0:0:0:1]:8765")):
+        service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)))
+        app = build_app(service, None, host=bind)
+        assert asyncio.run(status(app, own)) == 200, bind
+        assert asyncio.run(status(app, "localhost:8765")) == 200
+        assert asyncio.run(status(app, "127.0.0.3:8765")) == 421
+
+
 def test_a_keys_file_repeating_a_key_is_refused_naming_positions(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -71,6 +71,24 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 """The ``Host`` values a loopback server accepts by default (``:*``: any port)."""
 
+
+def _default_hosts(host: str) -> tuple[str, ...]:
+    """The ``Host`` patterns a key-less server served at ``host`` answers:
+    :data:`LOOPBACK_HOSTS` and ``host`` itself (any port), so a bind to another
+    loopback address (``127.0.0.2``, ``0:0:0:0:0:0:0:1``) answers requests to it.
+
+    Args:
+        host: the address served (an IPv6 address with or without brackets).
+
+    Returns:
+        The patterns, lower-case.
+    """
+    name = host.strip().lower()
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    own = f"{name}:*"
+    return LOOPBACK_HOSTS if not name or own in LOOPBACK_HOSTS else (*LOOPBACK_HOSTS, own)
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
@@ -399,8 +417,8 @@ def build_app(
             checked by the gate, for REST and MCP alike, see ``allowed_hosts``).
         max_body_bytes: largest accepted request body.
         allowed_hosts: the ``Host`` values REST and MCP answer (``host``,
-            ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` without keys,
-            any host with keys (a rebound page
+            ``host:port``, ``host:*``); None: :func:`_default_hosts` without keys
+            (:data:`LOOPBACK_HOSTS` and ``host``), any host with keys (a rebound page
             has no key; a proxy in front passes its own name).
         max_in_flight: requests of one key in progress at once (more: 429).
 
@@ -408,7 +426,7 @@ def build_app(
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
     """
     hosts = TrustedHosts(allowed_hosts) if allowed_hosts is not None else (
-        TrustedHosts(LOOPBACK_HOSTS) if keys is None else None
+        TrustedHosts(_default_hosts(host)) if keys is None else None
     )
     from mcp.server.transport_security import TransportSecuritySettings
 
