@@ -192,6 +192,20 @@ def test_a_keyless_server_answers_only_its_own_host(tmp_path: Path) -> None:
                 assert r.status_code == 201, r.text
             assert http.post("/v1/memories", json=body, headers={
                 "Origin": f"http://localhost:{port}"}).status_code == 201
+            # "any port" includes none (port 80) and a name in any case, on REST and
+            # MCP alike; MCP once refused these with the SDK's own stricter check
+            ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+            accept = {"Accept": "application/json, text/event-stream"}
+            for host in ("localhost", "[::1]", f"LOCALHOST:{port}", "127.0.0.1"):
+                assert http.get("/v1/state", headers={"Host": host}).status_code == 200, host
+                r = http.post("/mcp", json=ping, headers={**accept, "Host": host})
+                assert r.status_code == 200, (host, r.text)
+            # a port that is not digits is no loopback Host (the SDK took a prefix)
+            for host in ("127.0.0.1:80@attacker.example", "[::1]attacker.example",
+                         "localhost:1:2", f"localhost:{port}.attacker.example"):
+                assert http.get("/v1/state", headers={"Host": host}).status_code == 421, host
+                r = http.post("/mcp", json=ping, headers={**accept, "Host": host})
+                assert r.status_code == 421, (host, r.text)
     finally:
         srv.stop()
 
@@ -241,6 +255,29 @@ def test_configured_hosts_gate_rest_and_mcp_alike() -> None:
             assert r.status_code == 421
 
     asyncio.run(run())
+
+
+def test_a_keyless_server_on_another_loopback_address_answers_its_own_host() -> None:
+    """``--no-auth --host 127.0.0.2`` (or ``0:0:0:0:0:0:0:1``) is a loopback bind the CLI
+    accepts; its default Host list once held only 127.0.0.1, localhost and [::1], so it
+    answered 421 to every request addressed to it."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+
+    async def status(app: Any, host: str) -> int:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return (await client.get("/v1/state", headers={"Host": host})).status_code
+
+    for bind, own in (("127.0.0.2", "127.0.0.2:8765"),
+                      ("0:0:0:0:0:0:0:1", "[0:0:0:0:0:0:0:1]:8765")):
+        service = MemoryService(EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8)))
+        app = build_app(service, None, host=bind)
+        assert asyncio.run(status(app, own)) == 200, bind
+        assert asyncio.run(status(app, "localhost:8765")) == 200
+        assert asyncio.run(status(app, "127.0.0.3:8765")) == 421
 
 
 def test_a_keys_file_repeating_a_key_is_refused_naming_positions(

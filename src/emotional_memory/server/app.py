@@ -71,17 +71,45 @@ PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
 LOOPBACK_HOSTS = ("127.0.0.1:*", "localhost:*", "[::1]:*")
 """The ``Host`` values a loopback server accepts by default (``:*``: any port)."""
 
+
+def _default_hosts(host: str) -> tuple[str, ...]:
+    """The ``Host`` patterns a key-less server served at ``host`` answers:
+    :data:`LOOPBACK_HOSTS` and ``host`` itself (any port), so a bind to another
+    loopback address (``127.0.0.2``, ``0:0:0:0:0:0:0:1``) answers requests to it.
+
+    Args:
+        host: the address served (an IPv6 address with or without brackets).
+
+    Returns:
+        The patterns, lower-case.
+    """
+    name = host.strip().lower()
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    own = f"{name}:*"
+    return LOOPBACK_HOSTS if not name or own in LOOPBACK_HOSTS else (*LOOPBACK_HOSTS, own)
+
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 
 
 def _split_host(host: str) -> tuple[str, str | None]:
-    """``(name, port)`` of ``name``, ``name:port`` or ``[v6]:port`` (port None if absent)."""
+    """``(name, port)`` of ``name``, ``name:port`` or ``[v6]:port`` (port None if absent).
+
+    A value of another shape (text after ``]`` that is no ``:port``, a second colon)
+    gives a port of ``"?"``, which no pattern's port (digits or ``*``) equals."""
     if host.startswith("["):
         end = host.find("]")
         rest = host[end + 1:]
-        return host[: end + 1], rest[1:] if rest.startswith(":") else None
+        if end < 0 or (rest and not rest.startswith(":")):
+            return host, "?"
+        return host[: end + 1], rest[1:] if rest else None
     name, sep, port = host.partition(":")
     return name, port if sep else None
+
+
+def _port_ok(port: str | None) -> bool:
+    """Whether a ``Host`` value's port is absent or digits (RFC 3986's ``*DIGIT``)."""
+    return port is None or port == "" or (port.isascii() and port.isdigit())
 
 
 class TrustedHosts:
@@ -110,6 +138,8 @@ class TrustedHosts:
         if not host:
             return False
         name, port = _split_host(host.strip().lower())
+        if not _port_ok(port):  # "127.0.0.1:80@evil.example" is no loopback Host
+            return False
         for pattern in self.patterns:
             p_name, p_port = _split_host(pattern)
             if p_name == name and (p_port == "*" or p_port == port):
@@ -383,12 +413,12 @@ def build_app(
         service: the engine and its scope views.
         keys: the key ring; None serves without authentication (``--no-auth``:
             every request acts as the root; the CLI allows it on loopback only).
-        host: the address served (without keys or ``allowed_hosts``, the MCP
-            endpoint checks ``Host`` / ``Origin`` against it on loopback).
+        host: the address served (given to the MCP SDK; ``Host`` / ``Origin`` are
+            checked by the gate, for REST and MCP alike, see ``allowed_hosts``).
         max_body_bytes: largest accepted request body.
         allowed_hosts: the ``Host`` values REST and MCP answer (``host``,
-            ``host:port``, ``host:*``); None: :data:`LOOPBACK_HOSTS` without keys
-            (MCP: its own loopback default), any host with keys (a rebound page
+            ``host:port``, ``host:*``); None: :func:`_default_hosts` without keys
+            (:data:`LOOPBACK_HOSTS` and ``host``), any host with keys (a rebound page
             has no key; a proxy in front passes its own name).
         max_in_flight: requests of one key in progress at once (more: 429).
 
@@ -396,18 +426,14 @@ def build_app(
         The app (:class:`Gate` around FastAPI); ``.app.state.service`` is ``service``.
     """
     hosts = TrustedHosts(allowed_hosts) if allowed_hosts is not None else (
-        TrustedHosts(LOOPBACK_HOSTS) if keys is None else None
+        TrustedHosts(_default_hosts(host)) if keys is None else None
     )
-    security = None
-    if allowed_hosts is not None or keys is not None:
-        from mcp.server.transport_security import TransportSecuritySettings
+    from mcp.server.transport_security import TransportSecuritySettings
 
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=hosts is not None,
-            allowed_hosts=list(hosts.patterns) if hosts is not None else [],
-            allowed_origins=[f"{scheme}://{p}" for p in (hosts.patterns if hosts else ())
-                             for scheme in ("http", "https")],
-        )
+    # the gate checks Host and Origin for /mcp as for REST (one grammar: any case, any
+    # or no port); the SDK's own check (case-sensitive, a port required by "host:*",
+    # any text after "host:" taken) would refuse some values REST answers
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
     mcp = build_mcp(service, http_principal)
     # the SDK bounds /mcp bodies by a limit of its own (4 MiB, answered in plain text),
     # which would override max_body_bytes there: the gate's limit is the one limit

@@ -233,8 +233,8 @@ def _parser() -> argparse.ArgumentParser:
                        "more: 429)")
     serve.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
                        help="a Host value REST and MCP answer (host, host:port or host:*; "
-                       "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* without keys, "
-                       "any host with keys")
+                       "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* and the --host "
+                       "address without keys, any host with keys")
     _limit_flags(serve)
 
     mcp = sub.add_parser("mcp", help="serve MCP over stdio (for desktop agents)")
