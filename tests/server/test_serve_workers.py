@@ -192,7 +192,8 @@ def test_workers_share_one_state_and_lose_no_memory(shared_store: str, tmp_path:
         server.stop()
 
 
-@pytest.mark.parametrize("store", ["memory://", "qdrant://localhost:6333/c"])
+@pytest.mark.parametrize("store", ["memory://", "qdrant://localhost:6333/c",
+                                   "sqlite:///:memory:"])  # private to each worker
 def test_workers_need_a_shared_store(store: str, tmp_path: Path) -> None:
     out = subprocess.run(
         command("serve", "--store", store, "--workers", "2", *ARGS, "--port", "1"),
