@@ -5,11 +5,14 @@ Real ``emotional-memory serve`` processes on 127.0.0.1 driven by httpx:
 - two separate ``serve`` processes on one SQLite file, and on one PostgreSQL
   database: a mood set through one is what the other answers next, in every scope;
   memories written through both are all seen by both; 16 clients writing and
-  searching 8 scopes through both lose no memory, the retrieval counts add up to the
-  results the searches returned, and both processes answer the same state;
+  searching 8 scopes through both (single writes and batches) lose no memory, each
+  write is answered at once by the other process, the retrieval counts add up to the
+  results the searches returned, and both processes answer the same state; a delete
+  through one is what the other answers next;
 - ``serve --workers 2`` (uvicorn worker processes sharing the port): 16 concurrent
-  clients writing to and reading 4 scopes lose no memory, and every read of a
-  scope's state afterwards (whichever worker answers) is the same;
+  clients writing to and reading 4 scopes lose no memory, the retrieval counts add
+  up to the results returned, and every read of a scope's state and memories
+  afterwards (whichever worker answers) is the same;
 - ``--workers`` refused where the workers could not share their states.
 """
 
@@ -77,14 +80,27 @@ def test_a_mood_set_through_one_process_is_what_the_other_answers(two_servers) -
         assert _state(b, scope) == set_through_a
     then = _set(b, "alice", 0.5)  # starts from the state a left
     assert _state(a, "alice") == then
+    ids = []
     for i, server in enumerate((a, b, a, b)):
-        httpx.post(f"{server.url}/v1/memories",
-                   json={"content": f"note {i}", "scope": ["alice"]}, timeout=60).raise_for_status()
+        made = httpx.post(f"{server.url}/v1/memories",
+                          json={"content": f"note {i}", "scope": ["alice"]}, timeout=60)
+        made.raise_for_status()
+        ids.append(made.json()["id"])
     for server in (a, b):
         listed = httpx.get(f"{server.url}/v1/memories", params={"scope": "alice"}, timeout=60)
         assert sorted(m["content"] for m in listed.json()["memories"]) == [
             "note 0", "note 1", "note 2", "note 3"
         ]
+    # a delete through one process is what the other answers next
+    gone = httpx.delete(f"{b.url}/v1/memories/{ids[0]}", params={"scope": "alice"}, timeout=60)
+    assert gone.status_code == 204
+    assert httpx.get(f"{a.url}/v1/memories/{ids[0]}", params={"scope": "alice"},
+                     timeout=60).status_code == 404
+    assert httpx.delete(f"{a.url}/v1/memories/{ids[0]}", params={"scope": "alice"},
+                        timeout=60).status_code == 404
+    for server in (a, b):
+        listed = httpx.get(f"{server.url}/v1/memories", params={"scope": "alice"}, timeout=60)
+        assert [m["id"] for m in listed.json()["memories"]] == ids[1:]
 
 
 def test_two_processes_lose_nothing_and_count_every_retrieval(two_servers) -> None:  # type: ignore[no-untyped-def]
@@ -96,9 +112,23 @@ def test_two_processes_lose_nothing_and_count_every_retrieval(two_servers) -> No
         for j in range(4):
             server = servers[(i + j) % 2]
             scope = scopes[(i + j) % 8]
+            other = servers[(i + j + 1) % 2]
             with httpx.Client(base_url=server.url, timeout=120) as http:
-                http.post("/v1/memories", json={"content": f"client {i} note {j}",
-                                                "scope": [scope]}).raise_for_status()
+                if j % 2:  # a batch of two
+                    made = http.post("/v1/memories/batch", json={"scope": [scope], "items": [
+                        {"content": f"client {i} note {j}"},
+                        {"content": f"client {i} note {j}b"}]})
+                    made.raise_for_status()
+                    made_ids = [m["id"] for m in made.json()["memories"]]
+                else:
+                    made = http.post("/v1/memories", json={"content": f"client {i} note {j}",
+                                                           "scope": [scope]})
+                    made.raise_for_status()
+                    made_ids = [made.json()["id"]]
+                for made_id in made_ids:  # the other process answers it at once
+                    seen = httpx.get(f"{other.url}/v1/memories/{made_id}",
+                                     params={"scope": scope}, timeout=120)
+                    assert seen.status_code == 200, seen.text
                 http.put("/v1/state/affect", json={"scope": [scope], "valence": 0.1 * j - 0.2,
                                                    "arousal": 0.4}).raise_for_status()
                 found = http.post("/v1/search", json={"query": "note", "scope": [scope],
@@ -116,7 +146,8 @@ def test_two_processes_lose_nothing_and_count_every_retrieval(two_servers) -> No
         memories += listings[0]
         assert _state(servers[0], scope) == _state(servers[1], scope)
     assert sorted(m["content"] for m in memories) == sorted(
-        f"client {i} note {j}" for i in range(16) for j in range(4))
+        [f"client {i} note {j}" for i in range(16) for j in range(4)]
+        + [f"client {i} note {j}b" for i in range(16) for j in (1, 3)])
     assert sum(m["retrieval_count"] for m in memories) == sum(returned) > 0
 
 
@@ -125,6 +156,7 @@ def test_workers_share_one_state_and_lose_no_memory(shared_store: str, tmp_path:
     server = start(["--store", store, "--workers", "2", *ARGS], tmp_path / "w.log")
     try:
         scopes = ["s0", "s1", "s2", "s3"]
+        returned: list[int] = []
 
         def client(i: int) -> None:
             with httpx.Client(base_url=server.url, timeout=120) as http:
@@ -134,25 +166,34 @@ def test_workers_share_one_state_and_lose_no_memory(shared_store: str, tmp_path:
                               ).raise_for_status()
                     http.put("/v1/state/affect", json={"scope": [scope], "valence": -0.5,
                                                        "arousal": 0.3}).raise_for_status()
-                    http.post("/v1/search", json={"query": "m", "scope": [scope], "top_k": 3}
-                              ).raise_for_status()
+                    found = http.post("/v1/search", json={"query": "m", "scope": [scope],
+                                                          "top_k": 3})
+                    found.raise_for_status()
+                    returned.append(len(found.json()["results"]))
 
         with concurrent.futures.ThreadPoolExecutor(16) as pool:
             list(pool.map(client, range(16)))
-        total = 0
+        memories = []
         for scope in scopes:
-            listed = httpx.get(f"{server.url}/v1/memories",
-                               params={"scope": scope, "limit": 100}, timeout=60).json()
-            total += len(listed["memories"])
+            listings = {str(httpx.get(f"{server.url}/v1/memories",  # any worker answers
+                                      params={"scope": scope, "limit": 100}, timeout=60).json())
+                        for _ in range(4)}
+            assert len(listings) == 1
+            memories += httpx.get(f"{server.url}/v1/memories",
+                                  params={"scope": scope, "limit": 100}, timeout=60
+                                  ).json()["memories"]
             states = {str(_state(server, scope)) for _ in range(8)}  # any worker answers
             assert len(states) == 1
-        assert total == 64
+        assert sorted(m["content"] for m in memories) == sorted(
+            f"c{i} m{j}" for i in range(16) for j in range(4))
+        assert sum(m["retrieval_count"] for m in memories) == sum(returned) > 0
         assert server.log_text().count("emotional-memory: serving") == 2  # two workers
     finally:
         server.stop()
 
 
-@pytest.mark.parametrize("store", ["memory://", "qdrant://localhost:6333/c"])
+@pytest.mark.parametrize("store", ["memory://", "qdrant://localhost:6333/c",
+                                   "sqlite:///:memory:"])  # private to each worker
 def test_workers_need_a_shared_store(store: str, tmp_path: Path) -> None:
     out = subprocess.run(
         command("serve", "--store", store, "--workers", "2", *ARGS, "--port", "1"),

@@ -495,12 +495,11 @@ def _serve(args: argparse.Namespace) -> None:
         args.host = args.host[1:-1]  # an IPv6 literal as in a URL: the socket binds it bare
     if args.workers < 1:
         raise UsageError(f"--workers must be >= 1, got {args.workers}")
-    if args.workers > 1 and (
-        args.state is not None or not args.store.lower().startswith(("sqlite:", "postgres"))
-    ):
+    if args.workers > 1 and (args.state is not None or not _shareable(args.store)):
         raise UsageError(
             "--workers > 1 needs a store every worker shares with its states beside the "
-            "memories: --store sqlite:///PATH or postgresql://... (and no --state)"
+            "memories: --store sqlite:///PATH (a file, not :memory:) or postgresql://... "
+            "(and no --state)"
         )
     import uvicorn
     from uvicorn.supervisors import Multiprocess
@@ -530,6 +529,17 @@ def _serve(args: argparse.Namespace) -> None:
             Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()
+
+
+def _shareable(store: str) -> bool:
+    """Whether worker processes opening ``store`` each reach the same database: a
+    PostgreSQL URL, or an SQLite file (``sqlite:///:memory:`` is a private database
+    in every process that opens it)."""
+    lowered = store.lower()
+    if lowered.startswith("postgres"):
+        return True
+    # a malformed sqlite URL passes here and is refused by the store with its reason
+    return lowered.startswith("sqlite:") and store[len("sqlite:///"):] != ":memory:"
 
 
 def _bind(host: str, port: int) -> socket.socket:
