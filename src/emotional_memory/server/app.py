@@ -380,20 +380,30 @@ async def _on_http_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
+def _loggable(request: Request) -> str:
+    """``METHOD path`` of a request for a log line, each character that is not
+    printable (an escape sequence, a carriage return the client put in an id) written
+    as its Python escape, so that a client cannot write control characters into the
+    server's log."""
+    text = f"{request.method} {request.url.path}"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
     """A store's statement timeout, or no connection free: 503 (nothing changed)."""
     assert isinstance(exc, StoreTimeoutError)
-    logger.warning("%s on %s %s", type(exc).__name__, request.method, request.url.path)
+    logger.warning("%s on %s", type(exc).__name__, _loggable(request))
     return JSONResponse({"detail": timeout_detail(exc)}, status_code=503,
                         headers={"Retry-After": "1"})
 
 
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
     if database_busy(exc):  # SQLite's file held by another process: 503, as a full pool
-        logger.warning("database busy on %s %s", request.method, request.url.path)
+        logger.warning("database busy on %s", _loggable(request))
         return JSONResponse({"detail": BUSY_DETAIL}, status_code=503,
                             headers={"Retry-After": "1"})
-    logger.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path,
+    logger.error("unhandled %s on %s", type(exc).__name__, _loggable(request),
                  exc_info=exc)
     return JSONResponse({"detail": "internal server error"}, status_code=500)
 
