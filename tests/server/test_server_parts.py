@@ -101,6 +101,9 @@ def test_key_file(tmp_path: Path) -> None:
         KeyRing.load(path)
     assert ALICE not in str(info.value)
     assert ALICE not in repr(KeyRing.from_mapping({ALICE: {"scope": []}}))
+    # a byte-order mark (as Windows editors write UTF-8) was "not valid JSON (line 1)"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({ALICE: {"scope": ["a"]}}).encode())
+    assert KeyRing.load(path).authenticate(ALICE) == Principal(("a",), "key #1")
 
 
 @pytest.mark.parametrize(("raw", "message"), [

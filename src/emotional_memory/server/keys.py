@@ -173,7 +173,7 @@ class KeyRing:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> KeyRing:
-        """Keys from a ``KEYS.json`` file.
+        """Keys from a ``KEYS.json`` file (UTF-8, a leading byte-order mark allowed).
 
         Args:
             path: the file.
@@ -186,7 +186,7 @@ class KeyRing:
             ValueError: it is not valid JSON or not a valid key mapping.
         """
         source = f"keys file {os.fspath(path)!r}"
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:  # a leading BOM is no JSON
             try:
                 text = fh.read()
             except UnicodeDecodeError as exc:
