@@ -446,24 +446,30 @@ class RecordsMixin(EngineCore):
                 raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
 
     def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
-        """Every link of an import targets a memory of the import or of the store."""
+        """Every link of an import targets a memory of the import or of the store that
+        the record's own scope sees (its path or below it, as encode links): a scope's
+        view must never be shown another scope's memory through a link."""
         ids = [m.id for m in memories]
         if len(set(ids)) != len(ids):
             dup = next(mid for mid in ids if ids.count(mid) > 1)
             raise ValueError(f"data holds the id {dup!r} more than once")
-        known = set(ids)
+        known = {m.id: m.scope for m in memories}
         outside = list(dict.fromkeys(
             link.target_id for mem in memories for link in mem.tag.resonance_links
             if link.target_id not in known
         ))
-        known.update(m.id for m in view.memories(outside))  # one read for all of them
+        # one read for all of them
+        known.update((m.id, m.scope) for m in view.memories(outside) if m.id not in known)
         for i, mem in enumerate(memories):
             for j, link in enumerate(mem.tag.resonance_links):
                 target = link.target_id
+                where = f"data[{i}].tag.resonance_links[{j}].target_id {target!r}"
                 if target not in known:
+                    raise ValueError(f"{where} is neither in data nor in the store")
+                if known[target][: len(mem.scope)] != mem.scope:
                     raise ValueError(
-                        f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
-                        "in data nor in the store"
+                        f"{where} is a memory of scope {list(known[target])!r}, outside "
+                        f"the record's scope {list(mem.scope)!r}"
                     )
 
 

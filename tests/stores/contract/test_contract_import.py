@@ -126,3 +126,48 @@ def test_an_offset_with_seconds_keeps_its_instant_when_stored_and_exported(
         assert back is not None and back.expires_at == odd
         assert back.tag.timestamp == odd and back.tag.mood_snapshot.timestamp == odd
         assert back.tag.last_retrieved == odd and back.tag.window_opened_at == odd
+
+
+def _linking(record: dict[str, Any], rid: str, scope: tuple[str, ...],
+             targets: list[str]) -> dict[str, Any]:
+    """``record`` as memory ``rid`` of ``scope``, linking to ``targets``."""
+    links = [{"source_id": rid, "target_id": t, "strength": 0.5, "link_type": "semantic"}
+             for t in targets]
+    return {**record, "id": rid, "scope": list(scope),
+            "tag": {**record["tag"], "resonance_links": links}}
+
+
+@pytest.mark.parametrize(("importer", "scope", "target_scope"), [
+    ((), ("bob",), ("alice",)),  # a sibling's memory
+    ((), ("bob",), ()),  # the root's, which bob does not see
+    (("alice",), ("alice", "x"), ("alice",)),  # the parent's, through the parent's view
+])
+@pytest.mark.parametrize("target_in_data", [False, True])
+def test_an_import_cannot_link_a_record_to_a_memory_its_scope_does_not_see(
+    backend: Backend, importer: tuple[str, ...], scope: tuple[str, ...],
+    target_scope: tuple[str, ...], target_in_data: bool,
+) -> None:
+    """A scope acts as a separate engine holding only its memories, which could hold no
+    link to a memory outside them: a record whose link leaves its scope would show that
+    memory's id to the scope's view (``get``, ``list_all``, retrieval results). It is
+    refused, naming the link, and nothing is written. A link into a sub-scope (the
+    links a view's own encode makes) is taken."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    (record,) = _export(1)
+    target = _linking(record, "target", target_scope, [])
+    if not target_in_data:
+        assert engine.import_memories([target]) == 1
+    view = engine.scoped(*importer) if importer else engine
+    before = _fingerprint(engine)
+    data = [target] if target_in_data else []
+    data.append(_linking(record, "leaky", scope, ["target"]))
+    with pytest.raises(ValueError, match=rf"data\[{len(data) - 1}\]\.tag\.resonance_links"
+                                         r"\[0\]\.target_id 'target'.*outside"):
+        view.import_memories(data)
+    assert _fingerprint(engine) == before
+    assert engine.get("leaky") is None
+
+    inward = [_linking(record, "deeper", (*target_scope, "x"), []),
+              _linking(record, "outer", target_scope, ["deeper"])]
+    assert engine.import_memories(inward) == 2
+    assert [lk.target_id for lk in engine.get("outer").tag.resonance_links] == ["deeper"]
