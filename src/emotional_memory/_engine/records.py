@@ -330,19 +330,48 @@ class RecordsMixin(EngineCore):
                 except UnstorableValueError as exc:
                     raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
                 written += 1
+            if overwrite:
+                self._drop_links_out_of_sight(
+                    {m.id: m.scope for m in memories if m.id in seen and seen[m.id] != m.scope},
+                    set(ids),
+                )
         return written
+
+    def _drop_links_out_of_sight(
+        self, moved: Mapping[str, tuple[str, ...]], imported: set[str]
+    ) -> None:
+        """Inside the import's transaction: drop the links that memories outside the
+        import hold to ``moved`` ones (id: new scope) whose new scope they no longer
+        see (each scope links only to what its view sees, see
+        :meth:`_check_import_links`).
+        """
+        if not moved:
+            return
+        store = self._columnar
+        holders = store.memories(
+            [mid for mid in store.linking_to(moved) if mid not in imported]
+        )
+        for memory in holders:
+            links = memory.tag.resonance_links
+            depth = len(memory.scope)
+            kept = [lk for lk in links if lk.target_id not in moved
+                    or moved[lk.target_id][:depth] == memory.scope]
+            if len(kept) != len(links):
+                store.update(memory.model_copy(
+                    update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
+                ))
 
     def _import_targets(
         self, ids: Sequence[str], view: Any, expired: Any
-    ) -> tuple[set[str], list[str]]:
-        """Which of an import's ids this view sees, and which are this view's expired
-        memories (one read of each, not one per memory).
+    ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+        """Which of an import's ids this view sees (id: its scope now), and which are
+        this view's expired memories (one read of each, not one per memory).
 
         Raises:
             ValueError: an id held by a memory this view cannot write (another scope's).
         """
         held = {m.id for m in self._columnar.memories(ids)}
-        seen = {m.id for m in view.memories(ids)} if held else set()
+        seen = {m.id: m.scope for m in view.memories(ids)} if held else {}
         hidden = [(i, mid) for i, mid in enumerate(ids) if mid in held and mid not in seen]
         stale = {m.id for m in expired.memories([mid for _, mid in hidden])} if hidden else set()
         for i, mid in hidden:

@@ -171,3 +171,38 @@ def test_an_import_cannot_link_a_record_to_a_memory_its_scope_does_not_see(
               _linking(record, "outer", target_scope, ["deeper"])]
     assert engine.import_memories(inward) == 2
     assert [lk.target_id for lk in engine.get("outer").tag.resonance_links] == ["deeper"]
+
+
+def _links_in_sight(engine: EmotionalMemory) -> list[tuple[str, str, bool]]:
+    """(holder, target, whether the holder's scope sees the target) for every link."""
+    scope = {m.id: m.scope for m in engine.list_all()}
+    return [(m.id, lk.target_id, scope[lk.target_id][: len(m.scope)] == m.scope)
+            for m in engine.list_all() for lk in m.tag.resonance_links]
+
+
+@pytest.mark.parametrize(("importer", "old", "new"), [
+    ((), ("bob",), ("alice",)),  # to a sibling
+    (("alice",), ("alice", "x"), ()),  # up to the view's own path (recorded without one)
+])
+def test_an_overwrite_moving_a_memory_drops_the_links_its_old_scope_held_to_it(
+    backend: Backend, importer: tuple[str, ...], old: tuple[str, ...],
+    new: tuple[str, ...],
+) -> None:
+    """An overwrite may give a memory another scope the importing view sees; memories
+    that can no longer see it must not keep links to it (their scope's view would show
+    its id, as a separate engine holding that scope never could). Links from memories
+    that still see it are kept."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    source = engine.scoped(*old)
+    moved = source.encode("rain on the bridge")
+    stays = source.encode("rain on the bridge again")
+    above = engine.encode("rain on the bridge at night")  # the root sees every scope
+    assert moved.id in [lk.target_id for lk in engine.get(stays.id).tag.resonance_links]
+    assert moved.id in [lk.target_id for lk in engine.get(above.id).tag.resonance_links]
+    record = next(r for r in engine.export_memories() if r["id"] == moved.id)
+    view = engine.scoped(*importer) if importer else engine
+    assert view.import_memories([_linking(record, moved.id, new, [])], overwrite=True) == 1
+    assert source.get(moved.id) is None
+    assert [lk.target_id for lk in source.get(stays.id).tag.resonance_links] == []
+    assert moved.id in [lk.target_id for lk in engine.get(above.id).tag.resonance_links]
+    assert all(seen for _, _, seen in _links_in_sight(engine))
