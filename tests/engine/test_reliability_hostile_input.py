@@ -225,6 +225,17 @@ def test_import_applies_encodes_checks() -> None:
     assert engine.get(first.id) == donor.get(first.id)
 
 
+def test_an_id_repeated_in_an_import_is_named_by_both_indices() -> None:
+    donor = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    donor.encode("rain on the river")
+    (record,) = donor.export_memories()
+    other = {**record, "id": "other", "tag": {**record["tag"], "resonance_links": []}}
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    with pytest.raises(ValueError, match=r"data\[2\]\.id 'other' is also data\[0\]\.id"):
+        engine.import_memories([other, record, other])
+    assert len(engine) == 0
+
+
 def test_weights_whose_sum_overflows_are_rejected() -> None:
     with pytest.raises(ValueError, match=r"base_weights.*MAX_WEIGHT_TOTAL"):
         RetrievalConfig(base_weights=[1e308] * 6)

@@ -22,7 +22,7 @@ from emotional_memory._validation import (
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
-from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.interfaces import EmbeddingDimensionError, UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.base import Now, PagingStore
 from emotional_memory.telemetry import traced
@@ -300,6 +300,7 @@ class RecordsMixin(EngineCore):
             if not isinstance(flag, bool | np.bool_):  # "false" would be truthy
                 raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
         memories = [self._import_item(i, item, bool(reembed)) for i, item in enumerate(data)]
+        _check_unique_ids(memories)
         if reembed and memories:
             vectors = self._batch_vectors([m.content for m in memories], "data.content")
             memories = [
@@ -329,6 +330,8 @@ class RecordsMixin(EngineCore):
                         view.save(mem)
                 except UnstorableValueError as exc:
                     raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
+                except EmbeddingDimensionError as exc:  # the store's own type, kept
+                    raise type(exc)(f"data[{i}].embedding: {exc}") from None
                 written += 1
             if overwrite:
                 self._drop_links_out_of_sight(
@@ -478,10 +481,6 @@ class RecordsMixin(EngineCore):
         """Every link of an import targets a memory of the import or of the store that
         the record's own scope sees (its path or below it, as encode links): a scope's
         view must never be shown another scope's memory through a link."""
-        ids = [m.id for m in memories]
-        if len(set(ids)) != len(ids):
-            dup = next(mid for mid in ids if ids.count(mid) > 1)
-            raise ValueError(f"data holds the id {dup!r} more than once")
         known = {m.id: m.scope for m in memories}
         outside = list(dict.fromkeys(
             link.target_id for mem in memories for link in mem.tag.resonance_links
@@ -500,6 +499,22 @@ class RecordsMixin(EngineCore):
                         f"{where} is a memory of scope {list(known[target])!r}, outside "
                         f"the record's scope {list(mem.scope)!r}"
                     )
+
+
+def _check_unique_ids(memories: Sequence[Memory]) -> None:
+    """Refuse an import holding an id twice, naming both records.
+
+    Raises:
+        ValueError: ``data[j].id`` repeating ``data[i].id``.
+    """
+    first: dict[str, int] = {}
+    for j, mem in enumerate(memories):
+        i = first.setdefault(mem.id, j)
+        if i != j:
+            raise ValueError(
+                f"data[{j}].id {mem.id!r} is also data[{i}].id: data holds the id more "
+                "than once"
+            )
 
 
 def _json_exact(memory: Memory) -> Memory:

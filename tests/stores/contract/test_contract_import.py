@@ -42,7 +42,7 @@ def test_an_import_with_another_dimension_writes_nothing(
     before = _fingerprint(engine)
     data = _export(3)
     data[2]["embedding"] = [1.0, 2.0]
-    with pytest.raises(ValueError, match="dimension"):
+    with pytest.raises(ValueError, match=r"data\[2\]\.embedding.*dimension"):
         engine.import_memories(data)
     assert _fingerprint(engine) == before
 
