@@ -279,9 +279,11 @@ class RecordsMixin(EngineCore):
         Everything is validated before anything is written. Through a scoped view,
         records land in the view's scope: a record without a scope (or exported at
         the root) takes the view's path, one under the view's path keeps it, and one
-        naming another scope is refused, as is an id held outside the view. An
-        expired memory of this view with a record's id is pruned (as :meth:`prune`
-        would) and the record written.
+        naming another scope is refused, as is an id held outside the view. A link
+        must target a memory the record's own scope sees (its path or below it, as
+        encode links), and an overwrite giving a memory another scope drops the links
+        held to it by memories that no longer see it. An expired memory of this view
+        with a record's id is pruned (as :meth:`prune` would) and the record written.
 
         Args:
             data: list (or other iterable, as the original took) of memory dicts.
