@@ -320,6 +320,8 @@ class RecordsMixin(EngineCore):
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads)
             seen, stale = self._import_targets(ids, view, expired)
+            # and the link targets: another engine may have deleted or moved one since
+            self._check_import_links(memories, view)
             self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
