@@ -393,9 +393,10 @@ class RecordsMixin(EngineCore):
         (``reembed``: its embedding, to be replaced, is dropped unchecked)."""
         if not isinstance(item, dict | Memory):
             raise ValueError(f"data[{i}] must be a memory dict, got {type(item).__name__}")
+        if isinstance(item, Memory):  # validated as its dict: it may have been built
+            item = item.model_dump(warnings=False)  # without (model_copy, model_construct)
         if reembed:
-            item = {**item, "embedding": None} if isinstance(item, dict) else item.model_copy(
-                update={"embedding": None})
+            item = {**item, "embedding": None}
         try:
             mem = Memory.model_validate(item)  # unknown keys rejected at every level
         except ValueError as exc:
