@@ -312,8 +312,8 @@ class RecordsMixin(EngineCore):
         now = Now(self._now)  # one time for every read of the import
         view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
-        self._import_targets(ids, view, expired)  # refuses another view's memory
-        self._check_import_links(memories, view)
+        seen, _ = self._import_targets(ids, view, expired)  # refuses another view's memory
+        self._check_import_links(memories, view, {} if overwrite else seen)
         self._check_import_embeddings(memories)
         self._check_import_storable(memories)
         written = 0
@@ -321,7 +321,7 @@ class RecordsMixin(EngineCore):
             # read again inside the transaction (a durable store locks what it reads)
             seen, stale = self._import_targets(ids, view, expired)
             # and the link targets: another engine may have deleted or moved one since
-            self._check_import_links(memories, view)
+            self._check_import_links(memories, view, {} if overwrite else seen)
             self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
@@ -482,11 +482,16 @@ class RecordsMixin(EngineCore):
             except UnstorableValueError as exc:
                 raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
 
-    def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
+    def _check_import_links(
+        self, memories: Sequence[Memory], view: Any, skipped: Mapping[str, tuple[str, ...]]
+    ) -> None:
         """Every link of an import targets a memory of the import or of the store that
         the record's own scope sees (its path or below it, as encode links): a scope's
-        view must never be shown another scope's memory through a link."""
+        view must never be shown another scope's memory through a link. ``skipped``:
+        the held memories (id: scope) the import leaves as they are (no overwrite),
+        whose records' scopes are not the ones the links will reach."""
         known = {m.id: m.scope for m in memories}
+        known.update(skipped)
         outside = list(dict.fromkeys(
             link.target_id for mem in memories for link in mem.tag.resonance_links
             if link.target_id not in known

@@ -206,3 +206,28 @@ def test_an_overwrite_moving_a_memory_drops_the_links_its_old_scope_held_to_it(
     assert [lk.target_id for lk in source.get(stays.id).tag.resonance_links] == []
     assert moved.id in [lk.target_id for lk in engine.get(above.id).tag.resonance_links]
     assert all(seen for _, _, seen in _links_in_sight(engine))
+
+
+@pytest.mark.parametrize(("importer", "held", "claimed"), [
+    ((), ("alice",), ("bob",)),
+    (("alice",), ("alice",), ("alice", "x")),
+])
+def test_a_skipped_record_lends_its_claimed_scope_to_no_link(
+    backend: Backend, importer: tuple[str, ...], held: tuple[str, ...],
+    claimed: tuple[str, ...],
+) -> None:
+    """A record whose id is held is skipped (no ``overwrite``): the memory keeps its
+    scope, so another record's link to it is checked against that scope, not the one
+    the skipped record claims (else the linking scope's view shows the memory's id)."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    (record,) = _export(1)
+    assert engine.import_memories([_linking(record, "held", held, [])]) == 1
+    view = engine.scoped(*importer) if importer else engine
+    before = _fingerprint(engine)
+    data = [_linking(record, "held", claimed, []), _linking(record, "new", claimed, ["held"])]
+    with pytest.raises(ValueError, match=r"data\[1\]\.tag\.resonance_links\[0\]\.target_id "
+                                         r"'held'.*outside"):
+        view.import_memories(data)
+    assert _fingerprint(engine) == before
+    assert view.import_memories(data, overwrite=True) == 2  # moved with it: taken
+    assert [lk.target_id for lk in engine.get("new").tag.resonance_links] == ["held"]
