@@ -125,3 +125,25 @@ def test_a_facade_over_a_scoped_engine_takes_that_scopes_original_memories() -> 
     got = m.get_all(user_id="alice")["results"]
     assert [(r["id"], r["memory"], r["metadata"]) for r in got] == _records(written, "alice")
     assert EmotionalMemoryMem0Backend(em.scoped("other")).get_all(user_id="alice")["results"] == []
+
+
+def test_a_users_adopted_memories_link_only_to_that_users_memories() -> None:
+    """As the oracle's engine of one user: the original's links between users' memories
+    are not carried into a user's scope, whose view would otherwise show the other
+    users' memory ids (the import refuses such a link)."""
+    em = _engine()
+    _as_the_original_wrote(em)
+    written = em.list_all()  # backward links included
+    owner = {x.id: x.metadata["user_id"] for x in written}
+    assert any(owner[lk.target_id] != owner[x.id]
+               for x in written for lk in x.tag.resonance_links)  # the original's
+    m = EmotionalMemoryMem0Backend(em)
+    for user in ("alice", "bob", "default"):
+        m.get_all(user_id=user)
+        for x in written:
+            if owner[x.id] == user:
+                got = em.scoped(user).get(x.id)
+                assert got is not None
+                assert [lk.target_id for lk in got.tag.resonance_links] == [
+                    lk.target_id for lk in x.tag.resonance_links if owner[lk.target_id] == user
+                ]

@@ -458,6 +458,48 @@ def test_an_encode_answers_its_memories_though_another_engine_deletes_them(
     _check_consistent(engine)
 
 
+class _ChangeBeforeTransaction(SQLiteStore):
+    """A store on which another engine changes a link target (``change``) just before
+    the next transaction begins: what a second process does between an import's checks
+    and its writes."""
+
+    change: Any = None
+
+    def transaction(self) -> Any:
+        change, self.change = self.change, None
+        if change is not None:
+            change()
+        return super().transaction()
+
+
+@pytest.mark.parametrize("change", ["delete", "move"])
+def test_an_import_checks_its_link_targets_again_inside_its_transaction(
+    change: str, tmp_path: Path,
+) -> None:
+    """An import's links were checked before its transaction only: a target another
+    engine deleted (or moved out of the record's scope) in between was linked all the
+    same, a dangling link (or one another scope's view shows). Checked again inside,
+    the import is refused whole."""
+    store = _ChangeBeforeTransaction(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16))
+    view = engine.scoped("a")
+    target = view.encode("rain on the bridge")
+    holder = view.encode("rain on the bridge again")
+    data = [r for r in view.export_memories() if r["id"] == holder.id]
+    engine.delete(holder.id)
+    other = EmotionalMemory(store, HashingEmbedder(dim=16))
+    moved = {**next(r for r in other.export_memories() if r["id"] == target.id),
+             "scope": ["b"]}
+    store.change = (lambda: other.delete(target.id)) if change == "delete" else (
+        lambda: other.import_memories([{**moved, "tag": {**moved["tag"],
+                                                         "resonance_links": []}}],
+                                      overwrite=True))
+    with pytest.raises(ValueError, match=r"data\[0\]\.tag\.resonance_links\[0\]\.target_id"):
+        view.import_memories(data)
+    assert view.get(holder.id) is None
+    _check_consistent(engine)
+
+
 # ------------------------------- 8. disjoint scopes at once equal a serial replay
 
 _SCOPES = [("a",), ("b",), ("c", "x"), ("c", "y")]

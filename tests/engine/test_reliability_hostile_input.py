@@ -8,6 +8,7 @@ is bounded in count; nothing asserts wall-clock time.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sqlite3
@@ -223,6 +224,42 @@ def test_import_applies_encodes_checks() -> None:
         assert len(engine) == 0
     assert engine.import_memories(data) == 2
     assert engine.get(first.id) == donor.get(first.id)
+
+
+def test_an_id_repeated_in_an_import_is_named_by_both_indices() -> None:
+    donor = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    donor.encode("rain on the river")
+    (record,) = donor.export_memories()
+    other = {**record, "id": "other", "tag": {**record["tag"], "resonance_links": []}}
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    with pytest.raises(ValueError, match=r"data\[2\]\.id 'other' is also data\[0\]\.id"):
+        engine.import_memories([other, record, other])
+    assert len(engine) == 0
+
+
+def test_an_imported_memory_object_is_checked_as_its_dict_would_be() -> None:
+    """``import_memories`` takes ``Memory`` objects too; one built without validation
+    (``model_copy(update=...)``) was stored as it came: a NaN consolidation, a
+    negative retrieval count, a scope that is a str."""
+    donor = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    good = donor.encode("rain on the river")
+    tag = good.tag
+    bad_cases = {
+        "tag.consolidation_strength": {"tag": tag.model_copy(
+            update={"consolidation_strength": math.nan})},
+        "tag.retrieval_count": {"tag": tag.model_copy(update={"retrieval_count": -3})},
+        "scope": {"scope": "alice"},
+        "tag.core_affect.valence": {"tag": tag.model_copy(update={
+            "core_affect": tag.core_affect.model_copy(update={"valence": math.inf})})},
+    }
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    for field, update in bad_cases.items():
+        with pytest.raises((ValueError, TypeError), match=r"data\[0\]") as caught:
+            engine.import_memories([good.model_copy(update=update)])
+        assert field.rsplit(".", 1)[-1] in str(caught.value)
+        assert len(engine) == 0
+    assert engine.import_memories([good]) == 1
+    assert engine.get(good.id) == donor.get(good.id)
 
 
 def test_weights_whose_sum_overflows_are_rejected() -> None:

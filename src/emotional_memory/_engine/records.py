@@ -22,7 +22,7 @@ from emotional_memory._validation import (
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.decay import strength_from_columns
 from emotional_memory.filters import parse_where
-from emotional_memory.interfaces import UnstorableValueError
+from emotional_memory.interfaces import EmbeddingDimensionError, UnstorableValueError
 from emotional_memory.models import EmotionalTag, Memory
 from emotional_memory.stores.base import Now, PagingStore
 from emotional_memory.telemetry import traced
@@ -279,9 +279,11 @@ class RecordsMixin(EngineCore):
         Everything is validated before anything is written. Through a scoped view,
         records land in the view's scope: a record without a scope (or exported at
         the root) takes the view's path, one under the view's path keeps it, and one
-        naming another scope is refused, as is an id held outside the view. An
-        expired memory of this view with a record's id is pruned (as :meth:`prune`
-        would) and the record written.
+        naming another scope is refused, as is an id held outside the view. A link
+        must target a memory the record's own scope sees (its path or below it, as
+        encode links), and an overwrite giving a memory another scope drops the links
+        held to it by memories that no longer see it. An expired memory of this view
+        with a record's id is pruned (as :meth:`prune` would) and the record written.
 
         Args:
             data: list (or other iterable, as the original took) of memory dicts.
@@ -300,6 +302,7 @@ class RecordsMixin(EngineCore):
             if not isinstance(flag, bool | np.bool_):  # "false" would be truthy
                 raise TypeError(f"{name} must be a bool, got {type(flag).__name__}")
         memories = [self._import_item(i, item, bool(reembed)) for i, item in enumerate(data)]
+        _check_unique_ids(memories)
         if reembed and memories:
             vectors = self._batch_vectors([m.content for m in memories], "data.content")
             memories = [
@@ -309,14 +312,16 @@ class RecordsMixin(EngineCore):
         now = Now(self._now)  # one time for every read of the import
         view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
-        self._import_targets(ids, view, expired)  # refuses another view's memory
-        self._check_import_links(memories, view)
+        seen, _ = self._import_targets(ids, view, expired)  # refuses another view's memory
+        self._check_import_links(memories, view, {} if overwrite else seen)
         self._check_import_embeddings(memories)
         self._check_import_storable(memories)
         written = 0
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads)
             seen, stale = self._import_targets(ids, view, expired)
+            # and the link targets: another engine may have deleted or moved one since
+            self._check_import_links(memories, view, {} if overwrite else seen)
             self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
@@ -329,20 +334,51 @@ class RecordsMixin(EngineCore):
                         view.save(mem)
                 except UnstorableValueError as exc:
                     raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
+                except EmbeddingDimensionError as exc:  # the store's own type, kept
+                    raise type(exc)(f"data[{i}].embedding: {exc}") from None
                 written += 1
+            if overwrite:
+                self._drop_links_out_of_sight(
+                    {m.id: m.scope for m in memories if m.id in seen and seen[m.id] != m.scope},
+                    set(ids),
+                )
         return written
+
+    def _drop_links_out_of_sight(
+        self, moved: Mapping[str, tuple[str, ...]], imported: set[str]
+    ) -> None:
+        """Inside the import's transaction: drop the links that memories outside the
+        import hold to ``moved`` ones (id: new scope) whose new scope they no longer
+        see (each scope links only to what its view sees, see
+        :meth:`_check_import_links`).
+        """
+        if not moved:
+            return
+        store = self._columnar
+        holders = store.memories(
+            [mid for mid in store.linking_to(moved) if mid not in imported]
+        )
+        for memory in holders:
+            links = memory.tag.resonance_links
+            depth = len(memory.scope)
+            kept = [lk for lk in links if lk.target_id not in moved
+                    or moved[lk.target_id][:depth] == memory.scope]
+            if len(kept) != len(links):
+                store.update(memory.model_copy(
+                    update={"tag": memory.tag.model_copy(update={"resonance_links": kept})}
+                ))
 
     def _import_targets(
         self, ids: Sequence[str], view: Any, expired: Any
-    ) -> tuple[set[str], list[str]]:
-        """Which of an import's ids this view sees, and which are this view's expired
-        memories (one read of each, not one per memory).
+    ) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+        """Which of an import's ids this view sees (id: its scope now), and which are
+        this view's expired memories (one read of each, not one per memory).
 
         Raises:
             ValueError: an id held by a memory this view cannot write (another scope's).
         """
         held = {m.id for m in self._columnar.memories(ids)}
-        seen = {m.id for m in view.memories(ids)} if held else set()
+        seen = {m.id: m.scope for m in view.memories(ids)} if held else {}
         hidden = [(i, mid) for i, mid in enumerate(ids) if mid in held and mid not in seen]
         stale = {m.id for m in expired.memories([mid for _, mid in hidden])} if hidden else set()
         for i, mid in hidden:
@@ -357,9 +393,10 @@ class RecordsMixin(EngineCore):
         (``reembed``: its embedding, to be replaced, is dropped unchecked)."""
         if not isinstance(item, dict | Memory):
             raise ValueError(f"data[{i}] must be a memory dict, got {type(item).__name__}")
+        if isinstance(item, Memory):  # validated as its dict: it may have been built
+            item = item.model_dump(warnings=False)  # without (model_copy, model_construct)
         if reembed:
-            item = {**item, "embedding": None} if isinstance(item, dict) else item.model_copy(
-                update={"embedding": None})
+            item = {**item, "embedding": None}
         try:
             mem = Memory.model_validate(item)  # unknown keys rejected at every level
         except ValueError as exc:
@@ -445,26 +482,49 @@ class RecordsMixin(EngineCore):
             except UnstorableValueError as exc:
                 raise UnstorableValueError(exc.field, f"data[{i}]: {exc}", i) from None
 
-    def _check_import_links(self, memories: Sequence[Memory], view: Any) -> None:
-        """Every link of an import targets a memory of the import or of the store."""
-        ids = [m.id for m in memories]
-        if len(set(ids)) != len(ids):
-            dup = next(mid for mid in ids if ids.count(mid) > 1)
-            raise ValueError(f"data holds the id {dup!r} more than once")
-        known = set(ids)
+    def _check_import_links(
+        self, memories: Sequence[Memory], view: Any, skipped: Mapping[str, tuple[str, ...]]
+    ) -> None:
+        """Every link of an import targets a memory of the import or of the store that
+        the record's own scope sees (its path or below it, as encode links): a scope's
+        view must never be shown another scope's memory through a link. ``skipped``:
+        the held memories (id: scope) the import leaves as they are (no overwrite),
+        whose records' scopes are not the ones the links will reach."""
+        known = {m.id: m.scope for m in memories}
+        known.update(skipped)
         outside = list(dict.fromkeys(
             link.target_id for mem in memories for link in mem.tag.resonance_links
             if link.target_id not in known
         ))
-        known.update(m.id for m in view.memories(outside))  # one read for all of them
+        # one read for all of them
+        known.update((m.id, m.scope) for m in view.memories(outside) if m.id not in known)
         for i, mem in enumerate(memories):
             for j, link in enumerate(mem.tag.resonance_links):
                 target = link.target_id
+                where = f"data[{i}].tag.resonance_links[{j}].target_id {target!r}"
                 if target not in known:
+                    raise ValueError(f"{where} is neither in data nor in the store")
+                if known[target][: len(mem.scope)] != mem.scope:
                     raise ValueError(
-                        f"data[{i}].tag.resonance_links[{j}].target_id {target!r} is neither "
-                        "in data nor in the store"
+                        f"{where} is a memory of scope {list(known[target])!r}, outside "
+                        f"the record's scope {list(mem.scope)!r}"
                     )
+
+
+def _check_unique_ids(memories: Sequence[Memory]) -> None:
+    """Refuse an import holding an id twice, naming both records.
+
+    Raises:
+        ValueError: ``data[j].id`` repeating ``data[i].id``.
+    """
+    first: dict[str, int] = {}
+    for j, mem in enumerate(memories):
+        i = first.setdefault(mem.id, j)
+        if i != j:
+            raise ValueError(
+                f"data[{j}].id {mem.id!r} is also data[{i}].id: data holds the id more "
+                "than once"
+            )
 
 
 def _json_exact(memory: Memory) -> Memory:

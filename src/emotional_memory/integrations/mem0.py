@@ -219,7 +219,9 @@ class EmotionalMemoryMem0Backend:
         ``metadata["user_id"]``; here a user is a scope. Once per user (and object),
         before the user's first call, the memories of the wrapped engine's own scope
         tagged with this user move into the user's scope, ids, tags and links kept, so
-        a store the original filled answers each user with their memories alone.
+        a store the original filled answers each user with their memories alone. Links
+        to another user's memories are dropped: the user's scope must not hold them
+        (its view would show those ids; ``import_memories`` refuses them).
 
         Raises:
             ValueError: an invalid ``user_id`` for a scope (named), nothing moved.
@@ -232,8 +234,9 @@ class EmotionalMemoryMem0Backend:
             held = self._em.list_all(where={"user_id": user})
             ids = {m.id for m in held if m.scope == self._em.scope}
             if ids:
+                view = self._em.scoped(user)
                 records = [
-                    {**r, "scope": list(target)}
+                    _without_links_outside({**r, "scope": list(target)}, ids, view)
                     for r in self._em.export_memories(where={"user_id": user})
                     if r["id"] in ids
                 ]
@@ -500,3 +503,15 @@ class EmotionalMemoryMem0Backend:
             f"{type(self).__name__}(memories={len(self._em)}, "
             f"default_user_id={self._default_user_id!r})"
         )
+
+
+def _without_links_outside(
+    record: dict[str, Any], ids: set[str], view: EmotionalMemory
+) -> dict[str, Any]:
+    """An export ``record`` keeping only its links to ``ids`` (the memories moving with
+    it) or to memories ``view`` (the user's scope) already sees."""
+    tag = record["tag"]
+    links = [lk for lk in tag["resonance_links"]
+             if lk["target_id"] in ids or view.get(lk["target_id"]) is not None]
+    return {**record, "tag": {**tag, "resonance_links": links}}
+

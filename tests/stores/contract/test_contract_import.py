@@ -42,7 +42,7 @@ def test_an_import_with_another_dimension_writes_nothing(
     before = _fingerprint(engine)
     data = _export(3)
     data[2]["embedding"] = [1.0, 2.0]
-    with pytest.raises(ValueError, match="dimension"):
+    with pytest.raises(ValueError, match=r"data\[2\]\.embedding.*dimension"):
         engine.import_memories(data)
     assert _fingerprint(engine) == before
 
@@ -126,3 +126,108 @@ def test_an_offset_with_seconds_keeps_its_instant_when_stored_and_exported(
         assert back is not None and back.expires_at == odd
         assert back.tag.timestamp == odd and back.tag.mood_snapshot.timestamp == odd
         assert back.tag.last_retrieved == odd and back.tag.window_opened_at == odd
+
+
+def _linking(record: dict[str, Any], rid: str, scope: tuple[str, ...],
+             targets: list[str]) -> dict[str, Any]:
+    """``record`` as memory ``rid`` of ``scope``, linking to ``targets``."""
+    links = [{"source_id": rid, "target_id": t, "strength": 0.5, "link_type": "semantic"}
+             for t in targets]
+    return {**record, "id": rid, "scope": list(scope),
+            "tag": {**record["tag"], "resonance_links": links}}
+
+
+@pytest.mark.parametrize(("importer", "scope", "target_scope"), [
+    ((), ("bob",), ("alice",)),  # a sibling's memory
+    ((), ("bob",), ()),  # the root's, which bob does not see
+    (("alice",), ("alice", "x"), ("alice",)),  # the parent's, through the parent's view
+])
+@pytest.mark.parametrize("target_in_data", [False, True])
+def test_an_import_cannot_link_a_record_to_a_memory_its_scope_does_not_see(
+    backend: Backend, importer: tuple[str, ...], scope: tuple[str, ...],
+    target_scope: tuple[str, ...], target_in_data: bool,
+) -> None:
+    """A scope acts as a separate engine holding only its memories, which could hold no
+    link to a memory outside them: a record whose link leaves its scope would show that
+    memory's id to the scope's view (``get``, ``list_all``, retrieval results). It is
+    refused, naming the link, and nothing is written. A link into a sub-scope (the
+    links a view's own encode makes) is taken."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    (record,) = _export(1)
+    target = _linking(record, "target", target_scope, [])
+    if not target_in_data:
+        assert engine.import_memories([target]) == 1
+    view = engine.scoped(*importer) if importer else engine
+    before = _fingerprint(engine)
+    data = [target] if target_in_data else []
+    data.append(_linking(record, "leaky", scope, ["target"]))
+    with pytest.raises(ValueError, match=rf"data\[{len(data) - 1}\]\.tag\.resonance_links"
+                                         r"\[0\]\.target_id 'target'.*outside"):
+        view.import_memories(data)
+    assert _fingerprint(engine) == before
+    assert engine.get("leaky") is None
+
+    inward = [_linking(record, "deeper", (*target_scope, "x"), []),
+              _linking(record, "outer", target_scope, ["deeper"])]
+    assert engine.import_memories(inward) == 2
+    assert [lk.target_id for lk in engine.get("outer").tag.resonance_links] == ["deeper"]
+
+
+def _links_in_sight(engine: EmotionalMemory) -> list[tuple[str, str, bool]]:
+    """(holder, target, whether the holder's scope sees the target) for every link."""
+    scope = {m.id: m.scope for m in engine.list_all()}
+    return [(m.id, lk.target_id, scope[lk.target_id][: len(m.scope)] == m.scope)
+            for m in engine.list_all() for lk in m.tag.resonance_links]
+
+
+@pytest.mark.parametrize(("importer", "old", "new"), [
+    ((), ("bob",), ("alice",)),  # to a sibling
+    (("alice",), ("alice", "x"), ()),  # up to the view's own path (recorded without one)
+])
+def test_an_overwrite_moving_a_memory_drops_the_links_its_old_scope_held_to_it(
+    backend: Backend, importer: tuple[str, ...], old: tuple[str, ...],
+    new: tuple[str, ...],
+) -> None:
+    """An overwrite may give a memory another scope the importing view sees; memories
+    that can no longer see it must not keep links to it (their scope's view would show
+    its id, as a separate engine holding that scope never could). Links from memories
+    that still see it are kept."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    source = engine.scoped(*old)
+    moved = source.encode("rain on the bridge")
+    stays = source.encode("rain on the bridge again")
+    above = engine.encode("rain on the bridge at night")  # the root sees every scope
+    assert moved.id in [lk.target_id for lk in engine.get(stays.id).tag.resonance_links]
+    assert moved.id in [lk.target_id for lk in engine.get(above.id).tag.resonance_links]
+    record = next(r for r in engine.export_memories() if r["id"] == moved.id)
+    view = engine.scoped(*importer) if importer else engine
+    assert view.import_memories([_linking(record, moved.id, new, [])], overwrite=True) == 1
+    assert source.get(moved.id) is None
+    assert [lk.target_id for lk in source.get(stays.id).tag.resonance_links] == []
+    assert moved.id in [lk.target_id for lk in engine.get(above.id).tag.resonance_links]
+    assert all(seen for _, _, seen in _links_in_sight(engine))
+
+
+@pytest.mark.parametrize(("importer", "held", "claimed"), [
+    ((), ("alice",), ("bob",)),
+    (("alice",), ("alice",), ("alice", "x")),
+])
+def test_a_skipped_record_lends_its_claimed_scope_to_no_link(
+    backend: Backend, importer: tuple[str, ...], held: tuple[str, ...],
+    claimed: tuple[str, ...],
+) -> None:
+    """A record whose id is held is skipped (no ``overwrite``): the memory keeps its
+    scope, so another record's link to it is checked against that scope, not the one
+    the skipped record claims (else the linking scope's view shows the memory's id)."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    (record,) = _export(1)
+    assert engine.import_memories([_linking(record, "held", held, [])]) == 1
+    view = engine.scoped(*importer) if importer else engine
+    before = _fingerprint(engine)
+    data = [_linking(record, "held", claimed, []), _linking(record, "new", claimed, ["held"])]
+    with pytest.raises(ValueError, match=r"data\[1\]\.tag\.resonance_links\[0\]\.target_id "
+                                         r"'held'.*outside"):
+        view.import_memories(data)
+    assert _fingerprint(engine) == before
+    assert view.import_memories(data, overwrite=True) == 2  # moved with it: taken
+    assert [lk.target_id for lk in engine.get("new").tag.resonance_links] == ["held"]
