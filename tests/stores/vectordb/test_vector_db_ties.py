@@ -11,6 +11,8 @@ beat the worst candidate's by more than the database's float32 rounding.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from emotional_memory.filters import parse_where
@@ -49,8 +51,8 @@ def test_tied_candidates_go_to_the_earliest_memories(
         "where": Selection(where=parse_where({"i": {"$gte": 0}})),
     }.get(view)
 
-    def searched(s: object, query: list[float], k: int) -> list[str]:
-        target = s if selection is None else s.selected(selection)  # type: ignore[attr-defined]
+    def searched(s: Any, query: list[float], k: int) -> list[str]:
+        target = s if selection is None else s.selected(selection)
         return [m.content for m in target.search_by_embedding(query, k)]
 
     for query in ([1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.3, 0.2, 0.1]):
