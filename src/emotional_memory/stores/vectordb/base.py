@@ -299,11 +299,12 @@ class VectorDBStore(BackendStore, ABC):
         fields = self.check_storable(memory)
         self._writes += 1
         embedding = memory.embedding
+        dim = None if embedding is None else self._current_dim()
         if embedding is not None:
-            if self._dim is not None and len(embedding) != self._dim:
+            if dim is not None and len(embedding) != dim:
                 raise ValueError(
                     f"embedding length mismatch: memory has {len(embedding)}, "
-                    f"the store holds dimension {self._dim}"
+                    f"the store holds dimension {dim}"
                 )
             if len(embedding) == 0:
                 raise ValueError("embedding must not be empty")
@@ -318,13 +319,13 @@ class VectorDBStore(BackendStore, ABC):
             self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
             self._remove(True, [memory.id])
         else:
-            if self._dim is None:
+            if dim is None:
                 self._create_main(len(embedding))
-                self._dim = len(embedding)
             direction = _direction(embedding)
             novec = direction is None
-            vector = direction if direction is not None else [1.0] + [0.0] * (self._dim - 1)
+            vector = direction if direction is not None else [1.0] + [0.0] * (len(embedding) - 1)
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
+            self._dim = len(embedding)  # once stored (a refused write fixes nothing)
             self._remove(False, [memory.id])
         if old is None:
             self._next_seq += 1
@@ -392,6 +393,15 @@ class VectorDBStore(BackendStore, ABC):
     @property
     def dim(self) -> int | None:
         """The embedding dimension, or None while no memory has an embedding."""
+        with self._lock:
+            return self._current_dim()
+
+    def _current_dim(self) -> int | None:
+        """The stored dimension: read again from the database while none is known
+        (another store object, another process, may have written the first embedded
+        memory since this one opened)."""
+        if self._dim is None:
+            self._dim = self._stored_dim()
         return self._dim
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
@@ -428,7 +438,7 @@ class VectorDBStore(BackendStore, ABC):
         if query.ndim != 1:
             raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
         with self._lock:
-            if top_k <= 0 or self._dim is None:
+            if top_k <= 0 or self._current_dim() is None:
                 return []
             if query.shape[0] and query.shape[0] != self._dim:
                 raise ValueError(

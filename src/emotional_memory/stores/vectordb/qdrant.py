@@ -154,10 +154,16 @@ class QdrantStore(VectorDBStore):
 
     def _create(self, main: bool, dim: int) -> None:
         m = self._models
-        self._client.create_collection(
-            self._name(main),
-            vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
-        )
+        try:
+            self._client.create_collection(
+                self._name(main),
+                vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
+            )
+        except Exception:
+            if not self._exists(main):
+                raise
+            # another store object (process) created it meanwhile: its vector size
+            # is checked by the write
         self._index(main, _INDEXED)
 
     def _index(self, main: bool, kinds: dict[str, str]) -> None:
