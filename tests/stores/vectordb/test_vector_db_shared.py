@@ -52,3 +52,25 @@ def test_a_refused_first_write_fixes_no_dimension(backend: Backend) -> None:
         second.save(mem("wrong", [1.0, 0.0, 0.0]))
     assert second.dim == 2
     assert [m.content for m in second.search_by_embedding([1.0, 0.0], 5)] == ["first"]
+
+
+def test_an_embedded_qdrant_client_shared_by_two_stores_counts_their_expiry() -> None:
+    """An embedded Qdrant store remembered whether it held an expiring memory, so its
+    root view counted without a filter: through a client shared with another store
+    object, that one's expired memory was counted."""
+    from datetime import UTC, datetime, timedelta
+
+    from qdrant_client import QdrantClient
+
+    from emotional_memory.stores.base import Now, Selection
+
+    client = QdrantClient(":memory:")
+    first = QdrantStore(client=client)
+    first.save(mem("alive", [1.0, 0.0]))
+    second = QdrantStore(client=client)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    gone = mem("gone", [1.0, 0.0]).model_copy(update={"expires_at": now - timedelta(days=1)})
+    second.save(gone)
+    root = first.selected(Selection(now=Now(now)))
+    assert [m.content for m in root.list_all()] == ["alive"]
+    assert len(root) == 1
