@@ -108,10 +108,11 @@ class QdrantStore(VectorDBStore):
             else set()
         )
         super().__init__()
-        if self._indexes is None:
-            # Embedded Qdrant (one process holds its directory; its filters are a
-            # loop over every point): remember whether any memory may expire, so the
-            # root view's count needs no filtered pass while none does.
+        if self._indexes is None and client is None:
+            # Embedded Qdrant of this store's own (one process holds its directory;
+            # its filters are a loop over every point): remember whether any memory
+            # may expire, so the root view's count needs no filtered pass while none
+            # does. A client passed in may serve other store objects too.
             m = self._models
             expiring = m.Filter(must=[m.FieldCondition(key="x_exp",
                                                        range=m.Range(lt=NEVER))])
