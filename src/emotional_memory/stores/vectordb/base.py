@@ -96,6 +96,13 @@ def _direction(embedding: Sequence[float]) -> list[float] | None:
     return unit
 
 
+def _slack(dim: int) -> float:
+    """How far the database's float32 cosine of two unit vectors of ``dim`` numbers
+    may lie from the exact one, doubled (rounding each number, and each product
+    and sum of the dot product)."""
+    return 4.0 * (dim + 2) * 2.0**-24
+
+
 class VectorDBStore(BackendStore, ABC):
     """Base of :class:`QdrantStore` and :class:`ChromaStore` (see the module doc).
 
@@ -292,11 +299,12 @@ class VectorDBStore(BackendStore, ABC):
         fields = self.check_storable(memory)
         self._writes += 1
         embedding = memory.embedding
+        dim = None if embedding is None else self._current_dim()
         if embedding is not None:
-            if self._dim is not None and len(embedding) != self._dim:
+            if dim is not None and len(embedding) != dim:
                 raise ValueError(
                     f"embedding length mismatch: memory has {len(embedding)}, "
-                    f"the store holds dimension {self._dim}"
+                    f"the store holds dimension {dim}"
                 )
             if len(embedding) == 0:
                 raise ValueError("embedding must not be empty")
@@ -311,13 +319,13 @@ class VectorDBStore(BackendStore, ABC):
             self._upsert(False, [Record(memory.id, seq, data, False, fields)], [[1.0]])
             self._remove(True, [memory.id])
         else:
-            if self._dim is None:
+            if dim is None:
                 self._create_main(len(embedding))
-                self._dim = len(embedding)
             direction = _direction(embedding)
             novec = direction is None
-            vector = direction if direction is not None else [1.0] + [0.0] * (self._dim - 1)
+            vector = direction if direction is not None else [1.0] + [0.0] * (len(embedding) - 1)
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
+            self._dim = len(embedding)  # once stored (a refused write fixes nothing)
             self._remove(False, [memory.id])
         if old is None:
             self._next_seq += 1
@@ -385,6 +393,15 @@ class VectorDBStore(BackendStore, ABC):
     @property
     def dim(self) -> int | None:
         """The embedding dimension, or None while no memory has an embedding."""
+        with self._lock:
+            return self._current_dim()
+
+    def _current_dim(self) -> int | None:
+        """The stored dimension: read again from the database while none is known
+        (another store object, another process, may have written the first embedded
+        memory since this one opened)."""
+        if self._dim is None:
+            self._dim = self._stored_dim()
         return self._dim
 
     def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
@@ -421,7 +438,7 @@ class VectorDBStore(BackendStore, ABC):
         if query.ndim != 1:
             raise ValueError(f"embedding must be one-dimensional, got shape {query.shape}")
         with self._lock:
-            if top_k <= 0 or self._dim is None:
+            if top_k <= 0 or self._current_dim() is None:
                 return []
             if query.shape[0] and query.shape[0] != self._dim:
                 raise ValueError(
@@ -433,19 +450,7 @@ class VectorDBStore(BackendStore, ABC):
                 records = sorted(self._scan(True, flt=flt), key=lambda r: r.seq)[:top_k]
                 return [r.memory() for r in records]
             total = self._count(True, flt) if count is None else count()
-            want = top_k + _MARGIN
-            # A filtered nearest-neighbour query on an approximate index (HNSW) may
-            # miss neighbours inside a small allowed set: a small selection is
-            # ranked whole, exactly.
-            small = flt is not None and total <= _SMALL_SELECTION
-            ids = self._nearest(direction, want, flt) if want < total and not small else []
-            if len(ids) < min(want, total):
-                # Small collection, or an approximate index (HNSW) answered short:
-                # rank every embedded memory exactly.
-                candidates = {r.id: r for r in self._scan(True, flt=flt)}
-            else:
-                candidates = {r.id: r for r in self._fetch(True, ids)}
-            ranked = self._rank(query, list(candidates.values()))
+            candidates, ranked = self._candidates(query, direction, top_k, total, flt)
             complete = len(candidates) >= total
             if not complete and (len(ranked) < top_k or ranked[top_k - 1][0] <= 0.0):
                 # Memories without a direction score 0 and may tie or place: add them.
@@ -453,6 +458,36 @@ class VectorDBStore(BackendStore, ABC):
                     candidates.setdefault(r.id, r)
                 ranked = self._rank(query, list(candidates.values()))
         return [r.memory() for _, _, r in ranked[:top_k]]
+
+    def _candidates(
+        self, query: np.ndarray, direction: list[float], top_k: int, total: int, flt: Any
+    ) -> tuple[dict[str, Record], list[tuple[float, int, Record]]]:
+        """The embedded records a search ranks, by id, and their exact ranking: the
+        database's nearest ``top_k`` + a margin, widened while they cannot decide the
+        ``top_k``-th place, else every record ``flt`` selects."""
+        want = top_k + _MARGIN
+        # A filtered nearest-neighbour query on an approximate index (HNSW) may
+        # miss neighbours inside a small allowed set: a small selection is
+        # ranked whole, exactly.
+        small = flt is not None and total <= _SMALL_SELECTION
+        slack = _slack(len(direction))
+        while True:
+            ids = self._nearest(direction, want, flt) if want < total and not small else []
+            if len(ids) < min(want, total):
+                # Small collection, or an approximate index (HNSW) answered short:
+                # rank every embedded memory exactly.
+                candidates = {r.id: r for r in self._scan(True, flt=flt)}
+                return candidates, self._rank(query, list(candidates.values()))
+            candidates = {r.id: r for r in self._fetch(True, ids)}
+            ranked = self._rank(query, list(candidates.values()))
+            # A record the database left out scores (in its float32) at most what
+            # its worst candidate scores: one that may tie with or beat the
+            # top_k-th exactly (an equal direction, an earlier memory) may be left
+            # out, whichever the database picked: ask for more.
+            if len(ranked) < top_k or ranked[top_k - 1][0] > ranked[-1][0] + slack:
+                return candidates, ranked
+            want *= 4
+
 
     def _list(self, flt: Any) -> list[Memory]:
         """The memories ``flt`` selects (None: all), in insertion order."""

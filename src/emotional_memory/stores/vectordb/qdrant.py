@@ -108,10 +108,11 @@ class QdrantStore(VectorDBStore):
             else set()
         )
         super().__init__()
-        if self._indexes is None:
-            # Embedded Qdrant (one process holds its directory; its filters are a
-            # loop over every point): remember whether any memory may expire, so the
-            # root view's count needs no filtered pass while none does.
+        if self._indexes is None and client is None:
+            # Embedded Qdrant of this store's own (one process holds its directory;
+            # its filters are a loop over every point): remember whether any memory
+            # may expire, so the root view's count needs no filtered pass while none
+            # does. A client passed in may serve other store objects too.
             m = self._models
             expiring = m.Filter(must=[m.FieldCondition(key="x_exp",
                                                        range=m.Range(lt=NEVER))])
@@ -154,10 +155,16 @@ class QdrantStore(VectorDBStore):
 
     def _create(self, main: bool, dim: int) -> None:
         m = self._models
-        self._client.create_collection(
-            self._name(main),
-            vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
-        )
+        try:
+            self._client.create_collection(
+                self._name(main),
+                vectors_config=m.VectorParams(size=dim, distance=m.Distance.COSINE),
+            )
+        except Exception:
+            if not self._exists(main):
+                raise
+            # another store object (process) created it meanwhile: its vector size
+            # is checked by the write
         self._index(main, _INDEXED)
 
     def _index(self, main: bool, kinds: dict[str, str]) -> None:

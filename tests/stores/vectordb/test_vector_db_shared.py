@@ -1,0 +1,76 @@
+"""Two QdrantStore / ChromaStore objects over one collection (two processes on one
+server, or one client shared): each sees the other's first embedded memory.
+
+A store opened while the collection held no embedded memory kept "no dimension"
+for good: its searches answered ``[]`` whatever the other wrote, Qdrant refused its
+every embedded write ("Collection ... already exists"), and Chroma took the
+dimension of a write it refused, then refused every right one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from emotional_memory.stores.vectordb.chroma import ChromaStore
+from emotional_memory.stores.vectordb.qdrant import QdrantStore
+from support.backends import Backend
+from support.memories import basic_memory as mem
+
+
+def _twin(store: Any) -> Any:
+    """A second store object over ``store``'s collections, through its client."""
+    if isinstance(store, QdrantStore):
+        return QdrantStore(client=store.client, collection_name=store.collection_name)
+    assert isinstance(store, ChromaStore)
+    return ChromaStore(client=store.client, collection_name=store.collection_name)
+
+
+def test_a_store_opened_empty_sees_the_dimension_another_wrote(backend: Backend) -> None:
+    first = backend.new()
+    second = _twin(first)  # opened while nothing is embedded
+    first.save(mem("first", [1.0, 0.0]))
+    assert [m.content for m in second.search_by_embedding([1.0, 0.0], 5)] == ["first"]
+    assert second.dim == 2
+    with pytest.raises(ValueError, match="embedding length mismatch"):
+        second.save(mem("wrong", [1.0, 0.0, 0.0]))
+    second.save(mem("second", [0.0, 1.0]))
+    assert [m.content for m in first.search_by_embedding([0.0, 1.0], 5)] == [
+        "second", "first"]
+    # (their order in list_all is not asserted: each object numbers its own
+    # insertions, see stores/vectordb/README.md)
+    assert sorted(m.content for m in second.list_all()) == ["first", "second"]
+
+
+def test_a_refused_first_write_fixes_no_dimension(backend: Backend) -> None:
+    """The dimension is the stored one, taken once a write succeeds."""
+    first = backend.new()
+    second = _twin(first)
+    first.save(mem("first", [1.0, 0.0]))
+    with pytest.raises(ValueError, match="embedding length mismatch"):
+        second.save(mem("wrong", [1.0, 0.0, 0.0]))
+    assert second.dim == 2
+    assert [m.content for m in second.search_by_embedding([1.0, 0.0], 5)] == ["first"]
+
+
+def test_an_embedded_qdrant_client_shared_by_two_stores_counts_their_expiry() -> None:
+    """An embedded Qdrant store remembered whether it held an expiring memory, so its
+    root view counted without a filter: through a client shared with another store
+    object, that one's expired memory was counted."""
+    from datetime import UTC, datetime, timedelta
+
+    from qdrant_client import QdrantClient
+
+    from emotional_memory.stores.base import Now, Selection
+
+    client = QdrantClient(":memory:")
+    first = QdrantStore(client=client)
+    first.save(mem("alive", [1.0, 0.0]))
+    second = QdrantStore(client=client)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    gone = mem("gone", [1.0, 0.0]).model_copy(update={"expires_at": now - timedelta(days=1)})
+    second.save(gone)
+    root = first.selected(Selection(now=Now(now)))
+    assert [m.content for m in root.list_all()] == ["alive"]
+    assert len(root) == 1
