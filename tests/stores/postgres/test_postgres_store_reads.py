@@ -293,3 +293,32 @@ def test_embeddings_past_the_hnsw_limit_are_stored_and_searched_exactly(pg_dsn: 
         assert len(pg) == 0 and pg.dim is None
         pg.save(base[1])
         assert pg.list_all() == [base[1]]
+
+
+def test_exact_ties_above_exact_rows_go_to_the_earliest_memories(pg_dsn: str) -> None:
+    """Above ``exact_rows`` the index's ``top_k`` + margin candidates among memories of
+    one direction (the same text stored again, an embedding at several norms) are an
+    arbitrary pick of equals: the store returned later memories than the rule's
+    earliest (ties by insertion order). It now widens the candidates while the
+    ``top_k``-th exact score does not beat the worst candidate's by more than float32
+    rounding; the batched search of ``encode_batch`` likewise."""
+    from support.memories import basic_memory
+
+    directions = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0])
+    memories = [basic_memory(f"m{i}", [x * (1 + i) for x in directions[i % 4]])
+                for i in range(120)]
+    oracle = InMemoryStore()
+    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
+        with pg.transaction():
+            for m in memories:
+                oracle.save(m)
+                pg.save(m)
+        queries = ([1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.3, 0.2, 0.1])
+        for query in queries:
+            for k in (1, 5, 30):
+                got = [m.id for m in pg.search_by_embedding(query, k)]
+                assert got == [m.id for m in oracle.search_by_embedding(query, k)], (query, k)
+        with pg.transaction():
+            batch = pg.search_by_embedding_batch(list(queries), 5)
+        assert [[m.id for m in found] for found in batch] == [
+            [m.id for m in oracle.search_by_embedding(q, 5)] for q in queries]

@@ -29,6 +29,7 @@ __all__ = [
     "NORM_MIN",
     "cosines",
     "exact_search",
+    "index_decides",
     "norm",
     "rank",
     "row_norm",
@@ -146,6 +147,28 @@ def stable_top(keys: np.ndarray, k: int) -> np.ndarray:
     cut = np.partition(keys, k - 1)[k - 1]
     pool = np.flatnonzero(keys <= cut)
     return pool[np.argsort(keys[pool], kind="stable")[:k]]
+
+
+def index_decides(kth: float, worst: float, dim: int) -> bool:
+    """Whether a float32 nearest-neighbour index's candidates decide the ``k``-th place.
+
+    An index (HNSW in pgvector, Qdrant, Chroma) proposes its nearest candidates by
+    float32 cosine; a row it left out scores, in float32, at most what its worst
+    candidate scores. When the exact ``k``-th score does not beat the worst
+    candidate's by more than float32 rounding (of each number, product and sum of a
+    dot product of unit vectors of ``dim`` numbers, doubled), a left-out row may tie
+    with or beat the ``k``-th exactly (an equal direction, an earlier memory): the
+    candidates must be widened.
+
+    Args:
+        kth: the exact cosine of the ``k``-th best candidate.
+        worst: the exact cosine of the worst candidate.
+        dim: the vectors' length.
+
+    Returns:
+        True when no left-out row can reach the ``k``-th place.
+    """
+    return kth > worst + 4.0 * (dim + 2) * 2.0**-24
 
 
 def rank(

@@ -20,7 +20,7 @@ from emotional_memory.stores._shared.linking import (
     memory_candidates,
     with_links,
 )
-from emotional_memory.stores._shared.ranking import norm, rank
+from emotional_memory.stores._shared.ranking import index_decides, norm, rank
 from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
     MOST_ROWS,
@@ -29,6 +29,11 @@ from emotional_memory.stores.postgres.common import (
     _search_row_memory_columns,
 )
 from emotional_memory.stores.postgres.read import _Reader
+
+WIDEN_MOST = 4096
+"""The most index candidates a search widens to on exact ties (the ``top_k``-th place
+undecided, see :func:`~emotional_memory.stores._shared.ranking.index_decides`): past
+it, the index's pick among equals stands."""
 
 
 class _Searcher(_Reader):
@@ -118,7 +123,8 @@ class _Searcher(_Reader):
                 f"SELECT {_SEARCH_COLUMNS} FROM {t} WHERE embedded{view} ORDER BY seq", params
             ).fetchall()
             return self._rank(query, query_norm, rows, k)[0], count
-        rows.sort(key=lambda r: r[0])
+        rows = self._widened(cur, query, query_norm, sorted(rows, key=lambda r: r[0]), k,
+                             want, view, params)
         best, sims = self._rank(query, query_norm, rows, k)
         if len(best) < k or sims[-1] <= 0.0:
             # embedded rows without a direction (zero, NaN, inf: not in the index)
@@ -130,6 +136,39 @@ class _Searcher(_Reader):
             rows.sort(key=lambda r: r[0])
             best, _ = self._rank(query, query_norm, rows, k)
         return best, count
+
+    def _widened(
+        self, cur: Any, query: np.ndarray, query_norm: float, rows: list[Any], k: int,
+        want: int, visible: str, params: dict[str, Any],
+    ) -> list[Any]:
+        """The index's candidates ``rows`` (``want`` asked, in seq order), asked again
+        four times as many (up to :data:`WIDEN_MOST`) while they cannot decide the
+        ``k``-th place: among memories of one direction the index's pick of equals is
+        arbitrary, and ties go to the earliest.
+
+        Args:
+            cur: the search's cursor.
+            query: the (D,) query; ``query_norm`` its norm (positive, finite).
+            rows: the candidates (``_SEARCH_COLUMNS``), sorted by seq.
+            k: the places to fill.
+            want: how many candidates ``rows`` answered (fewer: the index had no more).
+            visible: the view's SQL condition; ``params`` its parameters.
+
+        Returns:
+            The candidates to rank, sorted by seq.
+        """
+        while len(rows) >= want > k and want < WIDEN_MOST:
+            _, sims = self._rank(query, query_norm, rows, len(rows))
+            if index_decides(float(sims[k - 1]), float(sims[-1]), query.shape[0]):
+                break
+            want = min(want * 4, WIDEN_MOST)
+            self._search_settings(cur, max(self._ef_search, want))
+            rows = sorted(cur.execute(
+                f"SELECT {_SEARCH_COLUMNS} FROM {self._t} WHERE embedding IS NOT NULL"
+                f"{visible} ORDER BY embedding <=> %(q)s LIMIT {int(want)}",
+                {**params, "q": (query / query_norm).astype(np.float32)},
+            ).fetchall(), key=lambda r: r[0])
+        return rows
 
     @staticmethod
     def _rank(
@@ -153,7 +192,7 @@ class _Searcher(_Reader):
         zero-norm query gives the first ``top_k`` embedded memories in insertion order;
         otherwise exact float64 cosine ranks them (NaN as 0, ties by insertion order)
         over every row up to ``exact_rows`` embedded memories, over the HNSW
-        candidates above.
+        candidates above (widened on exact ties, see the package README).
 
         Args:
             embedding: the (D,) query.
@@ -311,7 +350,10 @@ class _Searcher(_Reader):
                 rows = everything if limit is None else [r for r in everything if r[0] <= limit]
                 out[i] = self._rank(query, qnorm, rows, k)[0]
             else:
-                rows = sorted(c.fetchall(), key=lambda r: r[0])
+                rows = self._widened(cur, query, qnorm, sorted(c.fetchall(), key=lambda r: r[0]),
+                                     k, want, view + ("" if limit is None
+                                                      else " AND seq <= %(limit)s"),
+                                     {**params, "limit": limit})
                 best, sims = self._rank(query, qnorm, rows, k)
                 if len(best) < k or sims[-1] <= 0.0:  # they count as similarity 0
                     if directionless is None:

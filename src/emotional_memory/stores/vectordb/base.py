@@ -22,7 +22,14 @@ import numpy as np
 
 from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
-from emotional_memory.stores._shared.ranking import exact_search, norm, rank, row_norm, row_norms
+from emotional_memory.stores._shared.ranking import (
+    exact_search,
+    index_decides,
+    norm,
+    rank,
+    row_norm,
+    row_norms,
+)
 from emotional_memory.stores._shared.records import (
     check_times,
     check_utf8,
@@ -94,13 +101,6 @@ def _direction(embedding: Sequence[float]) -> list[float] | None:
         return None
     unit: list[float] = (values / size).tolist()
     return unit
-
-
-def _slack(dim: int) -> float:
-    """How far the database's float32 cosine of two unit vectors of ``dim`` numbers
-    may lie from the exact one, doubled (rounding each number, and each product
-    and sum of the dot product)."""
-    return 4.0 * (dim + 2) * 2.0**-24
 
 
 class VectorDBStore(BackendStore, ABC):
@@ -470,7 +470,6 @@ class VectorDBStore(BackendStore, ABC):
         # miss neighbours inside a small allowed set: a small selection is
         # ranked whole, exactly.
         small = flt is not None and total <= _SMALL_SELECTION
-        slack = _slack(len(direction))
         while True:
             ids = self._nearest(direction, want, flt) if want < total and not small else []
             if len(ids) < min(want, total):
@@ -484,7 +483,8 @@ class VectorDBStore(BackendStore, ABC):
             # its worst candidate scores: one that may tie with or beat the
             # top_k-th exactly (an equal direction, an earlier memory) may be left
             # out, whichever the database picked: ask for more.
-            if len(ranked) < top_k or ranked[top_k - 1][0] > ranked[-1][0] + slack:
+            if len(ranked) < top_k or index_decides(ranked[top_k - 1][0], ranked[-1][0],
+                                                    len(direction)):
                 return candidates, ranked
             want *= 4
 
