@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -189,3 +192,49 @@ def test_an_async_engine_with_given_affects_appraises_the_rest_through_its_loop(
     serial.encode_batch(TEXTS, affect=affects)
     assert _fingerprint(aengine.engine) == _fingerprint(serial)
     assert appraiser.most > 1
+
+
+class _CallingBackAppraiser(_CountingAppraiser):
+    """An appraiser that reads the engine it appraises for (its memories so far)."""
+
+    engine: EmotionalMemory
+
+    def appraise(self, text: str, context: Any = None) -> Any:
+        self.engine.list_all()
+        return super().appraise(text, context)
+
+
+def test_an_appraiser_may_call_the_engine_back() -> None:
+    # the batch held its scope's turn (re-entrant for its own thread only) while the
+    # pool's threads appraised: an appraiser reading the engine waited for ever
+    appraiser = _CallingBackAppraiser()
+    engine = _engine(appraiser)
+    appraiser.engine = engine
+    done: list[Any] = []
+    worker = threading.Thread(target=lambda: done.append(engine.encode_batch(TEXTS)),
+                              daemon=True)
+    worker.start()
+    worker.join(60)
+    assert done and len(done[0]) == len(TEXTS), "encode_batch hung"
+    assert appraiser.calls == len(TEXTS)
+
+
+def test_a_batch_in_an_atexit_handler_is_appraised_serially(tmp_path: Path) -> None:
+    # once the interpreter's shutdown began no pool may start a thread: the batch
+    # raised "cannot schedule new futures after interpreter shutdown"
+    script = tmp_path / "atexit_batch.py"
+    script.write_text(
+        "import atexit\n"
+        "from emotional_memory import EmotionalMemory, InMemoryStore, KeywordAppraisalEngine\n"
+        "from emotional_memory.embedders import HashingEmbedder\n"
+        "engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16),\n"
+        "                         KeywordAppraisalEngine())\n"
+        "def flush():\n"
+        "    stored = engine.encode_batch(['a happy day', 'I was furious', 'so scared'])\n"
+        "    print('stored', len(stored), flush=True)\n"
+        "atexit.register(flush)\n",
+        encoding="utf-8",
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert "stored 3" in done.stdout, done.stderr[-2000:]

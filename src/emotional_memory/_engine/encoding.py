@@ -470,7 +470,6 @@ class EncodingMixin(StateMixin):
             expiries = [_check_expiry(e, f"expires_at[{i}]") for i, e in enumerate(expires_at)]
         return texts, metas, expiries
 
-    @_synchronized
     @traced("emotional_memory.encode_batch", batch_size=("contents", len))
     def encode_batch(
         self,
@@ -484,10 +483,11 @@ class EncodingMixin(StateMixin):
 
         The whole batch is one transaction: either every memory is stored or none.
         The appraisal engine appraises the events (those without a given affect)
-        before anything is stored, so it never runs while the store's write lock is
-        held: as in the original, in a pool of ``config.appraisal_max_concurrency``
-        threads (the appraiser must then be thread-safe; set it to 1 to appraise one
-        event after another), the answers used in order.
+        before the call takes its scope's turn, so it never runs while the store's
+        write lock is held and may call the engine back: as in the original, in a
+        pool of ``config.appraisal_max_concurrency`` threads (the appraiser must then
+        be thread-safe; set it to 1 to appraise one event after another), the answers
+        used in order.
         Links, their order and the final state equal those of repeated ``encode``;
         stores that can search in batches find a block's candidates in one search
         (``stores/_shared/README.md``, "Linking new memories").
@@ -513,6 +513,22 @@ class EncodingMixin(StateMixin):
         affects = _per_item_affects(affect, len(texts))
         if not texts:
             return []
+        # asked before the scope's turn: the pool's threads do not hold it, and an
+        # appraiser may call the engine back (the original takes no lock at all)
+        appraisals = self._batch_appraisals(texts, metas, affects)
+        return self._encode_batch_in_turn(texts, metas, expiries, affects, appraisals)
+
+    @_synchronized
+    def _encode_batch_in_turn(
+        self,
+        texts: list[str],
+        metas: list[dict[str, Any] | None],
+        expiries: list[datetime | None],
+        affects: list[CoreAffect | None],
+        appraisals: list[Any],
+    ) -> list[Memory]:
+        """:meth:`encode_batch` of checked inputs and their appraisals, in the scope's
+        turn: ratings, embeddings, the state's steps, the store's transaction."""
         if self._rates_text():  # the texts without an affect, rated in one call
             unrated = [i for i, a in enumerate(affects) if a is None]
             if unrated:
@@ -520,7 +536,6 @@ class EncodingMixin(StateMixin):
                 for i, a in zip(unrated, rated, strict=True):
                     affects[i] = a
         vectors = self._batch_vectors(texts)
-        appraisals = self._batch_appraisals(texts, metas, affects)
         state = self._state
         latest: list[datetime] = []  # the time of the last memory prepared
 
@@ -601,14 +616,22 @@ class EncodingMixin(StateMixin):
         # as the original: a bounded pool, answers in order (the first failure, in
         # order, is raised); each call runs in a copy of the caller's context so that
         # its spans and context variables are the caller's
-        contexts = [contextvars.copy_context() for _ in todo]
         with ThreadPoolExecutor(max_workers=workers,
                                 thread_name_prefix="emotional-memory-appraise") as pool:
-            answers = list(pool.map(
-                lambda ctx, i: ctx.run(engine.appraise, texts[i], metas[i]), contexts, todo
-            ))
-        for i, answer in zip(todo, answers, strict=True):
-            out[i] = answer
+            try:
+                futures = [pool.submit(contextvars.copy_context().run, engine.appraise,
+                                       texts[i], metas[i]) for i in todo]
+            except RuntimeError:  # the interpreter is shutting down (an atexit
+                futures = []      # handler): no new thread; appraised below, serially
+            try:
+                for i, future in zip(todo, futures, strict=False):
+                    out[i] = future.result()
+            finally:
+                for future in futures:  # after a failure: those not started never run
+                    future.cancel()
+        if not futures:
+            for i in todo:
+                out[i] = engine.appraise(texts[i], metas[i])
         return out
 
     @_synchronized
