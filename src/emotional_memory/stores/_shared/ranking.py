@@ -27,6 +27,7 @@ __all__ = [
     "F32_NORM_MIN",
     "NORM_MAX",
     "NORM_MIN",
+    "WIDEN_MOST",
     "cosines",
     "exact_search",
     "index_decides",
@@ -147,6 +148,11 @@ def stable_top(keys: np.ndarray, k: int) -> np.ndarray:
     cut = np.partition(keys, k - 1)[k - 1]
     pool = np.flatnonzero(keys <= cut)
     return pool[np.argsort(keys[pool], kind="stable")[:k]]
+
+
+WIDEN_MOST = 4096
+"""The most index candidates a search widens to while they cannot decide the ``k``-th
+place (:func:`index_decides`): past it, the index's pick among equals stands."""
 
 
 def index_decides(kth: float, worst: float, dim: int) -> bool:

@@ -20,7 +20,7 @@ from emotional_memory.stores._shared.linking import (
     memory_candidates,
     with_links,
 )
-from emotional_memory.stores._shared.ranking import index_decides, norm, rank
+from emotional_memory.stores._shared.ranking import WIDEN_MOST, index_decides, norm, rank
 from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
     MOST_ROWS,
@@ -29,11 +29,6 @@ from emotional_memory.stores.postgres.common import (
     _search_row_memory_columns,
 )
 from emotional_memory.stores.postgres.read import _Reader
-
-WIDEN_MOST = 4096
-"""The most index candidates a search widens to on exact ties (the ``top_k``-th place
-undecided, see :func:`~emotional_memory.stores._shared.ranking.index_decides`): past
-it, the index's pick among equals stands."""
 
 
 class _Searcher(_Reader):

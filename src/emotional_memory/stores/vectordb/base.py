@@ -23,6 +23,7 @@ import numpy as np
 from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import (
+    WIDEN_MOST,
     exact_search,
     index_decides,
     norm,
@@ -483,10 +484,10 @@ class VectorDBStore(BackendStore, ABC):
             # its worst candidate scores: one that may tie with or beat the
             # top_k-th exactly (an equal direction, an earlier memory) may be left
             # out, whichever the database picked: ask for more.
-            if len(ranked) < top_k or index_decides(ranked[top_k - 1][0], ranked[-1][0],
-                                                    len(direction)):
+            if len(ranked) < top_k or want >= WIDEN_MOST or index_decides(
+                    ranked[top_k - 1][0], ranked[-1][0], len(direction)):
                 return candidates, ranked
-            want *= 4
+            want = max(want, min(want * 4, WIDEN_MOST))
 
 
     def _list(self, flt: Any) -> list[Memory]:
