@@ -198,3 +198,22 @@ def test_the_empty_store_advice_names_the_store_url_alone_when_states_live_elsew
                      "--state", redis_url]) == 2
     err = capsys.readouterr().err
     assert f"python -m training reembed --store '{url}' --embedder hashing`" in err
+
+
+def test_the_empty_store_advice_says_where_a_redacted_password_goes(
+    pg_dsn: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    from urllib.parse import urlsplit
+
+    from emotional_memory.embedder_identity import EMBEDDER_SETTING
+    from emotional_memory.stores.postgres import PostgresStore
+
+    with PostgresStore(pg_dsn) as store:  # the table the CLI opens
+        store.replace_setting(EMBEDDER_SETTING, "minilm-l6-v2/384")
+    url = pg_dsn  # with its password
+    password = urlsplit(url).password
+    assert password
+    assert cli.main(["mcp", "--embedder", "hashing", "--store", url]) == 2
+    err = capsys.readouterr().err
+    assert "holds no memories" in err and "your password where *** is" in err, err
+    assert password not in err

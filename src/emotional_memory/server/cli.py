@@ -454,7 +454,10 @@ def _record_embedder(
     except EmbedderMismatchError as exc:
         # nothing embedded depends on an empty store's record (e.g. one a first start
         # without the MiniLM weights made): say how to switch it
-        empty = len(store) == 0
+        try:
+            empty = len(store) == 0
+        except Exception:  # an unreachable database: the mismatch is the error to say
+            empty = False
         opened.close()
         # another CLI embedder's record: name that option; the refused option's own
         # family at another dimension (written by the library): no option serves it
@@ -465,7 +468,8 @@ def _record_embedder(
         if empty:
             hint = (f"it holds no memories, so `python -m training reembed --store "
                     f"{shlex.quote(store_url)} --embedder {option}` records {exc.given} "
-                    f"instead; or {hint}")
+                    f"instead{' (your password where *** is)' if '***' in store_url else ''}"
+                    f"; or {hint}")
         raise UsageError(
             f"--embedder {option}: the store {opened.description} was written with the "
             f"embedder {exc.recorded}, not {exc.given}; {hint}, or use another store"
