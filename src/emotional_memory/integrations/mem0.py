@@ -234,12 +234,15 @@ class EmotionalMemoryMem0Backend:
             held = self._em.list_all(where={"user_id": user})
             ids = {m.id for m in held if m.scope == self._em.scope}
             if ids:
-                view = self._em.scoped(user)
-                records = [
-                    _without_links_outside({**r, "scope": list(target)}, ids, view)
-                    for r in self._em.export_memories(where={"user_id": user})
-                    if r["id"] in ids
-                ]
+                exported = [r for r in self._em.export_memories(where={"user_id": user})
+                            if r["id"] in ids]
+                targets = {lk["target_id"] for r in exported
+                           for lk in r["tag"]["resonance_links"]} - ids
+                # what the user's scope already sees among them: one read, not one per link
+                seen = ({m.id for m in self._em.scoped(user).list_all()} & targets
+                        if targets else set())
+                records = [_without_links_outside({**r, "scope": list(target)}, ids | seen)
+                           for r in exported]
                 self._em.import_memories(records, overwrite=True)
             self._adopted.add(user)
 
@@ -505,13 +508,10 @@ class EmotionalMemoryMem0Backend:
         )
 
 
-def _without_links_outside(
-    record: dict[str, Any], ids: set[str], view: EmotionalMemory
-) -> dict[str, Any]:
+def _without_links_outside(record: dict[str, Any], ids: set[str]) -> dict[str, Any]:
     """An export ``record`` keeping only its links to ``ids`` (the memories moving with
-    it) or to memories ``view`` (the user's scope) already sees."""
+    it, and those the user's scope already sees)."""
     tag = record["tag"]
-    links = [lk for lk in tag["resonance_links"]
-             if lk["target_id"] in ids or view.get(lk["target_id"]) is not None]
+    links = [lk for lk in tag["resonance_links"] if lk["target_id"] in ids]
     return {**record, "tag": {**tag, "resonance_links": links}}
 

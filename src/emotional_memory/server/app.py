@@ -95,8 +95,9 @@ _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 def _split_host(host: str) -> tuple[str, str | None]:
     """``(name, port)`` of ``name``, ``name:port`` or ``[v6]:port`` (port None if absent).
 
-    A value of another shape (text after ``]`` that is no ``:port``, a second colon)
-    gives a port of ``"?"``, which no pattern's port (digits or ``*``) equals."""
+    A bracketed value with text after ``]`` that is no ``:port`` gives a port of
+    ``"?"``; a second colon leaves one in the port (``"localhost:1:2"``: ``"1:2"``):
+    neither is digits, so :func:`_port_ok` refuses both."""
     if host.startswith("["):
         end = host.find("]")
         rest = host[end + 1:]
