@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import inspect
 import threading
-from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -420,32 +420,10 @@ class _AsyncToSyncAppraisal:
     def __init__(self, engine: AsyncAppraisalEngine, bridge: _LoopBridge) -> None:
         self.inner = engine
         self.bridge = bridge
-        self._replay = threading.local()
-
-    @contextlib.contextmanager
-    def replaying(self, texts: list[str], results: list[Any]) -> Iterator[None]:
-        """Answer this thread's next appraisals with ``results`` (computed beforehand
-        for ``texts``, in order), as ``encode_batch`` does. Per thread: the engine and
-        its views share this object, and other threads' calls still appraise."""
-        self._replay.pending = list(zip(texts, results, strict=True))
-        try:
-            yield
-        finally:
-            del self._replay.pending
-
-    def replaying_here(self) -> bool:
-        """Whether this thread's appraisals replay results (:meth:`replaying`); the
-        engine then asks for them in this thread, in order, not from a pool."""
-        return getattr(self._replay, "pending", None) is not None
 
     def appraise(
         self, event_text: str, context: dict[str, Any] | None = None
     ) -> AppraisalVector | GenericAppraisalVector:
-        pending: list[tuple[str, Any]] | None = getattr(self._replay, "pending", None)
-        if pending is not None:
-            text, result = pending.pop(0)
-            assert text == event_text, "appraisals replayed out of order"
-            return result
         return self.bridge.run(self.inner.appraise(event_text, context))
 
     def close(self) -> None:

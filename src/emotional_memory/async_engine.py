@@ -53,6 +53,7 @@ from emotional_memory.mood import MoodField
 from emotional_memory.query_classifier import QueryClassifier
 from emotional_memory.retrieval import RetrievalExplanation, RetrievalPlan
 from emotional_memory.state import AffectiveState
+from emotional_memory.telemetry import traced_span
 
 T = TypeVar("T")
 
@@ -357,11 +358,12 @@ class AsyncEmotionalMemory:
             raise
 
         def encode_with_results() -> list[Memory]:
-            # the worker thread's appraisals replay the results (the engine itself is
-            # not touched: a view scoped() meanwhile copies it, and keeps appraising)
-            with appraiser.replaying(texts, results):
-                return engine.encode_batch(
-                    texts, metas if metadata is not None else None, expires_at=expiries
+            # the checked inputs and their appraisals go to the sync engine's turn
+            # directly (the engine itself is not touched: a view scoped() meanwhile
+            # copies it, and keeps appraising)
+            with traced_span("emotional_memory.encode_batch", {"batch_size": len(texts)}):
+                return engine._encode_batch_in_turn(
+                    texts, metas, expiries, [None] * len(texts), results
                 )
 
         return await self._in_turn(locks, path, encode_with_results)

@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory._async_bridge import _AsyncToSyncAppraisal
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
 from emotional_memory._validation import in_utc
@@ -607,9 +606,7 @@ class EncodingMixin(StateMixin):
             return out
         todo = [i for i, event in enumerate(affects) if event is None]
         workers = min(self.config.appraisal_max_concurrency, len(todo))
-        if workers <= 1 or (
-            isinstance(engine, _AsyncToSyncAppraisal) and engine.replaying_here()
-        ):  # an async engine's batch: appraised already, replayed in this thread
+        if workers <= 1:
             for i in todo:
                 out[i] = engine.appraise(texts[i], metas[i])
             return out
