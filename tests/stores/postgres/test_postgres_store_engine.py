@@ -37,7 +37,7 @@ from support.banks import (  # noqa: E402
 )
 from support.engine_ops import TEXTS, dump, engine_op, op_engine, run_engine_ops  # noqa: E402
 from support.paths import SRC, SUPPORT, TESTS  # noqa: E402
-from support.pg_store import _new_table  # noqa: E402
+from support.pg_store import _new_table, indexed_with_oracle  # noqa: E402
 from support.where_oracle import TRICKY_METAS, TRICKY_WHERES  # noqa: E402
 
 # ----------------------------------------------------------------- the engine
@@ -249,12 +249,7 @@ def test_a_scoped_view_over_the_hnsw_path_equals_the_in_memory_view(pg_dsn: str)
 
     memories = [m.model_copy(update={"scope": (("alice",), ("bob",), ("alice", "w"))[i % 3]})
                 for i, m in enumerate(random_memories(21, 120, 0))]
-    oracle = InMemoryStore()
-    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
-        with pg.transaction():
-            for m in memories:
-                oracle.save(m)
-                pg.save(m)
+    with indexed_with_oracle(pg_dsn, memories, margin=4) as (pg, oracle):
         now = T0 + timedelta(days=50)
         selection = Selection(scope=("alice",), now=Now(now))
         mine, theirs = pg.selected(selection), oracle.selected(selection)

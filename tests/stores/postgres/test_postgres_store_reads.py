@@ -29,7 +29,7 @@ from support.banks import (  # noqa: E402
     random_memories,
     random_query,
 )
-from support.pg_store import _new_table  # noqa: E402
+from support.pg_store import _new_table, indexed_with_oracle  # noqa: E402
 
 # ----------------------------------------------------------------- store answers
 
@@ -143,12 +143,7 @@ def test_the_hnsw_path_reranks_to_the_exact_answer(pg_dsn: str) -> None:
     zero-norm rows); on a small table its candidates hold the true best, so the exact
     re-rank gives the in-memory store's answer (zero and duplicate rows included)."""
     memories = random_memories(11, 90, 3)
-    oracle = InMemoryStore()
-    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=8) as pg:
-        with pg.transaction():
-            for m in memories:
-                oracle.save(m)
-                pg.save(m)
+    with indexed_with_oracle(pg_dsn, memories, margin=8) as (pg, oracle):
         rng = np.random.default_rng(5)
         now = T0 + timedelta(days=100)
         for _ in range(8):
@@ -307,12 +302,7 @@ def test_exact_ties_above_exact_rows_go_to_the_earliest_memories(pg_dsn: str) ->
     directions = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0])
     memories = [basic_memory(f"m{i}", [x * (1 + i) for x in directions[i % 4]])
                 for i in range(120)]
-    oracle = InMemoryStore()
-    with PostgresStore(pg_dsn, table=_new_table(), exact_rows=0, margin=4) as pg:
-        with pg.transaction():
-            for m in memories:
-                oracle.save(m)
-                pg.save(m)
+    with indexed_with_oracle(pg_dsn, memories, margin=4) as (pg, oracle):
         queries = ([1.0, 0.0, 0.0], [1.0, 1.0, 0.0], [0.3, 0.2, 0.1])
         for query in queries:
             for k in (1, 5, 30):
