@@ -149,6 +149,41 @@ def test_encode_batch_replays_as_on_the_in_memory_store(
         store.close()
 
 
+class TiedEmbedder:
+    """Texts ``"<d> <n>"``: one of four directions ``d`` at norm ``1 + n``, so many
+    memories tie exactly on cosine with any query."""
+
+    dim = 3
+    _directions = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0], [1.0, 0.0, 1.0])
+
+    def embed(self, text: str) -> list[float]:
+        d, n = (int(x) for x in text.split()[:2])
+        return [x * (1 + n) for x in self._directions[d]]
+
+    def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed(t) for t in texts]
+
+
+def test_index_mode_link_candidates_among_exact_ties_are_the_earliest(
+    pg_dsn: str, small_blocks: None
+) -> None:
+    """Above ``exact_rows`` a block's older candidates come from the HNSW index: among
+    many memories of one direction its ``limit`` + margin picks are an arbitrary
+    choice of equals, while the rule takes the earliest (ties by insertion order).
+    The ingest widens them as a search does, so the links are the in-memory store's."""
+    store = PostgresStore(pg_dsn, table=f"ingest{next(_tables)}", exact_rows=0, margin=2)
+    try:
+        pg = EmotionalMemory(store, TiedEmbedder(), clock=Clock())
+        mem = EmotionalMemory(InMemoryStore(), TiedEmbedder(), clock=Clock())
+        for e in (pg, mem):
+            e.encode_batch([f"{i % 4} {i}" for i in range(160)])
+            e.encode_batch([f"{i % 4} {200 + i}" for i in range(24)])
+            e.encode(f"2 {300}")
+        assert dump(pg) == dump(mem)
+    finally:
+        store.close()
+
+
 class StatementCounter:
     """Counts the statements psycopg sends (``Cursor.execute`` / ``executemany``)."""
 

@@ -41,7 +41,14 @@ from emotional_memory.stores._shared.linking import (
     forward_links,
     with_links,
 )
-from emotional_memory.stores._shared.ranking import cosines, norm, row_norm, stable_top
+from emotional_memory.stores._shared.ranking import (
+    WIDEN_MOST,
+    cosines,
+    index_decides,
+    norm,
+    row_norm,
+    stable_top,
+)
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
     COLUMN_TYPES,
@@ -439,6 +446,7 @@ class _BulkLinker(Linker):
                         every = (np.stack([c[1] for c in pool]),  # type: ignore[misc]
                                  np.array([c[4] for c in pool]))
                 else:
+                    hits[i] = self._widened(query, qnorm, hits[i], limit, mine_sims, old)
                     pool = old(hits[i])
                 chosen, last = self._rank(pool, every if exact else None, mine,
                                           mine_sims, query, qnorm, limit)
@@ -458,6 +466,43 @@ class _BulkLinker(Linker):
                 new_vector=vecs[i],
                 norms=[c[4] for c in chosen],
             )
+
+    def _widened(
+        self, query: np.ndarray, qnorm: float, rows: list[Any], limit: int,
+        mine_sims: np.ndarray,
+        old: Callable[[Sequence[Any]], list[tuple[str, np.ndarray | None, Any, int, float]]],
+    ) -> list[Any]:
+        """The index's candidates ``rows`` of one query (in insertion order), asked
+        again four times as many (up to :data:`WIDEN_MOST`) while they cannot decide
+        the ``limit``-th place: among memories of one direction the index's pick of
+        equals is arbitrary, and ties go to the earliest (as a search widens).
+
+        Args:
+            query: the (D,) query; ``qnorm`` its norm (positive, finite).
+            rows: the candidates the block's search found.
+            limit: the places to fill; ``mine_sims`` the block's own cosines.
+            old: the link columns of old rows.
+
+        Returns:
+            The candidates to rank, in insertion order.
+        """
+        pg = self._pg
+        want = limit + pg._margin
+        while len(rows) >= want and want < WIDEN_MOST:
+            columns = old(rows)
+            sims = cosines(np.stack([c[1] for c in columns]),  # type: ignore[misc]
+                           np.array([c[4] for c in columns]), query, qnorm)
+            every = np.sort(np.concatenate([sims, mine_sims]))[::-1]
+            if len(every) < limit or index_decides(
+                    float(every[limit - 1]), float(sims.min()), query.shape[0]):
+                break
+            want = min(want * 4, WIDEN_MOST)
+            view, params, _ = pg._view_filter()
+            with pg._read() as cur:
+                rows = self._index_search(cur, {0: query}, want, view, params,
+                                          lambda: None)[0]
+            self._remember(rows)
+        return rows
 
     @staticmethod
     def _rank(
