@@ -123,3 +123,31 @@ def test_a_url_that_is_no_string_is_a_type_error_naming_it(url: object) -> None:
     inside redis-py, or a bytes/str TypeError that named nothing)."""
     with pytest.raises(TypeError, match="url must be a str"):
         RedisAffectiveStateStore(url)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
+    redis_url: str, strict: bool
+) -> None:
+    """Another program's list (or hash, set...) under the key: GET answers WRONGTYPE.
+    That is foreign data, not a lost connection: a ValueError naming the key in either
+    mode, and the list is left as it was (leniently it read as "nothing stored", so the
+    engine's next save replaced the list with its state)."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    raw_client = redis.Redis.from_url(redis_url)
+    raw_client.delete("test:a-list")
+    raw_client.rpush("test:a-list", "precious", "data")
+    store = RedisAffectiveStateStore(redis_url, key="test:a-list", strict=strict)
+    try:
+        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+            store.load()
+        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+            EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+        assert raw_client.type("test:a-list") == b"list"
+        assert raw_client.lrange("test:a-list", 0, -1) == [b"precious", b"data"]
+    finally:
+        raw_client.delete("test:a-list")
+        raw_client.close()
+        store.close()
