@@ -63,6 +63,13 @@ def _check_hold_timeout(value: float | None) -> float | None:
     return value
 
 
+def _check_timeout(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 <= value < float("inf"):
+        raise ValueError(f"timeout must be seconds >= 0 (finite), got {value!r}")
+    return value
+
+
 # (name, pk) of the table's columns, as ``PRAGMA table_info`` lists them
 _LAYOUT = (("key", 1), ("snapshot", 0), ("updated_at", 0))
 
@@ -140,12 +147,15 @@ class SQLiteAffectiveStateStore:
             timeout: seconds to wait for another connection's write lock.
             hold_timeout: seconds :meth:`hold_scope` waits for an overlapping scope
                 held elsewhere (None: as long as it is held).
+
+        Raises:
+            ValueError: a bad ``key``, ``timeout`` or ``hold_timeout``, named.
         """
         self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
-        self._timeout = timeout
+        self._timeout = _check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
         prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
