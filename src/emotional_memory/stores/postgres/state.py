@@ -28,6 +28,7 @@ from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
     parse_stored,
+    restore_stored,
     scoped_key,
     snapshot_text,
     state_conflict,
@@ -360,8 +361,7 @@ class PostgresAffectiveStateStore:
 
     def load(self) -> AffectiveState | None:
         """The stored state, or None when nothing is stored under this key."""
-        stored = self.load_snapshot()
-        return None if stored is None else AffectiveState.restore(stored)
+        return restore_stored(self._key, self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict (a new dict), or None."""

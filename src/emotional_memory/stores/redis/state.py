@@ -23,6 +23,7 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
+    restore_stored,
     scoped_key,
     snapshot_text,
 )
@@ -149,8 +150,7 @@ class RedisAffectiveStateStore:
             A new :class:`AffectiveState`, or None when nothing is stored (or, when not
             strict, when Redis could not be reached).
         """
-        snapshot = self.load_snapshot()
-        return None if snapshot is None else AffectiveState.restore(snapshot)
+        return restore_stored(self._key, self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict, as :meth:`AffectiveState.snapshot` wrote it.
