@@ -151,3 +151,14 @@ def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
         raw_client.delete("test:a-list")
         raw_client.close()
         store.close()
+
+
+def test_the_repr_of_a_store_over_a_given_client_names_no_unused_url(redis_url: str) -> None:
+    """With ``client=`` the URL is ignored: the repr showed the default
+    ``redis://localhost:6379/0`` (or the ignored URL) as if the store used it."""
+    client = redis.Redis.from_url(redis_url)
+    with RedisAffectiveStateStore(key="given", client=client) as s:
+        assert "localhost" not in repr(s) and "url=" not in repr(s)
+        assert repr(s) == "RedisAffectiveStateStore(client=Redis, key='given', strict=False)"
+    with RedisAffectiveStateStore(redis_url, key="own") as s:
+        assert repr(s) == f"RedisAffectiveStateStore(url={redis_url!r}, key='own', strict=False)"

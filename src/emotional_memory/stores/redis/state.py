@@ -74,7 +74,7 @@ class RedisAffectiveStateStore:
         check_key(key)
         if client is None and not isinstance(url, str):
             raise TypeError(f"url must be a str (a redis:// URL), got {type(url).__name__}")
-        self._url = url
+        self._url = url if client is None else None  # ignored with a client: not shown
         self._key = key
         self._strict = bool(strict)
         self._client = client if client is not None else self._create_client(url)
@@ -208,5 +208,8 @@ class RedisAffectiveStateStore:
         self.close()
 
     def __repr__(self) -> str:
-        url = redact_address(self._url) if isinstance(self._url, str) else None
-        return f"{type(self).__name__}(url={url!r}, key={self._key!r}, strict={self._strict})"
+        if self._url is None:  # a given client, whose address it does not show
+            where = f"client={type(self._client).__name__}"
+        else:
+            where = f"url={redact_address(self._url)!r}"
+        return f"{type(self).__name__}({where}, key={self._key!r}, strict={self._strict})"
