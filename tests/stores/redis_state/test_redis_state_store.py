@@ -162,3 +162,19 @@ def test_the_repr_of_a_store_over_a_given_client_names_no_unused_url(redis_url: 
         assert repr(s) == "RedisAffectiveStateStore(client=Redis, key='given', strict=False)"
     with RedisAffectiveStateStore(redis_url, key="own") as s:
         assert repr(s) == f"RedisAffectiveStateStore(url={redis_url!r}, key='own', strict=False)"
+
+
+def test_a_lenient_store_that_cannot_save_keeps_the_memories() -> None:
+    """README "Memories and state together": without ``strict=True`` a failed save is
+    logged and the memory stays; the engine's state moves on, unpersisted."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(),
+                             state_store=RedisAffectiveStateStore(url))
+    before = engine.get_state().snapshot()
+    engine.encode("A wonderful surprise party with old friends", affect=CoreAffect(
+        valence=0.9, arousal=0.8))
+    assert len(engine) == 1
+    assert engine.get_state().snapshot() != before
