@@ -59,6 +59,31 @@ def _default_clock() -> datetime:
     return utc_now()
 
 
+
+def _check_state_store(state_store: object) -> None:
+    """Refuse a ``state_store`` the engine cannot call: without ``save`` / ``load``
+    (a URL string, say), or with ``async def`` ones (the engine calls its state store
+    synchronously, in its worker thread under ``AsyncEmotionalMemory``: their
+    coroutines would never be awaited).
+
+    Raises:
+        TypeError: either, naming ``state_store``.
+    """
+    if state_store is None:
+        return
+    missing = [m for m in ("save", "load") if not callable(getattr(state_store, m, None))]
+    if missing:
+        raise TypeError(
+            f"state_store must provide save, load; got {type(state_store).__name__} "
+            f"without {', '.join(missing)}"
+        )
+    found = async_methods(state_store, ("save", "load", "clear"))
+    if found:
+        raise TypeError(
+            f"state_store {type(state_store).__name__} is async ({found[0]} is async def): "
+            "both engines call the state store synchronously; give it blocking methods"
+        )
+
 class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
     """Affective memory for an agent: encode events, retrieve by meaning and feeling.
 
@@ -135,6 +160,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     f"{name} {type(part).__name__} is async ({found[0]} is async def): the "
                     "sync engine needs blocking components; use AsyncEmotionalMemory"
                 )
+        _check_state_store(state_store)
         if affect_from_text is not None and not callable(
             getattr(affect_from_text, "rate_affect", None)
         ):

@@ -225,6 +225,54 @@ def test_bad_config_type() -> None:
         EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), config={"mood_alpha": 0.1})
 
 
+class _AsyncStates:
+    """A state store written as coroutines (there is no async state-store protocol)."""
+
+    def __init__(self) -> None:
+        self.saved: Any = None
+
+    async def save(self, state: Any) -> None:
+        self.saved = state
+
+    async def load(self) -> Any:
+        return self.saved
+
+    def scoped(self, path: tuple[str, ...]) -> _AsyncStates:
+        return self
+
+
+@pytest.mark.parametrize("states", ["redis://localhost:6379/0", {"save": 1}, object()])
+def test_a_state_store_without_save_and_load_is_a_type_error_naming_it(states: Any) -> None:
+    """A URL string or any object without ``save`` / ``load`` as ``state_store``: a
+    TypeError naming it, as for the store and the embedder (it was an AttributeError
+    from inside the state restore)."""
+    with pytest.raises(TypeError, match="state_store must provide save, load"):
+        EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=states)
+
+
+def test_an_async_state_store_is_a_type_error_naming_it_on_both_engines() -> None:
+    """A state store with ``async def`` methods: its coroutines were never awaited
+    ("RuntimeWarning: coroutine ... was never awaited"), and the engine failed with
+    "state snapshot must be a dict" from the coroutine load() returned. Both engines
+    call the state store synchronously, so both refuse it by name."""
+    import asyncio
+    import warnings
+
+    from emotional_memory.async_engine import AsyncEmotionalMemory
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no coroutine left unawaited
+        with pytest.raises(TypeError, match=r"state_store _AsyncStates is async \(save"):
+            EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=_AsyncStates())
+
+        async def build() -> None:
+            AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16),
+                                 state_store=_AsyncStates())
+
+        with pytest.raises(TypeError, match=r"state_store _AsyncStates is async \(save"):
+            asyncio.run(build())
+
+
 # --------------------------------------------------------------------------- embeddings
 
 

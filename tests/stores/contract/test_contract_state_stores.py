@@ -221,6 +221,31 @@ def test_a_stored_value_that_is_no_snapshot_is_a_value_error_naming_the_key(
     assert store.load_snapshot() == moved_state().snapshot()  # the key is readable again
 
 
+@pytest.mark.parametrize("foreign", [
+    '{"a": 1}', "{}", '{"core_affect": 1, "momentum": 1, "mood": 1}',
+    '{"core_affect": {"valence": "x"}, "momentum": {}, "mood": {}}',
+])
+@pytest.mark.parametrize("state_backend", DURABLE_STATE_STORES, indirect=True)
+def test_a_stored_object_that_is_no_state_is_a_value_error_naming_the_key(
+    state_backend: StateBackend, foreign: str
+) -> None:
+    """Another program's JSON object under the key: ``load`` (and an engine restoring
+    it) raise a ValueError naming the key (it was the snapshot's bare complaint,
+    "state snapshot lacks field 'core_affect'" or a pydantic dump for CoreAffect, with
+    no word of which key or store held it); the value stays as it was."""
+    import re
+
+    store = state_backend.new(key="foreign")
+    store.save(moved_state())
+    state_backend.overwrite(store, foreign)
+    named = re.escape(repr(store.key)) + ".*not a state snapshot"
+    with pytest.raises(ValueError, match=named):
+        store.load()
+    with pytest.raises(ValueError, match=named):
+        EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+    assert store.load_snapshot() == json.loads(foreign)
+
+
 @pytest.mark.parametrize(
     ("given", "read_back"),
     [({1: 2}, {"1": 2}), ({"t": (1, 2)}, {"t": [1, 2]}), ({"n": None, "s": "é"},

@@ -70,6 +70,33 @@ def test_a_bad_dsn_and_a_wrong_password_name_the_redacted_dsn(pg_dsn: str) -> No
         PostgresAffectiveStateStore(wrong)
 
 
+@pytest.mark.parametrize(
+    ("kwargs", "error"),
+    [
+        ({"connect_timeout": -5}, ValueError), ({"connect_timeout": 0}, ValueError),
+        ({"connect_timeout": float("nan")}, ValueError),
+        ({"connect_timeout": float("inf")}, ValueError),
+        ({"connect_timeout": "5"}, ValueError), ({"connect_timeout": None}, ValueError),
+        ({"connect_timeout": True}, ValueError),
+        ({"dsn": None}, TypeError), ({"dsn": b"postgresql://x"}, TypeError),
+    ],
+)
+def test_a_state_store_refuses_a_bad_option_by_name_before_connecting(
+    pg_dsn: str, kwargs: dict[str, Any], error: type[Exception]
+) -> None:
+    """The state store's own connection options are checked as PostgresStore's are:
+    a negative or zero timeout was quietly 1 s, NaN/inf/None/str raised int()'s words
+    naming nothing, and a DSN of another type an AttributeError; no table is made."""
+    table = _new_table()
+    options = {"dsn": pg_dsn, **kwargs}
+    name = next(iter(kwargs))
+    with pytest.raises(error, match=name):
+        PostgresAffectiveStateStore(options.pop("dsn"), table=table, **options)
+    with psycopg.connect(pg_dsn) as conn:
+        made = conn.execute("SELECT to_regclass(%s)", (f"{table}_state",)).fetchone()
+    assert made == (None,)
+
+
 def test_a_foreign_or_newer_schema_is_refused_before_anything_is_written(pg_dsn: str) -> None:
     table = _new_table()
     with psycopg.connect(pg_dsn, autocommit=True) as conn:

@@ -123,3 +123,58 @@ def test_a_url_that_is_no_string_is_a_type_error_naming_it(url: object) -> None:
     inside redis-py, or a bytes/str TypeError that named nothing)."""
     with pytest.raises(TypeError, match="url must be a str"):
         RedisAffectiveStateStore(url)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
+    redis_url: str, strict: bool
+) -> None:
+    """Another program's list (or hash, set...) under the key: GET answers WRONGTYPE.
+    That is foreign data, not a lost connection: a ValueError naming the key in either
+    mode, and the list is left as it was (leniently it read as "nothing stored", so the
+    engine's next save replaced the list with its state)."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    raw_client = redis.Redis.from_url(redis_url)
+    raw_client.delete("test:a-list")
+    raw_client.rpush("test:a-list", "precious", "data")
+    store = RedisAffectiveStateStore(redis_url, key="test:a-list", strict=strict)
+    try:
+        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+            store.load()
+        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+            EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+        assert raw_client.type("test:a-list") == b"list"
+        assert raw_client.lrange("test:a-list", 0, -1) == [b"precious", b"data"]
+    finally:
+        raw_client.delete("test:a-list")
+        raw_client.close()
+        store.close()
+
+
+def test_the_repr_of_a_store_over_a_given_client_names_no_unused_url(redis_url: str) -> None:
+    """With ``client=`` the URL is ignored: the repr showed the default
+    ``redis://localhost:6379/0`` (or the ignored URL) as if the store used it."""
+    client = redis.Redis.from_url(redis_url)
+    with RedisAffectiveStateStore(key="given", client=client) as s:
+        assert "localhost" not in repr(s) and "url=" not in repr(s)
+        assert repr(s) == "RedisAffectiveStateStore(client=Redis, key='given', strict=False)"
+    with RedisAffectiveStateStore(redis_url, key="own") as s:
+        assert repr(s) == f"RedisAffectiveStateStore(url={redis_url!r}, key='own', strict=False)"
+
+
+def test_a_lenient_store_that_cannot_save_keeps_the_memories() -> None:
+    """README "Memories and state together": without ``strict=True`` a failed save is
+    logged and the memory stays; the engine's state moves on, unpersisted."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(),
+                             state_store=RedisAffectiveStateStore(url))
+    before = engine.get_state().snapshot()
+    engine.encode("A wonderful surprise party with old friends", affect=CoreAffect(
+        valence=0.9, arousal=0.8))
+    assert len(engine) == 1
+    assert engine.get_state().snapshot() != before

@@ -370,6 +370,26 @@ def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
         SQLiteAffectiveStateStore(path, key="")
 
 
+@pytest.mark.parametrize(
+    ("timeout", "error"),
+    [(-1, ValueError), (float("nan"), ValueError), (float("inf"), ValueError),
+     (True, ValueError), ("3", ValueError), (None, ValueError)],
+)
+def test_a_state_store_refuses_a_bad_timeout_by_name_and_makes_no_file(
+    tmp_path: Path, timeout: object, error: type[Exception]
+) -> None:
+    """``timeout`` is checked as ``hold_timeout`` is: a negative or NaN one was kept
+    (SQLite then waits for no lock: every contended save failed at once, "busy
+    timeout of -1 s"), inf overflowed inside sqlite3, a str or None raised sqlite3's
+    words naming nothing; no file is made."""
+    path = tmp_path / "s.db"
+    with pytest.raises(error, match="timeout"):
+        SQLiteAffectiveStateStore(path, timeout=timeout)  # type: ignore[arg-type]
+    assert not path.exists()
+    with SQLiteAffectiveStateStore(path, timeout=0) as s:  # 0: never wait, allowed
+        s.save(moved_state())
+
+
 def test_state_and_memories_share_one_file(db: Path) -> None:
     snap = moved_state().snapshot()
     store = SQLiteStore(db)

@@ -23,6 +23,7 @@ __all__ = [
     "check_path",
     "loads_snapshot",
     "parse_stored",
+    "restore_stored",
     "scoped_key",
     "scoped_state_store",
     "snapshot_of",
@@ -83,6 +84,23 @@ def loads_snapshot(key: str, text: str | bytes) -> dict[str, Any]:
             f"{type(data).__name__}, not an object)"
         )
     return data
+
+
+def restore_stored(key: str, snapshot: dict[str, Any] | None) -> AffectiveState | None:
+    """The state of the snapshot dict stored under ``key`` (a state store's ``load``).
+
+    Raises:
+        ValueError: a JSON object that is no state snapshot (another program's, or
+            edited by hand); the message names ``key``.
+    """
+    if snapshot is None:
+        return None
+    try:
+        return AffectiveState.restore(snapshot)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(
+            f"the stored affective state {key!r} is not a state snapshot ({exc})"
+        ) from None
 
 
 def parse_stored(key: str, text: str) -> dict[str, Any]:

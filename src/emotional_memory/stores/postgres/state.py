@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -27,6 +28,7 @@ from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
     parse_stored,
+    restore_stored,
     scoped_key,
     snapshot_text,
     state_conflict,
@@ -79,6 +81,8 @@ class PostgresAffectiveStateStore:
             connect_timeout: seconds to wait for the server.
 
         Raises:
+            TypeError: ``dsn`` is not a str.
+            ValueError: ``connect_timeout`` is not a finite number of seconds > 0.
             PostgresStoreError: the server cannot be reached or the DSN is invalid
                 (the message names the DSN with its password redacted).
         """
@@ -89,6 +93,13 @@ class PostgresAffectiveStateStore:
                 "PostgresAffectiveStateStore needs psycopg: "
                 "pip install 'emotional-memory-jax[postgres]'"
             ) from exc
+        if not isinstance(dsn, str):
+            raise TypeError(f"dsn must be a str, got {type(dsn).__name__}")
+        if isinstance(connect_timeout, bool) or not isinstance(connect_timeout, int | float) \
+                or not 0 < connect_timeout < math.inf:
+            raise ValueError(
+                f"connect_timeout must be a finite number of seconds > 0, got {connect_timeout!r}"
+            )
         self._key = check_key(key)
         self._psycopg = psycopg
         self._redacted = redact_address(dsn)
@@ -97,7 +108,7 @@ class PostgresAffectiveStateStore:
         self._table = f"{prefix}_state"
         self._shared: PostgresStore | None = None
         self._lock = threading.RLock()
-        self._own: _Own | None = _Own(dsn, max(1, int(connect_timeout)))
+        self._own: _Own | None = _Own(dsn, max(1, math.ceil(connect_timeout)))
         try:
             with self._transaction() as cur:
                 # the tables' schema lock (a PostgresStore's and from_store's too):
@@ -350,8 +361,7 @@ class PostgresAffectiveStateStore:
 
     def load(self) -> AffectiveState | None:
         """The stored state, or None when nothing is stored under this key."""
-        stored = self.load_snapshot()
-        return None if stored is None else AffectiveState.restore(stored)
+        return restore_stored(self._key, self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict (a new dict), or None."""

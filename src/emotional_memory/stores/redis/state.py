@@ -23,6 +23,7 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
+    restore_stored,
     scoped_key,
     snapshot_text,
 )
@@ -73,7 +74,7 @@ class RedisAffectiveStateStore:
         check_key(key)
         if client is None and not isinstance(url, str):
             raise TypeError(f"url must be a str (a redis:// URL), got {type(url).__name__}")
-        self._url = url
+        self._url = url if client is None else None  # ignored with a client: not shown
         self._key = key
         self._strict = bool(strict)
         self._client = client if client is not None else self._create_client(url)
@@ -149,8 +150,7 @@ class RedisAffectiveStateStore:
             A new :class:`AffectiveState`, or None when nothing is stored (or, when not
             strict, when Redis could not be reached).
         """
-        snapshot = self.load_snapshot()
-        return None if snapshot is None else AffectiveState.restore(snapshot)
+        return restore_stored(self._key, self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict, as :meth:`AffectiveState.snapshot` wrote it.
@@ -160,11 +160,18 @@ class RedisAffectiveStateStore:
             could not be reached).
 
         Raises:
-            ValueError: the key holds something else (not JSON, not an object), named.
+            ValueError: the key holds something else (not JSON, not an object, or a
+                list, hash or other non-string Redis value), named; in either mode.
         """
         try:
             raw = self._client.get(self._key)
         except Exception as exc:
+            if str(exc).startswith("WRONGTYPE"):  # another program's data, not an outage:
+                # read leniently as "nothing stored", the next save replaced it
+                raise ValueError(
+                    f"the stored affective state {self._key!r} is not a state snapshot "
+                    "(a Redis value of another type than string)"
+                ) from None
             self._failed("load", exc)
             return None
         if raw is None:
@@ -201,5 +208,8 @@ class RedisAffectiveStateStore:
         self.close()
 
     def __repr__(self) -> str:
-        url = redact_address(self._url) if isinstance(self._url, str) else None
-        return f"{type(self).__name__}(url={url!r}, key={self._key!r}, strict={self._strict})"
+        if self._url is None:  # a given client, whose address it does not show
+            where = f"client={type(self._client).__name__}"
+        else:
+            where = f"url={redact_address(self._url)!r}"
+        return f"{type(self).__name__}({where}, key={self._key!r}, strict={self._strict})"

@@ -37,6 +37,7 @@ from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
     parse_stored,
+    restore_stored,
     scoped_key,
     snapshot_text,
     state_conflict,
@@ -60,6 +61,13 @@ def _check_hold_timeout(value: float | None) -> float | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
                               or not 0 < value < float("inf")):
         raise ValueError(f"hold_timeout must be None or positive seconds, got {value!r}")
+    return value
+
+
+def _check_timeout(value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 <= value < float("inf"):
+        raise ValueError(f"timeout must be seconds >= 0 (finite), got {value!r}")
     return value
 
 
@@ -140,12 +148,15 @@ class SQLiteAffectiveStateStore:
             timeout: seconds to wait for another connection's write lock.
             hold_timeout: seconds :meth:`hold_scope` waits for an overlapping scope
                 held elsewhere (None: as long as it is held).
+
+        Raises:
+            ValueError: a bad ``key``, ``timeout`` or ``hold_timeout``, named.
         """
         self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
-        self._timeout = timeout
+        self._timeout = _check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
         prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
@@ -315,8 +326,7 @@ class SQLiteAffectiveStateStore:
             The restored :class:`AffectiveState`, or None when nothing is stored
             under this key.
         """
-        stored = self.load_snapshot()
-        return None if stored is None else AffectiveState.restore(stored)
+        return restore_stored(self._key, self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict.
