@@ -342,6 +342,27 @@ class StateConflictError(StoreBusyError):
     operation rolled back, nothing changed. Retry it."""
 
 
+class StoredStateError(ValueError):
+    """A stored affective state that is no state snapshot: its value was edited by
+    hand or written by another program (not JSON, no JSON object, no snapshot, a
+    Redis value of another type). A :class:`ValueError` naming the state's key; the
+    stored value is left as it is. ``reset_state()``, ``load_state(...)`` or
+    ``clear_persisted_state()`` replace it. The service answers it as its own fault
+    (HTTP 500, the key only in its log), not as bad input.
+
+    Attributes:
+        key: the state's key.
+    """
+
+    def __init__(self, key: str, problem: str) -> None:
+        """Args: key: the state's key; problem: what the stored value is instead."""
+        super().__init__(
+            f"the stored affective state {key!r} is not a state snapshot ({problem}); "
+            "reset_state(), load_state(...) or clear_persisted_state() replace it"
+        )
+        self.key = key
+
+
 class EmbeddingDimensionError(ValueError):
     """A memory's embedding length differs from the dimension the store holds.
 

@@ -314,3 +314,48 @@ def test_a_sqlite_file_locked_by_another_process_is_a_503_busy(
     finally:
         assert server.stop() == 0, server.log_text()
     assert "database busy" in server.log_text()
+
+
+@pytest.mark.parametrize("foreign", ["list", "object", "text"])
+def test_a_scope_state_spoiled_in_redis_is_a_500_naming_no_key(
+    tmp_path: Path, redis_url: str, foreign: str
+) -> None:
+    """Another program's value under a scope's state key in Redis (a list, a JSON
+    object that is no state, text that is no JSON): that is the server's data, not
+    the client's input, so a request on the scope answers 500 (was 422 blaming the
+    request, with the internal key in the message), stores nothing and leaves the
+    value as it is; the log says so; other scopes are served."""
+    import redis
+
+    from emotional_memory.stores._shared.state import scoped_key
+    from emotional_memory.stores.redis.state import DEFAULT_REDIS_KEY
+
+    server = start(["--store", "memory://", "--state", redis_url, "--embedder", "hashing",
+                    "--no-auth"], tmp_path / "serve.log")
+    client = redis.Redis.from_url(redis_url)
+    key = scoped_key(DEFAULT_REDIS_KEY, ("spoiled",))
+    try:
+        client.delete(key)
+        if foreign == "list":
+            client.rpush(key, "x")
+        else:
+            client.set(key, '{"a": 1}' if foreign == "object" else "no json")
+        with httpx.Client(base_url=server.url, timeout=HANG) as http:
+            for method, url, body in (
+                ("POST", "/v1/memories", {"content": "x", "scope": ["spoiled"]}),
+                ("POST", "/v1/search", {"query": "x", "scope": ["spoiled"]}),
+                ("POST", "/v1/memories", {"content": "y", "scope": ["spoiled"]}),
+            ):
+                r = http.request(method, url, json=body)
+                assert r.status_code == 500, r.text
+                assert key not in r.text and "spoiled" not in r.text
+            r = http.get("/v1/memories")  # the root sees every scope: nothing stored
+            assert r.status_code == 200 and r.json()["memories"] == []
+            r = http.post("/v1/memories", json={"content": "x", "scope": ["fine"]})
+            assert r.status_code == 201, r.text
+        assert client.type(key) == (b"list" if foreign == "list" else b"string")
+    finally:
+        client.delete(key)
+        server.stop()
+    log = " ".join((tmp_path / "serve.log").read_text().split())  # lines wrapped
+    assert "StoredStateError on POST /v1/memories" in log and "not a state snapshot" in log

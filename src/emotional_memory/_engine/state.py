@@ -328,7 +328,8 @@ class StateMixin(EngineCore):
         of its own to wait for. Also what a new engine with ``shared_state`` runs: a
         stored state that is no snapshot (edited by hand) is not loaded, so that the
         view or engine can replace it (every other operation raises
-        :class:`~emotional_memory.stores._shared.state.StoredStateError`). It only
+        :class:`~emotional_memory.interfaces.StoredStateError`); without
+        ``shared_state`` it raises here (the engine would hold the initial state). It only
         reads the state as last saved, so it takes no database lock (with
         ``shared_state`` their holder, another engine of this process included, may
         be waiting for the loop).
@@ -341,6 +342,8 @@ class StateMixin(EngineCore):
         try:
             return self._restore_persisted()
         except StoredStateError:
+            if self._shared_states() is None:  # the engine's own copy: nothing to re-read
+                raise
             return False
         finally:
             if took:

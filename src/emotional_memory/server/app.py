@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import BaseRoute, Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from emotional_memory.interfaces import StoreTimeoutError
+from emotional_memory.interfaces import StoredStateError, StoreTimeoutError
 from emotional_memory.server.keys import PRINCIPAL_KEY, KeyRing, Principal
 from emotional_memory.server.limits import LimitExceeded
 from emotional_memory.server.mcp_tools import build_mcp, http_principal
@@ -399,6 +399,13 @@ async def _on_timeout(request: Request, exc: Exception) -> JSONResponse:
                         headers={"Retry-After": "1"})
 
 
+async def _on_spoiled_state(request: Request, exc: Exception) -> JSONResponse:
+    """A scope's stored state that is no snapshot (edited by hand, another program's
+    value): the server's data, not the request's, so 500, its key only in the log."""
+    logger.error("%s on %s: %s", type(exc).__name__, _loggable(request), exc)
+    return JSONResponse({"detail": "internal server error"}, status_code=500)
+
+
 async def _on_crash(request: Request, exc: Exception) -> JSONResponse:
     if database_busy(exc):  # SQLite's file held by another process: 503, as a full pool
         logger.warning("database busy on %s", _loggable(request))
@@ -488,6 +495,7 @@ def build_app(
         api.router.routes.append(route)
     api.add_exception_handler(RequestValidationError, _on_validation)
     api.add_exception_handler(StarletteHTTPException, _on_http_error)
+    api.add_exception_handler(StoredStateError, _on_spoiled_state)  # a ValueError: by MRO
     api.add_exception_handler(ValueError, _on_library_error)
     api.add_exception_handler(TypeError, _on_library_error)
     api.add_exception_handler(StoreTimeoutError, _on_timeout)

@@ -21,7 +21,7 @@ from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, ConfigDict, Field
 
-from emotional_memory.interfaces import StoreTimeoutError
+from emotional_memory.interfaces import StoredStateError, StoreTimeoutError
 from emotional_memory.mood import MoodField
 from emotional_memory.server.keys import PRINCIPAL_KEY, Principal
 from emotional_memory.server.openapi import filter_limits_text
@@ -176,6 +176,10 @@ async def _guarded(call: Awaitable[Any]) -> Any:
     -> a ToolError the model can read (not an unexpected crash)."""
     try:
         return await call
+    except StoredStateError as exc:  # the server's data, not the caller's input
+        logger.error("%s in an MCP tool call: %s", type(exc).__name__, exc)
+        raise ToolError("internal error: this scope's stored state is unreadable "
+                        "(see the server's log)") from None
     except (TypeError, ValueError) as exc:
         raise ToolError(f"invalid input: {exc}") from None
     except StoreTimeoutError as exc:

@@ -13,7 +13,7 @@ import json
 import re
 from typing import Any
 
-from emotional_memory.interfaces import StateConflictError
+from emotional_memory.interfaces import StateConflictError, StoredStateError
 from emotional_memory.models import scope_path
 from emotional_memory.state import AffectiveState
 
@@ -22,7 +22,6 @@ __all__ = [
     "check_key",
     "check_path",
     "loads_snapshot",
-    "parse_stored",
     "restore_stored",
     "scoped_key",
     "scoped_state_store",
@@ -34,21 +33,6 @@ __all__ = [
 # ``\u0000`` in JSON text not preceded by an escaping backslash: a NUL in a string
 # (json.dumps writes a NUL so, and a literal backslash as two)
 _JSON_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")
-
-
-class StoredStateError(RuntimeError):
-    """A stored affective state that is no state snapshot (e.g. its row edited by hand).
-
-    Attributes:
-        key: the state's key.
-    """
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(
-            f"the stored affective state {key!r} is not a state snapshot ({problem}); "
-            "reset_state(), load_state(...) or clear_persisted_state() replace it"
-        )
-        self.key = key
 
 
 def state_conflict(key: str) -> StateConflictError:
@@ -65,24 +49,17 @@ def loads_snapshot(key: str, text: str | bytes) -> dict[str, Any]:
     ``load_snapshot``).
 
     Raises:
-        ValueError: ``text`` is not JSON, nests past the parser's limit, or is no JSON
-            object; the message names ``key`` (not a bare JSONDecodeError).
+        StoredStateError: ``text`` is not JSON, nests past the parser's limit, or is
+            no JSON object; a ValueError naming ``key`` (not a bare JSONDecodeError).
     """
     try:
         data = json.loads(text)
     except RecursionError:
-        raise ValueError(
-            f"the stored affective state {key!r} is JSON nested too deeply"
-        ) from None
+        raise StoredStateError(key, "JSON nested too deeply") from None
     except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(
-            f"the stored affective state {key!r} is not a state snapshot (not JSON: {exc})"
-        ) from None
+        raise StoredStateError(key, f"not JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise ValueError(
-            f"the stored affective state {key!r} is not a state snapshot (a JSON "
-            f"{type(data).__name__}, not an object)"
-        )
+        raise StoredStateError(key, f"a JSON {type(data).__name__}, not an object")
     return data
 
 
@@ -90,34 +67,15 @@ def restore_stored(key: str, snapshot: dict[str, Any] | None) -> AffectiveState 
     """The state of the snapshot dict stored under ``key`` (a state store's ``load``).
 
     Raises:
-        ValueError: a JSON object that is no state snapshot (another program's, or
-            edited by hand); the message names ``key``.
+        StoredStateError: a JSON object that is no state snapshot (another
+            program's, or edited by hand); a ValueError naming ``key``.
     """
     if snapshot is None:
         return None
     try:
         return AffectiveState.restore(snapshot)
     except (TypeError, ValueError) as exc:
-        raise ValueError(
-            f"the stored affective state {key!r} is not a state snapshot ({exc})"
-        ) from None
-
-
-def parse_stored(key: str, text: str) -> dict[str, Any]:
-    """The snapshot dict stored as JSON ``text`` under ``key``.
-
-    Raises:
-        StoredStateError: ``text`` is not a JSON object.
-    """
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise StoredStateError(key, f"not JSON: {exc}") from None
-    except RecursionError:
-        raise StoredStateError(key, "JSON nested too deeply") from None
-    if not isinstance(data, dict):
-        raise StoredStateError(key, f"a JSON {type(data).__name__}, not an object")
-    return data
+        raise StoredStateError(key, str(exc)) from None
 
 
 def check_key(key: object) -> str:

@@ -27,7 +27,6 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
-    parse_stored,
     restore_stored,
     scoped_key,
     snapshot_text,
@@ -323,7 +322,7 @@ class PostgresAffectiveStateStore:
             ).fetchone()
         if row is None:
             return None, ""
-        data = parse_stored(self._key, row[0])
+        data = loads_snapshot(self._key, row[0])
         return data, str(row[1])
 
     def save_versioned(

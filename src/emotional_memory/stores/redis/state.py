@@ -18,6 +18,7 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory._extras import install_hint
+from emotional_memory.interfaces import StoredStateError
 from emotional_memory.redact import redact_address
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
@@ -160,18 +161,17 @@ class RedisAffectiveStateStore:
             could not be reached).
 
         Raises:
-            ValueError: the key holds something else (not JSON, not an object, or a
-                list, hash or other non-string Redis value), named; in either mode.
+            StoredStateError: the key holds something else (not JSON, not an object,
+                or a list, hash or other non-string Redis value): a ValueError naming
+                the key, in either mode.
         """
         try:
             raw = self._client.get(self._key)
         except Exception as exc:
             if str(exc).startswith("WRONGTYPE"):  # another program's data, not an outage:
                 # read leniently as "nothing stored", the next save replaced it
-                raise ValueError(
-                    f"the stored affective state {self._key!r} is not a state snapshot "
-                    "(a Redis value of another type than string)"
-                ) from None
+                raise StoredStateError(
+                    self._key, "a Redis value of another type than string") from None
             self._failed("load", exc)
             return None
         if raw is None:

@@ -36,7 +36,6 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
     check_key,
     loads_snapshot,
-    parse_stored,
     restore_stored,
     scoped_key,
     snapshot_text,
@@ -289,7 +288,7 @@ class SQLiteAffectiveStateStore:
             )
         if row is None:
             return None, ""
-        data = parse_stored(self._key, row[0])
+        data = loads_snapshot(self._key, row[0])
         return data, str(row[0])
 
     def save_versioned(
