@@ -125,6 +125,13 @@ def test_a_url_that_is_no_string_is_a_type_error_naming_it(url: object) -> None:
         RedisAffectiveStateStore(url)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("strict", ["no", "false", 0.0, None, 1])
+def test_a_strict_that_is_no_bool_is_a_type_error_naming_it(strict: object) -> None:
+    # bool(strict) made "no" and "false" strict (a config value read as text)
+    with pytest.raises(TypeError, match="strict must be a bool"):
+        RedisAffectiveStateStore("redis://127.0.0.1:1/0", strict=strict)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
     redis_url: str, strict: bool

@@ -336,6 +336,8 @@ def test_sqlite_state_store_rejects_non_json(tmp_path: Path) -> None:
 
 
 def test_a_state_snapshot_nested_past_the_parser_names_its_key(tmp_path: Path) -> None:
+    from emotional_memory.interfaces import StoredStateError
+
     # a hand-edited row: it was a raw RecursionError
     path = tmp_path / "s.db"
     with SQLiteAffectiveStateStore(path, key="k1") as s:
@@ -345,11 +347,9 @@ def test_a_state_snapshot_nested_past_the_parser_names_its_key(tmp_path: Path) -
         conn.execute("UPDATE em_affective_state SET snapshot = ?", ("[" * 10_000 + "]" * 10_000,))
     conn.close()
     with SQLiteAffectiveStateStore(path, key="k1") as s:
-        for read in (s.load_snapshot, s.load):
-            with pytest.raises(ValueError, match=r"'k1' is JSON nested too deeply"):
+        for read in (s.load_snapshot, s.load, s.load_versioned):
+            with pytest.raises(StoredStateError, match=r"'k1'.*JSON nested too deeply"):
                 read()
-        with pytest.raises(RuntimeError, match=r"'k1'.*JSON nested too deeply"):
-            s.load_versioned()
 
 
 def test_sqlite_state_persists_across_reopen_and_keys(tmp_path: Path) -> None:
@@ -388,6 +388,23 @@ def test_a_state_store_refuses_a_bad_timeout_by_name_and_makes_no_file(
     assert not path.exists()
     with SQLiteAffectiveStateStore(path, timeout=0) as s:  # 0: never wait, allowed
         s.save(moved_state())
+
+
+@pytest.mark.parametrize(
+    "timeout", [-1, float("nan"), float("inf"), True, "3", None])
+def test_a_store_refuses_a_bad_timeout_by_name_and_makes_no_file(
+    tmp_path: Path, timeout: object
+) -> None:
+    """``SQLiteStore(timeout=)`` is checked as the state store's: a negative or NaN
+    one was kept (every contended write failed at once), inf overflowed inside
+    sqlite3, a str or None raised sqlite3's words naming nothing; no file is made."""
+    path = tmp_path / "m.db"
+    with pytest.raises(ValueError, match="timeout"):
+        SQLiteStore(path, timeout=timeout)  # type: ignore[arg-type]
+    assert not path.exists()
+    with SQLiteStore(path, timeout=0) as s:  # 0: never wait, allowed
+        s.save(mem("a", [1, 0]))
+        assert len(s) == 1
 
 
 def test_state_and_memories_share_one_file(db: Path) -> None:

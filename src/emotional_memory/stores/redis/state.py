@@ -69,7 +69,8 @@ class RedisAffectiveStateStore:
 
         Raises:
             ImportError: When ``client`` is None and ``redis`` is not installed.
-            TypeError: When ``client`` is None and ``url`` is not a string.
+            TypeError: When ``client`` is None and ``url`` is not a string, or
+                ``strict`` is not a bool.
             ValueError: When ``key`` is empty.
         """
         check_key(key)
@@ -77,7 +78,9 @@ class RedisAffectiveStateStore:
             raise TypeError(f"url must be a str (a redis:// URL), got {type(url).__name__}")
         self._url = url if client is None else None  # ignored with a client: not shown
         self._key = key
-        self._strict = bool(strict)
+        if not isinstance(strict, bool):  # bool("no") is True
+            raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
+        self._strict = strict
         self._client = client if client is not None else self._create_client(url)
 
     @staticmethod

@@ -332,6 +332,18 @@ def open_connection(
     return conn
 
 
+def check_timeout(value: float) -> float:
+    """``timeout``: seconds >= 0 (finite) to wait for another connection's write lock.
+
+    Raises:
+        ValueError: anything else (a bool, str, None, negative, NaN or infinite).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float) \
+            or not 0 <= value < float("inf"):
+        raise ValueError(f"timeout must be seconds >= 0 (finite), got {value!r}")
+    return value
+
+
 def check_path(path: str | os.PathLike[str]) -> str:
     """The database path as a string, refusing paths that would silently keep nothing.
 

@@ -42,7 +42,12 @@ from emotional_memory.stores._shared.state import (
     state_conflict,
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
-from emotional_memory.stores.sqlite.schema import _check_foreign, begin_immediate, open_connection
+from emotional_memory.stores.sqlite.schema import (
+    _check_foreign,
+    begin_immediate,
+    check_timeout,
+    open_connection,
+)
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
 from emotional_memory.stores.sqlite.store import SQLiteStore
 
@@ -60,13 +65,6 @@ def _check_hold_timeout(value: float | None) -> float | None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
                               or not 0 < value < float("inf")):
         raise ValueError(f"hold_timeout must be None or positive seconds, got {value!r}")
-    return value
-
-
-def _check_timeout(value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) \
-            or not 0 <= value < float("inf"):
-        raise ValueError(f"timeout must be seconds >= 0 (finite), got {value!r}")
     return value
 
 
@@ -155,7 +153,7 @@ class SQLiteAffectiveStateStore:
         self._hold_timeout = _check_hold_timeout(hold_timeout)
         self._shared: SQLiteStore | None = None
         self._path: str | None = os.fspath(path)
-        self._timeout = _check_timeout(timeout)
+        self._timeout = check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
         prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(

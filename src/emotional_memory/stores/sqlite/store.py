@@ -51,6 +51,7 @@ from emotional_memory.stores.sqlite.schema import (
     begin_immediate,
     check_memory_file,
     check_path,
+    check_timeout,
     open_connection,
     read_changed,
     read_snapshot,
@@ -90,10 +91,10 @@ class SQLiteStore(BackendStore):
             timeout: seconds to wait for another connection's write lock.
 
         Raises:
-            ValueError: when the file holds a newer schema version than this library.
+            ValueError: a bad ``timeout``, or a file holding a newer schema version.
         """
         self._path = check_path(path)
-        self._timeout = timeout
+        self._timeout = timeout = check_timeout(timeout)
         self._lock = threading.RLock()
         prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
