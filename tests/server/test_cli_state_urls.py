@@ -50,6 +50,36 @@ def test_a_reachable_redis_state_store_opens(redis_url: str) -> None:
         opened.close()
 
 
+def test_a_redis_state_url_names_its_key_so_deployments_on_one_database_keep_apart(
+    redis_url: str,
+) -> None:
+    # every --state redis:// used the default key: two services on one Redis database
+    # shared (and overwrote) each other's moods; ?key= was handed to redis-py (refused)
+    from emotional_memory import CoreAffect, EmotionalMemory
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.stores.redis.state import DEFAULT_REDIS_KEY
+
+    first = open_store("memory://", f"{redis_url}?key=app%3Aone")
+    second = open_store("memory://", redis_url)
+    try:
+        assert first.state_store.key == "app:one"
+        assert second.state_store.key == DEFAULT_REDIS_KEY
+        for opened, valence in ((first, 0.8), (second, -0.8)):
+            e = EmotionalMemory(opened.store, HashingEmbedder(dim=8),
+                                state_store=opened.state_store)
+            e.set_affect(CoreAffect(valence=valence, arousal=0.3))
+        assert first.state_store.load().core_affect.valence == 0.8
+        assert second.state_store.load().core_affect.valence == -0.8
+    finally:
+        first.state_store.clear()
+        second.state_store.clear()
+        first.close()
+        second.close()
+    for bad in ("?key=", "?key=a&key=b"):
+        with pytest.raises(StoreURLError, match="key"):
+            open_store("memory://", redis_url + bad)
+
+
 def test_an_invalid_config_file_is_one_line_naming_each_field(tmp_path: object) -> None:
     # the error was pydantic's multi-line dump with its documentation URLs
     from pathlib import Path

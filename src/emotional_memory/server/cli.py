@@ -194,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
                        "qdrant://HOST:PORT/COLLECTION or chroma://HOST:PORT/COLLECTION")
         p.add_argument("--state", metavar="URL",
                        help="where the affective states live (memory://, sqlite:///PATH, "
-                       "redis://HOST:PORT/DB); default: beside the memories (SQLite, "
+                       "redis://HOST:PORT/DB[?key=NAME]); default: beside the memories (SQLite, "
                        "PostgreSQL), else in memory")
         p.add_argument("--embedder", choices=EMBEDDERS, default=None,
                        help="text embedder (default: minilm when its weights are installed "

@@ -1,9 +1,10 @@
-"""``redis://HOST:PORT/DB`` (``rediss://`` for TLS): affective states in Redis."""
+"""``redis://HOST:PORT/DB[?key=NAME]`` (``rediss://`` for TLS): affective states in
+Redis, under key ``NAME`` (default :data:`DEFAULT_REDIS_KEY`) and its scopes' keys."""
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from emotional_memory.redact import address_secrets, redact, redact_address
 from emotional_memory.stores._shared.urls import Backend, StoreURLError, require_module
@@ -24,15 +25,42 @@ def _check_database(url: str) -> None:
         )
 
 
+def _split_key(url: str) -> tuple[str, str | None]:
+    """The URL without its ``key`` query parameter, and that key (None: not given).
+
+    Raises:
+        StoreURLError: ``key`` given empty or more than once.
+    """
+    try:
+        parts = urlsplit(url)
+        query = parse_qsl(parts.query, keep_blank_values=True)
+    except ValueError:
+        return url, None  # the client's own check names the malformed URL
+    keys = [v for k, v in query if k == "key"]
+    if not keys:
+        return url, None
+    if len(keys) > 1 or not keys[0]:
+        raise StoreURLError(
+            "a Redis state URL's ?key= names one non-empty key (the states' key "
+            f"prefix), got {len(keys)} value(s) in {redact_address(url)!r}"
+        )
+    rest = urlencode([(k, v) for k, v in query if k != "key"])
+    return urlunsplit(parts._replace(query=rest)), keys[0]
+
+
 def open_redis_state(url: str) -> Any:
     """A :class:`RedisAffectiveStateStore` (extra ``redis``), checked at once: an
-    unreachable server or refused password is a :class:`StoreURLError` (no secret)."""
+    unreachable server or refused password is a :class:`StoreURLError` (no secret).
+    ``?key=NAME`` sets its key, so that deployments sharing one Redis database keep
+    their moods apart."""
     require_module("redis", "redis", "the Redis state store")
     from emotional_memory.stores.redis.state import RedisAffectiveStateStore
 
     _check_database(url)
+    url, key = _split_key(url)
     try:
-        store = RedisAffectiveStateStore(url, strict=True)
+        store = RedisAffectiveStateStore(url, strict=True, **({} if key is None else
+                                                              {"key": key}))
     except ImportError:
         raise StoreURLError(
             "the Redis state store needs the [redis] extra: "
