@@ -310,7 +310,8 @@ class EmotionalMemoryMem0Backend:
             user_id: Owner (default: ``default_user_id``); wins over ``metadata``.
             agent_id: Optional agent scope, stored in metadata.
             run_id: Optional run scope, stored in metadata.
-            metadata: Extra metadata stored with the memory.
+            metadata: Extra metadata stored with the memory (its ``"role"`` is kept;
+                otherwise the first message's role, as in the original, is stored).
             infer: Accepted for mem0 compatibility; no fact extraction is done.
 
         Returns:
@@ -334,10 +335,11 @@ class EmotionalMemoryMem0Backend:
         if not content:
             return {"results": []}
         meta: dict[str, Any] = dict(metadata or {})
-        if not isinstance(listed, str):
-            roles = [m.get("role") for m in listed if m.get("content") and m.get("role")]
-            if roles:
-                meta.setdefault("role", str(roles[0]))
+        if not isinstance(listed, str) and listed:
+            # as the original: the first message's role (even one without content)
+            role = listed[0].get("role")
+            if role:
+                meta.setdefault("role", str(role))
         if agent_id is not None:
             meta["agent_id"] = agent_id
         if run_id is not None:
