@@ -54,3 +54,47 @@ def test_add_takes_the_role_of_the_first_message_as_the_original() -> None:
         "user_id": "default",
     }
     assert _metadata("just text") == {"user_id": "default"}
+
+
+def _oracle(queries: list[tuple[str, int]]) -> list[list[tuple[str, float]]]:
+    """The original's search of a user's memories: ``retrieve_with_explanations`` with
+    ``top_k=max(limit * 4, 40)`` (its over-fetch, with its side effects on all of them),
+    the first ``limit`` kept."""
+    em = _engine()
+    for text in TEXTS:
+        em.encode(text, metadata={"user_id": "default"})
+    answers = []
+    for query, limit in queries:
+        found = em.retrieve_with_explanations(query, top_k=max(limit * 4, 40))[:limit]
+        answers.append([(e.memory.content, float(e.score)) for e in found])
+    return answers
+
+
+QUERIES = [("hiking", 3), ("rain", 5), ("event", 1), ("hiking", 3), ("x", 20)]
+
+
+def test_search_ranks_as_the_originals_over_fetching_search() -> None:
+    m = EmotionalMemoryMem0Backend(_engine())
+    for text in TEXTS:
+        m.add(text)
+    got = [[(r["memory"], r["score"]) for r in m.search(q, limit=n)["results"]]
+           for q, n in QUERIES]
+    assert got == _oracle(QUERIES)
+    # the case tells the two apart: the engine's top 3 of 3 is not its top 3 of 40
+    em = _engine()
+    for text in TEXTS:
+        em.encode(text)
+    assert [e.memory.id for e in em.retrieve_with_explanations("hiking", top_k=3)] != [
+        e.memory.id for e in em.retrieve_with_explanations("hiking", top_k=40)[:3]
+    ]
+
+
+def test_search_ranks_as_the_original_for_the_original_engine_ranking() -> None:
+    """Pinned from a run of the original (its real clock): ``search("hiking", limit=3)``
+    over TEXTS answers events 0, 1 and 13 (the top 3 of 3 ends with event 3)."""
+    m = EmotionalMemoryMem0Backend(_engine())
+    for text in TEXTS:
+        m.add(text)
+    assert [r["memory"][13:15] for r in m.search("hiking", limit=3)["results"]] == [
+        "0 ", "1 ", "13",
+    ]
