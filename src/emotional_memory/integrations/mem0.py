@@ -115,6 +115,12 @@ _ENGINE_METHODS = ("scoped", "encode", "retrieve_with_explanations", "list_all",
                    "update_memory", "delete", "reset_state", "close")
 
 
+def _fetch_k(limit: int) -> int:
+    """The ``top_k`` of a search for ``limit`` results: the original's
+    ``max(limit * 4, 40)``."""
+    return max(limit * 4, 40)
+
+
 def _item(memory: Memory) -> dict[str, Any]:
     return {"id": memory.id, "memory": memory.content, "metadata": dict(memory.metadata)}
 
@@ -127,7 +133,8 @@ class EmotionalMemoryMem0Backend:
     changes only that user's memories, with that user's own mood. ``agent_id`` and
     ``run_id`` are kept in the metadata and, with ``filters`` (this library's
     ``where`` dialect, :mod:`emotional_memory.filters`), narrow the candidates inside
-    the search: no over-fetch, no post-filter. As in mem0, any of the three ids may
+    the search (no post-filter; the original's over-fetch of ``max(4 * limit, 40)``
+    is kept, as the engine's ranking depends on it). As in mem0, any of the three ids may
     be given alone (``agent_id`` alone: that agent's memories of the default user).
 
     A user's view holds the user's mood. With a state store on the engine the mood is
@@ -310,7 +317,8 @@ class EmotionalMemoryMem0Backend:
             user_id: Owner (default: ``default_user_id``); wins over ``metadata``.
             agent_id: Optional agent scope, stored in metadata.
             run_id: Optional run scope, stored in metadata.
-            metadata: Extra metadata stored with the memory.
+            metadata: Extra metadata stored with the memory (its ``"role"`` is kept;
+                otherwise the first message's role, as in the original, is stored).
             infer: Accepted for mem0 compatibility; no fact extraction is done.
 
         Returns:
@@ -334,10 +342,11 @@ class EmotionalMemoryMem0Backend:
         if not content:
             return {"results": []}
         meta: dict[str, Any] = dict(metadata or {})
-        if not isinstance(listed, str):
-            roles = [m.get("role") for m in listed if m.get("content") and m.get("role")]
-            if roles:
-                meta.setdefault("role", str(roles[0]))
+        if not isinstance(listed, str) and listed:
+            # as the original: the first message's role (even one without content)
+            role = listed[0].get("role")
+            if role:
+                meta.setdefault("role", str(role))
         if agent_id is not None:
             meta["agent_id"] = agent_id
         if run_id is not None:
@@ -360,8 +369,10 @@ class EmotionalMemoryMem0Backend:
         """Memories for ``query`` in this scope, best first.
 
         Retrieval runs in the user's scope, among the memories matching ``agent_id``,
-        ``run_id`` and ``filters`` (the filter decides the candidates), with the
-        engine's usual side effects on the winners only.
+        ``run_id`` and ``filters`` (the filter decides the candidates). As in the
+        original, it fetches ``max(4 * limit, 40)`` memories (the engine's ranking of
+        the first ``limit`` depends on how many it fetches) and answers the first
+        ``limit``; the engine's side effects apply to all fetched, as there.
 
         Args:
             query: The query text.
@@ -382,8 +393,8 @@ class EmotionalMemoryMem0Backend:
         positive_int("limit", limit)
         where = self._where(agent_id, run_id, filters)
         with self._user(user_id) as view:
-            found = view.retrieve_with_explanations(query, top_k=limit, where=where)
-        return {"results": [{**_item(e.memory), "score": float(e.score)} for e in found]}
+            found = view.retrieve_with_explanations(query, top_k=_fetch_k(limit), where=where)
+        return {"results": [{**_item(e.memory), "score": float(e.score)} for e in found[:limit]]}
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One memory by id.
