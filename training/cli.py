@@ -33,6 +33,7 @@ them, and ``evaluate`` / ``cv`` with that config embed with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
@@ -341,7 +342,8 @@ def check_not_an_input(option: str, out: Path, inputs: dict[str, str | None]) ->
 
 def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
-    folder above it, is not a directory, or it is (or lies below) the ``--out`` file
+    folder above it, is not a directory, it is (or lies below) the ``--out`` file, or
+    making it fails (a read-only place, a name too long; what was made is removed)
     (checked before the fit, not after it)."""
     if plot is None:
         return
@@ -350,10 +352,49 @@ def _check_plot_folder(plot: str | None, out: Path) -> None:
     if path.resolve() == target or target in path.resolve().parents:
         raise ValueError(f"--plot: {plot!r} is (or lies below) the --out file {str(out)!r}; "
                          "give the plots a folder of their own")
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
-        raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+    try:
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
+            raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+        missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+        try:  # it can be made (not in a read-only place): found now, none of it left
+            path.mkdir(parents=True, exist_ok=True)
+        finally:
+            for made in missing:
+                with contextlib.suppress(OSError):
+                    made.rmdir()
+    except OSError as exc:
+        raise OSError(f"--plot {plot}: cannot make the folder ({exc.strerror or exc})"
+                      ) from None
+
+
+def _write_plots(plot: str, result: Any, start: EmotionalMemoryConfig,
+                 default: dict[str, Any], fitted: dict[str, Any]) -> list[str]:
+    """Draw the fit's PNGs into ``plot`` (each written whole); their paths.
+
+    Raises:
+        OSError: naming ``--plot`` and the file when one cannot be written (the
+            config, written before, is kept).
+    """
+    from training import plots
+
+    out = Path(plot)
+    drawn: list[tuple[Callable[..., Path], tuple[Any, ...], str]] = [
+        (plots.learning_curves, (result.history, result.best_step), "learning.png"),
+        (plots.weights_heatmap, (result.config, start), "weights_vs_mood.png"),
+        (plots.challenge_bars, (default["by_challenge"], fitted["by_challenge"]),
+         "by_challenge.png"),
+    ]
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for draw, inputs, name in drawn:
+            written.append(str(draw(*inputs, out / name)))
+    except OSError as exc:
+        raise OSError(f"--plot {plot}: cannot write {name} ({exc.strerror or exc}); "
+                      "the config was written to --out") from None
+    return written
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -451,16 +492,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if tuned is not None:
         report["embedder_tuning"] = tuned
     if args.plot:
-        from training import plots
-
-        out = Path(args.plot)
-        out.mkdir(parents=True, exist_ok=True)
-        report["plots"] = [
-            str(plots.learning_curves(result.history, result.best_step, out / "learning.png")),
-            str(plots.weights_heatmap(result.config, start, out / "weights_vs_mood.png")),
-            str(plots.challenge_bars(default["by_challenge"], fitted["by_challenge"],
-                                     out / "by_challenge.png")),
-        ]
+        report["plots"] = _write_plots(args.plot, result, start, default, fitted)
     _print(report, args.json)
     return 0
 
