@@ -308,12 +308,17 @@ def check_out_file(option: str, value: str) -> Path:
 
     Raises:
         FileNotFoundError: its folder does not exist.
+        OSError: it cannot be looked at (a name too long), naming ``option``.
         ValueError: it names a folder.
     """
     path = Path(value)
-    if not path.parent.is_dir():
+    try:
+        folder, is_folder = path.parent.is_dir(), path.is_dir()
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        raise OSError(f"{option} {value}: cannot write it ({exc.strerror or exc})") from None
+    if not folder:
         raise FileNotFoundError(f"{option}: directory {str(path.parent)!r} does not exist")
-    if path.is_dir():
+    if is_folder:
         raise ValueError(f"{option}: {str(path)!r} is a directory, not a file path")
     return path
 

@@ -185,6 +185,20 @@ def test_an_affect_head_out_that_cannot_be_written_is_refused_before_training(
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_an_out_whose_name_is_too_long_is_refused_naming_it(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fit --out`` with a file name longer than the file system allows: a bare
+    "[Errno 36] File name too long" naming no option."""
+    out = tmp_path / ("f" * 300 + ".json")
+    assert _main(["fit", "--dataset", str(small), *QUICK, "--out", str(out)],
+                 monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out ") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
+
+
 @pytest.mark.parametrize("which", ["--dataset", "--embeddings"])
 def test_an_out_that_is_an_input_file_is_refused_before_the_fit(
     small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
