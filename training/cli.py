@@ -174,7 +174,24 @@ def _trainable(text: str) -> tuple[str, ...]:
 
 
 def _affect(args: argparse.Namespace, data: dict[str, Any]) -> ReplayAffect:
-    return ReplayAffect.prepare(data, events=args.affect, queries=args.query_affect)
+    """The replay's affect settings; unless ``--quiet``, the text model's estimate of
+    unlabelled texts (a minute on a few thousand, no bar: its batches are its own) is
+    announced on stderr before it runs and timed after."""
+    estimator = None
+    if not args.quiet:
+        def estimator(texts: list[str]) -> Any:
+            from emotional_memory.appraisal_embedding import EmbeddingAppraisalEngine
+
+            print(f"affect: estimating the affect of {len(texts)} unlabelled texts with "
+                  "the text model (--affect neutral skips it) ...", file=sys.stderr,
+                  flush=True)
+            t0 = time.perf_counter()
+            values = EmbeddingAppraisalEngine().predict_affect(texts)
+            print(f"affect: {len(texts)} texts in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr, flush=True)
+            return values
+    return ReplayAffect.prepare(data, events=args.affect, queries=args.query_affect,
+                                estimator=estimator)
 
 
 def _lexical_start(args: argparse.Namespace, start: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
@@ -446,7 +463,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         built = {
             name: build_recall_batch(data, embedder, analysis_config(start, name),
                                      lexical=True, affect=affect, embeddings=adapter,
-                                     context=context)
+                                     context=context, progress=not args.quiet)
             for name in _analyses(args)
         }
         extra = {name: b for name, (b, _) in built.items()}

@@ -171,14 +171,15 @@ def cross_validate(
     settings = affect if affect is not None else ReplayAffect.prepare(data)
     rb, info = batch if batch is not None else build_recall_batch(
         data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter,
-        context=context,
+        context=context, progress=progress,
     )
     if select == "model":
         fit_kwargs["adapter"] = adapter
         built = {
             name: build_recall_batch(data, embedder, analysis_config(cfg, name),
                                      lexical=lexical, affect=settings,
-                                     embeddings=adapter, context=context)
+                                     embeddings=adapter, context=context,
+                                     progress=progress)
             for name in analyses
         }
         fit_kwargs["analysis_batches"] = {name: b for name, (b, _) in built.items()}
