@@ -532,6 +532,9 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
+    if scenarios < 2:  # the folds split scenarios
+        raise ValueError(f"cv needs queries from at least 2 scenarios (its folds split "
+                         f"scenarios); the dataset has {scenarios} with queries")
     if args.folds > scenarios:  # before the replays, not after them
         raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
                          f"queries), got {args.folds}")
