@@ -444,6 +444,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                          f"{args.config} names fitted weights: start from a config "
                          "without an embedder entry")
     embedder = named or _embedder(args.embeddings, data)
+    tune_embedder.check_tuned_width(args, embedder)
     if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
@@ -539,6 +540,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
                          f"queries), got {args.folds}")
     embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
+    tune_embedder.check_tuned_width(args, embedder)
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:
