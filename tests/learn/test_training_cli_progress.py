@@ -55,6 +55,7 @@ def test_every_capture_draws_a_bar_and_no_bar_is_empty(command: str, tmp_path: P
     proc = _run(command, "--dataset", str(_dataset(tmp_path)), *SMALL, *extra)
     bars = _bars(proc.stderr)
     assert bars.count("capture") == 2, bars
+    assert "replay" in bars, bars  # cv's replay of the default config ran silent
     assert not re.search(r": 0it \[", proc.stderr), proc.stderr[-2000:]
 
 

@@ -200,7 +200,8 @@ def cross_validate(
         chosen.append(choice)
         per_fold.append(summarize(fold_results))
         oof.extend(fold_results)
-    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings))
+    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings,
+                                       progress=progress))
     return CVResult(
         metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
         chosen=chosen,
