@@ -443,7 +443,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = {"--emobank": args.emobank, "--memory-events": args.memory_events}
     check_not_an_input("--out", check_out_file("--out", args.out), inputs)
     if args.cache is not None:
-        check_not_an_input("--cache", check_out_file("--cache", args.cache),
+        # a matching cache is only read: it may lie in a read-only place
+        check_not_an_input("--cache", check_out_file("--cache", args.cache, probe=False),
                            {**inputs, "--out": args.out})
     progress = not args.quiet
     t0 = time.perf_counter()

@@ -37,6 +37,7 @@ import contextlib
 import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -313,19 +314,22 @@ def _peak_rss_mb() -> float | None:
     return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
-def check_out_file(option: str, value: str) -> Path:
+def check_out_file(option: str, value: str, *, probe: bool = True) -> Path:
     """The file path an option writes, checked before the work that produces it.
 
     Args:
         option: the option's name (``--out``), for the errors.
         value: its value.
+        probe: also make (and remove) a file in its folder, so a read-only place is
+            found now (False for a file that may only be read, such as a cache).
 
     Returns:
         The path.
 
     Raises:
         FileNotFoundError: its folder does not exist.
-        OSError: it cannot be looked at (a name too long), naming ``option``.
+        OSError: it cannot be looked at (a name too long), or no file can be made in
+            its folder (a read-only place), naming ``option``.
         ValueError: it names a folder.
     """
     path = Path(value)
@@ -337,6 +341,15 @@ def check_out_file(option: str, value: str) -> Path:
         raise FileNotFoundError(f"{option}: directory {str(path.parent)!r} does not exist")
     if is_folder:
         raise ValueError(f"{option}: {str(path)!r} is a directory, not a file path")
+    if not probe:
+        return path
+    try:  # a file can be made beside it (not a read-only place): found now, not after
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise OSError(f"{option} {value}: cannot write in its folder "
+                      f"({exc.strerror or exc})") from None
     return path
 
 

@@ -199,6 +199,20 @@ def test_an_out_whose_name_is_too_long_is_refused_naming_it(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
 
 
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
+def test_an_out_in_a_folder_that_takes_no_files_is_refused_before_the_fit(
+    small: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fit --out`` in a folder where no file can be made (sysfs here; a read-only
+    mount or folder alike, which root may still write to) ran the whole fit first
+    (minutes), then failed writing."""
+    argv = ["fit", "--dataset", str(small), *[a for a in QUICK if a != "--quiet"],
+            "--out", "/sys/fitted.json"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out /sys/fitted.json: ") and "capture" not in err, err
+
+
 @pytest.mark.parametrize("which", ["--dataset", "--embeddings"])
 def test_an_out_that_is_an_input_file_is_refused_before_the_fit(
     small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
