@@ -378,10 +378,13 @@ def check_not_an_input(option: str, out: Path, inputs: dict[str, str | None]) ->
 def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
     folder above it, is not a directory, it is (or lies below) the ``--out`` file, or
-    making it fails (a read-only place, a name too long; what was made is removed)
-    (checked before the fit, not after it)."""
+    making it fails (a read-only place, a name too long; what was made is removed), or
+    matplotlib is not installed (checked before the fit, not after it)."""
     if plot is None:
         return
+    if not installed("matplotlib"):
+        raise ImportError("--plot needs matplotlib: pip install "
+                          "'emotional-memory-jax[viz]' (or leave --plot out)")
     path = Path(plot)
     target = out.resolve()
     if path.resolve() == target or target in path.resolve().parents:

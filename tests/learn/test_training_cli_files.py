@@ -124,6 +124,22 @@ def test_plots_that_cannot_be_written_whole_leave_no_half_png(
     assert [p.name for p in plots.iterdir()] == []
 
 
+def test_plots_without_matplotlib_are_refused_before_the_fit(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot without matplotlib (an extra, ``[viz]``): the whole fit ran and the config
+    was written, then the plots failed on the missing package."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    out = tmp_path / "fitted.json"
+    argv = ["fit", "--dataset", str(small), *[a for a in QUICK if a != "--quiet"],
+            "--out", str(out), "--plot", str(tmp_path / "plots")]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --plot needs matplotlib") and "capture" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
+
+
 def _table(small: Path, tmp_path: Path, name: str, **change: Any) -> Path:
     """An embedding table of every text of ``small`` (hashing embedder), changed."""
     from emotional_memory.embedders import HashingEmbedder
