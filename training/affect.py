@@ -335,20 +335,25 @@ def load_emobank(path: str | Path) -> tuple[list[str], npt.NDArray[np.str_], Flo
     Raises:
         FileNotFoundError: when the file does not exist.
         IsADirectoryError: when ``path`` is a folder.
-        KeyError: when a required column is missing.
-        ValueError: a rating that is no number in [1, 5] (the row named).
+        ValueError: a required column is missing or the file is not UTF-8 (the file
+            named), or a rating is no number in [1, 5] (the row named).
     """
     p = Path(path)
     if p.is_dir():
         raise IsADirectoryError(f"EmoBank CSV {str(p)!r} is a directory, not a CSV file")
     if not p.is_file():
         raise FileNotFoundError(f"EmoBank CSV {str(p)!r} does not exist")
-    with p.open(encoding="utf-8", newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"split", "V", "A", "D", "text"} - set(reader.fieldnames or ())
-        if missing:
-            raise KeyError(f"EmoBank CSV lacks columns {sorted(missing)}")
-        rows = list(reader)
+    try:
+        with p.open(encoding="utf-8", newline="") as fh:
+            reader = csv.DictReader(fh)
+            missing = {"split", "V", "A", "D", "text"} - set(reader.fieldnames or ())
+            if missing:
+                raise ValueError(f"EmoBank CSV {str(p)!r} lacks the column(s) "
+                                 f"{sorted(missing)} (needs split, V, A, D, text)")
+            rows = list(reader)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"EmoBank CSV {str(p)!r} is not UTF-8 ({exc.reason} at byte "
+                         f"{exc.start})") from None
     texts = [r["text"] or "" for r in rows]
     splits = np.array([r["split"] or "" for r in rows])
     # row 1 is the header: a data row's number is its line's in a spreadsheet
@@ -438,7 +443,8 @@ def run(args: argparse.Namespace) -> int:
     inputs = {"--emobank": args.emobank, "--memory-events": args.memory_events}
     check_not_an_input("--out", check_out_file("--out", args.out), inputs)
     if args.cache is not None:
-        check_not_an_input("--cache", check_out_file("--cache", args.cache),
+        # a matching cache is only read: it may lie in a read-only place
+        check_not_an_input("--cache", check_out_file("--cache", args.cache, probe=False),
                            {**inputs, "--out": args.out})
     progress = not args.quiet
     t0 = time.perf_counter()

@@ -33,9 +33,11 @@ them, and ``evaluate`` / ``cv`` with that config embed with them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -173,7 +175,24 @@ def _trainable(text: str) -> tuple[str, ...]:
 
 
 def _affect(args: argparse.Namespace, data: dict[str, Any]) -> ReplayAffect:
-    return ReplayAffect.prepare(data, events=args.affect, queries=args.query_affect)
+    """The replay's affect settings; unless ``--quiet``, the text model's estimate of
+    unlabelled texts (a minute on a few thousand, no bar: its batches are its own) is
+    announced on stderr before it runs and timed after."""
+    estimator = None
+    if not args.quiet:
+        def estimator(texts: list[str]) -> Any:
+            from emotional_memory.appraisal_embedding import EmbeddingAppraisalEngine
+
+            print(f"affect: estimating the affect of {len(texts)} unlabelled texts with "
+                  "the text model (--affect neutral skips it) ...", file=sys.stderr,
+                  flush=True)
+            t0 = time.perf_counter()
+            values = EmbeddingAppraisalEngine().predict_affect(texts)
+            print(f"affect: {len(texts)} texts in {time.perf_counter() - t0:.1f} s",
+                  file=sys.stderr, flush=True)
+            return values
+    return ReplayAffect.prepare(data, events=args.affect, queries=args.query_affect,
+                                estimator=estimator)
 
 
 def _lexical_start(args: argparse.Namespace, start: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
@@ -295,25 +314,42 @@ def _peak_rss_mb() -> float | None:
     return float(peak) / (1e6 if sys.platform == "darwin" else 1e3)
 
 
-def check_out_file(option: str, value: str) -> Path:
+def check_out_file(option: str, value: str, *, probe: bool = True) -> Path:
     """The file path an option writes, checked before the work that produces it.
 
     Args:
         option: the option's name (``--out``), for the errors.
         value: its value.
+        probe: also make (and remove) a file in its folder, so a read-only place is
+            found now (False for a file that may only be read, such as a cache).
 
     Returns:
         The path.
 
     Raises:
         FileNotFoundError: its folder does not exist.
+        OSError: it cannot be looked at (a name too long), or no file can be made in
+            its folder (a read-only place), naming ``option``.
         ValueError: it names a folder.
     """
     path = Path(value)
-    if not path.parent.is_dir():
+    try:
+        folder, is_folder = path.parent.is_dir(), path.is_dir()
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        raise OSError(f"{option} {value}: cannot write it ({exc.strerror or exc})") from None
+    if not folder:
         raise FileNotFoundError(f"{option}: directory {str(path.parent)!r} does not exist")
-    if path.is_dir():
+    if is_folder:
         raise ValueError(f"{option}: {str(path)!r} is a directory, not a file path")
+    if not probe:
+        return path
+    try:  # a file can be made beside it (not a read-only place): found now, not after
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".probe"):
+            pass
+    except OSError as exc:
+        raise OSError(f"{option} {value}: cannot write in its folder "
+                      f"({exc.strerror or exc})") from None
     return path
 
 
@@ -341,19 +377,62 @@ def check_not_an_input(option: str, out: Path, inputs: dict[str, str | None]) ->
 
 def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
-    folder above it, is not a directory, or it is (or lies below) the ``--out`` file
-    (checked before the fit, not after it)."""
+    folder above it, is not a directory, it is (or lies below) the ``--out`` file, or
+    making it fails (a read-only place, a name too long; what was made is removed), or
+    matplotlib is not installed (checked before the fit, not after it)."""
     if plot is None:
         return
+    if not installed("matplotlib"):
+        raise ImportError("--plot needs matplotlib: pip install "
+                          "'emotional-memory-jax[viz]' (or leave --plot out)")
     path = Path(plot)
     target = out.resolve()
     if path.resolve() == target or target in path.resolve().parents:
         raise ValueError(f"--plot: {plot!r} is (or lies below) the --out file {str(out)!r}; "
                          "give the plots a folder of their own")
-    existing = next((p for p in (path, *path.parents) if p.exists()), None)
-    if existing is not None and not existing.is_dir():
-        what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
-        raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+    try:
+        existing = next((p for p in (path, *path.parents) if p.exists()), None)
+        if existing is not None and not existing.is_dir():
+            what = "exists" if existing == path else f"lies below the file {str(existing)!r}"
+            raise ValueError(f"--plot: {plot!r} {what} and is not a directory")
+        missing = [p for p in (path, *path.parents) if not p.exists()]  # deepest first
+        try:  # it can be made (not in a read-only place): found now, none of it left
+            path.mkdir(parents=True, exist_ok=True)
+        finally:
+            for made in missing:
+                with contextlib.suppress(OSError):
+                    made.rmdir()
+    except OSError as exc:
+        raise OSError(f"--plot {plot}: cannot make the folder ({exc.strerror or exc})"
+                      ) from None
+
+
+def _write_plots(plot: str, result: Any, start: EmotionalMemoryConfig,
+                 default: dict[str, Any], fitted: dict[str, Any]) -> list[str]:
+    """Draw the fit's PNGs into ``plot`` (each written whole); their paths.
+
+    Raises:
+        OSError: naming ``--plot`` and the file when one cannot be written (the
+            config, written before, is kept).
+    """
+    from training import plots
+
+    out = Path(plot)
+    drawn: list[tuple[Callable[..., Path], tuple[Any, ...], str]] = [
+        (plots.learning_curves, (result.history, result.best_step), "learning.png"),
+        (plots.weights_heatmap, (result.config, start), "weights_vs_mood.png"),
+        (plots.challenge_bars, (default["by_challenge"], fitted["by_challenge"]),
+         "by_challenge.png"),
+    ]
+    written = []
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for draw, inputs, name in drawn:
+            written.append(str(draw(*inputs, out / name)))
+    except OSError as exc:
+        raise OSError(f"--plot {plot}: cannot write {name} ({exc.strerror or exc}); "
+                      "the config was written to --out") from None
+    return written
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -381,6 +460,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
                          f"{args.config} names fitted weights: start from a config "
                          "without an embedder entry")
     embedder = named or _embedder(args.embeddings, data)
+    tune_embedder.check_tuned_width(args, embedder)
     if args.tune_embedder and args.embeddings is None:  # tuning starts from the MiniLM
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
@@ -400,7 +480,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         built = {
             name: build_recall_batch(data, embedder, analysis_config(start, name),
                                      lexical=True, affect=affect, embeddings=adapter,
-                                     context=context)
+                                     context=context, progress=not args.quiet)
             for name in _analyses(args)
         }
         extra = {name: b for name, (b, _) in built.items()}
@@ -451,16 +531,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     if tuned is not None:
         report["embedder_tuning"] = tuned
     if args.plot:
-        from training import plots
-
-        out = Path(args.plot)
-        out.mkdir(parents=True, exist_ok=True)
-        report["plots"] = [
-            str(plots.learning_curves(result.history, result.best_step, out / "learning.png")),
-            str(plots.weights_heatmap(result.config, start, out / "weights_vs_mood.png")),
-            str(plots.challenge_bars(default["by_challenge"], fitted["by_challenge"],
-                                     out / "by_challenge.png")),
-        ]
+        report["plots"] = _write_plots(args.plot, result, start, default, fitted)
     _print(report, args.json)
     return 0
 
@@ -478,10 +549,14 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
+    if scenarios < 2:  # the folds split scenarios
+        raise ValueError(f"cv needs queries from at least 2 scenarios (its folds split "
+                         f"scenarios); the dataset has {scenarios} with queries")
     if args.folds > scenarios:  # before the replays, not after them
         raise ValueError(f"--folds must lie in [2, {scenarios}] (the scenarios with "
                          f"queries), got {args.folds}")
     embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
+    tune_embedder.check_tuned_width(args, embedder)
     start = _lexical_start(args, start)
     select: bool | str
     if args.trainable is None:

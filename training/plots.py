@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory import EmotionalMemoryConfig, MoodField
+from emotional_memory._files import replaced_whole
 from emotional_memory.retrieval import SIGNAL_FIELDS, adaptive_weights
 
 
@@ -20,6 +21,16 @@ def _pyplot() -> Any:
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("--plot needs matplotlib: pip install matplotlib") from exc
     return plt
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Write ``fig`` to ``path`` as a PNG, whole or not at all, and close it."""
+    try:
+        with replaced_whole(path) as temporary:
+            fig.savefig(temporary, dpi=110, format="png")
+    finally:
+        plt.close(fig)
+    return path
 
 
 def learning_curves(history: dict[str, list[float]], best_step: int, path: Path) -> Path:
@@ -44,9 +55,7 @@ def learning_curves(history: dict[str, list[float]], best_step: int, path: Path)
     ax.set_ylabel("listwise loss")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def weight_grid(
@@ -104,9 +113,7 @@ def weights_heatmap(
         ax.set_ylabel("mood arousal")
     fig.suptitle("Fitted weight by mood (colour); default weight (white contours)")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def challenge_bars(default: dict[str, float], fitted: dict[str, float], path: Path) -> Path:
@@ -131,6 +138,4 @@ def challenge_bars(default: dict[str, float], fitted: dict[str, float], path: Pa
     ax.set_ylim(0, 1)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)

@@ -77,6 +77,29 @@ def tuning_options(args: argparse.Namespace) -> Any:
                           steps=args.tune_steps, rank=args.tune_rank)
 
 
+def check_tuned_width(args: argparse.Namespace, embedder: Embedder) -> None:
+    """Refuse ``--tune-embedder`` over an ``--embeddings`` table whose vectors are not
+    the MiniLM's width (before any replay): the tuned MiniLM replaces those vectors,
+    and a query adapter fitted on them could not take its.
+
+    Args:
+        args: parsed ``fit`` or ``cv`` arguments.
+        embedder: the embedder the fit replays with.
+
+    Raises:
+        ValueError: naming both options and both widths.
+    """
+    if not args.tune_embedder or args.embeddings is None:
+        return
+    from emotional_memory.embedders.minilm import MiniLMEmbedder
+
+    width, tuned = getattr(embedder, "dim", None), MiniLMEmbedder().dim
+    if width is not None and width != tuned:
+        raise ValueError(f"--tune-embedder tunes the MiniLM ({tuned}-d), but --embeddings "
+                         f"{args.embeddings} holds {width}-d vectors: give the MiniLM's "
+                         "embeddings of the texts, or leave --embeddings out")
+
+
 def weights_path(out: str | Path, digest: str) -> Path:
     """Where the fitted weights of config ``out`` go: ``<stem>.embedder.<digest>.safetensors``.
 

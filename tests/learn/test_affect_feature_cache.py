@@ -108,3 +108,21 @@ def test_an_emobank_rating_that_is_no_number_on_its_scale_names_the_row(
     csv.write_text(f"id,split,V,A,D,text\n1,train,3,3,3,fine\n{row}\n", encoding="utf-8")
     with pytest.raises(ValueError, match=rf"emobank.csv.* row 3: {named}"):
         load_emobank(csv)
+
+
+@pytest.mark.parametrize(("content", "named"), [
+    (b"id,split,V,A\n1,train,3,3\n", "lacks the column(s) ['D', 'text']"),
+    (b"id,split,V,A,D,text\n1,train,3,3,3,h\xe9llo\n", "not UTF-8"),
+])
+def test_an_emobank_csv_without_its_columns_or_not_utf8_names_the_file(
+    tmp_path: Path, content: bytes, named: str
+) -> None:
+    """Missing columns were a KeyError (printed by the command line inside quotes) and
+    a Latin-1 file a bare "'utf-8' codec can't decode byte", neither naming the file."""
+    from training.affect import load_emobank
+
+    csv = tmp_path / "emobank.csv"
+    csv.write_bytes(content)
+    with pytest.raises(ValueError, match=r"emobank\.csv") as caught:
+        load_emobank(csv)
+    assert named in str(caught.value) and not str(caught.value).startswith('"')

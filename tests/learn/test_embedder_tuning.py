@@ -9,6 +9,7 @@ inner-CV decision's consistency.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from typing import Any
 
@@ -186,3 +187,21 @@ def test_bad_options_are_refused() -> None:
         EmbedderTuning(mode="full")
     with pytest.raises(ValueError, match="layers"):
         EmbedderTuning(layers=0)
+
+
+def test_queries_without_ids_get_their_own_texts() -> None:
+    """``query_id`` is optional in the dataset format: queries without one (or with one
+    repeated) are told apart by their place in the scenario, each keeping its text."""
+    data = copy.deepcopy(load_builtin_dataset())
+    asked: list[str] = []
+    for i, scenario in enumerate(data["scenarios"]):
+        for session in scenario["sessions"]:
+            for query in session.get("queries", []):
+                asked.append(query["query"])
+                if i % 2:
+                    del query["query_id"]
+                else:
+                    query["query_id"] = "same"
+    batch, info = build_recall_batch(data, HashingEmbedder(dim=32), _config())
+    texts = tuning_texts(data, batch, info, TinyEmbedder(), layers=1)  # type: ignore[arg-type]
+    assert [texts.texts[i] for i in texts.query_text] == asked

@@ -189,6 +189,46 @@ def test_errors_in_process(
     assert not (tmp_path / "x.json").exists()
 
 
+def test_cv_on_one_scenario_says_it_needs_two(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """cv over a dataset whose queries all lie in one scenario said "--folds must lie in
+    [2, 1]", an empty range no --folds value meets."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import main
+
+    data = load_builtin_dataset()
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps({**data, "scenarios": data["scenarios"][:1]}),
+                    encoding="utf-8")
+    assert main(["cv", "--dataset", str(path), "--folds", "2", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cv needs queries from at least 2 scenarios"), err
+    assert "has 1" in err and "[2, 1]" not in err
+
+
+def test_cv_fits_the_query_adapter_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``cv --trainable adapter`` (a group its --help lists) failed at once: the batch
+    was built without the embeddings the adapter is fitted on."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    from training.cli import main
+
+    data = load_builtin_dataset()
+    path = tmp_path / "small.json"
+    path.write_text(json.dumps({**data, "scenarios": data["scenarios"][:3]}),
+                    encoding="utf-8")
+    argv = ["cv", "--dataset", str(path), "--folds", "2", "--jobs", "1", "--trainable",
+            "base_weights,adapter", *FIXED, "--steps", "3", "--affect", "neutral",
+            "--quiet", "--json"]
+    assert main(argv) == 0, capsys.readouterr().err
+    report = one_json(capsys.readouterr().out)
+    check_metrics(report)
+    assert report["n_queries"] == sum(len(s.get("queries", [])) for sc in
+                                      data["scenarios"][:3] for s in sc["sessions"])
+
+
 @pytest.mark.parametrize("command", [["fit", "--out", "{tmp}/x.json"], ["cv", "--folds", "3"]])
 def test_default_selection_without_pystemmer_is_refused_up_front(
     command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str],

@@ -86,6 +86,60 @@ def test_a_plot_folder_under_a_file_is_refused_before_the_fit(
     assert not out.exists()
 
 
+def test_a_plot_folder_that_cannot_be_made_is_refused_before_the_fit(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot in a folder that cannot be made (here a name longer than a file system
+    allows; a read-only place alike): a bare "[Errno 36] File name too long" naming no
+    option."""
+    out = tmp_path / "fitted.json"
+    argv = ["fit", "--dataset", str(small), *QUICK, "--out", str(out),
+            "--plot", str(tmp_path / ("p" * 300))]
+    assert _main(argv, monkeypatch) == 2
+    captured: Any = capsys.readouterr()
+    assert captured.err.startswith("error: --plot ") and captured.out == ""
+    assert "\n" not in captured.err.strip()
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+def test_plots_that_cannot_be_written_whole_leave_no_half_png(
+    small: Path, tmp_path: Path
+) -> None:
+    """A plot write cut short (disk full, file size limit: the ~2.5 kB config fits under
+    6 kB, a PNG does not) left a truncated PNG and a bare "[Errno 27] File too large"."""
+    out, plots = tmp_path / "fitted.json", tmp_path / "plots"
+    limited = [part.replace("1500, 1500", "6000, 6000") for part in _LIMITED_TRAINING]
+    proc = subprocess.run(
+        [*limited, "fit", "--dataset", str(small), *QUICK, "--out", str(out),
+         "--plot", str(plots)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, env=_NO_COMPILE_CACHE,
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"error: --plot {plots}: "), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "--out" in proc.stderr
+    json.loads(out.read_text(encoding="utf-8"))  # the config, written before, is whole
+    assert [p.name for p in plots.iterdir()] == []
+
+
+def test_plots_without_matplotlib_are_refused_before_the_fit(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--plot without matplotlib (an extra, ``[viz]``): the whole fit ran and the config
+    was written, then the plots failed on the missing package."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` fails
+    out = tmp_path / "fitted.json"
+    argv = ["fit", "--dataset", str(small), *[a for a in QUICK if a != "--quiet"],
+            "--out", str(out), "--plot", str(tmp_path / "plots")]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --plot needs matplotlib") and "capture" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
+
+
 def _table(small: Path, tmp_path: Path, name: str, **change: Any) -> Path:
     """An embedding table of every text of ``small`` (hashing embedder), changed."""
     from emotional_memory.embedders import HashingEmbedder
@@ -145,6 +199,34 @@ def test_an_affect_head_out_that_cannot_be_written_is_refused_before_training(
     named = out.parent if where == "missing folder" else out
     assert err.startswith("error: --out") and str(named) in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_an_out_whose_name_is_too_long_is_refused_naming_it(
+    small: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fit --out`` with a file name longer than the file system allows: a bare
+    "[Errno 36] File name too long" naming no option."""
+    out = tmp_path / ("f" * 300 + ".json")
+    assert _main(["fit", "--dataset", str(small), *QUICK, "--out", str(out)],
+                 monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out ") and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json"]
+
+
+@pytest.mark.skipif(not Path("/sys/kernel").is_dir(), reason="needs Linux's sysfs")
+def test_an_out_in_a_folder_that_takes_no_files_is_refused_before_the_fit(
+    small: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``fit --out`` in a folder where no file can be made (sysfs here; a read-only
+    mount or folder alike, which root may still write to) ran the whole fit first
+    (minutes), then failed writing."""
+    argv = ["fit", "--dataset", str(small), *[a for a in QUICK if a != "--quiet"],
+            "--out", "/sys/fitted.json"]
+    assert _main(argv, monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --out /sys/fitted.json: ") and "capture" not in err, err
 
 
 @pytest.mark.parametrize("which", ["--dataset", "--embeddings"])

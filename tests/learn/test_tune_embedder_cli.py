@@ -251,3 +251,37 @@ def test_tuning_from_a_config_naming_weights_is_refused_before_the_fit(
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "--tune-embedder" in proc.stderr and "Traceback" not in proc.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["fit", "cv"])
+def test_tuning_over_embeddings_of_another_width_is_refused_before_the_fit(
+    minilm: Any, tmp_path: Path, command: str
+) -> None:
+    """--tune-embedder tunes the MiniLM; with an --embeddings table of another width
+    the fit ran, then the tuning died on "Size of label 'd' for operand 1 (384) does
+    not match previous terms (16)" (the query adapter fitted on the table's vectors)."""
+    from emotional_memory.data import load_builtin_dataset
+    from emotional_memory.embedders import HashingEmbedder
+
+    data = load_builtin_dataset()
+    data = {**data, "scenarios": data["scenarios"][:3]}
+    dataset = tmp_path / "small.json"
+    dataset.write_text(json.dumps(data), encoding="utf-8")
+    texts = list(dict.fromkeys(
+        t for sc in data["scenarios"] for s in sc["sessions"]
+        for t in [e["content"] for e in s["events"]] + [q["query"] for q in s["queries"]]))
+    table = tmp_path / "table16.npz"
+    np.savez(table, texts=np.asarray(texts),
+             embeddings=np.asarray(HashingEmbedder(dim=16).embed_batch(texts), np.float32))
+    out = tmp_path / "fitted.json"
+    extra = ["--out", str(out)] if command == "fit" else ["--folds", "2", "--jobs", "1"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "training", command, "--dataset", str(dataset),
+         "--embeddings", str(table), "--tune-embedder", "--tune-steps", "1",
+         "--trainable", "base_weights,adapter", "--l2", "0.01", "--temperature", "0.05",
+         "--steps", "2", "--affect", "neutral", "--quiet", *extra],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith("error: --tune-embedder"), proc.stderr[-2000:]
+    assert "16" in proc.stderr and str(table) in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small.json", "table16.npz"]

@@ -138,7 +138,8 @@ def cross_validate(
             (:data:`LEXICAL_ANALYSES`) whose models compete (one batch built per
             analysis).
         adapter: with ``select="model"``, let the query-adapter variant compete (the
-            batches keep their embeddings).
+            batches keep their embeddings, as they do when ``fit_kwargs``'
+            ``trainable`` holds ``"adapter"``).
         context: capture the candidates' encode-order neighbours when building the
             batches (with ``lexical``: the context models compete).
         jobs: folds run at once, each in its own (spawned) process; 1 runs them here,
@@ -169,16 +170,19 @@ def cross_validate(
     validate_dataset(data)
     cfg = unrouted(config if config is not None else EmotionalMemoryConfig())
     settings = affect if affect is not None else ReplayAffect.prepare(data)
+    # the batch keeps its embeddings for an adapter that competes or is fitted
+    embeddings = adapter or "adapter" in (fit_kwargs.get("trainable") or ())
     rb, info = batch if batch is not None else build_recall_batch(
-        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=adapter,
-        context=context,
+        data, embedder, cfg, lexical=lexical, affect=settings, embeddings=embeddings,
+        context=context, progress=progress,
     )
     if select == "model":
         fit_kwargs["adapter"] = adapter
         built = {
             name: build_recall_batch(data, embedder, analysis_config(cfg, name),
                                      lexical=lexical, affect=settings,
-                                     embeddings=adapter, context=context)
+                                     embeddings=adapter, context=context,
+                                     progress=progress)
             for name in analyses
         }
         fit_kwargs["analysis_batches"] = {name: b for name, (b, _) in built.items()}
@@ -196,7 +200,8 @@ def cross_validate(
         chosen.append(choice)
         per_fold.append(summarize(fold_results))
         oof.extend(fold_results)
-    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings))
+    default = summarize(replay_dataset(data, embedder, cfg, top_k=info.top_k, affect=settings,
+                                       progress=progress))
     return CVResult(
         metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
         chosen=chosen,

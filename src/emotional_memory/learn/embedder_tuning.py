@@ -171,20 +171,20 @@ class TuningResult:
 
 
 def _text_maps(data: dict[str, Any]) -> tuple[dict[tuple[str, str], str],
-                                              dict[tuple[str, str], str]]:
-    """(scenario, memory id) -> event text and (scenario, query id) -> query text."""
+                                              dict[str, list[tuple[str, str]]]]:
+    """(scenario, memory id) -> event text, and scenario -> its queries' (id, text) in
+    dataset order (``query_id`` is optional and need not be unique: a batch's query is
+    found by its place in its scenario)."""
     events: dict[tuple[str, str], str] = {}
-    queries: dict[tuple[str, str], str] = {}
+    queries: dict[str, list[tuple[str, str]]] = {}
     for scenario in data["scenarios"]:
         sid = str(scenario.get("scenario_id", ""))
         for session in scenario.get("sessions", []):
             for event in session.get("events", []):
                 events[(sid, str(event["memory_id"]))] = str(event["content"])
             for query in session.get("queries", []):
-                key = (sid, str(query.get("query_id", "")))
-                if key in queries and queries[key] != str(query["query"]):
-                    raise ValueError(f"query id {key[1]!r} repeats in scenario {sid!r}")
-                queries[key] = str(query["query"])
+                queries.setdefault(sid, []).append(
+                    (str(query.get("query_id", "")), str(query["query"])))
     return events, queries
 
 
@@ -220,12 +220,15 @@ def tuning_texts(
     scen = np.asarray(batch.scenario)
     q_text = np.zeros(batch.n_queries, np.int64)
     c_text = np.full((batch.n_queries, batch.n_candidates), -1, np.int64)
+    placed: dict[str, int] = {}  # per scenario, its queries seen so far (batch order)
     for q in range(batch.n_queries):
         sid = info.scenario_ids[int(scen[q])]
-        key = (sid, info.query_ids[q])
-        if key not in queries:
-            raise ValueError(f"query {key[1]!r} of scenario {sid!r} is not in the dataset")
-        q_text[q] = at(queries[key])
+        place = placed[sid] = placed.get(sid, -1) + 1
+        listed = queries.get(sid, [])
+        if place >= len(listed) or listed[place][0] != info.query_ids[q]:
+            raise ValueError(f"query {info.query_ids[q]!r} of scenario {sid!r} is not in "
+                             "the dataset (the batch must be built from it)")
+        q_text[q] = at(listed[place][1])
         for c, mid in enumerate(info.candidate_ids[q]):
             if (sid, mid) not in events:
                 raise ValueError(f"memory {mid!r} of scenario {sid!r} is not in the dataset")

@@ -286,8 +286,10 @@ def select_model(
     if prune and extra:  # the analyses only on the winner of the batch's own analysis
         table = score({n: m for n, m in models.items() if _analysis_of(n) is None})
         lead = winner(table)["model"]
-        table += score({f"{lead}@{a}": models[f"{lead}@{a}"] for a in extra
-                        if f"{lead}@{a}" in models})
+        variants = {f"{lead}@{a}": models[f"{lead}@{a}"] for a in extra
+                    if f"{lead}@{a}" in models}
+        if variants:  # none when the lead has no lexical signal (default, cosine)
+            table += score(variants)
     else:
         table = score(models)
     best = winner(table)
