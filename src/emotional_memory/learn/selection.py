@@ -185,6 +185,17 @@ def _calibrate(result: FitResult, data: RecallBatch, scores: np.ndarray, info: R
     result.selection["relevance_calibration"] = calibration.model_dump()
 
 
+def _warn_one_scenario() -> None:
+    """The warning of :func:`select_model` when its queries come from one scenario."""
+    warnings.warn(
+        "select_model: the training queries come from one scenario, so there is no "
+        "inner cross-validation: the candidates are compared unfitted (on their "
+        "starting configs) and the winner is fitted untuned; give queries from at "
+        "least two scenarios (conversations) to choose a fitted model",
+        UserWarning, stacklevel=3,
+    )
+
+
 def select_model(
     batch: RecallBatch,
     info: RecallInfo,
@@ -256,13 +267,7 @@ def select_model(
     extra = _checked_selection(batch, info, folds, select_by, analysis_batches)
     available, scen, parts = inner_folds(batch, train_mask, folds, seed + 7)
     if len(parts) < 2:
-        warnings.warn(
-            "select_model: the training queries come from one scenario, so there is no "
-            "inner cross-validation: the candidates are compared unfitted (on their "
-            "starting configs) and the winner is fitted untuned; give queries from at "
-            "least two scenarios (conversations) to choose a fitted model",
-            UserWarning, stacklevel=2,
-        )
+        _warn_one_scenario()
         tune = tune_adapter = False  # nothing to choose their values by
     models = candidate_models(cfg, batch.lexical is not None, analyses=tuple(extra),
                               adapter=adapter, context=batch.context is not None)
