@@ -24,6 +24,7 @@ state (``"keep"``, the original protocol) or take their own text's estimated aff
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import zipfile
@@ -221,6 +222,29 @@ def _is_id(value: object) -> bool:
         isinstance(value, int) and not isinstance(value, bool))
 
 
+_FIELDS = {
+    "dataset": ("scenarios", "default_top_k", "name", "description", "version"),
+    "scenario": ("scenario_id", "sessions", "description"),
+    "session": ("session_id", "events", "queries", "description"),
+    "event": ("memory_id", "content", "valence", "arousal", "metadata", "timestamp"),
+    "query": ("query_id", "query", "expected_memory_ids", "state", "challenge_type"),
+    "state": ("valence", "arousal"),
+}
+"""The fields of each part of the format; others are kept but not read."""
+
+
+def _check_spelling(where: str, obj: dict[str, Any], part: str) -> None:
+    """Refuse a field that is not the format's but nearly one of them (``valance``):
+    fields other than the format's are ignored, so a misspelt one would be lost."""
+    known = _FIELDS[part]
+    for key in obj:
+        if isinstance(key, str) and key not in known:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
+            if close:
+                raise ValueError(f"{where}: unknown field {key!r} (did you mean "
+                                 f"{close[0]!r}? other fields are not read)")
+
+
 def _check_affect(where: str, obj: dict[str, Any], required: bool) -> None:
     """``valence`` in [-1, 1] and ``arousal`` in [0, 1], both or (unless required)
     neither."""
@@ -245,6 +269,7 @@ def _check_event(where: str, event: object) -> str:
         raise ValueError(f"{where}: 'memory_id' must be a non-empty string, got "
                          f"{event.get('memory_id')!r}")
     where = f"{where} ({event['memory_id']!r})"
+    _check_spelling(where, event, "event")
     content = event.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ValueError(f"{where}: 'content' must be a non-empty string, got {content!r}")
@@ -267,6 +292,7 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
         raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
     if query.get("query_id") is not None:
         where = f"{where} ({query['query_id']!r})"
+    _check_spelling(where, query, "query")
     text = query.get("query")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{where}: 'query' must be a non-empty string, got {text!r}")
@@ -285,6 +311,7 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
     if query.get("state") is not None:
         if not isinstance(query["state"], dict):
             raise ValueError(f"{where}: 'state' must be an object with valence and arousal")
+        _check_spelling(f"{where} state", query["state"], "state")
         _check_affect(f"{where} state", query["state"], required=True)
     challenge = query.get("challenge_type")
     if challenge is not None and not isinstance(challenge, str):
@@ -302,6 +329,7 @@ def _entries(where: str, holder: dict[str, Any], key: str) -> list[Any]:
 def _check_scenario(where: str, scenario: dict[str, Any], labelled: bool = True) -> int:
     """Check one scenario's sessions (``labelled``: expected ids name earlier events);
     its number of queries."""
+    _check_spelling(where, scenario, "scenario")
     sessions = scenario.get("sessions")
     if not isinstance(sessions, list):
         raise ValueError(f"{where}: 'sessions' must be a list, got {type(sessions).__name__}")
@@ -311,6 +339,7 @@ def _check_scenario(where: str, scenario: dict[str, Any], labelled: bool = True)
         at = f"{where} sessions[{j}]"
         if not isinstance(session, dict):
             raise ValueError(f"{at}: expected an object, got {type(session).__name__}")
+        _check_spelling(at, session, "session")
         for k, event in enumerate(_entries(at, session, "events")):
             mid = _check_event(f"{at} events[{k}]", event)
             if mid in encoded:
@@ -347,6 +376,7 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     """
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
         raise ValueError(f"{source}: expected an object with a 'scenarios' list")
+    _check_spelling(source, data, "dataset")
     top_k = data.get("default_top_k")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                               or top_k < 1):

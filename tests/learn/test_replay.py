@@ -345,6 +345,39 @@ def test_replay_refuses_a_malformed_dataset_naming_the_field(
                 HashingEmbedder(dim=16), TickClock()), 2)
 
 
+@pytest.mark.parametrize(("edit", "typo", "meant"), [
+    (lambda d: d["scenarios"][0]["sessions"][0]["events"][1].update(
+        valance=d["scenarios"][0]["sessions"][0]["events"][1].pop("valence")),
+     "valance", "valence"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["events"][0].update(
+        timestamps="2026-01-01T00:00:00Z"), "timestamps", "timestamp"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["queries"][0].update(
+        expected_memory_id=d["scenarios"][0]["sessions"][0]["queries"][0][
+            "expected_memory_ids"]), "expected_memory_id", "expected_memory_ids"),
+    (lambda d: d["scenarios"][0]["sessions"][0]["queries"][0].update(
+        state={"valence": 0.2, "arousal": 0.3, "arousl": 0.4}), "arousl", "arousal"),
+    (lambda d: d["scenarios"][0]["sessions"][0].update(querys=[]), "querys", "queries"),
+    (lambda d: d.update(default_topk=3), "default_topk", "default_top_k"),
+])
+def test_load_dataset_refuses_a_misspelt_field_naming_the_one_meant(
+    tmp_path: Path, edit: Callable[[dict[str, Any]], Any], typo: str, meant: str
+) -> None:
+    # a misspelt field was silently ignored: "valance" left the event without an
+    # affect (estimated from its text instead), "timestamps" without its time
+    data = loadable()
+    edit(data)
+    with pytest.raises(ValueError, match=rf"unknown field '{typo}'.*'{meant}'"):
+        load_dataset(_write(tmp_path, data))
+
+
+def test_load_dataset_keeps_extra_fields_that_are_no_misspelling(tmp_path: Path) -> None:
+    data = loadable()
+    data["scenarios"][0]["sessions"][0]["events"][0].update(speaker="Ana", dia_id="D1:3")
+    data["scenarios"][0].update(topic="travel", arc="loss")
+    data["scenarios"][0]["sessions"][0]["queries"][0].update(category=2, evidence=["D1:3"])
+    assert load_dataset(_write(tmp_path, data)) == data
+
+
 @pytest.mark.parametrize("expected", [None, []])
 def test_load_dataset_rejects_query_without_expected_ids(
     tmp_path: Path, expected: list[str] | None
