@@ -362,7 +362,9 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     ``timestamp`` with a timezone); queries a non-empty ``query`` and a non-empty list
     ``expected_memory_ids`` naming events of their scenario encoded before them (in
     their own or an earlier session), and an optional ``state`` with both valence and
-    arousal. ``default_top_k``, when given, is an int >= 1. At least one query.
+    arousal. ``default_top_k``, when given, is an int >= 1. At least one query. Other
+    fields are kept but not read; one that nearly spells a field of its part
+    (``valance``) is refused.
 
     Args:
         data: the parsed JSON.
