@@ -451,7 +451,8 @@ def run(args: argparse.Namespace) -> int:
     texts, splits, vad = load_emobank(args.emobank)
     train, dev = splits == "train", splits == "dev"
     if not train.any() or not dev.any():
-        raise ValueError("the EmoBank CSV needs rows of split 'train' and of split 'dev'")
+        raise ValueError(f"{args.emobank}: the EmoBank CSV needs rows of split 'train' "
+                         "and of split 'dev'")
     y = emobank_to_affect(vad).astype(np.float32)
     memory = None
     if args.memory_weights is not None and args.memory_events is None:

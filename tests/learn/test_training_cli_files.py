@@ -284,6 +284,20 @@ def test_an_emobank_folder_is_not_said_to_be_missing(
     assert "is a directory" in err and "does not exist" not in err
 
 
+def test_an_emobank_csv_without_a_dev_split_is_refused_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    # "the EmoBank CSV needs rows of split 'train' and of split 'dev'" named no file
+    csv = tmp_path / "only_train.csv"
+    csv.write_text("id,split,V,A,D,text\n1,train,3,3,3,fine\n2,test,2,3,3,bad\n",
+                   encoding="utf-8")
+    assert _main(["affect", "--emobank", str(csv), "--out", str(tmp_path / "h.npz"),
+                  "--quick", "--quiet"], monkeypatch) == 2
+    err = capsys.readouterr().err
+    assert str(csv) in err and "'dev'" in err and "Traceback" not in err
+    assert not (tmp_path / "h.npz").exists()
+
+
 def test_a_negative_cv_seed_is_an_argument_error_naming_it(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
