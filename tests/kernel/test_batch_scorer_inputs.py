@@ -189,3 +189,17 @@ def test_an_odd_row_leaves_every_other_rows_norm_as_it_was() -> None:
     for row, scale in ((5, 2.0**70), (9, 2.0**-80)):  # the same row's norm, rescaled
         np.testing.assert_allclose(float(mixed.inv_norm[row]) * scale,
                                    float(plain.inv_norm[row]), rtol=4e-7)
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_an_empty_query_batch_answers_empty_arrays(scorer: str) -> None:
+    """No queries: ``(0, k)`` indices and scores, as ``score_batch`` answers.
+    ``score_batch_sharded`` raised a ZeroDivisionError from inside a JAX reshape
+    (its ``reshape(Q, -1)`` of the merged shard winners with Q = 0)."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=4)
+    empty = jax.tree_util.tree_map(lambda x: np.asarray(x)[:0], queries)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    index, scores = run(params, empty, cols, 3, chunk_size=8)
+    assert np.asarray(index).shape == np.asarray(scores).shape == (0, 3)
+    assert np.asarray(index).dtype == np.int32 and np.asarray(scores).dtype == np.float32

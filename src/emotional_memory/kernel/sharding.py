@@ -128,9 +128,10 @@ def _score_sharded(
         check_vma=False,
     )(params, prepared, columns)
     # (devices, Q, k) -> (Q, devices * k), shard-major: position order is row order.
-    n_queries = index.shape[1]
-    all_scores = jnp.moveaxis(scores, 0, 1).reshape(n_queries, -1)
-    all_index = jnp.moveaxis(index, 0, 1).reshape(n_queries, -1)
+    # The width is spelt out: ``reshape(Q, -1)`` divides by Q (an error for no queries).
+    n_dev, n_queries, width = index.shape
+    all_scores = jnp.moveaxis(scores, 0, 1).reshape(n_queries, n_dev * width)
+    all_index = jnp.moveaxis(index, 0, 1).reshape(n_queries, n_dev * width)
     top, position = jax.lax.top_k(all_scores, k)
     winners = jnp.where(jnp.isneginf(top), -1, jnp.take_along_axis(all_index, position, 1))
     replicated = NamedSharding(mesh, P())
