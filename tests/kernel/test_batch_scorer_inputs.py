@@ -15,7 +15,7 @@ import pytest
 
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, score_bank
 from emotional_memory.kernel.chunked_topk import row_features, score_batch
-from emotional_memory.kernel.sharding import score_batch_sharded
+from emotional_memory.kernel.sharding import memory_mesh, score_batch_sharded
 from support.kernel_banks import default_params, random_bank, to_dtype
 
 
@@ -203,3 +203,19 @@ def test_an_empty_query_batch_answers_empty_arrays(scorer: str) -> None:
     index, scores = run(params, empty, cols, 3, chunk_size=8)
     assert np.asarray(index).shape == np.asarray(scores).shape == (0, 3)
     assert np.asarray(index).dtype == np.int32 and np.asarray(scores).dtype == np.float32
+
+
+def test_a_mesh_without_the_memory_axis_is_a_named_error() -> None:
+    """An ``axis_name`` the mesh does not have was a bare ``KeyError: 'x'`` and a mesh
+    that is no ``Mesh`` an AttributeError ('str' object has no attribute 'shape')."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=6)
+    mesh = memory_mesh()
+    with pytest.raises(ValueError, match=r"axis_name 'x' is not an axis of mesh"):
+        score_batch_sharded(params, queries, cols, 3, mesh=mesh, axis_name="x")
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh or None, got str"):
+        score_batch_sharded(params, queries, cols, 3, mesh="cpu")  # type: ignore[arg-type]
+    index, _ = score_batch_sharded(params, queries, cols, 3, mesh=memory_mesh(axis_name="x"),
+                                   axis_name="x")  # a mesh with that axis still runs
+    np.testing.assert_array_equal(np.asarray(index), np.asarray(score_batch(
+        params, queries, cols, 3)[0]))

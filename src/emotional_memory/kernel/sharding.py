@@ -53,6 +53,16 @@ def memory_mesh(devices: Sequence[Any] | None = None, axis_name: str = MEMORY_AX
     return Mesh(np.asarray(devs, dtype=object), (axis_name,))
 
 
+def _check_mesh(mesh: Any, axis_name: Any) -> None:
+    """Raise a TypeError for a ``mesh`` that is no :class:`Mesh`, a ValueError for an
+    ``axis_name`` that is none of its axes."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh or None, got {type(mesh).__name__}")
+    if axis_name not in mesh.axis_names:
+        raise ValueError(f"axis_name {axis_name!r} is not an axis of mesh (axes: "
+                         f"{tuple(mesh.axis_names)})")
+
+
 def _axis_size(mesh: Mesh, axis_name: str) -> int:
     return int(mesh.shape[axis_name])
 
@@ -168,9 +178,14 @@ def score_batch_sharded(
     Returns:
         ``(indices, scores)`` as :func:`score_batch`: (Q, k) global row indices (rows
         of ``columns``; never a padding row) and scores, replicated on every device.
+
+    Raises:
+        TypeError / ValueError: as :func:`score_batch`; ``mesh`` no ``Mesh``, or
+            ``axis_name`` none of its axes.
     """
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
+    _check_mesh(mesh, axis_name)
     n_dev = _axis_size(mesh, axis_name)
     expected = NamedSharding(mesh, P(axis_name))
     leaves = jax.tree_util.tree_leaves(columns)
