@@ -15,7 +15,7 @@ import pytest
 
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, score_bank
 from emotional_memory.kernel.chunked_topk import row_features, score_batch
-from emotional_memory.kernel.sharding import memory_mesh, score_batch_sharded
+from emotional_memory.kernel.sharding import memory_mesh, score_batch_sharded, shard_columns
 from support.kernel_banks import default_params, random_bank, to_dtype
 
 
@@ -213,9 +213,22 @@ def test_a_mesh_without_the_memory_axis_is_a_named_error() -> None:
     mesh = memory_mesh()
     with pytest.raises(ValueError, match=r"axis_name 'x' is not an axis of mesh"):
         score_batch_sharded(params, queries, cols, 3, mesh=mesh, axis_name="x")
-    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh or None, got str"):
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh, got str"):
         score_batch_sharded(params, queries, cols, 3, mesh="cpu")  # type: ignore[arg-type]
     index, _ = score_batch_sharded(params, queries, cols, 3, mesh=memory_mesh(axis_name="x"),
                                    axis_name="x")  # a mesh with that axis still runs
     np.testing.assert_array_equal(np.asarray(index), np.asarray(score_batch(
         params, queries, cols, 3)[0]))
+
+
+def test_shard_columns_and_memory_mesh_name_a_bad_mesh() -> None:
+    """``shard_columns`` with a mesh that is no ``Mesh`` raised AttributeError ('str'
+    object has no attribute 'size'), and ``memory_mesh([])`` built a mesh of no devices
+    that the scorer then divided by (ZeroDivisionError)."""
+    _, cols = _bank(10, 4, 1, seed=8)
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh, got str"):
+        shard_columns(cols, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"axis_name 'x' is not an axis of mesh"):
+        shard_columns(cols, memory_mesh(), "x")
+    with pytest.raises(ValueError, match="devices must name at least one device"):
+        memory_mesh([])

@@ -48,8 +48,13 @@ def memory_mesh(devices: Sequence[Any] | None = None, axis_name: str = MEMORY_AX
 
     Returns:
         The :class:`~jax.sharding.Mesh`.
+
+    Raises:
+        ValueError: ``devices`` is empty.
     """
     devs = list(jax.devices() if devices is None else devices)
+    if not devs:
+        raise ValueError("devices must name at least one device (None: jax.devices())")
     return Mesh(np.asarray(devs, dtype=object), (axis_name,))
 
 
@@ -57,7 +62,7 @@ def _check_mesh(mesh: Any, axis_name: Any) -> None:
     """Raise a TypeError for a ``mesh`` that is no :class:`Mesh`, a ValueError for an
     ``axis_name`` that is none of its axes."""
     if not isinstance(mesh, Mesh):
-        raise TypeError(f"mesh must be a jax.sharding.Mesh or None, got {type(mesh).__name__}")
+        raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
     if axis_name not in mesh.axis_names:
         raise ValueError(f"axis_name {axis_name!r} is not an axis of mesh (axes: "
                          f"{tuple(mesh.axis_names)})")
@@ -89,7 +94,11 @@ def shard_columns(
 
     Returns:
         Columns whose leaves are sharded ``jax.Array`` s.
+
+    Raises:
+        TypeError / ValueError: ``mesh`` no ``Mesh``, or ``axis_name`` none of its axes.
     """
+    _check_mesh(mesh, axis_name)
     sharding = NamedSharding(mesh, P(axis_name))
     if process_local:
         local_devices = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
