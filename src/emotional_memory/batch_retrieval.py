@@ -51,9 +51,17 @@ class BatchRetriever:
             (its store, embedder, clock, state and configuration).
         chunk_size: memories scored per step of the compiled scan (bounds memory to
             about ``queries * chunk_size`` floats).
+
+    Raises:
+        TypeError: ``engine`` is no :class:`~emotional_memory.engine.EmotionalMemory`.
+        TypeError / ValueError: ``chunk_size`` is no int >= 1.
     """
 
     def __init__(self, engine: EmotionalMemory, *, chunk_size: int = DEFAULT_CHUNK_SIZE) -> None:
+        from emotional_memory.engine import EmotionalMemory  # the engine imports much
+
+        if not isinstance(engine, EmotionalMemory):
+            raise TypeError(f"engine must be an EmotionalMemory, got {type(engine).__name__}")
         self.engine = engine
         self.chunk_size = positive_int("chunk_size", chunk_size)
 

@@ -15,7 +15,7 @@ import pytest
 
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, score_bank
 from emotional_memory.kernel.chunked_topk import row_features, score_batch
-from emotional_memory.kernel.sharding import score_batch_sharded
+from emotional_memory.kernel.sharding import memory_mesh, score_batch_sharded, shard_columns
 from support.kernel_banks import default_params, random_bank, to_dtype
 
 
@@ -189,3 +189,46 @@ def test_an_odd_row_leaves_every_other_rows_norm_as_it_was() -> None:
     for row, scale in ((5, 2.0**70), (9, 2.0**-80)):  # the same row's norm, rescaled
         np.testing.assert_allclose(float(mixed.inv_norm[row]) * scale,
                                    float(plain.inv_norm[row]), rtol=4e-7)
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_an_empty_query_batch_answers_empty_arrays(scorer: str) -> None:
+    """No queries: ``(0, k)`` indices and scores, as ``score_batch`` answers.
+    ``score_batch_sharded`` raised a ZeroDivisionError from inside a JAX reshape
+    (its ``reshape(Q, -1)`` of the merged shard winners with Q = 0)."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=4)
+    empty = jax.tree_util.tree_map(lambda x: np.asarray(x)[:0], queries)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    index, scores = run(params, empty, cols, 3, chunk_size=8)
+    assert np.asarray(index).shape == np.asarray(scores).shape == (0, 3)
+    assert np.asarray(index).dtype == np.int32 and np.asarray(scores).dtype == np.float32
+
+
+def test_a_mesh_without_the_memory_axis_is_a_named_error() -> None:
+    """An ``axis_name`` the mesh does not have was a bare ``KeyError: 'x'`` and a mesh
+    that is no ``Mesh`` an AttributeError ('str' object has no attribute 'shape')."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=6)
+    mesh = memory_mesh()
+    with pytest.raises(ValueError, match=r"axis_name 'x' is not an axis of mesh"):
+        score_batch_sharded(params, queries, cols, 3, mesh=mesh, axis_name="x")
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh, got str"):
+        score_batch_sharded(params, queries, cols, 3, mesh="cpu")  # type: ignore[arg-type]
+    index, _ = score_batch_sharded(params, queries, cols, 3, mesh=memory_mesh(axis_name="x"),
+                                   axis_name="x")  # a mesh with that axis still runs
+    np.testing.assert_array_equal(np.asarray(index), np.asarray(score_batch(
+        params, queries, cols, 3)[0]))
+
+
+def test_shard_columns_and_memory_mesh_name_a_bad_mesh() -> None:
+    """``shard_columns`` with a mesh that is no ``Mesh`` raised AttributeError ('str'
+    object has no attribute 'size'), and ``memory_mesh([])`` built a mesh of no devices
+    that the scorer then divided by (ZeroDivisionError)."""
+    _, cols = _bank(10, 4, 1, seed=8)
+    with pytest.raises(TypeError, match=r"mesh must be a jax\.sharding\.Mesh, got str"):
+        shard_columns(cols, "cpu")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"axis_name 'x' is not an axis of mesh"):
+        shard_columns(cols, memory_mesh(), "x")
+    with pytest.raises(ValueError, match="devices must name at least one device"):
+        memory_mesh([])

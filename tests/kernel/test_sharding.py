@@ -6,8 +6,8 @@ a JSON report that this test checks: the sharded top-k equals the single-device
 ``score_batch`` (same indices exactly, scores to 1e-6), for host-placed and
 pre-sharded banks, a bank size that is not a multiple of 8, ties, an ablation mask,
 and a k larger than the rows of one shard; a bank of fewer rows than devices with k
-above it; and the one-query ``score_bank`` / ``retrieval_plan`` on rows placed over the
-8 devices (GSPMD) answering as on one.
+above it; an empty query batch; and the one-query ``score_bank`` / ``retrieval_plan``
+on rows placed over the 8 devices (GSPMD) answering as on one.
 """
 
 from __future__ import annotations
@@ -119,6 +119,13 @@ SCRIPT = textwrap.dedent(
     host = score_batch_sharded(params, qs, tiny, 10, chunk_size=4)
     report["tiny_same_indices"] = bool(np.array_equal(np.asarray(host[0]), np.asarray(single[0])))
     report["tiny_found"] = int(np.sum(np.asarray(host[0]) >= 0, axis=1).max())
+    # No queries: (0, k) arrays from both (the sharded merge divided by Q).
+    none = jax.tree.map(lambda x: x[:0], queries(2, 16))
+    report["no_queries_shapes"] = [
+        list(np.asarray(out[0]).shape)
+        for out in (score_batch(params, none, tiny, 5, chunk_size=4),
+                    score_batch_sharded(params, none, tiny, 5, chunk_size=4))
+    ]
 
     # The one-query kernel under GSPMD: rows placed over the 8 devices, same answers.
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -169,6 +176,7 @@ def test_sharded_scorer_equals_single_device_on_8_host_devices() -> None:
         assert case["valid_only"], case
         assert case["ties_ranked"] and case["ties_present"], case
     assert report["tiny_same_indices"] and report["tiny_found"] == 3, report
+    assert report["no_queries_shapes"] == [[0, 5], [0, 5]], report
     assert report["gspmd_shards"] == 8, report
     assert report["gspmd_score_diff"] <= 1e-6, report
     assert report["gspmd_plan_same"] and report["gspmd_plan_reached"], report

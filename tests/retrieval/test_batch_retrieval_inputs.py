@@ -203,3 +203,16 @@ def test_queries_that_are_no_sequence_of_str_name_their_type() -> None:
                       ({"coffee": 1}, "dict")]:
         with pytest.raises(TypeError, match=f"queries must be a sequence of str, got {kind}"):
             score_queries(engine, bad)
+
+
+def test_an_engine_that_is_no_emotional_memory_is_a_named_error() -> None:
+    """A store (or None) passed where the engine goes raised AttributeError
+    ("'InMemoryStore' object has no attribute '_check_content'") on the first score."""
+    store = InMemoryStore()
+    for bad, kind in [(store, "InMemoryStore"), (None, "NoneType")]:
+        with pytest.raises(TypeError, match=f"engine must be an EmotionalMemory, got {kind}"):
+            score_queries(bad, ["coffee"])  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=f"engine must be an EmotionalMemory, got {kind}"):
+            BatchRetriever(bad)  # type: ignore[arg-type]
+    view = _engine(HashingEmbedder(dim=16)).scoped("a")  # a scoped view is an engine
+    assert BatchRetriever(view)(["coffee"]) == [[]]

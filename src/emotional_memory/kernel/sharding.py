@@ -48,9 +48,24 @@ def memory_mesh(devices: Sequence[Any] | None = None, axis_name: str = MEMORY_AX
 
     Returns:
         The :class:`~jax.sharding.Mesh`.
+
+    Raises:
+        ValueError: ``devices`` is empty.
     """
     devs = list(jax.devices() if devices is None else devices)
+    if not devs:
+        raise ValueError("devices must name at least one device (None: jax.devices())")
     return Mesh(np.asarray(devs, dtype=object), (axis_name,))
+
+
+def _check_mesh(mesh: Any, axis_name: Any) -> None:
+    """Raise a TypeError for a ``mesh`` that is no :class:`Mesh`, a ValueError for an
+    ``axis_name`` that is none of its axes."""
+    if not isinstance(mesh, Mesh):
+        raise TypeError(f"mesh must be a jax.sharding.Mesh, got {type(mesh).__name__}")
+    if axis_name not in mesh.axis_names:
+        raise ValueError(f"axis_name {axis_name!r} is not an axis of mesh (axes: "
+                         f"{tuple(mesh.axis_names)})")
 
 
 def _axis_size(mesh: Mesh, axis_name: str) -> int:
@@ -79,7 +94,11 @@ def shard_columns(
 
     Returns:
         Columns whose leaves are sharded ``jax.Array`` s.
+
+    Raises:
+        TypeError / ValueError: ``mesh`` no ``Mesh``, or ``axis_name`` none of its axes.
     """
+    _check_mesh(mesh, axis_name)
     sharding = NamedSharding(mesh, P(axis_name))
     if process_local:
         local_devices = sum(d.process_index == jax.process_index() for d in mesh.devices.flat)
@@ -128,9 +147,10 @@ def _score_sharded(
         check_vma=False,
     )(params, prepared, columns)
     # (devices, Q, k) -> (Q, devices * k), shard-major: position order is row order.
-    n_queries = index.shape[1]
-    all_scores = jnp.moveaxis(scores, 0, 1).reshape(n_queries, -1)
-    all_index = jnp.moveaxis(index, 0, 1).reshape(n_queries, -1)
+    # The width is spelt out: ``reshape(Q, -1)`` divides by Q (an error for no queries).
+    n_dev, n_queries, width = index.shape
+    all_scores = jnp.moveaxis(scores, 0, 1).reshape(n_queries, n_dev * width)
+    all_index = jnp.moveaxis(index, 0, 1).reshape(n_queries, n_dev * width)
     top, position = jax.lax.top_k(all_scores, k)
     winners = jnp.where(jnp.isneginf(top), -1, jnp.take_along_axis(all_index, position, 1))
     replicated = NamedSharding(mesh, P())
@@ -167,9 +187,14 @@ def score_batch_sharded(
     Returns:
         ``(indices, scores)`` as :func:`score_batch`: (Q, k) global row indices (rows
         of ``columns``; never a padding row) and scores, replicated on every device.
+
+    Raises:
+        TypeError / ValueError: as :func:`score_batch`; ``mesh`` no ``Mesh``, or
+            ``axis_name`` none of its axes.
     """
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
+    _check_mesh(mesh, axis_name)
     n_dev = _axis_size(mesh, axis_name)
     expected = NamedSharding(mesh, P(axis_name))
     leaves = jax.tree_util.tree_leaves(columns)
