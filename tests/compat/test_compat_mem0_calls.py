@@ -7,31 +7,18 @@ original does); nothing here imports or needs the original.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend
+from support.clocks import SecondClock
 from support.compat_original import HashEmbedder
-
-START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 
 TEXTS = [f"event number {i} about hiking and rain {i * 7}" for i in range(15)]
 
 
-class Clock:
-    """One second per call: both engines see the same times."""
-
-    def __init__(self) -> None:
-        self.t = START
-
-    def __call__(self) -> datetime:
-        self.t += timedelta(seconds=1)
-        return self.t
-
-
 def _engine() -> EmotionalMemory:
-    return EmotionalMemory(InMemoryStore(), HashEmbedder(), clock=Clock())
+    return EmotionalMemory(InMemoryStore(), HashEmbedder(), clock=SecondClock())
 
 
 def _metadata(messages: Any) -> dict[str, Any]:

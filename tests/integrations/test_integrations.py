@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -10,26 +9,14 @@ import pytest
 from emotional_memory import EmotionalMemory, InMemoryStore, SQLiteStore
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend, messages_to_content
-
-START = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
-
-
-class Clock:
-    """One second per call: deterministic timestamps."""
-
-    def __init__(self) -> None:
-        self.t = START
-
-    def __call__(self) -> datetime:
-        self.t += timedelta(seconds=1)
-        return self.t
+from support.clocks import SecondClock
 
 
 def engine(store: object | None = None) -> EmotionalMemory:
     return EmotionalMemory(
         store if store is not None else InMemoryStore(),  # type: ignore[arg-type]
         HashingEmbedder(),
-        clock=Clock(),
+        clock=SecondClock(),
     )
 
 
@@ -227,7 +214,7 @@ def test_retriever_breakdown_carries_the_lexical_signal_when_on() -> None:
     from emotional_memory.engine import EmotionalMemoryConfig
 
     config = EmotionalMemoryConfig.model_validate({"retrieval": {"lexical_weight": 0.3}})
-    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), config=config, clock=Clock())
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), config=config, clock=SecondClock())
     for text in EVENTS:
         em.encode(text)
     (doc,) = EmotionalMemoryRetriever(memory=em, top_k=1).invoke("marathon proud")
