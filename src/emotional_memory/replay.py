@@ -24,7 +24,6 @@ state (``"keep"``, the original protocol) or take their own text's estimated aff
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import zipfile
@@ -37,6 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from emotional_memory._validation import positive_int
+from emotional_memory._warn import warn_caller
 from emotional_memory.affect import CoreAffect
 from emotional_memory.engine import EmotionalMemory, EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
@@ -233,16 +233,38 @@ _FIELDS = {
 """The fields of each part of the format; others are kept but not read."""
 
 
+def _one_edit(a: str, b: str) -> bool:
+    """Whether ``a`` and ``b`` differ by one insertion, deletion, substitution or swap
+    of neighbours."""
+    if abs(len(a) - len(b)) > 1 or a == b:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and a[diff[0]] == b[diff[1]] and a[diff[1]] == b[diff[0]])
+    short, long = (a, b) if len(a) < len(b) else (b, a)
+    return any(long[:i] + long[i + 1:] == short for i in range(len(long)))
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    return word[:-1] if word.endswith("s") else word
+
+
 def _check_spelling(where: str, obj: dict[str, Any], part: str) -> None:
-    """Refuse a field that is not the format's but nearly one of them (``valance``):
-    fields other than the format's are ignored, so a misspelt one would be lost."""
+    """Warn of a field that is not the format's but nearly one of them (``valance``,
+    ``querys``): fields other than the format's are kept but not read, so a misspelt
+    one would be lost without a word."""
     known = _FIELDS[part]
     for key in obj:
-        if isinstance(key, str) and key not in known:
-            close = difflib.get_close_matches(key, known, n=1, cutoff=0.75)
-            if close:
-                raise ValueError(f"{where}: unknown field {key!r} (did you mean "
-                                 f"{close[0]!r}? other fields are not read)")
+        if not isinstance(key, str) or key in known:
+            continue
+        meant = next((f for f in known if _one_edit(key, f)
+                      or _singular(key) == _singular(f)), None)
+        if meant is not None:
+            warn_caller(f"{where}: field {key!r} is not read (a misspelling of "
+                        f"{meant!r}?)", UserWarning)
 
 
 def _check_affect(where: str, obj: dict[str, Any], required: bool) -> None:
@@ -363,8 +385,8 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     ``expected_memory_ids`` naming events of their scenario encoded before them (in
     their own or an earlier session), and an optional ``state`` with both valence and
     arousal. ``default_top_k``, when given, is an int >= 1. At least one query. Other
-    fields are kept but not read; one that nearly spells a field of its part
-    (``valance``) is refused.
+    fields are kept but not read; one a letter away from a field of its part
+    (``valance``) or its plural (``querys``) is warned about (``UserWarning``).
 
     Args:
         data: the parsed JSON.
