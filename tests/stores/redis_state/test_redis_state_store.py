@@ -125,21 +125,24 @@ def test_a_url_that_is_no_string_is_a_type_error_naming_it(url: object) -> None:
         RedisAffectiveStateStore(url)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("strict", ["no", "false", 0.0, None, 1])
+@pytest.mark.parametrize("strict", ["no", "false", 0.0, None])
 def test_a_strict_that_is_no_bool_is_a_type_error_naming_it(strict: object) -> None:
     # bool(strict) made "no" and "false" strict (a config value read as text)
     with pytest.raises(TypeError, match="strict must be a bool"):
         RedisAffectiveStateStore("redis://127.0.0.1:1/0", strict=strict)  # type: ignore[arg-type]
+    for truthy in (0, 1):  # the original's truthiness, for ints
+        store = RedisAffectiveStateStore("redis://127.0.0.1:1/0", strict=truthy)
+        assert repr(store).endswith(f"strict={bool(truthy)})")
 
 
 @pytest.mark.parametrize("strict", [False, True])
-def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
-    redis_url: str, strict: bool
+def test_a_key_of_another_redis_type_is_named_when_strict_and_read_as_none_leniently(
+    redis_url: str, strict: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Another program's list (or hash, set...) under the key: GET answers WRONGTYPE.
-    That is foreign data, not a lost connection: a ValueError naming the key in either
-    mode, and the list is left as it was (leniently it read as "nothing stored", so the
-    engine's next save replaced the list with its state)."""
+    Strict: a ValueError naming the key (it was a bare ResponseError), the list left as
+    it was. Lenient (the default): as the original, logged and read as nothing stored
+    (the engine starts from the initial state)."""
     from emotional_memory import EmotionalMemory, InMemoryStore
     from emotional_memory.embedders import HashingEmbedder
 
@@ -148,10 +151,16 @@ def test_a_key_of_another_redis_type_is_a_value_error_and_kept(
     raw_client.rpush("test:a-list", "precious", "data")
     store = RedisAffectiveStateStore(redis_url, key="test:a-list", strict=strict)
     try:
-        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
-            store.load()
-        with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
-            EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+        if strict:
+            with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+                store.load()
+            with pytest.raises(ValueError, match=r"'test:a-list' is not a state snapshot"):
+                EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+        else:
+            assert store.load() is None
+            assert "WRONGTYPE" in caplog.text
+            engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+            assert engine.get_state().core_affect.valence == 0.0
         assert raw_client.type("test:a-list") == b"list"
         assert raw_client.lrange("test:a-list", 0, -1) == [b"precious", b"data"]
     finally:

@@ -70,7 +70,7 @@ class RedisAffectiveStateStore:
         Raises:
             ImportError: When ``client`` is None and ``redis`` is not installed.
             TypeError: When ``client`` is None and ``url`` is not a string, or
-                ``strict`` is not a bool.
+                ``strict`` is neither a bool nor an int.
             ValueError: When ``key`` is empty.
         """
         check_key(key)
@@ -78,9 +78,9 @@ class RedisAffectiveStateStore:
             raise TypeError(f"url must be a str (a redis:// URL), got {type(url).__name__}")
         self._url = url if client is None else None  # ignored with a client: not shown
         self._key = key
-        if not isinstance(strict, bool):  # bool("no") is True
+        if not isinstance(strict, bool | int):  # bool("no") is True; 0 and 1 are fine
             raise TypeError(f"strict must be a bool, got {type(strict).__name__}")
-        self._strict = strict
+        self._strict = bool(strict)
         self._client = client if client is not None else self._create_client(url)
 
     @staticmethod
@@ -164,15 +164,16 @@ class RedisAffectiveStateStore:
             could not be reached).
 
         Raises:
-            StoredStateError: the key holds something else (not JSON, not an object,
-                or a list, hash or other non-string Redis value): a ValueError naming
-                the key, in either mode.
+            StoredStateError: the key holds something else: not JSON or not an
+                object (either mode), or a list, hash or other non-string Redis value
+                (strict; leniently logged and read as nothing stored, as in the
+                original); a ValueError naming the key.
         """
         try:
             raw = self._client.get(self._key)
         except Exception as exc:
-            if str(exc).startswith("WRONGTYPE"):  # another program's data, not an outage:
-                # read leniently as "nothing stored", the next save replaced it
+            if self._strict and str(exc).startswith("WRONGTYPE"):  # another program's
+                # data, not an outage (leniently, as the original: logged, read as none)
                 raise StoredStateError(
                     self._key, "a Redis value of another type than string") from None
             self._failed("load", exc)
