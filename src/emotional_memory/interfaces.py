@@ -346,9 +346,11 @@ class StoredStateError(ValueError):
     """A stored affective state that is no state snapshot: its value was edited by
     hand or written by another program (not JSON, no JSON object, no snapshot, a
     Redis value of another type). A :class:`ValueError` naming the state's key; the
-    stored value is left as it is. ``reset_state()``, ``load_state(...)`` or
-    ``clear_persisted_state()`` replace it. The service answers it as its own fault
-    (HTTP 500, the key only in its log), not as bad input.
+    stored value is left as it is. The state store's ``clear()`` or ``save(...)``
+    replace it; with ``shared_state`` so do an engine's ``reset_state()``,
+    ``load_state(...)`` or ``clear_persisted_state()`` (without it the engine and its
+    views raise this when they open). The service answers it as its own fault (HTTP
+    500, the key only in its log), not as bad input.
 
     Attributes:
         key: the state's key.
@@ -358,7 +360,8 @@ class StoredStateError(ValueError):
         """Args: key: the state's key; problem: what the stored value is instead."""
         super().__init__(
             f"the stored affective state {key!r} is not a state snapshot ({problem}); "
-            "reset_state(), load_state(...) or clear_persisted_state() replace it"
+            "the state store's clear() or save(...) replace it (with shared_state, so "
+            "do an engine's reset_state(), load_state(...) or clear_persisted_state())"
         )
         self.key = key
 
