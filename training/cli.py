@@ -184,7 +184,8 @@ def _affect(args: argparse.Namespace, data: dict[str, Any]) -> ReplayAffect:
             from emotional_memory.appraisal_embedding import EmbeddingAppraisalEngine
 
             print(f"affect: estimating the affect of {len(texts)} unlabelled texts with "
-                  "the text model (--affect neutral skips it) ...", file=sys.stderr,
+                  "the text model (--affect neutral with --query-affect keep skips it)"
+                  " ...", file=sys.stderr,
                   flush=True)
             t0 = time.perf_counter()
             values = EmbeddingAppraisalEngine().predict_affect(texts)
@@ -379,7 +380,8 @@ def _check_plot_folder(plot: str | None, out: Path) -> None:
     """Refuse a ``--plot`` folder that cannot be made: it, or the nearest existing
     folder above it, is not a directory, it is (or lies below) the ``--out`` file, or
     making it fails (a read-only place, a name too long; what was made is removed), or
-    matplotlib is not installed (checked before the fit, not after it)."""
+    matplotlib is not installed (checked before the fit, not after it). An existing
+    folder that cannot be written is found when the plots are written (named then)."""
     if plot is None:
         return
     if not installed("matplotlib"):

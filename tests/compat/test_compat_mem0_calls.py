@@ -41,6 +41,8 @@ def test_add_takes_the_role_of_the_first_message_as_the_original() -> None:
         "user_id": "default",
     }
     assert _metadata("just text") == {"user_id": "default"}
+    # a tuple of messages: the original takes a role from a list only
+    assert _metadata(({"role": "user", "content": "t"},)) == {"user_id": "default"}
 
 
 def _oracle(queries: list[tuple[str, int]]) -> list[list[tuple[str, float]]]:

@@ -342,8 +342,9 @@ class EmotionalMemoryMem0Backend:
         if not content:
             return {"results": []}
         meta: dict[str, Any] = dict(metadata or {})
-        if not isinstance(listed, str) and listed:
-            # as the original: the first message's role (even one without content)
+        if isinstance(messages, list | Mapping) and not isinstance(listed, str) and listed:
+            # as the original: the first message's role (even one without content), of
+            # a list (a single message dict: the original failed on it)
             role = listed[0].get("role")
             if role:
                 meta.setdefault("role", str(role))
