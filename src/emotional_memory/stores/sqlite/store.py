@@ -328,11 +328,8 @@ class SQLiteStore(BackendStore):
         with self._locked(), self._joined():
             if memory_id not in self._cache:  # deleted by another connection meanwhile
                 return False
-            self._write(
-                lambda: self._cache.delete(memory_id),
-                "DELETE FROM em_memories WHERE id = ?",
-                (memory_id,),
-            )
+            self._write(lambda: self._cache.delete(memory_id),
+                        "DELETE FROM em_memories WHERE id = ?", (memory_id,))
             return True
 
     def list_all(self) -> list[Memory]:
