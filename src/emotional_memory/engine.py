@@ -59,7 +59,6 @@ def _default_clock() -> datetime:
     return utc_now()
 
 
-
 def _check_state_store(state_store: object) -> None:
     """Refuse a ``state_store`` the engine cannot call: without ``save`` / ``load``
     (a URL string, say), or with ``async def`` ones (the engine calls its state store
@@ -83,6 +82,7 @@ def _check_state_store(state_store: object) -> None:
             f"state_store {type(state_store).__name__} is async ({found[0]} is async def): "
             "both engines call the state store synchronously; give it blocking methods"
         )
+
 
 class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
     """Affective memory for an agent: encode events, retrieve by meaning and feeling.

@@ -252,19 +252,48 @@ def _singular(word: str) -> str:
     return word[:-1] if word.endswith("s") else word
 
 
-def _check_spelling(where: str, obj: dict[str, Any], part: str) -> None:
-    """Warn of a field that is not the format's but nearly one of them (``valance``,
-    ``querys``): fields other than the format's are kept but not read, so a misspelt
-    one would be lost without a word."""
+def _misspelt(key: object, part: str) -> str | None:
+    """The field of ``part`` that ``key`` nearly spells (one letter away, or its
+    plural), None when it is one of them or none is near."""
     known = _FIELDS[part]
-    for key in obj:
-        if not isinstance(key, str) or key in known:
-            continue
-        meant = next((f for f in known if _one_edit(key, f)
-                      or _singular(key) == _singular(f)), None)
-        if meant is not None:
-            warn_caller(f"{where}: field {key!r} is not read (a misspelling of "
-                        f"{meant!r}?)", UserWarning)
+    if not isinstance(key, str) or key in known:
+        return None
+    return next((f for f in known if _one_edit(key, f) or _singular(key) == _singular(f)),
+                None)
+
+
+def _warn_misspellings(data: dict[str, Any], source: str) -> None:
+    """Warn once per misspelt field (``valance``, ``querys``) of each part of the
+    dataset, naming its first place and how many have it: fields other than the
+    format's are kept but not read, so a misspelt one would be lost without a word."""
+    found: dict[tuple[str, str], list[Any]] = {}
+
+    def look(where: str, obj: object, part: str) -> None:
+        for key in obj if isinstance(obj, dict) else ():
+            meant = _misspelt(key, part)
+            if meant is not None:
+                found.setdefault((part, key), [where, 0, meant])[1] += 1
+
+    def items(holder: object, key: str) -> list[Any]:
+        value = holder.get(key) if isinstance(holder, dict) else None
+        return value if isinstance(value, list) else []
+
+    look(source, data, "dataset")
+    for i, scenario in enumerate(items(data, "scenarios")):
+        look(f"{source}: scenarios[{i}]", scenario, "scenario")
+        for j, session in enumerate(items(scenario, "sessions")):
+            at = f"{source}: scenarios[{i}] sessions[{j}]"
+            look(at, session, "session")
+            for k, event in enumerate(items(session, "events")):
+                look(f"{at} events[{k}]", event, "event")
+            for k, query in enumerate(items(session, "queries")):
+                look(f"{at} queries[{k}]", query, "query")
+                look(f"{at} queries[{k}] state",
+                     query.get("state") if isinstance(query, dict) else None, "state")
+    for (_, key), (where, count, meant) in found.items():
+        more = f" ({count} places have it)" if count > 1 else ""
+        warn_caller(f"{where}: field {key!r} is not read (a misspelling of {meant!r}?)"
+                    f"{more}", UserWarning)
 
 
 def _check_affect(where: str, obj: dict[str, Any], required: bool) -> None:
@@ -291,7 +320,6 @@ def _check_event(where: str, event: object) -> str:
         raise ValueError(f"{where}: 'memory_id' must be a non-empty string, got "
                          f"{event.get('memory_id')!r}")
     where = f"{where} ({event['memory_id']!r})"
-    _check_spelling(where, event, "event")
     content = event.get("content")
     if not isinstance(content, str) or not content.strip():
         raise ValueError(f"{where}: 'content' must be a non-empty string, got {content!r}")
@@ -314,7 +342,6 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
         raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
     if query.get("query_id") is not None:
         where = f"{where} ({query['query_id']!r})"
-    _check_spelling(where, query, "query")
     text = query.get("query")
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"{where}: 'query' must be a non-empty string, got {text!r}")
@@ -333,7 +360,6 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
     if query.get("state") is not None:
         if not isinstance(query["state"], dict):
             raise ValueError(f"{where}: 'state' must be an object with valence and arousal")
-        _check_spelling(f"{where} state", query["state"], "state")
         _check_affect(f"{where} state", query["state"], required=True)
     challenge = query.get("challenge_type")
     if challenge is not None and not isinstance(challenge, str):
@@ -351,7 +377,6 @@ def _entries(where: str, holder: dict[str, Any], key: str) -> list[Any]:
 def _check_scenario(where: str, scenario: dict[str, Any], labelled: bool = True) -> int:
     """Check one scenario's sessions (``labelled``: expected ids name earlier events);
     its number of queries."""
-    _check_spelling(where, scenario, "scenario")
     sessions = scenario.get("sessions")
     if not isinstance(sessions, list):
         raise ValueError(f"{where}: 'sessions' must be a list, got {type(sessions).__name__}")
@@ -361,7 +386,6 @@ def _check_scenario(where: str, scenario: dict[str, Any], labelled: bool = True)
         at = f"{where} sessions[{j}]"
         if not isinstance(session, dict):
             raise ValueError(f"{at}: expected an object, got {type(session).__name__}")
-        _check_spelling(at, session, "session")
         for k, event in enumerate(_entries(at, session, "events")):
             mid = _check_event(f"{at} events[{k}]", event)
             if mid in encoded:
@@ -400,7 +424,7 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     """
     if not isinstance(data, dict) or not isinstance(data.get("scenarios"), list):
         raise ValueError(f"{source}: expected an object with a 'scenarios' list")
-    _check_spelling(source, data, "dataset")
+    _warn_misspellings(data, source)
     top_k = data.get("default_top_k")
     if top_k is not None and (not isinstance(top_k, int) or isinstance(top_k, bool)
                               or top_k < 1):

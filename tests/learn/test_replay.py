@@ -375,6 +375,17 @@ def test_load_dataset_warns_of_a_misspelt_field_naming_the_one_meant(
             assert loaded == data
 
 
+def test_a_misspelling_repeated_in_every_event_is_one_warning(tmp_path: Path) -> None:
+    data = loadable()
+    events = [e for sc in data["scenarios"] for se in sc["sessions"] for e in se["events"]]
+    for event in events:
+        event["timestamps"] = "2026-01-01T00:00:00Z"
+    with pytest.warns(UserWarning) as caught:
+        load_dataset(_write(tmp_path, data))
+    messages = [str(w.message) for w in caught if "timestamps" in str(w.message)]
+    assert len(messages) == 1 and f"({len(events)} places have it)" in messages[0]
+
+
 def test_load_dataset_keeps_extra_fields_that_are_no_misspelling(tmp_path: Path) -> None:
     import warnings
 
