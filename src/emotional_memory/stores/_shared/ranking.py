@@ -16,7 +16,8 @@ first embedded memories in insertion order (see :func:`exact_search`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,7 @@ __all__ = [
     "row_norm",
     "row_norms",
     "stable_top",
+    "widened",
 ]
 
 NORM_MIN = 1e-150
@@ -175,6 +177,30 @@ def index_decides(kth: float, worst: float, dim: int) -> bool:
         True when no left-out row can reach the ``k``-th place.
     """
     return kth > worst + 4.0 * (dim + 2) * 2.0**-24
+
+
+def widened(
+    rows: list[Any], want: int, decided: Callable[[list[Any]], bool],
+    fetch: Callable[[int], list[Any]],
+) -> list[Any]:
+    """An index's candidates ``rows`` (``want`` asked), asked again four times as many
+    (up to :data:`WIDEN_MOST`) while they cannot decide the places to fill: among
+    memories of one direction the index's pick of equals is arbitrary, and ties go to
+    the earliest.
+
+    Args:
+        rows: the candidates found; fewer than ``want``: the index had no more.
+        want: how many were asked for.
+        decided: whether candidates decide the last place (:func:`index_decides`).
+        fetch: the index's ``n`` nearest candidates.
+
+    Returns:
+        The candidates to rank.
+    """
+    while len(rows) >= want and want < WIDEN_MOST and not decided(rows):
+        want = min(want * 4, WIDEN_MOST)
+        rows = fetch(want)
+    return rows
 
 
 def rank(

@@ -42,12 +42,12 @@ from emotional_memory.stores._shared.linking import (
     with_links,
 )
 from emotional_memory.stores._shared.ranking import (
-    WIDEN_MOST,
     cosines,
     index_decides,
     norm,
     row_norm,
     stable_top,
+    widened,
 )
 from emotional_memory.stores._shared.records import dump_memory
 from emotional_memory.stores.postgres.common import (
@@ -472,10 +472,9 @@ class _BulkLinker(Linker):
         mine_sims: np.ndarray,
         old: Callable[[Sequence[Any]], list[tuple[str, np.ndarray | None, Any, int, float]]],
     ) -> list[Any]:
-        """The index's candidates ``rows`` of one query (in insertion order), asked
-        again four times as many (up to :data:`WIDEN_MOST`) while they cannot decide
-        the ``limit``-th place: among memories of one direction the index's pick of
-        equals is arbitrary, and ties go to the earliest (as a search widens).
+        """The index's candidates ``rows`` of one query (in insertion order), widened
+        (:func:`~emotional_memory.stores._shared.ranking.widened`) while they cannot
+        decide the ``limit``-th place, as a search's are.
 
         Args:
             query: the (D,) query; ``qnorm`` its norm (positive, finite).
@@ -487,22 +486,23 @@ class _BulkLinker(Linker):
             The candidates to rank, in insertion order.
         """
         pg = self._pg
-        want = limit + pg._margin
-        while len(rows) >= want and want < WIDEN_MOST:
-            columns = old(rows)
+
+        def decided(found: list[Any]) -> bool:
+            columns = old(found)
             sims = cosines(np.stack([c[1] for c in columns]),  # type: ignore[misc]
                            np.array([c[4] for c in columns]), query, qnorm)
             every = np.sort(np.concatenate([sims, mine_sims]))[::-1]
-            if len(every) < limit or index_decides(
-                    float(every[limit - 1]), float(sims.min()), query.shape[0]):
-                break
-            want = min(want * 4, WIDEN_MOST)
+            return len(every) < limit or index_decides(
+                float(every[limit - 1]), float(sims.min()), query.shape[0])
+
+        def fetch(n: int) -> list[Any]:
             view, params, _ = pg._view_filter()
             with pg._read() as cur:
-                rows = self._index_search(cur, {0: query}, want, view, params,
-                                          lambda: None)[0]
-            self._remember(rows)
-        return rows
+                found = self._index_search(cur, {0: query}, n, view, params, lambda: None)[0]
+            self._remember(found)
+            return found
+
+        return widened(rows, limit + pg._margin, decided, fetch)
 
     @staticmethod
     def _rank(

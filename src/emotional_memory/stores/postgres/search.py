@@ -20,7 +20,7 @@ from emotional_memory.stores._shared.linking import (
     memory_candidates,
     with_links,
 )
-from emotional_memory.stores._shared.ranking import WIDEN_MOST, index_decides, norm, rank
+from emotional_memory.stores._shared.ranking import index_decides, norm, rank, widened
 from emotional_memory.stores.postgres.common import (
     _SEARCH_COLUMNS,
     MOST_ROWS,
@@ -136,10 +136,9 @@ class _Searcher(_Reader):
         self, cur: Any, query: np.ndarray, query_norm: float, rows: list[Any], k: int,
         want: int, visible: str, params: dict[str, Any],
     ) -> list[Any]:
-        """The index's candidates ``rows`` (``want`` asked, in seq order), asked again
-        four times as many (up to :data:`WIDEN_MOST`) while they cannot decide the
-        ``k``-th place: among memories of one direction the index's pick of equals is
-        arbitrary, and ties go to the earliest.
+        """The index's candidates ``rows`` (``want`` asked, in seq order), widened
+        (:func:`~emotional_memory.stores._shared.ranking.widened`) while they cannot
+        decide the ``k``-th place.
 
         Args:
             cur: the search's cursor.
@@ -152,18 +151,19 @@ class _Searcher(_Reader):
         Returns:
             The candidates to rank, sorted by seq.
         """
-        while len(rows) >= want > k and want < WIDEN_MOST:
-            _, sims = self._rank(query, query_norm, rows, len(rows))
-            if index_decides(float(sims[k - 1]), float(sims[-1]), query.shape[0]):
-                break
-            want = min(want * 4, WIDEN_MOST)
-            self._search_settings(cur, max(self._ef_search, want))
-            rows = sorted(cur.execute(
+        def decided(found: list[Any]) -> bool:
+            _, sims = self._rank(query, query_norm, found, len(found))
+            return index_decides(float(sims[k - 1]), float(sims[-1]), query.shape[0])
+
+        def fetch(n: int) -> list[Any]:
+            self._search_settings(cur, max(self._ef_search, n))
+            return sorted(cur.execute(
                 f"SELECT {_SEARCH_COLUMNS} FROM {self._t} WHERE embedding IS NOT NULL"
-                f"{visible} ORDER BY embedding <=> %(q)s LIMIT {int(want)}",
+                f"{visible} ORDER BY embedding <=> %(q)s LIMIT {int(n)}",
                 {**params, "q": (query / query_norm).astype(np.float32)},
             ).fetchall(), key=lambda r: r[0])
-        return rows
+
+        return rows if want <= k else widened(rows, want, decided, fetch)
 
     @staticmethod
     def _rank(
