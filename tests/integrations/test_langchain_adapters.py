@@ -91,7 +91,7 @@ def test_retriever_rejects_a_bad_assignment_and_keeps_its_fields() -> None:
     with pytest.raises(ValueError, match="top_k"):
         retriever.top_k = 0
     assert (retriever.where, retriever.scope, retriever.top_k) == (None, ("alice",), 4)
-    with pytest.raises(ValueError, match="scope path part 0"):
+    with pytest.raises(ValueError, match=r"scope\[0\] must be a non-empty"):
         EmotionalMemoryRetriever(memory=_shared(), scope=("",))
 
 
@@ -224,3 +224,16 @@ def test_recommended_policy_treats_commands_as_the_original_does(text: str) -> N
     h = EmotionalMemoryChatHistory(_engine(), message_policy=recommended_conversation_policy)
     h.add_user_message(text)
     assert [m.content for m in h.em.list_all()] == ([] if expected == "ignore" else [text])
+
+
+@pytest.mark.parametrize("part", ["", "a\x00b", "x" * 1025])
+def test_retriever_refuses_an_assigned_scope_part_scoped_refuses(part: str) -> None:
+    """``retriever.scope = ("",)`` was accepted: the retriever kept the bad path and
+    every later query failed; a bad part is refused as at construction, the field kept."""
+    retriever = EmotionalMemoryRetriever(memory=_shared(), scope="alice", top_k=4)
+    with pytest.raises(ValidationError, match=r"scope"):
+        retriever.scope = (part,)
+    assert retriever.scope == ("alice",)
+    assert {c for c, _ in _ranked(retriever, "wedding")} == set(ALICE)
+    with pytest.raises(ValidationError, match=r"scope"):
+        EmotionalMemoryRetriever(memory=_shared(), scope=("alice", part))

@@ -374,6 +374,15 @@ class EmotionalMemoryRetriever(BaseRetriever):
             raise ValueError("scope needs at least one path part (None for the whole engine)")
         return value
 
+    @field_validator("scope")
+    @classmethod
+    def _check_scope_parts(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Refuse a part ``scoped()`` refuses (empty, NUL, too long) when set, so an
+        assignment cannot leave a path every later query fails on."""
+        from emotional_memory.models import scope_path
+
+        return value if value is None else scope_path("scope", value)
+
     @field_validator("where")
     @classmethod
     def _check_where(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
