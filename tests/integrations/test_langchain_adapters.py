@@ -237,3 +237,26 @@ def test_retriever_refuses_an_assigned_scope_part_scoped_refuses(part: str) -> N
     assert {c for c, _ in _ranked(retriever, "wedding")} == set(ALICE)
     with pytest.raises(ValidationError, match=r"scope"):
         EmotionalMemoryRetriever(memory=_shared(), scope=("alice", part))
+
+
+@pytest.mark.parametrize("bad", ["x" * 50, "bad \ud800 text"])
+def test_a_message_the_engine_refuses_leaves_the_history_as_it_was(bad: str) -> None:
+    """Content over ``max_content_length`` (or not valid Unicode) was found only when
+    its turn came: ``messages = [...]`` had already cleared the transcript and every
+    memory, and ``add_messages`` had added the messages before it."""
+    from emotional_memory import EmotionalMemoryConfig
+
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=lambda: NOW,
+                         config=EmotionalMemoryConfig(max_content_length=20))
+    history = EmotionalMemoryChatHistory(em, message_policy=lambda m: "store")
+    history.add_user_message("We adopted a kitten")
+    before = _snapshot(history)
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        history.messages = [HumanMessage("short"), HumanMessage(bad)]
+    assert _snapshot(history) == before
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        history.add_messages([HumanMessage("short"), AIMessage(bad)])
+    assert _snapshot(history) == before
+    ignoring = EmotionalMemoryChatHistory(em, message_policy=lambda m: "ignore")
+    ignoring.add_messages([HumanMessage(bad)])  # never encoded: not refused
+    assert ignoring.messages[-1].content == bad

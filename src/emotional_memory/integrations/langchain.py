@@ -202,7 +202,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
 
         Raises:
             TypeError: ``message`` is not a ``BaseMessage``.
-            ValueError: The policy returns an unknown mode.
+            ValueError: The policy returns an unknown mode, or the engine would refuse
+                the content of a message it encodes or observes (``name.content``).
         """
         if not isinstance(message, BaseMessage):
             raise TypeError(f"{name} must be a LangChain BaseMessage, got {type(message).__name__}")
@@ -211,6 +212,9 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
             raise ValueError(
                 f"unknown message handling mode {mode!r} for {name}; expected one of {_MODES}"
             )
+        check_content = getattr(self._em, "_check_content", None)  # the engine's own check
+        if mode != "ignore" and callable(check_content):
+            check_content(_text(message), f"{name}.content")
         return mode
 
     def _planned(
@@ -221,7 +225,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
         Raises:
             TypeError: ``messages`` is not a sequence of ``BaseMessage`` (the bad one
                 named ``messages[i]``).
-            ValueError: The policy returns an unknown mode.
+            ValueError: The policy returns an unknown mode, or content the engine
+                refuses (over ``max_content_length``, not valid Unicode).
         """
         if isinstance(messages, (str, BaseMessage)) or not isinstance(messages, Iterable):
             raise TypeError(
@@ -265,7 +270,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
 
         Raises:
             TypeError: A message that is not a ``BaseMessage`` (named ``messages[i]``).
-            ValueError: When the policy returns an unknown mode.
+            ValueError: When the policy returns an unknown mode, or content the engine
+                refuses (named ``messages[i].content``).
         """
         for message, mode in self._planned(messages):
             self._apply(message, mode)
