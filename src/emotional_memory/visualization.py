@@ -91,10 +91,11 @@ def _require_matplotlib() -> None:
 
 
 def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
-    """(figure, axes): ``ax`` and its figure, or a new pyplot-free figure."""
+    """(figure, axes): ``ax`` and its (root, for a SubFigure's Axes) figure, or a new
+    pyplot-free figure."""
     _require_matplotlib()
     if ax is not None:
-        return ax.figure, ax
+        return getattr(ax.figure, "figure", None) or ax.figure, ax
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize, layout="constrained")

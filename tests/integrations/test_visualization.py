@@ -474,3 +474,17 @@ def test_appraisal_radar_names_a_non_finite_field_of_a_vector_like_object() -> N
     )
     with pytest.raises(ValueError, match=r"appraisal\['novelty'\]"):
         viz.plot_appraisal_radar(bad)
+
+
+def test_axes_in_a_subfigure_return_the_savable_figure(engine: EmotionalMemory) -> None:
+    """An Axes inside a SubFigure gave back the SubFigure (no ``savefig``), where the
+    documented return is the Figure, ready for ``fig.savefig``."""
+    import io
+
+    root = Figure(layout="constrained")
+    left, right = root.subfigures(1, 2)
+    fig = viz.plot_circumplex(engine.list_all(), ax=left.add_subplot(1, 1, 1))
+    assert fig is root
+    assert len(left.axes) == 2  # the colour bar stays beside its Axes, in the subfigure
+    assert viz.plot_retrieval_radar([0.5] * 6, ax=right.add_subplot(1, 1, 1, polar=True)) is root
+    fig.savefig(io.BytesIO(), format="png", dpi=30)
