@@ -333,9 +333,12 @@ def plot_retrieval_radar(
     Raises:
         ValueError: When the number of values and labels differ, there is no value,
             or a value is outside [0, 1] (NaN included), as in the original.
-        TypeError: ``scores`` is none of these, or holds a non-number (named).
+        TypeError: ``scores`` is none of these, or holds a non-number (named), or
+            ``labels`` is no sequence of names.
     """
     values = _six(scores)
+    if isinstance(labels, str) or not isinstance(labels, Sequence | np.ndarray):
+        raise TypeError(f"labels must be a sequence of names, got {type(labels).__name__}")
     if len(values) != len(labels):
         raise ValueError(
             f"scores and labels must have the same length, got {len(values)} and {len(labels)}"

@@ -488,3 +488,11 @@ def test_axes_in_a_subfigure_return_the_savable_figure(engine: EmotionalMemory) 
     assert len(left.axes) == 2  # the colour bar stays beside its Axes, in the subfigure
     assert viz.plot_retrieval_radar([0.5] * 6, ax=right.add_subplot(1, 1, 1, polar=True)) is root
     fig.savefig(io.BytesIO(), format="png", dpi=30)
+
+
+@pytest.mark.parametrize("labels", [(x for x in "abcdef"), "abcdef", 6])
+def test_retrieval_radar_names_labels_that_are_no_sequence_of_names(labels: Any) -> None:
+    """A generator was "object of type 'generator' has no len()"; a string was drawn
+    one character per axis."""
+    with pytest.raises(TypeError, match="labels must be a sequence"):
+        viz.plot_retrieval_radar([0.5] * 6, labels)
