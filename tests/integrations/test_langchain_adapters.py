@@ -260,3 +260,25 @@ def test_a_message_the_engine_refuses_leaves_the_history_as_it_was(bad: str) -> 
     ignoring = EmotionalMemoryChatHistory(em, message_policy=lambda m: "ignore")
     ignoring.add_messages([HumanMessage(bad)])  # never encoded: not refused
     assert ignoring.messages[-1].content == bad
+
+
+class _EngineWithoutScopes:
+    """The engine methods the history calls, but no ``scoped`` (an engine-like
+    wrapper of the caller's)."""
+
+    def __init__(self) -> None:
+        self.inner = _engine()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "scoped":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_chat_history_scope_over_an_engine_without_scopes_is_named() -> None:
+    """Was "AttributeError: scoped" from deep in the constructor."""
+    with pytest.raises(TypeError, match=r"em must be .* without scoped\(\)"):
+        EmotionalMemoryChatHistory(_EngineWithoutScopes(), scope="alice")  # type: ignore[arg-type]
+    history = EmotionalMemoryChatHistory(_EngineWithoutScopes())  # type: ignore[arg-type]
+    history.add_user_message("no scope needed")
+    assert [m.content for m in history.em.list_all()] == ["no scope needed"]

@@ -150,12 +150,12 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
-            TypeError: When ``em`` lacks an engine method or has coroutine ones (an
-                ``AsyncEmotionalMemory``), ``message_policy`` is not callable or
-                ``scope`` not a sequence.
+            TypeError: When ``em`` lacks an engine method (``scoped`` too, given a
+                ``scope``) or has coroutine ones (an ``AsyncEmotionalMemory``),
+                ``message_policy`` is not callable or ``scope`` not a sequence.
             ValueError: A malformed ``scope`` part.
         """
-        check_sync_engine(em, _ENGINE_METHODS)
+        check_sync_engine(em, _ENGINE_METHODS if scope is None else (*_ENGINE_METHODS, "scoped"))
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:
