@@ -6,7 +6,7 @@ grid of mood-adaptive weights drawn by the heatmap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,8 +14,8 @@ import numpy as np
 
 from emotional_memory.retrieval import SIGNAL_FIELDS
 
-__all__ = ["DEFAULT_MOODS", "SIGNAL_FIELDS", "configs", "engine_config", "six_values",
-           "weights_grid"]
+__all__ = ["DEFAULT_MOODS", "SIGNAL_FIELDS", "appraisal_axes", "configs", "engine_config",
+           "families", "history_rows", "six_values", "weights_grid"]
 
 DEFAULT_MOODS: dict[str, tuple[float, float]] = {
     "calm +": (0.6, 0.2),
@@ -34,7 +34,30 @@ def six_values(values: Any) -> list[float]:
     signals = getattr(breakdown, "weighted_signals", breakdown)
     if all(hasattr(signals, f) for f in SIGNAL_FIELDS):
         return [float(getattr(signals, f)) for f in SIGNAL_FIELDS]
-    return [float(v) for v in values]
+    if isinstance(values, str | bytes | Mapping) or not isinstance(values, Iterable):
+        raise TypeError("scores must be a sequence of numbers or a RetrievalSignals / "
+                        f"RetrievalBreakdown / RetrievalExplanation, got {type(values).__name__}")
+    out = []
+    for i, v in enumerate(values):
+        try:
+            out.append(float(v))
+        except (TypeError, ValueError):
+            raise TypeError(f"scores[{i}] must be a number, got {type(v).__name__}") from None
+    return out
+
+
+def families(arousals: Any, counts: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The decay figure's ``arousal_values`` and ``retrieval_counts`` as tuples (read
+    once: a generator is not exhausted after the first family), each non-empty."""
+    out = []
+    for field, values in (("arousal_values", arousals), ("retrieval_counts", counts)):
+        if isinstance(values, str | bytes) or not isinstance(values, Iterable):
+            raise TypeError(f"{field} must be a sequence of numbers, got {type(values).__name__}")
+        values = tuple(values)
+        if not values:
+            raise ValueError(f"{field} must hold at least one value")
+        out.append(values)
+    return out[0], out[1]
 
 
 def weights_grid(
@@ -105,6 +128,75 @@ def history_row(i: int, h: Any) -> tuple[Any, float, float, float]:
     t = h[0] if isinstance(h[0], datetime) else finite(f"history[{i}]", h[0])
     v, a, d = (finite(f"history[{i}]", x) for x in h[1:])
     return t, v, a, d
+
+
+def history_rows(history: Any) -> list[tuple[Any, float, float, float]]:
+    """Every :func:`history_row` of ``history``, the times all numbers, all aware or all
+    naive datetimes (a ``TypeError`` naming the history times otherwise)."""
+    rows = [history_row(i, h) for i, h in enumerate(history)]
+    kinds = {None if not isinstance(t, datetime) else t.utcoffset() is None for t, *_ in rows}
+    if len(kinds) > 1:
+        raise TypeError("history times must be all datetimes or all numbers (seconds)"
+                        if None in kinds else "history times must be all timezone-aware "
+                        "or all naive datetimes")
+    return rows
+
+
+_APPRAISAL_FIELDS = (
+    "novelty",
+    "goal_relevance",
+    "coping_potential",
+    "norm_congruence",
+    "self_relevance",
+)
+
+
+def appraisal_axes(appraisal: Any, vector_labels: Sequence[str]) -> tuple[list[str], list[float]]:
+    """The radar's ``(labels, values)`` of an appraisal, each value mapped from its
+    dimension's range to [0, 1] (a dict's values as given); ``vector_labels`` name the
+    five ``AppraisalVector`` axes.
+
+    Raises:
+        TypeError: An appraisal of another kind. ValueError: A sequence without five
+            values, an empty dict or a NaN / inf value (named ``appraisal[key]``).
+    """
+    from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
+    from emotional_memory.appraisal_schema import GenericAppraisalVector
+
+    ranges: list[tuple[float, float] | None]
+    if isinstance(appraisal, GenericAppraisalVector):
+        dims = appraisal.schema.dimensions
+        labels = [d.name.replace("_", " ").title() for d in dims]
+        raw = [float(appraisal.dimensions[d.name]) for d in dims]
+        ranges = [tuple(d.range) for d in dims]  # type: ignore[misc]
+    elif isinstance(appraisal, dict):
+        if not appraisal:
+            raise ValueError("appraisal must hold at least one dimension, got an empty dict")
+        labels = [str(k).replace("_", " ").title() for k in appraisal]
+        raw = finite_values("appraisal", appraisal.items())
+        ranges = [None] * len(raw)
+    elif all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS) or (
+        isinstance(appraisal, Sequence | np.ndarray) and not isinstance(appraisal, str)
+    ):
+        if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
+            pairs = ((f, getattr(appraisal, f)) for f in _APPRAISAL_FIELDS)
+            raw = finite_values("appraisal", pairs)
+        else:
+            raw = finite_values("appraisal", enumerate(appraisal))
+            if len(raw) != 5:
+                raise ValueError(f"expected 5 appraisal values, got {len(raw)}")
+        labels = list(vector_labels)
+        ranges = [APPRAISAL_DIMENSIONS[f] for f in _APPRAISAL_FIELDS]
+    else:
+        raise TypeError(
+            "appraisal must be AppraisalVector, GenericAppraisalVector, or dict, got "
+            f"{type(appraisal).__name__}"
+        )
+    values = [
+        r if rng is None else (r - rng[0]) / (rng[1] - rng[0])
+        for r, rng in zip(raw, ranges, strict=True)
+    ]
+    return labels, values
 
 
 def breakdown_of(explanation: Any) -> Any:

@@ -29,11 +29,12 @@ import numpy as np
 from emotional_memory._extras import install_hint
 from emotional_memory._validation import finite, in_range, weight_vector
 from emotional_memory._viz_model import SIGNAL_FIELDS as _SIGNAL_FIELDS
+from emotional_memory._viz_model import appraisal_axes as _appraisal_axes
 from emotional_memory._viz_model import breakdown_of as _breakdown_of
 from emotional_memory._viz_model import engine_config as _engine_config
-from emotional_memory._viz_model import finite_values as _finite_values
+from emotional_memory._viz_model import families as _families
 from emotional_memory._viz_model import flat_series as _flat_series
-from emotional_memory._viz_model import history_row as _history_row
+from emotional_memory._viz_model import history_rows as _history_rows
 from emotional_memory._viz_model import mood_pairs as _mood_pairs
 from emotional_memory._viz_model import six_values as _six
 from emotional_memory._viz_model import weights_grid as _weights_grid
@@ -80,14 +81,6 @@ LINK_TYPE_COLORS: dict[str, str] = {
 }
 """Edge colour per resonance link type."""
 
-_APPRAISAL_FIELDS = (
-    "novelty",
-    "goal_relevance",
-    "coping_potential",
-    "norm_congruence",
-    "self_relevance",
-)
-
 
 def _require_matplotlib() -> None:
     """Raise a helpful ImportError when matplotlib (extra ``viz``) is missing."""
@@ -98,10 +91,11 @@ def _require_matplotlib() -> None:
 
 
 def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) -> tuple[Any, Any]:
-    """(figure, axes): ``ax`` and its figure, or a new pyplot-free figure."""
+    """(figure, axes): ``ax`` and its (root, for a SubFigure's Axes) figure, or a new
+    pyplot-free figure."""
     _require_matplotlib()
     if ax is not None:
-        return ax.figure, ax
+        return getattr(ax.figure, "figure", None) or ax.figure, ax
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=figsize, layout="constrained")
@@ -171,7 +165,8 @@ def plot_circumplex(
     axes.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
     if points:
         v, a, c = (np.asarray(col, dtype=float) for col in zip(*points, strict=True))
-        sc = axes.scatter(v, a, c=c, cmap=cmap, vmin=0.0, vmax=1.0, s=40 + 120 * c, alpha=0.85)
+        sizes = 40 + 120 * np.clip(c, 0, 1)  # a strength outside [0, 1] stays drawable
+        sc = axes.scatter(v, a, c=c, cmap=cmap, vmin=0.0, vmax=1.0, s=sizes, alpha=0.85)
         fig.colorbar(sc, ax=axes, label="consolidation strength")
     for text, (x, y) in {
         "excited": (0.7, 0.95),
@@ -218,8 +213,9 @@ def plot_decay_curves(
         The figure.
 
     Raises:
-        ValueError: ``initial_strength`` outside [0, 1] (NaN included), or a decay
-            field, arousal or retrieval count the model refuses (named).
+        ValueError: ``initial_strength`` outside [0, 1] (NaN included), an empty
+            ``arousal_values`` / ``retrieval_counts``, or a decay field, arousal or
+            retrieval count the model refuses (named).
     """
     from emotional_memory.affect import AffectiveMomentum, CoreAffect
     from emotional_memory.decay import DecayConfig, compute_effective_strength_batch
@@ -227,6 +223,7 @@ def plot_decay_curves(
     from emotional_memory.mood import MoodField
 
     initial_strength = in_range("initial_strength", initial_strength, 0.0, 1.0)
+    arousal_values, retrieval_counts = _families(arousal_values, retrieval_counts)
     config = DecayConfig(
         base_decay=base_decay,
         arousal_modulation=arousal_modulation,
@@ -336,8 +333,12 @@ def plot_retrieval_radar(
     Raises:
         ValueError: When the number of values and labels differ, there is no value,
             or a value is outside [0, 1] (NaN included), as in the original.
+        TypeError: ``scores`` is none of these, or holds a non-number (named), or
+            ``labels`` is no sequence of names.
     """
     values = _six(scores)
+    if isinstance(labels, str) or not isinstance(labels, Sequence | np.ndarray):
+        raise TypeError(f"labels must be a sequence of names, got {type(labels).__name__}")
     if len(values) != len(labels):
         raise ValueError(
             f"scores and labels must have the same length, got {len(values)} and {len(labels)}"
@@ -372,12 +373,10 @@ def plot_mood_evolution(
 
     Raises:
         ValueError: For a tuple that does not hold four values, or a NaN / inf.
-        TypeError: For an entry that is neither, or datetimes and numbers mixed as
-            times.
+        TypeError: For an entry that is neither, or datetimes and numbers (or aware
+            and naive datetimes) mixed as times.
     """
-    rows = [_history_row(i, h) for i, h in enumerate(history)]
-    if len({isinstance(t, datetime) for t, *_ in rows}) > 1:
-        raise TypeError("history times must be all datetimes or all numbers (seconds)")
+    rows = _history_rows(history)
     fig, axes = _figure(ax, (9.0, 4.5))
     if rows:
         t0 = rows[0][0]
@@ -430,7 +429,7 @@ def plot_adaptive_weights_heatmap(
         raise TypeError(f"resolution must be an int, got {type(resolution).__name__}")
     if resolution < 2:
         raise ValueError("resolution must be >= 2")
-    if len(base_weights) != 6:
+    if hasattr(base_weights, "__len__") and len(base_weights) != 6:
         raise ValueError(f"base_weights must contain 6 values, got {len(base_weights)}")
     # as RetrievalConfig checks them: finite, any sign, total magnitude bounded
     weights = weight_vector("base_weights", base_weights, nonneg=False, weights=True)
@@ -563,41 +562,7 @@ def plot_appraisal_radar(
         ValueError: For a sequence that does not hold five values, an empty dict, or a
             NaN / inf value (named ``appraisal[key]``).
     """
-    from emotional_memory.appraisal import APPRAISAL_DIMENSIONS
-    from emotional_memory.appraisal_schema import GenericAppraisalVector
-
-    ranges: list[tuple[float, float] | None]
-    if isinstance(appraisal, GenericAppraisalVector):
-        dims = appraisal.schema.dimensions
-        labels = [d.name.replace("_", " ").title() for d in dims]
-        raw = [float(appraisal.dimensions[d.name]) for d in dims]
-        ranges = [tuple(d.range) for d in dims]  # type: ignore[misc]
-    elif isinstance(appraisal, dict):
-        if not appraisal:
-            raise ValueError("appraisal must hold at least one dimension, got an empty dict")
-        labels = [str(k).replace("_", " ").title() for k in appraisal]
-        raw = _finite_values("appraisal", appraisal.items())
-        ranges = [None] * len(raw)
-    elif all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS) or (
-        isinstance(appraisal, Sequence | np.ndarray) and not isinstance(appraisal, str)
-    ):
-        if all(hasattr(appraisal, f) for f in _APPRAISAL_FIELDS):
-            raw = [float(getattr(appraisal, f)) for f in _APPRAISAL_FIELDS]
-        else:
-            raw = _finite_values("appraisal", enumerate(appraisal))
-            if len(raw) != 5:
-                raise ValueError(f"expected 5 appraisal values, got {len(raw)}")
-        labels = list(APPRAISAL_LABELS)
-        ranges = [APPRAISAL_DIMENSIONS[f] for f in _APPRAISAL_FIELDS]
-    else:
-        raise TypeError(
-            "appraisal must be AppraisalVector, GenericAppraisalVector, or dict, got "
-            f"{type(appraisal).__name__}"
-        )
-    values = [
-        r if rng is None else (r - rng[0]) / (rng[1] - rng[0])
-        for r, rng in zip(raw, ranges, strict=True)
-    ]
+    labels, values = _appraisal_axes(appraisal, APPRAISAL_LABELS)
     fig, axes = _figure(ax, (5.5, 5.5), polar=True)
     _radar(axes, values, labels, color, title)
     axes.set_ylim(0, 1)

@@ -91,7 +91,7 @@ def test_retriever_rejects_a_bad_assignment_and_keeps_its_fields() -> None:
     with pytest.raises(ValueError, match="top_k"):
         retriever.top_k = 0
     assert (retriever.where, retriever.scope, retriever.top_k) == (None, ("alice",), 4)
-    with pytest.raises(ValueError, match="scope path part 0"):
+    with pytest.raises(ValueError, match=r"scope\[0\] must be a non-empty"):
         EmotionalMemoryRetriever(memory=_shared(), scope=("",))
 
 
@@ -224,3 +224,61 @@ def test_recommended_policy_treats_commands_as_the_original_does(text: str) -> N
     h = EmotionalMemoryChatHistory(_engine(), message_policy=recommended_conversation_policy)
     h.add_user_message(text)
     assert [m.content for m in h.em.list_all()] == ([] if expected == "ignore" else [text])
+
+
+@pytest.mark.parametrize("part", ["", "a\x00b", "x" * 1025])
+def test_retriever_refuses_an_assigned_scope_part_scoped_refuses(part: str) -> None:
+    """``retriever.scope = ("",)`` was accepted: the retriever kept the bad path and
+    every later query failed; a bad part is refused as at construction, the field kept."""
+    retriever = EmotionalMemoryRetriever(memory=_shared(), scope="alice", top_k=4)
+    with pytest.raises(ValidationError, match=r"scope"):
+        retriever.scope = (part,)
+    assert retriever.scope == ("alice",)
+    assert {c for c, _ in _ranked(retriever, "wedding")} == set(ALICE)
+    with pytest.raises(ValidationError, match=r"scope"):
+        EmotionalMemoryRetriever(memory=_shared(), scope=("alice", part))
+
+
+@pytest.mark.parametrize("bad", ["x" * 50, "bad \ud800 text"])
+def test_a_message_the_engine_refuses_leaves_the_history_as_it_was(bad: str) -> None:
+    """Content over ``max_content_length`` (or not valid Unicode) was found only when
+    its turn came: ``messages = [...]`` had already cleared the transcript and every
+    memory, and ``add_messages`` had added the messages before it."""
+    from emotional_memory import EmotionalMemoryConfig
+
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=lambda: NOW,
+                         config=EmotionalMemoryConfig(max_content_length=20))
+    history = EmotionalMemoryChatHistory(em, message_policy=lambda m: "store")
+    history.add_user_message("We adopted a kitten")
+    before = _snapshot(history)
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        history.messages = [HumanMessage("short"), HumanMessage(bad)]
+    assert _snapshot(history) == before
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        history.add_messages([HumanMessage("short"), AIMessage(bad)])
+    assert _snapshot(history) == before
+    ignoring = EmotionalMemoryChatHistory(em, message_policy=lambda m: "ignore")
+    ignoring.add_messages([HumanMessage(bad)])  # never encoded: not refused
+    assert ignoring.messages[-1].content == bad
+
+
+class _EngineWithoutScopes:
+    """The engine methods the history calls, but no ``scoped`` (an engine-like
+    wrapper of the caller's)."""
+
+    def __init__(self) -> None:
+        self.inner = _engine()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "scoped":
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_chat_history_scope_over_an_engine_without_scopes_is_named() -> None:
+    """Was "AttributeError: scoped" from deep in the constructor."""
+    with pytest.raises(TypeError, match=r"em must be .* without scoped\(\)"):
+        EmotionalMemoryChatHistory(_EngineWithoutScopes(), scope="alice")  # type: ignore[arg-type]
+    history = EmotionalMemoryChatHistory(_EngineWithoutScopes())  # type: ignore[arg-type]
+    history.add_user_message("no scope needed")
+    assert [m.content for m in history.em.list_all()] == ["no scope needed"]

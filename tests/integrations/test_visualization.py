@@ -416,3 +416,83 @@ def test_learning_curves_names_a_series_that_is_not_flat() -> None:
     with pytest.raises(ValueError, match="history 'val_loss'"):
         viz.plot_learning_curves({"train_loss": [1.0, 0.5], "val_loss": [[1.0, 2.0]]}, ax=ax)
     assert not ax.lines
+
+
+@pytest.mark.parametrize("scores", ["abcdef", None, {"semantic": 0.5}, [0.1, "x", 0.2]])
+def test_retrieval_radar_names_scores_it_cannot_read(scores: Any) -> None:
+    """Was "could not convert string to float: 'a'" or "'NoneType' object is not
+    iterable": nothing named the argument."""
+    with pytest.raises((TypeError, ValueError), match="scores"):
+        viz.plot_retrieval_radar(scores)
+
+
+def test_mood_evolution_names_naive_and_aware_times_mixed() -> None:
+    """Was "can't subtract offset-naive and offset-aware datetimes"."""
+    t0 = datetime(2026, 2, 1, tzinfo=UTC)
+    naive = datetime(2026, 2, 1, 0, 5)
+    with pytest.raises(TypeError, match="history times"):
+        viz.plot_mood_evolution([(t0, 0.1, 0.5, 0.4), (naive, 0.2, 0.5, 0.4)])
+
+
+def test_heatmap_names_base_weights_without_a_length() -> None:
+    """A generator was "object of type 'generator' has no len()"."""
+    with pytest.raises(TypeError, match="base_weights"):
+        viz.plot_adaptive_weights_heatmap(base_weights=(w for w in [0.2] * 6))
+
+
+@pytest.mark.parametrize("strength", [-3.0, 7.0])
+def test_circumplex_marker_sizes_stay_drawable(strength: float) -> None:
+    """A strength below -1/3 gave a negative marker area ("invalid value encountered
+    in sqrt" at draw time, the point invisible); sizes follow the clipped colour scale."""
+    import warnings
+
+    fig = viz.plot_circumplex([(0.2, 0.5, strength), (0.1, 0.4, 0.5)])
+    sizes = fig.axes[0].collections[0].get_sizes()
+    assert np.all(sizes > 0) and sizes[0] in (40.0, 160.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.savefig(__import__("io").BytesIO(), format="png", dpi=30)
+
+
+@pytest.mark.parametrize("field", ["arousal_values", "retrieval_counts"])
+def test_decay_curves_refuse_an_empty_family_by_name(field: str) -> None:
+    """An empty family drew an empty figure with matplotlib's "No artists with labels"
+    warning; it is refused by name, a given Axes untouched."""
+    fig = Figure()
+    axes = fig.add_subplot(1, 1, 1)
+    with pytest.raises(ValueError, match=field):
+        viz.plot_decay_curves(ax=axes, **{field: ()})
+    assert axes.get_lines() == [] and axes.get_legend() is None
+
+
+def test_appraisal_radar_names_a_non_finite_field_of_a_vector_like_object() -> None:
+    """An object with the five fields (e.g. ``AppraisalVector.model_construct``) was
+    drawn with its NaN; a NaN / inf is named ``appraisal['field']`` as for a dict."""
+    bad = AppraisalVector.model_construct(
+        novelty=float("nan"), goal_relevance=0.0, coping_potential=0.5,
+        norm_congruence=0.0, self_relevance=0.0,
+    )
+    with pytest.raises(ValueError, match=r"appraisal\['novelty'\]"):
+        viz.plot_appraisal_radar(bad)
+
+
+def test_axes_in_a_subfigure_return_the_savable_figure(engine: EmotionalMemory) -> None:
+    """An Axes inside a SubFigure gave back the SubFigure (no ``savefig``), where the
+    documented return is the Figure, ready for ``fig.savefig``."""
+    import io
+
+    root = Figure(layout="constrained")
+    left, right = root.subfigures(1, 2)
+    fig = viz.plot_circumplex(engine.list_all(), ax=left.add_subplot(1, 1, 1))
+    assert fig is root
+    assert len(left.axes) == 2  # the colour bar stays beside its Axes, in the subfigure
+    assert viz.plot_retrieval_radar([0.5] * 6, ax=right.add_subplot(1, 1, 1, polar=True)) is root
+    fig.savefig(io.BytesIO(), format="png", dpi=30)
+
+
+@pytest.mark.parametrize("labels", [(x for x in "abcdef"), "abcdef", 6])
+def test_retrieval_radar_names_labels_that_are_no_sequence_of_names(labels: Any) -> None:
+    """A generator was "object of type 'generator' has no len()"; a string was drawn
+    one character per axis."""
+    with pytest.raises(TypeError, match="labels must be a sequence"):
+        viz.plot_retrieval_radar([0.5] * 6, labels)

@@ -150,12 +150,12 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
                 transcript, mood and ``clear`` are that scope's alone).
 
         Raises:
-            TypeError: When ``em`` lacks an engine method or has coroutine ones (an
-                ``AsyncEmotionalMemory``), ``message_policy`` is not callable or
-                ``scope`` not a sequence.
+            TypeError: When ``em`` lacks an engine method (``scoped`` too, given a
+                ``scope``) or has coroutine ones (an ``AsyncEmotionalMemory``),
+                ``message_policy`` is not callable or ``scope`` not a sequence.
             ValueError: A malformed ``scope`` part.
         """
-        check_sync_engine(em, _ENGINE_METHODS)
+        check_sync_engine(em, _ENGINE_METHODS if scope is None else (*_ENGINE_METHODS, "scoped"))
         if message_policy is not None and not callable(message_policy):
             raise TypeError("message_policy must be callable")
         if scope is not None:
@@ -202,7 +202,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
 
         Raises:
             TypeError: ``message`` is not a ``BaseMessage``.
-            ValueError: The policy returns an unknown mode.
+            ValueError: The policy returns an unknown mode, or the engine would refuse
+                the content of a message it encodes or observes (``name.content``).
         """
         if not isinstance(message, BaseMessage):
             raise TypeError(f"{name} must be a LangChain BaseMessage, got {type(message).__name__}")
@@ -211,6 +212,9 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
             raise ValueError(
                 f"unknown message handling mode {mode!r} for {name}; expected one of {_MODES}"
             )
+        check_content = getattr(self._em, "_check_content", None)  # the engine's own check
+        if mode != "ignore" and callable(check_content):
+            check_content(_text(message), f"{name}.content")
         return mode
 
     def _planned(
@@ -221,7 +225,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
         Raises:
             TypeError: ``messages`` is not a sequence of ``BaseMessage`` (the bad one
                 named ``messages[i]``).
-            ValueError: The policy returns an unknown mode.
+            ValueError: The policy returns an unknown mode, or content the engine
+                refuses (over ``max_content_length``, not valid Unicode).
         """
         if isinstance(messages, (str, BaseMessage)) or not isinstance(messages, Iterable):
             raise TypeError(
@@ -265,7 +270,8 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
 
         Raises:
             TypeError: A message that is not a ``BaseMessage`` (named ``messages[i]``).
-            ValueError: When the policy returns an unknown mode.
+            ValueError: When the policy returns an unknown mode, or content the engine
+                refuses (named ``messages[i].content``).
         """
         for message, mode in self._planned(messages):
             self._apply(message, mode)
@@ -373,6 +379,15 @@ class EmotionalMemoryRetriever(BaseRetriever):
         if value is not None and isinstance(value, Sequence) and len(value) == 0:
             raise ValueError("scope needs at least one path part (None for the whole engine)")
         return value
+
+    @field_validator("scope")
+    @classmethod
+    def _check_scope_parts(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        """Refuse a part ``scoped()`` refuses (empty, NUL, too long) when set, so an
+        assignment cannot leave a path every later query fails on."""
+        from emotional_memory.models import scope_path
+
+        return value if value is None else scope_path("scope", value)
 
     @field_validator("where")
     @classmethod
