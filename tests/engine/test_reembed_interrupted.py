@@ -1,0 +1,113 @@
+"""A re-embedding killed (SIGKILL, a real process) half-way through a batch, then
+resumed: on an SQLite file and on a real PostgreSQL table.
+
+The oracle: the killed batch left nothing (its transaction never committed), the
+store is refused to engines of either embedder until the run is resumed, the resumed
+run finishes at the killed batch's start, and afterwards every memory's vector is
+exactly the new embedder's vector of its content (none lost, none duplicated,
+nothing else changed) and the store records the new embedder.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emotional_memory import EmotionalMemory
+from emotional_memory.embedder_identity import (
+    REEMBED_SETTING,
+    ReembedInProgressError,
+    record_embedder,
+    recorded_embedder,
+)
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.reembed import reembed_store
+from emotional_memory.stores.postgres import PostgresStore
+from emotional_memory.stores.sqlite import SQLiteStore
+from support.paths import SRC, SUPPORT, TESTS
+
+OLD = HashingEmbedder(dim=32)
+NEW = HashingEmbedder(dim=32, seed=7)
+TEXTS = [f"memory {i}: {['rain', 'storm', 'harbour', 'coffee'][i % 4]} {i * 5 % 11}"
+         for i in range(17)]
+_TABLES = itertools.count()
+
+
+def _kill_half_way(kind: str, target: str, table: str) -> None:
+    """Run the worker (batches of 4) and SIGKILL it once 2 memories of the third
+    batch were written inside its transaction."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(TESTS)]),
+           "JAX_PLATFORMS": "cpu"}
+    proc = subprocess.Popen(
+        [sys.executable, str(SUPPORT / "reembed_worker.py"), kind, target, table, "4", "10"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line == "hanging\n", proc.stderr.read() if proc.stderr else ""
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+
+
+def _check(store: Any, before: list[dict[str, Any]]) -> None:
+    with pytest.raises(ReembedInProgressError):
+        EmotionalMemory(store, OLD)
+    with pytest.raises(ReembedInProgressError):
+        EmotionalMemory(store, NEW)
+    assert recorded_embedder(store) == OLD.identity  # not the new one yet
+    mid = [m.model_dump() for m in store.list_all()]
+    assert len(mid) == len(before)
+    renewed = [m["embedding"] == pytest.approx(NEW.embed(m["content"]), abs=1e-6)
+               for m in mid]
+    assert renewed == [True] * 8 + [False] * (len(TEXTS) - 8)  # two whole batches
+    report = reembed_store(store, NEW, batch_size=4, progress=False)
+    assert (report.memories, report.resumed_from, report.reembedded) == (17, 8, 9)
+    assert (report.previous, report.current) == (OLD.identity, NEW.identity)
+    after = [m.model_dump() for m in store.list_all()]
+    assert [m["id"] for m in after] == [m["id"] for m in before]
+    for old, new in zip(before, after, strict=True):
+        assert new["embedding"] == pytest.approx(NEW.embed(old["content"]), abs=1e-6)
+        assert {k: v for k, v in new.items() if k != "embedding"} == {
+            k: v for k, v in old.items() if k != "embedding"}
+    assert recorded_embedder(store) == NEW.identity
+    assert store.setting(REEMBED_SETTING) is None
+    hits = EmotionalMemory(store, NEW).retrieve(TEXTS[5], top_k=1)
+    assert hits[0].content == TEXTS[5]
+
+
+def _fill(store: Any) -> list[dict[str, Any]]:
+    record_embedder(store, OLD)
+    engine = EmotionalMemory(store, OLD)
+    engine.encode_batch(TEXTS[:9])
+    for text in TEXTS[9:]:
+        engine.encode(text)
+    return [m.model_dump() for m in store.list_all()]
+
+
+def test_sqlite_killed_mid_batch_resumes(tmp_path: Path) -> None:
+    path = tmp_path / "m.db"
+    with SQLiteStore(path) as store:
+        before = _fill(store)
+    _kill_half_way("sqlite", str(path), "-")
+    with SQLiteStore(path) as store:
+        _check(store, before)
+
+
+def test_postgres_killed_mid_batch_resumes(pg_dsn: str) -> None:
+    table = f"crash{next(_TABLES)}"
+    with PostgresStore(pg_dsn, table=table) as store:
+        before = _fill(store)
+    _kill_half_way("postgres", pg_dsn, table)
+    with PostgresStore(pg_dsn, table=table) as store:
+        _check(store, before)
+
