@@ -111,3 +111,78 @@ def test_postgres_killed_mid_batch_resumes(pg_dsn: str) -> None:
     with PostgresStore(pg_dsn, table=table) as store:
         _check(store, before)
 
+
+class _Gated:
+    """An embedder (``identity``, ``embed_batch``) calling ``before(call)`` before it
+    embeds its ``call``-th batch (1-based)."""
+
+    def __init__(self, embedder: HashingEmbedder, before: Any) -> None:
+        self.identity = embedder.identity
+        self.inner = embedder
+        self.before = before
+        self.calls = 0
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        self.before(self.calls)
+        return self.inner.embed_batch(texts)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_two_runs_at_once_never_leave_vectors_of_two_embedders(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Two re-embeddings of one store, to two embedders, started together (both read
+    "no run in progress"): the second wrote its batches and recorded its embedder, then
+    the first went on over them and recorded its own, so the first batch's vectors
+    were of the embedder the store did not record. The later batch is refused now."""
+    import threading
+
+    def opened() -> Any:
+        if kind == "sqlite":
+            return SQLiteStore(tmp_path / "m.db")
+        return PostgresStore(request.getfixturevalue("pg_dsn"), table=table)
+
+    table = f"race{next(_TABLES)}"
+    first, second = opened(), opened()
+    try:
+        before = _fill(first)
+        other = HashingEmbedder(dim=32, seed=11)
+        b_read, a_wrote_one, b_done = threading.Event(), threading.Event(), threading.Event()
+        errors: list[BaseException] = []
+
+        def gate_a(call: int) -> None:
+            if call == 1:  # once the second run found no run in progress
+                assert b_read.wait(120)
+            if call == 2:  # the first batch committed
+                a_wrote_one.set()
+                assert b_done.wait(120)
+
+        def gate_b(call: int) -> None:
+            if call == 1:
+                b_read.set()
+                assert a_wrote_one.wait(120)
+
+        def run_b() -> None:
+            try:
+                reembed_store(second, _Gated(other, gate_b), batch_size=4, progress=False)
+            except BaseException as exc:  # checked below
+                errors.append(exc)
+            finally:
+                b_done.set()
+
+        thread = threading.Thread(target=run_b)
+        thread.start()
+        reembed_store(first, _Gated(NEW, gate_a), batch_size=4, progress=False)
+        thread.join(120)
+        recorded = recorded_embedder(first)
+        stored = [m.model_dump() for m in first.list_all()]
+        mixed = {e.identity for old, new in zip(before, stored, strict=True) for e in (NEW, other)
+                 if new["embedding"] == pytest.approx(e.embed(old["content"]), abs=1e-6)}
+        assert mixed == {recorded}, (mixed, recorded)
+        assert len(errors) == 1 and isinstance(errors[0], ValueError)
+        assert "another re-embedding" in str(errors[0])
+        assert recorded == NEW.identity and first.setting(REEMBED_SETTING) is None
+    finally:
+        first.close()
+        second.close()
