@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory._progress import progress_iter
+from emotional_memory._progress import progress_counter
 from emotional_memory.embedder_identity import (
     EMBEDDER_SETTING,
     REEMBED_SETTING,
@@ -196,7 +196,8 @@ def reembed_store(
         embedder: the new embedder (``embed_batch(texts)``; the same dimension as the
             stored vectors).
         batch_size: memories embedded and written per transaction.
-        progress: show a progress bar (tqdm, on stderr).
+        progress: show a progress bar (tqdm, on stderr) counting memories, from
+            where a resumed run starts; none when nothing is left to re-embed.
 
     Returns:
         A :class:`ReembedReport`.
@@ -218,22 +219,27 @@ def reembed_store(
     everything = None if isinstance(store, PagingStore) else list(store.list_all())
     total = len(everything) if everything is not None else len(store)
     done, reembedded = start, 0
-    starts = range(start, total, batch_size)
-    for offset in progress_iter(starts, "re-embedding", enabled=progress, total=len(starts)):
-        batch = _page(store, offset, batch_size, everything)
-        vectors = iter(_new_vectors(embedder, batch))
-        with _transaction(store):
-            if settings:
-                _check_unchanged(store, expected)
-            for memory in batch:
-                if memory.embedding:
-                    store.update(memory.model_copy(update={"embedding": next(vectors)}))
-                    reembedded += 1
-            done = offset + len(batch)
-            if settings:
-                expected = json.dumps(
-                    {"from": previous, "to": target, "done": done, "of": total})
-                store.replace_setting(REEMBED_SETTING, expected)
+    bar = progress_counter("re-embedding", total, initial=start, unit="memory",
+                           enabled=progress)
+    try:
+        for offset in range(start, total, batch_size):
+            batch = _page(store, offset, batch_size, everything)
+            vectors = iter(_new_vectors(embedder, batch))
+            with _transaction(store):
+                if settings:
+                    _check_unchanged(store, expected)
+                for memory in batch:
+                    if memory.embedding:
+                        store.update(memory.model_copy(update={"embedding": next(vectors)}))
+                        reembedded += 1
+                done = offset + len(batch)
+                if settings:
+                    expected = json.dumps(
+                        {"from": previous, "to": target, "done": done, "of": total})
+                    store.replace_setting(REEMBED_SETTING, expected)
+            bar.update(len(batch))
+    finally:
+        bar.close()
     if settings:
         with _transaction(store):
             _check_unchanged(store, expected)

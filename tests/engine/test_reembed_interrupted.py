@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -186,3 +187,31 @@ def test_two_runs_at_once_never_leave_vectors_of_two_embedders(
     finally:
         first.close()
         second.close()
+
+
+def test_the_bar_counts_memories_and_a_resumed_run_starts_where_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bar counted batches and began at 0 of the batches left on a resumed run
+    (0/3 for a run resumed at 8 of 17 memories); a store with nothing to re-embed drew
+    an empty 0/0 bar."""
+    with SQLiteStore(tmp_path / "m.db") as store:
+        _fill(store)
+        with pytest.raises(RuntimeError):
+            reembed_store(store, _Gated(NEW, _fail_at(3)), batch_size=4, progress=False)
+        capsys.readouterr()
+        reembed_store(store, NEW, batch_size=4, progress=True)
+        frames = [f for f in re.split(r"[\r\n]", capsys.readouterr().err) if f.strip()]
+        assert frames and all(f.startswith("re-embedding:") for f in frames)
+        assert " 8/17 [" in frames[0] and " 17/17 [" in frames[-1], frames
+        assert "memory/s" in frames[-1] or "s/memory" in frames[-1], frames
+    with SQLiteStore(tmp_path / "empty.db") as empty:
+        assert reembed_store(empty, NEW, progress=True).memories == 0
+    assert capsys.readouterr().err == ""
+
+
+def _fail_at(batch: int) -> Any:
+    def before(call: int) -> None:
+        if call == batch:
+            raise RuntimeError("the embedding server went away")
+    return before
