@@ -204,7 +204,7 @@ def reembed_store(
 
     Raises:
         TypeError: ``store`` is an engine (or an engine's scoped view) or a store's
-            confined view, not the store.
+            confined view, not the store; ``progress`` is not a bool.
         ValueError: ``batch_size`` is not a positive int; the embedder's dimension
             differs from the stored vectors'; an unfinished re-embedding of this store
             is to another embedder; another re-embedding of the store wrote its
@@ -212,6 +212,8 @@ def reembed_store(
             is written.
     """
     batch_size = _check_batch_size(batch_size)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     _check_whole_store(store)
     target = embedder_identity(embedder)
     start, previous, expected = _start(store, target)

@@ -130,6 +130,9 @@ def test_bad_input_changes_nothing(store: Any) -> None:
             reembed_store(store, NEW, batch_size=bad, progress=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dimension"):
         reembed_store(store, HashingEmbedder(dim=16), progress=False)
+    for flag in ("no", 0, None):  # "no" drew a bar (any truthy value did)
+        with pytest.raises(TypeError, match="progress must be a bool"):
+            reembed_store(store, NEW, progress=flag)  # type: ignore[arg-type]
     assert [m.model_dump() for m in store.list_all()] == before
     if not isinstance(store, InMemoryStore):
         assert recorded_embedder(store) == OLD.identity
