@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory._progress import progress_iter
+from emotional_memory._progress import progress_counter
 from emotional_memory.embedder_identity import (
     EMBEDDER_SETTING,
     REEMBED_SETTING,
@@ -98,13 +98,14 @@ def _page(store: Any, offset: int, limit: int, everything: list[Memory] | None) 
     return page
 
 
-def _start(store: Any, target: str | None) -> tuple[int, str | None]:
-    """The position to start from and the identity recorded before the first run."""
+def _start(store: Any, target: str | None) -> tuple[int, str | None, str | None]:
+    """The position to start from, the identity recorded before the first run and
+    the progress record read (None: none)."""
     if not isinstance(store, SettingsStore):
-        return 0, None
+        return 0, None, None
     raw = store.setting(REEMBED_SETTING)
     if raw is None:
-        return 0, recorded_embedder(store)
+        return 0, recorded_embedder(store), None
     try:
         progress = json.loads(raw)
         done = progress["done"]
@@ -120,7 +121,22 @@ def _start(store: Any, target: str | None) -> tuple[int, str | None]:
             f"embedder: this store's unfinished re-embedding is to {progress.get('to')!r}, "
             f"not {target!r}; resume it with that embedder"
         )
-    return done, progress.get("from")
+    return done, progress.get("from"), raw
+
+
+def _check_unchanged(store: Any, expected: str | None) -> None:
+    """Inside a batch's transaction: refuse to go on when the progress record is not
+    the one this run read or last wrote (another run of this store wrote it since).
+
+    Raises:
+        ValueError: naming the other run's record; this batch is then undone.
+    """
+    found = store.setting(REEMBED_SETTING)
+    if found != expected:
+        raise ValueError(
+            f"another re-embedding of this store ran meanwhile (its progress: {found}); "
+            "this one stopped, its last batch undone: run one re-embedding at a time"
+        )
 
 
 def _not_iterable(raw: object) -> bool:
@@ -180,41 +196,55 @@ def reembed_store(
         embedder: the new embedder (``embed_batch(texts)``; the same dimension as the
             stored vectors).
         batch_size: memories embedded and written per transaction.
-        progress: show a progress bar (tqdm, on stderr).
+        progress: show a progress bar (tqdm, on stderr) counting memories, from
+            where a resumed run starts; none when nothing is left to re-embed.
 
     Returns:
         A :class:`ReembedReport`.
 
     Raises:
         TypeError: ``store`` is an engine (or an engine's scoped view) or a store's
-            confined view, not the store.
+            confined view, not the store; ``progress`` is not a bool.
         ValueError: ``batch_size`` is not a positive int; the embedder's dimension
             differs from the stored vectors'; an unfinished re-embedding of this store
-            is to another embedder. Nothing of the failing batch is written.
+            is to another embedder; another re-embedding of the store wrote its
+            progress since this one read or wrote it. Nothing of the failing batch
+            is written.
     """
     batch_size = _check_batch_size(batch_size)
+    if not isinstance(progress, bool):
+        raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     _check_whole_store(store)
     target = embedder_identity(embedder)
-    start, previous = _start(store, target)
+    start, previous, expected = _start(store, target)
     settings = isinstance(store, SettingsStore)
     everything = None if isinstance(store, PagingStore) else list(store.list_all())
     total = len(everything) if everything is not None else len(store)
     done, reembedded = start, 0
-    starts = range(start, total, batch_size)
-    for offset in progress_iter(starts, "re-embedding", enabled=progress, total=len(starts)):
-        batch = _page(store, offset, batch_size, everything)
-        vectors = iter(_new_vectors(embedder, batch))
-        with _transaction(store):
-            for memory in batch:
-                if memory.embedding:
-                    store.update(memory.model_copy(update={"embedding": next(vectors)}))
-                    reembedded += 1
-            done = offset + len(batch)
-            if settings:
-                store.replace_setting(REEMBED_SETTING, json.dumps(
-                    {"from": previous, "to": target, "done": done, "of": total}))
+    bar = progress_counter("re-embedding", total, initial=start, unit="memory",
+                           enabled=progress)
+    try:
+        for offset in range(start, total, batch_size):
+            batch = _page(store, offset, batch_size, everything)
+            vectors = iter(_new_vectors(embedder, batch))
+            with _transaction(store):
+                if settings:
+                    _check_unchanged(store, expected)
+                for memory in batch:
+                    if memory.embedding:
+                        store.update(memory.model_copy(update={"embedding": next(vectors)}))
+                        reembedded += 1
+                done = offset + len(batch)
+                if settings:
+                    expected = json.dumps(
+                        {"from": previous, "to": target, "done": done, "of": total})
+                    store.replace_setting(REEMBED_SETTING, expected)
+            bar.update(len(batch))
+    finally:
+        bar.close()
     if settings:
         with _transaction(store):
+            _check_unchanged(store, expected)
             store.replace_setting(EMBEDDER_SETTING, target)
             store.replace_setting(REEMBED_SETTING, None)
     return ReembedReport(

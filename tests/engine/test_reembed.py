@@ -130,6 +130,9 @@ def test_bad_input_changes_nothing(store: Any) -> None:
             reembed_store(store, NEW, batch_size=bad, progress=False)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="dimension"):
         reembed_store(store, HashingEmbedder(dim=16), progress=False)
+    for flag in ("no", 0, None):  # "no" drew a bar (any truthy value did)
+        with pytest.raises(TypeError, match="progress must be a bool"):
+            reembed_store(store, NEW, progress=flag)  # type: ignore[arg-type]
     assert [m.model_dump() for m in store.list_all()] == before
     if not isinstance(store, InMemoryStore):
         assert recorded_embedder(store) == OLD.identity
@@ -325,11 +328,13 @@ def test_the_command_line_says_why_postgres_could_not_be_opened(
     assert "refused" in err.lower() and "Zq7Pw" not in err
 
 
-@pytest.mark.parametrize("store", ["sqlite", "memory"], indirect=True)
+@pytest.mark.parametrize("store", ["sqlite", "postgres", "memory"], indirect=True)
 def test_an_engine_or_a_scoped_view_is_refused_naming_the_store(store: Any) -> None:
     """An engine failed with "'EmotionalMemory' object has no attribute 'update'"; a
     store's scoped view re-embedded its scope only and left the store recording the
-    old embedder (its vectors then of two embedders, which no engine noticed)."""
+    old embedder (its vectors then of two embedders, which no engine noticed); a
+    PostgreSQL view then still did, and recorded the new embedder for the whole
+    table."""
     from emotional_memory import AsyncEmotionalMemory
     from emotional_memory.stores.base import Selection
 

@@ -319,6 +319,12 @@ class _Core:
 
     # ------------------------------------------------------------------ views
 
+    @property
+    def selection(self) -> Selection | None:
+        """The selection this view is confined to (see :meth:`selected`); None for
+        the store itself."""
+        return self._selection
+
     def selected(self, selection: Selection) -> Any:
         """This store confined to ``selection`` (scopes, filters and expiry in SQL).
 
