@@ -11,7 +11,10 @@ batch records the new embedder's identity. Resonance links are kept as they are 
 were drawn with the old vectors).
 
 Run it with no engine or server open on the store: memories written meanwhile by an
-engine opened before the start would be embedded by the old embedder.
+engine opened before the start would be embedded by the old embedder. A run that
+ends with another count of memories than it began with does not record the new
+embedder: its progress restarts at 0 and it says so (an equal number added and
+deleted goes unnoticed).
 """
 
 from __future__ import annotations
@@ -139,6 +142,34 @@ def _check_unchanged(store: Any, expected: str | None) -> None:
         )
 
 
+def _finish(store: Any, expected: str | None, previous: str | None, target: str | None,
+            total: int) -> None:
+    """The last transaction: record ``target`` and drop the progress record, unless
+    memories were added or deleted since the run counted ``total`` (an engine or
+    server open on the store meanwhile): then the progress restarts at 0, the store
+    stays refused to engines, and a ValueError says to stop them and run again.
+
+    Raises:
+        ValueError: another run's record (see :func:`_check_unchanged`), or the count
+            changed.
+    """
+    with _transaction(store):
+        _check_unchanged(store, expected)
+        now = len(store)
+        if now == total:
+            store.replace_setting(EMBEDDER_SETTING, target)
+            store.replace_setting(REEMBED_SETTING, None)
+            return
+        store.replace_setting(REEMBED_SETTING, json.dumps(
+            {"from": previous, "to": target, "done": 0, "of": now}))
+    raise ValueError(
+        f"the store held {total} memories when re-embedding began and {now} at its end: "
+        "an engine or server wrote to it meanwhile, with the old embedder; stop every "
+        "engine and server on the store and run again (it starts over; the store stays "
+        "refused to engines until then)"
+    )
+
+
 def _not_iterable(raw: object) -> bool:
     return raw is None or isinstance(raw, str | bytes) or not hasattr(raw, "__iter__")
 
@@ -208,8 +239,9 @@ def reembed_store(
         ValueError: ``batch_size`` is not a positive int; the embedder's dimension
             differs from the stored vectors'; an unfinished re-embedding of this store
             is to another embedder; another re-embedding of the store wrote its
-            progress since this one read or wrote it. Nothing of the failing batch
-            is written.
+            progress since this one read or wrote it (nothing of the failing batch
+            is written); memories were added or deleted during the run (it then
+            starts over when run again).
     """
     batch_size = _check_batch_size(batch_size)
     if not isinstance(progress, bool):
@@ -243,10 +275,7 @@ def reembed_store(
     finally:
         bar.close()
     if settings:
-        with _transaction(store):
-            _check_unchanged(store, expected)
-            store.replace_setting(EMBEDDER_SETTING, target)
-            store.replace_setting(REEMBED_SETTING, None)
+        _finish(store, expected, previous, target, total)
     return ReembedReport(
         memories=total, reembedded=reembedded, resumed_from=start, previous=previous,
         current=target if settings else None,

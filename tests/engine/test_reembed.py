@@ -350,3 +350,37 @@ def test_an_engine_or_a_scoped_view_is_refused_naming_the_store(store: Any) -> N
             reembed_store(target, NEW, batch_size=2, progress=False)
     assert [m.model_dump() for m in store.list_all()] == before
     assert reembed_store(store, NEW, progress=False).reembedded == 6  # the store itself
+
+
+class _WithAWriter:
+    """NEW, while an engine opened before the run (with OLD) stores a memory at its
+    second batch: the case the module's docstring warns about."""
+
+    def __init__(self, writer: EmotionalMemory) -> None:
+        self.identity = NEW.identity
+        self.calls = 0
+        self.writer = writer
+
+    def embed_batch(self, texts: list[str]) -> list[list[float]]:
+        self.calls += 1
+        if self.calls == 2:
+            self.writer.encode("a late arrival: harbour rain")
+        return NEW.embed_batch(texts)
+
+
+@pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
+def test_a_memory_written_meanwhile_is_not_left_with_the_old_embedder(store: Any) -> None:
+    _filled(store)
+    writer = EmotionalMemory(store, OLD)  # opened before the run, as a server would be
+    with pytest.raises(ValueError, match="23 memories when re-embedding began and 24"):
+        reembed_store(store, _WithAWriter(writer), batch_size=5, progress=False)
+    assert recorded_embedder(store) == OLD.identity  # the new one is not recorded
+    for embedder in (OLD, NEW):
+        with pytest.raises(ReembedInProgressError):
+            EmotionalMemory(store, embedder)
+    report = reembed_store(store, NEW, batch_size=5, progress=False)
+    assert (report.resumed_from, report.memories, report.reembedded) == (0, 24, 24)
+    for memory in store.list_all():  # the late one too
+        assert memory.embedding == pytest.approx(NEW.embed(memory.content), abs=1e-6)
+    assert recorded_embedder(store) == NEW.identity
+    EmotionalMemory(store, NEW)
