@@ -313,7 +313,9 @@ def explanation_to_document(explanation: RetrievalExplanation) -> Document:
         A Document with the memory's content and id; ``metadata`` holds the memory's
         own metadata plus ``memory_id``, ``score``, ``breakdown`` (weights, raw and
         weighted signals, total), ``activation_level``, ``pass1_rank``,
-        ``pass2_rank``, ``valence``, ``arousal``, ``emotion_label`` and ``timestamp``.
+        ``pass2_rank``, ``valence``, ``arousal``, ``emotion_label`` and ``timestamp``
+        (these win over a metadata key of the same name: keep your own keys apart,
+        e.g. under a prefix, when they matter).
     """
     memory = explanation.memory
     tag = memory.tag
