@@ -283,3 +283,64 @@ def test_the_sync_to_async_adapters_turn_stop_iteration_into_an_error(adapter: s
             await asyncio.wait_for(calls[adapter](), 60)
 
     asyncio.run(run())
+
+
+CANCELLED_OPS: dict[str, tuple[str, tuple[Any, ...], dict[str, Any]]] = {
+    # each embeds (held there); FIRST stands for the first memory's id
+    "encode": ("encode", ("a cancelled sad event",), {}),
+    "encode_batch": ("encode_batch", (["cancelled one", "cancelled two"],), {}),
+    "retrieve": ("retrieve", ("event", 2), {}),
+    "explained": ("retrieve_with_explanations", ("happy event", 2), {}),
+    "update_memory": ("update_memory", ("FIRST",), {"content": "rewritten event"}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CANCELLED_OPS))
+def test_a_call_cancelled_while_its_worker_runs_completes_whole_on_sqlite(
+    name: str, tmp_path: Any
+) -> None:
+    """Cancelled inside the embedder (its worker running), the call completes in the
+    background: the SQLite rows and the state then equal the sync engine's after the
+    same call, and the next call gets the turn."""
+    from emotional_memory import SQLiteStore
+    from support.async_parts import HeldEmbedder
+
+    method, args, kwargs = CANCELLED_OPS[name]
+    clock = StepClock()
+    embedder = HeldEmbedder(dim=64)
+    aengine = AsyncEmotionalMemory(
+        SQLiteStore(tmp_path / "async.db"), embedder, KeywordAppraisalEngine(), clock=clock
+    )
+    oracle = EmotionalMemory(
+        SQLiteStore(tmp_path / "sync.db"), HashingEmbedder(dim=64), KeywordAppraisalEngine(),
+        clock=StepClock(),
+    )
+
+    def resolved(first_id: str) -> tuple[Any, ...]:
+        return tuple(first_id if a == "FIRST" else a for a in args)
+
+    async def scenario() -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        first = await aengine.encode("the first event was happy")
+        await aengine.encode("the second event was sad")
+        embedder.hold()
+        task = asyncio.ensure_future(
+            getattr(aengine, method)(*resolved(first.id), **kwargs)
+        )
+        await asyncio.to_thread(embedder.entered.wait, 60)
+        task.cancel()  # the worker is inside embed
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        embedder.release.set()
+        count = await asyncio.wait_for(aengine.count(), 60)  # waits for the worker
+        assert count == len(aengine.engine)
+        return await aengine.export_memories(), aengine.save_state()
+
+    got_rows, got_state = asyncio.run(scenario())
+    first = oracle.encode("the first event was happy")
+    oracle.encode("the second event was sad")
+    getattr(oracle, method)(*resolved(first.id), **kwargs)
+    want_rows = oracle.export_memories()
+    assert canon(got_rows) == canon(want_rows)
+    assert got_state == oracle.save_state()
+    asyncio.run(aengine.close())
+    oracle.close()
