@@ -20,7 +20,7 @@ import contextlib
 import contextvars
 import inspect
 import threading
-from collections.abc import Coroutine, Iterable, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
@@ -122,6 +122,37 @@ def _refuse_async(adapter: str, obj: object, methods: Sequence[str]) -> None:
         )
 
 
+def no_stop_iteration(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)``, a ``StopIteration`` it raises turned into a RuntimeError.
+
+    A worker thread's StopIteration (a component calling ``next`` on an exhausted
+    iterator) cannot be set on an asyncio future: the awaiting call would never
+    return (and the engine's turn never be handed on). As a coroutine's does, it
+    becomes a RuntimeError, the StopIteration its ``__cause__``.
+
+    Raises:
+        RuntimeError: ``fn`` raised StopIteration.
+    """
+    try:
+        return fn(*args, **kwargs)
+    except StopIteration as exc:
+        name = getattr(fn, "__qualname__", type(fn).__name__)
+        raise RuntimeError(
+            f"{name} raised StopIteration (an exhausted iterator?), which cannot "
+            "cross into a coroutine"
+        ) from exc
+
+
+async def to_thread(fn: Callable[..., T], *args: Any) -> T:
+    """``asyncio.to_thread(fn, *args)``, a StopIteration made a RuntimeError
+    (:func:`no_stop_iteration`).
+
+    Returns:
+        ``fn``'s result.
+    """
+    return await asyncio.to_thread(no_stop_iteration, fn, *args)
+
+
 class SyncToAsyncEmbedder:
     """Async view of a blocking :class:`Embedder` (calls run in worker threads)."""
 
@@ -155,7 +186,7 @@ class SyncToAsyncEmbedder:
         Returns:
             The embedding, shape (D,).
         """
-        return await asyncio.to_thread(self.sync.embed, text)
+        return await to_thread(self.sync.embed, text)
 
     async def embed_batch(self, texts: list[str]) -> list[list[float]]:
         """Embed many texts in a worker thread.
@@ -169,8 +200,8 @@ class SyncToAsyncEmbedder:
         """
         batch = getattr(self.sync, "embed_batch", None)
         if not callable(batch):
-            return await asyncio.to_thread(lambda: [self.sync.embed(t) for t in texts])
-        return await asyncio.to_thread(batch, texts)
+            return await to_thread(lambda: [self.sync.embed(t) for t in texts])
+        return await to_thread(batch, texts)
 
 
 class SyncToAsyncStore:
@@ -198,7 +229,7 @@ class SyncToAsyncStore:
         Args:
             memory: The memory to store.
         """
-        await asyncio.to_thread(self.sync.save, memory)
+        await to_thread(self.sync.save, memory)
 
     async def get(self, memory_id: str) -> Memory | None:
         """Look a memory up by id.
@@ -209,7 +240,7 @@ class SyncToAsyncStore:
         Returns:
             The memory with this id, or None.
         """
-        return await asyncio.to_thread(self.sync.get, memory_id)
+        return await to_thread(self.sync.get, memory_id)
 
     async def update(self, memory: Memory) -> None:
         """Replace an existing memory.
@@ -217,7 +248,7 @@ class SyncToAsyncStore:
         Args:
             memory: The new version (errors of the wrapped store propagate).
         """
-        await asyncio.to_thread(self.sync.update, memory)
+        await to_thread(self.sync.update, memory)
 
     async def delete(self, memory_id: str) -> bool:
         """Remove a memory.
@@ -228,7 +259,7 @@ class SyncToAsyncStore:
         Returns:
             True when it existed.
         """
-        return await asyncio.to_thread(self.sync.delete, memory_id)
+        return await to_thread(self.sync.delete, memory_id)
 
     async def list_all(self) -> list[Memory]:
         """All memories in insertion order.
@@ -236,7 +267,7 @@ class SyncToAsyncStore:
         Returns:
             A list of every stored memory.
         """
-        return await asyncio.to_thread(self.sync.list_all)
+        return await to_thread(self.sync.list_all)
 
     async def search_by_embedding(self, embedding: Sequence[float], top_k: int) -> list[Memory]:
         """Nearest memories by cosine.
@@ -248,7 +279,7 @@ class SyncToAsyncStore:
         Returns:
             Up to ``top_k`` embedded memories, most similar first.
         """
-        return await asyncio.to_thread(self.sync.search_by_embedding, embedding, top_k)
+        return await to_thread(self.sync.search_by_embedding, embedding, top_k)
 
     async def count(self) -> int:
         """Number of memories stored.
@@ -256,13 +287,13 @@ class SyncToAsyncStore:
         Returns:
             ``len(store)`` of the wrapped store.
         """
-        return await asyncio.to_thread(len, self.sync)
+        return await to_thread(len, self.sync)
 
     async def close(self) -> None:
         """Close the wrapped store when it can be closed."""
         close = getattr(self.sync, "close", None)
         if callable(close):
-            await asyncio.to_thread(close)
+            await to_thread(close)
 
 
 class SyncToAsyncAppraisalEngine:
@@ -296,13 +327,13 @@ class SyncToAsyncAppraisalEngine:
         Returns:
             The appraisal of ``event_text``.
         """
-        return await asyncio.to_thread(self.sync.appraise, event_text, context)
+        return await to_thread(self.sync.appraise, event_text, context)
 
     async def close(self) -> None:
         """Close the wrapped engine when it can be closed."""
         close = getattr(self.sync, "close", None)
         if callable(close):
-            await asyncio.to_thread(close)
+            await to_thread(close)
 
 
 class _LoopBridge:

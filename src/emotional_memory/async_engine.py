@@ -40,6 +40,8 @@ from emotional_memory._async_bridge import (
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
+    no_stop_iteration,
+    to_thread,
     watch_exit,
 )
 from emotional_memory._scope_locks import AsyncScopeLocks
@@ -244,8 +246,10 @@ class AsyncEmotionalMemory:
             # the library's own pool, never the loop's default executor: an engine
             # call that waits on a coroutine needing a default-executor thread
             # (SyncToAsync adapters) cannot starve it (no deadlock under gather)
+            # a StopIteration cannot be set on the future (the call would never end)
             worker: asyncio.Future[T] = loop.run_in_executor(
-                _engine_executor(), functools.partial(context.run, fn, *args, **kwargs)
+                _engine_executor(),
+                functools.partial(context.run, no_stop_iteration, fn, *args, **kwargs),
             )
         except BaseException:
             locks.release(path)
@@ -347,9 +351,12 @@ class AsyncEmotionalMemory:
             # checked before any appraisal (each may be a paid LLM call), off the
             # loop; the appraisals and the encoding use the checked private copies,
             # as the sync engine does (its appraiser gets the metadata it stores)
-            texts, metas, expiries = await asyncio.to_thread(
+            texts, metas, expiries = await to_thread(
                 engine._batch_inputs, contents, metadata, expires_at
             )
+            if not texts:  # as the sync engine: nothing embedded, no state written
+                locks.release(path)
+                return []
             results = await all_or_none(
                 appraise(t, m) for t, m in zip(texts, metas, strict=True)
             )

@@ -19,6 +19,7 @@ the configuration is in ``config``, the lock decorators in ``locks``.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from datetime import datetime
 
@@ -264,11 +265,24 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
 
     def __repr__(self) -> str:
         """``EmotionalMemory(store=<store repr>, memories=<n>)``, as the original's
-        (``memories``: what this engine or view sees)."""
-        try:
-            count: object = len(self)
-        except ValueError:  # a closed store
-            count = "closed"
+        (``memories``: what this engine or view sees).
+
+        On a thread running an event loop (``repr(async_engine.engine)`` in a log line)
+        it never waits for a running operation, which may be waiting for that loop:
+        ``memories=busy`` then, and ``memories=unknown`` when async components cannot
+        be called there."""
+        locks, path = self._scope_locks, self._scope
+        if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
+            count: object = "busy"
+        else:
+            try:  # the count alone: no shared-state locks taken, nothing reloaded
+                count = len(self._view())
+            except ValueError:  # a closed store
+                count = "closed"
+            except RuntimeError:  # async components, on their loop's thread
+                count = "unknown"
+            finally:
+                locks.release(path)
         return f"{type(self).__name__}(store={self.store!r}, memories={count})"
 
     def __enter__(self) -> EmotionalMemory:

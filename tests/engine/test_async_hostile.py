@@ -415,3 +415,37 @@ def test_a_batch_cancelled_while_appraised_concurrently_stores_nothing(how: str)
 
     assert asyncio.run(scenario()) == set()
     assert [m.content for m in aengine.engine.list_all()] == ["after"]
+
+
+def test_the_sync_engines_repr_on_the_loop_neither_waits_nor_raises() -> None:
+    """``repr(aengine.engine)`` (a log line, a debugger, an assertion message) on the
+    loop's thread counted the memories in the engine's turn: it waited for a running
+    operation (a deadlock when that operation waits for the loop's async components),
+    and with async components it raised RuntimeError."""
+    embedder = HeldEmbedder()
+    held = AsyncEmotionalMemory(InMemoryStore(), embedder, clock=lambda: NOW)
+    bridged = AsyncEmotionalMemory(_AsyncStore(), HashingEmbedder(dim=16), clock=lambda: NOW)
+    safety = threading.Timer(30, embedder.release.set)  # the old code waits for this
+
+    async def scenario() -> tuple[str, bool, str, str]:
+        await held.encode("already stored")
+        await bridged.encode("already stored")
+        embedder.hold()
+        running = asyncio.ensure_future(held.encode("in flight"))
+        await asyncio.to_thread(embedder.entered.wait, 30)  # the encode holds the turn
+        safety.start()
+        shown = repr(held.engine)
+        still_held = not embedder.release.is_set()
+        embedder.release.set()
+        await running
+        return shown, still_held, repr(held.engine), repr(bridged.engine)
+
+    try:
+        busy, still_held, idle, bridged_shown = asyncio.run(scenario())
+    finally:
+        safety.cancel()
+    assert still_held, "repr waited for the running operation"
+    assert busy.endswith("memories=busy)"), busy
+    assert idle.endswith("memories=2)"), idle
+    assert bridged_shown.endswith("memories=unknown)"), bridged_shown
+    assert repr(held.engine).endswith("memories=2)")  # off the loop: counted as before
