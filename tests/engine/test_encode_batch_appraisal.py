@@ -238,3 +238,53 @@ def test_a_batch_in_an_atexit_handler_is_appraised_serially(tmp_path: Path) -> N
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, check=False)
     assert "stored 3" in done.stdout, done.stderr[-2000:]
+
+
+class _WrongAnswer:
+    """An appraiser answering with something that is no appraisal (a label), as a
+    hand-written LLM wrapper might."""
+
+    def appraise(self, text: str, context: Any = None) -> Any:
+        return "joy"
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_an_appraisal_that_is_no_appraisal_is_a_type_error_naming_the_appraiser(
+    concurrency: int,
+) -> None:
+    config = EmotionalMemoryConfig(appraisal_max_concurrency=concurrency)
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _WrongAnswer(),
+                             config=config)
+    state = engine.get_state().model_dump()
+    message = r"appraisal_engine.appraise must return an AppraisalVector.*got str"
+    with pytest.raises(TypeError, match=message):
+        engine.encode(TEXTS[0])
+    with pytest.raises(TypeError, match=message):
+        engine.encode_batch(TEXTS)
+    with pytest.raises(TypeError, match=message):
+        engine.retrieve_with_query_appraisal("the lake", top_k=1)
+    with pytest.raises(TypeError, match=message):
+        engine.retrieve_query_gated("the lake", top_k=1)
+    assert len(engine.store) == 0 and engine.get_state().model_dump() == state
+    dual = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _WrongAnswer(),
+                           config=EmotionalMemoryConfig(dual_path_encoding=True))
+    memory = dual.encode(TEXTS[1])  # deferred: nothing appraised yet
+    with pytest.raises(TypeError, match=message):
+        dual.elaborate(memory.id)
+    assert dual.store.get(memory.id).tag.pending_appraisal  # left as it was
+
+
+def test_an_async_appraisal_that_is_no_appraisal_is_a_type_error_naming_it() -> None:
+    class _AsyncWrong:
+        async def appraise(self, text: str, context: Any = None) -> Any:
+            return {"valence": 0.5}
+
+    async def main() -> None:
+        engine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _AsyncWrong())
+        with pytest.raises(TypeError, match=r"appraisal_engine.appraise.*got dict"):
+            await engine.encode_batch(TEXTS[:3])
+        with pytest.raises(TypeError, match=r"appraisal_engine.appraise.*got dict"):
+            await engine.encode(TEXTS[0])
+        assert len(engine.engine.store) == 0
+
+    asyncio.run(main())

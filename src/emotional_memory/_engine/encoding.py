@@ -100,6 +100,20 @@ NOT_APPRAISED: Any = object()
 """No appraisal made beforehand: the event is appraised when it is prepared."""
 
 
+def checked_appraisal(result: Any) -> Any:
+    """The appraisal engine's answer, refused unless it can give a core affect.
+
+    Raises:
+        TypeError: naming ``appraisal_engine.appraise`` and the type it returned.
+    """
+    if not callable(getattr(result, "to_core_affect", None)):
+        raise TypeError(
+            "appraisal_engine.appraise must return an AppraisalVector or "
+            f"GenericAppraisalVector, got {type(result).__name__}"
+        )
+    return result
+
+
 class EncodingMixin(StateMixin):
     """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
@@ -138,7 +152,7 @@ class EncodingMixin(StateMixin):
         )
         engine = self.appraisal_engine if self.config.enable_appraisal else None
         if unset and not pending and engine is not None:
-            appraisal = (
+            appraisal = checked_appraisal(
                 engine.appraise(content, context) if appraised is NOT_APPRAISED else appraised
             )
         if rate_text and appraisal is None and affect is None and self._rates_text():
@@ -693,7 +707,7 @@ class EncodingMixin(StateMixin):
             return None
         now = self._now()
         # the content alone, no context (as the original's elaborate)
-        appraisal = self.appraisal_engine.appraise(memory.content, None)
+        appraisal = checked_appraisal(self.appraisal_engine.appraise(memory.content, None))
         appraised = appraisal.to_core_affect()
         tag = memory.tag
         new_tag = tag.model_copy(
