@@ -37,6 +37,7 @@ from emotional_memory.interfaces import (
     StateConflictError,
     StoreBusyError,
     StoreTimeoutError,
+    StoreUnreachableError,
     UnstorableValueError,
 )
 from emotional_memory.models import Memory
@@ -91,6 +92,9 @@ def timeout_detail(exc: StoreTimeoutError) -> str:
     if isinstance(exc, StateConflictError):
         return ("the scope's state changed during the request (its lock was lost, e.g. a "
                 "database connection cut); nothing was changed, try again")
+    if isinstance(exc, StoreUnreachableError):
+        return ("the database cannot be reached (down, restarting or refusing "
+                "connections); nothing was changed, try again")
     if isinstance(exc, StoreBusyError):
         return BUSY_DETAIL
     return ("the request's database work ran past the statement timeout "

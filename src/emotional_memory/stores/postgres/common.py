@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError
+from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError, StoreUnreachableError
 from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact_address
@@ -118,6 +118,11 @@ class StatementTimeout(PostgresStoreError, StoreTimeoutError):
 class PoolBusy(PostgresStoreError, StoreBusyError):
     """Every connection of a pool stayed in use for the pool's whole wait (slow
     operations hold them): nothing was done."""
+
+
+class DatabaseUnreachable(PostgresStoreError, StoreUnreachableError):
+    """A pool's wait ended without a connection and a new one could not be opened
+    (the server is down, restarting or refusing connections): nothing was done."""
 
 
 # psycopg's prepare_threshold inside _prepared: a statement is prepared automatically

@@ -16,6 +16,7 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
     MAX_EF_SEARCH,
+    DatabaseUnreachable,
     PoolBusy,
     PostgresStoreError,
     StatementTimeout,
@@ -66,6 +67,8 @@ class _Core:
 
     _IDLE_CHECK_S = 5.0
     """A pooled connection idle this long is checked (one round trip) before use."""
+    _PROBE_TIMEOUT_S = 2
+    """Seconds (libpq's whole seconds) a pool timeout's probe waits for a connection."""
 
     def _check_connection(self, conn: Any) -> None:
         """The pool's check: a connection idle for a while must answer a ping (the
@@ -110,9 +113,26 @@ class _Core:
         kind: type[PostgresStoreError] = PostgresStoreError
         if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms:
             kind = StatementTimeout
-        elif isinstance(exc, PoolTimeout):  # every pooled connection stayed busy
+        elif isinstance(exc, PoolTimeout):  # busy connections, or none can be opened
+            refused = self._connect_refused()
+            if refused is not None:
+                return DatabaseUnreachable(
+                    f"{what} failed on {self._redacted!r}: no pooled connection came "
+                    f"free and none can be opened: {refused}")
             kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
+
+    def _connect_refused(self) -> str | None:
+        """Why a new connection cannot be opened right now (redacted), or None when
+        one can (it is closed at once): tells a pool timeout of a database that is
+        down or refusing connections from one of a pool whose connections are busy."""
+        psycopg = self._psycopg
+        kwargs = {**self._pool.kwargs, "connect_timeout": self._PROBE_TIMEOUT_S}
+        try:
+            psycopg.connect(self._pool.conninfo, **kwargs).close()
+        except psycopg.Error as exc:
+            return self._clean(exc)
+        return None
 
     @property
     def dsn(self) -> str:

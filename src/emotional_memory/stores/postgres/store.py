@@ -14,6 +14,7 @@ from emotional_memory.redact import redact_address
 from emotional_memory.stores.base import BackendStore
 from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
+    DatabaseUnreachable,
     PoolBusy,
     PostgresStoreError,
     StatementTimeout,
@@ -27,6 +28,7 @@ from emotional_memory.stores.postgres.schema import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DatabaseUnreachable",
     "PoolBusy",
     "PostgresStore",
     "PostgresStoreError",

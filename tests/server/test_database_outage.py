@@ -1,0 +1,80 @@
+"""A PostgreSQL database that cannot be reached while the service runs (a restart, a
+failover, connections refused): a request whose pool wait ends without a connection
+is told the database cannot be reached (a 503 worth retrying), not that every
+connection is busy with other requests; nothing is stored; the store recovers once
+the database accepts connections again. The database refuses connections here by
+``ALTER DATABASE ... ALLOW_CONNECTIONS false`` after its sessions are terminated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from emotional_memory.interfaces import StoreBusyError, StoreUnreachableError
+from emotional_memory.models import Memory
+from support.memories import basic_memory
+
+POOL_WAIT = 1.0
+"""Seconds the test's store waits for a pooled connection (the default is 30)."""
+
+
+@contextlib.contextmanager
+def _refusing(pg_server: Any, name: str) -> Iterator[None]:
+    """Terminate every session of database ``name`` and refuse new ones, until exit."""
+    import psycopg
+
+    with psycopg.connect(pg_server.dsn(), autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS false')
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                      "WHERE datname = %s AND pid <> pg_backend_pid()", (name,))
+        try:
+            yield
+        finally:
+            admin.execute(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
+
+
+def _unreachable_error(call: Any) -> BaseException:
+    """The error of the first of a few calls that fails without a connection (the
+    first call may instead find its pooled connection cut: a plain store error)."""
+    from emotional_memory.stores.postgres import PostgresStoreError
+
+    for _ in range(3):
+        with pytest.raises(PostgresStoreError) as caught:
+            call()
+        if isinstance(caught.value, StoreBusyError):
+            return caught.value
+    raise AssertionError(f"no pool timeout, last error: {caught.value!r}")
+
+
+def test_an_unreachable_database_is_no_busy_pool_and_the_store_recovers(
+    pg_server: Any,
+) -> None:
+    from emotional_memory.server.service import BUSY_DETAIL, timeout_detail
+    from emotional_memory.stores.postgres import PostgresStore
+
+    name = "outage_unreachable"
+    dsn = pg_server.create_database(name)
+    store = PostgresStore(dsn, max_connections=2)
+    try:
+        store._pool.timeout = POOL_WAIT  # psycopg_pool's wait for a connection
+        kept: Memory = basic_memory("kept", [1.0, 0.0, 0.0])
+        store.save(kept)
+        with _refusing(pg_server, name):
+            error = _unreachable_error(lambda: store.get(kept.id))
+            assert isinstance(error, StoreUnreachableError), repr(error)
+            assert pg_server.password not in str(error)
+            detail = timeout_detail(error)
+            assert detail != BUSY_DETAIL and "cannot be reached" in detail, detail
+            added = basic_memory("lost", [0.0, 1.0, 0.0])
+            write_error = _unreachable_error(lambda: store.save(added))
+            assert isinstance(write_error, StoreUnreachableError), repr(write_error)
+        # the database accepts connections again: the pool reconnects
+        got = store.get(kept.id)
+        assert got is not None and got.content == "kept"
+        assert store.get(added.id) is None and len(store) == 1
+    finally:
+        store.close()
