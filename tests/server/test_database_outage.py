@@ -2,22 +2,29 @@
 failover, connections refused): a request whose pool wait ends without a connection
 is told the database cannot be reached (a 503 worth retrying), not that every
 connection is busy with other requests; nothing is stored; the store recovers once
-the database accepts connections again. The database refuses connections here by
-``ALTER DATABASE ... ALLOW_CONNECTIONS false`` after its sessions are terminated.
+the database accepts connections again; ``/readyz`` says so while it lasts. The
+database refuses connections here by ``ALTER DATABASE ... ALLOW_CONNECTIONS false``
+after its sessions are terminated.
 """
 
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from emotional_memory.interfaces import StoreBusyError, StoreUnreachableError
 from emotional_memory.models import Memory
 from support.memories import basic_memory
+from support.service_process import start
 
+HANG = 60.0
+"""The HTTP client's timeout: a request not answered by then hangs."""
 POOL_WAIT = 1.0
 """Seconds the test's store waits for a pooled connection (the default is 30)."""
 
@@ -78,3 +85,35 @@ def test_an_unreachable_database_is_no_busy_pool_and_the_store_recovers(
         assert store.get(added.id) is None and len(store) == 1
     finally:
         store.close()
+
+
+def test_readyz_tells_a_database_refusing_connections_and_recovers(
+    pg_server: Any, tmp_path: Path
+) -> None:
+    """``/healthz`` is liveness (200 while the process serves); ``/readyz`` answers
+    503 within a few seconds while the store cannot be read, naming no secret, and
+    200 again once the database accepts connections (polled, bounded)."""
+    name = "outage_ready"
+    dsn = pg_server.create_database(name)
+    server = start(["--no-auth", "--store", dsn, "--embedder", "hashing"],
+                   tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=server.url, timeout=HANG) as http:
+            assert http.get("/readyz").json() == {"status": "ready"}
+            with _refusing(pg_server, name):
+                started = time.monotonic()
+                refused = http.get("/readyz")
+                assert time.monotonic() - started < 15, "readiness hangs with the pool"
+                assert refused.status_code == 503, refused.text
+                assert refused.json()["status"] == "unavailable" and refused.json()["detail"]
+                assert pg_server.password not in refused.text
+                assert http.get("/healthz").status_code == 200
+            deadline = time.monotonic() + HANG
+            while (ready := http.get("/readyz")).status_code != 200:
+                assert time.monotonic() < deadline, ready.text
+                time.sleep(0.5)
+            assert ready.json() == {"status": "ready"}
+            assert http.post("/v1/memories", json={"content": "back"}).status_code == 201
+    finally:
+        assert server.stop() == 0, server.log_text()
+    assert pg_server.password not in server.log_text()

@@ -3,7 +3,8 @@
 :func:`build_app` puts together the FastAPI routes of
 :mod:`emotional_memory.server.rest`, the MCP streamable-HTTP endpoint of
 :mod:`emotional_memory.server.mcp_tools` (stateless: every POST is authenticated
-on its own), ``GET /healthz`` and ``/openapi.json``, behind :class:`Gate`, an ASGI
+on its own), ``GET /healthz`` (liveness), ``GET /readyz`` (readiness: the store
+answers a read) and ``/openapi.json``, behind :class:`Gate`, an ASGI
 middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
@@ -64,7 +65,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 """Requests of one API key served at once (running or waiting for their scope's turn,
 each holding its body); more get 429 at once, before their body is read."""
-PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Paths served without a key."""
 
 
@@ -485,6 +486,16 @@ def build_app(
     async def healthz() -> dict[str, str]:
         """Liveness: 200 while the service runs (no key needed)."""
         return {"status": "ok"}
+
+    @api.get("/readyz", tags=["health"], responses={503: {"description": "not ready"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: 200 when the store answers a read, else 503 saying why within
+        a few seconds (no key needed)."""
+        why = await service.ready()
+        if why is None:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "unavailable", "detail": why}, status_code=503,
+                            headers={"Retry-After": "1"})
 
     for route in mcp_app.routes:  # POST/DELETE /mcp, served by the SDK
         if isinstance(route, Route) and route.path == "/mcp":
