@@ -194,7 +194,7 @@ class MemoryService:
         # opened the scope); least recently used first, at most max_views.
         self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
         self._moods_seen[()] = engine.get_state().mood
-        self._probe: asyncio.Future[None] | None = None  # the readiness read in progress
+        self._probe: asyncio.Future[Memory | None] | None = None  # the readiness read in progress
 
     @property
     def rates_text(self) -> bool:
