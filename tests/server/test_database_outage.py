@@ -117,3 +117,35 @@ def test_readyz_tells_a_database_refusing_connections_and_recovers(
     finally:
         assert server.stop() == 0, server.log_text()
     assert pg_server.password not in server.log_text()
+
+
+def test_the_pool_reconnects_promptly_after_a_long_outage(pg_server: Any) -> None:
+    """psycopg_pool retries a lost connection with a doubling delay (1, 2, 4, 8 s...),
+    so after an outage of 8 s its next try came up to 7 s after the database was
+    back, every request failing meanwhile; the store's pools give a lost connection
+    up after a short window, and a request short of connections then opens one at
+    once: the store answers within a few seconds of the database's return."""
+    from emotional_memory.stores.postgres import PostgresStore
+
+    name = "outage_reconnect"
+    dsn = pg_server.create_database(name)
+    store = PostgresStore(dsn, min_connections=1, max_connections=1)
+    try:
+        store._pool.timeout = POOL_WAIT
+        kept: Memory = basic_memory("kept", [1.0, 0.0, 0.0])
+        store.save(kept)
+        with _refusing(pg_server, name):
+            outage_ends = time.monotonic() + 8.0
+            while time.monotonic() < outage_ends:
+                with contextlib.suppress(Exception):
+                    store.get(kept.id)
+        back = time.monotonic()
+        while True:
+            try:
+                got = store.get(kept.id)
+                break
+            except Exception:
+                assert time.monotonic() - back < 3.0, "no connection 3 s after the outage"
+        assert got is not None and got.content == "kept"
+    finally:
+        store.close()

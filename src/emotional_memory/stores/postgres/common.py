@@ -106,6 +106,13 @@ MAX_VECTOR_DIM = 16000
 """pgvector's largest ``vector`` dimension: a longer embedding is refused."""
 
 
+RECONNECT_WINDOW_S = 2.0
+"""Seconds a pool retries a lost connection (psycopg_pool's delays double from 1 s)
+before giving it up; a request short of connections then opens one at once. The
+pool's default (300 s) let the delay grow with an outage: its next try could come
+minutes after the database was back, every request failing meanwhile."""
+
+
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from emotional_memory.stores._shared.scope_hold import ScopeHoldTimeout, lock_plan
+from emotional_memory.stores.postgres.common import RECONNECT_WINDOW_S
 
 __all__ = ["LOCK_CONNECTIONS", "AdvisoryScopeLocks"]
 
@@ -67,6 +68,7 @@ class AdvisoryScopeLocks:
                     # as the data pool: a connection idle for a while is pinged (and
                     # replaced when dead) before it is handed out
                     check=self._store._check_connection,
+                    reconnect_timeout=RECONNECT_WINDOW_S,
                 )
             return self._pool
 
