@@ -12,7 +12,8 @@ key, 404 / 405 for an unknown path / method, 413 for a body over the limit, 415 
 a JSON-body route's request without a JSON ``Content-Type``, 421 / 403 for a
 ``Host`` / ``Origin`` not allowed, 429 for a key past its requests in flight, 422
 naming the invalid field, 503 when a database statement ran past the statement
-timeout, 500 with a generic message (the traceback goes to the server's log
+timeout, no connection came free or the database cannot be reached, 500 with a
+generic message (the traceback goes to the server's log
 only). Keys never appear in responses or logs.
 """
 
