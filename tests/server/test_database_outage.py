@@ -9,6 +9,7 @@ after its sessions are terminated.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Iterator
@@ -149,3 +150,39 @@ def test_the_pool_reconnects_promptly_after_a_long_outage(pg_server: Any) -> Non
         assert got is not None and got.content == "kept"
     finally:
         store.close()
+
+
+def test_readyz_tells_an_unreadable_state_store() -> None:
+    """The scopes' states may live elsewhere (``--state redis://...``): readiness
+    reads the root's state too, so a state store that cannot be reached is a 503
+    naming no secret, not "ready" while every request would fail."""
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+    from emotional_memory.state_stores import InMemoryAffectiveStateStore
+    from emotional_memory.stores import InMemoryStore
+
+    class Unreachable(InMemoryAffectiveStateStore):
+        down = False
+
+        def load(self) -> Any:
+            if self.down:
+                raise ConnectionError("Error 111 connecting to redis://:hunter2@db:6379")
+            return super().load()
+
+    states = Unreachable()
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=states)
+    app = build_app(MemoryService(engine), None)
+
+    async def ask() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            ready = await http.get("/readyz")
+            states.down = True
+            return [ready, await http.get("/readyz")]
+
+    ready, refused = asyncio.run(ask())
+    assert ready.json() == {"status": "ready"}
+    assert refused.status_code == 503, refused.text
+    assert refused.json()["status"] == "unavailable" and "hunter2" not in refused.text

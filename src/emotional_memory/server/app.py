@@ -490,8 +490,8 @@ def build_app(
 
     @api.get("/readyz", tags=["health"], responses={503: {"description": "not ready"}})
     async def readyz() -> JSONResponse:
-        """Readiness: 200 when the store answers a read, else 503 saying why within
-        a few seconds (no key needed)."""
+        """Readiness: 200 when the stores (memories, states) answer a read, else 503
+        saying why within a few seconds (no key needed)."""
         why = await service.ready()
         if why is None:
             return JSONResponse({"status": "ready"})

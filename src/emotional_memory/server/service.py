@@ -194,7 +194,7 @@ class MemoryService:
         # opened the scope); least recently used first, at most max_views.
         self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
         self._moods_seen[()] = engine.get_state().mood
-        self._probe: asyncio.Future[Memory | None] | None = None  # the readiness read in progress
+        self._probe: asyncio.Future[None] | None = None  # the readiness read in progress
 
     @property
     def rates_text(self) -> bool:
@@ -545,17 +545,17 @@ class MemoryService:
             return await asyncio.to_thread(view.engine.set_affect, affect)
 
     async def ready(self) -> str | None:
-        """Whether the store answers a read (``GET /readyz``): one read by id at a
-        time, in a worker thread, shared by the callers meanwhile; a read that takes
-        longer than :data:`READY_WAIT_S` is left to finish in the background.
+        """Whether the stores answer a read (``GET /readyz``): one memory by id and
+        the root's state, one probe at a time, in a worker thread, shared by the
+        callers meanwhile; a probe that takes longer than :data:`READY_WAIT_S` is
+        left to finish in the background.
 
         Returns:
             None when it answered, else why not (no secret: a store's own message,
             which names its database, goes to the log only by type).
         """
         if self._probe is None or self._probe.done():
-            self._probe = asyncio.ensure_future(
-                asyncio.to_thread(self.engine.store.get, _PROBE_ID))
+            self._probe = asyncio.ensure_future(asyncio.to_thread(self._read_stores))
             # retrieved here, so that a probe answering after every wait logs nothing
             self._probe.add_done_callback(lambda f: f.cancelled() or f.exception())
         try:
@@ -569,6 +569,12 @@ class MemoryService:
             logger.warning("readiness read failed: %s", type(exc).__name__)
             return "the store cannot be read (see the server's log)"
         return None
+
+    def _read_stores(self) -> None:
+        """One read of each store: a memory by an id none has, the root's state."""
+        self.engine.store.get(_PROBE_ID)
+        if self.engine.state_store is not None:
+            self.engine.state_store.load()
 
     async def close(self) -> None:
         """Close the engine (its store and state store)."""
