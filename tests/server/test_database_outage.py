@@ -186,3 +186,34 @@ def test_readyz_tells_an_unreadable_state_store() -> None:
     assert ready.json() == {"status": "ready"}
     assert refused.status_code == 503, refused.text
     assert refused.json()["status"] == "unavailable" and "hunter2" not in refused.text
+
+
+def test_requests_fail_fast_while_the_database_stays_unreachable(pg_server: Any) -> None:
+    """Once a pool has given up reconnecting (the database refused it for its whole
+    retry window), a request waits a short while for a connection, not the pool's
+    30 s (each request held a worker thread that long, and clients timed out before
+    the 503); the database back, the next request is served at once."""
+    from emotional_memory.stores.postgres import PostgresStore, PostgresStoreError
+    from emotional_memory.stores.postgres.common import RECONNECT_WINDOW_S
+
+    name = "outage_fail_fast"
+    dsn = pg_server.create_database(name)
+    store = PostgresStore(dsn, max_connections=1)  # the pool's default 30 s wait
+    try:
+        kept: Memory = basic_memory("kept", [1.0, 0.0, 0.0])
+        store.save(kept)
+        with _refusing(pg_server, name):
+            with contextlib.suppress(PostgresStoreError):
+                store.get(kept.id)  # its connection was cut: discarded
+            time.sleep(RECONNECT_WINDOW_S + 1.5)  # the pool's retries give up
+            for _ in range(2):
+                started = time.monotonic()
+                with pytest.raises(StoreUnreachableError):
+                    store.get(kept.id)
+                assert time.monotonic() - started < 10.0, "a request waited the pool's 30 s"
+        started = time.monotonic()
+        got = store.get(kept.id)
+        assert got is not None and got.content == "kept"
+        assert time.monotonic() - started < 5.0
+    finally:
+        store.close()

@@ -113,6 +113,12 @@ pool's default (300 s) let the delay grow with an outage: its next try could com
 minutes after the database was back, every request failing meanwhile."""
 
 
+OUTAGE_WAIT_S = 2.0
+"""Seconds a request waits for a pooled connection while its database is known to be
+unreachable (a pool gave up reconnecting), instead of the pool's 30 s: the outage's
+503 comes at once, and a pool that can connect again hands one out well within it."""
+
+
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
 
@@ -243,6 +249,9 @@ class _Shared:
     dim: int | None = None
     scope_locks: Any = None
     closed: bool = False
+    # a pool gave up reconnecting (its database refused every try of its window) and
+    # no connection was handed out since: requests wait OUTAGE_WAIT_S, not 30 s
+    outage: bool = False
 
 
 class _Labels(_records.LabelTable):

@@ -16,6 +16,7 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
     MAX_EF_SEARCH,
+    OUTAGE_WAIT_S,
     DatabaseUnreachable,
     PoolBusy,
     PostgresStoreError,
@@ -122,6 +123,15 @@ class _Core:
             kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
+    def _pool_wait(self) -> float | None:
+        """How long to wait for a pooled connection: :data:`OUTAGE_WAIT_S` while the
+        database is known to be unreachable, else the pool's own wait (None)."""
+        return OUTAGE_WAIT_S if self._shared.outage else None
+
+    def _reconnect_failed(self, pool: Any) -> None:
+        """A pool's callback: it retried a connection for its whole window in vain."""
+        self._shared.outage = True
+
     def _connect_refused(self) -> str | None:
         """Why a new connection cannot be opened right now (redacted), or None when
         one can (it is closed at once): tells a pool timeout of a database that is
@@ -211,10 +221,11 @@ class _Core:
         if self._shared.closed:  # the store's and every view's
             raise ValueError("the PostgresStore is closed")
         try:
-            conn_cm = self._pool.connection()
+            conn_cm = self._pool.connection(timeout=self._pool_wait())
             conn = conn_cm.__enter__()
         except Exception as exc:
             raise self._error("connecting", exc) from None
+        self._shared.outage = False
         failed: BaseException | None = None
         try:
             yield conn

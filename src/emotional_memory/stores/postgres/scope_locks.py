@@ -69,6 +69,7 @@ class AdvisoryScopeLocks:
                     # replaced when dead) before it is handed out
                     check=self._store._check_connection,
                     reconnect_timeout=RECONNECT_WINDOW_S,
+                    reconnect_failed=self._store._reconnect_failed,
                 )
             return self._pool
 
@@ -101,9 +102,10 @@ class AdvisoryScopeLocks:
         """
         pool = self._connections()
         try:
-            conn = pool.getconn()
+            conn = pool.getconn(timeout=self._store._pool_wait())
         except Exception as exc:
             raise self._store._error("taking a scope lock", exc) from None
+        self._store._shared.outage = False
         try:
             try:
                 for name, exclusive in lock_plan(self._namespace, path):

@@ -179,6 +179,7 @@ class PostgresStore(BackendStore, _Columns):
             configure=self._configure,
             check=self._check_connection,
             reconnect_timeout=RECONNECT_WINDOW_S,
+            reconnect_failed=self._reconnect_failed,
             open=False,
             name=f"emotional_memory.{table}",
         )
