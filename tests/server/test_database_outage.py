@@ -217,3 +217,33 @@ def test_requests_fail_fast_while_the_database_stays_unreachable(pg_server: Any)
         assert time.monotonic() - started < 5.0
     finally:
         store.close()
+
+
+def test_a_worker_started_while_the_database_is_down_says_so_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """``serve --workers N`` starts (and restarts) each worker process apart: one
+    started while the database is down exits with status 2 and one line naming the
+    database without its password (it printed a 40-line traceback, again at every
+    restart by the supervisor while the outage lasted)."""
+    import json
+    import subprocess
+    import sys
+
+    from emotional_memory.server import cli
+    from support.service_process import child_env, free_port
+
+    secret = "pw-9f8e7d6c"
+    args = cli._parser().parse_args(
+        ["serve", "--no-auth", "--embedder", "hashing", "--workers", "2",
+         "--store", f"postgresql://em:{secret}@127.0.0.1:{free_port()}/db"])
+    env = {**child_env(), cli._WORKER_ARGS_ENV: json.dumps(vars(args))}
+    done = subprocess.run(
+        [sys.executable, "-c", "from emotional_memory.server.cli import worker_app; "
+         "worker_app()"], env=env, capture_output=True, text=True, timeout=HANG,
+    )
+    err = done.stderr
+    assert done.returncode == 2, err
+    assert "Traceback" not in err and secret not in err, err
+    lines = [line for line in err.splitlines() if line.startswith("emotional-memory: error:")]
+    assert len(lines) == 1 and "127.0.0.1" in lines[0], err

@@ -585,9 +585,17 @@ def worker_app() -> Any:
 
     Returns:
         The app, built from the arguments the supervisor left in the environment.
+
+    Raises:
+        SystemExit: status 2 after one line saying why the app cannot be built.
     """
     args = argparse.Namespace(**json.loads(os.environ[_WORKER_ARGS_ENV]))
-    return _serve_app(args)
+    try:
+        return _serve_app(args)
+    except UsageError as exc:  # e.g. the database down when the supervisor restarts it
+        print(f"emotional-memory: error: worker process {os.getpid()} cannot start: {exc}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
