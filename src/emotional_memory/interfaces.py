@@ -335,6 +335,12 @@ class StoreBusyError(StoreTimeoutError):
     held by other operations); the operation did nothing. Worth retrying later."""
 
 
+class StoreUnreachableError(StoreBusyError):
+    """No database connection of the store became free within its wait, and none could
+    be opened: the database server is down, restarting or refusing connections. The
+    operation did nothing. Worth retrying later."""
+
+
 class StateConflictError(StoreBusyError):
     """The scope's stored affective state changed under an operation that held the
     scope (its cross-process lock was lost: e.g. the lock's database connection was

@@ -64,6 +64,7 @@ def http(server: Server) -> Iterator[httpx.Client]:
 
 def test_healthz_and_openapi_need_no_key(http: httpx.Client) -> None:
     assert http.get("/healthz").json() == {"status": "ok"}
+    assert http.get("/readyz").json() == {"status": "ready"}
     doc = http.get("/openapi.json").json()
     paths = doc["paths"]
     assert set(paths["/v1/memories"]) == {"post", "get"}

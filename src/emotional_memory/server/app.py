@@ -3,7 +3,8 @@
 :func:`build_app` puts together the FastAPI routes of
 :mod:`emotional_memory.server.rest`, the MCP streamable-HTTP endpoint of
 :mod:`emotional_memory.server.mcp_tools` (stateless: every POST is authenticated
-on its own), ``GET /healthz`` and ``/openapi.json``, behind :class:`Gate`, an ASGI
+on its own), ``GET /healthz`` (liveness), ``GET /readyz`` (readiness: the store
+answers a read) and ``/openapi.json``, behind :class:`Gate`, an ASGI
 middleware that authenticates every other request and bounds request bodies.
 
 Errors are JSON ``{"detail": ...}``: 400 for malformed JSON, 401 without a known
@@ -11,7 +12,8 @@ key, 404 / 405 for an unknown path / method, 413 for a body over the limit, 415 
 a JSON-body route's request without a JSON ``Content-Type``, 421 / 403 for a
 ``Host`` / ``Origin`` not allowed, 429 for a key past its requests in flight, 422
 naming the invalid field, 503 when a database statement ran past the statement
-timeout, 500 with a generic message (the traceback goes to the server's log
+timeout, no connection came free or the database cannot be reached, 500 with a
+generic message (the traceback goes to the server's log
 only). Keys never appear in responses or logs.
 """
 
@@ -64,7 +66,7 @@ DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
 DEFAULT_MAX_IN_FLIGHT = 64
 """Requests of one API key served at once (running or waiting for their scope's turn,
 each holding its body); more get 429 at once, before their body is read."""
-PUBLIC_PATHS = frozenset({"/healthz", "/openapi.json"})
+PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json"})
 """Paths served without a key."""
 
 
@@ -485,6 +487,16 @@ def build_app(
     async def healthz() -> dict[str, str]:
         """Liveness: 200 while the service runs (no key needed)."""
         return {"status": "ok"}
+
+    @api.get("/readyz", tags=["health"], responses={503: {"description": "not ready"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: 200 when the stores (memories, states) answer a read, else 503
+        saying why within a few seconds (no key needed)."""
+        why = await service.ready()
+        if why is None:
+            return JSONResponse({"status": "ready"})
+        return JSONResponse({"status": "unavailable", "detail": why}, status_code=503,
+                            headers={"Retry-After": "1"})
 
     for route in mcp_app.routes:  # POST/DELETE /mcp, served by the SDK
         if isinstance(route, Route) and route.path == "/mcp":

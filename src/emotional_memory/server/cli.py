@@ -30,10 +30,11 @@ import json
 import logging
 import os
 import shlex
+import signal
 import socket
 import sqlite3
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -516,8 +517,8 @@ def _serve(args: argparse.Namespace) -> None:
             config = uvicorn.Config(app, host=args.host, port=args.port,
                                     log_level=args.log_level, server_header=False,
                                     lifespan="on")
-            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: a clean stop
-                uvicorn.Server(config).run(sockets=[sock])
+            with contextlib.suppress(KeyboardInterrupt), _sigterm_as_interrupt():
+                uvicorn.Server(config).run(sockets=[sock])  # Ctrl-C, SIGTERM: a clean stop
             return
         _serve_app(args, check_only=True)  # fail here, once, rather than in every worker
         os.environ[_WORKER_ARGS_ENV] = json.dumps(vars(args))
@@ -533,6 +534,22 @@ def _serve(args: argparse.Namespace) -> None:
             Multiprocess(config, sockets=[sock]).run()
     finally:
         sock.close()
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM handled as SIGINT (Python's default: KeyboardInterrupt) while inside.
+
+    uvicorn stops gracefully on either, then raises the signal again under the
+    handler that was there before it started: SIGTERM's default killed the process
+    after its clean stop (exit status -15, which systemd, Docker and Kubernetes count
+    as a failure); this handler's KeyboardInterrupt ends ``serve`` with status 0.
+    """
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _shareable(store: str) -> bool:
@@ -568,9 +585,17 @@ def worker_app() -> Any:
 
     Returns:
         The app, built from the arguments the supervisor left in the environment.
+
+    Raises:
+        SystemExit: status 2 after one line saying why the app cannot be built.
     """
     args = argparse.Namespace(**json.loads(os.environ[_WORKER_ARGS_ENV]))
-    return _serve_app(args)
+    try:
+        return _serve_app(args)
+    except UsageError as exc:  # e.g. the database down when the supervisor restarts it
+        print(f"emotional-memory: error: worker process {os.getpid()} cannot start: {exc}",
+              file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import sqlite3
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -37,6 +38,7 @@ from emotional_memory.interfaces import (
     StateConflictError,
     StoreBusyError,
     StoreTimeoutError,
+    StoreUnreachableError,
     UnstorableValueError,
 )
 from emotional_memory.models import Memory
@@ -47,9 +49,11 @@ from emotional_memory.server.limits import Limits
 from emotional_memory.server.schemas import DEFAULT_TOP_K
 from emotional_memory.state import AffectiveState
 
+logger = logging.getLogger("emotional_memory.server")
+
 __all__ = [
-    "BUSY_DETAIL", "MAX_VIEWS", "BatchItem", "FieldError", "MemoryService", "Remembered",
-    "database_busy", "timeout_detail",
+    "BUSY_DETAIL", "MAX_VIEWS", "READY_WAIT_S", "BatchItem", "FieldError", "MemoryService",
+    "Remembered", "database_busy", "timeout_detail",
 ]
 
 MAX_VIEWS = 4096
@@ -79,6 +83,12 @@ def database_busy(exc: BaseException) -> bool:
     ).startswith(("SQLITE_BUSY", "SQLITE_LOCKED"))
 
 
+READY_WAIT_S = 5.0
+"""Seconds ``GET /readyz`` waits for the store to answer a read before it answers 503."""
+_PROBE_ID = "00000000-0000-4000-8000-000000000000"
+"""The id the readiness read asks for (no memory has it: the answer is None)."""
+
+
 BUSY_DETAIL = (
     "the database is busy: every connection stayed in use by other requests "
     "for the whole wait; nothing was changed, try again"
@@ -91,6 +101,9 @@ def timeout_detail(exc: StoreTimeoutError) -> str:
     if isinstance(exc, StateConflictError):
         return ("the scope's state changed during the request (its lock was lost, e.g. a "
                 "database connection cut); nothing was changed, try again")
+    if isinstance(exc, StoreUnreachableError):
+        return ("the database cannot be reached (down, restarting or refusing "
+                "connections); nothing was changed, try again")
     if isinstance(exc, StoreBusyError):
         return BUSY_DETAIL
     return ("the request's database work ran past the statement timeout "
@@ -181,6 +194,7 @@ class MemoryService:
         # opened the scope); least recently used first, at most max_views.
         self._moods_seen: OrderedDict[tuple[str, ...], MoodField] = OrderedDict()
         self._moods_seen[()] = engine.get_state().mood
+        self._probe: asyncio.Future[None] | None = None  # the readiness read in progress
 
     @property
     def rates_text(self) -> bool:
@@ -529,6 +543,38 @@ class MemoryService:
         """
         async with self._using(path) as view:
             return await asyncio.to_thread(view.engine.set_affect, affect)
+
+    async def ready(self) -> str | None:
+        """Whether the stores answer a read (``GET /readyz``): one memory by id and
+        the root's state, one probe at a time, in a worker thread, shared by the
+        callers meanwhile; a probe that takes longer than :data:`READY_WAIT_S` is
+        left to finish in the background.
+
+        Returns:
+            None when it answered, else why not (no secret: a store's own message,
+            which names its database, goes to the log only by type).
+        """
+        if self._probe is None or self._probe.done():
+            self._probe = asyncio.ensure_future(asyncio.to_thread(self._read_stores))
+            # retrieved here, so that a probe answering after every wait logs nothing
+            self._probe.add_done_callback(lambda f: f.cancelled() or f.exception())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._probe), READY_WAIT_S)
+        except TimeoutError:
+            return (f"the store did not answer a read within {READY_WAIT_S:g} s "
+                    "(its database may be down or every connection busy)")
+        except StoreTimeoutError as exc:
+            return timeout_detail(exc)
+        except Exception as exc:
+            logger.warning("readiness read failed: %s", type(exc).__name__)
+            return "the store cannot be read (see the server's log)"
+        return None
+
+    def _read_stores(self) -> None:
+        """One read of each store: a memory by an id none has, the root's state."""
+        self.engine.store.get(_PROBE_ID)
+        if self.engine.state_store is not None:
+            self.engine.state_store.load()
 
     async def close(self) -> None:
         """Close the engine (its store and state store)."""

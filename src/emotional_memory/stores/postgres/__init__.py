@@ -2,6 +2,7 @@
 
 from emotional_memory.stores.postgres.store import (
     SCHEMA_VERSION,
+    DatabaseUnreachable,
     PoolBusy,
     PostgresStore,
     PostgresStoreError,
@@ -11,6 +12,7 @@ from emotional_memory.stores.postgres.store import (
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DatabaseUnreachable",
     "PoolBusy",
     "PostgresStore",
     "PostgresStoreError",

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError
+from emotional_memory.interfaces import StoreBusyError, StoreTimeoutError, StoreUnreachableError
 from emotional_memory.lexical import analyze, tokenize
 from emotional_memory.models import LINK_TYPES
 from emotional_memory.redact import redact_address
@@ -106,6 +106,19 @@ MAX_VECTOR_DIM = 16000
 """pgvector's largest ``vector`` dimension: a longer embedding is refused."""
 
 
+RECONNECT_WINDOW_S = 2.0
+"""Seconds a pool retries a lost connection (psycopg_pool's delays double from 1 s)
+before giving it up; a request short of connections then opens one at once. The
+pool's default (300 s) let the delay grow with an outage: its next try could come
+minutes after the database was back, every request failing meanwhile."""
+
+
+OUTAGE_WAIT_S = 2.0
+"""Seconds a request waits for a pooled connection while its database is known to be
+unreachable (a pool gave up reconnecting), instead of the pool's 30 s: the outage's
+503 comes at once, and a pool that can connect again hands one out well within it."""
+
+
 class PostgresStoreError(RuntimeError):
     """A PostgreSQL failure (connection, schema); the message names the redacted DSN."""
 
@@ -118,6 +131,11 @@ class StatementTimeout(PostgresStoreError, StoreTimeoutError):
 class PoolBusy(PostgresStoreError, StoreBusyError):
     """Every connection of a pool stayed in use for the pool's whole wait (slow
     operations hold them): nothing was done."""
+
+
+class DatabaseUnreachable(PostgresStoreError, StoreUnreachableError):
+    """A pool's wait ended without a connection and a new one could not be opened
+    (the server is down, restarting or refusing connections): nothing was done."""
 
 
 # psycopg's prepare_threshold inside _prepared: a statement is prepared automatically
@@ -231,6 +249,9 @@ class _Shared:
     dim: int | None = None
     scope_locks: Any = None
     closed: bool = False
+    # a pool gave up reconnecting (its database refused every try of its window) and
+    # no connection was handed out since: requests wait OUTAGE_WAIT_S, not 30 s
+    outage: bool = False
 
 
 class _Labels(_records.LabelTable):

@@ -16,6 +16,8 @@ from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.postgres.common import (
     MAX_EF_SEARCH,
+    OUTAGE_WAIT_S,
+    DatabaseUnreachable,
     PoolBusy,
     PostgresStoreError,
     StatementTimeout,
@@ -66,6 +68,8 @@ class _Core:
 
     _IDLE_CHECK_S = 5.0
     """A pooled connection idle this long is checked (one round trip) before use."""
+    _PROBE_TIMEOUT_S = 2
+    """Seconds (libpq's whole seconds) a pool timeout's probe waits for a connection."""
 
     def _check_connection(self, conn: Any) -> None:
         """The pool's check: a connection idle for a while must answer a ping (the
@@ -110,9 +114,35 @@ class _Core:
         kind: type[PostgresStoreError] = PostgresStoreError
         if isinstance(exc, self._psycopg.errors.QueryCanceled) and self._timeout_ms:
             kind = StatementTimeout
-        elif isinstance(exc, PoolTimeout):  # every pooled connection stayed busy
+        elif isinstance(exc, PoolTimeout):  # busy connections, or none can be opened
+            refused = self._connect_refused()
+            if refused is not None:
+                return DatabaseUnreachable(
+                    f"{what} failed on {self._redacted!r}: no pooled connection came "
+                    f"free and none can be opened: {refused}")
             kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
+
+    def _pool_wait(self) -> float | None:
+        """How long to wait for a pooled connection: :data:`OUTAGE_WAIT_S` while the
+        database is known to be unreachable, else the pool's own wait (None)."""
+        return OUTAGE_WAIT_S if self._shared.outage else None
+
+    def _reconnect_failed(self, pool: Any) -> None:
+        """A pool's callback: it retried a connection for its whole window in vain."""
+        self._shared.outage = True
+
+    def _connect_refused(self) -> str | None:
+        """Why a new connection cannot be opened right now (redacted), or None when
+        one can (it is closed at once): tells a pool timeout of a database that is
+        down or refusing connections from one of a pool whose connections are busy."""
+        psycopg = self._psycopg
+        kwargs = {**self._pool.kwargs, "connect_timeout": self._PROBE_TIMEOUT_S}
+        try:
+            psycopg.connect(self._pool.conninfo, **kwargs).close()
+        except psycopg.Error as exc:
+            return self._clean(exc)
+        return None
 
     @property
     def dsn(self) -> str:
@@ -191,10 +221,11 @@ class _Core:
         if self._shared.closed:  # the store's and every view's
             raise ValueError("the PostgresStore is closed")
         try:
-            conn_cm = self._pool.connection()
+            conn_cm = self._pool.connection(timeout=self._pool_wait())
             conn = conn_cm.__enter__()
         except Exception as exc:
             raise self._error("connecting", exc) from None
+        self._shared.outage = False
         failed: BaseException | None = None
         try:
             yield conn

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from emotional_memory.stores._shared.scope_hold import ScopeHoldTimeout, lock_plan
+from emotional_memory.stores.postgres.common import RECONNECT_WINDOW_S
 
 __all__ = ["LOCK_CONNECTIONS", "AdvisoryScopeLocks"]
 
@@ -67,6 +68,8 @@ class AdvisoryScopeLocks:
                     # as the data pool: a connection idle for a while is pinged (and
                     # replaced when dead) before it is handed out
                     check=self._store._check_connection,
+                    reconnect_timeout=RECONNECT_WINDOW_S,
+                    reconnect_failed=self._store._reconnect_failed,
                 )
             return self._pool
 
@@ -99,9 +102,10 @@ class AdvisoryScopeLocks:
         """
         pool = self._connections()
         try:
-            conn = pool.getconn()
+            conn = pool.getconn(timeout=self._store._pool_wait())
         except Exception as exc:
             raise self._store._error("taking a scope lock", exc) from None
+        self._store._shared.outage = False
         try:
             try:
                 for name, exclusive in lock_plan(self._namespace, path):

@@ -14,6 +14,8 @@ from emotional_memory.redact import redact_address
 from emotional_memory.stores.base import BackendStore
 from emotional_memory.stores.postgres.columns import _Columns
 from emotional_memory.stores.postgres.common import (
+    RECONNECT_WINDOW_S,
+    DatabaseUnreachable,
     PoolBusy,
     PostgresStoreError,
     StatementTimeout,
@@ -27,6 +29,7 @@ from emotional_memory.stores.postgres.schema import SCHEMA_VERSION
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DatabaseUnreachable",
     "PoolBusy",
     "PostgresStore",
     "PostgresStoreError",
@@ -175,6 +178,8 @@ class PostgresStore(BackendStore, _Columns):
             kwargs={"autocommit": True, "connect_timeout": seconds, "prepare_threshold": None},
             configure=self._configure,
             check=self._check_connection,
+            reconnect_timeout=RECONNECT_WINDOW_S,
+            reconnect_failed=self._reconnect_failed,
             open=False,
             name=f"emotional_memory.{table}",
         )
