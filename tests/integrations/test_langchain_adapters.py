@@ -282,3 +282,33 @@ def test_chat_history_scope_over_an_engine_without_scopes_is_named() -> None:
     history = EmotionalMemoryChatHistory(_EngineWithoutScopes())  # type: ignore[arg-type]
     history.add_user_message("no scope needed")
     assert [m.content for m in history.em.list_all()] == ["no scope needed"]
+
+
+def test_retriever_threads_after_a_scope_change_share_one_view() -> None:
+    """batch() runs queries in threads: after a scope change they must all query one
+    view of the new scope (its mood moved by every query), not each build its own."""
+    import threading
+    import time
+
+    em = _shared()
+    retriever = EmotionalMemoryRetriever(memory=em, scope=("alice",), top_k=2)
+    built: list[EmotionalMemory] = []
+    real_scoped = em.scoped
+
+    def slow_scoped(*parts: str) -> EmotionalMemory:
+        time.sleep(0.05)  # opening a scope reads its stored state: not instant
+        view = real_scoped(*parts)
+        built.append(view)
+        return view
+
+    em.scoped = slow_scoped  # type: ignore[method-assign]
+    retriever.scope = ("bob",)
+    seen: list[EmotionalMemory] = []
+    threads = [threading.Thread(target=lambda: seen.append(retriever._view()))
+               for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(built) == 1 and all(view is built[0] for view in seen)
+    assert len(retriever.batch(["rain", "dog", "car"])) == 3 and len(built) == 1

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import inspect
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Literal, TypeAlias
 
@@ -361,6 +362,7 @@ class EmotionalMemoryRetriever(BaseRetriever):
     _view_cache: tuple[EmotionalMemory, tuple[str, ...] | None, EmotionalMemory] | None = (
         PrivateAttr(default=None)
     )
+    _view_lock: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     @field_validator("top_k", mode="before")
     @classmethod
@@ -407,12 +409,14 @@ class EmotionalMemoryRetriever(BaseRetriever):
         its own mood across queries; assigning another ``memory`` or ``scope`` (or a
         ``model_copy`` that updates them) builds the view of the new pair.
         """
-        cached = self._view_cache
-        if cached is not None and cached[0] is self.memory and cached[1] == self.scope:
-            return cached[2]
-        view = self.memory.scoped(*self.scope) if self.scope else self.memory
-        self._view_cache = (self.memory, self.scope, view)
-        return view
+        with self._view_lock:  # one view per pair, also under batch()'s threads
+            memory, scope = self.memory, self.scope
+            cached = self._view_cache
+            if cached is not None and cached[0] is memory and cached[1] == scope:
+                return cached[2]
+            view = memory.scoped(*scope) if scope else memory
+            self._view_cache = (memory, scope, view)
+            return view
 
     def model_post_init(self, context: Any, /) -> None:
         """Build the view at once, so a malformed ``scope`` fails at construction."""
