@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install minilm test lint demo bench clean
+.PHONY: install minilm test lint demo clean
 
 install: $(STAMP)
 
@@ -26,7 +26,7 @@ test: $(STAMP)
 	$(PY) -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks training
 	$(VENV)/bin/mypy
 
 demo: $(STAMP)

@@ -130,6 +130,14 @@ def no_stop_iteration(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return (and the engine's turn never be handed on). As a coroutine's does, it
     becomes a RuntimeError, the StopIteration its ``__cause__``.
 
+    Args:
+        fn: the callable.
+        *args: its positional arguments.
+        **kwargs: its keyword arguments.
+
+    Returns:
+        What ``fn`` returns.
+
     Raises:
         RuntimeError: ``fn`` raised StopIteration.
     """

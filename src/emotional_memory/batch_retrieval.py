@@ -332,7 +332,7 @@ def _unit_float32(vector: np.ndarray) -> np.ndarray:
     Cosines do not depend on the query's scale, while a float32 cast of its raw values
     can overflow to inf (every total NaN) or underflow to zero (cosine 0). A vector
     that is zero or holds NaN / an infinity is only cast (the kernel scores it
-    cosine 0, docs/behaviour.md §9).
+    cosine 0, docs/behaviour.md §4).
 
     Args:
         vector: (D,) float64 embedding.

@@ -78,7 +78,7 @@ def test_query_embeddings_out_of_float32_range_rank_like_float64() -> None:
     """A query scaled by 1e200 became inf in float32 and every total NaN, an empty
     answer; one scaled by 1e-200 became a zero vector (cosine 0). The scale of a query
     does not change its cosines: both rank as the unscaled query. An infinite value
-    gives cosine 0 (docs/behaviour.md §9), the other signals still rank."""
+    gives cosine 0 (docs/behaviour.md §4), the other signals still rank."""
     engine = _engine(ScaledEmbedder())
     now = engine._now()
     engine._clock = lambda: now

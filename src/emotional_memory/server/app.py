@@ -137,7 +137,14 @@ class TrustedHosts:
         self.patterns = tuple(cleaned)
 
     def allows(self, host: str | None) -> bool:
-        """Whether a ``Host`` header value (``name`` or ``name:port``) is listed."""
+        """Whether a ``Host`` header value is listed.
+
+        Args:
+            host: the header's value (``name`` or ``name:port``), or None when absent.
+
+        Returns:
+            True when a pattern matches its name and port.
+        """
         if not host:
             return False
         name, port = _split_host(host.strip().lower())
@@ -150,7 +157,14 @@ class TrustedHosts:
         return False
 
     def allows_origin(self, origin: str | None) -> bool:
-        """Whether an ``Origin`` header is absent or names a listed host (any scheme)."""
+        """Whether an ``Origin`` header is absent or names a listed host.
+
+        Args:
+            origin: the header's value (``http`` or ``https``), or None when absent.
+
+        Returns:
+            True when absent or when its host passes :meth:`allows`.
+        """
         if origin is None:
             return True
         scheme, sep, rest = origin.partition("://")

@@ -95,6 +95,10 @@ class Limits:
                        loc: tuple[str | int, ...]) -> None:
         """Refuse metadata over ``max_metadata_bytes`` (as compact JSON).
 
+        Args:
+            metadata: the memory's metadata (None: nothing to check).
+            loc: its place in the request.
+
         Raises:
             LimitExceeded: 413.
         """
@@ -108,6 +112,10 @@ class Limits:
     def check_batch(self, count: int, loc: tuple[str | int, ...]) -> None:
         """Refuse a batch of more than ``max_batch_items`` memories.
 
+        Args:
+            count: the number of memories in the batch.
+            loc: its place in the request.
+
         Raises:
             LimitExceeded: 413.
         """
@@ -117,6 +125,10 @@ class Limits:
     def check_top_k(self, top_k: int, loc: tuple[str | int, ...]) -> None:
         """Refuse a ``top_k`` over ``max_top_k``.
 
+        Args:
+            top_k: the requested ``top_k``.
+            loc: its place in the request.
+
         Raises:
             LimitExceeded: 422.
         """
@@ -125,6 +137,10 @@ class Limits:
 
     def check_list_limit(self, limit: int, loc: tuple[str | int, ...]) -> None:
         """Refuse a list ``limit`` over ``max_list_limit``.
+
+        Args:
+            limit: the requested page size.
+            loc: its place in the request.
 
         Raises:
             LimitExceeded: 422.
@@ -136,6 +152,10 @@ class Limits:
         """Refuse a filter over ``max_filter_clauses`` or ``max_filter_depth``.
 
         Measured on the JSON before parsing, stopping as soon as it is over.
+
+        Args:
+            where: the filter as sent (JSON data, not yet parsed).
+            loc: its place in the request.
 
         Raises:
             LimitExceeded: 422.

@@ -404,7 +404,15 @@ def memory_fields(memory: Memory, base: tuple[str, ...]) -> dict[str, Any]:
 
 
 def memory_out(memory: Memory, base: tuple[str, ...]) -> MemoryOut:
-    """The response shape of a memory (see :func:`memory_fields`)."""
+    """The response shape of a memory (see :func:`memory_fields`).
+
+    Args:
+        memory: the stored memory.
+        base: the key's scope path (the memory's ``scope`` is answered relative to it).
+
+    Returns:
+        The :class:`MemoryOut`.
+    """
     return MemoryOut(**memory_fields(memory, base))
 
 

@@ -96,8 +96,15 @@ BUSY_DETAIL = (
 
 
 def timeout_detail(exc: StoreTimeoutError) -> str:
-    """What a 503 (REST) or a tool error (MCP) says of a store's timeout (no secret:
-    the exception's own message, which names the database, is logged only by type)."""
+    """What a 503 (REST) or a tool error (MCP) says of a store's timeout.
+
+    Args:
+        exc: the timeout (a lost state lock, a busy SQLite file, a statement timeout).
+
+    Returns:
+        A fixed message with no secret (the exception's own message, which names the
+        database, is logged only by type).
+    """
     if isinstance(exc, StateConflictError):
         return ("the scope's state changed during the request (its lock was lost, e.g. a "
                 "database connection cut); nothing was changed, try again")
@@ -462,12 +469,28 @@ class MemoryService:
                                                          min_relevance=threshold)
 
     async def get(self, path: tuple[str, ...], memory_id: str) -> Memory | None:
-        """The memory with this id when scope ``path`` sees it, else None."""
+        """One memory by id.
+
+        Args:
+            path: the scope.
+            memory_id: the id.
+
+        Returns:
+            The memory when scope ``path`` sees it, else None.
+        """
         async with self._using(path) as view:
             return await view.get(memory_id)
 
     async def delete(self, path: tuple[str, ...], memory_id: str) -> bool:
-        """Delete a memory scope ``path`` sees; False when it sees none with this id."""
+        """Delete a memory and the links to it.
+
+        Args:
+            path: the scope.
+            memory_id: the id.
+
+        Returns:
+            False when scope ``path`` sees no memory with this id.
+        """
         async with self._using(path) as view:
             return await view.delete(memory_id)
 

@@ -68,12 +68,26 @@ def norm(vector: np.ndarray) -> float:
 
 
 def row_norm(row: np.ndarray) -> float:
-    """Euclidean norm of one stored (D,) float64 row: ``sqrt(dot(row, row))``."""
+    """Euclidean norm of one stored float64 row: ``sqrt(dot(row, row))``.
+
+    Args:
+        row: shape (D,).
+
+    Returns:
+        The norm.
+    """
     return float(np.sqrt(np.dot(row, row)))
 
 
 def row_norms(vectors: np.ndarray) -> np.ndarray:
-    """:func:`row_norm` of each row of an (N, D) float64 array; shape (N,)."""
+    """:func:`row_norm` of each row (no warning on overflow or NaN).
+
+    Args:
+        vectors: an (N, D) float64 array.
+
+    Returns:
+        The (N,) norms.
+    """
     with np.errstate(over="ignore", invalid="ignore"):
         return np.fromiter((row_norm(v) for v in vectors), np.float64, vectors.shape[0])
 

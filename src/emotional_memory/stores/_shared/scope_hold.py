@@ -1,4 +1,5 @@
-"""Cross-process exclusion by scope path, as intention locks (docs/behaviour.md §9).
+"""Cross-process exclusion by scope path, as intention locks (README, "Concurrency and
+durability guarantees").
 
 An operation on scope ``path`` holds its own path exclusively and every proper prefix
 (the root ``()`` included) shared, acquired from the root down. Two operations then
