@@ -333,3 +333,33 @@ def test_sqlite_opens_an_original_file_in_wal_mode(tmp_path: Path) -> None:
             assert [m.id for m in store.list_all()] == [m.id for m in memories]
     finally:
         held.close()
+
+
+def test_a_memory_of_another_dimension_in_the_originals_file_is_named(tmp_path: Path) -> None:
+    # the error named the dimensions only: which of thousands of rows was odd?
+    memories, _ = _seeded_memories()
+    odd = memories[3].model_copy(update={"embedding": (memories[3].embedding or [])[:4]})
+    memories[3] = odd
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    before = _digest(path)
+    with pytest.raises(ValueError, match=f"memory {odd.id!r} has a 4-d embedding, .* 8-d"):
+        SQLiteStore(path)
+    assert _digest(path) == before
+
+
+def test_an_originals_row_whose_data_has_no_id_keeps_the_rows_id(tmp_path: Path) -> None:
+    # the original's get/delete find a row by its id column; the copy gave the memory a
+    # fresh random id instead, so get(row id) found nothing
+    memories, _ = _seeded_memories()
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    data = memories[2].model_dump(mode="json")
+    del data["id"]
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE memories SET data = ? WHERE id = ?", (json.dumps(data), memories[2].id))
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.get(memories[2].id) == memories[2]
+        assert [m.id for m in store.list_all()] == [m.id for m in memories]

@@ -170,7 +170,8 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
         table: the table in the original's layout.
 
     Returns:
-        The validated memories (embeddings exactly as the JSON holds them).
+        The validated memories (embeddings exactly as the JSON holds them; a memory
+        whose JSON has no id takes its row's).
 
     Raises:
         ValueError: a row whose ``data`` is not a valid memory (the rowid and id named).
@@ -179,11 +180,16 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
     out: list[Memory] = []
     for rowid, memory_id, data in rows:
         try:
-            out.append(Memory.model_validate_json(data))
+            memory = Memory.model_validate_json(data)
         except ValueError as exc:
             raise ValueError(
                 f"memories row {rowid} (id {memory_id!r}) is not a valid memory: {exc}"
             ) from exc
+        if "id" not in memory.model_fields_set and isinstance(memory_id, str) and memory_id:
+            # no id in the JSON: the row's (the one the original's get/delete use), not
+            # a fresh random one
+            memory = memory.model_copy(update={"id": memory_id})
+        out.append(memory)
     return out
 
 
