@@ -343,7 +343,8 @@ def test_a_memory_of_another_dimension_in_the_originals_file_is_named(tmp_path: 
     path = tmp_path / "original.db"
     _original_layout_db(path, memories)
     before = _digest(path)
-    with pytest.raises(ValueError, match=f"memory {odd.id!r} has a 4-d embedding, .* 8-d"):
+    message = f"memory {odd.id!r} has an embedding of 4 dimensions, .* of 8"
+    with pytest.raises(ValueError, match=message):
         SQLiteStore(path)
     assert _digest(path) == before
 

@@ -235,9 +235,9 @@ def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
             first = m
         elif len(m.embedding) != len(first.embedding or ()):
             raise ValueError(
-                f"memory {m.id!r} has a {len(m.embedding)}-d embedding, memory {first.id!r} "
-                f"(the first with one) a {len(first.embedding or ())}-d: a store holds "
-                "embeddings of one dimension"
+                f"memory {m.id!r} has an embedding of {len(m.embedding)} dimensions, "
+                f"memory {first.id!r} (the first with one) of {len(first.embedding or ())}: "
+                "a store holds embeddings of one dimension"
             )
     conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
