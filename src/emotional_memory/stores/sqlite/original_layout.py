@@ -16,7 +16,9 @@ store opens a file, and write only when there is something to do:
   candidates - and the rankings - are the original's; embeddings exact, float64 kept),
   the original's slot ``'current'`` becoming key ``'default'``. The original's tables
   (``memories``, ``memory_vec`` and its shadow tables, ``affective_state``) stay
-  exactly as they were: the original still opens the file and finds what it had;
+  exactly as they were: the original still opens the file and finds what it had.
+  The copy is made once: rows the original writes later are not read (its export
+  and ``import_memories`` bring them over);
 - a file written by an earlier version of this library, which kept its rows in
   ``memories`` / ``affective_state`` and renamed the original's tables to
   ``memories_v0_18`` / ``affective_state_v0_18``: this library's tables take their new
