@@ -397,3 +397,22 @@ def test_rankings_on_an_originals_file_equal_the_originals(tmp_path: Path) -> No
     assert (mood["valence"], mood["arousal"], mood["timestamp"]) == (
         -0.05367010272195545, 0.27737156303270805, "2026-01-01T00:01:10Z"
     )
+
+
+def test_two_original_rows_holding_one_memory_id_are_named(tmp_path: Path) -> None:
+    # the original lists both rows; the copy kept the last one only, silently
+    memories, _ = _seeded_memories()
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    twin = memories[4].model_copy(update={"id": memories[1].id})
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE memories SET data = ? WHERE id = ?", (twin.model_dump_json(), memories[4].id)
+    )
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    message = f"memories rows 2 and 5 both hold memory id {memories[1].id!r}"
+    with pytest.raises(ValueError, match=message):
+        SQLiteStore(path)
+    assert _digest(path) == before

@@ -176,10 +176,12 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
         whose JSON has no id takes its row's).
 
     Raises:
-        ValueError: a row whose ``data`` is not a valid memory (the rowid and id named).
+        ValueError: a row whose ``data`` is not a valid memory (the rowid and id named),
+            or two rows holding one memory id (both rowids named).
     """
     rows = conn.execute(f"SELECT rowid, id, data FROM {_quoted(table)} ORDER BY rowid").fetchall()
     out: list[Memory] = []
+    seen: dict[str, int] = {}  # memory id -> the rowid holding it
     for rowid, memory_id, data in rows:
         try:
             memory = Memory.model_validate_json(data)
@@ -191,6 +193,11 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
             # no id in the JSON: the row's (the one the original's get/delete use), not
             # a fresh random one
             memory = memory.model_copy(update={"id": memory_id})
+        first = seen.setdefault(memory.id, rowid)
+        if first != rowid:  # keeping one of them would lose the other silently
+            raise ValueError(
+                f"memories rows {first} and {rowid} both hold memory id {memory.id!r}"
+            )
         out.append(memory)
     return out
 
@@ -253,8 +260,8 @@ def prepare_memory_file(
         True when the file was changed; False when it needed nothing (not written).
 
     Raises:
-        ValueError: a row of the original's table is not a valid memory (the file is
-            left exactly as it was).
+        ValueError: a row of the original's table is not a valid memory, or two rows
+            hold one memory id (the file is left exactly as it was).
     """
 
     def apply(conn: sqlite3.Connection, todo: list[str]) -> None:
