@@ -333,3 +333,86 @@ def test_sqlite_opens_an_original_file_in_wal_mode(tmp_path: Path) -> None:
             assert [m.id for m in store.list_all()] == [m.id for m in memories]
     finally:
         held.close()
+
+
+def test_a_memory_of_another_dimension_in_the_originals_file_is_named(tmp_path: Path) -> None:
+    # the error named the dimensions only: which of thousands of rows was odd?
+    memories, _ = _seeded_memories()
+    odd = memories[3].model_copy(update={"embedding": (memories[3].embedding or [])[:4]})
+    memories[3] = odd
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    before = _digest(path)
+    message = f"memory {odd.id!r} has an embedding of 4 dimensions, .* of 8"
+    with pytest.raises(ValueError, match=message):
+        SQLiteStore(path)
+    assert _digest(path) == before
+
+
+def test_an_originals_row_whose_data_has_no_id_keeps_the_rows_id(tmp_path: Path) -> None:
+    # the original's get/delete find a row by its id column; the copy gave the memory a
+    # fresh random id instead, so get(row id) found nothing
+    memories, _ = _seeded_memories()
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    data = memories[2].model_dump(mode="json")
+    del data["id"]
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE memories SET data = ? WHERE id = ?", (json.dumps(data), memories[2].id))
+    conn.commit()
+    conn.close()
+    with SQLiteStore(path) as store:
+        assert store.get(memories[2].id) == memories[2]
+        assert [m.id for m in store.list_all()] == [m.id for m in memories]
+
+
+# Pinned from the original 0.18.1: its SQLiteStore opened a file holding exactly these
+# rows (_seeded_memories in its layout), load_state(state), then these retrievals in
+# order at a frozen clock (START + 1 h): (content, score) of the top 4.
+_ORIGINAL_RANKINGS = {
+    "prize party": [("rainy day", 0.6524248860031384), ("won the prize", 0.5047313231276689),
+                    ("calm walk", 0.48836643121798506), ("loud argument", 0.42459163900521985)],
+    "dog": [("rainy day", 0.6599452691392976), ("calm walk", 0.5422378567798487),
+            ("loud argument", 0.3317290068902841), ("won the prize", 0.2648045487760125)],
+    "walk in the rain": [("won the prize", 0.41741532398590364),
+                         ("my dog died", 0.36772934546146524), ("rainy day", 0.33137944192509783),
+                         ("calm walk", 0.3088940823038736)],
+    "argument": [("rainy day", 0.6666159194435693), ("won the prize", 0.5746711529588305),
+                 ("loud argument", 0.4799640293375794), ("calm walk", 0.41730338895026253)],
+}
+
+
+def test_rankings_on_an_originals_file_equal_the_originals(tmp_path: Path) -> None:
+    memories, state = _seeded_memories()
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    with SQLiteStore(path) as store:
+        eng = engine(store=store, clock=TickClock(START + timedelta(hours=1), timedelta(0)))
+        eng.load_state(state)
+        for query, expected in _ORIGINAL_RANKINGS.items():
+            got = eng.retrieve_with_explanations(query, top_k=4)
+            assert [r.memory.content for r in got] == [c for c, _ in expected], query
+            assert [r.score for r in got] == pytest.approx([s for _, s in expected], abs=1e-12)
+        mood = eng.save_state()["mood"]
+    assert (mood["valence"], mood["arousal"], mood["timestamp"]) == (
+        -0.05367010272195545, 0.27737156303270805, "2026-01-01T00:01:10Z"
+    )
+
+
+def test_two_original_rows_holding_one_memory_id_are_named(tmp_path: Path) -> None:
+    # the original lists both rows; the copy kept the last one only, silently
+    memories, _ = _seeded_memories()
+    path = tmp_path / "original.db"
+    _original_layout_db(path, memories)
+    twin = memories[4].model_copy(update={"id": memories[1].id})
+    conn = sqlite3.connect(path)
+    conn.execute(
+        "UPDATE memories SET data = ? WHERE id = ?", (twin.model_dump_json(), memories[4].id)
+    )
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    message = f"memories rows 2 and 5 both hold memory id {memories[1].id!r}"
+    with pytest.raises(ValueError, match=message):
+        SQLiteStore(path)
+    assert _digest(path) == before

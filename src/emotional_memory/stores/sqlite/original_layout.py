@@ -16,7 +16,9 @@ store opens a file, and write only when there is something to do:
   candidates - and the rankings - are the original's; embeddings exact, float64 kept),
   the original's slot ``'current'`` becoming key ``'default'``. The original's tables
   (``memories``, ``memory_vec`` and its shadow tables, ``affective_state``) stay
-  exactly as they were: the original still opens the file and finds what it had;
+  exactly as they were: the original still opens the file and finds what it had.
+  The copy is made once: rows the original writes later are not read (its export
+  and ``import_memories`` bring them over);
 - a file written by an earlier version of this library, which kept its rows in
   ``memories`` / ``affective_state`` and renamed the original's tables to
   ``memories_v0_18`` / ``affective_state_v0_18``: this library's tables take their new
@@ -170,20 +172,33 @@ def original_memories(conn: sqlite3.Connection, table: str = "memories") -> list
         table: the table in the original's layout.
 
     Returns:
-        The validated memories (embeddings exactly as the JSON holds them).
+        The validated memories (embeddings exactly as the JSON holds them; a memory
+        whose JSON has no id takes its row's).
 
     Raises:
-        ValueError: a row whose ``data`` is not a valid memory (the rowid and id named).
+        ValueError: a row whose ``data`` is not a valid memory (the rowid and id named),
+            or two rows holding one memory id (both rowids named).
     """
     rows = conn.execute(f"SELECT rowid, id, data FROM {_quoted(table)} ORDER BY rowid").fetchall()
     out: list[Memory] = []
+    seen: dict[str, int] = {}  # memory id -> the rowid holding it
     for rowid, memory_id, data in rows:
         try:
-            out.append(Memory.model_validate_json(data))
+            memory = Memory.model_validate_json(data)
         except ValueError as exc:
             raise ValueError(
                 f"memories row {rowid} (id {memory_id!r}) is not a valid memory: {exc}"
             ) from exc
+        if "id" not in memory.model_fields_set and isinstance(memory_id, str) and memory_id:
+            # no id in the JSON: the row's (the one the original's get/delete use), not
+            # a fresh random one
+            memory = memory.model_copy(update={"id": memory_id})
+        first = seen.setdefault(memory.id, rowid)
+        if first != rowid:  # keeping one of them would lose the other silently
+            raise ValueError(
+                f"memories rows {first} and {rowid} both hold memory id {memory.id!r}"
+            )
+        out.append(memory)
     return out
 
 
@@ -245,8 +260,8 @@ def prepare_memory_file(
         True when the file was changed; False when it needed nothing (not written).
 
     Raises:
-        ValueError: a row of the original's table is not a valid memory (the file is
-            left exactly as it was).
+        ValueError: a row of the original's table is not a valid memory, or two rows
+            hold one memory id (the file is left exactly as it was).
     """
 
     def apply(conn: sqlite3.Connection, todo: list[str]) -> None:

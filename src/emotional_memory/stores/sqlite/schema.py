@@ -227,9 +227,18 @@ def _upgrade_records(conn: sqlite3.Connection) -> None:
 
 def _fill_memories(conn: sqlite3.Connection, memories: list[Memory]) -> None:
     """Write memories, in order, to an empty ``em_memories`` (a migration's copy)."""
-    dims = {len(m.embedding) for m in memories if m.embedding}
-    if len(dims) > 1:
-        raise ValueError(f"memories hold embeddings of several dimensions {sorted(dims)}")
+    first: Memory | None = None
+    for m in memories:
+        if not m.embedding:
+            continue
+        if first is None:
+            first = m
+        elif len(m.embedding) != len(first.embedding or ()):
+            raise ValueError(
+                f"memory {m.id!r} has an embedding of {len(m.embedding)} dimensions, "
+                f"memory {first.id!r} (the first with one) of {len(first.embedding or ())}: "
+                "a store holds embeddings of one dimension"
+            )
     conn.executemany(_UPSERT, [memory_params(m)[1] for m in memories])
 
 
