@@ -111,7 +111,9 @@ def test_filters_are_asked_of_the_database(
     fill_bank(oracle, clock, n=12)
     spy = Spy(store, monkeypatch)
     for where in WHERES:
-        spy.armed = True
+        # a where no database expresses reads the whole superset: with no expiring
+        # memory, nothing at all confines it (no filter)
+        spy.armed = where != {"topic": {"$gt": "home"}}
         got = [m.content for m in filtered.list_all(where=where)]
         found = filtered.retrieve_with_explanations("rain storm", 3, where=where)
         spy.armed = False
@@ -279,3 +281,50 @@ def test_chroma_records_without_filter_fields_load_as_root_and_unexpired(
         ]
     finally:
         store.close()
+
+
+class _CountingClock:
+    """A clock 30 s later at every reading (a replay's tick clock), counting them."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> Any:
+        self.reads += 1
+        return T0 + timedelta(seconds=30 * self.reads)
+
+
+def _clock_reads_per_step(store: Any) -> list[tuple[str, int]]:
+    """The engine's clock readings of each step of one scoped session over ``store``
+    (no memory has an expiry)."""
+    clock = _CountingClock()
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), clock=clock)
+    alice = engine.scoped("alice")
+    steps: list[tuple[str, Any]] = [
+        ("encode", lambda: alice.encode("rain on the harbour", metadata={"n": 1})),
+        ("root encode", lambda: engine.encode("a storm at night", metadata={"n": 2})),
+        ("list", lambda: alice.list_all()),
+        ("list where", lambda: alice.list_all(where={"n": 1})),
+        ("root list where", lambda: engine.list_all(where={"n": {"$gte": 1}})),
+        ("retrieve", lambda: alice.retrieve("rain harbour", top_k=2)),
+        ("retrieve where", lambda: engine.retrieve("storm", top_k=2, where={"n": 2})),
+        ("len", lambda: len(alice)),
+        ("export", lambda: alice.export_memories()),
+        ("prune", lambda: alice.prune()),
+        ("batch", lambda: alice.encode_batch(["one more", "and another"])),
+    ]
+    out = []
+    for name, step in steps:
+        before = clock.reads
+        step()
+        out.append((name, clock.reads - before))
+    return out
+
+
+def test_a_view_reads_the_clock_as_the_in_memory_store_does(backend: Backend) -> None:
+    """While no memory has an expiry, a view's operation reads the engine clock as
+    often as over InMemoryStore (it never needs the time to confine by expiry): the
+    vector databases read it for every filter they built, so a tick clock (a replay)
+    gave later memories other timestamps than the in-memory store's."""
+    store = backend.new()
+    assert _clock_reads_per_step(store) == _clock_reads_per_step(oracle_store())

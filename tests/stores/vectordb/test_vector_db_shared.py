@@ -74,3 +74,29 @@ def test_an_embedded_qdrant_client_shared_by_two_stores_counts_their_expiry() ->
     root = first.selected(Selection(now=Now(now)))
     assert [m.content for m in root.list_all()] == ["alive"]
     assert len(root) == 1
+
+
+def test_a_view_confines_by_the_expiry_another_store_object_wrote(backend: Backend) -> None:
+    """A view reads the clock only while some memory may expire, and asks the
+    database (not this object's own writes) whether one may: a memory another object
+    wrote, expired, is never seen, counted or found. An embedded Qdrant store
+    remembered "no expiring memory" over its own client even once it had handed the
+    client out (``store.client``): its root view counted the other's expired memory."""
+    from datetime import timedelta
+
+    from emotional_memory.stores.base import Now, Selection
+    from support.scopes import T0
+
+    first = backend.new()
+    second = _twin(first)
+    first.save(mem("kept", [1.0, 0.0]).model_copy(update={"scope": ("u",)}))
+    gone = mem("gone", [1.0, 0.0]).model_copy(
+        update={"scope": ("u",), "expires_at": T0 + timedelta(minutes=1)})
+    second.save(gone)
+    view = first.selected(Selection(("u",), None, Now(T0 + timedelta(hours=1))))
+    assert [m.content for m in view.list_all()] == ["kept"]
+    assert len(view) == 1
+    assert [m.content for m in view.search_by_embedding([1.0, 0.0], 5)] == ["kept"]
+    root = first.selected(Selection(now=Now(T0 + timedelta(hours=1))))
+    assert len(root) == 1
+    assert [m.content for m in root.list_all()] == ["kept"]

@@ -117,3 +117,29 @@ def test_an_import_holding_such_an_id_is_refused_whole(backend: Backend) -> None
     with pytest.raises(UnstorableValueError, match=r"data\[1\]") as caught:
         engine.import_memories(source.export_memories())
     assert caught.value.field == "id" and len(engine.store) == 0
+
+
+@pytest.mark.parametrize("embedded", [True, False])
+def test_a_replaced_memory_keeps_none_of_its_old_filter_fields(
+    backend: Backend, embedded: bool
+) -> None:
+    """A replace drops the filter fields the new version lacks: Chroma's upsert
+    merged metadata keys, so a memory whose metadata lost a key still matched the old
+    value, and one moved from a scope to the root was still seen (and counted) by the
+    old scope's views."""
+    store, oracle = backend.new(), oracle_store()
+    vector = [1.0, 0.0] if embedded else None
+    for s in (store, oracle):
+        old = mem("moved", vector, metadata={"a": 1, "s": "x", "n": {"k": True}})
+        s.save(old.model_copy(update={"scope": ("u", "v")}))
+        s.save(mem("other", vector, metadata={"b": 2}))
+        s.save(old.model_copy(update={"metadata": {"b": 2}}))  # to the root, new metadata
+    wheres = [{"a": 1}, {"a": {"$ne": 1}}, {"a": {"$exists": True}}, {"s": "x"},
+              {"n.k": True}, {"b": 2}, {"a": None}]
+    for scope in [(), ("u",), ("u", "v")]:
+        for where in [None, *wheres]:
+            selection = Selection(scope, None if where is None else parse_where(where))
+            got, want = store.selected(selection), oracle.selected(selection)
+            assert [m.content for m in got.list_all()] == [
+                m.content for m in want.list_all()], (scope, where)
+            assert len(got) == len(want), (scope, where)

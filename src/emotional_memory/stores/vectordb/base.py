@@ -41,6 +41,7 @@ from emotional_memory.stores._shared.records import (
 from emotional_memory.stores.base import BackendStore, Selection
 from emotional_memory.stores.vectordb.filter import (
     FALSE,
+    NEVER,
     TRUE,
     Cond,
     filter_fields,
@@ -140,6 +141,7 @@ class VectorDBStore(BackendStore, ABC):
         # Whether a memory with an expiry may be stored (None: unknown, ask the
         # database); only a backend that is this process's alone keeps it.
         self._may_expire: bool | None = None
+        self._expiring_seen = False  # a memory with an expiry was stored or found
         self._writes = 0  # this object's writes (a view's cached count is of one)
 
     def _add_fields(self, main: bool, ids: list[str]) -> None:
@@ -330,8 +332,24 @@ class VectorDBStore(BackendStore, ABC):
             self._remove(False, [memory.id])
         if old is None:
             self._next_seq += 1
-        if memory.expires_at is not None and self._may_expire is False:
-            self._may_expire = True
+        if memory.expires_at is not None:
+            self._expiring_seen = True
+            if self._may_expire is False:
+                self._may_expire = True
+
+    def _holds_expiring(self) -> bool:
+        """Whether some stored memory may have an expiry: a view then confines by
+        expiry, reading the operation's time; else it reads no clock, as
+        InMemoryStore's views. Known while only this object writes (an own
+        embedded Qdrant); else asked of the database until one is found."""
+        with self._lock:
+            if self._expiring_seen or self._may_expire:
+                return True
+            if self._may_expire is False:
+                return False
+            expiring = self._render(Cond("range", "x_exp", NEVER, "lt"))
+            self._expiring_seen = any(self._count(main, expiring) for main in (True, False))
+            return self._expiring_seen
 
     def get(self, memory_id: str) -> Memory | None:
         """Look a memory up by id.
@@ -608,7 +626,11 @@ class VectorDBSelected:
         """``(rendered filter or None, exact, nothing)``: the database filter, whether
         it is exact, and whether the selection is empty whatever is stored."""
         if self._translated is None:
-            cond, exact = translate(self.selection, self.store.filter_size_max)
+            selection = self.selection
+            # the time is read only when needed: the operation writes memories with
+            # an expiry, or some stored memory has one
+            expiry = selection.expiring or self.store._holds_expiring()
+            cond, exact = translate(selection, self.store.filter_size_max, expiry)
             if cond == FALSE:
                 self._translated = (None, True, True)
             elif cond == TRUE:

@@ -132,14 +132,22 @@ class ChromaStore(VectorDBStore):
         return out
 
     def _upsert(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
-        self._collection(main).upsert(
+        collection = self._collection(main)
+        metadatas: list[dict[str, Any]] = [
+            {**(r.fields or {}), "id": r.id, "seq": r.seq, "novec": r.novec} for r in records
+        ]
+        # Chroma's upsert merges metadata keys: a filter field the old version had and
+        # the new one lacks (a metadata key, a label, a scope) is removed as None
+        old = collection.get(ids=[r.id for r in records], include=["metadatas"])
+        stale = {str(i): meta or {} for i, meta in zip(old["ids"], old["metadatas"], strict=True)}
+        for r, meta in zip(records, metadatas, strict=True):
+            for name in stale.get(r.id, {}):
+                meta.setdefault(name, None)
+        collection.upsert(
             ids=[r.id for r in records],
             embeddings=vectors,
             documents=[r.data for r in records],
-            metadatas=[
-                {**(r.fields or {}), "id": r.id, "seq": r.seq, "novec": r.novec}
-                for r in records
-            ],
+            metadatas=metadatas,
         )
 
     def _fetch(self, main: bool, ids: list[str]) -> list[Record]:

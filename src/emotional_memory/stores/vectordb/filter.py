@@ -289,7 +289,9 @@ def _size(cond: Cond) -> int:
     return 1
 
 
-def translate(selection: Selection, max_size: int | None = None) -> tuple[Cond, bool]:
+def translate(
+    selection: Selection, max_size: int | None = None, expiry: bool = True
+) -> tuple[Cond, bool]:
     """``selection`` as a condition tree over the filter fields.
 
     Args:
@@ -297,6 +299,9 @@ def translate(selection: Selection, max_size: int | None = None) -> tuple[Cond, 
         max_size: the most comparisons the database takes in one filter (None: no
             limit); a ``where`` filter translating to more becomes "true" (a
             superset, inexact), which the store narrows in Python.
+        expiry: whether some stored memory may have an expiry; False: no expiry
+            condition (the operation's time is not read), and nothing for an
+            ``expired`` selection.
 
     Returns:
         ``(tree, exact)``: the tree (:data:`TRUE` for no condition, :data:`FALSE`
@@ -307,8 +312,11 @@ def translate(selection: Selection, max_size: int | None = None) -> tuple[Cond, 
     parts: list[Cond] = []
     if selection.scope:
         parts.append(Cond("has", "sp", scope_key(selection.scope)))
-    now = _now_microseconds(selection.now())
-    if now is None:
+    now = _now_microseconds(selection.now()) if expiry else None
+    if not expiry:  # nothing expires: no condition (nothing has expired)
+        if selection.expired:
+            return FALSE, True
+    elif now is None:
         t.exact = False
     elif selection.expired:
         parts.append(Cond("range", "x_exp", now, "lte"))

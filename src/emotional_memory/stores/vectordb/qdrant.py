@@ -120,7 +120,10 @@ class QdrantStore(VectorDBStore):
 
     @property
     def client(self) -> Any:
-        """The underlying ``QdrantClient``."""
+        """The underlying ``QdrantClient`` (once handed out it may serve other store
+        objects: whether a memory may expire is then asked of the database)."""
+        with self._lock:
+            self._may_expire = None
         return self._client
 
     @property
