@@ -580,3 +580,38 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     )
     root.engine.close()
     other.close()
+
+
+def test_an_engine_whose_clock_is_behind_never_moves_the_shared_state_back(
+    tmp_path: Path,
+) -> None:
+    """Workers on hosts whose clocks disagree: an update through the engine whose
+    clock is an hour behind is stamped at the stored state's latest time, not an hour
+    before it, so the next reader's mood decay counts no hour that never passed (and
+    the history stays in time order); a reset still starts at the engine's clock."""
+    from datetime import UTC, datetime, timedelta
+
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.mood import MoodDecayConfig
+
+    t = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    config = EmotionalMemoryConfig(mood_decay=MoodDecayConfig())
+    ahead = _sqlite_engine(tmp_path / "m.db", shared_state=True, config=config,
+                           clock=lambda: t)
+    behind = _sqlite_engine(tmp_path / "m.db", shared_state=True, config=config,
+                            clock=lambda: t - timedelta(hours=1))
+    for _ in range(3):
+        ahead.set_affect(CoreAffect(valence=-0.9, arousal=0.9))
+    before = ahead.get_current_mood().valence
+    state = behind.set_affect(CoreAffect(valence=-0.9, arousal=0.9))
+    assert state.mood.timestamp == t
+    stamps = [point[0] for point in ahead.get_state().history]
+    assert stamps == sorted(stamps) and stamps[-1] == t
+    # one more update towards -0.9, read at once: further from baseline, not decayed
+    assert ahead.get_current_mood().valence < before
+    behind.encode("an event through the late clock")
+    assert ahead.get_state().mood.timestamp == t
+    behind.reset_state()
+    assert ahead.get_state().mood.timestamp == t - timedelta(hours=1)
+    ahead.close()
+    behind.close()

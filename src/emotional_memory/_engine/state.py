@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from emotional_memory._engine.core import EngineCore
@@ -90,9 +90,11 @@ class StateMixin(EngineCore):
                 self._scope_locks.database_held(path),
             ):
                 self._take_stored(states, replacing)
+                self._time_floor = None if replacing else _latest_time(self._state)
                 yield
         finally:
             self._sharing_depth = 0
+            self._time_floor = None
 
     @contextmanager
     def _out_of_turn(self, replacing: bool = False) -> Iterator[None]:
@@ -120,12 +122,15 @@ class StateMixin(EngineCore):
             return
         with states.hold_scope(path, wait=False):
             depth = self.__dict__.get("_sharing_depth", 0)
+            floor = self.__dict__.get("_time_floor")
             self._sharing_depth = 1  # a turn of its own: the save checks its version
             try:
                 self._take_stored(states, replacing)
+                self._time_floor = None if replacing else _latest_time(self._state)
                 yield
             finally:
                 self._sharing_depth = depth
+                self._time_floor = floor
 
     def _catch_up(self, replacing: bool = False) -> None:
         """Adopt the stored state before a state change made outside this engine's
@@ -395,3 +400,12 @@ class StateMixin(EngineCore):
             return mood
         at = self._now() if now is None else aware("now", now)
         return mood.regress(at, self.config.mood_decay)
+
+
+def _latest_time(state: AffectiveState) -> datetime:
+    """The latest time ``state`` holds (its mood's stamp or last history point), in UTC."""
+    history = state.history
+    latest = state.mood.timestamp
+    if history and history[-1][0] > latest:
+        latest = history[-1][0]
+    return latest.astimezone(UTC)
