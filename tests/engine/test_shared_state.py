@@ -615,3 +615,53 @@ def test_an_engine_whose_clock_is_behind_never_moves_the_shared_state_back(
     assert ahead.get_state().mood.timestamp == t - timedelta(hours=1)
     ahead.close()
     behind.close()
+
+
+class _CallingEmbedder(HashingEmbedder):
+    """Runs ``calls[text]`` (a nested engine call) when asked to embed ``text``."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=32)
+        self.calls: dict[str, Any] = {}
+
+    def embed(self, text: str) -> Any:
+        call = self.calls.get(text)
+        if call is not None:
+            call()
+        return super().embed(text)
+
+
+def test_a_nested_call_inside_an_operation_never_waits_for_its_own_locks(
+    tmp_path: Path,
+) -> None:
+    """A call made inside an operation on the same thread (an embedder calling the
+    engine): on the scope or a sub-scope it runs under the operation's cross-process
+    locks (taking them again waited for itself: flock and advisory locks of another
+    file or session exclude their own process); on a parent, whose locks cannot be
+    taken while the operation holds its own, it fails at once, naming both scopes."""
+    store = SQLiteStore(tmp_path / "m.db")
+    embedder = _CallingEmbedder()
+    engine = EmotionalMemory(
+        store, embedder, shared_state=True,
+        state_store=SQLiteAffectiveStateStore.from_store(store, hold_timeout=2),
+    )
+    team = engine.scoped("team")
+    sub = team.scoped("sub")
+    embedder.calls["outer"] = lambda: sub.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+    team.encode("outer")
+    other = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    assert other.scoped("team").scoped("sub").get_state().core_affect.valence == 0.7
+    assert len(other.scoped("team").list_all()) == 1
+    errors: list[BaseException] = []
+
+    def parent_call() -> None:
+        try:
+            engine.list_all()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    embedder.calls["second"] = parent_call
+    team.encode("second")
+    assert len(errors) == 1 and "['team']" in str(errors[0]) and "[]" in str(errors[0])
+    other.close()
+    engine.close()

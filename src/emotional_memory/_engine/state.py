@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -82,12 +82,21 @@ class StateMixin(EngineCore):
         if states is None or self.__dict__.get("_sharing_depth", 0):
             yield
             return
-        self._sharing_depth = 1
         path = self._scope
+        # a call nested in an operation of this thread (an embedder calling the
+        # engine): taking the scope's locks again would wait for that operation's own
+        held = self._scope_locks.database_cover(path)
+        if held is not None and tuple(path[: len(held)]) != held:
+            raise RuntimeError(
+                f"a call on scope {list(path)} inside an operation on scope {list(held)} "
+                "(same thread) cannot take its parent's cross-process locks (shared_state)"
+            )
+        self._sharing_depth = 1
         try:
             with (
-                states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
-                self._scope_locks.database_held(path),
+                nullcontext() if held is not None
+                else states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
+                nullcontext() if held is not None else self._scope_locks.database_held(path),
             ):
                 self._take_stored(states, replacing)
                 self._time_floor = None if replacing else _latest_time(self._state)
