@@ -665,3 +665,26 @@ def test_a_nested_call_inside_an_operation_never_waits_for_its_own_locks(
     assert len(errors) == 1 and "['team']" in str(errors[0]) and "[]" in str(errors[0])
     other.close()
     engine.close()
+
+
+def test_a_view_made_inside_an_operation_keeps_its_own_clock(tmp_path: Path) -> None:
+    """The time floor of an operation on a shared state (the stored state's latest
+    time, ahead of this engine's clock) belongs to that operation: a view made by a
+    call inside it reads its own clock."""
+    from datetime import UTC, datetime, timedelta
+
+    t = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    ahead = _sqlite_engine(tmp_path / "m.db", shared_state=True, clock=lambda: t)
+    ahead.scoped("team").set_affect(CoreAffect(valence=0.4, arousal=0.4))
+    store = SQLiteStore(tmp_path / "m.db")
+    embedder = _CallingEmbedder()
+    behind = EmotionalMemory(store, embedder, shared_state=True,
+                             state_store=SQLiteAffectiveStateStore.from_store(store),
+                             clock=lambda: t - timedelta(hours=1))
+    team = behind.scoped("team")
+    views: list[EmotionalMemory] = []
+    embedder.calls["outer"] = lambda: views.append(team.scoped("fresh"))
+    team.encode("outer")
+    assert views[0].get_state().mood.timestamp == t - timedelta(hours=1)
+    ahead.close()
+    behind.close()
