@@ -134,6 +134,23 @@ class ScopeLocks:
                 else:
                     del self._database[path]
 
+    def database_cover(self, path: Path) -> Path | None:
+        """The path whose cross-process locks an operation of this thread holds and
+        that overlaps ``path`` (a call nested in that operation), or None.
+
+        Args:
+            path: the nested call's scope path.
+
+        Returns:
+            The held path, or None (no operation of this thread holds such locks).
+        """
+        me = threading.get_ident()
+        with self._cond:
+            for held in self._database:
+                if overlap(path, held) and self._held.get(held, (None, 0))[0] == me:
+                    return held
+        return None
+
     def pin(self, path: Path) -> bool:
         """Pin the cross-process locks of an operation of this process on a path
         overlapping ``path`` (never waits; undo with :meth:`unpin`).

@@ -237,7 +237,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         full = (*self._scope, *path)
         root_states = self.__dict__.get("_root_state_store", self.state_store)
         view = copy.copy(self)
-        for cached in ("_joined_cache", "_state_version", "_sharing_depth"):
+        for cached in ("_joined_cache", "_state_version", "_sharing_depth", "_time_floor"):
             view.__dict__.pop(cached, None)
         view._scope = full
         view._root_state_store = root_states

@@ -580,3 +580,111 @@ def test_the_event_loops_state_calls_never_wait_for_a_scope_held_elsewhere(
     )
     root.engine.close()
     other.close()
+
+
+def test_an_engine_whose_clock_is_behind_never_moves_the_shared_state_back(
+    tmp_path: Path,
+) -> None:
+    """Workers on hosts whose clocks disagree: an update through the engine whose
+    clock is an hour behind is stamped at the stored state's latest time, not an hour
+    before it, so the next reader's mood decay counts no hour that never passed (and
+    the history stays in time order); a reset still starts at the engine's clock."""
+    from datetime import UTC, datetime, timedelta
+
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.mood import MoodDecayConfig
+
+    t = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    config = EmotionalMemoryConfig(mood_decay=MoodDecayConfig())
+    ahead = _sqlite_engine(tmp_path / "m.db", shared_state=True, config=config,
+                           clock=lambda: t)
+    behind = _sqlite_engine(tmp_path / "m.db", shared_state=True, config=config,
+                            clock=lambda: t - timedelta(hours=1))
+    for _ in range(3):
+        ahead.set_affect(CoreAffect(valence=-0.9, arousal=0.9))
+    before = ahead.get_current_mood().valence
+    state = behind.set_affect(CoreAffect(valence=-0.9, arousal=0.9))
+    assert state.mood.timestamp == t
+    stamps = [point[0] for point in ahead.get_state().history]
+    assert stamps == sorted(stamps) and stamps[-1] == t
+    # one more update towards -0.9, read at once: further from baseline, not decayed
+    assert ahead.get_current_mood().valence < before
+    behind.encode("an event through the late clock")
+    assert ahead.get_state().mood.timestamp == t
+    behind.reset_state()
+    assert ahead.get_state().mood.timestamp == t - timedelta(hours=1)
+    ahead.close()
+    behind.close()
+
+
+class _CallingEmbedder(HashingEmbedder):
+    """Runs ``calls[text]`` (a nested engine call) when asked to embed ``text``."""
+
+    def __init__(self) -> None:
+        super().__init__(dim=32)
+        self.calls: dict[str, Any] = {}
+
+    def embed(self, text: str) -> Any:
+        call = self.calls.get(text)
+        if call is not None:
+            call()
+        return super().embed(text)
+
+
+def test_a_nested_call_inside_an_operation_never_waits_for_its_own_locks(
+    tmp_path: Path,
+) -> None:
+    """A call made inside an operation on the same thread (an embedder calling the
+    engine): on the scope or a sub-scope it runs under the operation's cross-process
+    locks (taking them again waited for itself: flock and advisory locks of another
+    file or session exclude their own process); on a parent, whose locks cannot be
+    taken while the operation holds its own, it fails at once, naming both scopes."""
+    store = SQLiteStore(tmp_path / "m.db")
+    embedder = _CallingEmbedder()
+    engine = EmotionalMemory(
+        store, embedder, shared_state=True,
+        state_store=SQLiteAffectiveStateStore.from_store(store, hold_timeout=2),
+    )
+    team = engine.scoped("team")
+    sub = team.scoped("sub")
+    embedder.calls["outer"] = lambda: sub.set_affect(CoreAffect(valence=0.7, arousal=0.2))
+    team.encode("outer")
+    other = _sqlite_engine(tmp_path / "m.db", shared_state=True)
+    assert other.scoped("team").scoped("sub").get_state().core_affect.valence == 0.7
+    assert len(other.scoped("team").list_all()) == 1
+    errors: list[BaseException] = []
+
+    def parent_call() -> None:
+        try:
+            engine.list_all()
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    embedder.calls["second"] = parent_call
+    team.encode("second")
+    assert len(errors) == 1 and "['team']" in str(errors[0]) and "[]" in str(errors[0])
+    other.close()
+    engine.close()
+
+
+def test_a_view_made_inside_an_operation_keeps_its_own_clock(tmp_path: Path) -> None:
+    """The time floor of an operation on a shared state (the stored state's latest
+    time, ahead of this engine's clock) belongs to that operation: a view made by a
+    call inside it reads its own clock."""
+    from datetime import UTC, datetime, timedelta
+
+    t = datetime(2026, 1, 1, 12, tzinfo=UTC)
+    ahead = _sqlite_engine(tmp_path / "m.db", shared_state=True, clock=lambda: t)
+    ahead.scoped("team").set_affect(CoreAffect(valence=0.4, arousal=0.4))
+    store = SQLiteStore(tmp_path / "m.db")
+    embedder = _CallingEmbedder()
+    behind = EmotionalMemory(store, embedder, shared_state=True,
+                             state_store=SQLiteAffectiveStateStore.from_store(store),
+                             clock=lambda: t - timedelta(hours=1))
+    team = behind.scoped("team")
+    views: list[EmotionalMemory] = []
+    embedder.calls["outer"] = lambda: views.append(team.scoped("fresh"))
+    team.encode("outer")
+    assert views[0].get_state().mood.timestamp == t - timedelta(hours=1)
+    ahead.close()
+    behind.close()

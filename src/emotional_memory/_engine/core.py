@@ -102,10 +102,17 @@ class EngineCore:
         """The clock's reading in UTC (a zone's datetimes subtract and compare by wall
         time when they share a tzinfo, wrong across a DST fold).
 
+        In an operation on a shared state (``shared_state``), never before the stored
+        state's latest time: a worker whose clock is behind another's must not stamp
+        the state back in time (the next reader's mood decay would count time that
+        never passed).
+
         Raises:
             ValueError: a naive reading, or one outside the years 1..9999 in UTC.
         """
-        return in_utc("clock()", aware("clock()", self._clock()))
+        now = in_utc("clock()", aware("clock()", self._clock()))
+        floor: datetime | None = self.__dict__.get("_time_floor")
+        return floor if floor is not None and floor > now else now
 
     def _check_content(self, content: object, field: str = "content") -> str:
         if not isinstance(content, str):

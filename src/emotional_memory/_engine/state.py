@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime
+from contextlib import contextmanager, nullcontext
+from datetime import UTC, datetime
 from typing import Any
 
 from emotional_memory._engine.core import EngineCore
@@ -82,17 +82,28 @@ class StateMixin(EngineCore):
         if states is None or self.__dict__.get("_sharing_depth", 0):
             yield
             return
-        self._sharing_depth = 1
         path = self._scope
+        # a call nested in an operation of this thread (an embedder calling the
+        # engine): taking the scope's locks again would wait for that operation's own
+        held = self._scope_locks.database_cover(path)
+        if held is not None and tuple(path[: len(held)]) != held:
+            raise RuntimeError(
+                f"a call on scope {list(path)} inside an operation on scope {list(held)} "
+                "(same thread) cannot take its parent's cross-process locks (shared_state)"
+            )
+        self._sharing_depth = 1
         try:
             with (
-                states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
-                self._scope_locks.database_held(path),
+                nullcontext() if held is not None
+                else states.hold_scope(path) if wait else states.hold_scope(path, wait=False),
+                nullcontext() if held is not None else self._scope_locks.database_held(path),
             ):
                 self._take_stored(states, replacing)
+                self._time_floor = None if replacing else _latest_time(self._state)
                 yield
         finally:
             self._sharing_depth = 0
+            self._time_floor = None
 
     @contextmanager
     def _out_of_turn(self, replacing: bool = False) -> Iterator[None]:
@@ -120,12 +131,15 @@ class StateMixin(EngineCore):
             return
         with states.hold_scope(path, wait=False):
             depth = self.__dict__.get("_sharing_depth", 0)
+            floor = self.__dict__.get("_time_floor")
             self._sharing_depth = 1  # a turn of its own: the save checks its version
             try:
                 self._take_stored(states, replacing)
+                self._time_floor = None if replacing else _latest_time(self._state)
                 yield
             finally:
                 self._sharing_depth = depth
+                self._time_floor = floor
 
     def _catch_up(self, replacing: bool = False) -> None:
         """Adopt the stored state before a state change made outside this engine's
@@ -395,3 +409,12 @@ class StateMixin(EngineCore):
             return mood
         at = self._now() if now is None else aware("now", now)
         return mood.regress(at, self.config.mood_decay)
+
+
+def _latest_time(state: AffectiveState) -> datetime:
+    """The latest time ``state`` holds (its mood's stamp or last history point), in UTC."""
+    history = state.history
+    latest = state.mood.timestamp
+    if history and history[-1][0] > latest:
+        latest = history[-1][0]
+    return latest.astimezone(UTC)
