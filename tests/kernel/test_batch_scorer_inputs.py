@@ -268,3 +268,25 @@ def test_shard_columns_and_memory_mesh_name_a_bad_mesh() -> None:
         shard_columns(cols, memory_mesh(), "x")
     with pytest.raises(ValueError, match="devices must name at least one device"):
         memory_mesh([])
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+@pytest.mark.parametrize("n", [82, 130])
+def test_identical_rows_tie_across_a_short_last_chunk(scorer: str, n: int) -> None:
+    """N identical memories tie, so the lowest rows win, whatever N is. The rows past
+    the last full chunk were scored as a narrower chunk, whose product rounds
+    differently (an ulp or two): identical rows there beat the earlier ones. The last
+    chunk is now a full-width one ending at row N, its rows already scanned masked."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(8, 4, 16, seed=13)
+    one = {k: np.asarray(v)[:1] for k, v in _fields(cols).items()}  # row 0: finite
+    same = MemoryColumns(**{k: np.repeat(v, n, axis=0) for k, v in one.items()})
+    semantic_only = jnp.asarray([1.0, 0, 0, 0, 0, 0], jnp.float32)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    for mask in (None, semantic_only):
+        index, scores = run(params, queries, same, 8, chunk_size=64, signal_mask=mask)
+        np.testing.assert_array_equal(np.asarray(index), np.tile(np.arange(8), (16, 1)))
+        scores = np.asarray(scores)
+        np.testing.assert_array_equal(scores, np.repeat(scores[:, :1], 8, axis=1))
+        full, _ = run(params, queries, same, n, chunk_size=64, signal_mask=mask)
+        np.testing.assert_array_equal(np.asarray(full), np.tile(np.arange(n), (16, 1)))

@@ -515,25 +515,26 @@ def top_k_over_rows(
     n_queries = queries.embedding.shape[0]
     dtype = queries.affect.dtype
     size = min(int(chunk_size), max(n, 1))
-    n_full = n // size
+    n_steps = -(-n // size)  # a short last chunk is a full-width one ending at row n
 
     def step(carry: Any, chunk_id: Any) -> tuple[Any, None]:
+        # Every step scores `size` rows: a narrower product rounds differently, so
+        # identical rows past the last full chunk did not tie with the earlier ones.
+        # The last step starts at n - size; its rows before chunk_id * size (already
+        # scanned) are masked, so the rows it adds all follow the running top-k's.
         best_scores, best_index = carry
-        start = chunk_id * size
-        totals = chunk_totals(params, queries, slice_rows(rows, start, size))
+        start = jnp.minimum(chunk_id * size, n - size)
+        chunk = slice_rows(rows, start, size)
+        fresh = start + jnp.arange(size, dtype=jnp.int32) >= chunk_id * size
+        totals = chunk_totals(params, queries, chunk._replace(valid=chunk.valid & fresh))
         return merge_top_k(best_scores, best_index, totals, start, k), None
 
     carry: Any = (
         jnp.full((n_queries, k), -jnp.inf, dtype),
         jnp.full((n_queries, k), -1, jnp.int32),
     )
-    if n_full:
-        carry, _ = jax.lax.scan(step, carry, jnp.arange(n_full, dtype=jnp.int32))
-    tail = n - n_full * size
-    if tail:
-        start = n_full * size
-        totals = chunk_totals(params, queries, slice_rows(rows, start, tail))
-        carry = merge_top_k(carry[0], carry[1], totals, jnp.int32(start), k)
+    if n_steps:
+        carry, _ = jax.lax.scan(step, carry, jnp.arange(n_steps, dtype=jnp.int32))
     scores, index = carry
     found = ~jnp.isneginf(scores)
     return jnp.where(found, index + jnp.asarray(row_offset, jnp.int32), -1), scores
