@@ -167,6 +167,39 @@ def test_embeddings_whose_squares_leave_float32_score_as_unscaled(
     np.testing.assert_allclose(np.asarray(scores), np.asarray(want_scores), rtol=4e-7, atol=0)
 
 
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+@pytest.mark.parametrize("storage", ["float32", "bfloat16"])
+def test_rows_near_the_largest_float_score_their_cosine(scorer: str, storage: str) -> None:
+    """Rows with entries near float32's (or bfloat16's, the same range) maximum: their
+    inverse norm ``2**-127``-ish was flushed to 0 and their products with the query
+    overflowed to inf, so they scored cosine 0 or a NaN total (the valid row never
+    returned, even with k = N). The rows are rescaled by a power of two before the
+    product: the cosine of a float64 oracle, every row returned."""
+    dtype = jnp.bfloat16 if storage == "bfloat16" else np.float32
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(24, 6, 3, seed=11)
+    emb = np.array(cols.embedding, np.float64)
+    emb[3:5] = 1.0  # no non-finite rows here: every row has a cosine
+    emb[0] *= 3e38 / np.abs(emb[0]).max()
+    emb[1] = 0.0
+    emb[1, 2] = float(jnp.finfo(dtype).max)
+    emb[7] = np.abs(emb[7]) * (1e38 / np.abs(emb[7]).max())  # all products of one sign
+    stored = jnp.asarray(emb.astype(np.float32), dtype)
+    rows = np.asarray(stored, np.float64)
+    unit = rows / np.abs(rows).max(axis=1, keepdims=True)
+    q = np.asarray(queries.embedding, np.float64)
+    want = (q @ unit.T) / np.linalg.norm(q, axis=1)[:, None] / np.linalg.norm(unit, axis=1)
+    semantic_only = jnp.asarray([1.0, 0, 0, 0, 0, 0], jnp.float32)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    index, scores = run(params, queries, _cols(cols, embedding=stored), 24, chunk_size=8,
+                        signal_mask=semantic_only)
+    index, scores = np.asarray(index), np.asarray(scores)
+    assert (np.sort(index, axis=1) == np.arange(24)).all()  # every valid row returned
+    got = np.empty_like(want)
+    np.put_along_axis(got, index, scores, axis=1)
+    np.testing.assert_allclose(got, want, atol=2e-6)
+
+
 def test_an_odd_row_leaves_every_other_rows_norm_as_it_was() -> None:
     """The rescaling pass runs only when some row needs it, and then changes only
     those rows: every other row's inverse norm is the plain one, bit for bit (one
@@ -186,8 +219,11 @@ def test_an_odd_row_leaves_every_other_rows_norm_as_it_was() -> None:
                                   np.asarray(plain.inv_norm)[others])
     np.testing.assert_array_equal(np.asarray(mixed.ok), np.asarray(plain.ok))
     assert not np.asarray(plain.ok)[:2].any()
+    np.testing.assert_array_equal(np.asarray(plain.scale), 1.0)
     for row, scale in ((5, 2.0**70), (9, 2.0**-80)):  # the same row's norm, rescaled
-        np.testing.assert_allclose(float(mixed.inv_norm[row]) * scale,
+        factor = float(mixed.scale[row])  # a power of two, applied before the product
+        assert factor != 1.0 and np.log2(factor) == round(np.log2(factor))
+        np.testing.assert_allclose(float(mixed.inv_norm[row]) * factor * scale,
                                    float(plain.inv_norm[row]), rtol=4e-7)
 
 
@@ -232,3 +268,25 @@ def test_shard_columns_and_memory_mesh_name_a_bad_mesh() -> None:
         shard_columns(cols, memory_mesh(), "x")
     with pytest.raises(ValueError, match="devices must name at least one device"):
         memory_mesh([])
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+@pytest.mark.parametrize("n", [82, 130])
+def test_identical_rows_tie_across_a_short_last_chunk(scorer: str, n: int) -> None:
+    """N identical memories tie, so the lowest rows win, whatever N is. The rows past
+    the last full chunk were scored as a narrower chunk, whose product rounds
+    differently (an ulp or two): identical rows there beat the earlier ones. The last
+    chunk is now a full-width one ending at row N, its rows already scanned masked."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(8, 4, 16, seed=13)
+    one = {k: np.asarray(v)[:1] for k, v in _fields(cols).items()}  # row 0: finite
+    same = MemoryColumns(**{k: np.repeat(v, n, axis=0) for k, v in one.items()})
+    semantic_only = jnp.asarray([1.0, 0, 0, 0, 0, 0], jnp.float32)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    for mask in (None, semantic_only):
+        index, scores = run(params, queries, same, 8, chunk_size=64, signal_mask=mask)
+        np.testing.assert_array_equal(np.asarray(index), np.tile(np.arange(8), (16, 1)))
+        scores = np.asarray(scores)
+        np.testing.assert_array_equal(scores, np.repeat(scores[:, :1], 8, axis=1))
+        full, _ = run(params, queries, same, n, chunk_size=64, signal_mask=mask)
+        np.testing.assert_array_equal(np.asarray(full), np.tile(np.arange(n), (16, 1)))

@@ -130,13 +130,17 @@ def _scaled_inverse_norm(x: Float[Array, "M D"]) -> tuple[Array, Array, Array]:
     return factor, inv, ok & jnp.isfinite(inv)
 
 
-def _bank_inverse_norm(x: Float[Array, "N D"]) -> tuple[Array, Array]:
-    """``(inv_norm, ok)`` of every bank row: ``1 / |row|`` (0 where not ``ok``).
+def _bank_inverse_norm(x: Float[Array, "N D"]) -> tuple[Array, Array, Array]:
+    """``(scale, inv_norm, ok)`` of every bank row: ``inv_norm = 1 / |row * scale|``
+    (0 where not ``ok``), ``scale`` a power of two.
 
     One reduction when every squared norm is a normal number, zero, NaN or inf (the
-    usual bank: the plain norm, bit for bit); when some finite nonzero row's square
-    leaves that range (entries ~1e20 or ~1e-20 in float32), those rows are rescaled
-    as :func:`_scaled_inverse_norm` does (a second pass over the bank).
+    usual bank: ``scale`` 1 and the plain norm, bit for bit); when some finite nonzero
+    row's square leaves that range (entries ~1e20 or ~1e-20 in float32), those rows
+    get :func:`_pow2_factor` as ``scale`` and the norm of the rescaled row (a second
+    pass over the bank). The scan multiplies such rows by ``scale`` before the product:
+    near float32's maximum neither their products with the query nor ``1 / |row|``
+    (a subnormal, flushed to 0) are representable.
     """
     sq = jnp.sum(x * x, axis=-1)
     tiny = jnp.finfo(x.dtype).tiny
@@ -145,15 +149,15 @@ def _bank_inverse_norm(x: Float[Array, "N D"]) -> tuple[Array, Array]:
     peak = jnp.max(jnp.abs(x), axis=-1, initial=0.0)
     odd = jnp.isfinite(peak) & (peak > 0) & ~((sq >= tiny) & (sq < jnp.inf))
 
-    def plain(_: None) -> tuple[Array, Array]:
+    def plain(_: None) -> tuple[Array, Array, Array]:
         norm, ok = _safe_sqrt(sq)
-        return _inverse(norm, ok), ok
+        return jnp.ones_like(sq), _inverse(norm, ok), ok
 
-    def rescaled(_: None) -> tuple[Array, Array]:  # only the odd rows change
+    def rescaled(_: None) -> tuple[Array, Array, Array]:  # only the odd rows change
         factor, inv_scaled, ok_scaled = _scaled_inverse_norm(x)
-        inv, ok = plain(None)
-        inv = jnp.where(odd, jnp.where(ok_scaled, inv_scaled * factor, 0.0), inv)
-        return inv, jnp.where(odd, ok_scaled, ok)
+        one, inv, ok = plain(None)
+        return (jnp.where(odd, factor, one), jnp.where(odd, inv_scaled, inv),
+                jnp.where(odd, ok_scaled, ok))
 
     return jax.lax.cond(jnp.any(odd), rescaled, plain, None)
 
@@ -163,7 +167,9 @@ class RowFeatures(NamedTuple):
 
     Attributes:
         embedding: (N, D) embeddings in their storage dtype (cast per chunk).
-        inv_norm: (N,) ``1 / |row|``; ok: (N,) False for zero-norm or NaN rows.
+        scale: (N,) power of two each row is multiplied by before the product (1 but
+            for rows whose squared norm leaves the normal range).
+        inv_norm: (N,) ``1 / |row * scale|``; ok: (N,) False for zero-norm or NaN rows.
         mood, affect: the PAD columns as three (N,) arrays each (contiguous memory
             for the fused (Q, chunk) loop).
         direction: unit velocities (zero when the speed is < 1e-12), three (N,) arrays.
@@ -172,6 +178,7 @@ class RowFeatures(NamedTuple):
     """
 
     embedding: Array
+    scale: Array
     inv_norm: Array
     ok: Array
     mood: Components
@@ -193,7 +200,7 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     # inf - inf) and inf when it holds an infinity: one reduction and ``0 < sq < inf``
     # find zero, NaN and infinite rows alike. Rows are rescaled by a power of two
     # first, so a finite row's square neither overflows nor underflows.
-    inv_norm, ok = _bank_inverse_norm(jnp.asarray(emb, dtype))
+    row_scale, inv_norm, ok = _bank_inverse_norm(jnp.asarray(emb, dtype))
     scale = jnp.asarray(params.signal_scale, dtype)
     shift = jnp.asarray(params.signal_shift, dtype)
     recency = jax.vmap(effective_strength, in_axes=(None, 0, 0, 0, 0))(
@@ -205,7 +212,8 @@ def row_features(params: ScoringParams, columns: MemoryColumns, dtype: Any) -> R
     )
     return RowFeatures(
         embedding=emb,
-        inv_norm=inv_norm,  # 1 / |row| of the raw row
+        scale=row_scale,
+        inv_norm=inv_norm,  # 1 / |row * scale|
         ok=ok,
         mood=_components(jnp.asarray(columns.mood, dtype)),
         affect=_components(jnp.asarray(columns.affect, dtype)),
@@ -299,8 +307,12 @@ def chunk_totals(
     dtype = queries.affect.dtype
     # ONE matmul for the semantic term. A NaN in a row only reaches its own column and
     # is masked below (rows.ok), so the rows need no cleaning before the product.
+    emb = rows.embedding.astype(dtype)
+    # rows near the dtype's range are rescaled (exactly); the usual chunk skips the pass
+    emb = jax.lax.cond(jnp.any(rows.scale != 1), lambda e: e * rows.scale[:, None],
+                       lambda e: e, emb)
     dots = jnp.matmul(
-        queries.embedding, rows.embedding.astype(dtype).T,
+        queries.embedding, emb.T,
         precision=jax.lax.Precision.HIGHEST, preferred_element_type=dtype,
     )
     ok = queries.ok[:, None] & rows.ok[None, :]
@@ -503,25 +515,26 @@ def top_k_over_rows(
     n_queries = queries.embedding.shape[0]
     dtype = queries.affect.dtype
     size = min(int(chunk_size), max(n, 1))
-    n_full = n // size
+    n_steps = -(-n // size)  # a short last chunk is a full-width one ending at row n
 
     def step(carry: Any, chunk_id: Any) -> tuple[Any, None]:
+        # Every step scores `size` rows: a narrower product rounds differently, so
+        # identical rows past the last full chunk did not tie with the earlier ones.
+        # The last step starts at n - size; its rows before chunk_id * size (already
+        # scanned) are masked, so the rows it adds all follow the running top-k's.
         best_scores, best_index = carry
-        start = chunk_id * size
-        totals = chunk_totals(params, queries, slice_rows(rows, start, size))
+        start = jnp.minimum(chunk_id * size, n - size)
+        chunk = slice_rows(rows, start, size)
+        fresh = start + jnp.arange(size, dtype=jnp.int32) >= chunk_id * size
+        totals = chunk_totals(params, queries, chunk._replace(valid=chunk.valid & fresh))
         return merge_top_k(best_scores, best_index, totals, start, k), None
 
     carry: Any = (
         jnp.full((n_queries, k), -jnp.inf, dtype),
         jnp.full((n_queries, k), -1, jnp.int32),
     )
-    if n_full:
-        carry, _ = jax.lax.scan(step, carry, jnp.arange(n_full, dtype=jnp.int32))
-    tail = n - n_full * size
-    if tail:
-        start = n_full * size
-        totals = chunk_totals(params, queries, slice_rows(rows, start, tail))
-        carry = merge_top_k(carry[0], carry[1], totals, jnp.int32(start), k)
+    if n_steps:
+        carry, _ = jax.lax.scan(step, carry, jnp.arange(n_steps, dtype=jnp.int32))
     scores, index = carry
     found = ~jnp.isneginf(scores)
     return jnp.where(found, index + jnp.asarray(row_offset, jnp.int32), -1), scores
