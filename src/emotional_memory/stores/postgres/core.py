@@ -123,6 +123,31 @@ class _Core:
             kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
+    def _checked_out(self) -> tuple[Any, Any]:
+        """A pooled connection's context manager and the connection, entered.
+
+        While the database was last known unreachable the wait is short; when it
+        times out but a new connection can be opened (the database is back), the
+        outage ends and the pool is waited for as usual once more, so the first
+        request after an outage is served rather than refused.
+
+        Raises:
+            PostgresStoreError: naming the redacted DSN (see :meth:`_error`).
+        """
+        from psycopg_pool import PoolTimeout
+
+        retried = False
+        while True:
+            try:
+                conn_cm = self._pool.connection(timeout=self._pool_wait())
+                return conn_cm, conn_cm.__enter__()
+            except PoolTimeout as exc:
+                if retried or not self._shared.outage or self._connect_refused() is not None:
+                    raise self._error("connecting", exc) from None
+                self._shared.outage, retried = False, True
+            except Exception as exc:
+                raise self._error("connecting", exc) from None
+
     def _pool_wait(self) -> float | None:
         """How long to wait for a pooled connection: :data:`OUTAGE_WAIT_S` while the
         database is known to be unreachable, else the pool's own wait (None)."""
@@ -220,11 +245,7 @@ class _Core:
         """A pooled connection (errors name the redacted DSN)."""
         if self._shared.closed:  # the store's and every view's
             raise ValueError("the PostgresStore is closed")
-        try:
-            conn_cm = self._pool.connection(timeout=self._pool_wait())
-            conn = conn_cm.__enter__()
-        except Exception as exc:
-            raise self._error("connecting", exc) from None
+        conn_cm, conn = self._checked_out()
         self._shared.outage = False
         failed: BaseException | None = None
         try:
