@@ -302,7 +302,7 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         zero-norm query gives the first ``top_k`` embedded memories in insertion
         order; otherwise memories are ranked by their float64 cosine similarity,
         highest first, with NaN similarities (and zero-norm rows) counting as 0 and
-        ties resolved by insertion order. Every ``embedding_dtype`` returns this very
+        exact ties resolved to the later-inserted memory. Every ``embedding_dtype`` returns this very
         answer for the embeddings as stored.
 
         Args:
