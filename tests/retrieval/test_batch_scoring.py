@@ -308,7 +308,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
             sim = float(np.dot(v, q) / (v_norm * q_norm)) if v_norm > 0 else 0.0
         if math.isnan(sim):
             sim = 0.0
-        scored.append((-sim, position, m.id))
+        scored.append((-sim, -position, m.id))  # ties: the later first
     scored.sort()
     return [mid for _, _, mid in scored[:top_k]]
 

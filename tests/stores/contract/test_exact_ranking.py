@@ -2,7 +2,8 @@
 
 The rule (``stores/_shared/ranking.py``): float64 cosine from a row-wise
 multiply-and-sum, a NaN cosine or a zero norm scores 0, exact ties to the
-later-inserted memory (as the original's stores), a query with no direction gives the first embedded memories. Checked three ways:
+later-inserted memory (as the original's stores), a query with no direction gives the
+first embedded memories. Checked three ways:
 
 - the shared function against a plain-Python oracle of the rule (``math.fsum``
   cosines, correctly rounded), on hypothesis-generated rows with zero, NaN, infinite,

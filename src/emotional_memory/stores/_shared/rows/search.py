@@ -1,13 +1,13 @@
 """Exact cosine search over the search matrix: single, batched, numpy or jitted JAX.
 
-Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows
-count 0; exact ties: the later-inserted memory first). A float32 product ranks approximately (numpy for
-small stores, one jitted XLA program on the matrix shared zero-copy above
-``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
-whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
-row reach the k-th exact score. Batched searches rank a block of queries with one
-matrix-matrix product (a block of fewer than 4 queries: one matrix-vector product per
-query), rescore the pools of many queries with one float64 gather and
+Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows count 0;
+exact ties: the later-inserted memory first). A float32 product ranks approximately
+(numpy for small stores, one jitted XLA program on the matrix shared zero-copy above
+``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool
+widens whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an
+outside row reach the k-th exact score. Batched searches rank a block of queries with
+one matrix-matrix product (a block of fewer than 4 queries: one matrix-vector product
+per query), rescore the pools of many queries with one float64 gather and
 multiply-reduce (the same sums, row for row, as a single search's), and finish each
 query as a single search does.
 """
