@@ -298,7 +298,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
     q = np.asarray(query, dtype=np.float64)
     with np.errstate(over="ignore"):
         q_norm = float(np.linalg.norm(q)) if len(q) else 0.0
-    if q_norm == 0.0:
+    if q_norm == 0.0 or not math.isfinite(q_norm):  # no direction: insertion order
         return [m.id for m in embedded[:top_k]]
     scored = []
     for position, m in enumerate(embedded):

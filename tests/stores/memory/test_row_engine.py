@@ -33,7 +33,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
     embedded = [m for m in memories if m.embedding]
     q = np.asarray(query, dtype=np.float64)
     q_norm = float(np.linalg.norm(q))
-    if q_norm == 0.0:
+    if q_norm == 0.0 or not math.isfinite(q_norm):  # no direction: insertion order
         return [m.id for m in embedded[:top_k]]
     scored = []
     for position, m in enumerate(embedded):
@@ -100,6 +100,18 @@ def test_search_ties_go_to_the_later_memory(store: Store) -> None:
     # re-saving keeps the tie position
     store.save(ms[0].model_copy(update={"content": "again"}))
     assert ids(store.search_by_embedding([1, 2], 6)) == ids(ms[::-1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_search_without_direction_gives_the_first_embedded(dtype: str) -> None:
+    """A query whose norm overflows (or is NaN) has no direction: the first embedded
+    memories, in every dtype (float64 once ranked it, every cosine 0: a tie)."""
+    store = InMemoryStore(embedding_dtype=dtype)  # type: ignore[arg-type]
+    ms = [mem(f"m{i}", None if i == 0 else [1.0 + i, 2.0]) for i in range(5)]
+    for m in ms:
+        store.save(m)
+    for query in ([1e200, 1e200], [math.nan, 1.0], [math.inf, 0.0]):
+        assert ids(store.search_by_embedding(query, 2)) == ids(ms[1:3]), query
 
 
 def test_search_ties_at_partition_cut_large_n(store: Store) -> None:

@@ -301,13 +301,11 @@ class EmbeddingSearch(EmbeddingPrecision):
         if query.shape[0] == 0:
             return self._searchable_rows(last)[:k]
         query_norm = norm(query)
-        if query_norm == 0.0:
+        if query_norm == 0.0 or not math.isfinite(query_norm):
+            # no direction (every float64 similarity would be NaN or 0): the first ones
             return self._searchable_rows(last)[:k]
         if self._mode == "float64":
             return self._search_exact(query, query_norm, k, last)
-        if not math.isfinite(query_norm):
-            # Every float64 similarity is NaN (or 0) then, so all count as 0.
-            return self._searchable_rows(last)[:k]
         if not NORM_MIN <= query_norm <= NORM_MAX:
             return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
         pool_size = self._pool_size(k, searchable)
