@@ -298,7 +298,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
     q = np.asarray(query, dtype=np.float64)
     with np.errstate(over="ignore"):
         q_norm = float(np.linalg.norm(q)) if len(q) else 0.0
-    if q_norm == 0.0:
+    if q_norm == 0.0 or not math.isfinite(q_norm):  # no direction: insertion order
         return [m.id for m in embedded[:top_k]]
     scored = []
     for position, m in enumerate(embedded):
@@ -308,7 +308,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
             sim = float(np.dot(v, q) / (v_norm * q_norm)) if v_norm > 0 else 0.0
         if math.isnan(sim):
             sim = 0.0
-        scored.append((-sim, position, m.id))
+        scored.append((-sim, -position, m.id))  # ties: the later first
     scored.sort()
     return [mid for _, _, mid in scored[:top_k]]
 

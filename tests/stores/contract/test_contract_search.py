@@ -1,7 +1,7 @@
 """The store contract, part 2: search.
 
-The ranking rule itself (float64 cosine, NaN and zero norms score 0, ties by
-insertion order, a query without direction gives the first embedded memories) is
+The ranking rule itself (float64 cosine, NaN and zero norms score 0, exact ties to
+the later-inserted memory, a query without direction gives the first embedded memories) is
 checked on adversarial banks by ``test_exact_ranking.py``. Here: the edges of
 ``search_by_embedding`` on every backend, its answers staying the oracle's while
 memories are replaced (embeddings appearing, changing, disappearing), deleted and

@@ -1,8 +1,9 @@
 """One exact ranking rule: every backend returns the same ids in the same order.
 
 The rule (``stores/_shared/ranking.py``): float64 cosine from a row-wise
-multiply-and-sum, a NaN cosine or a zero norm scores 0, ties by insertion order, a
-query with no direction gives the first embedded memories. Checked three ways:
+multiply-and-sum, a NaN cosine or a zero norm scores 0, exact ties to the
+later-inserted memory (as the original's stores), a query with no direction gives the
+first embedded memories. Checked three ways:
 
 - the shared function against a plain-Python oracle of the rule (``math.fsum``
   cosines, correctly rounded), on hypothesis-generated rows with zero, NaN, infinite,
@@ -75,8 +76,9 @@ def check_against_oracle(
     """``got`` (ids, best first) is a ranking the oracle accepts.
 
     Scores computed by two correct float64 methods may differ in the last bits, so
-    the oracle checks the order up to 1e-9 and exact ties strictly: equal rows keep
-    insertion order, and a better row (by more than 1e-9) is never ranked below.
+    the oracle checks the order up to 1e-9 and exact ties strictly: of equal rows the
+    later-inserted comes first, and a better row (by more than 1e-9) is never ranked
+    below.
     """
     embedded = [(i, r) for i, r in enumerate(rows) if r]
     qn = math.sqrt(math.fsum(b * b for b in query)) if query else 0.0
@@ -89,7 +91,7 @@ def check_against_oracle(
     for a, b in itertools.pairwise(got):
         assert score[a] >= score[b] - 1e-9, (a, b, score[a], score[b])
         if vector[a] == vector[b]:
-            assert a < b  # equal rows: insertion order
+            assert a > b  # equal rows: the later-inserted first
     chosen = set(got)
     worst = min((score[g] for g in got), default=math.inf)
     for mid, s in score.items():

@@ -33,7 +33,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
     embedded = [m for m in memories if m.embedding]
     q = np.asarray(query, dtype=np.float64)
     q_norm = float(np.linalg.norm(q))
-    if q_norm == 0.0:
+    if q_norm == 0.0 or not math.isfinite(q_norm):  # no direction: insertion order
         return [m.id for m in embedded[:top_k]]
     scored = []
     for position, m in enumerate(embedded):
@@ -43,7 +43,7 @@ def reference_search(memories: list[Memory], query: Sequence[float], top_k: int)
             sim = float(np.dot(v, q) / (v_norm * q_norm)) if v_norm > 0 else 0.0
         if math.isnan(sim):
             sim = 0.0
-        scored.append((-sim, position, m.id))
+        scored.append((-sim, -position, m.id))  # ties: the later first
     scored.sort()
     return [mid for _, _, mid in scored[:top_k]]
 
@@ -92,18 +92,30 @@ def test_list_all_insertion_order_kept_on_resave(store: Store) -> None:
 # ----------------------------------------------------------- search (SPEC 5)
 
 
-def test_search_ties_by_insertion_order(store: Store) -> None:
+def test_search_ties_go_to_the_later_memory(store: Store) -> None:
     ms = [mem(f"m{i}", [1.0, 2.0] if i % 2 == 0 else [2.0, 4.0]) for i in range(6)]
     for m in ms:
         store.save(m)
-    assert ids(store.search_by_embedding([1, 2], 4)) == ids(ms[:4])
+    assert ids(store.search_by_embedding([1, 2], 4)) == ids(ms[::-1][:4])
     # re-saving keeps the tie position
     store.save(ms[0].model_copy(update={"content": "again"}))
-    assert ids(store.search_by_embedding([1, 2], 6)) == ids(ms)
+    assert ids(store.search_by_embedding([1, 2], 6)) == ids(ms[::-1])
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_search_without_direction_gives_the_first_embedded(dtype: str) -> None:
+    """A query whose norm overflows (or is NaN) has no direction: the first embedded
+    memories, in every dtype (float64 once ranked it, every cosine 0: a tie)."""
+    store = InMemoryStore(embedding_dtype=dtype)  # type: ignore[arg-type]
+    ms = [mem(f"m{i}", None if i == 0 else [1.0 + i, 2.0]) for i in range(5)]
+    for m in ms:
+        store.save(m)
+    for query in ([1e200, 1e200], [math.nan, 1.0], [math.inf, 0.0]):
+        assert ids(store.search_by_embedding(query, 2)) == ids(ms[1:3]), query
 
 
 def test_search_ties_at_partition_cut_large_n(store: Store) -> None:
-    """Large N takes the argpartition path; ties at the cut keep insertion order."""
+    """Large N takes the argpartition path; ties at the cut go to the later memory."""
     rng = np.random.default_rng(7)
     dim = 8
     kinds = np.array([0] * 5 + [1] * 100 + [2] * 3000 + [3] * 20 + [4] * 20 + [5] * 20)

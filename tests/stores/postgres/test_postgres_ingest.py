@@ -164,12 +164,12 @@ class TiedEmbedder:
         return [self.embed(t) for t in texts]
 
 
-def test_index_mode_link_candidates_among_exact_ties_are_the_earliest(
+def test_index_mode_link_candidates_among_exact_ties_are_the_latest(
     pg_dsn: str, small_blocks: None
 ) -> None:
     """Above ``exact_rows`` a block's older candidates come from the HNSW index: among
     many memories of one direction its ``limit`` + margin picks are an arbitrary
-    choice of equals, while the rule takes the earliest (ties by insertion order).
+    choice of equals, while the rule takes the latest (ties: the later-inserted first).
     The ingest widens them as a search does, so the links are the in-memory store's."""
     store = PostgresStore(pg_dsn, table=f"ingest{next(_tables)}", exact_rows=0, margin=2)
     try:

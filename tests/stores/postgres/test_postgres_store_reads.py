@@ -290,11 +290,11 @@ def test_embeddings_past_the_hnsw_limit_are_stored_and_searched_exactly(pg_dsn: 
         assert pg.list_all() == [base[1]]
 
 
-def test_exact_ties_above_exact_rows_go_to_the_earliest_memories(pg_dsn: str) -> None:
+def test_exact_ties_above_exact_rows_go_to_the_latest_memories(pg_dsn: str) -> None:
     """Above ``exact_rows`` the index's ``top_k`` + margin candidates among memories of
     one direction (the same text stored again, an embedding at several norms) are an
-    arbitrary pick of equals: the store returned later memories than the rule's
-    earliest (ties by insertion order). It now widens the candidates while the
+    arbitrary pick of equals: the store returned other memories than the rule's
+    latest (exact ties: the later-inserted memory first). It now widens the candidates while the
     ``top_k``-th exact score does not beat the worst candidate's by more than float32
     rounding; the batched search of ``encode_batch`` likewise."""
     from support.memories import basic_memory

@@ -1,11 +1,11 @@
-"""QdrantStore and ChromaStore searches break exact ties as the rule says: by insertion
-order (``docs/stores.md``), above the sizes they rank whole.
+"""QdrantStore and ChromaStore searches break exact ties as the rule says: the
+later-inserted memory first (``docs/stores.md``), above the sizes they rank whole.
 
 The database proposes ``top_k`` + a margin of nearest candidates, which the store ranks
 exactly. Among memories of one direction (the same text encoded again, or one
 embedding at several norms) every candidate scores the same, so the database's pick
-among them is arbitrary: the store returned later memories than the in-memory store's
-earliest ones. It now widens the candidates while the ``top_k``-th exact score does not
+among them is arbitrary: the store returned other memories than the in-memory store's
+latest ones. It now widens the candidates while the ``top_k``-th exact score does not
 beat the worst candidate's by more than the database's float32 rounding.
 """
 
@@ -37,7 +37,7 @@ def _bank(n: int) -> list[Memory]:
 
 
 @pytest.mark.parametrize("view", ["store", "scope", "where"])
-def test_tied_candidates_go_to_the_earliest_memories(
+def test_tied_candidates_go_to_the_latest_memories(
     backend: Backend, view: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # views above this many selected memories ask the database for neighbours

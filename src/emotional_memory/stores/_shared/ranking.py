@@ -8,7 +8,8 @@ Similarity is the float64 cosine of the query with each stored embedding:
   matrix product, whose blocking may round rows differently by position), so equal
   embeddings get bit-equal scores;
 - a row whose cosine is NaN (a NaN or infinite value) or whose norm is zero scores 0;
-- ties are broken by position (insertion order): a stable sort.
+- exact ties go to the later position (the later-inserted memory first, as the
+  original's stores answer).
 
 A query whose norm is zero or not finite has no direction: searches then return the
 first embedded memories in insertion order (see :func:`exact_search`).
@@ -37,6 +38,7 @@ __all__ = [
     "row_norm",
     "row_norms",
     "stable_top",
+    "stable_top_rows",
     "widened",
 ]
 
@@ -146,10 +148,11 @@ def _from_dots(
 
 
 def stable_top(keys: np.ndarray, k: int) -> np.ndarray:
-    """Positions of the ``k`` smallest ``keys``, ascending, ties by position.
+    """Positions of the ``k`` smallest ``keys``, ascending, ties to the later position.
 
     Args:
-        keys: (N,) sort keys (negated similarities for a best-first ranking).
+        keys: (N,) sort keys (negated similarities for a best-first ranking), in
+            insertion order.
         k: how many.
 
     Returns:
@@ -157,13 +160,29 @@ def stable_top(keys: np.ndarray, k: int) -> np.ndarray:
     """
     n = keys.shape[0]
     k = min(k, n)
+    last = n - 1
     if n <= _PARTITION_MIN_ROWS or k * 4 >= n:
-        return np.argsort(keys, kind="stable")[:k]
+        # a stable sort of the reversed keys puts the later of equal keys first
+        return last - np.argsort(keys[::-1], kind="stable")[:k]
     # partition out the k best, then widen to every key tied with the k-th so ties at
     # the cut still resolve by position
     cut = np.partition(keys, k - 1)[k - 1]
-    pool = np.flatnonzero(keys <= cut)
+    pool = np.flatnonzero(keys <= cut)[::-1]
     return pool[np.argsort(keys[pool], kind="stable")[:k]]
+
+
+def stable_top_rows(keys: np.ndarray, k: int) -> np.ndarray:
+    """:func:`stable_top` of each row of a (Q, N) array, the full sort's branch.
+
+    Args:
+        keys: (Q, N) sort keys, each row in insertion order.
+        k: how many per row (at most N).
+
+    Returns:
+        (Q, k) int positions, best first, ties to the later position.
+    """
+    last = keys.shape[1] - 1
+    return last - np.argsort(keys[:, ::-1], axis=1, kind="stable")[:, :k]
 
 
 WIDEN_MOST = 4096
@@ -179,7 +198,7 @@ def index_decides(kth: float, worst: float, dim: int) -> bool:
     candidate scores. When the exact ``k``-th score does not beat the worst
     candidate's by more than float32 rounding (of each number, product and sum of a
     dot product of unit vectors of ``dim`` numbers, doubled), a left-out row may tie
-    with or beat the ``k``-th exactly (an equal direction, an earlier memory): the
+    with or beat the ``k``-th exactly (an equal direction, a later memory): the
     candidates must be widened.
 
     Args:
@@ -200,7 +219,7 @@ def widened(
     """An index's candidates ``rows`` (``want`` asked), asked again four times as many
     (up to :data:`WIDEN_MOST`) while they cannot decide the places to fill: among
     memories of one direction the index's pick of equals is arbitrary, and ties go to
-    the earliest.
+    the latest.
 
     Args:
         rows: the candidates found; fewer than ``want``: the index had no more.
@@ -220,7 +239,7 @@ def widened(
 def rank(
     vectors: np.ndarray, norms: np.ndarray, query: np.ndarray, query_norm: float, k: int
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The best ``k`` rows by exact cosine, ties by position.
+    """The best ``k`` rows by exact cosine, ties to the later position.
 
     Args:
         vectors: (N, D) float64 rows in insertion order.

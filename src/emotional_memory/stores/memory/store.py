@@ -20,7 +20,7 @@ __all__ = [
 
 
 class InMemoryStore(RowStore):
-    """Memories in process memory, searched exactly (float64 cosine, ties by insertion).
+    """Memories in process memory, searched exactly (float64 cosine, ties: later first).
 
     Args:
         embedding_dtype: how embedding rows are held: ``"float32"`` (default,

@@ -246,7 +246,7 @@ class _BulkLinker(Linker):
 
         Memory ``i`` sees the memories stored up to itself: all of them, in insertion
         order, while they are at most ``limit``; else the ``limit`` most similar
-        embedded ones (docs/behaviour.md §7), ties by insertion order.
+        embedded ones (docs/behaviour.md §7), ties to the later-inserted memory.
         """
         start = len(self._new)
         vecs = self._prepare(memories, vectors)
@@ -511,7 +511,7 @@ class _BulkLinker(Linker):
     ) -> tuple[list[Any], float]:
         """The best ``k`` of ``pool`` (old rows, insertion order; ``stacked``: their
         embeddings and norms when at hand) then ``mine`` (the block's, in order, whose
-        cosines are ``mine_sims``) by exact cosine, ties by position, and the last
+        cosines are ``mine_sims``) by exact cosine, ties to the later position, and the last
         one's cosine (0 when none)."""
         parts = [mine_sims]
         if pool:

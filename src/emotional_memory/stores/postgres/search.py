@@ -185,9 +185,10 @@ class _Searcher(_Reader):
 
         Memories without an embedding are skipped; ``top_k <= 0`` gives ``[]``; a
         zero-norm query gives the first ``top_k`` embedded memories in insertion order;
-        otherwise exact float64 cosine ranks them (NaN as 0, ties by insertion order)
-        over every row up to ``exact_rows`` embedded memories, over the HNSW
-        candidates above (widened on exact ties, see the package README).
+        otherwise exact float64 cosine ranks them (NaN as 0, exact ties: the
+        later-inserted memory first) over every row up to ``exact_rows`` embedded
+        memories, over the HNSW candidates above (widened on exact ties, see the
+        package README).
 
         Args:
             embedding: the (D,) query.

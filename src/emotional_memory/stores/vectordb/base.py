@@ -430,7 +430,7 @@ class VectorDBStore(BackendStore, ABC):
         zero-norm query gives the first ``top_k`` embedded memories in insertion
         order; otherwise memories are ranked by their float64 cosine similarity,
         highest first, with NaN similarities (and zero-norm embeddings) counting as 0
-        and ties resolved by insertion order.
+        and exact ties resolved to the later-inserted memory.
 
         Args:
             embedding: The (D,) query vector.
@@ -500,7 +500,7 @@ class VectorDBStore(BackendStore, ABC):
             ranked = self._rank(query, list(candidates.values()))
             # A record the database left out scores (in its float32) at most what
             # its worst candidate scores: one that may tie with or beat the
-            # top_k-th exactly (an equal direction, an earlier memory) may be left
+            # top_k-th exactly (an equal direction, a later memory) may be left
             # out, whichever the database picked: ask for more.
             if len(ranked) < top_k or want >= WIDEN_MOST or index_decides(
                     ranked[top_k - 1][0], ranked[-1][0], len(direction)):
@@ -551,7 +551,7 @@ class VectorDBStore(BackendStore, ABC):
 
     @staticmethod
     def _rank(query: np.ndarray, records: list[Record]) -> list[tuple[float, int, Record]]:
-        """Records by exact cosine, highest first, ties by insertion order."""
+        """Records by exact cosine, highest first, ties to the later-inserted record."""
         if not records:
             return []
         records = sorted(records, key=lambda r: r.seq)

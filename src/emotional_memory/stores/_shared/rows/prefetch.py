@@ -14,7 +14,7 @@ Inside the transaction :meth:`Prefetched.found` checks that the view still sees
 exactly those rows, unchanged, below the batch's own; each memory's candidates are
 then the best of its early ones and of its batch-mates up to itself (searched again
 in the transaction when the view sees anything else new, or a batch-mate has
-expired), merged by exact cosine, ties by row (insertion order). Exact cosines are
+expired), merged by exact cosine, ties to the later row (insertion order). Exact cosines are
 row-wise sums, so the merge equals one search of all the rows. When the check fails,
 the caller searches everything as before.
 """
@@ -135,7 +135,7 @@ class Prefetched:
             assert old is not None
             all_rows = np.concatenate([old[0], rows])
             all_sims = np.concatenate([old[1], sims])
-            out[j] = all_rows[np.lexsort((all_rows, -all_sims))[:limit]]
+            out[j] = all_rows[np.lexsort((-all_rows, -all_sims))[:limit]]
         return out
 
 
@@ -147,7 +147,7 @@ def exact_top_many(
     limit: int,
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Each query's best rows among the first ``prefixes[i]`` of ``matrix`` by exact
-    cosine, ties by position: ``cosines`` and ``stable_top`` per query, a chunk of
+    cosine, ties to the later position: ``cosines`` and ``stable_top`` per query, a chunk of
     queries at once (:func:`~emotional_memory.stores._shared.ranking.cosines_many`).
 
     Args:

@@ -1,13 +1,13 @@
 """Exact cosine search over the search matrix: single, batched, numpy or jitted JAX.
 
-Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows
-count 0; ties by insertion order). A float32 product ranks approximately (numpy for
-small stores, one jitted XLA program on the matrix shared zero-copy above
-``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool widens
-whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an outside
-row reach the k-th exact score. Batched searches rank a block of queries with one
-matrix-matrix product (a block of fewer than 4 queries: one matrix-vector product per
-query), rescore the pools of many queries with one float64 gather and
+Every mode returns exactly the float64 answer (cosine; NaN and zero-norm rows count 0;
+exact ties: the later-inserted memory first). A float32 product ranks approximately
+(numpy for small stores, one jitted XLA program on the matrix shared zero-copy above
+``_JAX_MIN_ROWS``), a pool of the best rows is rescored in float64, and the pool
+widens whenever the rounding bound of :meth:`EmbeddingPrecision._error_bound` lets an
+outside row reach the k-th exact score. Batched searches rank a block of queries with
+one matrix-matrix product (a block of fewer than 4 queries: one matrix-vector product
+per query), rescore the pools of many queries with one float64 gather and
 multiply-reduce (the same sums, row for row, as a single search's), and finish each
 query as a single search does.
 """
@@ -22,7 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from emotional_memory.stores._shared.ranking import NORM_MAX, NORM_MIN, cosines, norm, stable_top
+from emotional_memory.stores._shared.ranking import (
+    NORM_MAX,
+    NORM_MIN,
+    cosines,
+    norm,
+    stable_top,
+    stable_top_rows,
+)
 from emotional_memory.stores._shared.rows.precision import EmbeddingPrecision
 
 # From this many rows on, the approximate search runs as one jitted XLA program
@@ -294,13 +301,11 @@ class EmbeddingSearch(EmbeddingPrecision):
         if query.shape[0] == 0:
             return self._searchable_rows(last)[:k]
         query_norm = norm(query)
-        if query_norm == 0.0:
+        if query_norm == 0.0 or not math.isfinite(query_norm):
+            # no direction (every float64 similarity would be NaN or 0): the first ones
             return self._searchable_rows(last)[:k]
         if self._mode == "float64":
             return self._search_exact(query, query_norm, k, last)
-        if not math.isfinite(query_norm):
-            # Every float64 similarity is NaN (or 0) then, so all count as 0.
-            return self._searchable_rows(last)[:k]
         if not NORM_MIN <= query_norm <= NORM_MAX:
             return self._rank_exact(self._searchable_rows(last), query, query_norm, k)
         pool_size = self._pool_size(k, searchable)
@@ -369,7 +374,8 @@ class EmbeddingSearch(EmbeddingPrecision):
     def _rank_exact(
         self, rows: np.ndarray, query: np.ndarray, query_norm: float, k: int
     ) -> np.ndarray:
-        """``rows`` (ascending) ranked by exact cosine, ties by row; the best ``k``."""
+        """``rows`` (ascending) ranked by exact cosine, ties to the later row; the best
+        ``k``."""
         rows = np.sort(rows)
         sims = self._exact_similarities(rows, query, query_norm)
         return rows[stable_top(-sims, k)]
@@ -763,9 +769,9 @@ class EmbeddingSearch(EmbeddingPrecision):
             certified = np.zeros(len(members), dtype=bool)
             best = pool
             if size <= _PARTITION_MIN_ROWS or k * 4 >= size:
-                # _certify's first test for every query at once: a stable sort of
-                # each row is stable_top's sort of that query's pool.
-                order = np.argsort(-sims, axis=1, kind="stable")[:, :k]
+                # _certify's first test for every query at once: stable_top's sort
+                # of each query's pool.
+                order = stable_top_rows(-sims, k)
                 kth = np.take_along_axis(sims, order[:, -1:], axis=1)[:, 0]
                 outside = np.asarray([values[b - start][size] for b in members], np.float64)
                 certified = kth > outside + bound

@@ -302,8 +302,8 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         zero-norm query gives the first ``top_k`` embedded memories in insertion
         order; otherwise memories are ranked by their float64 cosine similarity,
         highest first, with NaN similarities (and zero-norm rows) counting as 0 and
-        ties resolved by insertion order. Every ``embedding_dtype`` returns this very
-        answer for the embeddings as stored.
+        exact ties resolved to the later-inserted memory. Every ``embedding_dtype``
+        returns this very answer for the embeddings as stored.
 
         Args:
             embedding: the (D,) query vector.
