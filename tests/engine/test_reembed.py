@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -90,26 +91,32 @@ def test_every_vector_is_the_new_embedders(store: Any) -> None:
     assert hits[0].content == TEXTS[3]
 
 
-class _Failing:
-    """NEW, failing on its ``fail_at``-th batch."""
+class _NewWith:
+    """NEW, calling ``meanwhile()`` before its ``at``-th batch (to fail there, or to
+    write through another engine while the run goes on)."""
 
-    def __init__(self, fail_at: int) -> None:
+    def __init__(self, at: int, meanwhile: Callable[[], object]) -> None:
         self.identity = NEW.identity
         self.calls = 0
-        self.fail_at = fail_at
+        self.at = at
+        self.meanwhile = meanwhile
 
     def embed_batch(self, texts: list[str]) -> list[list[float]]:
         self.calls += 1
-        if self.calls == self.fail_at:
-            raise RuntimeError("the embedding server went away")
+        if self.calls == self.at:
+            self.meanwhile()
         return NEW.embed_batch(texts)
+
+
+def _went_away() -> None:
+    raise RuntimeError("the embedding server went away")
 
 
 @pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
 def test_an_interrupted_run_is_refused_to_engines_and_resumes(store: Any) -> None:
     before = _filled(store)
     with pytest.raises(RuntimeError, match="went away"):
-        reembed_store(store, _Failing(fail_at=3), batch_size=5, progress=False)
+        reembed_store(store, _NewWith(3, _went_away), batch_size=5, progress=False)
     done = [m.model_dump() for m in store.list_all()]
     assert done[:10] != before[:10] and done[10:] == before[10:]  # two batches written
     for embedder in (OLD, NEW):
@@ -352,28 +359,14 @@ def test_an_engine_or_a_scoped_view_is_refused_naming_the_store(store: Any) -> N
     assert reembed_store(store, NEW, progress=False).reembedded == 6  # the store itself
 
 
-class _WithAWriter:
-    """NEW, while an engine opened before the run (with OLD) stores a memory at its
-    second batch: the case the module's docstring warns about."""
-
-    def __init__(self, writer: EmotionalMemory) -> None:
-        self.identity = NEW.identity
-        self.calls = 0
-        self.writer = writer
-
-    def embed_batch(self, texts: list[str]) -> list[list[float]]:
-        self.calls += 1
-        if self.calls == 2:
-            self.writer.encode("a late arrival: harbour rain")
-        return NEW.embed_batch(texts)
-
-
 @pytest.mark.parametrize("store", ["sqlite", "postgres"], indirect=True)
 def test_a_memory_written_meanwhile_is_not_left_with_the_old_embedder(store: Any) -> None:
     _filled(store)
-    writer = EmotionalMemory(store, OLD)  # opened before the run, as a server would be
+    # an engine opened before the run (as a server would be) stores a memory meanwhile
+    writer = EmotionalMemory(store, OLD)
     with pytest.raises(ValueError, match="23 memories when re-embedding began and 24"):
-        reembed_store(store, _WithAWriter(writer), batch_size=5, progress=False)
+        reembed_store(store, _NewWith(2, lambda: writer.encode("a late arrival: harbour rain")),
+                      batch_size=5, progress=False)
     assert recorded_embedder(store) == OLD.identity  # the new one is not recorded
     for embedder in (OLD, NEW):
         with pytest.raises(ReembedInProgressError):
