@@ -643,6 +643,14 @@ class AsyncEmotionalMemory:
         """
         return await self._run(self._engine.import_memories, data, overwrite, reembed=reembed)
 
+    def check_content(self, content: object, field: str = "content") -> str:
+        """See :meth:`EmotionalMemory.check_content` (synchronous: no I/O).
+
+        Returns:
+            ``content``, unchanged.
+        """
+        return self._engine.check_content(content, field)
+
     # state: plain synchronous methods, as in the original
     def get_state(self) -> AffectiveState:
         """See :meth:`EmotionalMemory.get_state`.

@@ -229,6 +229,9 @@ def test_async_errors_propagate_and_leave_state() -> None:
             await aengine.encode(5)  # type: ignore[arg-type]
         with pytest.raises(KeyError):
             await aengine.update_memory("missing", content="x")
+        assert aengine.check_content("ok") == "ok"  # synchronous, as the engine's
+        with pytest.raises(ValueError, match=r"^note is not valid Unicode"):
+            aengine.check_content("bad \ud800", "note")
         assert (await aengine.export_memories(), aengine.save_state()) == before
 
     asyncio.run(run())

@@ -262,6 +262,39 @@ def test_a_message_the_engine_refuses_leaves_the_history_as_it_was(bad: str) -> 
     assert ignoring.messages[-1].content == bad
 
 
+class _PublicProxy:
+    """An engine wrapper forwarding only public names (as a caller's proxy would)."""
+
+    def __init__(self, inner: EmotionalMemory) -> None:
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def test_the_history_checks_content_through_the_engines_public_check() -> None:
+    """The history probed the engine's private ``_check_content``: behind a wrapper
+    forwarding public names, content the engine refuses was found only after
+    ``messages = [...]`` had cleared every memory."""
+    from emotional_memory import EmotionalMemoryConfig
+
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder(), clock=lambda: NOW,
+                         config=EmotionalMemoryConfig(max_content_length=20))
+    assert em.check_content("fine", "x") == "fine"
+    with pytest.raises(ValueError, match=r"^x is 50 characters, over max_content_length 20"):
+        em.check_content("y" * 50, "x")
+    with pytest.raises(TypeError, match=r"^content must be a str"):
+        em.check_content(b"bytes")
+    history = EmotionalMemoryChatHistory(_PublicProxy(em))  # type: ignore[arg-type]
+    history.add_user_message("We adopted a kitten")
+    stored = [m.content for m in em.list_all()]
+    with pytest.raises(ValueError, match=r"messages\[1\]\.content"):
+        history.messages = [HumanMessage("short"), HumanMessage("z" * 50)]
+    assert [m.content for m in em.list_all()] == stored == ["We adopted a kitten"]
+
+
 class _EngineWithoutScopes:
     """The engine methods the history calls, but no ``scoped`` (an engine-like
     wrapper of the caller's)."""

@@ -114,6 +114,23 @@ class EngineCore:
         floor: datetime | None = self.__dict__.get("_time_floor")
         return floor if floor is not None and floor > now else now
 
+    def check_content(self, content: object, field: str = "content") -> str:
+        """Check a memory's content as ``encode`` does, storing nothing (integrations
+        check a whole batch before writing any of it).
+
+        Args:
+            content: the text to check.
+            field: the name errors give it.
+
+        Returns:
+            ``content``, unchanged.
+
+        Raises:
+            TypeError: ``content`` is not a ``str``.
+            ValueError: over ``max_content_length``, or not valid Unicode text.
+        """
+        return self._check_content(content, field)
+
     def _check_content(self, content: object, field: str = "content") -> str:
         if not isinstance(content, str):
             raise TypeError(f"{field} must be a str, got {type(content).__name__}")

@@ -213,7 +213,7 @@ class EmotionalMemoryChatHistory(BaseChatMessageHistory):
             raise ValueError(
                 f"unknown message handling mode {mode!r} for {name}; expected one of {_MODES}"
             )
-        check_content = getattr(self._em, "_check_content", None)  # the engine's own check
+        check_content = getattr(self._em, "check_content", None)  # a duck engine may lack it
         if mode != "ignore" and callable(check_content):
             check_content(_text(message), f"{name}.content")
         return mode
