@@ -7,7 +7,7 @@ grid of mood-adaptive weights drawn by the heatmap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -63,23 +63,22 @@ def families(arousals: Any, counts: Any) -> tuple[tuple[Any, ...], tuple[Any, ..
 def weights_grid(
     base_weights: Sequence[float], resolution: int, config: Any = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(valences, arousals, weights[arousal, valence, 6]) from the kernel's weights."""
-    from emotional_memory.mood import MoodField
-    from emotional_memory.retrieval import mood_weights
+    """(valences, arousals, weights[arousal, valence, 6]) from the kernel's weights,
+    every cell of the grid in one vectorised call."""
+    import jax
+
+    from emotional_memory._precision import float64
+    from emotional_memory.kernel import adaptive_weights
     from emotional_memory.scoring_config import params_from_config
 
     retrieval, decay = configs(config)
     params = params_from_config(retrieval, decay, base_weights=np.asarray(base_weights, float))
     valences = np.linspace(-1.0, 1.0, resolution)
     arousals = np.linspace(0.0, 1.0, resolution)
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    grid = np.empty((resolution, resolution, 6))
-    for i, a in enumerate(arousals):
-        for j, v in enumerate(valences):
-            mood = MoodField(
-                valence=float(v), arousal=float(a), dominance=0.5, inertia=0.5, timestamp=now
-            )
-            grid[i, j] = mood_weights(params, mood)
+    v, a = np.meshgrid(valences, arousals)  # rows: arousal, columns: valence
+    with float64():
+        cells = jax.vmap(adaptive_weights, in_axes=(None, 0, 0))(params, v.ravel(), a.ravel())
+        grid = np.asarray(cells, dtype=np.float64).reshape(resolution, resolution, 6)
     return valences, arousals, grid
 
 

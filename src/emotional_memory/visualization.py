@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "APPRAISAL_LABELS",
     "LINK_TYPE_COLORS",
+    "MAX_HEATMAP_RESOLUTION",
     "SIGNAL_LABELS",
     "plot_adaptive_weights_heatmap",
     "plot_appraisal_radar",
@@ -59,6 +60,9 @@ __all__ = [
     "plot_signal_breakdown",
     "plot_yerkes_dodson",
 ]
+
+MAX_HEATMAP_RESOLUTION = 1000
+"""Most grid cells per axis of :func:`plot_adaptive_weights_heatmap` (a million cells)."""
 
 SIGNAL_LABELS: list[str] = ["Semantic", "Mood", "Affect", "Momentum", "Recency", "Resonance"]
 """Short names of the six retrieval signals, in kernel order."""
@@ -408,7 +412,7 @@ def plot_adaptive_weights_heatmap(
 
     Args:
         base_weights: The six base weights.
-        resolution: Grid cells per axis (>= 2).
+        resolution: Grid cells per axis, 2 to ``MAX_HEATMAP_RESOLUTION`` (1000).
         ax: Must be None (the figure has its own 2 x 3 grid).
         title: Figure title.
 
@@ -416,7 +420,7 @@ def plot_adaptive_weights_heatmap(
         The figure.
 
     Raises:
-        ValueError: When ``ax`` is given, ``resolution < 2``, or ``base_weights`` does
+        ValueError: When ``ax`` is given, ``resolution`` is out of range, or ``base_weights`` does
             not hold 6 finite values.
         TypeError: When ``resolution`` is not an int or ``base_weights`` is a string.
     """
@@ -427,8 +431,8 @@ def plot_adaptive_weights_heatmap(
         )
     if isinstance(resolution, bool) or not isinstance(resolution, numbers.Integral):
         raise TypeError(f"resolution must be an int, got {type(resolution).__name__}")
-    if resolution < 2:
-        raise ValueError("resolution must be >= 2")
+    if not 2 <= resolution <= MAX_HEATMAP_RESOLUTION:
+        raise ValueError(f"resolution must be in [2, {MAX_HEATMAP_RESOLUTION}], got {resolution}")
     if hasattr(base_weights, "__len__") and len(base_weights) != 6:
         raise ValueError(f"base_weights must contain 6 values, got {len(base_weights)}")
     # as RetrievalConfig checks them: finite, any sign, total magnitude bounded

@@ -261,6 +261,32 @@ def test_heatmap_resolution_must_be_an_integer() -> None:
     assert len(fig.axes) == 12  # six panels and their colour bars
 
 
+def test_heatmap_cells_are_the_engines_weights_and_resolution_is_bounded() -> None:
+    """Each cell was one kernel call in a Python loop, and the resolution had no upper
+    bound: 2,000 asked for four million calls (hours, holding the caller)."""
+    from emotional_memory.decay import DecayConfig
+    from emotional_memory.mood import MoodField
+    from emotional_memory.retrieval import RetrievalConfig, mood_weights
+    from emotional_memory.scoring_config import params_from_config
+
+    base = [0.3, 0.2, 0.2, 0.1, 0.1, 0.1]
+    fig = viz.plot_adaptive_weights_heatmap(base_weights=base, resolution=5)
+    images = [np.asarray(ax.get_images()[0].get_array()) for ax in fig.axes if ax.get_images()]
+    params = params_from_config(RetrievalConfig(), DecayConfig(), base_weights=np.array(base))
+    for i, arousal in enumerate(np.linspace(0.0, 1.0, 5)):
+        for j, valence in enumerate(np.linspace(-1.0, 1.0, 5)):
+            mood = MoodField(valence=float(valence), arousal=float(arousal), dominance=0.5,
+                             inertia=0.5, timestamp=datetime(2026, 1, 1, tzinfo=UTC))
+            expected = mood_weights(params, mood)
+            np.testing.assert_allclose([im[i, j] for im in images], expected, atol=1e-12)
+    top = viz.MAX_HEATMAP_RESOLUTION
+    for bad in (top + 1, 2_000, 1):
+        with pytest.raises(ValueError, match=rf"resolution must be in \[2, {top}\], got {bad}"):
+            viz.plot_adaptive_weights_heatmap(resolution=bad)
+    big = viz.plot_adaptive_weights_heatmap(resolution=300)  # 90,000 cells
+    assert np.asarray(big.axes[0].get_images()[0].get_array()).shape == (300, 300)
+
+
 def test_fitted_weights_refuses_no_moods() -> None:
     with pytest.raises(ValueError, match="moods must hold at least one mood"):
         viz.plot_fitted_weights(EmotionalMemoryConfig(), moods={})
