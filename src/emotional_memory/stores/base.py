@@ -39,6 +39,7 @@ __all__ = [
     "ColumnarStore",
     "CountingStore",
     "LinkIndexStore",
+    "ManyReadingStore",
     "MemoryStore",
     "ModifyingStore",
     "Now",
@@ -444,6 +445,15 @@ class VersionedStateStore(Protocol, metaclass=_Capability):
 
 
 @runtime_checkable
+class ManyReadingStore(Protocol, metaclass=_Capability):
+    """A plain store (or confined view) that reads several memories by id at once."""
+
+    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+        """The held memories among ``memory_ids``, in that order (absent ones skipped)."""
+        ...
+
+
+@runtime_checkable
 class PagingStore(Protocol, metaclass=_Capability):
     """A store that builds one page of ``list_all`` without the rest."""
 
@@ -460,6 +470,7 @@ _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     ("SelectableStore", "selected"): ("get", "list_all", "search_by_embedding"),
     ("LinkIndexStore", "linking_to"): ("get", "list_all", "search_by_embedding"),
     ("PagingStore", "list_page"): ("get", "list_all"),
+    ("ManyReadingStore", "memories"): ("get",),
     ("TagWritingStore", "update_tags"): ("update",),
     ("ModifyingStore", "modify_memories"): ("get", "update"),
     ("RowLinkingStore", "row_linker"): (

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -27,8 +27,14 @@ from emotional_memory.interfaces import MemoryStore, store_transaction
 from emotional_memory.kernel.columns import MemoryColumns, bucket_size, pad_columns
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
-from emotional_memory.models import Memory
-from emotional_memory.stores.base import ColumnarStore, LinkIndexStore
+from emotional_memory.models import EmotionalTag, Memory
+from emotional_memory.stores.base import (
+    BackendStore,
+    ColumnarStore,
+    LinkIndexStore,
+    ManyReadingStore,
+    TagWritingStore,
+)
 
 __all__ = ["ColumnarStore", "StoreAdapter", "columnar"]  # ColumnarStore: see stores.base
 
@@ -119,7 +125,11 @@ class StoreAdapter:
         return bank
 
     def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
-        """See :meth:`ColumnarStore.memories`."""
+        """See :meth:`ColumnarStore.memories` (the store's own batched read when it
+        has one, else one ``get`` per id)."""
+        if _reads_many(self.store):
+            many: list[Memory] = self.store.memories(memory_ids)
+            return many
         found = (self.store.get(i) for i in memory_ids)
         return [m for m in found if m is not None]
 
@@ -179,6 +189,19 @@ class StoreAdapter:
         return store_transaction(self.store)
 
 
+def _library_store(store: object) -> bool:
+    """Whether ``store`` is a library store or view, whose optional capabilities are
+    declared (a user's own class may hold an unrelated attribute of the name)."""
+    return isinstance(store, BackendStore) or type(store).__module__.startswith(
+        "emotional_memory."
+    )
+
+
+def _reads_many(store: object) -> TypeGuard[ManyReadingStore]:
+    """Whether ``store`` is a library store or view with a batched ``memories``."""
+    return _library_store(store) and isinstance(store, ManyReadingStore)
+
+
 def columnar(store: MemoryStore) -> ColumnarStore:
     """``store`` itself when it is a :class:`ColumnarStore`, else a :class:`StoreAdapter`.
 
@@ -195,5 +218,18 @@ def columnar(store: MemoryStore) -> ColumnarStore:
     """
     if isinstance(store, ColumnarStore):
         return store
-    out: ColumnarStore = StoreAdapter(store)
+    out: ColumnarStore = (
+        TagWritingAdapter(store) if _library_store(store) and isinstance(store, TagWritingStore)
+        else StoreAdapter(store)
+    )
     return out
+
+
+class TagWritingAdapter(StoreAdapter):
+    """A :class:`StoreAdapter` over a store that writes tags itself (batched), which
+    the retrieval side effects then use instead of one ``update`` per memory."""
+
+    def update_tags(self, tags: Sequence[tuple[str, EmotionalTag]]) -> None:
+        """See :meth:`~emotional_memory.stores.base.TagWritingStore.update_tags`."""
+        store: Any = self.store
+        store.update_tags(tags)

@@ -203,6 +203,26 @@ class ChromaStore(VectorDBStore):
                 ids=[i for i, _ in fields], metadatas=[f for _, f in fields]
             )
 
+    def _rewrite(self, main: bool, records: list[tuple[Record, list[str]]]) -> None:
+        collection = self._collection(main)
+        # an update giving documents without embeddings would have Chroma embed them
+        # with its own model: the stored vectors are read and given back unchanged
+        held = collection.get(ids=[r.id for r, _ in records], include=["embeddings"])
+        vectors = dict(zip(held["ids"], held["embeddings"], strict=True))
+        kept = [(r, stale) for r, stale in records if r.id in vectors]  # none deleted since
+        if not kept:
+            return
+        collection.update(  # Chroma's update merges metadata keys: stale ones go as None
+            ids=[r.id for r, _ in kept],
+            embeddings=[vectors[r.id] for r, _ in kept],
+            documents=[r.data for r, _ in kept],
+            metadatas=[
+                {**(r.fields or {}), **dict.fromkeys(stale), "id": r.id, "seq": r.seq,
+                 "novec": r.novec}
+                for r, stale in kept
+            ],
+        )
+
     def _render(self, cond: Cond) -> Any:
         """A condition tree as a Chroma ``where``."""
         ops = {"eq": "$eq", "ne": "$ne", "has": "$contains", "hasnot": "$not_contains"}

@@ -291,6 +291,19 @@ class QdrantStore(VectorDBStore):
                                          wait=True)
         self._index(main, _INDEXED)
 
+    def _rewrite(self, main: bool, records: list[tuple[Record, list[str]]]) -> None:
+        m = self._models
+        operations = [  # the whole payload replaced: stale fields go with it
+            m.OverwritePayloadOperation(overwrite_payload=m.SetPayload(
+                payload={**(r.fields or {}), "id": r.id, "seq": r.seq, "data": r.data,
+                         "novec": r.novec},
+                points=[_point_id(r.id)],
+            ))
+            for r, _ in records
+        ]
+        self._client.batch_update_points(self._name(main), update_operations=operations,
+                                         wait=True)
+
     def _render(self, cond: Cond) -> Any:
         """A condition tree as a Qdrant ``Filter`` (making the payload indexes of
         metadata keys it names, on a server)."""
