@@ -247,3 +247,78 @@ def test_a_worker_started_while_the_database_is_down_says_so_in_one_line(
     assert "Traceback" not in err and secret not in err, err
     lines = [line for line in err.splitlines() if line.startswith("emotional-memory: error:")]
     assert len(lines) == 1 and "127.0.0.1" in lines[0], err
+
+
+@pytest.mark.parametrize("pool", ["data", "scope_locks"])
+def test_the_first_request_of_an_outage_fails_fast(pg_server: Any, pool: str) -> None:
+    """The database refusing connections before any pool gave up reconnecting: the
+    first request short of a connection waited the pool's whole 30 s before its
+    "cannot be reached" (the later ones 2 s); it is told within a few seconds now,
+    from the memories' pool and from the scope locks' pool alike, and the database
+    back, the next request is served."""
+    from emotional_memory.stores.postgres import PostgresStore
+    from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+
+    name = f"outage_first_{pool}"
+    dsn = pg_server.create_database(name)
+    store = PostgresStore(dsn, max_connections=1)  # the pool's default 30 s wait
+    store._IDLE_CHECK_S = 0.0  # every pooled connection pinged: a cut one is replaced
+    states = PostgresAffectiveStateStore.from_store(store)
+
+    def request() -> None:
+        if pool == "data":
+            store.get(kept.id)
+        else:
+            with states.hold_scope(("alice",)):
+                pass
+
+    try:
+        kept: Memory = basic_memory("kept", [1.0, 0.0, 0.0])
+        store.save(kept)
+        request()  # the pool has a connection (now idle) to lose
+        with _refusing(pg_server, name):
+            started = time.monotonic()
+            with pytest.raises(StoreUnreachableError) as caught:
+                request()
+            assert time.monotonic() - started < 10.0, "it waited the pool's 30 s"
+            assert pg_server.password not in str(caught.value)
+        started = time.monotonic()
+        request()
+        assert time.monotonic() - started < 5.0
+        assert store.get(kept.id) is not None
+    finally:
+        store.close()
+
+
+def test_the_service_answers_the_first_request_of_an_outage_fast(
+    pg_server: Any, tmp_path: Path
+) -> None:
+    """Over HTTP: while the database refuses connections, every request is answered
+    within a few seconds, a 503 saying it cannot be reached (not after 30 s, when a
+    client or proxy has long given up); the database back, a write is served."""
+    name = "outage_first_http"
+    dsn = pg_server.create_database(name)
+    server = start(["--no-auth", "--store", dsn, "--embedder", "hashing"],
+                   tmp_path / "serve.log")
+    try:
+        with httpx.Client(base_url=server.url, timeout=HANG) as http:
+            assert http.post("/v1/memories", json={"content": "kept"}).status_code == 201
+            with _refusing(pg_server, name):
+                answers = []
+                for _ in range(3):  # the first may find its pooled connection cut
+                    started = time.monotonic()
+                    answers.append(http.post("/v1/memories", json={"content": "lost"}))
+                    assert time.monotonic() - started < 10.0, "it waited the pool's 30 s"
+                unreachable = [a for a in answers if a.status_code == 503
+                               and "cannot be reached" in a.text]
+                assert unreachable, [a.text for a in answers]
+                assert all(pg_server.password not in a.text for a in answers)
+            deadline = time.monotonic() + HANG
+            while (back := http.post("/v1/memories", json={"content": "back"})).status_code \
+                    != 201:
+                assert time.monotonic() < deadline, back.text
+                time.sleep(0.5)
+            listed = http.get("/v1/memories").json()["memories"]
+            assert sorted(m["content"] for m in listed) == ["back", "kept"]
+    finally:
+        assert server.stop() == 0, server.log_text()

@@ -201,7 +201,7 @@ def test_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
         assert gc.get_freeze_count() > 0
     finally:
         gc.unfreeze()
-        app.app.state.service.engine.close()
+        app.app.app.state.service.engine.close()  # ExitDeadline(Gate(FastAPI))
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -210,6 +210,9 @@ def test_serve_freezes_its_start_up_heap(tmp_path: Path) -> None:
     (["serve", "--no-auth", "--keys", "k.json"], "either --keys or --no-auth"),
     (["serve", "--keys", "/nonexistent/keys.json"], "cannot read --keys"),
     (["mcp", "--scope", ""], "--scope[0]"),
+    *[(["serve", "--no-auth", "--port", "0", "--shutdown-timeout", bad],
+       "--shutdown-timeout must be a positive finite number of seconds")
+      for bad in ("0", "-1", "nan", "inf")],
 ])
 def test_cli_refuses(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
     from emotional_memory.server.cli import main

@@ -8,10 +8,14 @@ file is intact with the request's memory in it.
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import signal
+import socket
 import sqlite3
+import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -54,3 +58,76 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_0(tmp_path: Path) -> N
         assert [m["content"] for m in listed] == ["in flight"]
     finally:
         assert restarted.stop() == 0, restarted.log_text()
+
+
+LIMIT = 2.0
+"""``--shutdown-timeout`` of the tests below (seconds)."""
+
+
+def test_a_request_stuck_in_the_database_does_not_keep_a_stopped_server_alive(
+    pg_server: Any, tmp_path: Path
+) -> None:
+    """A request whose database call never returns (a table lock held by another
+    session, no statement timeout) kept the process alive after SIGTERM for as long as
+    it lasted; it is cut at ``--shutdown-timeout``, and the process, which cannot
+    cancel the call, exits with status 1 once ``CLOSE_GRACE_S`` more have passed,
+    saying why; nothing of the request is stored."""
+    import psycopg
+
+    from emotional_memory.server.shutdown import CLOSE_GRACE_S, FORCED_EXIT_STATUS
+
+    dsn = pg_server.create_database("shutdown_stuck")
+    server = start(["--no-auth", "--store", dsn, "--embedder", "hashing",
+                    "--statement-timeout", "0", "--shutdown-timeout", str(LIMIT)],
+                   tmp_path / "serve.log")
+    try:
+        with concurrent.futures.ThreadPoolExecutor(1) as pool, \
+                psycopg.connect(dsn) as locker:
+            locker.execute("LOCK TABLE emotional_memory_memories IN ACCESS EXCLUSIVE MODE")
+            pending = pool.submit(httpx.post, f"{server.url}/v1/memories", timeout=HANG,
+                                  json={"content": "stuck"})
+            time.sleep(1.0)
+            assert not pending.done(), pending.result().text
+            server.proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            try:
+                status = server.proc.wait(timeout=LIMIT + CLOSE_GRACE_S + 10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("the stopped server waits for its request") from None
+            assert time.monotonic() - signalled >= LIMIT
+            locker.rollback()
+            with contextlib.suppress(httpx.HTTPError):
+                assert pending.result(timeout=HANG).status_code != 201
+        assert status == FORCED_EXIT_STATUS, server.log_text()
+        assert "still busy" in server.log_text()
+        with psycopg.connect(dsn) as check:
+            stored = check.execute("SELECT count(*) FROM emotional_memory_memories")
+            assert stored.fetchone() == (0,)
+    finally:
+        server.stop()
+
+
+def test_a_request_whose_body_never_comes_is_cut_at_the_limit(tmp_path: Path) -> None:
+    """A client that sends half a body and stalls kept the stopped process alive (it
+    waited for the body); at ``--shutdown-timeout`` the request is cut and the process
+    exits cleanly, status 0."""
+    server = start(["--no-auth", "--store", f"sqlite:///{tmp_path / 'm.db'}",
+                    "--embedder", "hashing", "--shutdown-timeout", str(LIMIT)],
+                   tmp_path / "serve.log")
+    port = int(server.url.rsplit(":", 1)[1])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=HANG) as client:
+            client.sendall(b"POST /v1/memories HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                           b"Content-Type: application/json\r\nContent-Length: 100\r\n"
+                           b'\r\n{"content": ')
+            time.sleep(1.0)
+            server.proc.send_signal(signal.SIGTERM)
+            signalled = time.monotonic()
+            try:
+                status = server.proc.wait(timeout=LIMIT + 10)
+            except subprocess.TimeoutExpired:
+                raise AssertionError("the stopped server waits for the body") from None
+            assert time.monotonic() - signalled >= LIMIT - 0.5
+        assert status == 0, server.log_text()
+    finally:
+        server.stop()

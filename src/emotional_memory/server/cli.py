@@ -232,6 +232,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-in-flight", type=int, default=None, metavar="N",
                        help="requests of one API key in progress at once (default 64; "
                        "more: 429)")
+    from emotional_memory.server.shutdown import (
+        CLOSE_GRACE_S,
+        DEFAULT_SHUTDOWN_TIMEOUT,
+        FORCED_EXIT_STATUS,
+    )
+
+    serve.add_argument("--shutdown-timeout", type=float, default=DEFAULT_SHUTDOWN_TIMEOUT,
+                       metavar="SECONDS",
+                       help="after SIGTERM or SIGINT, longest the requests in progress "
+                       "may run before they are cut; closing the store gets "
+                       f"{CLOSE_GRACE_S:g} s more, then a process still held by a request's "
+                       f"work exits with status {FORCED_EXIT_STATUS} (else 0); default "
+                       f"{DEFAULT_SHUTDOWN_TIMEOUT:g}")
     serve.add_argument("--allowed-host", action="append", default=None, metavar="HOST",
                        help="a Host value REST and MCP answer (host, host:port or host:*; "
                        "repeat); default: 127.0.0.1:*, localhost:*, [::1]:* and the --host "
@@ -279,6 +292,16 @@ def _statement_timeout(args: argparse.Namespace) -> float | None:
     if not 0 <= value <= 86_400:
         raise UsageError(f"--statement-timeout must be seconds in 0..86400, got {value}")
     return value or None
+
+
+def _shutdown_timeout(args: argparse.Namespace) -> float:
+    """``--shutdown-timeout`` checked (see :func:`~.shutdown.check_shutdown_timeout`)."""
+    from emotional_memory.server.shutdown import check_shutdown_timeout
+
+    try:
+        return check_shutdown_timeout(args.shutdown_timeout)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def build_service(
@@ -506,6 +529,7 @@ def _serve(args: argparse.Namespace) -> None:
             "memories: --store sqlite:///PATH (a file, not :memory:) or postgresql://... "
             "(and no --state)"
         )
+    _shutdown_timeout(args)
     import uvicorn
     from uvicorn.supervisors import Multiprocess
 
@@ -516,7 +540,8 @@ def _serve(args: argparse.Namespace) -> None:
             app = _serve_app(args)
             config = uvicorn.Config(app, host=args.host, port=args.port,
                                     log_level=args.log_level, server_header=False,
-                                    lifespan="on")
+                                    lifespan="on",
+                                    timeout_graceful_shutdown=args.shutdown_timeout)
             with contextlib.suppress(KeyboardInterrupt), _sigterm_as_interrupt():
                 uvicorn.Server(config).run(sockets=[sock])  # Ctrl-C, SIGTERM: a clean stop
             return
@@ -529,7 +554,7 @@ def _serve(args: argparse.Namespace) -> None:
         config = uvicorn.Config("emotional_memory.server.cli:worker_app", factory=True,
                                 workers=args.workers, host=args.host, port=args.port,
                                 log_level=args.log_level, server_header=False,
-                                lifespan="on")
+                                lifespan="on", timeout_graceful_shutdown=args.shutdown_timeout)
         with contextlib.suppress(KeyboardInterrupt):
             Multiprocess(config, sockets=[sock]).run()
     finally:
@@ -649,7 +674,9 @@ def _serve_app(args: argparse.Namespace, *, check_only: bool = False) -> Any:
         file=sys.stderr, flush=True,
     )
     _freeze_startup_heap()
-    return app
+    from emotional_memory.server.shutdown import CLOSE_GRACE_S, ExitDeadline
+
+    return ExitDeadline(app, CLOSE_GRACE_S)
 
 
 def _http_url(host: str, port: int) -> str:

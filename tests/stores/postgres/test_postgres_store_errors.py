@@ -490,3 +490,37 @@ def test_a_pool_whose_connections_stay_busy_answers_pool_busy(pg_dsn: str) -> No
             release.set()
             thread.join()
         assert store.list_all() == [memory]
+
+
+def test_a_busy_pool_is_waited_for_past_the_outage_probe(pg_dsn: str) -> None:
+    """A call short of a connection tries a new one after ``OUTAGE_WAIT_S`` (to tell
+    an outage fast); the database answering, it waits the rest of the pool's wait
+    and is served when a connection comes free, neither refused as unreachable nor
+    as busy."""
+    import threading
+    import time
+
+    from emotional_memory.stores.postgres.common import OUTAGE_WAIT_S
+
+    memory, other = random_memories(4, 2, 0)
+    with PostgresStore(pg_dsn, table=_new_table(), max_connections=1) as store:
+        store.save(memory)
+        store._pool.timeout = OUTAGE_WAIT_S + 6.0
+        held = threading.Event()
+
+        def hold() -> None:
+            with store.transaction():
+                store.get(memory.id)
+                held.set()
+                time.sleep(OUTAGE_WAIT_S + 1.5)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            assert held.wait(30)
+            started = time.monotonic()
+            store.save(other)
+            assert time.monotonic() - started > OUTAGE_WAIT_S
+        finally:
+            thread.join()
+        assert sorted(m.id for m in store.list_all()) == sorted([memory.id, other.id])

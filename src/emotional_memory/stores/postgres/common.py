@@ -114,9 +114,10 @@ minutes after the database was back, every request failing meanwhile."""
 
 
 OUTAGE_WAIT_S = 2.0
-"""Seconds a request waits for a pooled connection while its database is known to be
-unreachable (a pool gave up reconnecting), instead of the pool's 30 s: the outage's
-503 comes at once, and a pool that can connect again hands one out well within it."""
+"""Seconds a request waits for a pooled connection before a new connection is tried:
+refused, the request is told the database cannot be reached (a 503 at once rather
+than after the pool's 30 s); else it waits the rest of the pool's wait. While the
+database is known to be unreachable no request waits longer before its try."""
 
 
 class PostgresStoreError(RuntimeError):
@@ -249,8 +250,9 @@ class _Shared:
     dim: int | None = None
     scope_locks: Any = None
     closed: bool = False
-    # a pool gave up reconnecting (its database refused every try of its window) and
-    # no connection was handed out since: requests wait OUTAGE_WAIT_S, not 30 s
+    # a pool gave up reconnecting (its database refused every try of its window), or a
+    # request's try of a new connection was refused, and no connection was handed out
+    # since: requests wait OUTAGE_WAIT_S at most
     outage: bool = False
 
 

@@ -6,9 +6,9 @@ import copy
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from emotional_memory.interfaces import MemoryStore
 from emotional_memory.redact import address_secrets, redact
@@ -26,6 +26,8 @@ from emotional_memory.stores.postgres.common import (
     _Tx,
 )
 from emotional_memory.stores.postgres.where import positional, where_sql
+
+_T = TypeVar("_T")
 
 
 class _Core:
@@ -117,41 +119,72 @@ class _Core:
         elif isinstance(exc, PoolTimeout):  # busy connections, or none can be opened
             refused = self._connect_refused()
             if refused is not None:
-                return DatabaseUnreachable(
-                    f"{what} failed on {self._redacted!r}: no pooled connection came "
-                    f"free and none can be opened: {refused}")
+                return self._unreachable(what, refused)
             kind = PoolBusy
         return kind(f"{what} failed on {self._redacted!r}: {self._clean(exc)}")
 
     def _checked_out(self) -> tuple[Any, Any]:
-        """A pooled connection's context manager and the connection, entered.
+        """A pooled connection's context manager and the connection, entered (see
+        :meth:`_taken`).
 
-        While the database was last known unreachable the wait is short; when it
-        times out but a new connection can be opened (the database is back), the
-        outage ends and the pool is waited for as usual once more, so the first
-        request after an outage is served rather than refused.
+        Raises:
+            PostgresStoreError: naming the redacted DSN (see :meth:`_error`).
+        """
+
+        def take(timeout: float) -> tuple[Any, Any]:
+            conn_cm = self._pool.connection(timeout=timeout)
+            return conn_cm, conn_cm.__enter__()
+
+        return self._taken(self._pool, take, "connecting")
+
+    def _taken(self, pool: Any, take: Callable[[float], _T], what: str) -> _T:
+        """What ``take`` returns: a connection of ``pool``, waited for in two parts.
+
+        The first :data:`OUTAGE_WAIT_S` seconds; when none came free by then, a new
+        connection is tried (:meth:`_connect_refused`): refused, the database cannot
+        be reached (an outage begins: later requests wait no longer than that); else
+        the rest of the pool's wait. So the first request of an outage is told within
+        seconds, not after the pool's 30 s, and the first after it is served rather
+        than refused.
+
+        Args:
+            pool: the connection pool (its ``timeout`` is the whole wait).
+            take: gets a connection, waiting at most the seconds it is given.
+            what: the operation, named in an error.
+
+        Returns:
+            ``take``'s result.
 
         Raises:
             PostgresStoreError: naming the redacted DSN (see :meth:`_error`).
         """
         from psycopg_pool import PoolTimeout
 
-        retried = False
-        while True:
+        whole = float(pool.timeout)
+        first = OUTAGE_WAIT_S if self._shared.outage else min(OUTAGE_WAIT_S, whole)
+        try:
             try:
-                conn_cm = self._pool.connection(timeout=self._pool_wait())
-                return conn_cm, conn_cm.__enter__()
+                return take(first)
             except PoolTimeout as exc:
-                if retried or not self._shared.outage or self._connect_refused() is not None:
-                    raise self._error("connecting", exc) from None
-                self._shared.outage, retried = False, True
-            except Exception as exc:
-                raise self._error("connecting", exc) from None
+                if first >= whole and not self._shared.outage:
+                    raise self._error(what, exc) from None  # the whole wait is spent
+                refused = self._connect_refused()
+                if refused is not None:
+                    self._shared.outage = True
+                    raise self._unreachable(what, refused) from None
+            self._shared.outage = False  # the database answers: the pool is busy
+            return take(whole - first if whole > first else whole)
+        except PostgresStoreError:
+            raise
+        except Exception as exc:
+            raise self._error(what, exc) from None
 
-    def _pool_wait(self) -> float | None:
-        """How long to wait for a pooled connection: :data:`OUTAGE_WAIT_S` while the
-        database is known to be unreachable, else the pool's own wait (None)."""
-        return OUTAGE_WAIT_S if self._shared.outage else None
+    def _unreachable(self, what: str, refused: str) -> DatabaseUnreachable:
+        """The error of a pool wait that ended without a connection while a new one
+        is ``refused`` (the redacted reason)."""
+        return DatabaseUnreachable(
+            f"{what} failed on {self._redacted!r}: no pooled connection came free and "
+            f"none can be opened: {refused}")
 
     def _reconnect_failed(self, pool: Any) -> None:
         """A pool's callback: it retried a connection for its whole window in vain."""

@@ -101,10 +101,7 @@ class AdvisoryScopeLocks:
                 redacted DSN).
         """
         pool = self._connections()
-        try:
-            conn = pool.getconn(timeout=self._store._pool_wait())
-        except Exception as exc:
-            raise self._store._error("taking a scope lock", exc) from None
+        conn = self._store._taken(pool, pool.getconn, "taking a scope lock")
         self._store._shared.outage = False
         try:
             try:
