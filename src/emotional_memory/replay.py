@@ -24,6 +24,7 @@ state (``"keep"``, the original protocol) or take their own text's estimated aff
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -416,6 +417,19 @@ def iter_scenarios(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from data["scenarios"]
 
 
+@contextlib.contextmanager
+def _named(where: str) -> Iterator[None]:
+    """Prefix the place ``where`` to a ``ValueError`` / ``TypeError`` raised inside
+    (what the engine refused: a content over ``max_content_length``, a query embedding
+    the config's adapter cannot take), so a dataset's fault is found by its place."""
+    try:
+        yield
+    except TypeError as exc:  # first: a FieldTypeError is both
+        raise TypeError(f"{where}: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
 EngineFactory = Callable[[Embedder, TickClock], EmotionalMemory]
 QueryHook = Callable[[EmotionalMemory, dict[str, Any], dict[str, str], RetrievalPlan], None]
 
@@ -472,32 +486,38 @@ def replay_scenario(
         raise ValueError(f"scenario: expected an object, got {type(scenario).__name__}")
     check_scenario(f"scenario {scenario.get('scenario_id')!r}", scenario, labelled=False)
     settings = affect if affect is not None else ReplayAffect()
+    sid = str(scenario.get("scenario_id", ""))
     last_event: datetime | None = None
     id_map: dict[str, str] = {}
     results: list[QueryResult] = []
-    sid = str(scenario.get("scenario_id", ""))
-    for session in scenario.get("sessions", []):
-        for event in session.get("events", []):
+    for j, session in enumerate(scenario.get("sessions", [])):
+        for k, event in enumerate(session.get("events", [])):
             ts = event_time(event) if clock is not None else None
             if clock is not None and ts is not None:
                 clock.now = ts
                 last_event = ts if last_event is None else max(last_event, ts)
-            engine.set_affect(settings.event_affect(event))
-            memory = engine.encode(event["content"], metadata=dict(event.get("metadata") or {}))
+            with _named(f"scenario {sid!r} sessions[{j}] events[{k}] "
+                        f"({event['memory_id']!r})"):
+                engine.set_affect(settings.event_affect(event))
+                memory = engine.encode(event["content"],
+                                       metadata=dict(event.get("metadata") or {}))
             id_map[memory.id] = str(event["memory_id"])
-        for query in session.get("queries", []):
+        for k, query in enumerate(session.get("queries", [])):
             if clock is not None and last_event is not None:
                 clock.now = last_event
             saved = engine.save_state()
-            state = settings.query_affect(query)
-            if state is not None:
-                engine.set_affect(state)
-            if on_query is None:
-                explanations = engine.retrieve_with_explanations(query["query"], top_k=top_k)
-            else:
-                plan, now = engine._plan(query["query"], top_k, None)
-                on_query(engine, query, id_map, plan)
-                explanations = engine._commit(plan, top_k, now)
+            with _named(f"scenario {sid!r} sessions[{j}] queries[{k}] "
+                        f"({query.get('query_id')!r})"):
+                state = settings.query_affect(query)
+                if state is not None:
+                    engine.set_affect(state)
+                if on_query is None:
+                    explanations = engine.retrieve_with_explanations(query["query"],
+                                                                     top_k=top_k)
+                else:
+                    plan, now = engine._plan(query["query"], top_k, None)
+                    on_query(engine, query, id_map, plan)
+                    explanations = engine._commit(plan, top_k, now)
             engine.load_state(saved)
             results.append(
                 QueryResult(

@@ -1,0 +1,68 @@
+"""A researcher's own dataset that is slightly wrong: each fault is refused in one
+line naming the file, the place and the field, before any replay, and the replay of a
+dict built in code names the event the engine refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emotional_memory import EmotionalMemoryConfig
+from emotional_memory.embedders import HashingEmbedder
+from emotional_memory.replay import load_dataset, replay_dataset
+
+
+def _tiny() -> dict[str, Any]:
+    """Two scenarios, one session each: three labelled events, one query."""
+    scenarios = []
+    for s in range(2):
+        events = [{"memory_id": f"m{s}{i}", "content": f"event {i} of scenario {s}",
+                   "valence": 0.1 * i, "arousal": 0.2} for i in range(3)]
+        query = {"query_id": f"q{s}", "query": "event 1", "expected_memory_ids": [f"m{s}1"]}
+        scenarios.append({"scenario_id": f"s{s}",
+                          "sessions": [{"session_id": "a", "events": events,
+                                        "queries": [query]}]})
+    return {"default_top_k": 2, "scenarios": scenarios}
+
+
+def _write(tmp_path: Path, data: object) -> Path:
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(data), encoding="utf-8")  # NaN and lone surrogates pass
+    return path
+
+
+def _event(data: dict[str, Any]) -> dict[str, Any]:
+    event: dict[str, Any] = data["scenarios"][1]["sessions"][0]["events"][2]
+    return event
+
+
+@pytest.mark.parametrize(("edit", "field"), [
+    (lambda d: _event(d).update(metadata={"score": float("nan")}), "metadata"),
+    (lambda d: _event(d).update(metadata={"tags": ["ok", "\ud800"]}), "metadata"),
+    (lambda d: _event(d).update(content="bad \udcff byte"), "content"),
+    (lambda d: d["scenarios"][1]["sessions"][0]["queries"][0].update(query="q \ud800"),
+     "query"),
+])
+def test_values_the_engine_refuses_are_named_at_load(
+        tmp_path: Path, edit: Any, field: str) -> None:
+    data = _tiny()
+    edit(data)
+    with pytest.raises(ValueError) as err:
+        load_dataset(_write(tmp_path, data))
+    message = str(err.value)
+    assert "data.json" in message and "scenarios[1]" in message and field in message
+    assert "\n" not in message
+
+
+def test_a_replay_names_the_event_the_engine_refuses() -> None:
+    data = _tiny()
+    _event(data)["content"] = "a much longer event than the limit allows"
+    config = EmotionalMemoryConfig(max_content_length=30)
+    with pytest.raises(ValueError) as err:
+        replay_dataset(data, HashingEmbedder(dim=16), config)
+    message = str(err.value)
+    assert "'s1'" in message and "events[2]" in message and "'m12'" in message
+    assert "max_content_length" in message
