@@ -69,6 +69,8 @@ from emotional_memory.replay import (
     summarize,
 )
 from training import tune_embedder
+from training.options import check_options
+from training.options import wants_adapter as _wants_adapter
 
 METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
@@ -220,13 +222,6 @@ def _wants_context(args: argparse.Namespace) -> bool:
     if args.trainable is None:
         return bool(args.lexical and args.context)
     return "context" in args.trainable
-
-
-def _wants_adapter(args: argparse.Namespace) -> bool:
-    """Whether the batch keeps its embeddings: the adapter is trained or competes."""
-    if args.trainable is None:
-        return bool(args.lexical and args.adapter)
-    return "adapter" in args.trainable
 
 
 def _analyses(args: argparse.Namespace) -> tuple[str, ...]:
@@ -447,6 +442,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
     Returns:
         Exit status 0; the report (default vs fitted replay metrics) is printed.
     """
+    check_options(args)
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
     check_not_an_input("--out", out_path,
@@ -548,6 +544,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         The report: out-of-fold metrics, the default config's (``default_*``), the
         queries, folds, jobs, seconds and what each fold chose.
     """
+    check_options(args)
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
