@@ -75,6 +75,25 @@ class TickClock:
         self.now = self.now + delta
 
 
+def _text_names(path: object, texts: np.ndarray) -> list[str]:
+    """The table's texts as str: byte strings (dtype ``S``) decoded as UTF-8, not
+    read as their ``"b'...'"`` repr.
+
+    Raises:
+        ValueError: naming the file and the row of bytes that are not UTF-8.
+    """
+    if texts.dtype.kind != "S":
+        return [str(t) for t in texts]
+    names = []
+    for i, raw in enumerate(texts.tolist()):
+        try:
+            names.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"embeddings {path}: 'texts'[{i}] is bytes that are not "
+                             f"UTF-8 ({exc.reason} at byte {exc.start})") from None
+    return names
+
+
 class LookupEmbedder:
     """An embedder that looks texts up in a precomputed table (e.g. an ``.npz``).
 
@@ -143,11 +162,11 @@ class LookupEmbedder:
             raise ValueError(f"embeddings {path}: 'embeddings' must have shape "
                              f"(len(texts), D) with D >= 1; got {emb.shape} for "
                              f"{len(texts)} texts")
+        names = _text_names(path, texts)
         bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
         if bad.size:
             raise ValueError(f"embeddings {path}: {bad.size} row(s) hold NaN or inf, the "
-                             f"first for text {str(texts[bad[0]])[:60]!r}")
-        names = [str(t) for t in texts]
+                             f"first for text {names[bad[0]][:60]!r}")
         first: dict[str, int] = {}
         for i, name in enumerate(names):  # a repeated text must mean one embedding
             j = first.setdefault(name, i)

@@ -8,11 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from emotional_memory import EmotionalMemoryConfig
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.replay import load_dataset, replay_dataset
+from emotional_memory.replay import LookupEmbedder, load_dataset, replay_dataset
 
 
 def _tiny() -> dict[str, Any]:
@@ -66,3 +67,24 @@ def test_a_replay_names_the_event_the_engine_refuses() -> None:
     message = str(err.value)
     assert "'s1'" in message and "events[2]" in message and "'m12'" in message
     assert "max_content_length" in message
+
+
+def test_an_embedding_table_of_byte_strings_is_read_as_utf8(tmp_path: Path) -> None:
+    """``np.array([b"..."])`` (dtype S, what ``.encode()`` lists give) was read as the
+    texts "b'...'": no text of the dataset matched, and the error said they were
+    missing."""
+    texts = ["café au lait", "a second text"]
+    path = tmp_path / "table.npz"
+    np.savez(path, texts=np.array([t.encode("utf-8") for t in texts]),
+             embeddings=np.eye(2, 3, dtype=np.float32))
+    table = LookupEmbedder.from_npz(path)
+    assert all(t in table for t in texts)
+    assert table.embed("a second text") == [0.0, 1.0, 0.0]
+
+
+def test_an_embedding_table_of_bytes_that_are_not_utf8_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "table.npz"
+    np.savez(path, texts=np.array([b"fine", b"caf\xe9"]),
+             embeddings=np.eye(2, 3, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"table\.npz.*'texts'\[1\].*UTF-8"):
+        LookupEmbedder.from_npz(path)
