@@ -431,6 +431,13 @@ class _Untouchable:
     ({"jobs": 0}, ValueError, "jobs"),
     ({"jobs": 2.5}, TypeError, "jobs"),
     ({"tune_folds": True}, TypeError, "tune_folds"),
+    # accepted and silently ignored: only the model selection scores analyses and
+    # lets the adapter compete; an unknown analysis failed after the first replay
+    ({"select": False, "analyses": ("stem",)}, ValueError, "analyses"),
+    ({"select": True, "analyses": ("stem",)}, ValueError, "analyses"),
+    ({"select": "model", "analyses": ("snowball",)}, ValueError, "analysis"),
+    ({"select": "model", "analyses": "stem"}, TypeError, "analyses"),
+    ({"select": False, "adapter": True}, ValueError, "adapter"),
 ])
 def test_cross_validate_refuses_bad_arguments_before_any_work(
     small: dict[str, Any], kwargs: dict[str, Any], error: type, field: str
