@@ -158,9 +158,9 @@ def cross_validate(
         ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`),
             ``folds`` outside [2, number of scenarios with queries], ``select`` other
             than True, False or ``"model"``, ``jobs`` / ``tune_folds`` < 1, an unknown
-            analysis, ``analyses`` or ``adapter`` without ``select="model"`` (ignored
-            there), or a config that routes its base weights per query type (fits
-            ignore routing).
+            analysis, ``analyses`` or ``adapter`` without ``select="model"`` and
+            ``lexical`` (ignored there), or a config that routes its base weights
+            per query type (fits ignore routing).
         TypeError: ``folds``, ``jobs`` or ``tune_folds`` is not an int (or is a bool),
             ``analyses`` is one string.
     """
@@ -170,7 +170,8 @@ def cross_validate(
         raise ValueError(f"folds must be >= 2, got {folds}")
     positive_int("jobs", jobs)
     positive_int("tune_folds", tune_folds)
-    analyses = _model_options(select, analyses, adapter, fit_kwargs.get("trainable"))
+    analyses = _model_options(select, analyses, adapter, fit_kwargs.get("trainable"),
+                              lexical)
     validate_dataset(data)
     cfg = unrouted(config if config is not None else EmotionalMemoryConfig())
     settings = affect if affect is not None else ReplayAffect.prepare(data)
@@ -213,14 +214,15 @@ def cross_validate(
 
 
 def _model_options(select: bool | str, analyses: Sequence[str], adapter: bool,
-                   trainable: Any) -> tuple[str, ...]:
+                   trainable: Any, lexical: bool) -> tuple[str, ...]:
     """``analyses`` checked, and refused with ``adapter`` where ``select`` would ignore
     them (only the model selection scores analyses and lets the adapter compete).
 
     Raises:
         TypeError: ``analyses`` is one string.
         ValueError: an unknown analysis, analyses without ``select="model"``, or
-            ``adapter`` without it (and without ``"adapter"`` in ``trainable``).
+            ``adapter`` without it (and without ``"adapter"`` in ``trainable``), or
+            either with it but without ``lexical`` (no lexical model takes them).
     """
     if isinstance(analyses, str | bytes):
         raise TypeError(f"analyses must be a sequence of analysis names, got the string "
@@ -237,6 +239,9 @@ def _model_options(select: bool | str, analyses: Sequence[str], adapter: bool,
         raise ValueError(f"adapter=True lets the adapter model compete in the model "
                          f"selection (select='model'), which select={select!r} does not "
                          "run: put 'adapter' in trainable to fit one")
+    if select == "model" and not lexical and (names or adapter):
+        raise ValueError(f"{'analyses' if names else 'adapter=True'} applies to the "
+                         "lexical models, which compete only with lexical=True")
     return names
 
 
