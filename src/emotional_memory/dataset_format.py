@@ -206,6 +206,9 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
     if not isinstance(query, dict):
         raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
     if query.get("query_id") is not None:
+        if not _is_id(query["query_id"]):
+            raise ValueError(f"{where}: 'query_id' must be a non-empty string, got "
+                             f"{query['query_id']!r}")
         where = f"{where} ({query['query_id']!r})"
     _text(where, "query", query.get("query"))
     expected = query.get("expected_memory_ids")

@@ -88,3 +88,12 @@ def test_an_embedding_table_of_bytes_that_are_not_utf8_is_named(tmp_path: Path) 
              embeddings=np.eye(2, 3, dtype=np.float32))
     with pytest.raises(ValueError, match=r"table\.npz.*'texts'\[1\].*UTF-8"):
         LookupEmbedder.from_npz(path)
+
+
+@pytest.mark.parametrize("bad", [["q1"], {"id": 1}, "", True, 1.5])
+def test_a_query_id_that_is_no_id_is_named(tmp_path: Path, bad: object) -> None:
+    """It was kept as its repr (``"['q1']"``) in every per-query result."""
+    data = _tiny()
+    data["scenarios"][0]["sessions"][0]["queries"][0]["query_id"] = bad
+    with pytest.raises(ValueError, match=r"scenarios\[0\].*queries\[0\].*'query_id'"):
+        load_dataset(_write(tmp_path, data))
