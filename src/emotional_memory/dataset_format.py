@@ -271,7 +271,9 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     Every scenario needs a unique ``scenario_id`` and a ``sessions`` list; events a
     unique ``memory_id`` and a non-empty ``content`` (``valence`` in [-1, 1] and
     ``arousal`` in [0, 1] both or neither, optional ``metadata`` object and ISO 8601
-    ``timestamp`` with a timezone); queries a non-empty ``query`` and a non-empty list
+    ``timestamp`` with a timezone; text and metadata a store can hold: valid Unicode,
+    finite numbers); queries a non-empty ``query``, an optional ``query_id`` (a
+    string or int), and a non-empty list
     ``expected_memory_ids`` naming events of their scenario encoded before them (in
     their own or an earlier session), and an optional ``state`` with both valence and
     arousal. ``default_top_k``, when given, is an int >= 1. At least one query. Other

@@ -97,3 +97,21 @@ def test_a_query_id_that_is_no_id_is_named(tmp_path: Path, bad: object) -> None:
     data["scenarios"][0]["sessions"][0]["queries"][0]["query_id"] = bad
     with pytest.raises(ValueError, match=r"scenarios\[0\].*queries\[0\].*'query_id'"):
         load_dataset(_write(tmp_path, data))
+
+
+def test_a_fit_from_a_calibrated_config_leaves_the_stale_calibration_out() -> None:
+    """The start's relevance calibration maps the start's scores: a fitted config (or
+    the cosine candidate) scores otherwise, and kept it, so ``min_relevance`` filtered
+    by a map of another model's scores."""
+    from emotional_memory.learn import build_recall_batch, fit, semantic_only_config
+    from emotional_memory.retrieval.config import RelevanceCalibration
+
+    calibration = RelevanceCalibration(slope=50.0, intercept=-30.0, default_min_relevance=0.4)
+    start = EmotionalMemoryConfig()
+    start = start.model_copy(update={"retrieval": start.retrieval.model_copy(
+        update={"relevance_calibration": calibration})})
+    batch, info = build_recall_batch(_tiny(), HashingEmbedder(dim=16), start)
+    fitted = fit(batch, info, start, steps=3).config
+    assert fitted.retrieval.relevance_calibration is None
+    assert semantic_only_config(start).retrieval.relevance_calibration is None
+    assert fit(batch, info, start, steps=0).config.retrieval.relevance_calibration is None

@@ -27,7 +27,8 @@ from emotional_memory.scoring_config import params_from_config
 
 
 def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
-    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7.
+    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7
+    (and no relevance calibration: ``config``'s maps other scores).
 
     Args:
         config: the template (non-scoring fields are kept).
@@ -40,7 +41,7 @@ def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig
     })
     retrieval = config.retrieval.model_copy(update={
         "base_weights": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], "adaptive_weights_config": gates,
-        "lexical_weight": 0.0, "query_classifier": None,
+        "lexical_weight": 0.0, "query_classifier": None, "relevance_calibration": None,
     })
     return config.model_copy(update={"retrieval": retrieval})
 
