@@ -69,6 +69,8 @@ from emotional_memory.replay import (
     summarize,
 )
 from training import tune_embedder
+from training.options import check_options
+from training.options import wants_adapter as _wants_adapter
 
 METRICS = ("top1", "hit_at_k", "mrr", "ndcg_at_k", "recall_at_k")
 
@@ -220,13 +222,6 @@ def _wants_context(args: argparse.Namespace) -> bool:
     if args.trainable is None:
         return bool(args.lexical and args.context)
     return "context" in args.trainable
-
-
-def _wants_adapter(args: argparse.Namespace) -> bool:
-    """Whether the batch keeps its embeddings: the adapter is trained or competes."""
-    if args.trainable is None:
-        return bool(args.lexical and args.adapter)
-    return "adapter" in args.trainable
 
 
 def _analyses(args: argparse.Namespace) -> tuple[str, ...]:
@@ -445,8 +440,10 @@ def cmd_fit(args: argparse.Namespace) -> int:
             temperature, steps, out, plot, json, quiet).
 
     Returns:
-        Exit status 0; the report (default vs fitted replay metrics) is printed.
+        Exit status 0; the report (replay metrics of the starting config as given, as
+        ``default_*``, and of the fitted one) is printed.
     """
+    check_options(args)
     out_path = check_out_file("--out", args.out)  # fail before the fit, not after it
     dataset = None if args.dataset == "builtin" else args.dataset  # not a file then
     check_not_an_input("--out", out_path,
@@ -467,7 +464,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
-    start = _lexical_start(args, start)
+    given, start = start, _lexical_start(args, start)  # the default reported: as given
     affect = _affect(args, data)
     t0 = time.perf_counter()
     selecting = args.trainable is None
@@ -510,7 +507,7 @@ def cmd_fit(args: argparse.Namespace) -> int:
         write_fitted_config(out_path, result.config, weights)
     except OSError as exc:  # disk full, no permission: the file named, the old one kept
         raise OSError(f"--out {out_path}: cannot write it ({exc.strerror or exc})") from None
-    default = summarize(replay_dataset(data, embedder, start, progress=not args.quiet,
+    default = summarize(replay_dataset(data, embedder, given, progress=not args.quiet,
                                        affect=affect))
     fitted = summarize(replay_dataset(data, fitted_embedder, result.config,
                                       progress=not args.quiet, affect=affect))
@@ -545,9 +542,12 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         args: Parsed ``cv`` arguments (``build_parser().parse_args(["cv", ...])``).
 
     Returns:
-        The report: out-of-fold metrics, the default config's (``default_*``), the
-        queries, folds, jobs, seconds and what each fold chose.
+        The report: out-of-fold metrics, the starting config's as given
+        (``default_*``: ``--config`` or the defaults, not the start ``--trainable
+        lexical`` / ``context`` grow from), the queries, folds, jobs, seconds and
+        what each fold chose.
     """
+    check_options(args)
     _check_analyses_installed(args)
     data, start = _load_data(args.dataset), _config(args.config)
     scenarios = sum(any(s.get("queries") for s in sc["sessions"]) for sc in data["scenarios"])
@@ -559,7 +559,7 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
                          f"queries), got {args.folds}")
     embedder = tune_embedder.fitted_embedder(args.config) or _embedder(args.embeddings, data)
     tune_embedder.check_tuned_width(args, embedder)
-    start = _lexical_start(args, start)
+    given, start = start, _lexical_start(args, start)  # the default reported: as given
     select: bool | str
     if args.trainable is None:
         kwargs: dict[str, Any] = _select_kwargs(args)
@@ -574,16 +574,19 @@ def run_cv(args: argparse.Namespace) -> dict[str, Any]:
         from emotional_memory.embedders.minilm import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()  # tuning starts from the MiniLM
+    affect = _affect(args, data)
     t0 = time.perf_counter()
     result = cross_validate(
         data, embedder, start, folds=args.folds, seed=args.seed, progress=not args.quiet,
         jobs=jobs, tune_embedder=tuning, tune_folds=args.tune_folds,
-        select=select, affect=_affect(args, data), lexical=_wants_lexical(args),
+        select=select, affect=affect, lexical=_wants_lexical(args),
         context=_wants_context(args), **kwargs,
     )
     seconds = time.perf_counter() - t0
     out: dict[str, Any] = {k: result.metrics[k] for k in METRICS}
-    out.update({f"default_{k}": result.default_metrics[k] for k in METRICS})
+    default = result.default_metrics if start is given else summarize(replay_dataset(
+        data, embedder, given, progress=not args.quiet, affect=affect))
+    out.update({f"default_{k}": default[k] for k in METRICS})
     out.update({
         "n_queries": result.metrics["n_queries"],
         "folds": args.folds,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory._validation import json_metadata
 from emotional_memory._warn import warn_caller
 
 __all__ = ["event_time", "load_dataset", "validate_dataset"]
@@ -64,6 +65,18 @@ def load_dataset(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 def _is_number(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def _text(where: str, key: str, value: object) -> None:
+    """Refuse a ``key`` that is no non-empty string, or not valid Unicode (a lone
+    surrogate, which JSON's ``\\ud800`` escapes can carry and no store can hold)."""
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{where}: '{key}' must be a non-empty string, got {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"{where}: '{key}' is not valid Unicode text ({exc.reason} at "
+                         f"index {exc.start})") from None
 
 
 def _is_id(value: object) -> bool:
@@ -169,12 +182,15 @@ def _check_event(where: str, event: object) -> str:
         raise ValueError(f"{where}: 'memory_id' must be a non-empty string, got "
                          f"{event.get('memory_id')!r}")
     where = f"{where} ({event['memory_id']!r})"
-    content = event.get("content")
-    if not isinstance(content, str) or not content.strip():
-        raise ValueError(f"{where}: 'content' must be a non-empty string, got {content!r}")
+    _text(where, "content", event.get("content"))
     _check_affect(where, event, required=False)
-    if event.get("metadata") is not None and not isinstance(event["metadata"], dict):
-        raise ValueError(f"{where}: 'metadata' must be an object")
+    if event.get("metadata") is not None:
+        if not isinstance(event["metadata"], dict):
+            raise ValueError(f"{where}: 'metadata' must be an object")
+        try:  # what a store can hold: finite numbers, valid Unicode, bounded depth
+            json_metadata("metadata", event["metadata"])
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{where}: {exc}") from None
     if event.get("timestamp") is not None:
         try:
             event_time(event)
@@ -190,10 +206,11 @@ def _check_query(where: str, query: object, encoded: set[str] | None) -> None:
     if not isinstance(query, dict):
         raise ValueError(f"{where}: expected an object, got {type(query).__name__}")
     if query.get("query_id") is not None:
+        if not _is_id(query["query_id"]):
+            raise ValueError(f"{where}: 'query_id' must be a non-empty string, got "
+                             f"{query['query_id']!r}")
         where = f"{where} ({query['query_id']!r})"
-    text = query.get("query")
-    if not isinstance(text, str) or not text.strip():
-        raise ValueError(f"{where}: 'query' must be a non-empty string, got {text!r}")
+    _text(where, "query", query.get("query"))
     expected = query.get("expected_memory_ids")
     if not expected:
         raise ValueError(f"{where}: query {query.get('query_id')!r} has no "
@@ -254,7 +271,9 @@ def validate_dataset(data: object, source: str = "dataset", *, labelled: bool = 
     Every scenario needs a unique ``scenario_id`` and a ``sessions`` list; events a
     unique ``memory_id`` and a non-empty ``content`` (``valence`` in [-1, 1] and
     ``arousal`` in [0, 1] both or neither, optional ``metadata`` object and ISO 8601
-    ``timestamp`` with a timezone); queries a non-empty ``query`` and a non-empty list
+    ``timestamp`` with a timezone; text and metadata a store can hold: valid Unicode,
+    finite numbers); queries a non-empty ``query``, an optional ``query_id`` (a
+    string or int), and a non-empty list
     ``expected_memory_ids`` naming events of their scenario encoded before them (in
     their own or an earlier session), and an optional ``state`` with both valence and
     arousal. ``default_top_k``, when given, is an int >= 1. At least one query. Other

@@ -24,6 +24,7 @@ state (``"keep"``, the original protocol) or take their own text's estimated aff
 
 from __future__ import annotations
 
+import contextlib
 import os
 import zipfile
 from collections.abc import Callable, Iterator, Sequence
@@ -72,6 +73,25 @@ class TickClock:
             delta: How far to move the next reading forward.
         """
         self.now = self.now + delta
+
+
+def _text_names(path: object, texts: np.ndarray) -> list[str]:
+    """The table's texts as str: byte strings (dtype ``S``) decoded as UTF-8, not
+    read as their ``"b'...'"`` repr.
+
+    Raises:
+        ValueError: naming the file and the row of bytes that are not UTF-8.
+    """
+    if texts.dtype.kind != "S":
+        return [str(t) for t in texts]
+    names = []
+    for i, raw in enumerate(texts.tolist()):
+        try:
+            names.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"embeddings {path}: 'texts'[{i}] is bytes that are not "
+                             f"UTF-8 ({exc.reason} at byte {exc.start})") from None
+    return names
 
 
 class LookupEmbedder:
@@ -142,11 +162,11 @@ class LookupEmbedder:
             raise ValueError(f"embeddings {path}: 'embeddings' must have shape "
                              f"(len(texts), D) with D >= 1; got {emb.shape} for "
                              f"{len(texts)} texts")
+        names = _text_names(path, texts)
         bad = np.flatnonzero(~np.isfinite(emb).all(axis=1))
         if bad.size:
             raise ValueError(f"embeddings {path}: {bad.size} row(s) hold NaN or inf, the "
-                             f"first for text {str(texts[bad[0]])[:60]!r}")
-        names = [str(t) for t in texts]
+                             f"first for text {names[bad[0]][:60]!r}")
         first: dict[str, int] = {}
         for i, name in enumerate(names):  # a repeated text must mean one embedding
             j = first.setdefault(name, i)
@@ -416,6 +436,19 @@ def iter_scenarios(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
     yield from data["scenarios"]
 
 
+@contextlib.contextmanager
+def _named(where: str) -> Iterator[None]:
+    """Prefix the place ``where`` to a ``ValueError`` / ``TypeError`` raised inside
+    (what the engine refused: a content over ``max_content_length``, a query embedding
+    the config's adapter cannot take), so a dataset's fault is found by its place."""
+    try:
+        yield
+    except TypeError as exc:  # first: a FieldTypeError is both
+        raise TypeError(f"{where}: {exc}") from exc
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from exc
+
+
 EngineFactory = Callable[[Embedder, TickClock], EmotionalMemory]
 QueryHook = Callable[[EmotionalMemory, dict[str, Any], dict[str, str], RetrievalPlan], None]
 
@@ -472,32 +505,38 @@ def replay_scenario(
         raise ValueError(f"scenario: expected an object, got {type(scenario).__name__}")
     check_scenario(f"scenario {scenario.get('scenario_id')!r}", scenario, labelled=False)
     settings = affect if affect is not None else ReplayAffect()
+    sid = str(scenario.get("scenario_id", ""))
     last_event: datetime | None = None
     id_map: dict[str, str] = {}
     results: list[QueryResult] = []
-    sid = str(scenario.get("scenario_id", ""))
-    for session in scenario.get("sessions", []):
-        for event in session.get("events", []):
+    for j, session in enumerate(scenario.get("sessions", [])):
+        for k, event in enumerate(session.get("events", [])):
             ts = event_time(event) if clock is not None else None
             if clock is not None and ts is not None:
                 clock.now = ts
                 last_event = ts if last_event is None else max(last_event, ts)
-            engine.set_affect(settings.event_affect(event))
-            memory = engine.encode(event["content"], metadata=dict(event.get("metadata") or {}))
+            with _named(f"scenario {sid!r} sessions[{j}] events[{k}] "
+                        f"({event['memory_id']!r})"):
+                engine.set_affect(settings.event_affect(event))
+                memory = engine.encode(event["content"],
+                                       metadata=dict(event.get("metadata") or {}))
             id_map[memory.id] = str(event["memory_id"])
-        for query in session.get("queries", []):
+        for k, query in enumerate(session.get("queries", [])):
             if clock is not None and last_event is not None:
                 clock.now = last_event
             saved = engine.save_state()
-            state = settings.query_affect(query)
-            if state is not None:
-                engine.set_affect(state)
-            if on_query is None:
-                explanations = engine.retrieve_with_explanations(query["query"], top_k=top_k)
-            else:
-                plan, now = engine._plan(query["query"], top_k, None)
-                on_query(engine, query, id_map, plan)
-                explanations = engine._commit(plan, top_k, now)
+            with _named(f"scenario {sid!r} sessions[{j}] queries[{k}] "
+                        f"({query.get('query_id')!r})"):
+                state = settings.query_affect(query)
+                if state is not None:
+                    engine.set_affect(state)
+                if on_query is None:
+                    explanations = engine.retrieve_with_explanations(query["query"],
+                                                                     top_k=top_k)
+                else:
+                    plan, now = engine._plan(query["query"], top_k, None)
+                    on_query(engine, query, id_map, plan)
+                    explanations = engine._commit(plan, top_k, now)
             engine.load_state(saved)
             results.append(
                 QueryResult(

@@ -396,6 +396,19 @@ def test_select_model_checks_its_mask(small_batch: tuple[RecallBatch, RecallInfo
                      tune=False)
 
 
+def test_select_model_refuses_what_a_batch_without_lexical_statistics_ignores(
+    small_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    """Only the lexical models take the adapter and the analyses: without lexical
+    statistics both were silently left out of the selection."""
+    batch, info = small_batch
+    assert batch.lexical is None
+    with pytest.raises(ValueError, match=r"adapter.*lexical"):
+        select_model(batch, info, adapter=True, steps=2, tune=False)
+    with pytest.raises(ValueError, match=r"analysis_batches.*lexical"):
+        select_model(batch, info, analysis_batches={"stem": batch}, steps=2, tune=False)
+
+
 def test_select_model_warns_when_one_scenario_leaves_no_inner_cv(
     small_batch: tuple[RecallBatch, RecallInfo],
 ) -> None:
@@ -431,6 +444,16 @@ class _Untouchable:
     ({"jobs": 0}, ValueError, "jobs"),
     ({"jobs": 2.5}, TypeError, "jobs"),
     ({"tune_folds": True}, TypeError, "tune_folds"),
+    # accepted and silently ignored: only the model selection scores analyses and
+    # lets the adapter compete; an unknown analysis failed after the first replay
+    ({"select": False, "analyses": ("stem",)}, ValueError, "analyses"),
+    ({"select": True, "analyses": ("stem",)}, ValueError, "analyses"),
+    ({"select": "model", "analyses": ("snowball",)}, ValueError, "analysis"),
+    ({"select": "model", "analyses": "stem"}, TypeError, "analyses"),
+    ({"select": False, "adapter": True}, ValueError, "adapter"),
+    # the lexical models carry the analyses and the adapter: none without lexical=True
+    ({"select": "model", "analyses": ("stem",)}, ValueError, "analyses.*lexical"),
+    ({"select": "model", "adapter": True}, ValueError, "adapter.*lexical"),
 ])
 def test_cross_validate_refuses_bad_arguments_before_any_work(
     small: dict[str, Any], kwargs: dict[str, Any], error: type, field: str

@@ -17,7 +17,7 @@ from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.interfaces import Embedder
 from emotional_memory.learn.losses import unrouted
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo, build_recall_batch
-from emotional_memory.learn.selection import analysis_config, select_model
+from emotional_memory.learn.selection import LEXICAL_ANALYSES, analysis_config, select_model
 from emotional_memory.learn.training import fit
 from emotional_memory.learn.tuning import fit_auto
 from emotional_memory.replay import (
@@ -157,9 +157,12 @@ def cross_validate(
     Raises:
         ValueError: a malformed dataset (:func:`~emotional_memory.replay.validate_dataset`),
             ``folds`` outside [2, number of scenarios with queries], ``select`` other
-            than True, False or ``"model"``, ``jobs`` / ``tune_folds`` < 1, or a
-            config that routes its base weights per query type (fits ignore routing).
-        TypeError: ``folds``, ``jobs`` or ``tune_folds`` is not an int (or is a bool).
+            than True, False or ``"model"``, ``jobs`` / ``tune_folds`` < 1, an unknown
+            analysis, ``analyses`` or ``adapter`` without ``select="model"`` and
+            ``lexical`` (ignored there), or a config that routes its base weights
+            per query type (fits ignore routing).
+        TypeError: ``folds``, ``jobs`` or ``tune_folds`` is not an int (or is a bool),
+            ``analyses`` is one string.
     """
     if select not in (True, False, "model") or not isinstance(select, bool | str):
         raise ValueError(f"select must be True, False or 'model', got {select!r}")
@@ -167,6 +170,8 @@ def cross_validate(
         raise ValueError(f"folds must be >= 2, got {folds}")
     positive_int("jobs", jobs)
     positive_int("tune_folds", tune_folds)
+    analyses = _model_options(select, analyses, adapter, fit_kwargs.get("trainable"),
+                              lexical)
     validate_dataset(data)
     cfg = unrouted(config if config is not None else EmotionalMemoryConfig())
     settings = affect if affect is not None else ReplayAffect.prepare(data)
@@ -206,6 +211,38 @@ def cross_validate(
         metrics=summarize(oof), default_metrics=default, fold_metrics=per_fold, results=oof,
         chosen=chosen,
     )
+
+
+def _model_options(select: bool | str, analyses: Sequence[str], adapter: bool,
+                   trainable: Any, lexical: bool) -> tuple[str, ...]:
+    """``analyses`` checked, and refused with ``adapter`` where ``select`` would ignore
+    them (only the model selection scores analyses and lets the adapter compete).
+
+    Raises:
+        TypeError: ``analyses`` is one string.
+        ValueError: an unknown analysis, analyses without ``select="model"``, or
+            ``adapter`` without it (and without ``"adapter"`` in ``trainable``), or
+            either with it but without ``lexical`` (no lexical model takes them).
+    """
+    if isinstance(analyses, str | bytes):
+        raise TypeError(f"analyses must be a sequence of analysis names, got the string "
+                        f"{analyses!r} (write [{analyses!r}])")
+    names = tuple(analyses)
+    unknown = [n for n in names if n not in LEXICAL_ANALYSES]
+    if unknown:
+        raise ValueError(f"analysis must be one of {tuple(LEXICAL_ANALYSES)}, got "
+                         f"{unknown[0]!r}")
+    if names and select != "model":
+        raise ValueError(f"analyses compete in the model selection (select='model'), "
+                         f"which select={select!r} does not run")
+    if adapter and select != "model" and "adapter" not in (trainable or ()):
+        raise ValueError(f"adapter=True lets the adapter model compete in the model "
+                         f"selection (select='model'), which select={select!r} does not "
+                         "run: put 'adapter' in trainable to fit one")
+    if select == "model" and not lexical and (names or adapter):
+        raise ValueError(f"{'analyses' if names else 'adapter=True'} applies to the "
+                         "lexical models, which compete only with lexical=True")
+    return names
 
 
 @dataclass(frozen=True)

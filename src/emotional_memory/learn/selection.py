@@ -27,7 +27,8 @@ from emotional_memory.scoring_config import params_from_config
 
 
 def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig:
-    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7.
+    """``config`` ranking by cosine alone: weights (1, 0, ..., 0), no mood gates, no s7
+    (and no relevance calibration: ``config``'s maps other scores).
 
     Args:
         config: the template (non-scoring fields are kept).
@@ -40,7 +41,7 @@ def semantic_only_config(config: EmotionalMemoryConfig) -> EmotionalMemoryConfig
     })
     retrieval = config.retrieval.model_copy(update={
         "base_weights": [1.0, 0.0, 0.0, 0.0, 0.0, 0.0], "adaptive_weights_config": gates,
-        "lexical_weight": 0.0, "query_classifier": None,
+        "lexical_weight": 0.0, "query_classifier": None, "relevance_calibration": None,
     })
     return config.model_copy(update={"retrieval": retrieval})
 
@@ -150,7 +151,7 @@ def _analysis_of(name: str) -> str | None:
 
 def _checked_selection(
     batch: RecallBatch, info: RecallInfo, folds: int, select_by: str,
-    analysis_batches: Mapping[str, RecallBatch] | None,
+    analysis_batches: Mapping[str, RecallBatch] | None, adapter: bool = False,
 ) -> dict[str, RecallBatch]:
     """Check :func:`select_model`'s arguments; the extra analyses' batches."""
     instance("info", info, RecallInfo)
@@ -158,6 +159,12 @@ def _checked_selection(
     if select_by not in ("mrr", "top1"):
         raise ValueError(f"select_by must be 'mrr' or 'top1', got {select_by!r}")
     extra = dict(analysis_batches or {})
+    if batch.lexical is None:  # no lexical models, which take the analyses and adapter
+        given = ["analysis_batches"] * bool(extra) + ["adapter=True"] * bool(adapter)
+        if given:
+            raise ValueError(f"{given[0]} applies to the lexical models, which a batch "
+                             "without lexical statistics has none of (build it with "
+                             "build_recall_batch(..., lexical=True))")
     for name, other in extra.items():
         if other.n_queries != batch.n_queries or not np.array_equal(
             np.asarray(other.scenario), np.asarray(batch.scenario)
@@ -264,7 +271,7 @@ def select_model(
         ``"adapter"`` when the adapter's rank and pull were chosen).
     """
     cfg = config if config is not None else EmotionalMemoryConfig()
-    extra = _checked_selection(batch, info, folds, select_by, analysis_batches)
+    extra = _checked_selection(batch, info, folds, select_by, analysis_batches, adapter)
     available, scen, parts = inner_folds(batch, train_mask, folds, seed + 7)
     if len(parts) < 2:
         _warn_one_scenario()

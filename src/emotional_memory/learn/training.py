@@ -77,6 +77,10 @@ def config_with_params(
 ) -> EmotionalMemoryConfig:
     """``base`` with the scoring parameters replaced (retrieval + decay configs).
 
+    ``base``'s relevance calibration is left out: it maps ``base``'s scores, not
+    these parameters' (:func:`~emotional_memory.learn.select_model` with
+    ``calibrate=True`` fits one for them).
+
     Args:
         base: Configuration providing every non-scoring field.
         params: Fitted scoring parameters.
@@ -85,6 +89,7 @@ def config_with_params(
         A copy of ``base`` with validated ``retrieval`` and ``decay`` configs.
     """
     retrieval, decay = params_to_config(params, base.retrieval, base.decay)
+    retrieval = retrieval.model_copy(update={"relevance_calibration": None})
     return base.model_copy(update={"retrieval": retrieval, "decay": decay})
 
 
