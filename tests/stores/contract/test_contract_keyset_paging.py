@@ -115,6 +115,7 @@ def test_the_in_memory_cursor_outlives_a_compaction() -> None:
         store.save(mem(f"memory {i}", [1.0, float(i)]))
     page, position = store.list_after(None, 10)
     ids = [m.id for m in store.list_all()]
+    assert [m.id for m in page] == ids[:10]
     capacity_rows = store._size
     for memory_id in ids[5:45]:  # the cursor's memory among them: more dead than live
         store.delete(memory_id)
