@@ -8,7 +8,10 @@ recorded in the same transaction (settings key ``reembedding``): while it is the
 engine opens the store (:class:`~emotional_memory.embedder_identity.
 ReembedInProgressError`), an interrupted run resumes where it stopped, and the last
 batch records the new embedder's identity. Resonance links are kept as they are (they
-were drawn with the old vectors).
+were drawn with the old vectors). A store with cursors (``list_after``: in-memory,
+SQLite, PostgreSQL) is walked by cursor, each batch read in O(its size) however far
+into the store it lies; the progress record keeps the cursor (``after``) beside the
+count (``done``; a record with the count alone, of an earlier version, still resumes).
 
 Run it with no engine or server open on the store: memories written meanwhile by an
 engine opened before the start would be embedded by the old embedder. A run that

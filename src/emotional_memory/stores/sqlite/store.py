@@ -352,7 +352,7 @@ class SQLiteStore(BackendStore):
                 (cursor, limit)).fetchall()
             if not rows:
                 return [], position
-            return self._cache.memories([r[1] for r in rows]), int(rows[-1][0])
+            return self._cache.memories([r[1] for r in rows], keep=False), int(rows[-1][0])
 
     def lexical_index(self) -> LexicalIndex:
         """The inverted index of memory contents (lexical signal s7).

@@ -163,18 +163,20 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
                 return None
             return self._memory_at(row, keep=True)
 
-    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+    def memories(self, memory_ids: Sequence[str], *, keep: bool = True) -> list[Memory]:
         """The stored memories of ``memory_ids``, in that order (missing ones skipped).
 
         Args:
             memory_ids: the ids.
+            keep: remember them among the recently used memories, as :meth:`get`
+                does (False: a walk, as :meth:`list_page`'s, that would evict them).
 
         Returns:
             The memories (as :meth:`get` gives them).
         """
         with self._lock:
             rows = (self._row_of.get(mid) for mid in memory_ids)
-            return [self._memory_at(r, keep=True) for r in rows if r is not None]
+            return [self._memory_at(r, keep=keep) for r in rows if r is not None]
 
     def update(self, memory: Memory) -> None:
         """Replace an existing memory in place.
