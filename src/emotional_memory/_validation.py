@@ -294,6 +294,27 @@ def check_page(offset: Any, limit: Any) -> tuple[int, int]:
     return non_negative_int("offset", offset), non_negative_int("limit", limit)
 
 
+def check_after(position: Any, limit: Any) -> tuple[int, int]:
+    """A store's ``list_after`` arguments: ``position`` None or a cursor (an int >= 0),
+    ``limit`` an int >= 1; each named when not (a ValueError).
+
+    Returns:
+        ``(cursor, limit)``, the cursor -1 for None (before every memory).
+    """
+    if position is None:
+        cursor = -1
+    elif isinstance(position, bool) or not isinstance(position, int | np.integer) or position < 0:
+        raise ValueError(
+            "position must be None or a cursor list_after returned (an int >= 0), "
+            f"got {position!r}"[:200]
+        )
+    else:
+        cursor = int(position)
+    if isinstance(limit, bool) or not isinstance(limit, int | np.integer) or limit < 1:
+        raise ValueError(f"limit must be an int >= 1, got {limit!r}"[:200])
+    return cursor, int(limit)
+
+
 def positive_int(field: str, value: Any) -> int:
     """An integer >= 1 (see :func:`int_at_least`)."""
     return int_at_least(field, value, 1)

@@ -8,7 +8,10 @@ recorded in the same transaction (settings key ``reembedding``): while it is the
 engine opens the store (:class:`~emotional_memory.embedder_identity.
 ReembedInProgressError`), an interrupted run resumes where it stopped, and the last
 batch records the new embedder's identity. Resonance links are kept as they are (they
-were drawn with the old vectors).
+were drawn with the old vectors). A store with cursors (``list_after``: in-memory,
+SQLite, PostgreSQL) is walked by cursor, each batch read in O(its size) however far
+into the store it lies; the progress record keeps the cursor (``after``) beside the
+count (``done``; a record with the count alone, of an earlier version, still resumes).
 
 Run it with no engine or server open on the store: memories written meanwhile by an
 engine opened before the start would be embedded by the old embedder. A run that
@@ -20,6 +23,7 @@ deleted goes unnoticed).
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -34,7 +38,12 @@ from emotional_memory.embedder_identity import (
     recorded_embedder,
 )
 from emotional_memory.models import Memory
-from emotional_memory.stores.base import PagingStore, Selection, SettingsStore
+from emotional_memory.stores.base import (
+    KeysetPagingStore,
+    PagingStore,
+    Selection,
+    SettingsStore,
+)
 
 __all__ = ["ReembedReport", "reembed_store"]
 
@@ -94,37 +103,66 @@ def _transaction(store: Any) -> Any:
     return begin() if callable(begin) else nullcontext()
 
 
-def _page(store: Any, offset: int, limit: int, everything: list[Memory] | None) -> list[Memory]:
-    if everything is not None:
-        return everything[offset:offset + limit]
-    page: list[Memory] = store.list_page(offset, limit)
-    return page
+def _batches(store: Any, done: int, after: int | None, size: int,
+             everything: list[Memory] | None) -> Iterator[tuple[list[Memory], int | None]]:
+    """The batches left after the first ``done`` memories, each with the cursor after
+    it (None where the store has no cursors).
+
+    A store with ``list_after`` is walked from the cursor ``after`` (from the first
+    ``done`` memories skipped once when None: a record of a version that counted
+    memories only), each page O(its size); else pages by offset (``list_page``) or
+    slices of ``everything`` (the store's ``list_all``: a store without either).
+    """
+    if isinstance(store, KeysetPagingStore):
+        if after is None:
+            skipped = 0
+            while skipped < done:
+                page, after = store.list_after(after, min(size, done - skipped))
+                if not page:
+                    return
+                skipped += len(page)
+        while True:
+            page, after = store.list_after(after, size)
+            if not page:
+                return
+            yield page, after
+    offset = done
+    while True:
+        page = store.list_page(offset, size) if everything is None else everything[
+            offset:offset + size]
+        if not page:
+            return
+        offset += len(page)
+        yield page, None
 
 
-def _start(store: Any, target: str | None) -> tuple[int, str | None, str | None]:
-    """The position to start from, the identity recorded before the first run and
-    the progress record read (None: none)."""
+def _start(store: Any, target: str | None) -> tuple[int, int | None, str | None, str | None]:
+    """The memories done, the cursor after them (None: from the count), the identity
+    recorded before the first run and the progress record read (None: none)."""
     if not isinstance(store, SettingsStore):
-        return 0, None, None
+        return 0, None, None, None
     raw = store.setting(REEMBED_SETTING)
     if raw is None:
-        return 0, recorded_embedder(store), None
+        return 0, None, recorded_embedder(store), None
     try:
         progress = json.loads(raw)
-        done = progress["done"]
+        done, after = progress["done"], progress.get("after")
         if not isinstance(progress, dict) or type(done) is not int or done < 0:
             raise TypeError
-    except (ValueError, TypeError, KeyError):
+        if after is not None and (type(after) is not int or after < 0):
+            raise TypeError
+    except (ValueError, TypeError, KeyError, AttributeError):
         raise ValueError(
             f"store setting {REEMBED_SETTING!r}: not a re-embedding progress record "
-            "(a JSON object with a non-negative integer 'done'); remove it to start over"
+            "(a JSON object with a non-negative integer 'done' and an 'after' cursor, "
+            "a non-negative integer or null); remove it to start over"
         ) from None
     if progress.get("to") != target:
         raise ValueError(
             f"embedder: this store's unfinished re-embedding is to {progress.get('to')!r}, "
             f"not {target!r}; resume it with that embedder"
         )
-    return done, progress.get("from"), raw
+    return done, after, progress.get("from"), raw
 
 
 def _check_unchanged(store: Any, expected: str | None) -> None:
@@ -161,7 +199,7 @@ def _finish(store: Any, expected: str | None, previous: str | None, target: str 
             store.replace_setting(REEMBED_SETTING, None)
             return
         store.replace_setting(REEMBED_SETTING, json.dumps(
-            {"from": previous, "to": target, "done": 0, "of": now}))
+            {"from": previous, "to": target, "done": 0, "after": None, "of": now}))
     raise ValueError(
         f"the store held {total} memories when re-embedding began and {now} at its end: "
         "an engine or server wrote to it meanwhile, with the old embedder; stop every "
@@ -248,16 +286,16 @@ def reembed_store(
         raise TypeError(f"progress must be a bool, got {type(progress).__name__}")
     _check_whole_store(store)
     target = embedder_identity(embedder)
-    start, previous, expected = _start(store, target)
+    start, after, previous, expected = _start(store, target)
     settings = isinstance(store, SettingsStore)
-    everything = None if isinstance(store, PagingStore) else list(store.list_all())
+    keyset = isinstance(store, KeysetPagingStore)
+    everything = None if keyset or isinstance(store, PagingStore) else list(store.list_all())
     total = len(everything) if everything is not None else len(store)
     done, reembedded = start, 0
     bar = progress_counter("re-embedding", total, initial=start, unit="memory",
                            enabled=progress)
     try:
-        for offset in range(start, total, batch_size):
-            batch = _page(store, offset, batch_size, everything)
+        for batch, cursor in _batches(store, start, after, batch_size, everything):
             vectors = iter(_new_vectors(embedder, batch))
             with _transaction(store):
                 if settings:
@@ -266,10 +304,10 @@ def reembed_store(
                     if memory.embedding:
                         store.update(memory.model_copy(update={"embedding": next(vectors)}))
                         reembedded += 1
-                done = offset + len(batch)
+                done += len(batch)
                 if settings:
-                    expected = json.dumps(
-                        {"from": previous, "to": target, "done": done, "of": total})
+                    expected = json.dumps({"from": previous, "to": target, "done": done,
+                                           "after": cursor, "of": total})
                     store.replace_setting(REEMBED_SETTING, expected)
             bar.update(len(batch))
     finally:

@@ -245,7 +245,9 @@ def test_the_command_line_reembeds_with_a_fitted_config(
 
 
 @pytest.mark.parametrize("record", ["not json", "[1]", '"done"', '{"to": null}',
-                                    '{"done": "3"}', '{"done": -1}', '{"done": true}'])
+                                    '{"done": "3"}', '{"done": -1}', '{"done": true}',
+                                    '{"done": 1, "after": -1}', '{"done": 1, "after": "9"}',
+                                    '{"done": 1, "after": 2.5}', '{"done": 1, "after": false}'])
 def test_a_malformed_progress_record_is_a_value_error_naming_it(
     tmp_path: Path, record: str
 ) -> None:

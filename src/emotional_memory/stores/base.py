@@ -38,6 +38,7 @@ __all__ = [
     "BatchSearchStore",
     "ColumnarStore",
     "CountingStore",
+    "KeysetPagingStore",
     "LinkIndexStore",
     "ManyReadingStore",
     "MemoryStore",
@@ -462,6 +463,29 @@ class PagingStore(Protocol, metaclass=_Capability):
         ...
 
 
+@runtime_checkable
+class KeysetPagingStore(Protocol, metaclass=_Capability):
+    """A store that walks ``list_all``'s order page by page from a cursor: each page
+    costs O(its size), however far into the store it lies (``list_page`` reads the
+    memories before its offset too on some backends)."""
+
+    def list_after(self, position: int | None, limit: int) -> tuple[list[Memory], int | None]:
+        """The next memories in insertion order after ``position``.
+
+        Args:
+            position: None (from the start) or a cursor a previous call returned;
+                it stays valid across writes (updates keep a memory's place; a
+                deleted memory's cursor still marks its place) and, for a durable
+                store, across processes.
+            limit: most memories returned (>= 1).
+
+        Returns:
+            ``(page, cursor)``: up to ``limit`` memories, and the cursor after the
+            last of them (``position`` itself when the page is empty).
+        """
+        ...
+
+
 # capability (protocol name, its method) -> the protocol methods it answers for
 # without calling them
 _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
@@ -471,6 +495,7 @@ _STANDS_IN_FOR: dict[tuple[str, str], tuple[str, ...]] = {
     ("LinkIndexStore", "linking_to"): ("get", "list_all", "search_by_embedding"),
     ("PagingStore", "list_page"): ("get", "list_all"),
     ("ManyReadingStore", "memories"): ("get",),
+    ("KeysetPagingStore", "list_after"): ("get", "list_all"),
     ("TagWritingStore", "update_tags"): ("update",),
     ("ModifyingStore", "modify_memories"): ("get", "update"),
     ("RowLinkingStore", "row_linker"): (

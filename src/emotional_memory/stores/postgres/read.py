@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from emotional_memory._validation import check_page
+from emotional_memory._validation import check_after, check_page
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared import records as _records
 from emotional_memory.stores._shared.records import load_memory, storable_id
@@ -300,6 +300,35 @@ class _Reader(_Writer):
                 ).fetchall()
         self._locked_rows(rows, lock)
         return [self._memory(r) for r in rows]
+
+    def list_after(self, position: int | None, limit: int) -> tuple[list[Memory], int | None]:
+        """The next memories in insertion order after ``position`` (see
+        :class:`~emotional_memory.stores.base.KeysetPagingStore`).
+
+        The cursor is the row's ``seq`` (kept by updates): the page is read from the
+        primary key onwards, O(log N + the rows walked), however far it lies.
+
+        Args:
+            position: None (from the start) or a cursor this store returned.
+            limit: most memories returned (>= 1).
+
+        Returns:
+            ``(page, cursor)``; the cursor is ``position`` when the page is empty.
+        """
+        cursor, limit = check_after(position, limit)
+        limit = min(limit, MOST_ROWS)
+        lock = self._lock_rows()
+        with self._read(single=True) as cur:
+            f, args = self._filter_args(cursor)
+            rows = cur.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM {self._t} WHERE seq > %s{f} "
+                f"ORDER BY seq LIMIT %s{lock}",
+                (*args, limit),
+            ).fetchall()
+        self._locked_rows(rows, lock)
+        if not rows:
+            return [], position
+        return [self._memory(r) for r in rows], int(rows[-1][0])
 
     def __len__(self) -> int:
         """Number of memories stored."""

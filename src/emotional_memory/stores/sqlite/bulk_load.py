@@ -128,6 +128,8 @@ def fill_rows(store: RowStore, block: RowBlock) -> None:
             store._aside[kept] = True
     store._empty[:n] = block.empty
     store._valid[:n] = True
+    store._seq[:n] = np.arange(n)
+    store._next_seq = n
     store._tagf[:n] = block.tagf
     store._tagi[:n] = block.tagi
     store._labels = block.labels

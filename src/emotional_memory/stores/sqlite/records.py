@@ -594,3 +594,12 @@ def _embedding_columns(
         b"".join(itertools.compress(blobs, is_wide.tolist())), dtype=_FLOAT64_LE
     ).reshape(len(wide_rows), dim).astype(np.float64)
     return dim, narrow, wide_rows.astype(np.int64), wide, has, empty
+
+
+def cached_row_params(cache: Any, memory_id: str) -> tuple[Any, ...]:
+    """The SQL parameters of the cached memory ``memory_id`` (from its columns)."""
+    row = cache._row_of[memory_id]
+    params = row_params(cache, row)
+    if params is None:  # kept whole
+        params = memory_params(cache._memory_at(row))[1]
+    return params

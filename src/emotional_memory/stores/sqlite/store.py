@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from emotional_memory._bank import CandidateBank, LexicalQuery
-from emotional_memory._validation import check_page
+from emotional_memory._validation import check_after, check_page
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.columns import MemoryColumns
 from emotional_memory.kernel.lexical import LexicalInputs
@@ -30,11 +30,11 @@ from emotional_memory.stores.sqlite.checkpoint import WalCheckpointer
 from emotional_memory.stores.sqlite.linker import SQLiteLinker
 from emotional_memory.stores.sqlite.original_layout import prepare_memory_file
 from emotional_memory.stores.sqlite.records import (
+    cached_row_params,
     decode_rows,
     encode_link_ids,
     memory_params,
     row_memory,
-    row_params,
 )
 from emotional_memory.stores.sqlite.schema import (
     _CHANGE_LOG,
@@ -153,12 +153,8 @@ class SQLiteStore(BackendStore):
         """Context-manager entry: the store itself."""
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         """Context-manager exit: :meth:`close`."""
         self.close()
 
@@ -344,6 +340,19 @@ class SQLiteStore(BackendStore):
         with self._lock:
             self._sync()
             return self._cache.list_page(offset, limit)
+
+    def list_after(self, position: int | None, limit: int) -> tuple[list[Memory], int | None]:
+        """See :class:`~emotional_memory.stores.base.KeysetPagingStore`: the cursor is
+        the row's ``seq`` (kept by updates, durable); O(log N + limit)."""
+        cursor, limit = check_after(position, limit)
+        with self._lock:
+            self._sync()
+            rows = self._connection().execute(
+                "SELECT seq, id FROM em_memories WHERE seq > ? ORDER BY seq LIMIT ?",
+                (cursor, limit)).fetchall()
+            if not rows:
+                return [], position
+            return self._cache.memories([r[1] for r in rows], keep=False), int(rows[-1][0])
 
     def lexical_index(self) -> LexicalIndex:
         """The inverted index of memory contents (lexical signal s7).
@@ -532,26 +541,17 @@ class SQLiteStore(BackendStore):
                 else:
                     links.append((encode_link_ids(record[0]), record[1], memory_id))
                 continue
-            rows.append(self._full_row(memory_id))
+            rows.append(cached_row_params(cache, memory_id))
         conn = self._connection()
         if links and conn.executemany(_UPDATE_LINKS, links).rowcount != len(links):
             # some row is not a record in the file: write those rows whole
-            rows += [self._full_row(memory_id) for _, _, memory_id in links]
+            rows += [cached_row_params(cache, memory_id) for _, _, memory_id in links]
         if rows:
             conn.executemany(_UPSERT, rows)
         if rows or links:
             self._dirty = True
             self._tx_changes.extend((memory_id, 0) for memory_id in kinds if memory_id in cache)
         return len(undo)
-
-    def _full_row(self, memory_id: str) -> tuple[Any, ...]:
-        """The SQL parameters of the cached memory ``memory_id`` (from its columns)."""
-        cache = self._cache
-        row = cache._row_of[memory_id]
-        params = row_params(cache, row)
-        if params is None:  # kept whole
-            params = memory_params(cache._memory_at(row))[1]
-        return params
 
     # ------------------------------------------------------------- column cache
 

@@ -69,6 +69,8 @@ class RowColumns:
     _tagi: np.ndarray
     _scope_id: np.ndarray  # int32: the row's scope path, an index into _scopes
     _expires_us: np.ndarray  # int64: expiry in microseconds, NEVER_US for none
+    _seq: np.ndarray  # int64: the row's insertion number, increasing with the row
+    _next_seq: int  # the next new row's insertion number
     _version: int  # bumped by every write (selected views cache their rows by it)
     _search_epoch: int  # bumped when an embedding is removed or rows are renumbered
     _reallocations: int
@@ -90,6 +92,7 @@ class RowColumns:
         "_tagi",
         "_scope_id",
         "_expires_us",
+        "_seq",
     )
     # Fill value of unused rows (0 for every other row array).
     _ROW_FILL: ClassVar[dict[str, float]] = {

@@ -12,7 +12,7 @@ from typing import Any
 import cachetools
 import numpy as np
 
-from emotional_memory._validation import check_page
+from emotional_memory._validation import check_after, check_page
 from emotional_memory._validation import memory_id as check_id
 from emotional_memory.kernel.lexical import LexicalInputs
 from emotional_memory.lexical import LexicalIndex
@@ -109,6 +109,10 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
         # Scopes: each row's path as an index into _scopes; expiry per row.
         self._scope_id = np.zeros(0, dtype=np.int32)
         self._expires_us = np.zeros(0, dtype=np.int64)
+        # Insertion numbers (list_after's cursors): they survive compaction, which
+        # renumbers rows but keeps their order.
+        self._seq = np.zeros(0, dtype=np.int64)
+        self._next_seq = 0
         self._scopes: list[tuple[str, ...]] = [()]
         self._scope_index: dict[tuple[str, ...], int] = {(): 0}
         self._any_expiry = False  # some memory ever stored with an expiry
@@ -159,18 +163,20 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
                 return None
             return self._memory_at(row, keep=True)
 
-    def memories(self, memory_ids: Sequence[str]) -> list[Memory]:
+    def memories(self, memory_ids: Sequence[str], *, keep: bool = True) -> list[Memory]:
         """The stored memories of ``memory_ids``, in that order (missing ones skipped).
 
         Args:
             memory_ids: the ids.
+            keep: remember them among the recently used memories, as :meth:`get`
+                does (False: a walk, as :meth:`list_page`'s, that would evict them).
 
         Returns:
             The memories (as :meth:`get` gives them).
         """
         with self._lock:
             rows = (self._row_of.get(mid) for mid in memory_ids)
-            return [self._memory_at(r, keep=True) for r in rows if r is not None]
+            return [self._memory_at(r, keep=keep) for r in rows if r is not None]
 
     def update(self, memory: Memory) -> None:
         """Replace an existing memory in place.
@@ -282,6 +288,32 @@ class RowStore(BackendStore, RowWrites, RowSelecting, RowLinking, CandidateRows,
                 else live[offset:offset + limit].tolist()
             )
             return [self._memory_at(r) for r in rows]
+
+    def list_after(self, position: int | None, limit: int) -> tuple[list[Memory], int | None]:
+        """The next ``limit`` memories in insertion order after ``position`` (see
+        :class:`~emotional_memory.stores.base.KeysetPagingStore`): O(log N + the rows
+        walked), the rows walked being the page and the deleted rows among it.
+
+        Args:
+            position: None (from the start) or a cursor this store returned.
+            limit: most memories returned (>= 1).
+
+        Returns:
+            ``(page, cursor)``; the cursor is ``position`` when the page is empty.
+        """
+        cursor, limit = check_after(position, limit)
+        with self._lock:
+            size = self._size
+            row = int(np.searchsorted(self._seq[:size], cursor, side="right"))
+            rows: list[int] = []
+            while len(rows) < limit and row < size:
+                end = min(size, row + 2 * (limit - len(rows)) + 16)
+                live = np.flatnonzero(self._valid[row:end]) + row
+                rows.extend(live[: limit - len(rows)].tolist())
+                row = end
+            if not rows:
+                return [], position
+            return [self._memory_at(r) for r in rows], int(self._seq[rows[-1]])
 
     def count(self) -> int:
         """Number of memories stored (same as ``len(store)``)."""

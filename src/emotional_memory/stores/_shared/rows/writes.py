@@ -132,6 +132,8 @@ class RowWrites(UndoLog):
             self._links.append(None)
             self._row_of[memory_id] = row
             self._valid[row] = True
+            self._seq[row] = self._next_seq
+            self._next_seq += 1
             if self._tx_depth:
                 self._undo.append(undo_entry("insert", memory_id, row, None))
         elif same_vector:  # the embedding's arrays stay as they are
