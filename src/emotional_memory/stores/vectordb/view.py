@@ -4,15 +4,12 @@ selection (scope, ``where``, expiry) in the database's own filter."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.ranking import exact_search
 from emotional_memory.stores.base import Selection
 from emotional_memory.stores.vectordb.filter import FALSE, TRUE, translate
-
-if TYPE_CHECKING:
-    from emotional_memory.stores.vectordb.base import VectorDBStore
 
 __all__ = ["VectorDBSelected"]
 
@@ -31,11 +28,12 @@ class VectorDBSelected:
     :func:`~emotional_memory.stores._shared.ranking.exact_search` either way.
 
     Args:
-        store: the store.
+        store: the :class:`~emotional_memory.stores.vectordb.base.VectorDBStore` (not
+            imported here: base builds its views from this module).
         selection: what is seen.
     """
 
-    def __init__(self, store: VectorDBStore, selection: Selection) -> None:
+    def __init__(self, store: Any, selection: Selection) -> None:
         self.store = store
         self.selection = selection
         self._translated: tuple[Any, bool, bool] | None = None
