@@ -28,6 +28,9 @@ from emotional_memory.stores.postgres.common import (
 from emotional_memory.stores.postgres.where import positional, where_sql
 
 _T = TypeVar("_T")
+# PostgreSQL's messages refusing a connection for a connection limit (SQLSTATE 53300:
+# the server's, a role's, a database's, the slots reserved for superusers)
+_CONNECTION_LIMIT = ("too many clients", "too many connections", "connection slots are reserved")
 
 
 class _Core:
@@ -192,14 +195,18 @@ class _Core:
 
     def _connect_refused(self) -> str | None:
         """Why a new connection cannot be opened right now (redacted), or None when
-        one can (it is closed at once): tells a pool timeout of a database that is
-        down or refusing connections from one of a pool whose connections are busy."""
+        one can (it is closed at once) or the database refused it only for its
+        connection limit (it answers: the connections are busy, this pool's among
+        them): tells a pool timeout of a database that is down or refusing
+        connections from one of a pool whose connections are busy."""
         psycopg = self._psycopg
         kwargs = {**self._pool.kwargs, "connect_timeout": self._PROBE_TIMEOUT_S}
         try:
             psycopg.connect(self._pool.conninfo, **kwargs).close()
         except psycopg.Error as exc:
-            return self._clean(exc)
+            reason = self._clean(exc)
+            # SQLSTATE 53300 (a connect error carries no sqlstate: its message)
+            return None if any(m in reason for m in _CONNECTION_LIMIT) else reason
         return None
 
     @property
