@@ -29,7 +29,8 @@ from emotional_memory.stores.postgres.where import positional, where_sql
 
 _T = TypeVar("_T")
 # PostgreSQL's messages refusing a connection for a connection limit (SQLSTATE 53300:
-# the server's, a role's, a database's, the slots reserved for superusers)
+# the server's, a role's, a database's, the slots reserved for superusers); a connect
+# error carries no sqlstate
 _CONNECTION_LIMIT = ("too many clients", "too many connections", "connection slots are reserved")
 
 
@@ -145,10 +146,10 @@ class _Core:
 
         The first :data:`OUTAGE_WAIT_S` seconds; when none came free by then, a new
         connection is tried (:meth:`_connect_refused`): refused, the database cannot
-        be reached (an outage begins: later requests wait no longer than that); else
-        the rest of the pool's wait. So the first request of an outage is told within
-        seconds, not after the pool's 30 s, and the first after it is served rather
-        than refused.
+        be reached (an outage begins: later requests wait no longer than that); else,
+        or refused only for a connection limit, the rest of the pool's wait. So the
+        first request of an outage is told within seconds, not after the pool's 30 s,
+        and the first after it is served rather than refused.
 
         Args:
             pool: the connection pool (its ``timeout`` is the whole wait).
@@ -172,7 +173,9 @@ class _Core:
                 if first >= whole and not self._shared.outage:
                     raise self._error(what, exc) from None  # the whole wait is spent
                 refused = self._connect_refused()
-                if refused is not None:
+                # refused for a connection limit, the database answers: busy (this
+                # pool's connections among those at the limit), the rest is waited
+                if refused is not None and not any(m in refused for m in _CONNECTION_LIMIT):
                     self._shared.outage = True
                     raise self._unreachable(what, refused) from None
             self._shared.outage = False  # the database answers: the pool is busy
@@ -195,18 +198,14 @@ class _Core:
 
     def _connect_refused(self) -> str | None:
         """Why a new connection cannot be opened right now (redacted), or None when
-        one can (it is closed at once) or the database refused it only for its
-        connection limit (it answers: the connections are busy, this pool's among
-        them): tells a pool timeout of a database that is down or refusing
-        connections from one of a pool whose connections are busy."""
+        one can (it is closed at once): tells a pool timeout of a database that is
+        down or refusing connections from one of a pool whose connections are busy."""
         psycopg = self._psycopg
         kwargs = {**self._pool.kwargs, "connect_timeout": self._PROBE_TIMEOUT_S}
         try:
             psycopg.connect(self._pool.conninfo, **kwargs).close()
         except psycopg.Error as exc:
-            reason = self._clean(exc)
-            # SQLSTATE 53300 (a connect error carries no sqlstate: its message)
-            return None if any(m in reason for m in _CONNECTION_LIMIT) else reason
+            return self._clean(exc)
         return None
 
     @property
