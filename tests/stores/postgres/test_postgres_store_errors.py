@@ -524,3 +524,47 @@ def test_a_busy_pool_is_waited_for_past_the_outage_probe(pg_dsn: str) -> None:
         finally:
             thread.join()
         assert sorted(m.id for m in store.list_all()) == sorted([memory.id, other.id])
+
+
+def test_a_busy_pool_at_the_roles_connection_limit_is_waited_for(pg_dsn: str) -> None:
+    """The outage probe after ``OUTAGE_WAIT_S`` opens a new connection: a database
+    that answers it "too many connections" (a role's or the server's limit reached,
+    by this very pool) is busy, not unreachable. It was told 'cannot be reached' two
+    seconds into the wait, though its connection came free well within the pool's."""
+    import threading
+    import time
+    import uuid
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from emotional_memory.stores.postgres.common import OUTAGE_WAIT_S
+
+    role = f"limited_{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    dbname = conninfo_to_dict(pg_dsn)["dbname"]
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' CONNECTION LIMIT 1")
+        admin.execute(f'GRANT ALL ON DATABASE "{dbname}" TO {role}')
+        admin.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+    dsn = make_conninfo(pg_dsn, user=role, password=password)
+    memory, other = random_memories(4, 2, 0)
+    with PostgresStore(dsn, table=_new_table(), min_connections=1, max_connections=1) as store:
+        store.save(memory)
+        store._pool.timeout = OUTAGE_WAIT_S + 6.0
+        held = threading.Event()
+
+        def hold() -> None:
+            with store.transaction():
+                store.get(memory.id)
+                held.set()
+                time.sleep(OUTAGE_WAIT_S + 1.5)
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        try:
+            assert held.wait(30)
+            store.save(other)
+        finally:
+            thread.join()
+        assert not store._shared.outage
+        assert sorted(m.id for m in store.list_all()) == sorted([memory.id, other.id])

@@ -100,3 +100,50 @@ def test_a_view_confines_by_the_expiry_another_store_object_wrote(backend: Backe
     root = first.selected(Selection(now=Now(T0 + timedelta(hours=1))))
     assert len(root) == 1
     assert [m.content for m in root.list_all()] == ["kept"]
+
+
+def test_tag_writes_racing_another_objects_update_leave_a_whole_record(
+    backend: Backend,
+) -> None:
+    """``update_tags`` reads the records, then writes them: another store object's
+    ``update`` in between (a metadata key removed, one added, a new embedding) is lost
+    there as with ``update``, but the record written must be one whole version. Chroma
+    kept the other's filter field (a ``where`` on a key the stored memory lacks found
+    it) and both kept the other's vector under the older memory's data."""
+    from emotional_memory.stores.vectordb.base import _direction
+    from emotional_memory.stores.vectordb.filter import filter_fields
+
+    first = backend.new()
+    second = _twin(first)
+    first.save(mem("other", [0.0, 1.0]))
+    original = mem("racing", [1.0, 0.0]).model_copy(update={"metadata": {"color": "red"}})
+    first.save(original)
+    rewrite = first._rewrite
+
+    def raced(*args: Any) -> None:
+        second.update(original.model_copy(update={
+            "content": "changed", "metadata": {"size": 3}, "embedding": [0.0, 1.0]}))
+        rewrite(*args)
+
+    first._rewrite = raced
+    first.update_tags([(original.id, original.tag.model_copy(update={"retrieval_count": 4}))])
+    stored = first.get(original.id)
+    assert stored is not None and stored.tag.retrieval_count == 4  # the last write's memory
+    if isinstance(first, ChromaStore):
+        got = first._collection(True).get(ids=[original.id],
+                                          include=["metadatas", "embeddings"])
+        meta, vector = got["metadatas"][0], list(got["embeddings"][0])
+    else:
+        (point,) = first.client.retrieve(first._name(True), ids=[first_point(original.id)],
+                                         with_payload=True, with_vectors=True)
+        meta, vector = point.payload, list(point.vector)
+    fields = {k: v for k, v in meta.items() if k not in ("id", "seq", "novec", "data")}
+    assert {k: v for k, v in fields.items() if v is not None} == filter_fields(stored)
+    assert vector == pytest.approx(_direction(stored.embedding or []), abs=1e-6)
+
+
+def first_point(memory_id: str) -> Any:
+    """A Qdrant point id of a memory id."""
+    from emotional_memory.stores.vectordb.qdrant import _point_id
+
+    return _point_id(memory_id)

@@ -28,6 +28,10 @@ from emotional_memory.stores.postgres.common import (
 from emotional_memory.stores.postgres.where import positional, where_sql
 
 _T = TypeVar("_T")
+# PostgreSQL's messages refusing a connection for a connection limit (SQLSTATE 53300:
+# the server's, a role's, a database's, the slots reserved for superusers); a connect
+# error carries no sqlstate
+_CONNECTION_LIMIT = ("too many clients", "too many connections", "connection slots are reserved")
 
 
 class _Core:
@@ -142,10 +146,10 @@ class _Core:
 
         The first :data:`OUTAGE_WAIT_S` seconds; when none came free by then, a new
         connection is tried (:meth:`_connect_refused`): refused, the database cannot
-        be reached (an outage begins: later requests wait no longer than that); else
-        the rest of the pool's wait. So the first request of an outage is told within
-        seconds, not after the pool's 30 s, and the first after it is served rather
-        than refused.
+        be reached (an outage begins: later requests wait no longer than that); else,
+        or refused only for a connection limit, the rest of the pool's wait. So the
+        first request of an outage is told within seconds, not after the pool's 30 s,
+        and the first after it is served rather than refused.
 
         Args:
             pool: the connection pool (its ``timeout`` is the whole wait).
@@ -169,7 +173,9 @@ class _Core:
                 if first >= whole and not self._shared.outage:
                     raise self._error(what, exc) from None  # the whole wait is spent
                 refused = self._connect_refused()
-                if refused is not None:
+                # refused for a connection limit, the database answers: busy (this
+                # pool's connections among those at the limit), the rest is waited
+                if refused is not None and not any(m in refused for m in _CONNECTION_LIMIT):
                     self._shared.outage = True
                     raise self._unreachable(what, refused) from None
             self._shared.outage = False  # the database answers: the pool is busy

@@ -101,6 +101,15 @@ def _direction(embedding: Sequence[float]) -> list[float] | None:
     return unit
 
 
+def _vector(embedding: Sequence[float]) -> tuple[list[float], bool]:
+    """``(vector indexed, novec)`` of a main-collection record: the embedding's
+    direction, or a placeholder flagged ``novec`` when it has none."""
+    direction = _direction(embedding)
+    if direction is None:
+        return [1.0] + [0.0] * (len(embedding) - 1), True
+    return direction, False
+
+
 class VectorDBStore(BackendStore, ABC):
     """Base of :class:`QdrantStore` and :class:`ChromaStore` (see the module doc).
 
@@ -196,9 +205,10 @@ class VectorDBStore(BackendStore, ABC):
         """Add filter fields to existing records (other payload/metadata kept)."""
 
     @abstractmethod
-    def _rewrite(self, main: bool, records: list[tuple[Record, list[str]]]) -> None:
-        """Replace existing records' data and filter fields, their vectors kept; each
-        record comes with the filter fields its old version had and it lacks."""
+    def _rewrite(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
+        """Replace existing records (data, filter fields, vectors): any filter field
+        the stored version has and the record lacks goes; an id deleted meanwhile is
+        left deleted."""
 
     @abstractmethod
     def _render(self, cond: Cond) -> Any:
@@ -325,9 +335,7 @@ class VectorDBStore(BackendStore, ABC):
         else:
             if dim is None:
                 self._create_main(len(embedding))
-            direction = _direction(embedding)
-            novec = direction is None
-            vector = direction if direction is not None else [1.0] + [0.0] * (len(embedding) - 1)
+            vector, novec = _vector(embedding)
             self._upsert(True, [Record(memory.id, seq, data, novec, fields)], [vector])
             self._dim = len(embedding)  # once stored (a refused write fixes nothing)
             self._remove(False, [memory.id])
@@ -392,8 +400,8 @@ class VectorDBStore(BackendStore, ABC):
 
     def update_tags(self, tags: Sequence[tuple[str, EmotionalTag]]) -> None:
         """Replace the emotional tags of stored memories, every other field kept: one
-        read and one write per collection, vectors untouched (what a retrieval's side
-        effects write).
+        read and one write per collection (what a retrieval's side effects write).
+        Each record is written whole (its vector too), as ``update`` writes it.
 
         Args:
             tags: ``(memory_id, tag)`` pairs.
@@ -409,7 +417,7 @@ class VectorDBStore(BackendStore, ABC):
         with self._lock:
             held = self._held(mid for mid, _ in pairs)
             built = {mid: record.memory() for mid, (_, record) in held.items()}
-            writes: dict[bool, dict[str, tuple[Record, list[str]]]] = {True: {}, False: {}}
+            writes: dict[bool, dict[str, tuple[Record, list[float]]]] = {True: {}, False: {}}
             for memory_id, tag in pairs:
                 old = built.get(memory_id)
                 if old is None:
@@ -417,15 +425,19 @@ class VectorDBStore(BackendStore, ABC):
                 main, record = held[memory_id]
                 new = old.model_copy(update={"tag": tag})
                 fields = self.check_storable(new)
-                stale = sorted(set(filter_fields(old)) - set(fields))
-                data = dump_memory(new)
+                # the vector this version implies, written with it: another store
+                # object's update since the read (a new embedding) is then lost
+                # whole, as with update(), not kept under this version's data
+                vector, novec = (_vector(new.embedding) if main and new.embedding is not None
+                                 else ([1.0], False))
                 writes[main][memory_id] = (
-                    Record(memory_id, record.seq, data, record.novec, fields), stale
+                    Record(memory_id, record.seq, dump_memory(new), novec, fields), vector
                 )
             for main, rewritten in writes.items():
                 if rewritten:
                     self._writes += 1
-                    self._rewrite(main, list(rewritten.values()))
+                    self._rewrite(main, [r for r, _ in rewritten.values()],
+                                  [v for _, v in rewritten.values()])
 
     def delete(self, memory_id: str) -> bool:
         """Remove a memory.

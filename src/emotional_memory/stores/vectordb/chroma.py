@@ -203,24 +203,30 @@ class ChromaStore(VectorDBStore):
                 ids=[i for i, _ in fields], metadatas=[f for _, f in fields]
             )
 
-    def _rewrite(self, main: bool, records: list[tuple[Record, list[str]]]) -> None:
+    def _rewrite(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         collection = self._collection(main)
-        # an update giving documents without embeddings would have Chroma embed them
-        # with its own model: the stored vectors are read and given back unchanged
-        held = collection.get(ids=[r.id for r, _ in records], include=["embeddings"])
-        vectors = dict(zip(held["ids"], held["embeddings"], strict=True))
-        kept = [(r, stale) for r, stale in records if r.id in vectors]  # none deleted since
+        # the stale filter fields are those of the version stored now (another store
+        # object may have written it since it was read), as in _upsert
+        held = collection.get(ids=[r.id for r in records], include=["metadatas"])
+        stored = {str(i): meta or {} for i, meta in zip(held["ids"], held["metadatas"],
+                                                        strict=True)}
+        kept = [(r, v) for r, v in zip(records, vectors, strict=True)
+                if r.id in stored]  # none deleted since
         if not kept:
             return
-        collection.update(  # Chroma's update merges metadata keys: stale ones go as None
+        metadatas: list[dict[str, Any]] = []
+        for r, _ in kept:
+            meta = {**(r.fields or {}), "id": r.id, "seq": r.seq, "novec": r.novec}
+            for name in stored[r.id]:  # Chroma's update merges metadata keys
+                meta.setdefault(name, None)
+            metadatas.append(meta)
+        # embeddings given: an update of documents without them would have Chroma
+        # embed the documents with its own model
+        collection.update(
             ids=[r.id for r, _ in kept],
-            embeddings=[vectors[r.id] for r, _ in kept],
+            embeddings=[v for _, v in kept],
             documents=[r.data for r, _ in kept],
-            metadatas=[
-                {**(r.fields or {}), **dict.fromkeys(stale), "id": r.id, "seq": r.seq,
-                 "novec": r.novec}
-                for r, stale in kept
-            ],
+            metadatas=metadatas,
         )
 
     def _render(self, cond: Cond) -> Any:

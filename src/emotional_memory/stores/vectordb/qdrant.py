@@ -291,16 +291,19 @@ class QdrantStore(VectorDBStore):
                                          wait=True)
         self._index(main, _INDEXED)
 
-    def _rewrite(self, main: bool, records: list[tuple[Record, list[str]]]) -> None:
+    def _rewrite(self, main: bool, records: list[Record], vectors: list[list[float]]) -> None:
         m = self._models
-        operations = [  # the whole payload replaced: stale fields go with it
-            m.OverwritePayloadOperation(overwrite_payload=m.SetPayload(
+        operations: list[Any] = []
+        for r, v in zip(records, vectors, strict=True):
+            point = _point_id(r.id)
+            operations.append(m.OverwritePayloadOperation(overwrite_payload=m.SetPayload(
+                # the whole payload replaced: stale fields go with it
                 payload={**(r.fields or {}), "id": r.id, "seq": r.seq, "data": r.data,
                          "novec": r.novec},
-                points=[_point_id(r.id)],
-            ))
-            for r, _ in records
-        ]
+                points=[point],
+            )))
+            operations.append(m.UpdateVectorsOperation(update_vectors=m.UpdateVectors(
+                points=[m.PointVectors(id=point, vector=v)])))
         self._client.batch_update_points(self._name(main), update_operations=operations,
                                          wait=True)
 
