@@ -308,7 +308,8 @@ def score_queries(
 
 def _embed_all(embedder: Any, texts: list[str]) -> Sequence[Any] | np.ndarray:
     """One embedding per text: ``embed_batch`` if the embedder has it, else ``embed``
-    text by text (as ``encode_batch`` does).
+    text by text (as ``encode_batch`` does). ``embed_batch`` may return a sequence of
+    vectors or one (Q, D) numpy or JAX array.
 
     Raises:
         TypeError: ``embed_batch`` returned no sequence (None, a number, a generator).
@@ -316,6 +317,8 @@ def _embed_all(embedder: Any, texts: list[str]) -> Sequence[Any] | np.ndarray:
     """
     batch = getattr(embedder, "embed_batch", None)
     raw = batch(texts) if callable(batch) else [embedder.embed(t) for t in texts]
+    if isinstance(raw, jax.Array):  # one (Q, D) array from a JAX embedder
+        raw = np.asarray(raw)
     if isinstance(raw, str | bytes) or not isinstance(raw, Sequence | np.ndarray):
         raise TypeError(
             f"embedder.embed_batch must return a sequence of embeddings, got "

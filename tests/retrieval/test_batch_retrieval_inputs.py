@@ -216,3 +216,34 @@ def test_an_engine_that_is_no_emotional_memory_is_a_named_error() -> None:
             BatchRetriever(bad)  # type: ignore[arg-type]
     view = _engine(HashingEmbedder(dim=16)).scoped("a")  # a scoped view is an engine
     assert BatchRetriever(view)(["coffee"]) == [[]]
+
+
+def test_an_embed_batch_answering_one_jax_or_numpy_array_is_accepted() -> None:
+    """An embedder (a JAX one, say) whose ``embed_batch`` returns one (Q, D) JAX array:
+    ``encode_batch`` accepts it, ``score_queries`` raised "embed_batch must return a
+    sequence of embeddings, got ArrayImpl". A (Q, D) numpy array and a float16 one
+    were already accepted and still are."""
+    import jax.numpy as jnp
+
+    inner = HashingEmbedder(dim=16)
+
+    class ArrayBatch:
+        def __init__(self, to_array: Any) -> None:
+            self.to_array = to_array
+
+        def embed(self, text: str) -> list[float]:
+            return list(inner.embed(text))
+
+        def embed_batch(self, texts: list[str]) -> Any:
+            return self.to_array([inner.embed(t) for t in texts])
+
+    queries = ["coffee", "storm", "Lisbon rain"]
+    want = score_queries(_engine(inner), queries, top_k=3)
+    for to_array in (jnp.asarray, np.asarray, lambda x: np.asarray(x, np.float16)):
+        engine = _engine(ArrayBatch(to_array))
+        got = score_queries(engine, queries, top_k=3)
+        assert [[m.content for m, _ in r] for r in got] == [
+            [m.content for m, _ in r] for r in want]
+        for row, ref in zip(got, want, strict=True):
+            np.testing.assert_allclose([s for _, s in row], [s for _, s in ref], atol=1e-3)
+    engine.encode_batch(["tea in Porto"])  # the engine's own batch path takes it too
