@@ -311,3 +311,21 @@ def test_lists_of_lists_score_as_the_same_arrays(scorer: str) -> None:
     ragged = MemoryColumns(**{**_fields(rows), "embedding": [[0.0] * 6] * 19 + [[0.0] * 5]})
     with pytest.raises(ValueError, match=r"columns\.embedding"):
         run(params, queries, ragged, 4)
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_arguments_of_the_wrong_type_are_named_type_errors(scorer: str) -> None:
+    """``queries`` / ``columns`` that are no QueryFeatures / MemoryColumns (None, a
+    tuple of the four arrays) and ``params`` that is no ScoringParams raised an
+    AttributeError ('NoneType' object has no attribute 'embedding' / 'gates')."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=23)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    as_tuple = tuple(_fields(queries).values())
+    for bad, kind in [(None, "NoneType"), (as_tuple, "tuple")]:
+        with pytest.raises(TypeError, match=f"queries must be a QueryFeatures, got {kind}"):
+            run(params, bad, cols, 3)
+        with pytest.raises(TypeError, match=f"columns must be a MemoryColumns, got {kind}"):
+            run(params, queries, bad, 3)
+        with pytest.raises(TypeError, match=f"params must be a ScoringParams, got {kind}"):
+            run(bad, queries, cols, 3)

@@ -451,14 +451,22 @@ def _leaf_array(name: str, x: Any) -> Any:
 
 
 def batch_arrays(
-    queries: QueryFeatures, columns: MemoryColumns, signal_mask: Any = None
+    params: ScoringParams, queries: QueryFeatures, columns: MemoryColumns,
+    signal_mask: Any = None,
 ) -> tuple[QueryFeatures, MemoryColumns, Any]:
     """The batch scorers' inputs with every list / tuple leaf made a JAX array (inside
     ``jax.jit`` a list arrives as a list of tracers, whose shape cannot be read).
 
     Raises:
+        TypeError: ``params`` / ``queries`` / ``columns`` no ScoringParams /
+            QueryFeatures / MemoryColumns.
         ValueError: a ragged or non-numeric list (named).
     """
+    for name, value, kind in (("params", params, ScoringParams),
+                              ("queries", queries, QueryFeatures),
+                              ("columns", columns, MemoryColumns)):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
     return (_module_arrays("queries", queries), _module_arrays("columns", columns),
             _leaf_array("signal_mask", signal_mask))
 
@@ -518,7 +526,7 @@ def score_batch_unjitted(
 
     Args and Returns: as :func:`score_batch`.
     """
-    queries, columns, signal_mask = batch_arrays(queries, columns, signal_mask)
+    queries, columns, signal_mask = batch_arrays(params, queries, columns, signal_mask)
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     dtype = jnp.result_type(queries.affect)
     prepared = prepare_queries(params, queries, dtype, signal_mask)
