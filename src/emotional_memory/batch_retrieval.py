@@ -112,7 +112,6 @@ class BatchRetriever:
 
         now = engine._now()
         state = engine.get_state()
-        mood = state.mood  # as retrieve: the mood as last updated (docs/behaviour.md §11)
         raw = _embed_all(engine.embedder, texts)
         embeddings = [
             engine._clean_embedding(e, f"queries[{i}]") for i, e in enumerate(raw)
@@ -125,9 +124,7 @@ class BatchRetriever:
         width = min(top_k, bank.size)
         k_run = min(top_k_bucket(width), bank.size)
         n_queries = len(texts)
-        # Pad the query axis to a power of two: fewer compiled shapes.
-        padded_q = bucket_size(n_queries, minimum=1)
-        q_emb = np.zeros((padded_q, dim), dtype=np.float32)
+        q_emb = np.zeros((n_queries, dim), dtype=np.float32)
         adapter = engine._derived().adapter
         for i, emb in enumerate(embeddings):
             if not emb or store_dim is None:  # semantic similarity 0 (docs/behaviour.md §4, s1)
@@ -139,17 +136,10 @@ class BatchRetriever:
                 )
             # the adapted query (retrieval.query_adapter) is what the bank is scored by
             q_emb[i] = _unit_float32(adapt_embedding(adapter, np.asarray(emb, np.float64)))
-        q_affect = np.zeros((padded_q, 3), dtype=np.float32)
-        for i in range(padded_q):
-            source = affects[i] if i < n_queries and affects[i] is not None else state.core_affect
-            assert source is not None
-            q_affect[i] = source.as_tuple()
-        queries_features = QueryFeatures(
-            embedding=q_emb,
-            affect=q_affect,
-            mood=np.tile(np.asarray(mood.as_tuple(), np.float32), (padded_q, 1)),
-            velocity=np.tile(np.asarray(state.momentum.velocity(), np.float32), (padded_q, 1)),
-        )
+        q_affect = np.asarray(
+            [(a if a is not None else state.core_affect).as_tuple() for a in affects],
+            np.float32,
+        ).reshape(n_queries, 3)
 
         if engine._derived().context_on or engine._derived().lexical_on:
             adapted = [
@@ -172,15 +162,45 @@ class BatchRetriever:
             params = params_from_config(
                 cfg.retrieval, cfg.decay, base_weights=list(base), dtype=np.float32
             )
+            # only this route's queries, padded to a power of two: fewer compiled shapes
+            features = _route_queries(q_emb[members], q_affect[members], state)
             idx, sc = score_batch(
-                params, queries_features, bank, k_run,
+                params, features, bank, k_run,
                 chunk_size=self.chunk_size, signal_mask=signal_mask,
             )
-            idx_np, sc_np = np.asarray(idx), np.asarray(sc)
-            index[members] = idx_np[members, :width]
-            scores[members] = sc_np[members, :width]
+            count = len(members)
+            index[members] = np.asarray(idx)[:count, :width]
+            scores[members] = np.asarray(sc)[:count, :width]
 
         return _results(engine, index, scores, row_ids)
+
+
+def _route_queries(embedding: np.ndarray, affect: np.ndarray, state: Any) -> QueryFeatures:
+    """One route's queries as :class:`QueryFeatures`, the query axis zero-padded to a
+    power of two; every query shares the engine's mood and momentum.
+
+    Args:
+        embedding: (M, D) float32 unit query embeddings (zero: none).
+        affect: (M, 3) float32 query affects.
+        state: the engine state (mood, momentum).
+
+    Returns:
+        The features, (bucket_size(M), ...) leaves.
+    """
+    padded = bucket_size(len(embedding), minimum=1)
+
+    def pad(rows: np.ndarray) -> np.ndarray:
+        out = np.zeros((padded, rows.shape[1]), np.float32)
+        out[: len(rows)] = rows
+        return out
+
+    return QueryFeatures(
+        embedding=pad(embedding),
+        affect=pad(affect),
+        # as retrieve: the mood as last updated (docs/behaviour.md §11)
+        mood=np.tile(np.asarray(state.mood.as_tuple(), np.float32), (padded, 1)),
+        velocity=np.tile(np.asarray(state.momentum.velocity(), np.float32), (padded, 1)),
+    )
 
 
 def _results(
@@ -308,7 +328,8 @@ def score_queries(
 
 def _embed_all(embedder: Any, texts: list[str]) -> Sequence[Any] | np.ndarray:
     """One embedding per text: ``embed_batch`` if the embedder has it, else ``embed``
-    text by text (as ``encode_batch`` does).
+    text by text (as ``encode_batch`` does). ``embed_batch`` may return a sequence of
+    vectors or one (Q, D) numpy or JAX array.
 
     Raises:
         TypeError: ``embed_batch`` returned no sequence (None, a number, a generator).
@@ -316,6 +337,8 @@ def _embed_all(embedder: Any, texts: list[str]) -> Sequence[Any] | np.ndarray:
     """
     batch = getattr(embedder, "embed_batch", None)
     raw = batch(texts) if callable(batch) else [embedder.embed(t) for t in texts]
+    if isinstance(raw, jax.Array):  # one (Q, D) array from a JAX embedder
+        raw = np.asarray(raw)
     if isinstance(raw, str | bytes) or not isinstance(raw, Sequence | np.ndarray):
         raise TypeError(
             f"embedder.embed_batch must return a sequence of embeddings, got "

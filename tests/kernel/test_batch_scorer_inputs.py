@@ -290,3 +290,42 @@ def test_identical_rows_tie_across_a_short_last_chunk(scorer: str, n: int) -> No
         np.testing.assert_array_equal(scores, np.repeat(scores[:, :1], 8, axis=1))
         full, _ = run(params, queries, same, n, chunk_size=64, signal_mask=mask)
         np.testing.assert_array_equal(np.asarray(full), np.tile(np.arange(n), (16, 1)))
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_lists_of_lists_score_as_the_same_arrays(scorer: str) -> None:
+    """Query, bank and mask leaves given as (nested) Python lists: ``score_batch``
+    raised JAX's TracerArrayConversionError while checking their shapes (the lists
+    arrived in the compiled function as lists of tracers), where
+    ``score_batch_sharded`` answered. Both now answer as for the arrays."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 3, seed=21)
+    mask = np.asarray([1, 0, 1, 1, 1, 1], np.float32)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    want = run(params, queries, cols, 4, chunk_size=8, signal_mask=mask)
+    as_lists = jax.tree_util.tree_map(lambda x: np.asarray(x).tolist(), (queries, cols))
+    got = run(params, *as_lists, 4, chunk_size=8, signal_mask=mask.tolist())
+    np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+    np.testing.assert_allclose(np.asarray(got[1]), np.asarray(want[1]), rtol=0, atol=1e-6)
+    rows = as_lists[1]
+    ragged = MemoryColumns(**{**_fields(rows), "embedding": [[0.0] * 6] * 19 + [[0.0] * 5]})
+    with pytest.raises(ValueError, match=r"columns\.embedding"):
+        run(params, queries, ragged, 4)
+
+
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_arguments_of_the_wrong_type_are_named_type_errors(scorer: str) -> None:
+    """``queries`` / ``columns`` that are no QueryFeatures / MemoryColumns (None, a
+    tuple of the four arrays) and ``params`` that is no ScoringParams raised an
+    AttributeError ('NoneType' object has no attribute 'embedding' / 'gates')."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 2, seed=23)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    as_tuple = tuple(_fields(queries).values())
+    for bad, kind in [(None, "NoneType"), (as_tuple, "tuple")]:
+        with pytest.raises(TypeError, match=f"queries must be a QueryFeatures, got {kind}"):
+            run(params, bad, cols, 3)
+        with pytest.raises(TypeError, match=f"columns must be a MemoryColumns, got {kind}"):
+            run(params, queries, bad, 3)
+        with pytest.raises(TypeError, match=f"params must be a ScoringParams, got {kind}"):
+            run(bad, queries, cols, 3)

@@ -216,3 +216,72 @@ def test_an_engine_that_is_no_emotional_memory_is_a_named_error() -> None:
             BatchRetriever(bad)  # type: ignore[arg-type]
     view = _engine(HashingEmbedder(dim=16)).scoped("a")  # a scoped view is an engine
     assert BatchRetriever(view)(["coffee"]) == [[]]
+
+
+def test_an_embed_batch_answering_one_jax_or_numpy_array_is_accepted() -> None:
+    """An embedder (a JAX one, say) whose ``embed_batch`` returns one (Q, D) JAX array:
+    ``encode_batch`` accepts it, ``score_queries`` raised "embed_batch must return a
+    sequence of embeddings, got ArrayImpl". A (Q, D) numpy array and a float16 one
+    were already accepted and still are."""
+    import jax.numpy as jnp
+
+    inner = HashingEmbedder(dim=16)
+
+    class ArrayBatch:
+        def __init__(self, to_array: Any) -> None:
+            self.to_array = to_array
+
+        def embed(self, text: str) -> list[float]:
+            return list(inner.embed(text))
+
+        def embed_batch(self, texts: list[str]) -> Any:
+            return self.to_array([inner.embed(t) for t in texts])
+
+    queries = ["coffee", "storm", "Lisbon rain"]
+    want = score_queries(_engine(inner), queries, top_k=3)
+    for to_array in (jnp.asarray, np.asarray, lambda x: np.asarray(x, np.float16)):
+        engine = _engine(ArrayBatch(to_array))
+        got = score_queries(engine, queries, top_k=3)
+        assert [[m.content for m, _ in r] for r in got] == [
+            [m.content for m, _ in r] for r in want]
+        for row, ref in zip(got, want, strict=True):
+            np.testing.assert_allclose([s for _, s in row], [s for _, s in ref], atol=1e-3)
+    engine.encode_batch(["tea in Porto"])  # the engine's own batch path takes it too
+
+
+def test_each_route_scores_only_its_own_queries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With query routing, queries of different base weights are scored in one call per
+    route. Every call scored the whole (padded) batch and kept its route's rows: R
+    routes cost R times the work of one. Each call now holds its route's queries only
+    (padded to a power of two), and the answers are unchanged."""
+    from emotional_memory import EmotionalMemoryConfig
+    from emotional_memory.batch_retrieval import score_batch as real_score_batch
+    from emotional_memory.retrieval import QueryClassifierConfig, RetrievalConfig
+
+    routing = RetrievalConfig(query_classifier=QueryClassifierConfig(
+        mode="heuristic",
+        routed_weights={"temporal": [0.1, 0.1, 0.1, 0.1, 0.5, 0.1],
+                        "single_hop": [0.8, 0.05, 0.05, 0.05, 0.05, 0.0]},
+    ))
+    engine = _engine(HashingEmbedder(dim=16))
+    engine.config = EmotionalMemoryConfig(retrieval=routing)
+    queries = ["when was the storm", "who had coffee", "when did the train leave",
+               "what happened at the exam", "when was the launch"]
+    routes: dict[tuple[float, ...], int] = {}
+    for q in queries:
+        key = tuple(engine._route(q))
+        routes[key] = routes.get(key, 0) + 1
+    assert len(routes) >= 2
+    want = [score_queries(engine, [q], top_k=3)[0] for q in queries]
+    seen: list[int] = []
+
+    def counting(params: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(int(np.shape(batch.embedding)[0]))
+        return real_score_batch(params, batch, *args, **kwargs)
+
+    monkeypatch.setattr("emotional_memory.batch_retrieval.score_batch", counting)
+    got = score_queries(engine, queries, top_k=3)
+    assert sorted(seen) == sorted(1 << (n - 1).bit_length() for n in routes.values())
+    for row, ref in zip(got, want, strict=True):
+        assert [m.id for m, _ in row] == [m.id for m, _ in ref]
+        np.testing.assert_allclose([s for _, s in row], [s for _, s in ref], atol=1e-6)

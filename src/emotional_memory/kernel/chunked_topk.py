@@ -19,6 +19,7 @@ float16 / bfloat16 embeddings are cast chunk by chunk. Usage and guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 from typing import Any, NamedTuple
@@ -435,6 +436,49 @@ def _count(name: str, value: Any) -> int:
     return out
 
 
+def _leaf_array(name: str, x: Any) -> Any:
+    """``x`` as a JAX array if it is a (nested) list or tuple, else ``x`` itself.
+
+    Raises:
+        ValueError: a ragged or non-numeric list (named).
+    """
+    if not isinstance(x, list | tuple):
+        return x
+    try:
+        return jnp.asarray(x)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be a rectangular array of numbers: {err}") from None
+
+
+def batch_arrays(
+    params: ScoringParams, queries: QueryFeatures, columns: MemoryColumns,
+    signal_mask: Any = None,
+) -> tuple[QueryFeatures, MemoryColumns, Any]:
+    """The batch scorers' inputs with every list / tuple leaf made a JAX array (inside
+    ``jax.jit`` a list arrives as a list of tracers, whose shape cannot be read).
+
+    Raises:
+        TypeError: ``params`` / ``queries`` / ``columns`` no ScoringParams /
+            QueryFeatures / MemoryColumns.
+        ValueError: a ragged or non-numeric list (named).
+    """
+    for name, value, kind in (("params", params, ScoringParams),
+                              ("queries", queries, QueryFeatures),
+                              ("columns", columns, MemoryColumns)):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be a {kind.__name__}, got {type(value).__name__}")
+    return (_module_arrays("queries", queries), _module_arrays("columns", columns),
+            _leaf_array("signal_mask", signal_mask))
+
+
+def _module_arrays(prefix: str, module: Any) -> Any:
+    """``module`` rebuilt with its list / tuple fields as arrays (itself when none)."""
+    fields = {f.name: getattr(module, f.name) for f in dataclasses.fields(module)}
+    if not any(isinstance(v, list | tuple) for v in fields.values()):
+        return module
+    return type(module)(**{f: _leaf_array(f"{prefix}.{f}", v) for f, v in fields.items()})
+
+
 def check_batch_inputs(
     queries: QueryFeatures, columns: MemoryColumns, k: Any, chunk_size: Any,
     signal_mask: Any = None,
@@ -482,6 +526,7 @@ def score_batch_unjitted(
 
     Args and Returns: as :func:`score_batch`.
     """
+    queries, columns, signal_mask = batch_arrays(params, queries, columns, signal_mask)
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     dtype = jnp.result_type(queries.affect)
     prepared = prepare_queries(params, queries, dtype, signal_mask)
@@ -556,7 +601,8 @@ def score_batch(
         params: scoring parameters (shared by all queries).
         queries: :class:`QueryFeatures` with a leading axis Q on every leaf:
             embedding (Q, D), affect (Q, 3), mood (Q, 3), velocity (Q, 3). The query
-            dtype (of ``affect``) is the compute dtype.
+            dtype (of ``affect``) is the compute dtype. Leaves (here and in
+            ``columns``, ``signal_mask``) may be numpy / JAX arrays or nested lists.
         columns: (N, ...) bank, possibly padded (``valid`` False rows never win);
             embeddings may be float16/bfloat16 and are upcast chunk by chunk.
         k: how many rows per query (static).

@@ -27,6 +27,7 @@ from jaxtyping import Float, Int
 from emotional_memory.kernel._types import Array
 from emotional_memory.kernel.chunked_topk import (
     DEFAULT_CHUNK_SIZE,
+    batch_arrays,
     check_batch_inputs,
     prepare_queries,
     row_features,
@@ -192,6 +193,7 @@ def score_batch_sharded(
         TypeError / ValueError: as :func:`score_batch`; ``mesh`` no ``Mesh``, or
             ``axis_name`` none of its axes.
     """
+    queries, columns, signal_mask = batch_arrays(params, queries, columns, signal_mask)
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
     mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
     _check_mesh(mesh, axis_name)
