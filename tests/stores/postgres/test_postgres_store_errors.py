@@ -14,6 +14,9 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
+from psycopg import sql  # noqa: E402
+
+from emotional_memory.models import Memory  # noqa: E402
 from emotional_memory.stores.postgres import (  # noqa: E402
     SCHEMA_VERSION,
     PostgresStore,
@@ -492,37 +495,46 @@ def test_a_pool_whose_connections_stay_busy_answers_pool_busy(pg_dsn: str) -> No
         assert store.list_all() == [memory]
 
 
-def test_a_busy_pool_is_waited_for_past_the_outage_probe(pg_dsn: str) -> None:
-    """A call short of a connection tries a new one after ``OUTAGE_WAIT_S`` (to tell
-    an outage fast); the database answering, it waits the rest of the pool's wait
-    and is served when a connection comes free, neither refused as unreachable nor
-    as busy."""
+def _save_while_the_pool_is_held(store: PostgresStore, memory: Memory, other: Memory) -> float:
+    """Save ``other`` while another thread holds the store's one connection for
+    ``OUTAGE_WAIT_S + 1.5`` s (the pool's wait set past it); the seconds it took."""
     import threading
     import time
 
     from emotional_memory.stores.postgres.common import OUTAGE_WAIT_S
 
+    store._pool.timeout = OUTAGE_WAIT_S + 6.0
+    held = threading.Event()
+
+    def hold() -> None:
+        with store.transaction():
+            store.get(memory.id)
+            held.set()
+            time.sleep(OUTAGE_WAIT_S + 1.5)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    try:
+        assert held.wait(30)
+        started = time.monotonic()
+        store.save(other)
+        return time.monotonic() - started
+    finally:
+        thread.join()
+
+
+def test_a_busy_pool_is_waited_for_past_the_outage_probe(pg_dsn: str) -> None:
+    """A call short of a connection tries a new one after ``OUTAGE_WAIT_S`` (to tell
+    an outage fast); the database answering, it waits the rest of the pool's wait
+    and is served when a connection comes free, neither refused as unreachable nor
+    as busy."""
+    from emotional_memory.stores.postgres.common import OUTAGE_WAIT_S
+
     memory, other = random_memories(4, 2, 0)
     with PostgresStore(pg_dsn, table=_new_table(), max_connections=1) as store:
         store.save(memory)
-        store._pool.timeout = OUTAGE_WAIT_S + 6.0
-        held = threading.Event()
-
-        def hold() -> None:
-            with store.transaction():
-                store.get(memory.id)
-                held.set()
-                time.sleep(OUTAGE_WAIT_S + 1.5)
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            assert held.wait(30)
-            started = time.monotonic()
-            store.save(other)
-            assert time.monotonic() - started > OUTAGE_WAIT_S
-        finally:
-            thread.join()
+        waited = _save_while_the_pool_is_held(store, memory, other)
+        assert waited > OUTAGE_WAIT_S
         assert sorted(m.id for m in store.list_all()) == sorted([memory.id, other.id])
 
 
@@ -531,40 +543,23 @@ def test_a_busy_pool_at_the_roles_connection_limit_is_waited_for(pg_dsn: str) ->
     that answers it "too many connections" (a role's or the server's limit reached,
     by this very pool) is busy, not unreachable. It was told 'cannot be reached' two
     seconds into the wait, though its connection came free well within the pool's."""
-    import threading
-    import time
     import uuid
 
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    from emotional_memory.stores.postgres.common import OUTAGE_WAIT_S
 
     role = f"limited_{uuid.uuid4().hex[:8]}"
     password = uuid.uuid4().hex
     dbname = conninfo_to_dict(pg_dsn)["dbname"]
     with psycopg.connect(pg_dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' CONNECTION LIMIT 1")
-        admin.execute(f'GRANT ALL ON DATABASE "{dbname}" TO {role}')
-        admin.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} CONNECTION LIMIT 1").format(
+            sql.Identifier(role), sql.Literal(password)))
+        admin.execute(sql.SQL("GRANT ALL ON DATABASE {} TO {}").format(
+            sql.Identifier(dbname), sql.Identifier(role)))
+        admin.execute(sql.SQL("GRANT ALL ON SCHEMA public TO {}").format(sql.Identifier(role)))
     dsn = make_conninfo(pg_dsn, user=role, password=password)
     memory, other = random_memories(4, 2, 0)
     with PostgresStore(dsn, table=_new_table(), min_connections=1, max_connections=1) as store:
         store.save(memory)
-        store._pool.timeout = OUTAGE_WAIT_S + 6.0
-        held = threading.Event()
-
-        def hold() -> None:
-            with store.transaction():
-                store.get(memory.id)
-                held.set()
-                time.sleep(OUTAGE_WAIT_S + 1.5)
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        try:
-            assert held.wait(30)
-            store.save(other)
-        finally:
-            thread.join()
+        _save_while_the_pool_is_held(store, memory, other)
         assert not store._shared.outage
         assert sorted(m.id for m in store.list_all()) == sorted([memory.id, other.id])
