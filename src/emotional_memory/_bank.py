@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
+from emotional_memory._validation import real_dtype
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.kernel.columns import MemoryColumns, QueryFeatures, bucket_size
 from emotional_memory.kernel.lexical import LexicalInputs
@@ -293,7 +294,7 @@ def as_float_list(field: str, values: Any) -> list[float] | None:
     arr = np.asarray(values)
     if arr.ndim != 1:
         raise ValueError(f"{field} must be a 1-D sequence of numbers, got shape {arr.shape}")
-    if arr.size and not np.issubdtype(arr.dtype, np.number):
+    if arr.size and not real_dtype(arr.dtype):
         raise TypeError(f"{field} must contain numbers")
     arr = arr.astype(np.float64)
     if not np.isfinite(arr).all():

@@ -31,6 +31,30 @@ class NumberTypeError(FieldTypeError):
     """A value that is not a number (or is a bool) where a number is wanted."""
 
 
+def real_dtype(dtype: np.dtype[Any]) -> bool:
+    """Whether an array of ``dtype`` holds real numbers: numpy's integers and floats,
+    or one of ml_dtypes' floats (``bfloat16``, ``float8_*``, what accelerator models
+    answer in); not bool, complex, strings or objects.
+
+    Args:
+        dtype: the dtype.
+
+    Returns:
+        True for real numbers.
+    """
+    if np.issubdtype(dtype, np.number):
+        return not np.issubdtype(dtype, np.complexfloating)
+    if dtype.kind != "V":  # ml_dtypes' floats are numpy "void" kinds
+        return False
+    import ml_dtypes
+
+    try:
+        ml_dtypes.finfo(dtype)
+    except ValueError:  # another structured or opaque type
+        return False
+    return True
+
+
 def finite(field: str, value: float) -> float:
     """Return ``value`` as a float, raising ``ValueError`` naming ``field`` if NaN/inf
     or an int too large for a float, :class:`NumberTypeError` if not a number (or a

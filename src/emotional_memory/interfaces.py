@@ -17,7 +17,9 @@ from emotional_memory.state import AffectiveState
 
 @runtime_checkable
 class Embedder(Protocol):
-    """Turns text into a vector."""
+    """Turns text into a vector: a list of floats, or a numpy / JAX array of real
+    numbers (integers, floats, ml_dtypes' ``bfloat16`` / ``float8_*``), read as
+    float64."""
 
     def embed(self, text: str) -> list[float]:
         """Embed one text.

@@ -341,6 +341,59 @@ def test_embedder_returning_nan_warns_and_stores() -> None:
     assert [w.filename for w in [*query, *updated]] == [__file__, __file__]
 
 
+class _TypedEmbedder:
+    """HashingEmbedder answering numpy arrays of one dtype (``embed_batch``: one 2-D array)."""
+
+    def __init__(self, dtype: Any, widened: bool = False) -> None:
+        self.inner = HashingEmbedder(dim=32)
+        self.dtype = dtype
+        self.widened = widened  # the same values, answered as float64 (the oracle)
+
+    def _typed(self, values: Any) -> Any:
+        import numpy as np
+
+        out = np.asarray(values).astype(self.dtype)
+        return out.astype(np.float64) if self.widened else out
+
+    def embed(self, text: str) -> Any:
+        return self._typed(self.inner.embed(text))
+
+    def embed_batch(self, texts: list[str]) -> Any:
+        return self._typed(self.inner.embed_batch(texts))
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float8_e4m3fn"])
+def test_an_embedder_answering_ml_dtypes_floats_is_read_as_floats(name: str) -> None:
+    """An accelerator model's bfloat16 output (ml_dtypes, as JAX answers it) was
+    refused as 'non-numeric values' by encode, encode_batch and retrieve."""
+    import ml_dtypes
+    import numpy as np
+
+    dtype = getattr(ml_dtypes, name)
+    typed = EmotionalMemory(InMemoryStore(), _TypedEmbedder(dtype), clock=TickClock(START))
+    plain = EmotionalMemory(InMemoryStore(), _TypedEmbedder(dtype, widened=True),
+                            clock=TickClock(START))
+    texts = ["the server crashed at night", "a calm walk by the sea", "lunch with Ana"]
+    for engine in (typed, plain):
+        engine.encode(texts[0])
+        engine.encode_batch(texts[1:])
+    want = [np.asarray(HashingEmbedder(dim=32).embed(t)).astype(dtype).astype(np.float64)
+            for t in texts]
+    got = [m.embedding for m in typed.list_all()]
+    assert [list(w) for w in want] == got == [m.embedding for m in plain.list_all()]
+    ranked = [[(r.memory.content, r.score) for r in e.retrieve_with_explanations("server crashed")]
+              for e in (typed, plain)]
+    assert ranked[0] == ranked[1]
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "bool", "U4", "V4"])
+def test_an_embedder_answering_other_dtypes_is_refused(dtype: str) -> None:
+    engine = EmotionalMemory(InMemoryStore(), _TypedEmbedder(dtype), clock=TickClock(START))
+    with pytest.raises(TypeError, match="non-numeric values"):
+        engine.encode("x")
+    assert len(engine) == 0
+
+
 # --------------------------------------------------------------------------- import / update
 
 

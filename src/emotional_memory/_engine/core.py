@@ -10,7 +10,7 @@ import numpy as np
 
 from emotional_memory._engine.config import EmotionalMemoryConfig
 from emotional_memory._scope_locks import ScopeLocks
-from emotional_memory._validation import aware, in_utc, json_metadata
+from emotional_memory._validation import aware, in_utc, json_metadata, real_dtype
 from emotional_memory._warn import warn_caller
 from emotional_memory.filters import Where
 from emotional_memory.interfaces import (
@@ -168,7 +168,7 @@ class EngineCore:
             raise ValueError(f"embedder returned a non 1-D embedding for {what}: {arr.shape}")
         if arr.size == 0:
             raise ValueError(f"embedder returned an empty embedding for {what}")
-        if not np.issubdtype(arr.dtype, np.number) or np.issubdtype(arr.dtype, np.complexfloating):
+        if not real_dtype(arr.dtype):
             raise TypeError(_non_numeric(raw, what))
         # a list of floats already became a new float64 array: no second copy
         if not (isinstance(raw, list) and arr.dtype == np.float64):
