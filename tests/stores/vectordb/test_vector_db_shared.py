@@ -147,3 +147,28 @@ def first_point(memory_id: str) -> Any:
     from emotional_memory.stores.vectordb.qdrant import _point_id
 
     return _point_id(memory_id)
+
+
+def test_tag_writes_skip_a_memory_another_object_deleted_meanwhile(backend: Backend) -> None:
+    """Another store object deleting one of the memories between ``update_tags``'s
+    read and its write: the deleted memory stays deleted (not brought back) and the
+    others get their tags. Qdrant raised its client's own error for the missing point
+    (a retrieve failing whose winner was just deleted elsewhere)."""
+    first = backend.new()
+    second = _twin(first)
+    kept, gone = mem("kept", [1.0, 0.0]), mem("gone", [0.0, 1.0])
+    first.save(kept)
+    first.save(gone)
+    rewrite = first._rewrite
+
+    def raced(*args: Any) -> None:
+        second.delete(gone.id)
+        rewrite(*args)
+
+    first._rewrite = raced
+    first.update_tags([(gone.id, gone.tag.model_copy(update={"retrieval_count": 2})),
+                       (kept.id, kept.tag.model_copy(update={"retrieval_count": 5}))])
+    assert first.get(gone.id) is None and gone.id not in first
+    stored = first.get(kept.id)
+    assert stored is not None and stored.tag.retrieval_count == 5
+    assert [m.content for m in first.list_all()] == ["kept"]

@@ -401,7 +401,8 @@ class VectorDBStore(BackendStore, ABC):
     def update_tags(self, tags: Sequence[tuple[str, EmotionalTag]]) -> None:
         """Replace the emotional tags of stored memories, every other field kept: one
         read and one write per collection (what a retrieval's side effects write).
-        Each record is written whole (its vector too), as ``update`` writes it.
+        Each record is written whole (its vector too), as ``update`` writes it; one
+        that another store object deletes between the read and the write stays deleted.
 
         Args:
             tags: ``(memory_id, tag)`` pairs.

@@ -304,8 +304,18 @@ class QdrantStore(VectorDBStore):
             )))
             operations.append(m.UpdateVectorsOperation(update_vectors=m.UpdateVectors(
                 points=[m.PointVectors(id=point, vector=v)])))
-        self._client.batch_update_points(self._name(main), update_operations=operations,
-                                         wait=True)
+        try:
+            self._client.batch_update_points(self._name(main), update_operations=operations,
+                                             wait=True)
+        except Exception:
+            # a point deleted since the read (another store object) fails the batch:
+            # the records still held are written again (idempotent), the deleted stay so
+            held = {r.id for r in self._fetch(main, [r.id for r in records])}
+            if len(held) == len({r.id for r in records}):
+                raise
+            kept = [(r, v) for r, v in zip(records, vectors, strict=True) if r.id in held]
+            if kept:
+                self._rewrite(main, [r for r, _ in kept], [v for _, v in kept])
 
     def _render(self, cond: Cond) -> Any:
         """A condition tree as a Qdrant ``Filter`` (making the payload indexes of
