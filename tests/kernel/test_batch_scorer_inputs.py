@@ -329,3 +329,16 @@ def test_arguments_of_the_wrong_type_are_named_type_errors(scorer: str) -> None:
             run(params, queries, bad, 3)
         with pytest.raises(TypeError, match=f"params must be a ScoringParams, got {kind}"):
             run(bad, queries, cols, 3)
+
+
+def test_the_sharded_scorer_takes_k_as_a_zero_d_integer_array() -> None:
+    """``k`` as a 0-d numpy or JAX integer (what ``np.array(3)`` / ``jnp.int32(3)``
+    give) passed the argument checks, then failed compiling: 'Non-hashable static
+    arguments are not supported', naming no argument."""
+    params = default_params().astype(jnp.float32)
+    queries, cols = _bank(20, 6, 3, seed=29)
+    want = score_batch_sharded(params, queries, cols, 4, chunk_size=8)
+    for k in (np.array(4), jnp.asarray(4, jnp.int32)):
+        got = score_batch_sharded(params, queries, cols, k, chunk_size=np.array(8))
+        np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
+        np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -195,6 +196,8 @@ def score_batch_sharded(
     """
     queries, columns, signal_mask = batch_arrays(params, queries, columns, signal_mask)
     check_batch_inputs(queries, columns, k, chunk_size, signal_mask)
+    # static arguments of the compiled program: a 0-d numpy / JAX integer is no key
+    k, chunk_size = operator.index(k), operator.index(chunk_size)
     mesh = memory_mesh(axis_name=axis_name) if mesh is None else mesh
     _check_mesh(mesh, axis_name)
     n_dev = _axis_size(mesh, axis_name)
