@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from emotional_memory import EmotionalMemory, InMemoryStore
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend
 from support.clocks import SecondClock
@@ -87,3 +89,20 @@ def test_search_ranks_as_the_original_for_the_original_engine_ranking() -> None:
     assert [r["memory"][13:15] for r in m.search("hiking", limit=3)["results"]] == [
         "0 ", "1 ", "13",
     ]
+
+
+def test_a_malformed_filters_argument_is_named_filters() -> None:
+    """The original ignored ``filters``; here it narrows the candidates, so a malformed
+    one raises: the error names the argument the caller passed (``filters``), not the
+    engine's ``where`` (was "where: unknown operator '$bad' ..."), and stores nothing."""
+    m = EmotionalMemoryMem0Backend(_engine())
+    m.add("kept")
+    calls = [lambda: m.search("q", filters={"$bad": 1}),
+             lambda: m.get_all(filters={"$bad": 1}),
+             lambda: m.search("q", filters={"k": {"$gt": [1]}}, agent_id="a")]
+    for call in calls:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value).startswith("filters: "), str(info.value)
+        assert "where" not in str(info.value)
+    assert [r["memory"] for r in m.get_all()["results"]] == ["kept"]

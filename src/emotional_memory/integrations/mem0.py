@@ -21,6 +21,7 @@ from typing import Any
 
 from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemory
+from emotional_memory.filters import parse_where
 from emotional_memory.integrations._engine import check_sync_engine
 from emotional_memory.models import Memory
 
@@ -119,6 +120,23 @@ def _fetch_k(limit: int) -> int:
     """The ``top_k`` of a search for ``limit`` results: the original's
     ``max(limit * 4, 40)``."""
     return max(limit * 4, 40)
+
+
+def _checked_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
+    """``filters`` as a ``where`` clause, parsed once so that a malformed one is named
+    ``filters`` (the argument the caller passed), not the engine's ``where``.
+
+    Raises:
+        ValueError: a malformed filter (the message starts with ``filters:``).
+    """
+    clause = dict(filters)
+    try:
+        parse_where(clause)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError("filters" + text[len("where"):] if text.startswith("where")
+                         else f"filters: {text}") from exc
+    return clause
 
 
 def _item(memory: Memory) -> dict[str, Any]:
@@ -290,7 +308,7 @@ class EmotionalMemoryMem0Backend:
             if not isinstance(filters, Mapping):
                 raise TypeError(f"filters must be a dict, got {type(filters).__name__}")
             if filters:
-                clauses.append(dict(filters))
+                clauses.append(_checked_filters(filters))
         if agent_id is not None:
             clauses.append({"agent_id": agent_id})
         if run_id is not None:
