@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend
 from support.clocks import SecondClock
 from support.compat_original import HashEmbedder
@@ -106,3 +106,25 @@ def test_a_malformed_filters_argument_is_named_filters() -> None:
         assert str(info.value).startswith("filters: "), str(info.value)
         assert "where" not in str(info.value)
     assert [r["memory"] for r in m.get_all()["results"]] == ["kept"]
+
+
+def test_content_the_engine_refuses_is_named_by_the_messages_argument() -> None:
+    """The original (and, before, this facade) named the engine's ``content``, with an
+    index into the joined ``"role: content"`` text (``"content is not valid Unicode
+    text at index 7"`` for ``[{"role": "user", "content": "a\\ud800"}]``): the caller
+    passed ``messages``. Still a ValueError, as in the original; nothing is stored."""
+    em = EmotionalMemory(InMemoryStore(), HashEmbedder(), clock=SecondClock(),
+                         config=EmotionalMemoryConfig(max_content_length=10))
+    m = EmotionalMemoryMem0Backend(em)
+    cases = [
+        ([{"role": "user", "content": "ok"}, {"role": "user", "content": "a\ud800"}],
+         r"^messages\[1\]\.content is not valid Unicode text at index 1"),
+        ([{"role": "user", "content": "abcdefghijk"}], r"^messages\[0\]\.content is 11 char"),
+        ([{"role": "user", "content": "abcdefgh"}], r"^messages is 14 characters"),  # joined
+        ("abcdefghijk", r"^messages is 11 characters"),
+        ("x\udfff", r"^messages is not valid Unicode text at index 1"),
+    ]
+    for messages, named in cases:
+        with pytest.raises(ValueError, match=named):
+            m.add(messages)
+    assert em.list_all() == []

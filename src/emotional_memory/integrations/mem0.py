@@ -347,7 +347,8 @@ class EmotionalMemoryMem0Backend:
             TypeError: ``messages``, ``metadata``, ``agent_id`` or ``run_id`` of the
                 wrong type (named); nothing is stored.
             ValueError: an empty or non-string ``user_id``, an empty ``agent_id`` /
-                ``run_id``.
+                ``run_id``, content the engine refuses (named ``messages[i].content``
+                or ``messages``).
         """
         del infer
         self._user_name(user_id)  # checked even when there is nothing to store
@@ -359,6 +360,7 @@ class EmotionalMemoryMem0Backend:
         content = messages_to_content(listed)
         if not content:
             return {"results": []}
+        self._check_content(listed, content)
         meta: dict[str, Any] = dict(metadata or {})
         if isinstance(messages, list | Mapping) and not isinstance(listed, str) and listed:
             # as the original: the first message's role (even one without content), of
@@ -374,6 +376,24 @@ class EmotionalMemoryMem0Backend:
             meta["user_id"] = view.scope[-1]
             memory = view.encode(content, metadata=meta)
         return {"results": [{"id": memory.id, "memory": memory.content, "event": "ADD"}]}
+
+    def _check_content(self, listed: str | list[Mapping[str, Any]], content: str) -> None:
+        """Check what ``add`` stores as the engine would, naming the ``messages``
+        argument: each message's content (``messages[i].content``), then the joined text
+        (``messages``), so that an error points at what the caller passed.
+
+        Raises:
+            ValueError: over ``max_content_length``, or not valid Unicode text.
+        """
+        check = getattr(self._em, "check_content", None)  # a duck engine may lack it
+        if not callable(check):
+            return
+        if not isinstance(listed, str):
+            for i, message in enumerate(listed):
+                text = message.get("content")
+                if text:
+                    check(str(text), f"messages[{i}].content")
+        check(content, "messages")
 
     def search(
         self,
