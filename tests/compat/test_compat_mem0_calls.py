@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from emotional_memory import EmotionalMemory, InMemoryStore
+import pytest
+
+from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore
 from emotional_memory.integrations.mem0 import EmotionalMemoryMem0Backend
 from support.clocks import SecondClock
 from support.compat_original import HashEmbedder
@@ -87,3 +89,42 @@ def test_search_ranks_as_the_original_for_the_original_engine_ranking() -> None:
     assert [r["memory"][13:15] for r in m.search("hiking", limit=3)["results"]] == [
         "0 ", "1 ", "13",
     ]
+
+
+def test_a_malformed_filters_argument_is_named_filters() -> None:
+    """The original ignored ``filters``; here it narrows the candidates, so a malformed
+    one raises: the error names the argument the caller passed (``filters``), not the
+    engine's ``where`` (was "where: unknown operator '$bad' ..."), and stores nothing."""
+    m = EmotionalMemoryMem0Backend(_engine())
+    m.add("kept")
+    calls = [lambda: m.search("q", filters={"$bad": 1}),
+             lambda: m.get_all(filters={"$bad": 1}),
+             lambda: m.search("q", filters={"k": {"$gt": [1]}}, agent_id="a")]
+    for call in calls:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert str(info.value).startswith("filters: "), str(info.value)
+        assert "where" not in str(info.value)
+    assert [r["memory"] for r in m.get_all()["results"]] == ["kept"]
+
+
+def test_content_the_engine_refuses_is_named_by_the_messages_argument() -> None:
+    """The original (and, before, this facade) named the engine's ``content``, with an
+    index into the joined ``"role: content"`` text (``"content is not valid Unicode
+    text at index 7"`` for ``[{"role": "user", "content": "a\\ud800"}]``): the caller
+    passed ``messages``. Still a ValueError, as in the original; nothing is stored."""
+    em = EmotionalMemory(InMemoryStore(), HashEmbedder(), clock=SecondClock(),
+                         config=EmotionalMemoryConfig(max_content_length=10))
+    m = EmotionalMemoryMem0Backend(em)
+    cases = [
+        ([{"role": "user", "content": "ok"}, {"role": "user", "content": "a\ud800"}],
+         r"^messages\[1\]\.content is not valid Unicode text at index 1"),
+        ([{"role": "user", "content": "abcdefghijk"}], r"^messages\[0\]\.content is 11 char"),
+        ([{"role": "user", "content": "abcdefgh"}], r"^messages is 14 characters"),  # joined
+        ("abcdefghijk", r"^messages is 11 characters"),
+        ("x\udfff", r"^messages is not valid Unicode text at index 1"),
+    ]
+    for messages, named in cases:
+        with pytest.raises(ValueError, match=named):
+            m.add(messages)
+    assert em.list_all() == []

@@ -250,3 +250,34 @@ def test_sqlite_errors_are_value_errors_and_the_originals_sqlite3_errors() -> No
     for catch in (ValueError, sqlite3.ProgrammingError):
         with pytest.raises(catch, match="closed"):
             store.get(first.id)
+
+
+def test_integrations_submodules_are_attributes_of_the_package_as_in_the_original() -> None:
+    """The original imported both submodules with the package: after
+    ``import emotional_memory.integrations as i``, ``i.mem0`` and ``i.langchain`` are
+    modules (pinned from a run of 0.18.1; was an AttributeError here). Without
+    langchain-core the original has no ``langchain`` attribute (``hasattr`` is False)."""
+    got = _run(
+        "import json, sys\n"
+        "import emotional_memory.integrations as i\n"
+        "lazy = 'langchain_core' not in sys.modules\n"
+        "print(json.dumps([lazy, i.mem0.EmotionalMemoryMem0Backend.__name__,\n"
+        "                  i.langchain.EmotionalMemoryChatHistory.__name__,\n"
+        "                  hasattr(i, 'mem0'), hasattr(i, 'langchain')]))"
+    )
+    assert got == [True, "EmotionalMemoryMem0Backend", "EmotionalMemoryChatHistory", True, True]
+    missing = _run(
+        "import json, sys\n"
+        "sys.modules['langchain_core'] = None\n"
+        "import emotional_memory.integrations as i\n"
+        "try:\n"
+        "    i.langchain\n"
+        "    err = None\n"
+        "except AttributeError as exc:\n"
+        "    err = str(exc)\n"
+        "print(json.dumps([hasattr(i, 'mem0'), hasattr(i, 'langchain'), err]))"
+    )
+    assert missing is not None
+    has_mem0, has_langchain, err = missing
+    assert (has_mem0, has_langchain) == (True, False)
+    assert "emotional-memory-jax[langchain]" in err

@@ -46,6 +46,8 @@ _EXPORTS: dict[str, str] = {
     "messages_to_content": "emotional_memory.integrations.mem0",
 }
 
+_SUBMODULES = frozenset({"langchain", "mem0"})
+
 _LANGCHAIN = frozenset({
     "EmotionalMemoryChatHistory",
     "EmotionalMemoryRetriever",
@@ -75,8 +77,14 @@ def __getattr__(name: str) -> Any:
     Raises:
         ImportError: a LangChain name while langchain-core is not installed (with the
             install command).
-        AttributeError: an unknown name.
+        AttributeError: an unknown name, or the ``langchain`` submodule while
+            langchain-core is not installed (as in the original, ``hasattr`` is False).
     """
+    if name in _SUBMODULES:  # the original imported both with the package
+        if name == "langchain" and not installed("langchain_core"):
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r} "
+                                 f"(it needs the 'langchain' extra: {install_hint('langchain')})")
+        return importlib.import_module(f"{__name__}.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

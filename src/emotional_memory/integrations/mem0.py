@@ -21,6 +21,7 @@ from typing import Any
 
 from emotional_memory._validation import positive_int
 from emotional_memory.engine import EmotionalMemory
+from emotional_memory.filters import parse_where
 from emotional_memory.integrations._engine import check_sync_engine
 from emotional_memory.models import Memory
 
@@ -119,6 +120,23 @@ def _fetch_k(limit: int) -> int:
     """The ``top_k`` of a search for ``limit`` results: the original's
     ``max(limit * 4, 40)``."""
     return max(limit * 4, 40)
+
+
+def _checked_filters(filters: Mapping[str, Any]) -> dict[str, Any]:
+    """``filters`` as a ``where`` clause, parsed once so that a malformed one is named
+    ``filters`` (the argument the caller passed), not the engine's ``where``.
+
+    Raises:
+        ValueError: a malformed filter (the message starts with ``filters:``).
+    """
+    clause = dict(filters)
+    try:
+        parse_where(clause)
+    except ValueError as exc:
+        text = str(exc)
+        raise ValueError("filters" + text[len("where"):] if text.startswith("where")
+                         else f"filters: {text}") from exc
+    return clause
 
 
 def _item(memory: Memory) -> dict[str, Any]:
@@ -290,7 +308,7 @@ class EmotionalMemoryMem0Backend:
             if not isinstance(filters, Mapping):
                 raise TypeError(f"filters must be a dict, got {type(filters).__name__}")
             if filters:
-                clauses.append(dict(filters))
+                clauses.append(_checked_filters(filters))
         if agent_id is not None:
             clauses.append({"agent_id": agent_id})
         if run_id is not None:
@@ -329,7 +347,8 @@ class EmotionalMemoryMem0Backend:
             TypeError: ``messages``, ``metadata``, ``agent_id`` or ``run_id`` of the
                 wrong type (named); nothing is stored.
             ValueError: an empty or non-string ``user_id``, an empty ``agent_id`` /
-                ``run_id``.
+                ``run_id``, content the engine refuses (named ``messages[i].content``
+                or ``messages``).
         """
         del infer
         self._user_name(user_id)  # checked even when there is nothing to store
@@ -341,6 +360,7 @@ class EmotionalMemoryMem0Backend:
         content = messages_to_content(listed)
         if not content:
             return {"results": []}
+        self._check_content(listed, content)
         meta: dict[str, Any] = dict(metadata or {})
         if isinstance(messages, list | Mapping) and not isinstance(listed, str) and listed:
             # as the original: the first message's role (even one without content), of
@@ -356,6 +376,24 @@ class EmotionalMemoryMem0Backend:
             meta["user_id"] = view.scope[-1]
             memory = view.encode(content, metadata=meta)
         return {"results": [{"id": memory.id, "memory": memory.content, "event": "ADD"}]}
+
+    def _check_content(self, listed: str | list[Mapping[str, Any]], content: str) -> None:
+        """Check what ``add`` stores as the engine would, naming the ``messages``
+        argument: each message's content (``messages[i].content``), then the joined text
+        (``messages``), so that an error points at what the caller passed.
+
+        Raises:
+            ValueError: over ``max_content_length``, or not valid Unicode text.
+        """
+        check = getattr(self._em, "check_content", None)  # a duck engine may lack it
+        if not callable(check):
+            return
+        if not isinstance(listed, str):
+            for i, message in enumerate(listed):
+                text = message.get("content")
+                if text:
+                    check(str(text), f"messages[{i}].content")
+        check(content, "messages")
 
     def search(
         self,
