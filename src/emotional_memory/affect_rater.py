@@ -17,6 +17,7 @@ to load the weights once::
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -58,7 +59,10 @@ def checked_ratings(rater: Any, texts: Sequence[str]) -> list[CoreAffect]:
     Raises:
         TypeError: the rater returned something else than a sequence of CoreAffect
             (the entry is named).
-        ValueError: the rater returned another number of ratings than texts.
+        ValueError: the rater returned another number of ratings than texts, or a
+            CoreAffect that skipped validation (``model_construct``) with a value
+            that is no finite number (the entry and the field are named). One out
+            of range is clamped, as ``CoreAffect`` clamps.
     """
     out = rater.rate_affect(list(texts))
     if isinstance(out, str | bytes | dict) or not isinstance(out, Sequence):
@@ -70,13 +74,23 @@ def checked_ratings(rater: Any, texts: Sequence[str]) -> list[CoreAffect]:
         raise ValueError(
             f"affect_from_text.rate_affect returned {len(out)} ratings for {len(texts)} texts"
         )
+    checked = []
     for i, a in enumerate(out):
         if not isinstance(a, CoreAffect):
             raise TypeError(
                 f"affect_from_text.rate_affect returned {type(a).__name__} at index {i}, "
                 "not a CoreAffect"
             )
-    return list(out)
+        values = {name: getattr(a, name, None) for name in ("valence", "arousal", "dominance")}
+        for name, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(
+                    f"affect_from_text.rate_affect returned {name}={v!r} at index {i}: "
+                    "not a finite number (a CoreAffect that skipped validation?)"
+                )
+        # rebuilt, so that a model_construct()-ed one is clamped as CoreAffect clamps
+        checked.append(CoreAffect(**values))
+    return checked
 
 
 class TextAffectRater:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -201,6 +202,41 @@ def test_a_bad_rater_is_named_and_nothing_changes(out: Any, error: type, message
     with pytest.raises((TypeError, ValueError), match=r"affect_from_text\.rate_affect"):
         engine.encode_batch(["a", "b"])
     assert (_shape(engine), engine.get_state().snapshot()) == before
+
+
+def _unchecked(**fields: Any) -> CoreAffect:
+    """A CoreAffect that skipped validation (``model_construct``), as a careless rater
+    may build one."""
+    return CoreAffect.model_construct(**{"valence": 0.1, "arousal": 0.2, "dominance": 0.5,
+                                         **fields})
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    (_unchecked(valence=math.nan), "valence"),
+    (_unchecked(arousal=math.inf), "arousal"),
+    (_unchecked(dominance="high"), "dominance"),
+    (_unchecked(valence=True), "valence"),
+])
+def test_a_rating_that_skipped_validation_is_refused_naming_the_rater(
+    bad: CoreAffect, field: str
+) -> None:
+    engine = _engine(_Bad([bad]))
+    engine.encode("kept", affect=CoreAffect(valence=0.1, arousal=0.1))
+    before = (_shape(engine), engine.get_state().snapshot())
+    pattern = rf"affect_from_text\.rate_affect returned .*{field}.* at index 0"
+    with pytest.raises(ValueError, match=pattern):
+        engine.encode("Grandpa died")
+    batch = _engine(_Bad([CoreAffect(valence=0.1, arousal=0.1), bad]))
+    with pytest.raises(ValueError, match=pattern.replace("index 0", "index 1")):
+        batch.encode_batch(["a", "b"])
+    assert batch.list_all() == []
+    assert (_shape(engine), engine.get_state().snapshot()) == before
+
+
+def test_a_rating_out_of_range_is_clamped_as_a_core_affect_is() -> None:
+    engine = _engine(_Bad([_unchecked(valence=-3.0, arousal=2.0, dominance=-1.0)]))
+    clamped = CoreAffect(valence=-1.0, arousal=1.0, dominance=0.0)
+    assert engine.encode("Grandpa died").tag.core_affect == clamped
 
 
 def test_constructor_refuses_a_non_rater() -> None:
