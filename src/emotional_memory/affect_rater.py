@@ -24,10 +24,20 @@ from typing import Any, Protocol, runtime_checkable
 
 from emotional_memory.affect import CoreAffect
 
-__all__ = ["AffectRater", "TextAffectRater", "checked_ratings"]
+__all__ = ["AffectRater", "AffectRatingError", "TextAffectRater", "checked_ratings"]
 
 #: The embedder whose features the shipped head was trained on.
 _HEAD_EMBEDDER = "minilm-l6-v2/384"
+
+
+class AffectRatingError(RuntimeError):
+    """An engine's ``affect_from_text`` rater failed: it raised, or answered something
+    else than one finite :class:`CoreAffect` per text (the cause is chained).
+
+    A fault of the engine's own component, not of the call's arguments: hence not a
+    ``ValueError`` / ``TypeError`` (the service answers it as a server error, its
+    message kept to the server's log). Nothing was stored and the state did not move.
+    """
 
 
 @runtime_checkable
