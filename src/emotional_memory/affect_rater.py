@@ -109,7 +109,10 @@ class TextAffectRater:
     Valence in [-1, 1], arousal and dominance in [0, 1], from the text alone (Pearson
     r on EmoBank dev 0.70 / 0.56 / 0.40; see the README's "Affect from text, no LLM").
     EmoBank's ratings are mild (most sentences lie within +-0.5 of neutral valence),
-    and so are this head's.
+    and so are this head's. A text is read up to the embedder's ``max_length`` tokens
+    (256 by default, about 200 words): a longer one is rated from its beginning, and
+    its length bounds the tokenizer's work only (the engine passes the whole content;
+    the service bounds it with ``max_content_bytes``).
 
     Args:
         embedder: the :class:`~emotional_memory.embedders.MiniLMEmbedder` whose

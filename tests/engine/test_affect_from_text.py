@@ -348,3 +348,13 @@ def test_the_shipped_head_refuses_a_fitted_minilm(minilm: Any, tmp_path: Any) ->
     from emotional_memory.appraisal_embedding import load_affect_head
 
     TextAffectRater(fitted, load_affect_head())  # a head given explicitly is the caller's
+
+
+def test_the_shipped_rater_reads_a_long_text_from_its_beginning(minilm: Any) -> None:
+    """As documented: only the first ``max_length`` tokens count, so a huge content
+    costs the tokenizer, not the model, and its tail does not move the rating."""
+    rater = TextAffectRater(minilm)
+    start = "My grandfather died last night and I cannot stop crying. " * 30
+    assert len(minilm.tokenize([start])[0]) == minilm.max_length  # truncated already
+    long = start + "We won the lottery and I am overjoyed! " * 5000
+    assert rater.rate(long) == rater.rate(start)
