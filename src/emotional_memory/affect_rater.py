@@ -17,16 +17,27 @@ to load the weights once::
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from emotional_memory.affect import CoreAffect
 
-__all__ = ["AffectRater", "TextAffectRater", "checked_ratings"]
+__all__ = ["AffectRater", "AffectRatingError", "TextAffectRater", "checked_ratings"]
 
 #: The embedder whose features the shipped head was trained on.
 _HEAD_EMBEDDER = "minilm-l6-v2/384"
+
+
+class AffectRatingError(RuntimeError):
+    """An engine's ``affect_from_text`` rater failed: it raised, or answered something
+    else than one finite :class:`CoreAffect` per text (the cause is chained).
+
+    A fault of the engine's own component, not of the call's arguments: hence not a
+    ``ValueError`` / ``TypeError`` (the service answers it as a server error, its
+    message kept to the server's log). Nothing was stored and the state did not move.
+    """
 
 
 @runtime_checkable
@@ -58,7 +69,10 @@ def checked_ratings(rater: Any, texts: Sequence[str]) -> list[CoreAffect]:
     Raises:
         TypeError: the rater returned something else than a sequence of CoreAffect
             (the entry is named).
-        ValueError: the rater returned another number of ratings than texts.
+        ValueError: the rater returned another number of ratings than texts, or a
+            CoreAffect that skipped validation (``model_construct``) with a value
+            that is no finite number (the entry and the field are named). One out
+            of range is clamped, as ``CoreAffect`` clamps.
     """
     out = rater.rate_affect(list(texts))
     if isinstance(out, str | bytes | dict) or not isinstance(out, Sequence):
@@ -70,13 +84,23 @@ def checked_ratings(rater: Any, texts: Sequence[str]) -> list[CoreAffect]:
         raise ValueError(
             f"affect_from_text.rate_affect returned {len(out)} ratings for {len(texts)} texts"
         )
+    checked = []
     for i, a in enumerate(out):
         if not isinstance(a, CoreAffect):
             raise TypeError(
                 f"affect_from_text.rate_affect returned {type(a).__name__} at index {i}, "
                 "not a CoreAffect"
             )
-    return list(out)
+        values = {name: getattr(a, name, None) for name in ("valence", "arousal", "dominance")}
+        for name, v in values.items():
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ValueError(
+                    f"affect_from_text.rate_affect returned {name}={v!r} at index {i}: "
+                    "not a finite number (a CoreAffect that skipped validation?)"
+                )
+        # rebuilt, so that a model_construct()-ed one is clamped as CoreAffect clamps
+        checked.append(CoreAffect(**values))
+    return checked
 
 
 class TextAffectRater:
@@ -85,7 +109,10 @@ class TextAffectRater:
     Valence in [-1, 1], arousal and dominance in [0, 1], from the text alone (Pearson
     r on EmoBank dev 0.70 / 0.56 / 0.40; see the README's "Affect from text, no LLM").
     EmoBank's ratings are mild (most sentences lie within +-0.5 of neutral valence),
-    and so are this head's.
+    and so are this head's. A text is read up to the embedder's ``max_length`` tokens
+    (256 by default, about 200 words): a longer one is rated from its beginning, and
+    its length bounds the tokenizer's work only (the engine passes the whole content;
+    the service bounds it with ``max_content_bytes``).
 
     Args:
         embedder: the :class:`~emotional_memory.embedders.MiniLMEmbedder` whose

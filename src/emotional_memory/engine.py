@@ -105,7 +105,9 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             engine gets its affect rated from its text, fed exactly as
             ``encode(..., affect=rating)`` feeds it. ``None`` (the default): such an
             event takes the current affect, as in the original. Off while
-            ``config.enable_appraisal`` is False.
+            ``config.enable_appraisal`` is False. A rater that raises, or answers
+            no finite CoreAffect per text, makes the call raise
+            :class:`~emotional_memory.affect_rater.AffectRatingError` (nothing stored).
         shared_state: share the affective state with engines in other processes or
             hosts over the same database: every operation runs on the state as last
             saved (its version read once per operation, while the operation holds

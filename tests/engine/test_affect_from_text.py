@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -26,7 +27,7 @@ from emotional_memory import (
     InMemoryStore,
     StaticAppraisalEngine,
 )
-from emotional_memory.affect_rater import AffectRater, TextAffectRater
+from emotional_memory.affect_rater import AffectRater, AffectRatingError, TextAffectRater
 from emotional_memory.appraisal import AppraisalVector
 from emotional_memory.embedders import HashingEmbedder
 
@@ -196,11 +197,66 @@ def test_a_bad_rater_is_named_and_nothing_changes(out: Any, error: type, message
     engine = _engine(_Bad(out))
     engine.encode("kept", affect=CoreAffect(valence=0.1, arousal=0.1))
     before = (_shape(engine), engine.get_state().snapshot())
-    with pytest.raises(error, match=message):
+    pattern = f"affect_from_text _Bad failed: .*{message}"
+    with pytest.raises(AffectRatingError, match=pattern) as info:
         engine.encode("Grandpa died")
-    with pytest.raises((TypeError, ValueError), match=r"affect_from_text\.rate_affect"):
+    assert isinstance(info.value.__cause__, error)
+    with pytest.raises(AffectRatingError, match=r"affect_from_text\.rate_affect"):
         engine.encode_batch(["a", "b"])
     assert (_shape(engine), engine.get_state().snapshot()) == before
+
+
+def _unchecked(**fields: Any) -> CoreAffect:
+    """A CoreAffect that skipped validation (``model_construct``), as a careless rater
+    may build one."""
+    return CoreAffect.model_construct(**{"valence": 0.1, "arousal": 0.2, "dominance": 0.5,
+                                         **fields})
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    (_unchecked(valence=math.nan), "valence"),
+    (_unchecked(arousal=math.inf), "arousal"),
+    (_unchecked(dominance="high"), "dominance"),
+    (_unchecked(valence=True), "valence"),
+])
+def test_a_rating_that_skipped_validation_is_refused_naming_the_rater(
+    bad: CoreAffect, field: str
+) -> None:
+    engine = _engine(_Bad([bad]))
+    engine.encode("kept", affect=CoreAffect(valence=0.1, arousal=0.1))
+    before = (_shape(engine), engine.get_state().snapshot())
+    pattern = rf"affect_from_text\.rate_affect returned .*{field}.* at index 0"
+    with pytest.raises(AffectRatingError, match=pattern):
+        engine.encode("Grandpa died")
+    batch = _engine(_Bad([CoreAffect(valence=0.1, arousal=0.1), bad]))
+    with pytest.raises(AffectRatingError, match=pattern.replace("index 0", "index 1")):
+        batch.encode_batch(["a", "b"])
+    assert batch.list_all() == []
+    assert (_shape(engine), engine.get_state().snapshot()) == before
+
+
+def test_a_rating_out_of_range_is_clamped_as_a_core_affect_is() -> None:
+    engine = _engine(_Bad([_unchecked(valence=-3.0, arousal=2.0, dominance=-1.0)]))
+    clamped = CoreAffect(valence=-1.0, arousal=1.0, dominance=0.0)
+    assert engine.encode("Grandpa died").tag.core_affect == clamped
+
+
+class _Raising:
+    def rate_affect(self, texts: Sequence[str]) -> Any:
+        raise OSError("the rating backend is down")
+
+
+def test_a_raising_rater_is_named_and_nothing_changes() -> None:
+    async def run() -> None:
+        engine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64),
+                                      affect_from_text=_Raising())
+        before = engine.get_state().snapshot()
+        for call in (engine.encode("x"), engine.encode_batch(["x", "y"])):
+            with pytest.raises(AffectRatingError, match="_Raising failed: OSError: the rat"):
+                await call
+        assert await engine.list_all() == [] and engine.get_state().snapshot() == before
+
+    asyncio.run(run())
 
 
 def test_constructor_refuses_a_non_rater() -> None:
@@ -292,3 +348,13 @@ def test_the_shipped_head_refuses_a_fitted_minilm(minilm: Any, tmp_path: Any) ->
     from emotional_memory.appraisal_embedding import load_affect_head
 
     TextAffectRater(fitted, load_affect_head())  # a head given explicitly is the caller's
+
+
+def test_the_shipped_rater_reads_a_long_text_from_its_beginning(minilm: Any) -> None:
+    """As documented: only the first ``max_length`` tokens count, so a huge content
+    costs the tokenizer, not the model, and its tail does not move the rating."""
+    rater = TextAffectRater(minilm)
+    start = "My grandfather died last night and I cannot stop crying. " * 30
+    assert len(minilm.tokenize([start])[0]) == minilm.max_length  # truncated already
+    long = start + "We won the lottery and I am overjoyed! " * 5000
+    assert rater.rate(long) == rater.rate(start)

@@ -188,3 +188,55 @@ def test_a_search_without_top_k_under_a_smaller_max_top_k_answers_on_both() -> N
             assert got.is_error and "max_top_k" in str(getattr(got.content[0], "text", ""))
 
     asyncio.run(run())
+
+
+class _FailingRater:
+    """A server-side text rater that fails: raises, or answers no CoreAffect."""
+
+    def __init__(self, fault: str) -> None:
+        self.fault = fault
+
+    def rate_affect(self, texts: Any) -> Any:
+        if self.fault == "raises":
+            raise ValueError("rater backend said: token sk-SECRET rejected")
+        if self.fault == "nan":
+            return [CoreAffect.model_construct(valence=float("nan"), arousal=0.1,
+                                               dominance=0.5) for _ in texts]
+        return [(0.1, 0.2, 0.5) for _ in texts]  # tuples, not CoreAffect
+
+
+@pytest.mark.parametrize("fault", ["raises", "nan", "tuples"])
+def test_a_failing_text_rater_is_a_server_error_on_rest_and_mcp(fault: str) -> None:
+    """A fault of the service's own ``affect_from_text`` rater is the server's, not
+    the request's: it was answered 422 / "invalid input" with the rater's message
+    (which may hold a backend's secret); now 500 on REST and a tool error on MCP,
+    neither naming it as the client's input nor carrying its message. Nothing is
+    stored and the scope's mood does not move."""
+    def engine() -> EmotionalMemory:
+        return EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=64),
+                               state_store=InMemoryAffectiveStateStore(),
+                               affect_from_text=_FailingRater(fault))
+
+    rest_service, mcp_service = MemoryService(engine()), MemoryService(engine())
+    app = build_app(rest_service, None)
+
+    async def run() -> None:
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http, \
+                Client(build_mcp(mcp_service, fixed_principal(("a",)))) as mcp:
+            before = (await http.get("/v1/state", params={"scope": "a"})).json()
+            for path, body in (("/v1/memories", {"content": "x", "scope": ["a"]}),
+                               ("/v1/memories/batch", {"items": [{"content": "x"}],
+                                                       "scope": ["a"]})):
+                r = await http.post(path, json=body)
+                assert r.status_code == 500, r.text
+                assert "SECRET" not in r.text and "rate_affect" not in r.text
+            got = await mcp.call_tool("remember", {"content": "x"})
+            text = str(getattr(got.content[0], "text", ""))
+            assert got.is_error and "invalid input" not in text and "SECRET" not in text
+            assert (await http.get("/v1/memories", params={"scope": "a"})).json()[
+                "memories"] == []
+            assert (await http.get("/v1/state", params={"scope": "a"})).json() == before
+            assert await mcp_service.list(("a",), None, 100, 0) == []
+
+    asyncio.run(run())

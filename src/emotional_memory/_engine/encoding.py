@@ -15,7 +15,7 @@ from emotional_memory._engine.locks import _synchronized
 from emotional_memory._engine.state import StateMixin
 from emotional_memory._validation import in_utc
 from emotional_memory.affect import CoreAffect
-from emotional_memory.affect_rater import checked_ratings
+from emotional_memory.affect_rater import AffectRatingError, checked_ratings
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.categorize import label_tag
 from emotional_memory.interfaces import UnstorableValueError
@@ -174,9 +174,21 @@ class EncodingMixin(StateMixin):
         )
 
     def _rate_texts(self, texts: list[str]) -> list[CoreAffect]:
-        """The ``affect_from_text`` ratings of ``texts``, checked (one CoreAffect each)."""
+        """The ``affect_from_text`` ratings of ``texts``, checked (one CoreAffect each).
+
+        Raises:
+            AffectRatingError: the rater raised, or answered no finite CoreAffect per
+                text (the rater and the fault named, the cause chained).
+        """
+        rater = self.affect_from_text
         with traced_span("emotional_memory.rate_affect", {"count": len(texts)}):
-            return checked_ratings(self.affect_from_text, texts)
+            try:
+                return checked_ratings(rater, texts)
+            except Exception as exc:
+                raise AffectRatingError(
+                    f"affect_from_text {type(rater).__name__} failed: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
 
     def _prepare(
         self,
