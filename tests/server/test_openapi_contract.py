@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from typing import Any
 
 import pytest
@@ -329,6 +330,13 @@ def test_the_published_filter_schema_is_what_the_filter_parser_takes(depth: int)
              {}, {"a": {}}, {"a": [1]}, {"$x": 1}, {"a": {"$x": 1}}, {"valence": "x"},
              {"timestamp": "2024-01-02 03:04:05"}, {"a": {"$in": 1}}, {"a": {"$exists": 1}},
              {"$and": []}, {"$and": [1]}, {"a..b": 1}, {"a": 2**1100}]
+    # integers at the edge of a float's range: the published bounds are the exact
+    # largest float, not its shortest decimal (1.7976931348623157e308, smaller by
+    # ~8e291), which a validator reads exactly and the parser does not
+    top = int(sys.float_info.max)
+    shortest = 17976931348623157 * 10**292
+    fixed += [{"a": top}, {"a": -top}, {"a": top + 1}, {"valence": {"$gt": -top - 1}},
+              {"a": {"$lt": -shortest - 1}}, {"arousal": {"$lte": shortest + 1}}]
     for where in fixed:
         assert validator.is_valid(where) == takes(where), where
 

@@ -93,6 +93,12 @@ def test_rest_rates_affect_from_text_and_the_mood_follows(http: httpx.Client) ->
     assert happy["emotion"] is not None
     after_happy = _mood(http, scope)
     assert after_happy["valence"] > start_mood["valence"]
+    # the answer says where the affect came from and how the mood moved, as MCP's does
+    assert happy["affect_source"] == "text"
+    assert happy["mood_before"] == start_mood and happy["mood_after"] == after_happy
+    for dim in ("valence", "arousal", "dominance"):
+        moved = after_happy[dim] - start_mood[dim]
+        assert happy["mood_change"][dim] == pytest.approx(moved, abs=1e-12)
     sad = [_post(http, text, scope) for text in SAD]
     assert all(m["affect"]["valence"] < -0.3 for m in sad), [m["affect"] for m in sad]
     after_sad = _mood(http, scope)
@@ -106,7 +112,7 @@ def test_rest_rates_affect_from_text_and_the_mood_follows(http: httpx.Client) ->
 def test_a_given_affect_overrides_the_estimate(http: httpx.Client) -> None:
     given = {"valence": -0.6, "arousal": 0.2, "dominance": 0.9}
     made = _post(http, POSITIVE, ["rest", "given"], affect=given)
-    assert made["affect"] == given
+    assert made["affect"] == given and made["affect_source"] == "given"
     batch = http.post("/v1/memories/batch", json={"scope": ["rest", "given"], "items": [
         {"content": POSITIVE}, {"content": POSITIVE, "affect": given}]})
     assert batch.status_code == 201, batch.text
@@ -273,6 +279,7 @@ def test_hashing_is_selectable_and_a_mismatch_is_refused(
         with httpx.Client(base_url=srv.url, timeout=120.0) as http:
             made = _post(http, POSITIVE, [])
             assert made["affect"]["valence"] == 0.0  # the current (neutral) affect
+            assert made["affect_source"] == "current"
             given = _post(http, POSITIVE, [], affect={"valence": 0.4, "arousal": 0.3})
             assert given["affect"]["valence"] == 0.4
     finally:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, cast
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,11 +29,14 @@ from emotional_memory.server.schemas import (
     AffectIn,
     FewUnknown,
     MemoryOut,
+    MoodChange,
     PositiveInt,
+    RememberOut,
     ResultOut,
     StateOut,
-    memory_fields,
+    mood_change,
     publish_uncalibrated,
+    remember_out,
     result_out,
     state_out,
 )
@@ -67,37 +70,9 @@ class RecallOut(BaseModel):
     results: list[ResultOut]
 
 
-class MoodChange(BaseModel):
-    """How far the mood moved, per dimension (new minus old)."""
-
-    valence: float
-    arousal: float
-    dominance: float
-
-
 def _relevance(p: float | None) -> str:
     """``", relevance 0.83"`` with a calibrated probability, else nothing."""
     return "" if p is None else f", relevance {p:.2f}"
-
-
-def _change(old: MoodField, new: MoodField) -> MoodChange:
-    return MoodChange(
-        valence=new.valence - old.valence,
-        arousal=new.arousal - old.arousal,
-        dominance=new.dominance - old.dominance,
-    )
-
-
-class RememberOut(MemoryOut):
-    """What ``remember`` stored, where its affect came from, and how the mood moved."""
-
-    affect_source: Literal["given", "text", "current"] = Field(
-        description="given: the call's affect; text: estimated from the content; "
-        "current: the scope's current affect."
-    )
-    mood_before: MoodField
-    mood_after: MoodField
-    mood_change: MoodChange
 
 
 class MoodOut(StateOut):
@@ -226,13 +201,8 @@ def _remember_tool(service: MemoryService, principal_of: PrincipalOf, felt: str)
         principal = principal_of(ctx)
         item = BatchItem(content, metadata, affect.core_affect() if affect is not None else None)
         done = await _guarded(service.remember_felt(principal.scope, item))
-        out = RememberOut(
-            **memory_fields(done.memory, principal.scope),
-            affect_source=done.affect_source,
-            mood_before=done.mood_before,
-            mood_after=done.mood_after,
-            mood_change=_change(done.mood_before, done.mood_after),
-        )
+        out = remember_out(done.memory, principal.scope, done.affect_source,
+                           done.mood_before, done.mood_after)
         m = out.mood_after
         return _text(
             f"Remembered (id {out.id}; {_affect(out)}, {_SOURCES[out.affect_source]}): "
@@ -349,7 +319,7 @@ def _mood_tool(service: MemoryService, principal_of: PrincipalOf) -> Tool:
         out = MoodOut(
             **state_out(state).model_dump(),
             previous_mood=previous,
-            mood_change=_change(previous, state.mood),
+            mood_change=mood_change(previous, state.mood),
         )
         m = out.mood
         return _text(

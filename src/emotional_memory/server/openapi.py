@@ -40,8 +40,9 @@ FIELD_NAME = r"^[^$.][^.]*(\.[^.]+)*$"
 """A metadata field: not an operator, no empty dotted segment."""
 DATE_TIME = INSTANT_SCHEMA
 """A filter's timestamp: the strings ``expires_at`` takes too."""
-_BOUNDS = {"minimum": -sys.float_info.max, "maximum": sys.float_info.max}
-"""A filter's numbers: those a float holds (a longer integer is refused)."""
+_BOUNDS = {"minimum": -int(sys.float_info.max), "maximum": int(sys.float_info.max)}
+"""A filter's numbers: those a float holds (a longer integer is refused); exact integers,
+as a validator compares a bound exactly and a float's shortest decimal is not its value."""
 _NUMERIC = ("valence", "arousal", "dominance", "retrieval_count")
 
 

@@ -26,12 +26,14 @@ from emotional_memory.server.schemas import (
     MemoriesOut,
     MemoryIn,
     MemoryOut,
+    RememberOut,
     ScopePart,
     SearchIn,
     SearchOut,
     StateAffectIn,
     StateOut,
     memory_out,
+    remember_out,
     result_out,
     state_out,
 )
@@ -223,10 +225,10 @@ def _known_query(request: Request) -> None:
 router = APIRouter(prefix="/v1", responses=_ERRORS, dependencies=[Depends(_known_query)])
 
 
-@router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=MemoryOut,
+@router.post("/memories", status_code=status.HTTP_201_CREATED, response_model=RememberOut,
              responses=_JSON_BODY)
-async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
-    """Store one memory with its affective fingerprint."""
+async def create_memory(body: MemoryIn, request: Request) -> RememberOut:
+    """Store one memory; answer it, where its affect came from and how the mood moved."""
     principal, path = _scope(request, body.scope, "body")
     item = BatchItem(
         body.content,
@@ -234,8 +236,9 @@ async def create_memory(body: MemoryIn, request: Request) -> MemoryOut:
         body.affect.core_affect() if body.affect is not None else None,
         body.expires_at,
     )
-    memory = await _service(request).remember(path, item)
-    return memory_out(memory, principal.scope)
+    done = await _service(request).remember_felt(path, item)
+    return remember_out(done.memory, principal.scope, done.affect_source, done.mood_before,
+                        done.mood_after)
 
 
 @router.post("/memories/batch", status_code=status.HTTP_201_CREATED, response_model=MemoriesOut,

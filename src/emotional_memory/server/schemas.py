@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -368,6 +368,26 @@ class StateOut(BaseModel):
     mood: MoodField
 
 
+class MoodChange(BaseModel):
+    """How far the mood moved, per dimension (new minus old)."""
+
+    valence: float
+    arousal: float
+    dominance: float
+
+
+class RememberOut(MemoryOut):
+    """What storing one memory stored, where its affect came from, how the mood moved."""
+
+    affect_source: Literal["given", "text", "current"] = Field(
+        description="given: the request's affect; text: estimated from the content; "
+        "current: the scope's current affect."
+    )
+    mood_before: MoodField
+    mood_after: MoodField
+    mood_change: MoodChange
+
+
 class ErrorOut(BaseModel):
     """Any error: ``detail`` is a message, or a list of ``{loc, msg, type}`` per field."""
 
@@ -438,3 +458,36 @@ def result_out(found: RetrievalExplanation, base: tuple[str, ...], explain: bool
 def state_out(state: AffectiveState) -> StateOut:
     """The response shape of an affective state."""
     return StateOut(core_affect=state.core_affect, momentum=state.momentum, mood=state.mood)
+
+
+def mood_change(old: MoodField, new: MoodField) -> MoodChange:
+    """How far the mood moved from ``old`` to ``new`` (new minus old, per dimension)."""
+    return MoodChange(
+        valence=new.valence - old.valence,
+        arousal=new.arousal - old.arousal,
+        dominance=new.dominance - old.dominance,
+    )
+
+
+def remember_out(
+    memory: Memory, base: tuple[str, ...], source: str, before: MoodField, after: MoodField
+) -> RememberOut:
+    """The response shape of a stored memory with its affect's source and mood change.
+
+    Args:
+        memory: the stored memory.
+        base: the API key's scope path.
+        source: ``"given"``, ``"text"`` or ``"current"``.
+        before: the scope's mood just before storing it.
+        after: its mood just after.
+
+    Returns:
+        The :class:`RememberOut`.
+    """
+    return RememberOut(
+        **memory_fields(memory, base),
+        affect_source=source,
+        mood_before=before,
+        mood_after=after,
+        mood_change=mood_change(before, after),
+    )
