@@ -102,6 +102,9 @@ def test_malformed_arguments_are_named_errors_before_xla(scorer: str) -> None:
                 signal_mask=args["signal_mask"])
     with pytest.raises(TypeError, match="k must be an int, got bool"):
         run(params, queries, cols, True, chunk_size=4)  # a k (and chunk) not yet compiled
+    run(params, queries, cols, 1, chunk_size=4)
+    with pytest.raises(TypeError, match="k must be an int, got bool"):
+        run(params, queries, cols, True, chunk_size=4)  # True hashes as the compiled 1
 
 
 def _cols(cols: MemoryColumns, **leaves: Any) -> MemoryColumns:
@@ -331,14 +334,16 @@ def test_arguments_of_the_wrong_type_are_named_type_errors(scorer: str) -> None:
             run(bad, queries, cols, 3)
 
 
-def test_the_sharded_scorer_takes_k_as_a_zero_d_integer_array() -> None:
+@pytest.mark.parametrize("scorer", ["single", "sharded"])
+def test_either_scorer_takes_k_as_a_zero_d_integer_array(scorer: str) -> None:
     """``k`` as a 0-d numpy or JAX integer (what ``np.array(3)`` / ``jnp.int32(3)``
     give) passed the argument checks, then failed compiling: 'Non-hashable static
     arguments are not supported', naming no argument."""
     params = default_params().astype(jnp.float32)
     queries, cols = _bank(20, 6, 3, seed=29)
-    want = score_batch_sharded(params, queries, cols, 4, chunk_size=8)
+    run = score_batch if scorer == "single" else score_batch_sharded
+    want = run(params, queries, cols, 4, chunk_size=8)
     for k in (np.array(4), jnp.asarray(4, jnp.int32)):
-        got = score_batch_sharded(params, queries, cols, k, chunk_size=np.array(8))
+        got = run(params, queries, cols, k, chunk_size=np.array(8))
         np.testing.assert_array_equal(np.asarray(got[0]), np.asarray(want[0]))
         np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))

@@ -35,7 +35,7 @@ from emotional_memory.decay import DecayConfig
 from emotional_memory.embedders import HashingEmbedder
 from emotional_memory.interfaces import store_transaction
 from emotional_memory.kernel import MemoryColumns, QueryFeatures, ScoringParams, score_bank
-from emotional_memory.kernel.chunked_topk import score_batch
+from emotional_memory.kernel.chunked_topk import score_batch, score_batch_compiled
 from emotional_memory.models import Memory
 from emotional_memory.retrieval import (
     QueryClassifierConfig,
@@ -274,7 +274,7 @@ def test_score_batch_is_one_compiled_program() -> None:
     cols = jax.device_put(random_columns(rng, 257, 8))
     queries = jax.device_put(random_queries(rng, 4, 8))
     params = float32_params()
-    text = score_batch.lower(params, queries, cols, 3, chunk_size=64).as_text()
+    text = score_batch_compiled.lower(params, queries, cols, 3, chunk_size=64).as_text()
     assert "while" in text  # the chunk loop is a scan inside the program
     first = score_batch(params, queries, cols, 3, chunk_size=64)
     again = score_batch(params, queries, cols, 3, chunk_size=64)

@@ -20,7 +20,6 @@ float16 / bfloat16 embeddings are cast chunk by chunk. Usage and guarantees:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import operator
 from typing import Any, NamedTuple
 
@@ -585,7 +584,11 @@ def top_k_over_rows(
     return jnp.where(found, index + jnp.asarray(row_offset, jnp.int32), -1), scores
 
 
-@functools.partial(jax.jit, static_argnames=("k", "chunk_size"))
+score_batch_compiled = jax.jit(score_batch_unjitted, static_argnames=("k", "chunk_size"))
+"""The compiled program behind :func:`score_batch` (``k`` and ``chunk_size`` plain ints;
+``.lower(...)`` shows it)."""
+
+
 def score_batch(
     params: ScoringParams,
     queries: QueryFeatures,
@@ -614,7 +617,14 @@ def score_batch(
         ``(indices, scores)``: (Q, k) int32 row indices, best first (ties: lowest row
         index first), and their totals; slots past the number of valid rows hold
         ``-1`` and ``-inf``.
+
+    Raises:
+        TypeError / ValueError: a malformed argument, named (``k`` and ``chunk_size``
+            ints >= 1, a 0-d integer array accepted; not bool or float).
     """
-    return score_batch_unjitted(
+    # static arguments are cache keys: checked and made plain ints before the cache
+    # (a bool k hashed as 1, a 0-d array was unhashable)
+    k, chunk_size = _count("k", k), _count("chunk_size", chunk_size)
+    return score_batch_compiled(
         params, queries, columns, k, chunk_size=chunk_size, signal_mask=signal_mask
     )
