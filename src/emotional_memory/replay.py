@@ -443,10 +443,25 @@ def _named(where: str) -> Iterator[None]:
     the config's adapter cannot take), so a dataset's fault is found by its place."""
     try:
         yield
-    except TypeError as exc:  # first: a FieldTypeError is both
-        raise TypeError(f"{where}: {exc}") from exc
-    except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from exc
+    except (TypeError, ValueError) as exc:
+        placed = _placed(exc, where)
+        if placed is exc:
+            raise
+        raise placed from exc
+
+
+def _placed(exc: TypeError | ValueError, where: str) -> BaseException:
+    """``exc`` as the same class (attributes kept) with ``where`` before its message,
+    so ``except EmbeddingDimensionError`` (or a ``FieldTypeError`` caught as a
+    ``ValueError``) still matches; the original with a note where that cannot be."""
+    message = f"{where}: {exc}"
+    new = BaseException.__new__(type(exc))
+    new.args = (message,)
+    new.__dict__.update(exc.__dict__)
+    if str(new) == message:
+        return new
+    exc.add_note(where)  # a class that writes its own message
+    return exc
 
 
 EngineFactory = Callable[[Embedder, TickClock], EmotionalMemory]

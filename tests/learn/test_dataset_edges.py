@@ -69,6 +69,49 @@ def test_a_replay_names_the_event_the_engine_refuses() -> None:
     assert "max_content_length" in message
 
 
+class _GrowingEmbedder(HashingEmbedder):
+    """Answers one more dimension from its third text on."""
+
+    calls = 0
+
+    def embed(self, text: str) -> list[float]:
+        self.calls += 1
+        vector = super().embed(text)
+        return vector if self.calls < 3 else [*vector, 0.0]
+
+
+class _KeyedError(ValueError):
+    """A user class that writes its own message from an attribute."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+    def __str__(self) -> str:
+        return f"bad key {self.key}"
+
+
+class _FailingEmbedder(HashingEmbedder):
+    def embed(self, text: str) -> list[float]:
+        raise _KeyedError("k1")
+
+
+def test_a_replay_keeps_the_class_of_what_the_engine_refused() -> None:
+    """The place was prefixed by raising a plain ``ValueError`` / ``TypeError``:
+    ``except EmbeddingDimensionError`` (or a ``FieldTypeError`` caught as a
+    ``ValueError``) no longer matched a replay's error."""
+    from emotional_memory.interfaces import EmbeddingDimensionError
+
+    with pytest.raises(EmbeddingDimensionError) as err:
+        replay_dataset(_tiny(), _GrowingEmbedder(dim=16))
+    assert str(err.value).startswith("scenario 's0' sessions[0] events[2] ('m02'): ")
+    assert "dimension" in str(err.value)
+    with pytest.raises(_KeyedError) as keyed:
+        replay_dataset(_tiny(), _FailingEmbedder(dim=16))
+    assert keyed.value.key == "k1" and str(keyed.value) == "bad key k1"
+    assert keyed.value.__notes__ == ["scenario 's0' sessions[0] events[0] ('m00')"]
+
+
 def test_an_embedding_table_of_byte_strings_is_read_as_utf8(tmp_path: Path) -> None:
     """``np.array([b"..."])`` (dtype S, what ``.encode()`` lists give) was read as the
     texts "b'...'": no text of the dataset matched, and the error said they were
