@@ -370,7 +370,8 @@ class AsyncEmotionalMemory:
             # copies it, and keeps appraising)
             with traced_span("emotional_memory.encode_batch", {"batch_size": len(texts)}):
                 return engine._encode_batch_in_turn(
-                    texts, metas, expiries, [None] * len(texts), results
+                    texts, metas, expiries, [None] * len(texts), results,
+                    engine._batch_vectors(texts),
                 )
 
         return await self._in_turn(locks, path, encode_with_results)

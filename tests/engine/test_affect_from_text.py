@@ -358,3 +358,46 @@ def test_the_shipped_rater_reads_a_long_text_from_its_beginning(minilm: Any) -> 
     assert len(minilm.tokenize([start])[0]) == minilm.max_length  # truncated already
     long = start + "We won the lottery and I am overjoyed! " * 5000
     assert rater.rate(long) == rater.rate(start)
+
+
+class _HeldRater(KeywordRater):
+    """Rates only once ``release`` is set, after saying it has started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.started, self.release = threading.Event(), threading.Event()
+
+    def rate_affect(self, texts: Sequence[str]) -> list[CoreAffect]:
+        self.started.set()
+        assert self.release.wait(30), "the test never released the rater"
+        return super().rate_affect(texts)
+
+
+def test_a_slow_rater_does_not_hold_the_scope_during_a_batch() -> None:
+    """``encode_batch`` rated its texts in the scope's turn: every other operation
+    on the scope (and, with shared_state, its database locks) waited for the rater.
+    Now the rating (and the embedding) come before the turn, as appraisals do; the
+    batch still equals the stored result of its own ratings."""
+    import threading
+
+    rater = _HeldRater()
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), affect_from_text=rater)
+    done: list[Any] = []
+    batch = threading.Thread(
+        target=lambda: done.append(engine.encode_batch(["we won!", "it crashed"])))
+    batch.start()
+    assert rater.started.wait(30)
+    other = threading.Thread(target=lambda: done.append(
+        engine.encode("meanwhile", affect=CoreAffect(valence=0.1, arousal=0.2))))
+    other.start()
+    other.join(10)
+    finished = not other.is_alive()
+    rater.release.set()
+    batch.join(30)
+    other.join(30)
+    assert finished, "encode waited for another call's rater"
+    assert [m.content for m in engine.list_all()] == ["meanwhile", "we won!", "it crashed"]
+    won = next(m for m in engine.list_all() if m.content == "we won!")
+    assert won.tag.core_affect.valence == pytest.approx(0.4)

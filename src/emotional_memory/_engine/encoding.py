@@ -539,9 +539,18 @@ class EncodingMixin(StateMixin):
         if not texts:
             return []
         # asked before the scope's turn: the pool's threads do not hold it, and an
-        # appraiser may call the engine back (the original takes no lock at all)
+        # appraiser may call the engine back (the original takes no lock at all);
+        # ratings and embeddings too (they read no state): a slow rater or embedder
+        # does not hold the scope (nor, with shared_state, its database locks)
         appraisals = self._batch_appraisals(texts, metas, affects)
-        return self._encode_batch_in_turn(texts, metas, expiries, affects, appraisals)
+        if self._rates_text():  # the texts without an affect, rated in one call
+            unrated = [i for i, a in enumerate(affects) if a is None]
+            if unrated:
+                rated = self._rate_texts([texts[i] for i in unrated])
+                for i, a in zip(unrated, rated, strict=True):
+                    affects[i] = a
+        vectors = self._batch_vectors(texts)
+        return self._encode_batch_in_turn(texts, metas, expiries, affects, appraisals, vectors)
 
     @_synchronized
     def _encode_batch_in_turn(
@@ -551,16 +560,10 @@ class EncodingMixin(StateMixin):
         expiries: list[datetime | None],
         affects: list[CoreAffect | None],
         appraisals: list[Any],
+        vectors: list[np.ndarray | None],
     ) -> list[Memory]:
-        """:meth:`encode_batch` of checked inputs and their appraisals, in the scope's
-        turn: ratings, embeddings, the state's steps, the store's transaction."""
-        if self._rates_text():  # the texts without an affect, rated in one call
-            unrated = [i for i, a in enumerate(affects) if a is None]
-            if unrated:
-                rated = self._rate_texts([texts[i] for i in unrated])
-                for i, a in zip(unrated, rated, strict=True):
-                    affects[i] = a
-        vectors = self._batch_vectors(texts)
+        """:meth:`encode_batch` of checked inputs, their appraisals, affects and
+        embeddings, in the scope's turn: the state's steps, the store's transaction."""
         state = self._state
         latest: list[datetime] = []  # the time of the last memory prepared
 
