@@ -128,6 +128,17 @@ def test_a_request_whose_body_never_comes_is_cut_at_the_limit(tmp_path: Path) ->
             except subprocess.TimeoutExpired:
                 raise AssertionError("the stopped server waits for the body") from None
             assert time.monotonic() - signalled >= LIMIT - 0.5
+            # it is told to retry (a 503, was a 500) and the log says so in one line
+            # (was uvicorn's "Exception in ASGI application" and a traceback)
+            answer = b""
+            while chunk := client.recv(4096):
+                answer += chunk
         assert status == 0, server.log_text()
+        assert answer.startswith(b"HTTP/1.1 503 "), answer
+        assert b"retry-after: 1" in answer.lower() and b"shutting down" in answer
+        log = server.log_text()
+        # (the MCP SDK's rich log handler may wrap the line around its source place)
+        assert "POST /v1/memories cut at the" in log and "shutdown limit" in log, log
+        assert "Traceback" not in log and "Exception in ASGI" not in log, log
     finally:
         server.stop()

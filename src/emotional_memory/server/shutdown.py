@@ -9,6 +9,9 @@ later (held by a request's work in a worker thread) exits with
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import math
 import os
 import sys
@@ -49,6 +52,16 @@ def check_shutdown_timeout(value: object) -> float:
     return float(value)
 
 
+logger = logging.getLogger("emotional_memory.server")
+
+_CUT_BODY = json.dumps({"detail": "the server is shutting down; retry the request"}).encode()
+
+
+def _cut_at_shutdown(exc: asyncio.CancelledError) -> bool:
+    """Whether ``exc`` is uvicorn's cancellation of a request at the shutdown limit."""
+    return any("graceful shutdown" in str(arg) for arg in exc.args)
+
+
 class ExitDeadline:
     """ASGI wrapper bounding a server process's stop: uvicorn lets the requests in
     progress run up to ``--shutdown-timeout``, cancels them, then sends the lifespan's
@@ -56,7 +69,11 @@ class ExitDeadline:
     computation) cannot be cancelled and held the process alive (its store's close
     waits for it, and so does the interpreter's exit). From that shutdown on, the
     process has ``grace`` seconds to end before it exits with
-    :data:`FORCED_EXIT_STATUS` and one line saying why."""
+    :data:`FORCED_EXIT_STATUS` and one line saying why.
+
+    A request cut at the limit is answered 503 (``Retry-After: 1``, the connection
+    closed) when no answer had started, and logged in one line (it was uvicorn's
+    "Exception in ASGI application" with a traceback, and a 500)."""
 
     def __init__(self, app: Any, grace: float) -> None:
         """Args:
@@ -68,6 +85,8 @@ class ExitDeadline:
         self.grace = grace
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            return await self._request(scope, receive, send)
         if scope["type"] != "lifespan":
             return await self.app(scope, receive, send)
 
@@ -80,6 +99,29 @@ class ExitDeadline:
             return message
 
         return await self.app(scope, watched, send)
+
+    async def _request(self, scope: Any, receive: Any, send: Any) -> None:
+        started = False
+
+        async def tracked(message: Any) -> None:
+            nonlocal started
+            started = started or message.get("type") == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except asyncio.CancelledError as exc:
+            if not _cut_at_shutdown(exc):
+                raise
+            path = "".join(c if c.isprintable() else c.encode("unicode_escape").decode()
+                           for c in f"{scope.get('method', '')} {scope.get('path', '')}")
+            logger.warning("%s cut at the shutdown limit", path)
+            if not started:
+                await send({"type": "http.response.start", "status": 503, "headers": [
+                    (b"content-type", b"application/json"), (b"retry-after", b"1"),
+                    (b"connection", b"close"),
+                    (b"content-length", str(len(_CUT_BODY)).encode())]})
+                await send({"type": "http.response.body", "body": _CUT_BODY})
 
     def _exit(self) -> None:
         print(f"emotional-memory: error: process {os.getpid()} still busy {self.grace:g} s "
