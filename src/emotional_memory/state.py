@@ -161,8 +161,8 @@ class AffectiveState(BaseModel):
             data: A dict as produced by :meth:`snapshot` of this library or of the
                 original one. The history (key ``_history``, or ``history`` as older
                 versions of this library wrote it) is optional; entries with fewer
-                than four items are skipped, extra items are ignored, and only the
-                last three points are kept.
+                than four items are skipped, extra items are ignored, values are
+                clamped as a ``CoreAffect``'s, and only the last three points are kept.
 
         Returns:
             The restored ``AffectiveState``, private history included.
@@ -199,6 +199,9 @@ class AffectiveState(BaseModel):
             point = point[:4]
             t = _timestamp(f"history[{i}].timestamp", point[0])
             v, a, d = (finite(f"history[{i}][{j}]", x) for j, x in enumerate(point[1:], 1))
+            # clamped as a CoreAffect (so the snapshot's core_affect and mood): a point
+            # out of range (hand-edited) would give momentum without bound, or infinite
+            v, a, d = CoreAffect(valence=v, arousal=a, dominance=d).as_tuple()
             history.append((aware(f"history[{i}].timestamp", t), v, a, d))
         out._history = history[-_HISTORY_LEN:]
         return out

@@ -165,6 +165,26 @@ def test_bad_history_timestamp_is_named_and_leaves_the_state(stamp: Any) -> None
     assert engine.save_state() == before
 
 
+@pytest.mark.parametrize(("point", "kept"), [
+    ((1e308, 0.2, 0.5), (1.0, 0.2, 0.5)), ((-1e308, -5.0, 9.0), (-1.0, 0.0, 1.0)),
+])
+def test_history_points_out_of_range_are_clamped_as_core_affects(
+    point: tuple[float, float, float], kept: tuple[float, float, float]
+) -> None:
+    # a hand-edited snapshot's history point was kept as written: 1e308 then -1e308
+    # 0.1 ms apart made the next set_affect (and encode) fail with a bare pydantic
+    # "dd_valence must be finite" from AffectiveMomentum, naming no snapshot
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    snapshot = engine.save_state()
+    engine.load_state({**snapshot, "_history": [
+        ["2026-01-01T00:00:00+00:00", -point[0], 0.1, 0.5],
+        ["2026-01-01T00:00:00.0001+00:00", *point]]})
+    assert engine.get_state().history[-1][1:] == kept
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.2, dominance=0.5))
+    assert all(math.isfinite(x) for x in engine.get_state().momentum.model_dump().values())
+    engine.encode("after a hand-edited history")
+
+
 def test_the_originals_snapshot_config_and_export_still_load() -> None:
     # Keys as emotional_memory 0.18.1 writes them: state snapshots keep the history
     # under "_history"; memory exports and configs use the same field names as ours.
