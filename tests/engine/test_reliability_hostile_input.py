@@ -165,6 +165,28 @@ def test_bad_history_timestamp_is_named_and_leaves_the_state(stamp: Any) -> None
     assert engine.save_state() == before
 
 
+@pytest.mark.parametrize("stamp", ["9999-12-31T23:00:00-05:00", "0001-01-01T01:00:00+05:00"])
+@pytest.mark.parametrize("where", ["mood", "history"])
+def test_a_snapshot_time_outside_the_utc_years_is_named_and_leaves_the_state(
+    tmp_path: Path, stamp: str, where: str
+) -> None:
+    # a valid datetime in its zone, but past year 9999 (or before year 1) in UTC: it
+    # was restored, and with shared_state every later operation (set_affect, encode)
+    # failed with a bare OverflowError "date value out of range"
+    from support.shared_state_worker import engine_for
+
+    engine = engine_for("sqlite", str(tmp_path / "shared.db"))
+    before = engine.save_state()
+    bad = {**before, "mood": {**before["mood"], "timestamp": stamp}} if where == "mood" else {
+        **before, "_history": [[stamp, 0.1, 0.2, 0.3]]}
+    field = r"mood\.timestamp" if where == "mood" else r"history\[0\]\.timestamp"
+    with pytest.raises(ValueError, match=field + ".*years 1 to 9999 in UTC"):
+        engine.load_state(bad)
+    assert engine.save_state() == before
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.2))
+    engine.close()
+
+
 @pytest.mark.parametrize(("point", "kept"), [
     ((1e308, 0.2, 0.5), (1.0, 0.2, 0.5)), ((-1e308, -5.0, 9.0), (-1.0, 0.0, 1.0)),
 ])
