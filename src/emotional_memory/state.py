@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from emotional_memory._unvalidated import unvalidated
-from emotional_memory._validation import aware, finite, utc_now
+from emotional_memory._validation import aware, finite, in_utc, utc_now
 from emotional_memory.affect import AffectiveMomentum, CoreAffect
 from emotional_memory.mood import MoodDecayConfig, MoodField
 
@@ -161,15 +161,16 @@ class AffectiveState(BaseModel):
             data: A dict as produced by :meth:`snapshot` of this library or of the
                 original one. The history (key ``_history``, or ``history`` as older
                 versions of this library wrote it) is optional; entries with fewer
-                than four items are skipped, extra items are ignored, and only the
-                last three points are kept.
+                than four items are skipped, extra items are ignored, values are
+                clamped as a ``CoreAffect``'s, and only the last three points are kept.
 
         Returns:
             The restored ``AffectiveState``, private history included.
 
         Raises:
             TypeError: when ``data`` is not a dict.
-            ValueError: when ``data`` lacks a field or holds invalid values.
+            ValueError: when ``data`` lacks a field or holds invalid values (a time
+                outside the years 1 to 9999 in UTC included).
         """
         if not isinstance(data, dict):
             raise TypeError("state snapshot must be a dict")
@@ -187,6 +188,9 @@ class AffectiveState(BaseModel):
             momentum=AffectiveMomentum.model_validate(data["momentum"]),
             mood=MoodField.model_validate(data["mood"]),
         )
+        # an instant no store keeps (past 9999 in UTC): the engine's clock floor and
+        # the stores read times in UTC
+        in_utc("mood.timestamp", out.mood.timestamp)
         history: list[HistoryPoint] = []
         raw_history = data.get("_history", data.get("history"))
         if raw_history is None:
@@ -199,6 +203,11 @@ class AffectiveState(BaseModel):
             point = point[:4]
             t = _timestamp(f"history[{i}].timestamp", point[0])
             v, a, d = (finite(f"history[{i}][{j}]", x) for j, x in enumerate(point[1:], 1))
-            history.append((aware(f"history[{i}].timestamp", t), v, a, d))
+            # clamped as a CoreAffect (so the snapshot's core_affect and mood): a point
+            # out of range (hand-edited) would give momentum without bound, or infinite
+            v, a, d = CoreAffect(valence=v, arousal=a, dominance=d).as_tuple()
+            t = aware(f"history[{i}].timestamp", t)
+            in_utc(f"history[{i}].timestamp", t)
+            history.append((t, v, a, d))
         out._history = history[-_HISTORY_LEN:]
         return out

@@ -165,6 +165,48 @@ def test_bad_history_timestamp_is_named_and_leaves_the_state(stamp: Any) -> None
     assert engine.save_state() == before
 
 
+@pytest.mark.parametrize("stamp", ["9999-12-31T23:00:00-05:00", "0001-01-01T01:00:00+05:00"])
+@pytest.mark.parametrize("where", ["mood", "history"])
+def test_a_snapshot_time_outside_the_utc_years_is_named_and_leaves_the_state(
+    tmp_path: Path, stamp: str, where: str
+) -> None:
+    # a valid datetime in its zone, but past year 9999 (or before year 1) in UTC: it
+    # was restored, and with shared_state every later operation (set_affect, encode)
+    # failed with a bare OverflowError "date value out of range"
+    from support.shared_state_worker import engine_for
+
+    engine = engine_for("sqlite", str(tmp_path / "shared.db"))
+    before = engine.save_state()
+    bad = {**before, "mood": {**before["mood"], "timestamp": stamp}} if where == "mood" else {
+        **before, "_history": [[stamp, 0.1, 0.2, 0.3]]}
+    field = r"mood\.timestamp" if where == "mood" else r"history\[0\]\.timestamp"
+    with pytest.raises(ValueError, match=field + ".*years 1 to 9999 in UTC"):
+        engine.load_state(bad)
+    assert engine.save_state() == before
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.2))
+    engine.close()
+
+
+@pytest.mark.parametrize(("point", "kept"), [
+    ((1e308, 0.2, 0.5), (1.0, 0.2, 0.5)), ((-1e308, -5.0, 9.0), (-1.0, 0.0, 1.0)),
+])
+def test_history_points_out_of_range_are_clamped_as_core_affects(
+    point: tuple[float, float, float], kept: tuple[float, float, float]
+) -> None:
+    # a hand-edited snapshot's history point was kept as written: 1e308 then -1e308
+    # 0.1 ms apart made the next set_affect (and encode) fail with a bare pydantic
+    # "dd_valence must be finite" from AffectiveMomentum, naming no snapshot
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=8))
+    snapshot = engine.save_state()
+    engine.load_state({**snapshot, "_history": [
+        ["2026-01-01T00:00:00+00:00", -point[0], 0.1, 0.5],
+        ["2026-01-01T00:00:00.0001+00:00", *point]]})
+    assert engine.get_state().history[-1][1:] == kept
+    engine.set_affect(CoreAffect(valence=0.1, arousal=0.2, dominance=0.5))
+    assert all(math.isfinite(x) for x in engine.get_state().momentum.model_dump().values())
+    engine.encode("after a hand-edited history")
+
+
 def test_the_originals_snapshot_config_and_export_still_load() -> None:
     # Keys as emotional_memory 0.18.1 writes them: state snapshots keep the history
     # under "_history"; memory exports and configs use the same field names as ours.

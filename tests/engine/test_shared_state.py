@@ -339,6 +339,44 @@ def test_a_stored_state_edited_into_garbage_is_named_and_can_be_replaced(
         engine.close()
 
 
+def test_a_stored_sqlite_state_that_is_no_utf8_is_named_and_can_be_replaced(
+    tmp_path: Path,
+) -> None:
+    """A state row whose TEXT is no UTF-8 (cut inside a character, or written by a C
+    program): every read names the state's key (it was sqlite3's bare
+    OperationalError "Could not decode to UTF-8 column 'snapshot'", quoting the
+    value, which even reset_state could not get past), and reset_state replaces it."""
+    import re
+    import sqlite3
+
+    from emotional_memory.stores._shared.state import StoredStateError
+
+    target = str(tmp_path / "shared.db")
+    first, second = engine_for("sqlite", target), engine_for("sqlite", target)
+    view, other = first.scoped("team"), second.scoped("team")
+    view.set_affect(CoreAffect(valence=-0.8, arousal=0.7))
+    conn = sqlite3.connect(target)
+    with conn:
+        conn.execute("UPDATE em_affective_state SET snapshot = CAST(x'7b22c3' AS TEXT), "
+                     "updated_at = CAST(x'c3' AS TEXT)")
+    conn.close()
+    states = view.state_store
+    key = re.escape(repr(states.key))  # type: ignore[union-attr]
+    for operation in (view.get_state, lambda: view.encode("a note"),
+                      lambda: other.set_affect(CoreAffect(valence=0.2, arousal=0.2)),
+                      states.load, states.load_snapshot, states.load_versioned):  # type: ignore[union-attr]
+        with pytest.raises(StoredStateError, match=key):
+            operation()
+    with pytest.raises(ValueError, match=key + ".*updated_at"):
+        states.updated_at()  # type: ignore[union-attr]
+    assert first.list_all() == []
+    view.reset_state()
+    assert other.get_state().history == []
+    assert len(other.set_affect(CoreAffect(valence=0.5, arousal=0.2)).history) == 1
+    for engine in (first, second):
+        engine.close()
+
+
 def test_as_async_of_a_shared_engine_shares_the_state(tmp_path: Path) -> None:
     """``as_async`` of an engine with ``shared_state`` shares the state through the
     database as another engine would (a private copy would write the shared row

@@ -188,6 +188,40 @@ def test_readyz_tells_an_unreadable_state_store() -> None:
     assert refused.json()["status"] == "unavailable" and "hunter2" not in refused.text
 
 
+def test_readyz_stays_ready_over_a_spoiled_root_state(tmp_path: Path) -> None:
+    """The root's stored state spoiled (another program's value, edited by hand): the
+    state store answered the readiness read, so the server is ready (it was a 503:
+    every replica, reading the same row, left the rotation, while the requests are
+    served: the root's from the state the engine holds, the scopes' from theirs)."""
+    import sqlite3
+
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.engine import EmotionalMemory
+    from emotional_memory.server.app import build_app
+    from emotional_memory.server.service import MemoryService
+    from emotional_memory.stores import InMemoryStore
+    from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+    path = tmp_path / "states.db"
+    states = SQLiteAffectiveStateStore(path)
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), state_store=states)
+    engine.persist_state()
+    app = build_app(MemoryService(engine), None)
+    with contextlib.closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute("UPDATE em_affective_state SET snapshot = 'no json'")
+
+    async def ask() -> list[httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            return [await http.get("/readyz"), await http.get("/v1/state"),
+                    await http.get("/v1/state", params={"scope": "fine"})]
+
+    ready, root, scope = asyncio.run(ask())
+    assert ready.status_code == 200 and ready.json() == {"status": "ready"}, ready.text
+    assert root.status_code == 200 and scope.status_code == 200, (root.text, scope.text)
+    states.close()
+
+
 def test_requests_fail_fast_while_the_database_stays_unreachable(pg_server: Any) -> None:
     """Once a pool has given up reconnecting (the database refused it for its whole
     retry window), a request waits a short while for a connection, not the pool's

@@ -37,6 +37,7 @@ from emotional_memory.filters import Where, parse_where
 from emotional_memory.interfaces import (
     StateConflictError,
     StoreBusyError,
+    StoredStateError,
     StoreTimeoutError,
     StoreUnreachableError,
     UnstorableValueError,
@@ -594,10 +595,15 @@ class MemoryService:
         return None
 
     def _read_stores(self) -> None:
-        """One read of each store: a memory by an id none has, the root's state."""
+        """One read of each store: a memory by an id none has, the root's state (one
+        that is no snapshot was read all the same: the data's fault, which only the
+        root's requests meet, as a 500; logged, and not unready)."""
         self.engine.store.get(_PROBE_ID)
         if self.engine.state_store is not None:
-            self.engine.state_store.load()
+            try:
+                self.engine.state_store.load()
+            except StoredStateError as exc:
+                logger.warning("readiness read: %s", exc)
 
     async def close(self) -> None:
         """Close the engine (its store and state store)."""

@@ -396,3 +396,39 @@ def test_a_top_k_limit_or_offset_past_sqls_bigint_answers_as_in_memory(
         assert [len(r) for r in store.search_by_embedding_batch([[1.0] * 16, None], huge)] \
             == [7, 7]
         assert store.list_page(huge, 1) == [] and len(store.list_page(2, huge)) == 5
+
+
+@pytest.mark.parametrize("shared_state", [False, True])
+def test_a_state_save_past_the_statement_timeout_is_a_statement_timeout(
+    old_strings_dsn: str, shared_state: bool
+) -> None:
+    """The state's save, inside the memory operation's transaction, waits past the
+    store's statement timeout (its row locked by another session): a StatementTimeout
+    (a StoreTimeoutError: a 503 on the service) as for any of the store's statements;
+    with ``shared_state`` (the versioned save reads its result back) it was a plain
+    PostgresStoreError (a 500). The operation rolls back."""
+    import psycopg
+
+    from emotional_memory import CoreAffect
+    from emotional_memory.interfaces import StoreTimeoutError
+    from emotional_memory.stores.postgres.state import PostgresAffectiveStateStore
+
+    table = f"h{next(_tables)}"
+    store = PostgresStore(old_strings_dsn, table=table, statement_timeout=0.3)
+    states = PostgresAffectiveStateStore.from_store(store)
+    engine = EmotionalMemory(store, HashingEmbedder(dim=16), state_store=states,
+                             shared_state=shared_state)
+    engine.persist_state()
+    before = engine.save_state()
+    try:
+        with psycopg.connect(old_strings_dsn) as other:  # a transaction holding the row
+            other.execute(f"SELECT 1 FROM {table}_state WHERE key = 'default' FOR UPDATE")
+            with pytest.raises(StoreTimeoutError, match="statement timeout"):
+                engine.encode("rolled back", affect=CoreAffect(valence=0.9, arousal=0.9))
+            with pytest.raises(StoreTimeoutError, match="statement timeout"):
+                engine.set_affect(CoreAffect(valence=0.9, arousal=0.9))
+            other.rollback()
+        assert engine.list_all() == [] and engine.save_state() == before
+        assert states.load_snapshot() == before
+    finally:
+        engine.close()

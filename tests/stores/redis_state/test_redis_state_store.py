@@ -194,3 +194,36 @@ def test_a_lenient_store_that_cannot_save_keeps_the_memories() -> None:
         valence=0.9, arousal=0.8))
     assert len(engine) == 1
     assert engine.get_state().snapshot() != before
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_a_value_that_is_no_utf8_is_named_by_a_store_built_from_its_url(
+    redis_url: str, strict: bool
+) -> None:
+    """A value cut inside a multi-byte character (or another program's bytes) under the
+    key, read by a store built from a URL (its client decodes replies): a ValueError
+    naming the key, in either mode, as for any value that is no snapshot. Strict, it
+    was redis-py's bare UnicodeDecodeError; lenient, it was logged and read as nothing
+    stored, so the engine started from the initial state and its first save
+    overwrote the value."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    raw_client = redis.Redis.from_url(redis_url)
+    raw = '{"core_affect": "é'.encode()[:-1]  # truncated inside the é
+    raw_client.set("test:not-utf8", raw)
+    store = RedisAffectiveStateStore(redis_url, key="test:not-utf8", strict=strict)
+    try:
+        named = r"'test:not-utf8' is not a state snapshot"
+        for read in (store.load, store.load_snapshot):
+            with pytest.raises(ValueError, match=named):
+                read()
+        with pytest.raises(ValueError, match=named):
+            EmotionalMemory(InMemoryStore(), HashingEmbedder(), state_store=store)
+        assert raw_client.get("test:not-utf8") == raw
+        store.save(AffectiveState.initial())  # the client goes on working
+        assert store.load() == AffectiveState.initial(store.load().mood.timestamp)
+    finally:
+        raw_client.delete("test:not-utf8")
+        raw_client.close()
+        store.close()

@@ -224,10 +224,9 @@ class PostgresAffectiveStateStore:
                 with self._shared._write() as cur:
                     yield cur
             except psycopg.OperationalError as exc:
-                raise PostgresStoreError(
-                    f"saving the state failed on {self._redacted!r}: "
-                    f"{redact(str(exc), self._secrets).strip()}"
-                ) from None
+                # classified as the store's own failures (a statement timeout is a
+                # StatementTimeout, a StoreTimeoutError), the DSN's secrets removed
+                raise self._shared._error("saving the state", exc) from None
             return
         with self._lock:
             own = self._own

@@ -164,13 +164,17 @@ class RedisAffectiveStateStore:
             could not be reached).
 
         Raises:
-            StoredStateError: the key holds something else: not JSON or not an
-                object (either mode), or a list, hash or other non-string Redis value
+            StoredStateError: the key holds something else: not UTF-8, not JSON or
+                not an object (either mode), or a list, hash or other non-string Redis value
                 (strict; leniently logged and read as nothing stored, as in the
                 original); a ValueError naming the key.
         """
         try:
             raw = self._client.get(self._key)
+        except UnicodeDecodeError as exc:  # a client decoding replies read no UTF-8 text:
+            # the stored value (cut inside a character, another program's bytes), not
+            # an outage: named in either mode, as a value that is no JSON
+            raise StoredStateError(self._key, f"not UTF-8 text: {exc}") from None
         except Exception as exc:
             if self._strict and str(exc).startswith("WRONGTYPE"):  # another program's
                 # data, not an outage (leniently, as the original: logged, read as none)

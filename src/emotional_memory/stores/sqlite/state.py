@@ -34,6 +34,7 @@ from typing import Any
 
 from emotional_memory.state import AffectiveState
 from emotional_memory.stores._shared.state import (
+    StoredStateError,
     check_key,
     loads_snapshot,
     restore_stored,
@@ -109,6 +110,24 @@ def _fill_states(conn: sqlite3.Connection, states: list[tuple[str, str]]) -> Non
     """Write ``(key, snapshot JSON)`` pairs (a migration's copy of the original's)."""
     now = datetime.now(UTC).isoformat()
     conn.executemany(_UPSERT, [(key, snapshot, now) for key, snapshot in states])
+
+
+def _column(conn: sqlite3.Connection, column: str, key: str) -> Any:
+    """The row of ``key``'s ``column`` (None: no row).
+
+    Raises:
+        StoredStateError: the column holds TEXT that is no UTF-8 (cut inside a
+            character, written by another program), naming ``key`` (sqlite3 raised a
+            bare OperationalError quoting the value).
+    """
+    try:
+        return conn.execute(
+            f"SELECT {column} FROM em_affective_state WHERE key = ?", (key,)
+        ).fetchone()
+    except sqlite3.OperationalError as exc:
+        if not str(exc).startswith("Could not decode to UTF-8"):
+            raise
+    raise StoredStateError(key, f"its {column} is not UTF-8 text")
 
 
 class SQLiteAffectiveStateStore:
@@ -279,11 +298,7 @@ class SQLiteAffectiveStateStore:
         """The stored snapshot (None when none) and its version: the stored JSON text
         itself (``""`` when nothing is stored)."""
         with self._lock:
-            row = (
-                self._connection()
-                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
-                .fetchone()
-            )
+            row = _column(self._connection(), "snapshot", self._key)
         if row is None:
             return None, ""
         data = loads_snapshot(self._key, row[0])
@@ -308,9 +323,10 @@ class SQLiteAffectiveStateStore:
         with self._lock, self._transaction():
             conn = self._connection()
             if expected is not None:
-                row = conn.execute(
-                    "SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,)
-                ).fetchone()
+                try:
+                    row = _column(conn, "snapshot", self._key)
+                except StoredStateError:  # no version anyone read: not the expected one
+                    raise state_conflict(self._key) from None
                 if (str(row[0]) if row is not None else "") != expected:
                     raise state_conflict(self._key)
             conn.execute(_UPSERT, (self._key, text, datetime.now(UTC).isoformat()))
@@ -332,11 +348,7 @@ class SQLiteAffectiveStateStore:
             A new dict, or None when nothing is stored under this key.
         """
         with self._lock:
-            row = (
-                self._connection()
-                .execute("SELECT snapshot FROM em_affective_state WHERE key = ?", (self._key,))
-                .fetchone()
-            )
+            row = _column(self._connection(), "snapshot", self._key)
         if row is None:
             return None
         data: dict[str, Any] = loads_snapshot(self._key, row[0])
@@ -344,12 +356,11 @@ class SQLiteAffectiveStateStore:
 
     def updated_at(self) -> datetime | None:
         """When the snapshot was last saved (aware UTC), or None when nothing is stored."""
-        with self._lock:
-            row = (
-                self._connection()
-                .execute("SELECT updated_at FROM em_affective_state WHERE key = ?", (self._key,))
-                .fetchone()
-            )
+        try:
+            with self._lock:
+                row = _column(self._connection(), "updated_at", self._key)
+        except StoredStateError:
+            row = ("(not UTF-8)",)
         if row is None:
             return None
         try:
