@@ -35,6 +35,7 @@ import math
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -331,6 +332,19 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+def _key_forms(key: str) -> tuple[str, ...]:
+    """``key`` as a server may echo it: raw, JSON-escaped (also with ``\\/``), as
+    Python's ``repr`` quotes it, and percent-encoded; longest first, no empty one."""
+    if not key:
+        return ()
+    in_json = json.dumps(key)[1:-1]
+    forms = {
+        key, in_json, in_json.replace("/", "\\/"), repr(key)[1:-1],
+        urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key, safe=""),
+    }
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
 def _check_base_url(httpx: Any, base_url: str) -> tuple[str, Any]:
     """The chat-completions URL without user info, and the Basic auth that user info
     asked for (None without it); httpx logs each request's URL at INFO, so a password
@@ -368,7 +382,8 @@ class HttpxLLM:
     """
 
     __slots__ = (
-        "_client", "_closed", "_config", "_lock", "_url", "attempts", "deadline_covers_headers",
+        "_client", "_closed", "_config", "_key_forms", "_lock", "_url", "attempts",
+        "deadline_covers_headers",
     )
 
     def __init__(self, config: OpenAICompatibleLLMConfig, *, transport: Any | None = None) -> None:
@@ -396,6 +411,7 @@ class HttpxLLM:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._config = config
+        self._key_forms = _key_forms(config.api_key)
         # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike). The
         # default transport's socket operations also end by the attempt's deadline.
         from emotional_memory._http_deadline import wrap_client
@@ -421,10 +437,11 @@ class HttpxLLM:
         return f"model={self._config.model!r}, base_url={redact_address(self._config.base_url)!r}"
 
     def _scrub(self, text: str) -> str:
-        """``text`` (a server's or transport's words) without the key or URL passwords."""
-        key = self._config.api_key
-        return redact(text.replace(key, MASK) if key else text,
-                      address_secrets(self._config.base_url))
+        """``text`` (a server's or transport's words) without the key (in any form
+        :func:`_key_forms` knows) or URL passwords."""
+        for form in self._key_forms:
+            text = text.replace(form, MASK)
+        return redact(text, address_secrets(self._config.base_url))
 
     def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
         """Send ``prompt`` and return the model's text.

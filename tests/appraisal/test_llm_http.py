@@ -465,3 +465,33 @@ def test_the_deadline_covers_environment_proxies(monkeypatch: pytest.MonkeyPatch
         assert llm.deadline_covers_headers
     finally:
         llm.close()
+
+
+@pytest.mark.parametrize(("key", "echoed"), [
+    ("sk-QZX/base64+tok==", '{"error": "bad key sk-QZX\\/base64+tok=="}'),  # PHP-style "\/"
+    ('sk-QZX"quoted', '{"error": "bad key sk-QZX\\"quoted"}'),  # JSON escapes '"'
+    ("sk-QZX\\back", '{"error": "bad key sk-QZX\\\\back"}'),  # and '\'
+    ("sk-QZX/pct+enc=", '{"error": "bad key sk-QZX%2Fpct%2Benc%3D"}'),  # percent-encoded
+], ids=["json-slash", "json-quote", "json-backslash", "percent"])
+def test_api_key_echoed_in_an_escaped_form_is_redacted(
+    server: FakeOpenAI, key: str, echoed: str
+) -> None:
+    # the raw key was masked, but not the same key as a JSON or URL encoder writes it
+    server.replies.append(Reply(status=401, body=echoed))
+    llm = HttpxLLM(cfg(server, api_key=key, max_retries=0))
+    with pytest.raises(RuntimeError, match="401") as info:
+        llm("p", SCHEMA)
+    assert "QZX" not in str(info.value) and "***" in str(info.value)
+    llm.close()
+
+
+def test_api_key_echoed_in_a_non_completion_is_redacted_in_its_quoted_form(
+    server: FakeOpenAI,
+) -> None:
+    # a 200 without choices was quoted as a Python dict, whose repr doubles a '\'
+    server.replies.append(Reply(body={"echo": "sk-QZX\\back"}))
+    llm = HttpxLLM(cfg(server, api_key="sk-QZX\\back", max_retries=0))
+    with pytest.raises(RuntimeError, match="choices") as info:
+        llm("p", SCHEMA)
+    assert "QZX" not in str(info.value) and "***" in str(info.value)
+    llm.close()
