@@ -15,7 +15,7 @@ Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environm
 ``EMOTIONAL_MEMORY_LLM_API_KEY``          bearer token (required by ``from_env``)
 ``EMOTIONAL_MEMORY_LLM_BASE_URL``         default ``https://api.openai.com/v1``
 ``EMOTIONAL_MEMORY_LLM_MODEL``            default ``gpt-5-mini``
-``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30
+``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30, at most 86400
 ``EMOTIONAL_MEMORY_LLM_OUTPUT_MODE``      ``plain`` | ``json_object`` | ``json_schema``
 ``EMOTIONAL_MEMORY_LLM_MAX_RETRIES``      retries after the first try, default 2
 ``EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS`` total time of one attempt (connect,
@@ -56,6 +56,7 @@ __all__ = [
     "DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS",
     "KNOWN_INVALID_PROJECT_MODELS",
     "MAX_OPENAI_COMPAT_RETRIES",
+    "MAX_OPENAI_COMPAT_TIMEOUT_SECONDS",
     "MAX_RESPONSE_BYTES",
     "HttpxLLM",
     "LLMOutputMode",
@@ -85,12 +86,18 @@ _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _MAX_BACKOFF_SECONDS = 30.0
 MAX_OPENAI_COMPAT_RETRIES = 100
 """Most retries a configuration may ask for (each wait is capped at 30 s)."""
+MAX_OPENAI_COMPAT_TIMEOUT_SECONDS = 86400.0
+"""Longest ``timeout_seconds`` (one day): a socket cannot take much longer ones
+(about 9.2e9 s, beyond which every call failed with an ``OverflowError``)."""
 MAX_RESPONSE_BYTES = 16 * 2**20
 """Largest response body read; a longer one fails the call (16 MiB)."""
 
 
-def _env_seconds(data: Mapping[str, str], name: str) -> float | None:
-    """A finite positive number of seconds from ``data[name]``, or None when unset."""
+def _env_seconds(
+    data: Mapping[str, str], name: str, most: float = math.inf
+) -> float | None:
+    """A finite positive number of seconds, at most ``most``, from ``data[name]``, or
+    None when unset."""
     raw = data.get(name, "").strip()
     if not raw:
         return None
@@ -100,6 +107,8 @@ def _env_seconds(data: Mapping[str, str], name: str) -> float | None:
         raise ValueError(f"{name} must be a number") from exc
     if not (0 < value < math.inf):
         raise ValueError(f"{name} must be finite and > 0")
+    if value > most:
+        raise ValueError(f"{name} must be at most {most:g}")
     return value
 
 
@@ -125,7 +134,8 @@ class OpenAICompatibleLLMConfig:
         model: Model name sent in the payload.
         output_mode: ``"plain"`` (prompt only), ``"json_object"`` (``response_format``
             JSON mode) or ``"json_schema"`` (strict schema from the caller).
-        timeout_seconds: Timeout of each HTTP request (connect, read, write, pool).
+        timeout_seconds: Timeout of each HTTP request (connect, read, write, pool),
+            at most :data:`MAX_OPENAI_COMPAT_TIMEOUT_SECONDS`.
         max_retries: Retries after the first attempt for transport errors and
             408/409/425/429/5xx answers (0: no retry).
         backoff_seconds: First retry delay; doubled each retry, capped at 30 s. A
@@ -151,7 +161,8 @@ class OpenAICompatibleLLMConfig:
 
         Raises:
             TypeError: A field of the wrong type (the key's value is never shown).
-            ValueError: On a non-positive or non-finite timeout, retries outside
+            ValueError: On a timeout outside ``(0, MAX_OPENAI_COMPAT_TIMEOUT_SECONDS]``
+                (or non-finite), retries outside
                 ``[0, MAX_OPENAI_COMPAT_RETRIES]``, a negative or non-finite backoff, a
                 non-finite temperature, a non-positive or non-finite deadline, an API
                 key that cannot be a header, an unknown output mode or an empty base
@@ -164,8 +175,13 @@ class OpenAICompatibleLLMConfig:
                 "api_key must hold visible ASCII characters only (no spaces, line breaks "
                 "or other control characters); the value is not shown"
             )
-        if not (strict_finite("timeout_seconds", self.timeout_seconds) > 0):
-            raise ValueError("timeout_seconds must be > 0")
+        if not (
+            0 < strict_finite("timeout_seconds", self.timeout_seconds)
+            <= MAX_OPENAI_COMPAT_TIMEOUT_SECONDS
+        ):
+            raise ValueError(
+                f"timeout_seconds must lie in (0, {MAX_OPENAI_COMPAT_TIMEOUT_SECONDS:g}]"
+            )
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
             raise ValueError("max_retries must be an int")
         if not 0 <= self.max_retries <= MAX_OPENAI_COMPAT_RETRIES:
@@ -211,7 +227,8 @@ class OpenAICompatibleLLMConfig:
         mode = _output_mode(
             data.get("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE", "") or DEFAULT_OPENAI_COMPAT_OUTPUT_MODE
         )
-        timeout = (_env_seconds(data, "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS")
+        timeout = (_env_seconds(data, "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS",
+                                MAX_OPENAI_COMPAT_TIMEOUT_SECONDS)
                    or DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS)
         deadline = _env_seconds(data, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS")
         retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()

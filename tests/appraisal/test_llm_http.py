@@ -495,3 +495,18 @@ def test_api_key_echoed_in_a_non_completion_is_redacted_in_its_quoted_form(
         llm("p", SCHEMA)
     assert "QZX" not in str(info.value) and "***" in str(info.value)
     llm.close()
+
+
+def test_timeout_too_long_for_a_socket_is_refused_naming_it(server: FakeOpenAI) -> None:
+    # a finite 1e12 s passed the check, then every call failed in socket.settimeout
+    # with "OverflowError: timestamp out of range for platform time_t"
+    from emotional_memory.llm_http import MAX_OPENAI_COMPAT_TIMEOUT_SECONDS
+
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        cfg(server, timeout_seconds=1e12)
+    with pytest.raises(ValueError, match="EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS"):
+        OpenAICompatibleLLMConfig.from_env({
+            "EMOTIONAL_MEMORY_LLM_API_KEY": "k", "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS": "1e12",
+        })
+    with HttpxLLM(cfg(server, timeout_seconds=MAX_OPENAI_COMPAT_TIMEOUT_SECONDS)) as llm:
+        assert llm("p", SCHEMA) == '{"ok": true}'  # the longest allowed still works
