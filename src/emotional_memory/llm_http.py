@@ -362,6 +362,20 @@ def _key_forms(key: str) -> tuple[str, ...]:
     return tuple(sorted(forms, key=len, reverse=True))
 
 
+def _check_prompt(prompt: object) -> str:
+    """``prompt`` if it is text UTF-8 can encode; else a TypeError or a ValueError
+    naming it (httpx's own error names a position in the JSON body instead)."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"prompt is not valid Unicode: a lone surrogate at index {exc.start}"
+        ) from None
+    return prompt
+
+
 def _check_base_url(httpx: Any, base_url: str) -> tuple[str, Any]:
     """The chat-completions URL without user info, and the Basic auth that user info
     asked for (None without it); httpx logs each request's URL at INFO, so a password
@@ -471,6 +485,9 @@ class HttpxLLM:
             ``choices[0].message.content`` of the response.
 
         Raises:
+            TypeError: ``prompt`` is not a str (nothing is sent).
+            ValueError: ``prompt`` holds a lone surrogate, which UTF-8 cannot encode
+                (nothing is sent).
             RuntimeError: When every attempt failed (transport error, an attempt past
                 ``config.attempt_deadline_seconds``, or a retryable status), on a
                 non-retryable HTTP error status, or when the response is not a chat
@@ -482,6 +499,7 @@ class HttpxLLM:
 
         if self._closed:
             raise RuntimeError("the LLM client is closed")
+        _check_prompt(prompt)
         config = self._config
         url = self._url
         payload = build_openai_compatible_payload(prompt, json_schema, config)

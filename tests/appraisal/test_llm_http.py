@@ -510,3 +510,15 @@ def test_timeout_too_long_for_a_socket_is_refused_naming_it(server: FakeOpenAI) 
         })
     with HttpxLLM(cfg(server, timeout_seconds=MAX_OPENAI_COMPAT_TIMEOUT_SECONDS)) as llm:
         assert llm("p", SCHEMA) == '{"ok": true}'  # the longest allowed still works
+
+
+def test_prompt_with_a_lone_surrogate_is_refused_naming_it(server: FakeOpenAI) -> None:
+    # httpx's UnicodeEncodeError named a position in the JSON body, not in the prompt
+    llm = HttpxLLM(cfg(server, max_retries=2))
+    with pytest.raises(ValueError, match=r"prompt .*lone surrogate.* index 3\b"):
+        llm("abc\ud800def", SCHEMA)
+    assert server.requests == [] and llm.attempts == 0  # nothing sent, nothing retried
+    with pytest.raises(TypeError, match="prompt must be a str"):
+        llm(b"abc", SCHEMA)  # type: ignore[arg-type]
+    assert llm("abc", SCHEMA) == '{"ok": true}'
+    llm.close()
