@@ -5,8 +5,8 @@
 :class:`~emotional_memory.query_classifier.LLMQueryClassifier` take. It speaks to any
 server with a ``POST {base_url}/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp,
 Ollama, LiteLLM, ...), reuses one connection pool, applies a timeout to every request
-and retries transport errors and 408, 409, 425, 429, 500, 502, 503 and 504 answers a
-bounded number of times.
+and retries transport errors (a body its ``Content-Encoding`` cannot decode included)
+and 408, 409, 425, 429, 500, 502, 503 and 504 answers a bounded number of times.
 
 Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environment
 (:meth:`OpenAICompatibleLLMConfig.from_env`):
@@ -136,8 +136,8 @@ class OpenAICompatibleLLMConfig:
             JSON mode) or ``"json_schema"`` (strict schema from the caller).
         timeout_seconds: Timeout of each HTTP request (connect, read, write, pool),
             at most :data:`MAX_OPENAI_COMPAT_TIMEOUT_SECONDS`.
-        max_retries: Retries after the first attempt for transport errors and
-            408/409/425/429/5xx answers (0: no retry).
+        max_retries: Retries after the first attempt for transport errors (an
+            undecodable body included) and 408/409/425/429/5xx answers (0: no retry).
         backoff_seconds: First retry delay; doubled each retry, capped at 30 s. A
             ``Retry-After`` header, when present, is used instead (same cap).
         temperature: Sampling temperature sent in the payload, or None to omit it.
@@ -488,7 +488,8 @@ class HttpxLLM:
             TypeError: ``prompt`` is not a str (nothing is sent).
             ValueError: ``prompt`` holds a lone surrogate, which UTF-8 cannot encode
                 (nothing is sent).
-            RuntimeError: When every attempt failed (transport error, an attempt past
+            RuntimeError: When every attempt failed (transport error, a body its
+                ``Content-Encoding`` cannot decode, an attempt past
                 ``config.attempt_deadline_seconds``, or a retryable status), on a
                 non-retryable HTTP error status, or when the response is not a chat
                 completion with string content, or its body exceeds
@@ -507,6 +508,8 @@ class HttpxLLM:
         last_error = ""
         transport_failed = False
         transport_error = getattr(httpx, "TransportError", httpx.HTTPError)
+        # a body its Content-Encoding cannot decode: corrupted on the way, as a reset
+        failed_in_transit = (transport_error, getattr(httpx, "DecodingError", transport_error))
         # a URL whose scheme httpx cannot send to: no retry can succeed
         unsendable = getattr(httpx, "UnsupportedProtocol", ())
         for attempt in range(config.max_retries + 1):
@@ -521,7 +524,7 @@ class HttpxLLM:
                     f"LLM transport failed ({self._context()}): "
                     + self._scrub(f"{type(exc).__name__}: {exc}")
                 ) from None
-            except transport_error as exc:  # connect/read timeouts, resets, ...
+            except failed_in_transit as exc:  # connect/read timeouts, resets, ...
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")
                 transport_failed = True
             except _DeadlineExceeded:

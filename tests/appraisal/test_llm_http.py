@@ -522,3 +522,19 @@ def test_prompt_with_a_lone_surrogate_is_refused_naming_it(server: FakeOpenAI) -
         llm(b"abc", SCHEMA)  # type: ignore[arg-type]
     assert llm("abc", SCHEMA) == '{"ok": true}'
     llm.close()
+
+
+def test_a_body_that_fails_its_content_encoding_is_a_failed_attempt(server: FakeOpenAI) -> None:
+    # httpx.DecodingError is no TransportError: it escaped as is (not the RuntimeError
+    # documented, no model or URL named) and was never retried
+    broken = Reply(body="not gzip at all", headers={"Content-Encoding": "gzip"})
+    server.replies += [broken, Reply(body=completion("fine"))]
+    with HttpxLLM(cfg(server, max_retries=1)) as llm:
+        assert llm("p", SCHEMA) == "fine" and llm.attempts == 2
+    server.replies.append(broken)
+    with (
+        HttpxLLM(cfg(server, max_retries=0)) as llm,
+        pytest.raises(RuntimeError, match="failed after 1 attempt") as info,
+    ):
+        llm("p", SCHEMA)
+    assert "DecodingError" in str(info.value) and "test-model" in str(info.value)
