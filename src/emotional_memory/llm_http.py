@@ -160,13 +160,14 @@ class OpenAICompatibleLLMConfig:
         """Validate the fields.
 
         Raises:
-            TypeError: A field of the wrong type (the key's value is never shown).
+            TypeError: A field of the wrong type (the key's value is never shown), a
+                ``base_url`` or ``model`` that is not a str included.
             ValueError: On a timeout outside ``(0, MAX_OPENAI_COMPAT_TIMEOUT_SECONDS]``
                 (or non-finite), retries outside
                 ``[0, MAX_OPENAI_COMPAT_RETRIES]``, a negative or non-finite backoff, a
                 non-finite temperature, a non-positive or non-finite deadline, an API
-                key that cannot be a header, an unknown output mode or an empty base
-                URL or model.
+                key that cannot be a header, an unknown output mode or an empty or
+                blank base URL or model.
         """
         if not isinstance(self.api_key, str):
             raise TypeError(f"api_key must be a str, got {type(self.api_key).__name__}")
@@ -196,10 +197,14 @@ class OpenAICompatibleLLMConfig:
             raise ValueError("deadline_seconds must be > 0")
         if self.output_mode not in _OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {_OUTPUT_MODES}")
-        if not self.base_url:
-            raise ValueError("base_url must not be empty")
-        if not self.model:
-            raise ValueError("model must not be empty")
+        for name in ("base_url", "model"):  # the URL's value is never shown
+            value = getattr(self, name)
+            if not value:
+                raise ValueError(f"{name} must not be empty")
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+            if not value.strip():
+                raise ValueError(f"{name} must not be blank")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatibleLLMConfig | None:

@@ -538,3 +538,17 @@ def test_a_body_that_fails_its_content_encoding_is_a_failed_attempt(server: Fake
     ):
         llm("p", SCHEMA)
     assert "DecodingError" in str(info.value) and "test-model" in str(info.value)
+
+
+@pytest.mark.parametrize(("field", "value", "error"), [
+    ("base_url", 5, TypeError),  # AttributeError: 'int' object has no attribute 'rstrip'
+    ("base_url", b"http://127.0.0.1/v1", TypeError),  # a bytes-like object is required
+    ("model", 5, TypeError),  # accepted, then sent as a JSON number
+    ("model", "  ", ValueError),  # accepted, then sent as a blank model name
+    ("base_url", " ", ValueError),
+])
+def test_config_refuses_a_base_url_or_model_that_is_no_text_naming_it(
+    field: str, value: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=field):
+        OpenAICompatibleLLMConfig(api_key="k", **{field: value})
