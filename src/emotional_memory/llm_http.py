@@ -81,6 +81,8 @@ LLMOutputMode: TypeAlias = Literal["plain", "json_object", "json_schema"]
 """How JSON output is requested: not at all, ``json_object`` mode, or strict schema."""
 DEFAULT_OPENAI_COMPAT_OUTPUT_MODE: LLMOutputMode = "plain"
 
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                    "all_proxy")
 _OUTPUT_MODES: tuple[LLMOutputMode, ...] = ("plain", "json_object", "json_schema")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _MAX_BACKOFF_SECONDS = 30.0
@@ -433,8 +435,9 @@ class HttpxLLM:
 
         Raises:
             ImportError: When httpx is not installed.
-            ValueError: ``config.base_url`` is no URL httpx can send to (the message
-                shows it with any password masked).
+            ValueError: ``config.base_url`` is no URL httpx can send to, or a proxy
+                variable of the environment holds an invalid URL (the message shows
+                them with any password masked).
         """
         try:
             import httpx
@@ -455,7 +458,22 @@ class HttpxLLM:
         options: dict[str, Any] = {} if transport is None else {"transport": transport}
         if auth is not None:
             options["auth"] = auth
-        self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds, **options)
+        failed = ""
+        try:
+            self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds,
+                                        **options)
+        except (ValueError, getattr(httpx, "InvalidURL", ValueError)) as exc:
+            failed = type(exc).__name__
+        if failed:  # outside the except: no chained httpx error in __context__
+            # httpx reads the environment's proxies here; its words may quote a piece
+            # of a proxy password (a raw '/' makes the rest read as the port)
+            proxies = {name: redact_address(value) for name in _PROXY_VARIABLES
+                       if (value := os.environ.get(name))}
+            raise ValueError(
+                f"the HTTP client could not be built ({failed}); check the proxy "
+                f"variables {proxies} (percent-encode any '/', '?', '#', '@' or ':' in "
+                "a user name or password)"
+            )
         self._lock = threading.Lock()
         self._closed = False
         self.attempts = 0

@@ -552,3 +552,18 @@ def test_config_refuses_a_base_url_or_model_that_is_no_text_naming_it(
 ) -> None:
     with pytest.raises(error, match=field):
         OpenAICompatibleLLMConfig(api_key="k", **{field: value})
+
+
+def test_an_invalid_environment_proxy_is_refused_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx's own error, raised by HttpxLLM(...), quoted the head of the password
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    # a raw '/' in the password: httpx reads "hunter" as the port and says so
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:hunter/2@proxy.invalid:3128")
+    with pytest.raises(ValueError, match="HTTPS_PROXY") as info:
+        HttpxLLM(OpenAICompatibleLLMConfig(api_key="k", base_url="https://127.0.0.1/v1"))
+    shown = f"{info.value!r} {info.value.__cause__!r} {info.value.__context__!r}"
+    assert "hunter" not in shown and "user:***@" in shown
