@@ -19,6 +19,7 @@ import cachetools
 
 __all__ = [
     "FENCE_RE",
+    "MAX_JSON_SCAN_FACTOR",
     "MAX_JSON_STARTS",
     "LLMCallable",
     "LRUCache",
@@ -58,6 +59,12 @@ MAX_JSON_STARTS = 64
 
 Each failed try may scan to the end of the answer, so trying every ``{`` was
 quadratic in the answer's length (160 KB of junk braces took seconds)."""
+
+MAX_JSON_SCAN_FACTOR = 4
+"""The tries at those places decode at most this many times the answer's length.
+
+Nested starts (``{"a":{"a":...[1,1,...``) each decode up to the end, so 64 of them
+cost 64 times the answer (a 16 MiB one took about 35 s of CPU)."""
 
 #: Where a JSON object can start: a brace followed by a key's quote or its close.
 _OBJECT_START_RE = re.compile(r'\{\s*["}]')
@@ -144,7 +151,8 @@ def find_json(
 
     Candidates, in order: the whole (stripped) answer, the body of each code fence
     matched by ``fence``, then the JSON objects that start at a ``{`` in the text
-    (the first :data:`MAX_JSON_STARTS` places where an object can start).
+    (the first :data:`MAX_JSON_STARTS` places where an object can start, until those
+    tries have decoded :data:`MAX_JSON_SCAN_FACTOR` times the answer's length).
     Text that does not decode is skipped; ``pick`` decides what a decoded value
     yields (``None`` to keep looking) and may raise to reject the answer outright.
 
@@ -171,13 +179,18 @@ def find_json(
         found = pick(obj)
         if found is not None:
             return found
+    budget = MAX_JSON_SCAN_FACTOR * len(text)
     for tried, match in enumerate(_OBJECT_START_RE.finditer(text)):
-        if tried == MAX_JSON_STARTS:
+        if tried == MAX_JSON_STARTS or budget < 0:
             break
+        start = match.start()
         try:
-            obj, _ = _DECODER.raw_decode(text, match.start())
-        except (ValueError, RecursionError):  # RecursionError: nested too deeply
+            obj, end = _DECODER.raw_decode(text, start)
+        except (ValueError, RecursionError) as exc:  # RecursionError: nested too deeply
+            # where decoding stopped (a huge int or deep nesting: counted to the end)
+            budget -= getattr(exc, "pos", len(text)) - start
             continue
+        budget -= end - start
         found = pick(obj)
         if found is not None:
             return found

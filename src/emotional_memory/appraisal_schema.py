@@ -306,8 +306,18 @@ class GenericAppraisalVector:
 
         Returns:
             The projected ``CoreAffect``.
+
+        Raises:
+            TypeError: The projection returned something else (None read as "no
+                event affect" and stored the current state's affect instead).
         """
-        return self._schema.project_to_core_affect(dict(self._dimensions))
+        affect = self._schema.project_to_core_affect(dict(self._dimensions))
+        if not isinstance(affect, CoreAffect):
+            raise TypeError(
+                f"schema {self.schema_name!r}: project_to_core_affect must return a "
+                f"CoreAffect, got {type(affect).__name__}"
+            )
+        return affect
 
     def __getitem__(self, name: str) -> float:
         return self._dimensions[name]

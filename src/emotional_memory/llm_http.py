@@ -5,8 +5,8 @@
 :class:`~emotional_memory.query_classifier.LLMQueryClassifier` take. It speaks to any
 server with a ``POST {base_url}/chat/completions`` endpoint (OpenAI, vLLM, llama.cpp,
 Ollama, LiteLLM, ...), reuses one connection pool, applies a timeout to every request
-and retries transport errors and 408, 409, 425, 429, 500, 502, 503 and 504 answers a
-bounded number of times.
+and retries transport errors (a body its ``Content-Encoding`` cannot decode included)
+and 408, 409, 425, 429, 500, 502, 503 and 504 answers a bounded number of times.
 
 Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environment
 (:meth:`OpenAICompatibleLLMConfig.from_env`):
@@ -15,7 +15,7 @@ Configuration comes from :class:`OpenAICompatibleLLMConfig` or from the environm
 ``EMOTIONAL_MEMORY_LLM_API_KEY``          bearer token (required by ``from_env``)
 ``EMOTIONAL_MEMORY_LLM_BASE_URL``         default ``https://api.openai.com/v1``
 ``EMOTIONAL_MEMORY_LLM_MODEL``            default ``gpt-5-mini``
-``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30
+``EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS``  per-request timeout, default 30, at most 86400
 ``EMOTIONAL_MEMORY_LLM_OUTPUT_MODE``      ``plain`` | ``json_object`` | ``json_schema``
 ``EMOTIONAL_MEMORY_LLM_MAX_RETRIES``      retries after the first try, default 2
 ``EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS`` total time of one attempt (connect,
@@ -35,6 +35,7 @@ import math
 import os
 import threading
 import time
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from datetime import UTC, datetime
@@ -55,6 +56,7 @@ __all__ = [
     "DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS",
     "KNOWN_INVALID_PROJECT_MODELS",
     "MAX_OPENAI_COMPAT_RETRIES",
+    "MAX_OPENAI_COMPAT_TIMEOUT_SECONDS",
     "MAX_RESPONSE_BYTES",
     "HttpxLLM",
     "LLMOutputMode",
@@ -79,17 +81,25 @@ LLMOutputMode: TypeAlias = Literal["plain", "json_object", "json_schema"]
 """How JSON output is requested: not at all, ``json_object`` mode, or strict schema."""
 DEFAULT_OPENAI_COMPAT_OUTPUT_MODE: LLMOutputMode = "plain"
 
+_PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                    "all_proxy")
 _OUTPUT_MODES: tuple[LLMOutputMode, ...] = ("plain", "json_object", "json_schema")
 _RETRY_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 _MAX_BACKOFF_SECONDS = 30.0
 MAX_OPENAI_COMPAT_RETRIES = 100
 """Most retries a configuration may ask for (each wait is capped at 30 s)."""
+MAX_OPENAI_COMPAT_TIMEOUT_SECONDS = 86400.0
+"""Longest ``timeout_seconds`` (one day): a socket cannot take much longer ones
+(about 9.2e9 s, beyond which every call failed with an ``OverflowError``)."""
 MAX_RESPONSE_BYTES = 16 * 2**20
 """Largest response body read; a longer one fails the call (16 MiB)."""
 
 
-def _env_seconds(data: Mapping[str, str], name: str) -> float | None:
-    """A finite positive number of seconds from ``data[name]``, or None when unset."""
+def _env_seconds(
+    data: Mapping[str, str], name: str, most: float = math.inf
+) -> float | None:
+    """A finite positive number of seconds, at most ``most``, from ``data[name]``, or
+    None when unset."""
     raw = data.get(name, "").strip()
     if not raw:
         return None
@@ -99,6 +109,8 @@ def _env_seconds(data: Mapping[str, str], name: str) -> float | None:
         raise ValueError(f"{name} must be a number") from exc
     if not (0 < value < math.inf):
         raise ValueError(f"{name} must be finite and > 0")
+    if value > most:
+        raise ValueError(f"{name} must be at most {most:g}")
     return value
 
 
@@ -124,9 +136,10 @@ class OpenAICompatibleLLMConfig:
         model: Model name sent in the payload.
         output_mode: ``"plain"`` (prompt only), ``"json_object"`` (``response_format``
             JSON mode) or ``"json_schema"`` (strict schema from the caller).
-        timeout_seconds: Timeout of each HTTP request (connect, read, write, pool).
-        max_retries: Retries after the first attempt for transport errors and
-            408/409/425/429/5xx answers (0: no retry).
+        timeout_seconds: Timeout of each HTTP request (connect, read, write, pool),
+            at most :data:`MAX_OPENAI_COMPAT_TIMEOUT_SECONDS`.
+        max_retries: Retries after the first attempt for transport errors (an
+            undecodable body included) and 408/409/425/429/5xx answers (0: no retry).
         backoff_seconds: First retry delay; doubled each retry, capped at 30 s. A
             ``Retry-After`` header, when present, is used instead (same cap).
         temperature: Sampling temperature sent in the payload, or None to omit it.
@@ -149,12 +162,14 @@ class OpenAICompatibleLLMConfig:
         """Validate the fields.
 
         Raises:
-            TypeError: A field of the wrong type (the key's value is never shown).
-            ValueError: On a non-positive or non-finite timeout, retries outside
+            TypeError: A field of the wrong type (the key's value is never shown), a
+                ``base_url`` or ``model`` that is not a str included.
+            ValueError: On a timeout outside ``(0, MAX_OPENAI_COMPAT_TIMEOUT_SECONDS]``
+                (or non-finite), retries outside
                 ``[0, MAX_OPENAI_COMPAT_RETRIES]``, a negative or non-finite backoff, a
                 non-finite temperature, a non-positive or non-finite deadline, an API
-                key that cannot be a header, an unknown output mode or an empty base
-                URL or model.
+                key that cannot be a header, an unknown output mode or an empty or
+                blank base URL or model.
         """
         if not isinstance(self.api_key, str):
             raise TypeError(f"api_key must be a str, got {type(self.api_key).__name__}")
@@ -163,8 +178,13 @@ class OpenAICompatibleLLMConfig:
                 "api_key must hold visible ASCII characters only (no spaces, line breaks "
                 "or other control characters); the value is not shown"
             )
-        if not (strict_finite("timeout_seconds", self.timeout_seconds) > 0):
-            raise ValueError("timeout_seconds must be > 0")
+        if not (
+            0 < strict_finite("timeout_seconds", self.timeout_seconds)
+            <= MAX_OPENAI_COMPAT_TIMEOUT_SECONDS
+        ):
+            raise ValueError(
+                f"timeout_seconds must lie in (0, {MAX_OPENAI_COMPAT_TIMEOUT_SECONDS:g}]"
+            )
         if isinstance(self.max_retries, bool) or not isinstance(self.max_retries, int):
             raise ValueError("max_retries must be an int")
         if not 0 <= self.max_retries <= MAX_OPENAI_COMPAT_RETRIES:
@@ -179,10 +199,14 @@ class OpenAICompatibleLLMConfig:
             raise ValueError("deadline_seconds must be > 0")
         if self.output_mode not in _OUTPUT_MODES:
             raise ValueError(f"output_mode must be one of {_OUTPUT_MODES}")
-        if not self.base_url:
-            raise ValueError("base_url must not be empty")
-        if not self.model:
-            raise ValueError("model must not be empty")
+        for name in ("base_url", "model"):  # the URL's value is never shown
+            value = getattr(self, name)
+            if not value:
+                raise ValueError(f"{name} must not be empty")
+            if not isinstance(value, str):
+                raise TypeError(f"{name} must be a str, got {type(value).__name__}")
+            if not value.strip():
+                raise ValueError(f"{name} must not be blank")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAICompatibleLLMConfig | None:
@@ -210,7 +234,8 @@ class OpenAICompatibleLLMConfig:
         mode = _output_mode(
             data.get("EMOTIONAL_MEMORY_LLM_OUTPUT_MODE", "") or DEFAULT_OPENAI_COMPAT_OUTPUT_MODE
         )
-        timeout = (_env_seconds(data, "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS")
+        timeout = (_env_seconds(data, "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS",
+                                MAX_OPENAI_COMPAT_TIMEOUT_SECONDS)
                    or DEFAULT_OPENAI_COMPAT_TIMEOUT_SECONDS)
         deadline = _env_seconds(data, "EMOTIONAL_MEMORY_LLM_DEADLINE_SECONDS")
         retries_raw = data.get("EMOTIONAL_MEMORY_LLM_MAX_RETRIES", "").strip()
@@ -331,6 +356,33 @@ def _retry_after(value: str | None) -> float | None:
     return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
+def _key_forms(key: str) -> tuple[str, ...]:
+    """``key`` as a server may echo it: raw, JSON-escaped (also with ``\\/``), as
+    Python's ``repr`` quotes it, and percent-encoded; longest first, no empty one."""
+    if not key:
+        return ()
+    in_json = json.dumps(key)[1:-1]
+    forms = {
+        key, in_json, in_json.replace("/", "\\/"), repr(key)[1:-1],
+        urllib.parse.quote(key, safe=""), urllib.parse.quote_plus(key, safe=""),
+    }
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def _check_prompt(prompt: object) -> str:
+    """``prompt`` if it is text UTF-8 can encode; else a TypeError or a ValueError
+    naming it (httpx's own error names a position in the JSON body instead)."""
+    if not isinstance(prompt, str):
+        raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"prompt is not valid Unicode: a lone surrogate at index {exc.start}"
+        ) from None
+    return prompt
+
+
 def _check_base_url(httpx: Any, base_url: str) -> tuple[str, Any]:
     """The chat-completions URL without user info, and the Basic auth that user info
     asked for (None without it); httpx logs each request's URL at INFO, so a password
@@ -368,7 +420,8 @@ class HttpxLLM:
     """
 
     __slots__ = (
-        "_client", "_closed", "_config", "_lock", "_url", "attempts", "deadline_covers_headers",
+        "_client", "_closed", "_config", "_key_forms", "_lock", "_url", "attempts",
+        "deadline_covers_headers",
     )
 
     def __init__(self, config: OpenAICompatibleLLMConfig, *, transport: Any | None = None) -> None:
@@ -382,8 +435,9 @@ class HttpxLLM:
 
         Raises:
             ImportError: When httpx is not installed.
-            ValueError: ``config.base_url`` is no URL httpx can send to (the message
-                shows it with any password masked).
+            ValueError: ``config.base_url`` is no URL httpx can send to, or a proxy
+                variable of the environment holds an invalid URL (the message shows
+                them with any password masked).
         """
         try:
             import httpx
@@ -396,6 +450,7 @@ class HttpxLLM:
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self._config = config
+        self._key_forms = _key_forms(config.api_key)
         # A float timeout is httpx's Timeout(x) (connect, read, write, pool alike). The
         # default transport's socket operations also end by the attempt's deadline.
         from emotional_memory._http_deadline import wrap_client
@@ -403,7 +458,22 @@ class HttpxLLM:
         options: dict[str, Any] = {} if transport is None else {"transport": transport}
         if auth is not None:
             options["auth"] = auth
-        self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds, **options)
+        failed = ""
+        try:
+            self._client = httpx.Client(headers=headers, timeout=config.timeout_seconds,
+                                        **options)
+        except (ValueError, getattr(httpx, "InvalidURL", ValueError)) as exc:
+            failed = type(exc).__name__
+        if failed:  # outside the except: no chained httpx error in __context__
+            # httpx reads the environment's proxies here; its words may quote a piece
+            # of a proxy password (a raw '/' makes the rest read as the port)
+            proxies = {name: redact_address(value) for name in _PROXY_VARIABLES
+                       if (value := os.environ.get(name))}
+            raise ValueError(
+                f"the HTTP client could not be built ({failed}); check the proxy "
+                f"variables {proxies} (percent-encode any '/', '?', '#', '@' or ':' in "
+                "a user name or password)"
+            )
         self._lock = threading.Lock()
         self._closed = False
         self.attempts = 0
@@ -421,10 +491,11 @@ class HttpxLLM:
         return f"model={self._config.model!r}, base_url={redact_address(self._config.base_url)!r}"
 
     def _scrub(self, text: str) -> str:
-        """``text`` (a server's or transport's words) without the key or URL passwords."""
-        key = self._config.api_key
-        return redact(text.replace(key, MASK) if key else text,
-                      address_secrets(self._config.base_url))
+        """``text`` (a server's or transport's words) without the key (in any form
+        :func:`_key_forms` knows) or URL passwords."""
+        for form in self._key_forms:
+            text = text.replace(form, MASK)
+        return redact(text, address_secrets(self._config.base_url))
 
     def __call__(self, prompt: str, json_schema: dict[str, Any]) -> str:
         """Send ``prompt`` and return the model's text.
@@ -437,7 +508,11 @@ class HttpxLLM:
             ``choices[0].message.content`` of the response.
 
         Raises:
-            RuntimeError: When every attempt failed (transport error, an attempt past
+            TypeError: ``prompt`` is not a str (nothing is sent).
+            ValueError: ``prompt`` holds a lone surrogate, which UTF-8 cannot encode
+                (nothing is sent).
+            RuntimeError: When every attempt failed (transport error, a body its
+                ``Content-Encoding`` cannot decode, an attempt past
                 ``config.attempt_deadline_seconds``, or a retryable status), on a
                 non-retryable HTTP error status, or when the response is not a chat
                 completion with string content, or its body exceeds
@@ -448,6 +523,7 @@ class HttpxLLM:
 
         if self._closed:
             raise RuntimeError("the LLM client is closed")
+        _check_prompt(prompt)
         config = self._config
         url = self._url
         payload = build_openai_compatible_payload(prompt, json_schema, config)
@@ -455,6 +531,8 @@ class HttpxLLM:
         last_error = ""
         transport_failed = False
         transport_error = getattr(httpx, "TransportError", httpx.HTTPError)
+        # a body its Content-Encoding cannot decode: corrupted on the way, as a reset
+        failed_in_transit = (transport_error, getattr(httpx, "DecodingError", transport_error))
         # a URL whose scheme httpx cannot send to: no retry can succeed
         unsendable = getattr(httpx, "UnsupportedProtocol", ())
         for attempt in range(config.max_retries + 1):
@@ -469,7 +547,7 @@ class HttpxLLM:
                     f"LLM transport failed ({self._context()}): "
                     + self._scrub(f"{type(exc).__name__}: {exc}")
                 ) from None
-            except transport_error as exc:  # connect/read timeouts, resets, ...
+            except failed_in_transit as exc:  # connect/read timeouts, resets, ...
                 last_error = self._scrub(f"{type(exc).__name__}: {exc}")
                 transport_failed = True
             except _DeadlineExceeded:

@@ -218,3 +218,32 @@ def test_llm_answer_missing_a_schema_dimension_is_a_failure_not_neutral(answer: 
     with pytest.warns(RuntimeWarning, match="missing"):
         got = lenient.appraise("x")
     assert got is lenient.fallback and lenient.fallback_count == 1
+
+
+@pytest.mark.parametrize("returned", [None, {"valence": 0.9}, (0.9, 0.5, 0.5)])
+def test_a_projection_that_gives_no_core_affect_is_refused_naming_the_schema(
+    returned: object,
+) -> None:
+    # None (a projection missing its return) read as "no event affect": the memory was
+    # stored silently with the current state's affect; other values failed later as
+    # "new_affect must be a CoreAffect", naming neither the schema nor its projection
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.appraisal import LLMAppraisalEngine
+    from emotional_memory.appraisal_llm import LLMAppraisalConfig
+    from emotional_memory.embedders.hashing import HashingEmbedder
+
+    schema = AppraisalSchema(
+        name="broken", dimensions=[AppraisalDimension(name="v", range=(-1, 1), neutral=0)],
+        system_prompt="rate", project_to_core_affect=lambda values: returned,  # type: ignore[arg-type,return-value]
+    )
+    with pytest.raises(TypeError, match=r"'broken'.*project_to_core_affect.*CoreAffect"):
+        GenericAppraisalVector({"v": 0.5}, schema).to_core_affect()
+    engine = LLMAppraisalEngine(
+        lambda prompt, json_schema: '{"v": 0.9}',
+        LLMAppraisalConfig(appraisal_schema=schema, fallback_on_error=False),
+    )
+    memory = EmotionalMemory(InMemoryStore(), HashingEmbedder(), engine)
+    before = memory.get_state()
+    with pytest.raises(TypeError, match="project_to_core_affect"):
+        memory.encode("the event")
+    assert len(memory.store) == 0 and memory.get_state() == before

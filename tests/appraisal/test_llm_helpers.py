@@ -257,3 +257,38 @@ def test_find_json_finds_an_object_after_fewer_failed_starts_than_the_bound() ->
     assert find_json(answer, _dict_or_none) == {"a": 1}
     answer = '{"k" ' * _llm.MAX_JSON_STARTS + '{"a": 1}'
     assert find_json(answer, _dict_or_none) is None
+
+
+class _ScanningDecoder(json.JSONDecoder):
+    """A JSON decoder that adds up how many characters its tries decoded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scanned = 0
+
+    def raw_decode(self, s: str, idx: int = 0) -> tuple[Any, int]:
+        try:
+            obj, end = super().raw_decode(s, idx)
+        except json.JSONDecodeError as exc:
+            self.scanned += exc.pos - idx
+            raise
+        self.scanned += end - idx
+        return obj, end
+
+
+def test_find_json_bounds_the_text_its_embedded_tries_decode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 64 nested starts that each decode up to the end: 64 times the answer (a hostile
+    # server's 16 MiB completion took about 35 s of CPU, the GIL held, per appraisal)
+    decoder = _ScanningDecoder()
+    monkeypatch.setattr(_llm, "_DECODER", decoder)
+    answer = "x " + '{"a":' * 64 + "[" + "1," * 50_000
+    assert find_json(answer, _dict_or_none) is None
+    assert decoder.scanned <= (_llm.MAX_JSON_SCAN_FACTOR + 1) * len(answer)
+
+
+def test_find_json_still_finds_an_object_after_a_long_failed_try() -> None:
+    # the first try decodes most of the answer before failing: within the budget
+    answer = 'note {"a": [' + "1, " * 50_000 + ' and then {"b": 2}'
+    assert find_json(answer, _dict_or_none) == {"b": 2}

@@ -465,3 +465,105 @@ def test_the_deadline_covers_environment_proxies(monkeypatch: pytest.MonkeyPatch
         assert llm.deadline_covers_headers
     finally:
         llm.close()
+
+
+@pytest.mark.parametrize(("key", "echoed"), [
+    ("sk-QZX/base64+tok==", '{"error": "bad key sk-QZX\\/base64+tok=="}'),  # PHP-style "\/"
+    ('sk-QZX"quoted', '{"error": "bad key sk-QZX\\"quoted"}'),  # JSON escapes '"'
+    ("sk-QZX\\back", '{"error": "bad key sk-QZX\\\\back"}'),  # and '\'
+    ("sk-QZX/pct+enc=", '{"error": "bad key sk-QZX%2Fpct%2Benc%3D"}'),  # percent-encoded
+], ids=["json-slash", "json-quote", "json-backslash", "percent"])
+def test_api_key_echoed_in_an_escaped_form_is_redacted(
+    server: FakeOpenAI, key: str, echoed: str
+) -> None:
+    # the raw key was masked, but not the same key as a JSON or URL encoder writes it
+    server.replies.append(Reply(status=401, body=echoed))
+    llm = HttpxLLM(cfg(server, api_key=key, max_retries=0))
+    with pytest.raises(RuntimeError, match="401") as info:
+        llm("p", SCHEMA)
+    assert "QZX" not in str(info.value) and "***" in str(info.value)
+    llm.close()
+
+
+def test_api_key_echoed_in_a_non_completion_is_redacted_in_its_quoted_form(
+    server: FakeOpenAI,
+) -> None:
+    # a 200 without choices was quoted as a Python dict, whose repr doubles a '\'
+    server.replies.append(Reply(body={"echo": "sk-QZX\\back"}))
+    llm = HttpxLLM(cfg(server, api_key="sk-QZX\\back", max_retries=0))
+    with pytest.raises(RuntimeError, match="choices") as info:
+        llm("p", SCHEMA)
+    assert "QZX" not in str(info.value) and "***" in str(info.value)
+    llm.close()
+
+
+def test_timeout_too_long_for_a_socket_is_refused_naming_it(server: FakeOpenAI) -> None:
+    # a finite 1e12 s passed the check, then every call failed in socket.settimeout
+    # with "OverflowError: timestamp out of range for platform time_t"
+    from emotional_memory.llm_http import MAX_OPENAI_COMPAT_TIMEOUT_SECONDS
+
+    with pytest.raises(ValueError, match="timeout_seconds"):
+        cfg(server, timeout_seconds=1e12)
+    with pytest.raises(ValueError, match="EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS"):
+        OpenAICompatibleLLMConfig.from_env({
+            "EMOTIONAL_MEMORY_LLM_API_KEY": "k", "EMOTIONAL_MEMORY_LLM_TIMEOUT_SECONDS": "1e12",
+        })
+    with HttpxLLM(cfg(server, timeout_seconds=MAX_OPENAI_COMPAT_TIMEOUT_SECONDS)) as llm:
+        assert llm("p", SCHEMA) == '{"ok": true}'  # the longest allowed still works
+
+
+def test_prompt_with_a_lone_surrogate_is_refused_naming_it(server: FakeOpenAI) -> None:
+    # httpx's UnicodeEncodeError named a position in the JSON body, not in the prompt
+    llm = HttpxLLM(cfg(server, max_retries=2))
+    with pytest.raises(ValueError, match=r"prompt .*lone surrogate.* index 3\b"):
+        llm("abc\ud800def", SCHEMA)
+    assert server.requests == [] and llm.attempts == 0  # nothing sent, nothing retried
+    with pytest.raises(TypeError, match="prompt must be a str"):
+        llm(b"abc", SCHEMA)  # type: ignore[arg-type]
+    assert llm("abc", SCHEMA) == '{"ok": true}'
+    llm.close()
+
+
+def test_a_body_that_fails_its_content_encoding_is_a_failed_attempt(server: FakeOpenAI) -> None:
+    # httpx.DecodingError is no TransportError: it escaped as is (not the RuntimeError
+    # documented, no model or URL named) and was never retried
+    broken = Reply(body="not gzip at all", headers={"Content-Encoding": "gzip"})
+    server.replies += [broken, Reply(body=completion("fine"))]
+    with HttpxLLM(cfg(server, max_retries=1)) as llm:
+        assert llm("p", SCHEMA) == "fine" and llm.attempts == 2
+    server.replies.append(broken)
+    with (
+        HttpxLLM(cfg(server, max_retries=0)) as llm,
+        pytest.raises(RuntimeError, match="failed after 1 attempt") as info,
+    ):
+        llm("p", SCHEMA)
+    assert "DecodingError" in str(info.value) and "test-model" in str(info.value)
+
+
+@pytest.mark.parametrize(("field", "value", "error"), [
+    ("base_url", 5, TypeError),  # AttributeError: 'int' object has no attribute 'rstrip'
+    ("base_url", b"http://127.0.0.1/v1", TypeError),  # a bytes-like object is required
+    ("model", 5, TypeError),  # accepted, then sent as a JSON number
+    ("model", "  ", ValueError),  # accepted, then sent as a blank model name
+    ("base_url", " ", ValueError),
+])
+def test_config_refuses_a_base_url_or_model_that_is_no_text_naming_it(
+    field: str, value: Any, error: type[Exception]
+) -> None:
+    with pytest.raises(error, match=field):
+        OpenAICompatibleLLMConfig(api_key="k", **{field: value})
+
+
+def test_an_invalid_environment_proxy_is_refused_without_its_password(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # httpx's own error, raised by HttpxLLM(...), quoted the head of the password
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                 "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    # a raw '/' in the password: httpx reads "hunter" as the port and says so
+    monkeypatch.setenv("HTTPS_PROXY", "http://user:hunter/2@proxy.invalid:3128")
+    with pytest.raises(ValueError, match="HTTPS_PROXY") as info:
+        HttpxLLM(OpenAICompatibleLLMConfig(api_key="k", base_url="https://127.0.0.1/v1"))
+    shown = f"{info.value!r} {info.value.__cause__!r} {info.value.__context__!r}"
+    assert "hunter" not in shown and "user:***@" in shown

@@ -114,6 +114,22 @@ def checked_appraisal(result: Any) -> Any:
     return result
 
 
+def appraisal_affect(appraisal: Any) -> CoreAffect:
+    """``appraisal.to_core_affect()``, refused unless it is a :class:`CoreAffect`
+    (None would read as "no event affect" and the state's own would be stored).
+
+    Raises:
+        TypeError: naming the appraisal's type and what its projection returned.
+    """
+    affect = appraisal.to_core_affect()
+    if not isinstance(affect, CoreAffect):
+        raise TypeError(
+            f"{type(appraisal).__name__}.to_core_affect must return a CoreAffect, "
+            f"got {type(affect).__name__}"
+        )
+    return affect
+
+
 class EncodingMixin(StateMixin):
     """encode, encode_batch, observe, elaborate; resonance linking (docs/behaviour.md §7)."""
 
@@ -161,7 +177,7 @@ class EncodingMixin(StateMixin):
         if affect is not None:
             return affect, kept, pending
         if appraisal is not None:
-            return appraisal.to_core_affect(), kept, pending
+            return appraisal_affect(appraisal), kept, pending
         return None, None, pending
 
     def _rates_text(self) -> bool:
@@ -723,7 +739,7 @@ class EncodingMixin(StateMixin):
         now = self._now()
         # the content alone, no context (as the original's elaborate)
         appraisal = checked_appraisal(self.appraisal_engine.appraise(memory.content, None))
-        appraised = appraisal.to_core_affect()
+        appraised = appraisal_affect(appraisal)
         tag = memory.tag
         new_tag = tag.model_copy(
             update={

@@ -14,7 +14,7 @@ from emotional_memory._bank import CandidateBank, LexicalQuery
 from emotional_memory._context import missing_neighbours, neighbour_rows, view_neighbours
 from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
-from emotional_memory._engine.encoding import checked_appraisal
+from emotional_memory._engine.encoding import appraisal_affect, checked_appraisal
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
 from emotional_memory.affect import CoreAffect
@@ -499,7 +499,7 @@ class RankingMixin(EffectsMixin):
                 "retrieving with query appraisal needs an appraisal_engine; pass one to "
                 "EmotionalMemory, or call retrieve(query, query_affect=...)"
             )
-        return checked_appraisal(self.appraisal_engine.appraise(query, None)).to_core_affect()
+        return appraisal_affect(checked_appraisal(self.appraisal_engine.appraise(query, None)))
 
     @_synchronized
     def retrieve_with_query_appraisal(self, query: str, top_k: int = 5) -> list[Memory]:
