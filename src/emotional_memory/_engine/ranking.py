@@ -14,7 +14,7 @@ from emotional_memory._bank import CandidateBank, LexicalQuery
 from emotional_memory._context import missing_neighbours, neighbour_rows, view_neighbours
 from emotional_memory._engine.config import _ConfigDerived, adapt_embedding
 from emotional_memory._engine.effects import EffectsMixin
-from emotional_memory._engine.encoding import appraisal_affect, checked_appraisal
+from emotional_memory._engine.event_args import appraisal_affect, checked_appraisal
 from emotional_memory._engine.locks import _synchronized
 from emotional_memory._validation import in_range, positive_int
 from emotional_memory.affect import CoreAffect
