@@ -246,6 +246,24 @@ def test_a_stored_object_that_is_no_state_is_a_value_error_naming_the_key(
     assert store.load_snapshot() == json.loads(foreign)
 
 
+def test_a_saved_dict_that_is_no_state_is_a_stored_state_error_on_every_backend(
+    state_backend: StateBackend,
+) -> None:
+    """``save`` takes any snapshot dict; one that is no state read back as a
+    StoredStateError naming the key from the durable stores, and as a bare
+    ValueError ("unknown field(s)", no key) from the in-memory one."""
+    from emotional_memory.interfaces import StoredStateError
+
+    store = state_backend.new(key="foreign").scoped(("a",))
+    store.save({"a": 1})
+    import re
+
+    with pytest.raises(StoredStateError, match=re.escape('/scope:["a"]') + ".*not a state"):
+        store.load()
+    store.save(moved_state())
+    assert store.load() == moved_state()
+
+
 @pytest.mark.parametrize(
     ("given", "read_back"),
     [({1: 2}, {"1": 2}), ({"t": (1, 2)}, {"t": [1, 2]}), ({"n": None, "s": "é"},

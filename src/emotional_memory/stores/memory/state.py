@@ -8,7 +8,12 @@ from types import TracebackType
 from typing import Any
 
 from emotional_memory.state import AffectiveState
-from emotional_memory.stores._shared.state import check_path, snapshot_text
+from emotional_memory.stores._shared.state import (
+    check_path,
+    restore_stored,
+    scoped_key,
+    snapshot_text,
+)
 
 
 class InMemoryAffectiveStateStore:
@@ -69,9 +74,12 @@ class InMemoryAffectiveStateStore:
         Returns:
             The restored :class:`AffectiveState` (history included), or None when
             nothing is stored.
+
+        Raises:
+            StoredStateError: a saved dict that is no state snapshot (named by
+                ``"memory"`` and the scope path, as the durable stores name their key).
         """
-        stored = self.load_snapshot()
-        return None if stored is None else AffectiveState.restore(stored)
+        return restore_stored(scoped_key("memory", self._path), self.load_snapshot())
 
     def load_snapshot(self) -> dict[str, Any] | None:
         """The stored snapshot dict.
