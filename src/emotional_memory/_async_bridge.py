@@ -498,6 +498,18 @@ def _is_async_method(obj: object, name: str) -> bool:
     return asyncio.iscoroutinefunction(getattr(obj, name, None))
 
 
+def _plain_adapter(obj: object, adapter: type, names: Sequence[str]) -> bool:
+    """Whether ``obj`` is an ``adapter`` whose class overrides none of ``names``.
+
+    Such an adapter only forwards to its blocking component, which the engine core
+    (off the loop) then calls directly; a subclass overriding one of them (auditing,
+    metrics, a cache) is called as the async component it is, its overrides kept.
+    """
+    return isinstance(obj, adapter) and all(
+        getattr(type(obj), name, None) is getattr(adapter, name, None) for name in names
+    )
+
+
 def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
     """A sync store for the engine core: sync stores pass through, async ones bridge.
 
@@ -507,14 +519,15 @@ def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
-        (called directly from the engine's thread), else a sync facade over it.
+        (called directly from the engine's thread; a subclass overriding one of its
+        methods is bridged instead, its overrides called), else a sync facade over it.
 
     Raises:
         TypeError: an async store without one of ``save, get, update, delete`` (as
             the sync engine refuses a blocking one), or one mixing async and blocking
             methods (named).
     """
-    if isinstance(store, SyncToAsyncStore):
+    if _plain_adapter(store, SyncToAsyncStore, (*STORE_METHODS, "close")):
         return store.sync
     if not check_consistent("store", store, STORE_METHODS):
         return store
@@ -536,12 +549,13 @@ def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``embedder`` itself when sync, the wrapped embedder of a
-        :class:`SyncToAsyncEmbedder`, else a sync facade over it.
+        :class:`SyncToAsyncEmbedder` overriding none of its methods, else a sync
+        facade over it.
 
     Raises:
         TypeError: an embedder mixing async and blocking methods (named).
     """
-    if isinstance(embedder, SyncToAsyncEmbedder):
+    if _plain_adapter(embedder, SyncToAsyncEmbedder, (*EMBEDDER_METHODS, "identity")):
         return embedder.sync
     if check_consistent("embedder", embedder, EMBEDDER_METHODS):
         return _AsyncToSyncEmbedder(embedder, bridge)
@@ -557,9 +571,10 @@ def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``engine`` itself when None or sync, the wrapped engine of a
-        :class:`SyncToAsyncAppraisalEngine`, else a sync facade over it.
+        :class:`SyncToAsyncAppraisalEngine` overriding none of its methods, else a
+        sync facade over it.
     """
-    if isinstance(engine, SyncToAsyncAppraisalEngine):
+    if _plain_adapter(engine, SyncToAsyncAppraisalEngine, (*APPRAISAL_METHODS, "close")):
         return engine.sync
     if engine is not None and _is_async_method(engine, "appraise"):
         return _AsyncToSyncAppraisal(engine, bridge)

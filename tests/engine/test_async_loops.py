@@ -171,6 +171,52 @@ def test_an_async_text_rater_is_refused_at_construction() -> None:
             )
 
 
+def test_subclassed_sync_to_async_adapters_have_their_overrides_called() -> None:
+    # the engine unwrapped any SyncToAsync* instance and called the wrapped blocking
+    # component directly: a subclass overriding ``save`` / ``embed`` / ``appraise`` /
+    # ``close`` (auditing, metrics, a cache) was silently bypassed, where the original
+    # awaits the adapter's own methods
+    calls: list[str] = []
+
+    class AuditedStore(SyncToAsyncStore):
+        async def save(self, memory: Any) -> None:
+            calls.append(f"save {memory.content}")
+            await super().save(memory)
+
+        async def close(self) -> None:
+            calls.append("close store")
+            await super().close()
+
+    class AuditedEmbedder(SyncToAsyncEmbedder):
+        async def embed(self, text: str) -> list[float]:
+            calls.append(f"embed {text}")
+            return await super().embed(text)
+
+    class AuditedAppraiser(SyncToAsyncAppraisalEngine):
+        async def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+            calls.append(f"appraise {event_text}")
+            return await super().appraise(event_text, context)
+
+    class Unchanged(SyncToAsyncStore):
+        """A subclass overriding no protocol method: still the blocking store itself."""
+
+    async def run() -> None:
+        aengine = AsyncEmotionalMemory(
+            AuditedStore(InMemoryStore()), AuditedEmbedder(HashingEmbedder(dim=16)),
+            AuditedAppraiser(KeywordAppraisalEngine()), clock=lambda: NOW,
+        )
+        await aengine.encode("hello")
+        assert [m.content for m in await aengine.retrieve("hello", 1)] == ["hello"]
+        await aengine.close()
+
+    asyncio.run(run())
+    for call in ("appraise hello", "embed hello", "save hello"):
+        assert call in calls
+    assert calls[-1] == "close store"
+    inner = InMemoryStore()
+    assert AsyncEmotionalMemory(Unchanged(inner), HashingEmbedder(dim=16)).engine.store is inner
+
+
 _STOPPED_LOOP_SCRIPT = """
 import asyncio
 from datetime import UTC, datetime
