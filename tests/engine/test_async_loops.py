@@ -19,6 +19,7 @@ from emotional_memory import (
     EmotionalMemory,
     InMemoryStore,
     KeywordAppraisalEngine,
+    LLMQueryClassifier,
     SyncToAsyncAppraisalEngine,
     SyncToAsyncEmbedder,
     SyncToAsyncStore,
@@ -169,6 +170,30 @@ def test_an_async_text_rater_is_refused_at_construction() -> None:
                 InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW,
                 affect_from_text=AsyncRater(),
             )
+
+
+@pytest.mark.parametrize("engine_class", [EmotionalMemory, AsyncEmotionalMemory])
+def test_a_query_classifier_or_appraiser_the_engine_cannot_call_is_refused(
+    engine_class: type,
+) -> None:
+    # both were taken: an ``async def classify`` (natural next to an async appraiser)
+    # returned a coroutine never awaited and llm routing fell back to the default
+    # weights without a word; a classifier or appraiser without its method failed
+    # at the first retrieval or encode with "'str' object has no attribute ..."
+    class AsyncClassifier:
+        async def classify(self, query: str) -> str:
+            return "temporal"
+
+    def make(**parts: Any) -> Any:
+        return engine_class(InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW, **parts)
+
+    with pytest.raises(TypeError, match=r"query_classifier AsyncClassifier\.classify is async"):
+        make(query_classifier=AsyncClassifier())
+    with pytest.raises(TypeError, match=r"query_classifier must provide classify.*got str"):
+        make(query_classifier="llm")
+    with pytest.raises(TypeError, match=r"appraisal_engine must provide appraise.*got str"):
+        make(appraisal_engine="keyword")
+    make(query_classifier=LLMQueryClassifier(lambda prompt, schema: "temporal"))
 
 
 def test_subclassed_sync_to_async_adapters_have_their_overrides_called() -> None:
