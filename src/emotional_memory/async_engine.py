@@ -46,6 +46,7 @@ from emotional_memory._async_bridge import (
     to_thread,
     worker_body,
 )
+from emotional_memory._engine.encoding import NOT_APPRAISED, _per_item_affects
 from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
 from emotional_memory.affect_rater import AffectRater
@@ -322,16 +323,16 @@ class AsyncEmotionalMemory:
             or not all(isinstance(c, str) for c in contents)
             or (metadata is not None and not isinstance(metadata, Sequence))
             or (metadata is not None and len(metadata) != len(contents))
-            or affect is not None
         ):
-            # Nothing to overlap, bad input the engine itself reports, or given affects
-            # (the events without one are appraised by the sync engine, through the bridge).
+            # Nothing to overlap, or bad input the engine itself reports.
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
 
-        async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
+        async def appraise(text: str, meta: dict[str, Any] | None, given: Any) -> Any:
+            if given is not None:  # an event with a given affect is not appraised
+                return NOT_APPRAISED
             async with gate:
                 return await appraiser.inner.appraise(text, meta)
 
@@ -342,9 +343,11 @@ class AsyncEmotionalMemory:
             # checked before any appraisal (each may be a paid LLM call), off the
             # loop; the appraisals and the encoding use the checked private copies,
             # as the sync engine does (its appraiser gets the metadata it stores)
-            texts, metas, expiries = await to_thread(
-                engine._batch_inputs, contents, metadata, expires_at
-            )
+            def checked() -> tuple[Any, Any, Any, list[CoreAffect | None]]:
+                texts, metas, expiries = engine._batch_inputs(contents, metadata, expires_at)
+                return texts, metas, expiries, _per_item_affects(affect, len(texts))
+
+            texts, metas, expiries, affects = await to_thread(checked)
             if not texts:  # as the sync engine: nothing embedded, no state written
                 locks.release(path)
                 return []
@@ -353,7 +356,7 @@ class AsyncEmotionalMemory:
             token = NEST.set(nest)
             try:
                 results = await all_or_none(
-                    appraise(t, m) for t, m in zip(texts, metas, strict=True)
+                    appraise(t, m, a) for t, m, a in zip(texts, metas, affects, strict=True)
                 )
             finally:
                 NEST.reset(token)
@@ -368,7 +371,7 @@ class AsyncEmotionalMemory:
             # copies it, and keeps appraising)
             with traced_span("emotional_memory.encode_batch", {"batch_size": len(texts)}):
                 return engine._encode_batch_in_turn(
-                    texts, metas, expiries, [None] * len(texts), results
+                    texts, metas, expiries, affects, results
                 )
 
         return await self._in_turn(locks, path, encode_with_results)

@@ -120,3 +120,29 @@ def test_an_async_appraiser_calling_the_engine_back_gets_the_sync_engines_result
         assert [getattr(m, "content", None) for m in async_result] == [
             getattr(m, "content", None) for m in sync_result
         ]
+
+
+def test_a_batch_with_some_given_affects_lets_concurrent_appraisers_call_back() -> None:
+    # with some affects given, the batch went to the sync engine, whose pool threads
+    # appraised the other events: their calls back could reach neither the scope's
+    # turn nor the worker holding its lock (a deadlock); now it is appraised on the
+    # loop as a batch without affects is, the given events not appraised
+    appraiser = _AsyncRecalling()
+    config = EmotionalMemoryConfig(appraisal_max_concurrency=4)
+    aengine = AsyncEmotionalMemory(InMemoryStore(), HashingEmbedder(dim=32), appraiser,
+                                   config, clock=lambda: NOW)
+    appraiser.engine = aengine
+
+    async def run() -> list[Any]:
+        for text in SEED:
+            await aengine.encode(text, affect=aengine.get_state().core_affect)
+        given = aengine.get_state().core_affect
+        batch = aengine.encode_batch(["storm", "river", "match"], affect=[None, given, None])
+        return list(await asyncio.wait_for(batch, HANG_GUARD_S))
+
+    try:
+        stored = asyncio.run(run())
+    except TimeoutError:
+        pytest.fail("the appraisers' calls back into the engine deadlocked")
+    assert [m.content for m in stored] == ["storm", "river", "match"]
+    assert len(appraiser.recalled) == 2  # "river" had its affect: not appraised
