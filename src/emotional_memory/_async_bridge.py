@@ -19,10 +19,14 @@ import concurrent.futures
 import contextlib
 import contextvars
 import inspect
+import os
+import queue
 import threading
 from collections.abc import Callable, Coroutine, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.appraisal import AppraisalVector, GenericAppraisalVector
 from emotional_memory.interfaces import (
     AppraisalEngine,
@@ -60,6 +64,88 @@ CALLER_LOOP: contextvars.ContextVar[asyncio.AbstractEventLoop | None] = contextv
 """The event loop of the ``AsyncEmotionalMemory`` call a worker thread is running (set
 in the worker's context only): its async components are called back on that loop,
 whichever loop called the engine last (one engine may serve several loops at once)."""
+
+
+class Nest:
+    """The calls an operation's async components make back into the engine (an
+    appraiser recalling memories, say) on a scope overlapping the operation's.
+
+    Such a call cannot wait for the scope's turn, which the operation holds until its
+    components answer. With a ``worker`` (the operation's engine thread, which holds the
+    sync engine's re-entrant scope lock), the call is queued to that thread, which runs
+    it while it waits for the component (:meth:`_LoopBridge.run`), as the sync engine
+    runs a component's call back in its own thread; without one (the operation's turn
+    is held on the loop alone: a batch's concurrent appraisals), it runs in a thread of
+    its own in that turn.
+    """
+
+    def __init__(self, owner: object, path: tuple[str, ...], worker: bool) -> None:
+        self.owner = owner  # the engine family (its sync scope locks)
+        self.path = path
+        self.worker = worker
+        self.thread: int | None = None  # the worker's, once it runs
+        self.jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._open = True
+
+    def covers(self, owner: object, path: tuple[str, ...]) -> bool:
+        """Whether a call on ``owner``'s scope ``path`` is nested in this operation."""
+        n = min(len(path), len(self.path))
+        return self._open and owner is self.owner and path[:n] == self.path[:n]
+
+    def submit(self, job: Callable[[], None]) -> bool:
+        """Queue ``job`` for the worker; False once the operation is over."""
+        with self._lock:
+            if self._open:
+                self.jobs.put(job)
+            return self._open
+
+    def close(self) -> None:
+        """End of the operation (on its worker, its turn still held): later calls take
+        turns as usual, and those queued meanwhile run now."""
+        with self._lock:
+            self._open = False
+        while True:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job()
+
+
+NEST: contextvars.ContextVar[Nest | None] = contextvars.ContextVar(
+    "emotional_memory_nest", default=None
+)
+"""The operation whose async components are running (set in its worker's context and
+so in its bridged coroutines', or in a batch's appraisal tasks')."""
+
+
+async def nested_call(nest: Nest, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run ``fn`` on ``nest``'s worker (see :class:`Nest`) and await its result.
+
+    Raises:
+        LookupError: the operation ended before the call was queued (take a turn).
+    """
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()  # CALLER_LOOP and NEST: nested calls nest again
+
+    def settle(ok: bool, value: Any) -> None:
+        if not answer.done():
+            answer.set_result(value) if ok else answer.set_exception(value)
+
+    def job() -> None:
+        try:
+            out: tuple[bool, Any] = (True, context.run(no_stop_iteration, fn, *args, **kwargs))
+        except BaseException as exc:  # handed to the caller on its loop
+            out = (False, exc)
+        with contextlib.suppress(RuntimeError):  # its loop closed meanwhile
+            loop.call_soon_threadsafe(settle, *out)
+
+    if not nest.submit(job):
+        raise LookupError("the operation is over")
+    return await asyncio.shield(answer)  # cancelled, the call still completes
 
 
 STORE_METHODS = ("save", "get", "update", "delete", "list_all", "search_by_embedding", "count")
@@ -382,10 +468,22 @@ class _LoopBridge:
                 "the AsyncEmotionalMemory method instead"
             )
         future = asyncio.run_coroutine_threadsafe(coro, loop)
+        nest = NEST.get()
+        if nest is not None and nest.thread != threading.get_ident():
+            nest = None  # not the worker (holding the scope lock): a plain wait
+        if nest is not None:  # run the component's calls back meanwhile
+            future.add_done_callback(lambda _: nest.jobs.put(None))
         while True:  # a loop closed meanwhile never answers: the wait must end then
             try:
-                return future.result(timeout=_CLOSED_LOOP_POLL_S)
-            except concurrent.futures.TimeoutError:
+                if nest is None:
+                    return future.result(timeout=_CLOSED_LOOP_POLL_S)
+                job = nest.jobs.get(timeout=_CLOSED_LOOP_POLL_S)
+                if job is not None:
+                    job()
+                elif future.done():  # (a wake-up of an earlier call's otherwise)
+                    return future.result()
+                continue
+            except (concurrent.futures.TimeoutError, queue.Empty):
                 # a stopped loop may run again, unless the interpreter is exiting
                 if loop.is_closed() or (_EXITING.is_set() and not loop.is_running()):
                     future.cancel()
@@ -498,6 +596,18 @@ def _is_async_method(obj: object, name: str) -> bool:
     return asyncio.iscoroutinefunction(getattr(obj, name, None))
 
 
+def _plain_adapter(obj: object, adapter: type, names: Sequence[str]) -> bool:
+    """Whether ``obj`` is an ``adapter`` whose class overrides none of ``names``.
+
+    Such an adapter only forwards to its blocking component, which the engine core
+    (off the loop) then calls directly; a subclass overriding one of them (auditing,
+    metrics, a cache) is called as the async component it is, its overrides kept.
+    """
+    return isinstance(obj, adapter) and all(
+        getattr(type(obj), name, None) is getattr(adapter, name, None) for name in names
+    )
+
+
 def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
     """A sync store for the engine core: sync stores pass through, async ones bridge.
 
@@ -507,14 +617,15 @@ def bridge_store(store: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``store`` itself when sync, the wrapped store of a :class:`SyncToAsyncStore`
-        (called directly from the engine's thread), else a sync facade over it.
+        (called directly from the engine's thread; a subclass overriding one of its
+        methods is bridged instead, its overrides called), else a sync facade over it.
 
     Raises:
         TypeError: an async store without one of ``save, get, update, delete`` (as
             the sync engine refuses a blocking one), or one mixing async and blocking
             methods (named).
     """
-    if isinstance(store, SyncToAsyncStore):
+    if _plain_adapter(store, SyncToAsyncStore, (*STORE_METHODS, "close")):
         return store.sync
     if not check_consistent("store", store, STORE_METHODS):
         return store
@@ -536,12 +647,13 @@ def bridge_embedder(embedder: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``embedder`` itself when sync, the wrapped embedder of a
-        :class:`SyncToAsyncEmbedder`, else a sync facade over it.
+        :class:`SyncToAsyncEmbedder` overriding none of its methods, else a sync
+        facade over it.
 
     Raises:
         TypeError: an embedder mixing async and blocking methods (named).
     """
-    if isinstance(embedder, SyncToAsyncEmbedder):
+    if _plain_adapter(embedder, SyncToAsyncEmbedder, (*EMBEDDER_METHODS, "identity")):
         return embedder.sync
     if check_consistent("embedder", embedder, EMBEDDER_METHODS):
         return _AsyncToSyncEmbedder(embedder, bridge)
@@ -557,10 +669,65 @@ def bridge_appraisal(engine: Any, bridge: _LoopBridge) -> Any:
 
     Returns:
         ``engine`` itself when None or sync, the wrapped engine of a
-        :class:`SyncToAsyncAppraisalEngine`, else a sync facade over it.
+        :class:`SyncToAsyncAppraisalEngine` overriding none of its methods, else a
+        sync facade over it.
     """
-    if isinstance(engine, SyncToAsyncAppraisalEngine):
+    if _plain_adapter(engine, SyncToAsyncAppraisalEngine, (*APPRAISAL_METHODS, "close")):
         return engine.sync
     if engine is not None and _is_async_method(engine, "appraise"):
         return _AsyncToSyncAppraisal(engine, bridge)
     return engine
+
+
+class _NoTurn(AsyncScopeLocks):
+    """The turns of a call nested in an operation holding its scope's: none to hand on."""
+
+    def release(self, path: tuple[str, ...]) -> None:
+        """Nothing: the enclosing operation hands its turn on."""
+
+
+NO_TURN = _NoTurn()
+
+
+def worker_body(nest: Nest, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """An operation's worker: ``fn``, the calls back of its async components run while
+    it waits for them (:class:`~emotional_memory._async_bridge.Nest`)."""
+    nest.thread = threading.get_ident()
+    try:
+        return no_stop_iteration(fn, *args, **kwargs)
+    finally:
+        nest.close()
+
+
+def finish_detached(
+    locks: AsyncScopeLocks, path: tuple[str, ...], worker: asyncio.Future[Any]
+) -> None:
+    """Hand the turn on once a worker whose caller was cancelled has finished."""
+    if not worker.cancelled():
+        worker.exception()  # retrieved: its caller is gone, nobody else will read it
+    locks.release(path)
+
+
+_EXECUTOR: ThreadPoolExecutor | None = None
+_EXECUTOR_LOCK = threading.Lock()
+
+
+def engine_executor() -> ThreadPoolExecutor:
+    """The pool the engine cores run on (created on first use, shared).
+
+    Separate from every event loop's default executor, which the bridged coroutines
+    (e.g. the ``SyncToAsync*`` adapters' ``asyncio.to_thread``) use: an engine core
+    waiting on such a coroutine never holds a thread that coroutine needs.
+
+    Returns:
+        The shared executor.
+    """
+    global _EXECUTOR
+    with _EXECUTOR_LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(
+                max_workers=max(32, 4 * (os.cpu_count() or 1)),
+                thread_name_prefix="emotional_memory-engine",
+            )
+            watch_exit()  # a worker waiting on a stopped loop must not block the exit
+        return _EXECUTOR

@@ -9,6 +9,7 @@ JSON embedded in prose) and keep successful answers in a small thread-safe LRU.
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 import threading
@@ -76,16 +77,26 @@ _V = TypeVar("_V")
 
 
 def check_llm(llm: object) -> None:
-    """Reject a non-callable ``llm``.
+    """Reject a non-callable ``llm``, or an async one (``async def``, also as
+    ``__call__`` or under ``functools.partial``): each call would return a coroutine
+    that nobody awaits, and the component would fall back without a word.
 
     Args:
         llm: The candidate ``(prompt, json_schema) -> str`` callable.
 
     Raises:
-        TypeError: If ``llm`` is not callable.
+        TypeError: If ``llm`` is not callable, or is async.
     """
     if not callable(llm):
         raise TypeError(f"llm must be callable, got {type(llm).__name__}")
+    if inspect.iscoroutinefunction(llm) or inspect.iscoroutinefunction(
+        type(llm).__call__  # an object with an async __call__
+    ):
+        raise TypeError(
+            f"llm {getattr(llm, '__qualname__', type(llm).__name__)} is async def: the "
+            "LLM components call it synchronously (in the engine's worker thread under "
+            "AsyncEmotionalMemory); give a blocking (prompt, json_schema) -> str callable"
+        )
 
 
 def check_cache_size(cache_size: object) -> int:

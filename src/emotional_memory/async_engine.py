@@ -6,7 +6,7 @@ per scope (operations on disjoint scopes run at once).
 Async stores, embedders and appraisal engines are called back on the caller's loop
 through a bridge, so results are identical to the sync engine's.
 
-The core's worker threads come from this module's own pool, never from the loop's
+The core's worker threads come from the library's own pool (``_async_bridge``), never the loop's
 default executor: a bridged coroutine that itself needs a default-executor thread
 (``asyncio.to_thread``) then always finds one, so any number of engines sharing a
 loop cannot deadlock, whatever the core count.
@@ -21,16 +21,16 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import os
-import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any, TypeVar
 
 from emotional_memory._async_bridge import (
     CALLER_LOOP,
+    NEST,
+    NO_TURN,
+    Nest,
     SyncToAsyncAppraisalEngine,
     SyncToAsyncEmbedder,
     SyncToAsyncStore,
@@ -40,10 +40,13 @@ from emotional_memory._async_bridge import (
     bridge_appraisal,
     bridge_embedder,
     bridge_store,
-    no_stop_iteration,
+    engine_executor,
+    finish_detached,
+    nested_call,
     to_thread,
-    watch_exit,
+    worker_body,
 )
+from emotional_memory._engine.event_args import NOT_APPRAISED, _per_item_affects
 from emotional_memory._scope_locks import AsyncScopeLocks
 from emotional_memory.affect import CoreAffect
 from emotional_memory.affect_rater import AffectRater
@@ -58,31 +61,6 @@ from emotional_memory.state import AffectiveState
 from emotional_memory.telemetry import traced_span
 
 T = TypeVar("T")
-
-_EXECUTOR: ThreadPoolExecutor | None = None
-_EXECUTOR_LOCK = threading.Lock()
-
-
-def _engine_executor() -> ThreadPoolExecutor:
-    """The pool the engine cores run on (created on first use, shared).
-
-    Separate from every event loop's default executor, which the bridged coroutines
-    (e.g. the ``SyncToAsync*`` adapters' ``asyncio.to_thread``) use: an engine core
-    waiting on such a coroutine never holds a thread that coroutine needs.
-
-    Returns:
-        The shared executor.
-    """
-    global _EXECUTOR
-    with _EXECUTOR_LOCK:
-        if _EXECUTOR is None:
-            _EXECUTOR = ThreadPoolExecutor(
-                max_workers=max(32, 4 * (os.cpu_count() or 1)),
-                thread_name_prefix="emotional_memory-engine",
-            )
-            watch_exit()  # a worker waiting on a stopped loop must not block the exit
-        return _EXECUTOR
-
 
 class AsyncEmotionalMemory:
     """Async affective memory with the same methods as :class:`EmotionalMemory`.
@@ -210,8 +188,18 @@ class AsyncEmotionalMemory:
         gets its own turns, so the engine works across ``asyncio.run`` calls and from
         several loops at once (the sync engine's own scope locks keep operations
         from different loops apart); each operation's async components are called
-        back on the loop that awaits it.
+        back on the loop that awaits it. A call an operation's async component makes
+        back into the engine on an overlapping scope runs in that operation's turn
+        (:class:`~emotional_memory._async_bridge.Nest`), as in the sync engine.
         """
+        nest = NEST.get()
+        if nest is not None and nest.covers(self._engine._scope_locks, self._engine.scope):
+            if not nest.worker:  # the turn is held on the loop: run in it
+                return await self._in_turn(None, nest.path, fn, *args, **kwargs)
+            try:
+                return await nested_call(nest, fn, *args, **kwargs)
+            except LookupError:  # the operation is over: take a turn
+                pass
         locks, path = await self._turn()
         return await self._in_turn(locks, path, fn, *args, **kwargs)
 
@@ -231,25 +219,29 @@ class AsyncEmotionalMemory:
         return locks, path
 
     async def _in_turn(
-        self, locks: AsyncScopeLocks, path: tuple[str, ...], fn: Callable[..., T],
+        self, locks: AsyncScopeLocks | None, path: tuple[str, ...], fn: Callable[..., T],
         *args: Any, **kwargs: Any,
     ) -> T:
         """Run ``fn`` in a worker thread in the turn ``path`` held, and hand the turn
-        on when the worker finishes (see :meth:`_run`)."""
+        on when the worker finishes (see :meth:`_run`; ``locks`` None: a turn held by
+        an enclosing operation, not handed on here)."""
         loop = asyncio.get_running_loop()
+        locks = locks if locks is not None else NO_TURN
         try:
             self._bridge.loop = loop
             context = contextvars.copy_context()  # as asyncio.to_thread does
             # this operation's async components answer on this loop, even while
             # another loop's operation (a disjoint scope) runs on the engine
             context.run(CALLER_LOOP.set, loop)
+            nest = Nest(self._engine._scope_locks, path, worker=True)
+            context.run(NEST.set, nest)
             # the library's own pool, never the loop's default executor: an engine
             # call that waits on a coroutine needing a default-executor thread
             # (SyncToAsync adapters) cannot starve it (no deadlock under gather)
             # a StopIteration cannot be set on the future (the call would never end)
             worker: asyncio.Future[T] = loop.run_in_executor(
-                _engine_executor(),
-                functools.partial(context.run, no_stop_iteration, fn, *args, **kwargs),
+                engine_executor(),
+                functools.partial(context.run, worker_body, nest, fn, *args, **kwargs),
             )
         except BaseException:
             locks.release(path)
@@ -260,7 +252,7 @@ class AsyncEmotionalMemory:
             if worker.done():
                 locks.release(path)
             else:
-                worker.add_done_callback(functools.partial(_finish_detached, locks, path))
+                worker.add_done_callback(functools.partial(finish_detached, locks, path))
             raise
         except BaseException:
             locks.release(path)
@@ -331,16 +323,16 @@ class AsyncEmotionalMemory:
             or not all(isinstance(c, str) for c in contents)
             or (metadata is not None and not isinstance(metadata, Sequence))
             or (metadata is not None and len(metadata) != len(contents))
-            or affect is not None
         ):
-            # Nothing to overlap, bad input the engine itself reports, or given affects
-            # (the events without one are appraised by the sync engine, through the bridge).
+            # Nothing to overlap, or bad input the engine itself reports.
             return await self._run(
                 engine.encode_batch, contents, metadata, expires_at=expires_at, affect=affect
             )
         gate = asyncio.Semaphore(cfg.appraisal_max_concurrency)
 
-        async def appraise(text: str, meta: dict[str, Any] | None) -> Any:
+        async def appraise(text: str, meta: dict[str, Any] | None, given: Any) -> Any:
+            if given is not None:  # an event with a given affect is not appraised
+                return NOT_APPRAISED
             async with gate:
                 return await appraiser.inner.appraise(text, meta)
 
@@ -351,15 +343,24 @@ class AsyncEmotionalMemory:
             # checked before any appraisal (each may be a paid LLM call), off the
             # loop; the appraisals and the encoding use the checked private copies,
             # as the sync engine does (its appraiser gets the metadata it stores)
-            texts, metas, expiries = await to_thread(
-                engine._batch_inputs, contents, metadata, expires_at
-            )
+            def checked() -> tuple[Any, Any, Any, list[CoreAffect | None]]:
+                texts, metas, expiries = engine._batch_inputs(contents, metadata, expires_at)
+                return texts, metas, expiries, _per_item_affects(affect, len(texts))
+
+            texts, metas, expiries, affects = await to_thread(checked)
             if not texts:  # as the sync engine: nothing embedded, no state written
                 locks.release(path)
                 return []
-            results = await all_or_none(
-                appraise(t, m) for t, m in zip(texts, metas, strict=True)
-            )
+            # an appraiser's calls back into the engine run in the batch's turn
+            nest = Nest(engine._scope_locks, path, worker=False)
+            token = NEST.set(nest)
+            try:
+                results = await all_or_none(
+                    appraise(t, m, a) for t, m, a in zip(texts, metas, affects, strict=True)
+                )
+            finally:
+                NEST.reset(token)
+                nest.close()  # a task the appraiser left behind takes turns again
         except BaseException:
             locks.release(path)
             raise
@@ -370,8 +371,7 @@ class AsyncEmotionalMemory:
             # copies it, and keeps appraising)
             with traced_span("emotional_memory.encode_batch", {"batch_size": len(texts)}):
                 return engine._encode_batch_in_turn(
-                    texts, metas, expiries, [None] * len(texts), results,
-                    engine._batch_vectors(texts),
+                    texts, metas, expiries, affects, results, engine._batch_vectors(texts)
                 )
 
         return await self._in_turn(locks, path, encode_with_results)
@@ -733,15 +733,6 @@ class AsyncEmotionalMemory:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-def _finish_detached(
-    locks: AsyncScopeLocks, path: tuple[str, ...], worker: asyncio.Future[Any]
-) -> None:
-    """Hand the turn on once a worker whose caller was cancelled has finished."""
-    if not worker.cancelled():
-        worker.exception()  # retrieved: its caller is gone, nobody else will read it
-    locks.release(path)
 
 
 def as_async(engine: EmotionalMemory) -> AsyncEmotionalMemory:

@@ -85,6 +85,26 @@ def _check_state_store(state_store: object) -> None:
         )
 
 
+def _check_callables(appraisal_engine: object, query_classifier: object) -> None:
+    """Refuse an appraisal engine without ``appraise`` or a query classifier without a
+    blocking ``classify`` (an ``async def`` one's coroutine would never be awaited:
+    llm routing would fall back to the default weights without a word).
+
+    Raises:
+        TypeError: either, naming ``appraisal_engine`` or ``query_classifier``.
+    """
+    for name, part, method in (("appraisal_engine", appraisal_engine, "appraise"),
+                               ("query_classifier", query_classifier, "classify")):
+        if part is not None and not callable(getattr(part, method, None)):
+            raise TypeError(f"{name} must provide {method}; got {type(part).__name__}")
+    if async_methods(query_classifier, ("classify",)):
+        raise TypeError(
+            f"query_classifier {type(query_classifier).__name__}.classify is async def: "
+            "both engines call the query classifier synchronously (in the engine's "
+            "thread under AsyncEmotionalMemory); give it a blocking classify"
+        )
+
+
 class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
     """Affective memory for an agent: encode events, retrieve by meaning and feeling.
 
@@ -119,8 +139,9 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
             its own copy, as in the original).
 
     Raises:
-        TypeError: a store, embedder or ``affect_from_text`` without the methods
-            needed, an async store, embedder or appraisal engine (the async engine's),
+        TypeError: a store, embedder, appraisal engine, query classifier or
+            ``affect_from_text`` without the methods needed, an async store, embedder
+            or appraisal engine (the async engine's), an async query classifier,
             a config or clock of the wrong type.
         ValueError: the store records another embedder than ``embedder`` (see
             :mod:`emotional_memory.embedder_identity`), or ``shared_state`` without a
@@ -164,6 +185,7 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                     "sync engine needs blocking components; use AsyncEmotionalMemory"
                 )
         _check_state_store(state_store)
+        _check_callables(appraisal_engine, query_classifier)
         if affect_from_text is not None and not callable(
             getattr(affect_from_text, "rate_affect", None)
         ):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import threading
@@ -189,6 +190,25 @@ def test_check_llm() -> None:
     check_llm(lambda prompt, schema: "")
     with pytest.raises(TypeError, match="llm must be callable, got str"):
         check_llm("not callable")
+
+
+def test_an_async_llm_is_refused_naming_it() -> None:
+    # LLMAppraisalEngine and LLMQueryClassifier took an ``async def`` llm (natural for
+    # an AsyncEmotionalMemory user): each call got a coroutine, never awaited, and fell
+    # back to the neutral appraisal / the default query type
+    from emotional_memory import LLMAppraisalEngine, LLMQueryClassifier
+
+    async def llm(prompt: str, schema: dict[str, Any]) -> str:
+        return "{}"
+
+    class AsyncCallable:
+        async def __call__(self, prompt: str, schema: dict[str, Any]) -> str:
+            return "{}"
+
+    for bad in (llm, AsyncCallable(), functools.partial(llm)):
+        for make in (check_llm, LLMAppraisalEngine, LLMQueryClassifier):
+            with pytest.raises(TypeError, match=r"llm .* is async def"):
+                make(bad)
 
 
 def test_ask_llm_passes_arguments_and_checks_type() -> None:

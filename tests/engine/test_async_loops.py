@@ -19,6 +19,7 @@ from emotional_memory import (
     EmotionalMemory,
     InMemoryStore,
     KeywordAppraisalEngine,
+    LLMQueryClassifier,
     SyncToAsyncAppraisalEngine,
     SyncToAsyncEmbedder,
     SyncToAsyncStore,
@@ -169,6 +170,76 @@ def test_an_async_text_rater_is_refused_at_construction() -> None:
                 InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW,
                 affect_from_text=AsyncRater(),
             )
+
+
+@pytest.mark.parametrize("engine_class", [EmotionalMemory, AsyncEmotionalMemory])
+def test_a_query_classifier_or_appraiser_the_engine_cannot_call_is_refused(
+    engine_class: type,
+) -> None:
+    # both were taken: an ``async def classify`` (natural next to an async appraiser)
+    # returned a coroutine never awaited and llm routing fell back to the default
+    # weights without a word; a classifier or appraiser without its method failed
+    # at the first retrieval or encode with "'str' object has no attribute ..."
+    class AsyncClassifier:
+        async def classify(self, query: str) -> str:
+            return "temporal"
+
+    def make(**parts: Any) -> Any:
+        return engine_class(InMemoryStore(), HashingEmbedder(dim=16), clock=lambda: NOW, **parts)
+
+    with pytest.raises(TypeError, match=r"query_classifier AsyncClassifier\.classify is async"):
+        make(query_classifier=AsyncClassifier())
+    with pytest.raises(TypeError, match=r"query_classifier must provide classify.*got str"):
+        make(query_classifier="llm")
+    with pytest.raises(TypeError, match=r"appraisal_engine must provide appraise.*got str"):
+        make(appraisal_engine="keyword")
+    make(query_classifier=LLMQueryClassifier(lambda prompt, schema: "temporal"))
+
+
+def test_subclassed_sync_to_async_adapters_have_their_overrides_called() -> None:
+    # the engine unwrapped any SyncToAsync* instance and called the wrapped blocking
+    # component directly: a subclass overriding ``save`` / ``embed`` / ``appraise`` /
+    # ``close`` (auditing, metrics, a cache) was silently bypassed, where the original
+    # awaits the adapter's own methods
+    calls: list[str] = []
+
+    class AuditedStore(SyncToAsyncStore):
+        async def save(self, memory: Any) -> None:
+            calls.append(f"save {memory.content}")
+            await super().save(memory)
+
+        async def close(self) -> None:
+            calls.append("close store")
+            await super().close()
+
+    class AuditedEmbedder(SyncToAsyncEmbedder):
+        async def embed(self, text: str) -> list[float]:
+            calls.append(f"embed {text}")
+            return await super().embed(text)
+
+    class AuditedAppraiser(SyncToAsyncAppraisalEngine):
+        async def appraise(self, event_text: str, context: dict[str, Any] | None = None) -> Any:
+            calls.append(f"appraise {event_text}")
+            return await super().appraise(event_text, context)
+
+    class Unchanged(SyncToAsyncStore):
+        """A subclass overriding no protocol method: still the blocking store itself."""
+
+    async def run() -> None:
+        aengine = AsyncEmotionalMemory(
+            AuditedStore(InMemoryStore()), AuditedEmbedder(HashingEmbedder(dim=16)),
+            AuditedAppraiser(KeywordAppraisalEngine()), clock=lambda: NOW,
+        )
+        await aengine.encode("hello")
+        assert [m.content for m in await aengine.retrieve("hello", 1)] == ["hello"]
+        await aengine.close()
+
+    asyncio.run(run())
+    for call in ("appraise hello", "embed hello", "save hello"):
+        assert call in calls
+    assert calls[-1] == "close store"
+    inner = InMemoryStore()
+    assert AsyncEmotionalMemory(Unchanged(inner), HashingEmbedder(dim=16)).engine.store is inner
 
 
 _STOPPED_LOOP_SCRIPT = """
