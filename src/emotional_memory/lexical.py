@@ -353,8 +353,8 @@ class LexicalIndex:
 
         Args:
             terms: query terms (:func:`query_terms`; a repeated term is a column of its own).
-            memory_ids: the distinct candidates, in candidate order (unknown ids: no
-                words).
+            memory_ids: the candidates, in candidate order (unknown ids: no words; a
+                repeated id: its statistics on each of its rows).
             rows: pad the row axis to this many rows (default: ``len(memory_ids)``).
             width: pad the term axis to this many terms (default: ``len(terms)``, at
                 least 1).
@@ -370,15 +370,13 @@ class LexicalIndex:
             df (width,), n_docs (), avg_length ().
 
         Raises:
-            ValueError: ``rows``/``width`` below the inputs, or a repeated memory id.
+            ValueError: ``rows``/``width`` below the inputs.
         """
         n = len(memory_ids) if rows is None else int(rows)
         t = max(len(terms), 1) if width is None else int(width)
         if n < len(memory_ids) or t < len(terms):
             raise ValueError("rows/width must not be smaller than the inputs")
         row_of = {mid: i for i, mid in enumerate(memory_ids)}
-        if len(row_of) != len(memory_ids):
-            raise ValueError("memory_ids must be distinct")
         within = self._scope(within)
         view = self._view(analysis)
         tf = np.zeros((n, t), dtype=dtype)
@@ -398,6 +396,10 @@ class LexicalIndex:
                     hits = posting.get(mid)
                     if hits:
                         tf[row, j] = hits
+        if len(row_of) < len(memory_ids):  # a repeated id: each of its rows holds its counts
+            for i, mid in enumerate(memory_ids):
+                if row_of[mid] != i:
+                    tf[i] = tf[row_of[mid]]
         length = np.zeros((n,), dtype=dtype)
         length[: len(memory_ids)] = [view.lengths.get(mid, 0) for mid in memory_ids]
         if within is None:

@@ -216,12 +216,15 @@ def test_within_reads_each_id_once() -> None:
     assert index.search(["apple"], 5, within=["a", "a"]) == ["a"]
 
 
-def test_inputs_refuse_a_repeated_candidate() -> None:
+def test_inputs_give_a_repeated_candidate_its_counts_on_every_row() -> None:
     """A candidate listed twice had its counts on its last row only (the first row had
     its length but no counts)."""
-    index = LexicalIndex.from_pairs([("a", "apple pie")])
-    with pytest.raises(ValueError, match="memory_ids must be distinct"):
-        index.inputs(["apple"], ["a", "a"])
+    index = LexicalIndex.from_pairs([("a", "apple pie apple"), ("b", "tart")])
+    for ids in (["a", "b", "a"], ["a", "a", "a", "b"]):  # both ways of filling tf
+        lex = index.inputs(["apple", "pie", "tart"], ids)
+        want = {"a": [2, 1, 0], "b": [0, 0, 1]}
+        assert np.asarray(lex.tf).tolist() == [want[m] for m in ids]
+        assert np.asarray(lex.length).tolist() == [3 if m == "a" else 1 for m in ids]
 
 
 @pytest.mark.parametrize("k", [2.5, None, float("nan"), "3", True])
