@@ -15,7 +15,7 @@ import numpy as np
 from emotional_memory.retrieval import SIGNAL_FIELDS
 
 __all__ = ["DEFAULT_MOODS", "SIGNAL_FIELDS", "appraisal_axes", "configs", "engine_config",
-           "families", "history_rows", "six_values", "weights_grid"]
+           "families", "history_rows", "items", "six_values", "weights_grid"]
 
 DEFAULT_MOODS: dict[str, tuple[float, float]] = {
     "calm +": (0.6, 0.2),
@@ -44,6 +44,14 @@ def six_values(values: Any) -> list[float]:
         except (TypeError, ValueError):
             raise TypeError(f"scores[{i}] must be a number, got {type(v).__name__}") from None
     return out
+
+
+def items(name: str, value: Any) -> list[Any]:
+    """``value``'s items as a list, a ``TypeError`` naming ``name`` when it is text or
+    not iterable."""
+    if isinstance(value, str | bytes) or not isinstance(value, Iterable):
+        raise TypeError(f"{name} must be a sequence, got {type(value).__name__}")
+    return list(value)
 
 
 def families(arousals: Any, counts: Any) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
@@ -132,7 +140,7 @@ def history_row(i: int, h: Any) -> tuple[Any, float, float, float]:
 def history_rows(history: Any) -> list[tuple[Any, float, float, float]]:
     """Every :func:`history_row` of ``history``, the times all numbers, all aware or all
     naive datetimes (a ``TypeError`` naming the history times otherwise)."""
-    rows = [history_row(i, h) for i, h in enumerate(history)]
+    rows = [history_row(i, h) for i, h in enumerate(items("history", history))]
     kinds = {None if not isinstance(t, datetime) else t.utcoffset() is None for t, *_ in rows}
     if len(kinds) > 1:
         raise TypeError("history times must be all datetimes or all numbers (seconds)"

@@ -18,6 +18,7 @@ the engine builds one from ``list_all()`` for a store without one.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 import threading
 import unicodedata
@@ -312,6 +313,13 @@ class LexicalIndex:
         del self._order[memory_id]
 
     @staticmethod
+    def _scope(within: Collection[str] | None) -> Collection[str] | None:
+        """``within`` as a set (each id once, O(1) membership); None stays None."""
+        if within is None or isinstance(within, set | frozenset):
+            return within
+        return set(within)
+
+    @staticmethod
     def _within_stats(view: _View, within: Collection[str]) -> tuple[int, float]:
         """``(n_docs, avg_length)`` of the indexed memories among ``within``."""
         lengths = view.lengths
@@ -345,7 +353,8 @@ class LexicalIndex:
 
         Args:
             terms: query terms (:func:`query_terms`; a repeated term is a column of its own).
-            memory_ids: the candidates, in candidate order (unknown ids: no words).
+            memory_ids: the candidates, in candidate order (unknown ids: no words; a
+                repeated id: its statistics on each of its rows).
             rows: pad the row axis to this many rows (default: ``len(memory_ids)``).
             width: pad the term axis to this many terms (default: ``len(terms)``, at
                 least 1).
@@ -353,20 +362,25 @@ class LexicalIndex:
             analysis: the analysis that produced ``terms`` (:data:`ANALYSES`).
             within: the ids of the memories the statistics are of (a scope or filter:
                 N, df and the mean length are those of these memories alone, as in an
-                index holding only them); None: every indexed memory.
+                index holding only them; a repeated id counts once); None: every
+                indexed memory.
 
         Returns:
             :class:`LexicalInputs` with numpy leaves: tf (rows, width), length (rows,),
             df (width,), n_docs (), avg_length ().
+
+        Raises:
+            ValueError: ``rows``/``width`` below the inputs.
         """
         n = len(memory_ids) if rows is None else int(rows)
         t = max(len(terms), 1) if width is None else int(width)
         if n < len(memory_ids) or t < len(terms):
             raise ValueError("rows/width must not be smaller than the inputs")
+        row_of = {mid: i for i, mid in enumerate(memory_ids)}
+        within = self._scope(within)
         view = self._view(analysis)
         tf = np.zeros((n, t), dtype=dtype)
         df = np.zeros((t,), dtype=dtype)
-        row_of = {mid: i for i, mid in enumerate(memory_ids)}
         for j, term in enumerate(terms):
             posting = view.postings.get(term)
             if not posting:
@@ -382,6 +396,10 @@ class LexicalIndex:
                     hits = posting.get(mid)
                     if hits:
                         tf[row, j] = hits
+        if len(row_of) < len(memory_ids):  # a repeated id: each of its rows holds its counts
+            for i, mid in enumerate(memory_ids):
+                if row_of[mid] != i:
+                    tf[i] = tf[row_of[mid]]
         length = np.zeros((n,), dtype=dtype)
         length[: len(memory_ids)] = [view.lengths.get(mid, 0) for mid in memory_ids]
         if within is None:
@@ -412,6 +430,7 @@ class LexicalIndex:
             id -> BM25 score (> 0 only; memories without a query term are absent).
         """
         view = self._view(analysis)
+        within = self._scope(within)
         if within is None:
             n_docs = len(view.lengths)
             avg = view.total / n_docs if n_docs else 0.0
@@ -452,7 +471,12 @@ class LexicalIndex:
 
         Returns:
             Up to ``k`` ids, best first.
+
+        Raises:
+            TypeError: a ``k`` that is not an int.
         """
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+            raise TypeError(f"k must be an int, got {type(k).__name__}")
         if k <= 0:
             return []
         scored = self.scores(terms, k1, b, analysis, within=within)

@@ -255,11 +255,14 @@ class LLMQueryClassifier:
             default_type: Type returned on failure; must be in :data:`QUERY_TYPES`.
 
         Raises:
-            TypeError: If ``llm`` is not callable or ``cache_size`` is not an int.
+            TypeError: If ``llm`` is not callable, ``cache_size`` is not an int or
+                ``default_type`` is not a str.
             ValueError: If ``cache_size`` is negative or ``default_type`` is unknown.
         """
         check_llm(llm)
         check_cache_size(cache_size)
+        if not isinstance(default_type, str):
+            raise TypeError(f"default_type must be a str, got {type(default_type).__name__}")
         if default_type not in QUERY_TYPES:
             raise ValueError(
                 f"default_type must be one of {sorted(QUERY_TYPES)}, got {default_type!r}"

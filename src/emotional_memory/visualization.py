@@ -1,7 +1,8 @@
 """Matplotlib figures of the model (extra ``viz``: ``pip install 'emotional-memory-jax[viz]'``).
 
 Every function returns a :class:`matplotlib.figure.Figure`. Pass ``ax=`` to draw into
-an existing Axes (the figure returned is then that Axes' figure); otherwise a new
+an existing Axes (the figure returned is then that Axes' figure; anything else is a
+``TypeError`` naming ``ax``); otherwise a new
 figure is built without pyplot (no global state, no GUI backend needed), ready for
 ``fig.savefig("out.png")``.
 
@@ -35,6 +36,7 @@ from emotional_memory._viz_model import engine_config as _engine_config
 from emotional_memory._viz_model import families as _families
 from emotional_memory._viz_model import flat_series as _flat_series
 from emotional_memory._viz_model import history_rows as _history_rows
+from emotional_memory._viz_model import items as _items
 from emotional_memory._viz_model import mood_pairs as _mood_pairs
 from emotional_memory._viz_model import six_values as _six
 from emotional_memory._viz_model import weights_grid as _weights_grid
@@ -99,6 +101,10 @@ def _figure(ax: Axes | None, figsize: tuple[float, float], polar: bool = False) 
     pyplot-free figure."""
     _require_matplotlib()
     if ax is not None:
+        from matplotlib.axes import Axes
+
+        if not isinstance(ax, Axes):
+            raise TypeError(f"ax must be a matplotlib Axes, got {type(ax).__name__}")
         return getattr(ax.figure, "figure", None) or ax.figure, ax
     from matplotlib.figure import Figure
 
@@ -141,12 +147,13 @@ def plot_circumplex(
         The figure.
 
     Raises:
-        TypeError: For an item that is neither a memory nor a tuple.
+        TypeError: For ``memories`` that is no sequence, or an item that is neither a
+            memory nor a tuple.
         ValueError: For a tuple that does not hold three finite values.
     """
     fig, axes = _figure(ax, (6.5, 5.0))
     points = []
-    for i, m in enumerate(memories):
+    for i, m in enumerate(_items("memories", memories)):
         tag = getattr(m, "tag", None)
         if tag is not None:
             points.append(
@@ -377,8 +384,8 @@ def plot_mood_evolution(
 
     Raises:
         ValueError: For a tuple that does not hold four values, or a NaN / inf.
-        TypeError: For an entry that is neither, or datetimes and numbers (or aware
-            and naive datetimes) mixed as times.
+        TypeError: For ``history`` that is no sequence, an entry that is neither, or
+            datetimes and numbers (or aware and naive datetimes) mixed as times.
     """
     rows = _history_rows(history)
     fig, axes = _figure(ax, (9.0, 4.5))
@@ -478,22 +485,30 @@ def plot_resonance_network(
         The figure.
 
     Raises:
-        TypeError: For an item that is neither a link nor a memory.
+        TypeError: For ``links`` that is no sequence, an item that is neither a link nor
+            a memory, a link whose ids are not text, or ``node_labels`` no mapping.
     """
     labels: dict[str, str] = {}
     edges: list[Any] = []
-    for i, item in enumerate(links):
+    for i, item in enumerate(_items("links", links)):
         tag = getattr(item, "tag", None)
         if tag is not None:
             labels.setdefault(item.id, item.content[:16])
             edges.extend(tag.resonance_links)
         elif hasattr(item, "source_id") and hasattr(item, "target_id"):
+            for end in ("source_id", "target_id"):
+                if not isinstance(getattr(item, end), str):
+                    raise TypeError(f"links[{i}].{end} must be a str, "
+                                    f"got {type(getattr(item, end)).__name__}")
             edges.append(item)
         else:
             raise TypeError(
                 f"links[{i}] must be a ResonanceLink or a Memory, got {type(item).__name__}"
                 " (for a RetrievalExplanation pass its .memory)"
             )
+    if node_labels is not None and not isinstance(node_labels, Mapping):
+        raise TypeError(f"node_labels must be a mapping of id to label, "
+                        f"got {type(node_labels).__name__}")
     nodes = list(labels)
     for e in edges:
         for node in (e.source_id, e.target_id):

@@ -522,3 +522,28 @@ def test_retrieval_radar_names_labels_that_are_no_sequence_of_names(labels: Any)
     one character per axis."""
     with pytest.raises(TypeError, match="labels must be a sequence"):
         viz.plot_retrieval_radar([0.5] * 6, labels)
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda: viz.plot_circumplex(None), "memories"),  # type: ignore[arg-type]
+    (lambda: viz.plot_circumplex(3), "memories"),  # type: ignore[arg-type]
+    (lambda: viz.plot_mood_evolution(None), "history"),  # type: ignore[arg-type]
+    (lambda: viz.plot_resonance_network(None), "links"),  # type: ignore[arg-type]
+    (lambda: viz.plot_resonance_network([], node_labels="ab"), "node_labels"),  # type: ignore[arg-type]
+    (lambda: viz.plot_circumplex([], ax="axes"), "ax"),  # type: ignore[arg-type]
+    (lambda: viz.plot_yerkes_dodson(ax=object()), "ax"),  # type: ignore[arg-type]
+])
+def test_arguments_of_the_wrong_kind_are_named(call: Any, name: str) -> None:
+    """A non-iterable ``memories`` / ``history`` / ``links`` was Python's own "'NoneType'
+    object is not iterable", a string ``node_labels`` "dictionary update sequence
+    element #0 has length 1", and a wrong ``ax`` an AttributeError."""
+    with pytest.raises(TypeError, match=rf"^{name} must be"):
+        call()
+
+
+def test_resonance_network_names_a_link_whose_ids_are_not_text() -> None:
+    """A link with integer ids was "'int' object is not subscriptable"."""
+    link = ResonanceLink(source_id="a", target_id="b", strength=0.5, link_type="semantic")
+    odd = link.model_copy(update={"target_id": 7})
+    with pytest.raises(TypeError, match=r"links\[1\]\.target_id must be a str, got int"):
+        viz.plot_resonance_network([link, odd])

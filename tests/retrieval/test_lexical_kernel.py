@@ -201,6 +201,41 @@ def test_index_inputs_padding_and_scores_oracle() -> None:
     assert index.search(["nothing"], 5) == [] and index.search(["apple"], 0) == []
 
 
+def test_within_reads_each_id_once() -> None:
+    """A ``within`` holding an id twice (a list) counted that memory twice in N and the
+    mean length: 'apple' scored 0.693 in a one-memory scope instead of 0.288."""
+    index = LexicalIndex.from_pairs([("a", "apple pie"), ("b", "apple apple tart"),
+                                     ("c", "pear")])
+    scope = {"a": ["apple", "pie"], "c": ["pear"]}
+    want = {m: oracle_bm25(["apple"], d, scope, 1.2, 0.75) for m, d in scope.items()}
+    for within in (["a", "a", "c", "c"], ("c", "a", "c"), iter(["a", "c", "a"])):
+        got = index.scores(["apple"], within=within)
+        assert got == pytest.approx({"a": want["a"]}, rel=1e-12)
+    lex = index.inputs(["apple"], ["a", "c"], within=["a", "c", "a"])
+    assert float(lex.n_docs) == 2 and float(lex.avg_length) == 1.5
+    assert index.search(["apple"], 5, within=["a", "a"]) == ["a"]
+
+
+def test_inputs_give_a_repeated_candidate_its_counts_on_every_row() -> None:
+    """A candidate listed twice had its counts on its last row only (the first row had
+    its length but no counts)."""
+    index = LexicalIndex.from_pairs([("a", "apple pie apple"), ("b", "tart")])
+    for ids in (["a", "b", "a"], ["a", "a", "a", "b"]):  # both ways of filling tf
+        lex = index.inputs(["apple", "pie", "tart"], ids)
+        want = {"a": [2, 1, 0], "b": [0, 0, 1]}
+        assert np.asarray(lex.tf).tolist() == [want[m] for m in ids]
+        assert np.asarray(lex.length).tolist() == [3 if m == "a" else 1 for m in ids]
+
+
+@pytest.mark.parametrize("k", [2.5, None, float("nan"), "3", True])
+def test_search_names_a_k_that_is_not_an_int(k: Any) -> None:
+    """A float, None or NaN ``k`` was numpy's "slice indices must be integers" or a
+    comparison error; a bool was read as 1."""
+    index = LexicalIndex.from_pairs([("a", "apple pie")])
+    with pytest.raises(TypeError, match="k must be an int"):
+        index.search(["apple"], k)
+
+
 # ------------------------------------------------------------------ 3. kernel BM25
 
 

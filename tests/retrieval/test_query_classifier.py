@@ -538,6 +538,13 @@ def test_llm_rejects_unknown_default_type() -> None:
         LLMQueryClassifier(FakeLLM("temporal"), default_type="nope")
 
 
+@pytest.mark.parametrize("bad", [["temporal"], {"temporal": 1}, 3])
+def test_llm_names_a_default_type_that_is_not_text(bad: object) -> None:
+    """A list or dict was "unhashable type: 'list'", naming nothing."""
+    with pytest.raises(TypeError, match="default_type must be a str, got"):
+        LLMQueryClassifier(FakeLLM("temporal"), default_type=bad)  # type: ignore[arg-type]
+
+
 def test_llm_classify_rejects_non_str() -> None:
     llm = FakeLLM("temporal")
     clf = LLMQueryClassifier(llm)

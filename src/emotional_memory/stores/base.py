@@ -274,7 +274,7 @@ class ColumnarStore(MemoryStore, Protocol, metaclass=_Capability):
 
         Args:
             terms: query terms.
-            memory_ids: the candidates.
+            memory_ids: the candidates (a repeated id: its statistics on each row).
             analysis: the lexical analysis of ``terms`` (``lexical_stemmer``).
 
         Returns:

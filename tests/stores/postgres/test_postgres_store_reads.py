@@ -255,6 +255,20 @@ def test_a_repeated_query_term_fills_each_of_its_columns(pg_dsn: str) -> None:
             assert np.asarray(a).tolist() == np.asarray(b).tolist()
 
 
+def test_a_repeated_candidate_has_its_statistics_on_each_of_its_rows(pg_dsn: str) -> None:
+    """A candidate id listed twice had its length and counts on its last row only (the
+    first row read as an empty memory)."""
+    memories = [m.model_copy(update={"content": f"storm storm rain {i}"})
+                for i, m in enumerate(random_memories(3, 6, 1))]
+    with PostgresStore(pg_dsn, table=_new_table()) as pg:
+        for m in memories:
+            pg.save(m)
+        ids = [memories[0].id, memories[1].id, memories[0].id, memories[0].id]
+        got = pg.lexical_inputs(["storm", "rain"], ids)
+        assert np.asarray(got.tf).tolist() == [[2.0, 1.0]] * 4
+        assert np.asarray(got.length).tolist() == [4.0] * 4
+
+
 def test_embeddings_past_the_hnsw_limit_are_stored_and_searched_exactly(pg_dsn: str) -> None:
     """pgvector indexes at most 2,000 dimensions with HNSW: a store of 3,072-d
     embeddings (a common embedder's size) has no index and answers every search, on

@@ -293,7 +293,9 @@ class _Columns(_Ingesting):
             ).fetchall())
             for j, term in enumerate(terms):
                 df[j] = counts.get(term, 0)
-        row_of = {mid: i for i, mid in enumerate(memory_ids)}
+        rows_of: dict[str, list[int]] = {}  # a repeated id: its statistics on each row
+        for i, mid in enumerate(memory_ids):
+            rows_of.setdefault(mid, []).append(i)
         if memory_ids:
             columns: dict[str, list[int]] = {}  # a repeated term is a column of its own
             for j, term in enumerate(terms):
@@ -302,11 +304,11 @@ class _Columns(_Ingesting):
                 f"SELECT id, doc_len, terms, tfs FROM {self._t} WHERE id = ANY(%s){f}",
                 (list(memory_ids), *f_args),
             ).fetchall():
-                i = row_of[mid]
-                length[i] = doc_len
+                rows = rows_of[mid]
+                length[rows] = doc_len
                 for term, count in zip(row_terms, tfs, strict=True):
                     for at in columns.get(term, ()):
-                        tf[i, at] = count
+                        tf[rows, at] = count
         docs = int(n_docs)
         avg = int(total) / docs if docs else 0.0
         return LexicalInputs(
