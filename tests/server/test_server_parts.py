@@ -397,6 +397,10 @@ def test_unreachable_vector_db_servers_are_clear_errors(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize(("url", "message"), [
     ("qdrant://user:pw@host/mem", "no user"),
+    # a password (an API key) alone: user-info all the same, never silently dropped
+    ("qdrant://:pw@host/mem", "no user"),
+    ("chroma://:pw@host:8000/mem", "no user"),
+    ("qdrant+https://@host/mem", "no user"),
     ("chroma://host:1/a/b", "no '/'"),
     ("chroma://:8000/mem", "chroma://HOST"),
     ("qdrant://host:99999/mem", "malformed"),
