@@ -35,9 +35,32 @@ def _everything(exc: BaseException) -> str:
     (f"postgresql://u:{SECRET}/x?y@db:5432/mem", "postgresql://u:***@db:5432/mem"),
     (f"postgresql://u:{SECRET}?x/y@db/mem", "postgresql://u:***@db/mem"),
     (f"postgresql://u:{SECRET}#x/y@db/mem", "postgresql://u:***@db/mem"),
+    # one slash too many (as sqlite:///): the user-info lands in the path, and the
+    # driver reads the password as part of a database name or number
+    (f"postgresql:///u:{SECRET}@db/mem", "postgresql:///u:***@db/mem"),
+    (f"redis:///:{SECRET}@cache:6379/0", "redis:///:***@cache:6379/0"),
+    (f"rediss:////default:{SECRET}/x@cache", "rediss:////default:***@cache"),
 ])
 def test_a_lone_address_is_masked_whole(address: str, shown: str) -> None:
     assert redact_address(address) == shown
+
+
+@pytest.mark.parametrize("url", [
+    f"redis:///:{SECRET}@127.0.0.1:1",
+    f"rediss:///default:{SECRET}@127.0.0.1:1/0",
+    f"postgresql:///u:{SECRET}@127.0.0.1:1/mem",
+])
+def test_one_slash_too_many_quotes_no_password(url: str) -> None:
+    """``redis:///:pw@host`` (a third slash, as sqlite:///) was quoted whole."""
+    from emotional_memory.stores._shared.urls import StoreURLError
+    from emotional_memory.stores.registry import open_state_store, open_store
+
+    if url.startswith("postgresql"):
+        pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    opener = open_store if url.startswith("postgresql") else open_state_store
+    with pytest.raises(StoreURLError) as info:
+        opener(url)
+    assert SECRET not in _everything(info.value)
 
 
 def test_address_secrets_mask_the_forms_a_driver_quotes() -> None:
