@@ -58,7 +58,8 @@ def _credential(m: re.Match[str]) -> str:
 # URL user-info: ``scheme://user:secret@`` (the user may hold an unescaped '@', the
 # secret ':' or '@': it runs up to the last '@' before the host). The scheme starts
 # a word: a match tried at every letter of a long word rescanned it (quadratic time).
-_USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\s]*@")
+# A slash too many after the scheme (``redis:///:pw@host``) leaves it in the path.
+_USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:///*[^/:\s]*):[^/\s]*@")
 
 
 # A lone address's user-info password may hold a raw '/', '?' or space (a generated
