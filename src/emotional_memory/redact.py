@@ -70,12 +70,13 @@ _USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:///*[^/:\s]*):[^
 # When neither matches (a password with a '/' and a '?' or '#'), it runs to the last
 # '@' of the address (_LONE_USERINFO_ANY: more than the password when a query holds
 # an '@' too, never less). A slash too many after the scheme (``redis:///:pw@host``,
-# as sqlite:///) puts the user-info in the path, where drivers quote it: masked too.
+# as sqlite:///) or too few (``https:/u:pw@host``, none) puts the user-info in the
+# path, where drivers quote it: masked too.
 _LONE_USERINFO = (
-    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:///*[^/:\s]*):([^?#]*)@"),
-    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:///*[^/:\s]*):([^/\s]*)@"),
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):([^?#]*)@"),
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):([^/\s]*)@"),
 )
-_LONE_USERINFO_ANY = re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:///*[^/:\s]*):(.*)@")
+_LONE_USERINFO_ANY = re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):(.*)@")
 
 
 def _lone_userinfo(address: str) -> list[re.Match[str]]:

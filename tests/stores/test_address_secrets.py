@@ -40,6 +40,9 @@ def _everything(exc: BaseException) -> str:
     (f"postgresql:///u:{SECRET}@db/mem", "postgresql:///u:***@db/mem"),
     (f"redis:///:{SECRET}@cache:6379/0", "redis:///:***@cache:6379/0"),
     (f"rediss:////default:{SECRET}/x@cache", "rediss:////default:***@cache"),
+    # a slash too few (or none): the scheme's ':' then the user-info
+    (f"https:/u:{SECRET}@llm.example/v1", "https:/u:***@llm.example/v1"),
+    (f"https:u:{SECRET}@llm.example/v1", "https:u:***@llm.example/v1"),
 ])
 def test_a_lone_address_is_masked_whole(address: str, shown: str) -> None:
     assert redact_address(address) == shown
@@ -151,3 +154,23 @@ def test_an_llm_base_url_httpx_cannot_parse_quotes_no_piece_of_the_password() ->
         HttpxLLM(config)
     assert SECRET[:4] not in _everything(info.value)
     assert "llm.example/v1" in str(info.value)
+
+
+@pytest.mark.parametrize("base_url", [
+    f"https:/u:{SECRET}@llm.example/v1",
+    f"https:u:{SECRET}@llm.example/v1",
+])
+def test_an_llm_base_url_with_a_slash_too_few_shows_no_password(base_url: str) -> None:
+    """``https:/u:pw@host`` (a slash lost in an environment variable) was shown whole."""
+    pytest.importorskip("httpx", reason="the llm extra (httpx) is not installed")
+    from emotional_memory.llm_http import HttpxLLM, OpenAICompatibleLLMConfig
+
+    config = OpenAICompatibleLLMConfig(api_key="k", base_url=base_url)
+    assert SECRET not in repr(config) and SECRET not in str(config.public_summary())
+    try:
+        client = HttpxLLM(config)
+    except ValueError as exc:  # refused as no URL: its message shows none of it either
+        assert SECRET not in _everything(exc)
+    else:
+        assert SECRET not in repr(client)
+        client.close()
