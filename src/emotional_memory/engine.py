@@ -294,7 +294,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
         On a thread running an event loop (``repr(async_engine.engine)`` in a log line)
         it never waits for a running operation, which may be waiting for that loop:
         ``memories=busy`` then, and ``memories=unknown`` when async components cannot
-        be called there."""
+        be called there; ``memories=unavailable`` when the store cannot count (its
+        server down)."""
         locks, path = self._scope_locks, self._scope
         if not locks.acquire(path, blocking=asyncio._get_running_loop() is None):
             count: object = "busy"
@@ -305,6 +306,8 @@ class EmotionalMemory(EncodingMixin, RankingMixin, RecordsMixin):
                 count = "closed"
             except RuntimeError:  # async components, on their loop's thread
                 count = "unknown"
+            except Exception:  # the store's server unreachable: a repr never raises
+                count = "unavailable"
             finally:
                 locks.release(path)
         return f"{type(self).__name__}(store={self.store!r}, memories={count})"

@@ -58,7 +58,8 @@ def _credential(m: re.Match[str]) -> str:
 # URL user-info: ``scheme://user:secret@`` (the user may hold an unescaped '@', the
 # secret ':' or '@': it runs up to the last '@' before the host). The scheme starts
 # a word: a match tried at every letter of a long word rescanned it (quadratic time).
-_USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\s]*@")
+# A slash too many after the scheme (``redis:///:pw@host``) leaves it in the path.
+_USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*:///*[^/:\s]*):[^/\s]*@")
 
 
 # A lone address's user-info password may hold a raw '/', '?' or space (a generated
@@ -68,12 +69,14 @@ _USERINFO = re.compile(r"(?i)((?<![a-z0-9+.-])[a-z][a-z0-9+.-]*://[^/:\s]*):[^/\
 # (first pattern) or to the last '@' before any '/' (second, a password with '?').
 # When neither matches (a password with a '/' and a '?' or '#'), it runs to the last
 # '@' of the address (_LONE_USERINFO_ANY: more than the password when a query holds
-# an '@' too, never less).
+# an '@' too, never less). A slash too many after the scheme (``redis:///:pw@host``,
+# as sqlite:///) or too few (``https:/u:pw@host``, none) puts the user-info in the
+# path, where drivers quote it: masked too.
 _LONE_USERINFO = (
-    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^?#]*)@"),
-    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):([^/\s]*)@"),
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):([^?#]*)@"),
+    re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):([^/\s]*)@"),
 )
-_LONE_USERINFO_ANY = re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*://[^/:\s]*):(.*)@")
+_LONE_USERINFO_ANY = re.compile(r"(?is)^(\s*[a-z][a-z0-9+.-]*:/*[^/:\s]*):(.*)@")
 
 
 def _lone_userinfo(address: str) -> list[re.Match[str]]:

@@ -136,10 +136,21 @@ def _recording_span(tracer: Any, name: str, attrs: dict[str, Any] | None) -> Ite
         try:
             yield span
         except Exception as exc:
-            span.record_exception(exc)
-            trace = importlib.import_module("opentelemetry.trace")
-            span.set_status(trace.Status(trace.StatusCode.ERROR, str(exc)))
+            _mark_failed(span, exc)
             raise
+
+
+def _mark_failed(span: Any, exc: Exception) -> None:
+    """Record ``exc`` on ``span``, status ERROR(str(exc)). One whose ``str()`` raises
+    gets its type name as the status, no event (recording it would raise in its place)."""
+    try:
+        description = str(exc)
+    except Exception:
+        description = type(exc).__name__
+    else:
+        span.record_exception(exc)
+    trace = importlib.import_module("opentelemetry.trace")
+    span.set_status(trace.Status(trace.StatusCode.ERROR, description))
 
 
 AttributeRule = tuple[str, Callable[[Any], Any]]

@@ -56,6 +56,27 @@ def test_exception_recorded_and_reraised(exporter: InMemorySpanExporter) -> None
     assert [e.name for e in finished.events] == ["exception"]
 
 
+def test_an_exception_that_cannot_be_shown_propagates_as_itself(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """Its ``str()`` raising made the span's recording raise a RuntimeError in its place:
+    with tracing on, the caller caught another exception than without it."""
+
+    class Unshowable(Exception):
+        def __str__(self) -> str:
+            raise RuntimeError("no message")
+
+    @telemetry.traced("emotional_memory.t")
+    def fail() -> None:
+        raise Unshowable
+
+    with pytest.raises(Unshowable):
+        fail()
+    (span,) = exporter.get_finished_spans()
+    assert span.status.status_code is StatusCode.ERROR
+    assert span.status.description == "Unshowable"  # its type, when it has no message
+
+
 def test_noop_without_opentelemetry(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(telemetry, "_tracer", None)
     monkeypatch.setattr(telemetry, "_otel_unavailable", True)

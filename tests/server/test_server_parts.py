@@ -200,6 +200,12 @@ def test_open_memory_and_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
 @pytest.mark.parametrize(("url", "message"), [
     ("mongodb://u:hunter2@h/db", "unknown store URL scheme 'mongodb'"),
     ("just-a-path.db", "unknown store URL scheme"),
+    # a mistyped '://' (the address is no URL: not quoted, its password with it)
+    ("postgresql:/u:hunter2@h/db", "has no '://'"),
+    ("postgresql//u:hunter2@h/db", "has no '://'"),
+    ("redis:/:hunter2@h", "has no '://'"),
+    ("u:hunter2@h/db", "has no '://'"),
+    ("u:hunter2@h://db", "unknown store URL scheme"),  # no scheme before the '://'
     ("memory://extra", "exactly memory://"),
     ("sqlite://", "sqlite:///RELATIVE/PATH"),
     ("sqlite:///", "sqlite:///RELATIVE/PATH"),
@@ -209,6 +215,14 @@ def test_bad_store_urls(url: str, message: str) -> None:
     with pytest.raises(StoreURLError) as info:
         open_store(url)
     assert message in str(info.value)
+    assert "hunter2" not in str(info.value)
+
+
+def test_a_mistyped_state_url_is_not_quoted() -> None:
+    from emotional_memory.stores.registry import open_state_store
+
+    with pytest.raises(StoreURLError, match="has no '://'") as info:
+        open_state_store("redis:/default:hunter2@h:6379")
     assert "hunter2" not in str(info.value)
 
 
@@ -397,6 +411,10 @@ def test_unreachable_vector_db_servers_are_clear_errors(monkeypatch: pytest.Monk
 
 @pytest.mark.parametrize(("url", "message"), [
     ("qdrant://user:pw@host/mem", "no user"),
+    # a password (an API key) alone: user-info all the same, never silently dropped
+    ("qdrant://:pw@host/mem", "no user"),
+    ("chroma://:pw@host:8000/mem", "no user"),
+    ("qdrant+https://@host/mem", "no user"),
     ("chroma://host:1/a/b", "no '/'"),
     ("chroma://:8000/mem", "chroma://HOST"),
     ("qdrant://host:99999/mem", "malformed"),

@@ -35,9 +35,35 @@ def _everything(exc: BaseException) -> str:
     (f"postgresql://u:{SECRET}/x?y@db:5432/mem", "postgresql://u:***@db:5432/mem"),
     (f"postgresql://u:{SECRET}?x/y@db/mem", "postgresql://u:***@db/mem"),
     (f"postgresql://u:{SECRET}#x/y@db/mem", "postgresql://u:***@db/mem"),
+    # one slash too many (as sqlite:///): the user-info lands in the path, and the
+    # driver reads the password as part of a database name or number
+    (f"postgresql:///u:{SECRET}@db/mem", "postgresql:///u:***@db/mem"),
+    (f"redis:///:{SECRET}@cache:6379/0", "redis:///:***@cache:6379/0"),
+    (f"rediss:////default:{SECRET}/x@cache", "rediss:////default:***@cache"),
+    # a slash too few (or none): the scheme's ':' then the user-info
+    (f"https:/u:{SECRET}@llm.example/v1", "https:/u:***@llm.example/v1"),
+    (f"https:u:{SECRET}@llm.example/v1", "https:u:***@llm.example/v1"),
 ])
 def test_a_lone_address_is_masked_whole(address: str, shown: str) -> None:
     assert redact_address(address) == shown
+
+
+@pytest.mark.parametrize("url", [
+    f"redis:///:{SECRET}@127.0.0.1:1",
+    f"rediss:///default:{SECRET}@127.0.0.1:1/0",
+    f"postgresql:///u:{SECRET}@127.0.0.1:1/mem",
+])
+def test_one_slash_too_many_quotes_no_password(url: str) -> None:
+    """``redis:///:pw@host`` (a third slash, as sqlite:///) was quoted whole."""
+    from emotional_memory.stores._shared.urls import StoreURLError
+    from emotional_memory.stores.registry import open_state_store, open_store
+
+    if url.startswith("postgresql"):
+        pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    opener = open_store if url.startswith("postgresql") else open_state_store
+    with pytest.raises(StoreURLError) as info:
+        opener(url)
+    assert SECRET not in _everything(info.value)
 
 
 def test_address_secrets_mask_the_forms_a_driver_quotes() -> None:
@@ -128,3 +154,23 @@ def test_an_llm_base_url_httpx_cannot_parse_quotes_no_piece_of_the_password() ->
         HttpxLLM(config)
     assert SECRET[:4] not in _everything(info.value)
     assert "llm.example/v1" in str(info.value)
+
+
+@pytest.mark.parametrize("base_url", [
+    f"https:/u:{SECRET}@llm.example/v1",
+    f"https:u:{SECRET}@llm.example/v1",
+])
+def test_an_llm_base_url_with_a_slash_too_few_shows_no_password(base_url: str) -> None:
+    """``https:/u:pw@host`` (a slash lost in an environment variable) was shown whole."""
+    pytest.importorskip("httpx", reason="the llm extra (httpx) is not installed")
+    from emotional_memory.llm_http import HttpxLLM, OpenAICompatibleLLMConfig
+
+    config = OpenAICompatibleLLMConfig(api_key="k", base_url=base_url)
+    assert SECRET not in repr(config) and SECRET not in str(config.public_summary())
+    try:
+        client = HttpxLLM(config)
+    except ValueError as exc:  # refused as no URL: its message shows none of it either
+        assert SECRET not in _everything(exc)
+    else:
+        assert SECRET not in repr(client)
+        client.close()

@@ -50,6 +50,9 @@ FORMS = [
     (f"credentials={SECRET} rejected", "credentials=*** rejected"),
     # inside a message
     (f"cannot connect to postgresql://bob:{SECRET}@h/db: refused", "bob:***@h/db: refused"),
+    # a slash too many after the scheme (as sqlite:///), in a message too
+    (f"cannot connect to redis:///:{SECRET}@cache:6379/0: refused", "redis:///:***@cache"),
+    (f"bad address postgresql:///bob:{SECRET}@h/db", "postgresql:///bob:***@h/db"),
 ]
 
 

@@ -12,12 +12,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+import re
 import threading
 from pathlib import Path
 from typing import Any
 
 from emotional_memory.redact import redact_address
 from emotional_memory.stores._shared.urls import Backend, OpenedStore, StoreURLError
+
+# a URL scheme (RFC 3986), spaces around it allowed: what an error may quote of an
+# address it cannot open
+_SCHEME = re.compile(r"(?i)\s*[a-z][a-z0-9+.-]*\s*")
 
 __all__ = [
     "Backend",
@@ -96,9 +101,17 @@ def _scheme(url: object, table: dict[str, Backend], what: str) -> Backend:
     scheme, sep, _ = url.partition("://")
     scheme = scheme.lower()
     if not sep or scheme not in table:
-        shown = scheme if sep else redact_address(url)
         listed = ", ".join(f"{s}://" for s in sorted(table))
-        raise StoreURLError(f"unknown {what} URL scheme {shown!r}: use one of {listed}")
+        # only a scheme is quoted: an address without '://' (a mistyped
+        # ``postgresql:/u:pw@h``) or with more before it is no URL that redaction
+        # can read, and may hold a password
+        if not sep:
+            shown = "(the address has no '://'; not shown, it may hold a password)"
+        elif _SCHEME.fullmatch(scheme):
+            shown = repr(scheme)
+        else:
+            shown = "(what precedes '://' is no scheme; not shown, it may hold a password)"
+        raise StoreURLError(f"unknown {what} URL scheme {shown}: use one of {listed}")
     return table[scheme]
 
 

@@ -145,7 +145,9 @@ def server_parts(url: str, default_port: int) -> tuple[str, int, str | None]:
         port = parts.port
     except ValueError:
         raise StoreURLError(f"malformed store URL {redact_address(url)!r}") from None
-    if not parts.hostname or parts.query or parts.fragment or parts.username:
+    # any user-info, a password alone included (``qdrant://:KEY@host``: its username
+    # is "", and the key would be dropped without a word)
+    if not parts.hostname or parts.query or parts.fragment or "@" in parts.netloc:
         raise StoreURLError(
             f"a {parts.scheme} store URL is {parts.scheme}://HOST[:PORT][/COLLECTION] "
             "(no user, query or fragment)"

@@ -373,5 +373,8 @@ class QdrantStore(VectorDBStore):
 
     def __repr__(self) -> str:
         where = redact_address(self._url) if self._url else self._path or ":memory:"
-        count = "closed" if self._closed else len(self)
+        try:
+            count: object = "closed" if self._closed else len(self)
+        except Exception:  # a server gone: a repr (a log line's %r) never raises
+            count = "unavailable"
         return f"QdrantStore({where!r}, collection={self._main!r}, count={count})"
