@@ -18,7 +18,7 @@ import pytest
 from emotional_memory import CoreAffect, EmotionalMemory
 from emotional_memory.batch_retrieval import BatchRetriever, score_queries
 from emotional_memory.embedders import HashingEmbedder
-from emotional_memory.kernel.chunked_topk import score_batch
+from emotional_memory.kernel.chunked_topk import score_batch_compiled
 from emotional_memory.retrieval import build_retrieval_plan
 from emotional_memory.stores import InMemoryStore
 from support.plain_store import PerMemoryStore
@@ -146,7 +146,7 @@ def test_every_top_k_answers_the_prefix_with_few_compiled_programs() -> None:
     queries = ["coffee Lisbon", "storm"]
     full = [[m.id for m, _ in r] for r in score_queries(engine, queries, top_k=40)]
     assert [len(r) for r in full] == [40, 40]
-    jitted: Any = score_batch
+    jitted: Any = score_batch_compiled
     before = jitted._cache_size()
     for k in range(1, 41):
         got = score_queries(engine, queries, top_k=k)
