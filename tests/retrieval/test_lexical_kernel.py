@@ -95,7 +95,7 @@ def test_tokenize_runs_then_fold(text: str) -> None:
 
 def test_tokenize_exotic_folding() -> None:
     # Documented behaviour: fold the whole text, then split.
-    assert tokenize("\u0130stanbul") == ["i", "stanbul"]  # 'İ' -> 'i' + U+0307 (a mark)
+    assert tokenize("\u0130stanbul") == ["i\u0307stanbul"]  # 'İ' -> 'i' + U+0307 (a mark)
     assert tokenize("ΟΔΟΣ οδος") == ["οδοσ", "οδοσ"]  # every sigma folds alike
     assert tokenize("snake_case Don't x2-y") == ["snake", "case", "don", "t", "x2", "y"]
 
@@ -107,6 +107,16 @@ def test_tokenize_reads_equivalent_spellings_alike(text: str) -> None:
     tokens."""
     assert tokenize(unicodedata.normalize("NFD", text)) == tokenize(
         unicodedata.normalize("NFC", text))
+
+
+def test_combining_marks_stay_inside_their_word() -> None:
+    """``[^\\W_]+`` leaves combining marks out: Devanagari's vowel signs and virama,
+    Arabic's harakat split words into single letters ("हिन्दी" was four tokens, each
+    matching unrelated memories), a stray accent split a word in two."""
+    assert tokenize("हिन्दी भाषा") == ["हिन्दी", "भाषा"]
+    assert tokenize("كَتَبَ الدَّرْسَ") == ["كَتَبَ", "الدَّرْسَ"]
+    assert tokenize("b\u0301c \u0301x") == ["b\u0301c", "x"]  # a mark starts no word
+    assert tokenize("snake_case") == ["snake", "case"]
 
 
 def test_tokenize_examples_of_equivalent_spellings() -> None:

@@ -17,20 +17,20 @@ from emotional_memory.replay import TickClock
 
 
 def oracle_tokens(text: str) -> list[str]:
-    """Char-by-char: maximal runs of ``ch.isalnum()`` characters of the folded text.
+    """Char-by-char: maximal runs that start with an ``ch.isalnum()`` character of the
+    folded text and go on with such characters or combining marks (category M).
 
-    The module documents ``re.findall(r"[^\\W_]+", fold(content))``, where ``fold`` is
-    Unicode's full case folding between two NFC normalisations: the text is folded
-    *as a whole* first ('İ' (U+0130) folds to 'i' + U+0307, which is not alphanumeric;
-    every sigma folds to 'σ'; 'ß' to 'ss'), then split. ``[^\\W_]`` matches exactly
-    the ``isalnum()`` characters (checked over every code point in
+    ``fold`` is Unicode's full case folding between two NFC normalisations: the text
+    is folded *as a whole* first ('İ' (U+0130) folds to 'i' + U+0307, a mark inside
+    the word; every sigma folds to 'σ'; 'ß' to 'ss'), then split. ``[^\\W_]`` matches
+    exactly the ``isalnum()`` characters (checked over every code point in
     :func:`test_word_class_is_isalnum`).
     """
     folded = unicodedata.normalize("NFC", unicodedata.normalize("NFC", text).casefold())
     out: list[str] = []
     run: list[str] = []
     for ch in folded:
-        if ch.isalnum():
+        if ch.isalnum() or (run and unicodedata.category(ch).startswith("M")):
             run.append(ch)
         elif run:
             out.append("".join(run))

@@ -212,17 +212,18 @@ def test_stores_of_several_tables_opened_at_once_on_a_fresh_database_all_open(
 def test_an_older_schema_is_migrated_in_one_transaction(
     pg_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A package whose schema moved on (here: pretend version 5 adds a column) migrates
-    a version-4 table on open, all in one transaction: a failing migration leaves the
-    table at version 4, untouched."""
+    """A package whose schema moved on (here: pretend the next version adds a column)
+    migrates a table of the current version on open, all in one transaction: a
+    failing migration leaves the table at its version, untouched."""
     import emotional_memory.stores.postgres.schema as pg_module
 
+    now, later = str(SCHEMA_VERSION), str(SCHEMA_VERSION + 1)
     table = _new_table()
     with PostgresStore(pg_dsn, table=table) as old:
         (m,) = random_memories(2, 1, 0)
         old.save(m)
-    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", 5)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {4: (
+    monkeypatch.setattr(pg_module, "SCHEMA_VERSION", SCHEMA_VERSION + 1)
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {SCHEMA_VERSION: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
         "SELECT 1/0",  # fails: nothing of this migration may stay
     )})
@@ -230,18 +231,75 @@ def test_an_older_schema_is_migrated_in_one_transaction(
         PostgresStore(pg_dsn, table=table)
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("4",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == (now,)
         assert conn.execute(
             "SELECT count(*) FROM information_schema.columns WHERE table_name = %s "
             "AND column_name = 'note'", (f"{table}_memories",)).fetchone() == (0,)
-    monkeypatch.setattr(pg_module, "_MIGRATIONS", {4: (
+    monkeypatch.setattr(pg_module, "_MIGRATIONS", {SCHEMA_VERSION: (
         f"ALTER TABLE {table}_memories ADD COLUMN note text",
     )})
     with PostgresStore(pg_dsn, table=table) as migrated:
         assert migrated.list_all() == [m]
     with psycopg.connect(pg_dsn) as conn:
         assert conn.execute(
-            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == ("5",)
+            f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == (later,)
+
+
+def test_a_version_4_table_keeps_combining_marks_inside_its_tokens(pg_dsn: str) -> None:
+    """Version 4 split words at combining marks ("हिन्दी" -> four one-letter terms);
+    opening such a table rewrites the rows whose content is not ASCII (more than one
+    migration batch), after which searches and statistics equal the in-memory
+    store's, and the ASCII rows are left as they were."""
+    import re
+
+    import emotional_memory.stores.postgres.schema as pg_module
+    from emotional_memory import InMemoryStore
+    from emotional_memory._bank import LexicalQuery
+    from emotional_memory.lexical import fold, query_terms
+
+    texts = ["हिन्दी भाषा सीखना", "كَتَبَ الدَّرْسَ", "plain ascii words", "मेरी बिल्ली"] * 4
+    memories = [m.model_copy(update={"content": f"{w} {i}"}) for i, (w, m) in enumerate(zip(
+        texts, random_memories(4, len(texts), 0), strict=True))]
+    oracle, table = InMemoryStore(), _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        for m in memories:
+            store.save(m)
+            oracle.save(m)
+    split = re.compile(r"[^\W_]+")  # version 4's tokenizer
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:  # back to version 4's rows
+        t = f"{table}_memories"
+        for m in memories:
+            counts: dict[str, int] = {}
+            for token in split.findall(fold(m.content)):
+                counts[token] = counts.get(token, 0) + 1
+            conn.execute(f"UPDATE {t} SET terms = %s, tfs = %s, doc_len = %s WHERE id = %s",
+                         (list(counts), list(counts.values()), sum(counts.values()), m.id))
+        ascii_before = conn.execute(
+            f"SELECT id, terms, tfs, doc_len, xmin::text FROM {t} "
+            "WHERE content LIKE 'plain%' ORDER BY id").fetchall()
+        conn.execute(f"UPDATE {table}_meta SET value = '4' WHERE key = 'version'")
+    batch = pg_module._STEM_BATCH
+    try:
+        pg_module._STEM_BATCH = 5  # several batches
+        store = PostgresStore(pg_dsn, table=table)
+    finally:
+        pg_module._STEM_BATCH = batch
+    with store:
+        for query in ("हिन्दी", "बिल्ली भाषा", "كَتَبَ", "plain words"):
+            terms = query_terms(query)
+            lex = LexicalQuery(terms, 6, 1.2, 0.75, statistics=True, analysis="none")
+            now = memories[0].tag.timestamp
+            got, want = (s.candidate_bank(None, None, now, lexical=lex) for s in (store, oracle))
+            assert_same_bank(got, want)
+            found = store.lexical_search(terms, 6, 1.2, 0.75, "none")
+            assert found and found == oracle.lexical_search(terms, 6, 1.2, 0.75, "none")
+    with psycopg.connect(pg_dsn) as conn:
+        assert conn.execute(
+            f"SELECT value FROM {table}_meta WHERE key = 'version'"
+        ).fetchone() == (str(SCHEMA_VERSION),)
+        assert conn.execute(  # not rewritten: the same row versions
+            f"SELECT id, terms, tfs, doc_len, xmin::text FROM {table}_memories "
+            "WHERE content LIKE 'plain%' ORDER BY id").fetchall() == ascii_before
 
 
 def test_a_version_1_table_is_migrated_to_the_current_version(pg_dsn: str) -> None:

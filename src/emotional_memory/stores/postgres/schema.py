@@ -15,7 +15,7 @@ from emotional_memory.stores.postgres.core import _Core
 
 __all__ = ["SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The schema version this package writes; older ones are migrated on open."""
 
 # The check a conditional write ends with: it fails the transaction (serialization
@@ -91,8 +91,11 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     # 3: the links trigger finds its rows through the links table's primary key
     2: (_TRACK_LINKS_FUNCTION,),
     # 4: the terms column also holds the tokens' stems (lexical_stemmer="english"),
-    # added to the existing rows by _add_stems (computed here, in Python)
+    # added to the existing rows by _retokenize (computed here, in Python)
     3: (),
+    # 5: a token keeps the combining marks inside it (Devanagari vowel signs, Arabic
+    # harakat); _retokenize rewrites the rows whose content is not ASCII
+    4: (),
 }
 
 _EXTENSION_LOCK = table_lock_key(" vector extension")
@@ -101,7 +104,7 @@ creation runs ``CREATE EXTENSION IF NOT EXISTS vector``). No table prefix has a
 space, so no table's own lock shares its key."""
 
 _STEM_BATCH = 2000
-"""Rows read and rewritten per batch by the migration to version 4."""
+"""Rows read and rewritten per batch by the migrations to versions 4 and 5."""
 
 
 class _Schema(_Core):
@@ -225,25 +228,31 @@ class _Schema(_Core):
                 f"{self._t!r} is not one this package (version {SCHEMA_VERSION}) can use; "
                 "upgrade emotional-memory-jax (nothing was written)"
             )
+        retokenized = False
         while version < SCHEMA_VERSION:  # one transaction: the caller's
             for statement in _MIGRATIONS[version]:
                 conn.execute(self._sql(statement))
-            if version == 3:
-                self._add_stems(conn)
+            if version == 3 or (version == 4 and not retokenized):
+                self._retokenize(conn, non_ascii_only=version == 4)
+                retokenized = True  # by today's tokenizer: version 5's rows already
             version += 1
             conn.execute(
                 f"UPDATE {self._meta} SET value = %s WHERE key = 'version'", (str(version),)
             )
 
-    def _add_stems(self, conn: Any) -> None:
-        """Rewrite every row's ``terms`` / ``tfs`` / ``doc_len`` from its content (the
-        migration to version 4: stems, tokens of the case-folded NFC text), in batches
-        of :data:`_STEM_BATCH` rows."""
+    def _retokenize(self, conn: Any, non_ascii_only: bool) -> None:
+        """Rewrite the rows' ``terms`` / ``tfs`` / ``doc_len`` from their content, in
+        batches of :data:`_STEM_BATCH` rows: every row (the migration to version 4:
+        stems, tokens of the case-folded NFC text) or, with ``non_ascii_only``, those
+        whose content is not ASCII (to version 5: combining marks inside tokens; ASCII
+        text tokenizes as before)."""
         last = 0
+        only = " AND content ~ %s" if non_ascii_only else ""
         while True:
             rows = conn.execute(
-                f"SELECT seq, content FROM {self._t} WHERE seq > %s ORDER BY seq LIMIT %s",
-                (last, _STEM_BATCH),
+                f"SELECT seq, content FROM {self._t} WHERE seq > %s{only} ORDER BY seq "
+                "LIMIT %s",
+                (last, *(["[^\x01-\x7f]"] if non_ascii_only else []), _STEM_BATCH),
             ).fetchall()
             if not rows:
                 return
