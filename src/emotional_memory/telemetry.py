@@ -160,9 +160,10 @@ AttributeRule = tuple[str, Callable[[Any], Any]]
 RETRIEVE_ATTRIBUTES: dict[str, AttributeRule] = {
     "query_length": ("query", len),
     "top_k": ("top_k", int),
-    "store_size": ("self", lambda engine: len(engine.store)),
+    "store_size": ("self", len),
 }
-"""The attributes of the engine's retrieval spans."""
+"""The attributes of the engine's retrieval spans (``store_size``: the memories the
+engine sees, a scoped view's own, not its whole store's)."""
 
 
 def traced(name: str, **attributes: AttributeRule) -> Callable[[_F], _F]:

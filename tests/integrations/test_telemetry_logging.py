@@ -102,6 +102,28 @@ def test_reset_tracer_cache_uses_global_api(monkeypatch: pytest.MonkeyPatch) -> 
     telemetry._reset_tracer_cache()
 
 
+def test_a_scoped_views_retrieve_span_counts_its_own_memories(
+    exporter: InMemorySpanExporter,
+) -> None:
+    """``store_size`` was ``len(engine.store)``: a tenant's view reported the whole
+    store's count (every tenant's memories) on its retrieval spans."""
+    from emotional_memory import EmotionalMemory, InMemoryStore
+    from emotional_memory.embedders import HashingEmbedder
+
+    em = EmotionalMemory(InMemoryStore(), HashingEmbedder())
+    em.encode_batch(["root one", "root two"])
+    alice = em.scoped("alice")
+    alice.encode("alice's only memory")
+    alice.retrieve("memory", top_k=1)
+    alice.retrieve_with_explanations("memory", top_k=1)
+    em.retrieve("memory", top_k=1)
+    sizes = [(s.name, dict(s.attributes or {})["store_size"])
+             for s in exporter.get_finished_spans() if "retrieve" in s.name]
+    assert sizes == [("emotional_memory.retrieve", 1),
+                     ("emotional_memory.retrieve_with_explanations", 1),
+                     ("emotional_memory.retrieve", 3)]
+
+
 def test_engine_emits_spans(exporter: InMemorySpanExporter) -> None:
     from emotional_memory import EmotionalMemory, InMemoryStore
     from emotional_memory.embedders import HashingEmbedder
