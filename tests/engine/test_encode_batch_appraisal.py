@@ -248,15 +248,33 @@ class _WrongAnswer:
         return "joy"
 
 
+class _NoAffect:
+    """An appraisal-like answer whose projection gives nothing (a missing return)."""
+
+    def to_core_affect(self) -> Any:
+        return None
+
+
+class _NoAffectAnswer:
+    def appraise(self, text: str, context: Any = None) -> Any:
+        return _NoAffect()
+
+
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_an_appraisal_that_is_no_appraisal_is_a_type_error_naming_the_appraiser(
-    concurrency: int,
+@pytest.mark.parametrize(("appraiser", "message"), [
+    (_WrongAnswer, r"appraisal_engine.appraise must return an AppraisalVector.*got str"),
+    # a projection giving None read as "no event affect": encode stored the memory with
+    # the current state's affect, query appraisal retrieved as without one, the gated
+    # retrieval failed with "'NoneType' object has no attribute 'valence'"
+    (_NoAffectAnswer, r"_NoAffect.to_core_affect must return a CoreAffect, got NoneType"),
+])
+def test_an_appraisal_the_engine_cannot_use_is_a_type_error_naming_it(
+    concurrency: int, appraiser: type, message: str
 ) -> None:
     config = EmotionalMemoryConfig(appraisal_max_concurrency=concurrency)
-    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _WrongAnswer(),
+    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), appraiser(),
                              config=config)
     state = engine.get_state().model_dump()
-    message = r"appraisal_engine.appraise must return an AppraisalVector.*got str"
     with pytest.raises(TypeError, match=message):
         engine.encode(TEXTS[0])
     with pytest.raises(TypeError, match=message):
@@ -266,7 +284,7 @@ def test_an_appraisal_that_is_no_appraisal_is_a_type_error_naming_the_appraiser(
     with pytest.raises(TypeError, match=message):
         engine.retrieve_query_gated("the lake", top_k=1)
     assert len(engine.store) == 0 and engine.get_state().model_dump() == state
-    dual = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _WrongAnswer(),
+    dual = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), appraiser(),
                            config=EmotionalMemoryConfig(dual_path_encoding=True))
     memory = dual.encode(TEXTS[1])  # deferred: nothing appraised yet
     with pytest.raises(TypeError, match=message):
@@ -288,44 +306,3 @@ def test_an_async_appraisal_that_is_no_appraisal_is_a_type_error_naming_it() -> 
         assert len(engine.engine.store) == 0
 
     asyncio.run(main())
-
-
-class _NoAffect:
-    """An appraisal-like answer whose projection gives nothing (a missing return)."""
-
-    def to_core_affect(self) -> Any:
-        return None
-
-
-class _NoAffectAnswer:
-    def appraise(self, text: str, context: Any = None) -> Any:
-        return _NoAffect()
-
-
-@pytest.mark.parametrize("concurrency", [1, 4])
-def test_an_appraisal_projecting_to_no_core_affect_is_a_type_error_naming_it(
-    concurrency: int,
-) -> None:
-    # None read as "no event affect": encode stored the memory with the current
-    # state's affect, query appraisal retrieved as without one, the gated retrieval
-    # failed with "'NoneType' object has no attribute 'valence'"
-    config = EmotionalMemoryConfig(appraisal_max_concurrency=concurrency)
-    engine = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _NoAffectAnswer(),
-                             config=config)
-    state = engine.get_state().model_dump()
-    message = r"_NoAffect.to_core_affect must return a CoreAffect, got NoneType"
-    with pytest.raises(TypeError, match=message):
-        engine.encode(TEXTS[0])
-    with pytest.raises(TypeError, match=message):
-        engine.encode_batch(TEXTS)
-    with pytest.raises(TypeError, match=message):
-        engine.retrieve_with_query_appraisal("the lake", top_k=1)
-    with pytest.raises(TypeError, match=message):
-        engine.retrieve_query_gated("the lake", top_k=1)
-    assert len(engine.store) == 0 and engine.get_state().model_dump() == state
-    dual = EmotionalMemory(InMemoryStore(), HashingEmbedder(dim=16), _NoAffectAnswer(),
-                           config=EmotionalMemoryConfig(dual_path_encoding=True))
-    memory = dual.encode(TEXTS[1])
-    with pytest.raises(TypeError, match=message):
-        dual.elaborate(memory.id)
-    assert dual.store.get(memory.id).tag.pending_appraisal
