@@ -245,7 +245,9 @@ def test_an_older_schema_is_migrated_in_one_transaction(
             f"SELECT value FROM {table}_meta WHERE key = 'version'").fetchone() == (later,)
 
 
-def test_a_version_4_table_keeps_combining_marks_inside_its_tokens(pg_dsn: str) -> None:
+def test_a_version_4_table_keeps_combining_marks_inside_its_tokens(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Version 4 split words at combining marks ("हिन्दी" -> four one-letter terms);
     opening such a table rewrites the rows whose content is not ASCII (more than one
     migration batch), after which searches and statistics equal the in-memory
@@ -278,12 +280,8 @@ def test_a_version_4_table_keeps_combining_marks_inside_its_tokens(pg_dsn: str) 
             f"SELECT id, terms, tfs, doc_len, xmin::text FROM {t} "
             "WHERE content LIKE 'plain%' ORDER BY id").fetchall()
         conn.execute(f"UPDATE {table}_meta SET value = '4' WHERE key = 'version'")
-    batch = pg_module._STEM_BATCH
-    try:
-        pg_module._STEM_BATCH = 5  # several batches
-        store = PostgresStore(pg_dsn, table=table)
-    finally:
-        pg_module._STEM_BATCH = batch
+    monkeypatch.setattr(pg_module, "_STEM_BATCH", 5)  # several batches
+    store = PostgresStore(pg_dsn, table=table)
     with store:
         for query in ("हिन्दी", "बिल्ली भाषा", "كَتَبَ", "plain words"):
             terms = query_terms(query)
@@ -404,7 +402,9 @@ def test_the_readme_example_runs(
         assert len(store) == 2
 
 
-def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
+def test_a_version_3_table_gets_its_rows_stems(
+    pg_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Version 3 kept the plain terms only; opening such a table adds every row's stems
     (more rows than one migration batch), after which a stemmed search and its
     statistics equal the in-memory store's."""
@@ -435,12 +435,8 @@ def test_a_version_3_table_gets_its_rows_stems(pg_dsn: str) -> None:
         # its doc_len counted the pieces, which the migration must recount
         conn.execute(f"UPDATE {t} SET doc_len = doc_len + 3 WHERE id = %s", (memories[0].id,))
         conn.execute(f"UPDATE {table}_meta SET value = '3' WHERE key = 'version'")
-    pg_module_batch = pg_module._STEM_BATCH
-    try:
-        pg_module._STEM_BATCH = 7  # three batches
-        store = PostgresStore(pg_dsn, table=table)
-    finally:
-        pg_module._STEM_BATCH = pg_module_batch
+    monkeypatch.setattr(pg_module, "_STEM_BATCH", 7)  # three batches
+    store = PostgresStore(pg_dsn, table=table)
     with store:
         terms = query_terms("runs and meeting running", analysis="english")
         lex = LexicalQuery(terms, 5, 1.2, 0.75, statistics=True, analysis="english")
