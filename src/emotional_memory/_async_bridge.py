@@ -479,8 +479,8 @@ class _LoopBridge:
                     return future.result(timeout=_CLOSED_LOOP_POLL_S)
                 job = nest.jobs.get(timeout=_CLOSED_LOOP_POLL_S)
                 if job is not None:
-                    job()
-                elif future.done():  # (a wake-up of an earlier call's otherwise)
+                    job()  # a wait of its own may take this call's wake-up
+                if future.done():  # (a None otherwise: a wake-up of a call of a job's)
                     return future.result()
                 continue
             except (concurrent.futures.TimeoutError, queue.Empty):
