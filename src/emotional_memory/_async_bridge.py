@@ -101,15 +101,16 @@ class Nest:
             return self._open
 
     def close(self) -> None:
-        """End of the operation (on its worker, its turn still held): later calls take
-        turns as usual, and those queued meanwhile run now."""
-        with self._lock:
-            self._open = False
+        """End of the operation (on its worker, its turn still held): the calls queued
+        meanwhile run now, still nested (their own components' calls back nest in
+        turn), then later calls take turns as usual."""
         while True:
-            try:
-                job = self.jobs.get_nowait()
-            except queue.Empty:
-                return
+            with self._lock:
+                try:
+                    job = self.jobs.get_nowait()
+                except queue.Empty:
+                    self._open = False
+                    return
             if job is not None:
                 job()
 

@@ -7,6 +7,7 @@ results. Timeouts are hang guards only."""
 from __future__ import annotations
 
 import asyncio
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -231,3 +232,49 @@ def test_an_async_appraiser_may_encode_a_batch_back(op: str) -> None:
     events = ["event 1"] if op == "encode" else ["event 1", "event 2"]
     notes = [f"note {n} of {e}" for e in events for n in "ab"]
     assert contents == sorted(["after", *events, *notes])
+
+
+class _SlowSaveStore(InMemoryStore):
+    def save(self, memory: Any) -> None:
+        time.sleep(0.3)  # the note's call arrives while the operation saves
+        super().save(memory)
+
+
+class _BackgroundNoting(_Recalling):
+    """Recalls (a call back), and keeps a note of the event in a task of its own that
+    calls the engine while the operation still runs (its note is appraised too)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tasks: list[Any] = []
+
+    async def appraise(self, text: str, context: Any = None) -> Any:
+        await self.engine.count()
+        if text == "event":
+            async def note() -> None:
+                await asyncio.sleep(0.1)
+                await self.engine.encode("note of event")
+
+            self.tasks.append(asyncio.ensure_future(note()))
+        return self._appraise(text, context)
+
+
+def test_a_call_back_queued_as_the_operation_ends_still_nests_its_own_calls() -> None:
+    # the operation closed its nest before running the calls queued meanwhile: the
+    # note's appraiser then called back outside it, waited for the scope's turn, which
+    # the operation (running the note) held: a deadlock
+    appraiser = _BackgroundNoting()
+    aengine = AsyncEmotionalMemory(_SlowSaveStore(), HashingEmbedder(dim=32), appraiser,
+                                   _config(), clock=lambda: NOW)
+    appraiser.engine = aengine
+
+    async def run() -> list[str]:
+        await asyncio.wait_for(aengine.encode("event"), HANG_GUARD_S)
+        await asyncio.wait_for(asyncio.gather(*appraiser.tasks), HANG_GUARD_S)
+        return sorted(m.content for m in await aengine.list_all())
+
+    try:
+        contents = asyncio.run(run())
+    except TimeoutError:
+        pytest.fail("a call back queued as the operation ended deadlocked")
+    assert contents == ["event", "note of event"]
