@@ -101,15 +101,16 @@ class Nest:
             return self._open
 
     def close(self) -> None:
-        """End of the operation (on its worker, its turn still held): later calls take
-        turns as usual, and those queued meanwhile run now."""
-        with self._lock:
-            self._open = False
+        """End of the operation (on its worker, its turn still held): the calls queued
+        meanwhile run now, still nested (their own components' calls back nest in
+        turn), then later calls take turns as usual."""
         while True:
-            try:
-                job = self.jobs.get_nowait()
-            except queue.Empty:
-                return
+            with self._lock:
+                try:
+                    job = self.jobs.get_nowait()
+                except queue.Empty:
+                    self._open = False
+                    return
             if job is not None:
                 job()
 
@@ -479,8 +480,8 @@ class _LoopBridge:
                     return future.result(timeout=_CLOSED_LOOP_POLL_S)
                 job = nest.jobs.get(timeout=_CLOSED_LOOP_POLL_S)
                 if job is not None:
-                    job()
-                elif future.done():  # (a wake-up of an earlier call's otherwise)
+                    job()  # a wait of its own may take this call's wake-up
+                if future.done():  # (a None otherwise: a wake-up of a call of a job's)
                     return future.result()
                 continue
             except (concurrent.futures.TimeoutError, queue.Empty):

@@ -337,8 +337,11 @@ class AsyncEmotionalMemory:
                 return await appraiser.inner.appraise(text, meta)
 
         # the batch's turn is taken first (as the serial path's), so that operations
-        # arriving while it is checked and appraised run after it, in arrival order
-        locks, path = await self._turn()
+        # arriving while it is checked and appraised run after it, in arrival order;
+        # a batch an operation's async component encodes (nested) runs in its turn
+        outer = NEST.get()
+        nested = outer is not None and outer.covers(engine._scope_locks, engine.scope)
+        locks, path = (NO_TURN, engine.scope) if nested else await self._turn()
         try:
             # checked before any appraisal (each may be a paid LLM call), off the
             # loop; the appraisals and the encoding use the checked private copies,
@@ -351,8 +354,11 @@ class AsyncEmotionalMemory:
             if not texts:  # as the sync engine: nothing embedded, no state written
                 locks.release(path)
                 return []
-            # an appraiser's calls back into the engine run in the batch's turn
-            nest = Nest(engine._scope_locks, path, worker=False)
+            # an appraiser's calls back into the engine run in the batch's turn (nested:
+            # in the enclosing operation's, on its worker when it has one)
+            nest = outer if nested and outer is not None else Nest(
+                engine._scope_locks, path, worker=False
+            )
             token = NEST.set(nest)
             try:
                 results = await all_or_none(
@@ -360,7 +366,8 @@ class AsyncEmotionalMemory:
                 )
             finally:
                 NEST.reset(token)
-                nest.close()  # a task the appraiser left behind takes turns again
+                if nest is not outer:
+                    nest.close()  # a task the appraiser left behind takes turns again
         except BaseException:
             locks.release(path)
             raise
@@ -374,6 +381,8 @@ class AsyncEmotionalMemory:
                     texts, metas, expiries, affects, results, engine._batch_vectors(texts)
                 )
 
+        if nested:  # in the enclosing operation's turn (its worker holds the scope)
+            return await self._run(encode_with_results)
         return await self._in_turn(locks, path, encode_with_results)
 
     async def observe(

@@ -455,11 +455,14 @@ def _placed(exc: TypeError | ValueError, where: str) -> BaseException:
     so ``except EmbeddingDimensionError`` (or a ``FieldTypeError`` caught as a
     ``ValueError``) still matches; the original with a note where that cannot be."""
     message = f"{where}: {exc}"
-    new = BaseException.__new__(type(exc))
-    new.args = (message,)
-    new.__dict__.update(exc.__dict__)
-    if str(new) == message:
-        return new
+    try:  # a class with its own __new__ (pydantic's ValidationError) refuses this
+        new = BaseException.__new__(type(exc))
+        new.args = (message,)
+        new.__dict__.update(exc.__dict__)
+        if str(new) == message:
+            return new
+    except Exception:  # the original, with a note, instead
+        pass
     exc.add_note(where)  # a class that writes its own message
     return exc
 

@@ -112,6 +112,27 @@ def test_a_replay_keeps_the_class_of_what_the_engine_refused() -> None:
     assert keyed.value.__notes__ == ["scenario 's0' sessions[0] events[0] ('m00')"]
 
 
+class _ValidatingEmbedder(HashingEmbedder):
+    """Validates its answer with a pydantic model, which refuses it."""
+
+    def embed(self, text: str) -> list[float]:
+        from emotional_memory import CoreAffect
+
+        CoreAffect(valence=float("nan"), arousal=0.5)
+        return super().embed(text)
+
+
+def test_a_replay_keeps_an_error_its_class_cannot_be_made_without_arguments() -> None:
+    """A pydantic ``ValidationError`` (a ValueError whose type has its own ``__new__``)
+    came out as an unrelated ``TypeError: BaseException.__new__(...) is not safe``."""
+    import pydantic
+
+    with pytest.raises(pydantic.ValidationError) as err:
+        replay_dataset(_tiny(), _ValidatingEmbedder(dim=16))
+    assert "valence must be finite" in str(err.value)
+    assert err.value.__notes__ == ["scenario 's0' sessions[0] events[0] ('m00')"]
+
+
 def test_an_embedding_table_of_byte_strings_is_read_as_utf8(tmp_path: Path) -> None:
     """``np.array([b"..."])`` (dtype S, what ``.encode()`` lists give) was read as the
     texts "b'...'": no text of the dataset matched, and the error said they were
