@@ -300,6 +300,79 @@ def test_a_version_4_table_keeps_combining_marks_inside_its_tokens(
             "WHERE content LIKE 'plain%' ORDER BY id").fetchall() == ascii_before
 
 
+def _repeatable(dsn: str) -> str:
+    """``dsn`` on a server whose default isolation is REPEATABLE READ."""
+    sep = "&" if "?" in dsn else "?"
+    return dsn + sep + "options=-c%20default_transaction_isolation%3Drepeatable%5C%20read"
+
+
+def _while_waiting(dsn: str, table: str, work: Any, meanwhile: Any) -> Any:
+    """Run ``work()`` in a thread while this test holds the store's advisory lock;
+    once it waits for the lock, run ``meanwhile(conn)`` (committed) and let it go.
+
+    Returns:
+        What ``work`` returned, or the exception it raised.
+    """
+    import threading
+
+    from emotional_memory.stores.postgres.common import table_lock_key
+
+    out: list[Any] = []
+
+    def run() -> None:
+        try:
+            out.append(work())
+        except Exception as exc:
+            out.append(exc)
+
+    with psycopg.connect(dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", (table_lock_key(table),))
+        waiting = threading.Thread(target=run)
+        waiting.start()
+        for _ in range(100):
+            if holder.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                              "AND NOT granted").fetchone()[0]:
+                break
+            threading.Event().wait(0.1)
+        else:
+            raise AssertionError("the work never waited for the lock")
+        meanwhile(holder)
+        holder.execute("SELECT pg_advisory_unlock(%s)", (table_lock_key(table),))
+        waiting.join(60)
+    (result,) = out
+    return result
+
+
+def test_what_a_lock_waited_for_is_seen_under_repeatable_read(pg_dsn: str) -> None:
+    """On a server whose default isolation is REPEATABLE READ, a transaction took its
+    snapshot before waiting for the store's lock: a second opener of an old table read
+    the old version and migrated again, a write rewrote a row changed meanwhile; both
+    failed with "could not serialize access". The store's transactions read
+    committed data (what they waited for)."""
+    table = _new_table()
+    with PostgresStore(pg_dsn, table=table) as store:
+        (m,) = random_memories(2, 1, 0)
+        store.save(m)
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {table}_meta SET value = %s WHERE key = 'version'",
+                     (str(SCHEMA_VERSION - 1),))
+    opened = _while_waiting(
+        pg_dsn, table, lambda: PostgresStore(_repeatable(pg_dsn), table=table),
+        lambda conn: conn.execute(  # the first opener's migration, committed
+            f"UPDATE {table}_meta SET value = %s WHERE key = 'version'",
+            (str(SCHEMA_VERSION),)))
+    assert isinstance(opened, PostgresStore), opened
+    with opened:
+        assert opened.list_all() == [m]
+        changed = m.model_copy(update={"content": "rewritten"})
+        saved = _while_waiting(
+            pg_dsn, table, lambda: opened.save(changed),
+            lambda conn: conn.execute(f"UPDATE {table}_memories SET content = 'other' "
+                                      "WHERE id = %s", (m.id,)))
+        assert saved is None, saved
+        assert opened.get(m.id) == changed
+
+
 def test_a_version_1_table_is_migrated_to_the_current_version(pg_dsn: str) -> None:
     """Version 1 (the first release of this store) had no ``{t}_unchanged`` check
     function and no links table; opening such a table adds both (version 2, the links

@@ -313,7 +313,9 @@ class _Core:
             try:
                 with conn.pipeline():
                     if write:
-                        conn.execute("BEGIN")
+                        # read committed whatever the server's default: what follows
+                        # the lock must see every write committed while it waited
+                        conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
                         conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
                     else:
                         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")

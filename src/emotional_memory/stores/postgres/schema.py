@@ -172,10 +172,12 @@ class _Schema(_Core):
 
     def _ensure_schema(self, conn: Any) -> None:
         """Create the tables on first use; check (and migrate) an existing schema, all
-        in one transaction under the store's advisory lock."""
+        in one transaction under the store's advisory lock (READ COMMITTED whatever the
+        server's default: under REPEATABLE READ a second opener's snapshot predated the
+        migration it waited for, which it then ran again)."""
         psycopg = self._psycopg
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
             try:
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._lock_key,))
                 rows = conn.execute(

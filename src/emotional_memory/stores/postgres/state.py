@@ -250,6 +250,9 @@ class PostgresAffectiveStateStore:
         failed: str | None = None  # raised outside the except: no driver error as its __context__
         try:
             own.conn = psycopg.connect(own.dsn, autocommit=True, connect_timeout=own.timeout)
+            # its transactions read committed whatever the server's default (a versioned
+            # save compares with the latest committed version, not a snapshot's)
+            own.conn.isolation_level = psycopg.IsolationLevel.READ_COMMITTED
         except psycopg.Error as exc:
             failed = (f"cannot connect to PostgreSQL at {self._redacted!r}: "
                       f"{redact(str(exc), self._secrets).strip()}")
