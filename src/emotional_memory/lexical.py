@@ -53,20 +53,31 @@ _ASCII_TOKEN = re.compile(r"[^\W_]+")
 """A token of ASCII text: a run of letters and digits."""
 
 
-@functools.cache
-def _token() -> re.Pattern[str]:
-    """A token of any text: a letter or digit, then letters, digits and combining marks
-    (Unicode categories Mn, Mc, Me, which ``\\w`` leaves out). Built on first use from
-    the interpreter's Unicode database (~0.1 s, once)."""
-    marks = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c))[0] == "M"]
+def _char_class(codes: list[int]) -> str:
+    """A regex character class of the sorted code points ``codes``, as ranges."""
     spans: list[list[int]] = []
-    for c in marks:
+    for c in codes:
         if spans and spans[-1][1] == c - 1:
             spans[-1][1] = c
         else:
             spans.append([c, c])
-    ranges = "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans)
-    return re.compile(rf"[^\W_](?:[^\W_]|[{ranges}])*")
+    return "[" + "".join(f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in spans) + "]"
+
+
+@functools.cache
+def _token() -> re.Pattern[str]:
+    """A token of any text: a run of letters and digits, then any runs of combining
+    marks (Unicode categories Mn, Mc, Me, which ``\\w`` leaves out) each followed by
+    letters and digits. Built on first use from the interpreter's Unicode database
+    (~0.1 s, once); the marks beyond the BMP are tried only for such a character
+    (a large class of astral ranges is slow to test on every space)."""
+    marks = [c for c in range(sys.maxunicode + 1) if unicodedata.category(chr(c))[0] == "M"]
+    bmp = _char_class([c for c in marks if c < 0x10000])
+    astral = _char_class([c for c in marks if c >= 0x10000])
+    return re.compile(
+        rf"[^\W_]+(?:(?:{bmp}|(?=[\U00010000-\U0010ffff]){astral})+[^\W_]*)*"
+    )
+
 
 ENGLISH_STOP_WORDS: frozenset[str] = frozenset((
     "a", "about", "above", "after", "again", "against", "all", "am", "an", "and", "any",

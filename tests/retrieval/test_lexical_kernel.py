@@ -117,6 +117,8 @@ def test_combining_marks_stay_inside_their_word() -> None:
     assert tokenize("كَتَبَ الدَّرْسَ") == ["كَتَبَ", "الدَّرْسَ"]
     assert tokenize("b\u0301c \u0301x") == ["b\u0301c", "x"]  # a mark starts no word
     assert tokenize("snake_case") == ["snake", "case"]
+    chakma = "\U0001110c\U0001110b\U00011134\U0001111f\U00011133\U00011126"  # marks past the BMP
+    assert tokenize(f"{chakma} ok") == [chakma, "ok"]
 
 
 def test_tokenize_examples_of_equivalent_spellings() -> None:
