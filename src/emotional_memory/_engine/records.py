@@ -313,16 +313,18 @@ class RecordsMixin(EngineCore):
         view, expired = self._view(now), self._view(now, expired=True)
         ids = [mem.id for mem in memories]
         seen, _ = self._import_targets(ids, view, expired)  # refuses another view's memory
-        skipped = {} if overwrite else seen
-        self._check_import_links(memories, view, skipped)
-        self._check_import_embeddings(memories, skipped)
-        self._check_import_storable(memories, skipped)
+        self._check_import_links(memories, view, {} if overwrite else seen)
         written = 0
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads)
             seen, stale = self._import_targets(ids, view, expired)
             # and the link targets: another engine may have deleted or moved one since
-            self._check_import_links(memories, view, {} if overwrite else seen)
+            skipped = {} if overwrite else seen
+            self._check_import_links(memories, view, skipped)
+            # what a store without transactions would refuse half-way, of the records
+            # written (the skipped ones as read here)
+            self._check_import_embeddings(memories, skipped)
+            self._check_import_storable(memories, skipped)
             self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
