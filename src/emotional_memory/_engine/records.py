@@ -314,14 +314,17 @@ class RecordsMixin(EngineCore):
         ids = [mem.id for mem in memories]
         seen, _ = self._import_targets(ids, view, expired)  # refuses another view's memory
         self._check_import_links(memories, view, {} if overwrite else seen)
-        self._check_import_embeddings(memories)
-        self._check_import_storable(memories)
         written = 0
         with view.transaction():
             # read again inside the transaction (a durable store locks what it reads)
             seen, stale = self._import_targets(ids, view, expired)
             # and the link targets: another engine may have deleted or moved one since
-            self._check_import_links(memories, view, {} if overwrite else seen)
+            skipped = {} if overwrite else seen
+            self._check_import_links(memories, view, skipped)
+            # what a store without transactions would refuse half-way, of the records
+            # written (the skipped ones as read here)
+            self._check_import_embeddings(memories, skipped)
+            self._check_import_storable(memories, skipped)
             self._delete_many(stale, expired)  # invisible, awaiting prune: pruned now
             for i, mem in enumerate(memories):
                 exists = mem.id in seen
@@ -426,15 +429,19 @@ class RecordsMixin(EngineCore):
                 )
         return mem.model_copy(update=updates)
 
-    def _check_import_embeddings(self, memories: Sequence[Memory]) -> None:
+    def _check_import_embeddings(
+        self, memories: Sequence[Memory], skipped: Mapping[str, Any]
+    ) -> None:
         """Refuse, before any write, the embeddings a store without transactions (a
         vector database: ``writes_atomic = False``) would refuse half-way through the
-        import: another dimension than the store's or the import's first, or an empty
-        one where the store refuses it. Stores with transactions roll back instead
-        and raise their own errors, as before.
+        import: another dimension than the store's or the first written record's, or
+        an empty one where the store refuses it. Stores with transactions roll back
+        instead and raise their own errors, as before.
 
         Args:
             memories: the validated import, in order.
+            skipped: ids of held memories the import leaves as they are (no
+                ``overwrite``): their records are never written, so never refused.
 
         Raises:
             ValueError: naming ``data[i].embedding``.
@@ -445,7 +452,7 @@ class RecordsMixin(EngineCore):
         dim = getattr(store, "dim", None)
         want: tuple[int, str] | None = (dim, "the store holds") if isinstance(dim, int) else None
         for i, mem in enumerate(memories):
-            if mem.embedding is None:
+            if mem.embedding is None or mem.id in skipped:
                 continue
             n = len(mem.embedding)
             if n == 0:
@@ -462,10 +469,14 @@ class RecordsMixin(EngineCore):
                     f"data[{i}].embedding has dimension {n}, but {want[1]} dimension {want[0]}"
                 )
 
-    def _check_import_storable(self, memories: Sequence[Memory]) -> None:
+    def _check_import_storable(
+        self, memories: Sequence[Memory], skipped: Mapping[str, Any]
+    ) -> None:
         """Refuse, before any write, a memory a store without transactions cannot hold
         (its ``check_storable``, e.g. Chroma's limit on metadata keys): the import
         would otherwise stop half-way. Stores with transactions roll back instead.
+        Records of ``skipped`` ids (held, no ``overwrite``) are never written: not
+        checked.
 
         Raises:
             UnstorableValueError: naming ``data[i]`` and the field.
@@ -477,6 +488,8 @@ class RecordsMixin(EngineCore):
         ):
             return
         for i, mem in enumerate(memories):
+            if mem.id in skipped:
+                continue
             try:
                 check(mem)
             except UnstorableValueError as exc:

@@ -231,3 +231,35 @@ def test_a_skipped_record_lends_its_claimed_scope_to_no_link(
     assert _fingerprint(engine) == before
     assert view.import_memories(data, overwrite=True) == 2  # moved with it: taken
     assert [lk.target_id for lk in engine.get("new").tag.resonance_links] == ["held"]
+
+
+_UNWRITABLE = {
+    "dimension": ("embedding", [1.0] * 4),
+    "empty embedding": ("embedding", []),
+    "metadata too wide": ("metadata", {f"k{i}": i for i in range(2500)}),
+}
+
+
+@pytest.mark.parametrize("value", list(_UNWRITABLE))
+def test_a_skipped_record_is_not_refused_for_what_only_a_write_would_refuse(
+    backend: Backend, value: str,
+) -> None:
+    """Without ``overwrite`` a record whose id is held is skipped, never written: a
+    store without transactions must not refuse the import for what it would refuse
+    only on writing it (another dimension, an empty embedding, metadata too wide),
+    as the stores that roll back never do. The records written are still checked."""
+    engine = EmotionalMemory(backend.new(), HashingEmbedder(dim=8))
+    engine.encode("rain on the bridge")
+    before = _fingerprint(engine)
+    (held,) = engine.export_memories()
+    field, bad = _UNWRITABLE[value]
+    held[field] = bad
+    assert engine.import_memories([held]) == 0
+    assert _fingerprint(engine) == before
+    (new,) = _export(1)
+    wrong = {**new, "id": "wrong", "embedding": [1.0] * 4}
+    with pytest.raises(ValueError, match=r"data\[2\]\.embedding"):
+        engine.import_memories([held, new, wrong])
+    assert _fingerprint(engine) == before
+    assert engine.import_memories([held, new]) == 1
+    assert engine.get(new["id"]) is not None and len(engine.list_all()) == 2
