@@ -252,7 +252,10 @@ class RecordsMixin(EngineCore):
         Returns:
             One ``Memory.model_dump(mode="json")`` dict per memory; feed them to
             :meth:`import_memories`. Links to memories this view no longer sees
-            (expired ones) are left out, as ``prune`` would drop them. An embedding
+            (expired ones) are left out, as ``prune`` would drop them; with ``where``,
+            links to the memories it leaves out are kept, so the export imports back
+            into this store (into an engine holding none of them, import it after
+            removing those links). An embedding
             holding NaN or inf (an embedder's, stored with a warning) is exported as
             ``null``: it scores as no embedding, and JSON cannot hold it.
         """
