@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,12 @@ _TOKENS_PER_PASS = 256
 _SINGLE_FINE_MAX = 64
 #: The length step of a single text's pass up to :data:`_SINGLE_FINE_MAX` tokens.
 _SINGLE_STEP = 4
+
+#: A text longer than ``max_length`` times this many characters is tokenised from a
+#: prefix (see :meth:`MiniLMEmbedder._prefix`), whose length doubles from this start.
+_CHARS_PER_TOKEN = 16
+#: Characters the BERT tokenizer always splits words at (whitespace it keeps as such).
+_WORD_BREAK = re.compile("[ \t\n\r]")
 
 _TRACES = 0
 
@@ -454,7 +461,8 @@ class MiniLMEmbedder:
     PyTorch.  Every embedding has 384 dimensions and unit L2 norm; the empty string is
     embedded like any other text (its tokens are just ``[CLS] [SEP]``).  Texts longer
     than ``max_length`` tokens (including ``[CLS]`` and ``[SEP]``) are truncated, as
-    sentence-transformers does.
+    sentence-transformers does; only a prefix of a very long text is tokenised (the
+    ids are the same), so its cost does not grow with its length.
 
     Example:
         >>> emb = MiniLMEmbedder()  # doctest: +SKIP
@@ -611,7 +619,9 @@ class MiniLMEmbedder:
 
         Args:
             texts: the texts; leading/trailing whitespace is stripped first, as
-                sentence-transformers does.
+                sentence-transformers does. A text of more than ``16 * max_length``
+                characters is tokenised from a prefix long enough to give the same
+                ids (:meth:`_prefix`), so a huge text costs about as much as a short one.
 
         Returns:
             One list of ids per text.
@@ -621,6 +631,11 @@ class MiniLMEmbedder:
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
         items = [t.strip() for t in check_texts(texts)]
+        first_cut = self._max_length * _CHARS_PER_TOKEN
+        for i, t in enumerate(items):
+            if len(t) > first_cut:
+                _check_text(f"text (texts[{i}])", t)  # the whole text, not the prefix
+                items[i] = self._prefix(t, first_cut)
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -628,6 +643,34 @@ class MiniLMEmbedder:
                 _check_text(f"text (texts[{i}])", t)
             raise
         return [list(e.ids) for e in encodings]
+
+    def _prefix(self, text: str, cut: int) -> str:
+        """A prefix of ``text`` whose ``max_length`` tokens are those of ``text``.
+
+        Only the first ``max_length - 2`` word pieces matter, so a long text is
+        tokenised from prefixes of ``cut``, ``2 * cut``, ... characters until one holds
+        that many pieces and ends after a whitespace character following them (their
+        last word is then whole). A text of mostly dropped characters (controls,
+        accents, spaces) grows the prefix to the whole text; the work stays linear.
+
+        Args:
+            text: a stripped, valid text longer than ``cut``.
+            cut: the first prefix length tried.
+
+        Returns:
+            The prefix (``text`` itself when no shorter one is certain).
+        """
+        while cut < len(text):
+            prefix = text[:cut]
+            enc = self._tokenizer.encode(prefix)
+            if len(enc.ids) >= self._max_length:
+                end = max((stop for (_, stop), word in zip(enc.offsets, enc.word_ids,
+                                                           strict=True) if word is not None),
+                          default=0)  # max_length 2: no word pieces at all
+                if _WORD_BREAK.search(prefix, end) is not None:
+                    return prefix
+            cut *= 2
+        return text
 
     def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
         """Padded ``(rows, length)`` of the forward pass of texts of these token counts.
