@@ -211,16 +211,36 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
 _INSTALLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
-def _model_name(folder: Path, *, default: bool) -> str:
-    """``"minilm-l6-v2"`` for the installed weights (or a copy of them), else
-    ``"minilm:<first 16 hex digits of the weights file's SHA-256>"``: the weights, not
-    the folder's name, tell two models apart (the identity's model part)."""
+#: SHA-256 of all-MiniLM-L6-v2's ``tokenizer.json`` (the installed package's).
+_INSTALLED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+def _file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _model_name(folder: Path, config: dict[str, Any], *, default: bool) -> str:
+    """The identity's model part: ``"minilm-l6-v2"`` for the installed weights (or a
+    copy of them), else ``"minilm:<first 16 hex digits of the weights file's
+    SHA-256>"``; then ``"+tokenizer.<12 hex>"`` when ``tokenizer.json`` is not the
+    installed one's and ``"+config.<12 hex>"`` when the architecture of ``config.json``
+    is not all-MiniLM-L6-v2's (both change the vectors of the same weights). The
+    files, not the folder's name, tell two models apart."""
     installed = folder if default else default_model_dir()
     if installed is not None and folder.resolve() == installed.resolve():
         return "minilm-l6-v2"
-    with (folder / "model.safetensors").open("rb") as fh:
-        digest = hashlib.file_digest(fh, "sha256").hexdigest()
-    return "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
+    digest = _file_sha256(folder / "model.safetensors")
+    name = "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
+    tokenizer = _file_sha256(folder / "tokenizer.json")
+    if tokenizer != _INSTALLED_TOKENIZER_SHA256:
+        name += f"+tokenizer.{tokenizer[:12]}"
+    architecture = {key: config[key] for key in _DEFAULT_CONFIG}
+    if architecture != _DEFAULT_CONFIG:
+        text = json.dumps(architecture, sort_keys=True)
+        name += f"+config.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    return name
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -527,7 +547,7 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
-        self._model_name = _model_name(folder, default=model_dir is None)
+        self._model_name = _model_name(folder, config, default=model_dir is None)
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -560,9 +580,11 @@ class MiniLMEmbedder:
     @property
     def identity(self) -> str:
         """``"minilm-l6-v2/384"`` for the all-MiniLM-L6-v2 weights (installed, or a copy),
-        else ``"minilm:<digest of model.safetensors>/<dim>"``; a ``max_length`` other
-        than 256 adds ``",max_length=<n>"`` before the ``/`` (it truncates long texts
-        to other vectors).
+        else ``"minilm:<digest of model.safetensors>/<dim>"``; another ``tokenizer.json``
+        or ``config.json`` architecture than the installed one's adds
+        ``"+tokenizer.<digest>"`` or ``"+config.<digest>"`` to the model part (same
+        weights, other vectors); a ``max_length`` other than 256 adds
+        ``",max_length=<n>"`` before the ``/`` (it truncates long texts to other vectors).
 
         What a store records of its embedder
         (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
