@@ -174,6 +174,34 @@ def _layer_index(field: str, value: object, n_layers: int) -> int:
     return index
 
 
+def _checked_ids(model: MiniLMModel, token_ids: Sequence[Sequence[int]]
+                 ) -> list[npt.NDArray[np.int32]]:
+    """Each text's ids as an int32 array, refused unless the model can embed them.
+
+    Raises:
+        TypeError: an entry that is no sequence of ints (``token_ids[i]`` named).
+        ValueError: an id outside the vocabulary (the model would gather NaN or, for a
+            negative one, another token's row) or more ids than positions (named).
+    """
+    vocab, limit = int(model.word_embeddings.shape[0]), model.max_positions
+    out: list[npt.NDArray[np.int32]] = []
+    for i, ids in enumerate(token_ids):
+        field = f"token_ids[{i}]"
+        try:
+            arr = None if isinstance(ids, str | bytes) else np.asarray(ids)
+        except ValueError:  # ragged
+            arr = None
+        if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise TypeError(f"{field} must be a sequence of int token ids")
+        if arr.size > limit:
+            raise ValueError(f"{field} has {arr.size} ids, more than the model's {limit} "
+                             "positions")
+        if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= vocab):
+            raise ValueError(f"{field} holds a token id outside [0, {vocab}) (the vocabulary)")
+        out.append(arr.astype(np.int32))
+    return out
+
+
 def lower_states(
     model: MiniLMModel, token_ids: Sequence[Sequence[int]], start: int, *,
     rows: int = 32, pad_id: int = 0,
@@ -191,11 +219,17 @@ def lower_states(
         Per text a ``(len, H)`` float32 array.
 
     Raises:
-        TypeError: ``start`` or ``rows`` is not an int (or is a bool).
-        ValueError: ``start`` outside [0, number of layers] or ``rows`` < 1.
+        TypeError: ``start``, ``rows`` or ``pad_id`` is not an int (or is a bool), or a
+            text's ids are not ints (``token_ids[i]`` named).
+        ValueError: ``start`` outside [0, number of layers], ``rows`` < 1, ``pad_id`` or
+            a token id outside the vocabulary, or a text longer than the model's positions.
     """
     rows = positive_int("rows", rows)
     start = _layer_index("start", start, len(model.layers))
+    vocab = int(model.word_embeddings.shape[0])
+    if not 0 <= integer("pad_id", pad_id) < vocab:  # its NaN row would reach every state
+        raise ValueError(f"pad_id must be in [0, {vocab}) (the vocabulary), got {pad_id}")
+    token_ids = _checked_ids(model, token_ids)
     order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
     out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(token_ids)
     for pos in range(0, len(order), rows):
