@@ -235,7 +235,7 @@ def lower_states(
     out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(checked)
     for pos in range(0, len(order), rows):
         chunk = order[pos:pos + rows]
-        length = _length_bucket(max(len(checked[i]) for i in chunk))
+        length = min(_length_bucket(max(len(checked[i]) for i in chunk)), model.max_positions)
         ids = np.full((rows, length), pad_id, np.int32)
         mask = np.zeros((rows, length), np.int32)
         for r, i in enumerate(chunk):
