@@ -312,3 +312,27 @@ def test_pair_lower_states_refuses_bad_arguments(kwargs: dict[str, Any], error: 
     args: dict[str, Any] = {"start": 1, **kwargs}
     with pytest.raises(error, match=field):
         pair_lower_states(tiny_model(), _pairs(), **args)
+
+
+@pytest.mark.parametrize(("pair", "error", "words"), [
+    (([1, 40, 2], [0, 0, 0]), ValueError, r"pairs\[1\] ids"),  # NaN states, silently
+    (([1, -2, 2], [0, 0, 0]), ValueError, r"pairs\[1\] ids"),  # another token's row
+    (([1, 5, 2], [0, 2, 1]), ValueError, r"pairs\[1\] token_types"),
+    (([1, 5, 2], [0, 0]), ValueError, r"pairs\[1\] has 3 ids but 2"),
+    (([1, *[5] * 70, 2], [0] * 72), ValueError, r"pairs\[1\] ids.*64"),  # a broadcasting error
+    (([1, 5.5, 2], [0, 0, 0]), TypeError, r"pairs\[1\] ids"),
+    ("ab", TypeError, r"pairs\[1\]"),
+])
+def test_pair_inputs_the_encoder_cannot_embed_are_refused(
+    pair: Any, error: type, words: str
+) -> None:
+    good = pair_tokens([1, 5, 2], [1, 6, 2], 64)
+    with pytest.raises(error, match=words):
+        pair_lower_states(tiny_model(), [good, pair], 1)
+    with pytest.raises(error, match=words):
+        PairScorer(_model(), TinyEmbedder(), max_length=64).score_pairs([good, pair])
+
+
+def test_pair_lower_states_refuses_a_pad_id_outside_the_vocabulary() -> None:
+    with pytest.raises(ValueError, match="pad_id"):
+        pair_lower_states(tiny_model(), _pairs(), 1, pad_id=40)

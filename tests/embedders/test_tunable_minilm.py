@@ -169,3 +169,43 @@ def test_pad_states_refuses_nothing_to_pad_and_a_short_length() -> None:
     states = lower_states(tiny_model(), token_batch(), 1)
     with pytest.raises(ValueError, match="length"):
         pad_states(states, [0, 1], length=1)
+
+
+@pytest.mark.parametrize(("ids", "error", "words"), [
+    ([1, 40, 2], ValueError, r"token_ids\[1\]"),  # past the vocabulary: NaN states
+    ([1, -3, 2], ValueError, r"token_ids\[1\]"),  # wrapped to another token's row
+    ([1, *[5] * 70, 2], ValueError, r"token_ids\[1\].*64"),  # past the positions
+    ([1, 2.5, 2], TypeError, r"token_ids\[1\]"),
+    ("abc", TypeError, r"token_ids\[1\]"),
+])
+def test_lower_states_refuses_token_ids_the_model_cannot_embed(
+    ids: Any, error: type, words: str
+) -> None:
+    """Such ids gave NaN or another token's states silently, or a broadcasting error
+    naming no input."""
+    with pytest.raises(error, match=words):
+        lower_states(tiny_model(), [[1, 5, 2], ids], 1)
+
+
+@pytest.mark.parametrize("pad_id", [40, -1])
+def test_lower_states_refuses_a_pad_id_outside_the_vocabulary(pad_id: int) -> None:
+    """Its NaN row (or another token's) reached every padded text's states."""
+    with pytest.raises(ValueError, match="pad_id"):
+        lower_states(tiny_model(), token_batch(), 1, pad_id=pad_id)
+
+
+def test_lower_states_of_a_model_whose_positions_are_no_power_of_two() -> None:
+    """A 40-token text was padded to 64 positions, more than the model's 48: a
+    broadcasting TypeError instead of its states."""
+    from emotional_memory.embedders.minilm_model import MiniLMModel
+    from support.tiny_bert import TINY, tiny_tensors
+
+    tensors = tiny_tensors()
+    name = "embeddings.position_embeddings.weight"
+    tensors[name] = tensors[name][:48]
+    model = MiniLMModel.from_state_dict(tensors, {**TINY, "max_position_embeddings": 48})
+    ids = [1, *(5 + k % 35 for k in range(38)), 2]
+    (states,) = lower_states(model, [ids], 1)
+    assert states.shape == (40, TINY["hidden_size"])
+    full = lower_states(tiny_model(), [ids], 1)[0]  # the same weights, 64 positions
+    np.testing.assert_allclose(states, full, rtol=0, atol=1e-5)

@@ -185,3 +185,38 @@ def test_minilm_identity_names_a_max_length_that_truncates_otherwise() -> None:
     assert base.identity == MiniLMEmbedder(max_length=256).identity == "minilm-l6-v2/384"
     assert short.identity == "minilm-l6-v2,max_length=128/384"
     assert MiniLMEmbedder(max_length=512).identity == "minilm-l6-v2,max_length=512/384"
+
+
+@pytest.mark.parametrize("changed", ["tokenizer.json", "config.json"])
+def test_minilm_folders_are_told_apart_by_their_tokenizer_and_config(
+    tmp_path: Path, changed: str
+) -> None:
+    """The installed weights beside another tokenizer (cased) or config (6 attention
+    heads) embed differently, but the identity named the weights only: a store written
+    by one opened with the other without a word."""
+    require_minilm()
+    import json
+
+    import numpy as np
+
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    installed = default_model_dir()
+    assert installed is not None
+    made = tmp_path / "model"
+    made.mkdir()
+    for file in ("model.safetensors", "tokenizer.json", "config.json"):
+        if file != changed:
+            (made / file).symlink_to(installed / file)
+    data = json.loads((installed / changed).read_text(encoding="utf-8"))
+    if changed == "tokenizer.json":
+        data["normalizer"]["lowercase"] = False
+    else:
+        data["num_attention_heads"] = 6
+    (made / changed).write_text(json.dumps(data), encoding="utf-8")
+    base, other = MiniLMEmbedder(), MiniLMEmbedder(made)
+    text = "The Server Crashed Before The Demo"
+    assert not np.allclose(base.embed(text), other.embed(text), atol=1e-3)
+    assert other.identity != base.identity
+    assert other.identity.startswith("minilm-l6-v2+") and other.identity.endswith("/384")
+    assert other.identity == MiniLMEmbedder(made).identity  # deterministic

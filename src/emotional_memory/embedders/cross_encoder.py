@@ -48,7 +48,7 @@ from emotional_memory.embedders.minilm_model import (
     _Layer,
     _layer_forward,
 )
-from emotional_memory.embedders.tunable import _layer_index
+from emotional_memory.embedders.tunable import _checked_row, _layer_index
 
 __all__ = [
     "CrossEncoder",
@@ -229,7 +229,9 @@ def pair_tokens(
 
 
 def _pad_pairs(
-    pairs: Sequence[tuple[Sequence[int], Sequence[int]]], rows: int, length: int, pad_id: int
+    pairs: Sequence[tuple[Sequence[int] | npt.NDArray[np.int32],
+                          Sequence[int] | npt.NDArray[np.int32]]],
+    rows: int, length: int, pad_id: int,
 ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], npt.NDArray[np.int32]]:
     """``(ids, types, mask)`` arrays ``(rows, length)`` of some pairs (zero rows after)."""
     ids = np.full((rows, length), pad_id, np.int32)
@@ -240,6 +242,33 @@ def _pad_pairs(
         types[r, : len(p_types)] = p_types
         mask[r, : len(p_ids)] = 1
     return ids, types, mask
+
+
+def _checked_pairs(model: MiniLMModel, pairs: Sequence[tuple[Sequence[int], Sequence[int]]],
+                   limit: int | None = None,
+                   ) -> list[tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]]:
+    """Each pair's ids and token types as int32 arrays, refused unless the encoder can
+    embed them (ids in its vocabulary, types in its segments, as many types as ids, at
+    most ``limit`` or else its positions).
+
+    Raises:
+        TypeError: an entry that is no ``(ids, token_types)`` pair of int sequences.
+        ValueError: an id or type out of range, a length mismatch or a pair longer than
+            the positions (``pairs[i]`` named).
+    """
+    vocab = int(model.word_embeddings.shape[0])
+    limit = model.max_positions if limit is None else limit
+    segments = int(model.token_type_embeddings.shape[0])
+    out = []
+    for i, pair in enumerate(pairs):
+        if isinstance(pair, str | bytes) or not isinstance(pair, Sequence) or len(pair) != 2:
+            raise TypeError(f"pairs[{i}] must be an (ids, token_types) pair")
+        ids = _checked_row(pair[0], f"pairs[{i}] ids", vocab, limit)
+        types = _checked_row(pair[1], f"pairs[{i}] token_types", segments, limit)
+        if len(types) != len(ids):
+            raise ValueError(f"pairs[{i}] has {len(ids)} ids but {len(types)} token_types")
+        out.append((ids, types))
+    return out
 
 
 @eqx.filter_jit
@@ -271,22 +300,28 @@ def pair_lower_states(
         Per pair a ``(len, H)`` array.
 
     Raises:
-        TypeError: ``start`` or ``rows`` is not an int (or is a bool).
-        ValueError: ``start`` outside [0, number of layers] or ``rows`` < 1.
+        TypeError: ``start``, ``rows`` or ``pad_id`` is not an int (or is a bool), or a
+            pair is no ``(ids, token_types)`` of ints (``pairs[i]`` named).
+        ValueError: ``start`` outside [0, number of layers], ``rows`` < 1, ``pad_id``,
+            an id or a type out of range, or a pair longer than the positions (named).
     """
     rows = positive_int("rows", rows)
     start = _layer_index("start", start, len(model.layers))
-    order = sorted(range(len(pairs)), key=lambda i: len(pairs[i][0]))
-    out: list[npt.NDArray[Any]] = [np.zeros((0, 0), dtype)] * len(pairs)
+    vocab = int(model.word_embeddings.shape[0])
+    if not 0 <= integer("pad_id", pad_id) < vocab:  # its NaN row would reach every state
+        raise ValueError(f"pad_id must be in [0, {vocab}) (the vocabulary), got {pad_id}")
+    checked = _checked_pairs(model, pairs)
+    order = sorted(range(len(checked)), key=lambda i: len(checked[i][0]))
+    out: list[npt.NDArray[Any]] = [np.zeros((0, 0), dtype)] * len(checked)
     buckets = _seq_buckets(model.max_positions)
     for pos in range(0, len(order), rows):
         chunk = order[pos:pos + rows]
-        length = _bucket(max(len(pairs[i][0]) for i in chunk), buckets)
-        ids, types, mask = _pad_pairs([pairs[i] for i in chunk], rows, length, pad_id)
+        length = _bucket(max(len(checked[i][0]) for i in chunk), buckets)
+        ids, types, mask = _pad_pairs([checked[i] for i in chunk], rows, length, pad_id)
         states = np.asarray(_lower_pairs(model, jnp.asarray(ids), jnp.asarray(types),
                                          jnp.asarray(mask), start))
         for r, i in enumerate(chunk):
-            out[i] = states[r, : len(pairs[i][0])].astype(dtype)
+            out[i] = states[r, : len(checked[i][0])].astype(dtype)
     return out
 
 
@@ -361,14 +396,19 @@ class PairScorer:
 
         Returns:
             ``(len(pairs),)`` float32 scores, in the order given.
+
+        Raises:
+            TypeError: a pair that is no ``(ids, token_types)`` of ints (named).
+            ValueError: an id or type out of range, or a pair longer than ``max_length``.
         """
-        out = np.zeros(len(pairs), np.float32)
-        passes = _plan_passes([len(p[0]) for p in pairs], self._row_buckets,
+        checked = _checked_pairs(self.model.encoder, pairs, self._max_length)
+        out = np.zeros(len(checked), np.float32)
+        passes = _plan_passes([len(p[0]) for p in checked], self._row_buckets,
                               self._seq_buckets, self._tokens_per_pass)
         for chunk in passes:
             rows = _bucket(len(chunk), self._row_buckets)
-            length = _bucket(max(len(pairs[i][0]) for i in chunk), self._seq_buckets)
-            ids, types, mask = _pad_pairs([pairs[i] for i in chunk], rows, length,
+            length = _bucket(max(len(checked[i][0]) for i in chunk), self._seq_buckets)
+            ids, types, mask = _pad_pairs([checked[i] for i in chunk], rows, length,
                                           self._pad_id)
             scores = np.asarray(_score_jit(self.model, jnp.asarray(ids), jnp.asarray(types),
                                            jnp.asarray(mask)))

@@ -44,6 +44,9 @@ MAX_NGRAM = 64
 """Largest character n-gram length (a token costs ``len(token) * max_n**2`` work)."""
 MAX_CACHED_FEATURE_CHARS = 256
 """Longer feature strings are hashed without the LRU (it would keep them alive)."""
+_CHUNK_VALUES = 1 << 17
+"""A batch is embedded in chunks of about this many output values (rows x ``dim``):
+the float64 channels and temporaries of a chunk stay a few MB, whatever the batch."""
 
 _STOPWORD_TEXT = """
     a about above after again against all am an and any are as at be because been
@@ -442,7 +445,7 @@ class HashingEmbedder:
         return self._matrix([text])[0].astype(np.float32).tolist()
 
     def embed_batch(self, texts: Sequence[str]) -> list[list[float]]:
-        """Embed several texts at once (one vectorised accumulation for the batch).
+        """Embed several texts at once (vectorised accumulations over chunks of the batch).
 
         Args:
             texts: the texts to embed; ``embed_batch(ts)[i] == embed(ts[i])``.
@@ -453,7 +456,7 @@ class HashingEmbedder:
         Raises:
             TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
         """
-        return self._matrix(self._check_texts(texts)).astype(np.float32).tolist()
+        return self._embed_rows(self._check_texts(texts)).tolist()
 
     def embed_array(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed several texts into a numpy array.
@@ -467,7 +470,23 @@ class HashingEmbedder:
         Raises:
             TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
         """
-        return self._matrix(self._check_texts(texts)).astype(np.float32)
+        return self._embed_rows(self._check_texts(texts))
+
+    def _embed_rows(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        """Embed validated texts chunk by chunk (:data:`_CHUNK_VALUES`); each row is
+        independent of the batch, so the result equals one :meth:`_matrix` call.
+
+        Args:
+            texts: the texts (already checked to be ``str``).
+
+        Returns:
+            The ``(len(texts), dim)`` float32 array.
+        """
+        out = np.empty((len(texts), self._dim), dtype=np.float32)
+        step = max(1, _CHUNK_VALUES // self._dim)
+        for start in range(0, len(texts), step):
+            out[start : start + step] = self._matrix(texts[start : start + step])
+        return out
 
     @staticmethod
     def _check_texts(texts: Sequence[str]) -> list[str]:

@@ -19,6 +19,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,12 @@ _TOKENS_PER_PASS = 256
 _SINGLE_FINE_MAX = 64
 #: The length step of a single text's pass up to :data:`_SINGLE_FINE_MAX` tokens.
 _SINGLE_STEP = 4
+
+#: A text longer than ``max_length`` times this many characters is tokenised from a
+#: prefix (see :meth:`MiniLMEmbedder._prefix`), whose length doubles from this start.
+_CHARS_PER_TOKEN = 16
+#: Characters the BERT tokenizer always splits words at (whitespace it keeps as such).
+_WORD_BREAK = re.compile("[ \t\n\r]")
 
 _TRACES = 0
 
@@ -204,16 +211,36 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
 _INSTALLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 
-def _model_name(folder: Path, *, default: bool) -> str:
-    """``"minilm-l6-v2"`` for the installed weights (or a copy of them), else
-    ``"minilm:<first 16 hex digits of the weights file's SHA-256>"``: the weights, not
-    the folder's name, tell two models apart (the identity's model part)."""
+#: SHA-256 of all-MiniLM-L6-v2's ``tokenizer.json`` (the installed package's).
+_INSTALLED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+
+
+def _file_sha256(path: Path) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    with path.open("rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _model_name(folder: Path, config: dict[str, Any], *, default: bool) -> str:
+    """The identity's model part: ``"minilm-l6-v2"`` for the installed weights (or a
+    copy of them), else ``"minilm:<first 16 hex digits of the weights file's
+    SHA-256>"``; then ``"+tokenizer.<12 hex>"`` when ``tokenizer.json`` is not the
+    installed one's and ``"+config.<12 hex>"`` when the architecture of ``config.json``
+    is not all-MiniLM-L6-v2's (both change the vectors of the same weights). The
+    files, not the folder's name, tell two models apart."""
     installed = folder if default else default_model_dir()
     if installed is not None and folder.resolve() == installed.resolve():
         return "minilm-l6-v2"
-    with (folder / "model.safetensors").open("rb") as fh:
-        digest = hashlib.file_digest(fh, "sha256").hexdigest()
-    return "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
+    digest = _file_sha256(folder / "model.safetensors")
+    name = "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
+    tokenizer = _file_sha256(folder / "tokenizer.json")
+    if tokenizer != _INSTALLED_TOKENIZER_SHA256:
+        name += f"+tokenizer.{tokenizer[:12]}"
+    architecture = {key: config[key] for key in _DEFAULT_CONFIG}
+    if architecture != _DEFAULT_CONFIG:
+        text = json.dumps(architecture, sort_keys=True)
+        name += f"+config.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    return name
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -454,7 +481,8 @@ class MiniLMEmbedder:
     PyTorch.  Every embedding has 384 dimensions and unit L2 norm; the empty string is
     embedded like any other text (its tokens are just ``[CLS] [SEP]``).  Texts longer
     than ``max_length`` tokens (including ``[CLS]`` and ``[SEP]``) are truncated, as
-    sentence-transformers does.
+    sentence-transformers does; only a prefix of a very long text is tokenised (the
+    ids are the same), so its cost does not grow with its length.
 
     Example:
         >>> emb = MiniLMEmbedder()  # doctest: +SKIP
@@ -519,7 +547,7 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
-        self._model_name = _model_name(folder, default=model_dir is None)
+        self._model_name = _model_name(folder, config, default=model_dir is None)
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -552,9 +580,11 @@ class MiniLMEmbedder:
     @property
     def identity(self) -> str:
         """``"minilm-l6-v2/384"`` for the all-MiniLM-L6-v2 weights (installed, or a copy),
-        else ``"minilm:<digest of model.safetensors>/<dim>"``; a ``max_length`` other
-        than 256 adds ``",max_length=<n>"`` before the ``/`` (it truncates long texts
-        to other vectors).
+        else ``"minilm:<digest of model.safetensors>/<dim>"``; another ``tokenizer.json``
+        or ``config.json`` architecture than the installed one's adds
+        ``"+tokenizer.<digest>"`` or ``"+config.<digest>"`` to the model part (same
+        weights, other vectors); a ``max_length`` other than 256 adds
+        ``",max_length=<n>"`` before the ``/`` (it truncates long texts to other vectors).
 
         What a store records of its embedder
         (:mod:`emotional_memory.embedder_identity`); the dtypes are not part of it
@@ -611,7 +641,9 @@ class MiniLMEmbedder:
 
         Args:
             texts: the texts; leading/trailing whitespace is stripped first, as
-                sentence-transformers does.
+                sentence-transformers does. A text of more than ``16 * max_length``
+                characters is tokenised from a prefix long enough to give the same
+                ids (:meth:`_prefix`), so a huge text costs about as much as a short one.
 
         Returns:
             One list of ids per text.
@@ -621,6 +653,11 @@ class MiniLMEmbedder:
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
         items = [t.strip() for t in check_texts(texts)]
+        first_cut = self._max_length * _CHARS_PER_TOKEN
+        for i, t in enumerate(items):
+            if len(t) > first_cut:
+                _check_text(f"text (texts[{i}])", t)  # the whole text, not the prefix
+                items[i] = self._prefix(t, first_cut)
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -628,6 +665,34 @@ class MiniLMEmbedder:
                 _check_text(f"text (texts[{i}])", t)
             raise
         return [list(e.ids) for e in encodings]
+
+    def _prefix(self, text: str, cut: int) -> str:
+        """A prefix of ``text`` whose ``max_length`` tokens are those of ``text``.
+
+        Only the first ``max_length - 2`` word pieces matter, so a long text is
+        tokenised from prefixes of ``cut``, ``2 * cut``, ... characters until one holds
+        that many pieces and ends after a whitespace character following them (their
+        last word is then whole). A text of mostly dropped characters (controls,
+        accents, spaces) grows the prefix to the whole text; the work stays linear.
+
+        Args:
+            text: a stripped, valid text longer than ``cut``.
+            cut: the first prefix length tried.
+
+        Returns:
+            The prefix (``text`` itself when no shorter one is certain).
+        """
+        while cut < len(text):
+            prefix = text[:cut]
+            enc = self._tokenizer.encode(prefix)
+            if len(enc.ids) >= self._max_length:
+                end = max((stop for (_, stop), word in zip(enc.offsets, enc.word_ids,
+                                                           strict=True) if word is not None),
+                          default=0)  # max_length 2: no word pieces at all
+                if _WORD_BREAK.search(prefix, end) is not None:
+                    return prefix
+            cut *= 2
+        return text
 
     def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
         """Padded ``(rows, length)`` of the forward pass of texts of these token counts.

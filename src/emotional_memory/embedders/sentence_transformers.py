@@ -93,12 +93,16 @@ class SentenceTransformerEmbedder:
     def embed_array(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         """Embed several texts into a ``(len(texts), dim)`` float32 array.
 
+        Returns:
+            The array (``(0, dim)`` for no texts).
+
         Raises:
             TypeError: when ``texts`` is a single ``str`` or any item is not a ``str``.
         """
         items = check_texts(texts)
-        if not items:
-            return np.zeros((0, 0), dtype=np.float32)
+        if not items:  # (0, dim) like every embedder's; 0 where the model names no width
+            width = getattr(self._model, "get_sentence_embedding_dimension", lambda: None)()
+            return np.zeros((0, int(width or 0)), dtype=np.float32)
         out = self._model.encode(
             items, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
         )

@@ -174,6 +174,35 @@ def _layer_index(field: str, value: object, n_layers: int) -> int:
     return index
 
 
+def _checked_row(ids: object, field: str, vocab: int, limit: int) -> npt.NDArray[np.int32]:
+    """One text's ids as an int32 array, refused unless each is in ``[0, vocab)`` and
+    there are at most ``limit``.
+
+    Raises:
+        TypeError: no sequence of ints (``field`` named).
+        ValueError: an id outside the vocabulary (the model would gather NaN or, for a
+            negative one, another token's row) or more ids than positions (named).
+    """
+    try:
+        arr = None if isinstance(ids, str | bytes) else np.asarray(ids)
+    except ValueError:  # ragged
+        arr = None
+    if arr is None or arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+        raise TypeError(f"{field} must be a sequence of int token ids")
+    if arr.size > limit:
+        raise ValueError(f"{field} has {arr.size} ids, more than the model's {limit} positions")
+    if arr.size and (int(arr.min()) < 0 or int(arr.max()) >= vocab):
+        raise ValueError(f"{field} holds an id outside [0, {vocab}) (the vocabulary)")
+    return arr.astype(np.int32)
+
+
+def _checked_ids(model: MiniLMModel, token_ids: Sequence[Sequence[int]]
+                 ) -> list[npt.NDArray[np.int32]]:
+    """Each text's ids as an int32 array (:func:`_checked_row`, ``token_ids[i]`` named)."""
+    vocab, limit = int(model.word_embeddings.shape[0]), model.max_positions
+    return [_checked_row(ids, f"token_ids[{i}]", vocab, limit) for i, ids in enumerate(token_ids)]
+
+
 def lower_states(
     model: MiniLMModel, token_ids: Sequence[Sequence[int]], start: int, *,
     rows: int = 32, pad_id: int = 0,
@@ -191,25 +220,31 @@ def lower_states(
         Per text a ``(len, H)`` float32 array.
 
     Raises:
-        TypeError: ``start`` or ``rows`` is not an int (or is a bool).
-        ValueError: ``start`` outside [0, number of layers] or ``rows`` < 1.
+        TypeError: ``start``, ``rows`` or ``pad_id`` is not an int (or is a bool), or a
+            text's ids are not ints (``token_ids[i]`` named).
+        ValueError: ``start`` outside [0, number of layers], ``rows`` < 1, ``pad_id`` or
+            a token id outside the vocabulary, or a text longer than the model's positions.
     """
     rows = positive_int("rows", rows)
     start = _layer_index("start", start, len(model.layers))
-    order = sorted(range(len(token_ids)), key=lambda i: len(token_ids[i]))
-    out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(token_ids)
+    vocab = int(model.word_embeddings.shape[0])
+    if not 0 <= integer("pad_id", pad_id) < vocab:  # its NaN row would reach every state
+        raise ValueError(f"pad_id must be in [0, {vocab}) (the vocabulary), got {pad_id}")
+    checked = _checked_ids(model, token_ids)
+    order = sorted(range(len(checked)), key=lambda i: len(checked[i]))
+    out: list[npt.NDArray[np.float32]] = [np.zeros((0, 0), np.float32)] * len(checked)
     for pos in range(0, len(order), rows):
         chunk = order[pos:pos + rows]
-        length = _length_bucket(max(len(token_ids[i]) for i in chunk))
+        length = min(_length_bucket(max(len(checked[i]) for i in chunk)), model.max_positions)
         ids = np.full((rows, length), pad_id, np.int32)
         mask = np.zeros((rows, length), np.int32)
         for r, i in enumerate(chunk):
-            ids[r, : len(token_ids[i])] = token_ids[i]
-            mask[r, : len(token_ids[i])] = 1
+            ids[r, : len(checked[i])] = checked[i]
+            mask[r, : len(checked[i])] = 1
         states = np.asarray(_lower(model, jnp.asarray(ids), jnp.asarray(mask), start),
                             np.float32)
         for r, i in enumerate(chunk):
-            out[i] = states[r, : len(token_ids[i])].copy()
+            out[i] = states[r, : len(checked[i])].copy()
     return out
 
 
