@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from typing import Any
 
@@ -347,3 +348,44 @@ def test_the_published_filter_schema_is_what_the_filter_parser_takes(depth: int)
         assert validator.is_valid(where) == takes(where), where
 
     agree()
+
+
+def _top_level_fields(braced: str) -> set[str]:
+    """``{a (note), b? = 5, c? {x, y}}`` -> ``{"a", "b", "c"}``."""
+    inner = braced.strip()[1:-1]
+    while re.search(r"\{[^{}]*\}|\([^()]*\)", inner):
+        inner = re.sub(r"\{[^{}]*\}|\([^()]*\)", "", inner)
+    return {re.match(r"\s*([\w.]+)", part)[1] for part in inner.split(",")
+            if part.strip()}
+
+
+def test_the_readme_route_table_is_the_apps() -> None:
+    """The README's REST table names every route the app serves (and no other), each
+    body's fields, ``GET /v1/memories``' query parameters and the memory's fields."""
+    from support.paths import README
+
+    doc = _app().app.openapi()
+    text = README.read_text(encoding="utf-8")
+    table = text.split("| route | body / query | answer |", 1)[1].split("\n\n", 1)[0]
+    documented: dict[tuple[str, str], str] = {}
+    for route, body, _ in re.findall(r"^\| (.+?) \| (.+?) \| (.+?) \|$", table, re.M):
+        path = ""
+        for method, named in re.findall(r"`(GET|POST|PUT|DELETE) ([^`]+)`", route):
+            path = path if named == "..." else re.sub(r"\{\w+\}", "{}", named)
+            documented[(method, path)] = body
+    served = {(m.upper(), re.sub(r"\{\w+\}", "{}", p))
+              for p, ops in doc["paths"].items() for m in ops}
+    assert set(documented) == served | {("GET", "/openapi.json")}
+    schemas = doc["components"]["schemas"]
+    for (method, path), body in documented.items():
+        op = doc["paths"].get(path.replace("{}", "{memory_id}"), {}).get(method.lower(), {})
+        ref = op.get("requestBody", {}).get("content", {}).get("application/json", {})
+        if ref:
+            name = ref["schema"]["$ref"].rsplit("/", 1)[1]
+            braced = re.search(r"`(\{.*\})`", body)[1]
+            assert _top_level_fields(braced) == set(schemas[name]["properties"]), path
+    listing = documented[("GET", "/v1/memories")]
+    params = {p["name"] for p in doc["paths"]["/v1/memories"]["get"]["parameters"]}
+    assert set(re.findall(r"[?&](\w+)=", listing)) == params
+    memory = re.search(r"201 the memory `(\{[^`]*\})`", table)[1]
+    assert _top_level_fields(memory) == set(schemas["MemoryOut"]["properties"])
