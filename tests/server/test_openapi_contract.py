@@ -389,3 +389,26 @@ def test_the_readme_route_table_is_the_apps() -> None:
     assert set(re.findall(r"[?&](\w+)=", listing)) == params
     memory = re.search(r"201 the memory `(\{[^`]*\})`", table)[1]
     assert _top_level_fields(memory) == set(schemas["MemoryOut"]["properties"])
+
+
+def test_the_readme_mcp_tools_are_the_servers() -> None:
+    """The README's MCP paragraph names every tool the server lists (and no other),
+    each with its arguments, the optional ones marked ``?``."""
+    from support.paths import README
+
+    text = README.read_text(encoding="utf-8")
+    paragraph = text.split("**MCP.** Tools ", 1)[1].split("\n\n", 1)[0]
+    documented: dict[str, set[str]] = {}
+    for name, args in re.findall(r"`(\w+)\(([^`]*)\)`", paragraph):
+        documented[name] = {a.split("?")[0].split("=")[0].strip()
+                            for a in args.split(",") if a.strip()}
+        documented[name] |= {a.split("?")[0].strip() + "?" for a in args.split(",")
+                             if "?" in a}
+    tools = asyncio.run(build_mcp(_service(), fixed_principal(())).list_tools())
+    served: dict[str, set[str]] = {}
+    for tool in tools:
+        schema = tool.input_schema
+        required = set(schema.get("required", []))
+        served[tool.name] = set(schema["properties"]) | {
+            f"{p}?" for p in schema["properties"] if p not in required}
+    assert documented == served
