@@ -196,14 +196,36 @@ def check_memory_file(conn: sqlite3.Connection, name: str) -> None:
     version before anything is written (the open's switch to WAL included), as
     :func:`_create_tables` would in its transaction."""
     _check_foreign(conn, name)
+    check_schema_version(conn, name)
+
+
+def check_schema_version(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a file whose recorded schema version is newer than this library's, or
+    no whole number (written by something else), before anything is written.
+
+    Args:
+        conn: a connection to the file, outside any write.
+        name: the file's path (for the message).
+
+    Raises:
+        ValueError: naming the file and the version.
+    """
     if conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
     ).fetchone() is None:
         return
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+    if row is None:
+        return
+    value = str(row[0])
+    if not (value.isascii() and value.isdigit()):
         raise ValueError(
-            f"{name!r} has schema version {row[0]}; this library reads up to {SCHEMA_VERSION}"
+            f"{name!r} has schema version {value!r}, which is not a whole number; "
+            "refusing to change it"
+        )
+    if int(value) > SCHEMA_VERSION:
+        raise ValueError(
+            f"{name!r} has schema version {value}; this library reads up to {SCHEMA_VERSION}"
         )
 
 

@@ -15,8 +15,9 @@ their states in one file. The file may also hold a
   lock instead; its saves join an open ``store.transaction()``, so memories and
   state commit (or roll back) together.
 
-Another application's database (as :class:`SQLiteStore` refuses it), or an
-``em_affective_state`` table of another layout, is refused with a ValueError naming
+Another application's database or a file of a schema version :class:`SQLiteStore`
+refuses (newer, or no number), or an ``em_affective_state`` table of another layout,
+is refused with a ValueError naming
 the file before anything is written.
 """
 
@@ -46,6 +47,7 @@ from emotional_memory.stores.sqlite.original_layout import prepare_state_file, p
 from emotional_memory.stores.sqlite.schema import (
     _check_foreign,
     begin_immediate,
+    check_schema_version,
     check_timeout,
     open_connection,
 )
@@ -92,11 +94,12 @@ def _check_layout(conn: sqlite3.Connection, name: str) -> None:
 
 def _check_file(name: str) -> Callable[[sqlite3.Connection], None]:
     """The check :func:`open_connection` runs before it writes anything: another
-    application's database (as :class:`SQLiteStore` refuses it) or a foreign
-    ``em_affective_state`` table is a ValueError naming the file."""
+    application's database or a schema version (as :class:`SQLiteStore` refuses
+    them) or a foreign ``em_affective_state`` table is a ValueError naming the file."""
 
     def check(conn: sqlite3.Connection) -> None:
         _check_foreign(conn, name)
+        check_schema_version(conn, name)  # a version the memory store refuses
         _check_layout(conn, name)
 
     return check
