@@ -363,6 +363,21 @@ def open_connection(
     return conn
 
 
+def database_file(conn: sqlite3.Connection) -> str:
+    """The absolute path of ``conn``'s main database file, as SQLite resolved it when
+    the connection opened (``""``: a private in-memory database); a later change of
+    the working folder does not move it.
+
+    Args:
+        conn: an open connection.
+
+    Returns:
+        The path, or ``""``.
+    """
+    return next((str(row[2]) for row in conn.execute("PRAGMA database_list")
+                 if row[1] == "main"), "")
+
+
 def check_timeout(value: float) -> float:
     """``timeout``: seconds >= 0 (finite) to wait for another connection's write lock.
 

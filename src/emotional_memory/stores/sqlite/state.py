@@ -49,6 +49,7 @@ from emotional_memory.stores.sqlite.schema import (
     begin_immediate,
     check_schema_version,
     check_timeout,
+    database_file,
     open_connection,
 )
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
@@ -183,6 +184,8 @@ class SQLiteAffectiveStateStore:
             check=_check_file(str(self._path)),
         )
         try:
+            # the file as opened (a relative path is not resolved again after a chdir)
+            self._file = database_file(self._conn)
             with self._transaction():
                 self._connection().execute(_CREATE)
         except BaseException:
@@ -214,6 +217,7 @@ class SQLiteAffectiveStateStore:
         self._timeout = store._timeout
         self._lock = store._lock
         self._conn = store._connection()
+        self._file = database_file(self._conn)
         with self._transaction():
             conn = self._connection()
             _check_layout(conn, self._path or ":memory:")
@@ -239,7 +243,7 @@ class SQLiteAffectiveStateStore:
             return self if self._shared is store else None
         if not isinstance(store, SQLiteStore) or store.closed or self._closed:
             return None
-        if not _same_file(self._path, store.path):
+        if not _same_file(self._file, database_file(store._connection())):
             return None
         return type(self).from_store(store, key=self._key, hold_timeout=self._hold_timeout)
 
@@ -295,7 +299,7 @@ class SQLiteAffectiveStateStore:
             past the bound).
         """
         timeout = self._hold_timeout if wait else 0.0
-        return hold_scope(self._path or "", tuple(path), timeout)
+        return hold_scope(self._file, tuple(path), timeout)
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version: the stored JSON text
