@@ -263,3 +263,23 @@ def test_sqlite_holds_follow_the_database_opened_by_a_relative_path_after_chdir(
     finally:
         states.close()
         store.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_closed_sqlite_state_store_holds_nothing(tmp_path: Path, shared: bool) -> None:
+    """A hold through a closed state store (or one whose store closed) went ahead,
+    taking the file's locks, where every other use, and PostgreSQL's hold, says it is
+    closed."""
+    from emotional_memory.stores import SQLiteStore
+    from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+    store = SQLiteStore(tmp_path / "m.db")
+    states = (SQLiteAffectiveStateStore.from_store(store) if shared
+              else SQLiteAffectiveStateStore(tmp_path / "m.db"))
+    (store if shared else states).close()
+    with pytest.raises(ValueError, match="closed"), states.hold_scope(("a",)):
+        pytest.fail("held a scope through a closed store")
+    with pytest.raises(ValueError, match="closed"), states.scoped(("a",)).hold_scope(()):
+        pytest.fail("held a scope through a closed store's twin")
+    assert not (tmp_path / "m.db.scope-locks").exists()
+    store.close()

@@ -297,7 +297,11 @@ class SQLiteAffectiveStateStore:
             A context manager holding the locks (entering it raises
             :class:`~emotional_memory.stores.sqlite.scope_locks.ScopeHoldTimeout`
             past the bound).
+
+        Raises:
+            ValueError: the store (or the store it shares) is closed.
         """
+        self._connection()  # closed (or its store closed): that error, nothing held
         timeout = self._hold_timeout if wait else 0.0
         return hold_scope(self._file, tuple(path), timeout)
 
