@@ -1,15 +1,21 @@
 """SQLite files a store should refuse without changing them: a schema version that is
-not this library's (newer, or no number), whichever store opens the file."""
+not this library's (newer, or no number), whichever store opens the file; a file
+another connection holds locked at the first open."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from emotional_memory.state import AffectiveState
 from emotional_memory.state_stores import SQLiteAffectiveStateStore
 from emotional_memory.stores import SQLiteStore
+from emotional_memory.stores.sqlite.schema import SQLiteBusyError
 from support.memories import basic_memory as mem
 
 
@@ -50,3 +56,63 @@ def test_a_schema_version_that_is_no_number_is_refused_unchanged(
         SQLiteStore(path)
     assert path.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
+
+
+def _held_exclusively(path: Path, seconds: float) -> threading.Thread:
+    """A thread holding ``path``'s exclusive lock (a rollback-journal writer, as the
+    original library writes its file) for ``seconds``; started, lock taken."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        conn.execute("BEGIN EXCLUSIVE")
+        taken.set()
+        time.sleep(seconds)
+        conn.execute("ROLLBACK")
+        conn.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert taken.wait(30)
+    return thread
+
+
+@pytest.mark.parametrize("opener", ["store", "states"])
+def test_opening_a_busy_file_waits_its_timeout_and_skips_no_migration(
+    tmp_path: Path, opener: str
+) -> None:
+    """The first open's look for the original library's tables waited sqlite3's
+    default 5 s per try (10 s, whatever ``timeout``), then took the busy file as
+    needing nothing: the open went on without copying the original's memories, or
+    failed with a bare "database is locked". Now the look waits ``timeout`` and a
+    busy file is :class:`SQLiteBusyError` naming it, nothing written; once free,
+    the open migrates."""
+    memory = mem("original", [1.0, 0.0])
+    path = tmp_path / "original.db"
+    conn = sqlite3.connect(path)
+    with conn:
+        conn.execute("CREATE TABLE memories (id TEXT PRIMARY KEY, content TEXT NOT NULL, "
+                     "data TEXT NOT NULL)")
+        conn.execute("CREATE TABLE affective_state (slot TEXT PRIMARY KEY, data TEXT NOT NULL)")
+        conn.execute("INSERT INTO memories VALUES (?, ?, ?)",
+                     (memory.id, memory.content, memory.model_dump_json()))
+        conn.execute("INSERT INTO affective_state VALUES ('current', ?)",
+                     (json.dumps(AffectiveState.initial().snapshot()),))
+    conn.close()
+    before = path.read_bytes()
+    open_file = SQLiteStore if opener == "store" else SQLiteAffectiveStateStore
+    holder = _held_exclusively(path, 3.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(SQLiteBusyError, match=r"original\.db.*busy timeout of 0\.3 s"):
+            open_file(path, timeout=0.3)
+        assert time.monotonic() - started < 2.5
+    finally:
+        holder.join(30)
+    assert path.read_bytes() == before
+    if opener == "store":
+        with SQLiteStore(path, timeout=5) as store:
+            assert [m.id for m in store.list_all()] == [memory.id]
+    else:
+        with SQLiteAffectiveStateStore(path, timeout=5) as states:
+            assert states.load() is not None

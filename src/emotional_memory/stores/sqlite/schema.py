@@ -150,16 +150,35 @@ def begin_immediate(conn: sqlite3.Connection, path: str, timeout: float) -> None
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        name = getattr(exc, "sqlite_errorname", "")
-        if not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        busy = busy_error(exc, path, timeout)
+        if busy is None:
             raise
-        busy = SQLiteBusyError(
-            f"{exc}: {path!r} (another connection held its write lock for the whole "
-            f"busy timeout of {timeout:g} s; nothing was written)"
-        )
-        busy.sqlite_errorname = name
-        busy.sqlite_errorcode = exc.sqlite_errorcode
         raise busy from exc
+
+
+def busy_error(exc: BaseException, path: str, timeout: float) -> SQLiteBusyError | None:
+    """The :class:`SQLiteBusyError` of SQLite's "database is locked" ``exc``.
+
+    Args:
+        exc: an exception raised by a statement on ``path``.
+        path: the database file (for the message).
+        timeout: the connection's busy timeout in seconds (for the message).
+
+    Returns:
+        The error to raise instead (``exc`` as its cause), or None when ``exc`` is
+        something else (or already one).
+    """
+    name = getattr(exc, "sqlite_errorname", "")
+    if not isinstance(exc, sqlite3.OperationalError) or isinstance(exc, SQLiteBusyError) \
+            or not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return None
+    busy = SQLiteBusyError(
+        f"{exc}: {path!r} (another connection held its write lock for the whole "
+        f"busy timeout of {timeout:g} s; nothing was written)"
+    )
+    busy.sqlite_errorname = name
+    busy.sqlite_errorcode = exc.sqlite_errorcode
+    return busy
 
 
 def _create_tables(conn: sqlite3.Connection) -> None:
@@ -337,6 +356,7 @@ def open_connection(
     Raises:
         ValueError: for ``""`` (a temporary database that keeps nothing) or a
             ``file:`` URI (taken as a literal file name by sqlite3).
+        SQLiteBusyError: another connection kept the file locked past ``timeout``.
         sqlite3.DatabaseError: the file is not a usable database (the path named).
     """
     name = check_path(path)
@@ -356,6 +376,9 @@ def open_connection(
         conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
         conn.close()
+        busy = busy_error(exc, name, timeout)
+        if busy is not None:
+            raise busy from exc
         raise type(exc)(f"{name!r}: {exc}") from exc
     except BaseException:
         conn.close()

@@ -47,6 +47,7 @@ from emotional_memory.stores.sqlite.original_layout import prepare_state_file, p
 from emotional_memory.stores.sqlite.schema import (
     _check_foreign,
     begin_immediate,
+    busy_error,
     check_schema_version,
     check_timeout,
     database_file,
@@ -171,6 +172,7 @@ class SQLiteAffectiveStateStore:
 
         Raises:
             ValueError: a bad ``key``, ``timeout`` or ``hold_timeout``, named.
+            SQLiteBusyError: another connection kept the file locked past ``timeout``.
         """
         self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
@@ -178,7 +180,13 @@ class SQLiteAffectiveStateStore:
         self._path: str | None = os.fspath(path)
         self._timeout = check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
-        prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
+        try:
+            prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
+        except sqlite3.OperationalError as exc:
+            busy = busy_error(exc, str(self._path), self._timeout)
+            if busy is None:
+                raise
+            raise busy from exc
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=_check_file(str(self._path)),

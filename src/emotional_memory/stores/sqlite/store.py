@@ -49,6 +49,7 @@ from emotional_memory.stores.sqlite.schema import (
     _create_tables,
     _fill_memories,
     begin_immediate,
+    busy_error,
     check_memory_file,
     check_path,
     check_timeout,
@@ -92,11 +93,18 @@ class SQLiteStore(BackendStore):
 
         Raises:
             ValueError: a bad ``timeout``, or a file holding a newer schema version.
+            SQLiteBusyError: another connection kept the file locked past ``timeout``.
         """
         self._path = check_path(path)
         self._timeout = timeout = check_timeout(timeout)
         self._lock = threading.RLock()
-        prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
+        try:
+            prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
+        except sqlite3.OperationalError as exc:
+            busy = busy_error(exc, self._path, timeout)
+            if busy is None:
+                raise
+            raise busy from exc
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=lambda conn: check_memory_file(conn, self._path),
