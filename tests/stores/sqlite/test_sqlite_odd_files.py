@@ -116,3 +116,30 @@ def test_opening_a_busy_file_waits_its_timeout_and_skips_no_migration(
     else:
         with SQLiteAffectiveStateStore(path, timeout=5) as states:
             assert states.load() is not None
+
+
+@pytest.mark.parametrize("field", ["content", "metadata"])
+def test_a_value_larger_than_sqlites_length_limit_is_named(tmp_path: Path, field: str) -> None:
+    """A row past SQLite's length limit (1e9 bytes by default; lowered here so the
+    test stays small, as a build or ``setlimit`` may) was sqlite3's bare DataError
+    "string or blob too big", naming neither the field nor the memory."""
+    from emotional_memory import EmotionalMemory
+    from emotional_memory.embedders import HashingEmbedder
+    from emotional_memory.interfaces import UnstorableValueError
+
+    store = SQLiteStore(tmp_path / "m.db")
+    engine = EmotionalMemory(store, HashingEmbedder(dim=8))
+    kept = engine.encode("kept")
+    store._connection().setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 20_000)
+    big = "x" * 30_000
+    content, metadata = (big, None) if field == "content" else ("small", {"note": big})
+    with pytest.raises(UnstorableValueError, match=rf"{field}.*SQLite's length limit") as one:
+        store.save(mem(content, [1.0] * 8, metadata=metadata))
+    assert one.value.field == field
+    with pytest.raises(UnstorableValueError, match=rf"{field}.*SQLite's length limit") as batch:
+        engine.encode_batch(["fine", content], metadata=[None, metadata])
+    assert batch.value.field == field
+    assert [m.id for m in store.list_all()] == [kept.id]  # nothing written, cache too
+    engine.close()
+    with SQLiteStore(tmp_path / "m.db") as reopened:
+        assert [m.id for m in reopened.list_all()] == [kept.id]

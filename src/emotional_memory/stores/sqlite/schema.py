@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError
 from emotional_memory.stores.sqlite.original_layout import MEMORY_TABLE
@@ -179,6 +180,44 @@ def busy_error(exc: BaseException, path: str, timeout: float) -> SQLiteBusyError
     busy.sqlite_errorname = name
     busy.sqlite_errorcode = exc.sqlite_errorcode
     return busy
+
+
+_ROW_WIDTH = len(ROW_COLUMNS.split(","))
+# fields of an _UPSERT row that SQLite's length limit may refuse, by parameter index
+_SIZED_FIELDS = ((0, "id"), (1, "content"), (2, "embedding"), (4, "tag"), (5, "metadata"),
+                 (6, "scope"))
+
+
+def too_big_error(
+    conn: sqlite3.Connection, exc: BaseException, rows: Sequence[Sequence[Any]]
+) -> UnstorableValueError | None:
+    """The :class:`UnstorableValueError` of sqlite3's "string or blob too big" ``exc``
+    raised writing ``rows`` (:data:`_UPSERT` parameters), naming the memory and the
+    largest field of the first row past SQLite's length limit.
+
+    Returns:
+        The error to raise instead, or None when ``exc`` is something else.
+    """
+    if not isinstance(exc, sqlite3.DataError) or "too big" not in str(exc):
+        return None
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return len(value.encode("utf-8", "surrogatepass"))
+        return len(value) if isinstance(value, bytes) else 0
+
+    fitting = [row for row in rows if len(row) == _ROW_WIDTH]
+    if not fitting:
+        return None
+    sizes = [{name: size(row[i]) for i, name in _SIZED_FIELDS} for row in fitting]
+    at = next((k for k, each in enumerate(sizes) if sum(each.values()) >= limit),
+              max(range(len(sizes)), key=lambda k: max(sizes[k].values())))
+    field = max(sizes[at], key=lambda name: sizes[at][name])
+    return UnstorableValueError(
+        field, f"{field} of memory {str(fitting[at][0])[:80]!r} ({sizes[at][field]} bytes) "
+        f"makes a row past SQLite's length limit of {limit} bytes; nothing was written",
+    )
 
 
 def _create_tables(conn: sqlite3.Connection) -> None:

@@ -56,6 +56,7 @@ from emotional_memory.stores.sqlite.schema import (
     open_connection,
     read_changed,
     read_snapshot,
+    too_big_error,
 )
 
 # ``_changes`` of a cache that failed to pick up the file's changes: the next read reloads.
@@ -555,7 +556,13 @@ class SQLiteStore(BackendStore):
             # some row is not a record in the file: write those rows whole
             rows += [cached_row_params(cache, memory_id) for _, _, memory_id in links]
         if rows:
-            conn.executemany(_UPSERT, rows)
+            try:
+                conn.executemany(_UPSERT, rows)
+            except sqlite3.DataError as exc:
+                big = too_big_error(conn, exc, rows)
+                if big is not None:
+                    raise big from None
+                raise
         if rows or links:
             self._dirty = True
             self._tx_changes.extend((memory_id, 0) for memory_id in kinds if memory_id in cache)
@@ -673,8 +680,11 @@ class SQLiteStore(BackendStore):
             try:
                 cache_op()
                 conn.execute(sql, params)
-            except BaseException:
+            except BaseException as exc:
                 self._cache._tx_rollback(mark)
+                big = too_big_error(conn, exc, [params])
+                if big is not None:
+                    raise big from None
                 raise
             self._cache._tx_commit()
             self._dirty = True
