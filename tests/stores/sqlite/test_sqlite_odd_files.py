@@ -143,3 +143,15 @@ def test_a_value_larger_than_sqlites_length_limit_is_named(tmp_path: Path, field
     engine.close()
     with SQLiteStore(tmp_path / "m.db") as reopened:
         assert [m.id for m in reopened.list_all()] == [kept.id]
+
+
+@pytest.mark.parametrize("opener", ["store", "states"])
+def test_a_file_that_fails_its_first_write_is_named_with_sqlites_reason(opener: str) -> None:
+    """A file whose writes fail at the first open (``/dev/null`` here, as a full or
+    failing disk): SQLite rolled the transaction back itself, and the store's own
+    ROLLBACK then raised "cannot rollback - no transaction is active", hiding the
+    reason; the state store's error did not name the file."""
+    open_file = SQLiteStore if opener == "store" else SQLiteAffectiveStateStore
+    with pytest.raises(sqlite3.DatabaseError, match=r"^'/dev/null': ") as info:
+        open_file("/dev/null")
+    assert "cannot rollback" not in str(info.value)

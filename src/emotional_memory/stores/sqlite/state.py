@@ -45,6 +45,7 @@ from emotional_memory.stores._shared.state import (
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import (
+    SQLiteBusyError,
     _check_foreign,
     begin_immediate,
     busy_error,
@@ -196,9 +197,11 @@ class SQLiteAffectiveStateStore:
             self._file = database_file(self._conn)
             with self._transaction():
                 self._connection().execute(_CREATE)
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
             self._conn = None
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, SQLiteBusyError):
+                raise type(exc)(f"{self._path!r}: {exc}") from exc  # the file named
             raise
 
     @classmethod

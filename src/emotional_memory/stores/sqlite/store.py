@@ -223,7 +223,8 @@ class SQLiteStore(BackendStore):
                 try:  # the write lock is held: the cache now meets the current rows
                     self._sync()
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite may have rolled back already
+                        conn.execute("ROLLBACK")
                     raise
             changes_before = self._changes
             mark = self._cache._tx_begin()
@@ -778,7 +779,8 @@ class SQLiteStore(BackendStore):
                 raise ValueError(f"{self._path!r} has {exc}") from None
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            if conn.in_transaction:  # an I/O error may have rolled it back: its reason
+                conn.execute("ROLLBACK")
             raise
 
     def _load(self) -> None:
