@@ -197,24 +197,6 @@ def test_open_memory_and_sqlite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert (tmp_path / "relative.db").exists()
 
 
-@pytest.mark.parametrize("scheme", ["SQLITE", "SQLite"])
-def test_a_sqlite_url_scheme_in_capitals_opens_the_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
-) -> None:
-    """URL schemes are case-insensitive (RFC 3986), and the registry picked the SQLite
-    backend for ``SQLITE:///...``, which then refused it, quoting as the right form
-    the very one given."""
-    from emotional_memory.stores.registry import open_state_store
-
-    monkeypatch.chdir(tmp_path)
-    opened = open_store(f"{scheme}:///caps.db")
-    assert opened.store.path == "caps.db"
-    opened.close()
-    states = open_state_store(f"{scheme}:///caps.db")
-    states.close()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["caps.db"]
-
-
 @pytest.mark.parametrize(("url", "message"), [
     ("mongodb://u:hunter2@h/db", "unknown store URL scheme 'mongodb'"),
     ("just-a-path.db", "unknown store URL scheme"),

@@ -1,6 +1,7 @@
 """SQLite files a store should refuse without changing them: a schema version that is
 not this library's (newer, or no number), whichever store opens the file; a file
-another connection holds locked at the first open."""
+another connection holds locked at the first open; values past SQLite's length
+limit; a file whose writes fail; ``sqlite:///`` URLs with the scheme in capitals."""
 
 from __future__ import annotations
 
@@ -155,3 +156,21 @@ def test_a_file_that_fails_its_first_write_is_named_with_sqlites_reason(opener: 
     with pytest.raises(sqlite3.DatabaseError, match=r"^'/dev/null': ") as info:
         open_file("/dev/null")
     assert "cannot rollback" not in str(info.value)
+
+
+@pytest.mark.parametrize("scheme", ["SQLITE", "SQLite"])
+def test_a_sqlite_url_scheme_in_capitals_opens_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, scheme: str
+) -> None:
+    """URL schemes are case-insensitive (RFC 3986), and the registry picked the SQLite
+    backend for ``SQLITE:///...``, which then refused it, quoting as the right form
+    the very one given."""
+    from emotional_memory.stores.registry import open_state_store, open_store
+
+    monkeypatch.chdir(tmp_path)
+    opened = open_store(f"{scheme}:///caps.db")
+    assert opened.store.path == "caps.db"
+    opened.close()
+    states = open_state_store(f"{scheme}:///caps.db")
+    states.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["caps.db"]

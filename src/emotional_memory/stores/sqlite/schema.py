@@ -157,6 +157,32 @@ def begin_immediate(conn: sqlite3.Connection, path: str, timeout: float) -> None
         raise busy from exc
 
 
+@contextmanager
+def busy_named(path: str, timeout: float) -> Iterator[None]:
+    """Around statements on ``path``: SQLite's "database is locked" becomes
+    :class:`SQLiteBusyError` (:func:`busy_error`)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        busy = busy_error(exc, path, timeout)
+        if busy is None:
+            raise
+        raise busy from exc
+
+
+@contextmanager
+def too_big_named(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> Iterator[None]:
+    """Around writing ``rows``: SQLite's "string or blob too big" becomes
+    :class:`UnstorableValueError` (:func:`too_big_error`)."""
+    try:
+        yield
+    except sqlite3.DataError as exc:
+        big = too_big_error(conn, exc, rows)
+        if big is None:
+            raise
+        raise big from None
+
+
 def busy_error(exc: BaseException, path: str, timeout: float) -> SQLiteBusyError | None:
     """The :class:`SQLiteBusyError` of SQLite's "database is locked" ``exc``.
 
@@ -247,6 +273,22 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         conn.execute(
             "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
         )
+
+
+def create_schema(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+    """:func:`_create_tables` in one write transaction on ``conn`` (a refused version
+    names ``path``; ``timeout``: the busy timeout, for a busy error's message)."""
+    begin_immediate(conn, path, timeout)
+    try:
+        try:
+            _create_tables(conn)
+        except ValueError as exc:
+            raise ValueError(f"{path!r} has {exc}") from None
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # an I/O error may have rolled it back: its reason
+            conn.execute("ROLLBACK")
+        raise
 
 
 def check_memory_file(conn: sqlite3.Connection, name: str) -> None:

@@ -48,7 +48,7 @@ from emotional_memory.stores.sqlite.schema import (
     SQLiteBusyError,
     _check_foreign,
     begin_immediate,
-    busy_error,
+    busy_named,
     check_schema_version,
     check_timeout,
     database_file,
@@ -181,13 +181,8 @@ class SQLiteAffectiveStateStore:
         self._path: str | None = os.fspath(path)
         self._timeout = check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
-        try:
+        with busy_named(str(self._path), self._timeout):
             prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
-        except sqlite3.OperationalError as exc:
-            busy = busy_error(exc, str(self._path), self._timeout)
-            if busy is None:
-                raise
-            raise busy from exc
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=_check_file(str(self._path)),

@@ -49,14 +49,15 @@ from emotional_memory.stores.sqlite.schema import (
     _create_tables,
     _fill_memories,
     begin_immediate,
-    busy_error,
+    busy_named,
     check_memory_file,
     check_path,
     check_timeout,
+    create_schema,
     open_connection,
     read_changed,
     read_snapshot,
-    too_big_error,
+    too_big_named,
 )
 
 # ``_changes`` of a cache that failed to pick up the file's changes: the next read reloads.
@@ -99,13 +100,8 @@ class SQLiteStore(BackendStore):
         self._path = check_path(path)
         self._timeout = timeout = check_timeout(timeout)
         self._lock = threading.RLock()
-        try:
+        with busy_named(self._path, timeout):
             prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
-        except sqlite3.OperationalError as exc:
-            busy = busy_error(exc, self._path, timeout)
-            if busy is None:
-                raise
-            raise busy from exc
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=lambda conn: check_memory_file(conn, self._path),
@@ -121,7 +117,7 @@ class SQLiteStore(BackendStore):
         self._held = threading.local()
         try:
             self._checkpointer = WalCheckpointer.attach(self._conn)
-            self._create_schema()
+            create_schema(self._conn, self._path, self._timeout)
             self._load()
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         except BaseException as exc:
@@ -213,11 +209,10 @@ class SQLiteStore(BackendStore):
             conn = self._connection()
             depth = self._depth
             savepoint = f"emotional_memory_sp{depth}"
-            if depth == 0:
-                begin_immediate(conn, self._path, self._timeout)
-            else:
+            if depth:
                 conn.execute(f"SAVEPOINT {savepoint}")
-            if depth == 0:
+            else:
+                begin_immediate(conn, self._path, self._timeout)
                 self._dirty = False
                 self._tx_changes = []
                 try:  # the write lock is held: the cache now meets the current rows
@@ -557,13 +552,8 @@ class SQLiteStore(BackendStore):
             # some row is not a record in the file: write those rows whole
             rows += [cached_row_params(cache, memory_id) for _, _, memory_id in links]
         if rows:
-            try:
+            with too_big_named(conn, rows):
                 conn.executemany(_UPSERT, rows)
-            except sqlite3.DataError as exc:
-                big = too_big_error(conn, exc, rows)
-                if big is not None:
-                    raise big from None
-                raise
         if rows or links:
             self._dirty = True
             self._tx_changes.extend((memory_id, 0) for memory_id in kinds if memory_id in cache)
@@ -680,12 +670,10 @@ class SQLiteStore(BackendStore):
             mark = self._cache._tx_begin()
             try:
                 cache_op()
-                conn.execute(sql, params)
-            except BaseException as exc:
+                with too_big_named(conn, [params]):
+                    conn.execute(sql, params)
+            except BaseException:
                 self._cache._tx_rollback(mark)
-                big = too_big_error(conn, exc, [params])
-                if big is not None:
-                    raise big from None
                 raise
             self._cache._tx_commit()
             self._dirty = True
@@ -768,20 +756,6 @@ class SQLiteStore(BackendStore):
         for row in rows:
             cache.save(row_memory(row[1:]))
         self._changes = max(seq for seq, _, _ in log)
-
-    def _create_schema(self) -> None:
-        conn = self._connection()
-        begin_immediate(conn, self._path, self._timeout)
-        try:
-            try:
-                _create_tables(conn)
-            except ValueError as exc:
-                raise ValueError(f"{self._path!r} has {exc}") from None
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.in_transaction:  # an I/O error may have rolled it back: its reason
-                conn.execute("ROLLBACK")
-            raise
 
     def _load(self) -> None:
         """Rebuild the cache from the table, in insertion (``seq``) order."""
