@@ -231,3 +231,55 @@ def test_sqlite_holds_of_one_file_named_through_a_symlink_exclude_each_other(
         pytest.fail("entered a scope held through the other path")
     with hold_scope(str(alias), ("a",), 5.0):  # released: free through either path
         pass
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_sqlite_holds_follow_the_database_opened_by_a_relative_path_after_chdir(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shared: bool
+) -> None:
+    """A state store opened as ``m.db`` in one folder resolved the path again at every
+    hold: once the process changed folder its locks went to ``<new folder>/m.db.
+    scope-locks`` while its connection stayed on the first file, so other processes'
+    holds on that file no longer excluded its own (and ``joined_with`` no longer
+    found the store's file: memories and state stopped committing together)."""
+    from emotional_memory.stores import SQLiteStore
+    from emotional_memory.stores.sqlite.scope_locks import ScopeHoldTimeout
+    from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "data")
+    store = SQLiteStore("m.db")
+    states = (SQLiteAffectiveStateStore.from_store(store) if shared
+              else SQLiteAffectiveStateStore("m.db"))
+    try:
+        monkeypatch.chdir(tmp_path / "elsewhere")
+        database = str(tmp_path / "data" / "m.db")
+        with (hold_scope(database, ("a",)), pytest.raises(ScopeHoldTimeout),
+              states.hold_scope(("a",), wait=False)):
+            pytest.fail("entered a scope another process holds on the same file")
+        assert not (tmp_path / "elsewhere" / "m.db.scope-locks").exists()
+        assert states.joined_with(store) is not None
+    finally:
+        states.close()
+        store.close()
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_a_closed_sqlite_state_store_holds_nothing(tmp_path: Path, shared: bool) -> None:
+    """A hold through a closed state store (or one whose store closed) went ahead,
+    taking the file's locks, where every other use, and PostgreSQL's hold, says it is
+    closed."""
+    from emotional_memory.stores import SQLiteStore
+    from emotional_memory.stores.sqlite.state import SQLiteAffectiveStateStore
+
+    store = SQLiteStore(tmp_path / "m.db")
+    states = (SQLiteAffectiveStateStore.from_store(store) if shared
+              else SQLiteAffectiveStateStore(tmp_path / "m.db"))
+    (store if shared else states).close()
+    with pytest.raises(ValueError, match="closed"), states.hold_scope(("a",)):
+        pytest.fail("held a scope through a closed store")
+    with pytest.raises(ValueError, match="closed"), states.scoped(("a",)).hold_scope(()):
+        pytest.fail("held a scope through a closed store's twin")
+    assert not (tmp_path / "m.db.scope-locks").exists()
+    store.close()

@@ -126,9 +126,10 @@ def require_module(name: str, extra: str, what: str) -> None:
 def sqlite_path(url: str) -> str:
     """The file path of ``sqlite:///RELATIVE`` or ``sqlite:////ABSOLUTE``, as written:
     no ``~`` expansion and no percent-decoding (``sqlite:///a%20b.db`` is the file
-    ``a%20b.db``); a relative path (``..`` included) is taken from the working folder."""
+    ``a%20b.db``); a relative path (``..`` included) is taken from the working folder.
+    The scheme's case does not matter (RFC 3986)."""
     prefix = "sqlite:///"
-    if not url.startswith(prefix) or len(url) == len(prefix):
+    if url[:len(prefix)].lower() != prefix or len(url) == len(prefix):
         raise StoreURLError(
             "a SQLite store URL is sqlite:///RELATIVE/PATH or sqlite:////ABSOLUTE/PATH"
         )

@@ -116,21 +116,33 @@ def _state_steps(conn: sqlite3.Connection) -> list[str]:
     return steps
 
 
-def _probe(path: str | os.PathLike[str], steps: Callable[[sqlite3.Connection], list[str]]) -> bool:
-    """Whether the file at ``path`` needs any step (a read-only look)."""
+def _probe(
+    path: str | os.PathLike[str], steps: Callable[[sqlite3.Connection], list[str]],
+    timeout: float,
+) -> bool:
+    """Whether the file at ``path`` needs any step (a read-only look, waiting at most
+    ``timeout`` seconds for another connection's lock).
+
+    Raises:
+        sqlite3.OperationalError: SQLite's "database is locked" (the file stayed
+            locked past ``timeout``: whether it needs a step is not known).
+    """
     target = os.fspath(path)
     if target == ":memory:" or target.startswith("file:") or not os.path.isfile(target):
         return False
     uri = "file:" + quote(str(Path(target).resolve())) + "?mode=ro"
     # Read-only first; a WAL file may need a writable connection for its index.
-    for connect in (lambda: sqlite3.connect(uri, uri=True), lambda: sqlite3.connect(target)):
+    for connect in (lambda: sqlite3.connect(uri, uri=True, timeout=timeout),
+                    lambda: sqlite3.connect(target, timeout=timeout)):
         try:
             conn = connect()
         except sqlite3.Error:
             continue
         try:
             return bool(steps(conn))
-        except sqlite3.OperationalError:
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorname", "").startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+                raise  # locked: taking it as "nothing to do" would skip the migration
             continue
         except sqlite3.DatabaseError:
             return False  # not a database: the store's own open reports it
@@ -145,7 +157,7 @@ def _run(
     steps: Callable[[sqlite3.Connection], list[str]],
     apply: Callable[[sqlite3.Connection, list[str]], None],
 ) -> bool:
-    if not _probe(path, steps):
+    if not _probe(path, steps, timeout):
         return False
     conn = sqlite3.connect(os.fspath(path), timeout=timeout, isolation_level=None)
     try:

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from emotional_memory.interfaces import UnstorableValueError
 from emotional_memory.models import Memory
 from emotional_memory.stores._shared.rows.store import EmbeddingDimensionError
 from emotional_memory.stores.sqlite.original_layout import MEMORY_TABLE
@@ -150,16 +151,99 @@ def begin_immediate(conn: sqlite3.Connection, path: str, timeout: float) -> None
     try:
         conn.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError as exc:
-        name = getattr(exc, "sqlite_errorname", "")
-        if not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        busy = busy_error(exc, path, timeout)
+        if busy is None:
             raise
-        busy = SQLiteBusyError(
-            f"{exc}: {path!r} (another connection held its write lock for the whole "
-            f"busy timeout of {timeout:g} s; nothing was written)"
-        )
-        busy.sqlite_errorname = name
-        busy.sqlite_errorcode = exc.sqlite_errorcode
         raise busy from exc
+
+
+@contextmanager
+def busy_named(path: str, timeout: float) -> Iterator[None]:
+    """Around statements on ``path``: SQLite's "database is locked" becomes
+    :class:`SQLiteBusyError` (:func:`busy_error`)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        busy = busy_error(exc, path, timeout)
+        if busy is None:
+            raise
+        raise busy from exc
+
+
+@contextmanager
+def too_big_named(conn: sqlite3.Connection, rows: Sequence[Sequence[Any]]) -> Iterator[None]:
+    """Around writing ``rows``: SQLite's "string or blob too big" becomes
+    :class:`UnstorableValueError` (:func:`too_big_error`)."""
+    try:
+        yield
+    except sqlite3.DataError as exc:
+        big = too_big_error(conn, exc, rows)
+        if big is None:
+            raise
+        raise big from None
+
+
+def busy_error(exc: BaseException, path: str, timeout: float) -> SQLiteBusyError | None:
+    """The :class:`SQLiteBusyError` of SQLite's "database is locked" ``exc``.
+
+    Args:
+        exc: an exception raised by a statement on ``path``.
+        path: the database file (for the message).
+        timeout: the connection's busy timeout in seconds (for the message).
+
+    Returns:
+        The error to raise instead (``exc`` as its cause), or None when ``exc`` is
+        something else (or already one).
+    """
+    name = getattr(exc, "sqlite_errorname", "")
+    if not isinstance(exc, sqlite3.OperationalError) or isinstance(exc, SQLiteBusyError) \
+            or not name.startswith(("SQLITE_BUSY", "SQLITE_LOCKED")):
+        return None
+    busy = SQLiteBusyError(
+        f"{exc}: {path!r} (another connection held its write lock for the whole "
+        f"busy timeout of {timeout:g} s; nothing was written)"
+    )
+    busy.sqlite_errorname = name
+    busy.sqlite_errorcode = exc.sqlite_errorcode
+    return busy
+
+
+_ROW_WIDTH = len(ROW_COLUMNS.split(","))
+# fields of an _UPSERT row that SQLite's length limit may refuse, by parameter index
+_SIZED_FIELDS = ((0, "id"), (1, "content"), (2, "embedding"), (4, "tag"), (5, "metadata"),
+                 (6, "scope"))
+
+
+def too_big_error(
+    conn: sqlite3.Connection, exc: BaseException, rows: Sequence[Sequence[Any]]
+) -> UnstorableValueError | None:
+    """The :class:`UnstorableValueError` of sqlite3's "string or blob too big" ``exc``
+    raised writing ``rows`` (:data:`_UPSERT` parameters), naming the memory and the
+    largest field of the first row past SQLite's length limit.
+
+    Returns:
+        The error to raise instead, or None when ``exc`` is something else.
+    """
+    if not isinstance(exc, sqlite3.DataError) or "too big" not in str(exc):
+        return None
+    limit = conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
+
+    def size(value: Any) -> int:
+        if isinstance(value, str):
+            return len(value.encode("utf-8", "surrogatepass"))
+        return len(value) if isinstance(value, bytes) else 0
+
+    fitting = [row for row in rows if len(row) == _ROW_WIDTH]
+    if not fitting:
+        return None
+    sizes = [{name: size(row[i]) for i, name in _SIZED_FIELDS} for row in fitting]
+    at = next((k for k, each in enumerate(sizes) if sum(each.values()) >= limit),
+              max(range(len(sizes)), key=lambda k: max(sizes[k].values())))
+    field = max(sizes[at], key=lambda name: sizes[at][name])
+    return UnstorableValueError(
+        field, f"{field} of memory {str(fitting[at][0])[:80]!r} ({sizes[at][field]} bytes) "
+        f"makes a row past SQLite's length limit of {limit} bytes; nothing was written",
+    )
 
 
 def _create_tables(conn: sqlite3.Connection) -> None:
@@ -191,19 +275,57 @@ def _create_tables(conn: sqlite3.Connection) -> None:
         )
 
 
+def create_schema(conn: sqlite3.Connection, path: str, timeout: float) -> None:
+    """:func:`_create_tables` in one write transaction on ``conn`` (a refused version
+    names ``path``; ``timeout``: the busy timeout, for a busy error's message)."""
+    begin_immediate(conn, path, timeout)
+    try:
+        try:
+            _create_tables(conn)
+        except ValueError as exc:
+            raise ValueError(f"{path!r} has {exc}") from None
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:  # an I/O error may have rolled it back: its reason
+            conn.execute("ROLLBACK")
+        raise
+
+
 def check_memory_file(conn: sqlite3.Connection, name: str) -> None:
     """Refuse a foreign database (:func:`_check_foreign`) or a file of a newer schema
     version before anything is written (the open's switch to WAL included), as
     :func:`_create_tables` would in its transaction."""
     _check_foreign(conn, name)
+    check_schema_version(conn, name)
+
+
+def check_schema_version(conn: sqlite3.Connection, name: str) -> None:
+    """Refuse a file whose recorded schema version is newer than this library's, or
+    no whole number (written by something else), before anything is written.
+
+    Args:
+        conn: a connection to the file, outside any write.
+        name: the file's path (for the message).
+
+    Raises:
+        ValueError: naming the file and the version.
+    """
     if conn.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
     ).fetchone() is None:
         return
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-    if row is not None and str(row[0]).isdigit() and int(row[0]) > SCHEMA_VERSION:
+    if row is None:
+        return
+    value = str(row[0])
+    if not (value.isascii() and value.isdigit()):
         raise ValueError(
-            f"{name!r} has schema version {row[0]}; this library reads up to {SCHEMA_VERSION}"
+            f"{name!r} has schema version {value!r}, which is not a whole number; "
+            "refusing to change it"
+        )
+    if int(value) > SCHEMA_VERSION:
+        raise ValueError(
+            f"{name!r} has schema version {value}; this library reads up to {SCHEMA_VERSION}"
         )
 
 
@@ -315,6 +437,7 @@ def open_connection(
     Raises:
         ValueError: for ``""`` (a temporary database that keeps nothing) or a
             ``file:`` URI (taken as a literal file name by sqlite3).
+        SQLiteBusyError: another connection kept the file locked past ``timeout``.
         sqlite3.DatabaseError: the file is not a usable database (the path named).
     """
     name = check_path(path)
@@ -334,11 +457,29 @@ def open_connection(
         conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
         conn.close()
+        busy = busy_error(exc, name, timeout)
+        if busy is not None:
+            raise busy from exc
         raise type(exc)(f"{name!r}: {exc}") from exc
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def database_file(conn: sqlite3.Connection) -> str:
+    """The absolute path of ``conn``'s main database file, as SQLite resolved it when
+    the connection opened (``""``: a private in-memory database); a later change of
+    the working folder does not move it.
+
+    Args:
+        conn: an open connection.
+
+    Returns:
+        The path, or ``""``.
+    """
+    return next((str(row[2]) for row in conn.execute("PRAGMA database_list")
+                 if row[1] == "main"), "")
 
 
 def check_timeout(value: float) -> float:

@@ -15,8 +15,9 @@ their states in one file. The file may also hold a
   lock instead; its saves join an open ``store.transaction()``, so memories and
   state commit (or roll back) together.
 
-Another application's database (as :class:`SQLiteStore` refuses it), or an
-``em_affective_state`` table of another layout, is refused with a ValueError naming
+Another application's database or a file of a schema version :class:`SQLiteStore`
+refuses (newer, or no number), or an ``em_affective_state`` table of another layout,
+is refused with a ValueError naming
 the file before anything is written.
 """
 
@@ -44,9 +45,13 @@ from emotional_memory.stores._shared.state import (
 )
 from emotional_memory.stores.sqlite.original_layout import prepare_state_file, prepare_state_tables
 from emotional_memory.stores.sqlite.schema import (
+    SQLiteBusyError,
     _check_foreign,
     begin_immediate,
+    busy_named,
+    check_schema_version,
     check_timeout,
+    database_file,
     open_connection,
 )
 from emotional_memory.stores.sqlite.scope_locks import hold_scope
@@ -92,11 +97,12 @@ def _check_layout(conn: sqlite3.Connection, name: str) -> None:
 
 def _check_file(name: str) -> Callable[[sqlite3.Connection], None]:
     """The check :func:`open_connection` runs before it writes anything: another
-    application's database (as :class:`SQLiteStore` refuses it) or a foreign
-    ``em_affective_state`` table is a ValueError naming the file."""
+    application's database or a schema version (as :class:`SQLiteStore` refuses
+    them) or a foreign ``em_affective_state`` table is a ValueError naming the file."""
 
     def check(conn: sqlite3.Connection) -> None:
         _check_foreign(conn, name)
+        check_schema_version(conn, name)  # a version the memory store refuses
         _check_layout(conn, name)
 
     return check
@@ -167,6 +173,7 @@ class SQLiteAffectiveStateStore:
 
         Raises:
             ValueError: a bad ``key``, ``timeout`` or ``hold_timeout``, named.
+            SQLiteBusyError: another connection kept the file locked past ``timeout``.
         """
         self._key = check_key(key)
         self._hold_timeout = _check_hold_timeout(hold_timeout)
@@ -174,17 +181,22 @@ class SQLiteAffectiveStateStore:
         self._path: str | None = os.fspath(path)
         self._timeout = check_timeout(timeout)
         self._lock: AbstractContextManager[Any] = threading.RLock()
-        prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
+        with busy_named(str(self._path), self._timeout):
+            prepare_state_file(path, _create_table, _fill_states, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=_check_file(str(self._path)),
         )
         try:
+            # the file as opened (a relative path is not resolved again after a chdir)
+            self._file = database_file(self._conn)
             with self._transaction():
                 self._connection().execute(_CREATE)
-        except BaseException:
+        except BaseException as exc:
             self._conn.close()
             self._conn = None
+            if isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, SQLiteBusyError):
+                raise type(exc)(f"{self._path!r}: {exc}") from exc  # the file named
             raise
 
     @classmethod
@@ -211,6 +223,7 @@ class SQLiteAffectiveStateStore:
         self._timeout = store._timeout
         self._lock = store._lock
         self._conn = store._connection()
+        self._file = database_file(self._conn)
         with self._transaction():
             conn = self._connection()
             _check_layout(conn, self._path or ":memory:")
@@ -236,7 +249,7 @@ class SQLiteAffectiveStateStore:
             return self if self._shared is store else None
         if not isinstance(store, SQLiteStore) or store.closed or self._closed:
             return None
-        if not _same_file(self._path, store.path):
+        if not _same_file(self._file, database_file(store._connection())):
             return None
         return type(self).from_store(store, key=self._key, hold_timeout=self._hold_timeout)
 
@@ -290,9 +303,13 @@ class SQLiteAffectiveStateStore:
             A context manager holding the locks (entering it raises
             :class:`~emotional_memory.stores.sqlite.scope_locks.ScopeHoldTimeout`
             past the bound).
+
+        Raises:
+            ValueError: the store (or the store it shares) is closed.
         """
+        self._connection()  # closed (or its store closed): that error, nothing held
         timeout = self._hold_timeout if wait else 0.0
-        return hold_scope(self._path or "", tuple(path), timeout)
+        return hold_scope(self._file, tuple(path), timeout)
 
     def load_versioned(self) -> tuple[dict[str, Any] | None, str]:
         """The stored snapshot (None when none) and its version: the stored JSON text

@@ -49,12 +49,15 @@ from emotional_memory.stores.sqlite.schema import (
     _create_tables,
     _fill_memories,
     begin_immediate,
+    busy_named,
     check_memory_file,
     check_path,
     check_timeout,
+    create_schema,
     open_connection,
     read_changed,
     read_snapshot,
+    too_big_named,
 )
 
 # ``_changes`` of a cache that failed to pick up the file's changes: the next read reloads.
@@ -92,11 +95,13 @@ class SQLiteStore(BackendStore):
 
         Raises:
             ValueError: a bad ``timeout``, or a file holding a newer schema version.
+            SQLiteBusyError: another connection kept the file locked past ``timeout``.
         """
         self._path = check_path(path)
         self._timeout = timeout = check_timeout(timeout)
         self._lock = threading.RLock()
-        prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
+        with busy_named(self._path, timeout):
+            prepare_memory_file(path, _create_tables, _fill_memories, timeout=timeout)
         self._conn: sqlite3.Connection | None = open_connection(
             path, timeout=timeout, check_same_thread=check_same_thread,
             check=lambda conn: check_memory_file(conn, self._path),
@@ -112,7 +117,7 @@ class SQLiteStore(BackendStore):
         self._held = threading.local()
         try:
             self._checkpointer = WalCheckpointer.attach(self._conn)
-            self._create_schema()
+            create_schema(self._conn, self._path, self._timeout)
             self._load()
             self._data_version = self._conn.execute("PRAGMA data_version").fetchone()[0]
         except BaseException as exc:
@@ -204,17 +209,17 @@ class SQLiteStore(BackendStore):
             conn = self._connection()
             depth = self._depth
             savepoint = f"emotional_memory_sp{depth}"
-            if depth == 0:
-                begin_immediate(conn, self._path, self._timeout)
-            else:
+            if depth:
                 conn.execute(f"SAVEPOINT {savepoint}")
-            if depth == 0:
+            else:
+                begin_immediate(conn, self._path, self._timeout)
                 self._dirty = False
                 self._tx_changes = []
                 try:  # the write lock is held: the cache now meets the current rows
                     self._sync()
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if conn.in_transaction:  # SQLite may have rolled back already
+                        conn.execute("ROLLBACK")
                     raise
             changes_before = self._changes
             mark = self._cache._tx_begin()
@@ -547,7 +552,8 @@ class SQLiteStore(BackendStore):
             # some row is not a record in the file: write those rows whole
             rows += [cached_row_params(cache, memory_id) for _, _, memory_id in links]
         if rows:
-            conn.executemany(_UPSERT, rows)
+            with too_big_named(conn, rows):
+                conn.executemany(_UPSERT, rows)
         if rows or links:
             self._dirty = True
             self._tx_changes.extend((memory_id, 0) for memory_id in kinds if memory_id in cache)
@@ -664,7 +670,8 @@ class SQLiteStore(BackendStore):
             mark = self._cache._tx_begin()
             try:
                 cache_op()
-                conn.execute(sql, params)
+                with too_big_named(conn, [params]):
+                    conn.execute(sql, params)
             except BaseException:
                 self._cache._tx_rollback(mark)
                 raise
@@ -749,19 +756,6 @@ class SQLiteStore(BackendStore):
         for row in rows:
             cache.save(row_memory(row[1:]))
         self._changes = max(seq for seq, _, _ in log)
-
-    def _create_schema(self) -> None:
-        conn = self._connection()
-        begin_immediate(conn, self._path, self._timeout)
-        try:
-            try:
-                _create_tables(conn)
-            except ValueError as exc:
-                raise ValueError(f"{self._path!r} has {exc}") from None
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _load(self) -> None:
         """Rebuild the cache from the table, in insertion (``seq``) order."""
