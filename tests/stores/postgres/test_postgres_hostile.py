@@ -19,6 +19,7 @@ psycopg = pytest.importorskip("psycopg", reason="the postgres extra is not insta
 
 from emotional_memory import EmotionalMemory, EmotionalMemoryConfig, InMemoryStore  # noqa: E402
 from emotional_memory.embedders import HashingEmbedder  # noqa: E402
+from emotional_memory.interfaces import StoreTimeoutError  # noqa: E402
 from emotional_memory.retrieval import RetrievalConfig  # noqa: E402
 from emotional_memory.stores.postgres import PostgresStore  # noqa: E402
 
@@ -238,7 +239,16 @@ def test_the_service_answers_503_when_a_statement_times_out(old_strings_dsn: str
             [f"note {i}" for i in range(2000)], [{"topic": f"t{i % 50}"} for i in range(2000)]
         )
     store = PostgresStore(old_strings_dsn, table=table, statement_timeout=0.001)
-    app = build_app(MemoryService(EmotionalMemory(store, HashingEmbedder(dim=16))), None)
+    # the engine's opening reads (embedder identity, settings) are trivial, yet a busy
+    # machine can take a millisecond over one: opened again until one attempt fits
+    for attempt in range(50):
+        try:
+            engine = EmotionalMemory(store, HashingEmbedder(dim=16))
+            break
+        except StoreTimeoutError:
+            if attempt == 49:
+                raise
+    app = build_app(MemoryService(engine), None)
     heavy = {"query": "note", "scope": ["t"], "top_k": 50,
              "where": {"$or": [{"topic": f"x{i}"} for i in range(60)]}}
 
