@@ -13,7 +13,6 @@ planning, bfloat16 products) is in ``embedders/README.md``, its time profile in
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
@@ -33,6 +32,7 @@ from emotional_memory._validation import _check_text, check_texts
 
 # The encoder maths; the private names are re-exported for the fitted and tunable
 # embedders of this package.
+from emotional_memory.embedders.minilm_identity import model_name
 from emotional_memory.embedders.minilm_model import (  # noqa: F401
     MiniLMModel,
     _dense,
@@ -204,43 +204,6 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
             f"(it needs {', '.join(REQUIRED_FILES)}; config.json is optional)"
         )
     return folder
-
-
-#: SHA-256 of all-MiniLM-L6-v2's ``model.safetensors`` (the installed package's, and
-#: the Hugging Face repository's): a copy of it in any folder is that model.
-_INSTALLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-#: SHA-256 of all-MiniLM-L6-v2's ``tokenizer.json`` (the installed package's).
-_INSTALLED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
-
-def _file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _model_name(folder: Path, config: dict[str, Any], *, default: bool) -> str:
-    """The identity's model part: ``"minilm-l6-v2"`` for the installed weights (or a
-    copy of them), else ``"minilm:<first 16 hex digits of the weights file's
-    SHA-256>"``; then ``"+tokenizer.<12 hex>"`` when ``tokenizer.json`` is not the
-    installed one's and ``"+config.<12 hex>"`` when the architecture of ``config.json``
-    is not all-MiniLM-L6-v2's (both change the vectors of the same weights). The
-    files, not the folder's name, tell two models apart."""
-    installed = folder if default else default_model_dir()
-    if installed is not None and folder.resolve() == installed.resolve():
-        return "minilm-l6-v2"
-    digest = _file_sha256(folder / "model.safetensors")
-    name = "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
-    tokenizer = _file_sha256(folder / "tokenizer.json")
-    if tokenizer != _INSTALLED_TOKENIZER_SHA256:
-        name += f"+tokenizer.{tokenizer[:12]}"
-    architecture = {key: config[key] for key in _DEFAULT_CONFIG}
-    if architecture != _DEFAULT_CONFIG:
-        text = json.dumps(architecture, sort_keys=True)
-        name += f"+config.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return name
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -547,7 +510,8 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
-        self._model_name = _model_name(folder, config, default=model_dir is None)
+        installed = folder if model_dir is None else default_model_dir()
+        self._model_name = model_name(folder, config, _DEFAULT_CONFIG, installed)
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
