@@ -18,7 +18,6 @@ import importlib.util
 import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from emotional_memory.embedders.minilm_model import (  # noqa: F401
     _layer_norm,
     mean_pool_normalize,
 )
+from emotional_memory.embedders.minilm_prefix import CHARS_PER_TOKEN, prefix_safe, token_prefix
 
 __all__ = [
     "MODEL_PACKAGE",
@@ -92,11 +92,6 @@ _SINGLE_FINE_MAX = 64
 #: The length step of a single text's pass up to :data:`_SINGLE_FINE_MAX` tokens.
 _SINGLE_STEP = 4
 
-#: A text longer than ``max_length`` times this many characters is tokenised from a
-#: prefix (see :meth:`MiniLMEmbedder._prefix`), whose length doubles from this start.
-_CHARS_PER_TOKEN = 16
-#: Characters the BERT tokenizer always splits words at (whitespace it keeps as such).
-_WORD_BREAK = re.compile("[ \t\n\r]")
 
 _TRACES = 0
 
@@ -529,6 +524,7 @@ class MiniLMEmbedder:
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer = tokenizer
+        self._prefix_safe = prefix_safe(tokenizer)
 
         weights = folder / "model.safetensors"
         self._model = _build_model(_load_tensors(weights), config, weights, dtype=dtype,
@@ -607,7 +603,9 @@ class MiniLMEmbedder:
             texts: the texts; leading/trailing whitespace is stripped first, as
                 sentence-transformers does. A text of more than ``16 * max_length``
                 characters is tokenised from a prefix long enough to give the same
-                ids (:meth:`_prefix`), so a huge text costs about as much as a short one.
+                ids (:mod:`~emotional_memory.embedders.minilm_prefix`; not for a
+                tokenizer whose words may span a space), so a huge text costs about as
+                much as a short one.
 
         Returns:
             One list of ids per text.
@@ -617,11 +615,11 @@ class MiniLMEmbedder:
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
         items = [t.strip() for t in check_texts(texts)]
-        first_cut = self._max_length * _CHARS_PER_TOKEN
+        first_cut = self._max_length * CHARS_PER_TOKEN
         for i, t in enumerate(items):
-            if len(t) > first_cut:
+            if len(t) > first_cut and self._prefix_safe:
                 _check_text(f"text (texts[{i}])", t)  # the whole text, not the prefix
-                items[i] = self._prefix(t, first_cut)
+                items[i] = token_prefix(self._tokenizer, t, first_cut, self._max_length)
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -629,34 +627,6 @@ class MiniLMEmbedder:
                 _check_text(f"text (texts[{i}])", t)
             raise
         return [list(e.ids) for e in encodings]
-
-    def _prefix(self, text: str, cut: int) -> str:
-        """A prefix of ``text`` whose ``max_length`` tokens are those of ``text``.
-
-        Only the first ``max_length - 2`` word pieces matter, so a long text is
-        tokenised from prefixes of ``cut``, ``2 * cut``, ... characters until one holds
-        that many pieces and ends after a whitespace character following them (their
-        last word is then whole). A text of mostly dropped characters (controls,
-        accents, spaces) grows the prefix to the whole text; the work stays linear.
-
-        Args:
-            text: a stripped, valid text longer than ``cut``.
-            cut: the first prefix length tried.
-
-        Returns:
-            The prefix (``text`` itself when no shorter one is certain).
-        """
-        while cut < len(text):
-            prefix = text[:cut]
-            enc = self._tokenizer.encode(prefix)
-            if len(enc.ids) >= self._max_length:
-                end = max((stop for (_, stop), word in zip(enc.offsets, enc.word_ids,
-                                                           strict=True) if word is not None),
-                          default=0)  # max_length 2: no word pieces at all
-                if _WORD_BREAK.search(prefix, end) is not None:
-                    return prefix
-            cut *= 2
-        return text
 
     def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
         """Padded ``(rows, length)`` of the forward pass of texts of these token counts.
