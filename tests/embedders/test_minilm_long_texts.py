@@ -85,3 +85,35 @@ def test_the_shortest_max_length_keeps_no_word_piece_of_a_long_text() -> None:
 
     tiny = MiniLMEmbedder(max_length=2)
     assert tiny.tokenize(["many words " * 100, "x" * 100]) == [[101, 102], [101, 102]]
+
+
+def test_a_tokenizer_with_a_spaced_added_token_gets_the_ids_of_the_whole_text(
+    tmp_path: Any,
+) -> None:
+    """The prefix ended after a whitespace following the kept word pieces, taken as
+    the end of their word; a tokenizer.json whose added token holds a space ("new
+    york") matches it across that space in the whole text, so a prefix cut between
+    "new " and "york" gave the piece of "new" where the whole text has the added
+    token's id."""
+    require_minilm()
+    import json
+
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    installed = default_model_dir()
+    assert installed is not None
+    made = tmp_path / "model"
+    made.mkdir()
+    for file in ("model.safetensors", "config.json"):
+        (made / file).symlink_to(installed / file)
+    data = json.loads((installed / "tokenizer.json").read_text(encoding="utf-8"))
+    mask = next(t for t in data["added_tokens"] if t["content"] == "[MASK]")
+    mask.update(content="new york", special=False, normalized=True)
+    vocab = data["model"]["vocab"]
+    vocab["new york"] = vocab.pop("[MASK]")
+    (made / "tokenizer.json").write_text(json.dumps(data), encoding="utf-8")
+    emb = MiniLMEmbedder(made, max_length=8)
+    # the first prefix (16 x 8 = 128 characters) ends with "new ": 6 pieces, a space
+    text = "a b c d e" + " " * 115 + "new york " + "z " * 200
+    assert emb.tokenize([text])[0] == _reference(emb, text)
+    assert _reference(emb, text)[-2] == mask["id"]

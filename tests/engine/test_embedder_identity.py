@@ -220,3 +220,37 @@ def test_minilm_folders_are_told_apart_by_their_tokenizer_and_config(
     assert other.identity != base.identity
     assert other.identity.startswith("minilm-l6-v2+") and other.identity.endswith("/384")
     assert other.identity == MiniLMEmbedder(made).identity  # deterministic
+
+
+def test_minilm_identity_ignores_what_does_not_change_the_vectors(tmp_path: Path) -> None:
+    """The tokenizer digest was of the file's bytes: the installed tokenizer saved again
+    (another layout, the truncation and padding the embedder overrides, as
+    ``save_pretrained`` writes it), or a ``config.json`` whose unused ``pad_token_id`` is
+    null, gave the installed weights another identity than ``minilm-l6-v2``, so a store
+    written with such a copy before the suffixes existed was refused."""
+    require_minilm()
+    import json
+
+    from tokenizers import Tokenizer
+
+    from emotional_memory.embedders.minilm import MiniLMEmbedder, default_model_dir
+
+    installed = default_model_dir()
+    assert installed is not None
+    made = tmp_path / "model"
+    made.mkdir()
+    (made / "model.safetensors").symlink_to(installed / "model.safetensors")
+    tokenizer = Tokenizer.from_file(str(installed / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=256)
+    tokenizer.no_padding()
+    tokenizer.save(str(made / "tokenizer.json"))  # same tokens, other bytes
+    config = json.loads((installed / "config.json").read_text(encoding="utf-8"))
+    (made / "config.json").write_text(json.dumps({**config, "pad_token_id": None}),
+                                      encoding="utf-8")
+    copy = MiniLMEmbedder(made)
+    assert copy.identity == "minilm-l6-v2/384"
+    text = "The Server Crashed Before The Demo"
+    assert copy.tokenize([text]) == MiniLMEmbedder().tokenize([text])
+    with SQLiteStore(str(tmp_path / "m.db")) as store:
+        record_embedder(store, MiniLMEmbedder())
+        check_embedder(store, copy)

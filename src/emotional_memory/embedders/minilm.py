@@ -13,13 +13,11 @@ planning, bfloat16 products) is in ``embedders/README.md``, its time profile in
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import importlib.util
 import json
 import math
 import os
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from emotional_memory._validation import _check_text, check_texts
 
 # The encoder maths; the private names are re-exported for the fitted and tunable
 # embedders of this package.
+from emotional_memory.embedders.minilm_identity import model_name
 from emotional_memory.embedders.minilm_model import (  # noqa: F401
     MiniLMModel,
     _dense,
@@ -43,6 +42,7 @@ from emotional_memory.embedders.minilm_model import (  # noqa: F401
     _layer_norm,
     mean_pool_normalize,
 )
+from emotional_memory.embedders.minilm_prefix import CHARS_PER_TOKEN, prefix_safe, token_prefix
 
 __all__ = [
     "MODEL_PACKAGE",
@@ -92,11 +92,6 @@ _SINGLE_FINE_MAX = 64
 #: The length step of a single text's pass up to :data:`_SINGLE_FINE_MAX` tokens.
 _SINGLE_STEP = 4
 
-#: A text longer than ``max_length`` times this many characters is tokenised from a
-#: prefix (see :meth:`MiniLMEmbedder._prefix`), whose length doubles from this start.
-_CHARS_PER_TOKEN = 16
-#: Characters the BERT tokenizer always splits words at (whitespace it keeps as such).
-_WORD_BREAK = re.compile("[ \t\n\r]")
 
 _TRACES = 0
 
@@ -204,43 +199,6 @@ def _resolve_model_dir(model_dir: str | os.PathLike[str] | None) -> Path:
             f"(it needs {', '.join(REQUIRED_FILES)}; config.json is optional)"
         )
     return folder
-
-
-#: SHA-256 of all-MiniLM-L6-v2's ``model.safetensors`` (the installed package's, and
-#: the Hugging Face repository's): a copy of it in any folder is that model.
-_INSTALLED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-#: SHA-256 of all-MiniLM-L6-v2's ``tokenizer.json`` (the installed package's).
-_INSTALLED_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
-
-
-def _file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file's bytes."""
-    with path.open("rb") as fh:
-        return hashlib.file_digest(fh, "sha256").hexdigest()
-
-
-def _model_name(folder: Path, config: dict[str, Any], *, default: bool) -> str:
-    """The identity's model part: ``"minilm-l6-v2"`` for the installed weights (or a
-    copy of them), else ``"minilm:<first 16 hex digits of the weights file's
-    SHA-256>"``; then ``"+tokenizer.<12 hex>"`` when ``tokenizer.json`` is not the
-    installed one's and ``"+config.<12 hex>"`` when the architecture of ``config.json``
-    is not all-MiniLM-L6-v2's (both change the vectors of the same weights). The
-    files, not the folder's name, tell two models apart."""
-    installed = folder if default else default_model_dir()
-    if installed is not None and folder.resolve() == installed.resolve():
-        return "minilm-l6-v2"
-    digest = _file_sha256(folder / "model.safetensors")
-    name = "minilm-l6-v2" if digest == _INSTALLED_SHA256 else f"minilm:{digest[:16]}"
-    tokenizer = _file_sha256(folder / "tokenizer.json")
-    if tokenizer != _INSTALLED_TOKENIZER_SHA256:
-        name += f"+tokenizer.{tokenizer[:12]}"
-    architecture = {key: config[key] for key in _DEFAULT_CONFIG}
-    if architecture != _DEFAULT_CONFIG:
-        text = json.dumps(architecture, sort_keys=True)
-        name += f"+config.{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    return name
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -547,7 +505,8 @@ class MiniLMEmbedder:
             raise ValueError(f"matmul_dtype must be a floating dtype, got {matmul_dtype}")
 
         self._model_dir = folder
-        self._model_name = _model_name(folder, config, default=model_dir is None)
+        installed = folder if model_dir is None else default_model_dir()
+        self._model_name = model_name(folder, config, _DEFAULT_CONFIG, installed)
         self._max_length = max_length
         self._batch_size = batch_size
         self._dtype = dtype
@@ -565,6 +524,7 @@ class MiniLMEmbedder:
         tokenizer.no_padding()
         tokenizer.enable_truncation(max_length=max_length)
         self._tokenizer = tokenizer
+        self._prefix_safe = prefix_safe(tokenizer)
 
         weights = folder / "model.safetensors"
         self._model = _build_model(_load_tensors(weights), config, weights, dtype=dtype,
@@ -643,7 +603,9 @@ class MiniLMEmbedder:
             texts: the texts; leading/trailing whitespace is stripped first, as
                 sentence-transformers does. A text of more than ``16 * max_length``
                 characters is tokenised from a prefix long enough to give the same
-                ids (:meth:`_prefix`), so a huge text costs about as much as a short one.
+                ids (:mod:`~emotional_memory.embedders.minilm_prefix`; not for a
+                tokenizer whose words may span a space), so a huge text costs about as
+                much as a short one.
 
         Returns:
             One list of ids per text.
@@ -653,11 +615,11 @@ class MiniLMEmbedder:
             ValueError: a text that is not valid Unicode (a lone surrogate), named.
         """
         items = [t.strip() for t in check_texts(texts)]
-        first_cut = self._max_length * _CHARS_PER_TOKEN
+        first_cut = self._max_length * CHARS_PER_TOKEN
         for i, t in enumerate(items):
-            if len(t) > first_cut:
+            if len(t) > first_cut and self._prefix_safe:
                 _check_text(f"text (texts[{i}])", t)  # the whole text, not the prefix
-                items[i] = self._prefix(t, first_cut)
+                items[i] = token_prefix(self._tokenizer, t, first_cut, self._max_length)
         try:
             encodings = self._tokenizer.encode_batch(items)
         except TypeError:  # a lone surrogate: the tokenizer's message names no text
@@ -665,34 +627,6 @@ class MiniLMEmbedder:
                 _check_text(f"text (texts[{i}])", t)
             raise
         return [list(e.ids) for e in encodings]
-
-    def _prefix(self, text: str, cut: int) -> str:
-        """A prefix of ``text`` whose ``max_length`` tokens are those of ``text``.
-
-        Only the first ``max_length - 2`` word pieces matter, so a long text is
-        tokenised from prefixes of ``cut``, ``2 * cut``, ... characters until one holds
-        that many pieces and ends after a whitespace character following them (their
-        last word is then whole). A text of mostly dropped characters (controls,
-        accents, spaces) grows the prefix to the whole text; the work stays linear.
-
-        Args:
-            text: a stripped, valid text longer than ``cut``.
-            cut: the first prefix length tried.
-
-        Returns:
-            The prefix (``text`` itself when no shorter one is certain).
-        """
-        while cut < len(text):
-            prefix = text[:cut]
-            enc = self._tokenizer.encode(prefix)
-            if len(enc.ids) >= self._max_length:
-                end = max((stop for (_, stop), word in zip(enc.offsets, enc.word_ids,
-                                                           strict=True) if word is not None),
-                          default=0)  # max_length 2: no word pieces at all
-                if _WORD_BREAK.search(prefix, end) is not None:
-                    return prefix
-            cut *= 2
-        return text
 
     def _pass_shape(self, lengths: Sequence[int]) -> tuple[int, int]:
         """Padded ``(rows, length)`` of the forward pass of texts of these token counts.
