@@ -259,6 +259,31 @@ def batch_for(
     return dataclasses.replace(batch, context=None)
 
 
+def scored_groups(groups: Iterable[str], batch: RecallBatch) -> None:
+    """Check that the batch scores the signal of every ``lexical`` / ``context`` group.
+
+    A group whose signal is not scored has a gradient of exactly 0: a fit would return
+    its starting values as fitted.
+
+    Args:
+        groups: the trainable groups of a fit.
+        batch: the batch it trains on (after :func:`batch_for`).
+
+    Raises:
+        ValueError: ``lexical`` or ``context`` on a batch without lexical statistics,
+            or ``context`` on one without neighbours.
+    """
+    groups = tuple(groups)
+    for group in ("lexical", "context"):
+        if group in groups and batch.lexical is None:
+            extra = ", context=True" if group == "context" else ""
+            raise ValueError(f"the {group} group needs the batch's lexical statistics: "
+                             f"build_recall_batch(..., lexical=True{extra})")
+    if "context" in groups and batch.context is None:
+        raise ValueError("the context group needs the batch's neighbours: "
+                         "build_recall_batch(..., lexical=True, context=True)")
+
+
 _CANDIDATE_FIELDS = ("affect", "mood", "velocity", "age_seconds", "consolidation",
                      "retrieval_count", "activation")
 _QUERY_FIELDS = ("affect", "mood", "velocity")

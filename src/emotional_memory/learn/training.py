@@ -34,6 +34,7 @@ from emotional_memory.learn.losses import (
     checked_shapes,
     compact_rows,
     listwise_loss,
+    scored_groups,
     unrouted,
 )
 from emotional_memory.learn.metrics import ranking_metrics, summarize_metrics
@@ -576,7 +577,9 @@ def fit(
         TypeError, ValueError: an argument of the wrong type or out of range, named,
             before anything is trained (``trainable`` must be a sequence of names, not
             one string); a config that routes its base weights per query type
-            (:func:`~emotional_memory.learn.losses.unrouted`); a malformed batch.
+            (:func:`~emotional_memory.learn.losses.unrouted`); a malformed batch; a
+            ``lexical`` or ``context`` group the batch does not score (no lexical
+            statistics or neighbours), or ``adapter`` without its embeddings.
     """
     cfg = _checked_start(config, info, with_info=True)
     _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
@@ -656,8 +659,8 @@ def fit_many(
         adapter, when trained, is in :func:`fit_many_configs`' configs.
 
     Raises:
-        ValueError: on an invalid or unknown setting of any run, or no run (nothing
-            is trained then).
+        ValueError: on an invalid or unknown setting of any run, no run, or a group
+            the batch does not score (as :func:`fit`; nothing is trained then).
         TypeError: when a run is not a dict.
     """
     return [params for params, _ in _fit_many(
@@ -745,6 +748,7 @@ def _reparam(
     """The parametrisation of a fit: the config's parameters and, with the ``adapter``
     group, the config's adapter or a new identity one of ``rank`` (capped at D)."""
     groups = tuple(trainable)
+    scored_groups(groups, batch)
     start = None
     if "adapter" in groups:
         dim = int(np.shape(batch.query.embedding)[-1])
