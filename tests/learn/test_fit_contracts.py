@@ -293,3 +293,19 @@ def test_the_lexical_group_on_a_lexical_batch_is_fitted(
     result = fit(batch, info, _LEXICAL_START, trainable=("lexical",), steps=3,
                  val_fraction=0, learning_rate=0.5)
     assert result.config.retrieval.lexical_weight != 0.3
+
+
+def test_the_lexical_group_under_a_switched_off_s7_is_refused(
+    lexical_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    """With ``enable_lexical=False`` s7 is masked out: the lexical group had a zero
+    gradient and came back unchanged."""
+    batch, info = lexical_batch
+    off = _LEXICAL_START.model_copy(update={"enable_lexical": False})
+    with pytest.raises(ValueError, match="enable_lexical"):
+        fit(batch, info, off, trainable=("base_weights", "lexical"), steps=2)
+    with pytest.raises(ValueError, match="enable_lexical"):
+        fit_many(batch, off, [{}], trainable=("lexical",), steps=2)
+    # select_model's lexical models train the group: refused, naming the switch
+    with pytest.raises(ValueError, match="enable_lexical"):
+        select_model(batch, info, off, steps=2, tune=False)

@@ -748,7 +748,7 @@ def _reparam(
     """The parametrisation of a fit: the config's parameters and, with the ``adapter``
     group, the config's adapter or a new identity one of ``rank`` (capped at D)."""
     groups = tuple(trainable)
-    scored_groups(groups, batch)
+    scored_groups(groups, batch, cfg)
     start = None
     if "adapter" in groups:
         dim = int(np.shape(batch.query.embedding)[-1])
