@@ -20,6 +20,9 @@
 * ``subset_dataset`` with one id as a string kept the scenarios named by its letters.
 * ``select_model`` names a bad ``folds`` (a string failed in a comparison, 2.5 was
   accepted) and ``info`` (an AttributeError).
+* ``fit`` / ``fit_many`` refuse a ``lexical`` group on a batch without lexical
+  statistics and a ``context`` group on one without neighbours: the signal was not
+  scored, its gradient was 0, and the starting values came back as fitted.
 """
 
 from __future__ import annotations
@@ -248,3 +251,61 @@ def test_select_model_names_a_bad_argument(
     args = {"info": info, **kwargs}
     with pytest.raises(error, match=field):
         select_model(batch, steps=2, tune=False, **args)
+
+
+_LEXICAL_START = EmotionalMemoryConfig().model_copy(update={
+    "retrieval": EmotionalMemoryConfig().retrieval.model_copy(update={
+        "lexical_weight": 0.3, "context_weight": 0.3})})
+
+
+@pytest.fixture(scope="module")
+def lexical_batch(small: tuple[dict[str, Any], RecallBatch, RecallInfo]
+                  ) -> tuple[RecallBatch, RecallInfo]:
+    return build_recall_batch(small[0], _EMBEDDER, _LEXICAL_START, lexical=True)
+
+
+@pytest.mark.parametrize(("lexical", "trainable", "field"), [
+    (False, ("lexical",), "lexical"),  # s7 is not scored: the group never moved
+    (False, ("base_weights", "context"), "context"),
+    (True, ("base_weights", "context"), "context"),  # no neighbours: s8 is not scored
+])
+@pytest.mark.parametrize("call", ["fit", "fit_many"])
+def test_a_group_the_batch_does_not_score_is_refused(
+    small: tuple[dict[str, Any], RecallBatch, RecallInfo],
+    lexical_batch: tuple[RecallBatch, RecallInfo],
+    lexical: bool, trainable: tuple[str, ...], field: str, call: str,
+) -> None:
+    """Training ``lexical`` on a batch without lexical statistics (or ``context``
+    without neighbours) returned the starting values as "fitted": the gradient of a
+    signal that is not scored is exactly 0."""
+    batch, info = lexical_batch if lexical else small[1:]
+    with pytest.raises(ValueError, match=f"{field}.*build_recall_batch"):
+        if call == "fit":
+            fit(batch, info, _LEXICAL_START, trainable=trainable, steps=2)
+        else:
+            fit_many(batch, _LEXICAL_START, [{}], trainable=trainable, steps=2)
+
+
+def test_the_lexical_group_on_a_lexical_batch_is_fitted(
+    lexical_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    batch, info = lexical_batch
+    result = fit(batch, info, _LEXICAL_START, trainable=("lexical",), steps=3,
+                 val_fraction=0, learning_rate=0.5)
+    assert result.config.retrieval.lexical_weight != 0.3
+
+
+def test_the_lexical_group_under_a_switched_off_s7_is_refused(
+    lexical_batch: tuple[RecallBatch, RecallInfo],
+) -> None:
+    """With ``enable_lexical=False`` s7 is masked out: the lexical group had a zero
+    gradient and came back unchanged."""
+    batch, info = lexical_batch
+    off = _LEXICAL_START.model_copy(update={"enable_lexical": False})
+    with pytest.raises(ValueError, match="enable_lexical"):
+        fit(batch, info, off, trainable=("base_weights", "lexical"), steps=2)
+    with pytest.raises(ValueError, match="enable_lexical"):
+        fit_many(batch, off, [{}], trainable=("lexical",), steps=2)
+    # select_model's lexical models train the group: refused, naming the switch
+    with pytest.raises(ValueError, match="enable_lexical"):
+        select_model(batch, info, off, steps=2, tune=False)

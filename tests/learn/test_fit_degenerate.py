@@ -17,6 +17,8 @@
   (``fit_auto`` on one scenario warns and fits at the given values instead), as
   is a ``fit_many`` run selecting no query and a grid key that is unknown or empty:
   they used to "tune" on fits that saw no query and report the tie-break as chosen.
+* Validation queries none of which has a relevant memory do not stop a fit early
+  (their loss is 0 at every step: the fit kept its start, best step 0).
 * A hand-built batch whose fields disagree in shape or dtype is refused naming the
   field (was a JAX broadcasting error, numpy's IndexError, or float labels failing
   in ``&``).
@@ -348,3 +350,20 @@ def test_a_batch_of_mismatched_shapes_is_named(field: str, error: type,
     with pytest.raises(error, match=rf"batch\.{field}\b"):
         evaluate_batch(params_from_config(EmotionalMemoryConfig().retrieval,
                                           EmotionalMemoryConfig().decay), batch)
+
+
+def test_validation_queries_without_a_positive_do_not_stop_the_fit() -> None:
+    """Validation queries with no relevant memory have a loss of 0 at every step: the
+    fit 'never improved' on them, stopped early and returned its start as fitted."""
+    labels = np.zeros((6, 5), bool)
+    labels[:3, 0] = True  # the last three queries have no relevant memory
+    batch, info = tiny_batch(q=6, labels=labels)
+    kwargs: dict[str, Any] = {"steps": 30, "val_fraction": 0.5, "seed": 0, "patience": 5}
+    result = fit(batch, info, **kwargs)
+    # the split held out exactly the queries without a positive
+    assert result.val_metrics["n_queries"] == 3 and result.val_metrics["mrr"] == 0.0
+    assert result.best_step == 30 == len(result.history["train_loss"])
+    start = fit(batch, info, steps=0).config.retrieval.base_weights
+    assert result.config.retrieval.base_weights != start
+    (many,) = fit_many(batch, None, [{}], **kwargs)
+    np.testing.assert_allclose(many.base_weights, result.params.base_weights, rtol=1e-9)

@@ -487,7 +487,8 @@ def test_constraints_hold_with_a_huge_learning_rate(
     affect_task: tuple[RecallBatch, RecallInfo], learning_rate: float
 ) -> None:
     batch, info = affect_task
-    result = fit(batch, info, trainable=GROUPS, l2=0.0, val_fraction=0,
+    # every group the batch scores (it has no lexical statistics: s7, s8 are not scored)
+    result = fit(batch, info, trainable=GROUPS[:4], l2=0.0, val_fraction=0,
                  learning_rate=learning_rate, steps=40)
     p = result.params
     for name in ("base_weights", "gates", "decay", "signal_scale", "signal_shift"):

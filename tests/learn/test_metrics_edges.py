@@ -9,6 +9,10 @@
   broadcast to every query, and a NaN total was ranked last silently.
 * The calibration's ``rows`` is a (Q,) bool mask: integer indices were read as a
   mask (``[0, 1]`` kept query 1 only) and a wrong length was numpy's IndexError.
+* The calibration's labels and valid flags are booleans (or 0/1), as
+  ``ranking_metrics``' are: a NaN label made ``fit_platt``'s intercept NaN silently,
+  and ``top_candidates`` / ``suggested_threshold`` read it as relevant (a 0.5 valid
+  flag as a real candidate).
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from hypothesis import strategies as st
 
 from emotional_memory.learn import ranking_metrics
 from emotional_memory.learn.calibration import (
+    expected_calibration_error,
+    fit_platt,
     fit_relevance_calibration,
     suggested_threshold,
     top_candidates,
@@ -118,3 +124,36 @@ def test_calibration_rows_must_be_a_bool_mask(call: Any, rows: np.ndarray,
 def test_calibration_rows_select_queries() -> None:
     scores, relevant = top_candidates(_T, _L, _V, 1, np.asarray([False, True]))
     assert scores.tolist() == [0.4] and relevant.tolist() == [False]
+
+
+_CT = np.asarray([[3.0, 2.0, 1.0], [1.0, 2.0, 3.0]])
+_CL = np.asarray([[1, 0, 0], [0, 0, 1]], float)
+_CV = np.ones((2, 3), bool)
+
+
+@pytest.mark.parametrize(("call", "field"), [
+    # a NaN label returned the intercept NaN, silently (no error until the config)
+    (lambda: fit_platt(np.asarray([0.0, 1.0, 2.0]), np.asarray([np.nan, 1.0, 0.0])),
+     "relevant"),
+    (lambda: fit_platt(np.asarray([0.0, 1.0, 2.0]), np.asarray([0.5, 1.0, 0.0])),
+     "relevant"),
+    (lambda: expected_calibration_error(np.asarray([0.2, 0.8]), np.asarray([np.nan, 1.0])),
+     "relevant"),
+    # a NaN label was read as relevant, a 0.5 valid as a real candidate
+    (lambda: top_candidates(_CT, np.where(_CL == 1, np.nan, 0.0), _CV, 2), "labels"),
+    (lambda: top_candidates(_CT, _CL, np.full((2, 3), 0.5), 2), "valid"),
+    (lambda: fit_relevance_calibration(_CT, np.where(_CL == 1, np.nan, 0.0), _CV, 1),
+     "labels"),
+    (lambda: suggested_threshold(RelevanceCalibration(slope=1.0, intercept=0.0), _CT,
+                                 np.full((2, 3), 2.0), _CV, 1), "labels"),
+])
+def test_calibration_labels_are_booleans_as_in_ranking_metrics(call: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        call()
+
+
+def test_calibration_takes_zero_one_labels_as_booleans() -> None:
+    as_bool = fit_relevance_calibration(_CT, _CL.astype(bool), _CV, 1)
+    assert fit_relevance_calibration(_CT, _CL, _CV.astype(int), 1) == as_bool
+    assert fit_platt(np.asarray([0.0, 1.0, 2.0]), np.asarray([0, 1, 1])) == fit_platt(
+        np.asarray([0.0, 1.0, 2.0]), np.asarray([False, True, True]))

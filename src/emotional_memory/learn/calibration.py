@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from emotional_memory._validation import non_negative, positive_int, strict_finite
-from emotional_memory.learn.metrics import no_nan, same_shape
+from emotional_memory.learn.metrics import as_mask, no_nan, same_shape
 from emotional_memory.retrieval.config import RelevanceCalibration
 
 
@@ -56,17 +56,19 @@ def top_candidates(
 
     Raises:
         TypeError: ``top_n`` is not an int (or is a bool), ``rows`` not a bool mask.
-        ValueError: ``top_n`` < 1, arrays of different shapes, ``rows`` not (Q,), or
-            a NaN total of a real candidate.
+        ValueError: ``top_n`` < 1, arrays of different shapes, ``rows`` not (Q,),
+            ``labels`` or ``valid`` not booleans (or 0/1), or a NaN total of a real
+            candidate.
     """
     top_n = positive_int("top_n", top_n)
+    labels, valid = as_mask("labels", labels), as_mask("valid", valid)
     same_shape(totals=totals, labels=labels, valid=valid)
     totals = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = _rows(rows, totals.shape[0])
     no_nan("totals", totals[use])
     order = np.argsort(-totals, axis=1, kind="stable")[:, :top_n]
     scores = np.take_along_axis(totals, order, axis=1)[use]
-    relevant = np.take_along_axis(np.asarray(labels, bool), order, axis=1)[use]
+    relevant = np.take_along_axis(labels, order, axis=1)[use]
     keep = np.isfinite(scores)
     return scores[keep], relevant[keep]
 
@@ -90,11 +92,12 @@ def fit_platt(scores: np.ndarray, relevant: np.ndarray, ridge: float = 1e-6,
 
     Raises:
         TypeError: ``iterations`` is not an int.
-        ValueError: no scores, a non-finite score, ``scores`` and ``relevant`` of
-            different shapes, ``ridge`` not finite >= 0 or ``iterations`` < 1.
+        ValueError: no scores, a non-finite score, ``relevant`` not booleans (or
+            0/1), ``scores`` and ``relevant`` of different shapes, ``ridge`` not
+            finite >= 0 or ``iterations`` < 1.
     """
     x = np.asarray(scores, np.float64)
-    y = np.asarray(relevant, np.float64)
+    y = as_mask("relevant", relevant).astype(np.float64)
     if x.size == 0:
         raise ValueError("fit_platt needs at least one score")
     same_shape(scores=x, relevant=y)
@@ -146,12 +149,13 @@ def expected_calibration_error(
 
     Raises:
         TypeError: ``bins`` is not an int.
-        ValueError: ``bins`` < 1, a probability outside [0, 1] (or NaN), or ``probs``
-            and ``relevant`` of different shapes.
+        ValueError: ``bins`` < 1, a probability outside [0, 1] (or NaN),
+            ``relevant`` not booleans (or 0/1), or ``probs`` and ``relevant`` of
+            different shapes.
     """
     bins = positive_int("bins", bins)
     p = np.asarray(probs, np.float64)
-    y = np.asarray(relevant, np.float64)
+    y = as_mask("relevant", relevant).astype(np.float64)
     same_shape(probs=p, relevant=y)
     if not ((p >= 0.0) & (p <= 1.0)).all():
         raise ValueError("probs must lie in [0, 1] (a value outside, or NaN)")
@@ -189,16 +193,18 @@ def suggested_threshold(
         TypeError: ``top_k`` is not an int, ``keep`` not a number, ``rows`` not a
             bool mask.
         ValueError: ``top_k`` < 1, ``keep`` outside (0, 1], arrays of different
-            shapes, ``rows`` not (Q,), or a NaN total of a real candidate.
+            shapes, ``rows`` not (Q,), ``labels`` or ``valid`` not booleans (or 0/1),
+            or a NaN total of a real candidate.
     """
     top_k = positive_int("top_k", top_k)
     keep = _keep_share(keep)
+    labels, valid = as_mask("labels", labels), as_mask("valid", valid)
     same_shape(totals=totals, labels=labels, valid=valid)
     t = np.where(valid, np.asarray(totals, np.float64), -np.inf)
     use = _rows(rows, t.shape[0])
     no_nan("totals", t[use])
     order = np.argsort(-t, axis=1, kind="stable")[:, :top_k]
-    hit_scores = np.where(np.take_along_axis(np.asarray(labels, bool), order, axis=1),
+    hit_scores = np.where(np.take_along_axis(labels, order, axis=1),
                           np.take_along_axis(t, order, axis=1), -np.inf)[use]
     best = hit_scores.max(axis=1) if hit_scores.size else np.zeros(0)
     best = best[np.isfinite(best)]  # the best relevant result of each hitting query
@@ -230,7 +236,8 @@ def fit_relevance_calibration(
 
     Raises:
         TypeError, ValueError: a bad ``top_k``, ``top_n``, ``keep`` or ``rows``
-            (named), arrays of different shapes or a NaN total.
+            (named), labels or valid entries other than booleans or 0/1, arrays of
+            different shapes or a NaN total.
     """
     top_k = positive_int("top_k", top_k)
     keep = _keep_share(keep)

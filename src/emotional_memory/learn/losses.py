@@ -259,6 +259,38 @@ def batch_for(
     return dataclasses.replace(batch, context=None)
 
 
+def scored_groups(
+    groups: Iterable[str], batch: RecallBatch, config: EmotionalMemoryConfig
+) -> None:
+    """Check that the batch scores the signal of every ``lexical`` / ``context`` group.
+
+    A group whose signal is not scored has a gradient of exactly 0: a fit would return
+    its starting values as fitted.
+
+    Args:
+        groups: the trainable groups of a fit.
+        batch: the batch it trains on (after :func:`batch_for`).
+        config: the starting configuration (its ``enable_lexical`` switch).
+
+    Raises:
+        ValueError: ``lexical`` or ``context`` on a batch without lexical statistics,
+            ``context`` on one without neighbours, or ``lexical`` with
+            ``enable_lexical`` off.
+    """
+    groups = tuple(groups)
+    if "lexical" in groups and not config.enable_lexical:
+        raise ValueError("the lexical group is not scored with enable_lexical=False "
+                         "(s7 switched off): switch it on or leave the group out")
+    for group in ("lexical", "context"):
+        if group in groups and batch.lexical is None:
+            extra = ", context=True" if group == "context" else ""
+            raise ValueError(f"the {group} group needs the batch's lexical statistics: "
+                             f"build_recall_batch(..., lexical=True{extra})")
+    if "context" in groups and batch.context is None:
+        raise ValueError("the context group needs the batch's neighbours: "
+                         "build_recall_batch(..., lexical=True, context=True)")
+
+
 _CANDIDATE_FIELDS = ("affect", "mood", "velocity", "age_seconds", "consolidation",
                      "retrieval_count", "activation")
 _QUERY_FIELDS = ("affect", "mood", "velocity")

@@ -34,6 +34,7 @@ from emotional_memory.learn.losses import (
     checked_shapes,
     compact_rows,
     listwise_loss,
+    scored_groups,
     unrouted,
 )
 from emotional_memory.learn.metrics import ranking_metrics, summarize_metrics
@@ -528,6 +529,14 @@ def _split(
     return available & ~val_mask, val_mask
 
 
+def _has_val(batch: RecallBatch, val_masks: Sequence[np.ndarray]) -> np.ndarray:
+    """(G,) runs whose validation queries can stop them early: some query with a
+    relevant real candidate (without one the loss is 0 at every step, so the run
+    would stop at once and keep its start)."""
+    positive = (np.asarray(batch.labels) & np.asarray(batch.columns.valid)).any(axis=-1)
+    return np.asarray([(val & positive).any() for val in val_masks])
+
+
 def fit(
     batch: RecallBatch,
     info: RecallInfo,
@@ -559,7 +568,8 @@ def fit(
         steps: maximum optimisation steps.
         patience: early-stopping patience (steps without validation improvement).
         val_fraction: share of the training scenarios held out for early stopping
-            (0 disables early stopping: the last step is kept).
+            (0, or held-out queries none of which has a relevant memory, disables
+            early stopping: the last step is kept).
         train_mask: (Q,) queries available for fitting (default: all).
         seed: split seed (and of the adapter's random starting factor).
         progress: draw a progress bar.
@@ -576,7 +586,9 @@ def fit(
         TypeError, ValueError: an argument of the wrong type or out of range, named,
             before anything is trained (``trainable`` must be a sequence of names, not
             one string); a config that routes its base weights per query type
-            (:func:`~emotional_memory.learn.losses.unrouted`); a malformed batch.
+            (:func:`~emotional_memory.learn.losses.unrouted`); a malformed batch; a
+            ``lexical`` or ``context`` group the batch does not score (no lexical
+            statistics or neighbours), or ``adapter`` without its embeddings.
     """
     cfg = _checked_start(config, info, with_info=True)
     _check_fit_args(temperature, l2, steps, val_fraction, learning_rate)
@@ -593,7 +605,7 @@ def fit(
     with float64():
         batched = _problem(reparam, batch, cfg, [(fit_mask, val_mask)], [temperature], [l2],
                            adapter_l2)
-        (trained,) = _train(reparam, batched, np.asarray([val_mask.any()]), learning_rate,
+        (trained,) = _train(reparam, batched, _has_val(batch, [val_mask]), learning_rate,
                             steps, patience, progress)
         _check_started([trained], steps)
         exported = reparam.export(trained.u)
@@ -656,8 +668,8 @@ def fit_many(
         adapter, when trained, is in :func:`fit_many_configs`' configs.
 
     Raises:
-        ValueError: on an invalid or unknown setting of any run, or no run (nothing
-            is trained then).
+        ValueError: on an invalid or unknown setting of any run, no run, or a group
+            the batch does not score (as :func:`fit`; nothing is trained then).
         TypeError: when a run is not a dict.
     """
     return [params for params, _ in _fit_many(
@@ -721,7 +733,7 @@ def _fit_many(
             reparam, batch, cfg, splits, [t for _, t, _ in settings], [l2 for l2, _, _ in settings],
             adapter_l2,
         )
-        has_val = np.asarray([val.any() for _, val in splits])
+        has_val = _has_val(batch, [val for _, val in splits])
         trained = _train(reparam, problem, has_val, learning_rate, steps, patience, progress)
         _check_started(trained, steps)
         out = []
@@ -745,6 +757,7 @@ def _reparam(
     """The parametrisation of a fit: the config's parameters and, with the ``adapter``
     group, the config's adapter or a new identity one of ``rank`` (capped at D)."""
     groups = tuple(trainable)
+    scored_groups(groups, batch, cfg)
     start = None
     if "adapter" in groups:
         dim = int(np.shape(batch.query.embedding)[-1])
