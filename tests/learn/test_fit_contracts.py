@@ -296,7 +296,7 @@ def test_the_lexical_group_on_a_lexical_batch_is_fitted(
 
 
 def test_the_lexical_group_under_a_switched_off_s7_is_refused(
-    lexical_batch: tuple[RecallBatch, RecallInfo],
+    lexical_batch: tuple[RecallBatch, RecallInfo], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With ``enable_lexical=False`` s7 is masked out: the lexical group had a zero
     gradient and came back unchanged."""
@@ -306,6 +306,13 @@ def test_the_lexical_group_under_a_switched_off_s7_is_refused(
         fit(batch, info, off, trainable=("base_weights", "lexical"), steps=2)
     with pytest.raises(ValueError, match="enable_lexical"):
         fit_many(batch, off, [{}], trainable=("lexical",), steps=2)
-    # select_model's lexical models train the group: refused, naming the switch
+    # select_model's lexical models train the group: refused, naming the switch,
+    # before any candidate is fitted (it was after the non-lexical ones)
+    import emotional_memory.learn.selection as selection
+
+    def no_fit(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a candidate was fitted before the refusal")
+
+    monkeypatch.setattr(selection, "_inner_cv_table", no_fit)
     with pytest.raises(ValueError, match="enable_lexical"):
         select_model(batch, info, off, steps=2, tune=False)

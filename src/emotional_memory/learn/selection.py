@@ -12,7 +12,7 @@ from emotional_memory._progress import progress_iter
 from emotional_memory._validation import instance
 from emotional_memory.engine import EmotionalMemoryConfig
 from emotional_memory.learn.calibration import fit_relevance_calibration
-from emotional_memory.learn.losses import evaluate_batch
+from emotional_memory.learn.losses import evaluate_batch, scored_groups
 from emotional_memory.learn.metrics import ranking_metrics
 from emotional_memory.learn.recall_batch import RecallBatch, RecallInfo
 from emotional_memory.learn.training import FitResult, fit
@@ -282,6 +282,10 @@ def select_model(
     def batch_of(name: str) -> RecallBatch:
         analysis = _analysis_of(name)
         return batch if analysis is None else extra[analysis]
+
+    for name, (start, trainable) in models.items():  # before any candidate is fitted
+        if trainable is not None:
+            scored_groups(trainable, batch_of(name), start)
 
     first, second = ("top1", "mrr") if select_by == "top1" else ("mrr", "top1")
 
