@@ -148,13 +148,8 @@ def begin_immediate(conn: sqlite3.Connection, path: str, timeout: float) -> None
     Raises:
         SQLiteBusyError: another connection kept the write lock past ``timeout``.
     """
-    try:
+    with busy_named(path, timeout):
         conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.OperationalError as exc:
-        busy = busy_error(exc, path, timeout)
-        if busy is None:
-            raise
-        raise busy from exc
 
 
 @contextmanager
