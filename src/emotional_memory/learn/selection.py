@@ -175,6 +175,17 @@ def _checked_selection(
     return extra
 
 
+def _check_scored(
+    models: Mapping[str, tuple[EmotionalMemoryConfig, tuple[str, ...] | None]],
+    batch_of: Callable[[str], RecallBatch],
+) -> None:
+    """Refuse a candidate whose trainable group its batch does not score
+    (:func:`~emotional_memory.learn.losses.scored_groups`)."""
+    for name, (start, trainable) in models.items():
+        if trainable is not None:
+            scored_groups(trainable, batch_of(name), start)
+
+
 def _calibrate(result: FitResult, data: RecallBatch, scores: np.ndarray, info: RecallInfo,
                available: np.ndarray) -> None:
     """Fit the relevance calibration (Platt scaling) on the winner's out-of-fold
@@ -283,9 +294,7 @@ def select_model(
         analysis = _analysis_of(name)
         return batch if analysis is None else extra[analysis]
 
-    for name, (start, trainable) in models.items():  # before any candidate is fitted
-        if trainable is not None:
-            scored_groups(trainable, batch_of(name), start)
+    _check_scored(models, batch_of)  # before any candidate is fitted
 
     first, second = ("top1", "mrr") if select_by == "top1" else ("mrr", "top1")
 
